@@ -1,0 +1,14 @@
+//! Process exit codes, in one place so scripts and docs agree (see docs/cli.md).
+
+/// The run finished and every gate passed.
+pub const OK: i32 = 0;
+/// The run could not be carried out (an internal error or an I/O failure).
+pub const RUN_FAILED: i32 = 1;
+/// Bad usage or bad input: a flag, an environment variable, a file. Nothing was run.
+pub const USAGE: i32 = 2;
+/// An SLO or a regression gate failed.
+pub const GATE_FAILED: i32 = 3;
+/// The run is not valid: no request succeeded, or the client itself was the bottleneck.
+pub const INVALID_RUN: i32 = 4;
+/// The run was interrupted (Ctrl-C); the report of what completed was still written.
+pub const INTERRUPTED: i32 = 130;

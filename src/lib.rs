@@ -1,0 +1,11 @@
+//! llmsurge: a load generator and benchmark for OpenAI-compatible LLM inference servers.
+//!
+//! Theory of operation: the binary is the coordinator. It parses and resolves the
+//! configuration (`cli`), resolves the target, and hands a validated plan to
+//! `llmsurge-coordinator`, which spawns worker processes (this same executable, through
+//! a hidden subcommand that lands in `llmsurge-worker`). This crate also owns the data
+//! pipeline, the reports, and the built-in mock OpenAI server (`mock`), which is both a
+//! product feature and the server every end-to-end test runs against.
+
+pub mod exit_codes;
+pub mod mock;

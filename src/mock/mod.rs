@@ -1,0 +1,1 @@
+//! The built-in mock OpenAI-compatible server (`llmsurge mock-server`).
