@@ -1,1 +1,33 @@
-//! placeholder
+//! What crosses a process boundary in llmsurge.
+//!
+//! Theory of operation: the coordinator and its workers share two channels. The
+//! shared-memory block ([`shm`]) holds what every process must see at once: the start
+//! instant, the stop flags, the strategy clock (slots claimed with atomic operations) and
+//! the group-wide concurrency. The IPC socket carries length-prefixed msgpack frames
+//! ([`frame`]) of the [`messages`]: configuration one way, batched request transitions
+//! ([`record`]) and histogram deltas ([`metrics`]) the other. Timestamps are monotonic
+//! nanoseconds ([`clock`]), common to every process of the host.
+//!
+//! This crate holds types and encodings only; it decides no I/O policy (when to flush,
+//! what to do on EOF): that belongs to the worker and the coordinator.
+
+pub mod clock;
+pub mod config;
+pub mod frame;
+pub mod messages;
+pub mod metrics;
+pub mod record;
+pub mod shm;
+
+pub use clock::{ClockAnchor, MonoNanos};
+pub use config::{
+    Arrivals, BackendConfig, DataSpec, MeasureWindow, RequestFormat, Schedule, Secret,
+    SyntheticSpec, WorkerConfig,
+};
+pub use frame::{FrameError, decode_frame, encode_frame};
+pub use messages::{FromWorker, PROTOCOL_VERSION, ToWorker, UpdateBatch};
+pub use metrics::{Distribution, EncodedMetrics, Metric, MetricSet, StatusClass};
+pub use record::{
+    ErrorKind, Phase, RequestError, RequestRecord, RequestStarted, RequestStatus, TokenSource,
+};
+pub use shm::{SharedRegion, ShmLayout};

@@ -1,0 +1,105 @@
+//! Monotonic-clock timestamps shared by every process of the host.
+//!
+//! `CLOCK_MONOTONIC` is one clock for the whole machine, so a timestamp taken in a worker
+//! can be compared with one taken in the coordinator without any translation. Wall time
+//! is derived once, for the report, from a [`ClockAnchor`].
+
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Nanoseconds on `CLOCK_MONOTONIC`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct MonoNanos(pub u64);
+
+impl MonoNanos {
+    /// The current instant.
+    pub fn now() -> Self {
+        // CLOCK_MONOTONIC cannot fail on Linux; fall back to zero rather than panic.
+        let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+            .map(|ts| (ts.tv_sec() as u64) * 1_000_000_000 + ts.tv_nsec() as u64)
+            .unwrap_or(0);
+        Self(ts)
+    }
+
+    /// `self + d`, saturating.
+    pub fn add(self, d: Duration) -> Self {
+        Self(
+            self.0
+                .saturating_add(d.as_nanos().min(u64::MAX as u128) as u64),
+        )
+    }
+
+    /// The span from `earlier` to `self`, or zero when `earlier` is later.
+    pub fn since(self, earlier: MonoNanos) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+
+    /// Signed nanoseconds from `earlier` to `self`.
+    pub fn signed_since(self, earlier: MonoNanos) -> i64 {
+        (self.0 as i128 - earlier.0 as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    }
+}
+
+/// One instant read on both clocks, to convert monotonic timestamps to wall time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockAnchor {
+    /// The instant on the monotonic clock.
+    pub mono: MonoNanos,
+    /// The same instant as nanoseconds since the Unix epoch.
+    pub unix_nanos: u64,
+}
+
+impl ClockAnchor {
+    /// Reads both clocks now.
+    pub fn now() -> Self {
+        let mono = MonoNanos::now();
+        let unix_nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        Self { mono, unix_nanos }
+    }
+
+    /// Converts a monotonic timestamp to seconds since the Unix epoch.
+    pub fn unix_seconds(&self, t: MonoNanos) -> f64 {
+        let delta = t.signed_since(self.mono);
+        (self.unix_nanos as i128 + delta as i128) as f64 / 1e9
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monotonic_never_goes_back() {
+        let a = MonoNanos::now();
+        let b = MonoNanos::now();
+        assert!(b >= a);
+        assert!(a.0 > 0);
+    }
+
+    #[test]
+    fn arithmetic_saturates() {
+        let t = MonoNanos(100);
+        assert_eq!(t.since(MonoNanos(150)), Duration::ZERO);
+        assert_eq!(t.signed_since(MonoNanos(150)), -50);
+        assert_eq!(
+            MonoNanos(u64::MAX - 1).add(Duration::from_secs(1)),
+            MonoNanos(u64::MAX)
+        );
+    }
+
+    #[test]
+    fn anchor_converts_to_wall_time() {
+        let anchor = ClockAnchor {
+            mono: MonoNanos(1_000_000_000),
+            unix_nanos: 1_700_000_000_000_000_000,
+        };
+        let later = MonoNanos(1_500_000_000);
+        assert!((anchor.unix_seconds(later) - 1_700_000_000.5).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,201 @@
+//! The configuration a worker receives over IPC (never on its command line).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// Which OpenAI endpoint requests go to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestFormat {
+    /// `POST /v1/chat/completions`.
+    #[default]
+    Chat,
+    /// `POST /v1/completions`.
+    Completions,
+}
+
+impl RequestFormat {
+    /// The endpoint path.
+    pub fn path(self) -> &'static str {
+        match self {
+            RequestFormat::Chat => "/v1/chat/completions",
+            RequestFormat::Completions => "/v1/completions",
+        }
+    }
+}
+
+/// A secret (an API key). Its `Debug` and `Display` never show the value; it is
+/// serialized as is because it must reach the workers, so never put it in a report.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// How to talk to the target server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BackendConfig {
+    /// Base URL without the `/v1/...` path, e.g. `http://127.0.0.1:8000`.
+    pub base_url: String,
+    /// Chat or completions.
+    pub request_format: RequestFormat,
+    /// The model name sent in every request.
+    pub model: String,
+    /// Stream responses (SSE) or not.
+    pub stream: bool,
+    /// Sent as `Authorization: Bearer ...`.
+    pub api_key: Option<Secret>,
+    /// Extra headers on every request.
+    pub headers: Vec<(String, String)>,
+    /// Extra query parameters on every request.
+    pub params: Vec<(String, String)>,
+    /// Extra fields merged into every request body (a JSON object).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Speak HTTP/2 (prior knowledge on `http://`, ALPN on `https://`).
+    pub http2: bool,
+    /// Bound on a whole request, first byte to last.
+    pub request_timeout: Duration,
+    /// Bound on connecting.
+    pub connect_timeout: Duration,
+    /// Bound on the wait for the first token, if set.
+    pub ttft_timeout: Option<Duration>,
+    /// Bound on the silence between two chunks of a stream, if set.
+    pub idle_timeout: Option<Duration>,
+    /// Send `ignore_eos: true` so the server generates exactly `max_tokens`.
+    pub ignore_eos: bool,
+}
+
+/// When requests are sent: the strategy, as the worker sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Schedule {
+    /// `streams` request streams across the group, each sending its next request as soon
+    /// as the last one finished; stream `s` starts at `t0 + rampup * s / streams`.
+    /// (`synchronous` is one stream; `concurrent` is N; `throughput` is the cap.)
+    Streams {
+        /// Streams across the whole group.
+        streams: u32,
+        /// Spread of the stream starts.
+        rampup: Duration,
+    },
+    /// Requests at scheduled instants: one sequence of slots for the whole group.
+    Arrivals(Arrivals),
+}
+
+/// Arrival processes of rate-based strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrivals {
+    /// Slot `i` at `t0 + i / rate`, after an optional linear ramp from 0 to `rate`.
+    Constant {
+        /// Requests per second.
+        rate: f64,
+        /// Length of the linear ramp-up.
+        rampup: Duration,
+    },
+    /// Gamma-distributed gaps with mean `1 / rate`; `burstiness` is the shape
+    /// (1 = Poisson, lower = burstier), as `vllm bench serve` has it.
+    Poisson {
+        /// Requests per second.
+        rate: f64,
+        /// Gamma shape.
+        burstiness: f64,
+    },
+}
+
+/// A synthetic workload: prompts and output lengths drawn from these settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SyntheticSpec {
+    /// Mean prompt length in tokens.
+    pub prompt_tokens: u32,
+    /// Standard deviation of the prompt length.
+    pub prompt_tokens_stdev: u32,
+    /// Lower bound of the prompt length.
+    pub prompt_tokens_min: Option<u32>,
+    /// Upper bound of the prompt length.
+    pub prompt_tokens_max: Option<u32>,
+    /// Mean output length in tokens (sent as `max_tokens`).
+    pub output_tokens: u32,
+    /// Standard deviation of the output length.
+    pub output_tokens_stdev: u32,
+    /// Lower bound of the output length.
+    pub output_tokens_min: Option<u32>,
+    /// Upper bound of the output length.
+    pub output_tokens_max: Option<u32>,
+    /// Tokens of shared prefix at the start of every prompt.
+    pub prefix_tokens: u32,
+    /// How many distinct prefixes the prompts cycle through.
+    pub prefix_count: u32,
+    /// Number of distinct samples (the dataset is finite when set).
+    pub samples: Option<u64>,
+    /// Seed of the prompt and length streams.
+    pub random_seed: u64,
+}
+
+/// Where request payloads come from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DataSpec {
+    /// Generated in the worker from (seed, slot): no round trip per request.
+    Synthetic(SyntheticSpec),
+}
+
+/// Which requests are warm-up or cool-down, so the worker can tag each as it finishes.
+/// A request is in a window if its slot or its scheduled instant falls in it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeasureWindow {
+    /// Slots below this are warm-up.
+    pub warmup_slots: Option<u64>,
+    /// Requests scheduled before `t0 + this` are warm-up.
+    pub warmup_time: Option<Duration>,
+    /// Slots at or above this are cool-down.
+    pub cooldown_from_slot: Option<u64>,
+    /// Requests scheduled at or after `t0 + this` are cool-down.
+    pub cooldown_from_time: Option<Duration>,
+}
+
+/// Everything one worker needs to run its part of one benchmark.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerConfig {
+    /// This worker's index in the group, `0..worker_count`.
+    pub worker_id: u32,
+    /// Workers in the group.
+    pub worker_count: u32,
+    /// The run seed; every random stream derives from (seed, stream name, slot).
+    pub seed: u64,
+    /// The target.
+    pub backend: BackendConfig,
+    /// The strategy.
+    pub schedule: Schedule,
+    /// The payloads.
+    pub data: DataSpec,
+    /// Warm-up and cool-down.
+    pub window: MeasureWindow,
+    /// How often to send a batch of updates to the coordinator.
+    pub flush_interval: Duration,
+    /// `tracing` filter for the worker's own log (stderr).
+    pub log_filter: String,
+}

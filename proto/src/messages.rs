@@ -1,0 +1,129 @@
+//! The IPC messages between the coordinator and its workers.
+//!
+//! Lifecycle: the worker connects and says `Hello` (with the protocol version); the
+//! coordinator answers `Configure`; the worker prepares (HTTP client, data) and says
+//! `Ready`; once every worker is ready the coordinator writes `t0` into shared memory and
+//! sends `Start`. The worker then streams `Update` batches (which double as heartbeats)
+//! and ends with `Finished`, or `Failed` if it cannot go on. `Shutdown` lets it exit.
+
+use crate::clock::MonoNanos;
+use crate::config::WorkerConfig;
+use crate::metrics::EncodedMetrics;
+use crate::record::{RequestRecord, RequestStarted};
+use serde::{Deserialize, Serialize};
+
+/// Bumped on every incompatible change to the messages below.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Coordinator → worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToWorker {
+    /// The worker's configuration.
+    Configure(Box<WorkerConfig>),
+    /// Begin at `t0` (also in shared memory).
+    Start {
+        /// The group's start instant.
+        t0: MonoNanos,
+    },
+    /// Exit now; the coordinator has everything it needs.
+    Shutdown,
+}
+
+/// Worker → coordinator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FromWorker {
+    /// First message after connecting.
+    Hello {
+        /// [`PROTOCOL_VERSION`] of the worker's build.
+        protocol_version: u32,
+        /// The worker's process id.
+        pid: u32,
+    },
+    /// Prepared and waiting for `Start`.
+    Ready,
+    /// Transitions since the last batch, with the histogram delta of exactly the requests
+    /// finished in it, so a batch is all-or-nothing if the worker dies.
+    Update(UpdateBatch),
+    /// No more requests will come from this worker.
+    Finished {
+        /// Why it stopped.
+        reason: String,
+    },
+    /// The worker cannot go on.
+    Failed {
+        /// One line saying why.
+        message: String,
+    },
+}
+
+/// A batch of request transitions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UpdateBatch {
+    /// Requests sent since the last batch.
+    pub started: Vec<RequestStarted>,
+    /// Requests finished since the last batch.
+    pub finished: Vec<RequestRecord>,
+    /// Histograms of the measured requests in `finished`.
+    pub metrics: EncodedMetrics,
+}
+
+impl UpdateBatch {
+    /// Whether the batch carries no transition.
+    pub fn is_empty(&self) -> bool {
+        self.started.is_empty() && self.finished.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{decode_frame, encode_frame};
+
+    /// Golden bytes of a control message: enum variant and field names are on the wire.
+    #[test]
+    fn hello_wire_format_is_pinned() {
+        let mut out = Vec::new();
+        encode_frame(
+            &FromWorker::Hello {
+                protocol_version: PROTOCOL_VERSION,
+                pid: 5,
+            },
+            &mut out,
+        )
+        .expect("encode");
+        let mut expected = vec![0, 0, 0, 31, 0x81, 0xa5];
+        expected.extend_from_slice(b"hello");
+        expected.extend_from_slice(&[0x82, 0xb0]);
+        expected.extend_from_slice(b"protocol_version");
+        expected.push(0x01);
+        expected.extend_from_slice(&[0xa3]);
+        expected.extend_from_slice(b"pid");
+        expected.push(0x05);
+        assert_eq!(out, expected);
+        assert_eq!(PROTOCOL_VERSION, 1);
+    }
+
+    #[test]
+    fn unit_variants_are_plain_strings() {
+        let mut out = Vec::new();
+        encode_frame(&ToWorker::Shutdown, &mut out).expect("encode");
+        assert_eq!(&out[4..], b"\xa8shutdown");
+    }
+
+    #[test]
+    fn messages_round_trip() {
+        let msgs = vec![ToWorker::Start { t0: MonoNanos(123) }, ToWorker::Shutdown];
+        let mut wire = Vec::new();
+        for m in &msgs {
+            encode_frame(m, &mut wire).expect("encode");
+        }
+        let mut buf = bytes::BytesMut::from(&wire[..]);
+        let mut back = Vec::new();
+        while let Some(m) = decode_frame::<ToWorker>(&mut buf).expect("decode") {
+            back.push(m);
+        }
+        assert_eq!(back, msgs);
+    }
+}

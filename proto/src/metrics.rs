@@ -1,0 +1,461 @@
+//! HDR histograms of the per-request metrics, recorded in workers and merged losslessly.
+//!
+//! Every process uses the same precision (3 significant digits) and auto-resizing
+//! histograms, so any two can be added. Histograms cross process boundaries in the
+//! HdrHistogram V2 encoding, which is compact (a histogram of 1,000 values is ~160 bytes).
+
+use crate::record::RequestStatus;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Significant digits of every histogram.
+pub const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// A per-request metric (DESIGN.md, "Metrics").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// End-to-end latency: last byte − start, in µs.
+    RequestLatency,
+    /// Time to first content token − start, in µs.
+    Ttft,
+    /// Time to first token of any kind (reasoning included) − start, in µs.
+    TtftAny,
+    /// Every gap between consecutive content tokens, in µs.
+    Itl,
+    /// (e2e − ttft) / (output tokens − 1) per request, in µs.
+    Tpot,
+    /// Start − scheduled slot time, in µs: the client's own fidelity.
+    DispatchLag,
+    /// Prompt tokens per request.
+    PromptTokens,
+    /// Output tokens per request.
+    OutputTokens,
+}
+
+impl Metric {
+    /// Every metric, in report order.
+    pub const ALL: [Metric; 8] = [
+        Metric::RequestLatency,
+        Metric::Ttft,
+        Metric::TtftAny,
+        Metric::Itl,
+        Metric::Tpot,
+        Metric::DispatchLag,
+        Metric::PromptTokens,
+        Metric::OutputTokens,
+    ];
+
+    /// Whether the metric is a duration recorded in microseconds.
+    pub fn is_duration(self) -> bool {
+        !matches!(self, Metric::PromptTokens | Metric::OutputTokens)
+    }
+
+    /// The key used in reports.
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::RequestLatency => "request_latency",
+            Metric::Ttft => "ttft",
+            Metric::TtftAny => "ttft_any",
+            Metric::Itl => "itl",
+            Metric::Tpot => "tpot",
+            Metric::DispatchLag => "dispatch_lag",
+            Metric::PromptTokens => "prompt_tokens",
+            Metric::OutputTokens => "output_tokens",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+/// The status groups distributions are split by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusClass {
+    /// Completed requests.
+    Successful,
+    /// Errored requests.
+    Errored,
+    /// Requests cancelled before they finished.
+    Incomplete,
+}
+
+impl StatusClass {
+    /// Every class, in report order.
+    pub const ALL: [StatusClass; 3] = [
+        StatusClass::Successful,
+        StatusClass::Errored,
+        StatusClass::Incomplete,
+    ];
+
+    /// The class a request status falls in.
+    pub fn of(status: RequestStatus) -> Self {
+        match status {
+            RequestStatus::Completed => StatusClass::Successful,
+            RequestStatus::Errored => StatusClass::Errored,
+            RequestStatus::Cancelled => StatusClass::Incomplete,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Errors of histogram operations.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// Two histograms could not be added.
+    #[error("merging histograms: {0:?}")]
+    Merge(hdrhistogram::AdditionError),
+    /// A histogram could not be encoded.
+    #[error("encoding a histogram: {0:?}")]
+    Encode(hdrhistogram::serialization::V2SerializeError),
+    /// A histogram could not be decoded.
+    #[error("decoding a histogram: {0:?}")]
+    Decode(hdrhistogram::serialization::DeserializeError),
+    /// A histogram could not be created.
+    #[error("creating a histogram: {0:?}")]
+    Create(hdrhistogram::CreationError),
+}
+
+fn new_histogram() -> Histogram<u64> {
+    // Auto-resizing from the smallest bounds; creation with these constants cannot fail.
+    let mut h = Histogram::new(SIGNIFICANT_DIGITS).unwrap_or_else(|_| unreachable_histogram());
+    h.auto(true);
+    h
+}
+
+#[cold]
+fn unreachable_histogram() -> Histogram<u64> {
+    // 3 significant digits is always a valid precision; keep a fallback anyway so no
+    // panic path exists.
+    Histogram::new_with_max(u64::MAX / 2, 2).unwrap_or_else(|_| std::process::abort())
+}
+
+/// Histograms per status class and metric. Only histograms that were recorded into exist.
+#[derive(Clone, Debug, Default)]
+pub struct MetricSet {
+    hists: [[Option<Histogram<u64>>; Metric::ALL.len()]; StatusClass::ALL.len()],
+}
+
+impl MetricSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn slot(&mut self, class: StatusClass, metric: Metric) -> &mut Histogram<u64> {
+        self.hists[class.index()][metric.index()].get_or_insert_with(new_histogram)
+    }
+
+    /// Records one value (µs for durations, a count for tokens).
+    pub fn record(&mut self, class: StatusClass, metric: Metric, value: u64) {
+        let h = self.slot(class, metric);
+        // `record` grows an auto-resizing histogram; `saturating_record` would clamp.
+        if h.record(value).is_err() {
+            h.saturating_record(value);
+        }
+    }
+
+    /// Records `value` `count` times.
+    pub fn record_n(&mut self, class: StatusClass, metric: Metric, value: u64, count: u64) {
+        // Auto-resize means a record can only fail on count overflow; saturate instead.
+        let h = self.slot(class, metric);
+        if h.record_n(value, count).is_err() {
+            h.saturating_record(value);
+        }
+    }
+
+    /// The histogram of one metric for one class, if anything was recorded.
+    pub fn get(&self, class: StatusClass, metric: Metric) -> Option<&Histogram<u64>> {
+        self.hists[class.index()][metric.index()].as_ref()
+    }
+
+    /// The histogram of one metric over every class.
+    pub fn total(&self, metric: Metric) -> Histogram<u64> {
+        let mut total = new_histogram();
+        for class in StatusClass::ALL {
+            if let Some(h) = self.get(class, metric) {
+                // Both auto-resize with the same precision: adding cannot fail.
+                let _ = total.add(h);
+            }
+        }
+        total
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.hists
+            .iter()
+            .flatten()
+            .all(|h| h.as_ref().is_none_or(|h| h.is_empty()))
+    }
+
+    /// Adds every histogram of `other` into `self`.
+    pub fn merge(&mut self, other: &MetricSet) -> Result<(), MetricsError> {
+        for class in StatusClass::ALL {
+            for metric in Metric::ALL {
+                if let Some(h) = other.get(class, metric) {
+                    self.slot(class, metric)
+                        .add(h)
+                        .map_err(MetricsError::Merge)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Empties every histogram, keeping their memory.
+    pub fn reset(&mut self) {
+        for h in self.hists.iter_mut().flatten().flatten() {
+            h.reset();
+        }
+    }
+
+    /// Encodes the non-empty histograms for another process.
+    pub fn encode(&self) -> Result<EncodedMetrics, MetricsError> {
+        let mut serializer = V2Serializer::new();
+        let mut entries = Vec::new();
+        for class in StatusClass::ALL {
+            for metric in Metric::ALL {
+                if let Some(h) = self.get(class, metric).filter(|h| !h.is_empty()) {
+                    let mut v2 = Vec::new();
+                    serializer
+                        .serialize(h, &mut v2)
+                        .map_err(MetricsError::Encode)?;
+                    entries.push(EncodedHistogram { class, metric, v2 });
+                }
+            }
+        }
+        Ok(EncodedMetrics { entries })
+    }
+
+    /// Adds encoded histograms into `self`.
+    pub fn merge_encoded(&mut self, encoded: &EncodedMetrics) -> Result<(), MetricsError> {
+        let mut deserializer = Deserializer::new();
+        for entry in &encoded.entries {
+            let h: Histogram<u64> = deserializer
+                .deserialize(&mut entry.v2.as_slice())
+                .map_err(MetricsError::Decode)?;
+            self.slot(entry.class, entry.metric)
+                .add(&h)
+                .map_err(MetricsError::Merge)?;
+        }
+        Ok(())
+    }
+}
+
+/// One histogram in the V2 encoding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EncodedHistogram {
+    /// Its status class.
+    pub class: StatusClass,
+    /// Its metric.
+    pub metric: Metric,
+    /// HdrHistogram V2 bytes.
+    #[serde(with = "serde_bytes")]
+    pub v2: Vec<u8>,
+}
+
+/// The non-empty histograms of a [`MetricSet`], ready to cross a process boundary.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EncodedMetrics {
+    /// One entry per non-empty histogram.
+    pub entries: Vec<EncodedHistogram>,
+}
+
+/// Percentiles reported for every distribution.
+pub const PERCENTILES: [(&str, f64); 11] = [
+    ("p0_1", 0.1),
+    ("p1", 1.0),
+    ("p5", 5.0),
+    ("p10", 10.0),
+    ("p25", 25.0),
+    ("p50", 50.0),
+    ("p75", 75.0),
+    ("p90", 90.0),
+    ("p95", 95.0),
+    ("p99", 99.0),
+    ("p99_9", 99.9),
+];
+
+/// Summary statistics of one distribution, in report units (ms for durations).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    /// Number of values.
+    pub count: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub std: f64,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Percentiles keyed `p0_1` … `p99_9`.
+    pub percentiles: Percentiles,
+}
+
+/// The percentile set of a [`Distribution`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct Percentiles {
+    pub p0_1: f64,
+    pub p1: f64,
+    pub p5: f64,
+    pub p10: f64,
+    pub p25: f64,
+    pub p50: f64,
+    pub p75: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p99_9: f64,
+}
+
+impl Percentiles {
+    /// The value for a key of [`PERCENTILES`].
+    pub fn get(&self, key: &str) -> Option<f64> {
+        Some(match key {
+            "p0_1" => self.p0_1,
+            "p1" => self.p1,
+            "p5" => self.p5,
+            "p10" => self.p10,
+            "p25" => self.p25,
+            "p50" => self.p50,
+            "p75" => self.p75,
+            "p90" => self.p90,
+            "p95" => self.p95,
+            "p99" => self.p99,
+            "p99_9" => self.p99_9,
+            _ => return None,
+        })
+    }
+}
+
+impl Distribution {
+    /// Summarises a histogram; `scale` divides every value (1000 turns µs into ms).
+    pub fn from_histogram(h: &Histogram<u64>, scale: f64) -> Self {
+        if h.is_empty() {
+            return Self::default();
+        }
+        let q = |p: f64| h.value_at_quantile(p / 100.0) as f64 / scale;
+        Self {
+            count: h.len(),
+            mean: h.mean() / scale,
+            std: h.stdev() / scale,
+            min: h.min() as f64 / scale,
+            max: h.max() as f64 / scale,
+            percentiles: Percentiles {
+                p0_1: q(0.1),
+                p1: q(1.0),
+                p5: q(5.0),
+                p10: q(10.0),
+                p25: q(25.0),
+                p50: q(50.0),
+                p75: q(75.0),
+                p90: q(90.0),
+                p95: q(95.0),
+                p99: q(99.0),
+                p99_9: q(99.9),
+            },
+        }
+    }
+
+    /// Summarises one metric's histogram in report units.
+    pub fn of_metric(metric: Metric, h: &Histogram<u64>) -> Self {
+        Self::from_histogram(h, if metric.is_duration() { 1000.0 } else { 1.0 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoded_histograms_merge_losslessly() {
+        let mut a = MetricSet::new();
+        let mut b = MetricSet::new();
+        for v in 1..=1000u64 {
+            a.record(StatusClass::Successful, Metric::Ttft, v * 100);
+            b.record(StatusClass::Successful, Metric::Ttft, v * 100 + 50_000);
+        }
+        b.record(StatusClass::Errored, Metric::RequestLatency, 7);
+
+        let mut direct = a.clone();
+        direct.merge(&b).expect("merge");
+        let mut via_wire = a.clone();
+        let wire = b.encode().expect("encode");
+        assert_eq!(wire.entries.len(), 2, "only non-empty histograms travel");
+        via_wire.merge_encoded(&wire).expect("merge encoded");
+
+        for class in StatusClass::ALL {
+            for metric in Metric::ALL {
+                assert_eq!(
+                    direct.get(class, metric),
+                    via_wire.get(class, metric),
+                    "{class:?} {metric:?}"
+                );
+            }
+        }
+        let ttft = via_wire
+            .get(StatusClass::Successful, Metric::Ttft)
+            .expect("ttft");
+        assert_eq!(ttft.len(), 2000);
+    }
+
+    #[test]
+    fn a_thousand_values_encode_small() {
+        let mut set = MetricSet::new();
+        for v in 0..1000u64 {
+            set.record(StatusClass::Successful, Metric::Itl, 4_000 + v * 7);
+        }
+        let bytes: usize = set
+            .encode()
+            .expect("encode")
+            .entries
+            .iter()
+            .map(|e| e.v2.len())
+            .sum();
+        assert!(bytes < 4096, "{bytes} bytes");
+    }
+
+    #[test]
+    fn distribution_is_in_report_units() {
+        let mut set = MetricSet::new();
+        for ms in 1..=100u64 {
+            set.record(StatusClass::Successful, Metric::Ttft, ms * 1000);
+        }
+        let h = set
+            .get(StatusClass::Successful, Metric::Ttft)
+            .expect("ttft");
+        let d = Distribution::of_metric(Metric::Ttft, h);
+        assert_eq!(d.count, 100);
+        assert!((d.mean - 50.5).abs() < 0.1, "{}", d.mean);
+        assert!((d.percentiles.p50 - 50.0).abs() < 0.1);
+        assert!((d.max - 100.0).abs() < 0.1);
+        assert_eq!(d.percentiles.get("p99"), Some(d.percentiles.p99));
+    }
+
+    #[test]
+    fn total_sums_the_classes_and_reset_empties() {
+        let mut set = MetricSet::new();
+        set.record(StatusClass::Successful, Metric::OutputTokens, 10);
+        set.record_n(StatusClass::Errored, Metric::OutputTokens, 3, 4);
+        assert_eq!(set.total(Metric::OutputTokens).len(), 5);
+        assert!(!set.is_empty());
+        set.reset();
+        assert!(set.is_empty());
+    }
+}

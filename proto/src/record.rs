@@ -1,0 +1,165 @@
+//! Per-request timing records and error kinds, as workers report them.
+
+use crate::clock::MonoNanos;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestStatus {
+    /// The server answered in full.
+    Completed,
+    /// The request failed; see its [`ErrorKind`].
+    Errored,
+    /// The request was stopped by the client (the benchmark ended or was interrupted).
+    Cancelled,
+}
+
+/// Why a request failed or did not finish. Counted per kind in the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The server answered with a non-success HTTP status.
+    Http {
+        /// The HTTP status code.
+        status: u16,
+    },
+    /// The connection could not be made.
+    Connect,
+    /// A timeout fired: total, time to first token, or idle between tokens.
+    Timeout,
+    /// The response stream broke off before it was complete.
+    StreamBroken,
+    /// The server sent an SSE event or JSON body the client could not parse.
+    MalformedResponse,
+    /// The client cancelled the request.
+    Cancelled,
+    /// The worker that owned the request died.
+    WorkerDied,
+    /// The request could not be built or sent for another reason.
+    Request,
+}
+
+impl ErrorKind {
+    /// A stable key for reports, e.g. `http_500`, `timeout`.
+    pub fn key(&self) -> String {
+        match self {
+            ErrorKind::Http { status } => format!("http_{status}"),
+            other => other.name().to_string(),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            ErrorKind::Http { .. } => "http",
+            ErrorKind::Connect => "connect",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::StreamBroken => "stream_broken",
+            ErrorKind::MalformedResponse => "malformed_response",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::WorkerDied => "worker_died",
+            ErrorKind::Request => "request",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key())
+    }
+}
+
+/// An error kind with a message for diagnosis.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestError {
+    /// What went wrong, as a countable kind.
+    pub kind: ErrorKind,
+    /// A human-readable detail (e.g. the server's error message).
+    pub message: String,
+}
+
+/// Where an output token count came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server's `usage` object.
+    Usage,
+    /// Counted from the streamed chunks.
+    Stream,
+    /// Not known (no usage and nothing streamed).
+    #[default]
+    Unknown,
+}
+
+/// Which part of the benchmark a request belongs to. Only `Measured` requests feed the
+/// metrics; the others are kept in the record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Inside the warm-up window.
+    Warmup,
+    /// In the measured window.
+    #[default]
+    Measured,
+    /// Inside the cool-down window.
+    Cooldown,
+}
+
+/// A request was sent: the coordinator now counts it as in flight on that worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestStarted {
+    /// The slot of the group's schedule this request filled.
+    pub slot: u64,
+    /// When it should have been sent.
+    pub scheduled: MonoNanos,
+    /// When it was sent.
+    pub start: MonoNanos,
+}
+
+/// Everything the coordinator keeps about one finished request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// The slot of the group's schedule this request filled.
+    pub slot: u64,
+    /// The worker that ran it.
+    pub worker: u32,
+    /// How it ended.
+    pub status: RequestStatus,
+    /// Why it failed, when it did.
+    pub error: Option<RequestError>,
+    /// When it should have been sent (the intended start).
+    pub scheduled: MonoNanos,
+    /// When it was written to the socket; `None` if it never was.
+    pub start: Option<MonoNanos>,
+    /// The first streamed token of any kind (reasoning included).
+    pub first_token: Option<MonoNanos>,
+    /// The first content (output) token.
+    pub first_content: Option<MonoNanos>,
+    /// The last byte received, or the instant it failed or was cancelled.
+    pub end: MonoNanos,
+    /// Prompt tokens, from the server's usage when it sent one, else the client's count.
+    pub prompt_tokens: Option<u32>,
+    /// Output tokens, from `output_tokens_source`.
+    pub output_tokens: u32,
+    /// Where `output_tokens` came from.
+    pub output_tokens_source: TokenSource,
+    /// Output tokens counted from the stream (for the usage-vs-stream check).
+    pub streamed_tokens: u32,
+    /// Warm-up, measured, or cool-down.
+    pub phase: Phase,
+    /// Sent later than its slot because the concurrency cap was reached.
+    pub late: bool,
+}
+
+impl RequestRecord {
+    /// Time to first content token, when there was one.
+    pub fn ttft(&self) -> Option<std::time::Duration> {
+        Some(self.first_content?.since(self.start?))
+    }
+
+    /// End-to-end latency, when the request was sent.
+    pub fn latency(&self) -> Option<std::time::Duration> {
+        Some(self.end.since(self.start?))
+    }
+}

@@ -1,0 +1,471 @@
+//! The shared-memory block every process of a worker group maps.
+//!
+//! The coordinator creates it (an anonymous `memfd`), initialises the header, and hands
+//! the file descriptor to each worker it spawns. Everything in it is an atomic, so the
+//! block is safe to share between processes without locks: the start instant `t0`, the
+//! stop flags, the strategy clock (the next slot to claim and the slot limit), the
+//! group-wide concurrency cap, and a few live counters.
+//!
+//! The layout is `#[repr(C)]` with fixed offsets and carries a magic number and a layout
+//! version; a golden test pins the offsets so a change is visible in review.
+
+use crate::clock::MonoNanos;
+use nix::sys::mman::{MapFlags, ProtFlags};
+use std::ffi::c_void;
+use std::num::NonZeroUsize;
+use std::os::fd::{AsFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// `b"LLMSURGE"` read as a little-endian integer.
+pub const SHM_MAGIC: u64 = u64::from_le_bytes(*b"LLMSURGE");
+/// Bumped on every change to [`ShmLayout`].
+pub const SHM_LAYOUT_VERSION: u32 = 1;
+/// The most workers one group can have (the per-worker arrays are this long).
+pub const MAX_WORKERS: usize = 256;
+/// A slot limit or concurrency cap that means "none".
+pub const UNLIMITED: u64 = u64::MAX;
+
+/// Stop-flag bits in [`ShmLayout::stop`].
+pub mod stop_flags {
+    /// Claim no new slots; requests already sent run to completion.
+    pub const STOP_QUEUING: u32 = 1;
+    /// Cancel requests in flight as well.
+    pub const CANCEL_IN_FLIGHT: u32 = 2;
+}
+
+/// Errors mapping or validating the shared block.
+#[derive(Debug, thiserror::Error)]
+pub enum ShmError {
+    /// A system call failed.
+    #[error("shared memory: {op} failed: {source}")]
+    Sys {
+        /// The call that failed.
+        op: &'static str,
+        /// The error it returned.
+        source: nix::Error,
+    },
+    /// The block is smaller than the layout.
+    #[error("shared memory block is {actual} bytes, the layout needs {expected}")]
+    TooSmall {
+        /// The block's size.
+        actual: usize,
+        /// The layout's size.
+        expected: usize,
+    },
+    /// The magic number does not match: not an llmsurge block.
+    #[error("shared memory block has magic {0:#x}, not an llmsurge block")]
+    BadMagic(u64),
+    /// Written by a different version of llmsurge.
+    #[error("shared memory layout version {found}, this build expects {expected}")]
+    VersionMismatch {
+        /// The version in the block.
+        found: u32,
+        /// The version this build writes.
+        expected: u32,
+    },
+}
+
+/// The block's contents. Offsets are part of the cross-process contract.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub struct ShmLayout {
+    magic: AtomicU64,
+    layout_version: AtomicU32,
+    worker_count: AtomicU32,
+    /// Start instant of the group (monotonic ns); 0 until the coordinator writes it.
+    t0: AtomicU64,
+    /// [`stop_flags`] bits.
+    stop: AtomicU32,
+    reserved: AtomicU32,
+    /// The strategy clock: the next slot index to hand out.
+    next_slot: AtomicU64,
+    /// Slots at or past this index are never handed out.
+    slot_limit: AtomicU64,
+    /// Requests in flight across the group.
+    in_flight: AtomicU64,
+    /// The group-wide cap on `in_flight`.
+    concurrency_cap: AtomicU64,
+    /// Requests sent across the group.
+    started: AtomicU64,
+    /// Requests finished (any outcome) across the group.
+    finished: AtomicU64,
+    /// Requests that were sent later than their slot because the cap was reached.
+    late: AtomicU64,
+    padding: [AtomicU64; 5],
+    /// Requests in flight per worker, so a dead worker's share can be given back.
+    worker_in_flight: [AtomicU64; MAX_WORKERS],
+}
+
+/// The size of the block.
+pub const SHM_SIZE: usize = size_of::<ShmLayout>();
+
+impl ShmLayout {
+    /// Writes the header. Called once by the coordinator before any worker maps it.
+    pub fn init(&self, worker_count: u32, slot_limit: u64, concurrency_cap: u64) {
+        self.layout_version
+            .store(SHM_LAYOUT_VERSION, Ordering::Relaxed);
+        self.worker_count.store(worker_count, Ordering::Relaxed);
+        self.slot_limit.store(slot_limit, Ordering::Relaxed);
+        self.concurrency_cap
+            .store(concurrency_cap, Ordering::Relaxed);
+        // Magic last, with Release: a reader that sees it sees the rest.
+        self.magic.store(SHM_MAGIC, Ordering::Release);
+    }
+
+    /// Checks magic and layout version.
+    pub fn validate(&self) -> Result<(), ShmError> {
+        let magic = self.magic.load(Ordering::Acquire);
+        if magic != SHM_MAGIC {
+            return Err(ShmError::BadMagic(magic));
+        }
+        let found = self.layout_version.load(Ordering::Relaxed);
+        if found != SHM_LAYOUT_VERSION {
+            return Err(ShmError::VersionMismatch {
+                found,
+                expected: SHM_LAYOUT_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    /// Number of workers in the group.
+    pub fn worker_count(&self) -> u32 {
+        self.worker_count.load(Ordering::Relaxed)
+    }
+
+    /// The start instant, once written.
+    pub fn t0(&self) -> Option<MonoNanos> {
+        match self.t0.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(MonoNanos(t)),
+        }
+    }
+
+    /// Writes the start instant (coordinator only).
+    pub fn set_t0(&self, t0: MonoNanos) {
+        self.t0.store(t0.0, Ordering::Release);
+    }
+
+    /// The current stop flags.
+    pub fn stop_flags(&self) -> u32 {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Raises stop flags (they are never lowered).
+    pub fn request_stop(&self, flags: u32) {
+        self.stop.fetch_or(flags, Ordering::AcqRel);
+    }
+
+    /// Whether new slots may still be claimed.
+    pub fn queuing_stopped(&self) -> bool {
+        self.stop_flags() & (stop_flags::STOP_QUEUING | stop_flags::CANCEL_IN_FLIGHT) != 0
+    }
+
+    /// Whether in-flight requests must be cancelled.
+    pub fn cancel_requested(&self) -> bool {
+        self.stop_flags() & stop_flags::CANCEL_IN_FLIGHT != 0
+    }
+
+    /// Claims the next slot of the group's schedule, or `None` when the schedule is
+    /// exhausted or stopped. Every index below the limit is handed out exactly once.
+    pub fn claim_slot(&self) -> Option<u64> {
+        if self.queuing_stopped() {
+            return None;
+        }
+        let limit = self.slot_limit.load(Ordering::Acquire);
+        // Cheap check first so an exhausted schedule does not keep bumping the counter.
+        if self.next_slot.load(Ordering::Relaxed) >= limit {
+            return None;
+        }
+        let slot = self.next_slot.fetch_add(1, Ordering::AcqRel);
+        (slot < limit).then_some(slot)
+    }
+
+    /// Slots handed out so far (never more than the limit).
+    pub fn slots_claimed(&self) -> u64 {
+        self.next_slot
+            .load(Ordering::Acquire)
+            .min(self.slot_limit.load(Ordering::Acquire))
+    }
+
+    /// Lowers the slot limit (e.g. a finite dataset ran out); never raises it.
+    pub fn limit_slots(&self, limit: u64) {
+        self.slot_limit.fetch_min(limit, Ordering::AcqRel);
+    }
+
+    /// Takes one unit of the group-wide concurrency for `worker`; `false` when the cap
+    /// is reached.
+    pub fn try_acquire(&self, worker: u32) -> bool {
+        let cap = self.concurrency_cap.load(Ordering::Relaxed);
+        let acquired = if cap == UNLIMITED {
+            self.in_flight.fetch_add(1, Ordering::AcqRel);
+            true
+        } else {
+            self.in_flight
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < cap).then_some(n + 1)
+                })
+                .is_ok()
+        };
+        if acquired {
+            if let Some(c) = self.worker_in_flight.get(worker as usize) {
+                c.fetch_add(1, Ordering::AcqRel);
+            }
+            self.started.fetch_add(1, Ordering::Relaxed);
+        }
+        acquired
+    }
+
+    /// Gives back one unit taken by [`try_acquire`](Self::try_acquire).
+    pub fn release(&self, worker: u32) {
+        if let Some(c) = self.worker_in_flight.get(worker as usize) {
+            c.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.finished.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Gives back everything a dead worker held; returns how many requests that was.
+    pub fn reclaim_worker(&self, worker: u32) -> u64 {
+        let held = self
+            .worker_in_flight
+            .get(worker as usize)
+            .map(|c| c.swap(0, Ordering::AcqRel))
+            .unwrap_or(0);
+        self.in_flight.fetch_sub(held, Ordering::AcqRel);
+        self.finished.fetch_add(held, Ordering::Relaxed);
+        held
+    }
+
+    /// Requests in flight across the group now.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Requests sent so far across the group.
+    pub fn started(&self) -> u64 {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// Requests finished so far across the group.
+    pub fn finished(&self) -> u64 {
+        self.finished.load(Ordering::Relaxed)
+    }
+
+    /// Counts one request sent later than its slot because the cap was reached.
+    pub fn count_late(&self) {
+        self.late.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests sent late so far.
+    pub fn late(&self) -> u64 {
+        self.late.load(Ordering::Relaxed)
+    }
+}
+
+/// A mapping of the shared block, owned by one process.
+#[derive(Debug)]
+pub struct SharedRegion {
+    ptr: NonNull<ShmLayout>,
+}
+
+// SAFETY: the mapping is only accessed through `&ShmLayout`, whose fields are all atomics.
+unsafe impl Send for SharedRegion {}
+// SAFETY: as above; atomics make shared access from several threads sound.
+unsafe impl Sync for SharedRegion {}
+
+impl SharedRegion {
+    /// Creates a new zeroed block; returns the mapping and the fd to hand to workers.
+    pub fn create() -> Result<(Self, OwnedFd), ShmError> {
+        let fd =
+            nix::sys::memfd::memfd_create(c"llmsurge-shm", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+                .map_err(|source| ShmError::Sys {
+                    op: "memfd_create",
+                    source,
+                })?;
+        nix::unistd::ftruncate(&fd, SHM_SIZE as i64).map_err(|source| ShmError::Sys {
+            op: "ftruncate",
+            source,
+        })?;
+        let region = Self::map(&fd)?;
+        Ok((region, fd))
+    }
+
+    /// Maps a block created by the coordinator and validates its header.
+    pub fn open(fd: &OwnedFd) -> Result<Self, ShmError> {
+        let stat = nix::sys::stat::fstat(fd).map_err(|source| ShmError::Sys {
+            op: "fstat",
+            source,
+        })?;
+        let actual = usize::try_from(stat.st_size).unwrap_or(0);
+        if actual < SHM_SIZE {
+            return Err(ShmError::TooSmall {
+                actual,
+                expected: SHM_SIZE,
+            });
+        }
+        let region = Self::map(fd)?;
+        region.validate()?;
+        Ok(region)
+    }
+
+    fn map(fd: impl AsFd) -> Result<Self, ShmError> {
+        let len = NonZeroUsize::new(SHM_SIZE).ok_or(ShmError::TooSmall {
+            actual: 0,
+            expected: 1,
+        })?;
+        // SAFETY: a fresh shared mapping of a file we sized to at least SHM_SIZE; no
+        // existing memory is aliased. The kernel zero-fills it, and zero is a valid value
+        // for every atomic in the layout. mmap returns page-aligned memory, which satisfies
+        // the layout's 64-byte alignment.
+        let ptr = unsafe {
+            nix::sys::mman::mmap(
+                None,
+                len,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+                fd,
+                0,
+            )
+        }
+        .map_err(|source| ShmError::Sys { op: "mmap", source })?;
+        Ok(Self { ptr: ptr.cast() })
+    }
+}
+
+impl std::ops::Deref for SharedRegion {
+    type Target = ShmLayout;
+
+    fn deref(&self) -> &ShmLayout {
+        // SAFETY: `ptr` is a live mapping of SHM_SIZE bytes, aligned, valid for the
+        // lifetime of `self`, and only ever accessed through atomics.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl Drop for SharedRegion {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping made in `map`; no reference outlives
+        // `self` because they all borrow from it.
+        let _ = unsafe { nix::sys::mman::munmap(self.ptr.cast::<c_void>(), SHM_SIZE) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::offset_of;
+
+    /// Golden layout: changing any of these is a wire change and needs a version bump.
+    #[test]
+    fn layout_is_pinned() {
+        assert_eq!(SHM_MAGIC, 0x4547_5255_534d_4c4c);
+        assert_eq!(SHM_LAYOUT_VERSION, 1);
+        assert_eq!(offset_of!(ShmLayout, magic), 0);
+        assert_eq!(offset_of!(ShmLayout, layout_version), 8);
+        assert_eq!(offset_of!(ShmLayout, worker_count), 12);
+        assert_eq!(offset_of!(ShmLayout, t0), 16);
+        assert_eq!(offset_of!(ShmLayout, stop), 24);
+        assert_eq!(offset_of!(ShmLayout, next_slot), 32);
+        assert_eq!(offset_of!(ShmLayout, slot_limit), 40);
+        assert_eq!(offset_of!(ShmLayout, in_flight), 48);
+        assert_eq!(offset_of!(ShmLayout, concurrency_cap), 56);
+        assert_eq!(offset_of!(ShmLayout, started), 64);
+        assert_eq!(offset_of!(ShmLayout, finished), 72);
+        assert_eq!(offset_of!(ShmLayout, late), 80);
+        assert_eq!(offset_of!(ShmLayout, worker_in_flight), 128);
+        assert_eq!(SHM_SIZE, 128 + 8 * MAX_WORKERS);
+    }
+
+    fn region(workers: u32, limit: u64, cap: u64) -> SharedRegion {
+        let (region, _fd) = SharedRegion::create().expect("memfd");
+        region.init(workers, limit, cap);
+        region
+    }
+
+    #[test]
+    fn a_second_mapping_sees_the_same_memory() {
+        let (a, fd) = SharedRegion::create().expect("memfd");
+        a.init(2, 10, UNLIMITED);
+        let b = SharedRegion::open(&fd).expect("open");
+        a.set_t0(MonoNanos(42));
+        assert_eq!(b.t0(), Some(MonoNanos(42)));
+        assert_eq!(b.claim_slot(), Some(0));
+        assert_eq!(a.claim_slot(), Some(1));
+        b.request_stop(stop_flags::STOP_QUEUING);
+        assert!(a.queuing_stopped());
+        assert!(!a.cancel_requested());
+    }
+
+    #[test]
+    fn open_rejects_a_foreign_block() {
+        let fd =
+            nix::sys::memfd::memfd_create(c"x", nix::sys::memfd::MFdFlags::empty()).expect("memfd");
+        nix::unistd::ftruncate(&fd, SHM_SIZE as i64).expect("ftruncate");
+        assert!(matches!(
+            SharedRegion::open(&fd),
+            Err(ShmError::BadMagic(0))
+        ));
+        let small =
+            nix::sys::memfd::memfd_create(c"y", nix::sys::memfd::MFdFlags::empty()).expect("memfd");
+        assert!(matches!(
+            SharedRegion::open(&small),
+            Err(ShmError::TooSmall { .. })
+        ));
+    }
+
+    #[test]
+    fn slots_are_handed_out_once_up_to_the_limit() {
+        let r = region(1, 5, UNLIMITED);
+        let slots: Vec<u64> = std::iter::from_fn(|| r.claim_slot()).collect();
+        assert_eq!(slots, vec![0, 1, 2, 3, 4]);
+        assert_eq!(r.slots_claimed(), 5);
+        r.limit_slots(100);
+        assert_eq!(r.claim_slot(), None, "the limit is never raised");
+    }
+
+    #[test]
+    fn slots_are_unique_across_threads() {
+        let r = std::sync::Arc::new(region(4, 40_000, UNLIMITED));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let r = r.clone();
+                std::thread::spawn(move || {
+                    std::iter::from_fn(|| r.claim_slot()).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut all: Vec<u64> = handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("thread"))
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..40_000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_cap_bounds_in_flight_and_a_dead_worker_gives_back() {
+        let r = region(2, UNLIMITED, 3);
+        assert!(r.try_acquire(0));
+        assert!(r.try_acquire(1));
+        assert!(r.try_acquire(1));
+        assert!(!r.try_acquire(0), "cap of 3 reached");
+        assert_eq!(r.reclaim_worker(1), 2);
+        assert_eq!(r.in_flight(), 1);
+        assert!(r.try_acquire(0));
+        r.release(0);
+        r.release(0);
+        assert_eq!(r.in_flight(), 0);
+        assert_eq!(r.started(), 4);
+        assert_eq!(r.finished(), 4);
+    }
+
+    #[test]
+    fn cancel_implies_stop_queuing() {
+        let r = region(1, UNLIMITED, UNLIMITED);
+        r.request_stop(stop_flags::CANCEL_IN_FLIGHT);
+        assert!(r.queuing_stopped());
+        assert_eq!(r.claim_slot(), None);
+    }
+}
