@@ -196,6 +196,4 @@ pub struct WorkerConfig {
     pub window: MeasureWindow,
     /// How often to send a batch of updates to the coordinator.
     pub flush_interval: Duration,
-    /// `tracing` filter for the worker's own log (stderr).
-    pub log_filter: String,
 }

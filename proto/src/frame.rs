@@ -144,3 +144,103 @@ mod tests {
         assert!(buf.is_empty());
     }
 }
+
+/// Reads frames from an async byte stream.
+#[derive(Debug)]
+pub struct FrameReader<R> {
+    inner: R,
+    buf: BytesMut,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> FrameReader<R> {
+    /// Wraps a stream.
+    pub fn new(inner: R) -> Self {
+        Self { inner, buf: BytesMut::with_capacity(64 << 10) }
+    }
+
+    /// The next message, or `None` at a clean end of stream.
+    pub async fn next<T: DeserializeOwned>(&mut self) -> Result<Option<T>, FrameIoError> {
+        use tokio::io::AsyncReadExt;
+        loop {
+            if let Some(msg) = decode_frame(&mut self.buf)? {
+                return Ok(Some(msg));
+            }
+            if self.inner.read_buf(&mut self.buf).await? == 0 {
+                return if self.buf.is_empty() { Ok(None) } else { Err(FrameIoError::Truncated) };
+            }
+        }
+    }
+}
+
+/// Writes frames to an async byte stream.
+#[derive(Debug)]
+pub struct FrameWriter<W> {
+    inner: W,
+    buf: Vec<u8>,
+}
+
+impl<W: tokio::io::AsyncWrite + Unpin> FrameWriter<W> {
+    /// Wraps a stream.
+    pub fn new(inner: W) -> Self {
+        Self { inner, buf: Vec::with_capacity(64 << 10) }
+    }
+
+    /// Encodes and writes one message.
+    pub async fn send<T: Serialize + ?Sized>(&mut self, msg: &T) -> Result<(), FrameIoError> {
+        use tokio::io::AsyncWriteExt;
+        self.buf.clear();
+        encode_frame(msg, &mut self.buf)?;
+        self.inner.write_all(&self.buf).await?;
+        // Keep a burst's worth of capacity, not the largest frame ever sent.
+        if self.buf.capacity() > 4 << 20 {
+            self.buf = Vec::with_capacity(64 << 10);
+        }
+        Ok(())
+    }
+}
+
+/// Errors of [`FrameReader`] and [`FrameWriter`].
+#[derive(Debug, thiserror::Error)]
+pub enum FrameIoError {
+    /// The frame itself was bad.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// The socket failed.
+    #[error("IPC socket: {0}")]
+    Io(#[from] std::io::Error),
+    /// The peer closed the stream in the middle of a frame.
+    #[error("IPC stream ended in the middle of a frame")]
+    Truncated,
+}
+
+#[cfg(test)]
+mod io_tests {
+    use super::*;
+
+    #[test]
+    fn reader_and_writer_round_trip_and_detect_truncation() {
+        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        rt.block_on(async {
+            let (a, b) = tokio::io::duplex(64);
+            let mut w = FrameWriter::new(a);
+            let mut r = FrameReader::new(b);
+            let writer = async move {
+                for i in 0..100u32 {
+                    w.send(&i).await.expect("send");
+                }
+            };
+            let reader = async move {
+                let mut got = Vec::new();
+                while let Some(v) = r.next::<u32>().await.expect("next") {
+                    got.push(v);
+                }
+                got
+            };
+            let ((), got) = tokio::join!(writer, reader);
+            assert_eq!(got, (0..100).collect::<Vec<_>>());
+
+            let mut cut = FrameReader::new(&[0u8, 0, 0, 5, 1][..]);
+            assert!(matches!(cut.next::<u32>().await, Err(FrameIoError::Truncated)));
+        });
+    }
+}

@@ -17,6 +17,7 @@ pub mod frame;
 pub mod messages;
 pub mod metrics;
 pub mod record;
+pub mod seed;
 pub mod shm;
 
 pub use clock::{ClockAnchor, MonoNanos};
@@ -24,7 +25,7 @@ pub use config::{
     Arrivals, BackendConfig, DataSpec, MeasureWindow, RequestFormat, Schedule, Secret,
     SyntheticSpec, WorkerConfig,
 };
-pub use frame::{FrameError, decode_frame, encode_frame};
+pub use frame::{FrameError, FrameIoError, FrameReader, FrameWriter, decode_frame, encode_frame};
 pub use messages::{FromWorker, PROTOCOL_VERSION, ToWorker, UpdateBatch};
 pub use metrics::{Distribution, EncodedMetrics, Metric, MetricSet, StatusClass};
 pub use record::{

@@ -1,1 +1,281 @@
-//! placeholder
+//! One llmsurge worker process.
+//!
+//! Theory of operation: the coordinator starts this executable again through a hidden
+//! subcommand, with two inherited file descriptors: the IPC socket and the shared-memory
+//! block. The worker says `Hello`, receives its [`WorkerConfig`](llmsurge_proto::WorkerConfig),
+//! builds its HTTP client and payload source, says `Ready`, and waits for `Start`. Then a
+//! single-threaded tokio runtime runs the one request loop ([`request_loop`]) for the
+//! strategy, timed by the pacer thread ([`pacer`]) for rate-based schedules; the
+//! [`reporter`] batches finished requests with their histogram delta, flushed to the
+//! coordinator every flush interval (each batch doubles as a heartbeat).
+//!
+//! A worker never outlives its coordinator: it ignores SIGINT (the coordinator decides
+//! what Ctrl-C means), exits when the IPC socket reaches EOF, and has a parent-death
+//! signal set by the coordinator at spawn.
+//!
+//! It does not know how prompts are made: the binary passes a [`SourceFactory`].
+
+pub mod arrivals;
+pub mod backend;
+pub mod openai;
+pub mod pacer;
+pub mod reporter;
+pub mod request_loop;
+pub mod source;
+pub mod sse;
+
+pub use source::{Message, PreparedRequest, Prompt, RequestSource, SourceFactory};
+
+use crate::backend::Backend;
+use crate::reporter::Reporter;
+use crate::request_loop::Context;
+use llmsurge_proto::{
+    FrameIoError, FrameReader, FrameWriter, FromWorker, MonoNanos, PROTOCOL_VERSION, Schedule,
+    SharedRegion, ToWorker, WorkerConfig,
+};
+use std::cell::RefCell;
+use std::os::fd::OwnedFd;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{Notify, mpsc, watch};
+
+/// How long a worker waits for its configuration and for the start signal.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+/// A batch is sent at least this often, even when empty, as a heartbeat.
+const HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// Errors that end a worker.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The IPC channel failed.
+    #[error(transparent)]
+    Ipc(#[from] FrameIoError),
+    /// A system call failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The coordinator sent something out of order.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The worker could not prepare (shared memory, HTTP client, data).
+    #[error("{0}")]
+    Prepare(String),
+    /// Encoding histograms failed.
+    #[error(transparent)]
+    Metrics(#[from] llmsurge_proto::metrics::MetricsError),
+}
+
+/// Runs a worker to completion; returns the process exit code.
+pub fn run_worker(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> i32 {
+    // SAFETY: installing SIG_IGN has no handler code to be unsafe in; done before any
+    // other thread exists.
+    let _ = unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGINT,
+            nix::sys::signal::SigHandler::SigIgn,
+        )
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("llmsurge worker: cannot start its runtime: {e}");
+            return 1;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    match local.block_on(&runtime, session(ipc, shm, factory)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("llmsurge worker: {e}");
+            1
+        }
+    }
+}
+
+async fn session(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> Result<(), WorkerError> {
+    let stream = std::os::unix::net::UnixStream::from(ipc);
+    stream.set_nonblocking(true)?;
+    let (rd, wr) = tokio::net::UnixStream::from_std(stream)?.into_split();
+    let mut reader = FrameReader::new(rd);
+    let mut writer = FrameWriter::new(wr);
+    writer
+        .send(&FromWorker::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            pid: std::process::id(),
+        })
+        .await?;
+
+    let cfg = match next_message(&mut reader).await? {
+        Some(ToWorker::Configure(cfg)) => cfg,
+        None | Some(ToWorker::Shutdown) => return Ok(()),
+        Some(other) => {
+            return Err(WorkerError::Protocol(format!(
+                "expected configure, got {other:?}"
+            )));
+        }
+    };
+    let prepared = match prepare(&cfg, shm, factory) {
+        Ok(p) => p,
+        Err(message) => {
+            writer
+                .send(&FromWorker::Failed {
+                    message: message.clone(),
+                })
+                .await?;
+            return Err(WorkerError::Prepare(message));
+        }
+    };
+    writer.send(&FromWorker::Ready).await?;
+    let t0 = match next_message(&mut reader).await? {
+        Some(ToWorker::Start { t0 }) => t0,
+        None | Some(ToWorker::Shutdown) => return Ok(()),
+        Some(other) => {
+            return Err(WorkerError::Protocol(format!(
+                "expected start, got {other:?}"
+            )));
+        }
+    };
+    run(*cfg, prepared, t0, reader, writer).await
+}
+
+async fn next_message(
+    reader: &mut FrameReader<OwnedReadHalf>,
+) -> Result<Option<ToWorker>, WorkerError> {
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, reader.next::<ToWorker>())
+        .await
+        .map_err(|_| {
+            WorkerError::Protocol("the coordinator went silent during the handshake".into())
+        })?
+        .map_err(WorkerError::from)
+}
+
+struct Prepared {
+    shm: Arc<SharedRegion>,
+    backend: Arc<Backend>,
+    source: Box<dyn RequestSource>,
+}
+
+fn prepare(cfg: &WorkerConfig, shm: OwnedFd, factory: &SourceFactory) -> Result<Prepared, String> {
+    let shm = SharedRegion::open(&shm).map_err(|e| e.to_string())?;
+    let backend = Backend::new(&cfg.backend).map_err(|e| e.to_string())?;
+    let source = factory(cfg)?;
+    Ok(Prepared {
+        shm: Arc::new(shm),
+        backend: Arc::new(backend),
+        source,
+    })
+}
+
+async fn run(
+    cfg: WorkerConfig,
+    prepared: Prepared,
+    t0: MonoNanos,
+    mut reader: FrameReader<OwnedReadHalf>,
+    writer: FrameWriter<OwnedWriteHalf>,
+) -> Result<(), WorkerError> {
+    // The coordinator going away (EOF) or asking us to (Shutdown) ends the process at
+    // once: there is nobody left to report to.
+    tokio::task::spawn_local(async move {
+        loop {
+            match reader.next::<ToWorker>().await {
+                Ok(Some(ToWorker::Shutdown) | None) | Err(_) => std::process::exit(0),
+                Ok(Some(_)) => {}
+            }
+        }
+    });
+
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let shm = prepared.shm.clone();
+    let watcher = tokio::task::spawn_local(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if shm.cancel_requested() {
+                let _ = cancel_tx.send(true);
+                return;
+            }
+        }
+    });
+
+    let reporter = Rc::new(RefCell::new(Reporter::new(cfg.worker_id, t0, cfg.window)));
+    let flush_now = Rc::new(Notify::new());
+    let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let flusher = tokio::task::spawn_local(flush_loop(
+        writer,
+        reporter.clone(),
+        cfg.flush_interval,
+        flush_now.clone(),
+        control_rx,
+    ));
+
+    let ctx = Rc::new(Context {
+        id: cfg.worker_id,
+        shm: prepared.shm.clone(),
+        backend: prepared.backend,
+        reporter,
+        cancel: cancel_rx,
+        released: Notify::new(),
+        flush_now,
+    });
+    match &cfg.schedule {
+        Schedule::Streams { streams, rampup } => {
+            ctx.run_streams(*streams, cfg.worker_count, *rampup, t0, prepared.source)
+                .await;
+        }
+        Schedule::Arrivals(arrivals) => {
+            ctx.run_arrivals(*arrivals, cfg.seed, t0, prepared.source)
+                .await?;
+        }
+    }
+    watcher.abort();
+    let reason = if prepared.shm.queuing_stopped() {
+        "stopped"
+    } else {
+        "schedule exhausted"
+    };
+    let _ = control_tx.send(FromWorker::Finished {
+        reason: reason.into(),
+    });
+    flusher
+        .await
+        .map_err(|e| WorkerError::Protocol(format!("flush task failed: {e}")))?
+}
+
+/// Sends the reporter's batch every `interval` (or sooner when full), and control
+/// messages in order after the batch before them. Returns after sending `Finished`.
+async fn flush_loop(
+    mut writer: FrameWriter<OwnedWriteHalf>,
+    reporter: Rc<RefCell<Reporter>>,
+    interval: Duration,
+    flush_now: Rc<Notify>,
+    mut control: mpsc::UnboundedReceiver<FromWorker>,
+) -> Result<(), WorkerError> {
+    let mut last_sent = tokio::time::Instant::now();
+    loop {
+        let message = tokio::select! {
+            () = tokio::time::sleep(interval) => None,
+            () = flush_now.notified() => None,
+            m = control.recv() => Some(m),
+        };
+        let batch = reporter.borrow_mut().take_batch()?;
+        if !batch.is_empty() || last_sent.elapsed() >= HEARTBEAT {
+            writer.send(&FromWorker::Update(batch)).await?;
+            last_sent = tokio::time::Instant::now();
+        }
+        match message {
+            None => {}
+            Some(None) => return Ok(()),
+            Some(Some(m)) => {
+                writer.send(&m).await?;
+                if matches!(m, FromWorker::Finished { .. } | FromWorker::Failed { .. }) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! The OpenAI HTTP backend: one keep-alive client, one request at a time per call.
+//!
+//! `execute` fills an [`Exchange`] as the response arrives, so a request cancelled halfway
+//! still has the timings it got. Every wait is bounded: the whole request by the request
+//! timeout, the first token by the TTFT timeout, and the silence between two chunks by
+//! the idle timeout. A failure never escapes as a panic; it becomes the exchange's error.
+
+use crate::openai::{
+    BodyTemplate, ChunkInfo, StreamEvent, Usage, error_message, parse_full_response,
+    parse_stream_event,
+};
+use crate::source::PreparedRequest;
+use crate::sse::SseParser;
+use bytes::Bytes;
+use llmsurge_proto::{BackendConfig, ErrorKind, MonoNanos, RequestError};
+use std::time::Duration;
+use tokio::time::{Instant, timeout_at};
+
+/// The most of an error response body read for its message.
+const ERROR_BODY_LIMIT: usize = 64 << 10;
+
+/// Errors building the backend.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The base URL is not a URL.
+    #[error("invalid target URL {url:?}: {reason}")]
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A header name or value is not valid HTTP.
+    #[error("invalid header {0:?}")]
+    BadHeader(String),
+    /// The HTTP client could not be built.
+    #[error("building the HTTP client: {0}")]
+    Client(String),
+}
+
+/// What happened during one request, filled in as it goes.
+#[derive(Clone, Debug, Default)]
+pub struct Exchange {
+    /// When the request was handed to the socket.
+    pub start: Option<MonoNanos>,
+    /// First token of any kind.
+    pub first_token: Option<MonoNanos>,
+    /// First content token.
+    pub first_content: Option<MonoNanos>,
+    /// Last byte, failure or cancellation.
+    pub end: Option<MonoNanos>,
+    /// Arrival of every content chunk.
+    pub content_times: Vec<MonoNanos>,
+    /// Chunks that carried content or reasoning.
+    pub streamed_tokens: u32,
+    /// The server's usage, when sent.
+    pub usage: Option<Usage>,
+    /// A chunk with `finish_reason` arrived.
+    pub finished: bool,
+    /// Why the request failed, if it did.
+    pub error: Option<RequestError>,
+}
+
+impl Exchange {
+    fn fail(&mut self, kind: ErrorKind, message: impl Into<String>) {
+        self.end.get_or_insert_with(MonoNanos::now);
+        self.error.get_or_insert(RequestError {
+            kind,
+            message: message.into(),
+        });
+    }
+
+    fn apply(&mut self, info: ChunkInfo, at: MonoNanos) {
+        if info.content || info.reasoning {
+            self.first_token.get_or_insert(at);
+            self.streamed_tokens += 1;
+        }
+        if info.content {
+            self.first_content.get_or_insert(at);
+            self.content_times.push(at);
+        }
+        if info.usage.is_some() {
+            self.usage = info.usage;
+        }
+        self.finished |= info.finished;
+    }
+
+    /// An exchange that failed before anything was sent.
+    pub fn failed(kind: ErrorKind, message: impl Into<String>) -> Self {
+        let mut ex = Self::default();
+        ex.fail(kind, message);
+        ex
+    }
+
+    /// Marks the exchange as cancelled by the client.
+    pub fn cancel(&mut self, message: &str) {
+        self.fail(ErrorKind::Cancelled, message);
+    }
+}
+
+/// A configured OpenAI backend.
+#[derive(Debug)]
+pub struct Backend {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    template: BodyTemplate,
+    stream: bool,
+    request_timeout: Duration,
+    ttft_timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
+}
+
+impl Backend {
+    /// Builds the client and the body template.
+    pub fn new(cfg: &BackendConfig) -> Result<Self, BackendError> {
+        // With reqwest's `rustls-no-provider`, TLS needs a process-wide provider; a second
+        // install (already there) is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut url = reqwest::Url::parse(cfg.base_url.trim_end_matches('/')).map_err(|e| {
+            BackendError::BadUrl {
+                url: cfg.base_url.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        let base_path = url.path().trim_end_matches('/').to_string();
+        url.set_path(&format!("{base_path}{}", cfg.request_format.path()));
+        if !cfg.params.is_empty() {
+            url.query_pairs_mut().extend_pairs(cfg.params.iter());
+        }
+
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::CONTENT_TYPE,
+            reqwest::header::HeaderValue::from_static("application/json"),
+        );
+        if let Some(key) = &cfg.api_key {
+            let mut value =
+                reqwest::header::HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+                    .map_err(|_| BackendError::BadHeader("Authorization".into()))?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
+        for (name, value) in &cfg.headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| BackendError::BadHeader(name.clone()))?;
+            let value = reqwest::header::HeaderValue::from_str(value)
+                .map_err(|_| BackendError::BadHeader(name.to_string()))?;
+            headers.insert(name, value);
+        }
+
+        let mut builder = reqwest::Client::builder()
+            .default_headers(headers)
+            .user_agent(concat!("llmsurge/", env!("CARGO_PKG_VERSION")))
+            // Per-token writes need Nagle off (reqwest's default; stated so it stays so).
+            .tcp_nodelay(true)
+            .connect_timeout(cfg.connect_timeout)
+            .pool_max_idle_per_host(usize::MAX)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .redirect(reqwest::redirect::Policy::none());
+        builder = if !cfg.http2 {
+            builder.http1_only()
+        } else if url.scheme() == "http" {
+            builder.http2_prior_knowledge()
+        } else {
+            builder // ALPN picks h2 over TLS
+        };
+        let client = builder
+            .build()
+            .map_err(|e| BackendError::Client(error_chain(&e)))?;
+        Ok(Self {
+            client,
+            url,
+            template: BodyTemplate::new(cfg),
+            stream: cfg.stream,
+            request_timeout: cfg.request_timeout,
+            ttft_timeout: cfg.ttft_timeout,
+            idle_timeout: cfg.idle_timeout,
+        })
+    }
+
+    /// The body of one request.
+    pub fn build_body(&self, req: &PreparedRequest) -> Bytes {
+        self.template.build(req)
+    }
+
+    /// Sends one request and reads its response into `ex`. `ex.start` is set here, just
+    /// before the request goes to the socket, unless the caller already set it.
+    pub async fn execute(&self, body: Bytes, ex: &mut Exchange) {
+        let started = Instant::now();
+        let deadline = started + self.request_timeout;
+        ex.start.get_or_insert_with(MonoNanos::now);
+        let sent = self.client.post(self.url.clone()).body(body).send();
+        let mut response = match timeout_at(deadline, sent).await {
+            Err(_) => {
+                return ex.fail(
+                    ErrorKind::Timeout,
+                    timeout_message("response headers", self.request_timeout),
+                );
+            }
+            Ok(Err(e)) => return ex.fail(classify(&e), error_chain(&e)),
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let body = read_bounded(&mut response, deadline).await;
+            return ex.fail(
+                ErrorKind::Http {
+                    status: status.as_u16(),
+                },
+                error_message(&body),
+            );
+        }
+        if self.stream {
+            self.read_stream(&mut response, started, deadline, ex).await;
+        } else {
+            self.read_full(&mut response, deadline, ex).await;
+        }
+    }
+
+    async fn read_stream(
+        &self,
+        response: &mut reqwest::Response,
+        started: Instant,
+        deadline: Instant,
+        ex: &mut Exchange,
+    ) {
+        let mut parser = SseParser::new();
+        let mut done = false;
+        loop {
+            let (wait_until, what) = match (ex.first_token, self.ttft_timeout, self.idle_timeout) {
+                (None, Some(t), _) => ((started + t).min(deadline), ("the first token", t)),
+                (Some(_), _, Some(t)) => {
+                    ((Instant::now() + t).min(deadline), ("the next chunk", t))
+                }
+                _ => (deadline, ("the whole response", self.request_timeout)),
+            };
+            let piece = match timeout_at(wait_until, response.chunk()).await {
+                Err(_) => {
+                    let bound = if wait_until == deadline {
+                        ("the whole response", self.request_timeout)
+                    } else {
+                        what
+                    };
+                    return ex.fail(ErrorKind::Timeout, timeout_message(bound.0, bound.1));
+                }
+                Ok(Err(e)) => return ex.fail(ErrorKind::StreamBroken, error_chain(&e)),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(piece))) => piece,
+            };
+            let at = MonoNanos::now();
+            let mut failure = None;
+            parser.push(&piece, |data| match parse_stream_event(data) {
+                Ok(StreamEvent::Done) => {
+                    done = true;
+                    false
+                }
+                Ok(StreamEvent::Chunk(info)) => {
+                    ex.apply(info, at);
+                    true
+                }
+                Ok(StreamEvent::Error(message)) => {
+                    failure = Some((
+                        ErrorKind::StreamBroken,
+                        format!("server error in stream: {message}"),
+                    ));
+                    false
+                }
+                Err(message) => {
+                    failure = Some((ErrorKind::MalformedResponse, message));
+                    false
+                }
+            });
+            if let Some((kind, message)) = failure {
+                return ex.fail(kind, message);
+            }
+            if done {
+                ex.end = Some(at);
+                return;
+            }
+        }
+        let at = MonoNanos::now();
+        if parser.has_partial_event() {
+            ex.fail(
+                ErrorKind::StreamBroken,
+                "stream ended in the middle of an event",
+            );
+        } else if ex.finished {
+            // A server that ends the stream after finish_reason without `[DONE]` is
+            // complete in every way that matters.
+            ex.end = Some(at);
+        } else {
+            ex.fail(ErrorKind::StreamBroken, "stream ended before [DONE]");
+        }
+    }
+
+    async fn read_full(
+        &self,
+        response: &mut reqwest::Response,
+        deadline: Instant,
+        ex: &mut Exchange,
+    ) {
+        let mut body = Vec::new();
+        loop {
+            match timeout_at(deadline, response.chunk()).await {
+                Err(_) => {
+                    return ex.fail(
+                        ErrorKind::Timeout,
+                        timeout_message("the whole response", self.request_timeout),
+                    );
+                }
+                Ok(Err(e)) => return ex.fail(ErrorKind::StreamBroken, error_chain(&e)),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(piece))) => body.extend_from_slice(&piece),
+            }
+        }
+        let at = MonoNanos::now();
+        match parse_full_response(&body) {
+            Ok(info) => {
+                ex.apply(info, at);
+                ex.end = Some(at);
+            }
+            Err(message) => ex.fail(ErrorKind::MalformedResponse, message),
+        }
+    }
+}
+
+async fn read_bounded(response: &mut reqwest::Response, deadline: Instant) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < ERROR_BODY_LIMIT {
+        match timeout_at(deadline, response.chunk()).await {
+            Ok(Ok(Some(piece))) => body.extend_from_slice(&piece),
+            _ => break,
+        }
+    }
+    body
+}
+
+fn timeout_message(what: &str, bound: Duration) -> String {
+    format!("no {what} within {:.3}s", bound.as_secs_f64())
+}
+
+fn classify(e: &reqwest::Error) -> ErrorKind {
+    if e.is_timeout() {
+        ErrorKind::Timeout
+    } else if e.is_connect() {
+        ErrorKind::Connect
+    } else if e.is_body() || e.is_decode() {
+        ErrorKind::StreamBroken
+    } else {
+        ErrorKind::Request
+    }
+}
+
+/// The error and its sources on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}

@@ -1,0 +1,456 @@
+//! The OpenAI wire format: request bodies and response parsing.
+//!
+//! The constant part of every body (model, stream options, user `extra_body`) is
+//! serialised once; a request only writes its prompt and lengths. Responses are parsed
+//! with borrowed fields, reading only what the metrics need.
+
+use crate::source::{PreparedRequest, Prompt};
+use bytes::Bytes;
+use llmsurge_proto::{BackendConfig, RequestFormat};
+use serde::Deserialize;
+use std::borrow::Cow;
+
+/// Keys a request body sets per request; `extra_body` may override them.
+const PER_REQUEST_KEYS: [&str; 4] = ["messages", "prompt", "max_tokens", "max_completion_tokens"];
+
+/// Builds request bodies for one backend configuration.
+#[derive(Clone, Debug)]
+pub struct BodyTemplate {
+    /// `{"model":…,…,` — everything but the per-request fields.
+    prefix: Vec<u8>,
+    format: RequestFormat,
+    /// The user's `extra_body` sets `max_tokens` itself.
+    max_tokens_overridden: bool,
+    /// The user's `extra_body` sets the prompt or messages itself.
+    prompt_overridden: bool,
+}
+
+impl BodyTemplate {
+    /// Prepares the constant part of every body.
+    pub fn new(cfg: &BackendConfig) -> Self {
+        let mut fields = serde_json::Map::new();
+        fields.insert("model".into(), cfg.model.clone().into());
+        fields.insert("stream".into(), cfg.stream.into());
+        if cfg.stream {
+            fields.insert(
+                "stream_options".into(),
+                serde_json::json!({"include_usage": true}),
+            );
+        }
+        if cfg.ignore_eos {
+            fields.insert("ignore_eos".into(), true.into());
+        }
+        for (k, v) in &cfg.extra_body {
+            fields.insert(k.clone(), v.clone());
+        }
+        let mut prefix = Vec::with_capacity(256);
+        prefix.push(b'{');
+        for (k, v) in &fields {
+            if PER_REQUEST_KEYS.contains(&k.as_str()) {
+                continue;
+            }
+            write_json(&mut prefix, k);
+            prefix.push(b':');
+            write_json(&mut prefix, v);
+            prefix.push(b',');
+        }
+        let overridden = |key: &str| cfg.extra_body.contains_key(key);
+        let prompt_key = match cfg.request_format {
+            RequestFormat::Chat => "messages",
+            RequestFormat::Completions => "prompt",
+        };
+        let prompt_overridden = overridden(prompt_key);
+        let max_tokens_overridden = overridden("max_tokens") || overridden("max_completion_tokens");
+        // An overridden per-request key is written once, from extra_body.
+        for key in PER_REQUEST_KEYS {
+            if let Some(v) = cfg.extra_body.get(key) {
+                write_json(&mut prefix, key);
+                prefix.push(b':');
+                write_json(&mut prefix, v);
+                prefix.push(b',');
+            }
+        }
+        Self {
+            prefix,
+            format: cfg.request_format,
+            max_tokens_overridden,
+            prompt_overridden,
+        }
+    }
+
+    /// The body of one request.
+    pub fn build(&self, req: &PreparedRequest) -> Bytes {
+        let prompt_len = match &req.prompt {
+            Prompt::Text(t) => t.len(),
+            Prompt::Messages(m) => m.iter().map(|m| m.content.len() + 32).sum(),
+        };
+        let mut out = Vec::with_capacity(self.prefix.len() + prompt_len + 96);
+        out.extend_from_slice(&self.prefix);
+        if !self.prompt_overridden {
+            match self.format {
+                RequestFormat::Chat => {
+                    out.extend_from_slice(b"\"messages\":[");
+                    match &req.prompt {
+                        Prompt::Text(t) => write_message(&mut out, "user", t),
+                        Prompt::Messages(msgs) => {
+                            for (i, m) in msgs.iter().enumerate() {
+                                if i > 0 {
+                                    out.push(b',');
+                                }
+                                write_message(&mut out, &m.role, &m.content);
+                            }
+                        }
+                    }
+                    out.extend_from_slice(b"],");
+                }
+                RequestFormat::Completions => {
+                    out.extend_from_slice(b"\"prompt\":");
+                    match &req.prompt {
+                        Prompt::Text(t) => write_json(&mut out, t),
+                        Prompt::Messages(msgs) => {
+                            let joined: Vec<&str> =
+                                msgs.iter().map(|m| m.content.as_str()).collect();
+                            write_json(&mut out, &joined.join("\n"));
+                        }
+                    }
+                    out.push(b',');
+                }
+            }
+        }
+        if let (Some(n), false) = (req.max_tokens, self.max_tokens_overridden) {
+            out.extend_from_slice(format!("\"max_tokens\":{n},").as_bytes());
+            if self.format == RequestFormat::Chat {
+                out.extend_from_slice(format!("\"max_completion_tokens\":{n},").as_bytes());
+            }
+        }
+        // Every field above ends in a comma; the prefix holds at least "model".
+        if out.last() == Some(&b',') {
+            out.pop();
+        }
+        out.push(b'}');
+        Bytes::from(out)
+    }
+}
+
+fn write_message(out: &mut Vec<u8>, role: &str, content: &str) {
+    out.extend_from_slice(b"{\"role\":");
+    write_json(out, role);
+    out.extend_from_slice(b",\"content\":");
+    write_json(out, content);
+    out.push(b'}');
+}
+
+fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    // Serialising a string or a JSON value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+/// Token counts from a `usage` object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens as the server counted them.
+    #[serde(default)]
+    pub prompt_tokens: Option<u32>,
+    /// Output tokens as the server counted them.
+    #[serde(default)]
+    pub completion_tokens: Option<u32>,
+}
+
+/// What one streamed event says, as far as the metrics care.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChunkInfo {
+    /// The chunk carries output text.
+    pub content: bool,
+    /// The chunk carries reasoning text.
+    pub reasoning: bool,
+    /// The chunk ends a choice (`finish_reason` set).
+    pub finished: bool,
+    /// The chunk carries usage.
+    pub usage: Option<Usage>,
+}
+
+/// A parsed `data:` payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamEvent {
+    /// `[DONE]`.
+    Done,
+    /// A completion chunk.
+    Chunk(ChunkInfo),
+    /// The server reported an error inside the stream.
+    Error(String),
+}
+
+#[derive(Deserialize)]
+struct WireChunk<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<WireChoice<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default, borrow)]
+    error: Option<WireError<'a>>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<WireDelta<'a>>,
+    #[serde(default, borrow)]
+    message: Option<WireDelta<'a>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum WireError<'a> {
+    Object {
+        #[serde(default, borrow)]
+        message: Option<Cow<'a, str>>,
+    },
+    Text(#[serde(borrow)] Cow<'a, str>),
+}
+
+impl WireError<'_> {
+    fn message(&self) -> String {
+        match self {
+            WireError::Object { message } => message
+                .as_deref()
+                .unwrap_or("unspecified error")
+                .to_string(),
+            WireError::Text(t) => t.to_string(),
+        }
+    }
+}
+
+fn non_empty(s: &Option<Cow<'_, str>>) -> bool {
+    s.as_deref().is_some_and(|s| !s.is_empty())
+}
+
+fn chunk_info(chunk: &WireChunk<'_>) -> ChunkInfo {
+    let mut info = ChunkInfo {
+        usage: chunk.usage,
+        ..ChunkInfo::default()
+    };
+    if let Some(choice) = chunk.choices.first() {
+        let delta = choice.delta.as_ref().or(choice.message.as_ref());
+        info.content = non_empty(&choice.text) || delta.is_some_and(|d| non_empty(&d.content));
+        info.reasoning =
+            delta.is_some_and(|d| non_empty(&d.reasoning_content) || non_empty(&d.reasoning));
+        info.finished = choice.finish_reason.is_some();
+    }
+    info
+}
+
+/// Parses the data of one SSE event.
+pub fn parse_stream_event(data: &[u8]) -> Result<StreamEvent, String> {
+    let trimmed = data.trim_ascii();
+    if trimmed == b"[DONE]" {
+        return Ok(StreamEvent::Done);
+    }
+    let chunk: WireChunk<'_> = serde_json::from_slice(trimmed).map_err(|e| {
+        let shown = String::from_utf8_lossy(&trimmed[..trimmed.len().min(80)]).into_owned();
+        format!("malformed SSE event ({e}): {shown}")
+    })?;
+    if let Some(err) = &chunk.error {
+        return Ok(StreamEvent::Error(err.message()));
+    }
+    Ok(StreamEvent::Chunk(chunk_info(&chunk)))
+}
+
+/// Parses a whole non-streaming response.
+pub fn parse_full_response(body: &[u8]) -> Result<ChunkInfo, String> {
+    let chunk: WireChunk<'_> =
+        serde_json::from_slice(body).map_err(|e| format!("malformed JSON response ({e})"))?;
+    if let Some(err) = &chunk.error {
+        return Err(err.message());
+    }
+    Ok(chunk_info(&chunk))
+}
+
+/// The `error.message` of an error response body, or the start of the body.
+pub fn error_message(body: &[u8]) -> String {
+    if let Ok(chunk) = serde_json::from_slice::<WireChunk<'_>>(body)
+        && let Some(err) = chunk.error
+    {
+        return err.message();
+    }
+    String::from_utf8_lossy(&body[..body.len().min(200)])
+        .trim()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Message;
+    use std::time::Duration;
+
+    fn backend(format: RequestFormat, stream: bool) -> BackendConfig {
+        BackendConfig {
+            base_url: "http://127.0.0.1:1".into(),
+            request_format: format,
+            model: "m".into(),
+            stream,
+            api_key: None,
+            headers: vec![],
+            params: vec![],
+            extra_body: serde_json::Map::new(),
+            http2: false,
+            request_timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            ttft_timeout: None,
+            idle_timeout: None,
+            ignore_eos: false,
+        }
+    }
+
+    fn text(t: &str, max: Option<u32>) -> PreparedRequest {
+        PreparedRequest {
+            prompt: Prompt::Text(t.into()),
+            prompt_tokens: None,
+            max_tokens: max,
+        }
+    }
+
+    fn body(t: &BodyTemplate, r: &PreparedRequest) -> serde_json::Value {
+        serde_json::from_slice(&t.build(r)).expect("valid JSON")
+    }
+
+    #[test]
+    fn chat_body_is_exact() {
+        let t = BodyTemplate::new(&backend(RequestFormat::Chat, true));
+        let b = t.build(&text("hi \"you\"", Some(8)));
+        assert_eq!(
+            std::str::from_utf8(&b).expect("utf8"),
+            r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi \"you\""}],"max_tokens":8,"max_completion_tokens":8}"#
+        );
+    }
+
+    #[test]
+    fn completions_body_and_no_max_tokens() {
+        let mut cfg = backend(RequestFormat::Completions, false);
+        cfg.ignore_eos = true;
+        let t = BodyTemplate::new(&cfg);
+        let v = body(&t, &text("p", None));
+        assert_eq!(
+            v,
+            serde_json::json!({"model": "m", "stream": false, "ignore_eos": true, "prompt": "p"})
+        );
+        let msgs = PreparedRequest {
+            prompt: Prompt::Messages(vec![
+                Message {
+                    role: "system".into(),
+                    content: "s".into(),
+                },
+                Message {
+                    role: "user".into(),
+                    content: "u".into(),
+                },
+            ]),
+            prompt_tokens: None,
+            max_tokens: Some(3),
+        };
+        assert_eq!(body(&t, &msgs)["prompt"], "s\nu");
+        assert_eq!(body(&t, &msgs)["max_tokens"], 3);
+        assert!(body(&t, &msgs).get("max_completion_tokens").is_none());
+    }
+
+    #[test]
+    fn extra_body_merges_and_overrides() {
+        let mut cfg = backend(RequestFormat::Chat, true);
+        cfg.extra_body.insert("temperature".into(), 0.5.into());
+        cfg.extra_body.insert("max_tokens".into(), 99.into());
+        cfg.extra_body.insert("model".into(), "other".into());
+        let t = BodyTemplate::new(&cfg);
+        let raw = t.build(&text("x", Some(8)));
+        let v: serde_json::Value = serde_json::from_slice(&raw).expect("json");
+        assert_eq!(v["temperature"], 0.5);
+        assert_eq!(v["max_tokens"], 99);
+        assert!(v.get("max_completion_tokens").is_none());
+        assert_eq!(v["model"], "other");
+        let s = std::str::from_utf8(&raw).expect("utf8");
+        assert_eq!(s.matches("\"max_tokens\"").count(), 1, "{s}");
+        assert_eq!(s.matches("\"model\"").count(), 1, "{s}");
+    }
+
+    #[test]
+    fn stream_events_parse() {
+        let chat =
+            br#"{"id":"x","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}"#;
+        assert_eq!(
+            parse_stream_event(chat),
+            Ok(StreamEvent::Chunk(ChunkInfo {
+                content: true,
+                ..Default::default()
+            }))
+        );
+        let role_only = br#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#;
+        assert_eq!(
+            parse_stream_event(role_only),
+            Ok(StreamEvent::Chunk(ChunkInfo::default()))
+        );
+        let reasoning = br#"{"choices":[{"delta":{"reasoning_content":"hmm"}}]}"#;
+        assert_eq!(
+            parse_stream_event(reasoning),
+            Ok(StreamEvent::Chunk(ChunkInfo {
+                reasoning: true,
+                ..Default::default()
+            }))
+        );
+        let text = br#"{"choices":[{"text":"a","finish_reason":"length"}]}"#;
+        assert_eq!(
+            parse_stream_event(text),
+            Ok(StreamEvent::Chunk(ChunkInfo {
+                content: true,
+                finished: true,
+                ..Default::default()
+            }))
+        );
+        let usage = br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}"#;
+        let Ok(StreamEvent::Chunk(info)) = parse_stream_event(usage) else {
+            panic!("usage chunk")
+        };
+        assert_eq!(
+            info.usage,
+            Some(Usage {
+                prompt_tokens: Some(5),
+                completion_tokens: Some(7)
+            })
+        );
+        assert_eq!(parse_stream_event(b" [DONE] "), Ok(StreamEvent::Done));
+        assert_eq!(
+            parse_stream_event(br#"{"error":{"message":"boom","type":"x"}}"#),
+            Ok(StreamEvent::Error("boom".into()))
+        );
+        assert!(parse_stream_event(br#"{"choices": [{"delta": {"content": "x""#).is_err());
+    }
+
+    #[test]
+    fn error_bodies_give_their_message() {
+        assert_eq!(
+            error_message(br#"{"error":{"message":"slow down","type":"rate_limit"}}"#),
+            "slow down"
+        );
+        assert_eq!(error_message(b"plain failure\n"), "plain failure");
+    }
+
+    #[test]
+    fn full_responses_parse() {
+        let chat = br#"{"choices":[{"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
+        let info = parse_full_response(chat).expect("chat");
+        assert!(info.content && info.finished);
+        assert_eq!(info.usage.and_then(|u| u.completion_tokens), Some(2));
+    }
+}

@@ -1,0 +1,146 @@
+//! The pacer: a dedicated thread that sends each slot of a rate-based schedule on time.
+//!
+//! tokio's timer wheel has ~1 ms granularity, too coarse for a schedule of thousands of
+//! requests per second. The pacer claims a slot, prepares its body while it waits, sleeps
+//! with `clock_nanosleep` (timer slack lowered to 1 ns) until just before the slot and
+//! spins the last few microseconds, then hands the slot to the runtime. The dispatch lag
+//! that remains is measured per request.
+
+use crate::arrivals::ArrivalClock;
+use crate::backend::Backend;
+use crate::source::RequestSource;
+use bytes::Bytes;
+use llmsurge_proto::{MonoNanos, SharedRegion};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Sleep in pieces no longer than this, so a stop flag is seen promptly.
+const MAX_SLEEP: Duration = Duration::from_millis(5);
+/// Spin rather than sleep when the slot is this close.
+const SPIN_WINDOW: Duration = Duration::from_micros(30);
+
+/// One slot, ready to send.
+#[derive(Debug)]
+pub struct Dispatch {
+    /// The slot index.
+    pub slot: u64,
+    /// When it is due.
+    pub scheduled: MonoNanos,
+    /// The body, or why it could not be made.
+    pub body: Result<Bytes, String>,
+    /// The prompt length, when the source knows it.
+    pub prompt_tokens: Option<u32>,
+}
+
+/// Everything the pacer thread owns.
+pub struct Pacer {
+    /// The group's shared block.
+    pub shm: Arc<SharedRegion>,
+    /// The group's start instant.
+    pub t0: MonoNanos,
+    /// Slot offsets.
+    pub clock: ArrivalClock,
+    /// Payloads.
+    pub source: Box<dyn RequestSource>,
+    /// Builds bodies.
+    pub backend: Arc<Backend>,
+    /// Where due slots go.
+    pub tx: UnboundedSender<Dispatch>,
+}
+
+impl std::fmt::Debug for Pacer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pacer")
+            .field("t0", &self.t0)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pacer {
+    /// Runs until the schedule is exhausted, stopped, or the runtime goes away.
+    pub fn run(mut self) {
+        // Lower timer slack (50 µs by default) so sleeps end when asked; per thread.
+        let _ = nix::sys::prctl::set_timerslack(1);
+        while let Some(slot) = self.shm.claim_slot() {
+            let scheduled = self
+                .t0
+                .add(Duration::from_nanos(self.clock.offset_ns(slot)));
+            let (body, prompt_tokens) = match self.source.request(slot) {
+                Ok(Some(req)) => (Ok(self.backend.build_body(&req)), req.prompt_tokens),
+                Ok(None) => {
+                    // A finite dataset ran out: nobody may claim past it.
+                    self.shm.limit_slots(slot);
+                    break;
+                }
+                Err(message) => (Err(message), None),
+            };
+            if !sleep_until(scheduled, &self.shm) {
+                break; // stopped while waiting: the slot was never due within the run
+            }
+            if self
+                .tx
+                .send(Dispatch {
+                    slot,
+                    scheduled,
+                    body,
+                    prompt_tokens,
+                })
+                .is_err()
+            {
+                break;
+            }
+        }
+    }
+}
+
+/// Sleeps until `target`; `false` if queuing was stopped meanwhile.
+pub fn sleep_until(target: MonoNanos, shm: &SharedRegion) -> bool {
+    loop {
+        if shm.queuing_stopped() {
+            return false;
+        }
+        let now = MonoNanos::now();
+        if now >= target {
+            return true;
+        }
+        let remaining = target.since(now);
+        if remaining <= SPIN_WINDOW {
+            while MonoNanos::now() < target {
+                std::hint::spin_loop();
+            }
+            return true;
+        }
+        let wake = now.add((remaining - SPIN_WINDOW).min(MAX_SLEEP));
+        let ts = nix::sys::time::TimeSpec::new(
+            (wake.0 / 1_000_000_000) as _,
+            (wake.0 % 1_000_000_000) as _,
+        );
+        // An interrupted or failed sleep just loops and re-reads the clock.
+        let _ = nix::time::clock_nanosleep(
+            nix::time::ClockId::CLOCK_MONOTONIC,
+            nix::time::ClockNanosleepFlags::TIMER_ABSTIME,
+            &ts,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmsurge_proto::shm::{UNLIMITED, stop_flags};
+
+    #[test]
+    fn sleeps_end_on_time_and_stop_flags_cut_them_short() {
+        let (shm, _fd) = SharedRegion::create().expect("shm");
+        shm.init(1, UNLIMITED, UNLIMITED);
+        let target = MonoNanos::now().add(Duration::from_millis(3));
+        assert!(sleep_until(target, &shm));
+        assert!(MonoNanos::now() >= target);
+        shm.request_stop(stop_flags::STOP_QUEUING);
+        assert!(!sleep_until(
+            MonoNanos::now().add(Duration::from_secs(60)),
+            &shm
+        ));
+    }
+}

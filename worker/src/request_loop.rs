@@ -1,0 +1,197 @@
+//! The one request loop, parameterised by the schedule.
+//!
+//! Two shapes feed it. `Streams`: each local stream claims a slot, sends it, waits for the
+//! answer, and claims the next. `Arrivals`: the pacer thread hands over slots as they
+//! fall due, and each becomes a task. Both end in [`Context::run_request`], which takes
+//! a unit of the group-wide concurrency (waiting and marking the request late when the
+//! cap is reached), runs the exchange against the cancel flag, and reports it.
+
+use crate::arrivals::ArrivalClock;
+use crate::backend::{Backend, Exchange};
+use crate::pacer::{Dispatch, Pacer};
+use crate::reporter::{Reporter, SlotInfo};
+use crate::source::RequestSource;
+use bytes::Bytes;
+use llmsurge_proto::{Arrivals, ErrorKind, MonoNanos, SharedRegion};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+/// A batch this large is flushed without waiting for the interval.
+pub const BATCH_LIMIT: usize = 2048;
+
+/// Shared by every task of the worker's request loop.
+#[derive(Debug)]
+pub struct Context {
+    /// This worker's index.
+    pub id: u32,
+    /// The group's shared block.
+    pub shm: Arc<SharedRegion>,
+    /// The HTTP backend.
+    pub backend: Arc<Backend>,
+    /// Collects records for the next flush.
+    pub reporter: Rc<RefCell<Reporter>>,
+    /// Becomes `true` when in-flight requests must be cancelled.
+    pub cancel: watch::Receiver<bool>,
+    /// A local request gave its concurrency back.
+    pub released: Notify,
+    /// The reporter holds a full batch.
+    pub flush_now: Rc<Notify>,
+}
+
+/// Converts a monotonic instant to a tokio instant.
+pub fn tokio_instant(t: MonoNanos) -> tokio::time::Instant {
+    let now = MonoNanos::now();
+    let base = tokio::time::Instant::now();
+    if t >= now {
+        base + t.since(now)
+    } else {
+        base.checked_sub(now.since(t)).unwrap_or(base)
+    }
+}
+
+impl Context {
+    /// Sends one request and reports its outcome. Never fails: every outcome is a record.
+    pub async fn run_request(&self, mut info: SlotInfo, body: Result<Bytes, String>) {
+        let mut cancel = self.cancel.clone();
+        while !self.shm.try_acquire(self.id) {
+            info.late = true;
+            if *cancel.borrow() {
+                let ex = Exchange::failed(
+                    ErrorKind::Cancelled,
+                    "cancelled before it could be sent (concurrency cap)",
+                );
+                return self.report(info, &ex);
+            }
+            tokio::select! {
+                _ = self.released.notified() => {}
+                // Releases by other workers are not notified here; poll for them.
+                _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+                Ok(_) = cancel.wait_for(|c| *c) => {}
+            }
+        }
+        if info.late {
+            self.shm.count_late();
+        }
+        let ex = match body {
+            Err(message) => Exchange::failed(ErrorKind::Request, message),
+            Ok(body) => {
+                let start = MonoNanos::now();
+                self.reporter
+                    .borrow_mut()
+                    .started(info.slot, info.scheduled, start);
+                let mut ex = Exchange {
+                    start: Some(start),
+                    ..Exchange::default()
+                };
+                let cancelled = tokio::select! {
+                    () = self.backend.execute(body, &mut ex) => false,
+                    Ok(_) = cancel.wait_for(|c| *c) => true,
+                };
+                if cancelled {
+                    ex.cancel("cancelled in flight: the benchmark stopped");
+                }
+                ex
+            }
+        };
+        self.shm.release(self.id);
+        self.released.notify_one();
+        self.report(info, &ex);
+    }
+
+    fn report(&self, info: SlotInfo, ex: &Exchange) {
+        let mut reporter = self.reporter.borrow_mut();
+        reporter.finished(info, ex);
+        if reporter.pending() >= BATCH_LIMIT {
+            self.flush_now.notify_one();
+        }
+    }
+
+    /// Runs `streams` of the group's streams that belong to this worker.
+    pub async fn run_streams(
+        self: &Rc<Self>,
+        streams: u32,
+        worker_count: u32,
+        rampup: Duration,
+        t0: MonoNanos,
+        source: Box<dyn RequestSource>,
+    ) {
+        let source = Rc::new(RefCell::new(source));
+        let mut tasks = JoinSet::new();
+        for stream in (self.id..streams).step_by(worker_count.max(1) as usize) {
+            let ctx = self.clone();
+            let source = source.clone();
+            let offset = rampup.mul_f64(f64::from(stream) / f64::from(streams));
+            tasks.spawn_local(async move { ctx.stream_loop(t0.add(offset), source).await });
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+
+    async fn stream_loop(&self, start_at: MonoNanos, source: Rc<RefCell<Box<dyn RequestSource>>>) {
+        tokio::time::sleep_until(tokio_instant(start_at)).await;
+        while let Some(slot) = self.shm.claim_slot() {
+            let scheduled = MonoNanos::now();
+            let prepared = source.borrow_mut().request(slot);
+            let (body, prompt_tokens) = match prepared {
+                Ok(Some(req)) => (Ok(self.backend.build_body(&req)), req.prompt_tokens),
+                Ok(None) => {
+                    self.shm.limit_slots(slot);
+                    break;
+                }
+                Err(message) => (Err(message), None),
+            };
+            self.run_request(
+                SlotInfo {
+                    slot,
+                    scheduled,
+                    late: false,
+                    prompt_tokens,
+                },
+                body,
+            )
+            .await;
+        }
+    }
+
+    /// Runs the group's arrival schedule: the pacer thread hands over due slots.
+    pub async fn run_arrivals(
+        self: &Rc<Self>,
+        arrivals: Arrivals,
+        seed: u64,
+        t0: MonoNanos,
+        source: Box<dyn RequestSource>,
+    ) -> Result<(), std::io::Error> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Dispatch>();
+        let pacer = Pacer {
+            shm: self.shm.clone(),
+            t0,
+            clock: ArrivalClock::new(arrivals, seed),
+            source,
+            backend: self.backend.clone(),
+            tx,
+        };
+        let handle = std::thread::Builder::new()
+            .name("llmsurge-pacer".into())
+            .spawn(move || pacer.run())?;
+        let mut tasks = JoinSet::new();
+        while let Some(d) = rx.recv().await {
+            let ctx = self.clone();
+            let info = SlotInfo {
+                slot: d.slot,
+                scheduled: d.scheduled,
+                late: false,
+                prompt_tokens: d.prompt_tokens,
+            };
+            tasks.spawn_local(async move { ctx.run_request(info, d.body).await });
+            // Reap finished tasks so a long run keeps flat memory.
+            while tasks.try_join_next().is_some() {}
+        }
+        while tasks.join_next().await.is_some() {}
+        // The channel closed because the pacer dropped its sender on return.
+        let _ = handle.join();
+        Ok(())
+    }
+}

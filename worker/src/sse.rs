@@ -1,0 +1,166 @@
+//! An incremental Server-Sent Events parser.
+//!
+//! Bytes arrive in arbitrary pieces; events end at a blank line. The parser keeps only the
+//! unfinished tail between pushes and hands each complete event's `data` to a callback,
+//! so the caller can timestamp every event with the arrival of the piece that completed
+//! it. Lines may end in `\n`, `\r\n` or `\r` (the SSE grammar allows all three).
+
+/// Incremental SSE parser state.
+#[derive(Debug, Default)]
+pub struct SseParser {
+    /// Bytes of an unfinished line.
+    line: Vec<u8>,
+    /// The `data` of the event being assembled.
+    data: Vec<u8>,
+    /// Whether the current event has any `data` field (an empty one counts).
+    has_data: bool,
+    /// The previous piece ended in `\r`: a following `\n` belongs to it.
+    pending_cr: bool,
+}
+
+impl SseParser {
+    /// A fresh parser.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds a piece of the stream; calls `on_data` with the data of every event it
+    /// completes. Stops early (returning `false`) when the callback returns `false`.
+    pub fn push(&mut self, mut piece: &[u8], mut on_data: impl FnMut(&[u8]) -> bool) -> bool {
+        if self.pending_cr {
+            self.pending_cr = false;
+            if let Some(rest) = piece.strip_prefix(b"\n") {
+                piece = rest;
+            }
+        }
+        while !piece.is_empty() {
+            let Some(end) = piece.iter().position(|&b| b == b'\n' || b == b'\r') else {
+                self.line.extend_from_slice(piece);
+                break;
+            };
+            let terminator = piece[end];
+            let mut next = end + 1;
+            if terminator == b'\r' {
+                match piece.get(next) {
+                    Some(b'\n') => next += 1,
+                    None => self.pending_cr = true,
+                    Some(_) => {}
+                }
+            }
+            let keep_going = if self.line.is_empty() {
+                self.process_line(&piece[..end], &mut on_data)
+            } else {
+                self.line.extend_from_slice(&piece[..end]);
+                let line = std::mem::take(&mut self.line);
+                let go = self.process_line(&line, &mut on_data);
+                self.line = line;
+                self.line.clear();
+                go
+            };
+            if !keep_going {
+                return false;
+            }
+            piece = &piece[next..];
+        }
+        true
+    }
+
+    /// Whether bytes of an unfinished event are buffered (the stream ended mid-event).
+    pub fn has_partial_event(&self) -> bool {
+        !self.line.is_empty() || self.has_data
+    }
+
+    fn process_line(&mut self, line: &[u8], on_data: &mut impl FnMut(&[u8]) -> bool) -> bool {
+        if line.is_empty() {
+            if !self.has_data {
+                return true;
+            }
+            self.has_data = false;
+            let go = on_data(&self.data);
+            self.data.clear();
+            return go;
+        }
+        if line[0] == b':' {
+            return true; // comment
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &[][..]),
+        };
+        if field == b"data" {
+            if self.has_data {
+                self.data.push(b'\n');
+            }
+            self.data.extend_from_slice(value);
+            self.has_data = true;
+        }
+        // `event`, `id` and `retry` carry nothing an OpenAI client needs.
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_in_pieces(input: &[u8], size: usize) -> Vec<String> {
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        for piece in input.chunks(size) {
+            p.push(piece, |d| {
+                out.push(String::from_utf8_lossy(d).into_owned());
+                true
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn events_survive_any_split() {
+        let input = b": keep-alive\n\ndata: {\"a\":1}\n\nevent: x\ndata: two\ndata: lines\n\r\ndata:[DONE]\r\n\r\n";
+        for size in 1..input.len() {
+            assert_eq!(
+                parse_in_pieces(input, size),
+                vec!["{\"a\":1}", "two\nlines", "[DONE]"],
+                "piece size {size}"
+            );
+        }
+    }
+
+    #[test]
+    fn bare_carriage_returns_end_lines() {
+        assert_eq!(
+            parse_in_pieces(b"data: a\r\rdata: b\r\r", 1),
+            vec!["a", "b"]
+        );
+        assert_eq!(
+            parse_in_pieces(b"data: a\r\rdata: b\r\r", 100),
+            vec!["a", "b"]
+        );
+    }
+
+    #[test]
+    fn an_unfinished_event_is_reported() {
+        let mut p = SseParser::new();
+        p.push(b"data: {\"cut", |_| true);
+        assert!(p.has_partial_event());
+        let mut q = SseParser::new();
+        q.push(b"data: x\n\n", |_| true);
+        assert!(!q.has_partial_event());
+    }
+
+    #[test]
+    fn the_callback_can_stop_parsing() {
+        let mut p = SseParser::new();
+        let mut n = 0;
+        let finished = p.push(b"data: 1\n\ndata: 2\n\n", |_| {
+            n += 1;
+            false
+        });
+        assert!(!finished);
+        assert_eq!(n, 1);
+    }
+}
