@@ -24,14 +24,6 @@ impl MonoNanos {
         Self(ts)
     }
 
-    /// `self + d`, saturating.
-    pub fn add(self, d: Duration) -> Self {
-        Self(
-            self.0
-                .saturating_add(d.as_nanos().min(u64::MAX as u128) as u64),
-        )
-    }
-
     /// The span from `earlier` to `self`, or zero when `earlier` is later.
     pub fn since(self, earlier: MonoNanos) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
@@ -40,6 +32,18 @@ impl MonoNanos {
     /// Signed nanoseconds from `earlier` to `self`.
     pub fn signed_since(self, earlier: MonoNanos) -> i64 {
         (self.0 as i128 - earlier.0 as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    }
+}
+
+impl std::ops::Add<Duration> for MonoNanos {
+    type Output = MonoNanos;
+
+    /// `self + d`, saturating.
+    fn add(self, d: Duration) -> Self {
+        Self(
+            self.0
+                .saturating_add(d.as_nanos().min(u64::MAX as u128) as u64),
+        )
     }
 }
 
@@ -88,7 +92,7 @@ mod tests {
         assert_eq!(t.since(MonoNanos(150)), Duration::ZERO);
         assert_eq!(t.signed_since(MonoNanos(150)), -50);
         assert_eq!(
-            MonoNanos(u64::MAX - 1).add(Duration::from_secs(1)),
+            MonoNanos(u64::MAX - 1) + Duration::from_secs(1),
             MonoNanos(u64::MAX)
         );
     }

@@ -155,7 +155,10 @@ pub struct FrameReader<R> {
 impl<R: tokio::io::AsyncRead + Unpin> FrameReader<R> {
     /// Wraps a stream.
     pub fn new(inner: R) -> Self {
-        Self { inner, buf: BytesMut::with_capacity(64 << 10) }
+        Self {
+            inner,
+            buf: BytesMut::with_capacity(64 << 10),
+        }
     }
 
     /// The next message, or `None` at a clean end of stream.
@@ -166,7 +169,11 @@ impl<R: tokio::io::AsyncRead + Unpin> FrameReader<R> {
                 return Ok(Some(msg));
             }
             if self.inner.read_buf(&mut self.buf).await? == 0 {
-                return if self.buf.is_empty() { Ok(None) } else { Err(FrameIoError::Truncated) };
+                return if self.buf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(FrameIoError::Truncated)
+                };
             }
         }
     }
@@ -182,7 +189,10 @@ pub struct FrameWriter<W> {
 impl<W: tokio::io::AsyncWrite + Unpin> FrameWriter<W> {
     /// Wraps a stream.
     pub fn new(inner: W) -> Self {
-        Self { inner, buf: Vec::with_capacity(64 << 10) }
+        Self {
+            inner,
+            buf: Vec::with_capacity(64 << 10),
+        }
     }
 
     /// Encodes and writes one message.
@@ -219,7 +229,9 @@ mod io_tests {
 
     #[test]
     fn reader_and_writer_round_trip_and_detect_truncation() {
-        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
         rt.block_on(async {
             let (a, b) = tokio::io::duplex(64);
             let mut w = FrameWriter::new(a);
@@ -240,7 +252,10 @@ mod io_tests {
             assert_eq!(got, (0..100).collect::<Vec<_>>());
 
             let mut cut = FrameReader::new(&[0u8, 0, 0, 5, 1][..]);
-            assert!(matches!(cut.next::<u32>().await, Err(FrameIoError::Truncated)));
+            assert!(matches!(
+                cut.next::<u32>().await,
+                Err(FrameIoError::Truncated)
+            ));
         });
     }
 }

@@ -29,7 +29,10 @@ mod tests {
     /// Golden values: changing the derivation changes every seeded run.
     #[test]
     fn derivation_is_pinned() {
-        assert_eq!(derive_seed(42, "arrivals", 0), derive_seed(42, "arrivals", 0));
+        assert_eq!(
+            derive_seed(42, "arrivals", 0),
+            derive_seed(42, "arrivals", 0)
+        );
         let golden = [derive_seed(0, "", 0), derive_seed(42, "arrivals", 7)];
         assert_eq!(golden, [GOLDEN_0, GOLDEN_1], "{golden:#x?}");
     }

@@ -63,9 +63,7 @@ impl Pacer {
         // Lower timer slack (50 µs by default) so sleeps end when asked; per thread.
         let _ = nix::sys::prctl::set_timerslack(1);
         while let Some(slot) = self.shm.claim_slot() {
-            let scheduled = self
-                .t0
-                .add(Duration::from_nanos(self.clock.offset_ns(slot)));
+            let scheduled = self.t0 + Duration::from_nanos(self.clock.offset_ns(slot));
             let (body, prompt_tokens) = match self.source.request(slot) {
                 Ok(Some(req)) => (Ok(self.backend.build_body(&req)), req.prompt_tokens),
                 Ok(None) => {
@@ -111,7 +109,7 @@ pub fn sleep_until(target: MonoNanos, shm: &SharedRegion) -> bool {
             }
             return true;
         }
-        let wake = now.add((remaining - SPIN_WINDOW).min(MAX_SLEEP));
+        let wake = now + (remaining - SPIN_WINDOW).min(MAX_SLEEP);
         let ts = nix::sys::time::TimeSpec::new(
             (wake.0 / 1_000_000_000) as _,
             (wake.0 % 1_000_000_000) as _,
@@ -134,12 +132,12 @@ mod tests {
     fn sleeps_end_on_time_and_stop_flags_cut_them_short() {
         let (shm, _fd) = SharedRegion::create().expect("shm");
         shm.init(1, UNLIMITED, UNLIMITED);
-        let target = MonoNanos::now().add(Duration::from_millis(3));
+        let target = MonoNanos::now() + Duration::from_millis(3);
         assert!(sleep_until(target, &shm));
         assert!(MonoNanos::now() >= target);
         shm.request_stop(stop_flags::STOP_QUEUING);
         assert!(!sleep_until(
-            MonoNanos::now().add(Duration::from_secs(60)),
+            MonoNanos::now() + Duration::from_secs(60),
             &shm
         ));
     }

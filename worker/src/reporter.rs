@@ -218,7 +218,11 @@ mod tests {
         // HDR values are exact to 3 significant digits: compare as equivalent values.
         let is = |metric, micros: u64| {
             let h = get(metric);
-            assert!(h.equivalent(h.max(), micros), "{metric:?}: {} vs {micros}", h.max());
+            assert!(
+                h.equivalent(h.max(), micros),
+                "{metric:?}: {} vs {micros}",
+                h.max()
+            );
         };
         is(Metric::Ttft, 50_000);
         is(Metric::DispatchLag, 1_000);

@@ -125,7 +125,7 @@ impl Context {
             let ctx = self.clone();
             let source = source.clone();
             let offset = rampup.mul_f64(f64::from(stream) / f64::from(streams));
-            tasks.spawn_local(async move { ctx.stream_loop(t0.add(offset), source).await });
+            tasks.spawn_local(async move { ctx.stream_loop(t0 + offset, source).await });
         }
         while tasks.join_next().await.is_some() {}
     }
