@@ -29,6 +29,16 @@ impl MonoNanos {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
+    /// The same instant as a `std::time::Instant` (for timers that take one).
+    pub fn to_instant(self) -> std::time::Instant {
+        let (now, base) = (MonoNanos::now(), std::time::Instant::now());
+        if self >= now {
+            base + self.since(now)
+        } else {
+            base.checked_sub(now.since(self)).unwrap_or(base)
+        }
+    }
+
     /// Signed nanoseconds from `earlier` to `self`.
     pub fn signed_since(self, earlier: MonoNanos) -> i64 {
         (self.0 as i128 - earlier.0 as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64

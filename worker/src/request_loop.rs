@@ -44,13 +44,7 @@ pub struct Context {
 
 /// Converts a monotonic instant to a tokio instant.
 pub fn tokio_instant(t: MonoNanos) -> tokio::time::Instant {
-    let now = MonoNanos::now();
-    let base = tokio::time::Instant::now();
-    if t >= now {
-        base + t.since(now)
-    } else {
-        base.checked_sub(now.since(t)).unwrap_or(base)
-    }
+    tokio::time::Instant::from_std(t.to_instant())
 }
 
 impl Context {

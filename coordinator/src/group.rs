@@ -1,0 +1,593 @@
+//! Running one benchmark: spawn the worker group, barrier start, supervise, aggregate.
+//!
+//! The dispatcher is a single select loop that owns everything the user sees. It waits
+//! on worker events (IPC frames, IPC end, process exit), the time limit, the drain and
+//! kill deadlines, a 10 ms sampling tick, and interrupts. Per worker, a reader task turns
+//! frames into events and a waiter task reports the exit status; a worker is over once
+//! both its socket reached EOF and its process was reaped, so no frame it sent is lost.
+
+use crate::constraints::{Limits, StopAction, StopReason};
+use crate::error::CoordinatorError;
+use crate::interrupts::{Interrupt, Interrupts};
+use crate::observer::{Progress, RunObserver};
+use crate::result::{self, BenchmarkResult, BuildContext, WorkerOutcome};
+use crate::spawn::{WorkerCommand, spawn_worker};
+use crate::state::WorkerGroupState;
+use crate::strategy::{Strategy, StrategySettings};
+use llmsurge_proto::shm::{MAX_WORKERS, UNLIMITED, stop_flags};
+use llmsurge_proto::{
+    ClockAnchor, FrameReader, FrameWriter, FromWorker, MeasureWindow, Metric, MonoNanos,
+    PROTOCOL_VERSION, SharedRegion, StatusClass, ToWorker, WorkerConfig,
+};
+use serde::{Deserialize, Serialize};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+
+/// Bound on the whole handshake (spawn, hello, configure, ready).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Gap between "all ready" and t0, so every worker gets `Start` before t0.
+const START_DELAY: Duration = Duration::from_millis(20);
+/// After cancelling, how long workers get to report before they are killed.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+/// A running worker silent for this long is hung and gets killed.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What to do when a worker dies mid-benchmark.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnWorkerFailure {
+    /// Stop the benchmark (cancel in-flight requests) and report.
+    #[default]
+    Stop,
+    /// Go on with the remaining workers.
+    Continue,
+}
+
+/// Everything needed to run one benchmark.
+#[derive(Clone, Debug)]
+pub struct BenchmarkPlan {
+    /// Position in the run.
+    pub index: u32,
+    /// The load pattern.
+    pub strategy: Strategy,
+    /// Ramp-up and burstiness.
+    pub settings: StrategySettings,
+    /// Stop constraints.
+    pub limits: Limits,
+    /// Worker processes.
+    pub workers: u32,
+    /// Cap on in-flight requests across the group.
+    pub max_concurrency: Option<u64>,
+    /// Size of a finite dataset (slots past it are never claimed).
+    pub dataset_len: Option<u64>,
+    /// Warm-up and cool-down.
+    pub window: MeasureWindow,
+    /// What each worker gets; id, count, schedule and window are filled in per worker.
+    pub worker_template: WorkerConfig,
+    /// Bound on draining after the first Ctrl-C.
+    pub drain_timeout: Duration,
+    /// Policy for dead workers.
+    pub on_worker_failure: OnWorkerFailure,
+    /// Dispatch-lag p99 above this marks the client as the bottleneck.
+    pub dispatch_lag_threshold: Duration,
+}
+
+impl BenchmarkPlan {
+    fn validate(&self) -> Result<(), CoordinatorError> {
+        if self.workers == 0 || self.workers as usize > MAX_WORKERS {
+            return Err(CoordinatorError::Plan(format!(
+                "--workers must be 1..={MAX_WORKERS}, got {}",
+                self.workers
+            )));
+        }
+        if !self.strategy.allows_several_workers() && self.workers > 1 {
+            return Err(CoordinatorError::Plan(
+                "synchronous runs on exactly one worker".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn worker_config(&self, id: u32) -> WorkerConfig {
+        let mut cfg = self.worker_template.clone();
+        cfg.worker_id = id;
+        cfg.worker_count = self.workers;
+        cfg.schedule = self.strategy.schedule(&self.settings);
+        cfg.window = self.window;
+        cfg
+    }
+}
+
+/// Run-wide context shared by every benchmark.
+pub struct RunEnv<'a> {
+    /// How to start workers.
+    pub command: &'a WorkerCommand,
+    /// Wall-clock anchor of the run.
+    pub anchor: &'a ClockAnchor,
+    /// Ctrl-C and SIGTERM.
+    pub interrupts: &'a mut Interrupts,
+    /// Progress, records, notices.
+    pub observer: &'a mut dyn RunObserver,
+}
+
+impl std::fmt::Debug for RunEnv<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunEnv")
+            .field("command", self.command)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+enum Event {
+    Message(u32, FromWorker),
+    Closed(u32, Option<String>),
+    Exited(u32, std::io::Result<ExitStatus>),
+}
+
+#[derive(Debug)]
+struct Track {
+    pid: u32,
+    writer: Option<FrameWriter<OwnedWriteHalf>>,
+    finished: bool,
+    closed: bool,
+    exit: Option<String>,
+    ended: bool,
+    killed: bool,
+    failure: Option<String>,
+    last_seen: Instant,
+}
+
+/// Describes how a process ended.
+fn describe_exit(status: &std::io::Result<ExitStatus>) -> String {
+    match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(sig)) => format!("signal {sig}"),
+            _ => "unknown status".into(),
+        },
+        Err(e) => format!("wait failed: {e}"),
+    }
+}
+
+fn kill(pid: u32) {
+    if let Ok(pid) = i32::try_from(pid)
+        && pid > 0
+    {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+fn children_cpu_seconds() -> f64 {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .map(|u| {
+            let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            tv(u.user_time()) + tv(u.system_time())
+        })
+        .unwrap_or(0.0)
+}
+
+/// Runs one benchmark to completion (or interruption) and aggregates its result.
+pub async fn run_benchmark(
+    plan: &BenchmarkPlan,
+    env: &mut RunEnv<'_>,
+) -> Result<BenchmarkResult, CoordinatorError> {
+    plan.validate()?;
+    let n = plan.workers;
+    let slot_limit = match (plan.limits.max_requests, plan.dataset_len) {
+        (Some(a), Some(b)) => a.min(b),
+        (a, b) => a.or(b).unwrap_or(UNLIMITED),
+    };
+    let (shm, shm_fd) = SharedRegion::create()?;
+    shm.init(n, slot_limit, plan.max_concurrency.unwrap_or(UNLIMITED));
+    let cpu_before = children_cpu_seconds();
+    env.observer.benchmark_started(plan.index, &plan.strategy);
+
+    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let mut tracks = Vec::with_capacity(n as usize);
+    for id in 0..n {
+        let spawned = match spawn_worker(env.command, &shm_fd) {
+            Ok(s) => s,
+            Err(e) => {
+                tracks.iter().for_each(|t: &Track| kill(t.pid));
+                return Err(e);
+            }
+        };
+        let (rd, wr) = spawned.socket.into_split();
+        let events = tx.clone();
+        tokio::spawn(async move {
+            let mut reader = FrameReader::new(rd);
+            loop {
+                match reader.next::<FromWorker>().await {
+                    Ok(Some(m)) => {
+                        if events.send(Event::Message(id, m)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => return drop(events.send(Event::Closed(id, None))),
+                    Err(e) => return drop(events.send(Event::Closed(id, Some(e.to_string())))),
+                }
+            }
+        });
+        let events = tx.clone();
+        let mut child = spawned.child;
+        tokio::spawn(async move {
+            let status = child.wait().await;
+            let _ = events.send(Event::Exited(id, status));
+        });
+        tracks.push(Track {
+            pid: spawned.pid,
+            writer: Some(FrameWriter::new(wr)),
+            finished: false,
+            closed: false,
+            exit: None,
+            ended: false,
+            killed: false,
+            failure: None,
+            last_seen: Instant::now(),
+        });
+    }
+    drop(tx);
+
+    if let Err(e) = handshake(plan, &mut tracks, &mut rx, env).await {
+        tracks.iter().for_each(|t| kill(t.pid));
+        return Err(e);
+    }
+
+    let t0 = MonoNanos::now() + START_DELAY;
+    shm.set_t0(t0);
+    for t in &mut tracks {
+        if let Some(w) = &mut t.writer
+            && w.send(&ToWorker::Start { t0 }).await.is_err()
+        {
+            t.writer = None; // it died; its events will say so
+        }
+    }
+
+    let mut sup = Supervisor {
+        plan,
+        shm: &shm,
+        state: WorkerGroupState::new(n, t0, plan.limits),
+        tracks,
+        stop: None,
+        drain_deadline: None,
+        kill_deadline: None,
+        peak: 0,
+    };
+    let time_limit = plan
+        .limits
+        .max_seconds
+        .map(|d| crate::tokio_instant(t0 + d));
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_progress = Instant::now();
+    let far = Instant::now() + Duration::from_secs(86_400 * 365);
+
+    while !sup.tracks.iter().all(|t| t.ended) {
+        tokio::select! {
+            ev = rx.recv() => match ev {
+                Some(ev) => sup.handle(ev, env)?,
+                None => break, // every reader and waiter task is done
+            },
+            () = sleep_until(time_limit.unwrap_or(far)), if time_limit.is_some() && sup.stop.is_none() => {
+                let seconds = plan.limits.max_seconds.map_or(0.0, |d| d.as_secs_f64());
+                sup.apply_stop(StopReason::MaxSeconds { seconds });
+            }
+            () = sleep_until(sup.drain_deadline.unwrap_or(far)), if sup.drain_deadline.is_some() && sup.kill_deadline.is_none() => {
+                env.observer.notice("drain timeout reached: cancelling in-flight requests");
+                sup.cancel();
+            }
+            () = sleep_until(sup.kill_deadline.unwrap_or(far)), if sup.kill_deadline.is_some() => {
+                sup.kill_remaining(env);
+            }
+            _ = tick.tick() => {
+                sup.peak = sup.peak.max(shm.in_flight());
+                sup.check_heartbeats(env);
+                if last_progress.elapsed() >= Duration::from_secs(1) {
+                    last_progress = Instant::now();
+                    env.observer.progress(&sup.progress(t0));
+                }
+            }
+            interrupt = env.interrupts.next() => match interrupt {
+                Interrupt::Drain => {
+                    env.observer.notice(&format!(
+                        "interrupted: finishing in-flight requests (up to {}s); press Ctrl-C again to stop now",
+                        plan.drain_timeout.as_secs_f64()
+                    ));
+                    sup.apply_stop(StopReason::Interrupted);
+                }
+                Interrupt::Cancel => {
+                    env.observer.notice("interrupted again: cancelling in-flight requests");
+                    if sup.stop.is_none() {
+                        sup.stop = Some(StopReason::Interrupted);
+                    }
+                    sup.cancel();
+                }
+            },
+        }
+    }
+    let end = MonoNanos::now();
+    let stop_reason = sup.stop.clone().or_else(|| {
+        Some(match (plan.limits.max_requests, plan.dataset_len) {
+            (Some(max), _) if shm.slots_claimed() >= max && max == slot_limit => {
+                StopReason::MaxRequests { requests: max }
+            }
+            (_, Some(len)) if shm.slots_claimed() >= len => {
+                StopReason::DatasetExhausted { samples: len }
+            }
+            _ => StopReason::ScheduleComplete,
+        })
+    });
+    let workers = sup
+        .tracks
+        .iter()
+        .enumerate()
+        .map(|(id, t)| WorkerOutcome {
+            id: id as u32,
+            pid: t.pid,
+            outcome: if t.finished {
+                "finished".into()
+            } else {
+                t.failure.clone().unwrap_or_else(|| "died".into())
+            },
+            died: !t.finished,
+        })
+        .collect();
+    Ok(result::build(
+        &sup.state,
+        BuildContext {
+            index: plan.index,
+            strategy: plan.strategy,
+            settings: plan.settings,
+            limits: plan.limits,
+            anchor: env.anchor,
+            t0,
+            end,
+            interrupted: sup.stop == Some(StopReason::Interrupted),
+            stop_reason,
+            concurrency_peak: sup.peak,
+            worker_cpu_s: (children_cpu_seconds() - cpu_before).max(0.0),
+            dispatch_lag_threshold_ms: plan.dispatch_lag_threshold.as_secs_f64() * 1000.0,
+            workers,
+        },
+    ))
+}
+
+async fn handshake(
+    plan: &BenchmarkPlan,
+    tracks: &mut [Track],
+    rx: &mut mpsc::UnboundedReceiver<Event>,
+    env: &mut RunEnv<'_>,
+) -> Result<(), CoordinatorError> {
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    let mut ready = 0;
+    while ready < tracks.len() {
+        let ev = tokio::select! {
+            ev = rx.recv() => ev,
+            () = sleep_until(deadline) => {
+                return Err(CoordinatorError::Protocol { worker: 0, message: "workers were not ready within 30 s".into() });
+            }
+            _ = env.interrupts.next() => return Err(CoordinatorError::Interrupted),
+        };
+        let setup = |worker, message| CoordinatorError::WorkerSetup { worker, message };
+        match ev {
+            None => return Err(setup(0, "every worker went away during startup".into())),
+            Some(Event::Message(
+                id,
+                FromWorker::Hello {
+                    protocol_version, ..
+                },
+            )) => {
+                if protocol_version != PROTOCOL_VERSION {
+                    return Err(CoordinatorError::Protocol {
+                        worker: id,
+                        message: format!(
+                            "speaks protocol {protocol_version}, the coordinator {PROTOCOL_VERSION}"
+                        ),
+                    });
+                }
+                let cfg = plan.worker_config(id);
+                let Some(w) = tracks.get_mut(id as usize).and_then(|t| t.writer.as_mut()) else {
+                    continue;
+                };
+                w.send(&ToWorker::Configure(Box::new(cfg)))
+                    .await
+                    .map_err(|e| setup(id, format!("sending its configuration: {e}")))?;
+            }
+            Some(Event::Message(_, FromWorker::Ready)) => ready += 1,
+            Some(Event::Message(id, FromWorker::Failed { message })) => {
+                return Err(setup(id, message));
+            }
+            Some(Event::Message(id, other)) => {
+                return Err(CoordinatorError::Protocol {
+                    worker: id,
+                    message: format!("unexpected {other:?} before start"),
+                });
+            }
+            Some(Event::Closed(id, _)) => {
+                return Err(setup(id, "closed its IPC channel during startup".into()));
+            }
+            Some(Event::Exited(id, status)) => {
+                return Err(setup(
+                    id,
+                    format!("exited during startup ({})", describe_exit(&status)),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Supervisor<'a> {
+    plan: &'a BenchmarkPlan,
+    shm: &'a SharedRegion,
+    state: WorkerGroupState,
+    tracks: Vec<Track>,
+    stop: Option<StopReason>,
+    drain_deadline: Option<Instant>,
+    kill_deadline: Option<Instant>,
+    peak: u64,
+}
+
+impl Supervisor<'_> {
+    fn handle(&mut self, ev: Event, env: &mut RunEnv<'_>) -> Result<(), CoordinatorError> {
+        match ev {
+            Event::Message(id, msg) => {
+                if let Some(t) = self.tracks.get_mut(id as usize) {
+                    t.last_seen = Instant::now();
+                }
+                match msg {
+                    FromWorker::Update(batch) => {
+                        let observer = &mut *env.observer;
+                        if let Some(reason) =
+                            self.state.apply(id, &batch, &mut |r| observer.record(r))?
+                        {
+                            self.apply_stop(reason);
+                        }
+                    }
+                    FromWorker::Finished { .. } => self.track(id).finished = true,
+                    FromWorker::Failed { message } => self.track(id).failure = Some(message),
+                    FromWorker::Hello { .. } | FromWorker::Ready => {}
+                }
+            }
+            Event::Closed(id, error) => {
+                let t = self.track(id);
+                t.closed = true;
+                if let Some(e) = error {
+                    t.failure.get_or_insert(format!("IPC channel failed: {e}"));
+                }
+                self.maybe_end(id, env);
+            }
+            Event::Exited(id, status) => {
+                self.track(id).exit = Some(describe_exit(&status));
+                self.maybe_end(id, env);
+            }
+        }
+        Ok(())
+    }
+
+    fn track(&mut self, id: u32) -> &mut Track {
+        &mut self.tracks[id as usize]
+    }
+
+    fn maybe_end(&mut self, id: u32, env: &mut RunEnv<'_>) {
+        let t = &mut self.tracks[id as usize];
+        if t.ended || !t.closed || t.exit.is_none() {
+            return;
+        }
+        t.ended = true;
+        t.writer = None;
+        if t.finished {
+            return;
+        }
+        let status = t.exit.clone().unwrap_or_default();
+        let reason = match &t.failure {
+            Some(message) => format!("worker {id} failed: {message}"),
+            None => format!("worker {id} died: {status}"),
+        };
+        let deliberate = t.killed;
+        t.failure = Some(if deliberate {
+            format!("killed by the coordinator ({status})")
+        } else {
+            reason.clone()
+        });
+        let observer = &mut *env.observer;
+        let lost = self
+            .state
+            .worker_lost(id, &reason, deliberate, MonoNanos::now(), &mut |r| {
+                observer.record(r)
+            });
+        self.shm.reclaim_worker(id);
+        if deliberate {
+            return;
+        }
+        env.observer.notice(&format!(
+            "{reason}; {lost} in-flight requests counted as errored"
+        ));
+        let all_dead = self.tracks.iter().all(|t| t.ended && !t.finished);
+        match self.plan.on_worker_failure {
+            OnWorkerFailure::Stop => self.apply_stop(StopReason::WorkerFailure { detail: reason }),
+            OnWorkerFailure::Continue if all_dead => self.apply_stop(StopReason::WorkerFailure {
+                detail: format!("no worker left ({reason})"),
+            }),
+            OnWorkerFailure::Continue => {}
+        }
+    }
+
+    fn apply_stop(&mut self, reason: StopReason) {
+        let action = reason.action();
+        if self.stop.is_none() {
+            self.stop = Some(reason);
+        }
+        match action {
+            StopAction::StopQueuing => {
+                self.shm.request_stop(stop_flags::STOP_QUEUING);
+                self.drain_deadline
+                    .get_or_insert(Instant::now() + self.plan.drain_timeout);
+            }
+            StopAction::Cancel => self.cancel(),
+        }
+    }
+
+    fn cancel(&mut self) {
+        self.shm.request_stop(stop_flags::CANCEL_IN_FLIGHT);
+        self.kill_deadline
+            .get_or_insert(Instant::now() + CANCEL_GRACE);
+    }
+
+    fn kill_remaining(&mut self, env: &mut RunEnv<'_>) {
+        self.kill_deadline = Some(Instant::now() + Duration::from_secs(86_400));
+        for (id, t) in self.tracks.iter_mut().enumerate() {
+            if !t.ended && !t.killed {
+                env.observer.notice(&format!(
+                    "worker {id} did not stop within {}s of cancelling: killing it",
+                    CANCEL_GRACE.as_secs()
+                ));
+                t.killed = true;
+                kill(t.pid);
+            }
+        }
+    }
+
+    fn check_heartbeats(&mut self, env: &mut RunEnv<'_>) {
+        for (id, t) in self.tracks.iter_mut().enumerate() {
+            if !t.ended && !t.finished && !t.killed && t.last_seen.elapsed() > HEARTBEAT_TIMEOUT {
+                env.observer.notice(&format!(
+                    "worker {id} sent nothing for {}s: killing it as hung",
+                    HEARTBEAT_TIMEOUT.as_secs()
+                ));
+                t.failure = Some(format!(
+                    "hung (no heartbeat for {}s)",
+                    HEARTBEAT_TIMEOUT.as_secs()
+                ));
+                kill(t.pid);
+            }
+        }
+    }
+
+    fn progress(&self, t0: MonoNanos) -> Progress {
+        let ttft = self
+            .state
+            .metrics
+            .get(StatusClass::Successful, Metric::Ttft);
+        Progress {
+            index: self.plan.index,
+            strategy: self.plan.strategy,
+            elapsed: MonoNanos::now().since(t0),
+            max_seconds: self.plan.limits.max_seconds,
+            max_requests: self.plan.limits.max_requests,
+            counts: self.state.counts,
+            output_tokens: self.state.measured.output_tokens,
+            ttft_p50_ms: ttft
+                .filter(|h| !h.is_empty())
+                .map(|h| h.value_at_quantile(0.5) as f64 / 1000.0),
+        }
+    }
+}

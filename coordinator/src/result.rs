@@ -1,0 +1,320 @@
+//! The result of one benchmark, aggregated from `WorkerGroupState`.
+
+use crate::constraints::{Limits, StopReason};
+use crate::state::{Counts, TokenSources, WorkerGroupState};
+use crate::strategy::{Strategy, StrategySettings};
+use crate::timeseries::TimePoint;
+use llmsurge_proto::{ClockAnchor, Distribution, Metric, MonoNanos, StatusClass};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How one worker ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerOutcome {
+    /// The worker's index.
+    pub id: u32,
+    /// Its process id.
+    pub pid: u32,
+    /// `finished`, or why it did not (`died: signal 9`, …).
+    pub outcome: String,
+    /// Whether it died before finishing.
+    pub died: bool,
+}
+
+/// The measured window (warm-up and cool-down excluded), in Unix seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    /// First measured request's start.
+    pub start_time: f64,
+    /// Last measured request's end.
+    pub end_time: f64,
+    /// Their difference, in seconds.
+    pub duration_s: f64,
+}
+
+/// Counts of the measured window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeasuredCounts {
+    /// Completed.
+    pub completed: u64,
+    /// Errored.
+    pub errored: u64,
+    /// Cancelled.
+    pub cancelled: u64,
+}
+
+/// One error kind in the report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorEntry {
+    /// Stable key (`http_500`, `timeout`, `worker_died`, …).
+    pub kind: String,
+    /// Requests that failed this way.
+    pub count: u64,
+    /// A few of their messages.
+    pub samples: Vec<String>,
+}
+
+/// A metric's distributions split by status.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusDistributions {
+    /// Completed requests.
+    pub successful: Distribution,
+    /// Errored requests.
+    pub errored: Distribution,
+    /// Cancelled requests.
+    pub incomplete: Distribution,
+    /// All of them.
+    pub total: Distribution,
+}
+
+/// Throughput over the measured window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// Completed requests per second.
+    pub requests_per_s: f64,
+    /// Output tokens of completed requests per second.
+    pub output_tokens_per_s: f64,
+    /// Prompt plus output tokens of completed requests per second.
+    pub total_tokens_per_s: f64,
+    /// Mean requests in flight.
+    pub concurrency_mean: f64,
+    /// Most requests in flight at once (sampled every 10 ms).
+    pub concurrency_peak: u64,
+}
+
+/// Evidence that the client was not the bottleneck (or that it was).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientHealth {
+    /// Median dispatch lag, ms.
+    pub dispatch_lag_p50_ms: f64,
+    /// 99th percentile dispatch lag, ms.
+    pub dispatch_lag_p99_ms: f64,
+    /// The threshold the p99 is held to, ms.
+    pub dispatch_lag_threshold_ms: f64,
+    /// Requests sent late because the concurrency cap was reached.
+    pub late_requests: u64,
+    /// CPU time of the worker processes (user + system), seconds.
+    pub worker_cpu_s: f64,
+    /// Worker CPU time over (duration × workers): near 1 means the workers were saturated.
+    pub worker_cpu_utilization: f64,
+    /// The client was the bottleneck: these numbers describe the client, not the server.
+    pub bottleneck: bool,
+    /// What the checks found, one sentence each.
+    pub warnings: Vec<String>,
+}
+
+/// One benchmark of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BenchmarkResult {
+    /// Position in the run, from 0.
+    pub index: u32,
+    /// The load pattern.
+    pub strategy: Strategy,
+    /// Ramp-up and burstiness.
+    pub settings: StrategySettings,
+    /// The limits it ran under.
+    pub limits: Limits,
+    /// Group start (t0), Unix seconds.
+    pub start_time: f64,
+    /// Last event, Unix seconds.
+    pub end_time: f64,
+    /// `end_time - start_time`.
+    pub duration_s: f64,
+    /// The measured window.
+    pub measured_window: Window,
+    /// Why it ended.
+    pub stop_reason: Option<StopReason>,
+    /// Ended by Ctrl-C or SIGTERM: the results are partial.
+    pub interrupted: bool,
+    /// All requests, every window.
+    pub requests: Counts,
+    /// Requests of the measured window.
+    pub measured_requests: MeasuredCounts,
+    /// Errors per kind.
+    pub errors: Vec<ErrorEntry>,
+    /// Distributions of the measured window, per metric (durations in ms).
+    pub metrics: BTreeMap<String, StatusDistributions>,
+    /// Throughput of the measured window.
+    pub throughput: Throughput,
+    /// Where output token counts came from.
+    pub token_sources: TokenSources,
+    /// Client fidelity.
+    pub client: ClientHealth,
+    /// Per-second series.
+    pub timeseries: Vec<TimePoint>,
+    /// The workers.
+    pub workers: Vec<WorkerOutcome>,
+}
+
+/// Inputs of [`build`] besides the state.
+#[derive(Debug)]
+pub struct BuildContext<'a> {
+    /// Position in the run.
+    pub index: u32,
+    /// The strategy.
+    pub strategy: Strategy,
+    /// Its settings.
+    pub settings: StrategySettings,
+    /// Its limits.
+    pub limits: Limits,
+    /// Converts monotonic times to wall time.
+    pub anchor: &'a ClockAnchor,
+    /// Group start.
+    pub t0: MonoNanos,
+    /// Last event.
+    pub end: MonoNanos,
+    /// Why it stopped.
+    pub stop_reason: Option<StopReason>,
+    /// Interrupted by the user.
+    pub interrupted: bool,
+    /// Peak sampled concurrency.
+    pub concurrency_peak: u64,
+    /// Worker CPU seconds.
+    pub worker_cpu_s: f64,
+    /// Dispatch-lag p99 threshold, ms.
+    pub dispatch_lag_threshold_ms: f64,
+    /// The workers.
+    pub workers: Vec<WorkerOutcome>,
+}
+
+/// Aggregates the state into a result.
+pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult {
+    let m = &state.measured;
+    let window = match (m.first_start, m.last_end) {
+        (Some(s), Some(e)) => Window {
+            start_time: ctx.anchor.unix_seconds(s),
+            end_time: ctx.anchor.unix_seconds(e),
+            duration_s: e.since(s).as_secs_f64(),
+        },
+        _ => Window::default(),
+    };
+    let per_s = |n: u64| {
+        if window.duration_s > 0.0 {
+            n as f64 / window.duration_s
+        } else {
+            0.0
+        }
+    };
+    let timeseries = state.timeseries.points(ctx.end);
+    let concurrency_mean = if timeseries.is_empty() {
+        0.0
+    } else {
+        timeseries.iter().map(|p| p.concurrency).sum::<f64>() / timeseries.len() as f64
+    };
+
+    let mut metrics = BTreeMap::new();
+    for metric in Metric::ALL {
+        let of = |class| {
+            state
+                .metrics
+                .get(class, metric)
+                .map(|h| Distribution::of_metric(metric, h))
+                .unwrap_or_default()
+        };
+        metrics.insert(
+            metric.key().to_string(),
+            StatusDistributions {
+                successful: of(StatusClass::Successful),
+                errored: of(StatusClass::Errored),
+                incomplete: of(StatusClass::Incomplete),
+                total: Distribution::of_metric(metric, &state.metrics.total(metric)),
+            },
+        );
+    }
+
+    let duration_s = ctx.end.since(ctx.t0).as_secs_f64();
+    let client = client_health(state, &ctx, &metrics, duration_s);
+    BenchmarkResult {
+        index: ctx.index,
+        strategy: ctx.strategy,
+        settings: ctx.settings,
+        limits: ctx.limits,
+        start_time: ctx.anchor.unix_seconds(ctx.t0),
+        end_time: ctx.anchor.unix_seconds(ctx.end),
+        duration_s,
+        measured_window: window,
+        stop_reason: ctx.stop_reason,
+        interrupted: ctx.interrupted,
+        requests: state.counts,
+        measured_requests: MeasuredCounts {
+            completed: m.completed,
+            errored: m.errored,
+            cancelled: m.cancelled,
+        },
+        errors: state
+            .errors
+            .iter()
+            .map(|(kind, t)| ErrorEntry {
+                kind: kind.key(),
+                count: t.count,
+                samples: t.samples.clone(),
+            })
+            .collect(),
+        metrics,
+        throughput: Throughput {
+            requests_per_s: per_s(m.completed),
+            output_tokens_per_s: per_s(m.output_tokens),
+            total_tokens_per_s: per_s(m.output_tokens + m.prompt_tokens),
+            concurrency_mean,
+            concurrency_peak: ctx.concurrency_peak,
+        },
+        token_sources: state.token_sources,
+        client,
+        timeseries,
+        workers: ctx.workers,
+    }
+}
+
+fn client_health(
+    state: &WorkerGroupState,
+    ctx: &BuildContext<'_>,
+    metrics: &BTreeMap<String, StatusDistributions>,
+    duration_s: f64,
+) -> ClientHealth {
+    let lag = metrics
+        .get(Metric::DispatchLag.key())
+        .map(|d| d.total.clone())
+        .unwrap_or_default();
+    let workers = ctx.workers.len().max(1) as f64;
+    let utilization = if duration_s > 0.0 {
+        ctx.worker_cpu_s / (duration_s * workers)
+    } else {
+        0.0
+    };
+    let mut health = ClientHealth {
+        dispatch_lag_p50_ms: lag.percentiles.p50,
+        dispatch_lag_p99_ms: lag.percentiles.p99,
+        dispatch_lag_threshold_ms: ctx.dispatch_lag_threshold_ms,
+        late_requests: state.counts.late,
+        worker_cpu_s: ctx.worker_cpu_s,
+        worker_cpu_utilization: utilization,
+        bottleneck: false,
+        warnings: Vec::new(),
+    };
+    if state.counts.late > 0 {
+        health.warnings.push(format!(
+            "{} requests were sent late because the concurrency cap was reached; the schedule was not held",
+            state.counts.late
+        ));
+    } else if lag.count > 0 && lag.percentiles.p99 > ctx.dispatch_lag_threshold_ms {
+        health.bottleneck = true;
+        health.warnings.push(format!(
+            "dispatch lag p99 {:.2} ms exceeds {:.2} ms: the client could not keep the schedule, so these numbers describe the client, not the server",
+            lag.percentiles.p99, ctx.dispatch_lag_threshold_ms
+        ));
+    }
+    if utilization > 0.9 {
+        health.warnings.push(format!(
+            "workers used {:.0}% of their CPU time: the client was near saturation (add --workers or cores)",
+            utilization * 100.0
+        ));
+    }
+    let ts = state.token_sources;
+    if ts.mismatched > 0 {
+        health.warnings.push(format!(
+            "for {} requests the server's usage count differs from the streamed chunk count (several tokens per chunk?); usage was used",
+            ts.mismatched
+        ));
+    }
+    health
+}

@@ -1,0 +1,73 @@
+//! Running a whole profile: one benchmark after another until the profile is done or
+//! the user interrupts.
+
+use crate::error::CoordinatorError;
+use crate::group::{BenchmarkPlan, RunEnv, run_benchmark};
+use crate::interrupts::Interrupts;
+use crate::observer::RunObserver;
+use crate::result::BenchmarkResult;
+use crate::spawn::WorkerCommand;
+use llmsurge_proto::ClockAnchor;
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// Every benchmark that ran, the interrupted one included.
+    pub benchmarks: Vec<BenchmarkResult>,
+    /// The user interrupted the run.
+    pub interrupted: bool,
+    /// Wall-clock anchor of the run.
+    pub anchor: ClockAnchor,
+}
+
+/// A sequence of benchmarks that may adapt to the results so far (a sweep picks its
+/// rates from its first two results).
+pub trait Profile {
+    /// The next benchmark to run, or `None` when the profile is done.
+    fn next(&mut self, done: &[BenchmarkResult])
+    -> Result<Option<BenchmarkPlan>, CoordinatorError>;
+}
+
+/// A fixed list of benchmarks.
+impl Profile for std::vec::IntoIter<BenchmarkPlan> {
+    fn next(
+        &mut self,
+        _done: &[BenchmarkResult],
+    ) -> Result<Option<BenchmarkPlan>, CoordinatorError> {
+        Ok(Iterator::next(self))
+    }
+}
+
+/// Runs the profile's benchmarks one after another until it is done or interrupted.
+pub async fn run_profile(
+    command: &WorkerCommand,
+    profile: &mut dyn Profile,
+    observer: &mut dyn RunObserver,
+) -> Result<RunOutcome, CoordinatorError> {
+    let anchor = ClockAnchor::now();
+    let mut interrupts = Interrupts::install()?;
+    let mut benchmarks = Vec::new();
+    while let Some(plan) = profile.next(&benchmarks)? {
+        let mut env = RunEnv {
+            command,
+            anchor: &anchor,
+            interrupts: &mut interrupts,
+            observer: &mut *observer,
+        };
+        let result = match run_benchmark(&plan, &mut env).await {
+            Ok(r) => r,
+            Err(CoordinatorError::Interrupted) => break,
+            Err(e) => return Err(e),
+        };
+        observer.benchmark_finished(&result);
+        benchmarks.push(result);
+        if interrupts.interrupted() {
+            break;
+        }
+    }
+    Ok(RunOutcome {
+        benchmarks,
+        interrupted: interrupts.interrupted(),
+        anchor,
+    })
+}

@@ -1,0 +1,422 @@
+//! `WorkerGroupState`: the coordinator's account of every request of one benchmark.
+//!
+//! It applies each worker's batches in order, counts every transition, keeps which
+//! requests are in flight on which worker (so a dead worker's requests can be accounted
+//! as errored), merges the histogram deltas, and evaluates the error constraints after
+//! every batch. Nothing is silently lost: `created = completed + errored + cancelled`
+//! once nothing is in flight.
+
+use crate::constraints::{Limits, StopReason};
+use crate::timeseries::TimeSeries;
+use llmsurge_proto::metrics::MetricsError;
+use llmsurge_proto::{
+    ErrorKind, MetricSet, MonoNanos, Phase, RequestError, RequestRecord, RequestStarted,
+    RequestStatus, TokenSource, UpdateBatch,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// Error messages kept per kind, for diagnosis.
+const SAMPLES_PER_KIND: usize = 5;
+
+/// Request counts of a benchmark.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Requests created (sent, or failed/cancelled before they could be sent).
+    pub created: u64,
+    /// Completed successfully.
+    pub completed: u64,
+    /// Errored.
+    pub errored: u64,
+    /// Cancelled by the client.
+    pub cancelled: u64,
+    /// In flight now.
+    pub in_flight: u64,
+    /// Sent later than their slot because the concurrency cap was reached.
+    pub late: u64,
+    /// Finished requests in the warm-up window.
+    pub warmup: u64,
+    /// Finished requests in the cool-down window.
+    pub cooldown: u64,
+}
+
+impl Counts {
+    /// Requests that reached an outcome.
+    pub fn finished(&self) -> u64 {
+        self.completed + self.errored + self.cancelled
+    }
+}
+
+/// One error kind's count and sample messages.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorTally {
+    /// Requests that failed this way.
+    pub count: u64,
+    /// The first few messages.
+    pub samples: Vec<String>,
+}
+
+/// Where output token counts came from, over measured requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenSources {
+    /// Counted by the server's usage.
+    pub usage: u64,
+    /// Counted from streamed chunks (no usage sent).
+    pub stream: u64,
+    /// Not known.
+    pub unknown: u64,
+    /// Usage and streamed chunk counts disagreed (servers that pack tokens in chunks).
+    pub mismatched: u64,
+}
+
+/// Measured-window totals used for throughput.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeasuredTotals {
+    /// Measured requests that completed.
+    pub completed: u64,
+    /// Measured requests that errored.
+    pub errored: u64,
+    /// Measured requests that were cancelled.
+    pub cancelled: u64,
+    /// Output tokens of completed measured requests.
+    pub output_tokens: u64,
+    /// Prompt tokens of completed measured requests.
+    pub prompt_tokens: u64,
+    /// Earliest start of a measured request.
+    pub first_start: Option<MonoNanos>,
+    /// Latest end of a measured request.
+    pub last_end: Option<MonoNanos>,
+}
+
+#[derive(Debug, Default)]
+struct WorkerTrack {
+    in_flight: HashMap<u64, RequestStarted>,
+}
+
+/// The coordinator's state of one running benchmark.
+#[derive(Debug)]
+pub struct WorkerGroupState {
+    limits: Limits,
+    workers: Vec<WorkerTrack>,
+    /// Request counts.
+    pub counts: Counts,
+    /// Errors per kind.
+    pub errors: BTreeMap<ErrorKind, ErrorTally>,
+    /// Merged histograms of measured requests.
+    pub metrics: MetricSet,
+    /// Measured-window totals.
+    pub measured: MeasuredTotals,
+    /// Output token sources.
+    pub token_sources: TokenSources,
+    /// Per-second series.
+    pub timeseries: TimeSeries,
+}
+
+impl WorkerGroupState {
+    /// State for `workers` workers starting at `t0`.
+    pub fn new(workers: u32, t0: MonoNanos, limits: Limits) -> Self {
+        Self {
+            limits,
+            workers: (0..workers).map(|_| WorkerTrack::default()).collect(),
+            counts: Counts::default(),
+            errors: BTreeMap::new(),
+            metrics: MetricSet::new(),
+            measured: MeasuredTotals::default(),
+            token_sources: TokenSources::default(),
+            timeseries: TimeSeries::new(t0),
+        }
+    }
+
+    /// Applies one batch from `worker`; `on_record` sees every finished record. Returns
+    /// the constraint that fired, if any.
+    pub fn apply(
+        &mut self,
+        worker: u32,
+        batch: &UpdateBatch,
+        on_record: &mut dyn FnMut(&RequestRecord),
+    ) -> Result<Option<StopReason>, MetricsError> {
+        self.metrics.merge_encoded(&batch.metrics)?;
+        for s in &batch.started {
+            self.counts.created += 1;
+            self.counts.in_flight += 1;
+            if let Some(track) = self.workers.get_mut(worker as usize) {
+                track.in_flight.insert(s.slot, *s);
+            }
+        }
+        for r in &batch.finished {
+            let was_in_flight = self
+                .workers
+                .get_mut(worker as usize)
+                .and_then(|t| t.in_flight.remove(&r.slot))
+                .is_some();
+            if was_in_flight {
+                self.counts.in_flight -= 1;
+            } else {
+                // Failed or cancelled before it was sent.
+                self.counts.created += 1;
+            }
+            self.account(r);
+            on_record(r);
+        }
+        Ok(self.limits.check_errors(
+            self.counts.completed + self.counts.errored,
+            self.counts.errored,
+        ))
+    }
+
+    fn account(&mut self, r: &RequestRecord) {
+        match r.status {
+            RequestStatus::Completed => self.counts.completed += 1,
+            RequestStatus::Errored => self.counts.errored += 1,
+            RequestStatus::Cancelled => self.counts.cancelled += 1,
+        }
+        if r.late {
+            self.counts.late += 1;
+        }
+        if let Some(e) = &r.error
+            && r.status == RequestStatus::Errored
+        {
+            let tally = self.errors.entry(e.kind).or_default();
+            tally.count += 1;
+            if tally.samples.len() < SAMPLES_PER_KIND && !tally.samples.contains(&e.message) {
+                tally.samples.push(e.message.clone());
+            }
+        }
+        match r.phase {
+            Phase::Warmup => self.counts.warmup += 1,
+            Phase::Cooldown => self.counts.cooldown += 1,
+            Phase::Measured => self.account_measured(r),
+        }
+    }
+
+    fn account_measured(&mut self, r: &RequestRecord) {
+        self.timeseries.add(r);
+        let m = &mut self.measured;
+        match r.status {
+            RequestStatus::Completed => {
+                m.completed += 1;
+                m.output_tokens += u64::from(r.output_tokens);
+                m.prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
+            }
+            RequestStatus::Errored => m.errored += 1,
+            RequestStatus::Cancelled => m.cancelled += 1,
+        }
+        if let Some(start) = r.start {
+            m.first_start = Some(m.first_start.map_or(start, |f| f.min(start)));
+            m.last_end = Some(m.last_end.map_or(r.end, |e| e.max(r.end)));
+        }
+        if r.status == RequestStatus::Completed {
+            let ts = &mut self.token_sources;
+            match r.output_tokens_source {
+                TokenSource::Usage => ts.usage += 1,
+                TokenSource::Stream => ts.stream += 1,
+                TokenSource::Unknown => ts.unknown += 1,
+            }
+            if r.output_tokens_source == TokenSource::Usage
+                && r.streamed_tokens > 0
+                && r.streamed_tokens != r.output_tokens
+            {
+                ts.mismatched += 1;
+            }
+        }
+    }
+
+    /// Accounts every request in flight on a dead worker as errored with `reason`
+    /// (or as cancelled when the coordinator killed it on purpose). Returns how many.
+    pub fn worker_lost(
+        &mut self,
+        worker: u32,
+        reason: &str,
+        deliberate: bool,
+        now: MonoNanos,
+        on_record: &mut dyn FnMut(&RequestRecord),
+    ) -> u64 {
+        let Some(track) = self.workers.get_mut(worker as usize) else {
+            return 0;
+        };
+        let mut lost: Vec<RequestStarted> = track.in_flight.drain().map(|(_, s)| s).collect();
+        lost.sort_by_key(|s| s.slot);
+        let (status, kind) = if deliberate {
+            (RequestStatus::Cancelled, ErrorKind::Cancelled)
+        } else {
+            (RequestStatus::Errored, ErrorKind::WorkerDied)
+        };
+        let n = lost.len() as u64;
+        for s in lost {
+            self.counts.in_flight -= 1;
+            let record = RequestRecord {
+                slot: s.slot,
+                worker,
+                status,
+                error: Some(RequestError {
+                    kind,
+                    message: reason.to_string(),
+                }),
+                scheduled: s.scheduled,
+                start: Some(s.start),
+                first_token: None,
+                first_content: None,
+                end: now,
+                prompt_tokens: None,
+                output_tokens: 0,
+                output_tokens_source: TokenSource::Unknown,
+                streamed_tokens: 0,
+                phase: Phase::Measured,
+                late: false,
+            };
+            self.account(&record);
+            on_record(&record);
+        }
+        n
+    }
+
+    /// Requests in flight on `worker`.
+    pub fn in_flight_on(&self, worker: u32) -> usize {
+        self.workers
+            .get(worker as usize)
+            .map_or(0, |t| t.in_flight.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmsurge_proto::{Metric, StatusClass};
+
+    fn started(slot: u64) -> RequestStarted {
+        RequestStarted {
+            slot,
+            scheduled: MonoNanos(1),
+            start: MonoNanos(2),
+        }
+    }
+
+    fn finished(slot: u64, status: RequestStatus, kind: Option<ErrorKind>) -> RequestRecord {
+        RequestRecord {
+            slot,
+            worker: 0,
+            status,
+            error: kind.map(|kind| RequestError {
+                kind,
+                message: format!("{kind} on {slot}"),
+            }),
+            scheduled: MonoNanos(1),
+            start: Some(MonoNanos(2)),
+            first_token: None,
+            first_content: None,
+            end: MonoNanos(5),
+            prompt_tokens: Some(3),
+            output_tokens: 4,
+            output_tokens_source: TokenSource::Usage,
+            streamed_tokens: 4,
+            phase: Phase::Measured,
+            late: false,
+        }
+    }
+
+    #[test]
+    fn counts_keep_the_identity_through_a_worker_death() {
+        let mut st = WorkerGroupState::new(2, MonoNanos(0), Limits::default());
+        let mut seen = 0;
+        let mut count = |_: &RequestRecord| seen += 1;
+        let batch = UpdateBatch {
+            started: (0..5).map(started).collect(),
+            finished: vec![
+                finished(0, RequestStatus::Completed, None),
+                finished(
+                    1,
+                    RequestStatus::Errored,
+                    Some(ErrorKind::Http { status: 500 }),
+                ),
+                // Never sent: counted as created when it finishes.
+                RequestRecord {
+                    start: None,
+                    ..finished(9, RequestStatus::Cancelled, Some(ErrorKind::Cancelled))
+                },
+            ],
+            metrics: Default::default(),
+        };
+        assert_eq!(st.apply(0, &batch, &mut count).expect("apply"), None);
+        assert_eq!(st.counts.in_flight, 3);
+        assert_eq!(st.in_flight_on(0), 3);
+        assert_eq!(
+            st.worker_lost(
+                0,
+                "worker 0 died: signal 9",
+                false,
+                MonoNanos(9),
+                &mut |_| {}
+            ),
+            3
+        );
+        let c = st.counts;
+        assert_eq!(c.in_flight, 0);
+        assert_eq!(c.created, 6);
+        assert_eq!(c.created, c.completed + c.errored + c.cancelled);
+        assert_eq!((c.completed, c.errored, c.cancelled), (1, 4, 1));
+        assert_eq!(st.errors[&ErrorKind::WorkerDied].count, 3);
+        assert_eq!(
+            st.errors[&ErrorKind::WorkerDied].samples,
+            vec!["worker 0 died: signal 9"]
+        );
+        assert_eq!(st.errors[&ErrorKind::Http { status: 500 }].count, 1);
+        assert_eq!(seen, 3);
+        assert_eq!(st.measured.output_tokens, 4);
+    }
+
+    #[test]
+    fn a_deliberate_kill_cancels_rather_than_errors() {
+        let mut st = WorkerGroupState::new(1, MonoNanos(0), Limits::default());
+        let batch = UpdateBatch {
+            started: vec![started(0)],
+            ..Default::default()
+        };
+        st.apply(0, &batch, &mut |_| {}).expect("apply");
+        st.worker_lost(0, "interrupted", true, MonoNanos(9), &mut |_| {});
+        assert_eq!((st.counts.cancelled, st.counts.errored), (1, 0));
+    }
+
+    #[test]
+    fn error_constraints_are_evaluated_on_every_batch() {
+        let limits = Limits {
+            max_errors: Some(2),
+            ..Limits::default()
+        };
+        let mut st = WorkerGroupState::new(1, MonoNanos(0), limits);
+        let one_error = |slot| UpdateBatch {
+            finished: vec![finished(
+                slot,
+                RequestStatus::Errored,
+                Some(ErrorKind::Timeout),
+            )],
+            ..Default::default()
+        };
+        assert_eq!(
+            st.apply(0, &one_error(0), &mut |_| {}).expect("apply"),
+            None
+        );
+        assert_eq!(
+            st.apply(0, &one_error(1), &mut |_| {}).expect("apply"),
+            Some(StopReason::MaxErrors { errors: 2 })
+        );
+    }
+
+    #[test]
+    fn histogram_deltas_are_merged() {
+        let mut st = WorkerGroupState::new(1, MonoNanos(0), Limits::default());
+        let mut delta = MetricSet::new();
+        delta.record(StatusClass::Successful, Metric::Ttft, 1234);
+        let batch = UpdateBatch {
+            metrics: delta.encode().expect("encode"),
+            ..Default::default()
+        };
+        st.apply(0, &batch, &mut |_| {}).expect("apply");
+        st.apply(0, &batch, &mut |_| {}).expect("apply");
+        assert_eq!(
+            st.metrics
+                .get(StatusClass::Successful, Metric::Ttft)
+                .map(|h| h.len()),
+            Some(2)
+        );
+    }
+}

@@ -1,0 +1,183 @@
+//! Strategies: what a benchmark's load looks like, and how it maps to a worker schedule.
+
+use llmsurge_proto::{Arrivals, Schedule};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// One benchmark's load pattern (GuideLLM's vocabulary).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Strategy {
+    /// One request at a time.
+    Synchronous,
+    /// A fixed number of concurrent request streams.
+    Concurrent {
+        /// Streams.
+        streams: u32,
+    },
+    /// As many requests as the concurrency allows, as fast as they complete.
+    Throughput {
+        /// Concurrent streams.
+        max_concurrency: u32,
+    },
+    /// Requests at a constant rate.
+    Constant {
+        /// Requests per second.
+        rate: f64,
+    },
+    /// Requests with gamma-distributed gaps (Poisson when burstiness is 1).
+    Poisson {
+        /// Mean requests per second.
+        rate: f64,
+    },
+}
+
+/// Settings that shape every strategy of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StrategySettings {
+    /// Spread of stream starts (concurrent) or length of the linear rate ramp (constant).
+    pub rampup: Duration,
+    /// Gamma shape of Poisson arrivals (1 = Poisson).
+    pub burstiness: f64,
+}
+
+impl Default for StrategySettings {
+    fn default() -> Self {
+        Self {
+            rampup: Duration::ZERO,
+            burstiness: 1.0,
+        }
+    }
+}
+
+/// Streams a throughput benchmark uses when no cap is given (GuideLLM's default).
+pub const DEFAULT_THROUGHPUT_CONCURRENCY: u32 = 512;
+
+/// A worker can comfortably pace about this many requests per second.
+const RATE_PER_WORKER: f64 = 1000.0;
+
+impl Strategy {
+    /// The worker schedule.
+    pub fn schedule(&self, settings: &StrategySettings) -> Schedule {
+        match *self {
+            Strategy::Synchronous => Schedule::Streams {
+                streams: 1,
+                rampup: Duration::ZERO,
+            },
+            Strategy::Concurrent { streams } => Schedule::Streams {
+                streams,
+                rampup: settings.rampup,
+            },
+            Strategy::Throughput { max_concurrency } => Schedule::Streams {
+                streams: max_concurrency,
+                rampup: settings.rampup,
+            },
+            Strategy::Constant { rate } => Schedule::Arrivals(Arrivals::Constant {
+                rate,
+                rampup: settings.rampup,
+            }),
+            Strategy::Poisson { rate } => Schedule::Arrivals(Arrivals::Poisson {
+                rate,
+                burstiness: settings.burstiness,
+            }),
+        }
+    }
+
+    /// Workers this strategy needs on a host with `cores` cores: one per core, fewer
+    /// when the load is small (synchronous always uses one).
+    pub fn default_workers(&self, cores: u32) -> u32 {
+        let cores = cores.max(1);
+        let wanted = match *self {
+            Strategy::Synchronous => 1,
+            Strategy::Concurrent { streams } => streams,
+            Strategy::Throughput { max_concurrency } => max_concurrency,
+            Strategy::Constant { rate } | Strategy::Poisson { rate } => {
+                (rate / RATE_PER_WORKER).ceil() as u32
+            }
+        };
+        wanted.clamp(1, cores)
+    }
+
+    /// Whether more than one worker is allowed.
+    pub fn allows_several_workers(&self) -> bool {
+        !matches!(self, Strategy::Synchronous)
+    }
+
+    /// The strategy's kind, as in `--profile`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Strategy::Synchronous => "synchronous",
+            Strategy::Concurrent { .. } => "concurrent",
+            Strategy::Throughput { .. } => "throughput",
+            Strategy::Constant { .. } => "constant",
+            Strategy::Poisson { .. } => "poisson",
+        }
+    }
+
+    /// The rate (req/s) or stream count the strategy targets, if any.
+    pub fn target(&self) -> Option<f64> {
+        match *self {
+            Strategy::Synchronous => None,
+            Strategy::Concurrent { streams } => Some(f64::from(streams)),
+            Strategy::Throughput { max_concurrency } => Some(f64::from(max_concurrency)),
+            Strategy::Constant { rate } | Strategy::Poisson { rate } => Some(rate),
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Strategy::Synchronous => write!(f, "synchronous"),
+            Strategy::Concurrent { streams } => write!(f, "concurrent@{streams}"),
+            Strategy::Throughput { max_concurrency } => write!(f, "throughput@{max_concurrency}"),
+            Strategy::Constant { rate } => write!(f, "constant@{rate}"),
+            Strategy::Poisson { rate } => write!(f, "poisson@{rate}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_counts_follow_the_load() {
+        assert_eq!(Strategy::Synchronous.default_workers(16), 1);
+        assert_eq!(Strategy::Concurrent { streams: 8 }.default_workers(16), 8);
+        assert_eq!(Strategy::Concurrent { streams: 64 }.default_workers(16), 16);
+        assert_eq!(Strategy::Constant { rate: 50.0 }.default_workers(16), 1);
+        assert_eq!(Strategy::Poisson { rate: 5_500.0 }.default_workers(16), 6);
+        assert_eq!(
+            Strategy::Throughput {
+                max_concurrency: 512
+            }
+            .default_workers(2),
+            2
+        );
+    }
+
+    #[test]
+    fn schedules_carry_the_settings() {
+        let s = StrategySettings {
+            rampup: Duration::from_secs(2),
+            burstiness: 0.5,
+        };
+        assert_eq!(
+            Strategy::Poisson { rate: 3.0 }.schedule(&s),
+            Schedule::Arrivals(Arrivals::Poisson {
+                rate: 3.0,
+                burstiness: 0.5
+            })
+        );
+        assert_eq!(
+            Strategy::Synchronous.schedule(&s),
+            Schedule::Streams {
+                streams: 1,
+                rampup: Duration::ZERO
+            }
+        );
+        assert_eq!(Strategy::Constant { rate: 2.5 }.to_string(), "constant@2.5");
+    }
+}
