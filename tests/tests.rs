@@ -1,1 +1,2 @@
 mod placeholder {}
+mod mock_server;

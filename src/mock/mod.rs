@@ -1,1 +1,55 @@
 //! The built-in mock OpenAI-compatible server (`llmsurge mock-server`).
+//!
+//! Theory of operation: `MockServer::start` binds a listener and serves it from a tokio
+//! runtime on its own OS thread, so tests and `--target mock` can run it in-process and
+//! the CLI can run it alone. Each generation request is planned when it arrives
+//! (`model`: latency, length, fault, drawn from streams seeded by (seed, request number)),
+//! then answered by a body state machine (`body`) that waits for a concurrency slot,
+//! emits SSE chunks formatted by `openai` at their deadlines, and frees its slot when it
+//! ends or its client goes away. `stats` counts what the server saw for `GET /stats`.
+//! The user guide, with every knob and the capacity formula, is docs/mock-server.md.
+
+mod body;
+mod config;
+mod handler;
+mod model;
+mod openai;
+mod server;
+mod stats;
+mod tokenizer;
+
+use std::net::SocketAddr;
+
+pub use config::{
+    DEFAULT_HOST, DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, DEFAULT_OUTPUT_TOKENS, DEFAULT_PORT,
+    DEFAULT_SEED, DEFAULT_WORKERS, ENV_PREFIX, MockConfig, check_env, known_env_vars,
+};
+pub use openai::EMBEDDING_DIM;
+pub use server::{MockServer, run_cli};
+pub use stats::{EndpointCounts, FaultCounts, MockStats};
+pub use tokenizer::count as count_tokens;
+
+/// Why the mock server could not be configured or started.
+#[derive(Debug, thiserror::Error)]
+pub enum MockError {
+    /// A setting is out of range; the message names the flag and the value.
+    #[error("{0}")]
+    InvalidConfig(String),
+    /// An `LLMSURGE_MOCK_*` variable is unknown or does not parse.
+    #[error("{0}")]
+    Env(String),
+    /// The listening socket could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The tokio runtime could not be built.
+    #[error("cannot start the mock server runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The server thread could not be spawned.
+    #[error("cannot spawn the mock server thread: {0}")]
+    Thread(std::io::Error),
+}

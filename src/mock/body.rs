@@ -1,0 +1,459 @@
+//! Response bodies. A generation body is a state machine polled by hyper: wait for a
+//! concurrency slot, then emit chunks at their deadlines, inject the planned fault, and
+//! release the slot the moment the last byte is produced. Being a body rather than a
+//! task, it is dropped with the connection, so a client that goes away (even from a
+//! stalled stream) frees everything it held: nothing to leak.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::sync::{AcquireError, OwnedSemaphorePermit};
+use tokio::time::{Instant, Sleep};
+
+use super::handler::App;
+use super::model::{Fault, Plan};
+use super::openai::{Formatter, Usage};
+use super::stats::FaultKind;
+
+/// Delay between the last bytes before an injected drop and the cut, so that those
+/// bytes are flushed to the client first (a cut discards what hyper still buffers).
+const DROP_FLUSH_DELAY: Duration = Duration::from_millis(2);
+
+/// The error that cuts a response (an injected drop).
+#[derive(Debug, thiserror::Error)]
+#[error("injected connection drop")]
+pub struct InjectedDrop;
+
+type Acquire = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
+
+/// Every response body the mock sends.
+#[derive(Debug)]
+pub enum MockBody {
+    /// A body known in full.
+    Full(Option<Bytes>),
+    /// A generation (or embedding) that waits for a slot and its deadlines.
+    Gen(Box<Generation>),
+}
+
+impl MockBody {
+    /// A complete body.
+    pub fn full(bytes: impl Into<Bytes>) -> Self {
+        let bytes = bytes.into();
+        MockBody::Full(if bytes.is_empty() { None } else { Some(bytes) })
+    }
+}
+
+impl Body for MockBody {
+    type Data = Bytes;
+    type Error = InjectedDrop;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, InjectedDrop>>> {
+        match self.get_mut() {
+            MockBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            MockBody::Gen(g) => g.poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, MockBody::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            MockBody::Full(bytes) => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+            MockBody::Gen(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// How the response is produced once the request holds a slot.
+#[derive(Debug)]
+pub enum Output {
+    /// SSE chunks, one per `tokens_per_chunk` tokens, at their deadlines.
+    Stream {
+        /// Writes the chunks.
+        fmt: Formatter,
+        /// Send the usage chunk.
+        include_usage: bool,
+        /// Prompt tokens, for usage.
+        prompt_tokens: u64,
+    },
+    /// A whole body after a latency: `Some` is fixed, `None` is what the stream would take.
+    Whole {
+        /// The body.
+        body: Bytes,
+        /// The latency.
+        latency: Option<Duration>,
+        /// Output tokens in the body, counted when sent.
+        tokens: u64,
+        /// The reasoning subset of `tokens`.
+        reasoning: u64,
+    },
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Phase {
+    Queued,
+    Running,
+    /// Cut the response at the deadline.
+    Dropping,
+    Stalled,
+    Done,
+}
+
+/// The state of one generation body.
+pub struct Generation {
+    app: Arc<App>,
+    plan: Plan,
+    output: Output,
+    streaming: bool,
+    phase: Phase,
+    acquire: Option<Acquire>,
+    permit: Option<OwnedSemaphorePermit>,
+    active: bool,
+    sleep: Option<Pin<Box<Sleep>>>,
+    /// When the next chunk (or the whole body, or the cut) is due.
+    deadline: Instant,
+    /// Tokens produced so far (reasoning then content).
+    tokens_done: u32,
+    chunks_done: u32,
+    /// Chunks written and not yet handed to hyper.
+    buf: BytesMut,
+    /// A whole body (or part of one) ready to hand over without copying.
+    ready: Option<Bytes>,
+}
+
+impl std::fmt::Debug for Generation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Generation")
+            .field("seq", &self.plan.seq)
+            .field("phase", &self.phase)
+            .finish()
+    }
+}
+
+impl Generation {
+    /// A generation body for `plan`; it joins the slot queue right away.
+    pub fn start(app: Arc<App>, plan: Plan, output: Output) -> MockBody {
+        let streaming = matches!(output, Output::Stream { .. });
+        // Room for a burst of coalesced chunks (about 200 bytes each), or the whole body.
+        let capacity = match &output {
+            Output::Stream { .. } => 512 + 256 * plan.total_tokens().min(32) as usize,
+            Output::Whole { .. } => 0,
+        };
+        let acquire: Option<Acquire> = app.semaphore.as_ref().map(|s| {
+            app.counters.enqueue();
+            Box::pin(Arc::clone(s).acquire_owned()) as Acquire
+        });
+        MockBody::Gen(Box::new(Generation {
+            app,
+            plan,
+            output,
+            streaming,
+            phase: Phase::Queued,
+            acquire,
+            permit: None,
+            active: false,
+            sleep: None,
+            deadline: Instant::now(),
+            tokens_done: 0,
+            chunks_done: 0,
+            buf: BytesMut::with_capacity(capacity),
+            ready: None,
+        }))
+    }
+
+    fn activate(&mut self) {
+        let now = Instant::now();
+        let active = self.app.counters.activate(self.streaming);
+        self.active = true;
+        self.phase = Phase::Running;
+        let plan_ttft = self.plan.ttft;
+        self.deadline = match &self.output {
+            Output::Stream { .. } => now + plan_ttft,
+            Output::Whole {
+                latency: Some(l), ..
+            } => now + *l,
+            Output::Whole { latency: None, .. } => {
+                let mut total = plan_ttft;
+                for _ in 1..self.plan.total_tokens() {
+                    total += self.app.model.next_itl(&mut self.plan, active);
+                }
+                now + total
+            }
+        };
+        if self.streaming {
+            // The first chunk is due when its last token is: ttft plus k-1 gaps.
+            self.advance_chunk_deadline(false);
+        }
+    }
+
+    /// Moves `deadline` to the last token of the next chunk; `from_previous` adds the
+    /// gap before the chunk's first token (every chunk but the first).
+    fn advance_chunk_deadline(&mut self, from_previous: bool) {
+        let n = self.next_chunk_len();
+        let gaps = if from_previous {
+            n
+        } else {
+            n.saturating_sub(1)
+        };
+        self.deadline += token_gaps(&self.app, &mut self.plan, gaps);
+    }
+
+    /// Tokens in the next chunk: at most k, never mixing reasoning and content.
+    fn next_chunk_len(&self) -> u32 {
+        chunk_len(
+            self.app.model.tokens_per_chunk(),
+            &self.plan,
+            self.tokens_done,
+        )
+    }
+
+    fn release(&mut self) {
+        self.permit = None;
+        if self.active {
+            self.active = false;
+            self.app.counters.deactivate(self.streaming);
+        }
+    }
+
+    fn finish(&mut self) {
+        self.phase = Phase::Done;
+        self.release();
+        self.app.counters.completed();
+    }
+
+    /// Writes every chunk due by `now` into `buf`; stops at a fault or the end.
+    fn write_due_chunks(&mut self, now: Instant) {
+        let Output::Stream {
+            fmt,
+            include_usage,
+            prompt_tokens,
+        } = &self.output
+        else {
+            return;
+        };
+        let mut finished = false;
+        while self.phase == Phase::Running && self.deadline <= now {
+            let n = chunk_len(
+                self.app.model.tokens_per_chunk(),
+                &self.plan,
+                self.tokens_done,
+            );
+            let reasoning = self.tokens_done < self.plan.reasoning;
+            let first = self.tokens_done == 0;
+            let plan = &mut self.plan;
+            fmt.token_chunk(
+                &mut self.buf,
+                (0..n).map(|_| plan.next_word()),
+                first,
+                reasoning,
+            );
+            self.tokens_done += n;
+            self.chunks_done += 1;
+            let n64 = u64::from(n);
+            self.app
+                .counters
+                .tokens_sent(n64, if reasoning { n64 } else { 0 }, 1);
+
+            match self.plan.fault {
+                Fault::Drop(after) if after == self.chunks_done => {
+                    self.app.counters.fault(FaultKind::Drop);
+                    self.phase = Phase::Dropping;
+                    self.deadline = now + DROP_FLUSH_DELAY;
+                    return;
+                }
+                Fault::Stall(after) if after == self.chunks_done => {
+                    self.app.counters.fault(FaultKind::Stall);
+                    self.phase = Phase::Stalled;
+                    return;
+                }
+                Fault::Garbage(after) if after == self.chunks_done => {
+                    self.app.counters.fault(FaultKind::Garbage);
+                    fmt.garbage_chunk(&mut self.buf);
+                }
+                _ => {}
+            }
+
+            if self.tokens_done >= self.plan.total_tokens() {
+                fmt.finish_chunk(&mut self.buf, self.plan.finish);
+                if *include_usage {
+                    let usage = Usage {
+                        prompt: *prompt_tokens,
+                        content: u64::from(self.plan.content),
+                        reasoning: u64::from(self.plan.reasoning),
+                    };
+                    fmt.usage_chunk(&mut self.buf, usage);
+                }
+                Formatter::done(&mut self.buf);
+                finished = true;
+                break;
+            }
+            // The next chunk is due when its last token is.
+            let n = chunk_len(
+                self.app.model.tokens_per_chunk(),
+                &self.plan,
+                self.tokens_done,
+            );
+            self.deadline += token_gaps(&self.app, &mut self.plan, n);
+        }
+        if finished {
+            self.finish();
+        }
+    }
+
+    /// Emits the whole body (or its faulty version) once its latency has passed.
+    fn write_whole(&mut self) {
+        let Output::Whole {
+            body,
+            tokens,
+            reasoning,
+            ..
+        } = &self.output
+        else {
+            return;
+        };
+        let (body, tokens, reasoning) = (body.clone(), *tokens, *reasoning);
+        match self.plan.fault {
+            Fault::Drop(_) => {
+                self.app.counters.fault(FaultKind::Drop);
+                self.ready = Some(body.slice(..body.len() / 2));
+                self.phase = Phase::Dropping;
+                self.deadline = Instant::now() + DROP_FLUSH_DELAY;
+            }
+            Fault::Stall(_) => {
+                self.app.counters.fault(FaultKind::Stall);
+                self.phase = Phase::Stalled;
+            }
+            Fault::Garbage(_) => {
+                self.app.counters.fault(FaultKind::Garbage);
+                self.ready = Some(body.slice(..body.len() / 2));
+                self.finish();
+            }
+            Fault::None | Fault::Error(_) => {
+                self.app.counters.tokens_sent(tokens, reasoning, 0);
+                self.ready = Some(body);
+                self.finish();
+            }
+        }
+    }
+
+    /// Waits for `deadline`; `Ready` once it has passed.
+    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let deadline = self.deadline;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if sleep.deadline() != deadline {
+            sleep.as_mut().reset(deadline);
+        }
+        sleep.as_mut().poll(cx)
+    }
+
+    /// What is ready to send, if anything.
+    fn take_frame(&mut self) -> Option<Frame<Bytes>> {
+        if let Some(bytes) = self.ready.take() {
+            return Some(Frame::data(bytes));
+        }
+        (!self.buf.is_empty()).then(|| Frame::data(self.buf.split().freeze()))
+    }
+
+    fn poll_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, InjectedDrop>>> {
+        loop {
+            match self.phase {
+                Phase::Queued => {
+                    if let Some(acquire) = self.acquire.as_mut() {
+                        let permit = ready!(acquire.as_mut().poll(cx));
+                        self.acquire = None;
+                        self.app.counters.dequeue();
+                        // The semaphore is never closed; a closed one just means no limit.
+                        self.permit = permit.ok();
+                    }
+                    self.activate();
+                }
+                Phase::Running => {
+                    let now = Instant::now();
+                    if self.deadline <= now {
+                        if self.streaming {
+                            self.write_due_chunks(now);
+                        } else {
+                            self.write_whole();
+                        }
+                    }
+                    if let Some(frame) = self.take_frame() {
+                        return Poll::Ready(Some(Ok(frame)));
+                    }
+                    if self.phase == Phase::Running {
+                        ready!(self.poll_deadline(cx));
+                    }
+                }
+                Phase::Dropping => {
+                    if let Some(frame) = self.take_frame() {
+                        return Poll::Ready(Some(Ok(frame)));
+                    }
+                    ready!(self.poll_deadline(cx));
+                    self.phase = Phase::Done;
+                    self.release();
+                    return Poll::Ready(Some(Err(InjectedDrop)));
+                }
+                Phase::Stalled => {
+                    if let Some(frame) = self.take_frame() {
+                        return Poll::Ready(Some(Ok(frame)));
+                    }
+                    // Never woken: the body lives until the connection goes, holding its slot.
+                    return Poll::Pending;
+                }
+                Phase::Done => {
+                    if let Some(frame) = self.take_frame() {
+                        return Poll::Ready(Some(Ok(frame)));
+                    }
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+}
+
+/// Tokens in the chunk after `done` tokens: at most k, never mixing reasoning and content.
+fn chunk_len(k: u32, plan: &Plan, done: u32) -> u32 {
+    if done < plan.reasoning {
+        k.min(plan.reasoning - done)
+    } else {
+        k.min(plan.total_tokens() - done)
+    }
+}
+
+/// The time `count` more tokens take, each gap drawn with the current active count.
+fn token_gaps(app: &App, plan: &mut Plan, count: u32) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..count {
+        total += app.model.next_itl(plan, app.counters.active());
+    }
+    total
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        if self.acquire.is_some() {
+            self.app.counters.dequeue();
+        }
+        // Injected drops and stalls end by design; anything else unfinished was abandoned.
+        if matches!(self.phase, Phase::Queued | Phase::Running) {
+            self.app.counters.cancelled();
+        }
+        self.release();
+    }
+}

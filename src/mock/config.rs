@@ -1,0 +1,459 @@
+//! The mock server's settings: flags, `LLMSURGE_MOCK_*` environment variables, defaults
+//! and validation. Every knob is documented in docs/mock-server.md.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use clap::{Args, CommandFactory, FromArgMatches, Parser};
+use serde::Serialize;
+
+use super::MockError;
+
+/// Default bind address: loopback only, a mock has no business on a public interface.
+pub const DEFAULT_HOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+/// Default port of the CLI (vLLM's); `MockConfig::from_env` uses 0 (ephemeral) instead.
+pub const DEFAULT_PORT: u16 = 8000;
+/// Default served model name.
+pub const DEFAULT_MODEL: &str = "llmsurge-mock";
+/// Default seed of every random stream.
+pub const DEFAULT_SEED: u64 = 0;
+/// Default output length in tokens (the mean of the distribution).
+pub const DEFAULT_OUTPUT_TOKENS: u32 = 16;
+/// Default context window reported by `/tokenize` and `/v1/models`.
+pub const DEFAULT_MAX_MODEL_LEN: u32 = 32_768;
+/// Default number of tokio worker threads.
+pub const DEFAULT_WORKERS: usize = 1;
+/// Prefix shared by every environment variable of the mock.
+pub const ENV_PREFIX: &str = "LLMSURGE_MOCK_";
+
+/// Every setting of the mock server. Times are milliseconds, rates are probabilities.
+#[derive(Args, Clone, Debug, Serialize, PartialEq)]
+pub struct MockConfig {
+    /// Address to bind.
+    #[arg(long, env = "LLMSURGE_MOCK_HOST", default_value_t = DEFAULT_HOST)]
+    pub host: IpAddr,
+
+    /// TCP port to bind; 0 picks a free ephemeral port (the bound address is printed as
+    /// the first line on stdout: `listening on http://HOST:PORT`).
+    #[arg(long, env = "LLMSURGE_MOCK_PORT", default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+
+    /// Served model name; repeat the flag (or comma-separate in the env var) to serve
+    /// several. Requests naming another model get 404; a request with no model gets the
+    /// first one.
+    #[arg(
+        long = "model",
+        env = "LLMSURGE_MOCK_MODEL",
+        value_delimiter = ',',
+        default_values_t = [DEFAULT_MODEL.to_string()]
+    )]
+    pub model: Vec<String>,
+
+    /// Seed of every random draw (latencies, lengths, text, faults). Each request draws
+    /// from streams derived from (seed, request sequence number), so a sequential client
+    /// sees the same responses on every run.
+    #[arg(long, env = "LLMSURGE_MOCK_SEED", default_value_t = DEFAULT_SEED)]
+    pub seed: u64,
+
+    /// Time to first token in ms (mean), counted from the moment the request gets a
+    /// concurrency slot.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_TTFT_MS",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub ttft_ms: f64,
+
+    /// Standard deviation of the time to first token in ms (normal, clamped at 0).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_TTFT_MS_STD",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub ttft_ms_std: f64,
+
+    /// Inter-token latency in ms (mean) with no other active request.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_ITL_MS",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub itl_ms: f64,
+
+    /// Standard deviation of the inter-token latency in ms (normal, clamped at 0).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_ITL_MS_STD",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub itl_ms_std: f64,
+
+    /// Extra inter-token latency in ms per active request: itl = itl-ms + X * active,
+    /// where active counts the requests holding a slot when the token is produced.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_ITL_MS_PER_ACTIVE",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub itl_ms_per_active: f64,
+
+    /// Output length in tokens (mean). Without `ignore_eos` a request gets
+    /// min(max_tokens, sampled length); with `ignore_eos` exactly max_tokens.
+    #[arg(long, env = "LLMSURGE_MOCK_OUTPUT_TOKENS", default_value_t = DEFAULT_OUTPUT_TOKENS)]
+    pub output_tokens: u32,
+
+    /// Standard deviation of the output length in tokens (normal, rounded, at least 1).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_OUTPUT_TOKENS_STD",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub output_tokens_std: f64,
+
+    /// Latency of a non-streaming response in ms, from getting a slot to the response.
+    /// Default: what the stream would take, ttft + (tokens - 1) * itl.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_REQUEST_LATENCY",
+        allow_negative_numbers = true
+    )]
+    pub request_latency: Option<f64>,
+
+    /// Concurrency slots (unlimited when unset). Requests beyond N wait in a FIFO queue
+    /// before their TTFT clock starts; a request holds its slot until its response ends.
+    #[arg(long, env = "LLMSURGE_MOCK_MAX_CONCURRENCY")]
+    pub max_concurrency: Option<usize>,
+
+    /// Tokens carried by each SSE chunk; a chunk is sent when its last token is ready.
+    #[arg(long, env = "LLMSURGE_MOCK_TOKENS_PER_CHUNK", default_value_t = 1)]
+    pub tokens_per_chunk: u32,
+
+    /// Reasoning tokens streamed as `delta.reasoning_content` before the content (chat
+    /// only); they count in usage.completion_tokens but not against max_tokens.
+    #[arg(long, env = "LLMSURGE_MOCK_REASONING_TOKENS", default_value_t = 0)]
+    pub reasoning_tokens: u32,
+
+    /// Context window in tokens, reported by `/tokenize` and `/v1/models` (not enforced).
+    #[arg(long, env = "LLMSURGE_MOCK_MAX_MODEL_LEN", default_value_t = DEFAULT_MAX_MODEL_LEN)]
+    pub max_model_len: u32,
+
+    /// Probability that a generation request is answered HTTP 500 or 429 (half each)
+    /// with an OpenAI-style error body.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_ERROR_RATE",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub error_rate: f64,
+
+    /// Probability that a generation response is cut mid-body (HTTP/1.1: the connection
+    /// is closed with the chunked body unterminated; HTTP/2: the stream is reset).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_DROP_RATE",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub drop_rate: f64,
+
+    /// Probability that a stream carries one malformed SSE event (truncated JSON); the
+    /// stream then goes on normally. A non-streaming response gets truncated JSON.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_GARBAGE_RATE",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub garbage_rate: f64,
+
+    /// Probability that a response stops sending after some tokens while keeping the
+    /// connection (and its slot) until the client goes away.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_STALL_RATE",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub stall_rate: f64,
+
+    /// Tokio worker threads serving requests (1: a single-threaded runtime).
+    #[arg(long, env = "LLMSURGE_MOCK_WORKERS", default_value_t = DEFAULT_WORKERS)]
+    pub workers: usize,
+}
+
+impl Default for MockConfig {
+    fn default() -> Self {
+        MockConfig {
+            host: DEFAULT_HOST,
+            port: DEFAULT_PORT,
+            model: vec![DEFAULT_MODEL.to_string()],
+            seed: DEFAULT_SEED,
+            ttft_ms: 0.0,
+            ttft_ms_std: 0.0,
+            itl_ms: 0.0,
+            itl_ms_std: 0.0,
+            itl_ms_per_active: 0.0,
+            output_tokens: DEFAULT_OUTPUT_TOKENS,
+            output_tokens_std: 0.0,
+            request_latency: None,
+            max_concurrency: None,
+            tokens_per_chunk: 1,
+            reasoning_tokens: 0,
+            max_model_len: DEFAULT_MAX_MODEL_LEN,
+            error_rate: 0.0,
+            drop_rate: 0.0,
+            garbage_rate: 0.0,
+            stall_rate: 0.0,
+            workers: DEFAULT_WORKERS,
+        }
+    }
+}
+
+/// Parses `MockConfig` from the environment alone (no command-line arguments).
+#[derive(Parser, Debug)]
+#[command(name = "mock-server", no_binary_name = true)]
+struct EnvOnly {
+    #[command(flatten)]
+    config: MockConfig,
+}
+
+impl MockConfig {
+    /// Checks ranges and consistency; the message names the flag and the bad value.
+    pub fn validate(&self) -> Result<(), MockError> {
+        let non_negative = [
+            ("--ttft-ms", self.ttft_ms),
+            ("--ttft-ms-std", self.ttft_ms_std),
+            ("--itl-ms", self.itl_ms),
+            ("--itl-ms-std", self.itl_ms_std),
+            ("--itl-ms-per-active", self.itl_ms_per_active),
+            ("--output-tokens-std", self.output_tokens_std),
+        ];
+        for (flag, value) in non_negative
+            .into_iter()
+            .chain(self.request_latency.map(|v| ("--request-latency", v)))
+        {
+            if !value.is_finite() || value < 0.0 {
+                return Err(invalid(
+                    flag,
+                    format!("must be a finite number >= 0, got {value}"),
+                ));
+            }
+        }
+        let rates = [
+            ("--error-rate", self.error_rate),
+            ("--drop-rate", self.drop_rate),
+            ("--garbage-rate", self.garbage_rate),
+            ("--stall-rate", self.stall_rate),
+        ];
+        for (flag, value) in rates {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(invalid(flag, format!("must be in [0, 1], got {value}")));
+            }
+        }
+        // One fault at most per request: the rates partition [0, 1), so they must fit in it.
+        let total: f64 = rates.iter().map(|(_, v)| v).sum();
+        if total > 1.0 + 1e-9 {
+            return Err(invalid(
+                "--error-rate + --drop-rate + --garbage-rate + --stall-rate",
+                format!("must not exceed 1, got {total}"),
+            ));
+        }
+        if self.output_tokens == 0 {
+            return Err(invalid(
+                "--output-tokens",
+                "must be at least 1, got 0".into(),
+            ));
+        }
+        if self.tokens_per_chunk == 0 {
+            return Err(invalid(
+                "--tokens-per-chunk",
+                "must be at least 1, got 0".into(),
+            ));
+        }
+        if self.max_concurrency == Some(0) {
+            return Err(invalid(
+                "--max-concurrency",
+                "must be at least 1, got 0".into(),
+            ));
+        }
+        // tokio's semaphore holds at most usize::MAX >> 3 permits.
+        if self
+            .max_concurrency
+            .is_some_and(|n| n > tokio::sync::Semaphore::MAX_PERMITS)
+        {
+            return Err(invalid("--max-concurrency", "is too large".into()));
+        }
+        if self.workers == 0 || self.workers > 1024 {
+            return Err(invalid(
+                "--workers",
+                format!("must be in [1, 1024], got {}", self.workers),
+            ));
+        }
+        if self.model.is_empty() {
+            return Err(invalid("--model", "needs at least one name".into()));
+        }
+        for (i, name) in self.model.iter().enumerate() {
+            if name.trim().is_empty() {
+                return Err(invalid("--model", "names must not be empty".into()));
+            }
+            if self.model[..i].contains(name) {
+                return Err(invalid("--model", format!("`{name}` is given twice")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The defaults overridden by `LLMSURGE_MOCK_*` variables, validated; the port
+    /// defaults to 0 (ephemeral) here, since this is the in-process mock of `--target mock`.
+    pub fn from_env() -> Result<MockConfig, MockError> {
+        check_env()?;
+        let matches = EnvOnly::command()
+            .try_get_matches_from(std::iter::empty::<String>())
+            .map_err(|e| MockError::Env(first_line(&e.to_string())))?;
+        let mut config = EnvOnly::from_arg_matches(&matches)
+            .map_err(|e| MockError::Env(first_line(&e.to_string())))?
+            .config;
+        if std::env::var_os("LLMSURGE_MOCK_PORT").is_none() {
+            config.port = 0;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The first served model name.
+    pub fn primary_model(&self) -> &str {
+        self.model.first().map_or(DEFAULT_MODEL, String::as_str)
+    }
+}
+
+/// Rejects `LLMSURGE_MOCK_*` variables that name no setting (a typo must not be ignored).
+pub fn check_env() -> Result<(), MockError> {
+    let known = known_env_vars();
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with(ENV_PREFIX) && !known.iter().any(|k| k == name) {
+            return Err(MockError::Env(format!(
+                "unknown environment variable {name} (known: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Names of every environment variable the mock reads, from the clap definitions.
+pub fn known_env_vars() -> Vec<String> {
+    EnvOnly::command()
+        .get_arguments()
+        .filter_map(|a| a.get_env())
+        .map(|e| e.to_string_lossy().into_owned())
+        .collect()
+}
+
+fn invalid(flag: &str, message: String) -> MockError {
+    MockError::InvalidConfig(format!("{flag} {message}"))
+}
+
+fn first_line(message: &str) -> String {
+    let line = message.lines().next().unwrap_or_default();
+    line.strip_prefix("error: ").unwrap_or(line).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mock_defaults_match_clap_defaults() {
+        let matches = EnvOnly::command().try_get_matches_from(std::iter::empty::<String>());
+        // Environment variables of the test process would change the answer; skip then.
+        if std::env::vars().any(|(k, _)| k.starts_with(ENV_PREFIX)) {
+            return;
+        }
+        let parsed = EnvOnly::from_arg_matches(&matches.expect("defaults parse"))
+            .expect("defaults parse")
+            .config;
+        assert_eq!(parsed, MockConfig::default());
+    }
+
+    #[test]
+    fn mock_validate_rejects_bad_values() {
+        let ok = MockConfig::default();
+        assert!(ok.validate().is_ok());
+        let cases = [
+            MockConfig {
+                error_rate: 1.5,
+                ..ok.clone()
+            },
+            MockConfig {
+                drop_rate: -0.1,
+                ..ok.clone()
+            },
+            MockConfig {
+                error_rate: 0.6,
+                stall_rate: 0.6,
+                ..ok.clone()
+            },
+            MockConfig {
+                ttft_ms: -1.0,
+                ..ok.clone()
+            },
+            MockConfig {
+                itl_ms: f64::NAN,
+                ..ok.clone()
+            },
+            MockConfig {
+                request_latency: Some(-3.0),
+                ..ok.clone()
+            },
+            MockConfig {
+                tokens_per_chunk: 0,
+                ..ok.clone()
+            },
+            MockConfig {
+                max_concurrency: Some(0),
+                ..ok.clone()
+            },
+            MockConfig {
+                workers: 0,
+                ..ok.clone()
+            },
+            MockConfig {
+                model: vec![],
+                ..ok.clone()
+            },
+            MockConfig {
+                model: vec!["a".into(), "a".into()],
+                ..ok.clone()
+            },
+        ];
+        for case in cases {
+            let err = case.validate().expect_err("must be rejected");
+            assert!(!err.to_string().contains('\n'), "one line: {err}");
+        }
+    }
+
+    #[test]
+    fn mock_every_setting_has_an_env_var() {
+        let vars = known_env_vars();
+        for name in [
+            "HOST",
+            "PORT",
+            "MODEL",
+            "SEED",
+            "TTFT_MS",
+            "ITL_MS_PER_ACTIVE",
+            "WORKERS",
+        ] {
+            assert!(vars.contains(&format!("{ENV_PREFIX}{name}")), "{name}");
+        }
+        let args = EnvOnly::command().get_arguments().count();
+        assert_eq!(vars.len(), args, "every flag reads an env var");
+    }
+}

@@ -1,0 +1,602 @@
+//! Routing and the endpoints: parse a request, decide its plan, build its response.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use serde::Serialize;
+use tokio::sync::Semaphore;
+
+use super::MockConfig;
+use super::body::{Generation, MockBody, Output};
+use super::model::{Fault, Model};
+use super::openai::{
+    self, Api, ChatRequest, CompletionRequest, DetokenizeRequest, DetokenizeResponse,
+    EMBEDDING_DIM, EmbeddingRequest, Formatter, Prompt, TokenizeRequest, TokenizeResponse, Usage,
+};
+use super::stats::{Counters, Endpoint, FaultKind};
+use super::tokenizer;
+
+/// Largest request body read (a long-context prompt fits with room to spare).
+const MAX_BODY_BYTES: usize = 64 << 20;
+/// Largest embedding `dimensions` accepted.
+const MAX_EMBEDDING_DIM: usize = 16_384;
+
+/// Everything the connections share.
+#[derive(Debug)]
+pub struct App {
+    /// The validated configuration.
+    pub config: MockConfig,
+    /// The latency, length and fault model.
+    pub model: Model,
+    /// What the server saw.
+    pub counters: Counters,
+    /// Concurrency slots; `None` is unlimited.
+    pub semaphore: Option<Arc<Semaphore>>,
+    /// Sequence number of the next generation or embedding request.
+    seq: AtomicU64,
+    /// Served model names, JSON-quoted once.
+    model_json: Vec<String>,
+    /// The `/v1/models` body.
+    models_body: Bytes,
+}
+
+#[derive(Serialize)]
+struct ModelList<'a> {
+    object: &'static str,
+    data: Vec<ModelCard<'a>>,
+}
+
+#[derive(Serialize)]
+struct ModelCard<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    owned_by: &'static str,
+    max_model_len: u32,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+    // Our own plain structs always serialize; an empty object beats a panic.
+    serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec())
+}
+
+impl App {
+    /// Shared state for a validated configuration.
+    pub fn new(config: MockConfig) -> Self {
+        let created = unix_now();
+        let list = ModelList {
+            object: "list",
+            data: config
+                .model
+                .iter()
+                .map(|id| ModelCard {
+                    id,
+                    object: "model",
+                    created,
+                    owned_by: "llmsurge",
+                    max_model_len: config.max_model_len,
+                })
+                .collect(),
+        };
+        let models_body = Bytes::from(to_json(&list));
+        let model_json = config
+            .model
+            .iter()
+            .map(|m| String::from_utf8(to_json(m)).unwrap_or_default())
+            .collect();
+        App {
+            model: Model::new(&config),
+            counters: Counters::default(),
+            semaphore: config.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
+            seq: AtomicU64::new(0),
+            model_json,
+            models_body,
+            config,
+        }
+    }
+}
+
+/// A response with a status and a body, counted.
+fn respond(
+    app: &App,
+    status: StatusCode,
+    content_type: &'static str,
+    body: MockBody,
+) -> Response<MockBody> {
+    app.counters.response(status.as_u16());
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+fn json(app: &App, status: StatusCode, body: impl Into<Bytes>) -> Response<MockBody> {
+    respond(app, status, "application/json", MockBody::full(body))
+}
+
+fn error(
+    app: &App,
+    status: StatusCode,
+    message: &str,
+    kind: &str,
+    code: &str,
+) -> Response<MockBody> {
+    json(app, status, openai::error_json(message, kind, code))
+}
+
+fn bad_request(app: &App, message: &str) -> Response<MockBody> {
+    error(
+        app,
+        StatusCode::BAD_REQUEST,
+        message,
+        "invalid_request_error",
+        "invalid_request",
+    )
+}
+
+/// The endpoint of `path` and the method it takes.
+fn route(path: &str) -> Option<(Endpoint, Method)> {
+    Some(match path {
+        "/health" => (Endpoint::Health, Method::GET),
+        "/v1/models" => (Endpoint::Models, Method::GET),
+        "/v1/chat/completions" => (Endpoint::ChatCompletions, Method::POST),
+        "/v1/completions" => (Endpoint::Completions, Method::POST),
+        "/v1/embeddings" => (Endpoint::Embeddings, Method::POST),
+        "/tokenize" => (Endpoint::Tokenize, Method::POST),
+        "/detokenize" => (Endpoint::Detokenize, Method::POST),
+        "/stats" => (Endpoint::Stats, Method::GET),
+        "/stats/reset" => (Endpoint::Stats, Method::POST),
+        _ => return None,
+    })
+}
+
+/// Serves one request.
+pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
+    let Some((endpoint, method)) = route(req.uri().path()) else {
+        app.counters.request(Endpoint::Other);
+        let message = format!("no route for {} {}", req.method(), req.uri().path());
+        return error(
+            &app,
+            StatusCode::NOT_FOUND,
+            &message,
+            "invalid_request_error",
+            "not_found",
+        );
+    };
+    if req.method() != method {
+        app.counters.request(Endpoint::Other);
+        let message = format!("{} takes {method}, not {}", req.uri().path(), req.method());
+        let mut response = error(
+            &app,
+            StatusCode::METHOD_NOT_ALLOWED,
+            &message,
+            "invalid_request_error",
+            "method_not_allowed",
+        );
+        let allow = if method == Method::GET { "GET" } else { "POST" };
+        response
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static(allow));
+        return response;
+    }
+    app.counters.request(endpoint);
+    let reset = req.uri().path() == "/stats/reset";
+    match endpoint {
+        Endpoint::Health => respond(
+            &app,
+            StatusCode::OK,
+            "text/plain",
+            MockBody::full(Bytes::new()),
+        ),
+        Endpoint::Models => json(&app, StatusCode::OK, app.models_body.clone()),
+        Endpoint::Stats => {
+            if reset {
+                app.counters.reset();
+            }
+            json(&app, StatusCode::OK, to_json(&app.counters.snapshot()))
+        }
+        _ => {
+            let body = match read_body(&app, req).await {
+                Ok(body) => body,
+                Err(response) => return *response,
+            };
+            match endpoint {
+                Endpoint::ChatCompletions => chat(app, &body),
+                Endpoint::Completions => completions(app, &body),
+                Endpoint::Embeddings => embeddings(app, &body),
+                Endpoint::Tokenize => tokenize(&app, &body),
+                _ => detokenize(&app, &body),
+            }
+        }
+    }
+}
+
+async fn read_body(app: &App, req: Request<Incoming>) -> Result<Bytes, Box<Response<MockBody>>> {
+    match Limited::new(req.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<LengthLimitError>() => {
+            let message = format!("request body exceeds {MAX_BODY_BYTES} bytes");
+            Err(Box::new(error(
+                app,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &message,
+                "invalid_request_error",
+                "body_too_large",
+            )))
+        }
+        Err(e) => Err(Box::new(bad_request(
+            app,
+            &format!("cannot read the request body: {e}"),
+        ))),
+    }
+}
+
+/// Parses a JSON body, or the 400 that says why not.
+fn parse<'a, T: serde::Deserialize<'a>>(
+    app: &App,
+    body: &'a [u8],
+) -> Result<T, Box<Response<MockBody>>> {
+    serde_json::from_slice(body).map_err(|e| {
+        let code = if e.is_syntax() || e.is_eof() {
+            "invalid_json"
+        } else {
+            "invalid_request"
+        };
+        let message = format!("invalid request body: {e}");
+        Box::new(error(
+            app,
+            StatusCode::BAD_REQUEST,
+            &message,
+            "invalid_request_error",
+            code,
+        ))
+    })
+}
+
+/// Index of the requested model (the first when none is named), or the 404.
+fn resolve_model(app: &App, model: Option<&str>) -> Result<usize, Box<Response<MockBody>>> {
+    let Some(name) = model else { return Ok(0) };
+    app.config
+        .model
+        .iter()
+        .position(|m| m == name)
+        .ok_or_else(|| {
+            let message = format!("The model `{name}` does not exist.");
+            Box::new(error(
+                app,
+                StatusCode::NOT_FOUND,
+                &message,
+                "invalid_request_error",
+                "model_not_found",
+            ))
+        })
+}
+
+/// The output cap, checked against the context window.
+fn resolve_max_tokens(app: &App, cap: Option<u64>) -> Result<Option<u32>, Box<Response<MockBody>>> {
+    let Some(cap) = cap else { return Ok(None) };
+    let limit = app.config.max_model_len;
+    if cap == 0 || cap > u64::from(limit) {
+        let message = format!("max_tokens must be in [1, {limit}] (the context window), got {cap}");
+        return Err(Box::new(bad_request(app, &message)));
+    }
+    Ok(Some(cap as u32))
+}
+
+/// What the endpoints hand to `generate`.
+struct GenRequest {
+    api: Api,
+    model: usize,
+    streaming: bool,
+    include_usage: bool,
+    prompt_tokens: u64,
+    max_tokens: Option<u32>,
+    ignore_eos: bool,
+}
+
+fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
+    let resolved = parse::<ChatRequest>(&app, body).and_then(|r| {
+        Ok(GenRequest {
+            api: Api::Chat,
+            model: resolve_model(&app, r.model.as_deref())?,
+            streaming: r.stream.unwrap_or(false),
+            include_usage: r
+                .stream_options
+                .and_then(|o| o.include_usage)
+                .unwrap_or(false),
+            prompt_tokens: openai::count_messages(&r.messages),
+            max_tokens: resolve_max_tokens(&app, r.max_completion_tokens.or(r.max_tokens))?,
+            ignore_eos: r.ignore_eos.unwrap_or(false),
+        })
+    });
+    match resolved {
+        Ok(request) => generate(app, request),
+        Err(response) => *response,
+    }
+}
+
+fn completions(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
+    let resolved = parse::<CompletionRequest>(&app, body).and_then(|r| {
+        if r.prompt.batch_len() != 1 {
+            return Err(Box::new(bad_request(
+                &app,
+                "the mock takes exactly one prompt per request",
+            )));
+        }
+        Ok(GenRequest {
+            api: Api::Completions,
+            model: resolve_model(&app, r.model.as_deref())?,
+            streaming: r.stream.unwrap_or(false),
+            include_usage: r
+                .stream_options
+                .and_then(|o| o.include_usage)
+                .unwrap_or(false),
+            prompt_tokens: r.prompt.count(),
+            max_tokens: resolve_max_tokens(&app, r.max_tokens)?,
+            ignore_eos: r.ignore_eos.unwrap_or(false),
+        })
+    });
+    match resolved {
+        Ok(request) => generate(app, request),
+        Err(response) => *response,
+    }
+}
+
+/// Plans a generation and answers it: an injected error now, or a body that waits for
+/// its slot and deadlines.
+fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
+    let seq = app.seq.fetch_add(1, Relaxed);
+    let mut plan = app
+        .model
+        .plan(seq, r.max_tokens, r.ignore_eos, r.api == Api::Chat);
+    app.counters.prompt_tokens(r.prompt_tokens);
+    if let Fault::Error(status) = plan.fault {
+        return injected_error(&app, status);
+    }
+    let include_usage = r.streaming && r.include_usage;
+    let fmt = Formatter::new(
+        r.api,
+        r.streaming,
+        seq,
+        unix_now(),
+        &app.model_json[r.model],
+        include_usage,
+    );
+    if r.streaming {
+        let output = Output::Stream {
+            fmt,
+            include_usage,
+            prompt_tokens: r.prompt_tokens,
+        };
+        let mut response = respond(
+            &app,
+            StatusCode::OK,
+            "text/event-stream",
+            Generation::start(Arc::clone(&app), plan, output),
+        );
+        response
+            .headers_mut()
+            .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        return response;
+    }
+    // The text is drawn in stream order (reasoning first) so both modes say the same thing.
+    let reasoning: Vec<&'static str> = (0..plan.reasoning).map(|_| plan.next_word()).collect();
+    let usage = Usage {
+        prompt: r.prompt_tokens,
+        content: u64::from(plan.content),
+        reasoning: u64::from(plan.reasoning),
+    };
+    let mut out = BytesMut::with_capacity(256 + 8 * plan.total_tokens() as usize);
+    let finish = plan.finish;
+    let content = plan.content;
+    fmt.full_body(
+        &mut out,
+        (0..content).map(|_| plan.next_word()),
+        reasoning.into_iter(),
+        finish,
+        usage,
+    );
+    let output = Output::Whole {
+        body: out.freeze(),
+        latency: app.model.request_latency(),
+        tokens: usage.content + usage.reasoning,
+        reasoning: usage.reasoning,
+    };
+    respond(
+        &app,
+        StatusCode::OK,
+        "application/json",
+        Generation::start(Arc::clone(&app), plan, output),
+    )
+}
+
+fn injected_error(app: &App, status: u16) -> Response<MockBody> {
+    if status == 429 {
+        app.counters.fault(FaultKind::Error429);
+        let message = "Rate limit reached (injected by llmsurge mock-server).";
+        error(
+            app,
+            StatusCode::TOO_MANY_REQUESTS,
+            message,
+            "requests",
+            "rate_limit_exceeded",
+        )
+    } else {
+        app.counters.fault(FaultKind::Error500);
+        let message = "The server had an error while processing your request (injected by llmsurge mock-server).";
+        error(
+            app,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            message,
+            "server_error",
+            "internal_error",
+        )
+    }
+}
+
+#[derive(Serialize)]
+struct EmbeddingList<'a> {
+    object: &'static str,
+    data: Vec<EmbeddingItem>,
+    model: &'a str,
+    usage: EmbeddingUsage,
+}
+
+#[derive(Serialize)]
+struct EmbeddingItem {
+    object: &'static str,
+    index: usize,
+    embedding: Vec<f32>,
+}
+
+#[derive(Serialize)]
+struct EmbeddingUsage {
+    prompt_tokens: u64,
+    total_tokens: u64,
+}
+
+/// A unit vector that depends only on the input and the seed: the same text always
+/// embeds the same way.
+fn embed(seed: u64, key: &[u8], dim: usize) -> Vec<f32> {
+    let hash = key.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash ^ seed);
+    let mut v: Vec<f32> = (0..dim).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let norm = v
+        .iter()
+        .map(|x| x * x)
+        .sum::<f32>()
+        .sqrt()
+        .max(f32::MIN_POSITIVE);
+    v.iter_mut().for_each(|x| *x /= norm);
+    v
+}
+
+fn embeddings(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
+    let request = match parse::<EmbeddingRequest>(&app, body) {
+        Ok(r) => r,
+        Err(response) => return *response,
+    };
+    let model = match resolve_model(&app, request.model.as_deref()) {
+        Ok(m) => m,
+        Err(response) => return *response,
+    };
+    let dim = request.dimensions.unwrap_or(EMBEDDING_DIM);
+    if dim == 0 || dim > MAX_EMBEDDING_DIM {
+        return bad_request(
+            &app,
+            &format!("dimensions must be in [1, {MAX_EMBEDDING_DIM}], got {dim}"),
+        );
+    }
+    let keys: Vec<Vec<u8>> = match &request.input {
+        Prompt::Text(t) => vec![t.as_bytes().to_vec()],
+        Prompt::Texts(v) => v.iter().map(|t| t.as_bytes().to_vec()).collect(),
+        Prompt::Ids(ids) => vec![ids.iter().flat_map(|i| i.to_le_bytes()).collect()],
+        Prompt::IdBatches(v) => v
+            .iter()
+            .map(|ids| ids.iter().flat_map(|i| i.to_le_bytes()).collect())
+            .collect(),
+    };
+    if keys.is_empty() {
+        return bad_request(&app, "input must not be empty");
+    }
+    let prompt_tokens = request.input.count();
+    app.counters.prompt_tokens(prompt_tokens);
+    let list = EmbeddingList {
+        object: "list",
+        data: keys
+            .iter()
+            .enumerate()
+            .map(|(index, key)| EmbeddingItem {
+                object: "embedding",
+                index,
+                embedding: embed(app.config.seed, key, dim),
+            })
+            .collect(),
+        model: &app.config.model[model],
+        usage: EmbeddingUsage {
+            prompt_tokens,
+            total_tokens: prompt_tokens,
+        },
+    };
+    // An embedding costs one prefill: it waits for a slot, then for a time to first token.
+    let seq = app.seq.fetch_add(1, Relaxed);
+    let mut plan = app.model.plan(seq, Some(1), true, false);
+    plan.fault = Fault::None;
+    let ttft = plan.ttft;
+    let output = Output::Whole {
+        body: Bytes::from(to_json(&list)),
+        latency: Some(ttft),
+        tokens: 0,
+        reasoning: 0,
+    };
+    respond(
+        &app,
+        StatusCode::OK,
+        "application/json",
+        Generation::start(Arc::clone(&app), plan, output),
+    )
+}
+
+fn tokenize(app: &App, body: &[u8]) -> Response<MockBody> {
+    let request = match parse::<TokenizeRequest>(app, body) {
+        Ok(r) => r,
+        Err(response) => return *response,
+    };
+    if let Err(response) = resolve_model(app, request.model.as_deref()) {
+        return *response;
+    }
+    let mut tokens = Vec::new();
+    match (&request.prompt, &request.messages) {
+        (Some(prompt), None) => tokenizer::encode_into(prompt, &mut tokens),
+        (None, Some(messages)) => {
+            for content in messages.iter().filter_map(|m| m.content.as_ref()) {
+                content.for_each_text(|t| tokenizer::encode_into(t, &mut tokens));
+            }
+        }
+        _ => return bad_request(app, "give exactly one of `prompt` and `messages`"),
+    }
+    let response = TokenizeResponse {
+        count: tokens.len(),
+        max_model_len: app.config.max_model_len,
+        tokens,
+    };
+    json(app, StatusCode::OK, to_json(&response))
+}
+
+fn detokenize(app: &App, body: &[u8]) -> Response<MockBody> {
+    let request = match parse::<DetokenizeRequest>(app, body) {
+        Ok(r) => r,
+        Err(response) => return *response,
+    };
+    if let Err(response) = resolve_model(app, request.model.as_deref()) {
+        return *response;
+    }
+    json(
+        app,
+        StatusCode::OK,
+        to_json(&DetokenizeResponse {
+            prompt: tokenizer::decode(&request.tokens),
+        }),
+    )
+}

@@ -1,0 +1,278 @@
+//! The latency, length and fault model: what one request will do, decided when it
+//! arrives from random streams derived from (seed, stream name, request sequence number).
+
+use std::time::Duration;
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, StandardNormal};
+
+use super::MockConfig;
+use super::openai::FinishReason;
+use super::tokenizer::VOCAB;
+
+/// Names of the random streams, so that one knob never shifts another's draws.
+#[derive(Clone, Copy, Debug)]
+enum Stream {
+    Timing = 1,
+    Text = 2,
+    Fault = 3,
+}
+
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn rng_for(seed: u64, stream: Stream, seq: u64) -> Xoshiro256PlusPlus {
+    let key = splitmix64(splitmix64(seed ^ splitmix64(stream as u64)).wrapping_add(seq));
+    Xoshiro256PlusPlus::seed_from_u64(key)
+}
+
+/// A fault injected into one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// No fault.
+    None,
+    /// Answer with this HTTP status (500 or 429) and an error body.
+    Error(u16),
+    /// Cut the response after this many chunks.
+    Drop(u32),
+    /// Send a malformed event after this many chunks, then go on.
+    Garbage(u32),
+    /// Stop sending after this many chunks and hold the connection.
+    Stall(u32),
+}
+
+/// The model, built once from the configuration.
+#[derive(Debug)]
+pub struct Model {
+    seed: u64,
+    ttft: Normal,
+    itl: Normal,
+    itl_per_active: f64,
+    output: Normal,
+    request_latency: Option<Duration>,
+    tokens_per_chunk: u32,
+    reasoning_tokens: u32,
+    /// Cumulative fault thresholds: error, drop, garbage, stall.
+    fault_edges: [f64; 4],
+}
+
+/// What one generation request will do.
+#[derive(Debug)]
+pub struct Plan {
+    /// Request sequence number.
+    pub seq: u64,
+    /// The injected fault.
+    pub fault: Fault,
+    /// Time to first token.
+    pub ttft: Duration,
+    /// Reasoning tokens, streamed first.
+    pub reasoning: u32,
+    /// Content tokens.
+    pub content: u32,
+    /// Why generation ends.
+    pub finish: FinishReason,
+    timing: Xoshiro256PlusPlus,
+    text: Xoshiro256PlusPlus,
+}
+
+/// A normal distribution by its mean and standard deviation (validated >= 0).
+#[derive(Clone, Copy, Debug)]
+struct Normal {
+    mean: f64,
+    std: f64,
+}
+
+impl Normal {
+    fn sample(self, rng: &mut Xoshiro256PlusPlus) -> f64 {
+        // Always draw, so the stream's position does not depend on whether std is 0.
+        let z: f64 = StandardNormal.sample(rng);
+        self.mean + self.std * z
+    }
+}
+
+fn normal(mean: f64, std: f64) -> Normal {
+    Normal { mean, std }
+}
+
+fn ms(value: f64) -> Duration {
+    Duration::from_secs_f64(value.max(0.0) / 1000.0)
+}
+
+impl Model {
+    /// Builds the model from a validated configuration.
+    pub fn new(config: &MockConfig) -> Self {
+        let e = config.error_rate;
+        let d = e + config.drop_rate;
+        let g = d + config.garbage_rate;
+        let s = g + config.stall_rate;
+        Model {
+            seed: config.seed,
+            ttft: normal(config.ttft_ms, config.ttft_ms_std),
+            itl: normal(config.itl_ms, config.itl_ms_std),
+            itl_per_active: config.itl_ms_per_active,
+            output: normal(f64::from(config.output_tokens), config.output_tokens_std),
+            request_latency: config.request_latency.map(ms),
+            tokens_per_chunk: config.tokens_per_chunk,
+            reasoning_tokens: config.reasoning_tokens,
+            fault_edges: [e, d, g, s],
+        }
+    }
+
+    /// Tokens per SSE chunk.
+    pub fn tokens_per_chunk(&self) -> u32 {
+        self.tokens_per_chunk
+    }
+
+    /// The fixed non-streaming latency, when configured.
+    pub fn request_latency(&self) -> Option<Duration> {
+        self.request_latency
+    }
+
+    /// Decides request `seq`: `max_tokens` caps the content; `ignore_eos` makes the cap
+    /// the length; `reasoning` says whether the endpoint streams reasoning (chat).
+    pub fn plan(
+        &self,
+        seq: u64,
+        max_tokens: Option<u32>,
+        ignore_eos: bool,
+        reasoning: bool,
+    ) -> Plan {
+        let mut timing = rng_for(self.seed, Stream::Timing, seq);
+        let ttft = ms(self.ttft.sample(&mut timing));
+        let sampled = self
+            .output
+            .sample(&mut timing)
+            .round()
+            .clamp(1.0, f64::from(u32::MAX)) as u32;
+        let content = match (max_tokens, ignore_eos) {
+            (Some(cap), true) => cap,
+            (Some(cap), false) => cap.min(sampled),
+            (None, _) => sampled,
+        };
+        let finish = if max_tokens == Some(content) {
+            FinishReason::Length
+        } else {
+            FinishReason::Stop
+        };
+        let reasoning = if reasoning { self.reasoning_tokens } else { 0 };
+        let k = self.tokens_per_chunk;
+        let chunks = reasoning.div_ceil(k) + content.div_ceil(k);
+
+        let mut faults = rng_for(self.seed, Stream::Fault, seq);
+        let u: f64 = faults.random();
+        let status = if faults.random_bool(0.5) { 500 } else { 429 };
+        let after = faults.random_range(1..=chunks.max(1));
+        let fault = match self.fault_edges.iter().position(|edge| u < *edge) {
+            Some(0) => Fault::Error(status),
+            Some(1) => Fault::Drop(after),
+            Some(2) => Fault::Garbage(after),
+            Some(3) => Fault::Stall(after),
+            _ => Fault::None,
+        };
+        Plan {
+            seq,
+            fault,
+            ttft,
+            reasoning,
+            content,
+            finish,
+            timing,
+            text: rng_for(self.seed, Stream::Text, seq),
+        }
+    }
+
+    /// The gap before the next token, given the requests generating now.
+    pub fn next_itl(&self, plan: &mut Plan, active: u64) -> Duration {
+        ms(self.itl.sample(&mut plan.timing) + self.itl_per_active * active as f64)
+    }
+}
+
+impl Plan {
+    /// Total tokens (reasoning then content).
+    pub fn total_tokens(&self) -> u32 {
+        self.reasoning + self.content
+    }
+
+    /// The next generated word.
+    pub fn next_word(&mut self) -> &'static str {
+        VOCAB[self.text.random_range(0..VOCAB.len())]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> MockConfig {
+        MockConfig {
+            output_tokens: 10,
+            output_tokens_std: 3.0,
+            ttft_ms: 50.0,
+            ttft_ms_std: 10.0,
+            ..MockConfig::default()
+        }
+    }
+
+    #[test]
+    fn mock_plans_are_reproducible() {
+        let a = Model::new(&config());
+        let b = Model::new(&config());
+        for seq in 0..50 {
+            let (mut p, mut q) = (
+                a.plan(seq, None, false, true),
+                b.plan(seq, None, false, true),
+            );
+            assert_eq!((p.ttft, p.content, p.fault), (q.ttft, q.content, q.fault));
+            assert_eq!(p.next_word(), q.next_word());
+        }
+    }
+
+    #[test]
+    fn mock_lengths_follow_max_tokens_and_ignore_eos() {
+        let m = Model::new(&MockConfig {
+            output_tokens: 10,
+            ..MockConfig::default()
+        });
+        let p = m.plan(0, Some(4), false, false);
+        assert_eq!((p.content, p.finish), (4, FinishReason::Length));
+        let p = m.plan(0, Some(40), false, false);
+        assert_eq!((p.content, p.finish), (10, FinishReason::Stop));
+        let p = m.plan(0, Some(40), true, false);
+        assert_eq!((p.content, p.finish), (40, FinishReason::Length));
+        let p = m.plan(0, None, true, false);
+        assert_eq!((p.content, p.finish), (10, FinishReason::Stop));
+    }
+
+    #[test]
+    fn mock_fault_rates_partition_requests() {
+        let m = Model::new(&MockConfig {
+            error_rate: 0.25,
+            stall_rate: 0.25,
+            ..MockConfig::default()
+        });
+        let n = 4000;
+        let (mut errors, mut stalls) = (0, 0);
+        for seq in 0..n {
+            match m.plan(seq, None, false, false).fault {
+                Fault::Error(s) => {
+                    assert!(s == 500 || s == 429);
+                    errors += 1;
+                }
+                Fault::Stall(after) => {
+                    assert!((1..=16).contains(&after));
+                    stalls += 1;
+                }
+                Fault::None => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        for got in [errors, stalls] {
+            assert!((800..1200).contains(&got), "{got} of {n}");
+        }
+    }
+}

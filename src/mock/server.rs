@@ -1,0 +1,229 @@
+//! The listener: a tokio runtime on its own OS thread, an accept loop, one hyper
+//! connection (HTTP/1.1 or h2c, detected) per socket, and a graceful shutdown.
+
+use std::convert::Infallible;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{oneshot, watch};
+
+use super::handler::{App, handle};
+use super::{MockConfig, MockError, MockStats};
+
+/// Pending connections the kernel keeps for us; a load test opens many at once.
+const LISTEN_BACKLOG: u32 = 4096;
+/// How long in-flight responses get to finish when an in-process server stops.
+const IN_PROCESS_GRACE: Duration = Duration::from_secs(1);
+/// How long in-flight responses get to finish after SIGINT/SIGTERM.
+const CLI_GRACE: Duration = Duration::from_secs(5);
+/// Pause after a failed accept (e.g. out of file descriptors) so the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
+
+/// A running mock server: its own OS thread and tokio runtime. Stops on `shutdown` or drop.
+pub struct MockServer {
+    addr: SocketAddr,
+    app: Arc<App>,
+    stop: Option<oneshot::Sender<Duration>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for MockServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MockServer {
+    /// Validates `config`, binds (port 0 = ephemeral) and returns once listening.
+    pub fn start(config: MockConfig) -> Result<MockServer, MockError> {
+        config.validate()?;
+        let runtime = build_runtime(config.workers)?;
+        let bind_addr = SocketAddr::new(config.host, config.port);
+        let listener = {
+            // Registering the socket with the reactor needs the runtime's context.
+            let _guard = runtime.enter();
+            bind(bind_addr).map_err(|source| MockError::Bind {
+                addr: bind_addr,
+                source,
+            })?
+        };
+        let addr = listener.local_addr().map_err(|source| MockError::Bind {
+            addr: bind_addr,
+            source,
+        })?;
+        let app = Arc::new(App::new(config));
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let serve_app = Arc::clone(&app);
+        let thread = std::thread::Builder::new()
+            .name("llmsurge-mock".into())
+            .spawn(move || {
+                runtime.block_on(serve(listener, serve_app, stop_rx));
+                // Dropping the runtime here cancels whatever outlived the grace period.
+            })
+            .map_err(MockError::Thread)?;
+        Ok(MockServer {
+            addr,
+            app,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://HOST:PORT`, ready to prefix `/v1/...`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The first served model name.
+    pub fn model(&self) -> &str {
+        self.app.config.primary_model()
+    }
+
+    /// What the server saw so far (the body of `GET /stats`).
+    pub fn stats(&self) -> MockStats {
+        self.app.counters.snapshot()
+    }
+
+    /// Stops accepting, gives in-flight responses up to a second, and joins the thread.
+    pub fn shutdown(mut self) {
+        self.stop_with(IN_PROCESS_GRACE);
+    }
+
+    fn stop_with(&mut self, grace: Duration) {
+        if let Some(stop) = self.stop.take() {
+            // The loop may already be gone (its thread panicked); nothing left to stop then.
+            let _ = stop.send(grace);
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.stop_with(IN_PROCESS_GRACE);
+    }
+}
+
+fn build_runtime(workers: usize) -> Result<tokio::runtime::Runtime, MockError> {
+    // One worker: a current-thread runtime, the cheapest way to serve from one core.
+    let mut builder = if workers <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(workers)
+            .thread_name("llmsurge-mock-worker");
+        b
+    };
+    builder.enable_all().build().map_err(MockError::Runtime)
+}
+
+fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // Restarting on the same port right after a run must not fail on TIME_WAIT sockets.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+/// Accepts until told to stop, then drains connections for the grace period.
+async fn serve(listener: TcpListener, app: Arc<App>, mut stop: oneshot::Receiver<Duration>) {
+    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    // Every connection holds a receiver; `closed()` resolves once they are all gone.
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let grace = loop {
+        tokio::select! {
+            grace = &mut stop => break grace.unwrap_or(Duration::ZERO),
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    spawn_connection(stream, Arc::clone(&app), Arc::clone(&builder), shutdown_rx.clone());
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "mock server: accept failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+            },
+        }
+    };
+    drop(listener);
+    drop(shutdown_rx);
+    let _ = shutdown_tx.send(true);
+    let _ = tokio::time::timeout(grace, shutdown_tx.closed()).await;
+}
+
+fn spawn_connection(
+    stream: TcpStream,
+    app: Arc<App>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    // Per-token SSE writes are tiny: without TCP_NODELAY they wait on delayed ACKs.
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::warn!(error = %e, "mock server: cannot set TCP_NODELAY");
+    }
+    tokio::spawn(async move {
+        let service = service_fn(move |req| {
+            let app = Arc::clone(&app);
+            async move { Ok::<_, Infallible>(handle(app, req).await) }
+        });
+        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        tokio::pin!(conn);
+        tokio::select! {
+            // Connection errors (a client that went away, an injected drop) end just it.
+            _ = conn.as_mut() => {}
+            // (The guard `wait_for` returns is not Send: drop it inside.)
+            _ = async { shutdown.wait_for(|stop| *stop).await.is_ok() } => {
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
+            }
+        }
+    });
+}
+
+/// Runs the server for the CLI: prints `listening on http://ADDR` as the first stdout
+/// line, serves until SIGINT or SIGTERM, then drains in-flight responses briefly.
+pub fn run_cli(config: MockConfig) -> anyhow::Result<()> {
+    let mut server = MockServer::start(config)?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "listening on {}", server.base_url())?;
+    stdout.flush()?;
+    drop(stdout);
+    wait_for_signal()?;
+    server.stop_with(CLI_GRACE);
+    Ok(())
+}
+
+fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,290 @@
+//! What the server saw, as lock-free counters, and their `/stats` snapshot.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use serde::{Deserialize, Serialize};
+
+/// The endpoints the mock counts requests for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `GET /health`
+    Health,
+    /// `GET /v1/models`
+    Models,
+    /// `POST /v1/chat/completions`
+    ChatCompletions,
+    /// `POST /v1/completions`
+    Completions,
+    /// `POST /v1/embeddings`
+    Embeddings,
+    /// `POST /tokenize`
+    Tokenize,
+    /// `POST /detokenize`
+    Detokenize,
+    /// `GET /stats`, `POST /stats/reset`
+    Stats,
+    /// Any other path or method.
+    Other,
+}
+
+/// The injected faults, one counter each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// HTTP 500 with an error body.
+    Error500,
+    /// HTTP 429 with an error body.
+    Error429,
+    /// The response was cut mid-body.
+    Drop,
+    /// A malformed SSE event (or truncated JSON) was sent.
+    Garbage,
+    /// The response stopped sending and held the connection.
+    Stall,
+}
+
+/// Live counters, shared by every connection.
+#[derive(Debug, Default)]
+pub struct Counters {
+    requests: [AtomicU64; 9],
+    responses_2xx: AtomicU64,
+    responses_4xx: AtomicU64,
+    responses_5xx: AtomicU64,
+    active_requests: AtomicU64,
+    active_streams: AtomicU64,
+    queued: AtomicU64,
+    peak_active: AtomicU64,
+    peak_queued: AtomicU64,
+    completed: AtomicU64,
+    cancelled: AtomicU64,
+    prompt_tokens: AtomicU64,
+    tokens_sent: AtomicU64,
+    reasoning_tokens_sent: AtomicU64,
+    chunks_sent: AtomicU64,
+    faults: [AtomicU64; 5],
+}
+
+/// Requests received, per endpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointCounts {
+    /// `GET /health`
+    pub health: u64,
+    /// `GET /v1/models`
+    pub models: u64,
+    /// `POST /v1/chat/completions`
+    pub chat_completions: u64,
+    /// `POST /v1/completions`
+    pub completions: u64,
+    /// `POST /v1/embeddings`
+    pub embeddings: u64,
+    /// `POST /tokenize`
+    pub tokenize: u64,
+    /// `POST /detokenize`
+    pub detokenize: u64,
+    /// `/stats` and `/stats/reset`
+    pub stats: u64,
+    /// Unknown paths and wrong methods.
+    pub other: u64,
+}
+
+/// Injected faults, per kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultCounts {
+    /// Requests answered HTTP 500.
+    pub error_500: u64,
+    /// Requests answered HTTP 429.
+    pub error_429: u64,
+    /// Responses cut mid-body.
+    pub drop: u64,
+    /// Responses that carried a malformed event.
+    pub garbage: u64,
+    /// Responses that stalled.
+    pub stall: u64,
+}
+
+/// A snapshot of the counters: the body of `GET /stats`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MockStats {
+    /// Every request received, on any path.
+    pub requests_total: u64,
+    /// Requests received, per endpoint.
+    pub requests: EndpointCounts,
+    /// Responses by status class.
+    pub responses_2xx: u64,
+    /// Responses with a 4xx status.
+    pub responses_4xx: u64,
+    /// Responses with a 5xx status.
+    pub responses_5xx: u64,
+    /// Generation and embedding requests holding a concurrency slot now.
+    pub active_requests: u64,
+    /// The streaming subset of `active_requests`.
+    pub active_streams: u64,
+    /// Requests waiting for a slot now.
+    pub queued: u64,
+    /// Highest `active_requests` seen (queued requests not counted).
+    pub peak_active: u64,
+    /// Highest `queued` seen.
+    pub peak_queued: u64,
+    /// Responses whose body was sent to the end.
+    pub completed: u64,
+    /// Responses abandoned before their end because the client went away (injected
+    /// drops and stalls not counted).
+    pub cancelled: u64,
+    /// Prompt tokens of generation and embedding requests.
+    pub prompt_tokens: u64,
+    /// Output tokens sent (content and reasoning).
+    pub tokens_sent: u64,
+    /// The reasoning subset of `tokens_sent`.
+    pub reasoning_tokens_sent: u64,
+    /// SSE data chunks sent carrying tokens.
+    pub chunks_sent: u64,
+    /// Faults injected, per kind.
+    pub faults: FaultCounts,
+}
+
+fn bump_peak(peak: &AtomicU64, now: u64) {
+    peak.fetch_max(now, Relaxed);
+}
+
+impl Counters {
+    /// Counts a received request.
+    pub fn request(&self, endpoint: Endpoint) {
+        self.requests[endpoint as usize].fetch_add(1, Relaxed);
+    }
+
+    /// Counts a response status.
+    pub fn response(&self, status: u16) {
+        match status {
+            200..=299 => &self.responses_2xx,
+            400..=499 => &self.responses_4xx,
+            _ => &self.responses_5xx,
+        }
+        .fetch_add(1, Relaxed);
+    }
+
+    /// Counts an injected fault.
+    pub fn fault(&self, kind: FaultKind) {
+        self.faults[kind as usize].fetch_add(1, Relaxed);
+    }
+
+    /// A request starts waiting for a slot.
+    pub fn enqueue(&self) {
+        let now = self.queued.fetch_add(1, Relaxed) + 1;
+        bump_peak(&self.peak_queued, now);
+    }
+
+    /// A request stops waiting (it got a slot, or went away).
+    pub fn dequeue(&self) {
+        self.queued.fetch_sub(1, Relaxed);
+    }
+
+    /// A request got its slot; returns the active count including it.
+    pub fn activate(&self, streaming: bool) -> u64 {
+        let now = self.active_requests.fetch_add(1, Relaxed) + 1;
+        if streaming {
+            self.active_streams.fetch_add(1, Relaxed);
+        }
+        bump_peak(&self.peak_active, now);
+        now
+    }
+
+    /// A request released its slot.
+    pub fn deactivate(&self, streaming: bool) {
+        self.active_requests.fetch_sub(1, Relaxed);
+        if streaming {
+            self.active_streams.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Requests holding a slot now.
+    pub fn active(&self) -> u64 {
+        self.active_requests.load(Relaxed)
+    }
+
+    /// A response body was sent to its end.
+    pub fn completed(&self) {
+        self.completed.fetch_add(1, Relaxed);
+    }
+
+    /// A response was abandoned by its client.
+    pub fn cancelled(&self) {
+        self.cancelled.fetch_add(1, Relaxed);
+    }
+
+    /// Counts prompt tokens received.
+    pub fn prompt_tokens(&self, n: u64) {
+        self.prompt_tokens.fetch_add(n, Relaxed);
+    }
+
+    /// Counts a chunk of `tokens` output tokens sent, `reasoning` of them reasoning.
+    pub fn tokens_sent(&self, tokens: u64, reasoning: u64, chunks: u64) {
+        self.tokens_sent.fetch_add(tokens, Relaxed);
+        if reasoning > 0 {
+            self.reasoning_tokens_sent.fetch_add(reasoning, Relaxed);
+        }
+        self.chunks_sent.fetch_add(chunks, Relaxed);
+    }
+
+    /// Zeroes the counters; gauges (active, queued) keep their value and peaks restart
+    /// from it.
+    pub fn reset(&self) {
+        let all = self.requests.iter().chain(&self.faults).chain([
+            &self.responses_2xx,
+            &self.responses_4xx,
+            &self.responses_5xx,
+            &self.completed,
+            &self.cancelled,
+            &self.prompt_tokens,
+            &self.tokens_sent,
+            &self.reasoning_tokens_sent,
+            &self.chunks_sent,
+        ]);
+        for counter in all {
+            counter.store(0, Relaxed);
+        }
+        self.peak_active
+            .store(self.active_requests.load(Relaxed), Relaxed);
+        self.peak_queued.store(self.queued.load(Relaxed), Relaxed);
+    }
+
+    /// A consistent-enough snapshot (each counter read once, relaxed).
+    pub fn snapshot(&self) -> MockStats {
+        let r = |e: Endpoint| self.requests[e as usize].load(Relaxed);
+        let f = |k: FaultKind| self.faults[k as usize].load(Relaxed);
+        let requests = EndpointCounts {
+            health: r(Endpoint::Health),
+            models: r(Endpoint::Models),
+            chat_completions: r(Endpoint::ChatCompletions),
+            completions: r(Endpoint::Completions),
+            embeddings: r(Endpoint::Embeddings),
+            tokenize: r(Endpoint::Tokenize),
+            detokenize: r(Endpoint::Detokenize),
+            stats: r(Endpoint::Stats),
+            other: r(Endpoint::Other),
+        };
+        MockStats {
+            requests_total: self.requests.iter().map(|c| c.load(Relaxed)).sum(),
+            requests,
+            responses_2xx: self.responses_2xx.load(Relaxed),
+            responses_4xx: self.responses_4xx.load(Relaxed),
+            responses_5xx: self.responses_5xx.load(Relaxed),
+            active_requests: self.active_requests.load(Relaxed),
+            active_streams: self.active_streams.load(Relaxed),
+            queued: self.queued.load(Relaxed),
+            peak_active: self.peak_active.load(Relaxed),
+            peak_queued: self.peak_queued.load(Relaxed),
+            completed: self.completed.load(Relaxed),
+            cancelled: self.cancelled.load(Relaxed),
+            prompt_tokens: self.prompt_tokens.load(Relaxed),
+            tokens_sent: self.tokens_sent.load(Relaxed),
+            reasoning_tokens_sent: self.reasoning_tokens_sent.load(Relaxed),
+            chunks_sent: self.chunks_sent.load(Relaxed),
+            faults: FaultCounts {
+                error_500: f(FaultKind::Error500),
+                error_429: f(FaultKind::Error429),
+                drop: f(FaultKind::Drop),
+                garbage: f(FaultKind::Garbage),
+                stall: f(FaultKind::Stall),
+            },
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The real binary: env configuration, listening line, signals, exit codes.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use super::*;
+
+/// The real binary with `args`, `LLMSURGE_MOCK_*` variables replaced by `env`.
+fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_llmsurge"));
+    command
+        .arg("mock-server")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (name, _) in std::env::vars() {
+        if name.starts_with("LLMSURGE_") {
+            command.env_remove(name);
+        }
+    }
+    command.envs(env.iter().copied());
+    command.spawn().expect("binary spawns")
+}
+
+/// The first stdout line of `child`, waited for at most ten seconds.
+fn first_line(child: &mut Child) -> String {
+    let stdout = child.stdout.take().expect("stdout piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the listening line came")
+}
+
+/// Waits for `child` to exit, for at most ten seconds (then kills it).
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the mock did not exit in time");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    let mut text = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+    }
+    text
+}
+
+#[tokio::test]
+async fn mock_binary_reads_env_and_stops_on_sigterm() {
+    let env = [
+        ("LLMSURGE_MOCK_OUTPUT_TOKENS", "5"),
+        ("LLMSURGE_MOCK_MODEL", "m1,m2"),
+        ("LLMSURGE_MOCK_SEED", "9"),
+    ];
+    let mut child = spawn_binary(&["--port", "0"], &env);
+    let line = first_line(&mut child);
+    let base = line
+        .trim_end()
+        .strip_prefix("listening on ")
+        .expect("listening line")
+        .to_string();
+    assert!(base.starts_with("http://127.0.0.1:"), "{line}");
+    let outcome = bounded(async {
+        let c = client();
+        let value = json_of(
+            post(
+                &c,
+                format!("{base}/v1/chat/completions"),
+                json!({"model": "m2", "messages": []}),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(value["usage"]["completion_tokens"], 5);
+        let models = json_of(
+            c.get(format!("{base}/v1/models"))
+                .send()
+                .await
+                .expect("models"),
+        )
+        .await;
+        assert_eq!(models["data"].as_array().expect("data").len(), 2);
+    });
+    tokio::time::timeout(TEST_BOUND, outcome)
+        .await
+        .expect("in time");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal sent");
+    let status = wait_exit(&mut child);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "graceful exit: {}",
+        stderr_of(&mut child)
+    );
+}
+
+#[test]
+fn mock_binary_rejects_bad_settings_with_exit_2() {
+    // (arguments, environment, what the one-line error must mention)
+    type Case = (
+        &'static [&'static str],
+        &'static [(&'static str, &'static str)],
+        &'static str,
+    );
+    let cases: [Case; 4] = [
+        (&["--port", "0", "--error-rate", "2"], &[], "--error-rate"),
+        (&["--port", "0", "--ttft-ms", "-5"], &[], "--ttft-ms"),
+        (
+            &["--port", "0"],
+            &[("LLMSURGE_MOCK_STALL_RATE", "-1")],
+            "--stall-rate",
+        ),
+        (
+            &["--port", "0"],
+            &[("LLMSURGE_MOCK_TTFT", "10")],
+            "LLMSURGE_MOCK_TTFT",
+        ),
+    ];
+    for (args, env, mention) in cases {
+        let mut child = spawn_binary(args, env);
+        let status = wait_exit(&mut child);
+        let stderr = stderr_of(&mut child);
+        assert_eq!(status.code(), Some(2), "{args:?} {env:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(mention),
+            "{stderr}"
+        );
+    }
+    // A value clap cannot parse is a usage error too.
+    let mut child = spawn_binary(&["--port", "0"], &[("LLMSURGE_MOCK_TTFT_MS", "soon")]);
+    assert_eq!(wait_exit(&mut child).code(), Some(2));
+}
+
+#[test]
+fn mock_binary_exits_1_when_the_port_is_taken() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port().to_string();
+    let mut child = spawn_binary(&["--port", &port], &[]);
+    let status = wait_exit(&mut child);
+    let stderr = stderr_of(&mut child);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: cannot listen on"), "{stderr}");
+}
