@@ -7,5 +7,9 @@
 //! pipeline, the reports, and the built-in mock OpenAI server (`mock`), which is both a
 //! product feature and the server every end-to-end test runs against.
 
+pub mod cli;
+pub mod data;
 pub mod exit_codes;
 pub mod mock;
+pub mod report;
+pub mod target;

@@ -1,0 +1,187 @@
+//! The command line: parsing, environment checks, and dispatch to the subcommands.
+//!
+//! Raw flags ([`args`]) are resolved once into a validated plan ([`resolve`]); the
+//! subcommands ([`run`]) work from the plan only.
+
+pub mod args;
+pub mod resolve;
+pub mod run;
+pub mod values;
+
+use crate::exit_codes;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+/// Environment variables that are not flags but are still ours.
+const EXTRA_ENV: &[&str] = &["LLMSURGE_LOG"];
+
+/// llmsurge: a load generator and benchmark for OpenAI-compatible LLM inference servers.
+#[derive(Debug, Parser)]
+#[command(
+    name = "llmsurge",
+    version,
+    about = "Load generator and benchmark for OpenAI-compatible LLM inference servers",
+    after_help = "Every flag can also be set by an environment variable, LLMSURGE_<FLAG> (e.g. LLMSURGE_MAX_SECONDS).\nExit codes: 0 ok, 1 run failed, 2 bad usage or input, 3 a gate failed, 4 invalid run, 130 interrupted."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run benchmarks against a server (or the built-in mock).
+    #[command(subcommand)]
+    Benchmark(BenchmarkCommand),
+    /// Run the built-in mock OpenAI-compatible server.
+    MockServer(crate::mock::MockConfig),
+    /// Internal: a worker process started by the coordinator.
+    #[command(name = "__worker", hide = true)]
+    Worker(WorkerArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchmarkCommand {
+    /// Run a profile of one or more benchmarks and write the report.
+    Run(Box<args::RunArgs>),
+}
+
+#[derive(Debug, clap::Args)]
+struct WorkerArgs {
+    /// The inherited IPC socket.
+    #[arg(long)]
+    ipc_fd: i32,
+    /// The inherited shared-memory block.
+    #[arg(long)]
+    shm_fd: i32,
+}
+
+/// Every `LLMSURGE_*` variable a flag reads, from the clap definitions.
+pub fn known_env_vars() -> Vec<String> {
+    fn walk(cmd: &clap::Command, out: &mut Vec<String>) {
+        out.extend(
+            cmd.get_arguments()
+                .filter_map(|a| a.get_env())
+                .map(|e| e.to_string_lossy().into_owned()),
+        );
+        for sub in cmd.get_subcommands() {
+            walk(sub, out);
+        }
+    }
+    let mut out: Vec<String> = EXTRA_ENV.iter().map(|s| s.to_string()).collect();
+    walk(&Cli::command(), &mut out);
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// An unknown `LLMSURGE_*` variable is a typo that would be silently ignored: refuse it.
+fn check_env() -> Result<(), String> {
+    let known = known_env_vars();
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with("LLMSURGE_") && !known.iter().any(|k| k == name) {
+            return Err(format!(
+                "unknown environment variable {name} (llmsurge reads LLMSURGE_<FLAG> for its flags; see --help)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Prints an error on one line and returns the usage exit code.
+pub fn usage_error(message: &str) -> i32 {
+    eprintln!("error: {message}");
+    exit_codes::USAGE
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main() -> i32 {
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+                || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    exit_codes::USAGE
+                } else {
+                    exit_codes::OK
+                };
+            }
+            // One line: clap's first line names the flag and the bad value.
+            let rendered = e.to_string();
+            let line = rendered.lines().next().unwrap_or("invalid arguments");
+            return usage_error(line.strip_prefix("error: ").unwrap_or(line));
+        }
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e.to_string()),
+    };
+    if !matches!(cli.command, Command::Worker(_))
+        && let Err(message) = check_env()
+    {
+        return usage_error(&message);
+    }
+    match cli.command {
+        Command::Benchmark(BenchmarkCommand::Run(args)) => run::benchmark_run(&args),
+        Command::MockServer(config) => {
+            if let Err(e) = config.validate() {
+                return usage_error(&e.to_string());
+            }
+            match crate::mock::run_cli(config) {
+                Ok(()) => exit_codes::OK,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    exit_codes::RUN_FAILED
+                }
+            }
+        }
+        Command::Worker(w) => worker_main(&w),
+    }
+}
+
+fn worker_main(w: &WorkerArgs) -> i32 {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    for fd in [w.ipc_fd, w.shm_fd] {
+        // SAFETY: fcntl(F_GETFD) only queries the descriptor table.
+        if fd < 3 || unsafe { nix::libc::fcntl(fd, nix::libc::F_GETFD) } < 0 {
+            eprintln!(
+                "llmsurge worker: descriptor {fd} is not open (this subcommand is started by the coordinator)"
+            );
+            return exit_codes::USAGE;
+        }
+    }
+    // SAFETY: both descriptors were checked open above and were handed to this process
+    // by the coordinator for it alone; nothing else in the process owns them.
+    let (ipc, shm) = unsafe {
+        (
+            OwnedFd::from_raw_fd(w.ipc_fd),
+            OwnedFd::from_raw_fd(w.shm_fd),
+        )
+    };
+    llmsurge_worker::run_worker(ipc, shm, &crate::data::source_factory)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_has_an_llmsurge_variable() {
+        let known = known_env_vars();
+        assert!(known.iter().any(|v| v == "LLMSURGE_MAX_SECONDS"));
+        assert!(known.iter().any(|v| v == "LLMSURGE_MOCK_TTFT_MS"));
+        assert!(
+            known.iter().all(|v| v.starts_with("LLMSURGE_")),
+            "{known:?}"
+        );
+    }
+}

@@ -1,0 +1,449 @@
+//! Resolving raw flags into a validated plan ("high" args). Pure: no network, no files
+//! beyond what a flag names. Every error is one line naming the flag or variable.
+
+use super::args::{ProfileKind, RequestFormatArg, RunArgs, WorkerFailureArg};
+use super::values::WindowSpec;
+use crate::data::parse_data_spec;
+use llmsurge_coordinator::{
+    DEFAULT_THROUGHPUT_CONCURRENCY, Limits, OnWorkerFailure, Strategy, StrategySettings,
+};
+use llmsurge_proto::{DataSpec, MeasureWindow, RequestFormat, Secret};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The time limit used when no limit at all is given.
+pub const DEFAULT_MAX_SECONDS: Duration = Duration::from_secs(30);
+/// Finished requests before `--max-error-rate` is evaluated.
+pub const ERROR_RATE_MIN_SAMPLE: u64 = 20;
+
+/// A bad flag, variable or input: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
+    Err(UsageError(msg.into()))
+}
+
+/// Where the load goes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "url")]
+pub enum TargetSpec {
+    /// The built-in mock server, started in-process.
+    Mock,
+    /// A server at this base URL.
+    Url(String),
+}
+
+/// Report formats.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "format", content = "file")]
+pub enum Output {
+    /// The JSON report, in this file under the output directory.
+    Json(PathBuf),
+    /// Summary tables on stdout.
+    Console,
+}
+
+/// How requests are made (everything of the worker's backend config but the target).
+#[derive(Clone, Debug, Serialize)]
+pub struct BackendPlan {
+    /// Chat or completions.
+    pub request_format: RequestFormat,
+    /// Streamed or not.
+    pub stream: bool,
+    /// Redacted in every output.
+    #[serde(serialize_with = "redact")]
+    pub api_key: Option<Secret>,
+    /// Extra headers.
+    pub headers: Vec<(String, String)>,
+    /// Extra query parameters.
+    pub params: Vec<(String, String)>,
+    /// Extra body fields.
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// HTTP/2.
+    pub http2: bool,
+    /// Timeouts.
+    pub request_timeout: Duration,
+    /// Connect timeout.
+    pub connect_timeout: Duration,
+    /// TTFT timeout.
+    pub ttft_timeout: Option<Duration>,
+    /// Idle timeout.
+    pub idle_timeout: Option<Duration>,
+    /// Send ignore_eos.
+    pub ignore_eos: bool,
+}
+
+fn redact<S: serde::Serializer>(secret: &Option<Secret>, s: S) -> Result<S::Ok, S::Error> {
+    match secret {
+        Some(_) => s.serialize_str("***"),
+        None => s.serialize_none(),
+    }
+}
+
+/// The validated plan of `benchmark run`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunPlan {
+    /// The target.
+    pub target: TargetSpec,
+    /// The model, when given.
+    pub model: Option<String>,
+    /// The profile.
+    pub profile: ProfileKind,
+    /// One strategy per benchmark.
+    pub strategies: Vec<Strategy>,
+    /// Ramp-up and burstiness.
+    pub settings: StrategySettings,
+    /// Limits of every benchmark.
+    pub limits: Limits,
+    /// Worker processes, when forced.
+    pub workers: Option<u32>,
+    /// Group-wide cap on requests in flight.
+    pub max_concurrency: Option<u64>,
+    /// Warm-up window.
+    pub warmup: Option<WindowSpec>,
+    /// Cool-down window.
+    pub cooldown: Option<WindowSpec>,
+    /// The workload.
+    pub data: DataSpec,
+    /// Request settings.
+    pub backend: BackendPlan,
+    /// Run seed.
+    pub seed: u64,
+    /// Drain bound after the first Ctrl-C.
+    pub drain_timeout: Duration,
+    /// Dead-worker policy.
+    pub on_worker_failure: OnWorkerFailure,
+    /// Client-bottleneck threshold on dispatch-lag p99.
+    pub max_dispatch_lag: Duration,
+    /// Outputs.
+    pub outputs: Vec<Output>,
+    /// Directory of report files.
+    pub output_dir: PathBuf,
+    /// Print the plan and exit.
+    #[serde(skip)]
+    pub dry_run: bool,
+}
+
+/// Resolves and validates `benchmark run` flags.
+pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
+    let target = resolve_target(args.target.as_deref())?;
+    let strategies = resolve_strategies(args)?;
+    let settings = resolve_settings(args)?;
+    if args.workers.is_some_and(|w| w > 1) && args.profile == ProfileKind::Synchronous {
+        return usage("--workers: the synchronous profile runs on exactly one worker");
+    }
+    if args.max_concurrency.is_some() && args.profile == ProfileKind::Synchronous {
+        return usage(
+            "--max-concurrency has no effect with --profile synchronous (always one in flight)",
+        );
+    }
+    let data = parse_data_spec(&args.data, args.random_seed)
+        .map_err(|e| UsageError(format!("--data: {e}")))?;
+    let finite_data = match &data {
+        DataSpec::Synthetic(s) => s.samples.is_some(),
+    };
+    let mut limits = Limits {
+        max_seconds: args.max_seconds,
+        max_requests: args.max_requests,
+        max_errors: args.max_errors,
+        max_error_rate: args.max_error_rate,
+        error_rate_min_sample: ERROR_RATE_MIN_SAMPLE,
+    };
+    if limits.max_seconds.is_none() && limits.max_requests.is_none() && !finite_data {
+        limits.max_seconds = Some(DEFAULT_MAX_SECONDS);
+    }
+    // Both windows are checked now against the limits, so a bad combination fails before
+    // anything starts.
+    measure_window(args.warmup, args.cooldown, &limits)?;
+    let outputs = resolve_outputs(&args.outputs)?;
+    Ok(RunPlan {
+        target,
+        model: args.model.clone().filter(|m| !m.trim().is_empty()),
+        profile: args.profile,
+        strategies,
+        settings,
+        limits,
+        workers: args.workers,
+        max_concurrency: args.max_concurrency,
+        warmup: args.warmup,
+        cooldown: args.cooldown,
+        data,
+        backend: resolve_backend(args)?,
+        seed: args.random_seed,
+        drain_timeout: args.drain_timeout,
+        on_worker_failure: match args.on_worker_failure {
+            WorkerFailureArg::Stop => OnWorkerFailure::Stop,
+            WorkerFailureArg::Continue => OnWorkerFailure::Continue,
+        },
+        max_dispatch_lag: args.max_dispatch_lag,
+        outputs,
+        output_dir: args.output_dir.clone(),
+        dry_run: args.dry_run,
+    })
+}
+
+fn resolve_target(target: Option<&str>) -> Result<TargetSpec, UsageError> {
+    match target.map(str::trim) {
+        None | Some("" | "mock") => Ok(TargetSpec::Mock),
+        Some(url) => {
+            let parsed = reqwest::Url::parse(url)
+                .map_err(|e| UsageError(format!("--target: {url:?} is not a URL ({e}); expected e.g. http://localhost:8000 or mock")))?;
+            if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+                return usage(format!(
+                    "--target: {url:?} must be an http:// or https:// URL with a host"
+                ));
+            }
+            // Accept a base URL ending in /v1: the OpenAI paths are appended per request.
+            let base = url.trim_end_matches('/');
+            let base = base.strip_suffix("/v1").unwrap_or(base);
+            Ok(TargetSpec::Url(base.to_string()))
+        }
+    }
+}
+
+fn resolve_strategies(args: &RunArgs) -> Result<Vec<Strategy>, UsageError> {
+    let name = |p: ProfileKind| format!("{p:?}").to_lowercase();
+    let rates = args.rate.clone().map(|r| r.0);
+    match (args.profile, rates) {
+        (ProfileKind::Synchronous | ProfileKind::Throughput, Some(_)) => usage(format!(
+            "--rate has no effect with --profile {}{}",
+            name(args.profile),
+            if args.profile == ProfileKind::Throughput {
+                " (use --max-concurrency)"
+            } else {
+                ""
+            }
+        )),
+        (ProfileKind::Synchronous, None) => Ok(vec![Strategy::Synchronous]),
+        (ProfileKind::Throughput, None) => {
+            let cap = args
+                .max_concurrency
+                .unwrap_or(u64::from(DEFAULT_THROUGHPUT_CONCURRENCY));
+            let max_concurrency = u32::try_from(cap)
+                .map_err(|_| UsageError("--max-concurrency is too large".into()))?;
+            Ok(vec![Strategy::Throughput { max_concurrency }])
+        }
+        (p, None) => usage(format!(
+            "--profile {} needs --rate (e.g. --rate 10 or --rate 1,5,10)",
+            name(p)
+        )),
+        (ProfileKind::Concurrent, Some(rates)) => rates
+            .iter()
+            .map(|&r| {
+                if r.fract() != 0.0 || r > 100_000.0 {
+                    return usage(format!(
+                        "--rate: concurrent takes whole stream counts, got {r}"
+                    ));
+                }
+                Ok(Strategy::Concurrent { streams: r as u32 })
+            })
+            .collect(),
+        (ProfileKind::Constant, Some(rates)) => Ok(rates
+            .into_iter()
+            .map(|rate| Strategy::Constant { rate })
+            .collect()),
+        (ProfileKind::Poisson, Some(rates)) => Ok(rates
+            .into_iter()
+            .map(|rate| Strategy::Poisson { rate })
+            .collect()),
+    }
+}
+
+fn resolve_settings(args: &RunArgs) -> Result<StrategySettings, UsageError> {
+    let mut settings = StrategySettings::default();
+    if let Some(b) = args.burstiness {
+        if args.profile != ProfileKind::Poisson {
+            return usage("--burstiness only applies to --profile poisson");
+        }
+        if !(b.is_finite() && b > 0.0) {
+            return usage(format!("--burstiness must be a positive number, got {b}"));
+        }
+        settings.burstiness = b;
+    }
+    if let Some(r) = args.rampup {
+        if matches!(
+            args.profile,
+            ProfileKind::Synchronous | ProfileKind::Poisson
+        ) {
+            return usage("--rampup applies to --profile concurrent, throughput and constant");
+        }
+        settings.rampup = r;
+    }
+    Ok(settings)
+}
+
+/// The measure window of one benchmark under `limits`.
+pub fn measure_window(
+    warmup: Option<WindowSpec>,
+    cooldown: Option<WindowSpec>,
+    limits: &Limits,
+) -> Result<MeasureWindow, UsageError> {
+    let mut w = MeasureWindow::default();
+    let (requests, seconds) = (limits.max_requests, limits.max_seconds);
+    if let Some(spec) = warmup {
+        match spec {
+            WindowSpec::Requests(n) => w.warmup_slots = Some(n),
+            WindowSpec::Time(d) => w.warmup_time = Some(d),
+            WindowSpec::Fraction(f) => match (requests, seconds) {
+                (Some(n), _) => w.warmup_slots = Some((n as f64 * f).round() as u64),
+                (None, Some(d)) => w.warmup_time = Some(d.mul_f64(f)),
+                _ => return usage("--warmup as a fraction needs --max-requests or --max-seconds"),
+            },
+        }
+    }
+    if let Some(spec) = cooldown {
+        match spec {
+            WindowSpec::Requests(n) => match requests {
+                Some(max) if n < max => w.cooldown_from_slot = Some(max - n),
+                Some(max) => {
+                    return usage(format!(
+                        "--cooldown {n}req must be below --max-requests {max}"
+                    ));
+                }
+                None => return usage("--cooldown as a request count needs --max-requests"),
+            },
+            WindowSpec::Time(d) => match seconds {
+                Some(max) if d < max => w.cooldown_from_time = Some(max - d),
+                Some(_) => return usage("--cooldown must be shorter than --max-seconds"),
+                None => return usage("--cooldown as a time needs --max-seconds"),
+            },
+            WindowSpec::Fraction(f) => match (requests, seconds) {
+                (Some(n), _) => w.cooldown_from_slot = Some(n - (n as f64 * f).round() as u64),
+                (None, Some(d)) => w.cooldown_from_time = Some(d - d.mul_f64(f)),
+                _ => {
+                    return usage("--cooldown as a fraction needs --max-requests or --max-seconds");
+                }
+            },
+        }
+    }
+    if let (Some(a), Some(b)) = (w.warmup_slots, w.cooldown_from_slot)
+        && a >= b
+    {
+        return usage("--warmup and --cooldown leave no measured requests");
+    }
+    if let (Some(a), Some(b)) = (w.warmup_time, w.cooldown_from_time)
+        && a >= b
+    {
+        return usage("--warmup and --cooldown leave no measured time");
+    }
+    if let (Some(n), Some(max)) = (w.warmup_slots, requests)
+        && n >= max
+    {
+        return usage(format!(
+            "--warmup {n} requests leaves none of --max-requests {max} measured"
+        ));
+    }
+    if let (Some(d), Some(max)) = (w.warmup_time, seconds)
+        && d >= max
+    {
+        return usage("--warmup must be shorter than --max-seconds");
+    }
+    Ok(w)
+}
+
+fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
+    let api_key = args
+        .api_key
+        .clone()
+        .or_else(|| std::env::var("OPENAI_API_KEY").ok())
+        .filter(|k| !k.is_empty())
+        .map(Secret::new);
+    let mut plan = BackendPlan {
+        request_format: match args.request_format {
+            RequestFormatArg::Chat => RequestFormat::Chat,
+            RequestFormatArg::Completions => RequestFormat::Completions,
+        },
+        stream: args.stream,
+        api_key,
+        headers: Vec::new(),
+        params: Vec::new(),
+        extra_body: serde_json::Map::new(),
+        http2: args.http2,
+        request_timeout: args.request_timeout,
+        connect_timeout: args.connect_timeout,
+        ttft_timeout: args.ttft_timeout,
+        idle_timeout: args.idle_timeout,
+        ignore_eos: args.ignore_eos,
+    };
+    if let Some(raw) = &args.backend_kwargs {
+        apply_backend_kwargs(&mut plan, raw)?;
+    }
+    Ok(plan)
+}
+
+fn apply_backend_kwargs(plan: &mut BackendPlan, raw: &str) -> Result<(), UsageError> {
+    let err = |m: String| UsageError(format!("--backend-kwargs: {m}"));
+    let value: serde_json::Value =
+        serde_json::from_str(raw).map_err(|e| err(format!("not valid JSON ({e})")))?;
+    let serde_json::Value::Object(map) = value else {
+        return Err(err("expected a JSON object".into()));
+    };
+    for (key, value) in map {
+        match key.as_str() {
+            "extra_body" => match value {
+                serde_json::Value::Object(body) => plan.extra_body = body,
+                _ => return Err(err("extra_body must be an object".into())),
+            },
+            "headers" | "params" => {
+                let serde_json::Value::Object(m) = value else {
+                    return Err(err(format!("{key} must be an object")));
+                };
+                let mut pairs = Vec::new();
+                for (k, v) in m {
+                    let v = match v {
+                        serde_json::Value::String(s) => s,
+                        serde_json::Value::Number(n) => n.to_string(),
+                        serde_json::Value::Bool(b) => b.to_string(),
+                        _ => {
+                            return Err(err(format!(
+                                "{key}.{k} must be a string, number or boolean"
+                            )));
+                        }
+                    };
+                    pairs.push((k, v));
+                }
+                if key == "headers" {
+                    for (k, _) in &pairs {
+                        if k.eq_ignore_ascii_case("authorization") && plan.api_key.is_some() {
+                            return Err(err(
+                                "headers.Authorization conflicts with --api-key; give one".into(),
+                            ));
+                        }
+                    }
+                    plan.headers = pairs;
+                } else {
+                    plan.params = pairs;
+                }
+            }
+            other => {
+                return Err(err(format!(
+                    "unknown key {other:?} (expected extra_body, headers, params)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn resolve_outputs(outputs: &[String]) -> Result<Vec<Output>, UsageError> {
+    let mut out = Vec::new();
+    for raw in outputs.iter().map(|o| o.trim()).filter(|o| !o.is_empty()) {
+        let output = match raw {
+            "json" => Output::Json(PathBuf::from("benchmarks.json")),
+            "console" => Output::Console,
+            file if file.ends_with(".json") => Output::Json(PathBuf::from(file)),
+            other => {
+                return usage(format!(
+                    "--outputs: unknown output {other:?} (expected json, console, or a file name ending in .json)"
+                ));
+            }
+        };
+        if !out.contains(&output) {
+            out.push(output);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,176 @@
+//! Parsers for flag values: durations, rate lists, fractions, windows, key=value specs.
+//! Each returns a one-line message that says what was expected; clap adds the flag name.
+
+use std::time::Duration;
+
+/// A duration: plain seconds (`30`, `1.5`) or with a unit (`500ms`, `30s`, `2m`, `1h`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (try 30, 2.5s, 500ms, 2m, 1h)"))?;
+    let scale = match unit.trim() {
+        "" | "s" | "sec" | "secs" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "m" | "min" | "mins" => 60.0,
+        "h" => 3600.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit {other:?} in {s:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    let seconds = value * scale;
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(format!("{s:?} must be a non-negative duration"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// A positive duration.
+pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("{s:?} must be greater than zero"));
+    }
+    Ok(d)
+}
+
+/// A list of rates, one benchmark each.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RateList(pub Vec<f64>);
+
+/// A list of positive numbers: `10` or `1,2,5.5`.
+pub fn parse_rates(s: &str) -> Result<RateList, String> {
+    let rates: Vec<f64> = s
+        .split(',')
+        .map(|part| {
+            let p = part.trim();
+            match p.parse::<f64>() {
+                Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+                _ => Err(format!(
+                    "{p:?} is not a positive number (expected e.g. 10 or 1,2,5)"
+                )),
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    if rates.is_empty() {
+        return Err("expected at least one rate".into());
+    }
+    Ok(RateList(rates))
+}
+
+/// A fraction: `0.05` or `5%`, within `[0, 1]`.
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("{s:?} is not a fraction (try 0.05 or 5%)"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("{s:?} must be between 0 and 1 (or 0% and 100%)"));
+    }
+    Ok(v)
+}
+
+/// A warm-up or cool-down window.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowSpec {
+    /// A fraction (< 1) of the benchmark's duration or request count.
+    Fraction(f64),
+    /// An absolute time.
+    Time(Duration),
+    /// An absolute number of requests.
+    Requests(u64),
+}
+
+/// `0.1` (a fraction below 1), `30s` (a time), or `200req` (a request count).
+pub fn parse_window(s: &str) -> Result<WindowSpec, String> {
+    let t = s.trim();
+    if let Some(n) = t.strip_suffix("req").or_else(|| t.strip_suffix("requests")) {
+        return n
+            .trim()
+            .parse::<u64>()
+            .map(WindowSpec::Requests)
+            .map_err(|_| format!("{s:?}: expected a whole number of requests, e.g. 200req"));
+    }
+    if t.ends_with(|c: char| c.is_ascii_alphabetic()) {
+        return parse_duration(t).map(WindowSpec::Time);
+    }
+    match t.parse::<f64>() {
+        Ok(f) if (0.0..1.0).contains(&f) => Ok(WindowSpec::Fraction(f)),
+        _ => Err(format!(
+            "{s:?}: expected a fraction below 1 (0.1), a time (30s) or a request count (200req)"
+        )),
+    }
+}
+
+/// Splits `k=v,k2=v2` into pairs; keys are trimmed, values may be empty.
+pub fn parse_pairs(s: &str) -> Result<Vec<(String, String)>, String> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            }
+            _ => Err(format!("{p:?} is not key=value")),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration(" 1h "), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("abc").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_positive_duration("0").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rates("10"), Ok(RateList(vec![10.0])));
+        assert_eq!(parse_rates("1, 2,5.5"), Ok(RateList(vec![1.0, 2.0, 5.5])));
+        assert!(parse_rates("0").is_err());
+        assert!(parse_rates("fast").is_err());
+        assert!(parse_rates("1,,2").is_err());
+    }
+
+    #[test]
+    fn fractions_and_windows() {
+        assert_eq!(parse_fraction("5%"), Ok(0.05));
+        assert_eq!(parse_fraction("0.2"), Ok(0.2));
+        assert!(parse_fraction("150%").is_err());
+        assert_eq!(parse_window("0.1"), Ok(WindowSpec::Fraction(0.1)));
+        assert_eq!(
+            parse_window("30s"),
+            Ok(WindowSpec::Time(Duration::from_secs(30)))
+        );
+        assert_eq!(parse_window("200req"), Ok(WindowSpec::Requests(200)));
+        assert!(parse_window("1.5").is_err());
+        assert!(parse_window("x req").is_err());
+    }
+
+    #[test]
+    fn pairs() {
+        assert_eq!(
+            parse_pairs("a=1, b = two,"),
+            Ok(vec![("a".into(), "1".into()), ("b".into(), "two".into())])
+        );
+        assert!(parse_pairs("novalue").is_err());
+    }
+}

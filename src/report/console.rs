@@ -1,0 +1,129 @@
+//! Console summary tables, one row per benchmark.
+
+use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use llmsurge_coordinator::BenchmarkResult;
+use llmsurge_coordinator::result::StatusDistributions;
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Disabled);
+    t.set_header(header.iter().map(Cell::new));
+    for i in 1..header.len() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+fn num(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn metric<'a>(b: &'a BenchmarkResult, key: &str) -> Option<&'a StatusDistributions> {
+    b.metrics.get(key)
+}
+
+/// Renders the summary of a run.
+pub fn render(benchmarks: &[BenchmarkResult]) -> String {
+    let mut out = String::new();
+    let mut requests = table(&[
+        "Benchmark",
+        "Duration s",
+        "Completed",
+        "Errored",
+        "Cancelled",
+        "Req/s",
+        "Output tok/s",
+        "Total tok/s",
+        "Concurrency",
+        "Peak",
+    ]);
+    for b in benchmarks {
+        requests.add_row(vec![
+            b.strategy.to_string(),
+            num(b.duration_s),
+            b.requests.completed.to_string(),
+            b.requests.errored.to_string(),
+            b.requests.cancelled.to_string(),
+            num(b.throughput.requests_per_s),
+            num(b.throughput.output_tokens_per_s),
+            num(b.throughput.total_tokens_per_s),
+            num(b.throughput.concurrency_mean),
+            b.throughput.concurrency_peak.to_string(),
+        ]);
+    }
+    out.push_str("Requests and throughput (measured window)\n");
+    out.push_str(&requests.to_string());
+    out.push('\n');
+
+    let mut latency = table(&[
+        "Benchmark",
+        "TTFT mean",
+        "TTFT p50",
+        "TTFT p99",
+        "ITL mean",
+        "ITL p50",
+        "ITL p99",
+        "TPOT p50",
+        "E2E p50",
+        "E2E p99",
+        "Lag p99",
+    ]);
+    for b in benchmarks {
+        let s = |key: &str, f: fn(&StatusDistributions) -> f64| {
+            metric(b, key).map_or("-".into(), |d| num(f(d)))
+        };
+        latency.add_row(vec![
+            b.strategy.to_string(),
+            s("ttft", |d| d.successful.mean),
+            s("ttft", |d| d.successful.percentiles.p50),
+            s("ttft", |d| d.successful.percentiles.p99),
+            s("itl", |d| d.successful.mean),
+            s("itl", |d| d.successful.percentiles.p50),
+            s("itl", |d| d.successful.percentiles.p99),
+            s("tpot", |d| d.successful.percentiles.p50),
+            s("request_latency", |d| d.successful.percentiles.p50),
+            s("request_latency", |d| d.successful.percentiles.p99),
+            s("dispatch_lag", |d| d.total.percentiles.p99),
+        ]);
+    }
+    out.push_str("\nLatency of successful requests (ms)\n");
+    out.push_str(&latency.to_string());
+    out.push('\n');
+
+    for b in benchmarks {
+        let mut notes = Vec::new();
+        if let Some(reason) = &b.stop_reason {
+            notes.push(format!("stopped: {reason}"));
+        }
+        for e in &b.errors {
+            let sample = e
+                .samples
+                .first()
+                .map(|s| format!(" (e.g. {s})"))
+                .unwrap_or_default();
+            notes.push(format!("{} × {}{sample}", e.count, e.kind));
+        }
+        notes.extend(b.client.warnings.iter().map(|w| format!("warning: {w}")));
+        for w in b.workers.iter().filter(|w| w.died) {
+            notes.push(format!("worker {} (pid {}): {}", w.id, w.pid, w.outcome));
+        }
+        if !notes.is_empty() {
+            out.push_str(&format!("\n{}:\n", b.strategy));
+            for n in notes {
+                out.push_str(&format!("  {n}\n"));
+            }
+        }
+    }
+    out
+}
