@@ -24,6 +24,10 @@ use super::stats::FaultKind;
 /// bytes are flushed to the client first (a cut discards what hyper still buffers).
 const DROP_FLUSH_DELAY: Duration = Duration::from_millis(2);
 
+/// Due chunks are coalesced into one frame up to this size; a long zero-latency stream
+/// then goes out in slices instead of holding the runtime to format all of it at once.
+const MAX_FRAME_BYTES: usize = 64 * 1024;
+
 /// The error that cuts a response (an injected drop).
 #[derive(Debug, thiserror::Error)]
 #[error("injected connection drop")]
@@ -244,7 +248,10 @@ impl Generation {
             return;
         };
         let mut finished = false;
-        while self.phase == Phase::Running && self.deadline <= now {
+        while self.phase == Phase::Running
+            && self.deadline <= now
+            && self.buf.len() < MAX_FRAME_BYTES
+        {
             let n = chunk_len(
                 self.app.model.tokens_per_chunk(),
                 &self.plan,

@@ -138,7 +138,8 @@ pub struct MockConfig {
     #[arg(long, env = "LLMSURGE_MOCK_REASONING_TOKENS", default_value_t = 0)]
     pub reasoning_tokens: u32,
 
-    /// Context window in tokens, reported by `/tokenize` and `/v1/models` (not enforced).
+    /// Context window in tokens, reported by `/tokenize` and `/v1/models`; a max_tokens
+    /// above it is rejected with 400 (prompt lengths are not checked).
     #[arg(long, env = "LLMSURGE_MOCK_MAX_MODEL_LEN", default_value_t = DEFAULT_MAX_MODEL_LEN)]
     pub max_model_len: u32,
 

@@ -259,6 +259,33 @@ async fn mock_tokens_per_chunk_groups_tokens() {
 }
 
 #[tokio::test]
+async fn mock_long_zero_latency_stream_arrives_whole() {
+    // Far more than one coalesced frame (64 KiB) of chunks: every token still arrives.
+    let mock = server(MockConfig::default());
+    bounded(async {
+        let request = json!({
+            "messages": [{"role": "user", "content": "go"}],
+            "max_tokens": 5000,
+            "ignore_eos": true,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        let url = format!("{}/v1/chat/completions", mock.base_url());
+        let body = post(&client(), url, request)
+            .await
+            .text()
+            .await
+            .expect("body");
+        let (chunks, words) = chat_chunks(&body);
+        assert_eq!(words.len(), 5000);
+        let usage = &chunks[chunks.len() - 1]["usage"];
+        assert_eq!(usage["completion_tokens"], 5000);
+        assert_eq!(mock.stats().tokens_sent, 5000);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn mock_same_seed_gives_same_text() {
     let text = |seed| async move {
         let mock = server(MockConfig {
