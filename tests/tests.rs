@@ -1,2 +1,6 @@
-mod placeholder {}
+//! The one integration-test binary (one link, shared by every module): the real
+//! `llmsurge` binary and the real mock server over loopback.
+
+mod engine;
 mod mock_server;
+mod support;

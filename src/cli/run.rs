@@ -6,8 +6,8 @@ use crate::exit_codes;
 use crate::report::{HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, console};
 use crate::target::{ResolvedTarget, resolve_target};
 use llmsurge_coordinator::{
-    BenchmarkPlan, BenchmarkResult, CoordinatorError, Progress, RunObserver, WorkerCommand,
-    run_profile,
+    BenchmarkPlan, BenchmarkResult, CoordinatorError, Progress, RunObserver, StopReason,
+    WorkerCommand, run_profile,
 };
 use llmsurge_proto::{BackendConfig, DataSpec, Schedule, WorkerConfig};
 use std::path::PathBuf;
@@ -105,6 +105,13 @@ async fn run(plan: RunPlan) -> i32 {
 pub fn exit_code(benchmarks: &[BenchmarkResult], interrupted: bool) -> i32 {
     if interrupted {
         return exit_codes::INTERRUPTED;
+    }
+    // A worker death that stopped the run (`--on-worker-failure stop`) is a failed run.
+    if benchmarks
+        .iter()
+        .any(|b| matches!(b.stop_reason, Some(StopReason::WorkerFailure { .. })))
+    {
+        return exit_codes::RUN_FAILED;
     }
     let invalid = benchmarks.is_empty()
         || benchmarks

@@ -1,0 +1,266 @@
+//! Worker death, Ctrl-C, coordinator death: the run ends as configured, the report
+//! accounts for every request, and no process is left behind.
+
+use crate::support::{assert_identity, mock, start_run, wait_for_children, wait_run};
+use llmsurge::mock::MockConfig;
+use llmsurge_coordinator::StopReason;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use std::os::unix::process::CommandExt;
+use std::time::{Duration, Instant};
+
+/// Short prompts and 20 output tokens: with `busy_mock`, requests of ~300 ms.
+const DATA: &str = "prompt_tokens=16,output_tokens=20";
+
+/// Requests of ~300 ms, so several are always in flight.
+fn busy_mock() -> MockConfig {
+    MockConfig {
+        ttft_ms: 100.0,
+        itl_ms: 10.0,
+        output_tokens: 20,
+        ..MockConfig::default()
+    }
+}
+
+fn pid(p: u32) -> Pid {
+    Pid::from_raw(p as i32)
+}
+
+fn assert_group_gone(pgid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while killpg(pid(pgid), None).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "processes of group {pgid} outlived the run"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_killed_worker_stops_the_run_and_is_named_in_the_report() {
+    let server = mock(busy_mock());
+    let url = server.base_url();
+    let args = [
+        "--target",
+        &url,
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--workers",
+        "2",
+        "--data",
+        DATA,
+        "--max-seconds",
+        "30",
+    ];
+    let (child, dir) = start_run(&args, |_| {});
+    let workers = wait_for_children(child.id(), 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    kill(pid(workers[0]), Signal::SIGKILL).expect("kill the worker");
+    let run = wait_run(child, dir);
+    assert_eq!(
+        run.code(),
+        llmsurge::exit_codes::RUN_FAILED,
+        "{}",
+        run.stderr
+    );
+    let report = run.report();
+    assert_identity(&report);
+    let b = &report.benchmarks[0];
+    let dead: Vec<_> = b.workers.iter().filter(|w| w.died).collect();
+    assert_eq!(dead.len(), 1, "{:?}", b.workers);
+    assert_eq!(dead[0].pid, workers[0]);
+    assert!(dead[0].outcome.contains("signal 9"), "{}", dead[0].outcome);
+    assert!(
+        matches!(&b.stop_reason, Some(StopReason::WorkerFailure { detail }) if detail.contains("signal 9"))
+    );
+    let died = b
+        .errors
+        .iter()
+        .find(|e| e.kind == "worker_died")
+        .expect("worker_died errors");
+    assert!(
+        died.count >= 1 && died.samples[0].contains("died: signal 9"),
+        "{died:?}"
+    );
+    assert!(b.requests.completed > 0);
+    assert!(run.stderr.contains("died: signal 9"), "{}", run.stderr);
+}
+
+#[test]
+fn with_continue_the_others_carry_on_after_a_worker_dies() {
+    let server = mock(busy_mock());
+    let url = server.base_url();
+    let args = [
+        "--target",
+        &url,
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--workers",
+        "2",
+        "--data",
+        DATA,
+        "--max-seconds",
+        "4",
+        "--on-worker-failure",
+        "continue",
+    ];
+    let (child, dir) = start_run(&args, |_| {});
+    let workers = wait_for_children(child.id(), 2);
+    std::thread::sleep(Duration::from_millis(1000));
+    kill(pid(workers[1]), Signal::SIGKILL).expect("kill the worker");
+    let run = wait_run(child, dir);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let report = run.report();
+    assert_identity(&report);
+    let b = &report.benchmarks[0];
+    assert!(
+        matches!(b.stop_reason, Some(StopReason::MaxSeconds { .. })),
+        "{:?}",
+        b.stop_reason
+    );
+    assert_eq!(b.workers.iter().filter(|w| w.died).count(), 1);
+    // The surviving worker kept its two streams busy for the remaining ~3 s.
+    let last = b
+        .timeseries
+        .iter()
+        .rev()
+        .find(|p| p.completed > 0)
+        .expect("completions");
+    assert!(last.t >= 2.0, "completions until {}", last.t);
+}
+
+#[test]
+fn ctrl_c_drains_writes_the_report_and_leaves_no_process() {
+    let server = mock(busy_mock());
+    let url = server.base_url();
+    let args = [
+        "--target",
+        &url,
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--workers",
+        "2",
+        "--data",
+        DATA,
+        "--max-seconds",
+        "60",
+    ];
+    let (child, dir) = start_run(&args, |cmd| {
+        cmd.process_group(0);
+    });
+    let pgid = child.id();
+    wait_for_children(pgid, 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    let sent = Instant::now();
+    kill(pid(pgid), Signal::SIGINT).expect("SIGINT");
+    let run = wait_run(child, dir);
+    assert!(
+        sent.elapsed() < Duration::from_secs(10),
+        "the drain of ~300 ms requests took {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(
+        run.code(),
+        llmsurge::exit_codes::INTERRUPTED,
+        "{}",
+        run.stderr
+    );
+    assert_group_gone(pgid);
+    let report = run.report();
+    assert_identity(&report);
+    assert!(report.metadata.interrupted && !report.metadata.complete);
+    let b = &report.benchmarks[0];
+    assert!(b.interrupted);
+    assert_eq!(b.stop_reason, Some(StopReason::Interrupted));
+    // A drain lets in-flight requests finish: nothing was cancelled.
+    assert_eq!(b.requests.cancelled, 0, "{:?}", b.requests);
+    assert!(b.requests.completed > 0);
+}
+
+#[test]
+fn a_second_ctrl_c_cancels_in_flight_requests_at_once() {
+    // Requests that take 30 s: only a cancel ends the run quickly.
+    let server = mock(MockConfig {
+        ttft_ms: 30_000.0,
+        ..MockConfig::default()
+    });
+    let url = server.base_url();
+    let args = [
+        "--target",
+        &url,
+        "--profile",
+        "concurrent",
+        "--rate",
+        "3",
+        "--max-seconds",
+        "60",
+    ];
+    let (child, dir) = start_run(&args, |cmd| {
+        cmd.process_group(0);
+    });
+    let pgid = child.id();
+    wait_for_children(pgid, 1);
+    std::thread::sleep(Duration::from_millis(1000));
+    let sent = Instant::now();
+    kill(pid(pgid), Signal::SIGINT).expect("first SIGINT");
+    std::thread::sleep(Duration::from_millis(300));
+    kill(pid(pgid), Signal::SIGINT).expect("second SIGINT");
+    let run = wait_run(child, dir);
+    assert!(
+        sent.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(
+        run.code(),
+        llmsurge::exit_codes::INTERRUPTED,
+        "{}",
+        run.stderr
+    );
+    assert_group_gone(pgid);
+    let report = run.report();
+    assert_identity(&report);
+    let b = &report.benchmarks[0];
+    assert_eq!(
+        (b.requests.created, b.requests.cancelled),
+        (3, 3),
+        "{:?}",
+        b.requests
+    );
+}
+
+#[test]
+fn workers_die_with_a_killed_coordinator() {
+    let server = mock(busy_mock());
+    let url = server.base_url();
+    let args = [
+        "--target",
+        &url,
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--workers",
+        "2",
+        "--data",
+        DATA,
+        "--max-seconds",
+        "60",
+    ];
+    let (mut child, _dir) = start_run(&args, |cmd| {
+        cmd.process_group(0);
+    });
+    let pgid = child.id();
+    wait_for_children(pgid, 2);
+    std::thread::sleep(Duration::from_millis(500));
+    kill(pid(pgid), Signal::SIGKILL).expect("SIGKILL the coordinator");
+    let _ = child.wait();
+    assert_group_gone(pgid);
+}

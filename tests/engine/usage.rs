@@ -1,0 +1,118 @@
+//! Bad input: one line naming the input, exit code 2, nothing started.
+
+use crate::support::{llmsurge, mock, run};
+use llmsurge::mock::MockConfig;
+
+fn assert_usage_error(run: &crate::support::Finished, needle: &str) {
+    assert_eq!(run.code(), 2, "stderr: {}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line expected: {:?}", run.stderr);
+    assert!(lines[0].starts_with("error: "), "{}", lines[0]);
+    assert!(
+        lines[0].contains(needle),
+        "{:?} should name {needle:?}",
+        lines[0]
+    );
+    assert!(!run.report_path().exists(), "nothing may run");
+}
+
+#[test]
+fn an_unreachable_target_is_a_usage_error() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let run = run(&["--target", &url, "--max-requests", "5"]);
+    assert_usage_error(&run, &url);
+    assert!(run.stderr.contains("cannot reach"), "{}", run.stderr);
+}
+
+#[test]
+fn bad_data_rate_and_profile_are_usage_errors() {
+    let server = mock(MockConfig::default());
+    let url = server.base_url();
+    assert_usage_error(
+        &run(&[
+            "--target",
+            &url,
+            "--data",
+            "prompt_tokens=abc,output_tokens=2",
+        ]),
+        "--data",
+    );
+    assert_usage_error(
+        &run(&[
+            "--target",
+            &url,
+            "--data",
+            "prompt_tokens=5,output_tokens=2,colour=red",
+        ]),
+        "colour",
+    );
+    assert_usage_error(
+        &run(&["--target", &url, "--profile", "constant", "--rate", "fast"]),
+        "--rate",
+    );
+    assert_usage_error(
+        &run(&["--target", &url, "--profile", "constant", "--rate=-3"]),
+        "--rate",
+    );
+    assert_usage_error(&run(&["--target", &url, "--profile", "constant"]), "--rate");
+    assert_usage_error(&run(&["--target", &url, "--profile", "warp"]), "--profile");
+    assert_usage_error(
+        &run(&["--target", &url, "--profile", "synchronous", "--rate", "3"]),
+        "--rate",
+    );
+    assert_usage_error(
+        &run(&["--target", &url, "--model", "no-such-model"]),
+        "no-such-model",
+    );
+    assert_usage_error(
+        &run(&["--target", "ftp://x", "--max-requests", "1"]),
+        "--target",
+    );
+    assert_eq!(
+        server.stats().requests.chat_completions,
+        0,
+        "no request was sent"
+    );
+}
+
+#[test]
+fn an_unknown_llmsurge_variable_is_refused() {
+    let out = llmsurge()
+        .args(["benchmark", "run", "--dry-run"])
+        .env("LLMSURGE_MAX_SECOND", "5")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("LLMSURGE_MAX_SECOND") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn environment_variables_set_flags_and_flags_win() {
+    let out = llmsurge()
+        .args(["benchmark", "run", "--dry-run", "--rate", "7"])
+        .env("LLMSURGE_PROFILE", "constant")
+        .env("LLMSURGE_RATE", "3")
+        .env("LLMSURGE_MAX_SECONDS", "5")
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("plan is JSON");
+    assert_eq!(plan["strategies"][0]["type"], "constant");
+    assert_eq!(plan["strategies"][0]["rate"], 7.0);
+    assert_eq!(plan["limits"]["max_seconds"]["secs"], 5);
+}

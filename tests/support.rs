@@ -1,0 +1,182 @@
+//! Helpers shared by the end-to-end tests: run the real `llmsurge` binary against the
+//! real mock server over loopback, bounded in time, and read its report.
+
+use llmsurge::mock::{MockConfig, MockServer};
+use llmsurge::report::Report;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// No run may take longer than this, whatever goes wrong.
+pub const RUN_BOUND: Duration = Duration::from_secs(90);
+
+/// A mock server on an ephemeral port.
+pub fn mock(config: MockConfig) -> MockServer {
+    MockServer::start(MockConfig { port: 0, ..config }).expect("mock server starts")
+}
+
+/// The binary, with every inherited `LLMSURGE_*` variable removed.
+pub fn llmsurge() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_llmsurge"));
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("LLMSURGE_") || name == "OPENAI_API_KEY" {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env_remove("RUST_BACKTRACE");
+    cmd
+}
+
+/// What a finished run left behind.
+#[derive(Debug)]
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Finished {
+    pub fn code(&self) -> i32 {
+        self.status.code().unwrap_or(-1)
+    }
+
+    pub fn report_path(&self) -> PathBuf {
+        self.dir.path().join("benchmarks.json")
+    }
+
+    /// The JSON report, parsed into the typed report.
+    pub fn report(&self) -> Report {
+        let bytes = std::fs::read(self.report_path())
+            .unwrap_or_else(|e| panic!("no report ({e}); stderr:\n{}", self.stderr));
+        serde_json::from_slice(&bytes).expect("the report parses")
+    }
+}
+
+/// Starts `llmsurge benchmark run ARGS --output-dir TMP` with piped output.
+pub fn start_run(
+    args: &[&str],
+    configure: impl FnOnce(&mut Command),
+) -> (Child, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = llmsurge();
+    cmd.args(["benchmark", "run"])
+        .args(args)
+        .arg("--output-dir")
+        .arg(dir.path());
+    // Tests share a small, busy machine and run debug builds: only tests about the
+    // client-bottleneck verdict hold dispatch lag to the default threshold.
+    if !args.contains(&"--max-dispatch-lag") {
+        cmd.args(["--max-dispatch-lag", "10s"]);
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    configure(&mut cmd);
+    let child = cmd.spawn().expect("llmsurge starts");
+    (child, dir)
+}
+
+/// Waits for a started run, killing it after [`RUN_BOUND`].
+pub fn wait_run(mut child: Child, dir: tempfile::TempDir) -> Finished {
+    let deadline = Instant::now() + RUN_BOUND;
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("llmsurge did not finish within {RUN_BOUND:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Finished {
+        status,
+        stdout: out_reader.join().expect("stdout reader"),
+        stderr: err_reader.join().expect("stderr reader"),
+        dir,
+    }
+}
+
+/// Runs `llmsurge benchmark run ARGS` to the end.
+pub fn run(args: &[&str]) -> Finished {
+    let (child, dir) = start_run(args, |_| {});
+    wait_run(child, dir)
+}
+
+/// Asserts the accounting identity on every benchmark of a report.
+pub fn assert_identity(report: &Report) {
+    for b in &report.benchmarks {
+        let r = &b.requests;
+        assert_eq!(
+            r.in_flight, 0,
+            "{}: nothing may be left in flight",
+            b.strategy
+        );
+        assert_eq!(
+            r.created,
+            r.completed + r.errored + r.cancelled,
+            "{}: created = completed + errored + cancelled ({r:?})",
+            b.strategy
+        );
+    }
+}
+
+/// Process ids of the direct children of `pid`.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // The fields after the parenthesised command name: state, ppid, ...
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// Waits until `pid` has at least `n` children; returns them.
+pub fn wait_for_children(pid: u32, n: usize) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let c = children_of(pid);
+        if c.len() >= n {
+            return c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "llmsurge never started {n} workers"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
