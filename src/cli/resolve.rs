@@ -129,27 +129,27 @@ pub struct RunPlan {
 
 /// Resolves and validates `benchmark run` flags.
 pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
-    let target = resolve_target(args.target.as_deref())?;
+    let target = resolve_target(args.target.target.as_deref())?;
     let strategies = resolve_strategies(args)?;
     let settings = resolve_settings(args)?;
-    if args.workers.is_some_and(|w| w > 1) && args.profile == ProfileKind::Synchronous {
+    if args.load.workers.is_some_and(|w| w > 1) && args.load.profile == ProfileKind::Synchronous {
         return usage("--workers: the synchronous profile runs on exactly one worker");
     }
-    if args.max_concurrency.is_some() && args.profile == ProfileKind::Synchronous {
+    if args.load.max_concurrency.is_some() && args.load.profile == ProfileKind::Synchronous {
         return usage(
             "--max-concurrency has no effect with --profile synchronous (always one in flight)",
         );
     }
-    let data = parse_data_spec(&args.data, args.random_seed)
+    let data = parse_data_spec(&args.data.data, args.load.random_seed)
         .map_err(|e| UsageError(format!("--data: {e}")))?;
     let finite_data = match &data {
         DataSpec::Synthetic(s) => s.samples.is_some(),
     };
     let mut limits = Limits {
-        max_seconds: args.max_seconds,
-        max_requests: args.max_requests,
-        max_errors: args.max_errors,
-        max_error_rate: args.max_error_rate,
+        max_seconds: args.limits.max_seconds,
+        max_requests: args.limits.max_requests,
+        max_errors: args.limits.max_errors,
+        max_error_rate: args.limits.max_error_rate,
         error_rate_min_sample: ERROR_RATE_MIN_SAMPLE,
     };
     if limits.max_seconds.is_none() && limits.max_requests.is_none() && !finite_data {
@@ -157,31 +157,31 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     }
     // Both windows are checked now against the limits, so a bad combination fails before
     // anything starts.
-    measure_window(args.warmup, args.cooldown, &limits)?;
-    let outputs = resolve_outputs(&args.outputs)?;
+    measure_window(args.limits.warmup, args.limits.cooldown, &limits)?;
+    let outputs = resolve_outputs(&args.output.outputs)?;
     Ok(RunPlan {
         target,
-        model: args.model.clone().filter(|m| !m.trim().is_empty()),
-        profile: args.profile,
+        model: args.target.model.clone().filter(|m| !m.trim().is_empty()),
+        profile: args.load.profile,
         strategies,
         settings,
         limits,
-        workers: args.workers,
-        max_concurrency: args.max_concurrency,
-        warmup: args.warmup,
-        cooldown: args.cooldown,
+        workers: args.load.workers,
+        max_concurrency: args.load.max_concurrency,
+        warmup: args.limits.warmup,
+        cooldown: args.limits.cooldown,
         data,
         backend: resolve_backend(args)?,
-        seed: args.random_seed,
-        drain_timeout: args.drain_timeout,
-        on_worker_failure: match args.on_worker_failure {
+        seed: args.load.random_seed,
+        drain_timeout: args.client.drain_timeout,
+        on_worker_failure: match args.client.on_worker_failure {
             WorkerFailureArg::Stop => OnWorkerFailure::Stop,
             WorkerFailureArg::Continue => OnWorkerFailure::Continue,
         },
-        max_dispatch_lag: args.max_dispatch_lag,
+        max_dispatch_lag: args.client.max_dispatch_lag,
         outputs,
-        output_dir: args.output_dir.clone(),
-        dry_run: args.dry_run,
+        output_dir: args.output.output_dir.clone(),
+        dry_run: args.output.dry_run,
     })
 }
 
@@ -206,12 +206,12 @@ fn resolve_target(target: Option<&str>) -> Result<TargetSpec, UsageError> {
 
 fn resolve_strategies(args: &RunArgs) -> Result<Vec<Strategy>, UsageError> {
     let name = |p: ProfileKind| format!("{p:?}").to_lowercase();
-    let rates = args.rate.clone().map(|r| r.0);
-    match (args.profile, rates) {
+    let rates = args.load.rate.clone().map(|r| r.0);
+    match (args.load.profile, rates) {
         (ProfileKind::Synchronous | ProfileKind::Throughput, Some(_)) => usage(format!(
             "--rate has no effect with --profile {}{}",
-            name(args.profile),
-            if args.profile == ProfileKind::Throughput {
+            name(args.load.profile),
+            if args.load.profile == ProfileKind::Throughput {
                 " (use --max-concurrency)"
             } else {
                 ""
@@ -220,6 +220,7 @@ fn resolve_strategies(args: &RunArgs) -> Result<Vec<Strategy>, UsageError> {
         (ProfileKind::Synchronous, None) => Ok(vec![Strategy::Synchronous]),
         (ProfileKind::Throughput, None) => {
             let cap = args
+                .load
                 .max_concurrency
                 .unwrap_or(u64::from(DEFAULT_THROUGHPUT_CONCURRENCY));
             let max_concurrency = u32::try_from(cap)
@@ -254,8 +255,8 @@ fn resolve_strategies(args: &RunArgs) -> Result<Vec<Strategy>, UsageError> {
 
 fn resolve_settings(args: &RunArgs) -> Result<StrategySettings, UsageError> {
     let mut settings = StrategySettings::default();
-    if let Some(b) = args.burstiness {
-        if args.profile != ProfileKind::Poisson {
+    if let Some(b) = args.load.burstiness {
+        if args.load.profile != ProfileKind::Poisson {
             return usage("--burstiness only applies to --profile poisson");
         }
         if !(b.is_finite() && b > 0.0) {
@@ -263,9 +264,9 @@ fn resolve_settings(args: &RunArgs) -> Result<StrategySettings, UsageError> {
         }
         settings.burstiness = b;
     }
-    if let Some(r) = args.rampup {
+    if let Some(r) = args.load.rampup {
         if matches!(
-            args.profile,
+            args.load.profile,
             ProfileKind::Synchronous | ProfileKind::Poisson
         ) {
             return usage("--rampup applies to --profile concurrent, throughput and constant");
@@ -346,29 +347,30 @@ pub fn measure_window(
 
 fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
     let api_key = args
+        .target
         .api_key
         .clone()
         .or_else(|| std::env::var("OPENAI_API_KEY").ok())
         .filter(|k| !k.is_empty())
         .map(Secret::new);
     let mut plan = BackendPlan {
-        request_format: match args.request_format {
+        request_format: match args.target.request_format {
             RequestFormatArg::Chat => RequestFormat::Chat,
             RequestFormatArg::Completions => RequestFormat::Completions,
         },
-        stream: args.stream,
+        stream: args.target.stream,
         api_key,
         headers: Vec::new(),
         params: Vec::new(),
         extra_body: serde_json::Map::new(),
-        http2: args.http2,
-        request_timeout: args.request_timeout,
-        connect_timeout: args.connect_timeout,
-        ttft_timeout: args.ttft_timeout,
-        idle_timeout: args.idle_timeout,
-        ignore_eos: args.ignore_eos,
+        http2: args.target.http2,
+        request_timeout: args.target.request_timeout,
+        connect_timeout: args.target.connect_timeout,
+        ttft_timeout: args.target.ttft_timeout,
+        idle_timeout: args.target.idle_timeout,
+        ignore_eos: args.data.ignore_eos,
     };
-    if let Some(raw) = &args.backend_kwargs {
+    if let Some(raw) = &args.target.backend_kwargs {
         apply_backend_kwargs(&mut plan, raw)?;
     }
     Ok(plan)

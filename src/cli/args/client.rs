@@ -1,0 +1,30 @@
+//! `benchmark run` flags: the client itself: fidelity checks and failure handling.
+
+use super::WorkerFailureArg;
+use crate::cli::values::{parse_duration, parse_positive_duration};
+use clap::Args;
+use std::time::Duration;
+
+/// The client itself: fidelity checks and failure handling.
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Client")]
+pub struct ClientArgs {
+    /// Dispatch-lag p99 above this marks the client as the bottleneck (exit code 4).
+    #[arg(long, env = "LLMSURGE_MAX_DISPATCH_LAG", value_parser = parse_positive_duration, default_value = "10ms", value_name = "DURATION")]
+    pub max_dispatch_lag: Duration,
+
+    /// What to do when a worker process dies.
+    #[arg(
+        long,
+        env = "LLMSURGE_ON_WORKER_FAILURE",
+        value_enum,
+        default_value = "stop",
+        help_heading = "Client"
+    )]
+    pub on_worker_failure: WorkerFailureArg,
+
+    /// After the first Ctrl-C, how long in-flight requests may take to finish before
+    /// they are cancelled (a second Ctrl-C cancels at once).
+    #[arg(long, env = "LLMSURGE_DRAIN_TIMEOUT", value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    pub drain_timeout: Duration,
+}

@@ -1,0 +1,36 @@
+//! `benchmark run` flags: when each benchmark stops, and which requests are measured.
+
+use crate::cli::values::{WindowSpec, parse_fraction, parse_positive_duration, parse_window};
+use clap::Args;
+use std::time::Duration;
+
+/// When each benchmark stops, and which requests are measured.
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Limits")]
+pub struct LimitArgs {
+    /// Stop each benchmark after this long, cancelling requests in flight.
+    #[arg(long, env = "LLMSURGE_MAX_SECONDS", value_parser = parse_positive_duration, value_name = "DURATION")]
+    pub max_seconds: Option<Duration>,
+
+    /// Send exactly this many requests per benchmark, then let them finish.
+    #[arg(long, env = "LLMSURGE_MAX_REQUESTS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_requests: Option<u64>,
+
+    /// Stop a benchmark once this many requests errored.
+    #[arg(long, env = "LLMSURGE_MAX_ERRORS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_errors: Option<u64>,
+
+    /// Stop a benchmark once more than this fraction of finished requests errored
+    /// (counted after 20 requests), e.g. 0.05 or 5%.
+    #[arg(long, env = "LLMSURGE_MAX_ERROR_RATE", value_parser = parse_fraction)]
+    pub max_error_rate: Option<f64>,
+
+    /// Requests to exclude from the metrics at the start: a fraction of the benchmark
+    /// (0.1), a time (30s) or a count (200req). They stay in the record.
+    #[arg(long, env = "LLMSURGE_WARMUP", value_parser = parse_window)]
+    pub warmup: Option<WindowSpec>,
+
+    /// Like --warmup, at the end of the benchmark.
+    #[arg(long, env = "LLMSURGE_COOLDOWN", value_parser = parse_window)]
+    pub cooldown: Option<WindowSpec>,
+}

@@ -1,0 +1,53 @@
+//! `benchmark run` flags: the load pattern.
+
+use super::ProfileKind;
+use crate::cli::values::{RateList, parse_duration, parse_rates};
+use clap::Args;
+use std::time::Duration;
+
+/// The load pattern.
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Load")]
+pub struct LoadArgs {
+    /// Load profile.
+    #[arg(
+        long,
+        env = "LLMSURGE_PROFILE",
+        value_enum,
+        default_value = "synchronous",
+        help_heading = "Load"
+    )]
+    pub profile: ProfileKind,
+
+    /// Requests per second (constant, poisson) or streams (concurrent); a comma-separated
+    /// list runs one benchmark per value.
+    #[arg(long, env = "LLMSURGE_RATE", value_parser = parse_rates, value_name = "RATE[,RATE...]")]
+    pub rate: Option<RateList>,
+
+    /// Cap on requests in flight across all workers (throughput: the number of streams,
+    /// default 512). A slot that cannot start on time is counted as late.
+    #[arg(long, env = "LLMSURGE_MAX_CONCURRENCY", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_concurrency: Option<u64>,
+
+    /// Spread of stream starts (concurrent, throughput) or length of a linear rate ramp
+    /// from 0 (constant).
+    #[arg(long, env = "LLMSURGE_RAMPUP", value_parser = parse_duration, value_name = "DURATION")]
+    pub rampup: Option<Duration>,
+
+    /// Gamma shape of poisson arrivals: 1 is Poisson, below 1 burstier, above 1 smoother.
+    #[arg(long, env = "LLMSURGE_BURSTINESS")]
+    pub burstiness: Option<f64>,
+
+    /// Worker processes (default: one per core, fewer when the load needs fewer).
+    #[arg(long, env = "LLMSURGE_WORKERS", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub workers: Option<u32>,
+
+    /// Seed of every random stream (arrivals, prompts, lengths).
+    #[arg(
+        long,
+        env = "LLMSURGE_RANDOM_SEED",
+        default_value_t = 42,
+        help_heading = "Load"
+    )]
+    pub random_seed: u64,
+}

@@ -1,0 +1,73 @@
+//! The raw command-line flags of `llmsurge benchmark run` ("low" args: parsed, typed,
+//! no I/O), grouped by concern, one file each. `resolve` turns them into a validated
+//! plan; nothing downstream reads them. Every flag also reads `LLMSURGE_<FLAG>` from the
+//! environment.
+
+mod client;
+mod data;
+mod limits;
+mod load;
+mod output;
+mod target;
+
+pub use client::ClientArgs;
+pub use data::DataArgs;
+pub use limits::LimitArgs;
+pub use load::LoadArgs;
+pub use output::OutputArgs;
+pub use target::TargetArgs;
+
+use clap::{Args, ValueEnum};
+
+/// Load profiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProfileKind {
+    /// One request at a time.
+    Synchronous,
+    /// `--rate N` concurrent streams (a list runs one benchmark per value).
+    Concurrent,
+    /// As many concurrent requests as `--max-concurrency` allows (default 512).
+    Throughput,
+    /// `--rate R` requests per second, evenly spaced.
+    Constant,
+    /// `--rate R` requests per second with random (Poisson/gamma) gaps.
+    Poisson,
+}
+
+/// OpenAI request formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestFormatArg {
+    /// POST /v1/chat/completions.
+    Chat,
+    /// POST /v1/completions.
+    Completions,
+}
+
+/// What to do when a worker process dies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerFailureArg {
+    /// Stop the benchmark, cancel in-flight requests, and report.
+    Stop,
+    /// Go on with the remaining workers.
+    Continue,
+}
+
+/// Flags of `llmsurge benchmark run`.
+#[derive(Clone, Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    #[command(flatten)]
+    pub data: DataArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}

@@ -1,0 +1,62 @@
+//! `benchmark run` flags: where requests go and how they are made.
+
+use super::RequestFormatArg;
+use crate::cli::values::parse_positive_duration;
+use clap::Args;
+use std::time::Duration;
+
+/// Where requests go and how they are made.
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Target")]
+pub struct TargetArgs {
+    /// Server base URL (e.g. http://localhost:8000), or `mock` to start the built-in mock
+    /// server in-process (configured by LLMSURGE_MOCK_* variables). Default: mock.
+    #[arg(long, env = "LLMSURGE_TARGET", value_name = "URL|mock")]
+    pub target: Option<String>,
+
+    /// Model name sent with every request. Default: the first model of GET /v1/models.
+    #[arg(long, env = "LLMSURGE_MODEL")]
+    pub model: Option<String>,
+
+    /// Bearer token for the target. Also read from OPENAI_API_KEY. Never logged or reported.
+    #[arg(long, env = "LLMSURGE_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
+    /// Endpoint and body format.
+    #[arg(
+        long,
+        env = "LLMSURGE_REQUEST_FORMAT",
+        value_enum,
+        default_value = "chat"
+    )]
+    pub request_format: RequestFormatArg,
+
+    /// Stream responses (SSE, needed for TTFT and ITL) or not.
+    #[arg(long, env = "LLMSURGE_STREAM", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub stream: bool,
+
+    /// JSON object with `extra_body` (merged into every body), `headers` and `params`
+    /// (query parameters), e.g. '{"extra_body": {"temperature": 0}, "headers": {"X-A": "b"}}'.
+    #[arg(long, env = "LLMSURGE_BACKEND_KWARGS", value_name = "JSON")]
+    pub backend_kwargs: Option<String>,
+
+    /// Speak HTTP/2 (prior knowledge on http://, ALPN on https://). Default: HTTP/1.1.
+    #[arg(long, env = "LLMSURGE_HTTP2")]
+    pub http2: bool,
+
+    /// Bound on each request, first byte to last.
+    #[arg(long, env = "LLMSURGE_REQUEST_TIMEOUT", value_parser = parse_positive_duration, default_value = "300s", value_name = "DURATION")]
+    pub request_timeout: Duration,
+
+    /// Bound on the wait for the first token (default: only the request timeout).
+    #[arg(long, env = "LLMSURGE_TTFT_TIMEOUT", value_parser = parse_positive_duration, value_name = "DURATION")]
+    pub ttft_timeout: Option<Duration>,
+
+    /// Bound on the silence between two chunks of a stream (default: only the request timeout).
+    #[arg(long, env = "LLMSURGE_IDLE_TIMEOUT", value_parser = parse_positive_duration, value_name = "DURATION")]
+    pub idle_timeout: Option<Duration>,
+
+    /// Bound on connecting to the target.
+    #[arg(long, env = "LLMSURGE_CONNECT_TIMEOUT", value_parser = parse_positive_duration, default_value = "10s", value_name = "DURATION")]
+    pub connect_timeout: Duration,
+}
