@@ -89,7 +89,27 @@ impl BenchmarkPlan {
                 "synchronous runs on exactly one worker".into(),
             ));
         }
-        Ok(())
+        self.check_fd_limit()
+    }
+
+    /// Refuses a plan whose connections cannot fit under the open-file limit (raising
+    /// the soft limit to the hard one on the way), naming the flag that asked for them.
+    fn check_fd_limit(&self) -> Result<(), CoordinatorError> {
+        let cap = self.max_concurrency.unwrap_or(UNLIMITED);
+        let (flag, total) = match self.strategy {
+            Strategy::Concurrent { streams } if u64::from(streams) <= cap => {
+                ("--rate", u64::from(streams))
+            }
+            Strategy::Throughput { max_concurrency } if u64::from(max_concurrency) <= cap => {
+                ("--max-concurrency", u64::from(max_concurrency))
+            }
+            _ if cap != UNLIMITED => ("--max-concurrency", cap),
+            _ => return Ok(()), // open-ended: a rate with no cap
+        };
+        let per_worker = total.div_ceil(u64::from(self.workers.max(1)));
+        llmsurge_proto::fdlimit::ensure_fd_capacity(per_worker)
+            .map(drop)
+            .map_err(|e| CoordinatorError::Plan(format!("{flag} {total} ({}) {e}", self.strategy)))
     }
 
     fn worker_config(&self, id: u32) -> WorkerConfig {

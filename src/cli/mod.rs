@@ -96,6 +96,9 @@ pub fn usage_error(message: &str) -> i32 {
 
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
+    // Every mode holds many sockets (the coordinator's in-process mock, the mock server,
+    // workers): lift the soft open-file limit to the hard one before anything opens.
+    let _ = llmsurge_proto::fdlimit::raise_fd_limit();
     let matches = match Cli::command().try_get_matches() {
         Ok(m) => m,
         Err(e) => {

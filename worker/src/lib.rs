@@ -68,6 +68,8 @@ pub enum WorkerError {
 
 /// Runs a worker to completion; returns the process exit code.
 pub fn run_worker(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> i32 {
+    // Each stream holds a socket; the coordinator checked that the hard limit fits them.
+    let _ = llmsurge_proto::fdlimit::raise_fd_limit();
     // SAFETY: installing SIG_IGN has no handler code to be unsafe in; done before any
     // other thread exists.
     let _ = unsafe {

@@ -1,0 +1,103 @@
+//! Open-file limits: thousands of streams need thousands of sockets. llmsurge raises its
+//! soft limit to the hard one, and refuses, in one line, streams the hard limit cannot hold.
+
+use crate::support::{assert_identity, mock, start_run, wait_run};
+use llmsurge::mock::MockConfig;
+use nix::sys::resource::{Resource, setrlimit};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// Starts the child with `RLIMIT_NOFILE` set to `soft`/`hard`.
+fn with_nofile(cmd: &mut Command, soft: u64, hard: u64) {
+    // SAFETY: setrlimit is async-signal-safe and touches only the child's own limits;
+    // the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            setrlimit(Resource::RLIMIT_NOFILE, soft, hard).map_err(std::io::Error::from)
+        });
+    }
+}
+
+#[test]
+fn streams_past_the_default_soft_limit_run_when_the_hard_limit_allows() {
+    // The mock lives in this process and holds the other end of every stream.
+    llmsurge_proto::fdlimit::raise_fd_limit().expect("getrlimit");
+    let server = mock(MockConfig {
+        // Long enough that all 600 streams are open at once.
+        ttft_ms: 1500.0,
+        output_tokens: 4,
+        ..MockConfig::default()
+    });
+    let (child, dir) = start_run(
+        &[
+            "--target",
+            &server.base_url(),
+            "--profile",
+            "concurrent",
+            "--rate",
+            "600",
+            "--max-requests",
+            "600",
+            "--workers",
+            "1",
+            "--data",
+            "prompt_tokens=4,output_tokens=4",
+        ],
+        // 256 open files would fail most of the 600 connections with EMFILE.
+        |cmd| with_nofile(cmd, 256, 4096),
+    );
+    let run = wait_run(child, dir);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let report = run.report();
+    assert_identity(&report);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 600, "{:?}", b.errors);
+    assert!(
+        b.throughput.concurrency_peak >= 550,
+        "peak {} in flight",
+        b.throughput.concurrency_peak
+    );
+}
+
+#[test]
+fn streams_beyond_the_hard_limit_are_a_one_line_usage_error() {
+    let server = mock(MockConfig::default());
+    let (child, dir) = start_run(
+        &[
+            "--target",
+            &server.base_url(),
+            "--profile",
+            "concurrent",
+            "--rate",
+            "1000",
+            "--max-requests",
+            "5",
+            "--workers",
+            "1",
+        ],
+        |cmd| with_nofile(cmd, 200, 200),
+    );
+    let run = wait_run(child, dir);
+    assert_eq!(run.code(), 2, "stderr: {}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line expected: {:?}", run.stderr);
+    for needle in [
+        "error: ",
+        "--rate 1000",
+        "1064 open files",
+        "200",
+        "--workers",
+    ] {
+        assert!(
+            lines[0].contains(needle),
+            "{:?} should say {needle:?}",
+            lines[0]
+        );
+    }
+    assert!(!run.report_path().exists(), "nothing may run");
+    assert_eq!(
+        server.stats().requests.chat_completions,
+        0,
+        "nothing was sent"
+    );
+}
