@@ -180,36 +180,100 @@ pub enum StreamEvent {
     Error(String),
 }
 
+// The wire structs below keep no strings: every token's chunk goes through them, and the
+// metrics only need to know which fields are there and non-empty.
+
 #[derive(Deserialize)]
 struct WireChunk<'a> {
-    #[serde(default, borrow)]
-    choices: Vec<WireChoice<'a>>,
+    #[serde(default)]
+    choices: FirstChoice,
     #[serde(default)]
     usage: Option<Usage>,
     #[serde(default, borrow)]
     error: Option<WireError<'a>>,
 }
 
-#[derive(Deserialize)]
-struct WireChoice<'a> {
-    #[serde(default, borrow)]
-    delta: Option<WireDelta<'a>>,
-    #[serde(default, borrow)]
-    message: Option<WireDelta<'a>>,
-    #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    finish_reason: Option<Cow<'a, str>>,
+#[derive(Default, Deserialize)]
+struct WireChoice {
+    #[serde(default)]
+    delta: Option<WireDelta>,
+    #[serde(default)]
+    message: Option<WireDelta>,
+    #[serde(default)]
+    text: StrField,
+    #[serde(default)]
+    finish_reason: StrField,
 }
 
-#[derive(Deserialize)]
-struct WireDelta<'a> {
-    #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    reasoning_content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    reasoning: Option<Cow<'a, str>>,
+#[derive(Default, Deserialize)]
+struct WireDelta {
+    #[serde(default)]
+    content: StrField,
+    #[serde(default)]
+    reasoning_content: StrField,
+    #[serde(default)]
+    reasoning: StrField,
+}
+
+/// The first element of `choices` (one request asks for one choice); the others are
+/// skipped. A plain `Vec` field would allocate for every token.
+#[derive(Default)]
+struct FirstChoice(Option<WireChoice>);
+
+impl<'de> Deserialize<'de> for FirstChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = FirstChoice;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of choices")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let first = seq.next_element::<WireChoice>()?;
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(FirstChoice(first))
+            }
+        }
+        d.deserialize_seq(Visitor)
+    }
+}
+
+/// A string-or-null field, read for whether it is there (not null) and non-empty.
+#[derive(Clone, Copy, Debug, Default)]
+struct StrField {
+    present: bool,
+    non_empty: bool,
+}
+
+impl<'de> Deserialize<'de> for StrField {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = StrField;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or null")
+            }
+            fn visit_none<E>(self) -> Result<StrField, E> {
+                Ok(StrField::default())
+            }
+            fn visit_unit<E>(self) -> Result<StrField, E> {
+                Ok(StrField::default())
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<StrField, D::Error> {
+                d.deserialize_str(self)
+            }
+            fn visit_str<E>(self, v: &str) -> Result<StrField, E> {
+                Ok(StrField {
+                    present: true,
+                    non_empty: !v.is_empty(),
+                })
+            }
+        }
+        d.deserialize_option(Visitor)
+    }
 }
 
 #[derive(Deserialize)]
@@ -234,21 +298,17 @@ impl WireError<'_> {
     }
 }
 
-fn non_empty(s: &Option<Cow<'_, str>>) -> bool {
-    s.as_deref().is_some_and(|s| !s.is_empty())
-}
-
 fn chunk_info(chunk: &WireChunk<'_>) -> ChunkInfo {
     let mut info = ChunkInfo {
         usage: chunk.usage,
         ..ChunkInfo::default()
     };
-    if let Some(choice) = chunk.choices.first() {
+    if let Some(choice) = &chunk.choices.0 {
         let delta = choice.delta.as_ref().or(choice.message.as_ref());
-        info.content = non_empty(&choice.text) || delta.is_some_and(|d| non_empty(&d.content));
+        info.content = choice.text.non_empty || delta.is_some_and(|d| d.content.non_empty);
         info.reasoning =
-            delta.is_some_and(|d| non_empty(&d.reasoning_content) || non_empty(&d.reasoning));
-        info.finished = choice.finish_reason.is_some();
+            delta.is_some_and(|d| d.reasoning_content.non_empty || d.reasoning.non_empty);
+        info.finished = choice.finish_reason.present;
     }
     info
 }
@@ -259,10 +319,13 @@ pub fn parse_stream_event(data: &[u8]) -> Result<StreamEvent, String> {
     if trimmed == b"[DONE]" {
         return Ok(StreamEvent::Done);
     }
-    let chunk: WireChunk<'_> = serde_json::from_slice(trimmed).map_err(|e| {
-        let shown = String::from_utf8_lossy(&trimmed[..trimmed.len().min(80)]).into_owned();
-        format!("malformed SSE event ({e}): {shown}")
-    })?;
+    let shown = || String::from_utf8_lossy(&trimmed[..trimmed.len().min(80)]).into_owned();
+    // One UTF-8 check of the whole event (fast on ASCII) instead of one per string, which
+    // `from_slice` does and which costs more than the rest of the parse on short tokens.
+    let text = std::str::from_utf8(trimmed)
+        .map_err(|e| format!("malformed SSE event ({e}): {}", shown()))?;
+    let chunk: WireChunk<'_> = serde_json::from_str(text)
+        .map_err(|e| format!("malformed SSE event ({e}): {}", shown()))?;
     if let Some(err) = &chunk.error {
         return Ok(StreamEvent::Error(err.message()));
     }
@@ -435,6 +498,39 @@ mod tests {
             Ok(StreamEvent::Error("boom".into()))
         );
         assert!(parse_stream_event(br#"{"choices": [{"delta": {"content": "x""#).is_err());
+    }
+
+    #[test]
+    fn stream_events_are_checked_as_strictly_as_a_full_parse() {
+        // Wrong types and bad UTF-8 are malformed, even in fields read only for presence.
+        for bad in [
+            &br#"{"choices":[{"delta":{"content":5}}]}"#[..],
+            br#"{"choices":[{"finish_reason":true}]}"#,
+            br#"{"choices":{"delta":{}}}"#,
+            b"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}",
+            b"{\"id\":\"\xc3\",\"choices\":[]}",
+        ] {
+            assert!(
+                parse_stream_event(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // Only the first choice counts; null fields are absent; escapes are fine.
+        let two = br#"{"choices":[{"delta":{"content":null},"finish_reason":null},{"delta":{"content":"x"},"finish_reason":"stop"}]}"#;
+        assert_eq!(
+            parse_stream_event(two),
+            Ok(StreamEvent::Chunk(ChunkInfo::default()))
+        );
+        let escaped = br#"{"choices":[{"delta":{"content":"\u00e9\n"},"finish_reason":""}]}"#;
+        assert_eq!(
+            parse_stream_event(escaped),
+            Ok(StreamEvent::Chunk(ChunkInfo {
+                content: true,
+                finished: true,
+                ..Default::default()
+            }))
+        );
     }
 
     #[test]
