@@ -88,6 +88,9 @@ pub fn run_worker(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> i32 {
             return 1;
         }
     };
+    // The runtime thread sends every request: it must get the core as soon as a slot is
+    // handed over, not when another thread's slice ends.
+    pacer::request_short_slice();
     let local = tokio::task::LocalSet::new();
     match local.block_on(&runtime, session(ipc, shm, factory)) {
         Ok(()) => 0,

@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 
+/// The scheduler slice asked for the pacer and the runtime thread (see [`request_short_slice`]).
+const SHORT_SLICE: Duration = Duration::from_micros(100);
 /// Sleep in pieces no longer than this, so a stop flag is seen promptly.
 const MAX_SLEEP: Duration = Duration::from_millis(5);
 /// Spin rather than sleep when the slot is this close.
@@ -62,6 +64,7 @@ impl Pacer {
     pub fn run(mut self) {
         // Lower timer slack (50 µs by default) so sleeps end when asked; per thread.
         let _ = nix::sys::prctl::set_timerslack(1);
+        request_short_slice();
         while let Some(slot) = self.shm.claim_slot() {
             let scheduled = self.t0 + Duration::from_nanos(self.clock.offset_ns(slot));
             let (body, prompt_tokens) = match self.source.request(slot) {
@@ -90,6 +93,55 @@ impl Pacer {
             }
         }
     }
+}
+
+/// Asks the kernel for short scheduler slices for the calling thread.
+///
+/// On a core shared with other work, a thread that wakes up (the pacer at its slot, the
+/// runtime when a slot is handed over) waits for the running thread's slice to end: up to
+/// a few milliseconds, all of it dispatch lag. Since Linux 6.12 a normal thread may ask for
+/// a shorter slice (`sched_attr.sched_runtime`, 100 µs to 100 ms, no privilege needed),
+/// and a woken thread with a shorter slice preempts at once. Its share of the CPU does not
+/// change. Best effort: older kernels ignore the field, and a failure changes nothing.
+pub fn request_short_slice() {
+    use nix::libc;
+    let mut attr = libc::sched_attr {
+        size: 0,
+        sched_policy: 0,
+        sched_flags: 0,
+        sched_nice: 0,
+        sched_priority: 0,
+        sched_runtime: 0,
+        sched_deadline: 0,
+        sched_period: 0,
+    };
+    let size = size_of::<libc::sched_attr>() as libc::c_uint;
+    // SAFETY: sched_getattr(2) writes at most `size` bytes into `attr`, which is that
+    // large; pid 0 is the calling thread.
+    let got = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            0,
+            &raw mut attr,
+            size,
+            0 as libc::c_uint,
+        )
+    };
+    // Only normal threads: a real-time policy chosen by the user stays as it is.
+    if got != 0 || attr.sched_policy != libc::SCHED_OTHER as u32 {
+        return;
+    }
+    attr.size = size;
+    attr.sched_runtime = SHORT_SLICE.as_nanos() as u64;
+    // SAFETY: sched_setattr(2) only reads `attr`, a valid, initialised sched_attr.
+    let _ = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            0,
+            &raw const attr,
+            0 as libc::c_uint,
+        )
+    };
 }
 
 /// Sleeps until `target`; `false` if queuing was stopped meanwhile.
