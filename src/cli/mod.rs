@@ -4,7 +4,11 @@
 //! subcommands ([`run`]) work from the plan only.
 
 pub mod args;
+pub mod completions;
+pub mod config;
+pub mod from_file;
 pub mod resolve;
+pub mod resolve_output;
 pub mod run;
 pub mod values;
 
@@ -34,6 +38,11 @@ enum Command {
     Benchmark(BenchmarkCommand),
     /// Run the built-in mock OpenAI-compatible server.
     MockServer(crate::mock::MockConfig),
+    /// Print every setting with its environment variable, default and effective value,
+    /// as a .env block (secrets redacted).
+    Config,
+    /// Print a shell completion script (e.g. `llmsurge completions bash > /etc/bash_completion.d/llmsurge`).
+    Completions(completions::CompletionsArgs),
     /// Internal: a worker process started by the coordinator.
     #[command(name = "__worker", hide = true)]
     Worker(WorkerArgs),
@@ -43,6 +52,8 @@ enum Command {
 enum BenchmarkCommand {
     /// Run a profile of one or more benchmarks and write the report.
     Run(Box<args::RunArgs>),
+    /// Render a saved JSON report again (html, csv, yaml, console, …) without running anything.
+    FromFile(from_file::FromFileArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -127,6 +138,9 @@ pub fn main() -> i32 {
     }
     match cli.command {
         Command::Benchmark(BenchmarkCommand::Run(args)) => run::benchmark_run(&args),
+        Command::Benchmark(BenchmarkCommand::FromFile(args)) => from_file::from_file(&args),
+        Command::Config => config::print_config(),
+        Command::Completions(args) => completions::print_completions(&args),
         Command::MockServer(config) => {
             if let Err(e) = config.validate() {
                 return usage_error(&e.to_string());

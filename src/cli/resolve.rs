@@ -36,15 +36,7 @@ pub enum TargetSpec {
     Url(String),
 }
 
-/// Report formats.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "format", content = "file")]
-pub enum Output {
-    /// The JSON report, in this file under the output directory.
-    Json(PathBuf),
-    /// Summary tables on stdout.
-    Console,
-}
+pub use crate::report::Output;
 
 /// How requests are made (everything of the worker's backend config but the target).
 #[derive(Clone, Debug, Serialize)]
@@ -56,7 +48,8 @@ pub struct BackendPlan {
     /// Redacted in every output.
     #[serde(serialize_with = "redact")]
     pub api_key: Option<Secret>,
-    /// Extra headers.
+    /// Extra headers (values of credential headers redacted in every output).
+    #[serde(serialize_with = "redact_headers")]
     pub headers: Vec<(String, String)>,
     /// Extra query parameters.
     pub params: Vec<(String, String)>,
@@ -81,6 +74,39 @@ fn redact<S: serde::Serializer>(secret: &Option<Secret>, s: S) -> Result<S::Ok, 
         Some(_) => s.serialize_str("***"),
         None => s.serialize_none(),
     }
+}
+
+/// Whether a header carries a credential (its value is never written anywhere).
+pub fn is_credential_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    [
+        "authorization",
+        "api-key",
+        "api_key",
+        "apikey",
+        "token",
+        "cookie",
+        "secret",
+    ]
+    .iter()
+    .any(|c| name.contains(c))
+}
+
+fn redact_headers<S: serde::Serializer>(
+    headers: &[(String, String)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(headers.len()))?;
+    for (name, value) in headers {
+        let value = if is_credential_header(name) {
+            "***"
+        } else {
+            value.as_str()
+        };
+        seq.serialize_element(&(name, value))?;
+    }
+    seq.end()
 }
 
 /// The validated plan of `benchmark run`.
@@ -122,6 +148,8 @@ pub struct RunPlan {
     pub outputs: Vec<Output>,
     /// Directory of report files.
     pub output_dir: PathBuf,
+    /// Report contents and console behaviour.
+    pub reporting: crate::report::ReportSettings,
     /// Print the plan and exit.
     #[serde(skip)]
     pub dry_run: bool,
@@ -158,7 +186,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     // Both windows are checked now against the limits, so a bad combination fails before
     // anything starts.
     measure_window(args.limits.warmup, args.limits.cooldown, &limits)?;
-    let outputs = resolve_outputs(&args.output.outputs)?;
+    let (outputs, reporting) = super::resolve_output::resolve_output(&args.output)?;
     Ok(RunPlan {
         target,
         model: args.target.model.clone().filter(|m| !m.trim().is_empty()),
@@ -181,6 +209,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         max_dispatch_lag: args.client.max_dispatch_lag,
         outputs,
         output_dir: args.output.output_dir.clone(),
+        reporting,
         dry_run: args.output.dry_run,
     })
 }
@@ -428,24 +457,4 @@ fn apply_backend_kwargs(plan: &mut BackendPlan, raw: &str) -> Result<(), UsageEr
         }
     }
     Ok(())
-}
-
-fn resolve_outputs(outputs: &[String]) -> Result<Vec<Output>, UsageError> {
-    let mut out = Vec::new();
-    for raw in outputs.iter().map(|o| o.trim()).filter(|o| !o.is_empty()) {
-        let output = match raw {
-            "json" => Output::Json(PathBuf::from("benchmarks.json")),
-            "console" => Output::Console,
-            file if file.ends_with(".json") => Output::Json(PathBuf::from(file)),
-            other => {
-                return usage(format!(
-                    "--outputs: unknown output {other:?} (expected json, console, or a file name ending in .json)"
-                ));
-            }
-        };
-        if !out.contains(&output) {
-            out.push(output);
-        }
-    }
-    Ok(out)
 }

@@ -1,26 +1,18 @@
 //! `llmsurge benchmark run`: resolve, check the target, run the profile, write reports.
 
 use super::args::RunArgs;
-use super::resolve::{Output, RunPlan, UsageError, measure_window, resolve};
+use super::resolve::{RunPlan, UsageError, measure_window, resolve};
 use crate::exit_codes;
-use crate::report::{HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, console};
+use crate::report::{RequestLog, RunInfo, RunReporter, TargetInfo, unix_now};
 use crate::target::{ResolvedTarget, resolve_target};
 use llmsurge_coordinator::{
-    BenchmarkPlan, BenchmarkResult, CoordinatorError, Progress, RunObserver, StopReason,
-    WorkerCommand, run_profile,
+    BenchmarkPlan, BenchmarkResult, CoordinatorError, StopReason, WorkerCommand, run_profile,
 };
 use llmsurge_proto::{BackendConfig, DataSpec, Schedule, WorkerConfig};
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// How often workers send their batches.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(20);
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
 
 /// Runs `benchmark run`; returns the exit code.
 pub fn benchmark_run(args: &RunArgs) -> i32 {
@@ -78,7 +70,37 @@ async fn run(plan: RunPlan) -> i32 {
         Ok(p) => p,
         Err(UsageError(message)) => return super::usage_error(&message),
     };
-    let mut reporter = RunReporter::new(&plan, &target, started, plans.len());
+    // Created before anything runs, so a bad path fails at once and not after an hour.
+    let log = match &plan.reporting.request_log {
+        Some(path) => match RequestLog::create(path) {
+            Ok(log) => Some(log),
+            Err(e) => {
+                return super::usage_error(&format!(
+                    "--request-log: cannot create {}: {e}",
+                    path.display()
+                ));
+            }
+        },
+        None => None,
+    };
+    let info = RunInfo {
+        args: serde_json::to_value(&plan).unwrap_or_default(),
+        target: TargetInfo {
+            base_url: target.base_url.clone(),
+            model: target.model.clone(),
+            mock: target.mock.is_some(),
+        },
+        started,
+        planned: plans.len(),
+        seed: plan.seed,
+    };
+    let mut reporter = RunReporter::new(
+        info,
+        plan.outputs.clone(),
+        plan.output_dir.clone(),
+        &plan.reporting,
+        log,
+    );
     let mut profile = plans.into_iter();
     let outcome = run_profile(&command, &mut profile, &mut reporter).await;
     if let Some(mock) = target.mock {
@@ -95,7 +117,7 @@ async fn run(plan: RunPlan) -> i32 {
         }
     };
     reporter.finish(&outcome.benchmarks, outcome.interrupted);
-    if reporter.write_failed {
+    if reporter.write_failed() {
         return exit_codes::RUN_FAILED;
     }
     exit_code(&outcome.benchmarks, outcome.interrupted)
@@ -186,121 +208,4 @@ fn benchmark_plans(
             dispatch_lag_threshold: plan.max_dispatch_lag,
         })
         .collect())
-}
-
-/// Follows a run: progress lines and notices on stderr, the JSON report rewritten after
-/// every benchmark, the console summary at the end.
-struct RunReporter {
-    report: Report,
-    json_paths: Vec<PathBuf>,
-    console: bool,
-    planned: usize,
-    write_failed: bool,
-}
-
-impl RunReporter {
-    fn new(plan: &RunPlan, target: &ResolvedTarget, started: f64, planned: usize) -> Self {
-        let json_paths = plan
-            .outputs
-            .iter()
-            .filter_map(|o| match o {
-                Output::Json(name) => Some(plan.output_dir.join(name)),
-                Output::Console => None,
-            })
-            .collect();
-        Self {
-            report: Report {
-                schema_version: REPORT_SCHEMA_VERSION,
-                metadata: Metadata {
-                    tool: "llmsurge".into(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                    host: HostInfo::collect(),
-                    start_time: started,
-                    end_time: started,
-                    complete: false,
-                    interrupted: false,
-                },
-                args: serde_json::to_value(plan).unwrap_or_default(),
-                target: TargetInfo {
-                    base_url: target.base_url.clone(),
-                    model: target.model.clone(),
-                    mock: target.mock.is_some(),
-                },
-                benchmarks: Vec::new(),
-            },
-            json_paths,
-            console: plan.outputs.contains(&Output::Console),
-            planned,
-            write_failed: false,
-        }
-    }
-
-    fn write(&mut self) {
-        self.report.metadata.end_time = unix_now();
-        for path in &self.json_paths {
-            if let Err(e) = self.report.write_json(path) {
-                eprintln!("error: cannot write the report {}: {e}", path.display());
-                self.write_failed = true;
-            }
-        }
-    }
-
-    fn finish(&mut self, benchmarks: &[BenchmarkResult], interrupted: bool) {
-        self.report.benchmarks = benchmarks.to_vec();
-        self.report.metadata.interrupted = interrupted;
-        self.report.metadata.complete = !interrupted && benchmarks.len() == self.planned;
-        self.write();
-        if self.console && !benchmarks.is_empty() {
-            println!("{}", console::render(benchmarks));
-        }
-        for path in &self.json_paths {
-            eprintln!("report written to {}", path.display());
-        }
-    }
-}
-
-impl RunObserver for RunReporter {
-    fn benchmark_started(&mut self, index: u32, strategy: &llmsurge_coordinator::Strategy) {
-        eprintln!("[{}/{}] {strategy}: starting", index + 1, self.planned);
-    }
-
-    fn progress(&mut self, p: &Progress) {
-        let limit = match (p.max_seconds, p.max_requests) {
-            (Some(d), _) => format!("/{:.0}s", d.as_secs_f64()),
-            _ => String::new(),
-        };
-        let ttft = p
-            .ttft_p50_ms
-            .map(|t| format!(", ttft p50 {t:.1} ms"))
-            .unwrap_or_default();
-        eprintln!(
-            "[{}/{}] {}: {:.1}s{limit}, {} done, {} in flight, {} errored{ttft}",
-            p.index + 1,
-            self.planned,
-            p.strategy,
-            p.elapsed.as_secs_f64(),
-            p.counts.completed,
-            p.counts.in_flight,
-            p.counts.errored,
-        );
-    }
-
-    fn benchmark_finished(&mut self, result: &BenchmarkResult) {
-        eprintln!(
-            "[{}/{}] {}: done in {:.1}s, {} completed, {} errored, {:.1} req/s",
-            result.index + 1,
-            self.planned,
-            result.strategy,
-            result.duration_s,
-            result.requests.completed,
-            result.requests.errored,
-            result.throughput.requests_per_s
-        );
-        self.report.benchmarks.push(result.clone());
-        self.write();
-    }
-
-    fn notice(&mut self, message: &str) {
-        eprintln!("{message}");
-    }
 }

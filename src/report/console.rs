@@ -17,7 +17,8 @@ fn table(header: &[&str]) -> Table {
     t
 }
 
-fn num(v: f64) -> String {
+/// A number with 2–3 significant figures, for tables.
+pub fn num(v: f64) -> String {
     if v == 0.0 {
         "0".into()
     } else if v.abs() >= 100.0 {
