@@ -4,4 +4,5 @@
 mod failures;
 mod metrics;
 mod profiles;
+mod reports;
 mod usage;

@@ -13,7 +13,11 @@ pub struct CompletionsArgs {
 
 /// Prints the script on stdout; returns the exit code.
 pub fn print_completions(args: &CompletionsArgs) -> i32 {
-    let mut cmd = super::Cli::command();
+    let full = super::Cli::command();
+    // clap_complete offers hidden subcommands too; the internal worker one must not be.
+    let mut cmd = clap::Command::new("llmsurge")
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
     clap_complete::generate(args.shell, &mut cmd, "llmsurge", &mut std::io::stdout());
     crate::exit_codes::OK
 }

@@ -60,8 +60,10 @@ fn rates(prev: Option<Snapshot>, now: Snapshot) -> (f64, f64) {
     )
 }
 
-/// The facts of one progress snapshot, as one line's body.
-fn describe(p: &Progress, req_s: f64, tok_s: f64) -> String {
+/// The facts of one progress snapshot, in two parts: where the benchmark stands, and
+/// how fast it goes (two lines of the live view, one plain line otherwise). Each part
+/// fits an 80-column terminal beside the benchmark's name.
+fn describe(p: &Progress, req_s: f64, tok_s: f64) -> (String, String) {
     let elapsed = p.elapsed.as_secs_f64();
     let limit = match (p.max_seconds, p.max_requests) {
         (Some(d), _) => format!("{elapsed:.1}s/{:.0}s", d.as_secs_f64()),
@@ -72,13 +74,12 @@ fn describe(p: &Progress, req_s: f64, tok_s: f64) -> String {
         .ttft_p50_ms
         .map(|t| format!(", TTFT p50 {} ms", num(t)))
         .unwrap_or_default();
-    format!(
-        "{limit}, {} done, {} in flight, {} req/s, {} tok/s{ttft}, {} errors",
-        p.counts.completed,
-        p.counts.in_flight,
-        num(req_s),
-        num(tok_s),
-        p.counts.errored,
+    (
+        format!(
+            "{limit}, {} done, {} in flight, {} errors",
+            p.counts.completed, p.counts.in_flight, p.counts.errored,
+        ),
+        format!("{} req/s, {} tok/s{ttft}", num(req_s), num(tok_s)),
     )
 }
 
@@ -148,11 +149,12 @@ impl ProgressView {
         let prefix = self.prefix(index, strategy);
         if self.mode == ProgressMode::Live {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(4));
-            let style = ProgressStyle::with_template("{prefix} {spinner} {wide_msg}")
+            // Line one: the benchmark and where it stands; line two: its rates.
+            let style = ProgressStyle::with_template("{spinner} {prefix}\n  {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner());
             bar.set_style(style);
-            bar.set_prefix(prefix.clone());
-            bar.set_message("starting workers");
+            bar.set_prefix(format!("{prefix}: starting workers"));
+            bar.set_message("");
             bar.enable_steady_tick(Duration::from_millis(250));
             self.bar = Some(bar);
         } else if self.lines {
@@ -169,14 +171,16 @@ impl ProgressView {
         };
         let (req_s, tok_s) = rates(self.last, now);
         self.last = Some(now);
-        let body = describe(p, req_s, tok_s);
+        let (stand, speed) = describe(p, req_s, tok_s);
+        let prefix = self.prefix(p.index, &p.strategy);
         match self.mode {
             ProgressMode::Live => {
                 if let Some(bar) = &self.bar {
-                    bar.set_message(body);
+                    bar.set_prefix(format!("{prefix}: {stand}"));
+                    bar.set_message(speed);
                 }
             }
-            ProgressMode::Lines => eprintln!("{}: {body}", self.prefix(p.index, &p.strategy)),
+            ProgressMode::Lines => eprintln!("{prefix}: {stand}, {speed}"),
             ProgressMode::Off => {}
         }
     }
@@ -242,10 +246,10 @@ mod tests {
 
     #[test]
     fn a_progress_line_names_every_fact() {
-        let line = describe(&progress(12, 60, 6000), 5.0, 500.0);
-        assert_eq!(
-            line,
-            "12.0s/30s, 60 done, 2 in flight, 5.00 req/s, 500 tok/s, TTFT p50 52.2 ms, 1 errors"
-        );
+        let (stand, speed) = describe(&progress(12, 60, 6000), 5.0, 500.0);
+        assert_eq!(stand, "12.0s/30s, 60 done, 2 in flight, 1 errors");
+        assert_eq!(speed, "5.00 req/s, 500 tok/s, TTFT p50 52.2 ms");
+        // Beside "[10/10] constant@1000: " and a spinner, each line fits 80 columns.
+        assert!(stand.len() + 26 <= 80 && speed.len() + 2 <= 80);
     }
 }
