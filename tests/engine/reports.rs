@@ -139,6 +139,8 @@ fn from_file_rerenders_without_running_and_keeps_every_metric() {
         "2,4",
         "--max-requests",
         "30",
+        "--data",
+        "prompt_tokens=16,output_tokens=10",
         "--outputs",
         "json",
     ]);
