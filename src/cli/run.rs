@@ -1,13 +1,16 @@
 //! `llmsurge benchmark run`: resolve, check the target, run the profile, write reports.
 
 use super::args::RunArgs;
-use super::resolve::{Output, RunPlan, UsageError, measure_window, resolve};
+use super::resolve::{Output, ProfilePlan, RunPlan, UsageError, measure_window, resolve};
 use crate::exit_codes;
-use crate::report::{HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, console};
+use crate::report::{
+    HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, console, verdicts,
+};
 use crate::target::{ResolvedTarget, resolve_target};
+use llmsurge_coordinator::profiles::CapacityOutcome;
 use llmsurge_coordinator::{
-    BenchmarkPlan, BenchmarkResult, CoordinatorError, Progress, RunObserver, StopReason,
-    WorkerCommand, run_profile,
+    BenchmarkPlan, BenchmarkResult, CapacityProfile, CoordinatorError, FixedProfile, PlanTemplate,
+    Profile, Progress, RunObserver, StopReason, Strategy, SweepProfile, WorkerCommand, run_profile,
 };
 use llmsurge_proto::{BackendConfig, DataSpec, Schedule, WorkerConfig};
 use std::path::PathBuf;
@@ -74,35 +77,43 @@ async fn run(plan: RunPlan) -> i32 {
         program,
         args: vec!["__worker".into()],
     };
-    let plans = match benchmark_plans(&plan, &target) {
-        Ok(p) => p,
+    let template = match plan_template(&plan, &target) {
+        Ok(t) => t,
         Err(UsageError(message)) => return super::usage_error(&message),
     };
-    let mut reporter = RunReporter::new(&plan, &target, started, plans.len());
-    let mut profile = plans.into_iter();
-    let outcome = run_profile(&command, &mut profile, &mut reporter).await;
+    let mut profile = ChosenProfile::new(&plan, template);
+    let mut reporter = RunReporter::new(&plan, &target, started, ChosenProfile::planned(&plan));
+    let outcome = run_profile(&command, profile.as_profile(), &mut reporter).await;
     if let Some(mock) = target.mock {
         mock.shutdown();
     }
     let outcome = match outcome {
         Ok(o) => o,
-        Err(e @ (CoordinatorError::WorkerSetup { .. } | CoordinatorError::Plan(_))) => {
-            return super::usage_error(&e.to_string());
-        }
+        Err(e @ CoordinatorError::WorkerSetup { .. }) => return super::usage_error(&e.to_string()),
         Err(e) => {
             eprintln!("error: {e}");
             return exit_codes::RUN_FAILED;
         }
     };
+    let capacity = match &profile {
+        ChosenProfile::Capacity(p) => Some(p.outcome()),
+        _ => None,
+    };
+    reporter.report.capacity = capacity.clone();
     reporter.finish(&outcome.benchmarks, outcome.interrupted);
     if reporter.write_failed {
         return exit_codes::RUN_FAILED;
     }
-    exit_code(&outcome.benchmarks, outcome.interrupted)
+    exit_code(&outcome.benchmarks, outcome.interrupted, capacity.as_ref())
 }
 
-/// The exit code of a finished run (see `exit_codes`).
-pub fn exit_code(benchmarks: &[BenchmarkResult], interrupted: bool) -> i32 {
+/// The exit code of a finished run (see `exit_codes`). A capacity search judges the SLO
+/// by its answer (failing probes are how it searches); other profiles by every benchmark.
+pub fn exit_code(
+    benchmarks: &[BenchmarkResult],
+    interrupted: bool,
+    capacity: Option<&CapacityOutcome>,
+) -> i32 {
     if interrupted {
         return exit_codes::INTERRUPTED;
     }
@@ -118,7 +129,16 @@ pub fn exit_code(benchmarks: &[BenchmarkResult], interrupted: bool) -> i32 {
             .iter()
             .any(|b| b.requests.completed == 0 || b.client.bottleneck);
     if invalid {
-        exit_codes::INVALID_RUN
+        return exit_codes::INVALID_RUN;
+    }
+    let slo_failed = match capacity {
+        Some(c) => c.rate.is_none(),
+        None => benchmarks
+            .iter()
+            .any(|b| b.slo.as_ref().is_some_and(|v| !v.passed)),
+    };
+    if slo_failed {
+        exit_codes::GATE_FAILED
     } else {
         exit_codes::OK
     }
@@ -128,12 +148,9 @@ fn cores() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
 
-fn benchmark_plans(
-    plan: &RunPlan,
-    target: &ResolvedTarget,
-) -> Result<Vec<BenchmarkPlan>, UsageError> {
+fn plan_template(plan: &RunPlan, target: &ResolvedTarget) -> Result<PlanTemplate, UsageError> {
     let b = &plan.backend;
-    let template = WorkerConfig {
+    let worker_template = WorkerConfig {
         worker_id: 0,
         worker_count: 1,
         seed: plan.seed,
@@ -164,42 +181,95 @@ fn benchmark_plans(
     let dataset_len = match &plan.data {
         DataSpec::Synthetic(s) => s.samples,
     };
-    let window = measure_window(plan.warmup, plan.cooldown, &plan.limits)?;
-    Ok(plan
-        .strategies
-        .iter()
-        .enumerate()
-        .map(|(i, strategy)| BenchmarkPlan {
-            index: i as u32,
-            strategy: *strategy,
-            settings: plan.settings,
-            limits: plan.limits,
-            workers: plan
-                .workers
-                .unwrap_or_else(|| strategy.default_workers(cores())),
-            max_concurrency: plan.max_concurrency,
-            dataset_len,
-            window,
-            worker_template: template.clone(),
-            drain_timeout: plan.drain_timeout,
-            on_worker_failure: plan.on_worker_failure,
-            dispatch_lag_threshold: plan.max_dispatch_lag,
-        })
-        .collect())
+    let base = BenchmarkPlan {
+        index: 0,
+        strategy: Strategy::Synchronous,
+        settings: plan.settings,
+        limits: plan.limits,
+        workers: 1,
+        max_concurrency: plan.max_concurrency,
+        dataset_len,
+        window: measure_window(plan.warmup, plan.cooldown, &plan.limits)?,
+        worker_template,
+        drain_timeout: plan.drain_timeout,
+        on_worker_failure: plan.on_worker_failure,
+        dispatch_lag_threshold: plan.max_dispatch_lag,
+        slo: plan.slo.clone(),
+        goodput: plan.goodput,
+        saturation: plan.saturation,
+    };
+    Ok(PlanTemplate {
+        base,
+        workers: plan.workers,
+        cores: cores(),
+    })
+}
+
+/// The profile of a run, kept concrete so its summary can be read afterwards.
+enum ChosenProfile {
+    Fixed(FixedProfile),
+    Sweep(SweepProfile),
+    Capacity(CapacityProfile),
+}
+
+impl ChosenProfile {
+    fn new(plan: &RunPlan, template: PlanTemplate) -> Self {
+        match &plan.profile_plan {
+            ProfilePlan::Fixed { strategies } => {
+                Self::Fixed(FixedProfile::new(template, strategies.clone()))
+            }
+            ProfilePlan::Sweep {
+                benchmarks,
+                arrivals,
+                throughput_concurrency,
+            } => Self::Sweep(SweepProfile::new(
+                template,
+                *benchmarks,
+                *arrivals,
+                *throughput_concurrency,
+            )),
+            ProfilePlan::Capacity {
+                precision,
+                throughput_concurrency,
+            } => Self::Capacity(CapacityProfile::new(
+                template,
+                plan.slo.clone().unwrap_or_default(),
+                *precision,
+                *throughput_concurrency,
+            )),
+        }
+    }
+
+    fn as_profile(&mut self) -> &mut dyn Profile {
+        match self {
+            Self::Fixed(p) => p,
+            Self::Sweep(p) => p,
+            Self::Capacity(p) => p,
+        }
+    }
+
+    /// Benchmarks the profile will run, when known in advance.
+    fn planned(plan: &RunPlan) -> Option<usize> {
+        match &plan.profile_plan {
+            ProfilePlan::Fixed { strategies } => Some(strategies.len()),
+            ProfilePlan::Sweep { benchmarks, .. } => Some(*benchmarks),
+            ProfilePlan::Capacity { .. } => None,
+        }
+    }
 }
 
 /// Follows a run: progress lines and notices on stderr, the JSON report rewritten after
 /// every benchmark, the console summary at the end.
 struct RunReporter {
-    report: Report,
+    pub(crate) report: Report,
     json_paths: Vec<PathBuf>,
     console: bool,
-    planned: usize,
+    planned: Option<usize>,
     write_failed: bool,
 }
 
 impl RunReporter {
-    fn new(plan: &RunPlan, target: &ResolvedTarget, started: f64, planned: usize) -> Self {
+    fn new(plan: &RunPlan, target: &ResolvedTarget, started: f64, planned: Option<usize>) -> Self {
         let json_paths = plan
             .outputs
             .iter()
@@ -227,11 +297,20 @@ impl RunReporter {
                     mock: target.mock.is_some(),
                 },
                 benchmarks: Vec::new(),
+                capacity: None,
             },
             json_paths,
             console: plan.outputs.contains(&Output::Console),
             planned,
             write_failed: false,
+        }
+    }
+
+    /// `3/10`, or `3` when the total is not known in advance.
+    fn position(&self, index: u32) -> String {
+        match self.planned {
+            Some(n) => format!("{}/{n}", index + 1),
+            None => format!("{}", index + 1),
         }
     }
 
@@ -248,10 +327,15 @@ impl RunReporter {
     fn finish(&mut self, benchmarks: &[BenchmarkResult], interrupted: bool) {
         self.report.benchmarks = benchmarks.to_vec();
         self.report.metadata.interrupted = interrupted;
-        self.report.metadata.complete = !interrupted && benchmarks.len() == self.planned;
+        self.report.metadata.complete =
+            !interrupted && self.planned.is_none_or(|n| benchmarks.len() == n);
         self.write();
         if self.console && !benchmarks.is_empty() {
             println!("{}", console::render(benchmarks));
+            let verdicts = verdicts::render(benchmarks, self.report.capacity.as_ref());
+            if !verdicts.is_empty() {
+                println!("{verdicts}");
+            }
         }
         for path in &self.json_paths {
             eprintln!("report written to {}", path.display());
@@ -260,8 +344,8 @@ impl RunReporter {
 }
 
 impl RunObserver for RunReporter {
-    fn benchmark_started(&mut self, index: u32, strategy: &llmsurge_coordinator::Strategy) {
-        eprintln!("[{}/{}] {strategy}: starting", index + 1, self.planned);
+    fn benchmark_started(&mut self, index: u32, strategy: &Strategy) {
+        eprintln!("[{}] {strategy}: starting", self.position(index));
     }
 
     fn progress(&mut self, p: &Progress) {
@@ -274,9 +358,8 @@ impl RunObserver for RunReporter {
             .map(|t| format!(", ttft p50 {t:.1} ms"))
             .unwrap_or_default();
         eprintln!(
-            "[{}/{}] {}: {:.1}s{limit}, {} done, {} in flight, {} errored{ttft}",
-            p.index + 1,
-            self.planned,
+            "[{}] {}: {:.1}s{limit}, {} done, {} in flight, {} errored{ttft}",
+            self.position(p.index),
             p.strategy,
             p.elapsed.as_secs_f64(),
             p.counts.completed,
@@ -287,9 +370,8 @@ impl RunObserver for RunReporter {
 
     fn benchmark_finished(&mut self, result: &BenchmarkResult) {
         eprintln!(
-            "[{}/{}] {}: done in {:.1}s, {} completed, {} errored, {:.1} req/s",
-            result.index + 1,
-            self.planned,
+            "[{}] {}: done in {:.1}s, {} completed, {} errored, {:.1} req/s",
+            self.position(result.index),
             result.strategy,
             result.duration_s,
             result.requests.completed,

@@ -2,6 +2,7 @@
 //! and one entry per benchmark. Documented in docs/report.md.
 
 use llmsurge_coordinator::BenchmarkResult;
+use llmsurge_coordinator::profiles::CapacityOutcome;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
@@ -90,6 +91,9 @@ pub struct Report {
     pub target: TargetInfo,
     /// One entry per benchmark, in run order.
     pub benchmarks: Vec<BenchmarkResult>,
+    /// The answer of `--profile capacity`, with every probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityOutcome>,
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one.

@@ -4,5 +4,6 @@
 
 pub mod console;
 pub mod json;
+pub mod verdicts;
 
 pub use json::{HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, write_atomic};
