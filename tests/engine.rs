@@ -3,6 +3,7 @@
 
 mod adaptive;
 mod failures;
+mod gates;
 mod metrics;
 mod profiles;
 mod usage;

@@ -151,6 +151,10 @@ pub struct BenchmarkResult {
     pub client: ClientHealth,
     /// Per-second series.
     pub timeseries: Vec<TimePoint>,
+    /// Latency histograms of successful measured requests, in µs: HdrHistogram V2 with
+    /// deflate, base64. They let reports merge losslessly and comparisons bootstrap.
+    #[serde(default)]
+    pub histograms: BTreeMap<String, String>,
     /// The workers.
     pub workers: Vec<WorkerOutcome>,
 }
@@ -287,7 +291,46 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         token_sources: state.token_sources,
         client,
         timeseries,
+        histograms: encode_histograms(state),
         workers: ctx.workers,
+    }
+}
+
+/// The metrics whose histograms travel in the report.
+pub const REPORTED_HISTOGRAMS: [Metric; 6] = [
+    Metric::Ttft,
+    Metric::TtftAny,
+    Metric::Itl,
+    Metric::Tpot,
+    Metric::RequestLatency,
+    Metric::DispatchLag,
+];
+
+fn encode_histograms(state: &WorkerGroupState) -> BTreeMap<String, String> {
+    use base64::Engine;
+    REPORTED_HISTOGRAMS
+        .iter()
+        .filter_map(|&metric| {
+            let h = state
+                .metrics
+                .get(StatusClass::Successful, metric)
+                .filter(|h| !h.is_empty())?;
+            let bytes = llmsurge_proto::encode_compressed(h).ok()?;
+            Some((
+                metric.key().to_string(),
+                base64::engine::general_purpose::STANDARD.encode(bytes),
+            ))
+        })
+        .collect()
+}
+
+impl BenchmarkResult {
+    /// Decodes the stored histogram of a metric (µs), if the report carries it.
+    pub fn histogram(&self, metric_key: &str) -> Option<hdrhistogram::Histogram<u64>> {
+        use base64::Engine;
+        let b64 = self.histograms.get(metric_key)?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+        llmsurge_proto::decode_histogram(&bytes).ok()
     }
 }
 

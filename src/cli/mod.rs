@@ -4,6 +4,7 @@
 //! subcommands ([`run`]) work from the plan only.
 
 pub mod args;
+pub mod compare;
 pub mod resolve;
 pub mod run;
 pub mod values;
@@ -43,6 +44,8 @@ enum Command {
 enum BenchmarkCommand {
     /// Run a profile of one or more benchmarks and write the report.
     Run(Box<args::RunArgs>),
+    /// Compare two reports: flag regressions beyond tolerance and noise (exit code 3).
+    Compare(compare::CompareArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -127,6 +130,7 @@ pub fn main() -> i32 {
     }
     match cli.command {
         Command::Benchmark(BenchmarkCommand::Run(args)) => run::benchmark_run(&args),
+        Command::Benchmark(BenchmarkCommand::Compare(args)) => compare::benchmark_compare(&args),
         Command::MockServer(config) => {
             if let Err(e) = config.validate() {
                 return usage_error(&e.to_string());

@@ -46,6 +46,10 @@ pub enum Output {
     Json(PathBuf),
     /// Summary tables on stdout.
     Console,
+    /// SLO verdicts as JUnit XML, in this file under the output directory.
+    Junit(PathBuf),
+    /// A Markdown summary, in this file under the output directory.
+    Markdown(PathBuf),
 }
 
 /// How requests are made (everything of the worker's backend config but the target).
@@ -585,10 +589,14 @@ fn resolve_outputs(outputs: &[String]) -> Result<Vec<Output>, UsageError> {
         let output = match raw {
             "json" => Output::Json(PathBuf::from("benchmarks.json")),
             "console" => Output::Console,
+            "junit" => Output::Junit(PathBuf::from("benchmarks.junit.xml")),
+            "md" | "markdown" => Output::Markdown(PathBuf::from("benchmarks.md")),
             file if file.ends_with(".json") => Output::Json(PathBuf::from(file)),
+            file if file.ends_with(".xml") => Output::Junit(PathBuf::from(file)),
+            file if file.ends_with(".md") => Output::Markdown(PathBuf::from(file)),
             other => {
                 return usage(format!(
-                    "--outputs: unknown output {other:?} (expected json, console, or a file name ending in .json)"
+                    "--outputs: unknown output {other:?} (expected json, console, junit, md, or a file name ending in .json, .xml or .md)"
                 ));
             }
         };

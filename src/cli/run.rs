@@ -4,7 +4,8 @@ use super::args::RunArgs;
 use super::resolve::{Output, ProfilePlan, RunPlan, UsageError, measure_window, resolve};
 use crate::exit_codes;
 use crate::report::{
-    HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, console, verdicts,
+    HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, console, junit, markdown,
+    verdicts, write_atomic,
 };
 use crate::target::{ResolvedTarget, resolve_target};
 use llmsurge_coordinator::profiles::CapacityOutcome;
@@ -264,6 +265,8 @@ struct RunReporter {
     pub(crate) report: Report,
     json_paths: Vec<PathBuf>,
     console: bool,
+    /// JUnit and Markdown files, written when the run ends.
+    extra_outputs: Vec<(Output, PathBuf)>,
     planned: Option<usize>,
     write_failed: bool,
 }
@@ -275,7 +278,7 @@ impl RunReporter {
             .iter()
             .filter_map(|o| match o {
                 Output::Json(name) => Some(plan.output_dir.join(name)),
-                Output::Console => None,
+                _ => None,
             })
             .collect();
         Self {
@@ -301,6 +304,17 @@ impl RunReporter {
             },
             json_paths,
             console: plan.outputs.contains(&Output::Console),
+            extra_outputs: plan
+                .outputs
+                .iter()
+                .filter(|o| matches!(o, Output::Junit(_) | Output::Markdown(_)))
+                .map(|o| match o {
+                    Output::Junit(f) | Output::Markdown(f) | Output::Json(f) => {
+                        (o.clone(), plan.output_dir.join(f))
+                    }
+                    Output::Console => (o.clone(), plan.output_dir.clone()),
+                })
+                .collect(),
             planned,
             write_failed: false,
         }
@@ -337,7 +351,21 @@ impl RunReporter {
                 println!("{verdicts}");
             }
         }
-        for path in &self.json_paths {
+        for (output, path) in &self.extra_outputs {
+            let text = match output {
+                Output::Junit(_) => junit::render(&junit::slo_suites(benchmarks)),
+                _ => Ok(markdown::run_summary(benchmarks)),
+            };
+            if let Err(e) = text.and_then(|t| write_atomic(path, t.as_bytes())) {
+                eprintln!("error: cannot write {}: {e}", path.display());
+                self.write_failed = true;
+            }
+        }
+        for path in self
+            .json_paths
+            .iter()
+            .chain(self.extra_outputs.iter().map(|(_, p)| p))
+        {
             eprintln!("report written to {}", path.display());
         }
     }

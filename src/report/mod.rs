@@ -4,6 +4,8 @@
 
 pub mod console;
 pub mod json;
+pub mod junit;
+pub mod markdown;
 pub mod verdicts;
 
 pub use json::{HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, write_atomic};
