@@ -6,4 +6,5 @@ mod failures;
 mod gates;
 mod metrics;
 mod profiles;
+mod requests;
 mod usage;
