@@ -251,6 +251,7 @@ pub async fn run_benchmark(
 
     let t0 = MonoNanos::now() + START_DELAY;
     shm.set_t0(t0);
+    tracing::debug!(benchmark = plan.index, strategy = %plan.strategy, workers = n, "every worker ready; starting at t0");
     for t in &mut tracks {
         if let Some(w) = &mut t.writer
             && w.send(&ToWorker::Start { t0 }).await.is_err()
@@ -556,6 +557,7 @@ impl Supervisor<'_> {
 
     fn apply_stop(&mut self, reason: StopReason) {
         let action = reason.action();
+        tracing::debug!(%reason, ?action, "stop constraint");
         if self.stop.is_none() {
             self.stop = Some(reason);
             self.stop_time = Some(MonoNanos::now());

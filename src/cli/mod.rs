@@ -97,8 +97,20 @@ pub fn usage_error(message: &str) -> i32 {
     exit_codes::USAGE
 }
 
+/// Logs to stderr, filtered by `LLMSURGE_LOG` (e.g. `debug`, `llmsurge_coordinator=debug`);
+/// warnings only by default. Workers inherit the variable, so one setting covers the run.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LLMSURGE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
+    init_logging();
     let matches = match Cli::command().try_get_matches() {
         Ok(m) => m,
         Err(e) => {

@@ -205,3 +205,42 @@ fn a_concurrency_cap_makes_slots_late_and_says_so() {
     );
     assert!(!b.client.bottleneck, "a cap is not a client bottleneck");
 }
+
+#[test]
+fn reasoning_tokens_separate_first_token_from_first_output_token() {
+    // 10 reasoning tokens stream first, 5 ms apart, then the content.
+    let server = mock(MockConfig {
+        ttft_ms: 20.0,
+        itl_ms: 5.0,
+        reasoning_tokens: 10,
+        ..MockConfig::default()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--max-requests",
+        "5",
+        "--data",
+        DATA,
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let b = &run.report().benchmarks[0];
+    let (any, content) = (
+        &b.metrics["ttft_any"].successful,
+        &b.metrics["ttft"].successful,
+    );
+    assert!(
+        any.percentiles.p50 >= 20.0 && any.percentiles.p50 < 40.0,
+        "ttft_any {}",
+        any.percentiles.p50
+    );
+    // The first content token comes 10 gaps of 5 ms after the first reasoning token.
+    assert!(
+        content.percentiles.p50 >= any.percentiles.p50 + 45.0,
+        "ttft {} vs any {}",
+        content.percentiles.p50,
+        any.percentiles.p50
+    );
+}
