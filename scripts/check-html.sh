@@ -41,12 +41,16 @@ trap 'rm -rf "$out"' EXIT
 
 # A mock that streams like a small model: 30 ms to the first token, 4 ms between tokens.
 export LLMSURGE_MOCK_TTFT_MS=30 LLMSURGE_MOCK_ITL_MS=4 LLMSURGE_MOCK_OUTPUT_TOKENS=24
-# The sweep profile (when it lands) is the natural report here; five constant rates
-# give the same shape of report: several benchmarks along a load axis.
-"$bin" benchmark run --target mock --profile constant --rate 5,10,20,40,80 \
+# A sweep of five benchmarks (synchronous, throughput, three constant rates between),
+# with SLO verdicts and goodput, as a user would run it.
+"$bin" benchmark run --target mock --profile sweep --rate 5 --max-concurrency 16 \
   --max-seconds 3 --data prompt_tokens=64,output_tokens=24 \
+  --slo 'ttft_p99<=500ms,error_rate<=5%' --goodput 'ttft:200ms' \
   --outputs json,html --output-dir "$out/sweep" --max-dispatch-lag 10s \
   --output-extras '{"check": "check-html.sh"}' --disable-progress
+node -e 'const n = require(process.argv[1]).benchmarks.length;
+  if (n < 5) { console.error(`check-html: the sweep report has ${n} benchmarks, expected 5`); process.exit(1); }' \
+  "$out/sweep/benchmarks.json"
 # The same report rendered again from its JSON.
 "$bin" benchmark from-file "$out/sweep/benchmarks.json" --outputs rerendered.html \
   --output-dir "$out/sweep"

@@ -27,7 +27,11 @@ fn the_json_fixture_reloads_without_losing_a_field() {
 
 #[test]
 fn console_tables_snapshot() {
-    insta::assert_snapshot!(console::render(&fixture().benchmarks));
+    let report = fixture();
+    insta::assert_snapshot!(console::summary(
+        &report.benchmarks,
+        report.capacity.as_ref()
+    ));
 }
 
 #[test]
@@ -85,6 +89,14 @@ fn the_csv_reads_back_as_one_typed_row_per_benchmark() {
         );
         assert_eq!(&row[col("extras.gpu")], "H100");
         assert!(matches!(&row[col("client.bottleneck")], "true" | "false"));
+        let slo = b.slo.as_ref().expect("the fixture has SLO verdicts");
+        assert_eq!(row[col("slo.passed")], slo.passed.to_string());
+        assert_eq!(&row[col("slo.failed_checks")], "ttft_p99<=35ms");
+        let good = b.goodput.as_ref().expect("the fixture has goodput");
+        assert_eq!(
+            row[col("goodput.fraction")].parse::<f64>().expect("f64"),
+            good.fraction
+        );
         // Every cell is a number, a boolean, empty, or one of the few text columns: a
         // column pandas would read as mixed types is a bug.
         let text_columns = [
@@ -95,6 +107,7 @@ fn the_csv_reads_back_as_one_typed_row_per_benchmark() {
             "run.stop_reason",
             "errors.kinds",
             "client.warnings",
+            "slo.failed_checks",
             "extras.gpu",
         ];
         for (name, cell) in header.iter().zip(row.iter()) {

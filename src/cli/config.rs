@@ -5,9 +5,6 @@
 use super::resolve::is_credential_header;
 use clap::CommandFactory;
 
-/// The subcommands whose settings are listed, as typed on the command line.
-const SECTIONS: &[&[&str]] = &[&["benchmark", "run"], &["mock-server"]];
-
 /// Whether a setting holds a secret: its value is never shown.
 fn is_secret(arg: &clap::Arg, env: &str) -> bool {
     arg.is_hide_env_values_set() || env.contains("API_KEY") || env.contains("TOKEN")
@@ -49,12 +46,16 @@ fn summary(arg: &clap::Arg) -> String {
         .unwrap_or_default()
 }
 
-fn find<'a>(root: &'a clap::Command, path: &[&str]) -> Option<&'a clap::Command> {
-    let mut cmd = root;
-    for name in path {
-        cmd = cmd.find_subcommand(name)?;
+/// Every visible subcommand that reads settings, with its path, in definition order.
+fn sections(cmd: &clap::Command, path: &mut Vec<String>, out: &mut Vec<(String, clap::Command)>) {
+    if cmd.get_arguments().any(|a| a.get_env().is_some()) {
+        out.push((path.join(" "), cmd.clone()));
     }
-    Some(cmd)
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        path.push(sub.get_name().to_string());
+        sections(sub, path, out);
+        path.pop();
+    }
 }
 
 /// Renders the block; `lookup` reads the environment.
@@ -66,15 +67,22 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
          # Lines left commented are unset. Secrets are never printed.\n",
         env!("CARGO_PKG_VERSION")
     );
-    for path in SECTIONS {
-        let Some(cmd) = find(&root, path) else {
+    let mut all = Vec::new();
+    sections(&root, &mut Vec::new(), &mut all);
+    // A variable shared by several subcommands (LLMSURGE_OUTPUTS) is listed once, under
+    // the first.
+    let mut seen = std::collections::BTreeSet::new();
+    for (path, cmd) in &all {
+        let args: Vec<(&clap::Arg, String)> = cmd
+            .get_arguments()
+            .filter_map(|a| Some((a, a.get_env()?.to_string_lossy().into_owned())))
+            .filter(|(_, env)| seen.insert(env.clone()))
+            .collect();
+        if args.is_empty() {
             continue;
-        };
-        out.push_str(&format!("\n## llmsurge {}\n", path.join(" ")));
-        for arg in cmd.get_arguments() {
-            let Some(env) = arg.get_env().map(|e| e.to_string_lossy().into_owned()) else {
-                continue;
-            };
+        }
+        out.push_str(&format!("\n## llmsurge {path}\n"));
+        for (arg, env) in args {
             let flag = arg
                 .get_long()
                 .map(|l| format!("--{l}"))

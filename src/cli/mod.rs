@@ -4,6 +4,7 @@
 //! subcommands ([`run`]) work from the plan only.
 
 pub mod args;
+pub mod compare;
 pub mod completions;
 pub mod config;
 pub mod from_file;
@@ -54,6 +55,8 @@ enum BenchmarkCommand {
     Run(Box<args::RunArgs>),
     /// Render a saved JSON report again (html, csv, yaml, console, …) without running anything.
     FromFile(from_file::FromFileArgs),
+    /// Compare two reports: flag regressions beyond tolerance and noise (exit code 3).
+    Compare(compare::CompareArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -105,8 +108,20 @@ pub fn usage_error(message: &str) -> i32 {
     exit_codes::USAGE
 }
 
+/// Logs to stderr, filtered by `LLMSURGE_LOG` (e.g. `debug`, `llmsurge_coordinator=debug`);
+/// warnings only by default. Workers inherit the variable, so one setting covers the run.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LLMSURGE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
+    init_logging();
     let matches = match Cli::command().try_get_matches() {
         Ok(m) => m,
         Err(e) => {
@@ -141,6 +156,7 @@ pub fn main() -> i32 {
         Command::Benchmark(BenchmarkCommand::FromFile(args)) => from_file::from_file(&args),
         Command::Config => config::print_config(),
         Command::Completions(args) => completions::print_completions(&args),
+        Command::Benchmark(BenchmarkCommand::Compare(args)) => compare::benchmark_compare(&args),
         Command::MockServer(config) => {
             if let Err(e) = config.validate() {
                 return usage_error(&e.to_string());

@@ -1,12 +1,14 @@
 //! `llmsurge benchmark run`: resolve, check the target, run the profile, write reports.
 
 use super::args::RunArgs;
-use super::resolve::{RunPlan, UsageError, measure_window, resolve};
+use super::resolve::{ProfilePlan, RunPlan, UsageError, measure_window, resolve};
 use crate::exit_codes;
 use crate::report::{RequestLog, RunInfo, RunReporter, TargetInfo, unix_now};
 use crate::target::{ResolvedTarget, resolve_target};
+use llmsurge_coordinator::profiles::CapacityOutcome;
 use llmsurge_coordinator::{
-    BenchmarkPlan, BenchmarkResult, CoordinatorError, StopReason, WorkerCommand, run_profile,
+    BenchmarkPlan, BenchmarkResult, CapacityProfile, CoordinatorError, FixedProfile, PlanTemplate,
+    Profile, StopReason, Strategy, SweepProfile, WorkerCommand, run_profile,
 };
 use llmsurge_proto::{BackendConfig, DataSpec, Schedule, WorkerConfig};
 use std::time::Duration;
@@ -66,8 +68,8 @@ async fn run(plan: RunPlan) -> i32 {
         program,
         args: vec!["__worker".into()],
     };
-    let plans = match benchmark_plans(&plan, &target) {
-        Ok(p) => p,
+    let template = match plan_template(&plan, &target) {
+        Ok(t) => t,
         Err(UsageError(message)) => return super::usage_error(&message),
     };
     // Created before anything runs, so a bad path fails at once and not after an hour.
@@ -91,9 +93,10 @@ async fn run(plan: RunPlan) -> i32 {
             mock: target.mock.is_some(),
         },
         started,
-        planned: plans.len(),
+        planned: ChosenProfile::planned(&plan).unwrap_or(0),
         seed: plan.seed,
     };
+    let mut profile = ChosenProfile::new(&plan, template);
     let mut reporter = RunReporter::new(
         info,
         plan.outputs.clone(),
@@ -101,30 +104,37 @@ async fn run(plan: RunPlan) -> i32 {
         &plan.reporting,
         log,
     );
-    let mut profile = plans.into_iter();
-    let outcome = run_profile(&command, &mut profile, &mut reporter).await;
+    let outcome = run_profile(&command, profile.as_profile(), &mut reporter).await;
     if let Some(mock) = target.mock {
         mock.shutdown();
     }
     let outcome = match outcome {
         Ok(o) => o,
-        Err(e @ (CoordinatorError::WorkerSetup { .. } | CoordinatorError::Plan(_))) => {
-            return super::usage_error(&e.to_string());
-        }
+        Err(e @ CoordinatorError::WorkerSetup { .. }) => return super::usage_error(&e.to_string()),
         Err(e) => {
             eprintln!("error: {e}");
             return exit_codes::RUN_FAILED;
         }
     };
+    let capacity = match &profile {
+        ChosenProfile::Capacity(p) => Some(p.outcome()),
+        _ => None,
+    };
+    reporter.set_capacity(capacity.clone());
     reporter.finish(&outcome.benchmarks, outcome.interrupted);
     if reporter.write_failed() {
         return exit_codes::RUN_FAILED;
     }
-    exit_code(&outcome.benchmarks, outcome.interrupted)
+    exit_code(&outcome.benchmarks, outcome.interrupted, capacity.as_ref())
 }
 
-/// The exit code of a finished run (see `exit_codes`).
-pub fn exit_code(benchmarks: &[BenchmarkResult], interrupted: bool) -> i32 {
+/// The exit code of a finished run (see `exit_codes`). A capacity search judges the SLO
+/// by its answer (failing probes are how it searches); other profiles by every benchmark.
+pub fn exit_code(
+    benchmarks: &[BenchmarkResult],
+    interrupted: bool,
+    capacity: Option<&CapacityOutcome>,
+) -> i32 {
     if interrupted {
         return exit_codes::INTERRUPTED;
     }
@@ -140,7 +150,16 @@ pub fn exit_code(benchmarks: &[BenchmarkResult], interrupted: bool) -> i32 {
             .iter()
             .any(|b| b.requests.completed == 0 || b.client.bottleneck);
     if invalid {
-        exit_codes::INVALID_RUN
+        return exit_codes::INVALID_RUN;
+    }
+    let slo_failed = match capacity {
+        Some(c) => c.rate.is_none(),
+        None => benchmarks
+            .iter()
+            .any(|b| b.slo.as_ref().is_some_and(|v| !v.passed)),
+    };
+    if slo_failed {
+        exit_codes::GATE_FAILED
     } else {
         exit_codes::OK
     }
@@ -150,12 +169,9 @@ fn cores() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
 
-fn benchmark_plans(
-    plan: &RunPlan,
-    target: &ResolvedTarget,
-) -> Result<Vec<BenchmarkPlan>, UsageError> {
+fn plan_template(plan: &RunPlan, target: &ResolvedTarget) -> Result<PlanTemplate, UsageError> {
     let b = &plan.backend;
-    let template = WorkerConfig {
+    let worker_template = WorkerConfig {
         worker_id: 0,
         worker_count: 1,
         seed: plan.seed,
@@ -186,26 +202,79 @@ fn benchmark_plans(
     let dataset_len = match &plan.data {
         DataSpec::Synthetic(s) => s.samples,
     };
-    let window = measure_window(plan.warmup, plan.cooldown, &plan.limits)?;
-    Ok(plan
-        .strategies
-        .iter()
-        .enumerate()
-        .map(|(i, strategy)| BenchmarkPlan {
-            index: i as u32,
-            strategy: *strategy,
-            settings: plan.settings,
-            limits: plan.limits,
-            workers: plan
-                .workers
-                .unwrap_or_else(|| strategy.default_workers(cores())),
-            max_concurrency: plan.max_concurrency,
-            dataset_len,
-            window,
-            worker_template: template.clone(),
-            drain_timeout: plan.drain_timeout,
-            on_worker_failure: plan.on_worker_failure,
-            dispatch_lag_threshold: plan.max_dispatch_lag,
-        })
-        .collect())
+    let base = BenchmarkPlan {
+        index: 0,
+        strategy: Strategy::Synchronous,
+        settings: plan.settings,
+        limits: plan.limits,
+        workers: 1,
+        max_concurrency: plan.max_concurrency,
+        dataset_len,
+        window: measure_window(plan.warmup, plan.cooldown, &plan.limits)?,
+        worker_template,
+        drain_timeout: plan.drain_timeout,
+        on_worker_failure: plan.on_worker_failure,
+        dispatch_lag_threshold: plan.max_dispatch_lag,
+        slo: plan.slo.clone(),
+        goodput: plan.goodput,
+        saturation: plan.saturation,
+    };
+    Ok(PlanTemplate {
+        base,
+        workers: plan.workers,
+        cores: cores(),
+    })
+}
+
+/// The profile of a run, kept concrete so its summary can be read afterwards.
+enum ChosenProfile {
+    Fixed(FixedProfile),
+    Sweep(SweepProfile),
+    Capacity(CapacityProfile),
+}
+
+impl ChosenProfile {
+    fn new(plan: &RunPlan, template: PlanTemplate) -> Self {
+        match &plan.profile_plan {
+            ProfilePlan::Fixed { strategies } => {
+                Self::Fixed(FixedProfile::new(template, strategies.clone()))
+            }
+            ProfilePlan::Sweep {
+                benchmarks,
+                arrivals,
+                throughput_concurrency,
+            } => Self::Sweep(SweepProfile::new(
+                template,
+                *benchmarks,
+                *arrivals,
+                *throughput_concurrency,
+            )),
+            ProfilePlan::Capacity {
+                precision,
+                throughput_concurrency,
+            } => Self::Capacity(CapacityProfile::new(
+                template,
+                plan.slo.clone().unwrap_or_default(),
+                *precision,
+                *throughput_concurrency,
+            )),
+        }
+    }
+
+    fn as_profile(&mut self) -> &mut dyn Profile {
+        match self {
+            Self::Fixed(p) => p,
+            Self::Sweep(p) => p,
+            Self::Capacity(p) => p,
+        }
+    }
+
+    /// Benchmarks the profile will run, when known in advance.
+    fn planned(plan: &RunPlan) -> Option<usize> {
+        match &plan.profile_plan {
+            ProfilePlan::Fixed { strategies } => Some(strategies.len()),
+            ProfilePlan::Sweep { benchmarks, .. } => Some(*benchmarks),
+            ProfilePlan::Capacity { .. } => None,
+        }
+    }
 }

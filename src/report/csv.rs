@@ -120,6 +120,7 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
             "timing.measured_duration_s",
             Box::new(|r| float(r.measured_window.duration_s)),
         ),
+        ("timing.stop_time_s", Box::new(|r| opt_float(r.stop_time_s))),
         (
             "requests.created",
             Box::new(|r| r.requests.created.to_string()),
@@ -234,6 +235,39 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
         (
             "client.warnings",
             Box::new(|r| r.client.warnings.join(" | ")),
+        ),
+        (
+            "slo.passed",
+            Box::new(move |r| r.slo.as_ref().map(|v| b(v.passed)).unwrap_or_default()),
+        ),
+        (
+            "slo.failed_checks",
+            Box::new(|r| {
+                r.slo
+                    .iter()
+                    .flat_map(|v| &v.checks)
+                    .filter(|c| !c.passed)
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(";")
+            }),
+        ),
+        (
+            "goodput.good_requests",
+            Box::new(|r| {
+                r.goodput
+                    .as_ref()
+                    .map(|g| g.good_requests.to_string())
+                    .unwrap_or_default()
+            }),
+        ),
+        (
+            "goodput.requests_per_s",
+            Box::new(|r| opt_float(r.goodput.as_ref().map(|g| g.requests_per_s))),
+        ),
+        (
+            "goodput.fraction",
+            Box::new(|r| opt_float(r.goodput.as_ref().map(|g| g.fraction))),
         ),
     ]
 }

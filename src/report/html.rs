@@ -7,7 +7,7 @@
 //! defensively, so reports of any number of benchmarks, with metrics missing, or with
 //! fields added later (SLO verdicts) all render.
 
-use super::console::num;
+use super::console::{num, strategy_label};
 use super::json::Report;
 use llmsurge_coordinator::BenchmarkResult;
 use minijinja::value::Serde;
@@ -71,7 +71,7 @@ fn row(b: &BenchmarkResult) -> Row {
         notes.push(format!("worker {} (pid {}): {}", w.id, w.pid, w.outcome));
     }
     Row {
-        label: b.strategy.to_string(),
+        label: strategy_label(&b.strategy),
         duration: num(b.duration_s),
         completed: b.requests.completed,
         errored: b.requests.errored,
@@ -98,14 +98,27 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
         labels: Vec<String>,
         report: &'a Report,
     }
-    let json = serde_json::to_string(&PageData {
+    let mut value = serde_json::to_value(PageData {
         labels: report
             .benchmarks
             .iter()
-            .map(|b| b.strategy.to_string())
+            .map(|b| strategy_label(&b.strategy))
             .collect(),
         report,
     })?;
+    // The encoded histograms serve merging and comparisons, not the page: leave them out.
+    if let Some(benchmarks) = value
+        .pointer_mut("/report/benchmarks")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for b in benchmarks
+            .iter_mut()
+            .filter_map(serde_json::Value::as_object_mut)
+        {
+            b.remove("histograms");
+        }
+    }
+    let json = value.to_string();
     Ok(json
         .replace('<', "\\u003c")
         .replace('>', "\\u003e")
@@ -165,6 +178,24 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
     } else {
         "incomplete"
     };
+    let capacity = report.capacity.as_ref().map(|c| {
+        let probes: Vec<_> = c
+            .probes
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "label": strategy_label(&p.strategy),
+                    "rate": num(p.rate),
+                    "passed": p.passed,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "rate": c.rate.map(num),
+            "conclusion": c.conclusion,
+            "probes": probes,
+        })
+    });
     env.get_template("report.html")?.render(context! {
         title => format!("llmsurge report: {} on {}", report.target.model, report.target.base_url),
         model => &report.target.model,
@@ -176,6 +207,7 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
         end => utc(m.end_time),
         status => status,
         extras => Serde(extras),
+        capacity => Serde(capacity),
         rows => Serde(report.benchmarks.iter().map(row).collect::<Vec<_>>()),
         data => data,
         uplot_js => UPLOT_JS,

@@ -3,6 +3,7 @@
 
 use super::requests::RequestSamples;
 use llmsurge_coordinator::BenchmarkResult;
+use llmsurge_coordinator::profiles::CapacityOutcome;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
@@ -97,6 +98,9 @@ pub struct Report {
     /// Per-request records kept by `--sample-requests`, one entry per benchmark.
     #[serde(default)]
     pub request_samples: Vec<RequestSamples>,
+    /// The answer of `--profile capacity`, with every probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityOutcome>,
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one.

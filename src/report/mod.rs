@@ -14,10 +14,13 @@ pub mod console;
 pub mod csv;
 pub mod html;
 pub mod json;
+pub mod junit;
+pub mod markdown;
 pub mod outputs;
 pub mod progress;
 pub mod reporter;
 pub mod requests;
+pub mod verdicts;
 
 pub use json::{
     HostInfo, LoadError, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, write_atomic,

@@ -22,6 +22,10 @@ pub enum Output {
     Yaml(PathBuf),
     /// Summary tables on stdout.
     Console,
+    /// SLO verdicts as JUnit XML.
+    Junit(PathBuf),
+    /// A Markdown summary.
+    Markdown(PathBuf),
 }
 
 /// The file formats, for rendering.
@@ -35,6 +39,10 @@ pub enum FileFormat {
     Html,
     /// YAML.
     Yaml,
+    /// JUnit XML (SLO verdicts).
+    Junit,
+    /// Markdown.
+    Markdown,
 }
 
 impl Output {
@@ -45,6 +53,8 @@ impl Output {
             Output::Csv(p) => Some((FileFormat::Csv, p)),
             Output::Html(p) => Some((FileFormat::Html, p)),
             Output::Yaml(p) => Some((FileFormat::Yaml, p)),
+            Output::Junit(p) => Some((FileFormat::Junit, p)),
+            Output::Markdown(p) => Some((FileFormat::Markdown, p)),
             Output::Console => None,
         }
     }
@@ -60,6 +70,8 @@ pub fn parse_outputs(values: &[String]) -> Result<Vec<Output>, String> {
             "html" => Output::Html("benchmarks.html".into()),
             "yaml" => Output::Yaml("benchmarks.yaml".into()),
             "console" => Output::Console,
+            "junit" => Output::Junit("benchmarks.junit.xml".into()),
+            "md" | "markdown" => Output::Markdown("benchmarks.md".into()),
             file => {
                 let ext = Path::new(file)
                     .extension()
@@ -71,9 +83,11 @@ pub fn parse_outputs(values: &[String]) -> Result<Vec<Output>, String> {
                     Some("csv") => Output::Csv(path),
                     Some("html" | "htm") => Output::Html(path),
                     Some("yaml" | "yml") => Output::Yaml(path),
+                    Some("xml") => Output::Junit(path),
+                    Some("md") => Output::Markdown(path),
                     _ => {
                         return Err(format!(
-                            "--outputs: unknown output {file:?} (expected json, csv, html, yaml, console, or a file name ending in .json, .csv, .html or .yaml)"
+                            "--outputs: unknown output {file:?} (expected json, csv, html, yaml, console, junit, md, or a file name ending in .json, .csv, .html, .yaml, .xml or .md)"
                         ));
                     }
                 }
@@ -101,6 +115,9 @@ pub enum RenderError {
     /// YAML.
     #[error("YAML: {0}")]
     Yaml(#[from] serde_saphyr::SerializeError),
+    /// JUnit XML.
+    #[error("JUnit: {0}")]
+    Junit(#[from] std::io::Error),
 }
 
 /// Renders the report in one file format.
@@ -110,6 +127,10 @@ pub fn render(report: &Report, format: FileFormat) -> Result<Vec<u8>, RenderErro
         FileFormat::Csv => super::csv::render(report)?,
         FileFormat::Html => super::html::render(report)?.into_bytes(),
         FileFormat::Yaml => serde_saphyr::to_string(report)?.into_bytes(),
+        FileFormat::Junit => {
+            super::junit::render(&super::junit::slo_suites(&report.benchmarks))?.into_bytes()
+        }
+        FileFormat::Markdown => super::markdown::run_summary(&report.benchmarks).into_bytes(),
     })
 }
 
@@ -156,23 +177,36 @@ mod tests {
     #[test]
     fn aliases_and_file_names_pick_formats() {
         assert_eq!(
-            parse(&["json", "csv", "html", "yaml", "console"]).expect("valid"),
+            parse(&["json", "csv", "html", "yaml", "console", "junit", "md"]).expect("valid"),
             vec![
                 Output::Json("benchmarks.json".into()),
                 Output::Csv("benchmarks.csv".into()),
                 Output::Html("benchmarks.html".into()),
                 Output::Yaml("benchmarks.yaml".into()),
                 Output::Console,
+                Output::Junit("benchmarks.junit.xml".into()),
+                Output::Markdown("benchmarks.md".into()),
             ]
         );
         assert_eq!(
-            parse(&["run.json", "sub/summary.CSV", "page.htm", "r.yml", "json"]).expect("valid"),
+            parse(&[
+                "run.json",
+                "sub/summary.CSV",
+                "page.htm",
+                "r.yml",
+                "json",
+                "slo.xml",
+                "summary.md"
+            ])
+            .expect("valid"),
             vec![
                 Output::Json("run.json".into()),
                 Output::Csv("sub/summary.CSV".into()),
                 Output::Html("page.htm".into()),
                 Output::Yaml("r.yml".into()),
                 Output::Json("benchmarks.json".into()),
+                Output::Junit("slo.xml".into()),
+                Output::Markdown("summary.md".into()),
             ]
         );
     }

@@ -6,7 +6,7 @@
 //! facts as plain lines, about once a second. Rates come from successive snapshots, so
 //! they are current, not averages since the start.
 
-use super::console::num;
+use super::console::{num, strategy_label};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use llmsurge_coordinator::{BenchmarkResult, Progress, Strategy};
 use std::time::Duration;
@@ -83,8 +83,13 @@ fn describe(p: &Progress, req_s: f64, tok_s: f64) -> (String, String) {
     )
 }
 
-/// The line printed when a benchmark finishes.
+/// The line printed when a benchmark finishes (`planned` 0: the total is not known).
 pub fn finished_line(r: &BenchmarkResult, planned: usize) -> String {
+    let position = if planned > 0 {
+        format!("{}/{planned}", r.index + 1)
+    } else {
+        format!("{}", r.index + 1)
+    };
     let ttft = r
         .metrics
         .get("ttft")
@@ -92,9 +97,8 @@ pub fn finished_line(r: &BenchmarkResult, planned: usize) -> String {
         .map(|d| format!(", TTFT p50 {} ms", num(d.successful.percentiles.p50)))
         .unwrap_or_default();
     format!(
-        "[{}/{planned}] {}: done in {:.1}s, {} completed, {} errored, {} req/s, {} tok/s{ttft}{}",
-        r.index + 1,
-        r.strategy,
+        "[{position}] {}: done in {:.1}s, {} completed, {} errored, {} req/s, {} tok/s{ttft}{}",
+        strategy_label(&r.strategy),
         r.duration_s,
         r.requests.completed,
         r.requests.errored,
@@ -129,9 +133,14 @@ impl ProgressView {
 
     fn prefix(&self, index: u32, strategy: &Strategy) -> String {
         if self.planned > 0 {
-            format!("[{}/{}] {strategy}", index + 1, self.planned)
+            format!(
+                "[{}/{}] {}",
+                index + 1,
+                self.planned,
+                strategy_label(strategy)
+            )
         } else {
-            format!("[{}] {strategy}", index + 1)
+            format!("[{}] {}", index + 1, strategy_label(strategy))
         }
     }
 

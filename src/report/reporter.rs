@@ -9,6 +9,7 @@ use super::json::{HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo}
 use super::outputs::{Output, write_files};
 use super::progress::{ProgressMode, ProgressView};
 use super::requests::{RequestEntry, RequestLog, RequestSampler};
+use llmsurge_coordinator::profiles::CapacityOutcome;
 use llmsurge_coordinator::{BenchmarkResult, Progress, RunObserver, Strategy};
 use llmsurge_proto::{ClockAnchor, RequestRecord};
 use serde::Serialize;
@@ -97,6 +98,7 @@ impl RunReporter {
                 target: info.target,
                 benchmarks: Vec::new(),
                 request_samples: Vec::new(),
+                capacity: None,
             },
             console_summary: messages && outputs.contains(&Output::Console),
             outputs,
@@ -125,6 +127,11 @@ impl RunReporter {
     /// The report as it stands.
     pub fn report(&self) -> &Report {
         &self.report
+    }
+
+    /// Records the answer of a capacity search (written by [`RunReporter::finish`]).
+    pub fn set_capacity(&mut self, capacity: Option<CapacityOutcome>) {
+        self.report.capacity = capacity;
     }
 
     fn flush_log(&mut self) {
@@ -160,7 +167,10 @@ impl RunReporter {
             !interrupted && (self.planned == 0 || benchmarks.len() == self.planned);
         self.write();
         if self.console_summary && !benchmarks.is_empty() {
-            println!("{}", console::render(benchmarks));
+            println!(
+                "{}",
+                console::summary(benchmarks, self.report.capacity.as_ref())
+            );
         }
         if self.messages {
             for (_, file) in self.outputs.iter().filter_map(Output::file) {

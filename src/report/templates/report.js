@@ -97,36 +97,40 @@
     });
   }
 
-  // Achieved throughput against the target of each benchmark.
+  // Achieved throughput against the offered load of each benchmark: its target rate
+  // (constant, poisson), or what it achieved when it has no rate target (synchronous,
+  // throughput and concurrent benchmarks offer whatever they can).
   function throughput() {
-    var title = "Throughput vs target";
-    if (!benches.length) { noData("charts-throughput", title, "No benchmarks."); return; }
-    var rateBased = benches.every(function (b) {
+    var title = "Throughput vs offered load";
+    function achieved(b) { return num(b.throughput && b.throughput.requests_per_s); }
+    function target(b) {
       var t = b.strategy && b.strategy.type;
-      return (t === "constant" || t === "poisson") && num(b.strategy.rate) !== null;
-    });
-    var order = benches.map(function (b, i) { return i; });
-    if (rateBased) { order.sort(function (a, c) { return benches[a].strategy.rate - benches[c].strategy.rate; }); }
-    var xs = order.map(function (i, k) { return rateBased ? benches[i].strategy.rate : k; });
-    var rps = order.map(function (i) { return num(benches[i].throughput && benches[i].throughput.requests_per_s); });
-    var tok = order.map(function (i) { return num(benches[i].throughput && benches[i].throughput.output_tokens_per_s); });
-    var series = [{ label: rateBased ? "target req/s" : "benchmark" },
+      return (t === "constant" || t === "poisson") ? num(b.strategy.rate) : null;
+    }
+    var order = benches.map(function (b, i) { return i; })
+      .filter(function (i) { return (target(benches[i]) !== null ? target(benches[i]) : achieved(benches[i])) !== null; });
+    function offered(i) { var t = target(benches[i]); return t !== null ? t : achieved(benches[i]); }
+    order.sort(function (a, c) { return offered(a) - offered(c); });
+    if (!order.length) { noData("charts-throughput", title, "No benchmark measured a request rate."); return; }
+    var xs = order.map(offered);
+    var columns = [xs,
+      order.map(function (i) { return achieved(benches[i]); }),
+      order.map(function (i) { return num(benches[i].throughput && benches[i].throughput.output_tokens_per_s); })];
+    var series = [{ label: "offered req/s", value: function (u, v, si, k) {
+        return k === null || k === undefined ? "–" : label(order[k]) + " (" + (Math.round(v * 100) / 100) + ")";
+      } },
       line("achieved req/s", color(0), { scale: "rps" }),
       line("output tok/s", color(2), { scale: "tok" })];
-    var columns = [xs, rps, tok];
-    if (rateBased) {
+    var targets = order.map(function (i) { return target(benches[i]); });
+    if (targets.some(function (t) { return t !== null; })) {
       series.push(line("target req/s", color(7), { scale: "rps", dash: [6, 4], width: 1 }));
-      columns.push(xs.slice());
+      columns.push(targets);
     }
-    var xAxis = rateBased ? { label: "target requests/s" } : {
-      label: "benchmark",
-      splits: function () { return xs; },
-      values: function (u, splits) { return splits.map(function (v) { return label(order[v]) || ""; }); },
-    };
-    chart("charts-throughput", title + (rateBased ? " rate" : ""), {
+    chart("charts-throughput", title, {
       scales: { x: { time: false }, rps: {}, tok: {} },
       series: series,
-      axes: [xAxis, { label: "requests/s", scale: "rps" },
+      axes: [{ label: "offered requests/s (target rate, or achieved without one)" },
+        { label: "requests/s", scale: "rps" },
         { label: "output tokens/s", scale: "tok", side: 1, grid: { show: false } }],
     }, columns);
   }
@@ -195,8 +199,8 @@
     });
   }
 
-  // SLO verdicts, when the report carries them (optional: `slo` on a benchmark, with
-  // `passed` and optionally `checks`, each with a name, observed value and threshold).
+  // SLO verdicts, when the report carries them (`slo` on a benchmark: `passed` and
+  // `checks`, each with its `name`, `measured` value and `passed`).
   function slo() {
     var rows = [];
     benches.forEach(function (b, i) { if (b && b.slo !== undefined && b.slo !== null) { rows.push([i, b.slo]); } });
@@ -224,10 +228,11 @@
         var div = document.createElement("div");
         div.appendChild(verdict(c));
         var name = c.name || c.metric || c.key || "";
-        var observed = c.observed !== undefined ? c.observed : c.value;
-        var limit = c.threshold !== undefined ? c.threshold : c.limit;
+        var measured = c.measured !== undefined ? c.measured : c.observed;
+        var shown = typeof measured === "number" ? String(Math.round(measured * 1000) / 1000)
+          : measured === null ? "not measured" : measured;
         div.appendChild(document.createTextNode(" " + name +
-          (observed !== undefined ? ": " + observed : "") + (limit !== undefined ? " (limit " + limit + ")" : "")));
+          (shown !== undefined ? " (measured " + shown + ")" : "")));
         cell.appendChild(div);
       });
     });
