@@ -2,7 +2,7 @@
 //! against the mock's capacity model: C slots and a fixed service time S give a capacity
 //! of C/S requests per second (docs/mock-server.md).
 
-use crate::support::{assert_identity, mock, run};
+use crate::support::{mock, ok_report, run};
 use llmsurge::mock::MockConfig;
 use llmsurge_coordinator::{StopReason, Strategy};
 
@@ -38,9 +38,7 @@ fn a_sweep_spans_synchronous_to_throughput_in_even_steps() {
         "--data",
         DATA,
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     let b = &report.benchmarks;
     assert_eq!(b.len(), 5);
     assert_eq!(b[0].strategy, Strategy::Synchronous);
@@ -113,9 +111,7 @@ fn warmup_and_cooldown_by_request_count_are_excluded_exactly() {
         "--data",
         DATA,
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert_eq!((b.requests.created, b.requests.completed), (50, 50));
     assert_eq!((b.requests.warmup, b.requests.cooldown), (10, 15));
@@ -147,9 +143,7 @@ fn over_saturation_stops_an_overloaded_benchmark_early() {
         "--data",
         DATA,
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let Some(StopReason::OverSaturation { detail }) = &b.stop_reason else {
         panic!("expected an over-saturation stop, got {:?}", b.stop_reason)
@@ -264,9 +258,7 @@ fn the_capacity_search_finds_the_mock_capacity() {
         "--data",
         DATA,
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     let capacity = report.capacity.expect("a capacity outcome");
     let rate = capacity.rate.expect("a rate");
     assert!(

@@ -1,7 +1,7 @@
 //! Request formats and server faults: every fault becomes an errored request with its
 //! kind and a reason, never a hang or a crash.
 
-use crate::support::{assert_identity, mock, run};
+use crate::support::{mock, ok_report, run};
 use llmsurge::mock::MockConfig;
 
 const DATA: &str = "prompt_tokens=16,output_tokens=8";
@@ -36,9 +36,7 @@ fn server_faults_become_errors_of_their_kind() {
         "--data",
         DATA,
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let faults = server.stats().faults;
     assert_eq!(
