@@ -212,6 +212,13 @@ impl ProgressView {
     }
 }
 
+impl Drop for ProgressView {
+    /// A run that ends in an error must not leave a half-drawn live view above its message.
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
