@@ -31,6 +31,9 @@ pub enum CoordinatorError {
     /// The plan is not runnable.
     #[error("invalid plan: {0}")]
     Plan(String),
+    /// The plan asks for more connections than the open-file limit allows.
+    #[error("{0}")]
+    FdLimit(String),
     /// The user interrupted the run before the benchmark started.
     #[error("interrupted")]
     Interrupted,

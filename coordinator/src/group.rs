@@ -117,7 +117,9 @@ impl BenchmarkPlan {
         let per_worker = total.div_ceil(u64::from(self.workers.max(1)));
         llmsurge_proto::fdlimit::ensure_fd_capacity(per_worker)
             .map(drop)
-            .map_err(|e| CoordinatorError::Plan(format!("{flag} {total} ({}) {e}", self.strategy)))
+            .map_err(|e| {
+                CoordinatorError::FdLimit(format!("{flag} {total} ({}) {e}", self.strategy))
+            })
     }
 
     fn worker_config(&self, id: u32) -> WorkerConfig {

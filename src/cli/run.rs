@@ -110,7 +110,9 @@ async fn run(plan: RunPlan) -> i32 {
     }
     let outcome = match outcome {
         Ok(o) => o,
-        Err(e @ CoordinatorError::WorkerSetup { .. }) => return super::usage_error(&e.to_string()),
+        Err(e @ (CoordinatorError::WorkerSetup { .. } | CoordinatorError::FdLimit(_))) => {
+            return super::usage_error(&e.to_string());
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return exit_codes::RUN_FAILED;
