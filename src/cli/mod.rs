@@ -6,6 +6,7 @@
 pub mod args;
 pub mod resolve;
 pub mod run;
+pub mod scenario;
 pub mod values;
 
 use crate::exit_codes;
@@ -34,6 +35,9 @@ enum Command {
     Benchmark(BenchmarkCommand),
     /// Run the built-in mock OpenAI-compatible server.
     MockServer(crate::mock::MockConfig),
+    /// Prepare data offline.
+    #[command(subcommand)]
+    Preprocess(PreprocessCommand),
     /// Internal: a worker process started by the coordinator.
     #[command(name = "__worker", hide = true)]
     Worker(WorkerArgs),
@@ -43,6 +47,12 @@ enum Command {
 enum BenchmarkCommand {
     /// Run a profile of one or more benchmarks and write the report.
     Run(Box<args::RunArgs>),
+}
+
+#[derive(Debug, Subcommand)]
+enum PreprocessCommand {
+    /// Rewrite a dataset so every prompt has a requested token length.
+    Dataset(args::PreprocessArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -96,7 +106,14 @@ pub fn usage_error(message: &str) -> i32 {
 
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
-    let matches = match Cli::command().try_get_matches() {
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let command = match scenario::apply(Cli::command(), &argv) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    let matches = match command.try_get_matches() {
         Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -139,6 +156,7 @@ pub fn main() -> i32 {
                 }
             }
         }
+        Command::Preprocess(PreprocessCommand::Dataset(a)) => a.run(),
         Command::Worker(w) => worker_main(&w),
     }
 }

@@ -28,8 +28,18 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
         Ok(p) => p,
         Err(e) => return super::usage_error(&e.0),
     };
+    // Data errors (files, rows, tokenizers) are input errors: found before anything starts.
+    let data = match crate::data::prepare(
+        &plan.data,
+        plan.limits.max_seconds,
+        plan.limits.max_requests,
+        !plan.dry_run,
+    ) {
+        Ok(d) => d,
+        Err(e) => return super::usage_error(&e),
+    };
     if plan.dry_run {
-        return match serde_json::to_string_pretty(&plan) {
+        return match serde_json::to_string_pretty(&plan_json(&plan, &data)) {
             Ok(s) => {
                 println!("{s}");
                 exit_codes::OK
@@ -47,10 +57,23 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
             return exit_codes::RUN_FAILED;
         }
     };
-    runtime.block_on(run(plan))
+    runtime.block_on(run(plan, data))
 }
 
-async fn run(plan: RunPlan) -> i32 {
+/// The resolved plan as JSON, with what preparing the data found (the tokenizer used,
+/// rows) under `data.resolved`.
+fn plan_json(plan: &RunPlan, data: &crate::data::PreparedData) -> serde_json::Value {
+    let mut v = serde_json::to_value(plan).unwrap_or_default();
+    if let Some(d) = v.get_mut("data").and_then(|d| d.as_object_mut()) {
+        d.insert(
+            "resolved".into(),
+            serde_json::to_value(&data.summary).unwrap_or_default(),
+        );
+    }
+    v
+}
+
+async fn run(plan: RunPlan, data: crate::data::PreparedData) -> i32 {
     let started = unix_now();
     let target = match resolve_target(
         &plan.target,
@@ -74,11 +97,12 @@ async fn run(plan: RunPlan) -> i32 {
         program,
         args: vec!["__worker".into()],
     };
-    let plans = match benchmark_plans(&plan, &target) {
+    let plans = match benchmark_plans(&plan, &target, &data.spec) {
         Ok(p) => p,
         Err(UsageError(message)) => return super::usage_error(&message),
     };
     let mut reporter = RunReporter::new(&plan, &target, started, plans.len());
+    reporter.report.args = plan_json(&plan, &data);
     let mut profile = plans.into_iter();
     let outcome = run_profile(&command, &mut profile, &mut reporter).await;
     if let Some(mock) = target.mock {
@@ -131,6 +155,7 @@ fn cores() -> u32 {
 fn benchmark_plans(
     plan: &RunPlan,
     target: &ResolvedTarget,
+    data: &DataSpec,
 ) -> Result<Vec<BenchmarkPlan>, UsageError> {
     let b = &plan.backend;
     let template = WorkerConfig {
@@ -157,13 +182,11 @@ fn benchmark_plans(
             streams: 1,
             rampup: Duration::ZERO,
         },
-        data: plan.data.clone(),
+        data: data.clone(),
         window: Default::default(),
         flush_interval: FLUSH_INTERVAL,
     };
-    let dataset_len = match &plan.data {
-        DataSpec::Synthetic(s) => s.samples,
-    };
+    let dataset_len = data.dataset_len();
     let window = measure_window(plan.warmup, plan.cooldown, &plan.limits)?;
     Ok(plan
         .strategies
