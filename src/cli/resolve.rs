@@ -187,8 +187,8 @@ fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
     use crate::data::{DataSource, columns::ColumnMapper, hub::DatasetArgs};
     let d = &args.data;
     let seed = args.load.random_seed;
-    let source = DataPlan::parse_source(&d.data, seed)
-        .map_err(|e| UsageError(format!("--data: {e}")))?;
+    let source =
+        DataPlan::parse_source(&d.data, seed).map_err(|e| UsageError(format!("--data: {e}")))?;
     let dataset_args = match &d.data_args {
         Some(raw) => {
             DatasetArgs::parse(raw).map_err(|e| UsageError(format!("--data-args: {e}")))?

@@ -14,8 +14,14 @@ use std::path::Path;
 pub const BUILTIN: &[(&str, &str)] = &[
     ("chat", include_str!("../../scenarios/chat.json")),
     ("rag", include_str!("../../scenarios/rag.json")),
-    ("prefix_cache", include_str!("../../scenarios/prefix_cache.json")),
-    ("long_context", include_str!("../../scenarios/long_context.json")),
+    (
+        "prefix_cache",
+        include_str!("../../scenarios/prefix_cache.json"),
+    ),
+    (
+        "long_context",
+        include_str!("../../scenarios/long_context.json"),
+    ),
 ];
 
 /// The scenario named in `argv` (after `benchmark run`) or in the environment.
@@ -45,15 +51,19 @@ fn requested(argv: &[String]) -> Option<String> {
 pub fn load(name_or_path: &str) -> Result<(String, serde_json::Map<String, Value>), String> {
     let path = Path::new(name_or_path);
     let (label, text, yaml) = if path.is_file() {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("--scenario {name_or_path}: {e}"))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("--scenario {name_or_path}: {e}"))?;
         let yaml = matches!(
             path.extension().and_then(|e| e.to_str()),
             Some("yaml" | "yml")
         );
         (name_or_path.to_string(), text, yaml)
     } else if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
-        (format!("scenario {name_or_path}"), (*text).to_string(), false)
+        (
+            format!("scenario {name_or_path}"),
+            (*text).to_string(),
+            false,
+        )
     } else {
         let known: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
         return Err(format!(
@@ -168,6 +178,10 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        assert!(apply(super::super::Cli::command(), &argv).expect_err("name").contains("nope"));
+        assert!(
+            apply(super::super::Cli::command(), &argv)
+                .expect_err("name")
+                .contains("nope")
+        );
     }
 }

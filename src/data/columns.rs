@@ -9,7 +9,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Prompt columns tried in order.
-pub const PROMPT_COLUMNS: &[&str] = &["prompt", "instruction", "question", "input", "context", "text"];
+pub const PROMPT_COLUMNS: &[&str] = &[
+    "prompt",
+    "instruction",
+    "question",
+    "input",
+    "context",
+    "text",
+];
 /// System-part columns tried in order.
 pub const SYSTEM_COLUMNS: &[&str] = &["system", "system_prompt", "prefix"];
 /// Conversation columns tried in order (`conversations` is ShareGPT's).
@@ -61,16 +68,22 @@ impl RowMapper<'_> {
     pub fn row(&self, file: &str, rec: &Record) -> Result<Row, String> {
         let err = |m: String| format!("{file} {}: {m}", rec.at);
         let f = &rec.fields;
-        let pick = |explicit: &Option<String>, defaults: &[&str]| -> Result<Option<(String, Value)>, String> {
+        let pick = |explicit: &Option<String>,
+                    defaults: &[&str]|
+         -> Result<Option<(String, Value)>, String> {
             if let Some(col) = explicit {
                 return match f.get(col) {
                     Some(v) => Ok(Some((col.clone(), v.clone()))),
-                    None => Err(err(format!("no column {col:?} (named by --data-column-mapper)"))),
+                    None => Err(err(format!(
+                        "no column {col:?} (named by --data-column-mapper)"
+                    ))),
                 };
             }
-            Ok(defaults
-                .iter()
-                .find_map(|c| f.get(*c).filter(|v| !v.is_null()).map(|v| (c.to_string(), v.clone()))))
+            Ok(defaults.iter().find_map(|c| {
+                f.get(*c)
+                    .filter(|v| !v.is_null())
+                    .map(|v| (c.to_string(), v.clone()))
+            }))
         };
         let mut answer_tokens = None;
         let messages_col = if self.columns.prompt.is_some() && self.columns.messages.is_none() {
@@ -82,10 +95,11 @@ impl RowMapper<'_> {
             let mut msgs = conversation(&v).map_err(|m| err(format!("column {col:?}: {m}")))?;
             // A final assistant turn is the reference answer: the server writes its own,
             // of about that length.
-            if msgs.len() > 1 && msgs.last().is_some_and(|m| m.role == "assistant") {
-                if let Some(last) = msgs.pop() {
-                    answer_tokens = Some(self.tok.count(&last.content) as u32);
-                }
+            if msgs.len() > 1
+                && msgs.last().is_some_and(|m| m.role == "assistant")
+                && let Some(last) = msgs.pop()
+            {
+                answer_tokens = Some(self.tok.count(&last.content) as u32);
             }
             if msgs.is_empty() {
                 return Err(err(format!("column {col:?}: the conversation is empty")));
@@ -100,35 +114,45 @@ impl RowMapper<'_> {
                 )));
             };
             let Value::String(text) = v else {
-                return Err(err(format!("column {col:?} must be a string, got {}", kind(&v))));
+                return Err(err(format!(
+                    "column {col:?} must be a string, got {}",
+                    kind(&v)
+                )));
             };
             match pick(&self.columns.system, SYSTEM_COLUMNS)? {
-                Some((_, Value::String(system))) if !system.is_empty() => RowPrompt::Messages(vec![
-                    RowMessage {
-                        role: "system".into(),
-                        content: system,
-                    },
-                    RowMessage {
-                        role: "user".into(),
-                        content: text,
-                    },
-                ]),
+                Some((_, Value::String(system))) if !system.is_empty() => {
+                    RowPrompt::Messages(vec![
+                        RowMessage {
+                            role: "system".into(),
+                            content: system,
+                        },
+                        RowMessage {
+                            role: "user".into(),
+                            content: text,
+                        },
+                    ])
+                }
                 Some((_, Value::String(_))) | None => RowPrompt::Text(text),
                 Some((col, v)) => {
-                    return Err(err(format!("column {col:?} must be a string, got {}", kind(&v))));
+                    return Err(err(format!(
+                        "column {col:?} must be a string, got {}",
+                        kind(&v)
+                    )));
                 }
             }
         };
         let count = |explicit: &Option<String>, default: &str| -> Result<Option<u32>, String> {
             let col = explicit.as_deref().unwrap_or(default);
             match f.get(col) {
-                None if explicit.is_some() => {
-                    Err(err(format!("no column {col:?} (named by --data-column-mapper)")))
-                }
+                None if explicit.is_some() => Err(err(format!(
+                    "no column {col:?} (named by --data-column-mapper)"
+                ))),
                 None | Some(Value::Null) => Ok(None),
-                Some(v) => token_count(v)
-                    .map(Some)
-                    .ok_or_else(|| err(format!("column {col:?} must be a whole number of tokens, got {v}"))),
+                Some(v) => token_count(v).map(Some).ok_or_else(|| {
+                    err(format!(
+                        "column {col:?} must be a whole number of tokens, got {v}"
+                    ))
+                }),
             }
         };
         let _declared_prompt = count(&self.columns.prompt_tokens_count, "prompt_tokens_count")?;
@@ -159,10 +183,20 @@ fn conversation(v: &Value) -> Result<Vec<RowMessage>, String> {
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let Value::Object(m) = item else {
-            return Err(format!("message {} is {}, not an object", i + 1, kind(item)));
+            return Err(format!(
+                "message {} is {}, not an object",
+                i + 1,
+                kind(item)
+            ));
         };
-        let role = m.get("role").or_else(|| m.get("from")).and_then(Value::as_str);
-        let content = m.get("content").or_else(|| m.get("value")).and_then(Value::as_str);
+        let role = m
+            .get("role")
+            .or_else(|| m.get("from"))
+            .and_then(Value::as_str);
+        let content = m
+            .get("content")
+            .or_else(|| m.get("value"))
+            .and_then(Value::as_str);
         let (Some(role), Some(content)) = (role, content) else {
             return Err(format!(
                 "message {} needs role and content (or ShareGPT's from and value) strings",
@@ -189,7 +223,9 @@ mod tests {
     use llmsurge_proto::TokenizerRef;
 
     fn rec(v: Value) -> Record {
-        let Value::Object(fields) = v else { panic!("object") };
+        let Value::Object(fields) = v else {
+            panic!("object")
+        };
         Record {
             at: "line 1".into(),
             fields,
@@ -211,23 +247,41 @@ mod tests {
         assert_eq!(r.prompt, RowPrompt::Text("Why is the sky blue?".into()));
         assert_eq!((r.prompt_tokens, r.output_tokens), (6, Some(12)));
         let r = m
-            .row("f", &rec(serde_json::json!({"system_prompt": "Be brief.", "instruction": "Hi"})))
+            .row(
+                "f",
+                &rec(serde_json::json!({"system_prompt": "Be brief.", "instruction": "Hi"})),
+            )
             .expect("row");
-        assert!(matches!(r.prompt, RowPrompt::Messages(ref v) if v.len() == 2 && v[0].role == "system"));
+        assert!(
+            matches!(r.prompt, RowPrompt::Messages(ref v) if v.len() == 2 && v[0].role == "system")
+        );
         let share = serde_json::json!({"conversations": [
             {"from": "human", "value": "Tell me a joke"}, {"from": "gpt", "value": "No, never."}]});
         let r = m.row("f", &rec(share)).expect("sharegpt");
-        assert!(matches!(r.prompt, RowPrompt::Messages(ref v) if v.len() == 1 && v[0].role == "user"));
+        assert!(
+            matches!(r.prompt, RowPrompt::Messages(ref v) if v.len() == 1 && v[0].role == "user")
+        );
         assert_eq!(r.output_tokens, Some(4), "the dropped answer's length");
-        let cols = ColumnMapper::parse(r#"{"prompt": "body", "output_tokens_count": "n"}"#).expect("mapper");
+        let cols = ColumnMapper::parse(r#"{"prompt": "body", "output_tokens_count": "n"}"#)
+            .expect("mapper");
         let m = RowMapper {
             columns: &cols,
             tok: &tok,
             default_output_tokens: None,
         };
-        let r = m.row("f", &rec(serde_json::json!({"body": "x y", "prompt": "no", "n": 3}))).expect("row");
-        assert_eq!((r.prompt, r.output_tokens), (RowPrompt::Text("x y".into()), Some(3)));
-        let e = m.row("f", &rec(serde_json::json!({"prompt": "x"}))).expect_err("missing");
+        let r = m
+            .row(
+                "f",
+                &rec(serde_json::json!({"body": "x y", "prompt": "no", "n": 3})),
+            )
+            .expect("row");
+        assert_eq!(
+            (r.prompt, r.output_tokens),
+            (RowPrompt::Text("x y".into()), Some(3))
+        );
+        let e = m
+            .row("f", &rec(serde_json::json!({"prompt": "x"})))
+            .expect_err("missing");
         assert!(e.contains("f line 1") && e.contains("\"body\""), "{e}");
         assert!(ColumnMapper::parse(r#"{"colour": "x"}"#).is_err());
     }

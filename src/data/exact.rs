@@ -74,7 +74,10 @@ impl PromptBuilder {
         };
         let (ids, offsets) = tok.encode_with_offsets(&text);
         if ids.is_empty() || offsets.len() != ids.len() {
-            return Err(format!("{}: the source text encodes to nothing", tok.name()));
+            return Err(format!(
+                "{}: the source text encodes to nothing",
+                tok.name()
+            ));
         }
         let mut starts = Vec::with_capacity(ids.len());
         let mut ends = Vec::with_capacity(ids.len());
@@ -144,7 +147,9 @@ impl PromptBuilder {
                 });
                 let mut out = String::new();
                 let pick = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                if self.build(&mut out, n, prefix, i as u64 * 31, pick).is_err()
+                if self
+                    .build(&mut out, n, prefix, i as u64 * 31, pick)
+                    .is_err()
                     || self.tok.count(&out) != n
                 {
                     return false;
@@ -224,9 +229,7 @@ impl PromptBuilder {
         let (e, tail_from) = self.word_starts[k];
         let (e, tail_from) = (e as usize, tail_from as usize);
         let stable = match self.text.get(tail_from..to) {
-            Some(tail) => {
-                !tail.ends_with(char::is_whitespace) && self.tok.count(tail) == end - e
-            }
+            Some(tail) => !tail.ends_with(char::is_whitespace) && self.tok.count(tail) == end - e,
             None => false,
         };
         if stable {
@@ -279,7 +282,12 @@ fn find_word_starts(text: &str, offsets: &[(usize, usize)]) -> Vec<(u32, u32)> {
 
 /// Makes `text` exactly `n` tokens: cuts surplus tokens off the end, pads with filler
 /// words, and re-encodes until the count holds.
-pub fn fit_exact(tok: &Tokenizer, text: &mut String, n: usize, words: &[String]) -> Result<(), String> {
+pub fn fit_exact(
+    tok: &Tokenizer,
+    text: &mut String,
+    n: usize,
+    words: &[String],
+) -> Result<(), String> {
     for round in 0..12 {
         let ids = tok.encode(text);
         let c = ids.len();
@@ -287,7 +295,11 @@ pub fn fit_exact(tok: &Tokenizer, text: &mut String, n: usize, words: &[String])
             return Ok(());
         }
         if c > n {
-            let keep = if round < 6 { n } else { n.saturating_sub(round - 5) };
+            let keep = if round < 6 {
+                n
+            } else {
+                n.saturating_sub(round - 5)
+            };
             *text = tok.decode(&ids[..keep]);
         } else {
             for j in 0..n - c {

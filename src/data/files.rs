@@ -101,8 +101,8 @@ fn read_jsonl(file: &str, text: &str, limit: usize) -> Result<Vec<Record>, Strin
             continue;
         }
         let at = format!("line {}", i + 1);
-        let v: Value = serde_json::from_str(line)
-            .map_err(|e| format!("{file} {at}: not valid JSON ({e})"))?;
+        let v: Value =
+            serde_json::from_str(line).map_err(|e| format!("{file} {at}: not valid JSON ({e})"))?;
         out.push(Record {
             fields: object(file, &at, v)?,
             at,
@@ -112,7 +112,8 @@ fn read_jsonl(file: &str, text: &str, limit: usize) -> Result<Vec<Record>, Strin
 }
 
 fn read_json(file: &str, text: &str, limit: usize) -> Result<Vec<Record>, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| format!("{file}: not valid JSON ({e})"))?;
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| format!("{file}: not valid JSON ({e})"))?;
     let items = match v {
         Value::Array(items) => items,
         Value::Object(mut m) => {
@@ -198,7 +199,12 @@ fn csv_error(e: &csv::Error) -> String {
         csv::ErrorKind::UnequalLengths {
             expected_len, len, ..
         } => format!("{len} fields where the header has {expected_len}"),
-        _ => e.to_string().lines().next().unwrap_or("malformed CSV").to_string(),
+        _ => e
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or("malformed CSV")
+            .to_string(),
     }
 }
 
@@ -253,8 +259,11 @@ mod tests {
         .expect("jsonl");
         assert_eq!(jsonl.len(), 2);
         assert_eq!(jsonl[1].at, "line 3");
-        let json = read_records(&write(d, "b.json", r#"{"data":[{"q":"x"},{"q":"y"}]}"#), Some(1))
-            .expect("json");
+        let json = read_records(
+            &write(d, "b.json", r#"{"data":[{"q":"x"},{"q":"y"}]}"#),
+            Some(1),
+        )
+        .expect("json");
         assert_eq!(json.len(), 1);
         let csv = read_records(&write(d, "c.csv", "prompt,n\n\"a, b\",3\n"), None).expect("csv");
         assert_eq!(csv[0].fields["prompt"], "a, b");
@@ -272,7 +281,8 @@ mod tests {
         assert!(e.contains("a.jsonl line 2"), "{e}");
         let e = read_records(&write(d, "b.csv", "prompt,n\nx,1\ny,2,3\n"), None).expect_err("bad");
         assert!(e.contains("b.csv line 3"), "{e}");
-        let e = read_records(&write(d, "c.json", "[{\"prompt\":\"x\"}, 5]"), None).expect_err("bad");
+        let e =
+            read_records(&write(d, "c.json", "[{\"prompt\":\"x\"}, 5]"), None).expect_err("bad");
         assert!(e.contains("c.json item 2"), "{e}");
         let e = read_records(&write(d, "d.xml", "<x/>"), None).expect_err("bad");
         assert!(e.contains("d.xml"), "{e}");

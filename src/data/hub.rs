@@ -31,8 +31,9 @@ pub struct DatasetArgs {
 impl DatasetArgs {
     /// Parses the `--data-args` JSON object.
     pub fn parse(raw: &str) -> Result<Self, String> {
-        serde_json::from_str(raw)
-            .map_err(|e| format!("not a JSON object with keys split, name, revision, output_tokens: {e}"))
+        serde_json::from_str(raw).map_err(|e| {
+            format!("not a JSON object with keys split, name, revision, output_tokens: {e}")
+        })
     }
 }
 
@@ -43,10 +44,14 @@ pub fn looks_like_repo_id(s: &str) -> bool {
         p.is_some_and(|p| {
             !p.is_empty()
                 && !p.starts_with('.')
-                && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         })
     };
-    ok(parts.next()) && ok(parts.next()) && parts.next().is_none() && Format::of(Path::new(s)).is_none()
+    ok(parts.next())
+        && ok(parts.next())
+        && parts.next().is_none()
+        && Format::of(Path::new(s)).is_none()
 }
 
 fn is_data_file(rel: &str) -> bool {
@@ -54,7 +59,10 @@ fn is_data_file(rel: &str) -> bool {
     let hidden = p
         .components()
         .any(|c| c.as_os_str().to_string_lossy().starts_with('.'));
-    let name = p.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
     !hidden
         && name != "dataset_info.json"
         && name != "dataset_infos.json"
@@ -85,16 +93,28 @@ fn split_of(rel: &str) -> Option<String> {
 
 /// The data files of the requested split and configuration among `files` (relative
 /// paths), sorted. `what` names the dataset in errors.
-pub fn split_files(what: &str, files: &[String], args: &DatasetArgs) -> Result<Vec<String>, String> {
+pub fn split_files(
+    what: &str,
+    files: &[String],
+    args: &DatasetArgs,
+) -> Result<Vec<String>, String> {
     let mut data: Vec<&String> = files.iter().filter(|f| is_data_file(f)).collect();
     if let Some(config) = &args.name {
-        data.retain(|f| Path::new(f).components().any(|c| c.as_os_str() == config.as_str()));
+        data.retain(|f| {
+            Path::new(f)
+                .components()
+                .any(|c| c.as_os_str() == config.as_str())
+        });
         if data.is_empty() {
-            return Err(format!("{what}: no data files for configuration {config:?}"));
+            return Err(format!(
+                "{what}: no data files for configuration {config:?}"
+            ));
         }
     }
     if data.is_empty() {
-        return Err(format!("{what}: no data files (.parquet, .jsonl, .json or .csv)"));
+        return Err(format!(
+            "{what}: no data files (.parquet, .jsonl, .json or .csv)"
+        ));
     }
     let mut splits: Vec<String> = data.iter().filter_map(|f| split_of(f)).collect();
     splits.sort();
@@ -123,7 +143,11 @@ pub fn split_files(what: &str, files: &[String], args: &DatasetArgs) -> Result<V
         return Err(format!(
             "{what}: no data files for split {:?} (splits: {})",
             wanted.unwrap_or_default(),
-            if splits.is_empty() { "none".into() } else { splits.join(", ") }
+            if splits.is_empty() {
+                "none".into()
+            } else {
+                splits.join(", ")
+            }
         ));
     }
     out.sort();
@@ -133,7 +157,9 @@ pub fn split_files(what: &str, files: &[String], args: &DatasetArgs) -> Result<V
 /// The data files of a local dataset folder in the Hub's layout.
 pub fn local_dataset_files(dir: &Path, args: &DatasetArgs) -> Result<Vec<PathBuf>, String> {
     fn walk(root: &Path, dir: &Path, depth: u32, out: &mut Vec<String>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() && depth < 4 {
@@ -154,7 +180,9 @@ pub fn local_dataset_files(dir: &Path, args: &DatasetArgs) -> Result<Vec<PathBuf
 pub fn remote_dataset_files(id: &str, args: &DatasetArgs) -> Result<Vec<PathBuf>, String> {
     use hf_hub::{Repo, RepoType};
     let offline = |e: &dyn std::fmt::Display| {
-        format!("cannot fetch dataset {id} from Hugging Face ({e}); offline? download it and pass its folder")
+        format!(
+            "cannot fetch dataset {id} from Hugging Face ({e}); offline? download it and pass its folder"
+        )
     };
     let api = hf_hub::api::sync::ApiBuilder::from_env()
         .with_progress(false)
@@ -186,7 +214,9 @@ pub fn remote_dataset_files(id: &str, _args: &DatasetArgs) -> Result<Vec<PathBuf
 #[cfg(feature = "hub")]
 pub fn download_tokenizer(id: &str) -> Result<PathBuf, String> {
     let fail = |e: &dyn std::fmt::Display| {
-        format!("cannot fetch the tokenizer of {id} from Hugging Face ({e}); offline? pass a local tokenizer.json or model folder")
+        format!(
+            "cannot fetch the tokenizer of {id} from Hugging Face ({e}); offline? pass a local tokenizer.json or model folder"
+        )
     };
     let api = hf_hub::api::sync::ApiBuilder::from_env()
         .with_progress(false)
@@ -225,7 +255,10 @@ mod tests {
         let a = DatasetArgs::default();
         assert_eq!(
             split_files("d", &layout, &a).expect("train"),
-            files(&["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"])
+            files(&[
+                "data/train-00000-of-00002.parquet",
+                "data/train-00001-of-00002.parquet"
+            ])
         );
         let test = DatasetArgs {
             split: Some("test".into()),
@@ -243,10 +276,22 @@ mod tests {
             name: Some("fr".into()),
             ..a.clone()
         };
-        assert_eq!(split_files("d", &configs, &fr).expect("fr"), files(&["fr/train/0000.parquet"]));
+        assert_eq!(
+            split_files("d", &configs, &fr).expect("fr"),
+            files(&["fr/train/0000.parquet"])
+        );
         let two = files(&["test.jsonl", "validation.jsonl"]);
-        assert!(split_files("d", &two, &a).expect_err("ambiguous").contains("several splits"));
-        assert_eq!(split_files("d", &files(&["rows.jsonl"]), &a).expect("unsplit").len(), 1);
+        assert!(
+            split_files("d", &two, &a)
+                .expect_err("ambiguous")
+                .contains("several splits")
+        );
+        assert_eq!(
+            split_files("d", &files(&["rows.jsonl"]), &a)
+                .expect("unsplit")
+                .len(),
+            1
+        );
     }
 
     #[test]

@@ -204,8 +204,8 @@ pub fn prepare(
     max_requests: Option<u64>,
     write: bool,
 ) -> Result<PreparedData, String> {
-    let tok_ref = tokenizer::resolve_processor(&plan.processor)
-        .map_err(|e| format!("--processor {e}"))?;
+    let tok_ref =
+        tokenizer::resolve_processor(&plan.processor).map_err(|e| format!("--processor {e}"))?;
     let tok = tokenizer::Tokenizer::load(&tok_ref).map_err(|e| format!("--processor {e}"))?;
     let sampling = |rows: u64| Sampling {
         sampler: plan.sampler,
@@ -243,7 +243,8 @@ pub fn prepare(
         DataSource::File { path } => ("file", vec![path.clone()]),
         DataSource::Folder { path } => (
             "folder",
-            hub::local_dataset_files(path, &plan.dataset_args).map_err(|e| format!("--data {e}"))?,
+            hub::local_dataset_files(path, &plan.dataset_args)
+                .map_err(|e| format!("--data {e}"))?,
         ),
         DataSource::Hub { id } => (
             "hub",

@@ -60,10 +60,17 @@ pub fn preprocess(
     columns: &ColumnMapper,
 ) -> Result<PreprocessStats, String> {
     let out_format = files::Format::of(output)
-        .filter(|f| matches!(f, files::Format::Jsonl | files::Format::Json | files::Format::Csv))
+        .filter(|f| {
+            matches!(
+                f,
+                files::Format::Jsonl | files::Format::Json | files::Format::Csv
+            )
+        })
         .ok_or_else(|| format!("{}: write .jsonl, .json or .csv", output.display()))?;
-    let tok = Tokenizer::load(&tokenizer::resolve_processor(processor).map_err(|e| format!("--processor {e}"))?)
-        .map_err(|e| format!("--processor {e}"))?;
+    let tok = Tokenizer::load(
+        &tokenizer::resolve_processor(processor).map_err(|e| format!("--processor {e}"))?,
+    )
+    .map_err(|e| format!("--processor {e}"))?;
     let inputs = if input.is_dir() {
         hub::local_dataset_files(input, &DatasetArgs::default())?
     } else {

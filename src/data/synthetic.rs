@@ -99,9 +99,8 @@ pub fn parse_spec_file(path: &Path, run_seed: u64) -> Result<SyntheticSpec, Stri
     let name = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
     let value: serde_json::Value = match path.extension().and_then(|e| e.to_str()) {
-        Some("yaml" | "yml") => {
-            serde_saphyr::from_str(&text).map_err(|e| format!("{name}: not valid YAML ({})", first_line(&e.to_string())))?
-        }
+        Some("yaml" | "yml") => serde_saphyr::from_str(&text)
+            .map_err(|e| format!("{name}: not valid YAML ({})", first_line(&e.to_string())))?,
         _ => serde_json::from_str(&text).map_err(|e| format!("{name}: not valid JSON ({e})"))?,
     };
     spec_from_value(value, run_seed, path.parent()).map_err(|e| format!("{name}: {e}"))
@@ -113,7 +112,8 @@ fn first_line(s: &str) -> &str {
 
 /// Whether a parsed JSON document is a synthetic spec (rather than a dataset).
 pub fn is_spec_value(v: &serde_json::Value) -> bool {
-    v.as_object().is_some_and(|m| m.contains_key("prompt_tokens"))
+    v.as_object()
+        .is_some_and(|m| m.contains_key("prompt_tokens"))
 }
 
 fn spec_from_value(
@@ -202,7 +202,13 @@ pub fn max_prompt_tokens(s: &SyntheticSpec) -> usize {
 }
 
 /// Draws a length around `mean` with `stdev`, within its bounds, from its own stream.
-pub(crate) fn draw_len(seed: u64, mean: u32, stdev: u32, min: Option<u32>, max: Option<u32>) -> u32 {
+pub(crate) fn draw_len(
+    seed: u64,
+    mean: u32,
+    stdev: u32,
+    min: Option<u32>,
+    max: Option<u32>,
+) -> u32 {
     let (lo, hi) = bounds(mean, stdev, min, max);
     let v = match Normal::new(f64::from(mean), f64::from(stdev)) {
         Ok(n) if stdev > 0 => {
@@ -233,8 +239,7 @@ impl SyntheticSource {
     pub fn with_tokenizer(spec: SyntheticSpec, tok: Tokenizer) -> Result<Self, String> {
         let text = match &spec.source {
             Some(p) => Some(
-                std::fs::read_to_string(p)
-                    .map_err(|e| format!("source {}: {e}", p.display()))?,
+                std::fs::read_to_string(p).map_err(|e| format!("source {}: {e}", p.display()))?,
             ),
             None => None,
         };
@@ -351,10 +356,17 @@ mod tests {
     fn spec_files_parse_as_json_and_yaml() {
         let dir = tempfile::tempdir().expect("tempdir");
         let y = dir.path().join("s.yaml");
-        std::fs::write(&y, "prompt_tokens: 64\noutput_tokens: 8\nprefix_tokens: 16\n").expect("w");
+        std::fs::write(
+            &y,
+            "prompt_tokens: 64\noutput_tokens: 8\nprefix_tokens: 16\n",
+        )
+        .expect("w");
         let j = dir.path().join("s.json");
-        std::fs::write(&j, r#"{"prompt_tokens": 64, "output_tokens": 8, "prefix_tokens": 16}"#)
-            .expect("w");
+        std::fs::write(
+            &j,
+            r#"{"prompt_tokens": 64, "output_tokens": 8, "prefix_tokens": 16}"#,
+        )
+        .expect("w");
         let a = parse_spec_file(&y, 3).expect("yaml");
         assert_eq!(a, parse_spec_file(&j, 3).expect("json"));
         assert_eq!(a.prefix_tokens, 16);

@@ -100,10 +100,8 @@ impl Drop for TableFileGuard {
 pub fn write_table(rows: &[Row]) -> Result<TableFileGuard, String> {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!(
-        "llmsurge-{}-{n}.table.msgpack",
-        std::process::id()
-    ));
+    let path =
+        std::env::temp_dir().join(format!("llmsurge-{}-{n}.table.msgpack", std::process::id()));
     let bytes = rmp_serde::to_vec_named(&TableFile {
         version: TABLE_VERSION,
         rows: rows.to_vec(),

@@ -176,7 +176,10 @@ mod tests {
         let err = resolve_processor(&dir.path().display().to_string()).expect_err("no file");
         assert!(err.contains("tokenizer.json"), "{err}");
         let err = resolve_processor("nonsense").expect_err("unknown");
-        assert!(err.contains("nonsense") && err.contains("cl100k_base"), "{err}");
+        assert!(
+            err.contains("nonsense") && err.contains("cl100k_base"),
+            "{err}"
+        );
     }
 
     #[test]

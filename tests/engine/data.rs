@@ -15,12 +15,13 @@ use std::path::{Path, PathBuf};
 /// the first common words single tokens (other words split into several).
 fn write_test_tokenizer(dir: &Path) -> PathBuf {
     let mut vocab: BTreeMap<String, u32> = BTreeMap::new();
-    let mut add = |t: &str, vocab: &mut BTreeMap<String, u32>| {
+    let add = |t: &str, vocab: &mut BTreeMap<String, u32>| {
         let n = vocab.len() as u32;
         vocab.entry(t.to_string()).or_insert(n);
     };
     add("[UNK]", &mut vocab);
-    for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:!?'\"-()#@".chars() {
+    for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:!?'\"-()#@".chars()
+    {
         add(&c.to_string(), &mut vocab);
     }
     let mut merges: Vec<String> = Vec::new();
@@ -75,10 +76,22 @@ impl Counter {
     }
 }
 
-fn capture_run(cap: &Capture, data: &str, processor: &str, extra: &[&str]) -> crate::support::Finished {
+fn capture_run(
+    cap: &Capture,
+    data: &str,
+    processor: &str,
+    extra: &[&str],
+) -> crate::support::Finished {
     let url = cap.url();
     let mut args = vec![
-        "--target", &url, "--stream", "false", "--data", data, "--processor", processor,
+        "--target",
+        &url,
+        "--stream",
+        "false",
+        "--data",
+        data,
+        "--processor",
+        processor,
     ];
     args.extend_from_slice(extra);
     let done = run(&args);
@@ -92,8 +105,16 @@ fn synthetic_prompts_are_exact_under_two_tokenizers() {
     let tj = write_test_tokenizer(dir.path());
     let tj_arg = tj.display().to_string();
     let counters = [
-        ("cl100k_base", Counter::Tiktoken(tiktoken_rs::cl100k_base().expect("cl100k"))),
-        (tj_arg.as_str(), Counter::Hf(Box::new(tokenizers::Tokenizer::from_file(&tj).expect("tokenizer")))),
+        (
+            "cl100k_base",
+            Counter::Tiktoken(tiktoken_rs::cl100k_base().expect("cl100k")),
+        ),
+        (
+            tj_arg.as_str(),
+            Counter::Hf(Box::new(
+                tokenizers::Tokenizer::from_file(&tj).expect("tokenizer"),
+            )),
+        ),
     ];
     for (processor, counter) in &counters {
         // Exact lengths.
@@ -102,7 +123,14 @@ fn synthetic_prompts_are_exact_under_two_tokenizers() {
             &cap,
             "prompt_tokens=97,output_tokens=5",
             processor,
-            &["--profile", "concurrent", "--rate", "4", "--max-requests", "40"],
+            &[
+                "--profile",
+                "concurrent",
+                "--rate",
+                "4",
+                "--max-requests",
+                "40",
+            ],
         );
         let prompts = cap.prompts();
         assert_eq!(prompts.len(), 40);
@@ -112,11 +140,18 @@ fn synthetic_prompts_are_exact_under_two_tokenizers() {
         assert_eq!(cap.bodies()[0]["max_tokens"], 5);
         assert_eq!(cap.bodies()[0]["ignore_eos"], true);
         let report: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(done.report_path()).expect("report")).expect("json");
+            serde_json::from_slice(&std::fs::read(done.report_path()).expect("report"))
+                .expect("json");
         assert_eq!(
             report["args"]["data"]["resolved"]["tokenizer"].as_str(),
             Some(*processor),
             "the report records the tokenizer"
+        );
+        assert!(
+            report["args"]["data"]["resolved"]
+                .get("repaired_prompts")
+                .is_none(),
+            "{processor}: prompts are cut from token windows, not repaired one by one"
         );
 
         // Spread within bounds.
@@ -128,9 +163,18 @@ fn synthetic_prompts_are_exact_under_two_tokenizers() {
             &["--max-requests", "60"],
         );
         let lens: Vec<usize> = cap.prompts().iter().map(|p| counter.count(p)).collect();
-        assert!(lens.iter().all(|n| (25..=90).contains(n)), "{processor}: {lens:?}");
-        assert!(lens.contains(&25) && lens.contains(&90), "clamped draws reach both bounds: {lens:?}");
-        assert!(lens.iter().collect::<HashSet<_>>().len() > 20, "spread: {lens:?}");
+        assert!(
+            lens.iter().all(|n| (25..=90).contains(n)),
+            "{processor}: {lens:?}"
+        );
+        assert!(
+            lens.contains(&25) && lens.contains(&90),
+            "clamped draws reach both bounds: {lens:?}"
+        );
+        assert!(
+            lens.iter().collect::<HashSet<_>>().len() > 20,
+            "spread: {lens:?}"
+        );
         for b in cap.bodies() {
             let m = b["max_tokens"].as_u64().expect("max_tokens");
             assert!((15..=24).contains(&m), "{m}");
@@ -152,7 +196,11 @@ fn prefixes_are_shared_exactly_as_configured() {
         "cl100k_base",
         &["--max-requests", "30"],
     );
-    let ids: Vec<Vec<u32>> = cap.prompts().iter().map(|p| counter.encode_ordinary(p)).collect();
+    let ids: Vec<Vec<u32>> = cap
+        .prompts()
+        .iter()
+        .map(|p| counter.encode_ordinary(p))
+        .collect();
     assert_eq!(ids.len(), 30);
     // Synchronous: slot order, so prompt i is in group i % 3.
     for i in 0..ids.len() {
@@ -162,14 +210,26 @@ fn prefixes_are_shared_exactly_as_configured() {
             if i % 3 == j % 3 {
                 assert_eq!(shared, 50, "prompts {i} and {j} share exactly the prefix");
             } else {
-                assert_eq!(shared, 0, "prompts {i} and {j} of different groups share nothing");
+                assert_eq!(
+                    shared, 0,
+                    "prompts {i} and {j} of different groups share nothing"
+                );
             }
         }
     }
     // Without a prefix nothing is shared at all.
     let cap = Capture::start();
-    capture_run(&cap, "prompt_tokens=40,output_tokens=4", "cl100k_base", &["--max-requests", "16"]);
-    let ids: Vec<Vec<u32>> = cap.prompts().iter().map(|p| counter.encode_ordinary(p)).collect();
+    capture_run(
+        &cap,
+        "prompt_tokens=40,output_tokens=4",
+        "cl100k_base",
+        &["--max-requests", "16"],
+    );
+    let ids: Vec<Vec<u32>> = cap
+        .prompts()
+        .iter()
+        .map(|p| counter.encode_ordinary(p))
+        .collect();
     for i in 0..ids.len() {
         for j in 0..i {
             assert_eq!(common_prefix(&ids[i], &ids[j]), 0, "prompts {i} and {j}");
@@ -193,7 +253,16 @@ fn a_fixed_seed_gives_the_same_prompts_whatever_the_workers() {
     };
     let a = collect(&["--max-requests", "24", "--random-seed", "5"]);
     let b = collect(&[
-        "--max-requests", "24", "--random-seed", "5", "--profile", "concurrent", "--rate", "6", "--workers", "2",
+        "--max-requests",
+        "24",
+        "--random-seed",
+        "5",
+        "--profile",
+        "concurrent",
+        "--rate",
+        "6",
+        "--workers",
+        "2",
     ]);
     let c = collect(&["--max-requests", "24", "--random-seed", "6"]);
     assert_eq!(a.len(), 24);
@@ -224,16 +293,24 @@ fn write_parquet(path: &Path, prompts: &[&str], outputs: &[i64]) {
         )
         .expect("schema"),
     );
-    let props = Arc::new(WriterProperties::builder().set_compression(Compression::SNAPPY).build());
+    let props = Arc::new(
+        WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .build(),
+    );
     let file = std::fs::File::create(path).expect("create");
     let mut w = SerializedFileWriter::new(file, schema, props).expect("writer");
     let mut rg = w.next_row_group().expect("row group");
     let mut col = rg.next_column().expect("col").expect("some");
     let values: Vec<ByteArray> = prompts.iter().map(|p| ByteArray::from(*p)).collect();
-    col.typed::<ByteArrayType>().write_batch(&values, None, None).expect("write");
+    col.typed::<ByteArrayType>()
+        .write_batch(&values, None, None)
+        .expect("write");
     col.close().expect("close");
     let mut col = rg.next_column().expect("col").expect("some");
-    col.typed::<Int64Type>().write_batch(outputs, None, None).expect("write");
+    col.typed::<Int64Type>()
+        .write_batch(outputs, None, None)
+        .expect("write");
     col.close().expect("close");
     rg.close().expect("close");
     w.close().expect("close");
@@ -264,21 +341,60 @@ fn every_file_format_runs_to_the_end_of_its_rows() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     assert_file_runs(
-        &write(d, "a.jsonl", "{\"prompt\":\"Hello there\"}\n{\"instruction\":\"Sum 2 and 2\",\"output_tokens_count\":3}\n{\"text\":\"Third\"}\n"),
+        &write(
+            d,
+            "a.jsonl",
+            "{\"prompt\":\"Hello there\"}\n{\"instruction\":\"Sum 2 and 2\",\"output_tokens_count\":3}\n{\"text\":\"Third\"}\n",
+        ),
         3,
         &[],
     );
-    assert_file_runs(&write(d, "b.json", r#"[{"question":"a?"},{"question":"b?"}]"#), 2, &[]);
-    assert_file_runs(&write(d, "c.json", r#"{"version": 1, "rows": [{"input":"a"},{"input":"b"},{"input":"c"},{"input":"d"}]}"#), 4, &[]);
-    assert_file_runs(&write(d, "d.csv", "context,output_tokens_count\n\"one, two\",4\nthree,5\n"), 2, &[]);
-    assert_file_runs(&write(d, "e.txt", "first prompt\nsecond prompt\n\nthird prompt\n"), 3, &[]);
     assert_file_runs(
-        &write(d, "f.jsonl", "{\"body\":\"x\",\"n\":2}\n{\"body\":\"y\",\"n\":3}\n"),
+        &write(d, "b.json", r#"[{"question":"a?"},{"question":"b?"}]"#),
         2,
-        &["--data-column-mapper", r#"{"prompt": "body", "output_tokens_count": "n"}"#],
+        &[],
+    );
+    assert_file_runs(
+        &write(
+            d,
+            "c.json",
+            r#"{"version": 1, "rows": [{"input":"a"},{"input":"b"},{"input":"c"},{"input":"d"}]}"#,
+        ),
+        4,
+        &[],
+    );
+    assert_file_runs(
+        &write(
+            d,
+            "d.csv",
+            "context,output_tokens_count\n\"one, two\",4\nthree,5\n",
+        ),
+        2,
+        &[],
+    );
+    assert_file_runs(
+        &write(d, "e.txt", "first prompt\nsecond prompt\n\nthird prompt\n"),
+        3,
+        &[],
+    );
+    assert_file_runs(
+        &write(
+            d,
+            "f.jsonl",
+            "{\"body\":\"x\",\"n\":2}\n{\"body\":\"y\",\"n\":3}\n",
+        ),
+        2,
+        &[
+            "--data-column-mapper",
+            r#"{"prompt": "body", "output_tokens_count": "n"}"#,
+        ],
     );
     // --data-samples takes the first rows.
-    assert_file_runs(&write(d, "g.txt", "1\n2\n3\n4\n5\n"), 2, &["--data-samples", "2"]);
+    assert_file_runs(
+        &write(d, "g.txt", "1\n2\n3\n4\n5\n"),
+        2,
+        &["--data-samples", "2"],
+    );
     #[cfg(feature = "parquet")]
     {
         let p = d.join("h.parquet");
@@ -304,10 +420,22 @@ fn rows_become_the_requests_sent() {
     let bodies = cap.bodies();
     assert_eq!(bodies.len(), 3);
     let roles = |b: &serde_json::Value| -> Vec<String> {
-        b["messages"].as_array().expect("messages").iter().map(|m| m["role"].as_str().expect("role").to_string()).collect()
+        b["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| m["role"].as_str().expect("role").to_string())
+            .collect()
     };
-    assert_eq!(roles(&bodies[0]), ["system", "user"], "ShareGPT: the final answer is not sent");
-    assert_eq!(bodies[0]["max_tokens"], 9, "...its length is the output length");
+    assert_eq!(
+        roles(&bodies[0]),
+        ["system", "user"],
+        "ShareGPT: the final answer is not sent"
+    );
+    assert_eq!(
+        bodies[0]["max_tokens"], 9,
+        "...its length is the output length"
+    );
     assert_eq!(roles(&bodies[1]), ["user", "assistant", "user"]);
     assert_eq!(bodies[1]["max_tokens"], 7);
     assert_eq!(roles(&bodies[2]), ["system", "user"]);
@@ -335,19 +463,71 @@ fn malformed_rows_stop_the_run_before_it_starts() {
         args.extend_from_slice(extra);
         assert_usage_error(&run(&args), needles);
     };
-    bad(&write(d, "a.jsonl", "{\"prompt\":\"ok\"}\n{\"prompt\": oops}\n"), &[], &["a.jsonl line 2", "JSON"]);
-    bad(&write(d, "b.jsonl", "{\"prompt\":\"ok\"}\n{\"prompt\":5}\n"), &[], &["b.jsonl line 2", "\"prompt\""]);
-    bad(&write(d, "c.csv", "prompt,x\na,1\nb,2,3\n"), &[], &["c.csv line 3"]);
-    bad(&write(d, "d.json", r#"[{"prompt":"a"},{"nothing":"here"}]"#), &[], &["d.json item 2", "no prompt column"]);
-    bad(&write(d, "e.jsonl", "{\"prompt\":\"a\",\"output_tokens_count\":\"lots\"}\n"), &[], &["e.jsonl line 1", "output_tokens_count"]);
-    bad(&write(d, "f.jsonl", "{\"messages\":[{\"role\":\"user\"}]}\n"), &[], &["f.jsonl line 1", "messages"]);
-    bad(&write(d, "g.jsonl", "{\"prompt\":\"a\"}\n"), &["--data-column-mapper", r#"{"prompt":"body"}"#], &["g.jsonl line 1", "\"body\""]);
-    bad(&write(d, "h.jsonl", "{\"prompt\":\"a\"}\n"), &["--data-column-mapper", "{nope"], &["--data-column-mapper"]);
+    bad(
+        &write(d, "a.jsonl", "{\"prompt\":\"ok\"}\n{\"prompt\": oops}\n"),
+        &[],
+        &["a.jsonl line 2", "JSON"],
+    );
+    bad(
+        &write(d, "b.jsonl", "{\"prompt\":\"ok\"}\n{\"prompt\":5}\n"),
+        &[],
+        &["b.jsonl line 2", "\"prompt\""],
+    );
+    bad(
+        &write(d, "c.csv", "prompt,x\na,1\nb,2,3\n"),
+        &[],
+        &["c.csv line 3"],
+    );
+    bad(
+        &write(d, "d.json", r#"[{"prompt":"a"},{"nothing":"here"}]"#),
+        &[],
+        &["d.json item 2", "no prompt column"],
+    );
+    bad(
+        &write(
+            d,
+            "e.jsonl",
+            "{\"prompt\":\"a\",\"output_tokens_count\":\"lots\"}\n",
+        ),
+        &[],
+        &["e.jsonl line 1", "output_tokens_count"],
+    );
+    bad(
+        &write(d, "f.jsonl", "{\"messages\":[{\"role\":\"user\"}]}\n"),
+        &[],
+        &["f.jsonl line 1", "messages"],
+    );
+    bad(
+        &write(d, "g.jsonl", "{\"prompt\":\"a\"}\n"),
+        &["--data-column-mapper", r#"{"prompt":"body"}"#],
+        &["g.jsonl line 1", "\"body\""],
+    );
+    bad(
+        &write(d, "h.jsonl", "{\"prompt\":\"a\"}\n"),
+        &["--data-column-mapper", "{nope"],
+        &["--data-column-mapper"],
+    );
     #[cfg(feature = "parquet")]
-    bad(&write(d, "i.parquet", "not parquet at all"), &[], &["i.parquet"]);
-    bad("prompt_tokens=4,output_tokens=2", &["--processor", "no-such-encoding"], &["--processor", "no-such-encoding"]);
-    bad("org/no-such-dataset-here", &["--data-args", "{\"split\": 3}"], &["--data-args"]);
-    assert_eq!(server.stats().requests.chat_completions, 0, "no request was sent");
+    bad(
+        &write(d, "i.parquet", "not parquet at all"),
+        &[],
+        &["i.parquet"],
+    );
+    bad(
+        "prompt_tokens=4,output_tokens=2",
+        &["--processor", "no-such-encoding"],
+        &["--processor", "no-such-encoding"],
+    );
+    bad(
+        "org/no-such-dataset-here",
+        &["--data-args", "{\"split\": 3}"],
+        &["--data-args"],
+    );
+    assert_eq!(
+        server.stats().requests.chat_completions,
+        0,
+        "no request was sent"
+    );
 }
 
 #[test]
@@ -358,18 +538,37 @@ fn a_hugging_face_dataset_folder_loads_offline() {
     write(&ds, "data/test.jsonl", "{\"prompt\":\"t1\"}\n");
     #[cfg(feature = "parquet")]
     {
-        write_parquet(&ds.join("data/train-00000-of-00002.parquet"), &["a", "b", "c"], &[1, 2, 3]);
-        write_parquet(&ds.join("data/train-00001-of-00002.parquet"), &["d", "e"], &[4, 5]);
+        write_parquet(
+            &ds.join("data/train-00000-of-00002.parquet"),
+            &["a", "b", "c"],
+            &[1, 2, 3],
+        );
+        write_parquet(
+            &ds.join("data/train-00001-of-00002.parquet"),
+            &["d", "e"],
+            &[4, 5],
+        );
     }
     #[cfg(not(feature = "parquet"))]
-    write(&ds, "data/train-00000-of-00001.jsonl", "{\"prompt\":\"a\"}\n{\"prompt\":\"b\"}\n{\"prompt\":\"c\"}\n{\"prompt\":\"d\"}\n{\"prompt\":\"e\"}\n");
+    write(
+        &ds,
+        "data/train-00000-of-00001.jsonl",
+        "{\"prompt\":\"a\"}\n{\"prompt\":\"b\"}\n{\"prompt\":\"c\"}\n{\"prompt\":\"d\"}\n{\"prompt\":\"e\"}\n",
+    );
     let folder = ds.display().to_string();
     assert_file_runs(&folder, 5, &[]);
     assert_file_runs(&folder, 1, &["--data-args", r#"{"split": "test"}"#]);
     let server = mock(MockConfig::default());
     let url = server.base_url();
     assert_usage_error(
-        &run(&["--target", &url, "--data", &folder, "--data-args", r#"{"split": "dev"}"#]),
+        &run(&[
+            "--target",
+            &url,
+            "--data",
+            &folder,
+            "--data-args",
+            r#"{"split": "dev"}"#,
+        ]),
         &["split \"dev\"", "test, train"],
     );
 }
@@ -377,11 +576,18 @@ fn a_hugging_face_dataset_folder_loads_offline() {
 #[test]
 fn shuffled_epochs_cover_every_row_in_new_orders() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let rows: Vec<String> = (0..12).map(|i| format!("{{\"prompt\":\"row {i}\"}}")).collect();
+    let rows: Vec<String> = (0..12)
+        .map(|i| format!("{{\"prompt\":\"row {i}\"}}"))
+        .collect();
     let f = write(dir.path(), "rows.jsonl", &rows.join("\n"));
     let cap = Capture::start();
     // --max-requests above the rows: oversampled (auto), one shuffled epoch after another.
-    capture_run(&cap, &f, "cl100k_base", &["--data-sampler", "shuffle", "--max-requests", "36"]);
+    capture_run(
+        &cap,
+        &f,
+        "cl100k_base",
+        &["--data-sampler", "shuffle", "--max-requests", "36"],
+    );
     let p = cap.prompts();
     assert_eq!(p.len(), 36);
     let epochs: Vec<&[String]> = p.chunks(12).collect();
@@ -393,7 +599,11 @@ fn shuffled_epochs_cover_every_row_in_new_orders() {
     let sequential: Vec<String> = (0..12).map(|i| format!("row {i}")).collect();
     assert_ne!(epochs[0], &sequential[..], "shuffled");
     // Never oversampling: the data ends the benchmark even under a larger limit.
-    assert_file_runs(&f, 12, &["--max-requests", "36", "--data-oversample", "never"]);
+    assert_file_runs(
+        &f,
+        12,
+        &["--max-requests", "36", "--data-oversample", "never"],
+    );
 }
 
 fn dry_run(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
@@ -403,7 +613,11 @@ fn dry_run(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
         cmd.env(k, v);
     }
     let out = cmd.output().expect("llmsurge runs");
-    assert!(out.status.success(), "{args:?} {env:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?} {env:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("the plan is JSON")
 }
 
@@ -422,34 +636,84 @@ fn scenario_precedence_is_defaults_then_scenario_then_env_then_flags() {
         (&[], &[], 30.0, 256, 1),
         (&["--scenario", sc], &[], 7.0, 33, 2),
         (&[], &[("LLMSURGE_SCENARIO", sc)], 7.0, 33, 2),
-        (&["--scenario", sc], &[("LLMSURGE_MAX_SECONDS", "9")], 9.0, 33, 2),
-        (&["--scenario", sc, "--max-seconds", "11"], &[("LLMSURGE_MAX_SECONDS", "9")], 11.0, 33, 2),
-        (&["--scenario", sc, "--data", "prompt_tokens=44,output_tokens=4"], &[("LLMSURGE_DATA", "prompt_tokens=55,output_tokens=5")], 7.0, 44, 2),
-        (&["--scenario", sc], &[("LLMSURGE_DATA", "prompt_tokens=55,output_tokens=5"), ("LLMSURGE_RATE", "3")], 7.0, 55, 1),
+        (
+            &["--scenario", sc],
+            &[("LLMSURGE_MAX_SECONDS", "9")],
+            9.0,
+            33,
+            2,
+        ),
+        (
+            &["--scenario", sc, "--max-seconds", "11"],
+            &[("LLMSURGE_MAX_SECONDS", "9")],
+            11.0,
+            33,
+            2,
+        ),
+        (
+            &[
+                "--scenario",
+                sc,
+                "--data",
+                "prompt_tokens=44,output_tokens=4",
+            ],
+            &[("LLMSURGE_DATA", "prompt_tokens=55,output_tokens=5")],
+            7.0,
+            44,
+            2,
+        ),
+        (
+            &["--scenario", sc],
+            &[
+                ("LLMSURGE_DATA", "prompt_tokens=55,output_tokens=5"),
+                ("LLMSURGE_RATE", "3"),
+            ],
+            7.0,
+            55,
+            1,
+        ),
         (&["--scenario", sc, "--rate", "1,2,3"], &[], 7.0, 33, 3),
     ];
     for (i, (flags, env, secs, prompt, strategies)) in table.iter().enumerate() {
         let plan = dry_run(flags, env);
         let max = &plan["limits"]["max_seconds"];
-        let got_secs = max["secs"].as_f64().expect("secs") + max["nanos"].as_f64().unwrap_or(0.0) / 1e9;
+        let got_secs =
+            max["secs"].as_f64().expect("secs") + max["nanos"].as_f64().unwrap_or(0.0) / 1e9;
         assert_eq!(got_secs, *secs, "row {i}: max_seconds");
-        assert_eq!(plan["data"]["source"]["spec"]["prompt_tokens"], *prompt, "row {i}: data");
-        assert_eq!(plan["strategies"].as_array().expect("strategies").len(), *strategies, "row {i}");
+        assert_eq!(
+            plan["data"]["source"]["spec"]["prompt_tokens"], *prompt,
+            "row {i}: data"
+        );
+        assert_eq!(
+            plan["strategies"].as_array().expect("strategies").len(),
+            *strategies,
+            "row {i}"
+        );
     }
     // Built-in scenarios resolve, and an unknown key is refused with the file named.
     for name in ["chat", "rag", "prefix_cache", "long_context"] {
         let plan = dry_run(&["--scenario", name], &[]);
         assert_eq!(plan["data"]["resolved"]["kind"], "synthetic", "{name}");
-        assert_eq!(plan["data"]["resolved"]["tokenizer"], "cl100k_base", "{name}");
+        assert_eq!(
+            plan["data"]["resolved"]["tokenizer"], "cl100k_base",
+            "{name}"
+        );
     }
-    let bad = write(dir.path(), "bad.json", r#"{"max_seconds": 5, "colour": "red"}"#);
+    let bad = write(
+        dir.path(),
+        "bad.json",
+        r#"{"max_seconds": 5, "colour": "red"}"#,
+    );
     let out = llmsurge()
         .args(["benchmark", "run", "--dry-run", "--scenario", &bad])
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("colour") && err.contains("bad.json") && err.lines().count() == 1, "{err}");
+    assert!(
+        err.contains("colour") && err.contains("bad.json") && err.lines().count() == 1,
+        "{err}"
+    );
 }
 
 #[test]
@@ -459,16 +723,29 @@ fn preprocess_rewrites_a_dataset_to_exact_lengths() {
     let input = write(
         dir.path(),
         "in.jsonl",
-        &format!("{{\"prompt\":\"{long}\"}}\n{{\"prompt\":\"too short\"}}\n{{\"prompt\":\"{long}\"}}\n"),
+        &format!(
+            "{{\"prompt\":\"{long}\"}}\n{{\"prompt\":\"too short\"}}\n{{\"prompt\":\"{long}\"}}\n"
+        ),
     );
     let out = dir.path().join("out.jsonl");
     let status = llmsurge()
         .args(["preprocess", "dataset", &input])
         .arg(&out)
-        .args(["--processor", "cl100k_base", "--config", "prompt_tokens=50,output_tokens=9", "--short-prompt-strategy", "ignore"])
+        .args([
+            "--processor",
+            "cl100k_base",
+            "--config",
+            "prompt_tokens=50,output_tokens=9",
+            "--short-prompt-strategy",
+            "ignore",
+        ])
         .output()
         .expect("runs");
-    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
     let bpe = tiktoken_rs::cl100k_base().expect("cl100k");
     let rows: Vec<serde_json::Value> = std::fs::read_to_string(&out)
         .expect("output")
@@ -477,14 +754,23 @@ fn preprocess_rewrites_a_dataset_to_exact_lengths() {
         .collect();
     assert_eq!(rows.len(), 2, "the short row is left out");
     for r in &rows {
-        assert_eq!(bpe.encode_ordinary(r["prompt"].as_str().expect("prompt")).len(), 50);
+        assert_eq!(
+            bpe.encode_ordinary(r["prompt"].as_str().expect("prompt"))
+                .len(),
+            50
+        );
         assert_eq!(r["prompt_tokens_count"], 50);
         assert_eq!(r["output_tokens_count"], 9);
     }
     let failed = llmsurge()
         .args(["preprocess", "dataset", &input])
         .arg(dir.path().join("x.jsonl"))
-        .args(["--config", "prompt_tokens=50,output_tokens=9", "--short-prompt-strategy", "error"])
+        .args([
+            "--config",
+            "prompt_tokens=50,output_tokens=9",
+            "--short-prompt-strategy",
+            "error",
+        ])
         .output()
         .expect("runs");
     assert_eq!(failed.status.code(), Some(2));
@@ -498,7 +784,9 @@ fn preprocess_rewrites_a_dataset_to_exact_lengths() {
 fn counting_is_independent_of_llmsurge() {
     // Guards the helpers above: the two tokenizers really differ on the same text.
     let dir = tempfile::tempdir().expect("tempdir");
-    let hf = Counter::Hf(Box::new(tokenizers::Tokenizer::from_file(write_test_tokenizer(dir.path())).expect("tok")));
+    let hf = Counter::Hf(Box::new(
+        tokenizers::Tokenizer::from_file(write_test_tokenizer(dir.path())).expect("tok"),
+    ));
     let tk = Counter::Tiktoken(tiktoken_rs::cl100k_base().expect("cl100k"));
     let text = "There were thousands of questions, answered slowly.";
     assert_ne!(hf.count(text), tk.count(text));

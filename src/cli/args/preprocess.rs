@@ -25,7 +25,11 @@ pub struct PreprocessArgs {
     #[arg(long, env = "LLMSURGE_PREPROCESS_SHORT_PROMPT_STRATEGY", value_enum, default_value_t = ShortPromptStrategy::Ignore)]
     pub short_prompt_strategy: ShortPromptStrategy,
     /// Column names as JSON (as `benchmark run --data-column-mapper`).
-    #[arg(long, env = "LLMSURGE_PREPROCESS_DATA_COLUMN_MAPPER", value_name = "JSON")]
+    #[arg(
+        long,
+        env = "LLMSURGE_PREPROCESS_DATA_COLUMN_MAPPER",
+        value_name = "JSON"
+    )]
     pub data_column_mapper: Option<String>,
     /// Seed of the drawn lengths, unless the config sets random_seed.
     #[arg(long, env = "LLMSURGE_PREPROCESS_RANDOM_SEED", default_value_t = 42)]

@@ -70,7 +70,9 @@ impl Drop for Capture {
 fn serve(conn: TcpStream, bodies: &Mutex<Vec<serde_json::Value>>) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
     let _ = conn.set_nodelay(true);
-    let Ok(mut writer) = conn.try_clone() else { return };
+    let Ok(mut writer) = conn.try_clone() else {
+        return;
+    };
     let mut reader = BufReader::new(conn);
     loop {
         let mut request_line = String::new();
@@ -110,7 +112,8 @@ fn serve(conn: TcpStream, bodies: &Mutex<Vec<serde_json::Value>>) {
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             answer.len()
         );
-        if writer.write_all(head.as_bytes()).is_err() || writer.write_all(answer.as_bytes()).is_err()
+        if writer.write_all(head.as_bytes()).is_err()
+            || writer.write_all(answer.as_bytes()).is_err()
         {
             return;
         }
