@@ -92,6 +92,36 @@ fn synthetic_prefix_and_spread(bencher: divan::Bencher) {
         });
 }
 
+/// Everything the pacer does for a slot ahead of its time: the prompt and its request body.
+#[divan::bench]
+fn pacer_slot_work_1024(bencher: divan::Bencher) {
+    let mut src = source("prompt_tokens=1024,output_tokens=128");
+    let template = llmsurge_worker::openai::BodyTemplate::new(&llmsurge_proto::BackendConfig {
+        base_url: "http://127.0.0.1:8000".into(),
+        request_format: llmsurge_proto::RequestFormat::Chat,
+        model: "model".into(),
+        stream: true,
+        api_key: None,
+        headers: Vec::new(),
+        params: Vec::new(),
+        extra_body: serde_json::Map::new(),
+        http2: false,
+        request_timeout: std::time::Duration::from_secs(60),
+        connect_timeout: std::time::Duration::from_secs(5),
+        ttft_timeout: None,
+        idle_timeout: None,
+        ignore_eos: true,
+    });
+    let mut slot = 0u64;
+    bencher
+        .counter(divan::counter::ItemsCount::new(1usize))
+        .bench_local(|| {
+            slot += 1;
+            let req = src.request(slot).expect("ok").expect("some");
+            template.build(&req)
+        });
+}
+
 /// The baseline the builder avoids: re-encoding every whole 1,024-token prompt.
 #[divan::bench]
 fn baseline_reencode_whole_prompt(bencher: divan::Bencher) {

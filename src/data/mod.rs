@@ -50,7 +50,9 @@ pub enum Oversample {
 pub enum DataSource {
     /// Synthetic prompts.
     Synthetic {
-        /// The spec.
+        /// The spec (its tokenizer and sampling are shown under `processor` and
+        /// `resolved`, once prepared).
+        #[serde(serialize_with = "spec_keys")]
         spec: SyntheticSpec,
     },
     /// A file of prompts.
@@ -68,6 +70,15 @@ pub enum DataSource {
         /// `org/name`.
         id: String,
     },
+}
+
+/// A spec as the user wrote it: its keys only.
+fn spec_keys<S: serde::Serializer>(spec: &SyntheticSpec, s: S) -> Result<S::Ok, S::Error> {
+    let mut v = serde_json::to_value(spec).map_err(serde::ser::Error::custom)?;
+    if let Some(m) = v.as_object_mut() {
+        m.retain(|k, _| synthetic::SPEC_KEYS.contains(&k.as_str()));
+    }
+    v.serialize(s)
 }
 
 /// The data flags, parsed.
