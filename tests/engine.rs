@@ -1,8 +1,12 @@
 //! `llmsurge benchmark run` end to end: every profile's counts, metric accuracy, worker
 //! count independence, worker death, Ctrl-C, and usage errors.
 
+mod adaptive;
 mod data;
 mod failures;
+mod gates;
 mod metrics;
 mod profiles;
+mod reports;
+mod requests;
 mod usage;

@@ -115,6 +115,14 @@ pub fn run(args: &[&str]) -> Finished {
     wait_run(child, dir)
 }
 
+/// Asserts a run succeeded (exit code 0) and accounted for every request; its report.
+pub fn ok_report(run: &Finished) -> Report {
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let report = run.report();
+    assert_identity(&report);
+    report
+}
+
 /// Asserts the accounting identity on every benchmark of a report.
 pub fn assert_identity(report: &Report) {
     for b in &report.benchmarks {

@@ -2,5 +2,6 @@
 //! `llmsurge` binary and the real mock server over loopback.
 
 mod engine;
+mod formats;
 mod mock_server;
 mod support;

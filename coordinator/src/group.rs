@@ -11,6 +11,8 @@ use crate::error::CoordinatorError;
 use crate::interrupts::{Interrupt, Interrupts};
 use crate::observer::{Progress, RunObserver};
 use crate::result::{self, BenchmarkResult, BuildContext, WorkerOutcome};
+use crate::saturation::{SaturationConfig, SaturationDetector};
+use crate::slo::{GoodputSpec, Slo};
 use crate::spawn::{WorkerCommand, spawn_worker};
 use crate::state::WorkerGroupState;
 use crate::strategy::{Strategy, StrategySettings};
@@ -74,6 +76,12 @@ pub struct BenchmarkPlan {
     pub on_worker_failure: OnWorkerFailure,
     /// Dispatch-lag p99 above this marks the client as the bottleneck.
     pub dispatch_lag_threshold: Duration,
+    /// Objectives evaluated on the result.
+    pub slo: Option<Slo>,
+    /// Per-request goodput thresholds.
+    pub goodput: Option<GoodputSpec>,
+    /// Over-saturation detection, when enabled.
+    pub saturation: Option<SaturationConfig>,
 }
 
 impl BenchmarkPlan {
@@ -243,6 +251,7 @@ pub async fn run_benchmark(
 
     let t0 = MonoNanos::now() + START_DELAY;
     shm.set_t0(t0);
+    tracing::debug!(benchmark = plan.index, strategy = %plan.strategy, workers = n, "every worker ready; starting at t0");
     for t in &mut tracks {
         if let Some(w) = &mut t.writer
             && w.send(&ToWorker::Start { t0 }).await.is_err()
@@ -251,12 +260,18 @@ pub async fn run_benchmark(
         }
     }
 
+    let mut state = WorkerGroupState::new(n, t0, plan.limits);
+    state.goodput = plan.goodput;
     let mut sup = Supervisor {
         plan,
         shm: &shm,
-        state: WorkerGroupState::new(n, t0, plan.limits),
+        state,
         tracks,
+        t0,
+        detector: plan.saturation.map(SaturationDetector::new),
+        last_evaluation: Instant::now(),
         stop: None,
+        stop_time: None,
         drain_deadline: None,
         kill_deadline: None,
         peak: 0,
@@ -289,6 +304,7 @@ pub async fn run_benchmark(
             }
             _ = tick.tick() => {
                 sup.peak = sup.peak.max(shm.in_flight());
+                sup.check_saturation();
                 sup.check_heartbeats(env);
                 if last_progress.elapsed() >= Duration::from_secs(1) {
                     last_progress = Instant::now();
@@ -325,6 +341,7 @@ pub async fn run_benchmark(
             _ => StopReason::ScheduleComplete,
         })
     });
+    let stop_time = sup.stop_time;
     let workers = sup
         .tracks
         .iter()
@@ -340,7 +357,7 @@ pub async fn run_benchmark(
             died: !t.finished,
         })
         .collect();
-    Ok(result::build(
+    let mut result = result::build(
         &sup.state,
         BuildContext {
             index: plan.index,
@@ -351,13 +368,17 @@ pub async fn run_benchmark(
             t0,
             end,
             interrupted: sup.stop == Some(StopReason::Interrupted),
+            window: plan.window,
             stop_reason,
+            stop_time,
             concurrency_peak: sup.peak,
             worker_cpu_s: (children_cpu_seconds() - cpu_before).max(0.0),
             dispatch_lag_threshold_ms: plan.dispatch_lag_threshold.as_secs_f64() * 1000.0,
             workers,
         },
-    ))
+    );
+    result.slo = plan.slo.as_ref().map(|slo| slo.evaluate(&result));
+    Ok(result)
 }
 
 async fn handshake(
@@ -430,7 +451,11 @@ struct Supervisor<'a> {
     shm: &'a SharedRegion,
     state: WorkerGroupState,
     tracks: Vec<Track>,
+    t0: MonoNanos,
+    detector: Option<SaturationDetector>,
+    last_evaluation: Instant,
     stop: Option<StopReason>,
+    stop_time: Option<MonoNanos>,
     drain_deadline: Option<Instant>,
     kill_deadline: Option<Instant>,
     peak: u64,
@@ -446,9 +471,18 @@ impl Supervisor<'_> {
                 match msg {
                     FromWorker::Update(batch) => {
                         let observer = &mut *env.observer;
-                        if let Some(reason) =
-                            self.state.apply(id, &batch, &mut |r| observer.record(r))?
-                        {
+                        let detector = &mut self.detector;
+                        let t0 = self.t0;
+                        let mut on_record = |r: &llmsurge_proto::RequestRecord| {
+                            if let (Some(d), Some(start), Some(first)) =
+                                (detector.as_mut(), r.start, r.first_content)
+                            {
+                                let at = first.since(t0).as_secs_f64();
+                                d.observe_ttft(at, first.since(start).as_secs_f64() * 1e3);
+                            }
+                            observer.record(r);
+                        };
+                        if let Some(reason) = self.state.apply(id, &batch, &mut on_record)? {
                             self.apply_stop(reason);
                         }
                     }
@@ -523,8 +557,10 @@ impl Supervisor<'_> {
 
     fn apply_stop(&mut self, reason: StopReason) {
         let action = reason.action();
+        tracing::debug!(%reason, ?action, "stop constraint");
         if self.stop.is_none() {
             self.stop = Some(reason);
+            self.stop_time = Some(MonoNanos::now());
         }
         match action {
             StopAction::StopQueuing => {
@@ -553,6 +589,21 @@ impl Supervisor<'_> {
                 t.killed = true;
                 kill(t.pid);
             }
+        }
+    }
+
+    fn check_saturation(&mut self) {
+        let Some(detector) = &mut self.detector else {
+            return;
+        };
+        let now = MonoNanos::now().since(self.t0).as_secs_f64();
+        detector.observe_concurrency(now, self.shm.in_flight());
+        if self.stop.is_some() || self.last_evaluation.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.last_evaluation = Instant::now();
+        if let Some(detail) = detector.evaluate(now) {
+            self.apply_stop(StopReason::OverSaturation { detail });
         }
     }
 

@@ -18,8 +18,11 @@ pub mod error;
 pub mod group;
 pub mod interrupts;
 pub mod observer;
+pub mod profiles;
 pub mod result;
 pub mod run;
+pub mod saturation;
+pub mod slo;
 pub mod spawn;
 pub mod state;
 pub mod strategy;
@@ -29,8 +32,13 @@ pub use constraints::{Limits, StopAction, StopReason};
 pub use error::CoordinatorError;
 pub use group::{BenchmarkPlan, OnWorkerFailure};
 pub use observer::{NoObserver, Progress, RunObserver};
+pub use profiles::{
+    CapacityOutcome, CapacityProfile, FixedProfile, PlanTemplate, SweepArrivals, SweepProfile,
+};
 pub use result::BenchmarkResult;
 pub use run::{Profile, RunOutcome, run_profile};
+pub use saturation::SaturationConfig;
+pub use slo::{GoodputSpec, Slo, SloVerdict};
 pub use spawn::WorkerCommand;
 pub use strategy::{DEFAULT_THROUGHPUT_CONCURRENCY, Strategy, StrategySettings};
 

@@ -1,10 +1,11 @@
 //! The result of one benchmark, aggregated from `WorkerGroupState`.
 
 use crate::constraints::{Limits, StopReason};
+use crate::slo::{Goodput, SloVerdict};
 use crate::state::{Counts, TokenSources, WorkerGroupState};
 use crate::strategy::{Strategy, StrategySettings};
 use crate::timeseries::TimePoint;
-use llmsurge_proto::{ClockAnchor, Distribution, Metric, MonoNanos, StatusClass};
+use llmsurge_proto::{ClockAnchor, Distribution, MeasureWindow, Metric, MonoNanos, StatusClass};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -122,8 +123,12 @@ pub struct BenchmarkResult {
     pub duration_s: f64,
     /// The measured window.
     pub measured_window: Window,
+    /// The configured warm-up and cool-down, as slots and seconds from t0.
+    pub window: MeasureWindow,
     /// Why it ended.
     pub stop_reason: Option<StopReason>,
+    /// Seconds from t0 at which a stop constraint fired, if one did.
+    pub stop_time_s: Option<f64>,
     /// Ended by Ctrl-C or SIGTERM: the results are partial.
     pub interrupted: bool,
     /// All requests, every window.
@@ -136,12 +141,20 @@ pub struct BenchmarkResult {
     pub metrics: BTreeMap<String, StatusDistributions>,
     /// Throughput of the measured window.
     pub throughput: Throughput,
+    /// Requests meeting the `--goodput` thresholds, when set.
+    pub goodput: Option<Goodput>,
+    /// The `--slo` verdict, when set.
+    pub slo: Option<SloVerdict>,
     /// Where output token counts came from.
     pub token_sources: TokenSources,
     /// Client fidelity.
     pub client: ClientHealth,
     /// Per-second series.
     pub timeseries: Vec<TimePoint>,
+    /// Latency histograms of successful measured requests, in µs: HdrHistogram V2 with
+    /// deflate, base64. They let reports merge losslessly and comparisons bootstrap.
+    #[serde(default)]
+    pub histograms: BTreeMap<String, String>,
     /// The workers.
     pub workers: Vec<WorkerOutcome>,
 }
@@ -163,8 +176,12 @@ pub struct BuildContext<'a> {
     pub t0: MonoNanos,
     /// Last event.
     pub end: MonoNanos,
+    /// The configured window.
+    pub window: MeasureWindow,
     /// Why it stopped.
     pub stop_reason: Option<StopReason>,
+    /// When a stop constraint fired.
+    pub stop_time: Option<MonoNanos>,
     /// Interrupted by the user.
     pub interrupted: bool,
     /// Peak sampled concurrency.
@@ -233,7 +250,9 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         end_time: ctx.anchor.unix_seconds(ctx.end),
         duration_s,
         measured_window: window,
+        window: ctx.window,
         stop_reason: ctx.stop_reason,
+        stop_time_s: ctx.stop_time.map(|t| t.since(ctx.t0).as_secs_f64()),
         interrupted: ctx.interrupted,
         requests: state.counts,
         measured_requests: MeasuredCounts {
@@ -258,10 +277,60 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
             concurrency_mean,
             concurrency_peak: ctx.concurrency_peak,
         },
+        goodput: state.goodput.map(|spec| Goodput {
+            spec,
+            good_requests: state.good_requests,
+            requests_per_s: per_s(state.good_requests),
+            fraction: if m.completed > 0 {
+                state.good_requests as f64 / m.completed as f64
+            } else {
+                0.0
+            },
+        }),
+        slo: None,
         token_sources: state.token_sources,
         client,
         timeseries,
+        histograms: encode_histograms(state),
         workers: ctx.workers,
+    }
+}
+
+/// The metrics whose histograms travel in the report.
+pub const REPORTED_HISTOGRAMS: [Metric; 6] = [
+    Metric::Ttft,
+    Metric::TtftAny,
+    Metric::Itl,
+    Metric::Tpot,
+    Metric::RequestLatency,
+    Metric::DispatchLag,
+];
+
+fn encode_histograms(state: &WorkerGroupState) -> BTreeMap<String, String> {
+    use base64::Engine;
+    REPORTED_HISTOGRAMS
+        .iter()
+        .filter_map(|&metric| {
+            let h = state
+                .metrics
+                .get(StatusClass::Successful, metric)
+                .filter(|h| !h.is_empty())?;
+            let bytes = llmsurge_proto::encode_compressed(h).ok()?;
+            Some((
+                metric.key().to_string(),
+                base64::engine::general_purpose::STANDARD.encode(bytes),
+            ))
+        })
+        .collect()
+}
+
+impl BenchmarkResult {
+    /// Decodes the stored histogram of a metric (µs), if the report carries it.
+    pub fn histogram(&self, metric_key: &str) -> Option<hdrhistogram::Histogram<u64>> {
+        use base64::Engine;
+        let b64 = self.histograms.get(metric_key)?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+        llmsurge_proto::decode_histogram(&bytes).ok()
     }
 }
 
@@ -317,4 +386,39 @@ fn client_health(
         ));
     }
     health
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+    use crate::state::WorkerGroupState;
+
+    /// A result with nothing in it, to be filled in by tests.
+    pub(crate) fn empty_result() -> BenchmarkResult {
+        let t0 = MonoNanos(1_000_000_000);
+        let anchor = ClockAnchor {
+            mono: t0,
+            unix_nanos: 1_700_000_000_000_000_000,
+        };
+        build(
+            &WorkerGroupState::new(1, t0, Limits::default()),
+            BuildContext {
+                index: 0,
+                strategy: Strategy::Synchronous,
+                settings: StrategySettings::default(),
+                limits: Limits::default(),
+                anchor: &anchor,
+                t0,
+                end: t0,
+                window: MeasureWindow::default(),
+                stop_reason: None,
+                stop_time: None,
+                interrupted: false,
+                concurrency_peak: 0,
+                worker_cpu_s: 0.0,
+                dispatch_lag_threshold_ms: 10.0,
+                workers: vec![],
+            },
+        )
+    }
 }

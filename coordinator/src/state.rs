@@ -7,6 +7,7 @@
 //! once nothing is in flight.
 
 use crate::constraints::{Limits, StopReason};
+use crate::slo::GoodputSpec;
 use crate::timeseries::TimeSeries;
 use llmsurge_proto::metrics::MetricsError;
 use llmsurge_proto::{
@@ -110,6 +111,10 @@ pub struct WorkerGroupState {
     pub token_sources: TokenSources,
     /// Per-second series.
     pub timeseries: TimeSeries,
+    /// Per-request goodput thresholds, when set.
+    pub goodput: Option<GoodputSpec>,
+    /// Completed measured requests that met them.
+    pub good_requests: u64,
 }
 
 impl WorkerGroupState {
@@ -124,6 +129,8 @@ impl WorkerGroupState {
             measured: MeasuredTotals::default(),
             token_sources: TokenSources::default(),
             timeseries: TimeSeries::new(t0),
+            goodput: None,
+            good_requests: 0,
         }
     }
 
@@ -204,6 +211,18 @@ impl WorkerGroupState {
         if let Some(start) = r.start {
             m.first_start = Some(m.first_start.map_or(start, |f| f.min(start)));
             m.last_end = Some(m.last_end.map_or(r.end, |e| e.max(r.end)));
+        }
+        if let (Some(spec), RequestStatus::Completed, Some(start)) =
+            (&self.goodput, r.status, r.start)
+        {
+            let ttft = r.first_content.map(|t| t.since(start));
+            let tpot = match (r.first_content, r.output_tokens) {
+                (Some(first), n) if n > 1 => Some(r.end.since(first) / (n - 1)),
+                _ => None,
+            };
+            if spec.is_good(ttft, tpot, r.end.since(start)) {
+                self.good_requests += 1;
+            }
         }
         if r.status == RequestStatus::Completed {
             let ts = &mut self.token_sources;

@@ -27,7 +27,10 @@ pub use config::{
 };
 pub use frame::{FrameError, FrameIoError, FrameReader, FrameWriter, decode_frame, encode_frame};
 pub use messages::{FromWorker, PROTOCOL_VERSION, ToWorker, UpdateBatch};
-pub use metrics::{Distribution, EncodedMetrics, Metric, MetricSet, StatusClass};
+pub use metrics::{
+    Distribution, EncodedMetrics, Metric, MetricSet, StatusClass, decode_histogram,
+    encode_compressed,
+};
 pub use record::{
     ErrorKind, Phase, RequestError, RequestRecord, RequestStarted, RequestStatus, TokenSource,
 };

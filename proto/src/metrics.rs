@@ -6,7 +6,7 @@
 
 use crate::record::RequestStatus;
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer, V2Serializer};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -124,6 +124,9 @@ pub enum MetricsError {
     /// A histogram could not be decoded.
     #[error("decoding a histogram: {0:?}")]
     Decode(hdrhistogram::serialization::DeserializeError),
+    /// A histogram could not be compressed.
+    #[error("compressing a histogram: {0}")]
+    Compress(String),
     /// A histogram could not be created.
     #[error("creating a histogram: {0:?}")]
     Create(hdrhistogram::CreationError),
@@ -254,6 +257,24 @@ impl MetricSet {
         }
         Ok(())
     }
+}
+
+/// Encodes one histogram compactly for storage (V2 with deflate), e.g. in a report.
+pub fn encode_compressed(h: &Histogram<u64>) -> Result<Vec<u8>, MetricsError> {
+    let mut out = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut out)
+        .map_err(|e| MetricsError::Compress(format!("{e:?}")))?;
+    Ok(out)
+}
+
+/// Decodes a histogram written by [`encode_compressed`] (or plain V2).
+pub fn decode_histogram(bytes: &[u8]) -> Result<Histogram<u64>, MetricsError> {
+    let mut h: Histogram<u64> = Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(MetricsError::Decode)?;
+    h.auto(true);
+    Ok(h)
 }
 
 /// One histogram in the V2 encoding.
@@ -413,6 +434,23 @@ mod tests {
             .get(StatusClass::Successful, Metric::Ttft)
             .expect("ttft");
         assert_eq!(ttft.len(), 2000);
+    }
+
+    #[test]
+    fn compressed_histograms_round_trip() {
+        let mut set = MetricSet::new();
+        for v in 0..5000u64 {
+            set.record(
+                StatusClass::Successful,
+                Metric::Itl,
+                3_000 + (v * 7919) % 4_000,
+            );
+        }
+        let h = set.get(StatusClass::Successful, Metric::Itl).expect("itl");
+        let bytes = encode_compressed(h).expect("encode");
+        assert!(bytes.len() < 8192, "{}", bytes.len());
+        let back = decode_histogram(&bytes).expect("decode");
+        assert_eq!(&back, h);
     }
 
     #[test]

@@ -4,7 +4,12 @@
 //! subcommands ([`run`]) work from the plan only.
 
 pub mod args;
+pub mod compare;
+pub mod completions;
+pub mod config;
+pub mod from_file;
 pub mod resolve;
+pub mod resolve_output;
 pub mod run;
 pub mod scenario;
 pub mod values;
@@ -38,6 +43,11 @@ enum Command {
     /// Prepare data offline.
     #[command(subcommand)]
     Preprocess(PreprocessCommand),
+    /// Print every setting with its environment variable, default and effective value,
+    /// as a .env block (secrets redacted).
+    Config,
+    /// Print a shell completion script (e.g. `llmsurge completions bash > /etc/bash_completion.d/llmsurge`).
+    Completions(completions::CompletionsArgs),
     /// Internal: a worker process started by the coordinator.
     #[command(name = "__worker", hide = true)]
     Worker(WorkerArgs),
@@ -47,6 +57,10 @@ enum Command {
 enum BenchmarkCommand {
     /// Run a profile of one or more benchmarks and write the report.
     Run(Box<args::RunArgs>),
+    /// Render a saved JSON report again (html, csv, yaml, console, …) without running anything.
+    FromFile(from_file::FromFileArgs),
+    /// Compare two reports: flag regressions beyond tolerance and noise (exit code 3).
+    Compare(compare::CompareArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -104,8 +118,20 @@ pub fn usage_error(message: &str) -> i32 {
     exit_codes::USAGE
 }
 
+/// Logs to stderr, filtered by `LLMSURGE_LOG` (e.g. `debug`, `llmsurge_coordinator=debug`);
+/// warnings only by default. Workers inherit the variable, so one setting covers the run.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LLMSURGE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
+    init_logging();
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
@@ -144,6 +170,10 @@ pub fn main() -> i32 {
     }
     match cli.command {
         Command::Benchmark(BenchmarkCommand::Run(args)) => run::benchmark_run(&args),
+        Command::Benchmark(BenchmarkCommand::FromFile(args)) => from_file::from_file(&args),
+        Command::Config => config::print_config(),
+        Command::Completions(args) => completions::print_completions(&args),
+        Command::Benchmark(BenchmarkCommand::Compare(args)) => compare::benchmark_compare(&args),
         Command::MockServer(config) => {
             if let Err(e) = config.validate() {
                 return usage_error(&e.to_string());

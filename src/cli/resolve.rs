@@ -1,11 +1,13 @@
 //! Resolving raw flags into a validated plan ("high" args). Pure: no network, no files
 //! beyond what a flag names. Every error is one line naming the flag or variable.
 
-use super::args::{ProfileKind, RequestFormatArg, RunArgs, WorkerFailureArg};
+use super::args::{ProfileKind, RequestFormatArg, RunArgs, SweepArrivalsArg, WorkerFailureArg};
 use super::values::WindowSpec;
 use crate::data::DataPlan;
+use llmsurge_coordinator::slo::SloTarget;
 use llmsurge_coordinator::{
-    DEFAULT_THROUGHPUT_CONCURRENCY, Limits, OnWorkerFailure, Strategy, StrategySettings,
+    DEFAULT_THROUGHPUT_CONCURRENCY, GoodputSpec, Limits, OnWorkerFailure, SaturationConfig, Slo,
+    Strategy, StrategySettings, SweepArrivals,
 };
 use llmsurge_proto::{MeasureWindow, RequestFormat, Secret};
 use serde::Serialize;
@@ -36,15 +38,7 @@ pub enum TargetSpec {
     Url(String),
 }
 
-/// Report formats.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "format", content = "file")]
-pub enum Output {
-    /// The JSON report, in this file under the output directory.
-    Json(PathBuf),
-    /// Summary tables on stdout.
-    Console,
-}
+pub use crate::report::Output;
 
 /// How requests are made (everything of the worker's backend config but the target).
 #[derive(Clone, Debug, Serialize)]
@@ -56,7 +50,8 @@ pub struct BackendPlan {
     /// Redacted in every output.
     #[serde(serialize_with = "redact")]
     pub api_key: Option<Secret>,
-    /// Extra headers.
+    /// Extra headers (values of credential headers redacted in every output).
+    #[serde(serialize_with = "redact_headers")]
     pub headers: Vec<(String, String)>,
     /// Extra query parameters.
     pub params: Vec<(String, String)>,
@@ -83,6 +78,39 @@ fn redact<S: serde::Serializer>(secret: &Option<Secret>, s: S) -> Result<S::Ok, 
     }
 }
 
+/// Whether a header carries a credential (its value is never written anywhere).
+pub fn is_credential_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    [
+        "authorization",
+        "api-key",
+        "api_key",
+        "apikey",
+        "token",
+        "cookie",
+        "secret",
+    ]
+    .iter()
+    .any(|c| name.contains(c))
+}
+
+fn redact_headers<S: serde::Serializer>(
+    headers: &[(String, String)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(headers.len()))?;
+    for (name, value) in headers {
+        let value = if is_credential_header(name) {
+            "***"
+        } else {
+            value.as_str()
+        };
+        seq.serialize_element(&(name, value))?;
+    }
+    seq.end()
+}
+
 /// The validated plan of `benchmark run`.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunPlan {
@@ -92,12 +120,18 @@ pub struct RunPlan {
     pub model: Option<String>,
     /// The profile.
     pub profile: ProfileKind,
-    /// One strategy per benchmark.
-    pub strategies: Vec<Strategy>,
+    /// The benchmarks the profile runs.
+    pub profile_plan: ProfilePlan,
     /// Ramp-up and burstiness.
     pub settings: StrategySettings,
     /// Limits of every benchmark.
     pub limits: Limits,
+    /// Objectives checked on every benchmark.
+    pub slo: Option<Slo>,
+    /// Per-request goodput thresholds.
+    pub goodput: Option<GoodputSpec>,
+    /// Over-saturation detection.
+    pub saturation: Option<SaturationConfig>,
     /// Worker processes, when forced.
     pub workers: Option<u32>,
     /// Group-wide cap on requests in flight.
@@ -122,6 +156,8 @@ pub struct RunPlan {
     pub outputs: Vec<Output>,
     /// Directory of report files.
     pub output_dir: PathBuf,
+    /// Report contents and console behaviour.
+    pub reporting: crate::report::ReportSettings,
     /// Print the plan and exit.
     #[serde(skip)]
     pub dry_run: bool,
@@ -130,7 +166,12 @@ pub struct RunPlan {
 /// Resolves and validates `benchmark run` flags.
 pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     let target = resolve_target(args.target.target.as_deref())?;
-    let strategies = resolve_strategies(args)?;
+    let profile_plan = resolve_profile(args)?;
+    let Objectives {
+        slo,
+        goodput,
+        saturation,
+    } = resolve_objectives(args)?;
     let settings = resolve_settings(args)?;
     if args.load.workers.is_some_and(|w| w > 1) && args.load.profile == ProfileKind::Synchronous {
         return usage("--workers: the synchronous profile runs on exactly one worker");
@@ -155,12 +196,15 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     // Both windows are checked now against the limits, so a bad combination fails before
     // anything starts.
     measure_window(args.limits.warmup, args.limits.cooldown, &limits)?;
-    let outputs = resolve_outputs(&args.output.outputs)?;
+    let (outputs, reporting) = super::resolve_output::resolve_output(&args.output)?;
     Ok(RunPlan {
         target,
         model: args.target.model.clone().filter(|m| !m.trim().is_empty()),
         profile: args.load.profile,
-        strategies,
+        profile_plan,
+        slo,
+        goodput,
+        saturation,
         settings,
         limits,
         workers: args.load.workers,
@@ -178,6 +222,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         max_dispatch_lag: args.client.max_dispatch_lag,
         outputs,
         output_dir: args.output.output_dir.clone(),
+        reporting,
         dry_run: args.output.dry_run,
     })
 }
@@ -243,53 +288,186 @@ fn resolve_target(target: Option<&str>) -> Result<TargetSpec, UsageError> {
     }
 }
 
-fn resolve_strategies(args: &RunArgs) -> Result<Vec<Strategy>, UsageError> {
-    let name = |p: ProfileKind| format!("{p:?}").to_lowercase();
-    let rates = args.load.rate.clone().map(|r| r.0);
-    match (args.load.profile, rates) {
-        (ProfileKind::Synchronous | ProfileKind::Throughput, Some(_)) => usage(format!(
-            "--rate has no effect with --profile {}{}",
-            name(args.load.profile),
-            if args.load.profile == ProfileKind::Throughput {
-                " (use --max-concurrency)"
-            } else {
-                ""
+/// The benchmarks a profile runs.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ProfilePlan {
+    /// One benchmark per strategy.
+    Fixed {
+        /// The strategies, in order.
+        strategies: Vec<Strategy>,
+    },
+    /// Synchronous, throughput, then evenly spaced rates.
+    Sweep {
+        /// Benchmarks in all.
+        benchmarks: usize,
+        /// Arrivals of the rate benchmarks.
+        arrivals: SweepArrivals,
+        /// Streams of the throughput benchmark.
+        throughput_concurrency: u32,
+    },
+    /// Synchronous, throughput, then a bisection of constant rates against the SLO.
+    Capacity {
+        /// Stop when passing and failing rates are this close (a fraction).
+        precision: f64,
+        /// Streams of the throughput benchmark.
+        throughput_concurrency: u32,
+    },
+}
+
+/// Default benchmarks of a sweep.
+pub const DEFAULT_SWEEP_BENCHMARKS: usize = 10;
+/// Default precision of the capacity search.
+pub const DEFAULT_CAPACITY_PRECISION: f64 = 0.05;
+
+fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
+    let load = &args.load;
+    let name = format!("{:?}", load.profile).to_lowercase();
+    let rates = load.rate.clone().map(|r| r.0);
+    if load.sweep_arrivals.is_some() && load.profile != ProfileKind::Sweep {
+        return usage(format!(
+            "--sweep-arrivals has no effect with --profile {name}"
+        ));
+    }
+    if load.capacity_precision.is_some() && load.profile != ProfileKind::Capacity {
+        return usage(format!(
+            "--capacity-precision has no effect with --profile {name}"
+        ));
+    }
+    let throughput_concurrency = u32::try_from(
+        load.max_concurrency
+            .unwrap_or(u64::from(DEFAULT_THROUGHPUT_CONCURRENCY)),
+    )
+    .map_err(|_| UsageError("--max-concurrency is too large".into()))?;
+    let fixed = |strategies: Vec<Strategy>| Ok(ProfilePlan::Fixed { strategies });
+    match (load.profile, rates) {
+        (ProfileKind::Synchronous | ProfileKind::Throughput | ProfileKind::Capacity, Some(_)) => {
+            usage(format!(
+                "--rate has no effect with --profile {name}{}",
+                if load.profile == ProfileKind::Throughput {
+                    " (use --max-concurrency)"
+                } else {
+                    ""
+                }
+            ))
+        }
+        (ProfileKind::Synchronous, None) => fixed(vec![Strategy::Synchronous]),
+        (ProfileKind::Throughput, None) => fixed(vec![Strategy::Throughput {
+            max_concurrency: throughput_concurrency,
+        }]),
+        (ProfileKind::Sweep, rates) => {
+            let benchmarks = match rates.as_deref() {
+                None => DEFAULT_SWEEP_BENCHMARKS,
+                Some([n]) if n.fract() == 0.0 && (3.0..=100.0).contains(n) => *n as usize,
+                Some(_) => {
+                    return usage(
+                        "--rate: for a sweep, the number of benchmarks in all, 3 to 100 (default 10)",
+                    );
+                }
+            };
+            let arrivals = match load.sweep_arrivals {
+                Some(SweepArrivalsArg::Poisson) => SweepArrivals::Poisson,
+                _ => SweepArrivals::Constant,
+            };
+            Ok(ProfilePlan::Sweep {
+                benchmarks,
+                arrivals,
+                throughput_concurrency,
+            })
+        }
+        (ProfileKind::Capacity, None) => {
+            if args.limits.slo.is_none() {
+                return usage(
+                    "--profile capacity needs --slo (the objective the capacity must meet)",
+                );
             }
-        )),
-        (ProfileKind::Synchronous, None) => Ok(vec![Strategy::Synchronous]),
-        (ProfileKind::Throughput, None) => {
-            let cap = args
-                .load
-                .max_concurrency
-                .unwrap_or(u64::from(DEFAULT_THROUGHPUT_CONCURRENCY));
-            let max_concurrency = u32::try_from(cap)
-                .map_err(|_| UsageError("--max-concurrency is too large".into()))?;
-            Ok(vec![Strategy::Throughput { max_concurrency }])
+            let precision = load
+                .capacity_precision
+                .unwrap_or(DEFAULT_CAPACITY_PRECISION);
+            if !(precision > 0.0 && precision < 0.5) {
+                return usage("--capacity-precision must be above 0% and below 50%");
+            }
+            Ok(ProfilePlan::Capacity {
+                precision,
+                throughput_concurrency,
+            })
         }
         (p, None) => usage(format!(
             "--profile {} needs --rate (e.g. --rate 10 or --rate 1,5,10)",
-            name(p)
+            format!("{p:?}").to_lowercase()
         )),
-        (ProfileKind::Concurrent, Some(rates)) => rates
-            .iter()
-            .map(|&r| {
-                if r.fract() != 0.0 || r > 100_000.0 {
-                    return usage(format!(
-                        "--rate: concurrent takes whole stream counts, got {r}"
-                    ));
-                }
-                Ok(Strategy::Concurrent { streams: r as u32 })
-            })
-            .collect(),
-        (ProfileKind::Constant, Some(rates)) => Ok(rates
-            .into_iter()
-            .map(|rate| Strategy::Constant { rate })
-            .collect()),
-        (ProfileKind::Poisson, Some(rates)) => Ok(rates
-            .into_iter()
-            .map(|rate| Strategy::Poisson { rate })
-            .collect()),
+        (ProfileKind::Concurrent, Some(rates)) => fixed(
+            rates
+                .iter()
+                .map(|&r| {
+                    if r.fract() != 0.0 || r > 100_000.0 {
+                        return usage(format!(
+                            "--rate: concurrent takes whole stream counts, got {r}"
+                        ));
+                    }
+                    Ok(Strategy::Concurrent { streams: r as u32 })
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        (ProfileKind::Constant, Some(rates)) => fixed(
+            rates
+                .into_iter()
+                .map(|rate| Strategy::Constant { rate })
+                .collect(),
+        ),
+        (ProfileKind::Poisson, Some(rates)) => fixed(
+            rates
+                .into_iter()
+                .map(|rate| Strategy::Poisson { rate })
+                .collect(),
+        ),
     }
+}
+
+/// What each benchmark is judged and stopped by, beyond its limits.
+struct Objectives {
+    slo: Option<Slo>,
+    goodput: Option<GoodputSpec>,
+    saturation: Option<SaturationConfig>,
+}
+
+fn resolve_objectives(args: &RunArgs) -> Result<Objectives, UsageError> {
+    let l = &args.limits;
+    let slo = l
+        .slo
+        .as_deref()
+        .map(Slo::parse)
+        .transpose()
+        .map_err(|e| UsageError(format!("--slo: {e}")))?;
+    let goodput = l
+        .goodput
+        .as_deref()
+        .map(GoodputSpec::parse)
+        .transpose()
+        .map_err(|e| UsageError(format!("--goodput: {e}")))?;
+    if slo
+        .as_ref()
+        .is_some_and(|s| s.checks.iter().any(|c| c.target == SloTarget::GoodputPerS))
+        && goodput.is_none()
+    {
+        return usage("--slo: goodput_per_s needs --goodput thresholds");
+    }
+    let saturation = match (&l.over_saturation, l.detect_saturation) {
+        (Some(json), _) => {
+            let cfg: SaturationConfig = serde_json::from_str(json)
+                .map_err(|e| UsageError(format!("--over-saturation: {e}")))?;
+            cfg.validate()
+                .map_err(|e| UsageError(format!("--over-saturation: {e}")))?;
+            Some(cfg)
+        }
+        (None, true) => Some(SaturationConfig::default()),
+        (None, false) => None,
+    };
+    Ok(Objectives {
+        slo,
+        goodput,
+        saturation,
+    })
 }
 
 fn resolve_settings(args: &RunArgs) -> Result<StrategySettings, UsageError> {
@@ -467,24 +645,4 @@ fn apply_backend_kwargs(plan: &mut BackendPlan, raw: &str) -> Result<(), UsageEr
         }
     }
     Ok(())
-}
-
-fn resolve_outputs(outputs: &[String]) -> Result<Vec<Output>, UsageError> {
-    let mut out = Vec::new();
-    for raw in outputs.iter().map(|o| o.trim()).filter(|o| !o.is_empty()) {
-        let output = match raw {
-            "json" => Output::Json(PathBuf::from("benchmarks.json")),
-            "console" => Output::Console,
-            file if file.ends_with(".json") => Output::Json(PathBuf::from(file)),
-            other => {
-                return usage(format!(
-                    "--outputs: unknown output {other:?} (expected json, console, or a file name ending in .json)"
-                ));
-            }
-        };
-        if !out.contains(&output) {
-            out.push(output);
-        }
-    }
-    Ok(out)
 }

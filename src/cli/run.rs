@@ -1,26 +1,20 @@
 //! `llmsurge benchmark run`: resolve, check the target, run the profile, write reports.
 
 use super::args::RunArgs;
-use super::resolve::{Output, RunPlan, UsageError, measure_window, resolve};
+use super::resolve::{ProfilePlan, RunPlan, UsageError, measure_window, resolve};
 use crate::exit_codes;
-use crate::report::{HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, console};
+use crate::report::{RequestLog, RunInfo, RunReporter, TargetInfo, unix_now};
 use crate::target::{ResolvedTarget, resolve_target};
+use llmsurge_coordinator::profiles::CapacityOutcome;
 use llmsurge_coordinator::{
-    BenchmarkPlan, BenchmarkResult, CoordinatorError, Progress, RunObserver, StopReason,
-    WorkerCommand, run_profile,
+    BenchmarkPlan, BenchmarkResult, CapacityProfile, CoordinatorError, FixedProfile, PlanTemplate,
+    Profile, StopReason, Strategy, SweepProfile, WorkerCommand, run_profile,
 };
 use llmsurge_proto::{BackendConfig, DataSpec, Schedule, WorkerConfig};
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// How often workers send their batches.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(20);
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
 
 /// Runs `benchmark run`; returns the exit code.
 pub fn benchmark_run(args: &RunArgs) -> i32 {
@@ -97,36 +91,73 @@ async fn run(plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         program,
         args: vec!["__worker".into()],
     };
-    let plans = match benchmark_plans(&plan, &target, &data.spec) {
-        Ok(p) => p,
+    let template = match plan_template(&plan, &target, &data.spec) {
+        Ok(t) => t,
         Err(UsageError(message)) => return super::usage_error(&message),
     };
-    let mut reporter = RunReporter::new(&plan, &target, started, plans.len());
-    reporter.report.args = plan_json(&plan, &data);
-    let mut profile = plans.into_iter();
-    let outcome = run_profile(&command, &mut profile, &mut reporter).await;
+    // Created before anything runs, so a bad path fails at once and not after an hour.
+    let log = match &plan.reporting.request_log {
+        Some(path) => match RequestLog::create(path) {
+            Ok(log) => Some(log),
+            Err(e) => {
+                return super::usage_error(&format!(
+                    "--request-log: cannot create {}: {e}",
+                    path.display()
+                ));
+            }
+        },
+        None => None,
+    };
+    let info = RunInfo {
+        args: plan_json(&plan, &data),
+        target: TargetInfo {
+            base_url: target.base_url.clone(),
+            model: target.model.clone(),
+            mock: target.mock.is_some(),
+        },
+        started,
+        planned: ChosenProfile::planned(&plan).unwrap_or(0),
+        seed: plan.seed,
+    };
+    let mut profile = ChosenProfile::new(&plan, template);
+    let mut reporter = RunReporter::new(
+        info,
+        plan.outputs.clone(),
+        plan.output_dir.clone(),
+        &plan.reporting,
+        log,
+    );
+    let outcome = run_profile(&command, profile.as_profile(), &mut reporter).await;
     if let Some(mock) = target.mock {
         mock.shutdown();
     }
     let outcome = match outcome {
         Ok(o) => o,
-        Err(e @ (CoordinatorError::WorkerSetup { .. } | CoordinatorError::Plan(_))) => {
-            return super::usage_error(&e.to_string());
-        }
+        Err(e @ CoordinatorError::WorkerSetup { .. }) => return super::usage_error(&e.to_string()),
         Err(e) => {
             eprintln!("error: {e}");
             return exit_codes::RUN_FAILED;
         }
     };
+    let capacity = match &profile {
+        ChosenProfile::Capacity(p) => Some(p.outcome()),
+        _ => None,
+    };
+    reporter.set_capacity(capacity.clone());
     reporter.finish(&outcome.benchmarks, outcome.interrupted);
-    if reporter.write_failed {
+    if reporter.write_failed() {
         return exit_codes::RUN_FAILED;
     }
-    exit_code(&outcome.benchmarks, outcome.interrupted)
+    exit_code(&outcome.benchmarks, outcome.interrupted, capacity.as_ref())
 }
 
-/// The exit code of a finished run (see `exit_codes`).
-pub fn exit_code(benchmarks: &[BenchmarkResult], interrupted: bool) -> i32 {
+/// The exit code of a finished run (see `exit_codes`). A capacity search judges the SLO
+/// by its answer (failing probes are how it searches); other profiles by every benchmark.
+pub fn exit_code(
+    benchmarks: &[BenchmarkResult],
+    interrupted: bool,
+    capacity: Option<&CapacityOutcome>,
+) -> i32 {
     if interrupted {
         return exit_codes::INTERRUPTED;
     }
@@ -142,7 +173,16 @@ pub fn exit_code(benchmarks: &[BenchmarkResult], interrupted: bool) -> i32 {
             .iter()
             .any(|b| b.requests.completed == 0 || b.client.bottleneck);
     if invalid {
-        exit_codes::INVALID_RUN
+        return exit_codes::INVALID_RUN;
+    }
+    let slo_failed = match capacity {
+        Some(c) => c.rate.is_none(),
+        None => benchmarks
+            .iter()
+            .any(|b| b.slo.as_ref().is_some_and(|v| !v.passed)),
+    };
+    if slo_failed {
+        exit_codes::GATE_FAILED
     } else {
         exit_codes::OK
     }
@@ -152,13 +192,13 @@ fn cores() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
 
-fn benchmark_plans(
+fn plan_template(
     plan: &RunPlan,
     target: &ResolvedTarget,
     data: &DataSpec,
-) -> Result<Vec<BenchmarkPlan>, UsageError> {
+) -> Result<PlanTemplate, UsageError> {
     let b = &plan.backend;
-    let template = WorkerConfig {
+    let worker_template = WorkerConfig {
         worker_id: 0,
         worker_count: 1,
         seed: plan.seed,
@@ -187,143 +227,79 @@ fn benchmark_plans(
         flush_interval: FLUSH_INTERVAL,
     };
     let dataset_len = data.dataset_len();
-    let window = measure_window(plan.warmup, plan.cooldown, &plan.limits)?;
-    Ok(plan
-        .strategies
-        .iter()
-        .enumerate()
-        .map(|(i, strategy)| BenchmarkPlan {
-            index: i as u32,
-            strategy: *strategy,
-            settings: plan.settings,
-            limits: plan.limits,
-            workers: plan
-                .workers
-                .unwrap_or_else(|| strategy.default_workers(cores())),
-            max_concurrency: plan.max_concurrency,
-            dataset_len,
-            window,
-            worker_template: template.clone(),
-            drain_timeout: plan.drain_timeout,
-            on_worker_failure: plan.on_worker_failure,
-            dispatch_lag_threshold: plan.max_dispatch_lag,
-        })
-        .collect())
+    let base = BenchmarkPlan {
+        index: 0,
+        strategy: Strategy::Synchronous,
+        settings: plan.settings,
+        limits: plan.limits,
+        workers: 1,
+        max_concurrency: plan.max_concurrency,
+        dataset_len,
+        window: measure_window(plan.warmup, plan.cooldown, &plan.limits)?,
+        worker_template,
+        drain_timeout: plan.drain_timeout,
+        on_worker_failure: plan.on_worker_failure,
+        dispatch_lag_threshold: plan.max_dispatch_lag,
+        slo: plan.slo.clone(),
+        goodput: plan.goodput,
+        saturation: plan.saturation,
+    };
+    Ok(PlanTemplate {
+        base,
+        workers: plan.workers,
+        cores: cores(),
+    })
 }
 
-/// Follows a run: progress lines and notices on stderr, the JSON report rewritten after
-/// every benchmark, the console summary at the end.
-struct RunReporter {
-    report: Report,
-    json_paths: Vec<PathBuf>,
-    console: bool,
-    planned: usize,
-    write_failed: bool,
+/// The profile of a run, kept concrete so its summary can be read afterwards.
+enum ChosenProfile {
+    Fixed(FixedProfile),
+    Sweep(SweepProfile),
+    Capacity(CapacityProfile),
 }
 
-impl RunReporter {
-    fn new(plan: &RunPlan, target: &ResolvedTarget, started: f64, planned: usize) -> Self {
-        let json_paths = plan
-            .outputs
-            .iter()
-            .filter_map(|o| match o {
-                Output::Json(name) => Some(plan.output_dir.join(name)),
-                Output::Console => None,
-            })
-            .collect();
-        Self {
-            report: Report {
-                schema_version: REPORT_SCHEMA_VERSION,
-                metadata: Metadata {
-                    tool: "llmsurge".into(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                    host: HostInfo::collect(),
-                    start_time: started,
-                    end_time: started,
-                    complete: false,
-                    interrupted: false,
-                },
-                args: serde_json::to_value(plan).unwrap_or_default(),
-                target: TargetInfo {
-                    base_url: target.base_url.clone(),
-                    model: target.model.clone(),
-                    mock: target.mock.is_some(),
-                },
-                benchmarks: Vec::new(),
-            },
-            json_paths,
-            console: plan.outputs.contains(&Output::Console),
-            planned,
-            write_failed: false,
-        }
-    }
-
-    fn write(&mut self) {
-        self.report.metadata.end_time = unix_now();
-        for path in &self.json_paths {
-            if let Err(e) = self.report.write_json(path) {
-                eprintln!("error: cannot write the report {}: {e}", path.display());
-                self.write_failed = true;
+impl ChosenProfile {
+    fn new(plan: &RunPlan, template: PlanTemplate) -> Self {
+        match &plan.profile_plan {
+            ProfilePlan::Fixed { strategies } => {
+                Self::Fixed(FixedProfile::new(template, strategies.clone()))
             }
+            ProfilePlan::Sweep {
+                benchmarks,
+                arrivals,
+                throughput_concurrency,
+            } => Self::Sweep(SweepProfile::new(
+                template,
+                *benchmarks,
+                *arrivals,
+                *throughput_concurrency,
+            )),
+            ProfilePlan::Capacity {
+                precision,
+                throughput_concurrency,
+            } => Self::Capacity(CapacityProfile::new(
+                template,
+                plan.slo.clone().unwrap_or_default(),
+                *precision,
+                *throughput_concurrency,
+            )),
         }
     }
 
-    fn finish(&mut self, benchmarks: &[BenchmarkResult], interrupted: bool) {
-        self.report.benchmarks = benchmarks.to_vec();
-        self.report.metadata.interrupted = interrupted;
-        self.report.metadata.complete = !interrupted && benchmarks.len() == self.planned;
-        self.write();
-        if self.console && !benchmarks.is_empty() {
-            println!("{}", console::render(benchmarks));
-        }
-        for path in &self.json_paths {
-            eprintln!("report written to {}", path.display());
+    fn as_profile(&mut self) -> &mut dyn Profile {
+        match self {
+            Self::Fixed(p) => p,
+            Self::Sweep(p) => p,
+            Self::Capacity(p) => p,
         }
     }
-}
 
-impl RunObserver for RunReporter {
-    fn benchmark_started(&mut self, index: u32, strategy: &llmsurge_coordinator::Strategy) {
-        eprintln!("[{}/{}] {strategy}: starting", index + 1, self.planned);
-    }
-
-    fn progress(&mut self, p: &Progress) {
-        let limit = match (p.max_seconds, p.max_requests) {
-            (Some(d), _) => format!("/{:.0}s", d.as_secs_f64()),
-            _ => String::new(),
-        };
-        let ttft = p
-            .ttft_p50_ms
-            .map(|t| format!(", ttft p50 {t:.1} ms"))
-            .unwrap_or_default();
-        eprintln!(
-            "[{}/{}] {}: {:.1}s{limit}, {} done, {} in flight, {} errored{ttft}",
-            p.index + 1,
-            self.planned,
-            p.strategy,
-            p.elapsed.as_secs_f64(),
-            p.counts.completed,
-            p.counts.in_flight,
-            p.counts.errored,
-        );
-    }
-
-    fn benchmark_finished(&mut self, result: &BenchmarkResult) {
-        eprintln!(
-            "[{}/{}] {}: done in {:.1}s, {} completed, {} errored, {:.1} req/s",
-            result.index + 1,
-            self.planned,
-            result.strategy,
-            result.duration_s,
-            result.requests.completed,
-            result.requests.errored,
-            result.throughput.requests_per_s
-        );
-        self.report.benchmarks.push(result.clone());
-        self.write();
-    }
-
-    fn notice(&mut self, message: &str) {
-        eprintln!("{message}");
+    /// Benchmarks the profile will run, when known in advance.
+    fn planned(plan: &RunPlan) -> Option<usize> {
+        match &plan.profile_plan {
+            ProfilePlan::Fixed { strategies } => Some(strategies.len()),
+            ProfilePlan::Sweep { benchmarks, .. } => Some(*benchmarks),
+            ProfilePlan::Capacity { .. } => None,
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! The JSON report: `schema_version`, metadata, resolved args (secrets redacted), target,
 //! and one entry per benchmark. Documented in docs/report.md.
 
+use super::requests::RequestSamples;
 use llmsurge_coordinator::BenchmarkResult;
+use llmsurge_coordinator::profiles::CapacityOutcome;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
@@ -64,6 +66,9 @@ pub struct Metadata {
     pub complete: bool,
     /// The user interrupted the run.
     pub interrupted: bool,
+    /// Free-form facts the user attached with `--output-extras` (e.g. `{"gpu": "H100"}`).
+    #[serde(default)]
+    pub extras: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The target as resolved.
@@ -90,6 +95,12 @@ pub struct Report {
     pub target: TargetInfo,
     /// One entry per benchmark, in run order.
     pub benchmarks: Vec<BenchmarkResult>,
+    /// Per-request records kept by `--sample-requests`, one entry per benchmark.
+    #[serde(default)]
+    pub request_samples: Vec<RequestSamples>,
+    /// The answer of `--profile capacity`, with every probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityOutcome>,
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one.
@@ -116,10 +127,78 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// Why a saved report could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a report of a version this build reads.
+    #[error("{path}: not an llmsurge JSON report: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// What the parser found, with line and column.
+        message: String,
+    },
+    /// The report was written by a newer llmsurge.
+    #[error(
+        "{path}: report schema_version {found} is newer than this llmsurge reads ({supported}); upgrade llmsurge"
+    )]
+    Version {
+        /// The file.
+        path: String,
+        /// The file's version.
+        found: u64,
+        /// The version this build writes.
+        supported: u32,
+    },
+}
+
 impl Report {
     /// Writes the report as pretty JSON, atomically.
     pub fn write_json(&self, path: &Path) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        write_atomic(path, &bytes)
+        write_atomic(path, &self.to_json()?)
+    }
+
+    /// The report as pretty JSON.
+    pub fn to_json(&self) -> std::io::Result<Vec<u8>> {
+        serde_json::to_vec_pretty(self).map_err(std::io::Error::other)
+    }
+
+    /// Reads a JSON report written by this or an earlier llmsurge.
+    pub fn load(path: &Path) -> Result<Report, LoadError> {
+        let shown = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let parse_error = |e: serde_json::Error| LoadError::Parse {
+            path: shown.clone(),
+            message: e.to_string(),
+        };
+        // The version first, so a newer report gets the right message rather than a
+        // complaint about a field it renamed.
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(parse_error)?;
+        match value
+            .get("schema_version")
+            .and_then(serde_json::Value::as_u64)
+        {
+            Some(found) if found > u64::from(REPORT_SCHEMA_VERSION) => {
+                return Err(LoadError::Version {
+                    path: shown,
+                    found,
+                    supported: REPORT_SCHEMA_VERSION,
+                });
+            }
+            _ => {}
+        }
+        // Parse the bytes again (not the Value) so errors carry line and column.
+        serde_json::from_slice(&bytes).map_err(parse_error)
     }
 }

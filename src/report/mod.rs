@@ -1,8 +1,30 @@
-//! Reports: the JSON report (the full, re-loadable record of a run) and the console
-//! summary. Report files are written atomically (temp file + rename) after every
-//! benchmark, so an interrupted or crashed run keeps every benchmark that finished.
+//! Reports: what a run leaves for people and tools.
+//!
+//! Theory of operation: [`reporter::RunReporter`] observes a run (progress on stderr,
+//! every request's record to `--request-log`, a sample into the JSON) and, after every
+//! benchmark, renders the [`Report`] in every requested format ([`outputs`]) and writes
+//! each file atomically, so an interrupted or crashed run keeps every benchmark that
+//! finished. The [`Report`] is the one source: JSON is its full, re-loadable form
+//! ([`json`]); YAML is the same tree; CSV ([`csv`]) is one row per benchmark; HTML
+//! ([`html`]) is a self-contained page with charts; the console ([`console`]) prints
+//! summary tables. `benchmark from-file` loads a JSON report and renders it again.
+//! Formats and fields are documented in docs/report.md.
 
 pub mod console;
+pub mod csv;
+pub mod html;
 pub mod json;
+pub mod junit;
+pub mod markdown;
+pub mod outputs;
+pub mod progress;
+pub mod reporter;
+pub mod requests;
+pub mod verdicts;
 
-pub use json::{HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, write_atomic};
+pub use json::{
+    HostInfo, LoadError, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, write_atomic,
+};
+pub use outputs::{FileFormat, Output, parse_outputs, render, write_files};
+pub use reporter::{ReportSettings, RunInfo, RunReporter, unix_now};
+pub use requests::{RequestEntry, RequestLog, RequestSamples};

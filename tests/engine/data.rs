@@ -685,7 +685,10 @@ fn scenario_precedence_is_defaults_then_scenario_then_env_then_flags() {
             "row {i}: data"
         );
         assert_eq!(
-            plan["strategies"].as_array().expect("strategies").len(),
+            plan["profile_plan"]["strategies"]
+                .as_array()
+                .expect("strategies")
+                .len(),
             *strategies,
             "row {i}"
         );

@@ -1,7 +1,7 @@
 //! Worker death, Ctrl-C, coordinator death: the run ends as configured, the report
 //! accounts for every request, and no process is left behind.
 
-use crate::support::{assert_identity, mock, start_run, wait_for_children, wait_run};
+use crate::support::{assert_identity, mock, ok_report, start_run, wait_for_children, wait_run};
 use llmsurge::mock::MockConfig;
 use llmsurge_coordinator::StopReason;
 use nix::sys::signal::{Signal, kill, killpg};
@@ -114,9 +114,7 @@ fn with_continue_the_others_carry_on_after_a_worker_dies() {
     std::thread::sleep(Duration::from_millis(1000));
     kill(pid(workers[1]), Signal::SIGKILL).expect("kill the worker");
     let run = wait_run(child, dir);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert!(
         matches!(b.stop_reason, Some(StopReason::MaxSeconds { .. })),

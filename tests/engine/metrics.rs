@@ -1,6 +1,6 @@
 //! Measured latencies against a mock with known delays, and report contents.
 
-use crate::support::{assert_identity, mock, run};
+use crate::support::{mock, ok_report, run};
 use llmsurge::mock::MockConfig;
 
 /// Against a mock with TTFT 50 ms and 5 ms between tokens (no spread):
@@ -29,9 +29,7 @@ fn ttft_and_itl_match_the_configured_delays() {
         "--data",
         "prompt_tokens=64,output_tokens=16",
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let ttft = &b.metrics["ttft"].successful;
     let itl = &b.metrics["itl"].successful;
@@ -158,9 +156,7 @@ fn server_errors_are_counted_per_kind_with_a_sample_message() {
         "--max-requests",
         "200",
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let faults = server.stats().faults;
     let injected = faults.error_500 + faults.error_429;

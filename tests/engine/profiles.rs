@@ -1,6 +1,6 @@
 //! Every profile runs end to end and starts the number of requests it should.
 
-use crate::support::{assert_identity, mock, run};
+use crate::support::{assert_identity, mock, ok_report, run};
 use llmsurge::mock::MockConfig;
 
 fn slow_mock() -> MockConfig {
@@ -25,9 +25,7 @@ fn constant_rate_starts_rate_times_duration_requests() {
         "--max-seconds",
         "4",
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     let b = &report.benchmarks[0];
     // Slots at 0, 20 ms, … 4.0 s: 201 fall within [0, 4 s]; the last may just miss.
     assert!(
@@ -56,8 +54,7 @@ fn concurrent_holds_exactly_its_stream_count_in_flight() {
         "--max-seconds",
         "2",
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    assert_identity(&run.report());
+    ok_report(&run);
     assert_eq!(server.stats().peak_active, 8);
 }
 
@@ -76,9 +73,7 @@ fn synchronous_never_has_two_in_flight() {
         "--max-seconds",
         "2",
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     assert_eq!(server.stats().peak_active, 1);
     assert_eq!(
         report.benchmarks[0].workers.len(),
@@ -101,9 +96,7 @@ fn poisson_count_lands_in_a_statistically_sound_band() {
         "--max-seconds",
         "20",
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     // Arrivals in 20 s at 100/s are Poisson(2000): sd = sqrt(2000) ≈ 44.7. Five sd either
     // side fails a correct implementation with probability < 1e-6.
     let n = report.benchmarks[0].requests.created as f64;
@@ -126,9 +119,7 @@ fn max_requests_yields_exactly_that_many() {
         "--max-requests",
         "100",
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert_eq!((b.requests.created, b.requests.completed), (100, 100));
     assert_eq!(server.stats().requests.chat_completions, 100);
@@ -151,8 +142,7 @@ fn throughput_fills_its_concurrency() {
         "--max-seconds",
         "2",
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    assert_identity(&run.report());
+    ok_report(&run);
     assert_eq!(server.stats().peak_active, 16);
 }
 
@@ -169,9 +159,7 @@ fn a_rate_list_runs_one_benchmark_per_rate() {
         "--max-seconds",
         "1",
     ]);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ok_report(&run);
     let rates: Vec<String> = report
         .benchmarks
         .iter()

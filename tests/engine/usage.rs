@@ -112,7 +112,7 @@ fn environment_variables_set_flags_and_flags_win() {
         String::from_utf8_lossy(&out.stderr)
     );
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("plan is JSON");
-    assert_eq!(plan["strategies"][0]["type"], "constant");
-    assert_eq!(plan["strategies"][0]["rate"], 7.0);
+    assert_eq!(plan["profile_plan"]["strategies"][0]["type"], "constant");
+    assert_eq!(plan["profile_plan"]["strategies"][0]["rate"], 7.0);
     assert_eq!(plan["limits"]["max_seconds"]["secs"], 5);
 }

@@ -129,6 +129,7 @@ async fn session(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> Result<
             return Err(WorkerError::Prepare(message));
         }
     };
+    tracing::debug!(worker = cfg.worker_id, schedule = ?cfg.schedule, "worker ready");
     writer.send(&FromWorker::Ready).await?;
     let t0 = match next_message(&mut reader).await? {
         Some(ToWorker::Start { t0 }) => t0,

@@ -33,4 +33,24 @@ pub struct LimitArgs {
     /// Like --warmup, at the end of the benchmark.
     #[arg(long, env = "LLMSURGE_COOLDOWN", value_parser = parse_window)]
     pub cooldown: Option<WindowSpec>,
+
+    /// Stop a benchmark early when the server is over-saturated (in-flight requests and
+    /// TTFT both keep rising), with the default settings (see docs/saturation.md).
+    #[arg(long, env = "LLMSURGE_DETECT_SATURATION")]
+    pub detect_saturation: bool,
+
+    /// Over-saturation detection with settings, e.g. '{"min_seconds": 30, "confidence": 0.95}'
+    /// (keys: min_seconds, window_seconds, confidence, min_growth, consecutive, min_samples).
+    #[arg(long, env = "LLMSURGE_OVER_SATURATION", value_name = "JSON")]
+    pub over_saturation: Option<String>,
+
+    /// Objectives checked on every benchmark, e.g. "ttft_p99<=500ms,itl_p50<=20ms,e2e_p95<=5s,error_rate<=1%".
+    /// A failed objective makes the exit code 3.
+    #[arg(long, env = "LLMSURGE_SLO", value_name = "CHECKS")]
+    pub slo: Option<String>,
+
+    /// Per-request goodput thresholds, e.g. "ttft:500ms,tpot:50ms,e2e:10s": goodput is the
+    /// rate of completed requests meeting all of them.
+    #[arg(long, env = "LLMSURGE_GOODPUT", value_name = "THRESHOLDS")]
+    pub goodput: Option<String>,
 }

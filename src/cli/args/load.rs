@@ -1,6 +1,7 @@
 //! `benchmark run` flags: the load pattern.
 
 use super::ProfileKind;
+use crate::cli::values::parse_fraction;
 use crate::cli::values::{RateList, parse_duration, parse_rates};
 use clap::Args;
 use std::time::Duration;
@@ -20,7 +21,7 @@ pub struct LoadArgs {
     pub profile: ProfileKind,
 
     /// Requests per second (constant, poisson) or streams (concurrent); a comma-separated
-    /// list runs one benchmark per value.
+    /// list runs one benchmark per value. For sweep: the number of benchmarks (default 10).
     #[arg(long, env = "LLMSURGE_RATE", value_parser = parse_rates, value_name = "RATE[,RATE...]")]
     pub rate: Option<RateList>,
 
@@ -50,4 +51,22 @@ pub struct LoadArgs {
         help_heading = "Load"
     )]
     pub random_seed: u64,
+
+    /// How the rate benchmarks of a sweep send requests.
+    #[arg(long, env = "LLMSURGE_SWEEP_ARRIVALS", value_enum)]
+    pub sweep_arrivals: Option<SweepArrivalsArg>,
+
+    /// Precision of `--profile capacity`: stop when the passing and failing rates are
+    /// this close (a fraction of the rate; default 5%).
+    #[arg(long, env = "LLMSURGE_CAPACITY_PRECISION", value_parser = parse_fraction)]
+    pub capacity_precision: Option<f64>,
+}
+
+/// Arrivals of a sweep's rate benchmarks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SweepArrivalsArg {
+    /// Evenly spaced (constant rate).
+    Constant,
+    /// Poisson (gamma with --burstiness).
+    Poisson,
 }

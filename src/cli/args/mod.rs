@@ -14,7 +14,7 @@ mod target;
 pub use client::ClientArgs;
 pub use data::{DataArgs, SamplerArg};
 pub use limits::LimitArgs;
-pub use load::LoadArgs;
+pub use load::{LoadArgs, SweepArrivalsArg};
 pub use output::OutputArgs;
 pub use preprocess::PreprocessArgs;
 pub use target::TargetArgs;
@@ -35,6 +35,12 @@ pub enum ProfileKind {
     Constant,
     /// `--rate R` requests per second with random (Poisson/gamma) gaps.
     Poisson,
+    /// Synchronous, throughput, then rates evenly spaced between their measured request
+    /// rates: `--rate N` benchmarks in all (default 10).
+    Sweep,
+    /// Synchronous, throughput, then a bisection for the highest constant rate that meets
+    /// `--slo`, to `--capacity-precision`.
+    Capacity,
 }
 
 /// OpenAI request formats.

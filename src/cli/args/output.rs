@@ -7,12 +7,14 @@ use std::path::PathBuf;
 #[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Output")]
 pub struct OutputArgs {
-    /// Outputs: aliases json, console (comma-separated or repeated).
+    /// Outputs: aliases json, csv, html, yaml, console, or file names whose extension
+    /// picks the format (run.json, summary.csv, page.html, run.yaml); comma-separated or
+    /// repeated. Files go under --output-dir.
     #[arg(
         long,
         env = "LLMSURGE_OUTPUTS",
         value_delimiter = ',',
-        default_value = "json,console",
+        default_value = "json,csv,html,console",
         help_heading = "Output"
     )]
     pub outputs: Vec<String>,
@@ -25,6 +27,34 @@ pub struct OutputArgs {
         help_heading = "Output"
     )]
     pub output_dir: PathBuf,
+
+    /// A JSON object stored in the report's metadata, e.g. '{"gpu": "H100", "build": "abc123"}'.
+    #[arg(long, env = "LLMSURGE_OUTPUT_EXTRAS", value_name = "JSON")]
+    pub output_extras: Option<String>,
+
+    /// Per-request records kept in the JSON report, per status and benchmark (a uniform
+    /// sample; 0 keeps none).
+    #[arg(
+        long,
+        env = "LLMSURGE_SAMPLE_REQUESTS",
+        default_value_t = 20,
+        value_name = "N"
+    )]
+    pub sample_requests: u32,
+
+    /// Stream every request's record to this JSON Lines file as it completes (relative
+    /// to --output-dir).
+    #[arg(long, env = "LLMSURGE_REQUEST_LOG", value_name = "FILE.jsonl")]
+    pub request_log: Option<PathBuf>,
+
+    /// No live progress view or periodic progress lines.
+    #[arg(long, env = "LLMSURGE_DISABLE_PROGRESS")]
+    pub disable_progress: bool,
+
+    /// Nothing on the console but errors and warnings: no summary tables, no progress,
+    /// no per-benchmark lines.
+    #[arg(long, env = "LLMSURGE_DISABLE_CONSOLE_OUTPUTS")]
+    pub disable_console_outputs: bool,
 
     /// Print the resolved plan and exit without sending anything.
     #[arg(long)]

@@ -1,0 +1,589 @@
+//! Service-level objectives over a benchmark's results, and per-request goodput.
+//!
+//! An SLO is a list of checks like `ttft_p99<=500ms,itl_p50<=20ms,error_rate<=1%`, each
+//! evaluated against one benchmark's measured window. Latency checks read the
+//! distributions of successful requests; `error_rate` is errored / (completed + errored).
+//! Goodput (as `vllm bench serve` defines it) is per request: a completed request is
+//! "good" when it meets every per-request threshold.
+
+use crate::result::BenchmarkResult;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// A comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Cmp {
+    /// `<=`
+    #[serde(rename = "<=")]
+    Le,
+    /// `<`
+    #[serde(rename = "<")]
+    Lt,
+    /// `>=`
+    #[serde(rename = ">=")]
+    Ge,
+    /// `>`
+    #[serde(rename = ">")]
+    Gt,
+}
+
+impl Cmp {
+    fn holds(self, measured: f64, threshold: f64) -> bool {
+        match self {
+            Cmp::Le => measured <= threshold,
+            Cmp::Lt => measured < threshold,
+            Cmp::Ge => measured >= threshold,
+            Cmp::Gt => measured > threshold,
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            Cmp::Le => "<=",
+            Cmp::Lt => "<",
+            Cmp::Ge => ">=",
+            Cmp::Gt => ">",
+        }
+    }
+}
+
+/// What a check measures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SloTarget {
+    /// A statistic of a latency distribution of successful requests, in ms.
+    Latency {
+        /// Report key of the metric (`ttft`, `itl`, `tpot`, `request_latency`, …).
+        metric: String,
+        /// `mean`, `min`, `max`, or a percentile key (`p50`, `p99_9`).
+        stat: String,
+    },
+    /// Errored / (completed + errored), a fraction.
+    ErrorRate,
+    /// Completed requests per second.
+    RequestsPerS,
+    /// Output tokens per second.
+    OutputTokensPerS,
+    /// Good requests per second (needs `--goodput`).
+    GoodputPerS,
+}
+
+/// One check of an SLO.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SloCheck {
+    /// As written, e.g. `ttft_p99<=500ms`.
+    pub name: String,
+    /// What it measures.
+    pub target: SloTarget,
+    /// The comparison.
+    pub cmp: Cmp,
+    /// The threshold, in report units (ms, a fraction, per second).
+    pub threshold: f64,
+}
+
+/// A list of checks, all of which must hold.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    /// The checks.
+    pub checks: Vec<SloCheck>,
+}
+
+/// The outcome of one check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    /// As written.
+    pub name: String,
+    /// The measured value, when there was one.
+    pub measured: Option<f64>,
+    /// The threshold.
+    pub threshold: f64,
+    /// The comparison.
+    pub cmp: Cmp,
+    /// Whether it held (a missing measurement fails).
+    pub passed: bool,
+}
+
+/// An SLO evaluated against one benchmark.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SloVerdict {
+    /// Every check held.
+    pub passed: bool,
+    /// Each check.
+    pub checks: Vec<CheckResult>,
+}
+
+/// Latency metric names accepted in checks, with their report keys.
+const LATENCY_METRICS: [(&str, &str); 8] = [
+    ("ttft_any", "ttft_any"),
+    ("ttft", "ttft"),
+    ("itl", "itl"),
+    ("tpot", "tpot"),
+    ("e2e", "request_latency"),
+    ("request_latency", "request_latency"),
+    ("latency", "request_latency"),
+    ("dispatch_lag", "dispatch_lag"),
+];
+
+const STATS: [&str; 14] = [
+    "mean", "min", "max", "p0_1", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99",
+    "p99_9",
+];
+
+fn split_cmp(check: &str) -> Option<(&str, Cmp, &str)> {
+    for (sym, cmp) in [
+        ("<=", Cmp::Le),
+        (">=", Cmp::Ge),
+        ("<", Cmp::Lt),
+        (">", Cmp::Gt),
+    ] {
+        if let Some(i) = check.find(sym) {
+            return Some((check[..i].trim(), cmp, check[i + sym.len()..].trim()));
+        }
+    }
+    None
+}
+
+/// Parses a duration into milliseconds: `500ms`, `2s`, `250us`, or bare milliseconds.
+pub fn parse_ms(value: &str) -> Result<f64, String> {
+    let v = value.trim();
+    let (num, scale) = if let Some(n) = v.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix("us").or_else(|| v.strip_suffix("µs")) {
+        (n, 1e-3)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1000.0)
+    } else if let Some(n) = v.strip_suffix('m') {
+        (n, 60_000.0)
+    } else {
+        (v, 1.0)
+    };
+    let x: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{value:?} is not a duration (e.g. 500ms, 2s)"))?;
+    if !x.is_finite() || x < 0.0 {
+        return Err(format!("{value:?} must be a non-negative duration"));
+    }
+    Ok(x * scale)
+}
+
+fn parse_number(value: &str, percent: bool) -> Result<f64, String> {
+    let v = value.trim();
+    // Divide rather than multiply by 0.01, so 3% is the same double as 3/100.
+    let (num, divisor) = match v.strip_suffix('%') {
+        Some(n) if percent => (n, 100.0),
+        _ => (v, 1.0),
+    };
+    let x: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{value:?} is not a number"))?;
+    if !x.is_finite() || x < 0.0 {
+        return Err(format!("{value:?} must be a non-negative number"));
+    }
+    Ok(x / divisor)
+}
+
+impl Slo {
+    /// Parses `check,check,...`; each check is `metric_stat OP value` (`ttft_p99<=500ms`),
+    /// `error_rate<=1%`, `requests_per_s>=10`, `output_tokens_per_s>=500`,
+    /// `goodput_per_s>=5`.
+    pub fn parse(spec: &str) -> Result<Slo, String> {
+        let mut checks = Vec::new();
+        for raw in spec.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+            let Some((lhs, cmp, value)) = split_cmp(raw) else {
+                return Err(format!(
+                    "{raw:?}: expected a comparison like ttft_p99<=500ms"
+                ));
+            };
+            let (target, threshold) = match lhs {
+                "error_rate" => (SloTarget::ErrorRate, parse_number(value, true)?),
+                "requests_per_s" | "request_rate" => {
+                    (SloTarget::RequestsPerS, parse_number(value, false)?)
+                }
+                "output_tokens_per_s" => (SloTarget::OutputTokensPerS, parse_number(value, false)?),
+                "goodput_per_s" | "goodput" => {
+                    (SloTarget::GoodputPerS, parse_number(value, false)?)
+                }
+                _ => {
+                    let (metric, stat) = LATENCY_METRICS
+                        .iter()
+                        .find_map(|(name, key)| {
+                            let stat = lhs.strip_prefix(name)?.strip_prefix('_')?;
+                            Some((*key, stat))
+                        })
+                        .ok_or_else(|| {
+                            format!(
+                                "{raw:?}: unknown metric (use ttft, ttft_any, itl, tpot, e2e or dispatch_lag with a statistic, e.g. ttft_p99; or error_rate, requests_per_s, output_tokens_per_s, goodput_per_s)"
+                            )
+                        })?;
+                    let stat = stat.replace('.', "_");
+                    if !STATS.contains(&stat.as_str()) {
+                        return Err(format!(
+                            "{raw:?}: unknown statistic {stat:?} (use mean, min, max, p50, p90, p95, p99, p99_9, …)"
+                        ));
+                    }
+                    (
+                        SloTarget::Latency {
+                            metric: metric.to_string(),
+                            stat,
+                        },
+                        parse_ms(value).map_err(|e| format!("{raw:?}: {e}"))?,
+                    )
+                }
+            };
+            checks.push(SloCheck {
+                name: raw.replace(' ', ""),
+                target,
+                cmp,
+                threshold,
+            });
+        }
+        if checks.is_empty() {
+            return Err("no checks (e.g. ttft_p99<=500ms,error_rate<=1%)".into());
+        }
+        Ok(Slo { checks })
+    }
+
+    /// Evaluates every check against `result`.
+    pub fn evaluate(&self, result: &BenchmarkResult) -> SloVerdict {
+        let checks: Vec<CheckResult> = self
+            .checks
+            .iter()
+            .map(|c| {
+                let measured = measure(&c.target, result);
+                CheckResult {
+                    name: c.name.clone(),
+                    measured,
+                    threshold: c.threshold,
+                    cmp: c.cmp,
+                    passed: measured.is_some_and(|m| c.cmp.holds(m, c.threshold)),
+                }
+            })
+            .collect();
+        SloVerdict {
+            passed: checks.iter().all(|c| c.passed),
+            checks,
+        }
+    }
+}
+
+fn measure(target: &SloTarget, r: &BenchmarkResult) -> Option<f64> {
+    match target {
+        SloTarget::Latency { metric, stat } => {
+            let d = &r.metrics.get(metric)?.successful;
+            if d.count == 0 {
+                return None;
+            }
+            match stat.as_str() {
+                "mean" => Some(d.mean),
+                "min" => Some(d.min),
+                "max" => Some(d.max),
+                key => d.percentiles.get(key),
+            }
+        }
+        SloTarget::ErrorRate => {
+            let m = &r.measured_requests;
+            let finished = m.completed + m.errored;
+            (finished > 0).then(|| m.errored as f64 / finished as f64)
+        }
+        SloTarget::RequestsPerS => Some(r.throughput.requests_per_s),
+        SloTarget::OutputTokensPerS => Some(r.throughput.output_tokens_per_s),
+        SloTarget::GoodputPerS => r.goodput.as_ref().map(|g| g.requests_per_s),
+    }
+}
+
+impl fmt::Display for CheckResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let measured = self
+            .measured
+            .map_or("n/a".to_string(), |m| format!("{m:.3}"));
+        write!(
+            f,
+            "{} {}: measured {measured} {} {}",
+            if self.passed { "PASS" } else { "FAIL" },
+            self.name,
+            self.cmp.symbol(),
+            self.threshold
+        )
+    }
+}
+
+/// Per-request goodput thresholds (`--goodput "ttft:500ms,tpot:50ms,e2e:10s"`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GoodputSpec {
+    /// Time to first content token.
+    pub ttft: Option<Duration>,
+    /// Time per output token.
+    pub tpot: Option<Duration>,
+    /// End-to-end latency.
+    pub e2e: Option<Duration>,
+}
+
+impl GoodputSpec {
+    /// Parses `name:duration,...` with names `ttft`, `tpot`, `e2e`.
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let mut g = GoodputSpec::default();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = part
+                .split_once(':')
+                .ok_or_else(|| format!("{part:?}: expected name:duration, e.g. ttft:500ms"))?;
+            let d = Duration::from_secs_f64(
+                parse_ms(value).map_err(|e| format!("{part:?}: {e}"))? / 1000.0,
+            );
+            match name.trim() {
+                "ttft" => g.ttft = Some(d),
+                "tpot" => g.tpot = Some(d),
+                "e2e" | "e2el" | "request_latency" => g.e2e = Some(d),
+                other => {
+                    return Err(format!(
+                        "{other:?}: unknown goodput metric (use ttft, tpot, e2e)"
+                    ));
+                }
+            }
+        }
+        if g == GoodputSpec::default() {
+            return Err("no thresholds (e.g. ttft:500ms,tpot:50ms,e2e:10s)".into());
+        }
+        Ok(g)
+    }
+
+    /// Whether a completed request with these timings is good. A threshold that cannot
+    /// be measured (no content token, one output token for TPOT) is not met, except TPOT,
+    /// which has no meaning for single-token outputs and is then skipped.
+    pub fn is_good(&self, ttft: Option<Duration>, tpot: Option<Duration>, e2e: Duration) -> bool {
+        self.ttft.is_none_or(|max| ttft.is_some_and(|t| t <= max))
+            && self.tpot.is_none_or(|max| tpot.is_none_or(|t| t <= max))
+            && self.e2e.is_none_or(|max| e2e <= max)
+    }
+}
+
+/// Goodput of a benchmark.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Goodput {
+    /// The thresholds.
+    pub spec: GoodputSpec,
+    /// Completed measured requests that met every threshold.
+    pub good_requests: u64,
+    /// `good_requests` over the measured window.
+    pub requests_per_s: f64,
+    /// `good_requests` / completed measured requests.
+    pub fraction: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::constraints::Limits;
+    use crate::result::{BuildContext, build};
+    use crate::state::WorkerGroupState;
+    use crate::strategy::{Strategy, StrategySettings};
+    use llmsurge_proto::{
+        ClockAnchor, Metric, MetricSet, MonoNanos, Phase, RequestError, RequestRecord,
+        RequestStatus, StatusClass, TokenSource, UpdateBatch,
+    };
+
+    const T0: MonoNanos = MonoNanos(1_000_000_000_000);
+
+    fn at_ms(ms: u64) -> MonoNanos {
+        T0 + Duration::from_millis(ms)
+    }
+
+    /// 97 completed requests with TTFT 10, 20, … 970 ms and 3 errored ones; every request
+    /// runs from t0 to t0 + 10 s with 10 output tokens, so the measured window is 10 s.
+    fn result(goodput: Option<GoodputSpec>) -> BenchmarkResult {
+        let mut state = WorkerGroupState::new(1, T0, Limits::default());
+        state.goodput = goodput;
+        let mut metrics = MetricSet::new();
+        let mut finished = Vec::new();
+        for i in 1..=100u64 {
+            let errored = i > 97;
+            let ttft = i * 10;
+            if !errored {
+                metrics.record(StatusClass::Successful, Metric::Ttft, ttft * 1000);
+            }
+            finished.push(RequestRecord {
+                slot: i,
+                worker: 0,
+                status: if errored {
+                    RequestStatus::Errored
+                } else {
+                    RequestStatus::Completed
+                },
+                error: errored.then(|| RequestError {
+                    kind: llmsurge_proto::ErrorKind::Http { status: 500 },
+                    message: "x".into(),
+                }),
+                scheduled: T0,
+                start: Some(T0),
+                first_token: Some(at_ms(ttft)),
+                first_content: (!errored).then(|| at_ms(ttft)),
+                end: at_ms(10_000),
+                prompt_tokens: Some(5),
+                output_tokens: if errored { 0 } else { 10 },
+                output_tokens_source: TokenSource::Usage,
+                streamed_tokens: 10,
+                phase: Phase::Measured,
+                late: false,
+            });
+        }
+        let batch = UpdateBatch {
+            started: vec![],
+            finished,
+            metrics: metrics.encode().expect("encode"),
+        };
+        state.apply(0, &batch, &mut |_| {}).expect("apply");
+        let anchor = ClockAnchor {
+            mono: T0,
+            unix_nanos: 1_700_000_000_000_000_000,
+        };
+        build(
+            &state,
+            BuildContext {
+                index: 0,
+                strategy: Strategy::Constant { rate: 10.0 },
+                settings: StrategySettings::default(),
+                limits: Limits::default(),
+                anchor: &anchor,
+                t0: T0,
+                end: at_ms(10_000),
+                window: Default::default(),
+                stop_reason: None,
+                stop_time: None,
+                interrupted: false,
+                concurrency_peak: 100,
+                worker_cpu_s: 0.0,
+                dispatch_lag_threshold_ms: 10.0,
+                workers: vec![],
+            },
+        )
+    }
+
+    fn verdicts(spec: &str, r: &BenchmarkResult) -> Vec<bool> {
+        Slo::parse(spec)
+            .expect("parses")
+            .evaluate(r)
+            .checks
+            .iter()
+            .map(|c| c.passed)
+            .collect()
+    }
+
+    #[test]
+    fn latency_checks_read_the_successful_distribution() {
+        let r = result(None);
+        // p99 of 10..=970 step 10 is the 97th value, 970 ms (HDR keeps 3 significant
+        // digits: 970.2 at most); p50 is the 49th, 490 ms (490.24 at most); mean 490.
+        assert_eq!(
+            verdicts("ttft_p99<=971ms,ttft_p99<=969ms", &r),
+            [true, false]
+        );
+        assert_eq!(
+            verdicts("ttft_p50<490.5ms,ttft_p50<489.9ms", &r),
+            [true, false]
+        );
+        assert_eq!(
+            verdicts("ttft_mean<=0.5s,ttft_mean>=0.48s,ttft_max<=1s", &r),
+            [true, true, true]
+        );
+        let v = Slo::parse("ttft_p99<=971ms").expect("parses").evaluate(&r);
+        assert!(v.passed);
+        let measured = v.checks[0].measured.expect("measured");
+        assert!((970.0..=970.3).contains(&measured), "{measured}");
+    }
+
+    #[test]
+    fn rates_are_exact_fractions() {
+        let r = result(None);
+        // 3 errored of 100 finished: exactly 3%.
+        assert_eq!(
+            verdicts("error_rate<=3%,error_rate<3%,error_rate<=0.03", &r),
+            [true, false, true]
+        );
+        // 97 completed in a 10 s window: 9.7 req/s; 970 output tokens: 97 tok/s.
+        assert_eq!(
+            verdicts("requests_per_s>=9.7,requests_per_s>9.7", &r),
+            [true, false]
+        );
+        assert_eq!(
+            verdicts("output_tokens_per_s>=97,output_tokens_per_s>97", &r),
+            [true, false]
+        );
+    }
+
+    #[test]
+    fn a_missing_measurement_fails_the_check() {
+        let r = result(None);
+        let v = Slo::parse("tpot_p50<=1000ms,goodput_per_s>=1")
+            .expect("parses")
+            .evaluate(&r);
+        assert!(!v.passed);
+        assert!(v.checks.iter().all(|c| c.measured.is_none() && !c.passed));
+    }
+
+    #[test]
+    fn goodput_counts_requests_meeting_every_threshold() {
+        // TTFT <= 500 ms: the requests with TTFT 10..=500, 50 of the 97 completed.
+        let spec = GoodputSpec::parse("ttft:500ms,e2e:10s").expect("parses");
+        let r = result(Some(spec));
+        let g = r.goodput.expect("goodput");
+        assert_eq!(g.good_requests, 50);
+        assert!((g.requests_per_s - 5.0).abs() < 1e-12);
+        assert!((g.fraction - 50.0 / 97.0).abs() < 1e-12);
+        assert_eq!(
+            verdicts("goodput_per_s>=5,goodput_per_s>5", &r),
+            [true, false]
+        );
+        // e2e of 10 s exceeds 9.999 s: nothing is good.
+        let r = result(Some(GoodputSpec::parse("e2e:9999ms").expect("parses")));
+        assert_eq!(r.goodput.expect("goodput").good_requests, 0);
+    }
+
+    #[test]
+    fn goodput_thresholds_apply_per_request() {
+        let g = GoodputSpec::parse("ttft:500ms,tpot:50ms").expect("parses");
+        let ms = Duration::from_millis;
+        assert!(g.is_good(Some(ms(500)), Some(ms(50)), ms(99_999)));
+        assert!(!g.is_good(Some(ms(501)), Some(ms(10)), ms(1)));
+        assert!(!g.is_good(Some(ms(10)), Some(ms(51)), ms(1)));
+        assert!(
+            !g.is_good(None, None, ms(1)),
+            "no content token: TTFT unmet"
+        );
+        assert!(
+            g.is_good(Some(ms(10)), None, ms(1)),
+            "one output token: TPOT does not apply"
+        );
+    }
+
+    #[test]
+    fn specs_parse_with_units_and_refuse_nonsense() {
+        let slo = Slo::parse(
+            "ttft_p99<=500ms, itl_p50<=20, e2e_p95<=5s, error_rate<=1%, dispatch_lag_p99_9<1ms",
+        )
+        .expect("parses");
+        let thresholds: Vec<f64> = slo.checks.iter().map(|c| c.threshold).collect();
+        assert_eq!(thresholds, [500.0, 20.0, 5000.0, 0.01, 1.0]);
+        assert_eq!(
+            slo.checks[2].target,
+            SloTarget::Latency {
+                metric: "request_latency".into(),
+                stat: "p95".into()
+            }
+        );
+        assert_eq!(slo.checks[4].cmp, Cmp::Lt);
+        for bad in [
+            "ttft_p99",
+            "ttft_p42<=1ms",
+            "bogus_p50<=1ms",
+            "ttft_p99<=fast",
+            "",
+            "error_rate<=-1",
+        ] {
+            assert!(Slo::parse(bad).is_err(), "{bad:?} must be refused");
+        }
+        assert!(GoodputSpec::parse("ttft=5").is_err());
+        assert!(GoodputSpec::parse("latency:5ms").is_err());
+    }
+}

@@ -1,0 +1,69 @@
+// Opens an llmsurge HTML report in headless Chromium and checks it like a reader would:
+// no console error, no page error, no network request (the page must work offline),
+// and every chart drawn (a non-blank canvas per chart).
+//
+// usage: node check-html.cjs REPORT.html EXPECTED_CHARTS SCREENSHOT.png
+// (EXPECTED_CHARTS: a number, or "any" to accept the page's own count)
+"use strict";
+const path = require("path");
+const { chromium } = require(process.env.PLAYWRIGHT_CORE || "playwright-core");
+
+async function main() {
+  const [file, expectedArg, screenshot] = process.argv.slice(2);
+  if (!file || !expectedArg) {
+    throw new Error("usage: node check-html.cjs REPORT.html EXPECTED_CHARTS [SCREENSHOT.png]");
+  }
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  const problems = [];
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    page.on("console", (m) => {
+      if (m.type() === "error" || m.type() === "assert") { problems.push(`console ${m.type()}: ${m.text()}`); }
+    });
+    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+    const url = "file://" + path.resolve(file);
+    await page.route("**/*", (route) => {
+      const u = route.request().url();
+      if (u === url) { return route.continue(); }
+      problems.push(`network request (the page must be self-contained): ${u}`);
+      return route.abort();
+    });
+    await page.goto(url, { waitUntil: "load" });
+    await page.waitForFunction(() => document.body.hasAttribute("data-charts-rendered"), null, { timeout: 15000 });
+    const r = await page.evaluate(() => {
+      const canvases = Array.from(document.querySelectorAll(".chart canvas"));
+      const painted = canvases.filter((c) => {
+        if (!c.width || !c.height) { return false; }
+        const px = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+        for (let i = 3; i < px.length; i += 4) { if (px[i] !== 0) { return true; } }
+        return false;
+      }).length;
+      return {
+        expected: Number(document.body.dataset.chartsExpected),
+        rendered: Number(document.body.dataset.chartsRendered),
+        canvases: canvases.length,
+        painted: painted,
+        nodata: document.querySelectorAll(".nodata").length,
+      };
+    });
+    if (screenshot) { await page.screenshot({ path: screenshot, fullPage: true }); }
+    const want = expectedArg === "any" ? r.expected : Number(expectedArg);
+    if (r.expected !== want) { problems.push(`the page planned ${r.expected} charts, expected ${want}`); }
+    if (r.rendered !== want) { problems.push(`${r.rendered} charts rendered, expected ${want}`); }
+    if (r.canvases !== want) { problems.push(`${r.canvases} chart canvases, expected ${want}`); }
+    if (r.painted !== want) { problems.push(`${r.painted} canvases have pixels, expected ${want}`); }
+    console.log(`${file}: ${r.painted}/${want} charts drawn, ${r.nodata} 'no data' notes`);
+  } finally {
+    await browser.close();
+  }
+  if (problems.length) {
+    for (const p of problems) { console.error(`FAIL ${file}: ${p}`); }
+    process.exit(1);
+  }
+}
+
+main().catch((e) => { console.error(`FAIL: ${e.stack || e}`); process.exit(1); });

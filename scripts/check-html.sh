@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The HTML report, checked in a real browser: build llmsurge, run a 5-benchmark profile
+# against the built-in mock, render the report, open it in headless Chromium, and fail
+# on any console error, page error or network request, or on any chart not drawn.
+# A second, single-benchmark report without streaming (no inter-token latency) must
+# render too, with "no data" notes in place of the charts it cannot draw.
+#
+# Installs what it needs when missing: Debian's chromium (apt-get) and playwright-core
+# (npm, into target/check-html; it drives the system Chromium and downloads no browser).
+# Screenshots are left in target/check-html/ for a person to look at.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+work=target/check-html
+mkdir -p "$work"
+
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "check-html: installing chromium" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+fi
+export CHROMIUM
+CHROMIUM="$(command -v chromium)"
+
+PLAYWRIGHT_VERSION=1.65.1
+if [ ! -f "$work/node_modules/playwright-core/package.json" ] ||
+  ! grep -q "\"version\": \"$PLAYWRIGHT_VERSION\"" "$work/node_modules/playwright-core/package.json"; then
+  echo "check-html: installing playwright-core@$PLAYWRIGHT_VERSION" >&2
+  npm install --silent --no-audit --no-fund --no-save --prefix "$work" "playwright-core@$PLAYWRIGHT_VERSION" >/dev/null
+fi
+export PLAYWRIGHT_CORE
+PLAYWRIGHT_CORE="$(pwd)/$work/node_modules/playwright-core"
+
+cargo build --quiet --bin llmsurge
+bin=target/debug/llmsurge
+
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+
+# A mock that streams like a small model: 30 ms to the first token, 4 ms between tokens.
+export LLMSURGE_MOCK_TTFT_MS=30 LLMSURGE_MOCK_ITL_MS=4 LLMSURGE_MOCK_OUTPUT_TOKENS=24
+# A sweep of five benchmarks (synchronous, throughput, three constant rates between),
+# with SLO verdicts and goodput, as a user would run it.
+"$bin" benchmark run --target mock --profile sweep --rate 5 --max-concurrency 16 \
+  --max-seconds 3 --data prompt_tokens=64,output_tokens=24 \
+  --slo 'ttft_p99<=500ms,error_rate<=5%' --goodput 'ttft:200ms' \
+  --outputs json,html --output-dir "$out/sweep" --max-dispatch-lag 10s \
+  --output-extras '{"check": "check-html.sh"}' --disable-progress
+node -e 'const n = require(process.argv[1]).benchmarks.length;
+  if (n < 5) { console.error(`check-html: the sweep report has ${n} benchmarks, expected 5`); process.exit(1); }' \
+  "$out/sweep/benchmarks.json"
+# The same report rendered again from its JSON.
+"$bin" benchmark from-file "$out/sweep/benchmarks.json" --outputs rerendered.html \
+  --output-dir "$out/sweep"
+# Missing metrics: without streaming there are no inter-token gaps.
+"$bin" benchmark run --target mock --profile synchronous --max-requests 5 \
+  --stream false --outputs html --output-dir "$out/nostream" --max-dispatch-lag 10s \
+  --disable-progress
+
+# Latency vs load (3), throughput (1), distributions (4), over the run (3).
+node scripts/check-html.cjs "$out/sweep/benchmarks.html" 11 "$work/sweep.png"
+node scripts/check-html.cjs "$out/sweep/rerendered.html" 11
+# Without streaming the two ITL charts (load and distribution) show "no data".
+node scripts/check-html.cjs "$out/nostream/benchmarks.html" 9 "$work/nostream.png"
+echo "check-html: passed"

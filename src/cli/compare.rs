@@ -1,0 +1,185 @@
+//! `llmsurge benchmark compare BASELINE CURRENT`: the regression gate.
+
+use crate::compare::tolerance::{ChangeUnit, DEFAULT_TOLERANCES, Tolerances};
+use crate::compare::{Comparison, Verdict, compare, read_report};
+use crate::exit_codes;
+use crate::report::{junit, markdown, write_atomic};
+use clap::Args;
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use std::path::{Path, PathBuf};
+
+fn parse_confidence(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if c > 0.5 && c < 1.0 => Ok(c),
+        _ => Err(format!(
+            "{s:?}: expected a confidence between 0.5 and 1, e.g. 0.95"
+        )),
+    }
+}
+
+/// Flags of `benchmark compare`.
+#[derive(Clone, Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline JSON report.
+    pub baseline: PathBuf,
+    /// The current JSON report.
+    pub current: PathBuf,
+
+    /// How much each metric may get worse, e.g. "ttft_p99=10%,output_tokens_per_s=-5%,error_rate=+0.5pp".
+    /// Metrics: ttft|itl|tpot|e2e with _mean|_p50|_p90|_p99, requests_per_s,
+    /// output_tokens_per_s, goodput_per_s (percent), error_rate (percentage points).
+    /// Default: p50 and p99 of ttft, itl and e2e 10%, throughputs 10%, error_rate 1pp.
+    #[arg(long, env = "LLMSURGE_MAX_REGRESSION", value_name = "TOLERANCES")]
+    pub max_regression: Option<String>,
+
+    /// Flag every change beyond its tolerance, even when it is within the noise of the
+    /// measurements.
+    #[arg(long, env = "LLMSURGE_STRICT")]
+    pub strict: bool,
+
+    /// Confidence of the intervals that separate real changes from noise.
+    #[arg(long, env = "LLMSURGE_CONFIDENCE", default_value = "0.95", value_parser = parse_confidence)]
+    pub confidence: f64,
+
+    /// Also write the verdicts as JUnit XML to this file.
+    #[arg(long, env = "LLMSURGE_JUNIT", value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Also write a Markdown table to this file (`-` for stdout), e.g. "$GITHUB_STEP_SUMMARY".
+    #[arg(long, env = "LLMSURGE_MARKDOWN", value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| {
+        if v.abs() >= 100.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.3}")
+        }
+    })
+}
+
+fn render(c: &Comparison) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "Benchmark",
+        "Metric",
+        "Baseline",
+        "Current",
+        "Change",
+        "Interval",
+        "Allowed",
+        "Samples",
+        "Verdict",
+    ]);
+    for p in &c.pairs {
+        for m in &p.changes {
+            let unit = if m.unit == ChangeUnit::Percent {
+                "%"
+            } else {
+                "pp"
+            };
+            t.add_row(vec![
+                p.label.clone(),
+                m.metric.clone(),
+                num(m.baseline),
+                num(m.current),
+                m.change.map_or("–".into(), |x| format!("{x:+.2}{unit}")),
+                m.ci.map_or("–".into(), |(lo, hi)| format!("[{lo:+.1}, {hi:+.1}]")),
+                m.tolerance
+                    .map_or("–".into(), |t| format!("{}{unit}", t.allowed)),
+                format!("{}/{}", m.samples.0, m.samples.1),
+                match m.verdict {
+                    Verdict::Ok => "ok",
+                    Verdict::Regressed => "REGRESSED",
+                    Verdict::WithinNoise => "within noise",
+                    Verdict::Info => "",
+                    Verdict::Missing => "n/a",
+                }
+                .to_string(),
+            ]);
+        }
+    }
+    let mut out = t.to_string();
+    for (side, list) in [
+        ("baseline", &c.unmatched_baseline),
+        ("current", &c.unmatched_current),
+    ] {
+        if !list.is_empty() {
+            out.push_str(&format!("\nunmatched in the {side}: {}", list.join(", ")));
+        }
+    }
+    let noisy = c
+        .pairs
+        .iter()
+        .flat_map(|p| &p.changes)
+        .filter(|m| m.verdict == Verdict::WithinNoise)
+        .count();
+    out.push_str(&format!(
+        "\n{} regression(s){}; intervals at {:.0}% confidence{}",
+        c.regressions,
+        if noisy > 0 {
+            format!(", {noisy} change(s) beyond tolerance but within noise")
+        } else {
+            String::new()
+        },
+        c.confidence * 100.0,
+        if c.strict {
+            " (--strict: noise ignored)"
+        } else {
+            ""
+        }
+    ));
+    out
+}
+
+fn write_to(path: &Path, text: &str) -> Result<(), String> {
+    if path == Path::new("-") {
+        println!("{text}");
+        return Ok(());
+    }
+    write_atomic(path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Runs `benchmark compare`; returns the exit code.
+pub fn benchmark_compare(args: &CompareArgs) -> i32 {
+    let tolerances =
+        match Tolerances::parse(args.max_regression.as_deref().unwrap_or(DEFAULT_TOLERANCES)) {
+            Ok(t) => t,
+            Err(e) => return super::usage_error(&format!("--max-regression: {e}")),
+        };
+    let (base, cur) = match (read_report(&args.baseline), read_report(&args.current)) {
+        (Ok(b), Ok(c)) => (b, c),
+        (Err(e), _) | (_, Err(e)) => return super::usage_error(&e),
+    };
+    let comparison = match compare(&base, &cur, &tolerances, args.strict, args.confidence) {
+        Ok(c) => c,
+        Err(e) => return super::usage_error(&e),
+    };
+    println!("{}", render(&comparison));
+    let mut failed = false;
+    if let Some(path) = &args.junit {
+        let written = junit::render(&junit::comparison_suites(&comparison))
+            .map_err(|e| e.to_string())
+            .and_then(|xml| write_to(path, &xml));
+        if let Err(e) = written {
+            eprintln!("error: {e}");
+            failed = true;
+        }
+    }
+    if let Some(path) = &args.markdown
+        && let Err(e) = write_to(path, &markdown::comparison(&comparison))
+    {
+        eprintln!("error: {e}");
+        failed = true;
+    }
+    if failed {
+        exit_codes::RUN_FAILED
+    } else if comparison.regressions > 0 {
+        exit_codes::GATE_FAILED
+    } else {
+        exit_codes::OK
+    }
+}

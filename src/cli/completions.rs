@@ -1,0 +1,23 @@
+//! `llmsurge completions SHELL`: a completion script for the shell, from the clap
+//! definitions (so it always matches the flags of this build).
+
+use clap::CommandFactory;
+
+/// Flags of `llmsurge completions`.
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// Prints the script on stdout; returns the exit code.
+pub fn print_completions(args: &CompletionsArgs) -> i32 {
+    let full = super::Cli::command();
+    // clap_complete offers hidden subcommands too; the internal worker one must not be.
+    let mut cmd = clap::Command::new("llmsurge")
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
+    clap_complete::generate(args.shell, &mut cmd, "llmsurge", &mut std::io::stdout());
+    crate::exit_codes::OK
+}

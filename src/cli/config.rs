@@ -1,0 +1,197 @@
+//! `llmsurge config`: every setting with its environment variable, default and effective
+//! value, as a `.env` block a shell can source. Built from the clap definitions, so it
+//! lists exactly what this build reads. Secrets are never printed.
+
+use super::resolve::is_credential_header;
+use clap::CommandFactory;
+
+/// Whether a setting holds a secret: its value is never shown.
+fn is_secret(arg: &clap::Arg, env: &str) -> bool {
+    arg.is_hide_env_values_set() || env.contains("API_KEY") || env.contains("TOKEN")
+}
+
+/// Quotes a value for a POSIX shell when it needs quoting.
+fn shell_quote(v: &str) -> String {
+    let plain = !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:,@%+=-".contains(c));
+    if plain {
+        v.to_string()
+    } else {
+        format!("'{}'", v.replace('\'', r"'\''"))
+    }
+}
+
+/// `--backend-kwargs` may carry credential headers: their values are replaced.
+fn redact_backend_kwargs(raw: &str) -> String {
+    let Ok(serde_json::Value::Object(mut map)) = serde_json::from_str::<serde_json::Value>(raw)
+    else {
+        return raw.to_string();
+    };
+    if let Some(serde_json::Value::Object(headers)) = map.get_mut("headers") {
+        for (name, value) in headers.iter_mut() {
+            if is_credential_header(name) {
+                *value = serde_json::Value::String("***".into());
+            }
+        }
+    }
+    serde_json::Value::Object(map).to_string()
+}
+
+/// The first line of an argument's help.
+fn summary(arg: &clap::Arg) -> String {
+    arg.get_help()
+        .map(|h| h.to_string())
+        .and_then(|h| h.lines().next().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Every visible subcommand that reads settings, with its path, in definition order.
+fn sections(cmd: &clap::Command, path: &mut Vec<String>, out: &mut Vec<(String, clap::Command)>) {
+    if cmd.get_arguments().any(|a| a.get_env().is_some()) {
+        out.push((path.join(" "), cmd.clone()));
+    }
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        path.push(sub.get_name().to_string());
+        sections(sub, path, out);
+        path.pop();
+    }
+}
+
+/// Renders the block; `lookup` reads the environment.
+pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let root = super::Cli::command();
+    let mut out = format!(
+        "# llmsurge {} settings: each with its flag, default and effective value (from the\n\
+         # environment, else the default). Load with: set -a; . ./llmsurge.env; set +a\n\
+         # Lines left commented are unset. Secrets are never printed.\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    let mut all = Vec::new();
+    sections(&root, &mut Vec::new(), &mut all);
+    // A variable shared by several subcommands (LLMSURGE_OUTPUTS) is listed once, under
+    // the first.
+    let mut seen = std::collections::BTreeSet::new();
+    for (path, cmd) in &all {
+        let args: Vec<(&clap::Arg, String)> = cmd
+            .get_arguments()
+            .filter_map(|a| Some((a, a.get_env()?.to_string_lossy().into_owned())))
+            .filter(|(_, env)| seen.insert(env.clone()))
+            .collect();
+        if args.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("\n## llmsurge {path}\n"));
+        for (arg, env) in args {
+            let flag = arg
+                .get_long()
+                .map(|l| format!("--{l}"))
+                .unwrap_or_else(|| arg.get_id().to_string());
+            let defaults: Vec<String> = arg
+                .get_default_values()
+                .iter()
+                .map(|d| d.to_string_lossy().into_owned())
+                .collect();
+            let default = (!defaults.is_empty()).then(|| defaults.join(","));
+            out.push_str(&format!("\n# {flag}: {}\n", summary(arg)));
+            out.push_str(&format!(
+                "# default: {}\n",
+                default.as_deref().unwrap_or("(none)")
+            ));
+            let value = lookup(&env);
+            let line = match (value, default) {
+                (Some(_), _) if is_secret(arg, &env) => {
+                    format!("# {env}=<set in the environment; redacted>")
+                }
+                (Some(v), _) if env == "LLMSURGE_BACKEND_KWARGS" => {
+                    format!("{env}={}", shell_quote(&redact_backend_kwargs(&v)))
+                }
+                (Some(v), _) => format!("{env}={}", shell_quote(&v)),
+                (None, Some(d)) => format!("{env}={}", shell_quote(&d)),
+                (None, None) => format!("# {env}="),
+            };
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out.push_str(
+        "\n## other\n\n# Log filter of llmsurge's own diagnostics (tracing syntax, e.g. debug).\n",
+    );
+    out.push_str(&match lookup("LLMSURGE_LOG") {
+        Some(v) => format!("LLMSURGE_LOG={}\n", shell_quote(&v)),
+        None => "# LLMSURGE_LOG=\n".to_string(),
+    });
+    let openai = if lookup("OPENAI_API_KEY").is_some() {
+        "set; redacted"
+    } else {
+        "unset"
+    };
+    out.push_str(&format!(
+        "# OPENAI_API_KEY ({openai}) is read when LLMSURGE_API_KEY is not set.\n"
+    ));
+    out
+}
+
+/// Prints the block on stdout; returns the exit code.
+pub fn print_config() -> i32 {
+    print!("{}", render(&|name| std::env::var(name).ok()));
+    crate::exit_codes::OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn every_setting_appears_with_its_effective_value() {
+        let text = render(&env(&[
+            ("LLMSURGE_MAX_SECONDS", "10s"),
+            ("LLMSURGE_MODEL", "my model's name"),
+        ]));
+        assert!(text.contains("\nLLMSURGE_MAX_SECONDS=10s\n"), "{text}");
+        assert!(
+            text.contains("\nLLMSURGE_MODEL='my model'\\''s name'\n"),
+            "{text}"
+        );
+        // A default is the effective value when the environment has none.
+        assert!(text.contains("\nLLMSURGE_RANDOM_SEED=42\n"), "{text}");
+        assert!(text.contains("\n# LLMSURGE_TARGET=\n"), "{text}");
+        for name in super::super::known_env_vars() {
+            assert!(text.contains(&format!("{name}=")), "{name} missing");
+        }
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let text = render(&env(&[
+            ("LLMSURGE_API_KEY", "sk-config-secret"),
+            ("OPENAI_API_KEY", "sk-openai-secret"),
+            (
+                "LLMSURGE_BACKEND_KWARGS",
+                r#"{"headers": {"Authorization": "Bearer sk-header-secret", "X-Trace": "on"}}"#,
+            ),
+        ]));
+        for secret in ["sk-config-secret", "sk-openai-secret", "sk-header-secret"] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        assert!(text.contains("# LLMSURGE_API_KEY=<set in the environment; redacted>"));
+        assert!(text.contains("X-Trace"), "{text}");
+    }
+
+    #[test]
+    fn quoting_survives_a_shell() {
+        assert_eq!(shell_quote("json,csv"), "json,csv");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
+}

@@ -1,0 +1,420 @@
+//! `llmsurge benchmark compare`: is CURRENT worse than BASELINE, beyond noise?
+//!
+//! Benchmarks are matched by strategy and rate (a sweep's computed rates by their
+//! position among the same strategy). For every matched pair, every comparison metric
+//! gets its change, the sample sizes behind it, and — where the reports carry what is
+//! needed (histograms, counts) — a confidence interval of the change. A metric regresses
+//! when it got worse by more than its tolerance and the interval excludes "no change"
+//! (or, with `--strict`, on the point change alone).
+
+pub mod noise;
+pub mod tolerance;
+
+use crate::report::Report;
+use llmsurge_coordinator::{BenchmarkResult, Strategy};
+use serde::Serialize;
+use tolerance::{
+    ChangeUnit, LATENCY_METRICS, LATENCY_STATS, Tolerance, Tolerances, Worse, direction,
+};
+
+/// The verdict on one metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Within tolerance, or not worse.
+    Ok,
+    /// Worse beyond tolerance, and not explainable by noise.
+    Regressed,
+    /// Worse beyond tolerance, but within the noise of the measurements.
+    WithinNoise,
+    /// No tolerance set for this metric: reported only.
+    Info,
+    /// One side has no value.
+    Missing,
+}
+
+/// One metric of one matched pair.
+#[derive(Clone, Debug, Serialize)]
+pub struct MetricChange {
+    /// `ttft_p99`, `output_tokens_per_s`, `error_rate`, …
+    pub metric: String,
+    /// Baseline value (ms, per second, or a fraction).
+    pub baseline: Option<f64>,
+    /// Current value.
+    pub current: Option<f64>,
+    /// The change: percent of the baseline, or percentage points for error_rate.
+    pub change: Option<f64>,
+    /// Percent or percentage points.
+    pub unit: ChangeUnit,
+    /// Confidence interval of the change, same unit, when it could be estimated.
+    pub ci: Option<(f64, f64)>,
+    /// Samples behind the baseline and current values.
+    pub samples: (u64, u64),
+    /// The tolerance applied.
+    pub tolerance: Option<Tolerance>,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+/// A matched pair of benchmarks.
+#[derive(Clone, Debug, Serialize)]
+pub struct PairComparison {
+    /// The current benchmark's strategy, e.g. `constant@50`.
+    pub label: String,
+    /// The baseline benchmark's strategy.
+    pub baseline_label: String,
+    /// Every metric.
+    pub changes: Vec<MetricChange>,
+}
+
+/// The whole comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    /// Matched pairs.
+    pub pairs: Vec<PairComparison>,
+    /// Baseline benchmarks with no counterpart.
+    pub unmatched_baseline: Vec<String>,
+    /// Current benchmarks with no counterpart.
+    pub unmatched_current: Vec<String>,
+    /// Regressions found.
+    pub regressions: usize,
+    /// Confidence of the intervals.
+    pub confidence: f64,
+    /// Whether noise was ignored.
+    pub strict: bool,
+}
+
+/// Matches benchmarks: same strategy (kind and target), else the same kind at the same
+/// position among that kind (a sweep's rates differ from run to run).
+fn match_benchmarks<'a>(
+    base: &'a [BenchmarkResult],
+    cur: &'a [BenchmarkResult],
+) -> (
+    Vec<(&'a BenchmarkResult, &'a BenchmarkResult)>,
+    Vec<String>,
+    Vec<String>,
+) {
+    let mut used = vec![false; cur.len()];
+    let mut pairs = Vec::new();
+    let mut unmatched_base = Vec::new();
+    let ordinal = |list: &[BenchmarkResult], i: usize| {
+        list[..i]
+            .iter()
+            .filter(|b| b.strategy.kind() == list[i].strategy.kind())
+            .count()
+    };
+    for (i, b) in base.iter().enumerate() {
+        let same = |c: &BenchmarkResult| same_strategy(&b.strategy, &c.strategy);
+        let found = cur
+            .iter()
+            .enumerate()
+            .position(|(j, c)| !used[j] && same(c))
+            .or_else(|| {
+                cur.iter().enumerate().position(|(j, c)| {
+                    !used[j]
+                        && c.strategy.kind() == b.strategy.kind()
+                        && ordinal(cur, j) == ordinal(base, i)
+                })
+            });
+        match found {
+            Some(j) => {
+                used[j] = true;
+                pairs.push((b, &cur[j]));
+            }
+            None => unmatched_base.push(b.strategy.to_string()),
+        }
+    }
+    let unmatched_cur = cur
+        .iter()
+        .zip(&used)
+        .filter(|(_, u)| !**u)
+        .map(|(c, _)| c.strategy.to_string())
+        .collect();
+    (pairs, unmatched_base, unmatched_cur)
+}
+
+fn same_strategy(a: &Strategy, b: &Strategy) -> bool {
+    match (a.target(), b.target()) {
+        (Some(x), Some(y)) => a.kind() == b.kind() && (x - y).abs() <= 1e-9 * x.abs().max(1.0),
+        (None, None) => a.kind() == b.kind(),
+        _ => false,
+    }
+}
+
+/// Compares two reports.
+pub fn compare(
+    base: &Report,
+    cur: &Report,
+    tolerances: &Tolerances,
+    strict: bool,
+    confidence: f64,
+) -> Result<Comparison, String> {
+    let (pairs, unmatched_baseline, unmatched_current) =
+        match_benchmarks(&base.benchmarks, &cur.benchmarks);
+    if pairs.is_empty() {
+        return Err(
+            "no benchmark of the current report matches one of the baseline (by strategy and rate)"
+                .into(),
+        );
+    }
+    let pairs: Vec<PairComparison> = pairs
+        .into_iter()
+        .map(|(b, c)| PairComparison {
+            label: c.strategy.to_string(),
+            baseline_label: b.strategy.to_string(),
+            changes: changes(b, c, tolerances, strict, confidence),
+        })
+        .collect();
+    let regressions = pairs
+        .iter()
+        .flat_map(|p| &p.changes)
+        .filter(|c| c.verdict == Verdict::Regressed)
+        .count();
+    Ok(Comparison {
+        pairs,
+        unmatched_baseline,
+        unmatched_current,
+        regressions,
+        confidence,
+        strict,
+    })
+}
+
+fn changes(
+    b: &BenchmarkResult,
+    c: &BenchmarkResult,
+    tolerances: &Tolerances,
+    strict: bool,
+    confidence: f64,
+) -> Vec<MetricChange> {
+    let mut out = Vec::new();
+    for (name, key) in LATENCY_METRICS {
+        let (db, dc) = match (b.metrics.get(key), c.metrics.get(key)) {
+            (Some(x), Some(y)) => (&x.successful, &y.successful),
+            _ => continue,
+        };
+        if db.count == 0 && dc.count == 0 {
+            continue;
+        }
+        let (hb, hc) = (b.histogram(key), c.histogram(key));
+        for stat in LATENCY_STATS {
+            let metric = format!("{name}_{stat}");
+            let value = |d: &llmsurge_proto::Distribution| match stat {
+                "mean" => Some(d.mean),
+                p => d.percentiles.get(p),
+            };
+            let ci = if db.count == 0 || dc.count == 0 {
+                None
+            } else if stat == "mean" {
+                noise::mean_change_ci(
+                    (db.mean, db.std, db.count),
+                    (dc.mean, dc.std, dc.count),
+                    confidence,
+                )
+            } else {
+                let p: f64 = stat.trim_start_matches('p').parse().unwrap_or(50.0);
+                match (&hb, &hc) {
+                    (Some(x), Some(y)) => noise::percentile_change_ci(x, y, p, confidence),
+                    _ => None,
+                }
+            };
+            let (vb, vc) = (
+                (db.count > 0).then(|| value(db)).flatten(),
+                (dc.count > 0).then(|| value(dc)).flatten(),
+            );
+            out.push(judge(
+                metric,
+                vb,
+                vc,
+                ChangeUnit::Percent,
+                ci,
+                (db.count, dc.count),
+                tolerances,
+                strict,
+            ));
+        }
+    }
+    let (wb, wc) = (b.measured_window.duration_s, c.measured_window.duration_s);
+    let (mb, mc) = (&b.measured_requests, &c.measured_requests);
+    let rate_ci = |nb: u64, nc: u64| noise::rate_change_ci((nb, wb), (nc, wc), confidence);
+    let tokens = |r: &BenchmarkResult| {
+        (r.throughput.output_tokens_per_s * r.measured_window.duration_s).round() as u64
+    };
+    out.push(judge(
+        "requests_per_s".into(),
+        Some(b.throughput.requests_per_s),
+        Some(c.throughput.requests_per_s),
+        ChangeUnit::Percent,
+        rate_ci(mb.completed, mc.completed),
+        (mb.completed, mc.completed),
+        tolerances,
+        strict,
+    ));
+    out.push(judge(
+        "output_tokens_per_s".into(),
+        Some(b.throughput.output_tokens_per_s),
+        Some(c.throughput.output_tokens_per_s),
+        ChangeUnit::Percent,
+        rate_ci(tokens(b), tokens(c)),
+        (mb.completed, mc.completed),
+        tolerances,
+        strict,
+    ));
+    if let (Some(gb), Some(gc)) = (&b.goodput, &c.goodput) {
+        out.push(judge(
+            "goodput_per_s".into(),
+            Some(gb.requests_per_s),
+            Some(gc.requests_per_s),
+            ChangeUnit::Percent,
+            rate_ci(gb.good_requests, gc.good_requests),
+            (gb.good_requests, gc.good_requests),
+            tolerances,
+            strict,
+        ));
+    }
+    let finished = |m: &llmsurge_coordinator::result::MeasuredCounts| m.completed + m.errored;
+    let rate = |m: &llmsurge_coordinator::result::MeasuredCounts| {
+        (finished(m) > 0).then(|| m.errored as f64 / finished(m) as f64)
+    };
+    out.push(judge(
+        "error_rate".into(),
+        rate(mb),
+        rate(mc),
+        ChangeUnit::PercentagePoints,
+        noise::proportion_change_ci(
+            (mb.errored, finished(mb)),
+            (mc.errored, finished(mc)),
+            confidence,
+        ),
+        (finished(mb), finished(mc)),
+        tolerances,
+        strict,
+    ));
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn judge(
+    metric: String,
+    baseline: Option<f64>,
+    current: Option<f64>,
+    unit: ChangeUnit,
+    ci: Option<(f64, f64)>,
+    samples: (u64, u64),
+    tolerances: &Tolerances,
+    strict: bool,
+) -> MetricChange {
+    let change = match (baseline, current, unit) {
+        (Some(b), Some(c), ChangeUnit::PercentagePoints) => Some((c - b) * 100.0),
+        (Some(b), Some(c), ChangeUnit::Percent) if b > 0.0 => Some((c - b) / b * 100.0),
+        (Some(b), Some(c), ChangeUnit::Percent) if b == 0.0 && c == 0.0 => Some(0.0),
+        _ => None,
+    };
+    let tolerance = tolerances.0.get(&metric).copied();
+    let worse = direction(&metric).unwrap_or(Worse::Higher);
+    let verdict = match (change, tolerance) {
+        (None, _) => Verdict::Missing,
+        (Some(_), None) => Verdict::Info,
+        (Some(ch), Some(t)) => {
+            // Signed so that positive means worse.
+            let sign = if worse == Worse::Higher { 1.0 } else { -1.0 };
+            if sign * ch <= t.allowed {
+                Verdict::Ok
+            } else {
+                // Not noise when the interval excludes "no change" on the worse side.
+                let real = ci.is_none_or(|(lo, hi)| if sign > 0.0 { lo > 0.0 } else { hi < 0.0 });
+                if strict || real {
+                    Verdict::Regressed
+                } else {
+                    Verdict::WithinNoise
+                }
+            }
+        }
+    };
+    MetricChange {
+        metric,
+        baseline,
+        current,
+        change,
+        unit,
+        ci,
+        samples,
+        tolerance,
+        verdict,
+    }
+}
+
+/// Reads a JSON report; the error names the file.
+pub fn read_report(path: &std::path::Path) -> Result<Report, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| format!("{}: not an llmsurge JSON report ({e})", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(spec: &str) -> Tolerances {
+        Tolerances::parse(spec).expect("tolerances")
+    }
+
+    #[test]
+    fn verdicts_follow_tolerance_direction_and_noise() {
+        let tol = t("ttft_p99=10%,requests_per_s=-5%,error_rate=+0.5pp");
+        let v = |m: &str, b, c, ci, strict| {
+            judge(
+                m.into(),
+                Some(b),
+                Some(c),
+                ChangeUnit::Percent,
+                ci,
+                (100, 100),
+                &tol,
+                strict,
+            )
+            .verdict
+        };
+        assert_eq!(v("ttft_p99", 100.0, 109.0, None, false), Verdict::Ok);
+        assert_eq!(
+            v("ttft_p99", 100.0, 80.0, None, false),
+            Verdict::Ok,
+            "faster is not a regression"
+        );
+        assert_eq!(
+            v("ttft_p99", 100.0, 120.0, Some((12.0, 28.0)), false),
+            Verdict::Regressed
+        );
+        assert_eq!(
+            v("ttft_p99", 100.0, 120.0, Some((-3.0, 45.0)), false),
+            Verdict::WithinNoise
+        );
+        assert_eq!(
+            v("ttft_p99", 100.0, 120.0, Some((-3.0, 45.0)), true),
+            Verdict::Regressed,
+            "--strict ignores noise"
+        );
+        assert_eq!(
+            v("requests_per_s", 100.0, 94.0, Some((-9.0, -3.0)), false),
+            Verdict::Regressed
+        );
+        assert_eq!(v("requests_per_s", 100.0, 120.0, None, false), Verdict::Ok);
+        assert_eq!(
+            v("itl_p50", 1.0, 9.0, None, false),
+            Verdict::Info,
+            "no tolerance: reported only"
+        );
+        let e = judge(
+            "error_rate".into(),
+            Some(0.01),
+            Some(0.02),
+            ChangeUnit::PercentagePoints,
+            None,
+            (1, 1),
+            &tol,
+            false,
+        );
+        assert!((e.change.expect("change") - 1.0).abs() < 1e-9);
+        assert_eq!(e.verdict, Verdict::Regressed);
+    }
+}

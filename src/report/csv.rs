@@ -1,0 +1,324 @@
+//! The CSV report: one row per benchmark, one column per number, grouped by a dotted
+//! prefix (`run.`, `timing.`, `requests.`, `ttft_ms.successful.p99`, `throughput.`,
+//! `client.`, …). Loadable by pandas or a spreadsheet with no cleanup: a fixed header,
+//! numbers in plain decimal, booleans as `true`/`false`, and an empty cell where a value
+//! does not exist (a distribution with no values, no stop reason).
+
+use super::json::Report;
+use llmsurge_coordinator::BenchmarkResult;
+use llmsurge_proto::metrics::PERCENTILES;
+use llmsurge_proto::{Distribution, Metric};
+
+/// The status groups of every distribution, in column order.
+const STATUSES: [&str; 4] = ["successful", "errored", "incomplete", "total"];
+
+/// The column group of a metric: durations carry their unit.
+fn metric_group(metric: Metric) -> String {
+    if metric.is_duration() {
+        format!("{}_ms", metric.key())
+    } else {
+        metric.key().to_string()
+    }
+}
+
+/// The statistics of one distribution, in column order.
+fn stat_names() -> Vec<String> {
+    let mut names: Vec<String> = ["count", "mean", "median", "std", "min", "max"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    names.extend(PERCENTILES.iter().map(|(k, _)| k.to_string()));
+    names
+}
+
+fn stat_values(d: Option<&Distribution>) -> Vec<String> {
+    let n = 6 + PERCENTILES.len();
+    let Some(d) = d else {
+        return vec![String::new(); n];
+    };
+    if d.count == 0 {
+        // No values: only the count exists.
+        let mut v = vec![String::new(); n];
+        v[0] = "0".into();
+        return v;
+    }
+    let mut v = vec![
+        d.count.to_string(),
+        float(d.mean),
+        float(d.percentiles.p50),
+        float(d.std),
+        float(d.min),
+        float(d.max),
+    ];
+    v.extend(
+        PERCENTILES
+            .iter()
+            .map(|(k, _)| d.percentiles.get(k).map(float).unwrap_or_default()),
+    );
+    v
+}
+
+/// A number as pandas reads it; non-finite values become empty cells.
+fn float(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v}")
+    } else {
+        String::new()
+    }
+}
+
+fn opt_float(v: Option<f64>) -> String {
+    v.map(float).unwrap_or_default()
+}
+
+/// A cell and its column name.
+type Column<'a> = (&'static str, Box<dyn Fn(&BenchmarkResult) -> String + 'a>);
+
+/// Every column that does not come from a distribution, in order.
+fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
+    let b = |v: bool| v.to_string();
+    vec![
+        ("run.index", Box::new(|r| r.index.to_string())),
+        ("run.strategy", Box::new(|r| r.strategy.to_string())),
+        ("run.strategy_type", Box::new(|r| r.strategy.kind().into())),
+        (
+            "run.target_rate",
+            Box::new(|r| opt_float(r.strategy.target())),
+        ),
+        ("run.model", Box::new(move |_| report.target.model.clone())),
+        (
+            "run.target",
+            Box::new(move |_| report.target.base_url.clone()),
+        ),
+        (
+            "run.stop_reason",
+            Box::new(|r| {
+                r.stop_reason
+                    .as_ref()
+                    .map(|s| s.to_string())
+                    .unwrap_or_default()
+            }),
+        ),
+        ("run.interrupted", Box::new(move |r| b(r.interrupted))),
+        ("run.workers", Box::new(|r| r.workers.len().to_string())),
+        (
+            "run.workers_died",
+            Box::new(|r| r.workers.iter().filter(|w| w.died).count().to_string()),
+        ),
+        ("timing.start_time", Box::new(|r| float(r.start_time))),
+        ("timing.end_time", Box::new(|r| float(r.end_time))),
+        ("timing.duration_s", Box::new(|r| float(r.duration_s))),
+        (
+            "timing.measured_start_time",
+            Box::new(|r| float(r.measured_window.start_time)),
+        ),
+        (
+            "timing.measured_end_time",
+            Box::new(|r| float(r.measured_window.end_time)),
+        ),
+        (
+            "timing.measured_duration_s",
+            Box::new(|r| float(r.measured_window.duration_s)),
+        ),
+        ("timing.stop_time_s", Box::new(|r| opt_float(r.stop_time_s))),
+        (
+            "requests.created",
+            Box::new(|r| r.requests.created.to_string()),
+        ),
+        (
+            "requests.completed",
+            Box::new(|r| r.requests.completed.to_string()),
+        ),
+        (
+            "requests.errored",
+            Box::new(|r| r.requests.errored.to_string()),
+        ),
+        (
+            "requests.cancelled",
+            Box::new(|r| r.requests.cancelled.to_string()),
+        ),
+        ("requests.late", Box::new(|r| r.requests.late.to_string())),
+        (
+            "requests.warmup",
+            Box::new(|r| r.requests.warmup.to_string()),
+        ),
+        (
+            "requests.cooldown",
+            Box::new(|r| r.requests.cooldown.to_string()),
+        ),
+        (
+            "requests.measured_completed",
+            Box::new(|r| r.measured_requests.completed.to_string()),
+        ),
+        (
+            "requests.measured_errored",
+            Box::new(|r| r.measured_requests.errored.to_string()),
+        ),
+        (
+            "requests.measured_cancelled",
+            Box::new(|r| r.measured_requests.cancelled.to_string()),
+        ),
+        (
+            "errors.kinds",
+            Box::new(|r| {
+                r.errors
+                    .iter()
+                    .map(|e| format!("{}={}", e.kind, e.count))
+                    .collect::<Vec<_>>()
+                    .join(";")
+            }),
+        ),
+        (
+            "throughput.requests_per_s",
+            Box::new(|r| float(r.throughput.requests_per_s)),
+        ),
+        (
+            "throughput.output_tokens_per_s",
+            Box::new(|r| float(r.throughput.output_tokens_per_s)),
+        ),
+        (
+            "throughput.total_tokens_per_s",
+            Box::new(|r| float(r.throughput.total_tokens_per_s)),
+        ),
+        (
+            "throughput.concurrency_mean",
+            Box::new(|r| float(r.throughput.concurrency_mean)),
+        ),
+        (
+            "throughput.concurrency_peak",
+            Box::new(|r| r.throughput.concurrency_peak.to_string()),
+        ),
+        (
+            "tokens.source_usage",
+            Box::new(|r| r.token_sources.usage.to_string()),
+        ),
+        (
+            "tokens.source_stream",
+            Box::new(|r| r.token_sources.stream.to_string()),
+        ),
+        (
+            "tokens.source_unknown",
+            Box::new(|r| r.token_sources.unknown.to_string()),
+        ),
+        (
+            "tokens.usage_stream_mismatched",
+            Box::new(|r| r.token_sources.mismatched.to_string()),
+        ),
+        (
+            "client.dispatch_lag_p50_ms",
+            Box::new(|r| float(r.client.dispatch_lag_p50_ms)),
+        ),
+        (
+            "client.dispatch_lag_p99_ms",
+            Box::new(|r| float(r.client.dispatch_lag_p99_ms)),
+        ),
+        (
+            "client.dispatch_lag_threshold_ms",
+            Box::new(|r| float(r.client.dispatch_lag_threshold_ms)),
+        ),
+        (
+            "client.late_requests",
+            Box::new(|r| r.client.late_requests.to_string()),
+        ),
+        (
+            "client.worker_cpu_s",
+            Box::new(|r| float(r.client.worker_cpu_s)),
+        ),
+        (
+            "client.worker_cpu_utilization",
+            Box::new(|r| float(r.client.worker_cpu_utilization)),
+        ),
+        (
+            "client.bottleneck",
+            Box::new(move |r| b(r.client.bottleneck)),
+        ),
+        (
+            "client.warnings",
+            Box::new(|r| r.client.warnings.join(" | ")),
+        ),
+        (
+            "slo.passed",
+            Box::new(move |r| r.slo.as_ref().map(|v| b(v.passed)).unwrap_or_default()),
+        ),
+        (
+            "slo.failed_checks",
+            Box::new(|r| {
+                r.slo
+                    .iter()
+                    .flat_map(|v| &v.checks)
+                    .filter(|c| !c.passed)
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(";")
+            }),
+        ),
+        (
+            "goodput.good_requests",
+            Box::new(|r| {
+                r.goodput
+                    .as_ref()
+                    .map(|g| g.good_requests.to_string())
+                    .unwrap_or_default()
+            }),
+        ),
+        (
+            "goodput.requests_per_s",
+            Box::new(|r| opt_float(r.goodput.as_ref().map(|g| g.requests_per_s))),
+        ),
+        (
+            "goodput.fraction",
+            Box::new(|r| opt_float(r.goodput.as_ref().map(|g| g.fraction))),
+        ),
+    ]
+}
+
+/// The header of a report's CSV.
+pub fn header(report: &Report) -> Vec<String> {
+    let mut h: Vec<String> = fixed_columns(report)
+        .iter()
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let stats = stat_names();
+    for metric in Metric::ALL {
+        for status in STATUSES {
+            for stat in &stats {
+                h.push(format!("{}.{status}.{stat}", metric_group(metric)));
+            }
+        }
+    }
+    h.extend(report.metadata.extras.keys().map(|k| format!("extras.{k}")));
+    h
+}
+
+fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
+    let mut row: Vec<String> = fixed_columns(report).iter().map(|(_, f)| f(r)).collect();
+    for metric in Metric::ALL {
+        let m = r.metrics.get(metric.key());
+        for status in STATUSES {
+            let d = m.map(|m| match status {
+                "successful" => &m.successful,
+                "errored" => &m.errored,
+                "incomplete" => &m.incomplete,
+                _ => &m.total,
+            });
+            row.extend(stat_values(d));
+        }
+    }
+    row.extend(report.metadata.extras.values().map(|v| match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }));
+    row
+}
+
+/// Renders the CSV: a header and one row per benchmark.
+pub fn render(report: &Report) -> Result<Vec<u8>, csv::Error> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(header(report))?;
+    for b in &report.benchmarks {
+        w.write_record(row(report, b))?;
+    }
+    w.into_inner()
+        .map_err(|e| csv::Error::from(std::io::Error::other(e.to_string())))
+}

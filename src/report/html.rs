@@ -1,0 +1,231 @@
+//! The HTML report: one self-contained page that works offline.
+//!
+//! Tables are rendered here, through a minijinja template (auto-escaped: error messages
+//! come from the server and may contain markup). Charts are drawn in the browser by
+//! uPlot, which is embedded in the binary (`assets/uplot`, MIT), from the report's JSON
+//! embedded in the page; the page script (`templates/report.js`) reads optional fields
+//! defensively, so reports of any number of benchmarks, with metrics missing, or with
+//! fields added later (SLO verdicts) all render.
+
+use super::console::{num, strategy_label};
+use super::json::Report;
+use llmsurge_coordinator::BenchmarkResult;
+use minijinja::value::Serde;
+use minijinja::{Environment, context};
+use serde::Serialize;
+
+const TEMPLATE: &str = include_str!("templates/report.html");
+const PAGE_JS: &str = include_str!("templates/report.js");
+const PAGE_CSS: &str = include_str!("templates/report.css");
+const UPLOT_JS: &str = include_str!("../../assets/uplot/uPlot.iife.min.js");
+const UPLOT_CSS: &str = include_str!("../../assets/uplot/uPlot.min.css");
+
+/// One row of the summary table, formatted.
+#[derive(Debug, Serialize)]
+struct Row {
+    label: String,
+    duration: String,
+    completed: u64,
+    errored: u64,
+    cancelled: u64,
+    req_s: String,
+    out_tok_s: String,
+    concurrency: String,
+    ttft_p50: String,
+    ttft_p99: String,
+    itl_p50: String,
+    itl_p99: String,
+    e2e_p50: String,
+    e2e_p99: String,
+    notes: Vec<String>,
+}
+
+fn successful(
+    b: &BenchmarkResult,
+    key: &str,
+    pick: fn(&llmsurge_proto::Distribution) -> f64,
+) -> String {
+    match b.metrics.get(key) {
+        Some(d) if d.successful.count > 0 => num(pick(&d.successful)),
+        _ => "–".into(),
+    }
+}
+
+fn row(b: &BenchmarkResult) -> Row {
+    let p50 = |d: &llmsurge_proto::Distribution| d.percentiles.p50;
+    let p99 = |d: &llmsurge_proto::Distribution| d.percentiles.p99;
+    let mut notes = Vec::new();
+    if let Some(reason) = &b.stop_reason {
+        notes.push(format!("stopped: {reason}"));
+    }
+    for e in &b.errors {
+        let sample = e
+            .samples
+            .first()
+            .map(|s| format!(" (e.g. {s})"))
+            .unwrap_or_default();
+        notes.push(format!("{} × {}{sample}", e.count, e.kind));
+    }
+    notes.extend(b.client.warnings.iter().map(|w| format!("warning: {w}")));
+    for w in b.workers.iter().filter(|w| w.died) {
+        notes.push(format!("worker {} (pid {}): {}", w.id, w.pid, w.outcome));
+    }
+    Row {
+        label: strategy_label(&b.strategy),
+        duration: num(b.duration_s),
+        completed: b.requests.completed,
+        errored: b.requests.errored,
+        cancelled: b.requests.cancelled,
+        req_s: num(b.throughput.requests_per_s),
+        out_tok_s: num(b.throughput.output_tokens_per_s),
+        concurrency: num(b.throughput.concurrency_mean),
+        ttft_p50: successful(b, "ttft", p50),
+        ttft_p99: successful(b, "ttft", p99),
+        itl_p50: successful(b, "itl", p50),
+        itl_p99: successful(b, "itl", p99),
+        e2e_p50: successful(b, "request_latency", p50),
+        e2e_p99: successful(b, "request_latency", p99),
+        notes,
+    }
+}
+
+/// The report and the labels the page script needs, as JSON safe to put inside a
+/// `<script>` element: `<`, `>` and `&` are escaped (`\u003c` …), so no string in the
+/// report can close the element.
+fn page_data(report: &Report) -> Result<String, serde_json::Error> {
+    #[derive(Serialize)]
+    struct PageData<'a> {
+        labels: Vec<String>,
+        report: &'a Report,
+    }
+    let mut value = serde_json::to_value(PageData {
+        labels: report
+            .benchmarks
+            .iter()
+            .map(|b| strategy_label(&b.strategy))
+            .collect(),
+        report,
+    })?;
+    // The encoded histograms serve merging and comparisons, not the page: leave them out.
+    if let Some(benchmarks) = value
+        .pointer_mut("/report/benchmarks")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for b in benchmarks
+            .iter_mut()
+            .filter_map(serde_json::Value::as_object_mut)
+        {
+            b.remove("histograms");
+        }
+    }
+    let json = value.to_string();
+    Ok(json
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026"))
+}
+
+/// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn utc(unix: f64) -> String {
+    if !unix.is_finite() || unix < 0.0 {
+        return String::new();
+    }
+    let secs = unix as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Renders the page.
+pub fn render(report: &Report) -> Result<String, minijinja::Error> {
+    let mut env = Environment::new();
+    // The name ends in .html: minijinja escapes every value unless marked safe.
+    env.add_template("report.html", TEMPLATE)?;
+    let data = page_data(report).map_err(|e| {
+        minijinja::Error::new(minijinja::ErrorKind::BadSerialization, e.to_string())
+    })?;
+    let extras: Vec<(String, String)> = report
+        .metadata
+        .extras
+        .iter()
+        .map(|(k, v)| {
+            let v = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    let m = &report.metadata;
+    let status = if m.interrupted {
+        "interrupted"
+    } else if m.complete {
+        "complete"
+    } else {
+        "incomplete"
+    };
+    let capacity = report.capacity.as_ref().map(|c| {
+        let probes: Vec<_> = c
+            .probes
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "label": strategy_label(&p.strategy),
+                    "rate": num(p.rate),
+                    "passed": p.passed,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "rate": c.rate.map(num),
+            "conclusion": c.conclusion,
+            "probes": probes,
+        })
+    });
+    env.get_template("report.html")?.render(context! {
+        title => format!("llmsurge report: {} on {}", report.target.model, report.target.base_url),
+        model => &report.target.model,
+        target => &report.target.base_url,
+        mock => report.target.mock,
+        version => &m.version,
+        host => Serde(m.host.clone()),
+        start => utc(m.start_time),
+        end => utc(m.end_time),
+        status => status,
+        extras => Serde(extras),
+        capacity => Serde(capacity),
+        rows => Serde(report.benchmarks.iter().map(row).collect::<Vec<_>>()),
+        data => data,
+        uplot_js => UPLOT_JS,
+        uplot_css => UPLOT_CSS,
+        page_js => PAGE_JS,
+        page_css => PAGE_CSS,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formats_civil_time() {
+        assert_eq!(utc(0.0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(951_782_400.0), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(1_700_000_000.9), "2023-11-14 22:13:20 UTC");
+        assert_eq!(utc(f64::NAN), "");
+    }
+}

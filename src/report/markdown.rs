@@ -1,0 +1,125 @@
+//! Markdown summaries for `$GITHUB_STEP_SUMMARY` or a pull-request comment.
+
+use crate::compare::tolerance::ChangeUnit;
+use crate::compare::{Comparison, Verdict};
+use llmsurge_coordinator::BenchmarkResult;
+
+fn cell(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| {
+        if v.abs() >= 100.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.3}")
+        }
+    })
+}
+
+fn escape(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// A run: one row per benchmark, then the SLO verdicts when there are any.
+pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
+    let mut out = String::from("## llmsurge benchmark\n\n");
+    out.push_str("| Benchmark | Completed | Errored | Req/s | Output tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | E2E p99 ms | SLO |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for b in benchmarks {
+        let stat = |key: &str, p: &str| {
+            b.metrics
+                .get(key)
+                .and_then(|d| d.successful.percentiles.get(p))
+                .filter(|_| b.metrics[key].successful.count > 0)
+        };
+        let slo = match &b.slo {
+            None => "–",
+            Some(v) if v.passed => "✅ pass",
+            Some(_) => "❌ fail",
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            escape(&b.strategy.to_string()),
+            b.requests.completed,
+            b.requests.errored,
+            cell(Some(b.throughput.requests_per_s)),
+            cell(Some(b.throughput.output_tokens_per_s)),
+            cell(stat("ttft", "p50")),
+            cell(stat("ttft", "p99")),
+            cell(stat("itl", "p50")),
+            cell(stat("request_latency", "p99")),
+            slo
+        ));
+    }
+    if benchmarks.iter().any(|b| b.slo.is_some()) {
+        out.push_str("\n### Service-level objectives\n\n| Benchmark | Objective | Measured | Verdict |\n|---|---|---:|---|\n");
+        for b in benchmarks {
+            for c in b.slo.iter().flat_map(|v| &v.checks) {
+                out.push_str(&format!(
+                    "| {} | `{}` | {} | {} |\n",
+                    escape(&b.strategy.to_string()),
+                    escape(&c.name),
+                    cell(c.measured),
+                    if c.passed { "✅ pass" } else { "❌ fail" }
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// A comparison: one row per metric of every matched pair.
+pub fn comparison(c: &Comparison) -> String {
+    let mut out = format!(
+        "## llmsurge compare: {}\n\n",
+        if c.regressions == 0 {
+            "no regression".to_string()
+        } else {
+            format!("{} regression(s)", c.regressions)
+        }
+    );
+    out.push_str(&format!(
+        "| Benchmark | Metric | Baseline | Current | Change | {:.0}% interval | Allowed | Samples | Verdict |\n",
+        c.confidence * 100.0
+    ));
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+    for p in &c.pairs {
+        for m in &p.changes {
+            let unit = if m.unit == ChangeUnit::Percent {
+                "%"
+            } else {
+                "pp"
+            };
+            let verdict = match m.verdict {
+                Verdict::Ok => "✅ ok",
+                Verdict::Regressed => "❌ regressed",
+                Verdict::WithinNoise => "⚠️ within noise",
+                Verdict::Info => "–",
+                Verdict::Missing => "n/a",
+            };
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |\n",
+                escape(&p.label),
+                m.metric,
+                cell(m.baseline),
+                cell(m.current),
+                m.change.map_or("–".into(), |x| format!("{x:+.2}{unit}")),
+                m.ci.map_or("–".into(), |(lo, hi)| format!(
+                    "[{lo:+.2}, {hi:+.2}]{unit}"
+                )),
+                m.tolerance
+                    .map_or("–".into(), |t| format!("{}{unit}", t.allowed)),
+                m.samples.0,
+                m.samples.1,
+                verdict
+            ));
+        }
+    }
+    for (side, list) in [
+        ("baseline", &c.unmatched_baseline),
+        ("current", &c.unmatched_current),
+    ] {
+        if !list.is_empty() {
+            out.push_str(&format!("\nUnmatched in the {side}: {}\n", list.join(", ")));
+        }
+    }
+    out
+}

@@ -1,0 +1,224 @@
+//! Which outputs a run (or `benchmark from-file`) writes, and writing them.
+//!
+//! `--outputs` takes aliases (`json`, `csv`, `html`, `yaml`, `console`) and file names
+//! whose extension picks the format; files go under `--output-dir`. Every file is
+//! written atomically, so a reader never sees half a report.
+
+use super::json::{Report, write_atomic};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Report formats, each with its file (relative to the output directory).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "format", content = "file")]
+pub enum Output {
+    /// The full JSON report (re-loadable).
+    Json(PathBuf),
+    /// One CSV row per benchmark.
+    Csv(PathBuf),
+    /// One self-contained HTML page with charts.
+    Html(PathBuf),
+    /// The full report as YAML.
+    Yaml(PathBuf),
+    /// Summary tables on stdout.
+    Console,
+    /// SLO verdicts as JUnit XML.
+    Junit(PathBuf),
+    /// A Markdown summary.
+    Markdown(PathBuf),
+}
+
+/// The file formats, for rendering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileFormat {
+    /// JSON.
+    Json,
+    /// CSV.
+    Csv,
+    /// HTML.
+    Html,
+    /// YAML.
+    Yaml,
+    /// JUnit XML (SLO verdicts).
+    Junit,
+    /// Markdown.
+    Markdown,
+}
+
+impl Output {
+    /// The file and its format, unless this is the console.
+    pub fn file(&self) -> Option<(FileFormat, &Path)> {
+        match self {
+            Output::Json(p) => Some((FileFormat::Json, p)),
+            Output::Csv(p) => Some((FileFormat::Csv, p)),
+            Output::Html(p) => Some((FileFormat::Html, p)),
+            Output::Yaml(p) => Some((FileFormat::Yaml, p)),
+            Output::Junit(p) => Some((FileFormat::Junit, p)),
+            Output::Markdown(p) => Some((FileFormat::Markdown, p)),
+            Output::Console => None,
+        }
+    }
+}
+
+/// Parses `--outputs` values (already split on commas); the error names the bad value.
+pub fn parse_outputs(values: &[String]) -> Result<Vec<Output>, String> {
+    let mut out = Vec::new();
+    for raw in values.iter().map(|o| o.trim()).filter(|o| !o.is_empty()) {
+        let output = match raw {
+            "json" => Output::Json("benchmarks.json".into()),
+            "csv" => Output::Csv("benchmarks.csv".into()),
+            "html" => Output::Html("benchmarks.html".into()),
+            "yaml" => Output::Yaml("benchmarks.yaml".into()),
+            "console" => Output::Console,
+            "junit" => Output::Junit("benchmarks.junit.xml".into()),
+            "md" | "markdown" => Output::Markdown("benchmarks.md".into()),
+            file => {
+                let ext = Path::new(file)
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .map(str::to_ascii_lowercase);
+                let path = PathBuf::from(file);
+                match ext.as_deref() {
+                    Some("json") => Output::Json(path),
+                    Some("csv") => Output::Csv(path),
+                    Some("html" | "htm") => Output::Html(path),
+                    Some("yaml" | "yml") => Output::Yaml(path),
+                    Some("xml") => Output::Junit(path),
+                    Some("md") => Output::Markdown(path),
+                    _ => {
+                        return Err(format!(
+                            "--outputs: unknown output {file:?} (expected json, csv, html, yaml, console, junit, md, or a file name ending in .json, .csv, .html, .yaml, .xml or .md)"
+                        ));
+                    }
+                }
+            }
+        };
+        if !out.contains(&output) {
+            out.push(output);
+        }
+    }
+    Ok(out)
+}
+
+/// A report that could not be rendered in a format.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// JSON.
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// CSV.
+    #[error("CSV: {0}")]
+    Csv(#[from] csv::Error),
+    /// HTML.
+    #[error("HTML: {0}")]
+    Html(#[from] minijinja::Error),
+    /// YAML.
+    #[error("YAML: {0}")]
+    Yaml(#[from] serde_saphyr::SerializeError),
+    /// JUnit XML.
+    #[error("JUnit: {0}")]
+    Junit(#[from] std::io::Error),
+}
+
+/// Renders the report in one file format.
+pub fn render(report: &Report, format: FileFormat) -> Result<Vec<u8>, RenderError> {
+    Ok(match format {
+        FileFormat::Json => serde_json::to_vec_pretty(report)?,
+        FileFormat::Csv => super::csv::render(report)?,
+        FileFormat::Html => super::html::render(report)?.into_bytes(),
+        FileFormat::Yaml => serde_saphyr::to_string(report)?.into_bytes(),
+        FileFormat::Junit => {
+            super::junit::render(&super::junit::slo_suites(&report.benchmarks))?.into_bytes()
+        }
+        FileFormat::Markdown => super::markdown::run_summary(&report.benchmarks).into_bytes(),
+    })
+}
+
+/// A report file that could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the report {path}: {message}")]
+pub struct WriteError {
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    pub message: String,
+}
+
+/// Writes every file output under `dir`, atomically. Returns the files written and the
+/// failures; one failure does not stop the other formats.
+pub fn write_files(
+    report: &Report,
+    outputs: &[Output],
+    dir: &Path,
+) -> (Vec<PathBuf>, Vec<WriteError>) {
+    let mut written = Vec::new();
+    let mut failed = Vec::new();
+    for (format, file) in outputs.iter().filter_map(Output::file) {
+        let path = dir.join(file);
+        let result = render(report, format)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| write_atomic(&path, &bytes).map_err(|e| e.to_string()));
+        match result {
+            Ok(()) => written.push(path),
+            Err(message) => failed.push(WriteError { path, message }),
+        }
+    }
+    (written, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: &[&str]) -> Result<Vec<Output>, String> {
+        parse_outputs(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn aliases_and_file_names_pick_formats() {
+        assert_eq!(
+            parse(&["json", "csv", "html", "yaml", "console", "junit", "md"]).expect("valid"),
+            vec![
+                Output::Json("benchmarks.json".into()),
+                Output::Csv("benchmarks.csv".into()),
+                Output::Html("benchmarks.html".into()),
+                Output::Yaml("benchmarks.yaml".into()),
+                Output::Console,
+                Output::Junit("benchmarks.junit.xml".into()),
+                Output::Markdown("benchmarks.md".into()),
+            ]
+        );
+        assert_eq!(
+            parse(&[
+                "run.json",
+                "sub/summary.CSV",
+                "page.htm",
+                "r.yml",
+                "json",
+                "slo.xml",
+                "summary.md"
+            ])
+            .expect("valid"),
+            vec![
+                Output::Json("run.json".into()),
+                Output::Csv("sub/summary.CSV".into()),
+                Output::Html("page.htm".into()),
+                Output::Yaml("r.yml".into()),
+                Output::Json("benchmarks.json".into()),
+                Output::Junit("slo.xml".into()),
+                Output::Markdown("summary.md".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn duplicates_collapse_and_unknown_outputs_are_refused() {
+        assert_eq!(parse(&["json", "json", " "]).expect("valid").len(), 1);
+        let err = parse(&["report.txt"]).expect_err("unknown extension");
+        assert!(
+            err.starts_with("--outputs: unknown output \"report.txt\""),
+            "{err}"
+        );
+        assert!(parse(&["pdf"]).is_err());
+    }
+}

@@ -1,0 +1,227 @@
+//! `RunReporter`: the observer that follows a run and produces its outputs.
+//!
+//! It shows progress, streams `--request-log`, samples requests for the JSON, and after
+//! every benchmark rewrites every report file atomically, so an interrupted or crashed
+//! run keeps each benchmark that finished. At the end it prints the console summary.
+
+use super::console;
+use super::json::{HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo};
+use super::outputs::{Output, write_files};
+use super::progress::{ProgressMode, ProgressView};
+use super::requests::{RequestEntry, RequestLog, RequestSampler};
+use llmsurge_coordinator::profiles::CapacityOutcome;
+use llmsurge_coordinator::{BenchmarkResult, Progress, RunObserver, Strategy};
+use llmsurge_proto::{ClockAnchor, RequestRecord};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Reporting settings of a run, resolved from the output flags.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReportSettings {
+    /// Facts stored in the report's metadata (`--output-extras`).
+    pub extras: serde_json::Map<String, serde_json::Value>,
+    /// Per-request records kept per status and benchmark in the JSON (`--sample-requests`).
+    pub sample_requests: usize,
+    /// Where every request's record is streamed (`--request-log`), resolved against the
+    /// output directory.
+    pub request_log: Option<PathBuf>,
+    /// `--disable-progress`.
+    pub disable_progress: bool,
+    /// `--disable-console-outputs`.
+    pub disable_console_outputs: bool,
+}
+
+/// What the run was, for the report's header.
+#[derive(Debug)]
+pub struct RunInfo {
+    /// The resolved arguments, secrets already redacted.
+    pub args: serde_json::Value,
+    /// The target.
+    pub target: TargetInfo,
+    /// Run start, Unix seconds.
+    pub started: f64,
+    /// Benchmarks planned (0 when unknown in advance).
+    pub planned: usize,
+    /// The run seed (request sampling is seeded from it).
+    pub seed: u64,
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Follows a run and writes its outputs.
+#[derive(Debug)]
+pub struct RunReporter {
+    report: Report,
+    outputs: Vec<Output>,
+    output_dir: PathBuf,
+    console_summary: bool,
+    messages: bool,
+    planned: usize,
+    progress: ProgressView,
+    anchor: ClockAnchor,
+    current: u32,
+    sampler: Option<RequestSampler>,
+    log: Option<RequestLog>,
+    write_failed: bool,
+}
+
+impl RunReporter {
+    /// A reporter; `log` is the already-created `--request-log` file.
+    pub fn new(
+        info: RunInfo,
+        outputs: Vec<Output>,
+        output_dir: PathBuf,
+        settings: &ReportSettings,
+        log: Option<RequestLog>,
+    ) -> Self {
+        let messages = !settings.disable_console_outputs;
+        Self {
+            report: Report {
+                schema_version: REPORT_SCHEMA_VERSION,
+                metadata: Metadata {
+                    tool: "llmsurge".into(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    host: HostInfo::collect(),
+                    start_time: info.started,
+                    end_time: info.started,
+                    complete: false,
+                    interrupted: false,
+                    extras: settings.extras.clone(),
+                },
+                args: info.args,
+                target: info.target,
+                benchmarks: Vec::new(),
+                request_samples: Vec::new(),
+                capacity: None,
+            },
+            console_summary: messages && outputs.contains(&Output::Console),
+            outputs,
+            output_dir,
+            messages,
+            planned: info.planned,
+            progress: ProgressView::new(
+                ProgressMode::detect(settings.disable_progress),
+                messages,
+                info.planned,
+            ),
+            anchor: ClockAnchor::now(),
+            current: 0,
+            sampler: (settings.sample_requests > 0)
+                .then(|| RequestSampler::new(settings.sample_requests, info.seed)),
+            log,
+            write_failed: false,
+        }
+    }
+
+    /// Whether a report file or the request log could not be written.
+    pub fn write_failed(&self) -> bool {
+        self.write_failed
+    }
+
+    /// The report as it stands.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// Records the answer of a capacity search (written by [`RunReporter::finish`]).
+    pub fn set_capacity(&mut self, capacity: Option<CapacityOutcome>) {
+        self.report.capacity = capacity;
+    }
+
+    fn flush_log(&mut self) {
+        let Some(log) = &mut self.log else { return };
+        let path = log.path().display().to_string();
+        let message = match log.flush() {
+            Ok(()) => return,
+            Err(e) => format!("error: cannot write the request log {path}: {e}"),
+        };
+        // The log stops at its first error: say so once.
+        if !self.write_failed {
+            self.progress.println(&message);
+        }
+        self.write_failed = true;
+    }
+
+    fn write(&mut self) {
+        self.report.metadata.end_time = unix_now();
+        let (_, failed) = write_files(&self.report, &self.outputs, &self.output_dir);
+        for e in failed {
+            self.progress.println(&format!("error: {e}"));
+            self.write_failed = true;
+        }
+    }
+
+    /// The run is over: final report files, the console summary, where things went.
+    pub fn finish(&mut self, benchmarks: &[BenchmarkResult], interrupted: bool) {
+        self.progress.close();
+        self.flush_log();
+        self.report.benchmarks = benchmarks.to_vec();
+        self.report.metadata.interrupted = interrupted;
+        self.report.metadata.complete =
+            !interrupted && (self.planned == 0 || benchmarks.len() == self.planned);
+        self.write();
+        if self.console_summary && !benchmarks.is_empty() {
+            println!(
+                "{}",
+                console::summary(benchmarks, self.report.capacity.as_ref())
+            );
+        }
+        if self.messages {
+            for (_, file) in self.outputs.iter().filter_map(Output::file) {
+                eprintln!("report written to {}", self.output_dir.join(file).display());
+            }
+            if let Some(log) = &self.log {
+                eprintln!(
+                    "request log written to {} ({} requests)",
+                    log.path().display(),
+                    log.lines()
+                );
+            }
+        }
+    }
+}
+
+impl RunObserver for RunReporter {
+    fn benchmark_started(&mut self, index: u32, strategy: &Strategy) {
+        self.current = index;
+        if let Some(s) = &mut self.sampler {
+            s.start(index);
+        }
+        self.progress.started(index, strategy);
+    }
+
+    fn progress(&mut self, p: &Progress) {
+        self.progress.update(p);
+    }
+
+    fn record(&mut self, record: &RequestRecord) {
+        if let Some(s) = &mut self.sampler {
+            s.offer(record, &self.anchor);
+        }
+        if let Some(log) = &mut self.log {
+            log.write(&RequestEntry::new(self.current, record, &self.anchor));
+        }
+    }
+
+    fn benchmark_finished(&mut self, result: &BenchmarkResult) {
+        self.progress.finished(result);
+        self.flush_log();
+        if let Some(s) = &mut self.sampler {
+            let mut samples = s.finish();
+            samples.benchmark = result.index;
+            self.report.request_samples.push(samples);
+        }
+        self.report.benchmarks.push(result.clone());
+        self.write();
+    }
+
+    fn notice(&mut self, message: &str) {
+        self.progress.println(message);
+    }
+}

@@ -1,0 +1,359 @@
+//! Per-request records for people: the lines of `--request-log` and the samples that
+//! `--sample-requests` keeps in the JSON report.
+//!
+//! Both take the coordinator's [`RequestRecord`] (monotonic timestamps) and turn it into
+//! a [`RequestEntry`] with wall-clock times and the derived latencies. The log streams
+//! every entry through a buffered writer (bounded memory, flushed at every benchmark
+//! end); the sampler keeps a uniform reservoir of N entries per status (bounded memory
+//! however long the run).
+
+use llmsurge_proto::seed::derive_seed;
+use llmsurge_proto::{ClockAnchor, Phase, RequestRecord, RequestStatus, StatusClass, TokenSource};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// One finished request, with wall-clock times (Unix seconds) and derived latencies (ms).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestEntry {
+    /// The benchmark it belongs to (its `index`).
+    pub benchmark: u32,
+    /// The slot of the benchmark's schedule it filled.
+    pub slot: u64,
+    /// The worker that ran it.
+    pub worker: u32,
+    /// How it ended.
+    pub status: RequestStatus,
+    /// Warm-up, measured, or cool-down.
+    pub phase: Phase,
+    /// The error kind (`http_500`, `timeout`, …), when it failed.
+    pub error_kind: Option<String>,
+    /// The error message, when it failed.
+    pub error: Option<String>,
+    /// Sent later than its slot because the concurrency cap was reached.
+    pub late: bool,
+    /// When it should have been sent.
+    pub scheduled_time: f64,
+    /// When it was sent, if it was.
+    pub start_time: Option<f64>,
+    /// The first streamed token of any kind.
+    pub first_token_time: Option<f64>,
+    /// The first content token.
+    pub first_content_time: Option<f64>,
+    /// The last byte, or when it failed or was cancelled.
+    pub end_time: f64,
+    /// Start − scheduled, ms.
+    pub dispatch_lag_ms: Option<f64>,
+    /// First content token − start, ms.
+    pub ttft_ms: Option<f64>,
+    /// End − start, ms.
+    pub latency_ms: Option<f64>,
+    /// Prompt tokens.
+    pub prompt_tokens: Option<u32>,
+    /// Output tokens.
+    pub output_tokens: u32,
+    /// Where `output_tokens` came from.
+    pub output_tokens_source: TokenSource,
+    /// Output tokens counted from the stream.
+    pub streamed_tokens: u32,
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+impl RequestEntry {
+    /// Converts a record of benchmark `benchmark`; `anchor` turns monotonic times into wall time.
+    pub fn new(benchmark: u32, r: &RequestRecord, anchor: &ClockAnchor) -> Self {
+        let wall = |t| anchor.unix_seconds(t);
+        Self {
+            benchmark,
+            slot: r.slot,
+            worker: r.worker,
+            status: r.status,
+            phase: r.phase,
+            error_kind: r.error.as_ref().map(|e| e.kind.key()),
+            error: r.error.as_ref().map(|e| e.message.clone()),
+            late: r.late,
+            scheduled_time: wall(r.scheduled),
+            start_time: r.start.map(wall),
+            first_token_time: r.first_token.map(wall),
+            first_content_time: r.first_content.map(wall),
+            end_time: wall(r.end),
+            dispatch_lag_ms: r.start.map(|s| ms(s.since(r.scheduled))),
+            ttft_ms: r.ttft().map(ms),
+            latency_ms: r.latency().map(ms),
+            prompt_tokens: r.prompt_tokens,
+            output_tokens: r.output_tokens,
+            output_tokens_source: r.output_tokens_source,
+            streamed_tokens: r.streamed_tokens,
+        }
+    }
+}
+
+/// The sampled requests of one benchmark, by status, in slot order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestSamples {
+    /// The benchmark (its `index`).
+    pub benchmark: u32,
+    /// Completed requests.
+    pub successful: Vec<RequestEntry>,
+    /// Errored requests.
+    pub errored: Vec<RequestEntry>,
+    /// Cancelled requests.
+    pub incomplete: Vec<RequestEntry>,
+}
+
+/// A uniform sample of at most `n` items of a stream of unknown length (Algorithm R).
+#[derive(Debug)]
+struct Reservoir {
+    n: usize,
+    seen: u64,
+    items: Vec<RequestEntry>,
+}
+
+impl Reservoir {
+    fn new(n: usize) -> Self {
+        Self {
+            n,
+            seen: 0,
+            items: Vec::new(),
+        }
+    }
+
+    fn offer(&mut self, entry: impl FnOnce() -> RequestEntry, rng: &mut StdRng) {
+        self.seen += 1;
+        if self.items.len() < self.n {
+            self.items.push(entry());
+            return;
+        }
+        let j = rng.random_range(0..self.seen);
+        if let Some(slot) = usize::try_from(j).ok().and_then(|j| self.items.get_mut(j)) {
+            *slot = entry();
+        }
+    }
+
+    fn take(&mut self) -> Vec<RequestEntry> {
+        let mut items = std::mem::take(&mut self.items);
+        items.sort_by_key(|e| e.slot);
+        self.seen = 0;
+        items
+    }
+}
+
+/// Keeps `n` requests per status of the running benchmark, chosen uniformly at random
+/// (seeded from the run seed, so a rerun keeps the same slots).
+#[derive(Debug)]
+pub struct RequestSampler {
+    seed: u64,
+    benchmark: u32,
+    rng: StdRng,
+    by_status: [Reservoir; 3],
+}
+
+impl RequestSampler {
+    /// A sampler keeping `n` requests per status.
+    pub fn new(n: usize, seed: u64) -> Self {
+        Self {
+            seed,
+            benchmark: 0,
+            rng: StdRng::seed_from_u64(derive_seed(seed, "request-samples", 0)),
+            by_status: [Reservoir::new(n), Reservoir::new(n), Reservoir::new(n)],
+        }
+    }
+
+    /// Starts sampling benchmark `index`.
+    pub fn start(&mut self, index: u32) {
+        self.benchmark = index;
+        self.rng =
+            StdRng::seed_from_u64(derive_seed(self.seed, "request-samples", u64::from(index)));
+        for r in &mut self.by_status {
+            r.take();
+        }
+    }
+
+    /// Offers one finished request.
+    pub fn offer(&mut self, record: &RequestRecord, anchor: &ClockAnchor) {
+        let i = match StatusClass::of(record.status) {
+            StatusClass::Successful => 0,
+            StatusClass::Errored => 1,
+            StatusClass::Incomplete => 2,
+        };
+        let benchmark = self.benchmark;
+        self.by_status[i].offer(
+            || RequestEntry::new(benchmark, record, anchor),
+            &mut self.rng,
+        );
+    }
+
+    /// The samples of the benchmark that just finished.
+    pub fn finish(&mut self) -> RequestSamples {
+        let [s, e, i] = &mut self.by_status;
+        RequestSamples {
+            benchmark: self.benchmark,
+            successful: s.take(),
+            errored: e.take(),
+            incomplete: i.take(),
+        }
+    }
+}
+
+/// `--request-log`: every finished request as one JSON line, streamed to disk.
+#[derive(Debug)]
+pub struct RequestLog {
+    path: PathBuf,
+    writer: Option<BufWriter<File>>,
+    lines: u64,
+    error: Option<std::io::Error>,
+}
+
+impl RequestLog {
+    /// Creates (truncates) the log file, and its directory if needed.
+    pub fn create(path: &Path) -> std::io::Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = File::create(path)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            writer: Some(BufWriter::with_capacity(64 * 1024, file)),
+            lines: 0,
+            error: None,
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Lines written so far.
+    pub fn lines(&self) -> u64 {
+        self.lines
+    }
+
+    /// Appends one entry. After a write error the log stops; [`RequestLog::flush`] reports it.
+    pub fn write(&mut self, entry: &RequestEntry) {
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
+        let result = serde_json::to_writer(&mut *w, entry)
+            .map_err(std::io::Error::other)
+            .and_then(|()| w.write_all(b"\n"));
+        match result {
+            Ok(()) => self.lines += 1,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn fail(&mut self, e: std::io::Error) {
+        self.writer = None;
+        self.error.get_or_insert(e);
+    }
+
+    /// Writes out what is buffered; returns the first error the log met, if any.
+    pub fn flush(&mut self) -> Result<(), &std::io::Error> {
+        if let Some(w) = self.writer.as_mut()
+            && let Err(e) = w.flush()
+        {
+            self.fail(e);
+        }
+        match &self.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmsurge_proto::MonoNanos;
+
+    fn record(slot: u64, status: RequestStatus) -> RequestRecord {
+        let at = |ms: u64| MonoNanos(5_000_000_000 + ms * 1_000_000);
+        RequestRecord {
+            slot,
+            worker: 1,
+            status,
+            error: None,
+            scheduled: at(slot * 10),
+            start: Some(at(slot * 10 + 1)),
+            first_token: Some(at(slot * 10 + 21)),
+            first_content: Some(at(slot * 10 + 21)),
+            end: at(slot * 10 + 101),
+            prompt_tokens: Some(8),
+            output_tokens: 4,
+            output_tokens_source: TokenSource::Usage,
+            streamed_tokens: 4,
+            phase: Phase::Measured,
+            late: false,
+        }
+    }
+
+    fn anchor() -> ClockAnchor {
+        ClockAnchor {
+            mono: MonoNanos(5_000_000_000),
+            unix_nanos: 1_700_000_000_000_000_000,
+        }
+    }
+
+    #[test]
+    fn an_entry_carries_wall_times_and_latencies() {
+        let e = RequestEntry::new(3, &record(2, RequestStatus::Completed), &anchor());
+        assert_eq!(e.benchmark, 3);
+        assert!((e.scheduled_time - 1_700_000_000.020).abs() < 1e-6);
+        assert!((e.ttft_ms.expect("ttft") - 20.0).abs() < 1e-9);
+        assert!((e.latency_ms.expect("latency") - 100.0).abs() < 1e-9);
+        assert!((e.dispatch_lag_ms.expect("lag") - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_sampler_keeps_n_per_status_uniformly() {
+        let mut s = RequestSampler::new(10, 42);
+        s.start(0);
+        for slot in 0..10_000 {
+            s.offer(&record(slot, RequestStatus::Completed), &anchor());
+        }
+        for slot in 10_000..10_003 {
+            s.offer(&record(slot, RequestStatus::Errored), &anchor());
+        }
+        let out = s.finish();
+        assert_eq!(out.successful.len(), 10);
+        assert_eq!(out.errored.len(), 3);
+        assert!(out.incomplete.is_empty());
+        assert!(out.successful.windows(2).all(|w| w[0].slot < w[1].slot));
+        // Uniform over 10,000: a sample of ten confined to the first thousand would be
+        // a broken reservoir (probability 1e-10).
+        assert!(out.successful.iter().any(|e| e.slot >= 1000));
+        // The next benchmark starts empty.
+        s.start(1);
+        assert!(s.finish().successful.is_empty());
+    }
+
+    #[test]
+    fn the_log_writes_one_line_per_request() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sub/requests.jsonl");
+        let mut log = RequestLog::create(&path).expect("create");
+        for slot in 0..3 {
+            log.write(&RequestEntry::new(
+                0,
+                &record(slot, RequestStatus::Completed),
+                &anchor(),
+            ));
+        }
+        log.flush().expect("flush");
+        let text = std::fs::read_to_string(&path).expect("read");
+        let lines: Vec<RequestEntry> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(log.lines(), 3);
+        assert_eq!(lines[2].slot, 2);
+    }
+}

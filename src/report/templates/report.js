@@ -1,0 +1,250 @@
+// Charts of the llmsurge HTML report, drawn with uPlot from the report embedded in the
+// page. Every field is read defensively: a report may have any number of benchmarks,
+// metrics with no values, and fields this script does not know yet (or, from an older
+// llmsurge, fields missing). When done, <body> carries data-charts-expected and
+// data-charts-rendered (the headless check in scripts/check-html.sh reads them).
+(function () {
+  "use strict";
+  var data = JSON.parse(document.getElementById("report-data").textContent);
+  var report = data.report || {};
+  var labels = data.labels || [];
+  var benches = Array.isArray(report.benchmarks) ? report.benchmarks : [];
+  var PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+  var PCTS = ["p0_1", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "p99_9"];
+  var PCT_LABELS = ["0.1", "1", "5", "10", "25", "50", "75", "90", "95", "99", "99.9"];
+  var expected = 0;
+  var rendered = 0;
+
+  function color(i) { return PALETTE[i % PALETTE.length]; }
+  function label(i) { return labels[i] || ("benchmark " + (i + 1)); }
+  function num(v) { return typeof v === "number" && isFinite(v) ? v : null; }
+
+  // The distribution of `key` for `status` of benchmark b, when it has values.
+  function dist(b, key, status) {
+    var m = b && b.metrics && b.metrics[key];
+    var d = m && m[status || "successful"];
+    return d && d.count > 0 ? d : null;
+  }
+  function pct(b, key, p) {
+    var d = dist(b, key);
+    return d && d.percentiles ? num(d.percentiles[p]) : null;
+  }
+  function hasValue(ys) {
+    return ys.some(function (s) { return s.some(function (v) { return v !== null; }); });
+  }
+
+  function card(containerId, title) {
+    var box = document.createElement("div");
+    box.className = "chart";
+    var h = document.createElement("h3");
+    h.textContent = title;
+    box.appendChild(h);
+    document.getElementById(containerId).appendChild(box);
+    return box;
+  }
+  function noData(containerId, title, why) {
+    var box = card(containerId, title);
+    var p = document.createElement("p");
+    p.className = "nodata";
+    p.textContent = why;
+    box.appendChild(p);
+  }
+
+  // Draws one chart; a failure is logged (the headless check fails on console errors)
+  // and shown in place of the chart.
+  function chart(containerId, title, opts, columns) {
+    expected++;
+    var box = card(containerId, title);
+    try {
+      opts.width = Math.max(320, box.clientWidth - 16);
+      opts.height = opts.height || 280;
+      new uPlot(opts, columns, box);
+      rendered++;
+    } catch (e) {
+      console.error("chart '" + title + "' failed: " + e);
+      var p = document.createElement("p");
+      p.className = "nodata";
+      p.textContent = "This chart could not be drawn: " + e;
+      box.appendChild(p);
+    }
+  }
+
+  function line(label, stroke, extra) {
+    var s = { label: label, stroke: stroke, width: 2, points: { show: true, size: 6 } };
+    for (var k in extra || {}) { s[k] = extra[k]; }
+    return s;
+  }
+
+  // Latency against the achieved request rate, one point per benchmark.
+  function loadCurves() {
+    var order = benches.map(function (b, i) { return i; })
+      .filter(function (i) { return num(benches[i].throughput && benches[i].throughput.requests_per_s) !== null; })
+      .sort(function (a, c) { return benches[a].throughput.requests_per_s - benches[c].throughput.requests_per_s; });
+    var metrics = [["ttft", "TTFT"], ["itl", "Inter-token latency"], ["request_latency", "End-to-end latency"]];
+    metrics.forEach(function (m) {
+      var title = m[1] + " vs achieved request rate (ms)";
+      var xs = order.map(function (i) { return benches[i].throughput.requests_per_s; });
+      var ys = ["p50", "p90", "p99"].map(function (p) {
+        return order.map(function (i) { return pct(benches[i], m[0], p); });
+      });
+      if (!hasValue(ys)) { noData("charts-load", title, "No successful request measured this metric."); return; }
+      chart("charts-load", title, {
+        scales: { x: { time: false } },
+        series: [{ label: "req/s" }, line("p50", color(0)), line("p90", color(3)), line("p99", color(1))],
+        axes: [{ label: "achieved requests/s" }, { label: "ms" }],
+      }, [xs].concat(ys));
+    });
+  }
+
+  // Achieved throughput against the offered load of each benchmark: its target rate
+  // (constant, poisson), or what it achieved when it has no rate target (synchronous,
+  // throughput and concurrent benchmarks offer whatever they can).
+  function throughput() {
+    var title = "Throughput vs offered load";
+    function achieved(b) { return num(b.throughput && b.throughput.requests_per_s); }
+    function target(b) {
+      var t = b.strategy && b.strategy.type;
+      return (t === "constant" || t === "poisson") ? num(b.strategy.rate) : null;
+    }
+    var order = benches.map(function (b, i) { return i; })
+      .filter(function (i) { return (target(benches[i]) !== null ? target(benches[i]) : achieved(benches[i])) !== null; });
+    function offered(i) { var t = target(benches[i]); return t !== null ? t : achieved(benches[i]); }
+    order.sort(function (a, c) { return offered(a) - offered(c); });
+    if (!order.length) { noData("charts-throughput", title, "No benchmark measured a request rate."); return; }
+    var xs = order.map(offered);
+    var columns = [xs,
+      order.map(function (i) { return achieved(benches[i]); }),
+      order.map(function (i) { return num(benches[i].throughput && benches[i].throughput.output_tokens_per_s); })];
+    var series = [{ label: "offered req/s", value: function (u, v, si, k) {
+        return k === null || k === undefined ? "–" : label(order[k]) + " (" + (Math.round(v * 100) / 100) + ")";
+      } },
+      line("achieved req/s", color(0), { scale: "rps" }),
+      line("output tok/s", color(2), { scale: "tok" })];
+    var targets = order.map(function (i) { return target(benches[i]); });
+    if (targets.some(function (t) { return t !== null; })) {
+      series.push(line("target req/s", color(7), { scale: "rps", dash: [6, 4], width: 1 }));
+      columns.push(targets);
+    }
+    chart("charts-throughput", title, {
+      scales: { x: { time: false }, rps: {}, tok: {} },
+      series: series,
+      axes: [{ label: "offered requests/s (target rate, or achieved without one)" },
+        { label: "requests/s", scale: "rps" },
+        { label: "output tokens/s", scale: "tok", side: 1, grid: { show: false } }],
+    }, columns);
+  }
+
+  // Each benchmark's percentile curve of one metric.
+  function distributions() {
+    var metrics = [["ttft", "TTFT"], ["itl", "Inter-token latency"], ["tpot", "Time per output token"],
+      ["request_latency", "End-to-end latency"]];
+    metrics.forEach(function (m) {
+      var title = m[1] + " by percentile (ms)";
+      var xs = PCTS.map(function (p, k) { return k; });
+      var shown = [];
+      var ys = [];
+      benches.forEach(function (b, i) {
+        if (!dist(b, m[0])) { return; }
+        shown.push(i);
+        ys.push(PCTS.map(function (p) { return pct(b, m[0], p); }));
+      });
+      if (!ys.length) { noData("charts-distributions", title, "No successful request measured this metric."); return; }
+      chart("charts-distributions", title, {
+        scales: { x: { time: false } },
+        series: [{ label: "percentile", value: function (u, v) { return v === null ? "–" : "p" + PCT_LABELS[v]; } }]
+          .concat(shown.map(function (i) { return line(label(i), color(i), { points: { show: true, size: 4 } }); })),
+        axes: [{
+          label: "percentile",
+          splits: function () { return xs; },
+          values: function (u, splits) { return splits.map(function (v) { return PCT_LABELS[v] || ""; }); },
+        }, { label: "ms" }],
+      }, [xs].concat(ys));
+    });
+  }
+
+  // Per-second series over the whole run, one colour per benchmark.
+  function timeseries() {
+    var starts = benches.map(function (b) { return num(b.start_time); }).filter(function (v) { return v !== null; });
+    var run0 = starts.length ? Math.min.apply(null, starts) : 0;
+    var points = [];
+    benches.forEach(function (b, i) {
+      (Array.isArray(b.timeseries) ? b.timeseries : []).forEach(function (p) {
+        var t = num(p.t);
+        if (t !== null) { points.push({ x: (num(b.start_time) || run0) - run0 + t, i: i, p: p }); }
+      });
+    });
+    points.sort(function (a, c) { return a.x - c.x; });
+    var present = [];
+    points.forEach(function (e) { if (present.indexOf(e.i) < 0) { present.push(e.i); } });
+    present.sort(function (a, c) { return a - c; });
+    var metrics = [
+      ["Concurrency (requests in flight)", "requests", function (p) { return num(p.concurrency); }],
+      ["Request rate (completed per second)", "requests/s", function (p) { return num(p.completed); }],
+      ["TTFT, mean per second (ms)", "ms", function (p) { return num(p.ttft_mean_ms); }],
+    ];
+    metrics.forEach(function (m) {
+      var xs = points.map(function (e) { return e.x; });
+      var ys = present.map(function (i) {
+        return points.map(function (e) { return e.i === i ? m[2](e.p) : null; });
+      });
+      if (!hasValue(ys)) { noData("charts-timeseries", m[0], "No per-second data."); return; }
+      chart("charts-timeseries", m[0], {
+        scales: { x: { time: false } },
+        series: [{ label: "s" }].concat(present.map(function (i) {
+          return { label: label(i), stroke: color(i), width: 1.5, points: { show: false } };
+        })),
+        axes: [{ label: "seconds since the run started" }, { label: m[1] }],
+      }, [xs].concat(ys));
+    });
+  }
+
+  // SLO verdicts, when the report carries them (`slo` on a benchmark: `passed` and
+  // `checks`, each with its `name`, `measured` value and `passed`).
+  function slo() {
+    var rows = [];
+    benches.forEach(function (b, i) { if (b && b.slo !== undefined && b.slo !== null) { rows.push([i, b.slo]); } });
+    if (!rows.length) { return; }
+    var body = document.getElementById("slo-body");
+    var table = document.createElement("table");
+    var head = table.insertRow();
+    ["Benchmark", "Verdict", "Checks"].forEach(function (t) {
+      var th = document.createElement("th"); th.textContent = t; head.appendChild(th);
+    });
+    function verdict(v) {
+      var ok = v && (v.passed !== undefined ? v.passed : v.pass !== undefined ? v.pass : v.ok);
+      var span = document.createElement("span");
+      span.className = ok === true ? "pass" : ok === false ? "fail" : "";
+      span.textContent = ok === true ? "pass" : ok === false ? "fail" : "–";
+      return span;
+    }
+    rows.forEach(function (r) {
+      var tr = table.insertRow();
+      tr.insertCell().textContent = label(r[0]);
+      tr.insertCell().appendChild(verdict(r[1]));
+      var cell = tr.insertCell();
+      var checks = Array.isArray(r[1].checks) ? r[1].checks : [];
+      checks.forEach(function (c) {
+        var div = document.createElement("div");
+        div.appendChild(verdict(c));
+        var name = c.name || c.metric || c.key || "";
+        var measured = c.measured !== undefined ? c.measured : c.observed;
+        var shown = typeof measured === "number" ? String(Math.round(measured * 1000) / 1000)
+          : measured === null ? "not measured" : measured;
+        div.appendChild(document.createTextNode(" " + name +
+          (shown !== undefined ? " (measured " + shown + ")" : "")));
+        cell.appendChild(div);
+      });
+    });
+    body.appendChild(table);
+    document.getElementById("slo").hidden = false;
+  }
+
+  slo();
+  loadCurves();
+  throughput();
+  distributions();
+  timeseries();
+  document.body.setAttribute("data-charts-expected", String(expected));
+  document.body.setAttribute("data-charts-rendered", String(rendered));
+})();

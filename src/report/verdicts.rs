@@ -1,0 +1,65 @@
+//! The SLO pass/fail table and the capacity answer, for the console.
+
+use comfy_table::{Cell, Table, presets::UTF8_FULL_CONDENSED};
+use llmsurge_coordinator::BenchmarkResult;
+use llmsurge_coordinator::profiles::CapacityOutcome;
+
+fn fmt(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// One row per SLO check per benchmark (empty when no SLO was given), then the capacity
+/// answer of a capacity search.
+pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>) -> String {
+    let mut out = String::new();
+    if benchmarks.iter().any(|b| b.slo.is_some()) {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(["Benchmark", "Objective", "Threshold", "Measured", "Verdict"]);
+        for b in benchmarks {
+            for c in b.slo.iter().flat_map(|v| &v.checks) {
+                let verdict = Cell::new(if c.passed { "PASS" } else { "FAIL" });
+                t.add_row(vec![
+                    Cell::new(b.strategy.to_string()),
+                    Cell::new(&c.name),
+                    Cell::new(fmt(c.threshold)),
+                    Cell::new(c.measured.map_or("n/a".into(), fmt)),
+                    verdict,
+                ]);
+            }
+        }
+        let failed = benchmarks
+            .iter()
+            .filter(|b| b.slo.as_ref().is_some_and(|v| !v.passed))
+            .count();
+        out.push_str(&format!(
+            "Service-level objectives: {failed} of {} benchmarks failed\n",
+            benchmarks.len()
+        ));
+        out.push_str(&t.to_string());
+        out.push('\n');
+    }
+    if let Some(c) = capacity {
+        match c.rate {
+            Some(rate) => out.push_str(&format!(
+                "\nCapacity: {rate:.3} req/s — the highest constant rate that meets the SLO ({})\n",
+                c.conclusion
+            )),
+            None => out.push_str(&format!("\nCapacity: none — {}\n", c.conclusion)),
+        }
+        for p in &c.probes {
+            out.push_str(&format!(
+                "  benchmark {} {:<20} {:>10.3} req/s  {}\n",
+                p.benchmark,
+                p.strategy.to_string(),
+                p.rate,
+                if p.passed { "pass" } else { "fail" }
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,322 @@
+//! Sweeps, warm-up/cool-down, over-saturation, SLO verdicts and the capacity search,
+//! against the mock's capacity model: C slots and a fixed service time S give a capacity
+//! of C/S requests per second (docs/mock-server.md).
+
+use crate::support::{mock, ok_report, run};
+use llmsurge::mock::MockConfig;
+use llmsurge_coordinator::{StopReason, Strategy};
+
+/// 4 slots; each request takes S = 20 ms + 15 × 5 ms = 95 ms for 16 tokens, so the
+/// capacity is 4 / 0.095 ≈ 42 requests/s.
+fn capacity_mock() -> MockConfig {
+    MockConfig {
+        max_concurrency: Some(4),
+        ttft_ms: 20.0,
+        itl_ms: 5.0,
+        output_tokens: 16,
+        ..MockConfig::default()
+    }
+}
+const CAPACITY: f64 = 4.0 / 0.095;
+const DATA: &str = "prompt_tokens=16,output_tokens=16";
+
+#[test]
+fn a_sweep_spans_synchronous_to_throughput_in_even_steps() {
+    let server = mock(capacity_mock());
+    let url = server.base_url();
+    let run = run(&[
+        "--target",
+        &url,
+        "--profile",
+        "sweep",
+        "--rate",
+        "5",
+        "--max-seconds",
+        "3",
+        "--max-concurrency",
+        "32",
+        "--data",
+        DATA,
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks;
+    assert_eq!(b.len(), 5);
+    assert_eq!(b[0].strategy, Strategy::Synchronous);
+    assert_eq!(
+        b[1].strategy,
+        Strategy::Throughput {
+            max_concurrency: 32
+        }
+    );
+    let (lo, hi) = (
+        b[0].throughput.requests_per_s,
+        b[1].throughput.requests_per_s,
+    );
+    // Synchronous does one request per service time; throughput saturates the C slots.
+    assert!((8.0..=11.0).contains(&lo), "synchronous {lo} req/s");
+    assert!(
+        (CAPACITY * 0.85..=CAPACITY * 1.1).contains(&hi),
+        "throughput {hi} req/s vs capacity {CAPACITY}"
+    );
+    for (k, r) in b[2..].iter().enumerate() {
+        let Strategy::Constant { rate } = r.strategy else {
+            panic!("constant expected: {:?}", r.strategy)
+        };
+        let expected = lo + (k + 1) as f64 * (hi - lo) / 4.0;
+        assert!(
+            (rate - expected).abs() < 1e-9,
+            "rate {rate} vs evenly spaced {expected}"
+        );
+        // Below capacity the server keeps up: achieved ≈ offered.
+        let achieved = r.throughput.requests_per_s;
+        assert!(
+            (achieved - rate).abs() <= rate * 0.15,
+            "offered {rate}, achieved {achieved}"
+        );
+    }
+    let achieved: Vec<f64> = b[2..].iter().map(|r| r.throughput.requests_per_s).collect();
+    assert!(
+        achieved.windows(2).all(|w| w[1] > w[0]),
+        "throughput rises with the rate: {achieved:?}"
+    );
+    // Past capacity requests queue: TTFT at saturation dwarfs TTFT one at a time.
+    let ttft = |i: usize| b[i].metrics["ttft"].successful.percentiles.p50;
+    assert!(
+        ttft(1) > 5.0 * ttft(0),
+        "ttft p50 synchronous {} vs throughput {}",
+        ttft(0),
+        ttft(1)
+    );
+}
+
+#[test]
+fn warmup_and_cooldown_by_request_count_are_excluded_exactly() {
+    let server = mock(MockConfig {
+        ttft_ms: 2.0,
+        ..MockConfig::default()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "3",
+        "--max-requests",
+        "50",
+        "--warmup",
+        "10req",
+        "--cooldown",
+        "15req",
+        "--data",
+        DATA,
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert_eq!((b.requests.created, b.requests.completed), (50, 50));
+    assert_eq!((b.requests.warmup, b.requests.cooldown), (10, 15));
+    assert_eq!(b.measured_requests.completed, 25);
+    for metric in ["ttft", "request_latency", "output_tokens", "dispatch_lag"] {
+        assert_eq!(b.metrics[metric].successful.count, 25, "{metric}");
+    }
+    assert_eq!(
+        (b.window.warmup_slots, b.window.cooldown_from_slot),
+        (Some(10), Some(35))
+    );
+}
+
+#[test]
+fn over_saturation_stops_an_overloaded_benchmark_early() {
+    let server = mock(capacity_mock());
+    let rate = format!("{}", (2.0 * CAPACITY).round());
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        &rate,
+        "--max-seconds",
+        "60",
+        "--over-saturation",
+        r#"{"min_seconds": 3}"#,
+        "--data",
+        DATA,
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    let Some(StopReason::OverSaturation { detail }) = &b.stop_reason else {
+        panic!("expected an over-saturation stop, got {:?}", b.stop_reason)
+    };
+    let at = b.stop_time_s.expect("stop time");
+    assert!((3.0..20.0).contains(&at), "stopped at {at}s ({detail})");
+    assert!(b.duration_s < 30.0, "{}", b.duration_s);
+}
+
+#[test]
+fn over_saturation_leaves_a_healthy_benchmark_alone() {
+    let server = mock(capacity_mock());
+    let rate = format!("{}", (0.5 * CAPACITY).round());
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        &rate,
+        "--max-seconds",
+        "12",
+        "--over-saturation",
+        r#"{"min_seconds": 3}"#,
+        "--data",
+        DATA,
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let b = &run.report().benchmarks[0];
+    assert!(
+        matches!(b.stop_reason, Some(StopReason::MaxSeconds { .. })),
+        "{:?}",
+        b.stop_reason
+    );
+}
+
+#[test]
+fn slo_verdicts_set_the_exit_code_and_name_the_failures() {
+    let args = |url: &str| {
+        vec![
+            "--target".to_string(),
+            url.to_string(),
+            "--profile".into(),
+            "concurrent".into(),
+            "--rate".into(),
+            "2".into(),
+            "--max-requests".into(),
+            "20".into(),
+            "--data".into(),
+            DATA.into(),
+            "--slo".into(),
+            "ttft_p99<=100ms,error_rate<=1%".into(),
+        ]
+    };
+    let fast = mock(MockConfig {
+        ttft_ms: 5.0,
+        ..MockConfig::default()
+    });
+    let a = args(&fast.base_url());
+    let run_fast = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(run_fast.code(), 0, "{}", run_fast.stderr);
+    let verdict = run_fast.report().benchmarks[0]
+        .slo
+        .clone()
+        .expect("verdict");
+    assert!(verdict.passed && verdict.checks.len() == 2);
+
+    let slow = mock(MockConfig {
+        ttft_ms: 200.0,
+        ..MockConfig::default()
+    });
+    let a = args(&slow.base_url());
+    let run_slow = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        run_slow.code(),
+        llmsurge::exit_codes::GATE_FAILED,
+        "{}",
+        run_slow.stderr
+    );
+    let verdict = run_slow.report().benchmarks[0]
+        .slo
+        .clone()
+        .expect("verdict");
+    assert!(!verdict.passed);
+    assert!(!verdict.checks[0].passed && verdict.checks[1].passed);
+    assert!(verdict.checks[0].measured.is_some_and(|m| m >= 200.0));
+    let row = run_slow
+        .stdout
+        .lines()
+        .find(|l| l.contains("ttft_p99<=100ms"))
+        .expect("a row for the failed check");
+    assert!(
+        row.contains("FAIL") && row.contains("concurrent@2") && row.contains("100"),
+        "{row}"
+    );
+}
+
+#[test]
+fn the_capacity_search_finds_the_mock_capacity() {
+    let server = mock(capacity_mock());
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "capacity",
+        "--slo",
+        "ttft_p99<=60ms",
+        "--max-seconds",
+        "4",
+        "--max-concurrency",
+        "32",
+        "--data",
+        DATA,
+    ]);
+    let report = ok_report(&run);
+    let capacity = report.capacity.expect("a capacity outcome");
+    let rate = capacity.rate.expect("a rate");
+    assert!(
+        (rate - CAPACITY).abs() <= CAPACITY * 0.10,
+        "found {rate} req/s, capacity {CAPACITY}"
+    );
+    assert!(
+        report.benchmarks.len() <= 8,
+        "{} benchmarks",
+        report.benchmarks.len()
+    );
+    assert_eq!(capacity.probes.len(), report.benchmarks.len());
+    assert!(run.stdout.contains("Capacity:"), "{}", run.stdout);
+}
+
+#[test]
+fn profile_specific_flags_are_refused_elsewhere() {
+    let server = mock(MockConfig::default());
+    let url = server.base_url();
+    for (args, needle) in [
+        (vec!["--profile", "capacity"], "--slo"),
+        (
+            vec![
+                "--profile",
+                "constant",
+                "--rate",
+                "5",
+                "--sweep-arrivals",
+                "poisson",
+            ],
+            "--sweep-arrivals",
+        ),
+        (vec!["--profile", "sweep", "--rate", "1.5"], "--rate"),
+        (
+            vec![
+                "--profile",
+                "constant",
+                "--rate",
+                "5",
+                "--capacity-precision",
+                "5%",
+            ],
+            "--capacity-precision",
+        ),
+        (vec!["--slo", "ttft_p99<=fast"], "--slo"),
+        (
+            vec!["--over-saturation", "{\"confidence\": 2}"],
+            "confidence",
+        ),
+    ] {
+        let mut full = vec!["--target", url.as_str()];
+        full.extend(args);
+        let run = run(&full);
+        assert_eq!(run.code(), 2, "{full:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(needle) && run.stderr.lines().count() == 1,
+            "{full:?}: {}",
+            run.stderr
+        );
+    }
+}

@@ -1,0 +1,244 @@
+//! Request formats and server faults: every fault becomes an errored request with its
+//! kind and a reason, never a hang or a crash.
+
+use crate::support::{mock, ok_report, run};
+use llmsurge::mock::MockConfig;
+
+const DATA: &str = "prompt_tokens=16,output_tokens=8";
+
+fn error_count(b: &llmsurge_coordinator::BenchmarkResult, kind: &str) -> u64 {
+    b.errors
+        .iter()
+        .find(|e| e.kind == kind)
+        .map_or(0, |e| e.count)
+}
+
+#[test]
+fn server_faults_become_errors_of_their_kind() {
+    let server = mock(MockConfig {
+        drop_rate: 0.2,
+        garbage_rate: 0.2,
+        stall_rate: 0.1,
+        seed: 3,
+        ..MockConfig::default()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "8",
+        "--max-requests",
+        "120",
+        "--request-timeout",
+        "2s",
+        "--data",
+        DATA,
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    let faults = server.stats().faults;
+    assert_eq!(
+        error_count(b, "stream_broken"),
+        faults.drop,
+        "{:?}",
+        b.errors
+    );
+    assert_eq!(
+        error_count(b, "malformed_response"),
+        faults.garbage,
+        "{:?}",
+        b.errors
+    );
+    assert_eq!(error_count(b, "timeout"), faults.stall, "{:?}", b.errors);
+    assert!(
+        faults.drop > 0 && faults.garbage > 0 && faults.stall > 0,
+        "{faults:?}"
+    );
+    assert_eq!(b.requests.completed + b.requests.errored, 120);
+    let timeout = b
+        .errors
+        .iter()
+        .find(|e| e.kind == "timeout")
+        .expect("timeouts");
+    assert!(
+        timeout.samples[0].contains("2.000s"),
+        "{:?}",
+        timeout.samples
+    );
+}
+
+#[test]
+fn a_ttft_timeout_bounds_the_wait_for_the_first_token() {
+    let server = mock(MockConfig {
+        ttft_ms: 5_000.0,
+        ..MockConfig::default()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--max-requests",
+        "2",
+        "--ttft-timeout",
+        "200ms",
+        "--data",
+        DATA,
+    ]);
+    // Nothing succeeded: an invalid run.
+    assert_eq!(
+        run.code(),
+        llmsurge::exit_codes::INVALID_RUN,
+        "{}",
+        run.stderr
+    );
+    let b = &run.report().benchmarks[0];
+    assert_eq!(error_count(b, "timeout"), 2);
+    assert!(b.duration_s < 3.0, "{}", b.duration_s);
+}
+
+#[test]
+fn completions_non_streaming_and_http2_work() {
+    let server = mock(MockConfig {
+        output_tokens: 8,
+        ..MockConfig::default()
+    });
+    let url = server.base_url();
+    for extra in [
+        vec!["--request-format", "completions"],
+        vec!["--stream", "false"],
+        vec!["--http2"],
+        vec![
+            "--request-format",
+            "completions",
+            "--stream",
+            "false",
+            "--http2",
+        ],
+    ] {
+        let mut args = vec![
+            "--target",
+            url.as_str(),
+            "--profile",
+            "concurrent",
+            "--rate",
+            "2",
+            "--max-requests",
+            "10",
+            "--data",
+            DATA,
+        ];
+        args.extend(extra.iter().copied());
+        let run = run(&args);
+        assert_eq!(run.code(), 0, "{extra:?}: {}", run.stderr);
+        let b = &run.report().benchmarks[0];
+        assert_eq!(b.requests.completed, 10, "{extra:?}: {:?}", b.errors);
+        assert_eq!(
+            b.metrics["output_tokens"].successful.percentiles.p50, 8.0,
+            "{extra:?}"
+        );
+    }
+    let stats = server.stats();
+    assert_eq!(stats.requests.completions, 20);
+    assert_eq!(stats.requests.chat_completions, 20);
+}
+
+#[test]
+fn backend_kwargs_reach_the_request_body() {
+    let server = mock(MockConfig::default());
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--max-requests",
+        "5",
+        "--data",
+        DATA,
+        "--backend-kwargs",
+        r#"{"extra_body": {"max_tokens": 3}, "headers": {"X-Trace": "t"}, "params": {"a": 1}}"#,
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    // extra_body overrides the data's output length.
+    assert_eq!(
+        run.report().benchmarks[0].metrics["output_tokens"]
+            .successful
+            .percentiles
+            .p50,
+        3.0
+    );
+}
+
+#[test]
+fn a_concurrency_cap_makes_slots_late_and_says_so() {
+    let server = mock(MockConfig {
+        ttft_ms: 100.0,
+        ..MockConfig::default()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "40",
+        "--max-requests",
+        "20",
+        "--max-concurrency",
+        "1",
+        "--data",
+        DATA,
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let b = &run.report().benchmarks[0];
+    assert_eq!(server.stats().peak_active, 1);
+    assert!(b.requests.late >= 15, "{:?}", b.requests);
+    assert_eq!(b.client.late_requests, b.requests.late);
+    assert!(
+        b.client.warnings.iter().any(|w| w.contains("late")),
+        "{:?}",
+        b.client.warnings
+    );
+    assert!(!b.client.bottleneck, "a cap is not a client bottleneck");
+}
+
+#[test]
+fn reasoning_tokens_separate_first_token_from_first_output_token() {
+    // 10 reasoning tokens stream first, 5 ms apart, then the content.
+    let server = mock(MockConfig {
+        ttft_ms: 20.0,
+        itl_ms: 5.0,
+        reasoning_tokens: 10,
+        ..MockConfig::default()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--max-requests",
+        "5",
+        "--data",
+        DATA,
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let b = &run.report().benchmarks[0];
+    let (any, content) = (
+        &b.metrics["ttft_any"].successful,
+        &b.metrics["ttft"].successful,
+    );
+    assert!(
+        any.percentiles.p50 >= 20.0 && any.percentiles.p50 < 40.0,
+        "ttft_any {}",
+        any.percentiles.p50
+    );
+    // The first content token comes 10 gaps of 5 ms after the first reasoning token.
+    assert!(
+        content.percentiles.p50 >= any.percentiles.p50 + 45.0,
+        "ttft {} vs any {}",
+        content.percentiles.p50,
+        any.percentiles.p50
+    );
+}
