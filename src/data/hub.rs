@@ -181,7 +181,7 @@ pub fn remote_dataset_files(id: &str, args: &DatasetArgs) -> Result<Vec<PathBuf>
     use hf_hub::{Repo, RepoType};
     let offline = |e: &dyn std::fmt::Display| {
         format!(
-            "cannot fetch dataset {id} from Hugging Face ({e}); offline? download it and pass its folder"
+            "{id}: cannot fetch this dataset from Hugging Face ({e}); offline? download it and pass its folder"
         )
     };
     let api = hf_hub::api::sync::ApiBuilder::from_env()
@@ -215,7 +215,7 @@ pub fn remote_dataset_files(id: &str, _args: &DatasetArgs) -> Result<Vec<PathBuf
 pub fn download_tokenizer(id: &str) -> Result<PathBuf, String> {
     let fail = |e: &dyn std::fmt::Display| {
         format!(
-            "cannot fetch the tokenizer of {id} from Hugging Face ({e}); offline? pass a local tokenizer.json or model folder"
+            "{id}: cannot fetch its tokenizer from Hugging Face ({e}); offline? pass a local tokenizer.json or model folder"
         )
     };
     let api = hf_hub::api::sync::ApiBuilder::from_env()

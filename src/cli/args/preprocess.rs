@@ -15,24 +15,20 @@ pub struct PreprocessArgs {
     /// output_tokens_count).
     pub output: PathBuf,
     /// Tokenizer the lengths are exact under (as `benchmark run --processor`).
-    #[arg(long, env = "LLMSURGE_PREPROCESS_PROCESSOR", default_value = crate::data::tokenizer::DEFAULT_PROCESSOR)]
+    #[arg(long, env = "LLMSURGE_PROCESSOR", default_value = crate::data::tokenizer::DEFAULT_PROCESSOR)]
     pub processor: String,
     /// Target lengths as a synthetic spec: prompt_tokens and output_tokens, with optional
     /// _stdev, _min, _max and random_seed (e.g. "prompt_tokens=512,output_tokens=128").
-    #[arg(long, env = "LLMSURGE_PREPROCESS_CONFIG")]
+    #[arg(long, env = "LLMSURGE_CONFIG")]
     pub config: String,
     /// What to do with a prompt shorter than its target.
-    #[arg(long, env = "LLMSURGE_PREPROCESS_SHORT_PROMPT_STRATEGY", value_enum, default_value_t = ShortPromptStrategy::Ignore)]
+    #[arg(long, env = "LLMSURGE_SHORT_PROMPT_STRATEGY", value_enum, default_value_t = ShortPromptStrategy::Ignore)]
     pub short_prompt_strategy: ShortPromptStrategy,
     /// Column names as JSON (as `benchmark run --data-column-mapper`).
-    #[arg(
-        long,
-        env = "LLMSURGE_PREPROCESS_DATA_COLUMN_MAPPER",
-        value_name = "JSON"
-    )]
+    #[arg(long, env = "LLMSURGE_DATA_COLUMN_MAPPER", value_name = "JSON")]
     pub data_column_mapper: Option<String>,
     /// Seed of the drawn lengths, unless the config sets random_seed.
-    #[arg(long, env = "LLMSURGE_PREPROCESS_RANDOM_SEED", default_value_t = 42)]
+    #[arg(long, env = "LLMSURGE_RANDOM_SEED", default_value_t = 42)]
     pub random_seed: u64,
 }
 
