@@ -2,6 +2,7 @@
 //! count independence, worker death, Ctrl-C, and usage errors.
 
 mod adaptive;
+mod data;
 mod failures;
 mod fd_limit;
 mod gates;

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Which OpenAI endpoint requests go to.
@@ -126,6 +127,48 @@ pub enum Arrivals {
     },
 }
 
+/// A tokenizer every process can load without the network (the coordinator downloads
+/// Hugging Face tokenizers before workers start and hands them the local file).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenizerRef {
+    /// A built-in encoding compiled into the binary, e.g. `cl100k_base`.
+    Builtin(String),
+    /// A local Hugging Face `tokenizer.json`.
+    File(PathBuf),
+}
+
+impl fmt::Display for TokenizerRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenizerRef::Builtin(name) => f.write_str(name),
+            TokenizerRef::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// Order in which a finite dataset's rows are used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SamplerKind {
+    /// Row 0, 1, 2, ... (every epoch the same order).
+    #[default]
+    Sequential,
+    /// A seeded permutation per epoch, reseeded every epoch.
+    Shuffle,
+}
+
+/// How slots map onto the rows of a finite dataset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// Row order.
+    pub sampler: SamplerKind,
+    /// Seed of the shuffles (epoch `e` uses (seed, "data-shuffle", e)).
+    pub seed: u64,
+    /// Start a new epoch when the rows run out; otherwise the dataset ends the benchmark.
+    pub oversample: bool,
+}
+
 /// A synthetic workload: prompts and output lengths drawn from these settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SyntheticSpec {
@@ -153,6 +196,24 @@ pub struct SyntheticSpec {
     pub samples: Option<u64>,
     /// Seed of the prompt and length streams.
     pub random_seed: u64,
+    /// A text file to take prompt text from; the built-in text when absent.
+    pub source: Option<PathBuf>,
+    /// The tokenizer prompt lengths are exact under.
+    pub tokenizer: TokenizerRef,
+    /// How slots map onto `samples`, when set.
+    pub sampling: Sampling,
+}
+
+/// Rows prepared by the coordinator (files and datasets), written once to a read-only
+/// table file that every worker reads during its handshake.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSpec {
+    /// The table file (msgpack rows, written by the coordinator).
+    pub path: PathBuf,
+    /// Rows in the table.
+    pub rows: u64,
+    /// How slots map onto rows.
+    pub sampling: Sampling,
 }
 
 /// Where request payloads come from.
@@ -161,6 +222,19 @@ pub struct SyntheticSpec {
 pub enum DataSpec {
     /// Generated in the worker from (seed, slot): no round trip per request.
     Synthetic(SyntheticSpec),
+    /// Read from a prepared table: no round trip per request.
+    Table(TableSpec),
+}
+
+impl DataSpec {
+    /// Requests the data can serve before it ends the benchmark (`None`: unbounded).
+    pub fn dataset_len(&self) -> Option<u64> {
+        let (len, sampling) = match self {
+            DataSpec::Synthetic(s) => (s.samples?, s.sampling),
+            DataSpec::Table(t) => (t.rows, t.sampling),
+        };
+        (!sampling.oversample).then_some(len)
+    }
 }
 
 /// Which requests are warm-up or cool-down, so the worker can tag each as it finishes.

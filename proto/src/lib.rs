@@ -24,8 +24,8 @@ pub mod shm;
 
 pub use clock::{ClockAnchor, MonoNanos};
 pub use config::{
-    Arrivals, BackendConfig, DataSpec, MeasureWindow, RequestFormat, Schedule, Secret,
-    SyntheticSpec, WorkerConfig,
+    Arrivals, BackendConfig, DataSpec, MeasureWindow, RequestFormat, SamplerKind, Sampling,
+    Schedule, Secret, SyntheticSpec, TableSpec, TokenizerRef, WorkerConfig,
 };
 pub use frame::{FrameError, FrameIoError, FrameReader, FrameWriter, decode_frame, encode_frame};
 pub use messages::{FromWorker, PROTOCOL_VERSION, ToWorker, UpdateBatch};

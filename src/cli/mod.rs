@@ -11,6 +11,7 @@ pub mod from_file;
 pub mod resolve;
 pub mod resolve_output;
 pub mod run;
+pub mod scenario;
 pub mod values;
 
 use crate::exit_codes;
@@ -39,6 +40,9 @@ enum Command {
     Benchmark(BenchmarkCommand),
     /// Run the built-in mock OpenAI-compatible server.
     MockServer(crate::mock::MockConfig),
+    /// Prepare data offline.
+    #[command(subcommand)]
+    Preprocess(PreprocessCommand),
     /// Print every setting with its environment variable, default and effective value,
     /// as a .env block (secrets redacted).
     Config,
@@ -57,6 +61,12 @@ enum BenchmarkCommand {
     FromFile(from_file::FromFileArgs),
     /// Compare two reports: flag regressions beyond tolerance and noise (exit code 3).
     Compare(compare::CompareArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum PreprocessCommand {
+    /// Rewrite a dataset so every prompt has a requested token length.
+    Dataset(args::PreprocessArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -125,7 +135,14 @@ pub fn main() -> i32 {
     // Every mode holds many sockets (the coordinator's in-process mock, the mock server,
     // workers): lift the soft open-file limit to the hard one before anything opens.
     let _ = llmsurge_proto::fdlimit::raise_fd_limit();
-    let matches = match Cli::command().try_get_matches() {
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let command = match scenario::apply(Cli::command(), &argv) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    let matches = match command.try_get_matches() {
         Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -172,6 +189,7 @@ pub fn main() -> i32 {
                 }
             }
         }
+        Command::Preprocess(PreprocessCommand::Dataset(a)) => a.run(),
         Command::Worker(w) => worker_main(&w),
     }
 }

@@ -3,13 +3,13 @@
 
 use super::args::{ProfileKind, RequestFormatArg, RunArgs, SweepArrivalsArg, WorkerFailureArg};
 use super::values::WindowSpec;
-use crate::data::parse_data_spec;
+use crate::data::DataPlan;
 use llmsurge_coordinator::slo::SloTarget;
 use llmsurge_coordinator::{
     DEFAULT_THROUGHPUT_CONCURRENCY, GoodputSpec, Limits, OnWorkerFailure, SaturationConfig, Slo,
     Strategy, StrategySettings, SweepArrivals,
 };
-use llmsurge_proto::{DataSpec, MeasureWindow, RequestFormat, Secret};
+use llmsurge_proto::{MeasureWindow, RequestFormat, Secret};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -141,7 +141,7 @@ pub struct RunPlan {
     /// Cool-down window.
     pub cooldown: Option<WindowSpec>,
     /// The workload.
-    pub data: DataSpec,
+    pub data: DataPlan,
     /// Request settings.
     pub backend: BackendPlan,
     /// Run seed.
@@ -181,11 +181,8 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
             "--max-concurrency has no effect with --profile synchronous (always one in flight)",
         );
     }
-    let data = parse_data_spec(&args.data.data, args.load.random_seed)
-        .map_err(|e| UsageError(format!("--data: {e}")))?;
-    let finite_data = match &data {
-        DataSpec::Synthetic(s) => s.samples.is_some(),
-    };
+    let data = resolve_data(args)?;
+    let finite_data = data.is_finite();
     let mut limits = Limits {
         max_seconds: args.limits.max_seconds,
         max_requests: args.limits.max_requests,
@@ -227,6 +224,48 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         output_dir: args.output.output_dir.clone(),
         reporting,
         dry_run: args.output.dry_run,
+    })
+}
+
+fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
+    use super::args::SamplerArg;
+    use crate::data::{DataSource, columns::ColumnMapper, hub::DatasetArgs};
+    let d = &args.data;
+    let seed = args.load.random_seed;
+    let source =
+        DataPlan::parse_source(&d.data, seed).map_err(|e| UsageError(format!("--data: {e}")))?;
+    let dataset_args = match &d.data_args {
+        Some(raw) => {
+            DatasetArgs::parse(raw).map_err(|e| UsageError(format!("--data-args: {e}")))?
+        }
+        None => DatasetArgs::default(),
+    };
+    let column_mapper = match &d.data_column_mapper {
+        Some(raw) => ColumnMapper::parse(raw)
+            .map_err(|e| UsageError(format!("--data-column-mapper: {e}")))?,
+        None => ColumnMapper::default(),
+    };
+    let synthetic = matches!(source, DataSource::Synthetic { .. });
+    if synthetic && d.data_args.is_some() {
+        return usage("--data-args applies to data files and datasets, not to a synthetic spec");
+    }
+    if synthetic && d.data_column_mapper.is_some() {
+        return usage(
+            "--data-column-mapper applies to data files and datasets, not to a synthetic spec",
+        );
+    }
+    Ok(DataPlan {
+        source,
+        processor: d.processor.trim().to_string(),
+        dataset_args,
+        column_mapper,
+        samples: d.data_samples,
+        sampler: match d.data_sampler {
+            SamplerArg::Sequential => llmsurge_proto::SamplerKind::Sequential,
+            SamplerArg::Shuffle => llmsurge_proto::SamplerKind::Shuffle,
+        },
+        oversample: d.data_oversample,
+        seed,
     })
 }
 

@@ -22,8 +22,18 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
         Ok(p) => p,
         Err(e) => return super::usage_error(&e.0),
     };
+    // Data errors (files, rows, tokenizers) are input errors: found before anything starts.
+    let data = match crate::data::prepare(
+        &plan.data,
+        plan.limits.max_seconds,
+        plan.limits.max_requests,
+        !plan.dry_run,
+    ) {
+        Ok(d) => d,
+        Err(e) => return super::usage_error(&e),
+    };
     if plan.dry_run {
-        return match serde_json::to_string_pretty(&plan) {
+        return match serde_json::to_string_pretty(&plan_json(&plan, &data)) {
             Ok(s) => {
                 println!("{s}");
                 exit_codes::OK
@@ -41,10 +51,23 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
             return exit_codes::RUN_FAILED;
         }
     };
-    runtime.block_on(run(plan))
+    runtime.block_on(run(plan, data))
 }
 
-async fn run(plan: RunPlan) -> i32 {
+/// The resolved plan as JSON, with what preparing the data found (the tokenizer used,
+/// rows) under `data.resolved`.
+fn plan_json(plan: &RunPlan, data: &crate::data::PreparedData) -> serde_json::Value {
+    let mut v = serde_json::to_value(plan).unwrap_or_default();
+    if let Some(d) = v.get_mut("data").and_then(|d| d.as_object_mut()) {
+        d.insert(
+            "resolved".into(),
+            serde_json::to_value(&data.summary).unwrap_or_default(),
+        );
+    }
+    v
+}
+
+async fn run(plan: RunPlan, data: crate::data::PreparedData) -> i32 {
     let started = unix_now();
     let target = match resolve_target(
         &plan.target,
@@ -68,7 +91,7 @@ async fn run(plan: RunPlan) -> i32 {
         program,
         args: vec!["__worker".into()],
     };
-    let template = match plan_template(&plan, &target) {
+    let template = match plan_template(&plan, &target, &data.spec) {
         Ok(t) => t,
         Err(UsageError(message)) => return super::usage_error(&message),
     };
@@ -86,7 +109,7 @@ async fn run(plan: RunPlan) -> i32 {
         None => None,
     };
     let info = RunInfo {
-        args: serde_json::to_value(&plan).unwrap_or_default(),
+        args: plan_json(&plan, &data),
         target: TargetInfo {
             base_url: target.base_url.clone(),
             model: target.model.clone(),
@@ -171,7 +194,11 @@ fn cores() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
 
-fn plan_template(plan: &RunPlan, target: &ResolvedTarget) -> Result<PlanTemplate, UsageError> {
+fn plan_template(
+    plan: &RunPlan,
+    target: &ResolvedTarget,
+    data: &DataSpec,
+) -> Result<PlanTemplate, UsageError> {
     let b = &plan.backend;
     let worker_template = WorkerConfig {
         worker_id: 0,
@@ -197,13 +224,11 @@ fn plan_template(plan: &RunPlan, target: &ResolvedTarget) -> Result<PlanTemplate
             streams: 1,
             rampup: Duration::ZERO,
         },
-        data: plan.data.clone(),
+        data: data.clone(),
         window: Default::default(),
         flush_interval: FLUSH_INTERVAL,
     };
-    let dataset_len = match &plan.data {
-        DataSpec::Synthetic(s) => s.samples,
-    };
+    let dataset_len = data.dataset_len();
     let base = BenchmarkPlan {
         index: 0,
         strategy: Strategy::Synchronous,

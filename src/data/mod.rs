@@ -1,18 +1,317 @@
-//! The data pipeline: workload specs and the request sources workers draw from.
+//! The data pipeline: workload specs, tokenizers, files and datasets, and the request
+//! sources workers draw from.
 //!
-//! A spec is resolved in the coordinator (parsed, validated) and travels to the workers
-//! inside their configuration; each worker builds its own source with
-//! [`source_factory`], which generates payloads deterministically from (seed, slot), so
-//! no request ever waits on the coordinator.
+//! Three steps. [`DataPlan::parse`] reads the flags (no I/O beyond telling a path from
+//! a spec). [`prepare`] runs in the coordinator before any worker starts: it resolves
+//! the tokenizer (downloading a Hugging Face one if asked), checks that synthetic
+//! prompts can be built, or loads, validates and measures every row of a file or
+//! dataset and writes them to a read-only table file; every input error stops the run
+//! here, with exit code 2. Each worker then builds its own source with
+//! [`source_factory`] during its handshake: synthetic prompts are generated from (seed,
+//! slot), table rows are read once from the file; no request waits on the coordinator.
 
+pub mod columns;
+pub mod corpus;
+pub mod exact;
+pub mod files;
+pub mod hub;
+pub mod preprocess;
+pub mod sampler;
 pub mod synthetic;
+pub mod table;
+pub mod tokenizer;
 
-use llmsurge_proto::{DataSpec, WorkerConfig};
+use columns::{ColumnMapper, RowMapper};
+use hub::DatasetArgs;
+use llmsurge_proto::{DataSpec, SamplerKind, Sampling, SyntheticSpec, TableSpec, WorkerConfig};
 use llmsurge_worker::RequestSource;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use table::TableFileGuard;
 
-/// Parses `--data`: a synthetic spec as `k=v,...` or a JSON object.
-pub fn parse_data_spec(raw: &str, run_seed: u64) -> Result<DataSpec, String> {
-    synthetic::parse_spec(raw, run_seed).map(DataSpec::Synthetic)
+/// When a finite dataset repeats.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Oversample {
+    /// Repeat when the run asks for more: a `--max-seconds` limit, or `--max-requests`
+    /// above the number of rows. Otherwise one pass, and the data ends the benchmark.
+    #[default]
+    Auto,
+    /// Always repeat (new epoch, reshuffled with `--data-sampler shuffle`).
+    Always,
+    /// Never repeat: the benchmark ends when the rows run out.
+    Never,
+}
+
+/// Where the workload comes from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum DataSource {
+    /// Synthetic prompts.
+    Synthetic {
+        /// The spec (its tokenizer and sampling are shown under `processor` and
+        /// `resolved`, once prepared).
+        #[serde(serialize_with = "spec_keys")]
+        spec: SyntheticSpec,
+    },
+    /// A file of prompts.
+    File {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A local dataset folder in the Hugging Face layout.
+    Folder {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// A Hugging Face Hub dataset id.
+    Hub {
+        /// `org/name`.
+        id: String,
+    },
+}
+
+/// A spec as the user wrote it: its keys only.
+fn spec_keys<S: serde::Serializer>(spec: &SyntheticSpec, s: S) -> Result<S::Ok, S::Error> {
+    let mut v = serde_json::to_value(spec).map_err(serde::ser::Error::custom)?;
+    if let Some(m) = v.as_object_mut() {
+        m.retain(|k, _| synthetic::SPEC_KEYS.contains(&k.as_str()));
+    }
+    v.serialize(s)
+}
+
+/// The data flags, parsed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DataPlan {
+    /// The workload.
+    pub source: DataSource,
+    /// `--processor` as given.
+    pub processor: String,
+    /// `--data-args`.
+    pub dataset_args: DatasetArgs,
+    /// `--data-column-mapper`.
+    pub column_mapper: ColumnMapper,
+    /// `--data-samples`.
+    pub samples: Option<u64>,
+    /// `--data-sampler`.
+    pub sampler: SamplerKind,
+    /// `--data-oversample`.
+    pub oversample: Oversample,
+    /// Seed of sampling and generation.
+    pub seed: u64,
+}
+
+impl DataPlan {
+    /// Whether the data alone ends a benchmark (a finite dataset that cannot repeat
+    /// without a limit asking for more).
+    pub fn is_finite(&self) -> bool {
+        if self.oversample == Oversample::Always {
+            return false;
+        }
+        match &self.source {
+            DataSource::Synthetic { spec } => self.samples.or(spec.samples).is_some(),
+            _ => true,
+        }
+    }
+
+    /// Parses `--data`; `what` is a synthetic spec, a spec file, a data file, a dataset
+    /// folder, or a Hub dataset id.
+    pub fn parse_source(raw: &str, seed: u64) -> Result<DataSource, String> {
+        let t = raw.trim();
+        if synthetic::is_inline_spec(t) {
+            return Ok(DataSource::Synthetic {
+                spec: synthetic::parse_spec(t, seed)?,
+            });
+        }
+        let path = Path::new(t);
+        if path.is_dir() {
+            return Ok(DataSource::Folder {
+                path: tokenizer::absolute(path),
+            });
+        }
+        if path.is_file() {
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            let is_spec = match ext {
+                "yaml" | "yml" => true,
+                "json" => std::fs::read_to_string(path)
+                    .ok()
+                    .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+                    .is_some_and(|v| synthetic::is_spec_value(&v)),
+                _ => false,
+            };
+            if is_spec {
+                return Ok(DataSource::Synthetic {
+                    spec: synthetic::parse_spec_file(path, seed)?,
+                });
+            }
+            if files::Format::of(path).is_none() {
+                return Err(format!(
+                    "{t}: unknown file type (expected .jsonl, .json, .csv, .txt, .parquet, or a .json/.yaml synthetic spec)"
+                ));
+            }
+            return Ok(DataSource::File {
+                path: tokenizer::absolute(path),
+            });
+        }
+        if hub::looks_like_repo_id(t) {
+            return Ok(DataSource::Hub { id: t.to_string() });
+        }
+        Err(format!(
+            "{t:?} is not a synthetic spec (e.g. prompt_tokens=256,output_tokens=128), an existing file or folder, or a Hugging Face dataset id (org/name)"
+        ))
+    }
+}
+
+/// What preparing the data found, recorded in the report's args.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DataSummary {
+    /// `synthetic`, `file`, `folder` or `hub`.
+    pub kind: &'static str,
+    /// The tokenizer prompt lengths are measured with.
+    pub tokenizer: String,
+    /// Rows (or distinct synthetic samples), when finite.
+    pub rows: Option<u64>,
+    /// Whether the rows repeat when they run out.
+    pub oversample: bool,
+    /// The files read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<PathBuf>,
+    /// Synthetic prompts are re-encoded one by one (the tokenizer needs it; slower).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub repaired_prompts: bool,
+}
+
+/// Data ready for the workers; keeps the table file alive while it lives.
+#[derive(Debug)]
+pub struct PreparedData {
+    /// What workers get.
+    pub spec: DataSpec,
+    /// For the report.
+    pub summary: DataSummary,
+    /// The table file, removed on drop.
+    pub table: Option<TableFileGuard>,
+}
+
+/// Whether a dataset of `rows` repeats under these limits.
+pub fn decide_oversample(
+    oversample: Oversample,
+    rows: u64,
+    max_seconds: Option<Duration>,
+    max_requests: Option<u64>,
+) -> bool {
+    match oversample {
+        Oversample::Always => true,
+        Oversample::Never => false,
+        Oversample::Auto => max_seconds.is_some() || max_requests.is_some_and(|n| n > rows),
+    }
+}
+
+/// Resolves the tokenizer and loads, validates and prepares the data (see the module
+/// docs). `write` is false for `--dry-run`: nothing is written.
+pub fn prepare(
+    plan: &DataPlan,
+    max_seconds: Option<Duration>,
+    max_requests: Option<u64>,
+    write: bool,
+) -> Result<PreparedData, String> {
+    let tok_ref =
+        tokenizer::resolve_processor(&plan.processor).map_err(|e| format!("--processor {e}"))?;
+    let tok = tokenizer::Tokenizer::load(&tok_ref).map_err(|e| format!("--processor {e}"))?;
+    let sampling = |rows: u64| Sampling {
+        sampler: plan.sampler,
+        seed: plan.seed,
+        oversample: decide_oversample(plan.oversample, rows, max_seconds, max_requests),
+    };
+    let (kind, files) = match &plan.source {
+        DataSource::Synthetic { spec } => {
+            let mut spec = spec.clone();
+            spec.tokenizer = tok_ref.clone();
+            if plan.samples.is_some() {
+                spec.samples = plan.samples;
+            }
+            if let Some(n) = spec.samples {
+                spec.sampling = sampling(n);
+            }
+            // Build the generator once here: a tokenizer or source text that cannot give
+            // exact prompts fails now, before any worker starts.
+            let source = synthetic::SyntheticSource::with_tokenizer(spec.clone(), tok)
+                .map_err(|e| format!("--data: {e}"))?;
+            let summary = DataSummary {
+                kind: "synthetic",
+                tokenizer: tok_ref.to_string(),
+                rows: spec.samples,
+                oversample: spec.samples.is_some() && spec.sampling.oversample,
+                files: spec.source.iter().cloned().collect(),
+                repaired_prompts: source.builder().repairs(),
+            };
+            return Ok(PreparedData {
+                spec: DataSpec::Synthetic(spec),
+                summary,
+                table: None,
+            });
+        }
+        DataSource::File { path } => ("file", vec![path.clone()]),
+        DataSource::Folder { path } => (
+            "folder",
+            hub::local_dataset_files(path, &plan.dataset_args)
+                .map_err(|e| format!("--data {e}"))?,
+        ),
+        DataSource::Hub { id } => (
+            "hub",
+            hub::remote_dataset_files(id, &plan.dataset_args).map_err(|e| format!("--data {e}"))?,
+        ),
+    };
+    let mapper = RowMapper {
+        columns: &plan.column_mapper,
+        tok: &tok,
+        default_output_tokens: plan.dataset_args.output_tokens,
+    };
+    let mut rows = Vec::new();
+    for file in &files {
+        let left = plan.samples.map(|n| n.saturating_sub(rows.len() as u64));
+        if left == Some(0) {
+            break;
+        }
+        let records = files::read_records(file, left).map_err(|e| format!("--data {e}"))?;
+        let name = file.display().to_string();
+        for rec in &records {
+            rows.push(mapper.row(&name, rec).map_err(|e| format!("--data {e}"))?);
+        }
+    }
+    if rows.is_empty() {
+        return Err(format!(
+            "--data {}: no rows",
+            files
+                .first()
+                .map_or_else(String::new, |f| f.display().to_string())
+        ));
+    }
+    let n = rows.len() as u64;
+    let table = if write {
+        Some(table::write_table(&rows)?)
+    } else {
+        None
+    };
+    let sampling = sampling(n);
+    Ok(PreparedData {
+        spec: DataSpec::Table(TableSpec {
+            path: table
+                .as_ref()
+                .map_or_else(PathBuf::new, |t| t.path().to_path_buf()),
+            rows: n,
+            sampling,
+        }),
+        summary: DataSummary {
+            kind,
+            tokenizer: tok_ref.to_string(),
+            rows: Some(n),
+            oversample: sampling.oversample,
+            files,
+            repaired_prompts: false,
+        },
+        table,
+    })
 }
 
 /// Builds a worker's source from its configuration (the worker's [`SourceFactory`]).
@@ -20,6 +319,44 @@ pub fn parse_data_spec(raw: &str, run_seed: u64) -> Result<DataSpec, String> {
 /// [`SourceFactory`]: llmsurge_worker::SourceFactory
 pub fn source_factory(cfg: &WorkerConfig) -> Result<Box<dyn RequestSource>, String> {
     match &cfg.data {
-        DataSpec::Synthetic(spec) => Ok(Box::new(synthetic::SyntheticSource::new(spec.clone()))),
+        DataSpec::Synthetic(spec) => Ok(Box::new(synthetic::SyntheticSource::new(spec.clone())?)),
+        DataSpec::Table(spec) => Ok(Box::new(table::TableSource::open(spec)?)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oversampling_follows_the_limits() {
+        let s = Some(Duration::from_secs(5));
+        assert!(decide_oversample(Oversample::Auto, 10, s, None));
+        assert!(decide_oversample(Oversample::Auto, 10, None, Some(11)));
+        assert!(!decide_oversample(Oversample::Auto, 10, None, Some(10)));
+        assert!(!decide_oversample(Oversample::Auto, 10, None, None));
+        assert!(decide_oversample(Oversample::Always, 10, None, None));
+        assert!(!decide_oversample(Oversample::Never, 10, s, Some(99)));
+    }
+
+    #[test]
+    fn data_sources_are_told_apart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("p.jsonl");
+        std::fs::write(&f, "{\"prompt\":\"x\"}\n").expect("w");
+        let spec = dir.path().join("s.json");
+        std::fs::write(&spec, r#"{"prompt_tokens": 4, "output_tokens": 2}"#).expect("w");
+        let list = dir.path().join("l.json");
+        std::fs::write(&list, r#"[{"prompt": "x"}]"#).expect("w");
+        let p = |s: &Path| DataPlan::parse_source(&s.display().to_string(), 1).expect("parse");
+        assert!(matches!(p(&f), DataSource::File { .. }));
+        assert!(matches!(p(&spec), DataSource::Synthetic { .. }));
+        assert!(matches!(p(&list), DataSource::File { .. }));
+        assert!(matches!(p(dir.path()), DataSource::Folder { .. }));
+        assert!(matches!(
+            DataPlan::parse_source("org/name", 1).expect("hub"),
+            DataSource::Hub { .. }
+        ));
+        assert!(DataPlan::parse_source("nothing-here.jsonl", 1).is_err());
     }
 }

@@ -1,289 +1,40 @@
-//! Synthetic prompts: deterministic text of about the requested length.
+//! Synthetic prompts of exact token lengths.
 //!
-//! Every request's lengths and text come from generators seeded by (seed, stream,
-//! sample), so the same seed gives the same workload whatever the number of workers.
-//! Each prompt opens with its sample number, so no two prompts share more than their
-//! configured prefix and a server's prefix cache is not flattered by accident.
+//! A spec is given as `k=v,...`, as a JSON object, or as a `.json`/`.yaml` file. Every
+//! request's lengths and text come from generators seeded by (seed, stream, sample), so
+//! the same seed gives the same workload whatever the number of workers. Prompts have
+//! exactly the drawn number of tokens under the run's tokenizer ([`super::exact`]);
+//! prompts of a prefix group share exactly `prefix_tokens` tokens, and a per-prompt
+//! marker right after the prefix keeps them apart from there on, so a server's prefix
+//! cache is not flattered by accident.
 
-use llmsurge_proto::SyntheticSpec;
+use super::exact::{PrefixPart, PromptBuilder};
+use super::sampler::SlotSampler;
+use super::tokenizer::Tokenizer;
 use llmsurge_proto::seed::derive_seed;
+use llmsurge_proto::{Sampling, SyntheticSpec, TokenizerRef};
 use llmsurge_worker::{PreparedRequest, Prompt, RequestSource};
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Normal};
 use serde::Deserialize;
+use std::path::{Path, PathBuf};
 
-/// Common English words that are one token each in the usual BPE vocabularies when
-/// preceded by a space.
-const WORDS: &[&str] = &[
-    "the",
-    "of",
-    "and",
-    "to",
-    "in",
-    "is",
-    "you",
-    "that",
-    "it",
-    "he",
-    "was",
-    "for",
-    "on",
-    "are",
-    "as",
-    "with",
-    "his",
-    "they",
-    "at",
-    "be",
-    "this",
-    "have",
-    "from",
-    "or",
-    "one",
-    "had",
-    "by",
-    "word",
-    "but",
-    "not",
-    "what",
-    "all",
-    "were",
-    "we",
-    "when",
-    "your",
-    "can",
-    "said",
-    "there",
-    "use",
-    "an",
-    "each",
-    "which",
-    "she",
-    "do",
-    "how",
-    "their",
-    "if",
-    "will",
-    "up",
-    "other",
-    "about",
-    "out",
-    "many",
-    "then",
-    "them",
-    "these",
-    "so",
-    "some",
-    "her",
-    "would",
-    "make",
-    "like",
-    "him",
-    "into",
-    "time",
-    "has",
-    "look",
-    "two",
-    "more",
-    "write",
-    "go",
-    "see",
-    "number",
-    "no",
-    "way",
-    "could",
-    "people",
-    "my",
-    "than",
-    "first",
-    "water",
-    "been",
-    "call",
-    "who",
-    "its",
-    "now",
-    "find",
-    "long",
-    "down",
-    "day",
-    "did",
-    "get",
-    "come",
-    "made",
-    "may",
-    "part",
-    "over",
-    "new",
-    "sound",
-    "take",
-    "only",
-    "little",
-    "work",
-    "know",
-    "place",
-    "year",
-    "live",
-    "me",
-    "back",
-    "give",
-    "most",
-    "very",
-    "after",
-    "thing",
-    "our",
-    "just",
-    "name",
-    "good",
-    "sentence",
-    "man",
-    "think",
-    "say",
-    "great",
-    "where",
-    "help",
-    "through",
-    "much",
-    "before",
-    "line",
-    "right",
-    "too",
-    "mean",
-    "old",
-    "any",
-    "same",
-    "tell",
-    "boy",
-    "follow",
-    "came",
-    "want",
-    "show",
-    "also",
-    "around",
-    "form",
-    "three",
-    "small",
-    "set",
-    "put",
-    "end",
-    "does",
-    "another",
-    "well",
-    "large",
-    "must",
-    "big",
-    "even",
-    "such",
-    "because",
-    "turn",
-    "here",
-    "why",
-    "ask",
-    "went",
-    "men",
-    "read",
-    "need",
-    "land",
-    "different",
-    "home",
-    "us",
-    "move",
-    "try",
-    "kind",
-    "hand",
-    "picture",
-    "again",
-    "change",
-    "off",
-    "play",
-    "spell",
-    "air",
-    "away",
-    "animal",
-    "house",
-    "point",
-    "page",
-    "letter",
-    "mother",
-    "answer",
-    "found",
-    "study",
-    "still",
-    "learn",
-    "should",
-    "world",
-    "high",
-    "every",
-    "near",
-    "add",
-    "food",
-    "between",
-    "own",
-    "below",
-    "country",
-    "plant",
-    "last",
-    "school",
-    "father",
-    "keep",
-    "tree",
-    "never",
-    "start",
-    "city",
-    "earth",
-    "eye",
-    "light",
-    "thought",
-    "head",
-    "under",
-    "story",
-    "saw",
-    "left",
-    "few",
-    "while",
-    "along",
-    "might",
-    "close",
-    "something",
-    "seem",
-    "next",
-    "hard",
-    "open",
-    "example",
-    "begin",
-    "life",
-    "always",
-    "those",
-    "both",
-    "paper",
-    "together",
-    "got",
-    "group",
-    "often",
-    "run",
-    "important",
-    "until",
-    "children",
-    "side",
-    "feet",
-    "car",
-    "mile",
-    "night",
-    "walk",
-    "white",
-    "sea",
-    "began",
-    "grow",
-    "took",
-    "river",
-    "four",
-    "carry",
-    "state",
-    "once",
-    "book",
-    "hear",
-    "stop",
-    "without",
+/// Spec keys, in the order the docs list them.
+pub const SPEC_KEYS: &[&str] = &[
+    "prompt_tokens",
+    "prompt_tokens_stdev",
+    "prompt_tokens_min",
+    "prompt_tokens_max",
+    "output_tokens",
+    "output_tokens_stdev",
+    "output_tokens_min",
+    "output_tokens_max",
+    "prefix_tokens",
+    "prefix_count",
+    "samples",
+    "source",
+    "random_seed",
 ];
 
 #[derive(Deserialize)]
@@ -303,10 +54,17 @@ struct SpecFields {
     prefix_tokens: u32,
     prefix_count: Option<u32>,
     samples: Option<u64>,
+    source: Option<String>,
     random_seed: Option<u64>,
 }
 
-/// Parses a synthetic spec given as `k=v,...` or as a JSON object.
+/// Whether `raw` looks like an inline spec (`k=v,...` or a JSON object).
+pub fn is_inline_spec(raw: &str) -> bool {
+    let t = raw.trim();
+    t.starts_with('{') || (t.contains('=') && !Path::new(t).exists())
+}
+
+/// Parses an inline synthetic spec given as `k=v,...` or as a JSON object.
 pub fn parse_spec(raw: &str, run_seed: u64) -> Result<SyntheticSpec, String> {
     let t = raw.trim();
     let value: serde_json::Value = if t.starts_with('{') {
@@ -319,15 +77,58 @@ pub fn parse_spec(raw: &str, run_seed: u64) -> Result<SyntheticSpec, String> {
                     "{part:?} is not key=value (e.g. prompt_tokens=256,output_tokens=128)"
                 ));
             };
-            let number: u64 = v
-                .trim()
-                .parse()
-                .map_err(|_| format!("{}={v}: expected a whole number", k.trim()))?;
-            map.insert(k.trim().to_string(), number.into());
+            let (k, v) = (k.trim(), v.trim());
+            let value = if k == "source" {
+                v.into()
+            } else {
+                let n: u64 = v
+                    .parse()
+                    .map_err(|_| format!("{k}={v}: expected a whole number"))?;
+                n.into()
+            };
+            map.insert(k.to_string(), value);
         }
         serde_json::Value::Object(map)
     };
+    spec_from_value(value, run_seed, None)
+}
+
+/// Parses a synthetic spec file (`.json`, `.yaml` or `.yml`); a relative `source`
+/// is relative to the file.
+pub fn parse_spec_file(path: &Path, run_seed: u64) -> Result<SyntheticSpec, String> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+    let value: serde_json::Value = match path.extension().and_then(|e| e.to_str()) {
+        Some("yaml" | "yml") => serde_saphyr::from_str(&text)
+            .map_err(|e| format!("{name}: not valid YAML ({})", first_line(&e.to_string())))?,
+        _ => serde_json::from_str(&text).map_err(|e| format!("{name}: not valid JSON ({e})"))?,
+    };
+    spec_from_value(value, run_seed, path.parent()).map_err(|e| format!("{name}: {e}"))
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}
+
+/// Whether a parsed JSON document is a synthetic spec (rather than a dataset).
+pub fn is_spec_value(v: &serde_json::Value) -> bool {
+    v.as_object()
+        .is_some_and(|m| m.contains_key("prompt_tokens"))
+}
+
+fn spec_from_value(
+    value: serde_json::Value,
+    run_seed: u64,
+    base: Option<&Path>,
+) -> Result<SyntheticSpec, String> {
     let f: SpecFields = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    let source = f.source.filter(|s| s != "builtin").map(|s| {
+        let p = PathBuf::from(s);
+        match base {
+            Some(dir) if p.is_relative() => dir.join(p),
+            _ => p,
+        }
+    });
     let spec = SyntheticSpec {
         prompt_tokens: f.prompt_tokens,
         prompt_tokens_stdev: f.prompt_tokens_stdev,
@@ -341,6 +142,9 @@ pub fn parse_spec(raw: &str, run_seed: u64) -> Result<SyntheticSpec, String> {
         prefix_count: f.prefix_count.unwrap_or(1),
         samples: f.samples,
         random_seed: f.random_seed.unwrap_or(run_seed),
+        source: source.map(|p| super::tokenizer::absolute(&p)),
+        tokenizer: TokenizerRef::Builtin(super::tokenizer::DEFAULT_PROCESSOR.into()),
+        sampling: Sampling::default(),
     };
     validate(&spec)?;
     Ok(spec)
@@ -369,79 +173,146 @@ fn validate(s: &SyntheticSpec) -> Result<(), String> {
     if s.samples == Some(0) {
         return Err("samples must be at least 1".into());
     }
+    if let Some(src) = &s.source
+        && !src.is_file()
+    {
+        return Err(format!("source {}: no such file", src.display()));
+    }
+    if max_prompt_tokens(s) > 1 << 20 {
+        return Err("prompts above 1,048,576 tokens are not supported".into());
+    }
     Ok(())
 }
 
-/// Draws a length around `mean` with `stdev`, within `[min, max]` (and at least 1).
-fn draw_len(rng: &mut StdRng, mean: u32, stdev: u32, min: Option<u32>, max: Option<u32>) -> u32 {
+/// Bounds of a length: `[min, max]`, where an unset max is mean + 8 stdev.
+fn bounds(mean: u32, stdev: u32, min: Option<u32>, max: Option<u32>) -> (u32, u32) {
+    let hi = max.unwrap_or_else(|| mean.saturating_add(stdev.saturating_mul(8)));
+    (min.unwrap_or(1).max(1), hi.max(1))
+}
+
+/// The longest prompt a spec can draw.
+pub fn max_prompt_tokens(s: &SyntheticSpec) -> usize {
+    bounds(
+        s.prompt_tokens,
+        s.prompt_tokens_stdev,
+        s.prompt_tokens_min,
+        s.prompt_tokens_max,
+    )
+    .1 as usize
+}
+
+/// Draws a length around `mean` with `stdev`, within its bounds, from its own stream.
+pub(crate) fn draw_len(
+    seed: u64,
+    mean: u32,
+    stdev: u32,
+    min: Option<u32>,
+    max: Option<u32>,
+) -> u32 {
+    let (lo, hi) = bounds(mean, stdev, min, max);
     let v = match Normal::new(f64::from(mean), f64::from(stdev)) {
-        Ok(n) if stdev > 0 => n.sample(rng).round().max(1.0) as u32,
+        Ok(n) if stdev > 0 => {
+            let mut rng = StdRng::seed_from_u64(seed);
+            n.sample(&mut rng).round().max(1.0) as u32
+        }
         _ => mean,
     };
-    v.clamp(min.unwrap_or(1).max(1), max.unwrap_or(u32::MAX).max(1))
+    v.clamp(lo, hi.max(lo))
 }
 
 /// A source of synthetic prompts.
 #[derive(Debug)]
 pub struct SyntheticSource {
     spec: SyntheticSpec,
+    builder: PromptBuilder,
+    sampler: Option<SlotSampler>,
 }
 
 impl SyntheticSource {
-    /// A source for `spec`.
-    pub fn new(spec: SyntheticSpec) -> Self {
-        Self { spec }
+    /// Loads the tokenizer and source text and prepares the prompt builder.
+    pub fn new(spec: SyntheticSpec) -> Result<Self, String> {
+        let tok = Tokenizer::load(&spec.tokenizer)?;
+        Self::with_tokenizer(spec, tok)
     }
 
-    fn words(rng: &mut StdRng, n: u32, out: &mut String) {
-        for _ in 0..n {
-            out.push(' ');
-            out.push_str(WORDS[rng.random_range(0..WORDS.len())]);
-        }
+    /// As [`SyntheticSource::new`], with a tokenizer already loaded.
+    pub fn with_tokenizer(spec: SyntheticSpec, tok: Tokenizer) -> Result<Self, String> {
+        let text = match &spec.source {
+            Some(p) => Some(
+                std::fs::read_to_string(p).map_err(|e| format!("source {}: {e}", p.display()))?,
+            ),
+            None => None,
+        };
+        let builder = PromptBuilder::new(tok, text.as_deref(), max_prompt_tokens(&spec))?;
+        let sampler = spec.samples.map(|n| SlotSampler::new(n, spec.sampling));
+        Ok(Self {
+            spec,
+            builder,
+            sampler,
+        })
     }
-}
 
-impl RequestSource for SyntheticSource {
-    fn request(&mut self, slot: u64) -> Result<Option<PreparedRequest>, String> {
+    /// The prompt builder (its tokenizer, its mode).
+    pub fn builder(&self) -> &PromptBuilder {
+        &self.builder
+    }
+
+    /// The payload of sample `sample` (not slot: see [`RequestSource::request`]).
+    pub fn sample(&self, sample: u64) -> Result<PreparedRequest, String> {
         let s = &self.spec;
-        if s.samples.is_some_and(|n| slot >= n) {
-            return Ok(None);
-        }
         let seed = s.random_seed;
-        let mut rng = StdRng::seed_from_u64(derive_seed(seed, "synthetic", slot));
         let prompt_len = draw_len(
-            &mut rng,
+            derive_seed(seed, "prompt-len", sample),
             s.prompt_tokens,
             s.prompt_tokens_stdev,
             s.prompt_tokens_min,
             s.prompt_tokens_max,
         );
         let output_len = draw_len(
-            &mut rng,
+            derive_seed(seed, "output-len", sample),
             s.output_tokens,
             s.output_tokens_stdev,
             s.output_tokens_min,
             s.output_tokens_max,
         );
-        let mut text = String::with_capacity(prompt_len as usize * 6 + 16);
-        let prefix = s.prefix_tokens.min(prompt_len);
-        if prefix > 0 {
-            let which = slot % u64::from(s.prefix_count);
-            let mut prefix_rng =
-                StdRng::seed_from_u64(derive_seed(seed, "synthetic-prefix", which));
-            Self::words(&mut prefix_rng, prefix, &mut text);
-        }
-        // The sample number right after the prefix keeps prompts distinct from there on.
-        let rest = prompt_len - prefix;
-        if rest > 0 {
-            text.push_str(&format!(" {slot}"));
-            Self::words(&mut rng, rest.saturating_sub(1), &mut text);
-        }
-        Ok(Some(PreparedRequest {
-            prompt: Prompt::Text(text.trim_start().to_string()),
+        let (prefix, marker) = if s.prefix_tokens > 0 {
+            let count = u64::from(s.prefix_count);
+            let group = sample % count;
+            let part = PrefixPart {
+                group,
+                tokens: s.prefix_tokens as usize,
+                pick: derive_seed(seed, "prefix-window", group),
+            };
+            (Some(part), sample / count)
+        } else {
+            (None, sample)
+        };
+        let mut text = String::with_capacity(prompt_len as usize * 5 + 16);
+        self.builder.build(
+            &mut text,
+            prompt_len as usize,
+            prefix,
+            marker,
+            derive_seed(seed, "prompt-window", sample),
+        )?;
+        Ok(PreparedRequest {
+            prompt: Prompt::Text(text),
             prompt_tokens: Some(prompt_len),
             max_tokens: Some(output_len),
-        }))
+        })
+    }
+}
+
+impl RequestSource for SyntheticSource {
+    fn request(&mut self, slot: u64) -> Result<Option<PreparedRequest>, String> {
+        let sample = match &mut self.sampler {
+            Some(sampler) => match sampler.row(slot) {
+                Some(s) => s,
+                None => return Ok(None),
+            },
+            None => slot,
+        };
+        self.sample(sample).map(Some)
     }
 }
 
@@ -474,50 +345,33 @@ mod tests {
             )
             .is_err()
         );
+        assert!(
+            parse_spec("prompt_tokens=5,output_tokens=1,source=/no/such/file", 1)
+                .expect_err("source")
+                .contains("/no/such/file")
+        );
     }
 
     #[test]
-    fn prompts_are_deterministic_distinct_and_bounded() {
-        let spec = parse_spec("prompt_tokens=50,prompt_tokens_stdev=20,prompt_tokens_min=10,prompt_tokens_max=60,output_tokens=8,samples=100", 3)
-            .expect("spec");
-        let mut a = SyntheticSource::new(spec.clone());
-        let mut b = SyntheticSource::new(spec);
-        let mut seen = std::collections::HashSet::new();
-        for slot in 0..100 {
-            let ra = a.request(slot).expect("ok").expect("some");
-            assert_eq!(Some(ra.clone()), b.request(slot).expect("ok"));
-            let n = ra.prompt_tokens.expect("len");
-            assert!((10..=60).contains(&n), "{n}");
-            let Prompt::Text(t) = &ra.prompt else {
-                panic!("text")
-            };
-            assert_eq!(t.split_whitespace().count() as u32, n);
-            assert!(seen.insert(t.clone()));
-        }
-        assert_eq!(a.request(100).expect("ok"), None, "finite dataset ends");
-    }
-
-    #[test]
-    fn prefixes_are_shared_as_configured() {
-        let spec = parse_spec(
-            "prompt_tokens=20,output_tokens=4,prefix_tokens=5,prefix_count=2",
-            1,
+    fn spec_files_parse_as_json_and_yaml() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let y = dir.path().join("s.yaml");
+        std::fs::write(
+            &y,
+            "prompt_tokens: 64\noutput_tokens: 8\nprefix_tokens: 16\n",
         )
-        .expect("spec");
-        let mut src = SyntheticSource::new(spec);
-        let mut first5 = |slot| {
-            let r = src.request(slot).expect("ok").expect("some");
-            let Prompt::Text(t) = r.prompt else {
-                panic!("text")
-            };
-            t.split_whitespace()
-                .take(6)
-                .map(String::from)
-                .collect::<Vec<_>>()
-        };
-        let (p0, p1, p2) = (first5(0), first5(1), first5(2));
-        assert_eq!(p0[..5], p2[..5], "slots 0 and 2 share prefix 0");
-        assert_ne!(p0[..5], p1[..5]);
-        assert_ne!(p0[5], p2[5], "the sample number follows the prefix");
+        .expect("w");
+        let j = dir.path().join("s.json");
+        std::fs::write(
+            &j,
+            r#"{"prompt_tokens": 64, "output_tokens": 8, "prefix_tokens": 16}"#,
+        )
+        .expect("w");
+        let a = parse_spec_file(&y, 3).expect("yaml");
+        assert_eq!(a, parse_spec_file(&j, 3).expect("json"));
+        assert_eq!(a.prefix_tokens, 16);
+        std::fs::write(&y, "prompt_tokens: 64\ncolour: red\n").expect("w");
+        let e = parse_spec_file(&y, 3).expect_err("unknown key");
+        assert!(e.contains("s.yaml") && e.contains("colour"), "{e}");
     }
 }

@@ -1,12 +1,31 @@
 //! `benchmark run` flags: the workload.
 
-use clap::Args;
+use crate::data::Oversample;
+use clap::{Args, ValueEnum};
+
+/// Row order of a finite dataset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SamplerArg {
+    /// In file order.
+    Sequential,
+    /// A seeded shuffle, reshuffled every epoch.
+    Shuffle,
+}
 
 /// The workload.
 #[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Data")]
 pub struct DataArgs {
-    /// Workload: a synthetic spec, e.g. "prompt_tokens=256,output_tokens=128".
+    /// A ready workload: a built-in scenario (chat, rag, prefix_cache, long_context) or a
+    /// scenario file (.json/.yaml) whose keys are flag names with `_`. Flags and
+    /// environment variables override it.
+    #[arg(long, env = "LLMSURGE_SCENARIO", value_name = "NAME|PATH")]
+    pub scenario: Option<String>,
+
+    /// Workload: a synthetic spec ("prompt_tokens=256,output_tokens=128", JSON, or a
+    /// .json/.yaml file), a data file (.jsonl .json .csv .txt .parquet), a dataset folder
+    /// in Hugging Face layout, or a Hugging Face dataset id (org/name).
     #[arg(
         long,
         env = "LLMSURGE_DATA",
@@ -14,6 +33,35 @@ pub struct DataArgs {
         help_heading = "Data"
     )]
     pub data: String,
+
+    /// Dataset options as JSON: split, name (configuration), revision, output_tokens
+    /// (max_tokens of rows that give none).
+    #[arg(long, env = "LLMSURGE_DATA_ARGS", value_name = "JSON")]
+    pub data_args: Option<String>,
+
+    /// Column names as JSON: prompt, system, messages, prompt_tokens_count,
+    /// output_tokens_count (defaults: prompt/instruction/question/input/context/text,
+    /// system/system_prompt/prefix, messages/conversations).
+    #[arg(long, env = "LLMSURGE_DATA_COLUMN_MAPPER", value_name = "JSON")]
+    pub data_column_mapper: Option<String>,
+
+    /// Use the first N rows of the data (synthetic: N distinct prompts).
+    #[arg(long, env = "LLMSURGE_DATA_SAMPLES", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub data_samples: Option<u64>,
+
+    /// Row order of a finite dataset.
+    #[arg(long, env = "LLMSURGE_DATA_SAMPLER", value_enum, default_value_t = SamplerArg::Sequential)]
+    pub data_sampler: SamplerArg,
+
+    /// Repeat a finite dataset when it runs out: auto (when --max-seconds is set or
+    /// --max-requests exceeds the rows), always, never (the data ends the benchmark).
+    #[arg(long, env = "LLMSURGE_DATA_OVERSAMPLE", value_enum, default_value_t = Oversample::Auto)]
+    pub data_oversample: Oversample,
+
+    /// Tokenizer prompt lengths are exact under: a built-in encoding (cl100k_base,
+    /// o200k_base, ...), a tokenizer.json, a model folder, or a Hugging Face model id.
+    #[arg(long, env = "LLMSURGE_PROCESSOR", default_value = crate::data::tokenizer::DEFAULT_PROCESSOR)]
+    pub processor: String,
 
     /// Send `ignore_eos: true` so the server generates exactly the requested output tokens.
     #[arg(long, env = "LLMSURGE_IGNORE_EOS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]

@@ -8,13 +8,15 @@ mod data;
 mod limits;
 mod load;
 mod output;
+mod preprocess;
 mod target;
 
 pub use client::ClientArgs;
-pub use data::DataArgs;
+pub use data::{DataArgs, SamplerArg};
 pub use limits::LimitArgs;
 pub use load::{LoadArgs, SweepArrivalsArg};
 pub use output::OutputArgs;
+pub use preprocess::PreprocessArgs;
 pub use target::TargetArgs;
 
 use clap::{Args, ValueEnum};

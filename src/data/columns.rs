@@ -1,0 +1,288 @@
+//! Column mapping: which fields of a record are the prompt, the system part, a chat
+//! conversation, and per-row token counts. Defaults cover the usual dataset layouts;
+//! `--data-column-mapper` names columns explicitly.
+
+use super::files::{Record, kind};
+use super::table::{Row, RowMessage, RowPrompt};
+use super::tokenizer::Tokenizer;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Prompt columns tried in order.
+pub const PROMPT_COLUMNS: &[&str] = &[
+    "prompt",
+    "instruction",
+    "question",
+    "input",
+    "context",
+    "text",
+];
+/// System-part columns tried in order.
+pub const SYSTEM_COLUMNS: &[&str] = &["system", "system_prompt", "prefix"];
+/// Conversation columns tried in order (`conversations` is ShareGPT's).
+pub const MESSAGES_COLUMNS: &[&str] = &["messages", "conversations"];
+
+/// `--data-column-mapper`: explicit column names (unset keys use the defaults).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnMapper {
+    /// The prompt column.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// The system-part column.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// A conversation column (role/content list, or ShareGPT from/value).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<String>,
+    /// Per-row prompt length (informative: the run's tokenizer measures the prompt).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_count: Option<String>,
+    /// Per-row output length, sent as `max_tokens`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens_count: Option<String>,
+}
+
+impl ColumnMapper {
+    /// Parses the `--data-column-mapper` JSON object.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        serde_json::from_str(raw).map_err(|e| {
+            format!("not a JSON object of column names (keys: prompt, system, messages, prompt_tokens_count, output_tokens_count): {e}")
+        })
+    }
+}
+
+/// Turns records into rows, measuring prompts with `tok`.
+#[derive(Debug)]
+pub struct RowMapper<'a> {
+    /// Explicit columns.
+    pub columns: &'a ColumnMapper,
+    /// Measures prompts.
+    pub tok: &'a Tokenizer,
+    /// Output length of rows that do not give one.
+    pub default_output_tokens: Option<u32>,
+}
+
+impl RowMapper<'_> {
+    /// The row of `rec`; errors are "FILE line N: ..." with `file` given.
+    pub fn row(&self, file: &str, rec: &Record) -> Result<Row, String> {
+        let err = |m: String| format!("{file} {}: {m}", rec.at);
+        let f = &rec.fields;
+        let pick = |explicit: &Option<String>,
+                    defaults: &[&str]|
+         -> Result<Option<(String, Value)>, String> {
+            if let Some(col) = explicit {
+                return match f.get(col) {
+                    Some(v) => Ok(Some((col.clone(), v.clone()))),
+                    None => Err(err(format!(
+                        "no column {col:?} (named by --data-column-mapper)"
+                    ))),
+                };
+            }
+            Ok(defaults.iter().find_map(|c| {
+                f.get(*c)
+                    .filter(|v| !v.is_null())
+                    .map(|v| (c.to_string(), v.clone()))
+            }))
+        };
+        let mut answer_tokens = None;
+        let messages_col = if self.columns.prompt.is_some() && self.columns.messages.is_none() {
+            None
+        } else {
+            pick(&self.columns.messages, MESSAGES_COLUMNS)?
+        };
+        let prompt = if let Some((col, v)) = messages_col {
+            let mut msgs = conversation(&v).map_err(|m| err(format!("column {col:?}: {m}")))?;
+            // A final assistant turn is the reference answer: the server writes its own,
+            // of about that length.
+            if msgs.len() > 1
+                && msgs.last().is_some_and(|m| m.role == "assistant")
+                && let Some(last) = msgs.pop()
+            {
+                answer_tokens = Some(self.tok.count(&last.content) as u32);
+            }
+            if msgs.is_empty() {
+                return Err(err(format!("column {col:?}: the conversation is empty")));
+            }
+            RowPrompt::Messages(msgs)
+        } else {
+            let Some((col, v)) = pick(&self.columns.prompt, PROMPT_COLUMNS)? else {
+                return Err(err(format!(
+                    "no prompt column (looked for {}, {}; name one with --data-column-mapper)",
+                    PROMPT_COLUMNS.join(", "),
+                    MESSAGES_COLUMNS.join(", ")
+                )));
+            };
+            let Value::String(text) = v else {
+                return Err(err(format!(
+                    "column {col:?} must be a string, got {}",
+                    kind(&v)
+                )));
+            };
+            match pick(&self.columns.system, SYSTEM_COLUMNS)? {
+                Some((_, Value::String(system))) if !system.is_empty() => {
+                    RowPrompt::Messages(vec![
+                        RowMessage {
+                            role: "system".into(),
+                            content: system,
+                        },
+                        RowMessage {
+                            role: "user".into(),
+                            content: text,
+                        },
+                    ])
+                }
+                Some((_, Value::String(_))) | None => RowPrompt::Text(text),
+                Some((col, v)) => {
+                    return Err(err(format!(
+                        "column {col:?} must be a string, got {}",
+                        kind(&v)
+                    )));
+                }
+            }
+        };
+        let count = |explicit: &Option<String>, default: &str| -> Result<Option<u32>, String> {
+            let col = explicit.as_deref().unwrap_or(default);
+            match f.get(col) {
+                None if explicit.is_some() => Err(err(format!(
+                    "no column {col:?} (named by --data-column-mapper)"
+                ))),
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => token_count(v).map(Some).ok_or_else(|| {
+                    err(format!(
+                        "column {col:?} must be a whole number of tokens, got {v}"
+                    ))
+                }),
+            }
+        };
+        let _declared_prompt = count(&self.columns.prompt_tokens_count, "prompt_tokens_count")?;
+        let output = count(&self.columns.output_tokens_count, "output_tokens_count")?;
+        let prompt_tokens: usize = prompt.texts().iter().map(|t| self.tok.count(t)).sum();
+        Ok(Row {
+            prompt,
+            prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
+            output_tokens: output.or(answer_tokens).or(self.default_output_tokens),
+        })
+    }
+}
+
+/// A whole non-negative number, from a number or a string of digits (CSV).
+fn token_count(v: &Value) -> Option<u32> {
+    match v {
+        Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A role/content list, or ShareGPT's from/value list.
+fn conversation(v: &Value) -> Result<Vec<RowMessage>, String> {
+    let Value::Array(items) = v else {
+        return Err(format!("expected a list of messages, got {}", kind(v)));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let Value::Object(m) = item else {
+            return Err(format!(
+                "message {} is {}, not an object",
+                i + 1,
+                kind(item)
+            ));
+        };
+        let role = m
+            .get("role")
+            .or_else(|| m.get("from"))
+            .and_then(Value::as_str);
+        let content = m
+            .get("content")
+            .or_else(|| m.get("value"))
+            .and_then(Value::as_str);
+        let (Some(role), Some(content)) = (role, content) else {
+            return Err(format!(
+                "message {} needs role and content (or ShareGPT's from and value) strings",
+                i + 1
+            ));
+        };
+        let role = match role.to_ascii_lowercase().as_str() {
+            "human" | "user" => "user",
+            "gpt" | "assistant" | "chatgpt" | "bard" | "bing" | "model" => "assistant",
+            "system" => "system",
+            other => return Err(format!("message {}: unknown role {other:?}", i + 1)),
+        };
+        out.push(RowMessage {
+            role: role.into(),
+            content: content.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmsurge_proto::TokenizerRef;
+
+    fn rec(v: Value) -> Record {
+        let Value::Object(fields) = v else {
+            panic!("object")
+        };
+        Record {
+            at: "line 1".into(),
+            fields,
+        }
+    }
+
+    #[test]
+    fn defaults_and_explicit_columns_map_rows() {
+        let tok = Tokenizer::load(&TokenizerRef::Builtin("cl100k_base".into())).expect("tok");
+        let cols = ColumnMapper::default();
+        let m = RowMapper {
+            columns: &cols,
+            tok: &tok,
+            default_output_tokens: None,
+        };
+        let r = m
+            .row("f", &rec(serde_json::json!({"question": "Why is the sky blue?", "output_tokens_count": "12"})))
+            .expect("row");
+        assert_eq!(r.prompt, RowPrompt::Text("Why is the sky blue?".into()));
+        assert_eq!((r.prompt_tokens, r.output_tokens), (6, Some(12)));
+        let r = m
+            .row(
+                "f",
+                &rec(serde_json::json!({"system_prompt": "Be brief.", "instruction": "Hi"})),
+            )
+            .expect("row");
+        assert!(
+            matches!(r.prompt, RowPrompt::Messages(ref v) if v.len() == 2 && v[0].role == "system")
+        );
+        let share = serde_json::json!({"conversations": [
+            {"from": "human", "value": "Tell me a joke"}, {"from": "gpt", "value": "No, never."}]});
+        let r = m.row("f", &rec(share)).expect("sharegpt");
+        assert!(
+            matches!(r.prompt, RowPrompt::Messages(ref v) if v.len() == 1 && v[0].role == "user")
+        );
+        assert_eq!(r.output_tokens, Some(4), "the dropped answer's length");
+        let cols = ColumnMapper::parse(r#"{"prompt": "body", "output_tokens_count": "n"}"#)
+            .expect("mapper");
+        let m = RowMapper {
+            columns: &cols,
+            tok: &tok,
+            default_output_tokens: None,
+        };
+        let r = m
+            .row(
+                "f",
+                &rec(serde_json::json!({"body": "x y", "prompt": "no", "n": 3})),
+            )
+            .expect("row");
+        assert_eq!(
+            (r.prompt, r.output_tokens),
+            (RowPrompt::Text("x y".into()), Some(3))
+        );
+        let e = m
+            .row("f", &rec(serde_json::json!({"prompt": "x"})))
+            .expect_err("missing");
+        assert!(e.contains("f line 1") && e.contains("\"body\""), "{e}");
+        assert!(ColumnMapper::parse(r#"{"colour": "x"}"#).is_err());
+    }
+}
