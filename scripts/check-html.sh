@@ -34,7 +34,7 @@ export PLAYWRIGHT_CORE
 PLAYWRIGHT_CORE="$(pwd)/$work/node_modules/playwright-core"
 
 cargo build --quiet --bin llmsurge
-bin=target/debug/llmsurge
+bin="${CARGO_TARGET_DIR:-target}/debug/llmsurge"
 
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
