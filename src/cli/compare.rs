@@ -3,7 +3,7 @@
 use crate::compare::tolerance::{ChangeUnit, DEFAULT_TOLERANCES, Tolerances};
 use crate::compare::{Comparison, Verdict, compare, read_report};
 use crate::exit_codes;
-use crate::report::{junit, markdown, write_atomic};
+use crate::report::{cell_value, junit, markdown, write_atomic};
 use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use std::path::{Path, PathBuf};
@@ -50,16 +50,6 @@ pub struct CompareArgs {
     pub markdown: Option<PathBuf>,
 }
 
-fn num(v: Option<f64>) -> String {
-    v.map_or("–".into(), |v| {
-        if v.abs() >= 100.0 {
-            format!("{v:.1}")
-        } else {
-            format!("{v:.3}")
-        }
-    })
-}
-
 fn render(c: &Comparison) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
@@ -84,8 +74,8 @@ fn render(c: &Comparison) -> String {
             t.add_row(vec![
                 p.label.clone(),
                 m.metric.clone(),
-                num(m.baseline),
-                num(m.current),
+                cell_value(m.baseline),
+                cell_value(m.current),
                 m.change.map_or("–".into(), |x| format!("{x:+.2}{unit}")),
                 m.ci.map_or("–".into(), |(lo, hi)| format!("[{lo:+.1}, {hi:+.1}]")),
                 m.tolerance

@@ -144,22 +144,7 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
     out.push('\n');
 
     for b in benchmarks {
-        let mut notes = Vec::new();
-        if let Some(reason) = &b.stop_reason {
-            notes.push(format!("stopped: {reason}"));
-        }
-        for e in &b.errors {
-            let sample = e
-                .samples
-                .first()
-                .map(|s| format!(" (e.g. {s})"))
-                .unwrap_or_default();
-            notes.push(format!("{} × {}{sample}", e.count, e.kind));
-        }
-        notes.extend(b.client.warnings.iter().map(|w| format!("warning: {w}")));
-        for w in b.workers.iter().filter(|w| w.died) {
-            notes.push(format!("worker {} (pid {}): {}", w.id, w.pid, w.outcome));
-        }
+        let notes = super::notes(b);
         if !notes.is_empty() {
             out.push_str(&format!("\n{}:\n", strategy_label(&b.strategy)));
             for n in notes {

@@ -54,22 +54,7 @@ fn successful(
 fn row(b: &BenchmarkResult) -> Row {
     let p50 = |d: &llmsurge_proto::Distribution| d.percentiles.p50;
     let p99 = |d: &llmsurge_proto::Distribution| d.percentiles.p99;
-    let mut notes = Vec::new();
-    if let Some(reason) = &b.stop_reason {
-        notes.push(format!("stopped: {reason}"));
-    }
-    for e in &b.errors {
-        let sample = e
-            .samples
-            .first()
-            .map(|s| format!(" (e.g. {s})"))
-            .unwrap_or_default();
-        notes.push(format!("{} × {}{sample}", e.count, e.kind));
-    }
-    notes.extend(b.client.warnings.iter().map(|w| format!("warning: {w}")));
-    for w in b.workers.iter().filter(|w| w.died) {
-        notes.push(format!("worker {} (pid {}): {}", w.id, w.pid, w.outcome));
-    }
+    let notes = super::notes(b);
     Row {
         label: strategy_label(&b.strategy),
         duration: num(b.duration_s),

@@ -1,18 +1,9 @@
 //! Markdown summaries for `$GITHUB_STEP_SUMMARY` or a pull-request comment.
 
+use super::cell_value;
 use crate::compare::tolerance::ChangeUnit;
 use crate::compare::{Comparison, Verdict};
 use llmsurge_coordinator::BenchmarkResult;
-
-fn cell(v: Option<f64>) -> String {
-    v.map_or("–".into(), |v| {
-        if v.abs() >= 100.0 {
-            format!("{v:.1}")
-        } else {
-            format!("{v:.3}")
-        }
-    })
-}
 
 fn escape(s: &str) -> String {
     s.replace('|', "\\|")
@@ -40,12 +31,12 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
             escape(&b.strategy.to_string()),
             b.requests.completed,
             b.requests.errored,
-            cell(Some(b.throughput.requests_per_s)),
-            cell(Some(b.throughput.output_tokens_per_s)),
-            cell(stat("ttft", "p50")),
-            cell(stat("ttft", "p99")),
-            cell(stat("itl", "p50")),
-            cell(stat("request_latency", "p99")),
+            cell_value(Some(b.throughput.requests_per_s)),
+            cell_value(Some(b.throughput.output_tokens_per_s)),
+            cell_value(stat("ttft", "p50")),
+            cell_value(stat("ttft", "p99")),
+            cell_value(stat("itl", "p50")),
+            cell_value(stat("request_latency", "p99")),
             slo
         ));
     }
@@ -57,7 +48,7 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
                     "| {} | `{}` | {} | {} |\n",
                     escape(&b.strategy.to_string()),
                     escape(&c.name),
-                    cell(c.measured),
+                    cell_value(c.measured),
                     if c.passed { "✅ pass" } else { "❌ fail" }
                 ));
             }
@@ -99,8 +90,8 @@ pub fn comparison(c: &Comparison) -> String {
                 "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |\n",
                 escape(&p.label),
                 m.metric,
-                cell(m.baseline),
-                cell(m.current),
+                cell_value(m.baseline),
+                cell_value(m.current),
                 m.change.map_or("–".into(), |x| format!("{x:+.2}{unit}")),
                 m.ci.map_or("–".into(), |(lo, hi)| format!(
                     "[{lo:+.2}, {hi:+.2}]{unit}"

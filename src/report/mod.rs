@@ -28,3 +28,36 @@ pub use json::{
 pub use outputs::{FileFormat, Output, parse_outputs, render, write_files};
 pub use reporter::{ReportSettings, RunInfo, RunReporter, unix_now};
 pub use requests::{RequestEntry, RequestLog, RequestSamples};
+
+use llmsurge_coordinator::BenchmarkResult;
+
+/// A measured value for a table cell: three decimals below 100, one above, `–` for none.
+pub fn cell_value(v: Option<f64>) -> String {
+    match v {
+        None => "–".into(),
+        Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
+        Some(v) => format!("{v:.3}"),
+    }
+}
+
+/// What a reader should know about a benchmark beyond its numbers: why it stopped, its
+/// errors by kind, the client's warnings, and dead workers.
+pub fn notes(b: &BenchmarkResult) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(reason) = &b.stop_reason {
+        notes.push(format!("stopped: {reason}"));
+    }
+    for e in &b.errors {
+        let sample = e
+            .samples
+            .first()
+            .map(|s| format!(" (e.g. {s})"))
+            .unwrap_or_default();
+        notes.push(format!("{} × {}{sample}", e.count, e.kind));
+    }
+    notes.extend(b.client.warnings.iter().map(|w| format!("warning: {w}")));
+    for w in b.workers.iter().filter(|w| w.died) {
+        notes.push(format!("worker {} (pid {}): {}", w.id, w.pid, w.outcome));
+    }
+    notes
+}

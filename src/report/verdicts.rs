@@ -1,16 +1,9 @@
 //! The SLO pass/fail table and the capacity answer, for the console.
 
+use super::cell_value;
 use comfy_table::{Cell, Table, presets::UTF8_FULL_CONDENSED};
 use llmsurge_coordinator::BenchmarkResult;
 use llmsurge_coordinator::profiles::CapacityOutcome;
-
-fn fmt(v: f64) -> String {
-    if v.abs() >= 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.3}")
-    }
-}
 
 /// One row per SLO check per benchmark (empty when no SLO was given), then the capacity
 /// answer of a capacity search.
@@ -26,8 +19,8 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
                 t.add_row(vec![
                     Cell::new(b.strategy.to_string()),
                     Cell::new(&c.name),
-                    Cell::new(fmt(c.threshold)),
-                    Cell::new(c.measured.map_or("n/a".into(), fmt)),
+                    Cell::new(cell_value(Some(c.threshold))),
+                    Cell::new(cell_value(c.measured)),
                     verdict,
                 ]);
             }
