@@ -22,6 +22,35 @@ fn busy_mock() -> MockConfig {
     }
 }
 
+/// Starts 4 streams on 2 workers against `url` (plus `extra` flags) and waits until both
+/// workers exist; with `own_group`, in a process group of its own, as a shell job is.
+fn start_busy(
+    url: &str,
+    max_seconds: &str,
+    extra: &[&str],
+    own_group: bool,
+) -> (std::process::Child, tempfile::TempDir, Vec<u32>) {
+    let mut args = vec![
+        "--target",
+        url,
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--workers",
+        "2",
+    ];
+    args.extend(["--data", DATA, "--max-seconds", max_seconds]);
+    args.extend(extra);
+    let (child, dir) = start_run(&args, |cmd| {
+        if own_group {
+            cmd.process_group(0);
+        }
+    });
+    let workers = wait_for_children(child.id(), 2);
+    (child, dir, workers)
+}
+
 fn pid(p: u32) -> Pid {
     Pid::from_raw(p as i32)
 }
@@ -41,22 +70,7 @@ fn assert_group_gone(pgid: u32) {
 fn a_killed_worker_stops_the_run_and_is_named_in_the_report() {
     let server = mock(busy_mock());
     let url = server.base_url();
-    let args = [
-        "--target",
-        &url,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--workers",
-        "2",
-        "--data",
-        DATA,
-        "--max-seconds",
-        "30",
-    ];
-    let (child, dir) = start_run(&args, |_| {});
-    let workers = wait_for_children(child.id(), 2);
+    let (child, dir, workers) = start_busy(&url, "30", &[], false);
     std::thread::sleep(Duration::from_millis(1500));
     kill(pid(workers[0]), Signal::SIGKILL).expect("kill the worker");
     let run = wait_run(child, dir);
@@ -93,24 +107,7 @@ fn a_killed_worker_stops_the_run_and_is_named_in_the_report() {
 fn with_continue_the_others_carry_on_after_a_worker_dies() {
     let server = mock(busy_mock());
     let url = server.base_url();
-    let args = [
-        "--target",
-        &url,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--workers",
-        "2",
-        "--data",
-        DATA,
-        "--max-seconds",
-        "4",
-        "--on-worker-failure",
-        "continue",
-    ];
-    let (child, dir) = start_run(&args, |_| {});
-    let workers = wait_for_children(child.id(), 2);
+    let (child, dir, workers) = start_busy(&url, "4", &["--on-worker-failure", "continue"], false);
     std::thread::sleep(Duration::from_millis(1000));
     kill(pid(workers[1]), Signal::SIGKILL).expect("kill the worker");
     let run = wait_run(child, dir);
@@ -136,25 +133,8 @@ fn with_continue_the_others_carry_on_after_a_worker_dies() {
 fn ctrl_c_drains_writes_the_report_and_leaves_no_process() {
     let server = mock(busy_mock());
     let url = server.base_url();
-    let args = [
-        "--target",
-        &url,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--workers",
-        "2",
-        "--data",
-        DATA,
-        "--max-seconds",
-        "60",
-    ];
-    let (child, dir) = start_run(&args, |cmd| {
-        cmd.process_group(0);
-    });
+    let (child, dir, _) = start_busy(&url, "60", &[], true);
     let pgid = child.id();
-    wait_for_children(pgid, 2);
     std::thread::sleep(Duration::from_millis(1500));
     let sent = Instant::now();
     kill(pid(pgid), Signal::SIGINT).expect("SIGINT");
@@ -238,25 +218,8 @@ fn a_second_ctrl_c_cancels_in_flight_requests_at_once() {
 fn workers_die_with_a_killed_coordinator() {
     let server = mock(busy_mock());
     let url = server.base_url();
-    let args = [
-        "--target",
-        &url,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--workers",
-        "2",
-        "--data",
-        DATA,
-        "--max-seconds",
-        "60",
-    ];
-    let (mut child, _dir) = start_run(&args, |cmd| {
-        cmd.process_group(0);
-    });
+    let (mut child, _dir, _) = start_busy(&url, "60", &[], true);
     let pgid = child.id();
-    wait_for_children(pgid, 2);
     std::thread::sleep(Duration::from_millis(500));
     kill(pid(pgid), Signal::SIGKILL).expect("SIGKILL the coordinator");
     let _ = child.wait();
