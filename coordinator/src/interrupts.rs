@@ -4,7 +4,8 @@
 //! drain timeout); the second cancels them at once. SIGTERM (a supervisor asking us to
 //! stop) cancels at once. In every case the report of what completed is still written.
 //! Workers ignore SIGINT, so a terminal's Ctrl-C reaching the whole process group is
-//! decided here alone.
+//! decided here alone. Workers treat SIGTERM as a clean cancel too and say so, so a
+//! supervisor's `kill -TERM -PGID` ends the run cleanly whichever process sees it first.
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
@@ -38,6 +39,11 @@ impl Interrupts {
     /// Whether the run was interrupted at all.
     pub fn interrupted(&self) -> bool {
         self.presses > 0
+    }
+
+    /// Counts a SIGTERM a worker reported before this process saw its own: the run ends.
+    pub fn note_terminate(&mut self) {
+        self.presses = self.presses.max(1);
     }
 
     /// Waits for the next signal.
