@@ -564,9 +564,8 @@ impl Supervisor<'_> {
                             // The group got SIGTERM: the same clean cancel as our own.
                             self.terminated_by_worker = true;
                             if !self.interrupted {
-                                env.observer.notice(
-                                    "terminated (SIGTERM): cancelling in-flight requests",
-                                );
+                                env.observer
+                                    .notice("terminated (SIGTERM): cancelling in-flight requests");
                             }
                             self.interrupt_now();
                         }
@@ -708,7 +707,11 @@ impl Supervisor<'_> {
     fn check_heartbeats(&mut self, env: &mut RunEnv<'_>) {
         let timeout = self.plan.worker_timeout;
         for (id, t) in self.tracks.iter_mut().enumerate() {
-            if !t.ended && !t.finished && !t.killed && t.hung.is_none() && t.last_seen.elapsed() > timeout
+            if !t.ended
+                && !t.finished
+                && !t.killed
+                && t.hung.is_none()
+                && t.last_seen.elapsed() > timeout
             {
                 env.observer.notice(&format!(
                     "worker {id} sent nothing for {}s: killing it as hung",

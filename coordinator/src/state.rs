@@ -574,11 +574,7 @@ mod tests {
         });
         assert_eq!(
             phases,
-            vec![
-                (0, Phase::Warmup),
-                (1, Phase::Warmup),
-                (2, Phase::Measured)
-            ]
+            vec![(0, Phase::Warmup), (1, Phase::Warmup), (2, Phase::Measured)]
         );
         assert_eq!((st.counts.warmup, st.measured.errored), (2, 1));
     }
@@ -606,7 +602,10 @@ mod tests {
             false,
         );
         assert_eq!(audit.mismatches, Vec::<String>::new());
-        assert_eq!((audit.sent_shm, audit.sent_books, audit.unreported), (4, 4, 3));
+        assert_eq!(
+            (audit.sent_shm, audit.sent_books, audit.unreported),
+            (4, 4, 3)
+        );
     }
 
     #[test]

@@ -193,10 +193,8 @@ impl ShmLayout {
                 })
                 .is_ok()
         };
-        if acquired {
-            if let Some(c) = self.worker_in_flight.get(worker as usize) {
-                c.fetch_add(1, Ordering::AcqRel);
-            }
+        if acquired && let Some(c) = self.worker_in_flight.get(worker as usize) {
+            c.fetch_add(1, Ordering::AcqRel);
         }
         acquired
     }

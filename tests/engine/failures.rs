@@ -2,7 +2,7 @@
 //! accounts for every request, and no process is left behind. (More process rows of the
 //! fault matrix: `signals.rs`.) Signals go out once the mock holds requests in flight.
 
-use super::signals::{Live, assert_group_gone_within, pid, wait_in_flight};
+use super::signals::{Live, assert_group_gone_within, pid, wait_completed, wait_in_flight};
 use crate::support::{assert_identity, mock, ok_report, start_run, wait_for_children, wait_run};
 use llmsurge::mock::MockConfig;
 use llmsurge_coordinator::StopReason;
@@ -61,11 +61,16 @@ fn a_killed_worker_stops_the_run_and_is_named_in_the_report() {
     let server = mock(busy_mock());
     let url = server.base_url();
     let (child, dir, workers) = start_busy(&url, "30", &[], false);
+    wait_completed(&server, 4);
     wait_in_flight(&server, 4);
     kill(pid(workers[0]), Signal::SIGKILL).expect("kill the worker");
     let sent = Instant::now();
     let run = wait_run(child, dir);
-    assert!(sent.elapsed() < Duration::from_secs(5), "took {:?}", sent.elapsed());
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        sent.elapsed()
+    );
     assert_eq!(
         run.code(),
         llmsurge::exit_codes::RUN_FAILED,

@@ -38,10 +38,20 @@ fn a_rate_stopped_by_its_time_limit_leaves_balanced_books() {
     let b = &report.benchmarks[0];
     let a = &b.audit;
     assert!(a.mismatches.is_empty(), "{a:?}");
-    assert!(a.slots_returned >= 1, "the held slot was handed back: {a:?}");
-    assert_eq!(a.slots_claimed, b.requests.created + a.slots_returned, "{a:?}");
+    assert!(
+        a.slots_returned >= 1,
+        "the held slot was handed back: {a:?}"
+    );
+    assert_eq!(
+        a.slots_claimed,
+        b.requests.created + a.slots_returned,
+        "{a:?}"
+    );
     assert_eq!(a.sent_shm, a.sent_books, "{a:?}");
-    assert_eq!(a.sent_shm, b.requests.created, "every request was sent: {a:?}");
+    assert_eq!(
+        a.sent_shm, b.requests.created,
+        "every request was sent: {a:?}"
+    );
     assert!(!run.stderr.contains("do not balance"), "{}", run.stderr);
 }
 
@@ -86,12 +96,20 @@ fn a_rampup_as_long_as_the_run_is_a_usage_error() {
         "5",
     ]);
     assert_eq!(run.code(), llmsurge::exit_codes::USAGE, "{}", run.stderr);
-    let lines: Vec<_> = run.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<_> = run
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
     assert_eq!(lines.len(), 1, "{}", run.stderr);
     assert!(
         lines[0].contains("--rampup") && lines[0].contains("--max-seconds"),
         "{}",
         lines[0]
     );
-    assert_eq!(server.stats().requests.chat_completions, 0, "no load was sent");
+    assert_eq!(
+        server.stats().requests.chat_completions,
+        0,
+        "no load was sent"
+    );
 }

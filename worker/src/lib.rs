@@ -32,11 +32,11 @@ pub use source::{Message, PreparedRequest, Prompt, RequestSource, SourceFactory}
 use crate::backend::Backend;
 use crate::reporter::Reporter;
 use crate::request_loop::Context;
+use llmsurge_proto::shm::stop_flags;
 use llmsurge_proto::{
     FrameIoError, FrameReader, FrameWriter, FromWorker, MonoNanos, PROTOCOL_VERSION, Schedule,
     SharedRegion, ToWorker, WorkerConfig,
 };
-use llmsurge_proto::shm::stop_flags;
 use std::cell::{Cell, RefCell};
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
