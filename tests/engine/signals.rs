@@ -257,6 +257,16 @@ fn assert_clean_cancel(run: &Finished) -> llmsurge_coordinator::BenchmarkResult 
         b.errors
     );
     assert!(b.audit.mismatches.is_empty(), "{:?}", b.audit);
+    // The cancelled requests say so, each with a message.
+    let incomplete = &report.request_samples[0].incomplete;
+    assert!(!incomplete.is_empty(), "sampled cancelled requests");
+    for r in incomplete {
+        assert_eq!(r.error_kind.as_deref(), Some("cancelled"), "{r:?}");
+        assert!(
+            r.error.as_deref().is_some_and(|m| m.contains("cancelled")),
+            "{r:?}"
+        );
+    }
     b
 }
 

@@ -180,6 +180,15 @@ struct Prepared {
 
 fn prepare(cfg: &WorkerConfig, shm: OwnedFd, factory: &SourceFactory) -> Result<Prepared, String> {
     let shm = SharedRegion::open(&shm).map_err(|e| e.to_string())?;
+    // The per-worker counters are indexed by worker id: the block must be this group's.
+    if shm.worker_count() != cfg.worker_count || cfg.worker_id >= cfg.worker_count {
+        return Err(format!(
+            "worker {} of {} was handed a shared-memory block for {} workers",
+            cfg.worker_id,
+            cfg.worker_count,
+            shm.worker_count()
+        ));
+    }
     let backend = Backend::new(&cfg.backend).map_err(|e| e.to_string())?;
     let source = factory(cfg)?;
     Ok(Prepared {
