@@ -377,6 +377,12 @@ pub async fn run_benchmark(
                     env.observer.notice("interrupted again: cancelling in-flight requests");
                     sup.interrupt_now();
                 }
+                Interrupt::Terminate => {
+                    if !sup.interrupted {
+                        env.observer.notice("terminated (SIGTERM): cancelling in-flight requests");
+                    }
+                    sup.interrupt_now();
+                }
             },
         }
     }

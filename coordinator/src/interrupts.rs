@@ -14,8 +14,10 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 pub enum Interrupt {
     /// Stop queuing, drain in-flight requests.
     Drain,
-    /// Cancel in-flight requests now.
+    /// Cancel in-flight requests now (a second Ctrl-C).
     Cancel,
+    /// SIGTERM: cancel in-flight requests now.
+    Terminate,
 }
 
 /// The process's interrupt signals; one per run, kept across benchmarks.
@@ -53,7 +55,9 @@ impl Interrupts {
             _ = self.term.recv() => true,
         };
         self.presses += 1;
-        if term || self.presses > 1 {
+        if term {
+            Interrupt::Terminate
+        } else if self.presses > 1 {
             Interrupt::Cancel
         } else {
             Interrupt::Drain

@@ -293,6 +293,11 @@ fn sigterm_to_the_coordinator_cancels_and_records_when() {
         "{:?}",
         b.requests
     );
+    assert!(
+        run.stderr.contains("terminated (SIGTERM)"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
