@@ -195,6 +195,13 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     if limits.max_seconds.is_none() && limits.max_requests.is_none() && !finite_data {
         limits.max_seconds = Some(DEFAULT_MAX_SECONDS);
     }
+    // Workers report at least every 0.5 s; a shorter timeout would kill healthy ones.
+    if args.client.worker_timeout < Duration::from_secs(1) {
+        return usage(format!(
+            "--worker-timeout {}s is too short: workers report every 0.5s (use 1s or more)",
+            args.client.worker_timeout.as_secs_f64()
+        ));
+    }
     // Streams still waiting for their turn when the time is up would never start.
     if let Some(max) = limits.max_seconds
         && !settings.rampup.is_zero()

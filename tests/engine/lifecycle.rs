@@ -113,3 +113,19 @@ fn a_rampup_as_long_as_the_run_is_a_usage_error() {
         "no load was sent"
     );
 }
+
+#[test]
+fn a_worker_timeout_below_the_heartbeat_is_a_usage_error() {
+    let server = mock_100ms();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--max-requests",
+        "1",
+        "--worker-timeout",
+        "200ms",
+    ]);
+    assert_eq!(run.code(), llmsurge::exit_codes::USAGE, "{}", run.stderr);
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+    assert!(run.stderr.contains("--worker-timeout"), "{}", run.stderr);
+}
