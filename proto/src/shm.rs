@@ -174,6 +174,12 @@ impl ShmLayout {
             .min(self.slot_limit.load(Ordering::Acquire))
     }
 
+    /// Whether no slot is left to claim: stopped, or every slot below the limit handed out.
+    pub fn slots_exhausted(&self) -> bool {
+        self.queuing_stopped()
+            || self.next_slot.load(Ordering::Acquire) >= self.slot_limit.load(Ordering::Acquire)
+    }
+
     /// Lowers the slot limit (e.g. a finite dataset ran out); never raises it.
     pub fn limit_slots(&self, limit: u64) {
         self.slot_limit.fetch_min(limit, Ordering::AcqRel);
@@ -414,6 +420,7 @@ mod tests {
         let slots: Vec<u64> = std::iter::from_fn(|| r.claim_slot()).collect();
         assert_eq!(slots, vec![0, 1, 2, 3, 4]);
         assert_eq!(r.slots_claimed(), 5);
+        assert!(r.slots_exhausted());
         r.limit_slots(100);
         assert_eq!(r.claim_slot(), None, "the limit is never raised");
     }
@@ -455,8 +462,10 @@ mod tests {
     #[test]
     fn cancel_implies_stop_queuing() {
         let r = region(1, UNLIMITED, UNLIMITED);
+        assert!(!r.slots_exhausted());
         r.request_stop(stop_flags::CANCEL_IN_FLIGHT);
         assert!(r.queuing_stopped());
+        assert!(r.slots_exhausted());
         assert_eq!(r.claim_slot(), None);
     }
 }

@@ -129,3 +129,37 @@ fn a_worker_timeout_below_the_heartbeat_is_a_usage_error() {
     assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
     assert!(run.stderr.contains("--worker-timeout"), "{}", run.stderr);
 }
+
+/// Streams due to start at 5, 10 and 15 s of a 20 s ramp-up: when the first stream has
+/// already sent every request of `--max-requests`, they end at once instead of sleeping
+/// through their turn.
+#[test]
+fn streams_waiting_for_their_ramp_up_end_when_no_slot_is_left() {
+    let server = mock_100ms();
+    let started = std::time::Instant::now();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--workers",
+        "1",
+        "--rampup",
+        "20",
+        "--max-requests",
+        "3",
+        "--data",
+        "prompt_tokens=16,output_tokens=10",
+    ]);
+    let report = ok_report(&run);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "took {:?}",
+        started.elapsed()
+    );
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 3, "{:?}", b.requests);
+    assert!(b.workers.iter().all(|w| !w.died), "{:?}", b.workers);
+}

@@ -235,7 +235,7 @@ async fn run(
                     got_term.set(true);
                 }
             }
-            if shm.queuing_stopped() && !*stop_tx.borrow() {
+            if shm.slots_exhausted() && !*stop_tx.borrow() {
                 let _ = stop_tx.send(true);
             }
             if shm.cancel_requested() {

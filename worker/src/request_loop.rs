@@ -36,7 +36,8 @@ pub struct Context {
     pub reporter: Rc<RefCell<Reporter>>,
     /// Becomes `true` when in-flight requests must be cancelled.
     pub cancel: watch::Receiver<bool>,
-    /// Becomes `true` when no new slot may be claimed (any stop flag): ends ramp waits.
+    /// Becomes `true` when no slot is left to claim (a stop flag, or the slot limit
+    /// reached): ends ramp waits.
     pub stop: watch::Receiver<bool>,
     /// A local request gave its concurrency back.
     pub released: Notify,
@@ -127,7 +128,8 @@ impl Context {
     }
 
     async fn stream_loop(&self, start_at: MonoNanos, source: Rc<RefCell<Box<dyn RequestSource>>>) {
-        // A stream still waiting for its ramp-up turn when a stop comes never starts.
+        // A stream still waiting for its ramp-up turn when a stop comes, or when the other
+        // streams already claimed every slot, never starts.
         let mut stop = self.stop.clone();
         tokio::select! {
             () = tokio::time::sleep_until(tokio_instant(start_at)) => {}
