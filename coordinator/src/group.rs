@@ -14,7 +14,7 @@ use crate::result::{self, BenchmarkResult, BuildContext, WorkerOutcome};
 use crate::saturation::{SaturationConfig, SaturationDetector};
 use crate::slo::{GoodputSpec, Slo};
 use crate::spawn::{WorkerCommand, spawn_worker};
-use crate::state::WorkerGroupState;
+use crate::state::{Loss, ShmCounts, WorkerGroupState};
 use crate::strategy::{Strategy, StrategySettings};
 use llmsurge_proto::shm::{MAX_WORKERS, UNLIMITED, stop_flags};
 use llmsurge_proto::{
@@ -35,8 +35,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 const START_DELAY: Duration = Duration::from_millis(20);
 /// After cancelling, how long workers get to report before they are killed.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
-/// A running worker silent for this long is hung and gets killed.
-const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(15);
+/// A running worker silent for this long is hung and gets killed, unless the plan says
+/// otherwise (`--worker-timeout`).
+pub const DEFAULT_WORKER_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// What to do when a worker dies mid-benchmark.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +73,8 @@ pub struct BenchmarkPlan {
     pub worker_template: WorkerConfig,
     /// Bound on draining after the first Ctrl-C.
     pub drain_timeout: Duration,
+    /// A running worker silent (no batch, no heartbeat) for this long is killed as hung.
+    pub worker_timeout: Duration,
     /// Policy for dead workers.
     pub on_worker_failure: OnWorkerFailure,
     /// Dispatch-lag p99 above this marks the client as the bottleneck.
@@ -166,10 +169,33 @@ struct Track {
     finished: bool,
     closed: bool,
     exit: Option<String>,
+    /// The process was ended by a signal.
+    signaled: bool,
     ended: bool,
     killed: bool,
+    /// The worker's own `Failed` message, then (once it ended) its outcome.
     failure: Option<String>,
+    /// Why the coordinator killed it as hung.
+    hung: Option<String>,
+    /// How its IPC channel failed, if it did.
+    ipc_error: Option<String>,
     last_seen: Instant,
+}
+
+/// Why worker `id`, which never said `Finished`, ended. The coordinator's own verdict
+/// (hung) comes first, then the worker's `Failed` message, then a signal: a signal
+/// explains the socket error it caused (SIGKILL mid-frame cuts the frame off), so the IPC
+/// error is named only when nothing else explains the end.
+fn death_reason(id: u32, t: &Track) -> String {
+    let exit = t.exit.as_deref().unwrap_or("unknown status");
+    match (&t.hung, &t.failure, t.signaled, &t.ipc_error) {
+        (Some(hung), ..) => format!("worker {id} failed: {hung}"),
+        (None, Some(message), ..) => format!("worker {id} failed: {message}"),
+        (None, None, false, Some(e)) => {
+            format!("worker {id} failed: IPC channel failed: {e} ({exit})")
+        }
+        (None, None, ..) => format!("worker {id} died: {exit}"),
+    }
 }
 
 /// Describes how a process ended.
@@ -258,9 +284,12 @@ pub async fn run_benchmark(
             finished: false,
             closed: false,
             exit: None,
+            signaled: false,
             ended: false,
             killed: false,
             failure: None,
+            hung: None,
+            ipc_error: None,
             last_seen: Instant::now(),
         });
     }
@@ -272,7 +301,6 @@ pub async fn run_benchmark(
     }
 
     let t0 = MonoNanos::now() + START_DELAY;
-    shm.set_t0(t0);
     tracing::debug!(benchmark = plan.index, strategy = %plan.strategy, workers = n, "every worker ready; starting at t0");
     for t in &mut tracks {
         if let Some(w) = &mut t.writer
@@ -284,6 +312,7 @@ pub async fn run_benchmark(
 
     let mut state = WorkerGroupState::new(n, t0, plan.limits);
     state.goodput = plan.goodput;
+    state.window = plan.window;
     let mut sup = Supervisor {
         plan,
         shm: &shm,
@@ -294,6 +323,8 @@ pub async fn run_benchmark(
         last_evaluation: Instant::now(),
         stop: None,
         stop_time: None,
+        interrupted: false,
+        terminated_by_worker: false,
         drain_deadline: None,
         kill_deadline: None,
         peak: 0,
@@ -339,14 +370,18 @@ pub async fn run_benchmark(
                         "interrupted: finishing in-flight requests (up to {}s); press Ctrl-C again to stop now",
                         plan.drain_timeout.as_secs_f64()
                     ));
+                    sup.interrupted = true;
                     sup.apply_stop(StopReason::Interrupted);
                 }
                 Interrupt::Cancel => {
                     env.observer.notice("interrupted again: cancelling in-flight requests");
-                    if sup.stop.is_none() {
-                        sup.stop = Some(StopReason::Interrupted);
+                    sup.interrupt_now();
+                }
+                Interrupt::Terminate => {
+                    if !sup.interrupted {
+                        env.observer.notice("terminated (SIGTERM): cancelling in-flight requests");
                     }
-                    sup.cancel();
+                    sup.interrupt_now();
                 }
             },
         }
@@ -389,7 +424,7 @@ pub async fn run_benchmark(
             anchor: env.anchor,
             t0,
             end,
-            interrupted: sup.stop == Some(StopReason::Interrupted),
+            interrupted: sup.interrupted,
             window: plan.window,
             stop_reason,
             stop_time,
@@ -400,6 +435,23 @@ pub async fn run_benchmark(
         },
     );
     result.slo = plan.slo.as_ref().map(|slo| slo.evaluate(&result));
+    result.audit = sup.state.audit(
+        &ShmCounts {
+            started: (0..n).map(|id| shm.worker_started(id)).collect(),
+            slots_claimed: shm.slots_claimed(),
+            slots_returned: shm.slots_returned(),
+            in_flight: shm.in_flight(),
+        },
+        sup.tracks.iter().all(|t| t.finished),
+    );
+    for m in &result.audit.mismatches {
+        env.observer
+            .notice(&format!("the request books do not balance: {m}"));
+    }
+    if sup.terminated_by_worker {
+        // The coordinator's own SIGTERM may not have been seen yet: the run ends here.
+        env.interrupts.note_terminate();
+    }
     Ok(result)
 }
 
@@ -478,6 +530,10 @@ struct Supervisor<'a> {
     last_evaluation: Instant,
     stop: Option<StopReason>,
     stop_time: Option<MonoNanos>,
+    /// Ctrl-C or SIGTERM arrived, whatever stopped the benchmark first.
+    interrupted: bool,
+    /// A worker reported SIGTERM (a supervisor stopping the process group).
+    terminated_by_worker: bool,
     drain_deadline: Option<Instant>,
     kill_deadline: Option<Instant>,
     peak: u64,
@@ -508,7 +564,18 @@ impl Supervisor<'_> {
                             self.apply_stop(reason);
                         }
                     }
-                    FromWorker::Finished { .. } => self.track(id).finished = true,
+                    FromWorker::Finished { terminated, .. } => {
+                        self.track(id).finished = true;
+                        if terminated && !self.terminated_by_worker {
+                            // The group got SIGTERM: the same clean cancel as our own.
+                            self.terminated_by_worker = true;
+                            if !self.interrupted {
+                                env.observer
+                                    .notice("terminated (SIGTERM): cancelling in-flight requests");
+                            }
+                            self.interrupt_now();
+                        }
+                    }
                     FromWorker::Failed { message } => self.track(id).failure = Some(message),
                     FromWorker::Hello { .. } | FromWorker::Ready => {}
                 }
@@ -517,12 +584,14 @@ impl Supervisor<'_> {
                 let t = self.track(id);
                 t.closed = true;
                 if let Some(e) = error {
-                    t.failure.get_or_insert(format!("IPC channel failed: {e}"));
+                    t.ipc_error.get_or_insert(e);
                 }
                 self.maybe_end(id, env);
             }
             Event::Exited(id, status) => {
-                self.track(id).exit = Some(describe_exit(&status));
+                let t = self.track(id);
+                t.signaled = matches!(&status, Ok(s) if s.signal().is_some());
+                t.exit = Some(describe_exit(&status));
                 self.maybe_end(id, env);
             }
         }
@@ -544,10 +613,7 @@ impl Supervisor<'_> {
             return;
         }
         let status = t.exit.clone().unwrap_or_default();
-        let reason = match &t.failure {
-            Some(message) => format!("worker {id} failed: {message}"),
-            None => format!("worker {id} died: {status}"),
-        };
+        let reason = death_reason(id, t);
         let deliberate = t.killed;
         t.failure = Some(if deliberate {
             format!("killed by the coordinator ({status})")
@@ -555,11 +621,16 @@ impl Supervisor<'_> {
             reason.clone()
         });
         let observer = &mut *env.observer;
+        let loss = Loss {
+            reason: &reason,
+            deliberate,
+            now: MonoNanos::now(),
+            shm_started: self.shm.worker_started(id),
+            newest_slot: self.shm.slots_claimed().saturating_sub(1),
+        };
         let lost = self
             .state
-            .worker_lost(id, &reason, deliberate, MonoNanos::now(), &mut |r| {
-                observer.record(r)
-            });
+            .worker_lost(id, loss, &mut |r| observer.record(r));
         self.shm.reclaim_worker(id);
         if deliberate {
             return;
@@ -592,6 +663,16 @@ impl Supervisor<'_> {
             }
             StopAction::Cancel => self.cancel(),
         }
+    }
+
+    /// A second Ctrl-C, or SIGTERM: cancel now, and count as the stop if none came first.
+    fn interrupt_now(&mut self) {
+        self.interrupted = true;
+        if self.stop.is_none() {
+            self.stop = Some(StopReason::Interrupted);
+            self.stop_time = Some(MonoNanos::now());
+        }
+        self.cancel();
     }
 
     fn cancel(&mut self) {
@@ -630,15 +711,21 @@ impl Supervisor<'_> {
     }
 
     fn check_heartbeats(&mut self, env: &mut RunEnv<'_>) {
+        let timeout = self.plan.worker_timeout;
         for (id, t) in self.tracks.iter_mut().enumerate() {
-            if !t.ended && !t.finished && !t.killed && t.last_seen.elapsed() > HEARTBEAT_TIMEOUT {
+            if !t.ended
+                && !t.finished
+                && !t.killed
+                && t.hung.is_none()
+                && t.last_seen.elapsed() > timeout
+            {
                 env.observer.notice(&format!(
                     "worker {id} sent nothing for {}s: killing it as hung",
-                    HEARTBEAT_TIMEOUT.as_secs()
+                    timeout.as_secs_f64()
                 ));
-                t.failure = Some(format!(
+                t.hung = Some(format!(
                     "hung (no heartbeat for {}s)",
-                    HEARTBEAT_TIMEOUT.as_secs()
+                    timeout.as_secs_f64()
                 ));
                 kill(t.pid);
             }
@@ -662,5 +749,70 @@ impl Supervisor<'_> {
                 .filter(|h| !h.is_empty())
                 .map(|h| h.value_at_quantile(0.5) as f64 / 1000.0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn track(exit: &str, signaled: bool) -> Track {
+        Track {
+            pid: 1,
+            writer: None,
+            finished: false,
+            closed: true,
+            exit: Some(exit.into()),
+            signaled,
+            ended: false,
+            killed: false,
+            failure: None,
+            hung: None,
+            ipc_error: None,
+            last_seen: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn a_signal_mid_frame_is_reported_as_the_signal() {
+        let cut = "frame truncated: 12 of 300 bytes".to_string();
+        let killed = Track {
+            ipc_error: Some(cut.clone()),
+            ..track("signal 9", true)
+        };
+        assert_eq!(death_reason(3, &killed), "worker 3 died: signal 9");
+        // Without a signal, the IPC error is what there is to say.
+        let broken = Track {
+            ipc_error: Some(cut),
+            ..track("exit code 1", false)
+        };
+        assert_eq!(
+            death_reason(3, &broken),
+            "worker 3 failed: IPC channel failed: frame truncated: 12 of 300 bytes (exit code 1)"
+        );
+        assert_eq!(
+            death_reason(3, &track("exit code 1", false)),
+            "worker 3 died: exit code 1"
+        );
+    }
+
+    #[test]
+    fn the_coordinators_verdict_and_the_workers_word_come_before_the_signal() {
+        let hung = Track {
+            hung: Some("hung (no heartbeat for 2s)".into()),
+            ..track("signal 9", true)
+        };
+        assert_eq!(
+            death_reason(0, &hung),
+            "worker 0 failed: hung (no heartbeat for 2s)"
+        );
+        let failed = Track {
+            failure: Some("cannot open the dataset".into()),
+            ..track("exit code 1", false)
+        };
+        assert_eq!(
+            death_reason(0, &failed),
+            "worker 0 failed: cannot open the dataset"
+        );
     }
 }

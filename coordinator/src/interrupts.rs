@@ -4,7 +4,8 @@
 //! drain timeout); the second cancels them at once. SIGTERM (a supervisor asking us to
 //! stop) cancels at once. In every case the report of what completed is still written.
 //! Workers ignore SIGINT, so a terminal's Ctrl-C reaching the whole process group is
-//! decided here alone.
+//! decided here alone. Workers treat SIGTERM as a clean cancel too and say so, so a
+//! supervisor's `kill -TERM -PGID` ends the run cleanly whichever process sees it first.
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
@@ -13,8 +14,10 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 pub enum Interrupt {
     /// Stop queuing, drain in-flight requests.
     Drain,
-    /// Cancel in-flight requests now.
+    /// Cancel in-flight requests now (a second Ctrl-C).
     Cancel,
+    /// SIGTERM: cancel in-flight requests now.
+    Terminate,
 }
 
 /// The process's interrupt signals; one per run, kept across benchmarks.
@@ -40,6 +43,11 @@ impl Interrupts {
         self.presses > 0
     }
 
+    /// Counts a SIGTERM a worker reported before this process saw its own: the run ends.
+    pub fn note_terminate(&mut self) {
+        self.presses = self.presses.max(1);
+    }
+
     /// Waits for the next signal.
     pub async fn next(&mut self) -> Interrupt {
         let term = tokio::select! {
@@ -47,7 +55,9 @@ impl Interrupts {
             _ = self.term.recv() => true,
         };
         self.presses += 1;
-        if term || self.presses > 1 {
+        if term {
+            Interrupt::Terminate
+        } else if self.presses > 1 {
             Interrupt::Cancel
         } else {
             Interrupt::Drain

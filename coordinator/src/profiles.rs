@@ -420,6 +420,7 @@ mod capacity_tests {
                 window: Default::default(),
                 worker_template,
                 drain_timeout: Duration::from_secs(1),
+                worker_timeout: crate::group::DEFAULT_WORKER_TIMEOUT,
                 on_worker_failure: OnWorkerFailure::Stop,
                 dispatch_lag_threshold: Duration::from_millis(10),
                 slo: None,

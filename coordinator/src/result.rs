@@ -2,7 +2,7 @@
 
 use crate::constraints::{Limits, StopReason};
 use crate::slo::{Goodput, SloVerdict};
-use crate::state::{Counts, TokenSources, WorkerGroupState};
+use crate::state::{Audit, Counts, TokenSources, WorkerGroupState};
 use crate::strategy::{Strategy, StrategySettings};
 use crate::timeseries::TimePoint;
 use llmsurge_proto::{ClockAnchor, Distribution, MeasureWindow, Metric, MonoNanos, StatusClass};
@@ -77,7 +77,8 @@ pub struct Throughput {
     pub output_tokens_per_s: f64,
     /// Prompt plus output tokens of completed requests per second.
     pub total_tokens_per_s: f64,
-    /// Mean requests in flight.
+    /// Mean requests in flight over the measured window (their summed time in flight
+    /// over its duration).
     pub concurrency_mean: f64,
     /// Most requests in flight at once (sampled every 10 ms).
     pub concurrency_peak: u64,
@@ -157,6 +158,10 @@ pub struct BenchmarkResult {
     pub histograms: BTreeMap<String, String>,
     /// The workers.
     pub workers: Vec<WorkerOutcome>,
+    /// The end-of-benchmark check of the request books. Absent from reports older than
+    /// it (read as unset) and left out when unset, so those reports round-trip as they were.
+    #[serde(default, skip_serializing_if = "Audit::is_unset")]
+    pub audit: Audit,
 }
 
 /// Inputs of [`build`] besides the state.
@@ -213,10 +218,11 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         }
     };
     let timeseries = state.timeseries.points(ctx.end);
-    let concurrency_mean = if timeseries.is_empty() {
-        0.0
+    // Over the measured window only: warm-up and cool-down seconds would dilute it.
+    let concurrency_mean = if window.duration_s > 0.0 {
+        m.busy_ns as f64 / 1e9 / window.duration_s
     } else {
-        timeseries.iter().map(|p| p.concurrency).sum::<f64>() / timeseries.len() as f64
+        0.0
     };
 
     let mut metrics = BTreeMap::new();
@@ -293,6 +299,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         timeseries,
         histograms: encode_histograms(state),
         workers: ctx.workers,
+        audit: Audit::default(),
     }
 }
 

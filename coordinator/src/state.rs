@@ -4,15 +4,16 @@
 //! requests are in flight on which worker (so a dead worker's requests can be accounted
 //! as errored), merges the histogram deltas, and evaluates the error constraints after
 //! every batch. Nothing is silently lost: `created = completed + errored + cancelled`
-//! once nothing is in flight.
+//! once nothing is in flight, and [`WorkerGroupState::audit`] checks it (with shared
+//! memory's own counts) at the end of every benchmark.
 
 use crate::constraints::{Limits, StopReason};
 use crate::slo::GoodputSpec;
 use crate::timeseries::TimeSeries;
 use llmsurge_proto::metrics::MetricsError;
 use llmsurge_proto::{
-    ErrorKind, MetricSet, MonoNanos, Phase, RequestError, RequestRecord, RequestStarted,
-    RequestStatus, TokenSource, UpdateBatch,
+    ErrorKind, MeasureWindow, MetricSet, MonoNanos, Phase, RequestError, RequestRecord,
+    RequestStarted, RequestStatus, TokenSource, UpdateBatch,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -87,11 +88,74 @@ pub struct MeasuredTotals {
     pub first_start: Option<MonoNanos>,
     /// Latest end of a measured request.
     pub last_end: Option<MonoNanos>,
+    /// Sum of the measured requests' times in flight (start to end), ns: over the
+    /// window's duration, the mean concurrency of the measured window (Little's law).
+    #[serde(default)]
+    pub busy_ns: u64,
 }
 
 #[derive(Debug, Default)]
 struct WorkerTrack {
     in_flight: HashMap<u64, RequestStarted>,
+    /// Requests this worker sent, by its reports (plus, once it died, the ones shared
+    /// memory counted that it never reported).
+    started: u64,
+}
+
+/// The end-of-benchmark audit of the books: what the coordinator counted against what
+/// shared memory counted, and the accounting identity.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Audit {
+    /// Requests the workers sent, by shared memory's count (written before each send).
+    pub sent_shm: u64,
+    /// Requests sent, by the coordinator's books (reported, or accounted for a dead worker).
+    pub sent_books: u64,
+    /// Slots the strategy clock handed out.
+    pub slots_claimed: u64,
+    /// Slots handed back unsent because a stop came before they were due.
+    pub slots_returned: u64,
+    /// Requests of dead workers that shared memory counted as sent but the worker never
+    /// reported (counted as errored, or cancelled when the coordinator killed it).
+    pub unreported: u64,
+    /// Each disagreement found, one sentence each; empty when the books balance.
+    pub mismatches: Vec<String>,
+}
+
+impl Audit {
+    /// Nothing was audited: a report older than the audit, or a benchmark that claimed
+    /// no slot.
+    pub fn is_unset(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Shared memory's counts at the end of a benchmark, for [`WorkerGroupState::audit`].
+#[derive(Clone, Debug, Default)]
+pub struct ShmCounts {
+    /// Requests sent, per worker.
+    pub started: Vec<u64>,
+    /// Slots handed out.
+    pub slots_claimed: u64,
+    /// Slots handed back unsent.
+    pub slots_returned: u64,
+    /// Requests in flight across the group.
+    pub in_flight: u64,
+}
+
+/// How a dead worker ended, for [`WorkerGroupState::worker_lost`].
+#[derive(Clone, Copy, Debug)]
+pub struct Loss<'a> {
+    /// What happened, for the error messages.
+    pub reason: &'a str,
+    /// The coordinator killed it on purpose (its requests are cancelled, not errored).
+    pub deliberate: bool,
+    /// When it was noticed.
+    pub now: MonoNanos,
+    /// Requests it sent, by shared memory's count.
+    pub shm_started: u64,
+    /// The newest slot claimed in the group: the stand-in slot of requests it sent but
+    /// never reported (their slots are unknown; they were claimed last).
+    pub newest_slot: u64,
 }
 
 /// The coordinator's state of one running benchmark.
@@ -115,6 +179,11 @@ pub struct WorkerGroupState {
     pub goodput: Option<GoodputSpec>,
     /// Completed measured requests that met them.
     pub good_requests: u64,
+    /// Warm-up and cool-down, to tag the requests of a dead worker.
+    pub window: MeasureWindow,
+    t0: MonoNanos,
+    /// Requests of dead workers that were sent but never reported.
+    unreported: u64,
 }
 
 impl WorkerGroupState {
@@ -131,6 +200,9 @@ impl WorkerGroupState {
             timeseries: TimeSeries::new(t0),
             goodput: None,
             good_requests: 0,
+            window: MeasureWindow::default(),
+            t0,
+            unreported: 0,
         }
     }
 
@@ -148,6 +220,7 @@ impl WorkerGroupState {
             self.counts.in_flight += 1;
             if let Some(track) = self.workers.get_mut(worker as usize) {
                 track.in_flight.insert(s.slot, *s);
+                track.started += 1;
             }
         }
         for r in &batch.finished {
@@ -211,6 +284,8 @@ impl WorkerGroupState {
         if let Some(start) = r.start {
             m.first_start = Some(m.first_start.map_or(start, |f| f.min(start)));
             m.last_end = Some(m.last_end.map_or(r.end, |e| e.max(r.end)));
+            let busy = u64::try_from(r.end.since(start).as_nanos()).unwrap_or(u64::MAX);
+            m.busy_ns = m.busy_ns.saturating_add(busy);
         }
         if let (Some(spec), RequestStatus::Completed, Some(start)) =
             (&self.goodput, r.status, r.start)
@@ -240,14 +315,14 @@ impl WorkerGroupState {
         }
     }
 
-    /// Accounts every request in flight on a dead worker as errored with `reason`
-    /// (or as cancelled when the coordinator killed it on purpose). Returns how many.
+    /// Accounts every request in flight on a dead worker as errored with the loss's
+    /// reason (or as cancelled when the coordinator killed it on purpose), each in the
+    /// phase its slot and scheduled time fall in, and the requests shared memory says it
+    /// sent but it never reported. Returns how many requests that was.
     pub fn worker_lost(
         &mut self,
         worker: u32,
-        reason: &str,
-        deliberate: bool,
-        now: MonoNanos,
+        loss: Loss<'_>,
         on_record: &mut dyn FnMut(&RequestRecord),
     ) -> u64 {
         let Some(track) = self.workers.get_mut(worker as usize) else {
@@ -255,10 +330,17 @@ impl WorkerGroupState {
         };
         let mut lost: Vec<RequestStarted> = track.in_flight.drain().map(|(_, s)| s).collect();
         lost.sort_by_key(|s| s.slot);
-        let (status, kind) = if deliberate {
+        // Sent (shared memory counted them before the send) but never reported.
+        let unreported = loss.shm_started.saturating_sub(track.started);
+        track.started += unreported;
+        let (status, kind) = if loss.deliberate {
             (RequestStatus::Cancelled, ErrorKind::Cancelled)
         } else {
             (RequestStatus::Errored, ErrorKind::WorkerDied)
+        };
+        let error = RequestError {
+            kind,
+            message: loss.reason.to_string(),
         };
         let n = lost.len() as u64;
         for s in lost {
@@ -267,26 +349,101 @@ impl WorkerGroupState {
                 slot: s.slot,
                 worker,
                 status,
-                error: Some(RequestError {
-                    kind,
-                    message: reason.to_string(),
-                }),
+                error: Some(error.clone()),
                 scheduled: s.scheduled,
                 start: Some(s.start),
                 first_token: None,
                 first_content: None,
-                end: now,
+                end: loss.now,
                 prompt_tokens: None,
                 output_tokens: 0,
                 output_tokens_source: TokenSource::Unknown,
                 streamed_tokens: 0,
-                phase: Phase::Measured,
+                phase: self.window.phase(s.slot, s.scheduled.since(self.t0)),
                 late: false,
             };
             self.account(&record);
             on_record(&record);
         }
-        n
+        if unreported > 0 {
+            // No record: their slots and times are unknown. They count as created and
+            // failed, in the phase of the newest slot at the time of death.
+            self.unreported += unreported;
+            self.counts.created += unreported;
+            match status {
+                RequestStatus::Cancelled => self.counts.cancelled += unreported,
+                _ => self.counts.errored += unreported,
+            }
+            if status == RequestStatus::Errored {
+                let tally = self.errors.entry(kind).or_default();
+                tally.count += unreported;
+                if tally.samples.len() < SAMPLES_PER_KIND && !tally.samples.contains(&error.message)
+                {
+                    tally.samples.push(error.message.clone());
+                }
+            }
+            match self.window.phase(loss.newest_slot, loss.now.since(self.t0)) {
+                Phase::Warmup => self.counts.warmup += unreported,
+                Phase::Cooldown => self.counts.cooldown += unreported,
+                Phase::Measured => match status {
+                    RequestStatus::Cancelled => self.measured.cancelled += unreported,
+                    _ => self.measured.errored += unreported,
+                },
+            }
+        }
+        n + unreported
+    }
+
+    /// Checks the books at the end of a benchmark: the identity `created = completed +
+    /// errored + cancelled` with nothing in flight, the requests sent by shared memory's
+    /// count against the coordinator's, and (when no worker died, since a dead worker
+    /// takes the slots it held with it) every claimed slot became a request or was handed
+    /// back.
+    pub fn audit(&self, shm: &ShmCounts, every_worker_finished: bool) -> Audit {
+        let c = &self.counts;
+        let sent_books: u64 = self.workers.iter().map(|t| t.started).sum();
+        let sent_shm: u64 = shm.started.iter().sum();
+        let mut mismatches = Vec::new();
+        if c.in_flight != 0 || c.created != c.finished() {
+            mismatches.push(format!(
+                "created {} but completed {} + errored {} + cancelled {} = {} ({} still counted in flight)",
+                c.created,
+                c.completed,
+                c.errored,
+                c.cancelled,
+                c.finished(),
+                c.in_flight
+            ));
+        }
+        for (id, track) in self.workers.iter().enumerate() {
+            let counted = shm.started.get(id).copied().unwrap_or(0);
+            if counted != track.started {
+                mismatches.push(format!(
+                    "worker {id} sent {counted} requests by shared memory's count, {} by its reports",
+                    track.started
+                ));
+            }
+        }
+        if shm.in_flight != 0 {
+            mismatches.push(format!(
+                "shared memory still counts {} requests in flight",
+                shm.in_flight
+            ));
+        }
+        if every_worker_finished && shm.slots_claimed != c.created + shm.slots_returned {
+            mismatches.push(format!(
+                "{} slots were claimed but {} became requests and {} were handed back unsent",
+                shm.slots_claimed, c.created, shm.slots_returned
+            ));
+        }
+        Audit {
+            sent_shm,
+            sent_books,
+            slots_claimed: shm.slots_claimed,
+            slots_returned: shm.slots_returned,
+            unreported: self.unreported,
+            mismatches,
+        }
     }
 
     /// Requests in flight on `worker`.
@@ -359,13 +516,7 @@ mod tests {
         assert_eq!(st.counts.in_flight, 3);
         assert_eq!(st.in_flight_on(0), 3);
         assert_eq!(
-            st.worker_lost(
-                0,
-                "worker 0 died: signal 9",
-                false,
-                MonoNanos(9),
-                &mut |_| {}
-            ),
+            st.worker_lost(0, loss("worker 0 died: signal 9", false, 5), &mut |_| {}),
             3
         );
         let c = st.counts;
@@ -391,8 +542,100 @@ mod tests {
             ..Default::default()
         };
         st.apply(0, &batch, &mut |_| {}).expect("apply");
-        st.worker_lost(0, "interrupted", true, MonoNanos(9), &mut |_| {});
+        st.worker_lost(0, loss("interrupted", true, 1), &mut |_| {});
         assert_eq!((st.counts.cancelled, st.counts.errored), (1, 0));
+    }
+
+    fn loss(reason: &str, deliberate: bool, shm_started: u64) -> Loss<'_> {
+        Loss {
+            reason,
+            deliberate,
+            now: MonoNanos(9),
+            shm_started,
+            newest_slot: 0,
+        }
+    }
+
+    #[test]
+    fn a_dead_workers_requests_keep_the_phase_of_their_slot() {
+        let mut st = WorkerGroupState::new(1, MonoNanos(0), Limits::default());
+        st.window = MeasureWindow {
+            warmup_slots: Some(2),
+            ..MeasureWindow::default()
+        };
+        let batch = UpdateBatch {
+            started: (0..3).map(started).collect(),
+            ..Default::default()
+        };
+        st.apply(0, &batch, &mut |_| {}).expect("apply");
+        let mut phases = Vec::new();
+        st.worker_lost(0, loss("worker 0 died: signal 9", false, 3), &mut |r| {
+            phases.push((r.slot, r.phase))
+        });
+        assert_eq!(
+            phases,
+            vec![(0, Phase::Warmup), (1, Phase::Warmup), (2, Phase::Measured)]
+        );
+        assert_eq!((st.counts.warmup, st.measured.errored), (2, 1));
+    }
+
+    #[test]
+    fn requests_a_dead_worker_sent_but_never_reported_are_counted() {
+        let mut st = WorkerGroupState::new(1, MonoNanos(0), Limits::default());
+        let batch = UpdateBatch {
+            started: vec![started(0)],
+            ..Default::default()
+        };
+        st.apply(0, &batch, &mut |_| {}).expect("apply");
+        // Shared memory counted 4 sends; one was reported.
+        let lost = st.worker_lost(0, loss("worker 0 died: signal 9", false, 4), &mut |_| {});
+        assert_eq!(lost, 4);
+        let c = st.counts;
+        assert_eq!((c.created, c.errored, c.in_flight), (4, 4, 0));
+        assert_eq!(st.errors[&ErrorKind::WorkerDied].count, 4);
+        let audit = st.audit(
+            &ShmCounts {
+                started: vec![4],
+                slots_claimed: 5,
+                ..ShmCounts::default()
+            },
+            false,
+        );
+        assert_eq!(audit.mismatches, Vec::<String>::new());
+        assert_eq!(
+            (audit.sent_shm, audit.sent_books, audit.unreported),
+            (4, 4, 3)
+        );
+    }
+
+    #[test]
+    fn the_audit_names_every_disagreement() {
+        let mut st = WorkerGroupState::new(1, MonoNanos(0), Limits::default());
+        let batch = UpdateBatch {
+            started: vec![started(0)],
+            finished: vec![finished(0, RequestStatus::Completed, None)],
+            ..Default::default()
+        };
+        st.apply(0, &batch, &mut |_| {}).expect("apply");
+        let balanced = ShmCounts {
+            started: vec![1],
+            slots_claimed: 2,
+            slots_returned: 1,
+            in_flight: 0,
+        };
+        assert!(st.audit(&balanced, true).mismatches.is_empty());
+        // A slot the pacer held and dropped, and a send nobody reported.
+        let off = ShmCounts {
+            started: vec![2],
+            slots_claimed: 2,
+            ..ShmCounts::default()
+        };
+        let m = st.audit(&off, true).mismatches;
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert!(m[0].contains("worker 0 sent 2"), "{m:?}");
+        assert!(m[1].contains("2 slots were claimed"), "{m:?}");
+        st.counts.created += 1;
+        assert!(st.audit(&balanced, true).mismatches[0].starts_with("created 2"));
     }
 
     #[test]

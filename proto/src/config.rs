@@ -251,6 +251,26 @@ pub struct MeasureWindow {
     pub cooldown_from_time: Option<Duration>,
 }
 
+impl MeasureWindow {
+    /// The phase of the request of `slot`, scheduled `since_t0` after the group's start.
+    /// Workers tag their records with it; the coordinator tags the requests of a dead
+    /// worker with it.
+    pub fn phase(&self, slot: u64, since_t0: Duration) -> crate::record::Phase {
+        use crate::record::Phase;
+        if self.warmup_slots.is_some_and(|n| slot < n)
+            || self.warmup_time.is_some_and(|d| since_t0 < d)
+        {
+            Phase::Warmup
+        } else if self.cooldown_from_slot.is_some_and(|n| slot >= n)
+            || self.cooldown_from_time.is_some_and(|d| since_t0 >= d)
+        {
+            Phase::Cooldown
+        } else {
+            Phase::Measured
+        }
+    }
+}
+
 /// Everything one worker needs to run its part of one benchmark.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkerConfig {

@@ -4,7 +4,9 @@
 //! coordinator answers `Configure`; the worker prepares (HTTP client, data) and says
 //! `Ready`; once every worker is ready the coordinator writes `t0` into shared memory and
 //! sends `Start`. The worker then streams `Update` batches (which double as heartbeats)
-//! and ends with `Finished`, or `Failed` if it cannot go on. `Shutdown` lets it exit.
+//! and ends with `Finished`, or `Failed` if it cannot go on, then exits. There is no
+//! shutdown message: a worker whose socket reaches EOF exits (the coordinator went away
+//! or has everything it needs).
 
 use crate::clock::MonoNanos;
 use crate::config::WorkerConfig;
@@ -13,7 +15,7 @@ use crate::record::{RequestRecord, RequestStarted};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on every incompatible change to the messages below.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Coordinator → worker.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -21,13 +23,11 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub enum ToWorker {
     /// The worker's configuration.
     Configure(Box<WorkerConfig>),
-    /// Begin at `t0` (also in shared memory).
+    /// Begin at `t0`.
     Start {
         /// The group's start instant.
         t0: MonoNanos,
     },
-    /// Exit now; the coordinator has everything it needs.
-    Shutdown,
 }
 
 /// Worker → coordinator.
@@ -50,6 +50,10 @@ pub enum FromWorker {
     Finished {
         /// Why it stopped.
         reason: String,
+        /// It got SIGTERM and cancelled its requests (a supervisor stopping the whole
+        /// process group): the coordinator treats it as its own SIGTERM.
+        #[serde(default)]
+        terminated: bool,
     },
     /// The worker cannot go on.
     Failed {
@@ -97,24 +101,24 @@ mod tests {
         expected.extend_from_slice(b"hello");
         expected.extend_from_slice(&[0x82, 0xb0]);
         expected.extend_from_slice(b"protocol_version");
-        expected.push(0x01);
+        expected.push(0x02);
         expected.extend_from_slice(&[0xa3]);
         expected.extend_from_slice(b"pid");
         expected.push(0x05);
         assert_eq!(out, expected);
-        assert_eq!(PROTOCOL_VERSION, 1);
+        assert_eq!(PROTOCOL_VERSION, 2);
     }
 
     #[test]
     fn unit_variants_are_plain_strings() {
         let mut out = Vec::new();
-        encode_frame(&ToWorker::Shutdown, &mut out).expect("encode");
-        assert_eq!(&out[4..], b"\xa8shutdown");
+        encode_frame(&FromWorker::Ready, &mut out).expect("encode");
+        assert_eq!(&out[4..], b"\xa5ready");
     }
 
     #[test]
     fn messages_round_trip() {
-        let msgs = vec![ToWorker::Start { t0: MonoNanos(123) }, ToWorker::Shutdown];
+        let msgs = vec![ToWorker::Start { t0: MonoNanos(123) }];
         let mut wire = Vec::new();
         for m in &msgs {
             encode_frame(m, &mut wire).expect("encode");

@@ -2,14 +2,15 @@
 //!
 //! The coordinator creates it (an anonymous `memfd`), initialises the header, and hands
 //! the file descriptor to each worker it spawns. Everything in it is an atomic, so the
-//! block is safe to share between processes without locks: the start instant `t0`, the
-//! stop flags, the strategy clock (the next slot to claim and the slot limit), the
-//! group-wide concurrency cap, and a few live counters.
+//! block is safe to share between processes without locks: the stop flags, the strategy
+//! clock (the next slot to claim, the slot limit, and the slots handed back unsent), the
+//! group-wide concurrency cap, and per-worker counters of requests in flight and sent.
+//! The per-worker counters are what the coordinator trusts when a worker dies before
+//! reporting: they are written before the request goes out, the report only after.
 //!
 //! The layout is `#[repr(C)]` with fixed offsets and carries a magic number and a layout
 //! version; a golden test pins the offsets so a change is visible in review.
 
-use crate::clock::MonoNanos;
 use nix::sys::mman::{MapFlags, ProtFlags};
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// `b"LLMSURGE"` read as a little-endian integer.
 pub const SHM_MAGIC: u64 = u64::from_le_bytes(*b"LLMSURGE");
 /// Bumped on every change to [`ShmLayout`].
-pub const SHM_LAYOUT_VERSION: u32 = 1;
+pub const SHM_LAYOUT_VERSION: u32 = 2;
 /// The most workers one group can have (the per-worker arrays are this long).
 pub const MAX_WORKERS: usize = 256;
 /// A slot limit or concurrency cap that means "none".
@@ -73,8 +74,6 @@ pub struct ShmLayout {
     magic: AtomicU64,
     layout_version: AtomicU32,
     worker_count: AtomicU32,
-    /// Start instant of the group (monotonic ns); 0 until the coordinator writes it.
-    t0: AtomicU64,
     /// [`stop_flags`] bits.
     stop: AtomicU32,
     reserved: AtomicU32,
@@ -86,15 +85,14 @@ pub struct ShmLayout {
     in_flight: AtomicU64,
     /// The group-wide cap on `in_flight`.
     concurrency_cap: AtomicU64,
-    /// Requests sent across the group.
-    started: AtomicU64,
-    /// Requests finished (any outcome) across the group.
-    finished: AtomicU64,
-    /// Requests that were sent later than their slot because the cap was reached.
-    late: AtomicU64,
-    padding: [AtomicU64; 5],
+    /// Slots claimed but handed back unsent: a stop came before they were due.
+    slots_returned: AtomicU64,
+    padding: [AtomicU64; 8],
     /// Requests in flight per worker, so a dead worker's share can be given back.
     worker_in_flight: [AtomicU64; MAX_WORKERS],
+    /// Requests sent per worker (counted just before the send), so the requests a dead
+    /// worker sent but never reported are still accounted for.
+    worker_started: [AtomicU64; MAX_WORKERS],
 }
 
 /// The size of the block.
@@ -132,19 +130,6 @@ impl ShmLayout {
     /// Number of workers in the group.
     pub fn worker_count(&self) -> u32 {
         self.worker_count.load(Ordering::Relaxed)
-    }
-
-    /// The start instant, once written.
-    pub fn t0(&self) -> Option<MonoNanos> {
-        match self.t0.load(Ordering::Acquire) {
-            0 => None,
-            t => Some(MonoNanos(t)),
-        }
-    }
-
-    /// Writes the start instant (coordinator only).
-    pub fn set_t0(&self, t0: MonoNanos) {
-        self.t0.store(t0.0, Ordering::Release);
     }
 
     /// The current stop flags.
@@ -189,6 +174,12 @@ impl ShmLayout {
             .min(self.slot_limit.load(Ordering::Acquire))
     }
 
+    /// Whether no slot is left to claim: stopped, or every slot below the limit handed out.
+    pub fn slots_exhausted(&self) -> bool {
+        self.queuing_stopped()
+            || self.next_slot.load(Ordering::Acquire) >= self.slot_limit.load(Ordering::Acquire)
+    }
+
     /// Lowers the slot limit (e.g. a finite dataset ran out); never raises it.
     pub fn limit_slots(&self, limit: u64) {
         self.slot_limit.fetch_min(limit, Ordering::AcqRel);
@@ -208,11 +199,8 @@ impl ShmLayout {
                 })
                 .is_ok()
         };
-        if acquired {
-            if let Some(c) = self.worker_in_flight.get(worker as usize) {
-                c.fetch_add(1, Ordering::AcqRel);
-            }
-            self.started.fetch_add(1, Ordering::Relaxed);
+        if acquired && let Some(c) = self.worker_in_flight.get(worker as usize) {
+            c.fetch_add(1, Ordering::AcqRel);
         }
         acquired
     }
@@ -223,7 +211,6 @@ impl ShmLayout {
             c.fetch_sub(1, Ordering::AcqRel);
         }
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
-        self.finished.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Gives back everything a dead worker held; returns how many requests that was.
@@ -234,7 +221,6 @@ impl ShmLayout {
             .map(|c| c.swap(0, Ordering::AcqRel))
             .unwrap_or(0);
         self.in_flight.fetch_sub(held, Ordering::AcqRel);
-        self.finished.fetch_add(held, Ordering::Relaxed);
         held
     }
 
@@ -243,24 +229,38 @@ impl ShmLayout {
         self.in_flight.load(Ordering::Acquire)
     }
 
+    /// Counts one request `worker` is about to send. Called before the send, so a
+    /// worker that dies right after still has it counted.
+    pub fn count_started(&self, worker: u32) {
+        if let Some(c) = self.worker_started.get(worker as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Requests `worker` sent so far.
+    pub fn worker_started(&self, worker: u32) -> u64 {
+        self.worker_started
+            .get(worker as usize)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
     /// Requests sent so far across the group.
     pub fn started(&self) -> u64 {
-        self.started.load(Ordering::Relaxed)
+        self.worker_started
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
     }
 
-    /// Requests finished so far across the group.
-    pub fn finished(&self) -> u64 {
-        self.finished.load(Ordering::Relaxed)
+    /// Hands back a claimed slot that was never sent because a stop came before it was
+    /// due: it is no request, and the books say so.
+    pub fn return_slot(&self) {
+        self.slots_returned.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts one request sent later than its slot because the cap was reached.
-    pub fn count_late(&self) {
-        self.late.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Requests sent late so far.
-    pub fn late(&self) -> u64 {
-        self.late.load(Ordering::Relaxed)
+    /// Slots handed back unsent.
+    pub fn slots_returned(&self) -> u64 {
+        self.slots_returned.load(Ordering::Relaxed)
     }
 }
 
@@ -361,21 +361,19 @@ mod tests {
     #[test]
     fn layout_is_pinned() {
         assert_eq!(SHM_MAGIC, 0x4547_5255_534d_4c4c);
-        assert_eq!(SHM_LAYOUT_VERSION, 1);
+        assert_eq!(SHM_LAYOUT_VERSION, 2);
         assert_eq!(offset_of!(ShmLayout, magic), 0);
         assert_eq!(offset_of!(ShmLayout, layout_version), 8);
         assert_eq!(offset_of!(ShmLayout, worker_count), 12);
-        assert_eq!(offset_of!(ShmLayout, t0), 16);
-        assert_eq!(offset_of!(ShmLayout, stop), 24);
-        assert_eq!(offset_of!(ShmLayout, next_slot), 32);
-        assert_eq!(offset_of!(ShmLayout, slot_limit), 40);
-        assert_eq!(offset_of!(ShmLayout, in_flight), 48);
-        assert_eq!(offset_of!(ShmLayout, concurrency_cap), 56);
-        assert_eq!(offset_of!(ShmLayout, started), 64);
-        assert_eq!(offset_of!(ShmLayout, finished), 72);
-        assert_eq!(offset_of!(ShmLayout, late), 80);
+        assert_eq!(offset_of!(ShmLayout, stop), 16);
+        assert_eq!(offset_of!(ShmLayout, next_slot), 24);
+        assert_eq!(offset_of!(ShmLayout, slot_limit), 32);
+        assert_eq!(offset_of!(ShmLayout, in_flight), 40);
+        assert_eq!(offset_of!(ShmLayout, concurrency_cap), 48);
+        assert_eq!(offset_of!(ShmLayout, slots_returned), 56);
         assert_eq!(offset_of!(ShmLayout, worker_in_flight), 128);
-        assert_eq!(SHM_SIZE, 128 + 8 * MAX_WORKERS);
+        assert_eq!(offset_of!(ShmLayout, worker_started), 128 + 8 * MAX_WORKERS);
+        assert_eq!(SHM_SIZE, 128 + 16 * MAX_WORKERS);
     }
 
     fn region(workers: u32, limit: u64, cap: u64) -> SharedRegion {
@@ -389,8 +387,9 @@ mod tests {
         let (a, fd) = SharedRegion::create().expect("memfd");
         a.init(2, 10, UNLIMITED);
         let b = SharedRegion::open(&fd).expect("open");
-        a.set_t0(MonoNanos(42));
-        assert_eq!(b.t0(), Some(MonoNanos(42)));
+        b.count_started(1);
+        assert_eq!(a.worker_started(1), 1);
+        assert_eq!(a.started(), 1);
         assert_eq!(b.claim_slot(), Some(0));
         assert_eq!(a.claim_slot(), Some(1));
         b.request_stop(stop_flags::STOP_QUEUING);
@@ -421,6 +420,7 @@ mod tests {
         let slots: Vec<u64> = std::iter::from_fn(|| r.claim_slot()).collect();
         assert_eq!(slots, vec![0, 1, 2, 3, 4]);
         assert_eq!(r.slots_claimed(), 5);
+        assert!(r.slots_exhausted());
         r.limit_slots(100);
         assert_eq!(r.claim_slot(), None, "the limit is never raised");
     }
@@ -457,15 +457,15 @@ mod tests {
         r.release(0);
         r.release(0);
         assert_eq!(r.in_flight(), 0);
-        assert_eq!(r.started(), 4);
-        assert_eq!(r.finished(), 4);
     }
 
     #[test]
     fn cancel_implies_stop_queuing() {
         let r = region(1, UNLIMITED, UNLIMITED);
+        assert!(!r.slots_exhausted());
         r.request_stop(stop_flags::CANCEL_IN_FLIGHT);
         assert!(r.queuing_stopped());
+        assert!(r.slots_exhausted());
         assert_eq!(r.claim_slot(), None);
     }
 }

@@ -148,6 +148,8 @@ pub struct RunPlan {
     pub seed: u64,
     /// Drain bound after the first Ctrl-C.
     pub drain_timeout: Duration,
+    /// Silence after which a worker is killed as hung.
+    pub worker_timeout: Duration,
     /// Dead-worker policy.
     pub on_worker_failure: OnWorkerFailure,
     /// Client-bottleneck threshold on dispatch-lag p99.
@@ -193,6 +195,24 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     if limits.max_seconds.is_none() && limits.max_requests.is_none() && !finite_data {
         limits.max_seconds = Some(DEFAULT_MAX_SECONDS);
     }
+    // Workers report at least every 0.5 s; a shorter timeout would kill healthy ones.
+    if args.client.worker_timeout < Duration::from_secs(1) {
+        return usage(format!(
+            "--worker-timeout {}s is too short: workers report every 0.5s (use 1s or more)",
+            args.client.worker_timeout.as_secs_f64()
+        ));
+    }
+    // Streams still waiting for their turn when the time is up would never start.
+    if let Some(max) = limits.max_seconds
+        && !settings.rampup.is_zero()
+        && settings.rampup >= max
+    {
+        return usage(format!(
+            "--rampup {}s must be shorter than --max-seconds {}s",
+            settings.rampup.as_secs_f64(),
+            max.as_secs_f64()
+        ));
+    }
     // Both windows are checked now against the limits, so a bad combination fails before
     // anything starts.
     measure_window(args.limits.warmup, args.limits.cooldown, &limits)?;
@@ -215,6 +235,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         backend: resolve_backend(args)?,
         seed: args.load.random_seed,
         drain_timeout: args.client.drain_timeout,
+        worker_timeout: args.client.worker_timeout,
         on_worker_failure: match args.client.on_worker_failure {
             WorkerFailureArg::Stop => OnWorkerFailure::Stop,
             WorkerFailureArg::Continue => OnWorkerFailure::Continue,

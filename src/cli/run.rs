@@ -240,6 +240,7 @@ fn plan_template(
         window: measure_window(plan.warmup, plan.cooldown, &plan.limits)?,
         worker_template,
         drain_timeout: plan.drain_timeout,
+        worker_timeout: plan.worker_timeout,
         on_worker_failure: plan.on_worker_failure,
         dispatch_lag_threshold: plan.max_dispatch_lag,
         slo: plan.slo.clone(),

@@ -1,11 +1,12 @@
 //! Worker death, Ctrl-C, coordinator death: the run ends as configured, the report
-//! accounts for every request, and no process is left behind.
+//! accounts for every request, and no process is left behind. (More process rows of the
+//! fault matrix: `signals.rs`.) Signals go out once the mock holds requests in flight.
 
+use super::signals::{Live, assert_group_gone_within, pid, wait_completed, wait_in_flight};
 use crate::support::{assert_identity, mock, ok_report, start_run, wait_for_children, wait_run};
 use llmsurge::mock::MockConfig;
 use llmsurge_coordinator::StopReason;
-use nix::sys::signal::{Signal, kill, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::{Signal, kill};
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
@@ -51,19 +52,8 @@ fn start_busy(
     (child, dir, workers)
 }
 
-fn pid(p: u32) -> Pid {
-    Pid::from_raw(p as i32)
-}
-
 fn assert_group_gone(pgid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while killpg(pid(pgid), None).is_ok() {
-        assert!(
-            Instant::now() < deadline,
-            "processes of group {pgid} outlived the run"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert_group_gone_within(pgid, Duration::from_secs(10));
 }
 
 #[test]
@@ -71,9 +61,16 @@ fn a_killed_worker_stops_the_run_and_is_named_in_the_report() {
     let server = mock(busy_mock());
     let url = server.base_url();
     let (child, dir, workers) = start_busy(&url, "30", &[], false);
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_completed(&server, 4);
+    wait_in_flight(&server, 4);
     kill(pid(workers[0]), Signal::SIGKILL).expect("kill the worker");
+    let sent = Instant::now();
     let run = wait_run(child, dir);
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        sent.elapsed()
+    );
     assert_eq!(
         run.code(),
         llmsurge::exit_codes::RUN_FAILED,
@@ -101,6 +98,9 @@ fn a_killed_worker_stops_the_run_and_is_named_in_the_report() {
     );
     assert!(b.requests.completed > 0);
     assert!(run.stderr.contains("died: signal 9"), "{}", run.stderr);
+    // Shared memory's count of sends, the dead worker's unreported ones included, agrees.
+    assert!(b.audit.mismatches.is_empty(), "{:?}", b.audit);
+    assert_eq!(b.audit.sent_shm, b.audit.sent_books, "{:?}", b.audit);
 }
 
 #[test]
@@ -108,7 +108,7 @@ fn with_continue_the_others_carry_on_after_a_worker_dies() {
     let server = mock(busy_mock());
     let url = server.base_url();
     let (child, dir, workers) = start_busy(&url, "4", &["--on-worker-failure", "continue"], false);
-    std::thread::sleep(Duration::from_millis(1000));
+    wait_in_flight(&server, 4);
     kill(pid(workers[1]), Signal::SIGKILL).expect("kill the worker");
     let run = wait_run(child, dir);
     let report = ok_report(&run);
@@ -135,7 +135,7 @@ fn ctrl_c_drains_writes_the_report_and_leaves_no_process() {
     let url = server.base_url();
     let (child, dir, _) = start_busy(&url, "60", &[], true);
     let pgid = child.id();
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_in_flight(&server, 4);
     let sent = Instant::now();
     kill(pid(pgid), Signal::SIGINT).expect("SIGINT");
     let run = wait_run(child, dir);
@@ -180,17 +180,14 @@ fn a_second_ctrl_c_cancels_in_flight_requests_at_once() {
         "--max-seconds",
         "60",
     ];
-    let (child, dir) = start_run(&args, |cmd| {
-        cmd.process_group(0);
-    });
-    let pgid = child.id();
-    wait_for_children(pgid, 1);
-    std::thread::sleep(Duration::from_millis(1000));
+    let live = Live::start(&args, true);
+    let pgid = live.pid();
+    wait_in_flight(&server, 3);
     let sent = Instant::now();
     kill(pid(pgid), Signal::SIGINT).expect("first SIGINT");
-    std::thread::sleep(Duration::from_millis(300));
+    live.wait_for_stderr("press Ctrl-C again");
     kill(pid(pgid), Signal::SIGINT).expect("second SIGINT");
-    let run = wait_run(child, dir);
+    let run = live.finish();
     assert!(
         sent.elapsed() < Duration::from_secs(10),
         "took {:?}",
@@ -212,6 +209,7 @@ fn a_second_ctrl_c_cancels_in_flight_requests_at_once() {
         "{:?}",
         b.requests
     );
+    assert!(b.interrupted && b.stop_time_s.is_some(), "{b:?}");
 }
 
 #[test]
@@ -220,8 +218,9 @@ fn workers_die_with_a_killed_coordinator() {
     let url = server.base_url();
     let (mut child, _dir, _) = start_busy(&url, "60", &[], true);
     let pgid = child.id();
-    std::thread::sleep(Duration::from_millis(500));
+    wait_in_flight(&server, 4);
     kill(pid(pgid), Signal::SIGKILL).expect("SIGKILL the coordinator");
     let _ = child.wait();
-    assert_group_gone(pgid);
+    // The parent-death signal (and EOF on their sockets) end the workers at once.
+    assert_group_gone_within(pgid, Duration::from_secs(1));
 }

@@ -11,7 +11,10 @@
 //!
 //! A worker never outlives its coordinator: it ignores SIGINT (the coordinator decides
 //! what Ctrl-C means), exits when the IPC socket reaches EOF, and has a parent-death
-//! signal set by the coordinator at spawn.
+//! signal set by the coordinator at spawn. SIGTERM (a supervisor stopping the whole
+//! process group) is a clean cancel, as it is for the coordinator: the worker raises the
+//! group's cancel flag, reports its requests as cancelled and says `Finished` with
+//! `terminated`.
 //!
 //! It does not know how prompts are made: the binary passes a [`SourceFactory`].
 
@@ -29,16 +32,18 @@ pub use source::{Message, PreparedRequest, Prompt, RequestSource, SourceFactory}
 use crate::backend::Backend;
 use crate::reporter::Reporter;
 use crate::request_loop::Context;
+use llmsurge_proto::shm::stop_flags;
 use llmsurge_proto::{
     FrameIoError, FrameReader, FrameWriter, FromWorker, MonoNanos, PROTOCOL_VERSION, Schedule,
     SharedRegion, ToWorker, WorkerConfig,
 };
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{Notify, mpsc, watch};
 
 /// How long a worker waits for its configuration and for the start signal.
@@ -107,6 +112,9 @@ pub fn run_worker(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> i32 {
 }
 
 async fn session(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> Result<(), WorkerError> {
+    // Replace SIGTERM's "terminate" at once, so a group-wide SIGTERM during the handshake
+    // is held for the run (which cancels at once) rather than killing the worker.
+    let term = signal(SignalKind::terminate())?;
     let stream = std::os::unix::net::UnixStream::from(ipc);
     stream.set_nonblocking(true)?;
     let (rd, wr) = tokio::net::UnixStream::from_std(stream)?.into_split();
@@ -121,7 +129,7 @@ async fn session(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> Result<
 
     let cfg = match next_message(&mut reader).await? {
         Some(ToWorker::Configure(cfg)) => cfg,
-        None | Some(ToWorker::Shutdown) => return Ok(()),
+        None => return Ok(()),
         Some(other) => {
             return Err(WorkerError::Protocol(format!(
                 "expected configure, got {other:?}"
@@ -143,14 +151,14 @@ async fn session(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> Result<
     writer.send(&FromWorker::Ready).await?;
     let t0 = match next_message(&mut reader).await? {
         Some(ToWorker::Start { t0 }) => t0,
-        None | Some(ToWorker::Shutdown) => return Ok(()),
+        None => return Ok(()),
         Some(other) => {
             return Err(WorkerError::Protocol(format!(
                 "expected start, got {other:?}"
             )));
         }
     };
-    run(*cfg, prepared, t0, reader, writer).await
+    run(*cfg, prepared, t0, term, reader, writer).await
 }
 
 async fn next_message(
@@ -172,6 +180,15 @@ struct Prepared {
 
 fn prepare(cfg: &WorkerConfig, shm: OwnedFd, factory: &SourceFactory) -> Result<Prepared, String> {
     let shm = SharedRegion::open(&shm).map_err(|e| e.to_string())?;
+    // The per-worker counters are indexed by worker id: the block must be this group's.
+    if shm.worker_count() != cfg.worker_count || cfg.worker_id >= cfg.worker_count {
+        return Err(format!(
+            "worker {} of {} was handed a shared-memory block for {} workers",
+            cfg.worker_id,
+            cfg.worker_count,
+            shm.worker_count()
+        ));
+    }
     let backend = Backend::new(&cfg.backend).map_err(|e| e.to_string())?;
     let source = factory(cfg)?;
     Ok(Prepared {
@@ -185,27 +202,42 @@ async fn run(
     cfg: WorkerConfig,
     prepared: Prepared,
     t0: MonoNanos,
+    mut term: Signal,
     mut reader: FrameReader<OwnedReadHalf>,
     writer: FrameWriter<OwnedWriteHalf>,
 ) -> Result<(), WorkerError> {
-    // The coordinator going away (EOF) or asking us to (Shutdown) ends the process at
-    // once: there is nobody left to report to.
+    // The coordinator going away (EOF) ends the process at once: there is nobody left to
+    // report to.
     tokio::task::spawn_local(async move {
         loop {
             match reader.next::<ToWorker>().await {
-                Ok(Some(ToWorker::Shutdown) | None) | Err(_) => std::process::exit(0),
+                Ok(None) | Err(_) => std::process::exit(0),
                 Ok(Some(_)) => {}
             }
         }
     });
 
     let (cancel_tx, cancel_rx) = watch::channel(false);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let terminated = Rc::new(Cell::new(false));
     let shm = prepared.shm.clone();
+    let got_term = terminated.clone();
     let watcher = tokio::task::spawn_local(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tick.tick().await;
+            tokio::select! {
+                _ = tick.tick() => {}
+                Some(()) = term.recv() => {
+                    // Cancel like the coordinator does on its SIGTERM, for the whole
+                    // group at once; the coordinator gets the same signal or our word.
+                    shm.request_stop(stop_flags::CANCEL_IN_FLIGHT);
+                    got_term.set(true);
+                }
+            }
+            if shm.slots_exhausted() && !*stop_tx.borrow() {
+                let _ = stop_tx.send(true);
+            }
             if shm.cancel_requested() {
                 let _ = cancel_tx.send(true);
                 return;
@@ -230,6 +262,7 @@ async fn run(
         backend: prepared.backend,
         reporter,
         cancel: cancel_rx,
+        stop: stop_rx,
         released: Notify::new(),
         flush_now,
     });
@@ -244,13 +277,16 @@ async fn run(
         }
     }
     watcher.abort();
-    let reason = if prepared.shm.queuing_stopped() {
+    let reason = if terminated.get() {
+        "terminated (SIGTERM)"
+    } else if prepared.shm.queuing_stopped() {
         "stopped"
     } else {
         "schedule exhausted"
     };
     let _ = control_tx.send(FromWorker::Finished {
         reason: reason.into(),
+        terminated: terminated.get(),
     });
     flusher
         .await

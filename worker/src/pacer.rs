@@ -77,18 +77,19 @@ impl Pacer {
                 Err(message) => (Err(message), None),
             };
             if !sleep_until(scheduled, &self.shm) {
-                break; // stopped while waiting: the slot was never due within the run
+                // Stopped while waiting: the slot was never due within the run. It is no
+                // request, and the books must say where it went.
+                self.shm.return_slot();
+                break;
             }
-            if self
-                .tx
-                .send(Dispatch {
-                    slot,
-                    scheduled,
-                    body,
-                    prompt_tokens,
-                })
-                .is_err()
-            {
+            let dispatch = Dispatch {
+                slot,
+                scheduled,
+                body,
+                prompt_tokens,
+            };
+            if self.tx.send(dispatch).is_err() {
+                self.shm.return_slot(); // the runtime is gone: nobody will send it
                 break;
             }
         }
@@ -179,6 +180,74 @@ pub fn sleep_until(target: MonoNanos, shm: &SharedRegion) -> bool {
 mod tests {
     use super::*;
     use llmsurge_proto::shm::{UNLIMITED, stop_flags};
+
+    fn test_backend() -> llmsurge_proto::BackendConfig {
+        llmsurge_proto::BackendConfig {
+            base_url: "http://127.0.0.1:1".into(),
+            request_format: llmsurge_proto::RequestFormat::Chat,
+            model: "m".into(),
+            stream: true,
+            api_key: None,
+            headers: vec![],
+            params: vec![],
+            extra_body: serde_json::Map::new(),
+            http2: false,
+            request_timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            ttft_timeout: None,
+            idle_timeout: None,
+            ignore_eos: false,
+        }
+    }
+
+    /// A source whose every slot is a one-message prompt.
+    struct Fixed;
+
+    impl RequestSource for Fixed {
+        fn request(&mut self, _slot: u64) -> Result<Option<crate::PreparedRequest>, String> {
+            Ok(Some(crate::PreparedRequest {
+                prompt: crate::Prompt::Text("hi".into()),
+                prompt_tokens: Some(1),
+                max_tokens: Some(1),
+            }))
+        }
+    }
+
+    #[test]
+    fn a_slot_held_when_the_stop_comes_is_handed_back() {
+        let (shm, _fd) = SharedRegion::create().expect("shm");
+        shm.init(1, UNLIMITED, UNLIMITED);
+        let shm = Arc::new(shm);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let backend = Backend::new(&test_backend()).expect("backend");
+        // One slot a second: slot 0 is due at once, slot 1 in a second.
+        let pacer = Pacer {
+            shm: shm.clone(),
+            t0: MonoNanos::now(),
+            clock: ArrivalClock::new(
+                llmsurge_proto::Arrivals::Constant {
+                    rate: 1.0,
+                    rampup: Duration::ZERO,
+                },
+                1,
+            ),
+            source: Box::new(Fixed),
+            backend: Arc::new(backend),
+            tx,
+        };
+        let handle = std::thread::spawn(move || pacer.run());
+        let first = rx.blocking_recv().expect("slot 0");
+        assert_eq!(first.slot, 0);
+        // Slot 1 is claimed and held while its second passes; stop meanwhile.
+        while shm.slots_claimed() < 2 {
+            std::thread::yield_now();
+        }
+        shm.request_stop(stop_flags::STOP_QUEUING);
+        handle.join().expect("pacer");
+        assert!(rx.try_recv().is_err(), "slot 1 was never due");
+        assert_eq!(shm.slots_claimed(), 2);
+        assert_eq!(shm.slots_returned(), 1);
+    }
 
     #[test]
     fn sleeps_end_on_time_and_stop_flags_cut_them_short() {

@@ -48,17 +48,7 @@ impl Reporter {
 
     /// The phase a slot falls in.
     pub fn phase(&self, slot: u64, scheduled: MonoNanos) -> Phase {
-        let since = scheduled.since(self.t0);
-        let w = &self.window;
-        if w.warmup_slots.is_some_and(|n| slot < n) || w.warmup_time.is_some_and(|d| since < d) {
-            Phase::Warmup
-        } else if w.cooldown_from_slot.is_some_and(|n| slot >= n)
-            || w.cooldown_from_time.is_some_and(|d| since >= d)
-        {
-            Phase::Cooldown
-        } else {
-            Phase::Measured
-        }
+        self.window.phase(slot, scheduled.since(self.t0))
     }
 
     /// A request was sent.

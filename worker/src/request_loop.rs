@@ -36,6 +36,9 @@ pub struct Context {
     pub reporter: Rc<RefCell<Reporter>>,
     /// Becomes `true` when in-flight requests must be cancelled.
     pub cancel: watch::Receiver<bool>,
+    /// Becomes `true` when no slot is left to claim (a stop flag, or the slot limit
+    /// reached): ends ramp waits.
+    pub stop: watch::Receiver<bool>,
     /// A local request gave its concurrency back.
     pub released: Notify,
     /// The reporter holds a full batch.
@@ -67,12 +70,12 @@ impl Context {
                 Ok(_) = cancel.wait_for(|c| *c) => {}
             }
         }
-        if info.late {
-            self.shm.count_late();
-        }
         let ex = match body {
             Err(message) => Exchange::failed(ErrorKind::Request, message),
             Ok(body) => {
+                // Counted in shared memory before the send and before the report, so a
+                // worker that dies in between still has it on the books.
+                self.shm.count_started(self.id);
                 let start = MonoNanos::now();
                 self.reporter
                     .borrow_mut()
@@ -125,7 +128,13 @@ impl Context {
     }
 
     async fn stream_loop(&self, start_at: MonoNanos, source: Rc<RefCell<Box<dyn RequestSource>>>) {
-        tokio::time::sleep_until(tokio_instant(start_at)).await;
+        // A stream still waiting for its ramp-up turn when a stop comes, or when the other
+        // streams already claimed every slot, never starts.
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            () = tokio::time::sleep_until(tokio_instant(start_at)) => {}
+            Ok(_) = stop.wait_for(|s| *s) => return,
+        }
         while let Some(slot) = self.shm.claim_slot() {
             let scheduled = MonoNanos::now();
             let prepared = source.borrow_mut().request(slot);

@@ -27,4 +27,8 @@ pub struct ClientArgs {
     /// they are cancelled (a second Ctrl-C cancels at once).
     #[arg(long, env = "LLMSURGE_DRAIN_TIMEOUT", value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
     pub drain_timeout: Duration,
+
+    /// A worker process silent this long (no report, no heartbeat) is killed as hung (1s or more).
+    #[arg(long, env = "LLMSURGE_WORKER_TIMEOUT", value_parser = parse_positive_duration, default_value = "15s", value_name = "DURATION")]
+    pub worker_timeout: Duration,
 }

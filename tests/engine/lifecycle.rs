@@ -1,0 +1,165 @@
+//! The benchmark lifecycle's own numbers: the books balanced at the end of every run, the
+//! mean concurrency of the measured window, and a ramp-up that must fit in the run.
+
+use crate::support::{mock, ok_report, run};
+use llmsurge::mock::MockConfig;
+
+/// Requests of ~100 ms.
+fn mock_100ms() -> llmsurge::mock::MockServer {
+    mock(MockConfig {
+        ttft_ms: 50.0,
+        itl_ms: 5.0,
+        output_tokens: 10,
+        ..MockConfig::default()
+    })
+}
+
+/// A constant rate stopped by its time limit: the pacer holds the next slot, not yet
+/// due, when the stop comes. It is handed back, and the audit finds every slot and every
+/// send accounted for.
+#[test]
+fn a_rate_stopped_by_its_time_limit_leaves_balanced_books() {
+    let server = mock_100ms();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "20",
+        "--workers",
+        "2",
+        "--max-seconds",
+        "2",
+        "--data",
+        "prompt_tokens=16,output_tokens=10",
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    let a = &b.audit;
+    assert!(a.mismatches.is_empty(), "{a:?}");
+    assert!(
+        a.slots_returned >= 1,
+        "the held slot was handed back: {a:?}"
+    );
+    assert_eq!(
+        a.slots_claimed,
+        b.requests.created + a.slots_returned,
+        "{a:?}"
+    );
+    assert_eq!(a.sent_shm, a.sent_books, "{a:?}");
+    assert_eq!(
+        a.sent_shm, b.requests.created,
+        "every request was sent: {a:?}"
+    );
+    assert!(!run.stderr.contains("do not balance"), "{}", run.stderr);
+}
+
+/// One request in flight at all times (synchronous): the measured window's mean
+/// concurrency is about 1, however long the warm-up was (which used to count as seconds
+/// of zero concurrency).
+#[test]
+fn mean_concurrency_is_over_the_measured_window_only() {
+    let server = mock_100ms();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--max-seconds",
+        "3",
+        "--warmup",
+        "1.5s",
+        "--data",
+        "prompt_tokens=16,output_tokens=10",
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert!(b.requests.warmup > 0, "{:?}", b.requests);
+    let mean = b.throughput.concurrency_mean;
+    assert!((0.85..=1.0001).contains(&mean), "concurrency mean {mean}");
+}
+
+#[test]
+fn a_rampup_as_long_as_the_run_is_a_usage_error() {
+    let server = mock_100ms();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--rampup",
+        "10",
+        "--max-seconds",
+        "5",
+    ]);
+    assert_eq!(run.code(), llmsurge::exit_codes::USAGE, "{}", run.stderr);
+    let lines: Vec<_> = run
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", run.stderr);
+    assert!(
+        lines[0].contains("--rampup") && lines[0].contains("--max-seconds"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(
+        server.stats().requests.chat_completions,
+        0,
+        "no load was sent"
+    );
+}
+
+#[test]
+fn a_worker_timeout_below_the_heartbeat_is_a_usage_error() {
+    let server = mock_100ms();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--max-requests",
+        "1",
+        "--worker-timeout",
+        "200ms",
+    ]);
+    assert_eq!(run.code(), llmsurge::exit_codes::USAGE, "{}", run.stderr);
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+    assert!(run.stderr.contains("--worker-timeout"), "{}", run.stderr);
+}
+
+/// Streams due to start at 5, 10 and 15 s of a 20 s ramp-up: when the first stream has
+/// already sent every request of `--max-requests`, they end at once instead of sleeping
+/// through their turn.
+#[test]
+fn streams_waiting_for_their_ramp_up_end_when_no_slot_is_left() {
+    let server = mock_100ms();
+    let started = std::time::Instant::now();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--workers",
+        "1",
+        "--rampup",
+        "20",
+        "--max-requests",
+        "3",
+        "--data",
+        "prompt_tokens=16,output_tokens=10",
+    ]);
+    let report = ok_report(&run);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "took {:?}",
+        started.elapsed()
+    );
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 3, "{:?}", b.requests);
+    assert!(b.workers.iter().all(|w| !w.died), "{:?}", b.workers);
+}
