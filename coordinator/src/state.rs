@@ -115,6 +115,8 @@ pub struct WorkerGroupState {
     pub goodput: Option<GoodputSpec>,
     /// Completed measured requests that met them.
     pub good_requests: u64,
+    /// Unfinished measured requests whose elapsed time already missed a threshold.
+    pub unfinished_not_good: u64,
 }
 
 impl WorkerGroupState {
@@ -131,6 +133,7 @@ impl WorkerGroupState {
             timeseries: TimeSeries::new(t0),
             goodput: None,
             good_requests: 0,
+            unfinished_not_good: 0,
         }
     }
 
@@ -212,16 +215,17 @@ impl WorkerGroupState {
             m.first_start = Some(m.first_start.map_or(start, |f| f.min(start)));
             m.last_end = Some(m.last_end.map_or(r.end, |e| e.max(r.end)));
         }
-        if let (Some(spec), RequestStatus::Completed, Some(start)) =
-            (&self.goodput, r.status, r.start)
-        {
-            let ttft = r.first_content.map(|t| t.since(start));
-            let tpot = match (r.first_content, r.output_tokens) {
-                (Some(first), n) if n > 1 => Some(r.end.since(first) / (n - 1)),
-                _ => None,
-            };
-            if spec.is_good(ttft, tpot, r.end.since(start)) {
-                self.good_requests += 1;
+        if let Some(spec) = &self.goodput {
+            match (r.status, r.latency()) {
+                (RequestStatus::Completed, Some(e2e)) => {
+                    if spec.is_good(r.ttft(), r.tpot(), e2e) {
+                        self.good_requests += 1;
+                    }
+                }
+                (RequestStatus::Cancelled, _) if spec.already_missed(r) => {
+                    self.unfinished_not_good += 1;
+                }
+                _ => {}
             }
         }
         if r.status == RequestStatus::Completed {
@@ -283,6 +287,10 @@ impl WorkerGroupState {
                 phase: Phase::Measured,
                 late: false,
             };
+            if record.phase == Phase::Measured {
+                // Made here, not in a worker: its lower bounds are recorded here too.
+                llmsurge_proto::metrics::record_incomplete_bounds(&mut self.metrics, &record);
+            }
             self.account(&record);
             on_record(&record);
         }
