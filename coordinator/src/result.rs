@@ -534,10 +534,7 @@ mod tests {
         let w = slow_stream_client(&health(dist(1.0), dist(12.5)));
         assert_eq!(w.len(), 1);
         assert!(w[0].starts_with("runtime delay p99 12.50 ms"), "{}", w[0]);
-        assert_eq!(
-            slow_stream_client(&health(dist(11.0), dist(11.0))).len(),
-            2
-        );
+        assert_eq!(slow_stream_client(&health(dist(11.0), dist(11.0))).len(), 2);
     }
 
     /// A result whose workers reported a 40 ms send gap and runtime delay.

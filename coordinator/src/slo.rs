@@ -634,7 +634,9 @@ mod tests {
         // A report from before the family existed reads successful requests.
         let mut old = r.clone();
         old.metrics.retain(|k, _| !k.ends_with("_with_incomplete"));
-        let v = Slo::parse("ttft_p99<=500ms").expect("parses").evaluate(&old);
+        let v = Slo::parse("ttft_p99<=500ms")
+            .expect("parses")
+            .evaluate(&old);
         assert!(v.passed);
         assert_eq!(v.checks[0].distribution.as_deref(), Some("ttft.successful"));
     }
@@ -664,7 +666,11 @@ mod tests {
             late: true,
         };
         assert!(!spec.already_missed(&r));
-        assert!(GoodputSpec::parse("e2e:4s").expect("parses").already_missed(&r));
+        assert!(
+            GoodputSpec::parse("e2e:4s")
+                .expect("parses")
+                .already_missed(&r)
+        );
     }
 
     #[test]

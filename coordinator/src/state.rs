@@ -217,10 +217,8 @@ impl WorkerGroupState {
         }
         if let Some(spec) = &self.goodput {
             match (r.status, r.latency()) {
-                (RequestStatus::Completed, Some(e2e)) => {
-                    if spec.is_good(r.ttft(), r.tpot(), e2e) {
-                        self.good_requests += 1;
-                    }
+                (RequestStatus::Completed, Some(e2e)) if spec.is_good(r.ttft(), r.tpot(), e2e) => {
+                    self.good_requests += 1;
                 }
                 (RequestStatus::Cancelled, _) if spec.already_missed(r) => {
                     self.unfinished_not_good += 1;

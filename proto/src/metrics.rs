@@ -145,9 +145,7 @@ impl Metric {
             Metric::RequestLatencyWithIncomplete => {
                 "e2e of successful and errored requests, plus for each unfinished request the time it had run, or waited when never sent (a lower bound)"
             }
-            Metric::SendGap => {
-                "stream strategies: previous request's end → the stream's next send"
-            }
+            Metric::SendGap => "stream strategies: previous request's end → the stream's next send",
             Metric::RuntimeDelay => "how late a worker's runtime ran a periodic probe timer",
         }
     }
@@ -171,7 +169,11 @@ pub fn record_incomplete_bounds(set: &mut MetricSet, r: &RequestRecord) {
     }
     let elapsed = micros(r.elapsed());
     let class = StatusClass::Incomplete;
-    set.record(class, Metric::TtftWithIncomplete, r.ttft().map_or(elapsed, micros));
+    set.record(
+        class,
+        Metric::TtftWithIncomplete,
+        r.ttft().map_or(elapsed, micros),
+    );
     set.record(
         class,
         Metric::TtftAnyWithIncomplete,

@@ -238,15 +238,11 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
         ),
         (
             "client.runtime_delay_p50_ms",
-            Box::new(|r| {
-                opt_float(r.client.runtime_delay.as_ref().map(|d| d.percentiles.p50))
-            }),
+            Box::new(|r| opt_float(r.client.runtime_delay.as_ref().map(|d| d.percentiles.p50))),
         ),
         (
             "client.runtime_delay_p99_ms",
-            Box::new(|r| {
-                opt_float(r.client.runtime_delay.as_ref().map(|d| d.percentiles.p99))
-            }),
+            Box::new(|r| opt_float(r.client.runtime_delay.as_ref().map(|d| d.percentiles.p99))),
         ),
         (
             "client.bottleneck",

@@ -71,7 +71,12 @@ fn unfinished_note(b: &BenchmarkResult) -> Option<String> {
     let family = |key: &str| b.metrics.get(key).filter(|d| d.incomplete.count > 0);
     let e2e = family("request_latency_with_incomplete")?;
     let ttft = family("ttft_with_incomplete")
-        .map(|d| format!("TTFT p99 ≥ {} ms, ", cell_value(Some(d.total.percentiles.p99))))
+        .map(|d| {
+            format!(
+                "TTFT p99 ≥ {} ms, ",
+                cell_value(Some(d.total.percentiles.p99))
+            )
+        })
         .unwrap_or_default();
     Some(format!(
         "{} measured requests did not finish: counting their elapsed time as a lower bound, {ttft}E2E p99 ≥ {} ms (the *_with_incomplete distributions)",

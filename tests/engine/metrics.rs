@@ -272,18 +272,40 @@ fn requests_cut_off_count_as_lower_bounds() {
         completed.percentiles.p50
     );
     let cut_off = 2000.0; // 2.2 s less the slack of a loaded machine
-    for key in ["ttft_with_incomplete", "ttft_any_with_incomplete", "request_latency_with_incomplete"] {
+    for key in [
+        "ttft_with_incomplete",
+        "ttft_any_with_incomplete",
+        "request_latency_with_incomplete",
+    ] {
         let d = &b.metrics[key];
         assert!(d.incomplete.count >= 10, "{key}: {:?}", d.incomplete);
-        assert_eq!(d.total.count, d.successful.count + d.errored.count + d.incomplete.count);
-        assert!(d.incomplete.max >= cut_off, "{key} max {}", d.incomplete.max);
-        assert!(d.total.percentiles.p50 >= cut_off, "{key} p50 {}", d.total.percentiles.p50);
-        assert!(d.total.percentiles.p99 >= cut_off, "{key} p99 {}", d.total.percentiles.p99);
+        assert_eq!(
+            d.total.count,
+            d.successful.count + d.errored.count + d.incomplete.count
+        );
+        assert!(
+            d.incomplete.max >= cut_off,
+            "{key} max {}",
+            d.incomplete.max
+        );
+        assert!(
+            d.total.percentiles.p50 >= cut_off,
+            "{key} p50 {}",
+            d.total.percentiles.p50
+        );
+        assert!(
+            d.total.percentiles.p99 >= cut_off,
+            "{key} p99 {}",
+            d.total.percentiles.p99
+        );
     }
     let check = &b.slo.as_ref().expect("slo").checks[0];
     assert!(!check.passed);
     assert!(check.measured.expect("measured") >= cut_off);
-    assert_eq!(check.distribution.as_deref(), Some("ttft_with_incomplete.total"));
+    assert_eq!(
+        check.distribution.as_deref(),
+        Some("ttft_with_incomplete.total")
+    );
     let goodput = b.goodput.as_ref().expect("goodput");
     assert!(goodput.unfinished_not_good >= 10, "{goodput:?}");
     assert!(goodput.fraction < 0.5, "{goodput:?}");
@@ -318,11 +340,23 @@ fn stream_strategies_report_the_client_probes() {
     let delay = c.runtime_delay.as_ref().expect("runtime delay");
     // Every request but each stream's first follows a previous one.
     let completed = report.benchmarks[0].requests.completed;
-    assert!(gap.count + 4 >= completed && gap.count > 10, "{} gaps", gap.count);
+    assert!(
+        gap.count + 4 >= completed && gap.count > 10,
+        "{} gaps",
+        gap.count
+    );
     // A probe every 10 ms for about a second.
     assert!(delay.count >= 20, "{} probes", delay.count);
-    assert!(gap.percentiles.p50 < 10.0, "send gap p50 {}", gap.percentiles.p50);
-    assert!(delay.percentiles.p50 < 10.0, "runtime delay p50 {}", delay.percentiles.p50);
+    assert!(
+        gap.percentiles.p50 < 10.0,
+        "send gap p50 {}",
+        gap.percentiles.p50
+    );
+    assert!(
+        delay.percentiles.p50 < 10.0,
+        "runtime delay p50 {}",
+        delay.percentiles.p50
+    );
     assert!(!c.bottleneck, "{:?}", c.warnings);
 
     // Held to a threshold below the timer's own granularity, the same run is judged
@@ -345,7 +379,9 @@ fn stream_strategies_report_the_client_probes() {
     let c = &strict.report().benchmarks[0].client;
     assert!(c.bottleneck);
     assert!(
-        c.warnings.iter().any(|w| w.starts_with("runtime delay p99")),
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("runtime delay p99")),
         "{:?}",
         c.warnings
     );

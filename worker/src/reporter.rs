@@ -362,7 +362,10 @@ mod tests {
                 "{got:?} vs {want:?}"
             );
         };
-        close(bounds(Metric::TtftWithIncomplete), [50_000, 500_000, 900_000]);
+        close(
+            bounds(Metric::TtftWithIncomplete),
+            [50_000, 500_000, 900_000],
+        );
         close(
             bounds(Metric::RequestLatencyWithIncomplete),
             [290_000, 500_000, 900_000],
