@@ -1,15 +1,16 @@
 //! Service-level objectives over a benchmark's results, and per-request goodput.
 //!
 //! An SLO is a list of checks like `ttft_p99<=500ms,itl_p50<=20ms,error_rate<=1%`, each
-//! evaluated against one benchmark's measured window. Latency checks of `ttft`,
-//! `ttft_any` and `e2e` read the `…_with_incomplete` family (successful and errored
-//! requests as measured, plus the elapsed time of every request cut off before it
-//! finished, a lower bound), so the slowest requests cannot vanish from a verdict by
-//! being cancelled; the other latency checks read successful requests. `error_rate` is
+//! evaluated against one benchmark's measured window. Latency checks read successful
+//! requests and, for `ttft`, `ttft_any` and `e2e`, also the `…_with_incomplete` family
+//! (successful and errored requests as measured, plus the elapsed time of every request
+//! cut off before it finished, a lower bound); the stricter value decides, so the
+//! slowest requests cannot vanish from a verdict by being cancelled. `error_rate` is
 //! errored / (completed + errored). Goodput (as `vllm bench serve` defines it) is per
 //! request: a completed request is "good" when it meets every per-request threshold.
 
 use crate::result::BenchmarkResult;
+use llmsurge_proto::Distribution;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
@@ -106,7 +107,7 @@ pub struct CheckResult {
     /// Whether it held (a missing measurement fails).
     pub passed: bool,
     /// The distribution the measurement came from (`ttft_with_incomplete.total`,
-    /// `itl.successful`), for latency checks.
+    /// `itl.successful`), for latency checks: the stricter of the two read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distribution: Option<String>,
 }
@@ -259,7 +260,7 @@ impl Slo {
             .checks
             .iter()
             .map(|c| {
-                let (measured, distribution) = match measure(&c.target, result) {
+                let (measured, distribution) = match measure(c, result) {
                     Measured::Value(v) => (v, None),
                     Measured::From(v, source) => (v, Some(source)),
                 };
@@ -286,28 +287,47 @@ enum Measured {
     From(Option<f64>, String),
 }
 
-fn measure(target: &SloTarget, r: &BenchmarkResult) -> Measured {
-    match target {
+fn measure(check: &SloCheck, r: &BenchmarkResult) -> Measured {
+    match &check.target {
         SloTarget::Latency { metric, stat } => {
-            // A report from before the `…_with_incomplete` family reads successful only.
-            let family = format!("{metric}_with_incomplete");
-            let (d, source) = match r.metrics.get(&family) {
-                Some(d) => (&d.total, format!("{family}.total")),
-                None => match r.metrics.get(metric) {
-                    Some(d) => (&d.successful, format!("{metric}.successful")),
-                    None => return Measured::From(None, format!("{metric}.successful")),
-                },
-            };
-            if d.count == 0 {
-                return Measured::From(None, source);
-            }
-            let v = match stat.as_str() {
+            let read = |d: &Distribution| match stat.as_str() {
+                _ if d.count == 0 => None,
                 "mean" => Some(d.mean),
                 "min" => Some(d.min),
                 "max" => Some(d.max),
                 key => d.percentiles.get(key),
             };
-            Measured::From(v, source)
+            // The survivors and, where the report has it (not before the family existed),
+            // the family with lower bounds; the stricter of the two is the verdict's, so
+            // counting unfinished requests can fail a check but never pass one.
+            let family = format!("{metric}_with_incomplete");
+            let candidates = [
+                r.metrics
+                    .get(metric)
+                    .map(|d| (read(&d.successful), format!("{metric}.successful"))),
+                r.metrics
+                    .get(&family)
+                    .map(|d| (read(&d.total), format!("{family}.total"))),
+            ];
+            let named = candidates.iter().flatten().last().map(|(_, n)| n.clone());
+            let stricter = candidates
+                .into_iter()
+                .flatten()
+                .filter_map(|(v, name)| Some((v?, name)))
+                .reduce(|a, b| {
+                    let b_stricter = match check.cmp {
+                        Cmp::Le | Cmp::Lt => b.0 > a.0,
+                        Cmp::Ge | Cmp::Gt => b.0 < a.0,
+                    };
+                    if b_stricter { b } else { a }
+                });
+            match stricter {
+                Some((v, name)) => Measured::From(Some(v), name),
+                None => Measured::From(
+                    None,
+                    named.unwrap_or_else(|| format!("{metric}.successful")),
+                ),
+            }
         }
         SloTarget::ErrorRate => {
             let m = &r.measured_requests;
@@ -639,6 +659,23 @@ mod tests {
             .evaluate(&old);
         assert!(v.passed);
         assert_eq!(v.checks[0].distribution.as_deref(), Some("ttft.successful"));
+
+        // Requests cut off a moment after they were sent have small bounds: they may
+        // fail a check, never pass one the survivors fail.
+        let mut early = r.clone();
+        if let Some(d) = early.metrics.get_mut("ttft_with_incomplete") {
+            d.total.percentiles.p50 = 1.0;
+        }
+        let v = Slo::parse("ttft_p50<=50ms,ttft_p50>=50ms")
+            .expect("parses")
+            .evaluate(&early);
+        assert!(!v.checks[0].passed, "{v:?}");
+        assert_eq!(v.checks[0].distribution.as_deref(), Some("ttft.successful"));
+        assert!(!v.checks[1].passed, "{v:?}");
+        assert_eq!(
+            v.checks[1].distribution.as_deref(),
+            Some("ttft_with_incomplete.total")
+        );
     }
 
     #[test]
