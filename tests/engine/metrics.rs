@@ -415,3 +415,39 @@ fn a_very_short_run_has_no_cpu_saturation_warning() {
         assert!(c.worker_cpu_utilization < 0.9, "{limit:?}: {c:?}");
     }
 }
+
+/// Slots queued for `--max-concurrency` and never sent still count: a constant 20/s
+/// against one slot and a 500 ms server sends 4 requests in 2 s; the ~36 others wait for
+/// the cap until the cut-off and count from their scheduled time, the earliest ~1.9 s.
+#[test]
+fn queued_requests_count_from_their_scheduled_time() {
+    let server = mock(MockConfig {
+        ttft_ms: 500.0,
+        ..MockConfig::default()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "20",
+        "--max-concurrency",
+        "1",
+        "--max-seconds",
+        "2",
+        "--data",
+        "prompt_tokens=8,output_tokens=1",
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert!(b.requests.cancelled >= 20, "{:?}", b.requests);
+    let e2e = &b.metrics["request_latency_with_incomplete"];
+    // Sent or not, every cancelled measured request has its bound.
+    assert_eq!(e2e.incomplete.count, b.measured_requests.cancelled);
+    assert!(e2e.incomplete.max >= 1500.0, "{:?}", e2e.incomplete);
+    assert!(
+        e2e.incomplete.max > b.metrics["request_latency"].incomplete.max,
+        "the longest wait was never sent, so only the bound sees it"
+    );
+}
