@@ -419,7 +419,12 @@ fn client_health(
         llmsurge_proto::Schedule::Streams { .. }
     );
     if streams {
-        for warning in slow_stream_client(&health) {
+        let e2e_mean = metrics
+            .get(Metric::RequestLatency.key())
+            .map(|d| &d.successful)
+            .filter(|d| d.count > 0)
+            .map(|d| d.mean);
+        for warning in slow_stream_client(&health, e2e_mean) {
             health.bottleneck = true;
             health.warnings.push(warning);
         }
@@ -440,19 +445,28 @@ fn client_health(
     health
 }
 
+/// Streams that spend more than this share of their time between requests offer
+/// materially less load than asked.
+pub const SEND_GAP_SHARE: f64 = 0.05;
+
 /// The slow-client verdict of a stream strategy (synchronous, concurrent, throughput),
-/// where "scheduled" is "now" and dispatch lag cannot show a slow client: the stream
-/// turnaround and the runtime delay are held to the dispatch-lag threshold. One warning
-/// per figure over it.
-pub fn slow_stream_client(health: &ClientHealth) -> Vec<String> {
+/// where "scheduled" is "now" and dispatch lag cannot show a slow client. The runtime
+/// delay is held to the dispatch-lag threshold: it is added to every timestamp. The
+/// stream turnaround too, but only when it is also a material share of a stream's time
+/// (mean over [`SEND_GAP_SHARE`] of the mean e2e of successful requests, when known):
+/// 12 ms between 2 s requests changes nothing. One warning per figure over it.
+pub fn slow_stream_client(health: &ClientHealth, e2e_mean_ms: Option<f64>) -> Vec<String> {
     let threshold = health.dispatch_lag_threshold_ms;
     let over = |d: &Option<Distribution>| {
         d.as_ref()
             .filter(|d| d.count > 0 && d.percentiles.p99 > threshold)
             .map(|d| d.percentiles.p99)
     };
+    let material = health.send_gap.as_ref().is_some_and(|gap| {
+        e2e_mean_ms.is_none_or(|e2e| gap.mean > SEND_GAP_SHARE * (gap.mean + e2e))
+    });
     let mut warnings = Vec::new();
-    if let Some(p99) = over(&health.send_gap) {
+    if let Some(p99) = over(&health.send_gap).filter(|_| material) {
         warnings.push(format!(
             "send gap p99 {p99:.2} ms exceeds {threshold:.2} ms: streams waited on the client between requests, so the load offered was the client's, not the one asked for"
         ));
@@ -509,6 +523,7 @@ mod tests {
     fn dist(p99: f64) -> Option<Distribution> {
         Some(Distribution {
             count: 100,
+            mean: p99 / 2.0,
             percentiles: llmsurge_proto::metrics::Percentiles {
                 p50: p99 / 2.0,
                 p99,
@@ -526,15 +541,19 @@ mod tests {
             runtime_delay,
             ..ClientHealth::default()
         };
-        assert!(slow_stream_client(&health(dist(9.9), dist(10.0))).is_empty());
-        assert!(slow_stream_client(&health(None, None)).is_empty());
-        let w = slow_stream_client(&health(dist(25.0), dist(1.0)));
+        let verdict = |gap, delay, e2e| slow_stream_client(&health(gap, delay), e2e);
+        assert!(verdict(dist(9.9), dist(10.0), None).is_empty());
+        assert!(verdict(None, None, None).is_empty());
+        let w = verdict(dist(25.0), dist(1.0), Some(100.0));
         assert_eq!(w.len(), 1);
         assert!(w[0].starts_with("send gap p99 25.00 ms"), "{}", w[0]);
-        let w = slow_stream_client(&health(dist(1.0), dist(12.5)));
+        // The same gaps (mean 12.5 ms) between 2 s requests are under 5% of the time.
+        assert!(verdict(dist(25.0), dist(1.0), Some(2000.0)).is_empty());
+        // The runtime delay is added to every timestamp, however long the requests.
+        let w = verdict(dist(1.0), dist(12.5), Some(2000.0));
         assert_eq!(w.len(), 1);
         assert!(w[0].starts_with("runtime delay p99 12.50 ms"), "{}", w[0]);
-        assert_eq!(slow_stream_client(&health(dist(11.0), dist(11.0))).len(), 2);
+        assert_eq!(verdict(dist(11.0), dist(11.0), None).len(), 2);
     }
 
     /// A result whose workers reported a 40 ms send gap and runtime delay.
