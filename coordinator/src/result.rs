@@ -297,34 +297,47 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
     }
 }
 
-/// A metric's distributions per status. A `…_with_incomplete` metric holds only the
-/// lower bounds of unfinished requests; its successful and errored parts are those of
-/// the metric it extends, and its total all three.
+/// A metric's distributions per status. A `…_with_incomplete` metric holds what the
+/// metric it extends lacks: every value of unfinished requests (exact or a lower bound)
+/// and the lower bounds of errored ones without a first token. Its successful and
+/// errored parts add the extended metric's values; its total is all three parts.
 fn status_distributions(set: &MetricSet, metric: Metric) -> StatusDistributions {
-    let of = |metric, class| {
-        set.get(class, metric)
+    let base = metric.completed_part().unwrap_or(metric);
+    let part = |class| {
+        let mut h = set.get(class, metric).cloned();
+        if base != metric
+            && class != StatusClass::Incomplete
+            && let Some(b) = set.get(class, base)
+        {
+            match &mut h {
+                // Both auto-resize with the same precision: adding cannot fail.
+                Some(h) => drop(h.add(b)),
+                None => h = Some(b.clone()),
+            }
+        }
+        h
+    };
+    let parts = StatusClass::ALL.map(part);
+    let of = |h: &Option<hdrhistogram::Histogram<u64>>| {
+        h.as_ref()
             .map(|h| Distribution::of_metric(metric, h))
             .unwrap_or_default()
     };
-    let Some(completed) = metric.completed_part() else {
-        return StatusDistributions {
-            successful: of(metric, StatusClass::Successful),
-            errored: of(metric, StatusClass::Errored),
-            incomplete: of(metric, StatusClass::Incomplete),
-            total: Distribution::of_metric(metric, &set.total(metric)),
-        };
-    };
-    let mut total = set.total(metric);
-    for class in [StatusClass::Successful, StatusClass::Errored] {
-        if let Some(h) = set.get(class, completed) {
+    let total = if base == metric {
+        set.total(metric)
+    } else {
+        let mut total = set.total(metric);
+        total.reset();
+        for h in parts.iter().flatten() {
             // Both auto-resize with the same precision: adding cannot fail.
             let _ = total.add(h);
         }
-    }
+        total
+    };
     StatusDistributions {
-        successful: of(completed, StatusClass::Successful),
-        errored: of(completed, StatusClass::Errored),
-        incomplete: of(metric, StatusClass::Incomplete),
+        successful: of(&parts[0]),
+        errored: of(&parts[1]),
+        incomplete: of(&parts[2]),
         total: Distribution::of_metric(metric, &total),
     }
 }

@@ -592,7 +592,7 @@ mod tests {
                 late: false,
             };
             if cut {
-                llmsurge_proto::metrics::record_incomplete_bounds(&mut metrics, &r);
+                llmsurge_proto::metrics::record_lower_bounds(&mut metrics, &r);
             } else {
                 metrics.record(StatusClass::Successful, Metric::Ttft, 100_000);
                 metrics.record(StatusClass::Successful, Metric::RequestLatency, 200_000);

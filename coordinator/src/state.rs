@@ -287,7 +287,7 @@ impl WorkerGroupState {
             };
             if record.phase == Phase::Measured {
                 // Made here, not in a worker: its lower bounds are recorded here too.
-                llmsurge_proto::metrics::record_incomplete_bounds(&mut self.metrics, &record);
+                llmsurge_proto::metrics::record_lower_bounds(&mut self.metrics, &record);
             }
             self.account(&record);
             on_record(&record);

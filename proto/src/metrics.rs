@@ -33,9 +33,10 @@ pub enum Metric {
     PromptTokens,
     /// Output tokens per request (reasoning included when the server counts it).
     OutputTokens,
-    /// TTFT of a request that did not finish, in µs: its TTFT when its first content
-    /// token came, else the time it had waited (a lower bound). Recorded only in the
-    /// incomplete class; the `ttft_with_incomplete` family adds it to `ttft`.
+    /// TTFT values `ttft` lacks, in µs: of a request that did not finish, its TTFT when
+    /// its first content token came, else the time it had waited; of one that errored
+    /// with no content token, the time it waited (lower bounds; see
+    /// [`record_lower_bounds`]). The `ttft_with_incomplete` family adds them to `ttft`.
     TtftWithIncomplete,
     /// As [`Metric::TtftWithIncomplete`] for the first token of any kind, in µs.
     TtftAnyWithIncomplete,
@@ -137,10 +138,10 @@ impl Metric {
                 "output tokens (reasoning included): the server's usage, else streamed chunks"
             }
             Metric::TtftWithIncomplete => {
-                "ttft of successful and errored requests, plus for each unfinished request the time it had waited without a content token (a lower bound)"
+                "ttft of every request that got a content token, plus for each request cut off or failed without one the time it had waited (a lower bound)"
             }
             Metric::TtftAnyWithIncomplete => {
-                "ttft_any of successful and errored requests, plus lower bounds for unfinished requests"
+                "ttft_any of every request that got a token, plus lower bounds for those cut off or failed without one"
             }
             Metric::RequestLatencyWithIncomplete => {
                 "e2e of successful and errored requests, plus for each unfinished request the time it had run, or waited when never sent (a lower bound)"
@@ -160,26 +161,44 @@ pub fn micros(d: std::time::Duration) -> u64 {
     d.as_micros().min(u128::from(u64::MAX)) as u64
 }
 
-/// Records the lower bounds of a request that did not finish (cancelled while queued or
-/// in flight) into the `…_with_incomplete` metrics, so the slowest requests cannot vanish
-/// from a percentile by being cut off. Does nothing for a request that finished.
-pub fn record_incomplete_bounds(set: &mut MetricSet, r: &RequestRecord) {
-    if r.status != RequestStatus::Cancelled {
-        return;
-    }
+/// Records the lower bounds of a request's latencies that it never got to measure into
+/// the `…_with_incomplete` metrics, so the slowest requests cannot vanish from a
+/// percentile by being cut off or by failing first:
+/// - cancelled (queued or in flight when the benchmark stopped): its TTFTs when they
+///   came, else the time it had waited; its elapsed time as e2e. Never sent: counted
+///   from its scheduled time.
+/// - errored after it was sent with no (content) token: the time it waited, as TTFT (a
+///   request that timed out after 30 s had TTFT ≥ 30 s). Its e2e is measured as is.
+///
+/// Does nothing for a completed request.
+pub fn record_lower_bounds(set: &mut MetricSet, r: &RequestRecord) {
+    let class = StatusClass::of(r.status);
     let elapsed = micros(r.elapsed());
-    let class = StatusClass::Incomplete;
-    set.record(
-        class,
-        Metric::TtftWithIncomplete,
-        r.ttft().map_or(elapsed, micros),
-    );
-    set.record(
-        class,
-        Metric::TtftAnyWithIncomplete,
-        r.ttft_any().map_or(elapsed, micros),
-    );
-    set.record(class, Metric::RequestLatencyWithIncomplete, elapsed);
+    match r.status {
+        RequestStatus::Completed => {}
+        RequestStatus::Cancelled => {
+            set.record(
+                class,
+                Metric::TtftWithIncomplete,
+                r.ttft().map_or(elapsed, micros),
+            );
+            set.record(
+                class,
+                Metric::TtftAnyWithIncomplete,
+                r.ttft_any().map_or(elapsed, micros),
+            );
+            set.record(class, Metric::RequestLatencyWithIncomplete, elapsed);
+        }
+        RequestStatus::Errored if r.start.is_some() => {
+            if r.first_content.is_none() {
+                set.record(class, Metric::TtftWithIncomplete, elapsed);
+            }
+            if r.first_token.is_none() {
+                set.record(class, Metric::TtftAnyWithIncomplete, elapsed);
+            }
+        }
+        RequestStatus::Errored => {} // never sent: the client failed, not the server
+    }
 }
 
 impl fmt::Display for Metric {

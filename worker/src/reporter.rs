@@ -11,7 +11,7 @@ use crate::backend::Exchange;
 use llmsurge_proto::{
     MeasureWindow, Metric, MetricSet, MonoNanos, Phase, RequestRecord, RequestStarted,
     RequestStatus, StatusClass, TokenSource, UpdateBatch,
-    metrics::{MetricsError, micros, record_incomplete_bounds},
+    metrics::{MetricsError, micros, record_lower_bounds},
 };
 
 /// What the request loop knows about a request besides its exchange.
@@ -182,7 +182,7 @@ fn build_record(worker: u32, info: SlotInfo, ex: &Exchange, phase: Phase) -> Req
 /// includes it, so the count is spread over every such chunk.
 pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, token_times: &[MonoNanos]) {
     let class = StatusClass::of(r.status);
-    record_incomplete_bounds(set, r);
+    record_lower_bounds(set, r);
     let Some(start) = r.start else {
         return; // never sent: nothing else was measured
     };
@@ -375,6 +375,26 @@ mod tests {
                 .get(StatusClass::Successful, Metric::TtftWithIncomplete)
                 .is_none(),
             "finished requests are in the metric they extend"
+        );
+        // Timed out with no token after 2 s: TTFT ≥ 2 s, though it failed.
+        let mut timed_out = exchange(&[], None);
+        timed_out.error = Some(llmsurge_proto::RequestError {
+            kind: llmsurge_proto::ErrorKind::Timeout,
+            message: "no first token".into(),
+        });
+        timed_out.end = Some(ms(2_010));
+        r.finished(info(3), &timed_out);
+        let h = r
+            .metrics
+            .get(StatusClass::Errored, Metric::TtftWithIncomplete)
+            .expect("a bound");
+        assert_eq!(h.len(), 1);
+        assert!(h.equivalent(h.max(), 2_000_000), "{}", h.max());
+        assert!(
+            r.metrics
+                .get(StatusClass::Errored, Metric::RequestLatencyWithIncomplete)
+                .is_none(),
+            "its e2e is measured as it is"
         );
     }
 

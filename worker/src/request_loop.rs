@@ -69,16 +69,25 @@ impl Context {
     /// Returns when it ended.
     pub async fn run_request(&self, mut info: SlotInfo, body: Result<Bytes, String>) -> MonoNanos {
         let mut cancel = self.cancel.clone();
-        while !self.shm.try_acquire(self.id) {
-            info.late = true;
+        loop {
+            // The stop first: the requests it cancels give their concurrency back, and a
+            // request waiting for it must not take it and be sent only to be cancelled.
             if *cancel.borrow() {
                 let ex = Exchange::failed(
                     ErrorKind::Cancelled,
-                    "cancelled before it could be sent (concurrency cap)",
+                    if info.late {
+                        "cancelled before it could be sent (concurrency cap)"
+                    } else {
+                        "cancelled before it could be sent: the benchmark stopped"
+                    },
                 );
                 self.report(info, &ex);
                 return ex.end.unwrap_or_else(MonoNanos::now);
             }
+            if self.shm.try_acquire(self.id) {
+                break;
+            }
+            info.late = true;
             tokio::select! {
                 _ = self.released.notified() => {}
                 // Releases by other workers are not notified here; poll for them.
