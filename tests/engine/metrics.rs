@@ -453,5 +453,8 @@ fn queued_requests_count_from_their_scheduled_time() {
     // The stop frees the slot of the one request in flight; a queued request must not
     // take it and be sent only to be cancelled (it was, by a race, and its bound was 0).
     let sent_and_cancelled = b.metrics["request_latency"].incomplete.count;
-    assert!(sent_and_cancelled <= 1, "{sent_and_cancelled} sent at the stop");
+    assert!(
+        sent_and_cancelled <= 1,
+        "{sent_and_cancelled} sent at the stop"
+    );
 }
