@@ -137,7 +137,7 @@ fn exchange(start: MonoNanos) -> Exchange {
         first_token: Some(at(900)),
         first_content: Some(at(900)),
         end: Some(at(900 + 64 * 20)),
-        content_times: (0..TOKENS as u64).map(|i| at(900 + i * 20)).collect(),
+        token_times: (0..TOKENS as u64).map(|i| at(900 + i * 20)).collect(),
         streamed_tokens: TOKENS as u32,
         usage: Some(Usage {
             prompt_tokens: Some(16),
@@ -161,6 +161,7 @@ fn batch() -> UpdateBatch {
             scheduled: start,
             late: false,
             prompt_tokens: Some(16),
+            previous_end: None,
         };
         reporter.finished(info, &exchange(start));
     }
@@ -181,6 +182,7 @@ fn reporter_finish_per_request(b: divan::Bencher) {
             scheduled: t0,
             late: false,
             prompt_tokens: Some(16),
+            previous_end: None,
         };
         reporter.finished(info, divan::black_box(&ex));
         if reporter.pending() >= 4096 {
@@ -202,6 +204,7 @@ fn reporter_take_batch(b: divan::Bencher) {
                 scheduled: t0,
                 late: false,
                 prompt_tokens: Some(16),
+                previous_end: None,
             };
             reporter.finished(info, &ex);
         }

@@ -230,6 +230,14 @@ fn children_cpu_seconds() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// CPU time (all threads, user + system) a live process has used so far.
+fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).ok()?);
+    let clock = nix::time::clock_getcpuclockid(pid).ok()?;
+    let t = nix::time::clock_gettime(clock).ok()?;
+    Some(t.tv_sec() as f64 + t.tv_nsec() as f64 / 1e9)
+}
+
 /// Runs one benchmark to completion (or interruption) and aggregates its result.
 pub async fn run_benchmark(
     plan: &BenchmarkPlan,
@@ -309,6 +317,12 @@ pub async fn run_benchmark(
             t.writer = None; // it died; its events will say so
         }
     }
+
+    // Start-up (spawn, data and tokenizer load) is not load: judge worker CPU from t0.
+    let startup_cpu: f64 = tracks
+        .iter()
+        .filter_map(|t| process_cpu_seconds(t.pid))
+        .sum();
 
     let mut state = WorkerGroupState::new(n, t0, plan.limits);
     state.goodput = plan.goodput;
@@ -429,7 +443,7 @@ pub async fn run_benchmark(
             stop_reason,
             stop_time,
             concurrency_peak: sup.peak,
-            worker_cpu_s: (children_cpu_seconds() - cpu_before).max(0.0),
+            worker_cpu_s: (children_cpu_seconds() - cpu_before - startup_cpu).max(0.0),
             dispatch_lag_threshold_ms: plan.dispatch_lag_threshold.as_secs_f64() * 1000.0,
             workers,
         },

@@ -5,7 +5,9 @@ use crate::slo::{Goodput, SloVerdict};
 use crate::state::{Audit, Counts, TokenSources, WorkerGroupState};
 use crate::strategy::{Strategy, StrategySettings};
 use crate::timeseries::TimePoint;
-use llmsurge_proto::{ClockAnchor, Distribution, MeasureWindow, Metric, MonoNanos, StatusClass};
+use llmsurge_proto::{
+    ClockAnchor, Distribution, MeasureWindow, Metric, MetricSet, MonoNanos, StatusClass,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -95,10 +97,20 @@ pub struct ClientHealth {
     pub dispatch_lag_threshold_ms: f64,
     /// Requests sent late because the concurrency cap was reached.
     pub late_requests: u64,
-    /// CPU time of the worker processes (user + system), seconds.
+    /// CPU time of the worker processes (user + system) from t0 to their exit, seconds;
+    /// start-up (spawn, data and tokenizer load) is left out.
     pub worker_cpu_s: f64,
     /// Worker CPU time over (duration × workers): near 1 means the workers were saturated.
     pub worker_cpu_utilization: f64,
+    /// Stream strategies: a stream's previous request end → its next send, ms (requests
+    /// that waited for the concurrency cap left out). What dispatch lag cannot show there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_gap: Option<Distribution>,
+    /// How late the workers' runtimes ran a probe timer due every 10 ms, ms: how long a
+    /// response chunk can wait before it is timestamped. Includes up to 1 ms of timer
+    /// granularity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_delay: Option<Distribution>,
     /// The client was the bottleneck: these numbers describe the client, not the server.
     pub bottleneck: bool,
     /// What the checks found, one sentence each.
@@ -226,22 +238,10 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
     };
 
     let mut metrics = BTreeMap::new();
-    for metric in Metric::ALL {
-        let of = |class| {
-            state
-                .metrics
-                .get(class, metric)
-                .map(|h| Distribution::of_metric(metric, h))
-                .unwrap_or_default()
-        };
+    for metric in Metric::REPORTED {
         metrics.insert(
             metric.key().to_string(),
-            StatusDistributions {
-                successful: of(StatusClass::Successful),
-                errored: of(StatusClass::Errored),
-                incomplete: of(StatusClass::Incomplete),
-                total: Distribution::of_metric(metric, &state.metrics.total(metric)),
-            },
+            status_distributions(&state.metrics, metric),
         );
     }
 
@@ -287,11 +287,12 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
             spec,
             good_requests: state.good_requests,
             requests_per_s: per_s(state.good_requests),
-            fraction: if m.completed > 0 {
-                state.good_requests as f64 / m.completed as f64
+            fraction: if m.completed + state.unfinished_not_good > 0 {
+                state.good_requests as f64 / (m.completed + state.unfinished_not_good) as f64
             } else {
                 0.0
             },
+            unfinished_not_good: state.unfinished_not_good,
         }),
         slo: None,
         token_sources: state.token_sources,
@@ -300,6 +301,51 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         histograms: encode_histograms(state),
         workers: ctx.workers,
         audit: Audit::default(),
+    }
+}
+
+/// A metric's distributions per status. A `…_with_incomplete` metric holds what the
+/// metric it extends lacks: every value of unfinished requests (exact or a lower bound)
+/// and the lower bounds of errored ones without a first token. Its successful and
+/// errored parts add the extended metric's values; its total is all three parts.
+fn status_distributions(set: &MetricSet, metric: Metric) -> StatusDistributions {
+    let base = metric.completed_part().unwrap_or(metric);
+    let part = |class| {
+        let mut h = set.get(class, metric).cloned();
+        if base != metric
+            && class != StatusClass::Incomplete
+            && let Some(b) = set.get(class, base)
+        {
+            match &mut h {
+                // Both auto-resize with the same precision: adding cannot fail.
+                Some(h) => drop(h.add(b)),
+                None => h = Some(b.clone()),
+            }
+        }
+        h
+    };
+    let parts = StatusClass::ALL.map(part);
+    let of = |h: &Option<hdrhistogram::Histogram<u64>>| {
+        h.as_ref()
+            .map(|h| Distribution::of_metric(metric, h))
+            .unwrap_or_default()
+    };
+    let total = if base == metric {
+        set.total(metric)
+    } else {
+        let mut total = set.total(metric);
+        total.reset();
+        for h in parts.iter().flatten() {
+            // Both auto-resize with the same precision: adding cannot fail.
+            let _ = total.add(h);
+        }
+        total
+    };
+    StatusDistributions {
+        successful: of(&parts[0]),
+        errored: of(&parts[1]),
+        incomplete: of(&parts[2]),
+        total: Distribution::of_metric(metric, &total),
     }
 }
 
@@ -357,6 +403,13 @@ fn client_health(
     } else {
         0.0
     };
+    let probe = |metric| {
+        state
+            .metrics
+            .get(StatusClass::Successful, metric)
+            .filter(|h| !h.is_empty())
+            .map(|h| Distribution::of_metric(metric, h))
+    };
     let mut health = ClientHealth {
         dispatch_lag_p50_ms: lag.percentiles.p50,
         dispatch_lag_p99_ms: lag.percentiles.p99,
@@ -364,6 +417,8 @@ fn client_health(
         late_requests: state.counts.late,
         worker_cpu_s: ctx.worker_cpu_s,
         worker_cpu_utilization: utilization,
+        send_gap: probe(Metric::SendGap),
+        runtime_delay: probe(Metric::RuntimeDelay),
         bottleneck: false,
         warnings: Vec::new(),
     };
@@ -379,6 +434,21 @@ fn client_health(
             lag.percentiles.p99, ctx.dispatch_lag_threshold_ms
         ));
     }
+    let streams = matches!(
+        ctx.strategy.schedule(&ctx.settings),
+        llmsurge_proto::Schedule::Streams { .. }
+    );
+    if streams {
+        let e2e_mean = metrics
+            .get(Metric::RequestLatency.key())
+            .map(|d| &d.successful)
+            .filter(|d| d.count > 0)
+            .map(|d| d.mean);
+        for warning in slow_stream_client(&health, e2e_mean) {
+            health.bottleneck = true;
+            health.warnings.push(warning);
+        }
+    }
     if utilization > 0.9 {
         health.warnings.push(format!(
             "workers used {:.0}% of their CPU time: the client was near saturation (add --workers or cores)",
@@ -393,6 +463,40 @@ fn client_health(
         ));
     }
     health
+}
+
+/// Streams that spend more than this share of their time between requests offer
+/// materially less load than asked.
+pub const SEND_GAP_SHARE: f64 = 0.05;
+
+/// The slow-client verdict of a stream strategy (synchronous, concurrent, throughput),
+/// where "scheduled" is "now" and dispatch lag cannot show a slow client. The runtime
+/// delay is held to the dispatch-lag threshold: it is added to every timestamp. The
+/// stream turnaround too, but only when it is also a material share of a stream's time
+/// (mean over [`SEND_GAP_SHARE`] of the mean e2e of successful requests, when known):
+/// 12 ms between 2 s requests changes nothing. One warning per figure over it.
+pub fn slow_stream_client(health: &ClientHealth, e2e_mean_ms: Option<f64>) -> Vec<String> {
+    let threshold = health.dispatch_lag_threshold_ms;
+    let over = |d: &Option<Distribution>| {
+        d.as_ref()
+            .filter(|d| d.count > 0 && d.percentiles.p99 > threshold)
+            .map(|d| d.percentiles.p99)
+    };
+    let material = health.send_gap.as_ref().is_some_and(|gap| {
+        e2e_mean_ms.is_none_or(|e2e| gap.mean > SEND_GAP_SHARE * (gap.mean + e2e))
+    });
+    let mut warnings = Vec::new();
+    if let Some(p99) = over(&health.send_gap).filter(|_| material) {
+        warnings.push(format!(
+            "send gap p99 {p99:.2} ms exceeds {threshold:.2} ms: streams waited on the client between requests, so the load offered was the client's, not the one asked for"
+        ));
+    }
+    if let Some(p99) = over(&health.runtime_delay) {
+        warnings.push(format!(
+            "runtime delay p99 {p99:.2} ms exceeds {threshold:.2} ms: the workers' runtimes were too busy to timestamp responses on time, so these numbers describe the client, not the server"
+        ));
+    }
+    warnings
 }
 
 #[cfg(test)]
@@ -427,5 +531,110 @@ pub(crate) mod tests_support {
                 workers: vec![],
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::WorkerGroupState;
+    use llmsurge_proto::{MetricSet, UpdateBatch};
+
+    fn dist(p99: f64) -> Option<Distribution> {
+        Some(Distribution {
+            count: 100,
+            mean: p99 / 2.0,
+            percentiles: llmsurge_proto::metrics::Percentiles {
+                p50: p99 / 2.0,
+                p99,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn a_slow_stream_client_is_named_by_the_figure_that_shows_it() {
+        let health = |send_gap, runtime_delay| ClientHealth {
+            dispatch_lag_threshold_ms: 10.0,
+            send_gap,
+            runtime_delay,
+            ..ClientHealth::default()
+        };
+        let verdict = |gap, delay, e2e| slow_stream_client(&health(gap, delay), e2e);
+        assert!(verdict(dist(9.9), dist(10.0), None).is_empty());
+        assert!(verdict(None, None, None).is_empty());
+        let w = verdict(dist(25.0), dist(1.0), Some(100.0));
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("send gap p99 25.00 ms"), "{}", w[0]);
+        // The same gaps (mean 12.5 ms) between 2 s requests are under 5% of the time.
+        assert!(verdict(dist(25.0), dist(1.0), Some(2000.0)).is_empty());
+        // The runtime delay is added to every timestamp, however long the requests.
+        let w = verdict(dist(1.0), dist(12.5), Some(2000.0));
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("runtime delay p99 12.50 ms"), "{}", w[0]);
+        assert_eq!(verdict(dist(11.0), dist(11.0), None).len(), 2);
+    }
+
+    /// A result whose workers reported a 40 ms send gap and runtime delay.
+    fn slow(strategy: Strategy) -> BenchmarkResult {
+        let t0 = MonoNanos(1_000_000_000);
+        let mut state = WorkerGroupState::new(1, t0, Limits::default());
+        let mut m = MetricSet::new();
+        for _ in 0..100 {
+            m.record(StatusClass::Successful, Metric::SendGap, 40_000);
+            m.record(StatusClass::Successful, Metric::RuntimeDelay, 40_000);
+        }
+        let batch = UpdateBatch {
+            metrics: m.encode().expect("encode"),
+            ..Default::default()
+        };
+        state.apply(0, &batch, &mut |_| {}).expect("apply");
+        let anchor = ClockAnchor {
+            mono: t0,
+            unix_nanos: 1_700_000_000_000_000_000,
+        };
+        build(
+            &state,
+            BuildContext {
+                index: 0,
+                strategy,
+                settings: StrategySettings::default(),
+                limits: Limits::default(),
+                anchor: &anchor,
+                t0,
+                end: t0 + std::time::Duration::from_secs(1),
+                window: MeasureWindow::default(),
+                stop_reason: None,
+                stop_time: None,
+                interrupted: false,
+                concurrency_peak: 1,
+                worker_cpu_s: 0.1,
+                dispatch_lag_threshold_ms: 10.0,
+                workers: vec![],
+            },
+        )
+    }
+
+    #[test]
+    fn the_stream_verdict_uses_the_client_probes() {
+        for strategy in [
+            Strategy::Synchronous,
+            Strategy::Concurrent { streams: 4 },
+            Strategy::Throughput {
+                max_concurrency: 64,
+            },
+        ] {
+            let c = slow(strategy).client;
+            assert!(c.bottleneck, "{strategy}");
+            assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+            let gap = c.send_gap.expect("send gap");
+            assert_eq!(gap.count, 100);
+            assert!((gap.percentiles.p99 - 40.0).abs() < 0.1);
+        }
+        // Rate strategies have dispatch lag for that; the probes are reported only.
+        let c = slow(Strategy::Constant { rate: 5.0 }).client;
+        assert!(!c.bottleneck, "{:?}", c.warnings);
+        assert!(c.runtime_delay.is_some());
     }
 }

@@ -1,12 +1,16 @@
 //! Service-level objectives over a benchmark's results, and per-request goodput.
 //!
 //! An SLO is a list of checks like `ttft_p99<=500ms,itl_p50<=20ms,error_rate<=1%`, each
-//! evaluated against one benchmark's measured window. Latency checks read the
-//! distributions of successful requests; `error_rate` is errored / (completed + errored).
-//! Goodput (as `vllm bench serve` defines it) is per request: a completed request is
-//! "good" when it meets every per-request threshold.
+//! evaluated against one benchmark's measured window. Latency checks read successful
+//! requests and, for `ttft`, `ttft_any` and `e2e`, also the `…_with_incomplete` family
+//! (successful and errored requests as measured, plus the elapsed time of every request
+//! cut off before it finished, a lower bound); the stricter value decides, so the
+//! slowest requests cannot vanish from a verdict by being cancelled. `error_rate` is
+//! errored / (completed + errored). Goodput (as `vllm bench serve` defines it) is per
+//! request: a completed request is "good" when it meets every per-request threshold.
 
 use crate::result::BenchmarkResult;
+use llmsurge_proto::Distribution;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
@@ -102,6 +106,10 @@ pub struct CheckResult {
     pub cmp: Cmp,
     /// Whether it held (a missing measurement fails).
     pub passed: bool,
+    /// The distribution the measurement came from (`ttft_with_incomplete.total`,
+    /// `itl.successful`), for latency checks: the stricter of the two read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distribution: Option<String>,
 }
 
 /// An SLO evaluated against one benchmark.
@@ -252,13 +260,17 @@ impl Slo {
             .checks
             .iter()
             .map(|c| {
-                let measured = measure(&c.target, result);
+                let (measured, distribution) = match measure(c, result) {
+                    Measured::Value(v) => (v, None),
+                    Measured::From(v, source) => (v, Some(source)),
+                };
                 CheckResult {
                     name: c.name.clone(),
                     measured,
                     threshold: c.threshold,
                     cmp: c.cmp,
                     passed: measured.is_some_and(|m| c.cmp.holds(m, c.threshold)),
+                    distribution,
                 }
             })
             .collect();
@@ -269,28 +281,62 @@ impl Slo {
     }
 }
 
-fn measure(target: &SloTarget, r: &BenchmarkResult) -> Option<f64> {
-    match target {
+/// A check's measurement, with the distribution it was read from when it has one.
+enum Measured {
+    Value(Option<f64>),
+    From(Option<f64>, String),
+}
+
+fn measure(check: &SloCheck, r: &BenchmarkResult) -> Measured {
+    match &check.target {
         SloTarget::Latency { metric, stat } => {
-            let d = &r.metrics.get(metric)?.successful;
-            if d.count == 0 {
-                return None;
-            }
-            match stat.as_str() {
+            let read = |d: &Distribution| match stat.as_str() {
+                _ if d.count == 0 => None,
                 "mean" => Some(d.mean),
                 "min" => Some(d.min),
                 "max" => Some(d.max),
                 key => d.percentiles.get(key),
+            };
+            // The survivors and, where the report has it (not before the family existed),
+            // the family with lower bounds; the stricter of the two is the verdict's, so
+            // counting unfinished requests can fail a check but never pass one.
+            let family = format!("{metric}_with_incomplete");
+            let candidates = [
+                r.metrics
+                    .get(metric)
+                    .map(|d| (read(&d.successful), format!("{metric}.successful"))),
+                r.metrics
+                    .get(&family)
+                    .map(|d| (read(&d.total), format!("{family}.total"))),
+            ];
+            let named = candidates.iter().flatten().last().map(|(_, n)| n.clone());
+            let stricter = candidates
+                .into_iter()
+                .flatten()
+                .filter_map(|(v, name)| Some((v?, name)))
+                .reduce(|a, b| {
+                    let b_stricter = match check.cmp {
+                        Cmp::Le | Cmp::Lt => b.0 > a.0,
+                        Cmp::Ge | Cmp::Gt => b.0 < a.0,
+                    };
+                    if b_stricter { b } else { a }
+                });
+            match stricter {
+                Some((v, name)) => Measured::From(Some(v), name),
+                None => Measured::From(
+                    None,
+                    named.unwrap_or_else(|| format!("{metric}.successful")),
+                ),
             }
         }
         SloTarget::ErrorRate => {
             let m = &r.measured_requests;
             let finished = m.completed + m.errored;
-            (finished > 0).then(|| m.errored as f64 / finished as f64)
+            Measured::Value((finished > 0).then(|| m.errored as f64 / finished as f64))
         }
-        SloTarget::RequestsPerS => Some(r.throughput.requests_per_s),
-        SloTarget::OutputTokensPerS => Some(r.throughput.output_tokens_per_s),
-        SloTarget::GoodputPerS => r.goodput.as_ref().map(|g| g.requests_per_s),
+        SloTarget::RequestsPerS => Measured::Value(Some(r.throughput.requests_per_s)),
+        SloTarget::OutputTokensPerS => Measured::Value(Some(r.throughput.output_tokens_per_s)),
+        SloTarget::GoodputPerS => Measured::Value(r.goodput.as_ref().map(|g| g.requests_per_s)),
     }
 }
 
@@ -306,7 +352,11 @@ impl fmt::Display for CheckResult {
             self.name,
             self.cmp.symbol(),
             self.threshold
-        )
+        )?;
+        match &self.distribution {
+            Some(d) => write!(f, " (from {d})"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -349,6 +399,16 @@ impl GoodputSpec {
         Ok(g)
     }
 
+    /// Whether a request that did not finish had already missed a threshold: its time
+    /// without a content token, or its elapsed time, is past it (a lower bound). TPOT
+    /// cannot be judged before the end.
+    pub fn already_missed(&self, r: &llmsurge_proto::RequestRecord) -> bool {
+        let elapsed = r.elapsed();
+        self.ttft
+            .is_some_and(|max| r.ttft().unwrap_or(elapsed) > max)
+            || self.e2e.is_some_and(|max| elapsed > max)
+    }
+
     /// Whether a completed request with these timings is good. A threshold that cannot
     /// be measured (no content token, one output token for TPOT) is not met, except TPOT,
     /// which has no meaning for single-token outputs and is then skipped.
@@ -368,8 +428,16 @@ pub struct Goodput {
     pub good_requests: u64,
     /// `good_requests` over the measured window.
     pub requests_per_s: f64,
-    /// `good_requests` / completed measured requests.
+    /// `good_requests` / (completed measured requests + `unfinished_not_good`).
     pub fraction: f64,
+    /// Measured requests cut off before they finished whose elapsed time had already
+    /// missed a threshold: not good, whatever their end would have been.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unfinished_not_good: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]
@@ -491,6 +559,155 @@ mod tests {
         assert!(v.passed);
         let measured = v.checks[0].measured.expect("measured");
         assert!((970.0..=970.3).contains(&measured), "{measured}");
+    }
+
+    /// 20 completed requests (TTFT 100 ms, e2e 200 ms) and 5 cut off at 5 s after their
+    /// start with no token, as workers report them: the bounds in the incomplete class.
+    fn cut_off_result() -> BenchmarkResult {
+        let mut state = WorkerGroupState::new(1, T0, Limits::default());
+        state.goodput = Some(GoodputSpec::parse("ttft:1s").expect("parses"));
+        let mut metrics = MetricSet::new();
+        let mut finished = Vec::new();
+        for i in 0..25u64 {
+            let cut = i >= 20;
+            let r = RequestRecord {
+                slot: i,
+                worker: 0,
+                status: if cut {
+                    RequestStatus::Cancelled
+                } else {
+                    RequestStatus::Completed
+                },
+                error: None,
+                scheduled: T0,
+                start: Some(T0),
+                first_token: (!cut).then(|| at_ms(100)),
+                first_content: (!cut).then(|| at_ms(100)),
+                end: at_ms(if cut { 5_000 } else { 200 }),
+                prompt_tokens: Some(5),
+                output_tokens: if cut { 0 } else { 10 },
+                output_tokens_source: TokenSource::Usage,
+                streamed_tokens: 10,
+                phase: Phase::Measured,
+                late: false,
+            };
+            if cut {
+                llmsurge_proto::metrics::record_lower_bounds(&mut metrics, &r);
+            } else {
+                metrics.record(StatusClass::Successful, Metric::Ttft, 100_000);
+                metrics.record(StatusClass::Successful, Metric::RequestLatency, 200_000);
+            }
+            finished.push(r);
+        }
+        let batch = UpdateBatch {
+            started: vec![],
+            finished,
+            metrics: metrics.encode().expect("encode"),
+        };
+        state.apply(0, &batch, &mut |_| {}).expect("apply");
+        let anchor = ClockAnchor {
+            mono: T0,
+            unix_nanos: 1_700_000_000_000_000_000,
+        };
+        build(
+            &state,
+            BuildContext {
+                index: 0,
+                strategy: Strategy::Concurrent { streams: 5 },
+                settings: StrategySettings::default(),
+                limits: Limits::default(),
+                anchor: &anchor,
+                t0: T0,
+                end: at_ms(5_000),
+                window: Default::default(),
+                stop_reason: None,
+                stop_time: None,
+                interrupted: false,
+                concurrency_peak: 5,
+                worker_cpu_s: 0.0,
+                dispatch_lag_threshold_ms: 10.0,
+                workers: vec![],
+            },
+        )
+    }
+
+    #[test]
+    fn requests_cut_off_count_as_lower_bounds_in_latency_checks() {
+        let r = cut_off_result();
+        // Completed alone: TTFT p99 100 ms. With the 5 cut off at 5 s: p99 ≥ 5 s.
+        let p99 = r.metrics["ttft"].successful.percentiles.p99;
+        assert!((100.0..100.2).contains(&p99), "{p99}");
+        let family = &r.metrics["ttft_with_incomplete"];
+        assert_eq!((family.successful.count, family.incomplete.count), (20, 5));
+        assert_eq!(family.total.count, 25);
+        assert!(family.total.percentiles.p99 >= 4_999.0);
+        let v = Slo::parse("ttft_p99<=500ms,e2e_p50<=300ms,e2e_p99<=1s")
+            .expect("parses")
+            .evaluate(&r);
+        let passed: Vec<bool> = v.checks.iter().map(|c| c.passed).collect();
+        assert_eq!(passed, [false, true, false], "{v:?}");
+        assert_eq!(
+            v.checks[0].distribution.as_deref(),
+            Some("ttft_with_incomplete.total")
+        );
+        assert!(!v.passed);
+        // A report from before the family existed reads successful requests.
+        let mut old = r.clone();
+        old.metrics.retain(|k, _| !k.ends_with("_with_incomplete"));
+        let v = Slo::parse("ttft_p99<=500ms")
+            .expect("parses")
+            .evaluate(&old);
+        assert!(v.passed);
+        assert_eq!(v.checks[0].distribution.as_deref(), Some("ttft.successful"));
+
+        // Requests cut off a moment after they were sent have small bounds: they may
+        // fail a check, never pass one the survivors fail.
+        let mut early = r.clone();
+        if let Some(d) = early.metrics.get_mut("ttft_with_incomplete") {
+            d.total.percentiles.p50 = 1.0;
+        }
+        let v = Slo::parse("ttft_p50<=50ms,ttft_p50>=50ms")
+            .expect("parses")
+            .evaluate(&early);
+        assert!(!v.checks[0].passed, "{v:?}");
+        assert_eq!(v.checks[0].distribution.as_deref(), Some("ttft.successful"));
+        assert!(!v.checks[1].passed, "{v:?}");
+        assert_eq!(
+            v.checks[1].distribution.as_deref(),
+            Some("ttft_with_incomplete.total")
+        );
+    }
+
+    #[test]
+    fn requests_cut_off_past_a_threshold_are_not_good() {
+        let g = cut_off_result().goodput.expect("goodput");
+        assert_eq!((g.good_requests, g.unfinished_not_good), (20, 5));
+        assert!((g.fraction - 20.0 / 25.0).abs() < 1e-12);
+        // A threshold the cut-off requests had not yet passed leaves them unknown.
+        let spec = GoodputSpec::parse("ttft:10s").expect("parses");
+        let r = RequestRecord {
+            slot: 0,
+            worker: 0,
+            status: RequestStatus::Cancelled,
+            error: None,
+            scheduled: T0,
+            start: None,
+            first_token: None,
+            first_content: None,
+            end: at_ms(5_000),
+            prompt_tokens: None,
+            output_tokens: 0,
+            output_tokens_source: TokenSource::Unknown,
+            streamed_tokens: 0,
+            phase: Phase::Measured,
+            late: true,
+        };
+        assert!(!spec.already_missed(&r));
+        assert!(
+            GoodputSpec::parse("e2e:4s")
+                .expect("parses")
+                .already_missed(&r)
+        );
     }
 
     #[test]

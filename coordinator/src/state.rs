@@ -184,6 +184,8 @@ pub struct WorkerGroupState {
     t0: MonoNanos,
     /// Requests of dead workers that were sent but never reported.
     unreported: u64,
+    /// Unfinished measured requests whose elapsed time already missed a threshold.
+    pub unfinished_not_good: u64,
 }
 
 impl WorkerGroupState {
@@ -203,6 +205,7 @@ impl WorkerGroupState {
             window: MeasureWindow::default(),
             t0,
             unreported: 0,
+            unfinished_not_good: 0,
         }
     }
 
@@ -287,16 +290,15 @@ impl WorkerGroupState {
             let busy = u64::try_from(r.end.since(start).as_nanos()).unwrap_or(u64::MAX);
             m.busy_ns = m.busy_ns.saturating_add(busy);
         }
-        if let (Some(spec), RequestStatus::Completed, Some(start)) =
-            (&self.goodput, r.status, r.start)
-        {
-            let ttft = r.first_content.map(|t| t.since(start));
-            let tpot = match (r.first_content, r.output_tokens) {
-                (Some(first), n) if n > 1 => Some(r.end.since(first) / (n - 1)),
-                _ => None,
-            };
-            if spec.is_good(ttft, tpot, r.end.since(start)) {
-                self.good_requests += 1;
+        if let Some(spec) = &self.goodput {
+            match (r.status, r.latency()) {
+                (RequestStatus::Completed, Some(e2e)) if spec.is_good(r.ttft(), r.tpot(), e2e) => {
+                    self.good_requests += 1;
+                }
+                (RequestStatus::Cancelled, _) if spec.already_missed(r) => {
+                    self.unfinished_not_good += 1;
+                }
+                _ => {}
             }
         }
         if r.status == RequestStatus::Completed {
@@ -362,6 +364,10 @@ impl WorkerGroupState {
                 phase: self.window.phase(s.slot, s.scheduled.since(self.t0)),
                 late: false,
             };
+            if record.phase == Phase::Measured {
+                // Made here, not in a worker: its lower bounds are recorded here too.
+                llmsurge_proto::metrics::record_lower_bounds(&mut self.metrics, &record);
+            }
             self.account(&record);
             on_record(&record);
         }

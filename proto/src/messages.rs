@@ -74,9 +74,10 @@ pub struct UpdateBatch {
 }
 
 impl UpdateBatch {
-    /// Whether the batch carries no transition.
+    /// Whether the batch carries nothing: no transition and no histogram values (the
+    /// client probes record values between transitions).
     pub fn is_empty(&self) -> bool {
-        self.started.is_empty() && self.finished.is_empty()
+        self.started.is_empty() && self.finished.is_empty() && self.metrics.entries.is_empty()
     }
 }
 
@@ -84,6 +85,24 @@ impl UpdateBatch {
 mod tests {
     use super::*;
     use crate::frame::{decode_frame, encode_frame};
+
+    #[test]
+    fn a_batch_of_histogram_values_alone_is_not_empty() {
+        // The client probes record between transitions; dropping such a batch as empty
+        // lost their values.
+        let mut set = crate::MetricSet::new();
+        set.record(
+            crate::StatusClass::Successful,
+            crate::Metric::RuntimeDelay,
+            1_000,
+        );
+        let batch = UpdateBatch {
+            metrics: set.encode().expect("encode"),
+            ..UpdateBatch::default()
+        };
+        assert!(!batch.is_empty());
+        assert!(UpdateBatch::default().is_empty());
+    }
 
     /// Golden bytes of a control message: enum variant and field names are on the wire.
     #[test]

@@ -4,7 +4,7 @@
 //! histograms, so any two can be added. Histograms cross process boundaries in the
 //! HdrHistogram V2 encoding, which is compact (a histogram of 1,000 values is ~160 bytes).
 
-use crate::record::RequestStatus;
+use crate::record::{RequestRecord, RequestStatus};
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer, V2Serializer};
 use serde::{Deserialize, Serialize};
@@ -23,21 +23,37 @@ pub enum Metric {
     Ttft,
     /// Time to first token of any kind (reasoning included) − start, in µs.
     TtftAny,
-    /// Every gap between consecutive content tokens, in µs.
+    /// Every gap between consecutive output tokens, reasoning or content, in µs.
     Itl,
-    /// (e2e − ttft) / (output tokens − 1) per request, in µs.
+    /// (e2e − ttft_any) / (output tokens − 1) per request, in µs.
     Tpot,
     /// Start − scheduled slot time, in µs: the client's own fidelity.
     DispatchLag,
     /// Prompt tokens per request.
     PromptTokens,
-    /// Output tokens per request.
+    /// Output tokens per request (reasoning included when the server counts it).
     OutputTokens,
+    /// TTFT values `ttft` lacks, in µs: of a request that did not finish, its TTFT when
+    /// its first content token came, else the time it had waited; of one that errored
+    /// with no content token, the time it waited (lower bounds; see
+    /// [`record_lower_bounds`]). The `ttft_with_incomplete` family adds them to `ttft`.
+    TtftWithIncomplete,
+    /// As [`Metric::TtftWithIncomplete`] for the first token of any kind, in µs.
+    TtftAnyWithIncomplete,
+    /// The time a request that did not finish had run (or waited, when never sent), in
+    /// µs: a lower bound on its end-to-end latency. Incomplete class only.
+    RequestLatencyWithIncomplete,
+    /// Stream strategies: the gap between a stream's previous request end and its next
+    /// send, in µs (the client's turnaround). Client-side; not split by status.
+    SendGap,
+    /// How late a worker's runtime ran a periodic probe timer, in µs: the scheduling
+    /// delay every response chunk waits before it is timestamped. Client-side.
+    RuntimeDelay,
 }
 
 impl Metric {
     /// Every metric, in report order.
-    pub const ALL: [Metric; 8] = [
+    pub const ALL: [Metric; 13] = [
         Metric::RequestLatency,
         Metric::Ttft,
         Metric::TtftAny,
@@ -46,11 +62,43 @@ impl Metric {
         Metric::DispatchLag,
         Metric::PromptTokens,
         Metric::OutputTokens,
+        Metric::TtftWithIncomplete,
+        Metric::TtftAnyWithIncomplete,
+        Metric::RequestLatencyWithIncomplete,
+        Metric::SendGap,
+        Metric::RuntimeDelay,
+    ];
+
+    /// The metrics reported as distributions per status (`metrics` in the report), in
+    /// report order. The client-side probes are summarised in the report's `client`.
+    pub const REPORTED: [Metric; 11] = [
+        Metric::RequestLatency,
+        Metric::Ttft,
+        Metric::TtftAny,
+        Metric::Itl,
+        Metric::Tpot,
+        Metric::DispatchLag,
+        Metric::PromptTokens,
+        Metric::OutputTokens,
+        Metric::TtftWithIncomplete,
+        Metric::TtftAnyWithIncomplete,
+        Metric::RequestLatencyWithIncomplete,
     ];
 
     /// Whether the metric is a duration recorded in microseconds.
     pub fn is_duration(self) -> bool {
         !matches!(self, Metric::PromptTokens | Metric::OutputTokens)
+    }
+
+    /// For a `…_with_incomplete` metric, the metric whose successful and errored values
+    /// it adds to its own lower bounds.
+    pub fn completed_part(self) -> Option<Metric> {
+        match self {
+            Metric::TtftWithIncomplete => Some(Metric::Ttft),
+            Metric::TtftAnyWithIncomplete => Some(Metric::TtftAny),
+            Metric::RequestLatencyWithIncomplete => Some(Metric::RequestLatency),
+            _ => None,
+        }
     }
 
     /// The key used in reports.
@@ -64,11 +112,92 @@ impl Metric {
             Metric::DispatchLag => "dispatch_lag",
             Metric::PromptTokens => "prompt_tokens",
             Metric::OutputTokens => "output_tokens",
+            Metric::TtftWithIncomplete => "ttft_with_incomplete",
+            Metric::TtftAnyWithIncomplete => "ttft_any_with_incomplete",
+            Metric::RequestLatencyWithIncomplete => "request_latency_with_incomplete",
+            Metric::SendGap => "send_gap",
+            Metric::RuntimeDelay => "runtime_delay",
+        }
+    }
+
+    /// What the metric measures, in one line, for reports.
+    pub fn description(self) -> &'static str {
+        match self {
+            Metric::RequestLatency => "end-to-end latency: last byte − start",
+            Metric::Ttft => "time to the first content token (reasoning excluded) − start",
+            Metric::TtftAny => "time to the first token of any kind (reasoning included) − start",
+            Metric::Itl => {
+                "every gap between consecutive output tokens, reasoning or content; a chunk of k tokens gives k gaps of gap/k"
+            }
+            Metric::Tpot => {
+                "(e2e − ttft_any) / (output tokens − 1) per request; reasoning tokens are output tokens"
+            }
+            Metric::DispatchLag => "start − scheduled slot time: the client's fidelity",
+            Metric::PromptTokens => "prompt tokens: the server's usage, else the client's count",
+            Metric::OutputTokens => {
+                "output tokens (reasoning included): the server's usage, else streamed chunks"
+            }
+            Metric::TtftWithIncomplete => {
+                "ttft of every request that got a content token, plus for each request cut off or failed without one the time it had waited (a lower bound)"
+            }
+            Metric::TtftAnyWithIncomplete => {
+                "ttft_any of every request that got a token, plus lower bounds for those cut off or failed without one"
+            }
+            Metric::RequestLatencyWithIncomplete => {
+                "e2e of successful and errored requests, plus for each unfinished request the time it had run, or waited when never sent (a lower bound)"
+            }
+            Metric::SendGap => "stream strategies: previous request's end → the stream's next send",
+            Metric::RuntimeDelay => "how late a worker's runtime ran a periodic probe timer",
         }
     }
 
     fn index(self) -> usize {
         self as usize
+    }
+}
+
+/// Microseconds of a duration, saturating.
+pub fn micros(d: std::time::Duration) -> u64 {
+    d.as_micros().min(u128::from(u64::MAX)) as u64
+}
+
+/// Records the lower bounds of a request's latencies that it never got to measure into
+/// the `…_with_incomplete` metrics, so the slowest requests cannot vanish from a
+/// percentile by being cut off or by failing first:
+/// - cancelled (queued or in flight when the benchmark stopped): its TTFTs when they
+///   came, else the time it had waited; its elapsed time as e2e. Never sent: counted
+///   from its scheduled time.
+/// - errored after it was sent with no (content) token: the time it waited, as TTFT (a
+///   request that timed out after 30 s had TTFT ≥ 30 s). Its e2e is measured as is.
+///
+/// Does nothing for a completed request.
+pub fn record_lower_bounds(set: &mut MetricSet, r: &RequestRecord) {
+    let class = StatusClass::of(r.status);
+    let elapsed = micros(r.elapsed());
+    match r.status {
+        RequestStatus::Completed => {}
+        RequestStatus::Cancelled => {
+            set.record(
+                class,
+                Metric::TtftWithIncomplete,
+                r.ttft().map_or(elapsed, micros),
+            );
+            set.record(
+                class,
+                Metric::TtftAnyWithIncomplete,
+                r.ttft_any().map_or(elapsed, micros),
+            );
+            set.record(class, Metric::RequestLatencyWithIncomplete, elapsed);
+        }
+        RequestStatus::Errored if r.start.is_some() => {
+            if r.first_content.is_none() {
+                set.record(class, Metric::TtftWithIncomplete, elapsed);
+            }
+            if r.first_token.is_none() {
+                set.record(class, Metric::TtftAnyWithIncomplete, elapsed);
+            }
+        }
+        RequestStatus::Errored => {} // never sent: the client failed, not the server
     }
 }
 

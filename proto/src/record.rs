@@ -158,8 +158,28 @@ impl RequestRecord {
         Some(self.first_content?.since(self.start?))
     }
 
+    /// Time to the first token of any kind (reasoning included), when there was one.
+    pub fn ttft_any(&self) -> Option<std::time::Duration> {
+        Some(self.first_token?.since(self.start?))
+    }
+
     /// End-to-end latency, when the request was sent.
     pub fn latency(&self) -> Option<std::time::Duration> {
         Some(self.end.since(self.start?))
+    }
+
+    /// Time per output token: (e2e − ttft_any) / (output tokens − 1). Reasoning tokens
+    /// are output tokens the server decoded like any other, so the clock starts at the
+    /// first token of any kind. `None` below two output tokens or with no token at all.
+    pub fn tpot(&self) -> Option<std::time::Duration> {
+        let first = self.first_token?;
+        (self.output_tokens > 1).then(|| self.end.since(first) / (self.output_tokens - 1))
+    }
+
+    /// Time elapsed from the instant this request's latency counts from — its start, or
+    /// its scheduled time when it was never sent — to its end. For a request that did not
+    /// finish this is a lower bound on every latency it would have had.
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.end.since(self.start.unwrap_or(self.scheduled))
     }
 }

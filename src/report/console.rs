@@ -142,6 +142,9 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
     out.push_str("\nLatency of successful requests (ms)\n");
     out.push_str(&latency.to_string());
     out.push('\n');
+    out.push_str(
+        "TTFT: first content token (ttft_any in the report: first token of any kind). ITL, TPOT: every output token, reasoning included.\n",
+    );
 
     for b in benchmarks {
         let notes = super::notes(b);

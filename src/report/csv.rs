@@ -229,6 +229,22 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
             Box::new(|r| float(r.client.worker_cpu_utilization)),
         ),
         (
+            "client.send_gap_p50_ms",
+            Box::new(|r| opt_float(r.client.send_gap.as_ref().map(|d| d.percentiles.p50))),
+        ),
+        (
+            "client.send_gap_p99_ms",
+            Box::new(|r| opt_float(r.client.send_gap.as_ref().map(|d| d.percentiles.p99))),
+        ),
+        (
+            "client.runtime_delay_p50_ms",
+            Box::new(|r| opt_float(r.client.runtime_delay.as_ref().map(|d| d.percentiles.p50))),
+        ),
+        (
+            "client.runtime_delay_p99_ms",
+            Box::new(|r| opt_float(r.client.runtime_delay.as_ref().map(|d| d.percentiles.p99))),
+        ),
+        (
             "client.bottleneck",
             Box::new(move |r| b(r.client.bottleneck)),
         ),
@@ -279,7 +295,7 @@ pub fn header(report: &Report) -> Vec<String> {
         .map(|(name, _)| name.to_string())
         .collect();
     let stats = stat_names();
-    for metric in Metric::ALL {
+    for metric in Metric::REPORTED {
         for status in STATUSES {
             for stat in &stats {
                 h.push(format!("{}.{status}.{stat}", metric_group(metric)));
@@ -292,7 +308,7 @@ pub fn header(report: &Report) -> Vec<String> {
 
 fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
     let mut row: Vec<String> = fixed_columns(report).iter().map(|(_, f)| f(r)).collect();
-    for metric in Metric::ALL {
+    for metric in Metric::REPORTED {
         let m = r.metrics.get(metric.key());
         for status in STATUSES {
             let d = m.map(|m| match status {

@@ -98,6 +98,10 @@ pub struct Report {
     /// Per-request records kept by `--sample-requests`, one entry per benchmark.
     #[serde(default)]
     pub request_samples: Vec<RequestSamples>,
+    /// What each metric key measures, one line each (absent from reports written
+    /// before it was added).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub metric_definitions: std::collections::BTreeMap<String, String>,
     /// The answer of `--profile capacity`, with every probe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityOutcome>,
@@ -158,6 +162,14 @@ pub enum LoadError {
         /// The version this build writes.
         supported: u32,
     },
+}
+
+/// The definitions of every metric key a report uses, for `metric_definitions`.
+pub fn metric_definitions() -> std::collections::BTreeMap<String, String> {
+    llmsurge_proto::Metric::ALL
+        .iter()
+        .map(|m| (m.key().to_string(), m.description().to_string()))
+        .collect()
 }
 
 impl Report {

@@ -55,9 +55,32 @@ pub fn notes(b: &BenchmarkResult) -> Vec<String> {
             .unwrap_or_default();
         notes.push(format!("{} × {}{sample}", e.count, e.kind));
     }
+    if let Some(note) = unfinished_note(b) {
+        notes.push(note);
+    }
     notes.extend(b.client.warnings.iter().map(|w| format!("warning: {w}")));
     for w in b.workers.iter().filter(|w| w.died) {
         notes.push(format!("worker {} (pid {}): {}", w.id, w.pid, w.outcome));
     }
     notes
+}
+
+/// What the requests cut off before they finished do to the latencies, when there were
+/// any: the `…_with_incomplete` percentiles count their elapsed time as a lower bound.
+fn unfinished_note(b: &BenchmarkResult) -> Option<String> {
+    let family = |key: &str| b.metrics.get(key).filter(|d| d.incomplete.count > 0);
+    let e2e = family("request_latency_with_incomplete")?;
+    let ttft = family("ttft_with_incomplete")
+        .map(|d| {
+            format!(
+                "TTFT p99 ≥ {} ms, ",
+                cell_value(Some(d.total.percentiles.p99))
+            )
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "{} measured requests did not finish: counting their elapsed time as a lower bound, {ttft}E2E p99 ≥ {} ms (the *_with_incomplete distributions)",
+        e2e.incomplete.count,
+        cell_value(Some(e2e.total.percentiles.p99))
+    ))
 }

@@ -98,6 +98,7 @@ impl RunReporter {
                 target: info.target,
                 benchmarks: Vec::new(),
                 request_samples: Vec::new(),
+                metric_definitions: super::json::metric_definitions(),
                 capacity: None,
             },
             console_summary: messages && outputs.contains(&Output::Console),

@@ -173,3 +173,294 @@ fn server_errors_are_counted_per_kind_with_a_sample_message() {
     );
     assert!(b.errors.iter().all(|e| !e.samples.is_empty()));
 }
+
+/// A reasoning model: 10 reasoning tokens then 20 content tokens, 5 ms apart, 20 ms to
+/// the first. Usage counts all 30, so each request has 29 inter-token gaps of 5 ms and a
+/// TPOT of (e2e − ttft_any) / 29 = 5 ms. Spreading the 30 over the 20 content chunks alone
+/// (the defect) gave 380 gaps of ~2.6 ms and a TPOT of ~3.3 ms. TTFT is the first content
+/// token (20 + 10 × 5 = 70 ms), `ttft_any` the first reasoning token (20 ms).
+#[test]
+fn reasoning_tokens_are_inter_token_gaps() {
+    let server = mock(MockConfig {
+        ttft_ms: 20.0,
+        itl_ms: 5.0,
+        reasoning_tokens: 10,
+        output_tokens: 20,
+        ..MockConfig::default()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--max-requests",
+        "10",
+        "--data",
+        "prompt_tokens=8,output_tokens=20",
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    let itl = &b.metrics["itl"].successful;
+    let tpot = &b.metrics["tpot"].successful;
+    assert_eq!(itl.count, 10 * 29, "29 gaps per 30-token request");
+    assert!(
+        (4.0..=7.0).contains(&itl.percentiles.p50),
+        "itl p50 {}",
+        itl.percentiles.p50
+    );
+    assert!(
+        (4.5..=6.5).contains(&tpot.percentiles.p50),
+        "tpot p50 {}",
+        tpot.percentiles.p50
+    );
+    assert_eq!(b.token_sources.mismatched, 0, "30 chunks, usage 30");
+    let ttft = &b.metrics["ttft"].successful;
+    let ttft_any = &b.metrics["ttft_any"].successful;
+    assert!(ttft.min >= 69.9, "ttft waits for content: {}", ttft.min);
+    assert!(
+        (20.0..=40.0).contains(&ttft_any.percentiles.p50),
+        "ttft_any p50 {}",
+        ttft_any.percentiles.p50
+    );
+    // The report says which is which.
+    assert!(report.metric_definitions["ttft"].contains("content"));
+    assert!(report.metric_definitions["itl"].contains("reasoning or content"));
+    assert!(run.stdout.contains("reasoning included"), "{}", run.stdout);
+}
+
+/// A server that serves one request at a time, 500 ms each, under 16 streams, cut off at
+/// 2.2 s: 4 requests complete (TTFT 0.5, 1.0, 1.5, 2.0 s) while 12 sent at t0 are still
+/// queued at the cut-off, having waited ~2.2 s. Completed requests alone give a TTFT p50
+/// of 1 s; counting the cut-off ones as lower bounds, the p50 is ≥ 2 s. An SLO of
+/// `ttft_p50<=1.6s` passed before on the survivors; it must fail now (exit 3).
+#[test]
+fn requests_cut_off_count_as_lower_bounds() {
+    let server = mock(MockConfig {
+        ttft_ms: 500.0,
+        max_concurrency: Some(1),
+        ..MockConfig::default()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "16",
+        "--max-seconds",
+        "2.2",
+        "--data",
+        "prompt_tokens=8,output_tokens=1",
+        "--slo",
+        "ttft_p50<=1.6s",
+        "--goodput",
+        "ttft:1.6s",
+    ]);
+    assert_eq!(run.code(), 3, "the SLO must fail: {}", run.stderr);
+    let report = run.report();
+    crate::support::assert_identity(&report);
+    let b = &report.benchmarks[0];
+    let completed = &b.metrics["ttft"].successful;
+    assert!(
+        (1..=5).contains(&completed.count),
+        "{} completed",
+        completed.count
+    );
+    assert!(
+        completed.percentiles.p50 <= 1600.0,
+        "the survivors alone pass: {}",
+        completed.percentiles.p50
+    );
+    let cut_off = 2000.0; // 2.2 s less the slack of a loaded machine
+    for key in [
+        "ttft_with_incomplete",
+        "ttft_any_with_incomplete",
+        "request_latency_with_incomplete",
+    ] {
+        let d = &b.metrics[key];
+        assert!(d.incomplete.count >= 10, "{key}: {:?}", d.incomplete);
+        assert_eq!(
+            d.total.count,
+            d.successful.count + d.errored.count + d.incomplete.count
+        );
+        assert!(
+            d.incomplete.max >= cut_off,
+            "{key} max {}",
+            d.incomplete.max
+        );
+        assert!(
+            d.total.percentiles.p50 >= cut_off,
+            "{key} p50 {}",
+            d.total.percentiles.p50
+        );
+        assert!(
+            d.total.percentiles.p99 >= cut_off,
+            "{key} p99 {}",
+            d.total.percentiles.p99
+        );
+    }
+    let check = &b.slo.as_ref().expect("slo").checks[0];
+    assert!(!check.passed);
+    assert!(check.measured.expect("measured") >= cut_off);
+    assert_eq!(
+        check.distribution.as_deref(),
+        Some("ttft_with_incomplete.total")
+    );
+    let goodput = b.goodput.as_ref().expect("goodput");
+    assert!(goodput.unfinished_not_good >= 10, "{goodput:?}");
+    assert!(goodput.fraction < 0.5, "{goodput:?}");
+    assert!(run.stdout.contains("did not finish"), "{}", run.stdout);
+}
+
+/// Stream strategies report the client's turnaround and runtime delay; for a normal run
+/// against a quick mock both exist and are small.
+#[test]
+fn stream_strategies_report_the_client_probes() {
+    let server = mock(MockConfig {
+        ttft_ms: 5.0,
+        itl_ms: 1.0,
+        output_tokens: 8,
+        ..MockConfig::default()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--max-seconds",
+        "1",
+        "--data",
+        "prompt_tokens=8,output_tokens=8",
+    ]);
+    let report = ok_report(&run);
+    let c = &report.benchmarks[0].client;
+    let gap = c.send_gap.as_ref().expect("send gap");
+    let delay = c.runtime_delay.as_ref().expect("runtime delay");
+    // Every request but each stream's first follows a previous one.
+    let completed = report.benchmarks[0].requests.completed;
+    assert!(
+        gap.count + 4 >= completed && gap.count > 10,
+        "{} gaps",
+        gap.count
+    );
+    // A probe every 10 ms for about a second, per worker: ~100 each, 50 even if each
+    // woke 10 ms late. (Batches of probe values alone were once dropped as empty.)
+    let workers = report.benchmarks[0].workers.len() as u64;
+    assert!(
+        delay.count >= 50 * workers,
+        "{} probes from {workers} workers",
+        delay.count
+    );
+    assert!(
+        gap.percentiles.p50 < 10.0,
+        "send gap p50 {}",
+        gap.percentiles.p50
+    );
+    assert!(
+        delay.percentiles.p50 < 10.0,
+        "runtime delay p50 {}",
+        delay.percentiles.p50
+    );
+    assert!(!c.bottleneck, "{:?}", c.warnings);
+
+    // Held to a threshold below the timer's own granularity, the same run is judged
+    // client-bound by the runtime probe: the verdict reads these figures.
+    let strict = crate::support::run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--max-seconds",
+        "1",
+        "--data",
+        "prompt_tokens=8,output_tokens=8",
+        "--max-dispatch-lag",
+        "1us",
+    ]);
+    assert_eq!(strict.code(), 4, "{}", strict.stderr);
+    let c = &strict.report().benchmarks[0].client;
+    assert!(c.bottleneck);
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.starts_with("runtime delay p99")),
+        "{:?}",
+        c.warnings
+    );
+}
+
+/// Start-up (process spawn, tokenizer load) is not load: a run of one request, or of
+/// 50 ms, must not warn that the client was near saturation. Counting start-up, a 0.05 s
+/// run reported 275% CPU.
+#[test]
+fn a_very_short_run_has_no_cpu_saturation_warning() {
+    let server = mock(MockConfig {
+        ttft_ms: 5.0,
+        ..MockConfig::default()
+    });
+    for limit in [["--max-requests", "1"], ["--max-seconds", "0.05"]] {
+        let run = run(&[
+            "--target",
+            &server.base_url(),
+            "--profile",
+            "synchronous",
+            limit[0],
+            limit[1],
+        ]);
+        let report = ok_report(&run);
+        let c = &report.benchmarks[0].client;
+        assert!(
+            c.warnings.iter().all(|w| !w.contains("CPU time")),
+            "{limit:?}: {:?}",
+            c.warnings
+        );
+        assert!(c.worker_cpu_utilization < 0.9, "{limit:?}: {c:?}");
+    }
+}
+
+/// Slots queued for `--max-concurrency` and never sent still count: a constant 20/s
+/// against one slot and a 500 ms server sends 4 requests in 2 s; the ~36 others wait for
+/// the cap until the cut-off and count from their scheduled time, the earliest ~1.9 s.
+#[test]
+fn queued_requests_count_from_their_scheduled_time() {
+    let server = mock(MockConfig {
+        ttft_ms: 500.0,
+        ..MockConfig::default()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "20",
+        "--max-concurrency",
+        "1",
+        "--max-seconds",
+        "2",
+        "--data",
+        "prompt_tokens=8,output_tokens=1",
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert!(b.requests.cancelled >= 20, "{:?}", b.requests);
+    let e2e = &b.metrics["request_latency_with_incomplete"];
+    // Sent or not, every cancelled measured request has its bound.
+    assert_eq!(e2e.incomplete.count, b.measured_requests.cancelled);
+    assert!(e2e.incomplete.max >= 1500.0, "{:?}", e2e.incomplete);
+    assert!(
+        e2e.incomplete.max > b.metrics["request_latency"].incomplete.max,
+        "the longest wait was never sent, so only the bound sees it"
+    );
+    // The stop frees the slot of the one request in flight; a queued request must not
+    // take it and be sent only to be cancelled (it was, by a race, and its bound was 0).
+    let sent_and_cancelled = b.metrics["request_latency"].incomplete.count;
+    assert!(
+        sent_and_cancelled <= 1,
+        "{sent_and_cancelled} sent at the stop"
+    );
+}

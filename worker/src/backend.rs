@@ -49,8 +49,9 @@ pub struct Exchange {
     pub first_content: Option<MonoNanos>,
     /// Last byte, failure or cancellation.
     pub end: Option<MonoNanos>,
-    /// Arrival of every content chunk.
-    pub content_times: Vec<MonoNanos>,
+    /// Arrival of every chunk that carried tokens, reasoning or content: every gap
+    /// between them is an inter-token gap (the server decodes both alike).
+    pub token_times: Vec<MonoNanos>,
     /// Chunks that carried content or reasoning.
     pub streamed_tokens: u32,
     /// The server's usage, when sent.
@@ -74,10 +75,10 @@ impl Exchange {
         if info.content || info.reasoning {
             self.first_token.get_or_insert(at);
             self.streamed_tokens += 1;
+            self.token_times.push(at);
         }
         if info.content {
             self.first_content.get_or_insert(at);
-            self.content_times.push(at);
         }
         if info.usage.is_some() {
             self.usage = info.usage;

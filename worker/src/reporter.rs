@@ -1,14 +1,17 @@
 //! Turns finished exchanges into records and histogram deltas, batched for the IPC.
 //!
 //! Metrics follow DESIGN.md: `start` is the instant the request was handed to the socket;
-//! TTFT is the first content token; ITL is every gap between content tokens, a chunk of
-//! `k` tokens contributing `k` gaps of `gap / k`; TPOT is `(e2e − ttft) / (tokens − 1)`.
-//! Only measured-window requests feed the histograms; every request gets a record.
+//! TTFT is the first content token (`ttft_any` the first of any kind); ITL is every gap
+//! between output tokens, reasoning or content, a chunk of `k` tokens contributing `k`
+//! gaps of `gap / k`; TPOT is `(e2e − ttft_any) / (tokens − 1)`. A request that did not
+//! finish also records lower bounds of its latencies (`…_with_incomplete`). Only
+//! measured-window requests feed the histograms; every request gets a record.
 
 use crate::backend::Exchange;
 use llmsurge_proto::{
     MeasureWindow, Metric, MetricSet, MonoNanos, Phase, RequestRecord, RequestStarted,
-    RequestStatus, StatusClass, TokenSource, UpdateBatch, metrics::MetricsError,
+    RequestStatus, StatusClass, TokenSource, UpdateBatch,
+    metrics::{MetricsError, micros, record_lower_bounds},
 };
 
 /// What the request loop knows about a request besides its exchange.
@@ -22,6 +25,8 @@ pub struct SlotInfo {
     pub late: bool,
     /// The client's prompt length, when known.
     pub prompt_tokens: Option<u32>,
+    /// Stream strategies: when the stream's previous request ended.
+    pub previous_end: Option<MonoNanos>,
 }
 
 /// Accumulates one flush interval of transitions.
@@ -60,11 +65,52 @@ impl Reporter {
         });
     }
 
+    /// A stream sent its next request `gap` after its previous one ended. Requests that
+    /// waited for the concurrency cap are left out: that wait is the cap's, and they are
+    /// counted as late.
+    pub fn send_gap(&mut self, info: &SlotInfo, start: MonoNanos) {
+        if let (Some(previous), false) = (info.previous_end, info.late)
+            && self.phase(info.slot, info.scheduled) == Phase::Measured
+        {
+            // Client-side: no status applies; kept in the successful class.
+            self.metrics.record(
+                StatusClass::Successful,
+                Metric::SendGap,
+                micros(start.since(previous)),
+            );
+        }
+    }
+
+    /// The runtime ran a probe timer due at `due` only at `at`.
+    pub fn runtime_delay(&mut self, due: MonoNanos, at: MonoNanos) {
+        if due < self.t0 || self.time_phase(due) != Phase::Measured {
+            return;
+        }
+        self.metrics.record(
+            StatusClass::Successful,
+            Metric::RuntimeDelay,
+            micros(at.since(due)),
+        );
+    }
+
+    /// The phase of an instant by the time-based window alone.
+    fn time_phase(&self, at: MonoNanos) -> Phase {
+        let since = at.since(self.t0);
+        let w = &self.window;
+        if w.warmup_time.is_some_and(|d| since < d) {
+            Phase::Warmup
+        } else if w.cooldown_from_time.is_some_and(|d| since >= d) {
+            Phase::Cooldown
+        } else {
+            Phase::Measured
+        }
+    }
+
     /// A request finished (in any way).
     pub fn finished(&mut self, info: SlotInfo, ex: &Exchange) {
         let record = build_record(self.worker, info, ex, self.phase(info.slot, info.scheduled));
         if record.phase == Phase::Measured {
-            record_metrics(&mut self.metrics, &record, &ex.content_times);
+            record_metrics(&mut self.metrics, &record, &ex.token_times);
         }
         self.batch.finished.push(record);
     }
@@ -119,27 +165,27 @@ fn build_record(worker: u32, info: SlotInfo, ex: &Exchange, phase: Phase) -> Req
     }
 }
 
-fn micros(d: std::time::Duration) -> u64 {
-    d.as_micros().min(u64::MAX as u128) as u64
-}
-
 /// Records one request's metrics into `set`.
-pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, content_times: &[MonoNanos]) {
+///
+/// `token_times` are the arrivals of every chunk that carried tokens, reasoning or
+/// content: reasoning is decoded like any other output, and the server's usage count
+/// includes it, so the count is spread over every such chunk.
+pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, token_times: &[MonoNanos]) {
     let class = StatusClass::of(r.status);
+    record_lower_bounds(set, r);
     let Some(start) = r.start else {
-        return; // never sent: nothing was measured
+        return; // never sent: nothing else was measured
     };
     set.record(class, Metric::DispatchLag, micros(start.since(r.scheduled)));
     set.record(class, Metric::RequestLatency, micros(r.end.since(start)));
-    if let Some(t) = r.first_token {
-        set.record(class, Metric::TtftAny, micros(t.since(start)));
+    if let Some(t) = r.ttft_any() {
+        set.record(class, Metric::TtftAny, micros(t));
     }
-    if let Some(t) = r.first_content {
-        set.record(class, Metric::Ttft, micros(t.since(start)));
-        if r.output_tokens > 1 {
-            let per = r.end.since(t).as_nanos() as f64 / f64::from(r.output_tokens - 1);
-            set.record(class, Metric::Tpot, (per / 1000.0).round() as u64);
-        }
+    if let Some(t) = r.ttft() {
+        set.record(class, Metric::Ttft, micros(t));
+    }
+    if let Some(t) = r.tpot() {
+        set.record(class, Metric::Tpot, micros(t));
     }
     if let Some(n) = r.prompt_tokens {
         set.record(class, Metric::PromptTokens, u64::from(n));
@@ -148,15 +194,15 @@ pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, content_times: &[M
         set.record(class, Metric::OutputTokens, u64::from(r.output_tokens));
     }
     // Tokens per chunk: exact with one token per chunk (vLLM, SGLang); otherwise the
-    // server's count spread evenly over the content chunks.
-    let chunks = content_times.len() as u64;
+    // server's count spread evenly over the chunks that carried tokens.
+    let chunks = token_times.len() as u64;
     let per_chunk = match r.output_tokens_source {
         TokenSource::Usage if chunks > 0 => (u64::from(r.output_tokens) as f64 / chunks as f64)
             .round()
             .max(1.0) as u64,
         _ => 1,
     };
-    for pair in content_times.windows(2) {
+    for pair in token_times.windows(2) {
         let gap_ns = pair[1].since(pair[0]).as_nanos() as u64;
         set.record_n(class, Metric::Itl, gap_ns / per_chunk / 1000, per_chunk);
     }
@@ -178,7 +224,7 @@ mod tests {
             first_token: content_ms.first().map(|&t| ms(t)),
             first_content: content_ms.first().map(|&t| ms(t)),
             end: Some(ms(*content_ms.last().unwrap_or(&10) + 1)),
-            content_times: content_ms.iter().map(|&t| ms(t)).collect(),
+            token_times: content_ms.iter().map(|&t| ms(t)).collect(),
             streamed_tokens: content_ms.len() as u32,
             usage: usage.map(|n| Usage {
                 prompt_tokens: Some(5),
@@ -195,6 +241,7 @@ mod tests {
             scheduled: ms(9),
             late: false,
             prompt_tokens: Some(4),
+            previous_end: None,
         }
     }
 
@@ -247,6 +294,127 @@ mod tests {
             Some(5),
             "the server's count wins"
         );
+    }
+
+    #[test]
+    fn reasoning_tokens_are_inter_token_gaps_and_start_the_tpot_clock() {
+        let mut r = Reporter::new(0, ms(0), MeasureWindow::default());
+        // Reasoning at 20, 25, 30; content at 35, 40; [DONE] at 41; usage counts all 5.
+        let mut ex = exchange(&[20, 25, 30, 35, 40], Some(5));
+        ex.first_content = Some(ms(35));
+        r.finished(info(0), &ex);
+        let get = |metric| {
+            r.metrics
+                .get(StatusClass::Successful, metric)
+                .expect("recorded")
+        };
+        let itl = get(Metric::Itl);
+        assert_eq!(itl.len(), 4, "every token gap counts, reasoning included");
+        assert!(itl.equivalent(itl.min(), 5_000) && itl.equivalent(itl.max(), 5_000));
+        // (41 - 20) / (5 - 1) = 5.25 ms, from the first token of any kind.
+        let tpot = get(Metric::Tpot);
+        assert!(tpot.equivalent(tpot.max(), 5_250), "{}", tpot.max());
+        let ttft = get(Metric::Ttft);
+        assert!(ttft.equivalent(ttft.max(), 25_000), "first content token");
+        let any = get(Metric::TtftAny);
+        assert!(any.equivalent(any.max(), 10_000), "first token of any kind");
+    }
+
+    #[test]
+    fn unfinished_requests_record_lower_bounds() {
+        let mut r = Reporter::new(0, ms(0), MeasureWindow::default());
+        // In flight, no token yet, cancelled at 910 ms: 900 ms since its start at 10.
+        let mut ex = exchange(&[], None);
+        ex.cancel("stopped");
+        ex.end = Some(ms(910));
+        r.finished(info(0), &ex);
+        // Never sent: queued from its slot time (9 ms) to 509 ms.
+        let mut queued = Exchange::failed(llmsurge_proto::ErrorKind::Cancelled, "queued");
+        queued.end = Some(ms(509));
+        r.finished(info(1), &queued);
+        // Cut off after its first content token at 60: its TTFT is known exactly.
+        let mut streaming = exchange(&[60, 65], None);
+        streaming.cancel("stopped");
+        streaming.end = Some(ms(300));
+        r.finished(info(2), &streaming);
+        let bounds = |metric| {
+            let h = r
+                .metrics
+                .get(StatusClass::Incomplete, metric)
+                .expect("recorded");
+            let mut v: Vec<u64> = h.iter_recorded().map(|x| x.value_iterated_to()).collect();
+            v.sort_unstable();
+            v
+        };
+        let close = |got: Vec<u64>, want: [u64; 3]| {
+            assert!(
+                got.iter().zip(want).all(|(g, w)| g.abs_diff(w) <= w / 500),
+                "{got:?} vs {want:?}"
+            );
+        };
+        close(
+            bounds(Metric::TtftWithIncomplete),
+            [50_000, 500_000, 900_000],
+        );
+        close(
+            bounds(Metric::RequestLatencyWithIncomplete),
+            [290_000, 500_000, 900_000],
+        );
+        assert!(
+            r.metrics
+                .get(StatusClass::Successful, Metric::TtftWithIncomplete)
+                .is_none(),
+            "finished requests are in the metric they extend"
+        );
+        // Timed out with no token after 2 s: TTFT ≥ 2 s, though it failed.
+        let mut timed_out = exchange(&[], None);
+        timed_out.error = Some(llmsurge_proto::RequestError {
+            kind: llmsurge_proto::ErrorKind::Timeout,
+            message: "no first token".into(),
+        });
+        timed_out.end = Some(ms(2_010));
+        r.finished(info(3), &timed_out);
+        let h = r
+            .metrics
+            .get(StatusClass::Errored, Metric::TtftWithIncomplete)
+            .expect("a bound");
+        assert_eq!(h.len(), 1);
+        assert!(h.equivalent(h.max(), 2_000_000), "{}", h.max());
+        assert!(
+            r.metrics
+                .get(StatusClass::Errored, Metric::RequestLatencyWithIncomplete)
+                .is_none(),
+            "its e2e is measured as it is"
+        );
+    }
+
+    #[test]
+    fn client_probes_respect_the_window() {
+        let window = MeasureWindow {
+            warmup_time: Some(Duration::from_millis(100)),
+            ..MeasureWindow::default()
+        };
+        let mut r = Reporter::new(0, ms(0), window);
+        r.runtime_delay(ms(50), ms(60)); // warm-up
+        r.runtime_delay(ms(200), ms(203));
+        let mut slot = info(7);
+        slot.scheduled = ms(300);
+        slot.previous_end = Some(ms(295));
+        r.send_gap(&slot, ms(300));
+        slot.late = true; // its wait was the concurrency cap's
+        r.send_gap(&slot, ms(400));
+        let h = |m| {
+            r.metrics
+                .get(StatusClass::Successful, m)
+                .expect("recorded")
+                .clone()
+        };
+        let delay = h(Metric::RuntimeDelay);
+        assert_eq!(delay.len(), 1);
+        assert!(delay.equivalent(delay.max(), 3_000));
+        let gap = h(Metric::SendGap);
+        assert_eq!(gap.len(), 1);
+        assert!(gap.equivalent(gap.max(), 5_000));
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! answer, and claims the next. `Arrivals`: the pacer thread hands over slots as they
 //! fall due, and each becomes a task. Both end in [`Context::run_request`], which takes
 //! a unit of the group-wide concurrency (waiting and marking the request late when the
-//! cap is reached), runs the exchange against the cancel flag, and reports it.
+//! cap is reached), runs the exchange against the cancel flag, and reports it. Beside
+//! them, a probe task measures how late the runtime runs a due timer, and streams
+//! measure their turnaround (previous end → next send): the client's own slowness,
+//! which stream strategies' dispatch lag cannot show.
 
 use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Exchange};
@@ -45,6 +48,20 @@ pub struct Context {
     pub flush_now: Rc<Notify>,
 }
 
+/// How often the runtime probe wakes.
+pub const PROBE_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Measures how late the runtime runs a task whose timer fired: every response chunk
+/// waits as long before it is timestamped, so a slow client shows here whatever the
+/// strategy. Includes up to 1 ms of tokio's timer granularity.
+async fn probe_runtime(reporter: Rc<RefCell<Reporter>>) {
+    loop {
+        let due = MonoNanos::now() + PROBE_INTERVAL;
+        tokio::time::sleep_until(tokio_instant(due)).await;
+        reporter.borrow_mut().runtime_delay(due, MonoNanos::now());
+    }
+}
+
 /// Converts a monotonic instant to a tokio instant.
 pub fn tokio_instant(t: MonoNanos) -> tokio::time::Instant {
     tokio::time::Instant::from_std(t.to_instant())
@@ -52,17 +69,28 @@ pub fn tokio_instant(t: MonoNanos) -> tokio::time::Instant {
 
 impl Context {
     /// Sends one request and reports its outcome. Never fails: every outcome is a record.
-    pub async fn run_request(&self, mut info: SlotInfo, body: Result<Bytes, String>) {
+    /// Returns when it ended.
+    pub async fn run_request(&self, mut info: SlotInfo, body: Result<Bytes, String>) -> MonoNanos {
         let mut cancel = self.cancel.clone();
-        while !self.shm.try_acquire(self.id) {
-            info.late = true;
+        loop {
+            // The stop first: the requests it cancels give their concurrency back, and a
+            // request waiting for it must not take it and be sent only to be cancelled.
             if *cancel.borrow() {
                 let ex = Exchange::failed(
                     ErrorKind::Cancelled,
-                    "cancelled before it could be sent (concurrency cap)",
+                    if info.late {
+                        "cancelled before it could be sent (concurrency cap)"
+                    } else {
+                        "cancelled before it could be sent: the benchmark stopped"
+                    },
                 );
-                return self.report(info, &ex);
+                self.report(info, &ex);
+                return ex.end.unwrap_or_else(MonoNanos::now);
             }
+            if self.shm.try_acquire(self.id) {
+                break;
+            }
+            info.late = true;
             tokio::select! {
                 _ = self.released.notified() => {}
                 // Releases by other workers are not notified here; poll for them.
@@ -77,9 +105,11 @@ impl Context {
                 // worker that dies in between still has it on the books.
                 self.shm.count_started(self.id);
                 let start = MonoNanos::now();
-                self.reporter
-                    .borrow_mut()
-                    .started(info.slot, info.scheduled, start);
+                {
+                    let mut reporter = self.reporter.borrow_mut();
+                    reporter.started(info.slot, info.scheduled, start);
+                    reporter.send_gap(&info, start);
+                }
                 let mut ex = Exchange {
                     start: Some(start),
                     ..Exchange::default()
@@ -97,6 +127,7 @@ impl Context {
         self.shm.release(self.id);
         self.released.notify_one();
         self.report(info, &ex);
+        ex.end.unwrap_or_else(MonoNanos::now)
     }
 
     fn report(&self, info: SlotInfo, ex: &Exchange) {
@@ -117,6 +148,7 @@ impl Context {
         source: Box<dyn RequestSource>,
     ) {
         let source = Rc::new(RefCell::new(source));
+        let probe = tokio::task::spawn_local(probe_runtime(self.reporter.clone()));
         let mut tasks = JoinSet::new();
         for stream in (self.id..streams).step_by(worker_count.max(1) as usize) {
             let ctx = self.clone();
@@ -125,6 +157,7 @@ impl Context {
             tasks.spawn_local(async move { ctx.stream_loop(t0 + offset, source).await });
         }
         while tasks.join_next().await.is_some() {}
+        probe.abort();
     }
 
     async fn stream_loop(&self, start_at: MonoNanos, source: Rc<RefCell<Box<dyn RequestSource>>>) {
@@ -135,6 +168,7 @@ impl Context {
             () = tokio::time::sleep_until(tokio_instant(start_at)) => {}
             Ok(_) = stop.wait_for(|s| *s) => return,
         }
+        let mut previous_end = None;
         while let Some(slot) = self.shm.claim_slot() {
             let scheduled = MonoNanos::now();
             let prepared = source.borrow_mut().request(slot);
@@ -146,16 +180,19 @@ impl Context {
                 }
                 Err(message) => (Err(message), None),
             };
-            self.run_request(
-                SlotInfo {
-                    slot,
-                    scheduled,
-                    late: false,
-                    prompt_tokens,
-                },
-                body,
-            )
-            .await;
+            let end = self
+                .run_request(
+                    SlotInfo {
+                        slot,
+                        scheduled,
+                        late: false,
+                        prompt_tokens,
+                        previous_end,
+                    },
+                    body,
+                )
+                .await;
+            previous_end = Some(end);
         }
     }
 
@@ -179,6 +216,7 @@ impl Context {
         let handle = std::thread::Builder::new()
             .name("llmsurge-pacer".into())
             .spawn(move || pacer.run())?;
+        let probe = tokio::task::spawn_local(probe_runtime(self.reporter.clone()));
         let mut tasks = JoinSet::new();
         while let Some(d) = rx.recv().await {
             let ctx = self.clone();
@@ -187,12 +225,16 @@ impl Context {
                 scheduled: d.scheduled,
                 late: false,
                 prompt_tokens: d.prompt_tokens,
+                previous_end: None,
             };
-            tasks.spawn_local(async move { ctx.run_request(info, d.body).await });
+            tasks.spawn_local(async move {
+                ctx.run_request(info, d.body).await;
+            });
             // Reap finished tasks so a long run keeps flat memory.
             while tasks.try_join_next().is_some() {}
         }
         while tasks.join_next().await.is_some() {}
+        probe.abort();
         // The channel closed because the pacer dropped its sender on return.
         let _ = handle.join();
         Ok(())
