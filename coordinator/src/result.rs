@@ -157,6 +157,10 @@ pub struct BenchmarkResult {
     pub histograms: BTreeMap<String, String>,
     /// The workers.
     pub workers: Vec<WorkerOutcome>,
+    /// The request rate a sweep or capacity search took from this benchmark, and how it
+    /// was estimated (set by the profile; absent elsewhere and in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_estimate: Option<crate::profiles::RateEstimate>,
 }
 
 /// Inputs of [`build`] besides the state.
@@ -293,6 +297,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         timeseries,
         histograms: encode_histograms(state),
         workers: ctx.workers,
+        rate_estimate: None,
     }
 }
 
