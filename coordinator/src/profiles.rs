@@ -343,7 +343,8 @@ pub struct CapacityProfile {
     /// The rate being run a second time, if the last plan was a retest.
     retesting: Option<f64>,
     growth_steps: u32,
-    estimates: Option<(RateEstimate, RateEstimate)>,
+    /// Boxed: the profile sits in an enum beside the others.
+    estimates: Option<Box<(RateEstimate, RateEstimate)>>,
     outcome: Option<CapacityOutcome>,
     probes: Vec<Probe>,
 }
@@ -499,7 +500,7 @@ impl Profile for CapacityProfile {
                 } else {
                     self.lo * CAPACITY_GROWTH
                 };
-                self.estimates = Some((sync, max));
+                self.estimates = Some(Box::new((sync, max)));
                 return self.constant(i, first);
             }
             _ => {}
@@ -547,7 +548,7 @@ impl Profile for CapacityProfile {
     }
 
     fn annotate(&self, done: &mut [BenchmarkResult]) {
-        if let Some((sync, max)) = &self.estimates {
+        if let Some((sync, max)) = self.estimates.as_deref() {
             for (r, e) in done.iter_mut().zip([sync, max]) {
                 r.rate_estimate = Some(e.clone());
             }
@@ -712,7 +713,10 @@ mod capacity_tests {
         // SLO holds up to 30.
         let (outcome, strategies) = search(30.0, 5.0, 19.8);
         let rate = outcome.rate.expect("a rate");
-        assert!((30.0 * 0.95..=30.0).contains(&rate), "{rate}: {strategies:?}");
+        assert!(
+            (30.0 * 0.95..=30.0).contains(&rate),
+            "{rate}: {strategies:?}"
+        );
         assert!(
             rates(&strategies).iter().any(|&r| r > 30.0),
             "a failing rate above the maximum was found: {strategies:?}"
@@ -728,7 +732,11 @@ mod capacity_tests {
         assert_eq!(runs_of_hi, 2, "{strategies:?}");
         let last = outcome.probes.last().expect("probes");
         assert!(last.retest && !last.passed && last.rate == hi, "{last:?}");
-        assert!(outcome.conclusion.contains("confirmed"), "{}", outcome.conclusion);
+        assert!(
+            outcome.conclusion.contains("confirmed"),
+            "{}",
+            outcome.conclusion
+        );
         // Every other rate ran once.
         let mut seen = rates(&strategies);
         seen.retain(|&r| r != hi);

@@ -232,7 +232,9 @@ const QUEUE_GROWTH_MIN: f64 = 2.0;
 /// slowing down as it fills, not a queue, and is left to the SLO.
 pub fn growing_queue(b: &crate::result::BenchmarkResult) -> Option<String> {
     if let Some(crate::constraints::StopReason::OverSaturation { detail }) = &b.stop_reason {
-        return Some(format!("the over-saturation detector stopped it ({detail})"));
+        return Some(format!(
+            "the over-saturation detector stopped it ({detail})"
+        ));
     }
     let created = b.requests.created;
     if b.requests.late as f64 > (LATE_FRACTION * created as f64).max(1.0) {
@@ -351,6 +353,78 @@ mod tests {
             ..SaturationConfig::default()
         });
         assert_eq!(feed(&mut d, 60, |_| 10.0, |t| 50.0 + 20.0 * t), None);
+    }
+
+    /// A 4-second rate benchmark with the given per-second in-flight counts and TTFTs.
+    fn benchmark(series: &[(f64, f64)]) -> crate::result::BenchmarkResult {
+        let mut b = crate::result::tests_support::empty_result();
+        b.strategy = crate::strategy::Strategy::Constant { rate: 10.0 };
+        b.requests.created = 40;
+        b.measured_window.start_time = b.start_time;
+        b.measured_window.end_time = b.start_time + series.len() as f64;
+        b.timeseries = series
+            .iter()
+            .enumerate()
+            .map(|(i, &(concurrency, ttft))| crate::timeseries::TimePoint {
+                t: i as f64,
+                started: 10,
+                completed: 10,
+                errored: 0,
+                concurrency,
+                output_tokens_per_s: 0.0,
+                ttft_mean_ms: Some(ttft),
+            })
+            .collect();
+        b
+    }
+
+    #[test]
+    fn a_queue_that_grows_through_a_benchmark_is_named() {
+        // Steady: ramp in the first second, then flat.
+        assert_eq!(
+            growing_queue(&benchmark(&[
+                (2.0, 50.0),
+                (4.0, 50.0),
+                (4.2, 51.0),
+                (4.1, 50.0)
+            ])),
+            None
+        );
+        // A server that slows as it fills: in flight rises, TTFT flat. Not a queue.
+        assert_eq!(
+            growing_queue(&benchmark(&[
+                (2.0, 50.0),
+                (6.0, 50.0),
+                (9.0, 51.0),
+                (12.0, 50.0)
+            ])),
+            None
+        );
+        // A queue: both rise through the second half.
+        let why = growing_queue(&benchmark(&[
+            (4.0, 50.0),
+            (10.0, 200.0),
+            (16.0, 350.0),
+            (22.0, 500.0),
+        ]))
+        .expect("a growing queue");
+        assert!(why.contains("grew from 16.0 to 22.0"), "{why}");
+        // Late requests: the client's queue grew behind the concurrency cap.
+        let mut late = benchmark(&[(4.0, 50.0), (4.0, 50.0), (4.0, 50.0)]);
+        late.requests.late = 5;
+        assert!(growing_queue(&late).expect("late").contains("5 of 40"));
+        late.requests.late = 1;
+        assert_eq!(
+            growing_queue(&late),
+            None,
+            "one late request is not a trend"
+        );
+        // The detector's own verdict.
+        let mut stopped = benchmark(&[]);
+        stopped.stop_reason = Some(crate::constraints::StopReason::OverSaturation {
+            detail: "at 12s".into(),
+        });
+        assert!(growing_queue(&stopped).expect("stopped").contains("at 12s"));
     }
 
     #[test]

@@ -349,6 +349,7 @@ fn the_capacity_search_lands_on_the_closed_form_rate() {
     let expected = lambda(k_star); // 8 / (63 × 14 ms) ≈ 9.07 req/s
     assert!(expected < lambda(slots));
 
+    // About 11 benchmarks of 3 s: some 36 s on a busy 2-core machine.
     let server = mock(batching_mock());
     let started = std::time::Instant::now();
     let run = run(&[
@@ -457,8 +458,14 @@ fn a_sweep_against_a_server_too_slow_to_finish_a_request_still_gets_rates() {
     let report = run.report();
     let b = &report.benchmarks;
     assert_eq!(b.len(), 4, "{}", run.stderr);
-    assert_eq!(b[1].requests.completed, 0, "no request finished at saturation");
-    let estimate = b[1].rate_estimate.clone().expect("the estimate is explained");
+    assert_eq!(
+        b[1].requests.completed, 0,
+        "no request finished at saturation"
+    );
+    let estimate = b[1]
+        .rate_estimate
+        .clone()
+        .expect("the estimate is explained");
     assert_eq!(estimate.source, RateSource::StreamedTokens);
     assert!(
         (8.0..=25.0).contains(&estimate.requests_per_s),
