@@ -266,10 +266,12 @@ fn the_capacity_search_finds_the_mock_capacity() {
         (rate - CAPACITY).abs() <= CAPACITY * 0.10,
         "found {rate} req/s, capacity {CAPACITY}"
     );
+    // Synchronous, throughput, bisection to 5%, and the boundary's second run.
     assert!(
-        report.benchmarks.len() <= 8,
-        "{} benchmarks",
-        report.benchmarks.len()
+        report.benchmarks.len() <= 10,
+        "{} benchmarks: {:#?}",
+        report.benchmarks.len(),
+        capacity.probes
     );
     assert_eq!(capacity.probes.len(), report.benchmarks.len());
     assert!(run.stdout.contains("Capacity:"), "{}", run.stdout);
@@ -426,6 +428,11 @@ fn a_capacity_probe_whose_queue_grew_fails_even_when_its_slo_passed() {
     assert!(reason.contains("queue was growing"), "{queued:?}");
     let b = &report.benchmarks[queued.benchmark as usize];
     assert!(b.slo.as_ref().is_some_and(|v| v.passed), "its SLO passed");
+    assert!(
+        run.stdout.contains("fail: the queue was growing"),
+        "the console gives the reason:\n{}",
+        run.stdout
+    );
 }
 
 #[test]
