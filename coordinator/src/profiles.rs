@@ -2,9 +2,12 @@
 //!
 //! - [`FixedProfile`]: a list of strategies (`--rate 1,5,10`).
 //! - [`SweepProfile`]: synchronous, then throughput, then rates evenly spaced between the
-//!   two measured request rates.
-//! - [`CapacityProfile`]: synchronous and throughput, then a bisection over constant rates
-//!   for the highest one that meets the SLO, to the requested precision.
+//!   two measured request rates ([`estimate_rate`]: from streamed tokens when no request
+//!   completed, so a server too small for the throughput benchmark still gets a sweep).
+//! - [`CapacityProfile`]: synchronous and throughput, then constant rates: above the
+//!   measured maximum while the SLO holds, then a bisection for the highest rate that
+//!   meets the SLO with a queue that does not grow, to the requested precision, with the
+//!   failing rate next to the answer confirmed by a second run.
 
 use crate::error::CoordinatorError;
 use crate::group::BenchmarkPlan;
