@@ -174,6 +174,10 @@ pub struct BenchmarkResult {
     /// it (read as unset) and left out when unset, so those reports round-trip as they were.
     #[serde(default, skip_serializing_if = "Audit::is_unset")]
     pub audit: Audit,
+    /// The request rate a sweep or capacity search took from this benchmark, and how it
+    /// was estimated (set by the profile; absent elsewhere and in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_estimate: Option<crate::profiles::RateEstimate>,
 }
 
 /// Inputs of [`build`] besides the state.
@@ -301,6 +305,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         histograms: encode_histograms(state),
         workers: ctx.workers,
         audit: Audit::default(),
+        rate_estimate: None,
     }
 }
 

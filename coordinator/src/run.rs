@@ -26,6 +26,10 @@ pub trait Profile {
     /// The next benchmark to run, or `None` when the profile is done.
     fn next(&mut self, done: &[BenchmarkResult])
     -> Result<Option<BenchmarkPlan>, CoordinatorError>;
+
+    /// Records on the results what the profile took from them (the rates a sweep or a
+    /// capacity search derived, and how), once the run is over.
+    fn annotate(&self, _done: &mut [BenchmarkResult]) {}
 }
 
 /// A fixed list of benchmarks.
@@ -65,6 +69,7 @@ pub async fn run_profile(
             break;
         }
     }
+    profile.annotate(&mut benchmarks);
     Ok(RunOutcome {
         benchmarks,
         interrupted: interrupts.interrupted(),

@@ -173,7 +173,7 @@ pub fn exit_code(
     let invalid = benchmarks.is_empty()
         || benchmarks
             .iter()
-            .any(|b| b.requests.completed == 0 || b.client.bottleneck);
+            .any(|b| (b.requests.completed == 0 && !estimated(b)) || b.client.bottleneck);
     if invalid {
         return exit_codes::INVALID_RUN;
     }
@@ -188,6 +188,14 @@ pub fn exit_code(
     } else {
         exit_codes::OK
     }
+}
+
+/// A benchmark that completed nothing but from which a sweep or capacity search still
+/// estimated the server's rate (from the tokens it streamed): the run is not invalid for it.
+fn estimated(b: &BenchmarkResult) -> bool {
+    b.rate_estimate
+        .as_ref()
+        .is_some_and(|e| e.source == llmsurge_coordinator::profiles::RateSource::StreamedTokens)
 }
 
 fn cores() -> u32 {

@@ -58,6 +58,16 @@ pub fn notes(b: &BenchmarkResult) -> Vec<String> {
     if let Some(note) = unfinished_note(b) {
         notes.push(note);
     }
+    if let Some(e) = b
+        .rate_estimate
+        .as_ref()
+        .filter(|e| e.source != llmsurge_coordinator::profiles::RateSource::Completed)
+    {
+        notes.push(format!(
+            "rate taken for the profile: {:.3} req/s, estimated: {}",
+            e.requests_per_s, e.detail
+        ));
+    }
     notes.extend(b.client.warnings.iter().map(|w| format!("warning: {w}")));
     for w in b.workers.iter().filter(|w| w.died) {
         notes.push(format!("worker {} (pid {}): {}", w.id, w.pid, w.outcome));

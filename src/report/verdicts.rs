@@ -46,11 +46,16 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
         }
         for p in &c.probes {
             out.push_str(&format!(
-                "  benchmark {} {:<20} {:>10.3} req/s  {}\n",
+                "  benchmark {} {:<20} {:>10.3} req/s  {}{}{}\n",
                 p.benchmark,
                 p.strategy.to_string(),
                 p.rate,
-                if p.passed { "pass" } else { "fail" }
+                if p.passed { "pass" } else { "fail" },
+                if p.retest { " (second run)" } else { "" },
+                p.reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
             ));
         }
     }

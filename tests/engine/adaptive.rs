@@ -4,6 +4,7 @@
 
 use crate::support::{mock, ok_report, run};
 use llmsurge::mock::MockConfig;
+use llmsurge_coordinator::profiles::RateSource;
 use llmsurge_coordinator::{StopReason, Strategy};
 
 /// 4 slots; each request takes S = 20 ms + 15 × 5 ms = 95 ms for 16 tokens, so the
@@ -265,10 +266,12 @@ fn the_capacity_search_finds_the_mock_capacity() {
         (rate - CAPACITY).abs() <= CAPACITY * 0.10,
         "found {rate} req/s, capacity {CAPACITY}"
     );
+    // Synchronous, throughput, bisection to 5%, and the boundary's second run.
     assert!(
-        report.benchmarks.len() <= 8,
-        "{} benchmarks",
-        report.benchmarks.len()
+        report.benchmarks.len() <= 10,
+        "{} benchmarks: {:#?}",
+        report.benchmarks.len(),
+        capacity.probes
     );
     assert_eq!(capacity.probes.len(), report.benchmarks.len());
     assert!(run.stdout.contains("Capacity:"), "{}", run.stdout);
@@ -319,4 +322,172 @@ fn profile_specific_flags_are_refused_elsewhere() {
             run.stderr
         );
     }
+}
+
+/// The mock of issue 10: 32 slots, 64 output tokens, itl = 10 ms + 0.5 ms per request
+/// holding a slot (continuous batching: every request slows as more decode together).
+fn batching_mock() -> MockConfig {
+    MockConfig {
+        max_concurrency: Some(32),
+        itl_ms: 10.0,
+        itl_ms_per_active: 0.5,
+        output_tokens: 64,
+        ..MockConfig::default()
+    }
+}
+
+#[test]
+fn the_capacity_search_lands_on_the_closed_form_rate() {
+    // Closed form. With k requests holding a slot every gap is itl + x·k, so a request
+    // (ttft 0, n tokens, n − 1 gaps) holds its slot S(k) = (n − 1)(itl + x·k) and its
+    // TPOT is itl + x·k. At a constant rate λ Little's law gives k = λ·S(k), so the rate
+    // that keeps k requests busy is λ(k) = k / ((n − 1)(itl + x·k)).
+    // The SLO tpot_p50 ≤ T holds while k ≤ k* = (T − itl) / x, so the answer is λ(k*).
+    // The most the server sustains is λ(32) = 32 / (63 × 26 ms) ≈ 19.5 req/s; the SLO
+    // binds first.
+    let (n, itl, x, slots, t) = (64.0, 10.0, 0.5, 32.0, 14.0);
+    let lambda = |k: f64| k / ((n - 1.0) * (itl + x * k) / 1000.0);
+    let k_star = (t - itl) / x;
+    let expected = lambda(k_star); // 8 / (63 × 14 ms) ≈ 9.07 req/s
+    assert!(expected < lambda(slots));
+
+    // About 11 benchmarks of 3 s: some 36 s on a busy 2-core machine.
+    let server = mock(batching_mock());
+    let started = std::time::Instant::now();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "capacity",
+        "--slo",
+        "tpot_p50<=14ms",
+        "--capacity-precision",
+        "3%",
+        // Each probe runs 3 s and measures the last 2: the first second is the ramp up
+        // to the steady number of active requests.
+        "--max-seconds",
+        "3",
+        "--warmup",
+        "1s",
+        "--max-concurrency",
+        "32",
+        "--data",
+        "prompt_tokens=16,output_tokens=64",
+    ]);
+    let elapsed = started.elapsed();
+    let report = ok_report(&run);
+    let capacity = report.capacity.expect("a capacity outcome");
+    let rate = capacity.rate.expect("a rate");
+    assert!(
+        (rate - expected).abs() <= expected * 0.05,
+        "found {rate:.3} req/s, closed form {expected:.3}: {:#?}",
+        capacity.probes
+    );
+    // The failing rate next to the answer ran twice.
+    let last = capacity.probes.last().expect("probes");
+    assert!(last.retest && !last.passed, "{last:?}");
+    eprintln!(
+        "capacity search: {} benchmarks in {:.1} s",
+        report.benchmarks.len(),
+        elapsed.as_secs_f64()
+    );
+}
+
+#[test]
+fn a_capacity_probe_whose_queue_grew_fails_even_when_its_slo_passed() {
+    // The SLO is loose enough that a 3-second probe at twice the capacity still meets
+    // it: only the growing queue tells the probe failed. The mock has no transient (a
+    // fixed service time), so a probe below capacity keeps a flat queue.
+    let server = mock(capacity_mock());
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "capacity",
+        "--slo",
+        "e2e_p50<=5s",
+        "--max-seconds",
+        "3",
+        "--data",
+        DATA,
+    ]);
+    let report = ok_report(&run);
+    let capacity = report.capacity.expect("a capacity outcome");
+    let rate = capacity.rate.expect("a rate");
+    assert!(
+        (CAPACITY * 0.8..=CAPACITY * 1.05).contains(&rate),
+        "found {rate} req/s, capacity {CAPACITY}: {:#?}",
+        capacity.probes
+    );
+    let queued = capacity
+        .probes
+        .iter()
+        .find(|p| !p.passed && p.rate > CAPACITY)
+        .expect("a failing probe above capacity");
+    let reason = queued.reason.as_deref().unwrap_or_default();
+    assert!(reason.contains("queue was growing"), "{queued:?}");
+    let b = &report.benchmarks[queued.benchmark as usize];
+    assert!(b.slo.as_ref().is_some_and(|v| v.passed), "its SLO passed");
+    assert!(
+        run.stdout.contains("fail: the queue was growing"),
+        "the console gives the reason:\n{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_sweep_against_a_server_too_slow_to_finish_a_request_still_gets_rates() {
+    // Continuous batching with a steep slowdown: one request alone takes 15 × 9 ms, but
+    // 64 at once take 15 × (5 + 4 × 64) ms ≈ 3.9 s each, longer than the 2.5 s limit, so
+    // the throughput benchmark completes no request; it streams about 64 / 0.261 s ≈ 245
+    // tokens per second, 15 req/s of 16-token requests.
+    let server = mock(MockConfig {
+        itl_ms: 5.0,
+        itl_ms_per_active: 4.0,
+        output_tokens: 16,
+        ..MockConfig::default()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "sweep",
+        "--rate",
+        "4",
+        "--max-seconds",
+        "2.5",
+        "--max-concurrency",
+        "64",
+        "--data",
+        "prompt_tokens=16,output_tokens=16",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let report = run.report();
+    let b = &report.benchmarks;
+    assert_eq!(b.len(), 4, "{}", run.stderr);
+    assert_eq!(
+        b[1].requests.completed, 0,
+        "no request finished at saturation"
+    );
+    let estimate = b[1]
+        .rate_estimate
+        .clone()
+        .expect("the estimate is explained");
+    assert_eq!(estimate.source, RateSource::StreamedTokens);
+    assert!(
+        (8.0..=25.0).contains(&estimate.requests_per_s),
+        "{estimate:?}"
+    );
+    assert!(estimate.detail.contains("tokens"), "{}", estimate.detail);
+    let lo = b[0].throughput.requests_per_s;
+    let Strategy::Constant { rate } = b[3].strategy else {
+        panic!("constant expected: {:?}", b[3].strategy)
+    };
+    let expected = lo + 2.0 * (estimate.requests_per_s - lo) / 3.0;
+    assert!((rate - expected).abs() < 1e-9, "{rate} vs {expected}");
+    assert!(
+        run.stdout.contains("streamed"),
+        "the console says where the rate came from:\n{}",
+        run.stdout
+    );
 }
