@@ -476,8 +476,12 @@ fn resolve_settings(args: &RunArgs) -> Result<StrategySettings, UsageError> {
         if args.load.profile != ProfileKind::Poisson {
             return usage("--burstiness only applies to --profile poisson");
         }
-        if !(b.is_finite() && b > 0.0) {
-            return usage(format!("--burstiness must be a positive number, got {b}"));
+        // Gamma shapes beyond these are a typo: 0.01 is already one burst per hundred
+        // requests, 100 is already a metronome.
+        if !(0.01..=100.0).contains(&b) {
+            return usage(format!(
+                "--burstiness must be between 0.01 and 100, got {b}"
+            ));
         }
         settings.burstiness = b;
     }

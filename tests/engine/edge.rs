@@ -1,0 +1,207 @@
+//! The binary's edge: absurd values, a strict server's refused fields, errors on the
+//! terminal whatever `--outputs` says, prompt lengths the server counts differently,
+//! and a report that cannot be written.
+
+use crate::support::llmsurge;
+use std::process::Stdio;
+
+/// Runs the binary with `args` and `env`; returns (exit code, stderr).
+fn run_binary(args: &[&str], env: &[(&str, &str)], dir: &std::path::Path) -> (i32, String) {
+    let out = llmsurge()
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("llmsurge runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn absurd_values_are_usage_errors_naming_the_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = dir.path().join("absurd.json");
+    std::fs::write(&scenario, r#"{"request_timeout": "1e19s"}"#).expect("scenario");
+    // The table holds &'static str; one small leak in a test process is harmless.
+    let scenario: &'static str =
+        Box::leak(scenario.to_string_lossy().into_owned().into_boxed_str());
+    let run_args = |extra: &[&'static str]| {
+        let mut v = vec![
+            "benchmark",
+            "run",
+            "--max-requests",
+            "1",
+            "--outputs",
+            "json",
+        ];
+        v.extend_from_slice(extra);
+        v
+    };
+    // (argv, environment, what the one line must name)
+    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+        (
+            run_args(&["--max-seconds", "1e20"]),
+            vec![],
+            "--max-seconds",
+        ),
+        (
+            run_args(&["--max-seconds", "100000000000000000000"]),
+            vec![],
+            "--max-seconds",
+        ),
+        (run_args(&["--goodput", "ttft:1e30s"]), vec![], "--goodput"),
+        (run_args(&["--goodput", "e2e:1e300ms"]), vec![], "--goodput"),
+        (
+            run_args(&["--request-timeout", "1e19s"]),
+            vec![],
+            "--request-timeout",
+        ),
+        (
+            run_args(&["--request-timeout", "10000000000000000000"]),
+            vec![],
+            "--request-timeout",
+        ),
+        (
+            run_args(&["--ttft-timeout", "1e300"]),
+            vec![],
+            "--ttft-timeout",
+        ),
+        (
+            run_args(&["--idle-timeout", "1e300ms"]),
+            vec![],
+            "--idle-timeout",
+        ),
+        (
+            run_args(&["--connect-timeout", "1e19"]),
+            vec![],
+            "--connect-timeout",
+        ),
+        (
+            run_args(&["--drain-timeout", "NaN"]),
+            vec![],
+            "--drain-timeout",
+        ),
+        (
+            run_args(&["--max-dispatch-lag", "inf"]),
+            vec![],
+            "--max-dispatch-lag",
+        ),
+        (
+            run_args(&["--profile", "concurrent", "--rate", "2", "--rampup", "1e19"]),
+            vec![],
+            "--rampup",
+        ),
+        (run_args(&["--warmup", "1e19s"]), vec![], "--warmup"),
+        (
+            run_args(&["--profile", "constant", "--rate", "1e-300"]),
+            vec![],
+            "--rate",
+        ),
+        (
+            run_args(&["--profile", "constant", "--rate", "1e300"]),
+            vec![],
+            "--rate",
+        ),
+        (
+            run_args(&["--profile", "poisson", "--rate", "NaN"]),
+            vec![],
+            "--rate",
+        ),
+        (
+            run_args(&[
+                "--profile",
+                "poisson",
+                "--rate",
+                "1",
+                "--burstiness",
+                "1e300",
+            ]),
+            vec![],
+            "--burstiness",
+        ),
+        (
+            run_args(&["--profile", "poisson", "--rate", "1", "--burstiness", "NaN"]),
+            vec![],
+            "--burstiness",
+        ),
+        (
+            run_args(&["--max-error-rate", "NaN"]),
+            vec![],
+            "--max-error-rate",
+        ),
+        (
+            run_args(&["--data", "prompt_tokens=99999999999,output_tokens=1"]),
+            vec![],
+            "--data",
+        ),
+        (
+            run_args(&[]),
+            vec![("LLMSURGE_MAX_SECONDS", "1e20")],
+            "--max-seconds",
+        ),
+        (
+            run_args(&["--scenario", scenario]),
+            vec![],
+            "--request-timeout",
+        ),
+        (
+            run_args(&[]),
+            vec![("LLMSURGE_MOCK_TTFT_MS", "1e300")],
+            "--ttft-ms",
+        ),
+        (
+            vec!["mock-server", "--ttft-ms", "1e300"],
+            vec![],
+            "--ttft-ms",
+        ),
+        (
+            vec!["mock-server", "--itl-ms-per-active", "1e300"],
+            vec![],
+            "--itl-ms-per-active",
+        ),
+        (
+            vec!["mock-server", "--request-latency", "1e300"],
+            vec![],
+            "--request-latency",
+        ),
+        (
+            vec!["mock-server", "--reasoning-tokens", "4294967295"],
+            vec![],
+            "--reasoning-tokens",
+        ),
+        (
+            vec!["mock-server", "--prompt-tokens-scale", "1e300"],
+            vec![],
+            "--prompt-tokens-scale",
+        ),
+        (
+            vec![
+                "benchmark",
+                "compare",
+                "a.json",
+                "b.json",
+                "--confidence",
+                "1e300",
+            ],
+            vec![],
+            "--confidence",
+        ),
+    ];
+    for (args, env, flag) in cases {
+        let (code, stderr) = run_binary(&args, &env, dir.path());
+        let what = format!("{args:?} {env:?}");
+        assert!(!stderr.contains("panicked"), "{what} panicked:\n{stderr}");
+        assert_eq!(code, 2, "{what}: exit code; stderr:\n{stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{what}: one line expected:\n{stderr}");
+        assert!(lines[0].starts_with("error: "), "{what}: {}", lines[0]);
+        assert!(
+            lines[0].contains(flag),
+            "{what}: {:?} should name {flag}",
+            lines[0]
+        );
+    }
+}
