@@ -187,6 +187,41 @@ impl RunReporter {
     }
 }
 
+/// One stderr line per error kind of a benchmark: its count and a sample message.
+pub fn error_lines(result: &BenchmarkResult, planned: usize) -> Vec<String> {
+    let position = if planned > 0 {
+        format!("{}/{planned}", result.index + 1)
+    } else {
+        format!("{}", result.index + 1)
+    };
+    let label = super::console::strategy_label(&result.strategy);
+    result
+        .errors
+        .iter()
+        .map(|e| {
+            let sample = e
+                .samples
+                .first()
+                .map(|s| format!(" (e.g. {})", one_line(s)))
+                .unwrap_or_default();
+            format!(
+                "error: [{position}] {label}: {} requests failed with {}{sample}",
+                e.count, e.kind
+            )
+        })
+        .collect()
+}
+
+/// A server's message on one line (error bodies may hold newlines), cut to a readable length.
+fn one_line(message: &str) -> String {
+    const MAX_CHARS: usize = 300;
+    let joined = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    match joined.char_indices().nth(MAX_CHARS) {
+        Some((at, _)) => format!("{}…", &joined[..at]),
+        None => joined,
+    }
+}
+
 impl RunObserver for RunReporter {
     fn benchmark_started(&mut self, index: u32, strategy: &Strategy) {
         self.current = index;
@@ -211,6 +246,11 @@ impl RunObserver for RunReporter {
 
     fn benchmark_finished(&mut self, result: &BenchmarkResult) {
         self.progress.finished(result);
+        // Failures reach the terminal whatever `--outputs` and the console flags say: a
+        // run whose requests all failed must not print only "report written".
+        for line in error_lines(result, self.planned) {
+            self.progress.println(&line);
+        }
         self.flush_log();
         if let Some(s) = &mut self.sampler {
             let mut samples = s.finish();

@@ -2,7 +2,8 @@
 //! terminal whatever `--outputs` says, prompt lengths the server counts differently,
 //! and a report that cannot be written.
 
-use crate::support::llmsurge;
+use crate::support::{llmsurge, mock, run};
+use llmsurge::mock::MockConfig;
 use std::process::Stdio;
 
 /// Runs the binary with `args` and `env`; returns (exit code, stderr).
@@ -203,5 +204,54 @@ fn absurd_values_are_usage_errors_naming_the_flag() {
             "{what}: {:?} should name {flag}",
             lines[0]
         );
+    }
+}
+
+#[test]
+fn errors_reach_stderr_whatever_outputs_says() {
+    let server = mock(MockConfig {
+        error_rate: 1.0,
+        ..MockConfig::default()
+    });
+    let url = server.base_url();
+    for quiet in [&[][..], &["--disable-console-outputs"][..]] {
+        let mut args = vec![
+            "--target",
+            url.as_str(),
+            "--max-requests",
+            "10",
+            "--outputs",
+            "json",
+        ];
+        args.extend_from_slice(quiet);
+        let run = run(&args);
+        assert_eq!(run.code(), 4, "no request completed: {}", run.stderr);
+        let lines: Vec<&str> = run
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("error: ") && l.contains("requests failed with http_"))
+            .collect();
+        assert!(
+            !lines.is_empty(),
+            "{quiet:?}: no error line:\n{}",
+            run.stderr
+        );
+        let failed: u64 = lines
+            .iter()
+            .map(|l| {
+                assert!(
+                    l.contains("(e.g. ") && l.contains("injected by llmsurge mock-server"),
+                    "a sample message: {l}"
+                );
+                let n = l.split(": ").nth(2).and_then(|t| t.split(' ').next());
+                n.and_then(|n| n.parse::<u64>().ok()).expect("a count")
+            })
+            .sum();
+        assert_eq!(
+            failed, 10,
+            "every failure is counted on stderr:\n{}",
+            run.stderr
+        );
+        assert!(run.stdout.is_empty() || quiet.is_empty(), "{}", run.stdout);
     }
 }
