@@ -69,6 +69,11 @@ pub struct RunReporter {
     sampler: Option<RequestSampler>,
     log: Option<RequestLog>,
     write_failed: bool,
+    /// Files whose last write succeeded (the only ones "report written" may name).
+    written: Vec<PathBuf>,
+    /// Write failures already printed, so a file that fails after every benchmark is
+    /// reported once.
+    reported_failures: Vec<String>,
 }
 
 impl RunReporter {
@@ -116,6 +121,8 @@ impl RunReporter {
                 .then(|| RequestSampler::new(settings.sample_requests, info.seed)),
             log,
             write_failed: false,
+            written: Vec::new(),
+            reported_failures: Vec::new(),
         }
     }
 
@@ -150,10 +157,15 @@ impl RunReporter {
 
     fn write(&mut self) {
         self.report.metadata.end_time = unix_now();
-        let (_, failed) = write_files(&self.report, &self.outputs, &self.output_dir);
+        let (written, failed) = write_files(&self.report, &self.outputs, &self.output_dir);
+        self.written = written;
         for e in failed {
-            self.progress.println(&format!("error: {e}"));
             self.write_failed = true;
+            let line = format!("error: {e}");
+            if !self.reported_failures.contains(&line) {
+                self.progress.println(&line);
+                self.reported_failures.push(line);
+            }
         }
     }
 
@@ -173,8 +185,8 @@ impl RunReporter {
             );
         }
         if self.messages {
-            for (_, file) in self.outputs.iter().filter_map(Output::file) {
-                eprintln!("report written to {}", self.output_dir.join(file).display());
+            for path in &self.written {
+                eprintln!("report written to {}", path.display());
             }
             if let Some(log) = &self.log {
                 eprintln!(

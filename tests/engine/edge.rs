@@ -255,3 +255,62 @@ fn errors_reach_stderr_whatever_outputs_says() {
         assert!(run.stdout.is_empty() || quiet.is_empty(), "{}", run.stdout);
     }
 }
+
+#[test]
+fn a_report_that_cannot_be_written_fails_the_run_and_keeps_the_previous_one() {
+    // Each request takes 300 ms, so the first report write comes long after the
+    // temp-file path below is blocked.
+    let server = mock(MockConfig {
+        ttft_ms: 300.0,
+        ..MockConfig::default()
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("benchmarks.json");
+    let previous = b"{\"previous\": \"report\"}\n";
+    std::fs::write(&report, previous).expect("previous report");
+    let mut child = llmsurge()
+        .args(["benchmark", "run", "--target", &server.base_url()])
+        .args(["--max-requests", "2", "--outputs", "json,csv"])
+        .args(["--max-dispatch-lag", "10s", "--output-dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("llmsurge starts");
+    // The report is written through `.benchmarks.json.<pid>.tmp`: a directory there
+    // makes the write fail as a full disk would, for root too (unlike a read-only dir).
+    let blocked = dir
+        .path()
+        .join(format!(".benchmarks.json.{}.tmp", child.id()));
+    std::fs::create_dir(&blocked).expect("block the temp file");
+    std::fs::write(blocked.join("keep"), b"").expect("a file inside");
+    let deadline = std::time::Instant::now() + crate::support::RUN_BOUND;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "the run hung");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let output = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("cannot write the report"))
+        .collect();
+    assert_eq!(errors.len(), 1, "one line for the file:\n{stderr}");
+    assert!(errors[0].starts_with("error: "), "{}", errors[0]);
+    assert!(
+        errors[0].contains(&report.display().to_string()),
+        "names the file: {}",
+        errors[0]
+    );
+    assert!(
+        !stderr.contains(&format!("report written to {}", report.display())),
+        "a failed file is not reported written:\n{stderr}"
+    );
+    // The other format was written; the previous report is byte-identical.
+    assert!(stderr.contains("benchmarks.csv"), "{stderr}");
+    assert_eq!(std::fs::read(&report).expect("previous report"), previous);
+}
