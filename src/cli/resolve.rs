@@ -69,6 +69,9 @@ pub struct BackendPlan {
     pub idle_timeout: Option<Duration>,
     /// Send ignore_eos.
     pub ignore_eos: bool,
+    /// `ignore_eos` was asked for, not defaulted (a refusal is then a usage error).
+    #[serde(skip)]
+    pub ignore_eos_explicit: bool,
 }
 
 fn redact<S: serde::Serializer>(secret: &Option<Secret>, s: S) -> Result<S::Ok, S::Error> {
@@ -590,6 +593,7 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         ttft_timeout: args.target.ttft_timeout,
         idle_timeout: args.target.idle_timeout,
         ignore_eos: args.data.ignore_eos,
+        ignore_eos_explicit: args.data.ignore_eos_explicit,
     };
     if let Some(raw) = &args.target.backend_kwargs {
         apply_backend_kwargs(&mut plan, raw)?;

@@ -206,7 +206,7 @@ pub fn error_lines(result: &BenchmarkResult, planned: usize) -> Vec<String> {
     } else {
         format!("{}", result.index + 1)
     };
-    let label = super::console::strategy_label(&result.strategy);
+    let label = console::strategy_label(&result.strategy);
     result
         .errors
         .iter()

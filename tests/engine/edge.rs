@@ -314,3 +314,137 @@ fn a_report_that_cannot_be_written_fails_the_run_and_keeps_the_previous_one() {
     assert!(stderr.contains("benchmarks.csv"), "{stderr}");
     assert_eq!(std::fs::read(&report).expect("previous report"), previous);
 }
+
+fn strict_mock() -> llmsurge::mock::MockServer {
+    mock(MockConfig {
+        reject_unknown_fields: true,
+        ..MockConfig::default()
+    })
+}
+
+#[test]
+fn a_default_field_a_strict_server_refuses_is_dropped_with_a_warning() {
+    let server = strict_mock();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--max-requests",
+        "5",
+        "--outputs",
+        "json",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let warning = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("warning: ") && l.contains("refuses the field ignore_eos"))
+        .unwrap_or_else(|| panic!("a warning naming ignore_eos:\n{}", run.stderr));
+    assert!(warning.contains("422"), "{warning}");
+    let report = crate::support::ok_report(&run);
+    assert_eq!(report.benchmarks[0].requests.completed, 5);
+    assert!(
+        report
+            .target
+            .warnings
+            .iter()
+            .any(|w| w.contains("ignore_eos")),
+        "{:?}",
+        report.target.warnings
+    );
+    // The probe is no load: the server saw exactly the benchmark's requests.
+    assert_eq!(server.stats().requests.chat_completions, 5);
+}
+
+#[test]
+fn a_field_the_user_asked_for_that_a_strict_server_refuses_stops_before_load() {
+    let server = strict_mock();
+    let url = server.base_url();
+    let cases: [(&[&str], &str); 2] = [
+        (&["--ignore-eos", "true"], "--ignore-eos false"),
+        (
+            &["--backend-kwargs", r#"{"extra_body": {"top_k": 5}}"#],
+            "--backend-kwargs",
+        ),
+    ];
+    for (extra, fix) in cases {
+        let mut args = vec!["--target", url.as_str(), "--max-requests", "5"];
+        args.extend_from_slice(extra);
+        let run = run(&args);
+        assert_eq!(run.code(), 2, "{extra:?}: {}", run.stderr);
+        let lines: Vec<&str> = run.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{extra:?}: one line:\n{}", run.stderr);
+        assert!(lines[0].starts_with("error: "), "{}", lines[0]);
+        assert!(
+            lines[0].contains("refuses the request field"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains(fix),
+            "{:?} should name the fix {fix}",
+            lines[0]
+        );
+        assert!(!run.report_path().exists(), "nothing ran");
+    }
+    assert_eq!(server.stats().requests.chat_completions, 0, "no load sent");
+}
+
+#[test]
+fn the_env_variable_makes_the_in_process_mock_strict() {
+    let (child, dir) = crate::support::start_run(
+        &[
+            "--max-requests",
+            "2",
+            "--outputs",
+            "json",
+            "--ignore-eos",
+            "true",
+        ],
+        |cmd| {
+            cmd.env("LLMSURGE_MOCK_REJECT_UNKNOWN_FIELDS", "true");
+        },
+    );
+    let run = crate::support::wait_run(child, dir);
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    assert!(run.stderr.contains("ignore_eos"), "{}", run.stderr);
+}
+
+#[test]
+fn prompt_lengths_the_server_counts_differently_are_reported() {
+    for (scale, warned) in [(1.7, true), (1.0, false)] {
+        let server = mock(MockConfig {
+            prompt_tokens_scale: scale,
+            ..MockConfig::default()
+        });
+        let run = run(&[
+            "--target",
+            &server.base_url(),
+            "--max-requests",
+            "3",
+            "--outputs",
+            "json",
+            "--data",
+            "prompt_tokens=64,output_tokens=4",
+        ]);
+        let report = crate::support::ok_report(&run);
+        let line = run
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("warning: prompt lengths differ"));
+        assert_eq!(line.is_some(), warned, "scale {scale}:\n{}", run.stderr);
+        let noted = report
+            .target
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("prompt lengths differ"));
+        assert_eq!(noted, warned, "scale {scale}: {:?}", report.target.warnings);
+        if let Some(line) = line {
+            assert!(line.contains("--processor"), "names the fix: {line}");
+            assert!(line.contains("counted 64"), "the client's count: {line}");
+            assert!(
+                line.contains("/tokenize counts 109"),
+                "the server's count: {line}"
+            );
+        }
+    }
+}

@@ -66,4 +66,9 @@ pub struct DataArgs {
     /// Send `ignore_eos: true` so the server generates exactly the requested output tokens.
     #[arg(long, env = "LLMSURGE_IGNORE_EOS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub ignore_eos: bool,
+
+    /// `--ignore-eos` (or its variable) was given, not defaulted: a server that refuses
+    /// the field is then a usage error rather than a warning. Set from the matches.
+    #[arg(skip)]
+    pub ignore_eos_explicit: bool,
 }
