@@ -120,6 +120,10 @@ pub async fn resolve_target(
 
 /// Requests the probe sends to compare prompt lengths (the first is also the body check).
 const PROBE_SAMPLES: u64 = 3;
+/// The most the probe may delay the run. A server refuses a field at once (validation
+/// comes before any queue); a probe still unanswered by then was accepted, and only the
+/// prompt-length check, which needs the answer's usage, is skipped.
+pub const PROBE_BUDGET: Duration = Duration::from_secs(3);
 /// Prompt tokens a chat template may add to a request (role markers, a default system
 /// line): a median difference within this is not reported.
 pub const TEMPLATE_ALLOWANCE_TOKENS: f64 = 16.0;
@@ -190,6 +194,7 @@ pub async fn probe(
         return Ok(outcome);
     };
     let base_url = worker.backend.base_url.clone();
+    let deadline = tokio::time::Instant::now() + PROBE_BUDGET;
     let mut dropped = false;
     let first_exchange = loop {
         let mut cfg = worker.backend.clone();
@@ -198,7 +203,12 @@ pub async fn probe(
         let backend = Backend::new(&cfg).map_err(|e| UsageError(format!("--target: {e}")))?;
         let body = backend.build_body(first);
         let mut ex = Exchange::default();
-        backend.execute(body.clone(), &mut ex).await;
+        let answered = tokio::time::timeout_at(deadline, backend.execute(body.clone(), &mut ex))
+            .await
+            .is_ok();
+        if !answered {
+            return Ok(outcome); // slow, not refused: see PROBE_BUDGET
+        }
         let Some(err) = &ex.error else { break ex };
         let llmsurge_proto::ErrorKind::Http { status: 400 | 422 } = err.kind else {
             outcome.warnings.push(format!(
@@ -239,7 +249,8 @@ pub async fn probe(
             field_fix(&field, &worker.backend)
         )));
     };
-    if let Some(w) = prompt_length_warning(worker, processor, &samples, first_exchange).await {
+    let check = prompt_length_warning(worker, processor, &samples, first_exchange);
+    if let Ok(Some(w)) = tokio::time::timeout_at(deadline, check).await {
         outcome.warnings.push(w);
     }
     Ok(outcome)
