@@ -21,6 +21,13 @@ fn run_binary(args: &[&str], env: &[(&str, &str)], dir: &std::path::Path) -> (i3
     )
 }
 
+/// Arguments, environment, and what the one error line must name.
+type AbsurdCase = (
+    Vec<&'static str>,
+    Vec<(&'static str, &'static str)>,
+    &'static str,
+);
+
 #[test]
 fn absurd_values_are_usage_errors_naming_the_flag() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -41,8 +48,7 @@ fn absurd_values_are_usage_errors_naming_the_flag() {
         v.extend_from_slice(extra);
         v
     };
-    // (argv, environment, what the one line must name)
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+    let cases: Vec<AbsurdCase> = vec![
         (
             run_args(&["--max-seconds", "1e20"]),
             vec![],
@@ -273,8 +279,8 @@ fn a_report_that_cannot_be_written_fails_the_run_and_keeps_the_previous_one() {
         .args(["--max-requests", "2", "--outputs", "json,csv"])
         .args(["--max-dispatch-lag", "10s", "--output-dir"])
         .arg(dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("llmsurge starts");
     // The report is written through `.benchmarks.json.<pid>.tmp`: a directory there
