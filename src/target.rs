@@ -117,3 +117,280 @@ pub async fn resolve_target(
         mock,
     })
 }
+
+/// Requests the probe sends to compare prompt lengths (the first is also the body check).
+const PROBE_SAMPLES: u64 = 3;
+/// The most the probe may delay the run. A server refuses a field at once (validation
+/// comes before any queue); a probe still unanswered by then was accepted, and only the
+/// prompt-length check, which needs the answer's usage, is skipped.
+pub const PROBE_BUDGET: Duration = Duration::from_secs(3);
+/// Prompt tokens a chat template may add to a request (role markers, a default system
+/// line): a median difference within this is not reported.
+pub const TEMPLATE_ALLOWANCE_TOKENS: f64 = 16.0;
+/// Relative difference of the median prompt length tolerated on top of the allowance.
+pub const LENGTH_TOLERANCE: f64 = 0.10;
+
+/// What the pre-run probe found: warnings for the terminal and the report.
+#[derive(Debug, Default)]
+pub struct ProbeOutcome {
+    /// One line each, without the `warning: ` prefix.
+    pub warnings: Vec<String>,
+}
+
+/// How a refused body field can be fixed, by where it came from.
+fn field_fix(field: &str, backend: &llmsurge_proto::BackendConfig) -> String {
+    if backend.extra_body.contains_key(field) {
+        format!("remove {field} from --backend-kwargs extra_body")
+    } else if field == "ignore_eos" {
+        "pass --ignore-eos false (output lengths are then the server's choice, up to max_tokens)"
+            .into()
+    } else if field == "stream_options" {
+        "pass --stream false (TTFT and ITL need a stream that the server accepts)".into()
+    } else {
+        "the server does not take a field llmsurge sends; please report it".into()
+    }
+}
+
+/// The top-level body field a 400/422 answer names, if it names one.
+fn refused_field(
+    body: &serde_json::Map<String, serde_json::Value>,
+    message: &str,
+) -> Option<String> {
+    // Longest first, so `max_completion_tokens` is not taken for `max_tokens`.
+    let mut keys: Vec<&String> = body.keys().collect();
+    keys.sort_by_key(|k| std::cmp::Reverse(k.len()));
+    keys.into_iter()
+        .filter(|k| !matches!(k.as_str(), "model" | "messages" | "prompt"))
+        .find(|k| message.contains(k.as_str()))
+        .cloned()
+}
+
+/// Sends the run's own body shape once (max_tokens 1, marked as a probe) before any load,
+/// so a strict server's refusal of a field is found now and not in every request. A
+/// default field the user did not ask for (`ignore_eos`) is dropped with a warning; one
+/// they asked for is a usage error naming the fix. Then compares the server's prompt
+/// counts with the client's over a few prompts (see `docs/cli.md`).
+pub async fn probe(
+    worker: &mut llmsurge_proto::WorkerConfig,
+    ignore_eos_explicit: bool,
+    processor: &str,
+) -> Result<ProbeOutcome, UsageError> {
+    use llmsurge_worker::backend::{Backend, Exchange};
+    let mut outcome = ProbeOutcome::default();
+    let Ok(mut source) = crate::data::source_factory(worker) else {
+        return Ok(outcome); // the workers report data errors with their context
+    };
+    let mut samples = Vec::new();
+    for slot in 0..PROBE_SAMPLES {
+        match source.request(slot) {
+            Ok(Some(mut req)) => {
+                req.max_tokens = Some(1);
+                samples.push(req);
+            }
+            _ => break,
+        }
+    }
+    let Some(first) = samples.first() else {
+        return Ok(outcome);
+    };
+    let base_url = worker.backend.base_url.clone();
+    let deadline = tokio::time::Instant::now() + PROBE_BUDGET;
+    let mut dropped = false;
+    let first_exchange = loop {
+        let mut cfg = worker.backend.clone();
+        cfg.headers
+            .push((crate::mock::PROBE_HEADER.to_string(), "1".to_string()));
+        let backend = Backend::new(&cfg).map_err(|e| UsageError(format!("--target: {e}")))?;
+        let body = backend.build_body(first);
+        let mut ex = Exchange::default();
+        let answered = tokio::time::timeout_at(deadline, backend.execute(body.clone(), &mut ex))
+            .await
+            .is_ok();
+        if !answered {
+            return Ok(outcome); // slow, not refused: see PROBE_BUDGET
+        }
+        let Some(err) = &ex.error else { break ex };
+        let llmsurge_proto::ErrorKind::Http { status: 400 | 422 } = err.kind else {
+            outcome.warnings.push(format!(
+                "the probe request before the run failed ({}: {}); going on",
+                err.kind.key(),
+                err.message
+            ));
+            return Ok(outcome);
+        };
+        let fields = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        let Some(field) = refused_field(&fields, &err.message) else {
+            outcome.warnings.push(format!(
+                "the probe request before the run was refused ({}: {}); going on",
+                err.kind.key(),
+                err.message
+            ));
+            return Ok(outcome);
+        };
+        let status = err.kind.key();
+        let from_default = field == "ignore_eos"
+            && !ignore_eos_explicit
+            && !worker.backend.extra_body.contains_key("ignore_eos");
+        if from_default && !dropped {
+            outcome.warnings.push(format!(
+                "{base_url} refuses the field ignore_eos ({status}: {}); sending requests without it, so output lengths are the server's choice, up to max_tokens",
+                err.message
+            ));
+            worker.backend.ignore_eos = false;
+            dropped = true;
+            continue;
+        }
+        return Err(UsageError(format!(
+            "--target {base_url} refuses the request field {field} ({status}: {}); {}",
+            err.message,
+            field_fix(&field, &worker.backend)
+        )));
+    };
+    let check = prompt_length_warning(worker, processor, &samples, first_exchange);
+    if let Ok(Some(w)) = tokio::time::timeout_at(deadline, check).await {
+        outcome.warnings.push(w);
+    }
+    Ok(outcome)
+}
+
+/// Compares the server's prompt counts (usage) with the client's over the samples; a
+/// warning naming the fix when the median differs beyond a chat template's overhead.
+async fn prompt_length_warning(
+    worker: &llmsurge_proto::WorkerConfig,
+    processor: &str,
+    samples: &[llmsurge_worker::PreparedRequest],
+    first: llmsurge_worker::backend::Exchange,
+) -> Option<String> {
+    use llmsurge_worker::backend::{Backend, Exchange};
+    let mut cfg = worker.backend.clone();
+    cfg.headers
+        .push((crate::mock::PROBE_HEADER.to_string(), "1".to_string()));
+    let backend = Backend::new(&cfg).ok()?;
+    let mut pairs = Vec::new(); // (client, server)
+    let mut exchanges = vec![first];
+    for req in &samples[1..] {
+        let mut ex = Exchange::default();
+        backend.execute(backend.build_body(req), &mut ex).await;
+        exchanges.push(ex);
+    }
+    for (req, ex) in samples.iter().zip(&exchanges) {
+        if let (Some(client), Some(server)) = (
+            req.prompt_tokens,
+            ex.usage.as_ref().and_then(|u| u.prompt_tokens),
+        ) {
+            pairs.push((f64::from(client), f64::from(server)));
+        }
+    }
+    let (client, server) = length_medians(&pairs)?;
+    if !lengths_disagree(client, server) {
+        return None;
+    }
+    let counted_by_server = tokenize_count(worker, &samples[0]).await.map_or_else(String::new, |n| {
+        format!(
+            "; the server's /tokenize counts {n} tokens for the first prompt, which the client counted as {}",
+            samples[0].prompt_tokens.unwrap_or(0)
+        )
+    });
+    Some(format!(
+        "prompt lengths differ: the server counted a median of {server:.0} prompt tokens per request where the client's tokenizer ({processor}) counted {client:.0}, more than a chat template adds; pass --processor with the server's tokenizer (a tokenizer.json, a model folder or a Hugging Face id) so prompts have the requested length{counted_by_server}"
+    ))
+}
+
+/// Medians of the client's and the server's counts, when there is any pair.
+fn length_medians(pairs: &[(f64, f64)]) -> Option<(f64, f64)> {
+    fn median(mut v: Vec<f64>) -> f64 {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    }
+    if pairs.is_empty() {
+        return None;
+    }
+    Some((
+        median(pairs.iter().map(|p| p.0).collect()),
+        median(pairs.iter().map(|p| p.1).collect()),
+    ))
+}
+
+/// Whether the server's median prompt length is beyond what a chat template explains:
+/// more than [`TEMPLATE_ALLOWANCE_TOKENS`] and more than [`LENGTH_TOLERANCE`] apart.
+pub fn lengths_disagree(client: f64, server: f64) -> bool {
+    let diff = (server - client).abs();
+    diff > TEMPLATE_ALLOWANCE_TOKENS && diff > LENGTH_TOLERANCE * client
+}
+
+/// The count of the server's `/tokenize` (vLLM, SGLang, the mock) for one prompt.
+async fn tokenize_count(
+    worker: &llmsurge_proto::WorkerConfig,
+    req: &llmsurge_worker::PreparedRequest,
+) -> Option<u64> {
+    use llmsurge_worker::Prompt;
+    let text = match &req.prompt {
+        Prompt::Text(t) => t.clone(),
+        Prompt::Messages(m) => m
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    let b = &worker.backend;
+    let client = reqwest::Client::builder()
+        .connect_timeout(b.connect_timeout)
+        .timeout(b.connect_timeout + Duration::from_secs(10))
+        .build()
+        .ok()?;
+    let mut request = client
+        .post(format!("{}/tokenize", b.base_url))
+        .header(crate::mock::PROBE_HEADER, "1")
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::json!({"model": b.model, "prompt": text}).to_string());
+    if let Some(key) = &b.api_key {
+        request = request.bearer_auth(key.expose());
+    }
+    let response = request.send().await.ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let body = response.bytes().await.ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+    v.get("count").and_then(serde_json::Value::as_u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chat_template_is_not_a_disagreement() {
+        assert!(!lengths_disagree(64.0, 72.0), "8 tokens: a template");
+        assert!(!lengths_disagree(1000.0, 1080.0), "8%: within tolerance");
+        assert!(lengths_disagree(64.0, 110.0), "the reported case");
+        assert!(lengths_disagree(1000.0, 1200.0));
+        assert!(lengths_disagree(256.0, 128.0), "fewer counts too");
+    }
+
+    #[test]
+    fn the_refused_field_is_found_in_the_message() {
+        let body: serde_json::Map<String, serde_json::Value> = serde_json::from_str(
+            r#"{"model":"m","messages":[],"ignore_eos":true,"max_tokens":1,"max_completion_tokens":1}"#,
+        )
+        .expect("json");
+        let named = |m: &str| refused_field(&body, m);
+        assert_eq!(
+            named("Unexpected fields in the request: {'ignore_eos'}").as_deref(),
+            Some("ignore_eos")
+        );
+        assert_eq!(
+            named("Unrecognized request argument supplied: max_completion_tokens").as_deref(),
+            Some("max_completion_tokens")
+        );
+        assert_eq!(named("The model `m` does not exist in messages"), None);
+    }
+}

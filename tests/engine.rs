@@ -3,6 +3,7 @@
 
 mod adaptive;
 mod data;
+mod edge;
 mod failures;
 mod fd_limit;
 mod gates;

@@ -379,9 +379,10 @@ impl GoodputSpec {
             let (name, value) = part
                 .split_once(':')
                 .ok_or_else(|| format!("{part:?}: expected name:duration, e.g. ttft:500ms"))?;
-            let d = Duration::from_secs_f64(
-                parse_ms(value).map_err(|e| format!("{part:?}: {e}"))? / 1000.0,
-            );
+            let ms = parse_ms(value).map_err(|e| format!("{part:?}: {e}"))?;
+            // A threshold past a Duration's range (ttft:1e30s) is a typo, not a bound.
+            let d = Duration::try_from_secs_f64(ms / 1000.0)
+                .map_err(|_| format!("{part:?}: {value:?} is too long"))?;
             match name.trim() {
                 "ttft" => g.ttft = Some(d),
                 "tpot" => g.tpot = Some(d),

@@ -162,10 +162,17 @@ pub fn main() -> i32 {
             return usage_error(line.strip_prefix("error: ").unwrap_or(line));
         }
     };
-    let cli = match Cli::from_arg_matches(&matches) {
+    let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => return usage_error(&e.to_string()),
     };
+    if let Command::Benchmark(BenchmarkCommand::Run(args)) = &mut cli.command {
+        args.data.ignore_eos_explicit = matches
+            .subcommand_matches("benchmark")
+            .and_then(|m| m.subcommand_matches("run"))
+            .and_then(|m| m.value_source("ignore_eos"))
+            .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue);
+    }
     if !matches!(cli.command, Command::Worker(_))
         && let Err(message) = check_env()
     {

@@ -69,6 +69,9 @@ pub struct BackendPlan {
     pub idle_timeout: Option<Duration>,
     /// Send ignore_eos.
     pub ignore_eos: bool,
+    /// `ignore_eos` was asked for, not defaulted (a refusal is then a usage error).
+    #[serde(skip)]
+    pub ignore_eos_explicit: bool,
 }
 
 fn redact<S: serde::Serializer>(secret: &Option<Secret>, s: S) -> Result<S::Ok, S::Error> {
@@ -497,8 +500,12 @@ fn resolve_settings(args: &RunArgs) -> Result<StrategySettings, UsageError> {
         if args.load.profile != ProfileKind::Poisson {
             return usage("--burstiness only applies to --profile poisson");
         }
-        if !(b.is_finite() && b > 0.0) {
-            return usage(format!("--burstiness must be a positive number, got {b}"));
+        // Gamma shapes beyond these are a typo: 0.01 is already one burst per hundred
+        // requests, 100 is already a metronome.
+        if !(0.01..=100.0).contains(&b) {
+            return usage(format!(
+                "--burstiness must be between 0.01 and 100, got {b}"
+            ));
         }
         settings.burstiness = b;
     }
@@ -607,6 +614,7 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         ttft_timeout: args.target.ttft_timeout,
         idle_timeout: args.target.idle_timeout,
         ignore_eos: args.data.ignore_eos,
+        ignore_eos_explicit: args.data.ignore_eos_explicit,
     };
     if let Some(raw) = &args.target.backend_kwargs {
         apply_backend_kwargs(&mut plan, raw)?;

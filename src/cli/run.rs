@@ -67,7 +67,7 @@ fn plan_json(plan: &RunPlan, data: &crate::data::PreparedData) -> serde_json::Va
     v
 }
 
-async fn run(plan: RunPlan, data: crate::data::PreparedData) -> i32 {
+async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
     let started = unix_now();
     let target = match resolve_target(
         &plan.target,
@@ -91,10 +91,31 @@ async fn run(plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         program,
         args: vec!["__worker".into()],
     };
-    let template = match plan_template(&plan, &target, &data.spec) {
+    let mut template = match plan_template(&plan, &target, &data.spec) {
         Ok(t) => t,
         Err(UsageError(message)) => return super::usage_error(&message),
     };
+    // Before any load: the run's own body shape once, so a strict server's refusal is
+    // found now; the probe is marked and counts in no benchmark.
+    let probed = match crate::target::probe(
+        &mut template.base.worker_template,
+        plan.backend.ignore_eos_explicit,
+        &plan.data.processor,
+    )
+    .await
+    {
+        Ok(p) => p,
+        Err(UsageError(message)) => {
+            if let Some(mock) = target.mock {
+                mock.shutdown();
+            }
+            return super::usage_error(&message);
+        }
+    };
+    for w in &probed.warnings {
+        eprintln!("warning: {w}");
+    }
+    plan.backend.ignore_eos = template.base.worker_template.backend.ignore_eos;
     // Created before anything runs, so a bad path fails at once and not after an hour.
     let log = match &plan.reporting.request_log {
         Some(path) => match RequestLog::create(path) {
@@ -114,6 +135,7 @@ async fn run(plan: RunPlan, data: crate::data::PreparedData) -> i32 {
             base_url: target.base_url.clone(),
             model: target.model.clone(),
             mock: target.mock.is_some(),
+            warnings: probed.warnings,
         },
         started,
         planned: ChosenProfile::planned(&plan).unwrap_or(0),

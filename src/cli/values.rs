@@ -3,11 +3,22 @@
 
 use std::time::Duration;
 
+/// The longest duration any flag takes: a year. Longer values are typos (`1e20`), and
+/// they would overflow the clock arithmetic (`Instant + Duration`) downstream.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
+
+/// The highest request rate a flag takes, per second: far above what one client can send.
+pub const MAX_RATE: f64 = 1e6;
+/// The lowest request rate a flag takes, per second (one request a day): the gap
+/// between two requests must fit the clock arithmetic.
+pub const MIN_RATE: f64 = 1.0 / 86_400.0;
+
 /// A duration: plain seconds (`30`, `1.5`) or with a unit (`500ms`, `30s`, `2m`, `1h`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
+    // The unit is the trailing run of letters, so `1e3s` is a number in exponent form.
+    let num = t.trim_end_matches(|c: char| c.is_alphabetic());
+    let (num, unit) = (num, &t[num.len()..]);
     let value: f64 = num
         .trim()
         .parse()
@@ -18,9 +29,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "us" | "µs" => 1e-6,
         "m" | "min" | "mins" => 60.0,
         "h" => 3600.0,
+        "d" => 86_400.0,
         other => {
             return Err(format!(
-                "unknown duration unit {other:?} in {s:?} (use ms, s, m or h)"
+                "unknown duration unit {other:?} in {s:?} (use ms, s, m, h or d)"
             ));
         }
     };
@@ -28,7 +40,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if !seconds.is_finite() || seconds < 0.0 {
         return Err(format!("{s:?} must be a non-negative duration"));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(d) if d <= MAX_DURATION => Ok(d),
+        _ => Err(format!("{s:?} is too long (at most a year, 365d)")),
+    }
 }
 
 /// A positive duration.
@@ -44,14 +59,17 @@ pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RateList(pub Vec<f64>);
 
-/// A list of positive numbers: `10` or `1,2,5.5`.
+/// A list of positive numbers: `10` or `1,2,5.5`, each within [`MIN_RATE`, `MAX_RATE`].
 pub fn parse_rates(s: &str) -> Result<RateList, String> {
     let rates: Vec<f64> = s
         .split(',')
         .map(|part| {
             let p = part.trim();
             match p.parse::<f64>() {
-                Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+                Ok(v) if (MIN_RATE..=MAX_RATE).contains(&v) => Ok(v),
+                Ok(v) if v.is_finite() && v > 0.0 => Err(format!(
+                    "{p:?} is out of range (from one a day, {MIN_RATE:.6}, to {MAX_RATE:e})"
+                )),
                 _ => Err(format!(
                     "{p:?} is not a positive number (expected e.g. 10 or 1,2,5)"
                 )),
@@ -139,6 +157,11 @@ mod tests {
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("-1").is_err());
         assert!(parse_positive_duration("0").is_err());
+        assert_eq!(parse_duration("365d"), Ok(MAX_DURATION));
+        assert_eq!(parse_duration("1e3ms"), Ok(Duration::from_secs(1)));
+        for absurd in ["1e20", "1e19s", "366d", "inf", "NaN", "1e300h", "-0.5"] {
+            assert!(parse_duration(absurd).is_err(), "{absurd}");
+        }
     }
 
     #[test]
@@ -148,6 +171,9 @@ mod tests {
         assert!(parse_rates("0").is_err());
         assert!(parse_rates("fast").is_err());
         assert!(parse_rates("1,,2").is_err());
+        assert!(parse_rates("1e300").is_err());
+        assert!(parse_rates("1e-300").is_err());
+        assert!(parse_rates("inf").is_err());
     }
 
     #[test]

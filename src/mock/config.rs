@@ -22,6 +22,14 @@ pub const DEFAULT_OUTPUT_TOKENS: u32 = 16;
 pub const DEFAULT_MAX_MODEL_LEN: u32 = 32_768;
 /// Default number of tokio worker threads.
 pub const DEFAULT_WORKERS: usize = 1;
+/// The longest latency any setting takes, in ms (a day): longer is a typo, and it would
+/// overflow the clock arithmetic of a response's deadlines.
+pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
+/// The most tokens one response may carry (output or reasoning): keeps every count and
+/// their sums inside `u32`.
+pub const MAX_TOKENS: u32 = 10_000_000;
+/// Bounds of `--prompt-tokens-scale`.
+pub const PROMPT_TOKENS_SCALE_RANGE: std::ops::RangeInclusive<f64> = 0.01..=100.0;
 /// Prefix shared by every environment variable of the mock.
 pub const ENV_PREFIX: &str = "LLMSURGE_MOCK_";
 
@@ -186,6 +194,23 @@ pub struct MockConfig {
     /// Tokio worker threads serving requests (1: a single-threaded runtime).
     #[arg(long, env = "LLMSURGE_MOCK_WORKERS", default_value_t = DEFAULT_WORKERS)]
     pub workers: usize,
+
+    /// Answer a generation request that carries a body field outside the OpenAI API
+    /// (e.g. vLLM's `ignore_eos`) with HTTP 422 naming the field, like a strict server
+    /// (transformers serve, OpenAI's own API).
+    #[arg(long, env = "LLMSURGE_MOCK_REJECT_UNKNOWN_FIELDS")]
+    pub reject_unknown_fields: bool,
+
+    /// Multiplies every prompt length the mock counts (usage.prompt_tokens and the
+    /// `/tokenize` count), to imitate a server whose tokenizer splits text differently
+    /// from the client's (2: twice as many tokens per word).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_PROMPT_TOKENS_SCALE",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
+    pub prompt_tokens_scale: f64,
 }
 
 impl Default for MockConfig {
@@ -212,6 +237,8 @@ impl Default for MockConfig {
             garbage_rate: 0.0,
             stall_rate: 0.0,
             workers: DEFAULT_WORKERS,
+            reject_unknown_fields: false,
+            prompt_tokens_scale: 1.0,
         }
     }
 }
@@ -243,6 +270,34 @@ impl MockConfig {
                 return Err(invalid(
                     flag,
                     format!("must be a finite number >= 0, got {value}"),
+                ));
+            }
+            if flag != "--output-tokens-std" && value > MAX_LATENCY_MS {
+                return Err(invalid(
+                    flag,
+                    format!("must be at most {MAX_LATENCY_MS} ms (a day), got {value:e}"),
+                ));
+            }
+        }
+        if !PROMPT_TOKENS_SCALE_RANGE.contains(&self.prompt_tokens_scale) {
+            return Err(invalid(
+                "--prompt-tokens-scale",
+                format!(
+                    "must be in [{}, {}], got {}",
+                    PROMPT_TOKENS_SCALE_RANGE.start(),
+                    PROMPT_TOKENS_SCALE_RANGE.end(),
+                    self.prompt_tokens_scale
+                ),
+            ));
+        }
+        for (flag, value) in [
+            ("--output-tokens", self.output_tokens),
+            ("--reasoning-tokens", self.reasoning_tokens),
+        ] {
+            if value > MAX_TOKENS {
+                return Err(invalid(
+                    flag,
+                    format!("must be at most {MAX_TOKENS}, got {value}"),
                 ));
             }
         }
@@ -407,6 +462,22 @@ mod tests {
             },
             MockConfig {
                 itl_ms: f64::NAN,
+                ..ok.clone()
+            },
+            MockConfig {
+                ttft_ms: 1e300,
+                ..ok.clone()
+            },
+            MockConfig {
+                itl_ms_per_active: 1e12,
+                ..ok.clone()
+            },
+            MockConfig {
+                reasoning_tokens: u32::MAX,
+                ..ok.clone()
+            },
+            MockConfig {
+                prompt_tokens_scale: 0.0,
                 ..ok.clone()
             },
             MockConfig {

@@ -46,6 +46,9 @@ pub struct App {
     model_json: Vec<String>,
     /// The `/v1/models` body.
     models_body: Bytes,
+    /// Serves requests marked with [`super::PROBE_HEADER`]: the same settings without
+    /// faults, its own counters and sequence (`None` in the twin itself).
+    probe_twin: Option<Arc<App>>,
 }
 
 #[derive(Serialize)]
@@ -77,6 +80,19 @@ fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
 impl App {
     /// Shared state for a validated configuration.
     pub fn new(config: MockConfig) -> Self {
+        let twin = MockConfig {
+            error_rate: 0.0,
+            drop_rate: 0.0,
+            garbage_rate: 0.0,
+            stall_rate: 0.0,
+            ..config.clone()
+        };
+        let mut app = Self::without_twin(config);
+        app.probe_twin = Some(Arc::new(Self::without_twin(twin)));
+        app
+    }
+
+    fn without_twin(config: MockConfig) -> Self {
         let created = unix_now();
         let list = ModelList {
             object: "list",
@@ -106,6 +122,7 @@ impl App {
             model_json,
             models_body,
             config,
+            probe_twin: None,
         }
     }
 }
@@ -168,6 +185,10 @@ fn route(path: &str) -> Option<(Endpoint, Method)> {
 
 /// Serves one request.
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
+    let app = match &app.probe_twin {
+        Some(twin) if req.headers().contains_key(super::PROBE_HEADER) => Arc::clone(twin),
+        _ => app,
+    };
     let Some((endpoint, method)) = route(req.uri().path()) else {
         app.counters.request(Endpoint::Other);
         let message = format!("no route for {} {}", req.method(), req.uri().path());
@@ -313,21 +334,116 @@ struct GenRequest {
     ignore_eos: bool,
 }
 
+/// Body fields of the OpenAI chat completions API: all a strict server takes.
+const CHAT_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "n",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "user",
+    "seed",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "reasoning_effort",
+    "metadata",
+    "store",
+    "service_tier",
+    "modalities",
+    "audio",
+    "prediction",
+    "web_search_options",
+];
+/// Body fields of the OpenAI completions API.
+const COMPLETION_FIELDS: &[&str] = &[
+    "model",
+    "prompt",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "n",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "logprobs",
+    "echo",
+    "best_of",
+    "suffix",
+    "user",
+    "seed",
+];
+
+/// With `--reject-unknown-fields`: the 422 a strict server (transformers serve) gives a
+/// body with fields outside the API, naming them in its words.
+fn refuse_unknown_fields(
+    app: &App,
+    body: &[u8],
+    known: &[&str],
+) -> Result<(), Box<Response<MockBody>>> {
+    if !app.config.reject_unknown_fields {
+        return Ok(());
+    }
+    let Ok(serde_json::Value::Object(fields)) = serde_json::from_slice(body) else {
+        return Ok(()); // not an object: the parse answers it
+    };
+    let unknown: Vec<String> = fields
+        .keys()
+        .filter(|k| !known.contains(&k.as_str()))
+        .map(|k| format!("'{k}'"))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let message = format!(
+        "Unexpected fields in the request: {{{}}}",
+        unknown.join(", ")
+    );
+    Err(Box::new(error(
+        app,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        &message,
+        "invalid_request_error",
+        "unexpected_fields",
+    )))
+}
+
+/// A prompt length as this server counts it (`--prompt-tokens-scale`).
+fn scaled(app: &App, tokens: u64) -> u64 {
+    (tokens as f64 * app.config.prompt_tokens_scale).round() as u64
+}
+
 fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
-    let resolved = parse::<ChatRequest>(&app, body).and_then(|r| {
-        Ok(GenRequest {
-            api: Api::Chat,
-            model: resolve_model(&app, r.model.as_deref())?,
-            streaming: r.stream.unwrap_or(false),
-            include_usage: r
-                .stream_options
-                .and_then(|o| o.include_usage)
-                .unwrap_or(false),
-            prompt_tokens: openai::count_messages(&r.messages),
-            max_tokens: resolve_max_tokens(&app, r.max_completion_tokens.or(r.max_tokens))?,
-            ignore_eos: r.ignore_eos.unwrap_or(false),
-        })
-    });
+    let resolved = refuse_unknown_fields(&app, body, CHAT_FIELDS)
+        .and_then(|()| parse::<ChatRequest>(&app, body))
+        .and_then(|r| {
+            Ok(GenRequest {
+                api: Api::Chat,
+                model: resolve_model(&app, r.model.as_deref())?,
+                streaming: r.stream.unwrap_or(false),
+                include_usage: r
+                    .stream_options
+                    .and_then(|o| o.include_usage)
+                    .unwrap_or(false),
+                prompt_tokens: scaled(&app, openai::count_messages(&r.messages)),
+                max_tokens: resolve_max_tokens(&app, r.max_completion_tokens.or(r.max_tokens))?,
+                ignore_eos: r.ignore_eos.unwrap_or(false),
+            })
+        });
     match resolved {
         Ok(request) => generate(app, request),
         Err(response) => *response,
@@ -335,26 +451,28 @@ fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
 }
 
 fn completions(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
-    let resolved = parse::<CompletionRequest>(&app, body).and_then(|r| {
-        if r.prompt.batch_len() != 1 {
-            return Err(Box::new(bad_request(
-                &app,
-                "the mock takes exactly one prompt per request",
-            )));
-        }
-        Ok(GenRequest {
-            api: Api::Completions,
-            model: resolve_model(&app, r.model.as_deref())?,
-            streaming: r.stream.unwrap_or(false),
-            include_usage: r
-                .stream_options
-                .and_then(|o| o.include_usage)
-                .unwrap_or(false),
-            prompt_tokens: r.prompt.count(),
-            max_tokens: resolve_max_tokens(&app, r.max_tokens)?,
-            ignore_eos: r.ignore_eos.unwrap_or(false),
-        })
-    });
+    let resolved = refuse_unknown_fields(&app, body, COMPLETION_FIELDS)
+        .and_then(|()| parse::<CompletionRequest>(&app, body))
+        .and_then(|r| {
+            if r.prompt.batch_len() != 1 {
+                return Err(Box::new(bad_request(
+                    &app,
+                    "the mock takes exactly one prompt per request",
+                )));
+            }
+            Ok(GenRequest {
+                api: Api::Completions,
+                model: resolve_model(&app, r.model.as_deref())?,
+                streaming: r.stream.unwrap_or(false),
+                include_usage: r
+                    .stream_options
+                    .and_then(|o| o.include_usage)
+                    .unwrap_or(false),
+                prompt_tokens: scaled(&app, r.prompt.count()),
+                max_tokens: resolve_max_tokens(&app, r.max_tokens)?,
+                ignore_eos: r.ignore_eos.unwrap_or(false),
+            })
+        });
     match resolved {
         Ok(request) => generate(app, request),
         Err(response) => *response,
@@ -577,7 +695,7 @@ fn tokenize(app: &App, body: &[u8]) -> Response<MockBody> {
         _ => return bad_request(app, "give exactly one of `prompt` and `messages`"),
     }
     let response = TokenizeResponse {
-        count: tokens.len(),
+        count: scaled(app, tokens.len() as u64) as usize,
         max_model_len: app.config.max_model_len,
         tokens,
     };

@@ -29,6 +29,11 @@ pub use server::{MockServer, run_cli};
 pub use stats::{EndpointCounts, FaultCounts, MockStats};
 pub use tokenizer::count as count_tokens;
 
+/// The header of llmsurge's pre-run probe requests. The mock answers them from a twin
+/// with no faults and its own counters, so a probe never shows in `/stats` nor shifts
+/// the seeded draws of the benchmark's requests; real servers ignore the header.
+pub const PROBE_HEADER: &str = "x-llmsurge-probe";
+
 /// Why the mock server could not be configured or started.
 #[derive(Debug, thiserror::Error)]
 pub enum MockError {

@@ -99,8 +99,11 @@ fn normal(mean: f64, std: f64) -> Normal {
     Normal { mean, std }
 }
 
+/// A latency in ms as a Duration. Settings are capped (`MAX_LATENCY_MS`), but a sum of
+/// them (itl + per-active × active) is not: saturate at a year rather than panic.
 fn ms(value: f64) -> Duration {
-    Duration::from_secs_f64(value.max(0.0) / 1000.0)
+    const CEILING: Duration = Duration::from_secs(365 * 86_400);
+    Duration::try_from_secs_f64(value.max(0.0) / 1000.0).map_or(CEILING, |d| d.min(CEILING))
 }
 
 impl Model {

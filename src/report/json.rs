@@ -80,6 +80,10 @@ pub struct TargetInfo {
     pub model: String,
     /// It was the built-in mock server.
     pub mock: bool,
+    /// What the probe before the run found (a refused field dropped, prompt lengths the
+    /// server counts differently), one sentence each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The whole report.

@@ -69,6 +69,11 @@ pub struct RunReporter {
     sampler: Option<RequestSampler>,
     log: Option<RequestLog>,
     write_failed: bool,
+    /// Files whose last write succeeded (the only ones "report written" may name).
+    written: Vec<PathBuf>,
+    /// Write failures already printed, so a file that fails after every benchmark is
+    /// reported once.
+    reported_failures: Vec<String>,
 }
 
 impl RunReporter {
@@ -117,6 +122,8 @@ impl RunReporter {
                 .then(|| RequestSampler::new(settings.sample_requests, info.seed)),
             log,
             write_failed: false,
+            written: Vec::new(),
+            reported_failures: Vec::new(),
         }
     }
 
@@ -151,10 +158,15 @@ impl RunReporter {
 
     fn write(&mut self) {
         self.report.metadata.end_time = unix_now();
-        let (_, failed) = write_files(&self.report, &self.outputs, &self.output_dir);
+        let (written, failed) = write_files(&self.report, &self.outputs, &self.output_dir);
+        self.written = written;
         for e in failed {
-            self.progress.println(&format!("error: {e}"));
             self.write_failed = true;
+            let line = format!("error: {e}");
+            if !self.reported_failures.contains(&line) {
+                self.progress.println(&line);
+                self.reported_failures.push(line);
+            }
         }
     }
 
@@ -174,8 +186,8 @@ impl RunReporter {
             );
         }
         if self.messages {
-            for (_, file) in self.outputs.iter().filter_map(Output::file) {
-                eprintln!("report written to {}", self.output_dir.join(file).display());
+            for path in &self.written {
+                eprintln!("report written to {}", path.display());
             }
             if let Some(log) = &self.log {
                 eprintln!(
@@ -185,6 +197,41 @@ impl RunReporter {
                 );
             }
         }
+    }
+}
+
+/// One stderr line per error kind of a benchmark: its count and a sample message.
+pub fn error_lines(result: &BenchmarkResult, planned: usize) -> Vec<String> {
+    let position = if planned > 0 {
+        format!("{}/{planned}", result.index + 1)
+    } else {
+        format!("{}", result.index + 1)
+    };
+    let label = console::strategy_label(&result.strategy);
+    result
+        .errors
+        .iter()
+        .map(|e| {
+            let sample = e
+                .samples
+                .first()
+                .map(|s| format!(" (e.g. {})", one_line(s)))
+                .unwrap_or_default();
+            format!(
+                "error: [{position}] {label}: {} requests failed with {}{sample}",
+                e.count, e.kind
+            )
+        })
+        .collect()
+}
+
+/// A server's message on one line (error bodies may hold newlines), cut to a readable length.
+fn one_line(message: &str) -> String {
+    const MAX_CHARS: usize = 300;
+    let joined = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    match joined.char_indices().nth(MAX_CHARS) {
+        Some((at, _)) => format!("{}…", &joined[..at]),
+        None => joined,
     }
 }
 
@@ -212,6 +259,11 @@ impl RunObserver for RunReporter {
 
     fn benchmark_finished(&mut self, result: &BenchmarkResult) {
         self.progress.finished(result);
+        // Failures reach the terminal whatever `--outputs` and the console flags say: a
+        // run whose requests all failed must not print only "report written".
+        for line in error_lines(result, self.planned) {
+            self.progress.println(&line);
+        }
         self.flush_log();
         if let Some(s) = &mut self.sampler {
             let mut samples = s.finish();

@@ -64,6 +64,13 @@ pub struct DataArgs {
     pub processor: String,
 
     /// Send `ignore_eos: true` so the server generates exactly the requested output tokens.
+    /// When left at its default and the server refuses the field, it is dropped with a
+    /// warning; when given, a refusal stops the run before any load.
     #[arg(long, env = "LLMSURGE_IGNORE_EOS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub ignore_eos: bool,
+
+    /// `--ignore-eos` (or its variable) was given, not defaulted: a server that refuses
+    /// the field is then a usage error rather than a warning. Set from the matches.
+    #[arg(skip)]
+    pub ignore_eos_explicit: bool,
 }

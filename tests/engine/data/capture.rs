@@ -80,6 +80,8 @@ fn serve(conn: TcpStream, bodies: &Mutex<Vec<serde_json::Value>>) {
             return;
         }
         let mut len = 0usize;
+        // llmsurge's pre-run probe is not one of the run's requests.
+        let mut probe = false;
         loop {
             let mut h = String::new();
             if reader.read_line(&mut h).unwrap_or(0) == 0 {
@@ -88,10 +90,11 @@ fn serve(conn: TcpStream, bodies: &Mutex<Vec<serde_json::Value>>) {
             if h == "\r\n" {
                 break;
             }
-            if let Some((k, v)) = h.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                len = v.trim().parse().unwrap_or(0);
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                probe |= k.eq_ignore_ascii_case(llmsurge::mock::PROBE_HEADER);
             }
         }
         let mut body = vec![0; len];
@@ -101,7 +104,7 @@ fn serve(conn: TcpStream, bodies: &Mutex<Vec<serde_json::Value>>) {
         let answer = if request_line.starts_with("GET /v1/models") {
             r#"{"object":"list","data":[{"id":"capture","object":"model"}]}"#.to_string()
         } else if request_line.starts_with("POST /v1/chat/completions") {
-            if let Ok(v) = serde_json::from_slice(&body) {
+            if let (Ok(v), false) = (serde_json::from_slice(&body), probe) {
                 bodies.lock().expect("lock").push(v);
             }
             r#"{"id":"c","object":"chat.completion","created":0,"model":"capture","choices":[{"index":0,"message":{"role":"assistant","content":" ok"},"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#.to_string()

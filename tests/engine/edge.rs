@@ -1,0 +1,456 @@
+//! The binary's edge: absurd values, a strict server's refused fields, errors on the
+//! terminal whatever `--outputs` says, prompt lengths the server counts differently,
+//! and a report that cannot be written.
+
+use crate::support::{llmsurge, mock, run};
+use llmsurge::mock::MockConfig;
+use std::process::Stdio;
+
+/// Runs the binary with `args` and `env`; returns (exit code, stderr).
+fn run_binary(args: &[&str], env: &[(&str, &str)], dir: &std::path::Path) -> (i32, String) {
+    let out = llmsurge()
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("llmsurge runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Arguments, environment, and what the one error line must name.
+type AbsurdCase = (
+    Vec<&'static str>,
+    Vec<(&'static str, &'static str)>,
+    &'static str,
+);
+
+#[test]
+fn absurd_values_are_usage_errors_naming_the_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = dir.path().join("absurd.json");
+    std::fs::write(&scenario, r#"{"request_timeout": "1e19s"}"#).expect("scenario");
+    // The table holds &'static str; one small leak in a test process is harmless.
+    let scenario: &'static str =
+        Box::leak(scenario.to_string_lossy().into_owned().into_boxed_str());
+    let run_args = |extra: &[&'static str]| {
+        let mut v = vec![
+            "benchmark",
+            "run",
+            "--max-requests",
+            "1",
+            "--outputs",
+            "json",
+        ];
+        v.extend_from_slice(extra);
+        v
+    };
+    let cases: Vec<AbsurdCase> = vec![
+        (
+            run_args(&["--max-seconds", "1e20"]),
+            vec![],
+            "--max-seconds",
+        ),
+        (
+            run_args(&["--max-seconds", "100000000000000000000"]),
+            vec![],
+            "--max-seconds",
+        ),
+        (run_args(&["--goodput", "ttft:1e30s"]), vec![], "--goodput"),
+        (run_args(&["--goodput", "e2e:1e300ms"]), vec![], "--goodput"),
+        (
+            run_args(&["--request-timeout", "1e19s"]),
+            vec![],
+            "--request-timeout",
+        ),
+        (
+            run_args(&["--request-timeout", "10000000000000000000"]),
+            vec![],
+            "--request-timeout",
+        ),
+        (
+            run_args(&["--ttft-timeout", "1e300"]),
+            vec![],
+            "--ttft-timeout",
+        ),
+        (
+            run_args(&["--idle-timeout", "1e300ms"]),
+            vec![],
+            "--idle-timeout",
+        ),
+        (
+            run_args(&["--connect-timeout", "1e19"]),
+            vec![],
+            "--connect-timeout",
+        ),
+        (
+            run_args(&["--drain-timeout", "NaN"]),
+            vec![],
+            "--drain-timeout",
+        ),
+        (
+            run_args(&["--max-dispatch-lag", "inf"]),
+            vec![],
+            "--max-dispatch-lag",
+        ),
+        (
+            run_args(&["--profile", "concurrent", "--rate", "2", "--rampup", "1e19"]),
+            vec![],
+            "--rampup",
+        ),
+        (run_args(&["--warmup", "1e19s"]), vec![], "--warmup"),
+        (
+            run_args(&["--profile", "constant", "--rate", "1e-300"]),
+            vec![],
+            "--rate",
+        ),
+        (
+            run_args(&["--profile", "constant", "--rate", "1e300"]),
+            vec![],
+            "--rate",
+        ),
+        (
+            run_args(&["--profile", "poisson", "--rate", "NaN"]),
+            vec![],
+            "--rate",
+        ),
+        (
+            run_args(&[
+                "--profile",
+                "poisson",
+                "--rate",
+                "1",
+                "--burstiness",
+                "1e300",
+            ]),
+            vec![],
+            "--burstiness",
+        ),
+        (
+            run_args(&["--profile", "poisson", "--rate", "1", "--burstiness", "NaN"]),
+            vec![],
+            "--burstiness",
+        ),
+        (
+            run_args(&["--max-error-rate", "NaN"]),
+            vec![],
+            "--max-error-rate",
+        ),
+        (
+            run_args(&["--data", "prompt_tokens=99999999999,output_tokens=1"]),
+            vec![],
+            "--data",
+        ),
+        (
+            run_args(&[]),
+            vec![("LLMSURGE_MAX_SECONDS", "1e20")],
+            "--max-seconds",
+        ),
+        (
+            run_args(&["--scenario", scenario]),
+            vec![],
+            "--request-timeout",
+        ),
+        (
+            run_args(&[]),
+            vec![("LLMSURGE_MOCK_TTFT_MS", "1e300")],
+            "--ttft-ms",
+        ),
+        (
+            vec!["mock-server", "--ttft-ms", "1e300"],
+            vec![],
+            "--ttft-ms",
+        ),
+        (
+            vec!["mock-server", "--itl-ms-per-active", "1e300"],
+            vec![],
+            "--itl-ms-per-active",
+        ),
+        (
+            vec!["mock-server", "--request-latency", "1e300"],
+            vec![],
+            "--request-latency",
+        ),
+        (
+            vec!["mock-server", "--reasoning-tokens", "4294967295"],
+            vec![],
+            "--reasoning-tokens",
+        ),
+        (
+            vec!["mock-server", "--prompt-tokens-scale", "1e300"],
+            vec![],
+            "--prompt-tokens-scale",
+        ),
+        (
+            vec![
+                "benchmark",
+                "compare",
+                "a.json",
+                "b.json",
+                "--confidence",
+                "1e300",
+            ],
+            vec![],
+            "--confidence",
+        ),
+    ];
+    for (args, env, flag) in cases {
+        let (code, stderr) = run_binary(&args, &env, dir.path());
+        let what = format!("{args:?} {env:?}");
+        assert!(!stderr.contains("panicked"), "{what} panicked:\n{stderr}");
+        assert_eq!(code, 2, "{what}: exit code; stderr:\n{stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{what}: one line expected:\n{stderr}");
+        assert!(lines[0].starts_with("error: "), "{what}: {}", lines[0]);
+        assert!(
+            lines[0].contains(flag),
+            "{what}: {:?} should name {flag}",
+            lines[0]
+        );
+    }
+}
+
+#[test]
+fn errors_reach_stderr_whatever_outputs_says() {
+    let server = mock(MockConfig {
+        error_rate: 1.0,
+        ..MockConfig::default()
+    });
+    let url = server.base_url();
+    for quiet in [&[][..], &["--disable-console-outputs"][..]] {
+        let mut args = vec![
+            "--target",
+            url.as_str(),
+            "--max-requests",
+            "10",
+            "--outputs",
+            "json",
+        ];
+        args.extend_from_slice(quiet);
+        let run = run(&args);
+        assert_eq!(run.code(), 4, "no request completed: {}", run.stderr);
+        let lines: Vec<&str> = run
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("error: ") && l.contains("requests failed with http_"))
+            .collect();
+        assert!(
+            !lines.is_empty(),
+            "{quiet:?}: no error line:\n{}",
+            run.stderr
+        );
+        let failed: u64 = lines
+            .iter()
+            .map(|l| {
+                assert!(
+                    l.contains("(e.g. ") && l.contains("injected by llmsurge mock-server"),
+                    "a sample message: {l}"
+                );
+                let n = l.split(": ").nth(2).and_then(|t| t.split(' ').next());
+                n.and_then(|n| n.parse::<u64>().ok()).expect("a count")
+            })
+            .sum();
+        assert_eq!(
+            failed, 10,
+            "every failure is counted on stderr:\n{}",
+            run.stderr
+        );
+        assert!(run.stdout.is_empty() || quiet.is_empty(), "{}", run.stdout);
+    }
+}
+
+#[test]
+fn a_report_that_cannot_be_written_fails_the_run_and_keeps_the_previous_one() {
+    // Each request takes 300 ms, so the first report write comes long after the
+    // temp-file path below is blocked.
+    let server = mock(MockConfig {
+        ttft_ms: 300.0,
+        ..MockConfig::default()
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("benchmarks.json");
+    let previous = b"{\"previous\": \"report\"}\n";
+    std::fs::write(&report, previous).expect("previous report");
+    let mut child = llmsurge()
+        .args(["benchmark", "run", "--target", &server.base_url()])
+        .args(["--max-requests", "2", "--outputs", "json,csv"])
+        .args(["--max-dispatch-lag", "10s", "--output-dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("llmsurge starts");
+    // The report is written through `.benchmarks.json.<pid>.tmp`: a directory there
+    // makes the write fail as a full disk would, for root too (unlike a read-only dir).
+    let blocked = dir
+        .path()
+        .join(format!(".benchmarks.json.{}.tmp", child.id()));
+    std::fs::create_dir(&blocked).expect("block the temp file");
+    std::fs::write(blocked.join("keep"), b"").expect("a file inside");
+    let deadline = std::time::Instant::now() + crate::support::RUN_BOUND;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "the run hung");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let output = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("cannot write the report"))
+        .collect();
+    assert_eq!(errors.len(), 1, "one line for the file:\n{stderr}");
+    assert!(errors[0].starts_with("error: "), "{}", errors[0]);
+    assert!(
+        errors[0].contains(&report.display().to_string()),
+        "names the file: {}",
+        errors[0]
+    );
+    assert!(
+        !stderr.contains(&format!("report written to {}", report.display())),
+        "a failed file is not reported written:\n{stderr}"
+    );
+    // The other format was written; the previous report is byte-identical.
+    assert!(stderr.contains("benchmarks.csv"), "{stderr}");
+    assert_eq!(std::fs::read(&report).expect("previous report"), previous);
+}
+
+fn strict_mock() -> llmsurge::mock::MockServer {
+    mock(MockConfig {
+        reject_unknown_fields: true,
+        ..MockConfig::default()
+    })
+}
+
+#[test]
+fn a_default_field_a_strict_server_refuses_is_dropped_with_a_warning() {
+    let server = strict_mock();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--max-requests",
+        "5",
+        "--outputs",
+        "json",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let warning = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("warning: ") && l.contains("refuses the field ignore_eos"))
+        .unwrap_or_else(|| panic!("a warning naming ignore_eos:\n{}", run.stderr));
+    assert!(warning.contains("422"), "{warning}");
+    let report = crate::support::ok_report(&run);
+    assert_eq!(report.benchmarks[0].requests.completed, 5);
+    assert!(
+        report
+            .target
+            .warnings
+            .iter()
+            .any(|w| w.contains("ignore_eos")),
+        "{:?}",
+        report.target.warnings
+    );
+    // The probe is no load: the server saw exactly the benchmark's requests.
+    assert_eq!(server.stats().requests.chat_completions, 5);
+}
+
+#[test]
+fn a_field_the_user_asked_for_that_a_strict_server_refuses_stops_before_load() {
+    let server = strict_mock();
+    let url = server.base_url();
+    let cases: [(&[&str], &str); 2] = [
+        (&["--ignore-eos", "true"], "--ignore-eos false"),
+        (
+            &["--backend-kwargs", r#"{"extra_body": {"top_k": 5}}"#],
+            "--backend-kwargs",
+        ),
+    ];
+    for (extra, fix) in cases {
+        let mut args = vec!["--target", url.as_str(), "--max-requests", "5"];
+        args.extend_from_slice(extra);
+        let run = run(&args);
+        assert_eq!(run.code(), 2, "{extra:?}: {}", run.stderr);
+        let lines: Vec<&str> = run.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{extra:?}: one line:\n{}", run.stderr);
+        assert!(lines[0].starts_with("error: "), "{}", lines[0]);
+        assert!(
+            lines[0].contains("refuses the request field"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains(fix),
+            "{:?} should name the fix {fix}",
+            lines[0]
+        );
+        assert!(!run.report_path().exists(), "nothing ran");
+    }
+    assert_eq!(server.stats().requests.chat_completions, 0, "no load sent");
+}
+
+#[test]
+fn the_env_variable_makes_the_in_process_mock_strict() {
+    let (child, dir) = crate::support::start_run(
+        &[
+            "--max-requests",
+            "2",
+            "--outputs",
+            "json",
+            "--ignore-eos",
+            "true",
+        ],
+        |cmd| {
+            cmd.env("LLMSURGE_MOCK_REJECT_UNKNOWN_FIELDS", "true");
+        },
+    );
+    let run = crate::support::wait_run(child, dir);
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    assert!(run.stderr.contains("ignore_eos"), "{}", run.stderr);
+}
+
+#[test]
+fn prompt_lengths_the_server_counts_differently_are_reported() {
+    for (scale, warned) in [(1.7, true), (1.0, false)] {
+        let server = mock(MockConfig {
+            prompt_tokens_scale: scale,
+            ..MockConfig::default()
+        });
+        let run = run(&[
+            "--target",
+            &server.base_url(),
+            "--max-requests",
+            "3",
+            "--outputs",
+            "json",
+            "--data",
+            "prompt_tokens=64,output_tokens=4",
+        ]);
+        let report = crate::support::ok_report(&run);
+        let line = run
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("warning: prompt lengths differ"));
+        assert_eq!(line.is_some(), warned, "scale {scale}:\n{}", run.stderr);
+        let noted = report
+            .target
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("prompt lengths differ"));
+        assert_eq!(noted, warned, "scale {scale}: {:?}", report.target.warnings);
+        if let Some(line) = line {
+            assert!(line.contains("--processor"), "names the fix: {line}");
+            assert!(line.contains("counted 64"), "the client's count: {line}");
+            assert!(
+                line.contains("/tokenize counts 109"),
+                "the server's count: {line}"
+            );
+        }
+    }
+}
