@@ -188,3 +188,29 @@ pub fn wait_for_children(pid: u32, n: usize) -> Vec<u32> {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Waits until the mock holds at least `n` requests (its `/stats` counters).
+pub fn wait_in_flight(server: &MockServer, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.stats().active_requests < n {
+        assert!(
+            Instant::now() < deadline,
+            "the mock never had {n} requests in flight: {:?}",
+            server.stats()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until the mock completed at least `n` responses.
+pub fn wait_completed(server: &MockServer, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.stats().completed < n {
+        assert!(
+            Instant::now() < deadline,
+            "the mock never completed {n} responses: {:?}",
+            server.stats()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -266,9 +266,11 @@ fn the_capacity_search_finds_the_mock_capacity() {
         (rate - CAPACITY).abs() <= CAPACITY * 0.10,
         "found {rate} req/s, capacity {CAPACITY}"
     );
-    // Synchronous, throughput, bisection to 5%, and the boundary's second run.
+    // Synchronous, throughput, bisection to 5%, the boundary's second run; and when a
+    // noisy machine fails the measured maximum once and passes it on the retest, a climb
+    // above it bisected to 5% with its own retest: 14 at most.
     assert!(
-        report.benchmarks.len() <= 10,
+        report.benchmarks.len() <= 14,
         "{} benchmarks: {:#?}",
         report.benchmarks.len(),
         capacity.probes

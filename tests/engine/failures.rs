@@ -2,8 +2,11 @@
 //! accounts for every request, and no process is left behind. (More process rows of the
 //! fault matrix: `signals.rs`.) Signals go out once the mock holds requests in flight.
 
-use super::signals::{Live, assert_group_gone_within, pid, wait_completed, wait_in_flight};
-use crate::support::{assert_identity, mock, ok_report, start_run, wait_for_children, wait_run};
+use super::signals::{Live, assert_group_gone_within, pid};
+use crate::support::{
+    assert_identity, mock, ok_report, start_run, wait_completed, wait_for_children, wait_in_flight,
+    wait_run,
+};
 use llmsurge::mock::MockConfig;
 use llmsurge_coordinator::StopReason;
 use nix::sys::signal::{Signal, kill};

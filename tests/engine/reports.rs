@@ -2,7 +2,9 @@
 //! round trips, `--request-log` through Ctrl-C, request samples, extras, progress on a
 //! terminal and off it, `config`, `completions`, and API keys in no output at all.
 
-use crate::support::{Finished, llmsurge, mock, run, start_run, wait_for_children, wait_run};
+use crate::support::{
+    Finished, llmsurge, mock, run, start_run, wait_completed, wait_for_children, wait_run,
+};
 use llmsurge::mock::MockConfig;
 use llmsurge::report::{Report, RequestEntry};
 use nix::sys::signal::{Signal, kill};
@@ -311,7 +313,7 @@ fn the_request_log_keeps_every_request_through_ctrl_c() {
     });
     let pgid = child.id();
     wait_for_children(pgid, 2);
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_completed(&server, 12);
     kill(Pid::from_raw(pgid as i32), Signal::SIGINT).expect("SIGINT");
     let run = wait_run(child, dir);
     assert_eq!(

@@ -6,7 +6,9 @@
 //! past its timeout. Signals go out only after an observable event: requests in flight at
 //! the mock, or a line on stderr.
 
-use crate::support::{Finished, RUN_BOUND, assert_identity, mock, start_run, wait_for_children};
+use crate::support::{
+    Finished, RUN_BOUND, assert_identity, mock, start_run, wait_for_children, wait_in_flight,
+};
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge_coordinator::StopReason;
 use nix::sys::signal::{Signal, kill, killpg};
@@ -43,19 +45,6 @@ pub(super) fn pid(p: u32) -> Pid {
     Pid::from_raw(p as i32)
 }
 
-/// Waits until the mock holds at least `n` requests (its `/stats` counters).
-pub(super) fn wait_in_flight(server: &MockServer, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while server.stats().active_requests < n {
-        assert!(
-            Instant::now() < deadline,
-            "the mock never had {n} requests in flight: {:?}",
-            server.stats()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Processes of group `pgid` still running (zombies do not count: a zombie runs nothing
 /// and holds no socket; reaping it is up to whoever adopted it, here a slow init).
 fn live_in_group(pgid: u32) -> Vec<u32> {
@@ -89,19 +78,6 @@ pub(super) fn assert_group_gone_within(pgid: u32, bound: Duration) {
         assert!(
             Instant::now() < deadline,
             "processes {live:?} of group {pgid} outlived the run by {bound:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Waits until the mock completed at least `n` responses.
-pub(super) fn wait_completed(server: &MockServer, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while server.stats().completed < n {
-        assert!(
-            Instant::now() < deadline,
-            "the mock never completed {n} responses: {:?}",
-            server.stats()
         );
         std::thread::sleep(Duration::from_millis(10));
     }
