@@ -459,6 +459,48 @@ mod tests {
         T0 + Duration::from_millis(ms)
     }
 
+    /// The result of one batch of `finished` requests and their `metrics`, ending at
+    /// `end_ms` after t0.
+    fn built(
+        mut state: WorkerGroupState,
+        metrics: MetricSet,
+        finished: Vec<RequestRecord>,
+        strategy: Strategy,
+        end_ms: u64,
+    ) -> BenchmarkResult {
+        let peak = finished.len() as u64;
+        let batch = UpdateBatch {
+            started: vec![],
+            finished,
+            metrics: metrics.encode().expect("encode"),
+        };
+        state.apply(0, &batch, &mut |_| {}).expect("apply");
+        let anchor = ClockAnchor {
+            mono: T0,
+            unix_nanos: 1_700_000_000_000_000_000,
+        };
+        build(
+            &state,
+            BuildContext {
+                index: 0,
+                strategy,
+                settings: StrategySettings::default(),
+                limits: Limits::default(),
+                anchor: &anchor,
+                t0: T0,
+                end: at_ms(end_ms),
+                window: Default::default(),
+                stop_reason: None,
+                stop_time: None,
+                interrupted: false,
+                concurrency_peak: peak,
+                worker_cpu_s: 0.0,
+                dispatch_lag_threshold_ms: 10.0,
+                workers: vec![],
+            },
+        )
+    }
+
     /// 97 completed requests with TTFT 10, 20, … 970 ms and 3 errored ones; every request
     /// runs from t0 to t0 + 10 s with 10 output tokens, so the measured window is 10 s.
     fn result(goodput: Option<GoodputSpec>) -> BenchmarkResult {
@@ -497,36 +539,7 @@ mod tests {
                 late: false,
             });
         }
-        let batch = UpdateBatch {
-            started: vec![],
-            finished,
-            metrics: metrics.encode().expect("encode"),
-        };
-        state.apply(0, &batch, &mut |_| {}).expect("apply");
-        let anchor = ClockAnchor {
-            mono: T0,
-            unix_nanos: 1_700_000_000_000_000_000,
-        };
-        build(
-            &state,
-            BuildContext {
-                index: 0,
-                strategy: Strategy::Constant { rate: 10.0 },
-                settings: StrategySettings::default(),
-                limits: Limits::default(),
-                anchor: &anchor,
-                t0: T0,
-                end: at_ms(10_000),
-                window: Default::default(),
-                stop_reason: None,
-                stop_time: None,
-                interrupted: false,
-                concurrency_peak: 100,
-                worker_cpu_s: 0.0,
-                dispatch_lag_threshold_ms: 10.0,
-                workers: vec![],
-            },
-        )
+        built(state, metrics, finished, Strategy::Constant { rate: 10.0 }, 10_000)
     }
 
     fn verdicts(spec: &str, r: &BenchmarkResult) -> Vec<bool> {
@@ -600,36 +613,7 @@ mod tests {
             }
             finished.push(r);
         }
-        let batch = UpdateBatch {
-            started: vec![],
-            finished,
-            metrics: metrics.encode().expect("encode"),
-        };
-        state.apply(0, &batch, &mut |_| {}).expect("apply");
-        let anchor = ClockAnchor {
-            mono: T0,
-            unix_nanos: 1_700_000_000_000_000_000,
-        };
-        build(
-            &state,
-            BuildContext {
-                index: 0,
-                strategy: Strategy::Concurrent { streams: 5 },
-                settings: StrategySettings::default(),
-                limits: Limits::default(),
-                anchor: &anchor,
-                t0: T0,
-                end: at_ms(5_000),
-                window: Default::default(),
-                stop_reason: None,
-                stop_time: None,
-                interrupted: false,
-                concurrency_peak: 5,
-                worker_cpu_s: 0.0,
-                dispatch_lag_threshold_ms: 10.0,
-                workers: vec![],
-            },
-        )
+        built(state, metrics, finished, Strategy::Concurrent { streams: 5 }, 5_000)
     }
 
     #[test]
