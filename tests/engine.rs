@@ -4,6 +4,7 @@
 mod adaptive;
 mod data;
 mod failures;
+mod faults;
 mod fd_limit;
 mod gates;
 mod metrics;
