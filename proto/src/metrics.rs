@@ -530,9 +530,12 @@ mod proptests {
         s
     }
 
+    /// One histogram's contents: class, metric, (bucket, count) pairs, min, max.
+    type Contents = (usize, usize, Vec<(u64, u64)>, u64, u64);
+
     /// What a set holds, independent of how its histograms were sized: per class and
     /// metric, every recorded bucket with its count, the min and the max.
-    fn contents(s: &MetricSet) -> Vec<(usize, usize, Vec<(u64, u64)>, u64, u64)> {
+    fn contents(s: &MetricSet) -> Vec<Contents> {
         let mut out = Vec::new();
         for (c, class) in StatusClass::ALL.into_iter().enumerate() {
             for (m, metric) in Metric::ALL.into_iter().enumerate() {
