@@ -89,6 +89,7 @@ fn assert_only(run: &Finished, b: &BenchmarkResult, expected: &[(&str, u64)]) {
     assert_eq!(b.requests.cancelled, 0, "{:?}", b.requests);
 }
 
+/// A mock with a fixed seed: the same faults on every run.
 fn faulty(config: MockConfig) -> MockServer {
     mock(MockConfig { seed: 11, ..config })
 }
