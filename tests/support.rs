@@ -188,22 +188,3 @@ pub fn wait_for_children(pid: u32, n: usize) -> Vec<u32> {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
-
-/// How long a test waits for an event it expects before it fails.
-pub const EVENT_BOUND: Duration = Duration::from_secs(20);
-
-/// Polls `done` until it holds; fails the test after [`EVENT_BOUND`].
-pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + EVENT_BOUND;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Waits until `server` has sent `n` responses to their end: the run is under way.
-pub fn wait_for_served(server: &MockServer, n: u64) {
-    wait_for(&format!("{n} responses served"), || {
-        server.stats().completed >= n
-    });
-}

@@ -6,9 +6,7 @@
 //! `requests::server_faults_become_errors_of_their_kind`; process and signal faults are
 //! in `signals.rs` and `failures.rs`.
 
-use crate::support::{
-    Finished, assert_identity, mock, start_run, wait_for, wait_for_served, wait_run,
-};
+use crate::support::{Finished, assert_identity, mock, start_run, wait_run};
 use llmsurge::mock::{MockConfig, MockServer, MockStats};
 use llmsurge::report::RequestEntry;
 use llmsurge_coordinator::{BenchmarkResult, StopReason};
@@ -206,6 +204,15 @@ fn max_error_rate_stops_the_run_once_the_sample_is_large_enough() {
     assert!(b.requests.created < 400, "{:?}", b.requests);
 }
 
+/// Polls `done` until it holds; fails the test after 20 s.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -261,7 +268,7 @@ fn a_server_restarted_mid_run_costs_only_the_requests_sent_while_it_was_down() {
     ];
     let (child, dir) = start_run(&args, |_| {});
     let log = dir.path().join("requests.jsonl");
-    wait_for_served(&first, 50);
+    wait_for("50 responses served", || first.stats().completed >= 50);
     let down_at = unix_now();
     let served_before = first.stop();
     // Down until the client has seen it down: a refused connection in the request log.
