@@ -5,6 +5,7 @@ mod adaptive;
 mod data;
 mod edge;
 mod failures;
+mod faults;
 mod fd_limit;
 mod gates;
 mod lifecycle;

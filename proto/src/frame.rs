@@ -134,6 +134,89 @@ mod tests {
         ));
     }
 
+    mod properties {
+        use super::super::{decode_frame, encode_frame};
+        use crate::clock::MonoNanos;
+        use crate::messages::{FromWorker, ToWorker, UpdateBatch};
+        use crate::metrics::{Metric, MetricSet, StatusClass};
+        use crate::record::RequestStarted;
+        use bytes::BytesMut;
+        use proptest::prelude::*;
+
+        fn started() -> impl Strategy<Value = RequestStarted> {
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(slot, s, t)| RequestStarted {
+                slot,
+                scheduled: MonoNanos(s),
+                start: MonoNanos(t),
+            })
+        }
+
+        /// Messages a worker sends, with arbitrary contents, histograms included.
+        fn from_worker() -> impl Strategy<Value = FromWorker> {
+            prop_oneof![
+                (any::<u32>(), any::<u32>()).prop_map(|(protocol_version, pid)| {
+                    FromWorker::Hello {
+                        protocol_version,
+                        pid,
+                    }
+                }),
+                Just(FromWorker::Ready),
+                ".{0,40}".prop_map(|message| FromWorker::Failed { message }),
+                (
+                    prop::collection::vec(started(), 0..20),
+                    prop::collection::vec(1u64..1 << 40, 0..50),
+                )
+                    .prop_map(|(started, values)| {
+                        let mut set = MetricSet::new();
+                        for v in values {
+                            set.record(StatusClass::Successful, Metric::Ttft, v);
+                        }
+                        FromWorker::Update(UpdateBatch {
+                            started,
+                            finished: Vec::new(),
+                            metrics: set.encode().expect("encode histograms"),
+                        })
+                    }),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+
+            /// Any sequence of messages comes back equal, in order, however the byte
+            /// stream is cut on the way.
+            #[test]
+            fn frames_round_trip(
+                msgs in prop::collection::vec(from_worker(), 0..10),
+                t0 in any::<u64>(),
+                cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..16),
+            ) {
+                let mut wire = Vec::new();
+                for m in &msgs {
+                    encode_frame(m, &mut wire).expect("encode");
+                }
+                let mut at: Vec<usize> = cuts.iter().map(|i| i.index(wire.len() + 1)).collect();
+                at.sort_unstable();
+                at.push(wire.len());
+                let (mut buf, mut got, mut from) = (BytesMut::new(), Vec::new(), 0);
+                for cut in at {
+                    buf.extend_from_slice(&wire[from..cut]);
+                    from = cut;
+                    while let Some(m) = decode_frame::<FromWorker>(&mut buf).expect("decode") {
+                        got.push(m);
+                    }
+                }
+                prop_assert_eq!(got, msgs);
+                prop_assert!(buf.is_empty());
+                let start = ToWorker::Start { t0: MonoNanos(t0) };
+                let mut one = Vec::new();
+                encode_frame(&start, &mut one).expect("encode");
+                let mut buf = BytesMut::from(&one[..]);
+                prop_assert_eq!(decode_frame::<ToWorker>(&mut buf).expect("decode"), Some(start));
+            }
+        }
+    }
+
     #[test]
     fn a_corrupt_body_is_an_error_and_is_consumed() {
         let mut buf = BytesMut::from(&[0, 0, 0, 1, 0xc1][..]);

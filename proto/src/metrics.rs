@@ -626,3 +626,90 @@ mod tests {
         assert!(set.is_empty());
     }
 }
+
+/// Property tests, apart from the unit tests above.
+#[cfg(test)]
+mod proptests {
+    use super::{Metric, MetricSet, StatusClass};
+    use proptest::prelude::*;
+
+    /// Values recorded into a set: (class, metric, value, count).
+    type Recording = Vec<(usize, usize, u64, u64)>;
+
+    fn recording() -> impl Strategy<Value = Recording> {
+        // Values over many magnitudes (µs to hours) so merging histograms of different
+        // auto-resized ranges is exercised.
+        let value = prop_oneof![0u64..1_000, 0u64..1_000_000, 0u64..10_000_000_000];
+        prop::collection::vec(
+            (
+                0..StatusClass::ALL.len(),
+                0..Metric::ALL.len(),
+                value,
+                1u64..5,
+            ),
+            0..40,
+        )
+    }
+
+    fn set(rec: &Recording) -> MetricSet {
+        let mut s = MetricSet::new();
+        for &(class, metric, value, count) in rec {
+            s.record_n(StatusClass::ALL[class], Metric::ALL[metric], value, count);
+        }
+        s
+    }
+
+    /// One histogram's contents: class, metric, (bucket, count) pairs, min, max.
+    type Contents = (usize, usize, Vec<(u64, u64)>, u64, u64);
+
+    /// What a set holds, independent of how its histograms were sized: per class and
+    /// metric, every recorded bucket with its count, the min and the max.
+    fn contents(s: &MetricSet) -> Vec<Contents> {
+        let mut out = Vec::new();
+        for (c, class) in StatusClass::ALL.into_iter().enumerate() {
+            for (m, metric) in Metric::ALL.into_iter().enumerate() {
+                let Some(h) = s.get(class, metric).filter(|h| !h.is_empty()) else {
+                    continue;
+                };
+                let buckets = h
+                    .iter_recorded()
+                    .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                    .collect();
+                out.push((c, m, buckets, h.min(), h.max()));
+            }
+        }
+        out
+    }
+
+    fn merged(a: &MetricSet, b: &MetricSet) -> MetricSet {
+        let mut out = a.clone();
+        out.merge(b).expect("merge");
+        out
+    }
+
+    proptest! {
+        // Each case builds and compares a dozen sets of 39 histograms: slow in debug.
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// a + b = b + a, and (a + b) + c = a + (b + c), through the wire encoding too.
+        #[test]
+        fn histogram_merge_is_commutative_and_associative(
+            ra in recording(),
+            rb in recording(),
+            rc in recording(),
+        ) {
+            let (a, b, c) = (set(&ra), set(&rb), set(&rc));
+            prop_assert_eq!(contents(&merged(&a, &b)), contents(&merged(&b, &a)));
+            let left = merged(&merged(&a, &b), &c);
+            let right = merged(&a, &merged(&b, &c));
+            prop_assert_eq!(contents(&left), contents(&right));
+            // Merging what another process sent gives the same as merging in place.
+            let mut via_wire = a.clone();
+            via_wire.merge_encoded(&b.encode().expect("encode")).expect("merge");
+            prop_assert_eq!(contents(&via_wire), contents(&merged(&a, &b)));
+            // And the union of all recordings, recorded into one set.
+            let all: Recording = ra.iter().chain(&rb).chain(&rc).copied().collect();
+            prop_assert_eq!(contents(&left), contents(&set(&all)));
+        }
+    }
+}

@@ -31,6 +31,9 @@ pub enum ErrorKind {
     Timeout,
     /// The response stream broke off before it was complete.
     StreamBroken,
+    /// The server closed the connection after the request was sent but before any
+    /// response headers.
+    ConnectionClosed,
     /// The server sent an SSE event or JSON body the client could not parse.
     MalformedResponse,
     /// The client cancelled the request.
@@ -56,6 +59,7 @@ impl ErrorKind {
             ErrorKind::Connect => "connect",
             ErrorKind::Timeout => "timeout",
             ErrorKind::StreamBroken => "stream_broken",
+            ErrorKind::ConnectionClosed => "connection_closed",
             ErrorKind::MalformedResponse => "malformed_response",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::WorkerDied => "worker_died",

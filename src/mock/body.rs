@@ -33,6 +33,13 @@ const MAX_FRAME_BYTES: usize = 64 * 1024;
 #[error("injected connection drop")]
 pub struct InjectedDrop;
 
+/// Marks a response that must never be sent: the connection is closed before any
+/// headers instead (an injected close). `server` turns it into a service error, on which
+/// hyper closes an HTTP/1.1 connection without a response and resets an HTTP/2 stream.
+#[derive(Clone, Copy, Debug, thiserror::Error)]
+#[error("injected close before headers")]
+pub struct InjectedClose;
+
 type Acquire = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
 
 /// Every response body the mock sends.
@@ -347,7 +354,8 @@ impl Generation {
                 self.ready = Some(body.slice(..body.len() / 2));
                 self.finish();
             }
-            Fault::None | Fault::Error(_) => {
+            // Errors and closes never get a body (see `handler`).
+            Fault::None | Fault::Error(_) | Fault::Close => {
                 self.app.counters.tokens_sent(tokens, reasoning, 0);
                 self.ready = Some(body);
                 self.finish();

@@ -191,6 +191,16 @@ pub struct MockConfig {
     )]
     pub stall_rate: f64,
 
+    /// Probability that a generation request's connection is closed after the request
+    /// was read but before any response headers (HTTP/2: the stream is reset).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_CLOSE_RATE",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub close_rate: f64,
+
     /// Tokio worker threads serving requests (1: a single-threaded runtime).
     #[arg(long, env = "LLMSURGE_MOCK_WORKERS", default_value_t = DEFAULT_WORKERS)]
     pub workers: usize,
@@ -236,6 +246,7 @@ impl Default for MockConfig {
             drop_rate: 0.0,
             garbage_rate: 0.0,
             stall_rate: 0.0,
+            close_rate: 0.0,
             workers: DEFAULT_WORKERS,
             reject_unknown_fields: false,
             prompt_tokens_scale: 1.0,
@@ -306,6 +317,7 @@ impl MockConfig {
             ("--drop-rate", self.drop_rate),
             ("--garbage-rate", self.garbage_rate),
             ("--stall-rate", self.stall_rate),
+            ("--close-rate", self.close_rate),
         ];
         for (flag, value) in rates {
             if !(0.0..=1.0).contains(&value) {
@@ -316,7 +328,7 @@ impl MockConfig {
         let total: f64 = rates.iter().map(|(_, v)| v).sum();
         if total > 1.0 + 1e-9 {
             return Err(invalid(
-                "--error-rate + --drop-rate + --garbage-rate + --stall-rate",
+                "--error-rate + --drop-rate + --garbage-rate + --stall-rate + --close-rate",
                 format!("must not exceed 1, got {total}"),
             ));
         }

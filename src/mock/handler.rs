@@ -15,7 +15,7 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use super::MockConfig;
-use super::body::{Generation, MockBody, Output};
+use super::body::{Generation, InjectedClose, MockBody, Output};
 use super::model::{Fault, Model};
 use super::openai::{
     self, Api, ChatRequest, CompletionRequest, DetokenizeRequest, DetokenizeResponse,
@@ -487,8 +487,10 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         .model
         .plan(seq, r.max_tokens, r.ignore_eos, r.api == Api::Chat);
     app.counters.prompt_tokens(r.prompt_tokens);
-    if let Fault::Error(status) = plan.fault {
-        return injected_error(&app, status);
+    match plan.fault {
+        Fault::Error(status) => return injected_error(&app, status),
+        Fault::Close => return injected_close(&app),
+        _ => {}
     }
     let include_usage = r.streaming && r.include_usage;
     let fmt = Formatter::new(
@@ -545,6 +547,14 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         "application/json",
         Generation::start(Arc::clone(&app), plan, output),
     )
+}
+
+/// A response the server turns into a closed connection (see `InjectedClose`).
+fn injected_close(app: &App) -> Response<MockBody> {
+    app.counters.fault(FaultKind::Close);
+    let mut response = Response::new(MockBody::full(Bytes::new()));
+    response.extensions_mut().insert(InjectedClose);
+    response
 }
 
 fn injected_error(app: &App, status: u16) -> Response<MockBody> {

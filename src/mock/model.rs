@@ -44,6 +44,8 @@ pub enum Fault {
     Garbage(u32),
     /// Stop sending after this many chunks and hold the connection.
     Stall(u32),
+    /// Close the connection before sending any response headers.
+    Close,
 }
 
 /// The model, built once from the configuration.
@@ -57,8 +59,9 @@ pub struct Model {
     request_latency: Option<Duration>,
     tokens_per_chunk: u32,
     reasoning_tokens: u32,
-    /// Cumulative fault thresholds: error, drop, garbage, stall.
-    fault_edges: [f64; 4],
+    /// Cumulative fault thresholds: error, drop, garbage, stall, close (close last, so
+    /// that adding it shifted no other fault's draws).
+    fault_edges: [f64; 5],
 }
 
 /// What one generation request will do.
@@ -113,6 +116,7 @@ impl Model {
         let d = e + config.drop_rate;
         let g = d + config.garbage_rate;
         let s = g + config.stall_rate;
+        let c = s + config.close_rate;
         Model {
             seed: config.seed,
             ttft: normal(config.ttft_ms, config.ttft_ms_std),
@@ -122,7 +126,7 @@ impl Model {
             request_latency: config.request_latency.map(ms),
             tokens_per_chunk: config.tokens_per_chunk,
             reasoning_tokens: config.reasoning_tokens,
-            fault_edges: [e, d, g, s],
+            fault_edges: [e, d, g, s, c],
         }
     }
 
@@ -175,6 +179,7 @@ impl Model {
             Some(1) => Fault::Drop(after),
             Some(2) => Fault::Garbage(after),
             Some(3) => Fault::Stall(after),
+            Some(4) => Fault::Close,
             _ => Fault::None,
         };
         Plan {
@@ -256,10 +261,11 @@ mod tests {
         let m = Model::new(&MockConfig {
             error_rate: 0.25,
             stall_rate: 0.25,
+            close_rate: 0.25,
             ..MockConfig::default()
         });
         let n = 4000;
-        let (mut errors, mut stalls) = (0, 0);
+        let (mut errors, mut stalls, mut closes) = (0, 0, 0);
         for seq in 0..n {
             match m.plan(seq, None, false, false).fault {
                 Fault::Error(s) => {
@@ -270,11 +276,12 @@ mod tests {
                     assert!((1..=16).contains(&after));
                     stalls += 1;
                 }
+                Fault::Close => closes += 1,
                 Fault::None => {}
                 other => panic!("unexpected {other:?}"),
             }
         }
-        for got in [errors, stalls] {
+        for got in [errors, stalls, closes] {
             assert!((800..1200).contains(&got), "{got} of {n}");
         }
     }

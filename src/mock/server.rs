@@ -1,7 +1,6 @@
 //! The listener: a tokio runtime on its own OS thread, an accept loop, one hyper
 //! connection (HTTP/1.1 or h2c, detected) per socket, and a graceful shutdown.
 
-use std::convert::Infallible;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,6 +13,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{oneshot, watch};
 
+use super::body::InjectedClose;
 use super::handler::{App, handle};
 use super::{MockConfig, MockError, MockStats};
 
@@ -103,6 +103,13 @@ impl MockServer {
         self.stop_with(IN_PROCESS_GRACE);
     }
 
+    /// Stops like [`MockServer::shutdown`] and returns what the server saw in all, the
+    /// responses that finished during the grace period included.
+    pub fn stop(mut self) -> MockStats {
+        self.stop_with(IN_PROCESS_GRACE);
+        self.app.counters.snapshot()
+    }
+
     fn stop_with(&mut self, grace: Duration) {
         if let Some(stop) = self.stop.take() {
             // The loop may already be gone (its thread panicked); nothing left to stop then.
@@ -183,7 +190,14 @@ fn spawn_connection(
     tokio::spawn(async move {
         let service = service_fn(move |req| {
             let app = Arc::clone(&app);
-            async move { Ok::<_, Infallible>(handle(app, req).await) }
+            async move {
+                let response = handle(app, req).await;
+                // An injected close: fail the service, so hyper sends no headers at all.
+                match response.extensions().get::<InjectedClose>() {
+                    Some(close) => Err(*close),
+                    None => Ok(response),
+                }
+            }
         });
         let conn = builder.serve_connection(TokioIo::new(stream), service);
         tokio::pin!(conn);

@@ -40,6 +40,8 @@ pub enum FaultKind {
     Garbage,
     /// The response stopped sending and held the connection.
     Stall,
+    /// The connection was closed before any response headers.
+    Close,
 }
 
 /// Live counters, shared by every connection.
@@ -60,7 +62,7 @@ pub struct Counters {
     tokens_sent: AtomicU64,
     reasoning_tokens_sent: AtomicU64,
     chunks_sent: AtomicU64,
-    faults: [AtomicU64; 5],
+    faults: [AtomicU64; 6],
 }
 
 /// Requests received, per endpoint.
@@ -99,6 +101,9 @@ pub struct FaultCounts {
     pub garbage: u64,
     /// Responses that stalled.
     pub stall: u64,
+    /// Requests whose connection was closed before any response headers.
+    #[serde(default)]
+    pub close: u64,
 }
 
 /// A snapshot of the counters: the body of `GET /stats`.
@@ -284,6 +289,7 @@ impl Counters {
                 drop: f(FaultKind::Drop),
                 garbage: f(FaultKind::Garbage),
                 stall: f(FaultKind::Stall),
+                close: f(FaultKind::Close),
             },
         }
     }

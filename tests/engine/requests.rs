@@ -1,7 +1,7 @@
 //! Request formats and server faults: every fault becomes an errored request with its
 //! kind and a reason, never a hang or a crash.
 
-use crate::support::{mock, ok_report, run};
+use crate::support::{assert_identity, mock, ok_report, run};
 use llmsurge::mock::MockConfig;
 
 const DATA: &str = "prompt_tokens=16,output_tokens=8";
@@ -57,6 +57,21 @@ fn server_faults_become_errors_of_their_kind() {
         "{faults:?}"
     );
     assert_eq!(b.requests.completed + b.requests.errored, 120);
+    assert_eq!(
+        b.requests.errored,
+        faults.drop + faults.garbage + faults.stall
+    );
+    assert_identity(&report);
+    for e in &b.errors {
+        assert!(
+            e.samples.first().is_some_and(|s| !s.is_empty()),
+            "{}: no sample message",
+            e.kind
+        );
+    }
+    // Nothing waited past its bound: a stalled request ends at the 2 s request timeout.
+    let errored = &b.metrics["request_latency"].errored;
+    assert!(errored.max < 3000.0, "{errored:?}");
     let timeout = b
         .errors
         .iter()

@@ -85,6 +85,34 @@ async fn mock_drop_breaks_the_stream_on_http1_and_http2() {
 }
 
 #[tokio::test]
+async fn mock_close_ends_the_connection_before_any_headers_on_http1_and_http2() {
+    let mock = server(MockConfig {
+        close_rate: 1.0,
+        ..MockConfig::default()
+    });
+    bounded(async {
+        let h2 = client_builder()
+            .http2_prior_knowledge()
+            .build()
+            .expect("h2 client");
+        for c in [client(), h2] {
+            let err = c
+                .post(format!("{}/v1/chat/completions", mock.base_url()))
+                .body(chat_body(4, true, false).to_string())
+                .send()
+                .await
+                .expect_err("no response at all");
+            assert!(!err.is_connect() && !err.is_timeout(), "{err:?}");
+        }
+        let s = mock.stats();
+        assert_eq!(s.faults.close, 2);
+        // Counted as a fault, not as a response.
+        assert_eq!(s.completed + s.responses_4xx + s.responses_5xx, 0, "{s:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn mock_garbage_sends_one_malformed_event() {
     let mock = server(MockConfig {
         garbage_rate: 1.0,

@@ -345,11 +345,26 @@ fn classify(e: &reqwest::Error) -> ErrorKind {
         ErrorKind::Timeout
     } else if e.is_connect() {
         ErrorKind::Connect
+    } else if closed_before_headers(e) {
+        ErrorKind::ConnectionClosed
     } else if e.is_body() || e.is_decode() {
         ErrorKind::StreamBroken
     } else {
         ErrorKind::Request
     }
+}
+
+/// Whether hyper saw the connection end before a whole response head arrived (the
+/// request had been sent: hyper retries by itself one that never left).
+fn closed_before_headers(e: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<hyper::Error>() {
+            return h.is_incomplete_message();
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// The error and its sources on one line.

@@ -201,4 +201,105 @@ mod tests {
         assert!(!finished);
         assert_eq!(n, 1);
     }
+
+    mod properties {
+        use super::super::SseParser;
+        use proptest::prelude::*;
+
+        /// One event as a server might write it: data lines (no line breaks inside),
+        /// optional comment and `id` lines, one line ending for the whole event.
+        #[derive(Clone, Debug)]
+        struct Event {
+            data: Vec<String>,
+            comment: bool,
+            id: bool,
+            space: bool,
+            eol: &'static str,
+        }
+
+        impl Event {
+            fn write(&self, out: &mut Vec<u8>) {
+                let eol = self.eol.as_bytes();
+                if self.comment {
+                    out.extend_from_slice(b": keep-alive");
+                    out.extend_from_slice(eol);
+                }
+                for line in &self.data {
+                    out.extend_from_slice(if self.space { b"data: " } else { b"data:" });
+                    out.extend_from_slice(line.as_bytes());
+                    out.extend_from_slice(eol);
+                }
+                if self.id {
+                    out.extend_from_slice(b"id: 7");
+                    out.extend_from_slice(eol);
+                }
+                out.extend_from_slice(eol);
+            }
+
+            fn expected(&self) -> String {
+                self.data.join("\n")
+            }
+        }
+
+        fn event() -> impl Strategy<Value = Event> {
+            // Data values avoid a leading space (the one after `data:` is stripped) and
+            // line breaks (which end the line).
+            let line = "[a-zA-Z0-9{}\":,\\[\\]]{0,24}";
+            (
+                prop::collection::vec(line, 1..4),
+                any::<bool>(),
+                any::<bool>(),
+                any::<bool>(),
+                prop::sample::select(vec!["\n", "\r\n", "\r"]),
+            )
+                .prop_map(|(data, comment, id, space, eol)| Event {
+                    data,
+                    comment,
+                    id,
+                    space,
+                    eol,
+                })
+        }
+
+        fn parse(pieces: &[&[u8]]) -> Vec<String> {
+            let mut p = SseParser::new();
+            let mut out = Vec::new();
+            for piece in pieces {
+                p.push(piece, |d| {
+                    out.push(String::from_utf8_lossy(d).into_owned());
+                    true
+                });
+            }
+            assert!(!p.has_partial_event(), "every event was complete");
+            out
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// The events found never depend on where the byte stream was cut.
+            #[test]
+            fn sse_events_do_not_depend_on_chunking(
+                events in prop::collection::vec(event(), 0..8),
+                cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+            ) {
+                let mut wire = Vec::new();
+                for e in &events {
+                    e.write(&mut wire);
+                }
+                let expected: Vec<String> = events.iter().map(Event::expected).collect();
+                let mut at: Vec<usize> = cuts.iter().map(|i| i.index(wire.len() + 1)).collect();
+                at.sort_unstable();
+                let mut pieces = Vec::new();
+                let mut from = 0;
+                for cut in at {
+                    pieces.push(&wire[from..cut]);
+                    from = cut;
+                }
+                pieces.push(&wire[from..]);
+                prop_assert_eq!(parse(&[&wire]), expected.clone());
+                prop_assert_eq!(parse(&pieces), expected);
+            }
+        }
+    }
 }

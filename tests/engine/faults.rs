@@ -1,0 +1,316 @@
+//! The server fault matrix (docs/reliability.md), one test per row: each run finishes,
+//! each injected fault is counted under its own error kind with a sample message, the
+//! books balance (created = completed + errored + cancelled), and no request waits past
+//! the timeout that bounds it. The mock's fault counters are the truth the report is
+//! held to. A reset mid-stream and malformed SSE are rows of
+//! `requests::server_faults_become_errors_of_their_kind`; process and signal faults are
+//! in `signals.rs` and `failures.rs`.
+
+use crate::support::{Finished, assert_identity, mock, start_run, wait_run};
+use llmsurge::mock::{MockConfig, MockServer, MockStats};
+use llmsurge::report::RequestEntry;
+use llmsurge_coordinator::{BenchmarkResult, StopReason};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const DATA: &str = "prompt_tokens=16,output_tokens=8";
+
+/// Every request bounded by this: a run that waits on it has missed the bound under test.
+const LONG_TIMEOUT: &str = "30s";
+
+/// No fault run may take this long: waiting once on `LONG_TIMEOUT` would exceed it.
+const FAULT_RUN_BOUND_S: f64 = 20.0;
+
+fn error_count(b: &BenchmarkResult, kind: &str) -> u64 {
+    b.errors
+        .iter()
+        .find(|e| e.kind == kind)
+        .map_or(0, |e| e.count)
+}
+
+/// Runs `requests` requests on 4 streams against `server` with `extra` flags; asserts the
+/// run finished in bounded time, balanced its books, and gave every error kind a sample.
+fn fault_run(
+    server: &MockServer,
+    requests: &str,
+    extra: &[&str],
+) -> (Finished, BenchmarkResult, MockStats) {
+    let url = server.base_url();
+    let mut args = vec![
+        "--target",
+        &url,
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--max-requests",
+        requests,
+        "--request-timeout",
+        LONG_TIMEOUT,
+        "--data",
+        DATA,
+    ];
+    args.extend(extra);
+    let started = Instant::now();
+    let (child, dir) = start_run(&args, |_| {});
+    let run = wait_run(child, dir);
+    let wall = started.elapsed();
+    let report = run.report();
+    assert_identity(&report);
+    let b = report.benchmarks.into_iter().next().expect("one benchmark");
+    assert!(
+        wall.as_secs_f64() < FAULT_RUN_BOUND_S && b.duration_s < FAULT_RUN_BOUND_S,
+        "a request waited on the {LONG_TIMEOUT} bound: run took {wall:?}"
+    );
+    let by_kind: u64 = b.errors.iter().map(|e| e.count).sum();
+    assert_eq!(by_kind, b.requests.errored, "{:?}", b.errors);
+    for e in &b.errors {
+        assert!(
+            e.samples.first().is_some_and(|s| !s.is_empty()),
+            "{}: no sample message",
+            e.kind
+        );
+    }
+    (run, b, server.stats())
+}
+
+/// Asserts the run succeeded overall (some requests completed, exit 0) and that the only
+/// errors are `expected`, as many as the mock injected.
+fn assert_only(run: &Finished, b: &BenchmarkResult, expected: &[(&str, u64)]) {
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(b.requests.completed > 0, "{:?}", b.requests);
+    for (kind, injected) in expected {
+        assert!(*injected > 0, "the mock injected no {kind}");
+        assert_eq!(error_count(b, kind), *injected, "{kind}: {:?}", b.errors);
+    }
+    let expected_total: u64 = expected.iter().map(|(_, n)| n).sum();
+    assert_eq!(b.requests.errored, expected_total, "{:?}", b.errors);
+    assert_eq!(b.requests.cancelled, 0, "{:?}", b.requests);
+}
+
+/// A mock with a fixed seed: the same faults on every run.
+fn faulty(config: MockConfig) -> MockServer {
+    mock(MockConfig { seed: 11, ..config })
+}
+
+/// The message of the first sample of `kind`.
+fn sample<'a>(b: &'a BenchmarkResult, kind: &str) -> &'a str {
+    b.errors
+        .iter()
+        .find(|e| e.kind == kind)
+        .and_then(|e| e.samples.first())
+        .map_or("", String::as_str)
+}
+
+#[test]
+fn http_500_and_429_are_counted_by_status_with_the_server_message() {
+    let server = faulty(MockConfig {
+        error_rate: 0.3,
+        ..MockConfig::default()
+    });
+    let (run, b, s) = fault_run(&server, "60", &[]);
+    assert_only(
+        &run,
+        &b,
+        &[
+            ("http_500", s.faults.error_500),
+            ("http_429", s.faults.error_429),
+        ],
+    );
+    // The sample is the server's own error message, not a generic status line.
+    assert!(
+        sample(&b, "http_429").contains("Rate limit reached"),
+        "{b:?}"
+    );
+    assert!(sample(&b, "http_500").contains("server had an error"));
+}
+
+#[test]
+fn a_stalled_stream_ends_at_the_idle_timeout() {
+    let server = faulty(MockConfig {
+        stall_rate: 0.3,
+        ..MockConfig::default()
+    });
+    let (run, b, s) = fault_run(&server, "60", &["--idle-timeout", "300ms"]);
+    assert_only(&run, &b, &[("timeout", s.faults.stall)]);
+    // The idle bound fired, not the 30 s request timeout (`fault_run` bounds the run).
+    assert!(sample(&b, "timeout").contains("0.300s"), "{:?}", b.errors);
+    // Every stalled request ended at its bound (the mock sends the chunks before the
+    // stall at once): not before it, and not long after.
+    let e2e = &b.metrics["request_latency"].errored;
+    assert_eq!(e2e.count, s.faults.stall);
+    assert!(e2e.min >= 300.0 && e2e.max < 1000.0, "{e2e:?}");
+}
+
+#[test]
+fn a_server_that_closes_before_headers_is_a_closed_connection() {
+    let server = faulty(MockConfig {
+        close_rate: 0.3,
+        ..MockConfig::default()
+    });
+    let (run, b, s) = fault_run(&server, "60", &[]);
+    assert_only(&run, &b, &[("connection_closed", s.faults.close)]);
+}
+
+/// Every error the mock injected is in the books: as an HTTP error, or among the
+/// cancelled when the stop came before the client had read it.
+fn assert_injected_errors_booked(b: &BenchmarkResult, s: &MockStats) {
+    let http = error_count(b, "http_500") + error_count(b, "http_429");
+    let injected = s.faults.error_500 + s.faults.error_429;
+    assert!(
+        http <= injected && injected <= http + b.requests.cancelled,
+        "{http} booked, {injected} injected, {:?}",
+        b.requests
+    );
+}
+
+#[test]
+fn max_errors_stops_the_run_at_the_limit() {
+    let server = faulty(MockConfig {
+        error_rate: 0.5,
+        ttft_ms: 20.0,
+        ..MockConfig::default()
+    });
+    let (run, b, s) = fault_run(&server, "100000", &["--max-errors", "10"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert_eq!(b.stop_reason, Some(StopReason::MaxErrors { errors: 10 }));
+    let http = error_count(&b, "http_500") + error_count(&b, "http_429");
+    // The stop is checked on every batch of updates: a few more may finish meanwhile.
+    assert!((10..=40).contains(&http), "{:?}", b.errors);
+    assert_injected_errors_booked(&b, &s);
+    // Stopped early: far from the 100,000 requests asked for.
+    assert!(b.requests.created < 400, "{:?}", b.requests);
+}
+
+#[test]
+fn max_error_rate_stops_the_run_once_the_sample_is_large_enough() {
+    let server = faulty(MockConfig {
+        error_rate: 0.5,
+        ttft_ms: 20.0,
+        ..MockConfig::default()
+    });
+    let (run, b, s) = fault_run(&server, "100000", &["--max-error-rate", "0.2"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let Some(StopReason::MaxErrorRate { limit, observed }) = b.stop_reason else {
+        panic!("stopped by {:?}", b.stop_reason);
+    };
+    assert!((limit - 0.2).abs() < 1e-9 && observed > 0.2, "{observed}");
+    let finished = b.requests.completed + b.requests.errored;
+    assert!(
+        finished >= llmsurge::cli::resolve::ERROR_RATE_MIN_SAMPLE,
+        "judged on {finished} requests"
+    );
+    assert_injected_errors_booked(&b, &s);
+    // Stopped early: far from the 100,000 requests asked for.
+    assert!(b.requests.created < 400, "{:?}", b.requests);
+}
+
+/// Polls `done` until it holds; fails the test after 20 s.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Reads the request log written so far (a line may be half-written: skipped).
+fn read_log(path: &std::path::Path) -> Vec<RequestEntry> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Binds a new mock on `port`, retrying while the old socket is still being released.
+fn restart_on(port: u16) -> MockServer {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match MockServer::start(MockConfig {
+            port,
+            ..MockConfig::default()
+        }) {
+            Ok(server) => return server,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "cannot rebind port {port}: {e}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_server_restarted_mid_run_costs_only_the_requests_sent_while_it_was_down() {
+    let first = mock(MockConfig::default());
+    let port = first.addr().port();
+    let url = first.base_url();
+    let args = [
+        "--target",
+        &url,
+        "--profile",
+        "constant",
+        "--rate",
+        "50",
+        "--max-requests",
+        "400",
+        "--request-timeout",
+        "5s",
+        "--data",
+        DATA,
+        "--request-log",
+        "requests.jsonl",
+    ];
+    let (child, dir) = start_run(&args, |_| {});
+    let log = dir.path().join("requests.jsonl");
+    wait_for("50 responses served", || first.stats().completed >= 50);
+    let down_at = unix_now();
+    let served_before = first.stop();
+    // Down until the client has seen it down: a refused connection in the request log.
+    wait_for("a refused connection", || {
+        read_log(&log)
+            .iter()
+            .any(|e| e.error_kind.as_deref() == Some("connect"))
+    });
+    let second = restart_on(port);
+    let up_at = unix_now();
+    let run = wait_run(child, dir);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let report = run.report();
+    assert_identity(&report);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.created, 400);
+    // The run went on after the restart.
+    let served_after = second.stats().completed;
+    assert!(served_after > 0, "nothing sent after the restart");
+    assert_eq!(
+        b.requests.completed,
+        served_before.completed + served_after,
+        "every success was served by one of the two servers"
+    );
+    // Refused connections; a request that raced the shutdown on a kept-alive
+    // connection may see it closed instead. Nothing else.
+    assert!(error_count(b, "connect") > 0, "{:?}", b.errors);
+    assert_eq!(
+        error_count(b, "connect") + error_count(b, "connection_closed"),
+        b.requests.errored,
+        "{:?}",
+        b.errors
+    );
+    // Errors only while it was down (with slack for the drain of the first server and
+    // the coarse clocks of the log).
+    let entries = read_log(&run.dir.path().join("requests.jsonl"));
+    assert_eq!(entries.len() as u64, b.requests.created);
+    for e in entries.iter().filter(|e| e.error_kind.is_some()) {
+        let sent = e.start_time.unwrap_or(e.scheduled_time);
+        assert!(
+            sent >= down_at - 0.05 && sent <= up_at + 0.05,
+            "error sent at {sent}, server down in [{down_at}, {up_at}]: {e:?}"
+        );
+    }
+}
