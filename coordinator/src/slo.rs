@@ -539,7 +539,13 @@ mod tests {
                 late: false,
             });
         }
-        built(state, metrics, finished, Strategy::Constant { rate: 10.0 }, 10_000)
+        built(
+            state,
+            metrics,
+            finished,
+            Strategy::Constant { rate: 10.0 },
+            10_000,
+        )
     }
 
     fn verdicts(spec: &str, r: &BenchmarkResult) -> Vec<bool> {
@@ -613,7 +619,13 @@ mod tests {
             }
             finished.push(r);
         }
-        built(state, metrics, finished, Strategy::Concurrent { streams: 5 }, 5_000)
+        built(
+            state,
+            metrics,
+            finished,
+            Strategy::Concurrent { streams: 5 },
+            5_000,
+        )
     }
 
     #[test]

@@ -271,6 +271,28 @@ impl MeasureWindow {
     }
 }
 
+/// This process's part of a load split over several client hosts (`--shard K/N`): slot
+/// `i` of the single-host schedule belongs to shard `i mod count`, so the shards' slots
+/// together are exactly that schedule. `Shard::WHOLE` (0/1) is a single host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shard {
+    /// K, from 0.
+    pub index: u32,
+    /// N, at least 1.
+    pub count: u32,
+}
+
+impl Shard {
+    /// The whole load on one host.
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard::WHOLE
+    }
+}
+
 /// Everything one worker needs to run its part of one benchmark.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkerConfig {

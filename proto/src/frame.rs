@@ -162,6 +162,8 @@ mod tests {
                 }),
                 Just(FromWorker::Ready),
                 ".{0,40}".prop_map(|message| FromWorker::Failed { message }),
+                (".{0,40}", any::<bool>())
+                    .prop_map(|(reason, terminated)| FromWorker::Finished { reason, terminated }),
                 (
                     prop::collection::vec(started(), 0..20),
                     prop::collection::vec(1u64..1 << 40, 0..50),

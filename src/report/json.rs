@@ -69,6 +69,13 @@ pub struct Metadata {
     /// Free-form facts the user attached with `--output-extras` (e.g. `{"gpu": "H100"}`).
     #[serde(default)]
     pub extras: serde_json::Map<String, serde_json::Value>,
+    /// The part of a multi-host load this report holds (`--shard K/N`); absent for a
+    /// single host and in a merged report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<llmsurge_proto::Shard>,
+    /// The agreed wall-clock start (`--start-at`), Unix seconds, when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<f64>,
 }
 
 /// The target as resolved.

@@ -98,6 +98,8 @@ impl RunReporter {
                     complete: false,
                     interrupted: false,
                     extras: settings.extras.clone(),
+                    shard: None,
+                    start_at: None,
                 },
                 args: info.args,
                 target: info.target,

@@ -395,7 +395,8 @@ fn stream_strategies_report_the_client_probes() {
 
 /// Start-up (process spawn, tokenizer load) is not load: a run of one request, or of
 /// 50 ms, must not warn that the client was near saturation. Counting start-up, a 0.05 s
-/// run reported 275% CPU.
+/// run reported 275% CPU; and over a few milliseconds even a worker's exit is a large
+/// share, so such runs are not judged at all.
 #[test]
 fn a_very_short_run_has_no_cpu_saturation_warning() {
     let server = mock(MockConfig {
@@ -418,7 +419,6 @@ fn a_very_short_run_has_no_cpu_saturation_warning() {
             "{limit:?}: {:?}",
             c.warnings
         );
-        assert!(c.worker_cpu_utilization < 0.9, "{limit:?}: {c:?}");
     }
 }
 

@@ -229,16 +229,14 @@ impl Backend {
         let mut done = false;
         loop {
             let (wait_until, what) = match (ex.first_token, self.ttft_timeout, self.idle_timeout) {
-                (None, Some(t), _) => ((started + t).min(deadline), ("the first token", t)),
-                (Some(_), _, Some(t)) => {
-                    ((Instant::now() + t).min(deadline), ("the next chunk", t))
-                }
-                _ => (deadline, ("the whole response", self.request_timeout)),
+                (None, Some(t), _) => ((started + t).min(deadline), ("first token", t)),
+                (Some(_), _, Some(t)) => ((Instant::now() + t).min(deadline), ("next chunk", t)),
+                _ => (deadline, ("complete response", self.request_timeout)),
             };
             let piece = match timeout_at(wait_until, response.chunk()).await {
                 Err(_) => {
                     let bound = if wait_until == deadline {
-                        ("the whole response", self.request_timeout)
+                        ("complete response", self.request_timeout)
                     } else {
                         what
                     };
@@ -306,7 +304,7 @@ impl Backend {
                 Err(_) => {
                     return ex.fail(
                         ErrorKind::Timeout,
-                        timeout_message("the whole response", self.request_timeout),
+                        timeout_message("complete response", self.request_timeout),
                     );
                 }
                 Ok(Err(e)) => return ex.fail(ErrorKind::StreamBroken, error_chain(&e)),
