@@ -124,11 +124,15 @@ wait "$CLIENT_PID" || status=$?
 CLIENT_PID=
 elapsed=$((SECONDS - started))
 
-if [[ $status -ne 0 ]]; then
+report="$WORK/run/benchmarks.json"
+# Exit 4 with a client bottleneck is what a zero-latency server makes of a saturated client
+# (the soak's point is memory, not the verdict): said, not failed. Anything else fails.
+if [[ $status -eq 4 ]] && jq -e '.benchmarks[0].client.bottleneck' "$report" >/dev/null 2>&1; then
+    echo "note: the client was the bottleneck (expected against a zero-latency mock): $(jq -r '.benchmarks[0].client.warnings | join("; ")' "$report")"
+elif [[ $status -ne 0 ]]; then
     echo "FAIL: llmsurge exited with $status: $(tail -n 3 "$WORK/client.err")"
     exit 1
 fi
-report="$WORK/run/benchmarks.json"
 read -r created completed errored cancelled rps < <(jq -r '.benchmarks[0] |
     "\(.requests.created) \(.requests.completed) \(.requests.errored) \(.requests.cancelled) \(.throughput.requests_per_s)"' "$report")
 printf 'run: %s s, %s created = %s completed + %s errored + %s cancelled, %.0f req/s\n' \
