@@ -162,7 +162,7 @@ fn stream_counts_are_split_larger_shares_first() {
         let b = &report.benchmarks[0];
         // The report keeps the single host's strategy; this host ran its share of it.
         assert_eq!(b.strategy.to_string(), "concurrent@5");
-        assert_eq!(b.concurrency_peak, streams, "shard {k}");
+        assert_eq!(b.throughput.concurrency_peak, streams, "shard {k}");
         assert_eq!(b.requests.created, 6);
         total += b.requests.created;
     }
