@@ -181,6 +181,27 @@ mod tests {
     }
 
     #[test]
+    fn a_shard_sizes_its_workers_for_its_part_of_the_load() {
+        let shard = |index| llmsurge_proto::Shard { index, count: 2 };
+        let five = Strategy::Concurrent { streams: 5 };
+        assert_eq!(
+            five.local_part(shard(0)),
+            Strategy::Concurrent { streams: 3 }
+        );
+        assert_eq!(
+            five.local_part(shard(1)),
+            Strategy::Concurrent { streams: 2 }
+        );
+        assert_eq!(
+            Strategy::Constant { rate: 3000.0 }
+                .local_part(shard(1))
+                .default_workers(16),
+            2
+        );
+        assert_eq!(five.local_part(llmsurge_proto::Shard::WHOLE), five);
+    }
+
+    #[test]
     fn schedules_carry_the_settings() {
         let s = StrategySettings {
             rampup: Duration::from_secs(2),

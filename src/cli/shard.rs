@@ -188,10 +188,14 @@ mod tests {
         assert_eq!(parse_shard("0/1"), Ok(Shard::WHOLE));
         assert!(
             parse_shard("4/4")
-                .unwrap_err()
+                .expect_err("an error")
                 .contains("K must be below N")
         );
-        assert!(parse_shard("0/0").unwrap_err().contains("from 1 to 1024"));
+        assert!(
+            parse_shard("0/0")
+                .expect_err("an error")
+                .contains("from 1 to 1024")
+        );
         assert!(parse_shard("0/1025").is_err());
         assert!(parse_shard("1").is_err());
         assert!(parse_shard("-1/2").is_err());
@@ -206,17 +210,17 @@ mod tests {
         );
         assert!(
             resolve_shard(None, two, None)
-                .unwrap_err()
+                .expect_err("an error")
                 .contains(JOB_INDEX_VAR)
         );
-        let out = resolve_shard(None, two, Some("2")).unwrap_err();
+        let out = resolve_shard(None, two, Some("2")).expect_err("an error");
         assert!(out.contains("JOB_COMPLETION_INDEX=\"2\""), "{out}");
         assert!(resolve_shard(None, two, Some("x")).is_err());
         assert_eq!(resolve_shard(None, None, Some("5")), Ok(Shard::WHOLE));
         let s = Some(Shard { index: 0, count: 3 });
         assert!(
             resolve_shard(s, two, None)
-                .unwrap_err()
+                .expect_err("an error")
                 .contains("conflict")
         );
     }
@@ -258,13 +262,13 @@ mod tests {
         assert!(check_start_at(1000.0, 1000.5).is_ok());
         assert!(
             check_start_at(1000.0, 1001.5)
-                .unwrap_err()
+                .expect_err("an error")
                 .contains("in the past")
         );
         assert!(check_start_at(1000.0 + 86_400.0, 1000.0).is_ok());
         assert!(
             check_start_at(1001.0 + 86_400.0, 1000.0)
-                .unwrap_err()
+                .expect_err("an error")
                 .contains("24h")
         );
     }
