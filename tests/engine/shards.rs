@@ -66,7 +66,9 @@ fn two_shards_started_at_one_instant_send_exactly_the_single_host_schedule() {
 
     let server = mock(MockConfig::default());
     let url = server.base_url();
-    let start_at = format!("{:.3}", unix_now() + 2.0);
+    // Far enough ahead that both processes are ready by then on a busy test machine
+    // (each starts its workers and probes the target first).
+    let start_at = format!("{:.3}", unix_now() + 6.0);
     let started: Vec<_> = (0..2)
         .map(|k| {
             let shard = format!("{k}/2");
