@@ -8,6 +8,7 @@
 //! product feature and the server every end-to-end test runs against.
 
 pub mod cli;
+pub mod clock_sync;
 pub mod compare;
 pub mod data;
 pub mod exit_codes;

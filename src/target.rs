@@ -29,12 +29,21 @@ struct ModelEntry {
     id: String,
 }
 
-/// Resolves the target; every failure is a one-line usage error naming the target.
+/// The first pause between two checks of a target that is not ready yet.
+const READY_BACKOFF_FIRST: Duration = Duration::from_millis(250);
+/// The longest pause between two checks.
+const READY_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Resolves the target; every failure is a one-line usage error naming the target. With
+/// `ready_timeout`, a target that is not ready (unreachable, unhealthy, no model listed)
+/// is checked again with backoff (0.25 s doubling to 5 s) until it is or the time is up;
+/// then the last failure is the error.
 pub async fn resolve_target(
     spec: &TargetSpec,
     model: Option<&str>,
     api_key: Option<&Secret>,
     connect_timeout: Duration,
+    ready_timeout: Option<Duration>,
 ) -> Result<ResolvedTarget, UsageError> {
     let (base_url, mock) = match spec {
         TargetSpec::Mock => {
@@ -52,6 +61,54 @@ pub async fn resolve_target(
         .timeout(connect_timeout + Duration::from_secs(10))
         .build()
         .map_err(|e| UsageError(format!("cannot build an HTTP client: {e}")))?;
+    let Some(timeout) = ready_timeout else {
+        let (model, models) = check(&client, &base_url, model, api_key).await?;
+        return Ok(ResolvedTarget {
+            base_url,
+            model,
+            models,
+            mock,
+        });
+    };
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut pause = READY_BACKOFF_FIRST;
+    let mut announced = false;
+    loop {
+        let error = match check(&client, &base_url, model, api_key).await {
+            Ok((model, models)) => {
+                return Ok(ResolvedTarget {
+                    base_url,
+                    model,
+                    models,
+                    mock,
+                });
+            }
+            Err(e) => e,
+        };
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return Err(error);
+        }
+        if !announced {
+            announced = true;
+            eprintln!(
+                "waiting for the target to be ready (--ready-timeout {}s): {}",
+                timeout.as_secs_f64(),
+                error.0
+            );
+        }
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(READY_BACKOFF_MAX);
+    }
+}
+
+/// One check of a target: `/health`, then `/v1/models` and the model to use.
+async fn check(
+    client: &reqwest::Client,
+    base_url: &str,
+    model: Option<&str>,
+    api_key: Option<&Secret>,
+) -> Result<(String, Vec<String>), UsageError> {
     let unreachable = |e: reqwest::Error| {
         let cause = std::error::Error::source(&e)
             .map(|s| s.to_string())
@@ -110,12 +167,7 @@ pub async fn resolve_target(
             )));
         }
     };
-    Ok(ResolvedTarget {
-        base_url,
-        model,
-        models,
-        mock,
-    })
+    Ok((model, models))
 }
 
 /// Requests the probe sends to compare prompt lengths (the first is also the body check).

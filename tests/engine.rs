@@ -13,5 +13,6 @@ mod metrics;
 mod profiles;
 mod reports;
 mod requests;
+mod shards;
 mod signals;
 mod usage;

@@ -19,7 +19,7 @@ use crate::strategy::{Strategy, StrategySettings};
 use llmsurge_proto::shm::{MAX_WORKERS, UNLIMITED, stop_flags};
 use llmsurge_proto::{
     ClockAnchor, FrameReader, FrameWriter, FromWorker, MeasureWindow, Metric, MonoNanos,
-    PROTOCOL_VERSION, SharedRegion, StatusClass, ToWorker, WorkerConfig,
+    PROTOCOL_VERSION, Shard, SharedRegion, StatusClass, ToWorker, WorkerConfig,
 };
 use serde::{Deserialize, Serialize};
 use std::os::unix::process::ExitStatusExt;
@@ -85,9 +85,25 @@ pub struct BenchmarkPlan {
     pub goodput: Option<GoodputSpec>,
     /// Over-saturation detection, when enabled.
     pub saturation: Option<SaturationConfig>,
+    /// This host's part of a multi-host load (`--shard K/N`). Strategy, limits and the
+    /// concurrency cap above are the single host's; the group runs the shard's share.
+    pub shard: Shard,
 }
 
 impl BenchmarkPlan {
+    /// The single host's slot limit: `--max-requests` or a finite dataset's length.
+    fn global_slot_limit(&self) -> u64 {
+        match (self.limits.max_requests, self.dataset_len) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b).unwrap_or(UNLIMITED),
+        }
+    }
+
+    /// This shard's concurrency cap: its share of `--max-concurrency`.
+    fn local_concurrency_cap(&self) -> u64 {
+        self.shard.share(self.max_concurrency.unwrap_or(UNLIMITED))
+    }
+
     fn validate(&self) -> Result<(), CoordinatorError> {
         if self.workers == 0 || self.workers as usize > MAX_WORKERS {
             return Err(CoordinatorError::Plan(format!(
@@ -106,13 +122,13 @@ impl BenchmarkPlan {
     /// Refuses a plan whose connections cannot fit under the open-file limit (raising
     /// the soft limit to the hard one on the way), naming the flag that asked for them.
     fn check_fd_limit(&self) -> Result<(), CoordinatorError> {
-        let cap = self.max_concurrency.unwrap_or(UNLIMITED);
+        // This host's part: its share of the streams and of the cap.
+        let cap = self.local_concurrency_cap();
+        let local = |streams: u32| self.shard.share(u64::from(streams));
         let (flag, total) = match self.strategy {
-            Strategy::Concurrent { streams } if u64::from(streams) <= cap => {
-                ("--rate", u64::from(streams))
-            }
-            Strategy::Throughput { max_concurrency } if u64::from(max_concurrency) <= cap => {
-                ("--max-concurrency", u64::from(max_concurrency))
+            Strategy::Concurrent { streams } if local(streams) <= cap => ("--rate", local(streams)),
+            Strategy::Throughput { max_concurrency } if local(max_concurrency) <= cap => {
+                ("--max-concurrency", local(max_concurrency))
             }
             _ if cap != UNLIMITED => ("--max-concurrency", cap),
             _ => return Ok(()), // open-ended: a rate with no cap
@@ -131,6 +147,7 @@ impl BenchmarkPlan {
         cfg.worker_count = self.workers;
         cfg.schedule = self.strategy.schedule(&self.settings);
         cfg.window = self.window;
+        cfg.shard = self.shard;
         cfg
     }
 }
@@ -145,6 +162,9 @@ pub struct RunEnv<'a> {
     pub interrupts: &'a mut Interrupts,
     /// Progress, records, notices.
     pub observer: &'a mut dyn RunObserver,
+    /// The instant this benchmark must start at (`--start-at`, first benchmark only);
+    /// `None`: as soon as every worker is ready.
+    pub start_at: Option<MonoNanos>,
 }
 
 impl std::fmt::Debug for RunEnv<'_> {
@@ -245,12 +265,13 @@ pub async fn run_benchmark(
 ) -> Result<BenchmarkResult, CoordinatorError> {
     plan.validate()?;
     let n = plan.workers;
-    let slot_limit = match (plan.limits.max_requests, plan.dataset_len) {
-        (Some(a), Some(b)) => a.min(b),
-        (a, b) => a.or(b).unwrap_or(UNLIMITED),
-    };
+    // Shared memory counts this host's claims (local indices 0, 1, ...); workers map
+    // local index j to the single host's slot K + j·N. So the limit is the shard's share
+    // of the single host's limit, and every audit identity holds on local counts.
+    let slot_limit = plan.global_slot_limit();
+    let local_limit = plan.shard.share(slot_limit);
     let (shm, shm_fd) = SharedRegion::create()?;
-    shm.init(n, slot_limit, plan.max_concurrency.unwrap_or(UNLIMITED));
+    shm.init(n, local_limit, plan.local_concurrency_cap());
     let cpu_before = children_cpu_seconds();
     env.observer.benchmark_started(plan.index, &plan.strategy);
 
@@ -308,7 +329,25 @@ pub async fn run_benchmark(
         return Err(e);
     }
 
-    let t0 = MonoNanos::now() + START_DELAY;
+    let ready_t0 = MonoNanos::now() + START_DELAY;
+    let t0 = match env.start_at {
+        Some(at) if at > ready_t0 => {
+            env.observer.notice(&format!(
+                "waiting until {:.3} (Unix seconds; in {:.1}s) to start, as --start-at asks",
+                env.anchor.unix_seconds(at),
+                at.since(MonoNanos::now()).as_secs_f64()
+            ));
+            at
+        }
+        Some(at) => {
+            env.observer.notice(&format!(
+                "--start-at was {:.3}s ago when the workers were ready: starting now",
+                ready_t0.since(at).as_secs_f64()
+            ));
+            ready_t0
+        }
+        None => ready_t0,
+    };
     tracing::debug!(benchmark = plan.index, strategy = %plan.strategy, workers = n, "every worker ready; starting at t0");
     for t in &mut tracks {
         if let Some(w) = &mut t.writer
@@ -403,10 +442,10 @@ pub async fn run_benchmark(
     let end = MonoNanos::now();
     let stop_reason = sup.stop.clone().or_else(|| {
         Some(match (plan.limits.max_requests, plan.dataset_len) {
-            (Some(max), _) if shm.slots_claimed() >= max && max == slot_limit => {
+            (Some(max), _) if shm.slots_claimed() >= plan.shard.share(max) && max == slot_limit => {
                 StopReason::MaxRequests { requests: max }
             }
-            (_, Some(len)) if shm.slots_claimed() >= len => {
+            (_, Some(len)) if shm.slots_claimed() >= plan.shard.share(len) => {
                 StopReason::DatasetExhausted { samples: len }
             }
             _ => StopReason::ScheduleComplete,
@@ -640,7 +679,10 @@ impl Supervisor<'_> {
             deliberate,
             now: MonoNanos::now(),
             shm_started: self.shm.worker_started(id),
-            newest_slot: self.shm.slots_claimed().saturating_sub(1),
+            newest_slot: self
+                .plan
+                .shard
+                .global(self.shm.slots_claimed().saturating_sub(1)),
         };
         let lost = self
             .state
@@ -756,7 +798,11 @@ impl Supervisor<'_> {
             strategy: self.plan.strategy,
             elapsed: MonoNanos::now().since(t0),
             max_seconds: self.plan.limits.max_seconds,
-            max_requests: self.plan.limits.max_requests,
+            max_requests: self
+                .plan
+                .limits
+                .max_requests
+                .map(|m| self.plan.shard.share(m)),
             counts: self.state.counts,
             output_tokens: self.state.measured.output_tokens,
             ttft_p50_ms: ttft

@@ -37,7 +37,7 @@ impl PlanTemplate {
         plan.workers = match (strategy, self.workers) {
             (Strategy::Synchronous, _) => 1,
             (_, Some(w)) => w,
-            (s, None) => s.default_workers(self.cores),
+            (s, None) => s.local_part(plan.shard).default_workers(self.cores),
         };
         plan
     }
@@ -631,6 +631,7 @@ mod capacity_tests {
             }),
             window: Default::default(),
             flush_interval: Duration::from_millis(20),
+            shard: Default::default(),
         };
         PlanTemplate {
             base: BenchmarkPlan {
@@ -650,6 +651,7 @@ mod capacity_tests {
                 slo: None,
                 goodput: None,
                 saturation: None,
+                shard: Default::default(),
             },
             workers: None,
             cores: 2,

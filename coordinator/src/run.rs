@@ -43,12 +43,16 @@ impl Profile for std::vec::IntoIter<BenchmarkPlan> {
 }
 
 /// Runs the profile's benchmarks one after another until it is done or interrupted.
+/// `start_at` (Unix seconds, `--start-at`) is the wall-clock instant the first
+/// benchmark's t0 waits for; later ones start as soon as their workers are ready.
 pub async fn run_profile(
     command: &WorkerCommand,
     profile: &mut dyn Profile,
     observer: &mut dyn RunObserver,
+    start_at: Option<f64>,
 ) -> Result<RunOutcome, CoordinatorError> {
     let anchor = ClockAnchor::now();
+    let mut start_at = start_at.map(|s| anchor.mono_at_unix_seconds(s));
     let mut interrupts = Interrupts::install()?;
     let mut benchmarks = Vec::new();
     while let Some(plan) = profile.next(&benchmarks)? {
@@ -57,6 +61,7 @@ pub async fn run_profile(
             anchor: &anchor,
             interrupts: &mut interrupts,
             observer: &mut *observer,
+            start_at: start_at.take(),
         };
         let result = match run_benchmark(&plan, &mut env).await {
             Ok(r) => r,

@@ -99,6 +99,28 @@ impl Strategy {
         wanted.clamp(1, cores)
     }
 
+    /// The load one shard of `shard.count` hosts sends, for sizing its worker group: its
+    /// share of the streams, or 1/N of the rate (its slots of the single host's
+    /// sequence). Reports keep the single host's strategy.
+    pub fn local_part(&self, shard: llmsurge_proto::Shard) -> Strategy {
+        let streams = |s: u32| u32::try_from(shard.share(u64::from(s))).unwrap_or(s);
+        match *self {
+            Strategy::Synchronous => Strategy::Synchronous,
+            Strategy::Concurrent { streams: s } => Strategy::Concurrent {
+                streams: streams(s),
+            },
+            Strategy::Throughput { max_concurrency } => Strategy::Throughput {
+                max_concurrency: streams(max_concurrency),
+            },
+            Strategy::Constant { rate } => Strategy::Constant {
+                rate: rate / f64::from(shard.count.max(1)),
+            },
+            Strategy::Poisson { rate } => Strategy::Poisson {
+                rate: rate / f64::from(shard.count.max(1)),
+            },
+        }
+    }
+
     /// Whether more than one worker is allowed.
     pub fn allows_several_workers(&self) -> bool {
         !matches!(self, Strategy::Synchronous)
@@ -156,6 +178,27 @@ mod tests {
             .default_workers(2),
             2
         );
+    }
+
+    #[test]
+    fn a_shard_sizes_its_workers_for_its_part_of_the_load() {
+        let shard = |index| llmsurge_proto::Shard { index, count: 2 };
+        let five = Strategy::Concurrent { streams: 5 };
+        assert_eq!(
+            five.local_part(shard(0)),
+            Strategy::Concurrent { streams: 3 }
+        );
+        assert_eq!(
+            five.local_part(shard(1)),
+            Strategy::Concurrent { streams: 2 }
+        );
+        assert_eq!(
+            Strategy::Constant { rate: 3000.0 }
+                .local_part(shard(1))
+                .default_workers(16),
+            2
+        );
+        assert_eq!(five.local_part(llmsurge_proto::Shard::WHOLE), five);
     }
 
     #[test]

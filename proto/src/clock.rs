@@ -82,6 +82,14 @@ impl ClockAnchor {
         let delta = t.signed_since(self.mono);
         (self.unix_nanos as i128 + delta as i128) as f64 / 1e9
     }
+
+    /// The monotonic instant of a wall-clock time in seconds since the Unix epoch
+    /// (the inverse of [`unix_seconds`](Self::unix_seconds)), saturating at zero.
+    pub fn mono_at_unix_seconds(&self, unix_seconds: f64) -> MonoNanos {
+        let target = (unix_seconds * 1e9) as i128;
+        let mono = self.mono.0 as i128 + (target - self.unix_nanos as i128);
+        MonoNanos(mono.clamp(0, u64::MAX as i128) as u64)
+    }
 }
 
 #[cfg(test)]
@@ -115,5 +123,7 @@ mod tests {
         };
         let later = MonoNanos(1_500_000_000);
         assert!((anchor.unix_seconds(later) - 1_700_000_000.5).abs() < 1e-6);
+        let back = anchor.mono_at_unix_seconds(1_700_000_000.5);
+        assert!(back.0.abs_diff(later.0) < 1_000, "{back:?}");
     }
 }

@@ -293,6 +293,34 @@ impl Default for Shard {
     }
 }
 
+impl Shard {
+    /// Whether the load is split over more than one host.
+    pub fn is_split(self) -> bool {
+        self.count > 1
+    }
+
+    /// How many of the single host's slots (or streams, or concurrency units) `0..total`
+    /// belong to this shard: those `i` with `i mod N = K`, i.e. `total / N`, plus one for
+    /// the first `total mod N` shards. `UNLIMITED` (`u64::MAX`) stays unlimited. The
+    /// shares of all N shards add up to `total`.
+    pub fn share(self, total: u64) -> u64 {
+        if total == u64::MAX {
+            return total;
+        }
+        let (n, k) = (u64::from(self.count.max(1)), u64::from(self.index));
+        total / n + u64::from(k < total % n)
+    }
+
+    /// The single host's index of this shard's `local`-th slot (or stream): `K + local × N`.
+    /// Shard 0/1 maps every index to itself.
+    pub fn global(self, local: u64) -> u64 {
+        let n = u64::from(self.count.max(1));
+        local
+            .saturating_mul(n)
+            .saturating_add(u64::from(self.index))
+    }
+}
+
 /// Everything one worker needs to run its part of one benchmark.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkerConfig {
@@ -312,4 +340,67 @@ pub struct WorkerConfig {
     pub window: MeasureWindow,
     /// How often to send a batch of updates to the coordinator.
     pub flush_interval: Duration,
+    /// This host's part of a multi-host load: the worker maps the group's local slot
+    /// claims (and its streams) to the single host's indices through it.
+    #[serde(default)]
+    pub shard: Shard,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shard;
+
+    #[test]
+    fn shares_follow_the_residue_classes() {
+        let shares: Vec<u64> = (0..3)
+            .map(|k| Shard { index: k, count: 3 }.share(10))
+            .collect();
+        assert_eq!(shares, vec![4, 3, 3]);
+        assert_eq!(Shard { index: 1, count: 2 }.share(5), 2);
+        assert_eq!(Shard { index: 3, count: 4 }.share(2), 0);
+        assert_eq!(Shard::WHOLE.share(7), 7);
+        assert_eq!(Shard { index: 1, count: 4 }.share(u64::MAX), u64::MAX);
+        assert_eq!(Shard { index: 2, count: 3 }.global(0), 2);
+        assert_eq!(Shard { index: 2, count: 3 }.global(4), 14);
+        assert_eq!(Shard::WHOLE.global(9), 9);
+    }
+
+    mod properties {
+        use super::Shard;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// For every N up to 64 and any total M (max-requests, a dataset's length, a
+            /// concurrency cap C, a stream count S): the shards' index sets are disjoint,
+            /// their union is exactly `0..M`, and their shares add up to M.
+            #[test]
+            fn shards_partition_the_single_host_schedule(
+                count in 1u32..=64,
+                total in prop_oneof![0u64..2_000, Just(1u64), any::<u32>().prop_map(u64::from)],
+            ) {
+                let shards: Vec<Shard> = (0..count).map(|index| Shard { index, count }).collect();
+                let shares: Vec<u64> = shards.iter().map(|s| s.share(total)).collect();
+                prop_assert_eq!(shares.iter().sum::<u64>(), total);
+                // Shares differ by at most one, larger ones first.
+                prop_assert!(shares.windows(2).all(|w| w[0] >= w[1] && w[0] - w[1] <= 1));
+                if total <= 2_000 {
+                    let mut seen = vec![false; total as usize];
+                    for s in &shards {
+                        for local in 0..s.share(total) {
+                            let g = s.global(local);
+                            prop_assert!(g < total, "{:?} local {} -> {} past {}", s, local, g, total);
+                            prop_assert!(!seen[g as usize], "slot {} twice", g);
+                            prop_assert_eq!(g % u64::from(count), u64::from(s.index));
+                            seen[g as usize] = true;
+                        }
+                        // The next local index is past the total: a shard never claims beyond.
+                        prop_assert!(s.global(s.share(total)) >= total);
+                    }
+                    prop_assert!(seen.iter().all(|&b| b), "union is 0..{}", total);
+                }
+            }
+        }
+    }
 }

@@ -12,6 +12,7 @@ pub mod resolve;
 pub mod resolve_output;
 pub mod run;
 pub mod scenario;
+pub mod shard;
 pub mod values;
 
 use crate::exit_codes;

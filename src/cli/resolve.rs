@@ -163,6 +163,12 @@ pub struct RunPlan {
     pub output_dir: PathBuf,
     /// Report contents and console behaviour.
     pub reporting: crate::report::ReportSettings,
+    /// This host's part of a multi-host load (`--shard`, `--shards`); 0/1 for one host.
+    pub shard: llmsurge_proto::Shard,
+    /// The first benchmark's start instant, Unix seconds (`--start-at`).
+    pub start_at: Option<f64>,
+    /// How long to wait for the target to become ready (`--ready-timeout`).
+    pub ready_timeout: Option<Duration>,
     /// Print the plan and exit.
     #[serde(skip)]
     pub dry_run: bool,
@@ -219,6 +225,11 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     // Both windows are checked now against the limits, so a bad combination fails before
     // anything starts.
     measure_window(args.limits.warmup, args.limits.cooldown, &limits)?;
+    let shard = resolve_shard(args, &profile_plan, &limits)?;
+    let start_at = args.multi_host.start_at;
+    if let Some(at) = start_at {
+        super::shard::check_start_at(at, crate::report::unix_now()).map_err(UsageError)?;
+    }
     let (outputs, reporting) = super::resolve_output::resolve_output(&args.output)?;
     Ok(RunPlan {
         target,
@@ -247,8 +258,74 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         outputs,
         output_dir: args.output.output_dir.clone(),
         reporting,
+        shard,
+        start_at,
+        ready_timeout: args.multi_host.ready_timeout,
         dry_run: args.output.dry_run,
     })
+}
+
+/// The shard this process runs, refusing what cannot be split: profiles whose next rate
+/// depends on the previous result (each shard would pick its own), synchronous (one
+/// request at a time cannot be spread over hosts), and splits that leave this shard no
+/// stream, no slot or no concurrency.
+fn resolve_shard(
+    args: &RunArgs,
+    profile: &ProfilePlan,
+    limits: &Limits,
+) -> Result<llmsurge_proto::Shard, UsageError> {
+    let m = &args.multi_host;
+    let job_index = std::env::var(super::shard::JOB_INDEX_VAR).ok();
+    let shard =
+        super::shard::resolve_shard(m.shard, m.shards, job_index.as_deref()).map_err(UsageError)?;
+    if !shard.is_split() {
+        return Ok(shard);
+    }
+    let (k, n) = (shard.index, shard.count);
+    let name = format!("--shard {k}/{n}");
+    let strategies = match profile {
+        ProfilePlan::Sweep { .. } | ProfilePlan::Capacity { .. } => {
+            let profile = format!("{:?}", args.load.profile).to_lowercase();
+            return usage(format!(
+                "{name}: --profile {profile} cannot be split over hosts: each benchmark's rate comes from the previous results, which no shard has whole (run it on one host)"
+            ));
+        }
+        ProfilePlan::Fixed { strategies } => strategies,
+    };
+    for strategy in strategies {
+        let streams = match *strategy {
+            Strategy::Synchronous => {
+                return usage(format!(
+                    "{name}: --profile synchronous sends one request at a time, which cannot be split over hosts"
+                ));
+            }
+            Strategy::Concurrent { streams } => Some(("concurrent", streams)),
+            Strategy::Throughput { max_concurrency } => Some(("throughput", max_concurrency)),
+            Strategy::Constant { .. } | Strategy::Poisson { .. } => None,
+        };
+        if let Some((kind, total)) = streams
+            && shard.share(u64::from(total)) == 0
+        {
+            return usage(format!(
+                "{name}: {kind} with {total} streams leaves this shard 0 streams (each of {n} shards needs at least one)"
+            ));
+        }
+    }
+    if let Some(c) = args.load.max_concurrency
+        && shard.share(c) == 0
+    {
+        return usage(format!(
+            "{name}: --max-concurrency {c} leaves this shard no concurrency (each of {n} shards needs at least one)"
+        ));
+    }
+    if let Some(max) = limits.max_requests
+        && shard.share(max) == 0
+    {
+        return usage(format!(
+            "{name}: --max-requests {max} leaves this shard 0 requests (each of {n} shards needs at least one)"
+        ));
+    }
+    Ok(shard)
 }
 
 fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {

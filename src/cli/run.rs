@@ -32,6 +32,16 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
         Ok(d) => d,
         Err(e) => return super::usage_error(&e),
     };
+    // A finite dataset is split like --max-requests: every shard needs a row.
+    if let Some(len) = data.spec.dataset_len()
+        && plan.shard.is_split()
+        && plan.shard.share(len) == 0
+    {
+        return super::usage_error(&format!(
+            "--shard {}/{}: the dataset's {len} rows leave this shard 0 requests (each of {} shards needs at least one)",
+            plan.shard.index, plan.shard.count, plan.shard.count
+        ));
+    }
     if plan.dry_run {
         return match serde_json::to_string_pretty(&plan_json(&plan, &data)) {
             Ok(s) => {
@@ -74,6 +84,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         plan.model.as_deref(),
         plan.backend.api_key.as_ref(),
         plan.backend.connect_timeout,
+        plan.ready_timeout,
     )
     .await
     {
@@ -112,7 +123,16 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
             return super::usage_error(&message);
         }
     };
-    for w in &probed.warnings {
+    let mut warnings = probed.warnings;
+    // Shards meet at one wall-clock instant: a clock NTP does not steer can be far off.
+    if (plan.start_at.is_some() || plan.shard.is_split())
+        && let Some(why) = crate::clock_sync::unsynchronised()
+    {
+        warnings.push(format!(
+            "host clock not NTP-synchronised: {why}; --start-at and the alignment of shards are only as good as the clocks"
+        ));
+    }
+    for w in &warnings {
         eprintln!("warning: {w}");
     }
     plan.backend.ignore_eos = template.base.worker_template.backend.ignore_eos;
@@ -135,9 +155,11 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
             base_url: target.base_url.clone(),
             model: target.model.clone(),
             mock: target.mock.is_some(),
-            warnings: probed.warnings,
+            warnings,
         },
         started,
+        shard: plan.shard.is_split().then_some(plan.shard),
+        start_at: plan.start_at,
         planned: ChosenProfile::planned(&plan).unwrap_or(0),
         seed: plan.seed,
     };
@@ -149,7 +171,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         &plan.reporting,
         log,
     );
-    let outcome = run_profile(&command, profile.as_profile(), &mut reporter).await;
+    let outcome = run_profile(&command, profile.as_profile(), &mut reporter, plan.start_at).await;
     if let Some(mock) = target.mock {
         mock.shutdown();
     }
@@ -257,6 +279,7 @@ fn plan_template(
         data: data.clone(),
         window: Default::default(),
         flush_interval: FLUSH_INTERVAL,
+        shard: plan.shard,
     };
     let dataset_len = data.dataset_len();
     let base = BenchmarkPlan {
@@ -276,6 +299,7 @@ fn plan_template(
         slo: plan.slo.clone(),
         goodput: plan.goodput,
         saturation: plan.saturation,
+        shard: plan.shard,
     };
     Ok(PlanTemplate {
         base,

@@ -45,6 +45,10 @@ pub struct RunInfo {
     pub planned: usize,
     /// The run seed (request sampling is seeded from it).
     pub seed: u64,
+    /// This host's part of a multi-host load (`--shard K/N` with N > 1).
+    pub shard: Option<llmsurge_proto::Shard>,
+    /// `--start-at`, Unix seconds.
+    pub start_at: Option<f64>,
 }
 
 /// Seconds since the Unix epoch.
@@ -98,8 +102,8 @@ impl RunReporter {
                     complete: false,
                     interrupted: false,
                     extras: settings.extras.clone(),
-                    shard: None,
-                    start_at: None,
+                    shard: info.shard,
+                    start_at: info.start_at,
                 },
                 args: info.args,
                 target: info.target,

@@ -265,6 +265,7 @@ async fn run(
         stop: stop_rx,
         released: Notify::new(),
         flush_now,
+        shard: cfg.shard,
     });
     match &cfg.schedule {
         Schedule::Streams { streams, rampup } => {

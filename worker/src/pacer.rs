@@ -10,7 +10,7 @@ use crate::arrivals::ArrivalClock;
 use crate::backend::Backend;
 use crate::source::RequestSource;
 use bytes::Bytes;
-use llmsurge_proto::{MonoNanos, SharedRegion};
+use llmsurge_proto::{MonoNanos, Shard, SharedRegion};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
@@ -49,6 +49,9 @@ pub struct Pacer {
     pub backend: Arc<Backend>,
     /// Where due slots go.
     pub tx: UnboundedSender<Dispatch>,
+    /// This host's part of the load: shared memory counts the group's local claims,
+    /// each mapped here to its slot of the single-host schedule.
+    pub shard: Shard,
 }
 
 impl std::fmt::Debug for Pacer {
@@ -65,13 +68,15 @@ impl Pacer {
         // Lower timer slack (50 µs by default) so sleeps end when asked; per thread.
         let _ = nix::sys::prctl::set_timerslack(1);
         request_short_slice();
-        while let Some(slot) = self.shm.claim_slot() {
+        while let Some(local) = self.shm.claim_slot() {
+            // The global slot: its arrival time and its prompt are the single host's.
+            let slot = self.shard.global(local);
             let scheduled = self.t0 + Duration::from_nanos(self.clock.offset_ns(slot));
             let (body, prompt_tokens) = match self.source.request(slot) {
                 Ok(Some(req)) => (Ok(self.backend.build_body(&req)), req.prompt_tokens),
                 Ok(None) => {
                     // A finite dataset ran out: nobody may claim past it.
-                    self.shm.limit_slots(slot);
+                    self.shm.limit_slots(local);
                     break;
                 }
                 Err(message) => (Err(message), None),
@@ -234,6 +239,7 @@ mod tests {
             source: Box::new(Fixed),
             backend: Arc::new(backend),
             tx,
+            shard: Shard::WHOLE,
         };
         let handle = std::thread::spawn(move || pacer.run());
         let first = rx.blocking_recv().expect("slot 0");

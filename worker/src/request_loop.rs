@@ -15,7 +15,7 @@ use crate::pacer::{Dispatch, Pacer};
 use crate::reporter::{Reporter, SlotInfo};
 use crate::source::RequestSource;
 use bytes::Bytes;
-use llmsurge_proto::{Arrivals, ErrorKind, MonoNanos, SharedRegion};
+use llmsurge_proto::{Arrivals, ErrorKind, MonoNanos, Shard, SharedRegion};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -46,6 +46,9 @@ pub struct Context {
     pub released: Notify,
     /// The reporter holds a full batch.
     pub flush_now: Rc<Notify>,
+    /// This host's part of a multi-host load: local claims and streams map to the
+    /// single host's slots and streams through it.
+    pub shard: Shard,
 }
 
 /// How often the runtime probe wakes.
@@ -138,7 +141,9 @@ impl Context {
         }
     }
 
-    /// Runs `streams` of the group's streams that belong to this worker.
+    /// Runs the streams of the single host's `streams` that belong to this worker: the
+    /// shard's streams (`K`, `K + N`, ...) dealt round-robin over the group's workers.
+    /// Each keeps the single host's ramp-up turn.
     pub async fn run_streams(
         self: &Rc<Self>,
         streams: u32,
@@ -150,10 +155,12 @@ impl Context {
         let source = Rc::new(RefCell::new(source));
         let probe = tokio::task::spawn_local(probe_runtime(self.reporter.clone()));
         let mut tasks = JoinSet::new();
-        for stream in (self.id..streams).step_by(worker_count.max(1) as usize) {
+        let local_streams = self.shard.share(u64::from(streams));
+        for local in (u64::from(self.id)..local_streams).step_by(worker_count.max(1) as usize) {
             let ctx = self.clone();
             let source = source.clone();
-            let offset = rampup.mul_f64(f64::from(stream) / f64::from(streams));
+            let stream = self.shard.global(local);
+            let offset = rampup.mul_f64(stream as f64 / f64::from(streams));
             tasks.spawn_local(async move { ctx.stream_loop(t0 + offset, source).await });
         }
         while tasks.join_next().await.is_some() {}
@@ -169,13 +176,14 @@ impl Context {
             Ok(_) = stop.wait_for(|s| *s) => return,
         }
         let mut previous_end = None;
-        while let Some(slot) = self.shm.claim_slot() {
+        while let Some(local) = self.shm.claim_slot() {
+            let slot = self.shard.global(local);
             let scheduled = MonoNanos::now();
             let prepared = source.borrow_mut().request(slot);
             let (body, prompt_tokens) = match prepared {
                 Ok(Some(req)) => (Ok(self.backend.build_body(&req)), req.prompt_tokens),
                 Ok(None) => {
-                    self.shm.limit_slots(slot);
+                    self.shm.limit_slots(local);
                     break;
                 }
                 Err(message) => (Err(message), None),
@@ -212,6 +220,7 @@ impl Context {
             source,
             backend: self.backend.clone(),
             tx,
+            shard: self.shard,
         };
         let handle = std::thread::Builder::new()
             .name("llmsurge-pacer".into())

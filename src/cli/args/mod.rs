@@ -7,6 +7,7 @@ mod client;
 mod data;
 mod limits;
 mod load;
+mod multihost;
 mod output;
 mod preprocess;
 mod target;
@@ -15,6 +16,7 @@ pub use client::ClientArgs;
 pub use data::{DataArgs, SamplerArg};
 pub use limits::LimitArgs;
 pub use load::{LoadArgs, SweepArrivalsArg};
+pub use multihost::MultiHostArgs;
 pub use output::OutputArgs;
 pub use preprocess::PreprocessArgs;
 pub use target::TargetArgs;
@@ -78,4 +80,6 @@ pub struct RunArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub client: ClientArgs,
+    #[command(flatten)]
+    pub multi_host: MultiHostArgs,
 }
