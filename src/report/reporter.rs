@@ -100,6 +100,7 @@ impl RunReporter {
                     extras: settings.extras.clone(),
                     shard: None,
                     start_at: None,
+                    merged: None,
                 },
                 args: info.args,
                 target: info.target,
