@@ -68,7 +68,7 @@ fn shard_reports_of_real_runs_merge_in_any_order_to_the_same_bytes() {
                 "40",
                 "--max-requests",
                 "12",
-                "--seed",
+                "--random-seed",
                 "7",
                 "--data",
                 "prompt_tokens=16,output_tokens=8",
