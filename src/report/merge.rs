@@ -625,7 +625,7 @@ mod tests {
     /// Values of one shard: deterministic, different per shard, every class.
     fn values(index: u32) -> Vec<(StatusClass, Metric, u64)> {
         let mut v = Vec::new();
-        let mut x: u64 = 0x9E37_79B9 ^ u64::from(index + 1) * 7919;
+        let mut x: u64 = 0x9E37_79B9 ^ (u64::from(index + 1) * 7919);
         for n in 0..(200 + 37 * u64::from(index)) {
             x = x
                 .wrapping_mul(6_364_136_223_846_793_005)
