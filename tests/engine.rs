@@ -9,6 +9,7 @@ mod faults;
 mod fd_limit;
 mod gates;
 mod lifecycle;
+mod merge;
 mod metrics;
 mod profiles;
 mod reports;

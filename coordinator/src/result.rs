@@ -117,6 +117,21 @@ pub struct ClientHealth {
     pub warnings: Vec<String>,
 }
 
+/// One shard's part of a merged benchmark.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShardHealth {
+    /// The shard's index (`K` of `--shard K/N`).
+    pub index: u32,
+    /// N of `--shard K/N`.
+    pub count: u32,
+    /// The host it ran on.
+    pub host: String,
+    /// Its measured requests that completed.
+    pub completed: u64,
+    /// Its client health, as its own report had it.
+    pub client: ClientHealth,
+}
+
 /// One benchmark of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchmarkResult {
@@ -168,6 +183,16 @@ pub struct BenchmarkResult {
     /// deflate, base64. They let reports merge losslessly and comparisons bootstrap.
     #[serde(default)]
     pub histograms: BTreeMap<String, String>,
+    /// Every histogram of the measured window, of every status class and metric (client
+    /// probes included), keyed `<class>.<metric>` (`errored.ttft`), encoded as
+    /// `histograms`: what `benchmark merge` needs to recompute every distribution exactly.
+    /// Absent from reports older than it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub class_histograms: BTreeMap<String, String>,
+    /// A merged report only: each shard's index, host and client health, so one slow
+    /// shard shows. Empty (and left out) elsewhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardHealth>,
     /// The workers.
     pub workers: Vec<WorkerOutcome>,
     /// The end-of-benchmark check of the request books. Absent from reports older than
@@ -241,13 +266,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         0.0
     };
 
-    let mut metrics = BTreeMap::new();
-    for metric in Metric::REPORTED {
-        metrics.insert(
-            metric.key().to_string(),
-            status_distributions(&state.metrics, metric),
-        );
-    }
+    let metrics = distributions(&state.metrics);
 
     let duration_s = ctx.end.since(ctx.t0).as_secs_f64();
     let client = client_health(state, &ctx, &metrics, duration_s);
@@ -302,11 +321,21 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         token_sources: state.token_sources,
         client,
         timeseries,
-        histograms: encode_histograms(state),
+        histograms: encode_histograms(&state.metrics),
+        class_histograms: encode_class_histograms(&state.metrics),
+        shards: Vec::new(),
         workers: ctx.workers,
         audit: Audit::default(),
         rate_estimate: None,
     }
+}
+
+/// The distributions of every reported metric, per status (the report's `metrics`).
+pub fn distributions(set: &MetricSet) -> BTreeMap<String, StatusDistributions> {
+    Metric::REPORTED
+        .iter()
+        .map(|&metric| (metric.key().to_string(), status_distributions(set, metric)))
+        .collect()
 }
 
 /// A metric's distributions per status. A `…_with_incomplete` metric holds what the
@@ -364,22 +393,55 @@ pub const REPORTED_HISTOGRAMS: [Metric; 6] = [
     Metric::DispatchLag,
 ];
 
-fn encode_histograms(state: &WorkerGroupState) -> BTreeMap<String, String> {
-    use base64::Engine;
+/// The report's `histograms`: successful requests of [`REPORTED_HISTOGRAMS`].
+pub fn encode_histograms(set: &MetricSet) -> BTreeMap<String, String> {
     REPORTED_HISTOGRAMS
         .iter()
         .filter_map(|&metric| {
-            let h = state
-                .metrics
+            let h = set
                 .get(StatusClass::Successful, metric)
                 .filter(|h| !h.is_empty())?;
-            let bytes = llmsurge_proto::encode_compressed(h).ok()?;
-            Some((
-                metric.key().to_string(),
-                base64::engine::general_purpose::STANDARD.encode(bytes),
-            ))
+            Some((metric.key().to_string(), encode_base64(h)?))
         })
         .collect()
+}
+
+/// The report's `class_histograms`: every non-empty histogram of the set.
+pub fn encode_class_histograms(set: &MetricSet) -> BTreeMap<String, String> {
+    StatusClass::ALL
+        .iter()
+        .flat_map(|&class| Metric::ALL.iter().map(move |&metric| (class, metric)))
+        .filter_map(|(class, metric)| {
+            let h = set.get(class, metric).filter(|h| !h.is_empty())?;
+            Some((class_key(class, metric), encode_base64(h)?))
+        })
+        .collect()
+}
+
+/// The key of a histogram in `class_histograms`: `<class>.<metric>`.
+pub fn class_key(class: StatusClass, metric: Metric) -> String {
+    let class = match class {
+        StatusClass::Successful => "successful",
+        StatusClass::Errored => "errored",
+        StatusClass::Incomplete => "incomplete",
+    };
+    format!("{class}.{}", metric.key())
+}
+
+fn encode_base64(h: &hdrhistogram::Histogram<u64>) -> Option<String> {
+    use base64::Engine;
+    let bytes = llmsurge_proto::encode_compressed(h).ok()?;
+    Some(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+/// Why a report's histograms could not be read back.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct HistogramError {
+    /// The histogram's key.
+    pub key: String,
+    /// What was wrong with it.
+    pub message: String,
 }
 
 impl BenchmarkResult {
@@ -389,6 +451,53 @@ impl BenchmarkResult {
         let b64 = self.histograms.get(metric_key)?;
         let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
         llmsurge_proto::decode_histogram(&bytes).ok()
+    }
+
+    /// Every histogram of `class_histograms`, decoded into one set; an unknown key or an
+    /// undecodable histogram is an error naming it.
+    pub fn metric_set(&self) -> Result<MetricSet, HistogramError> {
+        use base64::Engine;
+        let mut set = MetricSet::new();
+        for (key, b64) in &self.class_histograms {
+            let fail = |message: String| HistogramError {
+                key: key.clone(),
+                message,
+            };
+            let (class, metric) = StatusClass::ALL
+                .iter()
+                .flat_map(|&c| Metric::ALL.iter().map(move |&m| (c, m)))
+                .find(|&(c, m)| class_key(c, m) == *key)
+                .ok_or_else(|| fail("not a <class>.<metric> key".into()))?;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| fail(e.to_string()))?;
+            let h = llmsurge_proto::decode_histogram(&bytes).map_err(|e| fail(e.to_string()))?;
+            set.add(class, metric, &h)
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        Ok(set)
+    }
+
+    /// Replaces every distribution (`metrics`, `histograms`, `class_histograms`, the
+    /// client's dispatch lag, send gap and runtime delay) by those of `set`.
+    pub fn set_distributions(&mut self, set: &MetricSet) {
+        self.metrics = distributions(set);
+        self.histograms = encode_histograms(set);
+        self.class_histograms = encode_class_histograms(set);
+        let lag = self
+            .metrics
+            .get(Metric::DispatchLag.key())
+            .map(|d| d.total.clone())
+            .unwrap_or_default();
+        self.client.dispatch_lag_p50_ms = lag.percentiles.p50;
+        self.client.dispatch_lag_p99_ms = lag.percentiles.p99;
+        let probe = |metric| {
+            set.get(StatusClass::Successful, metric)
+                .filter(|h| !h.is_empty())
+                .map(|h| Distribution::of_metric(metric, h))
+        };
+        self.client.send_gap = probe(Metric::SendGap);
+        self.client.runtime_delay = probe(Metric::RuntimeDelay);
     }
 }
 

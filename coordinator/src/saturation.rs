@@ -373,6 +373,7 @@ mod tests {
                 concurrency,
                 output_tokens_per_s: 0.0,
                 ttft_mean_ms: Some(ttft),
+                ttft_count: 10,
             })
             .collect();
         b

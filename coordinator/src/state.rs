@@ -18,8 +18,8 @@ use llmsurge_proto::{
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
-/// Error messages kept per kind, for diagnosis.
-const SAMPLES_PER_KIND: usize = 5;
+/// Sample messages kept per error kind (first seen, distinct).
+pub const SAMPLES_PER_KIND: usize = 5;
 
 /// Request counts of a benchmark.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -34,6 +34,14 @@ pub struct TimePoint {
     pub output_tokens_per_s: f64,
     /// Mean TTFT of the first tokens that arrived in this second, in ms.
     pub ttft_mean_ms: Option<f64>,
+    /// First tokens that arrived in this second (what `ttft_mean_ms` averages; weights
+    /// it when shards merge). Absent from older reports and when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ttft_count: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Accumulates per-second buckets relative to `t0`.
@@ -106,6 +114,7 @@ impl TimeSeries {
                     output_tokens_per_s: b.output_tokens as f64 / width,
                     ttft_mean_ms: (b.ttft_count > 0)
                         .then(|| b.ttft_sum_us as f64 / b.ttft_count as f64 / 1000.0),
+                    ttft_count: b.ttft_count,
                 }
             })
             .collect()

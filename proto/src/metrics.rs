@@ -314,6 +314,16 @@ impl MetricSet {
         self.hists[class.index()][metric.index()].as_ref()
     }
 
+    /// Adds a whole histogram (e.g. one decoded from a report) into one class and metric.
+    pub fn add(
+        &mut self,
+        class: StatusClass,
+        metric: Metric,
+        h: &Histogram<u64>,
+    ) -> Result<(), MetricsError> {
+        self.slot(class, metric).add(h).map_err(MetricsError::Merge)
+    }
+
     /// The histogram of one metric over every class.
     pub fn total(&self, metric: Metric) -> Histogram<u64> {
         let mut total = new_histogram();

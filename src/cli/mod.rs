@@ -8,6 +8,7 @@ pub mod compare;
 pub mod completions;
 pub mod config;
 pub mod from_file;
+pub mod merge;
 pub mod resolve;
 pub mod resolve_output;
 pub mod run;
@@ -62,6 +63,8 @@ enum BenchmarkCommand {
     FromFile(from_file::FromFileArgs),
     /// Compare two reports: flag regressions beyond tolerance and noise (exit code 3).
     Compare(compare::CompareArgs),
+    /// Merge the reports of the N shards of one run (`--shard K/N`) into one report.
+    Merge(merge::MergeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -185,6 +188,7 @@ pub fn main() -> i32 {
         Command::Config => config::print_config(),
         Command::Completions(args) => completions::print_completions(&args),
         Command::Benchmark(BenchmarkCommand::Compare(args)) => compare::benchmark_compare(&args),
+        Command::Benchmark(BenchmarkCommand::Merge(args)) => merge::benchmark_merge(&args),
         Command::MockServer(config) => {
             if let Err(e) = config.validate() {
                 return usage_error(&e.to_string());

@@ -101,6 +101,7 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
             .filter_map(serde_json::Value::as_object_mut)
         {
             b.remove("histograms");
+            b.remove("class_histograms");
         }
     }
     let json = value.to_string();

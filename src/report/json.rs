@@ -76,6 +76,23 @@ pub struct Metadata {
     /// The agreed wall-clock start (`--start-at`), Unix seconds, when one was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<f64>,
+    /// A merged report (`benchmark merge`): the shards it holds and those missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<MergeInfo>,
+}
+
+/// What `benchmark merge` combined into a report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MergeInfo {
+    /// N of the shards' `--shard K/N`.
+    pub count: u32,
+    /// The indices merged, ascending.
+    pub shards: Vec<u32>,
+    /// The indices absent (only with `--allow-partial`): the report holds part of the load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<u32>,
+    /// Each merged shard's host, in the order of `shards`.
+    pub hosts: Vec<HostInfo>,
 }
 
 /// The target as resolved.

@@ -16,6 +16,7 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod merge;
 pub mod outputs;
 pub mod progress;
 pub mod reporter;
@@ -23,7 +24,8 @@ pub mod requests;
 pub mod verdicts;
 
 pub use json::{
-    HostInfo, LoadError, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo, write_atomic,
+    HostInfo, LoadError, MergeInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo,
+    write_atomic,
 };
 pub use outputs::{FileFormat, Output, parse_outputs, render, write_files};
 pub use reporter::{ReportSettings, RunInfo, RunReporter, unix_now};
@@ -66,6 +68,22 @@ pub fn notes(b: &BenchmarkResult) -> Vec<String> {
         notes.push(format!(
             "rate taken for the profile: {:.3} req/s, estimated: {}",
             e.requests_per_s, e.detail
+        ));
+    }
+    if let Some(count) = b.shards.first().map(|s| s.count) {
+        let present: Vec<u32> = b.shards.iter().map(|s| s.index).collect();
+        let missing: Vec<String> = (0..count)
+            .filter(|i| !present.contains(i))
+            .map(|i| i.to_string())
+            .collect();
+        notes.push(format!(
+            "merged from {} of {count} shards{}; concurrency peak is the sum of the shards' peaks (an upper bound)",
+            present.len(),
+            if missing.is_empty() {
+                String::new()
+            } else {
+                format!(" (missing: {}: partial load)", missing.join(", "))
+            }
         ));
     }
     notes.extend(b.client.warnings.iter().map(|w| format!("warning: {w}")));

@@ -104,6 +104,7 @@ impl RunReporter {
                     extras: settings.extras.clone(),
                     shard: info.shard,
                     start_at: info.start_at,
+                    merged: None,
                 },
                 args: info.args,
                 target: info.target,

@@ -1,0 +1,828 @@
+//! `benchmark merge`: one report from the reports of N shards (`--shard K/N`) of one run.
+//!
+//! Every merged field is a function of the inputs sorted by shard index, so any order of
+//! the same files gives the same bytes. Counts add; distributions are recomputed from the
+//! shards' histograms added together (`class_histograms`: every status class, so every
+//! percentile is that of the union exactly); throughput is taken over the merged
+//! measured window on wall-clock time; time series are aligned on wall-clock seconds.
+//! The rules are documented in docs/cli.md ("Merging shards") and docs/report.md.
+
+use super::json::{HostInfo, MergeInfo, Metadata, REPORT_SCHEMA_VERSION, Report};
+use super::requests::{RequestEntry, RequestSamples};
+use llmsurge_coordinator::result::{ErrorEntry, ShardHealth, Window};
+use llmsurge_coordinator::slo::{Goodput, Slo};
+use llmsurge_coordinator::state::SAMPLES_PER_KIND;
+use llmsurge_coordinator::timeseries::TimePoint;
+use llmsurge_coordinator::{BenchmarkResult, StopReason};
+use llmsurge_proto::MetricSet;
+
+/// The `args` keys (JSON pointers) that differ between the shards of one run and are left
+/// out when comparing them and from the merged report: the shard itself, and where each
+/// shard wrote its files (`RunPlan::output_dir`, `ReportSettings::request_log`). Every
+/// other key must be equal in every shard.
+pub const PER_SHARD_ARGS: [&str; 3] = ["/shard", "/output_dir", "/reporting/request_log"];
+
+/// Why the inputs cannot be merged: one line naming the file and the field.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct MergeError(pub String);
+
+fn refuse(file: &str, field: &str, what: impl std::fmt::Display) -> MergeError {
+    MergeError(format!("{file}: {field}: {what}"))
+}
+
+/// `args` without the [`PER_SHARD_ARGS`].
+fn shared_args(args: &serde_json::Value) -> serde_json::Value {
+    let mut args = args.clone();
+    for pointer in PER_SHARD_ARGS {
+        let (parent, key) = pointer.rsplit_once('/').unwrap_or(("", pointer));
+        if let Some(obj) = args
+            .pointer_mut(parent)
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            obj.remove(key);
+        }
+    }
+    args
+}
+
+/// The first path (`args.limits.max_requests`) at which two JSON values differ.
+fn first_difference(a: &serde_json::Value, b: &serde_json::Value, path: &str) -> Option<String> {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| match (x.get(k), y.get(k)) {
+                (Some(u), Some(v)) => first_difference(u, v, &format!("{path}.{k}")),
+                _ => Some(format!("{path}.{k}")),
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (u, v))| first_difference(u, v, &format!("{path}[{i}]"))),
+        _ => (a != b).then(|| path.to_string()),
+    }
+}
+
+/// One input: its file name (for messages), shard index, report and decoded histograms
+/// (one set per benchmark).
+struct Input {
+    file: String,
+    index: u32,
+    report: Report,
+    sets: Vec<MetricSet>,
+}
+
+/// Merges shard reports (each with the file it came from, for messages). Refuses
+/// reports of different runs, configurations, a duplicate shard, a report that is not a
+/// shard's, and a missing shard unless `allow_partial`.
+pub fn merge(inputs: Vec<(String, Report)>, allow_partial: bool) -> Result<Report, MergeError> {
+    if inputs.is_empty() {
+        return Err(MergeError("no reports to merge".into()));
+    }
+    let mut shards = Vec::with_capacity(inputs.len());
+    for (file, report) in inputs {
+        let Some(shard) = report.metadata.shard else {
+            return Err(refuse(
+                &file,
+                "metadata.shard",
+                "absent: not a shard's report (written by `benchmark run --shard K/N`)",
+            ));
+        };
+        if shard.count == 0 || shard.index >= shard.count {
+            return Err(refuse(
+                &file,
+                "metadata.shard",
+                format!("{}/{} is not a shard", shard.index, shard.count),
+            ));
+        }
+        let mut sets = Vec::with_capacity(report.benchmarks.len());
+        for (i, b) in report.benchmarks.iter().enumerate() {
+            let measured = b.measured_requests;
+            if b.class_histograms.is_empty()
+                && measured.completed + measured.errored + measured.cancelled > 0
+            {
+                return Err(refuse(
+                    &file,
+                    &format!("benchmarks[{i}].class_histograms"),
+                    "absent: written by an llmsurge that cannot be merged",
+                ));
+            }
+            let set = b.metric_set().map_err(|e| {
+                refuse(
+                    &file,
+                    &format!("benchmarks[{i}].class_histograms.{}", e.key),
+                    e.message,
+                )
+            })?;
+            sets.push(set);
+        }
+        shards.push(Input {
+            file,
+            index: shard.index,
+            report,
+            sets,
+        });
+    }
+    // Every later step reads the shards in index order: the output cannot depend on the
+    // order of the files. Ties (a duplicate) are refused below.
+    shards.sort_by_key(|s| s.index);
+    let count = check(&shards)?;
+    let present: Vec<u32> = shards.iter().map(|s| s.index).collect();
+    let missing: Vec<u32> = (0..count).filter(|i| !present.contains(i)).collect();
+    if !missing.is_empty() && !allow_partial {
+        return Err(MergeError(format!(
+            "metadata.shard: shard(s) {} of {count} missing (merge them all, or pass --allow-partial)",
+            list(&missing)
+        )));
+    }
+    Ok(combine(&shards, count, missing))
+}
+
+fn list(indices: &[u32]) -> String {
+    indices
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Checks the sorted shards belong to one run; returns N.
+fn check(shards: &[Input]) -> Result<u32, MergeError> {
+    let first = &shards[0];
+    let count = first.report.metadata.shard.map_or(0, |s| s.count);
+    let args = shared_args(&first.report.args);
+    for (pos, s) in shards.iter().enumerate() {
+        let r = &s.report;
+        let n = r.metadata.shard.map_or(0, |s| s.count);
+        if n != count {
+            return Err(refuse(
+                &s.file,
+                "metadata.shard.count",
+                format!("{n}, but {} has {count}", first.file),
+            ));
+        }
+        if pos > 0 && shards[pos - 1].index == s.index {
+            return Err(refuse(
+                &s.file,
+                "metadata.shard.index",
+                format!("{} is also that of {}", s.index, shards[pos - 1].file),
+            ));
+        }
+        if r.metadata.version != first.report.metadata.version {
+            return Err(refuse(
+                &s.file,
+                "metadata.version",
+                format!(
+                    "{}, but {} has {}",
+                    r.metadata.version, first.file, first.report.metadata.version
+                ),
+            ));
+        }
+        if r.metadata.start_at != first.report.metadata.start_at {
+            return Err(refuse(
+                &s.file,
+                "metadata.start_at",
+                format!("differs from that of {}", first.file),
+            ));
+        }
+        if let Some(path) = first_difference(&shared_args(&r.args), &args, "args") {
+            return Err(refuse(
+                &s.file,
+                &path,
+                format!("differs from that of {}: not the same run", first.file),
+            ));
+        }
+        if r.benchmarks.len() != first.report.benchmarks.len() {
+            return Err(refuse(
+                &s.file,
+                "benchmarks",
+                format!(
+                    "{} benchmarks, but {} has {}",
+                    r.benchmarks.len(),
+                    first.file,
+                    first.report.benchmarks.len()
+                ),
+            ));
+        }
+        for (i, (b, f)) in r
+            .benchmarks
+            .iter()
+            .zip(&first.report.benchmarks)
+            .enumerate()
+        {
+            if b.strategy != f.strategy {
+                return Err(refuse(
+                    &s.file,
+                    &format!("benchmarks[{i}].strategy"),
+                    format!("{}, but {} has {}", b.strategy, first.file, f.strategy),
+                ));
+            }
+        }
+    }
+    Ok(count)
+}
+
+fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
+    let first = &shards[0].report;
+    let reports = || shards.iter().map(|s| &s.report);
+    let hosts: Vec<HostInfo> = reports().map(|r| r.metadata.host.clone()).collect();
+    let mut extras = serde_json::Map::new();
+    for r in reports() {
+        for (k, v) in &r.metadata.extras {
+            // The lowest shard's value wins a key two shards set differently.
+            extras.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    let mut warnings: Vec<String> = Vec::new();
+    for w in reports().flat_map(|r| &r.target.warnings) {
+        if !warnings.contains(w) {
+            warnings.push(w.clone());
+        }
+    }
+    let args = shared_args(&first.args);
+    // The SLO is judged on the fleet's numbers, from the spec every shard was given.
+    let slo: Option<Slo> = args
+        .get("slo")
+        .and_then(|v| serde_json::from_value(v.clone()).ok());
+    let benchmarks = (0..first.benchmarks.len())
+        .map(|i| merge_benchmark(shards, i, count, slo.as_ref()))
+        .collect();
+    let request_samples = (0..first.request_samples.len())
+        .map(|i| merge_samples(shards, i))
+        .collect();
+    Report {
+        schema_version: REPORT_SCHEMA_VERSION,
+        metadata: Metadata {
+            tool: first.metadata.tool.clone(),
+            version: first.metadata.version.clone(),
+            host: fleet_host(&hosts),
+            start_time: reports()
+                .map(|r| r.metadata.start_time)
+                .fold(f64::INFINITY, f64::min),
+            end_time: reports()
+                .map(|r| r.metadata.end_time)
+                .fold(f64::NEG_INFINITY, f64::max),
+            complete: missing.is_empty() && reports().all(|r| r.metadata.complete),
+            interrupted: reports().any(|r| r.metadata.interrupted),
+            extras,
+            shard: None,
+            start_at: first.metadata.start_at,
+            merged: Some(MergeInfo {
+                count,
+                shards: shards.iter().map(|s| s.index).collect(),
+                missing,
+                hosts,
+            }),
+        },
+        args,
+        target: super::json::TargetInfo {
+            warnings,
+            ..first.target.clone()
+        },
+        benchmarks,
+        request_samples,
+        metric_definitions: first.metric_definitions.clone(),
+        capacity: None,
+    }
+}
+
+/// The fleet as one host: distinct names and descriptions joined, CPUs and memory summed.
+fn fleet_host(hosts: &[HostInfo]) -> HostInfo {
+    let joined = |field: fn(&HostInfo) -> &String| {
+        let mut seen: Vec<&str> = Vec::new();
+        for h in hosts {
+            if !seen.contains(&field(h).as_str()) {
+                seen.push(field(h).as_str());
+            }
+        }
+        seen.join(", ")
+    };
+    HostInfo {
+        hostname: joined(|h| &h.hostname),
+        os: joined(|h| &h.os),
+        cpu: joined(|h| &h.cpu),
+        cpus: hosts.iter().map(|h| h.cpus).sum(),
+        memory_bytes: hosts.iter().map(|h| h.memory_bytes).sum(),
+    }
+}
+
+/// How much a stop reason says about the run, for choosing one when shards disagree: a
+/// failure outranks a user's interrupt, which outranks a limit, which outranks a
+/// schedule that simply ran out.
+fn severity(reason: &Option<StopReason>) -> u8 {
+    match reason {
+        Some(StopReason::WorkerFailure { .. }) => 6,
+        Some(StopReason::Interrupted) => 5,
+        Some(StopReason::MaxErrors { .. } | StopReason::MaxErrorRate { .. }) => 4,
+        Some(StopReason::OverSaturation { .. }) => 3,
+        Some(StopReason::MaxSeconds { .. }) => 2,
+        Some(StopReason::MaxRequests { .. } | StopReason::DatasetExhausted { .. }) => 1,
+        Some(StopReason::ScheduleComplete) | None => 0,
+    }
+}
+
+fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) -> BenchmarkResult {
+    let parts: Vec<&BenchmarkResult> = shards.iter().map(|s| &s.report.benchmarks[i]).collect();
+    let mut m = parts[0].clone();
+    m.start_time = parts
+        .iter()
+        .map(|b| b.start_time)
+        .fold(f64::INFINITY, f64::min);
+    m.end_time = parts
+        .iter()
+        .map(|b| b.end_time)
+        .fold(f64::NEG_INFINITY, f64::max);
+    m.duration_s = m.end_time - m.start_time;
+
+    // Measured window: earliest measured start to latest measured end, on wall-clock
+    // time; shards that measured nothing have none.
+    let windows: Vec<&Window> = parts
+        .iter()
+        .map(|b| &b.measured_window)
+        .filter(|w| w.end_time > 0.0)
+        .collect();
+    m.measured_window = if windows.is_empty() {
+        Window::default()
+    } else {
+        let start = windows
+            .iter()
+            .map(|w| w.start_time)
+            .fold(f64::INFINITY, f64::min);
+        let end = windows
+            .iter()
+            .map(|w| w.end_time)
+            .fold(f64::NEG_INFINITY, f64::max);
+        Window {
+            start_time: start,
+            end_time: end,
+            duration_s: end - start,
+        }
+    };
+    let d = m.measured_window.duration_s;
+    let per_s = |n: f64| if d > 0.0 { n / d } else { 0.0 };
+
+    // The most telling stop reason (the lowest shard's among equals), its instant
+    // counted from the merged start.
+    let (stopper, _) = parts
+        .iter()
+        .enumerate()
+        .max_by_key(|(k, b)| (severity(&b.stop_reason), std::cmp::Reverse(*k)))
+        .unwrap_or((0, &parts[0]));
+    m.stop_reason = parts[stopper].stop_reason.clone();
+    m.stop_time_s = parts[stopper]
+        .stop_time_s
+        .map(|t| parts[stopper].start_time + t - m.start_time);
+    m.interrupted = parts.iter().any(|b| b.interrupted);
+
+    let mut requests = llmsurge_coordinator::state::Counts::default();
+    let mut measured = llmsurge_coordinator::result::MeasuredCounts::default();
+    let mut tokens = llmsurge_coordinator::state::TokenSources::default();
+    for b in &parts {
+        let r = &b.requests;
+        requests.created += r.created;
+        requests.completed += r.completed;
+        requests.errored += r.errored;
+        requests.cancelled += r.cancelled;
+        requests.in_flight += r.in_flight;
+        requests.late += r.late;
+        requests.warmup += r.warmup;
+        requests.cooldown += r.cooldown;
+        measured.completed += b.measured_requests.completed;
+        measured.errored += b.measured_requests.errored;
+        measured.cancelled += b.measured_requests.cancelled;
+        tokens.usage += b.token_sources.usage;
+        tokens.stream += b.token_sources.stream;
+        tokens.unknown += b.token_sources.unknown;
+        tokens.mismatched += b.token_sources.mismatched;
+    }
+    m.requests = requests;
+    m.measured_requests = measured;
+    m.token_sources = tokens;
+    m.errors = merge_errors(&parts);
+    m.audit = merge_audit(shards, i);
+
+    // Throughput: the shards' totals (rate × their own window, rounded back to the
+    // integer counts they came from) over the merged window.
+    let total = |rate: fn(&BenchmarkResult) -> f64| -> f64 {
+        parts
+            .iter()
+            .map(|b| (rate(b) * b.measured_window.duration_s).round())
+            .sum()
+    };
+    let output_tokens = total(|b| b.throughput.output_tokens_per_s);
+    let all_tokens = total(|b| b.throughput.total_tokens_per_s);
+    // Summed time in flight (ns precision is what each shard measured) over the window.
+    let busy_s: f64 = parts
+        .iter()
+        .map(|b| b.throughput.concurrency_mean * b.measured_window.duration_s)
+        .sum();
+    m.throughput.requests_per_s = per_s(measured.completed as f64);
+    m.throughput.output_tokens_per_s = per_s(output_tokens);
+    m.throughput.total_tokens_per_s = per_s(all_tokens);
+    m.throughput.concurrency_mean = per_s(busy_s);
+    // An upper bound: the shards' peaks need not have coincided.
+    m.throughput.concurrency_peak = parts.iter().map(|b| b.throughput.concurrency_peak).sum();
+
+    m.goodput = parts[0].goodput.map(|g| {
+        let good: u64 = parts
+            .iter()
+            .filter_map(|b| b.goodput)
+            .map(|g| g.good_requests)
+            .sum();
+        let unfinished: u64 = parts
+            .iter()
+            .filter_map(|b| b.goodput)
+            .map(|g| g.unfinished_not_good)
+            .sum();
+        let judged = measured.completed + unfinished;
+        Goodput {
+            spec: g.spec,
+            good_requests: good,
+            requests_per_s: per_s(good as f64),
+            fraction: if judged > 0 {
+                good as f64 / judged as f64
+            } else {
+                0.0
+            },
+            unfinished_not_good: unfinished,
+        }
+    });
+
+    // Client health: each shard's kept; the fleet's is a bottleneck if any shard was.
+    let mut client = parts[0].client.clone();
+    client.late_requests = parts.iter().map(|b| b.client.late_requests).sum();
+    client.worker_cpu_s = parts.iter().map(|b| b.client.worker_cpu_s).sum();
+    let cpu_capacity: f64 = parts
+        .iter()
+        .map(|b| b.duration_s * b.workers.len().max(1) as f64)
+        .sum();
+    client.worker_cpu_utilization = if cpu_capacity > 0.0 {
+        client.worker_cpu_s / cpu_capacity
+    } else {
+        0.0
+    };
+    client.bottleneck = parts.iter().any(|b| b.client.bottleneck);
+    client.warnings = shards
+        .iter()
+        .zip(&parts)
+        .flat_map(|(s, b)| {
+            b.client
+                .warnings
+                .iter()
+                .map(move |w| format!("shard {}: {w}", s.index))
+        })
+        .collect();
+    m.client = client;
+    m.shards = shards
+        .iter()
+        .zip(&parts)
+        .map(|(s, b)| ShardHealth {
+            index: s.index,
+            count,
+            host: s.report.metadata.host.hostname.clone(),
+            completed: b.measured_requests.completed,
+            client: b.client.clone(),
+        })
+        .collect();
+
+    let mut set = MetricSet::new();
+    for s in shards {
+        // Both sides auto-resize with the same precision: adding cannot fail.
+        let _ = set.merge(&s.sets[i]);
+    }
+    m.set_distributions(&set);
+    m.timeseries = merge_timeseries(&parts, m.start_time);
+    m.workers = parts.iter().flat_map(|b| b.workers.clone()).collect();
+    m.slo = slo.map(|slo| slo.evaluate(&m));
+    m
+}
+
+/// Errors per kind, in the order kinds first appear (shard order); counts summed;
+/// distinct samples in shard order, capped as a run caps them.
+fn merge_errors(parts: &[&BenchmarkResult]) -> Vec<ErrorEntry> {
+    let mut merged: Vec<ErrorEntry> = Vec::new();
+    for e in parts.iter().flat_map(|b| &b.errors) {
+        let pos = match merged.iter().position(|m| m.kind == e.kind) {
+            Some(p) => p,
+            None => {
+                merged.push(ErrorEntry {
+                    kind: e.kind.clone(),
+                    count: 0,
+                    samples: Vec::new(),
+                });
+                merged.len() - 1
+            }
+        };
+        let entry = &mut merged[pos];
+        entry.count += e.count;
+        for sample in &e.samples {
+            if entry.samples.len() < SAMPLES_PER_KIND && !entry.samples.contains(sample) {
+                entry.samples.push(sample.clone());
+            }
+        }
+    }
+    merged
+}
+
+fn merge_audit(shards: &[Input], i: usize) -> llmsurge_coordinator::state::Audit {
+    let mut audit = llmsurge_coordinator::state::Audit::default();
+    for s in shards {
+        let a = &s.report.benchmarks[i].audit;
+        audit.sent_shm += a.sent_shm;
+        audit.sent_books += a.sent_books;
+        audit.slots_claimed += a.slots_claimed;
+        audit.slots_returned += a.slots_returned;
+        audit.unreported += a.unreported;
+        audit.mismatches.extend(
+            a.mismatches
+                .iter()
+                .map(|m| format!("shard {}: {m}", s.index)),
+        );
+    }
+    audit
+}
+
+/// The shards' per-second points on wall-clock seconds from the merged start: a shard's
+/// second `t` lands in merged second ⌊start + t − merged start⌋ (shards started within
+/// a second of each other share seconds). Counts and rates add; the mean TTFT is
+/// weighted by the first tokens behind each (`ttft_count`; equal weights for reports
+/// older than it).
+fn merge_timeseries(parts: &[&BenchmarkResult], start: f64) -> Vec<TimePoint> {
+    let mut out: Vec<TimePoint> = Vec::new();
+    let mut ttft: Vec<(f64, f64)> = Vec::new();
+    for b in parts {
+        for p in &b.timeseries {
+            let at = (b.start_time + p.t - start).max(0.0).floor() as usize;
+            if out.len() <= at {
+                out.resize_with(at + 1, || TimePoint {
+                    t: 0.0,
+                    started: 0,
+                    completed: 0,
+                    errored: 0,
+                    concurrency: 0.0,
+                    output_tokens_per_s: 0.0,
+                    ttft_mean_ms: None,
+                    ttft_count: 0,
+                });
+                ttft.resize(at + 1, (0.0, 0.0));
+            }
+            let q = &mut out[at];
+            q.started += p.started;
+            q.completed += p.completed;
+            q.errored += p.errored;
+            q.concurrency += p.concurrency;
+            q.output_tokens_per_s += p.output_tokens_per_s;
+            q.ttft_count += p.ttft_count;
+            if let Some(mean) = p.ttft_mean_ms {
+                let w = if p.ttft_count > 0 {
+                    p.ttft_count as f64
+                } else {
+                    1.0
+                };
+                ttft[at].0 += mean * w;
+                ttft[at].1 += w;
+            }
+        }
+    }
+    for (k, (q, (sum, w))) in out.iter_mut().zip(ttft).enumerate() {
+        q.t = k as f64;
+        q.ttft_mean_ms = (w > 0.0).then(|| sum / w);
+    }
+    out
+}
+
+/// The `i`-th benchmark's samples of every shard, in slot order (slots are global).
+fn merge_samples(shards: &[Input], i: usize) -> RequestSamples {
+    let parts: Vec<&RequestSamples> = shards
+        .iter()
+        .filter_map(|s| s.report.request_samples.get(i))
+        .collect();
+    let gather = |pick: fn(&RequestSamples) -> &Vec<RequestEntry>| {
+        let mut all: Vec<RequestEntry> = parts.iter().flat_map(|p| pick(p).clone()).collect();
+        all.sort_by_key(|e| e.slot);
+        all
+    };
+    RequestSamples {
+        benchmark: parts.first().map_or(i as u32, |p| p.benchmark),
+        successful: gather(|p| &p.successful),
+        errored: gather(|p| &p.errored),
+        incomplete: gather(|p| &p.incomplete),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{FileFormat, render};
+    use llmsurge_coordinator::result::distributions;
+    use llmsurge_proto::{Metric, Shard, StatusClass};
+
+    const FIXTURE: &str = include_str!("../../tests/fixtures/report-v1.json");
+
+    /// Values of one shard: deterministic, different per shard, every class.
+    fn values(index: u32) -> Vec<(StatusClass, Metric, u64)> {
+        let mut v = Vec::new();
+        let mut x: u64 = 0x9E37_79B9 ^ (u64::from(index + 1) * 7919);
+        for n in 0..(200 + 37 * u64::from(index)) {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let class = StatusClass::ALL[(n % 5).min(2) as usize];
+            let metric = Metric::ALL[(x >> 33) as usize % Metric::ALL.len()];
+            v.push((class, metric, 1 + (x >> 40) % 2_000_000));
+        }
+        v
+    }
+
+    fn set_of(vals: &[(StatusClass, Metric, u64)]) -> MetricSet {
+        let mut set = MetricSet::new();
+        for &(c, m, x) in vals {
+            set.record(c, m, x);
+        }
+        set
+    }
+
+    /// The fixture as shard `index` of `count`, with its own histograms.
+    fn shard(index: u32, count: u32) -> Report {
+        let mut r: Report = serde_json::from_str(FIXTURE).expect("fixture parses");
+        r.metadata.shard = Some(Shard { index, count });
+        r.metadata.host.hostname = format!("host-{index}");
+        r.metadata.start_time += f64::from(index) * 0.25;
+        r.args["shard"] = serde_json::json!({ "index": index, "count": count });
+        r.args["output_dir"] = serde_json::json!(format!("/results/{index}"));
+        let set = set_of(&values(index));
+        for b in &mut r.benchmarks {
+            b.set_distributions(&set);
+            b.start_time += f64::from(index) * 0.3;
+            b.client.warnings = vec![format!("slow {index}")];
+            b.client.bottleneck = index == 1;
+        }
+        r
+    }
+
+    fn named(reports: Vec<Report>) -> Vec<(String, Report)> {
+        reports
+            .into_iter()
+            .map(|r| {
+                let i = r.metadata.shard.map_or(99, |s| s.index);
+                (format!("s{i}.json"), r)
+            })
+            .collect()
+    }
+
+    fn err(reports: Vec<Report>, allow_partial: bool) -> String {
+        merge(named(reports), allow_partial).expect_err("refused").0
+    }
+
+    #[test]
+    fn merged_percentiles_are_those_of_the_union_exactly() {
+        let merged = merge(named((0..3).map(|i| shard(i, 3)).collect()), false).expect("merges");
+        // The union recorded value by value into one set, not through any merge.
+        let all: Vec<_> = (0..3).flat_map(values).collect();
+        let union = set_of(&all);
+        let expected = distributions(&union);
+        for b in &merged.benchmarks {
+            assert_eq!(b.metrics, expected);
+            for key in ["ttft", "request_latency_with_incomplete", "output_tokens"] {
+                let d = &b.metrics[key];
+                assert!(d.errored.count > 0 && d.incomplete.count > 0, "{key}");
+            }
+            let lag = union.total(Metric::DispatchLag);
+            let lag = llmsurge_proto::Distribution::of_metric(Metric::DispatchLag, &lag);
+            assert_eq!(b.client.dispatch_lag_p99_ms, lag.percentiles.p99);
+            assert_eq!(
+                b.histogram("ttft").map(|h| h.len()),
+                union
+                    .get(StatusClass::Successful, Metric::Ttft)
+                    .map(|h| h.len())
+            );
+        }
+    }
+
+    #[test]
+    fn counts_add_and_shards_keep_their_health() {
+        let inputs: Vec<Report> = (0..3).map(|i| shard(i, 3)).collect();
+        let one = &inputs[0].benchmarks[0];
+        let merged = merge(named(inputs.clone()), false).expect("merges");
+        let b = &merged.benchmarks[0];
+        assert_eq!(b.requests.created, 3 * one.requests.created);
+        assert_eq!(
+            b.measured_requests.completed,
+            3 * one.measured_requests.completed
+        );
+        let errors: u64 = b.errors.iter().map(|e| e.count).sum();
+        assert_eq!(errors, 3 * one.errors.iter().map(|e| e.count).sum::<u64>());
+        assert_eq!(b.shards.len(), 3);
+        assert_eq!(b.shards[1].host, "host-1");
+        assert!(b.client.bottleneck, "shard 1 was a bottleneck");
+        assert!(b.client.warnings.contains(&"shard 2: slow 2".to_string()));
+        assert_eq!(merged.metadata.shard, None);
+        let m = merged.metadata.merged.as_ref().expect("merged info");
+        assert_eq!(
+            (m.count, m.shards.clone(), m.hosts.len()),
+            (3, vec![0, 1, 2], 3)
+        );
+        assert!(merged.args.get("shard").is_none());
+        // Completed over the merged wall-clock window.
+        let w = b.measured_window;
+        assert!(
+            (b.throughput.requests_per_s - b.measured_requests.completed as f64 / w.duration_s)
+                .abs()
+                < 1e-9
+        );
+        let started: u64 = b.timeseries.iter().map(|p| p.started).sum();
+        let one_started: u64 = one.timeseries.iter().map(|p| p.started).sum();
+        assert_eq!(started, 3 * one_started);
+    }
+
+    #[test]
+    fn any_order_gives_the_same_bytes() {
+        let inputs: Vec<Report> = (0..3).map(|i| shard(i, 3)).collect();
+        let bytes = |order: [usize; 3]| {
+            let r = merge(
+                named(order.iter().map(|&i| inputs[i].clone()).collect()),
+                false,
+            )
+            .expect("merges");
+            (
+                render(&r, FileFormat::Json).expect("json"),
+                render(&r, FileFormat::Html).expect("html"),
+                render(&r, FileFormat::Csv).expect("csv"),
+            )
+        };
+        let reference = bytes([0, 1, 2]);
+        for order in [[0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]] {
+            assert!(
+                bytes(order) == reference,
+                "order {order:?} changed the output"
+            );
+        }
+    }
+
+    #[test]
+    fn a_merged_report_loads_again() {
+        let merged = merge(named((0..2).map(|i| shard(i, 2)).collect()), false).expect("merges");
+        let json = merged.to_json().expect("json");
+        let back: Report = serde_json::from_slice(&json).expect("reloads");
+        assert_eq!(back, merged);
+    }
+
+    #[test]
+    fn foreign_or_mismatched_shards_are_refused_naming_file_and_field() {
+        let mut foreign = shard(1, 3);
+        foreign.metadata.shard = None;
+        let e = err(vec![shard(0, 3), foreign], false);
+        assert!(e.starts_with("s99.json: metadata.shard: absent"), "{e}");
+
+        let e = err(vec![shard(0, 3), shard(1, 2), shard(2, 3)], false);
+        assert!(e.starts_with("s1.json: metadata.shard.count: 2"), "{e}");
+
+        let e = err(vec![shard(0, 2), shard(1, 2), shard(1, 2)], false);
+        assert!(
+            e.starts_with("s1.json: metadata.shard.index: 1 is also"),
+            "{e}"
+        );
+
+        let mut other = shard(1, 2);
+        other.args["seed"] = serde_json::json!(7);
+        let e = err(vec![shard(0, 2), other], false);
+        assert!(e.starts_with("s1.json: args.seed: differs"), "{e}");
+
+        let mut other = shard(1, 2);
+        other.metadata.start_at = Some(1.0);
+        let e = err(vec![shard(0, 2), other], false);
+        assert!(e.starts_with("s1.json: metadata.start_at"), "{e}");
+
+        let mut other = shard(1, 2);
+        other.benchmarks.pop();
+        let e = err(vec![shard(0, 2), other], false);
+        assert!(e.starts_with("s1.json: benchmarks: 1 benchmarks"), "{e}");
+
+        let mut other = shard(1, 2);
+        other.benchmarks[1].strategy = llmsurge_coordinator::Strategy::Constant { rate: 1.5 };
+        let e = err(vec![shard(0, 2), other], false);
+        assert!(e.starts_with("s1.json: benchmarks[1].strategy"), "{e}");
+
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn a_missing_shard_needs_allow_partial_and_is_recorded() {
+        let e = err(vec![shard(0, 3), shard(2, 3)], false);
+        assert!(e.contains("shard(s) 1 of 3 missing"), "{e}");
+        let merged = merge(named(vec![shard(2, 3), shard(0, 3)]), true).expect("partial");
+        let m = merged.metadata.merged.as_ref().expect("merged info");
+        assert_eq!((m.shards.clone(), m.missing.clone()), (vec![0, 2], vec![1]));
+        assert!(!merged.metadata.complete);
+        let notes = crate::report::notes(&merged.benchmarks[0]);
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("merged from 2 of 3 shards (missing: 1")),
+            "{notes:?}"
+        );
+    }
+}
