@@ -13,21 +13,28 @@ pub const START_AT_PAST_S: f64 = 1.0;
 /// How far ahead `--start-at` may be.
 pub const START_AT_AHEAD_S: f64 = 86_400.0;
 
-/// `K/N`: shard K (from 0) of N, N in 1..=1024, K < N.
+/// `K/N`: shard K of N, counted from 1 as people count (`1/3` … `3/3`, the convention
+/// of Jest and Playwright), N in 1..=1024. `1/1` is the whole load. The returned
+/// [`Shard`] is 0-based (K − 1), like `JOB_COMPLETION_INDEX`.
 pub fn parse_shard(s: &str) -> Result<Shard, String> {
     let (k, n) = s
         .trim()
         .split_once('/')
-        .ok_or_else(|| format!("{s:?} is not K/N (e.g. 0/4: the first of four shards)"))?;
+        .ok_or_else(|| format!("{s:?} is not K/N (e.g. 1/4: the first of four shards)"))?;
     let count = parse_count(n.trim()).map_err(|e| format!("{s:?}: N {e}"))?;
-    let index: u32 = k
+    let k: u32 = k
         .trim()
         .parse()
-        .map_err(|_| format!("{s:?}: K must be a whole number from 0"))?;
-    if index >= count {
-        return Err(format!("{s:?}: K must be below N (shards are 0..{count})"));
+        .map_err(|_| format!("{s:?}: K must be a whole number from 1 to N"))?;
+    if k == 0 || k > count {
+        return Err(format!(
+            "{s:?}: K must be from 1 to N (shards are 1/{count} to {count}/{count})"
+        ));
     }
-    Ok(Shard { index, count })
+    Ok(Shard {
+        index: k - 1,
+        count,
+    })
 }
 
 /// A shard count, 1..=1024.
@@ -54,7 +61,7 @@ pub fn resolve_shard(
         (None, Some(count)) => {
             let raw = job_index.ok_or_else(|| {
                 format!(
-                    "--shards {count}: {JOB_INDEX_VAR} is not set (a Kubernetes Indexed Job sets it; elsewhere use --shard K/{count})"
+                    "--shards {count}: {JOB_INDEX_VAR} is not set (a Kubernetes Indexed Job sets it; elsewhere use --shard K/{count}, K from 1)"
                 )
             })?;
             match raw.trim().parse::<u32>() {
@@ -102,80 +109,10 @@ pub fn check_start_at(start_at: f64, now: f64) -> Result<(), String> {
     Ok(())
 }
 
-/// `YYYY-MM-DD(T|t| )HH:MM:SS[.frac](Z|z|±HH:MM)` → Unix seconds.
+/// An RFC 3339 instant → Unix seconds.
 fn parse_rfc3339(s: &str) -> Option<f64> {
-    let b = s.as_bytes();
-    let num = |from: usize, len: usize| -> Option<i64> {
-        let part = s.get(from..from + len)?;
-        part.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| part.parse().ok())?
-    };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
-    let (hour, minute, second) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
-    let mut rest = &s[19..];
-    let mut fraction = 0.0;
-    if let Some(after) = rest.strip_prefix('.') {
-        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        fraction = format!("0.{}", &after[..digits]).parse::<f64>().ok()?;
-        rest = &after[digits..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let sign = match rest.as_bytes().first()? {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            let r = rest.as_bytes();
-            if r.len() != 6 || r[3] != b':' {
-                return None;
-            }
-            let (oh, om) = (
-                rest[1..3].parse::<i64>().ok()?,
-                rest[4..6].parse::<i64>().ok()?,
-            );
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            sign * (oh * 3600 + om * 60)
-        }
-    };
-    let days_in_month = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-        2 => 28,
-        _ => return None,
-    };
-    // Second 60 is a leap second: the instant is the next second's start.
-    if day < 1 || day > days_in_month || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
-    Some(secs as f64 + fraction)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let t = chrono::DateTime::parse_from_rfc3339(s).ok()?;
+    Some(t.timestamp() as f64 + f64::from(t.timestamp_subsec_nanos()) / 1e9)
 }
 
 #[cfg(test)]
@@ -184,19 +121,23 @@ mod tests {
 
     #[test]
     fn shards_parse_and_are_range_checked() {
-        assert_eq!(parse_shard("2/4"), Ok(Shard { index: 2, count: 4 }));
-        assert_eq!(parse_shard("0/1"), Ok(Shard::WHOLE));
+        // Counted from 1 on the command line, from 0 inside.
+        assert_eq!(parse_shard("3/4"), Ok(Shard { index: 2, count: 4 }));
+        assert_eq!(parse_shard("1/1"), Ok(Shard::WHOLE));
+        for bad in ["0/4", "5/4"] {
+            assert!(
+                parse_shard(bad)
+                    .expect_err("an error")
+                    .contains("K must be from 1 to N"),
+                "{bad}"
+            );
+        }
         assert!(
-            parse_shard("4/4")
-                .expect_err("an error")
-                .contains("K must be below N")
-        );
-        assert!(
-            parse_shard("0/0")
+            parse_shard("1/0")
                 .expect_err("an error")
                 .contains("from 1 to 1024")
         );
-        assert!(parse_shard("0/1025").is_err());
+        assert!(parse_shard("1/1025").is_err());
         assert!(parse_shard("1").is_err());
         assert!(parse_shard("-1/2").is_err());
     }

@@ -75,6 +75,14 @@ struct Input {
     sets: Vec<MetricSet>,
 }
 
+impl Input {
+    /// The shard as its `--shard` flag names it (`2/3`), for prefixed messages.
+    fn label(&self) -> String {
+        let n = self.report.metadata.shard.map_or(1, |s| s.count);
+        format!("shard {}/{n}", self.index + 1)
+    }
+}
+
 /// Merges shard reports (each with the file it came from, for messages). Refuses
 /// reports of different runs, configurations, a duplicate shard, a report that is not a
 /// shard's, and a missing shard unless `allow_partial`.
@@ -472,7 +480,7 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
             b.client
                 .warnings
                 .iter()
-                .map(move |w| format!("shard {}: {w}", s.index))
+                .map(move |w| format!("{}: {w}", s.label()))
         })
         .collect();
     m.client = client;
@@ -536,11 +544,9 @@ fn merge_audit(shards: &[Input], i: usize) -> llmsurge_coordinator::state::Audit
         audit.slots_claimed += a.slots_claimed;
         audit.slots_returned += a.slots_returned;
         audit.unreported += a.unreported;
-        audit.mismatches.extend(
-            a.mismatches
-                .iter()
-                .map(|m| format!("shard {}: {m}", s.index)),
-        );
+        audit
+            .mismatches
+            .extend(a.mismatches.iter().map(|m| format!("{}: {m}", s.label())));
     }
     audit
 }
@@ -718,7 +724,7 @@ mod tests {
         assert_eq!(b.shards.len(), 3);
         assert_eq!(b.shards[1].host, "host-1");
         assert!(b.client.bottleneck, "shard 1 was a bottleneck");
-        assert!(b.client.warnings.contains(&"shard 2: slow 2".to_string()));
+        assert!(b.client.warnings.contains(&"shard 3/3: slow 2".to_string()));
         assert_eq!(merged.metadata.shard, None);
         let m = merged.metadata.merged.as_ref().expect("merged info");
         assert_eq!(

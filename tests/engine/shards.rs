@@ -71,7 +71,7 @@ fn two_shards_started_at_one_instant_send_exactly_the_single_host_schedule() {
     let start_at = format!("{:.3}", unix_now() + 6.0);
     let started: Vec<_> = (0..2)
         .map(|k| {
-            let shard = format!("{k}/2");
+            let shard = format!("{}/2", k + 1);
             start_run(
                 &constant_args(&url, &["--shard", &shard, "--start-at", &start_at]),
                 |_| {},
@@ -143,7 +143,7 @@ fn stream_counts_are_split_larger_shares_first() {
     let url = server.base_url();
     let mut total = 0;
     for (k, streams) in [(0, 3), (1, 2)] {
-        let shard = format!("{k}/2");
+        let shard = format!("{}/2", k + 1);
         let run = run(&[
             "--target",
             &url,
@@ -181,12 +181,12 @@ fn what_cannot_be_split_is_refused_in_one_line() {
             "--profile sweep",
         ),
         (
-            &["--profile", "synchronous", "--shard", "0/2"],
+            &["--profile", "synchronous", "--shard", "1/2"],
             None,
             "synchronous",
         ),
         (
-            &["--profile", "constant", "--rate", "5", "--shard", "2/2"],
+            &["--profile", "constant", "--rate", "5", "--shard", "3/2"],
             None,
             "--shard",
         ),
@@ -201,7 +201,7 @@ fn what_cannot_be_split_is_refused_in_one_line() {
             "JOB_COMPLETION_INDEX",
         ),
         (
-            &["--profile", "concurrent", "--rate", "2", "--shard", "2/3"],
+            &["--profile", "concurrent", "--rate", "2", "--shard", "3/3"],
             None,
             "0 streams",
         ),

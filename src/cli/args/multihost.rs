@@ -10,8 +10,8 @@ use std::time::Duration;
 #[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Multi-host")]
 pub struct MultiHostArgs {
-    /// Run shard K (from 0) of N client hosts: slot i of the single-host schedule belongs
-    /// to shard i mod N, so the N shards together send exactly the single host's requests
+    /// Run shard K of N client hosts, K from 1 (1/3, 2/3, 3/3; 1/1 is the whole load):
+    /// slot i of the single-host schedule belongs to shard (i mod N) + 1, so the N shards together send exactly the single host's requests
     /// (same prompts, same arrival times). Streams, --max-requests and --max-concurrency
     /// are split so the shares add up (N ≤ 1024). Not for synchronous, sweep or capacity.
     #[arg(long, env = "LLMSURGE_SHARD", value_parser = parse_shard, value_name = "K/N", conflicts_with = "shards")]
