@@ -320,3 +320,173 @@ fn a_target_still_down_when_the_ready_timeout_ends_is_a_usage_error() {
         out.stderr
     );
 }
+
+/// Issue 14's acceptance: three shards as separate processes against one mock with one
+/// `--start-at`, merged by the real `benchmark merge`. The mock's count is the merged
+/// report's; the merged rate is a single process's within 2%; the merged percentiles are
+/// those of the union of the shards' histograms, exactly; the order of the files changes
+/// no byte; a missing or a foreign report is refused; `--shard 1/1` is the single host.
+#[test]
+fn three_shards_merge_into_the_single_host_run() {
+    let config = MockConfig {
+        ttft_ms: 10.0,
+        itl_ms: 2.0,
+        output_tokens: 4,
+        ..MockConfig::default()
+    };
+    let load = |url: &str, extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--target",
+            url,
+            "--profile",
+            "constant",
+            "--rate",
+            "60",
+            "--max-requests",
+            "180",
+            "--data",
+            DATA,
+            "--request-log",
+            "requests.jsonl",
+            "--outputs",
+            "json",
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        args.extend(extra.iter().map(ToString::to_string));
+        args
+    };
+
+    // The single host, and the same load with --shard 1/1: the same requests exactly.
+    let single_server = mock(config.clone());
+    let single_args = load(&single_server.base_url(), &[]);
+    let single = run(&single_args.iter().map(String::as_str).collect::<Vec<_>>());
+    let single_report = single.report();
+    assert_eq!(single.code(), 0, "{}", single.stderr);
+    let whole_server = mock(config.clone());
+    let whole_args = load(&whole_server.base_url(), &["--shard", "1/1"]);
+    let whole = run(&whole_args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(whole.code(), 0, "{}", whole.stderr);
+    let whole_report = whole.report();
+    assert_eq!(whole_report.metadata.shard, None);
+    let (a, b) = (&single_report.benchmarks[0], &whole_report.benchmarks[0]);
+    assert_eq!(a.strategy, b.strategy);
+    assert_eq!(a.requests.created, b.requests.created);
+    let (sa, sb) = (
+        schedule(&single, a.start_time),
+        schedule(&whole, b.start_time),
+    );
+    assert_eq!(sa.len(), sb.len());
+    for ((slot_a, (t_a, p_a)), (slot_b, (t_b, p_b))) in sa.iter().zip(&sb) {
+        assert_eq!(
+            (slot_a, p_a),
+            (slot_b, p_b),
+            "--shard 1/1 sends the same requests"
+        );
+        assert!((t_a - t_b).abs() < 0.001, "slot {slot_a}: {t_a} vs {t_b}");
+    }
+
+    // Three shards at one instant.
+    let server = mock(config);
+    let url = server.base_url();
+    let start_at = format!("{:.3}", unix_now() + 6.0);
+    let started: Vec<_> = (1..=3)
+        .map(|k| {
+            let args = load(
+                &url,
+                &["--shard", &format!("{k}/3"), "--start-at", &start_at],
+            );
+            start_run(&args.iter().map(String::as_str).collect::<Vec<_>>(), |_| {})
+        })
+        .collect();
+    let shards: Vec<Finished> = started.into_iter().map(|(c, d)| wait_run(c, d)).collect();
+    for (k, s) in shards.iter().enumerate() {
+        assert_eq!(s.code(), 0, "shard {}: {}", k + 1, s.stderr);
+    }
+    let files: Vec<String> = shards
+        .iter()
+        .map(|s| s.report_path().display().to_string())
+        .collect();
+    let out = tempfile::tempdir().expect("tempdir");
+    let merge = |inputs: &[&str], dir: &str| {
+        let mut cmd = llmsurge();
+        cmd.args(["benchmark", "merge"])
+            .args(inputs)
+            .args(["--outputs", "json", "--output-dir", dir])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        wait_run(
+            cmd.spawn().expect("llmsurge starts"),
+            tempfile::tempdir().expect("tempdir"),
+        )
+    };
+    let dir_a = out.path().join("a").display().to_string();
+    let dir_b = out.path().join("b").display().to_string();
+    let merged_run = merge(&[&files[0], &files[1], &files[2]], &dir_a);
+    assert_eq!(merged_run.code(), 0, "{}", merged_run.stderr);
+    let bytes_a = std::fs::read(format!("{dir_a}/benchmarks.json")).expect("merged report");
+    let merged: llmsurge::report::Report = serde_json::from_slice(&bytes_a).expect("parses");
+    let m = &merged.benchmarks[0];
+    assert_identity(&merged);
+
+    // The server saw exactly the merged report's requests.
+    assert_eq!(server.stats().requests.chat_completions, m.requests.created);
+    assert_eq!(m.requests.created, 180);
+    // The fleet's rate is one process's, within 2%.
+    let (rate, single_rate) = (
+        m.throughput.requests_per_s,
+        single_report.benchmarks[0].throughput.requests_per_s,
+    );
+    assert!(
+        (rate - single_rate).abs() <= single_rate * 0.02,
+        "merged {rate} req/s vs {single_rate} on one host"
+    );
+    // Exact: the merged distribution is that of the union of the shards' histograms.
+    for key in ["ttft", "itl", "request_latency"] {
+        let mut union: Option<hdrhistogram::Histogram<u64>> = None;
+        for s in &shards {
+            let h = s.report().benchmarks[0]
+                .histogram(key)
+                .expect("a histogram");
+            match &mut union {
+                Some(u) => u.add(&h).expect("same precision"),
+                None => union = Some(h),
+            }
+        }
+        let union = union.expect("three shards");
+        let metric = llmsurge_proto::Metric::ALL
+            .into_iter()
+            .find(|m| m.key() == key)
+            .expect("a metric");
+        assert_eq!(
+            m.metrics[key].successful,
+            llmsurge_proto::Distribution::of_metric(metric, &union),
+            "{key}"
+        );
+    }
+
+    // Any order: the same bytes.
+    let again = merge(&[&files[2], &files[0], &files[1]], &dir_b);
+    assert_eq!(again.code(), 0, "{}", again.stderr);
+    let bytes_b = std::fs::read(format!("{dir_b}/benchmarks.json")).expect("merged report");
+    assert!(
+        bytes_a == bytes_b,
+        "the order of the files changed the report"
+    );
+
+    // A missing shard, or a report of another run, is refused in one line.
+    let dir_c = out.path().join("c").display().to_string();
+    let missing = merge(&[&files[0], &files[2]], &dir_c);
+    assert_eq!(missing.code(), 2, "{}", missing.stderr);
+    assert_eq!(
+        missing.stderr.trim().lines().count(),
+        1,
+        "{}",
+        missing.stderr
+    );
+    let foreign_file = single.report_path().display().to_string();
+    let foreign = merge(&[&files[0], &files[1], &foreign_file], &dir_c);
+    assert_eq!(foreign.code(), 2, "{}", foreign.stderr);
+    assert!(foreign.stderr.contains(&foreign_file), "{}", foreign.stderr);
+}
