@@ -21,7 +21,10 @@ const INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
 /// Variables this command sets itself; a trailing flag that maps to one is refused.
 /// The shard names are those of issue 14 (`--shard`, `--shards`, `--start-at`).
 const MANAGED_ENV: &[(&str, &str)] = &[
-    ("LLMSURGE_SHARD", "each pod's shard comes from --shards and JOB_COMPLETION_INDEX"),
+    (
+        "LLMSURGE_SHARD",
+        "each pod's shard comes from --shards and JOB_COMPLETION_INDEX",
+    ),
     ("LLMSURGE_SHARDS", "use `k8s job --shards N`"),
     ("LLMSURGE_START_AT", "use `k8s job --start-delay DURATION`"),
     (OUTPUT_DIR_ENV, "each shard writes under the results volume"),
@@ -51,9 +54,9 @@ pub struct JobArgs {
     #[arg(long, default_value = "llmsurge", value_parser = parse_name)]
     pub name: String,
 
-    /// Container image with `llmsurge` on its PATH.
+    /// Container image with `llmsurge` on its PATH (required).
     #[arg(long)]
-    pub image: String,
+    pub image: Option<String>,
 
     /// Number of shards: pods of the Indexed Job (parallelism = completions = N).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000), value_name = "N")]
@@ -145,10 +148,16 @@ pub fn k8s(command: &K8sCommand) -> i32 {
 
 /// The whole output: header comment and YAML documents.
 pub fn render(args: &JobArgs, now: f64) -> Result<String, String> {
+    // Checked here rather than by clap, whose message would not fit on one line.
+    let image = args
+        .image
+        .as_deref()
+        .filter(|i| !i.trim().is_empty())
+        .ok_or("--image is required: a container image with llmsurge on its PATH")?;
     let env = run_env(&args.run_args, args.shards)?;
     // Whole seconds: every pod reads the same instant, and the text is stable.
     let start = (now + args.start_delay.as_secs_f64()).ceil();
-    let docs = manifest(args, &env, start);
+    let docs = manifest(args, image, &env, start);
     let yaml = serde_saphyr::to_string_multiple(&docs)
         .map_err(|e| format!("cannot write the manifest as YAML: {e}"))?;
     let pvc = claim_name(args);
@@ -193,7 +202,7 @@ fn run_dir(args: &JobArgs, start: f64) -> String {
 }
 
 /// The documents: the results claim (unless one was given), the shard Job, the merge Job.
-fn manifest(args: &JobArgs, run_env: &[(String, String)], start: f64) -> Vec<Value> {
+fn manifest(args: &JobArgs, image: &str, run_env: &[(String, String)], start: f64) -> Vec<Value> {
     let n = args.shards;
     let pvc = claim_name(args);
     let dir = run_dir(args, start);
@@ -236,7 +245,7 @@ fn manifest(args: &JobArgs, run_env: &[(String, String)], start: f64) -> Vec<Val
     );
     let mut shard = json!({
         "name": "llmsurge",
-        "image": args.image,
+        "image": image,
         "command": ["llmsurge"],
         "args": ["benchmark", "run"],
         "env": env,
@@ -312,7 +321,7 @@ fn manifest(args: &JobArgs, run_env: &[(String, String)], start: f64) -> Vec<Val
                     }],
                     "containers": [{
                         "name": "merge",
-                        "image": args.image,
+                        "image": image,
                         "command": ["llmsurge"],
                         "args": merge_args,
                         "volumeMounts": volume_mounts,
@@ -418,11 +427,7 @@ pub fn run_env(run_args: &[String], shards: u32) -> Result<Vec<(String, String)>
         }
         let raw: Vec<String> = matches
             .get_raw(id)
-            .map(|values| {
-                values
-                    .map(|v| v.to_string_lossy().into_owned())
-                    .collect()
-            })
+            .map(|values| values.map(|v| v.to_string_lossy().into_owned()).collect())
             .unwrap_or_default();
         let value = match arg.get_value_delimiter() {
             Some(d) => raw.join(&d.to_string()),
