@@ -463,16 +463,15 @@ fn check_value(id: &str, flag: &str, value: &str, shards: u32) -> Result<(), Str
                 ));
             }
         }
-        "outputs" => {
-            // The merge Job reads each shard's benchmarks.json.
+        // The merge Job reads each shard's benchmarks.json.
+        "outputs"
             if !value
                 .split(',')
-                .any(|o| matches!(o.trim(), "json" | "benchmarks.json"))
-            {
-                return Err(format!(
-                    "{flag} {value}: the merge needs each shard's benchmarks.json; add json"
-                ));
-            }
+                .any(|o| matches!(o.trim(), "json" | "benchmarks.json")) =>
+        {
+            return Err(format!(
+                "{flag} {value}: the merge needs each shard's benchmarks.json; add json"
+            ));
         }
         "profile" if shards > 1 && matches!(value, "sweep" | "capacity" | "synchronous") => {
             return Err(format!(
