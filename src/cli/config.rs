@@ -6,7 +6,7 @@ use super::resolve::is_credential_header;
 use clap::CommandFactory;
 
 /// Whether a setting holds a secret: its value is never shown.
-fn is_secret(arg: &clap::Arg, env: &str) -> bool {
+pub(super) fn is_secret(arg: &clap::Arg, env: &str) -> bool {
     arg.is_hide_env_values_set() || env.contains("API_KEY") || env.contains("TOKEN")
 }
 

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod completions;
 pub mod config;
 pub mod from_file;
+pub mod k8s;
 pub mod merge;
 pub mod resolve;
 pub mod resolve_output;
@@ -42,6 +43,9 @@ enum Command {
     Benchmark(BenchmarkCommand),
     /// Run the built-in mock OpenAI-compatible server.
     MockServer(crate::mock::MockConfig),
+    /// Print Kubernetes manifests that run a benchmark as N shards (see docs/multi-host.md).
+    #[command(subcommand)]
+    K8s(k8s::K8sCommand),
     /// Prepare data offline.
     #[command(subcommand)]
     Preprocess(PreprocessCommand),
@@ -202,6 +206,7 @@ pub fn main() -> i32 {
             }
         }
         Command::Preprocess(PreprocessCommand::Dataset(a)) => a.run(),
+        Command::K8s(command) => k8s::k8s(&command),
         Command::Worker(w) => worker_main(&w),
     }
 }

@@ -1,0 +1,640 @@
+//! `llmsurge k8s job`: a ready Kubernetes manifest that runs one `benchmark run` as N
+//! shards of an Indexed Job, all starting at one shared instant, and a second Job that
+//! merges their reports (see docs/multi-host.md).
+//!
+//! The trailing `benchmark run` flags are parsed with the real `benchmark run` definition
+//! and each becomes the environment variable clap reads for it, so this module keeps no
+//! table of flags of its own. The manifest is built as JSON values and serialized by the
+//! YAML crate; only the header comment is text.
+
+use super::usage_error;
+use crate::exit_codes;
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, Subcommand};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// Where every pod mounts the results volume.
+const RESULTS_MOUNT: &str = "/results";
+/// The variable the Job controller fills with each pod's index (0..N).
+const INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
+/// Variables this command sets itself; a trailing flag that maps to one is refused.
+/// The shard names are those of issue 14 (`--shard`, `--shards`, `--start-at`).
+const MANAGED_ENV: &[(&str, &str)] = &[
+    (
+        "LLMSURGE_SHARD",
+        "each pod's shard comes from --shards and JOB_COMPLETION_INDEX",
+    ),
+    ("LLMSURGE_SHARDS", "use `k8s job --shards N`"),
+    ("LLMSURGE_START_AT", "use `k8s job --start-delay DURATION`"),
+    (OUTPUT_DIR_ENV, "each shard writes under the results volume"),
+];
+const SHARDS_ENV: &str = "LLMSURGE_SHARDS";
+const START_AT_ENV: &str = "LLMSURGE_START_AT";
+const OUTPUT_DIR_ENV: &str = "LLMSURGE_OUTPUT_DIR";
+/// The longest Job name: the merge Job (`-merge`) and the results claim (`-results`) add
+/// their suffixes and must stay within a 63-character label.
+const MAX_NAME: usize = 55;
+
+/// `llmsurge k8s …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum K8sCommand {
+    /// Print a Kubernetes Indexed Job (N shards of `benchmark run` with one start instant)
+    /// and a Job that merges their reports, as multi-document YAML on stdout.
+    Job(JobArgs),
+}
+
+/// Flags of `llmsurge k8s job`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example: llmsurge k8s job --image registry.example/llmsurge:0.1 --shards 4 \\\n  --api-key-secret llm-key -- --target http://vllm:8000 --profile constant --rate 200 --max-seconds 300 \\\n  | kubectl apply -f -"
+)]
+pub struct JobArgs {
+    /// Name of the Job (a DNS-1123 label, at most 55 characters); the merge Job is NAME-merge.
+    #[arg(long, default_value = "llmsurge", value_parser = parse_name)]
+    pub name: String,
+
+    /// Container image with `llmsurge` on its PATH (required).
+    #[arg(long)]
+    pub image: Option<String>,
+
+    /// Number of shards: pods of the Indexed Job (parallelism = completions = N).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000), value_name = "N")]
+    pub shards: u32,
+
+    /// Namespace of every object (default: the one kubectl uses).
+    #[arg(long, value_parser = parse_name)]
+    pub namespace: Option<String>,
+
+    /// CPU for each shard pod, as request and limit (a Kubernetes quantity: 2, 500m).
+    #[arg(long, value_parser = parse_quantity, value_name = "QUANTITY")]
+    pub cpu: Option<String>,
+
+    /// Memory for each shard pod, as request and limit (a Kubernetes quantity: 4Gi).
+    #[arg(long, value_parser = parse_quantity, value_name = "QUANTITY")]
+    pub memory: Option<String>,
+
+    /// An existing ReadWriteMany PersistentVolumeClaim for the reports, mounted at
+    /// /results. Default: the manifest also creates NAME-results.
+    #[arg(long, value_parser = parse_subdomain, value_name = "NAME")]
+    pub results_pvc: Option<String>,
+
+    /// Size of the claim created when --results-pvc is not given.
+    #[arg(
+        long,
+        default_value = "10Gi",
+        value_parser = parse_quantity,
+        value_name = "QUANTITY"
+    )]
+    pub results_size: String,
+
+    /// The shards start this long after the manifest is generated: apply it before then.
+    #[arg(long, default_value = "120s", value_parser = super::values::parse_duration, value_name = "DURATION")]
+    pub start_delay: Duration,
+
+    /// The Kubernetes Secret (and key, default `api-key`) holding the target's API key;
+    /// pods read it by reference, the key never enters the manifest.
+    #[arg(long, value_parser = parse_secret_ref, value_name = "NAME[:KEY]")]
+    pub api_key_secret: Option<SecretRef>,
+
+    /// How long the merge Job waits for all N reports before it fails.
+    #[arg(long, default_value = "6h", value_parser = super::values::parse_positive_duration, value_name = "DURATION")]
+    pub merge_timeout: Duration,
+
+    /// Image with a POSIX shell for the merge Job's wait (the llmsurge image needs none).
+    #[arg(long, default_value = "busybox:1.37", value_name = "IMAGE")]
+    pub wait_image: String,
+
+    /// Generation instant in Unix seconds instead of the clock (reproducible output).
+    #[arg(long, hide = true, value_name = "UNIX_SECONDS")]
+    pub now: Option<f64>,
+
+    /// `benchmark run` flags, after `--`: each becomes its LLMSURGE_* variable in the pods.
+    #[arg(last = true, value_name = "BENCHMARK_RUN_FLAGS")]
+    pub run_args: Vec<String>,
+}
+
+/// A reference to one key of a Kubernetes Secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretRef {
+    /// The Secret's name.
+    pub name: String,
+    /// The key inside it.
+    pub key: String,
+}
+
+/// Runs `llmsurge k8s …`; returns the exit code.
+pub fn k8s(command: &K8sCommand) -> i32 {
+    match command {
+        K8sCommand::Job(args) => {
+            let now = match args.now {
+                Some(t) if t.is_finite() && t >= 0.0 => t,
+                Some(t) => return usage_error(&format!("--now {t}: not a Unix time")),
+                None => std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs_f64())
+                    .unwrap_or(0.0),
+            };
+            match render(args, now) {
+                Ok(text) => {
+                    print!("{text}");
+                    exit_codes::OK
+                }
+                Err(message) => usage_error(&message),
+            }
+        }
+    }
+}
+
+/// The whole output: header comment and YAML documents.
+pub fn render(args: &JobArgs, now: f64) -> Result<String, String> {
+    // Checked here rather than by clap, whose message would not fit on one line.
+    let image = args
+        .image
+        .as_deref()
+        .filter(|i| !i.trim().is_empty())
+        .ok_or("--image is required: a container image with llmsurge on its PATH")?;
+    let env = run_env(&args.run_args, args.shards)?;
+    // Whole seconds: every pod reads the same instant, and the text is stable.
+    let start = (now + args.start_delay.as_secs_f64()).ceil();
+    let docs = manifest(args, image, &env, start);
+    let yaml = serde_saphyr::to_string_multiple(&docs)
+        .map_err(|e| format!("cannot write the manifest as YAML: {e}"))?;
+    let pvc = claim_name(args);
+    let run_dir = run_dir(args, start);
+    let header = [
+        format!(
+            "# llmsurge {} k8s job: {} shard(s) of `llmsurge benchmark run` (Indexed Job {}), then {}-merge.",
+            env!("CARGO_PKG_VERSION"),
+            args.shards,
+            args.name,
+            args.name
+        ),
+        format!(
+            "# Every shard starts at {} (generated {}): apply this manifest before then, or regenerate it.",
+            rfc3339(start),
+            rfc3339(now.floor())
+        ),
+        "# Client clocks must be NTP-synchronised: the shards agree on the start instant only through them.".into(),
+        format!(
+            "# Reports: claim {pvc} (ReadWriteMany), {run_dir}/shard-K/benchmarks.json, merged into {run_dir}/merged/."
+        ),
+        "# A failed shard is not retried (backoffLimit 0): a retry would start after the others.".into(),
+    ];
+    Ok(format!("{}\n{yaml}", header.join("\n")))
+}
+
+/// The claim the reports go to.
+fn claim_name(args: &JobArgs) -> String {
+    args.results_pvc
+        .clone()
+        .unwrap_or_else(|| format!("{}-results", args.name))
+}
+
+/// This run's directory on the volume: named after the Job and its start instant, so a
+/// claim reused by a later run never mixes in an earlier run's reports.
+fn run_dir(args: &JobArgs, start: f64) -> String {
+    let stamp: String = rfc3339(start)
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    format!("{RESULTS_MOUNT}/{}-{stamp}", args.name)
+}
+
+/// The documents: the results claim (unless one was given), the shard Job, the merge Job.
+fn manifest(args: &JobArgs, image: &str, run_env: &[(String, String)], start: f64) -> Vec<Value> {
+    let n = args.shards;
+    let pvc = claim_name(args);
+    let dir = run_dir(args, start);
+    let metadata = |name: String, component: &str| {
+        let mut m = json!({
+            "name": name,
+            "labels": labels(args, component),
+        });
+        if let Some(ns) = &args.namespace {
+            m["namespace"] = json!(ns);
+        }
+        m
+    };
+    let volume_mounts = json!([{ "name": "results", "mountPath": RESULTS_MOUNT }]);
+    let volumes = json!([{ "name": "results", "persistentVolumeClaim": { "claimName": pvc } }]);
+
+    let mut env = vec![
+        // Declared first so the `$(JOB_COMPLETION_INDEX)` below can refer to it (a
+        // variable may only use those listed before it); the controller then adds none.
+        json!({
+            "name": INDEX_ENV,
+            "valueFrom": { "fieldRef": {
+                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+            } },
+        }),
+        json!({ "name": SHARDS_ENV, "value": n.to_string() }),
+        json!({ "name": START_AT_ENV, "value": rfc3339(start) }),
+        json!({ "name": OUTPUT_DIR_ENV, "value": format!("{dir}/shard-$({INDEX_ENV})") }),
+    ];
+    if let Some(secret) = &args.api_key_secret {
+        env.push(json!({
+            "name": api_key_env(),
+            "valueFrom": { "secretKeyRef": { "name": secret.name, "key": secret.key } },
+        }));
+    }
+    env.extend(
+        run_env
+            .iter()
+            .map(|(name, value)| json!({ "name": name, "value": value })),
+    );
+    let mut shard = json!({
+        "name": "llmsurge",
+        "image": image,
+        "command": ["llmsurge"],
+        "args": ["benchmark", "run"],
+        "env": env,
+        "volumeMounts": volume_mounts,
+    });
+    let mut quantities = serde_json::Map::new();
+    if let Some(cpu) = &args.cpu {
+        quantities.insert("cpu".into(), json!(cpu));
+    }
+    if let Some(memory) = &args.memory {
+        quantities.insert("memory".into(), json!(memory));
+    }
+    if !quantities.is_empty() {
+        // Requests equal to limits: a Guaranteed pod, whose CPU is not taken away mid-run.
+        shard["resources"] = json!({ "requests": quantities, "limits": quantities });
+    }
+
+    let mut docs = Vec::new();
+    if args.results_pvc.is_none() {
+        docs.push(json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": metadata(pvc.clone(), "results"),
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "resources": { "requests": { "storage": args.results_size } },
+            },
+        }));
+    }
+    docs.push(json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(args.name.clone(), "shard"),
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": n,
+            "parallelism": n,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": { "labels": labels(args, "shard") },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [shard],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }));
+
+    let mut merge_args = vec!["benchmark".to_string(), "merge".to_string()];
+    merge_args.extend((0..n).map(|k| format!("{dir}/shard-{k}/benchmarks.json")));
+    merge_args.extend(["--output-dir".to_string(), format!("{dir}/merged")]);
+    docs.push(json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(format!("{}-merge", args.name), "merge"),
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": { "labels": labels(args, "merge") },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "initContainers": [{
+                        "name": "wait-for-shards",
+                        "image": args.wait_image,
+                        "command": ["sh", "-c", WAIT_SCRIPT],
+                        "env": [
+                            { "name": "DIR", "value": dir },
+                            { "name": "SHARDS", "value": n.to_string() },
+                            { "name": "TIMEOUT_S", "value": args.merge_timeout.as_secs().to_string() },
+                        ],
+                        "volumeMounts": volume_mounts,
+                    }],
+                    "containers": [{
+                        "name": "merge",
+                        "image": image,
+                        "command": ["llmsurge"],
+                        "args": merge_args,
+                        "volumeMounts": volume_mounts,
+                    }],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }));
+    docs
+}
+
+/// The merge Job's wait: until every shard's report exists (reports are renamed into
+/// place whole), polling every 10 s, at most TIMEOUT_S.
+const WAIT_SCRIPT: &str = r#"deadline=$(( $(date +%s) + TIMEOUT_S ))
+while :; do
+  found=0; k=0
+  while [ "$k" -lt "$SHARDS" ]; do
+    [ -s "$DIR/shard-$k/benchmarks.json" ] && found=$((found + 1))
+    k=$((k + 1))
+  done
+  if [ "$found" -ge "$SHARDS" ]; then echo "all $SHARDS shard reports are in $DIR"; exit 0; fi
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "gave up after ${TIMEOUT_S}s: $found of $SHARDS shard reports in $DIR (merge by hand with --allow-partial)" >&2
+    exit 1
+  fi
+  sleep 10
+done
+"#;
+
+fn labels(args: &JobArgs, component: &str) -> Value {
+    json!({
+        "app.kubernetes.io/name": "llmsurge",
+        "app.kubernetes.io/instance": args.name,
+        "app.kubernetes.io/component": component,
+    })
+}
+
+/// The `benchmark run` definition, as the binary parses it.
+fn run_command() -> Result<clap::Command, String> {
+    super::Cli::command()
+        .find_subcommand("benchmark")
+        .and_then(|b| b.find_subcommand("run"))
+        .cloned()
+        .ok_or_else(|| "internal: no `benchmark run` command".to_string())
+}
+
+/// The variable `--api-key` reads, from its definition.
+fn api_key_env() -> String {
+    run_command()
+        .ok()
+        .and_then(|run| {
+            run.get_arguments()
+                .find(|a| a.get_id() == "api_key")
+                .and_then(|a| a.get_env())
+                .map(|e| e.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "LLMSURGE_API_KEY".into())
+}
+
+/// The trailing `benchmark run` flags as (variable, value) pairs, in definition order.
+pub fn run_env(run_args: &[String], shards: u32) -> Result<Vec<(String, String)>, String> {
+    let run = run_command()?;
+    let matches = run
+        .clone()
+        .no_binary_name(true)
+        .try_get_matches_from(run_args)
+        .map_err(|e| {
+            let rendered = e.to_string();
+            let line = rendered.lines().next().unwrap_or("invalid arguments");
+            let line = line.strip_prefix("error: ").unwrap_or(line);
+            match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    "after --: `benchmark run` flags for the pods, not --help or --version"
+                        .to_string()
+                }
+                _ => format!("after -- (benchmark run flags): {line}"),
+            }
+        })?;
+    let mut out = Vec::new();
+    for arg in run.get_arguments() {
+        let id = arg.get_id().as_str();
+        // Only what was typed: the local environment and defaults are not the pods'.
+        if matches.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let flag = arg
+            .get_long()
+            .map_or_else(|| id.to_string(), |l| format!("--{l}"));
+        let Some(env) = arg.get_env() else {
+            return Err(format!(
+                "{flag} has no environment variable, so it cannot reach the pods (drop it after --)"
+            ));
+        };
+        let env = env.to_string_lossy().into_owned();
+        if let Some((_, why)) = MANAGED_ENV.iter().find(|(name, _)| *name == env) {
+            return Err(format!("{flag} is set by `llmsurge k8s job`: {why}"));
+        }
+        if super::config::is_secret(arg, &env) {
+            return Err(format!(
+                "{flag} would put a secret in the manifest: use --api-key-secret NAME[:KEY] (a Kubernetes Secret)"
+            ));
+        }
+        let raw: Vec<String> = matches
+            .get_raw(id)
+            .map(|values| values.map(|v| v.to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        let value = match arg.get_value_delimiter() {
+            Some(d) => raw.join(&d.to_string()),
+            None if raw.len() <= 1 => raw.into_iter().next().unwrap_or_else(|| "true".into()),
+            None => {
+                return Err(format!(
+                    "{flag} is given {} times but {env} holds one value",
+                    raw.len()
+                ));
+            }
+        };
+        check_value(id, &flag, &value, shards)?;
+        out.push((env, value));
+    }
+    Ok(out)
+}
+
+/// What a shard pod could not do with a value that is valid on one host.
+fn check_value(id: &str, flag: &str, value: &str, shards: u32) -> Result<(), String> {
+    match id {
+        "backend_kwargs" => {
+            let credential = serde_json::from_str::<Value>(value)
+                .ok()
+                .and_then(|v| v.get("headers").and_then(Value::as_object).cloned())
+                .and_then(|h| {
+                    h.keys()
+                        .find(|k| super::resolve::is_credential_header(k))
+                        .cloned()
+                });
+            if let Some(header) = credential {
+                return Err(format!(
+                    "{flag} carries the credential header {header:?}, which would be written into the manifest: use --api-key-secret NAME[:KEY]"
+                ));
+            }
+        }
+        // The merge Job reads each shard's benchmarks.json.
+        "outputs"
+            if !value
+                .split(',')
+                .any(|o| matches!(o.trim(), "json" | "benchmarks.json")) =>
+        {
+            return Err(format!(
+                "{flag} {value}: the merge needs each shard's benchmarks.json; add json"
+            ));
+        }
+        "profile" if shards > 1 && matches!(value, "sweep" | "capacity" | "synchronous") => {
+            return Err(format!(
+                "{flag} {value} cannot be split across {shards} shards (see docs/multi-host.md); use --shards 1 or another profile"
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Whole Unix seconds as RFC 3339 UTC (`2026-11-25T09:21:00Z`).
+fn rfc3339(unix: f64) -> String {
+    chrono::DateTime::from_timestamp(unix as i64, 0)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_default()
+}
+
+/// A DNS-1123 label of at most [`MAX_NAME`] characters (Job and namespace names).
+fn parse_name(s: &str) -> Result<String, String> {
+    let ok_chars = s
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    let ends = s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if s.is_empty() || !ok_chars || !ends || s.len() > MAX_NAME {
+        return Err(format!(
+            "{s:?} is not a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit, at most {MAX_NAME} characters)"
+        ));
+    }
+    Ok(s.to_string())
+}
+
+/// A DNS-1123 subdomain (claim and Secret names): labels joined by '.', at most 253.
+fn parse_subdomain(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    if !ok {
+        return Err(format!(
+            "{s:?} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)"
+        ));
+    }
+    Ok(s.to_string())
+}
+
+/// `NAME[:KEY]`: a Secret name and a key of it (default `api-key`).
+fn parse_secret_ref(s: &str) -> Result<SecretRef, String> {
+    let (name, key) = s.split_once(':').unwrap_or((s, "api-key"));
+    let name = parse_subdomain(name)?;
+    let key_ok = !key.is_empty()
+        && key.len() <= 253
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
+    if !key_ok {
+        return Err(format!(
+            "{key:?} is not a Secret key (letters, digits, '-', '_' and '.')"
+        ));
+    }
+    Ok(SecretRef {
+        name,
+        key: key.to_string(),
+    })
+}
+
+/// A Kubernetes quantity: a decimal number with an optional suffix (`500m`, `2`, `4Gi`).
+fn parse_quantity(s: &str) -> Result<String, String> {
+    let number = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &s[number.len()..];
+    let number_ok = !number.is_empty()
+        && number.chars().filter(|c| *c == '.').count() <= 1
+        && number.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && number.chars().any(|c| c.is_ascii_digit());
+    const SUFFIXES: &[&str] = &[
+        "", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+    ];
+    if !number_ok || !SUFFIXES.contains(&suffix) {
+        return Err(format!(
+            "{s:?} is not a Kubernetes quantity (e.g. 500m, 2, 4Gi)"
+        ));
+    }
+    Ok(s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn managed_variables_are_the_ones_clap_reads() {
+        let run = run_command().expect("run");
+        let output_dir = run
+            .get_arguments()
+            .find(|a| a.get_id() == "output_dir")
+            .and_then(|a| a.get_env())
+            .expect("--output-dir has a variable");
+        assert_eq!(output_dir, OUTPUT_DIR_ENV);
+        assert_eq!(api_key_env(), "LLMSURGE_API_KEY");
+    }
+
+    #[test]
+    fn names_follow_dns_1123() {
+        assert!(parse_name("bench-1").is_ok());
+        for bad in ["", "Bench", "-a", "a-", "a_b", "a.b", &"a".repeat(56)] {
+            assert!(parse_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_subdomain("results.team-a").is_ok());
+        assert!(parse_subdomain("a..b").is_err());
+    }
+
+    #[test]
+    fn secret_refs_default_their_key() {
+        let r = parse_secret_ref("llm-key").expect("valid");
+        assert_eq!((r.name.as_str(), r.key.as_str()), ("llm-key", "api-key"));
+        let r = parse_secret_ref("llm-key:token").expect("valid");
+        assert_eq!(r.key, "token");
+        assert!(parse_secret_ref("llm-key:").is_err());
+        assert!(parse_secret_ref("LLM:key").is_err());
+    }
+
+    #[test]
+    fn quantities() {
+        for ok in ["2", "500m", "1.5", "4Gi", "512Mi"] {
+            assert!(parse_quantity(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "m", "2 cores", "4GB", "1.2.3", "-1"] {
+            assert!(parse_quantity(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn rfc3339_spelling() {
+        assert_eq!(rfc3339(1_800_000_000.0), "2027-01-15T08:00:00Z");
+    }
+
+    #[test]
+    fn typed_flags_become_their_variables() {
+        let args: Vec<String> = [
+            "--target",
+            "http://vllm:8000",
+            "--outputs",
+            "json,html",
+            "--http2",
+            "--stream",
+            "false",
+        ]
+        .map(String::from)
+        .to_vec();
+        let env = run_env(&args, 2).expect("valid");
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("LLMSURGE_TARGET"), Some("http://vllm:8000"));
+        assert_eq!(get("LLMSURGE_OUTPUTS"), Some("json,html"));
+        assert_eq!(get("LLMSURGE_HTTP2"), Some("true"));
+        assert_eq!(get("LLMSURGE_STREAM"), Some("false"));
+        // Defaults stay out: the pod's llmsurge has the same ones.
+        assert_eq!(get("LLMSURGE_REQUEST_TIMEOUT"), None);
+    }
+}

@@ -1,0 +1,3 @@
+//! Subcommands that print rather than run: `llmsurge k8s job`.
+
+mod k8s;
