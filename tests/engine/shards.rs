@@ -343,7 +343,7 @@ fn three_shards_merge_into_the_single_host_run() {
             "--rate",
             "60",
             "--max-requests",
-            "180",
+            "300",
             "--data",
             DATA,
             "--request-log",
@@ -432,7 +432,7 @@ fn three_shards_merge_into_the_single_host_run() {
 
     // The server saw exactly the merged report's requests.
     assert_eq!(server.stats().requests.chat_completions, m.requests.created);
-    assert_eq!(m.requests.created, 180);
+    assert_eq!(m.requests.created, 300);
     // The fleet's rate is one process's, within 2%.
     let (rate, single_rate) = (
         m.throughput.requests_per_s,
