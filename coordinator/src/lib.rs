@@ -22,6 +22,7 @@ pub mod profiles;
 pub mod result;
 pub mod run;
 pub mod saturation;
+pub mod server_metrics;
 pub mod slo;
 pub mod spawn;
 pub mod state;

@@ -203,6 +203,10 @@ pub struct BenchmarkResult {
     /// was estimated (set by the profile; absent elsewhere and in older reports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_estimate: Option<crate::profiles::RateEstimate>,
+    /// The server's own metrics scraped during the benchmark (`--server-metrics`); absent
+    /// when scraping was off and in reports older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
 }
 
 /// Inputs of [`build`] besides the state.
@@ -327,6 +331,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         workers: ctx.workers,
         audit: Audit::default(),
         rate_estimate: None,
+        server_metrics: None,
     }
 }
 

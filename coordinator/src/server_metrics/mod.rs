@@ -1,0 +1,127 @@
+//! The server's own metrics (its Prometheus `/metrics`), scraped by the coordinator beside
+//! a benchmark on the benchmark's t0, and what the report keeps of them.
+//!
+//! Names: every series the report holds is keyed by llmsurge's name for it (vLLM's name
+//! without the `vllm:` prefix where vLLM has one, e.g. `num_requests_waiting`), whichever
+//! server published it; series kept by `--server-metrics-include` keep their own name.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What the scrapes of one benchmark found. Absent from a benchmark when scraping was
+/// off, and from reports older than it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerMetrics {
+    /// The URL scraped (user and password, if the URL had them, removed).
+    pub url: String,
+    /// The server recognised from its series' prefixes (`vllm`, `sglang`, `tgi`), if one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// Scrapes attempted during the benchmark.
+    pub scrapes: u64,
+    /// Scrapes that failed (timeout, connection error, HTTP error status, a body that is
+    /// not Prometheus text), per kind with a sample message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scrape_errors: Vec<ScrapeErrorEntry>,
+    /// One point per successful scrape: `(seconds since the benchmark's t0, value)`.
+    /// Counters are cumulative as the server published them; gauges as read.
+    #[serde(default)]
+    pub series: BTreeMap<String, Vec<(f64, f64)>>,
+    /// Each series over the measured window.
+    #[serde(default)]
+    pub summary: BTreeMap<String, SeriesSummary>,
+    /// The server's own latency histograms over the measured window (count and sum deltas).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub histograms: BTreeMap<String, ServerHistogram>,
+    /// Figures derived from the summary.
+    #[serde(default)]
+    pub derived: Derived,
+    /// The server's counts beside the client's for the same window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross_checks: Vec<CrossCheck>,
+    /// What a reader must know (a series missing, a cross-check that disagrees, a
+    /// counter that went backwards because the server restarted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// One kind of scrape failure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScrapeErrorEntry {
+    /// `timeout`, `connect`, `status`, `parse`.
+    pub kind: String,
+    /// How many scrapes failed this way.
+    pub count: u64,
+    /// The first such failure's message.
+    pub sample: String,
+}
+
+/// How a series behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeriesKind {
+    /// Only ever grows (until the server restarts).
+    Counter,
+    /// Goes up and down.
+    Gauge,
+}
+
+/// A series over the measured window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SeriesSummary {
+    /// Counter or gauge.
+    pub kind: SeriesKind,
+    /// Counters: the increase over the window (last scrape in it minus the last one
+    /// before it opened).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<f64>,
+    /// Counters: `delta` per second of the scrapes' span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<f64>,
+    /// Gauges: the mean of the scrapes in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean: Option<f64>,
+    /// Gauges: the largest scrape in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// Scrapes in the window the figures come from.
+    pub samples: u64,
+}
+
+/// A server-side histogram over the measured window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerHistogram {
+    /// Observations added in the window.
+    pub count: f64,
+    /// Their sum, in the histogram's unit (seconds for vLLM's latencies).
+    pub sum: f64,
+    /// `sum / count`, when count > 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean: Option<f64>,
+}
+
+/// Ratios computed from counter deltas, present only when the server publishes both sides.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Derived {
+    /// Prefix-cache hits / queries over the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_rate: Option<f64>,
+    /// Speculative decoding: accepted / draft tokens over the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode_acceptance_rate: Option<f64>,
+}
+
+/// A count the server and the client both know, over the same window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CrossCheck {
+    /// What is compared, e.g. `generation_tokens`.
+    pub name: String,
+    /// The server's counter delta.
+    pub server: f64,
+    /// The client's count.
+    pub client: f64,
+    /// `(server - client) / client`.
+    pub difference: f64,
+    /// Within the tolerance (2%).
+    pub agrees: bool,
+}
