@@ -1,3 +1,4 @@
-//! Subcommands that print rather than run: `llmsurge k8s job`.
+//! Subcommands that print rather than run (`llmsurge k8s job`), and the README's commands.
 
 mod k8s;
+mod readme;
