@@ -86,7 +86,7 @@ pub fn benchmark_merge(args: &MergeArgs) -> i32 {
         );
     }
     for path in &written {
-        eprintln!("report written to {}", path.display());
+        eprintln!("{}", crate::report::written_message(path));
     }
     for e in &failed {
         eprintln!("error: {e}");

@@ -27,7 +27,7 @@ pub use json::{
     HostInfo, LoadError, MergeInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo,
     write_atomic,
 };
-pub use outputs::{FileFormat, Output, parse_outputs, render, write_files};
+pub use outputs::{FileFormat, Output, parse_outputs, render, write_files, written_message};
 pub use reporter::{ReportSettings, RunInfo, RunReporter, unix_now};
 pub use requests::{RequestEntry, RequestLog, RequestSamples};
 

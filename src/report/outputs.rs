@@ -166,6 +166,25 @@ pub fn write_files(
     (written, failed)
 }
 
+/// The line announcing a written report file. For the HTML page it also says how to open
+/// it: a newcomer's first run ends with a file they may not know is a web page.
+pub fn written_message(path: &Path) -> String {
+    let is_html = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
+    if !is_html {
+        return format!("report written to {}", path.display());
+    }
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    format!(
+        "report written to {} (charts, works offline: open file://{} in a browser, e.g. `xdg-open {}` or `open {}` on macOS)",
+        path.display(),
+        absolute.display(),
+        path.display(),
+        path.display()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -194,7 +194,7 @@ impl RunReporter {
         }
         if self.messages {
             for path in &self.written {
-                eprintln!("report written to {}", path.display());
+                eprintln!("{}", crate::report::written_message(path));
             }
             if let Some(log) = &self.log {
                 eprintln!(

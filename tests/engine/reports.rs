@@ -100,6 +100,14 @@ fn every_format_is_written_after_a_run_and_agrees_with_the_json() {
     assert!(yaml.contains("constant"));
     let html = std::fs::read_to_string(dir.join("benchmarks.html")).expect("benchmarks.html");
     assert!(html.contains("constant@40") && html.contains("uPlot"));
+    // The end of the run says where the page is and how to open it.
+    let page = std::path::absolute(dir.join("benchmarks.html")).expect("absolute path");
+    assert!(
+        run.stderr
+            .contains(&format!("open file://{} in a browser", page.display())),
+        "{}",
+        run.stderr
+    );
 
     // Samples: at most 3 per status and benchmark, each of its own status.
     assert_eq!(report.request_samples.len(), 2);
