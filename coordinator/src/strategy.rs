@@ -154,15 +154,51 @@ impl fmt::Display for Strategy {
             Strategy::Synchronous => write!(f, "synchronous"),
             Strategy::Concurrent { streams } => write!(f, "concurrent@{streams}"),
             Strategy::Throughput { max_concurrency } => write!(f, "throughput@{max_concurrency}"),
-            Strategy::Constant { rate } => write!(f, "constant@{rate}"),
-            Strategy::Poisson { rate } => write!(f, "poisson@{rate}"),
+            Strategy::Constant { rate } => write!(f, "constant@{}", readable_rate(*rate)),
+            Strategy::Poisson { rate } => write!(f, "poisson@{}", readable_rate(*rate)),
         }
+    }
+}
+
+/// A rate as people read it: `36.7` rather than `36.70167202754906` (a sweep computes its
+/// rates). Three significant figures (never fewer than the integer part) tell any two
+/// benchmarks of a run apart; the report's `strategy` field keeps the exact rate.
+fn readable_rate(v: f64) -> String {
+    let decimals = if v.is_finite() && v != 0.0 {
+        (2 - v.abs().log10().floor() as i32).clamp(0, 9) as usize
+    } else {
+        0
+    };
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn computed_rates_get_readable_names() {
+        let c = |rate| Strategy::Constant { rate }.to_string();
+        assert_eq!(c(36.70167202754906), "constant@36.7");
+        assert_eq!(c(17.591973931051157), "constant@17.6");
+        assert_eq!(c(5.0), "constant@5");
+        assert_eq!(c(0.5), "constant@0.5");
+        assert_eq!(c(0.004_21), "constant@0.00421");
+        assert_eq!(c(1234.56), "constant@1235");
+        assert_eq!(
+            Strategy::Poisson { rate: 94.1126 }.to_string(),
+            "poisson@94.1"
+        );
+        assert_eq!(
+            Strategy::Concurrent { streams: 8 }.to_string(),
+            "concurrent@8"
+        );
+    }
 
     #[test]
     fn worker_counts_follow_the_load() {
