@@ -5,8 +5,56 @@
 //! without the `vllm:` prefix where vLLM has one, e.g. `num_requests_waiting`), whichever
 //! server published it; series kept by `--server-metrics-include` keep their own name.
 
+pub mod parse;
+pub mod scrape;
+pub mod servers;
+pub mod summary;
+
+pub use scrape::{Scraper, probe, profiler_call};
+pub use summary::{ClientCounts, ScrapeLog, SummaryWindow, summarise};
+
+use llmsurge_proto::Secret;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The default time between two scrapes (`--server-metrics-interval`).
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How a benchmark scrapes the server (`--server-metrics`).
+#[derive(Clone, Debug)]
+pub struct ScrapeConfig {
+    /// The URL to GET, without credentials (they are in `headers`).
+    pub url: String,
+    /// Headers sent with every scrape (the target's credentials, only when the URL has
+    /// the target's origin, or the URL's own user and password); never logged.
+    pub headers: Vec<(String, Secret)>,
+    /// Time between two scrapes.
+    pub interval: Duration,
+    /// Bound on one scrape.
+    pub timeout: Duration,
+    /// Other series to keep under their own names (`--server-metrics-include`).
+    pub include: Option<regex::Regex>,
+}
+
+impl ScrapeConfig {
+    /// The bound on one scrape for `interval`: the interval, within 1 to 5 seconds, so
+    /// a hung server costs a benchmark at most that much at its end.
+    pub fn timeout_for(interval: Duration) -> Duration {
+        interval.clamp(Duration::from_secs(1), Duration::from_secs(5))
+    }
+}
+
+/// Where `--profile-server` sends `POST /start_profile` and `POST /stop_profile`.
+#[derive(Clone, Debug)]
+pub struct ProfilerConfig {
+    /// The target's origin (scheme, host, port).
+    pub origin: String,
+    /// The target's credentials.
+    pub headers: Vec<(String, Secret)>,
+    /// Bound on each call (stopping a profiler writes its trace, which takes a while).
+    pub timeout: Duration,
+}
 
 /// What the scrapes of one benchmark found. Absent from a benchmark when scraping was
 /// off, and from reports older than it.
