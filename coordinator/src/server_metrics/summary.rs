@@ -10,6 +10,9 @@ use super::{
 };
 use std::collections::BTreeMap;
 
+/// `(seconds since t0, value)` of one series.
+type Points = Vec<(f64, f64)>;
+
 /// A cross-check disagrees beyond this fraction.
 pub const CROSS_CHECK_TOLERANCE: f64 = 0.02;
 
@@ -202,7 +205,7 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
 
     let mut histograms = BTreeMap::new();
     if let (Some(b), Some(e)) = (base_t, end_t) {
-        let mut points: BTreeMap<&str, (Vec<(f64, f64)>, Vec<(f64, f64)>)> = BTreeMap::new();
+        let mut points: BTreeMap<&str, (Points, Points)> = BTreeMap::new();
         for s in snaps.iter().filter(|s| s.at >= b && s.at <= e) {
             for (name, &(count, sum)) in &s.parsed.histograms {
                 let p = points.entry(name).or_default();
