@@ -652,6 +652,8 @@ mod capacity_tests {
                 goodput: None,
                 saturation: None,
                 shard: Default::default(),
+                server_metrics: None,
+                profile_server: None,
             },
             workers: None,
             cores: 2,

@@ -38,10 +38,115 @@ pub struct ScrapeConfig {
 }
 
 impl ScrapeConfig {
+    /// The config for scraping `url` every `interval`. User and password in the URL
+    /// become a Basic authorization header (and leave the URL, which is reported); the
+    /// target's own credentials (`target_headers`) are sent only when `url` has the
+    /// origin of `target_base`, so they never leak to another host.
+    pub fn new(
+        url: &str,
+        interval: Duration,
+        include: Option<regex::Regex>,
+        target_base: &str,
+        target_headers: &[(String, Secret)],
+    ) -> Result<Self, String> {
+        use base64::Engine as _;
+        let mut parsed =
+            reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(format!(
+                "{url:?} must be an http:// or https:// URL with a host"
+            ));
+        }
+        let mut headers = Vec::new();
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            let credentials = format!("{}:{}", parsed.username(), parsed.password().unwrap_or(""));
+            let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
+            headers.push((
+                "authorization".to_string(),
+                Secret::new(format!("Basic {encoded}")),
+            ));
+            // Only fails for URLs that cannot carry credentials, which this one did.
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+        }
+        let same_origin =
+            reqwest::Url::parse(target_base).is_ok_and(|t| t.origin() == parsed.origin());
+        if same_origin {
+            for (name, value) in target_headers {
+                if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                    headers.push((name.clone(), value.clone()));
+                }
+            }
+        }
+        Ok(Self {
+            url: parsed.to_string(),
+            headers,
+            interval,
+            timeout: Self::timeout_for(interval),
+            include,
+        })
+    }
+
     /// The bound on one scrape for `interval`: the interval, within 1 to 5 seconds, so
     /// a hung server costs a benchmark at most that much at its end.
     pub fn timeout_for(interval: Duration) -> Duration {
         interval.clamp(Duration::from_secs(1), Duration::from_secs(5))
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn credentials_go_only_to_the_targets_origin() {
+        let target = [("authorization".to_string(), Secret::new("Bearer k"))];
+        let base = "http://10.0.0.1:8000";
+        let same = ScrapeConfig::new(
+            "http://10.0.0.1:8000/metrics",
+            DEFAULT_INTERVAL,
+            None,
+            base,
+            &target,
+        )
+        .expect("valid");
+        assert_eq!(same.headers.len(), 1);
+        assert_eq!(same.headers[0].1.expose(), "Bearer k");
+        let other = ScrapeConfig::new(
+            "http://10.0.0.1:9090/metrics",
+            DEFAULT_INTERVAL,
+            None,
+            base,
+            &target,
+        )
+        .expect("valid");
+        assert!(other.headers.is_empty(), "another port is another origin");
+        // User and password leave the URL (it is reported) for a Basic header.
+        let basic = ScrapeConfig::new(
+            "http://u:p@10.0.0.1:9090/metrics",
+            DEFAULT_INTERVAL,
+            None,
+            base,
+            &target,
+        )
+        .expect("valid");
+        assert_eq!(basic.url, "http://10.0.0.1:9090/metrics");
+        assert_eq!(basic.headers[0].1.expose(), "Basic dTpw");
+        assert!(
+            !format!("{basic:?}").contains("dTpw"),
+            "secrets never in Debug"
+        );
+        assert!(
+            ScrapeConfig::new("ftp://h/metrics", DEFAULT_INTERVAL, None, base, &target).is_err()
+        );
+        assert_eq!(
+            ScrapeConfig::timeout_for(Duration::from_millis(200)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            ScrapeConfig::timeout_for(Duration::from_secs(30)),
+            Duration::from_secs(5)
+        );
     }
 }
 
