@@ -238,7 +238,12 @@ pub struct MockConfig {
 
     /// KV-cache capacity in tokens: `vllm:kv_cache_usage_perc` on `GET /metrics` is the
     /// tokens held by running requests (prompt plus output so far) over this, capped at 1.
-    #[arg(long, env = "LLMSURGE_MOCK_KV_CACHE_TOKENS", default_value_t = DEFAULT_KV_CACHE_TOKENS)]
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_KV_CACHE_TOKENS",
+        default_value_t = DEFAULT_KV_CACHE_TOKENS,
+        value_name = "N"
+    )]
     pub kv_cache_tokens: u64,
 
     /// Answer `GET /metrics` with 404, like a server that publishes no metrics.
@@ -247,12 +252,22 @@ pub struct MockConfig {
 
     /// Make `GET /metrics` fail after `--metrics-fault-after` good scrapes: `error` (HTTP
     /// 500), `garbage` (200 with text that is not Prometheus') or `hang` (never answers).
-    #[arg(long, env = "LLMSURGE_MOCK_METRICS_FAULT", value_enum)]
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_METRICS_FAULT",
+        value_enum,
+        value_name = "KIND"
+    )]
     pub metrics_fault: Option<MetricsFault>,
 
     /// Scrapes of `GET /metrics` answered normally before `--metrics-fault` starts (0:
     /// from the first one).
-    #[arg(long, env = "LLMSURGE_MOCK_METRICS_FAULT_AFTER", default_value_t = 0)]
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_METRICS_FAULT_AFTER",
+        default_value_t = 0,
+        value_name = "N"
+    )]
     pub metrics_fault_after: u64,
 
     /// Answer `POST /start_profile` and `POST /stop_profile` with 404, like a server

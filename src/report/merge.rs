@@ -707,6 +707,43 @@ mod tests {
     }
 
     #[test]
+    fn fleet_host_combines_the_new_host_facts() {
+        let host = |name: &str, soft, ntp, clock: Option<&str>| HostInfo {
+            hostname: name.into(),
+            kernel: Some("6.1".into()),
+            open_files_soft: soft,
+            open_files_hard: soft.map(|s| s * 2),
+            ntp_synchronized: ntp,
+            clock_source: clock.map(str::to_string),
+            ..HostInfo::default()
+        };
+        let fleet = fleet_host(&[
+            host("a", Some(4096), Some(true), Some("tsc")),
+            host("b", Some(1024), Some(true), None),
+            host("c", None, Some(true), Some("kvm-clock")),
+        ]);
+        assert_eq!(fleet.hostname, "a, b, c");
+        assert_eq!(fleet.kernel.as_deref(), Some("6.1"));
+        assert_eq!(
+            (fleet.open_files_soft, fleet.open_files_hard),
+            (Some(1024), Some(2048))
+        );
+        assert_eq!(fleet.clock_source.as_deref(), Some("tsc, kvm-clock"));
+        assert_eq!(fleet.cpu_governor, None, "no host knew it");
+        assert_eq!(fleet.ntp_synchronized, Some(true));
+        let unknown = fleet_host(&[
+            host("a", None, Some(true), None),
+            host("b", None, None, None),
+        ]);
+        assert_eq!(unknown.ntp_synchronized, None, "one host unknown");
+        let off = fleet_host(&[
+            host("a", None, None, None),
+            host("b", None, Some(false), None),
+        ]);
+        assert_eq!(off.ntp_synchronized, Some(false), "one host off is enough");
+    }
+
+    #[test]
     fn merged_percentiles_are_those_of_the_union_exactly() {
         let merged = merge(named((0..3).map(|i| shard(i, 3)).collect()), false).expect("merges");
         // The union recorded value by value into one set, not through any merge.
