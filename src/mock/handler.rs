@@ -15,7 +15,8 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use super::MockConfig;
-use super::body::{Generation, InjectedClose, MockBody, Output};
+use super::body::{Generation, InjectedClose, MockBody, Output, Work};
+use super::metrics;
 use super::model::{Fault, Model};
 use super::openai::{
     self, Api, ChatRequest, CompletionRequest, DetokenizeRequest, DetokenizeResponse,
@@ -42,6 +43,9 @@ pub struct App {
     pub semaphore: Option<Arc<Semaphore>>,
     /// Sequence number of the next generation or embedding request.
     seq: AtomicU64,
+    /// `GET /metrics` requests answered so far (never reset: `--metrics-fault-after`
+    /// counts from the start).
+    pub scrapes: AtomicU64,
     /// Served model names, JSON-quoted once.
     model_json: Vec<String>,
     /// The `/v1/models` body.
@@ -119,6 +123,7 @@ impl App {
             counters: Counters::default(),
             semaphore: config.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
             seq: AtomicU64::new(0),
+            scrapes: AtomicU64::new(0),
             model_json,
             models_body,
             config,
@@ -179,17 +184,31 @@ fn route(path: &str) -> Option<(Endpoint, Method)> {
         "/detokenize" => (Endpoint::Detokenize, Method::POST),
         "/stats" => (Endpoint::Stats, Method::GET),
         "/stats/reset" => (Endpoint::Stats, Method::POST),
+        "/metrics" => (Endpoint::Metrics, Method::GET),
+        "/start_profile" => (Endpoint::StartProfile, Method::POST),
+        "/stop_profile" => (Endpoint::StopProfile, Method::POST),
         _ => return None,
     })
 }
 
 /// Serves one request.
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
+    let route = route(req.uri().path());
+    // The server's own metrics and profiler are the main server's, probe or not.
+    let introspection = matches!(
+        route,
+        Some((
+            Endpoint::Metrics | Endpoint::StartProfile | Endpoint::StopProfile,
+            _
+        ))
+    );
     let app = match &app.probe_twin {
-        Some(twin) if req.headers().contains_key(super::PROBE_HEADER) => Arc::clone(twin),
+        Some(twin) if !introspection && req.headers().contains_key(super::PROBE_HEADER) => {
+            Arc::clone(twin)
+        }
         _ => app,
     };
-    let Some((endpoint, method)) = route(req.uri().path()) else {
+    let Some((endpoint, method)) = route else {
         app.counters.request(Endpoint::Other);
         let message = format!("no route for {} {}", req.method(), req.uri().path());
         return error(
@@ -232,6 +251,8 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
             }
             json(&app, StatusCode::OK, to_json(&app.counters.snapshot()))
         }
+        Endpoint::Metrics => metrics::scrape(&app).await,
+        Endpoint::StartProfile | Endpoint::StopProfile => metrics::profile(&app, req.uri().path()),
         _ => {
             let body = match read_body(&app, req).await {
                 Ok(body) => body,
@@ -511,7 +532,13 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
             &app,
             StatusCode::OK,
             "text/event-stream",
-            Generation::start(Arc::clone(&app), plan, output),
+            Generation::start(
+                Arc::clone(&app),
+                plan,
+                output,
+                Work::Generation,
+                r.prompt_tokens,
+            ),
         );
         response
             .headers_mut()
@@ -545,7 +572,13 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         &app,
         StatusCode::OK,
         "application/json",
-        Generation::start(Arc::clone(&app), plan, output),
+        Generation::start(
+            Arc::clone(&app),
+            plan,
+            output,
+            Work::Generation,
+            r.prompt_tokens,
+        ),
     )
 }
 
@@ -682,7 +715,13 @@ fn embeddings(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
         &app,
         StatusCode::OK,
         "application/json",
-        Generation::start(Arc::clone(&app), plan, output),
+        Generation::start(
+            Arc::clone(&app),
+            plan,
+            output,
+            Work::Embedding,
+            prompt_tokens,
+        ),
     )
 }
 
