@@ -548,6 +548,10 @@ pub async fn run_benchmark(
             output_tokens: m.output_tokens,
             prompt_tokens: m.prompt_tokens,
             unfinished: m.errored + m.cancelled,
+            shard: plan
+                .shard
+                .is_split()
+                .then_some((plan.shard.index + 1, plan.shard.count)),
         };
         let mut metrics = summarise(log, window, client);
         metrics.warnings.extend(profiler_warnings);

@@ -78,6 +78,9 @@ pub struct ClientCounts {
     pub prompt_tokens: u64,
     /// Requests that errored or were cancelled (the server may count their tokens).
     pub unfinished: u64,
+    /// `--shard K/N` with N > 1: this host sent only its part of the load, so the
+    /// server's counts (every shard's) are not comparable with its own.
+    pub shard: Option<(u32, u32)>,
 }
 
 /// The increase of a counter over `points` (time order), Prometheus' `increase` without
@@ -246,7 +249,12 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
         ("prompt_tokens", client.prompt_tokens, "prompt tokens"),
         ("request_success", client.completed, "completed requests"),
     ];
-    if exact {
+    let comparable = checks.iter().any(|(n, ..)| delta(n).is_some());
+    if let Some((k, n)) = client.shard.filter(|_| comparable) {
+        warnings.push(format!(
+            "no cross-check of the server's counts with the client's: this host ran shard {k}/{n}, and the server counts every shard's requests"
+        ));
+    } else if exact {
         for (name, client_count, what) in checks {
             let Some(server_count) = delta(name) else {
                 continue;
@@ -283,7 +291,7 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
                 agrees,
             });
         }
-    } else if !snaps.is_empty() && checks.iter().any(|(n, ..)| delta(n).is_some()) {
+    } else if comparable {
         warnings.push(if window.whole_benchmark {
             "no cross-check of the server's counts with the client's: the scrapes just before t0 and just after the end are missing, so the deltas do not cover the benchmark exactly".into()
         } else {
@@ -515,5 +523,25 @@ mod tests {
             "{:?}",
             m.warnings
         );
+    }
+
+    #[test]
+    fn a_shard_is_not_cross_checked_against_the_whole_servers_counts() {
+        let log = ScrapeLog {
+            snapshots: vec![
+                snap(-0.1, &[("request_success", C, 0.0)]),
+                snap(2.1, &[("request_success", C, 30.0)]),
+            ],
+            ..ScrapeLog::default()
+        };
+        let client = ClientCounts {
+            completed: 10,
+            shard: Some((1, 3)),
+            ..ClientCounts::default()
+        };
+        let m = summarise(log, whole(2.0), client);
+        assert!(m.cross_checks.is_empty());
+        assert!(m.warnings[0].contains("shard 1/3"), "{:?}", m.warnings);
+        assert_eq!(m.summary["request_success"].delta, Some(30.0));
     }
 }
