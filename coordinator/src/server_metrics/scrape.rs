@@ -84,10 +84,17 @@ pub async fn scrape_once(
             kind: "timeout",
             message: format!("no answer within {}s", cfg.timeout.as_secs_f64()),
         })??;
-    parse(&body, cfg.include.as_ref()).map_err(|message| ScrapeFailure {
-        kind: "parse",
-        message,
-    })
+    // A big server's body (histograms of every model) takes a while to parse: off the
+    // coordinator's runtime thread, which also reads the workers' reports.
+    let include = cfg.include.clone();
+    tokio::task::spawn_blocking(move || parse(&body, include.as_ref()))
+        .await
+        .map_err(|e| format!("the parser failed: {e}"))
+        .and_then(|r| r)
+        .map_err(|message| ScrapeFailure {
+            kind: "parse",
+            message,
+        })
 }
 
 /// One scrape before the run, to decide whether the target publishes metrics.
