@@ -151,9 +151,14 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
     };
     // After the probe and every usage check, so a usage error stays one line.
     match server_metrics(&plan, &target).await {
-        Ok((scrape, profiler)) => {
+        Ok((scrape, profiler, note)) => {
             template.base.server_metrics = scrape;
             template.base.profile_server = profiler;
+            // Kept in the report's target warnings, so a reader knows why there are none.
+            if let Some(note) = note {
+                eprintln!("{note}");
+                warnings.push(note.trim_start_matches("warning: ").to_string());
+            }
         }
         Err(UsageError(message)) => {
             if let Some(mock) = target.mock {
@@ -231,9 +236,10 @@ fn target_headers(plan: &RunPlan) -> Vec<(String, llmsurge_proto::Secret)> {
     headers
 }
 
-/// What every benchmark scrapes and profiles. The target's own `/metrics` is scraped
-/// when it answers now; when it does not, one line says so and the run goes on without.
-/// An explicit URL that does not answer yet is a warning, and is scraped anyway.
+/// What every benchmark scrapes and profiles, and the line to print about it. The
+/// target's own `/metrics` is scraped when it answers now; when it does not, one line
+/// says so and the run goes on without. An explicit URL that does not answer yet is a
+/// warning, and is scraped anyway.
 async fn server_metrics(
     plan: &RunPlan,
     target: &ResolvedTarget,
@@ -241,6 +247,7 @@ async fn server_metrics(
     (
         Option<llmsurge_coordinator::server_metrics::ScrapeConfig>,
         Option<llmsurge_coordinator::server_metrics::ProfilerConfig>,
+        Option<String>,
     ),
     UsageError,
 > {
@@ -254,7 +261,7 @@ async fn server_metrics(
         timeout: PROFILER_TIMEOUT,
     });
     let (url, explicit) = match &m.source {
-        MetricsSource::Off => return Ok((None, profiler)),
+        MetricsSource::Off => return Ok((None, profiler, None)),
         MetricsSource::Target => (format!("{}/metrics", target.base_url), false),
         MetricsSource::Url(url) => (url.clone(), true),
     };
@@ -267,17 +274,18 @@ async fn server_metrics(
         .map_err(|e| UsageError(format!("--server-metrics-include: {e}")))?;
     let cfg = ScrapeConfig::new(&url, m.interval, include, &target.base_url, &headers)
         .map_err(|e| UsageError(format!("--server-metrics: {e}")))?;
-    if let Err(why) = probe(&cfg).await {
-        if !explicit {
-            eprintln!("no server metrics at {} ({why})", cfg.url);
-            return Ok((None, profiler));
+    let note = match probe(&cfg).await {
+        Ok(()) => None,
+        Err(why) if !explicit => {
+            let note = format!("no server metrics at {} ({why})", cfg.url);
+            return Ok((None, profiler, Some(note)));
         }
-        eprintln!(
+        Err(why) => Some(format!(
             "warning: --server-metrics {} did not answer at run start ({why}); scraping it anyway",
             cfg.url
-        );
-    }
-    Ok((Some(cfg), profiler))
+        )),
+    };
+    Ok((Some(cfg), profiler, note))
 }
 
 /// The exit code of a finished run (see `exit_codes`). A capacity search judges the SLO

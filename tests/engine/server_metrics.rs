@@ -192,8 +192,32 @@ fn a_target_without_metrics_runs_on_with_one_line() {
         server.base_url()
     );
     assert!(lines[0].starts_with(&expected), "{}", lines[0]);
+    // Kept in the report, so a reader knows why there are none.
+    assert!(
+        report
+            .target
+            .warnings
+            .iter()
+            .any(|w| w.starts_with(&expected)),
+        "{:?}",
+        report.target.warnings
+    );
     // Checked once at run start, never again.
     assert_eq!(server.stats().requests.metrics, 1);
+
+    // Asked for by URL: a warning, and scraped anyway (every scrape an error here).
+    let url = format!("{}/metrics", server.base_url());
+    let run = short_run(&server, &["--server-metrics", &url]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 40);
+    let warning = format!("warning: --server-metrics {url} did not answer at run start (HTTP 404");
+    assert!(run.stderr.contains(&warning), "{}", run.stderr);
+    let m = server_metrics(b);
+    assert_eq!(m.scrape_errors.len(), 1, "{:?}", m.scrape_errors);
+    assert_eq!(m.scrape_errors[0].kind, "status");
+    assert_eq!(m.scrape_errors[0].count, m.scrapes);
+    assert!(m.series.is_empty() && m.cross_checks.is_empty());
 }
 
 /// Metrics that break after the run-start check and the baseline: the run finishes with
