@@ -46,6 +46,9 @@ pub struct App {
     /// `GET /metrics` requests answered so far (never reset: `--metrics-fault-after`
     /// counts from the start).
     pub scrapes: AtomicU64,
+    /// Turns true when the server stops, to end what waits forever on purpose (a hung
+    /// scrape) instead of holding the shutdown for its whole grace period.
+    pub stopping: tokio::sync::watch::Sender<bool>,
     /// Served model names, JSON-quoted once.
     model_json: Vec<String>,
     /// The `/v1/models` body.
@@ -124,6 +127,7 @@ impl App {
             semaphore: config.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
             seq: AtomicU64::new(0),
             scrapes: AtomicU64::new(0),
+            stopping: tokio::sync::watch::Sender::new(false),
             model_json,
             models_body,
             config,

@@ -330,6 +330,34 @@ async fn mock_metrics_faults_start_after_n_good_scrapes() {
 }
 
 #[tokio::test]
+async fn mock_hung_scrape_ends_when_the_server_stops() {
+    let mock = server(MockConfig {
+        metrics_fault: Some(MetricsFault::Hang),
+        ..MockConfig::default()
+    });
+    let c = client();
+    let url = format!("{}/metrics", mock.base_url());
+    let hung = tokio::spawn(async move { c.get(url).send().await });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while mock.stats().requests.metrics < 1 {
+        assert!(Instant::now() < deadline, "the scrape never came");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The stop does not wait out its grace period (1 s) for the hung scrape: it is
+    // closed without an answer the moment the server stops.
+    let start = Instant::now();
+    let seen = mock.stop();
+    assert!(
+        start.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        start.elapsed()
+    );
+    let outcome = bounded(hung).await.expect("task");
+    assert!(outcome.is_err(), "no answer: {outcome:?}");
+    assert_eq!(seen.faults.close, 0, "not a generation fault");
+}
+
+#[tokio::test]
 async fn mock_profiler_endpoints_are_counted_apart() {
     let mock = server(MockConfig::default());
     let off = server(MockConfig {
