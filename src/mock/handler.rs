@@ -22,6 +22,7 @@ use super::openai::{
     self, Api, ChatRequest, CompletionRequest, DetokenizeRequest, DetokenizeResponse,
     EMBEDDING_DIM, EmbeddingRequest, Formatter, Prompt, TokenizeRequest, TokenizeResponse, Usage,
 };
+use super::prefix_cache::PrefixCache;
 use super::stats::{Counters, Endpoint, FaultKind};
 use super::tokenizer;
 
@@ -39,6 +40,8 @@ pub struct App {
     pub model: Model,
     /// What the server saw.
     pub counters: Counters,
+    /// The prefix-cache model of generation prompts.
+    pub prefix_cache: PrefixCache,
     /// Concurrency slots; `None` is unlimited.
     pub semaphore: Option<Arc<Semaphore>>,
     /// Sequence number of the next generation or embedding request.
@@ -124,6 +127,7 @@ impl App {
         App {
             model: Model::new(&config),
             counters: Counters::default(),
+            prefix_cache: PrefixCache::new(config.kv_cache_tokens),
             semaphore: config.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
             seq: AtomicU64::new(0),
             scrapes: AtomicU64::new(0),
@@ -354,7 +358,8 @@ struct GenRequest {
     model: usize,
     streaming: bool,
     include_usage: bool,
-    prompt_tokens: u64,
+    /// The prompt's token ids (its length, scaled, is its prompt tokens).
+    prompt_ids: Vec<u32>,
     max_tokens: Option<u32>,
     ignore_eos: bool,
 }
@@ -464,7 +469,7 @@ fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
                     .stream_options
                     .and_then(|o| o.include_usage)
                     .unwrap_or(false),
-                prompt_tokens: scaled(&app, openai::count_messages(&r.messages)),
+                prompt_ids: openai::encode_messages(&r.messages),
                 max_tokens: resolve_max_tokens(&app, r.max_completion_tokens.or(r.max_tokens))?,
                 ignore_eos: r.ignore_eos.unwrap_or(false),
             })
@@ -493,7 +498,7 @@ fn completions(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
                     .stream_options
                     .and_then(|o| o.include_usage)
                     .unwrap_or(false),
-                prompt_tokens: scaled(&app, r.prompt.count()),
+                prompt_ids: r.prompt.encode_single(),
                 max_tokens: resolve_max_tokens(&app, r.max_tokens)?,
                 ignore_eos: r.ignore_eos.unwrap_or(false),
             })
@@ -511,7 +516,11 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
     let mut plan = app
         .model
         .plan(seq, r.max_tokens, r.ignore_eos, r.api == Api::Chat);
-    app.counters.prompt_tokens(r.prompt_tokens);
+    let prompt_tokens = scaled(&app, r.prompt_ids.len() as u64);
+    app.counters.prompt_tokens(prompt_tokens);
+    // Looked up on arrival, like the rest of the plan: the queries are the prompt tokens.
+    let hits = scaled(&app, app.prefix_cache.lookup(&r.prompt_ids)).min(prompt_tokens);
+    app.counters.prefix_cache(prompt_tokens, hits);
     match plan.fault {
         Fault::Error(status) => return injected_error(&app, status),
         Fault::Close => return injected_close(&app),
@@ -530,7 +539,7 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         let output = Output::Stream {
             fmt,
             include_usage,
-            prompt_tokens: r.prompt_tokens,
+            prompt_tokens,
         };
         let mut response = respond(
             &app,
@@ -541,7 +550,7 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
                 plan,
                 output,
                 Work::Generation,
-                r.prompt_tokens,
+                prompt_tokens,
             ),
         );
         response
@@ -552,7 +561,7 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
     // The text is drawn in stream order (reasoning first) so both modes say the same thing.
     let reasoning: Vec<&'static str> = (0..plan.reasoning).map(|_| plan.next_word()).collect();
     let usage = Usage {
-        prompt: r.prompt_tokens,
+        prompt: prompt_tokens,
         content: u64::from(plan.content),
         reasoning: u64::from(plan.reasoning),
     };
@@ -581,7 +590,7 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
             plan,
             output,
             Work::Generation,
-            r.prompt_tokens,
+            prompt_tokens,
         ),
     )
 }

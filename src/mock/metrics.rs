@@ -142,6 +142,18 @@ impl Collector for Snapshot {
                     )?;
             }
         }
+        counter(
+            &mut e,
+            "vllm:prefix_cache_queries",
+            "Prompt tokens looked up in the prefix cache (/stats prefix_cache_queries).",
+            s.prefix_cache_queries,
+        )?;
+        counter(
+            &mut e,
+            "vllm:prefix_cache_hits",
+            "Prompt tokens found in the prefix cache (/stats prefix_cache_hits).",
+            s.prefix_cache_hits,
+        )?;
         // The mock never preempts a request; published so the series set is vLLM's.
         counter(
             &mut e,

@@ -52,12 +52,12 @@ impl Content {
 }
 
 /// Prompt tokens of chat messages: the tokens of every text content, nothing more.
-pub fn count_messages(messages: &[Message]) -> u64 {
-    let mut n = 0;
+pub fn encode_messages(messages: &[Message]) -> Vec<u32> {
+    let mut ids = Vec::new();
     for content in messages.iter().filter_map(|m| m.content.as_ref()) {
-        content.for_each_text(|t| n += tokenizer::count(t));
+        content.for_each_text(|t| tokenizer::encode_into(t, &mut ids));
     }
-    n
+    ids
 }
 
 /// `POST /v1/chat/completions`
@@ -107,6 +107,19 @@ impl Prompt {
             Prompt::Texts(v) => v.len(),
             Prompt::IdBatches(v) => v.len(),
         }
+    }
+
+    /// The token ids of a one-prompt batch (empty for a larger batch, which is refused).
+    pub fn encode_single(&self) -> Vec<u32> {
+        let mut ids = Vec::new();
+        match self {
+            Prompt::Text(t) => tokenizer::encode_into(t, &mut ids),
+            Prompt::Texts(v) if v.len() == 1 => tokenizer::encode_into(&v[0], &mut ids),
+            Prompt::Ids(given) => ids.clone_from(given),
+            Prompt::IdBatches(v) if v.len() == 1 => ids.clone_from(&v[0]),
+            Prompt::Texts(_) | Prompt::IdBatches(_) => {}
+        }
+        ids
     }
 
     /// Total prompt tokens across the batch.

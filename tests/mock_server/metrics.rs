@@ -88,6 +88,12 @@ fn assert_counters_match(m: &Parsed, s: &MockStats) {
         ("vllm:num_requests_running", "", s.active_requests),
         ("vllm:num_requests_waiting", "", s.queued),
         ("vllm:num_preemptions_total", "", 0),
+        (
+            "vllm:prefix_cache_queries_total",
+            "",
+            s.prefix_cache_queries,
+        ),
+        ("vllm:prefix_cache_hits_total", "", s.prefix_cache_hits),
     ];
     for (series, labels, expected) in pairs {
         assert_eq!(m.get(series, labels), expected as f64, "{series}{labels}");
@@ -169,6 +175,45 @@ async fn mock_metrics_counters_equal_stats_after_streamed_requests() {
         let after = scrape(&c, &base).await;
         assert_counters_match(&after, &mock.stats());
         assert_eq!(after.get("vllm:e2e_request_latency_seconds_count", ""), 0.0);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn mock_prefix_cache_hits_shared_prompt_prefixes() {
+    let mock = server(MockConfig::default());
+    bounded(async {
+        let c = client();
+        let base = mock.base_url();
+        // 40 words: two full 16-token blocks and a tail that never caches.
+        let words: Vec<String> = (0..40).map(|i| format!("w{i}")).collect();
+        let mut other = words.clone();
+        other[20] = "changed".into(); // the second block differs
+        for (prompt, hits) in [(&words, 0), (&words, 32), (&other, 16)] {
+            let before = mock.stats().prefix_cache_hits;
+            let body = json!({"prompt": prompt.join(" "), "max_tokens": 1});
+            post(&c, format!("{base}/v1/completions"), body)
+                .await
+                .bytes()
+                .await
+                .expect("body");
+            assert_eq!(mock.stats().prefix_cache_hits - before, hits);
+        }
+        let s = stats(&c, &base).await;
+        assert_eq!(s.prefix_cache_queries, 3 * 40);
+        assert_eq!(s.prefix_cache_hits, 32 + 16);
+        // A chat request's messages are looked up the same way.
+        let chat =
+            json!({"messages": [{"role": "user", "content": words.join(" ")}], "max_tokens": 1});
+        post(&c, format!("{base}/v1/chat/completions"), chat)
+            .await
+            .bytes()
+            .await
+            .expect("body");
+        let m = scrape(&c, &base).await;
+        let s = stats(&c, &base).await;
+        assert_eq!((s.prefix_cache_queries, s.prefix_cache_hits), (160, 80));
+        assert_counters_match(&m, &s);
     })
     .await;
 }
