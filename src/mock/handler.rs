@@ -22,7 +22,7 @@ use super::openai::{
     self, Api, ChatRequest, CompletionRequest, DetokenizeRequest, DetokenizeResponse,
     EMBEDDING_DIM, EmbeddingRequest, Formatter, Prompt, TokenizeRequest, TokenizeResponse, Usage,
 };
-use super::prefix_cache::PrefixCache;
+use super::prefix_cache::{PrefixCache, PromptBlocks};
 use super::stats::{Counters, Endpoint, FaultKind};
 use super::tokenizer;
 
@@ -358,8 +358,9 @@ struct GenRequest {
     model: usize,
     streaming: bool,
     include_usage: bool,
-    /// The prompt's token ids (its length, scaled, is its prompt tokens).
-    prompt_ids: Vec<u32>,
+    /// The prompt's blocks for the prefix cache (its length, scaled, is its prompt
+    /// tokens).
+    prompt: PromptBlocks,
     max_tokens: Option<u32>,
     ignore_eos: bool,
 }
@@ -469,7 +470,7 @@ fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
                     .stream_options
                     .and_then(|o| o.include_usage)
                     .unwrap_or(false),
-                prompt_ids: openai::encode_messages(&r.messages),
+                prompt: openai::message_blocks(&r.messages),
                 max_tokens: resolve_max_tokens(&app, r.max_completion_tokens.or(r.max_tokens))?,
                 ignore_eos: r.ignore_eos.unwrap_or(false),
             })
@@ -498,7 +499,7 @@ fn completions(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
                     .stream_options
                     .and_then(|o| o.include_usage)
                     .unwrap_or(false),
-                prompt_ids: r.prompt.encode_single(),
+                prompt: r.prompt.blocks(),
                 max_tokens: resolve_max_tokens(&app, r.max_tokens)?,
                 ignore_eos: r.ignore_eos.unwrap_or(false),
             })
@@ -516,10 +517,10 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
     let mut plan = app
         .model
         .plan(seq, r.max_tokens, r.ignore_eos, r.api == Api::Chat);
-    let prompt_tokens = scaled(&app, r.prompt_ids.len() as u64);
+    let prompt_tokens = scaled(&app, r.prompt.tokens());
     app.counters.prompt_tokens(prompt_tokens);
     // Looked up on arrival, like the rest of the plan: the queries are the prompt tokens.
-    let hits = scaled(&app, app.prefix_cache.lookup(&r.prompt_ids)).min(prompt_tokens);
+    let hits = scaled(&app, app.prefix_cache.lookup(&r.prompt)).min(prompt_tokens);
     app.counters.prefix_cache(prompt_tokens, hits);
     match plan.fault {
         Fault::Error(status) => return injected_error(&app, status),
