@@ -15,7 +15,7 @@ use prometheus_client::encoding::{DescriptorEncoder, prometheus_text};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::body::MockBody;
+use super::body::{InjectedClose, MockBody};
 use super::config::MetricsFault;
 use super::handler::App;
 use super::stats::{HistogramSnapshot, MockStats};
@@ -142,6 +142,18 @@ impl Collector for Snapshot {
                     )?;
             }
         }
+        counter(
+            &mut e,
+            "vllm:prefix_cache_queries",
+            "Prompt tokens looked up in the prefix cache (/stats prefix_cache_queries).",
+            s.prefix_cache_queries,
+        )?;
+        counter(
+            &mut e,
+            "vllm:prefix_cache_hits",
+            "Prompt tokens found in the prefix cache (/stats prefix_cache_hits).",
+            s.prefix_cache_hits,
+        )?;
         // The mock never preempts a request; published so the series set is vLLM's.
         counter(
             &mut e,
@@ -220,9 +232,13 @@ pub async fn scrape(app: &App) -> Response<MockBody> {
             uncounted(StatusCode::OK, prometheus_text::CONTENT_TYPE, GARBAGE_BODY)
         }
         Some(MetricsFault::Hang) => {
-            // Holds the request until the client goes away or the server stops.
-            std::future::pending::<()>().await;
-            not_found("/metrics")
+            // Holds the request until the client goes away or the server stops; then the
+            // connection is closed without an answer.
+            let mut stopping = app.stopping.subscribe();
+            let _ = stopping.wait_for(|stop| *stop).await;
+            let mut response = Response::new(MockBody::full(Bytes::new()));
+            response.extensions_mut().insert(InjectedClose);
+            response
         }
     }
 }

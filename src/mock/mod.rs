@@ -16,6 +16,7 @@ mod handler;
 mod metrics;
 mod model;
 mod openai;
+mod prefix_cache;
 mod server;
 mod stats;
 mod tokenizer;

@@ -156,6 +156,8 @@ pub struct Counters {
     faults: [AtomicU64; 6],
     kv_cache_tokens: AtomicU64,
     success: [AtomicU64; 2],
+    prefix_cache_queries: AtomicU64,
+    prefix_cache_hits: AtomicU64,
     /// Time to first token of generation requests, from arrival (queueing included).
     pub ttft: LatencyHistogram,
     /// Arrival to last token of generation requests that ran to their end.
@@ -183,6 +185,8 @@ impl Default for Counters {
             faults: Default::default(),
             kv_cache_tokens: AtomicU64::default(),
             success: Default::default(),
+            prefix_cache_queries: AtomicU64::default(),
+            prefix_cache_hits: AtomicU64::default(),
             ttft: LatencyHistogram::new(&TTFT_BUCKETS),
             e2e: LatencyHistogram::new(&E2E_BUCKETS),
         }
@@ -295,6 +299,12 @@ pub struct MockStats {
     /// Generation requests that ran to their end, per finish reason.
     #[serde(default)]
     pub request_success: SuccessCounts,
+    /// Prompt tokens of chat and completions requests looked up in the prefix-cache model.
+    #[serde(default)]
+    pub prefix_cache_queries: u64,
+    /// The part of `prefix_cache_queries` found cached.
+    #[serde(default)]
+    pub prefix_cache_hits: u64,
 }
 
 fn bump_peak(peak: &AtomicU64, now: u64) {
@@ -361,6 +371,12 @@ impl Counters {
         self.kv_cache_tokens.fetch_sub(tokens, Relaxed);
     }
 
+    /// A prompt of `queries` tokens was looked up in the prefix cache; `hits` were cached.
+    pub fn prefix_cache(&self, queries: u64, hits: u64) {
+        self.prefix_cache_queries.fetch_add(queries, Relaxed);
+        self.prefix_cache_hits.fetch_add(hits, Relaxed);
+    }
+
     /// A generation request ran to its end.
     pub fn success(&self, finish: FinishReason) {
         self.success[finish as usize].fetch_add(1, Relaxed);
@@ -415,6 +431,8 @@ impl Counters {
                 &self.tokens_sent,
                 &self.reasoning_tokens_sent,
                 &self.chunks_sent,
+                &self.prefix_cache_queries,
+                &self.prefix_cache_hits,
             ]);
         for counter in all {
             counter.store(0, Relaxed);
@@ -472,6 +490,8 @@ impl Counters {
                 stop: self.success[FinishReason::Stop as usize].load(Relaxed),
                 length: self.success[FinishReason::Length as usize].load(Relaxed),
             },
+            prefix_cache_queries: self.prefix_cache_queries.load(Relaxed),
+            prefix_cache_hits: self.prefix_cache_hits.load(Relaxed),
         }
     }
 }

@@ -88,6 +88,12 @@ fn assert_counters_match(m: &Parsed, s: &MockStats) {
         ("vllm:num_requests_running", "", s.active_requests),
         ("vllm:num_requests_waiting", "", s.queued),
         ("vllm:num_preemptions_total", "", 0),
+        (
+            "vllm:prefix_cache_queries_total",
+            "",
+            s.prefix_cache_queries,
+        ),
+        ("vllm:prefix_cache_hits_total", "", s.prefix_cache_hits),
     ];
     for (series, labels, expected) in pairs {
         assert_eq!(m.get(series, labels), expected as f64, "{series}{labels}");
@@ -169,6 +175,45 @@ async fn mock_metrics_counters_equal_stats_after_streamed_requests() {
         let after = scrape(&c, &base).await;
         assert_counters_match(&after, &mock.stats());
         assert_eq!(after.get("vllm:e2e_request_latency_seconds_count", ""), 0.0);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn mock_prefix_cache_hits_shared_prompt_prefixes() {
+    let mock = server(MockConfig::default());
+    bounded(async {
+        let c = client();
+        let base = mock.base_url();
+        // 40 words: two full 16-token blocks and a tail that never caches.
+        let words: Vec<String> = (0..40).map(|i| format!("w{i}")).collect();
+        let mut other = words.clone();
+        other[20] = "changed".into(); // the second block differs
+        for (prompt, hits) in [(&words, 0), (&words, 32), (&other, 16)] {
+            let before = mock.stats().prefix_cache_hits;
+            let body = json!({"prompt": prompt.join(" "), "max_tokens": 1});
+            post(&c, format!("{base}/v1/completions"), body)
+                .await
+                .bytes()
+                .await
+                .expect("body");
+            assert_eq!(mock.stats().prefix_cache_hits - before, hits);
+        }
+        let s = stats(&c, &base).await;
+        assert_eq!(s.prefix_cache_queries, 3 * 40);
+        assert_eq!(s.prefix_cache_hits, 32 + 16);
+        // A chat request's messages are looked up the same way.
+        let chat =
+            json!({"messages": [{"role": "user", "content": words.join(" ")}], "max_tokens": 1});
+        post(&c, format!("{base}/v1/chat/completions"), chat)
+            .await
+            .bytes()
+            .await
+            .expect("body");
+        let m = scrape(&c, &base).await;
+        let s = stats(&c, &base).await;
+        assert_eq!((s.prefix_cache_queries, s.prefix_cache_hits), (160, 80));
+        assert_counters_match(&m, &s);
     })
     .await;
 }
@@ -327,6 +372,34 @@ async fn mock_metrics_faults_start_after_n_good_scrapes() {
         })
         .await;
     }
+}
+
+#[tokio::test]
+async fn mock_hung_scrape_ends_when_the_server_stops() {
+    let mock = server(MockConfig {
+        metrics_fault: Some(MetricsFault::Hang),
+        ..MockConfig::default()
+    });
+    let c = client();
+    let url = format!("{}/metrics", mock.base_url());
+    let hung = tokio::spawn(async move { c.get(url).send().await });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while mock.stats().requests.metrics < 1 {
+        assert!(Instant::now() < deadline, "the scrape never came");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The stop does not wait out its grace period (1 s) for the hung scrape: it is
+    // closed without an answer the moment the server stops.
+    let start = Instant::now();
+    let seen = mock.stop();
+    assert!(
+        start.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        start.elapsed()
+    );
+    let outcome = bounded(hung).await.expect("task");
+    assert!(outcome.is_err(), "no answer: {outcome:?}");
+    assert_eq!(seen.faults.close, 0, "not a generation fault");
 }
 
 #[tokio::test]
