@@ -46,7 +46,7 @@ fn scraped_counter_deltas_equal_the_mocks_stats_exactly() {
         "--server-metrics-interval",
         "200ms",
         "--data",
-        DATA,
+        "prompt_tokens=48,output_tokens=16,prefix_tokens=32,prefix_count=1",
     ]);
     let after = server.stats();
     let report = ok_report(&run);
@@ -62,6 +62,12 @@ fn scraped_counter_deltas_equal_the_mocks_stats_exactly() {
     assert_eq!(delta(m, "prompt_tokens"), d(|s| s.prompt_tokens));
     assert_eq!(delta(m, "request_success"), d(successes));
     assert_eq!(delta(m, "request_success"), 60.0);
+    // The mock's prefix cache: a shared 32-token prefix hits, so the rate is real.
+    let (queries, hits) = (d(|s| s.prefix_cache_queries), d(|s| s.prefix_cache_hits));
+    assert_eq!(delta(m, "prefix_cache_queries"), queries);
+    assert_eq!(delta(m, "prefix_cache_hits"), hits);
+    assert!(hits > 0.0, "{hits} of {queries}");
+    assert_eq!(m.derived.prefix_cache_hit_rate, Some(hits / queries));
     // And the client's: every cross-check agrees, with nothing to warn about.
     assert_eq!(m.cross_checks.len(), 3, "{:?}", m.cross_checks);
     for c in &m.cross_checks {
