@@ -94,7 +94,8 @@ pub fn parse(body: &str, include: Option<&regex::Regex>) -> Result<Parsed, Strin
     let scrape = Scrape::parse(lines.into_iter().map(Ok))
         .map_err(|e| format!("not Prometheus text: {e}"))?;
     // Every counter, gauge and untyped sample (a histogram's `_sum` and `_count` are
-    // untyped to the parser), summed over labels; NaN samples carry nothing to sum.
+    // untyped to the parser), summed over labels. NaN and infinite samples are left out:
+    // they carry nothing to sum, and JSON (the report) cannot hold them.
     let mut raw: BTreeMap<String, (Option<SeriesKind>, f64)> = BTreeMap::new();
     for s in &scrape.samples {
         let (kind, v) = match s.value {
@@ -103,7 +104,7 @@ pub fn parse(body: &str, include: Option<&regex::Regex>) -> Result<Parsed, Strin
             Value::Untyped(v) => (None, v),
             Value::Histogram(_) | Value::Summary(_) => continue,
         };
-        if v.is_nan() {
+        if !v.is_finite() {
             continue;
         }
         let e = raw.entry(unescape(&s.metric)).or_insert((kind, 0.0));
@@ -285,10 +286,14 @@ process_open_fds 31.0
         assert!(parse("hello world\nthis is not metrics\n", None).is_err());
         // A mostly-good body with one odd line is still read.
         let p = parse(
-            "vllm:num_requests_waiting 1\nvllm:num_requests_running 2\n!!\n",
+            "vllm:num_requests_waiting 1\nvllm:num_requests_running 2\nvllm:kv_cache_usage_perc +Inf\n!!\n",
             None,
         )
         .expect("mostly fine");
         assert_eq!(p.values["num_requests_waiting"].1, 1.0);
+        assert!(
+            !p.values.contains_key("kv_cache_usage_perc"),
+            "infinite: left out"
+        );
     }
 }
