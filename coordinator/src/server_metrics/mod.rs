@@ -224,11 +224,11 @@ pub enum SeriesKind {
 pub struct SeriesSummary {
     /// Counter or gauge.
     pub kind: SeriesKind,
-    /// Counters: the increase over the window (last scrape in it minus the last one
-    /// before it opened).
+    /// Counters: the increase over the window, from the last scrape at or before it
+    /// opened to the first one at or after it closed (resets counted from zero).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta: Option<f64>,
-    /// Counters: `delta` per second of the scrapes' span.
+    /// Counters: `delta` per second between those two scrapes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_per_s: Option<f64>,
     /// Gauges: the mean of the scrapes in the window.
