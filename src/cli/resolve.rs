@@ -281,13 +281,19 @@ pub enum MetricsSource {
 }
 
 fn redact_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact_url_credentials(url))
+}
+
+/// A URL with its user and password replaced by `***` (unchanged when it has none).
+pub fn redact_url_credentials(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
             let _ = u.set_username("***");
             let _ = u.set_password(None);
-            s.serialize_str(u.as_str())
+            u.to_string()
         }
-        _ => s.serialize_str(url),
+        Ok(_) => url.to_string(),
+        Err(_) => redact_for_error(url),
     }
 }
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 #[command(next_help_heading = "Server metrics")]
 pub struct ServerMetricsArgs {
     /// Scrape the server's Prometheus metrics from this URL during every benchmark, or
-    /// `off`. Default: the target's /metrics, when it answers at run start.
+    /// `off`. Default: the target's /metrics, when it answers at run start. A user and
+    /// password in the URL are sent as Basic auth and never reported.
     #[arg(long, env = "LLMSURGE_SERVER_METRICS", value_name = "URL|off")]
     pub server_metrics: Option<String>,
 
