@@ -374,3 +374,27 @@ fn bad_server_metrics_flags_are_one_line_usage_errors() {
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
 }
+
+#[test]
+fn with_a_warmup_the_deltas_cover_the_measured_window_without_a_cross_check() {
+    let server = mock(MockConfig::default());
+    let run = short_run(
+        &server,
+        &["--warmup", "10req", "--server-metrics-interval", "200ms"],
+    );
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.measured_requests.completed, 30);
+    let m = server_metrics(b);
+    assert!(m.cross_checks.is_empty(), "{:?}", m.cross_checks);
+    assert!(
+        m.warnings
+            .iter()
+            .any(|w| w.contains("--warmup or --cooldown")),
+        "{:?}",
+        m.warnings
+    );
+    // The window opens between two scrapes: at least the measured requests, at most all.
+    let ok = delta(m, "request_success");
+    assert!((30.0..=40.0).contains(&ok), "{ok}");
+}
