@@ -13,6 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
+/// The largest `/metrics` body read (a large vLLM deployment publishes well under 1 MiB).
+const MAX_BODY: usize = 32 << 20;
+
 /// A failed scrape: its kind (`timeout`, `connect`, `status`, `parse`) and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScrapeFailure {
@@ -76,7 +79,19 @@ pub async fn scrape_once(
                 message: format!("HTTP {status}"),
             });
         }
-        response.text().await.map_err(transport)
+        // Read with a bound: a URL that is not a metrics endpoint may stream forever.
+        let mut response = response;
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(transport)? {
+            if body.len() + chunk.len() > MAX_BODY {
+                return Err(ScrapeFailure {
+                    kind: "parse",
+                    message: format!("the answer is larger than {} MiB", MAX_BODY >> 20),
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(String::from_utf8_lossy(&body).into_owned())
     };
     let body = tokio::time::timeout(cfg.timeout, fetch)
         .await
