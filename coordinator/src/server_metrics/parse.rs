@@ -296,4 +296,19 @@ process_open_fds 31.0
             "infinite: left out"
         );
     }
+
+    #[test]
+    fn the_rust_prometheus_client_spelling_is_read() {
+        // prometheus-client (the mock's) names the family in TYPE without `_total`, and
+        // ends with `# EOF`.
+        let body = "# HELP vllm:prompt_tokens Prompt tokens.\n\
+            # TYPE vllm:prompt_tokens counter\n\
+            vllm:prompt_tokens_total{model_name=\"m\"} 128\n\
+            # TYPE vllm:num_requests_waiting gauge\n\
+            vllm:num_requests_waiting{model_name=\"m\"} 2\n\
+            # EOF\n";
+        let p = parse(body, None).expect("parses");
+        assert_eq!(p.values["prompt_tokens"], (SeriesKind::Counter, 128.0));
+        assert_eq!(p.values["num_requests_waiting"], (SeriesKind::Gauge, 2.0));
+    }
 }
