@@ -14,6 +14,7 @@ mod metrics;
 mod profiles;
 mod reports;
 mod requests;
+mod server_metrics;
 mod shards;
 mod signals;
 mod usage;

@@ -13,6 +13,8 @@ use serde_json::{Value, json};
 mod capacity;
 mod cli;
 mod faults;
+mod host;
+mod metrics;
 mod wire;
 
 /// No test may run longer than this, whatever goes wrong.

@@ -12,6 +12,9 @@ use crate::interrupts::{Interrupt, Interrupts};
 use crate::observer::{Progress, RunObserver};
 use crate::result::{self, BenchmarkResult, BuildContext, WorkerOutcome};
 use crate::saturation::{SaturationConfig, SaturationDetector};
+use crate::server_metrics::{
+    ClientCounts, ProfilerConfig, ScrapeConfig, Scraper, SummaryWindow, profiler_call, summarise,
+};
 use crate::slo::{GoodputSpec, Slo};
 use crate::spawn::{WorkerCommand, spawn_worker};
 use crate::state::{Loss, ShmCounts, WorkerGroupState};
@@ -88,6 +91,10 @@ pub struct BenchmarkPlan {
     /// This host's part of a multi-host load (`--shard K/N`). Strategy, limits and the
     /// concurrency cap above are the single host's; the group runs the shard's share.
     pub shard: Shard,
+    /// Scraping the server's metrics beside the benchmark (`--server-metrics`).
+    pub server_metrics: Option<ScrapeConfig>,
+    /// The server's profiler around the measured window (`--profile-server`).
+    pub profile_server: Option<ProfilerConfig>,
 }
 
 impl BenchmarkPlan {
@@ -274,6 +281,9 @@ pub async fn run_benchmark(
     shm.init(n, local_limit, plan.local_concurrency_cap());
     let cpu_before = children_cpu_seconds();
     env.observer.benchmark_started(plan.index, &plan.strategy);
+    // Its first scrape runs while the workers start; it is the baseline if it answers
+    // before t0.
+    let mut scraper = plan.server_metrics.clone().map(Scraper::start);
 
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let mut tracks = Vec::with_capacity(n as usize);
@@ -329,6 +339,15 @@ pub async fn run_benchmark(
         return Err(e);
     }
 
+    // The profiler runs from before t0 to after the last request: the whole window.
+    let mut profiler_warnings = Vec::new();
+    if let Some(p) = &plan.profile_server
+        && let Err(w) = profiler_call(p, "start_profile").await
+    {
+        env.observer.notice(&format!("warning: {w}"));
+        profiler_warnings.push(w);
+    }
+
     let ready_t0 = MonoNanos::now() + START_DELAY;
     let t0 = match env.start_at {
         Some(at) if at > ready_t0 => {
@@ -355,6 +374,10 @@ pub async fn run_benchmark(
         {
             t.writer = None; // it died; its events will say so
         }
+    }
+
+    if let Some(s) = &mut scraper {
+        s.started(t0);
     }
 
     // Start-up (spawn, data and tokenizer load) is not load: judge worker CPU from t0.
@@ -409,6 +432,9 @@ pub async fn run_benchmark(
                 sup.kill_remaining(env);
             }
             _ = tick.tick() => {
+                if let Some(s) = &mut scraper {
+                    sup.observe_server_queue(s.queue_samples());
+                }
                 sup.peak = sup.peak.max(shm.in_flight());
                 sup.check_saturation();
                 sup.check_heartbeats(env);
@@ -440,6 +466,17 @@ pub async fn run_benchmark(
         }
     }
     let end = MonoNanos::now();
+    // Every request has ended: the last scrape closes the window.
+    let scraped = match scraper {
+        Some(s) => Some(s.finish(t0).await),
+        None => None,
+    };
+    if let Some(p) = &plan.profile_server
+        && let Err(w) = profiler_call(p, "stop_profile").await
+    {
+        env.observer.notice(&format!("warning: {w}"));
+        profiler_warnings.push(w);
+    }
     let stop_reason = sup.stop.clone().or_else(|| {
         Some(match (plan.limits.max_requests, plan.dataset_len) {
             (Some(max), _) if shm.slots_claimed() >= plan.shard.share(max) && max == slot_limit => {
@@ -488,6 +525,38 @@ pub async fn run_benchmark(
         },
     );
     result.slo = plan.slo.as_ref().map(|slo| slo.evaluate(&result));
+    if let Some(log) = scraped {
+        let m = &sup.state.measured;
+        let whole_benchmark = plan.window == MeasureWindow::default();
+        let since_t0 = |t: Option<MonoNanos>| t.map(|t| t.signed_since(t0) as f64 / 1e9);
+        let duration = end.since(t0).as_secs_f64();
+        let window = if whole_benchmark {
+            SummaryWindow {
+                start: 0.0,
+                end: duration,
+                whole_benchmark,
+            }
+        } else {
+            SummaryWindow {
+                start: since_t0(m.first_start).unwrap_or(0.0),
+                end: since_t0(m.last_end).unwrap_or(duration),
+                whole_benchmark,
+            }
+        };
+        let client = ClientCounts {
+            completed: m.completed,
+            output_tokens: m.output_tokens,
+            prompt_tokens: m.prompt_tokens,
+            unfinished: m.errored + m.cancelled,
+            shard: plan
+                .shard
+                .is_split()
+                .then_some((plan.shard.index + 1, plan.shard.count)),
+        };
+        let mut metrics = summarise(log, window, client);
+        metrics.warnings.extend(profiler_warnings);
+        result.server_metrics = Some(metrics);
+    }
     result.audit = sup.state.audit(
         &ShmCounts {
             started: (0..n).map(|id| shm.worker_started(id)).collect(),
@@ -747,6 +816,15 @@ impl Supervisor<'_> {
                 ));
                 t.killed = true;
                 kill(t.pid);
+            }
+        }
+    }
+
+    /// Feeds the server's waiting-requests gauge to the over-saturation detector.
+    fn observe_server_queue(&mut self, samples: Vec<(MonoNanos, f64)>) {
+        if let Some(d) = &mut self.detector {
+            for (at, waiting) in samples {
+                d.observe_server_queue(at.signed_since(self.t0) as f64 / 1e9, waiting);
             }
         }
     }

@@ -303,6 +303,62 @@ pub struct Probe {
     /// A second run of a failing rate next to a passing one, to confirm the boundary.
     #[serde(default)]
     pub retest: bool,
+    /// The server's queue and KV-cache use during it, when its metrics were scraped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerLoad>,
+}
+
+/// The server's own view of a load (`--server-metrics`): its waiting requests and its
+/// KV-cache use over the measured window, each present when the server publishes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerLoad {
+    /// Mean of the waiting-requests gauge (`num_requests_waiting`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_mean: Option<f64>,
+    /// Its largest scraped value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_max: Option<f64>,
+    /// Mean KV-cache use, 0 to 1 (`kv_cache_usage_perc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_usage_mean: Option<f64>,
+    /// Its largest scraped value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_usage_max: Option<f64>,
+}
+
+impl ServerLoad {
+    /// What `r`'s scrapes say, when they say anything of the queue or the KV cache.
+    pub fn of(r: &BenchmarkResult) -> Option<Self> {
+        let summary = &r.server_metrics.as_ref()?.summary;
+        let waiting = summary.get("num_requests_waiting");
+        let kv = summary.get("kv_cache_usage_perc");
+        let load = Self {
+            waiting_mean: waiting.and_then(|s| s.mean),
+            waiting_max: waiting.and_then(|s| s.max),
+            kv_cache_usage_mean: kv.and_then(|s| s.mean),
+            kv_cache_usage_max: kv.and_then(|s| s.max),
+        };
+        (load != Self::default()).then_some(load)
+    }
+
+    /// One phrase for a conclusion: "the server's queue averaged 0.4 (max 3) and its KV
+    /// cache 41% (max 77%)".
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let (Some(mean), Some(max)) = (self.waiting_mean, self.waiting_max) {
+            parts.push(format!(
+                "the server's queue averaged {mean:.1} waiting requests (max {max:.0})"
+            ));
+        }
+        if let (Some(mean), Some(max)) = (self.kv_cache_usage_mean, self.kv_cache_usage_max) {
+            parts.push(format!(
+                "its KV-cache use {:.0}% (max {:.0}%)",
+                mean * 100.0,
+                max * 100.0
+            ));
+        }
+        parts.join(" and ")
+    }
 }
 
 /// What the capacity search found.
@@ -318,6 +374,10 @@ pub struct CapacityOutcome {
     pub conclusion: String,
     /// Every benchmark of the search with its verdict.
     pub probes: Vec<Probe>,
+    /// The server's queue and KV-cache use at the chosen rate (its passing probe), when
+    /// its metrics were scraped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerLoad>,
 }
 
 /// Each step above a rate that passed with no failure seen yet multiplies it by this.
@@ -379,13 +439,26 @@ impl CapacityProfile {
 
     /// The answer, once the run is over (also after an interruption: the bracket so far).
     pub fn outcome(&self) -> CapacityOutcome {
-        self.outcome.clone().unwrap_or_else(|| CapacityOutcome {
-            rate: (self.lo > 0.0).then_some(self.lo),
-            precision: self.precision,
-            bracket: (self.lo, self.hi),
-            conclusion: "the search did not finish".into(),
-            probes: self.probes.clone(),
+        self.outcome.clone().unwrap_or_else(|| {
+            let rate = (self.lo > 0.0).then_some(self.lo);
+            CapacityOutcome {
+                rate,
+                precision: self.precision,
+                bracket: (self.lo, self.hi),
+                conclusion: "the search did not finish".into(),
+                probes: self.probes.clone(),
+                server: rate.and_then(|r| self.server_at(r)),
+            }
         })
+    }
+
+    /// The server's load at `rate`: its last passing probe there.
+    fn server_at(&self, rate: f64) -> Option<ServerLoad> {
+        self.probes
+            .iter()
+            .rev()
+            .find(|p| p.passed && p.rate == rate)
+            .and_then(|p| p.server)
     }
 
     /// Whether `r` sustained its rate within the SLO, and if not, why. A rate benchmark
@@ -418,14 +491,19 @@ impl CapacityProfile {
     fn finish(
         &mut self,
         rate: Option<f64>,
-        conclusion: String,
+        mut conclusion: String,
     ) -> Result<Option<BenchmarkPlan>, CoordinatorError> {
+        let server = rate.and_then(|r| self.server_at(r));
+        if let (Some(load), Some(r)) = (server, rate) {
+            conclusion = format!("{conclusion}; at {r:.3} req/s {}", load.describe());
+        }
         self.outcome = Some(CapacityOutcome {
             rate,
             precision: self.precision,
             bracket: (self.lo, self.hi),
             conclusion,
             probes: self.probes.clone(),
+            server,
         });
         Ok(None)
     }
@@ -478,6 +556,7 @@ impl Profile for CapacityProfile {
                 passed,
                 reason,
                 retest: retest.is_some(),
+                server: ServerLoad::of(last),
             });
         }
         match i {
@@ -652,6 +731,8 @@ mod capacity_tests {
                 goodput: None,
                 saturation: None,
                 shard: Default::default(),
+                server_metrics: None,
+                profile_server: None,
             },
             workers: None,
             cores: 2,
@@ -919,6 +1000,49 @@ mod capacity_tests {
         assert_eq!(
             silent[1].rate_estimate.as_ref().map(|e| e.source),
             Some(RateSource::Synchronous)
+        );
+    }
+
+    #[test]
+    fn the_answer_states_the_servers_queue_and_kv_use_at_the_chosen_rate() {
+        use crate::server_metrics::{SeriesKind, SeriesSummary, ServerMetrics};
+        let gauge = |mean, max| SeriesSummary {
+            kind: SeriesKind::Gauge,
+            delta: None,
+            rate_per_s: None,
+            mean: Some(mean),
+            max: Some(max),
+            samples: 10,
+        };
+        let mut r = empty_result();
+        assert_eq!(ServerLoad::of(&r), None, "nothing scraped");
+        let mut m = ServerMetrics::default();
+        m.summary
+            .insert("num_requests_waiting".into(), gauge(0.4, 3.0));
+        m.summary
+            .insert("kv_cache_usage_perc".into(), gauge(0.41, 0.77));
+        r.server_metrics = Some(m);
+        let load = ServerLoad::of(&r).expect("a load");
+        assert_eq!(load.waiting_max, Some(3.0));
+        let mut profile = CapacityProfile::new(template(), Slo::default(), 0.05, 64);
+        for (rate, passed, server) in [(10.0, true, Some(load)), (12.0, false, None)] {
+            profile.probes.push(Probe {
+                benchmark: 0,
+                strategy: Strategy::Constant { rate },
+                rate,
+                passed,
+                reason: None,
+                retest: false,
+                server,
+            });
+        }
+        profile.lo = 10.0;
+        let _ = profile.finish(Some(10.0), "within 5%".into());
+        let outcome = profile.outcome();
+        assert_eq!(outcome.server, Some(load));
+        assert_eq!(
+            outcome.conclusion,
+            "within 5%; at 10.000 req/s the server's queue averaged 0.4 waiting requests (max 3) and its KV-cache use 41% (max 77%)"
         );
     }
 }

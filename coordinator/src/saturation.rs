@@ -5,12 +5,14 @@
 //! neither trend. The detector keeps two series over a sliding window — in-flight
 //! requests sampled every 100 ms, and the TTFT of every request whose first token
 //! arrived — and once a second, after `min_seconds`, fits a least-squares line to each.
-//! It calls over-saturation when, for `consecutive` evaluations in a row, both slopes
-//! are positive at the given confidence (one-sided Student t test on the slope) *and*
-//! large: over the window, in-flight requests grew by at least `min_growth` of their
-//! mean (and by at least one request), and TTFT by at least `min_growth` of its mean.
-//! The magnitude and persistence rules keep noise on a healthy server from stopping it.
-//! See docs/saturation.md.
+//! When the server publishes its waiting-requests gauge (`--server-metrics`), the scraped
+//! values are a third series. A series *grows* when its slope is positive at the given
+//! confidence (one-sided Student t test on the slope) *and* large: over the window it
+//! rose by at least `min_growth` of its mean (and by at least one request for the two
+//! request counts). It calls over-saturation when, for `consecutive` evaluations in a
+//! row, at least two of the series grow (without the server's queue: both of the
+//! client's), and the verdict names the ones that did. The magnitude and persistence
+//! rules keep noise on a healthy server from stopping it. See docs/saturation.md.
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
@@ -138,6 +140,8 @@ pub struct SaturationDetector {
     concurrency: VecDeque<(f64, f64)>,
     /// (seconds since t0 of the first token, TTFT in ms).
     ttft: VecDeque<(f64, f64)>,
+    /// (seconds since t0 of the scrape, the server's waiting requests).
+    server_queue: VecDeque<(f64, f64)>,
     last_concurrency_sample: f64,
     streak: u32,
 }
@@ -149,6 +153,7 @@ impl SaturationDetector {
             cfg,
             concurrency: VecDeque::new(),
             ttft: VecDeque::new(),
+            server_queue: VecDeque::new(),
             last_concurrency_sample: f64::MIN,
             streak: 0,
         }
@@ -167,6 +172,11 @@ impl SaturationDetector {
         self.ttft.push_back((t, ttft_ms));
     }
 
+    /// Records the server's waiting requests scraped at `t` seconds.
+    pub fn observe_server_queue(&mut self, t: f64, waiting: f64) {
+        self.server_queue.push_back((t, waiting));
+    }
+
     fn trim(&mut self, now: f64) {
         let from = now - self.cfg.window_seconds;
         while self.concurrency.front().is_some_and(|&(t, _)| t < from) {
@@ -174,6 +184,9 @@ impl SaturationDetector {
         }
         while self.ttft.front().is_some_and(|&(t, _)| t < from) {
             self.ttft.pop_front();
+        }
+        while self.server_queue.front().is_some_and(|&(t, _)| t < from) {
+            self.server_queue.pop_front();
         }
     }
 
@@ -187,16 +200,41 @@ impl SaturationDetector {
         let verdict = (|| {
             let c = trend(self.concurrency.iter().copied())?;
             let l = trend(self.ttft.iter().copied())?;
-            let critical = StudentsT::new(0.0, 1.0, (l.n.min(c.n) as f64 - 2.0).max(1.0))
-                .ok()?
-                .inverse_cdf(self.cfg.confidence);
-            let grows = |tr: &Trend, floor: f64| {
-                tr.t > critical && tr.slope * tr.span >= (self.cfg.min_growth * tr.mean).max(floor)
+            let q = trend(self.server_queue.iter().copied());
+            let confidence = self.cfg.confidence;
+            let critical = |n: usize| {
+                StudentsT::new(0.0, 1.0, (n as f64 - 2.0).max(1.0))
+                    .ok()
+                    .map(|d| d.inverse_cdf(confidence))
             };
-            (grows(&c, 1.0) && grows(&l, 0.0)).then(|| {
+            let grows = |tr: &Trend, floor: f64| {
+                critical(tr.n).is_some_and(|crit| tr.t > crit)
+                    && tr.slope * tr.span >= (self.cfg.min_growth * tr.mean).max(floor)
+            };
+            let mut fired = Vec::new();
+            if grows(&c, 1.0) {
+                fired.push(format!(
+                    "in-flight requests grew {:+.2}/s (mean {:.1})",
+                    c.slope, c.mean
+                ));
+            }
+            if let Some(q) = q.as_ref().filter(|q| grows(q, 1.0)) {
+                fired.push(format!(
+                    "the server's waiting requests (num_requests_waiting) grew {:+.2}/s (mean {:.1})",
+                    q.slope, q.mean
+                ));
+            }
+            if grows(&l, 0.0) {
+                fired.push(format!(
+                    "TTFT grew {:+.1} ms/s (mean {:.1} ms)",
+                    l.slope, l.mean
+                ));
+            }
+            let span = l.span.max(c.span);
+            (fired.len() >= 2).then(|| {
                 format!(
-                    "at {now:.1}s in-flight requests grew {:+.2}/s (mean {:.1}) and TTFT {:+.1} ms/s (mean {:.1} ms) over the last {:.0}s, confidence {}",
-                    c.slope, c.mean, l.slope, l.mean, l.span.max(c.span), self.cfg.confidence
+                    "at {now:.1}s {} over the last {span:.0}s, confidence {confidence}",
+                    join_and(&fired)
                 )
             })
         })();
@@ -213,6 +251,15 @@ impl SaturationDetector {
     }
 }
 
+/// "a, b and c".
+fn join_and(parts: &[String]) -> String {
+    match parts {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
 /// Fewest late requests, as a fraction of those created, that say the schedule was not
 /// held: a rate whose slots wait for the concurrency cap is not being sustained.
 const LATE_FRACTION: f64 = 0.01;
@@ -225,9 +272,10 @@ const QUEUE_GROWTH_MIN: f64 = 2.0;
 /// Whether a finished rate benchmark's queue was growing, judged after the fact for the
 /// capacity search: `Some(why)` when the over-saturation detector stopped it, when more
 /// than 1% of its requests were sent late (the client's queue grew behind
-/// `--max-concurrency`), or when over the second half of its measured window both the
-/// requests in flight (started but not finished: the server's queue) and the mean TTFT
-/// grew by a quarter or more. A latency SLO can pass on such a run only because the time
+/// `--max-concurrency`), when the server's own waiting-requests gauge (scraped with
+/// `--server-metrics`) grew significantly over the second half of the measured window,
+/// or when over that half both the requests in flight (started but not finished: the
+/// server's queue as the client sees it) and the mean TTFT grew by a quarter or more. A latency SLO can pass on such a run only because the time
 /// limit cut the queue short. Growth of in-flight requests with a flat TTFT is a server
 /// slowing down as it fills, not a queue, and is left to the SLO.
 pub fn growing_queue(b: &crate::result::BenchmarkResult) -> Option<String> {
@@ -243,9 +291,12 @@ pub fn growing_queue(b: &crate::result::BenchmarkResult) -> Option<String> {
             b.requests.late
         ));
     }
-    // Per-second points of the measured window, the last one only if it is half full.
     let from = b.measured_window.start_time - b.start_time;
     let to = b.measured_window.end_time - b.start_time;
+    if let Some(why) = server_queue_grew(b, (from + to) / 2.0, to) {
+        return Some(why);
+    }
+    // Per-second points of the measured window, the last one only if it is half full.
     let points: Vec<&crate::timeseries::TimePoint> = b
         .timeseries
         .iter()
@@ -265,6 +316,31 @@ pub fn growing_queue(b: &crate::result::BenchmarkResult) -> Option<String> {
             format!(
                 "from second {:.0} to {:.0} the requests in flight grew from {:.1} to {:.1} and the mean TTFT from {:.1} to {:.1} ms",
                 mid.t, last.t, mid.concurrency, last.concurrency, ttft_mid, ttft_last
+            )
+        })
+}
+
+/// Whether the server's waiting requests grew between `from` and `to` (seconds since t0):
+/// a least-squares slope positive at 95% confidence, rising over the span by at least a
+/// quarter of the mean and by at least 2 requests.
+fn server_queue_grew(b: &crate::result::BenchmarkResult, from: f64, to: f64) -> Option<String> {
+    let points = b
+        .server_metrics
+        .as_ref()?
+        .series
+        .get("num_requests_waiting")?
+        .iter()
+        .copied()
+        .filter(|&(t, _)| t >= from && t <= to);
+    let tr = trend(points)?;
+    let critical = StudentsT::new(0.0, 1.0, (tr.n as f64 - 2.0).max(1.0))
+        .ok()?
+        .inverse_cdf(0.95);
+    (tr.t > critical && tr.slope * tr.span >= (QUEUE_GROWTH * tr.mean).max(QUEUE_GROWTH_MIN))
+        .then(|| {
+            format!(
+                "from second {from:.0} to {to:.0} the server's waiting requests (num_requests_waiting) grew {:+.2}/s (mean {:.1})",
+                tr.slope, tr.mean
             )
         })
 }
@@ -426,6 +502,61 @@ mod tests {
             detail: "at 12s".into(),
         });
         assert!(growing_queue(&stopped).expect("stopped").contains("at 12s"));
+    }
+
+    #[test]
+    fn the_servers_growing_queue_is_a_signal() {
+        // Flat client series: without the server's queue, nothing to see.
+        let mut b = benchmark(&[(4.0, 50.0), (4.0, 50.0), (4.0, 50.0), (4.0, 50.0)]);
+        assert_eq!(growing_queue(&b), None);
+        let mut m = crate::server_metrics::ServerMetrics::default();
+        m.series.insert(
+            "num_requests_waiting".into(),
+            (0..9)
+                .map(|i| (f64::from(i) * 0.5, f64::from(i) * 2.0))
+                .collect(),
+        );
+        b.server_metrics = Some(m.clone());
+        let why = growing_queue(&b).expect("the server's queue grew");
+        assert!(why.contains("num_requests_waiting"), "{why}");
+        // A flat queue is not growth.
+        m.series.insert(
+            "num_requests_waiting".into(),
+            (0..9).map(|i| (f64::from(i) * 0.5, 3.0)).collect(),
+        );
+        b.server_metrics = Some(m);
+        assert_eq!(growing_queue(&b), None);
+    }
+
+    #[test]
+    fn the_detector_cites_the_servers_queue() {
+        let mut d = SaturationDetector::new(SaturationConfig {
+            min_seconds: 3.0,
+            ..SaturationConfig::default()
+        });
+        let mut verdict = None;
+        // In flight capped (a client-side limit), the server's queue and TTFT rising.
+        for tick in 0..300 {
+            let t = f64::from(tick) / 10.0;
+            d.observe_concurrency(t, 8);
+            d.observe_ttft(t, 50.0 + 40.0 * t);
+            if tick % 10 == 0 {
+                d.observe_server_queue(t, 2.0 * t);
+            }
+            if tick % 10 == 9
+                && let Some(v) = d.evaluate(t)
+            {
+                verdict = Some(v);
+                break;
+            }
+        }
+        let v = verdict.expect("saturated");
+        assert!(
+            v.contains("waiting requests (num_requests_waiting) grew"),
+            "{v}"
+        );
+        assert!(v.contains("TTFT grew"), "{v}");
+        assert!(!v.contains("in-flight"), "{v}");
     }
 
     #[test]

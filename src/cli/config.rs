@@ -103,6 +103,12 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
                 (Some(_), _) if is_secret(arg, &env) => {
                     format!("# {env}=<set in the environment; redacted>")
                 }
+                (Some(v), _) if env == "LLMSURGE_SERVER_METRICS" => {
+                    format!(
+                        "{env}={}",
+                        shell_quote(&super::resolve::redact_url_credentials(&v))
+                    )
+                }
                 (Some(v), _) if env == "LLMSURGE_BACKEND_KWARGS" => {
                     format!("{env}={}", shell_quote(&redact_backend_kwargs(&v)))
                 }
@@ -179,8 +185,21 @@ mod tests {
                 "LLMSURGE_BACKEND_KWARGS",
                 r#"{"headers": {"Authorization": "Bearer sk-header-secret", "X-Trace": "on"}}"#,
             ),
+            (
+                "LLMSURGE_SERVER_METRICS",
+                "http://scraper:sk-url-secret@10.0.0.5:9090/metrics",
+            ),
         ]));
-        for secret in ["sk-config-secret", "sk-openai-secret", "sk-header-secret"] {
+        assert!(
+            text.contains("LLMSURGE_SERVER_METRICS='http://***@10.0.0.5:9090/metrics'"),
+            "{text}"
+        );
+        for secret in [
+            "sk-config-secret",
+            "sk-openai-secret",
+            "sk-header-secret",
+            "sk-url-secret",
+        ] {
             assert!(!text.contains(secret), "{text}");
         }
         assert!(text.contains("# LLMSURGE_API_KEY=<set in the environment; redacted>"));

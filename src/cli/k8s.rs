@@ -420,6 +420,15 @@ pub fn run_env(run_args: &[String], shards: u32) -> Result<Vec<(String, String)>
         if let Some((_, why)) = MANAGED_ENV.iter().find(|(name, _)| *name == env) {
             return Err(format!("{flag} is set by `llmsurge k8s job`: {why}"));
         }
+        let url_credentials = env == "LLMSURGE_SERVER_METRICS"
+            && matches.get_raw(id).into_iter().flatten().any(|v| {
+                super::resolve::redact_url_credentials(&v.to_string_lossy()) != v.to_string_lossy()
+            });
+        if url_credentials {
+            return Err(format!(
+                "{flag} would put the user and password of its URL in the manifest: scrape a URL without credentials, or the target's own /metrics (the target's key is sent to its origin)"
+            ));
+        }
         if super::config::is_secret(arg, &env) {
             return Err(format!(
                 "{flag} would put a secret in the manifest: use --api-key-secret NAME[:KEY] (a Kubernetes Secret)"

@@ -169,6 +169,8 @@ pub struct RunPlan {
     pub start_at: Option<f64>,
     /// How long to wait for the target to become ready (`--ready-timeout`).
     pub ready_timeout: Option<Duration>,
+    /// The server's metrics and profiler.
+    pub server_metrics: ServerMetricsPlan,
     /// Print the plan and exit.
     #[serde(skip)]
     pub dry_run: bool,
@@ -261,8 +263,137 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         shard,
         start_at,
         ready_timeout: args.multi_host.ready_timeout,
+        server_metrics: resolve_server_metrics(args)?,
         dry_run: args.output.dry_run,
     })
+}
+
+/// Where the server's metrics come from (`--server-metrics`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "url")]
+pub enum MetricsSource {
+    /// The target's `/metrics`, if it answers at run start.
+    Target,
+    /// Not scraped.
+    Off,
+    /// This URL (user and password redacted in every output).
+    Url(#[serde(serialize_with = "redact_url")] String),
+}
+
+fn redact_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact_url_credentials(url))
+}
+
+/// A URL with its user and password replaced by `***` (unchanged when it has none).
+pub fn redact_url_credentials(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("***");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Ok(_) => url.to_string(),
+        Err(_) => redact_for_error(url),
+    }
+}
+
+/// The server's metrics and profiler, resolved.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerMetricsPlan {
+    /// Where to scrape.
+    pub source: MetricsSource,
+    /// Time between two scrapes.
+    pub interval: Duration,
+    /// Other series to keep (`--server-metrics-include`).
+    pub include: Option<String>,
+    /// `--profile-server`.
+    pub profile_server: bool,
+}
+
+/// Scrapes closer together than this would load the server for little.
+pub const MIN_SCRAPE_INTERVAL: Duration = Duration::from_millis(100);
+
+fn resolve_server_metrics(args: &RunArgs) -> Result<ServerMetricsPlan, UsageError> {
+    let a = &args.server;
+    let source = match a.server_metrics.as_deref().map(str::trim) {
+        None | Some("") => MetricsSource::Target,
+        Some(off) if off.eq_ignore_ascii_case("off") => MetricsSource::Off,
+        Some(url) => {
+            let parsed = reqwest::Url::parse(url).map_err(|e| {
+                UsageError(format!(
+                    "--server-metrics: {:?} is not a URL ({e}); expected e.g. http://localhost:8000/metrics or off",
+                    redact_for_error(url)
+                ))
+            })?;
+            if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+                return usage(format!(
+                    "--server-metrics: {:?} must be an http:// or https:// URL with a host, or off",
+                    redact_for_error(url)
+                ));
+            }
+            MetricsSource::Url(url.to_string())
+        }
+    };
+    let interval = a
+        .server_metrics_interval
+        .unwrap_or(llmsurge_coordinator::server_metrics::DEFAULT_INTERVAL);
+    if interval < MIN_SCRAPE_INTERVAL {
+        return usage(format!(
+            "--server-metrics-interval {}s is too short: scrape at most every {}ms",
+            interval.as_secs_f64(),
+            MIN_SCRAPE_INTERVAL.as_millis()
+        ));
+    }
+    if let Some(re) = &a.server_metrics_include
+        && let Err(e) = regex::Regex::new(re)
+    {
+        // The regex crate's message spans lines (the pattern, a caret); its last says why.
+        let why = e.to_string();
+        let why = why
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("invalid")
+            .trim()
+            .trim_start_matches("error: ")
+            .to_string();
+        return usage(format!(
+            "--server-metrics-include: {re:?} is not a regular expression ({why})"
+        ));
+    }
+    if source == MetricsSource::Off {
+        for (given, flag) in [
+            (
+                a.server_metrics_interval.is_some(),
+                "--server-metrics-interval",
+            ),
+            (
+                a.server_metrics_include.is_some(),
+                "--server-metrics-include",
+            ),
+        ] {
+            if given {
+                return usage(format!("{flag} has no effect with --server-metrics off"));
+            }
+        }
+    }
+    Ok(ServerMetricsPlan {
+        source,
+        interval,
+        include: a.server_metrics_include.clone(),
+        profile_server: a.profile_server,
+    })
+}
+
+/// A URL for an error line, its password left out.
+fn redact_for_error(url: &str) -> String {
+    match url.split_once('@') {
+        Some((before, after)) if before.contains("://") => {
+            let scheme = before.split("://").next().unwrap_or("");
+            format!("{scheme}://***@{after}")
+        }
+        _ => url.to_string(),
+    }
 }
 
 /// The shard this process runs, refusing what cannot be split: profiles whose next rate

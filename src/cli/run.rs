@@ -149,6 +149,24 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         },
         None => None,
     };
+    // After the probe and every usage check, so a usage error stays one line.
+    match server_metrics(&plan, &target).await {
+        Ok((scrape, profiler, note)) => {
+            template.base.server_metrics = scrape;
+            template.base.profile_server = profiler;
+            // Kept in the report's target warnings, so a reader knows why there are none.
+            if let Some(note) = note {
+                eprintln!("{note}");
+                warnings.push(note.trim_start_matches("warning: ").to_string());
+            }
+        }
+        Err(UsageError(message)) => {
+            if let Some(mock) = target.mock {
+                mock.shutdown();
+            }
+            return super::usage_error(&message);
+        }
+    }
     let info = RunInfo {
         args: plan_json(&plan, &data),
         target: TargetInfo {
@@ -195,6 +213,79 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         return exit_codes::RUN_FAILED;
     }
     exit_code(&outcome.benchmarks, outcome.interrupted, capacity.as_ref())
+}
+
+/// Bound on each `--profile-server` call: stopping a profiler writes its trace.
+const PROFILER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The target's credentials, for requests to its own origin.
+fn target_headers(plan: &RunPlan) -> Vec<(String, llmsurge_proto::Secret)> {
+    use llmsurge_proto::Secret;
+    let mut headers: Vec<(String, Secret)> = plan
+        .backend
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), Secret::new(v.clone())))
+        .collect();
+    if let Some(key) = &plan.backend.api_key {
+        headers.push((
+            "authorization".into(),
+            Secret::new(format!("Bearer {}", key.expose())),
+        ));
+    }
+    headers
+}
+
+/// What every benchmark scrapes and profiles, and the line to print about it. The
+/// target's own `/metrics` is scraped when it answers now; when it does not, one line
+/// says so and the run goes on without. An explicit URL that does not answer yet is a
+/// warning, and is scraped anyway.
+async fn server_metrics(
+    plan: &RunPlan,
+    target: &ResolvedTarget,
+) -> Result<
+    (
+        Option<llmsurge_coordinator::server_metrics::ScrapeConfig>,
+        Option<llmsurge_coordinator::server_metrics::ProfilerConfig>,
+        Option<String>,
+    ),
+    UsageError,
+> {
+    use super::resolve::MetricsSource;
+    use llmsurge_coordinator::server_metrics::{ProfilerConfig, ScrapeConfig, probe};
+    let m = &plan.server_metrics;
+    let headers = target_headers(plan);
+    let profiler = m.profile_server.then(|| ProfilerConfig {
+        origin: target.base_url.clone(),
+        headers: headers.clone(),
+        timeout: PROFILER_TIMEOUT,
+    });
+    let (url, explicit) = match &m.source {
+        MetricsSource::Off => return Ok((None, profiler, None)),
+        MetricsSource::Target => (format!("{}/metrics", target.base_url), false),
+        MetricsSource::Url(url) => (url.clone(), true),
+    };
+    // Validated when resolved: the regex compiles.
+    let include = m
+        .include
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .map_err(|e| UsageError(format!("--server-metrics-include: {e}")))?;
+    let cfg = ScrapeConfig::new(&url, m.interval, include, &target.base_url, &headers)
+        .map_err(|e| UsageError(format!("--server-metrics: {e}")))?;
+    let note = match probe(&cfg).await {
+        Ok(()) => None,
+        Err(why) if !explicit => {
+            let note = format!("no server metrics at {} ({why})", cfg.url);
+            return Ok((None, profiler, Some(note)));
+        }
+        Err(why) => Some(format!(
+            "warning: --server-metrics {} did not answer at run start ({why}); scraping it anyway",
+            cfg.url
+        )),
+    };
+    Ok((Some(cfg), profiler, note))
 }
 
 /// The exit code of a finished run (see `exit_codes`). A capacity search judges the SLO
@@ -300,6 +391,8 @@ fn plan_template(
         goodput: plan.goodput,
         saturation: plan.saturation,
         shard: plan.shard,
+        server_metrics: None,
+        profile_server: None,
     };
     Ok(PlanTemplate {
         base,

@@ -122,12 +122,34 @@ enum Phase {
     Done,
 }
 
+/// What kind of work a body does, for the server-side metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// A chat or completions request: counted in `request_success` and the TTFT and
+    /// e2e histograms.
+    Generation,
+    /// An embedding: one prefill, in no generation metric.
+    Embedding,
+}
+
 /// The state of one generation body.
 pub struct Generation {
     app: Arc<App>,
     plan: Plan,
     output: Output,
+    work: Work,
     streaming: bool,
+    /// When the request arrived (the TTFT and e2e clocks of `/metrics` start here, queue
+    /// included, as vLLM's do).
+    arrival: Instant,
+    /// When the request got its slot.
+    activated_at: Instant,
+    /// Prompt tokens, which enter the KV-cache model with the slot.
+    prompt_tokens: u64,
+    /// Tokens this request added to the KV-cache model, removed with its slot.
+    kv_held: u64,
+    /// The TTFT was observed.
+    ttft_seen: bool,
     phase: Phase,
     acquire: Option<Acquire>,
     permit: Option<OwnedSemaphorePermit>,
@@ -154,8 +176,15 @@ impl std::fmt::Debug for Generation {
 }
 
 impl Generation {
-    /// A generation body for `plan`; it joins the slot queue right away.
-    pub fn start(app: Arc<App>, plan: Plan, output: Output) -> MockBody {
+    /// A body for `plan`; it joins the slot queue right away.
+    pub fn start(
+        app: Arc<App>,
+        plan: Plan,
+        output: Output,
+        work: Work,
+        prompt_tokens: u64,
+    ) -> MockBody {
+        let arrival = Instant::now();
         let streaming = matches!(output, Output::Stream { .. });
         // Room for a burst of coalesced chunks (about 200 bytes each), or the whole body.
         let capacity = match &output {
@@ -170,7 +199,13 @@ impl Generation {
             app,
             plan,
             output,
+            work,
             streaming,
+            arrival,
+            activated_at: arrival,
+            prompt_tokens,
+            kv_held: 0,
+            ttft_seen: false,
             phase: Phase::Queued,
             acquire,
             permit: None,
@@ -188,6 +223,8 @@ impl Generation {
         let now = Instant::now();
         let active = self.app.counters.activate(self.streaming);
         self.active = true;
+        self.activated_at = now;
+        self.hold_kv(self.prompt_tokens);
         self.phase = Phase::Running;
         let plan_ttft = self.plan.ttft;
         self.deadline = match &self.output {
@@ -234,7 +271,32 @@ impl Generation {
         self.permit = None;
         if self.active {
             self.active = false;
+            self.app
+                .counters
+                .kv_remove(std::mem::take(&mut self.kv_held));
             self.app.counters.deactivate(self.streaming);
+        }
+    }
+
+    /// Adds tokens to the KV-cache model while the request holds its slot.
+    fn hold_kv(&mut self, tokens: u64) {
+        if self.active {
+            self.kv_held += tokens;
+            self.app.counters.kv_add(tokens);
+        }
+    }
+
+    /// Observes the time to first token once, when the first token goes out: from
+    /// arrival to the first token's deadline (a chunk of k tokens leaves with its last
+    /// one), or to `now` if that comes first (a fixed non-streaming latency).
+    fn observe_ttft(&mut self, now: Instant) {
+        if self.work == Work::Generation && !self.ttft_seen {
+            self.ttft_seen = true;
+            let first_token = (self.activated_at + self.plan.ttft).min(now);
+            self.app
+                .counters
+                .ttft
+                .observe(first_token.saturating_duration_since(self.arrival));
         }
     }
 
@@ -242,6 +304,13 @@ impl Generation {
         self.phase = Phase::Done;
         self.release();
         self.app.counters.completed();
+        if self.work == Work::Generation {
+            self.app.counters.success(self.plan.finish);
+            self.app
+                .counters
+                .e2e
+                .observe(Instant::now().saturating_duration_since(self.arrival));
+        }
     }
 
     /// Writes every chunk due by `now` into `buf`; stops at a fault or the end.
@@ -279,6 +348,17 @@ impl Generation {
             self.app
                 .counters
                 .tokens_sent(n64, if reasoning { n64 } else { 0 }, 1);
+            // (Inline `hold_kv` and `observe_ttft`: `fmt` still borrows `self.output`.)
+            if self.active {
+                self.kv_held += n64;
+                self.app.counters.kv_add(n64);
+            }
+            if first && self.work == Work::Generation && !self.ttft_seen {
+                self.ttft_seen = true;
+                let first_token = (self.activated_at + self.plan.ttft).min(now);
+                let ttft = first_token.saturating_duration_since(self.arrival);
+                self.app.counters.ttft.observe(ttft);
+            }
 
             match self.plan.fault {
                 Fault::Drop(after) if after == self.chunks_done => {
@@ -352,11 +432,13 @@ impl Generation {
             Fault::Garbage(_) => {
                 self.app.counters.fault(FaultKind::Garbage);
                 self.ready = Some(body.slice(..body.len() / 2));
+                self.observe_ttft(Instant::now());
                 self.finish();
             }
             // Errors and closes never get a body (see `handler`).
             Fault::None | Fault::Error(_) | Fault::Close => {
                 self.app.counters.tokens_sent(tokens, reasoning, 0);
+                self.observe_ttft(Instant::now());
                 self.ready = Some(body);
                 self.finish();
             }

@@ -32,6 +32,20 @@ pub const MAX_TOKENS: u32 = 10_000_000;
 pub const PROMPT_TOKENS_SCALE_RANGE: std::ops::RangeInclusive<f64> = 0.01..=100.0;
 /// Prefix shared by every environment variable of the mock.
 pub const ENV_PREFIX: &str = "LLMSURGE_MOCK_";
+/// Default KV-cache capacity in tokens, the denominator of `vllm:kv_cache_usage_perc`.
+pub const DEFAULT_KV_CACHE_TOKENS: u64 = 65_536;
+
+/// How `GET /metrics` misbehaves on purpose (`--metrics-fault`), to test scrapers.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricsFault {
+    /// HTTP 500 with a short text body.
+    Error,
+    /// HTTP 200 with a body that is not the Prometheus text format.
+    Garbage,
+    /// No answer at all: the request is read and never answered.
+    Hang,
+}
 
 /// Every setting of the mock server. Times are milliseconds, rates are probabilities.
 #[derive(Args, Clone, Debug, Serialize, PartialEq)]
@@ -221,6 +235,45 @@ pub struct MockConfig {
         allow_negative_numbers = true
     )]
     pub prompt_tokens_scale: f64,
+
+    /// KV-cache capacity in tokens: `vllm:kv_cache_usage_perc` on `GET /metrics` is the
+    /// tokens held by running requests (prompt plus output so far) over this, capped at 1.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_KV_CACHE_TOKENS",
+        default_value_t = DEFAULT_KV_CACHE_TOKENS,
+        value_name = "N"
+    )]
+    pub kv_cache_tokens: u64,
+
+    /// Answer `GET /metrics` with 404, like a server that publishes no metrics.
+    #[arg(long, env = "LLMSURGE_MOCK_NO_METRICS")]
+    pub no_metrics: bool,
+
+    /// Make `GET /metrics` fail after `--metrics-fault-after` good scrapes: `error` (HTTP
+    /// 500), `garbage` (200 with text that is not Prometheus') or `hang` (never answers).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_METRICS_FAULT",
+        value_enum,
+        value_name = "KIND"
+    )]
+    pub metrics_fault: Option<MetricsFault>,
+
+    /// Scrapes of `GET /metrics` answered normally before `--metrics-fault` starts (0:
+    /// from the first one).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_METRICS_FAULT_AFTER",
+        default_value_t = 0,
+        value_name = "N"
+    )]
+    pub metrics_fault_after: u64,
+
+    /// Answer `POST /start_profile` and `POST /stop_profile` with 404, like a server
+    /// started without a profiler.
+    #[arg(long, env = "LLMSURGE_MOCK_NO_PROFILER")]
+    pub no_profiler: bool,
 }
 
 impl Default for MockConfig {
@@ -250,6 +303,11 @@ impl Default for MockConfig {
             workers: DEFAULT_WORKERS,
             reject_unknown_fields: false,
             prompt_tokens_scale: 1.0,
+            kv_cache_tokens: DEFAULT_KV_CACHE_TOKENS,
+            no_metrics: false,
+            metrics_fault: None,
+            metrics_fault_after: 0,
+            no_profiler: false,
         }
     }
 }
@@ -356,6 +414,27 @@ impl MockConfig {
             .is_some_and(|n| n > tokio::sync::Semaphore::MAX_PERMITS)
         {
             return Err(invalid("--max-concurrency", "is too large".into()));
+        }
+        if self.kv_cache_tokens == 0 {
+            return Err(invalid(
+                "--kv-cache-tokens",
+                "must be at least 1, got 0".into(),
+            ));
+        }
+        if self.no_metrics && self.metrics_fault.is_some() {
+            return Err(invalid(
+                "--metrics-fault",
+                "cannot be combined with --no-metrics (there is no /metrics to break)".into(),
+            ));
+        }
+        if self.metrics_fault_after > 0 && self.metrics_fault.is_none() {
+            return Err(invalid(
+                "--metrics-fault-after",
+                format!(
+                    "needs --metrics-fault (got {} without a fault kind)",
+                    self.metrics_fault_after
+                ),
+            ));
         }
         if self.workers == 0 || self.workers > 1024 {
             return Err(invalid(
@@ -514,6 +593,19 @@ mod tests {
             },
             MockConfig {
                 model: vec!["a".into(), "a".into()],
+                ..ok.clone()
+            },
+            MockConfig {
+                kv_cache_tokens: 0,
+                ..ok.clone()
+            },
+            MockConfig {
+                no_metrics: true,
+                metrics_fault: Some(MetricsFault::Error),
+                ..ok.clone()
+            },
+            MockConfig {
+                metrics_fault_after: 3,
                 ..ok.clone()
             },
         ];

@@ -15,12 +15,14 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use super::MockConfig;
-use super::body::{Generation, InjectedClose, MockBody, Output};
+use super::body::{Generation, InjectedClose, MockBody, Output, Work};
+use super::metrics;
 use super::model::{Fault, Model};
 use super::openai::{
     self, Api, ChatRequest, CompletionRequest, DetokenizeRequest, DetokenizeResponse,
     EMBEDDING_DIM, EmbeddingRequest, Formatter, Prompt, TokenizeRequest, TokenizeResponse, Usage,
 };
+use super::prefix_cache::{PrefixCache, PromptBlocks};
 use super::stats::{Counters, Endpoint, FaultKind};
 use super::tokenizer;
 
@@ -38,10 +40,18 @@ pub struct App {
     pub model: Model,
     /// What the server saw.
     pub counters: Counters,
+    /// The prefix-cache model of generation prompts.
+    pub prefix_cache: PrefixCache,
     /// Concurrency slots; `None` is unlimited.
     pub semaphore: Option<Arc<Semaphore>>,
     /// Sequence number of the next generation or embedding request.
     seq: AtomicU64,
+    /// `GET /metrics` requests answered so far (never reset: `--metrics-fault-after`
+    /// counts from the start).
+    pub scrapes: AtomicU64,
+    /// Turns true when the server stops, to end what waits forever on purpose (a hung
+    /// scrape) instead of holding the shutdown for its whole grace period.
+    pub stopping: tokio::sync::watch::Sender<bool>,
     /// Served model names, JSON-quoted once.
     model_json: Vec<String>,
     /// The `/v1/models` body.
@@ -117,8 +127,11 @@ impl App {
         App {
             model: Model::new(&config),
             counters: Counters::default(),
+            prefix_cache: PrefixCache::new(config.kv_cache_tokens),
             semaphore: config.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
             seq: AtomicU64::new(0),
+            scrapes: AtomicU64::new(0),
+            stopping: tokio::sync::watch::Sender::new(false),
             model_json,
             models_body,
             config,
@@ -179,17 +192,31 @@ fn route(path: &str) -> Option<(Endpoint, Method)> {
         "/detokenize" => (Endpoint::Detokenize, Method::POST),
         "/stats" => (Endpoint::Stats, Method::GET),
         "/stats/reset" => (Endpoint::Stats, Method::POST),
+        "/metrics" => (Endpoint::Metrics, Method::GET),
+        "/start_profile" => (Endpoint::StartProfile, Method::POST),
+        "/stop_profile" => (Endpoint::StopProfile, Method::POST),
         _ => return None,
     })
 }
 
 /// Serves one request.
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
+    let route = route(req.uri().path());
+    // The server's own metrics and profiler are the main server's, probe or not.
+    let introspection = matches!(
+        route,
+        Some((
+            Endpoint::Metrics | Endpoint::StartProfile | Endpoint::StopProfile,
+            _
+        ))
+    );
     let app = match &app.probe_twin {
-        Some(twin) if req.headers().contains_key(super::PROBE_HEADER) => Arc::clone(twin),
+        Some(twin) if !introspection && req.headers().contains_key(super::PROBE_HEADER) => {
+            Arc::clone(twin)
+        }
         _ => app,
     };
-    let Some((endpoint, method)) = route(req.uri().path()) else {
+    let Some((endpoint, method)) = route else {
         app.counters.request(Endpoint::Other);
         let message = format!("no route for {} {}", req.method(), req.uri().path());
         return error(
@@ -232,6 +259,8 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
             }
             json(&app, StatusCode::OK, to_json(&app.counters.snapshot()))
         }
+        Endpoint::Metrics => metrics::scrape(&app).await,
+        Endpoint::StartProfile | Endpoint::StopProfile => metrics::profile(&app, req.uri().path()),
         _ => {
             let body = match read_body(&app, req).await {
                 Ok(body) => body,
@@ -329,7 +358,9 @@ struct GenRequest {
     model: usize,
     streaming: bool,
     include_usage: bool,
-    prompt_tokens: u64,
+    /// The prompt's blocks for the prefix cache (its length, scaled, is its prompt
+    /// tokens).
+    prompt: PromptBlocks,
     max_tokens: Option<u32>,
     ignore_eos: bool,
 }
@@ -439,7 +470,7 @@ fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
                     .stream_options
                     .and_then(|o| o.include_usage)
                     .unwrap_or(false),
-                prompt_tokens: scaled(&app, openai::count_messages(&r.messages)),
+                prompt: openai::message_blocks(&r.messages),
                 max_tokens: resolve_max_tokens(&app, r.max_completion_tokens.or(r.max_tokens))?,
                 ignore_eos: r.ignore_eos.unwrap_or(false),
             })
@@ -468,7 +499,7 @@ fn completions(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
                     .stream_options
                     .and_then(|o| o.include_usage)
                     .unwrap_or(false),
-                prompt_tokens: scaled(&app, r.prompt.count()),
+                prompt: r.prompt.blocks(),
                 max_tokens: resolve_max_tokens(&app, r.max_tokens)?,
                 ignore_eos: r.ignore_eos.unwrap_or(false),
             })
@@ -486,7 +517,11 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
     let mut plan = app
         .model
         .plan(seq, r.max_tokens, r.ignore_eos, r.api == Api::Chat);
-    app.counters.prompt_tokens(r.prompt_tokens);
+    let prompt_tokens = scaled(&app, r.prompt.tokens());
+    app.counters.prompt_tokens(prompt_tokens);
+    // Looked up on arrival, like the rest of the plan: the queries are the prompt tokens.
+    let hits = scaled(&app, app.prefix_cache.lookup(&r.prompt)).min(prompt_tokens);
+    app.counters.prefix_cache(prompt_tokens, hits);
     match plan.fault {
         Fault::Error(status) => return injected_error(&app, status),
         Fault::Close => return injected_close(&app),
@@ -505,13 +540,19 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         let output = Output::Stream {
             fmt,
             include_usage,
-            prompt_tokens: r.prompt_tokens,
+            prompt_tokens,
         };
         let mut response = respond(
             &app,
             StatusCode::OK,
             "text/event-stream",
-            Generation::start(Arc::clone(&app), plan, output),
+            Generation::start(
+                Arc::clone(&app),
+                plan,
+                output,
+                Work::Generation,
+                prompt_tokens,
+            ),
         );
         response
             .headers_mut()
@@ -521,7 +562,7 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
     // The text is drawn in stream order (reasoning first) so both modes say the same thing.
     let reasoning: Vec<&'static str> = (0..plan.reasoning).map(|_| plan.next_word()).collect();
     let usage = Usage {
-        prompt: r.prompt_tokens,
+        prompt: prompt_tokens,
         content: u64::from(plan.content),
         reasoning: u64::from(plan.reasoning),
     };
@@ -545,7 +586,13 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         &app,
         StatusCode::OK,
         "application/json",
-        Generation::start(Arc::clone(&app), plan, output),
+        Generation::start(
+            Arc::clone(&app),
+            plan,
+            output,
+            Work::Generation,
+            prompt_tokens,
+        ),
     )
 }
 
@@ -682,7 +729,13 @@ fn embeddings(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
         &app,
         StatusCode::OK,
         "application/json",
-        Generation::start(Arc::clone(&app), plan, output),
+        Generation::start(
+            Arc::clone(&app),
+            plan,
+            output,
+            Work::Embedding,
+            prompt_tokens,
+        ),
     )
 }
 

@@ -6,14 +6,17 @@
 //! (`model`: latency, length, fault, drawn from streams seeded by (seed, request number)),
 //! then answered by a body state machine (`body`) that waits for a concurrency slot,
 //! emits SSE chunks formatted by `openai` at their deadlines, and frees its slot when it
-//! ends or its client goes away. `stats` counts what the server saw for `GET /stats`.
+//! ends or its client goes away. `stats` counts what the server saw for `GET /stats`, and
+//! `metrics` publishes the same counters as `GET /metrics` in vLLM's Prometheus names.
 //! The user guide, with every knob and the capacity formula, is docs/mock-server.md.
 
 mod body;
 mod config;
 mod handler;
+mod metrics;
 mod model;
 mod openai;
+mod prefix_cache;
 mod server;
 mod stats;
 mod tokenizer;
@@ -21,12 +24,13 @@ mod tokenizer;
 use std::net::SocketAddr;
 
 pub use config::{
-    DEFAULT_HOST, DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, DEFAULT_OUTPUT_TOKENS, DEFAULT_PORT,
-    DEFAULT_SEED, DEFAULT_WORKERS, ENV_PREFIX, MockConfig, check_env, known_env_vars,
+    DEFAULT_HOST, DEFAULT_KV_CACHE_TOKENS, DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL,
+    DEFAULT_OUTPUT_TOKENS, DEFAULT_PORT, DEFAULT_SEED, DEFAULT_WORKERS, ENV_PREFIX, MetricsFault,
+    MockConfig, check_env, known_env_vars,
 };
 pub use openai::EMBEDDING_DIM;
 pub use server::{MockServer, run_cli};
-pub use stats::{EndpointCounts, FaultCounts, MockStats};
+pub use stats::{EndpointCounts, FaultCounts, MockStats, SuccessCounts};
 pub use tokenizer::count as count_tokens;
 
 /// The header of llmsurge's pre-run probe requests. The mock answers them from a twin

@@ -5,6 +5,7 @@
 use bytes::{BufMut, BytesMut};
 use serde::{Deserialize, Serialize};
 
+use super::prefix_cache::PromptBlocks;
 use super::tokenizer;
 
 /// `stream_options` of a request.
@@ -51,13 +52,13 @@ impl Content {
     }
 }
 
-/// Prompt tokens of chat messages: the tokens of every text content, nothing more.
-pub fn count_messages(messages: &[Message]) -> u64 {
-    let mut n = 0;
+/// The prompt of chat messages: the tokens of every text content, nothing more.
+pub fn message_blocks(messages: &[Message]) -> PromptBlocks {
+    let mut blocks = PromptBlocks::default();
     for content in messages.iter().filter_map(|m| m.content.as_ref()) {
-        content.for_each_text(|t| n += tokenizer::count(t));
+        content.for_each_text(|t| blocks.push_text(t));
     }
-    n
+    blocks
 }
 
 /// `POST /v1/chat/completions`
@@ -107,6 +108,22 @@ impl Prompt {
             Prompt::Texts(v) => v.len(),
             Prompt::IdBatches(v) => v.len(),
         }
+    }
+
+    /// The prompt of a one-prompt batch (empty for a larger batch, which is refused).
+    pub fn blocks(&self) -> PromptBlocks {
+        let mut blocks = PromptBlocks::default();
+        let ids = |blocks: &mut PromptBlocks, ids: &[u32]| {
+            ids.iter().for_each(|id| blocks.push(&id.to_le_bytes()));
+        };
+        match self {
+            Prompt::Text(t) => blocks.push_text(t),
+            Prompt::Texts(v) if v.len() == 1 => blocks.push_text(&v[0]),
+            Prompt::Ids(given) => ids(&mut blocks, given),
+            Prompt::IdBatches(v) if v.len() == 1 => ids(&mut blocks, &v[0]),
+            Prompt::Texts(_) | Prompt::IdBatches(_) => {}
+        }
+        blocks
     }
 
     /// Total prompt tokens across the batch.

@@ -172,6 +172,7 @@ async fn serve(listener: TcpListener, app: Arc<App>, mut stop: oneshot::Receiver
         }
     };
     drop(listener);
+    app.stopping.send_replace(true);
     drop(shutdown_rx);
     let _ = shutdown_tx.send(true);
     let _ = tokio::time::timeout(grace, shutdown_tx.closed()).await;

@@ -1,8 +1,11 @@
 //! What the server saw, as lock-free counters, and their `/stats` snapshot.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use super::openai::FinishReason;
 
 /// The endpoints the mock counts requests for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +28,94 @@ pub enum Endpoint {
     Stats,
     /// Any other path or method.
     Other,
+    /// `GET /metrics` (a scrape; never a benchmark request)
+    Metrics,
+    /// `POST /start_profile`
+    StartProfile,
+    /// `POST /stop_profile`
+    StopProfile,
+}
+
+/// How many [`Endpoint`]s there are.
+const ENDPOINTS: usize = 12;
+
+/// Upper bounds (seconds) of vLLM's `time_to_first_token_seconds` buckets.
+pub const TTFT_BUCKETS: [f64; 22] = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+/// Upper bounds (seconds) of vLLM's `e2e_request_latency_seconds` buckets.
+pub const E2E_BUCKETS: [f64; 21] = [
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+];
+
+/// A latency histogram of fixed buckets, lock-free; the sum is kept in whole
+/// nanoseconds so that it adds up exactly whatever the order of observations.
+#[derive(Debug)]
+pub struct LatencyHistogram {
+    bounds: &'static [f64],
+    /// Observations per bucket (not cumulative); the last one is `+Inf`.
+    buckets: Vec<AtomicU64>,
+    count: AtomicU64,
+    sum_ns: AtomicU64,
+}
+
+/// A histogram's values at one instant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistogramSnapshot {
+    /// (upper bound in seconds, observations in that bucket alone), `+Inf` last.
+    pub buckets: Vec<(f64, u64)>,
+    /// Observations.
+    pub count: u64,
+    /// Sum of the observations, seconds.
+    pub sum_seconds: f64,
+}
+
+impl LatencyHistogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        LatencyHistogram {
+            bounds,
+            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one observation.
+    pub fn observe(&self, value: Duration) {
+        let seconds = value.as_secs_f64();
+        let i = self.bounds.partition_point(|&b| b < seconds);
+        if let Some(bucket) = self.buckets.get(i) {
+            bucket.fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        let ns = u64::try_from(value.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_ns.fetch_add(ns, Relaxed);
+    }
+
+    fn reset(&self) {
+        for c in self.buckets.iter().chain([&self.count, &self.sum_ns]) {
+            c.store(0, Relaxed);
+        }
+    }
+
+    /// The buckets, count and sum now.
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        let buckets = self
+            .bounds
+            .iter()
+            .copied()
+            .chain([f64::INFINITY])
+            .zip(&self.buckets)
+            .map(|(bound, c)| (bound, c.load(Relaxed)))
+            .collect();
+        HistogramSnapshot {
+            buckets,
+            count: self.count.load(Relaxed),
+            sum_seconds: Duration::from_nanos(self.sum_ns.load(Relaxed)).as_secs_f64(),
+        }
+    }
 }
 
 /// The injected faults, one counter each.
@@ -45,9 +136,9 @@ pub enum FaultKind {
 }
 
 /// Live counters, shared by every connection.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Counters {
-    requests: [AtomicU64; 9],
+    requests: [AtomicU64; ENDPOINTS],
     responses_2xx: AtomicU64,
     responses_4xx: AtomicU64,
     responses_5xx: AtomicU64,
@@ -63,6 +154,43 @@ pub struct Counters {
     reasoning_tokens_sent: AtomicU64,
     chunks_sent: AtomicU64,
     faults: [AtomicU64; 6],
+    kv_cache_tokens: AtomicU64,
+    success: [AtomicU64; 2],
+    prefix_cache_queries: AtomicU64,
+    prefix_cache_hits: AtomicU64,
+    /// Time to first token of generation requests, from arrival (queueing included).
+    pub ttft: LatencyHistogram,
+    /// Arrival to last token of generation requests that ran to their end.
+    pub e2e: LatencyHistogram,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            requests: Default::default(),
+            responses_2xx: AtomicU64::default(),
+            responses_4xx: AtomicU64::default(),
+            responses_5xx: AtomicU64::default(),
+            active_requests: AtomicU64::default(),
+            active_streams: AtomicU64::default(),
+            queued: AtomicU64::default(),
+            peak_active: AtomicU64::default(),
+            peak_queued: AtomicU64::default(),
+            completed: AtomicU64::default(),
+            cancelled: AtomicU64::default(),
+            prompt_tokens: AtomicU64::default(),
+            tokens_sent: AtomicU64::default(),
+            reasoning_tokens_sent: AtomicU64::default(),
+            chunks_sent: AtomicU64::default(),
+            faults: Default::default(),
+            kv_cache_tokens: AtomicU64::default(),
+            success: Default::default(),
+            prefix_cache_queries: AtomicU64::default(),
+            prefix_cache_hits: AtomicU64::default(),
+            ttft: LatencyHistogram::new(&TTFT_BUCKETS),
+            e2e: LatencyHistogram::new(&E2E_BUCKETS),
+        }
+    }
 }
 
 /// Requests received, per endpoint.
@@ -86,6 +214,26 @@ pub struct EndpointCounts {
     pub stats: u64,
     /// Unknown paths and wrong methods.
     pub other: u64,
+    /// `GET /metrics` (scrapes, whatever the answer: 200, an injected fault, or 404
+    /// with `--no-metrics`).
+    #[serde(default)]
+    pub metrics: u64,
+    /// `POST /start_profile` (404 ones with `--no-profiler` included).
+    #[serde(default)]
+    pub start_profile: u64,
+    /// `POST /stop_profile` (404 ones with `--no-profiler` included).
+    #[serde(default)]
+    pub stop_profile: u64,
+}
+
+/// Generation requests that ran to their end, per finish reason (vLLM's
+/// `request_success_total{finished_reason}`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuccessCounts {
+    /// Ended by the model (`finish_reason: "stop"`).
+    pub stop: u64,
+    /// Ended at `max_tokens` (`finish_reason: "length"`).
+    pub length: u64,
 }
 
 /// Injected faults, per kind.
@@ -144,6 +292,19 @@ pub struct MockStats {
     pub chunks_sent: u64,
     /// Faults injected, per kind.
     pub faults: FaultCounts,
+    /// Tokens held by the requests holding a slot now (prompt plus output so far): the
+    /// mock's KV-cache model (`vllm:kv_cache_usage_perc` is this over --kv-cache-tokens).
+    #[serde(default)]
+    pub kv_cache_tokens: u64,
+    /// Generation requests that ran to their end, per finish reason.
+    #[serde(default)]
+    pub request_success: SuccessCounts,
+    /// Prompt tokens of chat and completions requests looked up in the prefix-cache model.
+    #[serde(default)]
+    pub prefix_cache_queries: u64,
+    /// The part of `prefix_cache_queries` found cached.
+    #[serde(default)]
+    pub prefix_cache_hits: u64,
 }
 
 fn bump_peak(peak: &AtomicU64, now: u64) {
@@ -200,6 +361,27 @@ impl Counters {
         }
     }
 
+    /// Tokens enter the KV-cache model (a prompt on getting a slot, output as sent).
+    pub fn kv_add(&self, tokens: u64) {
+        self.kv_cache_tokens.fetch_add(tokens, Relaxed);
+    }
+
+    /// Tokens leave the KV-cache model (their request released its slot).
+    pub fn kv_remove(&self, tokens: u64) {
+        self.kv_cache_tokens.fetch_sub(tokens, Relaxed);
+    }
+
+    /// A prompt of `queries` tokens was looked up in the prefix cache; `hits` were cached.
+    pub fn prefix_cache(&self, queries: u64, hits: u64) {
+        self.prefix_cache_queries.fetch_add(queries, Relaxed);
+        self.prefix_cache_hits.fetch_add(hits, Relaxed);
+    }
+
+    /// A generation request ran to its end.
+    pub fn success(&self, finish: FinishReason) {
+        self.success[finish as usize].fetch_add(1, Relaxed);
+    }
+
     /// Requests holding a slot now.
     pub fn active(&self) -> u64 {
         self.active_requests.load(Relaxed)
@@ -229,20 +411,29 @@ impl Counters {
         self.chunks_sent.fetch_add(chunks, Relaxed);
     }
 
-    /// Zeroes the counters; gauges (active, queued) keep their value and peaks restart
-    /// from it.
+    /// Zeroes the counters and histograms; gauges (active, queued, KV tokens) keep their
+    /// value and peaks restart from it.
     pub fn reset(&self) {
-        let all = self.requests.iter().chain(&self.faults).chain([
-            &self.responses_2xx,
-            &self.responses_4xx,
-            &self.responses_5xx,
-            &self.completed,
-            &self.cancelled,
-            &self.prompt_tokens,
-            &self.tokens_sent,
-            &self.reasoning_tokens_sent,
-            &self.chunks_sent,
-        ]);
+        self.ttft.reset();
+        self.e2e.reset();
+        let all = self
+            .requests
+            .iter()
+            .chain(&self.faults)
+            .chain(&self.success)
+            .chain([
+                &self.responses_2xx,
+                &self.responses_4xx,
+                &self.responses_5xx,
+                &self.completed,
+                &self.cancelled,
+                &self.prompt_tokens,
+                &self.tokens_sent,
+                &self.reasoning_tokens_sent,
+                &self.chunks_sent,
+                &self.prefix_cache_queries,
+                &self.prefix_cache_hits,
+            ]);
         for counter in all {
             counter.store(0, Relaxed);
         }
@@ -265,6 +456,9 @@ impl Counters {
             detokenize: r(Endpoint::Detokenize),
             stats: r(Endpoint::Stats),
             other: r(Endpoint::Other),
+            metrics: r(Endpoint::Metrics),
+            start_profile: r(Endpoint::StartProfile),
+            stop_profile: r(Endpoint::StopProfile),
         };
         MockStats {
             requests_total: self.requests.iter().map(|c| c.load(Relaxed)).sum(),
@@ -291,6 +485,13 @@ impl Counters {
                 stall: f(FaultKind::Stall),
                 close: f(FaultKind::Close),
             },
+            kv_cache_tokens: self.kv_cache_tokens.load(Relaxed),
+            request_success: SuccessCounts {
+                stop: self.success[FinishReason::Stop as usize].load(Relaxed),
+                length: self.success[FinishReason::Length as usize].load(Relaxed),
+            },
+            prefix_cache_queries: self.prefix_cache_queries.load(Relaxed),
+            prefix_cache_hits: self.prefix_cache_hits.load(Relaxed),
         }
     }
 }

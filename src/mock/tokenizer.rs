@@ -25,7 +25,7 @@ pub const HASHED_BASE: u32 = 1_000_000;
 const HASHED_SPAN: u32 = 1 << 20;
 
 /// Splits `text` into token slices following the module's rule.
-fn for_each_token<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
+pub fn for_each_token<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
     let mut word_start: Option<usize> = None;
     for (i, c) in text.char_indices() {
         if c.is_alphanumeric() {

@@ -11,7 +11,8 @@ use std::path::Path;
 /// Bumped on every incompatible change to the report's shape.
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
 
-/// The host the client ran on.
+/// The host the client ran on. Every fact is best effort: one that cannot be read is
+/// empty (the original five) or absent (the rest, which older reports lack too).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostInfo {
     /// Host name.
@@ -24,17 +25,56 @@ pub struct HostInfo {
     pub cpus: usize,
     /// Physical memory, bytes.
     pub memory_bytes: u64,
+    /// Kernel release (`uname -r`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// CPU frequency governor of cpu0 (`performance`, `powersave`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_governor: Option<String>,
+    /// Soft limit on open files (RLIMIT_NOFILE): the connections one process may hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_files_soft: Option<u64>,
+    /// Hard limit on open files (RLIMIT_NOFILE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_files_hard: Option<u64>,
+    /// The kernel's clock source (`tsc`, `kvm-clock`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_source: Option<String>,
+    /// Whether the kernel reports the wall clock as NTP-synchronised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ntp_synchronized: Option<bool>,
+}
+
+/// The first line of a small sysfs file, trimmed; `None` when unreadable or empty.
+fn sysfs_line(path: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().next()?.trim();
+    (!line.is_empty()).then(|| line.to_string())
 }
 
 impl HostInfo {
-    /// Reads the host's description (best effort: unknown fields stay empty).
+    /// Reads the host's description (best effort: unknown fields stay empty or absent).
     pub fn collect() -> Self {
         let mut info = HostInfo {
             hostname: sysinfo::System::host_name().unwrap_or_default(),
             os: sysinfo::System::long_os_version().unwrap_or_default(),
             cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            kernel: sysinfo::System::kernel_version()
+                .ok()
+                .filter(|k| !k.is_empty()),
+            cpu_governor: sysfs_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+            clock_source: sysfs_line(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+            ),
+            ntp_synchronized: crate::clock_sync::ntp_synchronised(),
             ..HostInfo::default()
         };
+        if let Ok((soft, hard)) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        {
+            info.open_files_soft = Some(soft);
+            info.open_files_hard = Some(hard);
+        }
         if let Ok(mut sys) = sysinfo::System::new() {
             sys.refresh_memory();
             sys.refresh_cpu_list(sysinfo::CpuRefreshKind::nothing());

@@ -297,23 +297,46 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
     }
 }
 
-/// The fleet as one host: distinct names and descriptions joined, CPUs and memory summed.
+/// The fleet as one host: distinct names and descriptions joined, CPUs and memory summed,
+/// the tightest open-file limits, and the clock synchronised only if every host's is.
 fn fleet_host(hosts: &[HostInfo]) -> HostInfo {
-    let joined = |field: fn(&HostInfo) -> &String| {
+    fn distinct<'a>(values: impl Iterator<Item = &'a str>) -> String {
         let mut seen: Vec<&str> = Vec::new();
-        for h in hosts {
-            if !seen.contains(&field(h).as_str()) {
-                seen.push(field(h).as_str());
+        for v in values {
+            if !seen.contains(&v) {
+                seen.push(v);
             }
         }
         seen.join(", ")
+    }
+    let joined =
+        |field: fn(&HostInfo) -> &String| distinct(hosts.iter().map(|h| field(h).as_str()));
+    // Absent when no host knew the fact; otherwise the distinct known values.
+    let joined_known = |field: fn(&HostInfo) -> &Option<String>| {
+        let known: Vec<&str> = hosts.iter().filter_map(|h| field(h).as_deref()).collect();
+        (!known.is_empty()).then(|| distinct(known.into_iter()))
     };
+    let ntp: Vec<Option<bool>> = hosts.iter().map(|h| h.ntp_synchronized).collect();
     HostInfo {
         hostname: joined(|h| &h.hostname),
         os: joined(|h| &h.os),
         cpu: joined(|h| &h.cpu),
         cpus: hosts.iter().map(|h| h.cpus).sum(),
         memory_bytes: hosts.iter().map(|h| h.memory_bytes).sum(),
+        kernel: joined_known(|h| &h.kernel),
+        cpu_governor: joined_known(|h| &h.cpu_governor),
+        open_files_soft: hosts.iter().filter_map(|h| h.open_files_soft).min(),
+        open_files_hard: hosts.iter().filter_map(|h| h.open_files_hard).min(),
+        clock_source: joined_known(|h| &h.clock_source),
+        // One unsynchronised host is enough to misalign a shared start; all must be known
+        // synchronised for the fleet to be.
+        ntp_synchronized: if ntp.contains(&Some(false)) {
+            Some(false)
+        } else if !ntp.is_empty() && ntp.iter().all(|n| *n == Some(true)) {
+            Some(true)
+        } else {
+            None
+        },
     }
 }
 
@@ -681,6 +704,43 @@ mod tests {
 
     fn err(reports: Vec<Report>, allow_partial: bool) -> String {
         merge(named(reports), allow_partial).expect_err("refused").0
+    }
+
+    #[test]
+    fn fleet_host_combines_the_new_host_facts() {
+        let host = |name: &str, soft, ntp, clock: Option<&str>| HostInfo {
+            hostname: name.into(),
+            kernel: Some("6.1".into()),
+            open_files_soft: soft,
+            open_files_hard: soft.map(|s| s * 2),
+            ntp_synchronized: ntp,
+            clock_source: clock.map(str::to_string),
+            ..HostInfo::default()
+        };
+        let fleet = fleet_host(&[
+            host("a", Some(4096), Some(true), Some("tsc")),
+            host("b", Some(1024), Some(true), None),
+            host("c", None, Some(true), Some("kvm-clock")),
+        ]);
+        assert_eq!(fleet.hostname, "a, b, c");
+        assert_eq!(fleet.kernel.as_deref(), Some("6.1"));
+        assert_eq!(
+            (fleet.open_files_soft, fleet.open_files_hard),
+            (Some(1024), Some(2048))
+        );
+        assert_eq!(fleet.clock_source.as_deref(), Some("tsc, kvm-clock"));
+        assert_eq!(fleet.cpu_governor, None, "no host knew it");
+        assert_eq!(fleet.ntp_synchronized, Some(true));
+        let unknown = fleet_host(&[
+            host("a", None, Some(true), None),
+            host("b", None, None, None),
+        ]);
+        assert_eq!(unknown.ntp_synchronized, None, "one host unknown");
+        let off = fleet_host(&[
+            host("a", None, None, None),
+            host("b", None, Some(false), None),
+        ]);
+        assert_eq!(off.ntp_synchronized, Some(false), "one host off is enough");
     }
 
     #[test]

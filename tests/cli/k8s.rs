@@ -274,6 +274,16 @@ fn bad_names_and_flags_are_one_line_usage_errors() {
         &k8s_job(&["--image", "i", "--", "--profile", "sweep"]),
         "sweep",
     );
+    // A password in the metrics URL would be written into the manifest.
+    let out = k8s_job(&[
+        "--image",
+        "i",
+        "--",
+        "--server-metrics",
+        "http://u:sk-url-secret@vllm:8000/metrics",
+    ]);
+    assert_usage_error(&out, "--server-metrics");
+    assert!(!out.stderr.contains("sk-url-secret"), "{}", out.stderr);
 }
 
 #[test]

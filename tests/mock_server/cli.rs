@@ -117,8 +117,33 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
         &'static [(&'static str, &'static str)],
         &'static str,
     );
-    let cases: [Case; 4] = [
+    let cases: [Case; 9] = [
         (&["--port", "0", "--error-rate", "2"], &[], "--error-rate"),
+        (
+            &["--port", "0", "--kv-cache-tokens", "0"],
+            &[],
+            "--kv-cache-tokens",
+        ),
+        (
+            &["--port", "0", "--metrics-fault", "bogus"],
+            &[],
+            "--metrics-fault",
+        ),
+        (
+            &["--port", "0"],
+            &[("LLMSURGE_MOCK_METRICS_FAULT", "boom")],
+            "--metrics-fault",
+        ),
+        (
+            &["--port", "0", "--metrics-fault-after", "2"],
+            &[],
+            "--metrics-fault-after",
+        ),
+        (
+            &["--port", "0", "--no-metrics", "--metrics-fault", "hang"],
+            &[],
+            "--metrics-fault",
+        ),
         (&["--port", "0", "--ttft-ms", "-5"], &[], "--ttft-ms"),
         (
             &["--port", "0"],

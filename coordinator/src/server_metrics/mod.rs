@@ -5,8 +5,161 @@
 //! without the `vllm:` prefix where vLLM has one, e.g. `num_requests_waiting`), whichever
 //! server published it; series kept by `--server-metrics-include` keep their own name.
 
+pub mod parse;
+pub mod scrape;
+pub mod servers;
+pub mod summary;
+
+pub use scrape::{Scraper, probe, profiler_call};
+pub use summary::{ClientCounts, ScrapeLog, SummaryWindow, summarise};
+
+use llmsurge_proto::Secret;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The default time between two scrapes (`--server-metrics-interval`).
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How a benchmark scrapes the server (`--server-metrics`).
+#[derive(Clone, Debug)]
+pub struct ScrapeConfig {
+    /// The URL to GET, without credentials (they are in `headers`).
+    pub url: String,
+    /// Headers sent with every scrape (the target's credentials, only when the URL has
+    /// the target's origin, or the URL's own user and password); never logged.
+    pub headers: Vec<(String, Secret)>,
+    /// Time between two scrapes.
+    pub interval: Duration,
+    /// Bound on one scrape.
+    pub timeout: Duration,
+    /// Other series to keep under their own names (`--server-metrics-include`).
+    pub include: Option<regex::Regex>,
+}
+
+impl ScrapeConfig {
+    /// The config for scraping `url` every `interval`. User and password in the URL
+    /// become a Basic authorization header (and leave the URL, which is reported); the
+    /// target's own credentials (`target_headers`) are sent only when `url` has the
+    /// origin of `target_base`, so they never leak to another host.
+    pub fn new(
+        url: &str,
+        interval: Duration,
+        include: Option<regex::Regex>,
+        target_base: &str,
+        target_headers: &[(String, Secret)],
+    ) -> Result<Self, String> {
+        use base64::Engine as _;
+        let mut parsed =
+            reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(format!(
+                "{url:?} must be an http:// or https:// URL with a host"
+            ));
+        }
+        let mut headers = Vec::new();
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            let credentials = format!("{}:{}", parsed.username(), parsed.password().unwrap_or(""));
+            let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
+            headers.push((
+                "authorization".to_string(),
+                Secret::new(format!("Basic {encoded}")),
+            ));
+            // Only fails for URLs that cannot carry credentials, which this one did.
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+        }
+        let same_origin =
+            reqwest::Url::parse(target_base).is_ok_and(|t| t.origin() == parsed.origin());
+        if same_origin {
+            for (name, value) in target_headers {
+                if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                    headers.push((name.clone(), value.clone()));
+                }
+            }
+        }
+        Ok(Self {
+            url: parsed.to_string(),
+            headers,
+            interval,
+            timeout: Self::timeout_for(interval),
+            include,
+        })
+    }
+
+    /// The bound on one scrape for `interval`: the interval, within 1 to 5 seconds, so
+    /// a hung server costs a benchmark at most that much at its end.
+    pub fn timeout_for(interval: Duration) -> Duration {
+        interval.clamp(Duration::from_secs(1), Duration::from_secs(5))
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn credentials_go_only_to_the_targets_origin() {
+        let target = [("authorization".to_string(), Secret::new("Bearer k"))];
+        let base = "http://10.0.0.1:8000";
+        let same = ScrapeConfig::new(
+            "http://10.0.0.1:8000/metrics",
+            DEFAULT_INTERVAL,
+            None,
+            base,
+            &target,
+        )
+        .expect("valid");
+        assert_eq!(same.headers.len(), 1);
+        assert_eq!(same.headers[0].1.expose(), "Bearer k");
+        let other = ScrapeConfig::new(
+            "http://10.0.0.1:9090/metrics",
+            DEFAULT_INTERVAL,
+            None,
+            base,
+            &target,
+        )
+        .expect("valid");
+        assert!(other.headers.is_empty(), "another port is another origin");
+        // User and password leave the URL (it is reported) for a Basic header.
+        let basic = ScrapeConfig::new(
+            "http://u:p@10.0.0.1:9090/metrics",
+            DEFAULT_INTERVAL,
+            None,
+            base,
+            &target,
+        )
+        .expect("valid");
+        assert_eq!(basic.url, "http://10.0.0.1:9090/metrics");
+        assert_eq!(basic.headers[0].1.expose(), "Basic dTpw");
+        assert!(
+            !format!("{basic:?}").contains("dTpw"),
+            "secrets never in Debug"
+        );
+        assert!(
+            ScrapeConfig::new("ftp://h/metrics", DEFAULT_INTERVAL, None, base, &target).is_err()
+        );
+        assert_eq!(
+            ScrapeConfig::timeout_for(Duration::from_millis(200)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            ScrapeConfig::timeout_for(Duration::from_secs(30)),
+            Duration::from_secs(5)
+        );
+    }
+}
+
+/// Where `--profile-server` sends `POST /start_profile` and `POST /stop_profile`.
+#[derive(Clone, Debug)]
+pub struct ProfilerConfig {
+    /// The target's origin (scheme, host, port).
+    pub origin: String,
+    /// The target's credentials.
+    pub headers: Vec<(String, Secret)>,
+    /// Bound on each call (stopping a profiler writes its trace, which takes a while).
+    pub timeout: Duration,
+}
 
 /// What the scrapes of one benchmark found. Absent from a benchmark when scraping was
 /// off, and from reports older than it.
@@ -71,11 +224,11 @@ pub enum SeriesKind {
 pub struct SeriesSummary {
     /// Counter or gauge.
     pub kind: SeriesKind,
-    /// Counters: the increase over the window (last scrape in it minus the last one
-    /// before it opened).
+    /// Counters: the increase over the window, from the last scrape at or before it
+    /// opened to the first one at or after it closed (resets counted from zero).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta: Option<f64>,
-    /// Counters: `delta` per second of the scrapes' span.
+    /// Counters: `delta` per second between those two scrapes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_per_s: Option<f64>,
     /// Gauges: the mean of the scrapes in the window.

@@ -10,6 +10,7 @@ mod load;
 mod multihost;
 mod output;
 mod preprocess;
+mod server;
 mod target;
 
 pub use client::ClientArgs;
@@ -19,6 +20,7 @@ pub use load::{LoadArgs, SweepArrivalsArg};
 pub use multihost::MultiHostArgs;
 pub use output::OutputArgs;
 pub use preprocess::PreprocessArgs;
+pub use server::ServerMetricsArgs;
 pub use target::TargetArgs;
 
 use clap::{Args, ValueEnum};
@@ -82,4 +84,6 @@ pub struct RunArgs {
     pub client: ClientArgs,
     #[command(flatten)]
     pub multi_host: MultiHostArgs,
+    #[command(flatten)]
+    pub server: ServerMetricsArgs,
 }

@@ -1,0 +1,547 @@
+//! From a benchmark's scrapes to the report's [`ServerMetrics`]: series on the
+//! benchmark's t0, counter deltas over the measured window (resets handled), gauges'
+//! mean and max, histogram count/sum deltas, derived ratios, and cross-checks of the
+//! server's counts against the client's.
+
+use super::parse::Parsed;
+use super::{
+    CrossCheck, Derived, ScrapeErrorEntry, SeriesKind, SeriesSummary, ServerHistogram,
+    ServerMetrics,
+};
+use std::collections::BTreeMap;
+
+/// `(seconds since t0, value)` of one series.
+type Points = Vec<(f64, f64)>;
+
+/// A cross-check disagrees beyond this fraction.
+pub const CROSS_CHECK_TOLERANCE: f64 = 0.02;
+
+/// One successful scrape, timed in seconds since the benchmark's t0 (negative: before).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    /// When its answer arrived, seconds since t0.
+    pub at: f64,
+    /// What it held.
+    pub parsed: Parsed,
+}
+
+/// Everything the scraper collected during one benchmark.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScrapeLog {
+    /// The URL scraped (no credentials).
+    pub url: String,
+    /// Scrapes attempted.
+    pub scrapes: u64,
+    /// Failures per kind, in order of first occurrence.
+    pub errors: Vec<ScrapeErrorEntry>,
+    /// The successful scrapes, in time order.
+    pub snapshots: Vec<Snapshot>,
+    /// Notes for the report's warnings.
+    pub notes: Vec<String>,
+}
+
+impl ScrapeLog {
+    /// Counts a failed scrape of `kind`, keeping the first message of each kind.
+    pub fn error(&mut self, kind: &str, message: String) {
+        match self.errors.iter_mut().find(|e| e.kind == kind) {
+            Some(e) => e.count += 1,
+            None => self.errors.push(ScrapeErrorEntry {
+                kind: kind.into(),
+                count: 1,
+                sample: message,
+            }),
+        }
+    }
+}
+
+/// The measured window, in seconds since t0.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SummaryWindow {
+    /// Where it opens (0 without a warm-up).
+    pub start: f64,
+    /// Where it closes (the benchmark's end without a cool-down).
+    pub end: f64,
+    /// The window is the whole benchmark (no warm-up, no cool-down), so the scrapes just
+    /// before t0 and just after the end bound it exactly and the client's counts are
+    /// comparable with the server's.
+    pub whole_benchmark: bool,
+}
+
+/// The client's counts of the window, for the cross-checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ClientCounts {
+    /// Requests that completed.
+    pub completed: u64,
+    /// Output tokens of the completed requests.
+    pub output_tokens: u64,
+    /// Prompt tokens of the completed requests.
+    pub prompt_tokens: u64,
+    /// Requests that errored or were cancelled (the server may count their tokens).
+    pub unfinished: u64,
+    /// `--shard K/N` with N > 1: this host sent only its part of the load, so the
+    /// server's counts (every shard's) are not comparable with its own.
+    pub shard: Option<(u32, u32)>,
+}
+
+/// The increase of a counter over `points` (time order), Prometheus' `increase` without
+/// extrapolation: a value below the previous one is a reset (the server restarted), and
+/// the new value is what was counted since. Returns the delta and the times of resets.
+pub fn counter_delta(points: &[(f64, f64)]) -> (f64, Vec<f64>) {
+    let mut delta = 0.0;
+    let mut resets = Vec::new();
+    for w in points.windows(2) {
+        let ((_, a), (t, b)) = (w[0], w[1]);
+        if b >= a {
+            delta += b - a;
+        } else {
+            delta += b;
+            resets.push(t);
+        }
+    }
+    (delta, resets)
+}
+
+/// The report's server metrics of one benchmark.
+pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) -> ServerMetrics {
+    let mut warnings = log.notes.clone();
+    let snaps = &log.snapshots;
+    let server = snaps
+        .iter()
+        .find_map(|s| s.parsed.server)
+        .map(str::to_string);
+
+    // The scrapes that bound the window: the last at or before its start and the first at
+    // or after its end (the scrape before t0 and the one after the benchmark's end when
+    // the window is the whole benchmark).
+    let base = snaps.iter().rev().find(|s| s.at <= window.start);
+    let last = snaps.iter().find(|s| s.at >= window.end);
+    let base_t = match base {
+        Some(s) => Some(s.at),
+        None => {
+            if let Some(first) = snaps.first() {
+                warnings.push(format!(
+                    "no scrape before the measured window opened: counter deltas count from the first scrape, {:.2}s after t0",
+                    first.at
+                ));
+            }
+            snaps.first().map(|s| s.at)
+        }
+    };
+    let end_t = match last {
+        Some(s) => Some(s.at),
+        None => {
+            if let Some(l) = snaps.last() {
+                warnings.push(format!(
+                    "no scrape after the measured window closed: counter deltas stop at the last scrape, {:.2}s after t0",
+                    l.at
+                ));
+            }
+            snaps.last().map(|s| s.at)
+        }
+    };
+    let exact = window.whole_benchmark
+        && base.is_some_and(|s| s.at < 0.0)
+        && last.is_some_and(|s| s.at >= window.end);
+
+    // Series on t0.
+    let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut kinds: BTreeMap<String, SeriesKind> = BTreeMap::new();
+    for s in snaps {
+        for (name, &(kind, v)) in &s.parsed.values {
+            series.entry(name.clone()).or_default().push((s.at, v));
+            kinds.entry(name.clone()).or_insert(kind);
+        }
+    }
+
+    let mut summary = BTreeMap::new();
+    if let (Some(b), Some(e)) = (base_t, end_t) {
+        let span = e - b;
+        for (name, points) in &series {
+            let kind = kinds.get(name).copied().unwrap_or(SeriesKind::Gauge);
+            let s = match kind {
+                SeriesKind::Counter => {
+                    let inside: Vec<(f64, f64)> = points
+                        .iter()
+                        .copied()
+                        .filter(|&(t, _)| t >= b && t <= e)
+                        .collect();
+                    if inside.is_empty() {
+                        continue;
+                    }
+                    let (delta, resets) = counter_delta(&inside);
+                    for t in resets {
+                        warnings.push(format!(
+                            "the server's counter {name} went backwards at {t:.2}s (did the server restart?); its delta counts from the reset"
+                        ));
+                    }
+                    SeriesSummary {
+                        kind,
+                        delta: Some(delta),
+                        rate_per_s: (span > 0.0).then(|| delta / span),
+                        mean: None,
+                        max: None,
+                        samples: inside.len() as u64,
+                    }
+                }
+                SeriesKind::Gauge => {
+                    let inside: Vec<f64> = points
+                        .iter()
+                        .filter(|&&(t, _)| t >= window.start && t <= window.end)
+                        .map(|&(_, v)| v)
+                        .collect();
+                    if inside.is_empty() {
+                        continue;
+                    }
+                    SeriesSummary {
+                        kind,
+                        delta: None,
+                        rate_per_s: None,
+                        mean: Some(inside.iter().sum::<f64>() / inside.len() as f64),
+                        max: Some(inside.iter().copied().fold(f64::MIN, f64::max)),
+                        samples: inside.len() as u64,
+                    }
+                }
+            };
+            summary.insert(name.clone(), s);
+        }
+    }
+
+    let mut histograms = BTreeMap::new();
+    if let (Some(b), Some(e)) = (base_t, end_t) {
+        let mut points: BTreeMap<&str, (Points, Points)> = BTreeMap::new();
+        for s in snaps.iter().filter(|s| s.at >= b && s.at <= e) {
+            for (name, &(count, sum)) in &s.parsed.histograms {
+                let p = points.entry(name).or_default();
+                p.0.push((s.at, count));
+                p.1.push((s.at, sum));
+            }
+        }
+        for (name, (counts, sums)) in points {
+            let (count, _) = counter_delta(&counts);
+            let (sum, _) = counter_delta(&sums);
+            histograms.insert(
+                name.to_string(),
+                ServerHistogram {
+                    count,
+                    sum,
+                    mean: (count > 0.0).then(|| sum / count),
+                },
+            );
+        }
+    }
+
+    let delta = |name: &str| summary.get(name).and_then(|s: &SeriesSummary| s.delta);
+    let ratio = |num: &str, den: &str| match (delta(num), delta(den)) {
+        (Some(n), Some(d)) if d > 0.0 => Some(n / d),
+        _ => None,
+    };
+    let derived = Derived {
+        prefix_cache_hit_rate: ratio("prefix_cache_hits", "prefix_cache_queries"),
+        spec_decode_acceptance_rate: ratio(
+            "spec_decode_num_accepted_tokens",
+            "spec_decode_num_draft_tokens",
+        ),
+    };
+
+    let mut cross_checks = Vec::new();
+    let checks = [
+        ("generation_tokens", client.output_tokens, "output tokens"),
+        ("prompt_tokens", client.prompt_tokens, "prompt tokens"),
+        ("request_success", client.completed, "completed requests"),
+    ];
+    let comparable = checks.iter().any(|(n, ..)| delta(n).is_some());
+    if let Some((k, n)) = client.shard.filter(|_| comparable) {
+        warnings.push(format!(
+            "no cross-check of the server's counts with the client's: this host ran shard {k}/{n}, and the server counts every shard's requests"
+        ));
+    } else if exact {
+        for (name, client_count, what) in checks {
+            let Some(server_count) = delta(name) else {
+                continue;
+            };
+            let client_count = client_count as f64;
+            let difference = if client_count > 0.0 {
+                (server_count - client_count) / client_count
+            } else if server_count > 0.0 {
+                1.0 // the client counted none: a full disagreement (never infinite in JSON)
+            } else {
+                0.0
+            };
+            let agrees = difference.abs() <= CROSS_CHECK_TOLERANCE;
+            if !agrees {
+                let unfinished = if client.unfinished > 0 && name != "request_success" {
+                    format!(
+                        "; {} requests did not complete, and the server counts their tokens where the client counts only completed requests'",
+                        client.unfinished
+                    )
+                } else {
+                    String::new()
+                };
+                warnings.push(format!(
+                    "the server counted {server_count:.0} {name} over the benchmark, the client {client_count:.0} {what} ({:+.1}%, beyond {:.0}%){unfinished}",
+                    difference * 100.0,
+                    CROSS_CHECK_TOLERANCE * 100.0
+                ));
+            }
+            cross_checks.push(CrossCheck {
+                name: name.into(),
+                server: server_count,
+                client: client_count,
+                difference,
+                agrees,
+            });
+        }
+    } else if comparable {
+        warnings.push(if window.whole_benchmark {
+            "no cross-check of the server's counts with the client's: the scrapes just before t0 and just after the end are missing, so the deltas do not cover the benchmark exactly".into()
+        } else {
+            "no cross-check of the server's counts with the client's: with --warmup or --cooldown the measured window's edges fall between scrapes, so its counter deltas are approximate (to one scrape interval)".into()
+        });
+    }
+    if snaps.is_empty() && log.scrapes > 0 {
+        warnings.push(format!(
+            "every one of the {} scrapes of {} failed",
+            log.scrapes, log.url
+        ));
+    }
+
+    ServerMetrics {
+        url: log.url,
+        server,
+        scrapes: log.scrapes,
+        scrape_errors: log.errors,
+        series,
+        summary,
+        histograms,
+        derived,
+        cross_checks,
+        warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(at: f64, values: &[(&str, SeriesKind, f64)]) -> Snapshot {
+        Snapshot {
+            at,
+            parsed: Parsed {
+                server: Some("vllm"),
+                values: values
+                    .iter()
+                    .map(|&(n, k, v)| (n.to_string(), (k, v)))
+                    .collect(),
+                histograms: BTreeMap::new(),
+            },
+        }
+    }
+
+    const C: SeriesKind = SeriesKind::Counter;
+    const G: SeriesKind = SeriesKind::Gauge;
+
+    fn whole(end: f64) -> SummaryWindow {
+        SummaryWindow {
+            start: 0.0,
+            end,
+            whole_benchmark: true,
+        }
+    }
+
+    #[test]
+    fn counter_deltas_span_the_scrapes_before_t0_and_after_the_end() {
+        let log = ScrapeLog {
+            url: "http://h/metrics".into(),
+            scrapes: 4,
+            snapshots: vec![
+                snap(
+                    -0.01,
+                    &[
+                        ("generation_tokens", C, 1000.0),
+                        ("num_requests_waiting", G, 0.0),
+                    ],
+                ),
+                snap(
+                    1.0,
+                    &[
+                        ("generation_tokens", C, 1300.0),
+                        ("num_requests_waiting", G, 4.0),
+                    ],
+                ),
+                snap(
+                    2.0,
+                    &[
+                        ("generation_tokens", C, 1600.0),
+                        ("num_requests_waiting", G, 8.0),
+                    ],
+                ),
+                snap(
+                    2.51,
+                    &[
+                        ("generation_tokens", C, 1640.0),
+                        ("num_requests_waiting", G, 0.0),
+                    ],
+                ),
+            ],
+            ..ScrapeLog::default()
+        };
+        let client = ClientCounts {
+            output_tokens: 640,
+            ..ClientCounts::default()
+        };
+        let m = summarise(log, whole(2.5), client);
+        let g = &m.summary["generation_tokens"];
+        assert_eq!(g.delta, Some(640.0));
+        assert_eq!(g.samples, 4);
+        assert!((g.rate_per_s.expect("rate") - 640.0 / 2.52).abs() < 1e-9);
+        // Gauges: the scrapes inside the benchmark only (idle before and after).
+        let w = &m.summary["num_requests_waiting"];
+        assert_eq!((w.mean, w.max, w.samples), (Some(6.0), Some(8.0), 2));
+        assert_eq!(m.series["generation_tokens"].len(), 4);
+        assert_eq!(m.server.as_deref(), Some("vllm"));
+        assert_eq!(m.cross_checks.len(), 1);
+        assert!(m.cross_checks[0].agrees, "{:?}", m.cross_checks);
+        assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+    }
+
+    #[test]
+    fn a_counter_reset_is_warned_and_counted_from_zero() {
+        assert_eq!(
+            counter_delta(&[(0.0, 10.0), (1.0, 15.0), (2.0, 3.0), (3.0, 5.0)]),
+            (10.0, vec![2.0])
+        );
+        let log = ScrapeLog {
+            snapshots: vec![
+                snap(-0.1, &[("request_success", C, 50.0)]),
+                snap(1.0, &[("request_success", C, 60.0)]),
+                snap(2.0, &[("request_success", C, 4.0)]),
+                snap(3.1, &[("request_success", C, 9.0)]),
+            ],
+            ..ScrapeLog::default()
+        };
+        let client = ClientCounts {
+            completed: 23,
+            ..ClientCounts::default()
+        };
+        let m = summarise(log, whole(3.0), client);
+        assert_eq!(m.summary["request_success"].delta, Some(10.0 + 4.0 + 5.0));
+        assert!(
+            m.warnings
+                .iter()
+                .any(|w| w.contains("went backwards at 2.00s")),
+            "{:?}",
+            m.warnings
+        );
+        // 19 against 23: beyond 2%, warned.
+        let check = &m.cross_checks[0];
+        assert!(!check.agrees);
+        assert!((check.difference - (19.0 - 23.0) / 23.0).abs() < 1e-12);
+        assert!(
+            m.warnings
+                .iter()
+                .any(|w| w.contains("request_success") && w.contains("-17.4%")),
+            "{:?}",
+            m.warnings
+        );
+    }
+
+    #[test]
+    fn derived_ratios_and_histograms_come_from_deltas() {
+        let mut a = snap(
+            -0.1,
+            &[
+                ("prefix_cache_queries", C, 100.0),
+                ("prefix_cache_hits", C, 10.0),
+                ("spec_decode_num_draft_tokens", C, 0.0),
+                ("spec_decode_num_accepted_tokens", C, 0.0),
+            ],
+        );
+        a.parsed
+            .histograms
+            .insert("time_to_first_token_seconds".into(), (5.0, 1.0));
+        let mut b = snap(
+            2.0,
+            &[
+                ("prefix_cache_queries", C, 300.0),
+                ("prefix_cache_hits", C, 160.0),
+                ("spec_decode_num_draft_tokens", C, 400.0),
+                ("spec_decode_num_accepted_tokens", C, 300.0),
+            ],
+        );
+        b.parsed
+            .histograms
+            .insert("time_to_first_token_seconds".into(), (25.0, 3.0));
+        let log = ScrapeLog {
+            snapshots: vec![a, b],
+            ..ScrapeLog::default()
+        };
+        let m = summarise(log, whole(1.9), ClientCounts::default());
+        assert_eq!(m.derived.prefix_cache_hit_rate, Some(150.0 / 200.0));
+        assert_eq!(m.derived.spec_decode_acceptance_rate, Some(0.75));
+        let h = &m.histograms["time_to_first_token_seconds"];
+        assert_eq!((h.count, h.sum), (20.0, 2.0));
+        assert_eq!(h.mean, Some(0.1));
+    }
+
+    #[test]
+    fn without_the_bounding_scrapes_there_is_no_cross_check() {
+        // The scrape before t0 failed: deltas start at the first periodic scrape.
+        let log = ScrapeLog {
+            scrapes: 3,
+            snapshots: vec![
+                snap(1.0, &[("generation_tokens", C, 100.0)]),
+                snap(2.2, &[("generation_tokens", C, 300.0)]),
+            ],
+            ..ScrapeLog::default()
+        };
+        let m = summarise(log, whole(2.0), ClientCounts::default());
+        assert_eq!(m.summary["generation_tokens"].delta, Some(200.0));
+        assert!(m.cross_checks.is_empty());
+        assert!(
+            m.warnings.iter().any(|w| w.contains("no scrape before")),
+            "{:?}",
+            m.warnings
+        );
+        assert!(
+            m.warnings.iter().any(|w| w.contains("no cross-check")),
+            "{:?}",
+            m.warnings
+        );
+        // Every scrape failed: said once, nothing else made up.
+        let mut log = ScrapeLog {
+            url: "http://h/metrics".into(),
+            scrapes: 5,
+            ..ScrapeLog::default()
+        };
+        log.error("timeout", "no answer within 1s".into());
+        log.error("timeout", "no answer within 1s".into());
+        let m = summarise(log, whole(2.0), ClientCounts::default());
+        assert!(m.summary.is_empty() && m.cross_checks.is_empty());
+        assert_eq!(m.scrape_errors[0].count, 2);
+        assert!(
+            m.warnings[0].contains("every one of the 5 scrapes"),
+            "{:?}",
+            m.warnings
+        );
+    }
+
+    #[test]
+    fn a_shard_is_not_cross_checked_against_the_whole_servers_counts() {
+        let log = ScrapeLog {
+            snapshots: vec![
+                snap(-0.1, &[("request_success", C, 0.0)]),
+                snap(2.1, &[("request_success", C, 30.0)]),
+            ],
+            ..ScrapeLog::default()
+        };
+        let client = ClientCounts {
+            completed: 10,
+            shard: Some((1, 3)),
+            ..ClientCounts::default()
+        };
+        let m = summarise(log, whole(2.0), client);
+        assert!(m.cross_checks.is_empty());
+        assert!(m.warnings[0].contains("shard 1/3"), "{:?}", m.warnings);
+        assert_eq!(m.summary["request_success"].delta, Some(30.0));
+    }
+}

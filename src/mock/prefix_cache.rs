@@ -1,0 +1,166 @@
+//! A prefix-cache model, as vLLM's automatic prefix caching counts it: a prompt is cut
+//! into blocks of `BLOCK_TOKENS` tokens, each full block is named by a hash of its tokens
+//! and of every block before it, and a lookup hits the leading blocks already cached.
+//! Prompts that share a prefix (a system prompt, a prefix group of `--data`) therefore
+//! hit, and `vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total` is a real
+//! hit rate. The cache holds as many blocks as `--kv-cache-tokens` does and forgets the
+//! oldest first.
+
+use std::collections::{HashSet, VecDeque};
+use std::hash::{DefaultHasher, Hasher};
+use std::sync::Mutex;
+
+/// Tokens per cache block (vLLM's default block size).
+pub const BLOCK_TOKENS: usize = 16;
+
+/// The cached blocks, shared by every connection.
+#[derive(Debug)]
+pub struct PrefixCache {
+    capacity: usize,
+    blocks: Mutex<Blocks>,
+}
+
+#[derive(Debug, Default)]
+struct Blocks {
+    cached: HashSet<u64>,
+    /// Insertion order, for forgetting the oldest block first.
+    order: VecDeque<u64>,
+}
+
+/// The block names of one prompt, fed token by token.
+#[derive(Debug)]
+pub struct PromptBlocks {
+    chain: DefaultHasher,
+    in_block: usize,
+    tokens: u64,
+    hashes: Vec<u64>,
+}
+
+impl Default for PromptBlocks {
+    fn default() -> Self {
+        PromptBlocks {
+            chain: DefaultHasher::new(),
+            in_block: 0,
+            tokens: 0,
+            hashes: Vec::new(),
+        }
+    }
+}
+
+impl PromptBlocks {
+    /// Adds one token, given by its text or its id's bytes. The chain never restarts,
+    /// so each block's name covers every token before it: a block hits only after the
+    /// same whole prefix.
+    pub fn push(&mut self, token: &[u8]) {
+        self.chain.write(token);
+        // A separator, so that token boundaries are part of the name.
+        self.chain.write_u8(0xff);
+        self.tokens += 1;
+        self.in_block += 1;
+        if self.in_block == BLOCK_TOKENS {
+            self.in_block = 0;
+            self.hashes.push(self.chain.finish());
+        }
+    }
+
+    /// Adds every token of `text` (the built-in tokenizer's tokens).
+    pub fn push_text(&mut self, text: &str) {
+        super::tokenizer::for_each_token(text, |t| self.push(t.as_bytes()));
+    }
+
+    /// Tokens pushed: the prompt's length.
+    pub fn tokens(&self) -> u64 {
+        self.tokens
+    }
+}
+
+impl PrefixCache {
+    /// A cache of `kv_cache_tokens / BLOCK_TOKENS` blocks (at least one).
+    pub fn new(kv_cache_tokens: u64) -> Self {
+        let blocks = usize::try_from(kv_cache_tokens / BLOCK_TOKENS as u64).unwrap_or(usize::MAX);
+        PrefixCache {
+            capacity: blocks.max(1),
+            blocks: Mutex::new(Blocks::default()),
+        }
+    }
+
+    /// Looks a prompt up and caches its full blocks; returns the tokens found cached
+    /// (those of its leading cached blocks).
+    pub fn lookup(&self, prompt: &PromptBlocks) -> u64 {
+        let hashes = &prompt.hashes;
+        // A poisoned lock only means another request panicked mid-update; the set is
+        // still a valid set of hashes.
+        let mut blocks = self
+            .blocks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let hits = hashes
+            .iter()
+            .take_while(|h| blocks.cached.contains(h))
+            .count();
+        for &h in &hashes[hits..] {
+            if blocks.cached.insert(h) {
+                blocks.order.push_back(h);
+            }
+        }
+        while blocks.order.len() > self.capacity {
+            if let Some(old) = blocks.order.pop_front() {
+                blocks.cached.remove(&old);
+            }
+        }
+        (hits * BLOCK_TOKENS) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blocks(tokens: &[u32]) -> PromptBlocks {
+        let mut p = PromptBlocks::default();
+        for t in tokens {
+            p.push(&t.to_le_bytes());
+        }
+        p
+    }
+
+    #[test]
+    fn mock_prefix_cache_hits_whole_leading_blocks() {
+        let cache = PrefixCache::new(1 << 16);
+        let a: Vec<u32> = (0..40).collect();
+        assert_eq!(blocks(&a).tokens(), 40);
+        assert_eq!(cache.lookup(&blocks(&a)), 0, "cold");
+        assert_eq!(
+            cache.lookup(&blocks(&a)),
+            32,
+            "two full blocks; the 8-token tail never caches"
+        );
+        let mut b = a.clone();
+        b[20] = 999; // the second block differs, so only the first hits
+        assert_eq!(cache.lookup(&blocks(&b)), 16);
+        let mut c = a.clone();
+        c[0] = 999; // a different first block: nothing after it can hit
+        assert_eq!(cache.lookup(&blocks(&c)), 0);
+    }
+
+    #[test]
+    fn mock_prefix_cache_forgets_the_oldest_blocks() {
+        let cache = PrefixCache::new(2 * BLOCK_TOKENS as u64);
+        let a: Vec<u32> = (0..16).collect();
+        let b: Vec<u32> = (100..116).collect();
+        let c: Vec<u32> = (200..216).collect();
+        for p in [&a, &b, &c] {
+            assert_eq!(cache.lookup(&blocks(p)), 0);
+        }
+        assert_eq!(cache.lookup(&blocks(&c)), 16, "recent: kept");
+        assert_eq!(cache.lookup(&blocks(&a)), 0, "oldest: forgotten");
+    }
+
+    #[test]
+    fn mock_prefix_blocks_count_text_tokens_like_the_tokenizer() {
+        let text = "Hello, world! A prompt of some words; and punctuation.";
+        let mut p = PromptBlocks::default();
+        p.push_text(text);
+        assert_eq!(p.tokens(), crate::mock::count_tokens(text));
+    }
+}
