@@ -10,7 +10,8 @@
 pub mod noise;
 pub mod tolerance;
 
-use crate::report::Report;
+use crate::report::{Report, server};
+use llmsurge_coordinator::server_metrics::{SeriesKind, SeriesSummary, ServerMetrics};
 use llmsurge_coordinator::{BenchmarkResult, Strategy};
 use serde::Serialize;
 use tolerance::{
@@ -290,7 +291,117 @@ fn changes(
         tolerances,
         strict,
     ));
+    out.extend(server_changes(b, c, tolerances, strict));
     out
+}
+
+/// One comparable figure of the server's metrics: its row name, value and the scrapes
+/// (or, for the server's histograms, the observations) behind it.
+type ServerFigure = (String, f64, u64);
+
+/// The comparable figures of one benchmark's server metrics, in the report's order:
+/// gauges by mean and max, counters per second, the server's histograms by mean, the
+/// derived rates.
+fn server_figures(sm: &ServerMetrics) -> Vec<ServerFigure> {
+    let mut out = Vec::new();
+    let mut series = |name: &str, s: &SeriesSummary| {
+        let n = s.samples;
+        let mut push = |stat: &str, v: Option<f64>| {
+            if let Some(v) = v.filter(|v| v.is_finite()) {
+                out.push((format!("server_{name}_{stat}"), v, n));
+            }
+        };
+        match s.kind {
+            SeriesKind::Gauge => {
+                push("mean", s.mean);
+                push("max", s.max);
+            }
+            SeriesKind::Counter => push("per_s", s.rate_per_s),
+        }
+    };
+    for name in server::GAUGES.iter().chain(&server::COUNTERS) {
+        if let Some(s) = sm.summary.get(*name) {
+            series(name, s);
+        }
+    }
+    for (name, s) in server::extra_series(sm) {
+        series(name, s);
+    }
+    for name in server::HISTOGRAMS {
+        if let Some(mean) = sm
+            .histograms
+            .get(name)
+            .and_then(|h| h.mean.map(|m| (m, h.count)))
+        {
+            out.push((format!("server_{name}_mean"), mean.0, mean.1 as u64));
+        }
+    }
+    let samples = |name: &str| sm.summary.get(name).map_or(0, |s| s.samples);
+    if let Some(r) = sm.derived.prefix_cache_hit_rate {
+        out.push((
+            "server_prefix_cache_hit_rate".into(),
+            r,
+            samples("prefix_cache_hits"),
+        ));
+    }
+    if let Some(r) = sm.derived.spec_decode_acceptance_rate {
+        out.push((
+            "server_spec_decode_acceptance_rate".into(),
+            r,
+            samples("spec_decode_num_accepted_tokens"),
+        ));
+    }
+    out
+}
+
+/// The `server_*` rows of a pair: every figure either side has, in the baseline's order
+/// then the current's new ones. Scrapes give no distribution to estimate noise from, so
+/// these rows have no interval: a tolerance alone flags them.
+fn server_changes(
+    b: &BenchmarkResult,
+    c: &BenchmarkResult,
+    tolerances: &Tolerances,
+    strict: bool,
+) -> Vec<MetricChange> {
+    if b.server_metrics.is_none() && c.server_metrics.is_none() {
+        return Vec::new();
+    }
+    let figures = |r: &BenchmarkResult| {
+        r.server_metrics
+            .as_ref()
+            .map(server_figures)
+            .unwrap_or_default()
+    };
+    let (fb, fc) = (figures(b), figures(c));
+    let mut names: Vec<&String> = fb.iter().map(|f| &f.0).collect();
+    for f in &fc {
+        if !names.contains(&&f.0) {
+            names.push(&f.0);
+        }
+    }
+    let find =
+        |list: &[ServerFigure], name: &str| list.iter().find(|f| f.0 == name).map(|f| (f.1, f.2));
+    names
+        .into_iter()
+        .map(|name| {
+            let (vb, vc) = (find(&fb, name), find(&fc, name));
+            let unit = if tolerance::in_percentage_points(name) {
+                ChangeUnit::PercentagePoints
+            } else {
+                ChangeUnit::Percent
+            };
+            judge(
+                name.clone(),
+                vb.map(|v| v.0),
+                vc.map(|v| v.0),
+                unit,
+                None,
+                (vb.map_or(0, |v| v.1), vc.map_or(0, |v| v.1)),
+                tolerances,
+                strict,
+            )
+        })
+        .collect()
 }
 
 #[allow(clippy::too_many_arguments)]

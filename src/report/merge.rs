@@ -9,7 +9,9 @@
 
 use super::json::{HostInfo, MergeInfo, Metadata, REPORT_SCHEMA_VERSION, Report};
 use super::requests::{RequestEntry, RequestSamples};
+use super::server;
 use llmsurge_coordinator::result::{ErrorEntry, ShardHealth, Window};
+use llmsurge_coordinator::server_metrics::{CrossCheck, ServerMetrics};
 use llmsurge_coordinator::slo::{Goodput, Slo};
 use llmsurge_coordinator::state::SAMPLES_PER_KIND;
 use llmsurge_coordinator::timeseries::TimePoint;
@@ -505,7 +507,101 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
     m.timeseries = merge_timeseries(&parts, m.start_time);
     m.workers = parts.iter().flat_map(|b| b.workers.clone()).collect();
     m.slo = slo.map(|slo| slo.evaluate(&m));
+    m.server_metrics = merge_server_metrics(shards, &parts, count, m.start_time);
     m
+}
+
+/// The server's metrics of a merged benchmark. Every shard scraped the same server, so
+/// the server's figures are not added up: the lowest shard that has them gives them, its
+/// series moved onto the merged start. Its cross-checks compared the whole server with
+/// one shard's client; they are recomputed against the shards' clients together (the sum
+/// of each shard's client count), and that shard's own disagreement warnings replaced. A
+/// cross-check some shard lacks cannot be recomputed and is left out, with a warning.
+fn merge_server_metrics(
+    shards: &[Input],
+    parts: &[&BenchmarkResult],
+    count: u32,
+    start: f64,
+) -> Option<ServerMetrics> {
+    let (k, kept) = parts
+        .iter()
+        .enumerate()
+        .find_map(|(k, b)| b.server_metrics.as_ref().map(|sm| (k, sm)))?;
+    let mut sm = kept.clone();
+    let shift = parts[k].start_time - start;
+    for points in sm.series.values_mut() {
+        for p in points.iter_mut() {
+            p.0 += shift;
+        }
+    }
+    let source = shards[k].label();
+    let stale: Vec<&str> = kept
+        .cross_checks
+        .iter()
+        .filter(|c| !c.agrees)
+        .map(|c| c.name.as_str())
+        .collect();
+    let mut warnings = vec![format!(
+        "server metrics from {source} of {} merged: every shard scraped the same server; cross-checks recomputed against the clients of all merged shards",
+        parts.len()
+    )];
+    if (shards.len() as u32) < count {
+        warnings.push(
+            "shards are missing: the server also counted their requests if they ran, so the cross-checks may disagree".into(),
+        );
+    }
+    warnings.extend(
+        kept.warnings
+            .iter()
+            .filter(|w| !stale.iter().any(|name| w.contains(name)))
+            .map(|w| format!("{source}: {w}")),
+    );
+    let mut checks = Vec::new();
+    for c in &kept.cross_checks {
+        let clients: Option<f64> = parts
+            .iter()
+            .map(|b| {
+                b.server_metrics
+                    .as_ref()
+                    .and_then(|s| server::cross_check(s, &c.name))
+                    .map(|x| x.client)
+            })
+            .sum();
+        let Some(client) = clients else {
+            warnings.push(format!(
+                "{}: cross-check left out: not every shard has it, so the clients' count is unknown",
+                c.name
+            ));
+            continue;
+        };
+        let difference = if client > 0.0 {
+            (c.server - client) / client
+        } else if c.server == 0.0 {
+            0.0
+        } else {
+            1.0
+        };
+        let agrees = difference.abs() <= server::CROSS_CHECK_TOLERANCE;
+        if !agrees {
+            warnings.push(format!(
+                "{}: the server counted {}, the merged shards' clients {}: {:+.2}%, more than 2% apart",
+                c.name,
+                server::figure(Some(c.server)),
+                server::figure(Some(client)),
+                difference * 100.0
+            ));
+        }
+        checks.push(CrossCheck {
+            name: c.name.clone(),
+            server: c.server,
+            client,
+            difference,
+            agrees,
+        });
+    }
+    sm.cross_checks = checks;
+    sm.warnings = warnings;
+    Some(sm)
 }
 
 /// Errors per kind, in the order kinds first appear (shard order); counts summed;

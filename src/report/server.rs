@@ -122,7 +122,11 @@ pub fn scrapes_line(sm: &ServerMetrics) -> String {
         .iter()
         .map(|e| format!("{} × {}", e.kind, e.count))
         .collect();
-    format!("{} scrapes, {failed} failed ({})", sm.scrapes, kinds.join(", "))
+    format!(
+        "{} scrapes, {failed} failed ({})",
+        sm.scrapes,
+        kinds.join(", ")
+    )
 }
 
 /// A cross-check in one sentence: `generation_tokens: server 1200, client 1180 (+1.69%), agrees`.
