@@ -88,9 +88,11 @@ pub fn percent(v: Option<f64>) -> String {
     }
 }
 
-/// A figure for tables, `–` when absent.
+/// A figure for tables, `–` when absent; whole numbers (counts, a gauge of requests) as
+/// integers.
 pub fn figure(v: Option<f64>) -> String {
     match v {
+        Some(v) if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
         Some(v) if v.is_finite() => num(v),
         _ => "–".into(),
     }
@@ -142,7 +144,7 @@ pub fn cross_check_line(c: &CrossCheck) -> String {
         } else {
             format!(
                 ", DISAGREES by more than {}%",
-                num(CROSS_CHECK_TOLERANCE * 100.0)
+                figure(Some((CROSS_CHECK_TOLERANCE * 100.0).round()))
             )
         }
     )
@@ -171,6 +173,8 @@ mod tests {
         assert_eq!(percent(None), "–");
         assert_eq!(percent(Some(f64::NAN)), "–");
         assert_eq!(figure(Some(1234.0)), "1234");
+        assert_eq!(figure(Some(14.0)), "14");
+        assert_eq!(figure(Some(0.5)), "0.50");
         let c = CrossCheck {
             name: "generation_tokens".into(),
             server: 1030.0,
