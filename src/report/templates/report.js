@@ -2,7 +2,8 @@
 // page. Every field is read defensively: a report may have any number of benchmarks,
 // metrics with no values, and fields this script does not know yet (or, from an older
 // llmsurge, fields missing). When done, <body> carries data-charts-expected and
-// data-charts-rendered (the headless check in scripts/check-html.sh reads them).
+// data-charts-rendered, and of those the server's charts in data-server-charts-expected
+// and data-server-charts-rendered (the headless check in scripts/check-html.sh reads them).
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
@@ -15,6 +16,10 @@
   var PCT_LABELS = ["0.1", "1", "5", "10", "25", "50", "75", "90", "95", "99", "99.9"];
   var expected = 0;
   var rendered = 0;
+  // Of those, the server's charts (the headless check counts them apart: a report has
+  // them only when it carries server metrics).
+  var serverExpected = 0;
+  var serverRendered = 0;
 
   function color(i) { return PALETTE[i % PALETTE.length]; }
   function label(i) { return labels[i] || ("benchmark " + (i + 1)); }
@@ -54,13 +59,16 @@
   // Draws one chart; a failure is logged (the headless check fails on console errors)
   // and shown in place of the chart.
   function chart(containerId, title, opts, columns) {
+    var isServer = containerId === "charts-server";
     expected++;
+    if (isServer) { serverExpected++; }
     var box = card(containerId, title);
     try {
       opts.width = Math.max(320, box.clientWidth - 16);
       opts.height = opts.height || 280;
       new uPlot(opts, columns, box);
       rendered++;
+      if (isServer) { serverRendered++; }
     } catch (e) {
       console.error("chart '" + title + "' failed: " + e);
       var p = document.createElement("p");
@@ -340,4 +348,6 @@
   server();
   document.body.setAttribute("data-charts-expected", String(expected));
   document.body.setAttribute("data-charts-rendered", String(rendered));
+  document.body.setAttribute("data-server-charts-expected", String(serverExpected));
+  document.body.setAttribute("data-server-charts-rendered", String(serverRendered));
 })();
