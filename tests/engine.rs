@@ -14,6 +14,7 @@ mod metrics;
 mod profiles;
 mod reports;
 mod requests;
+mod server_report;
 mod shards;
 mod signals;
 mod usage;
