@@ -398,3 +398,14 @@ fn the_html_has_server_charts_and_tables_and_escapes_what_the_server_sent() {
     );
     assert!(series["kv_cache_usage_perc"].is_array());
 }
+
+#[test]
+fn the_yaml_carries_the_server_metrics_as_the_json_does() {
+    let report = server_fixture();
+    let yaml = text(&report, FileFormat::Yaml);
+    let from_yaml: Report = serde_saphyr::from_str(&yaml).expect("the YAML reads back");
+    assert_eq!(
+        from_yaml.benchmarks[1].server_metrics,
+        report.benchmarks[1].server_metrics
+    );
+}
