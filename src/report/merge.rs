@@ -592,11 +592,10 @@ fn merge_server_metrics(
             ));
         }
         checks.push(CrossCheck {
-            name: c.name.clone(),
-            server: c.server,
             client,
             difference,
             agrees,
+            ..c.clone()
         });
     }
     sm.cross_checks = checks;

@@ -175,13 +175,14 @@ mod tests {
         assert_eq!(figure(Some(1234.0)), "1234");
         assert_eq!(figure(Some(14.0)), "14");
         assert_eq!(figure(Some(0.5)), "0.50");
-        let c = CrossCheck {
-            name: "generation_tokens".into(),
-            server: 1030.0,
-            client: 1000.0,
-            difference: 0.03,
-            agrees: false,
-        };
+        let c: CrossCheck = serde_json::from_value(serde_json::json!({
+            "name": "generation_tokens",
+            "server": 1030.0,
+            "client": 1000.0,
+            "difference": 0.03,
+            "agrees": false,
+        }))
+        .expect("a cross-check");
         assert_eq!(
             cross_check_line(&c),
             "generation_tokens: server 1030, client 1000 (+3.00%), DISAGREES by more than 2%"
