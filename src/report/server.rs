@@ -158,7 +158,8 @@ pub fn source(sm: &ServerMetrics) -> String {
     }
 }
 
-/// The series a summary figure reads: `kind` decides whether it has a mean/max or a delta.
+/// Whether a series is a counter (it has a delta and a rate) rather than a gauge (a mean
+/// and a max).
 pub fn is_counter(s: &SeriesSummary) -> bool {
     s.kind == SeriesKind::Counter
 }
