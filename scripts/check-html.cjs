@@ -3,7 +3,9 @@
 // and every chart drawn (a non-blank canvas per chart).
 //
 // usage: node check-html.cjs REPORT.html EXPECTED_CHARTS SCREENSHOT.png
-// (EXPECTED_CHARTS: a number, or "any" to accept the page's own count)
+// (EXPECTED_CHARTS: the client's charts, a number, or "any" to accept the page's own
+// count. The server's charts, drawn when the report carries server metrics, come on top
+// and must all be drawn too; "N:S" also demands exactly S of them, e.g. "11:3".)
 "use strict";
 const path = require("path");
 const { chromium } = require(process.env.PLAYWRIGHT_CORE || "playwright-core");
@@ -48,15 +50,25 @@ async function main() {
         canvases: canvases.length,
         painted: painted,
         nodata: document.querySelectorAll(".nodata").length,
+        serverExpected: Number(document.body.dataset.serverChartsExpected || 0),
+        serverRendered: Number(document.body.dataset.serverChartsRendered || 0),
+        serverCanvases: document.querySelectorAll("#charts-server .chart canvas").length,
       };
     });
     if (screenshot) { await page.screenshot({ path: screenshot, fullPage: true }); }
-    const want = expectedArg === "any" ? r.expected : Number(expectedArg);
+    const [clientArg, serverArg] = expectedArg.split(":");
+    if (serverArg !== undefined && r.serverExpected !== Number(serverArg)) {
+      problems.push(`the page planned ${r.serverExpected} server charts, expected ${serverArg}`);
+    }
+    if (r.serverRendered !== r.serverExpected || r.serverCanvases !== r.serverExpected) {
+      problems.push(`${r.serverRendered} of ${r.serverExpected} server charts rendered (${r.serverCanvases} canvases)`);
+    }
+    const want = clientArg === "any" ? r.expected : Number(clientArg) + r.serverExpected;
     if (r.expected !== want) { problems.push(`the page planned ${r.expected} charts, expected ${want}`); }
     if (r.rendered !== want) { problems.push(`${r.rendered} charts rendered, expected ${want}`); }
     if (r.canvases !== want) { problems.push(`${r.canvases} chart canvases, expected ${want}`); }
     if (r.painted !== want) { problems.push(`${r.painted} canvases have pixels, expected ${want}`); }
-    console.log(`${file}: ${r.painted}/${want} charts drawn, ${r.nodata} 'no data' notes`);
+    console.log(`${file}: ${r.painted}/${want} charts drawn (${r.serverRendered} of the server's), ${r.nodata} 'no data' notes`);
   } finally {
     await browser.close();
   }

@@ -3,7 +3,8 @@
 # against the built-in mock, render the report, open it in headless Chromium, and fail
 # on any console error, page error or network request, or on any chart not drawn.
 # A second, single-benchmark report without streaming (no inter-token latency) must
-# render too, with "no data" notes in place of the charts it cannot draw.
+# render too, with "no data" notes in place of the charts it cannot draw. A report that
+# carries the server's metrics (a checked-in fixture) must draw the server's charts.
 #
 # Installs what it needs when missing: Debian's chromium (apt-get) and playwright-core
 # (npm, into target/check-html; it drives the system Chromium and downloads no browser).
@@ -59,9 +60,19 @@ node -e 'const n = require(process.argv[1]).benchmarks.length;
   --stream false --outputs html --output-dir "$out/nostream" --max-dispatch-lag 10s \
   --disable-progress
 
-# Latency vs load (3), throughput (1), distributions (4), over the run (3).
-node scripts/check-html.cjs "$out/sweep/benchmarks.html" 11 "$work/sweep.png"
-node scripts/check-html.cjs "$out/sweep/rerendered.html" 11
+# The server's own metrics (issue 13): the checked-in report that carries them, rendered
+# by this build (two benchmarks with every figure, a failed scrape, a disagreeing
+# cross-check).
+"$bin" benchmark from-file tests/fixtures/report-server-metrics.json --outputs server.html \
+  --output-dir "$out/server"
+
+# Latency vs load (3), throughput (1), distributions (4), over the run (3); the server's
+# charts (queue beside client concurrency, KV-cache use, generation tokens/s) when the
+# run scraped the target's /metrics, all of which must be drawn.
+node scripts/check-html.cjs "$out/sweep/benchmarks.html" 11:3 "$work/sweep.png"
+node scripts/check-html.cjs "$out/sweep/rerendered.html" 11:3
 # Without streaming the two ITL charts (load and distribution) show "no data".
-node scripts/check-html.cjs "$out/nostream/benchmarks.html" 9 "$work/nostream.png"
+node scripts/check-html.cjs "$out/nostream/benchmarks.html" 9:3 "$work/nostream.png"
+# The fixture: its 11 client charts and exactly the 3 server charts, drawn.
+node scripts/check-html.cjs "$out/server/server.html" 11:3 "$work/server.png"
 echo "check-html: passed"

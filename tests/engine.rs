@@ -15,6 +15,7 @@ mod profiles;
 mod reports;
 mod requests;
 mod server_metrics;
+mod server_report;
 mod shards;
 mod signals;
 mod usage;

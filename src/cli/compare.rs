@@ -27,7 +27,8 @@ pub struct CompareArgs {
 
     /// How much each metric may get worse, e.g. "ttft_p99=10%,output_tokens_per_s=-5%,error_rate=+0.5pp".
     /// Metrics: ttft|itl|tpot|e2e with _mean|_p50|_p90|_p99, requests_per_s,
-    /// output_tokens_per_s, goodput_per_s (percent), error_rate (percentage points).
+    /// output_tokens_per_s, goodput_per_s (percent), error_rate (percentage points); with
+    /// server metrics, server_* figures (docs/ci.md), e.g. server_num_requests_waiting_mean=25%.
     /// Default: p50 and p99 of ttft, itl and e2e 10%, throughputs 10%, error_rate 1pp.
     #[arg(long, env = "LLMSURGE_MAX_REGRESSION", value_name = "TOLERANCES")]
     pub max_regression: Option<String>,

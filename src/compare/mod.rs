@@ -10,7 +10,8 @@
 pub mod noise;
 pub mod tolerance;
 
-use crate::report::Report;
+use crate::report::{Report, server};
+use llmsurge_coordinator::server_metrics::{SeriesKind, SeriesSummary, ServerMetrics};
 use llmsurge_coordinator::{BenchmarkResult, Strategy};
 use serde::Serialize;
 use tolerance::{
@@ -290,7 +291,117 @@ fn changes(
         tolerances,
         strict,
     ));
+    out.extend(server_changes(b, c, tolerances, strict));
     out
+}
+
+/// One comparable figure of the server's metrics: its row name, value and the scrapes
+/// (or, for the server's histograms, the observations) behind it.
+type ServerFigure = (String, f64, u64);
+
+/// The comparable figures of one benchmark's server metrics, in the report's order:
+/// gauges by mean and max, counters per second, the server's histograms by mean, the
+/// derived rates.
+fn server_figures(sm: &ServerMetrics) -> Vec<ServerFigure> {
+    let mut out = Vec::new();
+    let mut series = |name: &str, s: &SeriesSummary| {
+        let n = s.samples;
+        let mut push = |stat: &str, v: Option<f64>| {
+            if let Some(v) = v.filter(|v| v.is_finite()) {
+                out.push((format!("server_{name}_{stat}"), v, n));
+            }
+        };
+        match s.kind {
+            SeriesKind::Gauge => {
+                push("mean", s.mean);
+                push("max", s.max);
+            }
+            SeriesKind::Counter => push("per_s", s.rate_per_s),
+        }
+    };
+    for name in server::GAUGES.iter().chain(&server::COUNTERS) {
+        if let Some(s) = sm.summary.get(*name) {
+            series(name, s);
+        }
+    }
+    for (name, s) in server::extra_series(sm) {
+        series(name, s);
+    }
+    for name in server::HISTOGRAMS {
+        if let Some(mean) = sm
+            .histograms
+            .get(name)
+            .and_then(|h| h.mean.map(|m| (m, h.count)))
+        {
+            out.push((format!("server_{name}_mean"), mean.0, mean.1 as u64));
+        }
+    }
+    let samples = |name: &str| sm.summary.get(name).map_or(0, |s| s.samples);
+    if let Some(r) = sm.derived.prefix_cache_hit_rate {
+        out.push((
+            "server_prefix_cache_hit_rate".into(),
+            r,
+            samples("prefix_cache_hits"),
+        ));
+    }
+    if let Some(r) = sm.derived.spec_decode_acceptance_rate {
+        out.push((
+            "server_spec_decode_acceptance_rate".into(),
+            r,
+            samples("spec_decode_num_accepted_tokens"),
+        ));
+    }
+    out
+}
+
+/// The `server_*` rows of a pair: every figure either side has, in the baseline's order
+/// then the current's new ones. Scrapes give no distribution to estimate noise from, so
+/// these rows have no interval: a tolerance alone flags them.
+fn server_changes(
+    b: &BenchmarkResult,
+    c: &BenchmarkResult,
+    tolerances: &Tolerances,
+    strict: bool,
+) -> Vec<MetricChange> {
+    if b.server_metrics.is_none() && c.server_metrics.is_none() {
+        return Vec::new();
+    }
+    let figures = |r: &BenchmarkResult| {
+        r.server_metrics
+            .as_ref()
+            .map(server_figures)
+            .unwrap_or_default()
+    };
+    let (fb, fc) = (figures(b), figures(c));
+    let mut names: Vec<&String> = fb.iter().map(|f| &f.0).collect();
+    for f in &fc {
+        if !names.contains(&&f.0) {
+            names.push(&f.0);
+        }
+    }
+    let find =
+        |list: &[ServerFigure], name: &str| list.iter().find(|f| f.0 == name).map(|f| (f.1, f.2));
+    names
+        .into_iter()
+        .map(|name| {
+            let (vb, vc) = (find(&fb, name), find(&fc, name));
+            let unit = if tolerance::in_percentage_points(name) {
+                ChangeUnit::PercentagePoints
+            } else {
+                ChangeUnit::Percent
+            };
+            judge(
+                name.clone(),
+                vb.map(|v| v.0),
+                vc.map(|v| v.0),
+                unit,
+                None,
+                (vb.map_or(0, |v| v.1), vc.map_or(0, |v| v.1)),
+                tolerances,
+                strict,
+            )
+        })
+        .collect()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -354,6 +465,102 @@ pub fn read_report(path: &std::path::Path) -> Result<Report, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const SERVER_FIXTURE: &str = include_str!("../../tests/fixtures/report-server-metrics.json");
+
+    /// The fixture without its latency histograms: the bootstrap of the client's
+    /// percentiles is not what these tests are about, and is slow in a debug build.
+    fn server_report() -> Report {
+        let mut r: Report = serde_json::from_str(SERVER_FIXTURE).expect("fixture parses");
+        for b in &mut r.benchmarks {
+            b.histograms.clear();
+        }
+        r
+    }
+
+    fn server_rows(c: &Comparison) -> Vec<&MetricChange> {
+        c.pairs[1]
+            .changes
+            .iter()
+            .filter(|m| m.metric.starts_with("server_"))
+            .collect()
+    }
+
+    #[test]
+    fn server_figures_are_compared_by_tolerance_alone() {
+        let base = server_report();
+        let mut cur = server_report();
+        let sm = cur.benchmarks[1]
+            .server_metrics
+            .as_mut()
+            .expect("server metrics");
+        // The queue doubled; generation got 5% slower; the hit rate fell 10 points.
+        if let Some(w) = sm.summary.get_mut("num_requests_waiting") {
+            w.mean = w.mean.map(|m| m * 2.0);
+        }
+        if let Some(g) = sm.summary.get_mut("generation_tokens") {
+            g.rate_per_s = g.rate_per_s.map(|r| r * 0.95);
+        }
+        sm.derived.prefix_cache_hit_rate = Some(0.65);
+        let tol = Tolerances::parse(
+            "server_num_requests_waiting_mean=50%,server_generation_tokens_per_s=-10%,server_prefix_cache_hit_rate=-5pp",
+        )
+        .expect("tolerances");
+        let c = compare(&base, &cur, &tol, false, 0.95).expect("compares");
+        let rows = server_rows(&c);
+        let row = |name: &str| {
+            *rows
+                .iter()
+                .find(|m| m.metric == name)
+                .unwrap_or_else(|| panic!("no row {name}"))
+        };
+        let waiting = row("server_num_requests_waiting_mean");
+        assert_eq!(waiting.verdict, Verdict::Regressed, "{waiting:?}");
+        assert_eq!(waiting.ci, None, "no interval for scraped figures");
+        assert_eq!(waiting.samples, (6, 6));
+        assert!((waiting.change.expect("change") - 100.0).abs() < 1e-9);
+        assert_eq!(row("server_generation_tokens_per_s").verdict, Verdict::Ok);
+        let hit = row("server_prefix_cache_hit_rate");
+        assert_eq!(hit.unit, ChangeUnit::PercentagePoints);
+        assert!((hit.change.expect("change") + 10.0).abs() < 1e-9);
+        assert_eq!(hit.verdict, Verdict::Regressed);
+        // No tolerance: reported only. The --server-metrics-include series too.
+        assert_eq!(row("server_kv_cache_usage_perc_max").verdict, Verdict::Info);
+        assert_eq!(
+            row("server_process_resident_memory_bytes_mean").verdict,
+            Verdict::Info
+        );
+        assert_eq!(
+            row("server_e2e_request_latency_seconds_mean").samples,
+            (55, 55)
+        );
+        assert_eq!(c.regressions, 2);
+        // --strict changes nothing: there is no noise estimate to ignore.
+        let strict = compare(&base, &cur, &tol, true, 0.95).expect("compares");
+        assert_eq!(strict.regressions, 2);
+    }
+
+    #[test]
+    fn server_rows_appear_only_when_a_side_has_server_metrics() {
+        let tol = Tolerances::parse(tolerance::DEFAULT_TOLERANCES).expect("defaults");
+        let mut plain = server_report();
+        for b in &mut plain.benchmarks {
+            b.server_metrics = None;
+        }
+        let c = compare(&plain, &plain, &tol, false, 0.95).expect("compares");
+        assert!(
+            c.pairs
+                .iter()
+                .flat_map(|p| &p.changes)
+                .all(|m| !m.metric.starts_with("server_"))
+        );
+        // One side without them: every figure of the other is a row, missing a side.
+        let c = compare(&plain, &server_report(), &tol, false, 0.95).expect("compares");
+        let rows = server_rows(&c);
+        assert!(!rows.is_empty());
+        assert!(rows.iter().all(|m| m.verdict == Verdict::Missing));
+        assert_eq!(c.regressions, 0);
+    }
 
     fn t(spec: &str) -> Tolerances {
         Tolerances::parse(spec).expect("tolerances")

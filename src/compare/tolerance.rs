@@ -55,10 +55,45 @@ pub const RATE_METRICS: [&str; 4] = [
     "error_rate",
 ];
 
+/// The server's figures (`server_metrics`) that `benchmark compare` judges, with the
+/// direction that is worse. Gauges are compared by mean and max, counters per second, the
+/// server's latency histograms by mean. Other `server_*` rows (e.g. series kept by
+/// `--server-metrics-include`, or prefix-cache queries, which are neither good nor bad)
+/// are reported without a tolerance.
+pub const SERVER_METRICS: [(&str, Worse); 15] = [
+    ("server_num_requests_waiting_mean", Worse::Higher),
+    ("server_num_requests_waiting_max", Worse::Higher),
+    ("server_num_requests_running_mean", Worse::Higher),
+    ("server_num_requests_running_max", Worse::Higher),
+    ("server_kv_cache_usage_perc_mean", Worse::Higher),
+    ("server_kv_cache_usage_perc_max", Worse::Higher),
+    ("server_num_preemptions_per_s", Worse::Higher),
+    ("server_generation_tokens_per_s", Worse::Lower),
+    ("server_prompt_tokens_per_s", Worse::Lower),
+    ("server_request_success_per_s", Worse::Lower),
+    ("server_time_to_first_token_seconds_mean", Worse::Higher),
+    ("server_e2e_request_latency_seconds_mean", Worse::Higher),
+    ("server_cache_hit_rate_mean", Worse::Lower),
+    ("server_prefix_cache_hit_rate", Worse::Lower),
+    ("server_spec_decode_acceptance_rate", Worse::Lower),
+];
+
+/// Comparison metrics that are fractions compared in percentage points (their
+/// tolerance too); every other metric changes in percent of the baseline.
+pub fn in_percentage_points(name: &str) -> bool {
+    matches!(
+        name,
+        "error_rate" | "server_prefix_cache_hit_rate" | "server_spec_decode_acceptance_rate"
+    )
+}
+
 /// Which way is worse for a comparison metric, or `None` for an unknown name.
 pub fn direction(name: &str) -> Option<Worse> {
     if name == "error_rate" {
         return Some(Worse::Higher);
+    }
+    if let Some((_, worse)) = SERVER_METRICS.iter().find(|(m, _)| *m == name) {
+        return Some(*worse);
     }
     if RATE_METRICS.contains(&name) {
         return Some(Worse::Lower);
@@ -80,7 +115,7 @@ impl Tolerances {
             let name = name.trim();
             if direction(name).is_none() {
                 return Err(format!(
-                    "{name:?}: unknown metric (use ttft|itl|tpot|e2e with _mean|_p50|_p90|_p99, or requests_per_s, output_tokens_per_s, goodput_per_s, error_rate)"
+                    "{name:?}: unknown metric (use ttft|itl|tpot|e2e with _mean|_p50|_p90|_p99, or requests_per_s, output_tokens_per_s, goodput_per_s, error_rate, or a server_* metric: server_num_requests_waiting_mean, server_kv_cache_usage_perc_max, server_generation_tokens_per_s, server_prefix_cache_hit_rate, …)"
                 ));
             }
             let v = value.trim().trim_start_matches(['+', '-']);
@@ -102,9 +137,9 @@ impl Tolerances {
                     "{part:?}: the tolerance must be a non-negative number"
                 ));
             }
-            if (name == "error_rate") != (unit == ChangeUnit::PercentagePoints) {
+            if in_percentage_points(name) != (unit == ChangeUnit::PercentagePoints) {
                 return Err(format!(
-                    "{part:?}: error_rate takes percentage points (e.g. +0.5pp), other metrics percent (e.g. 10%)"
+                    "{part:?}: error_rate and the server's hit and acceptance rates take percentage points (e.g. +0.5pp), other metrics percent (e.g. 10%)"
                 ));
             }
             out.insert(name.to_string(), Tolerance { allowed, unit });
@@ -151,6 +186,20 @@ mod tests {
         assert_eq!(direction("ttft_p99"), Some(Worse::Higher));
         assert_eq!(direction("output_tokens_per_s"), Some(Worse::Lower));
         assert!(Tolerances::parse(DEFAULT_TOLERANCES).is_ok());
+        let t = Tolerances::parse(
+            "server_num_requests_waiting_mean=20%,server_generation_tokens_per_s=-5%,server_prefix_cache_hit_rate=-2pp",
+        )
+        .expect("server metrics parse");
+        assert_eq!(t.0.len(), 3);
+        assert_eq!(
+            direction("server_num_requests_waiting_mean"),
+            Some(Worse::Higher)
+        );
+        assert_eq!(
+            direction("server_generation_tokens_per_s"),
+            Some(Worse::Lower)
+        );
+        assert_eq!(direction("server_prefix_cache_queries_per_s"), None);
         for bad in [
             "ttft_p99",
             "ttft_p42=1%",
@@ -158,6 +207,9 @@ mod tests {
             "error_rate=1%",
             "ttft_p99=0.5pp",
             "ttft_p99=x%",
+            "server_prefix_cache_hit_rate=2%",
+            "server_generation_tokens_per_s=1pp",
+            "server_prefix_cache_queries_per_s=10%",
             "",
         ] {
             assert!(Tolerances::parse(bad).is_err(), "{bad:?}");

@@ -2,6 +2,7 @@
 
 use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use llmsurge_coordinator::result::StatusDistributions;
+use llmsurge_coordinator::server_metrics::ServerMetrics;
 use llmsurge_coordinator::{BenchmarkResult, Strategy};
 
 fn table(header: &[&str]) -> Table {
@@ -154,6 +155,95 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
                 out.push_str(&format!("  {n}\n"));
             }
         }
+    }
+    if super::server::any(benchmarks) {
+        out.push_str("\nServer metrics (the server's /metrics, measured window)\n");
+        for b in benchmarks {
+            if let Some(sm) = &b.server_metrics {
+                out.push_str(&server_block(&strategy_label(&b.strategy), sm));
+            }
+        }
+    }
+    out
+}
+
+/// One benchmark's server metrics in a few lines: where they came from, the queue and
+/// KV-cache gauges, the token counters, the derived rates, the server's own latencies,
+/// the cross-checks against the client's counts, and the warnings.
+fn server_block(label: &str, sm: &ServerMetrics) -> String {
+    use super::server::{self as srv, figure, percent};
+    let mut out = format!("{label}: {}, {}\n", srv::source(sm), srv::scrapes_line(sm));
+    let gauges: Vec<String> = [
+        ("num_requests_waiting", "waiting"),
+        ("num_requests_running", "running"),
+        ("kv_cache_usage_perc", "KV-cache use"),
+        ("cache_hit_rate", "cache hit rate"),
+    ]
+    .iter()
+    .filter(|(name, _)| srv::summary(sm, name).is_some())
+    .map(|(name, what)| format!("{what} {}", srv::mean_max(sm, name)))
+    .collect();
+    if !gauges.is_empty() {
+        out.push_str(&format!("  mean / max: {}\n", gauges.join(" · ")));
+    }
+    let counters: Vec<String> = [
+        ("generation_tokens", "generation tokens"),
+        ("prompt_tokens", "prompt tokens"),
+        ("request_success", "requests succeeded"),
+        ("num_preemptions", "preemptions"),
+    ]
+    .iter()
+    .filter_map(|(name, what)| {
+        let (delta, rate) = srv::counter(sm, name);
+        let delta = delta?;
+        let rate = rate.map(|r| format!(" ({}/s)", num(r))).unwrap_or_default();
+        Some(format!("{what} +{}{rate}", figure(Some(delta))))
+    })
+    .collect();
+    if !counters.is_empty() {
+        out.push_str(&format!("  counted: {}\n", counters.join(" · ")));
+    }
+    let mut derived = Vec::new();
+    if let Some(r) = sm.derived.prefix_cache_hit_rate {
+        derived.push(format!("prefix-cache hit rate {}", percent(Some(r))));
+    }
+    if let Some(r) = sm.derived.spec_decode_acceptance_rate {
+        derived.push(format!("spec-decode acceptance {}", percent(Some(r))));
+    }
+    for (name, what) in [
+        ("time_to_first_token_seconds", "server TTFT"),
+        ("e2e_request_latency_seconds", "server e2e"),
+    ] {
+        if let Some(h) = sm.histograms.get(name) {
+            let mean = h
+                .mean
+                .map_or("–".into(), |m| format!("{} ms", num(m * 1000.0)));
+            derived.push(format!(
+                "{what} mean {mean} ({} requests)",
+                figure(Some(h.count))
+            ));
+        }
+    }
+    if !derived.is_empty() {
+        out.push_str(&format!("  {}\n", derived.join(" · ")));
+    }
+    let extra: Vec<String> = srv::extra_series(sm)
+        .map(|(name, s)| {
+            if srv::is_counter(s) {
+                format!("{name} +{}", figure(s.delta))
+            } else {
+                format!("{name} {} / {}", figure(s.mean), figure(s.max))
+            }
+        })
+        .collect();
+    if !extra.is_empty() {
+        out.push_str(&format!("  also kept: {}\n", extra.join(" · ")));
+    }
+    for c in &sm.cross_checks {
+        out.push_str(&format!("  cross-check {}\n", srv::cross_check_line(c)));
+    }
+    for w in &sm.warnings {
+        out.push_str(&format!("  warning: {w}\n"));
     }
     out
 }

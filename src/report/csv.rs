@@ -5,7 +5,9 @@
 //! does not exist (a distribution with no values, no stop reason).
 
 use super::json::Report;
+use super::server;
 use llmsurge_coordinator::BenchmarkResult;
+use llmsurge_coordinator::server_metrics::{SeriesSummary, ServerMetrics};
 use llmsurge_proto::metrics::PERCENTILES;
 use llmsurge_proto::{Distribution, Metric};
 
@@ -288,6 +290,132 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
     ]
 }
 
+/// A server-metrics cell and its column name; a benchmark without server metrics has an
+/// empty cell.
+type ServerColumn = (String, Box<dyn Fn(&ServerMetrics) -> String>);
+
+/// The `server.*` columns: present only when a benchmark of the report has server metrics
+/// (a report without them keeps the header it always had), and then the same set whichever
+/// server was scraped and whatever it published (a series it lacks is an empty cell), so
+/// CSVs of vLLM and SGLang runs line up. Series kept by `--server-metrics-include` follow,
+/// the union over the report's benchmarks in name order.
+fn server_columns(report: &Report) -> Vec<ServerColumn> {
+    if !server::any(&report.benchmarks) {
+        return Vec::new();
+    }
+    let mut cols: Vec<ServerColumn> = vec![
+        ("server.url".into(), Box::new(|s| s.url.clone())),
+        (
+            "server.server".into(),
+            Box::new(|s| s.server.clone().unwrap_or_default()),
+        ),
+        ("server.scrapes".into(), Box::new(|s| s.scrapes.to_string())),
+        (
+            "server.scrape_errors".into(),
+            Box::new(|s| server::scrape_errors(s).to_string()),
+        ),
+        (
+            "server.scrape_error_kinds".into(),
+            Box::new(|s| {
+                s.scrape_errors
+                    .iter()
+                    .map(|e| format!("{}={}", e.kind, e.count))
+                    .collect::<Vec<_>>()
+                    .join(";")
+            }),
+        ),
+    ];
+    for g in server::GAUGES {
+        cols.push((
+            format!("server.{g}.mean"),
+            Box::new(move |s| opt_float(server::gauge(s, g).0)),
+        ));
+        cols.push((
+            format!("server.{g}.max"),
+            Box::new(move |s| opt_float(server::gauge(s, g).1)),
+        ));
+    }
+    for c in server::COUNTERS {
+        cols.push((
+            format!("server.{c}.delta"),
+            Box::new(move |s| opt_float(server::counter(s, c).0)),
+        ));
+        cols.push((
+            format!("server.{c}.rate_per_s"),
+            Box::new(move |s| opt_float(server::counter(s, c).1)),
+        ));
+    }
+    for h in server::HISTOGRAMS {
+        cols.push((
+            format!("server.{h}.count"),
+            Box::new(move |s| opt_float(s.histograms.get(h).map(|h| h.count))),
+        ));
+        cols.push((
+            format!("server.{h}.mean"),
+            Box::new(move |s| opt_float(s.histograms.get(h).and_then(|h| h.mean))),
+        ));
+    }
+    cols.push((
+        "server.prefix_cache_hit_rate".into(),
+        Box::new(|s| opt_float(s.derived.prefix_cache_hit_rate)),
+    ));
+    cols.push((
+        "server.spec_decode_acceptance_rate".into(),
+        Box::new(|s| opt_float(s.derived.spec_decode_acceptance_rate)),
+    ));
+    for x in server::CROSS_CHECKS {
+        cols.push((
+            format!("server.cross_check.{x}.server"),
+            Box::new(move |s| opt_float(server::cross_check(s, x).map(|c| c.server))),
+        ));
+        cols.push((
+            format!("server.cross_check.{x}.client"),
+            Box::new(move |s| opt_float(server::cross_check(s, x).map(|c| c.client))),
+        ));
+        cols.push((
+            format!("server.cross_check.{x}.difference"),
+            Box::new(move |s| opt_float(server::cross_check(s, x).map(|c| c.difference))),
+        ));
+        cols.push((
+            format!("server.cross_check.{x}.agrees"),
+            Box::new(move |s| {
+                server::cross_check(s, x)
+                    .map(|c| c.agrees.to_string())
+                    .unwrap_or_default()
+            }),
+        ));
+    }
+    cols.push((
+        "server.warnings".into(),
+        Box::new(|s| s.warnings.join(" | ")),
+    ));
+    let extra: std::collections::BTreeSet<String> = report
+        .benchmarks
+        .iter()
+        .filter_map(|b| b.server_metrics.as_ref())
+        .flat_map(|s| server::extra_series(s).map(|(name, _)| name.clone()))
+        .collect();
+    for name in extra {
+        // Every statistic, whatever its kind: a column's meaning may not depend on
+        // which benchmark published the series.
+        type Pick = fn(&SeriesSummary) -> Option<f64>;
+        let stats: [(&str, Pick); 4] = [
+            ("delta", |s| s.delta),
+            ("rate_per_s", |s| s.rate_per_s),
+            ("mean", |s| s.mean),
+            ("max", |s| s.max),
+        ];
+        for (stat, pick) in stats {
+            let key = name.clone();
+            cols.push((
+                format!("server.{name}.{stat}"),
+                Box::new(move |s| opt_float(server::summary(s, &key).and_then(pick))),
+            ));
+        }
+    }
+    cols
+}
+
 /// The header of a report's CSV.
 pub fn header(report: &Report) -> Vec<String> {
     let mut h: Vec<String> = fixed_columns(report)
@@ -302,6 +430,7 @@ pub fn header(report: &Report) -> Vec<String> {
             }
         }
     }
+    h.extend(server_columns(report).into_iter().map(|(name, _)| name));
     h.extend(report.metadata.extras.keys().map(|k| format!("extras.{k}")));
     h
 }
@@ -320,6 +449,11 @@ fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
             row.extend(stat_values(d));
         }
     }
+    row.extend(
+        server_columns(report)
+            .iter()
+            .map(|(_, f)| r.server_metrics.as_ref().map(f).unwrap_or_default()),
+    );
     row.extend(report.metadata.extras.values().map(|v| match v {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Null => String::new(),

@@ -74,6 +74,89 @@ fn row(b: &BenchmarkResult) -> Row {
     }
 }
 
+/// One benchmark's server metrics in the server table, formatted.
+#[derive(Debug, Serialize)]
+struct ServerRow {
+    label: String,
+    source: String,
+    scrapes: u64,
+    failed: u64,
+    failures: String,
+    waiting: String,
+    running: String,
+    kv: String,
+    generation: String,
+    prompt: String,
+    succeeded: String,
+    preemptions: String,
+    prefix_hit: String,
+    spec_accept: String,
+    ttft: String,
+    e2e: String,
+    checks: Vec<CheckRow>,
+    warnings: Vec<String>,
+}
+
+/// A cross-check, formatted.
+#[derive(Debug, Serialize)]
+struct CheckRow {
+    name: String,
+    server: String,
+    client: String,
+    difference: String,
+    agrees: bool,
+}
+
+fn server_row(b: &BenchmarkResult) -> Option<ServerRow> {
+    use super::server::{self as srv, figure, percent};
+    let sm = b.server_metrics.as_ref()?;
+    let delta = |name: &str| match srv::counter(sm, name) {
+        (Some(d), Some(r)) => format!("{} ({}/s)", figure(Some(d)), num(r)),
+        (d, _) => figure(d),
+    };
+    let ms = |name: &str| {
+        sm.histograms
+            .get(name)
+            .and_then(|h| h.mean)
+            .map_or("–".into(), |m| num(m * 1000.0))
+    };
+    Some(ServerRow {
+        label: strategy_label(&b.strategy),
+        source: srv::source(sm),
+        scrapes: sm.scrapes,
+        failed: srv::scrape_errors(sm),
+        failures: sm
+            .scrape_errors
+            .iter()
+            .map(|e| format!("{} × {} (e.g. {})", e.count, e.kind, e.sample))
+            .collect::<Vec<_>>()
+            .join("; "),
+        waiting: srv::mean_max(sm, "num_requests_waiting"),
+        running: srv::mean_max(sm, "num_requests_running"),
+        kv: srv::mean_max(sm, "kv_cache_usage_perc"),
+        generation: delta("generation_tokens"),
+        prompt: delta("prompt_tokens"),
+        succeeded: figure(srv::counter(sm, "request_success").0),
+        preemptions: figure(srv::counter(sm, "num_preemptions").0),
+        prefix_hit: percent(sm.derived.prefix_cache_hit_rate),
+        spec_accept: percent(sm.derived.spec_decode_acceptance_rate),
+        ttft: ms("time_to_first_token_seconds"),
+        e2e: ms("e2e_request_latency_seconds"),
+        checks: sm
+            .cross_checks
+            .iter()
+            .map(|c| CheckRow {
+                name: c.name.clone(),
+                server: figure(Some(c.server)),
+                client: figure(Some(c.client)),
+                difference: format!("{:+.2}%", c.difference * 100.0),
+                agrees: c.agrees,
+            })
+            .collect(),
+        warnings: sm.warnings.clone(),
+    })
+}
+
 /// The report and the labels the page script needs, as JSON safe to put inside a
 /// `<script>` element: `<`, `>` and `&` are escaped (`\u003c` …), so no string in the
 /// report can close the element.
@@ -180,6 +263,7 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
         extras => Serde(extras),
         capacity => Serde(capacity),
         rows => Serde(report.benchmarks.iter().map(row).collect::<Vec<_>>()),
+        server_rows => Serde(report.benchmarks.iter().filter_map(server_row).collect::<Vec<_>>()),
         data => data,
         uplot_js => UPLOT_JS,
         uplot_css => UPLOT_CSS,

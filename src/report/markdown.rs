@@ -54,6 +54,65 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
             }
         }
     }
+    if super::server::any(benchmarks) {
+        out.push_str(&server_section(benchmarks));
+    }
+    out
+}
+
+/// The server's own metrics, one row per benchmark that has them, then their warnings.
+fn server_section(benchmarks: &[BenchmarkResult]) -> String {
+    use super::server::{self as srv, figure, percent};
+    let mut out = String::from(
+        "\n### Server metrics\n\n| Benchmark | Server | Scrapes | Waiting mean / max | Running mean / max | KV-cache use mean / max | Generation tokens | Prompt tokens | Prefix-cache hits | Spec-decode acceptance | Cross-checks |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    let mut warnings = Vec::new();
+    for b in benchmarks {
+        let Some(sm) = &b.server_metrics else {
+            continue;
+        };
+        let label = escape(&b.strategy.to_string());
+        let failed = srv::scrape_errors(sm);
+        let scrapes = if failed > 0 {
+            format!("{} ({failed} failed)", sm.scrapes)
+        } else {
+            sm.scrapes.to_string()
+        };
+        let disagree: Vec<String> = sm
+            .cross_checks
+            .iter()
+            .filter(|c| !c.agrees)
+            .map(|c| format!("{} {:+.2}%", c.name, c.difference * 100.0))
+            .collect();
+        let checks = if sm.cross_checks.is_empty() {
+            "–".to_string()
+        } else if disagree.is_empty() {
+            format!("✅ {} agree", sm.cross_checks.len())
+        } else {
+            format!("❌ {}", disagree.join(", "))
+        };
+        out.push_str(&format!(
+            "| {label} | {} | {scrapes} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            escape(sm.server.as_deref().unwrap_or("?")),
+            srv::mean_max(sm, "num_requests_waiting"),
+            srv::mean_max(sm, "num_requests_running"),
+            srv::mean_max(sm, "kv_cache_usage_perc"),
+            figure(srv::counter(sm, "generation_tokens").0),
+            figure(srv::counter(sm, "prompt_tokens").0),
+            percent(sm.derived.prefix_cache_hit_rate),
+            percent(sm.derived.spec_decode_acceptance_rate),
+            checks
+        ));
+        warnings.extend(
+            sm.warnings
+                .iter()
+                .map(|w| format!("- {label}: {}\n", escape(w))),
+        );
+    }
+    if !warnings.is_empty() {
+        out.push('\n');
+        out.extend(warnings);
+    }
     out
 }
 

@@ -9,7 +9,9 @@
 
 use super::json::{HostInfo, MergeInfo, Metadata, REPORT_SCHEMA_VERSION, Report};
 use super::requests::{RequestEntry, RequestSamples};
+use super::server;
 use llmsurge_coordinator::result::{ErrorEntry, ShardHealth, Window};
+use llmsurge_coordinator::server_metrics::{CrossCheck, ServerMetrics};
 use llmsurge_coordinator::slo::{Goodput, Slo};
 use llmsurge_coordinator::state::SAMPLES_PER_KIND;
 use llmsurge_coordinator::timeseries::TimePoint;
@@ -528,7 +530,100 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
     m.timeseries = merge_timeseries(&parts, m.start_time);
     m.workers = parts.iter().flat_map(|b| b.workers.clone()).collect();
     m.slo = slo.map(|slo| slo.evaluate(&m));
+    m.server_metrics = merge_server_metrics(shards, &parts, count, m.start_time);
     m
+}
+
+/// The server's metrics of a merged benchmark. Every shard scraped the same server, so
+/// the server's figures are not added up: the lowest shard that has them gives them, its
+/// series moved onto the merged start. Its cross-checks compared the whole server with
+/// one shard's client; they are recomputed against the shards' clients together (the sum
+/// of each shard's client count), and that shard's own disagreement warnings replaced. A
+/// cross-check some shard lacks cannot be recomputed and is left out, with a warning.
+fn merge_server_metrics(
+    shards: &[Input],
+    parts: &[&BenchmarkResult],
+    count: u32,
+    start: f64,
+) -> Option<ServerMetrics> {
+    let (k, kept) = parts
+        .iter()
+        .enumerate()
+        .find_map(|(k, b)| b.server_metrics.as_ref().map(|sm| (k, sm)))?;
+    let mut sm = kept.clone();
+    let shift = parts[k].start_time - start;
+    for points in sm.series.values_mut() {
+        for p in points.iter_mut() {
+            p.0 += shift;
+        }
+    }
+    let source = shards[k].label();
+    let stale: Vec<&str> = kept
+        .cross_checks
+        .iter()
+        .filter(|c| !c.agrees)
+        .map(|c| c.name.as_str())
+        .collect();
+    let mut warnings = vec![format!(
+        "server metrics from {source} of {} merged: every shard scraped the same server; cross-checks recomputed against the clients of all merged shards",
+        parts.len()
+    )];
+    if (shards.len() as u32) < count {
+        warnings.push(
+            "shards are missing: the server also counted their requests if they ran, so the cross-checks may disagree".into(),
+        );
+    }
+    warnings.extend(
+        kept.warnings
+            .iter()
+            .filter(|w| !stale.iter().any(|name| w.contains(name)))
+            .map(|w| format!("{source}: {w}")),
+    );
+    let mut checks = Vec::new();
+    for c in &kept.cross_checks {
+        let clients: Option<f64> = parts
+            .iter()
+            .map(|b| {
+                b.server_metrics
+                    .as_ref()
+                    .and_then(|s| server::cross_check(s, &c.name))
+                    .map(|x| x.client)
+            })
+            .sum();
+        let Some(client) = clients else {
+            warnings.push(format!(
+                "{}: cross-check left out: not every shard has it, so the clients' count is unknown",
+                c.name
+            ));
+            continue;
+        };
+        let difference = if client > 0.0 {
+            (c.server - client) / client
+        } else if c.server == 0.0 {
+            0.0
+        } else {
+            1.0
+        };
+        let agrees = difference.abs() <= server::CROSS_CHECK_TOLERANCE;
+        if !agrees {
+            warnings.push(format!(
+                "{}: the server counted {}, the merged shards' clients {}: {:+.2}%, more than 2% apart",
+                c.name,
+                server::figure(Some(c.server)),
+                server::figure(Some(client)),
+                difference * 100.0
+            ));
+        }
+        checks.push(CrossCheck {
+            client,
+            difference,
+            agrees,
+            ..c.clone()
+        });
+    }
+    sm.cross_checks = checks;
+    sm.warnings = warnings;
+    Some(sm)
 }
 
 /// Errors per kind, in the order kinds first appear (shard order); counts summed;
@@ -873,6 +968,119 @@ mod tests {
         assert!(e.starts_with("s1.json: benchmarks[1].strategy"), "{e}");
 
         assert!(!e.contains('\n'));
+    }
+
+    const SERVER_FIXTURE: &str = include_str!("../../tests/fixtures/report-server-metrics.json");
+
+    /// Shard `index` of `count` scraping one server that served all `count` shards: the
+    /// server's counts are the fleet's, each shard's client counts its own part (the
+    /// fixture's), so each shard's own cross-checks disagree.
+    fn server_shard(index: u32, count: u32) -> Report {
+        let fixture: Report = serde_json::from_str(SERVER_FIXTURE).expect("fixture parses");
+        let mut r = shard(index, count);
+        for (b, f) in r.benchmarks.iter_mut().zip(fixture.benchmarks) {
+            let mut sm = f.server_metrics.expect("server metrics");
+            sm.warnings.clear();
+            for c in &mut sm.cross_checks {
+                c.server *= f64::from(count);
+                c.difference = (c.server - c.client) / c.client;
+                c.agrees = c.difference.abs() <= 0.02;
+                sm.warnings
+                    .push(format!("{}: the server and the client disagree", c.name));
+            }
+            sm.warnings.push(format!("scrape {index} was slow"));
+            b.server_metrics = Some(sm);
+        }
+        r
+    }
+
+    #[test]
+    fn server_metrics_come_from_one_shard_with_cross_checks_of_all_clients() {
+        let inputs: Vec<Report> = (0..3).map(|i| server_shard(i, 3)).collect();
+        let kept = inputs[0].benchmarks[1]
+            .server_metrics
+            .clone()
+            .expect("server metrics");
+        let merged = merge(named(inputs.clone()), false).expect("merges");
+        let sm = merged.benchmarks[1]
+            .server_metrics
+            .as_ref()
+            .expect("merged server metrics");
+        // The server's figures are the lowest shard's, not a sum.
+        assert_eq!(sm.summary, kept.summary);
+        assert_eq!(sm.series, kept.series, "shard 0 started first: no shift");
+        assert_eq!(sm.scrapes, kept.scrapes);
+        // Cross-checks against the three clients together.
+        let tokens = server::cross_check(sm, "generation_tokens").expect("check");
+        assert_eq!(tokens.client, 3.0 * 853.0);
+        assert_eq!(tokens.server, 3.0 * 853.0);
+        assert!(tokens.agrees && tokens.difference == 0.0, "{tokens:?}");
+        let ok = server::cross_check(sm, "request_success").expect("check");
+        assert_eq!((ok.server, ok.client), (165.0, 159.0));
+        assert!(!ok.agrees);
+        // The shard's own disagreements are gone; its other warnings are kept, named.
+        assert!(sm.warnings[0].contains("server metrics from shard 1/3 of 3 merged"));
+        assert!(
+            sm.warnings
+                .contains(&"shard 1/3: scrape 0 was slow".to_string())
+        );
+        assert!(!sm.warnings.iter().any(|w| w.contains("generation_tokens")));
+        assert!(
+            sm.warnings.iter().any(|w| w.starts_with(
+                "request_success: the server counted 165, the merged shards' clients 159"
+            )),
+            "{:?}",
+            sm.warnings
+        );
+        // Any order, the same bytes (server metrics included).
+        let reversed = merge(named(inputs.into_iter().rev().collect()), false).expect("merges");
+        assert_eq!(
+            render(&reversed, FileFormat::Json).expect("json"),
+            render(&merged, FileFormat::Json).expect("json")
+        );
+    }
+
+    #[test]
+    fn a_later_shards_server_metrics_move_onto_the_merged_start() {
+        let mut inputs: Vec<Report> = (0..2).map(|i| server_shard(i, 2)).collect();
+        for b in &mut inputs[0].benchmarks {
+            b.server_metrics = None;
+        }
+        let shift = inputs[1].benchmarks[0].start_time - inputs[0].benchmarks[0].start_time;
+        assert!(shift > 0.0);
+        let own = inputs[1].benchmarks[0]
+            .server_metrics
+            .clone()
+            .expect("server metrics");
+        let merged = merge(named(inputs), false).expect("merges");
+        let sm = merged.benchmarks[0]
+            .server_metrics
+            .as_ref()
+            .expect("merged server metrics");
+        let (before, after) = (
+            &own.series["num_requests_running"],
+            &sm.series["num_requests_running"],
+        );
+        assert_eq!(before.len(), after.len());
+        for (b, a) in before.iter().zip(after) {
+            assert!((a.0 - (b.0 + shift)).abs() < 1e-9 && a.1 == b.1);
+        }
+        assert!(sm.warnings[0].contains("from shard 2/2"));
+        // Shard 1 had no server metrics: its clients' counts are unknown.
+        assert!(sm.cross_checks.is_empty());
+        assert!(
+            sm.warnings
+                .iter()
+                .any(|w| w.starts_with("generation_tokens: cross-check left out")),
+            "{:?}",
+            sm.warnings
+        );
+    }
+
+    #[test]
+    fn shards_without_server_metrics_merge_without_them() {
+        let merged = merge(named((0..2).map(|i| shard(i, 2)).collect()), false).expect("merges");
+        assert!(merged.benchmarks.iter().all(|b| b.server_metrics.is_none()));
     }
 
     #[test]

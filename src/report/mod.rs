@@ -21,6 +21,7 @@ pub mod outputs;
 pub mod progress;
 pub mod reporter;
 pub mod requests;
+pub mod server;
 pub mod verdicts;
 
 pub use json::{

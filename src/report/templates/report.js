@@ -2,7 +2,8 @@
 // page. Every field is read defensively: a report may have any number of benchmarks,
 // metrics with no values, and fields this script does not know yet (or, from an older
 // llmsurge, fields missing). When done, <body> carries data-charts-expected and
-// data-charts-rendered (the headless check in scripts/check-html.sh reads them).
+// data-charts-rendered, and of those the server's charts in data-server-charts-expected
+// and data-server-charts-rendered (the headless check in scripts/check-html.sh reads them).
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
@@ -15,6 +16,10 @@
   var PCT_LABELS = ["0.1", "1", "5", "10", "25", "50", "75", "90", "95", "99", "99.9"];
   var expected = 0;
   var rendered = 0;
+  // Of those, the server's charts (the headless check counts them apart: a report has
+  // them only when it carries server metrics).
+  var serverExpected = 0;
+  var serverRendered = 0;
 
   function color(i) { return PALETTE[i % PALETTE.length]; }
   function label(i) { return labels[i] || ("benchmark " + (i + 1)); }
@@ -54,13 +59,16 @@
   // Draws one chart; a failure is logged (the headless check fails on console errors)
   // and shown in place of the chart.
   function chart(containerId, title, opts, columns) {
+    var isServer = containerId === "charts-server";
     expected++;
+    if (isServer) { serverExpected++; }
     var box = card(containerId, title);
     try {
       opts.width = Math.max(320, box.clientWidth - 16);
       opts.height = opts.height || 280;
       new uPlot(opts, columns, box);
       rendered++;
+      if (isServer) { serverRendered++; }
     } catch (e) {
       console.error("chart '" + title + "' failed: " + e);
       var p = document.createElement("p");
@@ -199,6 +207,98 @@
     });
   }
 
+  // The server's own metrics (`server_metrics`, scraped from its /metrics), on the time
+  // axis of the "Over the run" charts: a scrape at `t` seconds since its benchmark's
+  // start lands at that benchmark's offset in the run plus `t`, as the client's seconds
+  // do. Each quantity is one line across the benchmarks (they run one after another).
+  // Nothing is drawn for a report without server metrics.
+  function server() {
+    var withServer = benches.filter(function (b) { return b && b.server_metrics; });
+    if (!withServer.length) { return; }
+    var starts = benches.map(function (b) { return num(b.start_time); }).filter(function (v) { return v !== null; });
+    var run0 = starts.length ? Math.min.apply(null, starts) : 0;
+    function offset(b) { var s = num(b.start_time); return s === null ? 0 : s - run0; }
+    // [[x, value], …] of one server series over every benchmark; `map` turns one
+    // benchmark's points into values (null to skip).
+    function serverPoints(name, map) {
+      var out = [];
+      benches.forEach(function (b) {
+        var sm = b && b.server_metrics;
+        var pts = sm && sm.series && Array.isArray(sm.series[name]) ? sm.series[name] : [];
+        var clean = pts.filter(function (p) { return Array.isArray(p) && num(p[0]) !== null && num(p[1]) !== null; });
+        (map ? map(clean) : clean).forEach(function (p) {
+          if (p && num(p[1]) !== null) { out.push([offset(b) + p[0], p[1]]); }
+        });
+      });
+      return out;
+    }
+    function clientPoints(pick) {
+      var out = [];
+      benches.forEach(function (b) {
+        (Array.isArray(b.timeseries) ? b.timeseries : []).forEach(function (p) {
+          var t = num(p.t);
+          var v = pick(p);
+          if (t !== null && v !== null) { out.push([offset(b) + t, v]); }
+        });
+      });
+      return out;
+    }
+    // A counter as a rate between consecutive scrapes of one benchmark; a counter that
+    // went down (the server restarted) gives no point.
+    function perSecond(pts) {
+      var out = [];
+      for (var k = 1; k < pts.length; k++) {
+        var dt = pts[k][0] - pts[k - 1][0];
+        var dv = pts[k][1] - pts[k - 1][1];
+        if (dt > 0 && dv >= 0) { out.push([pts[k][0], dv / dt]); }
+      }
+      return out;
+    }
+    // Several [[x, y]] lists as uPlot columns on the union of their x values; a line
+    // spans the x values of the others (spanGaps).
+    function columnsOf(lists) {
+      var xs = [];
+      lists.forEach(function (l) { l.forEach(function (p) { xs.push(p[0]); }); });
+      xs.sort(function (a, c) { return a - c; });
+      xs = xs.filter(function (x, k) { return k === 0 || x !== xs[k - 1]; });
+      var at = {};
+      xs.forEach(function (x, k) { at[x] = k; });
+      return [xs].concat(lists.map(function (l) {
+        var ys = xs.map(function () { return null; });
+        l.forEach(function (p) { ys[at[p[0]]] = p[1]; });
+        return ys;
+      }));
+    }
+    function serverChart(title, unit, lines, why) {
+      var shown = lines.filter(function (l) { return l.points.length; });
+      var ys = shown.map(function (l) { return l.points.map(function (p) { return p[1]; }); });
+      // Only the client's series is not enough: the chart is about the server.
+      if (!shown.some(function (l) { return l.server; }) || !hasValue(ys)) { noData("charts-server", title, why); return; }
+      chart("charts-server", title, {
+        scales: { x: { time: false } },
+        series: [{ label: "s" }].concat(shown.map(function (l) {
+          return { label: l.label, stroke: l.color, width: l.server ? 2 : 1.5, dash: l.server ? undefined : [6, 4],
+            spanGaps: true, points: { show: false } };
+        })),
+        axes: [{ label: "seconds since the run started" }, { label: unit }],
+      }, columnsOf(shown.map(function (l) { return l.points; })));
+    }
+    serverChart("Server queue beside client concurrency (requests)", "requests", [
+      { label: "server: waiting", color: color(1), server: true, points: serverPoints("num_requests_waiting") },
+      { label: "server: running", color: color(0), server: true, points: serverPoints("num_requests_running") },
+      { label: "client: in flight", color: color(7), server: false, points: clientPoints(function (p) { return num(p.concurrency); }) },
+    ], "The server published no waiting or running requests.");
+    serverChart("Server KV-cache use (%)", "%", [
+      { label: "server: KV-cache use", color: color(4), server: true, points: serverPoints("kv_cache_usage_perc", function (pts) {
+        return pts.map(function (p) { return [p[0], p[1] * 100]; });
+      }) },
+    ], "The server published no KV-cache use.");
+    serverChart("Server generation tokens/s beside the client's output tokens/s", "tokens/s", [
+      { label: "server: generation tokens/s", color: color(2), server: true, points: serverPoints("generation_tokens", perSecond) },
+      { label: "client: output tokens/s", color: color(7), server: false, points: clientPoints(function (p) { return num(p.output_tokens_per_s); }) },
+    ], "The server published no generation-token counter.");
+  }
+
   // SLO verdicts, when the report carries them (`slo` on a benchmark: `passed` and
   // `checks`, each with its `name`, `measured` value and `passed`).
   function slo() {
@@ -245,6 +345,9 @@
   throughput();
   distributions();
   timeseries();
+  server();
   document.body.setAttribute("data-charts-expected", String(expected));
   document.body.setAttribute("data-charts-rendered", String(rendered));
+  document.body.setAttribute("data-server-charts-expected", String(serverExpected));
+  document.body.setAttribute("data-server-charts-rendered", String(serverRendered));
 })();
