@@ -201,7 +201,7 @@ impl Collector for Snapshot {
 }
 
 /// The Prometheus text of the mock's state now.
-pub fn render(app: &App) -> String {
+fn render(app: &App) -> String {
     let mut registry = Registry::default();
     let label = (
         Cow::Borrowed("model_name"),
@@ -234,7 +234,8 @@ fn uncounted(
 }
 
 /// Answers `GET /metrics`: the state, a 404 (`--no-metrics`), or the injected fault once
-/// `--metrics-fault-after` scrapes were answered. A `hang` never returns.
+/// `--metrics-fault-after` scrapes were answered. A `hang` returns only when the server
+/// stops, with a response that closes the connection unanswered.
 pub async fn scrape(app: &App) -> Response<MockBody> {
     if app.config.no_metrics {
         return not_found("/metrics (the server runs with --no-metrics)");
