@@ -342,8 +342,16 @@ impl Generation {
                 first,
                 reasoning,
             );
+            let before = self.tokens_done;
             self.tokens_done += n;
             self.chunks_done += 1;
+            if self.app.model.spec_decoding() {
+                let spec = self
+                    .app
+                    .model
+                    .spec_decode(&mut self.plan, before, self.tokens_done);
+                self.app.counters.spec_decode(spec);
+            }
             let n64 = u64::from(n);
             self.app
                 .counters
@@ -438,6 +446,11 @@ impl Generation {
             // Errors and closes never get a body (see `handler`).
             Fault::None | Fault::Error(_) | Fault::Close => {
                 self.app.counters.tokens_sent(tokens, reasoning, 0);
+                if self.app.model.spec_decoding() {
+                    let total = self.plan.total_tokens();
+                    let spec = self.app.model.spec_decode(&mut self.plan, 0, total);
+                    self.app.counters.spec_decode(spec);
+                }
                 self.observe_ttft(Instant::now());
                 self.ready = Some(body);
                 self.finish();

@@ -32,6 +32,10 @@ pub const MAX_TOKENS: u32 = 10_000_000;
 pub const PROMPT_TOKENS_SCALE_RANGE: std::ops::RangeInclusive<f64> = 0.01..=100.0;
 /// Prefix shared by every environment variable of the mock.
 pub const ENV_PREFIX: &str = "LLMSURGE_MOCK_";
+/// Default probability that a draft token is accepted (`--spec-decode-acceptance`).
+pub const DEFAULT_SPEC_DECODE_ACCEPTANCE: f64 = 0.7;
+/// The most draft tokens per speculative-decoding step.
+pub const MAX_SPEC_DECODE_DRAFT_TOKENS: u32 = 64;
 /// Default KV-cache capacity in tokens, the denominator of `vllm:kv_cache_usage_perc`.
 pub const DEFAULT_KV_CACHE_TOKENS: u64 = 65_536;
 
@@ -274,6 +278,26 @@ pub struct MockConfig {
     /// started without a profiler.
     #[arg(long, env = "LLMSURGE_MOCK_NO_PROFILER")]
     pub no_profiler: bool,
+
+    /// Model speculative decoding with K draft tokens per step (0: off): `GET /metrics`
+    /// then publishes vLLM's spec-decode counters. Latencies are not affected.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_SPEC_DECODE_DRAFT_TOKENS",
+        default_value_t = 0,
+        value_name = "K"
+    )]
+    pub spec_decode_draft_tokens: u32,
+
+    /// Probability that each draft token is accepted (default 0.7; needs
+    /// `--spec-decode-draft-tokens`).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_SPEC_DECODE_ACCEPTANCE",
+        value_name = "P",
+        allow_negative_numbers = true
+    )]
+    pub spec_decode_acceptance: Option<f64>,
 }
 
 impl Default for MockConfig {
@@ -308,6 +332,8 @@ impl Default for MockConfig {
             metrics_fault: None,
             metrics_fault_after: 0,
             no_profiler: false,
+            spec_decode_draft_tokens: 0,
+            spec_decode_acceptance: None,
         }
     }
 }
@@ -435,6 +461,29 @@ impl MockConfig {
                     self.metrics_fault_after
                 ),
             ));
+        }
+        if self.spec_decode_draft_tokens > MAX_SPEC_DECODE_DRAFT_TOKENS {
+            return Err(invalid(
+                "--spec-decode-draft-tokens",
+                format!(
+                    "must be at most {MAX_SPEC_DECODE_DRAFT_TOKENS}, got {}",
+                    self.spec_decode_draft_tokens
+                ),
+            ));
+        }
+        if let Some(p) = self.spec_decode_acceptance {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(invalid(
+                    "--spec-decode-acceptance",
+                    format!("must be in [0, 1], got {p}"),
+                ));
+            }
+            if self.spec_decode_draft_tokens == 0 {
+                return Err(invalid(
+                    "--spec-decode-acceptance",
+                    "needs --spec-decode-draft-tokens (speculative decoding is off)".into(),
+                ));
+            }
         }
         if self.workers == 0 || self.workers > 1024 {
             return Err(invalid(
@@ -606,6 +655,19 @@ mod tests {
             },
             MockConfig {
                 metrics_fault_after: 3,
+                ..ok.clone()
+            },
+            MockConfig {
+                spec_decode_draft_tokens: 65,
+                ..ok.clone()
+            },
+            MockConfig {
+                spec_decode_draft_tokens: 4,
+                spec_decode_acceptance: Some(1.5),
+                ..ok.clone()
+            },
+            MockConfig {
+                spec_decode_acceptance: Some(0.5),
                 ..ok.clone()
             },
         ];

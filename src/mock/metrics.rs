@@ -33,6 +33,7 @@ struct Snapshot {
     ttft: HistogramSnapshot,
     e2e: HistogramSnapshot,
     kv_capacity: u64,
+    spec_decoding: bool,
 }
 
 impl Snapshot {
@@ -42,6 +43,7 @@ impl Snapshot {
             ttft: app.counters.ttft.snapshot(),
             e2e: app.counters.e2e.snapshot(),
             kv_capacity: app.config.kv_cache_tokens,
+            spec_decoding: app.model.spec_decoding(),
         }
     }
 
@@ -154,6 +156,28 @@ impl Collector for Snapshot {
             "Prompt tokens found in the prefix cache (/stats prefix_cache_hits).",
             s.prefix_cache_hits,
         )?;
+        // Like vLLM, the spec-decode series exist only when speculative decoding is on.
+        if self.spec_decoding {
+            let d = &s.spec_decode;
+            counter(
+                &mut e,
+                "vllm:spec_decode_num_drafts",
+                "Speculative-decoding steps (/stats spec_decode.drafts).",
+                d.drafts,
+            )?;
+            counter(
+                &mut e,
+                "vllm:spec_decode_num_draft_tokens",
+                "Draft tokens proposed (/stats spec_decode.draft_tokens).",
+                d.draft_tokens,
+            )?;
+            counter(
+                &mut e,
+                "vllm:spec_decode_num_accepted_tokens",
+                "Draft tokens accepted (/stats spec_decode.accepted_tokens).",
+                d.accepted_tokens,
+            )?;
+        }
         // The mock never preempts a request; published so the series set is vLLM's.
         counter(
             &mut e,
@@ -177,7 +201,7 @@ impl Collector for Snapshot {
 }
 
 /// The Prometheus text of the mock's state now.
-pub fn render(app: &App) -> String {
+fn render(app: &App) -> String {
     let mut registry = Registry::default();
     let label = (
         Cow::Borrowed("model_name"),
@@ -210,7 +234,8 @@ fn uncounted(
 }
 
 /// Answers `GET /metrics`: the state, a 404 (`--no-metrics`), or the injected fault once
-/// `--metrics-fault-after` scrapes were answered. A `hang` never returns.
+/// `--metrics-fault-after` scrapes were answered. A `hang` returns only when the server
+/// stops, with a response that closes the connection unanswered.
 pub async fn scrape(app: &App) -> Response<MockBody> {
     if app.config.no_metrics {
         return not_found("/metrics (the server runs with --no-metrics)");

@@ -30,7 +30,7 @@ pub use config::{
 };
 pub use openai::EMBEDDING_DIM;
 pub use server::{MockServer, run_cli};
-pub use stats::{EndpointCounts, FaultCounts, MockStats, SuccessCounts};
+pub use stats::{EndpointCounts, FaultCounts, MockStats, SpecDecodeCounts, SuccessCounts};
 pub use tokenizer::count as count_tokens;
 
 /// The header of llmsurge's pre-run probe requests. The mock answers them from a twin

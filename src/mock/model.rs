@@ -17,6 +17,7 @@ enum Stream {
     Timing = 1,
     Text = 2,
     Fault = 3,
+    SpecDecode = 4,
 }
 
 fn splitmix64(mut z: u64) -> u64 {
@@ -62,6 +63,21 @@ pub struct Model {
     /// Cumulative fault thresholds: error, drop, garbage, stall, close (close last, so
     /// that adding it shifted no other fault's draws).
     fault_edges: [f64; 5],
+    /// Draft tokens per speculative-decoding step (0: no speculative decoding).
+    spec_draft: u32,
+    /// Probability that each draft token is accepted.
+    spec_acceptance: f64,
+}
+
+/// Speculative-decoding counts of some produced tokens (vLLM's counters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpecCounts {
+    /// Steps (one draft each).
+    pub drafts: u64,
+    /// Tokens proposed.
+    pub draft_tokens: u64,
+    /// Tokens accepted.
+    pub accepted_tokens: u64,
 }
 
 /// What one generation request will do.
@@ -81,6 +97,11 @@ pub struct Plan {
     pub finish: FinishReason,
     timing: Xoshiro256PlusPlus,
     text: Xoshiro256PlusPlus,
+    /// Draws of accepted draft tokens (its own stream: turning speculative decoding on
+    /// shifts no other draw).
+    spec: Xoshiro256PlusPlus,
+    /// Tokens left of the current speculative-decoding step.
+    spec_step_left: u32,
 }
 
 /// A normal distribution by its mean and standard deviation (validated >= 0).
@@ -127,6 +148,10 @@ impl Model {
             tokens_per_chunk: config.tokens_per_chunk,
             reasoning_tokens: config.reasoning_tokens,
             fault_edges: [e, d, g, s, c],
+            spec_draft: config.spec_decode_draft_tokens,
+            spec_acceptance: config
+                .spec_decode_acceptance
+                .unwrap_or(super::config::DEFAULT_SPEC_DECODE_ACCEPTANCE),
         }
     }
 
@@ -191,7 +216,44 @@ impl Model {
             finish,
             timing,
             text: rng_for(self.seed, Stream::Text, seq),
+            spec: rng_for(self.seed, Stream::SpecDecode, seq),
+            spec_step_left: 0,
         }
+    }
+
+    /// Whether speculative decoding is modelled (`--spec-decode-draft-tokens` > 0).
+    pub fn spec_decoding(&self) -> bool {
+        self.spec_draft > 0
+    }
+
+    /// The speculative-decoding steps behind output tokens `from..to` of `plan`. The
+    /// first token comes from the prefill; after it, each step drafts K tokens, accepts
+    /// a leading run of them (each with the acceptance probability, at most the tokens
+    /// the request still has to produce, minus one) and yields the accepted ones plus
+    /// one token of its own. So per request, drafts + accepted = output tokens − 1.
+    /// Latency is not affected: this models the counters only.
+    pub fn spec_decode(&self, plan: &mut Plan, from: u32, to: u32) -> SpecCounts {
+        let mut counts = SpecCounts::default();
+        if self.spec_draft == 0 {
+            return counts;
+        }
+        let total = plan.total_tokens();
+        for i in from.max(1)..to.min(total) {
+            if plan.spec_step_left == 0 {
+                let left_after = total - i - 1;
+                let mut accepted = 0;
+                while accepted < self.spec_draft && plan.spec.random_bool(self.spec_acceptance) {
+                    accepted += 1;
+                }
+                let accepted = accepted.min(left_after);
+                counts.drafts += 1;
+                counts.draft_tokens += u64::from(self.spec_draft);
+                counts.accepted_tokens += u64::from(accepted);
+                plan.spec_step_left = accepted + 1;
+            }
+            plan.spec_step_left -= 1;
+        }
+        counts
     }
 
     /// The gap before the next token, given the requests generating now.

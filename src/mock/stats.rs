@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::model::SpecCounts;
 use super::openai::FinishReason;
 
 /// The endpoints the mock counts requests for.
@@ -158,6 +159,9 @@ pub struct Counters {
     success: [AtomicU64; 2],
     prefix_cache_queries: AtomicU64,
     prefix_cache_hits: AtomicU64,
+    spec_drafts: AtomicU64,
+    spec_draft_tokens: AtomicU64,
+    spec_accepted_tokens: AtomicU64,
     /// Time to first token of generation requests, from arrival (queueing included).
     pub ttft: LatencyHistogram,
     /// Arrival to last token of generation requests that ran to their end.
@@ -187,6 +191,9 @@ impl Default for Counters {
             success: Default::default(),
             prefix_cache_queries: AtomicU64::default(),
             prefix_cache_hits: AtomicU64::default(),
+            spec_drafts: AtomicU64::default(),
+            spec_draft_tokens: AtomicU64::default(),
+            spec_accepted_tokens: AtomicU64::default(),
             ttft: LatencyHistogram::new(&TTFT_BUCKETS),
             e2e: LatencyHistogram::new(&E2E_BUCKETS),
         }
@@ -305,6 +312,20 @@ pub struct MockStats {
     /// The part of `prefix_cache_queries` found cached.
     #[serde(default)]
     pub prefix_cache_hits: u64,
+    /// Speculative-decoding counts (all 0 unless `--spec-decode-draft-tokens` is set).
+    #[serde(default)]
+    pub spec_decode: SpecDecodeCounts,
+}
+
+/// Speculative-decoding counts of the tokens sent (vLLM's `spec_decode_*` counters).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpecDecodeCounts {
+    /// Decoding steps, one draft each.
+    pub drafts: u64,
+    /// Draft tokens proposed.
+    pub draft_tokens: u64,
+    /// Draft tokens accepted.
+    pub accepted_tokens: u64,
 }
 
 fn bump_peak(peak: &AtomicU64, now: u64) {
@@ -377,6 +398,14 @@ impl Counters {
         self.prefix_cache_hits.fetch_add(hits, Relaxed);
     }
 
+    /// Counts the speculative-decoding steps behind tokens just sent.
+    pub fn spec_decode(&self, c: SpecCounts) {
+        self.spec_drafts.fetch_add(c.drafts, Relaxed);
+        self.spec_draft_tokens.fetch_add(c.draft_tokens, Relaxed);
+        self.spec_accepted_tokens
+            .fetch_add(c.accepted_tokens, Relaxed);
+    }
+
     /// A generation request ran to its end.
     pub fn success(&self, finish: FinishReason) {
         self.success[finish as usize].fetch_add(1, Relaxed);
@@ -433,6 +462,9 @@ impl Counters {
                 &self.chunks_sent,
                 &self.prefix_cache_queries,
                 &self.prefix_cache_hits,
+                &self.spec_drafts,
+                &self.spec_draft_tokens,
+                &self.spec_accepted_tokens,
             ]);
         for counter in all {
             counter.store(0, Relaxed);
@@ -492,6 +524,11 @@ impl Counters {
             },
             prefix_cache_queries: self.prefix_cache_queries.load(Relaxed),
             prefix_cache_hits: self.prefix_cache_hits.load(Relaxed),
+            spec_decode: SpecDecodeCounts {
+                drafts: self.spec_drafts.load(Relaxed),
+                draft_tokens: self.spec_draft_tokens.load(Relaxed),
+                accepted_tokens: self.spec_accepted_tokens.load(Relaxed),
+            },
         }
     }
 }

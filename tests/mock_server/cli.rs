@@ -117,7 +117,12 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
         &'static [(&'static str, &'static str)],
         &'static str,
     );
-    let cases: [Case; 9] = [
+    let cases: [Case; 10] = [
+        (
+            &["--port", "0", "--spec-decode-acceptance", "0.5"],
+            &[],
+            "--spec-decode-acceptance",
+        ),
         (&["--port", "0", "--error-rate", "2"], &[], "--error-rate"),
         (
             &["--port", "0", "--kv-cache-tokens", "0"],

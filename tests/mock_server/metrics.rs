@@ -219,6 +219,92 @@ async fn mock_prefix_cache_hits_shared_prompt_prefixes() {
 }
 
 #[tokio::test]
+async fn mock_spec_decode_counters_follow_the_tokens() {
+    // Every draft accepted: 11 tokens are the prefill's one, then two steps of 4 + 1.
+    let all = server(MockConfig {
+        output_tokens: 11,
+        spec_decode_draft_tokens: 4,
+        spec_decode_acceptance: Some(1.0),
+        ..MockConfig::default()
+    });
+    // Half accepted, drawn per request: only the invariants are known.
+    let half = server(MockConfig {
+        output_tokens: 9,
+        output_tokens_std: 3.0,
+        reasoning_tokens: 2,
+        tokens_per_chunk: 3,
+        spec_decode_draft_tokens: 3,
+        spec_decode_acceptance: Some(0.5),
+        ..MockConfig::default()
+    });
+    let off = server(MockConfig::default());
+    bounded(async {
+        let c = client();
+        for mock in [&all, &half, &off] {
+            let base = mock.base_url();
+            for stream in [true, false, true, true] {
+                let body =
+                    json!({"messages": [{"role": "user", "content": "hi"}], "stream": stream});
+                post(&c, format!("{base}/v1/chat/completions"), body)
+                    .await
+                    .bytes()
+                    .await
+                    .expect("body");
+            }
+        }
+        let s = all.stats();
+        assert_eq!(
+            (
+                s.spec_decode.drafts,
+                s.spec_decode.draft_tokens,
+                s.spec_decode.accepted_tokens
+            ),
+            (4 * 2, 4 * 8, 4 * 8)
+        );
+        for mock in [&all, &half] {
+            let s = mock.stats();
+            let d = &s.spec_decode;
+            // Each step yields its accepted tokens plus one; the prefill yields the first.
+            assert_eq!(
+                d.drafts + d.accepted_tokens,
+                s.tokens_sent - s.completed,
+                "{d:?}"
+            );
+            assert_eq!(
+                d.draft_tokens,
+                d.drafts * if mock.addr() == all.addr() { 4 } else { 3 }
+            );
+            let m = scrape(&c, &mock.base_url()).await;
+            assert_eq!(
+                m.get("vllm:spec_decode_num_drafts_total", ""),
+                d.drafts as f64
+            );
+            assert_eq!(
+                m.get("vllm:spec_decode_num_draft_tokens_total", ""),
+                d.draft_tokens as f64
+            );
+            assert_eq!(
+                m.get("vllm:spec_decode_num_accepted_tokens_total", ""),
+                d.accepted_tokens as f64
+            );
+        }
+        let d = &half.stats().spec_decode;
+        assert!(
+            0 < d.accepted_tokens && d.accepted_tokens < d.draft_tokens,
+            "{d:?}"
+        );
+        // Off by default, and then absent as on vLLM.
+        let m = scrape(&c, &off.base_url()).await;
+        assert!(!m.types.contains_key("vllm:spec_decode_num_drafts_total"));
+        assert_eq!(
+            off.stats().spec_decode,
+            llmsurge::mock::SpecDecodeCounts::default()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn mock_metrics_waiting_and_kv_follow_the_queue() {
     // One slot and a first token a minute away: the first request runs, the rest wait.
     let mock = server(MockConfig {
