@@ -229,9 +229,11 @@ fn runs_write_slo_verdicts_as_junit_and_markdown() {
     );
     assert!(xml.contains("llmsurge.slo.constant@20"));
     let md = std::fs::read_to_string(run.dir.path().join("benchmarks.md")).expect("markdown");
+    // The mock publishes /metrics, so the run scraped it and the summary has its table.
+    assert!(md.contains("Server metrics"), "{md}");
     assert_eq!(
         markdown_table_rows(&md),
-        3 + 5,
-        "two tables: 2 benchmarks + header, 4 checks + header"
+        3 + 5 + 3,
+        "three tables: 2 benchmarks + header, 4 checks + header, the server's 2 + header"
     );
 }
