@@ -55,7 +55,7 @@ pub fn from_file(args: &FromFileArgs) -> i32 {
         );
     }
     for path in &written {
-        eprintln!("report written to {}", path.display());
+        eprintln!("{}", crate::report::written_message(path));
     }
     for e in &failed {
         eprintln!("error: {e}");

@@ -1,9 +1,9 @@
 //! Console summary tables, one row per benchmark.
 
 use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use llmsurge_coordinator::BenchmarkResult;
 use llmsurge_coordinator::result::StatusDistributions;
 use llmsurge_coordinator::server_metrics::ServerMetrics;
-use llmsurge_coordinator::{BenchmarkResult, Strategy};
 
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
@@ -16,32 +16,6 @@ fn table(header: &[&str]) -> Table {
         }
     }
     t
-}
-
-/// A strategy as people read it: `constant@36.7` rather than `constant@36.70167202754906`
-/// (a sweep computes its rates). Three significant figures tell any two benchmarks of a
-/// run apart; the JSON and CSV keep the exact rate.
-pub fn strategy_label(s: &Strategy) -> String {
-    match *s {
-        Strategy::Constant { rate } => format!("constant@{}", short(rate)),
-        Strategy::Poisson { rate } => format!("poisson@{}", short(rate)),
-        other => other.to_string(),
-    }
-}
-
-fn short(v: f64) -> String {
-    let s = if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    };
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
 }
 
 /// A number with 2–3 significant figures, for tables.
@@ -93,7 +67,7 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
     ]);
     for b in benchmarks {
         requests.add_row(vec![
-            strategy_label(&b.strategy),
+            b.strategy.to_string(),
             num(b.duration_s),
             b.requests.completed.to_string(),
             b.requests.errored.to_string(),
@@ -127,7 +101,7 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
             metric(b, key).map_or("-".into(), |d| num(f(d)))
         };
         latency.add_row(vec![
-            strategy_label(&b.strategy),
+            b.strategy.to_string(),
             s("ttft", |d| d.successful.mean),
             s("ttft", |d| d.successful.percentiles.p50),
             s("ttft", |d| d.successful.percentiles.p99),
@@ -150,7 +124,7 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
     for b in benchmarks {
         let notes = super::notes(b);
         if !notes.is_empty() {
-            out.push_str(&format!("\n{}:\n", strategy_label(&b.strategy)));
+            out.push_str(&format!("\n{}:\n", b.strategy));
             for n in notes {
                 out.push_str(&format!("  {n}\n"));
             }
@@ -160,7 +134,7 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
         out.push_str("\nServer metrics (the server's /metrics, measured window)\n");
         for b in benchmarks {
             if let Some(sm) = &b.server_metrics {
-                out.push_str(&server_block(&strategy_label(&b.strategy), sm));
+                out.push_str(&server_block(&b.strategy.to_string(), sm));
             }
         }
     }
@@ -246,26 +220,4 @@ fn server_block(label: &str, sm: &ServerMetrics) -> String {
         out.push_str(&format!("  warning: {w}\n"));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn computed_rates_get_short_labels() {
-        let c = |rate| strategy_label(&Strategy::Constant { rate });
-        assert_eq!(c(36.70167202754906), "constant@36.7");
-        assert_eq!(c(5.0), "constant@5");
-        assert_eq!(c(0.5), "constant@0.5");
-        assert_eq!(c(1234.56), "constant@1235");
-        assert_eq!(
-            strategy_label(&Strategy::Poisson { rate: 94.1126 }),
-            "poisson@94.1"
-        );
-        assert_eq!(
-            strategy_label(&Strategy::Concurrent { streams: 8 }),
-            "concurrent@8"
-        );
-    }
 }

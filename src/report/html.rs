@@ -7,7 +7,7 @@
 //! defensively, so reports of any number of benchmarks, with metrics missing, or with
 //! fields added later (SLO verdicts) all render.
 
-use super::console::{num, strategy_label};
+use super::console::num;
 use super::json::Report;
 use llmsurge_coordinator::BenchmarkResult;
 use minijinja::value::Serde;
@@ -56,7 +56,7 @@ fn row(b: &BenchmarkResult) -> Row {
     let p99 = |d: &llmsurge_proto::Distribution| d.percentiles.p99;
     let notes = super::notes(b);
     Row {
-        label: strategy_label(&b.strategy),
+        label: b.strategy.to_string(),
         duration: num(b.duration_s),
         completed: b.requests.completed,
         errored: b.requests.errored,
@@ -121,7 +121,7 @@ fn server_row(b: &BenchmarkResult) -> Option<ServerRow> {
             .map_or("–".into(), |m| num(m * 1000.0))
     };
     Some(ServerRow {
-        label: strategy_label(&b.strategy),
+        label: b.strategy.to_string(),
         source: srv::source(sm),
         scrapes: sm.scrapes,
         failed: srv::scrape_errors(sm),
@@ -170,7 +170,7 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
         labels: report
             .benchmarks
             .iter()
-            .map(|b| strategy_label(&b.strategy))
+            .map(|b| b.strategy.to_string())
             .collect(),
         report,
     })?;
@@ -238,7 +238,7 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
             .iter()
             .map(|p| {
                 serde_json::json!({
-                    "label": strategy_label(&p.strategy),
+                    "label": p.strategy.to_string(),
                     "rate": num(p.rate),
                     "passed": p.passed,
                 })

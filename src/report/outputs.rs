@@ -177,11 +177,9 @@ pub fn written_message(path: &Path) -> String {
     }
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     format!(
-        "report written to {} (charts, works offline: open file://{} in a browser, e.g. `xdg-open {}` or `open {}` on macOS)",
+        "report written to {} (open file://{} in a browser; it works offline)",
         path.display(),
-        absolute.display(),
-        path.display(),
-        path.display()
+        absolute.display()
     )
 }
 

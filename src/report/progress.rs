@@ -6,7 +6,7 @@
 //! facts as plain lines, about once a second. Rates come from successive snapshots, so
 //! they are current, not averages since the start.
 
-use super::console::{num, strategy_label};
+use super::console::num;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use llmsurge_coordinator::{BenchmarkResult, Progress, Strategy};
 use std::time::Duration;
@@ -98,7 +98,7 @@ pub fn finished_line(r: &BenchmarkResult, planned: usize) -> String {
         .unwrap_or_default();
     format!(
         "[{position}] {}: done in {:.1}s, {} completed, {} errored, {} req/s, {} tok/s{ttft}{}",
-        strategy_label(&r.strategy),
+        r.strategy,
         r.duration_s,
         r.requests.completed,
         r.requests.errored,
@@ -133,14 +133,9 @@ impl ProgressView {
 
     fn prefix(&self, index: u32, strategy: &Strategy) -> String {
         if self.planned > 0 {
-            format!(
-                "[{}/{}] {}",
-                index + 1,
-                self.planned,
-                strategy_label(strategy)
-            )
+            format!("[{}/{}] {}", index + 1, self.planned, strategy)
         } else {
-            format!("[{}] {}", index + 1, strategy_label(strategy))
+            format!("[{}] {}", index + 1, strategy)
         }
     }
 

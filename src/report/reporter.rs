@@ -214,7 +214,7 @@ pub fn error_lines(result: &BenchmarkResult, planned: usize) -> Vec<String> {
     } else {
         format!("{}", result.index + 1)
     };
-    let label = console::strategy_label(&result.strategy);
+    let label = result.strategy.to_string();
     result
         .errors
         .iter()
