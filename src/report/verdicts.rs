@@ -46,7 +46,7 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
         }
         for p in &c.probes {
             out.push_str(&format!(
-                "  benchmark {} {:<20} {:>10.3} req/s  {}{}{}\n",
+                "  benchmark {} {:<20} {:>10.3} req/s  {}{}{}{}\n",
                 p.benchmark,
                 p.strategy.to_string(),
                 p.rate,
@@ -55,6 +55,10 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
                 p.reason
                     .as_ref()
                     .map(|r| format!(": {r}"))
+                    .unwrap_or_default(),
+                p.server
+                    .as_ref()
+                    .map(|s| format!(" ({})", s.describe()))
                     .unwrap_or_default()
             ));
         }

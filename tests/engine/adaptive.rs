@@ -277,6 +277,24 @@ fn the_capacity_search_finds_the_mock_capacity() {
     );
     assert_eq!(capacity.probes.len(), report.benchmarks.len());
     assert!(run.stdout.contains("Capacity:"), "{}", run.stdout);
+    // The mock publishes /metrics: every probe, the answer and each console line state
+    // the server's queue and KV-cache use.
+    assert!(
+        capacity.probes.iter().all(|p| p.server.is_some()),
+        "{:#?}",
+        capacity.probes
+    );
+    assert!(
+        capacity.conclusion.contains("the server's queue averaged"),
+        "{}",
+        capacity.conclusion
+    );
+    let probe_lines = run
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("benchmark ") && l.contains("KV-cache use"))
+        .count();
+    assert_eq!(probe_lines, capacity.probes.len(), "{}", run.stdout);
 }
 
 #[test]
