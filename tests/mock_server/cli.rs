@@ -65,6 +65,8 @@ async fn mock_binary_reads_env_and_stops_on_sigterm() {
         ("LLMSURGE_MOCK_OUTPUT_TOKENS", "5"),
         ("LLMSURGE_MOCK_MODEL", "m1,m2"),
         ("LLMSURGE_MOCK_SEED", "9"),
+        // Zero latency and a fixed length; the explicit OUTPUT_TOKENS still wins.
+        ("LLMSURGE_MOCK_INSTANT", "1"),
     ];
     let mut child = spawn_binary(&["--port", "0"], &env);
     let line = first_line(&mut child);
@@ -117,7 +119,7 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
         &'static [(&'static str, &'static str)],
         &'static str,
     );
-    let cases: [Case; 10] = [
+    let cases: [Case; 11] = [
         (
             &["--port", "0", "--spec-decode-acceptance", "0.5"],
             &[],
@@ -150,6 +152,11 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
             "--metrics-fault",
         ),
         (&["--port", "0", "--ttft-ms", "-5"], &[], "--ttft-ms"),
+        (
+            &["--port", "0"],
+            &[("LLMSURGE_MOCK_INSTANT", "maybe")],
+            "--instant",
+        ),
         (
             &["--port", "0"],
             &[("LLMSURGE_MOCK_STALL_RATE", "-1")],
