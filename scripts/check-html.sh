@@ -40,7 +40,8 @@ bin="${CARGO_TARGET_DIR:-target}/debug/llmsurge"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 
-# A mock that streams like a small model: 30 ms to the first token, 4 ms between tokens.
+# The default mock streams like a small model (jittered TTFT and gaps); these pin its
+# base TTFT at 30 ms and gaps at 4 ms.
 export LLMSURGE_MOCK_TTFT_MS=30 LLMSURGE_MOCK_ITL_MS=4 LLMSURGE_MOCK_OUTPUT_TOKENS=24
 # A sweep of five benchmarks (synchronous, throughput, three constant rates between),
 # with SLO verdicts and goodput, as a user would run it.
