@@ -423,6 +423,38 @@ impl MockServerArgs {
     }
 }
 
+/// Whether a value of `LLMSURGE_MOCK_INSTANT` turns `--instant` on (the values clap's
+/// `BoolishValueParser` reads as true).
+pub fn instant_is_on(value: &str) -> bool {
+    ["y", "yes", "t", "true", "on", "1"].contains(&value.trim().to_ascii_lowercase().as_str())
+}
+
+/// The environment variables of the settings `--instant` changes, each with the value it
+/// gives them: `llmsurge config` prints these as the effective values, so that a dumped
+/// `.env` (where every setting is explicit) gives the same mock when loaded back.
+pub fn instant_env_values() -> Vec<(&'static str, String)> {
+    let i = MockConfig::instant();
+    vec![
+        ("LLMSURGE_MOCK_TTFT_MS", i.ttft_ms.to_string()),
+        ("LLMSURGE_MOCK_TTFT_MS_STD", i.ttft_ms_std.to_string()),
+        (
+            "LLMSURGE_MOCK_TTFT_MS_PER_PROMPT_TOKEN",
+            i.ttft_ms_per_prompt_token.to_string(),
+        ),
+        ("LLMSURGE_MOCK_ITL_MS", i.itl_ms.to_string()),
+        ("LLMSURGE_MOCK_ITL_MS_STD", i.itl_ms_std.to_string()),
+        (
+            "LLMSURGE_MOCK_ITL_MS_PER_ACTIVE",
+            i.itl_ms_per_active.to_string(),
+        ),
+        ("LLMSURGE_MOCK_OUTPUT_TOKENS", i.output_tokens.to_string()),
+        (
+            "LLMSURGE_MOCK_OUTPUT_TOKENS_STD",
+            i.output_tokens_std.to_string(),
+        ),
+    ]
+}
+
 /// Parses `MockConfig` from the environment alone (no command-line arguments).
 #[derive(Parser, Debug)]
 #[command(name = "mock-server", no_binary_name = true)]
@@ -862,6 +894,28 @@ mod tests {
             },
             d
         );
+    }
+
+    #[test]
+    fn mock_instant_env_values_are_what_instant_resolves_to() {
+        // Every variable --instant changes, set to its listed value, gives instant().
+        let Some(_) = parse(&[]) else { return };
+        let mut args = vec!["--instant".to_string()];
+        for (env, value) in instant_env_values() {
+            let flag = EnvOnly::command()
+                .get_arguments()
+                .find(|a| a.get_env().is_some_and(|e| e == env))
+                .and_then(|a| a.get_long())
+                .map(|l| format!("--{l}"))
+                .expect("a flag reads the variable");
+            args.push(flag);
+            args.push(value);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(parse(&args), Some(MockConfig::instant()));
+        assert_eq!(instant_env_values().len(), 8);
+        assert!(instant_is_on("1") && instant_is_on("TRUE") && !instant_is_on("0"));
+        assert!(!instant_is_on("false") && !instant_is_on(""));
     }
 
     #[test]

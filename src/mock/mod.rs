@@ -28,7 +28,8 @@ pub use config::{
     DEFAULT_KV_CACHE_TOKENS, DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, DEFAULT_OUTPUT_TOKENS,
     DEFAULT_OUTPUT_TOKENS_STD, DEFAULT_PORT, DEFAULT_SEED, DEFAULT_TTFT_MS,
     DEFAULT_TTFT_MS_PER_PROMPT_TOKEN, DEFAULT_TTFT_MS_STD, DEFAULT_WORKERS, ENV_PREFIX,
-    INSTANT_OUTPUT_TOKENS, MetricsFault, MockConfig, MockServerArgs, check_env, known_env_vars,
+    INSTANT_OUTPUT_TOKENS, MetricsFault, MockConfig, MockServerArgs, check_env, instant_env_values,
+    instant_is_on, known_env_vars,
 };
 pub use openai::EMBEDDING_DIM;
 pub use server::{MockServer, run_cli};

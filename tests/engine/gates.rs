@@ -231,7 +231,7 @@ fn runs_write_slo_verdicts_as_junit_and_markdown() {
     let md = std::fs::read_to_string(run.dir.path().join("benchmarks.md")).expect("markdown");
     assert_eq!(
         markdown_table_rows(&md),
-        3 + 5,
-        "two tables: 2 benchmarks + header, 4 checks + header"
+        3 + 5 + 3,
+        "three tables: 2 benchmarks + header, 4 checks + header, and the mock's /metrics (2 benchmarks + header)"
     );
 }
