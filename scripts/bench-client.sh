@@ -77,7 +77,7 @@ trap cleanup EXIT
 # start_mock ARGS...: a fresh mock on MOCK_CORE with one server thread; sets URL.
 start_mock() {
     stop_mock
-    taskset -c "$MOCK_CORE" "$BIN" mock-server --port 0 --workers 1 "$@" \
+    taskset -c "$MOCK_CORE" "$BIN" mock-server --port 0 --workers 1 --instant "$@" \
         >"$WORK/mock.out" 2>"$WORK/mock.err" &
     MOCK_PID=$!
     URL=

@@ -41,7 +41,7 @@ trap cleanup EXIT
 # Environment variables would silently change the configuration under test.
 for var in $(env | grep -o '^LLMSURGE_MOCK_[A-Z_]*' || true); do unset "$var"; done
 
-taskset -c "$MOCK_CORE" "$BIN" mock-server --port 0 --workers 1 \
+taskset -c "$MOCK_CORE" "$BIN" mock-server --port 0 --workers 1 --instant \
     --ttft-ms 0 --itl-ms 0 --output-tokens 16 >"$WORK/stdout" 2>"$WORK/stderr" &
 MOCK_PID=$!
 

@@ -1,6 +1,7 @@
 // Opens an llmsurge HTML report in headless Chromium and checks it like a reader would:
 // no console error, no page error, no network request (the page must work offline),
-// and every chart drawn (a non-blank canvas per chart).
+// every chart drawn (a non-blank canvas per chart), and no axis with two identical
+// adjacent tick labels (the page records each axis's labels in window.llmsurgeTicks).
 //
 // usage: node check-html.cjs REPORT.html EXPECTED_CHARTS SCREENSHOT.png
 // (EXPECTED_CHARTS: the client's charts, a number, or "any" to accept the page's own
@@ -53,6 +54,7 @@ async function main() {
         serverExpected: Number(document.body.dataset.serverChartsExpected || 0),
         serverRendered: Number(document.body.dataset.serverChartsRendered || 0),
         serverCanvases: document.querySelectorAll("#charts-server .chart canvas").length,
+        ticks: Array.isArray(window.llmsurgeTicks) ? window.llmsurgeTicks : null,
       };
     });
     if (screenshot) { await page.screenshot({ path: screenshot, fullPage: true }); }
@@ -68,7 +70,22 @@ async function main() {
     if (r.rendered !== want) { problems.push(`${r.rendered} charts rendered, expected ${want}`); }
     if (r.canvases !== want) { problems.push(`${r.canvases} chart canvases, expected ${want}`); }
     if (r.painted !== want) { problems.push(`${r.painted} canvases have pixels, expected ${want}`); }
-    console.log(`${file}: ${r.painted}/${want} charts drawn (${r.serverRendered} of the server's), ${r.nodata} 'no data' notes`);
+    // Every drawn chart has at least its x and y axes, each labelled, and no label repeats
+    // its neighbour (rounding that hides the step makes a misleading axis).
+    const axes = r.ticks || [];
+    if (axes.length < 2 * r.rendered) {
+      problems.push(`${axes.length} axes recorded their tick labels, expected at least ${2 * r.rendered}`);
+    }
+    for (const a of axes) {
+      if (!a.labels.some((l) => l !== "")) { problems.push(`chart '${a.chart}' axis ${a.axis} drew no tick label`); }
+      for (let k = 1; k < a.labels.length; k++) {
+        if (a.labels[k] !== "" && a.labels[k] === a.labels[k - 1]) {
+          problems.push(`chart '${a.chart}' axis ${a.axis}: adjacent tick labels repeat: ${a.labels.join(", ")}`);
+          break;
+        }
+      }
+    }
+    console.log(`${file}: ${r.painted}/${want} charts drawn (${r.serverRendered} of the server's), ${r.nodata} 'no data' notes, tick labels of ${axes.length} axes checked`);
   } finally {
     await browser.close();
   }

@@ -5,6 +5,8 @@
 # A second, single-benchmark report without streaming (no inter-token latency) must
 # render too, with "no data" notes in place of the charts it cannot draw. A report that
 # carries the server's metrics (a checked-in fixture) must draw the server's charts.
+# A run against the zero-latency mock (tiny ITL and TPOT) checks that no axis repeats
+# a tick label; every report is checked for that too.
 #
 # Installs what it needs when missing: Debian's chromium (apt-get) and playwright-core
 # (npm, into target/check-html; it drives the system Chromium and downloads no browser).
@@ -40,7 +42,8 @@ bin="${CARGO_TARGET_DIR:-target}/debug/llmsurge"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 
-# A mock that streams like a small model: 30 ms to the first token, 4 ms between tokens.
+# The default mock streams like a small model (jittered TTFT and gaps); these pin its
+# base TTFT at 30 ms and gaps at 4 ms.
 export LLMSURGE_MOCK_TTFT_MS=30 LLMSURGE_MOCK_ITL_MS=4 LLMSURGE_MOCK_OUTPUT_TOKENS=24
 # A sweep of five benchmarks (synchronous, throughput, three constant rates between),
 # with SLO verdicts and goodput, as a user would run it.
@@ -60,6 +63,20 @@ node -e 'const n = require(process.argv[1]).benchmarks.length;
   --stream false --outputs html --output-dir "$out/nostream" --max-dispatch-lag 10s \
   --disable-progress
 
+# Tiny values (issue 15): against the zero-latency mock, 1,024 tokens arrive in a few
+# socket reads, so TPOT is about a microsecond per token (0.001 ms; with 16 tokens it
+# would be exactly 0), and its axis must still show distinct tick labels. The latency
+# variables above would win over LLMSURGE_MOCK_INSTANT, so they are dropped here.
+env -u LLMSURGE_MOCK_TTFT_MS -u LLMSURGE_MOCK_ITL_MS -u LLMSURGE_MOCK_OUTPUT_TOKENS \
+  LLMSURGE_MOCK_INSTANT=1 "$bin" benchmark run --target mock --profile constant --rate 20 \
+  --max-seconds 3 --data prompt_tokens=64,output_tokens=1024 --outputs json,html \
+  --output-dir "$out/instant" --max-dispatch-lag 10s --disable-progress
+node -e 'const p = require(process.argv[1]).benchmarks[0].metrics.tpot.successful.percentiles;
+  if (!(p.p50 < 0.1 && p.p99_9 > 0)) {
+    console.error(`check-html: the instant run has TPOT p50 ${p.p50} ms, p99.9 ${p.p99_9} ms; expected tiny, not all 0`);
+    process.exit(1);
+  }' "$out/instant/benchmarks.json"
+
 # The server's own metrics (issue 13): the checked-in report that carries them, rendered
 # by this build (two benchmarks with every figure, a failed scrape, a disagreeing
 # cross-check).
@@ -73,6 +90,8 @@ node scripts/check-html.cjs "$out/sweep/benchmarks.html" 11:3 "$work/sweep.png"
 node scripts/check-html.cjs "$out/sweep/rerendered.html" 11:3
 # Without streaming the two ITL charts (load and distribution) show "no data".
 node scripts/check-html.cjs "$out/nostream/benchmarks.html" 9:3 "$work/nostream.png"
+# Tiny values: 11 client charts (the server's ones depend on how many scrapes 3 s allow).
+node scripts/check-html.cjs "$out/instant/benchmarks.html" 11 "$work/instant.png"
 # The fixture: its 11 client charts and exactly the 3 server charts, drawn.
 node scripts/check-html.cjs "$out/server/server.html" 11:3 "$work/server.png"
 echo "check-html: passed"

@@ -62,7 +62,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BIN" mock-server --port 0 --workers 1 --output-tokens "$OUTPUT_TOKENS" \
+"$BIN" mock-server --port 0 --workers 1 --instant --output-tokens "$OUTPUT_TOKENS" \
     >"$WORK/mock.out" 2>"$WORK/mock.err" &
 MOCK_PID=$!
 URL=

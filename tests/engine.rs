@@ -3,6 +3,7 @@
 
 mod adaptive;
 mod data;
+mod default_mock;
 mod edge;
 mod failures;
 mod faults;

@@ -67,6 +67,15 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
          # Lines left commented are unset. Secrets are never printed.\n",
         env!("CARGO_PKG_VERSION")
     );
+    // With LLMSURGE_MOCK_INSTANT on, the mock settings it changes are effectively its
+    // values: printed so, the block loads back as the same mock (an explicit variable
+    // wins over --instant, so printing the realistic defaults would undo it).
+    let instant = lookup("LLMSURGE_MOCK_INSTANT").is_some_and(|v| crate::mock::instant_is_on(&v));
+    let instant_values = if instant {
+        crate::mock::instant_env_values()
+    } else {
+        Vec::new()
+    };
     let mut all = Vec::new();
     sections(&root, &mut Vec::new(), &mut all);
     // A variable shared by several subcommands (LLMSURGE_OUTPUTS) is listed once, under
@@ -99,7 +108,16 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
                 default.as_deref().unwrap_or("(none)")
             ));
             let value = lookup(&env);
+            // Not from the environment: never a secret (the TOKEN rule below would hide
+            // LLMSURGE_MOCK_OUTPUT_TOKENS).
+            let instant_value = instant_values
+                .iter()
+                .find(|(name, _)| *name == env)
+                .map(|(_, v)| v);
             let line = match (value, default) {
+                (None, _) if instant_value.is_some() => {
+                    format!("{env}={}", shell_quote(instant_value.map_or("", |v| v)))
+                }
                 (Some(_), _) if is_secret(arg, &env) => {
                     format!("# {env}=<set in the environment; redacted>")
                 }
@@ -174,6 +192,27 @@ mod tests {
         for name in super::super::known_env_vars() {
             assert!(text.contains(&format!("{name}=")), "{name} missing");
         }
+    }
+
+    #[test]
+    fn the_instant_mock_prints_its_effective_values() {
+        let text = render(&env(&[
+            ("LLMSURGE_MOCK_INSTANT", "1"),
+            ("LLMSURGE_MOCK_TTFT_MS", "50"),
+        ]));
+        // (OUTPUT_TOKENS set in the environment would be redacted, as anything *TOKEN*.)
+        for line in [
+            "LLMSURGE_MOCK_INSTANT=1",
+            "LLMSURGE_MOCK_TTFT_MS=50",
+            "LLMSURGE_MOCK_ITL_MS=0",
+            "LLMSURGE_MOCK_TTFT_MS_PER_PROMPT_TOKEN=0",
+            "LLMSURGE_MOCK_OUTPUT_TOKENS=16",
+            "LLMSURGE_MOCK_OUTPUT_TOKENS_STD=0",
+        ] {
+            assert!(text.contains(&format!("\n{line}\n")), "{line}: {text}");
+        }
+        let plain = render(&env(&[]));
+        assert!(plain.contains("\nLLMSURGE_MOCK_ITL_MS=6\n"), "{plain}");
     }
 
     #[test]

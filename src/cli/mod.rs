@@ -42,7 +42,7 @@ enum Command {
     #[command(subcommand)]
     Benchmark(BenchmarkCommand),
     /// Run the built-in mock OpenAI-compatible server.
-    MockServer(crate::mock::MockConfig),
+    MockServer(crate::mock::MockServerArgs),
     /// Print Kubernetes manifests that run a benchmark as N shards (see docs/multi-host.md).
     #[command(subcommand)]
     K8s(k8s::K8sCommand),
@@ -193,7 +193,11 @@ pub fn main() -> i32 {
         Command::Completions(args) => completions::print_completions(&args),
         Command::Benchmark(BenchmarkCommand::Compare(args)) => compare::benchmark_compare(&args),
         Command::Benchmark(BenchmarkCommand::Merge(args)) => merge::benchmark_merge(&args),
-        Command::MockServer(config) => {
+        Command::MockServer(args) => {
+            let Some(sub) = matches.subcommand_matches("mock-server") else {
+                return usage_error("mock-server: its arguments were not parsed");
+            };
+            let config = args.resolve(sub);
             if let Err(e) = config.validate() {
                 return usage_error(&e.to_string());
             }

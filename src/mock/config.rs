@@ -16,8 +16,27 @@ pub const DEFAULT_PORT: u16 = 8000;
 pub const DEFAULT_MODEL: &str = "llmsurge-mock";
 /// Default seed of every random stream.
 pub const DEFAULT_SEED: u64 = 0;
+/// Default time to first token in ms (mean), before the prefill: a small model on one
+/// GPU (see docs/mock-server.md, "The defaults").
+pub const DEFAULT_TTFT_MS: f64 = 20.0;
+/// Default standard deviation of the time to first token, ms.
+pub const DEFAULT_TTFT_MS_STD: f64 = 4.0;
+/// Default prefill cost in ms per prompt token not found in the prefix cache (25,000
+/// prompt tokens/s).
+pub const DEFAULT_TTFT_MS_PER_PROMPT_TOKEN: f64 = 0.04;
+/// Default inter-token latency in ms (mean) with no other active request.
+pub const DEFAULT_ITL_MS: f64 = 6.0;
+/// Default standard deviation of the inter-token latency, ms.
+pub const DEFAULT_ITL_MS_STD: f64 = 1.0;
+/// Default extra inter-token latency in ms per active request (batching slow-down).
+pub const DEFAULT_ITL_MS_PER_ACTIVE: f64 = 0.02;
 /// Default output length in tokens (the mean of the distribution).
-pub const DEFAULT_OUTPUT_TOKENS: u32 = 16;
+pub const DEFAULT_OUTPUT_TOKENS: u32 = 128;
+/// Default standard deviation of the output length, tokens.
+pub const DEFAULT_OUTPUT_TOKENS_STD: f64 = 32.0;
+/// Output length of the zero-latency mock ([`MockConfig::instant`], `--instant`): short
+/// and fixed, so tests and client benchmarks measure the client, not the model.
+pub const INSTANT_OUTPUT_TOKENS: u32 = 16;
 /// Default context window reported by `/tokenize` and `/v1/models`.
 pub const DEFAULT_MAX_MODEL_LEN: u32 = 32_768;
 /// Default number of tokio worker threads.
@@ -81,11 +100,11 @@ pub struct MockConfig {
     pub seed: u64,
 
     /// Time to first token in ms (mean), counted from the moment the request gets a
-    /// concurrency slot.
+    /// concurrency slot; the prefill (`--ttft-ms-per-prompt-token`) comes on top.
     #[arg(
         long,
         env = "LLMSURGE_MOCK_TTFT_MS",
-        default_value_t = 0.0,
+        default_value_t = DEFAULT_TTFT_MS,
         allow_negative_numbers = true
     )]
     pub ttft_ms: f64,
@@ -94,16 +113,26 @@ pub struct MockConfig {
     #[arg(
         long,
         env = "LLMSURGE_MOCK_TTFT_MS_STD",
-        default_value_t = 0.0,
+        default_value_t = DEFAULT_TTFT_MS_STD,
         allow_negative_numbers = true
     )]
     pub ttft_ms_std: f64,
+
+    /// Prefill time in ms per prompt token not found in the prefix cache, added to the
+    /// time to first token (so TTFT grows with prompt length).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_TTFT_MS_PER_PROMPT_TOKEN",
+        default_value_t = DEFAULT_TTFT_MS_PER_PROMPT_TOKEN,
+        allow_negative_numbers = true
+    )]
+    pub ttft_ms_per_prompt_token: f64,
 
     /// Inter-token latency in ms (mean) with no other active request.
     #[arg(
         long,
         env = "LLMSURGE_MOCK_ITL_MS",
-        default_value_t = 0.0,
+        default_value_t = DEFAULT_ITL_MS,
         allow_negative_numbers = true
     )]
     pub itl_ms: f64,
@@ -112,7 +141,7 @@ pub struct MockConfig {
     #[arg(
         long,
         env = "LLMSURGE_MOCK_ITL_MS_STD",
-        default_value_t = 0.0,
+        default_value_t = DEFAULT_ITL_MS_STD,
         allow_negative_numbers = true
     )]
     pub itl_ms_std: f64,
@@ -122,7 +151,7 @@ pub struct MockConfig {
     #[arg(
         long,
         env = "LLMSURGE_MOCK_ITL_MS_PER_ACTIVE",
-        default_value_t = 0.0,
+        default_value_t = DEFAULT_ITL_MS_PER_ACTIVE,
         allow_negative_numbers = true
     )]
     pub itl_ms_per_active: f64,
@@ -136,7 +165,7 @@ pub struct MockConfig {
     #[arg(
         long,
         env = "LLMSURGE_MOCK_OUTPUT_TOKENS_STD",
-        default_value_t = 0.0,
+        default_value_t = DEFAULT_OUTPUT_TOKENS_STD,
         allow_negative_numbers = true
     )]
     pub output_tokens_std: f64,
@@ -307,13 +336,14 @@ impl Default for MockConfig {
             port: DEFAULT_PORT,
             model: vec![DEFAULT_MODEL.to_string()],
             seed: DEFAULT_SEED,
-            ttft_ms: 0.0,
-            ttft_ms_std: 0.0,
-            itl_ms: 0.0,
-            itl_ms_std: 0.0,
-            itl_ms_per_active: 0.0,
+            ttft_ms: DEFAULT_TTFT_MS,
+            ttft_ms_std: DEFAULT_TTFT_MS_STD,
+            ttft_ms_per_prompt_token: DEFAULT_TTFT_MS_PER_PROMPT_TOKEN,
+            itl_ms: DEFAULT_ITL_MS,
+            itl_ms_std: DEFAULT_ITL_MS_STD,
+            itl_ms_per_active: DEFAULT_ITL_MS_PER_ACTIVE,
             output_tokens: DEFAULT_OUTPUT_TOKENS,
-            output_tokens_std: 0.0,
+            output_tokens_std: DEFAULT_OUTPUT_TOKENS_STD,
             request_latency: None,
             max_concurrency: None,
             tokens_per_chunk: 1,
@@ -338,20 +368,125 @@ impl Default for MockConfig {
     }
 }
 
+/// The mock server's command line: every setting, plus `--instant`, which changes the
+/// defaults of the latency and length settings (see [`MockServerArgs::resolve`]).
+#[derive(Args, Clone, Debug)]
+pub struct MockServerArgs {
+    /// Every setting.
+    #[command(flatten)]
+    pub config: MockConfig,
+
+    /// A zero-latency mock: TTFT, prefill, ITL, their deviations and the per-active
+    /// slow-down 0, output length exactly 16 tokens. A latency or length setting given
+    /// explicitly (flag or environment variable) still wins.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_INSTANT",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub instant: bool,
+}
+
+impl MockServerArgs {
+    /// The configuration these arguments give: with `--instant`, every latency and length
+    /// setting that `matches` (the arguments' own matches) does not show as given on the
+    /// command line or in the environment takes its [`MockConfig::instant`] value.
+    pub fn resolve(self, matches: &clap::ArgMatches) -> MockConfig {
+        let mut config = self.config;
+        if !self.instant {
+            return config;
+        }
+        let instant = MockConfig::instant();
+        let explicit = |id: &str| {
+            matches
+                .value_source(id)
+                .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue)
+        };
+        macro_rules! unless_explicit {
+            ($($field:ident),*) => {
+                $(if !explicit(stringify!($field)) {
+                    config.$field = instant.$field;
+                })*
+            };
+        }
+        unless_explicit!(
+            ttft_ms,
+            ttft_ms_std,
+            ttft_ms_per_prompt_token,
+            itl_ms,
+            itl_ms_std,
+            itl_ms_per_active,
+            output_tokens,
+            output_tokens_std
+        );
+        config
+    }
+}
+
+/// Whether a value of `LLMSURGE_MOCK_INSTANT` turns `--instant` on (the values clap's
+/// `BoolishValueParser` reads as true).
+pub fn instant_is_on(value: &str) -> bool {
+    ["y", "yes", "t", "true", "on", "1"].contains(&value.trim().to_ascii_lowercase().as_str())
+}
+
+/// The environment variables of the settings `--instant` changes, each with the value it
+/// gives them: `llmsurge config` prints these as the effective values, so that a dumped
+/// `.env` (where every setting is explicit) gives the same mock when loaded back.
+pub fn instant_env_values() -> Vec<(&'static str, String)> {
+    let i = MockConfig::instant();
+    vec![
+        ("LLMSURGE_MOCK_TTFT_MS", i.ttft_ms.to_string()),
+        ("LLMSURGE_MOCK_TTFT_MS_STD", i.ttft_ms_std.to_string()),
+        (
+            "LLMSURGE_MOCK_TTFT_MS_PER_PROMPT_TOKEN",
+            i.ttft_ms_per_prompt_token.to_string(),
+        ),
+        ("LLMSURGE_MOCK_ITL_MS", i.itl_ms.to_string()),
+        ("LLMSURGE_MOCK_ITL_MS_STD", i.itl_ms_std.to_string()),
+        (
+            "LLMSURGE_MOCK_ITL_MS_PER_ACTIVE",
+            i.itl_ms_per_active.to_string(),
+        ),
+        ("LLMSURGE_MOCK_OUTPUT_TOKENS", i.output_tokens.to_string()),
+        (
+            "LLMSURGE_MOCK_OUTPUT_TOKENS_STD",
+            i.output_tokens_std.to_string(),
+        ),
+    ]
+}
+
 /// Parses `MockConfig` from the environment alone (no command-line arguments).
 #[derive(Parser, Debug)]
 #[command(name = "mock-server", no_binary_name = true)]
 struct EnvOnly {
     #[command(flatten)]
-    config: MockConfig,
+    args: MockServerArgs,
 }
 
 impl MockConfig {
+    /// The zero-latency mock (`--instant`): no TTFT, prefill, inter-token gap, jitter or
+    /// batching slow-down, and exactly [`INSTANT_OUTPUT_TOKENS`] output tokens unless the
+    /// request sets the length. What tests and client benchmarks start from.
+    pub fn instant() -> Self {
+        MockConfig {
+            ttft_ms: 0.0,
+            ttft_ms_std: 0.0,
+            ttft_ms_per_prompt_token: 0.0,
+            itl_ms: 0.0,
+            itl_ms_std: 0.0,
+            itl_ms_per_active: 0.0,
+            output_tokens: INSTANT_OUTPUT_TOKENS,
+            output_tokens_std: 0.0,
+            ..MockConfig::default()
+        }
+    }
+
     /// Checks ranges and consistency; the message names the flag and the bad value.
     pub fn validate(&self) -> Result<(), MockError> {
         let non_negative = [
             ("--ttft-ms", self.ttft_ms),
             ("--ttft-ms-std", self.ttft_ms_std),
+            ("--ttft-ms-per-prompt-token", self.ttft_ms_per_prompt_token),
             ("--itl-ms", self.itl_ms),
             ("--itl-ms-std", self.itl_ms_std),
             ("--itl-ms-per-active", self.itl_ms_per_active),
@@ -514,7 +649,8 @@ impl MockConfig {
             .map_err(|e| MockError::Env(first_line(&e.to_string())))?;
         let mut config = EnvOnly::from_arg_matches(&matches)
             .map_err(|e| MockError::Env(first_line(&e.to_string())))?
-            .config;
+            .args
+            .resolve(&matches);
         if std::env::var_os("LLMSURGE_MOCK_PORT").is_none() {
             config.port = 0;
         }
@@ -572,10 +708,10 @@ mod tests {
         if std::env::vars().any(|(k, _)| k.starts_with(ENV_PREFIX)) {
             return;
         }
-        let parsed = EnvOnly::from_arg_matches(&matches.expect("defaults parse"))
-            .expect("defaults parse")
-            .config;
-        assert_eq!(parsed, MockConfig::default());
+        let matches = matches.expect("defaults parse");
+        let parsed = EnvOnly::from_arg_matches(&matches).expect("defaults parse");
+        assert!(!parsed.args.instant);
+        assert_eq!(parsed.args.resolve(&matches), MockConfig::default());
     }
 
     #[test]
@@ -598,6 +734,10 @@ mod tests {
             },
             MockConfig {
                 ttft_ms: -1.0,
+                ..ok.clone()
+            },
+            MockConfig {
+                ttft_ms_per_prompt_token: -0.5,
                 ..ok.clone()
             },
             MockConfig {
@@ -677,6 +817,107 @@ mod tests {
         }
     }
 
+    /// Parses `args` as the mock's flags (the environment of the test process aside).
+    fn parse(args: &[&str]) -> Option<MockConfig> {
+        if std::env::vars().any(|(k, _)| k.starts_with(ENV_PREFIX)) {
+            return None;
+        }
+        let matches = EnvOnly::command()
+            .try_get_matches_from(args)
+            .expect("the flags parse");
+        let parsed = EnvOnly::from_arg_matches(&matches).expect("the flags parse");
+        Some(parsed.args.resolve(&matches))
+    }
+
+    #[test]
+    fn mock_instant_flag_gives_the_instant_config_and_explicit_flags_win() {
+        let Some(instant) = parse(&["--instant"]) else {
+            return;
+        };
+        assert_eq!(instant, MockConfig::instant());
+        let Some(mixed) = parse(&["--instant", "--ttft-ms", "50", "--output-tokens", "7"]) else {
+            return;
+        };
+        assert_eq!(
+            mixed,
+            MockConfig {
+                ttft_ms: 50.0,
+                output_tokens: 7,
+                ..MockConfig::instant()
+            }
+        );
+        // Without --instant the explicit flags sit on the realistic defaults.
+        let Some(plain) = parse(&["--ttft-ms", "50"]) else {
+            return;
+        };
+        assert_eq!(
+            plain,
+            MockConfig {
+                ttft_ms: 50.0,
+                ..MockConfig::default()
+            }
+        );
+    }
+
+    #[test]
+    fn mock_default_is_a_small_model_and_instant_is_zero_latency() {
+        let d = MockConfig::default();
+        assert!(d.ttft_ms > 0.0 && d.ttft_ms_std > 0.0 && d.ttft_ms_per_prompt_token > 0.0);
+        assert!(d.itl_ms > 0.0 && d.itl_ms_std > 0.0 && d.itl_ms_per_active > 0.0);
+        assert!(d.output_tokens_std > 0.0);
+        assert!(d.validate().is_ok());
+        let i = MockConfig::instant();
+        for v in [
+            i.ttft_ms,
+            i.ttft_ms_std,
+            i.ttft_ms_per_prompt_token,
+            i.itl_ms,
+            i.itl_ms_std,
+            i.itl_ms_per_active,
+            i.output_tokens_std,
+        ] {
+            assert_eq!(v, 0.0);
+        }
+        assert_eq!(i.output_tokens, INSTANT_OUTPUT_TOKENS);
+        // Everything else is the default's.
+        assert_eq!(
+            MockConfig {
+                ttft_ms: d.ttft_ms,
+                ttft_ms_std: d.ttft_ms_std,
+                ttft_ms_per_prompt_token: d.ttft_ms_per_prompt_token,
+                itl_ms: d.itl_ms,
+                itl_ms_std: d.itl_ms_std,
+                itl_ms_per_active: d.itl_ms_per_active,
+                output_tokens: d.output_tokens,
+                output_tokens_std: d.output_tokens_std,
+                ..i
+            },
+            d
+        );
+    }
+
+    #[test]
+    fn mock_instant_env_values_are_what_instant_resolves_to() {
+        // Every variable --instant changes, set to its listed value, gives instant().
+        let Some(_) = parse(&[]) else { return };
+        let mut args = vec!["--instant".to_string()];
+        for (env, value) in instant_env_values() {
+            let flag = EnvOnly::command()
+                .get_arguments()
+                .find(|a| a.get_env().is_some_and(|e| e == env))
+                .and_then(|a| a.get_long())
+                .map(|l| format!("--{l}"))
+                .expect("a flag reads the variable");
+            args.push(flag);
+            args.push(value);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(parse(&args), Some(MockConfig::instant()));
+        assert_eq!(instant_env_values().len(), 8);
+        assert!(instant_is_on("1") && instant_is_on("TRUE") && !instant_is_on("0"));
+        assert!(!instant_is_on("false") && !instant_is_on(""));
+    }
+
     #[test]
     fn mock_every_setting_has_an_env_var() {
         let vars = known_env_vars();
@@ -687,6 +928,8 @@ mod tests {
             "SEED",
             "TTFT_MS",
             "ITL_MS_PER_ACTIVE",
+            "TTFT_MS_PER_PROMPT_TOKEN",
+            "INSTANT",
             "WORKERS",
         ] {
             assert!(vars.contains(&format!("{ENV_PREFIX}{name}")), "{name}");

@@ -514,14 +514,19 @@ fn completions(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
 /// its slot and deadlines.
 fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
     let seq = app.seq.fetch_add(1, Relaxed);
-    let mut plan = app
-        .model
-        .plan(seq, r.max_tokens, r.ignore_eos, r.api == Api::Chat);
     let prompt_tokens = scaled(&app, r.prompt.tokens());
     app.counters.prompt_tokens(prompt_tokens);
     // Looked up on arrival, like the rest of the plan: the queries are the prompt tokens.
     let hits = scaled(&app, app.prefix_cache.lookup(&r.prompt)).min(prompt_tokens);
     app.counters.prefix_cache(prompt_tokens, hits);
+    // As in vLLM, cached blocks skip the prefill: only the missed tokens cost TTFT.
+    let mut plan = app.model.plan(
+        seq,
+        prompt_tokens - hits,
+        r.max_tokens,
+        r.ignore_eos,
+        r.api == Api::Chat,
+    );
     match plan.fault {
         Fault::Error(status) => return injected_error(&app, status),
         Fault::Close => return injected_close(&app),
@@ -716,7 +721,7 @@ fn embeddings(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     };
     // An embedding costs one prefill: it waits for a slot, then for a time to first token.
     let seq = app.seq.fetch_add(1, Relaxed);
-    let mut plan = app.model.plan(seq, Some(1), true, false);
+    let mut plan = app.model.plan(seq, prompt_tokens, Some(1), true, false);
     plan.fault = Fault::None;
     let ttft = plan.ttft;
     let output = Output::Whole {

@@ -24,9 +24,12 @@ mod tokenizer;
 use std::net::SocketAddr;
 
 pub use config::{
-    DEFAULT_HOST, DEFAULT_KV_CACHE_TOKENS, DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL,
-    DEFAULT_OUTPUT_TOKENS, DEFAULT_PORT, DEFAULT_SEED, DEFAULT_WORKERS, ENV_PREFIX, MetricsFault,
-    MockConfig, check_env, known_env_vars,
+    DEFAULT_HOST, DEFAULT_ITL_MS, DEFAULT_ITL_MS_PER_ACTIVE, DEFAULT_ITL_MS_STD,
+    DEFAULT_KV_CACHE_TOKENS, DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, DEFAULT_OUTPUT_TOKENS,
+    DEFAULT_OUTPUT_TOKENS_STD, DEFAULT_PORT, DEFAULT_SEED, DEFAULT_TTFT_MS,
+    DEFAULT_TTFT_MS_PER_PROMPT_TOKEN, DEFAULT_TTFT_MS_STD, DEFAULT_WORKERS, ENV_PREFIX,
+    INSTANT_OUTPUT_TOKENS, MetricsFault, MockConfig, MockServerArgs, check_env, instant_env_values,
+    instant_is_on, known_env_vars,
 };
 pub use openai::EMBEDDING_DIM;
 pub use server::{MockServer, run_cli};

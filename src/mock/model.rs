@@ -54,6 +54,8 @@ pub enum Fault {
 pub struct Model {
     seed: u64,
     ttft: Normal,
+    /// Prefill ms per uncached prompt token.
+    ttft_per_prompt_token: f64,
     itl: Normal,
     itl_per_active: f64,
     output: Normal,
@@ -141,6 +143,7 @@ impl Model {
         Model {
             seed: config.seed,
             ttft: normal(config.ttft_ms, config.ttft_ms_std),
+            ttft_per_prompt_token: config.ttft_ms_per_prompt_token,
             itl: normal(config.itl_ms, config.itl_ms_std),
             itl_per_active: config.itl_ms_per_active,
             output: normal(f64::from(config.output_tokens), config.output_tokens_std),
@@ -165,17 +168,22 @@ impl Model {
         self.request_latency
     }
 
-    /// Decides request `seq`: `max_tokens` caps the content; `ignore_eos` makes the cap
-    /// the length; `reasoning` says whether the endpoint streams reasoning (chat).
+    /// Decides request `seq`: `prefill_tokens` (prompt tokens the prefix cache missed)
+    /// lengthen the TTFT; `max_tokens` caps the content; `ignore_eos` makes the cap the
+    /// length; `reasoning` says whether the endpoint streams reasoning (chat).
     pub fn plan(
         &self,
         seq: u64,
+        prefill_tokens: u64,
         max_tokens: Option<u32>,
         ignore_eos: bool,
         reasoning: bool,
     ) -> Plan {
         let mut timing = rng_for(self.seed, Stream::Timing, seq);
-        let ttft = ms(self.ttft.sample(&mut timing));
+        // The jitter is clamped before the prefill is added: a long prompt's TTFT never
+        // drops below its prefill.
+        let ttft = ms(self.ttft.sample(&mut timing).max(0.0)
+            + self.ttft_per_prompt_token * prefill_tokens as f64);
         let sampled = self
             .output
             .sample(&mut timing)
@@ -284,7 +292,7 @@ mod tests {
             output_tokens_std: 3.0,
             ttft_ms: 50.0,
             ttft_ms_std: 10.0,
-            ..MockConfig::default()
+            ..MockConfig::instant()
         }
     }
 
@@ -294,8 +302,8 @@ mod tests {
         let b = Model::new(&config());
         for seq in 0..50 {
             let (mut p, mut q) = (
-                a.plan(seq, None, false, true),
-                b.plan(seq, None, false, true),
+                a.plan(seq, 0, None, false, true),
+                b.plan(seq, 0, None, false, true),
             );
             assert_eq!((p.ttft, p.content, p.fault), (q.ttft, q.content, q.fault));
             assert_eq!(p.next_word(), q.next_word());
@@ -306,16 +314,30 @@ mod tests {
     fn mock_lengths_follow_max_tokens_and_ignore_eos() {
         let m = Model::new(&MockConfig {
             output_tokens: 10,
-            ..MockConfig::default()
+            ..MockConfig::instant()
         });
-        let p = m.plan(0, Some(4), false, false);
+        let p = m.plan(0, 0, Some(4), false, false);
         assert_eq!((p.content, p.finish), (4, FinishReason::Length));
-        let p = m.plan(0, Some(40), false, false);
+        let p = m.plan(0, 0, Some(40), false, false);
         assert_eq!((p.content, p.finish), (10, FinishReason::Stop));
-        let p = m.plan(0, Some(40), true, false);
+        let p = m.plan(0, 0, Some(40), true, false);
         assert_eq!((p.content, p.finish), (40, FinishReason::Length));
-        let p = m.plan(0, None, true, false);
+        let p = m.plan(0, 0, None, true, false);
         assert_eq!((p.content, p.finish), (10, FinishReason::Stop));
+    }
+
+    #[test]
+    fn mock_ttft_grows_with_uncached_prompt_tokens() {
+        let m = Model::new(&MockConfig {
+            ttft_ms: 20.0,
+            ttft_ms_per_prompt_token: 0.5,
+            ..MockConfig::instant()
+        });
+        let short = m.plan(3, 10, None, false, false).ttft;
+        let long = m.plan(3, 1010, None, false, false).ttft;
+        let close = |got: Duration, want_ms: f64| (got.as_secs_f64() * 1e3 - want_ms).abs() < 1e-3;
+        assert!(close(short, 25.0), "{short:?}");
+        assert!(close(long - short, 500.0), "{long:?} - {short:?}");
     }
 
     #[test]
@@ -324,12 +346,12 @@ mod tests {
             error_rate: 0.25,
             stall_rate: 0.25,
             close_rate: 0.25,
-            ..MockConfig::default()
+            ..MockConfig::instant()
         });
         let n = 4000;
         let (mut errors, mut stalls, mut closes) = (0, 0, 0);
         for seq in 0..n {
-            match m.plan(seq, None, false, false).fault {
+            match m.plan(seq, 0, None, false, false).fault {
                 Fault::Error(s) => {
                     assert!(s == 500 || s == 429);
                     errors += 1;

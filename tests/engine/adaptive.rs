@@ -15,7 +15,7 @@ fn capacity_mock() -> MockConfig {
         ttft_ms: 20.0,
         itl_ms: 5.0,
         output_tokens: 16,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     }
 }
 const CAPACITY: f64 = 4.0 / 0.095;
@@ -94,7 +94,7 @@ fn a_sweep_spans_synchronous_to_throughput_in_even_steps() {
 fn warmup_and_cooldown_by_request_count_are_excluded_exactly() {
     let server = mock(MockConfig {
         ttft_ms: 2.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",
@@ -201,7 +201,7 @@ fn slo_verdicts_set_the_exit_code_and_name_the_failures() {
     };
     let fast = mock(MockConfig {
         ttft_ms: 5.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let a = args(&fast.base_url());
     let run_fast = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
@@ -214,7 +214,7 @@ fn slo_verdicts_set_the_exit_code_and_name_the_failures() {
 
     let slow = mock(MockConfig {
         ttft_ms: 200.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let a = args(&slow.base_url());
     let run_slow = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
@@ -299,7 +299,7 @@ fn the_capacity_search_finds_the_mock_capacity() {
 
 #[test]
 fn profile_specific_flags_are_refused_elsewhere() {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let url = server.base_url();
     for (args, needle) in [
         (vec!["--profile", "capacity"], "--slo"),
@@ -352,7 +352,7 @@ fn batching_mock() -> MockConfig {
         itl_ms: 10.0,
         itl_ms_per_active: 0.5,
         output_tokens: 64,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     }
 }
 
@@ -465,7 +465,7 @@ fn a_sweep_against_a_server_too_slow_to_finish_a_request_still_gets_rates() {
         itl_ms: 5.0,
         itl_ms_per_active: 4.0,
         output_tokens: 16,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",

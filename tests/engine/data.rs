@@ -319,7 +319,7 @@ fn write_parquet(path: &Path, prompts: &[&str], outputs: &[i64]) {
 /// Runs `--data FILE` against the mock; asserts every row was sent once and the data
 /// ended the benchmark.
 fn assert_file_runs(data: &str, rows: u64, extra: &[&str]) {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let url = server.base_url();
     let mut args = vec!["--target", url.as_str(), "--data", data];
     args.extend_from_slice(extra);
@@ -456,7 +456,7 @@ fn assert_usage_error(done: &crate::support::Finished, needles: &[&str]) {
 fn malformed_rows_stop_the_run_before_it_starts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let url = server.base_url();
     let bad = |data: &str, extra: &[&str], needles: &[&str]| {
         let mut args = vec!["--target", url.as_str(), "--data", data];
@@ -558,7 +558,7 @@ fn a_hugging_face_dataset_folder_loads_offline() {
     let folder = ds.display().to_string();
     assert_file_runs(&folder, 5, &[]);
     assert_file_runs(&folder, 1, &["--data-args", r#"{"split": "test"}"#]);
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let url = server.base_url();
     assert_usage_error(
         &run(&[

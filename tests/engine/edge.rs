@@ -217,7 +217,7 @@ fn absurd_values_are_usage_errors_naming_the_flag() {
 fn errors_reach_stderr_whatever_outputs_says() {
     let server = mock(MockConfig {
         error_rate: 1.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let url = server.base_url();
     for quiet in [&[][..], &["--disable-console-outputs"][..]] {
@@ -268,7 +268,7 @@ fn a_report_that_cannot_be_written_fails_the_run_and_keeps_the_previous_one() {
     // temp-file path below is blocked.
     let server = mock(MockConfig {
         ttft_ms: 300.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let dir = tempfile::tempdir().expect("tempdir");
     let report = dir.path().join("benchmarks.json");
@@ -324,7 +324,7 @@ fn a_report_that_cannot_be_written_fails_the_run_and_keeps_the_previous_one() {
 fn strict_mock() -> llmsurge::mock::MockServer {
     mock(MockConfig {
         reject_unknown_fields: true,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     })
 }
 
@@ -420,7 +420,7 @@ fn prompt_lengths_the_server_counts_differently_are_reported() {
     for (scale, warned) in [(1.7, true), (1.0, false)] {
         let server = mock(MockConfig {
             prompt_tokens_scale: scale,
-            ..MockConfig::default()
+            ..MockConfig::instant()
         });
         let run = run(&[
             "--target",

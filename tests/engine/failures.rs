@@ -22,7 +22,7 @@ fn busy_mock() -> MockConfig {
         ttft_ms: 100.0,
         itl_ms: 10.0,
         output_tokens: 20,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     }
 }
 
@@ -170,7 +170,7 @@ fn a_second_ctrl_c_cancels_in_flight_requests_at_once() {
     // Requests that take 30 s: only a cancel ends the run quickly.
     let server = mock(MockConfig {
         ttft_ms: 30_000.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let url = server.base_url();
     let args = [

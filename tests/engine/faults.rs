@@ -105,7 +105,7 @@ fn sample<'a>(b: &'a BenchmarkResult, kind: &str) -> &'a str {
 fn http_500_and_429_are_counted_by_status_with_the_server_message() {
     let server = faulty(MockConfig {
         error_rate: 0.3,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let (run, b, s) = fault_run(&server, "60", &[]);
     assert_only(
@@ -128,7 +128,7 @@ fn http_500_and_429_are_counted_by_status_with_the_server_message() {
 fn a_stalled_stream_ends_at_the_idle_timeout() {
     let server = faulty(MockConfig {
         stall_rate: 0.3,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let (run, b, s) = fault_run(&server, "60", &["--idle-timeout", "300ms"]);
     assert_only(&run, &b, &[("timeout", s.faults.stall)]);
@@ -145,7 +145,7 @@ fn a_stalled_stream_ends_at_the_idle_timeout() {
 fn a_server_that_closes_before_headers_is_a_closed_connection() {
     let server = faulty(MockConfig {
         close_rate: 0.3,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let (run, b, s) = fault_run(&server, "60", &[]);
     assert_only(&run, &b, &[("connection_closed", s.faults.close)]);
@@ -168,7 +168,7 @@ fn max_errors_stops_the_run_at_the_limit() {
     let server = faulty(MockConfig {
         error_rate: 0.5,
         ttft_ms: 20.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let (run, b, s) = fault_run(&server, "100000", &["--max-errors", "10"]);
     assert_eq!(run.code(), 0, "{}", run.stderr);
@@ -186,7 +186,7 @@ fn max_error_rate_stops_the_run_once_the_sample_is_large_enough() {
     let server = faulty(MockConfig {
         error_rate: 0.5,
         ttft_ms: 20.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let (run, b, s) = fault_run(&server, "100000", &["--max-error-rate", "0.2"]);
     assert_eq!(run.code(), 0, "{}", run.stderr);
@@ -234,7 +234,7 @@ fn restart_on(port: u16) -> MockServer {
     loop {
         match MockServer::start(MockConfig {
             port,
-            ..MockConfig::default()
+            ..MockConfig::instant()
         }) {
             Ok(server) => return server,
             Err(e) => {
@@ -247,7 +247,7 @@ fn restart_on(port: u16) -> MockServer {
 
 #[test]
 fn a_server_restarted_mid_run_costs_only_the_requests_sent_while_it_was_down() {
-    let first = mock(MockConfig::default());
+    let first = mock(MockConfig::instant());
     let port = first.addr().port();
     let url = first.base_url();
     let args = [

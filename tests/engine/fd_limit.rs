@@ -26,7 +26,7 @@ fn streams_past_the_default_soft_limit_run_when_the_hard_limit_allows() {
         // Long enough that all 600 streams are open at once.
         ttft_ms: 1500.0,
         output_tokens: 4,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let (child, dir) = start_run(
         &[
@@ -61,7 +61,7 @@ fn streams_past_the_default_soft_limit_run_when_the_hard_limit_allows() {
 
 #[test]
 fn streams_beyond_the_hard_limit_are_a_one_line_usage_error() {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let (child, dir) = start_run(
         &[
             "--target",

@@ -12,7 +12,7 @@ fn report_with_ttft(ttft_ms: f64, dir: &Path, name: &str) -> std::path::PathBuf 
     let server = mock(MockConfig {
         ttft_ms,
         itl_ms: 1.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",
@@ -202,7 +202,7 @@ fn compare_refuses_bad_input_with_one_line() {
 fn runs_write_slo_verdicts_as_junit_and_markdown() {
     let server = mock(MockConfig {
         ttft_ms: 50.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",

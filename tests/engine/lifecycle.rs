@@ -10,7 +10,7 @@ fn mock_100ms() -> llmsurge::mock::MockServer {
         ttft_ms: 50.0,
         itl_ms: 5.0,
         output_tokens: 10,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     })
 }
 

@@ -54,7 +54,7 @@ fn shard_reports_of_real_runs_merge_in_any_order_to_the_same_bytes() {
         itl_ms: 2.0,
         output_tokens: 8,
         error_rate: 0.2,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let url = server.base_url();
     let runs: Vec<_> = (0..3)

@@ -17,7 +17,7 @@ fn ttft_and_itl_match_the_configured_delays() {
         ttft_ms: 50.0,
         itl_ms: 5.0,
         output_tokens: 16,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",
@@ -63,7 +63,7 @@ fn chunks_of_several_tokens_count_every_token_gap() {
         itl_ms: 4.0,
         output_tokens: 16,
         tokens_per_chunk: 4,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",
@@ -93,7 +93,7 @@ fn chunks_of_several_tokens_count_every_token_gap() {
 
 #[test]
 fn the_report_has_its_schema_metadata_and_redacted_args() {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let run = run(&[
         "--target",
         &server.base_url(),
@@ -144,7 +144,7 @@ fn server_errors_are_counted_per_kind_with_a_sample_message() {
     let server = mock(MockConfig {
         error_rate: 0.3,
         seed: 7,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",
@@ -186,7 +186,7 @@ fn reasoning_tokens_are_inter_token_gaps() {
         itl_ms: 5.0,
         reasoning_tokens: 10,
         output_tokens: 20,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",
@@ -238,7 +238,7 @@ fn requests_cut_off_count_as_lower_bounds() {
     let server = mock(MockConfig {
         ttft_ms: 500.0,
         max_concurrency: Some(1),
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",
@@ -320,7 +320,7 @@ fn stream_strategies_report_the_client_probes() {
         ttft_ms: 5.0,
         itl_ms: 1.0,
         output_tokens: 8,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",
@@ -401,7 +401,7 @@ fn stream_strategies_report_the_client_probes() {
 fn a_very_short_run_has_no_cpu_saturation_warning() {
     let server = mock(MockConfig {
         ttft_ms: 5.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     for limit in [["--max-requests", "1"], ["--max-seconds", "0.05"]] {
         let run = run(&[
@@ -429,7 +429,7 @@ fn a_very_short_run_has_no_cpu_saturation_warning() {
 fn queued_requests_count_from_their_scheduled_time() {
     let server = mock(MockConfig {
         ttft_ms: 500.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",

@@ -8,13 +8,13 @@ fn slow_mock() -> MockConfig {
         ttft_ms: 50.0,
         itl_ms: 5.0,
         output_tokens: 16,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     }
 }
 
 #[test]
 fn constant_rate_starts_rate_times_duration_requests() {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let run = run(&[
         "--target",
         &server.base_url(),
@@ -63,7 +63,7 @@ fn synchronous_never_has_two_in_flight() {
     let server = mock(MockConfig {
         ttft_ms: 10.0,
         itl_ms: 1.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",
@@ -85,7 +85,7 @@ fn synchronous_never_has_two_in_flight() {
 
 #[test]
 fn poisson_count_lands_in_a_statistically_sound_band() {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let run = run(&[
         "--target",
         &server.base_url(),
@@ -108,7 +108,7 @@ fn poisson_count_lands_in_a_statistically_sound_band() {
 
 #[test]
 fn max_requests_yields_exactly_that_many() {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let run = run(&[
         "--target",
         &server.base_url(),
@@ -148,7 +148,7 @@ fn throughput_fills_its_concurrency() {
 
 #[test]
 fn a_rate_list_runs_one_benchmark_per_rate() {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let run = run(&[
         "--target",
         &server.base_url(),
@@ -173,7 +173,7 @@ fn a_rate_list_runs_one_benchmark_per_rate() {
 #[test]
 fn one_or_four_workers_give_the_same_totals() {
     let totals = |workers: &str| {
-        let server = mock(MockConfig::default());
+        let server = mock(MockConfig::instant());
         let run = run(&[
             "--target",
             &server.base_url(),

@@ -21,7 +21,7 @@ fn streaming_mock(error_rate: f64) -> MockConfig {
         itl_ms: 4.0,
         output_tokens: 10,
         error_rate,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     }
 }
 
@@ -295,7 +295,7 @@ fn the_request_log_keeps_every_request_through_ctrl_c() {
         ttft_ms: 100.0,
         itl_ms: 10.0,
         output_tokens: 20,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let url = server.base_url();
     let args = [

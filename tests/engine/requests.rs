@@ -20,7 +20,7 @@ fn server_faults_become_errors_of_their_kind() {
         garbage_rate: 0.2,
         stall_rate: 0.1,
         seed: 3,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",
@@ -88,7 +88,7 @@ fn server_faults_become_errors_of_their_kind() {
 fn a_ttft_timeout_bounds_the_wait_for_the_first_token() {
     let server = mock(MockConfig {
         ttft_ms: 5_000.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",
@@ -118,7 +118,7 @@ fn a_ttft_timeout_bounds_the_wait_for_the_first_token() {
 fn completions_non_streaming_and_http2_work() {
     let server = mock(MockConfig {
         output_tokens: 8,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let url = server.base_url();
     for extra in [
@@ -162,7 +162,7 @@ fn completions_non_streaming_and_http2_work() {
 
 #[test]
 fn backend_kwargs_reach_the_request_body() {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let run = run(&[
         "--target",
         &server.base_url(),
@@ -190,7 +190,7 @@ fn backend_kwargs_reach_the_request_body() {
 fn a_concurrency_cap_makes_slots_late_and_says_so() {
     let server = mock(MockConfig {
         ttft_ms: 100.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",
@@ -226,7 +226,7 @@ fn reasoning_tokens_separate_first_token_from_first_output_token() {
         ttft_ms: 20.0,
         itl_ms: 5.0,
         reasoning_tokens: 10,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = run(&[
         "--target",

@@ -31,7 +31,7 @@ fn successes(s: &MockStats) -> u64 {
 fn scraped_counter_deltas_equal_the_mocks_stats_exactly() {
     let server = mock(MockConfig {
         itl_ms: 2.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let before = server.stats();
     let run = run(&[
@@ -101,7 +101,7 @@ fn capacity_mock() -> MockServer {
         ttft_ms: 20.0,
         itl_ms: 5.0,
         output_tokens: 16,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     })
 }
 
@@ -180,7 +180,7 @@ fn short_run(server: &MockServer, extra: &[&str]) -> Finished {
 fn a_target_without_metrics_runs_on_with_one_line() {
     let server = mock(MockConfig {
         no_metrics: true,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = short_run(&server, &[]);
     let report = ok_report(&run);
@@ -232,7 +232,7 @@ fn breaking_metrics(fault: MetricsFault, kind: &str) {
     let server = mock(MockConfig {
         metrics_fault: Some(fault),
         metrics_fault_after: 2,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = short_run(&server, &["--server-metrics-interval", "200ms"]);
     let report = ok_report(&run);
@@ -273,7 +273,7 @@ fn metrics_hanging_mid_run_are_counted_as_scrape_timeouts() {
 
 #[test]
 fn profile_server_brackets_every_benchmark() {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let url = server.base_url();
     // Off by its variable: the profiler still runs, nothing is scraped.
     let (child, dir) = start_run(
@@ -312,7 +312,7 @@ fn profile_server_brackets_every_benchmark() {
     // A server without the profiler: warnings on stderr and in the report, the run goes on.
     let bare = mock(MockConfig {
         no_profiler: true,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let run = short_run(&bare, &["--profile-server"]);
     let report = ok_report(&run);
@@ -377,7 +377,7 @@ fn bad_server_metrics_flags_are_one_line_usage_errors() {
 
 #[test]
 fn with_a_warmup_the_deltas_cover_the_measured_window_without_a_cross_check() {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let run = short_run(
         &server,
         &["--warmup", "10req", "--server-metrics-interval", "200ms"],

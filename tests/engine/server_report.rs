@@ -15,7 +15,7 @@ fn a_runs_server_metrics_reach_every_format_and_compare() {
         itl_ms: 4.0,
         output_tokens: 10,
         max_concurrency: Some(2),
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let url = server.base_url();
     let run = run(&[

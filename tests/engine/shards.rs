@@ -51,7 +51,7 @@ fn constant_args<'a>(url: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 
 #[test]
 fn two_shards_started_at_one_instant_send_exactly_the_single_host_schedule() {
-    let single_server = mock(MockConfig::default());
+    let single_server = mock(MockConfig::instant());
     let single_url = single_server.base_url();
     let single = run(&constant_args(&single_url, &[]));
     assert_eq!(single.code(), 0, "{}", single.stderr);
@@ -64,7 +64,7 @@ fn two_shards_started_at_one_instant_send_exactly_the_single_host_schedule() {
         (0..41).collect::<Vec<_>>()
     );
 
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let url = server.base_url();
     // Far enough ahead that both processes are ready by then on a busy test machine
     // (each starts its workers and probes the target first).
@@ -138,7 +138,7 @@ fn two_shards_started_at_one_instant_send_exactly_the_single_host_schedule() {
 fn stream_counts_are_split_larger_shares_first() {
     let server = mock(MockConfig {
         ttft_ms: 200.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let url = server.base_url();
     let mut total = 0;
@@ -281,7 +281,7 @@ fn a_run_waits_for_a_target_that_starts_late() {
     assert!(waiting.contains("cannot reach"), "{waiting}");
     let server = MockServer::start(MockConfig {
         port,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     })
     .expect("the mock takes the port");
     let deadline = Instant::now() + crate::support::RUN_BOUND;
@@ -332,7 +332,7 @@ fn three_shards_merge_into_the_single_host_run() {
         ttft_ms: 10.0,
         itl_ms: 2.0,
         output_tokens: 4,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     };
     let load = |url: &str, extra: &[&str]| -> Vec<String> {
         let mut args: Vec<String> = [

@@ -29,7 +29,7 @@ fn busy_mock() -> MockServer {
         ttft_ms: 100.0,
         itl_ms: 10.0,
         output_tokens: 20,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     })
 }
 
@@ -37,7 +37,7 @@ fn busy_mock() -> MockServer {
 fn stuck_mock() -> MockServer {
     mock(MockConfig {
         ttft_ms: 30_000.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     })
 }
 

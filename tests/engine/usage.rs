@@ -32,7 +32,7 @@ fn an_unreachable_target_is_a_usage_error() {
 
 #[test]
 fn bad_data_rate_and_profile_are_usage_errors() {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let url = server.base_url();
     assert_usage_error(
         &run(&[

@@ -32,7 +32,7 @@ async fn mock_capacity_queue_delays_the_request_beyond_the_slots() {
         ttft_ms: 300.0,
         output_tokens: 1,
         max_concurrency: Some(2),
-        ..MockConfig::default()
+        ..MockConfig::instant()
     };
     let mock = server(config);
     bounded(async {
@@ -69,7 +69,7 @@ async fn mock_capacity_is_slots_over_service_time() {
         itl_ms: 12.0,
         output_tokens: 6,
         max_concurrency: Some(2),
-        ..MockConfig::default()
+        ..MockConfig::instant()
     };
     let mock = server(config);
     bounded(async {
@@ -112,7 +112,7 @@ async fn mock_itl_grows_with_active_requests() {
         itl_ms: 5.0,
         itl_ms_per_active: 20.0,
         output_tokens: 10,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     };
     let mock = server(config);
     bounded(async {
@@ -138,7 +138,7 @@ async fn mock_itl_grows_with_active_requests() {
 async fn mock_stats_count_what_the_server_saw() {
     let mock = server(MockConfig {
         output_tokens: 4,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let c = client();

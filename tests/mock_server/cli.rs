@@ -65,6 +65,8 @@ async fn mock_binary_reads_env_and_stops_on_sigterm() {
         ("LLMSURGE_MOCK_OUTPUT_TOKENS", "5"),
         ("LLMSURGE_MOCK_MODEL", "m1,m2"),
         ("LLMSURGE_MOCK_SEED", "9"),
+        // Zero latency and a fixed length; the explicit OUTPUT_TOKENS still wins.
+        ("LLMSURGE_MOCK_INSTANT", "1"),
     ];
     let mut child = spawn_binary(&["--port", "0"], &env);
     let line = first_line(&mut child);
@@ -109,6 +111,75 @@ async fn mock_binary_reads_env_and_stops_on_sigterm() {
     );
 }
 
+/// The binary's base URL, read from its listening line.
+fn base_of(child: &mut Child) -> String {
+    let line = first_line(child);
+    line.trim_end()
+        .strip_prefix("listening on ")
+        .expect("listening line")
+        .to_string()
+}
+
+/// Completion tokens and latency of `n` sequential non-streaming chat requests.
+async fn lengths_and_latencies(base: &str, n: usize) -> Vec<(u64, Duration)> {
+    let c = client();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let started = Instant::now();
+        let value = json_of(
+            post(
+                &c,
+                format!("{base}/v1/chat/completions"),
+                json!({"messages": [{"role": "user", "content": "hello"}]}),
+            )
+            .await,
+        )
+        .await;
+        let tokens = value["usage"]["completion_tokens"]
+            .as_u64()
+            .expect("completion_tokens");
+        out.push((tokens, started.elapsed()));
+    }
+    out
+}
+
+/// Without flags the binary answers like a small model: lengths drawn around 128 tokens
+/// (so they differ) and at least the 20 ms TTFT minus jitter plus 6 ms gaps, i.e. well
+/// over 100 ms for ~128 tokens. `--instant` gives exactly 16 tokens at once, and an
+/// explicit `--ttft-ms` on top of it still holds.
+#[tokio::test]
+async fn mock_binary_defaults_are_a_small_model_and_instant_is_zero_latency() {
+    let mut realistic = spawn_binary(&["--port", "0"], &[]);
+    let mut instant = spawn_binary(&["--port", "0", "--instant", "--ttft-ms", "80"], &[]);
+    let (realistic_base, instant_base) = (base_of(&mut realistic), base_of(&mut instant));
+    let (slow, fast) = tokio::time::timeout(TEST_BOUND, async {
+        (
+            lengths_and_latencies(&realistic_base, 4).await,
+            lengths_and_latencies(&instant_base, 4).await,
+        )
+    })
+    .await
+    .expect("in time");
+    for child in [&mut realistic, &mut instant] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let mut lengths: Vec<u64> = slow.iter().map(|(n, _)| *n).collect();
+    lengths.dedup();
+    assert!(lengths.len() > 1, "lengths vary: {slow:?}");
+    for (n, took) in &slow {
+        assert!((16..=512).contains(n), "{slow:?}");
+        assert!(*took >= Duration::from_millis(100), "{slow:?}");
+    }
+    for (n, took) in &fast {
+        assert_eq!(*n, 16, "{fast:?}");
+        assert!(
+            *took >= Duration::from_millis(80),
+            "the explicit TTFT holds: {fast:?}"
+        );
+    }
+}
+
 #[test]
 fn mock_binary_rejects_bad_settings_with_exit_2() {
     // (arguments, environment, what the one-line error must mention)
@@ -117,7 +188,7 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
         &'static [(&'static str, &'static str)],
         &'static str,
     );
-    let cases: [Case; 10] = [
+    let cases: [Case; 11] = [
         (
             &["--port", "0", "--spec-decode-acceptance", "0.5"],
             &[],
@@ -150,6 +221,11 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
             "--metrics-fault",
         ),
         (&["--port", "0", "--ttft-ms", "-5"], &[], "--ttft-ms"),
+        (
+            &["--port", "0"],
+            &[("LLMSURGE_MOCK_INSTANT", "maybe")],
+            "--instant",
+        ),
         (
             &["--port", "0"],
             &[("LLMSURGE_MOCK_STALL_RATE", "-1")],

@@ -14,7 +14,7 @@ fn assert_error_body(value: &Value) {
 async fn mock_injected_errors_are_500_or_429_with_a_body() {
     let mock = server(MockConfig {
         error_rate: 1.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let c = client();
@@ -50,7 +50,7 @@ async fn mock_drop_breaks_the_stream_on_http1_and_http2() {
     let mock = server(MockConfig {
         drop_rate: 1.0,
         output_tokens: 8,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let h2 = client_builder()
@@ -88,7 +88,7 @@ async fn mock_drop_breaks_the_stream_on_http1_and_http2() {
 async fn mock_close_ends_the_connection_before_any_headers_on_http1_and_http2() {
     let mock = server(MockConfig {
         close_rate: 1.0,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let h2 = client_builder()
@@ -117,7 +117,7 @@ async fn mock_garbage_sends_one_malformed_event() {
     let mock = server(MockConfig {
         garbage_rate: 1.0,
         output_tokens: 6,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let body = post(
@@ -160,7 +160,7 @@ async fn mock_stall_holds_the_connection_until_the_client_leaves() {
         stall_rate: 1.0,
         output_tokens: 8,
         max_concurrency: Some(1),
-        ..MockConfig::default()
+        ..MockConfig::instant()
     };
     let mock = server(config);
     bounded(async {
@@ -220,7 +220,7 @@ async fn mock_stall_holds_the_connection_until_the_client_leaves() {
 
 #[tokio::test]
 async fn mock_bad_requests_get_openai_errors() {
-    let mock = server(MockConfig::default());
+    let mock = server(MockConfig::instant());
     bounded(async {
         let c = client();
         let base = mock.base_url();

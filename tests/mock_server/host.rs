@@ -13,7 +13,7 @@ fn sysfs(path: &str) -> Option<String> {
 
 #[test]
 fn report_metadata_carries_the_host_facts() {
-    let server = mock(MockConfig::default());
+    let server = mock(MockConfig::instant());
     let finished = run(&[
         "--target",
         &server.base_url(),

@@ -105,7 +105,7 @@ async fn mock_metrics_counters_equal_stats_after_streamed_requests() {
     let mock = server(MockConfig {
         output_tokens: 5,
         reasoning_tokens: 3,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let c = client();
@@ -181,7 +181,7 @@ async fn mock_metrics_counters_equal_stats_after_streamed_requests() {
 
 #[tokio::test]
 async fn mock_prefix_cache_hits_shared_prompt_prefixes() {
-    let mock = server(MockConfig::default());
+    let mock = server(MockConfig::instant());
     bounded(async {
         let c = client();
         let base = mock.base_url();
@@ -225,7 +225,7 @@ async fn mock_spec_decode_counters_follow_the_tokens() {
         output_tokens: 11,
         spec_decode_draft_tokens: 4,
         spec_decode_acceptance: Some(1.0),
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     // Half accepted, drawn per request: only the invariants are known.
     let half = server(MockConfig {
@@ -235,9 +235,9 @@ async fn mock_spec_decode_counters_follow_the_tokens() {
         tokens_per_chunk: 3,
         spec_decode_draft_tokens: 3,
         spec_decode_acceptance: Some(0.5),
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
-    let off = server(MockConfig::default());
+    let off = server(MockConfig::instant());
     bounded(async {
         let c = client();
         for mock in [&all, &half, &off] {
@@ -311,7 +311,7 @@ async fn mock_metrics_waiting_and_kv_follow_the_queue() {
         max_concurrency: Some(1),
         ttft_ms: 60_000.0,
         kv_cache_tokens: 8,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let c = client();
@@ -363,7 +363,7 @@ async fn mock_metrics_kv_use_caps_at_one() {
     let mock = server(MockConfig {
         ttft_ms: 60_000.0,
         kv_cache_tokens: 3,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let c = client();
@@ -400,7 +400,7 @@ async fn wait_in_flight_async(mock: &MockServer, n: u64) {
 async fn mock_no_metrics_answers_404() {
     let mock = server(MockConfig {
         no_metrics: true,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let c = client();
@@ -423,7 +423,7 @@ async fn mock_metrics_faults_start_after_n_good_scrapes() {
         let mock = server(MockConfig {
             metrics_fault: Some(kind),
             metrics_fault_after: 2,
-            ..MockConfig::default()
+            ..MockConfig::instant()
         });
         bounded(async {
             let c = client();
@@ -464,7 +464,7 @@ async fn mock_metrics_faults_start_after_n_good_scrapes() {
 async fn mock_hung_scrape_ends_when_the_server_stops() {
     let mock = server(MockConfig {
         metrics_fault: Some(MetricsFault::Hang),
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     let c = client();
     let url = format!("{}/metrics", mock.base_url());
@@ -490,10 +490,10 @@ async fn mock_hung_scrape_ends_when_the_server_stops() {
 
 #[tokio::test]
 async fn mock_profiler_endpoints_are_counted_apart() {
-    let mock = server(MockConfig::default());
+    let mock = server(MockConfig::instant());
     let off = server(MockConfig {
         no_profiler: true,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let c = client();

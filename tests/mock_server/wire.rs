@@ -6,7 +6,7 @@ use super::*;
 async fn mock_chat_stream_framing_is_exact() {
     let mock = server(MockConfig {
         seed: 7,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let response = post(&client(), format!("{}/v1/chat/completions", mock.base_url()), chat_body(3, true, true)).await;
@@ -49,7 +49,7 @@ async fn mock_chat_stream_framing_is_exact() {
 async fn mock_completions_stream_framing_is_exact() {
     let mock = server(MockConfig {
         output_tokens: 2,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let request = json!({"model": "llmsurge-mock", "prompt": "a b c", "stream": true});
@@ -77,7 +77,7 @@ async fn mock_completions_stream_framing_is_exact() {
 
 #[tokio::test]
 async fn mock_usage_chunk_only_when_asked() {
-    let mock = server(MockConfig::default());
+    let mock = server(MockConfig::instant());
     bounded(async {
         let client = client();
         let url = format!("{}/v1/chat/completions", mock.base_url());
@@ -127,7 +127,7 @@ async fn lengths(client: &Client, base: &str, body: Value) -> (u64, String) {
 async fn mock_max_tokens_and_ignore_eos_set_the_length() {
     let mock = server(MockConfig {
         output_tokens: 8,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let (c, base) = (client(), mock.base_url());
@@ -159,7 +159,7 @@ async fn mock_max_tokens_and_ignore_eos_set_the_length() {
 async fn mock_non_streaming_shapes() {
     let mock = server(MockConfig {
         output_tokens: 5,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let c = client();
@@ -198,7 +198,7 @@ async fn mock_reasoning_streams_before_content() {
     let mock = server(MockConfig {
         output_tokens: 2,
         reasoning_tokens: 3,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let body = post(
@@ -236,7 +236,7 @@ async fn mock_tokens_per_chunk_groups_tokens() {
     let mock = server(MockConfig {
         output_tokens: 10,
         tokens_per_chunk: 4,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let body = post(
@@ -261,7 +261,7 @@ async fn mock_tokens_per_chunk_groups_tokens() {
 #[tokio::test]
 async fn mock_long_zero_latency_stream_arrives_whole() {
     // Far more than one coalesced frame (64 KiB) of chunks: every token still arrives.
-    let mock = server(MockConfig::default());
+    let mock = server(MockConfig::instant());
     bounded(async {
         let request = json!({
             "messages": [{"role": "user", "content": "go"}],
@@ -290,7 +290,7 @@ async fn mock_same_seed_gives_same_text() {
     let text = |seed| async move {
         let mock = server(MockConfig {
             seed,
-            ..MockConfig::default()
+            ..MockConfig::instant()
         });
         let value = json_of(
             post(
@@ -315,7 +315,7 @@ async fn mock_same_seed_gives_same_text() {
 
 #[tokio::test]
 async fn mock_embeddings_are_deterministic_unit_vectors() {
-    let mock = server(MockConfig::default());
+    let mock = server(MockConfig::instant());
     bounded(async {
         let url = format!("{}/v1/embeddings", mock.base_url());
         let request = json!({"model": "llmsurge-mock", "input": ["the cat", "a dog", "the cat"]});
@@ -346,7 +346,7 @@ async fn mock_embeddings_are_deterministic_unit_vectors() {
 async fn mock_tokenize_and_detokenize() {
     let mock = server(MockConfig {
         max_model_len: 4096,
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let c = client();
@@ -369,7 +369,7 @@ async fn mock_tokenize_and_detokenize() {
 async fn mock_models_and_health() {
     let mock = server(MockConfig {
         model: vec!["a".into(), "b".into()],
-        ..MockConfig::default()
+        ..MockConfig::instant()
     });
     bounded(async {
         let c = client();

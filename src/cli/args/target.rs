@@ -10,7 +10,8 @@ use std::time::Duration;
 #[command(next_help_heading = "Target")]
 pub struct TargetArgs {
     /// Server base URL (e.g. http://localhost:8000), or `mock` to start the built-in mock
-    /// server in-process (configured by LLMSURGE_MOCK_* variables). Default: mock.
+    /// server in-process (configured by LLMSURGE_MOCK_* variables: a small model by
+    /// default, LLMSURGE_MOCK_INSTANT=1 for zero latency). Default: mock.
     #[arg(long, env = "LLMSURGE_TARGET", value_name = "URL|mock")]
     pub target: Option<String>,
 

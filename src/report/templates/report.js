@@ -3,7 +3,8 @@
 // metrics with no values, and fields this script does not know yet (or, from an older
 // llmsurge, fields missing). When done, <body> carries data-charts-expected and
 // data-charts-rendered, and of those the server's charts in data-server-charts-expected
-// and data-server-charts-rendered (the headless check in scripts/check-html.sh reads them).
+// and data-server-charts-rendered; window.llmsurgeTicks holds the tick labels each axis
+// last drew (the headless check in scripts/check-html.sh reads them all).
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
@@ -20,6 +21,10 @@
   // them only when it carries server metrics).
   var serverExpected = 0;
   var serverRendered = 0;
+
+  // Per axis of every chart: {chart, axis, labels} with the tick labels it last drew.
+  var ticksDrawn = [];
+  window.llmsurgeTicks = ticksDrawn;
 
   function color(i) { return PALETTE[i % PALETTE.length]; }
   function label(i) { return labels[i] || ("benchmark " + (i + 1)); }
@@ -56,6 +61,43 @@
     box.appendChild(p);
   }
 
+  // Tick labels with just enough decimals to show every split exactly, so adjacent labels
+  // always differ: uPlot's default keeps 3 decimals at most, and the TPOT axis of a fast
+  // run read "0.001, 0.001, 0.001, 0, 0". `incr` is the tick step uPlot chose.
+  function tickLabels(splits, incr) {
+    var vals = splits.filter(function (v) { return num(v) !== null; });
+    var step = num(incr);
+    if (!(step > 0)) {
+      step = Infinity;
+      for (var k = 1; k < vals.length; k++) {
+        var gap = Math.abs(vals[k] - vals[k - 1]);
+        if (gap > 0 && gap < step) { step = gap; }
+      }
+      if (step === Infinity) { step = Math.abs(vals[0] || 1); }
+    }
+    var d = 0;
+    while (d < 15 && vals.some(function (v) { return Math.abs(Number(v.toFixed(d)) - v) > step * 1e-6; })) { d++; }
+    return splits.map(function (v) {
+      // `|| 0` turns -0 into 0 (no "-0" label).
+      return num(v) === null ? "" : (v || 0).toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
+    });
+  }
+  // The `values` of an axis: `own` (an axis's own labels) or tickLabels, recorded.
+  function recordedTicks(title, axis, own) {
+    var drawn = { chart: title, axis: axis, labels: [] };
+    ticksDrawn.push(drawn);
+    return function (u, splits, axisIdx, space, incr) {
+      var labels = own ? own(u, splits, axisIdx, space, incr) : tickLabels(splits, incr);
+      drawn.labels = labels.map(function (l) { return l === null || l === undefined ? "" : String(l); });
+      return labels;
+    };
+  }
+
+  function yAxisSize(u, values) {
+    var longest = (values || []).reduce(function (m, v) { return Math.max(m, String(v).length); }, 0);
+    return Math.max(50, 28 + 7 * longest);
+  }
+
   // Draws one chart; a failure is logged (the headless check fails on console errors)
   // and shown in place of the chart.
   function chart(containerId, title, opts, columns) {
@@ -66,6 +108,11 @@
     try {
       opts.width = Math.max(320, box.clientWidth - 16);
       opts.height = opts.height || 280;
+      (opts.axes || []).forEach(function (a, k) {
+        a.values = recordedTicks(title, k, a.values);
+        // A y axis as wide as its longest label ("19.9975" needs more than uPlot's 50 px).
+        if (k > 0 && a.size === undefined) { a.size = yAxisSize; }
+      });
       new uPlot(opts, columns, box);
       rendered++;
       if (isServer) { serverRendered++; }

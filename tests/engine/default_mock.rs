@@ -1,0 +1,149 @@
+//! The in-process mock (`--target mock`, the README's first command) with its default
+//! settings behaves like a small model on one GPU, and `LLMSURGE_MOCK_INSTANT` gives the
+//! zero-latency mock.
+
+use crate::support::{ok_report, start_run, wait_run};
+use llmsurge::report::Report;
+
+/// Runs `benchmark run` against the in-process mock (no `--target`) with `env` set.
+fn in_process(args: &[&str], env: &[(&str, &str)]) -> Report {
+    let mut all = vec![
+        "--profile",
+        "concurrent",
+        "--rate",
+        "8",
+        "--outputs",
+        "json",
+    ];
+    all.extend_from_slice(args);
+    let (child, dir) = start_run(&all, |cmd| {
+        cmd.envs(env.iter().copied());
+    });
+    ok_report(&wait_run(child, dir))
+}
+
+/// p50 of metric `name` over the successful requests of the only benchmark.
+fn p50(report: &Report, name: &str) -> f64 {
+    report.benchmarks[0].metrics[name]
+        .successful
+        .percentiles
+        .p50
+}
+
+/// Defaults: TTFT 20 ms ± 4 plus 0.04 ms per uncached prompt token, ITL 6 ms ± 1 plus
+/// 0.02 ms per active request, 128 ± 32 output tokens when the client does not force the
+/// length. So with 16-token prompts TTFT is about 21 ms and with 2,000-token prompts
+/// about 100 ms: the p50s must be at least 40 ms apart (timer lateness and loopback add
+/// the same few ms to both). ITL p50 is near 6 ms (at least 3), TPOT likewise, and
+/// without ignore_eos (max_tokens 512, far above the drawn lengths) the lengths differ.
+#[test]
+fn the_default_mock_has_prefill_jittered_gaps_and_varied_lengths() {
+    let short = in_process(
+        &[
+            "--max-requests",
+            "16",
+            "--data",
+            "prompt_tokens=16,output_tokens=512",
+            "--ignore-eos",
+            "false",
+        ],
+        &[],
+    );
+    let long = in_process(
+        &[
+            "--max-requests",
+            "16",
+            "--data",
+            "prompt_tokens=2000,output_tokens=8",
+        ],
+        &[],
+    );
+    let (ttft_short, ttft_long) = (p50(&short, "ttft"), p50(&long, "ttft"));
+    assert!(ttft_short >= 10.0, "ttft p50 {ttft_short} (base 20 ms ± 4)");
+    assert!(
+        ttft_long - ttft_short >= 40.0,
+        "TTFT must grow with the prompt: p50 {ttft_short} ms at 16 tokens, {ttft_long} ms at 2,000"
+    );
+    let itl = &short.benchmarks[0].metrics["itl"].successful;
+    assert!(
+        (3.0..=20.0).contains(&itl.percentiles.p50),
+        "itl p50 {}",
+        itl.percentiles.p50
+    );
+    assert!(
+        itl.max > itl.min,
+        "jittered gaps: {} .. {}",
+        itl.min,
+        itl.max
+    );
+    assert!(
+        p50(&short, "tpot") >= 3.0,
+        "tpot p50 {}",
+        p50(&short, "tpot")
+    );
+    let lengths = &short.benchmarks[0].metrics["output_tokens"].successful;
+    assert_eq!(lengths.count, 16);
+    assert!(
+        lengths.max > lengths.min && lengths.max < 512.0,
+        "output lengths vary around 128: {} .. {}",
+        lengths.min,
+        lengths.max
+    );
+    // The client's forced length (ignore_eos, the default) is obeyed exactly.
+    assert_eq!(
+        long.benchmarks[0].metrics["output_tokens"].successful.max,
+        8.0
+    );
+}
+
+/// LLMSURGE_MOCK_INSTANT=1: no prefill, no gaps, exactly 16 tokens when the client
+/// leaves the length to the server; the explicit TTFT variable still wins over it.
+#[test]
+fn the_instant_mock_is_zero_latency() {
+    let instant = in_process(
+        &[
+            "--max-requests",
+            "16",
+            "--data",
+            "prompt_tokens=2000,output_tokens=512",
+            "--ignore-eos",
+            "false",
+        ],
+        &[("LLMSURGE_MOCK_INSTANT", "1")],
+    );
+    // Zero server latency: what is left is the client, loopback and a debug build.
+    assert!(
+        p50(&instant, "ttft") < 40.0,
+        "ttft p50 {}",
+        p50(&instant, "ttft")
+    );
+    assert!(
+        p50(&instant, "itl") < 1.0,
+        "itl p50 {}",
+        p50(&instant, "itl")
+    );
+    let lengths = &instant.benchmarks[0].metrics["output_tokens"].successful;
+    assert_eq!((lengths.min, lengths.max), (16.0, 16.0));
+    let slow_start = in_process(
+        &[
+            "--max-requests",
+            "4",
+            "--data",
+            "prompt_tokens=16,output_tokens=4",
+        ],
+        &[
+            ("LLMSURGE_MOCK_INSTANT", "1"),
+            ("LLMSURGE_MOCK_TTFT_MS", "150"),
+        ],
+    );
+    assert!(
+        p50(&slow_start, "ttft") >= 149.0,
+        "the explicit TTFT wins: {}",
+        p50(&slow_start, "ttft")
+    );
+    assert!(
+        p50(&slow_start, "itl") < 1.0,
+        "itl p50 {}",
+        p50(&slow_start, "itl")
+    );
+}
