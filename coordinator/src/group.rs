@@ -545,8 +545,8 @@ pub async fn run_benchmark(
         };
         let client = ClientCounts {
             completed: m.completed,
-            output_tokens: m.output_tokens,
-            prompt_tokens: m.prompt_tokens,
+            output_tokens: m.received_output_tokens,
+            prompt_tokens: m.answered_prompt_tokens,
             unfinished: m.errored + m.cancelled,
             shard: plan
                 .shard

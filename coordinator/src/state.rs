@@ -84,6 +84,15 @@ pub struct MeasuredTotals {
     pub output_tokens: u64,
     /// Prompt tokens of completed measured requests.
     pub prompt_tokens: u64,
+    /// Output tokens received for every measured request, finished or not (the usage of
+    /// a completed one, what streamed of the others): what the server sent, for the
+    /// cross-check with its own counters.
+    #[serde(default)]
+    pub received_output_tokens: u64,
+    /// Prompt tokens of the measured requests the server began to answer (completed, or
+    /// a token came back): prompts the server certainly processed, for the cross-check.
+    #[serde(default)]
+    pub answered_prompt_tokens: u64,
     /// Earliest start of a measured request.
     pub first_start: Option<MonoNanos>,
     /// Latest end of a measured request.
@@ -275,6 +284,10 @@ impl WorkerGroupState {
     fn account_measured(&mut self, r: &RequestRecord) {
         self.timeseries.add(r);
         let m = &mut self.measured;
+        m.received_output_tokens += u64::from(r.output_tokens);
+        if r.status == RequestStatus::Completed || r.first_token.is_some() {
+            m.answered_prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
+        }
         match r.status {
             RequestStatus::Completed => {
                 m.completed += 1;

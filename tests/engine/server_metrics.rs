@@ -398,3 +398,46 @@ fn with_a_warmup_the_deltas_cover_the_measured_window_without_a_cross_check() {
     let ok = delta(m, "request_success");
     assert!((30.0..=40.0).contains(&ok), "{ok}");
 }
+
+#[test]
+fn streams_cut_at_max_seconds_still_agree_with_the_servers_counts() {
+    // Each request streams for ~1 s, so at the 2 s limit about 20 are cut mid-stream: the
+    // server generated (and counted) their tokens, and the client received them.
+    let server = mock(MockConfig {
+        itl_ms: 5.0,
+        ..MockConfig::instant()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "20",
+        "--max-seconds",
+        "2",
+        "--server-metrics-interval",
+        "200ms",
+        "--data",
+        "prompt_tokens=32,output_tokens=200",
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert!(
+        b.measured_requests.cancelled >= 5,
+        "{:?}",
+        b.measured_requests
+    );
+    let m = server_metrics(b);
+    let names: Vec<&str> = m.cross_checks.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["generation_tokens", "prompt_tokens", "request_success"],
+        "{:?}",
+        m.warnings
+    );
+    for c in &m.cross_checks {
+        assert!(c.agrees, "{c:?}: {:?}", m.warnings);
+    }
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+}

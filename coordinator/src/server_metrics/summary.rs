@@ -72,11 +72,14 @@ pub struct SummaryWindow {
 pub struct ClientCounts {
     /// Requests that completed.
     pub completed: u64,
-    /// Output tokens of the completed requests.
+    /// Output tokens received, of every request (a request cancelled mid-stream
+    /// included: the server counted what it generated for it).
     pub output_tokens: u64,
-    /// Prompt tokens of the completed requests.
+    /// Prompt tokens of the requests the server began to answer (completed, or a token
+    /// came back).
     pub prompt_tokens: u64,
-    /// Requests that errored or were cancelled (the server may count their tokens).
+    /// Requests that errored or were cancelled (the server may count tokens of theirs
+    /// the client never saw).
     pub unfinished: u64,
     /// `--shard K/N` with N > 1: this host sent only its part of the load, so the
     /// server's counts (every shard's) are not comparable with its own.
@@ -245,8 +248,16 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
 
     let mut cross_checks = Vec::new();
     let checks = [
-        ("generation_tokens", client.output_tokens, "output tokens"),
-        ("prompt_tokens", client.prompt_tokens, "prompt tokens"),
+        (
+            "generation_tokens",
+            client.output_tokens,
+            "output tokens received",
+        ),
+        (
+            "prompt_tokens",
+            client.prompt_tokens,
+            "prompt tokens of the requests it answered",
+        ),
         ("request_success", client.completed, "completed requests"),
     ];
     let comparable = checks.iter().any(|(n, ..)| delta(n).is_some());
@@ -271,7 +282,7 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
             if !agrees {
                 let unfinished = if client.unfinished > 0 && name != "request_success" {
                     format!(
-                        "; {} requests did not complete, and the server counts their tokens where the client counts only completed requests'",
+                        "; {} requests did not complete, and the server may count tokens of theirs the client never saw (generated after a cancel, or a prompt it read before failing)",
                         client.unfinished
                     )
                 } else {
