@@ -229,10 +229,32 @@ pub struct SyntheticSource {
 }
 
 impl SyntheticSource {
-    /// Loads the tokenizer and source text and prepares the prompt builder.
+    /// Prepares the prompt builder: from the precomputed material when the spec allows
+    /// ([`SyntheticSource::precomputed`]), otherwise by loading the tokenizer and the
+    /// source text.
     pub fn new(spec: SyntheticSpec) -> Result<Self, String> {
+        if let Some(source) = Self::precomputed(&spec) {
+            return Ok(source);
+        }
         let tok = Tokenizer::load(&spec.tokenizer)?;
         Self::with_tokenizer(spec, tok)
+    }
+
+    /// The source without a tokenizer, from the precomputed material of the built-in
+    /// text under the default tokenizer (see [`super::exact`]); `None` when the spec
+    /// names another tokenizer or source text, or prompts longer than the material.
+    pub fn precomputed(spec: &SyntheticSpec) -> Option<Self> {
+        let default_tok =
+            spec.tokenizer == TokenizerRef::Builtin(super::tokenizer::DEFAULT_PROCESSOR.into());
+        if !default_tok || spec.source.is_some() {
+            return None;
+        }
+        let builder = PromptBuilder::builtin_cl100k(max_prompt_tokens(spec))?;
+        Some(Self {
+            spec: spec.clone(),
+            builder,
+            sampler: spec.samples.map(|n| SlotSampler::new(n, spec.sampling)),
+        })
     }
 
     /// As [`SyntheticSource::new`], with a tokenizer already loaded.
