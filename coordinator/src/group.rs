@@ -39,8 +39,13 @@ fn ms_since(at: Instant) -> f64 {
     at.elapsed().as_secs_f64() * 1e3
 }
 
-/// Gap between "all ready" and t0, so every worker gets `Start` before t0.
-const START_DELAY: Duration = Duration::from_millis(20);
+/// Gap between "all ready" and t0, so every worker gets `Start` before t0: sending it is
+/// microseconds per worker and a blocked worker wakes within a fraction of a
+/// millisecond, so 5 ms plus 0.5 ms a worker (at most 20 ms) leaves room for a busy
+/// machine. It was a flat 20 ms: most of the time from launch to the first request.
+fn start_delay(workers: u32) -> Duration {
+    (Duration::from_millis(5) + Duration::from_micros(500) * workers).min(Duration::from_millis(20))
+}
 /// After cancelling, how long workers get to report before they are killed.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
 /// A running worker silent for this long is hung and gets killed, unless the plan says
@@ -360,7 +365,7 @@ pub async fn run_benchmark(
         profiler_warnings.push(w);
     }
 
-    let ready_t0 = MonoNanos::now() + START_DELAY;
+    let ready_t0 = MonoNanos::now() + start_delay(n);
     let t0 = match env.start_at {
         Some(at) if at > ready_t0 => {
             env.observer.notice(&format!(

@@ -181,6 +181,10 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
             return super::usage_error(&message);
         }
     }
+    tracing::debug!(
+        ms = phase.elapsed().as_secs_f64() * 1e3,
+        "probe and server metrics checked"
+    );
     let info = RunInfo {
         args: plan_json(&plan, &data),
         target: TargetInfo {
