@@ -375,6 +375,31 @@ mod tests {
     }
 
     #[test]
+    fn only_the_default_workload_skips_the_tokenizer() {
+        let spec = |raw: &str| parse_spec(raw, 1).expect("spec");
+        let default = SyntheticSource::precomputed(&spec("prompt_tokens=256,output_tokens=8"))
+            .expect("the default workload is precomputed");
+        assert!(default.builder().tokenizer().is_none());
+        let mut other = spec("prompt_tokens=256,output_tokens=8");
+        other.tokenizer = TokenizerRef::Builtin("o200k_base".into());
+        assert!(SyntheticSource::precomputed(&other).is_none());
+        // Longer than the material covers: the tokenizer path, as before.
+        assert!(
+            SyntheticSource::precomputed(&spec("prompt_tokens=9000,output_tokens=8")).is_none()
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = dir.path().join("t.txt");
+        std::fs::write(&text, "Some words of a source text.").expect("w");
+        let with_source = spec(&format!(
+            "prompt_tokens=16,output_tokens=8,source={}",
+            text.display()
+        ));
+        assert!(SyntheticSource::precomputed(&with_source).is_none());
+        let built = SyntheticSource::new(with_source).expect("tokenizer path");
+        assert!(built.builder().tokenizer().is_some());
+    }
+
+    #[test]
     fn spec_files_parse_as_json_and_yaml() {
         let dir = tempfile::tempdir().expect("tempdir");
         let y = dir.path().join("s.yaml");
