@@ -135,7 +135,11 @@ fn baseline_reencode_whole_prompt(bencher: divan::Bencher) {
             _ => String::new(),
         })
         .collect();
-    let tok = src.builder().tokenizer();
+    // The default prompts come from precomputed material: load the tokenizer here.
+    let tok = llmsurge::data::tokenizer::Tokenizer::load(&llmsurge_proto::TokenizerRef::Builtin(
+        "cl100k_base".into(),
+    ))
+    .expect("cl100k");
     let mut i = 0;
     bencher
         .counter(divan::counter::ItemsCount::new(1usize))

@@ -34,8 +34,18 @@ use tokio::time::{Instant, sleep_until};
 
 /// Bound on the whole handshake (spawn, hello, configure, ready).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Gap between "all ready" and t0, so every worker gets `Start` before t0.
-const START_DELAY: Duration = Duration::from_millis(20);
+/// Milliseconds since `at`, for the start-up log.
+fn ms_since(at: Instant) -> f64 {
+    at.elapsed().as_secs_f64() * 1e3
+}
+
+/// Gap between "all ready" and t0, so every worker gets `Start` before t0: sending it is
+/// microseconds per worker and a blocked worker wakes within a fraction of a
+/// millisecond, so 5 ms plus 0.5 ms a worker (at most 20 ms) leaves room for a busy
+/// machine. It was a flat 20 ms: most of the time from launch to the first request.
+fn start_delay(workers: u32) -> Duration {
+    (Duration::from_millis(5) + Duration::from_micros(500) * workers).min(Duration::from_millis(20))
+}
 /// After cancelling, how long workers get to report before they are killed.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
 /// A running worker silent for this long is hung and gets killed, unless the plan says
@@ -287,6 +297,8 @@ pub async fn run_benchmark(
 
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let mut tracks = Vec::with_capacity(n as usize);
+    // Start-up phases at debug level (LLMSURGE_LOG=debug), for docs/performance.md.
+    let spawn_started = Instant::now();
     for id in 0..n {
         let spawned = match spawn_worker(env.command, &shm_fd) {
             Ok(s) => s,
@@ -334,10 +346,15 @@ pub async fn run_benchmark(
     }
     drop(tx);
 
+    tracing::debug!(workers = n, ms = ms_since(spawn_started), "workers spawned");
     if let Err(e) = handshake(plan, &mut tracks, &mut rx, env).await {
         tracks.iter().for_each(|t| kill(t.pid));
         return Err(e);
     }
+    tracing::debug!(
+        ms = ms_since(spawn_started),
+        "every worker ready (since the first spawn)"
+    );
 
     // The profiler runs from before t0 to after the last request: the whole window.
     let mut profiler_warnings = Vec::new();
@@ -348,7 +365,7 @@ pub async fn run_benchmark(
         profiler_warnings.push(w);
     }
 
-    let ready_t0 = MonoNanos::now() + START_DELAY;
+    let ready_t0 = MonoNanos::now() + start_delay(n);
     let t0 = match env.start_at {
         Some(at) if at > ready_t0 => {
             env.observer.notice(&format!(

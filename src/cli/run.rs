@@ -23,6 +23,7 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
         Err(e) => return super::usage_error(&e.0),
     };
     // Data errors (files, rows, tokenizers) are input errors: found before anything starts.
+    let data_started = std::time::Instant::now();
     let data = match crate::data::prepare(
         &plan.data,
         plan.limits.max_seconds,
@@ -32,6 +33,12 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
         Ok(d) => d,
         Err(e) => return super::usage_error(&e),
     };
+    // Start-up phases at debug level (LLMSURGE_LOG=debug), for docs/performance.md.
+    tracing::debug!(
+        ms = data_started.elapsed().as_secs_f64() * 1e3,
+        tokenizer = %data.summary.tokenizer,
+        "data prepared"
+    );
     // A finite dataset is split like --max-requests: every shard needs a row.
     if let Some(len) = data.spec.dataset_len()
         && plan.shard.is_split()
@@ -79,6 +86,7 @@ fn plan_json(plan: &RunPlan, data: &crate::data::PreparedData) -> serde_json::Va
 
 async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
     let started = unix_now();
+    let phase = std::time::Instant::now();
     let target = match resolve_target(
         &plan.target,
         plan.model.as_deref(),
@@ -102,6 +110,8 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         program,
         args: vec!["__worker".into()],
     };
+    tracing::debug!(ms = phase.elapsed().as_secs_f64() * 1e3, "target checked");
+    let phase = std::time::Instant::now();
     let mut template = match plan_template(&plan, &target, &data.spec) {
         Ok(t) => t,
         Err(UsageError(message)) => return super::usage_error(&message),
@@ -123,6 +133,10 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
             return super::usage_error(&message);
         }
     };
+    tracing::debug!(
+        ms = phase.elapsed().as_secs_f64() * 1e3,
+        "probe request answered"
+    );
     let mut warnings = probed.warnings;
     // Shards meet at one wall-clock instant: a clock NTP does not steer can be far off.
     if (plan.start_at.is_some() || plan.shard.is_split())
@@ -167,6 +181,10 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
             return super::usage_error(&message);
         }
     }
+    tracing::debug!(
+        ms = phase.elapsed().as_secs_f64() * 1e3,
+        "probe and server metrics checked"
+    );
     let info = RunInfo {
         args: plan_json(&plan, &data),
         target: TargetInfo {

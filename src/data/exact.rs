@@ -12,6 +12,13 @@
 //! split where expected (lengths do not add up), the builder re-encodes and repairs
 //! every prompt instead: slower, still exact.
 //!
+//! The default workload (the built-in text under `cl100k_base`) needs no tokenizer at
+//! all: its token material (each token's byte length, whether each window's cut edge
+//! re-encodes alike, which filler words are single tokens) is computed once, ahead of
+//! time, into `assets/cl100k_builtin.bin`, and [`PromptBuilder::builtin_cl100k`] reads
+//! it. Loading cl100k takes ~0.1 s per process, which was most of the time from launch
+//! to the first request; a test checks the file against the tokenizer.
+//!
 //! A prompt is `[prefix][marker][body]`: the prefix (shared by every prompt of a prefix
 //! group) opens with a group word and continues with a fixed window; the marker is up
 //! to [`MARKER_TOKENS`] words spelling the prompt's number within its group (least
@@ -30,7 +37,11 @@ const SPARE_TOKENS: usize = 16_384;
 /// Builds exact-length prompts from a pre-tokenized source text.
 #[derive(Debug)]
 pub struct PromptBuilder {
-    tok: Tokenizer,
+    /// `None` for precomputed material ([`PromptBuilder::builtin_cl100k`]), which never
+    /// repairs and knows every window edge in advance.
+    tok: Option<Tokenizer>,
+    /// The tokenizer's name, for errors.
+    name: String,
     text: String,
     /// Byte range of each token of `text`.
     starts: Vec<u32>,
@@ -41,6 +52,8 @@ pub struct PromptBuilder {
     words: Vec<String>,
     /// Lengths did not add up in the self-check: re-encode and repair every prompt.
     repair: bool,
+    /// Precomputed [`PromptBuilder::edge_stable`] of every window end (bit `end - 1`).
+    stable: Option<Vec<u64>>,
 }
 
 /// Where a prompt's prefix comes from.
@@ -106,27 +119,133 @@ impl PromptBuilder {
             ));
         }
         let mut builder = Self {
-            tok,
+            name: tok.name().to_string(),
+            tok: Some(tok),
             text,
             starts,
             ends,
             word_starts,
             words,
             repair: false,
+            stable: None,
         };
         builder.repair = !builder.self_check(max_tokens);
         if builder.repair && !builder.self_check(max_tokens) {
             return Err(format!(
                 "{}: cannot build prompts of exact lengths with this tokenizer",
-                builder.tok.name()
+                builder.name
             ));
         }
         Ok(builder)
     }
 
-    /// The tokenizer.
-    pub fn tokenizer(&self) -> &Tokenizer {
-        &self.tok
+    /// The builder of the built-in text under `cl100k_base` for prompts of up to
+    /// `max_tokens`, from the precomputed material: no tokenizer is loaded. `None` when
+    /// the prompts are longer than the material covers (load the tokenizer instead).
+    pub fn builtin_cl100k(max_tokens: usize) -> Option<Self> {
+        let m = Material::parse(CL100K_BUILTIN)?;
+        let need = max_tokens.checked_add(SPARE_TOKENS)?;
+        if need > m.words as usize {
+            return None;
+        }
+        // The text of `need` words is a prefix of the material's text ending at a
+        // sentence, where cl100k's pre-tokenizer splits: its tokens are the material's
+        // first tokens, and each edge (a substring) re-encodes as it did there.
+        let text = super::corpus::builtin_text(need);
+        let (mut starts, mut ends) = (Vec::new(), Vec::new());
+        let mut at = 0u32;
+        for &len in m.lens {
+            if at as usize >= text.len() {
+                break;
+            }
+            starts.push(at);
+            at += u32::from(len);
+            ends.push(at);
+        }
+        if at as usize != text.len() || starts.is_empty() {
+            return None;
+        }
+        let offsets: Vec<(usize, usize)> = starts
+            .iter()
+            .zip(&ends)
+            .map(|(&s, &e)| (s as usize, e as usize))
+            .collect();
+        let word_starts = find_word_starts(&text, &offsets);
+        let words = super::corpus::WORDS
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| bit(m.words_single, i))
+            .map(|(_, w)| (*w).to_string())
+            .collect::<Vec<_>>();
+        if words.len() < MIN_WORDS || word_starts.is_empty() {
+            return None;
+        }
+        let ntok = starts.len();
+        let stable = (0..ntok.div_ceil(64))
+            .map(|w| {
+                (0..64)
+                    .filter(|b| bit(m.stable, w * 64 + b) && w * 64 + b < ntok)
+                    .fold(0u64, |acc, b| acc | 1 << b)
+            })
+            .collect();
+        Some(Self {
+            tok: None,
+            name: "cl100k_base".into(),
+            text,
+            starts,
+            ends,
+            word_starts,
+            words,
+            repair: false,
+            stable: Some(stable),
+        })
+    }
+
+    /// The tokenizer, unless the builder works from precomputed material.
+    pub fn tokenizer(&self) -> Option<&Tokenizer> {
+        self.tok.as_ref()
+    }
+
+    /// The material file of this builder (see [`PromptBuilder::builtin_cl100k`]);
+    /// `words` is the word count of the built-in text it was built from.
+    pub fn material_bytes(&self, words: u32) -> Result<Vec<u8>, String> {
+        let ntok = self.starts.len();
+        let mut out = Vec::new();
+        out.extend_from_slice(MATERIAL_MAGIC);
+        out.extend_from_slice(&words.to_le_bytes());
+        out.extend_from_slice(
+            &u32::try_from(ntok)
+                .map_err(|e| e.to_string())?
+                .to_le_bytes(),
+        );
+        let mut at = 0;
+        for (&s, &e) in self.starts.iter().zip(&self.ends) {
+            if s != at {
+                return Err("the tokens do not cover the text contiguously".into());
+            }
+            out.push(u8::try_from(e - s).map_err(|_| "a token is over 255 bytes")?);
+            at = e;
+        }
+        let mut bits = vec![0u8; ntok.div_ceil(8)];
+        for end in 1..=ntok {
+            if self.edge_stable(end) {
+                bits[(end - 1) / 8] |= 1 << ((end - 1) % 8);
+            }
+        }
+        out.extend_from_slice(&bits);
+        let mut single = vec![0u8; super::corpus::WORDS.len().div_ceil(8)];
+        for (i, w) in super::corpus::WORDS.iter().enumerate() {
+            if self.words.iter().any(|x| x == w) {
+                single[i / 8] |= 1 << (i % 8);
+            }
+        }
+        out.extend_from_slice(&single);
+        Ok(out)
+    }
+
+    fn count(&self, text: &str) -> usize {
+        // Only precomputed material has no tokenizer, and it never needs a count.
+        self.tok.as_ref().map_or(0, |t| t.count(text))
     }
 
     /// Whether every prompt is re-encoded (the tokenizer failed the fast-path check).
@@ -150,7 +269,7 @@ impl PromptBuilder {
                 if self
                     .build(&mut out, n, prefix, i as u64 * 31, pick)
                     .is_err()
-                    || self.tok.count(&out) != n
+                    || self.count(&out) != n
                 {
                     return false;
                 }
@@ -221,18 +340,8 @@ impl PromptBuilder {
         let (i, from) = (i as usize, from as usize);
         let end = i + n; // exclusive
         let to = self.ends[end - 1] as usize;
-        // The last word start inside the window: the tokens before it are stable.
-        let k = self
-            .word_starts
-            .partition_point(|&(t, _)| (t as usize) < end)
-            .saturating_sub(1);
-        let (e, tail_from) = self.word_starts[k];
-        let (e, tail_from) = (e as usize, tail_from as usize);
-        let stable = match self.text.get(tail_from..to) {
-            Some(tail) => !tail.ends_with(char::is_whitespace) && self.tok.count(tail) == end - e,
-            None => false,
-        };
-        if stable {
+        let (e, _) = self.last_word_start(end);
+        if self.edge_stable(end) {
             out.push_str(&self.text[from..to]);
         } else {
             if e > i {
@@ -242,15 +351,89 @@ impl PromptBuilder {
         }
     }
 
+    /// The last word start before token `end` (exclusive): (its token, its byte).
+    fn last_word_start(&self, end: usize) -> (usize, usize) {
+        let k = self
+            .word_starts
+            .partition_point(|&(t, _)| (t as usize) < end)
+            .saturating_sub(1);
+        let (e, from) = self.word_starts[k];
+        (e as usize, from as usize)
+    }
+
+    /// Whether a window ending before token `end` may end there as it is: its last,
+    /// possibly cut, word re-encodes to the tokens it has in the whole text (the tokens
+    /// before that word are stable by construction).
+    fn edge_stable(&self, end: usize) -> bool {
+        if let Some(bits) = &self.stable {
+            let i = end - 1;
+            return bits.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1);
+        }
+        let (e, tail_from) = self.last_word_start(end);
+        if e >= end {
+            return false; // before the first word start: no window ends here
+        }
+        let to = self.ends[end - 1] as usize;
+        match self.text.get(tail_from..to) {
+            Some(tail) => !tail.ends_with(char::is_whitespace) && self.count(tail) == end - e,
+            None => false,
+        }
+    }
+
     /// Re-encodes `text` and repairs it to exactly `n` tokens (the slow path).
     pub fn fit(&self, text: &mut String, n: usize) -> Result<(), String> {
-        fit_exact(&self.tok, text, n, &self.words)
+        match &self.tok {
+            Some(tok) => fit_exact(tok, text, n, &self.words),
+            None => Err(format!(
+                "{}: no tokenizer to repair prompts with",
+                self.name
+            )),
+        }
     }
 
     /// Single-token filler words.
     pub fn words(&self) -> &[String] {
         &self.words
     }
+}
+
+/// The precomputed material of the built-in text under cl100k_base (see the module
+/// docs; written by the test `builtin_cl100k_material_is_current`).
+const CL100K_BUILTIN: &[u8] = include_bytes!("../../assets/cl100k_builtin.bin");
+/// Words of built-in text the material covers: prompts up to this less
+/// [`SPARE_TOKENS`] tokens.
+pub const CL100K_BUILTIN_WORDS: u32 = SPARE_TOKENS as u32 + 8192;
+const MATERIAL_MAGIC: &[u8; 8] = b"LLMSPTM1";
+
+/// A material file, borrowed: `words`, then per token its byte length, then a bit per
+/// window end (edge stable), then a bit per [`super::corpus::WORDS`] entry (one token).
+struct Material<'a> {
+    words: u32,
+    lens: &'a [u8],
+    stable: &'a [u8],
+    words_single: &'a [u8],
+}
+
+impl<'a> Material<'a> {
+    fn parse(b: &'a [u8]) -> Option<Self> {
+        let rest = b.strip_prefix(MATERIAL_MAGIC.as_slice())?;
+        let words = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?);
+        let ntok = u32::from_le_bytes(rest.get(4..8)?.try_into().ok()?) as usize;
+        let rest = &rest[8..];
+        let (lens, rest) = rest.split_at_checked(ntok)?;
+        let (stable, rest) = rest.split_at_checked(ntok.div_ceil(8))?;
+        let words_single = rest.get(..super::corpus::WORDS.len().div_ceil(8))?;
+        Some(Self {
+            words,
+            lens,
+            stable,
+            words_single,
+        })
+    }
+}
+
+fn bit(bytes: &[u8], i: usize) -> bool {
+    bytes.get(i / 8).is_some_and(|b| b >> (i % 8) & 1 == 1)
 }
 
 /// Word starts of `text`: tokens that begin with a space and a letter (tiktoken style),
@@ -334,7 +517,7 @@ mod tests {
                 let mut out = String::new();
                 b.build(&mut out, n, None, s, s * 1_000_003 + i as u64)
                     .expect("build");
-                assert_eq!(b.tokenizer().count(&out), n, "{out:?}");
+                assert_eq!(b.count(&out), n, "{out:?}");
             }
         }
     }
@@ -348,12 +531,63 @@ mod tests {
             let mut out = String::new();
             b.build(&mut out, 1 + (s as usize * 7) % 300, None, s, s * 7919)
                 .expect("build");
-            assert_eq!(
-                b.tokenizer().count(&out),
-                1 + (s as usize * 7) % 300,
-                "{out:?}"
-            );
+            assert_eq!(b.count(&out), 1 + (s as usize * 7) % 300, "{out:?}");
         }
+    }
+
+    /// Rewrites the material file when `LLMSURGE_WRITE_MATERIAL=1`
+    /// (`LLMSURGE_WRITE_MATERIAL=1 cargo nextest run -E 'test(builtin_cl100k_material)'`):
+    /// needed when the built-in text, its words or the bound change.
+    #[test]
+    fn builtin_cl100k_material_is_current() {
+        let words = CL100K_BUILTIN_WORDS;
+        let b = PromptBuilder::new(cl100k(), None, words as usize - SPARE_TOKENS).expect("builder");
+        assert!(!b.repairs());
+        let bytes = b.material_bytes(words).expect("material");
+        if std::env::var_os("LLMSURGE_WRITE_MATERIAL").is_some() {
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/cl100k_builtin.bin");
+            std::fs::write(path, &bytes).expect("write the material");
+        }
+        assert!(
+            bytes == CL100K_BUILTIN,
+            "assets/cl100k_builtin.bin is out of date: rerun this test with LLMSURGE_WRITE_MATERIAL=1"
+        );
+    }
+
+    #[test]
+    fn precomputed_material_builds_the_same_prompts_as_the_tokenizer() {
+        let tok = cl100k();
+        for max in [1usize, 16, 300, 2048, 8192] {
+            let fresh = PromptBuilder::new(cl100k(), None, max).expect("builder");
+            let pre = PromptBuilder::builtin_cl100k(max).expect("covered");
+            assert!(pre.tokenizer().is_none() && !fresh.repairs());
+            assert_eq!(pre.text, fresh.text, "{max}");
+            assert_eq!((&pre.starts, &pre.ends), (&fresh.starts, &fresh.ends));
+            assert_eq!(pre.word_starts, fresh.word_starts);
+            assert_eq!(pre.words, fresh.words);
+            // Every edge a window can end at (after the first word start).
+            let first = fresh.word_starts[0].0 as usize;
+            for end in first + 1..=fresh.starts.len() {
+                assert_eq!(pre.edge_stable(end), fresh.edge_stable(end), "{max}: {end}");
+            }
+            for s in 0..40u64 {
+                let n = 1 + (s as usize * 37) % max;
+                let prefix = (s % 3 == 0).then_some(PrefixPart {
+                    group: s % 5,
+                    tokens: n / 2,
+                    pick: s * 7919,
+                });
+                let (mut a, mut b) = (String::new(), String::new());
+                pre.build(&mut a, n, prefix, s, s * 1_000_003)
+                    .expect("build");
+                fresh
+                    .build(&mut b, n, prefix, s, s * 1_000_003)
+                    .expect("build");
+                assert_eq!(a, b);
+                assert_eq!(tok.count(&a), n, "{a:?}");
+            }
+        }
+        assert!(PromptBuilder::builtin_cl100k(CL100K_BUILTIN_WORDS as usize).is_none());
     }
 
     #[test]

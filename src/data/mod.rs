@@ -9,6 +9,8 @@
 //! here, with exit code 2. Each worker then builds its own source with
 //! [`source_factory`] during its handshake: synthetic prompts are generated from (seed,
 //! slot), table rows are read once from the file; no request waits on the coordinator.
+//! A tokenizer is loaded only where the data needs one: the default synthetic prompts
+//! (the built-in text under `cl100k_base`) are cut from precomputed material.
 
 pub mod columns;
 pub mod corpus;
@@ -217,7 +219,9 @@ pub fn prepare(
 ) -> Result<PreparedData, String> {
     let tok_ref =
         tokenizer::resolve_processor(&plan.processor).map_err(|e| format!("--processor {e}"))?;
-    let tok = tokenizer::Tokenizer::load(&tok_ref).map_err(|e| format!("--processor {e}"))?;
+    // Loaded only when the data needs it: the default synthetic prompts come from
+    // precomputed material (~0.1 s saved per process, see `exact`).
+    let load_tok = || tokenizer::Tokenizer::load(&tok_ref).map_err(|e| format!("--processor {e}"));
     let sampling = |rows: u64| Sampling {
         sampler: plan.sampler,
         seed: plan.seed,
@@ -235,8 +239,11 @@ pub fn prepare(
             }
             // Build the generator once here: a tokenizer or source text that cannot give
             // exact prompts fails now, before any worker starts.
-            let source = synthetic::SyntheticSource::with_tokenizer(spec.clone(), tok)
-                .map_err(|e| format!("--data: {e}"))?;
+            let source = match synthetic::SyntheticSource::precomputed(&spec) {
+                Some(s) => s,
+                None => synthetic::SyntheticSource::with_tokenizer(spec.clone(), load_tok()?)
+                    .map_err(|e| format!("--data: {e}"))?,
+            };
             let summary = DataSummary {
                 kind: "synthetic",
                 tokenizer: tok_ref.to_string(),
@@ -262,6 +269,7 @@ pub fn prepare(
             hub::remote_dataset_files(id, &plan.dataset_args).map_err(|e| format!("--data {e}"))?,
         ),
     };
+    let tok = load_tok()?;
     let mapper = RowMapper {
         columns: &plan.column_mapper,
         tok: &tok,

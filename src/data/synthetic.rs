@@ -229,10 +229,32 @@ pub struct SyntheticSource {
 }
 
 impl SyntheticSource {
-    /// Loads the tokenizer and source text and prepares the prompt builder.
+    /// Prepares the prompt builder: from the precomputed material when the spec allows
+    /// ([`SyntheticSource::precomputed`]), otherwise by loading the tokenizer and the
+    /// source text.
     pub fn new(spec: SyntheticSpec) -> Result<Self, String> {
+        if let Some(source) = Self::precomputed(&spec) {
+            return Ok(source);
+        }
         let tok = Tokenizer::load(&spec.tokenizer)?;
         Self::with_tokenizer(spec, tok)
+    }
+
+    /// The source without a tokenizer, from the precomputed material of the built-in
+    /// text under the default tokenizer (see [`super::exact`]); `None` when the spec
+    /// names another tokenizer or source text, or prompts longer than the material.
+    pub fn precomputed(spec: &SyntheticSpec) -> Option<Self> {
+        let default_tok =
+            spec.tokenizer == TokenizerRef::Builtin(super::tokenizer::DEFAULT_PROCESSOR.into());
+        if !default_tok || spec.source.is_some() {
+            return None;
+        }
+        let builder = PromptBuilder::builtin_cl100k(max_prompt_tokens(spec))?;
+        Some(Self {
+            spec: spec.clone(),
+            builder,
+            sampler: spec.samples.map(|n| SlotSampler::new(n, spec.sampling)),
+        })
     }
 
     /// As [`SyntheticSource::new`], with a tokenizer already loaded.
@@ -350,6 +372,31 @@ mod tests {
                 .expect_err("source")
                 .contains("/no/such/file")
         );
+    }
+
+    #[test]
+    fn only_the_default_workload_skips_the_tokenizer() {
+        let spec = |raw: &str| parse_spec(raw, 1).expect("spec");
+        let default = SyntheticSource::precomputed(&spec("prompt_tokens=256,output_tokens=8"))
+            .expect("the default workload is precomputed");
+        assert!(default.builder().tokenizer().is_none());
+        let mut other = spec("prompt_tokens=256,output_tokens=8");
+        other.tokenizer = TokenizerRef::Builtin("o200k_base".into());
+        assert!(SyntheticSource::precomputed(&other).is_none());
+        // Longer than the material covers: the tokenizer path, as before.
+        assert!(
+            SyntheticSource::precomputed(&spec("prompt_tokens=9000,output_tokens=8")).is_none()
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = dir.path().join("t.txt");
+        std::fs::write(&text, "Some words of a source text.").expect("w");
+        let with_source = spec(&format!(
+            "prompt_tokens=16,output_tokens=8,source={}",
+            text.display()
+        ));
+        assert!(SyntheticSource::precomputed(&with_source).is_none());
+        let built = SyntheticSource::new(with_source).expect("tokenizer path");
+        assert!(built.builder().tokenizer().is_some());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::openai::{
 use crate::source::PreparedRequest;
 use crate::sse::SseParser;
 use bytes::Bytes;
+use futures_util::StreamExt;
 use llmsurge_proto::{BackendConfig, ErrorKind, MonoNanos, RequestError};
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
@@ -158,6 +159,12 @@ impl Backend {
             .pool_max_idle_per_host(usize::MAX)
             .pool_idle_timeout(Duration::from_secs(90))
             .redirect(reqwest::redirect::Policy::none());
+        if url.scheme() == "http" {
+            // Plain HTTP, and redirects are not followed: no TLS ever. Without this the
+            // builder reads the system's root certificates (~10 ms, hundreds of files)
+            // on every worker's start-up path.
+            builder = builder.tls_certs_only(std::iter::empty());
+        }
         builder = if !cfg.http2 {
             builder.http1_only()
         } else if url.scheme() == "http" {
@@ -212,7 +219,11 @@ impl Backend {
             );
         }
         if self.stream {
-            self.read_stream(&mut response, started, deadline, ex).await;
+            // The body alone: the response head's header values are slices of hyper's
+            // first read buffer, so holding the head kept that buffer alive beside the
+            // one the body is read into; dropping it leaves an open stream one buffer.
+            let body = std::pin::pin!(response.bytes_stream());
+            self.read_stream(body, started, deadline, ex).await;
         } else {
             self.read_full(&mut response, deadline, ex).await;
         }
@@ -220,7 +231,7 @@ impl Backend {
 
     async fn read_stream(
         &self,
-        response: &mut reqwest::Response,
+        mut body: std::pin::Pin<&mut impl futures_util::Stream<Item = reqwest::Result<Bytes>>>,
         started: Instant,
         deadline: Instant,
         ex: &mut Exchange,
@@ -233,7 +244,7 @@ impl Backend {
                 (Some(_), _, Some(t)) => ((Instant::now() + t).min(deadline), ("next chunk", t)),
                 _ => (deadline, ("complete response", self.request_timeout)),
             };
-            let piece = match timeout_at(wait_until, response.chunk()).await {
+            let piece = match timeout_at(wait_until, body.next()).await {
                 Err(_) => {
                     let bound = if wait_until == deadline {
                         ("complete response", self.request_timeout)
@@ -242,9 +253,9 @@ impl Backend {
                     };
                     return ex.fail(ErrorKind::Timeout, timeout_message(bound.0, bound.1));
                 }
-                Ok(Err(e)) => return ex.fail(ErrorKind::StreamBroken, error_chain(&e)),
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(piece))) => piece,
+                Ok(Some(Err(e))) => return ex.fail(ErrorKind::StreamBroken, error_chain(&e)),
+                Ok(None) => break,
+                Ok(Some(Ok(piece))) => piece,
             };
             let at = MonoNanos::now();
             let mut failure = None;

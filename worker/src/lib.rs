@@ -136,6 +136,7 @@ async fn session(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> Result<
             )));
         }
     };
+    let preparing = std::time::Instant::now();
     let prepared = match prepare(&cfg, shm, factory) {
         Ok(p) => p,
         Err(message) => {
@@ -147,7 +148,12 @@ async fn session(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> Result<
             return Err(WorkerError::Prepare(message));
         }
     };
-    tracing::debug!(worker = cfg.worker_id, schedule = ?cfg.schedule, "worker ready");
+    tracing::debug!(
+        worker = cfg.worker_id,
+        schedule = ?cfg.schedule,
+        prepare_ms = preparing.elapsed().as_secs_f64() * 1e3,
+        "worker ready"
+    );
     writer.send(&FromWorker::Ready).await?;
     let t0 = match next_message(&mut reader).await? {
         Some(ToWorker::Start { t0 }) => t0,
