@@ -267,26 +267,35 @@
     function offset(b) { var s = num(b.start_time); return s === null ? 0 : s - run0; }
     // [[x, value], …] of one server series over every benchmark; `map` turns one
     // benchmark's points into values (null to skip).
+    // After each benchmark's points a null point just past its last one: the line breaks
+    // there instead of joining one benchmark's load to the next one's.
+    function endBenchmark(out, from) {
+      if (out.length > from) { out.push([out[out.length - 1][0] + 1e-6, null]); }
+    }
     function serverPoints(name, map) {
       var out = [];
       benches.forEach(function (b) {
+        var from = out.length;
         var sm = b && b.server_metrics;
         var pts = sm && sm.series && Array.isArray(sm.series[name]) ? sm.series[name] : [];
         var clean = pts.filter(function (p) { return Array.isArray(p) && num(p[0]) !== null && num(p[1]) !== null; });
         (map ? map(clean) : clean).forEach(function (p) {
           if (p && num(p[1]) !== null) { out.push([offset(b) + p[0], p[1]]); }
         });
+        endBenchmark(out, from);
       });
       return out;
     }
     function clientPoints(pick) {
       var out = [];
       benches.forEach(function (b) {
+        var from = out.length;
         (Array.isArray(b.timeseries) ? b.timeseries : []).forEach(function (p) {
           var t = num(p.t);
           var v = pick(p);
           if (t !== null && v !== null) { out.push([offset(b) + t, v]); }
         });
+        endBenchmark(out, from);
       });
       return out;
     }
@@ -301,8 +310,9 @@
       }
       return out;
     }
-    // Several [[x, y]] lists as uPlot columns on the union of their x values; a line
-    // spans the x values of the others (spanGaps).
+    // Several [[x, y]] lists as uPlot columns on the union of their x values. A line
+    // spans the x values only the others have (undefined, which uPlot skips) and breaks
+    // at its own null points (the ends of benchmarks).
     function columnsOf(lists) {
       var xs = [];
       lists.forEach(function (l) { l.forEach(function (p) { xs.push(p[0]); }); });
@@ -311,7 +321,7 @@
       var at = {};
       xs.forEach(function (x, k) { at[x] = k; });
       return [xs].concat(lists.map(function (l) {
-        var ys = xs.map(function () { return null; });
+        var ys = xs.map(function () { return undefined; });
         l.forEach(function (p) { ys[at[p[0]]] = p[1]; });
         return ys;
       }));
@@ -325,7 +335,7 @@
         scales: { x: { time: false } },
         series: [{ label: "s" }].concat(shown.map(function (l) {
           return { label: l.label, stroke: l.color, width: l.server ? 2 : 1.5, dash: l.server ? undefined : [6, 4],
-            spanGaps: true, points: { show: false } };
+            spanGaps: false, points: { show: false } };
         })),
         axes: [{ label: "seconds since the run started" }, { label: unit }],
       }, columnsOf(shown.map(function (l) { return l.points; })));
