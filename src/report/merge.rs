@@ -565,8 +565,13 @@ fn merge_server_metrics(
         .map(|c| c.name.as_str())
         .collect();
     let mut warnings = vec![format!(
-        "server metrics from {source} of {} merged: every shard scraped the same server; cross-checks recomputed against the clients of all merged shards",
-        parts.len()
+        "server metrics from {source} of {} merged: every shard scraped the same server{}",
+        parts.len(),
+        if kept.cross_checks.is_empty() {
+            ""
+        } else {
+            "; cross-checks recomputed against the clients of all merged shards"
+        }
     )];
     if (shards.len() as u32) < count {
         warnings.push(

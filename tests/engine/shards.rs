@@ -433,6 +433,23 @@ fn three_shards_merge_into_the_single_host_run() {
     // The server saw exactly the merged report's requests.
     assert_eq!(server.stats().requests.chat_completions, m.requests.created);
     assert_eq!(m.requests.created, 300);
+    // Every shard scraped the mock's /metrics; the merged report keeps one shard's, and
+    // says no cross-check is possible rather than claiming a recomputed one.
+    let sm = m.server_metrics.as_ref().expect("server metrics");
+    assert!(sm.cross_checks.is_empty(), "{:?}", sm.cross_checks);
+    assert!(
+        sm.warnings[0].starts_with("server metrics from shard 1/3 of 3 merged")
+            && !sm.warnings[0].contains("recomputed"),
+        "{:?}",
+        sm.warnings
+    );
+    assert!(
+        sm.warnings
+            .iter()
+            .any(|w| w.contains("the server counts every shard's requests")),
+        "{:?}",
+        sm.warnings
+    );
     // The fleet's rate is one process's, within 2%.
     let (rate, single_rate) = (
         m.throughput.requests_per_s,
