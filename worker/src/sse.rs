@@ -31,7 +31,9 @@ impl SseParser {
     /// Feeds a piece of the stream; calls `on_data` with the data of every event it
     /// completes. Stops early (returning `false`) when the callback returns `false`.
     pub fn push(&mut self, mut piece: &[u8], mut on_data: impl FnMut(&[u8]) -> bool) -> bool {
-        if self.pending_cr {
+        // An empty piece (a zero-length HTTP/2 DATA frame) says nothing of what follows
+        // the `\r`: only a non-empty one settles whether its first byte is the `\n`.
+        if self.pending_cr && !piece.is_empty() {
             self.pending_cr = false;
             if let Some(rest) = piece.strip_prefix(b"\n") {
                 piece = rest;
@@ -200,6 +202,19 @@ mod tests {
         });
         assert!(!finished);
         assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn an_empty_piece_between_cr_and_lf_does_not_end_the_event() {
+        let mut p = SseParser::new();
+        let mut events = Vec::new();
+        for piece in [&b"data: a\r"[..], b"", b"\ndata: b\r\n\r\n"] {
+            p.push(piece, |d| {
+                events.push(d.to_vec());
+                true
+            });
+        }
+        assert_eq!(events, [b"a\nb".to_vec()]);
     }
 
     mod properties {
