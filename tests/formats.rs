@@ -47,10 +47,10 @@ fn yaml_report_snapshot() {
     insta::assert_snapshot!(text(&fixture(), FileFormat::Yaml));
 }
 
-#[test]
-fn the_csv_reads_back_as_one_typed_row_per_benchmark() {
-    let report = fixture();
-    let bytes = render(&report, FileFormat::Csv).expect("renders");
+/// The report's CSV read back: its header (checked to be the report's columns, each name
+/// once) and its rows.
+fn csv_table(report: &Report) -> (Vec<String>, Vec<csv::StringRecord>) {
+    let bytes = render(report, FileFormat::Csv).expect("renders");
     let mut reader = csv::Reader::from_reader(bytes.as_slice());
     let header: Vec<String> = reader
         .headers()
@@ -58,19 +58,29 @@ fn the_csv_reads_back_as_one_typed_row_per_benchmark() {
         .iter()
         .map(str::to_string)
         .collect();
-    assert_eq!(header, report_csv::header(&report));
+    assert_eq!(header, report_csv::header(report));
     let mut unique = header.clone();
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), header.len(), "column names are unique");
-    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a row")).collect();
+    let rows = reader.records().map(|r| r.expect("a row")).collect();
+    (header, rows)
+}
+
+/// The position of column `name`.
+fn column(header: &[String], name: &str) -> usize {
+    header
+        .iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+}
+
+#[test]
+fn the_csv_reads_back_as_one_typed_row_per_benchmark() {
+    let report = fixture();
+    let (header, rows) = csv_table(&report);
     assert_eq!(rows.len(), report.benchmarks.len());
-    let col = |name: &str| {
-        header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no column {name}"))
-    };
+    let col = |name: &str| column(&header, name);
     for (row, b) in rows.iter().zip(&report.benchmarks) {
         assert_eq!(row.len(), header.len());
         assert_eq!(&row[col("run.strategy")], b.strategy.to_string());
@@ -265,15 +275,7 @@ fn server_metrics_csv_header_snapshot() {
 #[test]
 fn server_metrics_csv_cells_are_the_reports_figures() {
     let report = server_fixture();
-    let bytes = render(&report, FileFormat::Csv).expect("renders");
-    let mut reader = csv::Reader::from_reader(bytes.as_slice());
-    let header: Vec<String> = reader
-        .headers()
-        .expect("header")
-        .iter()
-        .map(str::to_string)
-        .collect();
-    assert_eq!(header, report_csv::header(&report));
+    let (header, rows) = csv_table(&report);
     // The plain columns keep their places: the server's come after the distributions.
     let plain = report_csv::header(&fixture());
     let kept: Vec<&String> = header
@@ -281,17 +283,7 @@ fn server_metrics_csv_cells_are_the_reports_figures() {
         .filter(|h| !h.starts_with("server."))
         .collect();
     assert_eq!(kept, plain.iter().collect::<Vec<_>>());
-    let mut unique = header.clone();
-    unique.sort();
-    unique.dedup();
-    assert_eq!(unique.len(), header.len(), "column names are unique");
-    let col = |name: &str| {
-        header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no column {name}"))
-    };
-    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a row")).collect();
+    let col = |name: &str| column(&header, name);
     for (row, b) in rows.iter().zip(&report.benchmarks) {
         let sm = b.server_metrics.as_ref().expect("server metrics");
         let f = |name: &str| -> f64 { row[col(name)].parse().expect(name) };
