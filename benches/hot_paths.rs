@@ -126,6 +126,7 @@ fn body_build(b: divan::Bencher) {
         prompt: Prompt::Text("the quick brown fox jumps over the lazy dog ".repeat(28)),
         prompt_tokens: Some(256),
         max_tokens: Some(128),
+        model: None,
     };
     b.bench(|| template.build(divan::black_box(&req)));
 }

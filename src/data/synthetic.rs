@@ -321,6 +321,7 @@ impl SyntheticSource {
             prompt: Prompt::Text(text),
             prompt_tokens: Some(prompt_len),
             max_tokens: Some(output_len),
+            model: None,
         })
     }
 }

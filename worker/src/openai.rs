@@ -16,7 +16,9 @@ const PER_REQUEST_KEYS: [&str; 4] = ["messages", "prompt", "max_tokens", "max_co
 /// Builds request bodies for one backend configuration.
 #[derive(Clone, Debug)]
 pub struct BodyTemplate {
-    /// `{"model":…,…,` — everything but the per-request fields.
+    /// `"model":…,` — the configured model, unless a request names its own.
+    model: Vec<u8>,
+    /// Every other constant field, each followed by a comma.
     prefix: Vec<u8>,
     format: RequestFormat,
     /// The user's `extra_body` sets `max_tokens` itself.
@@ -43,16 +45,16 @@ impl BodyTemplate {
         for (k, v) in &cfg.extra_body {
             fields.insert(k.clone(), v.clone());
         }
+        let mut model = Vec::with_capacity(64);
+        if let Some(v) = fields.get("model") {
+            write_field(&mut model, "model", v);
+        }
         let mut prefix = Vec::with_capacity(256);
-        prefix.push(b'{');
         for (k, v) in &fields {
-            if PER_REQUEST_KEYS.contains(&k.as_str()) {
+            if k == "model" || PER_REQUEST_KEYS.contains(&k.as_str()) {
                 continue;
             }
-            write_json(&mut prefix, k);
-            prefix.push(b':');
-            write_json(&mut prefix, v);
-            prefix.push(b',');
+            write_field(&mut prefix, k, v);
         }
         let overridden = |key: &str| cfg.extra_body.contains_key(key);
         let prompt_key = match cfg.request_format {
@@ -64,13 +66,11 @@ impl BodyTemplate {
         // An overridden per-request key is written once, from extra_body.
         for key in PER_REQUEST_KEYS {
             if let Some(v) = cfg.extra_body.get(key) {
-                write_json(&mut prefix, key);
-                prefix.push(b':');
-                write_json(&mut prefix, v);
-                prefix.push(b',');
+                write_field(&mut prefix, key, v);
             }
         }
         Self {
+            model,
             prefix,
             format: cfg.request_format,
             max_tokens_overridden,
@@ -84,7 +84,12 @@ impl BodyTemplate {
             Prompt::Text(t) => t.len(),
             Prompt::Messages(m) => m.iter().map(|m| m.content.len() + 32).sum(),
         };
-        let mut out = Vec::with_capacity(self.prefix.len() + prompt_len + 96);
+        let mut out = Vec::with_capacity(self.prefix.len() + prompt_len + 160);
+        out.push(b'{');
+        match &req.model {
+            Some(name) => write_field(&mut out, "model", &**name),
+            None => out.extend_from_slice(&self.model),
+        }
         out.extend_from_slice(&self.prefix);
         if !self.prompt_overridden {
             match self.format {
@@ -123,7 +128,7 @@ impl BodyTemplate {
                 out.extend_from_slice(format!("\"max_completion_tokens\":{n},").as_bytes());
             }
         }
-        // Every field above ends in a comma; the prefix holds at least "model".
+        // Every field above ends in a comma; there is at least "model".
         if out.last() == Some(&b',') {
             out.pop();
         }
@@ -138,6 +143,13 @@ fn write_message(out: &mut Vec<u8>, role: &str, content: &str) {
     out.extend_from_slice(b",\"content\":");
     write_json(out, content);
     out.push(b'}');
+}
+
+fn write_field<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, key: &str, value: &T) {
+    write_json(out, key);
+    out.push(b':');
+    write_json(out, value);
+    out.push(b',');
 }
 
 fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
@@ -384,6 +396,7 @@ mod tests {
             prompt: Prompt::Text(t.into()),
             prompt_tokens: None,
             max_tokens: max,
+            model: None,
         }
     }
 
@@ -424,6 +437,7 @@ mod tests {
             ]),
             prompt_tokens: None,
             max_tokens: Some(3),
+            model: None,
         };
         assert_eq!(body(&t, &msgs)["prompt"], "s\nu");
         assert_eq!(body(&t, &msgs)["max_tokens"], 3);
@@ -446,6 +460,20 @@ mod tests {
         let s = std::str::from_utf8(&raw).expect("utf8");
         assert_eq!(s.matches("\"max_tokens\"").count(), 1, "{s}");
         assert_eq!(s.matches("\"model\"").count(), 1, "{s}");
+    }
+
+    #[test]
+    fn a_request_may_name_its_own_model() {
+        for format in [RequestFormat::Chat, RequestFormat::Completions] {
+            let t = BodyTemplate::new(&backend(format, true));
+            let mut req = text("x", Some(2));
+            req.model = Some("adapter-1".into());
+            let raw = t.build(&req);
+            let s = std::str::from_utf8(&raw).expect("utf8");
+            assert_eq!(s.matches("\"model\"").count(), 1, "{s}");
+            assert_eq!(body(&t, &req)["model"], "adapter-1");
+            assert_eq!(body(&t, &text("x", Some(2)))["model"], "m");
+        }
     }
 
     #[test]

@@ -214,6 +214,7 @@ mod tests {
                 prompt: crate::Prompt::Text("hi".into()),
                 prompt_tokens: Some(1),
                 max_tokens: Some(1),
+                model: None,
             }))
         }
     }

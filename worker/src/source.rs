@@ -6,6 +6,7 @@
 //! whatever the number of workers.
 
 use llmsurge_proto::WorkerConfig;
+use std::sync::Arc;
 
 /// One chat message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +35,9 @@ pub struct PreparedRequest {
     pub prompt_tokens: Option<u32>,
     /// Output tokens to ask for (`max_tokens`), if any.
     pub max_tokens: Option<u32>,
+    /// The model name for this request (a LoRA adapter, say); `None` sends the run's
+    /// configured model.
+    pub model: Option<Arc<str>>,
 }
 
 /// Produces the payload of each slot.
