@@ -5,9 +5,20 @@
 use super::resolve::is_credential_header;
 use clap::CommandFactory;
 
+/// Name endings of settings that hold credentials, for flags added without
+/// `hide_env_values`. Counts like `…_OUTPUT_TOKENS` or `…_PER_PROMPT_TOKEN` are not secrets.
+const SECRET_SUFFIXES: [&str; 6] = [
+    "API_KEY",
+    "_SECRET",
+    "_PASSWORD",
+    "HF_TOKEN",
+    "AUTH_TOKEN",
+    "ACCESS_TOKEN",
+];
+
 /// Whether a setting holds a secret: its value is never shown.
 pub(super) fn is_secret(arg: &clap::Arg, env: &str) -> bool {
-    arg.is_hide_env_values_set() || env.contains("API_KEY") || env.contains("TOKEN")
+    arg.is_hide_env_values_set() || SECRET_SUFFIXES.iter().any(|s| env.ends_with(s))
 }
 
 /// Quotes a value for a POSIX shell when it needs quoting.
@@ -108,8 +119,7 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
                 default.as_deref().unwrap_or("(none)")
             ));
             let value = lookup(&env);
-            // Not from the environment: never a secret (the TOKEN rule below would hide
-            // LLMSURGE_MOCK_OUTPUT_TOKENS).
+            // Not from the environment: never a secret.
             let instant_value = instant_values
                 .iter()
                 .find(|(name, _)| *name == env)
@@ -200,7 +210,6 @@ mod tests {
             ("LLMSURGE_MOCK_INSTANT", "1"),
             ("LLMSURGE_MOCK_TTFT_MS", "50"),
         ]));
-        // (OUTPUT_TOKENS set in the environment would be redacted, as anything *TOKEN*.)
         for line in [
             "LLMSURGE_MOCK_INSTANT=1",
             "LLMSURGE_MOCK_TTFT_MS=50",
@@ -243,6 +252,30 @@ mod tests {
         }
         assert!(text.contains("# LLMSURGE_API_KEY=<set in the environment; redacted>"));
         assert!(text.contains("X-Trace"), "{text}");
+    }
+
+    #[test]
+    fn token_counts_are_shown_and_credentials_are_not() {
+        let text = render(&env(&[
+            ("LLMSURGE_MOCK_OUTPUT_TOKENS", "77"),
+            ("LLMSURGE_MOCK_TTFT_MS_PER_PROMPT_TOKEN", "0.5"),
+            ("LLMSURGE_MOCK_KV_CACHE_TOKENS", "4096"),
+        ]));
+        for line in [
+            "LLMSURGE_MOCK_OUTPUT_TOKENS=77",
+            "LLMSURGE_MOCK_TTFT_MS_PER_PROMPT_TOKEN=0.5",
+            "LLMSURGE_MOCK_KV_CACHE_TOKENS=4096",
+        ] {
+            assert!(text.contains(&format!("\n{line}\n")), "{line}: {text}");
+        }
+        let arg = clap::Arg::new("x");
+        for name in [
+            "LLMSURGE_HF_TOKEN",
+            "LLMSURGE_X_API_KEY",
+            "LLMSURGE_DB_PASSWORD",
+        ] {
+            assert!(is_secret(&arg, name), "{name}");
+        }
     }
 
     #[test]
