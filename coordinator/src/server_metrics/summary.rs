@@ -118,30 +118,25 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
     // the window is the whole benchmark).
     let base = snaps.iter().rev().find(|s| s.at <= window.start);
     let last = snaps.iter().find(|s| s.at >= window.end);
-    let base_t = match base {
-        Some(s) => Some(s.at),
-        None => {
-            if let Some(first) = snaps.first() {
-                warnings.push(format!(
-                    "no scrape before the measured window opened: counter deltas count from the first scrape, {:.2}s after t0",
-                    first.at
-                ));
-            }
-            snaps.first().map(|s| s.at)
+    // Without a bounding scrape, deltas count from the nearest one, and the report says so.
+    let mut bound = |found: Option<&Snapshot>, nearest: Option<&Snapshot>, what: &str| {
+        if found.is_none()
+            && let Some(s) = nearest
+        {
+            warnings.push(format!("no scrape {what} scrape, {:.2}s after t0", s.at));
         }
+        found.or(nearest).map(|s| s.at)
     };
-    let end_t = match last {
-        Some(s) => Some(s.at),
-        None => {
-            if let Some(l) = snaps.last() {
-                warnings.push(format!(
-                    "no scrape after the measured window closed: counter deltas stop at the last scrape, {:.2}s after t0",
-                    l.at
-                ));
-            }
-            snaps.last().map(|s| s.at)
-        }
-    };
+    let base_t = bound(
+        base,
+        snaps.first(),
+        "before the measured window opened: counter deltas count from the first",
+    );
+    let end_t = bound(
+        last,
+        snaps.last(),
+        "after the measured window closed: counter deltas stop at the last",
+    );
     let exact = window.whole_benchmark
         && base.is_some_and(|s| s.at < 0.0)
         && last.is_some_and(|s| s.at >= window.end);
