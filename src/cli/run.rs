@@ -389,6 +389,7 @@ fn plan_template(
         window: Default::default(),
         flush_interval: FLUSH_INTERVAL,
         shard: plan.shard,
+        lora: plan.data.lora.clone(),
     };
     let dataset_len = data.dataset_len();
     let base = BenchmarkPlan {
