@@ -103,6 +103,49 @@ pub struct MeasuredTotals {
     pub busy_ns: u64,
 }
 
+impl MeasuredTotals {
+    /// Adds one measured request.
+    fn add(&mut self, r: &RequestRecord) {
+        self.received_output_tokens += u64::from(r.output_tokens);
+        if r.status == RequestStatus::Completed || r.first_token.is_some() {
+            self.answered_prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
+        }
+        match r.status {
+            RequestStatus::Completed => {
+                self.completed += 1;
+                self.output_tokens += u64::from(r.output_tokens);
+                self.prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
+            }
+            RequestStatus::Errored => self.errored += 1,
+            RequestStatus::Cancelled => self.cancelled += 1,
+        }
+        if let Some(start) = r.start {
+            self.first_start = Some(self.first_start.map_or(start, |f| f.min(start)));
+            self.last_end = Some(self.last_end.map_or(r.end, |e| e.max(r.end)));
+            let busy = u64::try_from(r.end.since(start).as_nanos()).unwrap_or(u64::MAX);
+            self.busy_ns = self.busy_ns.saturating_add(busy);
+        }
+    }
+}
+
+/// One model's part of a benchmark (`--lora`): the same books as the whole, kept only
+/// for the requests that named this model.
+#[derive(Clone, Debug, Default)]
+pub struct ModelState {
+    /// The model name.
+    pub name: String,
+    /// Its configured share of the requests.
+    pub weight: f64,
+    /// Its requests, counted as they finish (`in_flight` stays 0).
+    pub counts: Counts,
+    /// Measured-window totals.
+    pub measured: MeasuredTotals,
+    /// Histograms of its measured requests.
+    pub metrics: MetricSet,
+    /// Its completed measured requests that met the goodput thresholds.
+    pub good_requests: u64,
+}
+
 #[derive(Debug, Default)]
 struct WorkerTrack {
     in_flight: HashMap<u64, RequestStarted>,
@@ -195,6 +238,9 @@ pub struct WorkerGroupState {
     unreported: u64,
     /// Unfinished measured requests whose elapsed time already missed a threshold.
     pub unfinished_not_good: u64,
+    /// `--lora`: each model's part, in the split's order (a record's `model` indexes
+    /// it). Empty without a split, which then costs nothing.
+    pub models: Vec<ModelState>,
 }
 
 impl WorkerGroupState {
@@ -215,7 +261,21 @@ impl WorkerGroupState {
             t0,
             unreported: 0,
             unfinished_not_good: 0,
+            models: Vec::new(),
         }
+    }
+
+    /// Keeps per-model books for the models of a `--lora` split.
+    pub fn set_models(&mut self, lora: &llmsurge_proto::LoraSpec) {
+        self.models = lora
+            .models
+            .iter()
+            .map(|m| ModelState {
+                name: m.name.clone(),
+                weight: m.weight,
+                ..ModelState::default()
+            })
+            .collect();
     }
 
     /// Applies one batch from `worker`; `on_record` sees every finished record. Returns
@@ -227,6 +287,11 @@ impl WorkerGroupState {
         on_record: &mut dyn FnMut(&RequestRecord),
     ) -> Result<Option<StopReason>, MetricsError> {
         self.metrics.merge_encoded(&batch.metrics)?;
+        for mm in &batch.model_metrics {
+            if let Some(m) = self.models.get_mut(usize::from(mm.model)) {
+                m.metrics.merge_encoded(&mm.metrics)?;
+            }
+        }
         for s in &batch.started {
             self.counts.created += 1;
             self.counts.in_flight += 1;
@@ -257,6 +322,9 @@ impl WorkerGroupState {
     }
 
     fn account(&mut self, r: &RequestRecord) {
+        if let Some(i) = r.model {
+            self.account_model(usize::from(i), r);
+        }
         match r.status {
             RequestStatus::Completed => self.counts.completed += 1,
             RequestStatus::Errored => self.counts.errored += 1,
@@ -281,28 +349,42 @@ impl WorkerGroupState {
         }
     }
 
+    /// The counts, measured totals and goodput of one model's request (its histograms
+    /// come from the worker's per-model delta).
+    fn account_model(&mut self, i: usize, r: &RequestRecord) {
+        let good = self.goodput.as_ref().is_some_and(|spec| {
+            r.status == RequestStatus::Completed
+                && r.latency()
+                    .is_some_and(|e2e| spec.is_good(r.ttft(), r.tpot(), e2e))
+        });
+        let Some(m) = self.models.get_mut(i) else {
+            return;
+        };
+        let c = &mut m.counts;
+        c.created += 1;
+        match r.status {
+            RequestStatus::Completed => c.completed += 1,
+            RequestStatus::Errored => c.errored += 1,
+            RequestStatus::Cancelled => c.cancelled += 1,
+        }
+        if r.late {
+            c.late += 1;
+        }
+        match r.phase {
+            Phase::Warmup => c.warmup += 1,
+            Phase::Cooldown => c.cooldown += 1,
+            Phase::Measured => {
+                m.measured.add(r);
+                if good {
+                    m.good_requests += 1;
+                }
+            }
+        }
+    }
+
     fn account_measured(&mut self, r: &RequestRecord) {
         self.timeseries.add(r);
-        let m = &mut self.measured;
-        m.received_output_tokens += u64::from(r.output_tokens);
-        if r.status == RequestStatus::Completed || r.first_token.is_some() {
-            m.answered_prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
-        }
-        match r.status {
-            RequestStatus::Completed => {
-                m.completed += 1;
-                m.output_tokens += u64::from(r.output_tokens);
-                m.prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
-            }
-            RequestStatus::Errored => m.errored += 1,
-            RequestStatus::Cancelled => m.cancelled += 1,
-        }
-        if let Some(start) = r.start {
-            m.first_start = Some(m.first_start.map_or(start, |f| f.min(start)));
-            m.last_end = Some(m.last_end.map_or(r.end, |e| e.max(r.end)));
-            let busy = u64::try_from(r.end.since(start).as_nanos()).unwrap_or(u64::MAX);
-            m.busy_ns = m.busy_ns.saturating_add(busy);
-        }
+        self.measured.add(r);
         if let Some(spec) = &self.goodput {
             match (r.status, r.latency()) {
                 (RequestStatus::Completed, Some(e2e)) if spec.is_good(r.ttft(), r.tpot(), e2e) => {
@@ -376,10 +458,17 @@ impl WorkerGroupState {
                 streamed_tokens: 0,
                 phase: self.window.phase(s.slot, s.scheduled.since(self.t0)),
                 late: false,
+                model: s.model,
             };
             if record.phase == Phase::Measured {
                 // Made here, not in a worker: its lower bounds are recorded here too.
                 llmsurge_proto::metrics::record_lower_bounds(&mut self.metrics, &record);
+                if let Some(m) = record
+                    .model
+                    .and_then(|i| self.models.get_mut(usize::from(i)))
+                {
+                    llmsurge_proto::metrics::record_lower_bounds(&mut m.metrics, &record);
+                }
             }
             self.account(&record);
             on_record(&record);
@@ -483,6 +572,7 @@ mod tests {
             slot,
             scheduled: MonoNanos(1),
             start: MonoNanos(2),
+            model: None,
         }
     }
 
@@ -506,6 +596,7 @@ mod tests {
             streamed_tokens: 4,
             phase: Phase::Measured,
             late: false,
+            model: None,
         }
     }
 
@@ -530,6 +621,7 @@ mod tests {
                 },
             ],
             metrics: Default::default(),
+            model_metrics: Vec::new(),
         };
         assert_eq!(st.apply(0, &batch, &mut count).expect("apply"), None);
         assert_eq!(st.counts.in_flight, 3);

@@ -29,7 +29,7 @@ pub use config::{
     WorkerConfig,
 };
 pub use frame::{FrameError, FrameIoError, FrameReader, FrameWriter, decode_frame, encode_frame};
-pub use messages::{FromWorker, PROTOCOL_VERSION, ToWorker, UpdateBatch};
+pub use messages::{FromWorker, ModelMetrics, PROTOCOL_VERSION, ToWorker, UpdateBatch};
 pub use metrics::{
     Distribution, EncodedMetrics, Metric, MetricSet, StatusClass, decode_histogram,
     encode_compressed,

@@ -291,6 +291,7 @@ mod tests {
             streamed_tokens: 4,
             phase: Phase::Measured,
             late: false,
+            model: None,
         }
     }
 
