@@ -214,6 +214,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         start_at: plan.start_at,
         planned: ChosenProfile::planned(&plan).unwrap_or(0),
         seed: plan.seed,
+        models: lora_names.iter().map(|n| n.to_string()).collect(),
     };
     let mut profile = ChosenProfile::new(&plan, template);
     let mut reporter = RunReporter::new(
