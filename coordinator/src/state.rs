@@ -668,6 +668,72 @@ mod tests {
     }
 
     #[test]
+    fn each_model_of_a_split_keeps_its_own_books() {
+        let mut st = WorkerGroupState::new(1, MonoNanos(0), Limits::default());
+        st.set_models(&llmsurge_proto::LoraSpec {
+            models: vec![
+                llmsurge_proto::LoraModel {
+                    name: "a".into(),
+                    weight: 0.5,
+                },
+                llmsurge_proto::LoraModel {
+                    name: "b".into(),
+                    weight: 0.5,
+                },
+            ],
+        });
+        let of = |slot, model, status, kind| RequestRecord {
+            model,
+            ..finished(slot, status, kind)
+        };
+        let mut delta = MetricSet::new();
+        delta.record(StatusClass::Successful, Metric::Ttft, 1_000);
+        let batch = UpdateBatch {
+            started: (0..4)
+                .map(|s| RequestStarted {
+                    model: Some(if s == 3 { 1 } else { 0 }),
+                    ..started(s)
+                })
+                .collect(),
+            finished: vec![
+                of(0, Some(0), RequestStatus::Completed, None),
+                of(1, Some(0), RequestStatus::Errored, Some(ErrorKind::Timeout)),
+                of(2, Some(1), RequestStatus::Completed, None),
+            ],
+            model_metrics: vec![llmsurge_proto::ModelMetrics {
+                model: 1,
+                metrics: delta.encode().expect("encode"),
+            }],
+            ..Default::default()
+        };
+        st.apply(0, &batch, &mut |_| {}).expect("apply");
+        // Slot 3 dies in flight on model b: still b's, as an error.
+        st.worker_lost(0, loss("worker 0 died", false, 4), &mut |_| {});
+        let (a, b) = (&st.models[0], &st.models[1]);
+        assert_eq!((a.counts.completed, a.counts.errored), (1, 1));
+        assert_eq!((b.counts.completed, b.counts.errored), (1, 1));
+        assert_eq!(a.counts.created + b.counts.created, st.counts.created);
+        assert_eq!(b.measured.completed, 1);
+        assert!(
+            a.metrics
+                .get(StatusClass::Successful, Metric::Ttft)
+                .is_none()
+        );
+        assert_eq!(
+            b.metrics
+                .get(StatusClass::Successful, Metric::Ttft)
+                .map(|h| h.len()),
+            Some(1)
+        );
+        // The dead worker's request left its lower bound in b's histograms.
+        assert!(
+            b.metrics
+                .get(StatusClass::Errored, Metric::TtftWithIncomplete)
+                .is_some()
+        );
+    }
+
+    #[test]
     fn a_dead_workers_requests_keep_the_phase_of_their_slot() {
         let mut st = WorkerGroupState::new(1, MonoNanos(0), Limits::default());
         st.window = MeasureWindow {

@@ -293,6 +293,64 @@ mod tests {
     }
 
     #[test]
+    fn a_lora_split_gets_a_histogram_delta_per_model_beside_the_whole() {
+        let names: Vec<Arc<str>> = vec!["a".into(), "b".into()];
+        let mut r = Reporter::new(0, ms(0), MeasureWindow::default()).with_models(["a", "b"]);
+        assert_eq!(r.model_index(Some(&names[1])), Some(1));
+        assert_eq!(
+            r.model_index(Some(&Arc::from("z"))),
+            None,
+            "not in the split"
+        );
+        assert_eq!(r.model_index(None), None);
+        for (slot, model) in [(0, Some(0)), (1, Some(0)), (2, Some(1)), (3, None)] {
+            let info = SlotInfo {
+                model,
+                ..info(slot)
+            };
+            r.started(&info, ms(10));
+            r.finished(info, &exchange(&[20, 30], None));
+        }
+        let batch = r.take_batch().expect("encodes");
+        assert_eq!(
+            batch.started.iter().filter(|s| s.model == Some(0)).count(),
+            2
+        );
+        assert_eq!(batch.finished[2].model, Some(1));
+        let count = |encoded: &llmsurge_proto::EncodedMetrics| {
+            let mut set = MetricSet::new();
+            set.merge_encoded(encoded).expect("decodes");
+            set.get(StatusClass::Successful, Metric::RequestLatency)
+                .map_or(0, |h| h.len())
+        };
+        assert_eq!(count(&batch.metrics), 4, "the whole has every request");
+        let per_model: Vec<(u16, u64)> = batch
+            .model_metrics
+            .iter()
+            .map(|m| (m.model, count(&m.metrics)))
+            .collect();
+        assert_eq!(per_model, vec![(0, 2), (1, 1)]);
+        // The deltas were taken: the next batch carries none.
+        assert!(r.take_batch().expect("encodes").model_metrics.is_empty());
+        // Without a split nothing per model is kept.
+        let mut plain = Reporter::new(0, ms(0), MeasureWindow::default());
+        plain.finished(
+            SlotInfo {
+                model: Some(0),
+                ..info(0)
+            },
+            &exchange(&[20], None),
+        );
+        assert!(
+            plain
+                .take_batch()
+                .expect("encodes")
+                .model_metrics
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn metrics_follow_the_definitions() {
         let mut r = Reporter::new(0, ms(0), MeasureWindow::default());
         // Content at 60, 65, 70, 75 ms; end at 76; start at 10; scheduled at 9.
