@@ -169,6 +169,9 @@ pub struct ModelResult {
     /// Its completed measured requests that met `--goodput`, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub good_requests: Option<u64>,
+    /// Its errors per kind, as the benchmark's `errors`.
+    #[serde(default)]
+    pub errors: Vec<ErrorEntry>,
     /// Distributions of its measured requests, per metric, as the benchmark's `metrics`.
     pub metrics: BTreeMap<String, StatusDistributions>,
     /// Its histograms, as the benchmark's `class_histograms` (for `benchmark merge`).
@@ -226,6 +229,15 @@ fn model_results(state: &WorkerGroupState, duration_s: f64) -> Vec<ModelResult> 
                 busy_s: t.busy_ns as f64 / 1e9,
                 throughput: ModelThroughput::default(),
                 good_requests: state.goodput.map(|_| m.good_requests),
+                errors: m
+                    .errors
+                    .iter()
+                    .map(|(kind, t)| ErrorEntry {
+                        kind: kind.key(),
+                        count: t.count,
+                        samples: t.samples.clone(),
+                    })
+                    .collect(),
                 metrics: BTreeMap::new(),
                 class_histograms: BTreeMap::new(),
             };

@@ -144,6 +144,16 @@ pub struct ModelState {
     pub metrics: MetricSet,
     /// Its completed measured requests that met the goodput thresholds.
     pub good_requests: u64,
+    /// Its errors per kind.
+    pub errors: BTreeMap<ErrorKind, ErrorTally>,
+}
+
+/// Counts `n` errors in a tally, keeping the first few distinct messages.
+fn tally(t: &mut ErrorTally, n: u64, message: &str) {
+    t.count += n;
+    if t.samples.len() < SAMPLES_PER_KIND && !t.samples.iter().any(|s| s == message) {
+        t.samples.push(message.to_string());
+    }
 }
 
 #[derive(Debug, Default)]
@@ -369,6 +379,11 @@ impl WorkerGroupState {
         }
         if r.late {
             c.late += 1;
+        }
+        if let Some(e) = &r.error
+            && r.status == RequestStatus::Errored
+        {
+            tally(m.errors.entry(e.kind).or_default(), 1, &e.message);
         }
         match r.phase {
             Phase::Warmup => c.warmup += 1,
@@ -713,6 +728,11 @@ mod tests {
         assert_eq!((a.counts.completed, a.counts.errored), (1, 1));
         assert_eq!((b.counts.completed, b.counts.errored), (1, 1));
         assert_eq!(a.counts.created + b.counts.created, st.counts.created);
+        assert_eq!(
+            a.errors.keys().copied().collect::<Vec<_>>(),
+            vec![ErrorKind::Timeout]
+        );
+        assert_eq!(b.errors[&ErrorKind::WorkerDied].count, 1);
         assert_eq!(b.measured.completed, 1);
         assert!(
             a.metrics

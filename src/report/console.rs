@@ -174,8 +174,12 @@ fn models_table(benchmarks: &[BenchmarkResult]) -> Table {
     for b in benchmarks {
         let created: u64 = b.models.iter().map(|m| m.requests.created).sum();
         for m in &b.models {
+            // A model with no successful request has no latency to show (not 0).
             let s = |key: &str, f: fn(&StatusDistributions) -> f64| {
-                m.metrics.get(key).map_or("-".into(), |d| num(f(d)))
+                m.metrics
+                    .get(key)
+                    .filter(|d| d.successful.count > 0)
+                    .map_or("-".into(), |d| num(f(d)))
             };
             let share = if created > 0 {
                 100.0 * m.requests.created as f64 / created as f64

@@ -431,7 +431,7 @@ fn model_names(report: &Report) -> Vec<&str> {
 }
 
 /// The counts and throughput columns of one model, after `model.<name>.`.
-const MODEL_FIXED: [&str; 13] = [
+const MODEL_FIXED: [&str; 14] = [
     "weight",
     "share",
     "requests.created",
@@ -441,6 +441,7 @@ const MODEL_FIXED: [&str; 13] = [
     "measured.completed",
     "measured.errored",
     "measured.cancelled",
+    "errors.kinds",
     "throughput.requests_per_s",
     "throughput.output_tokens_per_s",
     "throughput.total_tokens_per_s",
@@ -464,6 +465,11 @@ fn model_fixed_values(b: &BenchmarkResult, m: &ModelResult) -> Vec<String> {
         m.measured_requests.completed.to_string(),
         m.measured_requests.errored.to_string(),
         m.measured_requests.cancelled.to_string(),
+        m.errors
+            .iter()
+            .map(|e| format!("{}={}", e.kind, e.count))
+            .collect::<Vec<_>>()
+            .join(";"),
         float(m.throughput.requests_per_s),
         float(m.throughput.output_tokens_per_s),
         float(m.throughput.total_tokens_per_s),

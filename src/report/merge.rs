@@ -591,6 +591,7 @@ fn merge_models(shards: &[Input], i: usize, duration_s: f64) -> Vec<ModelResult>
             if let Some(g) = m.good_requests {
                 o.good_requests = Some(o.good_requests.unwrap_or(0) + g);
             }
+            o.errors = add_errors(std::mem::take(&mut o.errors), &m.errors);
             if let Some(h) = s.model_sets.get(i).and_then(|v| v.get(j)) {
                 // Both sides auto-resize with the same precision: adding cannot fail.
                 let _ = set.merge(h);
@@ -706,8 +707,14 @@ fn merge_server_metrics(
 /// Errors per kind, in the order kinds first appear (shard order); counts summed;
 /// distinct samples in shard order, capped as a run caps them.
 fn merge_errors(parts: &[&BenchmarkResult]) -> Vec<ErrorEntry> {
-    let mut merged: Vec<ErrorEntry> = Vec::new();
-    for e in parts.iter().flat_map(|b| &b.errors) {
+    parts
+        .iter()
+        .fold(Vec::new(), |merged, b| add_errors(merged, &b.errors))
+}
+
+/// Adds error entries into `merged`, by kind, keeping a few distinct samples.
+fn add_errors(mut merged: Vec<ErrorEntry>, more: &[ErrorEntry]) -> Vec<ErrorEntry> {
+    for e in more {
         let pos = match merged.iter().position(|m| m.kind == e.kind) {
             Some(p) => p,
             None => {
