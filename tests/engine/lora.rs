@@ -393,3 +393,58 @@ fn bad_lora_values_are_one_line_usage_errors() {
     assert!(run.stderr.starts_with("error: --lora"), "{}", run.stderr);
     assert_eq!(server.stats().models["a"].requests, 0, "nothing was sent");
 }
+
+#[test]
+fn a_scenario_file_sets_the_split_and_a_plain_run_has_no_models() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = dir.path().join("lora.json");
+    std::fs::write(&scenario, r#"{"lora": "a,b", "max_requests": 20}"#).expect("write");
+    let plan = llmsurge()
+        .args(["benchmark", "run", "--dry-run", "--scenario"])
+        .arg(&scenario)
+        .output()
+        .expect("dry run");
+    assert!(
+        plan.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("the plan is JSON");
+    let models = plan
+        .pointer("/data/lora/models")
+        .and_then(|m| m.as_array())
+        .unwrap_or_else(|| panic!("no split in the plan: {plan}"));
+    let split: Vec<(&str, f64)> = models
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().expect("name"),
+                m["weight"].as_f64().expect("weight"),
+            )
+        })
+        .collect();
+    assert_eq!(split, [("a", 0.5), ("b", 0.5)]);
+
+    // Without --lora: no per-model section anywhere, and the mock saw the base model only.
+    let server = mock(lora_mock());
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--model",
+        "base",
+        "--max-requests",
+        "20",
+        "--outputs",
+        "json,csv",
+    ]);
+    let report = ok_report(&run);
+    assert!(report.benchmarks[0].models.is_empty());
+    let json = std::fs::read_to_string(run.report_path()).expect("json");
+    assert!(
+        !json.contains("\"models\""),
+        "a plain run has no models key"
+    );
+    let csv = std::fs::read_to_string(run.dir.path().join("benchmarks.csv")).expect("csv");
+    assert!(!csv.contains("model."), "a plain run has no model columns");
+    assert_eq!(server.stats().models["base"].requests, 20);
+}
