@@ -156,14 +156,15 @@ fn batch() -> UpdateBatch {
     let mut reporter = Reporter::new(0, t0, MeasureWindow::default());
     for slot in 0..BATCH as u64 {
         let start = t0 + Duration::from_micros(slot * 300);
-        reporter.started(slot, start, start);
         let info = SlotInfo {
             slot,
             scheduled: start,
             late: false,
             prompt_tokens: Some(16),
             previous_end: None,
+            model: None,
         };
+        reporter.started(&info, start);
         reporter.finished(info, &exchange(start));
     }
     reporter.take_batch().expect("a batch encodes")
@@ -184,6 +185,7 @@ fn reporter_finish_per_request(b: divan::Bencher) {
             late: false,
             prompt_tokens: Some(16),
             previous_end: None,
+            model: None,
         };
         reporter.finished(info, divan::black_box(&ex));
         if reporter.pending() >= 4096 {
@@ -206,6 +208,7 @@ fn reporter_take_batch(b: divan::Bencher) {
                 late: false,
                 prompt_tokens: Some(16),
                 previous_end: None,
+                model: None,
             };
             reporter.finished(info, &ex);
         }

@@ -77,6 +77,12 @@ node -e 'const p = require(process.argv[1]).benchmarks[0].metrics.tpot.successfu
     process.exit(1);
   }' "$out/instant/benchmarks.json"
 
+# A LoRA traffic split (issue 11): the per-model table beside every chart.
+"$bin" benchmark run --target mock --lora "sql=0.6,chat=0.4" --profile constant --rate 10,20 \
+  --max-seconds 3 --data prompt_tokens=64,output_tokens=24 --outputs json,html \
+  --output-dir "$out/lora" --max-dispatch-lag 10s --disable-progress
+grep -q '<h2>Per model</h2>' "$out/lora/benchmarks.html"
+
 # The server's own metrics (issue 13): the checked-in report that carries them, rendered
 # by this build (two benchmarks with every figure, a failed scrape, a disagreeing
 # cross-check).
@@ -92,6 +98,8 @@ node scripts/check-html.cjs "$out/sweep/rerendered.html" 11:3
 node scripts/check-html.cjs "$out/nostream/benchmarks.html" 9:3 "$work/nostream.png"
 # Tiny values: 11 client charts (the server's ones depend on how many scrapes 3 s allow).
 node scripts/check-html.cjs "$out/instant/benchmarks.html" 11 "$work/instant.png"
+# The LoRA split: its 11 client charts (the server's depend on the scrapes).
+node scripts/check-html.cjs "$out/lora/benchmarks.html" 11 "$work/lora.png"
 # The fixture: its 11 client charts and exactly the 3 server charts, drawn.
 node scripts/check-html.cjs "$out/server/server.html" 11:3 "$work/server.png"
 echo "check-html: passed"

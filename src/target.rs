@@ -37,9 +37,11 @@ const READY_BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Resolves the target; every failure is a one-line usage error naming the target. With
 /// `ready_timeout`, a target that is not ready (unreachable, unhealthy, no model listed)
 /// is checked again with backoff (0.25 s doubling to 5 s) until it is or the time is up;
-/// then the last failure is the error.
+/// then the last failure is the error. `--target mock` also serves `extra_models` (the
+/// models of a `--lora` split).
 pub async fn resolve_target(
     spec: &TargetSpec,
+    extra_models: &[&str],
     model: Option<&str>,
     api_key: Option<&Secret>,
     connect_timeout: Duration,
@@ -47,8 +49,13 @@ pub async fn resolve_target(
 ) -> Result<ResolvedTarget, UsageError> {
     let (base_url, mock) = match spec {
         TargetSpec::Mock => {
-            let config =
+            let mut config =
                 MockConfig::from_env().map_err(|e| UsageError(format!("--target mock: {e}")))?;
+            for m in extra_models {
+                if !config.model.iter().any(|s| s == m) {
+                    config.model.push((*m).to_string());
+                }
+            }
             let server =
                 MockServer::start(config).map_err(|e| UsageError(format!("--target mock: {e}")))?;
             (server.base_url(), Some(server))

@@ -10,6 +10,7 @@ mod faults;
 mod fd_limit;
 mod gates;
 mod lifecycle;
+mod lora;
 mod merge;
 mod metrics;
 mod profiles;

@@ -406,6 +406,9 @@ pub async fn run_benchmark(
     let mut state = WorkerGroupState::new(n, t0, plan.limits);
     state.goodput = plan.goodput;
     state.window = plan.window;
+    if let Some(lora) = &plan.worker_template.lora {
+        state.set_models(lora);
+    }
     let mut sup = Supervisor {
         plan,
         shm: &shm,

@@ -711,6 +711,7 @@ mod capacity_tests {
             window: Default::default(),
             flush_interval: Duration::from_millis(20),
             shard: Default::default(),
+            lora: None,
         };
         PlanTemplate {
             base: BenchmarkPlan {

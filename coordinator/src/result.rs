@@ -132,6 +132,122 @@ pub struct ShardHealth {
     pub client: ClientHealth,
 }
 
+/// Throughput of one model's requests, over the benchmark's measured window (so the
+/// models' rates add up to the whole).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelThroughput {
+    /// Completed requests per second.
+    pub requests_per_s: f64,
+    /// Output tokens of completed requests per second.
+    pub output_tokens_per_s: f64,
+    /// Prompt plus output tokens of completed requests per second.
+    pub total_tokens_per_s: f64,
+    /// Mean of this model's requests in flight over the measured window.
+    pub concurrency_mean: f64,
+}
+
+/// One model's part of a benchmark under a `--lora` split: the same breakdown as the
+/// whole, for the requests that named this model.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelResult {
+    /// The model name.
+    pub model: String,
+    /// Its configured share of the requests.
+    pub weight: f64,
+    /// Its requests, every window (`in_flight` is always 0).
+    pub requests: Counts,
+    /// Its requests of the measured window.
+    pub measured_requests: MeasuredCounts,
+    /// Output tokens of its completed measured requests.
+    pub output_tokens: u64,
+    /// Prompt tokens of its completed measured requests.
+    pub prompt_tokens: u64,
+    /// Its requests' summed time in flight, seconds (for merging `concurrency_mean`).
+    pub busy_s: f64,
+    /// Throughput over the benchmark's measured window.
+    pub throughput: ModelThroughput,
+    /// Its completed measured requests that met `--goodput`, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub good_requests: Option<u64>,
+    /// Its errors per kind, as the benchmark's `errors`.
+    #[serde(default)]
+    pub errors: Vec<ErrorEntry>,
+    /// Distributions of its measured requests, per metric, as the benchmark's `metrics`.
+    pub metrics: BTreeMap<String, StatusDistributions>,
+    /// Its histograms, as the benchmark's `class_histograms` (for `benchmark merge`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub class_histograms: BTreeMap<String, String>,
+}
+
+impl ModelResult {
+    /// Sets `throughput` from the totals over a measured window of `duration_s`.
+    pub fn set_throughput(&mut self, duration_s: f64) {
+        let per_s = |n: f64| {
+            if duration_s > 0.0 {
+                n / duration_s
+            } else {
+                0.0
+            }
+        };
+        self.throughput = ModelThroughput {
+            requests_per_s: per_s(self.measured_requests.completed as f64),
+            output_tokens_per_s: per_s(self.output_tokens as f64),
+            total_tokens_per_s: per_s((self.output_tokens + self.prompt_tokens) as f64),
+            concurrency_mean: per_s(self.busy_s),
+        };
+    }
+
+    /// Replaces `metrics` and `class_histograms` by those of `set`.
+    pub fn set_distributions(&mut self, set: &MetricSet) {
+        self.metrics = distributions(set);
+        self.class_histograms = encode_class_histograms(set);
+    }
+
+    /// Its `class_histograms`, decoded into one set.
+    pub fn metric_set(&self) -> Result<MetricSet, HistogramError> {
+        decode_class_histograms(&self.class_histograms)
+    }
+}
+
+fn model_results(state: &WorkerGroupState, duration_s: f64) -> Vec<ModelResult> {
+    state
+        .models
+        .iter()
+        .map(|m| {
+            let t = &m.measured;
+            let mut r = ModelResult {
+                model: m.name.clone(),
+                weight: m.weight,
+                requests: m.counts,
+                measured_requests: MeasuredCounts {
+                    completed: t.completed,
+                    errored: t.errored,
+                    cancelled: t.cancelled,
+                },
+                output_tokens: t.output_tokens,
+                prompt_tokens: t.prompt_tokens,
+                busy_s: t.busy_ns as f64 / 1e9,
+                throughput: ModelThroughput::default(),
+                good_requests: state.goodput.map(|_| m.good_requests),
+                errors: m
+                    .errors
+                    .iter()
+                    .map(|(kind, t)| ErrorEntry {
+                        kind: kind.key(),
+                        count: t.count,
+                        samples: t.samples.clone(),
+                    })
+                    .collect(),
+                metrics: BTreeMap::new(),
+                class_histograms: BTreeMap::new(),
+            };
+            r.set_throughput(duration_s);
+            r.set_distributions(&m.metrics);
+            r
+        })
+        .collect()
+}
+
 /// One benchmark of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchmarkResult {
@@ -207,6 +323,10 @@ pub struct BenchmarkResult {
     /// when scraping was off and in reports older than it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
+    /// `--lora`: the breakdown per model of the split, in its order. Empty (and left
+    /// out) without a split.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelResult>,
 }
 
 /// Inputs of [`build`] besides the state.
@@ -332,6 +452,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         audit: Audit::default(),
         rate_estimate: None,
         server_metrics: None,
+        models: model_results(state, window.duration_s),
     }
 }
 
@@ -461,28 +582,38 @@ impl BenchmarkResult {
     /// Every histogram of `class_histograms`, decoded into one set; an unknown key or an
     /// undecodable histogram is an error naming it.
     pub fn metric_set(&self) -> Result<MetricSet, HistogramError> {
-        use base64::Engine;
-        let mut set = MetricSet::new();
-        for (key, b64) in &self.class_histograms {
-            let fail = |message: String| HistogramError {
-                key: key.clone(),
-                message,
-            };
-            let (class, metric) = StatusClass::ALL
-                .iter()
-                .flat_map(|&c| Metric::ALL.iter().map(move |&m| (c, m)))
-                .find(|&(c, m)| class_key(c, m) == *key)
-                .ok_or_else(|| fail("not a <class>.<metric> key".into()))?;
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .map_err(|e| fail(e.to_string()))?;
-            let h = llmsurge_proto::decode_histogram(&bytes).map_err(|e| fail(e.to_string()))?;
-            set.add(class, metric, &h)
-                .map_err(|e| fail(e.to_string()))?;
-        }
-        Ok(set)
+        decode_class_histograms(&self.class_histograms)
     }
+}
 
+/// Decodes histograms keyed `<class>.<metric>` into one set; an unknown key or an
+/// undecodable histogram is an error naming it.
+pub fn decode_class_histograms(
+    hists: &BTreeMap<String, String>,
+) -> Result<MetricSet, HistogramError> {
+    use base64::Engine;
+    let mut set = MetricSet::new();
+    for (key, b64) in hists {
+        let fail = |message: String| HistogramError {
+            key: key.clone(),
+            message,
+        };
+        let (class, metric) = StatusClass::ALL
+            .iter()
+            .flat_map(|&c| Metric::ALL.iter().map(move |&m| (c, m)))
+            .find(|&(c, m)| class_key(c, m) == *key)
+            .ok_or_else(|| fail("not a <class>.<metric> key".into()))?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|e| fail(e.to_string()))?;
+        let h = llmsurge_proto::decode_histogram(&bytes).map_err(|e| fail(e.to_string()))?;
+        set.add(class, metric, &h)
+            .map_err(|e| fail(e.to_string()))?;
+    }
+    Ok(set)
+}
+
+impl BenchmarkResult {
     /// Replaces every distribution (`metrics`, `histograms`, `class_histograms`, the
     /// client's dispatch lag, send gap and runtime delay) by those of `set`.
     pub fn set_distributions(&mut self, set: &MetricSet) {

@@ -473,6 +473,7 @@ mod tests {
             started: vec![],
             finished,
             metrics: metrics.encode().expect("encode"),
+            model_metrics: vec![],
         };
         state.apply(0, &batch, &mut |_| {}).expect("apply");
         let anchor = ClockAnchor {
@@ -537,6 +538,7 @@ mod tests {
                 streamed_tokens: 10,
                 phase: Phase::Measured,
                 late: false,
+                model: None,
             });
         }
         built(
@@ -610,6 +612,7 @@ mod tests {
                 streamed_tokens: 10,
                 phase: Phase::Measured,
                 late: false,
+                model: None,
             };
             if cut {
                 llmsurge_proto::metrics::record_lower_bounds(&mut metrics, &r);
@@ -698,6 +701,7 @@ mod tests {
             streamed_tokens: 0,
             phase: Phase::Measured,
             late: true,
+            model: None,
         };
         assert!(!spec.already_missed(&r));
         assert!(

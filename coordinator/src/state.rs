@@ -103,6 +103,59 @@ pub struct MeasuredTotals {
     pub busy_ns: u64,
 }
 
+impl MeasuredTotals {
+    /// Adds one measured request.
+    fn add(&mut self, r: &RequestRecord) {
+        self.received_output_tokens += u64::from(r.output_tokens);
+        if r.status == RequestStatus::Completed || r.first_token.is_some() {
+            self.answered_prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
+        }
+        match r.status {
+            RequestStatus::Completed => {
+                self.completed += 1;
+                self.output_tokens += u64::from(r.output_tokens);
+                self.prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
+            }
+            RequestStatus::Errored => self.errored += 1,
+            RequestStatus::Cancelled => self.cancelled += 1,
+        }
+        if let Some(start) = r.start {
+            self.first_start = Some(self.first_start.map_or(start, |f| f.min(start)));
+            self.last_end = Some(self.last_end.map_or(r.end, |e| e.max(r.end)));
+            let busy = u64::try_from(r.end.since(start).as_nanos()).unwrap_or(u64::MAX);
+            self.busy_ns = self.busy_ns.saturating_add(busy);
+        }
+    }
+}
+
+/// One model's part of a benchmark (`--lora`): the same books as the whole, kept only
+/// for the requests that named this model.
+#[derive(Clone, Debug, Default)]
+pub struct ModelState {
+    /// The model name.
+    pub name: String,
+    /// Its configured share of the requests.
+    pub weight: f64,
+    /// Its requests, counted as they finish (`in_flight` stays 0).
+    pub counts: Counts,
+    /// Measured-window totals.
+    pub measured: MeasuredTotals,
+    /// Histograms of its measured requests.
+    pub metrics: MetricSet,
+    /// Its completed measured requests that met the goodput thresholds.
+    pub good_requests: u64,
+    /// Its errors per kind.
+    pub errors: BTreeMap<ErrorKind, ErrorTally>,
+}
+
+/// Counts `n` errors in a tally, keeping the first few distinct messages.
+fn tally(t: &mut ErrorTally, n: u64, message: &str) {
+    t.count += n;
+    if t.samples.len() < SAMPLES_PER_KIND && !t.samples.iter().any(|s| s == message) {
+        t.samples.push(message.to_string());
+    }
+}
+
 #[derive(Debug, Default)]
 struct WorkerTrack {
     in_flight: HashMap<u64, RequestStarted>,
@@ -195,6 +248,9 @@ pub struct WorkerGroupState {
     unreported: u64,
     /// Unfinished measured requests whose elapsed time already missed a threshold.
     pub unfinished_not_good: u64,
+    /// `--lora`: each model's part, in the split's order (a record's `model` indexes
+    /// it). Empty without a split, which then costs nothing.
+    pub models: Vec<ModelState>,
 }
 
 impl WorkerGroupState {
@@ -215,7 +271,21 @@ impl WorkerGroupState {
             t0,
             unreported: 0,
             unfinished_not_good: 0,
+            models: Vec::new(),
         }
+    }
+
+    /// Keeps per-model books for the models of a `--lora` split.
+    pub fn set_models(&mut self, lora: &llmsurge_proto::LoraSpec) {
+        self.models = lora
+            .models
+            .iter()
+            .map(|m| ModelState {
+                name: m.name.clone(),
+                weight: m.weight,
+                ..ModelState::default()
+            })
+            .collect();
     }
 
     /// Applies one batch from `worker`; `on_record` sees every finished record. Returns
@@ -227,6 +297,11 @@ impl WorkerGroupState {
         on_record: &mut dyn FnMut(&RequestRecord),
     ) -> Result<Option<StopReason>, MetricsError> {
         self.metrics.merge_encoded(&batch.metrics)?;
+        for mm in &batch.model_metrics {
+            if let Some(m) = self.models.get_mut(usize::from(mm.model)) {
+                m.metrics.merge_encoded(&mm.metrics)?;
+            }
+        }
         for s in &batch.started {
             self.counts.created += 1;
             self.counts.in_flight += 1;
@@ -257,6 +332,9 @@ impl WorkerGroupState {
     }
 
     fn account(&mut self, r: &RequestRecord) {
+        if let Some(i) = r.model {
+            self.account_model(usize::from(i), r);
+        }
         match r.status {
             RequestStatus::Completed => self.counts.completed += 1,
             RequestStatus::Errored => self.counts.errored += 1,
@@ -281,28 +359,47 @@ impl WorkerGroupState {
         }
     }
 
+    /// The counts, measured totals and goodput of one model's request (its histograms
+    /// come from the worker's per-model delta).
+    fn account_model(&mut self, i: usize, r: &RequestRecord) {
+        let good = self.goodput.as_ref().is_some_and(|spec| {
+            r.status == RequestStatus::Completed
+                && r.latency()
+                    .is_some_and(|e2e| spec.is_good(r.ttft(), r.tpot(), e2e))
+        });
+        let Some(m) = self.models.get_mut(i) else {
+            return;
+        };
+        let c = &mut m.counts;
+        c.created += 1;
+        match r.status {
+            RequestStatus::Completed => c.completed += 1,
+            RequestStatus::Errored => c.errored += 1,
+            RequestStatus::Cancelled => c.cancelled += 1,
+        }
+        if r.late {
+            c.late += 1;
+        }
+        if let Some(e) = &r.error
+            && r.status == RequestStatus::Errored
+        {
+            tally(m.errors.entry(e.kind).or_default(), 1, &e.message);
+        }
+        match r.phase {
+            Phase::Warmup => c.warmup += 1,
+            Phase::Cooldown => c.cooldown += 1,
+            Phase::Measured => {
+                m.measured.add(r);
+                if good {
+                    m.good_requests += 1;
+                }
+            }
+        }
+    }
+
     fn account_measured(&mut self, r: &RequestRecord) {
         self.timeseries.add(r);
-        let m = &mut self.measured;
-        m.received_output_tokens += u64::from(r.output_tokens);
-        if r.status == RequestStatus::Completed || r.first_token.is_some() {
-            m.answered_prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
-        }
-        match r.status {
-            RequestStatus::Completed => {
-                m.completed += 1;
-                m.output_tokens += u64::from(r.output_tokens);
-                m.prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
-            }
-            RequestStatus::Errored => m.errored += 1,
-            RequestStatus::Cancelled => m.cancelled += 1,
-        }
-        if let Some(start) = r.start {
-            m.first_start = Some(m.first_start.map_or(start, |f| f.min(start)));
-            m.last_end = Some(m.last_end.map_or(r.end, |e| e.max(r.end)));
-            let busy = u64::try_from(r.end.since(start).as_nanos()).unwrap_or(u64::MAX);
-            m.busy_ns = m.busy_ns.saturating_add(busy);
-        }
+        self.measured.add(r);
         if let Some(spec) = &self.goodput {
             match (r.status, r.latency()) {
                 (RequestStatus::Completed, Some(e2e)) if spec.is_good(r.ttft(), r.tpot(), e2e) => {
@@ -376,10 +473,17 @@ impl WorkerGroupState {
                 streamed_tokens: 0,
                 phase: self.window.phase(s.slot, s.scheduled.since(self.t0)),
                 late: false,
+                model: s.model,
             };
             if record.phase == Phase::Measured {
                 // Made here, not in a worker: its lower bounds are recorded here too.
                 llmsurge_proto::metrics::record_lower_bounds(&mut self.metrics, &record);
+                if let Some(m) = record
+                    .model
+                    .and_then(|i| self.models.get_mut(usize::from(i)))
+                {
+                    llmsurge_proto::metrics::record_lower_bounds(&mut m.metrics, &record);
+                }
             }
             self.account(&record);
             on_record(&record);
@@ -483,6 +587,7 @@ mod tests {
             slot,
             scheduled: MonoNanos(1),
             start: MonoNanos(2),
+            model: None,
         }
     }
 
@@ -506,6 +611,7 @@ mod tests {
             streamed_tokens: 4,
             phase: Phase::Measured,
             late: false,
+            model: None,
         }
     }
 
@@ -530,6 +636,7 @@ mod tests {
                 },
             ],
             metrics: Default::default(),
+            model_metrics: Vec::new(),
         };
         assert_eq!(st.apply(0, &batch, &mut count).expect("apply"), None);
         assert_eq!(st.counts.in_flight, 3);
@@ -573,6 +680,77 @@ mod tests {
             shm_started,
             newest_slot: 0,
         }
+    }
+
+    #[test]
+    fn each_model_of_a_split_keeps_its_own_books() {
+        let mut st = WorkerGroupState::new(1, MonoNanos(0), Limits::default());
+        st.set_models(&llmsurge_proto::LoraSpec {
+            models: vec![
+                llmsurge_proto::LoraModel {
+                    name: "a".into(),
+                    weight: 0.5,
+                },
+                llmsurge_proto::LoraModel {
+                    name: "b".into(),
+                    weight: 0.5,
+                },
+            ],
+        });
+        let of = |slot, model, status, kind| RequestRecord {
+            model,
+            ..finished(slot, status, kind)
+        };
+        let mut delta = MetricSet::new();
+        delta.record(StatusClass::Successful, Metric::Ttft, 1_000);
+        let batch = UpdateBatch {
+            started: (0..4)
+                .map(|s| RequestStarted {
+                    model: Some(if s == 3 { 1 } else { 0 }),
+                    ..started(s)
+                })
+                .collect(),
+            finished: vec![
+                of(0, Some(0), RequestStatus::Completed, None),
+                of(1, Some(0), RequestStatus::Errored, Some(ErrorKind::Timeout)),
+                of(2, Some(1), RequestStatus::Completed, None),
+            ],
+            model_metrics: vec![llmsurge_proto::ModelMetrics {
+                model: 1,
+                metrics: delta.encode().expect("encode"),
+            }],
+            ..Default::default()
+        };
+        st.apply(0, &batch, &mut |_| {}).expect("apply");
+        // Slot 3 dies in flight on model b: still b's, as an error.
+        st.worker_lost(0, loss("worker 0 died", false, 4), &mut |_| {});
+        let (a, b) = (&st.models[0], &st.models[1]);
+        assert_eq!((a.counts.completed, a.counts.errored), (1, 1));
+        assert_eq!((b.counts.completed, b.counts.errored), (1, 1));
+        assert_eq!(a.counts.created + b.counts.created, st.counts.created);
+        assert_eq!(
+            a.errors.keys().copied().collect::<Vec<_>>(),
+            vec![ErrorKind::Timeout]
+        );
+        assert_eq!(b.errors[&ErrorKind::WorkerDied].count, 1);
+        assert_eq!(b.measured.completed, 1);
+        assert!(
+            a.metrics
+                .get(StatusClass::Successful, Metric::Ttft)
+                .is_none()
+        );
+        assert_eq!(
+            b.metrics
+                .get(StatusClass::Successful, Metric::Ttft)
+                .map(|h| h.len()),
+            Some(1)
+        );
+        // The dead worker's request left its lower bound in b's histograms.
+        assert!(
+            b.metrics
+                .get(StatusClass::Errored, Metric::TtftWithIncomplete)
+                .is_some()
+        );
     }
 
     #[test]

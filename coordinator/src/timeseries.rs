@@ -144,6 +144,7 @@ mod tests {
             streamed_tokens: 10,
             phase: Phase::Measured,
             late: false,
+            model: None,
         }
     }
 

@@ -344,6 +344,38 @@ pub struct WorkerConfig {
     /// claims (and its streams) to the single host's indices through it.
     #[serde(default)]
     pub shard: Shard,
+    /// `--lora`: the model names requests are split over, by weight. Absent: every
+    /// request names the configured model and no per-model metrics are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<LoraSpec>,
+}
+
+/// One model of a LoRA traffic split.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoraModel {
+    /// The model name sent in the request body (an adapter, or the base model).
+    pub name: String,
+    /// Its share of the requests, in (0, 1]; the weights of a split add up to 1.
+    pub weight: f64,
+}
+
+/// A LoRA traffic split (`--lora`): each request names one of `models`, picked by weight
+/// from a stream seeded by (run seed, `lora`, slot), so the choice is the slot's whatever
+/// `--workers` is. A model's position in `models` is its index in records and batches.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoraSpec {
+    /// The models, in the order given; at most [`LoraSpec::MAX_MODELS`].
+    pub models: Vec<LoraModel>,
+}
+
+impl LoraSpec {
+    /// Most models in one split (indices travel as `u16`; reports stay readable).
+    pub const MAX_MODELS: usize = 256;
+
+    /// The models' names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.models.iter().map(|m| m.name.as_str())
+    }
 }
 
 #[cfg(test)]

@@ -144,11 +144,18 @@ mod tests {
         use proptest::prelude::*;
 
         fn started() -> impl Strategy<Value = RequestStarted> {
-            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(slot, s, t)| RequestStarted {
-                slot,
-                scheduled: MonoNanos(s),
-                start: MonoNanos(t),
-            })
+            (
+                any::<u64>(),
+                any::<u64>(),
+                any::<u64>(),
+                any::<Option<u16>>(),
+            )
+                .prop_map(|(slot, s, t, model)| RequestStarted {
+                    slot,
+                    scheduled: MonoNanos(s),
+                    start: MonoNanos(t),
+                    model,
+                })
         }
 
         /// Messages a worker sends, with arbitrary contents, histograms included.
@@ -173,10 +180,16 @@ mod tests {
                         for v in values {
                             set.record(StatusClass::Successful, Metric::Ttft, v);
                         }
+                        let metrics = set.encode().expect("encode histograms");
                         FromWorker::Update(UpdateBatch {
                             started,
                             finished: Vec::new(),
-                            metrics: set.encode().expect("encode histograms"),
+                            // The per-model copy travels beside the whole (`--lora`).
+                            model_metrics: vec![crate::messages::ModelMetrics {
+                                model: 1,
+                                metrics: metrics.clone(),
+                            }],
+                            metrics,
                         })
                     }),
             ]

@@ -24,11 +24,12 @@ pub mod shm;
 
 pub use clock::{ClockAnchor, MonoNanos};
 pub use config::{
-    Arrivals, BackendConfig, DataSpec, MeasureWindow, RequestFormat, SamplerKind, Sampling,
-    Schedule, Secret, Shard, SyntheticSpec, TableSpec, TokenizerRef, WorkerConfig,
+    Arrivals, BackendConfig, DataSpec, LoraModel, LoraSpec, MeasureWindow, RequestFormat,
+    SamplerKind, Sampling, Schedule, Secret, Shard, SyntheticSpec, TableSpec, TokenizerRef,
+    WorkerConfig,
 };
 pub use frame::{FrameError, FrameIoError, FrameReader, FrameWriter, decode_frame, encode_frame};
-pub use messages::{FromWorker, PROTOCOL_VERSION, ToWorker, UpdateBatch};
+pub use messages::{FromWorker, ModelMetrics, PROTOCOL_VERSION, ToWorker, UpdateBatch};
 pub use metrics::{
     Distribution, EncodedMetrics, Metric, MetricSet, StatusClass, decode_histogram,
     encode_compressed,

@@ -71,13 +71,29 @@ pub struct UpdateBatch {
     pub finished: Vec<RequestRecord>,
     /// Histograms of the measured requests in `finished`.
     pub metrics: EncodedMetrics,
+    /// `--lora`: the same requests' histograms again, per model of the split (each
+    /// request is in `metrics` and in its model's entry). Empty without a split.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_metrics: Vec<ModelMetrics>,
+}
+
+/// One model's histogram delta in a batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelMetrics {
+    /// The model's index in the split.
+    pub model: u16,
+    /// Its histograms.
+    pub metrics: EncodedMetrics,
 }
 
 impl UpdateBatch {
     /// Whether the batch carries nothing: no transition and no histogram values (the
     /// client probes record values between transitions).
     pub fn is_empty(&self) -> bool {
-        self.started.is_empty() && self.finished.is_empty() && self.metrics.entries.is_empty()
+        self.started.is_empty()
+            && self.finished.is_empty()
+            && self.metrics.entries.is_empty()
+            && self.model_metrics.is_empty()
     }
 }
 

@@ -119,6 +119,10 @@ pub struct RequestStarted {
     pub scheduled: MonoNanos,
     /// When it was sent.
     pub start: MonoNanos,
+    /// `--lora`: the index of its model in the split (so a dead worker's requests are
+    /// still counted under their model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<u16>,
 }
 
 /// Everything the coordinator keeps about one finished request.
@@ -154,6 +158,10 @@ pub struct RequestRecord {
     pub phase: Phase,
     /// Sent later than its slot because the concurrency cap was reached.
     pub late: bool,
+    /// `--lora`: the index of the model it named in the split's list; `None` without a
+    /// split (the configured model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<u16>,
 }
 
 impl RequestRecord {

@@ -498,6 +498,12 @@ fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
         },
         oversample: d.data_oversample,
         seed,
+        lora: d
+            .lora
+            .as_deref()
+            .map(crate::data::lora::parse)
+            .transpose()
+            .map_err(|e| UsageError(format!("--lora: {e}")))?,
     })
 }
 

@@ -87,8 +87,10 @@ fn plan_json(plan: &RunPlan, data: &crate::data::PreparedData) -> serde_json::Va
 async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
     let started = unix_now();
     let phase = std::time::Instant::now();
+    let lora_names: Vec<&str> = plan.data.lora.iter().flat_map(|l| l.names()).collect();
     let target = match resolve_target(
         &plan.target,
+        &lora_names,
         plan.model.as_deref(),
         plan.backend.api_key.as_ref(),
         plan.backend.connect_timeout,
@@ -138,6 +140,20 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         "probe request answered"
     );
     let mut warnings = probed.warnings;
+    // vLLM lists its LoRA adapters in /v1/models; a name it does not list will most
+    // likely be answered 404. A gateway may route names it does not list: warn only.
+    let unlisted: Vec<&str> = lora_names
+        .iter()
+        .copied()
+        .filter(|n| !target.models.iter().any(|m| m == n))
+        .collect();
+    if !unlisted.is_empty() && !target.models.is_empty() {
+        warnings.push(format!(
+            "--lora: the target does not list {} in /v1/models (it lists {}); requests naming them may fail",
+            unlisted.join(", "),
+            target.models.join(", ")
+        ));
+    }
     // Shards meet at one wall-clock instant: a clock NTP does not steer can be far off.
     if (plan.start_at.is_some() || plan.shard.is_split())
         && let Some(why) = crate::clock_sync::unsynchronised()
@@ -198,6 +214,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         start_at: plan.start_at,
         planned: ChosenProfile::planned(&plan).unwrap_or(0),
         seed: plan.seed,
+        models: lora_names.iter().map(|n| n.to_string()).collect(),
     };
     let mut profile = ChosenProfile::new(&plan, template);
     let mut reporter = RunReporter::new(
@@ -389,6 +406,7 @@ fn plan_template(
         window: Default::default(),
         flush_interval: FLUSH_INTERVAL,
         shard: plan.shard,
+        lora: plan.data.lora.clone(),
     };
     let dataset_len = data.dataset_len();
     let base = BenchmarkPlan {

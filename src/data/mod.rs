@@ -17,6 +17,7 @@ pub mod corpus;
 pub mod exact;
 pub mod files;
 pub mod hub;
+pub mod lora;
 pub mod preprocess;
 pub mod sampler;
 pub mod synthetic;
@@ -102,6 +103,9 @@ pub struct DataPlan {
     pub oversample: Oversample,
     /// Seed of sampling and generation.
     pub seed: u64,
+    /// `--lora`: the model names requests are split over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora: Option<llmsurge_proto::LoraSpec>,
 }
 
 impl DataPlan {
@@ -326,10 +330,14 @@ pub fn prepare(
 ///
 /// [`SourceFactory`]: llmsurge_worker::SourceFactory
 pub fn source_factory(cfg: &WorkerConfig) -> Result<Box<dyn RequestSource>, String> {
-    match &cfg.data {
-        DataSpec::Synthetic(spec) => Ok(Box::new(synthetic::SyntheticSource::new(spec.clone())?)),
-        DataSpec::Table(spec) => Ok(Box::new(table::TableSource::open(spec)?)),
-    }
+    let source: Box<dyn RequestSource> = match &cfg.data {
+        DataSpec::Synthetic(spec) => Box::new(synthetic::SyntheticSource::new(spec.clone())?),
+        DataSpec::Table(spec) => Box::new(table::TableSource::open(spec)?),
+    };
+    Ok(match &cfg.lora {
+        Some(lora) => Box::new(lora::LoraSource::new(source, lora, cfg.seed)),
+        None => source,
+    })
 }
 
 #[cfg(test)]

@@ -304,6 +304,7 @@ impl Generation {
         self.phase = Phase::Done;
         self.release();
         self.app.counters.completed();
+        self.app.counters.model_completed(self.plan.model);
         if self.work == Work::Generation {
             self.app.counters.success(self.plan.finish);
             self.app
@@ -356,6 +357,7 @@ impl Generation {
             self.app
                 .counters
                 .tokens_sent(n64, if reasoning { n64 } else { 0 }, 1);
+            self.app.counters.model_tokens_sent(self.plan.model, n64);
             // (Inline `hold_kv` and `observe_ttft`: `fmt` still borrows `self.output`.)
             if self.active {
                 self.kv_held += n64;
@@ -446,6 +448,7 @@ impl Generation {
             // Errors and closes never get a body (see `handler`).
             Fault::None | Fault::Error(_) | Fault::Close => {
                 self.app.counters.tokens_sent(tokens, reasoning, 0);
+                self.app.counters.model_tokens_sent(self.plan.model, tokens);
                 if self.app.model.spec_decoding() {
                     let total = self.plan.total_tokens();
                     let spec = self.app.model.spec_decode(&mut self.plan, 0, total);

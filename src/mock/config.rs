@@ -385,6 +385,18 @@ pub struct MockServerArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub instant: bool,
+
+    /// LoRA adapters served besides the --model names, as vLLM's `--lora-modules` takes
+    /// them: `name` or `name=path` (the path is ignored: the mock has no weights). Each
+    /// is one more served name, listed in /v1/models and counted in /stats `models`.
+    #[arg(
+        long = "lora-modules",
+        env = "LLMSURGE_MOCK_LORA_MODULES",
+        value_delimiter = ',',
+        num_args = 1..,
+        value_name = "NAME[=PATH]"
+    )]
+    pub lora_modules: Vec<String>,
 }
 
 impl MockServerArgs {
@@ -393,6 +405,13 @@ impl MockServerArgs {
     /// command line or in the environment takes its [`MockConfig::instant`] value.
     pub fn resolve(self, matches: &clap::ArgMatches) -> MockConfig {
         let mut config = self.config;
+        // Served after the base names; an empty or repeated name fails validation.
+        config.model.extend(self.lora_modules.iter().map(|m| {
+            m.split_once('=')
+                .map_or(m.as_str(), |(name, _path)| name)
+                .trim()
+                .to_string()
+        }));
         if !self.instant {
             return config;
         }

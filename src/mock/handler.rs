@@ -126,7 +126,7 @@ impl App {
             .collect();
         App {
             model: Model::new(&config),
-            counters: Counters::default(),
+            counters: Counters::with_models(&config.model),
             prefix_cache: PrefixCache::new(config.kv_cache_tokens),
             semaphore: config.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
             seq: AtomicU64::new(0),
@@ -330,6 +330,7 @@ fn resolve_model(app: &App, model: Option<&str>) -> Result<usize, Box<Response<M
         .iter()
         .position(|m| m == name)
         .ok_or_else(|| {
+            app.counters.model_not_found();
             let message = format!("The model `{name}` does not exist.");
             Box::new(error(
                 app,
@@ -516,6 +517,7 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
     let seq = app.seq.fetch_add(1, Relaxed);
     let prompt_tokens = scaled(&app, r.prompt.tokens());
     app.counters.prompt_tokens(prompt_tokens);
+    app.counters.model_request(r.model, prompt_tokens);
     // Looked up on arrival, like the rest of the plan: the queries are the prompt tokens.
     let hits = scaled(&app, app.prefix_cache.lookup(&r.prompt)).min(prompt_tokens);
     app.counters.prefix_cache(prompt_tokens, hits);
@@ -527,6 +529,7 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         r.ignore_eos,
         r.api == Api::Chat,
     );
+    plan.model = r.model;
     match plan.fault {
         Fault::Error(status) => return injected_error(&app, status),
         Fault::Close => return injected_close(&app),
@@ -702,6 +705,7 @@ fn embeddings(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     }
     let prompt_tokens = request.input.count();
     app.counters.prompt_tokens(prompt_tokens);
+    app.counters.model_request(model, prompt_tokens);
     let list = EmbeddingList {
         object: "list",
         data: keys
@@ -723,6 +727,7 @@ fn embeddings(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     let seq = app.seq.fetch_add(1, Relaxed);
     let mut plan = app.model.plan(seq, prompt_tokens, Some(1), true, false);
     plan.fault = Fault::None;
+    plan.model = model;
     let ttft = plan.ttft;
     let output = Output::Whole {
         body: Bytes::from(to_json(&list)),

@@ -104,6 +104,8 @@ pub struct Plan {
     spec: Xoshiro256PlusPlus,
     /// Tokens left of the current speculative-decoding step.
     spec_step_left: u32,
+    /// The served model's index (for the per-model counts); set by the handler.
+    pub model: usize,
 }
 
 /// A normal distribution by its mean and standard deviation (validated >= 0).
@@ -226,6 +228,7 @@ impl Model {
             text: rng_for(self.seed, Stream::Text, seq),
             spec: rng_for(self.seed, Stream::SpecDecode, seq),
             spec_step_left: 0,
+            model: 0,
         }
     }
 

@@ -166,6 +166,34 @@ pub struct Counters {
     pub ttft: LatencyHistogram,
     /// Arrival to last token of generation requests that ran to their end.
     pub e2e: LatencyHistogram,
+    /// Per served model (`--model`), in the order served.
+    models: Vec<(String, ModelCounters)>,
+    /// Requests that named a model the mock does not serve (answered 404).
+    model_not_found: AtomicU64,
+}
+
+/// One served model's live counters.
+#[derive(Debug, Default)]
+struct ModelCounters {
+    requests: AtomicU64,
+    completed: AtomicU64,
+    prompt_tokens: AtomicU64,
+    tokens_sent: AtomicU64,
+}
+
+/// One served model's part of the counts (`/stats` `models`): what a LoRA traffic split
+/// is checked against.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelCounts {
+    /// Chat, completions and embedding requests that named it (or named no model, for
+    /// the first served model).
+    pub requests: u64,
+    /// Their responses whose body was sent to the end.
+    pub completed: u64,
+    /// Their prompt tokens.
+    pub prompt_tokens: u64,
+    /// Output tokens sent for it (content and reasoning).
+    pub tokens_sent: u64,
 }
 
 impl Default for Counters {
@@ -196,6 +224,8 @@ impl Default for Counters {
             spec_accepted_tokens: AtomicU64::default(),
             ttft: LatencyHistogram::new(&TTFT_BUCKETS),
             e2e: LatencyHistogram::new(&E2E_BUCKETS),
+            models: Vec::new(),
+            model_not_found: AtomicU64::default(),
         }
     }
 }
@@ -315,6 +345,12 @@ pub struct MockStats {
     /// Speculative-decoding counts (all 0 unless `--spec-decode-draft-tokens` is set).
     #[serde(default)]
     pub spec_decode: SpecDecodeCounts,
+    /// Counts per served model name.
+    #[serde(default)]
+    pub models: std::collections::BTreeMap<String, ModelCounts>,
+    /// Requests that named a model not served (answered 404 `model_not_found`).
+    #[serde(default)]
+    pub model_not_found: u64,
 }
 
 /// Speculative-decoding counts of the tokens sent (vLLM's `spec_decode_*` counters).
@@ -333,6 +369,48 @@ fn bump_peak(peak: &AtomicU64, now: u64) {
 }
 
 impl Counters {
+    /// Counters that also count per served model, `names` in the served order.
+    pub fn with_models(names: &[String]) -> Self {
+        Counters {
+            models: names
+                .iter()
+                .map(|n| (n.clone(), ModelCounters::default()))
+                .collect(),
+            ..Counters::default()
+        }
+    }
+
+    fn model(&self, i: usize) -> Option<&ModelCounters> {
+        self.models.get(i).map(|(_, c)| c)
+    }
+
+    /// A generation or embedding request for served model `i`, with its prompt tokens.
+    pub fn model_request(&self, i: usize, prompt_tokens: u64) {
+        if let Some(c) = self.model(i) {
+            c.requests.fetch_add(1, Relaxed);
+            c.prompt_tokens.fetch_add(prompt_tokens, Relaxed);
+        }
+    }
+
+    /// Output tokens sent for served model `i`.
+    pub fn model_tokens_sent(&self, i: usize, tokens: u64) {
+        if let Some(c) = self.model(i) {
+            c.tokens_sent.fetch_add(tokens, Relaxed);
+        }
+    }
+
+    /// A response for served model `i` was sent to its end.
+    pub fn model_completed(&self, i: usize) {
+        if let Some(c) = self.model(i) {
+            c.completed.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// A request named a model that is not served.
+    pub fn model_not_found(&self) {
+        self.model_not_found.fetch_add(1, Relaxed);
+    }
+
     /// Counts a received request.
     pub fn request(&self, endpoint: Endpoint) {
         self.requests[endpoint as usize].fetch_add(1, Relaxed);
@@ -466,7 +544,11 @@ impl Counters {
                 &self.spec_draft_tokens,
                 &self.spec_accepted_tokens,
             ]);
-        for counter in all {
+        let per_model = self
+            .models
+            .iter()
+            .flat_map(|(_, c)| [&c.requests, &c.completed, &c.prompt_tokens, &c.tokens_sent]);
+        for counter in all.chain(per_model).chain([&self.model_not_found]) {
             counter.store(0, Relaxed);
         }
         self.peak_active
@@ -529,6 +611,20 @@ impl Counters {
                 draft_tokens: self.spec_draft_tokens.load(Relaxed),
                 accepted_tokens: self.spec_accepted_tokens.load(Relaxed),
             },
+            models: self
+                .models
+                .iter()
+                .map(|(name, c)| {
+                    let counts = ModelCounts {
+                        requests: c.requests.load(Relaxed),
+                        completed: c.completed.load(Relaxed),
+                        prompt_tokens: c.prompt_tokens.load(Relaxed),
+                        tokens_sent: c.tokens_sent.load(Relaxed),
+                    };
+                    (name.clone(), counts)
+                })
+                .collect(),
+            model_not_found: self.model_not_found.load(Relaxed),
         }
     }
 }

@@ -121,6 +121,14 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
         "TTFT: first content token (ttft_any in the report: first token of any kind). ITL, TPOT: every output token, reasoning included.\n",
     );
 
+    if benchmarks.iter().any(|b| !b.models.is_empty()) {
+        out.push_str(
+            "\nPer model (--lora; measured window, latencies of successful requests in ms)\n",
+        );
+        out.push_str(&models_table(benchmarks).to_string());
+        out.push('\n');
+    }
+
     for b in benchmarks {
         let notes = super::notes(b);
         if !notes.is_empty() {
@@ -139,6 +147,64 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
         }
     }
     out
+}
+
+/// One row per model of a `--lora` split, per benchmark: its share, counts, throughput
+/// and the main latencies, as the whole benchmark's tables have them.
+fn models_table(benchmarks: &[BenchmarkResult]) -> Table {
+    let mut t = table(&[
+        "Benchmark",
+        "Model",
+        "Share %",
+        "Completed",
+        "Errored",
+        "Cancelled",
+        "Req/s",
+        "Output tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "ITL p50",
+        "TPOT p50",
+        "E2E p50",
+        "E2E p99",
+    ]);
+    if let Some(c) = t.column_mut(1) {
+        c.set_cell_alignment(CellAlignment::Left);
+    }
+    for b in benchmarks {
+        let created: u64 = b.models.iter().map(|m| m.requests.created).sum();
+        for m in &b.models {
+            // A model with no successful request has no latency to show (not 0).
+            let s = |key: &str, f: fn(&StatusDistributions) -> f64| {
+                m.metrics
+                    .get(key)
+                    .filter(|d| d.successful.count > 0)
+                    .map_or("-".into(), |d| num(f(d)))
+            };
+            let share = if created > 0 {
+                100.0 * m.requests.created as f64 / created as f64
+            } else {
+                0.0
+            };
+            t.add_row(vec![
+                b.strategy.to_string(),
+                m.model.clone(),
+                num(share),
+                m.requests.completed.to_string(),
+                m.requests.errored.to_string(),
+                m.requests.cancelled.to_string(),
+                num(m.throughput.requests_per_s),
+                num(m.throughput.output_tokens_per_s),
+                s("ttft", |d| d.successful.percentiles.p50),
+                s("ttft", |d| d.successful.percentiles.p99),
+                s("itl", |d| d.successful.percentiles.p50),
+                s("tpot", |d| d.successful.percentiles.p50),
+                s("request_latency", |d| d.successful.percentiles.p50),
+                s("request_latency", |d| d.successful.percentiles.p99),
+            ]);
+        }
+    }
+    t
 }
 
 /// One benchmark's server metrics in a few lines: where they came from, the queue and

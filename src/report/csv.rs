@@ -7,9 +7,11 @@
 use super::json::Report;
 use super::server;
 use llmsurge_coordinator::BenchmarkResult;
+use llmsurge_coordinator::result::{ModelResult, StatusDistributions};
 use llmsurge_coordinator::server_metrics::{SeriesSummary, ServerMetrics};
 use llmsurge_proto::metrics::PERCENTILES;
 use llmsurge_proto::{Distribution, Metric};
+use std::collections::BTreeMap;
 
 /// The status groups of every distribution, in column order.
 const STATUSES: [&str; 4] = ["successful", "errored", "incomplete", "total"];
@@ -416,29 +418,70 @@ fn server_columns(report: &Report) -> Vec<ServerColumn> {
     cols
 }
 
-/// The header of a report's CSV.
-pub fn header(report: &Report) -> Vec<String> {
-    let mut h: Vec<String> = fixed_columns(report)
-        .iter()
-        .map(|(name, _)| name.to_string())
-        .collect();
-    let stats = stat_names();
-    for metric in Metric::REPORTED {
-        for status in STATUSES {
-            for stat in &stats {
-                h.push(format!("{}.{status}.{stat}", metric_group(metric)));
-            }
+/// The `--lora` models of a report, in the order they first appear: one column group
+/// each (a report without a split keeps the header it always had).
+fn model_names(report: &Report) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for m in report.benchmarks.iter().flat_map(|b| &b.models) {
+        if !names.contains(&m.model.as_str()) {
+            names.push(&m.model);
         }
     }
-    h.extend(server_columns(report).into_iter().map(|(name, _)| name));
-    h.extend(report.metadata.extras.keys().map(|k| format!("extras.{k}")));
-    h
+    names
 }
 
-fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
-    let mut row: Vec<String> = fixed_columns(report).iter().map(|(_, f)| f(r)).collect();
+/// The counts and throughput columns of one model, after `model.<name>.`.
+const MODEL_FIXED: [&str; 14] = [
+    "weight",
+    "share",
+    "requests.created",
+    "requests.completed",
+    "requests.errored",
+    "requests.cancelled",
+    "measured.completed",
+    "measured.errored",
+    "measured.cancelled",
+    "errors.kinds",
+    "throughput.requests_per_s",
+    "throughput.output_tokens_per_s",
+    "throughput.total_tokens_per_s",
+    "throughput.concurrency_mean",
+];
+
+fn model_fixed_values(b: &BenchmarkResult, m: &ModelResult) -> Vec<String> {
+    let created: u64 = b.models.iter().map(|m| m.requests.created).sum();
+    let share = if created > 0 {
+        m.requests.created as f64 / created as f64
+    } else {
+        0.0
+    };
+    vec![
+        float(m.weight),
+        float(share),
+        m.requests.created.to_string(),
+        m.requests.completed.to_string(),
+        m.requests.errored.to_string(),
+        m.requests.cancelled.to_string(),
+        m.measured_requests.completed.to_string(),
+        m.measured_requests.errored.to_string(),
+        m.measured_requests.cancelled.to_string(),
+        m.errors
+            .iter()
+            .map(|e| format!("{}={}", e.kind, e.count))
+            .collect::<Vec<_>>()
+            .join(";"),
+        float(m.throughput.requests_per_s),
+        float(m.throughput.output_tokens_per_s),
+        float(m.throughput.total_tokens_per_s),
+        float(m.throughput.concurrency_mean),
+    ]
+}
+
+/// Every distribution's statistics, per metric and status, as the header names them.
+fn distribution_values(metrics: &BTreeMap<String, StatusDistributions>) -> Vec<String> {
+    let mut row = Vec::new();
     for metric in Metric::REPORTED {
-        let m = r.metrics.get(metric.key());
+        let m = metrics.get(metric.key());
         for status in STATUSES {
             let d = m.map(|m| match status {
                 "successful" => &m.successful,
@@ -449,11 +492,61 @@ fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
             row.extend(stat_values(d));
         }
     }
+    row
+}
+
+fn distribution_names(prefix: &str) -> Vec<String> {
+    let stats = stat_names();
+    let mut h = Vec::new();
+    for metric in Metric::REPORTED {
+        for status in STATUSES {
+            for stat in &stats {
+                h.push(format!("{prefix}{}.{status}.{stat}", metric_group(metric)));
+            }
+        }
+    }
+    h
+}
+
+/// The header of a report's CSV.
+pub fn header(report: &Report) -> Vec<String> {
+    let mut h: Vec<String> = fixed_columns(report)
+        .iter()
+        .map(|(name, _)| name.to_string())
+        .collect();
+    h.extend(distribution_names(""));
+    h.extend(server_columns(report).into_iter().map(|(name, _)| name));
+    // `--lora`: each model's columns, `model.<name>.` then what the whole has.
+    for name in model_names(report) {
+        let prefix = format!("model.{name}.");
+        h.extend(MODEL_FIXED.iter().map(|c| format!("{prefix}{c}")));
+        h.extend(distribution_names(&prefix));
+    }
+    h.extend(report.metadata.extras.keys().map(|k| format!("extras.{k}")));
+    h
+}
+
+fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
+    let mut row: Vec<String> = fixed_columns(report).iter().map(|(_, f)| f(r)).collect();
+    row.extend(distribution_values(&r.metrics));
     row.extend(
         server_columns(report)
             .iter()
             .map(|(_, f)| r.server_metrics.as_ref().map(f).unwrap_or_default()),
     );
+    for name in model_names(report) {
+        match r.models.iter().find(|m| m.model == name) {
+            Some(m) => {
+                row.extend(model_fixed_values(r, m));
+                row.extend(distribution_values(&m.metrics));
+            }
+            // A benchmark without this model (a merged report of other splits): empty.
+            None => row.extend(std::iter::repeat_n(
+                String::new(),
+                MODEL_FIXED.len() + distribution_names("").len(),
+            )),
+        }
+    }
     row.extend(report.metadata.extras.values().map(|v| match v {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Null => String::new(),

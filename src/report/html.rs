@@ -74,6 +74,68 @@ fn row(b: &BenchmarkResult) -> Row {
     }
 }
 
+/// One model of a `--lora` split in the per-model table, formatted.
+#[derive(Debug, Serialize)]
+struct ModelRow {
+    label: String,
+    model: String,
+    weight: String,
+    share: String,
+    completed: u64,
+    errored: u64,
+    cancelled: u64,
+    req_s: String,
+    out_tok_s: String,
+    ttft_p50: String,
+    ttft_p99: String,
+    itl_p50: String,
+    itl_p99: String,
+    tpot_p50: String,
+    e2e_p50: String,
+    e2e_p99: String,
+}
+
+fn model_rows(b: &BenchmarkResult) -> Vec<ModelRow> {
+    let created: u64 = b.models.iter().map(|m| m.requests.created).sum();
+    b.models
+        .iter()
+        .map(|m| {
+            let s = |key: &str, pick: fn(&llmsurge_proto::Distribution) -> f64| match m
+                .metrics
+                .get(key)
+            {
+                Some(d) if d.successful.count > 0 => num(pick(&d.successful)),
+                _ => "–".into(),
+            };
+            let p50 = |d: &llmsurge_proto::Distribution| d.percentiles.p50;
+            let p99 = |d: &llmsurge_proto::Distribution| d.percentiles.p99;
+            let share = if created > 0 {
+                100.0 * m.requests.created as f64 / created as f64
+            } else {
+                0.0
+            };
+            ModelRow {
+                label: b.strategy.to_string(),
+                model: m.model.clone(),
+                weight: format!("{}%", num(100.0 * m.weight)),
+                share: format!("{}%", num(share)),
+                completed: m.requests.completed,
+                errored: m.requests.errored,
+                cancelled: m.requests.cancelled,
+                req_s: num(m.throughput.requests_per_s),
+                out_tok_s: num(m.throughput.output_tokens_per_s),
+                ttft_p50: s("ttft", p50),
+                ttft_p99: s("ttft", p99),
+                itl_p50: s("itl", p50),
+                itl_p99: s("itl", p99),
+                tpot_p50: s("tpot", p50),
+                e2e_p50: s("request_latency", p50),
+                e2e_p99: s("request_latency", p99),
+            }
+        })
+        .collect()
+}
+
 /// One benchmark's server metrics in the server table, formatted.
 #[derive(Debug, Serialize)]
 struct ServerRow {
@@ -185,6 +247,15 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
         {
             b.remove("histograms");
             b.remove("class_histograms");
+            for m in b
+                .get_mut("models")
+                .and_then(serde_json::Value::as_array_mut)
+                .into_iter()
+                .flatten()
+                .filter_map(serde_json::Value::as_object_mut)
+            {
+                m.remove("class_histograms");
+            }
         }
     }
     let json = value.to_string();
@@ -263,6 +334,7 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
         extras => Serde(extras),
         capacity => Serde(capacity),
         rows => Serde(report.benchmarks.iter().map(row).collect::<Vec<_>>()),
+        model_rows => Serde(report.benchmarks.iter().flat_map(model_rows).collect::<Vec<_>>()),
         server_rows => Serde(report.benchmarks.iter().filter_map(server_row).collect::<Vec<_>>()),
         data => data,
         uplot_js => UPLOT_JS,

@@ -54,8 +54,45 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
             }
         }
     }
+    if benchmarks.iter().any(|b| !b.models.is_empty()) {
+        out.push_str(&models_section(benchmarks));
+    }
     if super::server::any(benchmarks) {
         out.push_str(&server_section(benchmarks));
+    }
+    out
+}
+
+/// The `--lora` split: one row per model per benchmark.
+fn models_section(benchmarks: &[BenchmarkResult]) -> String {
+    let mut out = String::from(
+        "\n### Per model (--lora)\n\n| Benchmark | Model | Share | Completed | Errored | Req/s | Output tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | E2E p99 ms |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for b in benchmarks {
+        let created: u64 = b.models.iter().map(|m| m.requests.created).sum();
+        for m in &b.models {
+            let stat = |key: &str, p: &str| {
+                m.metrics
+                    .get(key)
+                    .filter(|d| d.successful.count > 0)
+                    .and_then(|d| d.successful.percentiles.get(p))
+            };
+            let share = (created > 0).then(|| 100.0 * m.requests.created as f64 / created as f64);
+            out.push_str(&format!(
+                "| {} | {} | {}% | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                escape(&b.strategy.to_string()),
+                escape(&m.model),
+                cell_value(share),
+                m.requests.completed,
+                m.requests.errored,
+                cell_value(Some(m.throughput.requests_per_s)),
+                cell_value(Some(m.throughput.output_tokens_per_s)),
+                cell_value(stat("ttft", "p50")),
+                cell_value(stat("ttft", "p99")),
+                cell_value(stat("itl", "p50")),
+                cell_value(stat("request_latency", "p99")),
+            ));
+        }
     }
     out
 }

@@ -10,7 +10,7 @@
 use super::json::{HostInfo, MergeInfo, Metadata, REPORT_SCHEMA_VERSION, Report};
 use super::requests::{RequestEntry, RequestSamples};
 use super::server;
-use llmsurge_coordinator::result::{ErrorEntry, ShardHealth, Window};
+use llmsurge_coordinator::result::{ErrorEntry, ModelResult, ShardHealth, Window};
 use llmsurge_coordinator::server_metrics::{CrossCheck, ServerMetrics};
 use llmsurge_coordinator::slo::{Goodput, Slo};
 use llmsurge_coordinator::state::SAMPLES_PER_KIND;
@@ -75,6 +75,8 @@ struct Input {
     index: u32,
     report: Report,
     sets: Vec<MetricSet>,
+    /// Per benchmark, each `--lora` model's histograms (in `models` order).
+    model_sets: Vec<Vec<MetricSet>>,
 }
 
 impl Input {
@@ -109,6 +111,7 @@ pub fn merge(inputs: Vec<(String, Report)>, allow_partial: bool) -> Result<Repor
             ));
         }
         let mut sets = Vec::with_capacity(report.benchmarks.len());
+        let mut model_sets = Vec::with_capacity(report.benchmarks.len());
         for (i, b) in report.benchmarks.iter().enumerate() {
             let measured = b.measured_requests;
             if b.class_histograms.is_empty()
@@ -128,12 +131,24 @@ pub fn merge(inputs: Vec<(String, Report)>, allow_partial: bool) -> Result<Repor
                 )
             })?;
             sets.push(set);
+            let mut per_model = Vec::with_capacity(b.models.len());
+            for (j, m) in b.models.iter().enumerate() {
+                per_model.push(m.metric_set().map_err(|e| {
+                    refuse(
+                        &file,
+                        &format!("benchmarks[{i}].models[{j}].class_histograms.{}", e.key),
+                        e.message,
+                    )
+                })?);
+            }
+            model_sets.push(per_model);
         }
         shards.push(Input {
             file,
             index: shard.index,
             report,
             sets,
+            model_sets,
         });
     }
     // Every later step reads the shards in index order: the output cannot depend on the
@@ -527,11 +542,69 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
         let _ = set.merge(&s.sets[i]);
     }
     m.set_distributions(&set);
+    m.models = merge_models(shards, i, d);
     m.timeseries = merge_timeseries(&parts, m.start_time);
     m.workers = parts.iter().flat_map(|b| b.workers.clone()).collect();
     m.slo = slo.map(|slo| slo.evaluate(&m));
     m.server_metrics = merge_server_metrics(shards, &parts, count, m.start_time);
     m
+}
+
+/// The `--lora` models of a merged benchmark, matched by name (in the order the shards
+/// first name them): counts, tokens and time in flight added, histograms merged, and the
+/// throughput taken over the merged measured window of `duration_s`.
+fn merge_models(shards: &[Input], i: usize, duration_s: f64) -> Vec<ModelResult> {
+    let mut out: Vec<(ModelResult, MetricSet)> = Vec::new();
+    for s in shards {
+        let b = &s.report.benchmarks[i];
+        for (j, m) in b.models.iter().enumerate() {
+            let k = match out.iter().position(|(o, _)| o.model == m.model) {
+                Some(k) => k,
+                None => {
+                    out.push((
+                        ModelResult {
+                            model: m.model.clone(),
+                            weight: m.weight,
+                            ..ModelResult::default()
+                        },
+                        MetricSet::new(),
+                    ));
+                    out.len() - 1
+                }
+            };
+            let (o, set) = &mut out[k];
+            let (r, q) = (&mut o.requests, &m.requests);
+            r.created += q.created;
+            r.completed += q.completed;
+            r.errored += q.errored;
+            r.cancelled += q.cancelled;
+            r.in_flight += q.in_flight;
+            r.late += q.late;
+            r.warmup += q.warmup;
+            r.cooldown += q.cooldown;
+            o.measured_requests.completed += m.measured_requests.completed;
+            o.measured_requests.errored += m.measured_requests.errored;
+            o.measured_requests.cancelled += m.measured_requests.cancelled;
+            o.output_tokens += m.output_tokens;
+            o.prompt_tokens += m.prompt_tokens;
+            o.busy_s += m.busy_s;
+            if let Some(g) = m.good_requests {
+                o.good_requests = Some(o.good_requests.unwrap_or(0) + g);
+            }
+            o.errors = add_errors(std::mem::take(&mut o.errors), &m.errors);
+            if let Some(h) = s.model_sets.get(i).and_then(|v| v.get(j)) {
+                // Both sides auto-resize with the same precision: adding cannot fail.
+                let _ = set.merge(h);
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(mut o, set)| {
+            o.set_throughput(duration_s);
+            o.set_distributions(&set);
+            o
+        })
+        .collect()
 }
 
 /// The server's metrics of a merged benchmark. Every shard scraped the same server, so
@@ -634,8 +707,14 @@ fn merge_server_metrics(
 /// Errors per kind, in the order kinds first appear (shard order); counts summed;
 /// distinct samples in shard order, capped as a run caps them.
 fn merge_errors(parts: &[&BenchmarkResult]) -> Vec<ErrorEntry> {
-    let mut merged: Vec<ErrorEntry> = Vec::new();
-    for e in parts.iter().flat_map(|b| &b.errors) {
+    parts
+        .iter()
+        .fold(Vec::new(), |merged, b| add_errors(merged, &b.errors))
+}
+
+/// Adds error entries into `merged`, by kind, keeping a few distinct samples.
+fn add_errors(mut merged: Vec<ErrorEntry>, more: &[ErrorEntry]) -> Vec<ErrorEntry> {
+    for e in more {
         let pos = match merged.iter().position(|m| m.kind == e.kind) {
             Some(p) => p,
             None => {

@@ -49,6 +49,8 @@ pub struct RunInfo {
     pub shard: Option<llmsurge_proto::Shard>,
     /// `--start-at`, Unix seconds.
     pub start_at: Option<f64>,
+    /// `--lora`: the split's model names, in order (a record's `model` indexes them).
+    pub models: Vec<String>,
 }
 
 /// Seconds since the Unix epoch.
@@ -78,6 +80,8 @@ pub struct RunReporter {
     /// Write failures already printed, so a file that fails after every benchmark is
     /// reported once.
     reported_failures: Vec<String>,
+    /// `--lora`: the split's model names (records carry an index into them).
+    models: Vec<String>,
 }
 
 impl RunReporter {
@@ -131,6 +135,7 @@ impl RunReporter {
             write_failed: false,
             written: Vec::new(),
             reported_failures: Vec::new(),
+            models: info.models,
         }
     }
 
@@ -256,11 +261,18 @@ impl RunObserver for RunReporter {
     }
 
     fn record(&mut self, record: &RequestRecord) {
+        let model = record
+            .model
+            .and_then(|i| self.models.get(usize::from(i)))
+            .map(String::as_str);
         if let Some(s) = &mut self.sampler {
-            s.offer(record, &self.anchor);
+            s.offer(record, &self.anchor, model);
         }
         if let Some(log) = &mut self.log {
-            log.write(&RequestEntry::new(self.current, record, &self.anchor));
+            log.write(&RequestEntry {
+                model: model.map(str::to_string),
+                ..RequestEntry::new(self.current, record, &self.anchor)
+            });
         }
     }
 

@@ -59,6 +59,9 @@ pub struct RequestEntry {
     pub output_tokens_source: TokenSource,
     /// Output tokens counted from the stream.
     pub streamed_tokens: u32,
+    /// `--lora`: the model the request named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 fn ms(d: std::time::Duration) -> f64 {
@@ -90,6 +93,7 @@ impl RequestEntry {
             output_tokens: r.output_tokens,
             output_tokens_source: r.output_tokens_source,
             streamed_tokens: r.streamed_tokens,
+            model: None,
         }
     }
 }
@@ -175,8 +179,8 @@ impl RequestSampler {
         }
     }
 
-    /// Offers one finished request.
-    pub fn offer(&mut self, record: &RequestRecord, anchor: &ClockAnchor) {
+    /// Offers one finished request; `model` is the name its `--lora` split gave it.
+    pub fn offer(&mut self, record: &RequestRecord, anchor: &ClockAnchor, model: Option<&str>) {
         let i = match StatusClass::of(record.status) {
             StatusClass::Successful => 0,
             StatusClass::Errored => 1,
@@ -184,7 +188,10 @@ impl RequestSampler {
         };
         let benchmark = self.benchmark;
         self.by_status[i].offer(
-            || RequestEntry::new(benchmark, record, anchor),
+            || RequestEntry {
+                model: model.map(str::to_string),
+                ..RequestEntry::new(benchmark, record, anchor)
+            },
             &mut self.rng,
         );
     }
@@ -291,6 +298,7 @@ mod tests {
             streamed_tokens: 4,
             phase: Phase::Measured,
             late: false,
+            model: None,
         }
     }
 
@@ -316,10 +324,10 @@ mod tests {
         let mut s = RequestSampler::new(10, 42);
         s.start(0);
         for slot in 0..10_000 {
-            s.offer(&record(slot, RequestStatus::Completed), &anchor());
+            s.offer(&record(slot, RequestStatus::Completed), &anchor(), None);
         }
         for slot in 10_000..10_003 {
-            s.offer(&record(slot, RequestStatus::Errored), &anchor());
+            s.offer(&record(slot, RequestStatus::Errored), &anchor(), None);
         }
         let out = s.finish();
         assert_eq!(out.successful.len(), 10);

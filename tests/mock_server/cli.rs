@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use super::*;
 
 /// The real binary with `args`, `LLMSURGE_MOCK_*` variables replaced by `env`.
-fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> Child {
+pub(super) fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> Child {
     let mut command = Command::new(env!("CARGO_BIN_EXE_llmsurge"));
     command
         .arg("mock-server")
@@ -37,7 +37,7 @@ fn first_line(child: &mut Child) -> String {
 }
 
 /// Waits for `child` to exit, for at most ten seconds (then kills it).
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+pub(super) fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
@@ -112,7 +112,7 @@ async fn mock_binary_reads_env_and_stops_on_sigterm() {
 }
 
 /// The binary's base URL, read from its listening line.
-fn base_of(child: &mut Child) -> String {
+pub(super) fn base_of(child: &mut Child) -> String {
     let line = first_line(child);
     line.trim_end()
         .strip_prefix("listening on ")

@@ -251,7 +251,11 @@ async fn run(
         }
     });
 
-    let reporter = Rc::new(RefCell::new(Reporter::new(cfg.worker_id, t0, cfg.window)));
+    let mut reporter = Reporter::new(cfg.worker_id, t0, cfg.window);
+    if let Some(lora) = &cfg.lora {
+        reporter = reporter.with_models(lora.names());
+    }
+    let reporter = Rc::new(RefCell::new(reporter));
     let flush_now = Rc::new(Notify::new());
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let flusher = tokio::task::spawn_local(flush_loop(

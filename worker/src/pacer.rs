@@ -33,6 +33,8 @@ pub struct Dispatch {
     pub body: Result<Bytes, String>,
     /// The prompt length, when the source knows it.
     pub prompt_tokens: Option<u32>,
+    /// The model the request names, when the source chose one (`--lora`).
+    pub model: Option<Arc<str>>,
 }
 
 /// Everything the pacer thread owns.
@@ -72,14 +74,18 @@ impl Pacer {
             // The global slot: its arrival time and its prompt are the single host's.
             let slot = self.shard.global(local);
             let scheduled = self.t0 + Duration::from_nanos(self.clock.offset_ns(slot));
-            let (body, prompt_tokens) = match self.source.request(slot) {
-                Ok(Some(req)) => (Ok(self.backend.build_body(&req)), req.prompt_tokens),
+            let (body, prompt_tokens, model) = match self.source.request(slot) {
+                Ok(Some(req)) => (
+                    Ok(self.backend.build_body(&req)),
+                    req.prompt_tokens,
+                    req.model,
+                ),
                 Ok(None) => {
                     // A finite dataset ran out: nobody may claim past it.
                     self.shm.limit_slots(local);
                     break;
                 }
-                Err(message) => (Err(message), None),
+                Err(message) => (Err(message), None, None),
             };
             if !sleep_until(scheduled, &self.shm) {
                 // Stopped while waiting: the slot was never due within the run. It is no
@@ -92,6 +98,7 @@ impl Pacer {
                 scheduled,
                 body,
                 prompt_tokens,
+                model,
             };
             if self.tx.send(dispatch).is_err() {
                 self.shm.return_slot(); // the runtime is gone: nobody will send it

@@ -9,10 +9,11 @@
 
 use crate::backend::Exchange;
 use llmsurge_proto::{
-    MeasureWindow, Metric, MetricSet, MonoNanos, Phase, RequestRecord, RequestStarted,
-    RequestStatus, StatusClass, TokenSource, UpdateBatch,
+    MeasureWindow, Metric, MetricSet, ModelMetrics, MonoNanos, Phase, RequestRecord,
+    RequestStarted, RequestStatus, StatusClass, TokenSource, UpdateBatch,
     metrics::{MetricsError, micros, record_lower_bounds},
 };
+use std::sync::Arc;
 
 /// What the request loop knows about a request besides its exchange.
 #[derive(Clone, Copy, Debug)]
@@ -27,6 +28,9 @@ pub struct SlotInfo {
     pub prompt_tokens: Option<u32>,
     /// Stream strategies: when the stream's previous request ended.
     pub previous_end: Option<MonoNanos>,
+    /// `--lora`: the index of the request's model in the split (see
+    /// [`Reporter::model_index`]).
+    pub model: Option<u16>,
 }
 
 /// Accumulates one flush interval of transitions.
@@ -37,6 +41,10 @@ pub struct Reporter {
     window: MeasureWindow,
     batch: UpdateBatch,
     metrics: MetricSet,
+    /// `--lora`: the split's model names, in order; empty without a split.
+    models: Vec<Arc<str>>,
+    /// `--lora`: the histograms per model (same order), beside `metrics`.
+    model_metrics: Vec<MetricSet>,
 }
 
 impl Reporter {
@@ -48,7 +56,26 @@ impl Reporter {
             window,
             batch: UpdateBatch::default(),
             metrics: MetricSet::new(),
+            models: Vec::new(),
+            model_metrics: Vec::new(),
         }
+    }
+
+    /// Keeps histograms per model of a `--lora` split as well (`names` in the split's
+    /// order). Without it no per-model work is done.
+    pub fn with_models(mut self, names: impl IntoIterator<Item = impl Into<Arc<str>>>) -> Self {
+        self.models = names.into_iter().map(Into::into).collect();
+        self.model_metrics = vec![MetricSet::new(); self.models.len()];
+        self
+    }
+
+    /// The split's index of the model a request named; `None` without a split or for a
+    /// name outside it (a source that set its own model).
+    pub fn model_index(&self, model: Option<&Arc<str>>) -> Option<u16> {
+        let model = model?;
+        // A handful of short names: a scan beats hashing.
+        let i = self.models.iter().position(|n| **n == **model)?;
+        u16::try_from(i).ok()
     }
 
     /// The phase a slot falls in.
@@ -57,11 +84,12 @@ impl Reporter {
     }
 
     /// A request was sent.
-    pub fn started(&mut self, slot: u64, scheduled: MonoNanos, start: MonoNanos) {
+    pub fn started(&mut self, info: &SlotInfo, start: MonoNanos) {
         self.batch.started.push(RequestStarted {
-            slot,
-            scheduled,
+            slot: info.slot,
+            scheduled: info.scheduled,
             start,
+            model: info.model,
         });
     }
 
@@ -111,6 +139,12 @@ impl Reporter {
         let record = build_record(self.worker, info, ex, self.phase(info.slot, info.scheduled));
         if record.phase == Phase::Measured {
             record_metrics(&mut self.metrics, &record, &ex.token_times);
+            if let Some(set) = record
+                .model
+                .and_then(|m| self.model_metrics.get_mut(usize::from(m)))
+            {
+                record_metrics(set, &record, &ex.token_times);
+            }
         }
         self.batch.finished.push(record);
     }
@@ -126,6 +160,17 @@ impl Reporter {
         if !self.metrics.is_empty() {
             batch.metrics = self.metrics.encode()?;
             self.metrics.reset();
+        }
+        for (i, set) in self.model_metrics.iter_mut().enumerate() {
+            if set.is_empty() {
+                continue;
+            }
+            batch.model_metrics.push(ModelMetrics {
+                // At most `LoraSpec::MAX_MODELS` models: the index fits.
+                model: u16::try_from(i).unwrap_or(u16::MAX),
+                metrics: set.encode()?,
+            });
+            set.reset();
         }
         Ok(batch)
     }
@@ -162,6 +207,7 @@ fn build_record(worker: u32, info: SlotInfo, ex: &Exchange, phase: Phase) -> Req
         streamed_tokens: ex.streamed_tokens,
         phase,
         late: info.late,
+        model: info.model,
     }
 }
 
@@ -242,7 +288,66 @@ mod tests {
             late: false,
             prompt_tokens: Some(4),
             previous_end: None,
+            model: None,
         }
+    }
+
+    #[test]
+    fn a_lora_split_gets_a_histogram_delta_per_model_beside_the_whole() {
+        let names: Vec<Arc<str>> = vec!["a".into(), "b".into()];
+        let mut r = Reporter::new(0, ms(0), MeasureWindow::default()).with_models(["a", "b"]);
+        assert_eq!(r.model_index(Some(&names[1])), Some(1));
+        assert_eq!(
+            r.model_index(Some(&Arc::from("z"))),
+            None,
+            "not in the split"
+        );
+        assert_eq!(r.model_index(None), None);
+        for (slot, model) in [(0, Some(0)), (1, Some(0)), (2, Some(1)), (3, None)] {
+            let info = SlotInfo {
+                model,
+                ..info(slot)
+            };
+            r.started(&info, ms(10));
+            r.finished(info, &exchange(&[20, 30], None));
+        }
+        let batch = r.take_batch().expect("encodes");
+        assert_eq!(
+            batch.started.iter().filter(|s| s.model == Some(0)).count(),
+            2
+        );
+        assert_eq!(batch.finished[2].model, Some(1));
+        let count = |encoded: &llmsurge_proto::EncodedMetrics| {
+            let mut set = MetricSet::new();
+            set.merge_encoded(encoded).expect("decodes");
+            set.get(StatusClass::Successful, Metric::RequestLatency)
+                .map_or(0, |h| h.len())
+        };
+        assert_eq!(count(&batch.metrics), 4, "the whole has every request");
+        let per_model: Vec<(u16, u64)> = batch
+            .model_metrics
+            .iter()
+            .map(|m| (m.model, count(&m.metrics)))
+            .collect();
+        assert_eq!(per_model, vec![(0, 2), (1, 1)]);
+        // The deltas were taken: the next batch carries none.
+        assert!(r.take_batch().expect("encodes").model_metrics.is_empty());
+        // Without a split nothing per model is kept.
+        let mut plain = Reporter::new(0, ms(0), MeasureWindow::default());
+        plain.finished(
+            SlotInfo {
+                model: Some(0),
+                ..info(0)
+            },
+            &exchange(&[20], None),
+        );
+        assert!(
+            plain
+                .take_batch()
+                .expect("encodes")
+                .model_metrics
+                .is_empty()
+        );
     }
 
     #[test]

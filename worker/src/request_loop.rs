@@ -110,7 +110,7 @@ impl Context {
                 let start = MonoNanos::now();
                 {
                     let mut reporter = self.reporter.borrow_mut();
-                    reporter.started(info.slot, info.scheduled, start);
+                    reporter.started(&info, start);
                     reporter.send_gap(&info, start);
                 }
                 let mut ex = Exchange {
@@ -180,13 +180,17 @@ impl Context {
             let slot = self.shard.global(local);
             let scheduled = MonoNanos::now();
             let prepared = source.borrow_mut().request(slot);
-            let (body, prompt_tokens) = match prepared {
-                Ok(Some(req)) => (Ok(self.backend.build_body(&req)), req.prompt_tokens),
+            let (body, prompt_tokens, model) = match prepared {
+                Ok(Some(req)) => (
+                    Ok(self.backend.build_body(&req)),
+                    req.prompt_tokens,
+                    self.reporter.borrow().model_index(req.model.as_ref()),
+                ),
                 Ok(None) => {
                     self.shm.limit_slots(local);
                     break;
                 }
-                Err(message) => (Err(message), None),
+                Err(message) => (Err(message), None, None),
             };
             let end = self
                 .run_request(
@@ -196,6 +200,7 @@ impl Context {
                         late: false,
                         prompt_tokens,
                         previous_end,
+                        model,
                     },
                     body,
                 )
@@ -235,6 +240,7 @@ impl Context {
                 late: false,
                 prompt_tokens: d.prompt_tokens,
                 previous_end: None,
+                model: self.reporter.borrow().model_index(d.model.as_ref()),
             };
             tasks.spawn_local(async move {
                 ctx.run_request(info, d.body).await;

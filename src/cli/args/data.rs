@@ -69,6 +69,13 @@ pub struct DataArgs {
     #[arg(long, env = "LLMSURGE_IGNORE_EOS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub ignore_eos: bool,
 
+    /// LoRA traffic split: "name=weight,..." (positive weights adding up to 1; within
+    /// 0.01 of 1 they are normalised) or "name,name,..." for an even split. Each request
+    /// names one of these models, picked per slot from --random-seed (the same whatever
+    /// --workers is); reports break every metric down per model.
+    #[arg(long, env = "LLMSURGE_LORA", value_name = "NAME[=WEIGHT],...")]
+    pub lora: Option<String>,
+
     /// `--ignore-eos` (or its variable) was given, not defaulted: a server that refuses
     /// the field is then a usage error rather than a warning. Set from the matches.
     #[arg(skip)]
