@@ -567,6 +567,7 @@ pub async fn run_benchmark(
             completed: m.completed,
             output_tokens: m.received_output_tokens,
             prompt_tokens: m.answered_prompt_tokens,
+            prompt_tokens_sent: m.sent_prompt_tokens,
             unfinished: m.errored + m.cancelled,
             shard: plan
                 .shard

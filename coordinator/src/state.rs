@@ -93,6 +93,10 @@ pub struct MeasuredTotals {
     /// a token came back): prompts the server certainly processed, for the cross-check.
     #[serde(default)]
     pub answered_prompt_tokens: u64,
+    /// Prompt tokens of every measured request written to the socket: the most the
+    /// server can have read, for the cross-check.
+    #[serde(default)]
+    pub sent_prompt_tokens: u64,
     /// Earliest start of a measured request.
     pub first_start: Option<MonoNanos>,
     /// Latest end of a measured request.
@@ -107,8 +111,12 @@ impl MeasuredTotals {
     /// Adds one measured request.
     fn add(&mut self, r: &RequestRecord) {
         self.received_output_tokens += u64::from(r.output_tokens);
+        let prompt = u64::from(r.prompt_tokens.unwrap_or(0));
         if r.status == RequestStatus::Completed || r.first_token.is_some() {
-            self.answered_prompt_tokens += u64::from(r.prompt_tokens.unwrap_or(0));
+            self.answered_prompt_tokens += prompt;
+        }
+        if r.start.is_some() {
+            self.sent_prompt_tokens += prompt;
         }
         match r.status {
             RequestStatus::Completed => {

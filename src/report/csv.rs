@@ -375,6 +375,10 @@ fn server_columns(report: &Report) -> Vec<ServerColumn> {
             Box::new(move |s| opt_float(server::cross_check(s, x).map(|c| c.client))),
         ));
         cols.push((
+            format!("server.cross_check.{x}.client_upper"),
+            Box::new(move |s| opt_float(server::cross_check(s, x).and_then(|c| c.client_upper))),
+        ));
+        cols.push((
             format!("server.cross_check.{x}.difference"),
             Box::new(move |s| opt_float(server::cross_check(s, x).map(|c| c.difference))),
         ));

@@ -210,7 +210,7 @@ fn server_row(b: &BenchmarkResult) -> Option<ServerRow> {
             .map(|c| CheckRow {
                 name: c.name.clone(),
                 server: figure(Some(c.server)),
-                client: figure(Some(c.client)),
+                client: srv::client_range(c),
                 difference: format!("{:+.2}%", c.difference * 100.0),
                 agrees: c.agrees,
             })

@@ -659,45 +659,37 @@ fn merge_server_metrics(
     );
     let mut checks = Vec::new();
     for c in &kept.cross_checks {
-        let clients: Option<f64> = parts
+        let found: Option<Vec<&CrossCheck>> = parts
             .iter()
             .map(|b| {
                 b.server_metrics
                     .as_ref()
                     .and_then(|s| server::cross_check(s, &c.name))
-                    .map(|x| x.client)
             })
-            .sum();
-        let Some(client) = clients else {
+            .collect();
+        let Some(found) = found else {
             warnings.push(format!(
                 "{}: cross-check left out: not every shard has it, so the clients' count is unknown",
                 c.name
             ));
             continue;
         };
-        let difference = if client > 0.0 {
-            (c.server - client) / client
-        } else if c.server == 0.0 {
-            0.0
-        } else {
-            1.0
-        };
-        let agrees = difference.abs() <= server::CROSS_CHECK_TOLERANCE;
-        if !agrees {
+        let client: f64 = found.iter().map(|x| x.client).sum();
+        let upper: f64 = found
+            .iter()
+            .map(|x| x.client_upper.unwrap_or(x.client))
+            .sum();
+        let check = CrossCheck::new(&c.name, c.server, client, Some(upper));
+        if !check.agrees {
             warnings.push(format!(
                 "{}: the server counted {}, the merged shards' clients {}: {:+.2}%, more than 2% apart",
                 c.name,
                 server::figure(Some(c.server)),
                 server::figure(Some(client)),
-                difference * 100.0
+                check.difference * 100.0
             ));
         }
-        checks.push(CrossCheck {
-            client,
-            difference,
-            agrees,
-            ..c.clone()
-        });
+        checks.push(check);
     }
     sm.cross_checks = checks;
     sm.warnings = warnings;

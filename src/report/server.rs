@@ -137,7 +137,7 @@ pub fn cross_check_line(c: &CrossCheck) -> String {
         "{}: server {}, client {} ({:+.2}%){}",
         c.name,
         figure(Some(c.server)),
-        figure(Some(c.client)),
+        client_range(c),
         c.difference * 100.0,
         if c.agrees {
             ", agrees".to_string()
@@ -148,6 +148,14 @@ pub fn cross_check_line(c: &CrossCheck) -> String {
             )
         }
     )
+}
+
+/// The client's count of a cross-check, or its range (`1,200 to 1,264`) when it has one.
+pub fn client_range(c: &CrossCheck) -> String {
+    match c.client_upper {
+        Some(u) => format!("{} to {}", figure(Some(c.client)), figure(Some(u))),
+        None => figure(Some(c.client)),
+    }
 }
 
 /// The server recognised and the URL scraped: `vllm at http://…/metrics`.

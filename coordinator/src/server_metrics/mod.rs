@@ -271,10 +271,43 @@ pub struct CrossCheck {
     pub name: String,
     /// The server's counter delta.
     pub server: f64,
-    /// The client's count.
+    /// The client's count: what the server certainly counted.
     pub client: f64,
-    /// `(server - client) / client`.
+    /// The most the server can have counted, when the client cannot know more exactly
+    /// (prompts of requests sent but never answered: the server may or may not have read
+    /// them). `client` to `client_upper` is the client's range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_upper: Option<f64>,
+    /// How far the server's count lies outside the client's range, relative to its
+    /// nearest end: `(server - client) / client` below it, 0 within it.
     pub difference: f64,
     /// Within the tolerance (2%).
     pub agrees: bool,
+}
+
+impl CrossCheck {
+    /// Compares the server's count with the client's range `client..=client_upper`.
+    pub fn new(name: &str, server: f64, client: f64, client_upper: Option<f64>) -> Self {
+        let upper = client_upper.filter(|u| *u > client);
+        let nearest = match upper {
+            Some(u) if server > u => u,
+            Some(_) if server >= client => server,
+            _ => client,
+        };
+        let difference = if nearest > 0.0 {
+            (server - nearest) / nearest
+        } else if server > 0.0 {
+            1.0 // the client counted none: a full disagreement (never infinite in JSON)
+        } else {
+            0.0
+        };
+        Self {
+            name: name.into(),
+            server,
+            client,
+            client_upper: upper,
+            difference,
+            agrees: difference.abs() <= summary::CROSS_CHECK_TOLERANCE,
+        }
+    }
 }

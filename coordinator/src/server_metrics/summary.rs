@@ -78,6 +78,9 @@ pub struct ClientCounts {
     /// Prompt tokens of the requests the server began to answer (completed, or a token
     /// came back).
     pub prompt_tokens: u64,
+    /// Prompt tokens of every request sent: a request cut before its first token may
+    /// or may not have been read by the server.
+    pub prompt_tokens_sent: u64,
     /// Requests that errored or were cancelled (the server may count tokens of theirs
     /// the client never saw).
     pub unfinished: u64,
@@ -246,14 +249,21 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
         (
             "generation_tokens",
             client.output_tokens,
+            None,
             "output tokens received",
         ),
         (
             "prompt_tokens",
             client.prompt_tokens,
+            Some(client.prompt_tokens_sent),
             "prompt tokens of the requests it answered",
         ),
-        ("request_success", client.completed, "completed requests"),
+        (
+            "request_success",
+            client.completed,
+            None,
+            "completed requests",
+        ),
     ];
     let comparable = checks.iter().any(|(n, ..)| delta(n).is_some());
     if let Some((k, n)) = client.shard.filter(|_| comparable) {
@@ -261,41 +271,38 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
             "no cross-check of the server's counts with the client's: this host ran shard {k}/{n}, and the server counts every shard's requests"
         ));
     } else if exact {
-        for (name, client_count, what) in checks {
+        for (name, client_count, upper, what) in checks {
             let Some(server_count) = delta(name) else {
                 continue;
             };
-            let client_count = client_count as f64;
-            let difference = if client_count > 0.0 {
-                (server_count - client_count) / client_count
-            } else if server_count > 0.0 {
-                1.0 // the client counted none: a full disagreement (never infinite in JSON)
-            } else {
-                0.0
-            };
-            let agrees = difference.abs() <= CROSS_CHECK_TOLERANCE;
-            if !agrees {
-                let unfinished = if client.unfinished > 0 && name != "request_success" {
+            let check = CrossCheck::new(
+                name,
+                server_count,
+                client_count as f64,
+                upper.map(|u| u as f64),
+            );
+            if !check.agrees {
+                let range = match check.client_upper {
+                    Some(u) => format!(
+                        " (up to {u:.0} with the prompts of requests sent but never answered)"
+                    ),
+                    None => String::new(),
+                };
+                let unfinished = if client.unfinished > 0 && name == "generation_tokens" {
                     format!(
-                        "; {} requests did not complete, and the server may count tokens of theirs the client never saw (generated after a cancel, or a prompt it read before failing)",
+                        "; {} requests did not complete, and the server may count tokens of theirs the client never saw (generated after a cancel)",
                         client.unfinished
                     )
                 } else {
                     String::new()
                 };
                 warnings.push(format!(
-                    "the server counted {server_count:.0} {name} over the benchmark, the client {client_count:.0} {what} ({:+.1}%, beyond {:.0}%){unfinished}",
-                    difference * 100.0,
+                    "the server counted {server_count:.0} {name} over the benchmark, the client {client_count:.0} {what}{range} ({:+.1}%, beyond {:.0}%){unfinished}",
+                    check.difference * 100.0,
                     CROSS_CHECK_TOLERANCE * 100.0
                 ));
             }
-            cross_checks.push(CrossCheck {
-                name: name.into(),
-                server: server_count,
-                client: client_count,
-                difference,
-                agrees,
-            });
+            cross_checks.push(check);
         }
     } else if comparable {
         warnings.push(if window.whole_benchmark {
@@ -487,6 +494,23 @@ mod tests {
         let h = &m.histograms["time_to_first_token_seconds"];
         assert_eq!((h.count, h.sum), (20.0, 2.0));
         assert_eq!(h.mean, Some(0.1));
+    }
+
+    #[test]
+    fn a_count_within_the_clients_range_agrees() {
+        // 100 prompt tokens answered, 120 sent: the server read 100 to 120 of them.
+        let inside = CrossCheck::new("prompt_tokens", 112.0, 100.0, Some(120.0));
+        assert!(inside.agrees && inside.difference == 0.0, "{inside:?}");
+        let above = CrossCheck::new("prompt_tokens", 150.0, 100.0, Some(120.0));
+        assert!(!above.agrees, "{above:?}");
+        assert!((above.difference - 0.25).abs() < 1e-9, "{above:?}");
+        let below = CrossCheck::new("prompt_tokens", 90.0, 100.0, Some(120.0));
+        assert!((below.difference + 0.10).abs() < 1e-9, "{below:?}");
+        // No range: the plain relative difference, and an upper bound at the count is none.
+        let plain = CrossCheck::new("request_success", 103.0, 100.0, Some(100.0));
+        assert_eq!(plain.client_upper, None);
+        assert!(!plain.agrees && (plain.difference - 0.03).abs() < 1e-9);
+        assert_eq!(CrossCheck::new("x", 5.0, 0.0, None).difference, 1.0);
     }
 
     #[test]
