@@ -315,6 +315,9 @@ pub struct MockStats {
     /// Speculative-decoding counts (all 0 unless `--spec-decode-draft-tokens` is set).
     #[serde(default)]
     pub spec_decode: SpecDecodeCounts,
+    /// What `--record` wrote (absent without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<super::record::RecordStats>,
 }
 
 /// Speculative-decoding counts of the tokens sent (vLLM's `spec_decode_*` counters).
@@ -529,6 +532,8 @@ impl Counters {
                 draft_tokens: self.spec_draft_tokens.load(Relaxed),
                 accepted_tokens: self.spec_accepted_tokens.load(Relaxed),
             },
+            // Filled in by the server, which owns the recorder.
+            record: None,
         }
     }
 }
