@@ -25,7 +25,7 @@ pub mod shm;
 pub use clock::{ClockAnchor, MonoNanos};
 pub use config::{
     Arrivals, BackendConfig, DataSpec, MeasureWindow, RequestFormat, SamplerKind, Sampling,
-    Schedule, Secret, Shard, SyntheticSpec, TableSpec, TokenizerRef, WorkerConfig,
+    Schedule, Secret, Shard, SyntheticSpec, TableSpec, TokenizerRef, TraceSpec, WorkerConfig,
 };
 pub use frame::{FrameError, FrameIoError, FrameReader, FrameWriter, decode_frame, encode_frame};
 pub use messages::{FromWorker, PROTOCOL_VERSION, ToWorker, UpdateBatch};
