@@ -497,6 +497,39 @@ mod tests {
     }
 
     #[test]
+    fn blocks_are_exact_and_shared_by_hash_id() {
+        let tok_ref = TokenizerRef::Builtin(super::super::tokenizer::DEFAULT_PROCESSOR.into());
+        let tok = Tokenizer::load(&tok_ref).expect("cl100k");
+        let b = block_builder(&tok_ref, 32).expect("builder");
+        let mut firsts: std::collections::HashMap<u64, Vec<u32>> = Default::default();
+        for i in 0..40u64 {
+            let blocks = 2 + i % 3;
+            let row = TraceRow {
+                at_ns: 0,
+                input_tokens: (blocks * 32 - i % 7) as u32,
+                output_tokens: Some(1),
+                // A hash id names a block of one length (Mooncake hashes a partial last
+                // block on its own): the shared second id only on full second blocks.
+                hash_ids: if blocks > 2 {
+                    vec![i % 4, 100 + i % 12]
+                } else {
+                    vec![i % 4]
+                },
+                prompt: None,
+            };
+            let mut text = String::new();
+            build_blocks(&b, 9, 32, i, &row, &mut text).expect("build");
+            let ids = tok.encode(&text);
+            assert_eq!(ids.len(), row.input_tokens as usize, "row {i}: {text:?}");
+            for (k, id) in row.hash_ids.iter().enumerate() {
+                let block = ids[k * 32..((k + 1) * 32).min(ids.len())].to_vec();
+                let first = firsts.entry(*id).or_insert_with(|| block.clone());
+                assert_eq!(*first, block, "row {i} block {k}");
+            }
+        }
+    }
+
+    #[test]
     fn azure_datetimes_are_seconds() {
         let a = seconds(&Value::String("2023-11-16 18:15:46.6805900".into())).expect("t");
         let b = seconds(&Value::String("2023-11-16 18:15:47.1805900".into())).expect("t");
