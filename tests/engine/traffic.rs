@@ -180,3 +180,291 @@ fn a_mooncake_trace_replays_on_time_and_shares_blocks_exactly_where_hash_ids_rep
         b.client.dispatch_lag_p99_ms
     );
 }
+
+/// (slot, scheduled offset from slot 0 in ms, prompt tokens as the server counted them,
+/// worker) of a request log.
+fn schedule_of(path: &Path) -> Vec<(u64, f64, Option<u32>, u32)> {
+    let mut rows: Vec<(u64, f64, Option<u32>, u32)> = std::fs::read_to_string(path)
+        .expect("the request log")
+        .lines()
+        .map(|l| {
+            let e: llmsurge::report::RequestEntry = serde_json::from_str(l).expect("an entry");
+            (e.slot, e.scheduled_time, e.prompt_tokens, e.worker)
+        })
+        .collect();
+    rows.sort_by_key(|r| r.0);
+    let first = rows.first().map_or(0.0, |r| r.1);
+    for r in &mut rows {
+        r.1 = (r.1 - first) * 1e3;
+    }
+    rows
+}
+
+/// A BurstGPT CSV: 3 models, a failed request (0 response tokens), 1 s gaps.
+fn burstgpt_csv(path: &Path) {
+    let mut lines =
+        vec!["Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type".to_string()];
+    for i in 0..30u32 {
+        let model = ["ChatGPT", "GPT-4", "ChatGPT"][i as usize % 3];
+        let response = if i == 7 { 0 } else { 1 + i % 4 };
+        lines.push(format!(
+            "{},{model},{},{response},{},Conversation log",
+            100 + i,
+            20 + i,
+            20 + i + response
+        ));
+    }
+    write_lines(path, &lines);
+}
+
+#[test]
+fn every_trace_reader_replays_its_sample_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bpe = tiktoken_rs::cl100k_base().expect("cl100k");
+    // BurstGPT: the ChatGPT rows after --trace-start 3s, without the failed one.
+    let burst = dir.path().join("burstgpt.csv");
+    burstgpt_csv(&burst);
+    // Azure: datetimes with 7 fractional digits, 0.25 s apart.
+    let azure = dir.path().join("azure.csv");
+    let mut lines = vec!["TIMESTAMP,ContextTokens,GeneratedTokens".to_string()];
+    for i in 0..12u32 {
+        let ms = 100 + 250 * i;
+        lines.push(format!(
+            "2023-11-16 18:15:{:02}.{:03}0000,{},{}",
+            46 + ms / 1000,
+            ms % 1000,
+            30 + 3 * i,
+            2 + i % 3
+        ));
+    }
+    write_lines(&azure, &lines);
+    // Generic: prompts and a timestamp column in seconds.
+    let generic = dir.path().join("generic.jsonl");
+    let lines: Vec<String> = (0..10u32)
+        .map(|i| {
+            serde_json::json!({
+                "timestamp": 5.0 + 0.3 * f64::from(i),
+                "prompt": format!("Question number {i}: what is the colour of the sky?"),
+                "output_tokens_count": 3 + i % 2
+            })
+            .to_string()
+        })
+        .collect();
+    write_lines(&generic, &lines);
+    // Mooncake without hash ids on some rows.
+    let moon = dir.path().join("mooncake.jsonl");
+    let lines: Vec<String> = (0..10u64)
+        .map(|i| {
+            let mut v = serde_json::json!({"timestamp": 1000 + 200 * i, "input_length": 40 + i, "output_length": 2});
+            if i % 2 == 0 {
+                v["hash_ids"] = serde_json::json!([7]);
+            }
+            v.to_string()
+        })
+        .collect();
+    write_lines(&moon, &lines);
+
+    // (file, extra args, expected (prompt tokens or None for text, max_tokens, offset ms))
+    type Expect = Vec<(Option<usize>, u64, f64)>;
+    let burst_rows: Expect = (0..30u32)
+        .filter(|i| i % 3 != 1 && *i != 7 && *i >= 3)
+        .map(|i| {
+            (
+                Some(20 + i as usize),
+                u64::from(1 + i % 4),
+                f64::from(i - 3) * 1e3,
+            )
+        })
+        .collect();
+    let azure_rows: Expect = (0..12u32)
+        .map(|i| {
+            (
+                Some(30 + 3 * i as usize),
+                u64::from(2 + i % 3),
+                f64::from(250 * i),
+            )
+        })
+        .collect();
+    let generic_rows: Expect = (0..10u32)
+        .map(|i| (None, u64::from(3 + i % 2), 300.0 * f64::from(i)))
+        .collect();
+    let moon_rows: Expect = (0..10u64)
+        .map(|i| (Some(40 + i as usize), 2, 200.0 * i as f64))
+        .collect();
+    let moon_cut: Expect = moon_rows[..4].to_vec();
+    let cases: [(&Path, &[&str], Expect); 5] = [
+        (
+            &burst,
+            &["--trace-model", "ChatGPT", "--trace-start", "3s"],
+            burst_rows,
+        ),
+        (&azure, &[], azure_rows),
+        (&generic, &[], generic_rows),
+        (&moon, &[], moon_rows),
+        // --max-requests cuts a trace.
+        (&moon, &["--max-requests", "4"], moon_cut),
+    ];
+    for (file, extra, expect) in cases {
+        let record = dir.path().join("record.jsonl");
+        let server = mock(MockConfig {
+            record: Some(record.clone()),
+            ..MockConfig::instant()
+        });
+        let mut args = vec!["--time-scale", "0.05", "--request-log", "requests.jsonl"];
+        args.extend_from_slice(extra);
+        let finished = replay(&server, file, &args);
+        let report = ok_report(&finished);
+        let name = file.display();
+        assert_eq!(
+            report.benchmarks[0].requests.completed,
+            expect.len() as u64,
+            "{name}"
+        );
+        // Scheduled at the trace's offsets times 0.05, in trace order.
+        let schedule = schedule_of(&finished.dir.path().join("requests.jsonl"));
+        assert_eq!(schedule.len(), expect.len(), "{name}");
+        for ((slot, at, _, _), (_, _, want_at)) in schedule.iter().zip(&expect) {
+            assert!(
+                (at - want_at * 0.05).abs() < 0.01,
+                "{name} slot {slot}: scheduled at {at} ms, trace says {}",
+                want_at * 0.05
+            );
+        }
+        // What the server got: exact lengths and the trace's output lengths, in order
+        // (the rows are at least 10 ms apart after scaling).
+        let lines = recorded(&record);
+        assert_eq!(lines.len(), expect.len(), "{name}");
+        for (l, (tokens, max_tokens, _)) in lines.iter().zip(&expect) {
+            assert_eq!(
+                l["body"]["max_tokens"].as_u64(),
+                Some(*max_tokens),
+                "{name}: {l}"
+            );
+            if let Some(n) = tokens {
+                assert_eq!(bpe.encode_ordinary(prompt_of(l)).len(), *n, "{name}: {l}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_traces_exit_2_with_one_line_naming_file_and_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = mock(MockConfig::instant());
+    let m = |t: i64| {
+        format!(
+            "{{\"timestamp\": {t}, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}}"
+        )
+    };
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("unsorted.jsonl", [m(0), m(50), m(20)].join("\n"), "line 3"),
+        ("negative.jsonl", [m(0), m(-5)].join("\n"), "line 2"),
+        (
+            "missing.csv",
+            "Timestamp,Model,Request tokens,Response tokens\n1,A,10,2\n2,A,,3\n".into(),
+            "line 3",
+        ),
+        (
+            "nocolumn.jsonl",
+            [
+                m(0),
+                "{\"timestamp\": 5, \"input_length\": 10, \"hash_ids\": [1]}".into(),
+            ]
+            .join("\n"),
+            "line 2",
+        ),
+        (
+            "prompts.csv",
+            "prompt,answer\nhello,world\n".into(),
+            "--profile replay needs --data a trace",
+        ),
+    ];
+    for (name, text, mention) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        let finished = replay(&server, &path, &[]);
+        let stderr = finished.stderr.trim();
+        assert_eq!(finished.code(), 2, "{name}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{name}: one line: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(mention),
+            "{name}: {stderr}"
+        );
+        if mention.starts_with("line") {
+            assert!(stderr.contains(name), "{name}: names the file: {stderr}");
+        }
+    }
+    assert_eq!(
+        server.stats().requests.chat_completions,
+        0,
+        "nothing was sent"
+    );
+}
+
+#[test]
+fn the_replay_schedule_does_not_depend_on_the_worker_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("trace.jsonl");
+    // 40 requests 1 s apart in trace time with uneven gaps, at 0.02: 20 ms apart or more.
+    let mut t = 0u64;
+    let lines: Vec<String> = (0..40u64)
+        .map(|i| {
+            t += 1_000 + (i * 389) % 1_500;
+            serde_json::json!({
+                "timestamp": t, "input_length": 50 + (i * 17) % 90, "output_length": 2 + i % 3,
+                "hash_ids": [i % 3]
+            })
+            .to_string()
+        })
+        .collect();
+    write_lines(&trace, &lines);
+    let mut runs = Vec::new();
+    for workers in ["1", "2"] {
+        let record = dir.path().join(format!("record-{workers}.jsonl"));
+        let server = mock(MockConfig {
+            record: Some(record.clone()),
+            ..MockConfig::instant()
+        });
+        let finished = replay(
+            &server,
+            &trace,
+            &[
+                "--time-scale",
+                "0.02",
+                "--workers",
+                workers,
+                "--request-log",
+                "requests.jsonl",
+            ],
+        );
+        ok_report(&finished);
+        let schedule = schedule_of(&finished.dir.path().join("requests.jsonl"));
+        let bodies: Vec<(String, serde_json::Value)> = recorded(&record)
+            .iter()
+            .map(|l| (prompt_of(l).to_string(), l["body"]["max_tokens"].clone()))
+            .collect();
+        runs.push((schedule, bodies));
+    }
+    let (one, two) = (&runs[0], &runs[1]);
+    assert!(
+        two.0
+            .iter()
+            .map(|r| r.3)
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+            == 2,
+        "both workers sent"
+    );
+    assert_eq!(one.0.len(), 40);
+    for (a, b) in one.0.iter().zip(&two.0) {
+        assert_eq!((a.0, a.2), (b.0, b.2), "same slot, same prompt length");
+        assert!(
+            (a.1 - b.1).abs() < 0.01,
+            "slot {} at {} vs {} ms",
+            a.0,
+            a.1,
+            b.1
+        );
+    }
+    assert_eq!(one.1, two.1, "the same bodies in the same order");
+}
