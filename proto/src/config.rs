@@ -194,6 +194,11 @@ pub struct SyntheticSpec {
     pub output_tokens_min: Option<u32>,
     /// Upper bound of the output length.
     pub output_tokens_max: Option<u32>,
+    /// `vllm bench serve`'s `--random-range-ratio`: when set, prompt and output lengths
+    /// are drawn uniformly from `[mean × (1 − r), mean × (1 + r)]` instead of around
+    /// their mean with a standard deviation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range_ratio: Option<f64>,
     /// Tokens of shared prefix at the start of every prompt.
     pub prefix_tokens: u32,
     /// How many distinct prefixes the prompts cycle through.
