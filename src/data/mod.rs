@@ -309,6 +309,7 @@ pub fn prepare(
         columns: &plan.column_mapper,
         tok: &tok,
         default_output_tokens: plan.dataset_args.output_tokens,
+        first_turn: plan.dataset_args.first_turn,
     };
     let mut rows = Vec::new();
     for file in &files {
@@ -378,6 +379,7 @@ fn prepare_trace(
             columns: &plan.column_mapper,
             tok: &tok,
             default_output_tokens: plan.dataset_args.output_tokens,
+            first_turn: plan.dataset_args.first_turn,
         };
         trace::read_trace(path, format, &opts, Some(&mapper))
     } else {
