@@ -468,3 +468,153 @@ fn the_replay_schedule_does_not_depend_on_the_worker_count() {
     }
     assert_eq!(one.1, two.1, "the same bodies in the same order");
 }
+
+/// Runs `args` (synchronous unless they say) against a recording mock; the recorded lines.
+fn recorded_run(args: &[&str]) -> Vec<serde_json::Value> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record = dir.path().join("record.jsonl");
+    let server = mock(MockConfig {
+        record: Some(record.clone()),
+        ..MockConfig::instant()
+    });
+    let base = server.base_url();
+    let mut all = vec!["--target", base.as_str()];
+    all.extend_from_slice(args);
+    ok_report(&run(&all));
+    recorded(&record)
+}
+
+/// The `vllm bench serve` datasets, each through the llmsurge spec or reader that
+/// docs/data.md maps it to.
+#[test]
+fn the_standard_datasets_run_from_their_documented_mappings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bpe = tiktoken_rs::cl100k_base().expect("cl100k");
+    let tokens = |l: &serde_json::Value| bpe.encode_ordinary(prompt_of(l));
+    let max_tokens = |l: &serde_json::Value| l["body"]["max_tokens"].as_u64().expect("max_tokens");
+
+    // random, with its range ratio: lengths uniform in [mean(1-r), mean(1+r)].
+    let lines = recorded_run(&[
+        "--data",
+        "prompt_tokens=100,output_tokens=10,range_ratio=0.5",
+        "--max-requests",
+        "40",
+    ]);
+    assert_eq!(lines.len(), 40);
+    let lens: std::collections::HashSet<usize> = lines.iter().map(|l| tokens(l).len()).collect();
+    assert!(
+        lens.iter().all(|n| (50..=150).contains(n)) && lens.len() > 10,
+        "{lens:?}"
+    );
+    assert!(lines.iter().all(|l| (5..=15).contains(&max_tokens(l))));
+
+    // prefix_repetition: 3 prefixes of 64 tokens, 32-token suffixes.
+    let lines = recorded_run(&[
+        "--data",
+        "prefix_tokens=64,prefix_count=3,prompt_tokens=96,output_tokens=4",
+        "--max-requests",
+        "12",
+    ]);
+    let prefixes: std::collections::HashSet<Vec<u32>> = lines
+        .iter()
+        .map(|l| {
+            let t = tokens(l);
+            assert_eq!(t.len(), 96);
+            t[..64].to_vec()
+        })
+        .collect();
+    assert_eq!(prefixes.len(), 3);
+
+    // sonnet-style: a user text, a fixed prefix shared by every prompt.
+    let sonnet = dir.path().join("sonnet.txt");
+    std::fs::write(
+        &sonnet,
+        "Shall I compare thee to a summer's day?\nThou art more lovely and more temperate:\nRough winds do shake the darling buds of May,\nAnd summer's lease hath all too short a date;\n".repeat(20),
+    )
+    .expect("write");
+    let spec = format!(
+        "source={},prefix_tokens=40,prompt_tokens=120,output_tokens=8",
+        sonnet.display()
+    );
+    let lines = recorded_run(&["--data", &spec, "--max-requests", "6"]);
+    let first = tokens(&lines[0]);
+    for l in &lines {
+        let t = tokens(l);
+        assert_eq!(t.len(), 120);
+        assert_eq!(t[..40], first[..40], "the fixed prefix");
+        assert!(prompt_of(l).contains("summer") || prompt_of(l).contains("thee"));
+    }
+
+    // sharegpt: the first human turn; the recorded reply's length is max_tokens.
+    let share = dir.path().join("sharegpt.json");
+    let convs: Vec<serde_json::Value> = (0..5)
+        .map(|i| {
+            serde_json::json!({"id": i, "conversations": [
+                {"from": "human", "value": format!("Question {i}: name a colour.")},
+                {"from": "gpt", "value": "Blue ".repeat(3 + i)},
+                {"from": "human", "value": "Another?"},
+                {"from": "gpt", "value": "Red."}
+            ]})
+        })
+        .collect();
+    std::fs::write(&share, serde_json::to_vec(&convs).expect("json")).expect("write");
+    let lines = recorded_run(&[
+        "--data",
+        share.to_str().expect("path"),
+        "--data-args",
+        r#"{"first_turn": true}"#,
+    ]);
+    assert_eq!(lines.len(), 5);
+    for (i, l) in lines.iter().enumerate() {
+        let messages = l["body"]["messages"].as_array().expect("messages");
+        assert_eq!(messages.len(), 1, "{l}");
+        assert_eq!(
+            messages[0]["content"],
+            format!("Question {i}: name a colour.")
+        );
+        let reply = "Blue ".repeat(3 + i);
+        assert_eq!(max_tokens(l), bpe.encode_ordinary(&reply).len() as u64);
+    }
+
+    // burstgpt: its lengths, at a rate of our choosing (replay uses its timestamps).
+    let burst = dir.path().join("burstgpt.csv");
+    burstgpt_csv(&burst);
+    let lines = recorded_run(&[
+        "--profile",
+        "constant",
+        "--rate",
+        "100",
+        "--data",
+        burst.to_str().expect("path"),
+        "--trace-model",
+        "GPT-4",
+    ]);
+    let want: Vec<(usize, u64)> = (0..30u32)
+        .filter(|i| i % 3 == 1 && *i != 7)
+        .map(|i| (20 + i as usize, u64::from(1 + i % 4)))
+        .collect();
+    let mut got: Vec<(usize, u64)> = lines
+        .iter()
+        .map(|l| (tokens(l).len(), max_tokens(l)))
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, want);
+
+    // custom JSONL: a prompt and an output length per line.
+    let custom = dir.path().join("custom.jsonl");
+    write_lines(
+        &custom,
+        &(0..4)
+            .map(|i| serde_json::json!({"prompt": format!("Custom prompt {i}"), "output_tokens_count": 5 + i}).to_string())
+            .collect::<Vec<_>>(),
+    );
+    let lines = recorded_run(&["--data", custom.to_str().expect("path")]);
+    let got: Vec<(String, u64)> = lines
+        .iter()
+        .map(|l| (prompt_of(l).to_string(), max_tokens(l)))
+        .collect();
+    let want: Vec<(String, u64)> = (0..4)
+        .map(|i| (format!("Custom prompt {i}"), 5 + i))
+        .collect();
+    assert_eq!(got, want);
+}
