@@ -512,9 +512,13 @@ fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
             ));
         }
     }
-    if is_trace && (d.data_samples.is_some() || d.data_sampler != SamplerArg::Sequential) {
+    if is_trace
+        && (d.data_samples.is_some()
+            || d.data_sampler != SamplerArg::Sequential
+            || d.data_oversample != crate::data::Oversample::Auto)
+    {
         return usage(
-            "--data-samples and --data-sampler do not apply to a trace: it is replayed once, in order (cut it with --max-requests, --max-seconds, --trace-start)",
+            "--data-samples, --data-sampler and --data-oversample do not apply to a trace: it is sent once, in order (cut it with --max-requests, --max-seconds, --trace-start)",
         );
     }
     let synthetic = matches!(source, DataSource::Synthetic { .. });

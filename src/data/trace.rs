@@ -23,7 +23,7 @@
 
 use super::columns::RowMapper;
 use super::exact::PromptBuilder;
-use super::files::{kind, read_records};
+use super::files::{Record, kind, read_records};
 use super::table::{Row, RowPrompt};
 use super::tokenizer::Tokenizer;
 use llmsurge_proto::seed::derive_seed;
@@ -184,11 +184,11 @@ pub fn read_trace(
     mapper: Option<&RowMapper<'_>>,
 ) -> Result<Vec<TraceRow>, String> {
     let name = path.display().to_string();
-    let records = read_records(path, None)?;
     let mut rows: Vec<TraceRow> = Vec::new();
     let mut first: Option<f64> = None;
     let mut last: Option<(f64, String)> = None;
-    for rec in &records {
+    for rec in records(path)? {
+        let rec = rec?;
         let err = |m: String| format!("{name} {}: {m}", rec.at);
         let field = |col: &str| -> Result<&Value, String> {
             rec.fields
@@ -277,7 +277,7 @@ pub fn read_trace(
                 let Some(mapper) = mapper else {
                     return Err(err("a generic trace needs a tokenizer".into()));
                 };
-                let r: Row = mapper.row(&name, rec)?;
+                let r: Row = mapper.row(&name, &rec)?;
                 TraceRow {
                     at_ns: 0,
                     input_tokens: r.prompt_tokens,
@@ -304,6 +304,68 @@ pub fn read_trace(
         }
     }
     Ok(rows)
+}
+
+/// The records of a trace file, one at a time: a trace of millions of rows is never
+/// held whole as JSON (only its compact rows are kept).
+fn records(path: &Path) -> Result<Box<dyn Iterator<Item = Result<Record, String>>>, String> {
+    use std::io::BufRead;
+    let name = path.display().to_string();
+    match super::files::Format::of(path) {
+        Some(super::files::Format::Jsonl) => {
+            let file = std::fs::File::open(path).map_err(|e| format!("{name}: {e}"))?;
+            let lines = std::io::BufReader::new(file).lines().enumerate();
+            Ok(Box::new(lines.filter_map(move |(i, line)| {
+                let at = format!("line {}", i + 1);
+                let line = match line {
+                    Ok(l) if l.trim().is_empty() => return None,
+                    Ok(l) => l,
+                    Err(e) => return Some(Err(format!("{name} {at}: {e}"))),
+                };
+                Some(match serde_json::from_str::<Value>(&line) {
+                    Ok(Value::Object(fields)) => Ok(Record { at, fields }),
+                    Ok(other) => Err(format!(
+                        "{name} {at}: expected a JSON object, got {}",
+                        kind(&other)
+                    )),
+                    Err(e) => Err(format!("{name} {at}: not valid JSON ({e})")),
+                })
+            })))
+        }
+        Some(super::files::Format::Csv) => {
+            let mut reader = csv::ReaderBuilder::new()
+                .flexible(false)
+                .from_path(path)
+                .map_err(|e| format!("{name}: {e}"))?;
+            let headers = reader
+                .headers()
+                .map_err(|e| format!("{name} line 1: {e}"))?
+                .clone();
+            Ok(Box::new(reader.into_records().enumerate().map(
+                move |(i, rec)| {
+                    let rec = rec.map_err(|e| {
+                        let line = e.position().map_or(i as u64 + 2, |p| p.line());
+                        let why = e.to_string();
+                        format!(
+                            "{name} line {line}: {}",
+                            why.lines().next().unwrap_or("malformed CSV")
+                        )
+                    })?;
+                    let line = rec.position().map_or(i as u64 + 2, |p| p.line());
+                    let fields = headers
+                        .iter()
+                        .zip(rec.iter())
+                        .map(|(h, v)| (h.to_string(), Value::String(v.to_string())))
+                        .collect();
+                    Ok(Record {
+                        at: format!("line {line}"),
+                        fields,
+                    })
+                },
+            )))
+        }
+        _ => Ok(Box::new(read_records(path, None)?.into_iter().map(Ok))),
+    }
 }
 
 /// A file of trace rows, removed when dropped.
