@@ -618,3 +618,58 @@ fn the_standard_datasets_run_from_their_documented_mappings() {
         .collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn replay_flags_out_of_place_are_one_line_usage_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("t.jsonl");
+    write_lines(
+        &trace,
+        &["{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2}".to_string()],
+    );
+    let t = trace.to_str().expect("path");
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--profile", "replay"],
+            "--profile replay needs --data a trace",
+        ),
+        (
+            &["--profile", "replay", "--data", t, "--rate", "5"],
+            "--rate",
+        ),
+        (
+            &[
+                "--profile",
+                "constant",
+                "--rate",
+                "5",
+                "--time-scale",
+                "0.5",
+            ],
+            "--time-scale",
+        ),
+        (
+            &["--profile", "replay", "--data", t, "--time-scale", "0"],
+            "--time-scale",
+        ),
+        (&["--trace-start", "5s"], "--trace-start"),
+        (
+            &["--data", t, "--data-sampler", "shuffle"],
+            "--data-sampler",
+        ),
+    ];
+    for (args, mention) in cases {
+        let finished = run(&[
+            &["--target", "http://127.0.0.1:9", "--max-seconds", "1"],
+            args,
+        ]
+        .concat());
+        let stderr = finished.stderr.trim();
+        assert_eq!(finished.code(), 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(mention),
+            "{args:?}: {stderr}"
+        );
+    }
+}
