@@ -399,9 +399,13 @@ fn prepare_trace(
     }
     // The block builder is made now, so a tokenizer that cannot give exact blocks fails
     // before any worker starts.
-    if rows.iter().any(|r| r.prompt.is_none()) {
-        trace::block_builder(tok_ref, plan.trace.block_size).map_err(|e| format!("--data {e}"))?;
-    }
+    let repaired_prompts = if rows.iter().any(|r| r.prompt.is_none()) {
+        trace::block_builder(tok_ref, plan.trace.block_size)
+            .map_err(|e| format!("--data {e}"))?
+            .repairs()
+    } else {
+        false
+    };
     let n = rows.len() as u64;
     let table = if write {
         Some(trace::write_trace_table(&rows)?)
@@ -430,7 +434,7 @@ fn prepare_trace(
             rows: Some(n),
             oversample: false,
             files: vec![path.to_path_buf()],
-            repaired_prompts: false,
+            repaired_prompts,
             trace: Some(summary),
         },
         table,

@@ -673,3 +673,48 @@ fn replay_flags_out_of_place_are_one_line_usage_errors() {
         );
     }
 }
+
+#[test]
+fn trace_prompts_are_exact_under_a_hugging_face_tokenizer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokenizer = super::data::write_test_tokenizer(dir.path());
+    let trace = dir.path().join("mooncake.jsonl");
+    let lens: Vec<u64> = (0..12).map(|i| 20 + 7 * i).collect();
+    let lines: Vec<String> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            serde_json::json!({"timestamp": 10 * i, "input_length": n, "output_length": 2,
+                "hash_ids": [i % 2, 100 + i]})
+            .to_string()
+        })
+        .collect();
+    write_lines(&trace, &lines);
+    let record = dir.path().join("record.jsonl");
+    let server = mock(MockConfig {
+        record: Some(record.clone()),
+        ..MockConfig::instant()
+    });
+    let finished = replay(
+        &server,
+        &trace,
+        &[
+            "--trace-block-size",
+            "16",
+            "--processor",
+            tokenizer.to_str().expect("path"),
+        ],
+    );
+    ok_report(&finished);
+    let tok = tokenizers::Tokenizer::from_file(&tokenizer).expect("tokenizer");
+    let got: Vec<u64> = recorded(&record)
+        .iter()
+        .map(|l| {
+            tok.encode(prompt_of(l), false)
+                .expect("encode")
+                .get_ids()
+                .len() as u64
+        })
+        .collect();
+    assert_eq!(got, lens, "every prompt exactly input_length tokens");
+}
