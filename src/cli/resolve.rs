@@ -790,7 +790,7 @@ fn resolve_settings(args: &RunArgs) -> Result<StrategySettings, UsageError> {
     if let Some(r) = args.load.rampup {
         if matches!(
             args.load.profile,
-            ProfileKind::Synchronous | ProfileKind::Poisson
+            ProfileKind::Synchronous | ProfileKind::Poisson | ProfileKind::Replay
         ) {
             return usage("--rampup applies to --profile concurrent, throughput and constant");
         }

@@ -628,7 +628,11 @@ fn replay_flags_out_of_place_are_one_line_usage_errors() {
         &["{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2}".to_string()],
     );
     let t = trace.to_str().expect("path");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["--profile", "replay", "--data", t, "--rampup", "1s"],
+            "--rampup",
+        ),
         (
             &["--profile", "replay"],
             "--profile replay needs --data a trace",
