@@ -722,3 +722,29 @@ fn trace_prompts_are_exact_under_a_hugging_face_tokenizer() {
         .collect();
     assert_eq!(got, lens, "every prompt exactly input_length tokens");
 }
+
+#[test]
+fn max_seconds_cuts_a_replay_at_its_scaled_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("t.jsonl");
+    // 200 requests 100 ms apart in trace time; at 0.5, 50 ms apart: 1 s holds 21 of them
+    // (at 0, 50, ..., 1000 ms), the one at exactly 1 s perhaps not; the other 179 never
+    // go out.
+    let lines: Vec<String> = (0..200)
+        .map(|i| {
+            serde_json::json!({"timestamp": 100 * i, "input_length": 12, "output_length": 2})
+                .to_string()
+        })
+        .collect();
+    write_lines(&trace, &lines);
+    let server = mock(MockConfig::instant());
+    let finished = replay(
+        &server,
+        &trace,
+        &["--time-scale", "0.5", "--max-seconds", "1"],
+    );
+    let report = ok_report(&finished);
+    let created = report.benchmarks[0].requests.created;
+    // One either side for a loaded machine, as for constant rates.
+    assert!((19..=22).contains(&created), "created {created}");
+}
