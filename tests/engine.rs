@@ -20,4 +20,5 @@ mod server_metrics;
 mod server_report;
 mod shards;
 mod signals;
+mod traffic;
 mod usage;

@@ -700,6 +700,7 @@ mod capacity_tests {
                 output_tokens_stdev: 0,
                 output_tokens_min: None,
                 output_tokens_max: None,
+                range_ratio: None,
                 prefix_tokens: 0,
                 prefix_count: 1,
                 samples: None,

@@ -31,6 +31,14 @@ pub enum Strategy {
         /// Mean requests per second.
         rate: f64,
     },
+    /// A trace replayed at its own instants, scaled by `time_scale`.
+    Replay {
+        /// Multiplies every trace offset (0.5 replays twice as fast).
+        time_scale: f64,
+        /// The replay's mean rate, req/s (the trace's, over the time scale; 0 when
+        /// unknown): sizes the worker group.
+        rate: f64,
+    },
 }
 
 /// Settings that shape every strategy of a run.
@@ -81,6 +89,9 @@ impl Strategy {
                 rate,
                 burstiness: settings.burstiness,
             }),
+            Strategy::Replay { time_scale, .. } => {
+                Schedule::Arrivals(Arrivals::Trace { time_scale })
+            }
         }
     }
 
@@ -92,9 +103,9 @@ impl Strategy {
             Strategy::Synchronous => 1,
             Strategy::Concurrent { streams } => streams,
             Strategy::Throughput { max_concurrency } => max_concurrency,
-            Strategy::Constant { rate } | Strategy::Poisson { rate } => {
-                (rate / RATE_PER_WORKER).ceil() as u32
-            }
+            Strategy::Constant { rate }
+            | Strategy::Poisson { rate }
+            | Strategy::Replay { rate, .. } => (rate / RATE_PER_WORKER).ceil() as u32,
         };
         wanted.clamp(1, cores)
     }
@@ -118,6 +129,10 @@ impl Strategy {
             Strategy::Poisson { rate } => Strategy::Poisson {
                 rate: rate / f64::from(shard.count.max(1)),
             },
+            Strategy::Replay { time_scale, rate } => Strategy::Replay {
+                time_scale,
+                rate: rate / f64::from(shard.count.max(1)),
+            },
         }
     }
 
@@ -134,6 +149,7 @@ impl Strategy {
             Strategy::Throughput { .. } => "throughput",
             Strategy::Constant { .. } => "constant",
             Strategy::Poisson { .. } => "poisson",
+            Strategy::Replay { .. } => "replay",
         }
     }
 
@@ -144,6 +160,7 @@ impl Strategy {
             Strategy::Concurrent { streams } => Some(f64::from(streams)),
             Strategy::Throughput { max_concurrency } => Some(f64::from(max_concurrency)),
             Strategy::Constant { rate } | Strategy::Poisson { rate } => Some(rate),
+            Strategy::Replay { rate, .. } => (rate > 0.0).then_some(rate),
         }
     }
 }
@@ -156,6 +173,9 @@ impl fmt::Display for Strategy {
             Strategy::Throughput { max_concurrency } => write!(f, "throughput@{max_concurrency}"),
             Strategy::Constant { rate } => write!(f, "constant@{}", readable_rate(*rate)),
             Strategy::Poisson { rate } => write!(f, "poisson@{}", readable_rate(*rate)),
+            Strategy::Replay { time_scale, .. } => {
+                write!(f, "replay@{}x", readable_rate(*time_scale))
+            }
         }
     }
 }

@@ -125,6 +125,12 @@ pub enum Arrivals {
         /// Gamma shape.
         burstiness: f64,
     },
+    /// A trace's own instants: slot `i` at `t0 + offset_i × time_scale`, where the
+    /// offsets come with the data ([`DataSpec::Trace`]).
+    Trace {
+        /// Multiplies every trace offset (0.5 replays twice as fast).
+        time_scale: f64,
+    },
 }
 
 /// A tokenizer every process can load without the network (the coordinator downloads
@@ -188,6 +194,11 @@ pub struct SyntheticSpec {
     pub output_tokens_min: Option<u32>,
     /// Upper bound of the output length.
     pub output_tokens_max: Option<u32>,
+    /// `vllm bench serve`'s `--random-range-ratio`: when set, prompt and output lengths
+    /// are drawn uniformly from `[mean × (1 − r), mean × (1 + r)]` instead of around
+    /// their mean with a standard deviation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range_ratio: Option<f64>,
     /// Tokens of shared prefix at the start of every prompt.
     pub prefix_tokens: u32,
     /// How many distinct prefixes the prompts cycle through.
@@ -216,6 +227,22 @@ pub struct TableSpec {
     pub sampling: Sampling,
 }
 
+/// A timestamped trace prepared by the coordinator: one row per request (its offset
+/// from the first, its lengths and block ids) in a table file every worker reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceSpec {
+    /// The trace table file (msgpack rows, written by the coordinator).
+    pub path: PathBuf,
+    /// Requests in the trace: slot `i` is row `i`, and the trace never repeats.
+    pub rows: u64,
+    /// Tokens per hash-id block.
+    pub block_size: u32,
+    /// Seed of the block texts.
+    pub seed: u64,
+    /// The tokenizer block lengths are exact under.
+    pub tokenizer: TokenizerRef,
+}
+
 /// Where request payloads come from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -224,6 +251,8 @@ pub enum DataSpec {
     Synthetic(SyntheticSpec),
     /// Read from a prepared table: no round trip per request.
     Table(TableSpec),
+    /// A timestamped trace: slot `i` is row `i`, at the row's offset under replay.
+    Trace(TraceSpec),
 }
 
 impl DataSpec {
@@ -232,6 +261,7 @@ impl DataSpec {
         let (len, sampling) = match self {
             DataSpec::Synthetic(s) => (s.samples?, s.sampling),
             DataSpec::Table(t) => (t.rows, t.sampling),
+            DataSpec::Trace(t) => return Some(t.rows),
         };
         (!sampling.oversample).then_some(len)
     }

@@ -26,7 +26,7 @@ pub use clock::{ClockAnchor, MonoNanos};
 pub use config::{
     Arrivals, BackendConfig, DataSpec, LoraModel, LoraSpec, MeasureWindow, RequestFormat,
     SamplerKind, Sampling, Schedule, Secret, Shard, SyntheticSpec, TableSpec, TokenizerRef,
-    WorkerConfig,
+    TraceSpec, WorkerConfig,
 };
 pub use frame::{FrameError, FrameIoError, FrameReader, FrameWriter, decode_frame, encode_frame};
 pub use messages::{FromWorker, ModelMetrics, PROTOCOL_VERSION, ToWorker, UpdateBatch};

@@ -432,7 +432,7 @@ fn resolve_shard(
             }
             Strategy::Concurrent { streams } => Some(("concurrent", streams)),
             Strategy::Throughput { max_concurrency } => Some(("throughput", max_concurrency)),
-            Strategy::Constant { .. } | Strategy::Poisson { .. } => None,
+            Strategy::Constant { .. } | Strategy::Poisson { .. } | Strategy::Replay { .. } => None,
         };
         if let Some((kind, total)) = streams
             && shard.share(u64::from(total)) == 0
@@ -477,6 +477,50 @@ fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
             .map_err(|e| UsageError(format!("--data-column-mapper: {e}")))?,
         None => ColumnMapper::default(),
     };
+    let replay = args.load.profile == ProfileKind::Replay;
+    // Under replay any JSONL is a trace: rows with a `timestamp` column (seconds) and a
+    // prompt the column mapper finds.
+    let source = match source {
+        DataSource::File { path }
+            if replay
+                && crate::data::files::Format::of(&path)
+                    == Some(crate::data::files::Format::Jsonl) =>
+        {
+            DataSource::Trace {
+                path,
+                format: crate::data::trace::TraceFormat::Generic,
+            }
+        }
+        other => other,
+    };
+    let is_trace = matches!(source, DataSource::Trace { .. });
+    if replay && !is_trace {
+        return usage(format!(
+            "--profile replay needs --data a trace: a Mooncake JSONL (timestamp, input_length, output_length, hash_ids), a BurstGPT CSV (Timestamp, Request tokens, Response tokens), an Azure trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens) or a JSONL with a timestamp column; got {}",
+            d.data
+        ));
+    }
+    for (flag, given) in [
+        ("--trace-block-size", d.trace_block_size.is_some()),
+        ("--trace-start", d.trace_start.is_some()),
+        ("--trace-model", d.trace_model.is_some()),
+    ] {
+        if given && !is_trace {
+            return usage(format!(
+                "{flag} applies to a trace (--data), not to {}",
+                d.data
+            ));
+        }
+    }
+    if is_trace
+        && (d.data_samples.is_some()
+            || d.data_sampler != SamplerArg::Sequential
+            || d.data_oversample != crate::data::Oversample::Auto)
+    {
+        return usage(
+            "--data-samples, --data-sampler and --data-oversample do not apply to a trace: it is sent once, in order (cut it with --max-requests, --max-seconds, --trace-start)",
+        );
+    }
     let synthetic = matches!(source, DataSource::Synthetic { .. });
     if synthetic && d.data_args.is_some() {
         return usage("--data-args applies to data files and datasets, not to a synthetic spec");
@@ -504,6 +548,13 @@ fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
             .map(crate::data::lora::parse)
             .transpose()
             .map_err(|e| UsageError(format!("--lora: {e}")))?,
+        trace: crate::data::TracePlan {
+            block_size: d
+                .trace_block_size
+                .unwrap_or(crate::data::trace::DEFAULT_BLOCK_SIZE),
+            start: d.trace_start.unwrap_or_default(),
+            model: d.trace_model.clone(),
+        },
     })
 }
 
@@ -567,6 +618,9 @@ fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
             "--sweep-arrivals has no effect with --profile {name}"
         ));
     }
+    if load.time_scale.is_some() && load.profile != ProfileKind::Replay {
+        return usage(format!("--time-scale has no effect with --profile {name}"));
+    }
     if load.capacity_precision.is_some() && load.profile != ProfileKind::Capacity {
         return usage(format!(
             "--capacity-precision has no effect with --profile {name}"
@@ -588,6 +642,22 @@ fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
                     ""
                 }
             ))
+        }
+        (ProfileKind::Replay, Some(_)) => usage(
+            "--rate has no effect with --profile replay (the trace sets the instants; use --time-scale)",
+        ),
+        (ProfileKind::Replay, None) => {
+            let time_scale = load.time_scale.unwrap_or(1.0);
+            if !(time_scale.is_finite() && (1e-6..=1e6).contains(&time_scale)) {
+                return usage(format!(
+                    "--time-scale must be a number between 0.000001 and 1000000, got {time_scale}"
+                ));
+            }
+            // The rate is the trace's, known once the data is read (see `run`).
+            fixed(vec![Strategy::Replay {
+                time_scale,
+                rate: 0.0,
+            }])
         }
         (ProfileKind::Synchronous, None) => fixed(vec![Strategy::Synchronous]),
         (ProfileKind::Throughput, None) => fixed(vec![Strategy::Throughput {
@@ -726,7 +796,7 @@ fn resolve_settings(args: &RunArgs) -> Result<StrategySettings, UsageError> {
     if let Some(r) = args.load.rampup {
         if matches!(
             args.load.profile,
-            ProfileKind::Synchronous | ProfileKind::Poisson
+            ProfileKind::Synchronous | ProfileKind::Poisson | ProfileKind::Replay
         ) {
             return usage("--rampup applies to --profile concurrent, throughput and constant");
         }

@@ -85,6 +85,16 @@ fn plan_json(plan: &RunPlan, data: &crate::data::PreparedData) -> serde_json::Va
 }
 
 async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
+    // A replay's rate is the trace's, known only now: it sizes the worker group.
+    if let (ProfilePlan::Fixed { strategies }, Some(trace)) =
+        (&mut plan.profile_plan, &data.summary.trace)
+    {
+        for s in strategies.iter_mut() {
+            if let Strategy::Replay { time_scale, rate } = s {
+                *rate = trace.mean_rate.map_or(0.0, |r| r / *time_scale);
+            }
+        }
+    }
     let started = unix_now();
     let phase = std::time::Instant::now();
     let lora_names: Vec<&str> = plan.data.lora.iter().flat_map(|l| l.names()).collect();

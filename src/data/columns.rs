@@ -61,6 +61,9 @@ pub struct RowMapper<'a> {
     pub tok: &'a Tokenizer,
     /// Output length of rows that do not give one.
     pub default_output_tokens: Option<u32>,
+    /// Keep only a conversation's first user turn (and a system message before it);
+    /// the recorded reply to it sets the output length (`vllm bench serve`'s ShareGPT).
+    pub first_turn: bool,
 }
 
 impl RowMapper<'_> {
@@ -93,6 +96,14 @@ impl RowMapper<'_> {
         };
         let prompt = if let Some((col, v)) = messages_col {
             let mut msgs = conversation(&v).map_err(|m| err(format!("column {col:?}: {m}")))?;
+            if self.first_turn
+                && let Some(u) = msgs.iter().position(|m| m.role == "user")
+            {
+                // The recorded reply to the first turn, if any, stays as the final
+                // assistant message: it becomes the reference answer below.
+                let reply = msgs.get(u + 1).is_some_and(|m| m.role == "assistant");
+                msgs.truncate(u + 1 + usize::from(reply));
+            }
             // A final assistant turn is the reference answer: the server writes its own,
             // of about that length.
             if msgs.len() > 1
@@ -240,6 +251,7 @@ mod tests {
             columns: &cols,
             tok: &tok,
             default_output_tokens: None,
+            first_turn: false,
         };
         let r = m
             .row("f", &rec(serde_json::json!({"question": "Why is the sky blue?", "output_tokens_count": "12"})))
@@ -262,12 +274,37 @@ mod tests {
             matches!(r.prompt, RowPrompt::Messages(ref v) if v.len() == 1 && v[0].role == "user")
         );
         assert_eq!(r.output_tokens, Some(4), "the dropped answer's length");
+        // ShareGPT as vllm bench serve samples it: the first human turn, and the length
+        // of the reply recorded after it.
+        let long = serde_json::json!({"conversations": [
+            {"from": "system", "value": "Be kind."},
+            {"from": "human", "value": "Tell me a joke"}, {"from": "gpt", "value": "No, never."},
+            {"from": "human", "value": "Please?"}, {"from": "gpt", "value": "Fine: a pun walks into a bar."}]});
+        let first = RowMapper {
+            columns: &cols,
+            tok: &tok,
+            default_output_tokens: None,
+            first_turn: true,
+        };
+        let r = first.row("f", &rec(long.clone())).expect("first turn");
+        match &r.prompt {
+            RowPrompt::Messages(v) => {
+                let roles: Vec<&str> = v.iter().map(|m| m.role.as_str()).collect();
+                assert_eq!(roles, ["system", "user"]);
+                assert_eq!(v[1].content, "Tell me a joke");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(r.output_tokens, Some(4), "the first reply's length");
+        let all = m.row("f", &rec(long)).expect("all turns");
+        assert!(matches!(all.prompt, RowPrompt::Messages(ref v) if v.len() == 4));
         let cols = ColumnMapper::parse(r#"{"prompt": "body", "output_tokens_count": "n"}"#)
             .expect("mapper");
         let m = RowMapper {
             columns: &cols,
             tok: &tok,
             default_output_tokens: None,
+            first_turn: false,
         };
         let r = m
             .row(

@@ -26,13 +26,19 @@ pub struct DatasetArgs {
     /// Output length of rows that give none (sent as `max_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u32>,
+    /// Conversations keep only their first user turn, and the recorded reply to it sets
+    /// the output length (`vllm bench serve`'s ShareGPT sampling).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub first_turn: bool,
 }
 
 impl DatasetArgs {
     /// Parses the `--data-args` JSON object.
     pub fn parse(raw: &str) -> Result<Self, String> {
         serde_json::from_str(raw).map_err(|e| {
-            format!("not a JSON object with keys split, name, revision, output_tokens: {e}")
+            format!(
+                "not a JSON object with keys split, name, revision, output_tokens, first_turn: {e}"
+            )
         })
     }
 }

@@ -166,6 +166,11 @@ impl RequestSource for LoraSource {
         }
         Ok(req)
     }
+
+    fn offset_ns(&self, slot: u64) -> Option<u64> {
+        // A replayed trace keeps its instants under a split.
+        self.inner.offset_ns(slot)
+    }
 }
 
 #[cfg(test)]
@@ -213,6 +218,33 @@ mod tests {
             let e = parse(bad).expect_err(bad);
             assert!(!e.contains('\n'), "{bad:?}: {e}");
         }
+    }
+
+    /// A source with its own schedule, as a trace has.
+    struct Timed;
+
+    impl RequestSource for Timed {
+        fn request(&mut self, _slot: u64) -> Result<Option<PreparedRequest>, String> {
+            Ok(Some(PreparedRequest {
+                prompt: llmsurge_worker::Prompt::Text("x".into()),
+                prompt_tokens: Some(1),
+                max_tokens: Some(1),
+                model: None,
+            }))
+        }
+
+        fn offset_ns(&self, slot: u64) -> Option<u64> {
+            Some(slot * 1_000)
+        }
+    }
+
+    #[test]
+    fn a_split_keeps_the_sources_schedule_and_names_a_model() {
+        let spec = parse("a,b").expect("spec");
+        let mut s = LoraSource::new(Box::new(Timed), &spec, 1);
+        assert_eq!(s.offset_ns(3), Some(3_000));
+        let req = s.request(3).expect("ok").expect("some");
+        assert!(matches!(req.model.as_deref(), Some("a" | "b")), "{req:?}");
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod sampler;
 pub mod synthetic;
 pub mod table;
 pub mod tokenizer;
+pub mod trace;
 
 use columns::{ColumnMapper, RowMapper};
 use hub::DatasetArgs;
@@ -73,6 +74,25 @@ pub enum DataSource {
         /// `org/name`.
         id: String,
     },
+    /// A timestamped trace (recognised by its keys or header, or any JSONL under
+    /// `--profile replay`).
+    Trace {
+        /// The file.
+        path: PathBuf,
+        /// Its format.
+        format: trace::TraceFormat,
+    },
+}
+
+/// The trace flags.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TracePlan {
+    /// `--trace-block-size`.
+    pub block_size: u32,
+    /// `--trace-start`.
+    pub start: Duration,
+    /// `--trace-model`.
+    pub model: Option<String>,
 }
 
 /// A spec as the user wrote it: its keys only.
@@ -106,6 +126,8 @@ pub struct DataPlan {
     /// `--lora`: the model names requests are split over.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lora: Option<llmsurge_proto::LoraSpec>,
+    /// How a trace is read (ignored by other data).
+    pub trace: TracePlan,
 }
 
 impl DataPlan {
@@ -151,6 +173,12 @@ impl DataPlan {
                     spec: synthetic::parse_spec_file(path, seed)?,
                 });
             }
+            if let Some(format) = trace::detect(path) {
+                return Ok(DataSource::Trace {
+                    path: tokenizer::absolute(path),
+                    format,
+                });
+            }
             if files::Format::of(path).is_none() {
                 return Err(format!(
                     "{t}: unknown file type (expected .jsonl, .json, .csv, .txt, .parquet, or a .json/.yaml synthetic spec)"
@@ -186,6 +214,9 @@ pub struct DataSummary {
     /// Synthetic prompts are re-encoded one by one (the tokenizer needs it; slower).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub repaired_prompts: bool,
+    /// What the trace held, for a trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<trace::TraceSummary>,
 }
 
 /// Data ready for the workers; keeps the table file alive while it lives.
@@ -255,12 +286,16 @@ pub fn prepare(
                 oversample: spec.samples.is_some() && spec.sampling.oversample,
                 files: spec.source.iter().cloned().collect(),
                 repaired_prompts: source.builder().repairs(),
+                trace: None,
             };
             return Ok(PreparedData {
                 spec: DataSpec::Synthetic(spec),
                 summary,
                 table: None,
             });
+        }
+        DataSource::Trace { path, format } => {
+            return prepare_trace(plan, path, *format, &tok_ref, max_requests, write);
         }
         DataSource::File { path } => ("file", vec![path.clone()]),
         DataSource::Folder { path } => (
@@ -278,6 +313,7 @@ pub fn prepare(
         columns: &plan.column_mapper,
         tok: &tok,
         default_output_tokens: plan.dataset_args.output_tokens,
+        first_turn: plan.dataset_args.first_turn,
     };
     let mut rows = Vec::new();
     for file in &files {
@@ -321,6 +357,89 @@ pub fn prepare(
             oversample: sampling.oversample,
             files,
             repaired_prompts: false,
+            trace: None,
+        },
+        table,
+    })
+}
+
+/// Reads, checks and writes a trace for the workers.
+fn prepare_trace(
+    plan: &DataPlan,
+    path: &Path,
+    format: trace::TraceFormat,
+    tok_ref: &llmsurge_proto::TokenizerRef,
+    max_requests: Option<u64>,
+    write: bool,
+) -> Result<PreparedData, String> {
+    let opts = trace::TraceOptions {
+        start: plan.trace.start,
+        model: plan.trace.model.clone(),
+        limit: max_requests,
+    };
+    let rows = if format == trace::TraceFormat::Generic {
+        let tok = tokenizer::Tokenizer::load(tok_ref).map_err(|e| format!("--processor {e}"))?;
+        let mapper = RowMapper {
+            columns: &plan.column_mapper,
+            tok: &tok,
+            default_output_tokens: plan.dataset_args.output_tokens,
+            first_turn: plan.dataset_args.first_turn,
+        };
+        trace::read_trace(path, format, &opts, Some(&mapper))
+    } else {
+        trace::read_trace(path, format, &opts, None)
+    }
+    .map_err(|e| format!("--data {e}"))?;
+    if rows.is_empty() {
+        return Err(format!(
+            "--data {}: no requests in the trace{}",
+            path.display(),
+            if plan.trace.start.is_zero() && plan.trace.model.is_none() {
+                ""
+            } else {
+                " after --trace-start / --trace-model"
+            }
+        ));
+    }
+    // The block builder is made now, so a tokenizer that cannot give exact blocks fails
+    // before any worker starts.
+    let repaired_prompts = if rows.iter().any(|r| r.prompt.is_none()) {
+        trace::block_builder(tok_ref, plan.trace.block_size)
+            .map_err(|e| format!("--data {e}"))?
+            .repairs()
+    } else {
+        false
+    };
+    let n = rows.len() as u64;
+    let table = if write {
+        Some(trace::write_trace_table(&rows)?)
+    } else {
+        None
+    };
+    let summary = trace::TraceSummary {
+        format,
+        rows: n,
+        span_s: rows.last().map_or(0.0, |r| r.at_ns as f64 / 1e9),
+        mean_rate: trace::mean_rate(&rows),
+    };
+    Ok(PreparedData {
+        spec: DataSpec::Trace(llmsurge_proto::TraceSpec {
+            path: table
+                .as_ref()
+                .map_or_else(PathBuf::new, |t| t.path().to_path_buf()),
+            rows: n,
+            block_size: plan.trace.block_size,
+            seed: plan.seed,
+            tokenizer: tok_ref.clone(),
+        }),
+        summary: DataSummary {
+            kind: "trace",
+            tokenizer: tok_ref.to_string(),
+            rows: Some(n),
+            oversample: false,
+            files: vec![path.to_path_buf()],
+            repaired_prompts,
+            trace: Some(summary),
         },
         table,
     })
@@ -333,6 +452,7 @@ pub fn source_factory(cfg: &WorkerConfig) -> Result<Box<dyn RequestSource>, Stri
     let source: Box<dyn RequestSource> = match &cfg.data {
         DataSpec::Synthetic(spec) => Box::new(synthetic::SyntheticSource::new(spec.clone())?),
         DataSpec::Table(spec) => Box::new(table::TableSource::open(spec)?),
+        DataSpec::Trace(spec) => Box::new(trace::TraceSource::open(spec)?),
     };
     Ok(match &cfg.lora {
         Some(lora) => Box::new(lora::LoraSource::new(source, lora, cfg.seed)),

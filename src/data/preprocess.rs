@@ -80,6 +80,7 @@ pub fn preprocess(
         columns,
         tok: &tok,
         default_output_tokens: None,
+        first_turn: false,
     };
     let mut prompts = Vec::new();
     for file in &inputs {

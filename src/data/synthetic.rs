@@ -30,6 +30,7 @@ pub const SPEC_KEYS: &[&str] = &[
     "output_tokens_stdev",
     "output_tokens_min",
     "output_tokens_max",
+    "range_ratio",
     "prefix_tokens",
     "prefix_count",
     "samples",
@@ -50,6 +51,7 @@ struct SpecFields {
     output_tokens_stdev: u32,
     output_tokens_min: Option<u32>,
     output_tokens_max: Option<u32>,
+    range_ratio: Option<f64>,
     #[serde(default)]
     prefix_tokens: u32,
     prefix_count: Option<u32>,
@@ -80,6 +82,11 @@ pub fn parse_spec(raw: &str, run_seed: u64) -> Result<SyntheticSpec, String> {
             let (k, v) = (k.trim(), v.trim());
             let value = if k == "source" {
                 v.into()
+            } else if k == "range_ratio" {
+                let r: f64 = v
+                    .parse()
+                    .map_err(|_| format!("{k}={v}: expected a number (e.g. 0.1)"))?;
+                r.into()
             } else {
                 let n: u64 = v
                     .parse()
@@ -138,6 +145,7 @@ fn spec_from_value(
         output_tokens_stdev: f.output_tokens_stdev,
         output_tokens_min: f.output_tokens_min,
         output_tokens_max: f.output_tokens_max,
+        range_ratio: f.range_ratio,
         prefix_tokens: f.prefix_tokens,
         prefix_count: f.prefix_count.unwrap_or(1),
         samples: f.samples,
@@ -167,6 +175,16 @@ fn validate(s: &SyntheticSpec) -> Result<(), String> {
             return Err(format!("{name}_min {lo} is above {name}_max {hi}"));
         }
     }
+    if let Some(r) = s.range_ratio {
+        if !(0.0..1.0).contains(&r) {
+            return Err(format!("range_ratio must be in [0, 1), got {r}"));
+        }
+        if s.prompt_tokens_stdev > 0 || s.output_tokens_stdev > 0 {
+            return Err(
+                "range_ratio draws lengths uniformly: it does not combine with prompt_tokens_stdev / output_tokens_stdev".into(),
+            );
+        }
+    }
     if s.prefix_count == 0 {
         return Err("prefix_count must be at least 1".into());
     }
@@ -190,8 +208,26 @@ fn bounds(mean: u32, stdev: u32, min: Option<u32>, max: Option<u32>) -> (u32, u3
     (min.unwrap_or(1).max(1), hi.max(1))
 }
 
+/// `[mean × (1 − r), mean × (1 + r)]` in whole tokens, at least 1 (vLLM's random
+/// dataset rounds down both ends the same way).
+fn range_bounds(mean: u32, r: f64) -> (u32, u32) {
+    let lo = (f64::from(mean) * (1.0 - r)).floor().max(1.0) as u32;
+    let hi = (f64::from(mean) * (1.0 + r)).floor().max(1.0) as u32;
+    (lo, hi.max(lo))
+}
+
+/// A length drawn uniformly from its range-ratio bounds, from its own stream.
+fn draw_uniform(seed: u64, mean: u32, r: f64) -> u32 {
+    use rand::RngExt;
+    let (lo, hi) = range_bounds(mean, r);
+    StdRng::seed_from_u64(seed).random_range(lo..=hi)
+}
+
 /// The longest prompt a spec can draw.
 pub fn max_prompt_tokens(s: &SyntheticSpec) -> usize {
+    if let Some(r) = s.range_ratio {
+        return range_bounds(s.prompt_tokens, r).1 as usize;
+    }
     bounds(
         s.prompt_tokens,
         s.prompt_tokens_stdev,
@@ -283,20 +319,32 @@ impl SyntheticSource {
     pub fn sample(&self, sample: u64) -> Result<PreparedRequest, String> {
         let s = &self.spec;
         let seed = s.random_seed;
-        let prompt_len = draw_len(
+        let (prompt_seed, output_seed) = (
             derive_seed(seed, "prompt-len", sample),
-            s.prompt_tokens,
-            s.prompt_tokens_stdev,
-            s.prompt_tokens_min,
-            s.prompt_tokens_max,
-        );
-        let output_len = draw_len(
             derive_seed(seed, "output-len", sample),
-            s.output_tokens,
-            s.output_tokens_stdev,
-            s.output_tokens_min,
-            s.output_tokens_max,
         );
+        let (prompt_len, output_len) = match s.range_ratio {
+            Some(r) => (
+                draw_uniform(prompt_seed, s.prompt_tokens, r),
+                draw_uniform(output_seed, s.output_tokens, r),
+            ),
+            None => (
+                draw_len(
+                    prompt_seed,
+                    s.prompt_tokens,
+                    s.prompt_tokens_stdev,
+                    s.prompt_tokens_min,
+                    s.prompt_tokens_max,
+                ),
+                draw_len(
+                    output_seed,
+                    s.output_tokens,
+                    s.output_tokens_stdev,
+                    s.output_tokens_min,
+                    s.output_tokens_max,
+                ),
+            ),
+        };
         let (prefix, marker) = if s.prefix_tokens > 0 {
             let count = u64::from(s.prefix_count);
             let group = sample % count;
@@ -398,6 +446,32 @@ mod tests {
         assert!(SyntheticSource::precomputed(&with_source).is_none());
         let built = SyntheticSource::new(with_source).expect("tokenizer path");
         assert!(built.builder().tokenizer().is_some());
+    }
+
+    #[test]
+    fn range_ratio_draws_uniformly_within_its_bounds() {
+        let spec =
+            parse_spec("prompt_tokens=100,output_tokens=20,range_ratio=0.5", 3).expect("spec");
+        assert_eq!(max_prompt_tokens(&spec), 150);
+        let source = SyntheticSource::new(spec).expect("source");
+        let (mut lo, mut hi) = (u32::MAX, 0);
+        for i in 0..400 {
+            let r = source.sample(i).expect("sample");
+            let (p, o) = (r.prompt_tokens.expect("p"), r.max_tokens.expect("o"));
+            assert!((50..=150).contains(&p) && (10..=30).contains(&o), "{p} {o}");
+            lo = lo.min(p);
+            hi = hi.max(p);
+        }
+        // Uniform over 101 values: 400 draws reach near both ends.
+        assert!(lo < 55 && hi > 145, "{lo}..{hi}");
+        assert!(parse_spec("prompt_tokens=9,output_tokens=1,range_ratio=1", 1).is_err());
+        assert!(
+            parse_spec(
+                "prompt_tokens=9,output_tokens=1,range_ratio=0.2,prompt_tokens_stdev=2",
+                1
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -51,20 +51,25 @@ pub struct Row {
     pub output_tokens: Option<u32>,
 }
 
+/// The request prompt of a row's prompt.
+pub fn prompt_of(prompt: &RowPrompt) -> Prompt {
+    match prompt {
+        RowPrompt::Text(t) => Prompt::Text(t.clone()),
+        RowPrompt::Messages(m) => Prompt::Messages(
+            m.iter()
+                .map(|m| Message {
+                    role: m.role.clone(),
+                    content: m.content.clone(),
+                })
+                .collect(),
+        ),
+    }
+}
+
 impl Row {
     fn prepared(&self) -> PreparedRequest {
         PreparedRequest {
-            prompt: match &self.prompt {
-                RowPrompt::Text(t) => Prompt::Text(t.clone()),
-                RowPrompt::Messages(m) => Prompt::Messages(
-                    m.iter()
-                        .map(|m| Message {
-                            role: m.role.clone(),
-                            content: m.content.clone(),
-                        })
-                        .collect(),
-                ),
-            },
+            prompt: prompt_of(&self.prompt),
             prompt_tokens: Some(self.prompt_tokens),
             max_tokens: self.output_tokens,
             model: None,
@@ -99,15 +104,22 @@ impl Drop for TableFileGuard {
 
 /// Writes `rows` to a new table file in the temporary directory.
 pub fn write_table(rows: &[Row]) -> Result<TableFileGuard, String> {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path =
-        std::env::temp_dir().join(format!("llmsurge-{}-{n}.table.msgpack", std::process::id()));
     let bytes = rmp_serde::to_vec_named(&TableFile {
         version: TABLE_VERSION,
         rows: rows.to_vec(),
     })
     .map_err(|e| format!("cannot encode the prepared data: {e}"))?;
+    write_bytes("table", &bytes)
+}
+
+/// Writes a prepared file of `kind` (`table`, `trace`) to the temporary directory.
+pub fn write_bytes(kind: &str, bytes: &[u8]) -> Result<TableFileGuard, String> {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!(
+        "llmsurge-{}-{n}.{kind}.msgpack",
+        std::process::id()
+    ));
     let guard = TableFileGuard { path };
     std::fs::write(&guard.path, bytes).map_err(|e| {
         format!(

@@ -49,6 +49,8 @@ pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
 pub const MAX_TOKENS: u32 = 10_000_000;
 /// Bounds of `--prompt-tokens-scale`.
 pub const PROMPT_TOKENS_SCALE_RANGE: std::ops::RangeInclusive<f64> = 0.01..=100.0;
+/// Default bound of `--record` (lines).
+pub const DEFAULT_RECORD_LIMIT: u64 = 10_000;
 /// Prefix shared by every environment variable of the mock.
 pub const ENV_PREFIX: &str = "LLMSURGE_MOCK_";
 /// Default probability that a draft token is accepted (`--spec-decode-acceptance`).
@@ -327,6 +329,22 @@ pub struct MockConfig {
         allow_negative_numbers = true
     )]
     pub spec_decode_acceptance: Option<f64>,
+
+    /// Append every chat, completions and embeddings request received to this JSONL
+    /// file (endpoint, model, body, arrival time), up to `--record-limit` lines: what
+    /// tests read to check what a client sent.
+    #[arg(long, env = "LLMSURGE_MOCK_RECORD", value_name = "PATH")]
+    pub record: Option<std::path::PathBuf>,
+
+    /// Lines `--record` writes at most; later requests are counted in `/stats` as
+    /// not recorded (the file stays bounded).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_RECORD_LIMIT",
+        value_name = "N",
+        default_value_t = DEFAULT_RECORD_LIMIT
+    )]
+    pub record_limit: u64,
 }
 
 impl Default for MockConfig {
@@ -364,6 +382,8 @@ impl Default for MockConfig {
             no_profiler: false,
             spec_decode_draft_tokens: 0,
             spec_decode_acceptance: None,
+            record: None,
+            record_limit: DEFAULT_RECORD_LIMIT,
         }
     }
 }
@@ -594,6 +614,21 @@ impl MockConfig {
             .is_some_and(|n| n > tokio::sync::Semaphore::MAX_PERMITS)
         {
             return Err(invalid("--max-concurrency", "is too large".into()));
+        }
+        if let Some(path) = &self.record {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            if path.is_dir() || dir.is_some_and(|d| !d.is_dir()) {
+                return Err(invalid(
+                    "--record",
+                    format!("{}: not a file in an existing directory", path.display()),
+                ));
+            }
+        }
+        if self.record_limit == 0 {
+            return Err(invalid(
+                "--record-limit",
+                "must be at least 1, got 0 (leave --record out to record nothing)".into(),
+            ));
         }
         if self.kv_cache_tokens == 0 {
             return Err(invalid(

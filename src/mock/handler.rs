@@ -23,6 +23,7 @@ use super::openai::{
     EMBEDDING_DIM, EmbeddingRequest, Formatter, Prompt, TokenizeRequest, TokenizeResponse, Usage,
 };
 use super::prefix_cache::{PrefixCache, PromptBlocks};
+use super::record::Recorder;
 use super::stats::{Counters, Endpoint, FaultKind};
 use super::tokenizer;
 
@@ -52,6 +53,9 @@ pub struct App {
     /// Turns true when the server stops, to end what waits forever on purpose (a hung
     /// scrape) instead of holding the shutdown for its whole grace period.
     pub stopping: tokio::sync::watch::Sender<bool>,
+    /// `--record`: the main server's only (probes are not recorded, as they are not
+    /// counted).
+    pub recorder: Option<Arc<Recorder>>,
     /// Served model names, JSON-quoted once.
     model_json: Vec<String>,
     /// The `/v1/models` body.
@@ -136,6 +140,7 @@ impl App {
             models_body,
             config,
             probe_twin: None,
+            recorder: None,
         }
     }
 }
@@ -257,7 +262,9 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
             if reset {
                 app.counters.reset();
             }
-            json(&app, StatusCode::OK, to_json(&app.counters.snapshot()))
+            let mut stats = app.counters.snapshot();
+            stats.record = app.recorder.as_ref().map(|r| r.stats());
+            json(&app, StatusCode::OK, to_json(&stats))
         }
         Endpoint::Metrics => metrics::scrape(&app).await,
         Endpoint::StartProfile | Endpoint::StopProfile => metrics::profile(&app, req.uri().path()),
@@ -266,6 +273,17 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
                 Ok(body) => body,
                 Err(response) => return *response,
             };
+            if let Some(recorder) = &app.recorder {
+                let path = match endpoint {
+                    Endpoint::ChatCompletions => Some("/v1/chat/completions"),
+                    Endpoint::Completions => Some("/v1/completions"),
+                    Endpoint::Embeddings => Some("/v1/embeddings"),
+                    _ => None,
+                };
+                if let Some(path) = path {
+                    recorder.record(path, &body);
+                }
+            }
             match endpoint {
                 Endpoint::ChatCompletions => chat(app, &body),
                 Endpoint::Completions => completions(app, &body),

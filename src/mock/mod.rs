@@ -17,6 +17,7 @@ mod metrics;
 mod model;
 mod openai;
 mod prefix_cache;
+mod record;
 mod server;
 mod stats;
 mod tokenizer;
@@ -32,6 +33,7 @@ pub use config::{
     instant_is_on, known_env_vars,
 };
 pub use openai::EMBEDDING_DIM;
+pub use record::RecordStats;
 pub use server::{MockServer, run_cli};
 pub use stats::{EndpointCounts, FaultCounts, MockStats, SpecDecodeCounts, SuccessCounts};
 pub use tokenizer::count as count_tokens;
@@ -61,6 +63,14 @@ pub enum MockError {
     /// The tokio runtime could not be built.
     #[error("cannot start the mock server runtime: {0}")]
     Runtime(std::io::Error),
+    /// The `--record` file could not be created.
+    #[error("--record {path}: {source}")]
+    Record {
+        /// The file asked for.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// The server thread could not be spawned.
     #[error("cannot spawn the mock server thread: {0}")]
     Thread(std::io::Error),

@@ -15,6 +15,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::body::InjectedClose;
 use super::handler::{App, handle};
+use super::record::Recorder;
 use super::{MockConfig, MockError, MockStats};
 
 /// Pending connections the kernel keeps for us; a load test opens many at once.
@@ -60,7 +61,20 @@ impl MockServer {
             addr: bind_addr,
             source,
         })?;
-        let app = Arc::new(App::new(config));
+        let recorder = match &config.record {
+            Some(path) => Some(Arc::new(
+                Recorder::create(path, config.record_limit).map_err(|source| {
+                    MockError::Record {
+                        path: path.display().to_string(),
+                        source,
+                    }
+                })?,
+            )),
+            None => None,
+        };
+        let mut app = App::new(config);
+        app.recorder = recorder;
+        let app = Arc::new(app);
         let (stop_tx, stop_rx) = oneshot::channel();
         let serve_app = Arc::clone(&app);
         let thread = std::thread::Builder::new()
@@ -95,7 +109,9 @@ impl MockServer {
 
     /// What the server saw so far (the body of `GET /stats`).
     pub fn stats(&self) -> MockStats {
-        self.app.counters.snapshot()
+        let mut stats = self.app.counters.snapshot();
+        stats.record = self.app.recorder.as_ref().map(|r| r.stats());
+        stats
     }
 
     /// Stops accepting, gives in-flight responses up to a second, and joins the thread.

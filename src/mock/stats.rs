@@ -351,6 +351,9 @@ pub struct MockStats {
     /// Requests that named a model not served (answered 404 `model_not_found`).
     #[serde(default)]
     pub model_not_found: u64,
+    /// What `--record` wrote (absent without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<super::record::RecordStats>,
 }
 
 /// Speculative-decoding counts of the tokens sent (vLLM's `spec_decode_*` counters).
@@ -625,6 +628,8 @@ impl Counters {
                 })
                 .collect(),
             model_not_found: self.model_not_found.load(Relaxed),
+            // Filled in by the server, which owns the recorder.
+            record: None,
         }
     }
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// A byte-pair tokenizer.json made here: letters and punctuation, plus merges that make
 /// the first common words single tokens (other words split into several).
-fn write_test_tokenizer(dir: &Path) -> PathBuf {
+pub(super) fn write_test_tokenizer(dir: &Path) -> PathBuf {
     let mut vocab: BTreeMap<String, u32> = BTreeMap::new();
     let add = |t: &str, vocab: &mut BTreeMap<String, u32>| {
         let n = vocab.len() as u32;

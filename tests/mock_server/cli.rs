@@ -188,7 +188,17 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
         &'static [(&'static str, &'static str)],
         &'static str,
     );
-    let cases: [Case; 11] = [
+    let cases: [Case; 13] = [
+        (
+            &["--port", "0", "--record", "/no/such/dir/r.jsonl"],
+            &[],
+            "--record",
+        ),
+        (
+            &["--port", "0", "--record", "r.jsonl"],
+            &[("LLMSURGE_MOCK_RECORD_LIMIT", "0")],
+            "--record-limit",
+        ),
         (
             &["--port", "0", "--spec-decode-acceptance", "0.5"],
             &[],

@@ -30,7 +30,7 @@ impl ArrivalClock {
             Arrivals::Poisson { rate, burstiness } => {
                 Gamma::new(burstiness, 1.0 / (rate * burstiness)).ok()
             }
-            Arrivals::Constant { .. } => None,
+            Arrivals::Constant { .. } | Arrivals::Trace { .. } => None,
         };
         Self {
             arrivals,
@@ -58,6 +58,18 @@ impl ArrivalClock {
                 }
                 self.cursor.1
             }
+            // A trace's offsets come with its data (see `scale`); a slot the data does
+            // not schedule is due at once.
+            Arrivals::Trace { .. } => 0,
+        }
+    }
+
+    /// When `slot` is due: the data's own offset (a trace's), scaled by the replay's
+    /// time scale, or else the arrival process's.
+    pub fn due_ns(&mut self, slot: u64, data_offset: Option<u64>) -> u64 {
+        match (self.arrivals, data_offset) {
+            (Arrivals::Trace { time_scale }, Some(at)) => (at as f64 * time_scale).round() as u64,
+            _ => self.offset_ns(slot),
         }
     }
 

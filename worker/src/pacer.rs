@@ -73,7 +73,8 @@ impl Pacer {
         while let Some(local) = self.shm.claim_slot() {
             // The global slot: its arrival time and its prompt are the single host's.
             let slot = self.shard.global(local);
-            let scheduled = self.t0 + Duration::from_nanos(self.clock.offset_ns(slot));
+            let due = self.clock.due_ns(slot, self.source.offset_ns(slot));
+            let scheduled = self.t0 + Duration::from_nanos(due);
             let (body, prompt_tokens, model) = match self.source.request(slot) {
                 Ok(Some(req)) => (
                     Ok(self.backend.build_body(&req)),

@@ -44,6 +44,12 @@ pub struct PreparedRequest {
 pub trait RequestSource: Send {
     /// The payload of `slot`, or `None` when a finite dataset has no such slot.
     fn request(&mut self, slot: u64) -> Result<Option<PreparedRequest>, String>;
+
+    /// Nanoseconds from `t0` (before any time scale) at which `slot` is due, when the
+    /// data carries its own schedule (a trace); `None` leaves it to the arrival clock.
+    fn offset_ns(&self, _slot: u64) -> Option<u64> {
+        None
+    }
 }
 
 /// Builds a worker's source from its configuration; errors are one line for the user.

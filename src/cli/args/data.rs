@@ -58,6 +58,20 @@ pub struct DataArgs {
     #[arg(long, env = "LLMSURGE_DATA_OVERSAMPLE", value_enum, default_value_t = Oversample::Auto)]
     pub data_oversample: Oversample,
 
+    /// Tokens per `hash_ids` block of a Mooncake trace (requests that share an id share
+    /// exactly that block of text; the last block may be partial). Default 512.
+    #[arg(long, env = "LLMSURGE_TRACE_BLOCK_SIZE", value_name = "TOKENS", value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub trace_block_size: Option<u32>,
+
+    /// Skip the first DURATION of a trace (trace time, before --time-scale): replay
+    /// starts with the first request at or after it.
+    #[arg(long, env = "LLMSURGE_TRACE_START", value_parser = crate::cli::values::parse_duration, value_name = "DURATION")]
+    pub trace_start: Option<std::time::Duration>,
+
+    /// Replay only the rows of this model (BurstGPT's `Model` column, e.g. ChatGPT).
+    #[arg(long, env = "LLMSURGE_TRACE_MODEL", value_name = "NAME")]
+    pub trace_model: Option<String>,
+
     /// Tokenizer prompt lengths are exact under: a built-in encoding (cl100k_base,
     /// o200k_base, ...), a tokenizer.json, a model folder, or a Hugging Face model id.
     #[arg(long, env = "LLMSURGE_PROCESSOR", default_value = crate::data::tokenizer::DEFAULT_PROCESSOR)]

@@ -56,6 +56,11 @@ pub struct LoadArgs {
     #[arg(long, env = "LLMSURGE_SWEEP_ARRIVALS", value_enum)]
     pub sweep_arrivals: Option<SweepArrivalsArg>,
 
+    /// Replay speed of `--profile replay`: multiplies every trace offset (0.5 replays
+    /// twice as fast, 2 half as fast; default 1).
+    #[arg(long, env = "LLMSURGE_TIME_SCALE", value_name = "FACTOR")]
+    pub time_scale: Option<f64>,
+
     /// Precision of `--profile capacity`: stop when the passing and failing rates are
     /// this close (a fraction of the rate; default 5%).
     #[arg(long, env = "LLMSURGE_CAPACITY_PRECISION", value_parser = parse_fraction)]

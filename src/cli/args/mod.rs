@@ -45,6 +45,9 @@ pub enum ProfileKind {
     /// Synchronous, throughput, then a bisection for the highest constant rate that meets
     /// `--slo`, to `--capacity-precision`.
     Capacity,
+    /// A timestamped trace (`--data` a Mooncake, BurstGPT, Azure or generic JSONL
+    /// trace) sent at its own instants, scaled by `--time-scale`.
+    Replay,
 }
 
 /// OpenAI request formats.

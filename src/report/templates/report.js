@@ -153,14 +153,16 @@
   }
 
   // Achieved throughput against the offered load of each benchmark: its target rate
-  // (constant, poisson), or what it achieved when it has no rate target (synchronous,
-  // throughput and concurrent benchmarks offer whatever they can).
+  // (constant, poisson, and a replay's mean trace rate), or what it achieved when it has
+  // no rate target (synchronous, throughput and concurrent benchmarks offer whatever
+  // they can).
   function throughput() {
     var title = "Throughput vs offered load";
     function achieved(b) { return num(b.throughput && b.throughput.requests_per_s); }
     function target(b) {
       var t = b.strategy && b.strategy.type;
-      return (t === "constant" || t === "poisson") ? num(b.strategy.rate) : null;
+      if (t === "replay" && !(b.strategy.rate > 0)) return null;
+      return (t === "constant" || t === "poisson" || t === "replay") ? num(b.strategy.rate) : null;
     }
     var order = benches.map(function (b, i) { return i; })
       .filter(function (i) { return (target(benches[i]) !== null ? target(benches[i]) : achieved(benches[i])) !== null; });

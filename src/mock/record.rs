@@ -1,0 +1,123 @@
+//! `--record PATH`: a bounded JSONL of the generation and embedding requests the mock
+//! received, one line each (endpoint, model, the body as JSON, arrival time), so a test
+//! can check exactly what a client sent. Each line is written with one `write` call on
+//! a file opened for appending, so a reader never sees half a line of a finished request
+//! and nothing is buffered when the server stops.
+
+use serde::Serialize;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+/// The open record file and its bound.
+#[derive(Debug)]
+pub struct Recorder {
+    path: PathBuf,
+    file: Mutex<File>,
+    limit: u64,
+    /// Lines claimed so far (written, or being written).
+    claimed: AtomicU64,
+    /// Requests past the limit, not recorded.
+    skipped: AtomicU64,
+    /// Lines that could not be written (a full disk, say).
+    failed: AtomicU64,
+    started: Instant,
+}
+
+/// What `--record` did, for `GET /stats`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct RecordStats {
+    /// The file.
+    pub path: PathBuf,
+    /// Lines written.
+    pub lines: u64,
+    /// The bound (`--record-limit`).
+    pub limit: u64,
+    /// Requests received after the bound was reached, not recorded.
+    pub skipped: u64,
+    /// Whether recording stopped at the bound.
+    pub stopped: bool,
+    /// Lines that could not be written.
+    pub failed: u64,
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    /// The request's path, e.g. `/v1/chat/completions`.
+    endpoint: &'a str,
+    /// The body's `model`, if any.
+    model: Option<&'a str>,
+    /// Nanoseconds from the server's start to the body's arrival.
+    arrival_ns: u64,
+    /// The body as JSON (a body that is not JSON is kept as a string).
+    body: serde_json::Value,
+}
+
+impl Recorder {
+    /// Creates (truncates) `path`.
+    pub fn create(path: &Path, limit: u64) -> std::io::Result<Self> {
+        let file = File::create(path)?;
+        Ok(Recorder {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+            limit,
+            claimed: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            started: Instant::now(),
+        })
+    }
+
+    /// Records one request body that arrived at `endpoint`, unless the bound is reached.
+    pub fn record(&self, endpoint: &str, body: &[u8]) {
+        let arrival_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        // Claimed before writing, so concurrent requests never write past the bound.
+        if self.claimed.fetch_add(1, Relaxed) >= self.limit {
+            self.claimed.fetch_sub(1, Relaxed);
+            self.skipped.fetch_add(1, Relaxed);
+            return;
+        }
+        let body: serde_json::Value = serde_json::from_slice(body)
+            .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(body).into()));
+        let model = body
+            .get("model")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
+        let line = Line {
+            endpoint,
+            model: model.as_deref(),
+            arrival_ns,
+            body,
+        };
+        let Ok(mut bytes) = serde_json::to_vec(&line) else {
+            self.failed.fetch_add(1, Relaxed);
+            return;
+        };
+        bytes.push(b'\n');
+        let written = match self.file.lock() {
+            Ok(mut f) => f.write_all(&bytes).is_ok(),
+            Err(_) => false,
+        };
+        if !written {
+            self.failed.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The counts for `/stats`.
+    pub fn stats(&self) -> RecordStats {
+        let failed = self.failed.load(Relaxed);
+        let claimed = self.claimed.load(Relaxed);
+        let skipped = self.skipped.load(Relaxed);
+        RecordStats {
+            path: self.path.clone(),
+            lines: claimed.saturating_sub(failed),
+            limit: self.limit,
+            skipped,
+            stopped: claimed >= self.limit,
+            failed,
+        }
+    }
+}
