@@ -810,6 +810,11 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         request_format: match args.target.request_format {
             RequestFormatArg::Chat => RequestFormat::Chat,
             RequestFormatArg::Completions => RequestFormat::Completions,
+            RequestFormatArg::Responses => RequestFormat::Responses,
+            RequestFormatArg::Anthropic => RequestFormat::Anthropic,
+            RequestFormatArg::Embeddings => RequestFormat::Embeddings,
+            RequestFormatArg::Rerank => RequestFormat::Rerank,
+            RequestFormatArg::Score => RequestFormat::Score,
         },
         stream: args.target.stream,
         api_key,
@@ -824,6 +829,11 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         ignore_eos: args.data.ignore_eos,
         ignore_eos_explicit: args.data.ignore_eos_explicit,
     };
+    // Embeddings and ranking answer in one body: `--stream` (on by default) does not
+    // apply to them.
+    if !plan.request_format.generates() {
+        plan.stream = false;
+    }
     if let Some(raw) = &args.target.backend_kwargs {
         apply_backend_kwargs(&mut plan, raw)?;
     }
