@@ -388,16 +388,12 @@ impl Generation {
             }
 
             if self.tokens_done >= self.plan.total_tokens() {
-                fmt.finish_chunk(&mut self.buf, self.plan.finish);
-                if *include_usage {
-                    let usage = Usage {
-                        prompt: *prompt_tokens,
-                        content: u64::from(self.plan.content),
-                        reasoning: u64::from(self.plan.reasoning),
-                    };
-                    fmt.usage_chunk(&mut self.buf, usage);
-                }
-                Formatter::done(&mut self.buf);
+                let usage = Usage {
+                    prompt: *prompt_tokens,
+                    content: u64::from(self.plan.content),
+                    reasoning: u64::from(self.plan.reasoning),
+                };
+                fmt.end_stream(&mut self.buf, self.plan.finish, usage, *include_usage);
                 finished = true;
                 break;
             }

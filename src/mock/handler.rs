@@ -188,6 +188,10 @@ fn route(path: &str) -> Option<(Endpoint, Method)> {
         "/v1/chat/completions" => (Endpoint::ChatCompletions, Method::POST),
         "/v1/completions" => (Endpoint::Completions, Method::POST),
         "/v1/embeddings" => (Endpoint::Embeddings, Method::POST),
+        "/v1/responses" => (Endpoint::Responses, Method::POST),
+        "/v1/messages" => (Endpoint::Messages, Method::POST),
+        "/v1/rerank" | "/rerank" => (Endpoint::Rerank, Method::POST),
+        "/v1/score" | "/score" => (Endpoint::Score, Method::POST),
         "/tokenize" => (Endpoint::Tokenize, Method::POST),
         "/detokenize" => (Endpoint::Detokenize, Method::POST),
         "/stats" => (Endpoint::Stats, Method::GET),
@@ -270,6 +274,9 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
                 Endpoint::ChatCompletions => chat(app, &body),
                 Endpoint::Completions => completions(app, &body),
                 Endpoint::Embeddings => embeddings(app, &body),
+                Endpoint::Responses => responses(app, &body),
+                Endpoint::Messages => messages(app, &body),
+                Endpoint::Rerank | Endpoint::Score => ranking(app, endpoint, &body),
                 Endpoint::Tokenize => tokenize(&app, &body),
                 _ => detokenize(&app, &body),
             }
@@ -510,6 +517,156 @@ fn completions(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     }
 }
 
+/// Body fields of OpenAI's Responses API that the mock reads or tolerates.
+const RESPONSES_FIELDS: &[&str] = &[
+    "model",
+    "input",
+    "instructions",
+    "stream",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "reasoning",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "previous_response_id",
+    "store",
+    "metadata",
+    "text",
+    "truncation",
+    "user",
+    "service_tier",
+    "include",
+];
+/// Body fields of Anthropic's Messages API.
+const MESSAGES_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "system",
+    "max_tokens",
+    "stream",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop_sequences",
+    "metadata",
+    "tools",
+    "tool_choice",
+    "thinking",
+    "service_tier",
+];
+
+fn responses(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
+    let resolved = refuse_unknown_fields(&app, body, RESPONSES_FIELDS)
+        .and_then(|()| parse::<super::responses::ResponsesRequest>(&app, body))
+        .and_then(|r| {
+            Ok(GenRequest {
+                api: Api::Responses,
+                model: resolve_model(&app, r.model.as_deref())?,
+                streaming: r.stream.unwrap_or(false),
+                include_usage: true,
+                prompt: r.blocks(),
+                max_tokens: resolve_max_tokens(&app, r.max_output_tokens)?,
+                ignore_eos: r.ignore_eos.unwrap_or(false),
+            })
+        });
+    match resolved {
+        Ok(request) => generate(app, request),
+        Err(response) => *response,
+    }
+}
+
+fn messages(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
+    let resolved = refuse_unknown_fields(&app, body, MESSAGES_FIELDS)
+        .and_then(|()| parse::<super::anthropic::MessagesRequest>(&app, body))
+        .and_then(|r| {
+            Ok(GenRequest {
+                api: Api::Anthropic,
+                model: resolve_model(&app, r.model.as_deref())?,
+                streaming: r.stream.unwrap_or(false),
+                include_usage: true,
+                prompt: r.blocks(),
+                max_tokens: resolve_max_tokens(&app, Some(r.max_tokens))?,
+                ignore_eos: r.ignore_eos.unwrap_or(false),
+            })
+        });
+    match resolved {
+        Ok(request) => generate(app, request),
+        Err(response) => *response,
+    }
+}
+
+/// `/v1/rerank` and `/v1/score`: one prefill of every (query, document) pair.
+fn ranking(app: Arc<App>, endpoint: Endpoint, body: &[u8]) -> Response<MockBody> {
+    use super::rerank::{RerankRequest, ScoreRequest, rerank_body, score_body};
+    let seq = app.seq.fetch_add(1, Relaxed);
+    let seed = app.config.seed;
+    let (tokens, out) = if endpoint == Endpoint::Rerank {
+        let r = match parse::<RerankRequest>(&app, body) {
+            Ok(r) => r,
+            Err(response) => return *response,
+        };
+        let model = match resolve_model(&app, r.model.as_deref()) {
+            Ok(m) => m,
+            Err(response) => return *response,
+        };
+        let ranking = r.ranking();
+        if ranking.documents.is_empty() {
+            return bad_request(&app, "documents must not be empty");
+        }
+        let out = rerank_body(&app.config.model[model], seq, &ranking, r.top_n, seed);
+        (ranking.tokens(), out)
+    } else {
+        let r = match parse::<ScoreRequest>(&app, body) {
+            Ok(r) => r,
+            Err(response) => return *response,
+        };
+        let model = match resolve_model(&app, r.model.as_deref()) {
+            Ok(m) => m,
+            Err(response) => return *response,
+        };
+        let ranking = r.ranking();
+        if ranking.documents.is_empty() {
+            return bad_request(&app, "text_2 must not be empty");
+        }
+        let out = score_body(&app.config.model[model], seq, unix_now(), &ranking, seed);
+        (ranking.tokens(), out)
+    };
+    prefill_only(app, seq, tokens, out)
+}
+
+/// Answers a request that is one prefill (embeddings, ranking): it waits for a slot,
+/// then for a time to first token, and may carry the configured faults.
+fn prefill_only(app: Arc<App>, seq: u64, prompt_tokens: u64, body: Vec<u8>) -> Response<MockBody> {
+    app.counters.prompt_tokens(prompt_tokens);
+    let plan = app.model.plan(seq, prompt_tokens, Some(1), true, false);
+    match plan.fault {
+        Fault::Error(status) => return injected_error(&app, status),
+        Fault::Close => return injected_close(&app),
+        _ => {}
+    }
+    let ttft = plan.ttft;
+    let output = Output::Whole {
+        body: Bytes::from(body),
+        latency: Some(ttft),
+        tokens: 0,
+        reasoning: 0,
+    };
+    respond(
+        &app,
+        StatusCode::OK,
+        "application/json",
+        Generation::start(
+            Arc::clone(&app),
+            plan,
+            output,
+            Work::Embedding,
+            prompt_tokens,
+        ),
+    )
+}
+
 /// Plans a generation and answers it: an injected error now, or a body that waits for
 /// its slot and deadlines.
 fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
@@ -525,7 +682,8 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         prompt_tokens - hits,
         r.max_tokens,
         r.ignore_eos,
-        r.api == Api::Chat,
+        // Only the legacy completions API has no place for reasoning.
+        r.api != Api::Completions,
     );
     match plan.fault {
         Fault::Error(status) => return injected_error(&app, status),
@@ -533,14 +691,30 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         _ => {}
     }
     let include_usage = r.streaming && r.include_usage;
-    let fmt = Formatter::new(
-        r.api,
-        r.streaming,
-        seq,
-        unix_now(),
-        &app.model_json[r.model],
-        include_usage,
-    );
+    let model_json = &app.model_json[r.model];
+    let unknown_events = app.config.unknown_events;
+    let fmt = match r.api {
+        Api::Responses => Formatter::responses(super::responses::Writer::new(
+            seq,
+            unix_now(),
+            model_json,
+            unknown_events,
+        )),
+        Api::Anthropic => Formatter::anthropic(super::anthropic::Writer::new(
+            seq,
+            model_json,
+            prompt_tokens,
+            unknown_events,
+        )),
+        Api::Chat | Api::Completions => Formatter::new(
+            r.api,
+            r.streaming,
+            seq,
+            unix_now(),
+            model_json,
+            include_usage,
+        ),
+    };
     if r.streaming {
         let output = Output::Stream {
             fmt,
@@ -701,7 +875,6 @@ fn embeddings(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
         return bad_request(&app, "input must not be empty");
     }
     let prompt_tokens = request.input.count();
-    app.counters.prompt_tokens(prompt_tokens);
     let list = EmbeddingList {
         object: "list",
         data: keys
@@ -719,29 +892,9 @@ fn embeddings(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
             total_tokens: prompt_tokens,
         },
     };
-    // An embedding costs one prefill: it waits for a slot, then for a time to first token.
     let seq = app.seq.fetch_add(1, Relaxed);
-    let mut plan = app.model.plan(seq, prompt_tokens, Some(1), true, false);
-    plan.fault = Fault::None;
-    let ttft = plan.ttft;
-    let output = Output::Whole {
-        body: Bytes::from(to_json(&list)),
-        latency: Some(ttft),
-        tokens: 0,
-        reasoning: 0,
-    };
-    respond(
-        &app,
-        StatusCode::OK,
-        "application/json",
-        Generation::start(
-            Arc::clone(&app),
-            plan,
-            output,
-            Work::Embedding,
-            prompt_tokens,
-        ),
-    )
+    let body = to_json(&list);
+    prefill_only(app, seq, prompt_tokens, body)
 }
 
 fn tokenize(app: &App, body: &[u8]) -> Response<MockBody> {
