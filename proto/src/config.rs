@@ -220,7 +220,8 @@ pub struct SyntheticSpec {
     pub prompt_tokens_min: Option<u32>,
     /// Upper bound of the prompt length.
     pub prompt_tokens_max: Option<u32>,
-    /// Mean output length in tokens (sent as `max_tokens`).
+    /// Mean output length in tokens (sent as `max_tokens`); 0 when the spec gives none
+    /// (embeddings and ranking have no output).
     pub output_tokens: u32,
     /// Standard deviation of the output length.
     pub output_tokens_stdev: u32,
@@ -242,6 +243,13 @@ pub struct SyntheticSpec {
     pub tokenizer: TokenizerRef,
     /// How slots map onto `samples`, when set.
     pub sampling: Sampling,
+    /// Texts per embeddings request, each `prompt_tokens` long (0: one plain prompt).
+    #[serde(default)]
+    pub batch_size: u32,
+    /// Documents per rerank/score request, each `prompt_tokens` long, ranked against a
+    /// query of `prompt_tokens` (0: one plain prompt).
+    #[serde(default)]
+    pub documents: u32,
 }
 
 /// Rows prepared by the coordinator (files and datasets), written once to a read-only

@@ -195,6 +195,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         );
     }
     let data = resolve_data(args)?;
+    check_data_fits_format(&data, args.target.request_format)?;
     let finite_data = data.is_finite();
     let mut limits = Limits {
         max_seconds: args.limits.max_seconds,
@@ -457,6 +458,25 @@ fn resolve_shard(
         ));
     }
     Ok(shard)
+}
+
+/// A synthetic spec's batch_size and documents belong to one format each.
+fn check_data_fits_format(data: &DataPlan, format: RequestFormatArg) -> Result<(), UsageError> {
+    let crate::data::DataSource::Synthetic { spec } = &data.source else {
+        return Ok(());
+    };
+    let name = format!("{format:?}").to_lowercase();
+    if spec.batch_size > 0 && format != RequestFormatArg::Embeddings {
+        return usage(format!(
+            "--data: batch_size is for --request-format embeddings, not {name}"
+        ));
+    }
+    if spec.documents > 0 && !matches!(format, RequestFormatArg::Rerank | RequestFormatArg::Score) {
+        return usage(format!(
+            "--data: documents is for --request-format rerank or score, not {name}"
+        ));
+    }
+    Ok(())
 }
 
 fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
