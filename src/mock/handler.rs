@@ -615,6 +615,9 @@ fn ranking(app: Arc<App>, endpoint: Endpoint, body: &[u8]) -> Response<MockBody>
         if ranking.documents.is_empty() {
             return bad_request(&app, "documents must not be empty");
         }
+        if let Err(response) = within_context(&app, scaled(&app, ranking.longest_pair())) {
+            return *response;
+        }
         let out = rerank_body(&app.config.model[model], seq, &ranking, r.top_n, seed);
         (ranking.tokens(), out)
     } else {
@@ -630,10 +633,25 @@ fn ranking(app: Arc<App>, endpoint: Endpoint, body: &[u8]) -> Response<MockBody>
         if ranking.documents.is_empty() {
             return bad_request(&app, "text_2 must not be empty");
         }
+        if let Err(response) = within_context(&app, scaled(&app, ranking.longest_pair())) {
+            return *response;
+        }
         let out = score_body(&app.config.model[model], seq, unix_now(), &ranking, seed);
         (ranking.tokens(), out)
     };
     prefill_only(app, seq, tokens, out)
+}
+
+/// The 400 vLLM gives an input longer than the context window.
+fn within_context(app: &App, tokens: u64) -> Result<(), Box<Response<MockBody>>> {
+    let limit = u64::from(app.config.max_model_len);
+    if tokens > limit {
+        let message = format!(
+            "This model's maximum context length is {limit} tokens. However, you requested {tokens} tokens in the input. Please reduce the length of the input."
+        );
+        return Err(Box::new(bad_request(app, &message)));
+    }
+    Ok(())
 }
 
 /// Answers a request that is one prefill (embeddings, ranking): it waits for a slot,
@@ -873,6 +891,15 @@ fn embeddings(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     };
     if keys.is_empty() {
         return bad_request(&app, "input must not be empty");
+    }
+    let longest = match &request.input {
+        Prompt::Text(t) => tokenizer::count(t),
+        Prompt::Texts(v) => v.iter().map(|t| tokenizer::count(t)).max().unwrap_or(0),
+        Prompt::Ids(ids) => ids.len() as u64,
+        Prompt::IdBatches(v) => v.iter().map(|i| i.len() as u64).max().unwrap_or(0),
+    };
+    if let Err(response) = within_context(&app, scaled(&app, longest)) {
+        return *response;
     }
     let prompt_tokens = request.input.count();
     let list = EmbeddingList {

@@ -110,6 +110,16 @@ impl Ranking<'_> {
             .sum()
     }
 
+    /// Tokens of the longest (query, document) pair: what must fit the context window.
+    pub fn longest_pair(&self) -> u64 {
+        let query = tokenizer::count(self.query);
+        self.documents
+            .iter()
+            .map(|d| query + tokenizer::count(d))
+            .max()
+            .unwrap_or(query)
+    }
+
     /// A score in [0, 1) per document, from the pair and the seed.
     pub fn scores(&self, seed: u64) -> Vec<f64> {
         self.documents
