@@ -66,6 +66,7 @@ pub struct Writer {
     head: Vec<u8>,
     prompt_tokens: u64,
     unknown_events: bool,
+    no_final_event: bool,
     open: Cell<Open>,
     /// Index of the open (or next) content block.
     index: Cell<u64>,
@@ -73,7 +74,13 @@ pub struct Writer {
 
 impl Writer {
     /// `model_json` is the model name already JSON-quoted.
-    pub fn new(seq: u64, model_json: &str, prompt_tokens: u64, unknown_events: bool) -> Self {
+    pub fn new(
+        seq: u64,
+        model_json: &str,
+        prompt_tokens: u64,
+        unknown_events: bool,
+        no_final_event: bool,
+    ) -> Self {
         let head = format!(
             r#"{{"id":"msg_{seq:016x}","type":"message","role":"assistant","model":{model_json}"#
         );
@@ -81,6 +88,7 @@ impl Writer {
             head: head.into_bytes(),
             prompt_tokens,
             unknown_events,
+            no_final_event,
             open: Cell::new(Open::Nothing),
             index: Cell::new(0),
         }
@@ -183,8 +191,10 @@ impl Writer {
         out.put_slice(fmt_u64(&mut num, usage.content + usage.reasoning));
         out.put_u8(b'}');
         Self::end_event(out);
-        Self::event(out, "message_stop");
-        Self::end_event(out);
+        if !self.no_final_event {
+            Self::event(out, "message_stop");
+            Self::end_event(out);
+        }
     }
 
     /// A malformed event: a delta cut inside its JSON.

@@ -711,18 +711,21 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
     let include_usage = r.streaming && r.include_usage;
     let model_json = &app.model_json[r.model];
     let unknown_events = app.config.unknown_events;
+    let no_final_event = app.config.no_final_event;
     let fmt = match r.api {
         Api::Responses => Formatter::responses(super::responses::Writer::new(
             seq,
             unix_now(),
             model_json,
             unknown_events,
+            no_final_event,
         )),
         Api::Anthropic => Formatter::anthropic(super::anthropic::Writer::new(
             seq,
             model_json,
             prompt_tokens,
             unknown_events,
+            no_final_event,
         )),
         Api::Chat | Api::Completions => Formatter::new(
             r.api,

@@ -93,6 +93,7 @@ pub struct Writer {
     /// The hex suffix item ids share.
     id: String,
     unknown_events: bool,
+    no_final_event: bool,
     sequence: Cell<u64>,
     open: Cell<Open>,
     output_index: Cell<u64>,
@@ -100,7 +101,13 @@ pub struct Writer {
 
 impl Writer {
     /// `model_json` is the model name already JSON-quoted.
-    pub fn new(seq: u64, created: u64, model_json: &str, unknown_events: bool) -> Self {
+    pub fn new(
+        seq: u64,
+        created: u64,
+        model_json: &str,
+        unknown_events: bool,
+        no_final_event: bool,
+    ) -> Self {
         let id = format!("{seq:016x}");
         let head = format!(
             r#"{{"id":"resp_{id}","object":"response","created_at":{created},"model":{model_json}"#
@@ -109,6 +116,7 @@ impl Writer {
             head: head.into_bytes(),
             id,
             unknown_events,
+            no_final_event,
             sequence: Cell::new(0),
             open: Cell::new(Open::Nothing),
             output_index: Cell::new(0),
@@ -260,6 +268,9 @@ impl Writer {
     /// Closes the open item and the response, with its usage.
     pub fn end_stream(&self, out: &mut BytesMut, finish: FinishReason, usage: Usage) {
         self.close_item(out);
+        if self.no_final_event {
+            return;
+        }
         let (name, status) = status(finish);
         self.event(out, name);
         out.put_slice(br#","response":"#);

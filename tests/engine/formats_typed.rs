@@ -216,3 +216,31 @@ fn garbage_drops_and_server_errors_are_errors_of_their_kind() {
         }
     }
 }
+
+#[test]
+fn a_stream_without_its_final_event_is_broken() {
+    // Every event but the last, then a clean end: not a complete response, whatever
+    // the tokens and usage before it said.
+    for (format, last) in [
+        ("responses", "response.completed"),
+        ("anthropic", "message_stop"),
+    ] {
+        let server = mock(MockConfig {
+            no_final_event: true,
+            ..MockConfig::instant()
+        });
+        let run = run_format(&server, format, "true", "6");
+        let report = run.report();
+        let b = &report.benchmarks[0];
+        assert_eq!(
+            error_count(b, "stream_broken"),
+            6,
+            "{format}: {:?}",
+            b.errors
+        );
+        assert_eq!(b.requests.completed, 0, "{format}");
+        let sample = &b.errors[0].samples[0];
+        assert_eq!(sample, &format!("stream ended before {last}"), "{format}");
+        assert_eq!(endpoint_count(&server.stats(), format), 6);
+    }
+}
