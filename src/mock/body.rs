@@ -128,7 +128,7 @@ pub enum Work {
     /// A chat or completions request: counted in `request_success` and the TTFT and
     /// e2e histograms.
     Generation,
-    /// An embedding: one prefill, in no generation metric.
+    /// An embedding or a ranking: one prefill; in `request_success` and e2e, not TTFT.
     Embedding,
 }
 
@@ -304,13 +304,18 @@ impl Generation {
         self.phase = Phase::Done;
         self.release();
         self.app.counters.completed();
-        if self.work == Work::Generation {
-            self.app.counters.success(self.plan.finish);
-            self.app
-                .counters
-                .e2e
-                .observe(Instant::now().saturating_duration_since(self.arrival));
-        }
+        // vLLM counts a pooling request (embeddings, rerank, score) that finished in
+        // `request_success{finished_reason="stop"}` and its e2e histogram, as it does a
+        // generation; only the TTFT histogram is generation's alone.
+        let reason = match self.work {
+            Work::Generation => self.plan.finish,
+            Work::Embedding => super::openai::FinishReason::Stop,
+        };
+        self.app.counters.success(reason);
+        self.app
+            .counters
+            .e2e
+            .observe(Instant::now().saturating_duration_since(self.arrival));
     }
 
     /// Writes every chunk due by `now` into `buf`; stops at a fault or the end.
