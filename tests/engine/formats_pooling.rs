@@ -150,6 +150,11 @@ fn embeddings_rerank_and_score_agree_with_the_mock_and_leave_out_generation_metr
             assert!(!client.contains(name), "{format}: console\n{client}");
         }
         assert!(run.stdout.contains("Inputs/s"), "{}", run.stdout);
+        let both = format!("{}{}", run.stdout, run.stderr);
+        assert!(
+            both.contains("inputs/s") && !both.contains(" tok/s,"),
+            "{format}: the progress line gives inputs/s\n{both}"
+        );
         let md = std::fs::read_to_string(run.dir.path().join("benchmarks.md")).expect("md");
         let row = md
             .lines()
