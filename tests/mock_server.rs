@@ -15,6 +15,7 @@ mod cli;
 mod faults;
 mod host;
 mod metrics;
+mod typed;
 mod wire;
 
 /// No test may run longer than this, whatever goes wrong.

@@ -233,6 +233,39 @@ impl Writer {
     }
 }
 
+/// Rewrites an error answer into Anthropic's shape,
+/// `{"type":"error","error":{"type":"…_error","message":"…"}}`, keeping the status and
+/// message; a success passes through.
+pub fn error_shape(
+    mut response: hyper::Response<super::body::MockBody>,
+) -> hyper::Response<super::body::MockBody> {
+    use super::body::MockBody;
+    let status = response.status();
+    if status.is_success() {
+        return response;
+    }
+    let MockBody::Full(Some(body)) = response.body() else {
+        return response;
+    };
+    let message = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    // Anthropic's error types by status.
+    let kind = match status.as_u16() {
+        400 | 413 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        529 => "overloaded_error",
+        _ => "api_error",
+    };
+    let shaped = serde_json::json!({"type": "error", "error": {"type": kind, "message": message}});
+    *response.body_mut() = MockBody::full(serde_json::to_vec(&shaped).unwrap_or_default());
+    response
+}
+
 fn stop_reason(finish: FinishReason) -> &'static str {
     match finish {
         FinishReason::Stop => "end_turn",

@@ -275,7 +275,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
                 Endpoint::Completions => completions(app, &body),
                 Endpoint::Embeddings => embeddings(app, &body),
                 Endpoint::Responses => responses(app, &body),
-                Endpoint::Messages => messages(app, &body),
+                Endpoint::Messages => super::anthropic::error_shape(messages(app, &body)),
                 Endpoint::Rerank | Endpoint::Score => ranking(app, endpoint, &body),
                 Endpoint::Tokenize => tokenize(&app, &body),
                 _ => detokenize(&app, &body),
