@@ -137,7 +137,8 @@ impl Backend {
         let mut headers = reqwest::header::HeaderMap::new();
         headers.insert(
             reqwest::header::CONTENT_TYPE,
-            reqwest::header::HeaderValue::from_static(format.content_type()),
+            reqwest::header::HeaderValue::from_str(format.content_type())
+                .map_err(|_| BackendError::BadHeader("Content-Type".into()))?,
         );
         for (name, value) in format.headers() {
             headers.insert(*name, reqwest::header::HeaderValue::from_static(value));

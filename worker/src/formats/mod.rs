@@ -37,8 +37,9 @@ pub trait Format: std::fmt::Debug + Send + Sync {
     /// The endpoint path, appended to the base URL.
     fn path(&self) -> &'static str;
 
-    /// The `Content-Type` of the request body.
-    fn content_type(&self) -> &'static str {
+    /// The `Content-Type` of the request body (a multipart format returns its
+    /// `multipart/form-data; boundary=…`, which it owns).
+    fn content_type(&self) -> &str {
         "application/json"
     }
 
