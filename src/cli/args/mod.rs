@@ -57,7 +57,8 @@ pub enum RequestFormatArg {
     Completions,
     /// POST /v1/responses (OpenAI Responses API).
     Responses,
-    /// POST /v1/messages (Anthropic Messages API).
+    /// POST /v1/messages (Anthropic Messages API: `system` top-level, `max_tokens` always
+    /// sent, the key as `x-api-key`).
     Anthropic,
     /// POST /v1/embeddings, `batch_size` inputs per request; never streamed.
     Embeddings,
