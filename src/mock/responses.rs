@@ -9,9 +9,9 @@
 //! `incomplete_details.reason = "max_output_tokens"` when the cap cut it) carrying
 //! `usage.input_tokens` / `output_tokens` (reasoning included, as
 //! `output_tokens_details.reasoning_tokens`). Every event has an `event:` line and a
-//! `sequence_number`. The `.done` events carry no accumulated text (the mock keeps none).
+//! `sequence_number`. The `.done` events and the final response repeat the whole text.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use bytes::{BufMut, BytesMut};
 use serde::Deserialize;
@@ -97,6 +97,10 @@ pub struct Writer {
     sequence: Cell<u64>,
     open: Cell<Open>,
     output_index: Cell<u64>,
+    /// The reasoning and answer text so far (JSON-safe: the mock's words need no
+    /// escaping), repeated in the `.done` events and the final response as OpenAI does.
+    reasoning_text: RefCell<Vec<u8>>,
+    message_text: RefCell<Vec<u8>>,
 }
 
 impl Writer {
@@ -120,6 +124,8 @@ impl Writer {
             sequence: Cell::new(0),
             open: Cell::new(Open::Nothing),
             output_index: Cell::new(0),
+            reasoning_text: RefCell::new(Vec::new()),
+            message_text: RefCell::new(Vec::new()),
         }
     }
 
@@ -156,16 +162,46 @@ impl Writer {
         out.put_u8(b'"');
     }
 
-    /// The item as `.added` and `.done` events show it (no content).
-    fn item(&self, out: &mut BytesMut, open: Open, status: &str) {
-        out.put_slice(br#","item":{"id":"#);
+    /// The item as `.added` (`text` None: no content yet) and `.done` events show it.
+    fn item(&self, out: &mut BytesMut, open: Open, status: &str, text: Option<&[u8]>) {
+        out.put_slice(br#","item":"#);
+        self.item_object(out, open, status, text);
+    }
+
+    /// An output item object; with `text`, its one content part.
+    fn item_object(&self, out: &mut BytesMut, open: Open, status: &str, text: Option<&[u8]>) {
+        out.put_slice(br#"{"id":"#);
         self.item_id(out, open);
         if open == Open::Reasoning {
-            out.put_slice(br#","type":"reasoning","summary":[]}"#);
+            out.put_slice(br#","type":"reasoning","summary":[]"#);
+            if let Some(t) = text {
+                out.put_slice(br#","content":[{"type":"reasoning_text","text":""#);
+                out.put_slice(t);
+                out.put_slice(br#""}]"#);
+            }
+            out.put_u8(b'}');
         } else {
             out.put_slice(br#","type":"message","status":""#);
             out.put_slice(status.as_bytes());
-            out.put_slice(br#"","role":"assistant","content":[]}"#);
+            out.put_slice(br#"","role":"assistant","content":["#);
+            if let Some(t) = text {
+                Self::output_text_part(out, t);
+            }
+            out.put_slice(b"]}");
+        }
+    }
+
+    fn output_text_part(out: &mut BytesMut, text: &[u8]) {
+        out.put_slice(br#"{"type":"output_text","text":""#);
+        out.put_slice(text);
+        out.put_slice(br#"","annotations":[]}"#);
+    }
+
+    fn text(&self, open: Open) -> &RefCell<Vec<u8>> {
+        if open == Open::Reasoning {
+            &self.reasoning_text
+        } else {
+            &self.message_text
         }
     }
 
@@ -180,7 +216,7 @@ impl Writer {
     fn open_item(&self, out: &mut BytesMut, open: Open) {
         self.event(out, "response.output_item.added");
         self.index(out);
-        self.item(out, open, "in_progress");
+        self.item(out, open, "in_progress", None);
         Self::end_event(out);
         if open == Open::Message {
             self.event(out, "response.content_part.added");
@@ -203,15 +239,30 @@ impl Writer {
         if open == Open::Nothing {
             return;
         }
-        if open == Open::Message {
+        let text = self.text(open).borrow();
+        if open == Open::Reasoning {
+            self.event(out, "response.reasoning_text.done");
+            self.part_position(out, open);
+            out.put_slice(br#","text":""#);
+            out.put_slice(&text);
+            out.put_u8(b'"');
+            Self::end_event(out);
+        } else {
+            self.event(out, "response.output_text.done");
+            self.part_position(out, open);
+            out.put_slice(br#","text":""#);
+            out.put_slice(&text);
+            out.put_slice(br#"","logprobs":[]"#);
+            Self::end_event(out);
             self.event(out, "response.content_part.done");
             self.part_position(out, open);
-            out.put_slice(br#","part":{"type":"output_text","annotations":[]}"#);
+            out.put_slice(br#","part":"#);
+            Self::output_text_part(out, &text);
             Self::end_event(out);
         }
         self.event(out, "response.output_item.done");
         self.index(out);
-        self.item(out, open, "completed");
+        self.item(out, open, "completed", Some(&text));
         Self::end_event(out);
         self.output_index.set(self.output_index.get() + 1);
         self.open.set(Open::Nothing);
@@ -252,7 +303,11 @@ impl Writer {
         );
         self.part_position(out, want);
         out.put_slice(br#","delta":""#);
+        let start = out.len();
         write_words(out, words);
+        self.text(want)
+            .borrow_mut()
+            .extend_from_slice(&out[start..]);
         out.put_u8(b'"');
         if !reasoning {
             out.put_slice(br#","logprobs":[]"#);
@@ -274,7 +329,15 @@ impl Writer {
         let (name, status) = status(finish);
         self.event(out, name);
         out.put_slice(br#","response":"#);
-        self.whole(out, status, &[], &[], usage);
+        let reasoning = self.reasoning_text.borrow();
+        let message = self.message_text.borrow();
+        self.whole(
+            out,
+            status,
+            (usage.content > 0).then_some(&message[..]),
+            (usage.reasoning > 0).then_some(&reasoning[..]),
+            usage,
+        );
         Self::end_event(out);
     }
 
@@ -294,18 +357,26 @@ impl Writer {
         finish: FinishReason,
         usage: Usage,
     ) {
-        let content: Vec<&str> = content.collect();
-        let reasoning: Vec<&str> = reasoning.collect();
-        self.whole(out, status(finish).1, &content, &reasoning, usage);
+        let mut content_text = BytesMut::new();
+        write_words(&mut content_text, content);
+        let mut reasoning_text = BytesMut::new();
+        write_words(&mut reasoning_text, reasoning);
+        self.whole(
+            out,
+            status(finish).1,
+            (usage.content > 0).then_some(&content_text[..]),
+            (usage.reasoning > 0).then_some(&reasoning_text[..]),
+            usage,
+        );
     }
 
-    /// The response object; the output items only when there is text to put in them.
+    /// The response object, with an output item per text given (reasoning first).
     fn whole(
         &self,
         out: &mut BytesMut,
         status: &str,
-        content: &[&'static str],
-        reasoning: &[&'static str],
+        content: Option<&[u8]>,
+        reasoning: Option<&[u8]>,
         usage: Usage,
     ) {
         out.put_slice(&self.head);
@@ -318,24 +389,14 @@ impl Writer {
             b"null"
         });
         out.put_slice(br#","output":["#);
-        if !reasoning.is_empty() {
-            out.put_slice(br#"{"id":"#);
-            self.item_id(out, Open::Reasoning);
-            out.put_slice(
-                br#","type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":""#,
-            );
-            write_words(out, reasoning.iter().copied());
-            out.put_slice(br#""}]}"#);
+        if let Some(t) = reasoning {
+            self.item_object(out, Open::Reasoning, "completed", Some(t));
         }
-        if !content.is_empty() {
-            if !reasoning.is_empty() {
+        if let Some(t) = content {
+            if reasoning.is_some() {
                 out.put_u8(b',');
             }
-            out.put_slice(br#"{"id":"#);
-            self.item_id(out, Open::Message);
-            out.put_slice(br#","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":""#);
-            write_words(out, content.iter().copied());
-            out.put_slice(br#"","annotations":[]}]}"#);
+            self.item_object(out, Open::Message, "completed", Some(t));
         }
         out.put_slice(br#"],"usage":"#);
         let output = usage.content + usage.reasoning;

@@ -38,6 +38,7 @@ async fn mock_responses_stream_is_the_responses_event_sequence() {
                 "response.output_item.added",
                 "response.reasoning_text.delta",
                 "response.reasoning_text.delta",
+                "response.reasoning_text.done",
                 "response.output_item.done",
                 "response.output_item.added",
                 "response.content_part.added",
@@ -46,6 +47,7 @@ async fn mock_responses_stream_is_the_responses_event_sequence() {
                 "response.output_text.delta",
                 "response.output_text.delta",
                 "response.output_text.delta",
+                "response.output_text.done",
                 "response.content_part.done",
                 "response.output_item.done",
                 "response.incomplete",
@@ -54,7 +56,28 @@ async fn mock_responses_stream_is_the_responses_event_sequence() {
         for (i, (_, data)) in events.iter().enumerate() {
             assert_eq!(data["sequence_number"], i, "sequence numbers count from 0");
         }
+        // The `.done` events and the final response repeat the text of the deltas.
+        let deltas = |kind: &str| -> String {
+            events
+                .iter()
+                .filter(|(n, _)| n == kind)
+                .map(|(_, d)| d["delta"].as_str().expect("delta").to_string())
+                .collect()
+        };
+        let answer = deltas("response.output_text.delta");
+        let thought = deltas("response.reasoning_text.delta");
+        let done = |kind: &str| {
+            events
+                .iter()
+                .find(|(n, _)| n == kind)
+                .map(|(_, d)| d["text"].clone())
+                .expect("a done event")
+        };
+        assert_eq!(done("response.output_text.done"), answer.as_str());
+        assert_eq!(done("response.reasoning_text.done"), thought.as_str());
         let last = &events.last().expect("events").1["response"];
+        assert_eq!(last["output"][0]["content"][0]["text"], thought.as_str());
+        assert_eq!(last["output"][1]["content"][0]["text"], answer.as_str());
         assert_eq!(last["status"], "incomplete");
         assert_eq!(last["incomplete_details"]["reason"], "max_output_tokens");
         assert_eq!(last["usage"]["input_tokens"], 4);
