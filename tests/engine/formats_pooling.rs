@@ -155,6 +155,13 @@ fn embeddings_rerank_and_score_agree_with_the_mock_and_leave_out_generation_metr
             both.contains("inputs/s") && !both.contains(" tok/s,"),
             "{format}: the progress line gives inputs/s\n{both}"
         );
+        // The HTML's table cells say "–" and its page leaves the charts of absent
+        // metrics out (the page script checks `metrics[key]`, which is not there).
+        let html = std::fs::read_to_string(run.dir.path().join("benchmarks.html")).expect("html");
+        assert!(
+            !html.contains("\"ttft\":{"),
+            "{format}: TTFT in the HTML's data"
+        );
         let md = std::fs::read_to_string(run.dir.path().join("benchmarks.md")).expect("md");
         let row = md
             .lines()
