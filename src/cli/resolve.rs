@@ -704,6 +704,38 @@ fn resolve_objectives(args: &RunArgs) -> Result<Objectives, UsageError> {
     {
         return usage("--slo: goodput_per_s needs --goodput thresholds");
     }
+    // Embeddings and ranking generate no tokens: an objective on TTFT, ITL, TPOT or
+    // output tokens could only fail for want of data, so it is refused up front.
+    let format = args.target.request_format;
+    if matches!(
+        format,
+        RequestFormatArg::Embeddings | RequestFormatArg::Rerank | RequestFormatArg::Score
+    ) {
+        let name = format!("{format:?}").to_lowercase();
+        for c in slo.iter().flat_map(|s| &s.checks) {
+            let generation = match &c.target {
+                SloTarget::Latency { metric, .. } => {
+                    metric != "request_latency" && metric != "dispatch_lag"
+                }
+                SloTarget::OutputTokensPerS => true,
+                _ => false,
+            };
+            if generation {
+                return usage(format!(
+                    "--slo: {} measures generated tokens, which --request-format {name} has none of",
+                    c.name
+                ));
+            }
+        }
+        if goodput
+            .as_ref()
+            .is_some_and(|g| g.ttft.is_some() || g.tpot.is_some())
+        {
+            return usage(format!(
+                "--goodput: ttft and tpot measure generated tokens, which --request-format {name} has none of (use e2e)"
+            ));
+        }
+    }
     let saturation = match (&l.over_saturation, l.detect_saturation) {
         (Some(json), _) => {
             let cfg: SaturationConfig = serde_json::from_str(json)

@@ -250,7 +250,7 @@ fn a_pooling_400_is_an_http_error_with_the_servers_message() {
 }
 
 #[test]
-fn a_spec_key_of_another_format_is_a_usage_error() {
+fn a_spec_key_or_objective_of_another_format_is_a_usage_error() {
     let server = mock(MockConfig::instant());
     for (format, data, needle) in [
         ("chat", "prompt_tokens=8,batch_size=2", "batch_size"),
@@ -263,5 +263,24 @@ fn a_spec_key_of_another_format_is_a_usage_error() {
         assert!(run.stderr.contains(needle), "{}", run.stderr);
         assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
     }
+    // Objectives on what only generation has.
+    for (flag, value) in [
+        ("--slo", "ttft_p99<=100ms"),
+        ("--slo", "output_tokens_per_s>=5"),
+        ("--goodput", "tpot:10ms"),
+    ] {
+        let run = run_format(
+            &server,
+            "rerank",
+            "prompt_tokens=8,documents=2",
+            "1",
+            &[flag, value],
+        );
+        assert_eq!(run.code(), 2, "{flag} {value}: {}", run.stderr);
+        assert!(run.stderr.contains(flag), "{}", run.stderr);
+        assert!(run.stderr.contains("rerank"), "{}", run.stderr);
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    }
     assert_eq!(server.stats().requests.embeddings, 0);
+    assert_eq!(server.stats().requests.rerank, 0);
 }
