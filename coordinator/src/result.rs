@@ -365,13 +365,7 @@ pub fn fit_to_format(r: &mut BenchmarkResult, format: RequestFormat, inputs_per_
     if format.generates() {
         return;
     }
-    let generation = |key: &str| {
-        let metric = key.rsplit('.').next().unwrap_or(key);
-        GENERATION_METRICS.contains(&metric)
-    };
-    r.metrics.retain(|k, _| !generation(k));
-    r.histograms.retain(|k, _| !generation(k));
-    r.class_histograms.retain(|k, _| !generation(k));
+    r.drop_generation_metrics();
     let t = &mut r.throughput;
     t.inputs_per_s = Some(t.requests_per_s * f64::from(inputs_per_request.max(1)));
     t.input_tokens_per_s = Some(t.total_tokens_per_s - t.output_tokens_per_s);
@@ -525,12 +519,27 @@ impl BenchmarkResult {
         Ok(set)
     }
 
+    /// Removes the metrics of generated output (see [`GENERATION_METRICS`]).
+    pub fn drop_generation_metrics(&mut self) {
+        let generation = |key: &str| {
+            let metric = key.rsplit('.').next().unwrap_or(key);
+            GENERATION_METRICS.contains(&metric)
+        };
+        self.metrics.retain(|k, _| !generation(k));
+        self.histograms.retain(|k, _| !generation(k));
+        self.class_histograms.retain(|k, _| !generation(k));
+    }
+
     /// Replaces every distribution (`metrics`, `histograms`, `class_histograms`, the
     /// client's dispatch lag, send gap and runtime delay) by those of `set`.
     pub fn set_distributions(&mut self, set: &MetricSet) {
         self.metrics = distributions(set);
         self.histograms = encode_histograms(set);
         self.class_histograms = encode_class_histograms(set);
+        // A format without output (its inputs throughput says so) stays without them.
+        if self.throughput.inputs_per_s.is_some() {
+            self.drop_generation_metrics();
+        }
         let lag = self
             .metrics
             .get(Metric::DispatchLag.key())

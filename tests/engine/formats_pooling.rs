@@ -284,3 +284,57 @@ fn a_spec_key_or_objective_of_another_format_is_a_usage_error() {
     assert_eq!(server.stats().requests.embeddings, 0);
     assert_eq!(server.stats().requests.rerank, 0);
 }
+
+#[test]
+fn merged_shards_of_embeddings_stay_without_generation_metrics() {
+    let server = mock(MockConfig::instant());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut shards = Vec::new();
+    let mut inputs_per_s = Vec::new();
+    for index in 0..2u32 {
+        let run = run_format(
+            &server,
+            "embeddings",
+            "prompt_tokens=8,batch_size=3",
+            "12",
+            &["--outputs", "json"],
+        );
+        let report = ok_report(&run);
+        inputs_per_s.push(report.benchmarks[0].throughput.inputs_per_s);
+        // The report as a shard of two (what `--shard k/2` writes).
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.report_path()).expect("report"))
+                .expect("JSON");
+        let shard = serde_json::json!({ "index": index, "count": 2 });
+        v["metadata"]["shard"] = shard.clone();
+        v["args"]["shard"] = shard;
+        let path = dir.path().join(format!("shard-{index}.json"));
+        std::fs::write(&path, serde_json::to_vec(&v).expect("JSON")).expect("write");
+        shards.push(path);
+    }
+    assert!(inputs_per_s.iter().all(Option::is_some), "{inputs_per_s:?}");
+    let out = dir.path().join("merged");
+    let mut cmd = crate::support::llmsurge();
+    cmd.args(["benchmark", "merge"])
+        .args(&shards)
+        .args(["--outputs", "json", "--output-dir"])
+        .arg(&out);
+    let merged = cmd.output().expect("merge runs");
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    let report = llmsurge::report::Report::load(&out.join("benchmarks.json")).expect("loads");
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 24);
+    for key in GENERATION_KEYS {
+        assert!(!b.metrics.contains_key(key), "merged: {key}");
+    }
+    let t = &b.throughput;
+    let inputs = t.inputs_per_s.expect("merged inputs/s") * b.measured_window.duration_s;
+    assert!(
+        (inputs - 72.0).abs() < 0.5,
+        "3 inputs x 24 requests: {inputs}"
+    );
+}
