@@ -557,6 +557,13 @@ const MESSAGES_FIELDS: &[&str] = &[
     "service_tier",
 ];
 
+/// The cap on the answer of a Responses or Messages request: those APIs count reasoning
+/// (thinking) inside `max_output_tokens` / `max_tokens`, so the reasoning the mock
+/// streams first comes off the cap (one answer token is always left).
+fn output_cap(app: &App, cap: Option<u32>) -> Option<u32> {
+    cap.map(|c| c.saturating_sub(app.config.reasoning_tokens).max(1))
+}
+
 fn responses(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     let resolved = refuse_unknown_fields(&app, body, RESPONSES_FIELDS)
         .and_then(|()| parse::<super::responses::ResponsesRequest>(&app, body))
@@ -567,7 +574,7 @@ fn responses(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
                 streaming: r.stream.unwrap_or(false),
                 include_usage: true,
                 prompt: r.blocks(),
-                max_tokens: resolve_max_tokens(&app, r.max_output_tokens)?,
+                max_tokens: output_cap(&app, resolve_max_tokens(&app, r.max_output_tokens)?),
                 ignore_eos: r.ignore_eos.unwrap_or(false),
             })
         });
@@ -587,7 +594,7 @@ fn messages(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
                 streaming: r.stream.unwrap_or(false),
                 include_usage: true,
                 prompt: r.blocks(),
-                max_tokens: resolve_max_tokens(&app, Some(r.max_tokens))?,
+                max_tokens: output_cap(&app, resolve_max_tokens(&app, Some(r.max_tokens))?),
                 ignore_eos: r.ignore_eos.unwrap_or(false),
             })
         });

@@ -45,8 +45,6 @@ async fn mock_responses_stream_is_the_responses_event_sequence() {
                 "response.output_text.delta",
                 "response.output_text.delta",
                 "response.output_text.delta",
-                "response.output_text.delta",
-                "response.output_text.delta",
                 "response.output_text.done",
                 "response.content_part.done",
                 "response.output_item.done",
@@ -81,8 +79,8 @@ async fn mock_responses_stream_is_the_responses_event_sequence() {
         assert_eq!(last["status"], "incomplete");
         assert_eq!(last["incomplete_details"]["reason"], "max_output_tokens");
         assert_eq!(last["usage"]["input_tokens"], 4);
-        // The mock's reasoning comes on top of the capped answer, as for chat.
-        assert_eq!(last["usage"]["output_tokens"], 7);
+        // max_output_tokens counts the reasoning: 2 of it, then 3 of answer.
+        assert_eq!(last["usage"]["output_tokens"], 5);
         assert_eq!(last["usage"]["output_tokens_details"]["reasoning_tokens"], 2);
         // Whole: the same accounting, with the text in the output items.
         let whole = json_of(
@@ -92,10 +90,10 @@ async fn mock_responses_stream_is_the_responses_event_sequence() {
         assert_eq!(whole["object"], "response");
         assert_eq!(whole["output"][0]["type"], "reasoning");
         assert_eq!(whole["output"][1]["content"][0]["type"], "output_text");
-        assert_eq!(whole["usage"]["output_tokens"], 7);
+        assert_eq!(whole["usage"]["output_tokens"], 5);
         let stats = stats(&client(), &mock.base_url()).await;
         assert_eq!(stats.requests.responses, 2);
-        assert_eq!(stats.tokens_sent, 14);
+        assert_eq!(stats.tokens_sent, 10);
     })
     .await;
 }
@@ -123,7 +121,6 @@ async fn mock_messages_stream_is_the_anthropic_event_sequence() {
                 "content_block_start",
                 "content_block_delta",
                 "content_block_delta",
-                "content_block_delta",
                 "content_block_stop",
                 "message_delta",
                 "message_stop",
@@ -135,8 +132,9 @@ async fn mock_messages_stream_is_the_anthropic_event_sequence() {
         assert_eq!(events[3].1["delta"]["type"], "thinking_delta");
         assert_eq!(events[5].1["index"], 1);
         assert_eq!(events[6].1["delta"]["type"], "text_delta");
-        assert_eq!(events[10].1["delta"]["stop_reason"], "max_tokens");
-        assert_eq!(events[10].1["usage"]["output_tokens"], 4);
+        // max_tokens counts the thinking: 1 of it, then 2 of text.
+        assert_eq!(events[9].1["delta"]["stop_reason"], "max_tokens");
+        assert_eq!(events[9].1["usage"]["output_tokens"], 3);
         // Whole, and an error in Anthropic's shape (max_tokens is required).
         let whole = json_of(
             post(&client(), url.clone(), json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})).await,
@@ -145,7 +143,7 @@ async fn mock_messages_stream_is_the_anthropic_event_sequence() {
         assert_eq!(whole["type"], "message");
         assert_eq!(whole["content"][0]["type"], "thinking");
         assert_eq!(whole["content"][1]["type"], "text");
-        assert_eq!(whole["usage"]["output_tokens"], 4);
+        assert_eq!(whole["usage"]["output_tokens"], 3);
         let refused = post(&client(), url, json!({"messages": []})).await;
         assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
         let error = json_of(refused).await;
