@@ -338,3 +338,38 @@ fn merged_shards_of_embeddings_stay_without_generation_metrics() {
         "3 inputs x 24 requests: {inputs}"
     );
 }
+
+#[test]
+fn comparing_rerank_reports_judges_inputs_per_s_not_generation() {
+    let server = mock(MockConfig::instant());
+    let runs: Vec<Finished> = (0..2)
+        .map(|_| {
+            run_format(
+                &server,
+                "rerank",
+                "prompt_tokens=8,documents=4",
+                "20",
+                &["--outputs", "json"],
+            )
+        })
+        .collect();
+    for r in &runs {
+        ok_report(r);
+    }
+    let compared = crate::support::llmsurge()
+        .args(["benchmark", "compare"])
+        .arg(runs[0].report_path())
+        .arg(runs[1].report_path())
+        .output()
+        .expect("compare runs");
+    let out = String::from_utf8_lossy(&compared.stdout);
+    assert!(
+        compared.status.code().is_some_and(|c| c == 0 || c == 3),
+        "{}",
+        String::from_utf8_lossy(&compared.stderr)
+    );
+    assert!(out.contains("inputs_per_s"), "{out}");
+    for absent in ["output_tokens_per_s", "ttft", "itl", "tpot"] {
+        assert!(!out.contains(absent), "{absent} compared:\n{out}");
+    }
+}
