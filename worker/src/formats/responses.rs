@@ -177,14 +177,8 @@ impl Format for Responses {
     }
 
     fn parse_full(&self, body: &[u8]) -> Result<ChunkInfo, String> {
-        #[derive(Deserialize)]
-        struct Whole<'a> {
-            #[serde(flatten, borrow)]
-            response: WireResponse<'a>,
-        }
-        let whole: Whole<'_> =
+        let r: WireResponse<'_> =
             serde_json::from_slice(body).map_err(|e| format!("malformed JSON response ({e})"))?;
-        let r = whole.response;
         if let Some(err) = &r.error {
             return Err(err.message());
         }
