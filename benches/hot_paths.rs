@@ -99,6 +99,87 @@ fn sse_and_json_per_token(b: divan::Bencher, split: &str) {
         });
 }
 
+/// A Responses API stream as the mock sends it: `TOKENS` output-text deltas between the
+/// opening and closing events, each with its `event:` line.
+fn responses_stream() -> Vec<u8> {
+    let ev = |name: &str, seq: usize, rest: &str| {
+        format!("event: {name}\ndata: {{\"type\":\"{name}\",\"sequence_number\":{seq}{rest}}}\n\n")
+    };
+    let resp = r#","response":{"id":"resp_000000000000c0ef","object":"response","created_at":1795359480,"model":"llmsurge-mock","status":"in_progress","output":[],"usage":null}"#;
+    let mut out = ev("response.created", 0, resp);
+    out.push_str(&ev("response.in_progress", 1, resp));
+    out.push_str(&ev("response.output_item.added", 2, r#","output_index":0,"item":{"id":"msg_000000000000c0ef","type":"message","status":"in_progress","role":"assistant","content":[]}"#));
+    out.push_str(&ev("response.content_part.added", 3, r#","item_id":"msg_000000000000c0ef","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}"#));
+    for i in 0..TOKENS {
+        out.push_str(&ev(
+            "response.output_text.delta",
+            4 + i,
+            &format!(r#","item_id":"msg_000000000000c0ef","output_index":0,"content_index":0,"delta":" word{i}","logprobs":[]"#),
+        ));
+    }
+    out.push_str(&ev("response.completed", 4 + TOKENS, r#","response":{"id":"resp_000000000000c0ef","object":"response","created_at":1795359480,"model":"llmsurge-mock","status":"completed","incomplete_details":null,"output":[],"usage":{"input_tokens":16,"input_tokens_details":{"cached_tokens":0},"output_tokens":64,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":80}}"#));
+    out.into_bytes()
+}
+
+/// An Anthropic Messages stream as the mock sends it: `TOKENS` text deltas.
+fn anthropic_stream() -> Vec<u8> {
+    let ev =
+        |name: &str, rest: &str| format!("event: {name}\ndata: {{\"type\":\"{name}\"{rest}}}\n\n");
+    let mut out = ev(
+        "message_start",
+        r#","message":{"id":"msg_000000000000c0ef","type":"message","role":"assistant","model":"llmsurge-mock","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":16,"output_tokens":1}}"#,
+    );
+    out.push_str(&ev(
+        "content_block_start",
+        r#","index":0,"content_block":{"type":"text","text":""}"#,
+    ));
+    out.push_str(&ev("ping", ""));
+    for i in 0..TOKENS {
+        out.push_str(&ev(
+            "content_block_delta",
+            &format!(r#","index":0,"delta":{{"type":"text_delta","text":" word{i}"}}"#),
+        ));
+    }
+    out.push_str(&ev("content_block_stop", r#","index":0"#));
+    out.push_str(&ev("message_delta", r#","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":64}"#));
+    out.push_str(&ev("message_stop", ""));
+    out.into_bytes()
+}
+
+/// SSE framing plus the event's JSON through the request format (what the worker calls),
+/// per token, the whole response in one piece: chat against the typed-event formats.
+#[divan::bench(args = ["chat", "responses", "anthropic"])]
+fn format_stream_per_token(b: divan::Bencher, format: &str) {
+    let (request_format, stream) = match format {
+        "chat" => (RequestFormat::Chat, chat_stream()),
+        "responses" => (RequestFormat::Responses, responses_stream()),
+        _ => (RequestFormat::Anthropic, anthropic_stream()),
+    };
+    let cfg = BackendConfig {
+        request_format,
+        ..backend_config()
+    };
+    let parser = llmsurge_worker::formats::for_config(&cfg);
+    b.counter(divan::counter::ItemsCount::new(TOKENS))
+        .bench(|| {
+            let mut p = SseParser::new();
+            let mut state = llmsurge_worker::formats::StreamState::default();
+            let mut content = 0usize;
+            p.push(divan::black_box(&stream), |d| {
+                match parser.parse_event(d, &mut state) {
+                    Ok(StreamEvent::Chunk(c)) => {
+                        content += usize::from(c.content);
+                        true
+                    }
+                    Ok(StreamEvent::Last(_) | StreamEvent::Done) => false,
+                    _ => panic!("the stream parses"),
+                }
+            });
+            assert_eq!(content, TOKENS);
+            content
+        });
+}
+
 fn backend_config() -> BackendConfig {
     BackendConfig {
         base_url: "http://127.0.0.1:8000".into(),

@@ -393,11 +393,7 @@ async fn tokenize_count(
     use llmsurge_worker::Prompt;
     let text = match &req.prompt {
         Prompt::Text(t) => t.clone(),
-        Prompt::Messages(m) => m
-            .iter()
-            .map(|m| m.content.as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
+        other => other.joined(),
     };
     let b = &worker.backend;
     let client = plain_http_client(&b.base_url)

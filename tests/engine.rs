@@ -8,6 +8,8 @@ mod edge;
 mod failures;
 mod faults;
 mod fd_limit;
+mod formats_pooling;
+mod formats_typed;
 mod gates;
 mod lifecycle;
 mod lora;

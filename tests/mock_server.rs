@@ -16,6 +16,7 @@ mod faults;
 mod host;
 mod metrics;
 mod models;
+mod typed;
 mod wire;
 
 /// No test may run longer than this, whatever goes wrong.

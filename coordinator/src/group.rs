@@ -544,6 +544,12 @@ pub async fn run_benchmark(
             workers,
         },
     );
+    let backend = &plan.worker_template.backend;
+    let inputs_per_request = match &plan.worker_template.data {
+        llmsurge_proto::DataSpec::Synthetic(spec) => spec.batch_size.max(spec.documents),
+        _ => 1,
+    };
+    result::fit_to_format(&mut result, backend.request_format, inputs_per_request);
     result.slo = plan.slo.as_ref().map(|slo| slo.evaluate(&result));
     if let Some(log) = scraped {
         let m = &sup.state.measured;

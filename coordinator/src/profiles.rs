@@ -708,6 +708,8 @@ mod capacity_tests {
                 source: None,
                 tokenizer: llmsurge_proto::TokenizerRef::Builtin("cl100k_base".into()),
                 sampling: Default::default(),
+                batch_size: 0,
+                documents: 0,
             }),
             window: Default::default(),
             flush_interval: Duration::from_millis(20),

@@ -5,6 +5,7 @@ use crate::slo::{Goodput, SloVerdict};
 use crate::state::{Audit, Counts, TokenSources, WorkerGroupState};
 use crate::strategy::{Strategy, StrategySettings};
 use crate::timeseries::TimePoint;
+use llmsurge_proto::RequestFormat;
 use llmsurge_proto::{
     ClockAnchor, Distribution, MeasureWindow, Metric, MetricSet, MonoNanos, StatusClass,
 };
@@ -84,6 +85,14 @@ pub struct Throughput {
     pub concurrency_mean: f64,
     /// Most requests in flight at once (sampled every 10 ms).
     pub concurrency_peak: u64,
+    /// Inputs of completed requests per second: texts embedded (embeddings) or documents
+    /// ranked (rerank, score). Absent for the generation formats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs_per_s: Option<f64>,
+    /// Input (prompt) tokens of completed requests per second, for embeddings, rerank
+    /// and score. Absent for the generation formats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens_per_s: Option<f64>,
 }
 
 /// Evidence that the client was not the bottleneck (or that it was).
@@ -429,6 +438,8 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
             total_tokens_per_s: per_s(m.output_tokens + m.prompt_tokens),
             concurrency_mean,
             concurrency_peak: ctx.concurrency_peak,
+            inputs_per_s: None,
+            input_tokens_per_s: None,
         },
         goodput: state.goodput.map(|spec| Goodput {
             spec,
@@ -454,6 +465,31 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         server_metrics: None,
         models: model_results(state, window.duration_s),
     }
+}
+
+/// Metrics of generated output: absent from the report of a format that generates none.
+pub const GENERATION_METRICS: [&str; 7] = [
+    "ttft",
+    "ttft_any",
+    "ttft_with_incomplete",
+    "ttft_any_with_incomplete",
+    "itl",
+    "tpot",
+    "output_tokens",
+];
+
+/// Fits a result to its request format: a format without output (embeddings, rerank,
+/// score) has no TTFT, ITL, TPOT or output tokens, so those are removed (absent, not
+/// zero), and gets its inputs per second (`inputs_per_request` texts or documents per
+/// request) and input tokens per second instead.
+pub fn fit_to_format(r: &mut BenchmarkResult, format: RequestFormat, inputs_per_request: u32) {
+    if format.generates() {
+        return;
+    }
+    r.drop_generation_metrics();
+    let t = &mut r.throughput;
+    t.inputs_per_s = Some(t.requests_per_s * f64::from(inputs_per_request.max(1)));
+    t.input_tokens_per_s = Some(t.total_tokens_per_s - t.output_tokens_per_s);
 }
 
 /// The distributions of every reported metric, per status (the report's `metrics`).
@@ -614,12 +650,32 @@ pub fn decode_class_histograms(
 }
 
 impl BenchmarkResult {
+    /// Removes the metrics of generated output (see [`GENERATION_METRICS`]).
+    pub fn drop_generation_metrics(&mut self) {
+        let generation = |key: &str| {
+            let metric = key.rsplit('.').next().unwrap_or(key);
+            GENERATION_METRICS.contains(&metric)
+        };
+        self.metrics.retain(|k, _| !generation(k));
+        self.histograms.retain(|k, _| !generation(k));
+        self.class_histograms.retain(|k, _| !generation(k));
+        // A `--lora` split's per-model sections follow the whole.
+        for m in &mut self.models {
+            m.metrics.retain(|k, _| !generation(k));
+            m.class_histograms.retain(|k, _| !generation(k));
+        }
+    }
+
     /// Replaces every distribution (`metrics`, `histograms`, `class_histograms`, the
     /// client's dispatch lag, send gap and runtime delay) by those of `set`.
     pub fn set_distributions(&mut self, set: &MetricSet) {
         self.metrics = distributions(set);
         self.histograms = encode_histograms(set);
         self.class_histograms = encode_class_histograms(set);
+        // A format without output (its inputs throughput says so) stays without them.
+        if self.throughput.inputs_per_s.is_some() {
+            self.drop_generation_metrics();
+        }
         let lag = self
             .metrics
             .get(Metric::DispatchLag.key())

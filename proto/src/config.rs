@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Which OpenAI endpoint requests go to.
+/// Which API requests speak: the endpoint, the body and the response format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestFormat {
@@ -14,6 +14,16 @@ pub enum RequestFormat {
     Chat,
     /// `POST /v1/completions`.
     Completions,
+    /// OpenAI's Responses API, `POST /v1/responses`.
+    Responses,
+    /// Anthropic's Messages API, `POST /v1/messages`.
+    Anthropic,
+    /// `POST /v1/embeddings`, a batch of inputs per request.
+    Embeddings,
+    /// `POST /v1/rerank` (Jina/Cohere shape: query, documents, top_n).
+    Rerank,
+    /// vLLM's `POST /v1/score` (one query scored against a list of documents).
+    Score,
 }
 
 impl RequestFormat {
@@ -22,6 +32,36 @@ impl RequestFormat {
         match self {
             RequestFormat::Chat => "/v1/chat/completions",
             RequestFormat::Completions => "/v1/completions",
+            RequestFormat::Responses => "/v1/responses",
+            RequestFormat::Anthropic => "/v1/messages",
+            RequestFormat::Embeddings => "/v1/embeddings",
+            RequestFormat::Rerank => "/v1/rerank",
+            RequestFormat::Score => "/v1/score",
+        }
+    }
+
+    /// Whether the format generates output tokens (and so can stream and has TTFT, ITL,
+    /// TPOT and output tokens); embeddings and rerank/score do not.
+    pub fn generates(self) -> bool {
+        matches!(
+            self,
+            RequestFormat::Chat
+                | RequestFormat::Completions
+                | RequestFormat::Responses
+                | RequestFormat::Anthropic
+        )
+    }
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestFormat::Chat => "chat",
+            RequestFormat::Completions => "completions",
+            RequestFormat::Responses => "responses",
+            RequestFormat::Anthropic => "anthropic",
+            RequestFormat::Embeddings => "embeddings",
+            RequestFormat::Rerank => "rerank",
+            RequestFormat::Score => "score",
         }
     }
 }
@@ -61,7 +101,7 @@ impl fmt::Display for Secret {
 pub struct BackendConfig {
     /// Base URL without the `/v1/...` path, e.g. `http://127.0.0.1:8000`.
     pub base_url: String,
-    /// Chat or completions.
+    /// The API requests speak.
     pub request_format: RequestFormat,
     /// The model name sent in every request.
     pub model: String,
@@ -186,7 +226,8 @@ pub struct SyntheticSpec {
     pub prompt_tokens_min: Option<u32>,
     /// Upper bound of the prompt length.
     pub prompt_tokens_max: Option<u32>,
-    /// Mean output length in tokens (sent as `max_tokens`).
+    /// Mean output length in tokens (sent as `max_tokens`); 0 when the spec gives none
+    /// (embeddings and ranking have no output).
     pub output_tokens: u32,
     /// Standard deviation of the output length.
     pub output_tokens_stdev: u32,
@@ -213,6 +254,13 @@ pub struct SyntheticSpec {
     pub tokenizer: TokenizerRef,
     /// How slots map onto `samples`, when set.
     pub sampling: Sampling,
+    /// Texts per embeddings request, each `prompt_tokens` long (0: one plain prompt).
+    #[serde(default)]
+    pub batch_size: u32,
+    /// Documents per rerank/score request, each `prompt_tokens` long, ranked against a
+    /// query of `prompt_tokens` (0: one plain prompt).
+    #[serde(default)]
+    pub documents: u32,
 }
 
 /// Rows prepared by the coordinator (files and datasets), written once to a read-only

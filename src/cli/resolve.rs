@@ -195,6 +195,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         );
     }
     let data = resolve_data(args)?;
+    check_data_fits_format(&data, args.target.request_format)?;
     let finite_data = data.is_finite();
     let mut limits = Limits {
         max_seconds: args.limits.max_seconds,
@@ -457,6 +458,25 @@ fn resolve_shard(
         ));
     }
     Ok(shard)
+}
+
+/// A synthetic spec's batch_size and documents belong to one format each.
+fn check_data_fits_format(data: &DataPlan, format: RequestFormatArg) -> Result<(), UsageError> {
+    let crate::data::DataSource::Synthetic { spec } = &data.source else {
+        return Ok(());
+    };
+    let name = format!("{format:?}").to_lowercase();
+    if spec.batch_size > 0 && format != RequestFormatArg::Embeddings {
+        return usage(format!(
+            "--data: batch_size is for --request-format embeddings, not {name}"
+        ));
+    }
+    if spec.documents > 0 && !matches!(format, RequestFormatArg::Rerank | RequestFormatArg::Score) {
+        return usage(format!(
+            "--data: documents is for --request-format rerank or score, not {name}"
+        ));
+    }
+    Ok(())
 }
 
 fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
@@ -760,6 +780,38 @@ fn resolve_objectives(args: &RunArgs) -> Result<Objectives, UsageError> {
     {
         return usage("--slo: goodput_per_s needs --goodput thresholds");
     }
+    // Embeddings and ranking generate no tokens: an objective on TTFT, ITL, TPOT or
+    // output tokens could only fail for want of data, so it is refused up front.
+    let format = args.target.request_format;
+    if matches!(
+        format,
+        RequestFormatArg::Embeddings | RequestFormatArg::Rerank | RequestFormatArg::Score
+    ) {
+        let name = format!("{format:?}").to_lowercase();
+        for c in slo.iter().flat_map(|s| &s.checks) {
+            let generation = match &c.target {
+                SloTarget::Latency { metric, .. } => {
+                    metric != "request_latency" && metric != "dispatch_lag"
+                }
+                SloTarget::OutputTokensPerS => true,
+                _ => false,
+            };
+            if generation {
+                return usage(format!(
+                    "--slo: {} measures generated tokens, which --request-format {name} has none of",
+                    c.name
+                ));
+            }
+        }
+        if goodput
+            .as_ref()
+            .is_some_and(|g| g.ttft.is_some() || g.tpot.is_some())
+        {
+            return usage(format!(
+                "--goodput: ttft and tpot measure generated tokens, which --request-format {name} has none of (use e2e)"
+            ));
+        }
+    }
     let saturation = match (&l.over_saturation, l.detect_saturation) {
         (Some(json), _) => {
             let cfg: SaturationConfig = serde_json::from_str(json)
@@ -886,6 +938,11 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         request_format: match args.target.request_format {
             RequestFormatArg::Chat => RequestFormat::Chat,
             RequestFormatArg::Completions => RequestFormat::Completions,
+            RequestFormatArg::Responses => RequestFormat::Responses,
+            RequestFormatArg::Anthropic => RequestFormat::Anthropic,
+            RequestFormatArg::Embeddings => RequestFormat::Embeddings,
+            RequestFormatArg::Rerank => RequestFormat::Rerank,
+            RequestFormatArg::Score => RequestFormat::Score,
         },
         stream: args.target.stream,
         api_key,
@@ -900,6 +957,11 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         ignore_eos: args.data.ignore_eos,
         ignore_eos_explicit: args.data.ignore_eos_explicit,
     };
+    // Embeddings and ranking answer in one body: `--stream` (on by default) does not
+    // apply to them.
+    if !plan.request_format.generates() {
+        plan.stream = false;
+    }
     if let Some(raw) = &args.target.backend_kwargs {
         apply_backend_kwargs(&mut plan, raw)?;
     }

@@ -251,16 +251,32 @@ fn changes(
         tolerances,
         strict,
     ));
-    out.push(judge(
-        "output_tokens_per_s".into(),
-        Some(b.throughput.output_tokens_per_s),
-        Some(c.throughput.output_tokens_per_s),
-        ChangeUnit::Percent,
-        rate_ci(tokens(b), tokens(c)),
-        (mb.completed, mc.completed),
-        tolerances,
-        strict,
-    ));
+    // Embeddings and ranking generate nothing: their rate is inputs, not output tokens.
+    if let (Some(ib), Some(ic)) = (b.throughput.inputs_per_s, c.throughput.inputs_per_s) {
+        let inputs =
+            |r: &BenchmarkResult, per_s: f64| (per_s * r.measured_window.duration_s).round() as u64;
+        out.push(judge(
+            "inputs_per_s".into(),
+            Some(ib),
+            Some(ic),
+            ChangeUnit::Percent,
+            rate_ci(inputs(b, ib), inputs(c, ic)),
+            (mb.completed, mc.completed),
+            tolerances,
+            strict,
+        ));
+    } else {
+        out.push(judge(
+            "output_tokens_per_s".into(),
+            Some(b.throughput.output_tokens_per_s),
+            Some(c.throughput.output_tokens_per_s),
+            ChangeUnit::Percent,
+            rate_ci(tokens(b), tokens(c)),
+            (mb.completed, mc.completed),
+            tolerances,
+            strict,
+        ));
+    }
     if let (Some(gb), Some(gc)) = (&b.goodput, &c.goodput) {
         out.push(judge(
             "goodput_per_s".into(),

@@ -36,7 +36,7 @@ pub struct Tolerance {
 pub struct Tolerances(pub BTreeMap<String, Tolerance>);
 
 /// Used when `--max-regression` is not given.
-pub const DEFAULT_TOLERANCES: &str = "ttft_p50=10%,ttft_p99=10%,itl_p50=10%,itl_p99=10%,e2e_p50=10%,e2e_p99=10%,requests_per_s=-10%,output_tokens_per_s=-10%,error_rate=+1pp";
+pub const DEFAULT_TOLERANCES: &str = "ttft_p50=10%,ttft_p99=10%,itl_p50=10%,itl_p99=10%,e2e_p50=10%,e2e_p99=10%,requests_per_s=-10%,output_tokens_per_s=-10%,inputs_per_s=-10%,error_rate=+1pp";
 
 /// The comparison metrics: latency ones (per statistic) and the rest.
 pub const LATENCY_METRICS: [(&str, &str); 4] = [
@@ -48,9 +48,10 @@ pub const LATENCY_METRICS: [(&str, &str); 4] = [
 /// Statistics compared for every latency metric.
 pub const LATENCY_STATS: [&str; 4] = ["mean", "p50", "p90", "p99"];
 /// The non-latency comparison metrics.
-pub const RATE_METRICS: [&str; 4] = [
+pub const RATE_METRICS: [&str; 5] = [
     "requests_per_s",
     "output_tokens_per_s",
+    "inputs_per_s",
     "goodput_per_s",
     "error_rate",
 ];

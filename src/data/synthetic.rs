@@ -36,6 +36,8 @@ pub const SPEC_KEYS: &[&str] = &[
     "samples",
     "source",
     "random_seed",
+    "batch_size",
+    "documents",
 ];
 
 #[derive(Deserialize)]
@@ -46,7 +48,8 @@ struct SpecFields {
     prompt_tokens_stdev: u32,
     prompt_tokens_min: Option<u32>,
     prompt_tokens_max: Option<u32>,
-    output_tokens: u32,
+    #[serde(default)]
+    output_tokens: Option<u32>,
     #[serde(default)]
     output_tokens_stdev: u32,
     output_tokens_min: Option<u32>,
@@ -58,6 +61,10 @@ struct SpecFields {
     samples: Option<u64>,
     source: Option<String>,
     random_seed: Option<u64>,
+    #[serde(default)]
+    batch_size: u32,
+    #[serde(default)]
+    documents: u32,
 }
 
 /// Whether `raw` looks like an inline spec (`k=v,...` or a JSON object).
@@ -141,7 +148,7 @@ fn spec_from_value(
         prompt_tokens_stdev: f.prompt_tokens_stdev,
         prompt_tokens_min: f.prompt_tokens_min,
         prompt_tokens_max: f.prompt_tokens_max,
-        output_tokens: f.output_tokens,
+        output_tokens: f.output_tokens.unwrap_or(0),
         output_tokens_stdev: f.output_tokens_stdev,
         output_tokens_min: f.output_tokens_min,
         output_tokens_max: f.output_tokens_max,
@@ -153,6 +160,8 @@ fn spec_from_value(
         source: source.map(|p| super::tokenizer::absolute(&p)),
         tokenizer: TokenizerRef::Builtin(super::tokenizer::DEFAULT_PROCESSOR.into()),
         sampling: Sampling::default(),
+        batch_size: f.batch_size,
+        documents: f.documents,
     };
     validate(&spec)?;
     Ok(spec)
@@ -162,8 +171,21 @@ fn validate(s: &SyntheticSpec) -> Result<(), String> {
     if s.prompt_tokens == 0 {
         return Err("prompt_tokens must be at least 1".into());
     }
-    if s.output_tokens == 0 {
-        return Err("output_tokens must be at least 1".into());
+    // Embeddings (batch_size) and ranking (documents) have no output length.
+    if s.output_tokens == 0 && s.batch_size == 0 && s.documents == 0 {
+        return Err(
+            "output_tokens must be at least 1 (only embeddings, with batch_size, and rerank, with documents, take none)"
+                .into(),
+        );
+    }
+    if s.batch_size > 0 && s.documents > 0 {
+        return Err("batch_size (embeddings) and documents (rerank) do not go together".into());
+    }
+    if s.output_tokens > 0 && (s.batch_size > 0 || s.documents > 0) {
+        return Err(
+            "batch_size and documents are for embeddings and rerank, which take no output_tokens"
+                .into(),
+        );
     }
     for (name, min, max) in [
         ("prompt_tokens", s.prompt_tokens_min, s.prompt_tokens_max),
@@ -365,10 +387,59 @@ impl SyntheticSource {
             marker,
             derive_seed(seed, "prompt-window", sample),
         )?;
+        let texts = s.batch_size.max(s.documents);
+        if texts == 0 {
+            return Ok(PreparedRequest {
+                prompt: Prompt::Text(text),
+                prompt_tokens: Some(prompt_len),
+                max_tokens: (s.output_tokens > 0).then_some(output_len),
+                model: None,
+            });
+        }
+        // A batch (embeddings) or a query with its documents (rerank): the first text
+        // drawn above, then one more per item, each its own length and window.
+        let mut items = Vec::with_capacity(texts as usize);
+        let mut total = 0u32;
+        let first_is_item = s.batch_size > 0;
+        if first_is_item {
+            items.push(std::mem::take(&mut text));
+            total += prompt_len;
+        } else {
+            total += prompt_len; // the query
+        }
+        let sub = |i: u64| sample.wrapping_mul(u64::from(texts) + 1).wrapping_add(i);
+        while items.len() < texts as usize {
+            let i = items.len() as u64 + 1;
+            let len = draw_len(
+                derive_seed(seed, "prompt-len", sub(i)),
+                s.prompt_tokens,
+                s.prompt_tokens_stdev,
+                s.prompt_tokens_min,
+                s.prompt_tokens_max,
+            );
+            let mut item = String::with_capacity(len as usize * 5 + 16);
+            self.builder.build(
+                &mut item,
+                len as usize,
+                None,
+                sub(i),
+                derive_seed(seed, "prompt-window", sub(i)),
+            )?;
+            items.push(item);
+            total = total.saturating_add(len);
+        }
+        let prompt = if first_is_item {
+            Prompt::Batch(items)
+        } else {
+            Prompt::Ranking {
+                query: text,
+                documents: items,
+            }
+        };
         Ok(PreparedRequest {
-            prompt: Prompt::Text(text),
-            prompt_tokens: Some(prompt_len),
-            max_tokens: Some(output_len),
+            prompt,
+            prompt_tokens: Some(total),
+            max_tokens: None,
             model: None,
         })
     }

@@ -128,7 +128,7 @@ pub enum Work {
     /// A chat or completions request: counted in `request_success` and the TTFT and
     /// e2e histograms.
     Generation,
-    /// An embedding: one prefill, in no generation metric.
+    /// An embedding or a ranking: one prefill; in `request_success` and e2e, not TTFT.
     Embedding,
 }
 
@@ -305,13 +305,18 @@ impl Generation {
         self.release();
         self.app.counters.completed();
         self.app.counters.model_completed(self.plan.model);
-        if self.work == Work::Generation {
-            self.app.counters.success(self.plan.finish);
-            self.app
-                .counters
-                .e2e
-                .observe(Instant::now().saturating_duration_since(self.arrival));
-        }
+        // vLLM counts a pooling request (embeddings, rerank, score) that finished in
+        // `request_success{finished_reason="stop"}` and its e2e histogram, as it does a
+        // generation; only the TTFT histogram is generation's alone.
+        let reason = match self.work {
+            Work::Generation => self.plan.finish,
+            Work::Embedding => super::openai::FinishReason::Stop,
+        };
+        self.app.counters.success(reason);
+        self.app
+            .counters
+            .e2e
+            .observe(Instant::now().saturating_duration_since(self.arrival));
     }
 
     /// Writes every chunk due by `now` into `buf`; stops at a fault or the end.
@@ -390,16 +395,12 @@ impl Generation {
             }
 
             if self.tokens_done >= self.plan.total_tokens() {
-                fmt.finish_chunk(&mut self.buf, self.plan.finish);
-                if *include_usage {
-                    let usage = Usage {
-                        prompt: *prompt_tokens,
-                        content: u64::from(self.plan.content),
-                        reasoning: u64::from(self.plan.reasoning),
-                    };
-                    fmt.usage_chunk(&mut self.buf, usage);
-                }
-                Formatter::done(&mut self.buf);
+                let usage = Usage {
+                    prompt: *prompt_tokens,
+                    content: u64::from(self.plan.content),
+                    reasoning: u64::from(self.plan.reasoning),
+                };
+                fmt.end_stream(&mut self.buf, self.plan.finish, usage, *include_usage);
                 finished = true;
                 break;
             }

@@ -260,6 +260,18 @@ pub struct MockConfig {
     #[arg(long, env = "LLMSURGE_MOCK_REJECT_UNKNOWN_FIELDS")]
     pub reject_unknown_fields: bool,
 
+    /// Put one event of a type the API does not define (yet) into every `/v1/responses`
+    /// and `/v1/messages` stream, after the first token, as a newer server might: a client
+    /// must skip it where the API says unknown events are to be ignored.
+    #[arg(long, env = "LLMSURGE_MOCK_UNKNOWN_EVENTS")]
+    pub unknown_events: bool,
+
+    /// End every `/v1/responses` and `/v1/messages` stream cleanly but without its final
+    /// event (`response.completed` / `message_stop`): a stream the client must not count
+    /// as complete.
+    #[arg(long, env = "LLMSURGE_MOCK_NO_FINAL_EVENT")]
+    pub no_final_event: bool,
+
     /// Multiplies every prompt length the mock counts (usage.prompt_tokens and the
     /// `/tokenize` count), to imitate a server whose tokenizer splits text differently
     /// from the client's (2: twice as many tokens per word).
@@ -374,6 +386,8 @@ impl Default for MockConfig {
             close_rate: 0.0,
             workers: DEFAULT_WORKERS,
             reject_unknown_fields: false,
+            unknown_events: false,
+            no_final_event: false,
             prompt_tokens_scale: 1.0,
             kv_cache_tokens: DEFAULT_KV_CACHE_TOKENS,
             no_metrics: false,

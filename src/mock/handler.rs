@@ -193,6 +193,10 @@ fn route(path: &str) -> Option<(Endpoint, Method)> {
         "/v1/chat/completions" => (Endpoint::ChatCompletions, Method::POST),
         "/v1/completions" => (Endpoint::Completions, Method::POST),
         "/v1/embeddings" => (Endpoint::Embeddings, Method::POST),
+        "/v1/responses" => (Endpoint::Responses, Method::POST),
+        "/v1/messages" => (Endpoint::Messages, Method::POST),
+        "/v1/rerank" | "/rerank" => (Endpoint::Rerank, Method::POST),
+        "/v1/score" | "/score" => (Endpoint::Score, Method::POST),
         "/tokenize" => (Endpoint::Tokenize, Method::POST),
         "/detokenize" => (Endpoint::Detokenize, Method::POST),
         "/stats" => (Endpoint::Stats, Method::GET),
@@ -278,6 +282,10 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
                     Endpoint::ChatCompletions => Some("/v1/chat/completions"),
                     Endpoint::Completions => Some("/v1/completions"),
                     Endpoint::Embeddings => Some("/v1/embeddings"),
+                    Endpoint::Responses => Some("/v1/responses"),
+                    Endpoint::Messages => Some("/v1/messages"),
+                    Endpoint::Rerank => Some("/v1/rerank"),
+                    Endpoint::Score => Some("/v1/score"),
                     _ => None,
                 };
                 if let Some(path) = path {
@@ -288,6 +296,9 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
                 Endpoint::ChatCompletions => chat(app, &body),
                 Endpoint::Completions => completions(app, &body),
                 Endpoint::Embeddings => embeddings(app, &body),
+                Endpoint::Responses => responses(app, &body),
+                Endpoint::Messages => super::anthropic::error_shape(messages(app, &body)),
+                Endpoint::Rerank | Endpoint::Score => ranking(app, endpoint, &body),
                 Endpoint::Tokenize => tokenize(&app, &body),
                 _ => detokenize(&app, &body),
             }
@@ -529,6 +540,189 @@ fn completions(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     }
 }
 
+/// Body fields of OpenAI's Responses API that the mock reads or tolerates.
+const RESPONSES_FIELDS: &[&str] = &[
+    "model",
+    "input",
+    "instructions",
+    "stream",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "reasoning",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "previous_response_id",
+    "store",
+    "metadata",
+    "text",
+    "truncation",
+    "user",
+    "service_tier",
+    "include",
+];
+/// Body fields of Anthropic's Messages API.
+const MESSAGES_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "system",
+    "max_tokens",
+    "stream",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop_sequences",
+    "metadata",
+    "tools",
+    "tool_choice",
+    "thinking",
+    "service_tier",
+];
+
+/// The cap on the answer of a Responses or Messages request: those APIs count reasoning
+/// (thinking) inside `max_output_tokens` / `max_tokens`, so the reasoning the mock
+/// streams first comes off the cap (one answer token is always left).
+fn output_cap(app: &App, cap: Option<u32>) -> Option<u32> {
+    cap.map(|c| c.saturating_sub(app.config.reasoning_tokens).max(1))
+}
+
+fn responses(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
+    let resolved = refuse_unknown_fields(&app, body, RESPONSES_FIELDS)
+        .and_then(|()| parse::<super::responses::ResponsesRequest>(&app, body))
+        .and_then(|r| {
+            Ok(GenRequest {
+                api: Api::Responses,
+                model: resolve_model(&app, r.model.as_deref())?,
+                streaming: r.stream.unwrap_or(false),
+                include_usage: true,
+                prompt: r.blocks(),
+                max_tokens: output_cap(&app, resolve_max_tokens(&app, r.max_output_tokens)?),
+                ignore_eos: r.ignore_eos.unwrap_or(false),
+            })
+        });
+    match resolved {
+        Ok(request) => generate(app, request),
+        Err(response) => *response,
+    }
+}
+
+fn messages(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
+    let resolved = refuse_unknown_fields(&app, body, MESSAGES_FIELDS)
+        .and_then(|()| parse::<super::anthropic::MessagesRequest>(&app, body))
+        .and_then(|r| {
+            Ok(GenRequest {
+                api: Api::Anthropic,
+                model: resolve_model(&app, r.model.as_deref())?,
+                streaming: r.stream.unwrap_or(false),
+                include_usage: true,
+                prompt: r.blocks(),
+                max_tokens: output_cap(&app, resolve_max_tokens(&app, Some(r.max_tokens))?),
+                ignore_eos: r.ignore_eos.unwrap_or(false),
+            })
+        });
+    match resolved {
+        Ok(request) => generate(app, request),
+        Err(response) => *response,
+    }
+}
+
+/// `/v1/rerank` and `/v1/score`: one prefill of every (query, document) pair.
+fn ranking(app: Arc<App>, endpoint: Endpoint, body: &[u8]) -> Response<MockBody> {
+    use super::rerank::{RerankRequest, ScoreRequest, rerank_body, score_body};
+    let seq = app.seq.fetch_add(1, Relaxed);
+    let seed = app.config.seed;
+    let (model, tokens, out) = if endpoint == Endpoint::Rerank {
+        let r = match parse::<RerankRequest>(&app, body) {
+            Ok(r) => r,
+            Err(response) => return *response,
+        };
+        let model = match resolve_model(&app, r.model.as_deref()) {
+            Ok(m) => m,
+            Err(response) => return *response,
+        };
+        let ranking = r.ranking();
+        if ranking.documents.is_empty() {
+            return bad_request(&app, "documents must not be empty");
+        }
+        if let Err(response) = within_context(&app, scaled(&app, ranking.longest_pair())) {
+            return *response;
+        }
+        let out = rerank_body(&app.config.model[model], seq, &ranking, r.top_n, seed);
+        (model, ranking.tokens(), out)
+    } else {
+        let r = match parse::<ScoreRequest>(&app, body) {
+            Ok(r) => r,
+            Err(response) => return *response,
+        };
+        let model = match resolve_model(&app, r.model.as_deref()) {
+            Ok(m) => m,
+            Err(response) => return *response,
+        };
+        let ranking = r.ranking();
+        if ranking.documents.is_empty() {
+            return bad_request(&app, "text_2 must not be empty");
+        }
+        if let Err(response) = within_context(&app, scaled(&app, ranking.longest_pair())) {
+            return *response;
+        }
+        let out = score_body(&app.config.model[model], seq, unix_now(), &ranking, seed);
+        (model, ranking.tokens(), out)
+    };
+    prefill_only(app, seq, model, tokens, out)
+}
+
+/// The 400 vLLM gives an input longer than the context window.
+fn within_context(app: &App, tokens: u64) -> Result<(), Box<Response<MockBody>>> {
+    let limit = u64::from(app.config.max_model_len);
+    if tokens > limit {
+        let message = format!(
+            "This model's maximum context length is {limit} tokens. However, you requested {tokens} tokens in the input. Please reduce the length of the input."
+        );
+        return Err(Box::new(bad_request(app, &message)));
+    }
+    Ok(())
+}
+
+/// Answers a request that is one prefill (embeddings, ranking): it waits for a slot,
+/// then for a time to first token, and may carry the configured faults.
+fn prefill_only(
+    app: Arc<App>,
+    seq: u64,
+    model: usize,
+    prompt_tokens: u64,
+    body: Vec<u8>,
+) -> Response<MockBody> {
+    app.counters.prompt_tokens(prompt_tokens);
+    app.counters.model_request(model, prompt_tokens);
+    let mut plan = app.model.plan(seq, prompt_tokens, Some(1), true, false);
+    plan.model = model;
+    match plan.fault {
+        Fault::Error(status) => return injected_error(&app, status),
+        Fault::Close => return injected_close(&app),
+        _ => {}
+    }
+    let ttft = plan.ttft;
+    let output = Output::Whole {
+        body: Bytes::from(body),
+        latency: Some(ttft),
+        tokens: 0,
+        reasoning: 0,
+    };
+    respond(
+        &app,
+        StatusCode::OK,
+        "application/json",
+        Generation::start(
+            Arc::clone(&app),
+            plan,
+            output,
+            Work::Embedding,
+            prompt_tokens,
+        ),
+    )
+}
+
 /// Plans a generation and answers it: an injected error now, or a body that waits for
 /// its slot and deadlines.
 fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
@@ -545,7 +739,8 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         prompt_tokens - hits,
         r.max_tokens,
         r.ignore_eos,
-        r.api == Api::Chat,
+        // Only the legacy completions API has no place for reasoning.
+        r.api != Api::Completions,
     );
     plan.model = r.model;
     match plan.fault {
@@ -554,14 +749,33 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         _ => {}
     }
     let include_usage = r.streaming && r.include_usage;
-    let fmt = Formatter::new(
-        r.api,
-        r.streaming,
-        seq,
-        unix_now(),
-        &app.model_json[r.model],
-        include_usage,
-    );
+    let model_json = &app.model_json[r.model];
+    let unknown_events = app.config.unknown_events;
+    let no_final_event = app.config.no_final_event;
+    let fmt = match r.api {
+        Api::Responses => Formatter::responses(super::responses::Writer::new(
+            seq,
+            unix_now(),
+            model_json,
+            unknown_events,
+            no_final_event,
+        )),
+        Api::Anthropic => Formatter::anthropic(super::anthropic::Writer::new(
+            seq,
+            model_json,
+            prompt_tokens,
+            unknown_events,
+            no_final_event,
+        )),
+        Api::Chat | Api::Completions => Formatter::new(
+            r.api,
+            r.streaming,
+            seq,
+            unix_now(),
+            model_json,
+            include_usage,
+        ),
+    };
     if r.streaming {
         let output = Output::Stream {
             fmt,
@@ -721,9 +935,16 @@ fn embeddings(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     if keys.is_empty() {
         return bad_request(&app, "input must not be empty");
     }
+    let longest = match &request.input {
+        Prompt::Text(t) => tokenizer::count(t),
+        Prompt::Texts(v) => v.iter().map(|t| tokenizer::count(t)).max().unwrap_or(0),
+        Prompt::Ids(ids) => ids.len() as u64,
+        Prompt::IdBatches(v) => v.iter().map(|i| i.len() as u64).max().unwrap_or(0),
+    };
+    if let Err(response) = within_context(&app, scaled(&app, longest)) {
+        return *response;
+    }
     let prompt_tokens = request.input.count();
-    app.counters.prompt_tokens(prompt_tokens);
-    app.counters.model_request(model, prompt_tokens);
     let list = EmbeddingList {
         object: "list",
         data: keys
@@ -741,30 +962,9 @@ fn embeddings(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
             total_tokens: prompt_tokens,
         },
     };
-    // An embedding costs one prefill: it waits for a slot, then for a time to first token.
     let seq = app.seq.fetch_add(1, Relaxed);
-    let mut plan = app.model.plan(seq, prompt_tokens, Some(1), true, false);
-    plan.fault = Fault::None;
-    plan.model = model;
-    let ttft = plan.ttft;
-    let output = Output::Whole {
-        body: Bytes::from(to_json(&list)),
-        latency: Some(ttft),
-        tokens: 0,
-        reasoning: 0,
-    };
-    respond(
-        &app,
-        StatusCode::OK,
-        "application/json",
-        Generation::start(
-            Arc::clone(&app),
-            plan,
-            output,
-            Work::Embedding,
-            prompt_tokens,
-        ),
-    )
+    let body = to_json(&list);
+    prefill_only(app, seq, model, prompt_tokens, body)
 }
 
 fn tokenize(app: &App, body: &[u8]) -> Response<MockBody> {

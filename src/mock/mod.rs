@@ -10,6 +10,7 @@
 //! `metrics` publishes the same counters as `GET /metrics` in vLLM's Prometheus names.
 //! The user guide, with every knob and the capacity formula, is docs/mock-server.md.
 
+mod anthropic;
 mod body;
 mod config;
 mod handler;
@@ -18,6 +19,8 @@ mod model;
 mod openai;
 mod prefix_cache;
 mod record;
+mod rerank;
+mod responses;
 mod server;
 mod stats;
 mod tokenizer;

@@ -245,6 +245,21 @@ pub enum Api {
     Chat,
     /// `/v1/completions`
     Completions,
+    /// `/v1/responses`
+    Responses,
+    /// `/v1/messages`
+    Anthropic,
+}
+
+/// The writer of a typed-event API, when the response is one.
+#[derive(Debug)]
+enum Typed {
+    /// OpenAI chat or completions chunks.
+    None,
+    /// Responses API events.
+    Responses(super::responses::Writer),
+    /// Anthropic Messages events.
+    Anthropic(super::anthropic::Writer),
 }
 
 /// Why generation ended, as OpenAI names it.
@@ -284,6 +299,7 @@ pub struct Formatter {
     envelope: Vec<u8>,
     /// Chunks carry `"usage":null` when the client asked for a usage chunk, as OpenAI's do.
     usage_null: bool,
+    typed: Typed,
 }
 
 impl Formatter {
@@ -300,6 +316,8 @@ impl Formatter {
             (Api::Chat, true) => ("chatcmpl", "chat.completion.chunk"),
             (Api::Chat, false) => ("chatcmpl", "chat.completion"),
             (Api::Completions, _) => ("cmpl", "text_completion"),
+            // Built with `typed`; the envelope is not used.
+            (Api::Responses | Api::Anthropic, _) => ("resp", "response"),
         };
         let envelope = format!(
             r#"{{"id":"{prefix}-{seq:016x}","object":"{object}","created":{created},"model":{model_json}"#
@@ -308,7 +326,49 @@ impl Formatter {
             api,
             envelope: envelope.into_bytes(),
             usage_null,
+            typed: Typed::None,
         }
+    }
+
+    /// A formatter for the Responses API.
+    pub fn responses(w: super::responses::Writer) -> Self {
+        Formatter {
+            api: Api::Responses,
+            envelope: Vec::new(),
+            usage_null: false,
+            typed: Typed::Responses(w),
+        }
+    }
+
+    /// A formatter for Anthropic's Messages API.
+    pub fn anthropic(w: super::anthropic::Writer) -> Self {
+        Formatter {
+            api: Api::Anthropic,
+            envelope: Vec::new(),
+            usage_null: false,
+            typed: Typed::Anthropic(w),
+        }
+    }
+
+    /// Ends a stream: the finish chunk, the usage chunk when asked for (always, for the
+    /// typed APIs, whose final event carries usage) and the end marker.
+    pub fn end_stream(
+        &self,
+        out: &mut BytesMut,
+        finish: FinishReason,
+        usage: Usage,
+        include_usage: bool,
+    ) {
+        match &self.typed {
+            Typed::Responses(w) => return w.end_stream(out, finish, usage),
+            Typed::Anthropic(w) => return w.end_stream(out, finish, usage),
+            Typed::None => {}
+        }
+        self.finish_chunk(out, finish);
+        if include_usage {
+            self.usage_chunk(out, usage);
+        }
+        Self::done(out);
     }
 
     fn open_choice(&self, out: &mut BytesMut) {
@@ -343,6 +403,11 @@ impl Formatter {
         first: bool,
         reasoning: bool,
     ) {
+        match &self.typed {
+            Typed::Responses(w) => return w.token_chunk(out, words, first, reasoning),
+            Typed::Anthropic(w) => return w.token_chunk(out, words, first, reasoning),
+            Typed::None => {}
+        }
         self.open_choice(out);
         match self.api {
             Api::Chat => {
@@ -358,7 +423,7 @@ impl Formatter {
                 write_words(out, words);
                 out.put_slice(b"\"}");
             }
-            Api::Completions => {
+            _ => {
                 out.put_slice(br#""text":""#);
                 write_words(out, words);
                 out.put_u8(b'"');
@@ -372,7 +437,7 @@ impl Formatter {
         self.open_choice(out);
         out.put_slice(match self.api {
             Api::Chat => br#""delta":{}"#.as_slice(),
-            Api::Completions => br#""text":"""#,
+            _ => br#""text":"""#,
         });
         self.close_choice(out, Some(finish));
     }
@@ -393,10 +458,15 @@ impl Formatter {
 
     /// A malformed event: a chunk cut inside its JSON.
     pub fn garbage_chunk(&self, out: &mut BytesMut) {
+        match &self.typed {
+            Typed::Responses(w) => return w.garbage_chunk(out),
+            Typed::Anthropic(w) => return w.garbage_chunk(out),
+            Typed::None => {}
+        }
         self.open_choice(out);
         out.put_slice(match self.api {
             Api::Chat => br#""delta":{"content":"x""#.as_slice(),
-            Api::Completions => br#""text":"x""#,
+            _ => br#""text":"x""#,
         });
         out.put_slice(b"\n\n");
     }
@@ -410,6 +480,11 @@ impl Formatter {
         finish: FinishReason,
         usage: Usage,
     ) {
+        match &self.typed {
+            Typed::Responses(w) => return w.full_body(out, content, reasoning, finish, usage),
+            Typed::Anthropic(w) => return w.full_body(out, content, reasoning, finish, usage),
+            Typed::None => {}
+        }
         out.put_slice(&self.envelope);
         out.put_slice(br#","choices":[{"index":0,"#);
         match self.api {
@@ -424,7 +499,7 @@ impl Formatter {
                 }
                 out.put_u8(b'}');
             }
-            Api::Completions => {
+            _ => {
                 out.put_slice(br#""text":""#);
                 write_words(out, content);
                 out.put_u8(b'"');
@@ -438,7 +513,7 @@ impl Formatter {
     }
 }
 
-fn write_words(out: &mut BytesMut, words: impl Iterator<Item = &'static str>) {
+pub(crate) fn write_words(out: &mut BytesMut, words: impl Iterator<Item = &'static str>) {
     for w in words {
         out.put_u8(b' ');
         out.put_slice(w.as_bytes());
@@ -462,12 +537,12 @@ fn write_usage(out: &mut BytesMut, usage: Usage) {
     out.put_u8(b'}');
 }
 
-fn itoa_buf() -> [u8; 20] {
+pub(crate) fn itoa_buf() -> [u8; 20] {
     [0; 20]
 }
 
 /// Decimal digits of `n` in `buf`, without allocating.
-fn fmt_u64(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
+pub(crate) fn fmt_u64(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;

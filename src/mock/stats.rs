@@ -35,10 +35,18 @@ pub enum Endpoint {
     StartProfile,
     /// `POST /stop_profile`
     StopProfile,
+    /// `POST /v1/responses`
+    Responses,
+    /// `POST /v1/messages`
+    Messages,
+    /// `POST /v1/rerank`
+    Rerank,
+    /// `POST /v1/score`
+    Score,
 }
 
 /// How many [`Endpoint`]s there are.
-const ENDPOINTS: usize = 12;
+const ENDPOINTS: usize = 16;
 
 /// Upper bounds (seconds) of vLLM's `time_to_first_token_seconds` buckets.
 pub const TTFT_BUCKETS: [f64; 22] = [
@@ -261,6 +269,18 @@ pub struct EndpointCounts {
     /// `POST /stop_profile` (404 ones with `--no-profiler` included).
     #[serde(default)]
     pub stop_profile: u64,
+    /// `POST /v1/responses`
+    #[serde(default)]
+    pub responses: u64,
+    /// `POST /v1/messages`
+    #[serde(default)]
+    pub messages: u64,
+    /// `POST /v1/rerank`
+    #[serde(default)]
+    pub rerank: u64,
+    /// `POST /v1/score`
+    #[serde(default)]
+    pub score: u64,
 }
 
 /// Generation requests that ran to their end, per finish reason (vLLM's
@@ -576,6 +596,10 @@ impl Counters {
             metrics: r(Endpoint::Metrics),
             start_profile: r(Endpoint::StartProfile),
             stop_profile: r(Endpoint::StopProfile),
+            responses: r(Endpoint::Responses),
+            messages: r(Endpoint::Messages),
+            rerank: r(Endpoint::Rerank),
+            score: r(Endpoint::Score),
         };
         MockStats {
             requests_total: self.requests.iter().map(|c| c.load(Relaxed)).sum(),

@@ -73,7 +73,11 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
             b.requests.errored.to_string(),
             b.requests.cancelled.to_string(),
             num(b.throughput.requests_per_s),
-            num(b.throughput.output_tokens_per_s),
+            if b.throughput.inputs_per_s.is_some() {
+                "-".into()
+            } else {
+                num(b.throughput.output_tokens_per_s)
+            },
             num(b.throughput.total_tokens_per_s),
             num(b.throughput.concurrency_mean),
             b.throughput.concurrency_peak.to_string(),
@@ -83,43 +87,66 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
     out.push_str(&requests.to_string());
     out.push('\n');
 
-    let mut latency = table(&[
-        "Benchmark",
-        "TTFT mean",
-        "TTFT p50",
-        "TTFT p99",
-        "ITL mean",
-        "ITL p50",
-        "ITL p99",
-        "TPOT p50",
-        "E2E p50",
-        "E2E p99",
-        "Lag p99",
-    ]);
+    // Columns of metrics no benchmark has (embeddings and rerank generate no tokens:
+    // no TTFT, ITL or TPOT) are left out, not shown as zeros.
+    type Pick = fn(&StatusDistributions) -> f64;
+    let columns: [(&str, &str, Pick); 10] = [
+        ("TTFT mean", "ttft", |d| d.successful.mean),
+        ("TTFT p50", "ttft", |d| d.successful.percentiles.p50),
+        ("TTFT p99", "ttft", |d| d.successful.percentiles.p99),
+        ("ITL mean", "itl", |d| d.successful.mean),
+        ("ITL p50", "itl", |d| d.successful.percentiles.p50),
+        ("ITL p99", "itl", |d| d.successful.percentiles.p99),
+        ("TPOT p50", "tpot", |d| d.successful.percentiles.p50),
+        ("E2E p50", "request_latency", |d| {
+            d.successful.percentiles.p50
+        }),
+        ("E2E p99", "request_latency", |d| {
+            d.successful.percentiles.p99
+        }),
+        ("Lag p99", "dispatch_lag", |d| d.total.percentiles.p99),
+    ];
+    let shown: Vec<_> = columns
+        .iter()
+        .filter(|(_, key, _)| benchmarks.iter().any(|b| metric(b, key).is_some()))
+        .collect();
+    let mut header = vec!["Benchmark"];
+    header.extend(shown.iter().map(|(name, _, _)| *name));
+    let mut latency = table(&header);
     for b in benchmarks {
-        let s = |key: &str, f: fn(&StatusDistributions) -> f64| {
-            metric(b, key).map_or("-".into(), |d| num(f(d)))
-        };
-        latency.add_row(vec![
-            b.strategy.to_string(),
-            s("ttft", |d| d.successful.mean),
-            s("ttft", |d| d.successful.percentiles.p50),
-            s("ttft", |d| d.successful.percentiles.p99),
-            s("itl", |d| d.successful.mean),
-            s("itl", |d| d.successful.percentiles.p50),
-            s("itl", |d| d.successful.percentiles.p99),
-            s("tpot", |d| d.successful.percentiles.p50),
-            s("request_latency", |d| d.successful.percentiles.p50),
-            s("request_latency", |d| d.successful.percentiles.p99),
-            s("dispatch_lag", |d| d.total.percentiles.p99),
-        ]);
+        let mut row = vec![b.strategy.to_string()];
+        row.extend(
+            shown
+                .iter()
+                .map(|(_, key, f)| metric(b, key).map_or("-".into(), |d| num(f(d)))),
+        );
+        latency.add_row(row);
     }
     out.push_str("\nLatency of successful requests (ms)\n");
     out.push_str(&latency.to_string());
     out.push('\n');
-    out.push_str(
-        "TTFT: first content token (ttft_any in the report: first token of any kind). ITL, TPOT: every output token, reasoning included.\n",
-    );
+    if shown.iter().any(|(_, key, _)| *key == "ttft") {
+        out.push_str(
+            "TTFT: first content token (ttft_any in the report: first token of any kind). ITL, TPOT: every output token, reasoning included.\n",
+        );
+    }
+    if benchmarks
+        .iter()
+        .any(|b| b.throughput.inputs_per_s.is_some())
+    {
+        let mut inputs = table(&["Benchmark", "Inputs/s", "Input tok/s"]);
+        for b in benchmarks {
+            let opt = |v: Option<f64>| v.map_or("-".into(), num);
+            inputs.add_row(vec![
+                b.strategy.to_string(),
+                opt(b.throughput.inputs_per_s),
+                opt(b.throughput.input_tokens_per_s),
+            ]);
+        }
+        out.push_str("\nInputs (embeddings: texts; rerank, score: documents)\n");
+        out.push_str(&inputs.to_string());
+        out.push('\n');
+    }
 
     if benchmarks.iter().any(|b| !b.models.is_empty()) {
         out.push_str(

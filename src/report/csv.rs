@@ -81,7 +81,7 @@ type Column<'a> = (&'static str, Box<dyn Fn(&BenchmarkResult) -> String + 'a>);
 /// Every column that does not come from a distribution, in order.
 fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
     let b = |v: bool| v.to_string();
-    vec![
+    let mut cols: Vec<Column<'a>> = vec![
         ("run.index", Box::new(|r| r.index.to_string())),
         ("run.strategy", Box::new(|r| r.strategy.to_string())),
         ("run.strategy_type", Box::new(|r| r.strategy.kind().into())),
@@ -178,7 +178,14 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
         ),
         (
             "throughput.output_tokens_per_s",
-            Box::new(|r| float(r.throughput.output_tokens_per_s)),
+            // Blank for a format without output (embeddings, rerank): absent, not zero.
+            Box::new(|r| {
+                if r.throughput.inputs_per_s.is_some() {
+                    String::new()
+                } else {
+                    float(r.throughput.output_tokens_per_s)
+                }
+            }),
         ),
         (
             "throughput.total_tokens_per_s",
@@ -289,7 +296,23 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
             "goodput.fraction",
             Box::new(|r| opt_float(r.goodput.as_ref().map(|g| g.fraction))),
         ),
-    ]
+    ];
+    // Only a report with an embeddings or rerank benchmark has these columns.
+    if report
+        .benchmarks
+        .iter()
+        .any(|r| r.throughput.inputs_per_s.is_some())
+    {
+        cols.push((
+            "throughput.inputs_per_s",
+            Box::new(|r| opt_float(r.throughput.inputs_per_s)),
+        ));
+        cols.push((
+            "throughput.input_tokens_per_s",
+            Box::new(|r| opt_float(r.throughput.input_tokens_per_s)),
+        ));
+    }
+    cols
 }
 
 /// A server-metrics cell and its column name; a benchmark without server metrics has an

@@ -62,7 +62,12 @@ fn row(b: &BenchmarkResult) -> Row {
         errored: b.requests.errored,
         cancelled: b.requests.cancelled,
         req_s: num(b.throughput.requests_per_s),
-        out_tok_s: num(b.throughput.output_tokens_per_s),
+        // A format without output (embeddings, rerank) has no output throughput.
+        out_tok_s: if b.throughput.inputs_per_s.is_some() {
+            "–".into()
+        } else {
+            num(b.throughput.output_tokens_per_s)
+        },
         concurrency: num(b.throughput.concurrency_mean),
         ttft_p50: successful(b, "ttft", p50),
         ttft_p99: successful(b, "ttft", p99),

@@ -32,7 +32,11 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
             b.requests.completed,
             b.requests.errored,
             cell_value(Some(b.throughput.requests_per_s)),
-            cell_value(Some(b.throughput.output_tokens_per_s)),
+            // A format without output (embeddings, rerank) has no output throughput.
+            cell_value(
+                Some(b.throughput.output_tokens_per_s)
+                    .filter(|_| b.throughput.inputs_per_s.is_none())
+            ),
             cell_value(stat("ttft", "p50")),
             cell_value(stat("ttft", "p99")),
             cell_value(stat("itl", "p50")),

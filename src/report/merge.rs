@@ -471,6 +471,13 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
     m.throughput.output_tokens_per_s = per_s(output_tokens);
     m.throughput.total_tokens_per_s = per_s(all_tokens);
     m.throughput.concurrency_mean = per_s(busy_s);
+    // Embeddings and ranking: inputs and input tokens, summed the same way.
+    if parts.iter().all(|b| b.throughput.inputs_per_s.is_some()) {
+        let inputs = total(|b| b.throughput.inputs_per_s.unwrap_or(0.0));
+        let input_tokens = total(|b| b.throughput.input_tokens_per_s.unwrap_or(0.0));
+        m.throughput.inputs_per_s = Some(per_s(inputs));
+        m.throughput.input_tokens_per_s = Some(per_s(input_tokens));
+    }
     // An upper bound: the shards' peaks need not have coincided.
     m.throughput.concurrency_peak = parts.iter().map(|b| b.throughput.concurrency_peak).sum();
 

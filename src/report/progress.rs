@@ -96,14 +96,18 @@ pub fn finished_line(r: &BenchmarkResult, planned: usize) -> String {
         .filter(|d| d.successful.count > 0)
         .map(|d| format!(", TTFT p50 {} ms", num(d.successful.percentiles.p50)))
         .unwrap_or_default();
+    // Embeddings and ranking generate nothing: their rate is inputs, not output tokens.
+    let rate = match r.throughput.inputs_per_s {
+        Some(inputs) => format!("{} inputs/s", num(inputs)),
+        None => format!("{} tok/s", num(r.throughput.output_tokens_per_s)),
+    };
     format!(
-        "[{position}] {}: done in {:.1}s, {} completed, {} errored, {} req/s, {} tok/s{ttft}{}",
+        "[{position}] {}: done in {:.1}s, {} completed, {} errored, {} req/s, {rate}{ttft}{}",
         r.strategy,
         r.duration_s,
         r.requests.completed,
         r.requests.errored,
         num(r.throughput.requests_per_s),
-        num(r.throughput.output_tokens_per_s),
         if r.interrupted { " (interrupted)" } else { "" },
     )
 }

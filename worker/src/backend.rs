@@ -5,10 +5,7 @@
 //! timeout, the first token by the TTFT timeout, and the silence between two chunks by
 //! the idle timeout. A failure never escapes as a panic; it becomes the exchange's error.
 
-use crate::openai::{
-    BodyTemplate, ChunkInfo, StreamEvent, Usage, error_message, parse_full_response,
-    parse_stream_event,
-};
+use crate::formats::{self, ChunkInfo, Format, StreamEvent, StreamState, Usage};
 use crate::source::PreparedRequest;
 use crate::sse::SseParser;
 use bytes::Bytes;
@@ -81,8 +78,14 @@ impl Exchange {
         if info.content {
             self.first_content.get_or_insert(at);
         }
-        if info.usage.is_some() {
-            self.usage = info.usage;
+        // Field by field: Anthropic sends the prompt count and the output count in two
+        // events.
+        if let Some(u) = info.usage {
+            let old = self.usage.unwrap_or_default();
+            self.usage = Some(Usage {
+                prompt_tokens: u.prompt_tokens.or(old.prompt_tokens),
+                completion_tokens: u.completion_tokens.or(old.completion_tokens),
+            });
         }
         self.finished |= info.finished;
     }
@@ -105,7 +108,7 @@ impl Exchange {
 pub struct Backend {
     client: reqwest::Client,
     url: reqwest::Url,
-    template: BodyTemplate,
+    format: Box<dyn Format>,
     stream: bool,
     request_timeout: Duration,
     ttft_timeout: Option<Duration>,
@@ -124,8 +127,9 @@ impl Backend {
                 reason: e.to_string(),
             }
         })?;
+        let format = formats::for_config(cfg);
         let base_path = url.path().trim_end_matches('/').to_string();
-        url.set_path(&format!("{base_path}{}", cfg.request_format.path()));
+        url.set_path(&format!("{base_path}{}", format.path()));
         if !cfg.params.is_empty() {
             url.query_pairs_mut().extend_pairs(cfg.params.iter());
         }
@@ -133,14 +137,18 @@ impl Backend {
         let mut headers = reqwest::header::HeaderMap::new();
         headers.insert(
             reqwest::header::CONTENT_TYPE,
-            reqwest::header::HeaderValue::from_static("application/json"),
+            reqwest::header::HeaderValue::from_str(format.content_type())
+                .map_err(|_| BackendError::BadHeader("Content-Type".into()))?,
         );
+        for (name, value) in format.headers() {
+            headers.insert(*name, reqwest::header::HeaderValue::from_static(value));
+        }
         if let Some(key) = &cfg.api_key {
-            let mut value =
-                reqwest::header::HeaderValue::from_str(&format!("Bearer {}", key.expose()))
-                    .map_err(|_| BackendError::BadHeader("Authorization".into()))?;
+            let (name, value) = format.api_key_header(key.expose());
+            let mut value = reqwest::header::HeaderValue::from_str(&value)
+                .map_err(|_| BackendError::BadHeader(name.into()))?;
             value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
+            headers.insert(name, value);
         }
         for (name, value) in &cfg.headers {
             let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
@@ -178,7 +186,7 @@ impl Backend {
         Ok(Self {
             client,
             url,
-            template: BodyTemplate::new(cfg),
+            format,
             stream: cfg.stream,
             request_timeout: cfg.request_timeout,
             ttft_timeout: cfg.ttft_timeout,
@@ -188,7 +196,7 @@ impl Backend {
 
     /// The body of one request.
     pub fn build_body(&self, req: &PreparedRequest) -> Bytes {
-        self.template.build(req)
+        self.format.build(req)
     }
 
     /// Sends one request and reads its response into `ex`. `ex.start` is set here, just
@@ -215,7 +223,7 @@ impl Backend {
                 ErrorKind::Http {
                     status: status.as_u16(),
                 },
-                error_message(&body),
+                self.format.error_message(&body),
             );
         }
         if self.stream {
@@ -237,6 +245,7 @@ impl Backend {
         ex: &mut Exchange,
     ) {
         let mut parser = SseParser::new();
+        let mut state = StreamState::default();
         let mut done = false;
         loop {
             let (wait_until, what) = match (ex.first_token, self.ttft_timeout, self.idle_timeout) {
@@ -259,25 +268,32 @@ impl Backend {
             };
             let at = MonoNanos::now();
             let mut failure = None;
-            parser.push(&piece, |data| match parse_stream_event(data) {
-                Ok(StreamEvent::Done) => {
-                    done = true;
-                    false
-                }
-                Ok(StreamEvent::Chunk(info)) => {
-                    ex.apply(info, at);
-                    true
-                }
-                Ok(StreamEvent::Error(message)) => {
-                    failure = Some((
-                        ErrorKind::StreamBroken,
-                        format!("server error in stream: {message}"),
-                    ));
-                    false
-                }
-                Err(message) => {
-                    failure = Some((ErrorKind::MalformedResponse, message));
-                    false
+            parser.push(&piece, |data| {
+                match self.format.parse_event(data, &mut state) {
+                    Ok(StreamEvent::Done) => {
+                        done = true;
+                        false
+                    }
+                    Ok(StreamEvent::Last(info)) => {
+                        ex.apply(info, at);
+                        done = true;
+                        false
+                    }
+                    Ok(StreamEvent::Chunk(info)) => {
+                        ex.apply(info, at);
+                        true
+                    }
+                    Ok(StreamEvent::Error(message)) => {
+                        failure = Some((
+                            ErrorKind::StreamBroken,
+                            format!("server error in stream: {message}"),
+                        ));
+                        false
+                    }
+                    Err(message) => {
+                        failure = Some((ErrorKind::MalformedResponse, message));
+                        false
+                    }
                 }
             });
             if let Some((kind, message)) = failure {
@@ -294,12 +310,14 @@ impl Backend {
                 ErrorKind::StreamBroken,
                 "stream ended in the middle of an event",
             );
-        } else if ex.finished {
-            // A server that ends the stream after finish_reason without `[DONE]` is
-            // complete in every way that matters.
+        } else if ex.finished && self.format.finished_is_complete() {
             ex.end = Some(at);
         } else {
-            ex.fail(ErrorKind::StreamBroken, "stream ended before [DONE]");
+            let last = self.format.final_event();
+            ex.fail(
+                ErrorKind::StreamBroken,
+                format!("stream ended before {last}"),
+            );
         }
     }
 
@@ -324,7 +342,7 @@ impl Backend {
             }
         }
         let at = MonoNanos::now();
-        match parse_full_response(&body) {
+        match self.format.parse_full(&body) {
             Ok(info) => {
                 ex.apply(info, at);
                 ex.end = Some(at);

@@ -20,13 +20,14 @@
 
 pub mod arrivals;
 pub mod backend;
-pub mod openai;
+pub mod formats;
 pub mod pacer;
 pub mod reporter;
 pub mod request_loop;
 pub mod source;
 pub mod sse;
 
+pub use formats::openai;
 pub use source::{Message, PreparedRequest, Prompt, RequestSource, SourceFactory};
 
 use crate::backend::Backend;

@@ -24,6 +24,66 @@ pub enum Prompt {
     Text(String),
     /// A conversation.
     Messages(Vec<Message>),
+    /// A batch of texts: the inputs of one embeddings request.
+    Batch(Vec<String>),
+    /// A query and the documents to rank against it (rerank and score).
+    Ranking {
+        /// The query.
+        query: String,
+        /// The documents.
+        documents: Vec<String>,
+    },
+}
+
+impl Prompt {
+    /// Bytes of text in the prompt (to size a body before writing it).
+    pub fn text_len(&self) -> usize {
+        match self {
+            Prompt::Text(t) => t.len(),
+            Prompt::Messages(m) => m.iter().map(|m| m.content.len() + 32).sum(),
+            Prompt::Batch(v) => v.iter().map(|t| t.len() + 4).sum(),
+            Prompt::Ranking { query, documents } => {
+                query.len() + documents.iter().map(|t| t.len() + 4).sum::<usize>()
+            }
+        }
+    }
+
+    /// The prompt's texts in order, as one text (for a format that takes one).
+    pub fn joined(&self) -> String {
+        match self {
+            Prompt::Text(t) => t.clone(),
+            Prompt::Messages(m) => m
+                .iter()
+                .map(|m| m.content.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Prompt::Batch(v) => v.join("\n"),
+            Prompt::Ranking { query, documents } => {
+                let mut all = vec![query.as_str()];
+                all.extend(documents.iter().map(String::as_str));
+                all.join("\n")
+            }
+        }
+    }
+
+    /// How many inputs one request carries: texts to embed, documents to rank, else 1.
+    pub fn inputs(&self) -> usize {
+        match self {
+            Prompt::Batch(v) => v.len(),
+            Prompt::Ranking { documents, .. } => documents.len(),
+            _ => 1,
+        }
+    }
+
+    /// The prompt's texts as a batch (one per input).
+    pub fn texts(&self) -> Vec<&str> {
+        match self {
+            Prompt::Text(t) => vec![t.as_str()],
+            Prompt::Messages(m) => m.iter().map(|m| m.content.as_str()).collect(),
+            Prompt::Batch(v) => v.iter().map(String::as_str).collect(),
+            Prompt::Ranking { documents, .. } => documents.iter().map(String::as_str).collect(),
+        }
+    }
 }
 
 /// The payload of one request.

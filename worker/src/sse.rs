@@ -121,6 +121,21 @@ impl SseParser {
 /// A complete single-line event at the start of `piece`, `data:[ ]X\n\n`: its data and
 /// the bytes it spans. `None` for any other shape (the general path parses those).
 fn whole_data_event(piece: &[u8]) -> Option<(&[u8], usize)> {
+    // Typed APIs (Responses, Anthropic) name each event on an `event:` line before its
+    // data; the name is in the data's `type` too, so the line is skipped here.
+    if piece.starts_with(b"event:") {
+        let end = memchr::memchr2(b'\n', b'\r', piece)?;
+        if piece[end] != b'\n' || piece.get(end + 1) == Some(&b'\n') {
+            return None;
+        }
+        let (data, used) = data_line(&piece[end + 1..])?;
+        return Some((data, end + 1 + used));
+    }
+    data_line(piece)
+}
+
+/// `data: X\n\n` at the start of `piece`.
+fn data_line(piece: &[u8]) -> Option<(&[u8], usize)> {
     let rest = piece.strip_prefix(b"data:")?;
     let start = 5 + usize::from(rest.first() == Some(&b' '));
     let end = start + memchr::memchr2(b'\n', b'\r', piece.get(start..)?)?;
@@ -168,6 +183,21 @@ mod tests {
         let mut p = SseParser::new();
         p.push(input, |_| true);
         assert!(p.has_partial_event(), "`data: e` awaits its blank line");
+    }
+
+    #[test]
+    fn named_events_take_the_fast_path_and_agree_with_the_general_one() {
+        // Typed APIs put `event:` first; edges: an event line alone, CR endings, an event
+        // line then two data lines, and one cut after its data.
+        let input = b"event: a\ndata: 1\n\nevent: b\n\nevent: c\r\ndata: 2\r\n\r\nevent: d\ndata: 3\ndata: 4\n\nevent: e\ndata: 5\n";
+        let expected = vec!["1", "2", "3\n4"];
+        for size in 1..=input.len() {
+            assert_eq!(parse_in_pieces(input, size), expected, "piece size {size}");
+        }
+        assert_eq!(
+            whole_data_event(b"event: x\ndata: y\n\n"),
+            Some((&b"y"[..], 18))
+        );
     }
 
     #[test]

@@ -54,10 +54,21 @@ pub enum ProfileKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestFormatArg {
-    /// POST /v1/chat/completions.
+    /// POST /v1/chat/completions (OpenAI chat).
     Chat,
-    /// POST /v1/completions.
+    /// POST /v1/completions (OpenAI legacy completions).
     Completions,
+    /// POST /v1/responses (OpenAI Responses API).
+    Responses,
+    /// POST /v1/messages (Anthropic Messages API: `system` top-level, `max_tokens` always
+    /// sent, the key as `x-api-key`).
+    Anthropic,
+    /// POST /v1/embeddings, `batch_size` inputs per request; never streamed.
+    Embeddings,
+    /// POST /v1/rerank (Jina/Cohere: query, documents, top_n); never streamed.
+    Rerank,
+    /// POST /v1/score (vLLM: text_1 against text_2); never streamed.
+    Score,
 }
 
 /// What to do when a worker process dies.

@@ -23,7 +23,10 @@ pub struct TargetArgs {
     #[arg(long, env = "LLMSURGE_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
 
-    /// Endpoint and body format.
+    /// The API spoken: endpoint, body and response format. The generation formats
+    /// (chat, completions, responses, anthropic) report TTFT, ITL, TPOT and output tokens;
+    /// embeddings, rerank and score report latency, inputs/s and input tokens/s, and take
+    /// `batch_size` / `documents` in a synthetic --data spec instead of output_tokens.
     #[arg(
         long,
         env = "LLMSURGE_REQUEST_FORMAT",
@@ -32,7 +35,8 @@ pub struct TargetArgs {
     )]
     pub request_format: RequestFormatArg,
 
-    /// Stream responses (SSE, needed for TTFT and ITL) or not.
+    /// Stream responses (SSE, needed for TTFT and ITL) or not; embeddings, rerank and
+    /// score never stream.
     #[arg(long, env = "LLMSURGE_STREAM", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub stream: bool,
 

@@ -131,6 +131,12 @@
     return s;
   }
 
+  // Whether any benchmark reports `key` at all: embeddings and rerank have no TTFT, ITL
+  // or TPOT (absent, not empty), so their charts are left out rather than shown empty.
+  function reported(key) {
+    return benches.some(function (b) { return !!(b.metrics && b.metrics[key]); });
+  }
+
   // Latency against the achieved request rate, one point per benchmark.
   function loadCurves() {
     var order = benches.map(function (b, i) { return i; })
@@ -138,6 +144,7 @@
       .sort(function (a, c) { return benches[a].throughput.requests_per_s - benches[c].throughput.requests_per_s; });
     var metrics = [["ttft", "TTFT"], ["itl", "Inter-token latency"], ["request_latency", "End-to-end latency"]];
     metrics.forEach(function (m) {
+      if (!reported(m[0])) { return; }
       var title = m[1] + " vs achieved request rate (ms)";
       var xs = order.map(function (i) { return benches[i].throughput.requests_per_s; });
       var ys = ["p50", "p90", "p99"].map(function (p) {
@@ -197,6 +204,7 @@
     var metrics = [["ttft", "TTFT"], ["itl", "Inter-token latency"], ["tpot", "Time per output token"],
       ["request_latency", "End-to-end latency"]];
     metrics.forEach(function (m) {
+      if (!reported(m[0])) { return; }
       var title = m[1] + " by percentile (ms)";
       var xs = PCTS.map(function (p, k) { return k; });
       var shown = [];
@@ -238,8 +246,10 @@
     var metrics = [
       ["Concurrency (requests in flight)", "requests", function (p) { return num(p.concurrency); }],
       ["Request rate (completed per second)", "requests/s", function (p) { return num(p.completed); }],
-      ["TTFT, mean per second (ms)", "ms", function (p) { return num(p.ttft_mean_ms); }],
     ];
+    if (reported("ttft")) {
+      metrics.push(["TTFT, mean per second (ms)", "ms", function (p) { return num(p.ttft_mean_ms); }]);
+    }
     metrics.forEach(function (m) {
       var xs = points.map(function (e) { return e.x; });
       var ys = present.map(function (i) {

@@ -1,4 +1,5 @@
-//! The OpenAI wire format: request bodies and response parsing.
+//! The OpenAI chat/completions wire format: request bodies and response parsing, shared
+//! by the `chat` and `completions` formats (the other formats reuse its field readers).
 //!
 //! The constant part of every body (model, stream options, user `extra_body`) is
 //! serialised once; a request only writes its prompt and lengths. Responses are parsed
@@ -57,9 +58,10 @@ impl BodyTemplate {
             write_field(&mut prefix, k, v);
         }
         let overridden = |key: &str| cfg.extra_body.contains_key(key);
-        let prompt_key = match cfg.request_format {
-            RequestFormat::Chat => "messages",
-            RequestFormat::Completions => "prompt",
+        let prompt_key = if cfg.request_format == RequestFormat::Chat {
+            "messages"
+        } else {
+            "prompt"
         };
         let prompt_overridden = overridden(prompt_key);
         let max_tokens_overridden = overridden("max_tokens") || overridden("max_completion_tokens");
@@ -80,10 +82,7 @@ impl BodyTemplate {
 
     /// The body of one request.
     pub fn build(&self, req: &PreparedRequest) -> Bytes {
-        let prompt_len = match &req.prompt {
-            Prompt::Text(t) => t.len(),
-            Prompt::Messages(m) => m.iter().map(|m| m.content.len() + 32).sum(),
-        };
+        let prompt_len = req.prompt.text_len();
         let mut out = Vec::with_capacity(self.prefix.len() + prompt_len + 160);
         out.push(b'{');
         match &req.model {
@@ -105,18 +104,15 @@ impl BodyTemplate {
                                 write_message(&mut out, &m.role, &m.content);
                             }
                         }
+                        other => write_message(&mut out, "user", &other.joined()),
                     }
                     out.extend_from_slice(b"],");
                 }
-                RequestFormat::Completions => {
+                _ => {
                     out.extend_from_slice(b"\"prompt\":");
                     match &req.prompt {
                         Prompt::Text(t) => write_json(&mut out, t),
-                        Prompt::Messages(msgs) => {
-                            let joined: Vec<&str> =
-                                msgs.iter().map(|m| m.content.as_str()).collect();
-                            write_json(&mut out, &joined.join("\n"));
-                        }
+                        other => write_json(&mut out, &other.joined()),
                     }
                     out.push(b',');
                 }
@@ -188,6 +184,8 @@ pub enum StreamEvent {
     Done,
     /// A completion chunk.
     Chunk(ChunkInfo),
+    /// The stream's final event, which may carry what a chunk does (usage, say).
+    Last(ChunkInfo),
     /// The server reported an error inside the stream.
     Error(String),
 }
@@ -255,9 +253,9 @@ impl<'de> Deserialize<'de> for FirstChoice {
 
 /// A string-or-null field, read for whether it is there (not null) and non-empty.
 #[derive(Clone, Copy, Debug, Default)]
-struct StrField {
-    present: bool,
-    non_empty: bool,
+pub(crate) struct StrField {
+    pub(crate) present: bool,
+    pub(crate) non_empty: bool,
 }
 
 impl<'de> Deserialize<'de> for StrField {
@@ -290,7 +288,7 @@ impl<'de> Deserialize<'de> for StrField {
 
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum WireError<'a> {
+pub(crate) enum WireError<'a> {
     Object {
         #[serde(default, borrow)]
         message: Option<Cow<'a, str>>,
@@ -299,7 +297,7 @@ enum WireError<'a> {
 }
 
 impl WireError<'_> {
-    fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             WireError::Object { message } => message
                 .as_deref()

@@ -1,0 +1,422 @@
+//! OpenAI's Responses API, `POST /v1/responses`: the request the mock reads and the
+//! events and bodies it writes.
+//!
+//! A stream is `response.created`, `response.in_progress`, then per output item
+//! `response.output_item.added` (a `reasoning` item first when the model reasons, then
+//! the `message`, whose `response.content_part.added` opens its `output_text` part), the
+//! deltas (`response.reasoning_text.delta`, `response.output_text.delta`), the item's
+//! `.done` events, and `response.completed` (`response.incomplete` with
+//! `incomplete_details.reason = "max_output_tokens"` when the cap cut it) carrying
+//! `usage.input_tokens` / `output_tokens` (reasoning included, as
+//! `output_tokens_details.reasoning_tokens`). Every event has an `event:` line and a
+//! `sequence_number`. The `.done` events and the final response repeat the whole text.
+
+use std::cell::{Cell, RefCell};
+
+use bytes::{BufMut, BytesMut};
+use serde::Deserialize;
+
+use super::openai::{Content, FinishReason, Usage, fmt_u64, itoa_buf, write_words};
+use super::prefix_cache::PromptBlocks;
+
+/// `POST /v1/responses`
+#[derive(Debug, Deserialize)]
+pub struct ResponsesRequest {
+    /// Served model name; the first one when absent.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// A text, or a list of input items (messages).
+    pub input: Input,
+    /// System instructions.
+    #[serde(default)]
+    pub instructions: Option<String>,
+    /// Stream as SSE.
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// Output cap.
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
+    /// vLLM extension: generate exactly the cap.
+    #[serde(default)]
+    pub ignore_eos: Option<bool>,
+}
+
+/// The `input` of a request.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Input {
+    /// One user text.
+    Text(String),
+    /// Input items; the text of message items counts.
+    Items(Vec<InputItem>),
+}
+
+/// One input item (a message; other item kinds have no content and count nothing).
+#[derive(Debug, Deserialize)]
+pub struct InputItem {
+    /// A string, or parts (`input_text` ones have `text`).
+    #[serde(default)]
+    pub content: Option<Content>,
+}
+
+impl ResponsesRequest {
+    /// The prompt's blocks: instructions, then every input text.
+    pub fn blocks(&self) -> PromptBlocks {
+        let mut blocks = PromptBlocks::default();
+        if let Some(i) = &self.instructions {
+            blocks.push_text(i);
+        }
+        match &self.input {
+            Input::Text(t) => blocks.push_text(t),
+            Input::Items(items) => {
+                for content in items.iter().filter_map(|i| i.content.as_ref()) {
+                    content.for_each_text(|t| blocks.push_text(t));
+                }
+            }
+        }
+        blocks
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Open {
+    Nothing,
+    Reasoning,
+    Message,
+}
+
+/// Writes the events and body of one response.
+#[derive(Debug)]
+pub struct Writer {
+    /// `{"id":"resp_…","object":"response","created_at":…,"model":…` (left open).
+    head: Vec<u8>,
+    /// The hex suffix item ids share.
+    id: String,
+    unknown_events: bool,
+    no_final_event: bool,
+    sequence: Cell<u64>,
+    open: Cell<Open>,
+    output_index: Cell<u64>,
+    /// The reasoning and answer text so far (JSON-safe: the mock's words need no
+    /// escaping), repeated in the `.done` events and the final response as OpenAI does.
+    reasoning_text: RefCell<Vec<u8>>,
+    message_text: RefCell<Vec<u8>>,
+}
+
+impl Writer {
+    /// `model_json` is the model name already JSON-quoted.
+    pub fn new(
+        seq: u64,
+        created: u64,
+        model_json: &str,
+        unknown_events: bool,
+        no_final_event: bool,
+    ) -> Self {
+        let id = format!("{seq:016x}");
+        let head = format!(
+            r#"{{"id":"resp_{id}","object":"response","created_at":{created},"model":{model_json}"#
+        );
+        Writer {
+            head: head.into_bytes(),
+            id,
+            unknown_events,
+            no_final_event,
+            sequence: Cell::new(0),
+            open: Cell::new(Open::Nothing),
+            output_index: Cell::new(0),
+            reasoning_text: RefCell::new(Vec::new()),
+            message_text: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Opens an event: the `event:` line and the data up to the first field's comma.
+    fn event(&self, out: &mut BytesMut, name: &str) {
+        let n = self.sequence.get();
+        self.sequence.set(n + 1);
+        let mut num = itoa_buf();
+        out.put_slice(b"event: ");
+        out.put_slice(name.as_bytes());
+        out.put_slice(b"\ndata: {\"type\":\"");
+        out.put_slice(name.as_bytes());
+        out.put_slice(b"\",\"sequence_number\":");
+        out.put_slice(fmt_u64(&mut num, n));
+    }
+
+    fn end_event(out: &mut BytesMut) {
+        out.put_slice(b"}\n\n");
+    }
+
+    fn index(&self, out: &mut BytesMut) {
+        let mut num = itoa_buf();
+        out.put_slice(br#","output_index":"#);
+        out.put_slice(fmt_u64(&mut num, self.output_index.get()));
+    }
+
+    fn item_id(&self, out: &mut BytesMut, open: Open) {
+        out.put_slice(if open == Open::Reasoning {
+            b"\"rs_".as_slice()
+        } else {
+            b"\"msg_"
+        });
+        out.put_slice(self.id.as_bytes());
+        out.put_u8(b'"');
+    }
+
+    /// The item as `.added` (`text` None: no content yet) and `.done` events show it.
+    fn item(&self, out: &mut BytesMut, open: Open, status: &str, text: Option<&[u8]>) {
+        out.put_slice(br#","item":"#);
+        self.item_object(out, open, status, text);
+    }
+
+    /// An output item object; with `text`, its one content part.
+    fn item_object(&self, out: &mut BytesMut, open: Open, status: &str, text: Option<&[u8]>) {
+        out.put_slice(br#"{"id":"#);
+        self.item_id(out, open);
+        if open == Open::Reasoning {
+            out.put_slice(br#","type":"reasoning","summary":[]"#);
+            if let Some(t) = text {
+                out.put_slice(br#","content":[{"type":"reasoning_text","text":""#);
+                out.put_slice(t);
+                out.put_slice(br#""}]"#);
+            }
+            out.put_u8(b'}');
+        } else {
+            out.put_slice(br#","type":"message","status":""#);
+            out.put_slice(status.as_bytes());
+            out.put_slice(br#"","role":"assistant","content":["#);
+            if let Some(t) = text {
+                Self::output_text_part(out, t);
+            }
+            out.put_slice(b"]}");
+        }
+    }
+
+    fn output_text_part(out: &mut BytesMut, text: &[u8]) {
+        out.put_slice(br#"{"type":"output_text","text":""#);
+        out.put_slice(text);
+        out.put_slice(br#"","annotations":[]}"#);
+    }
+
+    fn text(&self, open: Open) -> &RefCell<Vec<u8>> {
+        if open == Open::Reasoning {
+            &self.reasoning_text
+        } else {
+            &self.message_text
+        }
+    }
+
+    fn response(&self, out: &mut BytesMut, status: &str) {
+        out.put_slice(br#","response":"#);
+        out.put_slice(&self.head);
+        out.put_slice(br#","status":""#);
+        out.put_slice(status.as_bytes());
+        out.put_slice(br#"","output":[],"usage":null}"#);
+    }
+
+    fn open_item(&self, out: &mut BytesMut, open: Open) {
+        self.event(out, "response.output_item.added");
+        self.index(out);
+        self.item(out, open, "in_progress", None);
+        Self::end_event(out);
+        if open == Open::Message {
+            self.event(out, "response.content_part.added");
+            self.part_position(out, open);
+            out.put_slice(br#","part":{"type":"output_text","text":"","annotations":[]}"#);
+            Self::end_event(out);
+        }
+        self.open.set(open);
+    }
+
+    fn part_position(&self, out: &mut BytesMut, open: Open) {
+        out.put_slice(br#","item_id":"#);
+        self.item_id(out, open);
+        self.index(out);
+        out.put_slice(br#","content_index":0"#);
+    }
+
+    fn close_item(&self, out: &mut BytesMut) {
+        let open = self.open.get();
+        if open == Open::Nothing {
+            return;
+        }
+        let text = self.text(open).borrow();
+        if open == Open::Reasoning {
+            self.event(out, "response.reasoning_text.done");
+            self.part_position(out, open);
+            out.put_slice(br#","text":""#);
+            out.put_slice(&text);
+            out.put_u8(b'"');
+            Self::end_event(out);
+        } else {
+            self.event(out, "response.output_text.done");
+            self.part_position(out, open);
+            out.put_slice(br#","text":""#);
+            out.put_slice(&text);
+            out.put_slice(br#"","logprobs":[]"#);
+            Self::end_event(out);
+            self.event(out, "response.content_part.done");
+            self.part_position(out, open);
+            out.put_slice(br#","part":"#);
+            Self::output_text_part(out, &text);
+            Self::end_event(out);
+        }
+        self.event(out, "response.output_item.done");
+        self.index(out);
+        self.item(out, open, "completed", Some(&text));
+        Self::end_event(out);
+        self.output_index.set(self.output_index.get() + 1);
+        self.open.set(Open::Nothing);
+    }
+
+    /// The events of one chunk of `words`; the first chunk opens the response.
+    pub fn token_chunk(
+        &self,
+        out: &mut BytesMut,
+        words: impl Iterator<Item = &'static str>,
+        first: bool,
+        reasoning: bool,
+    ) {
+        if first {
+            self.event(out, "response.created");
+            self.response(out, "in_progress");
+            Self::end_event(out);
+            self.event(out, "response.in_progress");
+            self.response(out, "in_progress");
+            Self::end_event(out);
+        }
+        let want = if reasoning {
+            Open::Reasoning
+        } else {
+            Open::Message
+        };
+        if self.open.get() != want {
+            self.close_item(out);
+            self.open_item(out, want);
+        }
+        self.event(
+            out,
+            if reasoning {
+                "response.reasoning_text.delta"
+            } else {
+                "response.output_text.delta"
+            },
+        );
+        self.part_position(out, want);
+        out.put_slice(br#","delta":""#);
+        let start = out.len();
+        write_words(out, words);
+        self.text(want)
+            .borrow_mut()
+            .extend_from_slice(&out[start..]);
+        out.put_u8(b'"');
+        if !reasoning {
+            out.put_slice(br#","logprobs":[]"#);
+        }
+        Self::end_event(out);
+        if first && self.unknown_events {
+            self.event(out, "response.llmsurge_mock.unknown");
+            out.put_slice(br#","note":"an event type the API does not define""#);
+            Self::end_event(out);
+        }
+    }
+
+    /// Closes the open item and the response, with its usage.
+    pub fn end_stream(&self, out: &mut BytesMut, finish: FinishReason, usage: Usage) {
+        self.close_item(out);
+        if self.no_final_event {
+            return;
+        }
+        let (name, status) = status(finish);
+        self.event(out, name);
+        out.put_slice(br#","response":"#);
+        let reasoning = self.reasoning_text.borrow();
+        let message = self.message_text.borrow();
+        self.whole(
+            out,
+            status,
+            (usage.content > 0).then_some(&message[..]),
+            (usage.reasoning > 0).then_some(&reasoning[..]),
+            usage,
+        );
+        Self::end_event(out);
+    }
+
+    /// A malformed event: a delta cut inside its JSON.
+    pub fn garbage_chunk(&self, out: &mut BytesMut) {
+        out.put_slice(
+            b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"x\"\n\n",
+        );
+    }
+
+    /// A whole non-streaming response.
+    pub fn full_body(
+        &self,
+        out: &mut BytesMut,
+        content: impl Iterator<Item = &'static str>,
+        reasoning: impl Iterator<Item = &'static str>,
+        finish: FinishReason,
+        usage: Usage,
+    ) {
+        let mut content_text = BytesMut::new();
+        write_words(&mut content_text, content);
+        let mut reasoning_text = BytesMut::new();
+        write_words(&mut reasoning_text, reasoning);
+        self.whole(
+            out,
+            status(finish).1,
+            (usage.content > 0).then_some(&content_text[..]),
+            (usage.reasoning > 0).then_some(&reasoning_text[..]),
+            usage,
+        );
+    }
+
+    /// The response object, with an output item per text given (reasoning first).
+    fn whole(
+        &self,
+        out: &mut BytesMut,
+        status: &str,
+        content: Option<&[u8]>,
+        reasoning: Option<&[u8]>,
+        usage: Usage,
+    ) {
+        out.put_slice(&self.head);
+        out.put_slice(br#","status":""#);
+        out.put_slice(status.as_bytes());
+        out.put_slice(br#"","incomplete_details":"#);
+        out.put_slice(if status == "incomplete" {
+            br#"{"reason":"max_output_tokens"}"#.as_slice()
+        } else {
+            b"null"
+        });
+        out.put_slice(br#","output":["#);
+        if let Some(t) = reasoning {
+            self.item_object(out, Open::Reasoning, "completed", Some(t));
+        }
+        if let Some(t) = content {
+            if reasoning.is_some() {
+                out.put_u8(b',');
+            }
+            self.item_object(out, Open::Message, "completed", Some(t));
+        }
+        out.put_slice(br#"],"usage":"#);
+        let output = usage.content + usage.reasoning;
+        let mut num = itoa_buf();
+        out.put_slice(br#"{"input_tokens":"#);
+        out.put_slice(fmt_u64(&mut num, usage.prompt));
+        out.put_slice(br#","input_tokens_details":{"cached_tokens":0},"output_tokens":"#);
+        out.put_slice(fmt_u64(&mut num, output));
+        out.put_slice(br#","output_tokens_details":{"reasoning_tokens":"#);
+        out.put_slice(fmt_u64(&mut num, usage.reasoning));
+        out.put_slice(br#"},"total_tokens":"#);
+        out.put_slice(fmt_u64(&mut num, usage.prompt + output));
+        out.put_slice(b"}}");
+    }
+}
+
+/// The final event and status of a finish reason.
+fn status(finish: FinishReason) -> (&'static str, &'static str) {
+    match finish {
+        FinishReason::Stop => ("response.completed", "completed"),
+        FinishReason::Length => ("response.incomplete", "incomplete"),
+    }
+}

@@ -1,0 +1,238 @@
+//! `anthropic`: Anthropic's Messages API, `POST /v1/messages`.
+//!
+//! The stream is `message_start` (with `usage.input_tokens`), then per content block
+//! `content_block_start`, `content_block_delta`s (`text_delta` carries output text,
+//! `thinking_delta` reasoning) and `content_block_stop`, then `message_delta` (with
+//! `usage.output_tokens`, cumulative) and `message_stop`. `ping` may come anywhere and
+//! `error` is a server error. Anthropic's versioning policy says new event types may be
+//! added and clients should ignore unknown ones, so an unknown type after
+//! `message_start` is skipped; any event before it other than `ping` and `error` breaks
+//! the sequence. System messages become the top-level `system`, and `max_tokens`, which
+//! the API requires, is sent on every request.
+
+use super::openai::{StrField, WireError};
+use super::{
+    ChunkInfo, Format, JsonPrefix, Kind, StreamEvent, StreamState, Usage, close, event_text, shown,
+    write_field, write_json, write_u32_field,
+};
+use crate::source::{PreparedRequest, Prompt};
+use bytes::Bytes;
+use llmsurge_proto::BackendConfig;
+use serde::Deserialize;
+
+/// `max_tokens` of a request that names no output length (the API requires one).
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// The API version sent in `anthropic-version`.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// The Messages format.
+#[derive(Clone, Debug)]
+pub struct Anthropic {
+    prefix: JsonPrefix,
+}
+
+impl Anthropic {
+    /// Prepares the constant part of every body.
+    pub fn new(cfg: &BackendConfig) -> Self {
+        let mut fields = serde_json::Map::new();
+        fields.insert("stream".into(), cfg.stream.into());
+        if cfg.ignore_eos {
+            fields.insert("ignore_eos".into(), true.into());
+        }
+        Self {
+            prefix: JsonPrefix::new(cfg, fields, &["messages", "system", "max_tokens"]),
+        }
+    }
+}
+
+/// Token counts as the Messages API names them.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u32>,
+    #[serde(default)]
+    output_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct WireEvent<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<Kind<'a>>,
+    #[serde(default)]
+    delta: Option<WireDelta>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    message: Option<WireMessage>,
+    #[serde(default, borrow)]
+    error: Option<WireError<'a>>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta {
+    #[serde(default)]
+    text: StrField,
+    #[serde(default)]
+    thinking: StrField,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireBody<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<Kind<'a>>,
+    #[serde(default)]
+    content: Vec<WireDelta>,
+    #[serde(default, borrow)]
+    stop_reason: Option<Kind<'a>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default, borrow)]
+    error: Option<WireError<'a>>,
+}
+
+impl Format for Anthropic {
+    fn path(&self) -> &'static str {
+        "/v1/messages"
+    }
+
+    fn headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[("anthropic-version", API_VERSION)]
+    }
+
+    fn api_key_header(&self, key: &str) -> (&'static str, String) {
+        ("x-api-key", key.to_string())
+    }
+
+    fn build(&self, req: &PreparedRequest) -> Bytes {
+        let mut out = self.prefix.open(req, req.prompt.text_len() + 64);
+        if !self.prefix.overrides("messages") {
+            let mut system: Vec<&str> = Vec::new();
+            out.extend_from_slice(b"\"messages\":[");
+            let mut first = true;
+            let mut message = |out: &mut Vec<u8>, role: &str, content: &str| {
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                out.push(b'{');
+                write_field(out, "role", role);
+                out.extend_from_slice(b"\"content\":");
+                write_json(out, content);
+                out.push(b'}');
+            };
+            match &req.prompt {
+                Prompt::Text(t) => message(&mut out, "user", t),
+                Prompt::Messages(msgs) => {
+                    for m in msgs {
+                        if m.role == "system" {
+                            system.push(&m.content);
+                        } else {
+                            message(&mut out, &m.role, &m.content);
+                        }
+                    }
+                }
+                other => message(&mut out, "user", &other.joined()),
+            }
+            out.extend_from_slice(b"],");
+            if !system.is_empty() && !self.prefix.overrides("system") {
+                write_field(&mut out, "system", &system.join("\n"));
+            }
+        }
+        if !self.prefix.overrides("max_tokens") {
+            write_u32_field(
+                &mut out,
+                "max_tokens",
+                req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            );
+        }
+        close(out)
+    }
+
+    fn parse_event(&self, data: &[u8], state: &mut StreamState) -> Result<StreamEvent, String> {
+        let data = data.trim_ascii();
+        let text = event_text(data)?;
+        let event: WireEvent<'_> = serde_json::from_str(text)
+            .map_err(|e| format!("malformed SSE event ({e}): {}", shown(data)))?;
+        let Some(kind) = event.kind.as_deref() else {
+            return Err(format!("event without a type: {}", shown(data)));
+        };
+        let mut info = ChunkInfo::default();
+        match kind {
+            "ping" => {}
+            "error" => {
+                let message = event
+                    .error
+                    .map_or_else(|| "unspecified error".to_string(), |e| e.message());
+                return Ok(StreamEvent::Error(message));
+            }
+            "message_start" => {
+                state.started = true;
+                // Its output_tokens is the count so far (1, say), not the answer's:
+                // message_delta has that.
+                let input = event
+                    .message
+                    .and_then(|m| m.usage)
+                    .and_then(|u| u.input_tokens);
+                info.usage = input.map(|n| Usage {
+                    prompt_tokens: Some(n),
+                    completion_tokens: None,
+                });
+            }
+            _ if !state.started => return Err(format!("`{kind}` before message_start")),
+            "content_block_delta" => {
+                if let Some(d) = &event.delta {
+                    info.content = d.text.non_empty;
+                    info.reasoning = d.thinking.non_empty;
+                }
+            }
+            "message_delta" => {
+                info.usage = event.usage.map(|u| Usage {
+                    prompt_tokens: u.input_tokens,
+                    completion_tokens: u.output_tokens,
+                });
+                info.finished = true;
+            }
+            "message_stop" => return Ok(StreamEvent::Last(info)),
+            // content_block_start/stop, and types the API adds later.
+            _ => {}
+        }
+        Ok(StreamEvent::Chunk(info))
+    }
+
+    fn parse_full(&self, body: &[u8]) -> Result<ChunkInfo, String> {
+        let whole: WireBody<'_> =
+            serde_json::from_slice(body).map_err(|e| format!("malformed JSON response ({e})"))?;
+        if let Some(err) = &whole.error {
+            return Err(err.message());
+        }
+        match whole.kind.as_deref() {
+            Some("message") => {}
+            Some(other) => return Err(format!("response of type `{other}`, not a message")),
+            None => return Err("response without a type".into()),
+        }
+        let mut info = ChunkInfo {
+            usage: whole.usage.map(|u| Usage {
+                prompt_tokens: u.input_tokens,
+                completion_tokens: u.output_tokens,
+            }),
+            finished: whole.stop_reason.is_some(),
+            ..ChunkInfo::default()
+        };
+        for block in &whole.content {
+            info.content |= block.text.non_empty;
+            info.reasoning |= block.thinking.non_empty;
+        }
+        Ok(info)
+    }
+
+    fn final_event(&self) -> &'static str {
+        "message_stop"
+    }
+}

@@ -1,0 +1,50 @@
+//! `chat`: OpenAI chat completions, `POST /v1/chat/completions`.
+
+use super::openai::{self, BodyTemplate};
+use super::{ChunkInfo, Format, StreamEvent, StreamState};
+use crate::source::PreparedRequest;
+use bytes::Bytes;
+use llmsurge_proto::BackendConfig;
+
+/// The chat completions format.
+#[derive(Clone, Debug)]
+pub struct Chat {
+    template: BodyTemplate,
+}
+
+impl Chat {
+    /// Prepares the constant part of every body.
+    pub fn new(cfg: &BackendConfig) -> Self {
+        Self {
+            template: BodyTemplate::new(cfg),
+        }
+    }
+}
+
+impl Format for Chat {
+    fn path(&self) -> &'static str {
+        "/v1/chat/completions"
+    }
+
+    fn build(&self, req: &PreparedRequest) -> Bytes {
+        self.template.build(req)
+    }
+
+    fn parse_event(&self, data: &[u8], _: &mut StreamState) -> Result<StreamEvent, String> {
+        openai::parse_stream_event(data)
+    }
+
+    fn parse_full(&self, body: &[u8]) -> Result<ChunkInfo, String> {
+        openai::parse_full_response(body)
+    }
+
+    fn final_event(&self) -> &'static str {
+        "[DONE]"
+    }
+
+    fn finished_is_complete(&self) -> bool {
+        // A server that ends the stream after finish_reason without `[DONE]` is complete
+        // in every way that matters.
+        true
+    }
+}

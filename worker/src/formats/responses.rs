@@ -1,0 +1,212 @@
+//! `responses`: OpenAI's Responses API, `POST /v1/responses`.
+//!
+//! A stream is a sequence of typed events, each with its name in the `event:` line and
+//! in the data's `type`: `response.created` opens it, `response.output_text.delta` carries
+//! output text, `response.reasoning_text.delta` and `response.reasoning_summary_text.delta`
+//! carry reasoning, and `response.completed` (or `response.incomplete`, when
+//! `max_output_tokens` cut it) closes it with `usage.input_tokens` / `output_tokens`.
+//! `error` and `response.failed` are server errors. OpenAI adds event types over time
+//! (annotations, tool calls, …), so an unknown type after `response.created` is skipped;
+//! any event before `response.created` other than `error` breaks the sequence.
+
+use super::openai::{StrField, WireError};
+use super::{
+    ChunkInfo, Format, JsonPrefix, Kind, StreamEvent, StreamState, Usage, close, event_text, shown,
+    write_field, write_json, write_u32_field,
+};
+use crate::source::{PreparedRequest, Prompt};
+use bytes::Bytes;
+use llmsurge_proto::BackendConfig;
+use serde::Deserialize;
+use std::borrow::Cow;
+
+/// The Responses format.
+#[derive(Clone, Debug)]
+pub struct Responses {
+    prefix: JsonPrefix,
+}
+
+impl Responses {
+    /// Prepares the constant part of every body.
+    pub fn new(cfg: &BackendConfig) -> Self {
+        let mut fields = serde_json::Map::new();
+        fields.insert("stream".into(), cfg.stream.into());
+        if cfg.ignore_eos {
+            fields.insert("ignore_eos".into(), true.into());
+        }
+        Self {
+            prefix: JsonPrefix::new(cfg, fields, &["input", "max_output_tokens"]),
+        }
+    }
+}
+
+/// Token counts as the Responses API names them.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u32>,
+    #[serde(default)]
+    output_tokens: Option<u32>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Self {
+        Usage {
+            prompt_tokens: u.input_tokens,
+            completion_tokens: u.output_tokens,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct WireEvent<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<Kind<'a>>,
+    #[serde(default)]
+    delta: StrField,
+    #[serde(default, borrow)]
+    response: Option<WireResponse<'a>>,
+    #[serde(default, borrow)]
+    message: Option<Cow<'a, str>>,
+}
+
+/// A response object: the `response` of `response.completed`, or a whole body.
+#[derive(Deserialize)]
+struct WireResponse<'a> {
+    #[serde(default, borrow)]
+    status: Option<Kind<'a>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default, borrow)]
+    error: Option<WireError<'a>>,
+    #[serde(default)]
+    output: Vec<WireItem>,
+}
+
+/// An output item: a message (content parts) or reasoning (summary and content parts).
+#[derive(Deserialize)]
+struct WireItem {
+    #[serde(default)]
+    content: Vec<WirePart>,
+    #[serde(default)]
+    summary: Vec<WirePart>,
+}
+
+#[derive(Deserialize)]
+struct WirePart {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    text: StrField,
+}
+
+impl Format for Responses {
+    fn path(&self) -> &'static str {
+        "/v1/responses"
+    }
+
+    fn build(&self, req: &PreparedRequest) -> Bytes {
+        let mut out = self.prefix.open(req, req.prompt.text_len() + 64);
+        if !self.prefix.overrides("input") {
+            out.extend_from_slice(b"\"input\":");
+            match &req.prompt {
+                Prompt::Text(t) => write_json(&mut out, t),
+                Prompt::Messages(msgs) => {
+                    out.push(b'[');
+                    for (i, m) in msgs.iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        out.push(b'{');
+                        write_field(&mut out, "role", &m.role);
+                        out.extend_from_slice(b"\"content\":");
+                        write_json(&mut out, &m.content);
+                        out.push(b'}');
+                    }
+                    out.push(b']');
+                }
+                other => write_json(&mut out, &other.joined()),
+            }
+            out.push(b',');
+        }
+        if let (Some(n), false) = (req.max_tokens, self.prefix.overrides("max_output_tokens")) {
+            write_u32_field(&mut out, "max_output_tokens", n);
+        }
+        close(out)
+    }
+
+    fn parse_event(&self, data: &[u8], state: &mut StreamState) -> Result<StreamEvent, String> {
+        let data = data.trim_ascii();
+        let text = event_text(data)?;
+        let event: WireEvent<'_> = serde_json::from_str(text)
+            .map_err(|e| format!("malformed SSE event ({e}): {}", shown(data)))?;
+        let Some(kind) = event.kind.as_deref() else {
+            return Err(format!("event without a type: {}", shown(data)));
+        };
+        let mut info = ChunkInfo::default();
+        match kind {
+            "error" => {
+                let message = event.message.as_deref().unwrap_or("unspecified error");
+                return Ok(StreamEvent::Error(message.to_string()));
+            }
+            "response.created" => state.started = true,
+            _ if !state.started => {
+                return Err(format!("`{kind}` before response.created"));
+            }
+            "response.output_text.delta" => info.content = event.delta.non_empty,
+            "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
+                info.reasoning = event.delta.non_empty;
+            }
+            "response.failed" => {
+                let message = event
+                    .response
+                    .and_then(|r| r.error.map(|e| e.message()))
+                    .unwrap_or_else(|| "response.failed".to_string());
+                return Ok(StreamEvent::Error(message));
+            }
+            "response.completed" | "response.incomplete" => {
+                info.usage = event.response.and_then(|r| r.usage).map(Usage::from);
+                info.finished = true;
+                return Ok(StreamEvent::Last(info));
+            }
+            // Other events (output items, content parts, `.done` events, and types the
+            // API adds later) say nothing the metrics use.
+            _ => {}
+        }
+        Ok(StreamEvent::Chunk(info))
+    }
+
+    fn parse_full(&self, body: &[u8]) -> Result<ChunkInfo, String> {
+        let r: WireResponse<'_> =
+            serde_json::from_slice(body).map_err(|e| format!("malformed JSON response ({e})"))?;
+        if let Some(err) = &r.error {
+            return Err(err.message());
+        }
+        match r.status.as_deref() {
+            Some("completed" | "incomplete") => {}
+            Some(other) => return Err(format!("response status `{other}`")),
+            None => return Err("response without a status".into()),
+        }
+        let mut info = ChunkInfo {
+            usage: r.usage.map(Usage::from),
+            finished: true,
+            ..ChunkInfo::default()
+        };
+        for item in &r.output {
+            for part in item.content.iter().chain(&item.summary) {
+                match part.kind.as_deref() {
+                    Some("output_text") => info.content |= part.text.non_empty,
+                    Some("reasoning_text" | "summary_text") => {
+                        info.reasoning |= part.text.non_empty;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(info)
+    }
+
+    fn final_event(&self) -> &'static str {
+        "response.completed"
+    }
+}
