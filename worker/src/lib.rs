@@ -20,6 +20,7 @@
 
 pub mod arrivals;
 pub mod backend;
+pub mod http1;
 pub mod openai;
 pub mod pacer;
 pub mod reporter;
