@@ -8,8 +8,8 @@
 //! timeout, the first token by the TTFT timeout, and the silence between two chunks by
 //! the idle timeout. A failure never escapes as a panic; it becomes the exchange's error.
 
-use crate::http1::{self, Http1};
-pub use crate::http1::{Conn, Outgoing, Presend};
+pub use crate::http1::Presend;
+use crate::http1::{self, Http1, Outgoing};
 use crate::openai::{
     BodyTemplate, ChunkInfo, StreamEvent, Usage, error_message, parse_full_response,
     parse_stream_event,
@@ -233,33 +233,21 @@ impl Backend {
         }
     }
 
-    /// An idle keep-alive connection, if the transport pools its own (plain HTTP/1.1),
-    /// with the request of `body` ready for it: what the pacer thread sends on.
-    pub fn take_idle(&self, body: Bytes) -> Option<(Conn, Outgoing)> {
-        let Transport::Http1(h1) = &self.transport else {
-            return None;
-        };
-        let conn = h1.take_idle()?;
-        Some((conn, h1.outgoing(&self.content_type, body)))
-    }
-
-    /// Gives back a connection of [`Self::take_idle`] that was not used.
-    pub fn put_back(&self, conn: Conn) {
-        if let Transport::Http1(h1) = &self.transport {
-            h1.put_back(conn);
+    /// The worker's own HTTP/1.1 client, when it carries the requests (plain `http://`
+    /// without HTTP/2): the pacer thread sends on its idle connections.
+    pub fn http1(&self) -> Option<&Http1> {
+        match &self.transport {
+            Transport::Http1(h1) => Some(h1),
+            Transport::Reqwest { .. } => None,
         }
     }
 
-    /// Writes as much of the request as the socket takes at once, from any thread;
-    /// [`Self::execute_presend`] finishes the exchange on the runtime.
-    pub fn try_send(&self, conn: Conn, out: Outgoing) -> Option<Presend> {
-        let Transport::Http1(h1) = &self.transport else {
-            return None;
-        };
-        Some(h1.try_send(conn, out))
+    /// The Content-Type of [`Self::execute`].
+    pub fn content_type(&self) -> &str {
+        &self.content_type
     }
 
-    /// Finishes an exchange the pacer began with [`Self::try_send`]: the rest of the
+    /// Finishes an exchange the pacer began with [`Http1::try_send`]: the rest of the
     /// request, then the response into `ex` (whose `start` the caller set).
     pub async fn execute_presend(&self, presend: Presend, ex: &mut Exchange) {
         ex.start.get_or_insert_with(MonoNanos::now);

@@ -11,7 +11,7 @@
 
 use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Exchange};
-use crate::pacer::{Dispatch, Pacer};
+use crate::pacer::{Dispatch, Pacer, PacerSent};
 use crate::reporter::{Reporter, SlotInfo};
 use crate::source::RequestSource;
 use bytes::Bytes;
@@ -49,6 +49,14 @@ pub struct Context {
     /// This host's part of a multi-host load: local claims and streams map to the
     /// single host's slots and streams through it.
     pub shard: Shard,
+}
+
+/// How a request goes out.
+enum Send {
+    /// The runtime sends the body.
+    Fresh(Bytes),
+    /// The pacer thread began sending it.
+    Pacer(PacerSent),
 }
 
 /// How often the runtime probe wakes.
@@ -107,29 +115,54 @@ impl Context {
                 // Counted in shared memory before the send and before the report, so a
                 // worker that dies in between still has it on the books.
                 self.shm.count_started(self.id);
-                let start = MonoNanos::now();
-                {
-                    let mut reporter = self.reporter.borrow_mut();
-                    reporter.started(info.slot, info.scheduled, start);
-                    reporter.send_gap(&info, start);
-                }
-                let mut ex = Exchange {
-                    start: Some(start),
-                    ..Exchange::default()
-                };
-                let cancelled = tokio::select! {
-                    () = self.backend.execute(body, &mut ex) => false,
-                    Ok(_) = cancel.wait_for(|c| *c) => true,
-                };
-                if cancelled {
-                    ex.cancel("cancelled in flight: the benchmark stopped");
-                }
-                ex
+                self.exchange(&info, MonoNanos::now(), Send::Fresh(body))
+                    .await
             }
         };
+        self.finish(info, &ex)
+    }
+
+    /// Finishes a request the pacer thread began sending: it already holds a unit of
+    /// the group's concurrency and was counted as started.
+    pub async fn run_sent(&self, info: SlotInfo, sent: PacerSent) -> MonoNanos {
+        let start = sent.start.unwrap_or_else(MonoNanos::now);
+        let ex = self.exchange(&info, start, Send::Pacer(sent)).await;
+        self.finish(info, &ex)
+    }
+
+    /// Runs one exchange that holds a unit of concurrency, against the cancel flag.
+    async fn exchange(&self, info: &SlotInfo, start: MonoNanos, send: Send) -> Exchange {
+        {
+            let mut reporter = self.reporter.borrow_mut();
+            reporter.started(info.slot, info.scheduled, start);
+            reporter.send_gap(info, start);
+        }
+        let mut ex = Exchange {
+            start: Some(start),
+            ..Exchange::default()
+        };
+        let mut cancel = self.cancel.clone();
+        let cancelled = match send {
+            Send::Fresh(body) => tokio::select! {
+                () = self.backend.execute(body, &mut ex) => false,
+                Ok(_) = cancel.wait_for(|c| *c) => true,
+            },
+            Send::Pacer(sent) => tokio::select! {
+                () = self.backend.execute_presend(sent.presend, &mut ex) => false,
+                Ok(_) = cancel.wait_for(|c| *c) => true,
+            },
+        };
+        if cancelled {
+            ex.cancel("cancelled in flight: the benchmark stopped");
+        }
+        ex
+    }
+
+    /// Gives the unit of concurrency back and reports the request; returns when it ended.
+    fn finish(&self, info: SlotInfo, ex: &Exchange) -> MonoNanos {
         self.shm.release(self.id);
         self.released.notify_one();
-        self.report(info, &ex);
+        self.report(info, ex);
         ex.end.unwrap_or_else(MonoNanos::now)
     }
 
@@ -221,6 +254,7 @@ impl Context {
             backend: self.backend.clone(),
             tx,
             shard: self.shard,
+            worker_id: self.id,
         };
         let handle = std::thread::Builder::new()
             .name("llmsurge-pacer".into())
@@ -237,7 +271,10 @@ impl Context {
                 previous_end: None,
             };
             tasks.spawn_local(async move {
-                ctx.run_request(info, d.body).await;
+                match d.sent {
+                    Some(sent) => ctx.run_sent(info, sent).await,
+                    None => ctx.run_request(info, d.body).await,
+                };
             });
             // Reap finished tasks so a long run keeps flat memory.
             while tasks.try_join_next().is_some() {}
