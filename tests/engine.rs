@@ -19,4 +19,5 @@ mod server_metrics;
 mod server_report;
 mod shards;
 mod signals;
+mod transport;
 mod usage;

@@ -297,6 +297,11 @@ impl Backend {
         } else {
             self.read_full(&mut response.body, deadline, ex).await;
         }
+        if ex.error.is_none() {
+            // A stream ends at `[DONE]`, before the body's final chunk was read: read it
+            // so the connection is reused (the next request skips a connect).
+            response.body.release();
+        }
     }
 
     async fn execute_reqwest(&self, request: reqwest::RequestBuilder, ex: &mut Exchange) {
@@ -474,7 +479,7 @@ trait Pieces {
     async fn next_piece(&mut self) -> Option<Result<Bytes, String>>;
 }
 
-impl Pieces for http1::Body<'_> {
+impl Pieces for http1::Body {
     async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
         self.next().await
     }

@@ -18,9 +18,10 @@
 //! hyper does, within the same exchange: the request is counted once.
 
 use bytes::{Buf, Bytes, BytesMut};
+use futures_util::FutureExt;
 use llmsurge_proto::{ErrorKind, RequestError};
 use std::io::{self, IoSlice};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -38,6 +39,15 @@ const MAX_HEADERS: usize = 64;
 /// An idle connection older than this is closed rather than reused (hyper's default
 /// in reqwest, kept).
 const POOL_IDLE: Duration = Duration::from_secs(90);
+/// How long the rest of a body whose content is done with (what follows `[DONE]`: the
+/// final chunk, as a rule in the same packet) is read for, in the background, so that its
+/// connection can be reused; a server still sending after this loses the connection.
+const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+/// The most bytes read while draining such a rest.
+const DRAIN_BYTES: usize = 64 << 10;
+
+/// Idle connections, shared by the runtime, the pacer thread and draining tasks.
+type Pool = Arc<Mutex<Vec<(TcpStream, Instant)>>>;
 
 /// A request's failure: the kind the report counts and a one-line message.
 fn failure(kind: ErrorKind, message: impl Into<String>) -> RequestError {
@@ -55,7 +65,7 @@ pub struct Http1 {
     /// Authorization header: never printed).
     head_prefix: Bytes,
     connect_timeout: Duration,
-    pool: Mutex<Vec<(TcpStream, Instant)>>,
+    pool: Pool,
 }
 
 impl std::fmt::Debug for Http1 {
@@ -95,12 +105,18 @@ pub struct Presend {
     conn: Conn,
     out: Outgoing,
     sent: usize,
+    total: usize,
 }
 
 impl Presend {
     /// Bytes of the request already on the socket.
     pub fn sent(&self) -> usize {
         self.sent
+    }
+
+    /// The request's length in bytes, head included.
+    pub fn total(&self) -> usize {
+        self.total
     }
 
     /// The request.
@@ -150,7 +166,7 @@ impl Http1 {
             authority,
             head_prefix: Bytes::from(head),
             connect_timeout,
-            pool: Mutex::new(Vec::new()),
+            pool: Pool::default(),
         }
     }
 
@@ -201,9 +217,7 @@ impl Http1 {
     }
 
     fn pool_conn(&self, stream: TcpStream) {
-        if let Ok(mut pool) = self.pool.lock() {
-            pool.push((stream, Instant::now()));
-        }
+        pool_conn(&self.pool, stream);
     }
 
     /// Writes as much of `out` on `conn` as the socket takes now, without waiting;
@@ -219,7 +233,12 @@ impl Http1 {
                 Ok(n) => sent += n,
             }
         }
-        Presend { conn, out, sent }
+        Presend {
+            conn,
+            out,
+            sent,
+            total,
+        }
     }
 
     /// Sends a request (or finishes sending one the pacer began) and reads the response
@@ -228,7 +247,7 @@ impl Http1 {
         &self,
         out: Outgoing,
         presend: Option<Presend>,
-    ) -> Result<Response<'_>, RequestError> {
+    ) -> Result<Response, RequestError> {
         let (mut conn, mut sent, out) = match presend {
             Some(p) => (p.conn, p.sent, p.out),
             None => match self.take_idle() {
@@ -243,7 +262,7 @@ impl Http1 {
                     return Ok(Response {
                         status,
                         body: Body {
-                            client: self,
+                            pool: self.pool.clone(),
                             conn: Some(conn.stream),
                             buf,
                             framing,
@@ -377,6 +396,12 @@ impl Http1 {
                 )));
             }
         }
+    }
+}
+
+fn pool_conn(pool: &Pool, stream: TcpStream) {
+    if let Ok(mut pool) = pool.lock() {
+        pool.push((stream, Instant::now()));
     }
 }
 
@@ -528,17 +553,17 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, RequestError> {
 
 /// A response whose head was read.
 #[derive(Debug)]
-pub struct Response<'a> {
+pub struct Response {
     /// The status code.
     pub status: u16,
     /// The body, read piece by piece.
-    pub body: Body<'a>,
+    pub body: Body,
 }
 
 /// A response body being read; its connection goes back to the pool once the body was
 /// read to its end (and the server keeps the connection).
-pub struct Body<'a> {
-    client: &'a Http1,
+pub struct Body {
+    pool: Pool,
     conn: Option<TcpStream>,
     /// Bytes read and not handed out yet.
     buf: BytesMut,
@@ -547,7 +572,7 @@ pub struct Body<'a> {
     read_size: usize,
 }
 
-impl std::fmt::Debug for Body<'_> {
+impl std::fmt::Debug for Body {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Body")
             .field("framing", &self.framing)
@@ -556,7 +581,7 @@ impl std::fmt::Debug for Body<'_> {
     }
 }
 
-impl Body<'_> {
+impl Body {
     /// The next piece of the body; `None` at its end. Errors are one-line messages (the
     /// connection reset or closed early, a malformed chunk).
     pub async fn next(&mut self) -> Option<Result<Bytes, String>> {
@@ -721,8 +746,42 @@ impl Body<'_> {
             && self.keep_alive
             && self.buf.is_empty()
         {
-            self.client.pool_conn(stream);
+            pool_conn(&self.pool, stream);
         }
+    }
+
+    /// Reads what is left of a body whose content is no longer needed (what follows
+    /// `[DONE]`), so that its connection can be reused: at once when it is already
+    /// here (as a rule: the final chunk comes with the last event), else in a task of its
+    /// own, bounded, so the exchange ends now. Needs a tokio runtime.
+    pub fn release(mut self) {
+        let mut drained = 0;
+        loop {
+            match self.next().now_or_never() {
+                Some(Some(Ok(piece))) => {
+                    drained += piece.len();
+                    if drained > DRAIN_BYTES {
+                        return;
+                    }
+                }
+                Some(None) | Some(Some(Err(_))) => return, // pooled by `finish`, or lost
+                None => break,
+            }
+        }
+        if self.conn.is_none() || !self.keep_alive {
+            return;
+        }
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(DRAIN_LIMIT, async {
+                while let Some(Ok(piece)) = self.next().await {
+                    drained += piece.len();
+                    if drained > DRAIN_BYTES {
+                        return;
+                    }
+                }
+            })
+            .await;
+        });
     }
 }
 

@@ -261,7 +261,15 @@ impl Context {
             .spawn(move || pacer.run())?;
         let probe = tokio::task::spawn_local(probe_runtime(self.reporter.clone()));
         let mut tasks = JoinSet::new();
+        // How many requests the pacer sent itself, for the debug log: the share of a run
+        // whose dispatch lag has no runtime wake-up in it.
+        let (mut from_pacer, mut handed_over) = (0u64, 0u64);
         while let Some(d) = rx.recv().await {
+            if d.sent.is_some() {
+                from_pacer += 1;
+            } else {
+                handed_over += 1;
+            }
             let ctx = self.clone();
             let info = SlotInfo {
                 slot: d.slot,
@@ -281,6 +289,12 @@ impl Context {
         }
         while tasks.join_next().await.is_some() {}
         probe.abort();
+        tracing::debug!(
+            worker = self.id,
+            from_pacer,
+            handed_over,
+            "arrivals: requests sent by the pacer thread, and handed over to the runtime to send"
+        );
         // The channel closed because the pacer dropped its sender on return.
         let _ = handle.join();
         Ok(())
