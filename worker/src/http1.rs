@@ -442,7 +442,13 @@ async fn read_more(stream: &TcpStream, buf: &mut BytesMut, want: usize) -> io::R
             buf.reserve(want);
         }
         match stream.try_read_buf(buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Readiness left over from the last read (tokio clears it only on
+                // WouldBlock): wait without the buffer, or every waiting stream holds one.
+                if buf.is_empty() {
+                    *buf = BytesMut::new();
+                }
+            }
             other => return other,
         }
     }
