@@ -401,6 +401,13 @@ impl Http1 {
 
 fn pool_conn(pool: &Pool, stream: TcpStream) {
     if let Ok(mut pool) = pool.lock() {
+        // The pool is taken from the top: connections left at the bottom after a burst
+        // would stay open for ever; they are closed once past the idle bound.
+        let stale = pool
+            .iter()
+            .take_while(|(_, since)| since.elapsed() > POOL_IDLE)
+            .count();
+        pool.drain(..stale);
         pool.push((stream, Instant::now()));
     }
 }
