@@ -13,9 +13,11 @@
 //! Idle connections sit in a pool shared by the runtime and the pacer thread (which may
 //! write a request on one itself: tokio's `try_write` works from any thread). A
 //! connection goes back to the pool only after a whole response was read and the server
-//! did not say `Connection: close`. A pooled connection the server closed meanwhile (EOF
-//! or reset before any byte of the response) is retried once on a fresh connection, as
-//! hyper does, within the same exchange: the request is counted once.
+//! did not say `Connection: close`. A pooled connection the server closed meanwhile is
+//! noticed before a request is written on it (a peek at the socket) and closed; one whose
+//! write fails (the request never reached the server whole) is retried once on a fresh
+//! connection within the same exchange, so the request is counted once. A request written
+//! whole is never sent again: the server may have taken it.
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
@@ -194,18 +196,11 @@ impl Http1 {
             if since.elapsed() > POOL_IDLE {
                 continue;
             }
-            // A closed or chattering idle connection is dropped here rather than found
-            // out after a request was written on it. Best effort: readiness the runtime
-            // has not seen yet reads as open, and the retry covers it.
-            let mut probe = [0u8; 1];
-            match stream.try_read(&mut probe) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    return Some(Conn {
-                        stream,
-                        reused: true,
-                    });
-                }
-                _ => continue,
+            if still_open(&stream) {
+                return Some(Conn {
+                    stream,
+                    reused: true,
+                });
             }
         }
         None
@@ -352,9 +347,12 @@ impl Http1 {
             let want = if buf.is_empty() { READ_MIN } else { buf.len() };
             match read_more(&conn.stream, &mut buf, want).await {
                 Ok(0) if buf.is_empty() => {
-                    return Err(Fault::stale(
+                    // Not retried: the server may have taken the request (hyper, too,
+                    // retries only requests that never left).
+                    return Err(Fault::Failed(failure(
+                        ErrorKind::ConnectionClosed,
                         "connection closed before the response head (no byte of it arrived)",
-                    ));
+                    )));
                 }
                 Ok(0) => {
                     return Err(Fault::Failed(failure(
@@ -366,8 +364,9 @@ impl Http1 {
                     )));
                 }
                 Err(e) if buf.is_empty() => {
-                    return Err(Fault::stale(format!(
-                        "connection failed before the response head: {e}"
+                    return Err(Fault::Failed(failure(
+                        ErrorKind::ConnectionClosed,
+                        format!("connection failed before the response head: {e}"),
                     )));
                 }
                 Err(e) => {
@@ -412,9 +411,36 @@ fn pool_conn(pool: &Pool, stream: TcpStream) {
     }
 }
 
+/// Whether an idle connection is still open: no EOF, reset or unsolicited bytes queued.
+///
+/// A server closes idle connections on its own keep-alive timeout; a request written on
+/// one after that fails, and once written it cannot be sent again safely (the server may
+/// have taken it). So the kernel is asked directly (a non-blocking peek at the socket,
+/// not tokio's readiness, which only the runtime thread updates): a close that reached
+/// us is seen before the write. One that crosses the request on the wire still fails it
+/// (`connection_closed`), as with hyper.
+fn still_open(stream: &TcpStream) -> bool {
+    use nix::libc;
+    use std::os::fd::AsRawFd;
+    let mut byte = 0u8;
+    // SAFETY: recv(2) writes at most 1 byte into `byte`, which is 1 byte long; the fd is
+    // the stream's own, open for the duration of the call.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            (&raw mut byte).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
+}
+
 /// Why an attempt failed.
 enum Fault {
-    /// Before any byte of the response: a reused connection may be retried.
+    /// The request could not be written whole: no server acts on a request it did not
+    /// receive, so on a reused connection (closed by the server while idle) it is sent
+    /// again on a fresh one.
     Stale(String),
     /// Anything else.
     Failed(RequestError),
