@@ -117,8 +117,15 @@ impl Pacer {
                 prompt_tokens,
                 sent,
             };
-            if self.tx.send(dispatch).is_err() {
-                self.shm.return_slot(); // the runtime is gone: nobody will send it
+            if let Err(unsent) = self.tx.send(dispatch) {
+                // The runtime is gone: nobody will send it, or read its response.
+                if unsent.0.sent.is_some() {
+                    // Sent and counted as started: it stays on the books as a send
+                    // never reported; only its unit of concurrency comes back.
+                    self.shm.release(self.worker_id);
+                } else {
+                    self.shm.return_slot();
+                }
                 break;
             }
         }
