@@ -226,7 +226,7 @@ v=$(verdict "$held == $LAG_RUNS")
 line=$(printf 'dispatch lag at 1,000 req/s, a CPU-bound process sharing the client core: p99 under %s ms in %d of %d runs (p99 per run: %s ms; worst %.3f ms) target %d of %d: %s' \
     "$TARGET_LAG_P99_MS" "$held" "$LAG_RUNS" "${p99s[*]}" "$worst" "$LAG_RUNS" "$LAG_RUNS" "$v")
 if [[ $v == MISS ]]; then
-    line+=" (the tail is slots handed over while the worker's runtime thread waited for the core: see docs/performance.md)"
+    line+=" (the tail is the pacer thread, or for slots handed over (no idle connection, HTTPS, HTTP/2) the worker's runtime thread, waiting for the core while other processes held it: see docs/performance.md)"
 fi
 echo "$line"
 
@@ -239,7 +239,7 @@ v=$(verdict "$p99 <= $TARGET_LAG_5000_P99_MS")
 line=$(printf 'dispatch lag at 5,000 req/s, the client core to itself: p50 %.3f ms, p99 %.3f ms (%s late; %.0f req/s achieved; other processes took %s of the client core) target p99 <= %s ms: %s' \
     "$p50" "$p99" "$(report lag5000 .client.late_requests)" "$(report lag5000 .throughput.requests_per_s)" "$(pct "$others_busy")" "$TARGET_LAG_5000_P99_MS" "$v")
 if [[ $v == MISS ]]; then
-    line+=" (the tail is slots that waited for the worker's runtime thread, busy with other responses or preempted: see docs/performance.md)"
+    line+=" (the tail is the pacer thread preempted at its slot, or slots handed over to the worker's runtime thread, busy with other responses: see docs/performance.md)"
 fi
 echo "$line"
 

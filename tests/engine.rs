@@ -23,4 +23,5 @@ mod server_report;
 mod shards;
 mod signals;
 mod traffic;
+mod transport;
 mod usage;

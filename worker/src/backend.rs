@@ -1,11 +1,16 @@
 //! The OpenAI HTTP backend: one keep-alive client, one request at a time per call.
 //!
+//! Plain `http://` over HTTP/1.1 goes through the worker's own client ([`crate::http1`]:
+//! a few hundred bytes a connection); `https://` and HTTP/2 through reqwest.
+//!
 //! `execute` fills an [`Exchange`] as the response arrives, so a request cancelled halfway
 //! still has the timings it got. Every wait is bounded: the whole request by the request
 //! timeout, the first token by the TTFT timeout, and the silence between two chunks by
 //! the idle timeout. A failure never escapes as a panic; it becomes the exchange's error.
 
 use crate::formats::{self, ChunkInfo, Format, StreamEvent, StreamState, Usage};
+pub use crate::http1::Presend;
+use crate::http1::{self, Http1, Outgoing};
 use crate::source::PreparedRequest;
 use crate::sse::SseParser;
 use bytes::Bytes;
@@ -103,11 +108,27 @@ impl Exchange {
     }
 }
 
+/// How requests travel.
+#[derive(Debug)]
+enum Transport {
+    /// reqwest (hyper): `https://`, and HTTP/2 on either scheme.
+    Reqwest {
+        client: reqwest::Client,
+        url: reqwest::Url,
+    },
+    /// The worker's own HTTP/1.1 client: `http://` without `--http2`.
+    Http1(Http1),
+}
+
+/// The content type of a request body unless the user's headers name another.
+pub const DEFAULT_CONTENT_TYPE: &str = "application/json";
+
 /// A configured OpenAI backend.
 #[derive(Debug)]
 pub struct Backend {
-    client: reqwest::Client,
-    url: reqwest::Url,
+    transport: Transport,
+    /// The Content-Type of [`Self::execute`]: the user's header, or the format's.
+    content_type: String,
     format: Box<dyn Format>,
     stream: bool,
     request_timeout: Duration,
@@ -158,34 +179,31 @@ impl Backend {
             headers.insert(name, value);
         }
 
-        let mut builder = reqwest::Client::builder()
-            .default_headers(headers)
-            .user_agent(concat!("llmsurge/", env!("CARGO_PKG_VERSION")))
-            // Per-token writes need Nagle off (reqwest's default; stated so it stays so).
-            .tcp_nodelay(true)
-            .connect_timeout(cfg.connect_timeout)
-            .pool_max_idle_per_host(usize::MAX)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .redirect(reqwest::redirect::Policy::none());
-        if url.scheme() == "http" {
-            // Plain HTTP, and redirects are not followed: no TLS ever. Without this the
-            // builder reads the system's root certificates (~10 ms, hundreds of files)
-            // on every worker's start-up path.
-            builder = builder.tls_certs_only(std::iter::empty());
-        }
-        builder = if !cfg.http2 {
-            builder.http1_only()
-        } else if url.scheme() == "http" {
-            builder.http2_prior_knowledge()
+        let content_type = headers
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or(DEFAULT_CONTENT_TYPE)
+            .to_string();
+        let user_agent = concat!("llmsurge/", env!("CARGO_PKG_VERSION"));
+        let transport = if url.scheme() == "http" && !cfg.http2 {
+            Transport::Http1(Http1::new(
+                &url,
+                headers
+                    .iter()
+                    .filter(|(name, _)| *name != reqwest::header::CONTENT_TYPE)
+                    .map(|(name, value)| (name.as_str(), value.as_bytes())),
+                user_agent,
+                cfg.connect_timeout,
+            ))
         } else {
-            builder // ALPN picks h2 over TLS
+            Transport::Reqwest {
+                client: reqwest_client(cfg, &url, headers, user_agent)?,
+                url,
+            }
         };
-        let client = builder
-            .build()
-            .map_err(|e| BackendError::Client(error_chain(&e)))?;
         Ok(Self {
-            client,
-            url,
+            transport,
+            content_type,
             format,
             stream: cfg.stream,
             request_timeout: cfg.request_timeout,
@@ -193,7 +211,6 @@ impl Backend {
             idle_timeout: cfg.idle_timeout,
         })
     }
-
     /// The body of one request.
     pub fn build_body(&self, req: &PreparedRequest) -> Bytes {
         self.format.build(req)
@@ -202,11 +219,103 @@ impl Backend {
     /// Sends one request and reads its response into `ex`. `ex.start` is set here, just
     /// before the request goes to the socket, unless the caller already set it.
     pub async fn execute(&self, body: Bytes, ex: &mut Exchange) {
+        self.execute_as(body, &self.content_type, ex).await;
+    }
+
+    /// [`Self::execute`] with the body's content type given (multipart bodies name
+    /// their boundary in it).
+    pub async fn execute_as(&self, body: Bytes, content_type: &str, ex: &mut Exchange) {
+        ex.start.get_or_insert_with(MonoNanos::now);
+        match &self.transport {
+            Transport::Reqwest { client, url } => {
+                let mut request = client.post(url.clone()).body(body);
+                if content_type != self.content_type {
+                    request = request.header(reqwest::header::CONTENT_TYPE, content_type);
+                }
+                self.execute_reqwest(request, ex).await;
+            }
+            Transport::Http1(h1) => {
+                self.execute_http1(h1, h1.outgoing(content_type, body), None, ex)
+                    .await;
+            }
+        }
+    }
+
+    /// The worker's own HTTP/1.1 client, when it carries the requests (plain `http://`
+    /// without HTTP/2): the pacer thread sends on its idle connections.
+    pub fn http1(&self) -> Option<&Http1> {
+        match &self.transport {
+            Transport::Http1(h1) => Some(h1),
+            Transport::Reqwest { .. } => None,
+        }
+    }
+
+    /// The Content-Type of [`Self::execute`].
+    pub fn content_type(&self) -> &str {
+        &self.content_type
+    }
+
+    /// Finishes an exchange the pacer began with [`Http1::try_send`]: the rest of the
+    /// request, then the response into `ex` (whose `start` the caller set).
+    pub async fn execute_presend(&self, presend: Presend, ex: &mut Exchange) {
+        ex.start.get_or_insert_with(MonoNanos::now);
+        match &self.transport {
+            Transport::Http1(h1) => {
+                let out = presend.outgoing().clone();
+                self.execute_http1(h1, out, Some(presend), ex).await;
+            }
+            Transport::Reqwest { .. } => ex.fail(
+                ErrorKind::Request,
+                "internal: a pre-sent request on a transport without its own pool",
+            ),
+        }
+    }
+
+    async fn execute_http1(
+        &self,
+        h1: &Http1,
+        out: Outgoing,
+        presend: Option<Presend>,
+        ex: &mut Exchange,
+    ) {
         let started = Instant::now();
         let deadline = started + self.request_timeout;
-        ex.start.get_or_insert_with(MonoNanos::now);
-        let sent = self.client.post(self.url.clone()).body(body).send();
-        let mut response = match timeout_at(deadline, sent).await {
+        let mut response = match timeout_at(deadline, h1.send(out, presend)).await {
+            Err(_) => {
+                return ex.fail(
+                    ErrorKind::Timeout,
+                    timeout_message("response headers", self.request_timeout),
+                );
+            }
+            Ok(Err(e)) => return ex.fail(e.kind, e.message),
+            Ok(Ok(r)) => r,
+        };
+        if !(200..300).contains(&response.status) {
+            let body = read_bounded(&mut response.body, deadline).await;
+            return ex.fail(
+                ErrorKind::Http {
+                    status: response.status,
+                },
+                self.format.error_message(&body),
+            );
+        }
+        if self.stream {
+            self.read_stream(&mut response.body, started, deadline, ex)
+                .await;
+        } else {
+            self.read_full(&mut response.body, deadline, ex).await;
+        }
+        if ex.error.is_none() {
+            // A stream ends at `[DONE]`, before the body's final chunk was read: read it
+            // so the connection is reused (the next request skips a connect).
+            response.body.release();
+        }
+    }
+
+    async fn execute_reqwest(&self, request: reqwest::RequestBuilder, ex: &mut Exchange) {
+        let started = Instant::now();
+        let deadline = started + self.request_timeout;
+        let mut response = match timeout_at(deadline, request.send()).await {
             Err(_) => {
                 return ex.fail(
                     ErrorKind::Timeout,
@@ -218,7 +327,7 @@ impl Backend {
         };
         let status = response.status();
         if !status.is_success() {
-            let body = read_bounded(&mut response, deadline).await;
+            let body = read_bounded(&mut ReqwestBody(&mut response), deadline).await;
             return ex.fail(
                 ErrorKind::Http {
                     status: status.as_u16(),
@@ -230,16 +339,17 @@ impl Backend {
             // The body alone: the response head's header values are slices of hyper's
             // first read buffer, so holding the head kept that buffer alive beside the
             // one the body is read into; dropping it leaves an open stream one buffer.
-            let body = std::pin::pin!(response.bytes_stream());
-            self.read_stream(body, started, deadline, ex).await;
+            let mut body = ReqwestStream(std::pin::pin!(response.bytes_stream()));
+            self.read_stream(&mut body, started, deadline, ex).await;
         } else {
-            self.read_full(&mut response, deadline, ex).await;
+            self.read_full(&mut ReqwestBody(&mut response), deadline, ex)
+                .await;
         }
     }
 
     async fn read_stream(
         &self,
-        mut body: std::pin::Pin<&mut impl futures_util::Stream<Item = reqwest::Result<Bytes>>>,
+        body: &mut impl Pieces,
         started: Instant,
         deadline: Instant,
         ex: &mut Exchange,
@@ -253,7 +363,7 @@ impl Backend {
                 (Some(_), _, Some(t)) => ((Instant::now() + t).min(deadline), ("next chunk", t)),
                 _ => (deadline, ("complete response", self.request_timeout)),
             };
-            let piece = match timeout_at(wait_until, body.next()).await {
+            let piece = match timeout_at(wait_until, body.next_piece()).await {
                 Err(_) => {
                     let bound = if wait_until == deadline {
                         ("complete response", self.request_timeout)
@@ -262,7 +372,7 @@ impl Backend {
                     };
                     return ex.fail(ErrorKind::Timeout, timeout_message(bound.0, bound.1));
                 }
-                Ok(Some(Err(e))) => return ex.fail(ErrorKind::StreamBroken, error_chain(&e)),
+                Ok(Some(Err(e))) => return ex.fail(ErrorKind::StreamBroken, e),
                 Ok(None) => break,
                 Ok(Some(Ok(piece))) => piece,
             };
@@ -321,24 +431,19 @@ impl Backend {
         }
     }
 
-    async fn read_full(
-        &self,
-        response: &mut reqwest::Response,
-        deadline: Instant,
-        ex: &mut Exchange,
-    ) {
+    async fn read_full(&self, response: &mut impl Pieces, deadline: Instant, ex: &mut Exchange) {
         let mut body = Vec::new();
         loop {
-            match timeout_at(deadline, response.chunk()).await {
+            match timeout_at(deadline, response.next_piece()).await {
                 Err(_) => {
                     return ex.fail(
                         ErrorKind::Timeout,
                         timeout_message("complete response", self.request_timeout),
                     );
                 }
-                Ok(Err(e)) => return ex.fail(ErrorKind::StreamBroken, error_chain(&e)),
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(piece))) => body.extend_from_slice(&piece),
+                Ok(Some(Err(e))) => return ex.fail(ErrorKind::StreamBroken, e),
+                Ok(None) => break,
+                Ok(Some(Ok(piece))) => body.extend_from_slice(&piece),
             }
         }
         let at = MonoNanos::now();
@@ -352,11 +457,79 @@ impl Backend {
     }
 }
 
-async fn read_bounded(response: &mut reqwest::Response, deadline: Instant) -> Vec<u8> {
+/// The reqwest client of `https://` and HTTP/2 targets.
+fn reqwest_client(
+    cfg: &BackendConfig,
+    url: &reqwest::Url,
+    headers: reqwest::header::HeaderMap,
+    user_agent: &str,
+) -> Result<reqwest::Client, BackendError> {
+    let mut builder = reqwest::Client::builder()
+        .default_headers(headers)
+        .user_agent(user_agent)
+        // Per-token writes need Nagle off (reqwest's default; stated so it stays so).
+        .tcp_nodelay(true)
+        .connect_timeout(cfg.connect_timeout)
+        .pool_max_idle_per_host(usize::MAX)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .redirect(reqwest::redirect::Policy::none());
+    if url.scheme() == "http" {
+        // Plain HTTP, and redirects are not followed: no TLS ever. Without this the
+        // builder reads the system's root certificates (~10 ms, hundreds of files)
+        // on every worker's start-up path.
+        builder = builder.tls_certs_only(std::iter::empty());
+    }
+    builder = if !cfg.http2 {
+        builder.http1_only()
+    } else if url.scheme() == "http" {
+        builder.http2_prior_knowledge()
+    } else {
+        builder // ALPN picks h2 over TLS
+    };
+    builder
+        .build()
+        .map_err(|e| BackendError::Client(error_chain(&e)))
+}
+
+/// A response body read piece by piece, whatever the transport.
+trait Pieces {
+    /// The next piece; `None` at the end; an error as one line.
+    async fn next_piece(&mut self) -> Option<Result<Bytes, String>>;
+}
+
+impl Pieces for http1::Body {
+    async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
+        self.next().await
+    }
+}
+
+/// A reqwest response read with `chunk()`.
+struct ReqwestBody<'a>(&'a mut reqwest::Response);
+
+impl Pieces for ReqwestBody<'_> {
+    async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
+        self.0
+            .chunk()
+            .await
+            .map_err(|e| error_chain(&e))
+            .transpose()
+    }
+}
+
+/// A reqwest body stream (the response head already dropped).
+struct ReqwestStream<'a, S>(std::pin::Pin<&'a mut S>);
+
+impl<S: futures_util::Stream<Item = reqwest::Result<Bytes>>> Pieces for ReqwestStream<'_, S> {
+    async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
+        self.0.next().await.map(|r| r.map_err(|e| error_chain(&e)))
+    }
+}
+
+async fn read_bounded(response: &mut impl Pieces, deadline: Instant) -> Vec<u8> {
     let mut body = Vec::new();
     while body.len() < ERROR_BODY_LIMIT {
-        match timeout_at(deadline, response.chunk()).await {
-            Ok(Ok(Some(piece))) => body.extend_from_slice(&piece),
+        match timeout_at(deadline, response.next_piece()).await {
+            Ok(Some(Ok(piece))) => body.extend_from_slice(&piece),
             _ => break,
         }
     }

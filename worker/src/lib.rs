@@ -21,6 +21,7 @@
 pub mod arrivals;
 pub mod backend;
 pub mod formats;
+pub mod http1;
 pub mod pacer;
 pub mod reporter;
 pub mod request_loop;

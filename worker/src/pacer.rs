@@ -3,11 +3,15 @@
 //! tokio's timer wheel has ~1 ms granularity, too coarse for a schedule of thousands of
 //! requests per second. The pacer claims a slot, prepares its body while it waits, sleeps
 //! with `clock_nanosleep` (timer slack lowered to 1 ns) until just before the slot and
-//! spins the last few microseconds, then hands the slot to the runtime. The dispatch lag
-//! that remains is measured per request.
+//! spins the last few microseconds, then sends the request itself on an idle keep-alive
+//! connection (plain HTTP/1.1) when one is pooled and the group's concurrency has room,
+//! and hands the slot to the runtime, which reads the response (or, with no idle
+//! connection or no room, sends it too). Sending here takes the runtime thread's wake-up
+//! (on a shared core: the rest of another thread's slice) out of the dispatch lag, which
+//! is measured per request.
 
 use crate::arrivals::ArrivalClock;
-use crate::backend::Backend;
+use crate::backend::{Backend, Presend};
 use crate::source::RequestSource;
 use bytes::Bytes;
 use llmsurge_proto::{MonoNanos, Shard, SharedRegion};
@@ -35,6 +39,19 @@ pub struct Dispatch {
     pub prompt_tokens: Option<u32>,
     /// The model the request names, when the source chose one (`--lora`).
     pub model: Option<Arc<str>>,
+    /// The request, when the pacer sent it (wholly or in part) itself.
+    pub sent: Option<PacerSent>,
+}
+
+/// A request the pacer thread began sending: it holds a unit of the group's concurrency
+/// (taken from shared memory) and was counted as started.
+#[derive(Debug)]
+pub struct PacerSent {
+    /// The connection and what is left to write.
+    pub presend: Presend,
+    /// When its first byte went to the socket; `None` when the socket took none yet
+    /// (the runtime stamps it when it writes).
+    pub start: Option<MonoNanos>,
 }
 
 /// Everything the pacer thread owns.
@@ -54,6 +71,8 @@ pub struct Pacer {
     /// This host's part of the load: shared memory counts the group's local claims,
     /// each mapped here to its slot of the single-host schedule.
     pub shard: Shard,
+    /// This worker's index (its concurrency and started counters in shared memory).
+    pub worker_id: u32,
 }
 
 impl std::fmt::Debug for Pacer {
@@ -94,18 +113,52 @@ impl Pacer {
                 self.shm.return_slot();
                 break;
             }
+            let sent = match &body {
+                Ok(body) => self.send_now(body),
+                Err(_) => None,
+            };
             let dispatch = Dispatch {
                 slot,
                 scheduled,
                 body,
                 prompt_tokens,
                 model,
+                sent,
             };
-            if self.tx.send(dispatch).is_err() {
-                self.shm.return_slot(); // the runtime is gone: nobody will send it
+            if let Err(unsent) = self.tx.send(dispatch) {
+                // The runtime is gone: nobody will send it, or read its response.
+                if unsent.0.sent.is_some() {
+                    // Sent and counted as started: it stays on the books as a send
+                    // never reported; only its unit of concurrency comes back.
+                    self.shm.release(self.worker_id);
+                } else {
+                    self.shm.return_slot();
+                }
                 break;
             }
         }
+    }
+}
+
+impl Pacer {
+    /// Writes the request on an idle connection now, if one is pooled and the group's
+    /// concurrency cap has room (otherwise the runtime waits for room, marks the slot
+    /// late, and sends it).
+    fn send_now(&self, body: &Bytes) -> Option<PacerSent> {
+        let h1 = self.backend.http1()?;
+        let conn = h1.take_idle()?;
+        if !self.shm.try_acquire(self.worker_id) {
+            h1.put_back(conn);
+            return None;
+        }
+        let out = h1.outgoing(self.backend.content_type(), body.clone());
+        // Counted before the send, as the runtime path does, so a worker that dies in
+        // between still has it on the books.
+        self.shm.count_started(self.worker_id);
+        let start = MonoNanos::now();
+        let presend = h1.try_send(conn, out);
+        let start = (presend.sent() > 0).then_some(start);
+        Some(PacerSent { presend, start })
     }
 }
 
@@ -249,6 +302,7 @@ mod tests {
             backend: Arc::new(backend),
             tx,
             shard: Shard::WHOLE,
+            worker_id: 0,
         };
         let handle = std::thread::spawn(move || pacer.run());
         let first = rx.blocking_recv().expect("slot 0");

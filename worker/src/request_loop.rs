@@ -11,7 +11,7 @@
 
 use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Exchange};
-use crate::pacer::{Dispatch, Pacer};
+use crate::pacer::{Dispatch, Pacer, PacerSent};
 use crate::reporter::{Reporter, SlotInfo};
 use crate::source::RequestSource;
 use bytes::Bytes;
@@ -49,6 +49,14 @@ pub struct Context {
     /// This host's part of a multi-host load: local claims and streams map to the
     /// single host's slots and streams through it.
     pub shard: Shard,
+}
+
+/// How a request goes out.
+enum Send {
+    /// The runtime sends the body.
+    Fresh(Bytes),
+    /// The pacer thread began sending it.
+    Pacer(PacerSent),
 }
 
 /// How often the runtime probe wakes.
@@ -107,29 +115,54 @@ impl Context {
                 // Counted in shared memory before the send and before the report, so a
                 // worker that dies in between still has it on the books.
                 self.shm.count_started(self.id);
-                let start = MonoNanos::now();
-                {
-                    let mut reporter = self.reporter.borrow_mut();
-                    reporter.started(&info, start);
-                    reporter.send_gap(&info, start);
-                }
-                let mut ex = Exchange {
-                    start: Some(start),
-                    ..Exchange::default()
-                };
-                let cancelled = tokio::select! {
-                    () = self.backend.execute(body, &mut ex) => false,
-                    Ok(_) = cancel.wait_for(|c| *c) => true,
-                };
-                if cancelled {
-                    ex.cancel("cancelled in flight: the benchmark stopped");
-                }
-                ex
+                self.exchange(&info, MonoNanos::now(), Send::Fresh(body))
+                    .await
             }
         };
+        self.finish(info, &ex)
+    }
+
+    /// Finishes a request the pacer thread began sending: it already holds a unit of
+    /// the group's concurrency and was counted as started.
+    pub async fn run_sent(&self, info: SlotInfo, sent: PacerSent) -> MonoNanos {
+        let start = sent.start.unwrap_or_else(MonoNanos::now);
+        let ex = self.exchange(&info, start, Send::Pacer(sent)).await;
+        self.finish(info, &ex)
+    }
+
+    /// Runs one exchange that holds a unit of concurrency, against the cancel flag.
+    async fn exchange(&self, info: &SlotInfo, start: MonoNanos, send: Send) -> Exchange {
+        {
+            let mut reporter = self.reporter.borrow_mut();
+            reporter.started(info, start);
+            reporter.send_gap(info, start);
+        }
+        let mut ex = Exchange {
+            start: Some(start),
+            ..Exchange::default()
+        };
+        let mut cancel = self.cancel.clone();
+        let cancelled = match send {
+            Send::Fresh(body) => tokio::select! {
+                () = self.backend.execute(body, &mut ex) => false,
+                Ok(_) = cancel.wait_for(|c| *c) => true,
+            },
+            Send::Pacer(sent) => tokio::select! {
+                () = self.backend.execute_presend(sent.presend, &mut ex) => false,
+                Ok(_) = cancel.wait_for(|c| *c) => true,
+            },
+        };
+        if cancelled {
+            ex.cancel("cancelled in flight: the benchmark stopped");
+        }
+        ex
+    }
+
+    /// Gives the unit of concurrency back and reports the request; returns when it ended.
+    fn finish(&self, info: SlotInfo, ex: &Exchange) -> MonoNanos {
         self.shm.release(self.id);
         self.released.notify_one();
-        self.report(info, &ex);
+        self.report(info, ex);
         ex.end.unwrap_or_else(MonoNanos::now)
     }
 
@@ -226,13 +259,22 @@ impl Context {
             backend: self.backend.clone(),
             tx,
             shard: self.shard,
+            worker_id: self.id,
         };
         let handle = std::thread::Builder::new()
             .name("llmsurge-pacer".into())
             .spawn(move || pacer.run())?;
         let probe = tokio::task::spawn_local(probe_runtime(self.reporter.clone()));
         let mut tasks = JoinSet::new();
+        // How many requests the pacer sent itself, for the debug log: the share of a run
+        // whose dispatch lag has no runtime wake-up in it.
+        let (mut from_pacer, mut handed_over) = (0u64, 0u64);
         while let Some(d) = rx.recv().await {
+            if d.sent.is_some() {
+                from_pacer += 1;
+            } else {
+                handed_over += 1;
+            }
             let ctx = self.clone();
             let info = SlotInfo {
                 slot: d.slot,
@@ -243,13 +285,22 @@ impl Context {
                 model: self.reporter.borrow().model_index(d.model.as_ref()),
             };
             tasks.spawn_local(async move {
-                ctx.run_request(info, d.body).await;
+                match d.sent {
+                    Some(sent) => ctx.run_sent(info, sent).await,
+                    None => ctx.run_request(info, d.body).await,
+                };
             });
             // Reap finished tasks so a long run keeps flat memory.
             while tasks.try_join_next().is_some() {}
         }
         while tasks.join_next().await.is_some() {}
         probe.abort();
+        tracing::debug!(
+            worker = self.id,
+            from_pacer,
+            handed_over,
+            "arrivals: requests sent by the pacer thread, and handed over to the runtime to send"
+        );
         // The channel closed because the pacer dropped its sender on return.
         let _ = handle.join();
         Ok(())

@@ -1,0 +1,881 @@
+//! A small HTTP/1.1 client for plain `http://` targets.
+//!
+//! Why not hyper's pooled client (through reqwest): each open connection there holds an
+//! 8 KiB read buffer, an 8 KiB write buffer, a dispatch channel block of ~9 KB and a
+//! connection task, ~20 KB a stream before a byte of the response arrives
+//! (docs/performance.md). Here a connection is its socket: the request goes out from a
+//! head prefix built once per backend (request line, Host, User-Agent, Authorization,
+//! the user's headers) plus a few bytes per request (Content-Type, Content-Length) and
+//! the body, in one vectored write; a read buffer exists only while bytes are being
+//! read, sized for SSE (1 KiB, doubled while reads fill it, back down when they do not).
+//! Response heads and chunk sizes are parsed by `httparse`.
+//!
+//! Idle connections sit in a pool shared by the runtime and the pacer thread (which may
+//! write a request on one itself: tokio's `try_write` works from any thread). A
+//! connection goes back to the pool only after a whole response was read and the server
+//! did not say `Connection: close`. A pooled connection the server closed meanwhile is
+//! noticed before a request is written on it (a peek at the socket) and closed; one whose
+//! write fails (the request never reached the server whole) is retried once on a fresh
+//! connection within the same exchange, so the request is counted once. A request written
+//! whole is never sent again: the server may have taken it.
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures_util::FutureExt;
+use llmsurge_proto::{ErrorKind, RequestError};
+use std::io::{self, IoSlice};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// The first read of a response: an SSE event of a few tokens fits many times over.
+const READ_MIN: usize = 1 << 10;
+/// Reads grow (doubling while each fills the buffer) up to this, for large bodies.
+const READ_MAX: usize = 32 << 10;
+/// A response head larger than this is refused as malformed.
+const HEAD_LIMIT: usize = 64 << 10;
+/// A chunk-size or trailer line longer than this is refused as malformed.
+const LINE_LIMIT: usize = 4 << 10;
+/// Headers a response head may have.
+const MAX_HEADERS: usize = 64;
+/// An idle connection older than this is closed rather than reused (hyper's default
+/// in reqwest, kept).
+const POOL_IDLE: Duration = Duration::from_secs(90);
+/// How long the rest of a body whose content is done with (what follows `[DONE]`: the
+/// final chunk, as a rule in the same packet) is read for, in the background, so that its
+/// connection can be reused; a server still sending after this loses the connection.
+const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+/// The most bytes read while draining such a rest.
+const DRAIN_BYTES: usize = 64 << 10;
+
+/// Idle connections, shared by the runtime, the pacer thread and draining tasks.
+type Pool = Arc<Mutex<Vec<(TcpStream, Instant)>>>;
+
+/// A request's failure: the kind the report counts and a one-line message.
+fn failure(kind: ErrorKind, message: impl Into<String>) -> RequestError {
+    RequestError {
+        kind,
+        message: message.into(),
+    }
+}
+
+/// An HTTP/1.1 client for one target URL.
+pub struct Http1 {
+    /// `host:port` to connect to.
+    authority: String,
+    /// The request line and every fixed header, each ending in CRLF (holds the
+    /// Authorization header: never printed).
+    head_prefix: Bytes,
+    connect_timeout: Duration,
+    pool: Pool,
+}
+
+impl std::fmt::Debug for Http1 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The head prefix is left out: it carries the API key.
+        f.debug_struct("Http1")
+            .field("authority", &self.authority)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One request's bytes: the per-request head tail and the body.
+#[derive(Clone, Debug)]
+pub struct Outgoing {
+    tail: Bytes,
+    body: Bytes,
+}
+
+impl Outgoing {
+    fn len(&self, prefix: &Bytes) -> usize {
+        prefix.len() + self.tail.len() + self.body.len()
+    }
+}
+
+/// A connection of the pool.
+#[derive(Debug)]
+pub struct Conn {
+    stream: TcpStream,
+    /// It served a request before: a failure before any response byte may be the
+    /// server having closed it while idle.
+    reused: bool,
+}
+
+/// A request written, wholly or in part, outside the runtime (by the pacer thread).
+#[derive(Debug)]
+pub struct Presend {
+    conn: Conn,
+    out: Outgoing,
+    sent: usize,
+    total: usize,
+}
+
+impl Presend {
+    /// Bytes of the request already on the socket.
+    pub fn sent(&self) -> usize {
+        self.sent
+    }
+
+    /// The request's length in bytes, head included.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// The request.
+    pub fn outgoing(&self) -> &Outgoing {
+        &self.out
+    }
+}
+
+impl Http1 {
+    /// A client for `url` (path and query included) sending `headers` (already
+    /// validated; Content-Type is left out: it is per request) on every request.
+    pub fn new<'a>(
+        url: &reqwest::Url,
+        headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        user_agent: &str,
+        connect_timeout: Duration,
+    ) -> Self {
+        let host = url.host_str().unwrap_or("localhost");
+        let port = url.port_or_known_default().unwrap_or(80);
+        let authority = format!("{host}:{port}");
+        let host_header = match url.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.to_string(),
+        };
+        let mut target = url.path().to_string();
+        if let Some(q) = url.query() {
+            target.push('?');
+            target.push_str(q);
+        }
+        let mut head = Vec::with_capacity(256);
+        head.extend_from_slice(format!("POST {target} HTTP/1.1\r\n").as_bytes());
+        let mut user_host = false;
+        let mut extra = Vec::new();
+        for (name, value) in headers {
+            user_host |= name.eq_ignore_ascii_case("host");
+            extra.extend_from_slice(name.as_bytes());
+            extra.extend_from_slice(b": ");
+            extra.extend_from_slice(value);
+            extra.extend_from_slice(b"\r\n");
+        }
+        if !user_host {
+            head.extend_from_slice(format!("host: {host_header}\r\n").as_bytes());
+        }
+        head.extend_from_slice(format!("user-agent: {user_agent}\r\naccept: */*\r\n").as_bytes());
+        head.extend_from_slice(&extra);
+        Self {
+            authority,
+            head_prefix: Bytes::from(head),
+            connect_timeout,
+            pool: Pool::default(),
+        }
+    }
+
+    /// The bytes of one request: `body` sent as `content_type`.
+    pub fn outgoing(&self, content_type: &str, body: Bytes) -> Outgoing {
+        let tail = format!(
+            "content-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        Outgoing {
+            tail: Bytes::from(tail),
+            body,
+        }
+    }
+
+    /// Idle connections in the pool.
+    pub fn idle(&self) -> usize {
+        self.pool.lock().map(|p| p.len()).unwrap_or(0)
+    }
+
+    /// Takes the most recently used idle connection that still looks open.
+    pub fn take_idle(&self) -> Option<Conn> {
+        let mut pool = self.pool.lock().ok()?;
+        while let Some((stream, since)) = pool.pop() {
+            if since.elapsed() > POOL_IDLE {
+                continue;
+            }
+            if still_open(&stream) {
+                return Some(Conn {
+                    stream,
+                    reused: true,
+                });
+            }
+        }
+        None
+    }
+
+    /// Puts a connection taken with [`Self::take_idle`] and not used back.
+    pub fn put_back(&self, conn: Conn) {
+        self.pool_conn(conn.stream);
+    }
+
+    fn pool_conn(&self, stream: TcpStream) {
+        pool_conn(&self.pool, stream);
+    }
+
+    /// Writes as much of `out` on `conn` as the socket takes now, without waiting;
+    /// callable from any thread. The runtime finishes the exchange with
+    /// [`Self::send`].
+    pub fn try_send(&self, conn: Conn, out: Outgoing) -> Presend {
+        let parts = [&self.head_prefix[..], &out.tail[..], &out.body[..]];
+        let total = out.len(&self.head_prefix);
+        let mut sent = 0;
+        while sent < total {
+            match conn.stream.try_write_vectored(&slices(&parts, sent)) {
+                Ok(0) | Err(_) => break, // the runtime writes the rest, or finds the error
+                Ok(n) => sent += n,
+            }
+        }
+        Presend {
+            conn,
+            out,
+            sent,
+            total,
+        }
+    }
+
+    /// Sends a request (or finishes sending one the pacer began) and reads the response
+    /// head. Not bounded in time here but by the caller, except the connect.
+    pub async fn send(
+        &self,
+        out: Outgoing,
+        presend: Option<Presend>,
+    ) -> Result<Response, RequestError> {
+        let (mut conn, mut sent, out) = match presend {
+            Some(p) => (p.conn, p.sent, p.out),
+            None => match self.take_idle() {
+                Some(conn) => (conn, 0, out),
+                None => (self.connect().await?, 0, out),
+            },
+        };
+        let mut retried = false;
+        loop {
+            match self.exchange(&mut conn, &out, sent).await {
+                Ok((status, framing, keep_alive, buf)) => {
+                    return Ok(Response {
+                        status,
+                        body: Body {
+                            pool: self.pool.clone(),
+                            conn: Some(conn.stream),
+                            buf,
+                            framing,
+                            keep_alive,
+                            read_size: READ_MIN,
+                        },
+                    });
+                }
+                Err(Fault::Stale(message)) if conn.reused && !retried => {
+                    // The server closed the idle connection: the request never reached
+                    // it. Once, on a fresh connection (not counted as a second request).
+                    tracing::debug!(%message, "pooled connection closed by the server; retrying once");
+                    retried = true;
+                    conn = self.connect().await?;
+                    sent = 0;
+                }
+                Err(Fault::Stale(message)) => {
+                    return Err(failure(ErrorKind::ConnectionClosed, message));
+                }
+                Err(Fault::Failed(e)) => return Err(e),
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, RequestError> {
+        let connecting = TcpStream::connect(self.authority.as_str());
+        let stream = match tokio::time::timeout(self.connect_timeout, connecting).await {
+            Err(_) => {
+                return Err(failure(
+                    ErrorKind::Timeout,
+                    format!(
+                        "connecting to {}: no connection within {:.3}s",
+                        self.authority,
+                        self.connect_timeout.as_secs_f64()
+                    ),
+                ));
+            }
+            Ok(Err(e)) => {
+                return Err(failure(
+                    ErrorKind::Connect,
+                    format!("connecting to {}: {e}", self.authority),
+                ));
+            }
+            Ok(Ok(s)) => s,
+        };
+        // Per-token writes by the server need Nagle off on its side; on ours the request
+        // goes out in one write, which must not wait for an ACK either.
+        let _ = stream.set_nodelay(true);
+        Ok(Conn {
+            stream,
+            reused: false,
+        })
+    }
+
+    /// Writes what is left of the request and reads the response head.
+    async fn exchange(
+        &self,
+        conn: &mut Conn,
+        out: &Outgoing,
+        mut sent: usize,
+    ) -> Result<(u16, Framing, bool, BytesMut), Fault> {
+        let parts = [&self.head_prefix[..], &out.tail[..], &out.body[..]];
+        let total = out.len(&self.head_prefix);
+        while sent < total {
+            let written = match conn.stream.try_write_vectored(&slices(&parts, sent)) {
+                Ok(0) => Err(io::Error::from(io::ErrorKind::WriteZero)),
+                Ok(n) => Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if let Err(e) = conn.stream.writable().await {
+                        return Err(Fault::stale(format!("sending the request: {e}")));
+                    }
+                    continue;
+                }
+                Err(e) => Err(e),
+            };
+            match written {
+                Ok(n) => sent += n,
+                Err(e) => {
+                    return Err(Fault::stale(format!(
+                        "connection closed while sending the request: {e}"
+                    )));
+                }
+            }
+        }
+        let mut buf = BytesMut::new();
+        loop {
+            let want = if buf.is_empty() { READ_MIN } else { buf.len() };
+            match read_more(&conn.stream, &mut buf, want).await {
+                Ok(0) if buf.is_empty() => {
+                    // Not retried: the server may have taken the request (hyper, too,
+                    // retries only requests that never left).
+                    return Err(Fault::Failed(failure(
+                        ErrorKind::ConnectionClosed,
+                        "connection closed before the response head (no byte of it arrived)",
+                    )));
+                }
+                Ok(0) => {
+                    return Err(Fault::Failed(failure(
+                        ErrorKind::ConnectionClosed,
+                        format!(
+                            "connection closed in the middle of the response head ({} bytes of it)",
+                            buf.len()
+                        ),
+                    )));
+                }
+                Err(e) if buf.is_empty() => {
+                    return Err(Fault::Failed(failure(
+                        ErrorKind::ConnectionClosed,
+                        format!("connection failed before the response head: {e}"),
+                    )));
+                }
+                Err(e) => {
+                    return Err(Fault::Failed(failure(
+                        ErrorKind::ConnectionClosed,
+                        format!("connection failed in the middle of the response head: {e}"),
+                    )));
+                }
+                Ok(_) => {}
+            }
+            // Informational heads (100 Continue, 103 Early Hints) precede the real one.
+            while let Some(head) = parse_head(&buf).map_err(Fault::Failed)? {
+                buf.advance(head.len);
+                if (100..200).contains(&head.status) && head.status != 101 {
+                    continue;
+                }
+                if buf.is_empty() {
+                    buf = BytesMut::new(); // an open stream waiting holds no buffer
+                }
+                return Ok((head.status, head.framing, head.keep_alive, buf));
+            }
+            if buf.len() > HEAD_LIMIT {
+                return Err(Fault::Failed(failure(
+                    ErrorKind::MalformedResponse,
+                    format!("response head larger than {} KiB", HEAD_LIMIT >> 10),
+                )));
+            }
+        }
+    }
+}
+
+fn pool_conn(pool: &Pool, stream: TcpStream) {
+    if let Ok(mut pool) = pool.lock() {
+        // The pool is taken from the top: connections left at the bottom after a burst
+        // would stay open for ever; they are closed once past the idle bound.
+        let stale = pool
+            .iter()
+            .take_while(|(_, since)| since.elapsed() > POOL_IDLE)
+            .count();
+        pool.drain(..stale);
+        pool.push((stream, Instant::now()));
+    }
+}
+
+/// Whether an idle connection is still open: no EOF, reset or unsolicited bytes queued.
+///
+/// A server closes idle connections on its own keep-alive timeout; a request written on
+/// one after that fails, and once written it cannot be sent again safely (the server may
+/// have taken it). So the kernel is asked directly (a non-blocking peek at the socket,
+/// not tokio's readiness, which only the runtime thread updates): a close that reached
+/// us is seen before the write. One that crosses the request on the wire still fails it
+/// (`connection_closed`), as with hyper.
+fn still_open(stream: &TcpStream) -> bool {
+    use nix::libc;
+    use std::os::fd::AsRawFd;
+    let mut byte = 0u8;
+    // SAFETY: recv(2) writes at most 1 byte into `byte`, which is 1 byte long; the fd is
+    // the stream's own, open for the duration of the call.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            (&raw mut byte).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
+}
+
+/// Why an attempt failed.
+enum Fault {
+    /// The request could not be written whole: no server acts on a request it did not
+    /// receive, so on a reused connection (closed by the server while idle) it is sent
+    /// again on a fresh one.
+    Stale(String),
+    /// Anything else.
+    Failed(RequestError),
+}
+
+impl Fault {
+    fn stale(message: impl Into<String>) -> Self {
+        Self::Stale(message.into())
+    }
+}
+
+/// The IoSlices of `parts` from byte `from` on.
+fn slices<'a>(parts: &[&'a [u8]; 3], mut from: usize) -> Vec<IoSlice<'a>> {
+    let mut out = Vec::with_capacity(3);
+    for part in parts {
+        if from >= part.len() {
+            from -= part.len();
+            continue;
+        }
+        out.push(IoSlice::new(&part[from..]));
+        from = 0;
+    }
+    out
+}
+
+/// Reads once (waiting for readiness first, with no buffer held meanwhile) into `buf`,
+/// making room for at least `want` more bytes. `Ok(0)` is EOF.
+async fn read_more(stream: &TcpStream, buf: &mut BytesMut, want: usize) -> io::Result<usize> {
+    loop {
+        stream.readable().await?;
+        if buf.capacity() - buf.len() < want {
+            buf.reserve(want);
+        }
+        match stream.try_read_buf(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Readiness left over from the last read (tokio clears it only on
+                // WouldBlock): wait without the buffer, or every waiting stream holds one.
+                if buf.is_empty() {
+                    *buf = BytesMut::new();
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How the body's end is known.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Framing {
+    /// This many bytes left.
+    Length(u64),
+    /// Chunked transfer coding.
+    Chunked(Chunk),
+    /// Until the server closes the connection.
+    Close,
+    /// Read in full.
+    Done,
+}
+
+/// Where a chunked body is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Chunk {
+    /// Expecting a chunk-size line.
+    Size,
+    /// This many bytes of chunk data left.
+    Data(u64),
+    /// Expecting the CRLF after a chunk's data.
+    DataEnd,
+    /// After the last chunk: trailer lines up to an empty one.
+    Trailers,
+}
+
+struct Head {
+    len: usize,
+    status: u16,
+    framing: Framing,
+    keep_alive: bool,
+}
+
+/// Parses a response head at the start of `buf`: `None` until it is whole.
+fn parse_head(buf: &[u8]) -> Result<Option<Head>, RequestError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    let len = match response.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => {
+            return Err(failure(
+                ErrorKind::MalformedResponse,
+                format!("malformed response head: {e}"),
+            ));
+        }
+    };
+    let status = response.code.unwrap_or(0);
+    // HTTP/1.0 closes after each response unless it says otherwise.
+    let mut keep_alive = response.version == Some(1);
+    let mut chunked = false;
+    let mut length: Option<u64> = None;
+    for h in response.headers.iter() {
+        let value = std::str::from_utf8(h.value).unwrap_or("");
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n = value.trim().parse::<u64>().map_err(|_| {
+                failure(
+                    ErrorKind::MalformedResponse,
+                    format!("malformed response head: content-length {value:?}"),
+                )
+            })?;
+            if length.is_some_and(|m| m != n) {
+                return Err(failure(
+                    ErrorKind::MalformedResponse,
+                    "malformed response head: two different content-lengths",
+                ));
+            }
+            length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = value
+                .rsplit(',')
+                .next()
+                .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            for token in value.split(',') {
+                let token = token.trim();
+                if token.eq_ignore_ascii_case("close") {
+                    keep_alive = false;
+                } else if token.eq_ignore_ascii_case("keep-alive") {
+                    keep_alive = true;
+                }
+            }
+        }
+    }
+    let framing = if status == 204 || status == 304 || (100..200).contains(&status) {
+        Framing::Done
+    } else if chunked {
+        // Chunked wins over a content-length (RFC 9112 6.3).
+        Framing::Chunked(Chunk::Size)
+    } else if let Some(n) = length {
+        Framing::Length(n)
+    } else {
+        keep_alive = false;
+        Framing::Close
+    };
+    Ok(Some(Head {
+        len,
+        status,
+        framing,
+        keep_alive,
+    }))
+}
+
+/// A response whose head was read.
+#[derive(Debug)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The body, read piece by piece.
+    pub body: Body,
+}
+
+/// A response body being read; its connection goes back to the pool once the body was
+/// read to its end (and the server keeps the connection).
+pub struct Body {
+    pool: Pool,
+    conn: Option<TcpStream>,
+    /// Bytes read and not handed out yet.
+    buf: BytesMut,
+    framing: Framing,
+    keep_alive: bool,
+    read_size: usize,
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Body")
+            .field("framing", &self.framing)
+            .field("buffered", &self.buf.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Body {
+    /// The next piece of the body; `None` at its end. Errors are one-line messages (the
+    /// connection reset or closed early, a malformed chunk).
+    pub async fn next(&mut self) -> Option<Result<Bytes, String>> {
+        loop {
+            match self.framing {
+                Framing::Done => {
+                    self.finish();
+                    return None;
+                }
+                Framing::Length(0) => self.framing = Framing::Done,
+                Framing::Length(n) => {
+                    if let Some(piece) = self.take(n) {
+                        self.framing = Framing::Length(n - piece.len() as u64);
+                        return Some(Ok(piece));
+                    }
+                    if let Err(e) = self.fill(true).await {
+                        return Some(Err(format!("{e} ({n} bytes of the body missing)")));
+                    }
+                }
+                Framing::Close => {
+                    if let Some(piece) = self.take(u64::MAX) {
+                        return Some(Ok(piece));
+                    }
+                    match self.fill(false).await {
+                        Ok(true) => {}
+                        Ok(false) => self.framing = Framing::Done,
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+                Framing::Chunked(Chunk::Data(n)) => {
+                    if let Some(piece) = self.take(n) {
+                        let left = n - piece.len() as u64;
+                        self.framing = Framing::Chunked(if left == 0 {
+                            Chunk::DataEnd
+                        } else {
+                            Chunk::Data(left)
+                        });
+                        return Some(Ok(piece));
+                    }
+                    if let Err(e) = self.fill(true).await {
+                        return Some(Err(format!("{e} (in a chunk)")));
+                    }
+                }
+                Framing::Chunked(state) => match self.chunk_framing(state) {
+                    Err(e) => return Some(Err(e)),
+                    Ok(true) => {}
+                    Ok(false) => {
+                        if let Err(e) = self.fill(true).await {
+                            return Some(Err(format!("{e} (between chunks)")));
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    /// Advances over a chunk-size line, a chunk's end or a trailer line in the buffer;
+    /// `false` when more bytes are needed first.
+    fn chunk_framing(&mut self, state: Chunk) -> Result<bool, String> {
+        match state {
+            Chunk::Size => match httparse::parse_chunk_size(&self.buf) {
+                Ok(httparse::Status::Complete((used, size))) => {
+                    self.buf.advance(used);
+                    self.framing = Framing::Chunked(if size == 0 {
+                        Chunk::Trailers
+                    } else {
+                        Chunk::Data(size)
+                    });
+                    Ok(true)
+                }
+                Ok(httparse::Status::Partial) if self.buf.len() > LINE_LIMIT => {
+                    Err("malformed chunked body: chunk-size line too long".into())
+                }
+                Ok(httparse::Status::Partial) => Ok(false),
+                Err(_) => Err("malformed chunked body: invalid chunk size".into()),
+            },
+            Chunk::DataEnd if self.buf.len() < 2 => Ok(false),
+            Chunk::DataEnd => {
+                if &self.buf[..2] != b"\r\n" {
+                    return Err("malformed chunked body: no CRLF after a chunk".into());
+                }
+                self.buf.advance(2);
+                self.framing = Framing::Chunked(Chunk::Size);
+                Ok(true)
+            }
+            Chunk::Trailers => {
+                if let Some(end) = memchr::memmem::find(&self.buf, b"\r\n") {
+                    self.buf.advance(end + 2);
+                    if end == 0 {
+                        self.framing = Framing::Done;
+                    }
+                    Ok(true)
+                } else if self.buf.len() > LINE_LIMIT {
+                    Err("malformed chunked body: trailer line too long".into())
+                } else {
+                    Ok(false)
+                }
+            }
+            // Chunk data is handed out by `next` itself.
+            Chunk::Data(_) => Ok(true),
+        }
+    }
+
+    /// Up to `max` buffered bytes as a piece, if any are buffered.
+    fn take(&mut self, max: u64) -> Option<Bytes> {
+        if self.buf.is_empty() {
+            return None;
+        }
+        let n = usize::try_from(max)
+            .unwrap_or(usize::MAX)
+            .min(self.buf.len());
+        let piece = self.buf.split_to(n).freeze();
+        if self.buf.is_empty() {
+            // The piece keeps the allocation alive until it is parsed; a stream waiting
+            // for its next chunk holds none.
+            self.buf = BytesMut::new();
+        }
+        Some(piece)
+    }
+
+    /// Reads more into the buffer. `Ok(false)` at EOF when `eof_is_error` is false.
+    async fn fill(&mut self, eof_is_error: bool) -> Result<bool, String> {
+        let Some(stream) = &self.conn else {
+            return Err("connection already closed".into());
+        };
+        let want = self.read_size.max(self.buf.len());
+        let before = self.buf.capacity() - self.buf.len();
+        match read_more(stream, &mut self.buf, want).await {
+            Ok(0) => {
+                self.keep_alive = false;
+                self.conn = None;
+                if eof_is_error {
+                    Err("connection closed before the end of the response body".into())
+                } else {
+                    Ok(false)
+                }
+            }
+            Ok(n) => {
+                // Reads that fill the room given grow it, for large bodies; short ones
+                // bring it back, so a token stream keeps 1 KiB reads.
+                let room = before.max(want);
+                if n >= room {
+                    self.read_size = (self.read_size * 2).min(READ_MAX);
+                } else if n < self.read_size / 4 {
+                    self.read_size = (self.read_size / 2).max(READ_MIN);
+                }
+                Ok(true)
+            }
+            Err(e) => {
+                self.keep_alive = false;
+                self.conn = None;
+                Err(format!(
+                    "connection failed in the middle of the response body: {e}"
+                ))
+            }
+        }
+    }
+
+    /// At the body's end: the connection goes back to the pool if it may be reused.
+    fn finish(&mut self) {
+        if let Some(stream) = self.conn.take()
+            && self.keep_alive
+            && self.buf.is_empty()
+        {
+            pool_conn(&self.pool, stream);
+        }
+    }
+
+    /// Reads what is left of a body whose content is no longer needed (what follows
+    /// `[DONE]`), so that its connection can be reused: at once when it is already
+    /// here (as a rule: the final chunk comes with the last event), else in a task of its
+    /// own, bounded, so the exchange ends now. Needs a tokio runtime.
+    pub fn release(mut self) {
+        let mut drained = 0;
+        loop {
+            match self.next().now_or_never() {
+                Some(Some(Ok(piece))) => {
+                    drained += piece.len();
+                    if drained > DRAIN_BYTES {
+                        return;
+                    }
+                }
+                Some(None) | Some(Some(Err(_))) => return, // pooled by `finish`, or lost
+                None => break,
+            }
+        }
+        if self.conn.is_none() || !self.keep_alive {
+            return;
+        }
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(DRAIN_LIMIT, async {
+                while let Some(Ok(piece)) = self.next().await {
+                    drained += piece.len();
+                    if drained > DRAIN_BYTES {
+                        return;
+                    }
+                }
+            })
+            .await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_skip_what_was_sent() {
+        let parts: [&[u8]; 3] = [b"abc", b"de", b"fgh"];
+        let joined = |from| {
+            slices(&parts, from)
+                .iter()
+                .flat_map(|s| s.to_vec())
+                .collect::<Vec<u8>>()
+        };
+        assert_eq!(joined(0), b"abcdefgh");
+        assert_eq!(joined(2), b"cdefgh");
+        assert_eq!(joined(3), b"defgh");
+        assert_eq!(joined(5), b"fgh");
+        assert_eq!(joined(7), b"h");
+        assert!(slices(&parts, 8).is_empty());
+    }
+
+    #[test]
+    fn heads_say_how_the_body_ends() {
+        let head = |text: &str| parse_head(text.as_bytes()).expect("parses").expect("whole");
+        let h = head("HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello");
+        assert_eq!(
+            (h.status, h.framing, h.keep_alive),
+            (200, Framing::Length(5), true)
+        );
+        assert_eq!(h.len, 38);
+        let h = head("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 9\r\n\r\n");
+        assert_eq!(h.framing, Framing::Chunked(Chunk::Size));
+        let h = head("HTTP/1.1 200 OK\r\nConnection: close\r\ncontent-length: 0\r\n\r\n");
+        assert!(!h.keep_alive);
+        let h = head("HTTP/1.1 200 OK\r\n\r\n");
+        assert_eq!((h.framing, h.keep_alive), (Framing::Close, false));
+        let h = head("HTTP/1.0 200 OK\r\ncontent-length: 1\r\n\r\n");
+        assert!(!h.keep_alive);
+        let h = head("HTTP/1.1 204 No Content\r\n\r\n");
+        assert_eq!((h.framing, h.keep_alive), (Framing::Done, true));
+        assert!(
+            parse_head(b"HTTP/1.1 200 OK\r\ncontent-le")
+                .expect("ok")
+                .is_none()
+        );
+        let bad = parse_head(b"garbage garbage\r\n\r\n")
+            .err()
+            .expect("refused");
+        assert_eq!(bad.kind, ErrorKind::MalformedResponse);
+        let bad = parse_head(b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n")
+            .err()
+            .expect("refused");
+        assert_eq!(bad.kind, ErrorKind::MalformedResponse);
+    }
+}
