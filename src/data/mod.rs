@@ -18,6 +18,7 @@ pub mod exact;
 pub mod files;
 pub mod hub;
 pub mod lora;
+pub mod media;
 pub mod preprocess;
 pub mod sampler;
 pub mod synthetic;
