@@ -274,7 +274,7 @@ mod tests {
             MediaPart::Audio { .. } => Arc::from(""),
         };
         // Pool of 3 cycled two at a time: sample 1 starts at the third image.
-        assert!(Arc::ptr_eq(&url(&set.parts(1)[0]), &url(&set.parts(0)[0])) == false);
+        assert!(!Arc::ptr_eq(&url(&set.parts(1)[0]), &url(&set.parts(0)[0])));
         assert!(Arc::ptr_eq(&url(&set.parts(3)[0]), &url(&set.parts(0)[0])));
         assert!(url(&a[0]).starts_with("data:image/png;base64,iVBORw0KGgo"));
     }
