@@ -288,3 +288,48 @@ fn media_spec_keys_of_the_wrong_format_are_usage_errors() {
     }
     assert_eq!(server.stats().requests_total, 0);
 }
+
+#[test]
+fn a_dataset_image_column_sends_files_as_data_urls_and_urls_as_they_are() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let png = llmsurge::data::media::encode_image(40, 30, llmsurge_proto::ImageFormat::Png, 9)
+        .expect("png");
+    std::fs::write(dir.path().join("cat.png"), &png).expect("write png");
+    let data = dir.path().join("rows.jsonl");
+    std::fs::write(
+        &data,
+        "{\"prompt\":\"what is this?\",\"images\":[\"cat.png\",\"https://example.com/dog.jpg\"],\"output_tokens_count\":3}\n\
+         {\"prompt\":\"and this?\",\"image\":\"cat.png\",\"output_tokens_count\":3}\n",
+    )
+    .expect("write rows");
+    let record = dir.path().join("record.jsonl");
+    let server = mock(MockConfig {
+        record: Some(record.clone()),
+        ..MockConfig::instant()
+    });
+    let run = run_media(&server, "chat", "true", data.to_str().expect("utf8"), "4");
+    let report = ok_report(&run);
+    assert_eq!(report.benchmarks[0].requests.completed, 4);
+    let stats = server.stats();
+    // Rows cycle: 2 + 1 + 2 + 1 images.
+    assert_eq!(stats.images, 6);
+    let want = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(&png)
+    );
+    let mut urls: Vec<String> = recorded_bodies(&record)
+        .iter()
+        .flat_map(|b| {
+            b["messages"][0]["content"]
+                .as_array()
+                .expect("parts")
+                .iter()
+                .filter_map(|p| p["image_url"]["url"].as_str().map(String::from))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    urls.sort();
+    urls.dedup();
+    assert_eq!(urls, vec![want, "https://example.com/dog.jpg".to_string()]);
+    assert_no_media_in_outputs(&run);
+}
