@@ -84,6 +84,81 @@ impl MediaSet {
     }
 }
 
+/// The media of a spec for the report: sizes, never bytes.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct MediaSummary {
+    /// Images per request.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub images: u32,
+    /// `WIDTHxHEIGHT`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_size: Option<String>,
+    /// `jpeg` or `png`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_format: Option<ImageFormat>,
+    /// Distinct images cycled through.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub image_pool: u32,
+    /// Encoded bytes of one image (the first of the pool; the others are within a few
+    /// percent), before base64.
+    #[serde(skip_serializing_if = "is_zero64")]
+    pub image_bytes: u64,
+    /// Seconds of audio per request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audio_seconds: Option<f64>,
+    /// Bytes of the WAV clip.
+    #[serde(skip_serializing_if = "is_zero64")]
+    pub audio_bytes: u64,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero64(n: &u64) -> bool {
+    *n == 0
+}
+
+impl MediaSummary {
+    /// Measures the media of `spec` (one image and the clip, generated once more here:
+    /// the coordinator never holds the whole pool); `None` without media.
+    pub fn of(spec: &MediaSpec, seed: u64) -> Result<Option<Self>, String> {
+        if !spec.any() {
+            return Ok(None);
+        }
+        let image_bytes = if spec.images > 0 {
+            encode_image(
+                spec.image_width,
+                spec.image_height,
+                spec.image_format,
+                derive_seed(seed, "image", 0),
+            )?
+            .len() as u64
+        } else {
+            0
+        };
+        let audio = spec.audio_seconds > 0.0;
+        let has_images = spec.images > 0;
+        Ok(Some(Self {
+            images: spec.images,
+            image_size: has_images.then(|| format!("{}x{}", spec.image_width, spec.image_height)),
+            image_format: has_images.then_some(spec.image_format),
+            image_pool: if has_images {
+                spec.image_pool.max(spec.images)
+            } else {
+                0
+            },
+            image_bytes,
+            audio_seconds: audio.then_some(spec.audio_seconds),
+            audio_bytes: if audio {
+                44 + 2 * (spec.audio_seconds * f64::from(AUDIO_RATE)).round() as u64
+            } else {
+                0
+            },
+        }))
+    }
+}
+
 /// An `image_url` part of encoded image bytes, as a data URL.
 pub fn image_part(bytes: &[u8], mime: &str, width: u32, height: u32) -> MediaPart {
     let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);

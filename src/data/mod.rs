@@ -218,6 +218,9 @@ pub struct DataSummary {
     /// What the trace held, for a trace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<trace::TraceSummary>,
+    /// The sizes of a synthetic spec's images and audio (never their bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<media::MediaSummary>,
 }
 
 /// Data ready for the workers; keeps the table file alive while it lives.
@@ -288,6 +291,8 @@ pub fn prepare(
                 files: spec.source.iter().cloned().collect(),
                 repaired_prompts: source.builder().repairs(),
                 trace: None,
+                media: media::MediaSummary::of(&spec.media, spec.random_seed)
+                    .map_err(|e| format!("--data: {e}"))?,
             };
             return Ok(PreparedData {
                 spec: DataSpec::Synthetic(spec),
@@ -359,6 +364,7 @@ pub fn prepare(
             files,
             repaired_prompts: false,
             trace: None,
+            media: None,
         },
         table,
     })
@@ -441,6 +447,7 @@ fn prepare_trace(
             files: vec![path.to_path_buf()],
             repaired_prompts,
             trace: Some(summary),
+            media: None,
         },
         table,
     })

@@ -349,7 +349,7 @@ impl SyntheticSource {
             return source.with_media();
         }
         let tok = Tokenizer::load(&spec.tokenizer)?;
-        Self::with_tokenizer(spec, tok)
+        Self::with_tokenizer(spec, tok)?.with_media()
     }
 
     /// The source without a tokenizer, from the precomputed material of the built-in
@@ -370,7 +370,7 @@ impl SyntheticSource {
         })
     }
 
-    /// Generates the spec's media (see [`super::media`]).
+    /// Generates the spec's media (see [`super::media`]); [`SyntheticSource::new`] does.
     pub fn with_media(mut self) -> Result<Self, String> {
         self.media = MediaSet::generate(&self.spec.media, self.spec.random_seed)?;
         Ok(self)
@@ -386,13 +386,13 @@ impl SyntheticSource {
         };
         let builder = PromptBuilder::new(tok, text.as_deref(), max_prompt_tokens(&spec))?;
         let sampler = spec.samples.map(|n| SlotSampler::new(n, spec.sampling));
-        Self {
+        // Without media: they are generated where requests are made (`new`).
+        Ok(Self {
             spec,
             builder,
             sampler,
             media: MediaSet::default(),
-        }
-        .with_media()
+        })
     }
 
     /// The prompt builder (its tokenizer, its mode).

@@ -53,6 +53,18 @@ fn recorded_bodies(path: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The first value under `key` anywhere in `v`.
+fn find_key<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+    match v {
+        serde_json::Value::Object(m) => m
+            .get(key)
+            .filter(|v| v.is_object())
+            .or_else(|| m.values().find_map(|v| find_key(v, key))),
+        serde_json::Value::Array(a) => a.iter().find_map(|v| find_key(v, key)),
+        _ => None,
+    }
+}
+
 fn decode(b64: &str) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD
         .decode(b64)
@@ -117,6 +129,14 @@ fn image_chat_sends_data_urls_of_the_asked_size_and_the_mock_counts_them() {
     let images = t.images_per_s.expect("images/s");
     assert!((images - 3.0 * t.requests_per_s).abs() < 1e-6 * images);
     assert!(t.audio_seconds_per_s.is_none());
+    // The report records the media sizes: per request, pixel size, format, bytes.
+    let raw: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.report_path()).expect("json")).expect("JSON");
+    let media = find_key(&raw, "media").expect("the data summary's media");
+    assert_eq!(media["images"], 3, "{media}");
+    assert_eq!(media["image_size"], "64x32");
+    assert_eq!(media["image_format"], "png");
+    assert!(media["image_bytes"].as_u64().is_some_and(|b| b > 100), "{media}");
     let bodies = recorded_bodies(&record);
     assert_eq!(bodies.len(), 10);
     for body in &bodies {
