@@ -101,6 +101,26 @@ fn spec_keys<S: serde::Serializer>(spec: &SyntheticSpec, s: S) -> Result<S::Ok, 
     let mut v = serde_json::to_value(spec).map_err(serde::ser::Error::custom)?;
     if let Some(m) = v.as_object_mut() {
         m.retain(|k, _| synthetic::SPEC_KEYS.contains(&k.as_str()));
+        // The media keys as written (`image_size=WxH`), only when used.
+        let media = &spec.media;
+        if media.images > 0 {
+            m.insert("images".into(), media.images.into());
+            m.insert(
+                "image_size".into(),
+                format!("{}x{}", media.image_width, media.image_height).into(),
+            );
+            m.insert(
+                "image_format".into(),
+                serde_json::to_value(media.image_format).unwrap_or_default(),
+            );
+            m.insert(
+                "image_pool".into(),
+                media.image_pool.max(media.images).into(),
+            );
+        }
+        if media.audio_seconds > 0.0 {
+            m.insert("audio_seconds".into(), media.audio_seconds.into());
+        }
     }
     v.serialize(s)
 }

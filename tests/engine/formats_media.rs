@@ -136,7 +136,10 @@ fn image_chat_sends_data_urls_of_the_asked_size_and_the_mock_counts_them() {
     assert_eq!(media["images"], 3, "{media}");
     assert_eq!(media["image_size"], "64x32");
     assert_eq!(media["image_format"], "png");
-    assert!(media["image_bytes"].as_u64().is_some_and(|b| b > 100), "{media}");
+    assert!(
+        media["image_bytes"].as_u64().is_some_and(|b| b > 100),
+        "{media}"
+    );
     let bodies = recorded_bodies(&record);
     assert_eq!(bodies.len(), 10);
     for body in &bodies {
