@@ -92,9 +92,19 @@ pub fn wav_ms(data: &[u8]) -> Option<u64> {
     None
 }
 
+/// A name for a medium's content: its length and its first and last 8 KiB. Hashing
+/// megabytes per request would cost the mock more than the rest of the request; two
+/// encoded images that agree there and in length are, in practice, the same image.
 fn content_hash(s: &[u8]) -> u64 {
+    const EDGE: usize = 8 << 10;
     let mut h = DefaultHasher::new();
-    s.hash(&mut h);
+    s.len().hash(&mut h);
+    if s.len() <= 2 * EDGE {
+        s.hash(&mut h);
+    } else {
+        s[..EDGE].hash(&mut h);
+        s[s.len() - EDGE..].hash(&mut h);
+    }
     h.finish()
 }
 
