@@ -9,7 +9,7 @@
 # figures are about the client's cost, not a debug build's). MOCK_CPUS / CLIENT_CPUS
 # (taskset lists, e.g. 1 and 0) keep the mock's JSON parsing of megabytes of images per
 # request off the client's cores: on a small shared machine it otherwise shows up as the
-# client's dispatch lag.
+# client's dispatch lag. CLIENT_FLAGS adds flags to the client (e.g. "--workers 2").
 set -euo pipefail
 bin=${1:-target/release/llmsurge}
 n=${2:-1000}
@@ -33,7 +33,7 @@ trap 'kill $mock 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
 "${client_pin[@]}" "$bin" benchmark run --target "http://127.0.0.1:$port" --request-format chat \
   --profile constant --rate "$rate" --max-requests "$n" --data "$spec" \
-  --outputs json --output-dir "$dir" --disable-progress >"$dir/stdout" 2>"$dir/stderr" &
+  --outputs json --output-dir "$dir" --disable-progress ${CLIENT_FLAGS:-} >"$dir/stdout" 2>"$dir/stderr" &
 client=$!
 # Peak of the summed RSS of the client and every process below it.
 python3 - "$client" >"$dir/rss" <<'PY'
