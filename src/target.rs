@@ -324,6 +324,10 @@ async fn prompt_length_warning(
     first: llmsurge_worker::backend::Exchange,
 ) -> Option<String> {
     use llmsurge_worker::backend::{Backend, Exchange};
+    // Images and audio cost prompt tokens only the server can count: no comparison.
+    if samples.iter().any(|r| !r.prompt.media().is_empty()) {
+        return None;
+    }
     let mut cfg = worker.backend.clone();
     cfg.headers
         .push((crate::mock::PROBE_HEADER.to_string(), "1".to_string()));

@@ -8,6 +8,7 @@ mod edge;
 mod failures;
 mod faults;
 mod fd_limit;
+mod formats_media;
 mod formats_pooling;
 mod formats_typed;
 mod gates;

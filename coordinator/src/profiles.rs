@@ -710,6 +710,7 @@ mod capacity_tests {
                 sampling: Default::default(),
                 batch_size: 0,
                 documents: 0,
+                media: Default::default(),
             }),
             window: Default::default(),
             flush_interval: Duration::from_millis(20),

@@ -93,6 +93,14 @@ pub struct Throughput {
     /// and score. Absent for the generation formats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens_per_s: Option<f64>,
+    /// Images sent per second by completed requests (multimodal chat); absent without
+    /// images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images_per_s: Option<f64>,
+    /// Seconds of audio sent per wall-clock second by completed requests (chat
+    /// `input_audio`, transcription); absent without audio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_seconds_per_s: Option<f64>,
 }
 
 /// Evidence that the client was not the bottleneck (or that it was).
@@ -439,6 +447,8 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
             concurrency_mean,
             concurrency_peak: ctx.concurrency_peak,
             inputs_per_s: None,
+            images_per_s: None,
+            audio_seconds_per_s: None,
             input_tokens_per_s: None,
         },
         goodput: state.goodput.map(|spec| Goodput {
@@ -490,6 +500,18 @@ pub fn fit_to_format(r: &mut BenchmarkResult, format: RequestFormat, inputs_per_
     let t = &mut r.throughput;
     t.inputs_per_s = Some(t.requests_per_s * f64::from(inputs_per_request.max(1)));
     t.input_tokens_per_s = Some(t.total_tokens_per_s - t.output_tokens_per_s);
+}
+
+/// Adds the media rates of a multimodal or transcription run: `images` and
+/// `audio_seconds` per request times the completed request rate.
+pub fn add_media_rates(r: &mut BenchmarkResult, media: &llmsurge_proto::MediaSpec) {
+    let t = &mut r.throughput;
+    if media.images > 0 {
+        t.images_per_s = Some(t.requests_per_s * f64::from(media.images));
+    }
+    if media.audio_seconds > 0.0 {
+        t.audio_seconds_per_s = Some(t.requests_per_s * media.audio_seconds);
+    }
 }
 
 /// The distributions of every reported metric, per status (the report's `metrics`).

@@ -24,6 +24,8 @@ pub enum RequestFormat {
     Rerank,
     /// vLLM's `POST /v1/score` (one query scored against a list of documents).
     Score,
+    /// `POST /v1/audio/transcriptions`: a multipart WAV upload, text out.
+    Transcription,
 }
 
 impl RequestFormat {
@@ -37,6 +39,7 @@ impl RequestFormat {
             RequestFormat::Embeddings => "/v1/embeddings",
             RequestFormat::Rerank => "/v1/rerank",
             RequestFormat::Score => "/v1/score",
+            RequestFormat::Transcription => "/v1/audio/transcriptions",
         }
     }
 
@@ -49,6 +52,7 @@ impl RequestFormat {
                 | RequestFormat::Completions
                 | RequestFormat::Responses
                 | RequestFormat::Anthropic
+                | RequestFormat::Transcription
         )
     }
 
@@ -62,6 +66,7 @@ impl RequestFormat {
             RequestFormat::Embeddings => "embeddings",
             RequestFormat::Rerank => "rerank",
             RequestFormat::Score => "score",
+            RequestFormat::Transcription => "transcription",
         }
     }
 }
@@ -261,6 +266,63 @@ pub struct SyntheticSpec {
     /// query of `prompt_tokens` (0: one plain prompt).
     #[serde(default)]
     pub documents: u32,
+    /// Generated images and audio each request carries (none by default).
+    #[serde(default)]
+    pub media: MediaSpec,
+}
+
+/// Encoding of generated images.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageFormat {
+    /// Baseline JPEG (quality 85): the default, as photos and `vllm bench serve`'s
+    /// random multimodal dataset are JPEG, so a server decodes what it usually gets.
+    #[default]
+    Jpeg,
+    /// Lossless PNG.
+    Png,
+}
+
+impl ImageFormat {
+    /// The MIME type of a data URL.
+    pub fn mime(self) -> &'static str {
+        match self {
+            ImageFormat::Jpeg => "image/jpeg",
+            ImageFormat::Png => "image/png",
+        }
+    }
+}
+
+/// Synthetic media per request: `images` pictures of `width`×`height` and a WAV clip of
+/// `audio_seconds` (the `input_audio` of chat, the upload of a transcription).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MediaSpec {
+    /// Images per request (0: none).
+    #[serde(default)]
+    pub images: u32,
+    /// Image width in pixels.
+    #[serde(default)]
+    pub image_width: u32,
+    /// Image height in pixels.
+    #[serde(default)]
+    pub image_height: u32,
+    /// How images are encoded.
+    #[serde(default)]
+    pub image_format: ImageFormat,
+    /// Distinct images generated and cycled through (0: `images`, so every request
+    /// carries the same ones, which a server's multimodal cache may recognise).
+    #[serde(default)]
+    pub image_pool: u32,
+    /// Seconds of generated audio per request (0: none).
+    #[serde(default)]
+    pub audio_seconds: f64,
+}
+
+impl MediaSpec {
+    /// Whether the spec asks for any media.
+    pub fn any(&self) -> bool {
+        self.images > 0 || self.audio_seconds > 0.0
+    }
 }
 
 /// Rows prepared by the coordinator (files and datasets), written once to a read-only

@@ -24,9 +24,9 @@ pub mod shm;
 
 pub use clock::{ClockAnchor, MonoNanos};
 pub use config::{
-    Arrivals, BackendConfig, DataSpec, LoraModel, LoraSpec, MeasureWindow, RequestFormat,
-    SamplerKind, Sampling, Schedule, Secret, Shard, SyntheticSpec, TableSpec, TokenizerRef,
-    TraceSpec, WorkerConfig,
+    Arrivals, BackendConfig, DataSpec, ImageFormat, LoraModel, LoraSpec, MeasureWindow, MediaSpec,
+    RequestFormat, SamplerKind, Sampling, Schedule, Secret, Shard, SyntheticSpec, TableSpec,
+    TokenizerRef, TraceSpec, WorkerConfig,
 };
 pub use frame::{FrameError, FrameIoError, FrameReader, FrameWriter, decode_frame, encode_frame};
 pub use messages::{FromWorker, ModelMetrics, PROTOCOL_VERSION, ToWorker, UpdateBatch};

@@ -463,6 +463,11 @@ fn resolve_shard(
 /// A synthetic spec's batch_size and documents belong to one format each.
 fn check_data_fits_format(data: &DataPlan, format: RequestFormatArg) -> Result<(), UsageError> {
     let crate::data::DataSource::Synthetic { spec } = &data.source else {
+        if format == RequestFormatArg::Transcription {
+            return usage(
+                "--data: --request-format transcription uploads generated audio: give a synthetic spec with audio_seconds (e.g. audio_seconds=5)",
+            );
+        }
         return Ok(());
     };
     let name = format!("{format:?}").to_lowercase();
@@ -474,6 +479,27 @@ fn check_data_fits_format(data: &DataPlan, format: RequestFormatArg) -> Result<(
     if spec.documents > 0 && !matches!(format, RequestFormatArg::Rerank | RequestFormatArg::Score) {
         return usage(format!(
             "--data: documents is for --request-format rerank or score, not {name}"
+        ));
+    }
+    let media = &spec.media;
+    if media.images > 0 && format != RequestFormatArg::Chat {
+        return usage(format!(
+            "--data: images are sent as chat image_url parts: use --request-format chat, not {name}"
+        ));
+    }
+    if format == RequestFormatArg::Transcription && media.audio_seconds <= 0.0 {
+        return usage(
+            "--data: --request-format transcription uploads audio: give audio_seconds (e.g. audio_seconds=5)",
+        );
+    }
+    if media.audio_seconds > 0.0
+        && !matches!(
+            format,
+            RequestFormatArg::Chat | RequestFormatArg::Transcription
+        )
+    {
+        return usage(format!(
+            "--data: audio_seconds is for --request-format chat (input_audio) or transcription, not {name}"
         ));
     }
     Ok(())
@@ -943,6 +969,7 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
             RequestFormatArg::Embeddings => RequestFormat::Embeddings,
             RequestFormatArg::Rerank => RequestFormat::Rerank,
             RequestFormatArg::Score => RequestFormat::Score,
+            RequestFormatArg::Transcription => RequestFormat::Transcription,
         },
         stream: args.target.stream,
         api_key,

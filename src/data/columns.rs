@@ -21,6 +21,8 @@ pub const PROMPT_COLUMNS: &[&str] = &[
 pub const SYSTEM_COLUMNS: &[&str] = &["system", "system_prompt", "prefix"];
 /// Conversation columns tried in order (`conversations` is ShareGPT's).
 pub const MESSAGES_COLUMNS: &[&str] = &["messages", "conversations"];
+/// Image columns tried in order: a URL or file path, or a list of them.
+pub const IMAGE_COLUMNS: &[&str] = &["images", "image", "image_url", "image_path"];
 
 /// `--data-column-mapper`: explicit column names (unset keys use the defaults).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,13 +43,16 @@ pub struct ColumnMapper {
     /// Per-row output length, sent as `max_tokens`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_tokens_count: Option<String>,
+    /// Images: a URL or image file path, or a list of them (chat only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 impl ColumnMapper {
     /// Parses the `--data-column-mapper` JSON object.
     pub fn parse(raw: &str) -> Result<Self, String> {
         serde_json::from_str(raw).map_err(|e| {
-            format!("not a JSON object of column names (keys: prompt, system, messages, prompt_tokens_count, output_tokens_count): {e}")
+            format!("not a JSON object of column names (keys: prompt, system, messages, prompt_tokens_count, output_tokens_count, image): {e}")
         })
     }
 }
@@ -169,12 +174,72 @@ impl RowMapper<'_> {
         let _declared_prompt = count(&self.columns.prompt_tokens_count, "prompt_tokens_count")?;
         let output = count(&self.columns.output_tokens_count, "output_tokens_count")?;
         let prompt_tokens: usize = prompt.texts().iter().map(|t| self.tok.count(t)).sum();
+        // A default-named column of another shape (a dataset's decoded image object,
+        // say) is not ours to read; one named by --data-column-mapper must be.
+        let strings = |v: &Value| match v {
+            Value::String(_) => true,
+            Value::Array(a) => a.iter().all(Value::is_string),
+            _ => false,
+        };
+        let images = match pick(&self.columns.image, IMAGE_COLUMNS)? {
+            None => Vec::new(),
+            Some((_, v)) if self.columns.image.is_none() && !strings(&v) => Vec::new(),
+            Some((col, v)) => {
+                let items = match v {
+                    Value::String(s) => vec![s],
+                    Value::Array(a) => a
+                        .into_iter()
+                        .map(|v| match v {
+                            Value::String(s) => Ok(s),
+                            other => Err(err(format!(
+                                "column {col:?}: images are URLs or file paths, got {}",
+                                kind(&other)
+                            ))),
+                        })
+                        .collect::<Result<_, _>>()?,
+                    other => {
+                        return Err(err(format!(
+                            "column {col:?} must be a URL or file path, or a list of them, got {}",
+                            kind(&other)
+                        )));
+                    }
+                };
+                items
+                    .iter()
+                    .filter(|s| !s.is_empty())
+                    .map(|s| image_url(file, s).map_err(|m| err(format!("column {col:?}: {m}"))))
+                    .collect::<Result<_, _>>()?
+            }
+        };
         Ok(Row {
             prompt,
             prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
             output_tokens: output.or(answer_tokens).or(self.default_output_tokens),
+            images,
         })
     }
+}
+
+/// An image as sent: a URL (`http`, `https`, `data:`) as it is, a file (relative to the
+/// working directory, else to the data file's) read now and made a data URL.
+fn image_url(data_file: &str, v: &str) -> Result<String, String> {
+    use base64::Engine;
+    if v.starts_with("http://") || v.starts_with("https://") || v.starts_with("data:") {
+        return Ok(v.to_string());
+    }
+    let mut path = std::path::PathBuf::from(v);
+    if !path.is_file()
+        && let Some(dir) = std::path::Path::new(data_file).parent()
+    {
+        path = dir.join(v);
+    }
+    let mime = super::media::mime_of(&path)
+        .ok_or_else(|| format!("{v}: not a .png, .jpg, .jpeg, .webp or .gif image"))?;
+    let bytes = std::fs::read(&path).map_err(|e| format!("{v}: {e}"))?;
+    Ok(format!(
+        "data:{mime};base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    ))
 }
 
 /// A whole non-negative number, from a number or a string of digits (CSV).

@@ -18,6 +18,7 @@ pub mod exact;
 pub mod files;
 pub mod hub;
 pub mod lora;
+pub mod media;
 pub mod preprocess;
 pub mod sampler;
 pub mod synthetic;
@@ -100,6 +101,26 @@ fn spec_keys<S: serde::Serializer>(spec: &SyntheticSpec, s: S) -> Result<S::Ok, 
     let mut v = serde_json::to_value(spec).map_err(serde::ser::Error::custom)?;
     if let Some(m) = v.as_object_mut() {
         m.retain(|k, _| synthetic::SPEC_KEYS.contains(&k.as_str()));
+        // The media keys as written (`image_size=WxH`), only when used.
+        let media = &spec.media;
+        if media.images > 0 {
+            m.insert("images".into(), media.images.into());
+            m.insert(
+                "image_size".into(),
+                format!("{}x{}", media.image_width, media.image_height).into(),
+            );
+            m.insert(
+                "image_format".into(),
+                serde_json::to_value(media.image_format).unwrap_or_default(),
+            );
+            m.insert(
+                "image_pool".into(),
+                media.image_pool.max(media.images).into(),
+            );
+        }
+        if media.audio_seconds > 0.0 {
+            m.insert("audio_seconds".into(), media.audio_seconds.into());
+        }
     }
     v.serialize(s)
 }
@@ -217,6 +238,9 @@ pub struct DataSummary {
     /// What the trace held, for a trace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<trace::TraceSummary>,
+    /// The sizes of a synthetic spec's images and audio (never their bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<media::MediaSummary>,
 }
 
 /// Data ready for the workers; keeps the table file alive while it lives.
@@ -287,6 +311,8 @@ pub fn prepare(
                 files: spec.source.iter().cloned().collect(),
                 repaired_prompts: source.builder().repairs(),
                 trace: None,
+                media: media::MediaSummary::of(&spec.media, spec.random_seed)
+                    .map_err(|e| format!("--data: {e}"))?,
             };
             return Ok(PreparedData {
                 spec: DataSpec::Synthetic(spec),
@@ -358,6 +384,7 @@ pub fn prepare(
             files,
             repaired_prompts: false,
             trace: None,
+            media: None,
         },
         table,
     })
@@ -440,6 +467,7 @@ fn prepare_trace(
             files: vec![path.to_path_buf()],
             repaired_prompts,
             trace: Some(summary),
+            media: None,
         },
         table,
     })

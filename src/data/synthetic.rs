@@ -9,10 +9,11 @@
 //! cache is not flattered by accident.
 
 use super::exact::{PrefixPart, PromptBuilder};
+use super::media::MediaSet;
 use super::sampler::SlotSampler;
 use super::tokenizer::Tokenizer;
 use llmsurge_proto::seed::derive_seed;
-use llmsurge_proto::{Sampling, SyntheticSpec, TokenizerRef};
+use llmsurge_proto::{ImageFormat, MediaSpec, Sampling, SyntheticSpec, TokenizerRef};
 use llmsurge_worker::{PreparedRequest, Prompt, RequestSource};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -38,12 +39,18 @@ pub const SPEC_KEYS: &[&str] = &[
     "random_seed",
     "batch_size",
     "documents",
+    "images",
+    "image_size",
+    "image_format",
+    "image_pool",
+    "audio_seconds",
 ];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SpecFields {
-    prompt_tokens: u32,
+    #[serde(default)]
+    prompt_tokens: Option<u32>,
     #[serde(default)]
     prompt_tokens_stdev: u32,
     prompt_tokens_min: Option<u32>,
@@ -65,7 +72,18 @@ struct SpecFields {
     batch_size: u32,
     #[serde(default)]
     documents: u32,
+    #[serde(default)]
+    images: u32,
+    image_size: Option<String>,
+    image_format: Option<ImageFormat>,
+    #[serde(default)]
+    image_pool: u32,
+    #[serde(default)]
+    audio_seconds: f64,
 }
+
+/// Images are 512×512 unless `image_size` says otherwise.
+pub const DEFAULT_IMAGE_SIZE: (u32, u32) = (512, 512);
 
 /// Whether `raw` looks like an inline spec (`k=v,...` or a JSON object).
 pub fn is_inline_spec(raw: &str) -> bool {
@@ -87,9 +105,9 @@ pub fn parse_spec(raw: &str, run_seed: u64) -> Result<SyntheticSpec, String> {
                 ));
             };
             let (k, v) = (k.trim(), v.trim());
-            let value = if k == "source" {
+            let value = if matches!(k, "source" | "image_size" | "image_format") {
                 v.into()
-            } else if k == "range_ratio" {
+            } else if matches!(k, "range_ratio" | "audio_seconds") {
                 let r: f64 = v
                     .parse()
                     .map_err(|_| format!("{k}={v}: expected a number (e.g. 0.1)"))?;
@@ -126,8 +144,11 @@ fn first_line(s: &str) -> &str {
 
 /// Whether a parsed JSON document is a synthetic spec (rather than a dataset).
 pub fn is_spec_value(v: &serde_json::Value) -> bool {
-    v.as_object()
-        .is_some_and(|m| m.contains_key("prompt_tokens"))
+    v.as_object().is_some_and(|m| {
+        m.contains_key("prompt_tokens")
+            || m.contains_key("images")
+            || m.contains_key("audio_seconds")
+    })
 }
 
 fn spec_from_value(
@@ -143,8 +164,30 @@ fn spec_from_value(
             _ => p,
         }
     });
+    let (image_width, image_height) = match &f.image_size {
+        Some(raw) => super::media::parse_size(raw)?,
+        None => DEFAULT_IMAGE_SIZE,
+    };
+    if !f.audio_seconds.is_finite() || !(0.0..=3600.0).contains(&f.audio_seconds) {
+        return Err(format!(
+            "audio_seconds must be between 0 and 3600, got {}",
+            f.audio_seconds
+        ));
+    }
+    let media = MediaSpec {
+        images: f.images,
+        image_width,
+        image_height,
+        image_format: f.image_format.unwrap_or_default(),
+        image_pool: f.image_pool,
+        audio_seconds: f.audio_seconds,
+    };
+    if f.prompt_tokens.is_none() && !media.any() {
+        return Err("missing field `prompt_tokens`".into());
+    }
     let spec = SyntheticSpec {
-        prompt_tokens: f.prompt_tokens,
+        // A media-only spec (a transcription's audio, say) has no text.
+        prompt_tokens: f.prompt_tokens.unwrap_or(0),
         prompt_tokens_stdev: f.prompt_tokens_stdev,
         prompt_tokens_min: f.prompt_tokens_min,
         prompt_tokens_max: f.prompt_tokens_max,
@@ -162,17 +205,26 @@ fn spec_from_value(
         sampling: Sampling::default(),
         batch_size: f.batch_size,
         documents: f.documents,
+        media,
     };
     validate(&spec)?;
     Ok(spec)
 }
 
 fn validate(s: &SyntheticSpec) -> Result<(), String> {
-    if s.prompt_tokens == 0 {
+    if s.prompt_tokens == 0 && !s.media.any() {
         return Err("prompt_tokens must be at least 1".into());
     }
-    // Embeddings (batch_size) and ranking (documents) have no output length.
-    if s.output_tokens == 0 && s.batch_size == 0 && s.documents == 0 {
+    if s.media.image_pool > 0 && s.media.images == 0 {
+        return Err("image_pool needs images".into());
+    }
+    if s.media.images > 64 {
+        return Err(format!("images={} is above 64 per request", s.media.images));
+    }
+    // Embeddings (batch_size) and ranking (documents) have no output length; a
+    // transcription (audio alone) leaves it to the server.
+    let audio_only = s.media.audio_seconds > 0.0 && s.media.images == 0;
+    if s.output_tokens == 0 && s.batch_size == 0 && s.documents == 0 && !audio_only {
         return Err(
             "output_tokens must be at least 1 (only embeddings, with batch_size, and rerank, with documents, take none)"
                 .into(),
@@ -284,6 +336,8 @@ pub struct SyntheticSource {
     spec: SyntheticSpec,
     builder: PromptBuilder,
     sampler: Option<SlotSampler>,
+    /// Generated once here, never per request.
+    media: MediaSet,
 }
 
 impl SyntheticSource {
@@ -292,10 +346,10 @@ impl SyntheticSource {
     /// source text.
     pub fn new(spec: SyntheticSpec) -> Result<Self, String> {
         if let Some(source) = Self::precomputed(&spec) {
-            return Ok(source);
+            return source.with_media();
         }
         let tok = Tokenizer::load(&spec.tokenizer)?;
-        Self::with_tokenizer(spec, tok)
+        Self::with_tokenizer(spec, tok)?.with_media()
     }
 
     /// The source without a tokenizer, from the precomputed material of the built-in
@@ -312,7 +366,14 @@ impl SyntheticSource {
             spec: spec.clone(),
             builder,
             sampler: spec.samples.map(|n| SlotSampler::new(n, spec.sampling)),
+            media: MediaSet::default(),
         })
+    }
+
+    /// Generates the spec's media (see [`super::media`]); [`SyntheticSource::new`] does.
+    pub fn with_media(mut self) -> Result<Self, String> {
+        self.media = MediaSet::generate(&self.spec.media, self.spec.random_seed)?;
+        Ok(self)
     }
 
     /// As [`SyntheticSource::new`], with a tokenizer already loaded.
@@ -325,10 +386,12 @@ impl SyntheticSource {
         };
         let builder = PromptBuilder::new(tok, text.as_deref(), max_prompt_tokens(&spec))?;
         let sampler = spec.samples.map(|n| SlotSampler::new(n, spec.sampling));
+        // Without media: they are generated where requests are made (`new`).
         Ok(Self {
             spec,
             builder,
             sampler,
+            media: MediaSet::default(),
         })
     }
 
@@ -380,14 +443,27 @@ impl SyntheticSource {
             (None, sample)
         };
         let mut text = String::with_capacity(prompt_len as usize * 5 + 16);
-        self.builder.build(
-            &mut text,
-            prompt_len as usize,
-            prefix,
-            marker,
-            derive_seed(seed, "prompt-window", sample),
-        )?;
+        if s.prompt_tokens > 0 {
+            self.builder.build(
+                &mut text,
+                prompt_len as usize,
+                prefix,
+                marker,
+                derive_seed(seed, "prompt-window", sample),
+            )?;
+        }
         let texts = s.batch_size.max(s.documents);
+        if !self.media.is_empty() {
+            return Ok(PreparedRequest {
+                prompt_tokens: (s.prompt_tokens > 0).then_some(prompt_len),
+                prompt: Prompt::Media {
+                    text,
+                    parts: self.media.parts(sample),
+                },
+                max_tokens: (s.output_tokens > 0).then_some(output_len),
+                model: None,
+            });
+        }
         if texts == 0 {
             return Ok(PreparedRequest {
                 prompt: Prompt::Text(text),

@@ -4,7 +4,7 @@
 
 use super::sampler::SlotSampler;
 use llmsurge_proto::{Sampling, TableSpec};
-use llmsurge_worker::{Message, PreparedRequest, Prompt, RequestSource};
+use llmsurge_worker::{MediaPart, Message, PreparedRequest, Prompt, RequestSource};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -49,6 +49,10 @@ pub struct Row {
     pub prompt_tokens: u32,
     /// Output tokens to ask for, when the row says.
     pub output_tokens: Option<u32>,
+    /// Images sent after the prompt's text: URLs, or data URLs of image files read when
+    /// the data was loaded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
 }
 
 /// The request prompt of a row's prompt.
@@ -67,14 +71,40 @@ pub fn prompt_of(prompt: &RowPrompt) -> Prompt {
 }
 
 impl Row {
-    fn prepared(&self) -> PreparedRequest {
+    /// The request of the row; `media` are its images, shared (see [`TableSource`]).
+    fn prepared(&self, media: &[MediaPart]) -> PreparedRequest {
+        let prompt = if media.is_empty() {
+            prompt_of(&self.prompt)
+        } else {
+            // A row with images is one user message: its text, then its images.
+            Prompt::Media {
+                text: self.prompt.texts().join("\n"),
+                parts: media.to_vec(),
+            }
+        };
         PreparedRequest {
-            prompt: prompt_of(&self.prompt),
+            prompt,
             prompt_tokens: Some(self.prompt_tokens),
             max_tokens: self.output_tokens,
             model: None,
         }
     }
+}
+
+/// The image parts of a row's image URLs (sizes unknown: 0; bytes of a data URL from its
+/// base64 length).
+fn image_parts(images: &[String]) -> Vec<MediaPart> {
+    images
+        .iter()
+        .map(|url| MediaPart::Image {
+            bytes: url
+                .split_once(";base64,")
+                .map_or(0, |(_, b64)| b64.len() as u64 / 4 * 3),
+            url: std::sync::Arc::from(url.as_str()),
+            width: 0,
+            height: 0,
+        })
+        .collect()
 }
 
 #[derive(Serialize, Deserialize)]
@@ -150,6 +180,8 @@ pub fn read_table(path: &Path) -> Result<Vec<Row>, String> {
 #[derive(Debug)]
 pub struct TableSource {
     rows: Vec<Row>,
+    /// Each row's images, made once so a request shares them instead of copying.
+    media: Vec<Vec<MediaPart>>,
     sampler: SlotSampler,
 }
 
@@ -163,8 +195,10 @@ impl TableSource {
     /// A source over `rows`.
     pub fn new(rows: Vec<Row>, sampling: Sampling) -> Self {
         let n = rows.len() as u64;
+        let media = rows.iter().map(|r| image_parts(&r.images)).collect();
         Self {
             rows,
+            media,
             sampler: SlotSampler::new(n, sampling),
         }
     }
@@ -172,11 +206,11 @@ impl TableSource {
 
 impl RequestSource for TableSource {
     fn request(&mut self, slot: u64) -> Result<Option<PreparedRequest>, String> {
-        Ok(self
-            .sampler
-            .row(slot)
-            .and_then(|r| self.rows.get(r as usize))
-            .map(Row::prepared))
+        Ok(self.sampler.row(slot).and_then(|r| {
+            let r = r as usize;
+            let media = self.media.get(r).map_or(&[][..], Vec::as_slice);
+            self.rows.get(r).map(|row| row.prepared(media))
+        }))
     }
 }
 
@@ -191,6 +225,7 @@ mod tests {
                 prompt: RowPrompt::Text("hello".into()),
                 prompt_tokens: 1,
                 output_tokens: Some(4),
+                images: vec!["https://example.com/a.png".into()],
             },
             Row {
                 prompt: RowPrompt::Messages(vec![RowMessage {
@@ -199,6 +234,7 @@ mod tests {
                 }]),
                 prompt_tokens: 1,
                 output_tokens: None,
+                images: vec![],
             },
         ];
         let guard = write_table(&rows).expect("write");
@@ -206,5 +242,11 @@ mod tests {
         let path = guard.path().to_path_buf();
         drop(guard);
         assert!(!path.exists(), "removed with its guard");
+        let mut source = TableSource::new(rows, Sampling::default());
+        let first = source.request(0).expect("request").expect("a row");
+        assert!(matches!(
+            &first.prompt,
+            Prompt::Media { text, parts } if text == "hello" && parts.len() == 1
+        ));
     }
 }

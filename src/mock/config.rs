@@ -267,8 +267,9 @@ pub struct MockConfig {
     pub unknown_events: bool,
 
     /// End every `/v1/responses` and `/v1/messages` stream cleanly but without its final
-    /// event (`response.completed` / `message_stop`): a stream the client must not count
-    /// as complete.
+    /// event (`response.completed` / `message_stop`), and every transcription stream
+    /// without its finishing chunk and `[DONE]`: a stream the client must not count as
+    /// complete.
     #[arg(long, env = "LLMSURGE_MOCK_NO_FINAL_EVENT")]
     pub no_final_event: bool,
 

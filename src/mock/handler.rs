@@ -197,6 +197,7 @@ fn route(path: &str) -> Option<(Endpoint, Method)> {
         "/v1/messages" => (Endpoint::Messages, Method::POST),
         "/v1/rerank" | "/rerank" => (Endpoint::Rerank, Method::POST),
         "/v1/score" | "/score" => (Endpoint::Score, Method::POST),
+        "/v1/audio/transcriptions" => (Endpoint::Transcriptions, Method::POST),
         "/tokenize" => (Endpoint::Tokenize, Method::POST),
         "/detokenize" => (Endpoint::Detokenize, Method::POST),
         "/stats" => (Endpoint::Stats, Method::GET),
@@ -273,6 +274,12 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
         Endpoint::Metrics => metrics::scrape(&app).await,
         Endpoint::StartProfile | Endpoint::StopProfile => metrics::profile(&app, req.uri().path()),
         _ => {
+            let content_type = req
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned();
             let body = match read_body(&app, req).await {
                 Ok(body) => body,
                 Err(response) => return *response,
@@ -299,6 +306,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
                 Endpoint::Responses => responses(app, &body),
                 Endpoint::Messages => super::anthropic::error_shape(messages(app, &body)),
                 Endpoint::Rerank | Endpoint::Score => ranking(app, endpoint, &body),
+                Endpoint::Transcriptions => transcription(app, &content_type, &body),
                 Endpoint::Tokenize => tokenize(&app, &body),
                 _ => detokenize(&app, &body),
             }
@@ -492,6 +500,8 @@ fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     let resolved = refuse_unknown_fields(&app, body, CHAT_FIELDS)
         .and_then(|()| parse::<ChatRequest>(&app, body))
         .and_then(|r| {
+            let (prompt, media) = openai::message_blocks(&r.messages);
+            app.counters.media(media.images, media.audio_ms);
             Ok(GenRequest {
                 api: Api::Chat,
                 model: resolve_model(&app, r.model.as_deref())?,
@@ -500,7 +510,7 @@ fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
                     .stream_options
                     .and_then(|o| o.include_usage)
                     .unwrap_or(false),
-                prompt: openai::message_blocks(&r.messages),
+                prompt,
                 max_tokens: resolve_max_tokens(&app, r.max_completion_tokens.or(r.max_tokens))?,
                 ignore_eos: r.ignore_eos.unwrap_or(false),
             })
@@ -509,6 +519,58 @@ fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
         Ok(request) => generate(app, request),
         Err(response) => *response,
     }
+}
+
+/// `/v1/audio/transcriptions`: a multipart form with a WAV `file`, `model`, and
+/// `stream` / `stream_include_usage` (vLLM's form fields). The clip costs prompt tokens
+/// as chat audio does; the transcript is generated like any output.
+fn transcription(app: Arc<App>, content_type: &str, body: &[u8]) -> Response<MockBody> {
+    let Some(boundary) = super::media::boundary(content_type) else {
+        return bad_request(
+            &app,
+            "a transcription is multipart/form-data with a boundary (Content-Type)",
+        );
+    };
+    let parts = match super::media::parse_form(body, boundary) {
+        Ok(parts) => parts,
+        Err(e) => return bad_request(&app, &format!("invalid multipart body: {e}")),
+    };
+    let field = |name: &str| parts.iter().find(|p| p.name == name).map(|p| p.data);
+    let text = |name: &str| field(name).and_then(|d| std::str::from_utf8(d).ok());
+    let Some(file) = field("file") else {
+        return bad_request(&app, "the form has no `file` part");
+    };
+    let Some(ms) = super::media::wav_ms(file) else {
+        return bad_request(
+            &app,
+            "`file` is not a PCM WAV file (RIFF/WAVE with fmt and data)",
+        );
+    };
+    let mut media = super::media::MediaCount::default();
+    let tokens = media.audio(ms);
+    app.counters.media(0, media.audio_ms);
+    if let Err(response) = within_context(&app, tokens) {
+        return *response;
+    }
+    let mut prompt = PromptBlocks::default();
+    super::media::push_media_tokens(&mut prompt, file, tokens);
+    let is_true = |name: &str| text(name).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let model = match resolve_model(&app, text("model")) {
+        Ok(m) => m,
+        Err(response) => return *response,
+    };
+    generate(
+        app,
+        GenRequest {
+            api: Api::Transcription(ms.div_ceil(1000)),
+            model,
+            streaming: is_true("stream"),
+            include_usage: is_true("stream_include_usage"),
+            prompt,
+            max_tokens: None,
+            ignore_eos: false,
+        },
+    )
 }
 
 fn completions(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
@@ -739,8 +801,8 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         prompt_tokens - hits,
         r.max_tokens,
         r.ignore_eos,
-        // Only the legacy completions API has no place for reasoning.
-        r.api != Api::Completions,
+        // Neither the legacy completions API nor a transcription has a place for reasoning.
+        !matches!(r.api, Api::Completions | Api::Transcription(_)),
     );
     plan.model = r.model;
     match plan.fault {
@@ -767,14 +829,15 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
             unknown_events,
             no_final_event,
         )),
-        Api::Chat | Api::Completions => Formatter::new(
+        Api::Chat | Api::Completions | Api::Transcription(_) => Formatter::new(
             r.api,
             r.streaming,
             seq,
             unix_now(),
             model_json,
             include_usage,
-        ),
+        )
+        .without_end(matches!(r.api, Api::Transcription(_)) && no_final_event),
     };
     if r.streaming {
         let output = Output::Stream {

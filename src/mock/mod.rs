@@ -14,6 +14,7 @@ mod anthropic;
 mod body;
 mod config;
 mod handler;
+mod media;
 mod metrics;
 mod model;
 mod openai;

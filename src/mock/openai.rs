@@ -5,6 +5,7 @@
 use bytes::{BufMut, BytesMut};
 use serde::{Deserialize, Serialize};
 
+use super::media::MediaCount;
 use super::prefix_cache::PromptBlocks;
 use super::tokenizer;
 
@@ -40,6 +41,26 @@ pub struct Part {
     /// The text of a text part; absent for other kinds.
     #[serde(default)]
     pub text: Option<String>,
+    /// An `image_url` part's image.
+    #[serde(default)]
+    pub image_url: Option<ImageUrl>,
+    /// An `input_audio` part's clip.
+    #[serde(default)]
+    pub input_audio: Option<InputAudio>,
+}
+
+/// `{"url": …}` of an `image_url` part.
+#[derive(Debug, Deserialize)]
+pub struct ImageUrl {
+    /// A data URL or a URL to fetch (the mock does not fetch).
+    pub url: String,
+}
+
+/// `{"data": …, "format": "wav"}` of an `input_audio` part.
+#[derive(Debug, Deserialize)]
+pub struct InputAudio {
+    /// The audio file in base64.
+    pub data: String,
 }
 
 impl Content {
@@ -52,13 +73,30 @@ impl Content {
     }
 }
 
-/// The prompt of chat messages: the tokens of every text content, nothing more.
-pub fn message_blocks(messages: &[Message]) -> PromptBlocks {
+/// The prompt of chat messages: the tokens of every text content, and those of every
+/// image and audio part (see [`super::media`]), which are counted too.
+pub fn message_blocks(messages: &[Message]) -> (PromptBlocks, MediaCount) {
     let mut blocks = PromptBlocks::default();
+    let mut media = MediaCount::default();
     for content in messages.iter().filter_map(|m| m.content.as_ref()) {
-        content.for_each_text(|t| blocks.push_text(t));
+        match content {
+            Content::Text(t) => blocks.push_text(t),
+            Content::Parts(parts) => {
+                for p in parts {
+                    if let Some(t) = &p.text {
+                        blocks.push_text(t);
+                    }
+                    if let Some(image) = &p.image_url {
+                        media.image(&image.url, &mut blocks);
+                    }
+                    if let Some(audio) = &p.input_audio {
+                        media.audio_base64(&audio.data, &mut blocks);
+                    }
+                }
+            }
+        }
     }
-    blocks
+    (blocks, media)
 }
 
 /// `POST /v1/chat/completions`
@@ -249,6 +287,9 @@ pub enum Api {
     Responses,
     /// `/v1/messages`
     Anthropic,
+    /// `/v1/audio/transcriptions`, of a clip of this many whole seconds (rounded up),
+    /// which a whole response reports as its usage.
+    Transcription(u64),
 }
 
 /// The writer of a typed-event API, when the response is one.
@@ -300,6 +341,8 @@ pub struct Formatter {
     /// Chunks carry `"usage":null` when the client asked for a usage chunk, as OpenAI's do.
     usage_null: bool,
     typed: Typed,
+    /// End a stream with nothing: no finish chunk, no usage, no `[DONE]`.
+    no_end: bool,
 }
 
 impl Formatter {
@@ -315,6 +358,8 @@ impl Formatter {
         let (prefix, object) = match (api, streaming) {
             (Api::Chat, true) => ("chatcmpl", "chat.completion.chunk"),
             (Api::Chat, false) => ("chatcmpl", "chat.completion"),
+            // vLLM's transcription chunks; a whole transcription has no envelope.
+            (Api::Transcription(_), _) => ("trsc", "transcription.chunk"),
             (Api::Completions, _) => ("cmpl", "text_completion"),
             // Built with `typed`; the envelope is not used.
             (Api::Responses | Api::Anthropic, _) => ("resp", "response"),
@@ -327,7 +372,15 @@ impl Formatter {
             envelope: envelope.into_bytes(),
             usage_null,
             typed: Typed::None,
+            no_end: false,
         }
+    }
+
+    /// A formatter whose streams end without their final chunks when `no_end`
+    /// (`--no-final-event`).
+    pub fn without_end(mut self, no_end: bool) -> Self {
+        self.no_end = no_end;
+        self
     }
 
     /// A formatter for the Responses API.
@@ -337,6 +390,7 @@ impl Formatter {
             envelope: Vec::new(),
             usage_null: false,
             typed: Typed::Responses(w),
+            no_end: false,
         }
     }
 
@@ -347,6 +401,7 @@ impl Formatter {
             envelope: Vec::new(),
             usage_null: false,
             typed: Typed::Anthropic(w),
+            no_end: false,
         }
     }
 
@@ -362,6 +417,7 @@ impl Formatter {
         match &self.typed {
             Typed::Responses(w) => return w.end_stream(out, finish, usage),
             Typed::Anthropic(w) => return w.end_stream(out, finish, usage),
+            Typed::None if self.no_end => return,
             Typed::None => {}
         }
         self.finish_chunk(out, finish);
@@ -410,7 +466,7 @@ impl Formatter {
         }
         self.open_choice(out);
         match self.api {
-            Api::Chat => {
+            Api::Chat | Api::Transcription(_) => {
                 out.put_slice(br#""delta":{"#);
                 if first {
                     out.put_slice(br#""role":"assistant","#);
@@ -436,7 +492,7 @@ impl Formatter {
     pub fn finish_chunk(&self, out: &mut BytesMut, finish: FinishReason) {
         self.open_choice(out);
         out.put_slice(match self.api {
-            Api::Chat => br#""delta":{}"#.as_slice(),
+            Api::Chat | Api::Transcription(_) => br#""delta":{}"#.as_slice(),
             _ => br#""text":"""#,
         });
         self.close_choice(out, Some(finish));
@@ -465,7 +521,7 @@ impl Formatter {
         }
         self.open_choice(out);
         out.put_slice(match self.api {
-            Api::Chat => br#""delta":{"content":"x""#.as_slice(),
+            Api::Chat | Api::Transcription(_) => br#""delta":{"content":"x""#.as_slice(),
             _ => br#""text":"x""#,
         });
         out.put_slice(b"\n\n");
@@ -484,6 +540,15 @@ impl Formatter {
             Typed::Responses(w) => return w.full_body(out, content, reasoning, finish, usage),
             Typed::Anthropic(w) => return w.full_body(out, content, reasoning, finish, usage),
             Typed::None => {}
+        }
+        if let Api::Transcription(seconds) = self.api {
+            // vLLM (Whisper) reports the audio duration as a whole transcription's usage.
+            out.put_slice(br#"{"text":""#);
+            write_words(out, content);
+            out.put_slice(br#"","usage":{"type":"duration","seconds":"#);
+            out.put_slice(fmt_u64(&mut itoa_buf(), seconds));
+            out.put_slice(b"}}");
+            return;
         }
         out.put_slice(&self.envelope);
         out.put_slice(br#","choices":[{"index":0,"#);

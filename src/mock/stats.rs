@@ -43,10 +43,12 @@ pub enum Endpoint {
     Rerank,
     /// `POST /v1/score`
     Score,
+    /// `POST /v1/audio/transcriptions`
+    Transcriptions,
 }
 
 /// How many [`Endpoint`]s there are.
-const ENDPOINTS: usize = 16;
+const ENDPOINTS: usize = 17;
 
 /// Upper bounds (seconds) of vLLM's `time_to_first_token_seconds` buckets.
 pub const TTFT_BUCKETS: [f64; 22] = [
@@ -170,6 +172,8 @@ pub struct Counters {
     spec_drafts: AtomicU64,
     spec_draft_tokens: AtomicU64,
     spec_accepted_tokens: AtomicU64,
+    images: AtomicU64,
+    audio_ms: AtomicU64,
     /// Time to first token of generation requests, from arrival (queueing included).
     pub ttft: LatencyHistogram,
     /// Arrival to last token of generation requests that ran to their end.
@@ -230,6 +234,8 @@ impl Default for Counters {
             spec_drafts: AtomicU64::default(),
             spec_draft_tokens: AtomicU64::default(),
             spec_accepted_tokens: AtomicU64::default(),
+            images: AtomicU64::default(),
+            audio_ms: AtomicU64::default(),
             ttft: LatencyHistogram::new(&TTFT_BUCKETS),
             e2e: LatencyHistogram::new(&E2E_BUCKETS),
             models: Vec::new(),
@@ -281,6 +287,9 @@ pub struct EndpointCounts {
     /// `POST /v1/score`
     #[serde(default)]
     pub score: u64,
+    /// `POST /v1/audio/transcriptions`
+    #[serde(default)]
+    pub transcriptions: u64,
 }
 
 /// Generation requests that ran to their end, per finish reason (vLLM's
@@ -371,6 +380,13 @@ pub struct MockStats {
     /// Requests that named a model not served (answered 404 `model_not_found`).
     #[serde(default)]
     pub model_not_found: u64,
+    /// Images received in chat `image_url` parts.
+    #[serde(default)]
+    pub images: u64,
+    /// Milliseconds of audio received (chat `input_audio` parts and transcription
+    /// uploads), from each WAV header.
+    #[serde(default)]
+    pub audio_ms: u64,
     /// What `--record` wrote (absent without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<super::record::RecordStats>,
@@ -527,7 +543,13 @@ impl Counters {
         self.cancelled.fetch_add(1, Relaxed);
     }
 
-    /// Counts prompt tokens received.
+    /// Counts the images and audio of a request.
+    pub fn media(&self, images: u64, audio_ms: u64) {
+        self.images.fetch_add(images, Relaxed);
+        self.audio_ms.fetch_add(audio_ms, Relaxed);
+    }
+
+    /// Counts prompt tokens.
     pub fn prompt_tokens(&self, n: u64) {
         self.prompt_tokens.fetch_add(n, Relaxed);
     }
@@ -566,6 +588,8 @@ impl Counters {
                 &self.spec_drafts,
                 &self.spec_draft_tokens,
                 &self.spec_accepted_tokens,
+                &self.images,
+                &self.audio_ms,
             ]);
         let per_model = self
             .models
@@ -600,6 +624,7 @@ impl Counters {
             messages: r(Endpoint::Messages),
             rerank: r(Endpoint::Rerank),
             score: r(Endpoint::Score),
+            transcriptions: r(Endpoint::Transcriptions),
         };
         MockStats {
             requests_total: self.requests.iter().map(|c| c.load(Relaxed)).sum(),
@@ -652,6 +677,8 @@ impl Counters {
                 })
                 .collect(),
             model_not_found: self.model_not_found.load(Relaxed),
+            images: self.images.load(Relaxed),
+            audio_ms: self.audio_ms.load(Relaxed),
             // Filled in by the server, which owns the recorder.
             record: None,
         }

@@ -29,7 +29,7 @@ pub mod source;
 pub mod sse;
 
 pub use formats::openai;
-pub use source::{Message, PreparedRequest, Prompt, RequestSource, SourceFactory};
+pub use source::{MediaPart, Message, PreparedRequest, Prompt, RequestSource, SourceFactory};
 
 use crate::backend::Backend;
 use crate::reporter::Reporter;

@@ -5,8 +5,47 @@
 //! slot. Sources are deterministic in the slot, so the same seed gives the same prompts
 //! whatever the number of workers.
 
+use bytes::Bytes;
 use llmsurge_proto::WorkerConfig;
 use std::sync::Arc;
+
+/// One image or audio clip of a multimodal request. The encoded bytes are shared (a
+/// source generates each distinct medium once), so a clone is a reference count.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MediaPart {
+    /// An `image_url` part.
+    Image {
+        /// A `data:` URL of the encoded image, or a URL the server fetches itself.
+        url: Arc<str>,
+        /// Width in pixels (0 when unknown, for an external URL).
+        width: u32,
+        /// Height in pixels (0 when unknown).
+        height: u32,
+        /// Encoded bytes (before base64; 0 for an external URL).
+        bytes: u64,
+    },
+    /// A WAV clip: an `input_audio` part in chat, the uploaded file of a transcription.
+    Audio {
+        /// The WAV file.
+        wav: Bytes,
+        /// The same file in base64, for JSON bodies.
+        base64: Arc<str>,
+        /// Its duration.
+        seconds: f64,
+    },
+}
+
+impl Eq for MediaPart {}
+
+impl MediaPart {
+    /// Bytes this part adds to a JSON body.
+    pub fn json_len(&self) -> usize {
+        match self {
+            MediaPart::Image { url, .. } => url.len() + 64,
+            MediaPart::Audio { base64, .. } => base64.len() + 80,
+        }
+    }
+}
 
 /// One chat message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +72,14 @@ pub enum Prompt {
         /// The documents.
         documents: Vec<String>,
     },
+    /// A user prompt with images or audio after its text (multimodal chat, or the
+    /// audio of a transcription).
+    Media {
+        /// The text part (may be empty).
+        text: String,
+        /// The media, in order.
+        parts: Vec<MediaPart>,
+    },
 }
 
 impl Prompt {
@@ -44,6 +91,9 @@ impl Prompt {
             Prompt::Batch(v) => v.iter().map(|t| t.len() + 4).sum(),
             Prompt::Ranking { query, documents } => {
                 query.len() + documents.iter().map(|t| t.len() + 4).sum::<usize>()
+            }
+            Prompt::Media { text, parts } => {
+                text.len() + parts.iter().map(MediaPart::json_len).sum::<usize>()
             }
         }
     }
@@ -63,6 +113,7 @@ impl Prompt {
                 all.extend(documents.iter().map(String::as_str));
                 all.join("\n")
             }
+            Prompt::Media { text, .. } => text.clone(),
         }
     }
 
@@ -82,6 +133,17 @@ impl Prompt {
             Prompt::Messages(m) => m.iter().map(|m| m.content.as_str()).collect(),
             Prompt::Batch(v) => v.iter().map(String::as_str).collect(),
             Prompt::Ranking { documents, .. } => documents.iter().map(String::as_str).collect(),
+            Prompt::Media { text, .. } => vec![text.as_str()],
+        }
+    }
+}
+
+impl Prompt {
+    /// The media of a multimodal prompt (none for the others).
+    pub fn media(&self) -> &[MediaPart] {
+        match self {
+            Prompt::Media { parts, .. } => parts,
+            _ => &[],
         }
     }
 }

@@ -24,8 +24,10 @@ pub struct DataArgs {
     pub scenario: Option<String>,
 
     /// Workload: a synthetic spec ("prompt_tokens=256,output_tokens=128", JSON, or a
-    /// .json/.yaml file), a data file (.jsonl .json .csv .txt .parquet), a dataset folder
-    /// in Hugging Face layout, or a Hugging Face dataset id (org/name).
+    /// .json/.yaml file; media keys: images, image_size, image_format, image_pool,
+    /// audio_seconds), a data file (.jsonl .json .csv .txt .parquet; an `images` column of
+    /// URLs or image files), a dataset folder in Hugging Face layout, or a Hugging Face
+    /// dataset id (org/name).
     #[arg(
         long,
         env = "LLMSURGE_DATA",

@@ -69,6 +69,9 @@ pub enum RequestFormatArg {
     Rerank,
     /// POST /v1/score (vLLM: text_1 against text_2); never streamed.
     Score,
+    /// POST /v1/audio/transcriptions: a multipart WAV upload of `audio_seconds` (a
+    /// synthetic --data spec key), streamed with `stream=true` unless --no-stream.
+    Transcription,
 }
 
 /// What to do when a worker process dies.

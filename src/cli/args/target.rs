@@ -27,6 +27,8 @@ pub struct TargetArgs {
     /// (chat, completions, responses, anthropic) report TTFT, ITL, TPOT and output tokens;
     /// embeddings, rerank and score report latency, inputs/s and input tokens/s, and take
     /// `batch_size` / `documents` in a synthetic --data spec instead of output_tokens.
+    /// Chat takes images and audio (`images=4,image_size=1024x1024`, `audio_seconds=5`);
+    /// transcription uploads `audio_seconds` of WAV and reports audio seconds/s.
     #[arg(
         long,
         env = "LLMSURGE_REQUEST_FORMAT",
@@ -36,7 +38,7 @@ pub struct TargetArgs {
     pub request_format: RequestFormatArg,
 
     /// Stream responses (SSE, needed for TTFT and ITL) or not; embeddings, rerank and
-    /// score never stream.
+    /// score never stream (a transcription streams with the form field stream=true).
     #[arg(long, env = "LLMSURGE_STREAM", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub stream: bool,
 

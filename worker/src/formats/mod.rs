@@ -16,6 +16,7 @@ pub mod embeddings;
 pub mod openai;
 pub mod rerank;
 pub mod responses;
+pub mod transcription;
 
 use crate::source::PreparedRequest;
 use bytes::Bytes;
@@ -87,6 +88,7 @@ pub fn for_config(cfg: &BackendConfig) -> Box<dyn Format> {
         RequestFormat::Embeddings => Box::new(embeddings::Embeddings::new(cfg)),
         RequestFormat::Rerank => Box::new(rerank::Rerank::new(cfg, rerank::Shape::Rerank)),
         RequestFormat::Score => Box::new(rerank::Rerank::new(cfg, rerank::Shape::Score)),
+        RequestFormat::Transcription => Box::new(transcription::Transcription::new(cfg)),
     }
 }
 

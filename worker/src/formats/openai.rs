@@ -5,7 +5,7 @@
 //! serialised once; a request only writes its prompt and lengths. Responses are parsed
 //! with borrowed fields, reading only what the metrics need.
 
-use crate::source::{PreparedRequest, Prompt};
+use crate::source::{MediaPart, PreparedRequest, Prompt};
 use bytes::Bytes;
 use llmsurge_proto::{BackendConfig, RequestFormat};
 use serde::Deserialize;
@@ -96,6 +96,9 @@ impl BodyTemplate {
                     out.extend_from_slice(b"\"messages\":[");
                     match &req.prompt {
                         Prompt::Text(t) => write_message(&mut out, "user", t),
+                        Prompt::Media { text, parts } => {
+                            write_media_message(&mut out, text, parts);
+                        }
                         Prompt::Messages(msgs) => {
                             for (i, m) in msgs.iter().enumerate() {
                                 if i > 0 {
@@ -139,6 +142,55 @@ fn write_message(out: &mut Vec<u8>, role: &str, content: &str) {
     out.extend_from_slice(b",\"content\":");
     write_json(out, content);
     out.push(b'}');
+}
+
+/// A user message whose content is a text part followed by `image_url` and
+/// `input_audio` parts (OpenAI's multimodal chat shape, which vLLM and SGLang read).
+pub(crate) fn write_media_message(out: &mut Vec<u8>, text: &str, parts: &[MediaPart]) {
+    out.extend_from_slice(b"{\"role\":\"user\",\"content\":[");
+    let mut first = true;
+    if !text.is_empty() {
+        out.extend_from_slice(b"{\"type\":\"text\",\"text\":");
+        write_json(out, text);
+        out.push(b'}');
+        first = false;
+    }
+    for part in parts {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        match part {
+            MediaPart::Image { url, .. } => {
+                out.extend_from_slice(b"{\"type\":\"image_url\",\"image_url\":{\"url\":");
+                write_plain_or_json(out, url);
+                out.extend_from_slice(b"}}");
+            }
+            MediaPart::Audio { base64, .. } => {
+                out.extend_from_slice(b"{\"type\":\"input_audio\",\"input_audio\":{\"data\":");
+                write_plain_or_json(out, base64);
+                out.extend_from_slice(b",\"format\":\"wav\"}}");
+            }
+        }
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// A JSON string; a data URL or base64 (megabytes of characters that need no escape)
+/// is copied as it is instead of going through the escaper.
+fn write_plain_or_json(out: &mut Vec<u8>, s: &str) {
+    if s.len() > 256
+        && s.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(b, b'+' | b'/' | b'=' | b':' | b';' | b',' | b'-' | b'.')
+        })
+    {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        write_json(out, s);
+    }
 }
 
 fn write_field<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, key: &str, value: &T) {
