@@ -710,6 +710,8 @@ mod capacity_tests {
                 sampling: Default::default(),
                 batch_size: 0,
                 documents: 0,
+                turns: 0,
+                think_time: None,
             }),
             window: Default::default(),
             flush_interval: Duration::from_millis(20),

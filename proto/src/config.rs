@@ -261,6 +261,38 @@ pub struct SyntheticSpec {
     /// query of `prompt_tokens` (0: one plain prompt).
     #[serde(default)]
     pub documents: u32,
+    /// Multi-turn sessions: turns per session (0: independent requests). Each turn's
+    /// new user message has the drawn prompt length; the history comes on top.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub turns: u32,
+    /// Multi-turn sessions: the pause between a turn's end and the next turn's send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<ThinkTime>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The pause between two turns of a session, drawn per (session, turn).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThinkTime {
+    /// How it is drawn.
+    pub kind: ThinkKind,
+    /// The fixed value, or the distribution's mean, in nanoseconds.
+    pub mean_ns: u64,
+}
+
+/// How a think time is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThinkKind {
+    /// Always the mean.
+    Fixed,
+    /// Uniform on `[0, 2 × mean]`.
+    Uniform,
+    /// Exponential with the mean.
+    Exponential,
 }
 
 /// Rows prepared by the coordinator (files and datasets), written once to a read-only

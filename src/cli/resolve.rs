@@ -541,6 +541,17 @@ fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
             "--data-samples, --data-sampler and --data-oversample do not apply to a trace: it is sent once, in order (cut it with --max-requests, --max-seconds, --trace-start)",
         );
     }
+    if let DataSource::Synthetic { spec } = &source
+        && spec.turns > 0
+        && !matches!(
+            args.load.profile,
+            ProfileKind::Synchronous | ProfileKind::Concurrent | ProfileKind::Throughput
+        )
+    {
+        return usage(
+            "--data turns=…: multi-turn sessions run with --profile synchronous, concurrent or throughput (N users, each running one session after another)",
+        );
+    }
     let synthetic = matches!(source, DataSource::Synthetic { .. });
     if synthetic && d.data_args.is_some() {
         return usage("--data-args applies to data files and datasets, not to a synthetic spec");

@@ -352,6 +352,19 @@ pub fn parse_full_response(body: &[u8]) -> Result<ChunkInfo, String> {
     Ok(chunk_info(&chunk))
 }
 
+/// The output text of a chat or completions chunk or response: the first choice's
+/// `delta.content`, `message.content` or `text`. Only multi-turn sessions call it.
+pub fn reply_text(data: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(data).ok()?;
+    let choice = v.get("choices")?.get(0)?;
+    let text = choice
+        .get("delta")
+        .or_else(|| choice.get("message"))
+        .and_then(|d| d.get("content"))
+        .or_else(|| choice.get("text"))?;
+    text.as_str().map(str::to_string)
+}
+
 /// The `error.message` of an error response body, or the start of the body.
 pub fn error_message(body: &[u8]) -> String {
     if let Ok(chunk) = serde_json::from_slice::<WireChunk<'_>>(body)
