@@ -65,6 +65,19 @@ async fn probe_runtime(reporter: Rc<RefCell<Reporter>>) {
     }
 }
 
+/// Waits until `due` to well under a millisecond: tokio's timer rounds up to the next
+/// millisecond, so it sleeps to a millisecond before, then yields (letting the other
+/// tasks run) until the instant. For think times, which the issue holds to 1 ms.
+async fn wait_until_precisely(due: MonoNanos) {
+    let early = due.to_instant().checked_sub(Duration::from_millis(1));
+    if let Some(early) = early {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(early)).await;
+    }
+    while MonoNanos::now() < due {
+        tokio::task::yield_now().await;
+    }
+}
+
 /// Converts a monotonic instant to a tokio instant.
 pub fn tokio_instant(t: MonoNanos) -> tokio::time::Instant {
     tokio::time::Instant::from_std(t.to_instant())
@@ -283,7 +296,7 @@ impl Context {
                     Some(end) if think > 0 => {
                         let due = end + Duration::from_nanos(think);
                         tokio::select! {
-                            () = tokio::time::sleep_until(tokio_instant(due)) => {}
+                            () = wait_until_precisely(due) => {}
                             Ok(_) = stop.wait_for(|s| *s) => break 'sessions,
                         }
                         due
