@@ -73,6 +73,8 @@ fn each_turn_carries_the_replies_that_actually_streamed() {
         "turns=3,prompt_tokens=12,output_tokens=6",
         "--max-requests",
         "6",
+        "--outputs",
+        "json,csv,md,console",
     ]);
     let report = ok_report(&finished);
     let lines = recorded(&path);
@@ -126,6 +128,27 @@ fn each_turn_carries_the_replies_that_actually_streamed() {
     );
     assert!(s.sessions_per_s > 0.0 && s.turns_per_s > s.sessions_per_s);
     assert!(finished.stdout.contains("Sessions"), "{}", finished.stdout);
+    let dir = finished.dir.path();
+    let md = std::fs::read_to_string(dir.join("benchmarks.md")).expect("md");
+    assert!(md.contains("### Sessions"), "{md}");
+    let mut csv = csv::Reader::from_path(dir.join("benchmarks.csv")).expect("csv");
+    let header: Vec<String> = csv
+        .headers()
+        .expect("header")
+        .iter()
+        .map(String::from)
+        .collect();
+    let row = csv.records().next().expect("a row").expect("it parses");
+    let cell = |name: &str| {
+        let i = header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        row[i].to_string()
+    };
+    assert_eq!(cell("sessions.completed"), "2");
+    assert_eq!(cell("sessions.turns_completed"), "6");
+    assert!(!cell("sessions.turn3.ttft_ms.p50").is_empty());
 }
 
 /// The think time before each (session, turn) in a request log: its scheduled send less
