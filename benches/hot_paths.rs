@@ -208,6 +208,7 @@ fn body_build(b: divan::Bencher) {
         prompt_tokens: Some(256),
         max_tokens: Some(128),
         model: None,
+        user: None,
     };
     b.bench(|| template.build(divan::black_box(&req)));
 }

@@ -712,6 +712,7 @@ mod capacity_tests {
                 documents: 0,
                 turns: 0,
                 think_time: None,
+                session_user: false,
             }),
             window: Default::default(),
             flush_interval: Duration::from_millis(20),

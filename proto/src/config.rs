@@ -268,6 +268,10 @@ pub struct SyntheticSpec {
     /// Multi-turn sessions: the pause between a turn's end and the next turn's send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think_time: Option<ThinkTime>,
+    /// Multi-turn sessions, sticky routing: send the session id as the OpenAI `user`
+    /// field of every turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub session_user: bool,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -40,6 +40,7 @@ pub const SPEC_KEYS: &[&str] = &[
     "documents",
     "turns",
     "think_time",
+    "session_id",
 ];
 
 #[derive(Deserialize)]
@@ -70,6 +71,7 @@ struct SpecFields {
     #[serde(default)]
     turns: u32,
     think_time: Option<String>,
+    session_id: Option<String>,
 }
 
 /// Whether `raw` looks like an inline spec (`k=v,...` or a JSON object).
@@ -92,7 +94,7 @@ pub fn parse_spec(raw: &str, run_seed: u64) -> Result<SyntheticSpec, String> {
                 ));
             };
             let (k, v) = (k.trim(), v.trim());
-            let value = if k == "source" || k == "think_time" {
+            let value = if k == "source" || k == "think_time" || k == "session_id" {
                 v.into()
             } else if k == "range_ratio" {
                 let r: f64 = v
@@ -169,6 +171,15 @@ fn spec_from_value(
         documents: f.documents,
         turns: f.turns,
         think_time: f.think_time.as_deref().map(parse_think_time).transpose()?,
+        session_user: match f.session_id.as_deref() {
+            None => false,
+            Some("user") => true,
+            Some(other) => {
+                return Err(format!(
+                    "session_id={other}: expected user (the session id as the OpenAI user field)"
+                ));
+            }
+        },
     };
     validate(&spec)?;
     Ok(spec)
@@ -220,6 +231,9 @@ pub fn draw_think(t: &ThinkTime, seed: u64, session: u64, turn: u32) -> u64 {
 }
 
 fn validate(s: &SyntheticSpec) -> Result<(), String> {
+    if s.session_user && s.turns == 0 {
+        return Err("session_id needs turns (e.g. turns=5,session_id=user)".into());
+    }
     if s.think_time.is_some() && s.turns == 0 {
         return Err("think_time needs turns (e.g. turns=5,think_time=2s)".into());
     }
@@ -452,6 +466,7 @@ impl SyntheticSource {
                 prompt_tokens: Some(prompt_len),
                 max_tokens: (s.output_tokens > 0).then_some(output_len),
                 model: None,
+                user: None,
             });
         }
         // A batch (embeddings) or a query with its documents (rerank): the first text
@@ -499,6 +514,7 @@ impl SyntheticSource {
             prompt_tokens: Some(total),
             max_tokens: None,
             model: None,
+            user: None,
         })
     }
 }
@@ -532,7 +548,10 @@ impl RequestSource for SyntheticSource {
         // the same whatever the worker.
         let plan = (0..self.spec.turns)
             .map(|k| {
-                let request = self.sample(id * turns + u64::from(k))?;
+                let mut request = self.sample(id * turns + u64::from(k))?;
+                if self.spec.session_user {
+                    request.user = Some(format!("llmsurge-session-{id}"));
+                }
                 let think_ns = match &self.spec.think_time {
                     Some(t) if k > 0 => draw_think(t, self.spec.random_seed, id, k),
                     _ => 0,

@@ -70,7 +70,7 @@ fn each_turn_carries_the_replies_that_actually_streamed() {
         "--profile",
         "synchronous",
         "--data",
-        "turns=3,prompt_tokens=12,output_tokens=6",
+        "turns=3,prompt_tokens=12,output_tokens=6,session_id=user",
         "--max-requests",
         "6",
         "--outputs",
@@ -98,6 +98,8 @@ fn each_turn_carries_the_replies_that_actually_streamed() {
         let reply = reply_of(&rt, &client, &twin.base_url(), &line["body"]);
         assert!(!reply.is_empty());
         let turn = i % 3;
+        // Sticky routing: every turn names its session in the OpenAI `user` field.
+        assert_eq!(line["body"]["user"], format!("llmsurge-session-{}", i / 3));
         let m = messages(i);
         assert_eq!(m.len(), 2 * turn + 1, "turn {turn}: {m:?}");
         assert_eq!(m[2 * turn]["role"], "user");

@@ -322,6 +322,7 @@ impl Context {
                     },
                     max_tokens: turn.request.max_tokens,
                     model: turn.request.model.clone(),
+                    user: turn.request.user.clone(),
                 };
                 let info = SlotInfo {
                     slot: self.shard.global(local),

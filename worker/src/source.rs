@@ -98,6 +98,9 @@ pub struct PreparedRequest {
     /// The model name for this request (a LoRA adapter, say); `None` sends the run's
     /// configured model.
     pub model: Option<Arc<str>>,
+    /// Sticky routing: the OpenAI `user` field to send (a session id, so a KV-aware
+    /// router keeps a session on one replica); `None` sends none.
+    pub user: Option<String>,
 }
 
 /// One turn of a multi-turn session.

@@ -246,6 +246,7 @@ mod tests {
             prompt_tokens: None,
             max_tokens: max,
             model: None,
+            user: None,
         }
     }
 

@@ -124,6 +124,9 @@ impl BodyTemplate {
                 out.extend_from_slice(format!("\"max_completion_tokens\":{n},").as_bytes());
             }
         }
+        if let Some(user) = &req.user {
+            write_field(&mut out, "user", user);
+        }
         // Every field above ends in a comma; there is at least "model".
         if out.last() == Some(&b',') {
             out.pop();
@@ -408,6 +411,7 @@ mod tests {
             prompt_tokens: None,
             max_tokens: max,
             model: None,
+            user: None,
         }
     }
 
@@ -449,6 +453,7 @@ mod tests {
             prompt_tokens: None,
             max_tokens: Some(3),
             model: None,
+            user: None,
         };
         assert_eq!(body(&t, &msgs)["prompt"], "s\nu");
         assert_eq!(body(&t, &msgs)["max_tokens"], 3);
