@@ -339,3 +339,45 @@ fn max_seconds_reports_the_unfinished_sessions() {
     assert_eq!((s.sessions, s.completed, s.unfinished), (2, 0, 2), "{s:?}");
     assert_eq!((s.turns_completed, s.turns_unfinished), (2, 4), "{s:?}");
 }
+
+#[test]
+fn sessions_refuse_what_they_cannot_run_with_a_usage_error() {
+    for (extra, expected) in [
+        (
+            &["--profile", "constant", "--rate", "5"][..],
+            "--data turns=…",
+        ),
+        (&["--request-format", "completions"][..], "--data: turns"),
+        (
+            &["--shard", "1/2", "--profile", "concurrent", "--rate", "4"][..],
+            "--shard",
+        ),
+    ] {
+        let mut args = vec![
+            "--target",
+            "http://127.0.0.1:9",
+            "--data",
+            "turns=2,prompt_tokens=8,output_tokens=2",
+            "--max-requests",
+            "4",
+        ];
+        args.extend_from_slice(extra);
+        let finished = run(&args);
+        assert_eq!(finished.code(), 2, "{extra:?}: {}", finished.stderr);
+        let line = finished.stderr.trim();
+        assert!(line.contains(expected), "{extra:?}: {line}");
+        assert_eq!(line.lines().count(), 1, "{line}");
+    }
+    let finished = run(&[
+        "--target",
+        "http://127.0.0.1:9",
+        "--data",
+        "prompt_tokens=8,think_time=gamma:1s",
+    ]);
+    assert_eq!(finished.code(), 2, "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains("think_time"),
+        "{}",
+        finished.stderr
+    );
+}
