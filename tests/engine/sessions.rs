@@ -74,7 +74,7 @@ fn each_turn_carries_the_replies_that_actually_streamed() {
         "--max-requests",
         "6",
         "--outputs",
-        "json,csv,md,console",
+        "json,csv,html,md,console",
     ]);
     let report = ok_report(&finished);
     let lines = recorded(&path);
@@ -133,6 +133,8 @@ fn each_turn_carries_the_replies_that_actually_streamed() {
     let dir = finished.dir.path();
     let md = std::fs::read_to_string(dir.join("benchmarks.md")).expect("md");
     assert!(md.contains("### Sessions"), "{md}");
+    let html = std::fs::read_to_string(dir.join("benchmarks.html")).expect("html");
+    assert!(html.contains("<h2>Sessions</h2>"), "no HTML session table");
     let mut csv = csv::Reader::from_path(dir.join("benchmarks.csv")).expect("csv");
     let header: Vec<String> = csv
         .headers()
