@@ -208,6 +208,7 @@ fn body_build(b: divan::Bencher) {
         prompt_tokens: Some(256),
         max_tokens: Some(128),
         model: None,
+        user: None,
     };
     b.bench(|| template.build(divan::black_box(&req)));
 }
@@ -227,6 +228,7 @@ fn exchange(start: MonoNanos) -> Exchange {
         }),
         finished: true,
         error: None,
+        reply: None,
     }
 }
 
@@ -244,6 +246,7 @@ fn batch() -> UpdateBatch {
             prompt_tokens: Some(16),
             previous_end: None,
             model: None,
+            session: None,
         };
         reporter.started(&info, start);
         reporter.finished(info, &exchange(start));
@@ -267,6 +270,7 @@ fn reporter_finish_per_request(b: divan::Bencher) {
             prompt_tokens: Some(16),
             previous_end: None,
             model: None,
+            session: None,
         };
         reporter.finished(info, divan::black_box(&ex));
         if reporter.pending() >= 4096 {
@@ -290,6 +294,7 @@ fn reporter_take_batch(b: divan::Bencher) {
                 prompt_tokens: Some(16),
                 previous_end: None,
                 model: None,
+                session: None,
             };
             reporter.finished(info, &ex);
         }

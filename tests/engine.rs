@@ -21,6 +21,7 @@ mod reports;
 mod requests;
 mod server_metrics;
 mod server_report;
+mod sessions;
 mod shards;
 mod signals;
 mod traffic;

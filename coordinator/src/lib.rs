@@ -23,6 +23,7 @@ pub mod result;
 pub mod run;
 pub mod saturation;
 pub mod server_metrics;
+pub mod sessions;
 pub mod slo;
 pub mod spawn;
 pub mod state;

@@ -344,6 +344,10 @@ pub struct BenchmarkResult {
     /// out) without a split.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<ModelResult>,
+    /// Multi-turn sessions: outcomes, sessions/s and per-turn-index latencies. Absent
+    /// without sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<crate::sessions::SessionResult>,
 }
 
 /// Inputs of [`build`] besides the state.
@@ -474,6 +478,17 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         rate_estimate: None,
         server_metrics: None,
         models: model_results(state, window.duration_s),
+        sessions: (!state.sessions.is_empty()).then(|| {
+            let rate_means = match ctx.strategy {
+                Strategy::Constant { .. } | Strategy::Poisson { .. } => {
+                    crate::sessions::RateMeans::SessionsPerSecond
+                }
+                _ => crate::sessions::RateMeans::Users,
+            };
+            // Sessions span the whole run (think times included), not only the
+            // requests' measured window.
+            state.sessions.result(rate_means, duration_s)
+        }),
     }
 }
 

@@ -539,6 +539,7 @@ mod tests {
                 phase: Phase::Measured,
                 late: false,
                 model: None,
+                session: None,
             });
         }
         built(
@@ -613,6 +614,7 @@ mod tests {
                 phase: Phase::Measured,
                 late: false,
                 model: None,
+                session: None,
             };
             if cut {
                 llmsurge_proto::metrics::record_lower_bounds(&mut metrics, &r);
@@ -702,6 +704,7 @@ mod tests {
             phase: Phase::Measured,
             late: true,
             model: None,
+            session: None,
         };
         assert!(!spec.already_missed(&r));
         assert!(

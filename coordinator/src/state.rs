@@ -259,6 +259,8 @@ pub struct WorkerGroupState {
     /// `--lora`: each model's part, in the split's order (a record's `model` indexes
     /// it). Empty without a split, which then costs nothing.
     pub models: Vec<ModelState>,
+    /// Multi-turn sessions: each session's outcome and the per-turn-index latencies.
+    pub sessions: crate::sessions::SessionBook,
 }
 
 impl WorkerGroupState {
@@ -280,6 +282,7 @@ impl WorkerGroupState {
             unreported: 0,
             unfinished_not_good: 0,
             models: Vec::new(),
+            sessions: crate::sessions::SessionBook::default(),
         }
     }
 
@@ -340,6 +343,9 @@ impl WorkerGroupState {
     }
 
     fn account(&mut self, r: &RequestRecord) {
+        if let Some(tag) = r.session {
+            self.sessions.add(tag, r);
+        }
         if let Some(i) = r.model {
             self.account_model(usize::from(i), r);
         }
@@ -482,6 +488,7 @@ impl WorkerGroupState {
                 phase: self.window.phase(s.slot, s.scheduled.since(self.t0)),
                 late: false,
                 model: s.model,
+                session: None,
             };
             if record.phase == Phase::Measured {
                 // Made here, not in a worker: its lower bounds are recorded here too.
@@ -620,6 +627,7 @@ mod tests {
             phase: Phase::Measured,
             late: false,
             model: None,
+            session: None,
         }
     }
 
@@ -707,6 +715,7 @@ mod tests {
         });
         let of = |slot, model, status, kind| RequestRecord {
             model,
+            session: None,
             ..finished(slot, status, kind)
         };
         let mut delta = MetricSet::new();

@@ -145,6 +145,7 @@ mod tests {
             phase: Phase::Measured,
             late: false,
             model: None,
+            session: None,
         }
     }
 

@@ -269,6 +269,17 @@ pub struct SyntheticSpec {
     /// Generated images and audio each request carries (none by default).
     #[serde(default)]
     pub media: MediaSpec,
+    /// Multi-turn sessions: turns per session (0: independent requests). Each turn's
+    /// new user message has the drawn prompt length; the history comes on top.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub turns: u32,
+    /// Multi-turn sessions: the pause between a turn's end and the next turn's send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<ThinkTime>,
+    /// Multi-turn sessions, sticky routing: send the session id as the OpenAI `user`
+    /// field of every turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub session_user: bool,
 }
 
 /// Encoding of generated images.
@@ -323,6 +334,31 @@ impl MediaSpec {
     pub fn any(&self) -> bool {
         self.images > 0 || self.audio_seconds > 0.0
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The pause between two turns of a session, drawn per (session, turn).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThinkTime {
+    /// How it is drawn.
+    pub kind: ThinkKind,
+    /// The fixed value, or the distribution's mean, in nanoseconds.
+    pub mean_ns: u64,
+}
+
+/// How a think time is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThinkKind {
+    /// Always the mean.
+    Fixed,
+    /// Uniform on `[0, 2 × mean]`.
+    Uniform,
+    /// Exponential with the mean.
+    Exponential,
 }
 
 /// Rows prepared by the coordinator (files and datasets), written once to a read-only

@@ -26,7 +26,7 @@ pub use clock::{ClockAnchor, MonoNanos};
 pub use config::{
     Arrivals, BackendConfig, DataSpec, ImageFormat, LoraModel, LoraSpec, MeasureWindow, MediaSpec,
     RequestFormat, SamplerKind, Sampling, Schedule, Secret, Shard, SyntheticSpec, TableSpec,
-    TokenizerRef, TraceSpec, WorkerConfig,
+    ThinkKind, ThinkTime, TokenizerRef, TraceSpec, WorkerConfig,
 };
 pub use frame::{FrameError, FrameIoError, FrameReader, FrameWriter, decode_frame, encode_frame};
 pub use messages::{FromWorker, ModelMetrics, PROTOCOL_VERSION, ToWorker, UpdateBatch};
@@ -35,6 +35,7 @@ pub use metrics::{
     encode_compressed,
 };
 pub use record::{
-    ErrorKind, Phase, RequestError, RequestRecord, RequestStarted, RequestStatus, TokenSource,
+    ErrorKind, Phase, RequestError, RequestRecord, RequestStarted, RequestStatus, SessionTag,
+    TokenSource,
 };
 pub use shm::{SharedRegion, ShmLayout};

@@ -162,6 +162,21 @@ pub struct RequestRecord {
     /// split (the configured model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<u16>,
+    /// Multi-turn sessions: the session and turn this request was; `None` outside
+    /// sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionTag>,
+}
+
+/// Which turn of which session a request was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionTag {
+    /// The session's index in the schedule (the same whatever `--workers`).
+    pub id: u64,
+    /// The turn, from 0.
+    pub turn: u32,
+    /// The turns the session has in all.
+    pub turns: u32,
 }
 
 impl RequestRecord {

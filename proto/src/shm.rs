@@ -87,7 +87,10 @@ pub struct ShmLayout {
     concurrency_cap: AtomicU64,
     /// Slots claimed but handed back unsent: a stop came before they were due.
     slots_returned: AtomicU64,
-    padding: [AtomicU64; 8],
+    /// Multi-turn sessions: the next session index to hand out (taken from the
+    /// padding, so the layout's size is unchanged).
+    next_session: AtomicU64,
+    padding: [AtomicU64; 7],
     /// Requests in flight per worker, so a dead worker's share can be given back.
     worker_in_flight: [AtomicU64; MAX_WORKERS],
     /// Requests sent per worker (counted just before the send), so the requests a dead
@@ -165,6 +168,15 @@ impl ShmLayout {
         }
         let slot = self.next_slot.fetch_add(1, Ordering::AcqRel);
         (slot < limit).then_some(slot)
+    }
+
+    /// Claims the next session index of the group's schedule (multi-turn sessions);
+    /// `None` once queuing stopped.
+    pub fn claim_session(&self) -> Option<u64> {
+        if self.queuing_stopped() {
+            return None;
+        }
+        Some(self.next_session.fetch_add(1, Ordering::AcqRel))
     }
 
     /// Slots handed out so far (never more than the limit).

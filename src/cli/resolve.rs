@@ -229,6 +229,13 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     // anything starts.
     measure_window(args.limits.warmup, args.limits.cooldown, &limits)?;
     let shard = resolve_shard(args, &profile_plan, &limits)?;
+    if shard.count > 1
+        && let crate::data::DataSource::Synthetic { spec } = &data.source
+        && spec.turns > 0
+    {
+        // Session indices are handed out per host: two shards would run the same ones.
+        return usage("--shard: multi-turn sessions (--data turns=…) run on one host only");
+    }
     let start_at = args.multi_host.start_at;
     if let Some(at) = start_at {
         super::shard::check_start_at(at, crate::report::unix_now()).map_err(UsageError)?;
@@ -502,6 +509,12 @@ fn check_data_fits_format(data: &DataPlan, format: RequestFormatArg) -> Result<(
             "--data: audio_seconds is for --request-format chat (input_audio) or transcription, not {name}"
         ));
     }
+    // Sessions resend the reply text, which only the chat format reads back so far.
+    if spec.turns > 0 && format != RequestFormatArg::Chat {
+        return usage(format!(
+            "--data: turns (multi-turn sessions) is for --request-format chat, not {name}"
+        ));
+    }
     Ok(())
 }
 
@@ -565,6 +578,17 @@ fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
     {
         return usage(
             "--data-samples, --data-sampler and --data-oversample do not apply to a trace: it is sent once, in order (cut it with --max-requests, --max-seconds, --trace-start)",
+        );
+    }
+    if let DataSource::Synthetic { spec } = &source
+        && spec.turns > 0
+        && !matches!(
+            args.load.profile,
+            ProfileKind::Synchronous | ProfileKind::Concurrent | ProfileKind::Throughput
+        )
+    {
+        return usage(
+            "--data turns=…: multi-turn sessions run with --profile synchronous, concurrent or throughput (N users, each running one session after another)",
         );
     }
     let synthetic = matches!(source, DataSource::Synthetic { .. });

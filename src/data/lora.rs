@@ -171,6 +171,24 @@ impl RequestSource for LoraSource {
         // A replayed trace keeps its instants under a split.
         self.inner.offset_ns(slot)
     }
+
+    fn has_sessions(&self) -> bool {
+        self.inner.has_sessions()
+    }
+
+    fn session(&mut self, id: u64) -> Result<Option<llmsurge_worker::SessionPlan>, String> {
+        let mut plan = self.inner.session(id)?;
+        if let Some(plan) = &mut plan {
+            // A session talks to one model: picked per session, whatever the worker.
+            let model = self.picker.pick(id).cloned();
+            for turn in &mut plan.turns {
+                if turn.request.model.is_none() {
+                    turn.request.model.clone_from(&model);
+                }
+            }
+        }
+        Ok(plan)
+    }
 }
 
 #[cfg(test)]
@@ -230,6 +248,7 @@ mod tests {
                 prompt_tokens: Some(1),
                 max_tokens: Some(1),
                 model: None,
+                user: None,
             }))
         }
 

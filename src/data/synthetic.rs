@@ -13,8 +13,10 @@ use super::media::MediaSet;
 use super::sampler::SlotSampler;
 use super::tokenizer::Tokenizer;
 use llmsurge_proto::seed::derive_seed;
-use llmsurge_proto::{ImageFormat, MediaSpec, Sampling, SyntheticSpec, TokenizerRef};
-use llmsurge_worker::{PreparedRequest, Prompt, RequestSource};
+use llmsurge_proto::{
+    ImageFormat, MediaSpec, Sampling, SyntheticSpec, ThinkKind, ThinkTime, TokenizerRef,
+};
+use llmsurge_worker::{PreparedRequest, Prompt, RequestSource, SessionPlan, Turn};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand_distr::{Distribution, Normal};
@@ -44,6 +46,9 @@ pub const SPEC_KEYS: &[&str] = &[
     "image_format",
     "image_pool",
     "audio_seconds",
+    "turns",
+    "think_time",
+    "session_id",
 ];
 
 #[derive(Deserialize)]
@@ -80,6 +85,9 @@ struct SpecFields {
     image_pool: u32,
     #[serde(default)]
     audio_seconds: f64,
+    turns: u32,
+    think_time: Option<String>,
+    session_id: Option<String>,
 }
 
 /// Images are 512×512 unless `image_size` says otherwise.
@@ -105,7 +113,10 @@ pub fn parse_spec(raw: &str, run_seed: u64) -> Result<SyntheticSpec, String> {
                 ));
             };
             let (k, v) = (k.trim(), v.trim());
-            let value = if matches!(k, "source" | "image_size" | "image_format") {
+            let value = if matches!(
+                k,
+                "source" | "image_size" | "image_format" | "think_time" | "session_id"
+            ) {
                 v.into()
             } else if matches!(k, "range_ratio" | "audio_seconds") {
                 let r: f64 = v
@@ -206,12 +217,77 @@ fn spec_from_value(
         batch_size: f.batch_size,
         documents: f.documents,
         media,
+        turns: f.turns,
+        think_time: f.think_time.as_deref().map(parse_think_time).transpose()?,
+        session_user: match f.session_id.as_deref() {
+            None => false,
+            Some("user") => true,
+            Some(other) => {
+                return Err(format!(
+                    "session_id={other}: expected user (the session id as the OpenAI user field)"
+                ));
+            }
+        },
     };
     validate(&spec)?;
     Ok(spec)
 }
 
+/// Parses `think_time`: `2s` (fixed), `uniform:2s` (uniform on `[0, 4s]`, mean 2 s) or
+/// `exp:2s` (exponential, mean 2 s).
+pub fn parse_think_time(raw: &str) -> Result<ThinkTime, String> {
+    let (kind, value) = match raw.split_once(':') {
+        None => (ThinkKind::Fixed, raw),
+        Some(("fixed", v)) => (ThinkKind::Fixed, v),
+        Some(("uniform", v)) => (ThinkKind::Uniform, v),
+        Some(("exp" | "exponential", v)) => (ThinkKind::Exponential, v),
+        Some((other, _)) => {
+            return Err(format!(
+                "think_time={raw}: unknown distribution {other:?} (fixed, uniform or exp)"
+            ));
+        }
+    };
+    let mean = crate::cli::values::parse_duration(value.trim())
+        .map_err(|e| format!("think_time={raw}: {e}"))?;
+    Ok(ThinkTime {
+        kind,
+        mean_ns: u64::try_from(mean.as_nanos()).unwrap_or(u64::MAX),
+    })
+}
+
+/// Draws the think time before turn `turn` of session `session`, seeded by both.
+pub fn draw_think(t: &ThinkTime, seed: u64, session: u64, turn: u32) -> u64 {
+    let draw_seed = derive_seed(
+        derive_seed(seed, "think-session", session),
+        "think-turn",
+        u64::from(turn),
+    );
+    let mut rng = StdRng::seed_from_u64(draw_seed);
+    let mean = t.mean_ns as f64;
+    let v = match t.kind {
+        ThinkKind::Fixed => return t.mean_ns,
+        ThinkKind::Uniform => match rand_distr::Uniform::new_inclusive(0.0, 2.0 * mean) {
+            Ok(u) => u.sample(&mut rng),
+            Err(_) => mean,
+        },
+        ThinkKind::Exponential => match rand_distr::Exp::new(1.0 / mean.max(1.0)) {
+            Ok(e) => e.sample(&mut rng),
+            Err(_) => mean,
+        },
+    };
+    v.round() as u64
+}
+
 fn validate(s: &SyntheticSpec) -> Result<(), String> {
+    if s.session_user && s.turns == 0 {
+        return Err("session_id needs turns (e.g. turns=5,session_id=user)".into());
+    }
+    if s.think_time.is_some() && s.turns == 0 {
+        return Err("think_time needs turns (e.g. turns=5,think_time=2s)".into());
+    }
+    if s.turns > 0 && (s.batch_size > 0 || s.documents > 0) {
+        return Err("turns (multi-turn chat) does not combine with batch_size / documents".into());
+    }
     if s.prompt_tokens == 0 && !s.media.any() {
         return Err("prompt_tokens must be at least 1".into());
     }
@@ -462,6 +538,7 @@ impl SyntheticSource {
                 },
                 max_tokens: (s.output_tokens > 0).then_some(output_len),
                 model: None,
+                user: None,
             });
         }
         if texts == 0 {
@@ -470,6 +547,7 @@ impl SyntheticSource {
                 prompt_tokens: Some(prompt_len),
                 max_tokens: (s.output_tokens > 0).then_some(output_len),
                 model: None,
+                user: None,
             });
         }
         // A batch (embeddings) or a query with its documents (rerank): the first text
@@ -517,6 +595,7 @@ impl SyntheticSource {
             prompt_tokens: Some(total),
             max_tokens: None,
             model: None,
+            user: None,
         })
     }
 }
@@ -531,6 +610,44 @@ impl RequestSource for SyntheticSource {
             None => slot,
         };
         self.sample(sample).map(Some)
+    }
+
+    fn has_sessions(&self) -> bool {
+        self.spec.turns > 0
+    }
+
+    fn session(&mut self, id: u64) -> Result<Option<SessionPlan>, String> {
+        let turns = u64::from(self.spec.turns);
+        if self
+            .spec
+            .samples
+            .is_some_and(|n| id.saturating_mul(turns) >= n)
+        {
+            return Ok(None);
+        }
+        // Turn k of session s is sample s × turns + k: its own exact lengths and text,
+        // the same whatever the worker.
+        let plan = (0..self.spec.turns)
+            .map(|k| {
+                let mut request = self.sample(id * turns + u64::from(k))?;
+                if self.spec.session_user {
+                    request.user = Some(format!("llmsurge-session-{id}"));
+                }
+                let think_ns = match &self.spec.think_time {
+                    Some(t) if k > 0 => draw_think(t, self.spec.random_seed, id, k),
+                    _ => 0,
+                };
+                Ok(Turn {
+                    request,
+                    think_ns,
+                    recorded_reply: None,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(Some(SessionPlan {
+            system: None,
+            turns: plan,
+        }))
     }
 }
 
@@ -642,5 +759,32 @@ mod tests {
         std::fs::write(&y, "prompt_tokens: 64\ncolour: red\n").expect("w");
         let e = parse_spec_file(&y, 3).expect_err("unknown key");
         assert!(e.contains("s.yaml") && e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn think_times_parse_and_draw_per_session_and_turn() {
+        let spec = parse_spec(
+            "turns=3,prompt_tokens=8,output_tokens=2,think_time=exp:2s",
+            1,
+        )
+        .expect("spec");
+        let t = spec.think_time.expect("think_time");
+        assert_eq!((t.kind, t.mean_ns), (ThinkKind::Exponential, 2_000_000_000));
+        let fixed = parse_think_time("250ms").expect("fixed");
+        assert_eq!(draw_think(&fixed, 1, 7, 2), 250_000_000);
+        let u = parse_think_time("uniform:1s").expect("uniform");
+        let draws: Vec<u64> = (0..200).map(|s| draw_think(&u, 9, s, 1)).collect();
+        assert!(draws.iter().all(|&d| d <= 2_000_000_000));
+        let mean = draws.iter().sum::<u64>() as f64 / 200.0;
+        assert!((0.8e9..1.2e9).contains(&mean), "{mean}");
+        // Seeded by (session, turn): the same pair draws the same, another pair not.
+        assert_eq!(draw_think(&u, 9, 3, 1), draw_think(&u, 9, 3, 1));
+        assert_ne!(draw_think(&u, 9, 3, 1), draw_think(&u, 9, 3, 2));
+        for bad in ["gamma:1s", "uniform:soon"] {
+            let e = parse_think_time(bad).expect_err(bad);
+            assert!(e.starts_with("think_time="), "{e}");
+        }
+        let e = parse_spec("prompt_tokens=8,think_time=1s", 1).expect_err("no turns");
+        assert!(e.contains("needs turns"), "{e}");
     }
 }

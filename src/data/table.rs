@@ -87,6 +87,7 @@ impl Row {
             prompt_tokens: Some(self.prompt_tokens),
             max_tokens: self.output_tokens,
             model: None,
+            user: None,
         }
     }
 }

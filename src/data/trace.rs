@@ -502,6 +502,7 @@ impl RequestSource for TraceSource {
             prompt_tokens: Some(row.input_tokens),
             max_tokens: row.output_tokens,
             model: None,
+            user: None,
         }))
     }
 

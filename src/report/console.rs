@@ -156,6 +156,10 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
         out.push('\n');
     }
 
+    if benchmarks.iter().any(|b| b.sessions.is_some()) {
+        out.push_str(&sessions_block(benchmarks));
+    }
+
     for b in benchmarks {
         let notes = super::notes(b);
         if !notes.is_empty() {
@@ -173,6 +177,77 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
             }
         }
     }
+    out
+}
+
+/// Multi-turn sessions: outcomes and rates per benchmark, then the latencies per turn
+/// index.
+fn sessions_block(benchmarks: &[BenchmarkResult]) -> String {
+    use llmsurge_coordinator::sessions::{RateMeans, Summary};
+    let mut out = String::from("\nSessions\n");
+    let mut t = table(&[
+        "Benchmark",
+        "--rate meant",
+        "Sessions",
+        "Completed",
+        "Failed",
+        "Unfinished",
+        "Turns done",
+        "Skipped",
+        "Sessions/s",
+        "Requests/s",
+        "Duration p50 ms",
+        "Duration p99 ms",
+    ]);
+    let p =
+        |s: &Option<Summary>, f: fn(&Summary) -> f64| s.as_ref().map_or("-".into(), |s| num(f(s)));
+    for b in benchmarks {
+        let Some(s) = &b.sessions else { continue };
+        t.add_row(vec![
+            b.strategy.to_string(),
+            match s.rate_means {
+                RateMeans::Users => "concurrent users".into(),
+                RateMeans::SessionsPerSecond => "new sessions/s".to_string(),
+            },
+            s.sessions.to_string(),
+            s.completed.to_string(),
+            s.failed.to_string(),
+            s.unfinished.to_string(),
+            format!("{}/{}", s.turns_completed, s.turns_planned),
+            s.turns_skipped.to_string(),
+            num(s.sessions_per_s),
+            num(s.turns_per_s),
+            p(&s.duration_ms, |s| s.p50),
+            p(&s.duration_ms, |s| s.p99),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out.push_str("\n\nPer turn (measured successful requests, ms)\n");
+    let mut t = table(&[
+        "Benchmark",
+        "Turn",
+        "Requests",
+        "TTFT p50",
+        "TTFT p99",
+        "E2E p50",
+        "E2E p99",
+    ]);
+    for b in benchmarks {
+        let Some(s) = &b.sessions else { continue };
+        for turn in &s.per_turn {
+            t.add_row(vec![
+                b.strategy.to_string(),
+                turn.turn.to_string(),
+                turn.requests.to_string(),
+                p(&turn.ttft_ms, |s| s.p50),
+                p(&turn.ttft_ms, |s| s.p99),
+                p(&turn.e2e_latency_ms, |s| s.p50),
+                p(&turn.e2e_latency_ms, |s| s.p99),
+            ]);
+        }
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
     out
 }
 

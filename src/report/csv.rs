@@ -549,8 +549,83 @@ pub fn header(report: &Report) -> Vec<String> {
         h.extend(MODEL_FIXED.iter().map(|c| format!("{prefix}{c}")));
         h.extend(distribution_names(&prefix));
     }
+    h.extend(session_names(report));
     h.extend(report.metadata.extras.keys().map(|k| format!("extras.{k}")));
     h
+}
+
+/// Multi-turn sessions' counts and rates, after `sessions.`.
+const SESSION_FIXED: [&str; 13] = [
+    "sessions.started",
+    "sessions.completed",
+    "sessions.failed",
+    "sessions.unfinished",
+    "sessions.turns_planned",
+    "sessions.turns_completed",
+    "sessions.turns_failed",
+    "sessions.turns_skipped",
+    "sessions.turns_unfinished",
+    "sessions.sessions_per_s",
+    "sessions.turns_per_s",
+    "sessions.duration_ms.p50",
+    "sessions.duration_ms.p99",
+];
+
+/// The most turns any benchmark's sessions had (0 without sessions).
+fn session_turns(report: &Report) -> usize {
+    report
+        .benchmarks
+        .iter()
+        .filter_map(|b| b.sessions.as_ref())
+        .map(|s| s.per_turn.len())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The session columns: none without sessions, else the counts then TTFT per turn.
+fn session_names(report: &Report) -> Vec<String> {
+    if report.benchmarks.iter().all(|b| b.sessions.is_none()) {
+        return Vec::new();
+    }
+    let mut h: Vec<String> = SESSION_FIXED.iter().map(|c| c.to_string()).collect();
+    for t in 1..=session_turns(report) {
+        h.push(format!("sessions.turn{t}.ttft_ms.p50"));
+        h.push(format!("sessions.turn{t}.ttft_ms.p99"));
+    }
+    h
+}
+
+fn session_values(report: &Report, r: &BenchmarkResult) -> Vec<String> {
+    let width = session_names(report).len();
+    let Some(s) = &r.sessions else {
+        return vec![String::new(); width];
+    };
+    let summary = |v: &Option<llmsurge_coordinator::sessions::Summary>, p99: bool| {
+        v.as_ref()
+            .map(|v| float(if p99 { v.p99 } else { v.p50 }))
+            .unwrap_or_default()
+    };
+    let mut row = vec![
+        s.sessions.to_string(),
+        s.completed.to_string(),
+        s.failed.to_string(),
+        s.unfinished.to_string(),
+        s.turns_planned.to_string(),
+        s.turns_completed.to_string(),
+        s.turns_failed.to_string(),
+        s.turns_skipped.to_string(),
+        s.turns_unfinished.to_string(),
+        float(s.sessions_per_s),
+        float(s.turns_per_s),
+        summary(&s.duration_ms, false),
+        summary(&s.duration_ms, true),
+    ];
+    for i in 0..session_turns(report) {
+        let t = s.per_turn.get(i);
+        row.push(t.map(|t| summary(&t.ttft_ms, false)).unwrap_or_default());
+        row.push(t.map(|t| summary(&t.ttft_ms, true)).unwrap_or_default());
+    }
+    row
 }
 
 fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
@@ -574,6 +649,7 @@ fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
             )),
         }
     }
+    row.extend(session_values(report, r));
     row.extend(report.metadata.extras.values().map(|v| match v {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Null => String::new(),

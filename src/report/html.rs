@@ -174,6 +174,47 @@ struct CheckRow {
     agrees: bool,
 }
 
+/// Multi-turn sessions: one row per benchmark with sessions, then one per turn index.
+fn session_rows(b: &BenchmarkResult) -> Option<serde_json::Value> {
+    use llmsurge_coordinator::sessions::Summary;
+    let s = b.sessions.as_ref()?;
+    let p = |v: &Option<Summary>, f: fn(&Summary) -> f64| {
+        v.as_ref().map_or("–".into(), |v| num(f(v)))
+    };
+    let turns: Vec<_> = s
+        .per_turn
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "turn": t.turn,
+                "requests": t.requests,
+                "ttft_p50": p(&t.ttft_ms, |v| v.p50),
+                "ttft_p99": p(&t.ttft_ms, |v| v.p99),
+                "e2e_p50": p(&t.e2e_latency_ms, |v| v.p50),
+                "e2e_p99": p(&t.e2e_latency_ms, |v| v.p99),
+            })
+        })
+        .collect();
+    Some(serde_json::json!({
+        "label": b.strategy.to_string(),
+        "rate_means": match s.rate_means {
+            llmsurge_coordinator::sessions::RateMeans::Users => "concurrent users",
+            llmsurge_coordinator::sessions::RateMeans::SessionsPerSecond => "new sessions/s",
+        },
+        "sessions": s.sessions,
+        "completed": s.completed,
+        "failed": s.failed,
+        "unfinished": s.unfinished,
+        "turns": format!("{}/{}", s.turns_completed, s.turns_planned),
+        "skipped": s.turns_skipped,
+        "sessions_s": num(s.sessions_per_s),
+        "req_s": num(s.turns_per_s),
+        "duration_p50": p(&s.duration_ms, |v| v.p50),
+        "duration_p99": p(&s.duration_ms, |v| v.p99),
+        "per_turn": turns,
+    }))
+}
+
 fn server_row(b: &BenchmarkResult) -> Option<ServerRow> {
     use super::server::{self as srv, figure, percent};
     let sm = b.server_metrics.as_ref()?;
@@ -341,6 +382,7 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
         rows => Serde(report.benchmarks.iter().map(row).collect::<Vec<_>>()),
         model_rows => Serde(report.benchmarks.iter().flat_map(model_rows).collect::<Vec<_>>()),
         server_rows => Serde(report.benchmarks.iter().filter_map(server_row).collect::<Vec<_>>()),
+        session_rows => Serde(report.benchmarks.iter().filter_map(session_rows).collect::<Vec<_>>()),
         data => data,
         uplot_js => UPLOT_JS,
         uplot_css => UPLOT_CSS,

@@ -61,9 +61,59 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
     if benchmarks.iter().any(|b| !b.models.is_empty()) {
         out.push_str(&models_section(benchmarks));
     }
+    if benchmarks.iter().any(|b| b.sessions.is_some()) {
+        out.push_str(&sessions_section(benchmarks));
+    }
     if super::server::any(benchmarks) {
         out.push_str(&server_section(benchmarks));
     }
+    out
+}
+
+/// Multi-turn sessions: outcomes and rates per benchmark, then latencies per turn index.
+fn sessions_section(benchmarks: &[BenchmarkResult]) -> String {
+    use llmsurge_coordinator::sessions::{RateMeans, Summary};
+    let mut out = String::from(
+        "\n### Sessions\n\n| Benchmark | --rate meant | Sessions | Completed | Failed | Unfinished | Turns done | Skipped | Sessions/s | Requests/s | Duration p50 ms | Duration p99 ms |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let p = |s: &Option<Summary>, f: fn(&Summary) -> f64| cell_value(s.as_ref().map(f));
+    let mut turns = String::from(
+        "\n| Benchmark | Turn | Requests | TTFT p50 ms | TTFT p99 ms | E2E p50 ms | E2E p99 ms |\n|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for b in benchmarks {
+        let Some(s) = &b.sessions else { continue };
+        let name = escape(&b.strategy.to_string());
+        out.push_str(&format!(
+            "| {name} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |\n",
+            match s.rate_means {
+                RateMeans::Users => "concurrent users",
+                RateMeans::SessionsPerSecond => "new sessions/s",
+            },
+            s.sessions,
+            s.completed,
+            s.failed,
+            s.unfinished,
+            s.turns_completed,
+            s.turns_planned,
+            s.turns_skipped,
+            cell_value(Some(s.sessions_per_s)),
+            cell_value(Some(s.turns_per_s)),
+            p(&s.duration_ms, |s| s.p50),
+            p(&s.duration_ms, |s| s.p99),
+        ));
+        for t in &s.per_turn {
+            turns.push_str(&format!(
+                "| {name} | {} | {} | {} | {} | {} | {} |\n",
+                t.turn,
+                t.requests,
+                p(&t.ttft_ms, |s| s.p50),
+                p(&t.ttft_ms, |s| s.p99),
+                p(&t.e2e_latency_ms, |s| s.p50),
+                p(&t.e2e_latency_ms, |s| s.p99),
+            ));
+        }
+    }
+    out.push_str(&turns);
     out
 }
 

@@ -62,6 +62,12 @@ pub struct RequestEntry {
     /// `--lora`: the model the request named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Multi-turn sessions: the session (its index in the schedule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    /// Multi-turn sessions: the turn, from 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
 }
 
 fn ms(d: std::time::Duration) -> f64 {
@@ -94,6 +100,8 @@ impl RequestEntry {
             output_tokens_source: r.output_tokens_source,
             streamed_tokens: r.streamed_tokens,
             model: None,
+            session: r.session.map(|s| s.id),
+            turn: r.session.map(|s| s.turn),
         }
     }
 }
@@ -299,6 +307,7 @@ mod tests {
             phase: Phase::Measured,
             late: false,
             model: None,
+            session: None,
         }
     }
 

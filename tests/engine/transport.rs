@@ -288,6 +288,7 @@ fn http1_against_the_mock_streams_and_reads_whole_responses_on_one_kept_connecti
             prompt_tokens: None,
             max_tokens: Some(8),
             model: None,
+            user: None,
         });
         for i in 0..5 {
             let mut ex = Exchange::default();

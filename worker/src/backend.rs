@@ -63,6 +63,9 @@ pub struct Exchange {
     pub finished: bool,
     /// Why the request failed, if it did.
     pub error: Option<RequestError>,
+    /// Multi-turn sessions: `Some` to collect the reply's text as it arrives (the next
+    /// turn resends it); `None`, the default, keeps no text.
+    pub reply: Option<String>,
 }
 
 impl Exchange {
@@ -385,11 +388,13 @@ impl Backend {
                         false
                     }
                     Ok(StreamEvent::Last(info)) => {
+                        capture_reply(&*self.format, data, &info, ex);
                         ex.apply(info, at);
                         done = true;
                         false
                     }
                     Ok(StreamEvent::Chunk(info)) => {
+                        capture_reply(&*self.format, data, &info, ex);
                         ex.apply(info, at);
                         true
                     }
@@ -449,6 +454,9 @@ impl Backend {
         let at = MonoNanos::now();
         match self.format.parse_full(&body) {
             Ok(info) => {
+                if let Some(reply) = ex.reply.as_mut() {
+                    reply.push_str(&self.format.full_reply(&body).unwrap_or_default());
+                }
                 ex.apply(info, at);
                 ex.end = Some(at);
             }
@@ -522,6 +530,16 @@ struct ReqwestStream<'a, S>(std::pin::Pin<&'a mut S>);
 impl<S: futures_util::Stream<Item = reqwest::Result<Bytes>>> Pieces for ReqwestStream<'_, S> {
     async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
         self.0.next().await.map(|r| r.map_err(|e| error_chain(&e)))
+    }
+}
+
+/// Appends a content chunk's text to the reply a session collects (a no-op otherwise).
+fn capture_reply(format: &dyn Format, data: &[u8], info: &ChunkInfo, ex: &mut Exchange) {
+    if info.content
+        && let Some(reply) = ex.reply.as_mut()
+        && let Some(text) = format.event_reply(data)
+    {
+        reply.push_str(&text);
     }
 }
 

@@ -29,7 +29,9 @@ pub mod source;
 pub mod sse;
 
 pub use formats::openai;
-pub use source::{MediaPart, Message, PreparedRequest, Prompt, RequestSource, SourceFactory};
+pub use source::{
+    MediaPart, Message, PreparedRequest, Prompt, RequestSource, SessionPlan, SourceFactory, Turn,
+};
 
 use crate::backend::Backend;
 use crate::reporter::Reporter;

@@ -280,6 +280,7 @@ mod tests {
                 prompt_tokens: Some(1),
                 max_tokens: Some(1),
                 model: None,
+                user: None,
             }))
         }
     }

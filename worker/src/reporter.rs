@@ -10,7 +10,7 @@
 use crate::backend::Exchange;
 use llmsurge_proto::{
     MeasureWindow, Metric, MetricSet, ModelMetrics, MonoNanos, Phase, RequestRecord,
-    RequestStarted, RequestStatus, StatusClass, TokenSource, UpdateBatch,
+    RequestStarted, RequestStatus, SessionTag, StatusClass, TokenSource, UpdateBatch,
     metrics::{MetricsError, micros, record_lower_bounds},
 };
 use std::sync::Arc;
@@ -31,6 +31,8 @@ pub struct SlotInfo {
     /// `--lora`: the index of the request's model in the split (see
     /// [`Reporter::model_index`]).
     pub model: Option<u16>,
+    /// Multi-turn sessions: the session and turn.
+    pub session: Option<SessionTag>,
 }
 
 /// Accumulates one flush interval of transitions.
@@ -208,6 +210,7 @@ fn build_record(worker: u32, info: SlotInfo, ex: &Exchange, phase: Phase) -> Req
         phase,
         late: info.late,
         model: info.model,
+        session: info.session,
     }
 }
 
@@ -278,6 +281,7 @@ mod tests {
             }),
             finished: true,
             error: None,
+            reply: None,
         }
     }
 
@@ -289,6 +293,7 @@ mod tests {
             prompt_tokens: Some(4),
             previous_end: None,
             model: None,
+            session: None,
         }
     }
 

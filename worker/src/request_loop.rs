@@ -13,9 +13,9 @@ use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Exchange};
 use crate::pacer::{Dispatch, Pacer, PacerSent};
 use crate::reporter::{Reporter, SlotInfo};
-use crate::source::RequestSource;
+use crate::source::{Message, PreparedRequest, Prompt, RequestSource};
 use bytes::Bytes;
-use llmsurge_proto::{Arrivals, ErrorKind, MonoNanos, Shard, SharedRegion};
+use llmsurge_proto::{Arrivals, ErrorKind, MonoNanos, SessionTag, Shard, SharedRegion};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -73,6 +73,19 @@ async fn probe_runtime(reporter: Rc<RefCell<Reporter>>) {
     }
 }
 
+/// Waits until `due` to well under a millisecond: tokio's timer rounds up to the next
+/// millisecond, so it sleeps to a millisecond before, then yields (letting the other
+/// tasks run) until the instant. For think times, which the issue holds to 1 ms.
+async fn wait_until_precisely(due: MonoNanos) {
+    let early = due.to_instant().checked_sub(Duration::from_millis(1));
+    if let Some(early) = early {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(early)).await;
+    }
+    while MonoNanos::now() < due {
+        tokio::task::yield_now().await;
+    }
+}
+
 /// Converts a monotonic instant to a tokio instant.
 pub fn tokio_instant(t: MonoNanos) -> tokio::time::Instant {
     tokio::time::Instant::from_std(t.to_instant())
@@ -81,7 +94,19 @@ pub fn tokio_instant(t: MonoNanos) -> tokio::time::Instant {
 impl Context {
     /// Sends one request and reports its outcome. Never fails: every outcome is a record.
     /// Returns when it ended.
-    pub async fn run_request(&self, mut info: SlotInfo, body: Result<Bytes, String>) -> MonoNanos {
+    pub async fn run_request(&self, info: SlotInfo, body: Result<Bytes, String>) -> MonoNanos {
+        let ex = self.run_exchange(info, body, None).await;
+        ex.end.unwrap_or_else(MonoNanos::now)
+    }
+
+    /// As [`Context::run_request`], returning the exchange; `reply: Some` collects the
+    /// reply's text into `ex.reply` (multi-turn sessions).
+    async fn run_exchange(
+        &self,
+        mut info: SlotInfo,
+        body: Result<Bytes, String>,
+        reply: Option<String>,
+    ) -> Exchange {
         let mut cancel = self.cancel.clone();
         loop {
             // The stop first: the requests it cancels give their concurrency back, and a
@@ -96,7 +121,7 @@ impl Context {
                     },
                 );
                 self.report(info, &ex);
-                return ex.end.unwrap_or_else(MonoNanos::now);
+                return ex;
             }
             if self.shm.try_acquire(self.id) {
                 break;
@@ -115,23 +140,31 @@ impl Context {
                 // Counted in shared memory before the send and before the report, so a
                 // worker that dies in between still has it on the books.
                 self.shm.count_started(self.id);
-                self.exchange(&info, MonoNanos::now(), Send::Fresh(body))
+                self.exchange(&info, MonoNanos::now(), Send::Fresh(body), reply)
                     .await
             }
         };
-        self.finish(info, &ex)
+        self.finish(info, &ex);
+        ex
     }
 
     /// Finishes a request the pacer thread began sending: it already holds a unit of
     /// the group's concurrency and was counted as started.
     pub async fn run_sent(&self, info: SlotInfo, sent: PacerSent) -> MonoNanos {
         let start = sent.start.unwrap_or_else(MonoNanos::now);
-        let ex = self.exchange(&info, start, Send::Pacer(sent)).await;
+        let ex = self.exchange(&info, start, Send::Pacer(sent), None).await;
         self.finish(info, &ex)
     }
 
-    /// Runs one exchange that holds a unit of concurrency, against the cancel flag.
-    async fn exchange(&self, info: &SlotInfo, start: MonoNanos, send: Send) -> Exchange {
+    /// Runs one exchange that holds a unit of concurrency, against the cancel flag;
+    /// `reply: Some` collects the reply's text (multi-turn sessions).
+    async fn exchange(
+        &self,
+        info: &SlotInfo,
+        start: MonoNanos,
+        send: Send,
+        reply: Option<String>,
+    ) -> Exchange {
         {
             let mut reporter = self.reporter.borrow_mut();
             reporter.started(info, start);
@@ -139,6 +172,7 @@ impl Context {
         }
         let mut ex = Exchange {
             start: Some(start),
+            reply,
             ..Exchange::default()
         };
         let mut cancel = self.cancel.clone();
@@ -194,7 +228,13 @@ impl Context {
             let source = source.clone();
             let stream = self.shard.global(local);
             let offset = rampup.mul_f64(stream as f64 / f64::from(streams));
-            tasks.spawn_local(async move { ctx.stream_loop(t0 + offset, source).await });
+            tasks.spawn_local(async move {
+                if source.borrow().has_sessions() {
+                    ctx.user_loop(t0 + offset, source).await;
+                } else {
+                    ctx.stream_loop(t0 + offset, source).await;
+                }
+            });
         }
         while tasks.join_next().await.is_some() {}
         probe.abort();
@@ -234,11 +274,118 @@ impl Context {
                         prompt_tokens,
                         previous_end,
                         model,
+                        session: None,
                     },
                     body,
                 )
                 .await;
             previous_end = Some(end);
+        }
+    }
+
+    /// A user of a multi-turn load: runs one session after another, each session's turns
+    /// in order, every turn a claimed slot (so `--max-requests` counts requests). Turn
+    /// `k` sends the session's system prompt, every earlier user message and the reply
+    /// actually received (or the recorded one), then its own user message; it is due its
+    /// think time after the previous turn ended. A failed turn ends its session (the
+    /// records say which turn of how many, so the skipped ones are counted); a stop
+    /// leaves the session unfinished.
+    async fn user_loop(&self, start_at: MonoNanos, source: Rc<RefCell<Box<dyn RequestSource>>>) {
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            () = tokio::time::sleep_until(tokio_instant(start_at)) => {}
+            Ok(_) = stop.wait_for(|s| *s) => return,
+        }
+        let mut previous_end: Option<MonoNanos> = None;
+        'sessions: while let Some(id) = self.shm.claim_session() {
+            let plan = source.borrow_mut().session(id);
+            let plan = match plan {
+                Ok(Some(plan)) => plan,
+                Ok(None) => break,
+                Err(message) => {
+                    // The session cannot be made: one failed request says why.
+                    let Some(local) = self.shm.claim_slot() else {
+                        break;
+                    };
+                    let info = SlotInfo {
+                        slot: self.shard.global(local),
+                        scheduled: MonoNanos::now(),
+                        late: false,
+                        prompt_tokens: None,
+                        previous_end: None,
+                        model: None,
+                        session: None,
+                    };
+                    previous_end = Some(self.run_request(info, Err(message)).await);
+                    continue;
+                }
+            };
+            let turns = u32::try_from(plan.turns.len()).unwrap_or(u32::MAX);
+            let mut history: Vec<Message> = plan
+                .system
+                .into_iter()
+                .map(|content| Message {
+                    role: "system".into(),
+                    content,
+                })
+                .collect();
+            for (k, turn) in plan.turns.into_iter().enumerate() {
+                let k = u32::try_from(k).unwrap_or(u32::MAX);
+                // The first turn of a session follows the user's previous session at once.
+                let think = if k == 0 { 0 } else { turn.think_ns };
+                let scheduled = match previous_end {
+                    Some(end) if think > 0 => {
+                        let due = end + Duration::from_nanos(think);
+                        tokio::select! {
+                            () = wait_until_precisely(due) => {}
+                            Ok(_) = stop.wait_for(|s| *s) => break 'sessions,
+                        }
+                        due
+                    }
+                    _ => MonoNanos::now(),
+                };
+                let Some(local) = self.shm.claim_slot() else {
+                    break 'sessions;
+                };
+                history.push(Message {
+                    role: "user".into(),
+                    content: turn.request.prompt.joined(),
+                });
+                let first = history.len() == 1;
+                let req = PreparedRequest {
+                    prompt: Prompt::Messages(history.clone()),
+                    // Later turns carry replies the client did not tokenize: the
+                    // server's usage gives their prompt length.
+                    prompt_tokens: if first {
+                        turn.request.prompt_tokens
+                    } else {
+                        None
+                    },
+                    max_tokens: turn.request.max_tokens,
+                    model: turn.request.model.clone(),
+                    user: turn.request.user.clone(),
+                };
+                let info = SlotInfo {
+                    slot: self.shard.global(local),
+                    scheduled,
+                    late: false,
+                    prompt_tokens: req.prompt_tokens,
+                    // Turnaround is the client's own gap: a think time is not one.
+                    previous_end: if think == 0 { previous_end } else { None },
+                    model: self.reporter.borrow().model_index(req.model.as_ref()),
+                    session: Some(SessionTag { id, turn: k, turns }),
+                };
+                let body = Ok(self.backend.build_body(&req));
+                let ex = self.run_exchange(info, body, Some(String::new())).await;
+                previous_end = Some(ex.end.unwrap_or_else(MonoNanos::now));
+                if ex.error.is_some() {
+                    continue 'sessions;
+                }
+                history.push(Message {
+                    role: "assistant".into(),
+                    content: turn.recorded_reply.or(ex.reply).unwrap_or_default(),
+                });
+            }
         }
     }
 
@@ -283,6 +430,7 @@ impl Context {
                 prompt_tokens: d.prompt_tokens,
                 previous_end: None,
                 model: self.reporter.borrow().model_index(d.model.as_ref()),
+                session: None,
             };
             tasks.spawn_local(async move {
                 match d.sent {

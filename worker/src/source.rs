@@ -160,6 +160,31 @@ pub struct PreparedRequest {
     /// The model name for this request (a LoRA adapter, say); `None` sends the run's
     /// configured model.
     pub model: Option<Arc<str>>,
+    /// Sticky routing: the OpenAI `user` field to send (a session id, so a KV-aware
+    /// router keeps a session on one replica); `None` sends none.
+    pub user: Option<String>,
+}
+
+/// One turn of a multi-turn session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Turn {
+    /// The turn's new user message (as its prompt), its output length and model.
+    pub request: PreparedRequest,
+    /// The pause between the previous turn's end and this turn's send (0 for the first).
+    pub think_ns: u64,
+    /// `history=recorded`: the dataset's reply, resent in later turns instead of the one
+    /// received.
+    pub recorded_reply: Option<String>,
+}
+
+/// A multi-turn session: turns run one after another on one worker, each carrying the
+/// history of the earlier ones.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionPlan {
+    /// A system prompt opening every turn's messages.
+    pub system: Option<String>,
+    /// The turns, in order.
+    pub turns: Vec<Turn>,
 }
 
 /// Produces the payload of each slot.
@@ -171,6 +196,19 @@ pub trait RequestSource: Send {
     /// data carries its own schedule (a trace); `None` leaves it to the arrival clock.
     fn offset_ns(&self, _slot: u64) -> Option<u64> {
         None
+    }
+
+    /// Whether this source makes multi-turn sessions (then the worker asks
+    /// [`RequestSource::session`], not [`RequestSource::request`]).
+    fn has_sessions(&self) -> bool {
+        false
+    }
+
+    /// The plan of session `id` (deterministic in `id`, so the schedule is the same
+    /// whatever the number of workers), or `None` when a finite dataset has no such
+    /// session.
+    fn session(&mut self, _id: u64) -> Result<Option<SessionPlan>, String> {
+        Ok(None)
     }
 }
 

@@ -38,6 +38,14 @@ impl Format for Chat {
         openai::parse_full_response(body)
     }
 
+    fn event_reply(&self, data: &[u8]) -> Option<String> {
+        openai::reply_text(data)
+    }
+
+    fn full_reply(&self, body: &[u8]) -> Option<String> {
+        openai::reply_text(body)
+    }
+
     fn final_event(&self) -> &'static str {
         "[DONE]"
     }

@@ -76,6 +76,19 @@ pub trait Format: std::fmt::Debug + Send + Sync {
     fn error_message(&self, body: &[u8]) -> String {
         openai::error_message(body)
     }
+
+    /// The output text one streamed event carries, for multi-turn sessions (a turn
+    /// resends the reply that actually streamed back). The event is parsed again, and
+    /// only when a session asks, so a run without sessions keeps no text. `None`: this
+    /// format does not carry a reply sessions can resend.
+    fn event_reply(&self, _data: &[u8]) -> Option<String> {
+        None
+    }
+
+    /// The output text of a whole (non-streamed) response, as [`Format::event_reply`].
+    fn full_reply(&self, _body: &[u8]) -> Option<String> {
+        None
+    }
 }
 
 /// The format of a backend configuration: the one registration point.
@@ -235,6 +248,7 @@ mod tests {
             prompt_tokens: None,
             max_tokens: max,
             model: None,
+            user: None,
         }
     }
 

@@ -127,6 +127,9 @@ impl BodyTemplate {
                 out.extend_from_slice(format!("\"max_completion_tokens\":{n},").as_bytes());
             }
         }
+        if let Some(user) = &req.user {
+            write_field(&mut out, "user", user);
+        }
         // Every field above ends in a comma; there is at least "model".
         if out.last() == Some(&b',') {
             out.pop();
@@ -404,6 +407,19 @@ pub fn parse_full_response(body: &[u8]) -> Result<ChunkInfo, String> {
     Ok(chunk_info(&chunk))
 }
 
+/// The output text of a chat or completions chunk or response: the first choice's
+/// `delta.content`, `message.content` or `text`. Only multi-turn sessions call it.
+pub fn reply_text(data: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(data).ok()?;
+    let choice = v.get("choices")?.get(0)?;
+    let text = choice
+        .get("delta")
+        .or_else(|| choice.get("message"))
+        .and_then(|d| d.get("content"))
+        .or_else(|| choice.get("text"))?;
+    text.as_str().map(str::to_string)
+}
+
 /// The `error.message` of an error response body, or the start of the body.
 pub fn error_message(body: &[u8]) -> String {
     if let Ok(chunk) = serde_json::from_slice::<WireChunk<'_>>(body)
@@ -447,6 +463,7 @@ mod tests {
             prompt_tokens: None,
             max_tokens: max,
             model: None,
+            user: None,
         }
     }
 
@@ -488,6 +505,7 @@ mod tests {
             prompt_tokens: None,
             max_tokens: Some(3),
             model: None,
+            user: None,
         };
         assert_eq!(body(&t, &msgs)["prompt"], "s\nu");
         assert_eq!(body(&t, &msgs)["max_tokens"], 3);

@@ -251,6 +251,7 @@ mod tests {
             prompt_tokens: None,
             max_tokens: None,
             model: None,
+            user: None,
         };
         let body = f.build(&req);
         let text = String::from_utf8_lossy(&body);

@@ -1,0 +1,224 @@
+//! Multi-turn sessions: the books kept from the records of their turns, and the report's
+//! session section.
+//!
+//! Every turn is a request with its own record (and every per-request metric as usual);
+//! the record's [`SessionTag`] says which turn of how many sessions it was. From those
+//! the coordinator knows each session's outcome without any message of its own: all its
+//! turns completed (completed), a turn failed (failed: the turns after it were skipped,
+//! never sent), or the run stopped before its last turn (unfinished: a turn cancelled
+//! in flight, or the session left waiting).
+
+use llmsurge_proto::{MonoNanos, Phase, RequestRecord, RequestStatus, SessionTag};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// What the coordinator knows about one session so far.
+#[derive(Clone, Copy, Debug)]
+struct Track {
+    turns: u32,
+    /// Turns that completed.
+    completed: u32,
+    /// A turn failed (errored): the session ended there.
+    failed_at: Option<u32>,
+    /// A turn was cancelled (the run stopped).
+    cancelled: bool,
+    first_start: Option<MonoNanos>,
+    last_end: MonoNanos,
+}
+
+/// The session books of one benchmark.
+#[derive(Clone, Debug, Default)]
+pub struct SessionBook {
+    sessions: HashMap<u64, Track>,
+    /// Measured completed turns' TTFT (ms), per turn index.
+    ttft_by_turn: Vec<Vec<f64>>,
+    /// Measured completed turns' end-to-end latency (ms), per turn index.
+    e2e_by_turn: Vec<Vec<f64>>,
+    /// Requests per turn index (every status).
+    requests_by_turn: Vec<u64>,
+}
+
+impl SessionBook {
+    /// Accounts one turn's record.
+    pub fn add(&mut self, tag: SessionTag, r: &RequestRecord) {
+        let t = self.sessions.entry(tag.id).or_insert(Track {
+            turns: tag.turns,
+            completed: 0,
+            failed_at: None,
+            cancelled: false,
+            first_start: None,
+            last_end: r.end,
+        });
+        match r.status {
+            RequestStatus::Completed => t.completed += 1,
+            RequestStatus::Errored => t.failed_at = Some(tag.turn),
+            RequestStatus::Cancelled => t.cancelled = true,
+        }
+        if tag.turn == 0 {
+            t.first_start = r.start.or(Some(r.scheduled));
+        }
+        t.last_end = t.last_end.max(r.end);
+        let i = tag.turn as usize;
+        if self.requests_by_turn.len() <= i {
+            self.requests_by_turn.resize(i + 1, 0);
+            self.ttft_by_turn.resize(i + 1, Vec::new());
+            self.e2e_by_turn.resize(i + 1, Vec::new());
+        }
+        self.requests_by_turn[i] += 1;
+        if r.status == RequestStatus::Completed && r.phase == Phase::Measured {
+            if let Some(ttft) = r.ttft() {
+                self.ttft_by_turn[i].push(ttft.as_secs_f64() * 1e3);
+            }
+            if let Some(e2e) = r.latency() {
+                self.e2e_by_turn[i].push(e2e.as_secs_f64() * 1e3);
+            }
+        }
+    }
+
+    /// Whether any session turn was seen.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// The report's session section; `rate_means` says what `--rate` counted, and
+    /// `duration_s` is the span the per-second rates divide by.
+    pub fn result(&self, rate_means: RateMeans, duration_s: f64) -> SessionResult {
+        let mut r = SessionResult {
+            rate_means,
+            ..SessionResult::default()
+        };
+        let mut durations = Vec::new();
+        let mut turns_done = Vec::new();
+        for t in self.sessions.values() {
+            r.sessions += 1;
+            r.turns_planned += u64::from(t.turns);
+            r.turns_completed += u64::from(t.completed);
+            turns_done.push(f64::from(t.completed));
+            if let Some(at) = t.failed_at {
+                r.failed += 1;
+                r.turns_failed += 1;
+                r.turns_skipped += u64::from(t.turns.saturating_sub(at + 1));
+            } else if t.completed >= t.turns {
+                r.completed += 1;
+                if let Some(s) = t.first_start {
+                    durations.push(t.last_end.since(s).as_secs_f64() * 1e3);
+                }
+            } else {
+                r.unfinished += 1;
+                r.turns_unfinished += u64::from(t.turns.saturating_sub(t.completed));
+            }
+        }
+        if duration_s > 0.0 {
+            r.sessions_per_s = r.completed as f64 / duration_s;
+            r.turns_per_s = r.turns_completed as f64 / duration_s;
+        }
+        r.duration_ms = Summary::of(durations);
+        r.turns_completed_per_session = Summary::of(turns_done);
+        r.per_turn = (0..self.requests_by_turn.len())
+            .map(|i| TurnResult {
+                turn: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                requests: self.requests_by_turn[i],
+                ttft_ms: Summary::of(self.ttft_by_turn[i].clone()),
+                e2e_latency_ms: Summary::of(self.e2e_by_turn[i].clone()),
+            })
+            .collect();
+        r
+    }
+}
+
+/// Which count `--rate` meant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateMeans {
+    /// `concurrent` / `throughput`: the rate is the number of concurrent users, each
+    /// running one session after another.
+    #[default]
+    Users,
+    /// `constant` / `poisson`: new sessions per second.
+    SessionsPerSecond,
+}
+
+/// A distribution's summary (exact, from every value).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// How many values.
+    pub count: u64,
+    /// Their mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Summary {
+    /// The summary of `values` (nearest rank); `None` when there are none.
+    pub fn of(mut values: Vec<f64>) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let at = |q: f64| values[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        Some(Self {
+            count: n as u64,
+            mean: values.iter().sum::<f64>() / n as f64,
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            max: values[n - 1],
+        })
+    }
+}
+
+/// One turn index across sessions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnResult {
+    /// The turn, from 1.
+    pub turn: u32,
+    /// Requests sent for it (every status).
+    pub requests: u64,
+    /// TTFT of its measured completed requests.
+    pub ttft_ms: Option<Summary>,
+    /// End-to-end latency of its measured completed requests.
+    pub e2e_latency_ms: Option<Summary>,
+}
+
+/// The report's session section.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionResult {
+    /// What `--rate` counted.
+    pub rate_means: RateMeans,
+    /// Sessions started.
+    pub sessions: u64,
+    /// Sessions whose every turn completed.
+    pub completed: u64,
+    /// Sessions a failed turn ended.
+    pub failed: u64,
+    /// Sessions the run stopped before their last turn.
+    pub unfinished: u64,
+    /// Turns of every started session.
+    pub turns_planned: u64,
+    /// Turns that completed.
+    pub turns_completed: u64,
+    /// Turns that failed (one per failed session).
+    pub turns_failed: u64,
+    /// Turns never sent because an earlier turn of their session failed.
+    pub turns_skipped: u64,
+    /// Turns of unfinished sessions not completed (cancelled in flight or never sent).
+    pub turns_unfinished: u64,
+    /// Completed sessions per second.
+    pub sessions_per_s: f64,
+    /// Completed turns (requests) per second.
+    pub turns_per_s: f64,
+    /// Completed sessions: first turn's send to last turn's end (think times included).
+    pub duration_ms: Option<Summary>,
+    /// Turns completed per started session.
+    pub turns_completed_per_session: Option<Summary>,
+    /// Per turn index: turn 1's TTFT against turn 5's shows the prefix cache at work.
+    pub per_turn: Vec<TurnResult>,
+}

@@ -1,0 +1,385 @@
+//! Multi-turn sessions end to end: each turn resends the history with the replies that
+//! actually streamed back (checked against the mock's `--record` and a second mock of the
+//! same seed), think times on schedule, the schedule the same whatever `--workers`, a
+//! failed turn ending its session with the rest counted as skipped, and `--max-seconds`
+//! leaving sessions reported as unfinished.
+
+use crate::support::{mock, ok_report, run};
+use llmsurge::mock::MockConfig;
+use llmsurge::report::requests::RequestEntry;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+fn recorded(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("the record file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
+fn read_log(path: &Path) -> Vec<RequestEntry> {
+    std::fs::read_to_string(path)
+        .expect("the request log")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each entry parses"))
+        .collect()
+}
+
+/// Sends `body` (made non-streaming) to `url`'s chat endpoint; the reply's text.
+fn reply_of(
+    rt: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+) -> String {
+    let mut body = body.clone();
+    body["stream"] = Value::Bool(false);
+    if let Some(o) = body.as_object_mut() {
+        o.remove("stream_options");
+    }
+    rt.block_on(async {
+        let r = client
+            .post(format!("{url}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).expect("a JSON body"))
+            .send()
+            .await
+            .expect("the second mock answers");
+        let bytes = r.bytes().await.expect("a reply");
+        let v: Value = serde_json::from_slice(&bytes).expect("a JSON reply");
+        v["choices"][0]["message"]["content"]
+            .as_str()
+            .expect("a reply text")
+            .to_string()
+    })
+}
+
+#[test]
+fn each_turn_carries_the_replies_that_actually_streamed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("record.jsonl");
+    let server = mock(MockConfig {
+        record: Some(path.clone()),
+        ..MockConfig::instant()
+    });
+    let finished = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--data",
+        "turns=3,prompt_tokens=12,output_tokens=6,session_id=user",
+        "--max-requests",
+        "6",
+        "--outputs",
+        "json,csv,html,md,console",
+    ]);
+    let report = ok_report(&finished);
+    let lines = recorded(&path);
+    assert_eq!(lines.len(), 6, "two sessions of three turns");
+    let messages = |i: usize| -> Vec<Value> {
+        lines[i]["body"]["messages"]
+            .as_array()
+            .expect("messages")
+            .clone()
+    };
+    // A second mock with the same seed answers request n exactly as the first did: it
+    // says what the first streamed, so the carried history can be checked word for word.
+    let twin = mock(MockConfig::instant());
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = reqwest::Client::new();
+    for (i, line) in lines.iter().enumerate() {
+        let reply = reply_of(&rt, &client, &twin.base_url(), &line["body"]);
+        assert!(!reply.is_empty());
+        let turn = i % 3;
+        // Sticky routing: every turn names its session in the OpenAI `user` field.
+        assert_eq!(line["body"]["user"], format!("llmsurge-session-{}", i / 3));
+        let m = messages(i);
+        assert_eq!(m.len(), 2 * turn + 1, "turn {turn}: {m:?}");
+        assert_eq!(m[2 * turn]["role"], "user");
+        if turn < 2 {
+            // The next turn: this turn's messages, the reply received, a new user message.
+            let next = messages(i + 1);
+            assert_eq!(next[..m.len()], m[..], "the history is resent unchanged");
+            assert_eq!(next[m.len()]["role"], "assistant");
+            assert_eq!(next[m.len()]["content"], reply.as_str(), "request {i}");
+            assert_ne!(next[m.len() + 1]["content"], m[2 * turn]["content"]);
+        }
+    }
+    let b = &report.benchmarks[0];
+    let s = b.sessions.as_ref().expect("a session section");
+    assert_eq!(
+        (s.sessions, s.completed, s.failed, s.unfinished),
+        (2, 2, 0, 0)
+    );
+    assert_eq!(
+        (s.turns_planned, s.turns_completed, s.turns_skipped),
+        (6, 6, 0)
+    );
+    assert_eq!(s.per_turn.len(), 3);
+    assert!(
+        s.per_turn
+            .iter()
+            .all(|t| t.requests == 2 && t.ttft_ms.is_some())
+    );
+    assert!(s.sessions_per_s > 0.0 && s.turns_per_s > s.sessions_per_s);
+    assert!(finished.stdout.contains("Sessions"), "{}", finished.stdout);
+    let dir = finished.dir.path();
+    let md = std::fs::read_to_string(dir.join("benchmarks.md")).expect("md");
+    assert!(md.contains("### Sessions"), "{md}");
+    let html = std::fs::read_to_string(dir.join("benchmarks.html")).expect("html");
+    assert!(html.contains("<h2>Sessions</h2>"), "no HTML session table");
+    let mut csv = csv::Reader::from_path(dir.join("benchmarks.csv")).expect("csv");
+    let header: Vec<String> = csv
+        .headers()
+        .expect("header")
+        .iter()
+        .map(String::from)
+        .collect();
+    let row = csv.records().next().expect("a row").expect("it parses");
+    let cell = |name: &str| {
+        let i = header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        row[i].to_string()
+    };
+    assert_eq!(cell("sessions.completed"), "2");
+    assert_eq!(cell("sessions.turns_completed"), "6");
+    assert!(!cell("sessions.turn3.ttft_ms.p50").is_empty());
+}
+
+/// The think time before each (session, turn) in a request log: its scheduled send less
+/// the previous turn's end; and how late it was sent.
+fn think_times(log: &[RequestEntry]) -> BTreeMap<(u64, u32), (f64, f64)> {
+    let mut by_turn: HashMap<(u64, u32), &RequestEntry> = HashMap::new();
+    for e in log {
+        by_turn.insert((e.session.expect("session"), e.turn.expect("turn")), e);
+    }
+    let mut out = BTreeMap::new();
+    for (&(s, t), e) in &by_turn {
+        if t == 0 {
+            continue;
+        }
+        let prev = by_turn[&(s, t - 1)];
+        let think_ms = (e.scheduled_time - prev.end_time) * 1e3;
+        let late_ms = (e.start_time.expect("sent") - e.scheduled_time) * 1e3;
+        out.insert((s, t), (think_ms, late_ms));
+    }
+    out
+}
+
+fn logged_sessions(url: &str, workers: &str, data: &str, requests: &str) -> Vec<RequestEntry> {
+    let finished = run(&[
+        "--target",
+        url,
+        "--profile",
+        "concurrent",
+        "--rate",
+        "2",
+        "--workers",
+        workers,
+        "--random-seed",
+        "5",
+        "--data",
+        data,
+        "--max-requests",
+        requests,
+        "--request-log",
+        "requests.jsonl",
+        "--outputs",
+        "json",
+    ]);
+    ok_report(&finished);
+    read_log(&finished.dir.path().join("requests.jsonl"))
+}
+
+#[test]
+fn think_times_are_kept_within_a_millisecond() {
+    let server = mock(MockConfig::instant());
+    let log = logged_sessions(
+        &server.base_url(),
+        "1",
+        "turns=4,prompt_tokens=8,output_tokens=2,think_time=40ms",
+        "16",
+    );
+    let thinks = think_times(&log);
+    // Two users share 16 slots: a user may start a fifth session, cutting another short.
+    assert!(thinks.len() >= 9, "{thinks:?}");
+    let mut late = Vec::new();
+    for (key, (think_ms, late_ms)) in thinks {
+        // The schedule is exact: due 40 ms after the previous turn's end.
+        assert!(
+            (think_ms - 40.0).abs() < 0.01,
+            "{key:?}: scheduled {think_ms} ms after"
+        );
+        assert!(late_ms >= 0.0, "{key:?}: sent {late_ms} ms early");
+        late.push(late_ms);
+    }
+    late.sort_by(f64::total_cmp);
+    // Sent within 1 ms of the schedule; the worst is bounded more loosely, as a test
+    // sharing two busy cores can be descheduled for a few ms at any instant.
+    assert!(late[late.len() / 2] < 1.0, "median lateness {late:?}");
+    assert!(late[late.len() - 1] < 10.0, "{late:?}");
+}
+
+#[test]
+fn the_session_schedule_is_the_same_for_one_and_two_workers() {
+    let data = "turns=3,prompt_tokens=8,output_tokens=2,think_time=uniform:5ms";
+    let one = mock(MockConfig::instant());
+    let log1 = logged_sessions(&one.base_url(), "1", data, "24");
+    let two = mock(MockConfig::instant());
+    let log2 = logged_sessions(&two.base_url(), "2", data, "24");
+    // A session stays on one worker for its whole life.
+    let mut owner: HashMap<u64, u32> = HashMap::new();
+    for e in &log2 {
+        let w = *owner.entry(e.session.expect("session")).or_insert(e.worker);
+        assert_eq!(w, e.worker, "session {:?} moved", e.session);
+    }
+    assert!(owner.values().any(|&w| w == 1), "both workers ran sessions");
+    let (t1, t2) = (think_times(&log1), think_times(&log2));
+    let common: Vec<_> = t1.keys().filter(|k| t2.contains_key(k)).collect();
+    assert!(common.len() >= 10, "{common:?}");
+    let mut distinct = std::collections::BTreeSet::new();
+    for k in common {
+        let (a, b) = (t1[k].0, t2[k].0);
+        assert!((a - b).abs() < 0.01, "{k:?}: {a} ms vs {b} ms");
+        distinct.insert((a * 1e3).round() as i64);
+    }
+    assert!(
+        distinct.len() > 3,
+        "the drawn think times vary: {distinct:?}"
+    );
+    // The same turns carry the same prompts and output lengths.
+    let tokens = |log: &[RequestEntry]| -> HashMap<(u64, u32), u32> {
+        log.iter()
+            .filter(|e| e.turn == Some(0))
+            .map(|e| ((e.session.unwrap_or(0), 0), e.prompt_tokens.unwrap_or(0)))
+            .collect()
+    };
+    let (p1, p2) = (tokens(&log1), tokens(&log2));
+    for (k, v) in &p1 {
+        if let Some(w) = p2.get(k) {
+            assert_eq!(v, w, "{k:?}");
+        }
+    }
+}
+
+#[test]
+fn a_failed_turn_ends_its_session_and_the_skipped_turns_are_counted() {
+    let server = mock(MockConfig {
+        error_rate: 0.3,
+        ..MockConfig::instant()
+    });
+    let finished = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--data",
+        "turns=4,prompt_tokens=8,output_tokens=2",
+        "--max-requests",
+        "40",
+        "--request-log",
+        "requests.jsonl",
+    ]);
+    let report = finished.report();
+    let log = read_log(&finished.dir.path().join("requests.jsonl"));
+    let mut sessions: BTreeMap<u64, Vec<&RequestEntry>> = BTreeMap::new();
+    for e in &log {
+        sessions
+            .entry(e.session.expect("session"))
+            .or_default()
+            .push(e);
+    }
+    let (mut failed, mut skipped) = (0, 0);
+    for turns in sessions.values_mut() {
+        turns.sort_by_key(|e| e.turn);
+        if let Some(i) = turns.iter().position(|e| e.error_kind.is_some()) {
+            assert_eq!(i + 1, turns.len(), "no turn is sent after a failed one");
+            assert_eq!(turns[i].turn, Some(i as u32));
+            failed += 1;
+            skipped += 3 - i as u64;
+        }
+    }
+    assert!(failed > 0, "the fault rate failed some turns");
+    let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+    assert_eq!(s.failed, failed);
+    assert_eq!(s.turns_failed, failed);
+    assert_eq!(s.turns_skipped, skipped);
+    assert_eq!(
+        s.turns_completed + s.turns_failed + s.turns_skipped + s.turns_unfinished,
+        s.turns_planned,
+        "{s:?}"
+    );
+    assert_eq!(s.completed + s.failed + s.unfinished, s.sessions);
+}
+
+#[test]
+fn max_seconds_reports_the_unfinished_sessions() {
+    let server = mock(MockConfig::instant());
+    let finished = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "2",
+        "--data",
+        "turns=3,prompt_tokens=8,output_tokens=2,think_time=30s",
+        "--max-seconds",
+        "1",
+    ]);
+    let report = ok_report(&finished);
+    let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+    assert_eq!((s.sessions, s.completed, s.unfinished), (2, 0, 2), "{s:?}");
+    assert_eq!((s.turns_completed, s.turns_unfinished), (2, 4), "{s:?}");
+}
+
+#[test]
+fn sessions_refuse_what_they_cannot_run_with_a_usage_error() {
+    for (extra, expected) in [
+        (
+            &["--profile", "constant", "--rate", "5"][..],
+            "--data turns=…",
+        ),
+        (&["--request-format", "completions"][..], "--data: turns"),
+        (
+            &["--shard", "1/2", "--profile", "concurrent", "--rate", "4"][..],
+            "--shard",
+        ),
+    ] {
+        let mut args = vec![
+            "--target",
+            "http://127.0.0.1:9",
+            "--data",
+            "turns=2,prompt_tokens=8,output_tokens=2",
+            "--max-requests",
+            "4",
+        ];
+        args.extend_from_slice(extra);
+        let finished = run(&args);
+        assert_eq!(finished.code(), 2, "{extra:?}: {}", finished.stderr);
+        let line = finished.stderr.trim();
+        assert!(line.contains(expected), "{extra:?}: {line}");
+        assert_eq!(line.lines().count(), 1, "{line}");
+    }
+    let finished = run(&[
+        "--target",
+        "http://127.0.0.1:9",
+        "--data",
+        "prompt_tokens=8,think_time=gamma:1s",
+    ]);
+    assert_eq!(finished.code(), 2, "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains("think_time"),
+        "{}",
+        finished.stderr
+    );
+}
