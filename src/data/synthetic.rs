@@ -85,6 +85,7 @@ struct SpecFields {
     image_pool: u32,
     #[serde(default)]
     audio_seconds: f64,
+    #[serde(default)]
     turns: u32,
     think_time: Option<String>,
     session_id: Option<String>,
