@@ -10,10 +10,9 @@
 //! no strings: the metrics only need to know which fields are there and non-empty.
 
 pub mod anthropic;
-pub mod chat;
-pub mod completions;
 pub mod embeddings;
 pub mod openai;
+pub mod openai_text;
 pub mod rerank;
 pub mod responses;
 pub mod transcription;
@@ -94,8 +93,9 @@ pub trait Format: std::fmt::Debug + Send + Sync {
 /// The format of a backend configuration: the one registration point.
 pub fn for_config(cfg: &BackendConfig) -> Box<dyn Format> {
     match cfg.request_format {
-        RequestFormat::Chat => Box::new(chat::Chat::new(cfg)),
-        RequestFormat::Completions => Box::new(completions::Completions::new(cfg)),
+        RequestFormat::Chat | RequestFormat::Completions => {
+            Box::new(openai_text::OpenAiText::new(cfg))
+        }
         RequestFormat::Responses => Box::new(responses::Responses::new(cfg)),
         RequestFormat::Anthropic => Box::new(anthropic::Anthropic::new(cfg)),
         RequestFormat::Embeddings => Box::new(embeddings::Embeddings::new(cfg)),

@@ -1,4 +1,6 @@
-//! `completions`: OpenAI (legacy) completions, `POST /v1/completions`.
+//! `chat` and `completions`: OpenAI's text generation endpoints, `POST
+//! /v1/chat/completions` and `POST /v1/completions`. They differ only in the body
+//! (`messages` or `prompt`, which the template writes) and the path.
 
 use super::openai::{self, BodyTemplate};
 use super::{ChunkInfo, Format, StreamEvent, StreamState};
@@ -6,24 +8,26 @@ use crate::source::PreparedRequest;
 use bytes::Bytes;
 use llmsurge_proto::BackendConfig;
 
-/// The completions format.
+/// The chat and completions formats.
 #[derive(Clone, Debug)]
-pub struct Completions {
+pub struct OpenAiText {
     template: BodyTemplate,
+    path: &'static str,
 }
 
-impl Completions {
+impl OpenAiText {
     /// Prepares the constant part of every body.
     pub fn new(cfg: &BackendConfig) -> Self {
         Self {
             template: BodyTemplate::new(cfg),
+            path: cfg.request_format.path(),
         }
     }
 }
 
-impl Format for Completions {
+impl Format for OpenAiText {
     fn path(&self) -> &'static str {
-        "/v1/completions"
+        self.path
     }
 
     fn build(&self, req: &PreparedRequest) -> Bytes {
