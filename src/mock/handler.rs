@@ -689,47 +689,46 @@ fn messages(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     }
 }
 
+/// What every ranking request must pass: a served model, documents (named by the
+/// API's own field), and pairs within the context window. Returns the model's index.
+fn check_ranking(
+    app: &App,
+    model: Option<&str>,
+    ranking: &super::rerank::Ranking<'_>,
+    documents_field: &str,
+) -> Result<usize, Box<Response<MockBody>>> {
+    let model = resolve_model(app, model)?;
+    if ranking.documents.is_empty() {
+        let message = format!("{documents_field} must not be empty");
+        return Err(Box::new(bad_request(app, &message)));
+    }
+    within_context(app, scaled(app, ranking.longest_pair()))?;
+    Ok(model)
+}
+
 /// `/v1/rerank` and `/v1/score`: one prefill of every (query, document) pair.
 fn ranking(app: Arc<App>, endpoint: Endpoint, body: &[u8]) -> Response<MockBody> {
     use super::rerank::{RerankRequest, ScoreRequest, rerank_body, score_body};
     let seq = app.seq.fetch_add(1, Relaxed);
     let seed = app.config.seed;
-    let (model, tokens, out) = if endpoint == Endpoint::Rerank {
-        let r = match parse::<RerankRequest>(&app, body) {
-            Ok(r) => r,
-            Err(response) => return *response,
-        };
-        let model = match resolve_model(&app, r.model.as_deref()) {
-            Ok(m) => m,
-            Err(response) => return *response,
-        };
-        let ranking = r.ranking();
-        if ranking.documents.is_empty() {
-            return bad_request(&app, "documents must not be empty");
-        }
-        if let Err(response) = within_context(&app, scaled(&app, ranking.longest_pair())) {
-            return *response;
-        }
-        let out = rerank_body(&app.config.model[model], seq, &ranking, r.top_n, seed);
-        (model, ranking.tokens(), out)
+    let checked = if endpoint == Endpoint::Rerank {
+        parse::<RerankRequest>(&app, body).and_then(|r| {
+            let ranking = r.ranking();
+            let model = check_ranking(&app, r.model.as_deref(), &ranking, "documents")?;
+            let out = rerank_body(&app.config.model[model], seq, &ranking, r.top_n, seed);
+            Ok((model, ranking.tokens(), out))
+        })
     } else {
-        let r = match parse::<ScoreRequest>(&app, body) {
-            Ok(r) => r,
-            Err(response) => return *response,
-        };
-        let model = match resolve_model(&app, r.model.as_deref()) {
-            Ok(m) => m,
-            Err(response) => return *response,
-        };
-        let ranking = r.ranking();
-        if ranking.documents.is_empty() {
-            return bad_request(&app, "text_2 must not be empty");
-        }
-        if let Err(response) = within_context(&app, scaled(&app, ranking.longest_pair())) {
-            return *response;
-        }
-        let out = score_body(&app.config.model[model], seq, unix_now(), &ranking, seed);
-        (model, ranking.tokens(), out)
+        parse::<ScoreRequest>(&app, body).and_then(|r| {
+            let ranking = r.ranking();
+            let model = check_ranking(&app, r.model.as_deref(), &ranking, "text_2")?;
+            let out = score_body(&app.config.model[model], seq, unix_now(), &ranking, seed);
+            Ok((model, ranking.tokens(), out))
+        })
+    };
+    let (model, tokens, out) = match checked {
+        Ok(c) => c,
+        Err(response) => return *response,
     };
     prefill_only(app, seq, model, tokens, out)
 }
