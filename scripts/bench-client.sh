@@ -223,10 +223,11 @@ kill "$HOG_PID" 2>/dev/null || true
 wait "$HOG_PID" 2>/dev/null || true
 trap cleanup EXIT
 v=$(verdict "$held == $LAG_RUNS")
-line=$(printf 'dispatch lag at 1,000 req/s, a CPU-bound process sharing the client core: p99 under %s ms in %d of %d runs (p99 per run: %s ms; worst %.3f ms) target %d of %d: %s' \
-    "$TARGET_LAG_P99_MS" "$held" "$LAG_RUNS" "${p99s[*]}" "$worst" "$LAG_RUNS" "$LAG_RUNS" "$v")
+realtime=$(jq -r '.metadata.host.realtime_pacer // "unknown"' "$WORK/lag-1/benchmarks.json")
+line=$(printf 'dispatch lag at 1,000 req/s, a CPU-bound process sharing the client core: p99 under %s ms in %d of %d runs (p99 per run: %s ms; worst %.3f ms; real-time pacer: %s) target %d of %d: %s' \
+    "$TARGET_LAG_P99_MS" "$held" "$LAG_RUNS" "${p99s[*]}" "$worst" "$realtime" "$LAG_RUNS" "$LAG_RUNS" "$v")
 if [[ $v == MISS ]]; then
-    line+=" (the tail is the pacer thread, or for slots handed over (no idle connection, HTTPS, HTTP/2) the worker's runtime thread, waiting for the core while other processes held it: see docs/performance.md)"
+    line+=" (the tail is the pacer thread, or for slots handed over (no idle connection, HTTPS, HTTP/2) the worker's runtime thread, waiting for the core while other processes held it; without a real-time pacer (root, CAP_SYS_NICE or ulimit -r 1) it waits its turn: see docs/performance.md)"
 fi
 echo "$line"
 

@@ -43,6 +43,10 @@ pub struct HostInfo {
     /// Whether the kernel reports the wall clock as NTP-synchronised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ntp_synchronized: Option<bool>,
+    /// Whether the pacer thread could run real-time (root, `CAP_SYS_NICE` or an
+    /// `RLIMIT_RTPRIO` above 0): without it, dispatch lag on a busy core is the kernel's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realtime_pacer: Option<bool>,
 }
 
 /// The first line of a small sysfs file, trimmed; `None` when unreadable or empty.
@@ -67,6 +71,7 @@ impl HostInfo {
                 "/sys/devices/system/clocksource/clocksource0/current_clocksource",
             ),
             ntp_synchronized: crate::clock_sync::ntp_synchronised(),
+            realtime_pacer: Some(llmsurge_worker::sched::realtime_allowed()),
             ..HostInfo::default()
         };
         if let Ok((soft, hard)) =

@@ -333,7 +333,17 @@ fn fleet_host(hosts: &[HostInfo]) -> HostInfo {
         let known: Vec<&str> = hosts.iter().filter_map(|h| field(h).as_deref()).collect();
         (!known.is_empty()).then(|| distinct(known.into_iter()))
     };
-    let ntp: Vec<Option<bool>> = hosts.iter().map(|h| h.ntp_synchronized).collect();
+    // One host without the fact is enough to spoil the fleet's: all must be known true.
+    let all_known = |field: fn(&HostInfo) -> Option<bool>| {
+        let facts: Vec<Option<bool>> = hosts.iter().map(field).collect();
+        if facts.contains(&Some(false)) {
+            Some(false)
+        } else if !facts.is_empty() && facts.iter().all(|f| *f == Some(true)) {
+            Some(true)
+        } else {
+            None
+        }
+    };
     HostInfo {
         hostname: joined(|h| &h.hostname),
         os: joined(|h| &h.os),
@@ -345,15 +355,9 @@ fn fleet_host(hosts: &[HostInfo]) -> HostInfo {
         open_files_soft: hosts.iter().filter_map(|h| h.open_files_soft).min(),
         open_files_hard: hosts.iter().filter_map(|h| h.open_files_hard).min(),
         clock_source: joined_known(|h| &h.clock_source),
-        // One unsynchronised host is enough to misalign a shared start; all must be known
-        // synchronised for the fleet to be.
-        ntp_synchronized: if ntp.contains(&Some(false)) {
-            Some(false)
-        } else if !ntp.is_empty() && ntp.iter().all(|n| *n == Some(true)) {
-            Some(true)
-        } else {
-            None
-        },
+        // One unsynchronised host is enough to misalign a shared start.
+        ntp_synchronized: all_known(|h| h.ntp_synchronized),
+        realtime_pacer: all_known(|h| h.realtime_pacer),
     }
 }
 

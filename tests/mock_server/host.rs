@@ -40,6 +40,19 @@ fn report_metadata_carries_the_host_facts() {
         host.ntp_synchronized,
         llmsurge::clock_sync::ntp_synchronised()
     );
+    // Whether a thread of this process may go real-time, asked independently.
+    let may = std::thread::spawn(|| {
+        let param = nix::libc::sched_param { sched_priority: 1 };
+        // SAFETY: a valid sched_param; pid 0 is this throwaway thread.
+        unsafe { nix::libc::sched_setscheduler(0, nix::libc::SCHED_FIFO, &raw const param) == 0 }
+    })
+    .join()
+    .expect("probe thread");
+    assert_eq!(
+        host.realtime_pacer,
+        Some(may),
+        "the pacer's real-time permission"
+    );
     // The run inherits this process's hard limit (it may raise its soft one up to it).
     let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .expect("getrlimit");

@@ -191,12 +191,21 @@ impl Http1 {
 
     /// Takes the most recently used idle connection that still looks open.
     pub fn take_idle(&self) -> Option<Conn> {
-        let mut pool = self.pool.lock().ok()?;
-        while let Some((stream, since)) = pool.pop() {
-            if since.elapsed() > POOL_IDLE {
-                continue;
-            }
-            if still_open(&stream) {
+        self.open_idle(|| self.pool.lock().ok()?.pop())
+    }
+
+    /// [`Self::take_idle`] for the pacer thread, which must never wait: when another
+    /// thread holds the pool (the runtime, possibly preempted while it does), there is
+    /// no idle connection to take.
+    pub fn try_take_idle(&self) -> Option<Conn> {
+        self.open_idle(|| self.pool.try_lock().ok()?.pop())
+    }
+
+    /// Pops idle connections until one is fresh and still open. The open check is a
+    /// syscall, made outside the lock so the lock is only ever held for a pop.
+    fn open_idle(&self, mut pop: impl FnMut() -> Option<(TcpStream, Instant)>) -> Option<Conn> {
+        while let Some((stream, since)) = pop() {
+            if since.elapsed() <= POOL_IDLE && still_open(&stream) {
                 return Some(Conn {
                     stream,
                     reused: true,
@@ -399,16 +408,23 @@ impl Http1 {
 }
 
 fn pool_conn(pool: &Pool, stream: TcpStream) {
-    if let Ok(mut pool) = pool.lock() {
-        // The pool is taken from the top: connections left at the bottom after a burst
-        // would stay open for ever; they are closed once past the idle bound.
-        let stale = pool
-            .iter()
-            .take_while(|(_, since)| since.elapsed() > POOL_IDLE)
-            .count();
-        pool.drain(..stale);
-        pool.push((stream, Instant::now()));
-    }
+    let stale: Vec<_> = match pool.lock() {
+        Ok(mut pool) => {
+            // The pool is taken from the top: connections left at the bottom after a
+            // burst would stay open for ever; they are closed once past the idle bound.
+            let n = pool
+                .iter()
+                .take_while(|(_, since)| since.elapsed() > POOL_IDLE)
+                .count();
+            let stale = pool.drain(..n).collect();
+            pool.push((stream, Instant::now()));
+            stale
+        }
+        Err(_) => return,
+    };
+    // Closed after the lock is released: each close is a syscall, and the lock is held
+    // only for pushes and pops.
+    drop(stale);
 }
 
 /// Whether an idle connection is still open: no EOF, reset or unsolicited bytes queued.

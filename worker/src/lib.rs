@@ -25,6 +25,7 @@ pub mod http1;
 pub mod pacer;
 pub mod reporter;
 pub mod request_loop;
+pub mod sched;
 pub mod source;
 pub mod sse;
 
@@ -104,7 +105,7 @@ pub fn run_worker(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> i32 {
     };
     // The runtime thread sends every request: it must get the core as soon as a slot is
     // handed over, not when another thread's slice ends.
-    pacer::request_short_slice();
+    sched::request_short_slice();
     let local = tokio::task::LocalSet::new();
     match local.block_on(&runtime, session(ipc, shm, factory)) {
         Ok(()) => 0,

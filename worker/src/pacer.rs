@@ -8,10 +8,12 @@
 //! and hands the slot to the runtime, which reads the response (or, with no idle
 //! connection or no room, sends it too). Sending here takes the runtime thread's wake-up
 //! (on a shared core: the rest of another thread's slice) out of the dispatch lag, which
-//! is measured per request.
+//! is measured per request. While it keeps up, the pacer runs real-time where the process
+//! may ([`crate::sched::Realtime`]), so a busy core cannot hold its wake-up back.
 
 use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Presend};
+use crate::sched::Realtime;
 use crate::source::RequestSource;
 use bytes::Bytes;
 use llmsurge_proto::{MonoNanos, Shard, SharedRegion};
@@ -19,8 +21,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 
-/// The scheduler slice asked for the pacer and the runtime thread (see [`request_short_slice`]).
-const SHORT_SLICE: Duration = Duration::from_micros(100);
 /// Sleep in pieces no longer than this, so a stop flag is seen promptly.
 const MAX_SLEEP: Duration = Duration::from_millis(5);
 /// Spin rather than sleep when the slot is this close.
@@ -88,7 +88,12 @@ impl Pacer {
     pub fn run(mut self) {
         // Lower timer slack (50 µs by default) so sleeps end when asked; per thread.
         let _ = nix::sys::prctl::set_timerslack(1);
-        request_short_slice();
+        let mut realtime = Realtime::for_this_thread();
+        tracing::debug!(
+            worker = self.worker_id,
+            realtime = realtime.allowed(),
+            "pacer: real-time while it keeps up with the schedule"
+        );
         while let Some(local) = self.shm.claim_slot() {
             // The global slot: its arrival time and its prompt are the single host's.
             let slot = self.shard.global(local);
@@ -107,6 +112,7 @@ impl Pacer {
                 }
                 Err(message) => (Err(message), None, None),
             };
+            realtime.keep_up(scheduled > MonoNanos::now());
             if !sleep_until(scheduled, &self.shm) {
                 // Stopped while waiting: the slot was never due within the run. It is no
                 // request, and the books must say where it went.
@@ -150,7 +156,7 @@ impl Pacer {
     /// late, and sends it).
     fn send_now(&self, body: &Bytes) -> Option<PacerSent> {
         let h1 = self.backend.http1()?;
-        let conn = h1.take_idle()?;
+        let conn = h1.try_take_idle()?;
         if !self.shm.try_acquire(self.worker_id) {
             h1.put_back(conn);
             return None;
@@ -164,55 +170,6 @@ impl Pacer {
         let start = (presend.sent() > 0).then_some(start);
         Some(PacerSent { presend, start })
     }
-}
-
-/// Asks the kernel for short scheduler slices for the calling thread.
-///
-/// On a core shared with other work, a thread that wakes up (the pacer at its slot, the
-/// runtime when a slot is handed over) waits for the running thread's slice to end: up to
-/// a few milliseconds, all of it dispatch lag. Since Linux 6.12 a normal thread may ask for
-/// a shorter slice (`sched_attr.sched_runtime`, 100 µs to 100 ms, no privilege needed),
-/// and a woken thread with a shorter slice preempts at once. Its share of the CPU does not
-/// change. Best effort: older kernels ignore the field, and a failure changes nothing.
-pub fn request_short_slice() {
-    use nix::libc;
-    let mut attr = libc::sched_attr {
-        size: 0,
-        sched_policy: 0,
-        sched_flags: 0,
-        sched_nice: 0,
-        sched_priority: 0,
-        sched_runtime: 0,
-        sched_deadline: 0,
-        sched_period: 0,
-    };
-    let size = size_of::<libc::sched_attr>() as libc::c_uint;
-    // SAFETY: sched_getattr(2) writes at most `size` bytes into `attr`, which is that
-    // large; pid 0 is the calling thread.
-    let got = unsafe {
-        libc::syscall(
-            libc::SYS_sched_getattr,
-            0,
-            &raw mut attr,
-            size,
-            0 as libc::c_uint,
-        )
-    };
-    // Only normal threads: a real-time policy chosen by the user stays as it is.
-    if got != 0 || attr.sched_policy != libc::SCHED_OTHER as u32 {
-        return;
-    }
-    attr.size = size;
-    attr.sched_runtime = SHORT_SLICE.as_nanos() as u64;
-    // SAFETY: sched_setattr(2) only reads `attr`, a valid, initialised sched_attr.
-    let _ = unsafe {
-        libc::syscall(
-            libc::SYS_sched_setattr,
-            0,
-            &raw const attr,
-            0 as libc::c_uint,
-        )
-    };
 }
 
 /// Sleeps until `target`; `false` if queuing was stopped meanwhile.
