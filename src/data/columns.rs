@@ -3,7 +3,8 @@
 //! `--data-column-mapper` names columns explicitly.
 
 use super::files::{Record, kind};
-use super::table::{Row, RowMessage, RowPrompt};
+use super::hub::History;
+use super::table::{Row, RowMessage, RowPrompt, RowSession, RowTurn};
 use super::tokenizer::Tokenizer;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -69,11 +70,16 @@ pub struct RowMapper<'a> {
     /// Keep only a conversation's first user turn (and a system message before it);
     /// the recorded reply to it sets the output length (`vllm bench serve`'s ShareGPT).
     pub first_turn: bool,
+    /// Each conversation row is a multi-turn session, its history carrying these replies.
+    pub sessions: Option<History>,
 }
 
 impl RowMapper<'_> {
     /// The row of `rec`; errors are "FILE line N: ..." with `file` given.
     pub fn row(&self, file: &str, rec: &Record) -> Result<Row, String> {
+        if let Some(history) = self.sessions {
+            return self.session_row(file, rec, history);
+        }
         let err = |m: String| format!("{file} {}: {m}", rec.at);
         let f = &rec.fields;
         let pick = |explicit: &Option<String>,
@@ -216,8 +222,141 @@ impl RowMapper<'_> {
             prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
             output_tokens: output.or(answer_tokens).or(self.default_output_tokens),
             images,
+            session: None,
         })
     }
+
+    /// The row of `rec` as a session: one turn per user message, each asking for as many
+    /// tokens as the reply recorded after it (else the default output length).
+    fn session_row(&self, file: &str, rec: &Record, history: History) -> Result<Row, String> {
+        let err = |m: String| format!("{file} {}: {m}", rec.at);
+        let f = &rec.fields;
+        if self.columns.output_tokens_count.is_some() || self.columns.image.is_some() {
+            // A per-row count or image cannot say which turn it belongs to.
+            return Err(
+                "--data-column-mapper: output_tokens_count and image do not apply to sessions (each turn's output length is its recorded reply's)".into(),
+            );
+        }
+        let (col, v) = match &self.columns.messages {
+            Some(col) => match f.get(col) {
+                Some(v) => (col.clone(), v),
+                None => {
+                    return Err(err(format!(
+                        "no column {col:?} (named by --data-column-mapper)"
+                    )));
+                }
+            },
+            None => MESSAGES_COLUMNS
+                .iter()
+                .find_map(|c| f.get(*c).filter(|v| !v.is_null()).map(|v| (c.to_string(), v)))
+                .ok_or_else(|| {
+                    err(format!(
+                        "sessions need a conversation column (looked for {}; name one with --data-column-mapper '{{\"messages\": \"...\"}}')",
+                        MESSAGES_COLUMNS.join(", ")
+                    ))
+                })?,
+        };
+        if let Some(c) = IMAGE_COLUMNS.iter().find(|c| {
+            f.get(**c)
+                .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()) || v.is_array())
+        }) {
+            return Err(err(format!(
+                "column {c:?}: images do not combine with sessions"
+            )));
+        }
+        let msgs = conversation(v).map_err(|m| err(format!("column {col:?}: {m}")))?;
+        let (system, pairs) =
+            session_turns(msgs).map_err(|m| err(format!("column {col:?}: {m}")))?;
+        let count = |t: &str| u32::try_from(self.tok.count(t)).unwrap_or(u32::MAX);
+        let turns: Vec<RowTurn> = pairs
+            .into_iter()
+            .map(|(user, reply)| RowTurn {
+                prompt_tokens: count(&user),
+                output_tokens: reply.as_deref().map(count).or(self.default_output_tokens),
+                reply: reply.filter(|_| history == History::Recorded),
+                user,
+            })
+            .collect();
+        // The row seen as one request is its first turn.
+        let first = turns.first().map(|t| t.user.clone()).unwrap_or_default();
+        let prompt = match &system {
+            Some(system) => RowPrompt::Messages(vec![
+                RowMessage {
+                    role: "system".into(),
+                    content: system.clone(),
+                },
+                RowMessage {
+                    role: "user".into(),
+                    content: first,
+                },
+            ]),
+            None => RowPrompt::Text(first),
+        };
+        Ok(Row {
+            prompt_tokens: prompt.texts().iter().map(|t| count(t)).sum(),
+            prompt,
+            output_tokens: turns.first().and_then(|t| t.output_tokens),
+            images: Vec::new(),
+            session: Some(RowSession { system, turns }),
+        })
+    }
+}
+
+/// A conversation's system prompt and its (user message, recorded reply) turns. Two
+/// messages of one role in a row are one message (joined with a newline: a user who
+/// sent two messages before the reply, a reply cut in two); an assistant message before
+/// the first user message, or a system message after it, is an error naming it.
+fn session_turns(
+    msgs: Vec<RowMessage>,
+) -> Result<(Option<String>, Vec<(String, Option<String>)>), String> {
+    let mut system: Option<String> = None;
+    let mut turns: Vec<(String, Option<String>)> = Vec::new();
+    let mut last = "";
+    for (i, m) in msgs.into_iter().enumerate() {
+        let n = i + 1;
+        let join = |into: &mut String, text: String| {
+            into.push('\n');
+            into.push_str(&text);
+        };
+        match (m.role.as_str(), last) {
+            ("system", "") => system = Some(m.content),
+            ("system", "system") => {
+                if let Some(s) = system.as_mut() {
+                    join(s, m.content);
+                }
+            }
+            ("system", _) => {
+                return Err(format!(
+                    "message {n}: a system message after the conversation started"
+                ));
+            }
+            ("user", "user") => {
+                if let Some((u, _)) = turns.last_mut() {
+                    join(u, m.content);
+                }
+            }
+            ("user", _) => turns.push((m.content, None)),
+            ("assistant", "" | "system") => {
+                return Err(format!(
+                    "message {n}: an assistant message before the first user message"
+                ));
+            }
+            (_, _) => match turns.last_mut() {
+                Some((_, Some(reply))) => join(reply, m.content),
+                Some((_, reply)) => *reply = Some(m.content),
+                None => {}
+            },
+        }
+        last = match m.role.as_str() {
+            "system" => "system",
+            "user" => "user",
+            _ => "assistant",
+        };
+    }
+    if turns.is_empty() {
+        return Err("no user message".into());
+    }
+    Ok((system, turns))
 }
 
 /// An image as sent: a URL (`http`, `https`, `data:`) as it is, a file (relative to the
@@ -317,6 +456,7 @@ mod tests {
             tok: &tok,
             default_output_tokens: None,
             first_turn: false,
+            sessions: None,
         };
         let r = m
             .row("f", &rec(serde_json::json!({"question": "Why is the sky blue?", "output_tokens_count": "12"})))
@@ -350,6 +490,7 @@ mod tests {
             tok: &tok,
             default_output_tokens: None,
             first_turn: true,
+            sessions: None,
         };
         let r = first.row("f", &rec(long.clone())).expect("first turn");
         match &r.prompt {
@@ -370,6 +511,7 @@ mod tests {
             tok: &tok,
             default_output_tokens: None,
             first_turn: false,
+            sessions: None,
         };
         let r = m
             .row(
