@@ -587,8 +587,7 @@ fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
         );
     }
     check_session_args(&source, &dataset_args)?;
-    let file_sessions =
-        dataset_args.sessions && !matches!(source, DataSource::Synthetic { .. });
+    let file_sessions = dataset_args.sessions && !matches!(source, DataSource::Synthetic { .. });
     if (file_sessions || matches!(&source, DataSource::Synthetic { spec } if spec.turns > 0))
         && !matches!(
             args.load.profile,
@@ -657,9 +656,7 @@ fn check_session_args(
         return Ok(());
     }
     if matches!(source, DataSource::Trace { .. }) {
-        return usage(
-            "--data-args: sessions replays conversation files and datasets, not a trace",
-        );
+        return usage("--data-args: sessions replays conversation files and datasets, not a trace");
     }
     if args.first_turn {
         return usage(

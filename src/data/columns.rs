@@ -302,15 +302,16 @@ impl RowMapper<'_> {
     }
 }
 
+/// A conversation's turns: each user message and the reply recorded after it.
+type Exchanges = Vec<(String, Option<String>)>;
+
 /// A conversation's system prompt and its (user message, recorded reply) turns. Two
 /// messages of one role in a row are one message (joined with a newline: a user who
 /// sent two messages before the reply, a reply cut in two); an assistant message before
 /// the first user message, or a system message after it, is an error naming it.
-fn session_turns(
-    msgs: Vec<RowMessage>,
-) -> Result<(Option<String>, Vec<(String, Option<String>)>), String> {
+fn session_turns(msgs: Vec<RowMessage>) -> Result<(Option<String>, Exchanges), String> {
     let mut system: Option<String> = None;
-    let mut turns: Vec<(String, Option<String>)> = Vec::new();
+    let mut turns: Exchanges = Vec::new();
     let mut last = "";
     for (i, m) in msgs.into_iter().enumerate() {
         let n = i + 1;

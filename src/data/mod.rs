@@ -425,7 +425,12 @@ pub fn prepare(
         None => n,
     };
     let sampling = Sampling {
-        oversample: decide_oversample(plan.oversample, requests_per_pass, max_seconds, max_requests),
+        oversample: decide_oversample(
+            plan.oversample,
+            requests_per_pass,
+            max_seconds,
+            max_requests,
+        ),
         ..sampling(n)
     };
     Ok(PreparedData {

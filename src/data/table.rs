@@ -2,8 +2,8 @@
 //! coordinator, written once as msgpack, and read once by every worker during its
 //! handshake. Requests then come from memory (no round trip to the coordinator).
 
-use super::sampler::SlotSampler;
 use super::hub::History;
+use super::sampler::SlotSampler;
 use llmsurge_proto::{Sampling, TableSpec, ThinkTime};
 use llmsurge_worker::{
     MediaPart, Message, PreparedRequest, Prompt, RequestSource, SessionPlan, Turn,
@@ -280,12 +280,14 @@ impl RequestSource for TableSource {
         let Some(r) = self.sampler.row(id) else {
             return Ok(None);
         };
-        let Some(session) = self.rows.get(r as usize).and_then(|row| row.session.as_ref()) else {
+        let Some(session) = self
+            .rows
+            .get(r as usize)
+            .and_then(|row| row.session.as_ref())
+        else {
             return Err(format!("the prepared data's row {r} is not a session"));
         };
-        let user = opts
-            .session_user
-            .then(|| format!("llmsurge-session-{id}"));
+        let user = opts.session_user.then(|| format!("llmsurge-session-{id}"));
         let turns = session
             .turns
             .iter()
@@ -346,7 +348,10 @@ mod tests {
             },
         ];
         let guard = write_table(&rows, None).expect("write");
-        assert_eq!(read_table(guard.path()).expect("read"), (rows.clone(), None));
+        assert_eq!(
+            read_table(guard.path()).expect("read"),
+            (rows.clone(), None)
+        );
         let path = guard.path().to_path_buf();
         drop(guard);
         assert!(!path.exists(), "removed with its guard");
