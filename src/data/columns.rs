@@ -530,4 +530,99 @@ mod tests {
         assert!(e.contains("f line 1") && e.contains("\"body\""), "{e}");
         assert!(ColumnMapper::parse(r#"{"colour": "x"}"#).is_err());
     }
+
+    #[test]
+    fn conversation_rows_become_sessions_one_turn_per_user_message() {
+        let tok = Tokenizer::load(&TokenizerRef::Builtin("cl100k_base".into())).expect("tok");
+        let cols = ColumnMapper::default();
+        let mapper = |history| RowMapper {
+            columns: &cols,
+            tok: &tok,
+            default_output_tokens: Some(7),
+            first_turn: false,
+            sessions: Some(history),
+        };
+        let share = serde_json::json!({"conversations": [
+            {"from": "system", "value": "Be kind."},
+            {"from": "human", "value": "Tell me a joke"}, {"from": "gpt", "value": "No, never."},
+            {"from": "human", "value": "Please?"}, {"from": "human", "value": "Pretty please?"},
+            {"from": "gpt", "value": "Fine."}, {"from": "gpt", "value": "A pun walks into a bar."},
+            {"from": "human", "value": "Thanks"}]});
+        let r = mapper(History::Recorded)
+            .row("f", &rec(share.clone()))
+            .expect("session");
+        let s = r.session.expect("a session row");
+        assert_eq!(s.system.as_deref(), Some("Be kind."));
+        let users: Vec<&str> = s.turns.iter().map(|t| t.user.as_str()).collect();
+        // Two user messages in a row are one turn; so are two replies.
+        assert_eq!(
+            users,
+            ["Tell me a joke", "Please?\nPretty please?", "Thanks"]
+        );
+        let replies: Vec<Option<&str>> = s.turns.iter().map(|t| t.reply.as_deref()).collect();
+        assert_eq!(
+            replies,
+            [
+                Some("No, never."),
+                Some("Fine.\nA pun walks into a bar."),
+                None
+            ]
+        );
+        let outputs: Vec<Option<u32>> = s.turns.iter().map(|t| t.output_tokens).collect();
+        let len = |t: &str| Some(tok.count(t) as u32);
+        assert_eq!(
+            outputs,
+            [
+                len("No, never."),
+                len("Fine.\nA pun walks into a bar."),
+                Some(7)
+            ],
+            "each reply's length; the default for a turn without one"
+        );
+        assert_eq!(s.turns[0].prompt_tokens, tok.count("Tell me a joke") as u32);
+        assert_eq!(r.output_tokens, len("No, never."));
+        // The live history needs no recorded replies: they are not kept.
+        let live = mapper(History::Live).row("f", &rec(share)).expect("live");
+        let live = live.session.expect("a session row");
+        assert!(live.turns.iter().all(|t| t.reply.is_none()));
+        assert_eq!(live.turns[1].output_tokens, outputs[1]);
+        // OpenAI messages, no system message.
+        let openai = serde_json::json!({"messages": [
+            {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]});
+        let r = mapper(History::Live)
+            .row("f", &rec(openai))
+            .expect("openai");
+        let s = r.session.expect("a session row");
+        assert_eq!((s.system, s.turns.len()), (None, 1));
+        for (bad, expected) in [
+            (
+                serde_json::json!({"messages": [{"role": "assistant", "content": "Hi"},
+                    {"role": "user", "content": "Hello"}]}),
+                "message 1: an assistant message before the first user message",
+            ),
+            (
+                serde_json::json!({"messages": [{"role": "user", "content": "Hi"},
+                    {"role": "system", "content": "Be kind."}]}),
+                "message 2: a system message after the conversation started",
+            ),
+            (
+                serde_json::json!({"messages": [{"role": "system", "content": "Be kind."}]}),
+                "no user message",
+            ),
+            (
+                serde_json::json!({"prompt": "Hi"}),
+                "sessions need a conversation column",
+            ),
+            (
+                serde_json::json!({"messages": [{"role": "user", "content": "Hi"}],
+                    "image": "https://example.com/a.png"}),
+                "images do not combine with sessions",
+            ),
+        ] {
+            let e = mapper(History::Live)
+                .row("f", &rec(bad))
+                .expect_err(expected);
+            assert!(e.starts_with("f line 1: ") && e.contains(expected), "{e}");
+        }
+    }
 }

@@ -362,4 +362,65 @@ mod tests {
             Prompt::Media { text, parts } if text == "hello" && parts.len() == 1
         ));
     }
+
+    #[test]
+    fn session_tables_plan_one_session_per_row() {
+        let turn = |user: &str, reply: Option<&str>| RowTurn {
+            user: user.into(),
+            prompt_tokens: 2,
+            output_tokens: Some(5),
+            reply: reply.map(String::from),
+        };
+        let row = |system: Option<&str>| Row {
+            prompt: RowPrompt::Text("a".into()),
+            prompt_tokens: 1,
+            output_tokens: Some(5),
+            images: vec![],
+            session: Some(RowSession {
+                system: system.map(String::from),
+                turns: vec![turn("a", Some("ra")), turn("b", None)],
+            }),
+        };
+        let opts = TableSessions {
+            history: History::Recorded,
+            think_time: Some(ThinkTime {
+                kind: llmsurge_proto::ThinkKind::Fixed,
+                mean_ns: 3_000_000,
+            }),
+            seed: 1,
+            session_user: true,
+        };
+        let rows = vec![row(Some("sys")), row(None)];
+        let guard = write_table(&rows, Some(&opts)).expect("write");
+        let (back, sessions) = read_table(guard.path()).expect("read");
+        assert_eq!((back, sessions.as_ref()), (rows.clone(), Some(&opts)));
+        let mut source = TableSource::new(rows, Sampling::default(), sessions);
+        assert!(source.has_sessions());
+        let plan = source.session(0).expect("plan").expect("row 0");
+        assert_eq!(plan.system.as_deref(), Some("sys"));
+        let thinks: Vec<u64> = plan.turns.iter().map(|t| t.think_ns).collect();
+        assert_eq!(
+            thinks,
+            [0, 3_000_000],
+            "no think time before the first turn"
+        );
+        assert_eq!(plan.turns[0].recorded_reply.as_deref(), Some("ra"));
+        assert_eq!(plan.turns[1].request.max_tokens, Some(5));
+        assert_eq!(
+            plan.turns[1].request.user.as_deref(),
+            Some("llmsurge-session-0")
+        );
+        assert_eq!(
+            source.session(1).expect("plan").expect("row 1").system,
+            None
+        );
+        assert_eq!(source.session(2).expect("plan"), None, "one pass: two rows");
+        let live = TableSessions {
+            history: History::Live,
+            ..opts
+        };
+        let mut source = TableSource::new(vec![row(None)], Sampling::default(), Some(live));
+        let plan = source.session(0).expect("plan").expect("row 0");
+        assert!(plan.turns.iter().all(|t| t.recorded_reply.is_none()));
+    }
 }
