@@ -440,6 +440,7 @@ pub fn prepare(
                 .map_or_else(PathBuf::new, |t| t.path().to_path_buf()),
             rows: n,
             sampling,
+            requests: sessions.is_some().then_some(requests_per_pass),
         }),
         summary: DataSummary {
             kind,

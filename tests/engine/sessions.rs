@@ -11,7 +11,8 @@ use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-fn recorded(path: &Path) -> Vec<Value> {
+/// The lines of a mock `--record` file.
+pub(crate) fn recorded(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .expect("the record file")
         .lines()
@@ -28,7 +29,7 @@ fn read_log(path: &Path) -> Vec<RequestEntry> {
 }
 
 /// Sends `body` (made non-streaming) to `url`'s chat endpoint; the reply's text.
-fn reply_of(
+pub(crate) fn reply_of(
     rt: &tokio::runtime::Runtime,
     client: &reqwest::Client,
     url: &str,
