@@ -6,12 +6,13 @@
 //! column named with `--data-column-mapper`; malformed files stop with exit 2 and the
 //! file and line.
 
-use super::sessions::{recorded, reply_of};
+use super::sessions::{read_log, recorded, reply_of, think_times};
 use crate::support::{mock, ok_report, run};
 use llmsurge::data::tokenizer::Tokenizer;
 use llmsurge::mock::MockConfig;
 use llmsurge_proto::TokenizerRef;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A conversation as a test writes it: an optional system message, then each user
@@ -337,4 +338,103 @@ fn malformed_conversations_stop_with_the_file_and_line() {
         assert!(line.contains(expected), "{expected}: {line}");
         assert_eq!(line.lines().count(), 1, "{line}");
     }
+}
+
+/// Runs `rows` conversations of three turns as sessions under `concurrent 2` with
+/// `workers`; (session → the row its first turn came from, think times per (session,
+/// turn)).
+fn shuffled_sessions(
+    data: &Path,
+    workers: &str,
+) -> (BTreeMap<u64, String>, BTreeMap<(u64, u32), (f64, f64)>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record = dir.path().join("record.jsonl");
+    let server = mock(MockConfig {
+        record: Some(record.clone()),
+        ..MockConfig::instant()
+    });
+    let data = data.display().to_string();
+    let finished = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "2",
+        "--workers",
+        workers,
+        "--random-seed",
+        "11",
+        "--data",
+        &data,
+        "--data-sampler",
+        "shuffle",
+        "--data-args",
+        r#"{"sessions": true, "think_time": "uniform:5ms", "session_id": "user"}"#,
+        "--request-log",
+        "requests.jsonl",
+        "--outputs",
+        "json",
+    ]);
+    let report = ok_report(&finished);
+    let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+    assert_eq!((s.sessions, s.completed, s.turns_completed), (6, 6, 18));
+    let mut rows = BTreeMap::new();
+    for line in recorded(&record) {
+        let body = &line["body"];
+        let session = body["user"]
+            .as_str()
+            .and_then(|u| u.strip_prefix("llmsurge-session-"))
+            .and_then(|n| n.parse::<u64>().ok())
+            .expect("every turn names its session");
+        let m = body["messages"].as_array().expect("messages");
+        let first = m[0]["content"].as_str().expect("a user message");
+        let row = first.split(',').next().unwrap_or_default().to_string();
+        // Every turn of a session comes from the one row.
+        let last = m[m.len() - 1]["content"].as_str().unwrap_or_default();
+        assert!(last.starts_with(&format!("{row},")), "{last} in {row}");
+        assert_eq!(rows.entry(session).or_insert(row.clone()), &row);
+    }
+    let log = read_log(&finished.dir.path().join("requests.jsonl"));
+    (rows, think_times(&log))
+}
+
+#[test]
+fn conversation_sessions_keep_their_schedule_whatever_the_workers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("six.jsonl");
+    let body: String = (0..6)
+        .map(|r| {
+            let turns: Vec<Value> = (0..3)
+                .flat_map(|k| {
+                    [
+                        json!({"from": "human", "value": format!("row {r}, turn {k}: go on")}),
+                        json!({"from": "gpt", "value": "Going on."}),
+                    ]
+                })
+                .collect();
+            format!("{}\n", json!({ "conversations": turns }))
+        })
+        .collect();
+    std::fs::write(&path, body).expect("write");
+    let (rows1, think1) = shuffled_sessions(&path, "1");
+    let (rows2, think2) = shuffled_sessions(&path, "2");
+    // Session i is row i of the shuffled order, whichever worker ran it.
+    assert_eq!(rows1, rows2);
+    assert_eq!(rows1.len(), 6);
+    assert_ne!(
+        rows1.values().cloned().collect::<Vec<_>>(),
+        (0..6).map(|r| format!("row {r}")).collect::<Vec<_>>(),
+        "shuffled"
+    );
+    // Think times are drawn per (session, turn): the same schedule for both.
+    assert_eq!(think1.len(), 12, "two think times per session");
+    let mut distinct = std::collections::BTreeSet::new();
+    for (key, (a, _)) in &think1 {
+        let (b, _) = think2[key];
+        assert!((a - b).abs() < 0.01, "{key:?}: {a} ms vs {b} ms");
+        assert!((0.0..=10.01).contains(a), "{key:?}: {a} ms");
+        distinct.insert((a * 1e3).round() as i64);
+    }
+    assert!(distinct.len() > 3, "{distinct:?}");
 }
