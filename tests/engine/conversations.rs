@@ -340,13 +340,13 @@ fn malformed_conversations_stop_with_the_file_and_line() {
     }
 }
 
+/// Think time and lateness (ms) per (session, turn), as `think_times` gives them.
+type ThinkTimes = BTreeMap<(u64, u32), (f64, f64)>;
+
 /// Runs `rows` conversations of three turns as sessions under `concurrent 2` with
 /// `workers`; (session → the row its first turn came from, think times per (session,
 /// turn)).
-fn shuffled_sessions(
-    data: &Path,
-    workers: &str,
-) -> (BTreeMap<u64, String>, BTreeMap<(u64, u32), (f64, f64)>) {
+fn shuffled_sessions(data: &Path, workers: &str) -> (BTreeMap<u64, String>, ThinkTimes) {
     let dir = tempfile::tempdir().expect("tempdir");
     let record = dir.path().join("record.jsonl");
     let server = mock(MockConfig {
