@@ -322,6 +322,12 @@ fn malformed_conversations_stop_with_the_file_and_line() {
             &["--profile", "constant", "--rate", "5"][..],
             "--data-args sessions: multi-turn sessions run with",
         ),
+        (
+            &good,
+            r#"{"sessions": true}"#,
+            &["--shard", "1/2", "--profile", "concurrent", "--rate", "4"][..],
+            "--shard: multi-turn sessions",
+        ),
     ] {
         let mut a = vec![
             "--target",
@@ -343,9 +349,8 @@ fn malformed_conversations_stop_with_the_file_and_line() {
 /// Think time and lateness (ms) per (session, turn), as `think_times` gives them.
 type ThinkTimes = BTreeMap<(u64, u32), (f64, f64)>;
 
-/// Runs `rows` conversations of three turns as sessions under `concurrent 2` with
-/// `workers`; (session → the row its first turn came from, think times per (session,
-/// turn)).
+/// Runs the conversations of `data` as shuffled sessions under `concurrent 2` with
+/// `workers`: (session → the row its turns came from, think times per (session, turn)).
 fn shuffled_sessions(data: &Path, workers: &str) -> (BTreeMap<u64, String>, ThinkTimes) {
     let dir = tempfile::tempdir().expect("tempdir");
     let record = dir.path().join("record.jsonl");
