@@ -79,12 +79,19 @@ fn messages(c: &Conversation, layout: Layout) -> Vec<Value> {
     out
 }
 
-/// Writes the conversations as a JSONL file, each under `column`.
-fn write_jsonl(dir: &Path, name: &str, column: &str, layout: Layout) -> PathBuf {
-    let body: String = conversations()
+/// Writes the conversations, each under `column`: a `.json` list (as ShareGPT's own
+/// file is), else JSONL.
+fn write_conversations(dir: &Path, name: &str, column: &str, layout: Layout) -> PathBuf {
+    let rows: Vec<Value> = conversations()
         .iter()
-        .map(|c| format!("{}\n", json!({ column: messages(c, layout), "id": "x" })))
+        .enumerate()
+        .map(|(i, c)| json!({ "id": format!("c{i}"), column: messages(c, layout) }))
         .collect();
+    let body = if name.ends_with(".json") {
+        Value::Array(rows).to_string()
+    } else {
+        rows.iter().map(|r| format!("{r}\n")).collect()
+    };
     let path = dir.join(name);
     std::fs::write(&path, body).expect("write the conversations");
     path
@@ -171,7 +178,7 @@ fn check_turns(lines: &[Value], replies: &[String], report: &llmsurge::report::R
 #[test]
 fn sharegpt_conversations_replay_with_the_replies_that_actually_streamed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let file = write_jsonl(dir.path(), "share.jsonl", "conversations", Layout::ShareGpt);
+    let file = write_conversations(dir.path(), "share.json", "conversations", Layout::ShareGpt);
     let (lines, report) = replay(
         &file,
         &format!(r#"{{"sessions": true, "output_tokens": {DEFAULT_OUTPUT}}}"#),
@@ -211,8 +218,8 @@ fn recorded_history_resends_the_files_replies_in_both_layouts() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    let openai = write_jsonl(dir.path(), "openai.jsonl", "messages", Layout::OpenAi);
-    let custom = write_jsonl(dir.path(), "custom.jsonl", "dialog", Layout::ShareGpt);
+    let openai = write_conversations(dir.path(), "openai.jsonl", "messages", Layout::OpenAi);
+    let custom = write_conversations(dir.path(), "custom.jsonl", "dialog", Layout::ShareGpt);
     let args = format!(
         r#"{{"sessions": true, "history": "recorded", "output_tokens": {DEFAULT_OUTPUT}}}"#
     );
