@@ -243,6 +243,9 @@ pub struct DataSummary {
     pub tokenizer: String,
     /// Rows (or distinct synthetic samples), when finite.
     pub rows: Option<u64>,
+    /// Conversation rows run as sessions: their turns (requests) in all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turns: Option<u64>,
     /// Whether the rows repeat when they run out.
     pub oversample: bool,
     /// The files read.
@@ -323,6 +326,7 @@ pub fn prepare(
                 kind: "synthetic",
                 tokenizer: tok_ref.to_string(),
                 rows: spec.samples,
+                turns: None,
                 oversample: spec.samples.is_some() && spec.sampling.oversample,
                 files: spec.source.iter().cloned().collect(),
                 repaired_prompts: source.builder().repairs(),
@@ -446,6 +450,7 @@ pub fn prepare(
             kind,
             tokenizer: tok_ref.to_string(),
             rows: Some(n),
+            turns: sessions.is_some().then_some(requests_per_pass),
             oversample: sampling.oversample,
             files,
             repaired_prompts: false,
@@ -530,6 +535,7 @@ fn prepare_trace(
             kind: "trace",
             tokenizer: tok_ref.to_string(),
             rows: Some(n),
+            turns: None,
             oversample: false,
             files: vec![path.to_path_buf()],
             repaired_prompts,

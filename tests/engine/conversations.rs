@@ -124,6 +124,15 @@ fn replay(data: &Path, data_args: &str, extra: &[&str]) -> (Vec<Value>, llmsurge
     args.extend_from_slice(extra);
     let finished = run(&args);
     let report = ok_report(&finished);
+    // The report says what the file held: sessions (rows) and their turns.
+    let json: Value =
+        serde_json::from_slice(&std::fs::read(finished.report_path()).expect("report"))
+            .expect("json");
+    let resolved = &json["args"]["data"]["resolved"];
+    assert_eq!(
+        (&resolved["rows"], &resolved["turns"]),
+        (&json!(2), &json!(6))
+    );
     (recorded(&record), report)
 }
 
