@@ -371,6 +371,10 @@ pub struct TableSpec {
     pub rows: u64,
     /// How slots map onto rows.
     pub sampling: Sampling,
+    /// Requests one pass over the rows sends, when not one per row (a session row sends
+    /// one per turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
 }
 
 /// A timestamped trace prepared by the coordinator: one row per request (its offset
@@ -406,7 +410,7 @@ impl DataSpec {
     pub fn dataset_len(&self) -> Option<u64> {
         let (len, sampling) = match self {
             DataSpec::Synthetic(s) => (s.samples?, s.sampling),
-            DataSpec::Table(t) => (t.rows, t.sampling),
+            DataSpec::Table(t) => (t.requests.unwrap_or(t.rows), t.sampling),
             DataSpec::Trace(t) => return Some(t.rows),
         };
         (!sampling.oversample).then_some(len)

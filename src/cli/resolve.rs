@@ -229,12 +229,11 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     // anything starts.
     measure_window(args.limits.warmup, args.limits.cooldown, &limits)?;
     let shard = resolve_shard(args, &profile_plan, &limits)?;
-    if shard.count > 1
-        && let crate::data::DataSource::Synthetic { spec } = &data.source
-        && spec.turns > 0
-    {
+    if shard.count > 1 && data.has_sessions() {
         // Session indices are handed out per host: two shards would run the same ones.
-        return usage("--shard: multi-turn sessions (--data turns=…) run on one host only");
+        return usage(
+            "--shard: multi-turn sessions (--data turns=…, --data-args sessions) run on one host only",
+        );
     }
     let start_at = args.multi_host.start_at;
     if let Some(at) = start_at {
@@ -469,6 +468,13 @@ fn resolve_shard(
 
 /// A synthetic spec's batch_size and documents belong to one format each.
 fn check_data_fits_format(data: &DataPlan, format: RequestFormatArg) -> Result<(), UsageError> {
+    // Sessions resend the reply text, which only the chat format reads back so far.
+    if data.dataset_args.sessions && format != RequestFormatArg::Chat {
+        return usage(format!(
+            "--data-args: sessions (multi-turn sessions) are for --request-format chat, not {}",
+            format!("{format:?}").to_lowercase()
+        ));
+    }
     let crate::data::DataSource::Synthetic { spec } = &data.source else {
         if format == RequestFormatArg::Transcription {
             return usage(
@@ -580,15 +586,16 @@ fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
             "--data-samples, --data-sampler and --data-oversample do not apply to a trace: it is sent once, in order (cut it with --max-requests, --max-seconds, --trace-start)",
         );
     }
-    if let DataSource::Synthetic { spec } = &source
-        && spec.turns > 0
+    check_session_args(&source, &dataset_args)?;
+    let file_sessions = dataset_args.sessions && !matches!(source, DataSource::Synthetic { .. });
+    if (file_sessions || matches!(&source, DataSource::Synthetic { spec } if spec.turns > 0))
         && !matches!(
             args.load.profile,
             ProfileKind::Synchronous | ProfileKind::Concurrent | ProfileKind::Throughput
         )
     {
         return usage(
-            "--data turns=…: multi-turn sessions run with --profile synchronous, concurrent or throughput (N users, each running one session after another)",
+            "--data turns=… / --data-args sessions: multi-turn sessions run with --profile synchronous, concurrent or throughput (N users, each running one session after another)",
         );
     }
     let synthetic = matches!(source, DataSource::Synthetic { .. });
@@ -626,6 +633,46 @@ fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
             model: d.trace_model.clone(),
         },
     })
+}
+
+/// The session keys of `--data-args` go together, and with conversation data only.
+fn check_session_args(
+    source: &crate::data::DataSource,
+    args: &crate::data::hub::DatasetArgs,
+) -> Result<(), UsageError> {
+    use crate::data::DataSource;
+    if !args.sessions {
+        for (key, given) in [
+            ("history", args.history.is_some()),
+            ("think_time", args.think_time.is_some()),
+            ("session_id", args.session_id.is_some()),
+        ] {
+            if given {
+                return usage(format!(
+                    "--data-args: {key} needs sessions (e.g. {{\"sessions\": true, \"{key}\": …}})"
+                ));
+            }
+        }
+        return Ok(());
+    }
+    if matches!(source, DataSource::Trace { .. }) {
+        return usage("--data-args: sessions replays conversation files and datasets, not a trace");
+    }
+    if args.first_turn {
+        return usage(
+            "--data-args: first_turn and sessions do not combine (first_turn sends one request per conversation, sessions every turn)",
+        );
+    }
+    if let Some(raw) = &args.think_time {
+        crate::data::synthetic::parse_think_time(raw)
+            .map_err(|e| UsageError(format!("--data-args: {e}")))?;
+    }
+    match args.session_id.as_deref() {
+        None | Some("user") => Ok(()),
+        Some(other) => usage(format!(
+            "--data-args: session_id={other}: expected user (the session id as the OpenAI user field)"
+        )),
+    }
 }
 
 fn resolve_target(target: Option<&str>) -> Result<TargetSpec, UsageError> {

@@ -3,7 +3,8 @@
 //! `--data-column-mapper` names columns explicitly.
 
 use super::files::{Record, kind};
-use super::table::{Row, RowMessage, RowPrompt};
+use super::hub::History;
+use super::table::{Row, RowMessage, RowPrompt, RowSession, RowTurn};
 use super::tokenizer::Tokenizer;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -69,11 +70,16 @@ pub struct RowMapper<'a> {
     /// Keep only a conversation's first user turn (and a system message before it);
     /// the recorded reply to it sets the output length (`vllm bench serve`'s ShareGPT).
     pub first_turn: bool,
+    /// Each conversation row is a multi-turn session, its history carrying these replies.
+    pub sessions: Option<History>,
 }
 
 impl RowMapper<'_> {
     /// The row of `rec`; errors are "FILE line N: ..." with `file` given.
     pub fn row(&self, file: &str, rec: &Record) -> Result<Row, String> {
+        if let Some(history) = self.sessions {
+            return self.session_row(file, rec, history);
+        }
         let err = |m: String| format!("{file} {}: {m}", rec.at);
         let f = &rec.fields;
         let pick = |explicit: &Option<String>,
@@ -216,8 +222,142 @@ impl RowMapper<'_> {
             prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
             output_tokens: output.or(answer_tokens).or(self.default_output_tokens),
             images,
+            session: None,
         })
     }
+
+    /// The row of `rec` as a session: one turn per user message, each asking for as many
+    /// tokens as the reply recorded after it (else the default output length).
+    fn session_row(&self, file: &str, rec: &Record, history: History) -> Result<Row, String> {
+        let err = |m: String| format!("{file} {}: {m}", rec.at);
+        let f = &rec.fields;
+        if self.columns.output_tokens_count.is_some() || self.columns.image.is_some() {
+            // A per-row count or image cannot say which turn it belongs to.
+            return Err(
+                "--data-column-mapper: output_tokens_count and image do not apply to sessions (each turn's output length is its recorded reply's)".into(),
+            );
+        }
+        let (col, v) = match &self.columns.messages {
+            Some(col) => match f.get(col) {
+                Some(v) => (col.clone(), v),
+                None => {
+                    return Err(err(format!(
+                        "no column {col:?} (named by --data-column-mapper)"
+                    )));
+                }
+            },
+            None => MESSAGES_COLUMNS
+                .iter()
+                .find_map(|c| f.get(*c).filter(|v| !v.is_null()).map(|v| (c.to_string(), v)))
+                .ok_or_else(|| {
+                    err(format!(
+                        "sessions need a conversation column (looked for {}; name one with --data-column-mapper '{{\"messages\": \"...\"}}')",
+                        MESSAGES_COLUMNS.join(", ")
+                    ))
+                })?,
+        };
+        if let Some(c) = IMAGE_COLUMNS.iter().find(|c| {
+            f.get(**c)
+                .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()) || v.is_array())
+        }) {
+            return Err(err(format!(
+                "column {c:?}: images do not combine with sessions"
+            )));
+        }
+        let msgs = conversation(v).map_err(|m| err(format!("column {col:?}: {m}")))?;
+        let (system, pairs) =
+            session_turns(msgs).map_err(|m| err(format!("column {col:?}: {m}")))?;
+        let count = |t: &str| u32::try_from(self.tok.count(t)).unwrap_or(u32::MAX);
+        let turns: Vec<RowTurn> = pairs
+            .into_iter()
+            .map(|(user, reply)| RowTurn {
+                prompt_tokens: count(&user),
+                output_tokens: reply.as_deref().map(count).or(self.default_output_tokens),
+                reply: reply.filter(|_| history == History::Recorded),
+                user,
+            })
+            .collect();
+        // The row seen as one request is its first turn.
+        let first = turns.first().map(|t| t.user.clone()).unwrap_or_default();
+        let prompt = match &system {
+            Some(system) => RowPrompt::Messages(vec![
+                RowMessage {
+                    role: "system".into(),
+                    content: system.clone(),
+                },
+                RowMessage {
+                    role: "user".into(),
+                    content: first,
+                },
+            ]),
+            None => RowPrompt::Text(first),
+        };
+        Ok(Row {
+            prompt_tokens: prompt.texts().iter().map(|t| count(t)).sum(),
+            prompt,
+            output_tokens: turns.first().and_then(|t| t.output_tokens),
+            images: Vec::new(),
+            session: Some(RowSession { system, turns }),
+        })
+    }
+}
+
+/// A conversation's turns: each user message and the reply recorded after it.
+type Exchanges = Vec<(String, Option<String>)>;
+
+/// A conversation's system prompt and its (user message, recorded reply) turns. Two
+/// messages of one role in a row are one message (joined with a newline: a user who
+/// sent two messages before the reply, a reply cut in two); an assistant message before
+/// the first user message, or a system message after it, is an error naming it.
+fn session_turns(msgs: Vec<RowMessage>) -> Result<(Option<String>, Exchanges), String> {
+    let mut system: Option<String> = None;
+    let mut turns: Exchanges = Vec::new();
+    let mut last = "";
+    for (i, m) in msgs.into_iter().enumerate() {
+        let n = i + 1;
+        let join = |into: &mut String, text: String| {
+            into.push('\n');
+            into.push_str(&text);
+        };
+        match (m.role.as_str(), last) {
+            ("system", "") => system = Some(m.content),
+            ("system", "system") => {
+                if let Some(s) = system.as_mut() {
+                    join(s, m.content);
+                }
+            }
+            ("system", _) => {
+                return Err(format!(
+                    "message {n}: a system message after the conversation started"
+                ));
+            }
+            ("user", "user") => {
+                if let Some((u, _)) = turns.last_mut() {
+                    join(u, m.content);
+                }
+            }
+            ("user", _) => turns.push((m.content, None)),
+            ("assistant", "" | "system") => {
+                return Err(format!(
+                    "message {n}: an assistant message before the first user message"
+                ));
+            }
+            (_, _) => match turns.last_mut() {
+                Some((_, Some(reply))) => join(reply, m.content),
+                Some((_, reply)) => *reply = Some(m.content),
+                None => {}
+            },
+        }
+        last = match m.role.as_str() {
+            "system" => "system",
+            "user" => "user",
+            _ => "assistant",
+        };
+    }
+    if turns.is_empty() {
+        return Err("no user message".into());
+    }
+    Ok((system, turns))
 }
 
 /// An image as sent: a URL (`http`, `https`, `data:`) as it is, a file (relative to the
@@ -317,6 +457,7 @@ mod tests {
             tok: &tok,
             default_output_tokens: None,
             first_turn: false,
+            sessions: None,
         };
         let r = m
             .row("f", &rec(serde_json::json!({"question": "Why is the sky blue?", "output_tokens_count": "12"})))
@@ -350,6 +491,7 @@ mod tests {
             tok: &tok,
             default_output_tokens: None,
             first_turn: true,
+            sessions: None,
         };
         let r = first.row("f", &rec(long.clone())).expect("first turn");
         match &r.prompt {
@@ -370,6 +512,7 @@ mod tests {
             tok: &tok,
             default_output_tokens: None,
             first_turn: false,
+            sessions: None,
         };
         let r = m
             .row(
@@ -386,5 +529,100 @@ mod tests {
             .expect_err("missing");
         assert!(e.contains("f line 1") && e.contains("\"body\""), "{e}");
         assert!(ColumnMapper::parse(r#"{"colour": "x"}"#).is_err());
+    }
+
+    #[test]
+    fn conversation_rows_become_sessions_one_turn_per_user_message() {
+        let tok = Tokenizer::load(&TokenizerRef::Builtin("cl100k_base".into())).expect("tok");
+        let cols = ColumnMapper::default();
+        let mapper = |history| RowMapper {
+            columns: &cols,
+            tok: &tok,
+            default_output_tokens: Some(7),
+            first_turn: false,
+            sessions: Some(history),
+        };
+        let share = serde_json::json!({"conversations": [
+            {"from": "system", "value": "Be kind."},
+            {"from": "human", "value": "Tell me a joke"}, {"from": "gpt", "value": "No, never."},
+            {"from": "human", "value": "Please?"}, {"from": "human", "value": "Pretty please?"},
+            {"from": "gpt", "value": "Fine."}, {"from": "gpt", "value": "A pun walks into a bar."},
+            {"from": "human", "value": "Thanks"}]});
+        let r = mapper(History::Recorded)
+            .row("f", &rec(share.clone()))
+            .expect("session");
+        let s = r.session.expect("a session row");
+        assert_eq!(s.system.as_deref(), Some("Be kind."));
+        let users: Vec<&str> = s.turns.iter().map(|t| t.user.as_str()).collect();
+        // Two user messages in a row are one turn; so are two replies.
+        assert_eq!(
+            users,
+            ["Tell me a joke", "Please?\nPretty please?", "Thanks"]
+        );
+        let replies: Vec<Option<&str>> = s.turns.iter().map(|t| t.reply.as_deref()).collect();
+        assert_eq!(
+            replies,
+            [
+                Some("No, never."),
+                Some("Fine.\nA pun walks into a bar."),
+                None
+            ]
+        );
+        let outputs: Vec<Option<u32>> = s.turns.iter().map(|t| t.output_tokens).collect();
+        let len = |t: &str| Some(tok.count(t) as u32);
+        assert_eq!(
+            outputs,
+            [
+                len("No, never."),
+                len("Fine.\nA pun walks into a bar."),
+                Some(7)
+            ],
+            "each reply's length; the default for a turn without one"
+        );
+        assert_eq!(s.turns[0].prompt_tokens, tok.count("Tell me a joke") as u32);
+        assert_eq!(r.output_tokens, len("No, never."));
+        // The live history needs no recorded replies: they are not kept.
+        let live = mapper(History::Live).row("f", &rec(share)).expect("live");
+        let live = live.session.expect("a session row");
+        assert!(live.turns.iter().all(|t| t.reply.is_none()));
+        assert_eq!(live.turns[1].output_tokens, outputs[1]);
+        // OpenAI messages, no system message.
+        let openai = serde_json::json!({"messages": [
+            {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]});
+        let r = mapper(History::Live)
+            .row("f", &rec(openai))
+            .expect("openai");
+        let s = r.session.expect("a session row");
+        assert_eq!((s.system, s.turns.len()), (None, 1));
+        for (bad, expected) in [
+            (
+                serde_json::json!({"messages": [{"role": "assistant", "content": "Hi"},
+                    {"role": "user", "content": "Hello"}]}),
+                "message 1: an assistant message before the first user message",
+            ),
+            (
+                serde_json::json!({"messages": [{"role": "user", "content": "Hi"},
+                    {"role": "system", "content": "Be kind."}]}),
+                "message 2: a system message after the conversation started",
+            ),
+            (
+                serde_json::json!({"messages": [{"role": "system", "content": "Be kind."}]}),
+                "no user message",
+            ),
+            (
+                serde_json::json!({"prompt": "Hi"}),
+                "sessions need a conversation column",
+            ),
+            (
+                serde_json::json!({"messages": [{"role": "user", "content": "Hi"}],
+                    "image": "https://example.com/a.png"}),
+                "images do not combine with sessions",
+            ),
+        ] {
+            let e = mapper(History::Live)
+                .row("f", &rec(bad))
+                .expect_err(expected);
+            assert!(e.starts_with("f line 1: ") && e.contains(expected), "{e}");
+        }
     }
 }

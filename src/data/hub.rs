@@ -30,6 +30,31 @@ pub struct DatasetArgs {
     /// the output length (`vllm bench serve`'s ShareGPT sampling).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub first_turn: bool,
+    /// Each conversation row is a multi-turn session: turn k sends its k-th user message
+    /// with the history before it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sessions: bool,
+    /// Sessions: which assistant replies the history carries (default: the live ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<History>,
+    /// Sessions: the pause between a turn's end and the next turn's send, as a synthetic
+    /// spec's `think_time` (`2s`, `uniform:2s`, `exp:2s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<String>,
+    /// Sessions, sticky routing: `user` sends the session id as the OpenAI `user` field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// Which assistant replies a session's history carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum History {
+    /// The replies that actually streamed back.
+    #[default]
+    Live,
+    /// The dataset's recorded replies.
+    Recorded,
 }
 
 impl DatasetArgs {
@@ -37,7 +62,7 @@ impl DatasetArgs {
     pub fn parse(raw: &str) -> Result<Self, String> {
         serde_json::from_str(raw).map_err(|e| {
             format!(
-                "not a JSON object with keys split, name, revision, output_tokens, first_turn: {e}"
+                "not a JSON object with keys split, name, revision, output_tokens, first_turn, sessions, history, think_time, session_id: {e}"
             )
         })
     }

@@ -156,6 +156,18 @@ pub struct DataPlan {
 }
 
 impl DataPlan {
+    /// Whether the data makes multi-turn sessions (a synthetic spec with `turns=`, or
+    /// conversation rows with `--data-args '{"sessions": true}'`).
+    pub fn has_sessions(&self) -> bool {
+        match &self.source {
+            DataSource::Synthetic { spec } => spec.turns > 0,
+            DataSource::File { .. } | DataSource::Folder { .. } | DataSource::Hub { .. } => {
+                self.dataset_args.sessions
+            }
+            DataSource::Trace { .. } => false,
+        }
+    }
+
     /// Whether the data alone ends a benchmark (a finite dataset that cannot repeat
     /// without a limit asking for more).
     pub fn is_finite(&self) -> bool {
@@ -231,6 +243,9 @@ pub struct DataSummary {
     pub tokenizer: String,
     /// Rows (or distinct synthetic samples), when finite.
     pub rows: Option<u64>,
+    /// Conversation rows run as sessions: their turns (requests) in all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turns: Option<u64>,
     /// Whether the rows repeat when they run out.
     pub oversample: bool,
     /// The files read.
@@ -311,6 +326,7 @@ pub fn prepare(
                 kind: "synthetic",
                 tokenizer: tok_ref.to_string(),
                 rows: spec.samples,
+                turns: None,
                 oversample: spec.samples.is_some() && spec.sampling.oversample,
                 files: spec.source.iter().cloned().collect(),
                 repaired_prompts: source.builder().repairs(),
@@ -339,11 +355,14 @@ pub fn prepare(
         ),
     };
     let tok = load_tok()?;
+    let args = &plan.dataset_args;
+    let history = args.history.unwrap_or_default();
     let mapper = RowMapper {
         columns: &plan.column_mapper,
         tok: &tok,
-        default_output_tokens: plan.dataset_args.output_tokens,
-        first_turn: plan.dataset_args.first_turn,
+        default_output_tokens: args.output_tokens,
+        first_turn: args.first_turn,
+        sessions: args.sessions.then_some(history),
     };
     let mut rows = Vec::new();
     for file in &files {
@@ -366,12 +385,58 @@ pub fn prepare(
         ));
     }
     let n = rows.len() as u64;
-    let table = if write {
-        Some(table::write_table(&rows)?)
+    let sessions = if args.sessions {
+        if history == hub::History::Recorded
+            && !rows.iter().any(|r| {
+                r.session
+                    .as_ref()
+                    .is_some_and(|s| s.turns.iter().any(|t| t.reply.is_some()))
+            })
+        {
+            return Err(format!(
+                "--data-args history=recorded: {} has no recorded assistant replies to resend",
+                files
+                    .first()
+                    .map_or_else(String::new, |f| f.display().to_string())
+            ));
+        }
+        Some(table::TableSessions {
+            history,
+            think_time: args
+                .think_time
+                .as_deref()
+                .map(synthetic::parse_think_time)
+                .transpose()
+                .map_err(|e| format!("--data-args {e}"))?,
+            seed: plan.seed,
+            session_user: args.session_id.is_some(),
+        })
     } else {
         None
     };
-    let sampling = sampling(n);
+    let table = if write {
+        Some(table::write_table(&rows, sessions.as_ref())?)
+    } else {
+        None
+    };
+    // A session is a row but sends one request per turn: `--max-requests` asks for more
+    // than one pass only beyond every turn of every row.
+    let requests_per_pass = match &sessions {
+        Some(_) => rows
+            .iter()
+            .map(|r| r.session.as_ref().map_or(1, |s| s.turns.len() as u64))
+            .sum(),
+        None => n,
+    };
+    let sampling = Sampling {
+        oversample: decide_oversample(
+            plan.oversample,
+            requests_per_pass,
+            max_seconds,
+            max_requests,
+        ),
+        ..sampling(n)
+    };
     Ok(PreparedData {
         spec: DataSpec::Table(TableSpec {
             path: table
@@ -379,11 +444,13 @@ pub fn prepare(
                 .map_or_else(PathBuf::new, |t| t.path().to_path_buf()),
             rows: n,
             sampling,
+            requests: sessions.is_some().then_some(requests_per_pass),
         }),
         summary: DataSummary {
             kind,
             tokenizer: tok_ref.to_string(),
             rows: Some(n),
+            turns: sessions.is_some().then_some(requests_per_pass),
             oversample: sampling.oversample,
             files,
             repaired_prompts: false,
@@ -415,6 +482,7 @@ fn prepare_trace(
             tok: &tok,
             default_output_tokens: plan.dataset_args.output_tokens,
             first_turn: plan.dataset_args.first_turn,
+            sessions: None,
         };
         trace::read_trace(path, format, &opts, Some(&mapper))
     } else {
@@ -467,6 +535,7 @@ fn prepare_trace(
             kind: "trace",
             tokenizer: tok_ref.to_string(),
             rows: Some(n),
+            turns: None,
             oversample: false,
             files: vec![path.to_path_buf()],
             repaired_prompts,

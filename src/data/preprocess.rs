@@ -81,6 +81,7 @@ pub fn preprocess(
         tok: &tok,
         default_output_tokens: None,
         first_turn: false,
+        sessions: None,
     };
     let mut prompts = Vec::new();
     for file in &inputs {

@@ -2,14 +2,17 @@
 //! coordinator, written once as msgpack, and read once by every worker during its
 //! handshake. Requests then come from memory (no round trip to the coordinator).
 
+use super::hub::History;
 use super::sampler::SlotSampler;
-use llmsurge_proto::{Sampling, TableSpec};
-use llmsurge_worker::{MediaPart, Message, PreparedRequest, Prompt, RequestSource};
+use llmsurge_proto::{Sampling, TableSpec, ThinkTime};
+use llmsurge_worker::{
+    MediaPart, Message, PreparedRequest, Prompt, RequestSource, SessionPlan, Turn,
+};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Bumped when [`Row`] changes shape.
-pub const TABLE_VERSION: u32 = 1;
+pub const TABLE_VERSION: u32 = 2;
 
 /// One chat message of a row.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +56,45 @@ pub struct Row {
     /// the data was loaded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<String>,
+    /// The row as a multi-turn session (`--data-args '{"sessions": true}'`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<RowSession>,
+}
+
+/// A conversation row replayed as a multi-turn session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowSession {
+    /// The system prompt opening every turn.
+    pub system: Option<String>,
+    /// The turns, one per user message.
+    pub turns: Vec<RowTurn>,
+}
+
+/// One turn of a [`RowSession`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowTurn {
+    /// The new user message.
+    pub user: String,
+    /// Its length under the run's tokenizer.
+    pub prompt_tokens: u32,
+    /// Output tokens to ask for: the recorded reply's length, else the default.
+    pub output_tokens: Option<u32>,
+    /// The recorded reply, kept only for `history=recorded` (the live history needs
+    /// none, and a large dataset's replies would be copied into every worker).
+    pub reply: Option<String>,
+}
+
+/// How a session table's rows run (the same for every row).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TableSessions {
+    /// Which replies the history carries.
+    pub history: History,
+    /// The think time between turns, if any.
+    pub think_time: Option<ThinkTime>,
+    /// The seed think times are drawn from (with the session and turn).
+    pub seed: u64,
+    /// Send the session id as the OpenAI `user` field.
+    pub session_user: bool,
 }
 
 /// The request prompt of a row's prompt.
@@ -112,6 +154,9 @@ fn image_parts(images: &[String]) -> Vec<MediaPart> {
 struct TableFile {
     version: u32,
     rows: Vec<Row>,
+    /// Present when every row is a session.
+    #[serde(default)]
+    sessions: Option<TableSessions>,
 }
 
 /// A table file that is removed when dropped (the coordinator owns it for the run).
@@ -133,11 +178,16 @@ impl Drop for TableFileGuard {
     }
 }
 
-/// Writes `rows` to a new table file in the temporary directory.
-pub fn write_table(rows: &[Row]) -> Result<TableFileGuard, String> {
+/// Writes `rows` (sessions when `sessions` says how they run) to a new table file in the
+/// temporary directory.
+pub fn write_table(
+    rows: &[Row],
+    sessions: Option<&TableSessions>,
+) -> Result<TableFileGuard, String> {
     let bytes = rmp_serde::to_vec_named(&TableFile {
         version: TABLE_VERSION,
         rows: rows.to_vec(),
+        sessions: sessions.cloned(),
     })
     .map_err(|e| format!("cannot encode the prepared data: {e}"))?;
     write_bytes("table", &bytes)
@@ -161,8 +211,8 @@ pub fn write_bytes(kind: &str, bytes: &[u8]) -> Result<TableFileGuard, String> {
     Ok(guard)
 }
 
-/// Reads a table file.
-pub fn read_table(path: &Path) -> Result<Vec<Row>, String> {
+/// Reads a table file: its rows, and how they run as sessions if they are.
+pub fn read_table(path: &Path) -> Result<(Vec<Row>, Option<TableSessions>), String> {
     let bytes = std::fs::read(path)
         .map_err(|e| format!("cannot read the prepared data {}: {e}", path.display()))?;
     let file: TableFile = rmp_serde::from_slice(&bytes)
@@ -174,7 +224,7 @@ pub fn read_table(path: &Path) -> Result<Vec<Row>, String> {
             file.version
         ));
     }
-    Ok(file.rows)
+    Ok((file.rows, file.sessions))
 }
 
 /// A worker's source over a prepared table.
@@ -184,23 +234,26 @@ pub struct TableSource {
     /// Each row's images, made once so a request shares them instead of copying.
     media: Vec<Vec<MediaPart>>,
     sampler: SlotSampler,
+    /// Set when every row is a session: session `i` is the sampler's row `i`.
+    sessions: Option<TableSessions>,
 }
 
 impl TableSource {
     /// Loads the table of `spec`.
     pub fn open(spec: &TableSpec) -> Result<Self, String> {
-        let rows = read_table(&spec.path)?;
-        Ok(Self::new(rows, spec.sampling))
+        let (rows, sessions) = read_table(&spec.path)?;
+        Ok(Self::new(rows, spec.sampling, sessions))
     }
 
-    /// A source over `rows`.
-    pub fn new(rows: Vec<Row>, sampling: Sampling) -> Self {
+    /// A source over `rows`, run as sessions when `sessions` is set.
+    pub fn new(rows: Vec<Row>, sampling: Sampling, sessions: Option<TableSessions>) -> Self {
         let n = rows.len() as u64;
         let media = rows.iter().map(|r| image_parts(&r.images)).collect();
         Self {
             rows,
             media,
             sampler: SlotSampler::new(n, sampling),
+            sessions,
         }
     }
 }
@@ -211,6 +264,60 @@ impl RequestSource for TableSource {
             let r = r as usize;
             let media = self.media.get(r).map_or(&[][..], Vec::as_slice);
             self.rows.get(r).map(|row| row.prepared(media))
+        }))
+    }
+
+    fn has_sessions(&self) -> bool {
+        self.sessions.is_some()
+    }
+
+    fn session(&mut self, id: u64) -> Result<Option<SessionPlan>, String> {
+        let Some(opts) = &self.sessions else {
+            return Ok(None);
+        };
+        // Session i is row i of the sampled order, as request i would be: the schedule
+        // does not depend on which worker runs it.
+        let Some(r) = self.sampler.row(id) else {
+            return Ok(None);
+        };
+        let Some(session) = self
+            .rows
+            .get(r as usize)
+            .and_then(|row| row.session.as_ref())
+        else {
+            return Err(format!("the prepared data's row {r} is not a session"));
+        };
+        let user = opts.session_user.then(|| format!("llmsurge-session-{id}"));
+        let turns = session
+            .turns
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let k = u32::try_from(k).unwrap_or(u32::MAX);
+                Turn {
+                    request: PreparedRequest {
+                        prompt: Prompt::Text(t.user.clone()),
+                        prompt_tokens: Some(t.prompt_tokens),
+                        max_tokens: t.output_tokens,
+                        model: None,
+                        user: user.clone(),
+                    },
+                    think_ns: match &opts.think_time {
+                        Some(think) if k > 0 => {
+                            super::synthetic::draw_think(think, opts.seed, id, k)
+                        }
+                        _ => 0,
+                    },
+                    recorded_reply: match opts.history {
+                        History::Recorded => t.reply.clone(),
+                        History::Live => None,
+                    },
+                }
+            })
+            .collect();
+        Ok(Some(SessionPlan {
+            system: session.system.clone(),
+            turns,
         }))
     }
 }
@@ -227,6 +334,7 @@ mod tests {
                 prompt_tokens: 1,
                 output_tokens: Some(4),
                 images: vec!["https://example.com/a.png".into()],
+                session: None,
             },
             Row {
                 prompt: RowPrompt::Messages(vec![RowMessage {
@@ -236,18 +344,83 @@ mod tests {
                 prompt_tokens: 1,
                 output_tokens: None,
                 images: vec![],
+                session: None,
             },
         ];
-        let guard = write_table(&rows).expect("write");
-        assert_eq!(read_table(guard.path()).expect("read"), rows);
+        let guard = write_table(&rows, None).expect("write");
+        assert_eq!(
+            read_table(guard.path()).expect("read"),
+            (rows.clone(), None)
+        );
         let path = guard.path().to_path_buf();
         drop(guard);
         assert!(!path.exists(), "removed with its guard");
-        let mut source = TableSource::new(rows, Sampling::default());
+        let mut source = TableSource::new(rows, Sampling::default(), None);
         let first = source.request(0).expect("request").expect("a row");
         assert!(matches!(
             &first.prompt,
             Prompt::Media { text, parts } if text == "hello" && parts.len() == 1
         ));
+    }
+
+    #[test]
+    fn session_tables_plan_one_session_per_row() {
+        let turn = |user: &str, reply: Option<&str>| RowTurn {
+            user: user.into(),
+            prompt_tokens: 2,
+            output_tokens: Some(5),
+            reply: reply.map(String::from),
+        };
+        let row = |system: Option<&str>| Row {
+            prompt: RowPrompt::Text("a".into()),
+            prompt_tokens: 1,
+            output_tokens: Some(5),
+            images: vec![],
+            session: Some(RowSession {
+                system: system.map(String::from),
+                turns: vec![turn("a", Some("ra")), turn("b", None)],
+            }),
+        };
+        let opts = TableSessions {
+            history: History::Recorded,
+            think_time: Some(ThinkTime {
+                kind: llmsurge_proto::ThinkKind::Fixed,
+                mean_ns: 3_000_000,
+            }),
+            seed: 1,
+            session_user: true,
+        };
+        let rows = vec![row(Some("sys")), row(None)];
+        let guard = write_table(&rows, Some(&opts)).expect("write");
+        let (back, sessions) = read_table(guard.path()).expect("read");
+        assert_eq!((back, sessions.as_ref()), (rows.clone(), Some(&opts)));
+        let mut source = TableSource::new(rows, Sampling::default(), sessions);
+        assert!(source.has_sessions());
+        let plan = source.session(0).expect("plan").expect("row 0");
+        assert_eq!(plan.system.as_deref(), Some("sys"));
+        let thinks: Vec<u64> = plan.turns.iter().map(|t| t.think_ns).collect();
+        assert_eq!(
+            thinks,
+            [0, 3_000_000],
+            "no think time before the first turn"
+        );
+        assert_eq!(plan.turns[0].recorded_reply.as_deref(), Some("ra"));
+        assert_eq!(plan.turns[1].request.max_tokens, Some(5));
+        assert_eq!(
+            plan.turns[1].request.user.as_deref(),
+            Some("llmsurge-session-0")
+        );
+        assert_eq!(
+            source.session(1).expect("plan").expect("row 1").system,
+            None
+        );
+        assert_eq!(source.session(2).expect("plan"), None, "one pass: two rows");
+        let live = TableSessions {
+            history: History::Live,
+            ..opts
+        };
+        let mut source = TableSource::new(vec![row(None)], Sampling::default(), Some(live));
+        let plan = source.session(0).expect("plan").expect("row 0");
+        assert!(plan.turns.iter().all(|t| t.recorded_reply.is_none()));
     }
 }

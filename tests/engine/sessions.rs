@@ -11,7 +11,8 @@ use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-fn recorded(path: &Path) -> Vec<Value> {
+/// The lines of a mock `--record` file.
+pub(crate) fn recorded(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .expect("the record file")
         .lines()
@@ -19,7 +20,7 @@ fn recorded(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn read_log(path: &Path) -> Vec<RequestEntry> {
+pub(crate) fn read_log(path: &Path) -> Vec<RequestEntry> {
     std::fs::read_to_string(path)
         .expect("the request log")
         .lines()
@@ -28,7 +29,7 @@ fn read_log(path: &Path) -> Vec<RequestEntry> {
 }
 
 /// Sends `body` (made non-streaming) to `url`'s chat endpoint; the reply's text.
-fn reply_of(
+pub(crate) fn reply_of(
     rt: &tokio::runtime::Runtime,
     client: &reqwest::Client,
     url: &str,
@@ -157,7 +158,7 @@ fn each_turn_carries_the_replies_that_actually_streamed() {
 
 /// The think time before each (session, turn) in a request log: its scheduled send less
 /// the previous turn's end; and how late it was sent.
-fn think_times(log: &[RequestEntry]) -> BTreeMap<(u64, u32), (f64, f64)> {
+pub(crate) fn think_times(log: &[RequestEntry]) -> BTreeMap<(u64, u32), (f64, f64)> {
     let mut by_turn: HashMap<(u64, u32), &RequestEntry> = HashMap::new();
     for e in log {
         by_turn.insert((e.session.expect("session"), e.turn.expect("turn")), e);

@@ -37,7 +37,8 @@ pub struct DataArgs {
     pub data: String,
 
     /// Dataset options as JSON: split, name (configuration), revision, output_tokens
-    /// (max_tokens of rows that give none).
+    /// (max_tokens of rows that give none), first_turn; sessions (each conversation row
+    /// a multi-turn session) with history (live or recorded), think_time, session_id.
     #[arg(long, env = "LLMSURGE_DATA_ARGS", value_name = "JSON")]
     pub data_args: Option<String>,
 
