@@ -247,6 +247,7 @@ fn batch() -> UpdateBatch {
             previous_end: None,
             model: None,
             session: None,
+            media: None,
         };
         reporter.started(&info, start);
         reporter.finished(info, &exchange(start));
@@ -271,6 +272,7 @@ fn reporter_finish_per_request(b: divan::Bencher) {
             previous_end: None,
             model: None,
             session: None,
+            media: None,
         };
         reporter.finished(info, divan::black_box(&ex));
         if reporter.pending() >= 4096 {
@@ -295,6 +297,7 @@ fn reporter_take_batch(b: divan::Bencher) {
                 previous_end: None,
                 model: None,
                 session: None,
+                media: None,
             };
             reporter.finished(info, &ex);
         }

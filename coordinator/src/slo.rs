@@ -540,6 +540,7 @@ mod tests {
                 late: false,
                 model: None,
                 session: None,
+                media: None,
             });
         }
         built(
@@ -615,6 +616,7 @@ mod tests {
                 late: false,
                 model: None,
                 session: None,
+                media: None,
             };
             if cut {
                 llmsurge_proto::metrics::record_lower_bounds(&mut metrics, &r);
@@ -705,6 +707,7 @@ mod tests {
             late: true,
             model: None,
             session: None,
+            media: None,
         };
         assert!(!spec.already_missed(&r));
         assert!(

@@ -146,6 +146,7 @@ mod tests {
             late: false,
             model: None,
             session: None,
+            media: None,
         }
     }
 

@@ -92,18 +92,27 @@ impl Row {
     }
 }
 
-/// The image parts of a row's image URLs (sizes unknown: 0; bytes of a data URL from its
-/// base64 length).
+/// The image parts of a row's image URLs. A data URL is decoded once, here, for its exact
+/// bytes and pixel size (the request log records them); a URL the server fetches has
+/// neither (0).
 fn image_parts(images: &[String]) -> Vec<MediaPart> {
+    use base64::Engine;
     images
         .iter()
-        .map(|url| MediaPart::Image {
-            bytes: url
+        .map(|url| {
+            let decoded = url
                 .split_once(";base64,")
-                .map_or(0, |(_, b64)| b64.len() as u64 / 4 * 3),
-            url: std::sync::Arc::from(url.as_str()),
-            width: 0,
-            height: 0,
+                .and_then(|(_, b64)| base64::engine::general_purpose::STANDARD.decode(b64).ok());
+            let (width, height) = decoded
+                .as_deref()
+                .and_then(super::media::image_dimensions)
+                .unwrap_or((0, 0));
+            MediaPart::Image {
+                bytes: decoded.map_or(0, |d| d.len() as u64),
+                url: std::sync::Arc::from(url.as_str()),
+                width,
+                height,
+            }
         })
         .collect()
 }

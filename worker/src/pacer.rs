@@ -14,7 +14,7 @@ use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Presend};
 use crate::source::RequestSource;
 use bytes::Bytes;
-use llmsurge_proto::{MonoNanos, Shard, SharedRegion};
+use llmsurge_proto::{MonoNanos, RequestMedia, Shard, SharedRegion};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
@@ -39,6 +39,8 @@ pub struct Dispatch {
     pub prompt_tokens: Option<u32>,
     /// The model the request names, when the source chose one (`--lora`).
     pub model: Option<Arc<str>>,
+    /// The sizes of the request's media, when it has any (for its record).
+    pub media: Option<Box<RequestMedia>>,
     /// The request, when the pacer sent it (wholly or in part) itself.
     pub sent: Option<PacerSent>,
 }
@@ -94,10 +96,11 @@ impl Pacer {
             let slot = self.shard.global(local);
             let due = self.clock.due_ns(slot, self.source.offset_ns(slot));
             let scheduled = self.t0 + Duration::from_nanos(due);
-            let (body, prompt_tokens, model) = match self.source.request(slot) {
+            let (body, prompt_tokens, media, model) = match self.source.request(slot) {
                 Ok(Some(req)) => (
                     Ok(self.backend.build_body(&req)),
                     req.prompt_tokens,
+                    req.media_info(),
                     req.model,
                 ),
                 Ok(None) => {
@@ -105,7 +108,7 @@ impl Pacer {
                     self.shm.limit_slots(local);
                     break;
                 }
-                Err(message) => (Err(message), None, None),
+                Err(message) => (Err(message), None, None, None),
             };
             if !sleep_until(scheduled, &self.shm) {
                 // Stopped while waiting: the slot was never due within the run. It is no
@@ -123,6 +126,7 @@ impl Pacer {
                 body,
                 prompt_tokens,
                 model,
+                media,
                 sent,
             };
             if let Err(unsent) = self.tx.send(dispatch) {

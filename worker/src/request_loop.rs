@@ -253,17 +253,18 @@ impl Context {
             let slot = self.shard.global(local);
             let scheduled = MonoNanos::now();
             let prepared = source.borrow_mut().request(slot);
-            let (body, prompt_tokens, model) = match prepared {
+            let (body, prompt_tokens, model, media) = match prepared {
                 Ok(Some(req)) => (
                     Ok(self.backend.build_body(&req)),
                     req.prompt_tokens,
                     self.reporter.borrow().model_index(req.model.as_ref()),
+                    req.media_info(),
                 ),
                 Ok(None) => {
                     self.shm.limit_slots(local);
                     break;
                 }
-                Err(message) => (Err(message), None, None),
+                Err(message) => (Err(message), None, None, None),
             };
             let end = self
                 .run_request(
@@ -275,6 +276,7 @@ impl Context {
                         previous_end,
                         model,
                         session: None,
+                        media,
                     },
                     body,
                 )
@@ -315,6 +317,7 @@ impl Context {
                         previous_end: None,
                         model: None,
                         session: None,
+                        media: None,
                     };
                     previous_end = Some(self.run_request(info, Err(message)).await);
                     continue;
@@ -374,6 +377,7 @@ impl Context {
                     previous_end: if think == 0 { previous_end } else { None },
                     model: self.reporter.borrow().model_index(req.model.as_ref()),
                     session: Some(SessionTag { id, turn: k, turns }),
+                    media: req.media_info(),
                 };
                 let body = Ok(self.backend.build_body(&req));
                 let ex = self.run_exchange(info, body, Some(String::new())).await;
@@ -431,6 +435,7 @@ impl Context {
                 previous_end: None,
                 model: self.reporter.borrow().model_index(d.model.as_ref()),
                 session: None,
+                media: d.media,
             };
             tasks.spawn_local(async move {
                 match d.sent {
