@@ -1009,8 +1009,15 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         ignore_eos_explicit: args.data.ignore_eos_explicit,
     };
     // Embeddings and ranking answer in one body: `--stream` (on by default) does not
-    // apply to them.
+    // apply to them, and an explicit `--stream true` would silently measure something
+    // else than asked.
     if !plan.request_format.generates() {
+        if plan.stream && args.target.stream_explicit {
+            return usage(format!(
+                "--stream true: --request-format {} answers in one body and never streams; drop --stream or pass --stream false",
+                plan.request_format.name()
+            ));
+        }
         plan.stream = false;
     }
     if let Some(raw) = &args.target.backend_kwargs {

@@ -3,7 +3,7 @@
 //! generation metrics absent (not zero) from every output format, and every bad
 //! response an error of its kind with a sample message.
 
-use crate::support::{Finished, assert_identity, mock, ok_report, run};
+use crate::support::{Finished, assert_identity, mock, ok_report, run, start_run, wait_run};
 use llmsurge::mock::{MockConfig, MockServer, MockStats};
 use llmsurge_coordinator::BenchmarkResult;
 
@@ -283,6 +283,50 @@ fn a_spec_key_or_objective_of_another_format_is_a_usage_error() {
     }
     assert_eq!(server.stats().requests.embeddings, 0);
     assert_eq!(server.stats().requests.rerank, 0);
+}
+
+#[test]
+fn an_explicit_stream_true_with_a_pooling_format_is_a_usage_error() {
+    let server = mock(MockConfig::instant());
+    for (format, data, _) in CASES {
+        // On the command line.
+        let run = run_format(&server, format, data, "1", &["--stream", "true"]);
+        assert_eq!(run.code(), 2, "{format}: {}", run.stderr);
+        let line = run.stderr.trim();
+        assert_eq!(line.lines().count(), 1, "{format}: {line}");
+        assert!(
+            line.contains("--stream") && line.contains(format),
+            "{format}: {line}"
+        );
+        // From the environment.
+        let url = server.base_url();
+        let (child, dir) = start_run(
+            &[
+                "--target",
+                &url,
+                "--request-format",
+                format,
+                "--max-requests",
+                "1",
+                "--data",
+                data,
+            ],
+            |cmd| {
+                cmd.env("LLMSURGE_STREAM", "true");
+            },
+        );
+        let run = wait_run(child, dir);
+        assert_eq!(run.code(), 2, "{format} LLMSURGE_STREAM: {}", run.stderr);
+        assert!(run.stderr.contains("--stream"), "{}", run.stderr);
+    }
+    assert_eq!(server.stats().requests_total, 0, "nothing was sent");
+    // `--stream false` and the default both run, unstreamed.
+    for extra in [&["--stream", "false"][..], &[]] {
+        let run = run_format(&server, "rerank", "prompt_tokens=8,documents=2", "2", extra);
+        let report = ok_report(&run);
+        assert_eq!(report.benchmarks[0].requests.completed, 2, "{extra:?}");
+    }
+    assert_eq!(server.stats().requests.rerank, 4);
 }
 
 #[test]
