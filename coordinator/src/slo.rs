@@ -335,7 +335,7 @@ fn measure(check: &SloCheck, r: &BenchmarkResult) -> Measured {
             Measured::Value((finished > 0).then(|| m.errored as f64 / finished as f64))
         }
         SloTarget::RequestsPerS => Measured::Value(Some(r.throughput.requests_per_s)),
-        SloTarget::OutputTokensPerS => Measured::Value(Some(r.throughput.output_tokens_per_s)),
+        SloTarget::OutputTokensPerS => Measured::Value(r.throughput.output_tokens_per_s),
         SloTarget::GoodputPerS => Measured::Value(r.goodput.as_ref().map(|g| g.requests_per_s)),
     }
 }

@@ -231,7 +231,7 @@ fn transcription_streamed_and_whole_agree_with_the_mock() {
             assert_eq!(b.metrics["prompt_tokens"].successful.mean, 75.0);
             let out = &b.metrics["output_tokens"].successful;
             assert_eq!((out.mean * 8.0).round() as u64, stats.tokens_sent);
-            assert_eq!(b.token_sources.usage, 8);
+            assert_eq!(b.token_sources.expect("token sources").usage, 8);
         }
         assert_no_media_in_outputs(&run);
     }
