@@ -196,6 +196,7 @@ fn backend_config() -> BackendConfig {
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: true,
+        session_header: None,
     }
 }
 
@@ -209,6 +210,7 @@ fn body_build(b: divan::Bencher) {
         max_tokens: Some(128),
         model: None,
         user: None,
+        session: None,
     };
     b.bench(|| template.build(divan::black_box(&req)));
 }
@@ -248,6 +250,7 @@ fn batch() -> UpdateBatch {
             model: None,
             session: None,
             media: None,
+            session_key: None,
         };
         reporter.started(&info, start);
         reporter.finished(info, &exchange(start));
@@ -273,6 +276,7 @@ fn reporter_finish_per_request(b: divan::Bencher) {
             model: None,
             session: None,
             media: None,
+            session_key: None,
         };
         reporter.finished(info, divan::black_box(&ex));
         if reporter.pending() >= 4096 {
@@ -298,6 +302,7 @@ fn reporter_take_batch(b: divan::Bencher) {
                 model: None,
                 session: None,
                 media: None,
+                session_key: None,
             };
             reporter.finished(info, &ex);
         }

@@ -88,6 +88,7 @@ impl Row {
             max_tokens: self.output_tokens,
             model: None,
             user: None,
+            session: None,
         }
     }
 }

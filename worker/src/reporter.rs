@@ -35,6 +35,9 @@ pub struct SlotInfo {
     pub session: Option<SessionTag>,
     /// The sizes of the request's media, when it has any (moved into its record).
     pub media: Option<Box<RequestMedia>>,
+    /// Sticky routing: the session id the backend sends in its session header (see
+    /// [`crate::PreparedRequest::session`]).
+    pub session_key: Option<Arc<str>>,
 }
 
 /// Accumulates one flush interval of transitions.
@@ -299,6 +302,7 @@ mod tests {
             model: None,
             session: None,
             media: None,
+            session_key: None,
         }
     }
 

@@ -189,6 +189,10 @@ pub struct PreparedRequest {
     /// Sticky routing: the OpenAI `user` field to send (a session id, so a KV-aware
     /// router keeps a session on one replica); `None` sends none.
     pub user: Option<String>,
+    /// Sticky routing: the session id sent in the backend's session header (when one
+    /// is configured: `session_header=NAME`); `None` sends none. Shared by a session's
+    /// turns, so a turn costs a reference count, not a string.
+    pub session: Option<Arc<str>>,
 }
 
 impl PreparedRequest {
