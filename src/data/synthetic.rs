@@ -856,4 +856,34 @@ mod tests {
         let e = parse_spec("prompt_tokens=8,think_time=1s", 1).expect_err("no turns");
         assert!(e.contains("needs turns"), "{e}");
     }
+
+    #[test]
+    fn session_headers_are_header_names_and_never_credentials_or_hop_by_hop() {
+        let s = parse_spec(
+            "turns=2,prompt_tokens=8,output_tokens=2,session_header=X-Session-Id",
+            1,
+        )
+        .expect("a header name");
+        assert_eq!(s.session_header.as_deref(), Some("x-session-id"));
+        for bad in ["Authorization", "keep-alive", "cookie", "x y", "a:b", "é"] {
+            let e = session_header_name(bad).expect_err(bad);
+            assert!(e.starts_with("session_header="), "{e}");
+        }
+        // Turns of a session share one id string: a reference count per turn.
+        let spec = parse_spec(
+            "turns=3,prompt_tokens=8,output_tokens=2,session_header=x-s",
+            1,
+        )
+        .expect("spec");
+        let mut source = SyntheticSource::new(spec).expect("source");
+        let plan = source.session(4).expect("a plan").expect("a session");
+        let ids: Vec<_> = plan
+            .turns
+            .iter()
+            .map(|t| t.request.session.clone().expect("an id"))
+            .collect();
+        assert_eq!(&*ids[0], "llmsurge-session-4");
+        assert!(ids.iter().all(|id| Arc::ptr_eq(id, &ids[0])));
+        assert!(plan.turns.iter().all(|t| t.request.user.is_none()));
+    }
 }
