@@ -111,6 +111,7 @@ fn pacer_slot_work_1024(bencher: divan::Bencher) {
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: true,
+        session_header: None,
     });
     let mut slot = 0u64;
     bencher

@@ -196,6 +196,7 @@ fn backend_config() -> BackendConfig {
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: true,
+        session_header: None,
     }
 }
 
@@ -209,6 +210,7 @@ fn body_build(b: divan::Bencher) {
         max_tokens: Some(128),
         model: None,
         user: None,
+        session: None,
     };
     b.bench(|| template.build(divan::black_box(&req)));
 }
@@ -247,6 +249,8 @@ fn batch() -> UpdateBatch {
             previous_end: None,
             model: None,
             session: None,
+            media: None,
+            session_key: None,
         };
         reporter.started(&info, start);
         reporter.finished(info, &exchange(start));
@@ -271,6 +275,8 @@ fn reporter_finish_per_request(b: divan::Bencher) {
             previous_end: None,
             model: None,
             session: None,
+            media: None,
+            session_key: None,
         };
         reporter.finished(info, divan::black_box(&ex));
         if reporter.pending() >= 4096 {
@@ -295,6 +301,8 @@ fn reporter_take_batch(b: divan::Bencher) {
                 previous_end: None,
                 model: None,
                 session: None,
+                media: None,
+                session_key: None,
             };
             reporter.finished(info, &ex);
         }

@@ -25,6 +25,7 @@ mod server_report;
 mod sessions;
 mod shards;
 mod signals;
+mod sticky_sessions;
 mod traffic;
 mod transport;
 mod usage;

@@ -686,6 +686,7 @@ mod capacity_tests {
                 ttft_timeout: None,
                 idle_timeout: None,
                 ignore_eos: false,
+                session_header: None,
             },
             schedule: Schedule::Streams {
                 streams: 1,
@@ -714,6 +715,7 @@ mod capacity_tests {
                 turns: 0,
                 think_time: None,
                 session_user: false,
+                session_header: None,
             }),
             window: Default::default(),
             flush_interval: Duration::from_millis(20),

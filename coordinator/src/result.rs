@@ -76,8 +76,10 @@ pub struct StatusDistributions {
 pub struct Throughput {
     /// Completed requests per second.
     pub requests_per_s: f64,
-    /// Output tokens of completed requests per second.
-    pub output_tokens_per_s: f64,
+    /// Output tokens of completed requests per second. Absent (not zero) for a format
+    /// without output (embeddings, rerank, score).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_s: Option<f64>,
     /// Prompt plus output tokens of completed requests per second.
     pub total_tokens_per_s: f64,
     /// Mean requests in flight over the measured window (their summed time in flight
@@ -155,8 +157,10 @@ pub struct ShardHealth {
 pub struct ModelThroughput {
     /// Completed requests per second.
     pub requests_per_s: f64,
-    /// Output tokens of completed requests per second.
-    pub output_tokens_per_s: f64,
+    /// Output tokens of completed requests per second; absent for a format without
+    /// output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_s: Option<f64>,
     /// Prompt plus output tokens of completed requests per second.
     pub total_tokens_per_s: f64,
     /// Mean of this model's requests in flight over the measured window.
@@ -208,7 +212,7 @@ impl ModelResult {
         };
         self.throughput = ModelThroughput {
             requests_per_s: per_s(self.measured_requests.completed as f64),
-            output_tokens_per_s: per_s(self.output_tokens as f64),
+            output_tokens_per_s: Some(per_s(self.output_tokens as f64)),
             total_tokens_per_s: per_s((self.output_tokens + self.prompt_tokens) as f64),
             concurrency_mean: per_s(self.busy_s),
         };
@@ -306,8 +310,9 @@ pub struct BenchmarkResult {
     pub goodput: Option<Goodput>,
     /// The `--slo` verdict, when set.
     pub slo: Option<SloVerdict>,
-    /// Where output token counts came from.
-    pub token_sources: TokenSources,
+    /// Where output token counts came from; absent for a format without output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_sources: Option<TokenSources>,
     /// Client fidelity.
     pub client: ClientHealth,
     /// Per-second series.
@@ -446,7 +451,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         metrics,
         throughput: Throughput {
             requests_per_s: per_s(m.completed),
-            output_tokens_per_s: per_s(m.output_tokens),
+            output_tokens_per_s: Some(per_s(m.output_tokens)),
             total_tokens_per_s: per_s(m.output_tokens + m.prompt_tokens),
             concurrency_mean,
             concurrency_peak: ctx.concurrency_peak,
@@ -467,7 +472,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
             unfinished_not_good: state.unfinished_not_good,
         }),
         slo: None,
-        token_sources: state.token_sources,
+        token_sources: Some(state.token_sources),
         client,
         timeseries,
         histograms: encode_histograms(&state.metrics),
@@ -511,10 +516,10 @@ pub fn fit_to_format(r: &mut BenchmarkResult, format: RequestFormat, inputs_per_
     if format.generates() {
         return;
     }
-    r.drop_generation_metrics();
     let t = &mut r.throughput;
     t.inputs_per_s = Some(t.requests_per_s * f64::from(inputs_per_request.max(1)));
-    t.input_tokens_per_s = Some(t.total_tokens_per_s - t.output_tokens_per_s);
+    t.input_tokens_per_s = Some(t.total_tokens_per_s - t.output_tokens_per_s.unwrap_or(0.0));
+    r.drop_generation_metrics();
 }
 
 /// Adds the media rates of a multimodal or transcription run: `images` and
@@ -687,8 +692,18 @@ pub fn decode_class_histograms(
 }
 
 impl BenchmarkResult {
-    /// Removes the metrics of generated output (see [`GENERATION_METRICS`]).
+    /// Removes the metrics of generated output (see [`GENERATION_METRICS`]), and the
+    /// other numbers only output has (output tokens/s, overall, per model and per
+    /// second; the output token sources): absent, not zero.
     pub fn drop_generation_metrics(&mut self) {
+        self.throughput.output_tokens_per_s = None;
+        self.token_sources = None;
+        for p in &mut self.timeseries {
+            p.output_tokens_per_s = None;
+        }
+        for m in &mut self.models {
+            m.throughput.output_tokens_per_s = None;
+        }
         let generation = |key: &str| {
             let metric = key.rsplit('.').next().unwrap_or(key);
             GENERATION_METRICS.contains(&metric)

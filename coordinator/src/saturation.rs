@@ -447,7 +447,7 @@ mod tests {
                 completed: 10,
                 errored: 0,
                 concurrency,
-                output_tokens_per_s: 0.0,
+                output_tokens_per_s: Some(0.0),
                 ttft_mean_ms: Some(ttft),
                 ttft_count: 10,
             })

@@ -335,7 +335,7 @@ fn measure(check: &SloCheck, r: &BenchmarkResult) -> Measured {
             Measured::Value((finished > 0).then(|| m.errored as f64 / finished as f64))
         }
         SloTarget::RequestsPerS => Measured::Value(Some(r.throughput.requests_per_s)),
-        SloTarget::OutputTokensPerS => Measured::Value(Some(r.throughput.output_tokens_per_s)),
+        SloTarget::OutputTokensPerS => Measured::Value(r.throughput.output_tokens_per_s),
         SloTarget::GoodputPerS => Measured::Value(r.goodput.as_ref().map(|g| g.requests_per_s)),
     }
 }
@@ -540,6 +540,7 @@ mod tests {
                 late: false,
                 model: None,
                 session: None,
+                media: None,
             });
         }
         built(
@@ -615,6 +616,7 @@ mod tests {
                 late: false,
                 model: None,
                 session: None,
+                media: None,
             };
             if cut {
                 llmsurge_proto::metrics::record_lower_bounds(&mut metrics, &r);
@@ -705,6 +707,7 @@ mod tests {
             late: true,
             model: None,
             session: None,
+            media: None,
         };
         assert!(!spec.already_missed(&r));
         assert!(

@@ -489,6 +489,7 @@ impl WorkerGroupState {
                 late: false,
                 model: s.model,
                 session: None,
+                media: None,
             };
             if record.phase == Phase::Measured {
                 // Made here, not in a worker: its lower bounds are recorded here too.
@@ -628,6 +629,7 @@ mod tests {
             late: false,
             model: None,
             session: None,
+            media: None,
         }
     }
 

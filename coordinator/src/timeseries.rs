@@ -30,8 +30,10 @@ pub struct TimePoint {
     pub errored: u64,
     /// Mean requests in flight over this second.
     pub concurrency: f64,
-    /// Output tokens received in completions of this second, per second.
-    pub output_tokens_per_s: f64,
+    /// Output tokens received in completions of this second, per second; absent for a
+    /// format without output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_s: Option<f64>,
     /// Mean TTFT of the first tokens that arrived in this second, in ms.
     pub ttft_mean_ms: Option<f64>,
     /// First tokens that arrived in this second (what `ttft_mean_ms` averages; weights
@@ -111,7 +113,7 @@ impl TimeSeries {
                     completed: b.completed,
                     errored: b.errored,
                     concurrency: b.busy_ns as f64 / 1e9 / width,
-                    output_tokens_per_s: b.output_tokens as f64 / width,
+                    output_tokens_per_s: Some(b.output_tokens as f64 / width),
                     ttft_mean_ms: (b.ttft_count > 0)
                         .then(|| b.ttft_sum_us as f64 / b.ttft_count as f64 / 1000.0),
                     ttft_count: b.ttft_count,
@@ -146,6 +148,7 @@ mod tests {
             late: false,
             model: None,
             session: None,
+            media: None,
         }
     }
 

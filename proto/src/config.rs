@@ -132,6 +132,10 @@ pub struct BackendConfig {
     pub idle_timeout: Option<Duration>,
     /// Send `ignore_eos: true` so the server generates exactly `max_tokens`.
     pub ignore_eos: bool,
+    /// Sticky routing: the header that carries a request's session id (the data's
+    /// `session_header=NAME`), on requests whose source gave one; `None` sends none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_header: Option<String>,
 }
 
 /// When requests are sent: the strategy, as the worker sees it.
@@ -280,6 +284,10 @@ pub struct SyntheticSpec {
     /// field of every turn.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub session_user: bool,
+    /// Multi-turn sessions, sticky routing: send the session id in this header on
+    /// every turn (validated: a header name, not hop-by-hop or a credential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_header: Option<String>,
 }
 
 /// Encoding of generated images.
@@ -375,6 +383,9 @@ pub struct TableSpec {
     /// one per turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
+    /// Sessions, sticky routing: the header (lowercase) that carries each session's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_header: Option<String>,
 }
 
 /// A timestamped trace prepared by the coordinator: one row per request (its offset
@@ -406,6 +417,15 @@ pub enum DataSpec {
 }
 
 impl DataSpec {
+    /// Sticky routing: the header the data's sessions send their id in, if any.
+    pub fn session_header(&self) -> Option<&str> {
+        match self {
+            DataSpec::Synthetic(s) => s.session_header.as_deref(),
+            DataSpec::Table(t) => t.session_header.as_deref(),
+            DataSpec::Trace(_) => None,
+        }
+    }
+
     /// Requests the data can serve before it ends the benchmark (`None`: unbounded).
     pub fn dataset_len(&self) -> Option<u64> {
         let (len, sampling) = match self {

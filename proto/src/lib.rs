@@ -35,7 +35,7 @@ pub use metrics::{
     encode_compressed,
 };
 pub use record::{
-    ErrorKind, Phase, RequestError, RequestRecord, RequestStarted, RequestStatus, SessionTag,
-    TokenSource,
+    AudioInfo, ErrorKind, ImageInfo, ImageKind, Phase, RequestError, RequestMedia, RequestRecord,
+    RequestStarted, RequestStatus, SessionTag, TokenSource,
 };
 pub use shm::{SharedRegion, ShmLayout};

@@ -166,6 +166,88 @@ pub struct RequestRecord {
     /// sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionTag>,
+    /// Multimodal requests: the sizes of the media it carried (never the bytes); `None`
+    /// for a request without media. Boxed: most requests have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<Box<RequestMedia>>,
+}
+
+/// What media one request carried: sizes, never the bytes. Rows of a dataset can carry
+/// different numbers of images, so this is per request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestMedia {
+    /// Each image, in the order sent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageInfo>,
+    /// The audio clip (chat `input_audio`, or a transcription's upload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<AudioInfo>,
+}
+
+impl RequestMedia {
+    /// Encoded bytes of all the images (before base64).
+    pub fn image_bytes(&self) -> u64 {
+        self.images.iter().map(|i| i.bytes).sum()
+    }
+}
+
+/// How an image was sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageKind {
+    /// A JPEG data URL.
+    Jpeg,
+    /// A PNG data URL.
+    Png,
+    /// A WebP data URL.
+    Webp,
+    /// A GIF data URL.
+    Gif,
+    /// A data URL of another type.
+    Other,
+    /// A URL the server fetches itself (its size is not known to the client).
+    Url,
+}
+
+impl ImageKind {
+    /// The kind of an image URL: a data URL by its MIME type, else [`ImageKind::Url`].
+    pub fn of_url(url: &str) -> Self {
+        let Some(rest) = url.strip_prefix("data:") else {
+            return ImageKind::Url;
+        };
+        let mime = rest.split([';', ',']).next().unwrap_or_default();
+        match mime {
+            "image/jpeg" | "image/jpg" => ImageKind::Jpeg,
+            "image/png" => ImageKind::Png,
+            "image/webp" => ImageKind::Webp,
+            "image/gif" => ImageKind::Gif,
+            _ => ImageKind::Other,
+        }
+    }
+}
+
+/// One image of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageInfo {
+    /// How it was sent.
+    pub format: ImageKind,
+    /// Width in pixels, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<u32>,
+    /// Height in pixels, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub height: Option<u32>,
+    /// Encoded bytes before base64 (0 for a URL the server fetches).
+    pub bytes: u64,
+}
+
+/// The audio clip of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AudioInfo {
+    /// Its duration.
+    pub seconds: f64,
+    /// Bytes of the WAV file (before base64).
+    pub bytes: u64,
 }
 
 /// Which turn of which session a request was.

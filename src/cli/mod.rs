@@ -175,11 +175,17 @@ pub fn main() -> i32 {
         Err(e) => return usage_error(&e.to_string()),
     };
     if let Command::Benchmark(BenchmarkCommand::Run(args)) = &mut cli.command {
-        args.data.ignore_eos_explicit = matches
+        let run = matches
             .subcommand_matches("benchmark")
-            .and_then(|m| m.subcommand_matches("run"))
-            .and_then(|m| m.value_source("ignore_eos"))
-            .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue);
+            .and_then(|m| m.subcommand_matches("run"));
+        // Given on the command line or in the environment, not defaulted (a scenario's
+        // keys are defaults too).
+        let explicit = |id: &str| {
+            run.and_then(|m| m.value_source(id))
+                .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue)
+        };
+        args.data.ignore_eos_explicit = explicit("ignore_eos");
+        args.target.stream_explicit = explicit("stream");
     }
     if !matches!(cli.command, Command::Worker(_))
         && let Err(message) = check_env()

@@ -646,6 +646,7 @@ fn check_session_args(
             ("history", args.history.is_some()),
             ("think_time", args.think_time.is_some()),
             ("session_id", args.session_id.is_some()),
+            ("session_header", args.session_header.is_some()),
         ] {
             if given {
                 return usage(format!(
@@ -665,6 +666,10 @@ fn check_session_args(
     }
     if let Some(raw) = &args.think_time {
         crate::data::synthetic::parse_think_time(raw)
+            .map_err(|e| UsageError(format!("--data-args: {e}")))?;
+    }
+    if let Some(raw) = &args.session_header {
+        crate::data::synthetic::session_header_name(raw)
             .map_err(|e| UsageError(format!("--data-args: {e}")))?;
     }
     match args.session_id.as_deref() {
@@ -1056,8 +1061,15 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         ignore_eos_explicit: args.data.ignore_eos_explicit,
     };
     // Embeddings and ranking answer in one body: `--stream` (on by default) does not
-    // apply to them.
+    // apply to them, and an explicit `--stream true` would silently measure something
+    // else than asked.
     if !plan.request_format.generates() {
+        if plan.stream && args.target.stream_explicit {
+            return usage(format!(
+                "--stream true: --request-format {} answers in one body and never streams; drop --stream or pass --stream false",
+                plan.request_format.name()
+            ));
+        }
         plan.stream = false;
     }
     if let Some(raw) = &args.target.backend_kwargs {

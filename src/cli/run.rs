@@ -407,6 +407,7 @@ fn plan_template(
             ttft_timeout: b.ttft_timeout,
             idle_timeout: b.idle_timeout,
             ignore_eos: b.ignore_eos,
+            session_header: data.session_header().map(str::to_string),
         },
         schedule: Schedule::Streams {
             streams: 1,

@@ -239,7 +239,8 @@ fn changes(
     let (mb, mc) = (&b.measured_requests, &c.measured_requests);
     let rate_ci = |nb: u64, nc: u64| noise::rate_change_ci((nb, wb), (nc, wc), confidence);
     let tokens = |r: &BenchmarkResult| {
-        (r.throughput.output_tokens_per_s * r.measured_window.duration_s).round() as u64
+        (r.throughput.output_tokens_per_s.unwrap_or(0.0) * r.measured_window.duration_s).round()
+            as u64
     };
     out.push(judge(
         "requests_per_s".into(),
@@ -268,8 +269,8 @@ fn changes(
     } else {
         out.push(judge(
             "output_tokens_per_s".into(),
-            Some(b.throughput.output_tokens_per_s),
-            Some(c.throughput.output_tokens_per_s),
+            b.throughput.output_tokens_per_s,
+            c.throughput.output_tokens_per_s,
             ChangeUnit::Percent,
             rate_ci(tokens(b), tokens(c)),
             (mb.completed, mc.completed),

@@ -44,6 +44,9 @@ pub struct DatasetArgs {
     /// Sessions, sticky routing: `user` sends the session id as the OpenAI `user` field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// Sessions, sticky routing: the header that carries the session id on every turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_header: Option<String>,
 }
 
 /// Which assistant replies a session's history carries.
@@ -62,7 +65,7 @@ impl DatasetArgs {
     pub fn parse(raw: &str) -> Result<Self, String> {
         serde_json::from_str(raw).map_err(|e| {
             format!(
-                "not a JSON object with keys split, name, revision, output_tokens, first_turn, sessions, history, think_time, session_id: {e}"
+                "not a JSON object with keys split, name, revision, output_tokens, first_turn, sessions, history, think_time, session_id, session_header: {e}"
             )
         })
     }

@@ -249,6 +249,7 @@ mod tests {
                 max_tokens: Some(1),
                 model: None,
                 user: None,
+                session: None,
             }))
         }
 

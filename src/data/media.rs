@@ -299,6 +299,67 @@ pub fn parse_size(raw: &str) -> Result<(u32, u32), String> {
     Ok((w, h))
 }
 
+/// The pixel size of an encoded PNG, JPEG, GIF or WebP image, read from its header;
+/// `None` for anything else or a truncated header. For the request log of dataset
+/// images, whose sizes the file names do not say.
+pub fn image_dimensions(b: &[u8]) -> Option<(u32, u32)> {
+    let be16 = |i: usize| Some(u32::from(u16::from_be_bytes([*b.get(i)?, *b.get(i + 1)?])));
+    let le16 = |i: usize| Some(u32::from(u16::from_le_bytes([*b.get(i)?, *b.get(i + 1)?])));
+    let le24 = |i: usize| {
+        Some(u32::from_le_bytes([
+            *b.get(i)?,
+            *b.get(i + 1)?,
+            *b.get(i + 2)?,
+            0,
+        ]))
+    };
+    if b.starts_with(b"\x89PNG\r\n\x1a\n") {
+        let w = b.get(16..20)?;
+        let h = b.get(20..24)?;
+        return Some((
+            u32::from_be_bytes(w.try_into().ok()?),
+            u32::from_be_bytes(h.try_into().ok()?),
+        ));
+    }
+    if b.starts_with(b"GIF87a") || b.starts_with(b"GIF89a") {
+        return Some((le16(6)?, le16(8)?));
+    }
+    if b.starts_with(b"RIFF") && b.get(8..12) == Some(b"WEBP") {
+        return match b.get(12..16)? {
+            b"VP8 " => Some((le16(26)? & 0x3fff, le16(28)? & 0x3fff)),
+            b"VP8L" => {
+                let bits = u32::from_le_bytes(b.get(21..25)?.try_into().ok()?);
+                Some(((bits & 0x3fff) + 1, ((bits >> 14) & 0x3fff) + 1))
+            }
+            b"VP8X" => Some((le24(24)? + 1, le24(27)? + 1)),
+            _ => None,
+        };
+    }
+    if b.starts_with(b"\xff\xd8") {
+        // Walk the segments to the first start-of-frame marker (SOF0..SOF15 but the
+        // DHT, JPG and DAC markers C4, C8, CC), which holds height then width.
+        let mut i = 2;
+        loop {
+            while *b.get(i)? != 0xff {
+                i += 1;
+            }
+            while *b.get(i)? == 0xff {
+                i += 1;
+            }
+            let marker = *b.get(i)?;
+            i += 1;
+            if matches!(marker, 0xd0..=0xd9 | 0x01) {
+                continue; // markers without a length
+            }
+            if (0xc0..=0xcf).contains(&marker) && !matches!(marker, 0xc4 | 0xc8 | 0xcc) {
+                return Some((be16(i + 5)?, be16(i + 3)?));
+            }
+            i += usize::try_from(be16(i)?).ok()?;
+        }
+    }
+    None
+}
+
 /// The MIME type of an image file, from its extension.
 pub fn mime_of(path: &std::path::Path) -> Option<&'static str> {
     match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
@@ -328,6 +389,10 @@ mod tests {
         assert_eq!(&w[..4], b"RIFF");
         assert_eq!(w.len(), 44 + 8000 * 2);
         assert_eq!(parse_size("512x256"), Ok((512, 256)));
+        assert_eq!(image_dimensions(&png), Some((32, 16)));
+        assert_eq!(image_dimensions(&jpg), Some((64, 48)));
+        assert_eq!(image_dimensions(&png[..20]), None, "a truncated header");
+        assert_eq!(image_dimensions(b"GIF89a\x05\x00\x07\x00"), Some((5, 7)));
         assert!(parse_size("512").is_err() && parse_size("0x5").is_err());
     }
 

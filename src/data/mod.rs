@@ -410,6 +410,7 @@ pub fn prepare(
                 .map_err(|e| format!("--data-args {e}"))?,
             seed: plan.seed,
             session_user: args.session_id.is_some(),
+            session_header: args.session_header.is_some(),
         })
     } else {
         None
@@ -445,6 +446,12 @@ pub fn prepare(
             rows: n,
             sampling,
             requests: sessions.is_some().then_some(requests_per_pass),
+            // Checked by the command line (a header name, lowercased as sent).
+            session_header: args
+                .session_header
+                .as_deref()
+                .filter(|_| sessions.is_some())
+                .and_then(|h| synthetic::session_header_name(h).ok()),
         }),
         summary: DataSummary {
             kind,

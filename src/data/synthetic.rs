@@ -22,6 +22,7 @@ use rand::rngs::StdRng;
 use rand_distr::{Distribution, Normal};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Spec keys, in the order the docs list them.
 pub const SPEC_KEYS: &[&str] = &[
@@ -49,6 +50,7 @@ pub const SPEC_KEYS: &[&str] = &[
     "turns",
     "think_time",
     "session_id",
+    "session_header",
 ];
 
 #[derive(Deserialize)]
@@ -89,6 +91,7 @@ struct SpecFields {
     turns: u32,
     think_time: Option<String>,
     session_id: Option<String>,
+    session_header: Option<String>,
 }
 
 /// Images are 512×512 unless `image_size` says otherwise.
@@ -116,7 +119,12 @@ pub fn parse_spec(raw: &str, run_seed: u64) -> Result<SyntheticSpec, String> {
             let (k, v) = (k.trim(), v.trim());
             let value = if matches!(
                 k,
-                "source" | "image_size" | "image_format" | "think_time" | "session_id"
+                "source"
+                    | "image_size"
+                    | "image_format"
+                    | "think_time"
+                    | "session_id"
+                    | "session_header"
             ) {
                 v.into()
             } else if matches!(k, "range_ratio" | "audio_seconds") {
@@ -229,6 +237,11 @@ fn spec_from_value(
                 ));
             }
         },
+        session_header: f
+            .session_header
+            .as_deref()
+            .map(session_header_name)
+            .transpose()?,
     };
     validate(&spec)?;
     Ok(spec)
@@ -279,9 +292,54 @@ pub fn draw_think(t: &ThinkTime, seed: u64, session: u64, turn: u32) -> u64 {
     v.round() as u64
 }
 
+/// Headers a session id must not go in: hop-by-hop headers (a proxy drops or acts on
+/// them), the request's own framing, and credentials (a session id sent there would
+/// replace the API key, or leak into logs that redact only those).
+const FORBIDDEN_SESSION_HEADERS: [&str; 17] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "host",
+    "content-length",
+    "content-type",
+    "expect",
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+    "api-key",
+    "anthropic-version",
+];
+
+/// Checks `session_header=NAME`: an HTTP header name (RFC 9110 token characters), not
+/// one of [`FORBIDDEN_SESSION_HEADERS`]; returns it lowercased (HTTP/2 sends names so).
+pub fn session_header_name(raw: &str) -> Result<String, String> {
+    let name = raw.trim();
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(token) {
+        return Err(format!(
+            "session_header={raw}: not a valid HTTP header name (letters, digits and - _ . etc., e.g. x-session-id)"
+        ));
+    }
+    let lower = name.to_ascii_lowercase();
+    if FORBIDDEN_SESSION_HEADERS.contains(&lower.as_str()) {
+        return Err(format!(
+            "session_header={raw}: {lower} is a hop-by-hop, framing or credential header; choose another name (e.g. x-session-id)"
+        ));
+    }
+    Ok(lower)
+}
+
 fn validate(s: &SyntheticSpec) -> Result<(), String> {
     if s.session_user && s.turns == 0 {
         return Err("session_id needs turns (e.g. turns=5,session_id=user)".into());
+    }
+    if s.session_header.is_some() && s.turns == 0 {
+        return Err("session_header needs turns (e.g. turns=5,session_header=x-session-id)".into());
     }
     if s.think_time.is_some() && s.turns == 0 {
         return Err("think_time needs turns (e.g. turns=5,think_time=2s)".into());
@@ -540,6 +598,7 @@ impl SyntheticSource {
                 max_tokens: (s.output_tokens > 0).then_some(output_len),
                 model: None,
                 user: None,
+                session: None,
             });
         }
         if texts == 0 {
@@ -549,6 +608,7 @@ impl SyntheticSource {
                 max_tokens: (s.output_tokens > 0).then_some(output_len),
                 model: None,
                 user: None,
+                session: None,
             });
         }
         // A batch (embeddings) or a query with its documents (rerank): the first text
@@ -597,6 +657,7 @@ impl SyntheticSource {
             max_tokens: None,
             model: None,
             user: None,
+            session: None,
         })
     }
 }
@@ -626,6 +687,11 @@ impl RequestSource for SyntheticSource {
         {
             return Ok(None);
         }
+        let session_key: Option<Arc<str>> = self
+            .spec
+            .session_header
+            .as_ref()
+            .map(|_| Arc::from(format!("llmsurge-session-{id}")));
         // Turn k of session s is sample s × turns + k: its own exact lengths and text,
         // the same whatever the worker.
         let plan = (0..self.spec.turns)
@@ -634,6 +700,8 @@ impl RequestSource for SyntheticSource {
                 if self.spec.session_user {
                     request.user = Some(format!("llmsurge-session-{id}"));
                 }
+                // The same string as the user field, made once per session.
+                request.session.clone_from(&session_key);
                 let think_ns = match &self.spec.think_time {
                     Some(t) if k > 0 => draw_think(t, self.spec.random_seed, id, k),
                     _ => 0,
@@ -787,5 +855,35 @@ mod tests {
         }
         let e = parse_spec("prompt_tokens=8,think_time=1s", 1).expect_err("no turns");
         assert!(e.contains("needs turns"), "{e}");
+    }
+
+    #[test]
+    fn session_headers_are_header_names_and_never_credentials_or_hop_by_hop() {
+        let s = parse_spec(
+            "turns=2,prompt_tokens=8,output_tokens=2,session_header=X-Session-Id",
+            1,
+        )
+        .expect("a header name");
+        assert_eq!(s.session_header.as_deref(), Some("x-session-id"));
+        for bad in ["Authorization", "keep-alive", "cookie", "x y", "a:b", "é"] {
+            let e = session_header_name(bad).expect_err(bad);
+            assert!(e.starts_with("session_header="), "{e}");
+        }
+        // Turns of a session share one id string: a reference count per turn.
+        let spec = parse_spec(
+            "turns=3,prompt_tokens=8,output_tokens=2,session_header=x-s",
+            1,
+        )
+        .expect("spec");
+        let mut source = SyntheticSource::new(spec).expect("source");
+        let plan = source.session(4).expect("a plan").expect("a session");
+        let ids: Vec<_> = plan
+            .turns
+            .iter()
+            .map(|t| t.request.session.clone().expect("an id"))
+            .collect();
+        assert_eq!(&*ids[0], "llmsurge-session-4");
+        assert!(ids.iter().all(|id| Arc::ptr_eq(id, &ids[0])));
+        assert!(plan.turns.iter().all(|t| t.request.user.is_none()));
     }
 }

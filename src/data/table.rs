@@ -95,6 +95,9 @@ pub struct TableSessions {
     pub seed: u64,
     /// Send the session id as the OpenAI `user` field.
     pub session_user: bool,
+    /// Send the session id in the configured session header.
+    #[serde(default)]
+    pub session_header: bool,
 }
 
 /// The request prompt of a row's prompt.
@@ -130,22 +133,32 @@ impl Row {
             max_tokens: self.output_tokens,
             model: None,
             user: None,
+            session: None,
         }
     }
 }
 
-/// The image parts of a row's image URLs (sizes unknown: 0; bytes of a data URL from its
-/// base64 length).
+/// The image parts of a row's image URLs. A data URL is decoded once, here, for its exact
+/// bytes and pixel size (the request log records them); a URL the server fetches has
+/// neither (0).
 fn image_parts(images: &[String]) -> Vec<MediaPart> {
+    use base64::Engine;
     images
         .iter()
-        .map(|url| MediaPart::Image {
-            bytes: url
+        .map(|url| {
+            let decoded = url
                 .split_once(";base64,")
-                .map_or(0, |(_, b64)| b64.len() as u64 / 4 * 3),
-            url: std::sync::Arc::from(url.as_str()),
-            width: 0,
-            height: 0,
+                .and_then(|(_, b64)| base64::engine::general_purpose::STANDARD.decode(b64).ok());
+            let (width, height) = decoded
+                .as_deref()
+                .and_then(super::media::image_dimensions)
+                .unwrap_or((0, 0));
+            MediaPart::Image {
+                bytes: decoded.map_or(0, |d| d.len() as u64),
+                url: std::sync::Arc::from(url.as_str()),
+                width,
+                height,
+            }
         })
         .collect()
 }
@@ -287,7 +300,10 @@ impl RequestSource for TableSource {
         else {
             return Err(format!("the prepared data's row {r} is not a session"));
         };
-        let user = opts.session_user.then(|| format!("llmsurge-session-{id}"));
+        let id_text = format!("llmsurge-session-{id}");
+        let user = opts.session_user.then(|| id_text.clone());
+        // One string shared by every turn of the session.
+        let key: Option<std::sync::Arc<str>> = opts.session_header.then(|| id_text.into());
         let turns = session
             .turns
             .iter()
@@ -301,6 +317,7 @@ impl RequestSource for TableSource {
                         max_tokens: t.output_tokens,
                         model: None,
                         user: user.clone(),
+                        session: key.clone(),
                     },
                     think_ns: match &opts.think_time {
                         Some(think) if k > 0 => {
@@ -389,6 +406,7 @@ mod tests {
             }),
             seed: 1,
             session_user: true,
+            session_header: false,
         };
         let rows = vec![row(Some("sys")), row(None)];
         let guard = write_table(&rows, Some(&opts)).expect("write");

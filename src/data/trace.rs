@@ -503,6 +503,7 @@ impl RequestSource for TraceSource {
             max_tokens: row.output_tokens,
             model: None,
             user: None,
+            session: None,
         }))
     }
 

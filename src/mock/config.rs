@@ -358,6 +358,12 @@ pub struct MockConfig {
         default_value_t = DEFAULT_RECORD_LIMIT
     )]
     pub record_limit: u64,
+
+    /// With `--record`: also record this request header's value in each line
+    /// (`"headers": {"NAME": "value"}`, null when the request had none; values cut at
+    /// 256 bytes), e.g. the session header of sticky routing.
+    #[arg(long, env = "LLMSURGE_MOCK_RECORD_HEADER", value_name = "NAME")]
+    pub record_header: Option<String>,
 }
 
 impl Default for MockConfig {
@@ -399,6 +405,7 @@ impl Default for MockConfig {
             spec_decode_acceptance: None,
             record: None,
             record_limit: DEFAULT_RECORD_LIMIT,
+            record_header: None,
         }
     }
 }
@@ -636,6 +643,20 @@ impl MockConfig {
                 return Err(invalid(
                     "--record",
                     format!("{}: not a file in an existing directory", path.display()),
+                ));
+            }
+        }
+        if let Some(name) = &self.record_header {
+            if self.record.is_none() {
+                return Err(invalid(
+                    "--record-header",
+                    "needs --record (the file it records into)".into(),
+                ));
+            }
+            if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(invalid(
+                    "--record-header",
+                    format!("{name:?} is not a valid HTTP header name"),
                 ));
             }
         }

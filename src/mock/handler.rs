@@ -280,6 +280,13 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
                 .to_owned();
+            // `--record-header`: read before the body consumes the request.
+            let recorded_header = app
+                .recorder
+                .as_ref()
+                .and_then(|r| r.header())
+                .and_then(|name| req.headers().get(name))
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
             let body = match read_body(&app, req).await {
                 Ok(body) => body,
                 Err(response) => return *response,
@@ -296,7 +303,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
                     _ => None,
                 };
                 if let Some(path) = path {
-                    recorder.record(path, &body);
+                    recorder.record(path, recorded_header.as_deref(), &body);
                 }
             }
             match endpoint {

@@ -25,7 +25,12 @@ pub struct Recorder {
     /// Lines that could not be written (a full disk, say).
     failed: AtomicU64,
     started: Instant,
+    /// `--record-header`: the header whose value each line keeps (lowercase).
+    header: Option<String>,
 }
+
+/// Longest header value a line keeps: the file stays bounded whatever a client sends.
+const HEADER_VALUE_LIMIT: usize = 256;
 
 /// What `--record` did, for `GET /stats`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -54,11 +59,15 @@ struct Line<'a> {
     arrival_ns: u64,
     /// The body as JSON (a body that is not JSON is kept as a string).
     body: serde_json::Value,
+    /// `--record-header NAME`: `{NAME: value or null}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    headers: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Recorder {
-    /// Creates (truncates) `path`.
-    pub fn create(path: &Path, limit: u64) -> std::io::Result<Self> {
+    /// Creates (truncates) `path`; `header` names a request header to keep the value
+    /// of in each line.
+    pub fn create(path: &Path, limit: u64, header: Option<&str>) -> std::io::Result<Self> {
         let file = File::create(path)?;
         Ok(Recorder {
             path: path.to_path_buf(),
@@ -68,11 +77,18 @@ impl Recorder {
             skipped: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             started: Instant::now(),
+            header: header.map(str::to_ascii_lowercase),
         })
     }
 
-    /// Records one request body that arrived at `endpoint`, unless the bound is reached.
-    pub fn record(&self, endpoint: &str, body: &[u8]) {
+    /// `--record-header`: the header whose value [`Recorder::record`] wants.
+    pub fn header(&self) -> Option<&str> {
+        self.header.as_deref()
+    }
+
+    /// Records one request body that arrived at `endpoint` (with the value of the
+    /// `--record-header` header, when asked), unless the bound is reached.
+    pub fn record(&self, endpoint: &str, header_value: Option<&str>, body: &[u8]) {
         let arrival_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         // Claimed before writing, so concurrent requests never write past the bound.
         if self.claimed.fetch_add(1, Relaxed) >= self.limit {
@@ -86,11 +102,25 @@ impl Recorder {
             .get("model")
             .and_then(serde_json::Value::as_str)
             .map(str::to_owned);
+        let headers = self.header.as_ref().map(|name| {
+            let value = header_value.map(|v| {
+                // Cut on a character boundary.
+                let mut end = v.len().min(HEADER_VALUE_LIMIT);
+                while !v.is_char_boundary(end) {
+                    end -= 1;
+                }
+                serde_json::Value::String(v[..end].to_string())
+            });
+            let mut map = serde_json::Map::new();
+            map.insert(name.clone(), value.unwrap_or(serde_json::Value::Null));
+            map
+        });
         let line = Line {
             endpoint,
             model: model.as_deref(),
             arrival_ns,
             body,
+            headers,
         };
         let Ok(mut bytes) = serde_json::to_vec(&line) else {
             self.failed.fetch_add(1, Relaxed);

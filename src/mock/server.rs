@@ -63,12 +63,11 @@ impl MockServer {
         })?;
         let recorder = match &config.record {
             Some(path) => Some(Arc::new(
-                Recorder::create(path, config.record_limit).map_err(|source| {
-                    MockError::Record {
+                Recorder::create(path, config.record_limit, config.record_header.as_deref())
+                    .map_err(|source| MockError::Record {
                         path: path.display().to_string(),
                         source,
-                    }
-                })?,
+                    })?,
             )),
             None => None,
         };

@@ -73,11 +73,10 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
             b.requests.errored.to_string(),
             b.requests.cancelled.to_string(),
             num(b.throughput.requests_per_s),
-            if b.throughput.inputs_per_s.is_some() {
-                "-".into()
-            } else {
-                num(b.throughput.output_tokens_per_s)
-            },
+            // Absent for a format without output (embeddings, rerank, score).
+            b.throughput
+                .output_tokens_per_s
+                .map_or_else(|| "-".into(), num),
             num(b.throughput.total_tokens_per_s),
             num(b.throughput.concurrency_mean),
             b.throughput.concurrency_peak.to_string(),
@@ -296,7 +295,9 @@ fn models_table(benchmarks: &[BenchmarkResult]) -> Table {
                 m.requests.errored.to_string(),
                 m.requests.cancelled.to_string(),
                 num(m.throughput.requests_per_s),
-                num(m.throughput.output_tokens_per_s),
+                m.throughput
+                    .output_tokens_per_s
+                    .map_or_else(|| "-".into(), num),
                 s("ttft", |d| d.successful.percentiles.p50),
                 s("ttft", |d| d.successful.percentiles.p99),
                 s("itl", |d| d.successful.percentiles.p50),

@@ -75,6 +75,11 @@ fn opt_float(v: Option<f64>) -> String {
     v.map(float).unwrap_or_default()
 }
 
+/// A count, or an empty cell where it does not apply (a format without output).
+fn opt_count(v: Option<u64>) -> String {
+    v.map(|n| n.to_string()).unwrap_or_default()
+}
+
 /// A cell and its column name.
 type Column<'a> = (&'static str, Box<dyn Fn(&BenchmarkResult) -> String + 'a>);
 
@@ -179,13 +184,7 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
         (
             "throughput.output_tokens_per_s",
             // Blank for a format without output (embeddings, rerank): absent, not zero.
-            Box::new(|r| {
-                if r.throughput.inputs_per_s.is_some() {
-                    String::new()
-                } else {
-                    float(r.throughput.output_tokens_per_s)
-                }
-            }),
+            Box::new(|r| opt_float(r.throughput.output_tokens_per_s)),
         ),
         (
             "throughput.total_tokens_per_s",
@@ -201,19 +200,19 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
         ),
         (
             "tokens.source_usage",
-            Box::new(|r| r.token_sources.usage.to_string()),
+            Box::new(|r| opt_count(r.token_sources.map(|t| t.usage))),
         ),
         (
             "tokens.source_stream",
-            Box::new(|r| r.token_sources.stream.to_string()),
+            Box::new(|r| opt_count(r.token_sources.map(|t| t.stream))),
         ),
         (
             "tokens.source_unknown",
-            Box::new(|r| r.token_sources.unknown.to_string()),
+            Box::new(|r| opt_count(r.token_sources.map(|t| t.unknown))),
         ),
         (
             "tokens.usage_stream_mismatched",
-            Box::new(|r| r.token_sources.mismatched.to_string()),
+            Box::new(|r| opt_count(r.token_sources.map(|t| t.mismatched))),
         ),
         (
             "client.dispatch_lag_p50_ms",
@@ -498,7 +497,7 @@ fn model_fixed_values(b: &BenchmarkResult, m: &ModelResult) -> Vec<String> {
             .collect::<Vec<_>>()
             .join(";"),
         float(m.throughput.requests_per_s),
-        float(m.throughput.output_tokens_per_s),
+        opt_float(m.throughput.output_tokens_per_s),
         float(m.throughput.total_tokens_per_s),
         float(m.throughput.concurrency_mean),
     ]

@@ -63,11 +63,10 @@ fn row(b: &BenchmarkResult) -> Row {
         cancelled: b.requests.cancelled,
         req_s: num(b.throughput.requests_per_s),
         // A format without output (embeddings, rerank) has no output throughput.
-        out_tok_s: if b.throughput.inputs_per_s.is_some() {
-            "–".into()
-        } else {
-            num(b.throughput.output_tokens_per_s)
-        },
+        out_tok_s: b
+            .throughput
+            .output_tokens_per_s
+            .map_or_else(|| "–".into(), num),
         concurrency: num(b.throughput.concurrency_mean),
         ttft_p50: successful(b, "ttft", p50),
         ttft_p99: successful(b, "ttft", p99),
@@ -128,7 +127,10 @@ fn model_rows(b: &BenchmarkResult) -> Vec<ModelRow> {
                 errored: m.requests.errored,
                 cancelled: m.requests.cancelled,
                 req_s: num(m.throughput.requests_per_s),
-                out_tok_s: num(m.throughput.output_tokens_per_s),
+                out_tok_s: m
+                    .throughput
+                    .output_tokens_per_s
+                    .map_or_else(|| "–".into(), num),
                 ttft_p50: s("ttft", p50),
                 ttft_p99: s("ttft", p99),
                 itl_p50: s("itl", p50),

@@ -33,10 +33,7 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
             b.requests.errored,
             cell_value(Some(b.throughput.requests_per_s)),
             // A format without output (embeddings, rerank) has no output throughput.
-            cell_value(
-                Some(b.throughput.output_tokens_per_s)
-                    .filter(|_| b.throughput.inputs_per_s.is_none())
-            ),
+            cell_value(b.throughput.output_tokens_per_s),
             cell_value(stat("ttft", "p50")),
             cell_value(stat("ttft", "p99")),
             cell_value(stat("itl", "p50")),
@@ -140,7 +137,7 @@ fn models_section(benchmarks: &[BenchmarkResult]) -> String {
                 m.requests.completed,
                 m.requests.errored,
                 cell_value(Some(m.throughput.requests_per_s)),
-                cell_value(Some(m.throughput.output_tokens_per_s)),
+                cell_value(m.throughput.output_tokens_per_s),
                 cell_value(stat("ttft", "p50")),
                 cell_value(stat("ttft", "p99")),
                 cell_value(stat("itl", "p50")),

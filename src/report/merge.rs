@@ -447,14 +447,20 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
         measured.completed += b.measured_requests.completed;
         measured.errored += b.measured_requests.errored;
         measured.cancelled += b.measured_requests.cancelled;
-        tokens.usage += b.token_sources.usage;
-        tokens.stream += b.token_sources.stream;
-        tokens.unknown += b.token_sources.unknown;
-        tokens.mismatched += b.token_sources.mismatched;
+        if let Some(t) = b.token_sources {
+            tokens.usage += t.usage;
+            tokens.stream += t.stream;
+            tokens.unknown += t.unknown;
+            tokens.mismatched += t.mismatched;
+        }
     }
     m.requests = requests;
     m.measured_requests = measured;
-    m.token_sources = tokens;
+    // Absent where no shard has them (a format without output).
+    m.token_sources = parts
+        .iter()
+        .any(|b| b.token_sources.is_some())
+        .then_some(tokens);
     m.errors = merge_errors(&parts);
     m.audit = merge_audit(shards, i);
 
@@ -466,7 +472,7 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
             .map(|b| (rate(b) * b.measured_window.duration_s).round())
             .sum()
     };
-    let output_tokens = total(|b| b.throughput.output_tokens_per_s);
+    let output_tokens = total(|b| b.throughput.output_tokens_per_s.unwrap_or(0.0));
     let all_tokens = total(|b| b.throughput.total_tokens_per_s);
     // Summed time in flight (ns precision is what each shard measured) over the window.
     let busy_s: f64 = parts
@@ -474,7 +480,10 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
         .map(|b| b.throughput.concurrency_mean * b.measured_window.duration_s)
         .sum();
     m.throughput.requests_per_s = per_s(measured.completed as f64);
-    m.throughput.output_tokens_per_s = per_s(output_tokens);
+    m.throughput.output_tokens_per_s = parts
+        .iter()
+        .any(|b| b.throughput.output_tokens_per_s.is_some())
+        .then(|| per_s(output_tokens));
     m.throughput.total_tokens_per_s = per_s(all_tokens);
     m.throughput.concurrency_mean = per_s(busy_s);
     // Embeddings and ranking: inputs and input tokens, summed the same way.
@@ -776,7 +785,7 @@ fn merge_timeseries(parts: &[&BenchmarkResult], start: f64) -> Vec<TimePoint> {
                     completed: 0,
                     errored: 0,
                     concurrency: 0.0,
-                    output_tokens_per_s: 0.0,
+                    output_tokens_per_s: None,
                     ttft_mean_ms: None,
                     ttft_count: 0,
                 });
@@ -787,7 +796,9 @@ fn merge_timeseries(parts: &[&BenchmarkResult], start: f64) -> Vec<TimePoint> {
             q.completed += p.completed;
             q.errored += p.errored;
             q.concurrency += p.concurrency;
-            q.output_tokens_per_s += p.output_tokens_per_s;
+            if let Some(v) = p.output_tokens_per_s {
+                *q.output_tokens_per_s.get_or_insert(0.0) += v;
+            }
             q.ttft_count += p.ttft_count;
             if let Some(mean) = p.ttft_mean_ms {
                 let w = if p.ttft_count > 0 {

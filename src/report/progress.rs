@@ -99,7 +99,10 @@ pub fn finished_line(r: &BenchmarkResult, planned: usize) -> String {
     // Embeddings and ranking generate nothing: their rate is inputs, not output tokens.
     let rate = match r.throughput.inputs_per_s {
         Some(inputs) => format!("{} inputs/s", num(inputs)),
-        None => format!("{} tok/s", num(r.throughput.output_tokens_per_s)),
+        None => format!(
+            "{} tok/s",
+            num(r.throughput.output_tokens_per_s.unwrap_or(0.0))
+        ),
     };
     format!(
         "[{position}] {}: done in {:.1}s, {} completed, {} errored, {} req/s, {rate}{ttft}{}",

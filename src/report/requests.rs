@@ -8,7 +8,9 @@
 //! however long the run).
 
 use llmsurge_proto::seed::derive_seed;
-use llmsurge_proto::{ClockAnchor, Phase, RequestRecord, RequestStatus, StatusClass, TokenSource};
+use llmsurge_proto::{
+    ClockAnchor, Phase, RequestMedia, RequestRecord, RequestStatus, StatusClass, TokenSource,
+};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -68,6 +70,10 @@ pub struct RequestEntry {
     /// Multi-turn sessions: the turn, from 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// Multimodal requests: each image's format, pixel size and bytes, and the audio
+    /// clip's seconds and WAV bytes, as sent; sizes only, never the bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<RequestMedia>,
 }
 
 fn ms(d: std::time::Duration) -> f64 {
@@ -102,6 +108,7 @@ impl RequestEntry {
             model: None,
             session: r.session.map(|s| s.id),
             turn: r.session.map(|s| s.turn),
+            media: r.media.as_deref().cloned(),
         }
     }
 }
@@ -308,6 +315,7 @@ mod tests {
             late: false,
             model: None,
             session: None,
+            media: None,
         }
     }
 

@@ -98,6 +98,8 @@ fn write_conversations(dir: &Path, name: &str, column: &str, layout: Layout) -> 
 }
 
 const DEFAULT_OUTPUT: u32 = 9;
+/// The header the mock records (sticky routing by `session_header`).
+const SESSION_HEADER: &str = "x-session-id";
 
 /// Runs the file as sessions on a recording instant mock; the recorded request bodies.
 fn replay(data: &Path, data_args: &str, extra: &[&str]) -> (Vec<Value>, llmsurge::report::Report) {
@@ -105,6 +107,7 @@ fn replay(data: &Path, data_args: &str, extra: &[&str]) -> (Vec<Value>, llmsurge
     let record = dir.path().join("record.jsonl");
     let server = mock(MockConfig {
         record: Some(record.clone()),
+        record_header: Some(SESSION_HEADER.into()),
         ..MockConfig::instant()
     });
     let data = data.display().to_string();
@@ -328,6 +331,18 @@ fn malformed_conversations_stop_with_the_file_and_line() {
         ),
         (
             &good,
+            r#"{"session_header": "x-session-id"}"#,
+            &[][..],
+            "--data-args: session_header needs sessions",
+        ),
+        (
+            &good,
+            r#"{"sessions": true, "session_header": "Authorization"}"#,
+            &[][..],
+            "--data-args: session_header=Authorization",
+        ),
+        (
+            &good,
             r#"{"sessions": true}"#,
             &["--request-format", "completions"][..],
             "--data-args: sessions (multi-turn sessions) are for --request-format chat",
@@ -458,4 +473,32 @@ fn conversation_sessions_keep_their_schedule_whatever_the_workers() {
         distinct.insert((a * 1e3).round() as i64);
     }
     assert!(distinct.len() > 3, "{distinct:?}");
+}
+
+#[test]
+fn a_session_header_carries_each_conversations_id_on_every_turn() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = write_conversations(dir.path(), "c.jsonl", "messages", Layout::OpenAi);
+    let header = |lines: &[Value]| -> Vec<Option<String>> {
+        lines
+            .iter()
+            .map(|l| l["headers"][SESSION_HEADER].as_str().map(String::from))
+            .collect()
+    };
+    let (lines, _) = replay(
+        &file,
+        r#"{"sessions": true, "session_header": "X-Session-Id"}"#,
+        &[],
+    );
+    // One user runs session 0 (row 0), then session 1: three turns each.
+    let want: Vec<Option<String>> = [0, 0, 0, 1, 1, 1]
+        .iter()
+        .map(|s| Some(format!("llmsurge-session-{s}")))
+        .collect();
+    assert_eq!(header(&lines), want);
+    let (lines, _) = replay(&file, r#"{"sessions": true}"#, &[]);
+    assert!(
+        header(&lines).iter().all(Option::is_none),
+        "no key, no header"
+    );
 }

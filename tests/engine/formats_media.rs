@@ -231,7 +231,7 @@ fn transcription_streamed_and_whole_agree_with_the_mock() {
             assert_eq!(b.metrics["prompt_tokens"].successful.mean, 75.0);
             let out = &b.metrics["output_tokens"].successful;
             assert_eq!((out.mean * 8.0).round() as u64, stats.tokens_sent);
-            assert_eq!(b.token_sources.usage, 8);
+            assert_eq!(b.token_sources.expect("token sources").usage, 8);
         }
         assert_no_media_in_outputs(&run);
     }
@@ -354,5 +354,90 @@ fn a_dataset_image_column_sends_files_as_data_urls_and_urls_as_they_are() {
     urls.sort();
     urls.dedup();
     assert_eq!(urls, vec![want, "https://example.com/dog.jpg".to_string()]);
+    assert_no_media_in_outputs(&run);
+}
+
+/// The request log's lines.
+fn log_entries(run: &Finished) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.dir.path().join("requests.jsonl"))
+        .expect("request log")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+#[test]
+fn the_request_log_records_each_requests_media_sizes_never_the_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let png = llmsurge::data::media::encode_image(40, 30, llmsurge_proto::ImageFormat::Png, 9)
+        .expect("png");
+    let jpg = llmsurge::data::media::encode_image(64, 48, llmsurge_proto::ImageFormat::Jpeg, 9)
+        .expect("jpeg");
+    std::fs::write(dir.path().join("a.png"), &png).expect("write png");
+    std::fs::write(dir.path().join("b.jpg"), &jpg).expect("write jpg");
+    let data = dir.path().join("rows.jsonl");
+    // Rows of 0, 1 and 3 images; the third's last image is a URL the server fetches.
+    std::fs::write(
+        &data,
+        "{\"prompt\":\"no picture\",\"output_tokens_count\":2}\n\
+         {\"prompt\":\"one\",\"images\":[\"a.png\"],\"output_tokens_count\":2}\n\
+         {\"prompt\":\"three\",\"images\":[\"b.jpg\",\"a.png\",\"https://example.com/c.jpg\"],\"output_tokens_count\":2}\n",
+    )
+    .expect("write rows");
+    let server = mock(MockConfig::instant());
+    let run = run_media(&server, "chat", "true", data.to_str().expect("utf8"), "6");
+    let report = ok_report(&run);
+    assert_eq!(report.benchmarks[0].requests.completed, 6);
+    assert_eq!(server.stats().images, 2 * (1 + 3));
+    let entries = log_entries(&run);
+    assert_eq!(entries.len(), 6);
+    let image = |format: &str, w: u32, h: u32, bytes: usize| serde_json::json!({"format": format, "width": w, "height": h, "bytes": bytes});
+    let url = serde_json::json!({"format": "url", "bytes": 0});
+    for e in &entries {
+        let slot = e["slot"].as_u64().expect("slot");
+        let want = match slot % 3 {
+            0 => serde_json::Value::Null,
+            1 => serde_json::json!({"images": [image("png", 40, 30, png.len())]}),
+            _ => serde_json::json!({"images": [
+                image("jpeg", 64, 48, jpg.len()),
+                image("png", 40, 30, png.len()),
+                url.clone(),
+            ]}),
+        };
+        assert_eq!(e["media"], want, "slot {slot}: {e}");
+    }
+    assert_no_media_in_outputs(&run);
+}
+
+#[test]
+fn the_request_log_records_generated_audio_and_images_per_request() {
+    let server = mock(MockConfig::instant());
+    let run = run_media(
+        &server,
+        "chat",
+        "false",
+        "prompt_tokens=8,output_tokens=2,images=2,image_size=48x32,image_format=png,audio_seconds=1",
+        "3",
+    );
+    assert_eq!(ok_report(&run).benchmarks[0].requests.completed, 3);
+    let entries = log_entries(&run);
+    assert_eq!(entries.len(), 3);
+    for e in &entries {
+        let media = &e["media"];
+        let images = media["images"].as_array().expect("images");
+        assert_eq!(images.len(), 2, "{e}");
+        for i in images {
+            assert_eq!(
+                (&i["format"], &i["width"], &i["height"]),
+                (&"png".into(), &48.into(), &32.into())
+            );
+            assert!(i["bytes"].as_u64().is_some_and(|b| b > 100), "{i}");
+        }
+        // 16 kHz mono 16-bit: 32,000 bytes of samples after the 44-byte header.
+        assert_eq!(
+            media["audio"],
+            serde_json::json!({"seconds": 1.0, "bytes": 44 + 32_000})
+        );
+    }
     assert_no_media_in_outputs(&run);
 }

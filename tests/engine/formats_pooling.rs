@@ -3,7 +3,7 @@
 //! generation metrics absent (not zero) from every output format, and every bad
 //! response an error of its kind with a sample message.
 
-use crate::support::{Finished, assert_identity, mock, ok_report, run};
+use crate::support::{Finished, assert_identity, mock, ok_report, run, start_run, wait_run};
 use llmsurge::mock::{MockConfig, MockServer, MockStats};
 use llmsurge_coordinator::BenchmarkResult;
 
@@ -89,7 +89,7 @@ fn embeddings_rerank_and_score_agree_with_the_mock_and_leave_out_generation_metr
             "{format}"
         );
         assert_eq!(
-            b.token_sources.usage, 0,
+            b.token_sources, None,
             "{format}: no output tokens to source"
         );
         assert_eq!(b.metrics["request_latency"].successful.count, 20);
@@ -118,6 +118,23 @@ fn embeddings_rerank_and_score_agree_with_the_mock_and_leave_out_generation_metr
             assert!(!json.contains(key), "{format}: {key} in the JSON");
         }
         assert!(json.contains("\"inputs_per_s\""), "{format}");
+        // Nor the other numbers only output has: output tokens/s overall and per second,
+        // where output token counts came from.
+        let bench = &raw["benchmarks"][0];
+        assert!(
+            bench["throughput"].get("output_tokens_per_s").is_none(),
+            "{format}: {}",
+            bench["throughput"]
+        );
+        assert!(bench.get("token_sources").is_none(), "{format}");
+        let points = bench["timeseries"].as_array().expect("timeseries");
+        assert!(!points.is_empty(), "{format}");
+        assert!(
+            points
+                .iter()
+                .all(|p| p.get("output_tokens_per_s").is_none()),
+            "{format}: {points:?}"
+        );
         let mut reader =
             csv::Reader::from_path(run.dir.path().join("benchmarks.csv")).expect("csv");
         let header: Vec<String> = reader
@@ -131,7 +148,8 @@ fn embeddings_rerank_and_score_agree_with_the_mock_and_leave_out_generation_metr
             let generation = GENERATION_KEYS
                 .iter()
                 .any(|k| name.starts_with(&format!("{k}.")))
-                || name == "throughput.output_tokens_per_s";
+                || name == "throughput.output_tokens_per_s"
+                || name.starts_with("tokens.");
             if generation {
                 assert!(cell.is_empty(), "{format}: CSV {name} = {cell:?}");
             }
@@ -286,6 +304,50 @@ fn a_spec_key_or_objective_of_another_format_is_a_usage_error() {
 }
 
 #[test]
+fn an_explicit_stream_true_with_a_pooling_format_is_a_usage_error() {
+    let server = mock(MockConfig::instant());
+    for (format, data, _) in CASES {
+        // On the command line.
+        let run = run_format(&server, format, data, "1", &["--stream", "true"]);
+        assert_eq!(run.code(), 2, "{format}: {}", run.stderr);
+        let line = run.stderr.trim();
+        assert_eq!(line.lines().count(), 1, "{format}: {line}");
+        assert!(
+            line.contains("--stream") && line.contains(format),
+            "{format}: {line}"
+        );
+        // From the environment.
+        let url = server.base_url();
+        let (child, dir) = start_run(
+            &[
+                "--target",
+                &url,
+                "--request-format",
+                format,
+                "--max-requests",
+                "1",
+                "--data",
+                data,
+            ],
+            |cmd| {
+                cmd.env("LLMSURGE_STREAM", "true");
+            },
+        );
+        let run = wait_run(child, dir);
+        assert_eq!(run.code(), 2, "{format} LLMSURGE_STREAM: {}", run.stderr);
+        assert!(run.stderr.contains("--stream"), "{}", run.stderr);
+    }
+    assert_eq!(server.stats().requests_total, 0, "nothing was sent");
+    // `--stream false` and the default both run, unstreamed.
+    for extra in [&["--stream", "false"][..], &[]] {
+        let run = run_format(&server, "rerank", "prompt_tokens=8,documents=2", "2", extra);
+        let report = ok_report(&run);
+        assert_eq!(report.benchmarks[0].requests.completed, 2, "{extra:?}");
+    }
+    assert_eq!(server.stats().requests.rerank, 4);
+}
+
+#[test]
 fn merged_shards_of_embeddings_stay_without_generation_metrics() {
     let server = mock(MockConfig::instant());
     let dir = tempfile::tempdir().expect("tempdir");
@@ -331,6 +393,12 @@ fn merged_shards_of_embeddings_stay_without_generation_metrics() {
     for key in GENERATION_KEYS {
         assert!(!b.metrics.contains_key(key), "merged: {key}");
     }
+    assert_eq!(b.throughput.output_tokens_per_s, None, "merged");
+    assert_eq!(b.token_sources, None, "merged");
+    assert!(
+        b.timeseries.iter().all(|p| p.output_tokens_per_s.is_none()),
+        "merged"
+    );
     let t = &b.throughput;
     let inputs = t.inputs_per_s.expect("merged inputs/s") * b.measured_window.duration_s;
     assert!(
@@ -400,6 +468,7 @@ fn a_split_of_rerank_requests_leaves_generation_metrics_out_of_every_model() {
             m.model
         );
         assert!(m.metrics.contains_key("request_latency"), "{}", m.model);
+        assert_eq!(m.throughput.output_tokens_per_s, None, "{}", m.model);
         for key in GENERATION_KEYS {
             assert!(!m.metrics.contains_key(key), "{}: {key}", m.model);
             assert!(

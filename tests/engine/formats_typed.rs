@@ -78,7 +78,12 @@ fn responses_and_anthropic_streamed_and_whole_agree_with_the_mock() {
             assert_eq!(stats.completed, 24, "{what}");
             // Usage is read from the format's own fields: 8 tokens out (2 of reasoning,
             // which these APIs count inside the cap), the server's prompt count in.
-            assert_eq!(b.token_sources.usage, 24, "{what}: {:?}", b.token_sources);
+            assert_eq!(
+                b.token_sources.expect("token sources").usage,
+                24,
+                "{what}: {:?}",
+                b.token_sources
+            );
             let out = &b.metrics["output_tokens"].successful;
             assert_eq!((out.min, out.max), (8.0, 8.0), "{what}");
             assert_eq!(
@@ -116,7 +121,11 @@ fn unknown_event_types_are_skipped_where_the_api_says_so() {
         let report = ok_report(&run_format(&server, format, "true", "12"));
         let b = &report.benchmarks[0];
         assert_eq!(b.requests.completed, 12, "{format}: {:?}", b.errors);
-        assert_eq!(b.token_sources.usage, 12, "{format}");
+        assert_eq!(
+            b.token_sources.expect("token sources").usage,
+            12,
+            "{format}"
+        );
         assert_eq!(
             b.metrics["output_tokens"].successful.mean, 8.0,
             "{format}: the unknown event adds no token"

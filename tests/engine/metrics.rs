@@ -52,7 +52,11 @@ fn ttft_and_itl_match_the_configured_delays() {
     assert!((4.5..=6.5).contains(&tpot.mean), "tpot mean {}", tpot.mean);
     assert!(e2e.min >= 124.9, "e2e min {}", e2e.min);
     assert_eq!(b.metrics["output_tokens"].successful.percentiles.p50, 16.0);
-    assert_eq!(b.token_sources.usage, 30, "the mock sends usage when asked");
+    assert_eq!(
+        b.token_sources.expect("token sources").usage,
+        30,
+        "the mock sends usage when asked"
+    );
 }
 
 /// A chunk carrying k tokens contributes k gaps of gap/k.
@@ -86,7 +90,8 @@ fn chunks_of_several_tokens_count_every_token_gap() {
         itl.percentiles.p50
     );
     assert_eq!(
-        b.token_sources.mismatched, 10,
+        b.token_sources.expect("token sources").mismatched,
+        10,
         "usage says 16 tokens, the stream had 4 chunks"
     );
 }
@@ -213,7 +218,11 @@ fn reasoning_tokens_are_inter_token_gaps() {
         "tpot p50 {}",
         tpot.percentiles.p50
     );
-    assert_eq!(b.token_sources.mismatched, 0, "30 chunks, usage 30");
+    assert_eq!(
+        b.token_sources.expect("token sources").mismatched,
+        0,
+        "30 chunks, usage 30"
+    );
     let ttft = &b.metrics["ttft"].successful;
     let ttft_any = &b.metrics["ttft_any"].successful;
     assert!(ttft.min >= 69.9, "ttft waits for content: {}", ttft.min);

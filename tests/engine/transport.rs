@@ -37,6 +37,7 @@ fn backend_config(base_url: &str, stream: bool) -> BackendConfig {
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: false,
+        session_header: None,
     }
 }
 
@@ -289,6 +290,7 @@ fn http1_against_the_mock_streams_and_reads_whole_responses_on_one_kept_connecti
             max_tokens: Some(8),
             model: None,
             user: None,
+            session: None,
         });
         for i in 0..5 {
             let mut ex = Exchange::default();

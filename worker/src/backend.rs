@@ -137,6 +137,8 @@ pub struct Backend {
     request_timeout: Duration,
     ttft_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
+    /// Sticky routing: the header a request's session id goes in, when configured.
+    session_header: Option<reqwest::header::HeaderName>,
 }
 
 impl Backend {
@@ -182,6 +184,14 @@ impl Backend {
             headers.insert(name, value);
         }
 
+        let session_header = cfg
+            .session_header
+            .as_deref()
+            .map(|name| {
+                reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| BackendError::BadHeader(name.to_string()))
+            })
+            .transpose()?;
         let content_type = headers
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -212,7 +222,27 @@ impl Backend {
             request_timeout: cfg.request_timeout,
             ttft_timeout: cfg.ttft_timeout,
             idle_timeout: cfg.idle_timeout,
+            session_header,
         })
+    }
+
+    /// The session header of a request with session id `session`: `(name, value)` when
+    /// a session header is configured and the request has an id, else `None`. An id
+    /// that is not a valid header value (a control character, say) is an error: sent
+    /// as it is, it could end the head early.
+    pub fn session_header<'a>(
+        &'a self,
+        session: Option<&'a str>,
+    ) -> Result<Option<(&'a str, &'a str)>, String> {
+        let (Some(name), Some(value)) = (&self.session_header, session) else {
+            return Ok(None);
+        };
+        if reqwest::header::HeaderValue::from_str(value).is_err() {
+            return Err(format!(
+                "session id {value:?} is not a valid value of header {name}"
+            ));
+        }
+        Ok(Some((name.as_str(), value)))
     }
     /// The body of one request.
     pub fn build_body(&self, req: &PreparedRequest) -> Bytes {
@@ -222,24 +252,47 @@ impl Backend {
     /// Sends one request and reads its response into `ex`. `ex.start` is set here, just
     /// before the request goes to the socket, unless the caller already set it.
     pub async fn execute(&self, body: Bytes, ex: &mut Exchange) {
-        self.execute_as(body, &self.content_type, ex).await;
+        self.send(body, &self.content_type, None, ex).await;
+    }
+
+    /// [`Self::execute`] for a request of session `session` (sent in the session
+    /// header, when one is configured).
+    pub async fn execute_for(&self, body: Bytes, session: Option<&str>, ex: &mut Exchange) {
+        self.send(body, &self.content_type, session, ex).await;
     }
 
     /// [`Self::execute`] with the body's content type given (multipart bodies name
     /// their boundary in it).
     pub async fn execute_as(&self, body: Bytes, content_type: &str, ex: &mut Exchange) {
+        self.send(body, content_type, None, ex).await;
+    }
+
+    async fn send(
+        &self,
+        body: Bytes,
+        content_type: &str,
+        session: Option<&str>,
+        ex: &mut Exchange,
+    ) {
         ex.start.get_or_insert_with(MonoNanos::now);
+        let header = match self.session_header(session) {
+            Ok(header) => header,
+            Err(message) => return ex.fail(ErrorKind::Request, message),
+        };
         match &self.transport {
             Transport::Reqwest { client, url } => {
                 let mut request = client.post(url.clone()).body(body);
                 if content_type != self.content_type {
                     request = request.header(reqwest::header::CONTENT_TYPE, content_type);
                 }
+                if let Some((name, value)) = header {
+                    request = request.header(name, value);
+                }
                 self.execute_reqwest(request, ex).await;
             }
             Transport::Http1(h1) => {
-                self.execute_http1(h1, h1.outgoing(content_type, body), None, ex)
-                    .await;
+                let out = h1.outgoing_with(content_type, header, body);
+                self.execute_http1(h1, out, None, ex).await;
             }
         }
     }

@@ -174,10 +174,25 @@ impl Http1 {
 
     /// The bytes of one request: `body` sent as `content_type`.
     pub fn outgoing(&self, content_type: &str, body: Bytes) -> Outgoing {
-        let tail = format!(
-            "content-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
-            body.len()
-        );
+        self.outgoing_with(content_type, None, body)
+    }
+
+    /// [`Self::outgoing`] with one more header of this request alone (a session id for
+    /// sticky routing), written in the same per-request tail: no extra allocation. The
+    /// caller validated it (see [`crate::backend::Backend::session_header`]).
+    pub fn outgoing_with(
+        &self,
+        content_type: &str,
+        header: Option<(&str, &str)>,
+        body: Bytes,
+    ) -> Outgoing {
+        let len = body.len();
+        let tail = match header {
+            None => format!("content-type: {content_type}\r\ncontent-length: {len}\r\n\r\n"),
+            Some((name, value)) => format!(
+                "{name}: {value}\r\ncontent-type: {content_type}\r\ncontent-length: {len}\r\n\r\n"
+            ),
+        };
         Outgoing {
             tail: Bytes::from(tail),
             body,

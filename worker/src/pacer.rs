@@ -16,7 +16,7 @@ use crate::backend::{Backend, Presend};
 use crate::sched::Realtime;
 use crate::source::RequestSource;
 use bytes::Bytes;
-use llmsurge_proto::{MonoNanos, Shard, SharedRegion};
+use llmsurge_proto::{MonoNanos, RequestMedia, Shard, SharedRegion};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
@@ -39,6 +39,10 @@ pub struct Dispatch {
     pub prompt_tokens: Option<u32>,
     /// The model the request names, when the source chose one (`--lora`).
     pub model: Option<Arc<str>>,
+    /// The sizes of the request's media, when it has any (for its record).
+    pub media: Option<Box<RequestMedia>>,
+    /// Sticky routing: the session id for the backend's session header, if any.
+    pub session_key: Option<Arc<str>>,
     /// The request, when the pacer sent it (wholly or in part) itself.
     pub sent: Option<PacerSent>,
 }
@@ -99,18 +103,20 @@ impl Pacer {
             let slot = self.shard.global(local);
             let due = self.clock.due_ns(slot, self.source.offset_ns(slot));
             let scheduled = self.t0 + Duration::from_nanos(due);
-            let (body, prompt_tokens, model) = match self.source.request(slot) {
+            let (body, prompt_tokens, media, model, session_key) = match self.source.request(slot) {
                 Ok(Some(req)) => (
                     Ok(self.backend.build_body(&req)),
                     req.prompt_tokens,
+                    req.media_info(),
                     req.model,
+                    req.session,
                 ),
                 Ok(None) => {
                     // A finite dataset ran out: nobody may claim past it.
                     self.shm.limit_slots(local);
                     break;
                 }
-                Err(message) => (Err(message), None, None),
+                Err(message) => (Err(message), None, None, None, None),
             };
             realtime.keep_up(scheduled > MonoNanos::now());
             if !sleep_until(scheduled, &self.shm) {
@@ -120,7 +126,7 @@ impl Pacer {
                 break;
             }
             let sent = match &body {
-                Ok(body) => self.send_now(body),
+                Ok(body) => self.send_now(body, session_key.as_deref()),
                 Err(_) => None,
             };
             let dispatch = Dispatch {
@@ -129,6 +135,8 @@ impl Pacer {
                 body,
                 prompt_tokens,
                 model,
+                media,
+                session_key,
                 sent,
             };
             if let Err(unsent) = self.tx.send(dispatch) {
@@ -154,14 +162,16 @@ impl Pacer {
     /// Writes the request on an idle connection now, if one is pooled and the group's
     /// concurrency cap has room (otherwise the runtime waits for room, marks the slot
     /// late, and sends it).
-    fn send_now(&self, body: &Bytes) -> Option<PacerSent> {
+    fn send_now(&self, body: &Bytes, session: Option<&str>) -> Option<PacerSent> {
         let h1 = self.backend.http1()?;
+        // A session id that cannot be a header value: the runtime fails the request.
+        let header = self.backend.session_header(session).ok()?;
         let conn = h1.try_take_idle()?;
         if !self.shm.try_acquire(self.worker_id) {
             h1.put_back(conn);
             return None;
         }
-        let out = h1.outgoing(self.backend.content_type(), body.clone());
+        let out = h1.outgoing_with(self.backend.content_type(), header, body.clone());
         // Counted before the send, as the runtime path does, so a worker that dies in
         // between still has it on the books.
         self.shm.count_started(self.worker_id);
@@ -224,6 +234,7 @@ mod tests {
             ttft_timeout: None,
             idle_timeout: None,
             ignore_eos: false,
+            session_header: None,
         }
     }
 
@@ -238,8 +249,46 @@ mod tests {
                 max_tokens: Some(1),
                 model: None,
                 user: None,
+                session: None,
             }))
         }
+    }
+
+    #[test]
+    fn a_session_header_goes_in_the_request_tail_only_when_configured() {
+        let plain = Backend::new(&test_backend()).expect("backend");
+        assert_eq!(plain.session_header(Some("llmsurge-session-3")), Ok(None));
+        let backend = Backend::new(&llmsurge_proto::BackendConfig {
+            session_header: Some("x-session-id".into()),
+            ..test_backend()
+        })
+        .expect("backend");
+        assert_eq!(backend.session_header(None), Ok(None));
+        let header = backend
+            .session_header(Some("llmsurge-session-3"))
+            .expect("a valid value");
+        assert_eq!(header, Some(("x-session-id", "llmsurge-session-3")));
+        // A value that would end the head early is refused, never written.
+        assert!(backend.session_header(Some("a\r\nx-evil: 1")).is_err());
+        let h1 = backend.http1().expect("plain http: the own client");
+        let out = h1.outgoing_with("application/json", header, Bytes::from_static(b"{}"));
+        let tail = format!("{out:?}");
+        assert!(
+            tail.contains("x-session-id: llmsurge-session-3\\r\\ncontent-type"),
+            "{tail}"
+        );
+        assert!(
+            !format!("{:?}", h1.outgoing("application/json", Bytes::new()))
+                .contains("x-session-id")
+        );
+        // A name that is not a header name cannot build a backend.
+        assert!(
+            Backend::new(&llmsurge_proto::BackendConfig {
+                session_header: Some("bad name".into()),
+                ..test_backend()
+            })
+            .is_err()
+        );
     }
 
     #[test]

@@ -9,14 +9,14 @@
 
 use crate::backend::Exchange;
 use llmsurge_proto::{
-    MeasureWindow, Metric, MetricSet, ModelMetrics, MonoNanos, Phase, RequestRecord,
+    MeasureWindow, Metric, MetricSet, ModelMetrics, MonoNanos, Phase, RequestMedia, RequestRecord,
     RequestStarted, RequestStatus, SessionTag, StatusClass, TokenSource, UpdateBatch,
     metrics::{MetricsError, micros, record_lower_bounds},
 };
 use std::sync::Arc;
 
 /// What the request loop knows about a request besides its exchange.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct SlotInfo {
     /// The slot index.
     pub slot: u64,
@@ -33,6 +33,11 @@ pub struct SlotInfo {
     pub model: Option<u16>,
     /// Multi-turn sessions: the session and turn.
     pub session: Option<SessionTag>,
+    /// The sizes of the request's media, when it has any (moved into its record).
+    pub media: Option<Box<RequestMedia>>,
+    /// Sticky routing: the session id the backend sends in its session header (see
+    /// [`crate::PreparedRequest::session`]).
+    pub session_key: Option<Arc<str>>,
 }
 
 /// Accumulates one flush interval of transitions.
@@ -138,7 +143,8 @@ impl Reporter {
 
     /// A request finished (in any way).
     pub fn finished(&mut self, info: SlotInfo, ex: &Exchange) {
-        let record = build_record(self.worker, info, ex, self.phase(info.slot, info.scheduled));
+        let phase = self.phase(info.slot, info.scheduled);
+        let record = build_record(self.worker, info, ex, phase);
         if record.phase == Phase::Measured {
             record_metrics(&mut self.metrics, &record, &ex.token_times);
             if let Some(set) = record
@@ -211,6 +217,7 @@ fn build_record(worker: u32, info: SlotInfo, ex: &Exchange, phase: Phase) -> Req
         late: info.late,
         model: info.model,
         session: info.session,
+        media: info.media,
     }
 }
 
@@ -294,6 +301,8 @@ mod tests {
             previous_end: None,
             model: None,
             session: None,
+            media: None,
+            session_key: None,
         }
     }
 

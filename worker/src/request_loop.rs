@@ -178,7 +178,7 @@ impl Context {
         let mut cancel = self.cancel.clone();
         let cancelled = match send {
             Send::Fresh(body) => tokio::select! {
-                () = self.backend.execute(body, &mut ex) => false,
+                () = self.backend.execute_for(body, info.session_key.as_deref(), &mut ex) => false,
                 Ok(_) = cancel.wait_for(|c| *c) => true,
             },
             Send::Pacer(sent) => tokio::select! {
@@ -253,17 +253,19 @@ impl Context {
             let slot = self.shard.global(local);
             let scheduled = MonoNanos::now();
             let prepared = source.borrow_mut().request(slot);
-            let (body, prompt_tokens, model) = match prepared {
+            let (body, prompt_tokens, model, media, session_key) = match prepared {
                 Ok(Some(req)) => (
                     Ok(self.backend.build_body(&req)),
                     req.prompt_tokens,
                     self.reporter.borrow().model_index(req.model.as_ref()),
+                    req.media_info(),
+                    req.session,
                 ),
                 Ok(None) => {
                     self.shm.limit_slots(local);
                     break;
                 }
-                Err(message) => (Err(message), None, None),
+                Err(message) => (Err(message), None, None, None, None),
             };
             let end = self
                 .run_request(
@@ -275,6 +277,8 @@ impl Context {
                         previous_end,
                         model,
                         session: None,
+                        media,
+                        session_key,
                     },
                     body,
                 )
@@ -315,6 +319,8 @@ impl Context {
                         previous_end: None,
                         model: None,
                         session: None,
+                        media: None,
+                        session_key: None,
                     };
                     previous_end = Some(self.run_request(info, Err(message)).await);
                     continue;
@@ -364,6 +370,7 @@ impl Context {
                     max_tokens: turn.request.max_tokens,
                     model: turn.request.model.clone(),
                     user: turn.request.user.clone(),
+                    session: turn.request.session.clone(),
                 };
                 let info = SlotInfo {
                     slot: self.shard.global(local),
@@ -374,6 +381,8 @@ impl Context {
                     previous_end: if think == 0 { previous_end } else { None },
                     model: self.reporter.borrow().model_index(req.model.as_ref()),
                     session: Some(SessionTag { id, turn: k, turns }),
+                    media: req.media_info(),
+                    session_key: req.session.clone(),
                 };
                 let body = Ok(self.backend.build_body(&req));
                 let ex = self.run_exchange(info, body, Some(String::new())).await;
@@ -431,6 +440,8 @@ impl Context {
                 previous_end: None,
                 model: self.reporter.borrow().model_index(d.model.as_ref()),
                 session: None,
+                media: d.media,
+                session_key: d.session_key,
             };
             tasks.spawn_local(async move {
                 match d.sent {

@@ -6,7 +6,7 @@
 //! whatever the number of workers.
 
 use bytes::Bytes;
-use llmsurge_proto::WorkerConfig;
+use llmsurge_proto::{AudioInfo, ImageInfo, ImageKind, RequestMedia, WorkerConfig};
 use std::sync::Arc;
 
 /// One image or audio clip of a multimodal request. The encoded bytes are shared (a
@@ -138,6 +138,32 @@ impl Prompt {
     }
 }
 
+impl MediaPart {
+    /// The part's sizes for the request log (never its bytes).
+    fn info(&self) -> Result<ImageInfo, AudioInfo> {
+        match self {
+            MediaPart::Image {
+                url,
+                width,
+                height,
+                bytes,
+            } => {
+                let known = |n: u32| (n > 0).then_some(n);
+                Ok(ImageInfo {
+                    format: ImageKind::of_url(url),
+                    width: known(*width),
+                    height: known(*height),
+                    bytes: *bytes,
+                })
+            }
+            MediaPart::Audio { wav, seconds, .. } => Err(AudioInfo {
+                seconds: *seconds,
+                bytes: wav.len() as u64,
+            }),
+        }
+    }
+}
+
 impl Prompt {
     /// The media of a multimodal prompt (none for the others).
     pub fn media(&self) -> &[MediaPart] {
@@ -163,6 +189,29 @@ pub struct PreparedRequest {
     /// Sticky routing: the OpenAI `user` field to send (a session id, so a KV-aware
     /// router keeps a session on one replica); `None` sends none.
     pub user: Option<String>,
+    /// Sticky routing: the session id sent in the backend's session header (when one
+    /// is configured: `session_header=NAME`); `None` sends none. Shared by a session's
+    /// turns, so a turn costs a reference count, not a string.
+    pub session: Option<Arc<str>>,
+}
+
+impl PreparedRequest {
+    /// The sizes of the request's media for its record; `None` (no allocation) for a
+    /// request without media.
+    pub fn media_info(&self) -> Option<Box<RequestMedia>> {
+        let parts = self.prompt.media();
+        if parts.is_empty() {
+            return None;
+        }
+        let mut media = RequestMedia::default();
+        for part in parts {
+            match part.info() {
+                Ok(image) => media.images.push(image),
+                Err(audio) => media.audio = Some(audio),
+            }
+        }
+        Some(Box::new(media))
+    }
 }
 
 /// One turn of a multi-turn session.

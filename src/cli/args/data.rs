@@ -38,7 +38,8 @@ pub struct DataArgs {
 
     /// Dataset options as JSON: split, name (configuration), revision, output_tokens
     /// (max_tokens of rows that give none), first_turn; sessions (each conversation row
-    /// a multi-turn session) with history (live or recorded), think_time, session_id.
+    /// a multi-turn session) with history (live or recorded), think_time, session_id,
+    /// session_header.
     #[arg(long, env = "LLMSURGE_DATA_ARGS", value_name = "JSON")]
     pub data_args: Option<String>,
 

@@ -38,9 +38,15 @@ pub struct TargetArgs {
     pub request_format: RequestFormatArg,
 
     /// Stream responses (SSE, needed for TTFT and ITL) or not; embeddings, rerank and
-    /// score never stream (a transcription streams with the form field stream=true).
+    /// score never stream (default off for them; `--stream true` is refused), a
+    /// transcription streams with the form field stream=true.
     #[arg(long, env = "LLMSURGE_STREAM", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub stream: bool,
+
+    /// `--stream` (or its variable) was given, not defaulted: `--stream true` with a
+    /// format that never streams is then a usage error. Set from the matches.
+    #[arg(skip)]
+    pub stream_explicit: bool,
 
     /// JSON object with `extra_body` (merged into every body), `headers` and `params`
     /// (query parameters), e.g. '{"extra_body": {"temperature": 0}, "headers": {"X-A": "b"}}'.

@@ -239,6 +239,7 @@ mod tests {
             ttft_timeout: None,
             idle_timeout: None,
             ignore_eos: false,
+            session_header: None,
         }
     }
 
@@ -249,6 +250,7 @@ mod tests {
             max_tokens: max,
             model: None,
             user: None,
+            session: None,
         }
     }
 

@@ -454,6 +454,7 @@ mod tests {
             ttft_timeout: None,
             idle_timeout: None,
             ignore_eos: false,
+            session_header: None,
         }
     }
 
@@ -464,6 +465,7 @@ mod tests {
             max_tokens: max,
             model: None,
             user: None,
+            session: None,
         }
     }
 
@@ -506,6 +508,7 @@ mod tests {
             max_tokens: Some(3),
             model: None,
             user: None,
+            session: None,
         };
         assert_eq!(body(&t, &msgs)["prompt"], "s\nu");
         assert_eq!(body(&t, &msgs)["max_tokens"], 3);

@@ -232,6 +232,7 @@ mod tests {
             ttft_timeout: None,
             idle_timeout: None,
             ignore_eos: false,
+            session_header: None,
         }
     }
 
@@ -252,6 +253,7 @@ mod tests {
             max_tokens: None,
             model: None,
             user: None,
+            session: None,
         };
         let body = f.build(&req);
         let text = String::from_utf8_lossy(&body);
