@@ -12,7 +12,7 @@
 
 use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Presend};
-use crate::source::RequestSource;
+use crate::source::{RequestSource, SessionState};
 use bytes::Bytes;
 use llmsurge_proto::{MonoNanos, Shard, SharedRegion};
 use std::sync::Arc;
@@ -41,6 +41,9 @@ pub struct Dispatch {
     pub model: Option<Arc<str>>,
     /// The request, when the pacer sent it (wholly or in part) itself.
     pub sent: Option<PacerSent>,
+    /// Multi-turn sessions: the session this slot starts (its first turn is the slot's
+    /// request, already in its history); `None` for an independent request.
+    pub session: Option<SessionState>,
 }
 
 /// A request the pacer thread began sending: it holds a unit of the group's concurrency
@@ -89,6 +92,9 @@ impl Pacer {
         // Lower timer slack (50 µs by default) so sleeps end when asked; per thread.
         let _ = nix::sys::prctl::set_timerslack(1);
         request_short_slice();
+        if self.source.has_sessions() {
+            return self.run_sessions();
+        }
         while let Some(local) = self.shm.claim_slot() {
             // The global slot: its arrival time and its prompt are the single host's.
             let slot = self.shard.global(local);
@@ -124,23 +130,95 @@ impl Pacer {
                 prompt_tokens,
                 model,
                 sent,
+                session: None,
             };
-            if let Err(unsent) = self.tx.send(dispatch) {
-                // The runtime is gone: nobody will send it, or read its response.
-                if unsent.0.sent.is_some() {
-                    // Sent and counted as started: it stays on the books as a send
-                    // never reported; only its unit of concurrency comes back.
-                    self.shm.release(self.worker_id);
-                } else {
-                    self.shm.return_slot();
-                }
+            if !self.hand_over(dispatch) {
                 break;
             }
-            // Let the runtime start the request before this thread prepares the next
-            // one: on a busy core, building a body of megabytes (images) first would
-            // delay the send it just handed over by that long.
-            std::thread::yield_now();
         }
+    }
+
+    /// Rate-based multi-turn sessions: arrival `i` of the schedule starts session `i`
+    /// (whatever the number of workers, as slots are). While the start is not yet due
+    /// the pacer makes the session's plan and its first turn's body; at the start it
+    /// claims a request slot for that turn (so `--max-requests` counts requests), sends
+    /// it as it sends any slot, and hands the session to the runtime, which runs the
+    /// later turns after their think times. Ends when no request slot is left (a stop,
+    /// or `--max-requests` reached: the sessions under way end unfinished), or a finite
+    /// source has no more sessions.
+    fn run_sessions(mut self) {
+        let exhausted = |shm: &SharedRegion| shm.slots_exhausted();
+        while !exhausted(&self.shm) {
+            let Some(local) = self.shm.claim_session() else {
+                break;
+            };
+            let id = self.shard.global(local);
+            let due = self.clock.due_ns(id, None);
+            let scheduled = self.t0 + Duration::from_nanos(due);
+            let (body, prompt_tokens, model, session) = match self.source.session(id) {
+                Ok(Some(plan)) => {
+                    let mut session = SessionState::new(id, plan);
+                    match session.next_request() {
+                        Some(req) => (
+                            Ok(self.backend.build_body(&req)),
+                            req.prompt_tokens,
+                            req.model,
+                            Some(session),
+                        ),
+                        // A session of no turns is no load (the sources never make one).
+                        None => continue,
+                    }
+                }
+                // A finite source ran out of sessions.
+                Ok(None) => break,
+                // The session cannot be made: one failed request says why, at its start.
+                Err(message) => (Err(message), None, None, None),
+            };
+            // The slot is claimed at the start, not before: a start that never comes
+            // (a stop meanwhile) holds none, and turns under way keep every slot left.
+            if !sleep_until_unless(scheduled, || exhausted(&self.shm)) {
+                break;
+            }
+            let Some(local_slot) = self.shm.claim_slot() else {
+                break;
+            };
+            let sent = match &body {
+                Ok(body) => self.send_now(body),
+                Err(_) => None,
+            };
+            let dispatch = Dispatch {
+                slot: self.shard.global(local_slot),
+                scheduled,
+                body,
+                prompt_tokens,
+                model,
+                sent,
+                session,
+            };
+            if !self.hand_over(dispatch) {
+                break;
+            }
+        }
+    }
+
+    /// Hands a due slot to the runtime; `false` when the runtime is gone.
+    fn hand_over(&self, dispatch: Dispatch) -> bool {
+        if let Err(unsent) = self.tx.send(dispatch) {
+            // The runtime is gone: nobody will send it, or read its response.
+            if unsent.0.sent.is_some() {
+                // Sent and counted as started: it stays on the books as a send never
+                // reported; only its unit of concurrency comes back.
+                self.shm.release(self.worker_id);
+            } else {
+                self.shm.return_slot();
+            }
+            return false;
+        }
+        // Let the runtime start the request before this thread prepares the next one: on
+        // a busy core, building a body of megabytes (images) first would delay the send
+        // it just handed over by that long.
+        std::thread::yield_now();
+        true
     }
 }
 
@@ -217,8 +295,14 @@ pub fn request_short_slice() {
 
 /// Sleeps until `target`; `false` if queuing was stopped meanwhile.
 pub fn sleep_until(target: MonoNanos, shm: &SharedRegion) -> bool {
+    sleep_until_unless(target, || shm.queuing_stopped())
+}
+
+/// Sleeps until `target`; `false` if `stopped` became true meanwhile (checked at least
+/// every [`MAX_SLEEP`]).
+fn sleep_until_unless(target: MonoNanos, stopped: impl Fn() -> bool) -> bool {
     loop {
-        if shm.queuing_stopped() {
+        if stopped() {
             return false;
         }
         let now = MonoNanos::now();
