@@ -1,12 +1,14 @@
 //! Multi-turn sessions end to end: each turn resends the history with the replies that
 //! actually streamed back (checked against the mock's `--record` and a second mock of the
 //! same seed), think times on schedule, the schedule the same whatever `--workers`, a
-//! failed turn ending its session with the rest counted as skipped, and `--max-seconds`
-//! leaving sessions reported as unfinished.
+//! failed turn ending its session with the rest counted as skipped, `--max-seconds`
+//! leaving sessions reported as unfinished, and `constant` / `poisson` starting new
+//! sessions on the arrival schedule.
 
-use crate::support::{mock, ok_report, run};
+use crate::support::{Finished, mock, ok_report, run};
 use llmsurge::mock::MockConfig;
 use llmsurge::report::requests::RequestEntry;
+use llmsurge_coordinator::sessions::RateMeans;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -345,10 +347,7 @@ fn max_seconds_reports_the_unfinished_sessions() {
 #[test]
 fn sessions_refuse_what_they_cannot_run_with_a_usage_error() {
     for (extra, expected) in [
-        (
-            &["--profile", "constant", "--rate", "5"][..],
-            "--data turns=…",
-        ),
+        (&["--profile", "sweep"][..], "--data turns=…"),
         (&["--request-format", "completions"][..], "--data: turns"),
         (
             &["--shard", "1/2", "--profile", "concurrent", "--rate", "4"][..],
@@ -382,4 +381,231 @@ fn sessions_refuse_what_they_cannot_run_with_a_usage_error() {
         "{}",
         finished.stderr
     );
+}
+
+/// Each session's turn-1 entry of a request log, by session id.
+fn first_turns(log: &[RequestEntry]) -> BTreeMap<u64, &RequestEntry> {
+    log.iter()
+        .filter(|e| e.turn == Some(0))
+        .map(|e| (e.session.expect("session"), e))
+        .collect()
+}
+
+/// A CSV report's cell of the first row.
+fn csv_cell(finished: &Finished, name: &str) -> String {
+    let mut csv = csv::Reader::from_path(finished.dir.path().join("benchmarks.csv")).expect("csv");
+    let header = csv.headers().expect("header").clone();
+    let row = csv.records().next().expect("a row").expect("it parses");
+    let i = header
+        .iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("no {name} in {header:?}"));
+    row[i].to_string()
+}
+
+#[test]
+fn constant_rate_starts_new_sessions_on_the_arrival_schedule() {
+    let server = mock(MockConfig::instant());
+    // 20 new sessions a second; 120 samples of 3 turns make 40 sessions: 2 s of starts.
+    let finished = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "20",
+        "--data",
+        "turns=3,prompt_tokens=8,output_tokens=2,think_time=20ms,samples=120",
+        "--request-log",
+        "requests.jsonl",
+        "--outputs",
+        "json,csv,html,md,console",
+    ]);
+    let report = ok_report(&finished);
+    let b = &report.benchmarks[0];
+    let s = b.sessions.as_ref().expect("a session section");
+    assert_eq!(s.rate_means, RateMeans::SessionsPerSecond);
+    assert_eq!(
+        (s.sessions, s.completed, s.unfinished),
+        (40, 40, 0),
+        "{s:?}"
+    );
+    assert_eq!((s.turns_planned, s.turns_completed), (120, 120), "{s:?}");
+    assert_eq!(b.requests.created, 120);
+    // Sessions/s and requests/s over the same span: three requests per session.
+    assert!((16.0..=21.0).contains(&s.sessions_per_s), "{s:?}");
+    assert!(
+        (s.turns_per_s / s.sessions_per_s - 3.0).abs() < 1e-6,
+        "{s:?}"
+    );
+
+    let log = read_log(&finished.dir.path().join("requests.jsonl"));
+    let firsts = first_turns(&log);
+    assert_eq!(
+        firsts.keys().copied().collect::<Vec<_>>(),
+        (0..40).collect::<Vec<u64>>(),
+        "session i is arrival i"
+    );
+    // Session i starts at t0 + i / 20 s: exactly the constant schedule.
+    let t0 = firsts[&0].scheduled_time;
+    let mut lags = Vec::new();
+    for (&id, e) in &firsts {
+        let offset_ms = (e.scheduled_time - t0) * 1e3;
+        assert!(
+            (offset_ms - id as f64 * 50.0).abs() < 0.01,
+            "session {id} due at {offset_ms} ms"
+        );
+        lags.push(e.dispatch_lag_ms.expect("sent"));
+    }
+    // Turn 1 is sent at the session's start as any slot of the schedule is: by the pacer
+    // thread, with its body made before it was due. Its dispatch lag is the client's
+    // fidelity; the very first may wait for a connection, so one is allowed its miss.
+    lags.sort_by(f64::total_cmp);
+    assert!(lags[lags.len() - 2] < 1.0, "turn-1 dispatch lag {lags:?}");
+    assert!(lags.iter().all(|&l| l >= 0.0), "{lags:?}");
+    // The later turns follow in the worker, each due its think time after the last.
+    for ((id, turn), (think_ms, _)) in think_times(&log) {
+        assert!(
+            (think_ms - 20.0).abs() < 0.01,
+            "session {id} turn {turn}: {think_ms} ms"
+        );
+    }
+    // Every output says what --rate meant.
+    assert!(
+        finished.stdout.contains("new sessions/s"),
+        "{}",
+        finished.stdout
+    );
+    let dir = finished.dir.path();
+    let md = std::fs::read_to_string(dir.join("benchmarks.md")).expect("md");
+    assert!(md.contains("new sessions/s"), "{md}");
+    let html = std::fs::read_to_string(dir.join("benchmarks.html")).expect("html");
+    // minijinja escapes `/` in HTML text.
+    assert!(
+        html.contains("new sessions&#x2f;s"),
+        "no rate meaning in the HTML"
+    );
+    assert_eq!(
+        csv_cell(&finished, "sessions.rate_means"),
+        "sessions_per_second"
+    );
+    assert_eq!(csv_cell(&finished, "sessions.started"), "40");
+}
+
+/// Per (session, turn): the new user message and `max_tokens` the mock received.
+type SentTurns = BTreeMap<(String, usize), (String, Value)>;
+
+/// What the mock received for each (session, turn): the turn's new user message and its
+/// `max_tokens` (the session from the `user` field, the turn from the user messages).
+fn recorded_turns(path: &Path) -> SentTurns {
+    let mut out = BTreeMap::new();
+    for line in recorded(path) {
+        let body = &line["body"];
+        let users: Vec<&Value> = body["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .collect();
+        let last = users.last().expect("a user message")["content"]
+            .as_str()
+            .expect("text")
+            .to_string();
+        let session = body["user"].as_str().expect("a session id").to_string();
+        out.insert(
+            (session, users.len() - 1),
+            (last, body["max_tokens"].clone()),
+        );
+    }
+    out
+}
+
+#[test]
+fn rate_based_session_starts_are_the_same_for_one_and_two_workers() {
+    let data = "turns=3,prompt_tokens=8,output_tokens=2,output_tokens_stdev=2,think_time=uniform:10ms,samples=60,session_id=user";
+    for profile in ["constant", "poisson"] {
+        let runs: Vec<(Vec<RequestEntry>, SentTurns)> = ["1", "2"]
+            .iter()
+            .map(|workers| {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let path = dir.path().join("record.jsonl");
+                let server = mock(MockConfig {
+                    record: Some(path.clone()),
+                    ..MockConfig::instant()
+                });
+                let finished = run(&[
+                    "--target",
+                    &server.base_url(),
+                    "--profile",
+                    profile,
+                    "--rate",
+                    "40",
+                    "--workers",
+                    workers,
+                    "--random-seed",
+                    "11",
+                    "--data",
+                    data,
+                    "--request-log",
+                    "requests.jsonl",
+                    "--outputs",
+                    "json",
+                ]);
+                let report = ok_report(&finished);
+                let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+                assert_eq!((s.sessions, s.completed), (20, 20), "{profile}: {s:?}");
+                (
+                    read_log(&finished.dir.path().join("requests.jsonl")),
+                    recorded_turns(&path),
+                )
+            })
+            .collect();
+        let ((log1, sent1), (log2, sent2)) = (&runs[0], &runs[1]);
+        // Which session starts when: the same offsets from session 0's start.
+        let (f1, f2) = (first_turns(log1), first_turns(log2));
+        assert_eq!(f1.len(), 20);
+        assert_eq!(f1.keys().collect::<Vec<_>>(), f2.keys().collect::<Vec<_>>());
+        let (a0, b0) = (f1[&0].scheduled_time, f2[&0].scheduled_time);
+        let mut starts = Vec::new();
+        for (id, e) in &f1 {
+            let (a, b) = (
+                (e.scheduled_time - a0) * 1e3,
+                (f2[id].scheduled_time - b0) * 1e3,
+            );
+            assert!(
+                (a - b).abs() < 0.01,
+                "{profile} session {id}: {a} ms vs {b} ms"
+            );
+            starts.push(a);
+        }
+        if profile == "poisson" {
+            let gaps: Vec<f64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+            assert!(
+                gaps.iter().any(|g| (g - 25.0).abs() > 1.0),
+                "poisson gaps are not all 1/rate: {gaps:?}"
+            );
+        }
+        // A session stays on one worker; with two, both started sessions.
+        let mut owner: HashMap<u64, u32> = HashMap::new();
+        for e in log2 {
+            let w = *owner.entry(e.session.expect("session")).or_insert(e.worker);
+            assert_eq!(w, e.worker, "{profile}: session {:?} moved", e.session);
+        }
+        assert!(owner.values().any(|&w| w == 1), "{profile}: {owner:?}");
+        assert!(owner.values().any(|&w| w == 0), "{profile}: {owner:?}");
+        // The same think times before the same turns.
+        let (t1, t2) = (think_times(log1), think_times(log2));
+        assert_eq!(t1.len(), 40, "{profile}");
+        assert_eq!(t1.keys().collect::<Vec<_>>(), t2.keys().collect::<Vec<_>>());
+        for (k, (a, _)) in &t1 {
+            let b = t2[k].0;
+            assert!((a - b).abs() < 0.01, "{profile} {k:?}: {a} ms vs {b} ms");
+        }
+        // The same new user message (so the same length) and output length per turn.
+        assert_eq!(sent1.len(), 60, "{profile}");
+        assert_eq!(
+            sent1, sent2,
+            "{profile}: the turns' prompts and lengths differ"
+        );
+    }
 }
