@@ -609,3 +609,51 @@ fn rate_based_session_starts_are_the_same_for_one_and_two_workers() {
         );
     }
 }
+
+#[test]
+fn rate_based_sessions_cut_by_a_limit_are_reported_unfinished() {
+    let server = mock(MockConfig::instant());
+    // --max-seconds: starts stop at the limit; every session started waits out its 30 s
+    // think time, so each is unfinished with one turn done.
+    let finished = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "20",
+        "--data",
+        "turns=3,prompt_tokens=8,output_tokens=2,think_time=30s",
+        "--max-seconds",
+        "1",
+    ]);
+    let report = ok_report(&finished);
+    let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+    // Starts at 0, 50 ms, … 1 s: 21 fall within the second; the last may just miss.
+    assert!((20..=21).contains(&s.sessions), "{s:?}");
+    assert_eq!((s.completed, s.unfinished), (0, s.sessions), "{s:?}");
+    assert_eq!(s.turns_completed, s.sessions, "{s:?}");
+    assert_eq!(s.turns_unfinished, 2 * s.sessions, "{s:?}");
+    // --max-requests counts turns: once the 10th is claimed no session starts and those
+    // under way end unfinished, never dropped from the books.
+    let finished = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "poisson",
+        "--rate",
+        "20",
+        "--data",
+        "turns=3,prompt_tokens=8,output_tokens=2,think_time=50ms",
+        "--max-requests",
+        "10",
+    ]);
+    let report = ok_report(&finished);
+    let b = &report.benchmarks[0];
+    let s = b.sessions.as_ref().expect("sessions");
+    assert_eq!(b.requests.created, 10);
+    assert_eq!(s.turns_completed, 10, "{s:?}");
+    assert_eq!(s.turns_planned, 3 * s.sessions, "{s:?}");
+    assert_eq!(s.completed + s.unfinished, s.sessions, "{s:?}");
+    assert!(s.sessions >= 4, "{s:?}");
+}
