@@ -714,6 +714,8 @@ mod capacity_tests {
                 turns: 0,
                 think_time: None,
                 session_user: false,
+                system_tokens: 0,
+                system_shared: false,
             }),
             window: Default::default(),
             flush_interval: Duration::from_millis(20),

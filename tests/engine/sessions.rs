@@ -369,18 +369,24 @@ fn sessions_refuse_what_they_cannot_run_with_a_usage_error() {
         assert!(line.contains(expected), "{extra:?}: {line}");
         assert_eq!(line.lines().count(), 1, "{line}");
     }
-    let finished = run(&[
-        "--target",
-        "http://127.0.0.1:9",
-        "--data",
-        "prompt_tokens=8,think_time=gamma:1s",
-    ]);
-    assert_eq!(finished.code(), 2, "{}", finished.stderr);
-    assert!(
-        finished.stderr.contains("think_time"),
-        "{}",
-        finished.stderr
-    );
+    for (data, expected) in [
+        ("prompt_tokens=8,think_time=gamma:1s", "think_time"),
+        (
+            "prompt_tokens=8,output_tokens=2,system_tokens=20",
+            "system_tokens needs turns",
+        ),
+        (
+            "turns=2,prompt_tokens=8,output_tokens=2,system_shared=true",
+            "system_shared needs system_tokens",
+        ),
+    ] {
+        let finished = run(&["--target", "http://127.0.0.1:9", "--data", data]);
+        assert_eq!(finished.code(), 2, "{data}: {}", finished.stderr);
+        let line = finished.stderr.trim();
+        assert!(line.contains(expected), "{data}: {line}");
+        assert!(line.contains("--data"), "{data}: {line}");
+        assert_eq!(line.lines().count(), 1, "{line}");
+    }
 }
 
 /// Each session's turn-1 entry of a request log, by session id.
@@ -656,4 +662,81 @@ fn rate_based_sessions_cut_by_a_limit_are_reported_unfinished() {
     assert_eq!(s.turns_planned, 3 * s.sessions, "{s:?}");
     assert_eq!(s.completed + s.unfinished, s.sessions, "{s:?}");
     assert!(s.sessions >= 4, "{s:?}");
+}
+
+/// Per session (the `user` field): each turn's messages, in turn order.
+fn recorded_sessions(path: &Path) -> BTreeMap<String, Vec<Vec<Value>>> {
+    let mut out: BTreeMap<String, Vec<Vec<Value>>> = BTreeMap::new();
+    for line in recorded(path) {
+        let body = &line["body"];
+        let session = body["user"].as_str().expect("a session id").to_string();
+        let messages = body["messages"].as_array().expect("messages").clone();
+        out.entry(session).or_default().push(messages);
+    }
+    for turns in out.values_mut() {
+        turns.sort_by_key(Vec::len);
+    }
+    out
+}
+
+#[test]
+fn a_system_prompt_opens_every_turn_of_its_session() {
+    for shared in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("record.jsonl");
+        let server = mock(MockConfig {
+            record: Some(path.clone()),
+            ..MockConfig::instant()
+        });
+        let data = format!(
+            "turns=3,prompt_tokens=8,output_tokens=2,samples=9,session_id=user,system_tokens=50,system_shared={shared}"
+        );
+        let finished = run(&[
+            "--target",
+            &server.base_url(),
+            "--profile",
+            "constant",
+            "--rate",
+            "20",
+            "--data",
+            &data,
+            "--request-log",
+            "requests.jsonl",
+            "--outputs",
+            "json",
+        ]);
+        let report = ok_report(&finished);
+        let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+        assert_eq!((s.sessions, s.completed), (3, 3), "{s:?}");
+        let sessions = recorded_sessions(&path);
+        assert_eq!(sessions.len(), 3);
+        let mut systems = Vec::new();
+        for (id, turns) in &sessions {
+            assert_eq!(turns.len(), 3, "{id}");
+            let system = &turns[0][0];
+            assert_eq!(system["role"], "system", "{id}: {:?}", turns[0]);
+            for (k, messages) in turns.iter().enumerate() {
+                // The system message, then two messages per earlier turn, then its own.
+                assert_eq!(messages.len(), 2 * k + 2, "{id} turn {k}");
+                assert_eq!(
+                    &messages[0], system,
+                    "{id} turn {k}: the same system prompt"
+                );
+                assert!(messages[1..].iter().all(|m| m["role"] != "system"));
+            }
+            systems.push(system["content"].as_str().expect("text").to_string());
+        }
+        systems.dedup();
+        assert_eq!(
+            systems.len(),
+            if shared { 1 } else { 3 },
+            "shared: {shared}"
+        );
+        // The system prompt has exactly its tokens: the mock counts turn 1's prompt as
+        // the system prompt's 50 and the user message's 8.
+        let log = read_log(&finished.dir.path().join("requests.jsonl"));
+        for e in log.iter().filter(|e| e.turn == Some(0)) {
+            assert_eq!(e.prompt_tokens, Some(58), "{e:?}");
+        }
+    }
 }
