@@ -740,3 +740,61 @@ fn a_system_prompt_opens_every_turn_of_its_session() {
         }
     }
 }
+
+#[test]
+fn each_turn_carries_the_whole_replies_when_not_streamed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("record.jsonl");
+    let server = mock(MockConfig {
+        record: Some(path.clone()),
+        ..MockConfig::instant()
+    });
+    let finished = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--stream",
+        "false",
+        "--data",
+        "turns=3,prompt_tokens=12,output_tokens=6,session_id=user",
+        "--max-requests",
+        "6",
+        "--outputs",
+        "json",
+    ]);
+    let report = ok_report(&finished);
+    let lines = recorded(&path);
+    assert_eq!(lines.len(), 6, "two sessions of three turns");
+    // The twin mock (same seed) says what the first answered to request n, whole.
+    let twin = mock(MockConfig::instant());
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = reqwest::Client::new();
+    let messages = |i: usize| -> Vec<Value> {
+        lines[i]["body"]["messages"]
+            .as_array()
+            .expect("messages")
+            .clone()
+    };
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["body"]["stream"], false, "request {i} is not streamed");
+        assert_eq!(line["body"]["user"], format!("llmsurge-session-{}", i / 3));
+        let reply = reply_of(&rt, &client, &twin.base_url(), &line["body"]);
+        assert!(!reply.is_empty());
+        let turn = i % 3;
+        let m = messages(i);
+        assert_eq!(m.len(), 2 * turn + 1, "turn {turn}: {m:?}");
+        if turn < 2 {
+            let next = messages(i + 1);
+            assert_eq!(next[..m.len()], m[..], "the history is resent unchanged");
+            assert_eq!(next[m.len()]["role"], "assistant");
+            assert_eq!(next[m.len()]["content"], reply.as_str(), "request {i}");
+        }
+    }
+    let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+    assert_eq!((s.sessions, s.completed, s.turns_completed), (2, 2, 6));
+}
