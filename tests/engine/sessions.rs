@@ -209,11 +209,11 @@ fn think_times_are_kept_within_a_millisecond() {
         &server.base_url(),
         "1",
         "turns=4,prompt_tokens=8,output_tokens=2,think_time=40ms",
-        "16",
+        "40",
     );
     let thinks = think_times(&log);
-    // Two users share 16 slots: a user may start a fifth session, cutting another short.
-    assert!(thinks.len() >= 9, "{thinks:?}");
+    // Two users share 40 slots: a user may start an 11th session, cutting another short.
+    assert!(thinks.len() >= 27, "{thinks:?}");
     let mut late = Vec::new();
     for (key, (think_ms, late_ms)) in thinks {
         // The schedule is exact: due 40 ms after the previous turn's end.
@@ -225,10 +225,22 @@ fn think_times_are_kept_within_a_millisecond() {
         late.push(late_ms);
     }
     late.sort_by(f64::total_cmp);
-    // Sent within 1 ms of the schedule; the worst is bounded more loosely, as a test
-    // sharing two busy cores can be descheduled for a few ms at any instant.
-    assert!(late[late.len() / 2] < 1.0, "median lateness {late:?}");
-    assert!(late[late.len() - 1] < 10.0, "{late:?}");
+    // The client's part is exact: the body is made during the think time, and a timerfd
+    // wakes the worker at the instant (tokio's timer alone rounds to the next whole
+    // millisecond, which made turns up to 1 ms late): a typical turn is sent within tens
+    // of microseconds. What the client does not control is the kernel: on a 2-core CI
+    // box shared with the mock and the coordinator (and, in a debug build, with another
+    // user's response being parsed on the same runtime), a woken thread can wait for a
+    // core for a few ms at any instant. So every turn but one in ten is held to 1 ms, and
+    // the worst more loosely.
+    let n = late.len();
+    assert!(late[n / 2] < 0.25, "median lateness (ms) {late:?}");
+    let missed = late.iter().filter(|&&l| l >= 1.0).count();
+    assert!(
+        missed <= n / 10,
+        "{missed} of {n} late by 1 ms or more: {late:?}"
+    );
+    assert!(late[n - 1] < 10.0, "{late:?}");
 }
 
 #[test]

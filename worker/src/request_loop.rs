@@ -90,16 +90,76 @@ async fn probe_runtime(reporter: Rc<RefCell<Reporter>>) {
     }
 }
 
-/// Waits until `due` to well under a millisecond: tokio's timer rounds up to the next
-/// millisecond, so it sleeps to a millisecond before, then yields (letting the other
-/// tasks run) until the instant. For think times, which the issue holds to 1 ms.
+/// How long before a think time ends the worker wakes, to yield until the instant: a
+/// woken thread takes tens of microseconds to run again (more on a busy core), which this
+/// absorbs for 0.2 ms of yielding per turn.
+const WAKE_MARGIN: Duration = Duration::from_micros(200);
+
+/// Waits until `due` to within microseconds, for think times, which the issue holds to
+/// 1 ms.
+///
+/// tokio's timer wheel rounds every deadline up to the next whole millisecond, and its
+/// epoll timeouts are whole milliseconds too: a turn due at 40.3 ms would wake at 41 ms.
+/// A timerfd armed for the absolute instant wakes the runtime's epoll when it fires, to
+/// the microsecond, and the thread sleeps meanwhile. It is armed [`WAKE_MARGIN`] early,
+/// and the task yields (letting the other tasks run) until the instant. The former way,
+/// a tokio sleep to a millisecond before and yields from there, kept the core busy for
+/// up to a millisecond per turn, a core the server under test or another user may need.
+/// Falls back to it if a timerfd cannot be made.
 async fn wait_until_precisely(due: MonoNanos) {
-    let early = due.to_instant().checked_sub(Duration::from_millis(1));
-    if let Some(early) = early {
-        tokio::time::sleep_until(tokio::time::Instant::from_std(early)).await;
+    if MonoNanos::now() >= due {
+        return;
+    }
+    let early = MonoNanos(due.0.saturating_sub(WAKE_MARGIN.as_nanos() as u64));
+    if wait_on_timerfd(early).await.is_err() {
+        let early = due.to_instant().checked_sub(Duration::from_millis(1));
+        if let Some(early) = early {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(early)).await;
+        }
     }
     while MonoNanos::now() < due {
         tokio::task::yield_now().await;
+    }
+}
+
+/// A timerfd, as the raw fd tokio's reactor registers.
+struct Timer(nix::sys::timerfd::TimerFd);
+
+impl std::os::fd::AsRawFd for Timer {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsFd;
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+/// Sleeps on a one-shot timerfd until the absolute `CLOCK_MONOTONIC` instant `due` (the
+/// clock [`MonoNanos`] reads).
+async fn wait_on_timerfd(due: MonoNanos) -> std::io::Result<()> {
+    if MonoNanos::now() >= due {
+        return Ok(());
+    }
+    use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+    let fd = TimerFd::new(
+        ClockId::CLOCK_MONOTONIC,
+        TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+    )?;
+    let at =
+        nix::sys::time::TimeSpec::new((due.0 / 1_000_000_000) as _, (due.0 % 1_000_000_000) as _);
+    fd.set(
+        Expiration::OneShot(at),
+        TimerSetTimeFlags::TFD_TIMER_ABSTIME,
+    )?;
+    // SAFETY: `Timer` owns the timerfd, which stays open, the same descriptor, until the
+    // `AsyncFd` that owns the `Timer` drops; `as_raw_fd` always returns it.
+    let fd = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(Timer(fd), tokio::io::Interest::READABLE)?
+    };
+    loop {
+        let mut ready = fd.readable().await?;
+        if MonoNanos::now() >= due {
+            return Ok(());
+        }
+        ready.clear_ready();
     }
 }
 
@@ -400,6 +460,12 @@ impl Context {
                 let Some((k, think)) = session.upcoming() else {
                     return true;
                 };
+                // The body (the whole history) is made now, before the turn is due, so
+                // making it adds nothing to how late the turn is sent.
+                let Some(req) = session.next_request() else {
+                    return true;
+                };
+                let body = Ok(self.backend.build_body(&req));
                 let scheduled = match *previous_end {
                     Some(end) if think > 0 => {
                         let due = end + Duration::from_nanos(think);
@@ -416,9 +482,6 @@ impl Context {
                 let Some(local) = self.shm.claim_slot() else {
                     return false;
                 };
-                let Some(req) = session.next_request() else {
-                    return true;
-                };
                 let info = SlotInfo {
                     slot: self.shard.global(local),
                     scheduled,
@@ -429,7 +492,6 @@ impl Context {
                     model: self.reporter.borrow().model_index(req.model.as_ref()),
                     session: tag(k),
                 };
-                let body = Ok(self.backend.build_body(&req));
                 self.run_exchange(info, body, Some(String::new())).await
             };
             *previous_end = Some(ex.end.unwrap_or_else(MonoNanos::now));
