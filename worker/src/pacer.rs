@@ -420,4 +420,82 @@ mod tests {
             &shm
         ));
     }
+
+    /// A source of two-turn sessions.
+    struct Sessions;
+
+    impl RequestSource for Sessions {
+        fn request(&mut self, _slot: u64) -> Result<Option<crate::PreparedRequest>, String> {
+            Err("sessions only".into())
+        }
+
+        fn has_sessions(&self) -> bool {
+            true
+        }
+
+        fn session(&mut self, id: u64) -> Result<Option<crate::SessionPlan>, String> {
+            let turn = |k: u64| crate::Turn {
+                request: crate::PreparedRequest {
+                    prompt: crate::Prompt::Text(format!("session {id} turn {k}")),
+                    prompt_tokens: Some(4),
+                    max_tokens: Some(1),
+                    model: None,
+                    user: None,
+                },
+                think_ns: 0,
+                recorded_reply: None,
+            };
+            Ok(Some(crate::SessionPlan {
+                system: Some(format!("system {id}")),
+                turns: vec![turn(0), turn(1)],
+            }))
+        }
+    }
+
+    #[test]
+    fn sessions_start_on_the_arrival_schedule_and_claim_their_slot_only_when_due() {
+        let (shm, _fd) = SharedRegion::create().expect("shm");
+        shm.init(1, UNLIMITED, UNLIMITED);
+        let shm = Arc::new(shm);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let backend = Backend::new(&test_backend()).expect("backend");
+        let t0 = MonoNanos::now();
+        // Two sessions a second: session 0 starts at once, session 1 half a second later.
+        let pacer = Pacer {
+            shm: shm.clone(),
+            t0,
+            clock: ArrivalClock::new(
+                llmsurge_proto::Arrivals::Constant {
+                    rate: 2.0,
+                    rampup: Duration::ZERO,
+                },
+                1,
+            ),
+            source: Box::new(Sessions),
+            backend: Arc::new(backend),
+            tx,
+            shard: Shard::WHOLE,
+            worker_id: 0,
+        };
+        let handle = std::thread::spawn(move || pacer.run());
+        let first = rx.blocking_recv().expect("session 0");
+        assert_eq!((first.slot, first.scheduled), (0, t0));
+        let body = String::from_utf8(first.body.expect("a body").to_vec()).expect("utf-8");
+        assert!(
+            body.contains("system 0") && body.contains("session 0 turn 0"),
+            "turn 1 carries the system prompt and its message: {body}"
+        );
+        assert!(!body.contains("turn 1"), "{body}");
+        let session = first.session.expect("the session to run");
+        assert_eq!((session.id, session.upcoming()), (0, Some((1, 0))));
+        // Session 1 is planned and waiting for its start, but holds no slot yet: a stop
+        // meanwhile leaves nothing to hand back.
+        while shm.sessions_claimed() < 2 {
+            std::thread::yield_now();
+        }
+        shm.request_stop(stop_flags::STOP_QUEUING);
+        handle.join().expect("pacer");
+        assert!(rx.try_recv().is_err(), "session 1 was never due");
+        assert_eq!((shm.slots_claimed(), shm.slots_returned()), (1, 0));
+    }
 }
