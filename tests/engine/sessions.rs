@@ -228,11 +228,12 @@ fn think_times_are_kept_within_a_millisecond() {
     // The client's part is exact: the body is made during the think time, and a timerfd
     // wakes the worker at the instant (tokio's timer alone rounds to the next whole
     // millisecond, which made turns up to 1 ms late): a typical turn is sent within tens
-    // of microseconds. What the client does not control is the kernel: on a 2-core CI
-    // box shared with the mock and the coordinator (and, in a debug build, with another
-    // user's response being parsed on the same runtime), a woken thread can wait for a
-    // core for a few ms at any instant. So every turn but one in ten is held to 1 ms, and
-    // the worst more loosely.
+    // of microseconds; two users whose turns fall due together (these two run in step)
+    // are sent one after the other by the worker's one thread, a few hundred
+    // microseconds apart in a debug build. What the client does not control is the
+    // kernel: on a 2-core CI box shared with the mock and the coordinator, a woken thread
+    // can wait for a core for a few ms at any instant. So every turn but one in ten is
+    // held to 1 ms, and the worst more loosely.
     let n = late.len();
     assert!(late[n / 2] < 0.25, "median lateness (ms) {late:?}");
     let missed = late.iter().filter(|&&l| l >= 1.0).count();
