@@ -745,6 +745,27 @@ fn a_system_prompt_opens_every_turn_of_its_session() {
             if shared { 1 } else { 3 },
             "shared: {shared}"
         );
+        // Turn 1 went out from the pacer thread at the session's start, the later turns
+        // from the worker: each carries the reply that actually came back before it (the
+        // twin mock, of the same seed, answers request n as the first one did).
+        let twin = mock(MockConfig::instant());
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let client = reqwest::Client::new();
+        for line in recorded(&path) {
+            let body = &line["body"];
+            let id = body["user"].as_str().expect("a session id");
+            let turn = body["messages"].as_array().expect("messages").len() / 2 - 1;
+            let reply = reply_of(&rt, &client, &twin.base_url(), body);
+            if let Some(next) = sessions[id].get(turn + 1) {
+                let carried = &next[2 * turn + 2];
+                assert_eq!(carried["role"], "assistant");
+                assert_eq!(carried["content"], reply.as_str(), "{id} turn {turn}");
+            }
+        }
         // The system prompt has exactly its tokens: the mock counts turn 1's prompt as
         // the system prompt's 50 and the user message's 8.
         let log = read_log(&finished.dir.path().join("requests.jsonl"));
