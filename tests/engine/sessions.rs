@@ -477,10 +477,19 @@ fn constant_rate_starts_new_sessions_on_the_arrival_schedule() {
         lags.push(e.dispatch_lag_ms.expect("sent"));
     }
     // Turn 1 is sent at the session's start as any slot of the schedule is: by the pacer
-    // thread, with its body made before it was due. Its dispatch lag is the client's
-    // fidelity; the very first may wait for a connection, so one is allowed its miss.
+    // thread, with its body made before it was due, on the connection the previous
+    // session left idle. Its dispatch lag is the client's fidelity: tens of microseconds
+    // typically. The very first start opens a connection, and on a shared 2-core box a
+    // thread can wait for a core a few ms at any instant: two of 40 may miss 1 ms.
     lags.sort_by(f64::total_cmp);
-    assert!(lags[lags.len() - 2] < 1.0, "turn-1 dispatch lag {lags:?}");
+    assert!(
+        lags[lags.len() / 2] < 0.25,
+        "turn-1 dispatch lag (ms) {lags:?}"
+    );
+    assert!(
+        lags[lags.len() - 3] < 1.0,
+        "turn-1 dispatch lag (ms) {lags:?}"
+    );
     assert!(lags.iter().all(|&l| l >= 0.0), "{lags:?}");
     // The later turns follow in the worker, each due its think time after the last.
     for ((id, turn), (think_ms, _)) in think_times(&log) {
