@@ -716,6 +716,8 @@ mod capacity_tests {
                 think_time: None,
                 session_user: false,
                 session_header: None,
+                system_tokens: 0,
+                system_shared: false,
             }),
             window: Default::default(),
             flush_interval: Duration::from_millis(20),

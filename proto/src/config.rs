@@ -288,6 +288,14 @@ pub struct SyntheticSpec {
     /// every turn (validated: a header name, not hop-by-hop or a credential).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_header: Option<String>,
+    /// Multi-turn sessions: a system message of exactly this many tokens opens every
+    /// turn of a session (0: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub system_tokens: u32,
+    /// Multi-turn sessions: one system message for every session (a shared app prompt)
+    /// instead of one per session.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub system_shared: bool,
 }
 
 /// Encoding of generated images.

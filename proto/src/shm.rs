@@ -179,6 +179,11 @@ impl ShmLayout {
         Some(self.next_session.fetch_add(1, Ordering::AcqRel))
     }
 
+    /// Session indices handed out so far.
+    pub fn sessions_claimed(&self) -> u64 {
+        self.next_session.load(Ordering::Acquire)
+    }
+
     /// Slots handed out so far (never more than the limit).
     pub fn slots_claimed(&self) -> u64 {
         self.next_slot

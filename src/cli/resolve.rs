@@ -591,12 +591,20 @@ fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
     if (file_sessions || matches!(&source, DataSource::Synthetic { spec } if spec.turns > 0))
         && !matches!(
             args.load.profile,
-            ProfileKind::Synchronous | ProfileKind::Concurrent | ProfileKind::Throughput
+            ProfileKind::Synchronous
+                | ProfileKind::Concurrent
+                | ProfileKind::Throughput
+                | ProfileKind::Constant
+                | ProfileKind::Poisson
         )
     {
-        return usage(
-            "--data turns=… / --data-args sessions: multi-turn sessions run with --profile synchronous, concurrent or throughput (N users, each running one session after another)",
-        );
+        // Sweep and capacity derive their rates from a measured request rate, which is
+        // not a session rate; a replayed trace has no sessions.
+        return usage(format!(
+            "--data turns=… / --data-args sessions: multi-turn sessions run with --profile synchronous, concurrent or throughput (N users, each running one session after another) or constant / poisson (--rate new sessions per second), not {}",
+            clap::ValueEnum::to_possible_value(&args.load.profile)
+                .map_or_else(String::new, |v| v.get_name().to_string())
+        ));
     }
     let synthetic = matches!(source, DataSource::Synthetic { .. });
     if synthetic && d.data_args.is_some() {

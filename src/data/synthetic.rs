@@ -51,6 +51,8 @@ pub const SPEC_KEYS: &[&str] = &[
     "think_time",
     "session_id",
     "session_header",
+    "system_tokens",
+    "system_shared",
 ];
 
 #[derive(Deserialize)]
@@ -92,6 +94,10 @@ struct SpecFields {
     think_time: Option<String>,
     session_id: Option<String>,
     session_header: Option<String>,
+    #[serde(default)]
+    system_tokens: u32,
+    #[serde(default)]
+    system_shared: bool,
 }
 
 /// Images are 512×512 unless `image_size` says otherwise.
@@ -127,6 +133,12 @@ pub fn parse_spec(raw: &str, run_seed: u64) -> Result<SyntheticSpec, String> {
                     | "session_header"
             ) {
                 v.into()
+            } else if k == "system_shared" {
+                match v {
+                    "true" | "1" => true.into(),
+                    "false" | "0" => false.into(),
+                    _ => return Err(format!("{k}={v}: expected true or false")),
+                }
             } else if matches!(k, "range_ratio" | "audio_seconds") {
                 let r: f64 = v
                     .parse()
@@ -242,6 +254,8 @@ fn spec_from_value(
             .as_deref()
             .map(session_header_name)
             .transpose()?,
+        system_tokens: f.system_tokens,
+        system_shared: f.system_shared,
     };
     validate(&spec)?;
     Ok(spec)
@@ -344,6 +358,14 @@ fn validate(s: &SyntheticSpec) -> Result<(), String> {
     if s.think_time.is_some() && s.turns == 0 {
         return Err("think_time needs turns (e.g. turns=5,think_time=2s)".into());
     }
+    if s.system_tokens > 0 && s.turns == 0 {
+        return Err("system_tokens needs turns (e.g. turns=5,system_tokens=200)".into());
+    }
+    if s.system_shared && s.system_tokens == 0 {
+        return Err(
+            "system_shared needs system_tokens (e.g. system_tokens=200,system_shared=true)".into(),
+        );
+    }
     if s.turns > 0 && (s.batch_size > 0 || s.documents > 0) {
         return Err("turns (multi-turn chat) does not combine with batch_size / documents".into());
     }
@@ -432,18 +454,21 @@ fn draw_uniform(seed: u64, mean: u32, r: f64) -> u32 {
     StdRng::seed_from_u64(seed).random_range(lo..=hi)
 }
 
-/// The longest prompt a spec can draw.
+/// The longest prompt a spec can draw (a session's system prompt included).
 pub fn max_prompt_tokens(s: &SyntheticSpec) -> usize {
-    if let Some(r) = s.range_ratio {
-        return range_bounds(s.prompt_tokens, r).1 as usize;
-    }
-    bounds(
-        s.prompt_tokens,
-        s.prompt_tokens_stdev,
-        s.prompt_tokens_min,
-        s.prompt_tokens_max,
-    )
-    .1 as usize
+    let drawn = match s.range_ratio {
+        Some(r) => range_bounds(s.prompt_tokens, r).1,
+        None => {
+            bounds(
+                s.prompt_tokens,
+                s.prompt_tokens_stdev,
+                s.prompt_tokens_min,
+                s.prompt_tokens_max,
+            )
+            .1
+        }
+    };
+    drawn.max(s.system_tokens) as usize
 }
 
 /// Draws a length around `mean` with `stdev`, within its bounds, from its own stream.
@@ -662,6 +687,30 @@ impl SyntheticSource {
     }
 }
 
+impl SyntheticSource {
+    /// Session `id`'s system prompt (`system_tokens`): exactly that many tokens, its text
+    /// seeded per session, or one text for every session with `system_shared`.
+    fn system_prompt(&self, id: u64) -> Result<Option<String>, String> {
+        let s = &self.spec;
+        if s.system_tokens == 0 {
+            return Ok(None);
+        }
+        // Its own streams, apart from the turns' samples; the marker (a seeded number,
+        // not a small sample index) keeps two sessions' prompts apart from the first
+        // words on.
+        let key = if s.system_shared { u64::MAX } else { id };
+        let mut text = String::with_capacity(s.system_tokens as usize * 5 + 16);
+        self.builder.build(
+            &mut text,
+            s.system_tokens as usize,
+            None,
+            derive_seed(s.random_seed, "system-marker", key),
+            derive_seed(s.random_seed, "system-window", key),
+        )?;
+        Ok(Some(text))
+    }
+}
+
 impl RequestSource for SyntheticSource {
     fn request(&mut self, slot: u64) -> Result<Option<PreparedRequest>, String> {
         let sample = match &mut self.sampler {
@@ -714,7 +763,7 @@ impl RequestSource for SyntheticSource {
             })
             .collect::<Result<Vec<_>, String>>()?;
         Ok(Some(SessionPlan {
-            system: None,
+            system: self.system_prompt(id)?,
             turns: plan,
         }))
     }
@@ -885,5 +934,59 @@ mod tests {
         assert_eq!(&*ids[0], "llmsurge-session-4");
         assert!(ids.iter().all(|id| Arc::ptr_eq(id, &ids[0])));
         assert!(plan.turns.iter().all(|t| t.request.user.is_none()));
+    }
+
+    #[test]
+    fn system_prompts_have_their_exact_length_per_session_or_shared() {
+        let spec = parse_spec(
+            "turns=2,prompt_tokens=8,output_tokens=2,system_tokens=300",
+            4,
+        )
+        .expect("spec");
+        let mut source = SyntheticSource::new(spec).expect("source");
+        let plan = |source: &mut SyntheticSource, id| {
+            source
+                .session(id)
+                .expect("a plan")
+                .expect("session")
+                .system
+                .expect("a system prompt")
+        };
+        let tok = Tokenizer::load(&TokenizerRef::Builtin(
+            super::super::tokenizer::DEFAULT_PROCESSOR.into(),
+        ))
+        .expect("the default tokenizer");
+        let (a, b) = (plan(&mut source, 0), plan(&mut source, 1));
+        assert_ne!(a, b, "each session its own");
+        assert_eq!(a, plan(&mut source, 0), "deterministic in the session");
+        for text in [&a, &b] {
+            assert_eq!(tok.count(text), 300);
+        }
+        let shared = parse_spec(
+            "turns=2,prompt_tokens=8,output_tokens=2,system_tokens=40,system_shared=true",
+            4,
+        )
+        .expect("spec");
+        let mut source = SyntheticSource::new(shared).expect("source");
+        let a = plan(&mut source, 0);
+        assert_eq!(a, plan(&mut source, 7));
+        assert_eq!(tok.count(&a), 40);
+        for (bad, says) in [
+            (
+                "prompt_tokens=8,output_tokens=2,system_tokens=10",
+                "system_tokens needs turns",
+            ),
+            (
+                "turns=2,prompt_tokens=8,output_tokens=2,system_shared=true",
+                "system_shared needs system_tokens",
+            ),
+            (
+                "turns=2,prompt_tokens=8,output_tokens=2,system_tokens=9,system_shared=maybe",
+                "expected true or false",
+            ),
+        ] {
+            let e = parse_spec(bad, 1).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 }

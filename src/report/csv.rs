@@ -553,8 +553,10 @@ pub fn header(report: &Report) -> Vec<String> {
     h
 }
 
-/// Multi-turn sessions' counts and rates, after `sessions.`.
-const SESSION_FIXED: [&str; 13] = [
+/// Multi-turn sessions' counts and rates, after `sessions.`; `rate_means` says what
+/// `--rate` counted (`users` or `sessions_per_second`), as in the JSON report.
+const SESSION_FIXED: [&str; 14] = [
+    "sessions.rate_means",
     "sessions.started",
     "sessions.completed",
     "sessions.failed",
@@ -604,7 +606,12 @@ fn session_values(report: &Report, r: &BenchmarkResult) -> Vec<String> {
             .map(|v| float(if p99 { v.p99 } else { v.p50 }))
             .unwrap_or_default()
     };
+    let rate_means = match s.rate_means {
+        llmsurge_coordinator::sessions::RateMeans::Users => "users",
+        llmsurge_coordinator::sessions::RateMeans::SessionsPerSecond => "sessions_per_second",
+    };
     let mut row = vec![
+        rate_means.to_string(),
         s.sessions.to_string(),
         s.completed.to_string(),
         s.failed.to_string(),

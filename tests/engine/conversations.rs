@@ -350,8 +350,8 @@ fn malformed_conversations_stop_with_the_file_and_line() {
         (
             &good,
             r#"{"sessions": true}"#,
-            &["--profile", "constant", "--rate", "5"][..],
-            "--data-args sessions: multi-turn sessions run with",
+            &["--profile", "sweep"][..],
+            "--data turns=… / --data-args sessions: multi-turn sessions run with",
         ),
         (
             &good,

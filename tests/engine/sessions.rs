@@ -1,12 +1,14 @@
 //! Multi-turn sessions end to end: each turn resends the history with the replies that
 //! actually streamed back (checked against the mock's `--record` and a second mock of the
 //! same seed), think times on schedule, the schedule the same whatever `--workers`, a
-//! failed turn ending its session with the rest counted as skipped, and `--max-seconds`
-//! leaving sessions reported as unfinished.
+//! failed turn ending its session with the rest counted as skipped, `--max-seconds`
+//! leaving sessions reported as unfinished, and `constant` / `poisson` starting new
+//! sessions on the arrival schedule.
 
-use crate::support::{mock, ok_report, run};
+use crate::support::{Finished, mock, ok_report, run};
 use llmsurge::mock::MockConfig;
 use llmsurge::report::requests::RequestEntry;
+use llmsurge_coordinator::sessions::RateMeans;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -208,11 +210,11 @@ fn think_times_are_kept_within_a_millisecond() {
         &server.base_url(),
         "1",
         "turns=4,prompt_tokens=8,output_tokens=2,think_time=40ms",
-        "16",
+        "40",
     );
     let thinks = think_times(&log);
-    // Two users share 16 slots: a user may start a fifth session, cutting another short.
-    assert!(thinks.len() >= 9, "{thinks:?}");
+    // Two users share 40 slots: a user may start an 11th session, cutting another short.
+    assert!(thinks.len() >= 27, "{thinks:?}");
     let mut late = Vec::new();
     for (key, (think_ms, late_ms)) in thinks {
         // The schedule is exact: due 40 ms after the previous turn's end.
@@ -224,10 +226,23 @@ fn think_times_are_kept_within_a_millisecond() {
         late.push(late_ms);
     }
     late.sort_by(f64::total_cmp);
-    // Sent within 1 ms of the schedule; the worst is bounded more loosely, as a test
-    // sharing two busy cores can be descheduled for a few ms at any instant.
-    assert!(late[late.len() / 2] < 1.0, "median lateness {late:?}");
-    assert!(late[late.len() - 1] < 10.0, "{late:?}");
+    // The client's part is exact: the body is made during the think time, and a timerfd
+    // wakes the worker at the instant (tokio's timer alone rounds to the next whole
+    // millisecond, which made turns up to 1 ms late): a typical turn is sent within tens
+    // of microseconds; two users whose turns fall due together (these two run in step)
+    // are sent one after the other by the worker's one thread, a few hundred
+    // microseconds apart in a debug build. What the client does not control is the
+    // kernel: on a 2-core CI box shared with the mock and the coordinator, a woken thread
+    // can wait for a core for a few ms at any instant. So every turn but one in ten is
+    // held to 1 ms, and the worst more loosely.
+    let n = late.len();
+    assert!(late[n / 2] < 0.25, "median lateness (ms) {late:?}");
+    let missed = late.iter().filter(|&&l| l >= 1.0).count();
+    assert!(
+        missed <= n / 10,
+        "{missed} of {n} late by 1 ms or more: {late:?}"
+    );
+    assert!(late[n - 1] < 10.0, "{late:?}");
 }
 
 #[test]
@@ -346,10 +361,7 @@ fn max_seconds_reports_the_unfinished_sessions() {
 #[test]
 fn sessions_refuse_what_they_cannot_run_with_a_usage_error() {
     for (extra, expected) in [
-        (
-            &["--profile", "constant", "--rate", "5"][..],
-            "--data turns=…",
-        ),
+        (&["--profile", "sweep"][..], "--data turns=…"),
         (&["--request-format", "completions"][..], "--data: turns"),
         (
             &["--shard", "1/2", "--profile", "concurrent", "--rate", "4"][..],
@@ -371,16 +383,462 @@ fn sessions_refuse_what_they_cannot_run_with_a_usage_error() {
         assert!(line.contains(expected), "{extra:?}: {line}");
         assert_eq!(line.lines().count(), 1, "{line}");
     }
+    for (data, expected) in [
+        ("prompt_tokens=8,think_time=gamma:1s", "think_time"),
+        (
+            "prompt_tokens=8,output_tokens=2,system_tokens=20",
+            "system_tokens needs turns",
+        ),
+        (
+            "turns=2,prompt_tokens=8,output_tokens=2,system_shared=true",
+            "system_shared needs system_tokens",
+        ),
+    ] {
+        let finished = run(&["--target", "http://127.0.0.1:9", "--data", data]);
+        assert_eq!(finished.code(), 2, "{data}: {}", finished.stderr);
+        let line = finished.stderr.trim();
+        assert!(line.contains(expected), "{data}: {line}");
+        assert!(line.contains("--data"), "{data}: {line}");
+        assert_eq!(line.lines().count(), 1, "{line}");
+    }
+}
+
+/// Each session's turn-1 entry of a request log, by session id.
+fn first_turns(log: &[RequestEntry]) -> BTreeMap<u64, &RequestEntry> {
+    log.iter()
+        .filter(|e| e.turn == Some(0))
+        .map(|e| (e.session.expect("session"), e))
+        .collect()
+}
+
+/// A CSV report's cell of the first row.
+fn csv_cell(finished: &Finished, name: &str) -> String {
+    let mut csv = csv::Reader::from_path(finished.dir.path().join("benchmarks.csv")).expect("csv");
+    let header = csv.headers().expect("header").clone();
+    let row = csv.records().next().expect("a row").expect("it parses");
+    let i = header
+        .iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("no {name} in {header:?}"));
+    row[i].to_string()
+}
+
+#[test]
+fn constant_rate_starts_new_sessions_on_the_arrival_schedule() {
+    let server = mock(MockConfig::instant());
+    // 20 new sessions a second; 120 samples of 3 turns make 40 sessions: 2 s of starts.
     let finished = run(&[
         "--target",
-        "http://127.0.0.1:9",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "20",
         "--data",
-        "prompt_tokens=8,think_time=gamma:1s",
+        "turns=3,prompt_tokens=8,output_tokens=2,think_time=20ms,samples=120",
+        "--request-log",
+        "requests.jsonl",
+        "--outputs",
+        "json,csv,html,md,console",
     ]);
-    assert_eq!(finished.code(), 2, "{}", finished.stderr);
-    assert!(
-        finished.stderr.contains("think_time"),
-        "{}",
-        finished.stderr
+    let report = ok_report(&finished);
+    let b = &report.benchmarks[0];
+    let s = b.sessions.as_ref().expect("a session section");
+    assert_eq!(s.rate_means, RateMeans::SessionsPerSecond);
+    assert_eq!(
+        (s.sessions, s.completed, s.unfinished),
+        (40, 40, 0),
+        "{s:?}"
     );
+    assert_eq!((s.turns_planned, s.turns_completed), (120, 120), "{s:?}");
+    assert_eq!(b.requests.created, 120);
+    // Sessions/s and requests/s over the same span: three requests per session.
+    assert!((16.0..=21.0).contains(&s.sessions_per_s), "{s:?}");
+    assert!(
+        (s.turns_per_s / s.sessions_per_s - 3.0).abs() < 1e-6,
+        "{s:?}"
+    );
+
+    let log = read_log(&finished.dir.path().join("requests.jsonl"));
+    let firsts = first_turns(&log);
+    assert_eq!(
+        firsts.keys().copied().collect::<Vec<_>>(),
+        (0..40).collect::<Vec<u64>>(),
+        "session i is arrival i"
+    );
+    // Session i starts at t0 + i / 20 s: exactly the constant schedule.
+    let t0 = firsts[&0].scheduled_time;
+    let mut lags = Vec::new();
+    for (&id, e) in &firsts {
+        let offset_ms = (e.scheduled_time - t0) * 1e3;
+        assert!(
+            (offset_ms - id as f64 * 50.0).abs() < 0.01,
+            "session {id} due at {offset_ms} ms"
+        );
+        lags.push(e.dispatch_lag_ms.expect("sent"));
+    }
+    // Turn 1 is sent at the session's start as any slot of the schedule is: by the pacer
+    // thread, with its body made before it was due, on the connection the previous
+    // session left idle. Its dispatch lag is the client's fidelity: tens of microseconds
+    // typically. The very first start opens a connection, and on a shared 2-core box a
+    // thread can wait for a core a few ms at any instant: two of 40 may miss 1 ms.
+    lags.sort_by(f64::total_cmp);
+    assert!(
+        lags[lags.len() / 2] < 0.25,
+        "turn-1 dispatch lag (ms) {lags:?}"
+    );
+    assert!(
+        lags[lags.len() - 3] < 1.0,
+        "turn-1 dispatch lag (ms) {lags:?}"
+    );
+    assert!(lags.iter().all(|&l| l >= 0.0), "{lags:?}");
+    // The later turns follow in the worker, each due its think time after the last.
+    for ((id, turn), (think_ms, _)) in think_times(&log) {
+        assert!(
+            (think_ms - 20.0).abs() < 0.01,
+            "session {id} turn {turn}: {think_ms} ms"
+        );
+    }
+    // Every output says what --rate meant.
+    assert!(
+        finished.stdout.contains("new sessions/s"),
+        "{}",
+        finished.stdout
+    );
+    let dir = finished.dir.path();
+    let md = std::fs::read_to_string(dir.join("benchmarks.md")).expect("md");
+    assert!(md.contains("new sessions/s"), "{md}");
+    let html = std::fs::read_to_string(dir.join("benchmarks.html")).expect("html");
+    // minijinja escapes `/` in HTML text.
+    assert!(
+        html.contains("new sessions&#x2f;s"),
+        "no rate meaning in the HTML"
+    );
+    assert_eq!(
+        csv_cell(&finished, "sessions.rate_means"),
+        "sessions_per_second"
+    );
+    assert_eq!(csv_cell(&finished, "sessions.started"), "40");
+}
+
+/// Per (session, turn): the new user message and `max_tokens` the mock received.
+type SentTurns = BTreeMap<(String, usize), (String, Value)>;
+
+/// What the mock received for each (session, turn): the turn's new user message and its
+/// `max_tokens` (the session from the `user` field, the turn from the user messages).
+fn recorded_turns(path: &Path) -> SentTurns {
+    let mut out = BTreeMap::new();
+    for line in recorded(path) {
+        let body = &line["body"];
+        let users: Vec<&Value> = body["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .collect();
+        let last = users.last().expect("a user message")["content"]
+            .as_str()
+            .expect("text")
+            .to_string();
+        let session = body["user"].as_str().expect("a session id").to_string();
+        out.insert(
+            (session, users.len() - 1),
+            (last, body["max_tokens"].clone()),
+        );
+    }
+    out
+}
+
+#[test]
+fn rate_based_session_starts_are_the_same_for_one_and_two_workers() {
+    let data = "turns=3,prompt_tokens=8,output_tokens=2,output_tokens_stdev=2,think_time=uniform:10ms,samples=60,session_id=user";
+    for profile in ["constant", "poisson"] {
+        let runs: Vec<(Vec<RequestEntry>, SentTurns)> = ["1", "2"]
+            .iter()
+            .map(|workers| {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let path = dir.path().join("record.jsonl");
+                let server = mock(MockConfig {
+                    record: Some(path.clone()),
+                    ..MockConfig::instant()
+                });
+                let finished = run(&[
+                    "--target",
+                    &server.base_url(),
+                    "--profile",
+                    profile,
+                    "--rate",
+                    "40",
+                    "--workers",
+                    workers,
+                    "--random-seed",
+                    "11",
+                    "--data",
+                    data,
+                    "--request-log",
+                    "requests.jsonl",
+                    "--outputs",
+                    "json",
+                ]);
+                let report = ok_report(&finished);
+                let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+                assert_eq!((s.sessions, s.completed), (20, 20), "{profile}: {s:?}");
+                (
+                    read_log(&finished.dir.path().join("requests.jsonl")),
+                    recorded_turns(&path),
+                )
+            })
+            .collect();
+        let ((log1, sent1), (log2, sent2)) = (&runs[0], &runs[1]);
+        // Which session starts when: the same offsets from session 0's start.
+        let (f1, f2) = (first_turns(log1), first_turns(log2));
+        assert_eq!(f1.len(), 20);
+        assert_eq!(f1.keys().collect::<Vec<_>>(), f2.keys().collect::<Vec<_>>());
+        let (a0, b0) = (f1[&0].scheduled_time, f2[&0].scheduled_time);
+        let mut starts = Vec::new();
+        for (id, e) in &f1 {
+            let (a, b) = (
+                (e.scheduled_time - a0) * 1e3,
+                (f2[id].scheduled_time - b0) * 1e3,
+            );
+            assert!(
+                (a - b).abs() < 0.01,
+                "{profile} session {id}: {a} ms vs {b} ms"
+            );
+            starts.push(a);
+        }
+        if profile == "poisson" {
+            let gaps: Vec<f64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+            assert!(
+                gaps.iter().any(|g| (g - 25.0).abs() > 1.0),
+                "poisson gaps are not all 1/rate: {gaps:?}"
+            );
+        }
+        // A session stays on one worker; with two, both started sessions.
+        let mut owner: HashMap<u64, u32> = HashMap::new();
+        for e in log2 {
+            let w = *owner.entry(e.session.expect("session")).or_insert(e.worker);
+            assert_eq!(w, e.worker, "{profile}: session {:?} moved", e.session);
+        }
+        assert!(owner.values().any(|&w| w == 1), "{profile}: {owner:?}");
+        assert!(owner.values().any(|&w| w == 0), "{profile}: {owner:?}");
+        // The same think times before the same turns.
+        let (t1, t2) = (think_times(log1), think_times(log2));
+        assert_eq!(t1.len(), 40, "{profile}");
+        assert_eq!(t1.keys().collect::<Vec<_>>(), t2.keys().collect::<Vec<_>>());
+        for (k, (a, _)) in &t1 {
+            let b = t2[k].0;
+            assert!((a - b).abs() < 0.01, "{profile} {k:?}: {a} ms vs {b} ms");
+        }
+        // The same new user message (so the same length) and output length per turn.
+        assert_eq!(sent1.len(), 60, "{profile}");
+        assert_eq!(
+            sent1, sent2,
+            "{profile}: the turns' prompts and lengths differ"
+        );
+    }
+}
+
+#[test]
+fn rate_based_sessions_cut_by_a_limit_are_reported_unfinished() {
+    let server = mock(MockConfig::instant());
+    // --max-seconds: starts stop at the limit; every session started waits out its 30 s
+    // think time, so each is unfinished with one turn done.
+    let finished = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "20",
+        "--data",
+        "turns=3,prompt_tokens=8,output_tokens=2,think_time=30s",
+        "--max-seconds",
+        "1",
+    ]);
+    let report = ok_report(&finished);
+    let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+    // Starts at 0, 50 ms, … 1 s: 21 fall within the second; the last may just miss.
+    assert!((20..=21).contains(&s.sessions), "{s:?}");
+    assert_eq!((s.completed, s.unfinished), (0, s.sessions), "{s:?}");
+    assert_eq!(s.turns_completed, s.sessions, "{s:?}");
+    assert_eq!(s.turns_unfinished, 2 * s.sessions, "{s:?}");
+    // --max-requests counts turns: once the 10th is claimed no session starts and those
+    // under way end unfinished, never dropped from the books.
+    let finished = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "poisson",
+        "--rate",
+        "20",
+        "--data",
+        "turns=3,prompt_tokens=8,output_tokens=2,think_time=50ms",
+        "--max-requests",
+        "10",
+    ]);
+    let report = ok_report(&finished);
+    let b = &report.benchmarks[0];
+    let s = b.sessions.as_ref().expect("sessions");
+    assert_eq!(b.requests.created, 10);
+    assert_eq!(s.turns_completed, 10, "{s:?}");
+    assert_eq!(s.turns_planned, 3 * s.sessions, "{s:?}");
+    assert_eq!(s.completed + s.unfinished, s.sessions, "{s:?}");
+    assert!(s.sessions >= 4, "{s:?}");
+}
+
+/// Per session (the `user` field): each turn's messages, in turn order.
+fn recorded_sessions(path: &Path) -> BTreeMap<String, Vec<Vec<Value>>> {
+    let mut out: BTreeMap<String, Vec<Vec<Value>>> = BTreeMap::new();
+    for line in recorded(path) {
+        let body = &line["body"];
+        let session = body["user"].as_str().expect("a session id").to_string();
+        let messages = body["messages"].as_array().expect("messages").clone();
+        out.entry(session).or_default().push(messages);
+    }
+    for turns in out.values_mut() {
+        turns.sort_by_key(Vec::len);
+    }
+    out
+}
+
+#[test]
+fn a_system_prompt_opens_every_turn_of_its_session() {
+    for shared in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("record.jsonl");
+        let server = mock(MockConfig {
+            record: Some(path.clone()),
+            ..MockConfig::instant()
+        });
+        let data = format!(
+            "turns=3,prompt_tokens=8,output_tokens=2,samples=9,session_id=user,system_tokens=50,system_shared={shared}"
+        );
+        let finished = run(&[
+            "--target",
+            &server.base_url(),
+            "--profile",
+            "constant",
+            "--rate",
+            "20",
+            "--data",
+            &data,
+            "--request-log",
+            "requests.jsonl",
+            "--outputs",
+            "json",
+        ]);
+        let report = ok_report(&finished);
+        let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+        assert_eq!((s.sessions, s.completed), (3, 3), "{s:?}");
+        let sessions = recorded_sessions(&path);
+        assert_eq!(sessions.len(), 3);
+        let mut systems = Vec::new();
+        for (id, turns) in &sessions {
+            assert_eq!(turns.len(), 3, "{id}");
+            let system = &turns[0][0];
+            assert_eq!(system["role"], "system", "{id}: {:?}", turns[0]);
+            for (k, messages) in turns.iter().enumerate() {
+                // The system message, then two messages per earlier turn, then its own.
+                assert_eq!(messages.len(), 2 * k + 2, "{id} turn {k}");
+                assert_eq!(
+                    &messages[0], system,
+                    "{id} turn {k}: the same system prompt"
+                );
+                assert!(messages[1..].iter().all(|m| m["role"] != "system"));
+            }
+            systems.push(system["content"].as_str().expect("text").to_string());
+        }
+        systems.dedup();
+        assert_eq!(
+            systems.len(),
+            if shared { 1 } else { 3 },
+            "shared: {shared}"
+        );
+        // Turn 1 went out from the pacer thread at the session's start, the later turns
+        // from the worker: each carries the reply that actually came back before it (the
+        // twin mock, of the same seed, answers request n as the first one did).
+        let twin = mock(MockConfig::instant());
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let client = reqwest::Client::new();
+        for line in recorded(&path) {
+            let body = &line["body"];
+            let id = body["user"].as_str().expect("a session id");
+            let turn = body["messages"].as_array().expect("messages").len() / 2 - 1;
+            let reply = reply_of(&rt, &client, &twin.base_url(), body);
+            if let Some(next) = sessions[id].get(turn + 1) {
+                let carried = &next[2 * turn + 2];
+                assert_eq!(carried["role"], "assistant");
+                assert_eq!(carried["content"], reply.as_str(), "{id} turn {turn}");
+            }
+        }
+        // The system prompt has exactly its tokens: the mock counts turn 1's prompt as
+        // the system prompt's 50 and the user message's 8.
+        let log = read_log(&finished.dir.path().join("requests.jsonl"));
+        for e in log.iter().filter(|e| e.turn == Some(0)) {
+            assert_eq!(e.prompt_tokens, Some(58), "{e:?}");
+        }
+    }
+}
+
+#[test]
+fn each_turn_carries_the_whole_replies_when_not_streamed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("record.jsonl");
+    let server = mock(MockConfig {
+        record: Some(path.clone()),
+        ..MockConfig::instant()
+    });
+    let finished = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--stream",
+        "false",
+        "--data",
+        "turns=3,prompt_tokens=12,output_tokens=6,session_id=user",
+        "--max-requests",
+        "6",
+        "--outputs",
+        "json",
+    ]);
+    let report = ok_report(&finished);
+    let lines = recorded(&path);
+    assert_eq!(lines.len(), 6, "two sessions of three turns");
+    // The twin mock (same seed) says what the first answered to request n, whole.
+    let twin = mock(MockConfig::instant());
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = reqwest::Client::new();
+    let messages = |i: usize| -> Vec<Value> {
+        lines[i]["body"]["messages"]
+            .as_array()
+            .expect("messages")
+            .clone()
+    };
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["body"]["stream"], false, "request {i} is not streamed");
+        assert_eq!(line["body"]["user"], format!("llmsurge-session-{}", i / 3));
+        let reply = reply_of(&rt, &client, &twin.base_url(), &line["body"]);
+        assert!(!reply.is_empty());
+        let turn = i % 3;
+        let m = messages(i);
+        assert_eq!(m.len(), 2 * turn + 1, "turn {turn}: {m:?}");
+        if turn < 2 {
+            let next = messages(i + 1);
+            assert_eq!(next[..m.len()], m[..], "the history is resent unchanged");
+            assert_eq!(next[m.len()]["role"], "assistant");
+            assert_eq!(next[m.len()]["content"], reply.as_str(), "request {i}");
+        }
+    }
+    let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+    assert_eq!((s.sessions, s.completed, s.turns_completed), (2, 2, 6));
 }

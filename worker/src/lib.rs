@@ -31,7 +31,8 @@ pub mod sse;
 
 pub use formats::openai;
 pub use source::{
-    MediaPart, Message, PreparedRequest, Prompt, RequestSource, SessionPlan, SourceFactory, Turn,
+    MediaPart, Message, PreparedRequest, Prompt, RequestSource, SessionPlan, SessionState,
+    SourceFactory, Turn,
 };
 
 use crate::backend::Backend;

@@ -14,7 +14,7 @@
 use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Presend};
 use crate::sched::Realtime;
-use crate::source::RequestSource;
+use crate::source::{RequestSource, SessionState};
 use bytes::Bytes;
 use llmsurge_proto::{MonoNanos, RequestMedia, Shard, SharedRegion};
 use std::sync::Arc;
@@ -45,6 +45,9 @@ pub struct Dispatch {
     pub session_key: Option<Arc<str>>,
     /// The request, when the pacer sent it (wholly or in part) itself.
     pub sent: Option<PacerSent>,
+    /// Multi-turn sessions: the session this slot starts (its first turn is the slot's
+    /// request, already in its history); `None` for an independent request.
+    pub session: Option<SessionState>,
 }
 
 /// A request the pacer thread began sending: it holds a unit of the group's concurrency
@@ -98,6 +101,9 @@ impl Pacer {
             realtime = realtime.allowed(),
             "pacer: real-time while it keeps up with the schedule"
         );
+        if self.source.has_sessions() {
+            return self.run_sessions(realtime);
+        }
         while let Some(local) = self.shm.claim_slot() {
             // The global slot: its arrival time and its prompt are the single host's.
             let slot = self.shard.global(local);
@@ -138,23 +144,101 @@ impl Pacer {
                 media,
                 session_key,
                 sent,
+                session: None,
             };
-            if let Err(unsent) = self.tx.send(dispatch) {
-                // The runtime is gone: nobody will send it, or read its response.
-                if unsent.0.sent.is_some() {
-                    // Sent and counted as started: it stays on the books as a send
-                    // never reported; only its unit of concurrency comes back.
-                    self.shm.release(self.worker_id);
-                } else {
-                    self.shm.return_slot();
-                }
+            if !self.hand_over(dispatch) {
                 break;
             }
-            // Let the runtime start the request before this thread prepares the next
-            // one: on a busy core, building a body of megabytes (images) first would
-            // delay the send it just handed over by that long.
-            std::thread::yield_now();
         }
+    }
+
+    /// Rate-based multi-turn sessions: arrival `i` of the schedule starts session `i`
+    /// (whatever the number of workers, as slots are). While the start is not yet due
+    /// the pacer makes the session's plan and its first turn's body; at the start it
+    /// claims a request slot for that turn (so `--max-requests` counts requests), sends
+    /// it as it sends any slot, and hands the session to the runtime, which runs the
+    /// later turns after their think times. Ends when no request slot is left (a stop,
+    /// or `--max-requests` reached: the sessions under way end unfinished), or a finite
+    /// source has no more sessions.
+    fn run_sessions(mut self, mut realtime: Realtime) {
+        let exhausted = |shm: &SharedRegion| shm.slots_exhausted();
+        while !exhausted(&self.shm) {
+            let Some(local) = self.shm.claim_session() else {
+                break;
+            };
+            let id = self.shard.global(local);
+            let due = self.clock.due_ns(id, None);
+            let scheduled = self.t0 + Duration::from_nanos(due);
+            let (body, prompt_tokens, media, model, session_key, session) =
+                match self.source.session(id) {
+                    Ok(Some(plan)) => {
+                        let mut session = SessionState::new(id, plan);
+                        match session.next_request() {
+                            Some(req) => (
+                                Ok(self.backend.build_body(&req)),
+                                req.prompt_tokens,
+                                req.media_info(),
+                                req.model,
+                                req.session,
+                                Some(session),
+                            ),
+                            // A session of no turns is no load (the sources never make one).
+                            None => continue,
+                        }
+                    }
+                    // A finite source ran out of sessions.
+                    Ok(None) => break,
+                    // The session cannot be made: one failed request says why, at its start.
+                    Err(message) => (Err(message), None, None, None, None, None),
+                };
+            realtime.keep_up(scheduled > MonoNanos::now());
+            // The slot is claimed at the start, not before: a start that never comes
+            // (a stop meanwhile) holds none, and turns under way keep every slot left.
+            if !sleep_until_unless(scheduled, || exhausted(&self.shm)) {
+                break;
+            }
+            let Some(local_slot) = self.shm.claim_slot() else {
+                break;
+            };
+            let sent = match &body {
+                Ok(body) => self.send_now(body, session_key.as_deref()),
+                Err(_) => None,
+            };
+            let dispatch = Dispatch {
+                slot: self.shard.global(local_slot),
+                scheduled,
+                body,
+                prompt_tokens,
+                model,
+                media,
+                session_key,
+                sent,
+                session,
+            };
+            if !self.hand_over(dispatch) {
+                break;
+            }
+        }
+    }
+
+    /// Hands a due slot to the runtime; `false` when the runtime is gone.
+    fn hand_over(&self, dispatch: Dispatch) -> bool {
+        if let Err(unsent) = self.tx.send(dispatch) {
+            // The runtime is gone: nobody will send it, or read its response.
+            if unsent.0.sent.is_some() {
+                // Sent and counted as started: it stays on the books as a send never
+                // reported; only its unit of concurrency comes back.
+                self.shm.release(self.worker_id);
+            } else {
+                self.shm.return_slot();
+            }
+            return false;
+        }
+        // Let the runtime start the request before this thread prepares the next one: on
+        // a busy core, building a body of megabytes (images) first would delay the send
+        // it just handed over by that long.
+        std::thread::yield_now();
+        true
     }
 }
 
@@ -184,8 +268,14 @@ impl Pacer {
 
 /// Sleeps until `target`; `false` if queuing was stopped meanwhile.
 pub fn sleep_until(target: MonoNanos, shm: &SharedRegion) -> bool {
+    sleep_until_unless(target, || shm.queuing_stopped())
+}
+
+/// Sleeps until `target`; `false` if `stopped` became true meanwhile (checked at least
+/// every [`MAX_SLEEP`]).
+fn sleep_until_unless(target: MonoNanos, stopped: impl Fn() -> bool) -> bool {
     loop {
-        if shm.queuing_stopped() {
+        if stopped() {
             return false;
         }
         let now = MonoNanos::now();
@@ -341,5 +431,84 @@ mod tests {
             MonoNanos::now() + Duration::from_secs(60),
             &shm
         ));
+    }
+
+    /// A source of two-turn sessions.
+    struct Sessions;
+
+    impl RequestSource for Sessions {
+        fn request(&mut self, _slot: u64) -> Result<Option<crate::PreparedRequest>, String> {
+            Err("sessions only".into())
+        }
+
+        fn has_sessions(&self) -> bool {
+            true
+        }
+
+        fn session(&mut self, id: u64) -> Result<Option<crate::SessionPlan>, String> {
+            let turn = |k: u64| crate::Turn {
+                request: crate::PreparedRequest {
+                    prompt: crate::Prompt::Text(format!("session {id} turn {k}")),
+                    prompt_tokens: Some(4),
+                    max_tokens: Some(1),
+                    model: None,
+                    user: None,
+                    session: None,
+                },
+                think_ns: 0,
+                recorded_reply: None,
+            };
+            Ok(Some(crate::SessionPlan {
+                system: Some(format!("system {id}")),
+                turns: vec![turn(0), turn(1)],
+            }))
+        }
+    }
+
+    #[test]
+    fn sessions_start_on_the_arrival_schedule_and_claim_their_slot_only_when_due() {
+        let (shm, _fd) = SharedRegion::create().expect("shm");
+        shm.init(1, UNLIMITED, UNLIMITED);
+        let shm = Arc::new(shm);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let backend = Backend::new(&test_backend()).expect("backend");
+        let t0 = MonoNanos::now();
+        // Two sessions a second: session 0 starts at once, session 1 half a second later.
+        let pacer = Pacer {
+            shm: shm.clone(),
+            t0,
+            clock: ArrivalClock::new(
+                llmsurge_proto::Arrivals::Constant {
+                    rate: 2.0,
+                    rampup: Duration::ZERO,
+                },
+                1,
+            ),
+            source: Box::new(Sessions),
+            backend: Arc::new(backend),
+            tx,
+            shard: Shard::WHOLE,
+            worker_id: 0,
+        };
+        let handle = std::thread::spawn(move || pacer.run());
+        let first = rx.blocking_recv().expect("session 0");
+        assert_eq!((first.slot, first.scheduled), (0, t0));
+        let body = String::from_utf8(first.body.expect("a body").to_vec()).expect("utf-8");
+        assert!(
+            body.contains("system 0") && body.contains("session 0 turn 0"),
+            "turn 1 carries the system prompt and its message: {body}"
+        );
+        assert!(!body.contains("turn 1"), "{body}");
+        let session = first.session.expect("the session to run");
+        assert_eq!((session.id, session.upcoming()), (0, Some((1, 0))));
+        // Session 1 is planned and waiting for its start, but holds no slot yet: a stop
+        // meanwhile leaves nothing to hand back.
+        while shm.sessions_claimed() < 2 {
+            std::thread::yield_now();
+        }
+        shm.request_stop(stop_flags::STOP_QUEUING);
+        handle.join().expect("pacer");
+        assert!(rx.try_recv().is_err(), "session 1 was never due");
+        assert_eq!((shm.slots_claimed(), shm.slots_returned()), (1, 0));
     }
 }

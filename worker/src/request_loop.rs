@@ -13,9 +13,11 @@ use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Exchange};
 use crate::pacer::{Dispatch, Pacer, PacerSent};
 use crate::reporter::{Reporter, SlotInfo};
-use crate::source::{Message, PreparedRequest, Prompt, RequestSource};
+use crate::source::{RequestSource, SessionState};
 use bytes::Bytes;
-use llmsurge_proto::{Arrivals, ErrorKind, MonoNanos, SessionTag, Shard, SharedRegion};
+use llmsurge_proto::{
+    Arrivals, ErrorKind, MonoNanos, RequestMedia, SessionTag, Shard, SharedRegion,
+};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -59,6 +61,27 @@ enum Send {
     Pacer(PacerSent),
 }
 
+/// A session's first turn as the pacer prepared it at the session's scheduled start.
+#[derive(Debug)]
+pub struct FirstTurn {
+    /// The slot it claimed.
+    pub slot: u64,
+    /// The session's start: when the arrival schedule had it due.
+    pub scheduled: MonoNanos,
+    /// Its body, or why it could not be made.
+    pub body: Result<Bytes, String>,
+    /// Its prompt length, when the source knows it.
+    pub prompt_tokens: Option<u32>,
+    /// `--lora`: its model's index in the split.
+    pub model: Option<u16>,
+    /// The sizes of its media, when it has any (for its record).
+    pub media: Option<Box<RequestMedia>>,
+    /// Sticky routing: the session id for the backend's session header, if any.
+    pub session_key: Option<Arc<str>>,
+    /// The request, when the pacer sent it (wholly or in part) itself.
+    pub sent: Option<PacerSent>,
+}
+
 /// How often the runtime probe wakes.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(10);
 
@@ -73,16 +96,76 @@ async fn probe_runtime(reporter: Rc<RefCell<Reporter>>) {
     }
 }
 
-/// Waits until `due` to well under a millisecond: tokio's timer rounds up to the next
-/// millisecond, so it sleeps to a millisecond before, then yields (letting the other
-/// tasks run) until the instant. For think times, which the issue holds to 1 ms.
+/// How long before a think time ends the worker wakes, to yield until the instant: a
+/// woken thread takes tens of microseconds to run again (more on a busy core), which this
+/// absorbs for 0.2 ms of yielding per turn.
+const WAKE_MARGIN: Duration = Duration::from_micros(200);
+
+/// Waits until `due` to within microseconds, for think times, which the issue holds to
+/// 1 ms.
+///
+/// tokio's timer wheel rounds every deadline up to the next whole millisecond, and its
+/// epoll timeouts are whole milliseconds too: a turn due at 40.3 ms would wake at 41 ms.
+/// A timerfd armed for the absolute instant wakes the runtime's epoll when it fires, to
+/// the microsecond, and the thread sleeps meanwhile. It is armed [`WAKE_MARGIN`] early,
+/// and the task yields (letting the other tasks run) until the instant. The former way,
+/// a tokio sleep to a millisecond before and yields from there, kept the core busy for
+/// up to a millisecond per turn, a core the server under test or another user may need.
+/// Falls back to it if a timerfd cannot be made.
 async fn wait_until_precisely(due: MonoNanos) {
-    let early = due.to_instant().checked_sub(Duration::from_millis(1));
-    if let Some(early) = early {
-        tokio::time::sleep_until(tokio::time::Instant::from_std(early)).await;
+    if MonoNanos::now() >= due {
+        return;
+    }
+    let early = MonoNanos(due.0.saturating_sub(WAKE_MARGIN.as_nanos() as u64));
+    if wait_on_timerfd(early).await.is_err() {
+        let early = due.to_instant().checked_sub(Duration::from_millis(1));
+        if let Some(early) = early {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(early)).await;
+        }
     }
     while MonoNanos::now() < due {
         tokio::task::yield_now().await;
+    }
+}
+
+/// A timerfd, as the raw fd tokio's reactor registers.
+struct Timer(nix::sys::timerfd::TimerFd);
+
+impl std::os::fd::AsRawFd for Timer {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsFd;
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+/// Sleeps on a one-shot timerfd until the absolute `CLOCK_MONOTONIC` instant `due` (the
+/// clock [`MonoNanos`] reads).
+async fn wait_on_timerfd(due: MonoNanos) -> std::io::Result<()> {
+    if MonoNanos::now() >= due {
+        return Ok(());
+    }
+    use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+    let fd = TimerFd::new(
+        ClockId::CLOCK_MONOTONIC,
+        TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+    )?;
+    let at =
+        nix::sys::time::TimeSpec::new((due.0 / 1_000_000_000) as _, (due.0 % 1_000_000_000) as _);
+    fd.set(
+        Expiration::OneShot(at),
+        TimerSetTimeFlags::TFD_TIMER_ABSTIME,
+    )?;
+    // SAFETY: `Timer` owns the timerfd, which stays open, the same descriptor, until the
+    // `AsyncFd` that owns the `Timer` drops; `as_raw_fd` always returns it.
+    let fd = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(Timer(fd), tokio::io::Interest::READABLE)?
+    };
+    loop {
+        let mut ready = fd.readable().await?;
+        if MonoNanos::now() >= due {
+            return Ok(());
+        }
+        ready.clear_ready();
     }
 }
 
@@ -151,9 +234,22 @@ impl Context {
     /// Finishes a request the pacer thread began sending: it already holds a unit of
     /// the group's concurrency and was counted as started.
     pub async fn run_sent(&self, info: SlotInfo, sent: PacerSent) -> MonoNanos {
+        let ex = self.run_sent_exchange(info, sent, None).await;
+        ex.end.unwrap_or_else(MonoNanos::now)
+    }
+
+    /// As [`Context::run_sent`], returning the exchange; `reply: Some` collects the
+    /// reply's text (a session's first turn).
+    async fn run_sent_exchange(
+        &self,
+        info: SlotInfo,
+        sent: PacerSent,
+        reply: Option<String>,
+    ) -> Exchange {
         let start = sent.start.unwrap_or_else(MonoNanos::now);
-        let ex = self.exchange(&info, start, Send::Pacer(sent), None).await;
-        self.finish(info, &ex)
+        let ex = self.exchange(&info, start, Send::Pacer(sent), reply).await;
+        self.finish(info, &ex);
+        ex
     }
 
     /// Runs one exchange that holds a unit of concurrency, against the cancel flag;
@@ -287,13 +383,9 @@ impl Context {
         }
     }
 
-    /// A user of a multi-turn load: runs one session after another, each session's turns
-    /// in order, every turn a claimed slot (so `--max-requests` counts requests). Turn
-    /// `k` sends the session's system prompt, every earlier user message and the reply
-    /// actually received (or the recorded one), then its own user message; it is due its
-    /// think time after the previous turn ended. A failed turn ends its session (the
-    /// records say which turn of how many, so the skipped ones are counted); a stop
-    /// leaves the session unfinished.
+    /// A user of a multi-turn load: runs one session after another (see
+    /// [`Context::run_session`]), the next one's first turn at once after the previous
+    /// session's last. A stop leaves the session under way unfinished.
     async fn user_loop(&self, start_at: MonoNanos, source: Rc<RefCell<Box<dyn RequestSource>>>) {
         let mut stop = self.stop.clone();
         tokio::select! {
@@ -301,7 +393,7 @@ impl Context {
             Ok(_) = stop.wait_for(|s| *s) => return,
         }
         let mut previous_end: Option<MonoNanos> = None;
-        'sessions: while let Some(id) = self.shm.claim_session() {
+        while let Some(id) = self.shm.claim_session() {
             let plan = source.borrow_mut().session(id);
             let plan = match plan {
                 Ok(Some(plan)) => plan,
@@ -326,51 +418,83 @@ impl Context {
                     continue;
                 }
             };
-            let turns = u32::try_from(plan.turns.len()).unwrap_or(u32::MAX);
-            let mut history: Vec<Message> = plan
-                .system
-                .into_iter()
-                .map(|content| Message {
-                    role: "system".into(),
-                    content,
-                })
-                .collect();
-            for (k, turn) in plan.turns.into_iter().enumerate() {
-                let k = u32::try_from(k).unwrap_or(u32::MAX);
-                // The first turn of a session follows the user's previous session at once.
-                let think = if k == 0 { 0 } else { turn.think_ns };
-                let scheduled = match previous_end {
+            let session = SessionState::new(id, plan);
+            if !self.run_session(session, None, &mut previous_end).await {
+                break;
+            }
+        }
+    }
+
+    /// Runs a session's turns in order, every turn a claimed slot (so `--max-requests`
+    /// counts requests), for the users of a stream strategy and the rate-based starts
+    /// alike. Turn `k` sends the session's system prompt, every earlier user message and
+    /// the reply actually received (or the recorded one), then its own user message; it
+    /// is due its think time after the previous turn ended. `first` is turn 1 when the
+    /// pacer already prepared (and perhaps sent) it at the session's scheduled start.
+    /// A failed turn ends its session (the records say which turn of how many, so the
+    /// skipped ones are counted). Returns `false` when a stop (or the last slot gone)
+    /// left the session unfinished: nothing more may be claimed.
+    pub async fn run_session(
+        &self,
+        mut session: SessionState,
+        mut first: Option<FirstTurn>,
+        previous_end: &mut Option<MonoNanos>,
+    ) -> bool {
+        let mut stop = self.stop.clone();
+        let (session_id, turns) = (session.id, session.turns());
+        let tag = |turn: u32| {
+            Some(SessionTag {
+                id: session_id,
+                turn,
+                turns,
+            })
+        };
+        loop {
+            let ex = if let Some(f) = first.take() {
+                // The pacer added turn 1 to the history when it built the body.
+                let info = SlotInfo {
+                    slot: f.slot,
+                    scheduled: f.scheduled,
+                    late: false,
+                    prompt_tokens: f.prompt_tokens,
+                    previous_end: None,
+                    model: f.model,
+                    session: tag(0),
+                    media: f.media,
+                    session_key: f.session_key,
+                };
+                match f.sent {
+                    Some(sent) => {
+                        self.run_sent_exchange(info, sent, Some(String::new()))
+                            .await
+                    }
+                    None => self.run_exchange(info, f.body, Some(String::new())).await,
+                }
+            } else {
+                let Some((k, think)) = session.upcoming() else {
+                    return true;
+                };
+                // The body (the whole history) is made now, before the turn is due, so
+                // making it adds nothing to how late the turn is sent.
+                let Some(req) = session.next_request() else {
+                    return true;
+                };
+                let body = Ok(self.backend.build_body(&req));
+                let scheduled = match *previous_end {
                     Some(end) if think > 0 => {
                         let due = end + Duration::from_nanos(think);
                         tokio::select! {
                             () = wait_until_precisely(due) => {}
-                            Ok(_) = stop.wait_for(|s| *s) => break 'sessions,
+                            Ok(_) = stop.wait_for(|s| *s) => return false,
                         }
                         due
                     }
+                    // The first turn of a user's session follows its previous session
+                    // at once.
                     _ => MonoNanos::now(),
                 };
                 let Some(local) = self.shm.claim_slot() else {
-                    break 'sessions;
-                };
-                history.push(Message {
-                    role: "user".into(),
-                    content: turn.request.prompt.joined(),
-                });
-                let first = history.len() == 1;
-                let req = PreparedRequest {
-                    prompt: Prompt::Messages(history.clone()),
-                    // Later turns carry replies the client did not tokenize: the
-                    // server's usage gives their prompt length.
-                    prompt_tokens: if first {
-                        turn.request.prompt_tokens
-                    } else {
-                        None
-                    },
-                    max_tokens: turn.request.max_tokens,
-                    model: turn.request.model.clone(),
-                    user: turn.request.user.clone(),
-                    session: turn.request.session.clone(),
+                    return false;
                 };
                 let info = SlotInfo {
                     slot: self.shard.global(local),
@@ -378,23 +502,19 @@ impl Context {
                     late: false,
                     prompt_tokens: req.prompt_tokens,
                     // Turnaround is the client's own gap: a think time is not one.
-                    previous_end: if think == 0 { previous_end } else { None },
+                    previous_end: if think == 0 { *previous_end } else { None },
                     model: self.reporter.borrow().model_index(req.model.as_ref()),
-                    session: Some(SessionTag { id, turn: k, turns }),
+                    session: tag(k),
                     media: req.media_info(),
                     session_key: req.session.clone(),
                 };
-                let body = Ok(self.backend.build_body(&req));
-                let ex = self.run_exchange(info, body, Some(String::new())).await;
-                previous_end = Some(ex.end.unwrap_or_else(MonoNanos::now));
-                if ex.error.is_some() {
-                    continue 'sessions;
-                }
-                history.push(Message {
-                    role: "assistant".into(),
-                    content: turn.recorded_reply.or(ex.reply).unwrap_or_default(),
-                });
+                self.run_exchange(info, body, Some(String::new())).await
+            };
+            *previous_end = Some(ex.end.unwrap_or_else(MonoNanos::now));
+            if ex.error.is_some() {
+                return true;
             }
+            session.push_reply(ex.reply);
         }
     }
 
@@ -432,23 +552,42 @@ impl Context {
                 handed_over += 1;
             }
             let ctx = self.clone();
-            let info = SlotInfo {
-                slot: d.slot,
-                scheduled: d.scheduled,
-                late: false,
-                prompt_tokens: d.prompt_tokens,
-                previous_end: None,
-                model: self.reporter.borrow().model_index(d.model.as_ref()),
-                session: None,
-                media: d.media,
-                session_key: d.session_key,
-            };
-            tasks.spawn_local(async move {
-                match d.sent {
-                    Some(sent) => ctx.run_sent(info, sent).await,
-                    None => ctx.run_request(info, d.body).await,
+            let model = self.reporter.borrow().model_index(d.model.as_ref());
+            if let Some(session) = d.session {
+                // A new session: turn 1 at the arrival instant, the rest after their
+                // think times, here in the runtime.
+                let first = FirstTurn {
+                    slot: d.slot,
+                    scheduled: d.scheduled,
+                    body: d.body,
+                    prompt_tokens: d.prompt_tokens,
+                    model,
+                    media: d.media,
+                    session_key: d.session_key,
+                    sent: d.sent,
                 };
-            });
+                tasks.spawn_local(async move {
+                    ctx.run_session(session, Some(first), &mut None).await;
+                });
+            } else {
+                let info = SlotInfo {
+                    slot: d.slot,
+                    scheduled: d.scheduled,
+                    late: false,
+                    prompt_tokens: d.prompt_tokens,
+                    previous_end: None,
+                    model,
+                    session: None,
+                    media: d.media,
+                    session_key: d.session_key,
+                };
+                tasks.spawn_local(async move {
+                    match d.sent {
+                        Some(sent) => ctx.run_sent(info, sent).await,
+                        None => ctx.run_request(info, d.body).await,
+                    };
+                });
+            }
             // Reap finished tasks so a long run keeps flat memory.
             while tasks.try_join_next().is_some() {}
         }

@@ -236,6 +236,94 @@ pub struct SessionPlan {
     pub turns: Vec<Turn>,
 }
 
+/// A session under way: its plan and the history its next turn resends. The pacer opens
+/// it and prepares turn 1 (rate-based starts); the request loop runs the rest.
+#[derive(Debug)]
+pub struct SessionState {
+    /// The session's index in the schedule.
+    pub id: u64,
+    /// The turns, in order.
+    turns: Vec<Turn>,
+    /// The next turn to send.
+    next: usize,
+    /// The system prompt, then each sent turn's user message and its reply.
+    history: Vec<Message>,
+}
+
+impl SessionState {
+    /// A session about to send its first turn; the system prompt opens its history.
+    pub fn new(id: u64, plan: SessionPlan) -> Self {
+        let history = plan
+            .system
+            .into_iter()
+            .map(|content| Message {
+                role: "system".into(),
+                content,
+            })
+            .collect();
+        Self {
+            id,
+            turns: plan.turns,
+            next: 0,
+            history,
+        }
+    }
+
+    /// Turns in all.
+    pub fn turns(&self) -> u32 {
+        u32::try_from(self.turns.len()).unwrap_or(u32::MAX)
+    }
+
+    /// The index of the next turn to send and its think time (0 for the first turn);
+    /// `None` when every turn was sent.
+    pub fn upcoming(&self) -> Option<(u32, u64)> {
+        let turn = self.turns.get(self.next)?;
+        let k = u32::try_from(self.next).unwrap_or(u32::MAX);
+        Some((k, if k == 0 { 0 } else { turn.think_ns }))
+    }
+
+    /// Adds the next turn's user message to the history and returns its request: the
+    /// whole history so far, then the new message.
+    pub fn next_request(&mut self) -> Option<PreparedRequest> {
+        let turn = self.turns.get(self.next)?;
+        self.next += 1;
+        self.history.push(Message {
+            role: "user".into(),
+            content: turn.request.prompt.joined(),
+        });
+        // Only a first message the client tokenized has a known length: later turns carry
+        // replies it did not, so the server's usage gives their prompt length (a system
+        // prompt is not counted in the turn's drawn length either).
+        let first = self.history.len() == 1;
+        Some(PreparedRequest {
+            prompt: Prompt::Messages(self.history.clone()),
+            prompt_tokens: if first {
+                turn.request.prompt_tokens
+            } else {
+                None
+            },
+            max_tokens: turn.request.max_tokens,
+            model: turn.request.model.clone(),
+            user: turn.request.user.clone(),
+            session: turn.request.session.clone(),
+        })
+    }
+
+    /// Appends the reply of the turn just sent: the dataset's recorded one
+    /// (`history=recorded`), else the text actually received.
+    pub fn push_reply(&mut self, received: Option<String>) {
+        let recorded = self
+            .next
+            .checked_sub(1)
+            .and_then(|k| self.turns.get_mut(k))
+            .and_then(|t| t.recorded_reply.take());
+        self.history.push(Message {
+            role: "assistant".into(),
+            content: recorded.or(received).unwrap_or_default(),
+        });
+    }
+}
+
 /// Produces the payload of each slot.
 pub trait RequestSource: Send {
     /// The payload of `slot`, or `None` when a finite dataset has no such slot.

@@ -25,7 +25,8 @@ pub struct DataArgs {
 
     /// Workload: a synthetic spec ("prompt_tokens=256,output_tokens=128", JSON, or a
     /// .json/.yaml file; media keys: images, image_size, image_format, image_pool,
-    /// audio_seconds), a data file (.jsonl .json .csv .txt .parquet; an `images` column of
+    /// audio_seconds; session keys: turns, think_time, session_id, system_tokens,
+    /// system_shared), a data file (.jsonl .json .csv .txt .parquet; an `images` column of
     /// URLs or image files), a dataset folder in Hugging Face layout, or a Hugging Face
     /// dataset id (org/name).
     #[arg(

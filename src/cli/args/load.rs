@@ -22,6 +22,8 @@ pub struct LoadArgs {
 
     /// Requests per second (constant, poisson) or streams (concurrent); a comma-separated
     /// list runs one benchmark per value. For sweep: the number of benchmarks (default 10).
+    /// With multi-turn sessions (--data turns=…): new sessions per second (constant,
+    /// poisson) or concurrent users (concurrent).
     #[arg(long, env = "LLMSURGE_RATE", value_parser = parse_rates, value_name = "RATE[,RATE...]")]
     pub rate: Option<RateList>,
 
