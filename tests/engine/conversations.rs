@@ -115,8 +115,6 @@ fn replay(data: &Path, data_args: &str, extra: &[&str]) -> (Vec<Value>, llmsurge
     let mut args = vec![
         "--target",
         &url,
-        "--profile",
-        "synchronous",
         "--data",
         &data,
         "--data-args",
@@ -124,6 +122,10 @@ fn replay(data: &Path, data_args: &str, extra: &[&str]) -> (Vec<Value>, llmsurge
         "--outputs",
         "json",
     ];
+    // One user, one session after another, unless the test names a profile.
+    if !extra.contains(&"--profile") {
+        args.extend(["--profile", "synchronous"]);
+    }
     args.extend_from_slice(extra);
     let finished = run(&args);
     let report = ok_report(&finished);
@@ -500,5 +502,32 @@ fn a_session_header_carries_each_conversations_id_on_every_turn() {
     assert!(
         header(&lines).iter().all(Option::is_none),
         "no key, no header"
+    );
+}
+
+#[test]
+fn conversation_sessions_start_at_a_session_rate_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = write_conversations(dir.path(), "c.jsonl", "messages", Layout::OpenAi);
+    let (lines, report) = replay(
+        &file,
+        r#"{"sessions": true, "session_header": "x-session-id"}"#,
+        &["--profile", "constant", "--rate", "20"],
+    );
+    // Both rows ran as whole sessions, every turn with its session's id.
+    assert_eq!(lines.len(), 6);
+    let mut turns: BTreeMap<String, usize> = BTreeMap::new();
+    for line in &lines {
+        let id = line["headers"][SESSION_HEADER]
+            .as_str()
+            .expect("the session header");
+        *turns.entry(id.to_string()).or_default() += 1;
+    }
+    assert_eq!(turns.into_values().collect::<Vec<_>>(), [3, 3]);
+    let sessions = report.benchmarks[0].sessions.as_ref().expect("sessions");
+    assert_eq!((sessions.sessions, sessions.completed), (2, 2));
+    assert_eq!(
+        sessions.rate_means,
+        llmsurge_coordinator::sessions::RateMeans::SessionsPerSecond
     );
 }
