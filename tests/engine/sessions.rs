@@ -59,6 +59,44 @@ pub(crate) fn reply_of(
     })
 }
 
+/// Checks the recorded requests of one user's two sessions of three turns, in order:
+/// every turn names its session in the OpenAI `user` field, and resends its session's
+/// history unchanged, then the reply actually received, then a new user message. A second
+/// mock with the same seed answers request n exactly as the first did: it says what the
+/// first sent back, so the carried history is checked word for word.
+fn assert_turns_carry_their_replies(lines: &[Value]) {
+    assert_eq!(lines.len(), 6, "two sessions of three turns");
+    let messages = |i: usize| -> Vec<Value> {
+        lines[i]["body"]["messages"]
+            .as_array()
+            .expect("messages")
+            .clone()
+    };
+    let twin = mock(MockConfig::instant());
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = reqwest::Client::new();
+    for (i, line) in lines.iter().enumerate() {
+        let reply = reply_of(&rt, &client, &twin.base_url(), &line["body"]);
+        assert!(!reply.is_empty());
+        let turn = i % 3;
+        assert_eq!(line["body"]["user"], format!("llmsurge-session-{}", i / 3));
+        let m = messages(i);
+        assert_eq!(m.len(), 2 * turn + 1, "turn {turn}: {m:?}");
+        assert_eq!(m[2 * turn]["role"], "user");
+        if turn < 2 {
+            let next = messages(i + 1);
+            assert_eq!(next[..m.len()], m[..], "the history is resent unchanged");
+            assert_eq!(next[m.len()]["role"], "assistant");
+            assert_eq!(next[m.len()]["content"], reply.as_str(), "request {i}");
+            assert_ne!(next[m.len() + 1]["content"], m[2 * turn]["content"]);
+        }
+    }
+}
+
 #[test]
 fn each_turn_carries_the_replies_that_actually_streamed() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -80,41 +118,7 @@ fn each_turn_carries_the_replies_that_actually_streamed() {
         "json,csv,html,md,console",
     ]);
     let report = ok_report(&finished);
-    let lines = recorded(&path);
-    assert_eq!(lines.len(), 6, "two sessions of three turns");
-    let messages = |i: usize| -> Vec<Value> {
-        lines[i]["body"]["messages"]
-            .as_array()
-            .expect("messages")
-            .clone()
-    };
-    // A second mock with the same seed answers request n exactly as the first did: it
-    // says what the first streamed, so the carried history can be checked word for word.
-    let twin = mock(MockConfig::instant());
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let client = reqwest::Client::new();
-    for (i, line) in lines.iter().enumerate() {
-        let reply = reply_of(&rt, &client, &twin.base_url(), &line["body"]);
-        assert!(!reply.is_empty());
-        let turn = i % 3;
-        // Sticky routing: every turn names its session in the OpenAI `user` field.
-        assert_eq!(line["body"]["user"], format!("llmsurge-session-{}", i / 3));
-        let m = messages(i);
-        assert_eq!(m.len(), 2 * turn + 1, "turn {turn}: {m:?}");
-        assert_eq!(m[2 * turn]["role"], "user");
-        if turn < 2 {
-            // The next turn: this turn's messages, the reply received, a new user message.
-            let next = messages(i + 1);
-            assert_eq!(next[..m.len()], m[..], "the history is resent unchanged");
-            assert_eq!(next[m.len()]["role"], "assistant");
-            assert_eq!(next[m.len()]["content"], reply.as_str(), "request {i}");
-            assert_ne!(next[m.len() + 1]["content"], m[2 * turn]["content"]);
-        }
-    }
+    assert_turns_carry_their_replies(&recorded(&path));
     let b = &report.benchmarks[0];
     let s = b.sessions.as_ref().expect("a session section");
     assert_eq!(
@@ -809,36 +813,10 @@ fn each_turn_carries_the_whole_replies_when_not_streamed() {
     ]);
     let report = ok_report(&finished);
     let lines = recorded(&path);
-    assert_eq!(lines.len(), 6, "two sessions of three turns");
-    // The twin mock (same seed) says what the first answered to request n, whole.
-    let twin = mock(MockConfig::instant());
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let client = reqwest::Client::new();
-    let messages = |i: usize| -> Vec<Value> {
-        lines[i]["body"]["messages"]
-            .as_array()
-            .expect("messages")
-            .clone()
-    };
     for (i, line) in lines.iter().enumerate() {
         assert_eq!(line["body"]["stream"], false, "request {i} is not streamed");
-        assert_eq!(line["body"]["user"], format!("llmsurge-session-{}", i / 3));
-        let reply = reply_of(&rt, &client, &twin.base_url(), &line["body"]);
-        assert!(!reply.is_empty());
-        let turn = i % 3;
-        let m = messages(i);
-        assert_eq!(m.len(), 2 * turn + 1, "turn {turn}: {m:?}");
-        if turn < 2 {
-            let next = messages(i + 1);
-            assert_eq!(next[..m.len()], m[..], "the history is resent unchanged");
-            assert_eq!(next[m.len()]["role"], "assistant");
-            assert_eq!(next[m.len()]["content"], reply.as_str(), "request {i}");
-        }
     }
+    assert_turns_carry_their_replies(&lines);
     let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
     assert_eq!((s.sessions, s.completed, s.turns_completed), (2, 2, 6));
 }

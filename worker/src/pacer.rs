@@ -14,7 +14,7 @@
 use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Presend};
 use crate::sched::Realtime;
-use crate::source::{RequestSource, SessionState};
+use crate::source::{PreparedRequest, RequestSource, SessionState};
 use bytes::Bytes;
 use llmsurge_proto::{MonoNanos, RequestMedia, Shard, SharedRegion};
 use std::sync::Arc;
@@ -59,6 +59,38 @@ pub struct PacerSent {
     /// When its first byte went to the socket; `None` when the socket took none yet
     /// (the runtime stamps it when it writes).
     pub start: Option<MonoNanos>,
+}
+
+/// A request made before its slot is due: its body and what its record needs.
+struct Ready {
+    body: Result<Bytes, String>,
+    prompt_tokens: Option<u32>,
+    media: Option<Box<RequestMedia>>,
+    model: Option<Arc<str>>,
+    session_key: Option<Arc<str>>,
+}
+
+impl Ready {
+    fn new(backend: &Backend, req: PreparedRequest) -> Self {
+        Self {
+            body: Ok(backend.build_body(&req)),
+            prompt_tokens: req.prompt_tokens,
+            media: req.media_info(),
+            model: req.model,
+            session_key: req.session,
+        }
+    }
+
+    /// A request that could not be made: one failed request says why.
+    fn failed(message: String) -> Self {
+        Self {
+            body: Err(message),
+            prompt_tokens: None,
+            media: None,
+            model: None,
+            session_key: None,
+        }
+    }
 }
 
 /// Everything the pacer thread owns.
@@ -109,20 +141,14 @@ impl Pacer {
             let slot = self.shard.global(local);
             let due = self.clock.due_ns(slot, self.source.offset_ns(slot));
             let scheduled = self.t0 + Duration::from_nanos(due);
-            let (body, prompt_tokens, media, model, session_key) = match self.source.request(slot) {
-                Ok(Some(req)) => (
-                    Ok(self.backend.build_body(&req)),
-                    req.prompt_tokens,
-                    req.media_info(),
-                    req.model,
-                    req.session,
-                ),
+            let ready = match self.source.request(slot) {
+                Ok(Some(req)) => Ready::new(&self.backend, req),
                 Ok(None) => {
                     // A finite dataset ran out: nobody may claim past it.
                     self.shm.limit_slots(local);
                     break;
                 }
-                Err(message) => (Err(message), None, None, None, None),
+                Err(message) => Ready::failed(message),
             };
             realtime.keep_up(scheduled > MonoNanos::now());
             if !sleep_until(scheduled, &self.shm) {
@@ -131,22 +157,7 @@ impl Pacer {
                 self.shm.return_slot();
                 break;
             }
-            let sent = match &body {
-                Ok(body) => self.send_now(body, session_key.as_deref()),
-                Err(_) => None,
-            };
-            let dispatch = Dispatch {
-                slot,
-                scheduled,
-                body,
-                prompt_tokens,
-                model,
-                media,
-                session_key,
-                sent,
-                session: None,
-            };
-            if !self.hand_over(dispatch) {
+            if !self.dispatch(slot, scheduled, ready, None) {
                 break;
             }
         }
@@ -169,28 +180,20 @@ impl Pacer {
             let id = self.shard.global(local);
             let due = self.clock.due_ns(id, None);
             let scheduled = self.t0 + Duration::from_nanos(due);
-            let (body, prompt_tokens, media, model, session_key, session) =
-                match self.source.session(id) {
-                    Ok(Some(plan)) => {
-                        let mut session = SessionState::new(id, plan);
-                        match session.next_request() {
-                            Some(req) => (
-                                Ok(self.backend.build_body(&req)),
-                                req.prompt_tokens,
-                                req.media_info(),
-                                req.model,
-                                req.session,
-                                Some(session),
-                            ),
-                            // A session of no turns is no load (the sources never make one).
-                            None => continue,
-                        }
+            let (ready, session) = match self.source.session(id) {
+                Ok(Some(plan)) => {
+                    let mut session = SessionState::new(id, plan);
+                    match session.next_request() {
+                        Some(req) => (Ready::new(&self.backend, req), Some(session)),
+                        // A session of no turns is no load (the sources never make one).
+                        None => continue,
                     }
-                    // A finite source ran out of sessions.
-                    Ok(None) => break,
-                    // The session cannot be made: one failed request says why, at its start.
-                    Err(message) => (Err(message), None, None, None, None, None),
-                };
+                }
+                // A finite source ran out of sessions.
+                Ok(None) => break,
+                // The session cannot be made: one failed request says why, at its start.
+                Err(message) => (Ready::failed(message), None),
+            };
             realtime.keep_up(scheduled > MonoNanos::now());
             // The slot is claimed at the start, not before: a start that never comes
             // (a stop meanwhile) holds none, and turns under way keep every slot left.
@@ -200,25 +203,36 @@ impl Pacer {
             let Some(local_slot) = self.shm.claim_slot() else {
                 break;
             };
-            let sent = match &body {
-                Ok(body) => self.send_now(body, session_key.as_deref()),
-                Err(_) => None,
-            };
-            let dispatch = Dispatch {
-                slot: self.shard.global(local_slot),
-                scheduled,
-                body,
-                prompt_tokens,
-                model,
-                media,
-                session_key,
-                sent,
-                session,
-            };
-            if !self.hand_over(dispatch) {
+            if !self.dispatch(self.shard.global(local_slot), scheduled, ready, session) {
                 break;
             }
         }
+    }
+
+    /// Sends a due slot (itself, when it can) and hands it to the runtime; `false` when
+    /// the runtime is gone.
+    fn dispatch(
+        &self,
+        slot: u64,
+        scheduled: MonoNanos,
+        ready: Ready,
+        session: Option<SessionState>,
+    ) -> bool {
+        let sent = match &ready.body {
+            Ok(body) => self.send_now(body, ready.session_key.as_deref()),
+            Err(_) => None,
+        };
+        self.hand_over(Dispatch {
+            slot,
+            scheduled,
+            body: ready.body,
+            prompt_tokens: ready.prompt_tokens,
+            model: ready.model,
+            media: ready.media,
+            session_key: ready.session_key,
+            sent,
+            session,
+        })
     }
 
     /// Hands a due slot to the runtime; `false` when the runtime is gone.
@@ -332,8 +346,8 @@ mod tests {
     struct Fixed;
 
     impl RequestSource for Fixed {
-        fn request(&mut self, _slot: u64) -> Result<Option<crate::PreparedRequest>, String> {
-            Ok(Some(crate::PreparedRequest {
+        fn request(&mut self, _slot: u64) -> Result<Option<PreparedRequest>, String> {
+            Ok(Some(PreparedRequest {
                 prompt: crate::Prompt::Text("hi".into()),
                 prompt_tokens: Some(1),
                 max_tokens: Some(1),
@@ -437,7 +451,7 @@ mod tests {
     struct Sessions;
 
     impl RequestSource for Sessions {
-        fn request(&mut self, _slot: u64) -> Result<Option<crate::PreparedRequest>, String> {
+        fn request(&mut self, _slot: u64) -> Result<Option<PreparedRequest>, String> {
             Err("sessions only".into())
         }
 
@@ -447,7 +461,7 @@ mod tests {
 
         fn session(&mut self, id: u64) -> Result<Option<crate::SessionPlan>, String> {
             let turn = |k: u64| crate::Turn {
-                request: crate::PreparedRequest {
+                request: PreparedRequest {
                     prompt: crate::Prompt::Text(format!("session {id} turn {k}")),
                     prompt_tokens: Some(4),
                     max_tokens: Some(1),
