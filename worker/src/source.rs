@@ -138,32 +138,6 @@ impl Prompt {
     }
 }
 
-impl MediaPart {
-    /// The part's sizes for the request log (never its bytes).
-    fn info(&self) -> Result<ImageInfo, AudioInfo> {
-        match self {
-            MediaPart::Image {
-                url,
-                width,
-                height,
-                bytes,
-            } => {
-                let known = |n: u32| (n > 0).then_some(n);
-                Ok(ImageInfo {
-                    format: ImageKind::of_url(url),
-                    width: known(*width),
-                    height: known(*height),
-                    bytes: *bytes,
-                })
-            }
-            MediaPart::Audio { wav, seconds, .. } => Err(AudioInfo {
-                seconds: *seconds,
-                bytes: wav.len() as u64,
-            }),
-        }
-    }
-}
-
 impl Prompt {
     /// The media of a multimodal prompt (none for the others).
     pub fn media(&self) -> &[MediaPart] {
@@ -204,10 +178,26 @@ impl PreparedRequest {
             return None;
         }
         let mut media = RequestMedia::default();
+        let known = |n: u32| (n > 0).then_some(n);
         for part in parts {
-            match part.info() {
-                Ok(image) => media.images.push(image),
-                Err(audio) => media.audio = Some(audio),
+            match part {
+                MediaPart::Image {
+                    url,
+                    width,
+                    height,
+                    bytes,
+                } => media.images.push(ImageInfo {
+                    format: ImageKind::of_url(url),
+                    width: known(*width),
+                    height: known(*height),
+                    bytes: *bytes,
+                }),
+                MediaPart::Audio { wav, seconds, .. } => {
+                    media.audio = Some(AudioInfo {
+                        seconds: *seconds,
+                        bytes: wav.len() as u64,
+                    });
+                }
             }
         }
         Some(Box::new(media))
