@@ -15,7 +15,7 @@ use crate::record::{RequestRecord, RequestStarted};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on every incompatible change to the messages below.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Coordinator → worker.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -136,12 +136,12 @@ mod tests {
         expected.extend_from_slice(b"hello");
         expected.extend_from_slice(&[0x82, 0xb0]);
         expected.extend_from_slice(b"protocol_version");
-        expected.push(0x02);
+        expected.push(0x03);
         expected.extend_from_slice(&[0xa3]);
         expected.extend_from_slice(b"pid");
         expected.push(0x05);
         assert_eq!(out, expected);
-        assert_eq!(PROTOCOL_VERSION, 2);
+        assert_eq!(PROTOCOL_VERSION, 3);
     }
 
     #[test]
