@@ -89,7 +89,8 @@ pub fn request_short_slice() {
 
 /// The pacer's real-time scheduling: real-time while it keeps up with the schedule, so
 /// its wake-up at each slot preempts whatever holds the core; normal while it runs behind
-/// (its next slot already due: no wake-up to keep), so it can never starve the core.
+/// (its next slot already due: no wake-up to keep) or its slots come too close together
+/// (the pacer decides), so it can never starve the core.
 /// Only the changes cost a syscall.
 #[derive(Debug)]
 pub struct Realtime {
