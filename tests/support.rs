@@ -12,6 +12,15 @@ use std::time::{Duration, Instant};
 pub const RUN_BOUND: Duration = Duration::from_secs(90);
 
 /// A mock server on an ephemeral port.
+/// The lines of a mock's `--record` file, each a JSON object.
+pub fn recorded(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .expect("the record file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
 pub fn mock(config: MockConfig) -> MockServer {
     MockServer::start(MockConfig { port: 0, ..config }).expect("mock server starts")
 }

@@ -6,8 +6,8 @@
 //! column named with `--data-column-mapper`; malformed files stop with exit 2 and the
 //! file and line.
 
-use super::sessions::{read_log, recorded, reply_of, think_times};
-use crate::support::{mock, ok_report, run};
+use super::sessions::{read_log, reply_of, think_times};
+use crate::support::{mock, ok_report, recorded, run};
 use llmsurge::data::tokenizer::Tokenizer;
 use llmsurge::mock::MockConfig;
 use llmsurge_proto::TokenizerRef;

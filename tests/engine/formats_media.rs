@@ -3,7 +3,7 @@
 //! with the spec and the report, bad transcription responses are errors of their kind,
 //! and no report or log ever holds the media bytes.
 
-use crate::support::{Finished, assert_identity, mock, ok_report, run};
+use crate::support::{Finished, assert_identity, mock, ok_report, recorded, run};
 use base64::Engine;
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge_coordinator::BenchmarkResult;
@@ -43,13 +43,9 @@ fn error_count(b: &BenchmarkResult, kind: &str) -> u64 {
 
 /// The `--record` lines of the mock: one JSON body per request.
 fn recorded_bodies(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .expect("record file")
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).expect("record line");
-            v["body"].clone()
-        })
+    recorded(path)
+        .into_iter()
+        .map(|mut l| l["body"].take())
         .collect()
 }
 

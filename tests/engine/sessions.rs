@@ -5,22 +5,13 @@
 //! leaving sessions reported as unfinished, and `constant` / `poisson` starting new
 //! sessions on the arrival schedule.
 
-use crate::support::{Finished, mock, ok_report, run};
+use crate::support::{Finished, mock, ok_report, recorded, run};
 use llmsurge::mock::MockConfig;
 use llmsurge::report::requests::RequestEntry;
 use llmsurge_coordinator::sessions::RateMeans;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-
-/// The lines of a mock `--record` file.
-pub(crate) fn recorded(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .expect("the record file")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect()
-}
 
 pub(crate) fn read_log(path: &Path) -> Vec<RequestEntry> {
     std::fs::read_to_string(path)

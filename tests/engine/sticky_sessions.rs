@@ -4,21 +4,12 @@
 //! a run without the key sends no such header; a bad header name is a usage error.
 //! What the server received is read from the mock's `--record` with `--record-header`.
 
-use crate::support::{mock, ok_report, run};
+use crate::support::{mock, ok_report, recorded, run};
 use llmsurge::mock::MockConfig;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 const HEADER: &str = "x-session-id";
-
-fn recorded(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .expect("the record file")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect()
-}
 
 /// Runs 2 users × sessions of 3 turns (6 requests) against a recording mock; the lines.
 fn run_sessions(data: &str, extra: &[&str]) -> Vec<Value> {

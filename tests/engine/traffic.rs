@@ -2,18 +2,9 @@
 //! format (Mooncake, BurstGPT, Azure, generic JSONL), and the standard datasets by name.
 //! Files are generated here, in each format.
 
-use crate::support::{mock, ok_report, run};
+use crate::support::{mock, ok_report, recorded, run};
 use llmsurge::mock::MockConfig;
 use std::path::Path;
-
-/// The lines of a `--record` file, parsed.
-fn recorded(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .expect("the record file")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect()
-}
 
 #[test]
 fn the_mock_records_each_request_body_up_to_its_limit() {
@@ -54,6 +45,91 @@ fn the_mock_records_each_request_body_up_to_its_limit() {
         (12, 8, true, 12),
         "{record:?}"
     );
+}
+
+#[test]
+fn the_mock_records_every_model_endpoint_with_its_own_body() {
+    // (format, data, endpoint, a key only that API's body has, its expected JSON type)
+    let cases = [
+        (
+            "completions",
+            "prompt_tokens=8,output_tokens=2",
+            "/v1/completions",
+            "prompt",
+            "string",
+        ),
+        (
+            "responses",
+            "prompt_tokens=8,output_tokens=2",
+            "/v1/responses",
+            "input",
+            "",
+        ),
+        (
+            "anthropic",
+            "prompt_tokens=8,output_tokens=2",
+            "/v1/messages",
+            "messages",
+            "array",
+        ),
+        (
+            "embeddings",
+            "prompt_tokens=8,batch_size=2",
+            "/v1/embeddings",
+            "input",
+            "array",
+        ),
+        (
+            "rerank",
+            "prompt_tokens=8,documents=2",
+            "/v1/rerank",
+            "documents",
+            "array",
+        ),
+        (
+            "score",
+            "prompt_tokens=8,documents=2",
+            "/v1/score",
+            "text_2",
+            "array",
+        ),
+    ];
+    for (format, data, endpoint, key, kind) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("record.jsonl");
+        let server = mock(MockConfig {
+            record: Some(path.clone()),
+            ..MockConfig::instant()
+        });
+        let finished = run(&[
+            "--target",
+            &server.base_url(),
+            "--request-format",
+            format,
+            "--profile",
+            "synchronous",
+            "--data",
+            data,
+            "--max-requests",
+            "3",
+        ]);
+        ok_report(&finished);
+        let lines = recorded(&path);
+        assert_eq!(lines.len(), 3, "{format}: one line per request");
+        for l in &lines {
+            assert_eq!(l["endpoint"], endpoint, "{format}: {l}");
+            assert_eq!(l["model"], l["body"]["model"], "{format}");
+            let value = &l["body"][key];
+            let ok = match kind {
+                "string" => value.is_string(),
+                "array" => value.as_array().is_some_and(|a| !a.is_empty()),
+                _ => !value.is_null(),
+            };
+            assert!(ok, "{format}: body.{key} in {l}");
+        }
+        let record = server.stats().record.expect("record stats");
+        assert_eq!((record.lines, record.skipped), (3, 0), "{format}");
+    }
 }
 
 /// The prompt text of a recorded chat request.
