@@ -468,10 +468,10 @@ fn resolve_shard(
 
 /// A synthetic spec's batch_size and documents belong to one format each.
 fn check_data_fits_format(data: &DataPlan, format: RequestFormatArg) -> Result<(), UsageError> {
-    // Sessions resend the reply text, which only the chat format reads back so far.
-    if data.dataset_args.sessions && format != RequestFormatArg::Chat {
+    // Sessions resend the reply text: formats with a conversation read it back.
+    if data.dataset_args.sessions && !format.has_conversations() {
         return usage(format!(
-            "--data-args: sessions (multi-turn sessions) are for --request-format chat, not {}",
+            "--data-args: sessions (multi-turn sessions) are for --request-format chat, responses or anthropic, not {}",
             format!("{format:?}").to_lowercase()
         ));
     }
@@ -515,10 +515,10 @@ fn check_data_fits_format(data: &DataPlan, format: RequestFormatArg) -> Result<(
             "--data: audio_seconds is for --request-format chat (input_audio) or transcription, not {name}"
         ));
     }
-    // Sessions resend the reply text, which only the chat format reads back so far.
-    if spec.turns > 0 && format != RequestFormatArg::Chat {
+    // Sessions resend the reply text: formats with a conversation read it back.
+    if spec.turns > 0 && !format.has_conversations() {
         return usage(format!(
-            "--data: turns (multi-turn sessions) is for --request-format chat, not {name}"
+            "--data: turns (multi-turn sessions) is for --request-format chat, responses or anthropic, not {name}"
         ));
     }
     Ok(())

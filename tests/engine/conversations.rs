@@ -6,7 +6,7 @@
 //! column named with `--data-column-mapper`; malformed files stop with exit 2 and the
 //! file and line.
 
-use super::sessions::{read_log, reply_of, think_times};
+use super::sessions::{CHAT, read_log, reply_of, think_times};
 use crate::support::{mock, ok_report, recorded, run};
 use llmsurge::data::tokenizer::Tokenizer;
 use llmsurge::mock::MockConfig;
@@ -209,7 +209,7 @@ fn sharegpt_conversations_replay_with_the_replies_that_actually_streamed() {
     let client = reqwest::Client::new();
     let replies: Vec<String> = lines
         .iter()
-        .map(|l| reply_of(&rt, &client, &twin.base_url(), &l["body"]))
+        .map(|l| reply_of(&rt, &client, &twin.base_url(), &CHAT, &l["body"]))
         .collect();
     // The live replies are the mock's, not the file's: the check below tells them apart.
     let file_replies: Vec<&str> = conversations()

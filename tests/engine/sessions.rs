@@ -21,11 +21,57 @@ pub(crate) fn read_log(path: &Path) -> Vec<RequestEntry> {
         .collect()
 }
 
-/// Sends `body` (made non-streaming) to `url`'s chat endpoint; the reply's text.
+/// A conversation API as the sessions tests read it: where a body keeps its messages,
+/// its endpoint, and the reply text of a whole answer.
+pub(crate) struct Api {
+    list: &'static str,
+    path: &'static str,
+    text: fn(&Value) -> String,
+}
+
+/// The texts of `items`' parts of type `kind`, joined.
+fn parts_text(items: &Value, kind: &str) -> String {
+    items
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["type"] == kind)
+        .filter_map(|p| p["text"].as_str())
+        .collect()
+}
+
+pub(crate) const CHAT: Api = Api {
+    list: "messages",
+    path: "/v1/chat/completions",
+    text: |v| {
+        v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    },
+};
+const RESPONSES: Api = Api {
+    list: "input",
+    path: "/v1/responses",
+    text: |v| {
+        let output = v["output"].as_array().into_iter().flatten();
+        output
+            .map(|item| parts_text(&item["content"], "output_text"))
+            .collect()
+    },
+};
+const ANTHROPIC: Api = Api {
+    list: "messages",
+    path: "/v1/messages",
+    text: |v| parts_text(&v["content"], "text"),
+};
+
+/// Sends `body` (made non-streaming) to `api`'s endpoint at `url`; the reply's text.
 pub(crate) fn reply_of(
     rt: &tokio::runtime::Runtime,
     client: &reqwest::Client,
     url: &str,
+    api: &Api,
     body: &Value,
 ) -> String {
     let mut body = body.clone();
@@ -35,7 +81,7 @@ pub(crate) fn reply_of(
     }
     rt.block_on(async {
         let r = client
-            .post(format!("{url}/v1/chat/completions"))
+            .post(format!("{url}{}", api.path))
             .header("content-type", "application/json")
             .body(serde_json::to_vec(&body).expect("a JSON body"))
             .send()
@@ -43,22 +89,19 @@ pub(crate) fn reply_of(
             .expect("the second mock answers");
         let bytes = r.bytes().await.expect("a reply");
         let v: Value = serde_json::from_slice(&bytes).expect("a JSON reply");
-        v["choices"][0]["message"]["content"]
-            .as_str()
-            .expect("a reply text")
-            .to_string()
+        (api.text)(&v)
     })
 }
 
 /// Checks the recorded requests of one user's two sessions of three turns, in order:
-/// every turn names its session in the OpenAI `user` field, and resends its session's
-/// history unchanged, then the reply actually received, then a new user message. A second
-/// mock with the same seed answers request n exactly as the first did: it says what the
-/// first sent back, so the carried history is checked word for word.
-fn assert_turns_carry_their_replies(lines: &[Value]) {
+/// every turn resends its session's history unchanged, then the reply actually received,
+/// then a new user message. A second mock with the same seed answers request n exactly
+/// as the first did: it says what the first sent back, so the carried history is
+/// checked word for word.
+fn assert_turns_carry_their_replies(lines: &[Value], api: &Api) {
     assert_eq!(lines.len(), 6, "two sessions of three turns");
     let messages = |i: usize| -> Vec<Value> {
-        lines[i]["body"]["messages"]
+        lines[i]["body"][api.list]
             .as_array()
             .expect("messages")
             .clone()
@@ -71,10 +114,9 @@ fn assert_turns_carry_their_replies(lines: &[Value]) {
         .expect("runtime");
     let client = reqwest::Client::new();
     for (i, line) in lines.iter().enumerate() {
-        let reply = reply_of(&rt, &client, &twin.base_url(), &line["body"]);
+        let reply = reply_of(&rt, &client, &twin.base_url(), api, &line["body"]);
         assert!(!reply.is_empty());
         let turn = i % 3;
-        assert_eq!(line["body"]["user"], format!("llmsurge-session-{}", i / 3));
         let m = messages(i);
         assert_eq!(m.len(), 2 * turn + 1, "turn {turn}: {m:?}");
         assert_eq!(m[2 * turn]["role"], "user");
@@ -109,7 +151,12 @@ fn each_turn_carries_the_replies_that_actually_streamed() {
         "json,csv,html,md,console",
     ]);
     let report = ok_report(&finished);
-    assert_turns_carry_their_replies(&recorded(&path));
+    let lines = recorded(&path);
+    for (i, line) in lines.iter().enumerate() {
+        // Sticky routing: every turn names its session in the OpenAI `user` field.
+        assert_eq!(line["body"]["user"], format!("llmsurge-session-{}", i / 3));
+    }
+    assert_turns_carry_their_replies(&lines, &CHAT);
     let b = &report.benchmarks[0];
     let s = b.sessions.as_ref().expect("a session section");
     assert_eq!(
@@ -764,7 +811,7 @@ fn a_system_prompt_opens_every_turn_of_its_session() {
             let body = &line["body"];
             let id = body["user"].as_str().expect("a session id");
             let turn = body["messages"].as_array().expect("messages").len() / 2 - 1;
-            let reply = reply_of(&rt, &client, &twin.base_url(), body);
+            let reply = reply_of(&rt, &client, &twin.base_url(), &CHAT, body);
             if let Some(next) = sessions[id].get(turn + 1) {
                 let carried = &next[2 * turn + 2];
                 assert_eq!(carried["role"], "assistant");
@@ -806,8 +853,49 @@ fn each_turn_carries_the_whole_replies_when_not_streamed() {
     let lines = recorded(&path);
     for (i, line) in lines.iter().enumerate() {
         assert_eq!(line["body"]["stream"], false, "request {i} is not streamed");
+        assert_eq!(line["body"]["user"], format!("llmsurge-session-{}", i / 3));
     }
-    assert_turns_carry_their_replies(&lines);
+    assert_turns_carry_their_replies(&lines, &CHAT);
     let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
     assert_eq!((s.sessions, s.completed, s.turns_completed), (2, 2, 6));
+}
+
+#[test]
+fn responses_and_anthropic_sessions_carry_the_replies_received_streamed_or_not() {
+    for (format, api) in [("responses", &RESPONSES), ("anthropic", &ANTHROPIC)] {
+        for stream in ["true", "false"] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("record.jsonl");
+            let server = mock(MockConfig {
+                record: Some(path.clone()),
+                ..MockConfig::instant()
+            });
+            let finished = run(&[
+                "--target",
+                &server.base_url(),
+                "--request-format",
+                format,
+                "--stream",
+                stream,
+                "--profile",
+                "synchronous",
+                "--data",
+                "turns=3,prompt_tokens=12,output_tokens=6",
+                "--max-requests",
+                "6",
+            ]);
+            let report = ok_report(&finished);
+            let lines = recorded(&path);
+            for line in &lines {
+                assert_eq!(line["endpoint"], api.path, "{format}");
+            }
+            assert_turns_carry_their_replies(&lines, api);
+            let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+            assert_eq!(
+                (s.sessions, s.completed, s.turns_completed),
+                (2, 2, 6),
+                "{format} stream={stream}"
+            );
+        }
+    }
 }

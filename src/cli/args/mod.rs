@@ -74,6 +74,14 @@ pub enum RequestFormatArg {
     Transcription,
 }
 
+impl RequestFormatArg {
+    /// Whether the format sends a conversation and reads the reply back, as multi-turn
+    /// sessions need.
+    pub fn has_conversations(self) -> bool {
+        matches!(self, Self::Chat | Self::Responses | Self::Anthropic)
+    }
+}
+
 /// What to do when a worker process dies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -235,4 +235,24 @@ impl Format for Anthropic {
     fn final_event(&self) -> &'static str {
         "message_stop"
     }
+
+    fn event_reply(&self, data: &[u8]) -> Option<String> {
+        let v: serde_json::Value = serde_json::from_slice(data.trim_ascii()).ok()?;
+        if v.get("type")?.as_str()? != "content_block_delta" {
+            return None;
+        }
+        v.get("delta")?.get("text")?.as_str().map(str::to_string)
+    }
+
+    fn full_reply(&self, body: &[u8]) -> Option<String> {
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        Some(
+            v.get("content")?
+                .as_array()?
+                .iter()
+                .filter(|b| b.get("type").and_then(serde_json::Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
+                .collect(),
+        )
+    }
 }

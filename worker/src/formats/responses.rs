@@ -209,4 +209,30 @@ impl Format for Responses {
     fn final_event(&self) -> &'static str {
         "response.completed"
     }
+
+    fn event_reply(&self, data: &[u8]) -> Option<String> {
+        let v: serde_json::Value = serde_json::from_slice(data.trim_ascii()).ok()?;
+        if v.get("type")?.as_str()? != "response.output_text.delta" {
+            return None;
+        }
+        v.get("delta")?.as_str().map(str::to_string)
+    }
+
+    fn full_reply(&self, body: &[u8]) -> Option<String> {
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let parts = v.get("output")?.as_array()?.iter().flat_map(|item| {
+            item.get("content")
+                .and_then(serde_json::Value::as_array)
+                .into_iter()
+                .flatten()
+        });
+        Some(
+            parts
+                .filter(|p| {
+                    p.get("type").and_then(serde_json::Value::as_str) == Some("output_text")
+                })
+                .filter_map(|p| p.get("text").and_then(serde_json::Value::as_str))
+                .collect(),
+        )
+    }
 }
