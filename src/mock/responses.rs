@@ -16,7 +16,7 @@ use std::cell::{Cell, RefCell};
 use bytes::{BufMut, BytesMut};
 use serde::Deserialize;
 
-use super::openai::{Content, FinishReason, Usage, fmt_u64, itoa_buf, write_words};
+use super::openai::{FinishReason, Usage, fmt_u64, itoa_buf, write_words};
 use super::prefix_cache::PromptBlocks;
 
 /// `POST /v1/responses`
@@ -47,16 +47,9 @@ pub struct ResponsesRequest {
 pub enum Input {
     /// One user text.
     Text(String),
-    /// Input items; the text of message items counts.
-    Items(Vec<InputItem>),
-}
-
-/// One input item (a message; other item kinds have no content and count nothing).
-#[derive(Debug, Deserialize)]
-pub struct InputItem {
-    /// A string, or parts (`input_text` ones have `text`).
-    #[serde(default)]
-    pub content: Option<Content>,
+    /// Input items: the content of message items counts (other item kinds have none);
+    /// parts are `input_text` with `text`, as chat's text parts.
+    Items(Vec<super::openai::Message>),
 }
 
 impl ResponsesRequest {

@@ -327,23 +327,7 @@ mod tests {
     use llmsurge_proto::shm::{UNLIMITED, stop_flags};
 
     fn test_backend() -> llmsurge_proto::BackendConfig {
-        llmsurge_proto::BackendConfig {
-            base_url: "http://127.0.0.1:1".into(),
-            request_format: llmsurge_proto::RequestFormat::Chat,
-            model: "m".into(),
-            stream: true,
-            api_key: None,
-            headers: vec![],
-            params: vec![],
-            extra_body: serde_json::Map::new(),
-            http2: false,
-            request_timeout: Duration::from_secs(1),
-            connect_timeout: Duration::from_secs(1),
-            ttft_timeout: None,
-            idle_timeout: None,
-            ignore_eos: false,
-            session_header: None,
-        }
+        crate::formats::test_config(llmsurge_proto::RequestFormat::Chat, true)
     }
 
     /// A source whose every slot is a one-message prompt.

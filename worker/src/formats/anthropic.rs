@@ -35,13 +35,8 @@ pub struct Anthropic {
 impl Anthropic {
     /// Prepares the constant part of every body.
     pub fn new(cfg: &BackendConfig) -> Self {
-        let mut fields = serde_json::Map::new();
-        fields.insert("stream".into(), cfg.stream.into());
-        if cfg.ignore_eos {
-            fields.insert("ignore_eos".into(), true.into());
-        }
         Self {
-            prefix: JsonPrefix::new(cfg, fields, &["messages", "system", "max_tokens"]),
+            prefix: JsonPrefix::generating(cfg, &["messages", "system", "max_tokens"]),
         }
     }
 }

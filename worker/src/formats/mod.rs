@@ -118,6 +118,17 @@ pub(crate) struct JsonPrefix {
 }
 
 impl JsonPrefix {
+    /// The prefix of a generating format: `stream` as configured, and `ignore_eos` when
+    /// asked for, beside the model and `extra_body` (see [`JsonPrefix::new`]).
+    pub(crate) fn generating(cfg: &BackendConfig, per_request: &[&str]) -> Self {
+        let mut fields = serde_json::Map::new();
+        fields.insert("stream".into(), cfg.stream.into());
+        if cfg.ignore_eos {
+            fields.insert("ignore_eos".into(), true.into());
+        }
+        Self::new(cfg, fields, per_request)
+    }
+
     /// `fields` are the format's constant fields; `extra_body` overrides them and any of
     /// `per_request` (written once, from `extra_body`, and then skipped per request).
     pub(crate) fn new(
@@ -217,31 +228,34 @@ pub(crate) fn event_text(data: &[u8]) -> Result<&str, String> {
 /// make it owned).
 pub(crate) type Kind<'a> = Cow<'a, str>;
 
+/// A configuration for unit tests: `format` to model `m` at an unused local port.
+#[cfg(test)]
+pub(crate) fn test_config(format: RequestFormat, stream: bool) -> BackendConfig {
+    BackendConfig {
+        base_url: "http://127.0.0.1:1".into(),
+        request_format: format,
+        model: "m".into(),
+        stream,
+        api_key: None,
+        headers: vec![],
+        params: vec![],
+        extra_body: serde_json::Map::new(),
+        http2: false,
+        request_timeout: std::time::Duration::from_secs(1),
+        connect_timeout: std::time::Duration::from_secs(1),
+        ttft_timeout: None,
+        idle_timeout: None,
+        ignore_eos: false,
+        session_header: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::source::{Message, Prompt};
-    use std::time::Duration;
 
-    fn cfg(format: RequestFormat, stream: bool) -> BackendConfig {
-        BackendConfig {
-            base_url: "http://127.0.0.1:1".into(),
-            request_format: format,
-            model: "m".into(),
-            stream,
-            api_key: None,
-            headers: vec![],
-            params: vec![],
-            extra_body: serde_json::Map::new(),
-            http2: false,
-            request_timeout: Duration::from_secs(1),
-            connect_timeout: Duration::from_secs(1),
-            ttft_timeout: None,
-            idle_timeout: None,
-            ignore_eos: false,
-            session_header: None,
-        }
-    }
+    use super::test_config as cfg;
 
     fn req(prompt: Prompt, max: Option<u32>) -> PreparedRequest {
         PreparedRequest {

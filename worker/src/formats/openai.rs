@@ -436,27 +436,8 @@ pub fn error_message(body: &[u8]) -> String {
 mod tests {
     use super::*;
     use crate::source::Message;
-    use std::time::Duration;
 
-    fn backend(format: RequestFormat, stream: bool) -> BackendConfig {
-        BackendConfig {
-            base_url: "http://127.0.0.1:1".into(),
-            request_format: format,
-            model: "m".into(),
-            stream,
-            api_key: None,
-            headers: vec![],
-            params: vec![],
-            extra_body: serde_json::Map::new(),
-            http2: false,
-            request_timeout: Duration::from_secs(1),
-            connect_timeout: Duration::from_secs(1),
-            ttft_timeout: None,
-            idle_timeout: None,
-            ignore_eos: false,
-            session_header: None,
-        }
-    }
+    use super::super::test_config as backend;
 
     fn text(t: &str, max: Option<u32>) -> PreparedRequest {
         PreparedRequest {

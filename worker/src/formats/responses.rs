@@ -29,13 +29,8 @@ pub struct Responses {
 impl Responses {
     /// Prepares the constant part of every body.
     pub fn new(cfg: &BackendConfig) -> Self {
-        let mut fields = serde_json::Map::new();
-        fields.insert("stream".into(), cfg.stream.into());
-        if cfg.ignore_eos {
-            fields.insert("ignore_eos".into(), true.into());
-        }
         Self {
-            prefix: JsonPrefix::new(cfg, fields, &["input", "max_output_tokens"]),
+            prefix: JsonPrefix::generating(cfg, &["input", "max_output_tokens"]),
         }
     }
 }

@@ -214,25 +214,11 @@ mod tests {
     use super::*;
     use crate::source::Prompt;
     use std::sync::Arc;
-    use std::time::Duration;
 
     fn cfg(stream: bool) -> BackendConfig {
         BackendConfig {
-            base_url: "http://127.0.0.1:1".into(),
-            request_format: llmsurge_proto::RequestFormat::Transcription,
             model: "whisper".into(),
-            stream,
-            api_key: None,
-            headers: vec![],
-            params: vec![],
-            extra_body: serde_json::Map::new(),
-            http2: false,
-            request_timeout: Duration::from_secs(1),
-            connect_timeout: Duration::from_secs(1),
-            ttft_timeout: None,
-            idle_timeout: None,
-            ignore_eos: false,
-            session_header: None,
+            ..super::super::test_config(llmsurge_proto::RequestFormat::Transcription, stream)
         }
     }
 
