@@ -29,6 +29,19 @@ struct ModelEntry {
     id: String,
 }
 
+/// The URL of `path` (e.g. `/v1/models`) at the server of `base_url`: the path appended
+/// to the base's path, the base's query (an Azure `api-version`, a gateway's key) kept.
+pub fn endpoint(base_url: &str, path: &str) -> String {
+    match reqwest::Url::parse(base_url) {
+        Ok(mut url) if url.query().is_some() => {
+            let joined = format!("{}{path}", url.path().trim_end_matches('/'));
+            url.set_path(&joined);
+            url.to_string()
+        }
+        _ => format!("{}{path}", base_url.trim_end_matches('/')),
+    }
+}
+
 /// The first pause between two checks of a target that is not ready yet.
 const READY_BACKOFF_FIRST: Duration = Duration::from_millis(250);
 /// The longest pause between two checks.
@@ -98,6 +111,7 @@ pub async fn resolve_target(
         }
         if !announced {
             announced = true;
+            // The error already shows the URL redacted.
             eprintln!(
                 "waiting for the target to be ready (--ready-timeout {}s): {}",
                 timeout.as_secs_f64(),
@@ -116,17 +130,22 @@ async fn check(
     model: Option<&str>,
     api_key: Option<&Secret>,
 ) -> Result<(String, Vec<String>), UsageError> {
+    // What messages show of the URL (they reach the terminal and the report).
+    let shown = llmsurge_proto::Redaction::default().url(base_url);
     let unreachable = |e: reqwest::Error| {
         let cause = std::error::Error::source(&e)
             .map(|s| s.to_string())
             .unwrap_or_else(|| e.to_string());
+        let cause = llmsurge_proto::Redaction::default()
+            .text(&cause)
+            .into_owned();
         UsageError(format!(
-            "--target {base_url}: cannot reach the server ({cause})"
+            "--target {shown}: cannot reach the server ({cause})"
         ))
     };
 
     let health = client
-        .get(format!("{base_url}/health"))
+        .get(endpoint(base_url, "/health"))
         .send()
         .await
         .map_err(unreachable)?;
@@ -134,11 +153,11 @@ async fn check(
     // Servers without /health (404, 405) are fine; a server that says it is unhealthy is not.
     if !status.is_success() && !matches!(status.as_u16(), 404 | 405) {
         return Err(UsageError(format!(
-            "--target {base_url}: GET /health answered {status}; the server is not ready"
+            "--target {shown}: GET /health answered {status}; the server is not ready"
         )));
     }
 
-    let mut request = client.get(format!("{base_url}/v1/models"));
+    let mut request = client.get(endpoint(base_url, "/v1/models"));
     if let Some(key) = api_key {
         request = request.bearer_auth(key.expose());
     }
@@ -156,7 +175,7 @@ async fn check(
         (Some(m), _) => {
             if !models.is_empty() && !models.iter().any(|x| x == m) {
                 return Err(UsageError(format!(
-                    "--model {m:?} is not served by {base_url} (it serves: {})",
+                    "--model {m:?} is not served by {shown} (it serves: {})",
                     models.join(", ")
                 )));
             }
@@ -165,12 +184,12 @@ async fn check(
         (None, Some(first)) => first.clone(),
         (None, None) if status.is_success() => {
             return Err(UsageError(format!(
-                "--target {base_url} lists no models; pass --model"
+                "--target {shown} lists no models; pass --model"
             )));
         }
         (None, None) => {
             return Err(UsageError(format!(
-                "--target {base_url}: GET /v1/models answered {status}; pass --model (or --api-key if it needs one)"
+                "--target {shown}: GET /v1/models answered {status}; pass --model (or --api-key if it needs one)"
             )));
         }
     };
@@ -252,7 +271,7 @@ pub async fn probe(
     let Some(first) = samples.first() else {
         return Ok(outcome);
     };
-    let base_url = worker.backend.base_url.clone();
+    let shown = llmsurge_proto::Redaction::default().url(&worker.backend.base_url);
     let deadline = tokio::time::Instant::now() + PROBE_BUDGET;
     let mut dropped = false;
     let first_exchange = loop {
@@ -295,7 +314,7 @@ pub async fn probe(
             && !worker.backend.extra_body.contains_key("ignore_eos");
         if from_default && !dropped {
             outcome.warnings.push(format!(
-                "{base_url} refuses the field ignore_eos ({status}: {}); sending requests without it, so output lengths are the server's choice, up to max_tokens",
+                "{shown} refuses the field ignore_eos ({status}: {}); sending requests without it, so output lengths are the server's choice, up to max_tokens",
                 err.message
             ));
             worker.backend.ignore_eos = false;
@@ -303,7 +322,7 @@ pub async fn probe(
             continue;
         }
         return Err(UsageError(format!(
-            "--target {base_url} refuses the request field {field} ({status}: {}); {}",
+            "--target {shown} refuses the request field {field} ({status}: {}); {}",
             err.message,
             field_fix(&field, &worker.backend)
         )));
@@ -406,7 +425,7 @@ async fn tokenize_count(
         .build()
         .ok()?;
     let mut request = client
-        .post(format!("{}/tokenize", b.base_url))
+        .post(endpoint(&b.base_url, "/tokenize"))
         .header(crate::mock::PROBE_HEADER, "1")
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(serde_json::json!({"model": b.model, "prompt": text}).to_string());

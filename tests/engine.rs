@@ -20,6 +20,7 @@ mod metrics;
 mod profiles;
 mod reports;
 mod requests;
+mod secrets;
 mod server_metrics;
 mod server_report;
 mod sessions;

@@ -19,6 +19,7 @@ pub mod frame;
 pub mod messages;
 pub mod metrics;
 pub mod record;
+pub mod redact;
 pub mod seed;
 pub mod shm;
 
@@ -38,4 +39,5 @@ pub use record::{
     AudioInfo, ErrorKind, ImageInfo, ImageKind, Phase, RequestError, RequestMedia, RequestRecord,
     RequestStarted, RequestStatus, SessionTag, TokenSource,
 };
+pub use redact::{REDACTED, Redaction};
 pub use shm::{SharedRegion, ShmLayout};

@@ -2,8 +2,8 @@
 //! value, as a `.env` block a shell can source. Built from the clap definitions, so it
 //! lists exactly what this build reads. Secrets are never printed.
 
-use super::resolve::is_credential_header;
 use clap::CommandFactory;
+use llmsurge_proto::{REDACTED, Redaction};
 
 /// Name endings of settings that hold credentials, for flags added without
 /// `hide_env_values`. Counts like `…_OUTPUT_TOKENS` or `…_PER_PROMPT_TOKEN` are not secrets.
@@ -33,20 +33,42 @@ fn shell_quote(v: &str) -> String {
     }
 }
 
-/// `--backend-kwargs` may carry credential headers: their values are replaced.
-fn redact_backend_kwargs(raw: &str) -> String {
+/// `--backend-kwargs` as it may be written: header and query values redacted unless
+/// harmless or opted in. Text that is not a JSON object is redacted whole (it may be a
+/// half-typed object holding a key).
+pub(super) fn redact_backend_kwargs(raw: &str, redaction: &Redaction) -> String {
     let Ok(serde_json::Value::Object(mut map)) = serde_json::from_str::<serde_json::Value>(raw)
     else {
-        return raw.to_string();
+        return REDACTED.to_string();
     };
     if let Some(serde_json::Value::Object(headers)) = map.get_mut("headers") {
         for (name, value) in headers.iter_mut() {
-            if is_credential_header(name) {
-                *value = serde_json::Value::String("***".into());
+            if !redaction.shows_header(name) {
+                *value = REDACTED.into();
+            }
+        }
+    }
+    if let Some(serde_json::Value::Object(params)) = map.get_mut("params") {
+        for (name, value) in params.iter_mut() {
+            if !redaction.shows_query_param(name) {
+                *value = REDACTED.into();
             }
         }
     }
     serde_json::Value::Object(map).to_string()
+}
+
+/// The opt-ins of the environment (`LLMSURGE_SHOW_HEADER`, `LLMSURGE_SHOW_QUERY_PARAM`).
+fn redaction(lookup: &dyn Fn(&str) -> Option<String>) -> Redaction {
+    let list = |name: &str| -> Vec<String> {
+        lookup(name)
+            .map(|v| v.split(',').map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    Redaction::new(
+        list("LLMSURGE_SHOW_HEADER"),
+        list("LLMSURGE_SHOW_QUERY_PARAM"),
+    )
 }
 
 /// The first line of an argument's help.
@@ -87,6 +109,7 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
     } else {
         Vec::new()
     };
+    let redaction = redaction(lookup);
     let mut all = Vec::new();
     sections(&root, &mut Vec::new(), &mut all);
     // A variable shared by several subcommands (LLMSURGE_OUTPUTS) is listed once, under
@@ -131,16 +154,15 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
                 (Some(_), _) if is_secret(arg, &env) => {
                     format!("# {env}=<set in the environment; redacted>")
                 }
-                (Some(v), _) if env == "LLMSURGE_SERVER_METRICS" => {
+                (Some(v), _) if env == "LLMSURGE_BACKEND_KWARGS" => {
                     format!(
                         "{env}={}",
-                        shell_quote(&super::resolve::redact_url_credentials(&v))
+                        shell_quote(&redact_backend_kwargs(&v, &redaction))
                     )
                 }
-                (Some(v), _) if env == "LLMSURGE_BACKEND_KWARGS" => {
-                    format!("{env}={}", shell_quote(&redact_backend_kwargs(&v)))
-                }
-                (Some(v), _) => format!("{env}={}", shell_quote(&v)),
+                // Any URL (the target, the metrics URL, a data file's) without its
+                // credentials and query values.
+                (Some(v), _) => format!("{env}={}", shell_quote(&redaction.text(&v))),
                 (None, Some(d)) => format!("{env}={}", shell_quote(&d)),
                 (None, None) => format!("# {env}="),
             };
@@ -152,7 +174,7 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
         "\n## other\n\n# Log filter of llmsurge's own diagnostics (tracing syntax, e.g. debug).\n",
     );
     out.push_str(&match lookup("LLMSURGE_LOG") {
-        Some(v) => format!("LLMSURGE_LOG={}\n", shell_quote(&v)),
+        Some(v) => format!("LLMSURGE_LOG={}\n", shell_quote(&redaction.text(&v))),
         None => "# LLMSURGE_LOG=\n".to_string(),
     });
     let openai = if lookup("OPENAI_API_KEY").is_some() {
@@ -231,27 +253,50 @@ mod tests {
             ("OPENAI_API_KEY", "sk-openai-secret"),
             (
                 "LLMSURGE_BACKEND_KWARGS",
-                r#"{"headers": {"Authorization": "Bearer sk-header-secret", "X-Trace": "on"}}"#,
+                r#"{"headers": {"Authorization": "Bearer sk-header-secret", "X-Gateway-Key": "sk-custom-secret", "X-Trace": "on", "Accept": "text/event-stream"}, "params": {"code": "sk-param-secret", "api-version": "2024"}}"#,
             ),
             (
                 "LLMSURGE_SERVER_METRICS",
                 "http://scraper:sk-url-secret@10.0.0.5:9090/metrics",
             ),
+            (
+                "LLMSURGE_TARGET",
+                "https://u:sk-target-secret@gw.example/v1?key=sk-query-secret&api-version=2024",
+            ),
+            ("LLMSURGE_SHOW_HEADER", "x-trace"),
+            ("LLMSURGE_SHOW_QUERY_PARAM", "api-version"),
         ]));
         assert!(
-            text.contains("LLMSURGE_SERVER_METRICS='http://***@10.0.0.5:9090/metrics'"),
+            text.contains("LLMSURGE_SERVER_METRICS='http://<redacted>@10.0.0.5:9090/metrics'"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "LLMSURGE_TARGET='https://<redacted>@gw.example/v1?key=<redacted>&api-version=2024'"
+            ),
             "{text}"
         );
         for secret in [
             "sk-config-secret",
             "sk-openai-secret",
             "sk-header-secret",
+            "sk-custom-secret",
+            "sk-param-secret",
             "sk-url-secret",
+            "sk-target-secret",
+            "sk-query-secret",
         ] {
-            assert!(!text.contains(secret), "{text}");
+            assert!(!text.contains(secret), "{secret}: {text}");
         }
         assert!(text.contains("# LLMSURGE_API_KEY=<set in the environment; redacted>"));
-        assert!(text.contains("X-Trace"), "{text}");
+        // Harmless and opted-in values stay.
+        for shown in [
+            r#""X-Trace":"on""#,
+            r#""Accept":"text/event-stream""#,
+            r#""api-version":"2024""#,
+        ] {
+            assert!(text.contains(shown), "{shown}: {text}");
+        }
     }
 
     #[test]

@@ -97,6 +97,13 @@ pub struct JobArgs {
     #[arg(long, value_parser = parse_secret_ref, value_name = "NAME[:KEY]")]
     pub api_key_secret: Option<SecretRef>,
 
+    /// The Kubernetes Secret holding the values of the --backend-kwargs headers, one key
+    /// per header named as the header in lowercase (e.g. x-gateway-key). Pods read them
+    /// by reference; no header value but the harmless ones and those of --show-header
+    /// enters the manifest.
+    #[arg(long, value_parser = parse_subdomain, value_name = "NAME")]
+    pub header_secret: Option<String>,
+
     /// How long the merge Job waits for all N reports before it fails.
     #[arg(long, default_value = "6h", value_parser = super::values::parse_positive_duration, value_name = "DURATION")]
     pub merge_timeout: Duration,
@@ -154,7 +161,7 @@ pub fn render(args: &JobArgs, now: f64) -> Result<String, String> {
         .as_deref()
         .filter(|i| !i.trim().is_empty())
         .ok_or("--image is required: a container image with llmsurge on its PATH")?;
-    let env = run_env(&args.run_args, args.shards)?;
+    let env = run_env_with_secrets(&args.run_args, args.shards, args.header_secret.as_deref())?;
     // Whole seconds: every pod reads the same instant, and the text is stable.
     let start = (now + args.start_delay.as_secs_f64()).ceil();
     let docs = manifest(args, image, &env, start);
@@ -202,7 +209,7 @@ fn run_dir(args: &JobArgs, start: f64) -> String {
 }
 
 /// The documents: the results claim (unless one was given), the shard Job, the merge Job.
-fn manifest(args: &JobArgs, image: &str, run_env: &[(String, String)], start: f64) -> Vec<Value> {
+fn manifest(args: &JobArgs, image: &str, run_env: &RunEnv, start: f64) -> Vec<Value> {
     let n = args.shards;
     let pvc = claim_name(args);
     let dir = run_dir(args, start);
@@ -238,8 +245,17 @@ fn manifest(args: &JobArgs, image: &str, run_env: &[(String, String)], start: f6
             "valueFrom": { "secretKeyRef": { "name": secret.name, "key": secret.key } },
         }));
     }
+    // Before the variables that refer to them as $(NAME): Kubernetes expands only those
+    // listed earlier.
+    env.extend(run_env.secret_headers.iter().map(|(var, secret, key)| {
+        json!({
+            "name": var,
+            "valueFrom": { "secretKeyRef": { "name": secret, "key": key } },
+        })
+    }));
     env.extend(
         run_env
+            .plain
             .iter()
             .map(|(name, value)| json!({ "name": name, "value": value })),
     );
@@ -382,6 +398,113 @@ fn api_key_env() -> String {
         .unwrap_or_else(|| "LLMSURGE_API_KEY".into())
 }
 
+/// The shard pods' environment from the trailing `benchmark run` flags.
+#[derive(Debug, Default)]
+pub struct RunEnv {
+    /// (variable, value) pairs, in definition order; header values that are not shown
+    /// are `$(VAR)` references to [`Self::secret_headers`].
+    pub plain: Vec<(String, String)>,
+    /// (variable, Secret name, key) of each header value read from `--header-secret`.
+    pub secret_headers: Vec<(String, String, String)>,
+}
+
+/// The variable a pod reads the `i`th secret header into (not `LLMSURGE_*`: llmsurge
+/// refuses variables it does not know).
+fn secret_header_var(i: usize) -> String {
+    format!("K8S_HEADER_SECRET_{i}")
+}
+
+/// [`run_env`], checked for secrets: no value of a flag may carry one into the manifest
+/// (a URL's user, password or query values, an API key), and every header of
+/// `--backend-kwargs` that outputs would redact is read from `header_secret` instead.
+pub fn run_env_with_secrets(
+    run_args: &[String],
+    shards: u32,
+    header_secret: Option<&str>,
+) -> Result<RunEnv, String> {
+    let plain = run_env(run_args, shards)?;
+    let list = |env: &str| -> Vec<String> {
+        plain
+            .iter()
+            .filter(|(n, _)| n == env)
+            .flat_map(|(_, v)| v.split(',').map(str::to_string).collect::<Vec<_>>())
+            .collect()
+    };
+    // The pods' own opt-ins decide what may be written, as they decide their reports.
+    let redaction = llmsurge_proto::Redaction::new(
+        list("LLMSURGE_SHOW_HEADER"),
+        list("LLMSURGE_SHOW_QUERY_PARAM"),
+    );
+    let mut out = RunEnv::default();
+    for (env, value) in plain {
+        if env != "LLMSURGE_BACKEND_KWARGS" {
+            if redaction.text(&value) != value {
+                let flag = flag_of(&env);
+                return Err(format!(
+                    "{flag} would put the user, password or query values of its URL in the manifest: send credentials in a header read from a Secret (--header-secret), or show a harmless query value with --show-query-param NAME"
+                ));
+            }
+            out.plain.push((env, value));
+            continue;
+        }
+        let Ok(Value::Object(mut kwargs)) = serde_json::from_str::<Value>(&value) else {
+            // The run's own parser gives the precise message; the pod would only fail.
+            return Err("--backend-kwargs: not a JSON object".into());
+        };
+        if let Some(Value::Object(params)) = kwargs.get("params")
+            && let Some(name) = params.keys().find(|n| !redaction.shows_query_param(n))
+        {
+            return Err(format!(
+                "--backend-kwargs params.{name} would be written into the manifest: send a credential in a header read from a Secret (--header-secret), or show a harmless value with --show-query-param {name}"
+            ));
+        }
+        if let Some(Value::Object(headers)) = kwargs.get_mut("headers") {
+            for (name, v) in headers.iter_mut() {
+                if redaction.shows_header(name) {
+                    continue;
+                }
+                let Some(secret) = header_secret else {
+                    return Err(format!(
+                        "--backend-kwargs carries the header {name:?}, whose value would be written into the manifest: use --header-secret NAME (a Secret with the key {:?}) or, for the API key, --api-key-secret NAME[:KEY]",
+                        name.to_ascii_lowercase()
+                    ));
+                };
+                let key = name.to_ascii_lowercase();
+                if !key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+                {
+                    return Err(format!(
+                        "--header-secret: the header {name:?} is not a valid Secret key (letters, digits, '-', '_' and '.')"
+                    ));
+                }
+                let var = secret_header_var(out.secret_headers.len());
+                *v = Value::String(format!("$({var})"));
+                out.secret_headers.push((var, secret.to_string(), key));
+            }
+        }
+        out.plain.push((env, Value::Object(kwargs).to_string()));
+    }
+    if header_secret.is_some() && out.secret_headers.is_empty() {
+        return Err(
+            "--header-secret has no effect: no header of --backend-kwargs after -- needs it".into(),
+        );
+    }
+    Ok(out)
+}
+
+/// The flag of a `benchmark run` variable, for messages.
+fn flag_of(env: &str) -> String {
+    run_command()
+        .ok()
+        .and_then(|run| {
+            run.get_arguments()
+                .find(|a| a.get_env().is_some_and(|e| e == env))
+                .and_then(|a| a.get_long().map(|l| format!("--{l}")))
+        })
+        .unwrap_or_else(|| env.to_string())
+}
+
 /// The trailing `benchmark run` flags as (variable, value) pairs, in definition order.
 pub fn run_env(run_args: &[String], shards: u32) -> Result<Vec<(String, String)>, String> {
     let run = run_command()?;
@@ -420,15 +543,6 @@ pub fn run_env(run_args: &[String], shards: u32) -> Result<Vec<(String, String)>
         if let Some((_, why)) = MANAGED_ENV.iter().find(|(name, _)| *name == env) {
             return Err(format!("{flag} is set by `llmsurge k8s job`: {why}"));
         }
-        let url_credentials = env == "LLMSURGE_SERVER_METRICS"
-            && matches.get_raw(id).into_iter().flatten().any(|v| {
-                super::resolve::redact_url_credentials(&v.to_string_lossy()) != v.to_string_lossy()
-            });
-        if url_credentials {
-            return Err(format!(
-                "{flag} would put the user and password of its URL in the manifest: scrape a URL without credentials, or the target's own /metrics (the target's key is sent to its origin)"
-            ));
-        }
         if super::config::is_secret(arg, &env) {
             return Err(format!(
                 "{flag} would put a secret in the manifest: use --api-key-secret NAME[:KEY] (a Kubernetes Secret)"
@@ -457,21 +571,6 @@ pub fn run_env(run_args: &[String], shards: u32) -> Result<Vec<(String, String)>
 /// What a shard pod could not do with a value that is valid on one host.
 fn check_value(id: &str, flag: &str, value: &str, shards: u32) -> Result<(), String> {
     match id {
-        "backend_kwargs" => {
-            let credential = serde_json::from_str::<Value>(value)
-                .ok()
-                .and_then(|v| v.get("headers").and_then(Value::as_object).cloned())
-                .and_then(|h| {
-                    h.keys()
-                        .find(|k| super::resolve::is_credential_header(k))
-                        .cloned()
-                });
-            if let Some(header) = credential {
-                return Err(format!(
-                    "{flag} carries the credential header {header:?}, which would be written into the manifest: use --api-key-secret NAME[:KEY]"
-                ));
-            }
-        }
         // The merge Job reads each shard's benchmarks.json.
         "outputs"
             if !value

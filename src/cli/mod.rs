@@ -120,10 +120,32 @@ fn check_env() -> Result<(), String> {
     Ok(())
 }
 
-/// Prints an error on one line and returns the usage exit code.
+/// Prints an error on one line and returns the usage exit code. A URL the message
+/// quotes loses its user, password and query values.
 pub fn usage_error(message: &str) -> i32 {
-    eprintln!("error: {message}");
+    eprintln!(
+        "error: {}",
+        llmsurge_proto::Redaction::default().text(message)
+    );
     exit_codes::USAGE
+}
+
+/// Standard error for log lines, every URL in them redacted: a dependency's debug line
+/// (a connection, a redirect) may name the target with its credentials. The formatter
+/// writes each event in one call, so each line is redacted whole.
+struct RedactingStderr;
+
+impl std::io::Write for RedactingStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let redacted = llmsurge_proto::Redaction::default().text(&text);
+        std::io::stderr().write_all(redacted.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 /// Logs to stderr, filtered by `LLMSURGE_LOG` (e.g. `debug`, `llmsurge_coordinator=debug`);
@@ -133,7 +155,7 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactingStderr)
         .try_init();
 }
 

@@ -9,7 +9,7 @@ use llmsurge_coordinator::{
     DEFAULT_THROUGHPUT_CONCURRENCY, GoodputSpec, Limits, OnWorkerFailure, SaturationConfig, Slo,
     Strategy, StrategySettings, SweepArrivals,
 };
-use llmsurge_proto::{MeasureWindow, RequestFormat, Secret};
+use llmsurge_proto::{MeasureWindow, Redaction, RequestFormat, Secret};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,8 +34,8 @@ fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
 pub enum TargetSpec {
     /// The built-in mock server, started in-process.
     Mock,
-    /// A server at this base URL.
-    Url(String),
+    /// A server at this base URL (written redacted: see [`RunPlan::public_json`]).
+    Url(#[serde(serialize_with = "strict_url")] String),
 }
 
 pub use crate::report::Output;
@@ -50,10 +50,11 @@ pub struct BackendPlan {
     /// Redacted in every output.
     #[serde(serialize_with = "redact")]
     pub api_key: Option<Secret>,
-    /// Extra headers (values of credential headers redacted in every output).
-    #[serde(serialize_with = "redact_headers")]
+    /// Extra headers (values redacted in every output unless harmless or opted in).
+    #[serde(serialize_with = "strict_headers")]
     pub headers: Vec<(String, String)>,
-    /// Extra query parameters.
+    /// Extra query parameters (values redacted in every output unless opted in).
+    #[serde(serialize_with = "strict_params")]
     pub params: Vec<(String, String)>,
     /// Extra body fields.
     pub extra_body: serde_json::Map<String, serde_json::Value>,
@@ -76,42 +77,25 @@ pub struct BackendPlan {
 
 fn redact<S: serde::Serializer>(secret: &Option<Secret>, s: S) -> Result<S::Ok, S::Error> {
     match secret {
-        Some(_) => s.serialize_str("***"),
+        Some(_) => s.serialize_str(llmsurge_proto::REDACTED),
         None => s.serialize_none(),
     }
 }
 
-/// Whether a header carries a credential (its value is never written anywhere).
-pub fn is_credential_header(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    [
-        "authorization",
-        "api-key",
-        "api_key",
-        "apikey",
-        "token",
-        "cookie",
-        "secret",
-    ]
-    .iter()
-    .any(|c| name.contains(c))
+// The serializers of values that may hold a secret redact everything but the harmless,
+// whatever the opt-ins: a plan serialized directly can never leak. [`RunPlan::public_json`]
+// then puts back what `--show-header` and `--show-query-param` opt in.
+
+fn strict_headers<S: serde::Serializer>(h: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    Serialize::serialize(&Redaction::default().headers(h), s)
 }
 
-fn redact_headers<S: serde::Serializer>(
-    headers: &[(String, String)],
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeSeq;
-    let mut seq = s.serialize_seq(Some(headers.len()))?;
-    for (name, value) in headers {
-        let value = if is_credential_header(name) {
-            "***"
-        } else {
-            value.as_str()
-        };
-        seq.serialize_element(&(name, value))?;
-    }
-    seq.end()
+fn strict_params<S: serde::Serializer>(p: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    Serialize::serialize(&Redaction::default().query_params(p), s)
+}
+
+fn strict_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&Redaction::default().url(url))
 }
 
 /// The validated plan of `benchmark run`.
@@ -171,9 +155,40 @@ pub struct RunPlan {
     pub ready_timeout: Option<Duration>,
     /// The server's metrics and profiler.
     pub server_metrics: ServerMetricsPlan,
+    /// What of headers and URLs outputs show (`--show-header`, `--show-query-param`).
+    pub redaction: Redaction,
     /// Print the plan and exit.
     #[serde(skip)]
     pub dry_run: bool,
+}
+
+impl RunPlan {
+    /// The plan as every output writes it (`--dry-run`, the report's `args`): header,
+    /// query and URL values redacted but for the harmless and those opted in.
+    pub fn public_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        let r = &self.redaction;
+        let mut put = |pointer: &str, value: serde_json::Value| {
+            if let Some(slot) = v.pointer_mut(pointer) {
+                *slot = value;
+            }
+        };
+        put(
+            "/backend/headers",
+            serde_json::to_value(r.headers(&self.backend.headers)).unwrap_or_default(),
+        );
+        put(
+            "/backend/params",
+            serde_json::to_value(r.query_params(&self.backend.params)).unwrap_or_default(),
+        );
+        if let TargetSpec::Url(url) = &self.target {
+            put("/target/url", r.url(url).into());
+        }
+        if let MetricsSource::Url(url) = &self.server_metrics.source {
+            put("/server_metrics/source/url", r.url(url).into());
+        }
+        v
+    }
 }
 
 /// Resolves and validates `benchmark run` flags.
@@ -271,6 +286,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         start_at,
         ready_timeout: args.multi_host.ready_timeout,
         server_metrics: resolve_server_metrics(args)?,
+        redaction: Redaction::new(&args.target.show_header, &args.target.show_query_param),
         dry_run: args.output.dry_run,
     })
 }
@@ -283,25 +299,8 @@ pub enum MetricsSource {
     Target,
     /// Not scraped.
     Off,
-    /// This URL (user and password redacted in every output).
-    Url(#[serde(serialize_with = "redact_url")] String),
-}
-
-fn redact_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&redact_url_credentials(url))
-}
-
-/// A URL with its user and password replaced by `***` (unchanged when it has none).
-pub fn redact_url_credentials(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
-            let _ = u.set_username("***");
-            let _ = u.set_password(None);
-            u.to_string()
-        }
-        Ok(_) => url.to_string(),
-        Err(_) => redact_for_error(url),
-    }
+    /// This URL (user, password and query values redacted in every output).
+    Url(#[serde(serialize_with = "strict_url")] String),
 }
 
 /// The server's metrics and profiler, resolved.
@@ -329,13 +328,13 @@ fn resolve_server_metrics(args: &RunArgs) -> Result<ServerMetricsPlan, UsageErro
             let parsed = reqwest::Url::parse(url).map_err(|e| {
                 UsageError(format!(
                     "--server-metrics: {:?} is not a URL ({e}); expected e.g. http://localhost:8000/metrics or off",
-                    redact_for_error(url)
+                    Redaction::default().url(url)
                 ))
             })?;
             if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
                 return usage(format!(
                     "--server-metrics: {:?} must be an http:// or https:// URL with a host, or off",
-                    redact_for_error(url)
+                    Redaction::default().url(url)
                 ));
             }
             MetricsSource::Url(url.to_string())
@@ -390,17 +389,6 @@ fn resolve_server_metrics(args: &RunArgs) -> Result<ServerMetricsPlan, UsageErro
         include: a.server_metrics_include.clone(),
         profile_server: a.profile_server,
     })
-}
-
-/// A URL for an error line, its password left out.
-fn redact_for_error(url: &str) -> String {
-    match url.split_once('@') {
-        Some((before, after)) if before.contains("://") => {
-            let scheme = before.split("://").next().unwrap_or("");
-            format!("{scheme}://***@{after}")
-        }
-        _ => url.to_string(),
-    }
 }
 
 /// The shard this process runs, refusing what cannot be split: profiles whose next rate
@@ -692,17 +680,27 @@ fn resolve_target(target: Option<&str>) -> Result<TargetSpec, UsageError> {
     match target.map(str::trim) {
         None | Some("" | "mock") => Ok(TargetSpec::Mock),
         Some(url) => {
-            let parsed = reqwest::Url::parse(url)
-                .map_err(|e| UsageError(format!("--target: {url:?} is not a URL ({e}); expected e.g. http://localhost:8000 or mock")))?;
+            let shown = Redaction::default().url(url);
+            let mut parsed = reqwest::Url::parse(url)
+                .map_err(|e| UsageError(format!("--target: {shown:?} is not a URL ({e}); expected e.g. http://localhost:8000 or mock")))?;
             if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
                 return usage(format!(
-                    "--target: {url:?} must be an http:// or https:// URL with a host"
+                    "--target: {shown:?} must be an http:// or https:// URL with a host"
                 ));
             }
-            // Accept a base URL ending in /v1: the OpenAI paths are appended per request.
-            let base = url.trim_end_matches('/');
-            let base = base.strip_suffix("/v1").unwrap_or(base);
-            Ok(TargetSpec::Url(base.to_string()))
+            // Accept a base URL ending in /v1: the OpenAI paths are appended per request
+            // (to the path: a query, as an Azure api-version, stays at the end).
+            if parsed.query().is_none() && parsed.fragment().is_none() {
+                let base = url.trim_end_matches('/');
+                return Ok(TargetSpec::Url(
+                    base.strip_suffix("/v1").unwrap_or(base).to_string(),
+                ));
+            }
+            parsed.set_fragment(None);
+            let path = parsed.path().trim_end_matches('/');
+            let path = path.strip_suffix("/v1").unwrap_or(path).to_string();
+            parsed.set_path(&path);
+            Ok(TargetSpec::Url(parsed.to_string()))
         }
     }
 }

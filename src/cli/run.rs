@@ -74,7 +74,7 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
 /// The resolved plan as JSON, with what preparing the data found (the tokenizer used,
 /// rows) under `data.resolved`.
 fn plan_json(plan: &RunPlan, data: &crate::data::PreparedData) -> serde_json::Value {
-    let mut v = serde_json::to_value(plan).unwrap_or_default();
+    let mut v = plan.public_json();
     if let Some(d) = v.get_mut("data").and_then(|d| d.as_object_mut()) {
         d.insert(
             "resolved".into(),
@@ -172,7 +172,9 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
             "host clock not NTP-synchronised: {why}; --start-at and the alignment of shards are only as good as the clocks"
         ));
     }
-    for w in &warnings {
+    // Written to the terminal and the report: URLs in them redacted.
+    for w in &mut warnings {
+        *w = plan.redaction.text(w).into_owned();
         eprintln!("warning: {w}");
     }
     plan.backend.ignore_eos = template.base.worker_template.backend.ignore_eos;
@@ -196,6 +198,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
             template.base.profile_server = profiler;
             // Kept in the report's target warnings, so a reader knows why there are none.
             if let Some(note) = note {
+                let note = plan.redaction.text(&note).into_owned();
                 eprintln!("{note}");
                 warnings.push(note.trim_start_matches("warning: ").to_string());
             }
@@ -214,7 +217,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
     let info = RunInfo {
         args: plan_json(&plan, &data),
         target: TargetInfo {
-            base_url: target.base_url.clone(),
+            base_url: plan.redaction.url(&target.base_url),
             model: target.model.clone(),
             mock: target.mock.is_some(),
             warnings,
@@ -301,13 +304,17 @@ async fn server_metrics(
     let m = &plan.server_metrics;
     let headers = target_headers(plan);
     let profiler = m.profile_server.then(|| ProfilerConfig {
-        origin: target.base_url.clone(),
+        // The origin only: no path, user, password or query to repeat in messages.
+        origin: reqwest::Url::parse(&target.base_url).map_or_else(
+            |_| target.base_url.clone(),
+            |u| u.origin().ascii_serialization(),
+        ),
         headers: headers.clone(),
         timeout: PROFILER_TIMEOUT,
     });
     let (url, explicit) = match &m.source {
         MetricsSource::Off => return Ok((None, profiler, None)),
-        MetricsSource::Target => (format!("{}/metrics", target.base_url), false),
+        MetricsSource::Target => (crate::target::endpoint(&target.base_url, "/metrics"), false),
         MetricsSource::Url(url) => (url.clone(), true),
     };
     // Validated when resolved: the regex compiles.
@@ -317,17 +324,18 @@ async fn server_metrics(
         .map(regex::Regex::new)
         .transpose()
         .map_err(|e| UsageError(format!("--server-metrics-include: {e}")))?;
-    let cfg = ScrapeConfig::new(&url, m.interval, include, &target.base_url, &headers)
+    let mut cfg = ScrapeConfig::new(&url, m.interval, include, &target.base_url, &headers)
         .map_err(|e| UsageError(format!("--server-metrics: {e}")))?;
+    cfg.redaction = plan.redaction.clone();
+    let shown = plan.redaction.url(&cfg.url);
     let note = match probe(&cfg).await {
         Ok(()) => None,
         Err(why) if !explicit => {
-            let note = format!("no server metrics at {} ({why})", cfg.url);
+            let note = format!("no server metrics at {shown} ({why})");
             return Ok((None, profiler, Some(note)));
         }
         Err(why) => Some(format!(
-            "warning: --server-metrics {} did not answer at run start ({why}); scraping it anyway",
-            cfg.url
+            "warning: --server-metrics {shown} did not answer at run start ({why}); scraping it anyway"
         )),
     };
     Ok((Some(cfg), profiler, note))

@@ -359,11 +359,40 @@ pub struct MockConfig {
     )]
     pub record_limit: u64,
 
-    /// With `--record`: also record this request header's value in each line
-    /// (`"headers": {"NAME": "value"}`, null when the request had none; values cut at
-    /// 256 bytes), e.g. the session header of sticky routing.
-    #[arg(long, env = "LLMSURGE_MOCK_RECORD_HEADER", value_name = "NAME")]
-    pub record_header: Option<String>,
+    /// With `--record`: also record these request headers in each line (repeatable or a
+    /// comma list; `"headers": {"NAME": "value"}`, null when the request had none; values
+    /// cut at 256 bytes), e.g. the session header of sticky routing. Like every output
+    /// of llmsurge, a value is written only for a harmless header (content-type, accept,
+    /// user-agent, anthropic-version, x-request-id, x-session-id) or one named by
+    /// --show-header; any other, as an API key, is written as <redacted>.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_RECORD_HEADER",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub record_header: Vec<String>,
+
+    /// With `--record`: write this header's value in the record file although it may be
+    /// a credential (repeatable or a comma list), e.g. to check that a client sent it.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_SHOW_HEADER",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub show_header: Vec<String>,
+
+    /// With `--record`: write this query parameter's value in the record file (repeatable
+    /// or a comma list). Each line's `query` keeps every name; other values are written
+    /// as <redacted>.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_SHOW_QUERY_PARAM",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub show_query_param: Vec<String>,
 }
 
 impl Default for MockConfig {
@@ -405,7 +434,9 @@ impl Default for MockConfig {
             spec_decode_acceptance: None,
             record: None,
             record_limit: DEFAULT_RECORD_LIMIT,
-            record_header: None,
+            record_header: Vec::new(),
+            show_header: Vec::new(),
+            show_query_param: Vec::new(),
         }
     }
 }
@@ -646,13 +677,19 @@ impl MockConfig {
                 ));
             }
         }
-        if let Some(name) = &self.record_header {
-            if self.record.is_none() {
+        for (given, flag) in [
+            (!self.record_header.is_empty(), "--record-header"),
+            (!self.show_header.is_empty(), "--show-header"),
+            (!self.show_query_param.is_empty(), "--show-query-param"),
+        ] {
+            if given && self.record.is_none() {
                 return Err(invalid(
-                    "--record-header",
+                    flag,
                     "needs --record (the file it records into)".into(),
                 ));
             }
+        }
+        for name in &self.record_header {
             if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 return Err(invalid(
                     "--record-header",

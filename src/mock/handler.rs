@@ -280,13 +280,22 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
                 .to_owned();
-            // `--record-header`: read before the body consumes the request.
-            let recorded_header = app
-                .recorder
-                .as_ref()
-                .and_then(|r| r.header())
-                .and_then(|name| req.headers().get(name))
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+            // `--record-header` and the query: read before the body consumes the request.
+            let (recorded_headers, query): (Vec<Option<String>>, Option<String>) =
+                match &app.recorder {
+                    Some(r) => (
+                        r.headers()
+                            .iter()
+                            .map(|name| {
+                                req.headers()
+                                    .get(name.as_str())
+                                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                            })
+                            .collect(),
+                        req.uri().query().map(str::to_string),
+                    ),
+                    None => (Vec::new(), None),
+                };
             let body = match read_body(&app, req).await {
                 Ok(body) => body,
                 Err(response) => return *response,
@@ -303,7 +312,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
                     _ => None,
                 };
                 if let Some(path) = path {
-                    recorder.record(path, recorded_header.as_deref(), &body);
+                    recorder.record(path, query.as_deref(), &recorded_headers, &body);
                 }
             }
             match endpoint {

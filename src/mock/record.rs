@@ -1,9 +1,12 @@
 //! `--record PATH`: a bounded JSONL of the generation and embedding requests the mock
 //! received, one line each (endpoint, model, the body as JSON, arrival time), so a test
-//! can check exactly what a client sent. Each line is written with one `write` call on
+//! can check exactly what a client sent. Header and query values go through llmsurge's
+//! one redaction ([`llmsurge_proto::Redaction`]): the file holds no credential unless
+//! one is named by `--show-header` / `--show-query-param`. Each line is written with one `write` call on
 //! a file opened for appending, so a reader never sees half a line of a finished request
 //! and nothing is buffered when the server stops.
 
+use llmsurge_proto::Redaction;
 use serde::Serialize;
 use std::fs::File;
 use std::io::Write;
@@ -25,8 +28,10 @@ pub struct Recorder {
     /// Lines that could not be written (a full disk, say).
     failed: AtomicU64,
     started: Instant,
-    /// `--record-header`: the header whose value each line keeps (lowercase).
-    header: Option<String>,
+    /// `--record-header`: the headers each line keeps (lowercase).
+    headers: Vec<String>,
+    /// What of header and query values is written (`--show-header`, `--show-query-param`).
+    redaction: Redaction,
 }
 
 /// Longest header value a line keeps: the file stays bounded whatever a client sends.
@@ -62,12 +67,20 @@ struct Line<'a> {
     /// `--record-header NAME`: `{NAME: value or null}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     headers: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The request's query, values redacted unless `--show-query-param` names them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    query: Option<String>,
 }
 
 impl Recorder {
-    /// Creates (truncates) `path`; `header` names a request header to keep the value
-    /// of in each line.
-    pub fn create(path: &Path, limit: u64, header: Option<&str>) -> std::io::Result<Self> {
+    /// Creates (truncates) `path`; `headers` names the request headers to keep in each
+    /// line, `redaction` what of their values (and the query's) is written.
+    pub fn create(
+        path: &Path,
+        limit: u64,
+        headers: &[String],
+        redaction: Redaction,
+    ) -> std::io::Result<Self> {
         let file = File::create(path)?;
         Ok(Recorder {
             path: path.to_path_buf(),
@@ -77,18 +90,26 @@ impl Recorder {
             skipped: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             started: Instant::now(),
-            header: header.map(str::to_ascii_lowercase),
+            headers: headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            redaction,
         })
     }
 
-    /// `--record-header`: the header whose value [`Recorder::record`] wants.
-    pub fn header(&self) -> Option<&str> {
-        self.header.as_deref()
+    /// `--record-header`: the headers whose values [`Recorder::record`] wants.
+    pub fn headers(&self) -> &[String] {
+        &self.headers
     }
 
-    /// Records one request body that arrived at `endpoint` (with the value of the
-    /// `--record-header` header, when asked), unless the bound is reached.
-    pub fn record(&self, endpoint: &str, header_value: Option<&str>, body: &[u8]) {
+    /// Records one request body that arrived at `endpoint` with `query` (the values of
+    /// the `--record-header` headers, in their order, when asked), unless the bound is
+    /// reached.
+    pub fn record(
+        &self,
+        endpoint: &str,
+        query: Option<&str>,
+        header_values: &[Option<String>],
+        body: &[u8],
+    ) {
         let arrival_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         // Claimed before writing, so concurrent requests never write past the bound.
         if self.claimed.fetch_add(1, Relaxed) >= self.limit {
@@ -102,18 +123,26 @@ impl Recorder {
             .get("model")
             .and_then(serde_json::Value::as_str)
             .map(str::to_owned);
-        let headers = self.header.as_ref().map(|name| {
-            let value = header_value.map(|v| {
-                // Cut on a character boundary.
-                let mut end = v.len().min(HEADER_VALUE_LIMIT);
-                while !v.is_char_boundary(end) {
-                    end -= 1;
-                }
-                serde_json::Value::String(v[..end].to_string())
-            });
+        let headers = (!self.headers.is_empty()).then(|| {
             let mut map = serde_json::Map::new();
-            map.insert(name.clone(), value.unwrap_or(serde_json::Value::Null));
+            for (i, name) in self.headers.iter().enumerate() {
+                let value = header_values.get(i).and_then(Option::as_deref).map(|v| {
+                    let v = self.redaction.header_value(name, v);
+                    // Cut on a character boundary.
+                    let mut end = v.len().min(HEADER_VALUE_LIMIT);
+                    while !v.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    serde_json::Value::String(v[..end].to_string())
+                });
+                map.insert(name.clone(), value.unwrap_or(serde_json::Value::Null));
+            }
             map
+        });
+        // Through the URL redaction, which keeps the names (`?` added and taken off).
+        let query = query.map(|q| {
+            let shown = self.redaction.url(&format!("?{q}"));
+            shown.trim_start_matches('?').to_string()
         });
         let line = Line {
             endpoint,
@@ -121,6 +150,7 @@ impl Recorder {
             arrival_ns,
             body,
             headers,
+            query,
         };
         let Ok(mut bytes) = serde_json::to_vec(&line) else {
             self.failed.fetch_add(1, Relaxed);

@@ -63,11 +63,16 @@ impl MockServer {
         })?;
         let recorder = match &config.record {
             Some(path) => Some(Arc::new(
-                Recorder::create(path, config.record_limit, config.record_header.as_deref())
-                    .map_err(|source| MockError::Record {
-                        path: path.display().to_string(),
-                        source,
-                    })?,
+                Recorder::create(
+                    path,
+                    config.record_limit,
+                    &config.record_header,
+                    llmsurge_proto::Redaction::new(&config.show_header, &config.show_query_param),
+                )
+                .map_err(|source| MockError::Record {
+                    path: path.display().to_string(),
+                    source,
+                })?,
             )),
             None => None,
         };

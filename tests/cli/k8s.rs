@@ -302,3 +302,116 @@ fn a_key_is_never_written_inline() {
     assert_usage_error(&out, "Authorization");
     assert!(!out.stderr.contains(key), "{}", out.stderr);
 }
+
+#[test]
+fn headers_come_from_a_secret_and_only_harmless_values_are_written() {
+    let key = "sk-gateway-secret-value";
+    let kwargs = format!(
+        r#"{{"headers": {{"X-Gateway-Key": "{key}", "Ocp-Apim-Subscription-Key": "{key}", "Accept": "text/event-stream"}}}}"#
+    );
+    let out = k8s_job(&[
+        "--image",
+        "i",
+        "--header-secret",
+        "llm-headers",
+        "--",
+        "--target",
+        "http://vllm:8000",
+        "--backend-kwargs",
+        &kwargs,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!out.stdout.contains(key), "{}", out.stdout);
+    let docs = documents(&out.stdout);
+    let c = &kind(&docs, "Job", "shard")["spec"]["template"]["spec"]["containers"][0];
+    let env = c["env"].as_array().expect("env");
+    let position = |name: &str| env.iter().position(|e| e["name"] == name);
+    // Each hidden header is a variable read from the Secret, keyed by its lowercase name.
+    let mut vars = Vec::new();
+    for header in ["ocp-apim-subscription-key", "x-gateway-key"] {
+        let entry = env
+            .iter()
+            .find(|e| e["valueFrom"]["secretKeyRef"]["key"] == header)
+            .unwrap_or_else(|| panic!("no variable from the Secret for {header}: {env:?}"));
+        assert_eq!(entry["valueFrom"]["secretKeyRef"]["name"], "llm-headers");
+        let var = entry["name"].as_str().expect("a name").to_string();
+        assert!(
+            !var.starts_with("LLMSURGE_"),
+            "llmsurge refuses unknown LLMSURGE_ names"
+        );
+        assert!(
+            position(&var) < position("LLMSURGE_BACKEND_KWARGS"),
+            "declared before use"
+        );
+        vars.push((header, var));
+    }
+    // The kwargs refer to them; Kubernetes expands $(VAR) when it starts the pod.
+    let kwargs: Value =
+        serde_json::from_str(env_value(c, "LLMSURGE_BACKEND_KWARGS").expect("the kwargs variable"))
+            .expect("JSON");
+    for (header, var) in &vars {
+        let name = if *header == "x-gateway-key" {
+            "X-Gateway-Key"
+        } else {
+            "Ocp-Apim-Subscription-Key"
+        };
+        assert_eq!(kwargs["headers"][name], format!("$({var})"));
+    }
+    assert_eq!(kwargs["headers"]["Accept"], "text/event-stream");
+
+    // Without the Secret: refused, naming the header and the key to put in it.
+    let out = k8s_job(&["--image", "i", "--", "--backend-kwargs", &kwargs_with(key)]);
+    assert_usage_error(&out, "--header-secret");
+    assert!(!out.stderr.contains(key), "{}", out.stderr);
+    // A Secret nothing needs is a flag without effect.
+    assert_usage_error(
+        &k8s_job(&[
+            "--image",
+            "i",
+            "--header-secret",
+            "llm-headers",
+            "--",
+            "--rate",
+            "1",
+        ]),
+        "--header-secret",
+    );
+    // URLs carrying credentials and query values, and query parameters, are refused.
+    for run_args in [
+        vec!["--target".to_string(), format!("http://u:{key}@vllm:8000")],
+        vec![
+            "--target".to_string(),
+            format!("http://vllm:8000/?key={key}"),
+        ],
+        vec![
+            "--backend-kwargs".to_string(),
+            format!(r#"{{"params": {{"code": "{key}"}}}}"#),
+        ],
+    ] {
+        let mut args = vec!["--image", "i", "--"];
+        args.extend(run_args.iter().map(String::as_str));
+        let out = k8s_job(&args);
+        assert_eq!(out.code, 2, "{run_args:?}: {}", out.stderr);
+        assert!(!out.stderr.contains(key), "{}", out.stderr);
+    }
+    // A query value opted in is harmless and written.
+    let out = k8s_job(&[
+        "--image",
+        "i",
+        "--",
+        "--target",
+        "http://vllm:8000/?api-version=2024-10-21",
+        "--show-query-param",
+        "api-version",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("api-version=2024-10-21"),
+        "{}",
+        out.stdout
+    );
+}
+
+fn kwargs_with(key: &str) -> String {
+    format!(r#"{{"headers": {{"X-Gateway-Key": "{key}"}}}}"#)
+}

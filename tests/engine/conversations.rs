@@ -107,7 +107,7 @@ fn replay(data: &Path, data_args: &str, extra: &[&str]) -> (Vec<Value>, llmsurge
     let record = dir.path().join("record.jsonl");
     let server = mock(MockConfig {
         record: Some(record.clone()),
-        record_header: Some(SESSION_HEADER.into()),
+        record_header: vec![SESSION_HEADER.into()],
         ..MockConfig::instant()
     });
     let data = data.display().to_string();

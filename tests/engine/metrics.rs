@@ -129,7 +129,7 @@ fn the_report_has_its_schema_metadata_and_redacted_args() {
     assert_eq!(report.metadata.tool, "llmsurge");
     assert!(report.metadata.complete && !report.metadata.interrupted);
     assert!(report.metadata.host.cpus > 0);
-    assert_eq!(report.args["backend"]["api_key"], "***");
+    assert_eq!(report.args["backend"]["api_key"], "<redacted>");
     assert_eq!(report.target.model, server.model());
     let b = &report.benchmarks[0];
     assert!(b.end_time > b.start_time && b.start_time >= report.metadata.start_time - 1.0);

@@ -440,10 +440,10 @@ fn api_keys_appear_in_no_output() {
     }
     // The outputs were really produced, and the key reached the report as redacted.
     let report = run.report();
-    assert_eq!(report.args["backend"]["api_key"], "***");
+    assert_eq!(report.args["backend"]["api_key"], "<redacted>");
     assert_eq!(
         report.args["backend"]["headers"][0],
-        serde_json::json!(["X-Api-Key", "***"])
+        serde_json::json!(["X-Api-Key", "<redacted>"])
     );
     assert!(
         config

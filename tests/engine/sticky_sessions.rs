@@ -17,7 +17,7 @@ fn run_sessions(data: &str, extra: &[&str]) -> Vec<Value> {
     let path = dir.path().join("record.jsonl");
     let server = mock(MockConfig {
         record: Some(path.clone()),
-        record_header: Some(HEADER.into()),
+        record_header: vec![HEADER.into()],
         ..MockConfig::instant()
     });
     let url = server.base_url();

@@ -15,7 +15,7 @@ use crate::source::PreparedRequest;
 use crate::sse::SseParser;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use llmsurge_proto::{BackendConfig, ErrorKind, MonoNanos, RequestError};
+use llmsurge_proto::{BackendConfig, ErrorKind, MonoNanos, Redaction, RequestError};
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
 
@@ -71,10 +71,14 @@ pub struct Exchange {
 impl Exchange {
     fn fail(&mut self, kind: ErrorKind, message: impl Into<String>) {
         self.end.get_or_insert_with(MonoNanos::now);
-        self.error.get_or_insert(RequestError {
-            kind,
-            message: message.into(),
-        });
+        // Every failure's message passes here, and reaches reports and logs: a URL in it
+        // (reqwest names the one it sent to) loses its credentials and query values.
+        let message = message.into();
+        let message = match Redaction::default().text(&message) {
+            std::borrow::Cow::Borrowed(_) => message,
+            std::borrow::Cow::Owned(redacted) => redacted,
+        };
+        self.error.get_or_insert(RequestError { kind, message });
     }
 
     fn apply(&mut self, info: ChunkInfo, at: MonoNanos) {
@@ -149,10 +153,16 @@ impl Backend {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut url = reqwest::Url::parse(cfg.base_url.trim_end_matches('/')).map_err(|e| {
             BackendError::BadUrl {
-                url: cfg.base_url.clone(),
+                url: Redaction::default().url(&cfg.base_url),
                 reason: e.to_string(),
             }
         })?;
+        // User and password in the URL become a Basic authorization (an explicit API key
+        // or Authorization header, inserted below, wins), the same on both transports:
+        // reqwest would send them, the HTTP/1.1 client would not.
+        let basic = basic_authorization(&url);
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
         let format = formats::for_config(cfg);
         let base_path = url.path().trim_end_matches('/').to_string();
         url.set_path(&format!("{base_path}{}", format.path()));
@@ -168,6 +178,12 @@ impl Backend {
         );
         for (name, value) in format.headers() {
             headers.insert(*name, reqwest::header::HeaderValue::from_static(value));
+        }
+        if let Some(basic) = basic {
+            let mut value = reqwest::header::HeaderValue::from_str(&basic)
+                .map_err(|_| BackendError::BadHeader("Authorization".into()))?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
         }
         if let Some(key) = &cfg.api_key {
             let (name, value) = format.api_key_header(key.expose());
@@ -636,6 +652,29 @@ fn closed_before_headers(e: &reqwest::Error) -> bool {
         source = s.source();
     }
     false
+}
+
+/// `Basic …` of the URL's user and password, when it has them (as typed, percent
+/// escapes decoded, as a browser sends them).
+fn basic_authorization(url: &reqwest::Url) -> Option<String> {
+    use base64::Engine as _;
+    if url.username().is_empty() && url.password().is_none() {
+        return None;
+    }
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let credentials = format!(
+        "{}:{}",
+        decode(url.username()),
+        decode(url.password().unwrap_or(""))
+    );
+    Some(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(credentials)
+    ))
 }
 
 /// The error and its sources on one line.

@@ -13,7 +13,7 @@ pub mod summary;
 pub use scrape::{Scraper, probe, profiler_call};
 pub use summary::{ClientCounts, ScrapeLog, SummaryWindow, summarise};
 
-use llmsurge_proto::Secret;
+use llmsurge_proto::{Redaction, Secret};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -35,6 +35,8 @@ pub struct ScrapeConfig {
     pub timeout: Duration,
     /// Other series to keep under their own names (`--server-metrics-include`).
     pub include: Option<regex::Regex>,
+    /// How the URL is written in the report (query values redacted unless opted in).
+    pub redaction: Redaction,
 }
 
 impl ScrapeConfig {
@@ -50,11 +52,12 @@ impl ScrapeConfig {
         target_headers: &[(String, Secret)],
     ) -> Result<Self, String> {
         use base64::Engine as _;
+        let shown = Redaction::default().url(url);
         let mut parsed =
-            reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+            reqwest::Url::parse(url).map_err(|e| format!("{shown:?} is not a URL ({e})"))?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
             return Err(format!(
-                "{url:?} must be an http:// or https:// URL with a host"
+                "{shown:?} must be an http:// or https:// URL with a host"
             ));
         }
         let mut headers = Vec::new();
@@ -84,6 +87,7 @@ impl ScrapeConfig {
             interval,
             timeout: Self::timeout_for(interval),
             include,
+            redaction: Redaction::default(),
         })
     }
 
@@ -165,7 +169,8 @@ pub struct ProfilerConfig {
 /// off, and from reports older than it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerMetrics {
-    /// The URL scraped (user and password, if the URL had them, removed).
+    /// The URL scraped (user and password, if the URL had them, removed; query values
+    /// redacted).
     pub url: String,
     /// The server recognised from its series' prefixes (`vllm`, `sglang`, `tgi`), if one was.
     #[serde(default, skip_serializing_if = "Option::is_none")]

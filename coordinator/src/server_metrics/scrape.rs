@@ -153,7 +153,8 @@ impl Scraper {
     pub fn start(cfg: ScrapeConfig) -> Self {
         let shared = Arc::new(Mutex::new(Shared {
             log: ScrapeLog {
-                url: cfg.url.clone(),
+                // Only ever written out: redacted once, here.
+                url: cfg.redaction.url(&cfg.url),
                 ..ScrapeLog::default()
             },
             raw: Vec::new(),
@@ -280,7 +281,8 @@ async fn run(
 /// `Err` is the warning to show.
 pub async fn profiler_call(cfg: &ProfilerConfig, path: &str) -> Result<(), String> {
     let url = format!("{}/{path}", cfg.origin.trim_end_matches('/'));
-    let fail = |why: String| format!("--profile-server: POST {url} failed ({why})");
+    let shown = llmsurge_proto::Redaction::default().url(&url);
+    let fail = |why: String| format!("--profile-server: POST {shown} failed ({why})");
     let client = client(cfg.timeout, &url).map_err(|e| fail(e.message))?;
     let mut request = client.post(&url);
     for (name, value) in &cfg.headers {

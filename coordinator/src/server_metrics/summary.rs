@@ -28,7 +28,7 @@ pub struct Snapshot {
 /// Everything the scraper collected during one benchmark.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ScrapeLog {
-    /// The URL scraped (no credentials).
+    /// The URL scraped, as the report writes it (no credentials, query values redacted).
     pub url: String,
     /// Scrapes attempted.
     pub scrapes: u64,
@@ -48,7 +48,10 @@ impl ScrapeLog {
             None => self.errors.push(ScrapeErrorEntry {
                 kind: kind.into(),
                 count: 1,
-                sample: message,
+                // Reported: a URL in it loses credentials and query values.
+                sample: llmsurge_proto::Redaction::default()
+                    .text(&message)
+                    .into_owned(),
             }),
         }
     }

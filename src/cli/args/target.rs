@@ -53,6 +53,29 @@ pub struct TargetArgs {
     #[arg(long, env = "LLMSURGE_BACKEND_KWARGS", value_name = "JSON")]
     pub backend_kwargs: Option<String>,
 
+    /// Write this header's value in reports, logs and `--dry-run` (repeatable or a comma
+    /// list). By default only content-type, accept, user-agent, anthropic-version,
+    /// x-request-id and x-session-id (and the session header) are shown; every other
+    /// header value, as any API key, is written as <redacted>.
+    #[arg(
+        long,
+        env = "LLMSURGE_SHOW_HEADER",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub show_header: Vec<String>,
+
+    /// Write this query parameter's value wherever a URL is written (repeatable or a
+    /// comma list), e.g. api-version. By default a URL keeps its query names, and its
+    /// values, user and password are written as <redacted>.
+    #[arg(
+        long,
+        env = "LLMSURGE_SHOW_QUERY_PARAM",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub show_query_param: Vec<String>,
+
     /// Speak HTTP/2 (prior knowledge on http://, ALPN on https://). Default: HTTP/1.1.
     #[arg(long, env = "LLMSURGE_HTTP2")]
     pub http2: bool,

@@ -1,0 +1,312 @@
+//! What of a credential may leave the process: the one redaction every writer of llmsurge
+//! uses (reports in every format, the request log, `--dry-run`, `config`, `k8s job`,
+//! error messages, logs, the mock's `--record` file).
+//!
+//! Redaction is by default, not by a list of dangerous names: a header's value is shown
+//! only when its name is one of the [`HARMLESS_HEADERS`] or was opted back in
+//! (`--show-header`); a URL keeps its scheme, host, port, path and query names, while its
+//! user and password, its query values (unless opted back in with `--show-query-param`)
+//! and its fragment become [`REDACTED`]. Free text (an error message) has every URL in it
+//! redacted so.
+//!
+//! Here because workers, the coordinator and the binary all write text that may hold a
+//! target URL; the crate is the lowest all three share.
+
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// What a hidden value is written as.
+pub const REDACTED: &str = "<redacted>";
+
+/// Headers whose values are shown in every output (lowercase): content negotiation,
+/// the client's name, the API version of the Anthropic format, and the request-id and
+/// session headers llmsurge sets.
+pub const HARMLESS_HEADERS: &[&str] = &[
+    "content-type",
+    "accept",
+    "user-agent",
+    "anthropic-version",
+    "x-request-id",
+    "x-session-id",
+];
+
+/// Which values are opted back into outputs; everything else non-harmless is redacted.
+/// The default shows no header beyond [`HARMLESS_HEADERS`] and no query value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Redaction {
+    /// Header names whose values are shown too (lowercase): `--show-header`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub show_headers: Vec<String>,
+    /// Query parameter names whose values are shown (as typed): `--show-query-param`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub show_query_params: Vec<String>,
+}
+
+impl Redaction {
+    /// A policy showing these headers (any case) and these query parameters too.
+    pub fn new<H, Q>(show_headers: H, show_query_params: Q) -> Self
+    where
+        H: IntoIterator,
+        H::Item: AsRef<str>,
+        Q: IntoIterator,
+        Q::Item: AsRef<str>,
+    {
+        let headers = show_headers
+            .into_iter()
+            .map(|h| h.as_ref().trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect();
+        let params = show_query_params
+            .into_iter()
+            .map(|q| q.as_ref().trim().to_string())
+            .filter(|q| !q.is_empty())
+            .collect();
+        Self {
+            show_headers: headers,
+            show_query_params: params,
+        }
+    }
+
+    /// Whether the value of header `name` may be written.
+    pub fn shows_header(&self, name: &str) -> bool {
+        let name = name.trim();
+        HARMLESS_HEADERS
+            .iter()
+            .any(|h| name.eq_ignore_ascii_case(h))
+            || self
+                .show_headers
+                .iter()
+                .any(|h| name.eq_ignore_ascii_case(h))
+    }
+
+    /// Header `name`'s value as it may be written: itself, or [`REDACTED`].
+    pub fn header_value<'a>(&self, name: &str, value: &'a str) -> &'a str {
+        if self.shows_header(name) {
+            value
+        } else {
+            REDACTED
+        }
+    }
+
+    /// Headers as they may be written: names kept, values through [`Self::header_value`].
+    pub fn headers(&self, headers: &[(String, String)]) -> Vec<(String, String)> {
+        headers
+            .iter()
+            .map(|(n, v)| (n.clone(), self.header_value(n, v).to_string()))
+            .collect()
+    }
+
+    /// Whether the value of query parameter `name` may be written.
+    pub fn shows_query_param(&self, name: &str) -> bool {
+        self.show_query_params.iter().any(|q| q == name)
+    }
+
+    /// Query parameters as they may be written: names kept, values redacted unless shown.
+    pub fn query_params(&self, params: &[(String, String)]) -> Vec<(String, String)> {
+        params
+            .iter()
+            .map(|(n, v)| {
+                let v = if self.shows_query_param(n) {
+                    v.clone()
+                } else {
+                    REDACTED.to_string()
+                };
+                (n.clone(), v)
+            })
+            .collect()
+    }
+
+    /// A URL as it may be written: user and password, query values not opted in, and
+    /// the fragment become [`REDACTED`]; scheme, host, port, path and query names stay.
+    /// Text that is not a whole URL is redacted as far as it looks like one (a usage
+    /// error quotes what was typed).
+    pub fn url(&self, url: &str) -> String {
+        let (scheme, rest) = match url.find("://") {
+            Some(i) => url.split_at(i + 3),
+            None => ("", url),
+        };
+        let authority_end = rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(authority_end);
+        let mut out = String::with_capacity(url.len() + 16);
+        out.push_str(scheme);
+        match authority.rfind('@') {
+            Some(at) if !scheme.is_empty() => {
+                out.push_str(REDACTED);
+                out.push_str(&authority[at..]);
+            }
+            _ => out.push_str(authority),
+        }
+        let (before_fragment, fragment) = match tail.find('#') {
+            Some(i) => (&tail[..i], Some(&tail[i + 1..])),
+            None => (tail, None),
+        };
+        let (path, query) = match before_fragment.find('?') {
+            Some(i) => (&before_fragment[..i], Some(&before_fragment[i + 1..])),
+            None => (before_fragment, None),
+        };
+        out.push_str(path);
+        if let Some(query) = query {
+            out.push('?');
+            out.push_str(&self.query(query));
+        }
+        if let Some(fragment) = fragment {
+            out.push('#');
+            if !fragment.is_empty() {
+                out.push_str(REDACTED);
+            }
+        }
+        out
+    }
+
+    /// A query string (without `?`) with the values not opted in redacted.
+    fn query(&self, query: &str) -> String {
+        query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, value))
+                    if !value.is_empty() && !self.shows_query_param(&decode(name)) =>
+                {
+                    Cow::Owned(format!("{name}={REDACTED}"))
+                }
+                _ => Cow::Borrowed(pair),
+            })
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+
+    /// Free text (an error message, a log line) with every `scheme://…` URL in it
+    /// redacted by [`Self::url`]. A URL ends at white space, a quote, a bracket or `<`
+    /// (how messages delimit them: `for url (…)`, `"…"`).
+    pub fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if !text.contains("://") {
+            return Cow::Borrowed(text);
+        }
+        let mut out = String::with_capacity(text.len() + 16);
+        let mut rest = text;
+        while let Some(i) = rest.find("://") {
+            // The scheme: the letters, digits, `+`, `-` and `.` just before `://`.
+            let start = rest[..i]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
+                .map_or(0, |p| p + 1);
+            let end = rest[i..]
+                .find(|c: char| c.is_whitespace() || "\"'`<>()[]{}".contains(c) || c.is_control())
+                .map_or(rest.len(), |p| i + p);
+            out.push_str(&rest[..start]);
+            if start == i {
+                // No scheme: not a URL, only a `://`.
+                out.push_str(&rest[i..end]);
+            } else {
+                out.push_str(&self.url(&rest[start..end]));
+            }
+            rest = &rest[end..];
+        }
+        out.push_str(rest);
+        Cow::Owned(out)
+    }
+}
+
+/// A query name with its `%XX` escapes and `+` decoded (names are compared decoded).
+fn decode(name: &str) -> Cow<'_, str> {
+    if !name.contains(['%', '+']) {
+        return Cow::Borrowed(name);
+    }
+    let bytes = name.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+            (b'+', _) => out.push(b' '),
+            (b, _) => out.push(b),
+        }
+        i += 1;
+    }
+    Cow::Owned(String::from_utf8_lossy(&out).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_are_shown_only_when_harmless_or_opted_in() {
+        let r = Redaction::default();
+        assert_eq!(r.header_value("Content-Type", "text/plain"), "text/plain");
+        assert_eq!(r.header_value("x-session-id", "s-1"), "s-1");
+        for secret in [
+            "Authorization",
+            "X-Gateway-Key",
+            "Ocp-Apim-Subscription-Key",
+            "x-trace",
+        ] {
+            assert_eq!(r.header_value(secret, "v"), REDACTED, "{secret}");
+        }
+        let r = Redaction::new(["X-Trace"], Vec::<String>::new());
+        assert_eq!(r.header_value("x-trace", "on"), "on");
+        assert_eq!(r.header_value("x-gateway-key", "k"), REDACTED);
+    }
+
+    #[test]
+    fn urls_keep_where_they_point_and_lose_what_they_carry() {
+        let r = Redaction::default();
+        assert_eq!(
+            r.url(
+                "https://user:sk-1@gw.example:8443/openai/v1?api-version=2024-02-01&key=sk-2#frag"
+            ),
+            "https://<redacted>@gw.example:8443/openai/v1?api-version=<redacted>&key=<redacted>#<redacted>"
+        );
+        assert_eq!(r.url("http://127.0.0.1:8000"), "http://127.0.0.1:8000");
+        assert_eq!(r.url("http://h/p?flag&x="), "http://h/p?flag&x=");
+        let r = Redaction::new(Vec::<String>::new(), ["api-version"]);
+        assert_eq!(
+            r.url("http://h/?api-version=2024&key=s"),
+            "http://h/?api-version=2024&key=<redacted>"
+        );
+        // Names compare decoded.
+        assert_eq!(
+            r.url("http://h/?api%2Dversion=1"),
+            "http://h/?api%2Dversion=1"
+        );
+        // What a usage error quotes: not a valid URL, still no password.
+        assert_eq!(r.url("http://u:p@ss@h:x"), "http://<redacted>@h:x");
+        assert_eq!(r.url("no url at all"), "no url at all");
+    }
+
+    #[test]
+    fn text_redacts_every_url_in_it_and_is_idempotent() {
+        let r = Redaction::default();
+        let msg = "error sending request for url (http://u:pw@127.0.0.1:9/v1/chat/completions?key=sk-9): connection refused; see \"https://x.example/?t=abc\"";
+        let once = r.text(msg).into_owned();
+        assert_eq!(
+            once,
+            "error sending request for url (http://<redacted>@127.0.0.1:9/v1/chat/completions?key=<redacted>): connection refused; see \"https://x.example/?t=<redacted>\""
+        );
+        assert_eq!(r.text(&once), once);
+        assert!(matches!(r.text("no urls here"), Cow::Borrowed(_)));
+        assert_eq!(r.text("a :// b"), "a :// b");
+    }
+
+    #[test]
+    fn params_keep_their_names() {
+        let r = Redaction::new(Vec::<String>::new(), ["api-version"]);
+        let params = [
+            ("api-version".to_string(), "2024".to_string()),
+            ("code".to_string(), "sk".to_string()),
+        ];
+        assert_eq!(
+            r.query_params(&params),
+            [
+                ("api-version".to_string(), "2024".to_string()),
+                ("code".to_string(), REDACTED.to_string())
+            ]
+        );
+    }
+}

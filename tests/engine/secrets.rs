@@ -1,0 +1,396 @@
+//! Issue 29: a secret given in any way reaches the server and no output. A marker is
+//! given as `--api-key`, `LLMSURGE_API_KEY`, `OPENAI_API_KEY`, a URL's password, a URL
+//! query value, a `--backend-kwargs` query parameter, headers of known and custom names
+//! and a header in a scenario file; runs write every report format, the request log and
+//! debug logs; `--dry-run`, `config` and `k8s job` print what they print. The marker is
+//! in no file of the output directories and in no stream, while the mock's record (in a
+//! directory of its own, its credentials opted in with `--show-header`) shows that every
+//! request carried each secret.
+
+use crate::support::{Finished, llmsurge, mock, recorded, start_run, wait_run};
+use base64::Engine as _;
+use llmsurge::mock::MockConfig;
+use std::path::Path;
+
+/// In every secret, so one search finds any of them.
+const MARK: &str = "sk-llmsurge-marker";
+
+fn secret(way: &str) -> String {
+    format!("{MARK}-{way}")
+}
+
+/// Headers the mock records (lowercase), and opts in, as the test must see their values.
+const RECORDED: [&str; 6] = [
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "x-gateway-key",
+    "ocp-apim-subscription-key",
+    "x-scenario-key",
+];
+
+fn recording_mock(record: &Path) -> llmsurge::mock::MockServer {
+    mock(MockConfig {
+        record: Some(record.to_path_buf()),
+        record_header: RECORDED.map(String::from).to_vec(),
+        show_header: RECORDED.map(String::from).to_vec(),
+        show_query_param: vec!["key".into(), "code".into()],
+        output_tokens: 4,
+        ..MockConfig::instant()
+    })
+}
+
+/// Every file under `dir`, recursively.
+fn files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("readable dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// The marker is nowhere: not in a stream, not in a file under the output directory.
+fn assert_no_marker(what: &str, stdout: &str, stderr: &str, dir: Option<&Path>) {
+    assert!(
+        !stdout.contains(MARK),
+        "{what}: stdout holds a secret:\n{stdout}"
+    );
+    assert!(
+        !stderr.contains(MARK),
+        "{what}: stderr holds a secret:\n{stderr}"
+    );
+    for file in dir.map(files).unwrap_or_default() {
+        let bytes = std::fs::read(&file).expect("readable file");
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(MARK),
+            "{what}: {} holds a secret",
+            file.display()
+        );
+    }
+}
+
+fn assert_clean_run(what: &str, run: &Finished) {
+    assert_eq!(run.code(), 0, "{what}: {}", run.stderr);
+    assert_no_marker(what, &run.stdout, &run.stderr, Some(run.dir.path()));
+}
+
+/// Whether some recorded request carried `value` in header `name`.
+fn arrived_in_header(lines: &[serde_json::Value], name: &str, value: &str) -> bool {
+    lines.iter().any(|l| l["headers"][name] == value)
+}
+
+/// Whether some recorded request carried `name=value` in its query.
+fn arrived_in_query(lines: &[serde_json::Value], name: &str, value: &str) -> bool {
+    let pair = format!("{name}={value}");
+    lines.iter().any(|l| {
+        l["query"]
+            .as_str()
+            .is_some_and(|q| q.split('&').any(|p| p == pair))
+    })
+}
+
+/// The value the report's args give header `name`.
+fn header(args: &serde_json::Value, name: &str) -> Option<String> {
+    args["backend"]["headers"]
+        .as_array()?
+        .iter()
+        .find(|pair| pair[0] == name)
+        .and_then(|pair| pair[1].as_str().map(str::to_string))
+}
+
+#[test]
+fn a_secret_given_in_any_way_reaches_the_server_and_no_output() {
+    let record_dir = tempfile::tempdir().expect("tempdir");
+    let record = record_dir.path().join("record.jsonl");
+    let server = recording_mock(&record);
+    let port = server
+        .base_url()
+        .rsplit(':')
+        .next()
+        .expect("a port")
+        .to_string();
+    // The password, a query value of the URL and a `params` value; `api-version` is a
+    // query name that stays.
+    let target = format!(
+        "http://bench:{}@127.0.0.1:{port}/v1?api-version=2024-10-21&key={}",
+        secret("userinfo"),
+        secret("query")
+    );
+    let kwargs = format!(
+        r#"{{"headers": {{"api-key": "{}", "X-Gateway-Key": "{}", "Ocp-Apim-Subscription-Key": "{}"}}, "params": {{"code": "{}"}}}}"#,
+        secret("known-header"),
+        secret("custom-header"),
+        secret("azure-header"),
+        secret("param"),
+    );
+    let base = [
+        "--max-requests",
+        "6",
+        "--data",
+        "prompt_tokens=8,output_tokens=4",
+    ];
+
+    // 1. --api-key (the anthropic format sends it in x-api-key, leaving Authorization to
+    // the URL's password), every format, the request log, debug logs, the target's
+    // /metrics scraped through the same URL.
+    let mut args = base.to_vec();
+    let key = secret("flag");
+    args.extend([
+        "--target",
+        &target,
+        "--request-format",
+        "anthropic",
+        "--api-key",
+        &key,
+        "--backend-kwargs",
+        &kwargs,
+        "--outputs",
+        "json,csv,html,yaml,console,junit,md",
+        "--slo",
+        "ttft_p99<=60s",
+        "--request-log",
+        "requests.jsonl",
+    ]);
+    let (child, dir) = start_run(&args, |c| {
+        c.env("LLMSURGE_LOG", "debug");
+    });
+    let run = wait_run(child, dir);
+    assert_clean_run("--api-key run", &run);
+    for name in [
+        "benchmarks.json",
+        "benchmarks.csv",
+        "benchmarks.html",
+        "benchmarks.yaml",
+        "benchmarks.junit.xml",
+        "benchmarks.md",
+        "requests.jsonl",
+    ] {
+        assert!(run.dir.path().join(name).is_file(), "{name} written");
+    }
+    // What the report does show: where the load went, with names and no values.
+    let report = run.report();
+    assert!(
+        report
+            .target
+            .base_url
+            .starts_with("http://<redacted>@127.0.0.1:")
+            && report
+                .target
+                .base_url
+                .ends_with("/?api-version=<redacted>&key=<redacted>"),
+        "{}",
+        report.target.base_url
+    );
+    assert_eq!(
+        header(&report.args, "X-Gateway-Key").as_deref(),
+        Some("<redacted>")
+    );
+    assert_eq!(report.args["backend"]["api_key"], "<redacted>");
+    // Every request went to the API under the URL's path, its query kept.
+    assert_eq!(report.benchmarks[0].requests.completed, 6);
+    assert_eq!(
+        report.args["backend"]["params"],
+        serde_json::json!([["code", "<redacted>"]])
+    );
+
+    // 2. LLMSURGE_API_KEY and a header from a scenario file.
+    let scenario_dir = tempfile::tempdir().expect("tempdir");
+    let scenario = scenario_dir.path().join("gateway.json");
+    std::fs::write(
+        &scenario,
+        serde_json::json!({
+            "backend_kwargs": {"headers": {"X-Scenario-Key": secret("scenario-header")}},
+            "outputs": "json,console",
+        })
+        .to_string(),
+    )
+    .expect("scenario written");
+    let mut args = base.to_vec();
+    let plain_target = server.base_url();
+    args.extend([
+        "--target",
+        &plain_target,
+        "--scenario",
+        scenario.to_str().expect("utf-8 path"),
+    ]);
+    let (child, dir) = start_run(&args, |c| {
+        c.env("LLMSURGE_API_KEY", secret("env"))
+            .env("LLMSURGE_LOG", "debug");
+    });
+    assert_clean_run("LLMSURGE_API_KEY run", &wait_run(child, dir));
+
+    // 3. OPENAI_API_KEY.
+    let mut args = base.to_vec();
+    args.extend(["--target", &plain_target, "--outputs", "json"]);
+    let (child, dir) = start_run(&args, |c| {
+        c.env("OPENAI_API_KEY", secret("openai"));
+    });
+    assert_clean_run("OPENAI_API_KEY run", &wait_run(child, dir));
+
+    // The mock saw every secret: the requests carried them all.
+    let lines = recorded(&record);
+    let basic = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("bench:{}", secret("userinfo")))
+    );
+    for (name, value) in [
+        ("x-api-key", secret("flag")),
+        ("authorization", basic),
+        ("api-key", secret("known-header")),
+        ("x-gateway-key", secret("custom-header")),
+        ("ocp-apim-subscription-key", secret("azure-header")),
+        ("x-scenario-key", secret("scenario-header")),
+        ("authorization", format!("Bearer {}", secret("env"))),
+        ("authorization", format!("Bearer {}", secret("openai"))),
+    ] {
+        assert!(
+            arrived_in_header(&lines, name, &value),
+            "no request carried {name}: {value}"
+        );
+    }
+    for (name, value) in [("key", secret("query")), ("code", secret("param"))] {
+        assert!(
+            arrived_in_query(&lines, name, &value),
+            "no request carried ?{name}={value}"
+        );
+    }
+
+    // 4. --dry-run, with every secret at once.
+    let mut args = base.to_vec();
+    args.extend([
+        "--target",
+        &target,
+        "--api-key",
+        &key,
+        "--backend-kwargs",
+        &kwargs,
+        "--dry-run",
+    ]);
+    let (child, dir) = start_run(&args, |c| {
+        c.env("LLMSURGE_LOG", "debug");
+    });
+    let run = wait_run(child, dir);
+    assert_clean_run("--dry-run", &run);
+    assert!(run.stdout.contains("X-Gateway-Key"), "{}", run.stdout);
+
+    // 5. `config`, every secret in its variable.
+    let out = llmsurge()
+        .arg("config")
+        .env("LLMSURGE_TARGET", &target)
+        .env("LLMSURGE_API_KEY", secret("env"))
+        .env("OPENAI_API_KEY", secret("openai"))
+        .env("LLMSURGE_BACKEND_KWARGS", &kwargs)
+        .env("LLMSURGE_LOG", "debug")
+        .output()
+        .expect("llmsurge runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_no_marker("config", &stdout, &stderr, None);
+    assert!(stdout.contains("X-Gateway-Key"), "{stdout}");
+
+    // 6. `k8s job`: headers come from a Secret; a URL carrying credentials and an inline
+    // key are refused without being echoed.
+    let k8s = |extra: &[&str]| {
+        let out = llmsurge()
+            .args([
+                "k8s",
+                "job",
+                "--image",
+                "llmsurge:test",
+                "--now",
+                "1800000000",
+            ])
+            .args(extra)
+            .env("LLMSURGE_LOG", "debug")
+            .output()
+            .expect("llmsurge runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = k8s(&[
+        "--api-key-secret",
+        "llm-key",
+        "--header-secret",
+        "llm-headers",
+        "--",
+        "--target",
+        "http://vllm:8000",
+        "--backend-kwargs",
+        &format!(
+            r#"{{"headers": {{"api-key": "{}", "X-Gateway-Key": "{}"}}}}"#,
+            secret("known-header"),
+            secret("custom-header")
+        ),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_no_marker("k8s job", &stdout, &stderr, None);
+    assert!(stdout.contains("llm-headers"), "{stdout}");
+    for refused in [
+        vec!["--", "--target", target.as_str()],
+        vec!["--", "--api-key", key.as_str()],
+        vec!["--", "--backend-kwargs", kwargs.as_str()],
+    ] {
+        let (code, stdout, stderr) = k8s(&refused);
+        assert_eq!(code, Some(2), "{refused:?}: {stderr}");
+        assert_no_marker("k8s job refusal", &stdout, &stderr, None);
+    }
+}
+
+#[test]
+fn opted_in_values_are_shown() {
+    let record_dir = tempfile::tempdir().expect("tempdir");
+    let server = recording_mock(&record_dir.path().join("record.jsonl"));
+    let target = format!(
+        "{}/?api-version=2024-10-21&key=hidden-key",
+        server.base_url()
+    );
+    let run = crate::support::run(&[
+        "--target",
+        &target,
+        "--max-requests",
+        "2",
+        "--data",
+        "prompt_tokens=8,output_tokens=4",
+        "--backend-kwargs",
+        r#"{"headers": {"X-Trace": "trace-on", "X-Other": "hidden-header", "Accept": "text/event-stream"}}"#,
+        "--show-header",
+        "x-trace",
+        "--show-query-param",
+        "api-version",
+        "--outputs",
+        "json",
+    ]);
+    let report = crate::support::ok_report(&run);
+    assert!(
+        report
+            .target
+            .base_url
+            .ends_with("/?api-version=2024-10-21&key=<redacted>"),
+        "{}",
+        report.target.base_url
+    );
+    for (name, shown) in [
+        ("X-Trace", "trace-on"),
+        ("X-Other", "<redacted>"),
+        ("Accept", "text/event-stream"),
+    ] {
+        assert_eq!(header(&report.args, name).as_deref(), Some(shown), "{name}");
+    }
+    let text = std::fs::read_to_string(run.report_path()).expect("report");
+    assert!(!text.contains("hidden-"), "{text}");
+}
