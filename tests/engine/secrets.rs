@@ -394,3 +394,87 @@ fn opted_in_values_are_shown() {
     let text = std::fs::read_to_string(run.report_path()).expect("report");
     assert!(!text.contains("hidden-"), "{text}");
 }
+
+#[test]
+fn an_error_quoting_the_url_carries_no_secret() {
+    // reqwest (HTTP/2) names the URL it sent to in its errors; every connection closes.
+    let server = mock(MockConfig {
+        close_rate: 1.0,
+        ..MockConfig::instant()
+    });
+    let target = format!(
+        "http://bench:{}@{}/?key={}",
+        secret("userinfo"),
+        server.base_url().trim_start_matches("http://"),
+        secret("query")
+    );
+    let (child, dir) = start_run(
+        &[
+            "--target",
+            &target,
+            "--http2",
+            "--max-requests",
+            "3",
+            "--data",
+            "prompt_tokens=8,output_tokens=4",
+            "--outputs",
+            "json,console",
+            "--request-log",
+            "requests.jsonl",
+        ],
+        |c| {
+            c.env("LLMSURGE_LOG", "debug");
+        },
+    );
+    let run = wait_run(child, dir);
+    assert_eq!(run.code(), 4, "every request failed: {}", run.stderr);
+    assert_no_marker("failed run", &run.stdout, &run.stderr, Some(run.dir.path()));
+    // The message is still there to diagnose, the URL in it redacted.
+    let report = run.report();
+    let errors = serde_json::to_string(&report.benchmarks[0].errors).expect("JSON");
+    assert!(errors.contains("?key=<redacted>"), "{errors}");
+}
+
+#[test]
+fn the_mock_records_no_credential_unless_shown() {
+    let record_dir = tempfile::tempdir().expect("tempdir");
+    let record = record_dir.path().join("record.jsonl");
+    let server = mock(MockConfig {
+        record: Some(record.clone()),
+        record_header: vec!["authorization".into(), "user-agent".into()],
+        ..MockConfig::instant()
+    });
+    let target = format!(
+        "{}/?api-version=2024-10-21&key={}",
+        server.base_url(),
+        secret("query")
+    );
+    let key = secret("flag");
+    let run = crate::support::run(&[
+        "--target",
+        &target,
+        "--api-key",
+        &key,
+        "--max-requests",
+        "2",
+        "--data",
+        "prompt_tokens=8,output_tokens=4",
+        "--outputs",
+        "json",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let text = std::fs::read_to_string(&record).expect("record");
+    assert!(!text.contains(MARK), "{text}");
+    let lines = recorded(&record);
+    assert_eq!(lines.len(), 2, "{text}");
+    for l in &lines {
+        assert_eq!(l["headers"]["authorization"], "<redacted>");
+        assert!(
+            l["headers"]["user-agent"]
+                .as_str()
+                .is_some_and(|ua| ua.starts_with("llmsurge/")),
+            "a harmless header is kept: {l}"
+        );
+        assert_eq!(l["query"], "api-version=<redacted>&key=<redacted>");
+    }
+}
