@@ -29,13 +29,17 @@ now=1800000000
 # Defaults: two shards, a claim created by the manifest, no resources.
 "$bin" k8s job --image llmsurge:dev --now "$now" -- --target http://vllm:8000 \
   --profile constant --rate 50 --max-seconds 60 >"$out/defaults.yaml"
-# Everything: namespace, resources, an existing claim, a Secret, many flags.
+# Everything: namespace, resources, an existing claim, Secrets for the key and a
+# gateway header, a query value shown, many flags.
 "$bin" k8s job --name bench-a --image registry.example/llmsurge:0.1 --shards 8 \
   --namespace load-test --cpu 2 --memory 4Gi --results-pvc shared-results \
-  --api-key-secret llm-key:token --start-delay 10m --merge-timeout 2h --now "$now" -- \
-  --target https://llm.example --model m --profile poisson --rate 100,200 \
+  --api-key-secret llm-key:token --header-secret llm-headers --start-delay 10m \
+  --merge-timeout 2h --now "$now" -- \
+  --target 'https://llm.example/openai?api-version=2024-10-21' --show-query-param api-version \
+  --model m --profile poisson --rate 100,200 \
   --max-seconds 300 --data prompt_tokens=256,output_tokens=128 --outputs json,html \
-  --stream false --http2 --backend-kwargs '{"extra_body": {"temperature": 0}}' \
+  --stream false --http2 \
+  --backend-kwargs '{"extra_body": {"temperature": 0}, "headers": {"X-Gateway-Key": "k", "Accept": "text/event-stream"}}' \
   >"$out/full.yaml"
 # One shard, no run flags at all.
 "$bin" k8s job --name single --image llmsurge:dev --shards 1 --now "$now" >"$out/single.yaml"
