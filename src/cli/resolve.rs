@@ -187,7 +187,23 @@ impl RunPlan {
         if let MetricsSource::Url(url) = &self.server_metrics.source {
             put("/server_metrics/source/url", r.url(url).into());
         }
+        // Any other URL (a data file's, a tokenizer's) loses its credentials too.
+        redact_strings(&mut v, r);
         v
+    }
+}
+
+/// Every string in `v` through [`Redaction::text`].
+fn redact_strings(v: &mut serde_json::Value, r: &Redaction) {
+    match v {
+        serde_json::Value::String(s) => {
+            if let std::borrow::Cow::Owned(redacted) = r.text(s) {
+                *s = redacted;
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|i| redact_strings(i, r)),
+        serde_json::Value::Object(map) => map.values_mut().for_each(|i| redact_strings(i, r)),
+        _ => {}
     }
 }
 
