@@ -55,7 +55,7 @@ pub struct TargetArgs {
 
     /// Write this header's value in reports, logs and `--dry-run` (repeatable or a comma
     /// list). By default only content-type, accept, user-agent, anthropic-version,
-    /// x-request-id and x-session-id (and the session header) are shown; every other
+    /// x-request-id and x-session-id are shown; every other
     /// header value, as any API key, is written as <redacted>.
     #[arg(
         long,
