@@ -116,10 +116,10 @@ async fn check(
     model: Option<&str>,
     api_key: Option<&Secret>,
 ) -> Result<(String, Vec<String>), UsageError> {
+    // The whole chain: reqwest's own message and its first source ("client error
+    // (Connect)") hide the cause ("Connection refused").
     let unreachable = |e: reqwest::Error| {
-        let cause = std::error::Error::source(&e)
-            .map(|s| s.to_string())
-            .unwrap_or_else(|| e.to_string());
+        let cause = llmsurge_worker::backend::error_chain(&e);
         UsageError(format!(
             "--target {base_url}: cannot reach the server ({cause})"
         ))
