@@ -485,7 +485,7 @@ mod tests {
     }
 
     /// A worker SIGKILLed at a random instant of a tight acquire/release loop (a forked
-    /// child on the same mapping), 200 times: each time, reclaiming its units leaves the
+    /// child on the same mapping), 100 times per cap: each time, reclaiming its units leaves the
     /// group's count exactly at what the live worker holds. With two counters changed in
     /// two steps, a kill between them leaked a unit.
     #[test]
@@ -496,7 +496,7 @@ mod tests {
         for cap in [4, UNLIMITED] {
             let r = region(2, UNLIMITED, cap);
             assert!(r.try_acquire(0), "the live worker holds one unit");
-            for round in 0..200u64 {
+            for round in 0..100u64 {
                 let before = r.worker_started(1);
                 // SAFETY: the child only loops over atomics of the shared mapping until
                 // it is killed: no allocation, no lock, no return into the test harness.
