@@ -13,11 +13,16 @@
 //! Idle connections sit in a pool shared by the runtime and the pacer thread (which may
 //! write a request on one itself: tokio's `try_write` works from any thread). A
 //! connection goes back to the pool only after a whole response was read and the server
-//! did not say `Connection: close`. A pooled connection the server closed meanwhile is
-//! noticed before a request is written on it (a peek at the socket) and closed; one whose
-//! write fails (the request never reached the server whole) is retried once on a fresh
-//! connection within the same exchange, so the request is counted once. A request written
-//! whole is never sent again: the server may have taken it.
+//! did not say `Connection: close`, and is not reused after [`POOL_IDLE`] idle. A pooled
+//! connection the server closed meanwhile is noticed before a request is written on it
+//! (a peek at the socket) and closed. A close that crosses the request on the wire fails
+//! it on the reused connection before any byte of a response: the request is then sent
+//! once more on a fresh connection, within the same exchange (counted once, marked
+//! `retried` in its record). Never on a fresh connection, never after a response byte,
+//! never a third time.
+//!
+//! A server may answer before it read the whole request (a proxy's 413 for a body over
+//! its limit): the answer is read when the write fails or while it waits for room.
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
