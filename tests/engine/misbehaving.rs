@@ -179,14 +179,29 @@ fn serve(mut stream: TcpStream, connection: usize, act: &Acts, log: &Mutex<Vec<P
     }
 }
 
-/// An HTTP/1.1 and HTTP/2 (prior knowledge) server of hyper's whose POSTs other than the
-/// probe wait [`HOLD`] before their response head; GETs are answered 404.
-fn late_head_hyper_server() -> String {
+/// An HTTP/1.1 and HTTP/2 (prior knowledge) server of hyper's: GETs are answered 404,
+/// POSTs 200 with `headers` extra headers of about 100 bytes each (the target check's
+/// GETs none: its client keeps hyper's limit of 100), and, with `late`, POSTs
+/// other than the probe wait [`HOLD`] before their response head.
+fn hyper_server(late: bool, headers: usize) -> String {
     use http_body_util::Full;
     use hyper::body::Incoming;
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.set_nonblocking(true).expect("nonblocking");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let answer = move |req: hyper::Request<Incoming>| async move {
+        let post = req.method() == hyper::Method::POST;
+        if post && late && !req.headers().contains_key(PROBE) {
+            tokio::time::sleep(HOLD).await;
+        }
+        let mut response = hyper::Response::builder()
+            .status(if post { 200 } else { 404 })
+            .header("content-type", "text/event-stream");
+        for i in (0..headers).filter(|_| post) {
+            response = response.header(format!("x-proxy-{i:03}"), "v".repeat(88));
+        }
+        response.body(Full::new(bytes::Bytes::from_static(SSE.as_bytes())))
+    };
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -196,25 +211,11 @@ fn late_head_hyper_server() -> String {
             let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
             while let Ok((stream, _)) = listener.accept().await {
                 tokio::spawn(async move {
-                    let service =
-                        hyper::service::service_fn(|req: hyper::Request<Incoming>| async move {
-                            let status = if req.method() != hyper::Method::POST {
-                                404
-                            } else {
-                                if !req.headers().contains_key(PROBE) {
-                                    tokio::time::sleep(HOLD).await;
-                                }
-                                200
-                            };
-                            hyper::Response::builder()
-                                .status(status)
-                                .header("content-type", "text/event-stream")
-                                .body(Full::new(bytes::Bytes::from_static(SSE.as_bytes())))
-                        });
                     let builder = hyper_util::server::conn::auto::Builder::new(
                         hyper_util::rt::TokioExecutor::new(),
                     );
                     let io = hyper_util::rt::TokioIo::new(stream);
+                    let service = hyper::service::service_fn(answer);
                     let _ = builder.serve_connection(io, service).await;
                 });
             }
@@ -277,7 +278,7 @@ const SYNC_TWO: &[&str] = &[
 fn a_response_head_later_than_the_ttft_timeout_ends_the_request_on_both_clients() {
     // The head is held back 30 s; the TTFT bound is 200 ms, the request timeout 20 s.
     let raw = Server::start(|_, _| Act::Late);
-    let hyper_url = late_head_hyper_server();
+    let hyper_url = hyper_server(true, 0);
     for (url, client) in [(&raw.url, None), (&hyper_url, Some("--http2"))] {
         let mut extra = SYNC_TWO.to_vec();
         // Below the 30 s the head is held back: without the TTFT bound on the head the
@@ -458,6 +459,19 @@ fn heads_of_many_headers_pass_and_heads_over_64_kib_fail_even_in_one_write() {
         .collect();
     let server = Server::start(move |_, _| Act::Answer(ok_with(&many)));
     let (run, b, _) = run_against(&server.url, SYNC_TWO);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert_eq!(
+        (b.requests.completed, b.requests.errored),
+        (2, 0),
+        "{:?}",
+        b.errors
+    );
+
+    // The same through reqwest (HTTP/2): 300 headers, 30 KB of them, within 64 KiB.
+    let (run, b, _) = run_against(
+        &hyper_server(false, 300),
+        &[SYNC_TWO, &["--http2"]].concat(),
+    );
     assert_eq!(run.code(), 0, "{}", run.stderr);
     assert_eq!(
         (b.requests.completed, b.requests.errored),

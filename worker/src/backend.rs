@@ -544,6 +544,10 @@ fn reqwest_client(
         // Servers close idle connections themselves (uvicorn after 5 s); one reused just
         // as it closes loses its request (docs/reliability.md).
         .pool_idle_timeout(http1::POOL_IDLE)
+        // Proxies add headers: any count, and size within 64 KiB, as the own client reads
+        // (hyper's defaults: 100 headers; 16 KiB of them on HTTP/2).
+        .http1_max_headers(http1::MAX_HEADERS_REQWEST)
+        .http2_max_header_list_size(http1::HEAD_LIMIT as u32)
         .redirect(reqwest::redirect::Policy::none());
     if url.scheme() == "http" {
         // Plain HTTP, and redirects are not followed: no TLS ever. Without this the
