@@ -231,6 +231,7 @@ fn exchange(start: MonoNanos) -> Exchange {
         finished: true,
         error: None,
         reply: None,
+        retried: false,
     }
 }
 

@@ -14,7 +14,10 @@
 #      (50,000 too on 8 cores or more), and the bytes each stream adds;
 #   5. time from launch to the first request sent;
 #   6. width: the sustained rate with 1 and 2 workers (and with every client core on a
-#      machine of 16 or more).
+#      machine of 16 or more);
+#   7. the real-time pacer on a shared core: TTFT mean with real time on and off
+#      (LLMSURGE_REALTIME_PACER=0), mock and client on one core, 8 images of 1024² per
+#      request at 20 req/s (the pacer must not hold the core while it builds bodies).
 # See docs/performance.md for what limits each figure.
 #
 # Environment: DURATION (s per rate run, default 10), RATE_CONCURRENCY (streams tried for
@@ -22,8 +25,9 @@
 # the contended 1,000 req/s lag, default 10), LAG_DURATION (s per lag run, default 5),
 # STREAMS (default "1000 10000", plus 50000 on 8 cores or more), STREAM_TTFT_MS (mock
 # TTFT of the memory runs, default 4000), LAUNCH_RUNS (default 5), WIDTH ("0" skips the
-# width runs), MOCK_CORE / CLIENT_CORE (default 0 / 1), CARGO_TARGET_DIR, BENCH_BIN (a
-# binary to measure instead of building this tree's). Needs taskset,
+# width runs), RT_DURATION (s per run of the real-time A/B, default 10), ONLY ("realtime"
+# runs the real-time A/B alone), MOCK_CORE / CLIENT_CORE (default 0 / 1),
+# CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of building this tree's). Needs taskset,
 # jq, bc and GNU time (/usr/bin/time); Debian: apt-get install -y util-linux jq bc time.
 set -euo pipefail
 
@@ -43,6 +47,8 @@ LAUNCH_RUNS=${LAUNCH_RUNS:-5}
 WIDTH=${WIDTH:-1}
 MOCK_CORE=${MOCK_CORE:-0}
 CLIENT_CORE=${CLIENT_CORE:-1}
+RT_DURATION=${RT_DURATION:-10}
+ONLY=${ONLY:-}
 
 # Targets (issues 3 and 15).
 TARGET_RATE=5000
@@ -53,6 +59,8 @@ TARGET_KB_PER_STREAM=10
 TARGET_RSS_10000_MB=150
 TARGET_LAUNCH_S=0.05
 TARGET_WIDTH_16=12
+# Real time may not make TTFT worse than without it by more than this (issue 22).
+TARGET_RT_TTFT_RATIO=1.10
 
 cd "$(dirname "$0")/.."
 for tool in taskset jq bc; do
@@ -158,6 +166,43 @@ verdict() { # CONDITION-as-bc-expression
 pct() { printf '%.0f%%' "$(echo "$1 * 100" | bc -l)"; }
 
 echo "llmsurge client figures (mock on core $MOCK_CORE, client on core $CLIENT_CORE, $CORES cores, load average $(cut -d' ' -f1 /proc/loadavg) at start)"
+
+# 7. The real-time pacer on a shared core: the mock and the client on CLIENT_CORE, 8 images
+# of 1024² per request (a body of ~4.5 MB the pacer builds between slots) at 20 req/s,
+# RT_DURATION s with real time and without (LLMSURGE_REALTIME_PACER=0). A pacer still
+# real-time while it builds the next body keeps the runtime thread from the responses
+# that arrive meanwhile: TTFT mean with real time must not exceed the one without by
+# more than TARGET_RT_TTFT_RATIO.
+realtime_ab() {
+    MOCK_CORES=$CLIENT_CORE MOCK_THREADS=1 start_mock --output-tokens 16
+    local data=prompt_tokens=16,output_tokens=16,images=8,image_size=1024x1024
+    client rt-on --profile constant --rate 20 --max-seconds "$RT_DURATION" --workers 1 --data "$data"
+    LLMSURGE_REALTIME_PACER=0 client rt-off --profile constant --rate 20 --max-seconds "$RT_DURATION" \
+        --workers 1 --data "$data"
+    local on off on_rt off_rt on_n off_n v line
+    on=$(report rt-on '.metrics.ttft.successful.mean')
+    off=$(report rt-off '.metrics.ttft.successful.mean')
+    on_n=$(report rt-on .requests.completed)
+    off_n=$(report rt-off .requests.completed)
+    on_rt=$(jq -r '.metadata.host.realtime_pacer // "unknown"' "$WORK/rt-on/benchmarks.json")
+    off_rt=$(jq -r '.metadata.host.realtime_pacer // "unknown"' "$WORK/rt-off/benchmarks.json")
+    v=$(verdict "$on <= $off * $TARGET_RT_TTFT_RATIO")
+    line=$(printf 'real-time pacer on a shared core (mock and client on core %s, 8 images of 1024² per request, 20 req/s, %s s each): TTFT mean %.2f ms with real time (real-time pacer: %s, %d completed), %.2f ms without (real-time pacer: %s, %d completed) target with <= %sx without: %s' \
+        "$CLIENT_CORE" "$RT_DURATION" "$on" "$on_rt" "$on_n" "$off" "$off_rt" "$off_n" "$TARGET_RT_TTFT_RATIO" "$v")
+    if [[ $on_rt != true ]]; then
+        line+=" (no real time in either run: needs root, CAP_SYS_NICE or ulimit -r 1)"
+    elif [[ $v == MISS ]]; then
+        line+=" (the pacer held the core while the runtime thread had responses to read: see docs/performance.md)"
+    fi
+    echo "$line"
+}
+if [[ $ONLY == realtime ]]; then
+    realtime_ab
+    exit 0
+elif [[ -n $ONLY ]]; then
+    echo "error: ONLY=$ONLY: the only case that runs alone is realtime" >&2
+    exit 2
+fi
 
 # 1. Highest sustained streamed rate: throughput profile at a few concurrencies.
 start_mock --output-tokens 16
@@ -389,3 +434,5 @@ if [[ $WIDTH != 0 ]]; then
             "$w" "$cores" "$rps" "$ratio" "$(pct "$(cat "$WORK/width-$w/mock_busy")")" "$target"
     done
 fi
+
+realtime_ab

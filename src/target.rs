@@ -132,10 +132,10 @@ async fn check(
 ) -> Result<(String, Vec<String>), UsageError> {
     // What messages show of the URL (they reach the terminal and the report).
     let shown = llmsurge_proto::Redaction::default().url(base_url);
+    // The whole chain: reqwest's own message and its first source ("client error
+    // (Connect)") hide the cause ("Connection refused").
     let unreachable = |e: reqwest::Error| {
-        let cause = std::error::Error::source(&e)
-            .map(|s| s.to_string())
-            .unwrap_or_else(|| e.to_string());
+        let cause = llmsurge_worker::backend::error_chain(&e);
         let cause = llmsurge_proto::Redaction::default()
             .text(&cause)
             .into_owned();

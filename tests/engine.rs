@@ -17,6 +17,7 @@ mod lifecycle;
 mod lora;
 mod merge;
 mod metrics;
+mod misbehaving;
 mod profiles;
 mod reports;
 mod requests;

@@ -146,6 +146,7 @@ mod tests {
             streamed_tokens: 10,
             phase: Phase::Measured,
             late: false,
+            retried: false,
             model: None,
             session: None,
             media: None,

@@ -158,6 +158,11 @@ pub struct RequestRecord {
     pub phase: Phase,
     /// Sent later than its slot because the concurrency cap was reached.
     pub late: bool,
+    /// Sent a second time, on a fresh connection, after the reused connection it was
+    /// first written on closed without a byte of response (a server's keep-alive timeout
+    /// crossing the request).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retried: bool,
     /// `--lora`: the index of the model it named in the split's list; `None` without a
     /// split (the configured model).
     #[serde(default, skip_serializing_if = "Option::is_none")]

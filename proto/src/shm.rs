@@ -5,6 +5,10 @@
 //! block is safe to share between processes without locks: the stop flags, the strategy
 //! clock (the next slot to claim, the slot limit, and the slots handed back unsent), the
 //! group-wide concurrency cap, and per-worker counters of requests in flight and sent.
+//! The group's requests in flight are the sum of the per-worker counters: taking or
+//! giving back a unit of the cap changes one counter in one atomic step, so a worker
+//! killed at any instant holds exactly what its counter says, and the coordinator gives
+//! that back ([`ShmLayout::reclaim_worker`]).
 //! The per-worker counters are what the coordinator trusts when a worker dies before
 //! reporting: they are written before the request goes out, the report only after.
 //!
@@ -21,7 +25,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// `b"LLMSURGE"` read as a little-endian integer.
 pub const SHM_MAGIC: u64 = u64::from_le_bytes(*b"LLMSURGE");
 /// Bumped on every change to [`ShmLayout`].
-pub const SHM_LAYOUT_VERSION: u32 = 2;
+pub const SHM_LAYOUT_VERSION: u32 = 3;
 /// The most workers one group can have (the per-worker arrays are this long).
 pub const MAX_WORKERS: usize = 256;
 /// A slot limit or concurrency cap that means "none".
@@ -81,8 +85,10 @@ pub struct ShmLayout {
     next_slot: AtomicU64,
     /// Slots at or past this index are never handed out.
     slot_limit: AtomicU64,
-    /// Requests in flight across the group.
-    in_flight: AtomicU64,
+    /// Unused since layout 3 (it held the group's requests in flight, now the sum of
+    /// `worker_in_flight`: two counters to change were two steps, and a worker killed
+    /// between them leaked a unit of the cap).
+    unused_in_flight: AtomicU64,
     /// The group-wide cap on `in_flight`.
     concurrency_cap: AtomicU64,
     /// Slots claimed but handed back unsent: a stop came before they were due.
@@ -203,47 +209,49 @@ impl ShmLayout {
     }
 
     /// Takes one unit of the group-wide concurrency for `worker`; `false` when the cap
-    /// is reached.
+    /// is reached (or `worker` is out of range).
+    ///
+    /// The unit is added to the worker's own counter first, in one step, then the
+    /// group's total is checked against the cap and the unit given back if over it. No
+    /// unit exists anywhere else, so a worker killed at any instant holds exactly its
+    /// counter. The cap is never exceeded (sequentially consistent: of the units held,
+    /// the last one added saw all the others); two workers racing for the last unit may
+    /// both give it back, and each tries again (callers poll).
     pub fn try_acquire(&self, worker: u32) -> bool {
-        let cap = self.concurrency_cap.load(Ordering::Relaxed);
-        let acquired = if cap == UNLIMITED {
-            self.in_flight.fetch_add(1, Ordering::AcqRel);
-            true
-        } else {
-            self.in_flight
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < cap).then_some(n + 1)
-                })
-                .is_ok()
+        let Some(mine) = self.worker_in_flight.get(worker as usize) else {
+            return false;
         };
-        if acquired && let Some(c) = self.worker_in_flight.get(worker as usize) {
-            c.fetch_add(1, Ordering::AcqRel);
+        mine.fetch_add(1, Ordering::SeqCst);
+        let cap = self.concurrency_cap.load(Ordering::Relaxed);
+        if cap == UNLIMITED || self.in_flight() <= cap {
+            return true;
         }
-        acquired
+        mine.fetch_sub(1, Ordering::SeqCst);
+        false
     }
 
-    /// Gives back one unit taken by [`try_acquire`](Self::try_acquire).
+    /// Gives back one unit taken by [`try_acquire`](Self::try_acquire): one step.
     pub fn release(&self, worker: u32) {
         if let Some(c) = self.worker_in_flight.get(worker as usize) {
-            c.fetch_sub(1, Ordering::AcqRel);
+            c.fetch_sub(1, Ordering::SeqCst);
         }
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Gives back everything a dead worker held; returns how many requests that was.
     pub fn reclaim_worker(&self, worker: u32) -> u64 {
-        let held = self
-            .worker_in_flight
+        self.worker_in_flight
             .get(worker as usize)
-            .map(|c| c.swap(0, Ordering::AcqRel))
-            .unwrap_or(0);
-        self.in_flight.fetch_sub(held, Ordering::AcqRel);
-        held
+            .map(|c| c.swap(0, Ordering::SeqCst))
+            .unwrap_or(0)
     }
 
-    /// Requests in flight across the group now.
+    /// Requests in flight across the group now: the sum of the workers' counters.
     pub fn in_flight(&self) -> u64 {
-        self.in_flight.load(Ordering::Acquire)
+        let workers = (self.worker_count() as usize).min(MAX_WORKERS);
+        self.worker_in_flight[..workers]
+            .iter()
+            .map(|c| c.load(Ordering::SeqCst))
+            .sum()
     }
 
     /// Counts one request `worker` is about to send. Called before the send, so a
@@ -378,14 +386,14 @@ mod tests {
     #[test]
     fn layout_is_pinned() {
         assert_eq!(SHM_MAGIC, 0x4547_5255_534d_4c4c);
-        assert_eq!(SHM_LAYOUT_VERSION, 2);
+        assert_eq!(SHM_LAYOUT_VERSION, 3);
         assert_eq!(offset_of!(ShmLayout, magic), 0);
         assert_eq!(offset_of!(ShmLayout, layout_version), 8);
         assert_eq!(offset_of!(ShmLayout, worker_count), 12);
         assert_eq!(offset_of!(ShmLayout, stop), 16);
         assert_eq!(offset_of!(ShmLayout, next_slot), 24);
         assert_eq!(offset_of!(ShmLayout, slot_limit), 32);
-        assert_eq!(offset_of!(ShmLayout, in_flight), 40);
+        assert_eq!(offset_of!(ShmLayout, unused_in_flight), 40);
         assert_eq!(offset_of!(ShmLayout, concurrency_cap), 48);
         assert_eq!(offset_of!(ShmLayout, slots_returned), 56);
         assert_eq!(offset_of!(ShmLayout, worker_in_flight), 128);
@@ -474,6 +482,48 @@ mod tests {
         r.release(0);
         r.release(0);
         assert_eq!(r.in_flight(), 0);
+    }
+
+    /// A worker SIGKILLed at a random instant of a tight acquire/release loop (a forked
+    /// child on the same mapping), 100 times per cap: each time, reclaiming its units leaves the
+    /// group's count exactly at what the live worker holds. With two counters changed in
+    /// two steps, a kill between them leaked a unit.
+    #[test]
+    fn a_worker_killed_in_the_middle_of_acquire_or_release_leaks_no_unit() {
+        use nix::sys::signal::{Signal, kill};
+        use nix::sys::wait::waitpid;
+        use nix::unistd::{ForkResult, fork};
+        for cap in [4, UNLIMITED] {
+            let r = region(2, UNLIMITED, cap);
+            assert!(r.try_acquire(0), "the live worker holds one unit");
+            for round in 0..100u64 {
+                let before = r.worker_started(1);
+                // SAFETY: the child only loops over atomics of the shared mapping until
+                // it is killed: no allocation, no lock, no return into the test harness.
+                match unsafe { fork() }.expect("fork") {
+                    ForkResult::Child => loop {
+                        r.count_started(1);
+                        if r.try_acquire(1) {
+                            r.release(1);
+                        }
+                    },
+                    ForkResult::Parent { child } => {
+                        // Running: then killed a varying while later.
+                        while r.worker_started(1) < before + 100 {
+                            std::hint::spin_loop();
+                        }
+                        let spins = (round * 7919) % 20_000;
+                        for _ in 0..spins {
+                            std::hint::spin_loop();
+                        }
+                        kill(child, Signal::SIGKILL).expect("kill");
+                        waitpid(child, None).expect("wait");
+                    }
+                }
+                r.reclaim_worker(1);
+                assert_eq!(r.in_flight(), 1, "cap {cap}, round {round}: a unit leaked");
+            }
+        }
     }
 
     #[test]

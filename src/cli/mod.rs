@@ -21,7 +21,7 @@ use crate::exit_codes;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Environment variables that are not flags but are still ours.
-const EXTRA_ENV: &[&str] = &["LLMSURGE_LOG"];
+const EXTRA_ENV: &[&str] = &["LLMSURGE_LOG", llmsurge_worker::sched::REALTIME_ENV];
 
 /// llmsurge: a load generator and benchmark for OpenAI-compatible LLM inference servers.
 #[derive(Debug, Parser)]

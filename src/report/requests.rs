@@ -37,6 +37,9 @@ pub struct RequestEntry {
     pub error: Option<String>,
     /// Sent later than its slot because the concurrency cap was reached.
     pub late: bool,
+    /// Sent a second time, on a fresh connection, after a reused one closed unanswered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retried: bool,
     /// When it should have been sent.
     pub scheduled_time: f64,
     /// When it was sent, if it was.
@@ -93,6 +96,7 @@ impl RequestEntry {
             error_kind: r.error.as_ref().map(|e| e.kind.key()),
             error: r.error.as_ref().map(|e| e.message.clone()),
             late: r.late,
+            retried: r.retried,
             scheduled_time: wall(r.scheduled),
             start_time: r.start.map(wall),
             first_token_time: r.first_token.map(wall),
@@ -313,6 +317,7 @@ mod tests {
             streamed_tokens: 4,
             phase: Phase::Measured,
             late: false,
+            retried: false,
             model: None,
             session: None,
             media: None,

@@ -330,24 +330,49 @@ fn a_pooled_connection_the_server_closed_while_idle_is_replaced_before_the_write
 }
 
 #[test]
-fn a_request_the_server_dropped_unanswered_is_not_sent_again() {
-    // The first request is answered; the second, on the same kept connection, is read
-    // and dropped unanswered: the server may have acted on it, so no retry.
-    let server = RawServer::start(|_, index, _| (index == 0).then(|| content_length(SSE)));
+fn a_request_dropped_unanswered_on_a_reused_connection_is_sent_once_more_and_never_again() {
+    // Only the first request is ever answered; every later one is read and dropped
+    // unanswered (a keep-alive timeout closing the connection as the request arrives).
+    let answered = AtomicUsize::new(0);
+    let server = RawServer::start(move |_, _, _| {
+        (answered.fetch_add(1, Ordering::SeqCst) == 0).then(|| content_length(SSE))
+    });
     let backend = Backend::new(&backend_config(&server.url, true)).expect("backend");
     let rt = runtime();
-    assert_streamed_ok(&send(&backend, &rt), "first");
-    let error = send(&backend, &rt)
-        .error
-        .expect("the server never answered");
+    let first = send(&backend, &rt);
+    assert_streamed_ok(&first, "first");
+    assert!(!first.retried);
+    // Dropped on the reused connection: sent once more on a fresh one, dropped there
+    // too, and then errored: never a third time.
+    let second = send(&backend, &rt);
+    let error = second.error.as_ref().expect("the server never answered");
     assert_eq!(error.kind, ErrorKind::ConnectionClosed, "{}", error.message);
     assert!(
-        error.message.contains("before the response head"),
+        error.message.contains("before the response head")
+            && error.message.contains("also on a fresh connection"),
         "{}",
         error.message
     );
-    assert_eq!(server.accepted(), 1, "not sent again on a new connection");
-    assert_eq!(server.seen.lock().expect("log").len(), 2);
+    assert!(second.retried);
+    // Dropped on a fresh connection: never sent again.
+    let third = send(&backend, &rt);
+    assert_eq!(
+        third.error.as_ref().map(|e| e.kind),
+        Some(ErrorKind::ConnectionClosed)
+    );
+    assert!(!third.retried);
+    let on: Vec<usize> = server
+        .seen
+        .lock()
+        .expect("log")
+        .iter()
+        .map(|s| s.connection)
+        .collect();
+    assert_eq!(
+        on,
+        [0, 0, 1, 2],
+        "the second twice (reused, then fresh), the third once"
+    );
 }
 
 #[test]

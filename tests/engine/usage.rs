@@ -28,6 +28,8 @@ fn an_unreachable_target_is_a_usage_error() {
     let run = run(&["--target", &url, "--max-requests", "5"]);
     assert_usage_error(&run, &url);
     assert!(run.stderr.contains("cannot reach"), "{}", run.stderr);
+    // The root cause, not only reqwest's "client error (Connect)".
+    assert!(run.stderr.contains("Connection refused"), "{}", run.stderr);
 }
 
 #[test]

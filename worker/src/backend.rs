@@ -63,6 +63,9 @@ pub struct Exchange {
     pub finished: bool,
     /// Why the request failed, if it did.
     pub error: Option<RequestError>,
+    /// The request was sent a second time, on a fresh connection, after the reused
+    /// connection it was first written on closed without a byte of response.
+    pub retried: bool,
     /// Multi-turn sessions: `Some` to collect the reply's text as it arrives (the next
     /// turn resends it); `None`, the default, keeps no text.
     pub reply: Option<String>,
@@ -352,13 +355,10 @@ impl Backend {
     ) {
         let started = Instant::now();
         let deadline = started + self.request_timeout;
-        let mut response = match timeout_at(deadline, h1.send(out, presend)).await {
-            Err(_) => {
-                return ex.fail(
-                    ErrorKind::Timeout,
-                    timeout_message("response headers", self.request_timeout),
-                );
-            }
+        let head_by = self.head_bound(started, deadline);
+        let sending = h1.send(out, presend, &mut ex.retried);
+        let mut response = match timeout_at(head_by.0, sending).await {
+            Err(_) => return ex.fail(ErrorKind::Timeout, head_by.1),
             Ok(Err(e)) => return ex.fail(e.kind, e.message),
             Ok(Ok(r)) => r,
         };
@@ -387,13 +387,9 @@ impl Backend {
     async fn execute_reqwest(&self, request: reqwest::RequestBuilder, ex: &mut Exchange) {
         let started = Instant::now();
         let deadline = started + self.request_timeout;
-        let mut response = match timeout_at(deadline, request.send()).await {
-            Err(_) => {
-                return ex.fail(
-                    ErrorKind::Timeout,
-                    timeout_message("response headers", self.request_timeout),
-                );
-            }
+        let head_by = self.head_bound(started, deadline);
+        let mut response = match timeout_at(head_by.0, request.send()).await {
+            Err(_) => return ex.fail(ErrorKind::Timeout, head_by.1),
             Ok(Err(e)) => return ex.fail(classify(&e), error_chain(&e)),
             Ok(Ok(r)) => r,
         };
@@ -416,6 +412,19 @@ impl Backend {
         } else {
             self.read_full(&mut ReqwestBody(&mut response), deadline, ex)
                 .await;
+        }
+    }
+
+    /// Until when the response head is waited for, and the message when it is late: the
+    /// first token comes after the head, so the TTFT bound (when set) bounds the head as
+    /// well as the request timeout does.
+    fn head_bound(&self, started: Instant, deadline: Instant) -> (Instant, String) {
+        match self.ttft_timeout {
+            Some(t) if started + t < deadline => (started + t, timeout_message("first token", t)),
+            _ => (
+                deadline,
+                timeout_message("response headers", self.request_timeout),
+            ),
         }
     }
 
@@ -548,7 +557,13 @@ fn reqwest_client(
         .tcp_nodelay(true)
         .connect_timeout(cfg.connect_timeout)
         .pool_max_idle_per_host(usize::MAX)
-        .pool_idle_timeout(Duration::from_secs(90))
+        // Servers close idle connections themselves (uvicorn after 5 s); one reused just
+        // as it closes loses its request (docs/reliability.md).
+        .pool_idle_timeout(http1::POOL_IDLE)
+        // Proxies add headers: any count, and size within 64 KiB, as the own client reads
+        // (hyper's defaults: 100 headers; 16 KiB of them on HTTP/2).
+        .http1_max_headers(http1::MAX_HEADERS_REQWEST)
+        .http2_max_header_list_size(http1::HEAD_LIMIT as u32)
         .redirect(reqwest::redirect::Policy::none());
     if url.scheme() == "http" {
         // Plain HTTP, and redirects are not followed: no TLS ever. Without this the
@@ -677,8 +692,8 @@ fn basic_authorization(url: &reqwest::Url) -> Option<String> {
     ))
 }
 
-/// The error and its sources on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// The error and its sources on one line (each source once: reqwest repeats them).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

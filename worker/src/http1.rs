@@ -13,11 +13,16 @@
 //! Idle connections sit in a pool shared by the runtime and the pacer thread (which may
 //! write a request on one itself: tokio's `try_write` works from any thread). A
 //! connection goes back to the pool only after a whole response was read and the server
-//! did not say `Connection: close`. A pooled connection the server closed meanwhile is
-//! noticed before a request is written on it (a peek at the socket) and closed; one whose
-//! write fails (the request never reached the server whole) is retried once on a fresh
-//! connection within the same exchange, so the request is counted once. A request written
-//! whole is never sent again: the server may have taken it.
+//! did not say `Connection: close`, and is not reused after [`POOL_IDLE`] idle. A pooled
+//! connection the server closed meanwhile is noticed before a request is written on it
+//! (a peek at the socket) and closed. A close that crosses the request on the wire fails
+//! it on the reused connection before any byte of a response: the request is then sent
+//! once more on a fresh connection, within the same exchange (counted once, marked
+//! `retried` in its record). Never on a fresh connection, never after a response byte,
+//! never a third time.
+//!
+//! A server may answer before it read the whole request (a proxy's 413 for a body over
+//! its limit): the answer is read when the write fails or while it waits for room.
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
@@ -33,20 +38,30 @@ const READ_MIN: usize = 1 << 10;
 /// Reads grow (doubling while each fills the buffer) up to this, for large bodies.
 const READ_MAX: usize = 32 << 10;
 /// A response head larger than this is refused as malformed.
-const HEAD_LIMIT: usize = 64 << 10;
+pub const HEAD_LIMIT: usize = 64 << 10;
+/// The most headers a response head may have on the reqwest client (hyper's HTTP/1
+/// parser takes a count, not a size; each one allowed costs a few bytes per response).
+pub const MAX_HEADERS_REQWEST: usize = 1024;
 /// A chunk-size or trailer line longer than this is refused as malformed.
 const LINE_LIMIT: usize = 4 << 10;
-/// Headers a response head may have.
-const MAX_HEADERS: usize = 64;
-/// An idle connection older than this is closed rather than reused (hyper's default
-/// in reqwest, kept).
-const POOL_IDLE: Duration = Duration::from_secs(90);
+/// Headers a response head is parsed for at first (on the stack); a head with more is
+/// parsed again with room for as many as [`HEAD_LIMIT`] bytes can hold, so only the byte
+/// limit bounds the count (proxies add many headers; hyper accepts 100).
+const MAX_HEADERS: usize = 128;
+/// The shortest header line (`a:` CRLF): a head of `n` bytes has at most `n / 4` headers.
+const MIN_HEADER_BYTES: usize = 4;
+
 /// How long the rest of a body whose content is done with (what follows `[DONE]`: the
 /// final chunk, as a rule in the same packet) is read for, in the background, so that its
 /// connection can be reused; a server still sending after this loses the connection.
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 /// The most bytes read while draining such a rest.
 const DRAIN_BYTES: usize = 64 << 10;
+
+/// An idle connection older than this is closed rather than reused: servers close idle
+/// connections on their own keep-alive timeout (uvicorn, so vLLM and SGLang: 5 s), and a
+/// request written on one just as it closes is lost (docs/reliability.md).
+pub const POOL_IDLE: Duration = Duration::from_secs(4);
 
 /// Idle connections, shared by the runtime, the pacer thread and draining tasks.
 type Pool = Arc<Mutex<Vec<(TcpStream, Instant)>>>;
@@ -262,10 +277,17 @@ impl Http1 {
 
     /// Sends a request (or finishes sending one the pacer began) and reads the response
     /// head. Not bounded in time here but by the caller, except the connect.
+    ///
+    /// A request on a reused connection that got no byte of a response (the server
+    /// closed the connection while idle, its close crossing the request on the wire) is
+    /// sent once more, on a fresh connection, and `retried` set (before the resend, so a
+    /// caller whose timeout ends the exchange still sees it). Never on a fresh
+    /// connection, never after a response byte, never a third time.
     pub async fn send(
         &self,
         out: Outgoing,
         presend: Option<Presend>,
+        retried: &mut bool,
     ) -> Result<Response, RequestError> {
         let (mut conn, mut sent, out) = match presend {
             Some(p) => (p.conn, p.sent, p.out),
@@ -274,7 +296,6 @@ impl Http1 {
                 None => (self.connect().await?, 0, out),
             },
         };
-        let mut retried = false;
         loop {
             match self.exchange(&mut conn, &out, sent).await {
                 Ok((status, framing, keep_alive, buf)) => {
@@ -290,15 +311,23 @@ impl Http1 {
                         },
                     });
                 }
-                Err(Fault::Stale(message)) if conn.reused && !retried => {
-                    // The server closed the idle connection: the request never reached
-                    // it. Once, on a fresh connection (not counted as a second request).
-                    tracing::debug!(%message, "pooled connection closed by the server; retrying once");
-                    retried = true;
+                Err(Fault::Unanswered(message)) if conn.reused && !*retried => {
+                    // The server closed the reused connection (its keep-alive timeout)
+                    // before or while the request arrived: no byte of a response came.
+                    // Once more, on a fresh connection; counted in the request's record.
+                    tracing::debug!(%message, "reused connection closed unanswered; sending once more on a fresh one");
+                    *retried = true;
                     conn = self.connect().await?;
                     sent = 0;
                 }
-                Err(Fault::Stale(message)) => {
+                Err(Fault::Unanswered(message)) => {
+                    let message = if *retried {
+                        format!(
+                            "{message} (also on a fresh connection, after the reused one closed)"
+                        )
+                    } else {
+                        message
+                    };
                     return Err(failure(ErrorKind::ConnectionClosed, message));
                 }
                 Err(Fault::Failed(e)) => return Err(e),
@@ -337,6 +366,11 @@ impl Http1 {
     }
 
     /// Writes what is left of the request and reads the response head.
+    ///
+    /// A server may answer before it read the whole request (a 413 for a body over its
+    /// limit, then a close, which resets our write): the response is read from the
+    /// socket, whether the write failed or is still waiting for room, and the
+    /// connection is not reused.
     async fn exchange(
         &self,
         conn: &mut Conn,
@@ -345,38 +379,72 @@ impl Http1 {
     ) -> Result<(u16, Framing, bool, BytesMut), Fault> {
         let parts = [&self.head_prefix[..], &out.tail[..], &out.body[..]];
         let total = out.len(&self.head_prefix);
+        let mut buf = BytesMut::new();
+        // The server answered before the request was written whole.
+        let mut early = false;
         while sent < total {
-            let written = match conn.stream.try_write_vectored(&slices(&parts, sent)) {
-                Ok(0) => Err(io::Error::from(io::ErrorKind::WriteZero)),
-                Ok(n) => Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if let Err(e) = conn.stream.writable().await {
-                        return Err(Fault::stale(format!("sending the request: {e}")));
-                    }
+            let failed = match conn.stream.try_write_vectored(&slices(&parts, sent)) {
+                Ok(0) => io::Error::from(io::ErrorKind::WriteZero),
+                Ok(n) => {
+                    sent += n;
                     continue;
                 }
-                Err(e) => Err(e),
-            };
-            match written {
-                Ok(n) => sent += n,
-                Err(e) => {
-                    return Err(Fault::stale(format!(
-                        "connection closed while sending the request: {e}"
-                    )));
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    tokio::select! {
+                        biased;
+                        ready = conn.stream.writable() => match ready {
+                            Ok(()) => continue,
+                            Err(e) => e,
+                        },
+                        // Readiness may be left over from the connection's last response:
+                        // only bytes (or an EOF, a reset) read now are an answer.
+                        Ok(()) = conn.stream.readable() => match conn.stream.try_read_buf(&mut buf) {
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                            Ok(n) if n > 0 => {
+                                early = true;
+                                break;
+                            }
+                            Ok(_) => io::Error::from(io::ErrorKind::UnexpectedEof),
+                            Err(e) => e,
+                        },
+                    }
                 }
+                Err(e) => e,
+            };
+            // What the server sent before it closed is still in the socket: its answer.
+            drain_ready(&conn.stream, &mut buf);
+            if buf.is_empty() {
+                return Err(Fault::Unanswered(format!(
+                    "connection closed while sending the request: {failed}"
+                )));
             }
+            early = true;
+            break;
         }
-        let mut buf = BytesMut::new();
         loop {
+            // Informational heads (100 Continue, 103 Early Hints) precede the real one.
+            while let Some(head) = parse_head(&buf).map_err(Fault::Failed)? {
+                buf.advance(head.len);
+                if (100..200).contains(&head.status) && head.status != 101 {
+                    continue;
+                }
+                if buf.is_empty() {
+                    buf = BytesMut::new(); // an open stream waiting holds no buffer
+                }
+                // Part of the request may still be unsent: the connection is done.
+                let keep_alive = head.keep_alive && !early;
+                return Ok((head.status, head.framing, keep_alive, buf));
+            }
+            if buf.len() > HEAD_LIMIT {
+                return Err(Fault::Failed(head_too_large()));
+            }
             let want = if buf.is_empty() { READ_MIN } else { buf.len() };
             match read_more(&conn.stream, &mut buf, want).await {
                 Ok(0) if buf.is_empty() => {
-                    // Not retried: the server may have taken the request (hyper, too,
-                    // retries only requests that never left).
-                    return Err(Fault::Failed(failure(
-                        ErrorKind::ConnectionClosed,
-                        "connection closed before the response head (no byte of it arrived)",
-                    )));
+                    // Sent once more only on a reused connection (see `send`).
+                    return Err(Fault::Unanswered(
+                        "connection closed before the response head (no byte of it arrived)".into(),
+                    ));
                 }
                 Ok(0) => {
                     return Err(Fault::Failed(failure(
@@ -388,9 +456,8 @@ impl Http1 {
                     )));
                 }
                 Err(e) if buf.is_empty() => {
-                    return Err(Fault::Failed(failure(
-                        ErrorKind::ConnectionClosed,
-                        format!("connection failed before the response head: {e}"),
+                    return Err(Fault::Unanswered(format!(
+                        "connection failed before the response head: {e}"
                     )));
                 }
                 Err(e) => {
@@ -401,24 +468,42 @@ impl Http1 {
                 }
                 Ok(_) => {}
             }
-            // Informational heads (100 Continue, 103 Early Hints) precede the real one.
-            while let Some(head) = parse_head(&buf).map_err(Fault::Failed)? {
-                buf.advance(head.len);
-                if (100..200).contains(&head.status) && head.status != 101 {
-                    continue;
-                }
-                if buf.is_empty() {
-                    buf = BytesMut::new(); // an open stream waiting holds no buffer
-                }
-                return Ok((head.status, head.framing, head.keep_alive, buf));
-            }
-            if buf.len() > HEAD_LIMIT {
-                return Err(Fault::Failed(failure(
-                    ErrorKind::MalformedResponse,
-                    format!("response head larger than {} KiB", HEAD_LIMIT >> 10),
-                )));
-            }
         }
+    }
+}
+
+fn head_too_large() -> RequestError {
+    failure(
+        ErrorKind::MalformedResponse,
+        format!("response head larger than {} KiB", HEAD_LIMIT >> 10),
+    )
+}
+
+/// Reads into `buf` whatever the socket holds now, without waiting, up to EOF, an error
+/// or the head limit. Asks the kernel directly: tokio's readiness, which only the runtime
+/// updates, may not know yet of bytes that came with the reset that failed a write.
+fn drain_ready(stream: &TcpStream, buf: &mut BytesMut) {
+    use nix::libc;
+    use std::os::fd::AsRawFd;
+    while buf.len() <= HEAD_LIMIT {
+        buf.reserve(READ_MIN);
+        let spare = buf.spare_capacity_mut();
+        // SAFETY: recv(2) writes at most `spare.len()` bytes into the buffer's spare
+        // capacity, which is that long; the fd is the stream's own, open for the call.
+        let n = unsafe {
+            libc::recv(
+                stream.as_raw_fd(),
+                spare.as_mut_ptr().cast(),
+                spare.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        let Ok(n) = usize::try_from(n) else { return };
+        if n == 0 {
+            return;
+        }
+        // SAFETY: recv(2) initialised the first `n` bytes of the spare capacity.
+        unsafe { buf.set_len(buf.len() + n) };
     }
 }
 
@@ -469,18 +554,12 @@ fn still_open(stream: &TcpStream) -> bool {
 
 /// Why an attempt failed.
 enum Fault {
-    /// The request could not be written whole: no server acts on a request it did not
-    /// receive, so on a reused connection (closed by the server while idle) it is sent
-    /// again on a fresh one.
-    Stale(String),
+    /// No byte of a response arrived: the connection closed (or failed) while the
+    /// request was written or before the response began. On a reused connection that is
+    /// the server's keep-alive timeout closing it, and the request is sent once more.
+    Unanswered(String),
     /// Anything else.
     Failed(RequestError),
-}
-
-impl Fault {
-    fn stale(message: impl Into<String>) -> Self {
-        Self::Stale(message.into())
-    }
 }
 
 /// The IoSlices of `parts` from byte `from` on.
@@ -552,19 +631,56 @@ struct Head {
 }
 
 /// Parses a response head at the start of `buf`: `None` until it is whole.
+/// A head larger than [`HEAD_LIMIT`] is refused, also when it arrived whole in one read.
 fn parse_head(buf: &[u8]) -> Result<Option<Head>, RequestError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut response = httparse::Response::new(&mut headers);
-    let len = match response.parse(buf) {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => {
-            return Err(failure(
-                ErrorKind::MalformedResponse,
-                format!("malformed response head: {e}"),
-            ));
+    match parse_head_with(buf, &mut headers) {
+        Err(httparse::Error::TooManyHeaders) => {
+            // Rare: room for as many headers as the head limit allows, on the heap.
+            let most = buf.len().min(HEAD_LIMIT + 1) / MIN_HEADER_BYTES + 1;
+            let mut headers = vec![httparse::EMPTY_HEADER; most];
+            match parse_head_with(buf, &mut headers) {
+                Err(httparse::Error::TooManyHeaders) => Err(head_too_large()),
+                Err(e) => Err(malformed_head(e)),
+                Ok(head) => head,
+            }
         }
+        Err(e) => Err(malformed_head(e)),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(head)) => Ok(head),
+    }
+}
+
+fn malformed_head(e: httparse::Error) -> RequestError {
+    failure(
+        ErrorKind::MalformedResponse,
+        format!("malformed response head: {e}"),
+    )
+}
+
+/// [`parse_head`] with room for `headers.len()` headers: the parser's own error apart,
+/// so that too many headers can be parsed again with more room.
+#[allow(clippy::type_complexity)]
+fn parse_head_with<'a>(
+    buf: &'a [u8],
+    headers: &mut [httparse::Header<'a>],
+) -> Result<Result<Option<Head>, RequestError>, httparse::Error> {
+    let mut response = httparse::Response::new(headers);
+    let len = match response.parse(buf)? {
+        httparse::Status::Complete(len) => len,
+        httparse::Status::Partial => return Ok(Ok(None)),
     };
+    if len > HEAD_LIMIT {
+        return Ok(Err(head_too_large()));
+    }
+    Ok(head_fields(&response, len))
+}
+
+/// What a parsed head says: status, framing, keep-alive.
+fn head_fields(
+    response: &httparse::Response<'_, '_>,
+    len: usize,
+) -> Result<Option<Head>, RequestError> {
     let status = response.code.unwrap_or(0);
     // HTTP/1.0 closes after each response unless it says otherwise.
     let mut keep_alive = response.version == Some(1);

@@ -9,7 +9,9 @@
 //! connection or no room, sends it too). Sending here takes the runtime thread's wake-up
 //! (on a shared core: the rest of another thread's slice) out of the dispatch lag, which
 //! is measured per request. While it keeps up, the pacer runs real-time where the process
-//! may ([`crate::sched::Realtime`]), so a busy core cannot hold its wake-up back.
+//! may ([`crate::sched::Realtime`]) from the sleep to a slot until the slot is sent and
+//! handed over, so a busy core cannot hold its wake-up back; it prepares each request at
+//! normal priority.
 
 use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Presend};
@@ -161,7 +163,7 @@ impl Pacer {
                 self.shm.return_slot();
                 break;
             }
-            if !self.dispatch(slot, scheduled, ready, None) {
+            if !self.dispatch(slot, scheduled, ready, None, &mut realtime) {
                 break;
             }
         }
@@ -207,41 +209,53 @@ impl Pacer {
             let Some(local_slot) = self.shm.claim_slot() else {
                 break;
             };
-            if !self.dispatch(self.shard.global(local_slot), scheduled, ready, session) {
+            let slot = self.shard.global(local_slot);
+            if !self.dispatch(slot, scheduled, ready, session, &mut realtime) {
                 break;
             }
         }
     }
 
     /// Sends a due slot (itself, when it can) and hands it to the runtime; `false` when
-    /// the runtime is gone.
+    /// the runtime is gone. The thread is normal again once the slot is handed over: the
+    /// next request is prepared at normal priority.
     fn dispatch(
         &self,
         slot: u64,
         scheduled: MonoNanos,
         ready: Ready,
         session: Option<SessionState>,
+        realtime: &mut Realtime,
     ) -> bool {
         let sent = match &ready.body {
             Ok(body) => self.send_now(body, ready.session_key.as_deref()),
             Err(_) => None,
         };
-        self.hand_over(Dispatch {
-            slot,
-            scheduled,
-            body: ready.body,
-            prompt_tokens: ready.prompt_tokens,
-            model: ready.model,
-            media: ready.media,
-            session_key: ready.session_key,
-            sent,
-            session,
-        })
+        self.hand_over(
+            Dispatch {
+                slot,
+                scheduled,
+                body: ready.body,
+                prompt_tokens: ready.prompt_tokens,
+                model: ready.model,
+                media: ready.media,
+                session_key: ready.session_key,
+                sent,
+                session,
+            },
+            realtime,
+        )
     }
 
-    /// Hands a due slot to the runtime; `false` when the runtime is gone.
-    fn hand_over(&self, dispatch: Dispatch) -> bool {
-        if let Err(unsent) = self.tx.send(dispatch) {
+    /// Hands a due slot to the runtime and turns the thread normal; `false` when the
+    /// runtime is gone.
+    fn hand_over(&self, dispatch: Dispatch, realtime: &mut Realtime) -> bool {
+        let handed = self.tx.send(dispatch);
+        // Real time ends with the send: the next body (images of megabytes) is built at
+        // normal priority, so the runtime thread reading responses on this core is not
+        // held back by it (a yield alone does not let a normal thread run).
+        realtime.keep_up(false);
+        if let Err(unsent) = handed {
             // The runtime is gone: nobody will send it, or read its response.
             if unsent.0.sent.is_some() {
                 // Sent and counted as started: it stays on the books as a send never

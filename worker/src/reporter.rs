@@ -215,6 +215,7 @@ fn build_record(worker: u32, info: SlotInfo, ex: &Exchange, phase: Phase) -> Req
         streamed_tokens: ex.streamed_tokens,
         phase,
         late: info.late,
+        retried: ex.retried,
         model: info.model,
         session: info.session,
         media: info.media,
@@ -289,6 +290,7 @@ mod tests {
             finished: true,
             error: None,
             reply: None,
+            ..Exchange::default()
         }
     }
 

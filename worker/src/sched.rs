@@ -17,6 +17,20 @@ use std::time::Duration;
 const SHORT_SLICE: Duration = Duration::from_micros(100);
 /// The real-time priority of the pacer: the lowest, below any real-time work of the host.
 const PACER_PRIORITY: u32 = 1;
+/// Set to `0`, `off`, `false` or `no`, the pacer never goes real-time even where the
+/// process may (an A/B in scripts/bench-client.sh; docs/performance.md). Workers inherit
+/// it.
+pub const REALTIME_ENV: &str = "LLMSURGE_REALTIME_PACER";
+
+/// Whether [`REALTIME_ENV`] turns real time off.
+fn realtime_switched_off() -> bool {
+    std::env::var(REALTIME_ENV).is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "0" | "off" | "false" | "no"
+        )
+    })
+}
 
 fn empty_attr() -> libc::sched_attr {
     libc::sched_attr {
@@ -87,8 +101,10 @@ pub fn request_short_slice() {
     }
 }
 
-/// The pacer's real-time scheduling: real-time while it keeps up with the schedule, so
-/// its wake-up at each slot preempts whatever holds the core; normal while it runs behind
+/// The pacer's real-time scheduling: real-time while it waits for a slot it is ahead of
+/// and sends it, so its wake-up at the slot preempts whatever holds the core; normal while
+/// it prepares the next request (a body of megabytes of images must not hold the core
+/// from the runtime thread reading responses), while it runs behind
 /// (its next slot already due: no wake-up to keep) or its slots come too close together
 /// (the pacer decides), so it can never starve the core.
 /// Only the changes cost a syscall.
@@ -108,7 +124,7 @@ impl Realtime {
                 raised: false,
             };
         }
-        let allowed = set_attr(true);
+        let allowed = !realtime_switched_off() && set_attr(true);
         let _ = set_attr(false);
         Self {
             allowed,
@@ -130,7 +146,7 @@ impl Realtime {
 }
 
 /// Whether this process's pacer threads may run real-time (probed on a throwaway thread;
-/// workers inherit the process's privileges and limits).
+/// workers inherit the process's privileges, limits and [`REALTIME_ENV`]).
 pub fn realtime_allowed() -> bool {
     std::thread::Builder::new()
         .name("llmsurge-rt-probe".into())
