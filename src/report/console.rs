@@ -129,6 +129,11 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
             "TTFT: first content token (ttft_any in the report: first token of any kind). ITL, TPOT: every output token, reasoning included.\n",
         );
     }
+    if benchmarks.iter().any(|b| b.unstreamed()) {
+        out.push_str(
+            "Without streaming (--stream false) the first token comes with the whole body: TTFT is the e2e latency, and ITL and TPOT are not measured (-).\n",
+        );
+    }
     if benchmarks
         .iter()
         .any(|b| b.throughput.inputs_per_s.is_some())
