@@ -534,15 +534,87 @@ impl fmt::Display for CheckResult {
     }
 }
 
-/// Per-request goodput thresholds (`--goodput "ttft:500ms,tpot:50ms,e2e:10s"`).
+/// Per-request goodput thresholds (`--goodput "ttft:500ms,tpot:50ms,e2e:10s"`). In a
+/// report each is written as on the command line (`"e2e": "10s"`); reports written
+/// before, with `{"secs": 10, "nanos": 0}`, still load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GoodputSpec {
     /// Time to first content token.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "threshold_text"
+    )]
     pub ttft: Option<Duration>,
     /// Time per output token.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "threshold_text"
+    )]
     pub tpot: Option<Duration>,
     /// End-to-end latency.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "threshold_text"
+    )]
     pub e2e: Option<Duration>,
+}
+
+/// A goodput threshold as text: `10s` for whole seconds, else milliseconds (`500ms`,
+/// `0.25ms`).
+pub fn threshold_string(d: Duration) -> String {
+    if d.subsec_nanos() == 0 && d.as_secs() > 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_nanos() as f64 / 1e6)
+    }
+}
+
+impl fmt::Display for GoodputSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = [("ttft", self.ttft), ("tpot", self.tpot), ("e2e", self.e2e)]
+            .into_iter()
+            .filter_map(|(name, d)| Some(format!("{name}<={}", threshold_string(d?))))
+            .collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+/// Serde of an optional threshold as text (`"10s"`), reading the older `{secs, nanos}`.
+mod threshold_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_str(&super::threshold_string(*d)),
+            None => s.serialize_none(),
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Text(String),
+        Struct(Duration),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        match Option::<Either>::deserialize(d)? {
+            None => Ok(None),
+            Some(Either::Struct(d)) => Ok(Some(d)),
+            Some(Either::Text(t)) => {
+                let ms = super::parse_ms(&t).map_err(serde::de::Error::custom)?;
+                let nanos = (ms * 1e6).round();
+                if !(0.0..=u64::MAX as f64).contains(&nanos) {
+                    return Err(serde::de::Error::custom(format!("{t:?} is too long")));
+                }
+                Ok(Some(Duration::from_nanos(nanos as u64)))
+            }
+        }
+    }
 }
 
 impl GoodputSpec {
@@ -965,6 +1037,25 @@ mod tests {
             line.ends_with("1 completed requests, 10 needed for ttft p50"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn goodput_thresholds_are_written_as_durations_and_read_back() {
+        let g = GoodputSpec::parse("ttft:500ms,tpot:0.25ms,e2e:10s").expect("parses");
+        let json = serde_json::to_value(g).expect("serialises");
+        assert_eq!(
+            json,
+            serde_json::json!({"ttft": "500ms", "tpot": "0.25ms", "e2e": "10s"})
+        );
+        let back: GoodputSpec = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back, g);
+        assert_eq!(g.to_string(), "ttft<=500ms,tpot<=0.25ms,e2e<=10s");
+        // Reports written before: {secs, nanos}, nulls for the thresholds not set.
+        let old: GoodputSpec = serde_json::from_value(
+            serde_json::json!({"ttft": null, "tpot": null, "e2e": {"secs": 10, "nanos": 0}}),
+        )
+        .expect("an old report's spec");
+        assert_eq!(old, GoodputSpec::parse("e2e:10s").expect("parses"));
     }
 
     #[test]

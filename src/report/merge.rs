@@ -311,6 +311,7 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
         request_samples,
         metric_definitions: first.metric_definitions.clone(),
         capacity: None,
+        invalid_run: Vec::new(),
     }
 }
 
