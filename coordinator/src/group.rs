@@ -550,10 +550,11 @@ pub async fn run_benchmark(
         _ => 1,
     };
     result::fit_to_format(&mut result, backend.request_format, inputs_per_request);
+    result::fit_to_stream(&mut result, backend.stream);
     if let llmsurge_proto::DataSpec::Synthetic(spec) = &plan.worker_template.data {
         result::add_media_rates(&mut result, &spec.media);
     }
-    result.slo = plan.slo.as_ref().map(|slo| slo.evaluate(&result));
+    result.slo = plan.slo.as_ref().map(|slo| slo.judge(&result));
     if let Some(log) = scraped {
         let m = &sup.state.measured;
         let whole_benchmark = plan.window == MeasureWindow::default();

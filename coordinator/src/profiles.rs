@@ -465,18 +465,35 @@ impl CapacityProfile {
     /// whose queue was growing fails whatever its latencies say: cut off by the time
     /// limit, it would have missed the SLO had it run longer.
     fn verdict(&self, r: &BenchmarkResult) -> (bool, Option<String>) {
-        let slo = r.slo.clone().unwrap_or_else(|| self.slo.evaluate(r));
+        let slo = r.slo.clone().unwrap_or_else(|| self.slo.judge(r));
         if !slo.passed {
             let failed: Vec<String> = slo
                 .checks
                 .iter()
                 .filter(|c| !c.passed)
-                .map(|c| match c.measured {
-                    Some(m) => format!("{} (measured {m:.3})", c.name),
-                    None => format!("{} (nothing measured)", c.name),
+                .map(|c| {
+                    let measured = match c.measured {
+                        Some(m) => format!("{} (measured {m:.3})", c.name),
+                        None => format!("{} (nothing measured)", c.name),
+                    };
+                    match &c.reason {
+                        Some(r) if slo.not_kept_up.as_ref() != Some(r) => {
+                            format!("{measured}: {r}")
+                        }
+                        _ => measured,
+                    }
                 })
                 .collect();
-            return (false, Some(format!("SLO missed: {}", failed.join(", "))));
+            // An inconclusive probe is not a pass: too few requests completed to say.
+            let what = match slo.label() {
+                "INCONCLUSIVE" => "SLO inconclusive",
+                _ => "SLO missed",
+            };
+            let mut reason = format!("{what}: {}", failed.join(", "));
+            if let Some(why) = &slo.not_kept_up {
+                reason = format!("{reason}; {why}");
+            }
+            return (false, Some(reason));
         }
         if matches!(
             r.strategy,
@@ -782,6 +799,7 @@ mod capacity_tests {
             r.slo = Some(SloVerdict {
                 passed,
                 checks: vec![],
+                not_kept_up: None,
             });
             done.push(r);
         }
@@ -907,6 +925,7 @@ mod capacity_tests {
         r.slo = Some(SloVerdict {
             passed: false,
             checks: vec![],
+            not_kept_up: None,
         });
         assert!(profile.next(&[r]).expect("next").is_none());
         let outcome = profile.outcome();
@@ -924,6 +943,7 @@ mod capacity_tests {
         r.slo = Some(SloVerdict {
             passed: true,
             checks: vec![],
+            not_kept_up: None,
         });
         r
     }

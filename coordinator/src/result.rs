@@ -460,16 +460,19 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
             audio_seconds_per_s: None,
             input_tokens_per_s: None,
         },
-        goodput: state.goodput.map(|spec| Goodput {
-            spec,
-            good_requests: state.good_requests,
-            requests_per_s: per_s(state.good_requests),
-            fraction: if m.completed + state.unfinished_not_good > 0 {
-                state.good_requests as f64 / (m.completed + state.unfinished_not_good) as f64
-            } else {
-                0.0
-            },
-            unfinished_not_good: state.unfinished_not_good,
+        goodput: state.goodput.map(|spec| {
+            let measured = MeasuredCounts {
+                completed: m.completed,
+                errored: m.errored,
+                cancelled: m.cancelled,
+            };
+            Goodput::new(
+                spec,
+                state.good_requests,
+                &measured,
+                state.unfinished_not_good,
+                window.duration_s,
+            )
         }),
         slo: None,
         token_sources: Some(state.token_sources),
@@ -520,6 +523,18 @@ pub fn fit_to_format(r: &mut BenchmarkResult, format: RequestFormat, inputs_per_
     t.inputs_per_s = Some(t.requests_per_s * f64::from(inputs_per_request.max(1)));
     t.input_tokens_per_s = Some(t.total_tokens_per_s - t.output_tokens_per_s.unwrap_or(0.0));
     r.drop_generation_metrics();
+}
+
+/// Metrics only a streamed response has: a whole body (`--stream false`) shows the
+/// client no token arrive, so it has no inter-token gaps and no time per output token.
+pub const STREAM_METRICS: [&str; 2] = ["itl", "tpot"];
+
+/// Fits a result to how responses came: without streaming, ITL and TPOT are removed
+/// (absent, not zero: the client could not see them).
+pub fn fit_to_stream(r: &mut BenchmarkResult, stream: bool) {
+    if !stream {
+        r.drop_metrics(&STREAM_METRICS);
+    }
 }
 
 /// Adds the media rates of a multimodal or transcription run: `images` and
@@ -704,29 +719,46 @@ impl BenchmarkResult {
         for m in &mut self.models {
             m.throughput.output_tokens_per_s = None;
         }
-        let generation = |key: &str| {
+        self.drop_metrics(&GENERATION_METRICS);
+    }
+
+    /// Removes the distributions and histograms of `keys` (metric keys), here and in
+    /// every `--lora` model's section: absent, not zero.
+    pub fn drop_metrics(&mut self, keys: &[&str]) {
+        let dropped = |key: &str| {
             let metric = key.rsplit('.').next().unwrap_or(key);
-            GENERATION_METRICS.contains(&metric)
+            keys.contains(&metric)
         };
-        self.metrics.retain(|k, _| !generation(k));
-        self.histograms.retain(|k, _| !generation(k));
-        self.class_histograms.retain(|k, _| !generation(k));
+        self.metrics.retain(|k, _| !dropped(k));
+        self.histograms.retain(|k, _| !dropped(k));
+        self.class_histograms.retain(|k, _| !dropped(k));
         // A `--lora` split's per-model sections follow the whole.
         for m in &mut self.models {
-            m.metrics.retain(|k, _| !generation(k));
-            m.class_histograms.retain(|k, _| !generation(k));
+            m.metrics.retain(|k, _| !dropped(k));
+            m.class_histograms.retain(|k, _| !dropped(k));
         }
+    }
+
+    /// Whether this benchmark's responses came as whole bodies: it generates output
+    /// (it has TTFT) but has no ITL (see [`fit_to_stream`]).
+    pub fn unstreamed(&self) -> bool {
+        self.metrics.contains_key("ttft") && !self.metrics.contains_key("itl")
     }
 
     /// Replaces every distribution (`metrics`, `histograms`, `class_histograms`, the
     /// client's dispatch lag, send gap and runtime delay) by those of `set`.
     pub fn set_distributions(&mut self, set: &MetricSet) {
+        let unstreamed = self.unstreamed();
         self.metrics = distributions(set);
         self.histograms = encode_histograms(set);
         self.class_histograms = encode_class_histograms(set);
         // A format without output (its inputs throughput says so) stays without them.
         if self.throughput.inputs_per_s.is_some() {
             self.drop_generation_metrics();
+        }
+        // Nor does a run without streaming get ITL and TPOT back.
+        if unstreamed {
+            self.drop_metrics(&STREAM_METRICS);
         }
         let lag = self
             .metrics

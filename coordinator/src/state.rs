@@ -433,6 +433,7 @@ impl WorkerGroupState {
                 TokenSource::Unknown => ts.unknown += 1,
             }
             if r.output_tokens_source == TokenSource::Usage
+                && r.streamed
                 && r.streamed_tokens > 0
                 && r.streamed_tokens != r.output_tokens
             {
@@ -485,6 +486,7 @@ impl WorkerGroupState {
                 output_tokens: 0,
                 output_tokens_source: TokenSource::Unknown,
                 streamed_tokens: 0,
+                streamed: true,
                 phase: self.window.phase(s.slot, s.scheduled.since(self.t0)),
                 late: false,
                 retried: false,
@@ -626,6 +628,7 @@ mod tests {
             output_tokens: 4,
             output_tokens_source: TokenSource::Usage,
             streamed_tokens: 4,
+            streamed: true,
             phase: Phase::Measured,
             late: false,
             retried: false,

@@ -144,6 +144,7 @@ mod tests {
             output_tokens: 10,
             output_tokens_source: TokenSource::Usage,
             streamed_tokens: 10,
+            streamed: true,
             phase: Phase::Measured,
             late: false,
             retried: false,

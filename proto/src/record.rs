@@ -154,6 +154,11 @@ pub struct RequestRecord {
     pub output_tokens_source: TokenSource,
     /// Output tokens counted from the stream (for the usage-vs-stream check).
     pub streamed_tokens: u32,
+    /// The response was streamed, so token arrivals were seen. `false` for a whole
+    /// (non-streamed) body: the client cannot see tokens arrive, so such a request has no
+    /// TPOT or ITL (absent, not zero) and no stream count to check usage against.
+    #[serde(default = "streamed_by_default")]
+    pub streamed: bool,
     /// Warm-up, measured, or cool-down.
     pub phase: Phase,
     /// Sent later than its slot because the concurrency cap was reached.
@@ -255,6 +260,11 @@ pub struct AudioInfo {
     pub bytes: u64,
 }
 
+/// Records from before [`RequestRecord::streamed`] existed were streamed.
+fn streamed_by_default() -> bool {
+    true
+}
+
 /// Which turn of which session a request was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionTag {
@@ -284,8 +294,12 @@ impl RequestRecord {
 
     /// Time per output token: (e2e − ttft_any) / (output tokens − 1). Reasoning tokens
     /// are output tokens the server decoded like any other, so the clock starts at the
-    /// first token of any kind. `None` below two output tokens or with no token at all.
+    /// first token of any kind. `None` below two output tokens, with no token at all, or
+    /// for a non-streamed response.
     pub fn tpot(&self) -> Option<std::time::Duration> {
+        if !self.streamed {
+            return None; // one body: the tokens' arrivals were not seen
+        }
         let first = self.first_token?;
         (self.output_tokens > 1).then(|| self.end.since(first) / (self.output_tokens - 1))
     }

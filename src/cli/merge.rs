@@ -61,10 +61,11 @@ pub fn benchmark_merge(args: &MergeArgs) -> i32 {
             Err(e) => return super::usage_error(&e.to_string()),
         }
     }
-    let report = match merge(inputs, args.allow_partial) {
+    let mut report = match merge(inputs, args.allow_partial) {
         Ok(r) => r,
         Err(e) => return super::usage_error(&e.0),
     };
+    report.invalid_run = super::run::invalid_run(&report.benchmarks);
     let (written, failed) = write_files(&report, &outputs, &args.output_dir);
     if outputs.contains(&Output::Console) && !report.benchmarks.is_empty() {
         println!(

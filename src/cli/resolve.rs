@@ -271,6 +271,8 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         super::shard::check_start_at(at, crate::report::unix_now()).map_err(UsageError)?;
     }
     let (outputs, reporting) = super::resolve_output::resolve_output(&args.output)?;
+    let backend = resolve_backend(args)?;
+    check_objectives_need_no_stream(slo.as_ref(), goodput.as_ref(), &backend)?;
     Ok(RunPlan {
         target,
         model: args.target.model.clone().filter(|m| !m.trim().is_empty()),
@@ -286,7 +288,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         warmup: args.limits.warmup,
         cooldown: args.limits.cooldown,
         data,
-        backend: resolve_backend(args)?,
+        backend,
         seed: args.load.random_seed,
         drain_timeout: args.client.drain_timeout,
         worker_timeout: args.client.worker_timeout,
@@ -952,6 +954,34 @@ fn resolve_objectives(args: &RunArgs) -> Result<Objectives, UsageError> {
         goodput,
         saturation,
     })
+}
+
+/// Without streaming the client sees no token arrive: ITL and TPOT are not measured, so
+/// an objective on them could only pass or fail for want of data. Refused up front.
+fn check_objectives_need_no_stream(
+    slo: Option<&Slo>,
+    goodput: Option<&GoodputSpec>,
+    backend: &BackendPlan,
+) -> Result<(), UsageError> {
+    if backend.stream || !backend.request_format.generates() {
+        return Ok(());
+    }
+    for c in slo.iter().flat_map(|s| &s.checks) {
+        if let SloTarget::Latency { metric, .. } = &c.target
+            && llmsurge_coordinator::result::STREAM_METRICS.contains(&metric.as_str())
+        {
+            return usage(format!(
+                "--slo: {} needs streamed responses (--stream false: the client sees no token arrive, so ITL and TPOT are not measured)",
+                c.name
+            ));
+        }
+    }
+    if goodput.is_some_and(|g| g.tpot.is_some()) {
+        return usage(
+            "--goodput: tpot needs streamed responses (--stream false: the client sees no token arrive, so TPOT is not measured; use ttft or e2e)",
+        );
+    }
+    Ok(())
 }
 
 fn resolve_settings(args: &RunArgs) -> Result<StrategySettings, UsageError> {

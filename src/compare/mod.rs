@@ -289,6 +289,24 @@ fn changes(
             tolerances,
             strict,
         ));
+        // Recomputed from the counts (so a report written before errored requests
+        // counted against it compares alike): good over every judged request.
+        use llmsurge_coordinator::slo::Goodput;
+        let (jb, jc) = (
+            Goodput::judged(mb, gb.unfinished_not_good),
+            Goodput::judged(mc, gc.unfinished_not_good),
+        );
+        let fraction = |good: u64, judged: u64| (judged > 0).then(|| good as f64 / judged as f64);
+        out.push(judge(
+            "goodput_fraction".into(),
+            fraction(gb.good_requests, jb),
+            fraction(gc.good_requests, jc),
+            ChangeUnit::PercentagePoints,
+            noise::proportion_change_ci((gb.good_requests, jb), (gc.good_requests, jc), confidence),
+            (jb, jc),
+            tolerances,
+            strict,
+        ));
     }
     let finished = |m: &llmsurge_coordinator::result::MeasuredCounts| m.completed + m.errored;
     let rate = |m: &llmsurge_coordinator::result::MeasuredCounts| {

@@ -48,11 +48,12 @@ pub const LATENCY_METRICS: [(&str, &str); 4] = [
 /// Statistics compared for every latency metric.
 pub const LATENCY_STATS: [&str; 4] = ["mean", "p50", "p90", "p99"];
 /// The non-latency comparison metrics.
-pub const RATE_METRICS: [&str; 5] = [
+pub const RATE_METRICS: [&str; 6] = [
     "requests_per_s",
     "output_tokens_per_s",
     "inputs_per_s",
     "goodput_per_s",
+    "goodput_fraction",
     "error_rate",
 ];
 
@@ -84,7 +85,10 @@ pub const SERVER_METRICS: [(&str, Worse); 15] = [
 pub fn in_percentage_points(name: &str) -> bool {
     matches!(
         name,
-        "error_rate" | "server_prefix_cache_hit_rate" | "server_spec_decode_acceptance_rate"
+        "error_rate"
+            | "goodput_fraction"
+            | "server_prefix_cache_hit_rate"
+            | "server_spec_decode_acceptance_rate"
     )
 }
 
@@ -116,7 +120,7 @@ impl Tolerances {
             let name = name.trim();
             if direction(name).is_none() {
                 return Err(format!(
-                    "{name:?}: unknown metric (use ttft|itl|tpot|e2e with _mean|_p50|_p90|_p99, or requests_per_s, output_tokens_per_s, goodput_per_s, error_rate, or a server_* metric: server_num_requests_waiting_mean, server_kv_cache_usage_perc_max, server_generation_tokens_per_s, server_prefix_cache_hit_rate, …)"
+                    "{name:?}: unknown metric (use ttft|itl|tpot|e2e with _mean|_p50|_p90|_p99, or requests_per_s, output_tokens_per_s, goodput_per_s, goodput_fraction, error_rate, or a server_* metric: server_num_requests_waiting_mean, server_kv_cache_usage_perc_max, server_generation_tokens_per_s, server_prefix_cache_hit_rate, …)"
                 ));
             }
             let v = value.trim().trim_start_matches(['+', '-']);

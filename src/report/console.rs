@@ -129,6 +129,31 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
             "TTFT: first content token (ttft_any in the report: first token of any kind). ITL, TPOT: every output token, reasoning included.\n",
         );
     }
+    if benchmarks.iter().any(|b| b.unstreamed()) {
+        out.push_str(
+            "Without streaming (--stream false) the first token comes with the whole body: TTFT is the e2e latency, and ITL and TPOT are not measured (-).\n",
+        );
+    }
+    if benchmarks.iter().any(|b| b.goodput.is_some()) {
+        let mut goodput = table(&["Benchmark", "Thresholds", "Good", "Good/s", "Fraction"]);
+        for b in benchmarks {
+            let Some(g) = &b.goodput else {
+                continue;
+            };
+            goodput.add_row(vec![
+                b.strategy.to_string(),
+                g.spec.to_string(),
+                g.good_requests.to_string(),
+                num(g.requests_per_s),
+                format!("{:.1}%", g.fraction * 100.0),
+            ]);
+        }
+        out.push_str(
+            "\nGoodput (--goodput: completed requests meeting every threshold; the fraction counts errored requests as not good)\n",
+        );
+        out.push_str(&goodput.to_string());
+        out.push('\n');
+    }
     if benchmarks
         .iter()
         .any(|b| b.throughput.inputs_per_s.is_some())

@@ -279,6 +279,27 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
             }),
         ),
         (
+            "slo.verdict",
+            Box::new(|r| {
+                r.slo
+                    .as_ref()
+                    .map(|v| v.label().to_lowercase())
+                    .unwrap_or_default()
+            }),
+        ),
+        (
+            "slo.reasons",
+            Box::new(|r| {
+                let mut reasons: Vec<&str> = Vec::new();
+                for c in r.slo.iter().flat_map(|v| &v.checks) {
+                    if let Some(x) = c.reason.as_deref().filter(|x| !reasons.contains(x)) {
+                        reasons.push(x);
+                    }
+                }
+                reasons.join(" | ")
+            }),
+        ),
+        (
             "goodput.good_requests",
             Box::new(|r| {
                 r.goodput

@@ -178,6 +178,10 @@ pub struct Report {
     /// The answer of `--profile capacity`, with every probe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityOutcome>,
+    /// Why the run is invalid (exit 4), one line per rule that fired with its figures;
+    /// absent from a valid run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invalid_run: Vec<String>,
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one.

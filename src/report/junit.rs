@@ -45,11 +45,15 @@ pub fn slo_suites(benchmarks: &[BenchmarkResult]) -> Vec<Suite> {
                 .checks
                 .iter()
                 .map(|c| {
-                    let measured = format!("measured {} against {}", fmt(c.measured), c.name);
+                    let mut measured = format!("measured {} against {}", fmt(c.measured), c.name);
+                    if let Some(reason) = &c.reason {
+                        measured = format!("{measured}: {reason}");
+                    }
                     Case {
                         classname: format!("llmsurge.slo.{label}"),
                         name: c.name.clone(),
-                        failure: (!c.passed).then(|| measured.clone()),
+                        // An inconclusive check fails the gate too: it could not pass.
+                        failure: (!c.passed).then(|| format!("{}: {measured}", c.label())),
                         skipped: None,
                         output: measured,
                     }

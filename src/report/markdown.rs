@@ -23,8 +23,7 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
         };
         let slo = match &b.slo {
             None => "–",
-            Some(v) if v.passed => "✅ pass",
-            Some(_) => "❌ fail",
+            Some(v) => verdict_cell(v.label()),
         };
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
@@ -45,12 +44,17 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
         out.push_str("\n### Service-level objectives\n\n| Benchmark | Objective | Measured | Verdict |\n|---|---|---:|---|\n");
         for b in benchmarks {
             for c in b.slo.iter().flat_map(|v| &v.checks) {
+                let reason = c
+                    .reason
+                    .as_ref()
+                    .map(|r| format!(": {}", escape(r)))
+                    .unwrap_or_default();
                 out.push_str(&format!(
-                    "| {} | `{}` | {} | {} |\n",
+                    "| {} | `{}` | {} | {}{reason} |\n",
                     escape(&b.strategy.to_string()),
                     escape(&c.name),
                     cell_value(c.measured),
-                    if c.passed { "✅ pass" } else { "❌ fail" }
+                    verdict_cell(c.label())
                 ));
             }
         }
@@ -65,6 +69,15 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
         out.push_str(&server_section(benchmarks));
     }
     out
+}
+
+/// A verdict's cell: `✅ pass`, `❌ fail` or `❔ inconclusive`.
+fn verdict_cell(label: &str) -> &'static str {
+    match label {
+        "PASS" => "✅ pass",
+        "INCONCLUSIVE" => "❔ inconclusive",
+        _ => "❌ fail",
+    }
 }
 
 /// Multi-turn sessions: outcomes and rates per benchmark, then latencies per turn index.

@@ -311,6 +311,7 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
         request_samples,
         metric_definitions: first.metric_definitions.clone(),
         capacity: None,
+        invalid_run: Vec::new(),
     }
 }
 
@@ -507,18 +508,7 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
             .filter_map(|b| b.goodput)
             .map(|g| g.unfinished_not_good)
             .sum();
-        let judged = measured.completed + unfinished;
-        Goodput {
-            spec: g.spec,
-            good_requests: good,
-            requests_per_s: per_s(good as f64),
-            fraction: if judged > 0 {
-                good as f64 / judged as f64
-            } else {
-                0.0
-            },
-            unfinished_not_good: unfinished,
-        }
+        Goodput::new(g.spec, good, &measured, unfinished, d)
     });
 
     // Client health: each shard's kept; the fleet's is a bottleneck if any shard was.
@@ -563,11 +553,15 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
         // Both sides auto-resize with the same precision: adding cannot fail.
         let _ = set.merge(&s.sets[i]);
     }
+    let unstreamed = m.unstreamed();
     m.set_distributions(&set);
     m.models = merge_models(shards, i, d);
+    if unstreamed {
+        m.drop_metrics(&llmsurge_coordinator::result::STREAM_METRICS);
+    }
     m.timeseries = merge_timeseries(&parts, m.start_time);
     m.workers = parts.iter().flat_map(|b| b.workers.clone()).collect();
-    m.slo = slo.map(|slo| slo.evaluate(&m));
+    m.slo = slo.map(|slo| slo.judge(&m));
     m.server_metrics = merge_server_metrics(shards, &parts, count, m.start_time);
     m
 }

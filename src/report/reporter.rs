@@ -116,6 +116,7 @@ impl RunReporter {
                 request_samples: Vec::new(),
                 metric_definitions: super::json::metric_definitions(),
                 capacity: None,
+                invalid_run: Vec::new(),
             },
             console_summary: messages && outputs.contains(&Output::Console),
             outputs,
@@ -152,6 +153,11 @@ impl RunReporter {
     /// Records the answer of a capacity search (written by [`RunReporter::finish`]).
     pub fn set_capacity(&mut self, capacity: Option<CapacityOutcome>) {
         self.report.capacity = capacity;
+    }
+
+    /// Why the run is invalid (see `invalid_run` in the report); empty when it is not.
+    pub fn set_invalid_run(&mut self, reasons: Vec<String>) {
+        self.report.invalid_run = reasons;
     }
 
     fn flush_log(&mut self) {

@@ -315,6 +315,7 @@ mod tests {
             output_tokens: 4,
             output_tokens_source: TokenSource::Usage,
             streamed_tokens: 4,
+            streamed: true,
             phase: Phase::Measured,
             late: false,
             retried: false,

@@ -15,7 +15,7 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
         t.set_header(["Benchmark", "Objective", "Threshold", "Measured", "Verdict"]);
         for b in benchmarks {
             for c in b.slo.iter().flat_map(|v| &v.checks) {
-                let verdict = Cell::new(if c.passed { "PASS" } else { "FAIL" });
+                let verdict = Cell::new(c.label());
                 t.add_row(vec![
                     Cell::new(b.strategy.to_string()),
                     Cell::new(&c.name),
@@ -35,6 +35,17 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
         ));
         out.push_str(&t.to_string());
         out.push('\n');
+        // Why a check failed or could not decide beyond its number, once per benchmark
+        // and reason.
+        for b in benchmarks {
+            let mut seen: Vec<&str> = Vec::new();
+            for c in b.slo.iter().flat_map(|v| &v.checks) {
+                if let Some(r) = c.reason.as_deref().filter(|r| !seen.contains(r)) {
+                    seen.push(r);
+                    out.push_str(&format!("  {} {}: {r}\n", b.strategy, c.label()));
+                }
+            }
+        }
     }
     if let Some(c) = capacity {
         match c.rate {

@@ -237,3 +237,292 @@ fn runs_write_slo_verdicts_as_junit_and_markdown() {
         "three tables: 2 benchmarks + header, 4 checks + header, the server's 2 + header"
     );
 }
+
+/// An errored request is not good: against a mock failing 60% of requests, goodput's
+/// fraction is good / (completed + errored), with the errors the mock says it injected.
+/// `benchmark compare` judges the same fraction.
+#[test]
+fn goodput_fraction_counts_errored_requests_as_not_good() {
+    let server = mock(MockConfig {
+        error_rate: 0.6,
+        ..MockConfig::instant()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--max-requests",
+        "50",
+        "--data",
+        DATA,
+        "--goodput",
+        "e2e:10s",
+        "--outputs",
+        "json,console",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let report = run.report();
+    let b = &report.benchmarks[0];
+    let faults = server.stats().faults;
+    let injected = faults.error_500 + faults.error_429;
+    assert!(injected > 0, "the mock injected errors");
+    assert_eq!(b.measured_requests.errored, injected);
+    assert_eq!(b.measured_requests.completed, 50 - injected);
+    let g = b.goodput.expect("goodput");
+    // Every completed request is well within 10 s: good.
+    assert_eq!(g.good_requests, 50 - injected);
+    let want = (50 - injected) as f64 / 50.0;
+    assert!(
+        (g.fraction - want).abs() < 1e-12,
+        "{} vs {want}",
+        g.fraction
+    );
+    // JSON: the thresholds as durations people write, not {secs, nanos}.
+    let raw: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.report_path()).expect("report")).expect("json");
+    assert_eq!(
+        raw["benchmarks"][0]["goodput"]["spec"],
+        serde_json::json!({"e2e": "10s"})
+    );
+    // Console: the goodput has its table.
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| {
+            l.contains("synchronous")
+                && l.contains(&format!("{}", g.good_requests))
+                && l.contains("e2e<=10s")
+        })
+        .unwrap_or_else(|| panic!("a goodput row:\n{}", run.stdout));
+    assert!(line.contains(&format!("{:.1}%", want * 100.0)), "{line}");
+
+    let tolerances = llmsurge::compare::tolerance::Tolerances::parse("goodput_fraction=1pp")
+        .expect("tolerances");
+    let cmp =
+        llmsurge::compare::compare(&report, &report, &tolerances, false, 0.95).expect("compare");
+    let row = cmp.pairs[0]
+        .changes
+        .iter()
+        .find(|m| m.metric == "goodput_fraction")
+        .expect("a goodput_fraction row");
+    assert_eq!(row.baseline, Some(want));
+    assert_eq!(row.samples, (50, 50));
+}
+
+/// A mock of 2 slots at 0.25 s a request serves 8 req/s at most. Offered 20 req/s for
+/// 3 s, its queue grows all along; the first requests finished fast and the rest were
+/// cut off with small lower bounds, so `e2e_p50<=2s` holds on the numbers. The server
+/// did not keep up: the check fails with that reason, in every output.
+#[test]
+fn a_latency_objective_fails_when_the_server_did_not_keep_up() {
+    let server = mock(MockConfig {
+        max_concurrency: Some(2),
+        ttft_ms: 100.0,
+        itl_ms: 10.0,
+        output_tokens: 16,
+        ..MockConfig::instant()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "20",
+        "--max-seconds",
+        "3",
+        "--data",
+        DATA,
+        "--slo",
+        "e2e_p50<=2s,error_rate<=1%",
+        "--outputs",
+        "json,junit,md,csv,html,console",
+    ]);
+    assert_eq!(run.code(), 3, "{}", run.stderr);
+    let report = run.report();
+    let b = &report.benchmarks[0];
+    // The mock's own queue: it held requests waiting for a slot.
+    assert!(server.stats().peak_queued >= 4, "{:?}", server.stats());
+    let verdict = b.slo.clone().expect("a verdict");
+    let why = verdict
+        .not_kept_up
+        .clone()
+        .expect("the server did not keep up");
+    let achieved = format!("achieved {:.1} of 20 req/s", b.throughput.requests_per_s);
+    assert!(
+        why.starts_with("the server did not keep up: ") && why.contains(&achieved),
+        "{why}"
+    );
+    let e2e = &verdict.checks[0];
+    assert!(!e2e.passed && !e2e.inconclusive, "{e2e:?}");
+    assert_eq!(e2e.reason.as_deref(), Some(why.as_str()));
+    assert!(
+        verdict.checks[1].passed,
+        "the error rate is not a latency: {verdict:?}"
+    );
+    let dir = run.dir.path();
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect(name);
+    assert!(run.stdout.contains(&why), "console:\n{}", run.stdout);
+    let xml = read("benchmarks.junit.xml");
+    assert_eq!(validate_junit(&xml), (2, 1));
+    assert!(
+        xml.contains("the server did not keep up: achieved"),
+        "{xml}"
+    );
+    assert!(read("benchmarks.md").contains("the server did not keep up: achieved"));
+    assert!(read("benchmarks.csv").contains("the server did not keep up: achieved"));
+    // The page draws its verdicts from the embedded report.
+    assert!(read("benchmarks.html").contains("the server did not keep up: achieved"));
+}
+
+/// A percentile of a few requests decides nothing: 20 completed requests are too few
+/// for a p99 (100 needed), so the check is inconclusive, the verdict does not pass and
+/// the gate fails (exit 3) saying why; a p50 of the same 20 decides.
+#[test]
+fn a_percentile_of_too_few_requests_is_inconclusive() {
+    let server = mock(MockConfig::instant());
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "50",
+        "--max-requests",
+        "20",
+        "--data",
+        DATA,
+        "--slo",
+        "ttft_p99<=10s,ttft_p50<=10s",
+        "--outputs",
+        "json,junit,console",
+    ]);
+    assert_eq!(run.code(), 3, "{}", run.stderr);
+    let completed = server.stats().completed;
+    assert_eq!(completed, 20);
+    let verdict = run.report().benchmarks[0].slo.clone().expect("a verdict");
+    assert_eq!(verdict.label(), "INCONCLUSIVE");
+    let p99 = &verdict.checks[0];
+    assert!(p99.inconclusive && !p99.passed, "{p99:?}");
+    assert_eq!(
+        p99.reason.as_deref(),
+        Some(
+            format!("inconclusive: {completed} completed requests, 100 needed for ttft p99")
+                .as_str()
+        )
+    );
+    assert!(verdict.checks[1].passed, "{verdict:?}");
+    let row = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("ttft_p99<=10s"))
+        .expect("a row for the check");
+    assert!(row.contains("INCONCLUSIVE"), "{row}");
+    let xml = std::fs::read_to_string(run.dir.path().join("benchmarks.junit.xml")).expect("junit");
+    assert_eq!(validate_junit(&xml), (2, 1));
+    assert!(xml.contains("100 needed"), "{xml}");
+}
+
+/// Exit 4 names each rule that fired, with its figures, on stderr and in the report.
+#[test]
+fn an_invalid_run_says_which_rule_made_it_invalid() {
+    // No request succeeded: the mock failed every one.
+    let server = mock(MockConfig {
+        error_rate: 1.0,
+        ..MockConfig::instant()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--max-requests",
+        "12",
+        "--data",
+        DATA,
+    ]);
+    assert_eq!(run.code(), 4, "{}", run.stderr);
+    let faults = server.stats().faults;
+    let mut kinds = Vec::new();
+    if faults.error_429 > 0 {
+        kinds.push(format!("http_429 ×{}", faults.error_429));
+    }
+    if faults.error_500 > 0 {
+        kinds.push(format!("http_500 ×{}", faults.error_500));
+    }
+    let want = format!(
+        "synchronous: no request succeeded: 0 of 12 completed, 12 errored ({}), 0 cancelled",
+        kinds.join(", ")
+    );
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l == format!("invalid run: {want}")),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.report().invalid_run, vec![want]);
+
+    // The client was the bottleneck: held to 1 µs, its dispatch lag (a rate strategy)
+    // and its runtime probe (any strategy) are over.
+    let ok = mock(MockConfig::instant());
+    let run = crate::support::run(&[
+        "--target",
+        &ok.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "20",
+        "--max-requests",
+        "10",
+        "--data",
+        DATA,
+        "--max-dispatch-lag",
+        "1us",
+    ]);
+    assert_eq!(run.code(), 4, "{}", run.stderr);
+    let report = run.report();
+    let c = &report.benchmarks[0].client;
+    let lag = format!(
+        "constant@20: client dispatch lag p99 {:.1} ms > 0.001 ms (--max-dispatch-lag): the client, not the server, set the pace",
+        c.dispatch_lag_p99_ms
+    );
+    assert!(
+        report.invalid_run.contains(&lag),
+        "{:?}",
+        report.invalid_run
+    );
+    assert!(
+        run.stderr.contains(&format!("invalid run: {lag}")),
+        "{}",
+        run.stderr
+    );
+
+    let run = crate::support::run(&[
+        "--target",
+        &ok.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "2",
+        "--max-requests",
+        "10",
+        "--data",
+        DATA,
+        "--max-dispatch-lag",
+        "1us",
+    ]);
+    assert_eq!(run.code(), 4, "{}", run.stderr);
+    let report = run.report();
+    let reasons = &report.invalid_run;
+    assert!(!reasons.is_empty());
+    for r in reasons {
+        assert!(r.starts_with("concurrent@2: "), "{r}");
+        assert!(
+            run.stderr.contains(&format!("invalid run: {r}")),
+            "{}",
+            run.stderr
+        );
+    }
+}

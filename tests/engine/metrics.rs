@@ -473,3 +473,163 @@ fn queued_requests_count_from_their_scheduled_time() {
         "{sent_and_cancelled} sent at the stop"
     );
 }
+
+/// The mock packs `tokens_per_chunk` tokens a chunk (the last one the rest) and sends a
+/// chunk when its last token is due: every token `itl` after the one before. So the
+/// per-token gap is the configured `itl` whatever the packing, and the gaps the client
+/// can see are those of the tokens after the first chunk (the first chunk's fall before
+/// its arrival, inside TTFT). 10 tokens, 3 a chunk: chunks of 3, 3, 3 and 1, gaps of 30,
+/// 30 and 10 ms after the first, 7 token gaps of 10 ms each.
+#[test]
+fn itl_spreads_each_chunks_gap_over_its_own_tokens() {
+    let config = MockConfig {
+        ttft_ms: 5.0,
+        itl_ms: 10.0,
+        output_tokens: 10,
+        tokens_per_chunk: 3,
+        ..MockConfig::instant()
+    };
+    let server = mock(config.clone());
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--max-requests",
+        "10",
+        "--data",
+        "prompt_tokens=8,output_tokens=10",
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    let itl = &b.metrics["itl"].successful;
+    let (n, k) = (config.output_tokens, config.tokens_per_chunk);
+    assert_eq!(b.metrics["output_tokens"].successful.max, f64::from(n));
+    // Every token after the first chunk is one gap.
+    assert_eq!(itl.count, 10 * u64::from(n - k), "{itl:?}");
+    let truth = config.itl_ms;
+    assert!(
+        (itl.mean - truth).abs() <= truth * 0.05,
+        "ITL mean {} ms, the mock's {truth} ms",
+        itl.mean
+    );
+}
+
+/// Without streaming the client sees no token arrive: TPOT and ITL are absent (not 0)
+/// from every output, an objective on them is refused, and the server's usage is not
+/// "mismatched" with a stream that does not exist.
+#[test]
+fn a_run_without_streaming_has_no_tpot_or_itl_and_refuses_objectives_on_them() {
+    let server = mock(MockConfig {
+        itl_ms: 1.0,
+        ..MockConfig::instant()
+    });
+    let url = server.base_url();
+    for (flag, value) in [
+        ("--slo", "tpot_p99<=1ms"),
+        ("--slo", "e2e_p50<=1s,itl_p50<=1ms"),
+        ("--goodput", "tpot:10ms"),
+    ] {
+        let run = run(&[
+            "--target",
+            &url,
+            "--stream",
+            "false",
+            "--max-requests",
+            "1",
+            flag,
+            value,
+        ]);
+        assert_eq!(run.code(), 2, "{flag} {value}: {}", run.stderr);
+        let line = run.stderr.trim();
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert!(
+            line.contains(flag) && line.contains("--stream false"),
+            "{line}"
+        );
+    }
+    assert_eq!(
+        server.stats().requests.chat_completions,
+        0,
+        "nothing was sent"
+    );
+
+    let run = run(&[
+        "--target",
+        &url,
+        "--stream",
+        "false",
+        "--profile",
+        "synchronous",
+        "--max-requests",
+        "12",
+        "--data",
+        "prompt_tokens=8,output_tokens=16",
+        "--goodput",
+        "e2e:10s",
+        "--outputs",
+        "json,csv,console",
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    for key in ["itl", "tpot"] {
+        assert!(
+            !b.metrics.contains_key(key),
+            "{key}: {:?}",
+            b.metrics.get(key)
+        );
+        assert!(!b.histograms.contains_key(key), "{key}");
+        assert!(
+            b.class_histograms
+                .keys()
+                .all(|k| !k.ends_with(&format!(".{key}"))),
+            "{key}"
+        );
+    }
+    // The mock's usage gives the tokens; a whole body is no count to check it against.
+    let sources = b.token_sources.expect("token sources");
+    assert_eq!((sources.usage, sources.mismatched), (12, 0), "{sources:?}");
+    assert!(
+        !run.stdout.contains("usage count differs") && !run.stderr.contains("usage count differs"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(b.goodput.expect("goodput").good_requests, 12);
+    // JSON: absent, not null or 0.
+    let raw: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.report_path()).expect("report")).expect("json");
+    let metrics = &raw["benchmarks"][0]["metrics"];
+    assert!(
+        metrics.get("ttft").is_some()
+            && metrics.get("tpot").is_none()
+            && metrics.get("itl").is_none()
+    );
+    // CSV: the cells are blank.
+    let mut csv = csv::Reader::from_path(run.dir.path().join("benchmarks.csv")).expect("csv");
+    let header = csv.headers().expect("header").clone();
+    let row = csv.records().next().expect("a row").expect("row");
+    let mut blank = 0;
+    for (name, cell) in header.iter().zip(row.iter()) {
+        if name.starts_with("itl_ms.") || name.starts_with("tpot_ms.") {
+            assert_eq!(cell, "", "{name}");
+            blank += 1;
+        }
+    }
+    assert!(blank > 0, "the CSV has ITL and TPOT columns: {header:?}");
+    // Console: the ITL and TPOT columns (shown for no benchmark) are left out.
+    let table = run
+        .stdout
+        .split("Latency of successful requests")
+        .nth(1)
+        .and_then(|t| t.split("TTFT:").next())
+        .expect("the latency table");
+    assert!(
+        table.contains("TTFT p50") && !table.contains("ITL") && !table.contains("TPOT"),
+        "{table}"
+    );
+    assert!(
+        run.stdout.contains("ITL and TPOT are not measured"),
+        "{}",
+        run.stdout
+    );
+}

@@ -258,6 +258,9 @@ async fn run(
     });
 
     let mut reporter = Reporter::new(cfg.worker_id, t0, cfg.window);
+    if !cfg.backend.stream {
+        reporter = reporter.whole_bodies();
+    }
     if let Some(lora) = &cfg.lora {
         reporter = reporter.with_models(lora.names());
     }

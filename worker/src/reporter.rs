@@ -52,6 +52,8 @@ pub struct Reporter {
     models: Vec<Arc<str>>,
     /// `--lora`: the histograms per model (same order), beside `metrics`.
     model_metrics: Vec<MetricSet>,
+    /// Responses are streamed (`--stream`); a whole body has no TPOT or ITL.
+    streamed: bool,
 }
 
 impl Reporter {
@@ -65,7 +67,15 @@ impl Reporter {
             metrics: MetricSet::new(),
             models: Vec::new(),
             model_metrics: Vec::new(),
+            streamed: true,
         }
+    }
+
+    /// Responses come as one body (`--stream false`): their records say so, and carry
+    /// no TPOT, ITL or stream count (the client cannot see tokens arrive).
+    pub fn whole_bodies(mut self) -> Self {
+        self.streamed = false;
+        self
     }
 
     /// Keeps histograms per model of a `--lora` split as well (`names` in the split's
@@ -144,7 +154,7 @@ impl Reporter {
     /// A request finished (in any way).
     pub fn finished(&mut self, info: SlotInfo, ex: &Exchange) {
         let phase = self.phase(info.slot, info.scheduled);
-        let record = build_record(self.worker, info, ex, phase);
+        let record = build_record(self.worker, info, ex, phase, self.streamed);
         if record.phase == Phase::Measured {
             record_metrics(&mut self.metrics, &record, &ex.token_times);
             if let Some(set) = record
@@ -184,7 +194,13 @@ impl Reporter {
     }
 }
 
-fn build_record(worker: u32, info: SlotInfo, ex: &Exchange, phase: Phase) -> RequestRecord {
+fn build_record(
+    worker: u32,
+    info: SlotInfo,
+    ex: &Exchange,
+    phase: Phase,
+    streamed: bool,
+) -> RequestRecord {
     let status = match &ex.error {
         None => RequestStatus::Completed,
         Some(e) if e.kind == llmsurge_proto::ErrorKind::Cancelled => RequestStatus::Cancelled,
@@ -193,7 +209,8 @@ fn build_record(worker: u32, info: SlotInfo, ex: &Exchange, phase: Phase) -> Req
     let usage_output = ex.usage.and_then(|u| u.completion_tokens);
     let (output_tokens, output_tokens_source) = match usage_output {
         Some(n) => (n, TokenSource::Usage),
-        None if ex.streamed_tokens > 0 => (ex.streamed_tokens, TokenSource::Stream),
+        // A whole body is one "chunk", not a count of tokens.
+        None if streamed && ex.streamed_tokens > 0 => (ex.streamed_tokens, TokenSource::Stream),
         None => (0, TokenSource::Unknown),
     };
     RequestRecord {
@@ -212,7 +229,8 @@ fn build_record(worker: u32, info: SlotInfo, ex: &Exchange, phase: Phase) -> Req
             .or(info.prompt_tokens),
         output_tokens,
         output_tokens_source,
-        streamed_tokens: ex.streamed_tokens,
+        streamed_tokens: if streamed { ex.streamed_tokens } else { 0 },
+        streamed,
         phase,
         late: info.late,
         retried: ex.retried,
@@ -250,19 +268,38 @@ pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, token_times: &[Mon
     if r.output_tokens_source != TokenSource::Unknown {
         set.record(class, Metric::OutputTokens, u64::from(r.output_tokens));
     }
-    // Tokens per chunk: exact with one token per chunk (vLLM, SGLang); otherwise the
-    // server's count spread evenly over the chunks that carried tokens.
-    let chunks = token_times.len() as u64;
-    let per_chunk = match r.output_tokens_source {
-        TokenSource::Usage if chunks > 0 => (u64::from(r.output_tokens) as f64 / chunks as f64)
-            .round()
-            .max(1.0) as u64,
-        _ => 1,
-    };
-    for pair in token_times.windows(2) {
-        let gap_ns = pair[1].since(pair[0]).as_nanos() as u64;
-        set.record_n(class, Metric::Itl, gap_ns / per_chunk / 1000, per_chunk);
+    if !r.streamed {
+        return; // one body: no token arrivals, so no inter-token gaps
     }
+    // Each gap between chunks spreads over the tokens of the chunk that ended it.
+    let counts = later_chunk_tokens(r, token_times.len() as u64);
+    for (pair, k) in token_times.windows(2).zip(counts) {
+        let gap_ns = pair[1].since(pair[0]).as_nanos() as u64;
+        set.record_n(class, Metric::Itl, gap_ns / k / 1000, k);
+    }
+}
+
+/// The tokens each chunk after the first carried, for ITL: exact with one token per chunk
+/// (vLLM, SGLang). A server that packs several (a stream interval, speculative decoding)
+/// sends `k` tokens a chunk and the rest in its last one, so with the server's usage count
+/// `n` over `c` chunks the first chunk carried `k = ⌈n / c⌉` (its tokens' gaps fall
+/// before the first arrival, inside TTFT) and each later chunk `k` until the count runs
+/// out, each at least one. Without usage every chunk counts one token.
+fn later_chunk_tokens(r: &RequestRecord, chunks: u64) -> impl Iterator<Item = u64> {
+    let tokens = u64::from(r.output_tokens);
+    let packed = r.output_tokens_source == TokenSource::Usage && chunks > 0 && tokens > chunks;
+    let (k, mut left) = if packed {
+        let k = tokens.div_ceil(chunks).min(tokens - (chunks - 1));
+        (k, tokens - k)
+    } else {
+        (1, chunks.saturating_sub(1))
+    };
+    (1..chunks).map(move |i| {
+        let after = chunks - 1 - i; // chunks still to come, one token each at least
+        let take = k.min(left.saturating_sub(after)).max(1);
+        left = left.saturating_sub(take);
+        take
+    })
 }
 
 #[cfg(test)]

@@ -382,9 +382,12 @@
     });
     function verdict(v) {
       var ok = v && (v.passed !== undefined ? v.passed : v.pass !== undefined ? v.pass : v.ok);
+      // A check with too few requests to decide (or a verdict of only such checks).
+      var undecided = ok === false && v && (v.inconclusive === true ||
+        (Array.isArray(v.checks) && v.checks.length > 0 && v.checks.every(function (c) { return c.passed || c.inconclusive; })));
       var span = document.createElement("span");
       span.className = ok === true ? "pass" : ok === false ? "fail" : "";
-      span.textContent = ok === true ? "pass" : ok === false ? "fail" : "–";
+      span.textContent = ok === true ? "pass" : undecided ? "inconclusive" : ok === false ? "fail" : "–";
       return span;
     }
     rows.forEach(function (r) {
@@ -401,7 +404,8 @@
         var shown = typeof measured === "number" ? String(Math.round(measured * 1000) / 1000)
           : measured === null ? "not measured" : measured;
         div.appendChild(document.createTextNode(" " + name +
-          (shown !== undefined ? " (measured " + shown + ")" : "")));
+          (shown !== undefined ? " (measured " + shown + ")" : "") +
+          (typeof c.reason === "string" ? ": " + c.reason : "")));
         cell.appendChild(div);
       });
     });
