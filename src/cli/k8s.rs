@@ -137,7 +137,7 @@ pub fn k8s(command: &K8sCommand) -> i32 {
             };
             match render(args, now) {
                 Ok(text) => {
-                    print!("{text}");
+                    crate::stdout::print(&text);
                     exit_codes::OK
                 }
                 Err(message) => usage_error(&message),
@@ -362,7 +362,7 @@ fn labels(args: &JobArgs, component: &str) -> Value {
 
 /// The `benchmark run` definition, as the binary parses it.
 fn run_command() -> Result<clap::Command, String> {
-    super::Cli::command()
+    super::negative_numbers_are_values(super::Cli::command())
         .find_subcommand("benchmark")
         .and_then(|b| b.find_subcommand("run"))
         .cloned()
