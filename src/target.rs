@@ -290,7 +290,10 @@ pub async fn probe(
             .ok()
             .and_then(|v| v.as_object().cloned())
             .unwrap_or_default();
-        let Some(field) = refused_field(&fields, &err.message) else {
+        // A prompt beyond the context window names no field, whatever words it uses
+        // ("in the input"): the run's own prompts may fit.
+        let too_long = err.message.contains("maximum context length");
+        let Some(field) = refused_field(&fields, &err.message).filter(|_| !too_long) else {
             outcome.warnings.push(format!(
                 "the probe request before the run was refused ({}: {}); going on",
                 err.kind.key(),

@@ -482,6 +482,12 @@ fn check_value(id: &str, flag: &str, value: &str, shards: u32) -> Result<(), Str
                 "{flag} {value}: the merge needs each shard's benchmarks.json; add json"
             ));
         }
+        // The pods would only print their plan and send nothing.
+        "dry_run" => {
+            return Err(format!(
+                "{flag} would make every pod print its plan and send nothing: check the plan with `llmsurge benchmark run {flag} …` here"
+            ));
+        }
         "profile" if shards > 1 && matches!(value, "sweep" | "capacity" | "synchronous") => {
             return Err(format!(
                 "{flag} {value} cannot be split across {shards} shards (see docs/multi-host.md); use --shards 1 or another profile"

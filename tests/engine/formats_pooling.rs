@@ -492,7 +492,8 @@ fn a_split_of_rerank_requests_leaves_generation_metrics_out_of_every_model() {
 #[test]
 fn the_clients_rerank_prompt_count_is_the_mocks() {
     let server = mock(MockConfig {
-        request_latency: Some(60_000.0),
+        // A ranking is answered after its time to first token: never, within the run.
+        ttft_ms: 60_000.0,
         ..MockConfig::instant()
     });
     let run = run(&[

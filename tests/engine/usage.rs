@@ -164,28 +164,32 @@ fn a_trace_missing_a_column_names_the_file_line_and_column() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = mock(MockConfig::instant());
     let url = server.base_url();
-    for (name, body, column) in [
+    // The first record: line 2 of a CSV (after its header), line 1 of a JSONL.
+    for (name, body, column, line) in [
         (
             "burst.csv",
             "Timestamp,Model,Request tokens,Total tokens,Log Type\n5,ChatGPT,472,490,Conversation log\n",
             "Response tokens",
+            2,
         ),
         (
             "azure.csv",
             "TIMESTAMP,ContextTokens\n2023-11-16 18:15:46.6805900,374\n",
             "GeneratedTokens",
+            2,
         ),
         (
             "mooncake.jsonl",
             "{\"timestamp\": 0, \"input_length\": 100, \"hash_ids\": [0]}\n",
             "output_length",
+            1,
         ),
     ] {
         let path = dir.path().join(name);
         std::fs::write(&path, body).expect("write");
         let shown = path.display().to_string();
         let run = run(&["--target", &url, "--profile", "replay", "--data", &shown]);
-        assert_usage_error(&run, &format!("{shown} line 2"));
+        assert_usage_error(&run, &format!("{shown} line {line}"));
         assert!(
             run.stderr.contains(&format!("{column:?}")),
             "{}",
