@@ -7,6 +7,9 @@
 //! pipeline, the reports, and the built-in mock OpenAI server (`mock`), which is both a
 //! product feature and the server every end-to-end test runs against.
 
+// Stdout goes through `stdout`, which survives a closed pipe.
+#![deny(clippy::print_stdout)]
+
 pub mod cli;
 pub mod clock_sync;
 pub mod compare;
@@ -14,4 +17,5 @@ pub mod data;
 pub mod exit_codes;
 pub mod mock;
 pub mod report;
+pub mod stdout;
 pub mod target;

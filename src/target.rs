@@ -255,7 +255,11 @@ pub async fn probe(
 ) -> Result<ProbeOutcome, UsageError> {
     use llmsurge_worker::backend::{Backend, Exchange};
     let mut outcome = ProbeOutcome::default();
-    let Ok(mut source) = crate::data::source_factory(worker) else {
+    // Prompts of the probe's own streams, which no benchmark draws, so the probe warms no
+    // prefix cache that the first benchmark would then hit.
+    let mut probe_cfg = worker.clone();
+    probe_cfg.reseed("probe", 0);
+    let Ok(mut source) = crate::data::source_factory(&probe_cfg) else {
         return Ok(outcome); // the workers report data errors with their context
     };
     let mut samples = Vec::new();
@@ -263,6 +267,11 @@ pub async fn probe(
         match source.request(slot) {
             Ok(Some(mut req)) => {
                 req.max_tokens = Some(1);
+                // A dataset's rows are the benchmarks' own whatever the seed: a marker
+                // ahead of the text keeps the probe's prompt out of their prefix.
+                if matches!(worker.data, llmsurge_proto::DataSpec::Table(_)) {
+                    mark_probe(&mut req.prompt, slot);
+                }
                 samples.push(req);
             }
             _ => break,
@@ -300,7 +309,10 @@ pub async fn probe(
             .ok()
             .and_then(|v| v.as_object().cloned())
             .unwrap_or_default();
-        let Some(field) = refused_field(&fields, &err.message) else {
+        // A prompt beyond the context window names no field, whatever words it uses
+        // ("in the input"): the run's own prompts may fit.
+        let too_long = err.message.contains("maximum context length");
+        let Some(field) = refused_field(&fields, &err.message).filter(|_| !too_long) else {
             outcome.warnings.push(format!(
                 "the probe request before the run was refused ({}: {}); going on",
                 err.kind.key(),
@@ -332,6 +344,24 @@ pub async fn probe(
         outcome.warnings.push(w);
     }
     Ok(outcome)
+}
+
+/// Puts a probe marker ahead of the prompt's first text (a few tokens: well within the
+/// length check's allowance).
+fn mark_probe(prompt: &mut llmsurge_worker::Prompt, slot: u64) {
+    use llmsurge_worker::Prompt;
+    let first = match prompt {
+        Prompt::Text(t) | Prompt::Media { text: t, .. } | Prompt::Ranking { query: t, .. } => t,
+        Prompt::Messages(m) => match m.first_mut() {
+            Some(m) => &mut m.content,
+            None => return,
+        },
+        Prompt::Batch(v) => match v.first_mut() {
+            Some(t) => t,
+            None => return,
+        },
+    };
+    first.insert_str(0, &format!("probe {slot}: "));
 }
 
 /// Compares the server's prompt counts (usage) with the client's over the samples; a

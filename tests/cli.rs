@@ -1,4 +1,6 @@
 //! Subcommands that print rather than run (`llmsurge k8s job`), and the README's commands.
 
+mod docs;
 mod k8s;
+mod pipes;
 mod readme;

@@ -12,6 +12,7 @@ mod fd_limit;
 mod formats_media;
 mod formats_pooling;
 mod formats_typed;
+mod fresh_prompts;
 mod gates;
 mod lifecycle;
 mod lora;

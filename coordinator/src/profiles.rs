@@ -33,6 +33,9 @@ impl PlanTemplate {
     pub fn plan(&self, index: usize, strategy: Strategy) -> BenchmarkPlan {
         let mut plan = self.base.clone();
         plan.index = index as u32;
+        // Each benchmark its own streams: a later benchmark sends none of an earlier
+        // one's prompts, so a server's prefix cache is not flattered.
+        plan.worker_template.reseed("benchmark", index as u64);
         plan.strategy = strategy;
         plan.workers = match (strategy, self.workers) {
             (Strategy::Synchronous, _) => 1,

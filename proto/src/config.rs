@@ -425,6 +425,21 @@ pub enum DataSpec {
 }
 
 impl DataSpec {
+    /// Moves every seeded stream of the data (prompt text and lengths, the order of a
+    /// shuffled dataset, a trace's block texts) to the streams of (its seed, `stream`,
+    /// `index`): a benchmark's own prompts, or the probe's, which no benchmark sends.
+    pub fn reseed(&mut self, stream: &str, index: u64) {
+        let next = |seed: &mut u64| *seed = crate::seed::derive_seed(*seed, stream, index);
+        match self {
+            DataSpec::Synthetic(s) => {
+                next(&mut s.random_seed);
+                next(&mut s.sampling.seed);
+            }
+            DataSpec::Table(t) => next(&mut t.sampling.seed),
+            DataSpec::Trace(t) => next(&mut t.seed),
+        }
+    }
+
     /// Sticky routing: the header the data's sessions send their id in, if any.
     pub fn session_header(&self) -> Option<&str> {
         match self {
@@ -556,6 +571,17 @@ pub struct WorkerConfig {
     /// request names the configured model and no per-model metrics are kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<LoraSpec>,
+}
+
+impl WorkerConfig {
+    /// Benchmark `index`'s own random streams (arrivals, LoRA picks, data: see
+    /// [`DataSpec::reseed`]), derived from the run seed: no two benchmarks of a run send
+    /// the same prompts unless the workload repeats them, and the same run seed still
+    /// gives every benchmark the same ones.
+    pub fn reseed(&mut self, stream: &str, index: u64) {
+        self.seed = crate::seed::derive_seed(self.seed, stream, index);
+        self.data.reseed(stream, index);
+    }
 }
 
 /// One model of a LoRA traffic split.

@@ -128,7 +128,7 @@ fn render(c: &Comparison) -> String {
 
 fn write_to(path: &Path, text: &str) -> Result<(), String> {
     if path == Path::new("-") {
-        println!("{text}");
+        crate::stdout::println(text);
         return Ok(());
     }
     write_atomic(path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))
@@ -149,7 +149,7 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
         Ok(c) => c,
         Err(e) => return super::usage_error(&e),
     };
-    println!("{}", render(&comparison));
+    crate::stdout::println(&render(&comparison));
     let mut failed = false;
     if let Some(path) = &args.junit {
         let written = junit::render(&junit::comparison_suites(&comparison))

@@ -18,6 +18,9 @@ pub fn print_completions(args: &CompletionsArgs) -> i32 {
     let mut cmd = clap::Command::new("llmsurge")
         .version(env!("CARGO_PKG_VERSION"))
         .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
-    clap_complete::generate(args.shell, &mut cmd, "llmsurge", &mut std::io::stdout());
+    // Into memory first: clap_complete panics on a write error (a closed pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, "llmsurge", &mut script);
+    crate::stdout::print(&String::from_utf8_lossy(&script));
     crate::exit_codes::OK
 }

@@ -190,7 +190,7 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
 
 /// Prints the block on stdout; returns the exit code.
 pub fn print_config() -> i32 {
-    print!("{}", render(&|name| std::env::var(name).ok()));
+    crate::stdout::print(&render(&|name| std::env::var(name).ok()));
     crate::exit_codes::OK
 }
 
@@ -219,7 +219,7 @@ mod tests {
             "{text}"
         );
         // A default is the effective value when the environment has none.
-        assert!(text.contains("\nLLMSURGE_RANDOM_SEED=42\n"), "{text}");
+        assert!(text.contains("\nLLMSURGE_SAMPLE_REQUESTS=20\n"), "{text}");
         assert!(text.contains("\n# LLMSURGE_TARGET=\n"), "{text}");
         for name in super::super::known_env_vars() {
             assert!(text.contains(&format!("{name}=")), "{name} missing");

@@ -49,10 +49,10 @@ pub fn from_file(args: &FromFileArgs) -> i32 {
     report.metadata.extras.extend(extras);
     let (written, failed) = write_files(&report, &outputs, &args.output_dir);
     if outputs.contains(&Output::Console) && !report.benchmarks.is_empty() {
-        println!(
-            "{}",
-            crate::report::console::summary(&report.benchmarks, report.capacity.as_ref())
-        );
+        crate::stdout::println(&crate::report::console::summary(
+            &report.benchmarks,
+            report.capacity.as_ref(),
+        ));
     }
     for path in &written {
         eprintln!("{}", crate::report::written_message(path));

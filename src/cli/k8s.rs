@@ -144,7 +144,7 @@ pub fn k8s(command: &K8sCommand) -> i32 {
             };
             match render(args, now) {
                 Ok(text) => {
-                    print!("{text}");
+                    crate::stdout::print(&text);
                     exit_codes::OK
                 }
                 Err(message) => usage_error(&message),
@@ -378,7 +378,7 @@ fn labels(args: &JobArgs, component: &str) -> Value {
 
 /// The `benchmark run` definition, as the binary parses it.
 fn run_command() -> Result<clap::Command, String> {
-    super::Cli::command()
+    super::negative_numbers_are_values(super::Cli::command())
         .find_subcommand("benchmark")
         .and_then(|b| b.find_subcommand("run"))
         .cloned()
@@ -579,6 +579,12 @@ fn check_value(id: &str, flag: &str, value: &str, shards: u32) -> Result<(), Str
         {
             return Err(format!(
                 "{flag} {value}: the merge needs each shard's benchmarks.json; add json"
+            ));
+        }
+        // The pods would only print their plan and send nothing.
+        "dry_run" => {
+            return Err(format!(
+                "{flag} would make every pod print its plan and send nothing: check the plan with `llmsurge benchmark run {flag} …` here"
             ));
         }
         "profile" if shards > 1 && matches!(value, "sweep" | "capacity" | "synchronous") => {

@@ -68,10 +68,7 @@ pub fn benchmark_merge(args: &MergeArgs) -> i32 {
     report.invalid_run = super::run::invalid_run(&report.benchmarks);
     let (written, failed) = write_files(&report, &outputs, &args.output_dir);
     if outputs.contains(&Output::Console) && !report.benchmarks.is_empty() {
-        println!(
-            "{}",
-            crate::report::console::summary(&report.benchmarks, None)
-        );
+        crate::stdout::println(&crate::report::console::summary(&report.benchmarks, None));
     }
     if let Some(m) = report
         .metadata
@@ -79,11 +76,10 @@ pub fn benchmark_merge(args: &MergeArgs) -> i32 {
         .as_ref()
         .filter(|m| !m.missing.is_empty())
     {
-        let missing: Vec<String> = m.missing.iter().map(u32::to_string).collect();
+        let missing = crate::report::merge::shard_numbers(&m.missing);
         eprintln!(
             "warning: shard(s) {} of {} missing (--allow-partial): the report holds part of the load",
-            missing.join(", "),
-            m.count
+            missing, m.count
         );
     }
     for path in &written {

@@ -14,6 +14,7 @@ pub mod resolve;
 pub mod resolve_output;
 pub mod run;
 pub mod scenario;
+pub mod seed;
 pub mod shard;
 pub mod values;
 
@@ -29,7 +30,7 @@ const EXTRA_ENV: &[&str] = &["LLMSURGE_LOG", llmsurge_worker::sched::REALTIME_EN
     name = "llmsurge",
     version,
     about = "Load generator and benchmark for OpenAI-compatible LLM inference servers",
-    after_help = "Every flag can also be set by an environment variable, LLMSURGE_<FLAG> (e.g. LLMSURGE_MAX_SECONDS).\nExit codes: 0 ok, 1 run failed, 2 bad usage or input, 3 a gate failed, 4 invalid run, 130 interrupted."
+    after_help = "Every flag can also be set by an environment variable, LLMSURGE_<FLAG> (e.g. LLMSURGE_MAX_SECONDS; LLMSURGE_MOCK_<FLAG> for mock-server; none for the flags of k8s job).\nExit codes: 0 ok, 1 run failed, 2 bad usage or input, 3 a gate failed, 4 invalid run, 130 interrupted."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -120,6 +121,20 @@ fn check_env() -> Result<(), String> {
     Ok(())
 }
 
+/// Lets every value start with `-`, as a negative number does, so that `--max-seconds -5`
+/// reaches the flag's own parser and is refused as out of range, naming the flag, instead
+/// of clap's "unexpected argument '-5'".
+pub fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        if a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(negative_numbers_are_values)
+}
+
 /// Prints an error on one line and returns the usage exit code. A URL the message
 /// quotes loses its user, password and query values.
 pub fn usage_error(message: &str) -> i32 {
@@ -172,7 +187,7 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(e) => return usage_error(&e),
     };
-    let matches = match command.try_get_matches() {
+    let matches = match negative_numbers_are_values(command).try_get_matches() {
         Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind;

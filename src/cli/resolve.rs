@@ -225,7 +225,16 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
             "--max-concurrency has no effect with --profile synchronous (always one in flight)",
         );
     }
-    let data = resolve_data(args)?;
+    // Before the shard's checks, which need the plan; a shard with no shared seed is
+    // refused after them (see `seed`).
+    let early_shard = super::shard::resolve_shard(
+        args.multi_host.shard,
+        args.multi_host.shards,
+        std::env::var(super::shard::JOB_INDEX_VAR).ok().as_deref(),
+    )
+    .ok();
+    let seed = super::seed::run_seed(args.load.random_seed, early_shard, args.multi_host.start_at);
+    let data = resolve_data(args, seed)?;
     check_data_fits_format(&data, args.target.request_format)?;
     let finite_data = data.is_finite();
     let mut limits = Limits {
@@ -266,6 +275,8 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
             "--shard: multi-turn sessions (--data turns=…, --data-args sessions) run on one host only",
         );
     }
+    super::seed::check_shard_seed(args.load.random_seed, shard, args.multi_host.start_at)
+        .map_err(UsageError)?;
     let start_at = args.multi_host.start_at;
     if let Some(at) = start_at {
         super::shard::check_start_at(at, crate::report::unix_now()).map_err(UsageError)?;
@@ -289,7 +300,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         cooldown: args.limits.cooldown,
         data,
         backend,
-        seed: args.load.random_seed,
+        seed,
         drain_timeout: args.client.drain_timeout,
         worker_timeout: args.client.worker_timeout,
         on_worker_failure: match args.client.on_worker_failure {
@@ -425,8 +436,9 @@ fn resolve_shard(
     if !shard.is_split() {
         return Ok(shard);
     }
-    let (k, n) = (shard.index, shard.count);
-    let name = format!("--shard {k}/{n}");
+    // As the user counts shards: from 1.
+    let n = shard.count;
+    let name = format!("--shard {}/{n}", shard.index + 1);
     let strategies = match profile {
         ProfilePlan::Sweep { .. } | ProfilePlan::Capacity { .. } => {
             let profile = format!("{:?}", args.load.profile).to_lowercase();
@@ -527,14 +539,19 @@ fn check_data_fits_format(data: &DataPlan, format: RequestFormatArg) -> Result<(
             "--data: turns (multi-turn sessions) is for --request-format chat, responses or anthropic, not {name}"
         ));
     }
+    // Only chat has the OpenAI `user` field; elsewhere the id would silently go nowhere.
+    if spec.session_user && format != RequestFormatArg::Chat {
+        return usage(format!(
+            "--data: session_id=user sends the OpenAI user field of --request-format chat, which {name} has not; use session_header=NAME"
+        ));
+    }
     Ok(())
 }
 
-fn resolve_data(args: &RunArgs) -> Result<DataPlan, UsageError> {
+fn resolve_data(args: &RunArgs, seed: u64) -> Result<DataPlan, UsageError> {
     use super::args::SamplerArg;
     use crate::data::{DataSource, columns::ColumnMapper, hub::DatasetArgs};
     let d = &args.data;
-    let seed = args.load.random_seed;
     let source =
         DataPlan::parse_source(&d.data, seed).map_err(|e| UsageError(format!("--data: {e}")))?;
     let dataset_args = match &d.data_args {

@@ -46,13 +46,15 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
     {
         return super::usage_error(&format!(
             "--shard {}/{}: the dataset's {len} rows leave this shard 0 requests (each of {} shards needs at least one)",
-            plan.shard.index, plan.shard.count, plan.shard.count
+            plan.shard.index + 1,
+            plan.shard.count,
+            plan.shard.count
         ));
     }
     if plan.dry_run {
         return match serde_json::to_string_pretty(&plan_json(&plan, &data)) {
             Ok(s) => {
-                println!("{s}");
+                crate::stdout::println(&s);
                 exit_codes::OK
             }
             Err(e) => super::usage_error(&e.to_string()),

@@ -348,7 +348,18 @@ pub fn session_header_name(raw: &str) -> Result<String, String> {
     Ok(lower)
 }
 
+/// The most turns a synthetic session may have. Each turn resends the whole conversation,
+/// so a session's last turn carries every earlier one (1,000 turns of 100 tokens is a
+/// context of 100,000); and a session's turns are built when it starts.
+pub const MAX_TURNS: u32 = 1_000;
+
 fn validate(s: &SyntheticSpec) -> Result<(), String> {
+    if s.turns > MAX_TURNS {
+        return Err(format!(
+            "turns={} is above {MAX_TURNS} (each turn resends the whole conversation)",
+            s.turns
+        ));
+    }
     if s.session_user && s.turns == 0 {
         return Err("session_id needs turns (e.g. turns=5,session_id=user)".into());
     }
@@ -644,9 +655,10 @@ impl SyntheticSource {
         if first_is_item {
             items.push(std::mem::take(&mut text));
             total += prompt_len;
-        } else {
-            total += prompt_len; // the query
         }
+        // A ranking server reads each (query, document) pair as one sequence (a
+        // cross-encoder), so the query counts once per document, as its usage does.
+        let per_item = if first_is_item { 0 } else { prompt_len };
         let sub = |i: u64| sample.wrapping_mul(u64::from(texts) + 1).wrapping_add(i);
         while items.len() < texts as usize {
             let i = items.len() as u64 + 1;
@@ -666,7 +678,7 @@ impl SyntheticSource {
                 derive_seed(seed, "prompt-window", sub(i)),
             )?;
             items.push(item);
-            total = total.saturating_add(len);
+            total = total.saturating_add(per_item).saturating_add(len);
         }
         let prompt = if first_is_item {
             Prompt::Batch(items)

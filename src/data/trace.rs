@@ -89,7 +89,11 @@ pub fn detect(path: &Path) -> Option<TraceFormat> {
         "jsonl" | "ndjson" => {
             let v: Value = serde_json::from_str(&first).ok()?;
             let m = v.as_object()?;
-            if MOONCAKE_KEYS.iter().all(|k| m.contains_key(*k)) {
+            // Mooncake's own keys beside a timestamp: a missing one is named by the reader.
+            let mooncake = MOONCAKE_KEYS.iter().all(|k| m.contains_key(*k))
+                || (m.contains_key("timestamp")
+                    && (m.contains_key("input_length") || m.contains_key("hash_ids")));
+            if mooncake {
                 Some(TraceFormat::Mooncake)
             } else {
                 None
@@ -100,10 +104,15 @@ pub fn detect(path: &Path) -> Option<TraceFormat> {
                 .split(',')
                 .map(|c| c.trim().trim_matches('"'))
                 .collect();
-            let has = |cols: &[&str]| cols.iter().all(|c| header.contains(c));
-            if has(BURSTGPT_COLUMNS) {
+            // A header with the format's timestamp column and another of its columns is
+            // that format: a missing column is then named, with the file and the line,
+            // by the reader, instead of "not a trace".
+            let like = |cols: &[&str]| {
+                header.contains(&cols[0]) && cols[1..].iter().any(|c| header.contains(c))
+            };
+            if like(BURSTGPT_COLUMNS) {
                 Some(TraceFormat::Burstgpt)
-            } else if has(AZURE_COLUMNS) {
+            } else if like(AZURE_COLUMNS) {
                 Some(TraceFormat::Azure)
             } else {
                 None

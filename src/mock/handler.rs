@@ -42,7 +42,7 @@ pub struct App {
     /// What the server saw.
     pub counters: Counters,
     /// The prefix-cache model of generation prompts.
-    pub prefix_cache: PrefixCache,
+    pub prefix_cache: Arc<PrefixCache>,
     /// Concurrency slots; `None` is unlimited.
     pub semaphore: Option<Arc<Semaphore>>,
     /// Sequence number of the next generation or embedding request.
@@ -61,7 +61,8 @@ pub struct App {
     /// The `/v1/models` body.
     models_body: Bytes,
     /// Serves requests marked with [`super::PROBE_HEADER`]: the same settings without
-    /// faults, its own counters and sequence (`None` in the twin itself).
+    /// faults, its own counters and sequence, the main server's prefix cache (`None` in
+    /// the twin itself).
     probe_twin: Option<Arc<App>>,
 }
 
@@ -102,7 +103,10 @@ impl App {
             ..config.clone()
         };
         let mut app = Self::without_twin(config);
-        app.probe_twin = Some(Arc::new(Self::without_twin(twin)));
+        // One cache, as a real server has: a probe's prompt warms it for the load.
+        let mut probe_twin = Self::without_twin(twin);
+        probe_twin.prefix_cache = Arc::clone(&app.prefix_cache);
+        app.probe_twin = Some(Arc::new(probe_twin));
         app
     }
 
@@ -131,7 +135,7 @@ impl App {
         App {
             model: Model::new(&config),
             counters: Counters::with_models(&config.model),
-            prefix_cache: PrefixCache::new(config.kv_cache_tokens),
+            prefix_cache: Arc::new(PrefixCache::new(config.kv_cache_tokens)),
             semaphore: config.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
             seq: AtomicU64::new(0),
             scrapes: AtomicU64::new(0),
@@ -658,13 +662,6 @@ const MESSAGES_FIELDS: &[&str] = &[
     "service_tier",
 ];
 
-/// The cap on the answer of a Responses or Messages request: those APIs count reasoning
-/// (thinking) inside `max_output_tokens` / `max_tokens`, so the reasoning the mock
-/// streams first comes off the cap (one answer token is always left).
-fn output_cap(app: &App, cap: Option<u32>) -> Option<u32> {
-    cap.map(|c| c.saturating_sub(app.config.reasoning_tokens).max(1))
-}
-
 fn responses(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     let resolved = refuse_unknown_fields(&app, body, RESPONSES_FIELDS)
         .and_then(|()| parse::<super::responses::ResponsesRequest>(&app, body))
@@ -675,7 +672,7 @@ fn responses(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
                 streaming: r.stream.unwrap_or(false),
                 include_usage: true,
                 prompt: r.blocks(),
-                max_tokens: output_cap(&app, resolve_max_tokens(&app, r.max_output_tokens)?),
+                max_tokens: resolve_max_tokens(&app, r.max_output_tokens)?,
                 ignore_eos: r.ignore_eos.unwrap_or(false),
             })
         });
@@ -695,7 +692,7 @@ fn messages(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
                 streaming: r.stream.unwrap_or(false),
                 include_usage: true,
                 prompt: r.blocks(),
-                max_tokens: output_cap(&app, resolve_max_tokens(&app, Some(r.max_tokens))?),
+                max_tokens: resolve_max_tokens(&app, Some(r.max_tokens))?,
                 ignore_eos: r.ignore_eos.unwrap_or(false),
             })
         });

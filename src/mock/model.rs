@@ -171,8 +171,9 @@ impl Model {
     }
 
     /// Decides request `seq`: `prefill_tokens` (prompt tokens the prefix cache missed)
-    /// lengthen the TTFT; `max_tokens` caps the content; `ignore_eos` makes the cap the
-    /// length; `reasoning` says whether the endpoint streams reasoning (chat).
+    /// lengthen the TTFT; `max_tokens` caps the output, reasoning and content together;
+    /// `ignore_eos` makes the cap the length; `reasoning` says whether the endpoint
+    /// streams reasoning.
     pub fn plan(
         &self,
         seq: u64,
@@ -191,17 +192,27 @@ impl Model {
             .sample(&mut timing)
             .round()
             .clamp(1.0, f64::from(u32::MAX)) as u32;
-        let content = match (max_tokens, ignore_eos) {
+        // The cap counts every generated token, reasoning included (as vLLM's
+        // `max_tokens` and OpenAI's `max_completion_tokens` do); the reasoning is cut to
+        // leave one answer token.
+        let reasoning = if reasoning { self.reasoning_tokens } else { 0 };
+        let (reasoning, content_cap) = match max_tokens {
+            Some(cap) => {
+                let r = reasoning.min(cap.saturating_sub(1));
+                (r, Some(cap - r))
+            }
+            None => (reasoning, None),
+        };
+        let content = match (content_cap, ignore_eos) {
             (Some(cap), true) => cap,
             (Some(cap), false) => cap.min(sampled),
             (None, _) => sampled,
         };
-        let finish = if max_tokens == Some(content) {
+        let finish = if content_cap == Some(content) {
             FinishReason::Length
         } else {
             FinishReason::Stop
         };
-        let reasoning = if reasoning { self.reasoning_tokens } else { 0 };
         let k = self.tokens_per_chunk;
         let chunks = reasoning.div_ceil(k) + content.div_ceil(k);
 

@@ -1,7 +1,6 @@
 //! The listener: a tokio runtime on its own OS thread, an accept loop, one hyper
 //! connection (HTTP/1.1 or h2c, detected) per socket, and a graceful shutdown.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -238,10 +237,7 @@ fn spawn_connection(
 /// line, serves until SIGINT or SIGTERM, then drains in-flight responses briefly.
 pub fn run_cli(config: MockConfig) -> anyhow::Result<()> {
     let mut server = MockServer::start(config)?;
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "listening on {}", server.base_url())?;
-    stdout.flush()?;
-    drop(stdout);
+    crate::stdout::println(&format!("listening on {}", server.base_url()));
     wait_for_signal()?;
     server.stop_with(CLI_GRACE);
     Ok(())

@@ -160,16 +160,17 @@ pub fn merge(inputs: Vec<(String, Report)>, allow_partial: bool) -> Result<Repor
     if !missing.is_empty() && !allow_partial {
         return Err(MergeError(format!(
             "metadata.shard: shard(s) {} of {count} missing (merge them all, or pass --allow-partial)",
-            list(&missing)
+            shard_numbers(&missing)
         )));
     }
     Ok(combine(&shards, count, missing))
 }
 
-fn list(indices: &[u32]) -> String {
+/// The shards of 0-based `indices` as the user names them (K of `--shard K/N`, from 1).
+pub fn shard_numbers(indices: &[u32]) -> String {
     indices
         .iter()
-        .map(u32::to_string)
+        .map(|i| (i + 1).to_string())
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -1180,7 +1181,7 @@ mod tests {
     #[test]
     fn a_missing_shard_needs_allow_partial_and_is_recorded() {
         let e = err(vec![shard(0, 3), shard(2, 3)], false);
-        assert!(e.contains("shard(s) 1 of 3 missing"), "{e}");
+        assert!(e.contains("shard(s) 2 of 3 missing"), "{e}");
         let merged = merge(named(vec![shard(2, 3), shard(0, 3)]), true).expect("partial");
         let m = merged.metadata.merged.as_ref().expect("merged info");
         assert_eq!((m.shards.clone(), m.missing.clone()), (vec![0, 2], vec![1]));

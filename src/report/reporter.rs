@@ -198,10 +198,7 @@ impl RunReporter {
             !interrupted && (self.planned == 0 || benchmarks.len() == self.planned);
         self.write();
         if self.console_summary && !benchmarks.is_empty() {
-            println!(
-                "{}",
-                console::summary(benchmarks, self.report.capacity.as_ref())
-            );
+            crate::stdout::println(&console::summary(benchmarks, self.report.capacity.as_ref()));
         }
         if self.messages {
             for path in &self.written {

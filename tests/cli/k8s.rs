@@ -248,7 +248,7 @@ fn bad_names_and_flags_are_one_line_usage_errors() {
     );
     assert_usage_error(&k8s_job(&["--image", "i", "--cpu", "2 cores"]), "--cpu");
     assert_usage_error(&k8s_job(&["--name", "x"]), "--image");
-    // A run flag that does not exist, and one that has no variable.
+    // A run flag that does not exist, and one the pods must not get.
     assert_usage_error(
         &k8s_job(&["--image", "i", "--", "--no-such-flag"]),
         "--no-such-flag",

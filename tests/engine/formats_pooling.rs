@@ -359,7 +359,8 @@ fn merged_shards_of_embeddings_stay_without_generation_metrics() {
             "embeddings",
             "prompt_tokens=8,batch_size=3",
             "12",
-            &["--outputs", "json"],
+            // Shards of one run share its seed.
+            &["--outputs", "json", "--random-seed", "3"],
         );
         let report = ok_report(&run);
         inputs_per_s.push(report.benchmarks[0].throughput.inputs_per_s);
@@ -480,4 +481,56 @@ fn a_split_of_rerank_requests_leaves_generation_metrics_out_of_every_model() {
             );
         }
     }
+}
+
+/// Issue 27 §3: a ranking server reads each (query, document) pair as one sequence, so it
+/// counts the query once per document; the client's count of a rerank request must too,
+/// or the prompt-token cross-check of requests sent but never answered disagrees (the
+/// README's rerank example said DISAGREES). Every request here is cut off unanswered, so
+/// the client's side of the check is its own count, compared with what the mock counted
+/// on arrival.
+#[test]
+fn the_clients_rerank_prompt_count_is_the_mocks() {
+    let server = mock(MockConfig {
+        // A ranking is answered after its time to first token: never, within the run.
+        ttft_ms: 60_000.0,
+        ..MockConfig::instant()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--request-format",
+        "rerank",
+        "--profile",
+        "concurrent",
+        "--rate",
+        "3",
+        "--max-seconds",
+        "1",
+        "--data",
+        "prompt_tokens=64,documents=6",
+        "--outputs",
+        "json",
+    ]);
+    let report = run.report();
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 0, "{}", run.stderr);
+    let counted = server.stats().prompt_tokens;
+    assert!(counted > 0, "the mock read the prompts");
+    let check = b
+        .server_metrics
+        .as_ref()
+        .and_then(|m| m.cross_checks.iter().find(|c| c.name == "prompt_tokens"))
+        .unwrap_or_else(|| panic!("a prompt_tokens cross-check: {}", run.stderr));
+    assert_eq!(
+        check.server, counted as f64,
+        "the check reads the mock's counter"
+    );
+    let client = check.client_upper.unwrap_or(check.client);
+    assert!(
+        (client - check.server).abs() <= 0.02 * check.server,
+        "client {client} vs mock {}",
+        check.server
+    );
+    assert!(check.agrees, "{check:?}");
 }

@@ -310,6 +310,8 @@ fn merged_shards_keep_each_models_section() {
             "prompt_tokens=16,output_tokens=4",
             "--shard",
             k,
+            "--random-seed",
+            "3",
             "--outputs",
             "json",
         ])

@@ -166,14 +166,14 @@ fn shard_reports_of_real_runs_merge_in_any_order_to_the_same_bytes() {
     assert!(
         refused
             .stderr
-            .contains("metadata.shard: shard(s) 1 of 3 missing"),
+            .contains("metadata.shard: shard(s) 2 of 3 missing"),
         "{}",
         refused.stderr
     );
     let partial = merge(&[s2, s0], &["--outputs", "json", "--allow-partial"], &out);
     assert_eq!(partial.code(), 0, "{}", partial.stderr);
     assert!(
-        partial.stderr.contains("shard(s) 1 of 3 missing"),
+        partial.stderr.contains("shard(s) 2 of 3 missing"),
         "{}",
         partial.stderr
     );

@@ -200,8 +200,9 @@ fn reasoning_tokens_are_inter_token_gaps() {
         "synchronous",
         "--max-requests",
         "10",
+        // max_tokens counts the reasoning too: 10 of it, then the 20 content tokens.
         "--data",
-        "prompt_tokens=8,output_tokens=20",
+        "prompt_tokens=8,output_tokens=30",
     ]);
     let report = ok_report(&run);
     let b = &report.benchmarks[0];

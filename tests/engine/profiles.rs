@@ -185,6 +185,9 @@ fn one_or_four_workers_give_the_same_totals() {
             "300",
             "--workers",
             workers,
+            // The mock counts prompt tokens with its own tokenizer: the same text needed.
+            "--random-seed",
+            "4",
         ]);
         assert_eq!(run.code(), 0, "{}", run.stderr);
         let report = run.report();

@@ -44,6 +44,9 @@ fn constant_args<'a>(url: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
         DATA,
         "--request-log",
         "requests.jsonl",
+        // The single host and the shards: one seed, so the same prompts.
+        "--random-seed",
+        "11",
     ];
     args.extend_from_slice(extra);
     args
@@ -157,6 +160,8 @@ fn stream_counts_are_split_larger_shares_first() {
             DATA,
             "--shard",
             &shard,
+            "--random-seed",
+            "2",
         ]);
         assert_eq!(run.code(), 0, "{}", run.stderr);
         let report = run.report();
@@ -348,6 +353,9 @@ fn three_shards_merge_into_the_single_host_run() {
             DATA,
             "--request-log",
             "requests.jsonl",
+            // The single host and the shards: one seed, so the same prompts.
+            "--random-seed",
+            "11",
             "--outputs",
             "json",
         ]

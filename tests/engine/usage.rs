@@ -118,3 +118,105 @@ fn environment_variables_set_flags_and_flags_win() {
     assert_eq!(plan["profile_plan"]["strategies"][0]["rate"], 7.0);
     assert_eq!(plan["limits"]["max_seconds"]["secs"], 5);
 }
+
+/// Issue 22 §1.9: a session's turns are built when it starts, so an absurd count is
+/// refused before anything runs instead of filling the memory.
+#[test]
+fn an_absurd_turn_count_is_refused_naming_turns() {
+    let server = mock(MockConfig::instant());
+    let url = server.base_url();
+    assert_usage_error(
+        &run(&[
+            "--target",
+            &url,
+            "--profile",
+            "concurrent",
+            "--rate",
+            "1",
+            "--data",
+            "turns=100000000,prompt_tokens=8,output_tokens=2",
+        ]),
+        "turns=100000000",
+    );
+    assert_eq!(server.stats().requests.chat_completions, 0);
+}
+
+/// `session_id=user` fills the OpenAI `user` field, which only chat bodies carry.
+#[test]
+fn session_id_user_outside_chat_is_refused() {
+    let server = mock(MockConfig::instant());
+    let url = server.base_url();
+    assert_usage_error(
+        &run(&[
+            "--target",
+            &url,
+            "--request-format",
+            "anthropic",
+            "--data",
+            "turns=2,prompt_tokens=8,output_tokens=2,session_id=user",
+        ]),
+        "session_id=user",
+    );
+}
+
+/// A trace missing one of its format's columns is named with the file, the line and the
+/// column, not refused as "not a trace" (docs/workloads.md promises it).
+#[test]
+fn a_trace_missing_a_column_names_the_file_line_and_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = mock(MockConfig::instant());
+    let url = server.base_url();
+    // The first record: line 2 of a CSV (after its header), line 1 of a JSONL.
+    for (name, body, column, line) in [
+        (
+            "burst.csv",
+            "Timestamp,Model,Request tokens,Total tokens,Log Type\n5,ChatGPT,472,490,Conversation log\n",
+            "Response tokens",
+            2,
+        ),
+        (
+            "azure.csv",
+            "TIMESTAMP,ContextTokens\n2023-11-16 18:15:46.6805900,374\n",
+            "GeneratedTokens",
+            2,
+        ),
+        (
+            "mooncake.jsonl",
+            "{\"timestamp\": 0, \"input_length\": 100, \"hash_ids\": [0]}\n",
+            "output_length",
+            1,
+        ),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).expect("write");
+        let shown = path.display().to_string();
+        let run = run(&["--target", &url, "--profile", "replay", "--data", &shown]);
+        assert_usage_error(&run, &format!("{shown} line {line}"));
+        assert!(
+            run.stderr.contains(&format!("{column:?}")),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+/// A negative number reaches the flag's own check: one line naming the flag, not
+/// clap's "unexpected argument".
+#[test]
+fn negative_numbers_are_refused_by_their_flag() {
+    let server = mock(MockConfig::instant());
+    let url = server.base_url();
+    for (flag, value) in [
+        ("--max-seconds", "-5"),
+        ("--rate", "-1"),
+        ("--max-requests", "-3"),
+    ] {
+        let run = run(&["--target", &url, "--profile", "constant", flag, value]);
+        assert_usage_error(&run, flag);
+        assert!(
+            !run.stderr.contains("unexpected argument"),
+            "{}",
+            run.stderr
+        );
+    }
+}

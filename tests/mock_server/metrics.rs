@@ -145,11 +145,12 @@ async fn mock_metrics_counters_equal_stats_after_streamed_requests() {
         let m = scrape(&c, &base).await;
         let s = stats(&c, &base).await;
         assert_counters_match(&m, &s);
-        // The numbers themselves: 4 + 4 + 3 + 2 prompt tokens; output 2 + 3 + 5 content and
-        // 3 reasoning tokens per chat, 5 for the completion.
+        // The numbers themselves: 4 + 4 + 3 + 2 prompt tokens. max_tokens counts the
+        // reasoning too, which leaves one answer token: 1 + 1 and 2 + 1 under the caps
+        // of 2 and 3, then 3 + 5 uncapped; 5 for the completion.
         assert_eq!(s.prompt_tokens, 13);
-        assert_eq!(s.reasoning_tokens_sent, 9);
-        assert_eq!(s.tokens_sent, 2 + 3 + 5 + 9 + 5);
+        assert_eq!(s.reasoning_tokens_sent, 1 + 2 + 3);
+        assert_eq!(s.tokens_sent, 2 + 3 + 8 + 5);
         assert_eq!((s.request_success.length, s.request_success.stop), (2, 2));
         // Every request ran to its end: one TTFT and one e2e observation each.
         for h in [

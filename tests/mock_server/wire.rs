@@ -231,6 +231,43 @@ async fn mock_reasoning_streams_before_content() {
     .await;
 }
 
+/// Issue 22 §1.12: `max_tokens` caps reasoning and answer together, as vLLM's and
+/// OpenAI's do; the reasoning is cut to leave one answer token.
+#[tokio::test]
+async fn mock_reasoning_counts_inside_max_tokens() {
+    let mock = server(MockConfig {
+        output_tokens: 10,
+        reasoning_tokens: 3,
+        ..MockConfig::instant()
+    });
+    bounded(async {
+        for (cap, reasoning, content) in [(5, 3, 2), (3, 2, 1), (1, 0, 1)] {
+            let body = post(
+                &client(),
+                format!("{}/v1/chat/completions", mock.base_url()),
+                chat_body(cap, true, true),
+            )
+            .await
+            .text()
+            .await
+            .expect("body");
+            let (chunks, words) = chat_chunks(&body);
+            assert_eq!(words.len(), content, "max_tokens {cap}");
+            let usage = &chunks[chunks.len() - 1]["usage"];
+            assert_eq!(usage["completion_tokens"], cap, "max_tokens {cap}");
+            // No details at all when no reasoning was sent.
+            let sent = usage["completion_tokens_details"]["reasoning_tokens"].as_u64();
+            assert_eq!(sent.unwrap_or(0), reasoning, "max_tokens {cap}");
+            let finish = chunks
+                .iter()
+                .find_map(|c| c["choices"][0]["finish_reason"].as_str())
+                .expect("a finish chunk");
+            assert_eq!(finish, "length", "max_tokens {cap}");
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn mock_tokens_per_chunk_groups_tokens() {
     let mock = server(MockConfig {

@@ -45,14 +45,12 @@ pub struct LoadArgs {
     #[arg(long, env = "LLMSURGE_WORKERS", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub workers: Option<u32>,
 
-    /// Seed of every random stream (arrivals, prompts, lengths).
-    #[arg(
-        long,
-        env = "LLMSURGE_RANDOM_SEED",
-        default_value_t = 42,
-        help_heading = "Load"
-    )]
-    pub random_seed: u64,
+    /// Seed of every random stream (arrivals, prompts, lengths); the same seed repeats a
+    /// run exactly, prompts included (a server's prefix cache then hits them). Default: a
+    /// fresh seed per run (with --shard: one derived from --start-at), kept in the
+    /// report as args.seed.
+    #[arg(long, env = "LLMSURGE_RANDOM_SEED", help_heading = "Load")]
+    pub random_seed: Option<u64>,
 
     /// How the rate benchmarks of a sweep send requests.
     #[arg(long, env = "LLMSURGE_SWEEP_ARRIVALS", value_enum)]

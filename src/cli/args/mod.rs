@@ -70,7 +70,7 @@ pub enum RequestFormatArg {
     /// POST /v1/score (vLLM: text_1 against text_2); never streamed.
     Score,
     /// POST /v1/audio/transcriptions: a multipart WAV upload of `audio_seconds` (a
-    /// synthetic --data spec key), streamed with `stream=true` unless --no-stream.
+    /// synthetic --data spec key), streamed with `stream=true` unless `--stream false`.
     Transcription,
 }
 

@@ -57,6 +57,6 @@ pub struct OutputArgs {
     pub disable_console_outputs: bool,
 
     /// Print the resolved plan and exit without sending anything.
-    #[arg(long)]
+    #[arg(long, env = "LLMSURGE_DRY_RUN")]
     pub dry_run: bool,
 }
