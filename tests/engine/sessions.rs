@@ -718,8 +718,20 @@ fn rate_based_sessions_cut_by_a_limit_are_reported_unfinished() {
         1.0,
     );
     assert_eq!((s.completed, s.unfinished), (0, s.sessions), "{s:?}");
-    assert_eq!(s.turns_completed, s.sessions, "{s:?}");
-    assert_eq!(s.turns_unfinished, 2 * s.sessions, "{s:?}");
+    // Every session sent its first turn; the ones still in flight when the limit
+    // cancelled them (the last start is due as the limit fires; on a busy machine a
+    // response can take longer than the 50 ms between starts) are unfinished with the
+    // two turns after them, never lost from the books.
+    assert_eq!(s.per_turn[0].requests, s.sessions, "{s:?}");
+    assert!(
+        s.turns_completed <= s.sessions && s.turns_completed > 0,
+        "{s:?}"
+    );
+    assert_eq!(
+        s.turns_completed + s.turns_unfinished,
+        3 * s.sessions,
+        "{s:?}"
+    );
     // --max-requests counts turns: once the 10th is claimed no session starts and those
     // under way end unfinished, never dropped from the books.
     let finished = run(&[
