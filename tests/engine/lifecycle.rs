@@ -56,8 +56,9 @@ fn a_rate_stopped_by_its_time_limit_leaves_balanced_books() {
 }
 
 /// One request in flight at all times (synchronous): the measured window's mean
-/// concurrency is about 1, however long the warm-up was (which used to count as seconds
-/// of zero concurrency).
+/// concurrency is the measured requests' time in flight over that window, never over 1,
+/// however long the warm-up was (which used to count as seconds of zero concurrency).
+/// How near 1 it comes is the client's turnaround between requests: the machine's.
 #[test]
 fn mean_concurrency_is_over_the_measured_window_only() {
     let server = mock_100ms();
@@ -72,12 +73,31 @@ fn mean_concurrency_is_over_the_measured_window_only() {
         "1.5s",
         "--data",
         "prompt_tokens=16,output_tokens=10",
+        "--request-log",
+        "requests.jsonl",
     ]);
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert!(b.requests.warmup > 0, "{:?}", b.requests);
     let mean = b.throughput.concurrency_mean;
-    assert!((0.85..=1.0001).contains(&mean), "concurrency mean {mean}");
+    // Little's law over the measured requests of the log: their time in flight over the
+    // span from the first one's start to the last one's end.
+    let log = super::sessions::read_log(&run.dir.path().join("requests.jsonl"));
+    let measured: Vec<_> = log
+        .iter()
+        .filter(|e| e.phase == llmsurge_proto::Phase::Measured)
+        .filter_map(|e| e.start_time.map(|s| (s, e.end_time)))
+        .collect();
+    assert!(measured.len() as u64 >= 5, "{log:?}");
+    let busy: f64 = measured.iter().map(|(s, e)| e - s).sum();
+    let first = measured.iter().map(|m| m.0).fold(f64::MAX, f64::min);
+    let last = measured.iter().map(|m| m.1).fold(f64::MIN, f64::max);
+    let expected = busy / (last - first);
+    assert!(
+        (mean - expected).abs() < 1e-3,
+        "concurrency mean {mean}, the measured requests' {expected}"
+    );
+    assert!(mean <= 1.0001, "one request at a time: {mean}");
 }
 
 #[test]
@@ -130,13 +150,13 @@ fn a_worker_timeout_below_the_heartbeat_is_a_usage_error() {
     assert!(run.stderr.contains("--worker-timeout"), "{}", run.stderr);
 }
 
-/// Streams due to start at 5, 10 and 15 s of a 20 s ramp-up: when the first stream has
-/// already sent every request of `--max-requests`, they end at once instead of sleeping
-/// through their turn.
+/// Streams due to start at 50, 100 and 150 s of a 200 s ramp-up: when the first stream
+/// has already sent every request of `--max-requests`, they end at once instead of
+/// sleeping through their turn, so the run ends before the second stream was due (a
+/// stream that slept would hold it at least that long: a sleep never ends early).
 #[test]
 fn streams_waiting_for_their_ramp_up_end_when_no_slot_is_left() {
     let server = mock_100ms();
-    let started = std::time::Instant::now();
     let run = run(&[
         "--target",
         &server.base_url(),
@@ -147,19 +167,19 @@ fn streams_waiting_for_their_ramp_up_end_when_no_slot_is_left() {
         "--workers",
         "1",
         "--rampup",
-        "20",
+        "200",
         "--max-requests",
         "3",
         "--data",
         "prompt_tokens=16,output_tokens=10",
     ]);
     let report = ok_report(&run);
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(4),
-        "took {:?}",
-        started.elapsed()
-    );
     let b = &report.benchmarks[0];
+    assert!(
+        b.duration_s < 50.0,
+        "ran {} s: a stream slept through its ramp-up",
+        b.duration_s
+    );
     assert_eq!(b.requests.completed, 3, "{:?}", b.requests);
     assert!(b.workers.iter().all(|w| !w.died), "{:?}", b.workers);
 }

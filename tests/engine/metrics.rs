@@ -5,12 +5,15 @@ use llmsurge::mock::MockConfig;
 
 /// Against a mock with TTFT 50 ms and 5 ms between tokens (no spread):
 /// - TTFT cannot be below 50 ms (the server's timer never fires early and the request
-///   must reach it first). Above: timer lateness (tokio's wheel ticks every ms), loopback
-///   and parsing, well under 10 ms even on a loaded debug build, so p50 ∈ [50, 60].
-/// - ITL: the mock schedules tokens on deadlines 5 ms apart from the first, so a late
-///   token makes the next gap short; the median gap stays within a tick of 5 ms and the
-///   mean within half a millisecond more: p50 ∈ [4, 7], mean ∈ [4.5, 6.5].
-/// - TPOT ≈ the mean gap; e2e ≥ 50 + 15 × 5 = 125 ms for 16 tokens.
+///   must reach it first), and it runs from the send: each request's TTFT in the log is
+///   its first content token less its start.
+/// - e2e ≥ 50 + 15 × 5 = 125 ms for 16 tokens; 15 gaps per request, which add up to no
+///   more than e2e − ttft_any (the last token comes before the last byte), so the mean
+///   gap is at most the mean TPOT.
+///
+/// How far above the configured delays a run lands is timer lateness, loopback and the
+/// machine's load: scripts/bench-timing.sh prints p50s with their targets (TTFT within
+/// 10 ms of 50, ITL p50 4 to 7 ms), which a test on a shared box cannot hold.
 #[test]
 fn ttft_and_itl_match_the_configured_delays() {
     let server = mock(MockConfig {
@@ -28,6 +31,8 @@ fn ttft_and_itl_match_the_configured_delays() {
         "30",
         "--data",
         "prompt_tokens=64,output_tokens=16",
+        "--request-log",
+        "requests.jsonl",
     ]);
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
@@ -36,20 +41,25 @@ fn ttft_and_itl_match_the_configured_delays() {
     let tpot = &b.metrics["tpot"].successful;
     let e2e = &b.metrics["request_latency"].successful;
     assert_eq!(ttft.count, 30);
-    assert!(
-        (50.0..=60.0).contains(&ttft.percentiles.p50),
-        "ttft p50 {}",
-        ttft.percentiles.p50
-    );
     assert!(ttft.min >= 49.9, "ttft min {}", ttft.min);
+    let log = super::sessions::read_log(&run.dir.path().join("requests.jsonl"));
+    assert_eq!(log.len(), 30);
+    for e in &log {
+        let from_start =
+            (e.first_content_time.expect("a token") - e.start_time.expect("sent")) * 1e3;
+        let logged = e.ttft_ms.expect("a ttft");
+        assert!((logged - from_start).abs() < 0.01, "{e:?}");
+        assert!(logged >= 49.9, "{e:?}");
+    }
     assert_eq!(itl.count, 30 * 15, "15 gaps per 16-token request");
+    // The histograms keep 3 significant digits: 1% covers their rounding.
     assert!(
-        (4.0..=7.0).contains(&itl.percentiles.p50),
-        "itl p50 {}",
-        itl.percentiles.p50
+        itl.mean <= tpot.mean * 1.01,
+        "itl mean {} over tpot mean {}",
+        itl.mean,
+        tpot.mean
     );
-    assert!((4.5..=6.5).contains(&itl.mean), "itl mean {}", itl.mean);
-    assert!((4.5..=6.5).contains(&tpot.mean), "tpot mean {}", tpot.mean);
+    assert!(itl.min >= 0.0 && itl.max > 0.0, "{itl:?}");
     assert!(e2e.min >= 124.9, "e2e min {}", e2e.min);
     assert_eq!(b.metrics["output_tokens"].successful.percentiles.p50, 16.0);
     assert_eq!(
@@ -82,12 +92,17 @@ fn chunks_of_several_tokens_count_every_token_gap() {
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let b = &run.report().benchmarks[0];
     let itl = &b.metrics["itl"].successful;
+    let tpot = &b.metrics["tpot"].successful;
     // 4 chunks per request: 3 chunk gaps of ~16 ms, each counted as 4 gaps of ~4 ms.
     assert_eq!(itl.count, 10 * 3 * 4);
+    // Divided, not repeated: a request's 12 gaps add up to its last chunk less its first,
+    // at most e2e − ttft_any = 15 × its TPOT (16 tokens by usage). Repeating each chunk
+    // gap 4 times would make them 4 × that. (1%: the histograms' rounding.)
     assert!(
-        (3.0..=6.0).contains(&itl.percentiles.p50),
-        "itl p50 {}",
-        itl.percentiles.p50
+        itl.mean <= tpot.mean * 15.0 / 12.0 * 1.01,
+        "itl mean {}, tpot mean {}",
+        itl.mean,
+        tpot.mean
     );
     assert_eq!(
         b.token_sources.expect("token sources").mismatched,
@@ -209,15 +224,14 @@ fn reasoning_tokens_are_inter_token_gaps() {
     let itl = &b.metrics["itl"].successful;
     let tpot = &b.metrics["tpot"].successful;
     assert_eq!(itl.count, 10 * 29, "29 gaps per 30-token request");
+    // A request's 29 gaps run from its first reasoning token to its last token, so they
+    // add up to at most e2e − ttft_any = 29 × its TPOT; a TPOT over the content alone
+    // (the defect: ~3.3 ms) falls below the mean gap. (1%: the histograms' rounding.)
     assert!(
-        (4.0..=7.0).contains(&itl.percentiles.p50),
-        "itl p50 {}",
-        itl.percentiles.p50
-    );
-    assert!(
-        (4.5..=6.5).contains(&tpot.percentiles.p50),
-        "tpot p50 {}",
-        tpot.percentiles.p50
+        itl.mean <= tpot.mean * 1.01,
+        "itl mean {}, tpot mean {}",
+        itl.mean,
+        tpot.mean
     );
     assert_eq!(
         b.token_sources.expect("token sources").mismatched,
@@ -227,10 +241,12 @@ fn reasoning_tokens_are_inter_token_gaps() {
     let ttft = &b.metrics["ttft"].successful;
     let ttft_any = &b.metrics["ttft_any"].successful;
     assert!(ttft.min >= 69.9, "ttft waits for content: {}", ttft.min);
+    // The first reasoning token: at least the 20 ms TTFT, and before the first content
+    // token of the same request (how long before is the machine's timing).
+    assert!(ttft_any.min >= 19.9, "ttft_any min {}", ttft_any.min);
     assert!(
-        (20.0..=40.0).contains(&ttft_any.percentiles.p50),
-        "ttft_any p50 {}",
-        ttft_any.percentiles.p50
+        ttft_any.max <= ttft.max && ttft_any.percentiles.p50 <= ttft.percentiles.p50,
+        "ttft_any {ttft_any:?}, ttft {ttft:?}"
     );
     // The report says which is which.
     assert!(report.metric_definitions["ttft"].contains("content"));
@@ -322,8 +338,10 @@ fn requests_cut_off_count_as_lower_bounds() {
     assert!(run.stdout.contains("did not finish"), "{}", run.stdout);
 }
 
-/// Stream strategies report the client's turnaround and runtime delay; for a normal run
-/// against a quick mock both exist and are small.
+/// Stream strategies report the client's turnaround and runtime delay: for a normal run
+/// against a quick mock both exist, a gap for every request that followed another and a
+/// probe for each wake of the runtime's 10 ms timer. How small they are is the machine's
+/// (scripts/bench-timing.sh prints both p50s against 10 ms).
 #[test]
 fn stream_strategies_report_the_client_probes() {
     let server = mock(MockConfig {
@@ -355,23 +373,17 @@ fn stream_strategies_report_the_client_probes() {
         "{} gaps",
         gap.count
     );
-    // A probe every 10 ms for about a second, per worker: ~100 each, 50 even if each
-    // woke 10 ms late. (Batches of probe values alone were once dropped as empty.)
-    let workers = report.benchmarks[0].workers.len() as u64;
+    // A probe every 10 ms plus however late it woke, for the second the run lasted, per
+    // worker: with the lateness this run measured, 1 s / (10 ms + mean delay) each; half
+    // of that at least, whatever the load. (Batches of probe values alone were once
+    // dropped as empty.)
+    let workers = report.benchmarks[0].workers.len() as f64;
+    let per_worker = 1000.0 / (10.0 + delay.mean);
     assert!(
-        delay.count >= 50 * workers,
-        "{} probes from {workers} workers",
-        delay.count
-    );
-    assert!(
-        gap.percentiles.p50 < 10.0,
-        "send gap p50 {}",
-        gap.percentiles.p50
-    );
-    assert!(
-        delay.percentiles.p50 < 10.0,
-        "runtime delay p50 {}",
-        delay.percentiles.p50
+        delay.count as f64 >= 0.5 * per_worker * workers,
+        "{} probes from {workers} workers, mean delay {} ms",
+        delay.count,
+        delay.mean
     );
     assert!(!c.bottleneck, "{:?}", c.warnings);
 

@@ -27,12 +27,9 @@ fn constant_rate_starts_rate_times_duration_requests() {
     ]);
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
-    // Slots at 0, 20 ms, … 4.0 s: 201 fall within [0, 4 s]; the last may just miss.
-    assert!(
-        (198..=202).contains(&b.requests.created),
-        "created {}",
-        b.requests.created
-    );
+    // Slots at 0, 20 ms, … 4.0 s: 201 fall within [0, 4 s]; those due by the stop are
+    // created, how many of the last few a busy machine sent in time aside.
+    crate::support::assert_cut_at_the_limit(b.stop_time_s, b.requests.created, 0.02, 4.0);
     // A request cancelled at the time limit may or may not have reached the server.
     let seen = server.stats().requests.chat_completions;
     assert!(

@@ -69,9 +69,11 @@ fn server_faults_become_errors_of_their_kind() {
             e.kind
         );
     }
-    // Nothing waited past its bound: a stalled request ends at the 2 s request timeout.
+    // Nothing waited past its bound: a stalled request ends at the 2 s request timeout
+    // (at least 2 s; the bound below is the 10 s the stall would otherwise have run
+    // into, the drain timeout, not a guess at how late a busy machine fires a timer).
     let errored = &b.metrics["request_latency"].errored;
-    assert!(errored.max < 3000.0, "{errored:?}");
+    assert!(errored.max < 10_000.0, "{errored:?}");
     let timeout = b
         .errors
         .iter()
@@ -111,7 +113,8 @@ fn a_ttft_timeout_bounds_the_wait_for_the_first_token() {
     );
     let b = &run.report().benchmarks[0];
     assert_eq!(error_count(b, "timeout"), 2);
-    assert!(b.duration_s < 3.0, "{}", b.duration_s);
+    // The first token would have come at 5 s: a run that waited for it lasts that long.
+    assert!(b.duration_s < 5.0, "{}", b.duration_s);
 }
 
 #[test]
@@ -245,14 +248,13 @@ fn reasoning_tokens_separate_first_token_from_first_output_token() {
         &b.metrics["ttft_any"].successful,
         &b.metrics["ttft"].successful,
     );
+    // Lower bounds, which no busy machine can break (the mock's timers never fire
+    // early): the first token of any kind at the 20 ms TTFT; the first content token
+    // 10 gaps of 5 ms later, so never before 70 ms, and after the first reasoning token.
+    assert!(any.min >= 19.9, "ttft_any {any:?}");
+    assert!(content.min >= 69.9, "ttft {content:?}");
     assert!(
-        any.percentiles.p50 >= 20.0 && any.percentiles.p50 < 40.0,
-        "ttft_any {}",
-        any.percentiles.p50
-    );
-    // The first content token comes 10 gaps of 5 ms after the first reasoning token.
-    assert!(
-        content.percentiles.p50 >= any.percentiles.p50 + 45.0,
+        content.percentiles.p50 > any.percentiles.p50,
         "ttft {} vs any {}",
         content.percentiles.p50,
         any.percentiles.p50

@@ -240,8 +240,16 @@ fn breaking_metrics(fault: MetricsFault, kind: &str) {
     assert_eq!(b.requests.completed, 40);
     assert_eq!(b.measured_requests.completed, 40);
     assert_eq!(server.stats().requests.chat_completions, 40);
-    // Never delayed: 40 requests at 20/s take 2 s, whatever the scrapes do.
-    assert!(b.duration_s < 3.5, "{}", b.duration_s);
+    // Never delayed: the benchmark ends with its last request, a hung scrape costing it
+    // at most its 1 s timeout (ScrapeConfig::timeout_for the 200 ms interval) after that,
+    // however long a busy machine made the requests (plus 0.5 s for the coordinator to
+    // notice on such a machine).
+    let last_end = b.measured_window.end_time - b.start_time;
+    assert!(
+        b.duration_s < last_end + 1.5,
+        "{} s, the last request ended at {last_end} s",
+        b.duration_s
+    );
     let m = server_metrics(b);
     let errors = m
         .scrape_errors

@@ -458,14 +458,31 @@ fn three_shards_merge_into_the_single_host_run() {
         "{:?}",
         sm.warnings
     );
-    // The fleet's rate is one process's, within 2%.
-    let (rate, single_rate) = (
-        m.throughput.requests_per_s,
-        single_report.benchmarks[0].throughput.requests_per_s,
-    );
+    // The fleet's rate is one process's: its 300 requests over the union of the shards'
+    // windows, which hold the same schedule (slot 0 to 299, 1/60 s apart) as the single
+    // host's. How close a busy machine's service times keep the two rates (within 2% on
+    // an idle one) is not the merge's doing.
+    let shard_windows: Vec<_> = shards
+        .iter()
+        .map(|s| s.report().benchmarks[0].measured_window)
+        .collect();
+    let start = shard_windows
+        .iter()
+        .map(|w| w.start_time)
+        .fold(f64::MAX, f64::min);
+    let end = shard_windows
+        .iter()
+        .map(|w| w.end_time)
+        .fold(f64::MIN, f64::max);
+    let w = m.measured_window;
     assert!(
-        (rate - single_rate).abs() <= single_rate * 0.02,
-        "merged {rate} req/s vs {single_rate} on one host"
+        (w.start_time - start).abs() < 1e-6 && (w.end_time - end).abs() < 1e-6,
+        "{w:?} vs the shards' {shard_windows:?}"
+    );
+    let rate = m.throughput.requests_per_s;
+    assert!(
+        (rate - 300.0 / w.duration_s).abs() < 1e-6 * rate,
+        "merged {rate} req/s over {w:?}"
     );
     // Exact: the merged distribution is that of the union of the shards' histograms.
     for key in ["ttft", "itl", "request_latency"] {

@@ -33,10 +33,13 @@ fn busy_mock() -> MockServer {
     })
 }
 
+/// How long `stuck_mock`'s requests take.
+const STUCK: Duration = Duration::from_secs(30);
+
 /// Requests that take 30 s: only a cancel ends them.
 fn stuck_mock() -> MockServer {
     mock(MockConfig {
-        ttft_ms: 30_000.0,
+        ttft_ms: STUCK.as_secs_f64() * 1e3,
         ..MockConfig::instant()
     })
 }
@@ -256,12 +259,14 @@ fn sigterm_to_the_coordinator_cancels_and_records_when() {
     kill(pid(live.pid()), Signal::SIGTERM).expect("SIGTERM");
     let pgid = live.pid();
     let run = live.finish();
+    // Bounds from the stuck requests, not from the machine's speed: a run (or a
+    // process) that waited for them would last at least their 30 s.
     assert!(
-        sent.elapsed() < Duration::from_secs(5),
-        "took {:?}",
+        sent.elapsed() < STUCK,
+        "took {:?}: it waited for the stuck requests",
         sent.elapsed()
     );
-    assert_group_gone_within(pgid, Duration::from_secs(2));
+    assert_group_gone_within(pgid, STUCK);
     let b = assert_clean_cancel(&run);
     assert_eq!(
         (b.requests.created, b.requests.cancelled),
@@ -288,12 +293,14 @@ fn sigterm_to_the_process_group_is_a_clean_cancel_not_a_worker_failure() {
     // What `timeout`, systemd and Kubernetes do: the whole group at once.
     killpg(pid(pgid), Signal::SIGTERM).expect("SIGTERM to the group");
     let run = live.finish();
+    // Bounds from the stuck requests, not from the machine's speed: a run (or a
+    // process) that waited for them would last at least their 30 s.
     assert!(
-        sent.elapsed() < Duration::from_secs(5),
-        "took {:?}",
+        sent.elapsed() < STUCK,
+        "took {:?}: it waited for the stuck requests",
         sent.elapsed()
     );
-    assert_group_gone_within(pgid, Duration::from_secs(2));
+    assert_group_gone_within(pgid, STUCK);
     let b = assert_clean_cancel(&run);
     assert_eq!(
         (b.requests.created, b.requests.cancelled),
@@ -316,8 +323,10 @@ fn a_stopped_worker_is_killed_as_hung_within_its_timeout() {
     kill(pid(workers[0]), Signal::SIGSTOP).expect("SIGSTOP the worker");
     let sent = Instant::now();
     let run = live.finish();
+    // The 2 s is read from the report's message below; the run's 60 s limit is what a
+    // worker never found hung would have waited for.
     assert!(
-        sent.elapsed() < Duration::from_secs(8),
+        sent.elapsed() < Duration::from_secs(30),
         "a 2 s worker timeout took {:?}",
         sent.elapsed()
     );
@@ -405,8 +414,10 @@ fn the_drain_timeout_cancels_what_did_not_finish() {
     kill(pid(live.pid()), Signal::SIGINT).expect("SIGINT");
     let run = live.finish();
     let took = sent.elapsed();
+    // At least the 1 s asked for (a timer never fires early), and less than the default
+    // 10 s a drain that ignored the flag would have waited (the stuck requests, 30 s).
     assert!(
-        took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+        took >= Duration::from_secs(1) && took < Duration::from_secs(10),
         "a 1 s drain took {took:?}"
     );
     assert!(
@@ -437,9 +448,10 @@ fn a_stop_during_the_ramp_up_ends_the_waiting_streams() {
     kill(pid(live.pid()), Signal::SIGINT).expect("SIGINT");
     let run = live.finish();
     // The drain of one ~300 ms request; before, the worker slept through its ramp-up
-    // until the drain timeout (10 s) and the cancel grace (5 s) had it killed.
+    // until the drain timeout (10 s) and the cancel grace (5 s) had it killed: the
+    // bound is that drain timeout, not the machine's speed.
     assert!(
-        sent.elapsed() < Duration::from_secs(4),
+        sent.elapsed() < Duration::from_secs(10),
         "took {:?}",
         sent.elapsed()
     );

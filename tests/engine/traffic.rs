@@ -204,11 +204,39 @@ fn a_mooncake_trace_replays_on_time_and_shares_blocks_exactly_where_hash_ids_rep
     let finished = replay(
         &server,
         &trace,
-        &["--time-scale", "0.02", "--trace-block-size", "32"],
+        &[
+            "--time-scale",
+            "0.02",
+            "--trace-block-size",
+            "32",
+            "--request-log",
+            "requests.jsonl",
+        ],
     );
     let report = ok_report(&finished);
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, N);
+    // On time: slot i is due at row i's timestamp times 0.02, exactly (the instants the
+    // client computed, not measured), and none went out before it was due; every send's
+    // dispatch lag is in the report. How late they went out is the machine's business:
+    // scripts/bench-timing.sh prints that figure (p99 target 1 ms) on a quiet machine.
+    let schedule = schedule_of(&finished.dir.path().join("requests.jsonl"));
+    assert_eq!(schedule.len() as u64, N);
+    let mut trace_ms = 0u64;
+    for (i, (slot, at, _, _)) in schedule.iter().enumerate() {
+        assert_eq!(*slot, i as u64);
+        assert!(
+            (at - trace_ms as f64 * 0.02).abs() < 0.01,
+            "slot {slot}: scheduled at {at} ms, trace says {}",
+            trace_ms as f64 * 0.02
+        );
+        trace_ms += 120 + (i as u64 * 37) % 161;
+    }
+    for e in super::sessions::read_log(&finished.dir.path().join("requests.jsonl")) {
+        let lag = e.dispatch_lag_ms.expect("every request was sent");
+        assert!(lag >= 0.0, "slot {} sent {lag} ms early", e.slot);
+    }
+    assert_eq!(b.metrics["dispatch_lag"].successful.count, N);
     let lines = recorded(&record);
     assert_eq!(lines.len() as u64, N);
     let bpe = tiktoken_rs::cl100k_base().expect("cl100k");
@@ -250,12 +278,6 @@ fn a_mooncake_trace_replays_on_time_and_shares_blocks_exactly_where_hash_ids_rep
         .flat_map(|(_, _, ids)| ids.iter().copied())
         .collect();
     assert_eq!(by_id.len(), ids.len());
-    // Last, so a loaded machine's lag does not hide a wrong block.
-    assert!(
-        b.client.dispatch_lag_p99_ms < 1.0,
-        "dispatch lag p99 {} ms",
-        b.client.dispatch_lag_p99_ms
-    );
 }
 
 /// (slot, scheduled offset from slot 0 in ms, prompt tokens as the server counted them,
@@ -821,7 +843,6 @@ fn max_seconds_cuts_a_replay_at_its_scaled_time() {
         &["--time-scale", "0.5", "--max-seconds", "1"],
     );
     let report = ok_report(&finished);
-    let created = report.benchmarks[0].requests.created;
-    // One either side for a loaded machine, as for constant rates.
-    assert!((19..=22).contains(&created), "created {created}");
+    let b = &report.benchmarks[0];
+    crate::support::assert_cut_at_the_limit(b.stop_time_s, b.requests.created, 0.05, 1.0);
 }

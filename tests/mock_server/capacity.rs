@@ -49,8 +49,10 @@ async fn mock_capacity_queue_delays_the_request_beyond_the_slots() {
         }
         let mut ttfts = tasks.join_all().await;
         ttfts.sort();
+        // Lower bounds only (a timer never fires early): that just one request waited
+        // is the mock's own count, not a latency a busy machine can stretch.
         let threshold = service.mul_f64(1.5);
-        assert!(ttfts[0] >= service && ttfts[1] < threshold, "{ttfts:?}");
+        assert!(ttfts[0] >= service, "{ttfts:?}");
         assert!(
             ttfts[2] >= threshold,
             "the third waited for a slot: {ttfts:?}"
@@ -82,12 +84,13 @@ async fn mock_capacity_is_slots_over_service_time() {
         }
         tasks.join_all().await;
         let elapsed = start.elapsed();
+        // Never faster than C/S (timers never fire early), with both slots used: how
+        // near 5 × S a busy machine comes is its own business (scripts/bench-mock.sh
+        // measures the mock's rates).
         let ideal = Duration::from_millis(500);
-        assert!(
-            elapsed >= ideal && elapsed < ideal * 3,
-            "{elapsed:?} for 5 x S = {ideal:?}"
-        );
-        assert_eq!(mock.stats().peak_active, 2);
+        assert!(elapsed >= ideal, "{elapsed:?} for 5 x S = {ideal:?}");
+        let s = mock.stats();
+        assert_eq!((s.peak_active, s.completed), (2, 10), "{s:?}");
     })
     .await;
 }
@@ -118,8 +121,12 @@ async fn mock_itl_grows_with_active_requests() {
     bounded(async {
         let url = format!("{}/v1/chat/completions", mock.base_url());
         let c = client();
+        // Alone at least 9 × 25 ms; three at once mostly 65 ms gaps, at least 1.5 times
+        // the lone request's configured time on average. Both against the configured
+        // time, not a measured one: a busy machine only lengthens a request.
+        let alone_ideal = Duration::from_millis(225);
         let alone = e2e(c.clone(), url.clone()).await;
-        assert!(alone >= Duration::from_millis(225), "{alone:?}");
+        assert!(alone >= alone_ideal, "{alone:?}");
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..3 {
             tasks.spawn(e2e(c.clone(), url.clone()));
@@ -127,7 +134,7 @@ async fn mock_itl_grows_with_active_requests() {
         let together = tasks.join_all().await;
         let mean = together.iter().sum::<Duration>() / 3;
         assert!(
-            mean >= alone.mul_f64(1.5),
+            mean >= alone_ideal.mul_f64(1.5),
             "alone {alone:?}, three at once {together:?}"
         );
     })

@@ -476,11 +476,13 @@ async fn mock_hung_scrape_ends_when_the_server_stops() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // The stop does not wait out its grace period (1 s) for the hung scrape: it is
-    // closed without an answer the moment the server stops.
+    // closed without an answer the moment the server stops. A stop that waited would
+    // take the whole second (a timer never fires early), so the bound is the grace
+    // period itself, not a guess at the machine's speed.
     let start = Instant::now();
     let seen = mock.stop();
     assert!(
-        start.elapsed() < Duration::from_millis(900),
+        start.elapsed() < Duration::from_secs(1),
         "{:?}",
         start.elapsed()
     );

@@ -404,13 +404,14 @@ mod tests {
         let shm = Arc::new(shm);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let backend = Backend::new(&test_backend()).expect("backend");
-        // One slot a second: slot 0 is due at once, slot 1 in a second.
+        // One slot every 100 s: slot 0 is due at once, slot 1 long after the stop below,
+        // however slowly a busy machine runs this thread (the stop cuts the wait short).
         let pacer = Pacer {
             shm: shm.clone(),
             t0: MonoNanos::now(),
             clock: ArrivalClock::new(
                 llmsurge_proto::Arrivals::Constant {
-                    rate: 1.0,
+                    rate: 0.01,
                     rampup: Duration::ZERO,
                 },
                 1,
@@ -424,7 +425,7 @@ mod tests {
         let handle = std::thread::spawn(move || pacer.run());
         let first = rx.blocking_recv().expect("slot 0");
         assert_eq!(first.slot, 0);
-        // Slot 1 is claimed and held while its second passes; stop meanwhile.
+        // Slot 1 is claimed and held while its 100 s pass; stop meanwhile.
         while shm.slots_claimed() < 2 {
             std::thread::yield_now();
         }
@@ -489,13 +490,14 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let backend = Backend::new(&test_backend()).expect("backend");
         let t0 = MonoNanos::now();
-        // Two sessions a second: session 0 starts at once, session 1 half a second later.
+        // A session every 50 s: session 0 starts at once, session 1 long after the stop
+        // below, however slowly a busy machine runs this thread.
         let pacer = Pacer {
             shm: shm.clone(),
             t0,
             clock: ArrivalClock::new(
                 llmsurge_proto::Arrivals::Constant {
-                    rate: 2.0,
+                    rate: 0.02,
                     rampup: Duration::ZERO,
                 },
                 1,

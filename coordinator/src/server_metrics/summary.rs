@@ -261,10 +261,13 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
             Some(client.prompt_tokens_sent),
             "prompt tokens of the requests it answered",
         ),
+        // A request the client cancelled at a stop may have ended at the server first
+        // (its last token already written, or a busy client slow to read it): the server
+        // counts it a success, the client does not.
         (
             "request_success",
             client.completed,
-            None,
+            Some(client.completed + client.unfinished),
             "completed requests",
         ),
     ];
@@ -285,11 +288,14 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
                 upper.map(|u| u as f64),
             );
             if !check.agrees {
-                let range = match check.client_upper {
-                    Some(u) => format!(
+                let range = match (check.client_upper, name) {
+                    (Some(u), "request_success") => format!(
+                        " (up to {u:.0} with the requests that did not complete, which the server may have finished)"
+                    ),
+                    (Some(u), _) => format!(
                         " (up to {u:.0} with the prompts of requests sent but never answered)"
                     ),
-                    None => String::new(),
+                    (None, _) => String::new(),
                 };
                 let unfinished = if client.unfinished > 0 && name == "generation_tokens" {
                     format!(
@@ -456,6 +462,44 @@ mod tests {
             m.warnings
                 .iter()
                 .any(|w| w.contains("request_success") && w.contains("-17.4%")),
+            "{:?}",
+            m.warnings
+        );
+    }
+
+    #[test]
+    fn successes_the_client_cancelled_at_the_stop_are_within_its_range() {
+        // 21 successes at the server; the client completed 20 and cancelled 3 at the
+        // stop, one of which the server had finished (issue 27: seen on a busy machine).
+        let log = ScrapeLog {
+            snapshots: vec![
+                snap(-0.1, &[("request_success", C, 0.0)]),
+                snap(2.1, &[("request_success", C, 21.0)]),
+            ],
+            ..ScrapeLog::default()
+        };
+        let client = ClientCounts {
+            completed: 20,
+            unfinished: 3,
+            ..ClientCounts::default()
+        };
+        let m = summarise(log.clone(), whole(2.0), client);
+        let check = &m.cross_checks[0];
+        assert_eq!(check.client_upper, Some(23.0));
+        assert!(check.agrees, "{check:?}");
+        assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+        // More successes than requests sent and not failed: a disagreement, said so.
+        let client = ClientCounts {
+            completed: 18,
+            unfinished: 1,
+            ..ClientCounts::default()
+        };
+        let m = summarise(log, whole(2.0), client);
+        assert!(!m.cross_checks[0].agrees);
+        assert!(
+            m.warnings
+                .iter()
+                .any(|w| w.contains("up to 19 with the requests that did not complete")),
             "{:?}",
             m.warnings
         );

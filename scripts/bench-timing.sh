@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Timing fidelity of the llmsurge client against the built-in mock (a script, not a test).
+#
+# The tests assert what is deterministic about timing (the instants the client computes,
+# counts, order, bounds no busy machine can break); the figures a busy machine moves live
+# here, each printed with its target and PASS or MISS. Run it on a quiet machine:
+#   1. trace replay: dispatch-lag p99 of a 1,000-request Mooncake trace at
+#      --time-scale 0.02 (~250 req/s, uneven gaps);
+#   2. think times: how late each session turn after the first is sent (median, the
+#      share late by 1 ms or more, the worst);
+#   3. session starts at a constant 20 new sessions/s: turn-1 dispatch lag p50 and p95;
+#   4. latencies against a mock with TTFT 50 ms and 5 ms between 16 tokens: TTFT p50,
+#      ITL p50 and mean, TPOT mean;
+#   5. the instant mock: TTFT p50 and ITL p50 (what is left is the client and loopback);
+#   6. stream strategies: send gap p50 and runtime delay p50 (concurrent 4);
+#   7. the mock's capacity model: the throughput of 4 slots of S = 95 ms, C/S = 42.1 req/s.
+# See docs/performance.md ("Timing fidelity").
+#
+# Environment: BENCH_BIN (a binary to measure instead of building this tree's release
+# binary), CARGO_TARGET_DIR. Needs jq and bc. Exits 0 when every figure meets its target,
+# 1 otherwise.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+for tool in jq bc; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "error: $tool is missing (Debian: apt-get install -y $tool)" >&2
+        exit 2
+    fi
+done
+if [[ -n ${BENCH_BIN:-} ]]; then
+    BIN=$BENCH_BIN
+else
+    cargo build --release --quiet --bin llmsurge
+    BIN="$(pwd)/${CARGO_TARGET_DIR:-target}/release/llmsurge"
+fi
+
+# Environment variables would silently change the configuration under test.
+for var in $(env | grep -o '^LLMSURGE_[A-Z_0-9]*' || true); do unset "$var"; done
+
+WORK=$(mktemp -d)
+MOCK_PID=
+stop_mock() {
+    if [[ -n "$MOCK_PID" ]]; then
+        kill "$MOCK_PID" 2>/dev/null || true
+        wait "$MOCK_PID" 2>/dev/null || true
+        MOCK_PID=
+    fi
+}
+cleanup() {
+    stop_mock
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# start_mock ARGS...: a fresh mock with ARGS; sets URL.
+start_mock() {
+    stop_mock
+    "$BIN" mock-server --port 0 "$@" >"$WORK/mock.out" 2>"$WORK/mock.err" &
+    MOCK_PID=$!
+    URL=
+    for _ in $(seq 100); do
+        URL=$(head -n1 "$WORK/mock.out" 2>/dev/null | sed -n 's/^listening on //p')
+        [[ -n "$URL" ]] && return 0
+        sleep 0.1
+    done
+    echo "error: the mock did not start: $(cat "$WORK/mock.err")" >&2
+    exit 1
+}
+
+# client NAME ARGS...: `benchmark run` against the mock; the report in $WORK/NAME.
+client() {
+    local name=$1
+    shift
+    local dir="$WORK/$name"
+    mkdir -p "$dir"
+    local status=0
+    "$BIN" benchmark run --target "$URL" --outputs json --output-dir "$dir" \
+        --request-log requests.jsonl "$@" >"$dir/stdout" 2>"$dir/stderr" || status=$?
+    # 4 is "invalid run" (the client-bottleneck verdict): its figures are what we report.
+    if [[ $status -ne 0 && $status -ne 4 ]]; then
+        echo "error: llmsurge $name exited with $status: $(tail -n 3 "$dir/stderr")" >&2
+        exit 1
+    fi
+}
+
+# report NAME JQ: a value of benchmark 0 of NAME's report.
+report() { jq -r ".benchmarks[0] | $2" "$WORK/$1/benchmarks.json"; }
+
+# pct NAME JQ_FILTER Q: the Q-quantile (0..1) of the numbers JQ_FILTER selects from each
+# line of NAME's request log.
+pct() {
+    jq -s "[.[] | $2] | sort | if length == 0 then null else .[((length - 1) * $3 | floor)] end" \
+        "$WORK/$1/requests.jsonl"
+}
+
+MISSES=0
+# figure LABEL VALUE OP TARGET UNIT: prints one line, PASS when VALUE OP TARGET holds.
+figure() {
+    local label=$1 value=$2 op=$3 target=$4 unit=$5 verdict=MISS
+    if [[ $value != null ]] && (($(echo "$value $op $target" | bc -l))); then
+        verdict=PASS
+    else
+        MISSES=$((MISSES + 1))
+    fi
+    printf '%-58s %10.3f %-3s (target %s %s %s) %s\n' "$label" "${value/null/-1}" "$unit" "$op" "$target" "$unit" "$verdict"
+}
+
+echo "llmsurge timing fidelity ($BIN, $(nproc) cores)"
+
+# 1. A Mooncake trace: 1,000 rows 120 to 280 ms apart, at 0.02: ~250 req/s.
+awk 'BEGIN { t = 0; for (i = 0; i < 1000; i++) {
+        printf "{\"timestamp\": %d, \"input_length\": %d, \"output_length\": %d, \"hash_ids\": [%d, %d]}\n",
+            t, 64 - i % 7, 2 + i % 5, i % 4, 1000 + i; t += 120 + (i * 37) % 161 } }' >"$WORK/mooncake.jsonl"
+start_mock --instant
+client replay --profile replay --data "$WORK/mooncake.jsonl" --time-scale 0.02 --trace-block-size 32
+figure "replay dispatch lag p99 (1,000 requests, ~250 req/s)" \
+    "$(report replay .client.dispatch_lag_p99_ms)" "<" 1 ms
+
+# 2. Think times: 2 users, sessions of 4 turns, 40 ms between a turn's end and the next.
+client think --profile concurrent --rate 2 --max-requests 40 \
+    --data turns=4,prompt_tokens=8,output_tokens=2,think_time=40ms
+late='select(.turn != null and .turn > 0) | .dispatch_lag_ms'
+figure "think-time lateness p50" "$(pct think "$late" 0.5)" "<" 0.25 ms
+missed=$(jq -s "[.[] | $late] | (map(select(. >= 1)) | length) / length * 100" "$WORK/think/requests.jsonl")
+figure "turns late by 1 ms or more" "$missed" "<=" 10 "%"
+figure "think-time lateness max" "$(pct think "$late" 1)" "<" 10 ms
+
+# 3. Session starts at 20 new sessions/s: turn 1 is sent by the pacer like any slot.
+client starts --profile constant --rate 20 \
+    --data turns=3,prompt_tokens=8,output_tokens=2,think_time=20ms,samples=120
+first='select(.turn == 0) | .dispatch_lag_ms'
+figure "session start (turn 1) dispatch lag p50" "$(pct starts "$first" 0.5)" "<" 0.25 ms
+figure "session start (turn 1) dispatch lag p95" "$(pct starts "$first" 0.95)" "<" 1 ms
+
+# 4. Latencies against configured delays.
+start_mock --instant --ttft-ms 50 --itl-ms 5 --output-tokens 16
+client delays --profile synchronous --max-requests 30 --data prompt_tokens=64,output_tokens=16
+figure "TTFT p50 over the mock's 50 ms" \
+    "$(report delays '.metrics.ttft.successful.percentiles.p50 - 50')" "<=" 10 ms
+figure "ITL p50 (mock 5 ms), below 7 ms" "$(report delays .metrics.itl.successful.percentiles.p50)" "<=" 7 ms
+figure "ITL p50 (mock 5 ms), above 4 ms" "$(report delays .metrics.itl.successful.percentiles.p50)" ">=" 4 ms
+figure "ITL mean (mock 5 ms), off by" \
+    "$(report delays '(.metrics.itl.successful.mean - 5) | fabs')" "<=" 1.5 ms
+figure "TPOT mean (mock 5 ms), off by" \
+    "$(report delays '(.metrics.tpot.successful.mean - 5) | fabs')" "<=" 1.5 ms
+
+# 5. The instant mock: no server latency at all.
+start_mock --instant
+client instant --profile concurrent --rate 8 --max-requests 16 \
+    --data prompt_tokens=2000,output_tokens=512 --ignore-eos false
+figure "TTFT p50 against the instant mock" "$(report instant .metrics.ttft.successful.percentiles.p50)" "<" 40 ms
+figure "ITL p50 against the instant mock" "$(report instant .metrics.itl.successful.percentiles.p50)" "<" 1 ms
+
+# 6. Stream strategies' client probes.
+start_mock --instant --ttft-ms 5 --itl-ms 1 --output-tokens 8
+client probes --profile concurrent --rate 4 --max-seconds 1 --data prompt_tokens=8,output_tokens=8
+figure "send gap p50 (concurrent 4)" "$(report probes .client.send_gap.percentiles.p50)" "<" 10 ms
+figure "runtime delay p50 (concurrent 4)" "$(report probes .client.runtime_delay.percentiles.p50)" "<" 10 ms
+
+# 7. The mock's capacity: 4 slots, S = 20 + 15 x 5 = 95 ms.
+start_mock --instant --max-concurrency 4 --ttft-ms 20 --itl-ms 5 --output-tokens 16
+client capacity --profile throughput --max-concurrency 32 --max-seconds 4 --data prompt_tokens=16,output_tokens=16
+cap=$(echo "4 / 0.095" | bc -l)
+figure "throughput vs the mock's C/S = 42.1 req/s, off by" \
+    "$(report capacity "((.throughput.requests_per_s - $cap) / $cap * 100) | fabs")" "<=" 10 "%"
+
+stop_mock
+if ((MISSES > 0)); then
+    echo "$MISSES figure(s) missed their target"
+    exit 1
+fi
+echo "every figure met its target"
