@@ -493,6 +493,12 @@ fn check_data_fits_format(data: &DataPlan, format: RequestFormatArg) -> Result<(
             format!("{format:?}").to_lowercase()
         ));
     }
+    if data.dataset_args.session_id.is_some() && format != RequestFormatArg::Chat {
+        return usage(format!(
+            "--data-args: session_id=user sends the OpenAI user field of --request-format chat, which {} has not; use session_header",
+            format!("{format:?}").to_lowercase()
+        ));
+    }
     let crate::data::DataSource::Synthetic { spec } = &data.source else {
         if format == RequestFormatArg::Transcription {
             return usage(

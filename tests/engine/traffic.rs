@@ -534,6 +534,9 @@ fn the_replay_schedule_does_not_depend_on_the_worker_count() {
                 workers,
                 "--request-log",
                 "requests.jsonl",
+                // One seed for both runs: the block texts, so the prompts, are the same.
+                "--random-seed",
+                "3",
             ],
         );
         ok_report(&finished);

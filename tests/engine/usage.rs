@@ -157,6 +157,24 @@ fn session_id_user_outside_chat_is_refused() {
         ]),
         "session_id=user",
     );
+    // The same for recorded conversations.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("chats.jsonl");
+    let row = r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}"#;
+    std::fs::write(&path, format!("{row}\n")).expect("write");
+    assert_usage_error(
+        &run(&[
+            "--target",
+            &url,
+            "--request-format",
+            "responses",
+            "--data",
+            &path.display().to_string(),
+            "--data-args",
+            r#"{"sessions": true, "session_id": "user"}"#,
+        ]),
+        "session_id=user",
+    );
 }
 
 /// A trace missing one of its format's columns is named with the file, the line and the
