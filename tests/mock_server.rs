@@ -1,6 +1,8 @@
 //! The mock OpenAI server over real loopback sockets: wire format, model, faults,
-//! capacity, stats and the CLI. Timing assertions use bounds derived from the configured
-//! delays (a timer never fires early; lateness gets generous slack).
+//! capacity, stats and the CLI. Timing assertions are lower bounds derived from the
+//! configured delays (a timer never fires early); an upper bound only where the broken
+//! behaviour would take at least that long (a stop that waited out its grace period).
+//! What waited, and for how many, is the mock's own count.
 
 use std::future::Future;
 use std::sync::Once;

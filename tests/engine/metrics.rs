@@ -415,6 +415,46 @@ fn stream_strategies_report_the_client_probes() {
     );
 }
 
+/// The client-bottleneck verdict of a rate strategy, forced rather than hoped for: held
+/// to 1 µs, the dispatch lag of any run exceeds it (the first request alone waits for its
+/// connection before it is written, and p99 of 50 is the largest), so the run is invalid (exit 4) and says why, however
+/// idle or busy the machine. Without a threshold of its own the same run passes on an
+/// idle machine only, which is why the tests run with `--max-dispatch-lag 10s`.
+#[test]
+fn an_impossible_dispatch_lag_threshold_forces_the_client_bottleneck_verdict() {
+    let server = mock(MockConfig::instant());
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "100",
+        "--max-requests",
+        "50",
+        "--max-dispatch-lag",
+        "1us",
+    ]);
+    assert_eq!(
+        run.code(),
+        llmsurge::exit_codes::INVALID_RUN,
+        "{}",
+        run.stderr
+    );
+    let b = &run.report().benchmarks[0];
+    assert_eq!(b.requests.completed, 50, "{:?}", b.requests);
+    assert!(b.client.bottleneck, "{:?}", b.client);
+    assert!(
+        b.client
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("dispatch lag p99")
+                && w.contains("the client could not keep the schedule")),
+        "{:?}",
+        b.client.warnings
+    );
+}
+
 /// Start-up (process spawn, tokenizer load) is not load: a run of one request, or of
 /// 50 ms, must not warn that the client was near saturation. Counting start-up, a 0.05 s
 /// run reported 275% CPU; and over a few milliseconds even a worker's exit is a large
