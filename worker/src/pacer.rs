@@ -388,6 +388,39 @@ mod tests {
     }
 
     #[test]
+    fn the_request_id_goes_in_the_tail_unless_the_user_sends_one() {
+        let backend = Backend::new(&llmsurge_proto::BackendConfig {
+            request_id: Some("llmsurge-0badcafe-2-".into()),
+            ..test_backend()
+        })
+        .expect("backend");
+        let headers = backend.request_headers(Some(17), None).expect("headers");
+        assert_eq!(headers.id, Some(("llmsurge-0badcafe-2-", 17)));
+        // Outside the schedule (a probe): no id.
+        assert_eq!(
+            backend.request_headers(None, None).expect("headers").id,
+            None
+        );
+        let h1 = backend.http1().expect("plain http: the own client");
+        let out = h1.outgoing_with("application/json", headers, Bytes::from_static(b"{}"));
+        assert!(
+            format!("{out:?}").contains("x-request-id: llmsurge-0badcafe-2-17\\r\\ncontent-type"),
+            "{out:?}"
+        );
+        // The user's own x-request-id (any case) replaces ours: never two.
+        let theirs = Backend::new(&llmsurge_proto::BackendConfig {
+            request_id: Some("llmsurge-0badcafe-2-".into()),
+            headers: vec![("X-Request-Id".into(), "mine".into())],
+            ..test_backend()
+        })
+        .expect("backend");
+        assert_eq!(
+            theirs.request_headers(Some(17), None).expect("headers").id,
+            None
+        );
+    }
+
+    #[test]
     fn a_slot_held_when_the_stop_comes_is_handed_back() {
         let (shm, _fd) = SharedRegion::create().expect("shm");
         shm.init(1, UNLIMITED, UNLIMITED);
