@@ -234,6 +234,40 @@ fn check_all_completed(config: MockConfig, args: &[&str], requests: u64) {
     assert_eq!(completed as u64, requests, "every request completed");
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, requests);
+    check_aggregates(&joined, b);
+}
+
+/// The report's distributions of TTFT, `ttft_any` and e2e against the same requests'
+/// log lines (which [`check`] held to the truth): count, min, max and mean, within the
+/// histograms' 3 significant digits. Min, max and mean have one definition; a
+/// percentile's rank rounding is the histogram library's, so it is left out here.
+fn check_aggregates(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResult) {
+    let ms = |j: &Joined, from: &str, to: &str| {
+        Some((j.log[to].as_f64()? - j.log[from].as_f64()?) * 1e3)
+    };
+    for (metric, to) in [
+        ("ttft", "first_content_time"),
+        ("ttft_any", "first_token_time"),
+        ("request_latency", "end_time"),
+    ] {
+        let values: Vec<f64> = joined
+            .iter()
+            .filter_map(|j| ms(j, "start_time", to))
+            .collect();
+        let d = &b.metrics[metric].successful;
+        assert_eq!(d.count, values.len() as u64, "{metric}: count");
+        let close = |report: f64, log: f64| (report - log).abs() <= log * 2e-3 + 2e-3;
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(0.0, f64::max);
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        assert!(close(d.min, min), "{metric}: min {} against {min}", d.min);
+        assert!(close(d.max, max), "{metric}: max {} against {max}", d.max);
+        assert!(
+            close(d.mean, mean),
+            "{metric}: mean {} against {mean}",
+            d.mean
+        );
+    }
 }
 
 #[test]
