@@ -46,6 +46,8 @@ pub fn join_truth(log: &std::path::Path, truth: &std::path::Path) -> Vec<Joined>
     let logged = recorded(log);
     let joined: Vec<Joined> = logged
         .into_iter()
+        // A request never sent (cancelled before its turn) never reached the mock.
+        .filter(|log| !log["start_time"].is_null())
         .map(|log| {
             let id = log["request_id"]
                 .as_str()
