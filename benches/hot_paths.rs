@@ -197,6 +197,7 @@ fn backend_config() -> BackendConfig {
         idle_timeout: None,
         ignore_eos: true,
         session_header: None,
+        request_id: None,
     }
 }
 

@@ -31,4 +31,5 @@ mod signals;
 mod sticky_sessions;
 mod traffic;
 mod transport;
+mod truth;
 mod usage;

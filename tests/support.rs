@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 /// No run may take longer than this, whatever goes wrong.
 pub const RUN_BOUND: Duration = Duration::from_secs(90);
 
-/// A mock server on an ephemeral port.
-/// The lines of a mock's `--record` file, each a JSON object.
+/// The lines of a mock's `--record` (or `--truth`) file, each a JSON object.
 pub fn recorded(path: &std::path::Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)
         .expect("the record file")
@@ -21,6 +20,53 @@ pub fn recorded(path: &std::path::Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// One request as both sides saw it, joined on its `x-request-id`: the client's
+/// `--request-log` line and the mock's `--truth` line.
+#[derive(Debug)]
+pub struct Joined {
+    pub log: serde_json::Value,
+    pub truth: serde_json::Value,
+}
+
+/// Joins a run's request log with a mock's `--truth` file (read after the mock stopped)
+/// on `request_id`: every logged request must have exactly one truth line and every
+/// truth line one logged request, or the join says which is missing.
+pub fn join_truth(log: &std::path::Path, truth: &std::path::Path) -> Vec<Joined> {
+    let mut by_id = std::collections::HashMap::new();
+    for line in recorded(truth) {
+        let id = line["request_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a truth line without a request id: {line}"))
+            .to_string();
+        assert!(
+            by_id.insert(id.clone(), line).is_none(),
+            "request id {id} reached the mock twice"
+        );
+    }
+    let logged = recorded(log);
+    let joined: Vec<Joined> = logged
+        .into_iter()
+        // A request never sent (cancelled before its turn) never reached the mock.
+        .filter(|log| !log["start_time"].is_null())
+        .map(|log| {
+            let id = log["request_id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a logged request without request_id: {log}"));
+            let truth = by_id
+                .remove(id)
+                .unwrap_or_else(|| panic!("request {id} is logged but the mock never saw it"));
+            Joined { log, truth }
+        })
+        .collect();
+    assert!(
+        by_id.is_empty(),
+        "the mock saw requests the log does not have: {:?}",
+        by_id.keys().collect::<Vec<_>>()
+    );
+    joined
+}
+
+/// A mock server on an ephemeral port.
 pub fn mock(config: MockConfig) -> MockServer {
     MockServer::start(MockConfig { port: 0, ..config }).expect("mock server starts")
 }

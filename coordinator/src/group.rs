@@ -165,6 +165,10 @@ impl BenchmarkPlan {
         cfg.schedule = self.strategy.schedule(&self.settings);
         cfg.window = self.window;
         cfg.shard = self.shard;
+        // The template carries the run's tag; each benchmark's ids add its index.
+        if let Some(tag) = &cfg.backend.request_id {
+            cfg.backend.request_id = Some(llmsurge_proto::request_id_prefix(tag, self.index));
+        }
         cfg
     }
 }

@@ -707,6 +707,7 @@ mod capacity_tests {
                 idle_timeout: None,
                 ignore_eos: false,
                 session_header: None,
+                request_id: None,
             },
             schedule: Schedule::Streams {
                 streams: 1,

@@ -67,14 +67,42 @@ pub struct ClockAnchor {
 }
 
 impl ClockAnchor {
-    /// Reads both clocks now.
+    /// Reads both clocks now: the wall clock between two monotonic reads, keeping the
+    /// tightest of a few tries and the middle of its monotonic pair. A thread preempted
+    /// between the reads would otherwise shift every converted time by the preemption
+    /// (milliseconds on a busy core); the mock's `--truth` file and `requests.jsonl`
+    /// come from two such anchors and must agree to microseconds.
     pub fn now() -> Self {
-        let mono = MonoNanos::now();
-        let unix_nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        Self { mono, unix_nanos }
+        const TRIES: usize = 8;
+        /// A pair this tight is as good as any: stop trying.
+        const TIGHT_NANOS: u64 = 2_000;
+        let mut best: Option<(u64, Self)> = None;
+        for _ in 0..TRIES {
+            let before = MonoNanos::now();
+            let unix_nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0);
+            let after = MonoNanos::now();
+            let width = after.0.saturating_sub(before.0);
+            let anchor = Self {
+                mono: MonoNanos(before.0 + width / 2),
+                unix_nanos,
+            };
+            if best.is_none_or(|(w, _)| width < w) {
+                best = Some((width, anchor));
+            }
+            if width <= TIGHT_NANOS {
+                break;
+            }
+        }
+        best.map_or(
+            Self {
+                mono: MonoNanos::now(),
+                unix_nanos: 0,
+            },
+            |(_, anchor)| anchor,
+        )
     }
 
     /// Converts a monotonic timestamp to seconds since the Unix epoch.

@@ -136,6 +136,33 @@ pub struct BackendConfig {
     /// `session_header=NAME`), on requests whose source gave one; `None` sends none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_header: Option<String>,
+    /// `--request-id-header`: what every request's [`REQUEST_ID_HEADER`] starts with; the
+    /// request's slot follows. The CLI sets the run's tag and each benchmark appends its
+    /// index (see [`request_id_prefix`]); `None` sends no id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// The header that carries each request's id (vLLM and SGLang adopt it as their own
+/// request id, so the server's logs join the client's).
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// What the ids of benchmark `benchmark` of the run tagged `tag` start with; a request's
+/// id is this followed by its slot, e.g. `llmsurge-3f9a1c2b-0-17`: unique within the run,
+/// and built per request by appending digits, with no allocation of its own.
+pub fn request_id_prefix(tag: &str, benchmark: u32) -> String {
+    format!("{tag}-{benchmark}-")
+}
+
+/// A tag for a new run's request ids, `llmsurge-` and 8 hex digits drawn from the
+/// clock and the process id: two runs (or two shards of one) rarely share one, so the
+/// ids stay apart in a server's logs.
+pub fn new_run_tag() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mixed = crate::seed::derive_seed(nanos, "run-tag", u64::from(std::process::id()));
+    format!("llmsurge-{:08x}", mixed as u32)
 }
 
 /// When requests are sent: the strategy, as the worker sees it.

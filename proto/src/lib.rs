@@ -26,8 +26,9 @@ pub mod shm;
 pub use clock::{ClockAnchor, MonoNanos};
 pub use config::{
     Arrivals, BackendConfig, DataSpec, ImageFormat, LoraModel, LoraSpec, MeasureWindow, MediaSpec,
-    RequestFormat, SamplerKind, Sampling, Schedule, Secret, Shard, SyntheticSpec, TableSpec,
-    ThinkKind, ThinkTime, TokenizerRef, TraceSpec, WorkerConfig,
+    REQUEST_ID_HEADER, RequestFormat, SamplerKind, Sampling, Schedule, Secret, Shard,
+    SyntheticSpec, TableSpec, ThinkKind, ThinkTime, TokenizerRef, TraceSpec, WorkerConfig,
+    new_run_tag, request_id_prefix,
 };
 pub use frame::{FrameError, FrameIoError, FrameReader, FrameWriter, decode_frame, encode_frame};
 pub use messages::{FromWorker, ModelMetrics, PROTOCOL_VERSION, ToWorker, UpdateBatch};

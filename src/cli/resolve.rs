@@ -70,6 +70,8 @@ pub struct BackendPlan {
     pub idle_timeout: Option<Duration>,
     /// Send ignore_eos.
     pub ignore_eos: bool,
+    /// Send each request an `x-request-id` (`--request-id-header`).
+    pub request_id_header: bool,
     /// `ignore_eos` was asked for, not defaulted (a refusal is then a usage error).
     #[serde(skip)]
     pub ignore_eos_explicit: bool,
@@ -1133,6 +1135,7 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         ttft_timeout: args.target.ttft_timeout,
         idle_timeout: args.target.idle_timeout,
         ignore_eos: args.data.ignore_eos,
+        request_id_header: args.target.request_id_header,
         ignore_eos_explicit: args.data.ignore_eos_explicit,
     };
     // Embeddings and ranking answer in one body: `--stream` (on by default) does not

@@ -230,6 +230,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         planned: ChosenProfile::planned(&plan).unwrap_or(0),
         seed: plan.seed,
         models: lora_names.iter().map(|n| n.to_string()).collect(),
+        request_id: template.base.worker_template.backend.request_id.clone(),
     };
     let mut profile = ChosenProfile::new(&plan, template);
     let mut reporter = RunReporter::new(
@@ -481,6 +482,13 @@ fn plan_template(
             idle_timeout: b.idle_timeout,
             ignore_eos: b.ignore_eos,
             session_header: data.session_header().map(str::to_string),
+            // The user's own x-request-id replaces ours: none to log then.
+            request_id: (b.request_id_header
+                && !b
+                    .headers
+                    .iter()
+                    .any(|(name, _)| name.eq_ignore_ascii_case(llmsurge_proto::REQUEST_ID_HEADER)))
+            .then(llmsurge_proto::new_run_tag),
         },
         schedule: Schedule::Streams {
             streams: 1,

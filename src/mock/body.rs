@@ -19,6 +19,8 @@ use super::handler::App;
 use super::model::{Fault, Plan};
 use super::openai::{Formatter, Usage};
 use super::stats::FaultKind;
+use super::truth::{Trace, outcome};
+use llmsurge_proto::MonoNanos;
 
 /// Delay between the last bytes before an injected drop and the cut, so that those
 /// bytes are flushed to the client first (a cut discards what hyper still buffers).
@@ -164,6 +166,8 @@ pub struct Generation {
     buf: BytesMut,
     /// A whole body (or part of one) ready to hand over without copying.
     ready: Option<Bytes>,
+    /// `--truth`: what this request's line will say; `None` without the file.
+    trace: Option<Box<Trace>>,
 }
 
 impl std::fmt::Debug for Generation {
@@ -216,7 +220,22 @@ impl Generation {
             chunks_done: 0,
             buf: BytesMut::with_capacity(capacity),
             ready: None,
+            trace: None,
         }))
+    }
+
+    /// `--truth`: follows this body into `trace`, written when the body ends.
+    pub fn attach(&mut self, mut trace: Box<Trace>) {
+        trace.prompt_tokens = Some(self.prompt_tokens);
+        trace.stream = self.streaming;
+        self.trace = Some(trace);
+    }
+
+    /// `--truth`: notes the fault injected (counted by the caller).
+    fn trace_fault(trace: &mut Option<Box<Trace>>, kind: FaultKind) {
+        if let Some(t) = trace {
+            t.fault = Some(kind);
+        }
     }
 
     fn activate(&mut self) {
@@ -341,6 +360,10 @@ impl Generation {
             );
             let reasoning = self.tokens_done < self.plan.reasoning;
             let first = self.tokens_done == 0;
+            if let Some(t) = &mut self.trace {
+                let (r, c) = if reasoning { (n, 0) } else { (0, n) };
+                t.chunk(r, c);
+            }
             let plan = &mut self.plan;
             fmt.token_chunk(
                 &mut self.buf,
@@ -378,17 +401,20 @@ impl Generation {
             match self.plan.fault {
                 Fault::Drop(after) if after == self.chunks_done => {
                     self.app.counters.fault(FaultKind::Drop);
+                    Self::trace_fault(&mut self.trace, FaultKind::Drop);
                     self.phase = Phase::Dropping;
                     self.deadline = now + DROP_FLUSH_DELAY;
                     return;
                 }
                 Fault::Stall(after) if after == self.chunks_done => {
                     self.app.counters.fault(FaultKind::Stall);
+                    Self::trace_fault(&mut self.trace, FaultKind::Stall);
                     self.phase = Phase::Stalled;
                     return;
                 }
                 Fault::Garbage(after) if after == self.chunks_done => {
                     self.app.counters.fault(FaultKind::Garbage);
+                    Self::trace_fault(&mut self.trace, FaultKind::Garbage);
                     fmt.garbage_chunk(&mut self.buf);
                 }
                 _ => {}
@@ -432,16 +458,19 @@ impl Generation {
         match self.plan.fault {
             Fault::Drop(_) => {
                 self.app.counters.fault(FaultKind::Drop);
+                Self::trace_fault(&mut self.trace, FaultKind::Drop);
                 self.ready = Some(body.slice(..body.len() / 2));
                 self.phase = Phase::Dropping;
                 self.deadline = Instant::now() + DROP_FLUSH_DELAY;
             }
             Fault::Stall(_) => {
                 self.app.counters.fault(FaultKind::Stall);
+                Self::trace_fault(&mut self.trace, FaultKind::Stall);
                 self.phase = Phase::Stalled;
             }
             Fault::Garbage(_) => {
                 self.app.counters.fault(FaultKind::Garbage);
+                Self::trace_fault(&mut self.trace, FaultKind::Garbage);
                 self.ready = Some(body.slice(..body.len() / 2));
                 self.observe_ttft(Instant::now());
                 self.finish();
@@ -456,6 +485,10 @@ impl Generation {
                     self.app.counters.spec_decode(spec);
                 }
                 self.observe_ttft(Instant::now());
+                if let Some(t) = &mut self.trace {
+                    // Output tokens fit u32 (the plan counts them in u32).
+                    t.chunk(reasoning as u32, (tokens - reasoning) as u32);
+                }
                 self.ready = Some(body);
                 self.finish();
             }
@@ -476,10 +509,20 @@ impl Generation {
 
     /// What is ready to send, if anything.
     fn take_frame(&mut self) -> Option<Frame<Bytes>> {
-        if let Some(bytes) = self.ready.take() {
-            return Some(Frame::data(bytes));
+        let frame = match self.ready.take() {
+            Some(bytes) => Frame::data(bytes),
+            None if !self.buf.is_empty() => Frame::data(self.buf.split().freeze()),
+            None => return None,
+        };
+        if let Some(t) = &mut self.trace {
+            // Handed to hyper now, which writes it in this same poll of the connection.
+            let now = MonoNanos::now();
+            t.frame_sent(now);
+            if self.phase == Phase::Done {
+                t.end = Some(now);
+            }
         }
-        (!self.buf.is_empty()).then(|| Frame::data(self.buf.split().freeze()))
+        Some(frame)
     }
 
     fn poll_frame(
@@ -521,6 +564,9 @@ impl Generation {
                     ready!(self.poll_deadline(cx));
                     self.phase = Phase::Done;
                     self.release();
+                    if let Some(t) = &mut self.trace {
+                        t.end = Some(MonoNanos::now());
+                    }
                     return Poll::Ready(Some(Err(InjectedDrop)));
                 }
                 Phase::Stalled => {
@@ -569,5 +615,18 @@ impl Drop for Generation {
             self.app.counters.cancelled();
         }
         self.release();
+        if let (Some(mut trace), Some(truth)) = (self.trace.take(), self.app.truth.as_ref()) {
+            trace.outcome = if trace.fault.is_some() {
+                outcome::FAULT
+            } else if self.phase == Phase::Done {
+                outcome::COMPLETED
+            } else if *self.app.stopping.borrow() {
+                outcome::SERVER_STOPPED
+            } else {
+                outcome::CLIENT_GONE
+            };
+            trace.end.get_or_insert_with(MonoNanos::now);
+            truth.write(&trace);
+        }
     }
 }

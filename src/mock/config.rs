@@ -349,6 +349,14 @@ pub struct MockConfig {
     #[arg(long, env = "LLMSURGE_MOCK_RECORD", value_name = "PATH")]
     pub record: Option<std::path::PathBuf>,
 
+    /// Write what the server did with every generation and pooling request to this JSONL
+    /// file, one line each, keyed by its x-request-id: arrival, head sent, each chunk's
+    /// send instant and tokens (reasoning and content apart), end, and outcome (completed,
+    /// fault injected, client gone). Times are Unix seconds on the same clock as
+    /// llmsurge's --request-log; buffered, complete once the server stopped.
+    #[arg(long, env = "LLMSURGE_MOCK_TRUTH", value_name = "PATH")]
+    pub truth: Option<std::path::PathBuf>,
+
     /// Lines `--record` writes at most; later requests are counted in `/stats` as
     /// not recorded (the file stays bounded).
     #[arg(
@@ -433,6 +441,7 @@ impl Default for MockConfig {
             spec_decode_draft_tokens: 0,
             spec_decode_acceptance: None,
             record: None,
+            truth: None,
             record_limit: DEFAULT_RECORD_LIMIT,
             record_header: Vec::new(),
             show_header: Vec::new(),
@@ -673,6 +682,15 @@ impl MockConfig {
             if path.is_dir() || dir.is_some_and(|d| !d.is_dir()) {
                 return Err(invalid(
                     "--record",
+                    format!("{}: not a file in an existing directory", path.display()),
+                ));
+            }
+        }
+        if let Some(path) = &self.truth {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            if path.is_dir() || dir.is_some_and(|d| !d.is_dir()) {
+                return Err(invalid(
+                    "--truth",
                     format!("{}: not a file in an existing directory", path.display()),
                 ));
             }

@@ -26,6 +26,8 @@ use super::prefix_cache::{PrefixCache, PromptBlocks};
 use super::record::Recorder;
 use super::stats::{Counters, Endpoint, FaultKind};
 use super::tokenizer;
+use super::truth::{Trace, TruthWriter, outcome as truth_outcome};
+use llmsurge_proto::MonoNanos;
 
 /// Largest request body read (a long-context prompt fits with room to spare).
 const MAX_BODY_BYTES: usize = 64 << 20;
@@ -56,6 +58,8 @@ pub struct App {
     /// `--record`: the main server's only (probes are not recorded, as they are not
     /// counted).
     pub recorder: Option<Arc<Recorder>>,
+    /// `--truth`: the main server's only (probes have no request id and count nowhere).
+    pub truth: Option<Arc<TruthWriter>>,
     /// Served model names, JSON-quoted once.
     model_json: Vec<String>,
     /// The `/v1/models` body.
@@ -145,6 +149,7 @@ impl App {
             config,
             probe_twin: None,
             recorder: None,
+            truth: None,
         }
     }
 }
@@ -213,8 +218,87 @@ fn route(path: &str) -> Option<(Endpoint, Method)> {
     })
 }
 
-/// Serves one request.
+/// The endpoints `--truth` follows (generation and pooling), by path.
+fn truth_endpoint(path: &str) -> Option<&'static str> {
+    Some(match route(path)?.0 {
+        Endpoint::ChatCompletions => "/v1/chat/completions",
+        Endpoint::Completions => "/v1/completions",
+        Endpoint::Embeddings => "/v1/embeddings",
+        Endpoint::Responses => "/v1/responses",
+        Endpoint::Messages => "/v1/messages",
+        Endpoint::Rerank => "/v1/rerank",
+        Endpoint::Score => "/v1/score",
+        Endpoint::Transcriptions => "/v1/audio/transcriptions",
+        _ => return None,
+    })
+}
+
+/// Marks a response whose error the fault model injected (for `--truth`).
+#[derive(Clone, Copy, Debug)]
+struct InjectedError(FaultKind);
+
+/// Serves one request; with `--truth`, follows a generation or pooling request into its
+/// line: arrival now, the head when the response is handed back, then its body (or, for
+/// a response without one, the line at once).
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
+    let truth = match (&app.truth, truth_endpoint(req.uri().path())) {
+        (Some(truth), Some(endpoint)) if !req.headers().contains_key(super::PROBE_HEADER) => {
+            Some((Arc::clone(truth), endpoint))
+        }
+        _ => None,
+    };
+    let Some((truth, endpoint)) = truth else {
+        return serve(app, req).await;
+    };
+    let arrival = MonoNanos::now();
+    let request_id = req
+        .headers()
+        .get(llmsurge_proto::REQUEST_ID_HEADER)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let mut response = serve(app, req).await;
+    let now = MonoNanos::now();
+    let close = response.extensions().get::<InjectedClose>().is_some();
+    let injected = response.extensions().get::<InjectedError>().map(|e| e.0);
+    let status = response.status().as_u16();
+    let mut trace = Box::new(Trace {
+        request_id,
+        endpoint,
+        stream: false,
+        status: (!close).then_some(status),
+        arrival,
+        head: (!close).then_some(now),
+        chunks: Vec::new(),
+        stamped: 0,
+        end: Some(now),
+        outcome: truth_outcome::COMPLETED,
+        fault: if close {
+            Some(FaultKind::Close)
+        } else {
+            injected
+        },
+        prompt_tokens: None,
+    });
+    match response.body_mut() {
+        MockBody::Gen(generation) => {
+            trace.end = None;
+            generation.attach(trace);
+        }
+        MockBody::Full(_) => {
+            trace.outcome = if trace.fault.is_some() {
+                truth_outcome::FAULT
+            } else if status >= 400 {
+                truth_outcome::REJECTED
+            } else {
+                truth_outcome::COMPLETED
+            };
+            truth.write(&trace);
+        }
+    }
+    response
+}
+
+/// Serves one request.
+async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
     let route = route(req.uri().path());
     // The server's own metrics and profiler are the main server's, probe or not.
     let introspection = matches!(
@@ -923,23 +1007,31 @@ fn injected_error(app: &App, status: u16) -> Response<MockBody> {
     if status == 429 {
         app.counters.fault(FaultKind::Error429);
         let message = "Rate limit reached (injected by llmsurge mock-server).";
-        error(
+        let mut response = error(
             app,
             StatusCode::TOO_MANY_REQUESTS,
             message,
             "requests",
             "rate_limit_exceeded",
-        )
+        );
+        response
+            .extensions_mut()
+            .insert(InjectedError(FaultKind::Error429));
+        response
     } else {
         app.counters.fault(FaultKind::Error500);
         let message = "The server had an error while processing your request (injected by llmsurge mock-server).";
-        error(
+        let mut response = error(
             app,
             StatusCode::INTERNAL_SERVER_ERROR,
             message,
             "server_error",
             "internal_error",
-        )
+        );
+        response
+            .extensions_mut()
+            .insert(InjectedError(FaultKind::Error500));
+        response
     }
 }
 

@@ -25,6 +25,7 @@ mod responses;
 mod server;
 mod stats;
 mod tokenizer;
+mod truth;
 
 use std::net::SocketAddr;
 
@@ -70,6 +71,14 @@ pub enum MockError {
     /// The `--record` file could not be created.
     #[error("--record {path}: {source}")]
     Record {
+        /// The file asked for.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The `--truth` file could not be created.
+    #[error("--truth {path}: {source}")]
+    Truth {
         /// The file asked for.
         path: String,
         /// The OS error.

@@ -5,28 +5,83 @@
 //! one is named by `--show-header` / `--show-query-param`. Each line is written with one `write` call on
 //! a file opened for appending, so a reader never sees half a line of a finished request
 //! and nothing is buffered when the server stops.
+//!
+//! [`JsonLines`] is the file machinery, shared with `--truth` (which buffers).
 
 use llmsurge_proto::Redaction;
 use serde::Serialize;
 use std::fs::File;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
+/// A JSONL file that many tasks append to: each caller serializes its line outside the
+/// lock, then appends it whole under the lock. With a buffer, lines reach the file in
+/// pieces of that size (and on [`JsonLines::flush`] and drop); without one, each line is
+/// one `write` as it comes.
+#[derive(Debug)]
+pub struct JsonLines {
+    file: Mutex<BufWriter<File>>,
+    /// Lines that could not be written (a full disk, say).
+    failed: AtomicU64,
+}
+
+impl JsonLines {
+    /// Creates (truncates) `path`, buffering up to `buffer` bytes (0: none).
+    pub fn create(path: &Path, buffer: usize) -> std::io::Result<Self> {
+        Ok(JsonLines {
+            file: Mutex::new(BufWriter::with_capacity(buffer, File::create(path)?)),
+            failed: AtomicU64::new(0),
+        })
+    }
+
+    /// Appends `line` as one JSON line; `false` (and counted) if it could not be.
+    pub fn write(&self, line: &impl Serialize) -> bool {
+        let Ok(mut bytes) = serde_json::to_vec(line) else {
+            self.failed.fetch_add(1, Relaxed);
+            return false;
+        };
+        bytes.push(b'\n');
+        let written = match self.file.lock() {
+            // A line as long as the buffer or longer bypasses it: one write, as unbuffered.
+            Ok(mut f) => f.write_all(&bytes).is_ok(),
+            Err(_) => false,
+        };
+        if !written {
+            self.failed.fetch_add(1, Relaxed);
+        }
+        written
+    }
+
+    /// Writes out what is buffered.
+    pub fn flush(&self) {
+        let flushed = match self.file.lock() {
+            Ok(mut f) => f.flush().is_ok(),
+            Err(_) => false,
+        };
+        if !flushed {
+            self.failed.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Lines (or flushes) that failed.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Relaxed)
+    }
+}
+
 /// The open record file and its bound.
 #[derive(Debug)]
 pub struct Recorder {
     path: PathBuf,
-    file: Mutex<File>,
+    file: JsonLines,
     limit: u64,
     /// Lines claimed so far (written, or being written).
     claimed: AtomicU64,
     /// Requests past the limit, not recorded.
     skipped: AtomicU64,
-    /// Lines that could not be written (a full disk, say).
-    failed: AtomicU64,
     started: Instant,
     /// `--record-header`: the headers each line keeps (lowercase).
     headers: Vec<String>,
@@ -81,14 +136,14 @@ impl Recorder {
         headers: &[String],
         redaction: Redaction,
     ) -> std::io::Result<Self> {
-        let file = File::create(path)?;
+        // Unbuffered: a test may read the file while the server runs.
+        let file = JsonLines::create(path, 0)?;
         Ok(Recorder {
             path: path.to_path_buf(),
-            file: Mutex::new(file),
+            file,
             limit,
             claimed: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
             started: Instant::now(),
             headers: headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
             redaction,
@@ -152,23 +207,12 @@ impl Recorder {
             headers,
             query,
         };
-        let Ok(mut bytes) = serde_json::to_vec(&line) else {
-            self.failed.fetch_add(1, Relaxed);
-            return;
-        };
-        bytes.push(b'\n');
-        let written = match self.file.lock() {
-            Ok(mut f) => f.write_all(&bytes).is_ok(),
-            Err(_) => false,
-        };
-        if !written {
-            self.failed.fetch_add(1, Relaxed);
-        }
+        self.file.write(&line);
     }
 
     /// The counts for `/stats`.
     pub fn stats(&self) -> RecordStats {
-        let failed = self.failed.load(Relaxed);
+        let failed = self.file.failed();
         let claimed = self.claimed.load(Relaxed);
         let skipped = self.skipped.load(Relaxed);
         RecordStats {

@@ -15,6 +15,7 @@ use tokio::sync::{oneshot, watch};
 use super::body::InjectedClose;
 use super::handler::{App, handle};
 use super::record::Recorder;
+use super::truth::TruthWriter;
 use super::{MockConfig, MockError, MockStats};
 
 /// Pending connections the kernel keeps for us; a load test opens many at once.
@@ -75,8 +76,18 @@ impl MockServer {
             )),
             None => None,
         };
+        let truth = match &config.truth {
+            Some(path) => Some(Arc::new(TruthWriter::create(path).map_err(|source| {
+                MockError::Truth {
+                    path: path.display().to_string(),
+                    source,
+                }
+            })?)),
+            None => None,
+        };
         let mut app = App::new(config);
         app.recorder = recorder;
+        app.truth = truth;
         let app = Arc::new(app);
         let (stop_tx, stop_rx) = oneshot::channel();
         let serve_app = Arc::clone(&app);
@@ -136,6 +147,10 @@ impl MockServer {
         }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+        // The runtime is gone with its thread, and every body with it: every line is in.
+        if let Some(truth) = &self.app.truth {
+            truth.flush();
         }
     }
 }

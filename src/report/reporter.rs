@@ -51,6 +51,8 @@ pub struct RunInfo {
     pub start_at: Option<f64>,
     /// `--lora`: the split's model names, in order (a record's `model` indexes them).
     pub models: Vec<String>,
+    /// The tag of the run's request ids (`--request-id-header`); `None` when none are sent.
+    pub request_id: Option<String>,
 }
 
 /// Seconds since the Unix epoch.
@@ -82,6 +84,10 @@ pub struct RunReporter {
     reported_failures: Vec<String>,
     /// `--lora`: the split's model names (records carry an index into them).
     models: Vec<String>,
+    /// The tag of the run's request ids, when they are sent.
+    request_id: Option<String>,
+    /// The current benchmark's request-id prefix (the tag and its index).
+    request_id_prefix: Option<String>,
 }
 
 impl RunReporter {
@@ -137,6 +143,8 @@ impl RunReporter {
             written: Vec::new(),
             reported_failures: Vec::new(),
             models: info.models,
+            request_id: info.request_id,
+            request_id_prefix: None,
         }
     }
 
@@ -253,6 +261,10 @@ fn one_line(message: &str) -> String {
 impl RunObserver for RunReporter {
     fn benchmark_started(&mut self, index: u32, strategy: &Strategy) {
         self.current = index;
+        self.request_id_prefix = self
+            .request_id
+            .as_deref()
+            .map(|tag| llmsurge_proto::request_id_prefix(tag, index));
         if let Some(s) = &mut self.sampler {
             s.start(index);
         }
@@ -269,11 +281,20 @@ impl RunObserver for RunReporter {
             .and_then(|i| self.models.get(usize::from(i)))
             .map(String::as_str);
         if let Some(s) = &mut self.sampler {
-            s.offer(record, &self.anchor, model);
+            s.offer(
+                record,
+                &self.anchor,
+                model,
+                self.request_id_prefix.as_deref(),
+            );
         }
         if let Some(log) = &mut self.log {
             log.write(&RequestEntry {
                 model: model.map(str::to_string),
+                request_id: self
+                    .request_id_prefix
+                    .as_ref()
+                    .map(|prefix| format!("{prefix}{}", record.slot)),
                 ..RequestEntry::new(self.current, record, &self.anchor)
             });
         }

@@ -73,6 +73,9 @@ pub struct RequestEntry {
     /// Multi-turn sessions: the turn, from 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// The request's `x-request-id`, when ids were sent (`--request-id-header`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
     /// Multimodal requests: each image's format, pixel size and bytes, and the audio
     /// clip's seconds and WAV bytes, as sent; sizes only, never the bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,6 +116,7 @@ impl RequestEntry {
             session: r.session.map(|s| s.id),
             turn: r.session.map(|s| s.turn),
             media: r.media.as_deref().cloned(),
+            request_id: None,
         }
     }
 }
@@ -198,8 +202,15 @@ impl RequestSampler {
         }
     }
 
-    /// Offers one finished request; `model` is the name its `--lora` split gave it.
-    pub fn offer(&mut self, record: &RequestRecord, anchor: &ClockAnchor, model: Option<&str>) {
+    /// Offers one finished request; `model` is the name its `--lora` split gave it,
+    /// `request_id` the benchmark's request-id prefix when ids are sent.
+    pub fn offer(
+        &mut self,
+        record: &RequestRecord,
+        anchor: &ClockAnchor,
+        model: Option<&str>,
+        request_id: Option<&str>,
+    ) {
         let i = match StatusClass::of(record.status) {
             StatusClass::Successful => 0,
             StatusClass::Errored => 1,
@@ -209,6 +220,7 @@ impl RequestSampler {
         self.by_status[i].offer(
             || RequestEntry {
                 model: model.map(str::to_string),
+                request_id: request_id.map(|prefix| format!("{prefix}{}", record.slot)),
                 ..RequestEntry::new(benchmark, record, anchor)
             },
             &mut self.rng,
@@ -347,10 +359,15 @@ mod tests {
         let mut s = RequestSampler::new(10, 42);
         s.start(0);
         for slot in 0..10_000 {
-            s.offer(&record(slot, RequestStatus::Completed), &anchor(), None);
+            s.offer(
+                &record(slot, RequestStatus::Completed),
+                &anchor(),
+                None,
+                None,
+            );
         }
         for slot in 10_000..10_003 {
-            s.offer(&record(slot, RequestStatus::Errored), &anchor(), None);
+            s.offer(&record(slot, RequestStatus::Errored), &anchor(), None, None);
         }
         let out = s.finish();
         assert_eq!(out.successful.len(), 10);

@@ -38,6 +38,7 @@ fn backend_config(base_url: &str, stream: bool) -> BackendConfig {
         idle_timeout: None,
         ignore_eos: false,
         session_header: None,
+        request_id: None,
     }
 }
 

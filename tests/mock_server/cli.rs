@@ -273,3 +273,57 @@ fn mock_binary_exits_1_when_the_port_is_taken() {
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.starts_with("error: cannot listen on"), "{stderr}");
 }
+
+#[tokio::test]
+async fn the_truth_file_is_complete_once_the_binary_stops_on_sigterm() {
+    // Buffered while serving; SIGTERM drains the responses and flushes every line.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("truth.jsonl");
+    let path_arg = path.to_str().expect("utf-8 path");
+    let env = [
+        ("LLMSURGE_MOCK_INSTANT", "1"),
+        ("LLMSURGE_MOCK_TRUTH", path_arg),
+    ];
+    let mut child = spawn_binary(&["--port", "0", "--error-rate", "0"], &env);
+    let base = base_of(&mut child);
+    let outcome = bounded(async {
+        let c = client();
+        for i in 0..3 {
+            let response = c
+                .post(format!("{base}/v1/chat/completions"))
+                .header("x-request-id", format!("id-{i}"))
+                .header("content-type", "application/json")
+                .body(json!({"messages": [], "max_tokens": 4, "stream": i == 1}).to_string())
+                .send()
+                .await
+                .expect("sent");
+            assert!(response.status().is_success());
+            response.bytes().await.expect("body");
+        }
+    });
+    tokio::time::timeout(TEST_BOUND, outcome)
+        .await
+        .expect("in time");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal sent");
+    assert_eq!(
+        wait_exit(&mut child).code(),
+        Some(0),
+        "{}",
+        stderr_of(&mut child)
+    );
+    let lines = crate::support::recorded(&path);
+    let ids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["request_id"].as_str().expect("an id"))
+        .collect();
+    assert_eq!(ids, ["id-0", "id-1", "id-2"]);
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["outcome"], "completed", "{line}");
+        assert_eq!(line["stream"], i == 1, "{line}");
+        assert_eq!(line["content_tokens"], 4, "{line}");
+        let arrival = line["arrival_time"].as_f64().expect("arrival");
+        let end = line["end_time"].as_f64().expect("end");
+        assert!(arrival <= end, "{line}");
+    }
+}

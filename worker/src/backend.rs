@@ -10,7 +10,7 @@
 
 use crate::formats::{self, ChunkInfo, Format, StreamEvent, StreamState, Usage};
 pub use crate::http1::Presend;
-use crate::http1::{self, Http1, Outgoing};
+use crate::http1::{self, Http1, Outgoing, RequestHeaders};
 use crate::source::PreparedRequest;
 use crate::sse::SseParser;
 use bytes::Bytes;
@@ -146,6 +146,9 @@ pub struct Backend {
     idle_timeout: Option<Duration>,
     /// Sticky routing: the header a request's session id goes in, when configured.
     session_header: Option<reqwest::header::HeaderName>,
+    /// What each request's id starts with (its slot follows); `None` sends no id, as
+    /// when the user's own headers carry one.
+    request_id: Option<String>,
 }
 
 impl Backend {
@@ -211,6 +214,17 @@ impl Backend {
                     .map_err(|_| BackendError::BadHeader(name.to_string()))
             })
             .transpose()?;
+        // A request id the user sets in their own headers wins: never two of them.
+        let request_id = match &cfg.request_id {
+            Some(_) if headers.contains_key(llmsurge_proto::REQUEST_ID_HEADER) => None,
+            Some(prefix) => {
+                reqwest::header::HeaderValue::from_str(prefix).map_err(|_| {
+                    BackendError::BadHeader(llmsurge_proto::REQUEST_ID_HEADER.into())
+                })?;
+                Some(prefix.clone())
+            }
+            None => None,
+        };
         let content_type = headers
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -242,6 +256,7 @@ impl Backend {
             ttft_timeout: cfg.ttft_timeout,
             idle_timeout: cfg.idle_timeout,
             session_header,
+            request_id,
         })
     }
 
@@ -263,6 +278,20 @@ impl Backend {
         }
         Ok(Some((name.as_str(), value)))
     }
+
+    /// The headers of the request of `slot` (its id, when ids are sent; `None` for a
+    /// request outside the schedule, as the pre-run probes) and of session `session`
+    /// (see [`Self::session_header`]): one place for both transports.
+    pub fn request_headers<'a>(
+        &'a self,
+        slot: Option<u64>,
+        session: Option<&'a str>,
+    ) -> Result<RequestHeaders<'a>, String> {
+        Ok(RequestHeaders {
+            session: self.session_header(session)?,
+            id: self.request_id.as_deref().zip(slot),
+        })
+    }
     /// The body of one request.
     pub fn build_body(&self, req: &PreparedRequest) -> Bytes {
         self.format.build(req)
@@ -271,31 +300,39 @@ impl Backend {
     /// Sends one request and reads its response into `ex`. `ex.start` is set here, just
     /// before the request goes to the socket, unless the caller already set it.
     pub async fn execute(&self, body: Bytes, ex: &mut Exchange) {
-        self.send(body, &self.content_type, None, ex).await;
+        self.send(body, &self.content_type, None, None, ex).await;
     }
 
-    /// [`Self::execute`] for a request of session `session` (sent in the session
-    /// header, when one is configured).
-    pub async fn execute_for(&self, body: Bytes, session: Option<&str>, ex: &mut Exchange) {
-        self.send(body, &self.content_type, session, ex).await;
+    /// [`Self::execute`] for the request of `slot` (its id, when ids are sent) and of
+    /// session `session` (sent in the session header, when one is configured).
+    pub async fn execute_for(
+        &self,
+        body: Bytes,
+        slot: u64,
+        session: Option<&str>,
+        ex: &mut Exchange,
+    ) {
+        self.send(body, &self.content_type, Some(slot), session, ex)
+            .await;
     }
 
     /// [`Self::execute`] with the body's content type given (multipart bodies name
     /// their boundary in it).
     pub async fn execute_as(&self, body: Bytes, content_type: &str, ex: &mut Exchange) {
-        self.send(body, content_type, None, ex).await;
+        self.send(body, content_type, None, None, ex).await;
     }
 
     async fn send(
         &self,
         body: Bytes,
         content_type: &str,
+        slot: Option<u64>,
         session: Option<&str>,
         ex: &mut Exchange,
     ) {
         ex.start.get_or_insert_with(MonoNanos::now);
-        let header = match self.session_header(session) {
-            Ok(header) => header,
+        let headers = match self.request_headers(slot, session) {
+            Ok(headers) => headers,
             Err(message) => return ex.fail(ErrorKind::Request, message),
         };
         match &self.transport {
@@ -304,13 +341,17 @@ impl Backend {
                 if content_type != self.content_type {
                     request = request.header(reqwest::header::CONTENT_TYPE, content_type);
                 }
-                if let Some((name, value)) = header {
+                if let Some((name, value)) = headers.session {
                     request = request.header(name, value);
+                }
+                if let Some((prefix, slot)) = headers.id {
+                    request = request
+                        .header(llmsurge_proto::REQUEST_ID_HEADER, format!("{prefix}{slot}"));
                 }
                 self.execute_reqwest(request, ex).await;
             }
             Transport::Http1(h1) => {
-                let out = h1.outgoing_with(content_type, header, body);
+                let out = h1.outgoing_with(content_type, headers, body);
                 self.execute_http1(h1, out, None, ex).await;
             }
         }

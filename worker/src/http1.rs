@@ -107,6 +107,16 @@ impl Outgoing {
     }
 }
 
+/// The headers of one request alone, beside the client's fixed ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestHeaders<'a> {
+    /// Sticky routing: the session header's name and the request's session id.
+    pub session: Option<(&'a str, &'a str)>,
+    /// The request id: the run's and benchmark's prefix and the request's slot, sent in
+    /// [`llmsurge_proto::REQUEST_ID_HEADER`] as their concatenation.
+    pub id: Option<(&'a str, u64)>,
+}
+
 /// A connection of the pool.
 #[derive(Debug)]
 pub struct Conn {
@@ -189,25 +199,36 @@ impl Http1 {
 
     /// The bytes of one request: `body` sent as `content_type`.
     pub fn outgoing(&self, content_type: &str, body: Bytes) -> Outgoing {
-        self.outgoing_with(content_type, None, body)
+        self.outgoing_with(content_type, RequestHeaders::default(), body)
     }
 
-    /// [`Self::outgoing`] with one more header of this request alone (a session id for
-    /// sticky routing), written in the same per-request tail: no extra allocation. The
-    /// caller validated it (see [`crate::backend::Backend::session_header`]).
+    /// [`Self::outgoing`] with the headers of this request alone (its id, a session id
+    /// for sticky routing), written in the same per-request tail: no extra allocation.
+    /// The caller validated them (see [`crate::backend::Backend::request_headers`]).
     pub fn outgoing_with(
         &self,
         content_type: &str,
-        header: Option<(&str, &str)>,
+        headers: RequestHeaders<'_>,
         body: Bytes,
     ) -> Outgoing {
+        use std::fmt::Write as _;
         let len = body.len();
-        let tail = match header {
-            None => format!("content-type: {content_type}\r\ncontent-length: {len}\r\n\r\n"),
-            Some((name, value)) => format!(
-                "{name}: {value}\r\ncontent-type: {content_type}\r\ncontent-length: {len}\r\n\r\n"
-            ),
-        };
+        let mut tail = String::with_capacity(96);
+        // Writing to a String cannot fail.
+        if let Some((name, value)) = headers.session {
+            let _ = write!(tail, "{name}: {value}\r\n");
+        }
+        if let Some((prefix, slot)) = headers.id {
+            let _ = write!(
+                tail,
+                "{}: {prefix}{slot}\r\n",
+                llmsurge_proto::REQUEST_ID_HEADER
+            );
+        }
+        let _ = write!(
+            tail,
+            "content-type: {content_type}\r\ncontent-length: {len}\r\n\r\n"
+        );
         Outgoing {
             tail: Bytes::from(tail),
             body,

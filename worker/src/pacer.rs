@@ -228,7 +228,7 @@ impl Pacer {
         realtime: &mut Realtime,
     ) -> bool {
         let sent = match &ready.body {
-            Ok(body) => self.send_now(body, ready.session_key.as_deref()),
+            Ok(body) => self.send_now(body, slot, ready.session_key.as_deref()),
             Err(_) => None,
         };
         self.hand_over(
@@ -278,16 +278,16 @@ impl Pacer {
     /// Writes the request on an idle connection now, if one is pooled and the group's
     /// concurrency cap has room (otherwise the runtime waits for room, marks the slot
     /// late, and sends it).
-    fn send_now(&self, body: &Bytes, session: Option<&str>) -> Option<PacerSent> {
+    fn send_now(&self, body: &Bytes, slot: u64, session: Option<&str>) -> Option<PacerSent> {
         let h1 = self.backend.http1()?;
         // A session id that cannot be a header value: the runtime fails the request.
-        let header = self.backend.session_header(session).ok()?;
+        let headers = self.backend.request_headers(Some(slot), session).ok()?;
         let conn = h1.try_take_idle()?;
         if !self.shm.try_acquire(self.worker_id) {
             h1.put_back(conn);
             return None;
         }
-        let out = h1.outgoing_with(self.backend.content_type(), header, body.clone());
+        let out = h1.outgoing_with(self.backend.content_type(), headers, body.clone());
         // Counted before the send, as the runtime path does, so a worker that dies in
         // between still has it on the books.
         self.shm.count_started(self.worker_id);
@@ -377,7 +377,11 @@ mod tests {
         // A value that would end the head early is refused, never written.
         assert!(backend.session_header(Some("a\r\nx-evil: 1")).is_err());
         let h1 = backend.http1().expect("plain http: the own client");
-        let out = h1.outgoing_with("application/json", header, Bytes::from_static(b"{}"));
+        let headers = crate::http1::RequestHeaders {
+            session: header,
+            id: None,
+        };
+        let out = h1.outgoing_with("application/json", headers, Bytes::from_static(b"{}"));
         let tail = format!("{out:?}");
         assert!(
             tail.contains("x-session-id: llmsurge-session-3\\r\\ncontent-type"),
@@ -394,6 +398,39 @@ mod tests {
                 ..test_backend()
             })
             .is_err()
+        );
+    }
+
+    #[test]
+    fn the_request_id_goes_in_the_tail_unless_the_user_sends_one() {
+        let backend = Backend::new(&llmsurge_proto::BackendConfig {
+            request_id: Some("llmsurge-0badcafe-2-".into()),
+            ..test_backend()
+        })
+        .expect("backend");
+        let headers = backend.request_headers(Some(17), None).expect("headers");
+        assert_eq!(headers.id, Some(("llmsurge-0badcafe-2-", 17)));
+        // Outside the schedule (a probe): no id.
+        assert_eq!(
+            backend.request_headers(None, None).expect("headers").id,
+            None
+        );
+        let h1 = backend.http1().expect("plain http: the own client");
+        let out = h1.outgoing_with("application/json", headers, Bytes::from_static(b"{}"));
+        assert!(
+            format!("{out:?}").contains("x-request-id: llmsurge-0badcafe-2-17\\r\\ncontent-type"),
+            "{out:?}"
+        );
+        // The user's own x-request-id (any case) replaces ours: never two.
+        let theirs = Backend::new(&llmsurge_proto::BackendConfig {
+            request_id: Some("llmsurge-0badcafe-2-".into()),
+            headers: vec![("X-Request-Id".into(), "mine".into())],
+            ..test_backend()
+        })
+        .expect("backend");
+        assert_eq!(
+            theirs.request_headers(Some(17), None).expect("headers").id,
+            None
         );
     }
 

@@ -274,7 +274,7 @@ impl Context {
         let mut cancel = self.cancel.clone();
         let cancelled = match send {
             Send::Fresh(body) => tokio::select! {
-                () = self.backend.execute_for(body, info.session_key.as_deref(), &mut ex) => false,
+                () = self.backend.execute_for(body, info.slot, info.session_key.as_deref(), &mut ex) => false,
                 Ok(_) = cancel.wait_for(|c| *c) => true,
             },
             Send::Pacer(sent) => tokio::select! {

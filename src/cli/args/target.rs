@@ -76,6 +76,13 @@ pub struct TargetArgs {
     )]
     pub show_query_param: Vec<String>,
 
+    /// Send every request an x-request-id header, unique in the run
+    /// (llmsurge-TAG-BENCHMARK-SLOT) and written as `request_id` in --request-log, so the
+    /// server's logs join the client's (vLLM and SGLang adopt it as their request id).
+    /// An x-request-id in --backend-kwargs headers replaces it (and is not logged).
+    #[arg(long, env = "LLMSURGE_REQUEST_ID_HEADER", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub request_id_header: bool,
+
     /// Speak HTTP/2 (prior knowledge on http://, ALPN on https://). Default: HTTP/1.1.
     #[arg(long, env = "LLMSURGE_HTTP2")]
     pub http2: bool,

@@ -247,6 +247,7 @@ pub(crate) fn test_config(format: RequestFormat, stream: bool) -> BackendConfig 
         idle_timeout: None,
         ignore_eos: false,
         session_header: None,
+        request_id: None,
     }
 }
 

@@ -1,0 +1,191 @@
+//! `--truth PATH`: what the server did with every generation and pooling request, one
+//! JSON line each, keyed by the request's `x-request-id`, so a test (or a user checking a
+//! client) can join it with llmsurge's `--request-log` and compare every latency and
+//! count with what really happened.
+//!
+//! Instants are taken on `CLOCK_MONOTONIC` ([`MonoNanos`]) next to the event — arrival
+//! when the handler starts, the head when the handler hands the response to hyper, a
+//! chunk when its frame is handed to hyper (hyper writes it in the same poll) — and
+//! written as Unix seconds through a [`ClockAnchor`], as llmsurge's request log is: on
+//! one host the two files' times compare to microseconds.
+//!
+//! The file is a [`JsonLines`] with a 64 KiB buffer: a line costs one serialization and a
+//! copy, and a `write` happens once per 64 KiB. It is flushed when the server stops, after
+//! every response body has ended (bodies still open then end as `server_stopped`).
+
+use std::path::Path;
+
+use llmsurge_proto::{ClockAnchor, MonoNanos};
+use serde::Serialize;
+
+use super::record::JsonLines;
+use super::stats::FaultKind;
+
+/// Bytes buffered before a write.
+const BUFFER_BYTES: usize = 64 * 1024;
+
+/// The open `--truth` file.
+#[derive(Debug)]
+pub struct TruthWriter {
+    file: JsonLines,
+    anchor: ClockAnchor,
+}
+
+impl TruthWriter {
+    /// Creates (truncates) `path`.
+    pub fn create(path: &Path) -> std::io::Result<Self> {
+        Ok(TruthWriter {
+            file: JsonLines::create(path, BUFFER_BYTES)?,
+            anchor: ClockAnchor::now(),
+        })
+    }
+
+    /// Writes the line of a request that ended.
+    pub fn write(&self, trace: &Trace) {
+        let time = |t: MonoNanos| self.anchor.unix_seconds(t);
+        let line = Line {
+            request_id: trace.request_id.as_deref(),
+            endpoint: trace.endpoint,
+            stream: trace.stream,
+            status: trace.status,
+            arrival_time: time(trace.arrival),
+            head_time: trace.head.map(time),
+            // A chunk written but never handed over (the client went away) never went out.
+            chunks: trace.chunks[..trace.stamped]
+                .iter()
+                .map(|c| ChunkLine {
+                    time: time(c.time),
+                    reasoning: c.reasoning,
+                    content: c.content,
+                })
+                .collect(),
+            end_time: time(trace.end.unwrap_or_else(MonoNanos::now)),
+            outcome: trace.outcome,
+            fault: trace.fault.map(fault_name),
+            prompt_tokens: trace.prompt_tokens,
+            reasoning_tokens: trace.chunks[..trace.stamped]
+                .iter()
+                .map(|c| c.reasoning)
+                .sum(),
+            content_tokens: trace.chunks[..trace.stamped]
+                .iter()
+                .map(|c| c.content)
+                .sum(),
+        };
+        self.file.write(&line);
+    }
+
+    /// Writes out what is buffered (the server stopped).
+    pub fn flush(&self) {
+        self.file.flush();
+    }
+}
+
+/// The name of an injected fault in the file.
+fn fault_name(kind: FaultKind) -> &'static str {
+    match kind {
+        FaultKind::Error500 => "error_500",
+        FaultKind::Error429 => "error_429",
+        FaultKind::Drop => "drop",
+        FaultKind::Garbage => "garbage",
+        FaultKind::Stall => "stall",
+        FaultKind::Close => "close",
+    }
+}
+
+/// How a request ended, as the server saw it.
+pub mod outcome {
+    /// The whole response was handed to the connection.
+    pub const COMPLETED: &str = "completed";
+    /// A fault was injected (see `fault`).
+    pub const FAULT: &str = "fault";
+    /// Answered with an error of the request's own making (a 4xx: bad body, unknown model).
+    pub const REJECTED: &str = "rejected";
+    /// The client closed the connection before the response ended.
+    pub const CLIENT_GONE: &str = "client_gone";
+    /// The server stopped before the response ended.
+    pub const SERVER_STOPPED: &str = "server_stopped";
+}
+
+/// One request's story, filled in as it goes and written when it ends.
+#[derive(Debug)]
+pub struct Trace {
+    /// Its `x-request-id`, when it had one.
+    pub request_id: Option<String>,
+    /// The endpoint's path.
+    pub endpoint: &'static str,
+    /// Answered as a stream.
+    pub stream: bool,
+    /// The response's HTTP status; `None` when the connection was closed instead.
+    pub status: Option<u16>,
+    /// When the handler began (the request head was parsed).
+    pub arrival: MonoNanos,
+    /// When the response head was handed to hyper; `None` when none was sent.
+    pub head: Option<MonoNanos>,
+    /// The chunks handed over, in order (a non-streamed body is one chunk).
+    pub chunks: Vec<TruthChunk>,
+    /// Chunks of `chunks` handed over (the rest are written, waiting for their frame).
+    pub stamped: usize,
+    /// When the body ended (its last frame, a cut, or the drop).
+    pub end: Option<MonoNanos>,
+    /// One of [`outcome`].
+    pub outcome: &'static str,
+    /// The injected fault, when one was.
+    pub fault: Option<FaultKind>,
+    /// Prompt tokens as the server counted them, when it did.
+    pub prompt_tokens: Option<u64>,
+}
+
+/// One chunk: when it went out and the tokens it carried.
+#[derive(Clone, Copy, Debug)]
+pub struct TruthChunk {
+    /// When its frame was handed to hyper.
+    pub time: MonoNanos,
+    /// Reasoning tokens in it.
+    pub reasoning: u32,
+    /// Content tokens in it.
+    pub content: u32,
+}
+
+impl Trace {
+    /// Adds a chunk written into the body's buffer; stamped when its frame goes out.
+    pub fn chunk(&mut self, reasoning: u32, content: u32) {
+        self.chunks.push(TruthChunk {
+            time: MonoNanos(0),
+            reasoning,
+            content,
+        });
+    }
+
+    /// A frame went to hyper at `at`: every chunk written so far went with it.
+    pub fn frame_sent(&mut self, at: MonoNanos) {
+        for c in &mut self.chunks[self.stamped..] {
+            c.time = at;
+        }
+        self.stamped = self.chunks.len();
+    }
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    request_id: Option<&'a str>,
+    endpoint: &'a str,
+    stream: bool,
+    status: Option<u16>,
+    arrival_time: f64,
+    head_time: Option<f64>,
+    chunks: Vec<ChunkLine>,
+    end_time: f64,
+    outcome: &'a str,
+    fault: Option<&'static str>,
+    prompt_tokens: Option<u64>,
+    reasoning_tokens: u32,
+    content_tokens: u32,
+}
+
+#[derive(Serialize)]
+struct ChunkLine {
+    time: f64,
+    reasoning: u32,
+    content: u32,
+}

@@ -1,0 +1,595 @@
+//! Ground truth: every request of a run is joined, by its `x-request-id`, with what the
+//! mock did with it (`--truth`), and what the client measured is compared with what
+//! happened: TTFT, `ttft_any` and e2e against the instants the mock handed those chunks
+//! to the connection, token counts against what the mock sent, the error kind against the
+//! fault it injected. No figure is compared with a configured latency.
+//!
+//! How the instants compare. The client stamps `start` just before it writes the request,
+//! and a chunk when its read returns; the mock stamps a chunk when it hands the frame to
+//! hyper, which writes it in the same poll. Both are `CLOCK_MONOTONIC`, written as Unix
+//! seconds through anchors that agree to microseconds. So for one event the client's
+//! instant is the mock's plus loopback transit and wake-ups: tens of microseconds. Two
+//! rules follow:
+//! - never earlier: a client instant before the mock's (beyond [`EARLY_MS`], the
+//!   anchors' precision) is a measurement bug whatever the load, so it holds for every
+//!   request;
+//! - within 1 ms: on the busy 2-core machines tests run on, a thread can be descheduled
+//!   between the read and its timestamp (or the mock's between its stamp and its
+//!   write) for milliseconds, so lateness past 1 ms is allowed for at most
+//!   [`OUTLIER_FRACTION`] of the requests of a case (seen: 1 in 10 with a load average
+//!   of 8 on 2 cores, 8 in 30 at 12; these tests own the machine in
+//!   .config/nextest.toml), and each measure's median must be within 1 ms. A client
+//!   that stamps the wrong instant (the head, a later chunk, after parsing) is off for
+//!   every request and fails.
+//!
+//! On HTTP/2 the mock's frame goes to the socket from hyper's connection task rather
+//! than in the body's poll: still microseconds on an idle runtime.
+
+use crate::support::{Joined, join_truth, mock, run};
+use llmsurge::mock::MockConfig;
+
+/// How much earlier than the mock's a client instant may read: the two clock anchors'
+/// combined error (each a tight bracket of a few microseconds).
+const EARLY_MS: f64 = 0.1;
+/// How far a client instant may be from the mock's for the same event.
+const WITHIN_MS: f64 = 1.0;
+/// The share of a case's requests allowed an instant past [`WITHIN_MS`] (late only).
+const OUTLIER_FRACTION: f64 = 1.0 / 3.0;
+
+/// A mock whose latencies make every chunk its own event (gaps of milliseconds), with
+/// jitter so the requests differ, writing its truth to `path`.
+fn truth_mock(path: &std::path::Path, config: MockConfig) -> llmsurge::mock::MockServer {
+    mock(MockConfig {
+        truth: Some(path.to_path_buf()),
+        ttft_ms: 15.0,
+        ttft_ms_std: 3.0,
+        itl_ms: 4.0,
+        itl_ms_std: 1.0,
+        ..config
+    })
+}
+
+/// Runs `args` against a truth mock configured by `config`; the joined requests and
+/// the run's report.
+fn run_with_truth(config: MockConfig, args: &[&str]) -> (Vec<Joined>, llmsurge::report::Report) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let truth = dir.path().join("truth.jsonl");
+    let server = truth_mock(&truth, config);
+    let url = server.base_url();
+    let mut all = vec![
+        "--target",
+        url.as_str(),
+        "--request-log",
+        "requests.jsonl",
+        "--outputs",
+        "json",
+        "--disable-progress",
+    ];
+    all.extend_from_slice(args);
+    let finished = run(&all);
+    // Stopping flushes the truth file, after every response ended.
+    server.stop();
+    assert!(
+        matches!(finished.code(), 0 | 1),
+        "exit {}: {}",
+        finished.code(),
+        finished.stderr
+    );
+    let report = finished.report();
+    crate::support::assert_identity(&report);
+    let joined = join_truth(&finished.dir.path().join("requests.jsonl"), &truth);
+    (joined, report)
+}
+
+/// The error kind the client must report for what the mock did.
+fn expected_error(truth: &serde_json::Value) -> Option<String> {
+    match (truth["outcome"].as_str(), truth["fault"].as_str()) {
+        (Some("completed"), _) => None,
+        (Some("fault"), Some("error_500" | "error_429")) => {
+            Some(format!("http_{}", truth["status"]))
+        }
+        (Some("fault"), Some("drop")) => Some("stream_broken".into()),
+        (Some("fault"), Some("garbage")) => Some("malformed_response".into()),
+        (Some("fault"), Some("close")) => Some("connection_closed".into()),
+        (Some("fault"), Some("stall")) => Some("timeout".into()),
+        (Some("rejected"), _) => Some(format!("http_{}", truth["status"])),
+        other => panic!("the mock saw an outcome no fixed case makes: {other:?} in {truth}"),
+    }
+}
+
+/// The time of the first chunk of `truth` that `carries` tokens.
+fn first_chunk(truth: &serde_json::Value, carries: impl Fn(u64, u64) -> bool) -> Option<f64> {
+    truth["chunks"]
+        .as_array()
+        .expect("chunks")
+        .iter()
+        .find(|c| {
+            carries(
+                c["reasoning"].as_u64().unwrap_or(0),
+                c["content"].as_u64().unwrap_or(0),
+            )
+        })
+        .and_then(|c| c["time"].as_f64())
+}
+
+/// One client instant beside the mock's for the same event, in ms (client − mock).
+#[derive(Debug)]
+struct Gap {
+    what: &'static str,
+    id: String,
+    ms: f64,
+}
+
+/// Checks every joined request: outcome and error kind, token counts, and every
+/// instant both sides saw (see the module's rules). Returns how many completed.
+fn check(joined: &[Joined]) -> usize {
+    assert!(!joined.is_empty(), "no request was logged");
+    let mut gaps = Vec::new();
+    let mut completed = 0;
+    for Joined { log, truth } in joined {
+        let id = log["request_id"].as_str().unwrap_or_default().to_string();
+        let expected = expected_error(truth);
+        assert_eq!(
+            log["error_kind"].as_str().map(str::to_string),
+            expected,
+            "{id}: the client's error kind against what the mock did\nlog: {log}\ntruth: {truth}"
+        );
+        let tokens = truth["reasoning_tokens"].as_u64().unwrap_or(0)
+            + truth["content_tokens"].as_u64().unwrap_or(0);
+        if expected.is_none() {
+            completed += 1;
+            assert_eq!(log["status"], "completed", "{id}: {log}");
+            assert_eq!(
+                log["output_tokens"].as_u64(),
+                Some(tokens),
+                "{id}: output tokens against the tokens the mock sent\nlog: {log}\ntruth: {truth}"
+            );
+            assert_eq!(
+                log["prompt_tokens"], truth["prompt_tokens"],
+                "{id}: prompt tokens against the mock's count"
+            );
+        }
+        let Some(start) = log["start_time"].as_f64() else {
+            continue;
+        };
+        let arrival = truth["arrival_time"].as_f64().expect("arrival_time");
+        assert!(
+            arrival >= start - EARLY_MS / 1e3,
+            "{id}: the mock saw the request {:.3} ms before the client sent it",
+            (start - arrival) * 1e3
+        );
+        let mut compare = |what: &'static str, client: Option<f64>, mock: Option<f64>| {
+            match (client, mock) {
+                (Some(c), Some(m)) => gaps.push(Gap {
+                    what,
+                    id: id.clone(),
+                    ms: (c - m) * 1e3,
+                }),
+                (None, None) => {}
+                // A completed request must see exactly the chunks the mock sent.
+                (c, m) if expected.is_none() => {
+                    panic!("{id}: {what} is {c:?} on the client, {m:?} in the truth")
+                }
+                _ => {}
+            }
+        };
+        // ttft_any: the first chunk with tokens of any kind; ttft: the first with content.
+        compare(
+            "ttft_any",
+            log["first_token_time"].as_f64(),
+            first_chunk(truth, |r, c| r + c > 0),
+        );
+        compare(
+            "ttft",
+            log["first_content_time"].as_f64(),
+            first_chunk(truth, |_, c| c > 0),
+        );
+        // A stalled response ends when the client gives up, and one with garbage when
+        // the client stops at the bad event: the mock sees both only when the client
+        // has gone, after its end.
+        if truth["fault"] != "stall" && truth["fault"] != "garbage" {
+            compare("e2e", log["end_time"].as_f64(), truth["end_time"].as_f64());
+        }
+    }
+    assert!(!gaps.is_empty(), "no instant to compare");
+    let early: Vec<&Gap> = gaps.iter().filter(|g| g.ms < -EARLY_MS).collect();
+    assert!(
+        early.is_empty(),
+        "client instants before the mock sent the event: {early:?}"
+    );
+    // Counted per request: one preemption makes all of a request's instants late.
+    let outliers: Vec<&Gap> = gaps.iter().filter(|g| g.ms > WITHIN_MS).collect();
+    let mut late: Vec<&str> = outliers.iter().map(|g| g.id.as_str()).collect();
+    late.dedup();
+    assert!(
+        late.len() as f64 <= OUTLIER_FRACTION * joined.len() as f64,
+        "{} of {} requests had an instant more than {WITHIN_MS} ms after the mock's: {outliers:?}",
+        late.len(),
+        joined.len()
+    );
+    for what in ["ttft_any", "ttft", "e2e"] {
+        let mut ms: Vec<f64> = gaps
+            .iter()
+            .filter(|g| g.what == what)
+            .map(|g| g.ms)
+            .collect();
+        if ms.is_empty() {
+            continue;
+        }
+        ms.sort_by(f64::total_cmp);
+        let median = ms[ms.len() / 2];
+        assert!(
+            median <= WITHIN_MS,
+            "{what}: the client's instants are a median {median:.3} ms after the mock's: {ms:?}"
+        );
+    }
+    completed
+}
+
+/// Checks a run whose every request must complete: all of them, and the report counts them.
+fn check_all_completed(config: MockConfig, args: &[&str], requests: u64) {
+    let (joined, report) = run_with_truth(config, args);
+    assert_eq!(joined.len() as u64, requests, "one line per request");
+    let completed = check(&joined);
+    assert_eq!(completed as u64, requests, "every request completed");
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, requests);
+    check_aggregates(&joined, b);
+}
+
+/// The report's distributions of TTFT, `ttft_any` and e2e against the same requests'
+/// log lines (which [`check`] held to the truth): count, min, max and mean, within the
+/// histograms' 3 significant digits. Min, max and mean have one definition; a
+/// percentile's rank rounding is the histogram library's, so it is left out here.
+fn check_aggregates(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResult) {
+    let ms = |j: &Joined, from: &str, to: &str| {
+        Some((j.log[to].as_f64()? - j.log[from].as_f64()?) * 1e3)
+    };
+    for (metric, to) in [
+        ("ttft", "first_content_time"),
+        ("ttft_any", "first_token_time"),
+        ("request_latency", "end_time"),
+    ] {
+        let values: Vec<f64> = joined
+            .iter()
+            .filter_map(|j| ms(j, "start_time", to))
+            .collect();
+        let d = &b.metrics[metric].successful;
+        assert_eq!(d.count, values.len() as u64, "{metric}: count");
+        let close = |report: f64, log: f64| (report - log).abs() <= log * 2e-3 + 2e-3;
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(0.0, f64::max);
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        assert!(close(d.min, min), "{metric}: min {} against {min}", d.min);
+        assert!(close(d.max, max), "{metric}: max {} against {max}", d.max);
+        assert!(
+            close(d.mean, mean),
+            "{metric}: mean {} against {mean}",
+            d.mean
+        );
+    }
+}
+
+#[test]
+fn chat_streamed_one_token_per_chunk_matches_the_truth() {
+    check_all_completed(
+        MockConfig {
+            tokens_per_chunk: 1,
+            ..Default::default()
+        },
+        &[
+            "--max-requests",
+            "15",
+            "--data",
+            "prompt_tokens=30,output_tokens=6",
+        ],
+        15,
+    );
+}
+
+#[test]
+fn chat_streamed_three_tokens_per_chunk_matches_the_truth() {
+    check_all_completed(
+        MockConfig {
+            tokens_per_chunk: 3,
+            ..Default::default()
+        },
+        &[
+            "--max-requests",
+            "15",
+            "--data",
+            "prompt_tokens=30,output_tokens=10",
+        ],
+        15,
+    );
+}
+
+#[test]
+fn chat_not_streamed_matches_the_truth() {
+    check_all_completed(
+        MockConfig::default(),
+        &[
+            "--max-requests",
+            "15",
+            "--stream",
+            "false",
+            "--data",
+            "prompt_tokens=30,output_tokens=6",
+        ],
+        15,
+    );
+}
+
+#[test]
+fn reasoning_ttft_and_ttft_any_match_the_truth() {
+    // Reasoning first: ttft_any is the first reasoning chunk, ttft the first answer chunk.
+    let (joined, _) = run_with_truth(
+        MockConfig {
+            tokens_per_chunk: 2,
+            reasoning_tokens: 4,
+            ..Default::default()
+        },
+        &[
+            "--max-requests",
+            "15",
+            "--data",
+            "prompt_tokens=30,output_tokens=5",
+        ],
+    );
+    assert_eq!(check(&joined), 15);
+    for Joined { log, truth } in &joined {
+        assert_eq!(truth["reasoning_tokens"], 4, "{truth}");
+        assert!(
+            log["first_token_time"].as_f64() < log["first_content_time"].as_f64(),
+            "reasoning comes first: {log}"
+        );
+    }
+}
+
+#[test]
+fn completions_streamed_match_the_truth() {
+    check_all_completed(
+        MockConfig {
+            tokens_per_chunk: 2,
+            ..Default::default()
+        },
+        &[
+            "--request-format",
+            "completions",
+            "--max-requests",
+            "15",
+            "--data",
+            "prompt_tokens=30,output_tokens=7",
+        ],
+        15,
+    );
+}
+
+#[test]
+fn overlapping_requests_match_the_truth() {
+    // Four streams at once: chunks of different requests interleave on the client.
+    check_all_completed(
+        MockConfig {
+            tokens_per_chunk: 2,
+            ..Default::default()
+        },
+        &[
+            "--profile",
+            "concurrent",
+            "--rate",
+            "4",
+            "--max-requests",
+            "24",
+            "--data",
+            "prompt_tokens=30,output_tokens=6",
+        ],
+        24,
+    );
+}
+
+#[test]
+fn http2_requests_carry_their_ids_and_match_the_truth() {
+    // The reqwest transport: the id header goes through the same per-request headers.
+    check_all_completed(
+        MockConfig::default(),
+        &[
+            "--http2",
+            "--max-requests",
+            "12",
+            "--data",
+            "prompt_tokens=30,output_tokens=5",
+        ],
+        12,
+    );
+}
+
+#[test]
+fn injected_faults_are_the_errors_the_client_reports() {
+    // Errors (500 and 429) and cut streams, drawn per request from the mock's seed.
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            error_rate: 0.25,
+            drop_rate: 0.2,
+            ..Default::default()
+        },
+        &[
+            "--max-requests",
+            "30",
+            "--data",
+            "prompt_tokens=30,output_tokens=6",
+        ],
+    );
+    let completed = check(&joined);
+    let faults: Vec<&str> = joined
+        .iter()
+        .filter_map(|j| j.truth["fault"].as_str())
+        .collect();
+    assert!(
+        faults.iter().any(|f| f.starts_with("error_")) && faults.contains(&"drop"),
+        "the seed gave both kinds of fault: {faults:?}"
+    );
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, completed as u64);
+    assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
+}
+
+#[test]
+fn without_the_request_id_header_no_id_is_sent_or_logged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let truth = dir.path().join("truth.jsonl");
+    let server = truth_mock(&truth, MockConfig::default());
+    let finished = run(&[
+        "--target",
+        &server.base_url(),
+        "--request-id-header",
+        "false",
+        "--max-requests",
+        "3",
+        "--request-log",
+        "requests.jsonl",
+        "--outputs",
+        "json",
+        "--data",
+        "prompt_tokens=10,output_tokens=3",
+    ]);
+    server.stop();
+    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    let truth = crate::support::recorded(&truth);
+    assert_eq!(truth.len(), 3);
+    assert!(truth.iter().all(|t| t["request_id"].is_null()), "{truth:?}");
+    let log = crate::support::recorded(&finished.dir.path().join("requests.jsonl"));
+    assert!(log.iter().all(|l| l.get("request_id").is_none()), "{log:?}");
+}
+
+#[test]
+fn constant_rate_requests_sent_by_the_pacer_match_the_truth() {
+    // A rate profile: the pacer thread writes most requests itself on idle connections,
+    // the request id included in the head it writes.
+    check_all_completed(
+        MockConfig {
+            tokens_per_chunk: 2,
+            ..Default::default()
+        },
+        &[
+            "--profile",
+            "constant",
+            "--rate",
+            "20",
+            "--max-requests",
+            "20",
+            "--data",
+            "prompt_tokens=30,output_tokens=5",
+        ],
+        20,
+    );
+}
+
+#[test]
+fn poisson_requests_match_the_truth() {
+    check_all_completed(
+        MockConfig::default(),
+        &[
+            "--profile",
+            "poisson",
+            "--rate",
+            "20",
+            "--max-requests",
+            "20",
+            "--data",
+            "prompt_tokens=30,output_tokens=4",
+        ],
+        20,
+    );
+}
+
+#[test]
+fn responses_with_reasoning_match_the_truth() {
+    // Typed events; 3 tokens a chunk over 2 reasoning and 7 answer tokens: chunks of 2,
+    // then 3, 3, 1.
+    let (joined, _) = run_with_truth(
+        MockConfig {
+            tokens_per_chunk: 3,
+            reasoning_tokens: 2,
+            ..Default::default()
+        },
+        &[
+            "--request-format",
+            "responses",
+            "--max-requests",
+            "12",
+            "--data",
+            "prompt_tokens=30,output_tokens=9",
+        ],
+    );
+    assert_eq!(check(&joined), 12);
+}
+
+#[test]
+fn anthropic_messages_with_reasoning_match_the_truth() {
+    let (joined, _) = run_with_truth(
+        MockConfig {
+            tokens_per_chunk: 2,
+            reasoning_tokens: 3,
+            ..Default::default()
+        },
+        &[
+            "--request-format",
+            "anthropic",
+            "--max-requests",
+            "12",
+            "--data",
+            "prompt_tokens=30,output_tokens=8",
+        ],
+    );
+    assert_eq!(check(&joined), 12);
+}
+
+#[test]
+fn anthropic_not_streamed_matches_the_truth() {
+    check_all_completed(
+        MockConfig::default(),
+        &[
+            "--request-format",
+            "anthropic",
+            "--stream",
+            "false",
+            "--max-requests",
+            "12",
+            "--data",
+            "prompt_tokens=30,output_tokens=5",
+        ],
+        12,
+    );
+}
+
+#[test]
+fn garbage_closes_and_stalls_are_the_errors_the_client_reports() {
+    // A stall holds the response until the client's idle timeout gives up on it.
+    let (joined, _) = run_with_truth(
+        MockConfig {
+            garbage_rate: 0.2,
+            close_rate: 0.2,
+            stall_rate: 0.15,
+            ..Default::default()
+        },
+        &[
+            "--idle-timeout",
+            "300ms",
+            "--max-requests",
+            "30",
+            "--data",
+            "prompt_tokens=30,output_tokens=6",
+        ],
+    );
+    check(&joined);
+    let faults: Vec<&str> = joined
+        .iter()
+        .filter_map(|j| j.truth["fault"].as_str())
+        .collect();
+    for fault in ["garbage", "close", "stall"] {
+        assert!(
+            faults.contains(&fault),
+            "the seed gave a {fault}: {faults:?}"
+        );
+    }
+}
