@@ -401,6 +401,11 @@ impl Http1 {
                         Ok(()) = conn.stream.readable() => match conn.stream.try_read_buf(&mut buf) {
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                             Ok(n) if n > 0 => {
+                                // A 100 Continue (sent unasked by some servers) is no
+                                // answer: the body goes on.
+                                if skip_informational(&mut buf).map_err(Fault::Failed)? {
+                                    continue;
+                                }
                                 early = true;
                                 break;
                             }
@@ -470,6 +475,18 @@ impl Http1 {
             }
         }
     }
+}
+
+/// Drops the whole informational heads (1xx but 101) at the start of `buf`; `true`
+/// when nothing else is in it.
+fn skip_informational(buf: &mut BytesMut) -> Result<bool, RequestError> {
+    while let Some(head) = parse_head(buf)? {
+        if !(100..200).contains(&head.status) || head.status == 101 {
+            return Ok(false);
+        }
+        buf.advance(head.len);
+    }
+    Ok(buf.is_empty())
 }
 
 fn head_too_large() -> RequestError {
