@@ -428,7 +428,9 @@ impl Http1 {
         }
         loop {
             // Informational heads (100 Continue, 103 Early Hints) precede the real one.
-            while let Some(head) = parse_head(&buf).map_err(Fault::Failed)? {
+            while !buf.is_empty()
+                && let Some(head) = parse_head(&buf).map_err(Fault::Failed)?
+            {
                 buf.advance(head.len);
                 if (100..200).contains(&head.status) && head.status != 101 {
                     continue;
@@ -677,7 +679,6 @@ fn malformed_head(e: httparse::Error) -> RequestError {
 
 /// [`parse_head`] with room for `headers.len()` headers: the parser's own error apart,
 /// so that too many headers can be parsed again with more room.
-#[allow(clippy::type_complexity)]
 fn parse_head_with<'a>(
     buf: &'a [u8],
     headers: &mut [httparse::Header<'a>],
