@@ -148,8 +148,16 @@ fn a_server_that_closes_before_headers_is_a_closed_connection() {
         close_rate: 0.3,
         ..MockConfig::instant()
     });
-    let (run, b, s) = fault_run(&server, "60", &[]);
-    assert_only(&run, &b, &[("connection_closed", s.faults.close)]);
+    let (run, b, s) = fault_run(&server, "60", &["--request-log", "requests.jsonl"]);
+    // A request closed on a reused connection is sent once more on a fresh one (the
+    // close may be a keep-alive timeout): each close is an errored request or a resend.
+    let log = read_log(&run.dir.path().join("requests.jsonl"));
+    let resent = log.iter().filter(|e| e.retried).count() as u64;
+    let closed = error_count(&b, "connection_closed");
+    assert!(closed > 0, "{:?}", b.errors);
+    assert_eq!(closed + resent, s.faults.close, "{:?}", b.errors);
+    assert_eq!(b.requests.errored, closed, "{:?}", b.errors);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
 }
 
 /// Every error the mock injected is in the books: as an HTTP error, or among the

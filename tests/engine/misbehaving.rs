@@ -59,6 +59,8 @@ enum Act {
     EarlyThenClose(Vec<u8>),
     /// Writes the bytes before reading any of the body, then reads nothing more.
     EarlyThenWait(Vec<u8>),
+    /// Writes `100 Continue` before reading any of the body, then reads it and answers.
+    ContinueThenAnswer,
     /// Reads the body and closes without a byte of response.
     Drop,
     /// Reads the body and writes nothing until the client goes (or [`HOLD`] passed).
@@ -161,6 +163,14 @@ fn serve(mut stream: TcpStream, connection: usize, act: &Acts, log: &Mutex<Vec<P
                 let _ = stream.write_all(&bytes);
                 std::thread::sleep(HOLD);
                 return;
+            }
+            Act::ContinueThenAnswer => {
+                let ok = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").is_ok()
+                    && read_body(&mut stream)
+                    && stream.write_all(&ok()).is_ok();
+                if !ok {
+                    return;
+                }
             }
             Act::Drop => {
                 read_body(&mut stream);
@@ -373,6 +383,32 @@ fn a_413_answered_before_the_body_was_read_is_reported_with_its_message() {
             "close={close}: {posts:?}"
         );
     }
+}
+
+#[test]
+fn a_100_continue_during_a_large_upload_is_no_answer() {
+    let data_dir = tempfile::tempdir().expect("tempdir");
+    let data = large_upload(data_dir.path());
+    let server = Server::start(|_, _| Act::ContinueThenAnswer);
+    let (run, b, _) = run_against(
+        &server.url,
+        &[
+            "--profile",
+            "synchronous",
+            "--max-requests",
+            "2",
+            "--data",
+            &data,
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert_eq!(
+        (b.requests.completed, b.requests.errored),
+        (2, 0),
+        "{:?}",
+        b.errors
+    );
+    assert_eq!(server.posts().len(), 2);
 }
 
 #[test]

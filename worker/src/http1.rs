@@ -422,6 +422,11 @@ impl Http1 {
                         Ok(()) = conn.stream.readable() => match conn.stream.try_read_buf(&mut buf) {
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                             Ok(n) if n > 0 => {
+                                // A 100 Continue (sent unasked by some servers) is no
+                                // answer: the body goes on.
+                                if skip_informational(&mut buf).map_err(Fault::Failed)? {
+                                    continue;
+                                }
                                 early = true;
                                 break;
                             }
@@ -444,7 +449,9 @@ impl Http1 {
         }
         loop {
             // Informational heads (100 Continue, 103 Early Hints) precede the real one.
-            while let Some(head) = parse_head(&buf).map_err(Fault::Failed)? {
+            while !buf.is_empty()
+                && let Some(head) = parse_head(&buf).map_err(Fault::Failed)?
+            {
                 buf.advance(head.len);
                 if (100..200).contains(&head.status) && head.status != 101 {
                     continue;
@@ -491,6 +498,18 @@ impl Http1 {
             }
         }
     }
+}
+
+/// Drops the whole informational heads (1xx but 101) at the start of `buf`; `true`
+/// when nothing else is in it.
+fn skip_informational(buf: &mut BytesMut) -> Result<bool, RequestError> {
+    while let Some(head) = parse_head(buf)? {
+        if !(100..200).contains(&head.status) || head.status == 101 {
+            return Ok(false);
+        }
+        buf.advance(head.len);
+    }
+    Ok(buf.is_empty())
 }
 
 fn head_too_large() -> RequestError {
@@ -681,7 +700,6 @@ fn malformed_head(e: httparse::Error) -> RequestError {
 
 /// [`parse_head`] with room for `headers.len()` headers: the parser's own error apart,
 /// so that too many headers can be parsed again with more room.
-#[allow(clippy::type_complexity)]
 fn parse_head_with<'a>(
     buf: &'a [u8],
     headers: &mut [httparse::Header<'a>],
