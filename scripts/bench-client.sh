@@ -184,8 +184,9 @@ realtime_ab() {
     off=$(report rt-off '.metrics.ttft.successful.mean')
     on_n=$(report rt-on .requests.completed)
     off_n=$(report rt-off .requests.completed)
-    on_rt=$(jq -r '.metadata.host.realtime_pacer // "unknown"' "$WORK/rt-on/benchmarks.json")
-    off_rt=$(jq -r '.metadata.host.realtime_pacer // "unknown"' "$WORK/rt-off/benchmarks.json")
+    # (jq's // would turn false into the fallback too)
+    on_rt=$(jq -r '.metadata.host.realtime_pacer | if . == null then "unknown" else tostring end' "$WORK/rt-on/benchmarks.json")
+    off_rt=$(jq -r '.metadata.host.realtime_pacer | if . == null then "unknown" else tostring end' "$WORK/rt-off/benchmarks.json")
     v=$(verdict "$on <= $off * $TARGET_RT_TTFT_RATIO")
     line=$(printf 'real-time pacer on a shared core (mock and client on core %s, 8 images of 1024² per request, 20 req/s, %s s each): TTFT mean %.2f ms with real time (real-time pacer: %s, %d completed), %.2f ms without (real-time pacer: %s, %d completed) target with <= %sx without: %s' \
         "$CLIENT_CORE" "$RT_DURATION" "$on" "$on_rt" "$on_n" "$off" "$off_rt" "$off_n" "$TARGET_RT_TTFT_RATIO" "$v")
