@@ -29,19 +29,19 @@ pub struct Joined {
 }
 
 /// Joins a run's request log with a mock's `--truth` file (read after the mock stopped)
-/// on `request_id`: every logged request must have exactly one truth line and every
-/// truth line one logged request, or the join says which is missing.
+/// on `request_id`: every logged request must have exactly one truth line (two when the
+/// log says it was resent after a reused connection lost it unanswered: the lost attempt
+/// did not complete, and the resend is the one joined) and every truth line one logged
+/// request, or the join says which is missing.
 pub fn join_truth(log: &std::path::Path, truth: &std::path::Path) -> Vec<Joined> {
-    let mut by_id = std::collections::HashMap::new();
+    let mut by_id: std::collections::HashMap<String, Vec<serde_json::Value>> =
+        std::collections::HashMap::new();
     for line in recorded(truth) {
         let id = line["request_id"]
             .as_str()
             .unwrap_or_else(|| panic!("a truth line without a request id: {line}"))
             .to_string();
-        assert!(
-            by_id.insert(id.clone(), line).is_none(),
-            "request id {id} reached the mock twice"
-        );
+        by_id.entry(id).or_default().push(line);
     }
     let logged = recorded(log);
     let joined: Vec<Joined> = logged
@@ -52,9 +52,23 @@ pub fn join_truth(log: &std::path::Path, truth: &std::path::Path) -> Vec<Joined>
             let id = log["request_id"]
                 .as_str()
                 .unwrap_or_else(|| panic!("a logged request without request_id: {log}"));
-            let truth = by_id
+            let mut attempts = by_id
                 .remove(id)
                 .unwrap_or_else(|| panic!("request {id} is logged but the mock never saw it"));
+            let retried = log["retried"].as_bool().unwrap_or(false);
+            assert_eq!(
+                attempts.len(),
+                if retried { 2 } else { 1 },
+                "request {id} (retried: {retried}) reached the mock {} times",
+                attempts.len()
+            );
+            let truth = attempts.pop().expect("one attempt at least");
+            if let Some(lost) = attempts.first() {
+                assert_ne!(
+                    lost["outcome"], "completed",
+                    "request {id} was resent although its first attempt completed"
+                );
+            }
             Joined { log, truth }
         })
         .collect();
