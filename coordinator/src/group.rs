@@ -578,6 +578,7 @@ pub async fn run_benchmark(
             output_tokens: m.received_output_tokens,
             prompt_tokens: m.answered_prompt_tokens,
             prompt_tokens_sent: m.sent_prompt_tokens,
+            prompts_unknown: m.sent_prompts_unknown,
             unfinished: m.errored + m.cancelled,
             shard: plan
                 .shard

@@ -68,7 +68,7 @@ pub struct SummaryWindow {
 }
 
 /// The client's counts of the window, for the cross-checks.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ClientCounts {
     /// Requests that completed.
     pub completed: u64,
@@ -81,11 +81,18 @@ pub struct ClientCounts {
     /// Prompt tokens of every request sent: a request cut before its first token may
     /// or may not have been read by the server.
     pub prompt_tokens_sent: u64,
+    /// Requests sent whose prompt length the client does not know (see
+    /// `MeasuredTotals::sent_prompts_unknown`): with any, the server may count more
+    /// prompt tokens than `prompt_tokens_sent`, and no count above the client's is a
+    /// disagreement.
+    #[serde(default)]
+    pub prompts_unknown: u64,
     /// Requests that errored or were cancelled (the server may count tokens of theirs
     /// the client never saw).
     pub unfinished: u64,
     /// `--shard K/N` with N > 1: this host sent only its part of the load, so the
     /// server's counts (every shard's) are not comparable with its own.
+    #[serde(skip)]
     pub shard: Option<(u32, u32)>,
 }
 
@@ -105,6 +112,76 @@ pub fn counter_delta(points: &[(f64, f64)]) -> (f64, Vec<f64>) {
         }
     }
     (delta, resets)
+}
+
+/// The counters the client can check the server's against.
+pub const CROSS_CHECKED: [&str; 3] = ["generation_tokens", "prompt_tokens", "request_success"];
+
+/// The server's counts (`delta` of a counter over the window) beside the client's, one
+/// check each; a warning for each that disagrees.
+pub fn cross_check_counts(
+    delta: &dyn Fn(&str) -> Option<f64>,
+    client: &ClientCounts,
+    warnings: &mut Vec<String>,
+) -> Vec<CrossCheck> {
+    let mut cross_checks = Vec::new();
+    let checks = [
+        (
+            "generation_tokens",
+            client.output_tokens,
+            None,
+            "output tokens received",
+        ),
+        (
+            "prompt_tokens",
+            client.prompt_tokens,
+            Some(client.prompt_tokens_sent),
+            "prompt tokens of the requests it answered",
+        ),
+        (
+            "request_success",
+            client.completed,
+            None,
+            "completed requests",
+        ),
+    ];
+    for (name, client_count, upper, what) in checks {
+        let Some(server_count) = delta(name) else {
+            continue;
+        };
+        let mut check = CrossCheck::new(
+            name,
+            server_count,
+            client_count as f64,
+            upper.map(|u| u as f64),
+        );
+        if name == "prompt_tokens" && client.prompts_unknown > 0 {
+            check = check.open_above(client.prompts_unknown);
+        }
+        if !check.agrees {
+            let range = match check.client_upper {
+                Some(u) => {
+                    format!(" (up to {u:.0} with the prompts of requests sent but never answered)")
+                }
+                None => String::new(),
+            };
+            let unfinished = if client.unfinished > 0 && name == "generation_tokens" {
+                format!(
+                    "; {} requests did not complete, and the server may count tokens of theirs the client never saw (generated after a cancel)",
+                    client.unfinished
+                )
+            } else {
+                String::new()
+            };
+            warnings.push(format!(
+                "the server counted {server_count:.0} {name} over the benchmark, the client {client_count:.0} {what}{range} ({:+.1}%, beyond {:.0}%){unfinished}",
+                check.difference * 100.0,
+                CROSS_CHECK_TOLERANCE * 100.0
+            ));
+        }
+        cross_checks.push(check);
+    }
+    cross_checks
 }
 
 /// The report's server metrics of one benchmark.
@@ -245,65 +322,13 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
     };
 
     let mut cross_checks = Vec::new();
-    let checks = [
-        (
-            "generation_tokens",
-            client.output_tokens,
-            None,
-            "output tokens received",
-        ),
-        (
-            "prompt_tokens",
-            client.prompt_tokens,
-            Some(client.prompt_tokens_sent),
-            "prompt tokens of the requests it answered",
-        ),
-        (
-            "request_success",
-            client.completed,
-            None,
-            "completed requests",
-        ),
-    ];
-    let comparable = checks.iter().any(|(n, ..)| delta(n).is_some());
+    let comparable = CROSS_CHECKED.iter().any(|n| delta(n).is_some());
     if let Some((k, n)) = client.shard.filter(|_| comparable) {
         warnings.push(format!(
             "no cross-check of the server's counts with the client's: this host ran shard {k}/{n}, and the server counts every shard's requests"
         ));
     } else if exact {
-        for (name, client_count, upper, what) in checks {
-            let Some(server_count) = delta(name) else {
-                continue;
-            };
-            let check = CrossCheck::new(
-                name,
-                server_count,
-                client_count as f64,
-                upper.map(|u| u as f64),
-            );
-            if !check.agrees {
-                let range = match check.client_upper {
-                    Some(u) => format!(
-                        " (up to {u:.0} with the prompts of requests sent but never answered)"
-                    ),
-                    None => String::new(),
-                };
-                let unfinished = if client.unfinished > 0 && name == "generation_tokens" {
-                    format!(
-                        "; {} requests did not complete, and the server may count tokens of theirs the client never saw (generated after a cancel)",
-                        client.unfinished
-                    )
-                } else {
-                    String::new()
-                };
-                warnings.push(format!(
-                    "the server counted {server_count:.0} {name} over the benchmark, the client {client_count:.0} {what}{range} ({:+.1}%, beyond {:.0}%){unfinished}",
-                    check.difference * 100.0,
-                    CROSS_CHECK_TOLERANCE * 100.0
-                ));
-            }
-            cross_checks.push(check);
-        }
+        cross_checks = cross_check_counts(&delta, &client, &mut warnings);
     } else if comparable {
         warnings.push(if window.whole_benchmark {
             "no cross-check of the server's counts with the client's: the scrapes just before t0 and just after the end are missing, so the deltas do not cover the benchmark exactly".into()
@@ -329,6 +354,11 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
         derived,
         cross_checks,
         warnings,
+        // Kept so `benchmark merge` can check the server against every shard's client.
+        client_counts: exact.then_some(ClientCounts {
+            shard: None,
+            ..client
+        }),
     }
 }
 
