@@ -689,6 +689,7 @@ fn merge_server_metrics(
             sum.prompt_tokens += c.prompt_tokens;
             sum.prompt_tokens_sent += c.prompt_tokens_sent;
             sum.prompts_unknown += c.prompts_unknown;
+            sum.prompts_unknown_bound += c.prompts_unknown_bound;
             sum.unfinished += c.unfinished;
         }
         let delta = |name: &str| kept.summary.get(name).and_then(|s| s.delta);

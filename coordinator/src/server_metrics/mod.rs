@@ -289,8 +289,8 @@ pub struct CrossCheck {
     /// Within the tolerance (2%).
     pub agrees: bool,
     /// Requests sent whose count the client does not know (a later session turn cut
-    /// off before the server's usage said its prompt length): the client's range has no
-    /// upper end, so a server count above `client` agrees. Absent when 0.
+    /// off before the server's usage said its prompt length): `client_upper` includes a
+    /// bound of theirs (each at most twice the longest known prompt). Absent when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unknown_requests: u64,
 }
@@ -324,16 +324,5 @@ impl CrossCheck {
             agrees: difference.abs() <= summary::CROSS_CHECK_TOLERANCE,
             unknown_requests: 0,
         }
-    }
-
-    /// The client's range has no upper end: `unknown` requests it sent have counts it
-    /// does not know. A server count above the client's lower end agrees.
-    pub fn open_above(mut self, unknown: u64) -> Self {
-        self.unknown_requests = unknown;
-        if self.server >= self.client {
-            self.difference = 0.0;
-            self.agrees = true;
-        }
-        self
     }
 }

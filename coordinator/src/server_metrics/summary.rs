@@ -82,11 +82,15 @@ pub struct ClientCounts {
     /// or may not have been read by the server.
     pub prompt_tokens_sent: u64,
     /// Requests sent whose prompt length the client does not know (see
-    /// `MeasuredTotals::sent_prompts_unknown`): with any, the server may count more
-    /// prompt tokens than `prompt_tokens_sent`, and no count above the client's is a
-    /// disagreement.
+    /// `MeasuredTotals::sent_prompts_unknown`: a later session turn cut off before the
+    /// server's usage said): the server read prompt tokens of theirs the client did not
+    /// count.
     #[serde(default)]
     pub prompts_unknown: u64,
+    /// The most prompt tokens those can have had: each at most twice the longest known
+    /// prompt. Added to the upper end of the client's range.
+    #[serde(default)]
+    pub prompts_unknown_bound: u64,
     /// Requests that errored or were cancelled (the server may count tokens of theirs
     /// the client never saw).
     pub unfinished: u64,
@@ -135,7 +139,7 @@ pub fn cross_check_counts(
         (
             "prompt_tokens",
             client.prompt_tokens,
-            Some(client.prompt_tokens_sent),
+            Some(client.prompt_tokens_sent + client.prompts_unknown_bound),
             "prompt tokens of the requests it answered",
         ),
         (
@@ -155,14 +159,19 @@ pub fn cross_check_counts(
             client_count as f64,
             upper.map(|u| u as f64),
         );
-        if name == "prompt_tokens" && client.prompts_unknown > 0 {
-            check = check.open_above(client.prompts_unknown);
+        if name == "prompt_tokens" {
+            check.unknown_requests = client.prompts_unknown;
         }
         if !check.agrees {
             let range = match check.client_upper {
-                Some(u) => {
-                    format!(" (up to {u:.0} with the prompts of requests sent but never answered)")
-                }
+                Some(u) => format!(
+                    " (up to {u:.0} with the prompts of requests sent but never answered{})",
+                    if client.prompts_unknown > 0 {
+                        format!(", {} of unknown length", client.prompts_unknown)
+                    } else {
+                        String::new()
+                    }
+                ),
                 None => String::new(),
             };
             let unfinished = if client.unfinished > 0 && name == "generation_tokens" {
@@ -483,6 +492,43 @@ mod tests {
             m.warnings
                 .iter()
                 .any(|w| w.contains("request_success") && w.contains("-17.4%")),
+            "{:?}",
+            m.warnings
+        );
+    }
+
+    #[test]
+    fn prompts_of_unknown_length_widen_the_range_by_a_bound_only() {
+        let log = |server: f64| ScrapeLog {
+            snapshots: vec![
+                snap(-0.1, &[("prompt_tokens", C, 0.0)]),
+                snap(2.1, &[("prompt_tokens", C, server)]),
+            ],
+            ..ScrapeLog::default()
+        };
+        // 1,000 tokens answered; 2 turns cut off with prompts the client did not count,
+        // the longest known prompt 150 tokens: up to 1,000 + 2 × 2 × 150 = 1,600.
+        let client = ClientCounts {
+            prompt_tokens: 1_000,
+            prompt_tokens_sent: 1_000,
+            prompts_unknown: 2,
+            prompts_unknown_bound: 600,
+            ..ClientCounts::default()
+        };
+        let m = summarise(log(1_340.0), whole(2.0), client);
+        let check = &m.cross_checks[0];
+        assert!(check.agrees, "{check:?}");
+        assert_eq!(
+            (check.client_upper, check.unknown_requests),
+            (Some(1_600.0), 2)
+        );
+        assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+        // A server that counts twice what the client sent is still a disagreement.
+        let m = summarise(log(2_000.0), whole(2.0), client);
+        let check = &m.cross_checks[0];
+        assert!(!check.agrees, "{check:?}");
+        assert!(
+            m.warnings[0].contains("2 of unknown length"),
             "{:?}",
             m.warnings
         );
