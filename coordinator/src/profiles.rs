@@ -620,6 +620,18 @@ impl Profile for CapacityProfile {
         let Some(probe) = self.probes.last().cloned() else {
             return Ok(None);
         };
+        // A constant rate whose SLO could not decide is neither a pass nor a failure to
+        // bisect on: at this duration the search cannot judge rates that low.
+        if probe.inconclusive {
+            return self.finish(
+                (self.lo > 0.0).then_some(self.lo),
+                format!(
+                    "inconclusive at {:.3} req/s: too few requests completed to judge the SLO ({}); raise --max-seconds",
+                    probe.rate,
+                    probe.reason.as_deref().unwrap_or_default()
+                ),
+            );
+        }
         self.learn(probe.rate, probe.passed, probe.retest);
         if i >= CAPACITY_MAX_BENCHMARKS {
             return self.finish(

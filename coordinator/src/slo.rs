@@ -163,8 +163,8 @@ impl SloVerdict {
 }
 
 /// Fewest completed requests any latency check decides on: a mean, a minimum or a
-/// median of a handful of requests says nothing of a server.
-pub const MIN_SAMPLES: u64 = 10;
+/// median of one or two requests says nothing of a server.
+pub const MIN_SAMPLES: u64 = 5;
 
 /// Completed requests a latency statistic needs to decide: for a percentile `q`,
 /// ⌈1 / (1 − q)⌉ (so that at least one request lies at or beyond it: 100 for a p99,
@@ -1019,7 +1019,7 @@ mod tests {
             .iter()
             .map(|s| needed_samples(s))
             .collect();
-        assert_eq!(needed, [10, 10, 20, 100, 1000, 10, 10]);
+        assert_eq!(needed, [5, 10, 20, 100, 1000, 5, 5]);
         // One survivor of a drowned probe (the capacity search's 1 of 1,276) passes
         // nothing: its ITL has 15 gaps, but they are one request's.
         let mut r = result(None);
@@ -1033,7 +1033,7 @@ mod tests {
         let line = v.checks[0].to_string();
         assert!(line.starts_with("INCONCLUSIVE ttft_p50<=10s"), "{line}");
         assert!(
-            line.ends_with("1 completed requests, 10 needed for ttft p50"),
+            line.ends_with("1 completed requests, 5 needed for ttft p50"),
             "{line}"
         );
     }
