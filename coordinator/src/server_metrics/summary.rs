@@ -73,7 +73,9 @@ pub struct ClientCounts {
     /// Requests that completed.
     pub completed: u64,
     /// Output tokens received, of every request (a request cancelled mid-stream
-    /// included: the server counted what it generated for it).
+    /// included: the server counted what it generated for it). Named apart in a report,
+    /// where `output_tokens` is the generation metric a pooling format leaves out.
+    #[serde(rename = "output_tokens_received")]
     pub output_tokens: u64,
     /// Prompt tokens of the requests the server began to answer (completed, or a token
     /// came back).
