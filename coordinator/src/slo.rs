@@ -152,12 +152,13 @@ impl SloVerdict {
     /// `PASS`, `FAIL` (a check failed) or `INCONCLUSIVE` (none failed, but some could
     /// not decide).
     pub fn label(&self) -> &'static str {
+        let failed = self.checks.iter().any(|c| !c.passed && !c.inconclusive);
         if self.passed {
             "PASS"
-        } else if self.checks.iter().any(|c| !c.passed && !c.inconclusive) {
-            "FAIL"
-        } else {
+        } else if !failed && self.checks.iter().any(|c| c.inconclusive) {
             "INCONCLUSIVE"
+        } else {
+            "FAIL"
         }
     }
 }
