@@ -118,6 +118,8 @@ fn the_csv_reads_back_as_one_typed_row_per_benchmark() {
             "errors.kinds",
             "client.warnings",
             "slo.failed_checks",
+            "slo.verdict",
+            "slo.reasons",
             "extras.gpu",
         ];
         for (name, cell) in header.iter().zip(row.iter()) {

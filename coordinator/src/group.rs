@@ -582,6 +582,10 @@ pub async fn run_benchmark(
             output_tokens: m.received_output_tokens,
             prompt_tokens: m.answered_prompt_tokens,
             prompt_tokens_sent: m.sent_prompt_tokens,
+            prompts_unknown: m.sent_prompts_unknown,
+            prompts_unknown_bound: m
+                .sent_prompts_unknown
+                .saturating_mul(m.max_prompt_tokens.saturating_mul(2)),
             unfinished: m.errored + m.cancelled,
             shard: plan
                 .shard

@@ -309,7 +309,14 @@ pub struct Probe {
     /// The server's queue and KV-cache use during it, when its metrics were scraped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerLoad>,
+    /// Its SLO could not decide (too few requests completed for a percentile it
+    /// checks): not a pass. Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inconclusive: bool,
 }
+
+/// How the reason of a probe whose SLO could not decide begins.
+const INCONCLUSIVE_REASON: &str = "SLO inconclusive";
 
 /// The server's own view of a load (`--server-metrics`): its waiting requests and its
 /// KV-cache use over the measured window, each present when the server publishes it.
@@ -469,6 +476,10 @@ impl CapacityProfile {
     /// limit, it would have missed the SLO had it run longer.
     fn verdict(&self, r: &BenchmarkResult) -> (bool, Option<String>) {
         let slo = r.slo.clone().unwrap_or_else(|| self.slo.judge(r));
+        // A queue that grew fails the probe whatever else its SLO says.
+        if let Some(why) = &slo.not_kept_up {
+            return (false, Some(format!("the queue was growing: {why}")));
+        }
         if !slo.passed {
             let failed: Vec<String> = slo
                 .checks
@@ -480,23 +491,17 @@ impl CapacityProfile {
                         None => format!("{} (nothing measured)", c.name),
                     };
                     match &c.reason {
-                        Some(r) if slo.not_kept_up.as_ref() != Some(r) => {
-                            format!("{measured}: {r}")
-                        }
-                        _ => measured,
+                        Some(r) => format!("{measured}: {r}"),
+                        None => measured,
                     }
                 })
                 .collect();
             // An inconclusive probe is not a pass: too few requests completed to say.
             let what = match slo.label() {
-                "INCONCLUSIVE" => "SLO inconclusive",
+                "INCONCLUSIVE" => INCONCLUSIVE_REASON,
                 _ => "SLO missed",
             };
-            let mut reason = format!("{what}: {}", failed.join(", "));
-            if let Some(why) = &slo.not_kept_up {
-                reason = format!("{reason}; {why}");
-            }
-            return (false, Some(reason));
+            return (false, Some(format!("{what}: {}", failed.join(", "))));
         }
         if matches!(
             r.strategy,
@@ -565,6 +570,9 @@ impl Profile for CapacityProfile {
         let retest = self.retesting.take();
         if let Some(last) = done.last() {
             let (passed, reason) = self.verdict(last);
+            let inconclusive = reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(INCONCLUSIVE_REASON));
             let rate = match last.strategy {
                 Strategy::Constant { rate } | Strategy::Poisson { rate } => rate,
                 _ => last.throughput.requests_per_s,
@@ -577,12 +585,15 @@ impl Profile for CapacityProfile {
                 reason,
                 retest: retest.is_some(),
                 server: ServerLoad::of(last),
+                inconclusive,
             });
         }
         match i {
             0 => return Ok(Some(self.template.plan(0, Strategy::Synchronous))),
             1 => {
-                if !self.probes[0].passed {
+                // Too few requests at one at a time to judge a percentile is no verdict:
+                // the search goes on, with no passing rate known yet.
+                if !self.probes[0].passed && !self.probes[0].inconclusive {
                     return self.finish(None, "even one request at a time misses the SLO".into());
                 }
                 let strategy = Strategy::Throughput {
@@ -594,7 +605,9 @@ impl Profile for CapacityProfile {
                 // The measured maximum is where the search starts, not a bound: a short
                 // throughput benchmark can understate what the server sustains.
                 let (sync, max) = self.template.endpoint_rates(done)?;
-                self.lo = sync.requests_per_s;
+                if self.probes[0].passed {
+                    self.lo = sync.requests_per_s;
+                }
                 self.probes[0].rate = sync.requests_per_s;
                 self.probes[1].rate = max.requests_per_s;
                 let first = if max.requests_per_s > self.lo {
@@ -610,6 +623,18 @@ impl Profile for CapacityProfile {
         let Some(probe) = self.probes.last().cloned() else {
             return Ok(None);
         };
+        // A constant rate whose SLO could not decide is neither a pass nor a failure to
+        // bisect on: at this duration the search cannot judge rates that low.
+        if probe.inconclusive {
+            return self.finish(
+                (self.lo > 0.0).then_some(self.lo),
+                format!(
+                    "inconclusive at {:.3} req/s: too few requests completed to judge the SLO ({}); raise --max-seconds",
+                    probe.rate,
+                    probe.reason.as_deref().unwrap_or_default()
+                ),
+            );
+        }
         self.learn(probe.rate, probe.passed, probe.retest);
         if i >= CAPACITY_MAX_BENCHMARKS {
             return self.finish(
@@ -1070,6 +1095,7 @@ mod capacity_tests {
                 reason: None,
                 retest: false,
                 server,
+                inconclusive: false,
             });
         }
         profile.lo = 10.0;

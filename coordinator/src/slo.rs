@@ -152,19 +152,20 @@ impl SloVerdict {
     /// `PASS`, `FAIL` (a check failed) or `INCONCLUSIVE` (none failed, but some could
     /// not decide).
     pub fn label(&self) -> &'static str {
+        let failed = self.checks.iter().any(|c| !c.passed && !c.inconclusive);
         if self.passed {
             "PASS"
-        } else if self.checks.iter().any(|c| !c.passed && !c.inconclusive) {
-            "FAIL"
-        } else {
+        } else if !failed && self.checks.iter().any(|c| c.inconclusive) {
             "INCONCLUSIVE"
+        } else {
+            "FAIL"
         }
     }
 }
 
 /// Fewest completed requests any latency check decides on: a mean, a minimum or a
-/// median of a handful of requests says nothing of a server.
-pub const MIN_SAMPLES: u64 = 10;
+/// median of one or two requests says nothing of a server.
+pub const MIN_SAMPLES: u64 = 5;
 
 /// Completed requests a latency statistic needs to decide: for a percentile `q`,
 /// ⌈1 / (1 − q)⌉ (so that at least one request lies at or beyond it: 100 for a p99,
@@ -385,7 +386,8 @@ impl Slo {
 }
 
 /// `Some(why)` when `r` is a rate benchmark whose queue grew: "the server did not keep
-/// up: achieved 7.6 of 20 req/s, requests in flight grew 0 → 45 (…)".
+/// up: achieved 7.6 of 20 req/s (from second 1 to 2 the requests in flight grew from 12.0
+/// to 24.0 and the mean TTFT from …)".
 pub fn not_kept_up(r: &BenchmarkResult) -> Option<String> {
     use crate::strategy::Strategy;
     let rate = match r.strategy {
@@ -393,12 +395,10 @@ pub fn not_kept_up(r: &BenchmarkResult) -> Option<String> {
         _ => return None,
     };
     let why = crate::saturation::growing_queue(r)?;
-    let in_flight = |p: Option<&crate::timeseries::TimePoint>| p.map_or(0.0, |p| p.concurrency);
     Some(format!(
-        "the server did not keep up: achieved {:.1} of {rate} req/s, requests in flight grew {:.0} → {:.0} ({why})",
+        "the server did not keep up: achieved {:.1} of {} req/s ({why})",
         r.throughput.requests_per_s,
-        in_flight(r.timeseries.first()),
-        in_flight(r.timeseries.iter().max_by(|a, b| a.t.total_cmp(&b.t))),
+        (rate * 10.0).round() / 10.0,
     ))
 }
 
@@ -1023,7 +1023,7 @@ mod tests {
             .iter()
             .map(|s| needed_samples(s))
             .collect();
-        assert_eq!(needed, [10, 10, 20, 100, 1000, 10, 10]);
+        assert_eq!(needed, [5, 10, 20, 100, 1000, 5, 5]);
         // One survivor of a drowned probe (the capacity search's 1 of 1,276) passes
         // nothing: its ITL has 15 gaps, but they are one request's.
         let mut r = result(None);
@@ -1037,7 +1037,7 @@ mod tests {
         let line = v.checks[0].to_string();
         assert!(line.starts_with("INCONCLUSIVE ttft_p50<=10s"), "{line}");
         assert!(
-            line.ends_with("1 completed requests, 10 needed for ttft p50"),
+            line.ends_with("1 completed requests, 5 needed for ttft p50"),
             "{line}"
         );
     }

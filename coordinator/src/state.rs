@@ -97,6 +97,17 @@ pub struct MeasuredTotals {
     /// server can have read, for the cross-check.
     #[serde(default)]
     pub sent_prompt_tokens: u64,
+    /// Measured requests written to the socket whose prompt length the client does not
+    /// know (a later turn of a session, its history holding replies the client did not
+    /// tokenize, cut off before the server's usage said): the server read some number of
+    /// prompt tokens of theirs, so the client's count has no upper end.
+    #[serde(default)]
+    pub sent_prompts_unknown: u64,
+    /// The longest prompt of a measured request sent whose length is known: bounds those
+    /// of unknown length (a session turn's prompt is the turn before's, its reply and a
+    /// new message, at most twice the longest before it in practice).
+    #[serde(default)]
+    pub max_prompt_tokens: u64,
     /// Earliest start of a measured request.
     pub first_start: Option<MonoNanos>,
     /// Latest end of a measured request.
@@ -117,6 +128,10 @@ impl MeasuredTotals {
         }
         if r.start.is_some() {
             self.sent_prompt_tokens += prompt;
+            match r.prompt_tokens {
+                Some(n) => self.max_prompt_tokens = self.max_prompt_tokens.max(u64::from(n)),
+                None => self.sent_prompts_unknown += 1,
+            }
         }
         match r.status {
             RequestStatus::Completed => {

@@ -11,6 +11,7 @@ use super::json::{HostInfo, MergeInfo, Metadata, REPORT_SCHEMA_VERSION, Report};
 use super::requests::{RequestEntry, RequestSamples};
 use super::server;
 use llmsurge_coordinator::result::{ErrorEntry, ModelResult, ShardHealth, Window};
+use llmsurge_coordinator::server_metrics::summary::{ClientCounts, cross_check_counts};
 use llmsurge_coordinator::server_metrics::{CrossCheck, ServerMetrics};
 use llmsurge_coordinator::slo::{Goodput, Slo};
 use llmsurge_coordinator::state::SAMPLES_PER_KIND;
@@ -674,6 +675,38 @@ fn merge_server_metrics(
             .filter(|w| !stale.iter().any(|name| w.contains(name)))
             .map(|w| format!("{source}: {w}")),
     );
+    // Every shard kept its client's counts: the server's deltas against their sums. A
+    // shard is never cross-checked alone (the server counts every shard's requests), so
+    // this is where a sharded run gets its cross-checks.
+    let counts: Option<Vec<ClientCounts>> = parts
+        .iter()
+        .map(|b| b.server_metrics.as_ref().and_then(|s| s.client_counts))
+        .collect();
+    if let Some(counts) = counts {
+        let mut sum = ClientCounts::default();
+        for c in &counts {
+            sum.completed += c.completed;
+            sum.output_tokens += c.output_tokens;
+            sum.prompt_tokens += c.prompt_tokens;
+            sum.prompt_tokens_sent += c.prompt_tokens_sent;
+            sum.prompts_unknown += c.prompts_unknown;
+            sum.prompts_unknown_bound += c.prompts_unknown_bound;
+            sum.unfinished += c.unfinished;
+        }
+        let delta = |name: &str| kept.summary.get(name).and_then(|s| s.delta);
+        // The shard's own words on cross-checks are replaced by the recomputed ones.
+        warnings.retain(|w| !w.contains("no cross-check of the server's counts"));
+        if kept.cross_checks.is_empty() {
+            warnings[0] = format!(
+                "{}; cross-checks recomputed against the clients of all merged shards",
+                warnings[0]
+            );
+        }
+        sm.cross_checks = cross_check_counts(&delta, &sum, &mut warnings);
+        sm.client_counts = Some(sum);
+        sm.warnings = warnings;
+        return Some(sm);
+    }
     let mut checks = Vec::new();
     for c in &kept.cross_checks {
         let found: Option<Vec<&CrossCheck>> = parts

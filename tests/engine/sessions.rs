@@ -932,3 +932,47 @@ fn responses_and_anthropic_sessions_carry_the_replies_received_streamed_or_not()
         }
     }
 }
+
+/// A multi-turn run cut by `--max-seconds` leaves later turns in flight: the server read
+/// their prompts (history included), which the client cannot count before the server's
+/// usage says. That is no disagreement: the server's prompt count lies within the
+/// client's range, and no DISAGREES or warning is reported.
+#[test]
+fn a_multi_turn_run_cut_off_agrees_with_the_servers_prompt_count() {
+    let server = mock(MockConfig {
+        ttft_ms: 20.0,
+        itl_ms: 5.0,
+        ..MockConfig::instant()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--max-seconds",
+        "2",
+        "--data",
+        "turns=6,prompt_tokens=50,output_tokens=10",
+    ]);
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert!(
+        b.measured_requests.cancelled > 0,
+        "{:?}",
+        b.measured_requests
+    );
+    let m = b.server_metrics.as_ref().expect("the mock's metrics");
+    let prompt = m
+        .cross_checks
+        .iter()
+        .find(|c| c.name == "prompt_tokens")
+        .unwrap_or_else(|| panic!("a prompt cross-check: {:?}", m.warnings));
+    // The server counted the prompts the mock's /stats says it read.
+    assert_eq!(prompt.server, server.stats().prompt_tokens as f64);
+    assert!(prompt.unknown_requests > 0, "{prompt:?}");
+    assert!(prompt.agrees, "{prompt:?}: {:?}", m.warnings);
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+    assert!(!run.stdout.contains("DISAGREES"), "{}", run.stdout);
+}

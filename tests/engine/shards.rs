@@ -445,17 +445,33 @@ fn three_shards_merge_into_the_single_host_run() {
     assert_eq!(server.stats().requests.chat_completions, m.requests.created);
     assert_eq!(m.requests.created, 300);
     // Every shard scraped the mock's /metrics; the merged report keeps one shard's, and
-    // says no cross-check is possible rather than claiming a recomputed one.
+    // recomputes the cross-checks its shards could not make alone (the server counts
+    // every shard's requests): the server's deltas against the sums of the shards'
+    // client counts.
     let sm = m.server_metrics.as_ref().expect("server metrics");
-    assert!(sm.cross_checks.is_empty(), "{:?}", sm.cross_checks);
+    let names: Vec<&str> = sm.cross_checks.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["generation_tokens", "prompt_tokens", "request_success"],
+        "{:?}",
+        sm.warnings
+    );
+    for c in &sm.cross_checks {
+        assert!(c.agrees, "{c:?}: {:?}", sm.warnings);
+    }
+    // The clients' side is every shard's (the server's deltas span the kept shard's
+    // scrapes, which the other shards' last requests may end just outside).
+    let success = &sm.cross_checks[2];
+    assert_eq!(success.client, m.requests.completed as f64);
+    assert_eq!(m.requests.completed, 300);
     assert!(
         sm.warnings[0].starts_with("server metrics from shard 1/3 of 3 merged")
-            && !sm.warnings[0].contains("recomputed"),
+            && sm.warnings[0].contains("recomputed"),
         "{:?}",
         sm.warnings
     );
     assert!(
-        sm.warnings
+        !sm.warnings
             .iter()
             .any(|w| w.contains("the server counts every shard's requests")),
         "{:?}",

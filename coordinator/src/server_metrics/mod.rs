@@ -201,6 +201,11 @@ pub struct ServerMetrics {
     /// counter that went backwards because the server restarted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The client's counts over the same window, when the server's deltas cover it
+    /// exactly (a shard's too, though it is not cross-checked alone): what `benchmark
+    /// merge` checks the server's counts against, summed over the shards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_counts: Option<ClientCounts>,
 }
 
 /// One kind of scrape failure.
@@ -288,6 +293,15 @@ pub struct CrossCheck {
     pub difference: f64,
     /// Within the tolerance (2%).
     pub agrees: bool,
+    /// Requests sent whose count the client does not know (a later session turn cut
+    /// off before the server's usage said its prompt length): `client_upper` includes a
+    /// bound of theirs (each at most twice the longest known prompt). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unknown_requests: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl CrossCheck {
@@ -313,6 +327,7 @@ impl CrossCheck {
             client_upper: upper,
             difference,
             agrees: difference.abs() <= summary::CROSS_CHECK_TOLERANCE,
+            unknown_requests: 0,
         }
     }
 }

@@ -71,12 +71,14 @@ pub struct SummaryWindow {
 }
 
 /// The client's counts of the window, for the cross-checks.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ClientCounts {
     /// Requests that completed.
     pub completed: u64,
     /// Output tokens received, of every request (a request cancelled mid-stream
-    /// included: the server counted what it generated for it).
+    /// included: the server counted what it generated for it). Named apart in a report,
+    /// where `output_tokens` is the generation metric a pooling format leaves out.
+    #[serde(rename = "output_tokens_received")]
     pub output_tokens: u64,
     /// Prompt tokens of the requests the server began to answer (completed, or a token
     /// came back).
@@ -84,11 +86,22 @@ pub struct ClientCounts {
     /// Prompt tokens of every request sent: a request cut before its first token may
     /// or may not have been read by the server.
     pub prompt_tokens_sent: u64,
+    /// Requests sent whose prompt length the client does not know (see
+    /// `MeasuredTotals::sent_prompts_unknown`: a later session turn cut off before the
+    /// server's usage said): the server read prompt tokens of theirs the client did not
+    /// count.
+    #[serde(default)]
+    pub prompts_unknown: u64,
+    /// The most prompt tokens those can have had: each at most twice the longest known
+    /// prompt. Added to the upper end of the client's range.
+    #[serde(default)]
+    pub prompts_unknown_bound: u64,
     /// Requests that errored or were cancelled (the server may count tokens of theirs
     /// the client never saw).
     pub unfinished: u64,
     /// `--shard K/N` with N > 1: this host sent only its part of the load, so the
     /// server's counts (every shard's) are not comparable with its own.
+    #[serde(skip)]
     pub shard: Option<(u32, u32)>,
 }
 
@@ -108,6 +121,87 @@ pub fn counter_delta(points: &[(f64, f64)]) -> (f64, Vec<f64>) {
         }
     }
     (delta, resets)
+}
+
+/// The counters the client can check the server's against.
+pub const CROSS_CHECKED: [&str; 3] = ["generation_tokens", "prompt_tokens", "request_success"];
+
+/// The server's counts (`delta` of a counter over the window) beside the client's, one
+/// check each; a warning for each that disagrees.
+pub fn cross_check_counts(
+    delta: &dyn Fn(&str) -> Option<f64>,
+    client: &ClientCounts,
+    warnings: &mut Vec<String>,
+) -> Vec<CrossCheck> {
+    let mut cross_checks = Vec::new();
+    let checks = [
+        (
+            "generation_tokens",
+            client.output_tokens,
+            None,
+            "output tokens received",
+        ),
+        (
+            "prompt_tokens",
+            client.prompt_tokens,
+            Some(client.prompt_tokens_sent + client.prompts_unknown_bound),
+            "prompt tokens of the requests it answered",
+        ),
+        // A request the client cancelled at a stop may have ended at the server first
+        // (its last token already written, or a busy client slow to read it): the server
+        // counts it a success, the client does not.
+        (
+            "request_success",
+            client.completed,
+            Some(client.completed + client.unfinished),
+            "completed requests",
+        ),
+    ];
+    for (name, client_count, upper, what) in checks {
+        let Some(server_count) = delta(name) else {
+            continue;
+        };
+        let mut check = CrossCheck::new(
+            name,
+            server_count,
+            client_count as f64,
+            upper.map(|u| u as f64),
+        );
+        if name == "prompt_tokens" {
+            check.unknown_requests = client.prompts_unknown;
+        }
+        if !check.agrees {
+            let range = match check.client_upper {
+                Some(u) if name == "request_success" => format!(
+                    " (up to {u:.0} with the requests that did not complete, which the server may have finished)"
+                ),
+                Some(u) => format!(
+                    " (up to {u:.0} with the prompts of requests sent but never answered{})",
+                    if client.prompts_unknown > 0 {
+                        format!(", {} of unknown length", client.prompts_unknown)
+                    } else {
+                        String::new()
+                    }
+                ),
+                None => String::new(),
+            };
+            let unfinished = if client.unfinished > 0 && name == "generation_tokens" {
+                format!(
+                    "; {} requests did not complete, and the server may count tokens of theirs the client never saw (generated after a cancel)",
+                    client.unfinished
+                )
+            } else {
+                String::new()
+            };
+            warnings.push(format!(
+                "the server counted {server_count:.0} {name} over the benchmark, the client {client_count:.0} {what}{range} ({:+.1}%, beyond {:.0}%){unfinished}",
+                check.difference * 100.0,
+                CROSS_CHECK_TOLERANCE * 100.0
+            ));
+        }
+        cross_checks.push(check);
+    }
+    cross_checks
 }
 
 /// The report's server metrics of one benchmark.
@@ -248,71 +342,13 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
     };
 
     let mut cross_checks = Vec::new();
-    let checks = [
-        (
-            "generation_tokens",
-            client.output_tokens,
-            None,
-            "output tokens received",
-        ),
-        (
-            "prompt_tokens",
-            client.prompt_tokens,
-            Some(client.prompt_tokens_sent),
-            "prompt tokens of the requests it answered",
-        ),
-        // A request the client cancelled at a stop may have ended at the server first
-        // (its last token already written, or a busy client slow to read it): the server
-        // counts it a success, the client does not.
-        (
-            "request_success",
-            client.completed,
-            Some(client.completed + client.unfinished),
-            "completed requests",
-        ),
-    ];
-    let comparable = checks.iter().any(|(n, ..)| delta(n).is_some());
+    let comparable = CROSS_CHECKED.iter().any(|n| delta(n).is_some());
     if let Some((k, n)) = client.shard.filter(|_| comparable) {
         warnings.push(format!(
             "no cross-check of the server's counts with the client's: this host ran shard {k}/{n}, and the server counts every shard's requests"
         ));
     } else if exact {
-        for (name, client_count, upper, what) in checks {
-            let Some(server_count) = delta(name) else {
-                continue;
-            };
-            let check = CrossCheck::new(
-                name,
-                server_count,
-                client_count as f64,
-                upper.map(|u| u as f64),
-            );
-            if !check.agrees {
-                let range = match (check.client_upper, name) {
-                    (Some(u), "request_success") => format!(
-                        " (up to {u:.0} with the requests that did not complete, which the server may have finished)"
-                    ),
-                    (Some(u), _) => format!(
-                        " (up to {u:.0} with the prompts of requests sent but never answered)"
-                    ),
-                    (None, _) => String::new(),
-                };
-                let unfinished = if client.unfinished > 0 && name == "generation_tokens" {
-                    format!(
-                        "; {} requests did not complete, and the server may count tokens of theirs the client never saw (generated after a cancel)",
-                        client.unfinished
-                    )
-                } else {
-                    String::new()
-                };
-                warnings.push(format!(
-                    "the server counted {server_count:.0} {name} over the benchmark, the client {client_count:.0} {what}{range} ({:+.1}%, beyond {:.0}%){unfinished}",
-                    check.difference * 100.0,
-                    CROSS_CHECK_TOLERANCE * 100.0
-                ));
-            }
-            cross_checks.push(check);
-        }
+        cross_checks = cross_check_counts(&delta, &client, &mut warnings);
     } else if comparable {
         warnings.push(if window.whole_benchmark {
             "no cross-check of the server's counts with the client's: the scrapes just before t0 and just after the end are missing, so the deltas do not cover the benchmark exactly".into()
@@ -338,6 +374,11 @@ pub fn summarise(log: ScrapeLog, window: SummaryWindow, client: ClientCounts) ->
         derived,
         cross_checks,
         warnings,
+        // Kept so `benchmark merge` can check the server against every shard's client.
+        client_counts: exact.then_some(ClientCounts {
+            shard: None,
+            ..client
+        }),
     }
 }
 
@@ -500,6 +541,43 @@ mod tests {
             m.warnings
                 .iter()
                 .any(|w| w.contains("up to 19 with the requests that did not complete")),
+            "{:?}",
+            m.warnings
+        );
+    }
+
+    #[test]
+    fn prompts_of_unknown_length_widen_the_range_by_a_bound_only() {
+        let log = |server: f64| ScrapeLog {
+            snapshots: vec![
+                snap(-0.1, &[("prompt_tokens", C, 0.0)]),
+                snap(2.1, &[("prompt_tokens", C, server)]),
+            ],
+            ..ScrapeLog::default()
+        };
+        // 1,000 tokens answered; 2 turns cut off with prompts the client did not count,
+        // the longest known prompt 150 tokens: up to 1,000 + 2 × 2 × 150 = 1,600.
+        let client = ClientCounts {
+            prompt_tokens: 1_000,
+            prompt_tokens_sent: 1_000,
+            prompts_unknown: 2,
+            prompts_unknown_bound: 600,
+            ..ClientCounts::default()
+        };
+        let m = summarise(log(1_340.0), whole(2.0), client);
+        let check = &m.cross_checks[0];
+        assert!(check.agrees, "{check:?}");
+        assert_eq!(
+            (check.client_upper, check.unknown_requests),
+            (Some(1_600.0), 2)
+        );
+        assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+        // A server that counts twice what the client sent is still a disagreement.
+        let m = summarise(log(2_000.0), whole(2.0), client);
+        let check = &m.cross_checks[0];
+        assert!(!check.agrees, "{check:?}");
+        assert!(
+            m.warnings[0].contains("2 of unknown length"),
             "{:?}",
             m.warnings
         );

@@ -384,7 +384,8 @@
       var ok = v && (v.passed !== undefined ? v.passed : v.pass !== undefined ? v.pass : v.ok);
       // A check with too few requests to decide (or a verdict of only such checks).
       var undecided = ok === false && v && (v.inconclusive === true ||
-        (Array.isArray(v.checks) && v.checks.length > 0 && v.checks.every(function (c) { return c.passed || c.inconclusive; })));
+        (Array.isArray(v.checks) && v.checks.length > 0 && v.checks.every(function (c) { return c.passed || c.inconclusive; }) &&
+        v.checks.some(function (c) { return c.inconclusive === true; })));
       var span = document.createElement("span");
       span.className = ok === true ? "pass" : ok === false ? "fail" : "";
       span.textContent = ok === true ? "pass" : undecided ? "inconclusive" : ok === false ? "fail" : "–";
