@@ -177,6 +177,14 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
         Some(v) => format!("LLMSURGE_LOG={}\n", shell_quote(&redaction.text(&v))),
         None => "# LLMSURGE_LOG=\n".to_string(),
     });
+    let realtime = llmsurge_worker::sched::REALTIME_ENV;
+    out.push_str(
+        "# 0 keeps the pacer thread from running real-time (an A/B switch; docs/performance.md).\n",
+    );
+    out.push_str(&match lookup(realtime) {
+        Some(v) => format!("{realtime}={}\n", shell_quote(&v)),
+        None => format!("# {realtime}=\n"),
+    });
     let openai = if lookup("OPENAI_API_KEY").is_some() {
         "set; redacted"
     } else {
