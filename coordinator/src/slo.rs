@@ -675,22 +675,22 @@ pub struct Goodput {
     pub good_requests: u64,
     /// `good_requests` over the measured window.
     pub requests_per_s: f64,
-    /// `good_requests` / (completed + errored measured requests + `unfinished_not_good`):
-    /// an errored request is never good (see [`Goodput::judged`]).
+    /// `good_requests` / (completed + errored + cancelled measured requests): an errored
+    /// or unfinished request is never good (see [`Goodput::judged`]).
     pub fraction: f64,
-    /// Measured requests cut off before they finished whose elapsed time had already
-    /// missed a threshold: not good, whatever their end would have been.
+    /// Of the measured requests cut off before they finished, those whose elapsed time
+    /// had already missed a threshold (they would not have been good whatever their end;
+    /// the others are not good either, but only because they did not finish).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unfinished_not_good: u64,
 }
 
 impl Goodput {
-    /// The measured requests goodput judges: every completed one, every errored one
-    /// (never good) and the unfinished ones that had already missed a threshold. An
-    /// unfinished request that had not yet missed one is unknown and left out: a run cut
-    /// off by its time limit is not charged for the requests it never let finish.
-    pub fn judged(measured: &crate::result::MeasuredCounts, unfinished_not_good: u64) -> u64 {
-        measured.completed + measured.errored + unfinished_not_good
+    /// The measured requests goodput judges: every completed, errored and unfinished
+    /// (cancelled) one. Only a completed request can be good: a server that never
+    /// finished a request did not serve it within any objective.
+    pub fn judged(measured: &crate::result::MeasuredCounts) -> u64 {
+        measured.completed + measured.errored + measured.cancelled
     }
 
     /// The goodput of `good` requests over `measured` (see [`Goodput::judged`]) in a
@@ -702,7 +702,7 @@ impl Goodput {
         unfinished_not_good: u64,
         duration_s: f64,
     ) -> Self {
-        let judged = Self::judged(measured, unfinished_not_good);
+        let judged = Self::judged(measured);
         Goodput {
             spec,
             good_requests: good,
@@ -883,9 +883,9 @@ mod tests {
 
     /// 20 completed requests (TTFT 100 ms, e2e 200 ms) and 5 cut off at 5 s after their
     /// start with no token, as workers report them: the bounds in the incomplete class.
-    fn cut_off_result() -> BenchmarkResult {
+    fn cut_off_result(goodput: &str) -> BenchmarkResult {
         let mut state = WorkerGroupState::new(1, T0, Limits::default());
-        state.goodput = Some(GoodputSpec::parse("ttft:1s").expect("parses"));
+        state.goodput = Some(GoodputSpec::parse(goodput).expect("parses"));
         let mut metrics = MetricSet::new();
         let mut finished = Vec::new();
         for i in 0..25u64 {
@@ -935,7 +935,7 @@ mod tests {
 
     #[test]
     fn requests_cut_off_count_as_lower_bounds_in_latency_checks() {
-        let r = cut_off_result();
+        let r = cut_off_result("ttft:1s");
         // Completed alone: TTFT p99 100 ms. With the 5 cut off at 5 s: p99 ≥ 5 s.
         let p99 = r.metrics["ttft"].successful.percentiles.p99;
         assert!((100.0..100.2).contains(&p99), "{p99}");
@@ -982,10 +982,14 @@ mod tests {
 
     #[test]
     fn requests_cut_off_past_a_threshold_are_not_good() {
-        let g = cut_off_result().goodput.expect("goodput");
+        let g = cut_off_result("ttft:1s").goodput.expect("goodput");
         assert_eq!((g.good_requests, g.unfinished_not_good), (20, 5));
         assert!((g.fraction - 20.0 / 25.0).abs() < 1e-12);
-        // A threshold the cut-off requests had not yet passed leaves them unknown.
+        // A cut-off request that had not yet missed a threshold is not good either: it
+        // did not finish. Only the informative count of sure misses differs.
+        let g = cut_off_result("ttft:10s").goodput.expect("goodput");
+        assert_eq!((g.good_requests, g.unfinished_not_good), (20, 0));
+        assert!((g.fraction - 20.0 / 25.0).abs() < 1e-12);
         let spec = GoodputSpec::parse("ttft:10s").expect("parses");
         let r = RequestRecord {
             slot: 0,

@@ -686,3 +686,44 @@ fn a_run_without_streaming_has_no_tpot_or_itl_and_refuses_objectives_on_them() {
         run.stdout
     );
 }
+
+/// An unfinished request is not good even when it had not yet missed a threshold: one
+/// server slot, 300 ms a request, 4 streams cut off at 1.5 s leave requests queued that
+/// a 10-minute e2e objective cannot have failed yet. Goodput's fraction is good over every
+/// measured request the run judged (completed, errored and cut off), recomputed here from
+/// the report's counts; a cut-off request that was left out made it 1.0 before.
+#[test]
+fn unfinished_requests_are_not_good() {
+    let server = mock(MockConfig {
+        ttft_ms: 300.0,
+        max_concurrency: Some(1),
+        ..MockConfig::instant()
+    });
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--max-seconds",
+        "1.5",
+        "--data",
+        "prompt_tokens=8,output_tokens=1",
+        "--goodput",
+        "e2e:600s",
+    ]);
+    let report = run.report();
+    let b = &report.benchmarks[0];
+    let m = &b.measured_requests;
+    assert!(m.completed >= 1 && m.cancelled >= 1, "{m:?}");
+    let goodput = b.goodput.as_ref().expect("goodput");
+    assert_eq!(goodput.good_requests, m.completed, "{goodput:?}");
+    assert_eq!(goodput.unfinished_not_good, 0, "{goodput:?}");
+    let judged = m.completed + m.errored + m.cancelled;
+    assert!(
+        (goodput.fraction - goodput.good_requests as f64 / judged as f64).abs() < 1e-12,
+        "{goodput:?} of {m:?}"
+    );
+    assert!(goodput.fraction < 1.0, "{goodput:?}");
+}
