@@ -444,14 +444,20 @@ fn a_body_larger_than_the_socket_buffers_goes_out_whole_also_when_the_pacer_bega
     let (backend, rt, ex) = writer.join().expect("writer");
     assert_streamed_ok(&ex, "large body, runtime path");
 
-    // The pacer's path: a non-blocking write of what the socket takes, the rest by the
-    // runtime.
+    // The pacer's path: a non-blocking write of at most what it writes real-time (and
+    // what the socket takes), the rest by the runtime at normal priority.
     let h1 = backend.http1().expect("own client");
     let conn = h1
         .take_idle()
         .expect("the connection went back to the pool");
-    let presend = h1.try_send(conn, h1.outgoing("application/json", body.clone()));
+    let max = llmsurge_worker::pacer::PACER_WRITE_MAX;
+    let presend = h1.try_send(conn, h1.outgoing("application/json", body.clone()), max);
     assert!(presend.sent() > 0, "the head and part of the body went out");
+    assert!(
+        presend.sent() <= max,
+        "{} bytes written real-time",
+        presend.sent()
+    );
     // The server reads no body byte until the gate opens: the socket took only part.
     assert!(presend.sent() < presend.total(), "a partial write");
     open_gate.send(()).expect("gate");

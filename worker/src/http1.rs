@@ -275,15 +275,16 @@ impl Http1 {
         pool_conn(&self.pool, stream);
     }
 
-    /// Writes as much of `out` on `conn` as the socket takes now, without waiting;
-    /// callable from any thread. The runtime finishes the exchange with
+    /// Writes as much of `out` on `conn` as the socket takes now, up to `max` bytes,
+    /// without waiting; callable from any thread. The runtime finishes the exchange with
     /// [`Self::send`].
-    pub fn try_send(&self, conn: Conn, out: Outgoing) -> Presend {
+    pub fn try_send(&self, conn: Conn, out: Outgoing, max: usize) -> Presend {
         let parts = [&self.head_prefix[..], &out.tail[..], &out.body[..]];
         let total = out.len(&self.head_prefix);
+        let upto = total.min(max);
         let mut sent = 0;
-        while sent < total {
-            match conn.stream.try_write_vectored(&slices(&parts, sent)) {
+        while sent < upto {
+            match conn.stream.try_write_vectored(&slices(&parts, sent, upto)) {
                 Ok(0) | Err(_) => break, // the runtime writes the rest, or finds the error
                 Ok(n) => sent += n,
             }
@@ -404,7 +405,7 @@ impl Http1 {
         // The server answered before the request was written whole.
         let mut early = false;
         while sent < total {
-            let failed = match conn.stream.try_write_vectored(&slices(&parts, sent)) {
+            let failed = match conn.stream.try_write_vectored(&slices(&parts, sent, total)) {
                 Ok(0) => io::Error::from(io::ErrorKind::WriteZero),
                 Ok(n) => {
                     sent += n;
@@ -603,14 +604,20 @@ enum Fault {
 }
 
 /// The IoSlices of `parts` from byte `from` on.
-fn slices<'a>(parts: &[&'a [u8]; 3], mut from: usize) -> Vec<IoSlice<'a>> {
+fn slices<'a>(parts: &[&'a [u8]; 3], mut from: usize, upto: usize) -> Vec<IoSlice<'a>> {
     let mut out = Vec::with_capacity(3);
+    let mut left = upto.saturating_sub(from);
     for part in parts {
+        if left == 0 {
+            break;
+        }
         if from >= part.len() {
             from -= part.len();
             continue;
         }
-        out.push(IoSlice::new(&part[from..]));
+        let end = part.len().min(from + left);
+        out.push(IoSlice::new(&part[from..end]));
+        left -= end - from;
         from = 0;
     }
     out
@@ -1018,7 +1025,7 @@ mod tests {
     fn slices_skip_what_was_sent() {
         let parts: [&[u8]; 3] = [b"abc", b"de", b"fgh"];
         let joined = |from| {
-            slices(&parts, from)
+            slices(&parts, from, 8)
                 .iter()
                 .flat_map(|s| s.to_vec())
                 .collect::<Vec<u8>>()
@@ -1028,7 +1035,18 @@ mod tests {
         assert_eq!(joined(3), b"defgh");
         assert_eq!(joined(5), b"fgh");
         assert_eq!(joined(7), b"h");
-        assert!(slices(&parts, 8).is_empty());
+        assert!(slices(&parts, 8, 8).is_empty());
+        // At most `upto` bytes in all: the pacer's bounded first write.
+        let upto = |from, upto| {
+            slices(&parts, from, upto)
+                .iter()
+                .flat_map(|s| s.to_vec())
+                .collect::<Vec<u8>>()
+        };
+        assert_eq!(upto(0, 4), b"abcd");
+        assert_eq!(upto(1, 5), b"bcde");
+        assert_eq!(upto(4, 7), b"efg");
+        assert!(upto(5, 5).is_empty());
     }
 
     #[test]
