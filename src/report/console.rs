@@ -149,7 +149,7 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
             ]);
         }
         out.push_str(
-            "\nGoodput (--goodput: completed requests meeting every threshold; the fraction counts errored requests as not good)\n",
+            "\nGoodput (--goodput: completed requests meeting every threshold; the fraction counts errored and unfinished requests as not good)\n",
         );
         out.push_str(&goodput.to_string());
         out.push('\n');
