@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Module import graph of each crate in the workspace; fails on any import loop.
 
-Usage: scripts/check-modules.sh [--exclude DIR]... [--edges] [--parent-edges] [--self-test]
+Usage: scripts/check-modules.sh [--exclude DIR]... [--edges] [--layers] [--parent-edges]
+       scripts/check-modules.sh --self-test
 
 How the graph is built (from the source, no compiler needed; a few seconds):
 - Nodes are the file modules of each crate (src/a.rs, src/a/mod.rs, ...), found by
@@ -29,7 +30,9 @@ elementary cycle (A -> B -> A, and longer ones) with the file:line that makes ea
 Exit status 1 when any crate has a cycle, 0 otherwise.
 
 --exclude DIR leaves the files under DIR (relative to the repository root) out of the
-graph, and edges into them. --edges prints every edge. --self-test builds small fixture
+graph, and edges into them. --edges prints every edge. --layers prints each crate's
+modules by layer (0: imports no other module of the crate; n: imports only layers below
+n), the drawing docs/architecture.md keeps. --self-test builds small fixture
 crates in a temporary directory and checks that a loop is found and that a facade is not.
 """
 
@@ -405,7 +408,7 @@ def name_of(crate, path):
     return "::".join((crate,) + path) if path else crate
 
 
-def check(root, crates, excluded, show_edges, out=sys.stdout):
+def check(root, crates, excluded, show_edges, out=sys.stdout, show_layers=False):
     failed = False
     excluded = [os.path.abspath(os.path.join(root, e)) + os.sep for e in excluded]
     for crate, rel in crates:
@@ -422,6 +425,19 @@ def check(root, crates, excluded, show_edges, out=sys.stdout):
             for (a, b), (file, line, text) in sorted(edges.items()):
                 where = os.path.relpath(file, root)
                 print(f"  {name_of(crate, a)} -> {name_of(crate, b)}  ({where}:{line} {text})", file=out)
+        if show_layers and not found:
+            level = {}
+
+            def depth(v):
+                if v not in level:
+                    level[v] = 1 + max((depth(w) for w in succ.get(v, ())), default=-1)
+                return level[v]
+
+            for v in nodes:
+                depth(v)
+            for k in range(max(level.values(), default=-1), -1, -1):
+                names = sorted(name_of(crate, v)[len(crate) + 2 :] or "(root)" for v in nodes if level[v] == k)
+                print(f"  layer {k}: " + "  ".join(names), file=out)
         for cyc in found:
             failed = True
             print("  cycle: " + " -> ".join(name_of(crate, p) for p in cyc), file=out)
@@ -513,7 +529,7 @@ def self_test():
 
 def main(argv):
     root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    excluded, show_edges = [], False
+    excluded, show_edges, show_layers = [], False, False
     args = list(argv)
     while args:
         a = args.pop(0)
@@ -523,6 +539,8 @@ def main(argv):
             excluded.append(args.pop(0))
         elif a == "--edges":
             show_edges = True
+        elif a == "--layers":
+            show_layers = True
         elif a == "--parent-edges":
             global PARENT_EDGES
             PARENT_EDGES = True
@@ -531,7 +549,7 @@ def main(argv):
             return 2
     if excluded:
         print("excluded: " + ", ".join(excluded))
-    return 1 if check(root, workspace_crates(root), excluded, show_edges) else 0
+    return 1 if check(root, workspace_crates(root), excluded, show_edges, show_layers=show_layers) else 0
 
 
 if __name__ == "__main__":
