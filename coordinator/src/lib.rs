@@ -14,6 +14,7 @@
 //! plans and an [`observer::RunObserver`].
 
 pub mod constraints;
+pub mod data;
 pub mod error;
 pub mod group;
 pub mod interrupts;

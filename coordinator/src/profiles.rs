@@ -9,13 +9,35 @@
 //!   meets the SLO with a queue that does not grow, to the requested precision, with the
 //!   failing rate next to the answer confirmed by a second run.
 
+pub use crate::data::{RateEstimate, RateSource};
 use crate::error::CoordinatorError;
 use crate::group::BenchmarkPlan;
 use crate::result::BenchmarkResult;
-use crate::run::Profile;
 use crate::slo::Slo;
 use crate::strategy::Strategy;
 use serde::{Deserialize, Serialize};
+
+/// A sequence of benchmarks that may adapt to the results so far (a sweep picks its
+/// rates from its first two results).
+pub trait Profile {
+    /// The next benchmark to run, or `None` when the profile is done.
+    fn next(&mut self, done: &[BenchmarkResult])
+    -> Result<Option<BenchmarkPlan>, CoordinatorError>;
+
+    /// Records on the results what the profile took from them (the rates a sweep or a
+    /// capacity search derived, and how), once the run is over.
+    fn annotate(&self, _done: &mut [BenchmarkResult]) {}
+}
+
+/// A fixed list of benchmarks.
+impl Profile for std::vec::IntoIter<BenchmarkPlan> {
+    fn next(
+        &mut self,
+        _done: &[BenchmarkResult],
+    ) -> Result<Option<BenchmarkPlan>, CoordinatorError> {
+        Ok(Iterator::next(self))
+    }
+}
 
 /// Makes the plan of one benchmark from a strategy; everything else is shared.
 #[derive(Clone, Debug)]
@@ -84,30 +106,6 @@ pub enum SweepArrivals {
     Constant,
     /// Poisson (or gamma with `--burstiness`).
     Poisson,
-}
-
-/// Where a rate a profile works from came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RateSource {
-    /// Completed requests per second of the measured window.
-    Completed,
-    /// No request completed: output tokens streamed per second (finished or not) over the
-    /// output tokens of one request.
-    StreamedTokens,
-    /// This benchmark delivered nothing; the rate of the synchronous benchmark stands in.
-    Synchronous,
-}
-
-/// The request rate a sweep or capacity search took from one benchmark, and how.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RateEstimate {
-    /// The rate, requests per second.
-    pub requests_per_s: f64,
-    /// How it was obtained.
-    pub source: RateSource,
-    /// One sentence a reader can check it by.
-    pub detail: String,
 }
 
 /// Output tokens the measured requests of `r` delivered, finished or not (a cancelled

@@ -1,7 +1,8 @@
 //! The result of one benchmark, aggregated from `WorkerGroupState`.
 
 use crate::constraints::{Limits, StopReason};
-use crate::slo::{Goodput, SloVerdict};
+pub use crate::data::MeasuredCounts;
+use crate::data::{Goodput, SloVerdict};
 use crate::state::{Audit, Counts, TokenSources, WorkerGroupState};
 use crate::strategy::{Strategy, StrategySettings};
 use crate::timeseries::TimePoint;
@@ -34,17 +35,6 @@ pub struct Window {
     pub end_time: f64,
     /// Their difference, in seconds.
     pub duration_s: f64,
-}
-
-/// Counts of the measured window.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MeasuredCounts {
-    /// Completed.
-    pub completed: u64,
-    /// Errored.
-    pub errored: u64,
-    /// Cancelled.
-    pub cancelled: u64,
 }
 
 /// One error kind in the report.
@@ -340,7 +330,7 @@ pub struct BenchmarkResult {
     /// The request rate a sweep or capacity search took from this benchmark, and how it
     /// was estimated (set by the profile; absent elsewhere and in older reports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate_estimate: Option<crate::profiles::RateEstimate>,
+    pub rate_estimate: Option<crate::data::RateEstimate>,
     /// The server's own metrics scraped during the benchmark (`--server-metrics`); absent
     /// when scraping was off and in reports older than it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -2,9 +2,10 @@
 //! the user interrupts.
 
 use crate::error::CoordinatorError;
-use crate::group::{BenchmarkPlan, RunEnv, run_benchmark};
+use crate::group::{RunEnv, run_benchmark};
 use crate::interrupts::Interrupts;
 use crate::observer::RunObserver;
+pub use crate::profiles::Profile;
 use crate::result::BenchmarkResult;
 use crate::spawn::WorkerCommand;
 use llmsurge_proto::ClockAnchor;
@@ -18,28 +19,6 @@ pub struct RunOutcome {
     pub interrupted: bool,
     /// Wall-clock anchor of the run.
     pub anchor: ClockAnchor,
-}
-
-/// A sequence of benchmarks that may adapt to the results so far (a sweep picks its
-/// rates from its first two results).
-pub trait Profile {
-    /// The next benchmark to run, or `None` when the profile is done.
-    fn next(&mut self, done: &[BenchmarkResult])
-    -> Result<Option<BenchmarkPlan>, CoordinatorError>;
-
-    /// Records on the results what the profile took from them (the rates a sweep or a
-    /// capacity search derived, and how), once the run is over.
-    fn annotate(&self, _done: &mut [BenchmarkResult]) {}
-}
-
-/// A fixed list of benchmarks.
-impl Profile for std::vec::IntoIter<BenchmarkPlan> {
-    fn next(
-        &mut self,
-        _done: &[BenchmarkResult],
-    ) -> Result<Option<BenchmarkPlan>, CoordinatorError> {
-        Ok(Iterator::next(self))
-    }
 }
 
 /// Runs the profile's benchmarks one after another until it is done or interrupted.

@@ -8,7 +8,7 @@
 //! memory's own counts) at the end of every benchmark.
 
 use crate::constraints::{Limits, StopReason};
-use crate::slo::GoodputSpec;
+use crate::data::GoodputSpec;
 use crate::timeseries::TimeSeries;
 use llmsurge_proto::metrics::MetricsError;
 use llmsurge_proto::{

@@ -100,7 +100,6 @@ impl UpdateBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{decode_frame, encode_frame};
 
     #[test]
     fn a_batch_of_histogram_values_alone_is_not_empty() {
@@ -118,51 +117,5 @@ mod tests {
         };
         assert!(!batch.is_empty());
         assert!(UpdateBatch::default().is_empty());
-    }
-
-    /// Golden bytes of a control message: enum variant and field names are on the wire.
-    #[test]
-    fn hello_wire_format_is_pinned() {
-        let mut out = Vec::new();
-        encode_frame(
-            &FromWorker::Hello {
-                protocol_version: PROTOCOL_VERSION,
-                pid: 5,
-            },
-            &mut out,
-        )
-        .expect("encode");
-        let mut expected = vec![0, 0, 0, 31, 0x81, 0xa5];
-        expected.extend_from_slice(b"hello");
-        expected.extend_from_slice(&[0x82, 0xb0]);
-        expected.extend_from_slice(b"protocol_version");
-        expected.push(0x03);
-        expected.extend_from_slice(&[0xa3]);
-        expected.extend_from_slice(b"pid");
-        expected.push(0x05);
-        assert_eq!(out, expected);
-        assert_eq!(PROTOCOL_VERSION, 3);
-    }
-
-    #[test]
-    fn unit_variants_are_plain_strings() {
-        let mut out = Vec::new();
-        encode_frame(&FromWorker::Ready, &mut out).expect("encode");
-        assert_eq!(&out[4..], b"\xa5ready");
-    }
-
-    #[test]
-    fn messages_round_trip() {
-        let msgs = vec![ToWorker::Start { t0: MonoNanos(123) }];
-        let mut wire = Vec::new();
-        for m in &msgs {
-            encode_frame(m, &mut wire).expect("encode");
-        }
-        let mut buf = bytes::BytesMut::from(&wire[..]);
-        let mut back = Vec::new();
-        while let Some(m) = decode_frame::<ToWorker>(&mut buf).expect("decode") {
-            back.push(m);
-        }
-        assert_eq!(back, msgs);
     }
 }

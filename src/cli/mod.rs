@@ -135,6 +135,12 @@ pub fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
     .mut_subcommands(negative_numbers_are_values)
 }
 
+/// A bad flag, variable or input: exit code 2. Defined here, below `resolve` and
+/// `resolve_output`, which both return it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
 /// Prints an error on one line and returns the usage exit code. A URL the message
 /// quotes loses its user, password and query values.
 pub fn usage_error(message: &str) -> i32 {

@@ -19,10 +19,7 @@ pub const DEFAULT_MAX_SECONDS: Duration = Duration::from_secs(30);
 /// Finished requests before `--max-error-rate` is evaluated.
 pub const ERROR_RATE_MIN_SAMPLE: u64 = 20;
 
-/// A bad flag, variable or input: exit code 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
+pub use super::UsageError;
 
 fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
     Err(UsageError(msg.into()))

@@ -1,7 +1,7 @@
 //! Resolving the output flags of `benchmark run` into outputs and report settings.
 
+use super::UsageError;
 use super::args::OutputArgs;
-use super::resolve::UsageError;
 use crate::report::{Output, ReportSettings, parse_outputs};
 
 /// Parses `--output-extras`: a JSON object.

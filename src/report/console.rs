@@ -5,6 +5,8 @@ use llmsurge_coordinator::BenchmarkResult;
 use llmsurge_coordinator::result::StatusDistributions;
 use llmsurge_coordinator::server_metrics::ServerMetrics;
 
+pub use super::num;
+
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
@@ -16,19 +18,6 @@ fn table(header: &[&str]) -> Table {
         }
     }
     t
-}
-
-/// A number with 2–3 significant figures, for tables.
-pub fn num(v: f64) -> String {
-    if v == 0.0 {
-        "0".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
 }
 
 fn metric<'a>(b: &'a BenchmarkResult, key: &str) -> Option<&'a StatusDistributions> {

@@ -7,8 +7,8 @@
 //! defensively, so reports of any number of benchmarks, with metrics missing, or with
 //! fields added later (SLO verdicts) all render.
 
-use super::console::num;
 use super::json::Report;
+use super::num;
 use llmsurge_coordinator::BenchmarkResult;
 use minijinja::value::Serde;
 use minijinja::{Environment, context};

@@ -10,11 +10,11 @@
 use super::json::{HostInfo, MergeInfo, Metadata, REPORT_SCHEMA_VERSION, Report};
 use super::requests::{RequestEntry, RequestSamples};
 use super::server;
-use llmsurge_coordinator::result::{ErrorEntry, ModelResult, ShardHealth, Window};
+use llmsurge_coordinator::result::{ErrorEntry, MeasuredCounts, ModelResult, ShardHealth, Window};
 use llmsurge_coordinator::server_metrics::summary::{ClientCounts, cross_check_counts};
 use llmsurge_coordinator::server_metrics::{CrossCheck, ServerMetrics};
 use llmsurge_coordinator::slo::{Goodput, Slo};
-use llmsurge_coordinator::state::SAMPLES_PER_KIND;
+use llmsurge_coordinator::state::{Audit, Counts, SAMPLES_PER_KIND, TokenSources};
 use llmsurge_coordinator::timeseries::TimePoint;
 use llmsurge_coordinator::{BenchmarkResult, StopReason};
 use llmsurge_proto::MetricSet;
@@ -24,6 +24,51 @@ use llmsurge_proto::MetricSet;
 /// shard wrote its files (`RunPlan::output_dir`, `ReportSettings::request_log`). Every
 /// other key must be equal in every shard.
 pub const PER_SHARD_ARGS: [&str; 3] = ["/shard", "/output_dir", "/reporting/request_log"];
+
+/// Counts that add across shards. `add` sums the fields its type lists in [`summed!`],
+/// the one list of what a merge adds up; any other field is merged by its own rule where
+/// the type is merged (a mean is weighted, a window spans, an optional rate stays absent
+/// where every shard lacks it).
+trait Summed {
+    /// Adds `other`'s summed fields to `self`'s.
+    fn add(&mut self, other: &Self);
+}
+
+impl Summed for u64 {
+    fn add(&mut self, other: &Self) {
+        *self += other;
+    }
+}
+
+impl Summed for f64 {
+    fn add(&mut self, other: &Self) {
+        *self += other;
+    }
+}
+
+/// Implements [`Summed`] for each type by summing the fields listed after it.
+macro_rules! summed {
+    ($($ty:ty: $($field:ident),+;)+) => {
+        $(impl Summed for $ty {
+            fn add(&mut self, other: &Self) {
+                $(Summed::add(&mut self.$field, &other.$field);)+
+            }
+        })+
+    };
+}
+
+summed! {
+    Counts: created, completed, errored, cancelled, in_flight, late, warmup, cooldown;
+    MeasuredCounts: completed, errored, cancelled;
+    TokenSources: usage, stream, unknown, mismatched;
+    Audit: sent_shm, sent_books, slots_claimed, slots_returned, unreported;
+    ClientCounts: completed, output_tokens, prompt_tokens, prompt_tokens_sent,
+        prompts_unknown, prompts_unknown_bound, unfinished;
+    // A model's own counts; its good requests, errors and histograms merge below.
+    ModelResult: requests, measured_requests, output_tokens, prompt_tokens, busy_s;
+    // A second of the time series; its optional rate and weighted TTFT merge below.
+    TimePoint: started, completed, errored, concurrency, ttft_count;
+}
 
 /// Why the inputs cannot be merged: one line naming the file and the field.
 #[derive(Debug, thiserror::Error)]
@@ -434,27 +479,14 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
         .map(|t| parts[stopper].start_time + t - m.start_time);
     m.interrupted = parts.iter().any(|b| b.interrupted);
 
-    let mut requests = llmsurge_coordinator::state::Counts::default();
-    let mut measured = llmsurge_coordinator::result::MeasuredCounts::default();
-    let mut tokens = llmsurge_coordinator::state::TokenSources::default();
+    let mut requests = Counts::default();
+    let mut measured = MeasuredCounts::default();
+    let mut tokens = TokenSources::default();
     for b in &parts {
-        let r = &b.requests;
-        requests.created += r.created;
-        requests.completed += r.completed;
-        requests.errored += r.errored;
-        requests.cancelled += r.cancelled;
-        requests.in_flight += r.in_flight;
-        requests.late += r.late;
-        requests.warmup += r.warmup;
-        requests.cooldown += r.cooldown;
-        measured.completed += b.measured_requests.completed;
-        measured.errored += b.measured_requests.errored;
-        measured.cancelled += b.measured_requests.cancelled;
-        if let Some(t) = b.token_sources {
-            tokens.usage += t.usage;
-            tokens.stream += t.stream;
-            tokens.unknown += t.unknown;
-            tokens.mismatched += t.mismatched;
+        requests.add(&b.requests);
+        measured.add(&b.measured_requests);
+        if let Some(t) = &b.token_sources {
+            tokens.add(t);
         }
     }
     m.requests = requests;
@@ -591,21 +623,7 @@ fn merge_models(shards: &[Input], i: usize, duration_s: f64) -> Vec<ModelResult>
                 }
             };
             let (o, set) = &mut out[k];
-            let (r, q) = (&mut o.requests, &m.requests);
-            r.created += q.created;
-            r.completed += q.completed;
-            r.errored += q.errored;
-            r.cancelled += q.cancelled;
-            r.in_flight += q.in_flight;
-            r.late += q.late;
-            r.warmup += q.warmup;
-            r.cooldown += q.cooldown;
-            o.measured_requests.completed += m.measured_requests.completed;
-            o.measured_requests.errored += m.measured_requests.errored;
-            o.measured_requests.cancelled += m.measured_requests.cancelled;
-            o.output_tokens += m.output_tokens;
-            o.prompt_tokens += m.prompt_tokens;
-            o.busy_s += m.busy_s;
+            o.add(m);
             if let Some(g) = m.good_requests {
                 o.good_requests = Some(o.good_requests.unwrap_or(0) + g);
             }
@@ -685,13 +703,7 @@ fn merge_server_metrics(
     if let Some(counts) = counts {
         let mut sum = ClientCounts::default();
         for c in &counts {
-            sum.completed += c.completed;
-            sum.output_tokens += c.output_tokens;
-            sum.prompt_tokens += c.prompt_tokens;
-            sum.prompt_tokens_sent += c.prompt_tokens_sent;
-            sum.prompts_unknown += c.prompts_unknown;
-            sum.prompts_unknown_bound += c.prompts_unknown_bound;
-            sum.unfinished += c.unfinished;
+            sum.add(c);
         }
         let delta = |name: &str| kept.summary.get(name).and_then(|s| s.delta);
         // The shard's own words on cross-checks are replaced by the recomputed ones.
@@ -779,15 +791,11 @@ fn add_errors(mut merged: Vec<ErrorEntry>, more: &[ErrorEntry]) -> Vec<ErrorEntr
     merged
 }
 
-fn merge_audit(shards: &[Input], i: usize) -> llmsurge_coordinator::state::Audit {
-    let mut audit = llmsurge_coordinator::state::Audit::default();
+fn merge_audit(shards: &[Input], i: usize) -> Audit {
+    let mut audit = Audit::default();
     for s in shards {
         let a = &s.report.benchmarks[i].audit;
-        audit.sent_shm += a.sent_shm;
-        audit.sent_books += a.sent_books;
-        audit.slots_claimed += a.slots_claimed;
-        audit.slots_returned += a.slots_returned;
-        audit.unreported += a.unreported;
+        audit.add(a);
         audit
             .mismatches
             .extend(a.mismatches.iter().map(|m| format!("{}: {m}", s.label())));
@@ -820,14 +828,10 @@ fn merge_timeseries(parts: &[&BenchmarkResult], start: f64) -> Vec<TimePoint> {
                 ttft.resize(at + 1, (0.0, 0.0));
             }
             let q = &mut out[at];
-            q.started += p.started;
-            q.completed += p.completed;
-            q.errored += p.errored;
-            q.concurrency += p.concurrency;
+            q.add(p);
             if let Some(v) = p.output_tokens_per_s {
                 *q.output_tokens_per_s.get_or_insert(0.0) += v;
             }
-            q.ttft_count += p.ttft_count;
             if let Some(mean) = p.ttft_mean_ms {
                 let w = if p.ttft_count > 0 {
                     p.ttft_count as f64

@@ -34,6 +34,19 @@ pub use requests::{RequestEntry, RequestLog, RequestSamples};
 
 use llmsurge_coordinator::BenchmarkResult;
 
+/// A number with 2–3 significant figures, for tables.
+pub fn num(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 /// A measured value for a table cell: three decimals below 100, one above, `–` for none.
 pub fn cell_value(v: Option<f64>) -> String {
     match v {

@@ -6,7 +6,7 @@
 //! facts as plain lines, about once a second. Rates come from successive snapshots, so
 //! they are current, not averages since the start.
 
-use super::console::num;
+use super::num;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use llmsurge_coordinator::{BenchmarkResult, Progress, Strategy};
 use std::time::Duration;

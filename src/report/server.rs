@@ -8,7 +8,7 @@
 //! shows, in this order; series kept by `--server-metrics-include` follow under their
 //! own names ([`extra_series`]).
 
-use super::console::num;
+use super::num;
 use llmsurge_coordinator::BenchmarkResult;
 use llmsurge_coordinator::server_metrics::{CrossCheck, SeriesKind, SeriesSummary, ServerMetrics};
 
