@@ -1,7 +1,7 @@
 //! Measured latencies against a mock with known delays, and report contents.
 
 use crate::scenario::Bench;
-use crate::support::{mock, ok_report, run};
+use crate::support::{mock, ok_report};
 use llmsurge::mock::MockConfig;
 
 /// Against a mock with TTFT 50 ms and 5 ms between tokens (no spread):
@@ -404,14 +404,10 @@ fn a_very_short_run_has_no_cpu_saturation_warning() {
         ..MockConfig::instant()
     });
     for limit in [["--max-requests", "1"], ["--max-seconds", "0.05"]] {
-        let run = run(&[
-            "--target",
-            &server.base_url(),
-            "--profile",
-            "synchronous",
-            limit[0],
-            limit[1],
-        ]);
+        let run = Bench::on(&server)
+            .synchronous()
+            .arg(limit[0], limit[1])
+            .run();
         let report = ok_report(&run);
         let c = &report.benchmarks[0].client;
         assert!(
@@ -508,16 +504,11 @@ fn a_run_without_streaming_has_no_tpot_or_itl_and_refuses_objectives_on_them() {
         ("--slo", "e2e_p50<=1s,itl_p50<=1ms"),
         ("--goodput", "tpot:10ms"),
     ] {
-        let run = run(&[
-            "--target",
-            &url,
-            "--stream",
-            "false",
-            "--max-requests",
-            "1",
-            flag,
-            value,
-        ]);
+        let run = Bench::on(&server)
+            .stream(false)
+            .max_requests(1)
+            .arg(flag, value)
+            .run();
         assert_eq!(run.code(), 2, "{flag} {value}: {}", run.stderr);
         let line = run.stderr.trim();
         assert_eq!(line.lines().count(), 1, "{line}");
