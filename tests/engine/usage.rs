@@ -1,7 +1,7 @@
 //! Bad input: one line naming the input, exit code 2, nothing started.
 
 use crate::scenario::Bench;
-use crate::support::{llmsurge, mock, run};
+use crate::support::{llmsurge, mock};
 use llmsurge::mock::MockConfig;
 
 fn assert_usage_error(run: &crate::support::Finished, needle: &str) {
@@ -203,7 +203,10 @@ fn negative_numbers_are_refused_by_their_flag() {
         ("--rate", "-1"),
         ("--max-requests", "-3"),
     ] {
-        let run = run(&["--target", &url, "--profile", "constant", flag, value]);
+        let run = Bench::target(&url)
+            .profile("constant")
+            .arg(flag, value)
+            .run();
         assert_usage_error(&run, flag);
         assert!(
             !run.stderr.contains("unexpected argument"),
