@@ -79,6 +79,21 @@ impl Bench {
         self.arg("--max-seconds", s)
     }
 
+    /// `--max-concurrency N`: at most N requests in flight, whatever the profile.
+    pub fn max_concurrency(self, n: u32) -> Self {
+        self.arg("--max-concurrency", n)
+    }
+
+    /// `--slo LIST` (e.g. `ttft_p50<=60ms,error_rate<=1%`).
+    pub fn slo(self, objectives: &str) -> Self {
+        self.arg("--slo", objectives)
+    }
+
+    /// `--model NAME`.
+    pub fn model(self, name: &str) -> Self {
+        self.arg("--model", name)
+    }
+
     /// `--data SPEC` (e.g. `prompt_tokens=16,output_tokens=8`).
     pub fn data(self, spec: &str) -> Self {
         self.arg("--data", spec)
