@@ -41,7 +41,7 @@ fn a_sweep_spans_synchronous_to_throughput_in_even_steps() {
         .profile("sweep")
         .rate(5)
         .max_seconds(3)
-        .arg("--max-concurrency", "32")
+        .max_concurrency(32)
         .data(DATA)
         .run();
     let report = ok_report(&run);
@@ -235,9 +235,9 @@ fn the_capacity_search_finds_the_mock_capacity() {
         .profile("capacity")
         // The median: a busy machine's stalls of a few ms reach a p99 at any rate, and
         // the search is about where the queue starts, which moves the median too.
-        .arg("--slo", "ttft_p50<=60ms")
+        .slo("ttft_p50<=60ms")
         .max_seconds(4)
-        .arg("--max-concurrency", "32")
+        .max_concurrency(32)
         .data(DATA)
         .run();
     let report = ok_report(&run);
@@ -361,13 +361,13 @@ fn the_capacity_search_lands_on_the_closed_form_rate() {
     let started = std::time::Instant::now();
     let run = Bench::on(&server)
         .profile("capacity")
-        .arg("--slo", "tpot_p50<=14ms")
+        .slo("tpot_p50<=14ms")
         .arg("--capacity-precision", "3%")
         // Each probe runs 3 s and measures the last 2: the first second is the ramp up
         // to the steady number of active requests.
         .max_seconds(3)
         .arg("--warmup", "1s")
-        .arg("--max-concurrency", "32")
+        .max_concurrency(32)
         .data("prompt_tokens=16,output_tokens=64")
         .run();
     let elapsed = started.elapsed();
@@ -409,7 +409,7 @@ fn a_capacity_probe_whose_queue_grew_fails_even_when_its_slo_passed() {
     let server = mock(capacity_mock());
     let run = Bench::on(&server)
         .profile("capacity")
-        .arg("--slo", "e2e_p50<=5s")
+        .slo("e2e_p50<=5s")
         .max_seconds(3)
         .data(DATA)
         .run();
@@ -470,7 +470,7 @@ fn a_sweep_against_a_server_too_slow_to_finish_a_request_still_gets_rates() {
         .profile("sweep")
         .rate(4)
         .max_seconds("2.5")
-        .arg("--max-concurrency", "64")
+        .max_concurrency(64)
         .data("prompt_tokens=16,output_tokens=16")
         .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
