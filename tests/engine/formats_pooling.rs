@@ -417,7 +417,7 @@ fn a_split_of_rerank_requests_leaves_generation_metrics_out_of_every_model() {
         ..MockConfig::instant()
     });
     let run = bench_format(&server, "rerank", "prompt_tokens=8,documents=2", 40)
-        .arg("--model", "base")
+        .model("base")
         .arg("--lora", "a,b")
         .run();
     let report = ok_report(&run);
