@@ -201,7 +201,7 @@ fn runs_write_slo_verdicts_as_junit_and_markdown() {
         .constant("20,40")
         .max_requests(30)
         .data(DATA)
-        .arg("--slo", "ttft_p99<=20ms,error_rate<=1%")
+        .slo("ttft_p99<=20ms,error_rate<=1%")
         .outputs("json,junit,md")
         .run();
     assert_eq!(run.code(), 3, "{}", run.stderr);
@@ -304,7 +304,7 @@ fn a_latency_objective_fails_when_the_server_did_not_keep_up() {
         .constant(20)
         .max_seconds(3)
         .data(DATA)
-        .arg("--slo", "e2e_p50<=2s,error_rate<=1%")
+        .slo("e2e_p50<=2s,error_rate<=1%")
         .outputs("json,junit,md,csv,html,console")
         .run();
     assert_eq!(run.code(), 3, "{}", run.stderr);
@@ -354,7 +354,7 @@ fn a_percentile_of_too_few_requests_is_inconclusive() {
         .constant(50)
         .max_requests(20)
         .data(DATA)
-        .arg("--slo", "ttft_p99<=10s,ttft_p50<=10s")
+        .slo("ttft_p99<=10s,ttft_p50<=10s")
         .outputs("json,junit,console")
         .run();
     assert_eq!(run.code(), 3, "{}", run.stderr);
