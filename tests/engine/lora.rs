@@ -50,7 +50,7 @@ fn the_split_holds_within_three_points_and_every_format_breaks_it_down_as_the_se
     let url = server.base_url();
     let split = split_arg();
     let run = Bench::target(&url)
-        .arg("--model", "base")
+        .model("base")
         .arg("--lora", &split)
         .concurrent(16)
         .max_requests(2000)
@@ -249,7 +249,7 @@ fn the_same_seed_gives_every_slot_the_same_model_whatever_the_workers() {
     let three = mock(lora_mock());
     let split = split_arg();
     let other = Bench::target(&three.base_url())
-        .arg("--model", "base")
+        .model("base")
         .arg("--lora", &split)
         .concurrent(8)
         .seed(12)
@@ -273,7 +273,7 @@ fn merged_shards_keep_each_models_section() {
     let split = split_arg();
     let shard = |k: &str| {
         Bench::target(&url)
-            .arg("--model", "base")
+            .model("base")
             .arg("--lora", &split)
             .concurrent(8)
             .max_requests(400)
@@ -397,7 +397,7 @@ fn a_scenario_file_sets_the_split_and_a_plain_run_has_no_models() {
     // Without --lora: no per-model section anywhere, and the mock saw the base model only.
     let server = mock(lora_mock());
     let run = Bench::on(&server)
-        .arg("--model", "base")
+        .model("base")
         .max_requests(20)
         .outputs("json,csv")
         .run();
