@@ -239,7 +239,7 @@ fn requests_cut_off_count_as_lower_bounds() {
         .concurrent(16)
         .max_seconds("2.2")
         .data("prompt_tokens=8,output_tokens=1")
-        .arg("--slo", "ttft_p50<=1.6s")
+        .slo("ttft_p50<=1.6s")
         .arg("--goodput", "ttft:1.6s")
         .run();
     assert_eq!(run.code(), 3, "the SLO must fail: {}", run.stderr);
@@ -429,7 +429,7 @@ fn queued_requests_count_from_their_scheduled_time() {
     });
     let run = Bench::on(&server)
         .constant(20)
-        .arg("--max-concurrency", "1")
+        .max_concurrency(1)
         .max_seconds(2)
         .data("prompt_tokens=8,output_tokens=1")
         .run();
