@@ -93,7 +93,7 @@ fn throughput_fills_its_concurrency() {
     let server = mock(slow_mock());
     let run = Bench::on(&server)
         .profile("throughput")
-        .arg("--max-concurrency", "16")
+        .max_concurrency(16)
         .max_seconds(2)
         .run();
     ok_report(&run);
