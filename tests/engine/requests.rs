@@ -182,7 +182,7 @@ fn a_concurrency_cap_makes_slots_late_and_says_so() {
     let run = Bench::on(&server)
         .constant(40)
         .max_requests(20)
-        .arg("--max-concurrency", "1")
+        .max_concurrency(1)
         .data(DATA)
         .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
