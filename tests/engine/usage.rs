@@ -61,7 +61,7 @@ fn bad_data_rate_and_profile_are_usage_errors() {
     assert_usage_error(&Bench::target(&url).profile("warp").run(), "--profile");
     assert_usage_error(&Bench::target(&url).synchronous().rate(3).run(), "--rate");
     assert_usage_error(
-        &Bench::target(&url).arg("--model", "no-such-model").run(),
+        &Bench::target(&url).model("no-such-model").run(),
         "no-such-model",
     );
     assert_usage_error(&Bench::target("ftp://x").max_requests(1).run(), "--target");
