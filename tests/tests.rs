@@ -5,4 +5,5 @@ mod cli;
 mod engine;
 mod formats;
 mod mock_server;
+mod scenario;
 mod support;

@@ -6,7 +6,12 @@ use std::net::{IpAddr, Ipv4Addr};
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use serde::Serialize;
 
-use super::MockError;
+use super::error::MockError;
+
+/// The header of llmsurge's pre-run probe requests. The mock answers them from a twin
+/// with no faults and its own counters, so a probe never shows in `/stats` nor shifts
+/// the seeded draws of the benchmark's requests; real servers ignore the header.
+pub const PROBE_HEADER: &str = "x-llmsurge-probe";
 
 /// Default bind address: loopback only, a mock has no business on a public interface.
 pub const DEFAULT_HOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);

@@ -2,6 +2,7 @@
 //! against the mock's capacity model: C slots and a fixed service time S give a capacity
 //! of C/S requests per second (docs/mock-server.md).
 
+use crate::scenario::Bench;
 use crate::support::{mock, ok_report, run};
 use llmsurge::mock::MockConfig;
 use llmsurge_coordinator::profiles::RateSource;
@@ -36,20 +37,13 @@ fn measured_capacity(capacity: &llmsurge_coordinator::profiles::CapacityOutcome)
 fn a_sweep_spans_synchronous_to_throughput_in_even_steps() {
     let server = mock(capacity_mock());
     let url = server.base_url();
-    let run = run(&[
-        "--target",
-        &url,
-        "--profile",
-        "sweep",
-        "--rate",
-        "5",
-        "--max-seconds",
-        "3",
-        "--max-concurrency",
-        "32",
-        "--data",
-        DATA,
-    ]);
+    let run = Bench::target(&url)
+        .profile("sweep")
+        .rate(5)
+        .max_seconds(3)
+        .max_concurrency(32)
+        .data(DATA)
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks;
     assert_eq!(b.len(), 5);
@@ -110,22 +104,13 @@ fn warmup_and_cooldown_by_request_count_are_excluded_exactly() {
         ttft_ms: 2.0,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "3",
-        "--max-requests",
-        "50",
-        "--warmup",
-        "10req",
-        "--cooldown",
-        "15req",
-        "--data",
-        DATA,
-    ]);
+    let run = Bench::on(&server)
+        .concurrent(3)
+        .max_requests(50)
+        .arg("--warmup", "10req")
+        .arg("--cooldown", "15req")
+        .data(DATA)
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert_eq!((b.requests.created, b.requests.completed), (50, 50));
@@ -144,20 +129,12 @@ fn warmup_and_cooldown_by_request_count_are_excluded_exactly() {
 fn over_saturation_stops_an_overloaded_benchmark_early() {
     let server = mock(capacity_mock());
     let rate = format!("{}", (2.0 * CAPACITY).round());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        &rate,
-        "--max-seconds",
-        "60",
-        "--over-saturation",
-        r#"{"min_seconds": 3}"#,
-        "--data",
-        DATA,
-    ]);
+    let run = Bench::on(&server)
+        .constant(&rate)
+        .max_seconds(60)
+        .arg("--over-saturation", r#"{"min_seconds": 3}"#)
+        .data(DATA)
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let Some(StopReason::OverSaturation { detail }) = &b.stop_reason else {
@@ -174,20 +151,12 @@ fn over_saturation_stops_an_overloaded_benchmark_early() {
 fn over_saturation_leaves_a_healthy_benchmark_alone() {
     let server = mock(capacity_mock());
     let rate = format!("{}", (0.5 * CAPACITY).round());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        &rate,
-        "--max-seconds",
-        "12",
-        "--over-saturation",
-        r#"{"min_seconds": 3}"#,
-        "--data",
-        DATA,
-    ]);
+    let run = Bench::on(&server)
+        .constant(&rate)
+        .max_seconds(12)
+        .arg("--over-saturation", r#"{"min_seconds": 3}"#)
+        .data(DATA)
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let b = &run.report().benchmarks[0];
     assert!(
@@ -262,22 +231,15 @@ fn slo_verdicts_set_the_exit_code_and_name_the_failures() {
 #[test]
 fn the_capacity_search_finds_the_mock_capacity() {
     let server = mock(capacity_mock());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "capacity",
+    let run = Bench::on(&server)
+        .profile("capacity")
         // The median: a busy machine's stalls of a few ms reach a p99 at any rate, and
         // the search is about where the queue starts, which moves the median too.
-        "--slo",
-        "ttft_p50<=60ms",
-        "--max-seconds",
-        "4",
-        "--max-concurrency",
-        "32",
-        "--data",
-        DATA,
-    ]);
+        .slo("ttft_p50<=60ms")
+        .max_seconds(4)
+        .max_concurrency(32)
+        .data(DATA)
+        .run();
     let report = ok_report(&run);
     let capacity = report.capacity.expect("a capacity outcome");
     let rate = capacity.rate.expect("a rate");
@@ -397,26 +359,17 @@ fn the_capacity_search_lands_on_the_closed_form_rate() {
     // About 11 benchmarks of 3 s: some 36 s on a busy 2-core machine.
     let server = mock(batching_mock());
     let started = std::time::Instant::now();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "capacity",
-        "--slo",
-        "tpot_p50<=14ms",
-        "--capacity-precision",
-        "3%",
+    let run = Bench::on(&server)
+        .profile("capacity")
+        .slo("tpot_p50<=14ms")
+        .arg("--capacity-precision", "3%")
         // Each probe runs 3 s and measures the last 2: the first second is the ramp up
         // to the steady number of active requests.
-        "--max-seconds",
-        "3",
-        "--warmup",
-        "1s",
-        "--max-concurrency",
-        "32",
-        "--data",
-        "prompt_tokens=16,output_tokens=64",
-    ]);
+        .max_seconds(3)
+        .arg("--warmup", "1s")
+        .max_concurrency(32)
+        .data("prompt_tokens=16,output_tokens=64")
+        .run();
     let elapsed = started.elapsed();
     let report = ok_report(&run);
     let capacity = report.capacity.expect("a capacity outcome");
@@ -454,18 +407,12 @@ fn a_capacity_probe_whose_queue_grew_fails_even_when_its_slo_passed() {
     // it: only the growing queue tells the probe failed. The mock has no transient (a
     // fixed service time), so a probe below capacity keeps a flat queue.
     let server = mock(capacity_mock());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "capacity",
-        "--slo",
-        "e2e_p50<=5s",
-        "--max-seconds",
-        "3",
-        "--data",
-        DATA,
-    ]);
+    let run = Bench::on(&server)
+        .profile("capacity")
+        .slo("e2e_p50<=5s")
+        .max_seconds(3)
+        .data(DATA)
+        .run();
     let report = ok_report(&run);
     let capacity = report.capacity.expect("a capacity outcome");
     let rate = capacity.rate.expect("a rate");
@@ -519,20 +466,13 @@ fn a_sweep_against_a_server_too_slow_to_finish_a_request_still_gets_rates() {
         output_tokens: 16,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "sweep",
-        "--rate",
-        "4",
-        "--max-seconds",
-        "2.5",
-        "--max-concurrency",
-        "64",
-        "--data",
-        "prompt_tokens=16,output_tokens=16",
-    ]);
+    let run = Bench::on(&server)
+        .profile("sweep")
+        .rate(4)
+        .max_seconds("2.5")
+        .max_concurrency(64)
+        .data("prompt_tokens=16,output_tokens=16")
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let report = run.report();
     let b = &report.benchmarks;

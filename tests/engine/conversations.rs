@@ -7,6 +7,7 @@
 //! file and line.
 
 use super::sessions::{CHAT, read_log, reply_of, think_times};
+use crate::scenario::Bench;
 use crate::support::{mock, ok_report, recorded, run};
 use llmsurge::data::tokenizer::Tokenizer;
 use llmsurge::mock::MockConfig;
@@ -279,14 +280,10 @@ fn malformed_conversations_stop_with_the_file_and_line() {
         let path = dir.path().join(format!("bad{i}.jsonl"));
         std::fs::write(&path, format!("{ok}\n{bad}\n")).expect("write");
         let data = path.display().to_string();
-        let finished = run(&[
-            "--target",
-            "http://127.0.0.1:9",
-            "--data",
-            &data,
-            "--data-args",
-            args,
-        ]);
+        let finished = Bench::target("http://127.0.0.1:9")
+            .data(&data)
+            .arg("--data-args", args)
+            .run();
         assert_eq!(finished.code(), 2, "{expected}: {}", finished.stderr);
         let line = finished.stderr.trim();
         assert!(
@@ -392,28 +389,19 @@ fn shuffled_sessions(data: &Path, workers: &str) -> (BTreeMap<u64, String>, Thin
         ..MockConfig::instant()
     });
     let data = data.display().to_string();
-    let finished = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "2",
-        "--workers",
-        workers,
-        "--random-seed",
-        "11",
-        "--data",
-        &data,
-        "--data-sampler",
-        "shuffle",
-        "--data-args",
-        r#"{"sessions": true, "think_time": "uniform:5ms", "session_id": "user"}"#,
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json",
-    ]);
+    let finished = Bench::on(&server)
+        .concurrent(2)
+        .arg("--workers", workers)
+        .seed(11)
+        .data(&data)
+        .arg("--data-sampler", "shuffle")
+        .arg(
+            "--data-args",
+            r#"{"sessions": true, "think_time": "uniform:5ms", "session_id": "user"}"#,
+        )
+        .request_log("requests.jsonl")
+        .outputs("json")
+        .run();
     let report = ok_report(&finished);
     let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
     assert_eq!((s.sessions, s.completed, s.turns_completed), (6, 6, 18));

@@ -5,6 +5,7 @@
 
 mod capture;
 
+use crate::scenario::Bench;
 use crate::support::{assert_identity, llmsurge, mock, run};
 use capture::Capture;
 use llmsurge::mock::MockConfig;
@@ -561,14 +562,10 @@ fn a_hugging_face_dataset_folder_loads_offline() {
     let server = mock(MockConfig::instant());
     let url = server.base_url();
     assert_usage_error(
-        &run(&[
-            "--target",
-            &url,
-            "--data",
-            &folder,
-            "--data-args",
-            r#"{"split": "dev"}"#,
-        ]),
+        &Bench::target(&url)
+            .data(&folder)
+            .arg("--data-args", r#"{"split": "dev"}"#)
+            .run(),
         &["split \"dev\"", "test, train"],
     );
 }

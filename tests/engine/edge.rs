@@ -2,6 +2,7 @@
 //! terminal whatever `--outputs` says, prompt lengths the server counts differently,
 //! and a report that cannot be written.
 
+use crate::scenario::Bench;
 use crate::support::{llmsurge, mock, run};
 use llmsurge::mock::MockConfig;
 use std::process::Stdio;
@@ -331,14 +332,7 @@ fn strict_mock() -> llmsurge::mock::MockServer {
 #[test]
 fn a_default_field_a_strict_server_refuses_is_dropped_with_a_warning() {
     let server = strict_mock();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--max-requests",
-        "5",
-        "--outputs",
-        "json",
-    ]);
+    let run = Bench::on(&server).max_requests(5).outputs("json").run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let warning = run
         .stderr
@@ -422,16 +416,11 @@ fn prompt_lengths_the_server_counts_differently_are_reported() {
             prompt_tokens_scale: scale,
             ..MockConfig::instant()
         });
-        let run = run(&[
-            "--target",
-            &server.base_url(),
-            "--max-requests",
-            "3",
-            "--outputs",
-            "json",
-            "--data",
-            "prompt_tokens=64,output_tokens=4",
-        ]);
+        let run = Bench::on(&server)
+            .max_requests(3)
+            .outputs("json")
+            .data("prompt_tokens=64,output_tokens=4")
+            .run();
         let report = crate::support::ok_report(&run);
         let line = run
             .stderr

@@ -1,7 +1,8 @@
 //! Open-file limits: thousands of streams need thousands of sockets. llmsurge raises its
 //! soft limit to the hard one, and refuses, in one line, streams the hard limit cannot hold.
 
-use crate::support::{assert_identity, mock, start_run, wait_run};
+use crate::scenario::Bench;
+use crate::support::{assert_identity, mock, wait_run};
 use llmsurge::mock::MockConfig;
 use nix::sys::resource::{Resource, setrlimit};
 use std::os::unix::process::CommandExt;
@@ -28,24 +29,13 @@ fn streams_past_the_default_soft_limit_run_when_the_hard_limit_allows() {
         output_tokens: 4,
         ..MockConfig::instant()
     });
-    let (child, dir) = start_run(
-        &[
-            "--target",
-            &server.base_url(),
-            "--profile",
-            "concurrent",
-            "--rate",
-            "600",
-            "--max-requests",
-            "600",
-            "--workers",
-            "1",
-            "--data",
-            "prompt_tokens=4,output_tokens=4",
-        ],
+    let (child, dir) = Bench::on(&server)
+        .concurrent(600)
+        .max_requests(600)
+        .workers(1)
+        .data("prompt_tokens=4,output_tokens=4")
         // 256 open files would fail most of the 600 connections with EMFILE.
-        |cmd| with_nofile(cmd, 256, 4096),
-    );
+        .start(|cmd| with_nofile(cmd, 256, 4096));
     let run = wait_run(child, dir);
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let report = run.report();
@@ -62,21 +52,11 @@ fn streams_past_the_default_soft_limit_run_when_the_hard_limit_allows() {
 #[test]
 fn streams_beyond_the_hard_limit_are_a_one_line_usage_error() {
     let server = mock(MockConfig::instant());
-    let (child, dir) = start_run(
-        &[
-            "--target",
-            &server.base_url(),
-            "--profile",
-            "concurrent",
-            "--rate",
-            "1000",
-            "--max-requests",
-            "5",
-            "--workers",
-            "1",
-        ],
-        |cmd| with_nofile(cmd, 200, 200),
-    );
+    let (child, dir) = Bench::on(&server)
+        .concurrent(1000)
+        .max_requests(5)
+        .workers(1)
+        .start(|cmd| with_nofile(cmd, 200, 200));
     let run = wait_run(child, dir);
     assert_eq!(run.code(), 2, "stderr: {}", run.stderr);
     let lines: Vec<&str> = run.stderr.lines().collect();

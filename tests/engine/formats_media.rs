@@ -3,35 +3,25 @@
 //! with the spec and the report, bad transcription responses are errors of their kind,
 //! and no report or log ever holds the media bytes.
 
-use crate::support::{Finished, assert_identity, mock, ok_report, recorded, run};
+use crate::scenario::Bench;
+use crate::support::{Finished, assert_identity, mock, ok_report, recorded};
 use base64::Engine;
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge_coordinator::BenchmarkResult;
 use std::path::Path;
 
-fn run_media(server: &MockServer, format: &str, stream: &str, data: &str, n: &str) -> Finished {
-    run(&[
-        "--target",
-        &server.base_url(),
-        "--request-format",
-        format,
-        "--stream",
-        stream,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--max-requests",
-        n,
-        "--request-timeout",
-        "10s",
-        "--data",
-        data,
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json,csv,html,md,console",
-    ])
+/// `n` requests of `format` with `data`, 4 at a time, logged to `requests.jsonl` and
+/// written in every output.
+fn bench_media(server: &MockServer, format: &str, stream: bool, data: &str, n: u64) -> Bench {
+    Bench::on(server)
+        .format(format)
+        .stream(stream)
+        .concurrent(4)
+        .max_requests(n)
+        .request_timeout("10s")
+        .data(data)
+        .request_log("requests.jsonl")
+        .outputs("json,csv,html,md,console")
 }
 
 fn error_count(b: &BenchmarkResult, kind: &str) -> u64 {
@@ -102,13 +92,14 @@ fn image_chat_sends_data_urls_of_the_asked_size_and_the_mock_counts_them() {
         record: Some(record.clone()),
         ..MockConfig::instant()
     });
-    let run = run_media(
+    let run = bench_media(
         &server,
         "chat",
-        "true",
+        true,
         "prompt_tokens=8,output_tokens=4,images=3,image_size=64x32,image_format=png",
-        "10",
-    );
+        10,
+    )
+    .run();
     let report = ok_report(&run);
     assert_identity(&report);
     let b = &report.benchmarks[0];
@@ -168,13 +159,14 @@ fn input_audio_chat_sends_wav_clips_the_mock_times() {
         record: Some(record.clone()),
         ..MockConfig::instant()
     });
-    let run = run_media(
+    let run = bench_media(
         &server,
         "chat",
-        "false",
+        false,
         "prompt_tokens=8,output_tokens=4,audio_seconds=2",
-        "6",
-    );
+        6,
+    )
+    .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let stats = server.stats();
@@ -203,9 +195,9 @@ fn input_audio_chat_sends_wav_clips_the_mock_times() {
 
 #[test]
 fn transcription_streamed_and_whole_agree_with_the_mock() {
-    for stream in ["true", "false"] {
+    for stream in [true, false] {
         let server = mock(MockConfig::instant());
-        let run = run_media(&server, "transcription", stream, "audio_seconds=3", "8");
+        let run = bench_media(&server, "transcription", stream, "audio_seconds=3", 8).run();
         let report = ok_report(&run);
         let b = &report.benchmarks[0];
         let stats = server.stats();
@@ -220,7 +212,7 @@ fn transcription_streamed_and_whole_agree_with_the_mock() {
             "stream={stream}: {audio}"
         );
         assert!(b.metrics.contains_key("request_latency"));
-        if stream == "true" {
+        if stream {
             // Streamed: a time to first token, and vLLM's usage chunk (75 prompt tokens
             // for 3 s of audio) with the output the mock sent.
             assert_eq!(b.metrics["ttft"].successful.count, 8);
@@ -240,7 +232,7 @@ fn transcription_bad_responses_are_errors_of_their_kind() {
         max_model_len: 50,
         ..MockConfig::instant()
     });
-    let run = run_media(&server, "transcription", "false", "audio_seconds=3", "4");
+    let run = bench_media(&server, "transcription", false, "audio_seconds=3", 4).run();
     let report = run.report();
     assert_identity(&report);
     let b = &report.benchmarks[0];
@@ -255,7 +247,7 @@ fn transcription_bad_responses_are_errors_of_their_kind() {
         garbage_rate: 1.0,
         ..MockConfig::instant()
     });
-    let run = run_media(&server, "transcription", "false", "audio_seconds=1", "4");
+    let run = bench_media(&server, "transcription", false, "audio_seconds=1", 4).run();
     let b = &run.report().benchmarks[0];
     assert_eq!(error_count(b, "malformed_response"), 4, "{:?}", b.errors);
     assert!(b.errors[0].samples[0].contains("malformed JSON"));
@@ -264,7 +256,7 @@ fn transcription_bad_responses_are_errors_of_their_kind() {
         no_final_event: true,
         ..MockConfig::instant()
     });
-    let run = run_media(&server, "transcription", "true", "audio_seconds=1", "4");
+    let run = bench_media(&server, "transcription", true, "audio_seconds=1", 4).run();
     let b = &run.report().benchmarks[0];
     assert_eq!(error_count(b, "stream_broken"), 4, "{:?}", b.errors);
     assert_eq!(b.requests.completed, 0);
@@ -297,7 +289,7 @@ fn media_spec_keys_of_the_wrong_format_are_usage_errors() {
             "image_size",
         ),
     ] {
-        let run = run_media(&server, format, "true", data, "1");
+        let run = bench_media(&server, format, true, data, 1).run();
         assert_eq!(run.code(), 2, "{format} {data}: {}", run.stderr);
         let line = run.stderr.trim();
         assert!(
@@ -326,7 +318,7 @@ fn a_dataset_image_column_sends_files_as_data_urls_and_urls_as_they_are() {
         record: Some(record.clone()),
         ..MockConfig::instant()
     });
-    let run = run_media(&server, "chat", "true", data.to_str().expect("utf8"), "4");
+    let run = bench_media(&server, "chat", true, data.to_str().expect("utf8"), 4).run();
     let report = ok_report(&run);
     assert_eq!(report.benchmarks[0].requests.completed, 4);
     let stats = server.stats();
@@ -381,7 +373,7 @@ fn the_request_log_records_each_requests_media_sizes_never_the_bytes() {
     )
     .expect("write rows");
     let server = mock(MockConfig::instant());
-    let run = run_media(&server, "chat", "true", data.to_str().expect("utf8"), "6");
+    let run = bench_media(&server, "chat", true, data.to_str().expect("utf8"), 6).run();
     let report = ok_report(&run);
     assert_eq!(report.benchmarks[0].requests.completed, 6);
     assert_eq!(server.stats().images, 2 * (1 + 3));
@@ -408,13 +400,7 @@ fn the_request_log_records_each_requests_media_sizes_never_the_bytes() {
 #[test]
 fn the_request_log_records_generated_audio_and_images_per_request() {
     let server = mock(MockConfig::instant());
-    let run = run_media(
-        &server,
-        "chat",
-        "false",
-        "prompt_tokens=8,output_tokens=2,images=2,image_size=48x32,image_format=png,audio_seconds=1",
-        "3",
-    );
+    let run = bench_media(&server, "chat", false, "prompt_tokens=8,output_tokens=2,images=2,image_size=48x32,image_format=png,audio_seconds=1", 3).run();
     assert_eq!(ok_report(&run).benchmarks[0].requests.completed, 3);
     let entries = log_entries(&run);
     assert_eq!(entries.len(), 3);

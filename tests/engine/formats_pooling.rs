@@ -3,7 +3,8 @@
 //! generation metrics absent (not zero) from every output format, and every bad
 //! response an error of its kind with a sample message.
 
-use crate::support::{Finished, assert_identity, mock, ok_report, run, start_run, wait_run};
+use crate::scenario::Bench;
+use crate::support::{Finished, assert_identity, mock, ok_report};
 use llmsurge::mock::{MockConfig, MockServer, MockStats};
 use llmsurge_coordinator::BenchmarkResult;
 
@@ -34,26 +35,14 @@ fn endpoint_count(stats: &MockStats, format: &str) -> u64 {
     }
 }
 
-fn run_format(server: &MockServer, format: &str, data: &str, n: &str, extra: &[&str]) -> Finished {
-    let url = server.base_url();
-    let mut args = vec![
-        "--target",
-        &url,
-        "--request-format",
-        format,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--max-requests",
-        n,
-        "--request-timeout",
-        "10s",
-        "--data",
-        data,
-    ];
-    args.extend(extra);
-    run(&args)
+/// `n` requests of `format` with `data`, 4 at a time.
+fn bench_format(server: &MockServer, format: &str, data: &str, n: u64) -> Bench {
+    Bench::on(server)
+        .format(format)
+        .concurrent(4)
+        .max_requests(n)
+        .request_timeout("10s")
+        .data(data)
 }
 
 fn error_count(b: &BenchmarkResult, kind: &str) -> u64 {
@@ -67,13 +56,9 @@ fn error_count(b: &BenchmarkResult, kind: &str) -> u64 {
 fn embeddings_rerank_and_score_agree_with_the_mock_and_leave_out_generation_metrics() {
     for (format, data, inputs) in CASES {
         let server = mock(MockConfig::instant());
-        let run = run_format(
-            &server,
-            format,
-            data,
-            "20",
-            &["--outputs", "json,csv,html,md,console"],
-        );
+        let run = bench_format(&server, format, data, 20)
+            .outputs("json,csv,html,md,console")
+            .run();
         let report = ok_report(&run);
         assert_identity(&report);
         let b = &report.benchmarks[0];
@@ -200,7 +185,7 @@ fn pooling_bad_responses_are_errors_of_their_kind() {
             seed: 5,
             ..MockConfig::instant()
         });
-        let run = run_format(&server, format, data, "40", &[]);
+        let run = bench_format(&server, format, data, 40).run();
         let report = run.report();
         assert_identity(&report);
         let b = &report.benchmarks[0];
@@ -251,7 +236,7 @@ fn a_pooling_400_is_an_http_error_with_the_servers_message() {
             max_model_len: 8,
             ..MockConfig::instant()
         });
-        let run = run_format(&server, format, &data, "30", &[]);
+        let run = bench_format(&server, format, &data, 30).run();
         let report = run.report();
         let b = &report.benchmarks[0];
         let refused = error_count(b, "http_400");
@@ -275,7 +260,7 @@ fn a_spec_key_or_objective_of_another_format_is_a_usage_error() {
         ("embeddings", "prompt_tokens=8,documents=2", "documents"),
         ("chat", "prompt_tokens=8", "output_tokens"),
     ] {
-        let run = run_format(&server, format, data, "1", &[]);
+        let run = bench_format(&server, format, data, 1).run();
         assert_eq!(run.code(), 2, "{format} {data}: {}", run.stderr);
         assert!(run.stderr.contains("--data"), "{}", run.stderr);
         assert!(run.stderr.contains(needle), "{}", run.stderr);
@@ -287,13 +272,9 @@ fn a_spec_key_or_objective_of_another_format_is_a_usage_error() {
         ("--slo", "output_tokens_per_s>=5"),
         ("--goodput", "tpot:10ms"),
     ] {
-        let run = run_format(
-            &server,
-            "rerank",
-            "prompt_tokens=8,documents=2",
-            "1",
-            &[flag, value],
-        );
+        let run = bench_format(&server, "rerank", "prompt_tokens=8,documents=2", 1)
+            .arg(flag, value)
+            .run();
         assert_eq!(run.code(), 2, "{flag} {value}: {}", run.stderr);
         assert!(run.stderr.contains(flag), "{}", run.stderr);
         assert!(run.stderr.contains("rerank"), "{}", run.stderr);
@@ -308,7 +289,7 @@ fn an_explicit_stream_true_with_a_pooling_format_is_a_usage_error() {
     let server = mock(MockConfig::instant());
     for (format, data, _) in CASES {
         // On the command line.
-        let run = run_format(&server, format, data, "1", &["--stream", "true"]);
+        let run = bench_format(&server, format, data, 1).stream(true).run();
         assert_eq!(run.code(), 2, "{format}: {}", run.stderr);
         let line = run.stderr.trim();
         assert_eq!(line.lines().count(), 1, "{format}: {line}");
@@ -317,32 +298,23 @@ fn an_explicit_stream_true_with_a_pooling_format_is_a_usage_error() {
             "{format}: {line}"
         );
         // From the environment.
-        let url = server.base_url();
-        let (child, dir) = start_run(
-            &[
-                "--target",
-                &url,
-                "--request-format",
-                format,
-                "--max-requests",
-                "1",
-                "--data",
-                data,
-            ],
-            |cmd| {
-                cmd.env("LLMSURGE_STREAM", "true");
-            },
-        );
-        let run = wait_run(child, dir);
+        let run = Bench::on(&server)
+            .format(format)
+            .max_requests(1)
+            .data(data)
+            .run_with_env(&[("LLMSURGE_STREAM", "true")]);
         assert_eq!(run.code(), 2, "{format} LLMSURGE_STREAM: {}", run.stderr);
         assert!(run.stderr.contains("--stream"), "{}", run.stderr);
     }
     assert_eq!(server.stats().requests_total, 0, "nothing was sent");
     // `--stream false` and the default both run, unstreamed.
-    for extra in [&["--stream", "false"][..], &[]] {
-        let run = run_format(&server, "rerank", "prompt_tokens=8,documents=2", "2", extra);
-        let report = ok_report(&run);
-        assert_eq!(report.benchmarks[0].requests.completed, 2, "{extra:?}");
+    let rerank = bench_format(&server, "rerank", "prompt_tokens=8,documents=2", 2);
+    for (what, bench) in [
+        ("--stream false", rerank.clone().stream(false)),
+        ("default", rerank),
+    ] {
+        let report = bench.ok_report();
+        assert_eq!(report.benchmarks[0].requests.completed, 2, "{what}");
     }
     assert_eq!(server.stats().requests.rerank, 4);
 }
@@ -354,14 +326,11 @@ fn merged_shards_of_embeddings_stay_without_generation_metrics() {
     let mut shards = Vec::new();
     let mut inputs_per_s = Vec::new();
     for index in 0..2u32 {
-        let run = run_format(
-            &server,
-            "embeddings",
-            "prompt_tokens=8,batch_size=3",
-            "12",
+        let run = bench_format(&server, "embeddings", "prompt_tokens=8,batch_size=3", 12)
+            .outputs("json")
             // Shards of one run share its seed.
-            &["--outputs", "json", "--random-seed", "3"],
-        );
+            .seed(3)
+            .run();
         let report = ok_report(&run);
         inputs_per_s.push(report.benchmarks[0].throughput.inputs_per_s);
         // The report as a shard of two (what `--shard k/2` writes).
@@ -413,13 +382,9 @@ fn comparing_rerank_reports_judges_inputs_per_s_not_generation() {
     let server = mock(MockConfig::instant());
     let runs: Vec<Finished> = (0..2)
         .map(|_| {
-            run_format(
-                &server,
-                "rerank",
-                "prompt_tokens=8,documents=4",
-                "20",
-                &["--outputs", "json"],
-            )
+            bench_format(&server, "rerank", "prompt_tokens=8,documents=4", 20)
+                .outputs("json")
+                .run()
         })
         .collect();
     for r in &runs {
@@ -451,13 +416,10 @@ fn a_split_of_rerank_requests_leaves_generation_metrics_out_of_every_model() {
         model: vec!["base".into(), "a".into(), "b".into()],
         ..MockConfig::instant()
     });
-    let run = run_format(
-        &server,
-        "rerank",
-        "prompt_tokens=8,documents=2",
-        "40",
-        &["--model", "base", "--lora", "a,b"],
-    );
+    let run = bench_format(&server, "rerank", "prompt_tokens=8,documents=2", 40)
+        .model("base")
+        .arg("--lora", "a,b")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let stats = server.stats();
@@ -496,22 +458,13 @@ fn the_clients_rerank_prompt_count_is_the_mocks() {
         ttft_ms: 60_000.0,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--request-format",
-        "rerank",
-        "--profile",
-        "concurrent",
-        "--rate",
-        "3",
-        "--max-seconds",
-        "1",
-        "--data",
-        "prompt_tokens=64,documents=6",
-        "--outputs",
-        "json",
-    ]);
+    let run = Bench::on(&server)
+        .format("rerank")
+        .concurrent(3)
+        .max_seconds(1)
+        .data("prompt_tokens=64,documents=6")
+        .outputs("json")
+        .run();
     let report = run.report();
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, 0, "{}", run.stderr);

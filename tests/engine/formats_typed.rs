@@ -3,7 +3,8 @@
 //! counts held to the mock's `/stats`, and every bad response an error of its kind with
 //! a sample message.
 
-use crate::support::{Finished, assert_identity, mock, ok_report, run};
+use crate::scenario::Bench;
+use crate::support::{assert_identity, mock};
 use llmsurge::mock::{MockConfig, MockServer, MockStats};
 use llmsurge_coordinator::BenchmarkResult;
 
@@ -18,25 +19,15 @@ fn endpoint_count(stats: &MockStats, format: &str) -> u64 {
     }
 }
 
-fn run_format(server: &MockServer, format: &str, stream: &str, n: &str) -> Finished {
-    run(&[
-        "--target",
-        &server.base_url(),
-        "--request-format",
-        format,
-        "--stream",
-        stream,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--max-requests",
-        n,
-        "--request-timeout",
-        "10s",
-        "--data",
-        "prompt_tokens=16,output_tokens=8",
-    ])
+/// `n` requests of `format`, 4 at a time, 16 tokens in and 8 out.
+fn bench_format(server: &MockServer, format: &str, stream: bool, n: u64) -> Bench {
+    Bench::on(server)
+        .format(format)
+        .stream(stream)
+        .concurrent(4)
+        .max_requests(n)
+        .request_timeout("10s")
+        .data("prompt_tokens=16,output_tokens=8")
 }
 
 fn error_count(b: &BenchmarkResult, kind: &str) -> u64 {
@@ -60,13 +51,12 @@ fn assert_samples(b: &BenchmarkResult) {
 #[test]
 fn responses_and_anthropic_streamed_and_whole_agree_with_the_mock() {
     for format in FORMATS {
-        for stream in ["true", "false"] {
+        for stream in [true, false] {
             let server = mock(MockConfig {
                 reasoning_tokens: 2,
                 ..MockConfig::instant()
             });
-            let run = run_format(&server, format, stream, "24");
-            let report = ok_report(&run);
+            let report = bench_format(&server, format, stream, 24).ok_report();
             assert_identity(&report);
             let b = &report.benchmarks[0];
             let stats = server.stats();
@@ -99,7 +89,7 @@ fn responses_and_anthropic_streamed_and_whole_agree_with_the_mock() {
             );
             let ttft = &b.metrics["ttft"].successful;
             assert_eq!(ttft.count, 24, "{what}: TTFT of every request");
-            if stream == "true" {
+            if stream {
                 // Reasoning then content: the first token comes no later than the first
                 // content token, and every token is a gap.
                 assert!(b.metrics["ttft_any"].successful.mean <= ttft.mean, "{what}");
@@ -118,7 +108,7 @@ fn unknown_event_types_are_skipped_where_the_api_says_so() {
             unknown_events: true,
             ..MockConfig::instant()
         });
-        let report = ok_report(&run_format(&server, format, "true", "12"));
+        let report = bench_format(&server, format, true, 12).ok_report();
         let b = &report.benchmarks[0];
         assert_eq!(b.requests.completed, 12, "{format}: {:?}", b.errors);
         assert_eq!(
@@ -137,26 +127,19 @@ fn unknown_event_types_are_skipped_where_the_api_says_so() {
 #[test]
 fn a_400_with_an_error_body_is_an_http_error_with_its_message() {
     for format in FORMATS {
-        for stream in ["true", "false"] {
+        for stream in [true, false] {
             // 8 output tokens do not fit a 6-token context: the mock answers 400.
             let server = mock(MockConfig {
                 max_model_len: 6,
                 ..MockConfig::instant()
             });
-            let url = server.base_url();
-            let run = run(&[
-                "--target",
-                &url,
-                "--request-format",
-                format,
-                "--stream",
-                stream,
-                "--max-requests",
-                "5",
-                "--data",
-                "prompt_tokens=2,output_tokens=8",
-            ]);
-            let report = run.report();
+            let report = Bench::on(&server)
+                .format(format)
+                .stream(stream)
+                .max_requests(5)
+                .data("prompt_tokens=2,output_tokens=8")
+                .run()
+                .report();
             let b = &report.benchmarks[0];
             assert_eq!(error_count(b, "http_400"), 5, "{format}: {:?}", b.errors);
             assert_eq!(b.requests.completed, 0);
@@ -170,7 +153,7 @@ fn a_400_with_an_error_body_is_an_http_error_with_its_message() {
 #[test]
 fn garbage_drops_and_server_errors_are_errors_of_their_kind() {
     for format in FORMATS {
-        for stream in ["true", "false"] {
+        for stream in [true, false] {
             let server = mock(MockConfig {
                 garbage_rate: 0.25,
                 drop_rate: 0.25,
@@ -178,8 +161,7 @@ fn garbage_drops_and_server_errors_are_errors_of_their_kind() {
                 seed: 11,
                 ..MockConfig::instant()
             });
-            let run = run_format(&server, format, stream, "60");
-            let report = run.report();
+            let report = bench_format(&server, format, stream, 60).run().report();
             assert_identity(&report);
             let b = &report.benchmarks[0];
             let faults = server.stats().faults;
@@ -187,7 +169,7 @@ fn garbage_drops_and_server_errors_are_errors_of_their_kind() {
             assert!(faults.garbage > 0 && faults.drop > 0, "{what}: {faults:?}");
             // A cut-in-half event or body is not JSON; a dropped stream ends without its
             // final event (a dropped whole body is cut JSON, also malformed).
-            if stream == "true" {
+            if stream {
                 assert_eq!(
                     error_count(b, "malformed_response"),
                     faults.garbage,
@@ -238,8 +220,7 @@ fn a_stream_without_its_final_event_is_broken() {
             no_final_event: true,
             ..MockConfig::instant()
         });
-        let run = run_format(&server, format, "true", "6");
-        let report = run.report();
+        let report = bench_format(&server, format, true, 6).run().report();
         let b = &report.benchmarks[0];
         assert_eq!(
             error_count(b, "stream_broken"),

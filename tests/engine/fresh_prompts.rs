@@ -3,6 +3,7 @@
 //! prompts of its own; `--random-seed N` repeats a run's prompts exactly. Counted by the
 //! mock's prefix-cache model (`/stats`), which the probe shares as a real server would.
 
+use crate::scenario::Bench;
 use crate::support::{llmsurge, mock, ok_report, recorded, run};
 use llmsurge::mock::MockConfig;
 use std::collections::HashSet;
@@ -76,20 +77,14 @@ fn the_probe_warms_no_row_of_a_dataset() {
         .collect();
     std::fs::write(&path, rows).expect("write");
     let server = mock(MockConfig::instant());
-    let report = ok_report(&run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "20",
-        "--data",
-        &path.display().to_string(),
-        "--data-args",
-        r#"{"output_tokens": 2}"#,
-        "--outputs",
-        "json",
-    ]));
+    let report = ok_report(
+        &Bench::on(&server)
+            .constant(20)
+            .data(&path.display().to_string())
+            .arg("--data-args", r#"{"output_tokens": 2}"#)
+            .outputs("json")
+            .run(),
+    );
     assert_eq!(report.benchmarks[0].requests.completed, 6);
     let stats = server.stats();
     assert_eq!(stats.prefix_cache_queries, stats.prompt_tokens, "{stats:?}");

@@ -1,6 +1,7 @@
 //! Regression gates: `benchmark compare`, JUnit and Markdown outputs.
 
-use crate::support::{llmsurge, mock, run};
+use crate::scenario::Bench;
+use crate::support::{llmsurge, mock};
 use llmsurge::mock::MockConfig;
 use quick_xml::events::Event;
 use std::path::Path;
@@ -14,20 +15,12 @@ fn report_with_ttft(ttft_ms: f64, dir: &Path, name: &str) -> std::path::PathBuf 
         itl_ms: 1.0,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "3",
-        "--max-requests",
-        "150",
-        "--data",
-        DATA,
-        "--outputs",
-        "json",
-    ]);
+    let run = Bench::on(&server)
+        .concurrent(3)
+        .max_requests(150)
+        .data(DATA)
+        .outputs("json")
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let path = dir.join(name);
     std::fs::copy(run.report_path(), &path).expect("copy the report");
@@ -204,22 +197,13 @@ fn runs_write_slo_verdicts_as_junit_and_markdown() {
         ttft_ms: 50.0,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "20,40",
-        "--max-requests",
-        "30",
-        "--data",
-        DATA,
-        "--slo",
-        "ttft_p99<=20ms,error_rate<=1%",
-        "--outputs",
-        "json,junit,md",
-    ]);
+    let run = Bench::on(&server)
+        .constant("20,40")
+        .max_requests(30)
+        .data(DATA)
+        .slo("ttft_p99<=20ms,error_rate<=1%")
+        .outputs("json,junit,md")
+        .run();
     assert_eq!(run.code(), 3, "{}", run.stderr);
     let xml = std::fs::read_to_string(run.dir.path().join("benchmarks.junit.xml")).expect("junit");
     assert_eq!(
@@ -247,20 +231,13 @@ fn goodput_fraction_counts_errored_requests_as_not_good() {
         error_rate: 0.6,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-requests",
-        "50",
-        "--data",
-        DATA,
-        "--goodput",
-        "e2e:10s",
-        "--outputs",
-        "json,console",
-    ]);
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(50)
+        .data(DATA)
+        .arg("--goodput", "e2e:10s")
+        .outputs("json,console")
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let report = run.report();
     let b = &report.benchmarks[0];
@@ -323,22 +300,13 @@ fn a_latency_objective_fails_when_the_server_did_not_keep_up() {
         output_tokens: 16,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "20",
-        "--max-seconds",
-        "3",
-        "--data",
-        DATA,
-        "--slo",
-        "e2e_p50<=2s,error_rate<=1%",
-        "--outputs",
-        "json,junit,md,csv,html,console",
-    ]);
+    let run = Bench::on(&server)
+        .constant(20)
+        .max_seconds(3)
+        .data(DATA)
+        .slo("e2e_p50<=2s,error_rate<=1%")
+        .outputs("json,junit,md,csv,html,console")
+        .run();
     assert_eq!(run.code(), 3, "{}", run.stderr);
     let report = run.report();
     let b = &report.benchmarks[0];
@@ -382,22 +350,13 @@ fn a_latency_objective_fails_when_the_server_did_not_keep_up() {
 #[test]
 fn a_percentile_of_too_few_requests_is_inconclusive() {
     let server = mock(MockConfig::instant());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "50",
-        "--max-requests",
-        "20",
-        "--data",
-        DATA,
-        "--slo",
-        "ttft_p99<=10s,ttft_p50<=10s",
-        "--outputs",
-        "json,junit,console",
-    ]);
+    let run = Bench::on(&server)
+        .constant(50)
+        .max_requests(20)
+        .data(DATA)
+        .slo("ttft_p99<=10s,ttft_p50<=10s")
+        .outputs("json,junit,console")
+        .run();
     assert_eq!(run.code(), 3, "{}", run.stderr);
     let completed = server.stats().completed;
     assert_eq!(completed, 20);
@@ -432,16 +391,11 @@ fn an_invalid_run_says_which_rule_made_it_invalid() {
         error_rate: 1.0,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-requests",
-        "12",
-        "--data",
-        DATA,
-    ]);
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(12)
+        .data(DATA)
+        .run();
     assert_eq!(run.code(), 4, "{}", run.stderr);
     let faults = server.stats().faults;
     let mut kinds = Vec::new();
@@ -467,20 +421,12 @@ fn an_invalid_run_says_which_rule_made_it_invalid() {
     // The client was the bottleneck: held to 1 µs, its dispatch lag (a rate strategy)
     // and its runtime probe (any strategy) are over.
     let ok = mock(MockConfig::instant());
-    let run = crate::support::run(&[
-        "--target",
-        &ok.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "20",
-        "--max-requests",
-        "10",
-        "--data",
-        DATA,
-        "--max-dispatch-lag",
-        "1us",
-    ]);
+    let run = Bench::target(&ok.base_url())
+        .constant(20)
+        .max_requests(10)
+        .data(DATA)
+        .arg("--max-dispatch-lag", "1us")
+        .run();
     assert_eq!(run.code(), 4, "{}", run.stderr);
     let report = run.report();
     let c = &report.benchmarks[0].client;
@@ -499,20 +445,12 @@ fn an_invalid_run_says_which_rule_made_it_invalid() {
         run.stderr
     );
 
-    let run = crate::support::run(&[
-        "--target",
-        &ok.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "2",
-        "--max-requests",
-        "10",
-        "--data",
-        DATA,
-        "--max-dispatch-lag",
-        "1us",
-    ]);
+    let run = Bench::target(&ok.base_url())
+        .concurrent(2)
+        .max_requests(10)
+        .data(DATA)
+        .arg("--max-dispatch-lag", "1us")
+        .run();
     assert_eq!(run.code(), 4, "{}", run.stderr);
     let report = run.report();
     let reasons = &report.invalid_run;

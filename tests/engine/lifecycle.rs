@@ -1,7 +1,8 @@
 //! The benchmark lifecycle's own numbers: the books balanced at the end of every run, the
 //! mean concurrency of the measured window, and a ramp-up that must fit in the run.
 
-use crate::support::{mock, ok_report, run};
+use crate::scenario::Bench;
+use crate::support::{mock, ok_report};
 use llmsurge::mock::MockConfig;
 
 /// Requests of ~100 ms.
@@ -20,20 +21,12 @@ fn mock_100ms() -> llmsurge::mock::MockServer {
 #[test]
 fn a_rate_stopped_by_its_time_limit_leaves_balanced_books() {
     let server = mock_100ms();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "20",
-        "--workers",
-        "2",
-        "--max-seconds",
-        "2",
-        "--data",
-        "prompt_tokens=16,output_tokens=10",
-    ]);
+    let run = Bench::on(&server)
+        .constant(20)
+        .workers(2)
+        .max_seconds(2)
+        .data("prompt_tokens=16,output_tokens=10")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let a = &b.audit;
@@ -62,20 +55,13 @@ fn a_rate_stopped_by_its_time_limit_leaves_balanced_books() {
 #[test]
 fn mean_concurrency_is_over_the_measured_window_only() {
     let server = mock_100ms();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-seconds",
-        "3",
-        "--warmup",
-        "1.5s",
-        "--data",
-        "prompt_tokens=16,output_tokens=10",
-        "--request-log",
-        "requests.jsonl",
-    ]);
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_seconds(3)
+        .arg("--warmup", "1.5s")
+        .data("prompt_tokens=16,output_tokens=10")
+        .request_log("requests.jsonl")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert!(b.requests.warmup > 0, "{:?}", b.requests);
@@ -103,18 +89,11 @@ fn mean_concurrency_is_over_the_measured_window_only() {
 #[test]
 fn a_rampup_as_long_as_the_run_is_a_usage_error() {
     let server = mock_100ms();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--rampup",
-        "10",
-        "--max-seconds",
-        "5",
-    ]);
+    let run = Bench::on(&server)
+        .concurrent(4)
+        .arg("--rampup", "10")
+        .max_seconds(5)
+        .run();
     assert_eq!(run.code(), llmsurge::exit_codes::USAGE, "{}", run.stderr);
     let lines: Vec<_> = run
         .stderr
@@ -137,14 +116,10 @@ fn a_rampup_as_long_as_the_run_is_a_usage_error() {
 #[test]
 fn a_worker_timeout_below_the_heartbeat_is_a_usage_error() {
     let server = mock_100ms();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--max-requests",
-        "1",
-        "--worker-timeout",
-        "200ms",
-    ]);
+    let run = Bench::on(&server)
+        .max_requests(1)
+        .arg("--worker-timeout", "200ms")
+        .run();
     assert_eq!(run.code(), llmsurge::exit_codes::USAGE, "{}", run.stderr);
     assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
     assert!(run.stderr.contains("--worker-timeout"), "{}", run.stderr);
@@ -157,22 +132,13 @@ fn a_worker_timeout_below_the_heartbeat_is_a_usage_error() {
 #[test]
 fn streams_waiting_for_their_ramp_up_end_when_no_slot_is_left() {
     let server = mock_100ms();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--workers",
-        "1",
-        "--rampup",
-        "200",
-        "--max-requests",
-        "3",
-        "--data",
-        "prompt_tokens=16,output_tokens=10",
-    ]);
+    let run = Bench::on(&server)
+        .concurrent(4)
+        .workers(1)
+        .arg("--rampup", "200")
+        .max_requests(3)
+        .data("prompt_tokens=16,output_tokens=10")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert!(

@@ -2,7 +2,8 @@
 //! per-model breakdown in every format against the mock's own per-model counts, the
 //! per-slot choice independent of `--workers`, merged shards, and bad values.
 
-use crate::support::{Finished, llmsurge, mock, ok_report, run, start_run, wait_run};
+use crate::scenario::Bench;
+use crate::support::{Finished, llmsurge, mock, ok_report, start_run, wait_run};
 use llmsurge::mock::{MockConfig, MockStats};
 use llmsurge::report::{Report, RequestEntry};
 use std::collections::BTreeMap;
@@ -48,24 +49,14 @@ fn the_split_holds_within_three_points_and_every_format_breaks_it_down_as_the_se
     let server = mock(lora_mock());
     let url = server.base_url();
     let split = split_arg();
-    let run = run(&[
-        "--target",
-        &url,
-        "--model",
-        "base",
-        "--lora",
-        &split,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "16",
-        "--max-requests",
-        "2000",
-        "--data",
-        "prompt_tokens=16,output_tokens=8",
-        "--outputs",
-        "json,csv,html,md,console",
-    ]);
+    let run = Bench::target(&url)
+        .model("base")
+        .arg("--lora", &split)
+        .concurrent(16)
+        .max_requests(2000)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json,csv,html,md,console")
+        .run();
     let report = ok_report(&run);
     let stats = server.stats();
     let b = &report.benchmarks[0];
@@ -257,28 +248,16 @@ fn the_same_seed_gives_every_slot_the_same_model_whatever_the_workers() {
     // Another seed gives another choice (the pick is seeded, not fixed).
     let three = mock(lora_mock());
     let split = split_arg();
-    let other = run(&[
-        "--target",
-        &three.base_url(),
-        "--model",
-        "base",
-        "--lora",
-        &split,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "8",
-        "--random-seed",
-        "12",
-        "--max-requests",
-        "300",
-        "--data",
-        "prompt_tokens=16,output_tokens=4",
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json",
-    ]);
+    let other = Bench::target(&three.base_url())
+        .model("base")
+        .arg("--lora", &split)
+        .concurrent(8)
+        .seed(12)
+        .max_requests(300)
+        .data("prompt_tokens=16,output_tokens=4")
+        .request_log("requests.jsonl")
+        .outputs("json")
+        .run();
     assert_eq!(other.code(), 0, "{}", other.stderr);
     let slots3: BTreeMap<u64, String> = read_log(&other.dir.path().join("requests.jsonl"))
         .into_iter()
@@ -293,28 +272,16 @@ fn merged_shards_keep_each_models_section() {
     let url = server.base_url();
     let split = split_arg();
     let shard = |k: &str| {
-        run(&[
-            "--target",
-            &url,
-            "--model",
-            "base",
-            "--lora",
-            &split,
-            "--profile",
-            "concurrent",
-            "--rate",
-            "8",
-            "--max-requests",
-            "400",
-            "--data",
-            "prompt_tokens=16,output_tokens=4",
-            "--shard",
-            k,
-            "--random-seed",
-            "3",
-            "--outputs",
-            "json",
-        ])
+        Bench::target(&url)
+            .model("base")
+            .arg("--lora", &split)
+            .concurrent(8)
+            .max_requests(400)
+            .data("prompt_tokens=16,output_tokens=4")
+            .arg("--shard", k)
+            .seed(3)
+            .outputs("json")
+            .run()
     };
     let (s1, s2) = (shard("1/2"), shard("2/2"));
     let out = tempfile::tempdir().expect("tempdir");
@@ -370,7 +337,7 @@ fn bad_lora_values_are_one_line_usage_errors() {
         "a,a",
         ",",
     ] {
-        let run = run(&["--target", &url, "--max-requests", "5", "--lora", bad]);
+        let run = Bench::target(&url).max_requests(5).arg("--lora", bad).run();
         assert_eq!(run.code(), 2, "{bad:?}: {}", run.stderr);
         let lines: Vec<&str> = run.stderr.lines().collect();
         assert_eq!(
@@ -387,7 +354,7 @@ fn bad_lora_values_are_one_line_usage_errors() {
         assert!(!run.report_path().exists(), "nothing may run");
     }
     // Through the environment too.
-    let (child, dir) = start_run(&["--target", &url, "--max-requests", "5"], |cmd| {
+    let (child, dir) = Bench::target(&url).max_requests(5).start(|cmd| {
         cmd.env("LLMSURGE_LORA", "a=2");
     });
     let run = wait_run(child, dir);
@@ -429,16 +396,11 @@ fn a_scenario_file_sets_the_split_and_a_plain_run_has_no_models() {
 
     // Without --lora: no per-model section anywhere, and the mock saw the base model only.
     let server = mock(lora_mock());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--model",
-        "base",
-        "--max-requests",
-        "20",
-        "--outputs",
-        "json,csv",
-    ]);
+    let run = Bench::on(&server)
+        .model("base")
+        .max_requests(20)
+        .outputs("json,csv")
+        .run();
     let report = ok_report(&run);
     assert!(report.benchmarks[0].models.is_empty());
     let json = std::fs::read_to_string(run.report_path()).expect("json");

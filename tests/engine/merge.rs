@@ -2,7 +2,8 @@
 //! carry shard metadata), merged by the real binary: exit codes, one-line refusals, and
 //! the same bytes whatever the order of the files.
 
-use crate::support::{llmsurge, mock, run, wait_run};
+use crate::scenario::Bench;
+use crate::support::{llmsurge, mock, wait_run};
 use llmsurge::mock::MockConfig;
 use llmsurge::report::Report;
 use std::path::{Path, PathBuf};
@@ -59,22 +60,13 @@ fn shard_reports_of_real_runs_merge_in_any_order_to_the_same_bytes() {
     let url = server.base_url();
     let runs: Vec<_> = (0..3)
         .map(|_| {
-            run(&[
-                "--target",
-                &url,
-                "--profile",
-                "constant",
-                "--rate",
-                "40",
-                "--max-requests",
-                "12",
-                "--random-seed",
-                "7",
-                "--data",
-                "prompt_tokens=16,output_tokens=8",
-                "--outputs",
-                "json",
-            ])
+            Bench::target(&url)
+                .constant(40)
+                .max_requests(12)
+                .seed(7)
+                .data("prompt_tokens=16,output_tokens=8")
+                .outputs("json")
+                .run()
         })
         .collect();
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1,6 +1,7 @@
 //! Measured latencies against a mock with known delays, and report contents.
 
-use crate::support::{mock, ok_report, run};
+use crate::scenario::Bench;
+use crate::support::{mock, ok_report};
 use llmsurge::mock::MockConfig;
 
 /// Against a mock with TTFT 50 ms and 5 ms between tokens (no spread):
@@ -22,18 +23,12 @@ fn ttft_and_itl_match_the_configured_delays() {
         output_tokens: 16,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-requests",
-        "30",
-        "--data",
-        "prompt_tokens=64,output_tokens=16",
-        "--request-log",
-        "requests.jsonl",
-    ]);
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(30)
+        .data("prompt_tokens=64,output_tokens=16")
+        .request_log("requests.jsonl")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let ttft = &b.metrics["ttft"].successful;
@@ -79,16 +74,11 @@ fn chunks_of_several_tokens_count_every_token_gap() {
         tokens_per_chunk: 4,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-requests",
-        "10",
-        "--data",
-        "prompt_tokens=8,output_tokens=16",
-    ]);
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(10)
+        .data("prompt_tokens=8,output_tokens=16")
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let b = &run.report().benchmarks[0];
     let itl = &b.metrics["itl"].successful;
@@ -114,18 +104,11 @@ fn chunks_of_several_tokens_count_every_token_gap() {
 #[test]
 fn the_report_has_its_schema_metadata_and_redacted_args() {
     let server = mock(MockConfig::instant());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "20",
-        "--max-requests",
-        "10",
-        "--api-key",
-        "sk-very-secret-value",
-    ]);
+    let run = Bench::on(&server)
+        .constant(20)
+        .max_requests(10)
+        .arg("--api-key", "sk-very-secret-value")
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let raw = std::fs::read_to_string(run.report_path()).expect("report");
     assert!(
@@ -166,16 +149,7 @@ fn server_errors_are_counted_per_kind_with_a_sample_message() {
         seed: 7,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--max-requests",
-        "200",
-    ]);
+    let run = Bench::on(&server).concurrent(4).max_requests(200).run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let faults = server.stats().faults;
@@ -208,17 +182,12 @@ fn reasoning_tokens_are_inter_token_gaps() {
         output_tokens: 20,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-requests",
-        "10",
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(10)
         // max_tokens counts the reasoning too: 10 of it, then the 20 content tokens.
-        "--data",
-        "prompt_tokens=8,output_tokens=30",
-    ]);
+        .data("prompt_tokens=8,output_tokens=30")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let itl = &b.metrics["itl"].successful;
@@ -266,22 +235,13 @@ fn requests_cut_off_count_as_lower_bounds() {
         max_concurrency: Some(1),
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "16",
-        "--max-seconds",
-        "2.2",
-        "--data",
-        "prompt_tokens=8,output_tokens=1",
-        "--slo",
-        "ttft_p50<=1.6s",
-        "--goodput",
-        "ttft:1.6s",
-    ]);
+    let run = Bench::on(&server)
+        .concurrent(16)
+        .max_seconds("2.2")
+        .data("prompt_tokens=8,output_tokens=1")
+        .slo("ttft_p50<=1.6s")
+        .arg("--goodput", "ttft:1.6s")
+        .run();
     assert_eq!(run.code(), 3, "the SLO must fail: {}", run.stderr);
     let report = run.report();
     crate::support::assert_identity(&report);
@@ -350,18 +310,11 @@ fn stream_strategies_report_the_client_probes() {
         output_tokens: 8,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--max-seconds",
-        "1",
-        "--data",
-        "prompt_tokens=8,output_tokens=8",
-    ]);
+    let run = Bench::on(&server)
+        .concurrent(4)
+        .max_seconds(1)
+        .data("prompt_tokens=8,output_tokens=8")
+        .run();
     let report = ok_report(&run);
     let c = &report.benchmarks[0].client;
     let gap = c.send_gap.as_ref().expect("send gap");
@@ -389,20 +342,12 @@ fn stream_strategies_report_the_client_probes() {
 
     // Held to a threshold below the timer's own granularity, the same run is judged
     // client-bound by the runtime probe: the verdict reads these figures.
-    let strict = crate::support::run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--max-seconds",
-        "1",
-        "--data",
-        "prompt_tokens=8,output_tokens=8",
-        "--max-dispatch-lag",
-        "1us",
-    ]);
+    let strict = Bench::on(&server)
+        .concurrent(4)
+        .max_seconds(1)
+        .data("prompt_tokens=8,output_tokens=8")
+        .arg("--max-dispatch-lag", "1us")
+        .run();
     assert_eq!(strict.code(), 4, "{}", strict.stderr);
     let c = &strict.report().benchmarks[0].client;
     assert!(c.bottleneck);
@@ -423,18 +368,11 @@ fn stream_strategies_report_the_client_probes() {
 #[test]
 fn an_impossible_dispatch_lag_threshold_forces_the_client_bottleneck_verdict() {
     let server = mock(MockConfig::instant());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "100",
-        "--max-requests",
-        "50",
-        "--max-dispatch-lag",
-        "1us",
-    ]);
+    let run = Bench::on(&server)
+        .constant(100)
+        .max_requests(50)
+        .arg("--max-dispatch-lag", "1us")
+        .run();
     assert_eq!(
         run.code(),
         llmsurge::exit_codes::INVALID_RUN,
@@ -466,14 +404,10 @@ fn a_very_short_run_has_no_cpu_saturation_warning() {
         ..MockConfig::instant()
     });
     for limit in [["--max-requests", "1"], ["--max-seconds", "0.05"]] {
-        let run = run(&[
-            "--target",
-            &server.base_url(),
-            "--profile",
-            "synchronous",
-            limit[0],
-            limit[1],
-        ]);
+        let run = Bench::on(&server)
+            .synchronous()
+            .arg(limit[0], limit[1])
+            .run();
         let report = ok_report(&run);
         let c = &report.benchmarks[0].client;
         assert!(
@@ -493,20 +427,12 @@ fn queued_requests_count_from_their_scheduled_time() {
         ttft_ms: 500.0,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "20",
-        "--max-concurrency",
-        "1",
-        "--max-seconds",
-        "2",
-        "--data",
-        "prompt_tokens=8,output_tokens=1",
-    ]);
+    let run = Bench::on(&server)
+        .constant(20)
+        .max_concurrency(1)
+        .max_seconds(2)
+        .data("prompt_tokens=8,output_tokens=1")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert!(b.requests.cancelled >= 20, "{:?}", b.requests);
@@ -543,16 +469,11 @@ fn itl_spreads_each_chunks_gap_over_its_own_tokens() {
         ..MockConfig::instant()
     };
     let server = mock(config.clone());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-requests",
-        "10",
-        "--data",
-        "prompt_tokens=8,output_tokens=10",
-    ]);
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(10)
+        .data("prompt_tokens=8,output_tokens=10")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let itl = &b.metrics["itl"].successful;
@@ -583,16 +504,11 @@ fn a_run_without_streaming_has_no_tpot_or_itl_and_refuses_objectives_on_them() {
         ("--slo", "e2e_p50<=1s,itl_p50<=1ms"),
         ("--goodput", "tpot:10ms"),
     ] {
-        let run = run(&[
-            "--target",
-            &url,
-            "--stream",
-            "false",
-            "--max-requests",
-            "1",
-            flag,
-            value,
-        ]);
+        let run = Bench::on(&server)
+            .stream(false)
+            .max_requests(1)
+            .arg(flag, value)
+            .run();
         assert_eq!(run.code(), 2, "{flag} {value}: {}", run.stderr);
         let line = run.stderr.trim();
         assert_eq!(line.lines().count(), 1, "{line}");
@@ -607,22 +523,14 @@ fn a_run_without_streaming_has_no_tpot_or_itl_and_refuses_objectives_on_them() {
         "nothing was sent"
     );
 
-    let run = run(&[
-        "--target",
-        &url,
-        "--stream",
-        "false",
-        "--profile",
-        "synchronous",
-        "--max-requests",
-        "12",
-        "--data",
-        "prompt_tokens=8,output_tokens=16",
-        "--goodput",
-        "e2e:10s",
-        "--outputs",
-        "json,csv,console",
-    ]);
+    let run = Bench::target(&url)
+        .stream(false)
+        .synchronous()
+        .max_requests(12)
+        .data("prompt_tokens=8,output_tokens=16")
+        .arg("--goodput", "e2e:10s")
+        .outputs("json,csv,console")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     for key in ["itl", "tpot"] {

@@ -1,6 +1,7 @@
 //! Every profile runs end to end and starts the number of requests it should.
 
-use crate::support::{assert_identity, mock, ok_report, run};
+use crate::scenario::Bench;
+use crate::support::{assert_identity, mock, ok_report};
 use llmsurge::mock::MockConfig;
 
 fn slow_mock() -> MockConfig {
@@ -15,16 +16,7 @@ fn slow_mock() -> MockConfig {
 #[test]
 fn constant_rate_starts_rate_times_duration_requests() {
     let server = mock(MockConfig::instant());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "50",
-        "--max-seconds",
-        "4",
-    ]);
+    let run = Bench::on(&server).constant(50).max_seconds(4).run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     // Slots at 0, 20 ms, … 4.0 s: 201 fall within [0, 4 s]; those due by the stop are
@@ -41,16 +33,7 @@ fn constant_rate_starts_rate_times_duration_requests() {
 #[test]
 fn concurrent_holds_exactly_its_stream_count_in_flight() {
     let server = mock(slow_mock());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "8",
-        "--max-seconds",
-        "2",
-    ]);
+    let run = Bench::on(&server).concurrent(8).max_seconds(2).run();
     ok_report(&run);
     assert_eq!(server.stats().peak_active, 8);
 }
@@ -62,14 +45,7 @@ fn synchronous_never_has_two_in_flight() {
         itl_ms: 1.0,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-seconds",
-        "2",
-    ]);
+    let run = Bench::on(&server).synchronous().max_seconds(2).run();
     let report = ok_report(&run);
     assert_eq!(server.stats().peak_active, 1);
     assert_eq!(
@@ -83,16 +59,11 @@ fn synchronous_never_has_two_in_flight() {
 #[test]
 fn poisson_count_lands_in_a_statistically_sound_band() {
     let server = mock(MockConfig::instant());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "poisson",
-        "--rate",
-        "100",
-        "--max-seconds",
-        "20",
-    ]);
+    let run = Bench::on(&server)
+        .profile("poisson")
+        .rate(100)
+        .max_seconds(20)
+        .run();
     let report = ok_report(&run);
     // Arrivals in 20 s at 100/s are Poisson(2000): sd = sqrt(2000) ≈ 44.7. Five sd either
     // side fails a correct implementation with probability < 1e-6.
@@ -106,16 +77,7 @@ fn poisson_count_lands_in_a_statistically_sound_band() {
 #[test]
 fn max_requests_yields_exactly_that_many() {
     let server = mock(MockConfig::instant());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "7",
-        "--max-requests",
-        "100",
-    ]);
+    let run = Bench::on(&server).concurrent(7).max_requests(100).run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert_eq!((b.requests.created, b.requests.completed), (100, 100));
@@ -129,16 +91,11 @@ fn max_requests_yields_exactly_that_many() {
 #[test]
 fn throughput_fills_its_concurrency() {
     let server = mock(slow_mock());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "throughput",
-        "--max-concurrency",
-        "16",
-        "--max-seconds",
-        "2",
-    ]);
+    let run = Bench::on(&server)
+        .profile("throughput")
+        .max_concurrency(16)
+        .max_seconds(2)
+        .run();
     ok_report(&run);
     assert_eq!(server.stats().peak_active, 16);
 }
@@ -146,16 +103,7 @@ fn throughput_fills_its_concurrency() {
 #[test]
 fn a_rate_list_runs_one_benchmark_per_rate() {
     let server = mock(MockConfig::instant());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "20,40",
-        "--max-seconds",
-        "1",
-    ]);
+    let run = Bench::on(&server).constant("20,40").max_seconds(1).run();
     let report = ok_report(&run);
     let rates: Vec<String> = report
         .benchmarks
@@ -171,21 +119,13 @@ fn a_rate_list_runs_one_benchmark_per_rate() {
 fn one_or_four_workers_give_the_same_totals() {
     let totals = |workers: &str| {
         let server = mock(MockConfig::instant());
-        let run = run(&[
-            "--target",
-            &server.base_url(),
-            "--profile",
-            "constant",
-            "--rate",
-            "200",
-            "--max-requests",
-            "300",
-            "--workers",
-            workers,
+        let run = Bench::on(&server)
+            .constant(200)
+            .max_requests(300)
+            .arg("--workers", workers)
             // The mock counts prompt tokens with its own tokenizer: the same text needed.
-            "--random-seed",
-            "4",
-        ]);
+            .seed(4)
+            .run();
         assert_eq!(run.code(), 0, "{}", run.stderr);
         let report = run.report();
         assert_identity(&report);

@@ -2,8 +2,9 @@
 //! round trips, `--request-log` through Ctrl-C, request samples, extras, progress on a
 //! terminal and off it, `config`, `completions`, and API keys in no output at all.
 
+use crate::scenario::Bench;
 use crate::support::{
-    Finished, llmsurge, mock, run, start_run, wait_completed, wait_for_children, wait_run,
+    Finished, llmsurge, mock, start_run, wait_completed, wait_for_children, wait_run,
 };
 use llmsurge::mock::MockConfig;
 use llmsurge::report::{Report, RequestEntry};
@@ -46,24 +47,14 @@ fn read_log(path: &Path) -> Vec<RequestEntry> {
 fn every_format_is_written_after_a_run_and_agrees_with_the_json() {
     let server = mock(streaming_mock(0.15));
     let url = server.base_url();
-    let run = run(&[
-        "--target",
-        &url,
-        "--profile",
-        "constant",
-        "--rate",
-        "20,40",
-        "--max-seconds",
-        "2",
-        "--data",
-        "prompt_tokens=16,output_tokens=10",
-        "--outputs",
-        "json,csv,html,yaml,console,extra/copy.json",
-        "--sample-requests",
-        "3",
-        "--output-extras",
-        r#"{"gpu": "H100", "replicas": 2}"#,
-    ]);
+    let run = Bench::target(&url)
+        .constant("20,40")
+        .max_seconds(2)
+        .data("prompt_tokens=16,output_tokens=10")
+        .outputs("json,csv,html,yaml,console,extra/copy.json")
+        .arg("--sample-requests", "3")
+        .arg("--output-extras", r#"{"gpu": "H100", "replicas": 2}"#)
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let dir = run.dir.path();
     let report = run.report();
@@ -140,20 +131,13 @@ fn every_format_is_written_after_a_run_and_agrees_with_the_json() {
 fn from_file_rerenders_without_running_and_keeps_every_metric() {
     let server = mock(streaming_mock(0.1));
     let url = server.base_url();
-    let run = run(&[
-        "--target",
-        &url,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "2,4",
-        "--max-requests",
-        "30",
-        "--data",
-        "prompt_tokens=16,output_tokens=10",
-        "--outputs",
-        "json",
-    ]);
+    let run = Bench::target(&url)
+        .profile("concurrent")
+        .rate("2,4")
+        .max_requests(30)
+        .data("prompt_tokens=16,output_tokens=10")
+        .outputs("json")
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let served = server.stats().requests.chat_completions;
     let out = tempfile::tempdir().expect("tempdir");
@@ -362,31 +346,17 @@ fn api_keys_appear_in_no_output() {
     let server = mock(streaming_mock(0.2));
     let url = server.base_url();
     let kwargs = format!(r#"{{"headers": {{"X-Api-Key": "{HEADER_KEY}"}}}}"#);
-    let (child, dir) = start_run(
-        &[
-            "--target",
-            &url,
-            "--profile",
-            "constant",
-            "--rate",
-            "20",
-            "--max-requests",
-            "20",
-            "--api-key",
-            FLAG_KEY,
-            "--backend-kwargs",
-            &kwargs,
-            "--outputs",
-            "json,csv,html,yaml,console",
-            "--request-log",
-            "requests.jsonl",
-            "--sample-requests",
-            "50",
-        ],
-        |cmd| {
+    let (child, dir) = Bench::target(&url)
+        .constant(20)
+        .max_requests(20)
+        .arg("--api-key", FLAG_KEY)
+        .arg("--backend-kwargs", &kwargs)
+        .outputs("json,csv,html,yaml,console")
+        .request_log("requests.jsonl")
+        .arg("--sample-requests", "50")
+        .start(|cmd| {
             cmd.env("OPENAI_API_KEY", ENV_KEY);
-        },
-    );
+        });
     let run = wait_run(child, dir);
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let dir = run.dir.path();

@@ -1,6 +1,7 @@
 //! Request formats and server faults: every fault becomes an errored request with its
 //! kind and a reason, never a hang or a crash.
 
+use crate::scenario::Bench;
 use crate::support::{assert_identity, mock, ok_report, run};
 use llmsurge::mock::MockConfig;
 
@@ -22,20 +23,12 @@ fn server_faults_become_errors_of_their_kind() {
         seed: 3,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "8",
-        "--max-requests",
-        "120",
-        "--request-timeout",
-        "2s",
-        "--data",
-        DATA,
-    ]);
+    let run = Bench::on(&server)
+        .concurrent(8)
+        .max_requests(120)
+        .request_timeout("2s")
+        .data(DATA)
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let faults = server.stats().faults;
@@ -92,18 +85,12 @@ fn a_ttft_timeout_bounds_the_wait_for_the_first_token() {
         ttft_ms: 5_000.0,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-requests",
-        "2",
-        "--ttft-timeout",
-        "200ms",
-        "--data",
-        DATA,
-    ]);
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(2)
+        .arg("--ttft-timeout", "200ms")
+        .data(DATA)
+        .run();
     // Nothing succeeded: an invalid run.
     assert_eq!(
         run.code(),
@@ -166,18 +153,15 @@ fn completions_non_streaming_and_http2_work() {
 #[test]
 fn backend_kwargs_reach_the_request_body() {
     let server = mock(MockConfig::instant());
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-requests",
-        "5",
-        "--data",
-        DATA,
-        "--backend-kwargs",
-        r#"{"extra_body": {"max_tokens": 3}, "headers": {"X-Trace": "t"}, "params": {"a": 1}}"#,
-    ]);
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(5)
+        .data(DATA)
+        .arg(
+            "--backend-kwargs",
+            r#"{"extra_body": {"max_tokens": 3}, "headers": {"X-Trace": "t"}, "params": {"a": 1}}"#,
+        )
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     // extra_body overrides the data's output length.
     assert_eq!(
@@ -195,20 +179,12 @@ fn a_concurrency_cap_makes_slots_late_and_says_so() {
         ttft_ms: 100.0,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "40",
-        "--max-requests",
-        "20",
-        "--max-concurrency",
-        "1",
-        "--data",
-        DATA,
-    ]);
+    let run = Bench::on(&server)
+        .constant(40)
+        .max_requests(20)
+        .max_concurrency(1)
+        .data(DATA)
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let b = &run.report().benchmarks[0];
     assert_eq!(server.stats().peak_active, 1);
@@ -231,17 +207,12 @@ fn reasoning_tokens_separate_first_token_from_first_output_token() {
         reasoning_tokens: 10,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-requests",
-        "5",
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(5)
         // A cap above the 10 reasoning tokens, which it counts, leaves room for content.
-        "--data",
-        "prompt_tokens=16,output_tokens=20",
-    ]);
+        .data("prompt_tokens=16,output_tokens=20")
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let b = &run.report().benchmarks[0];
     let (any, content) = (

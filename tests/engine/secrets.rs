@@ -7,6 +7,7 @@
 //! directory of its own, its credentials opted in with `--show-header`) shows that every
 //! request carried each secret.
 
+use crate::scenario::Bench;
 use crate::support::{Finished, llmsurge, mock, recorded, start_run, wait_run};
 use base64::Engine as _;
 use llmsurge::mock::MockConfig;
@@ -359,22 +360,14 @@ fn opted_in_values_are_shown() {
         "{}/?api-version=2024-10-21&key=hidden-key",
         server.base_url()
     );
-    let run = crate::support::run(&[
-        "--target",
-        &target,
-        "--max-requests",
-        "2",
-        "--data",
-        "prompt_tokens=8,output_tokens=4",
-        "--backend-kwargs",
-        r#"{"headers": {"X-Trace": "trace-on", "X-Other": "hidden-header", "Accept": "text/event-stream"}}"#,
-        "--show-header",
-        "x-trace",
-        "--show-query-param",
-        "api-version",
-        "--outputs",
-        "json",
-    ]);
+    let run = Bench::target(&target)
+        .max_requests(2)
+        .data("prompt_tokens=8,output_tokens=4")
+        .arg("--backend-kwargs", r#"{"headers": {"X-Trace": "trace-on", "X-Other": "hidden-header", "Accept": "text/event-stream"}}"#)
+        .arg("--show-header", "x-trace")
+        .arg("--show-query-param", "api-version")
+        .outputs("json")
+        .run();
     let report = crate::support::ok_report(&run);
     assert!(
         report
@@ -408,24 +401,15 @@ fn an_error_quoting_the_url_carries_no_secret() {
         server.base_url().trim_start_matches("http://"),
         secret("query")
     );
-    let (child, dir) = start_run(
-        &[
-            "--target",
-            &target,
-            "--http2",
-            "--max-requests",
-            "3",
-            "--data",
-            "prompt_tokens=8,output_tokens=4",
-            "--outputs",
-            "json,console",
-            "--request-log",
-            "requests.jsonl",
-        ],
-        |c| {
+    let (child, dir) = Bench::target(&target)
+        .flag("--http2")
+        .max_requests(3)
+        .data("prompt_tokens=8,output_tokens=4")
+        .outputs("json,console")
+        .request_log("requests.jsonl")
+        .start(|c| {
             c.env("LLMSURGE_LOG", "debug");
-        },
-    );
+        });
     let run = wait_run(child, dir);
     assert_eq!(run.code(), 4, "every request failed: {}", run.stderr);
     assert_no_marker("failed run", &run.stdout, &run.stderr, Some(run.dir.path()));
@@ -450,18 +434,12 @@ fn the_mock_records_no_credential_unless_shown() {
         secret("query")
     );
     let key = secret("flag");
-    let run = crate::support::run(&[
-        "--target",
-        &target,
-        "--api-key",
-        &key,
-        "--max-requests",
-        "2",
-        "--data",
-        "prompt_tokens=8,output_tokens=4",
-        "--outputs",
-        "json",
-    ]);
+    let run = Bench::target(&target)
+        .arg("--api-key", &key)
+        .max_requests(2)
+        .data("prompt_tokens=8,output_tokens=4")
+        .outputs("json")
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let text = std::fs::read_to_string(&record).expect("record");
     assert!(!text.contains(MARK), "{text}");

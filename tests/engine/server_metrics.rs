@@ -3,7 +3,8 @@
 //! queue in the saturation verdict, a target without metrics, metrics that break mid-run,
 //! the profiler hooks, and bad flags.
 
-use crate::support::{Finished, mock, ok_report, run, start_run, wait_run};
+use crate::scenario::Bench;
+use crate::support::{Finished, mock, ok_report, run, wait_run};
 use llmsurge::mock::{MetricsFault, MockConfig, MockServer, MockStats};
 use llmsurge_coordinator::server_metrics::ServerMetrics;
 use llmsurge_coordinator::{BenchmarkResult, StopReason};
@@ -34,20 +35,12 @@ fn scraped_counter_deltas_equal_the_mocks_stats_exactly() {
         ..MockConfig::instant()
     });
     let before = server.stats();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "40",
-        "--max-requests",
-        "60",
-        "--server-metrics-interval",
-        "200ms",
-        "--data",
-        "prompt_tokens=48,output_tokens=16,prefix_tokens=32,prefix_count=1",
-    ]);
+    let run = Bench::on(&server)
+        .constant(40)
+        .max_requests(60)
+        .arg("--server-metrics-interval", "200ms")
+        .data("prompt_tokens=48,output_tokens=16,prefix_tokens=32,prefix_count=1")
+        .run();
     let after = server.stats();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
@@ -108,22 +101,13 @@ fn capacity_mock() -> MockServer {
 #[test]
 fn the_servers_waiting_queue_rises_with_the_mocks_and_the_verdict_cites_it() {
     let server = capacity_mock();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "84",
-        "--max-seconds",
-        "60",
-        "--over-saturation",
-        r#"{"min_seconds": 3}"#,
-        "--server-metrics-interval",
-        "250ms",
-        "--data",
-        DATA,
-    ]);
+    let run = Bench::on(&server)
+        .constant(84)
+        .max_seconds(60)
+        .arg("--over-saturation", r#"{"min_seconds": 3}"#)
+        .arg("--server-metrics-interval", "250ms")
+        .data(DATA)
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let Some(StopReason::OverSaturation { detail }) = &b.stop_reason else {
@@ -284,24 +268,14 @@ fn profile_server_brackets_every_benchmark() {
     let server = mock(MockConfig::instant());
     let url = server.base_url();
     // Off by its variable: the profiler still runs, nothing is scraped.
-    let (child, dir) = start_run(
-        &[
-            "--target",
-            &url,
-            "--profile",
-            "constant",
-            "--rate",
-            "20,30",
-            "--max-requests",
-            "10",
-            "--profile-server",
-            "--data",
-            DATA,
-        ],
-        |cmd| {
+    let (child, dir) = Bench::target(&url)
+        .constant("20,30")
+        .max_requests(10)
+        .flag("--profile-server")
+        .data(DATA)
+        .start(|cmd| {
             cmd.env("LLMSURGE_SERVER_METRICS", "off");
-        },
-    );
+        });
     let run = wait_run(child, dir);
     let report = ok_report(&run);
     assert_eq!(report.benchmarks.len(), 2);
@@ -373,12 +347,9 @@ fn bad_server_metrics_flags_are_one_line_usage_errors() {
         );
     }
     // Credentials in a bad URL are not echoed.
-    let out = run(&[
-        "--target",
-        "http://127.0.0.1:9",
-        "--server-metrics",
-        "http://user:hunter2@",
-    ]);
+    let out = Bench::target("http://127.0.0.1:9")
+        .arg("--server-metrics", "http://user:hunter2@")
+        .run();
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
 }
@@ -415,20 +386,12 @@ fn streams_cut_at_max_seconds_still_agree_with_the_servers_counts() {
         itl_ms: 5.0,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "20",
-        "--max-seconds",
-        "2",
-        "--server-metrics-interval",
-        "200ms",
-        "--data",
-        "prompt_tokens=32,output_tokens=200",
-    ]);
+    let run = Bench::on(&server)
+        .constant(20)
+        .max_seconds(2)
+        .arg("--server-metrics-interval", "200ms")
+        .data("prompt_tokens=32,output_tokens=200")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert!(

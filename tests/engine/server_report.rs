@@ -2,7 +2,8 @@
 //! real mock's `/metrics` and renders what it found in the console, CSV, HTML and
 //! Markdown, and `benchmark compare` compares it.
 
-use crate::support::{llmsurge, mock, ok_report, run, wait_run};
+use crate::scenario::Bench;
+use crate::support::{llmsurge, mock, ok_report, wait_run};
 use llmsurge::mock::MockConfig;
 use std::process::Stdio;
 
@@ -18,22 +19,13 @@ fn a_runs_server_metrics_reach_every_format_and_compare() {
         ..MockConfig::instant()
     });
     let url = server.base_url();
-    let run = run(&[
-        "--target",
-        &url,
-        "--profile",
-        "constant",
-        "--rate",
-        "40",
-        "--max-seconds",
-        "2",
-        "--data",
-        "prompt_tokens=16,output_tokens=10",
-        "--server-metrics-interval",
-        "200ms",
-        "--outputs",
-        "json,csv,html,md,console",
-    ]);
+    let run = Bench::target(&url)
+        .constant(40)
+        .max_seconds(2)
+        .data("prompt_tokens=16,output_tokens=10")
+        .arg("--server-metrics-interval", "200ms")
+        .outputs("json,csv,html,md,console")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     let sm = b

@@ -5,6 +5,7 @@
 //! leaving sessions reported as unfinished, and `constant` / `poisson` starting new
 //! sessions on the arrival schedule.
 
+use crate::scenario::Bench;
 use crate::support::{Finished, mock, ok_report, recorded, run};
 use llmsurge::mock::MockConfig;
 use llmsurge::report::requests::RequestEntry;
@@ -138,18 +139,12 @@ fn each_turn_carries_the_replies_that_actually_streamed() {
         record: Some(path.clone()),
         ..MockConfig::instant()
     });
-    let finished = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--data",
-        "turns=3,prompt_tokens=12,output_tokens=6,session_id=user",
-        "--max-requests",
-        "6",
-        "--outputs",
-        "json,csv,html,md,console",
-    ]);
+    let finished = Bench::on(&server)
+        .synchronous()
+        .data("turns=3,prompt_tokens=12,output_tokens=6,session_id=user")
+        .max_requests(6)
+        .outputs("json,csv,html,md,console")
+        .run();
     let report = ok_report(&finished);
     let lines = recorded(&path);
     for (i, line) in lines.iter().enumerate() {
@@ -221,26 +216,15 @@ pub(crate) fn think_times(log: &[RequestEntry]) -> BTreeMap<(u64, u32), (f64, f6
 }
 
 fn logged_sessions(url: &str, workers: &str, data: &str, requests: &str) -> Vec<RequestEntry> {
-    let finished = run(&[
-        "--target",
-        url,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "2",
-        "--workers",
-        workers,
-        "--random-seed",
-        "5",
-        "--data",
-        data,
-        "--max-requests",
-        requests,
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json",
-    ]);
+    let finished = Bench::target(url)
+        .concurrent(2)
+        .arg("--workers", workers)
+        .seed(5)
+        .data(data)
+        .arg("--max-requests", requests)
+        .request_log("requests.jsonl")
+        .outputs("json")
+        .run();
     ok_report(&finished);
     read_log(&finished.dir.path().join("requests.jsonl"))
 }
@@ -254,24 +238,14 @@ fn logged_sessions(url: &str, workers: &str, data: &str, requests: &str) -> Vec<
 #[test]
 fn think_times_are_kept_and_each_turns_lateness_is_logged() {
     let server = mock(MockConfig::instant());
-    let finished = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "2",
-        "--random-seed",
-        "5",
-        "--data",
-        "turns=4,prompt_tokens=8,output_tokens=2,think_time=40ms",
-        "--max-requests",
-        "40",
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json",
-    ]);
+    let finished = Bench::on(&server)
+        .concurrent(2)
+        .seed(5)
+        .data("turns=4,prompt_tokens=8,output_tokens=2,think_time=40ms")
+        .max_requests(40)
+        .request_log("requests.jsonl")
+        .outputs("json")
+        .run();
     let report = ok_report(&finished);
     let log = read_log(&finished.dir.path().join("requests.jsonl"));
     let thinks = think_times(&log);
@@ -344,18 +318,12 @@ fn a_failed_turn_ends_its_session_and_the_skipped_turns_are_counted() {
         error_rate: 0.3,
         ..MockConfig::instant()
     });
-    let finished = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--data",
-        "turns=4,prompt_tokens=8,output_tokens=2",
-        "--max-requests",
-        "40",
-        "--request-log",
-        "requests.jsonl",
-    ]);
+    let finished = Bench::on(&server)
+        .synchronous()
+        .data("turns=4,prompt_tokens=8,output_tokens=2")
+        .max_requests(40)
+        .request_log("requests.jsonl")
+        .run();
     let report = finished.report();
     let log = read_log(&finished.dir.path().join("requests.jsonl"));
     let mut sessions: BTreeMap<u64, Vec<&RequestEntry>> = BTreeMap::new();
@@ -391,18 +359,11 @@ fn a_failed_turn_ends_its_session_and_the_skipped_turns_are_counted() {
 #[test]
 fn max_seconds_reports_the_unfinished_sessions() {
     let server = mock(MockConfig::instant());
-    let finished = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "2",
-        "--data",
-        "turns=3,prompt_tokens=8,output_tokens=2,think_time=30s",
-        "--max-seconds",
-        "1",
-    ]);
+    let finished = Bench::on(&server)
+        .concurrent(2)
+        .data("turns=3,prompt_tokens=8,output_tokens=2,think_time=30s")
+        .max_seconds(1)
+        .run();
     let report = ok_report(&finished);
     let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
     assert_eq!((s.sessions, s.completed, s.unfinished), (2, 0, 2), "{s:?}");
@@ -445,7 +406,7 @@ fn sessions_refuse_what_they_cannot_run_with_a_usage_error() {
             "system_shared needs system_tokens",
         ),
     ] {
-        let finished = run(&["--target", "http://127.0.0.1:9", "--data", data]);
+        let finished = Bench::target("http://127.0.0.1:9").data(data).run();
         assert_eq!(finished.code(), 2, "{data}: {}", finished.stderr);
         let line = finished.stderr.trim();
         assert!(line.contains(expected), "{data}: {line}");
@@ -478,20 +439,12 @@ fn csv_cell(finished: &Finished, name: &str) -> String {
 fn constant_rate_starts_new_sessions_on_the_arrival_schedule() {
     let server = mock(MockConfig::instant());
     // 20 new sessions a second; 120 samples of 3 turns make 40 sessions: 2 s of starts.
-    let finished = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "20",
-        "--data",
-        "turns=3,prompt_tokens=8,output_tokens=2,think_time=20ms,samples=120",
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json,csv,html,md,console",
-    ]);
+    let finished = Bench::on(&server)
+        .constant(20)
+        .data("turns=3,prompt_tokens=8,output_tokens=2,think_time=20ms,samples=120")
+        .request_log("requests.jsonl")
+        .outputs("json,csv,html,md,console")
+        .run();
     let report = ok_report(&finished);
     let b = &report.benchmarks[0];
     let s = b.sessions.as_ref().expect("a session section");
@@ -614,24 +567,15 @@ fn rate_based_session_starts_are_the_same_for_one_and_two_workers() {
                     record: Some(path.clone()),
                     ..MockConfig::instant()
                 });
-                let finished = run(&[
-                    "--target",
-                    &server.base_url(),
-                    "--profile",
-                    profile,
-                    "--rate",
-                    "40",
-                    "--workers",
-                    workers,
-                    "--random-seed",
-                    "11",
-                    "--data",
-                    data,
-                    "--request-log",
-                    "requests.jsonl",
-                    "--outputs",
-                    "json",
-                ]);
+                let finished = Bench::on(&server)
+                    .profile(profile)
+                    .rate(40)
+                    .arg("--workers", workers)
+                    .seed(11)
+                    .data(data)
+                    .request_log("requests.jsonl")
+                    .outputs("json")
+                    .run();
                 let report = ok_report(&finished);
                 let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
                 assert_eq!((s.sessions, s.completed), (20, 20), "{profile}: {s:?}");
@@ -696,18 +640,11 @@ fn rate_based_sessions_cut_by_a_limit_are_reported_unfinished() {
     let server = mock(MockConfig::instant());
     // --max-seconds: starts stop at the limit; every session started waits out its 30 s
     // think time, so each is unfinished with one turn done.
-    let finished = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "20",
-        "--data",
-        "turns=3,prompt_tokens=8,output_tokens=2,think_time=30s",
-        "--max-seconds",
-        "1",
-    ]);
+    let finished = Bench::on(&server)
+        .constant(20)
+        .data("turns=3,prompt_tokens=8,output_tokens=2,think_time=30s")
+        .max_seconds(1)
+        .run();
     let report = ok_report(&finished);
     let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
     // Starts at 0, 50 ms, … 1 s: 21 fall within the second; those due by the stop start.
@@ -734,18 +671,12 @@ fn rate_based_sessions_cut_by_a_limit_are_reported_unfinished() {
     );
     // --max-requests counts turns: once the 10th is claimed no session starts and those
     // under way end unfinished, never dropped from the books.
-    let finished = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "poisson",
-        "--rate",
-        "20",
-        "--data",
-        "turns=3,prompt_tokens=8,output_tokens=2,think_time=50ms",
-        "--max-requests",
-        "10",
-    ]);
+    let finished = Bench::on(&server)
+        .profile("poisson")
+        .rate(20)
+        .data("turns=3,prompt_tokens=8,output_tokens=2,think_time=50ms")
+        .max_requests(10)
+        .run();
     let report = ok_report(&finished);
     let b = &report.benchmarks[0];
     let s = b.sessions.as_ref().expect("sessions");
@@ -783,20 +714,12 @@ fn a_system_prompt_opens_every_turn_of_its_session() {
         let data = format!(
             "turns=3,prompt_tokens=8,output_tokens=2,samples=9,session_id=user,system_tokens=50,system_shared={shared}"
         );
-        let finished = run(&[
-            "--target",
-            &server.base_url(),
-            "--profile",
-            "constant",
-            "--rate",
-            "20",
-            "--data",
-            &data,
-            "--request-log",
-            "requests.jsonl",
-            "--outputs",
-            "json",
-        ]);
+        let finished = Bench::on(&server)
+            .constant(20)
+            .data(&data)
+            .request_log("requests.jsonl")
+            .outputs("json")
+            .run();
         let report = ok_report(&finished);
         let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
         assert_eq!((s.sessions, s.completed), (3, 3), "{s:?}");
@@ -868,20 +791,13 @@ fn each_turn_carries_the_whole_replies_when_not_streamed() {
         record: Some(path.clone()),
         ..MockConfig::instant()
     });
-    let finished = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--stream",
-        "false",
-        "--data",
-        "turns=3,prompt_tokens=12,output_tokens=6,session_id=user",
-        "--max-requests",
-        "6",
-        "--outputs",
-        "json",
-    ]);
+    let finished = Bench::on(&server)
+        .synchronous()
+        .stream(false)
+        .data("turns=3,prompt_tokens=12,output_tokens=6,session_id=user")
+        .max_requests(6)
+        .outputs("json")
+        .run();
     let report = ok_report(&finished);
     let lines = recorded(&path);
     for (i, line) in lines.iter().enumerate() {
@@ -903,20 +819,13 @@ fn responses_and_anthropic_sessions_carry_the_replies_received_streamed_or_not()
                 record: Some(path.clone()),
                 ..MockConfig::instant()
             });
-            let finished = run(&[
-                "--target",
-                &server.base_url(),
-                "--request-format",
-                format,
-                "--stream",
-                stream,
-                "--profile",
-                "synchronous",
-                "--data",
-                "turns=3,prompt_tokens=12,output_tokens=6",
-                "--max-requests",
-                "6",
-            ]);
+            let finished = Bench::on(&server)
+                .format(format)
+                .arg("--stream", stream)
+                .synchronous()
+                .data("turns=3,prompt_tokens=12,output_tokens=6")
+                .max_requests(6)
+                .run();
             let report = ok_report(&finished);
             let lines = recorded(&path);
             for line in &lines {
@@ -944,18 +853,11 @@ fn a_multi_turn_run_cut_off_agrees_with_the_servers_prompt_count() {
         itl_ms: 5.0,
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--max-seconds",
-        "2",
-        "--data",
-        "turns=6,prompt_tokens=50,output_tokens=10",
-    ]);
+    let run = Bench::on(&server)
+        .concurrent(4)
+        .max_seconds(2)
+        .data("turns=6,prompt_tokens=50,output_tokens=10")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert!(

@@ -2,6 +2,7 @@
 //! instant (`--start-at`), and waiting for a target that is still starting
 //! (`--ready-timeout`).
 
+use crate::scenario::Bench;
 use crate::support::{Finished, assert_identity, llmsurge, mock, run, start_run, wait_run};
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge::report::{RequestEntry, unix_now};
@@ -147,22 +148,13 @@ fn stream_counts_are_split_larger_shares_first() {
     let mut total = 0;
     for (k, streams) in [(0, 3), (1, 2)] {
         let shard = format!("{}/2", k + 1);
-        let run = run(&[
-            "--target",
-            &url,
-            "--profile",
-            "concurrent",
-            "--rate",
-            "5",
-            "--max-requests",
-            "12",
-            "--data",
-            DATA,
-            "--shard",
-            &shard,
-            "--random-seed",
-            "2",
-        ]);
+        let run = Bench::target(&url)
+            .concurrent(5)
+            .max_requests(12)
+            .data(DATA)
+            .arg("--shard", &shard)
+            .seed(2)
+            .run();
         assert_eq!(run.code(), 0, "{}", run.stderr);
         let report = run.report();
         assert_identity(&report);
@@ -312,14 +304,10 @@ fn a_target_still_down_when_the_ready_timeout_ends_is_a_usage_error() {
         .expect("a free port")
         .port();
     let url = format!("http://127.0.0.1:{port}");
-    let out = run(&[
-        "--target",
-        &url,
-        "--max-requests",
-        "1",
-        "--ready-timeout",
-        "1s",
-    ]);
+    let out = Bench::target(&url)
+        .max_requests(1)
+        .arg("--ready-timeout", "1s")
+        .run();
     assert_eq!(out.code(), 2, "{}", out.stderr);
     let last = out.stderr.lines().last().unwrap_or_default();
     assert!(

@@ -4,6 +4,7 @@
 //! a run without the key sends no such header; a bad header name is a usage error.
 //! What the server received is read from the mock's `--record` with `--record-header`.
 
+use crate::scenario::Bench;
 use crate::support::{mock, ok_report, recorded, run};
 use llmsurge::mock::MockConfig;
 use serde_json::Value;
@@ -123,28 +124,17 @@ fn a_bad_session_header_name_is_a_usage_error_naming_the_key() {
         "x:y",
     ] {
         let data = format!("turns=2,prompt_tokens=8,output_tokens=2,session_header={name}");
-        let finished = run(&[
-            "--target",
-            &server.base_url(),
-            "--data",
-            &data,
-            "--max-requests",
-            "2",
-        ]);
+        let finished = Bench::on(&server).data(&data).max_requests(2).run();
         assert_eq!(finished.code(), 2, "{name}: {}", finished.stderr);
         let line = finished.stderr.trim();
         assert_eq!(line.lines().count(), 1, "{name}: {line}");
         assert!(line.contains("session_header"), "{name}: {line}");
     }
     // Without turns there is no session to name.
-    let finished = run(&[
-        "--target",
-        &server.base_url(),
-        "--data",
-        "prompt_tokens=8,output_tokens=2,session_header=x-session-id",
-        "--max-requests",
-        "2",
-    ]);
+    let finished = Bench::on(&server)
+        .data("prompt_tokens=8,output_tokens=2,session_header=x-session-id")
+        .max_requests(2)
+        .run();
     assert_eq!(finished.code(), 2, "{}", finished.stderr);
     assert!(finished.stderr.contains("session_header needs turns"));
     assert_eq!(server.stats().requests_total, 0);

@@ -2,6 +2,7 @@
 //! format (Mooncake, BurstGPT, Azure, generic JSONL), and the standard datasets by name.
 //! Files are generated here, in each format.
 
+use crate::scenario::Bench;
 use crate::support::{mock, ok_report, recorded, run};
 use llmsurge::mock::MockConfig;
 use std::path::Path;
@@ -15,16 +16,11 @@ fn the_mock_records_each_request_body_up_to_its_limit() {
         record_limit: 12,
         ..MockConfig::instant()
     });
-    let finished = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--data",
-        "prompt_tokens=24,output_tokens=3",
-        "--max-requests",
-        "20",
-    ]);
+    let finished = Bench::on(&server)
+        .synchronous()
+        .data("prompt_tokens=24,output_tokens=3")
+        .max_requests(20)
+        .run();
     ok_report(&finished);
     let lines = recorded(&path);
     assert_eq!(lines.len(), 12, "bounded by --record-limit");
@@ -101,18 +97,12 @@ fn the_mock_records_every_model_endpoint_with_its_own_body() {
             record: Some(path.clone()),
             ..MockConfig::instant()
         });
-        let finished = run(&[
-            "--target",
-            &server.base_url(),
-            "--request-format",
-            format,
-            "--profile",
-            "synchronous",
-            "--data",
-            data,
-            "--max-requests",
-            "3",
-        ]);
+        let finished = Bench::on(&server)
+            .format(format)
+            .synchronous()
+            .data(data)
+            .max_requests(3)
+            .run();
         ok_report(&finished);
         let lines = recorded(&path);
         assert_eq!(lines.len(), 3, "{format}: one line per request");

@@ -4,7 +4,8 @@
 //! for faults the mock cannot produce, a raw server over loopback; and the pacer thread
 //! sending requests itself in a real run.
 
-use crate::support::{mock, ok_report, start_run, wait_run};
+use crate::scenario::Bench;
+use crate::support::{mock, ok_report, wait_run};
 use llmsurge::mock::MockConfig;
 use llmsurge_proto::{BackendConfig, ErrorKind, RequestFormat};
 use llmsurge_worker::backend::{Backend, Exchange};
@@ -478,25 +479,14 @@ fn a_body_larger_than_the_socket_buffers_goes_out_whole_also_when_the_pacer_bega
 #[test]
 fn the_pacer_thread_sends_on_idle_connections_and_their_dispatch_lag_is_recorded() {
     let server = mock(MockConfig::instant());
-    let (child, dir) = start_run(
-        &[
-            "--target",
-            &server.base_url(),
-            "--profile",
-            "constant",
-            "--rate",
-            "20",
-            "--max-requests",
-            "20",
-            "--workers",
-            "1",
-            "--data",
-            "prompt_tokens=16,output_tokens=4",
-        ],
-        |cmd| {
+    let (child, dir) = Bench::on(&server)
+        .constant(20)
+        .max_requests(20)
+        .workers(1)
+        .data("prompt_tokens=16,output_tokens=4")
+        .start(|cmd| {
             cmd.env("LLMSURGE_LOG", "llmsurge_worker=debug");
-        },
-    );
+        });
     let run = wait_run(child, dir);
     let report = ok_report(&run);
     let b = &report.benchmarks[0];

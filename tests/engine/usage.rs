@@ -1,6 +1,7 @@
 //! Bad input: one line naming the input, exit code 2, nothing started.
 
-use crate::support::{llmsurge, mock, run};
+use crate::scenario::Bench;
+use crate::support::{llmsurge, mock};
 use llmsurge::mock::MockConfig;
 
 fn assert_usage_error(run: &crate::support::Finished, needle: &str) {
@@ -25,7 +26,7 @@ fn an_unreachable_target_is_a_usage_error() {
         .expect("addr")
         .port();
     let url = format!("http://127.0.0.1:{port}");
-    let run = run(&["--target", &url, "--max-requests", "5"]);
+    let run = Bench::target(&url).max_requests(5).run();
     assert_usage_error(&run, &url);
     assert!(run.stderr.contains("cannot reach"), "{}", run.stderr);
     // The root cause, not only reqwest's "client error (Connect)".
@@ -37,45 +38,33 @@ fn bad_data_rate_and_profile_are_usage_errors() {
     let server = mock(MockConfig::instant());
     let url = server.base_url();
     assert_usage_error(
-        &run(&[
-            "--target",
-            &url,
-            "--data",
-            "prompt_tokens=abc,output_tokens=2",
-        ]),
+        &Bench::target(&url)
+            .data("prompt_tokens=abc,output_tokens=2")
+            .run(),
         "--data",
     );
     assert_usage_error(
-        &run(&[
-            "--target",
-            &url,
-            "--data",
-            "prompt_tokens=5,output_tokens=2,colour=red",
-        ]),
+        &Bench::target(&url)
+            .data("prompt_tokens=5,output_tokens=2,colour=red")
+            .run(),
         "colour",
     );
+    assert_usage_error(&Bench::target(&url).constant("fast").run(), "--rate");
     assert_usage_error(
-        &run(&["--target", &url, "--profile", "constant", "--rate", "fast"]),
+        &Bench::target(&url)
+            .profile("constant")
+            .flag("--rate=-3")
+            .run(),
         "--rate",
     );
+    assert_usage_error(&Bench::target(&url).profile("constant").run(), "--rate");
+    assert_usage_error(&Bench::target(&url).profile("warp").run(), "--profile");
+    assert_usage_error(&Bench::target(&url).synchronous().rate(3).run(), "--rate");
     assert_usage_error(
-        &run(&["--target", &url, "--profile", "constant", "--rate=-3"]),
-        "--rate",
-    );
-    assert_usage_error(&run(&["--target", &url, "--profile", "constant"]), "--rate");
-    assert_usage_error(&run(&["--target", &url, "--profile", "warp"]), "--profile");
-    assert_usage_error(
-        &run(&["--target", &url, "--profile", "synchronous", "--rate", "3"]),
-        "--rate",
-    );
-    assert_usage_error(
-        &run(&["--target", &url, "--model", "no-such-model"]),
+        &Bench::target(&url).model("no-such-model").run(),
         "no-such-model",
     );
-    assert_usage_error(
-        &run(&["--target", "ftp://x", "--max-requests", "1"]),
-        "--target",
-    );
+    assert_usage_error(&Bench::target("ftp://x").max_requests(1).run(), "--target");
     assert_eq!(
         server.stats().requests.chat_completions,
         0,
@@ -126,16 +115,10 @@ fn an_absurd_turn_count_is_refused_naming_turns() {
     let server = mock(MockConfig::instant());
     let url = server.base_url();
     assert_usage_error(
-        &run(&[
-            "--target",
-            &url,
-            "--profile",
-            "concurrent",
-            "--rate",
-            "1",
-            "--data",
-            "turns=100000000,prompt_tokens=8,output_tokens=2",
-        ]),
+        &Bench::target(&url)
+            .concurrent(1)
+            .data("turns=100000000,prompt_tokens=8,output_tokens=2")
+            .run(),
         "turns=100000000",
     );
     assert_eq!(server.stats().requests.chat_completions, 0);
@@ -147,14 +130,10 @@ fn session_id_user_outside_chat_is_refused() {
     let server = mock(MockConfig::instant());
     let url = server.base_url();
     assert_usage_error(
-        &run(&[
-            "--target",
-            &url,
-            "--request-format",
-            "anthropic",
-            "--data",
-            "turns=2,prompt_tokens=8,output_tokens=2,session_id=user",
-        ]),
+        &Bench::target(&url)
+            .format("anthropic")
+            .data("turns=2,prompt_tokens=8,output_tokens=2,session_id=user")
+            .run(),
         "session_id=user",
     );
     // The same for recorded conversations.
@@ -163,16 +142,11 @@ fn session_id_user_outside_chat_is_refused() {
     let row = r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}"#;
     std::fs::write(&path, format!("{row}\n")).expect("write");
     assert_usage_error(
-        &run(&[
-            "--target",
-            &url,
-            "--request-format",
-            "responses",
-            "--data",
-            &path.display().to_string(),
-            "--data-args",
-            r#"{"sessions": true, "session_id": "user"}"#,
-        ]),
+        &Bench::target(&url)
+            .format("responses")
+            .data(&path.display().to_string())
+            .arg("--data-args", r#"{"sessions": true, "session_id": "user"}"#)
+            .run(),
         "session_id=user",
     );
 }
@@ -208,7 +182,7 @@ fn a_trace_missing_a_column_names_the_file_line_and_column() {
         let path = dir.path().join(name);
         std::fs::write(&path, body).expect("write");
         let shown = path.display().to_string();
-        let run = run(&["--target", &url, "--profile", "replay", "--data", &shown]);
+        let run = Bench::target(&url).profile("replay").data(&shown).run();
         assert_usage_error(&run, &format!("{shown} line {line}"));
         assert!(
             run.stderr.contains(&format!("{column:?}")),
@@ -229,7 +203,10 @@ fn negative_numbers_are_refused_by_their_flag() {
         ("--rate", "-1"),
         ("--max-requests", "-3"),
     ] {
-        let run = run(&["--target", &url, "--profile", "constant", flag, value]);
+        let run = Bench::target(&url)
+            .profile("constant")
+            .arg(flag, value)
+            .run();
         assert_usage_error(&run, flag);
         assert!(
             !run.stderr.contains("unexpected argument"),

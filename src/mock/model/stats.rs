@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::SpecCounts;
-use super::openai::FinishReason;
+use super::plan::{FinishReason, SpecCounts};
 
 /// The endpoints the mock counts requests for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,8 +16,9 @@ use std::cell::{Cell, RefCell};
 use bytes::{BufMut, BytesMut};
 use serde::Deserialize;
 
-use super::openai::{FinishReason, Usage, fmt_u64, itoa_buf, write_words};
-use super::prefix_cache::PromptBlocks;
+use super::events::{Block, BlockEvents, end_event, open_event};
+use super::shared::{FinishReason, Message, Usage, fmt_u64, itoa_buf, write_words};
+use crate::mock::model::prefix_cache::PromptBlocks;
 
 /// `POST /v1/responses`
 #[derive(Debug, Deserialize)]
@@ -49,7 +50,7 @@ pub enum Input {
     Text(String),
     /// Input items: the content of message items counts (other item kinds have none);
     /// parts are `input_text` with `text`, as chat's text parts.
-    Items(Vec<super::openai::Message>),
+    Items(Vec<Message>),
 }
 
 impl ResponsesRequest {
@@ -71,13 +72,6 @@ impl ResponsesRequest {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Open {
-    Nothing,
-    Reasoning,
-    Message,
-}
-
 /// Writes the events and body of one response.
 #[derive(Debug)]
 pub struct Writer {
@@ -88,7 +82,7 @@ pub struct Writer {
     unknown_events: bool,
     no_final_event: bool,
     sequence: Cell<u64>,
-    open: Cell<Open>,
+    open: Cell<Block>,
     output_index: Cell<u64>,
     /// The reasoning and answer text so far (JSON-safe: the mock's words need no
     /// escaping), repeated in the `.done` events and the final response as OpenAI does.
@@ -115,28 +109,11 @@ impl Writer {
             unknown_events,
             no_final_event,
             sequence: Cell::new(0),
-            open: Cell::new(Open::Nothing),
+            open: Cell::new(Block::Nothing),
             output_index: Cell::new(0),
             reasoning_text: RefCell::new(Vec::new()),
             message_text: RefCell::new(Vec::new()),
         }
-    }
-
-    /// Opens an event: the `event:` line and the data up to the first field's comma.
-    fn event(&self, out: &mut BytesMut, name: &str) {
-        let n = self.sequence.get();
-        self.sequence.set(n + 1);
-        let mut num = itoa_buf();
-        out.put_slice(b"event: ");
-        out.put_slice(name.as_bytes());
-        out.put_slice(b"\ndata: {\"type\":\"");
-        out.put_slice(name.as_bytes());
-        out.put_slice(b"\",\"sequence_number\":");
-        out.put_slice(fmt_u64(&mut num, n));
-    }
-
-    fn end_event(out: &mut BytesMut) {
-        out.put_slice(b"}\n\n");
     }
 
     fn index(&self, out: &mut BytesMut) {
@@ -145,8 +122,8 @@ impl Writer {
         out.put_slice(fmt_u64(&mut num, self.output_index.get()));
     }
 
-    fn item_id(&self, out: &mut BytesMut, open: Open) {
-        out.put_slice(if open == Open::Reasoning {
+    fn item_id(&self, out: &mut BytesMut, open: Block) {
+        out.put_slice(if open == Block::Reasoning {
             b"\"rs_".as_slice()
         } else {
             b"\"msg_"
@@ -156,16 +133,16 @@ impl Writer {
     }
 
     /// The item as `.added` (`text` None: no content yet) and `.done` events show it.
-    fn item(&self, out: &mut BytesMut, open: Open, status: &str, text: Option<&[u8]>) {
+    fn item(&self, out: &mut BytesMut, open: Block, status: &str, text: Option<&[u8]>) {
         out.put_slice(br#","item":"#);
         self.item_object(out, open, status, text);
     }
 
     /// An output item object; with `text`, its one content part.
-    fn item_object(&self, out: &mut BytesMut, open: Open, status: &str, text: Option<&[u8]>) {
+    fn item_object(&self, out: &mut BytesMut, open: Block, status: &str, text: Option<&[u8]>) {
         out.put_slice(br#"{"id":"#);
         self.item_id(out, open);
-        if open == Open::Reasoning {
+        if open == Block::Reasoning {
             out.put_slice(br#","type":"reasoning","summary":[]"#);
             if let Some(t) = text {
                 out.put_slice(br#","content":[{"type":"reasoning_text","text":""#);
@@ -190,8 +167,8 @@ impl Writer {
         out.put_slice(br#"","annotations":[]}"#);
     }
 
-    fn text(&self, open: Open) -> &RefCell<Vec<u8>> {
-        if open == Open::Reasoning {
+    fn text(&self, open: Block) -> &RefCell<Vec<u8>> {
+        if open == Block::Reasoning {
             &self.reasoning_text
         } else {
             &self.message_text
@@ -206,116 +183,16 @@ impl Writer {
         out.put_slice(br#"","output":[],"usage":null}"#);
     }
 
-    fn open_item(&self, out: &mut BytesMut, open: Open) {
-        self.event(out, "response.output_item.added");
-        self.index(out);
-        self.item(out, open, "in_progress", None);
-        Self::end_event(out);
-        if open == Open::Message {
-            self.event(out, "response.content_part.added");
-            self.part_position(out, open);
-            out.put_slice(br#","part":{"type":"output_text","text":"","annotations":[]}"#);
-            Self::end_event(out);
-        }
-        self.open.set(open);
-    }
-
-    fn part_position(&self, out: &mut BytesMut, open: Open) {
+    fn part_position(&self, out: &mut BytesMut, open: Block) {
         out.put_slice(br#","item_id":"#);
         self.item_id(out, open);
         self.index(out);
         out.put_slice(br#","content_index":0"#);
     }
 
-    fn close_item(&self, out: &mut BytesMut) {
-        let open = self.open.get();
-        if open == Open::Nothing {
-            return;
-        }
-        let text = self.text(open).borrow();
-        if open == Open::Reasoning {
-            self.event(out, "response.reasoning_text.done");
-            self.part_position(out, open);
-            out.put_slice(br#","text":""#);
-            out.put_slice(&text);
-            out.put_u8(b'"');
-            Self::end_event(out);
-        } else {
-            self.event(out, "response.output_text.done");
-            self.part_position(out, open);
-            out.put_slice(br#","text":""#);
-            out.put_slice(&text);
-            out.put_slice(br#"","logprobs":[]"#);
-            Self::end_event(out);
-            self.event(out, "response.content_part.done");
-            self.part_position(out, open);
-            out.put_slice(br#","part":"#);
-            Self::output_text_part(out, &text);
-            Self::end_event(out);
-        }
-        self.event(out, "response.output_item.done");
-        self.index(out);
-        self.item(out, open, "completed", Some(&text));
-        Self::end_event(out);
-        self.output_index.set(self.output_index.get() + 1);
-        self.open.set(Open::Nothing);
-    }
-
-    /// The events of one chunk of `words`; the first chunk opens the response.
-    pub fn token_chunk(
-        &self,
-        out: &mut BytesMut,
-        words: impl Iterator<Item = &'static str>,
-        first: bool,
-        reasoning: bool,
-    ) {
-        if first {
-            self.event(out, "response.created");
-            self.response(out, "in_progress");
-            Self::end_event(out);
-            self.event(out, "response.in_progress");
-            self.response(out, "in_progress");
-            Self::end_event(out);
-        }
-        let want = if reasoning {
-            Open::Reasoning
-        } else {
-            Open::Message
-        };
-        if self.open.get() != want {
-            self.close_item(out);
-            self.open_item(out, want);
-        }
-        self.event(
-            out,
-            if reasoning {
-                "response.reasoning_text.delta"
-            } else {
-                "response.output_text.delta"
-            },
-        );
-        self.part_position(out, want);
-        out.put_slice(br#","delta":""#);
-        let start = out.len();
-        write_words(out, words);
-        self.text(want)
-            .borrow_mut()
-            .extend_from_slice(&out[start..]);
-        out.put_u8(b'"');
-        if !reasoning {
-            out.put_slice(br#","logprobs":[]"#);
-        }
-        Self::end_event(out);
-        if first && self.unknown_events {
-            self.event(out, "response.llmsurge_mock.unknown");
-            out.put_slice(br#","note":"an event type the API does not define""#);
-            Self::end_event(out);
-        }
-    }
-
     /// Closes the open item and the response, with its usage.
     pub fn end_stream(&self, out: &mut BytesMut, finish: FinishReason, usage: Usage) {
-        self.close_item(out);
+        self.close_open(out);
         if self.no_final_event {
             return;
         }
@@ -331,7 +208,7 @@ impl Writer {
             (usage.reasoning > 0).then_some(&reasoning[..]),
             usage,
         );
-        Self::end_event(out);
+        end_event(out);
     }
 
     /// A malformed event: a delta cut inside its JSON.
@@ -383,13 +260,13 @@ impl Writer {
         });
         out.put_slice(br#","output":["#);
         if let Some(t) = reasoning {
-            self.item_object(out, Open::Reasoning, "completed", Some(t));
+            self.item_object(out, Block::Reasoning, "completed", Some(t));
         }
         if let Some(t) = content {
             if reasoning.is_some() {
                 out.put_u8(b',');
             }
-            self.item_object(out, Open::Message, "completed", Some(t));
+            self.item_object(out, Block::Text, "completed", Some(t));
         }
         out.put_slice(br#"],"usage":"#);
         let output = usage.content + usage.reasoning;
@@ -403,6 +280,106 @@ impl Writer {
         out.put_slice(br#"},"total_tokens":"#);
         out.put_slice(fmt_u64(&mut num, usage.prompt + output));
         out.put_slice(b"}}");
+    }
+}
+
+impl BlockEvents for Writer {
+    const UNKNOWN_EVENT: &'static str = "response.llmsurge_mock.unknown";
+
+    fn open_cell(&self) -> &Cell<Block> {
+        &self.open
+    }
+
+    fn unknown_events(&self) -> bool {
+        self.unknown_events
+    }
+
+    /// Every event carries its `sequence_number`.
+    fn event(&self, out: &mut BytesMut, name: &str) {
+        let n = self.sequence.get();
+        self.sequence.set(n + 1);
+        let mut num = itoa_buf();
+        open_event(out, name);
+        out.put_slice(b",\"sequence_number\":");
+        out.put_slice(fmt_u64(&mut num, n));
+    }
+
+    fn start(&self, out: &mut BytesMut) {
+        self.event(out, "response.created");
+        self.response(out, "in_progress");
+        end_event(out);
+        self.event(out, "response.in_progress");
+        self.response(out, "in_progress");
+        end_event(out);
+    }
+
+    /// An output item, and the `output_text` part of a message.
+    fn open_block(&self, out: &mut BytesMut, block: Block, _first: bool) {
+        self.event(out, "response.output_item.added");
+        self.index(out);
+        self.item(out, block, "in_progress", None);
+        end_event(out);
+        if block == Block::Text {
+            self.event(out, "response.content_part.added");
+            self.part_position(out, block);
+            out.put_slice(br#","part":{"type":"output_text","text":"","annotations":[]}"#);
+            end_event(out);
+        }
+    }
+
+    /// The delta, whose text is kept for the `.done` events and the final response.
+    fn delta(&self, out: &mut BytesMut, block: Block, words: impl Iterator<Item = &'static str>) {
+        let reasoning = block == Block::Reasoning;
+        self.event(
+            out,
+            if reasoning {
+                "response.reasoning_text.delta"
+            } else {
+                "response.output_text.delta"
+            },
+        );
+        self.part_position(out, block);
+        out.put_slice(br#","delta":""#);
+        let start = out.len();
+        write_words(out, words);
+        self.text(block)
+            .borrow_mut()
+            .extend_from_slice(&out[start..]);
+        out.put_u8(b'"');
+        if !reasoning {
+            out.put_slice(br#","logprobs":[]"#);
+        }
+        end_event(out);
+    }
+
+    /// The part's `.done` events with the whole text, then the item's.
+    fn close_block(&self, out: &mut BytesMut, block: Block) {
+        let text = self.text(block).borrow();
+        if block == Block::Reasoning {
+            self.event(out, "response.reasoning_text.done");
+            self.part_position(out, block);
+            out.put_slice(br#","text":""#);
+            out.put_slice(&text);
+            out.put_u8(b'"');
+            end_event(out);
+        } else {
+            self.event(out, "response.output_text.done");
+            self.part_position(out, block);
+            out.put_slice(br#","text":""#);
+            out.put_slice(&text);
+            out.put_slice(br#"","logprobs":[]"#);
+            end_event(out);
+            self.event(out, "response.content_part.done");
+            self.part_position(out, block);
+            out.put_slice(br#","part":"#);
+            Self::output_text_part(out, &text);
+            end_event(out);
+        }
+        self.event(out, "response.output_item.done");
+        self.index(out);
+        self.item(out, block, "completed", Some(&text));
+        end_event(out);
+        self.output_index.set(self.output_index.get() + 1);
     }
 }
 

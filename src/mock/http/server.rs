@@ -12,11 +12,14 @@ use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{oneshot, watch};
 
+use super::app::App;
 use super::body::InjectedClose;
-use super::handler::{App, handle};
-use super::record::Recorder;
-use super::truth::TruthWriter;
-use super::{MockConfig, MockError, MockStats};
+use super::handler::handle;
+use crate::mock::config::MockConfig;
+use crate::mock::error::MockError;
+use crate::mock::model::record::Recorder;
+use crate::mock::model::stats::MockStats;
+use crate::mock::model::truth::TruthWriter;
 
 /// Pending connections the kernel keeps for us; a load test opens many at once.
 const LISTEN_BACKLOG: u32 = 4096;

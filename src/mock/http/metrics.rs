@@ -15,10 +15,11 @@ use prometheus_client::encoding::{DescriptorEncoder, prometheus_text};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use super::app::App;
 use super::body::{InjectedClose, MockBody};
-use super::config::MetricsFault;
-use super::handler::App;
-use super::stats::{HistogramSnapshot, MockStats};
+use crate::mock::api::shared::error_json;
+use crate::mock::config::MetricsFault;
+use crate::mock::model::stats::{HistogramSnapshot, MockStats};
 
 /// The body of `--metrics-fault garbage`: a page a proxy might answer in the exporter's
 /// place. No line of it is a sample, so a strict parser fails and a lenient one finds
@@ -282,6 +283,6 @@ fn not_found(what: &str) -> Response<MockBody> {
     uncounted(
         StatusCode::NOT_FOUND,
         "application/json",
-        super::openai::error_json(&message, "invalid_request_error", "not_found"),
+        error_json(&message, "invalid_request_error", "not_found"),
     )
 }

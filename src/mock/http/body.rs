@@ -15,11 +15,12 @@ use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::{AcquireError, OwnedSemaphorePermit};
 use tokio::time::{Instant, Sleep};
 
-use super::handler::App;
-use super::model::{Fault, Plan};
-use super::openai::{Formatter, Usage};
-use super::stats::FaultKind;
-use super::truth::{Trace, outcome};
+use super::app::App;
+use crate::mock::api::formatter::Formatter;
+use crate::mock::api::shared::Usage;
+use crate::mock::model::plan::{Fault, FinishReason, Plan};
+use crate::mock::model::stats::FaultKind;
+use crate::mock::model::truth::{Trace, outcome};
 use llmsurge_proto::MonoNanos;
 
 /// Delay between the last bytes before an injected drop and the cut, so that those
@@ -329,7 +330,7 @@ impl Generation {
         // generation; only the TTFT histogram is generation's alone.
         let reason = match self.work {
             Work::Generation => self.plan.finish,
-            Work::Embedding => super::openai::FinishReason::Stop,
+            Work::Embedding => FinishReason::Stop,
         };
         self.app.counters.success(reason);
         self.app

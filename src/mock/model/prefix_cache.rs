@@ -161,6 +161,6 @@ mod tests {
         let text = "Hello, world! A prompt of some words; and punctuation.";
         let mut p = PromptBlocks::default();
         p.push_text(text);
-        assert_eq!(p.tokens(), crate::mock::count_tokens(text));
+        assert_eq!(p.tokens(), super::super::tokenizer::count(text));
     }
 }

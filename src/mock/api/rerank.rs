@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::tokenizer;
+use crate::mock::model::tokenizer;
 
 /// A document: a text, or an object with one.
 #[derive(Debug, Deserialize)]

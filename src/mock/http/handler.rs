@@ -1,32 +1,32 @@
 //! Routing and the endpoints: parse a request, decide its plan, build its response.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use rand::rngs::Xoshiro256PlusPlus;
-use rand::{RngExt, SeedableRng};
 use serde::Serialize;
-use tokio::sync::Semaphore;
 
-use super::MockConfig;
+use super::app::{App, to_json, unix_now};
 use super::body::{Generation, InjectedClose, MockBody, Output, Work};
 use super::metrics;
-use super::model::{Fault, Model};
-use super::openai::{
-    self, Api, ChatRequest, CompletionRequest, DetokenizeRequest, DetokenizeResponse,
-    EMBEDDING_DIM, EmbeddingRequest, Formatter, Prompt, TokenizeRequest, TokenizeResponse, Usage,
+use crate::mock::api::embeddings::{EMBEDDING_DIM, EmbeddingRequest, embed};
+use crate::mock::api::formatter::Formatter;
+use crate::mock::api::openai::{
+    ChatRequest, CompletionRequest, DetokenizeRequest, DetokenizeResponse, TokenizeRequest,
+    TokenizeResponse,
 };
-use super::prefix_cache::{PrefixCache, PromptBlocks};
-use super::record::Recorder;
-use super::stats::{Counters, Endpoint, FaultKind};
-use super::tokenizer;
-use super::truth::{Trace, TruthWriter, outcome as truth_outcome};
+use crate::mock::api::shared::{Api, Prompt, Usage, error_json};
+use crate::mock::api::{anthropic, media, rerank, responses};
+use crate::mock::config::PROBE_HEADER;
+use crate::mock::model::plan::Fault;
+use crate::mock::model::prefix_cache::PromptBlocks;
+use crate::mock::model::stats::{Endpoint, FaultKind};
+use crate::mock::model::tokenizer;
+use crate::mock::model::truth::{Trace, outcome as truth_outcome};
 use llmsurge_proto::MonoNanos;
 
 /// Largest request body read (a long-context prompt fits with room to spare).
@@ -34,124 +34,18 @@ const MAX_BODY_BYTES: usize = 64 << 20;
 /// Largest embedding `dimensions` accepted.
 const MAX_EMBEDDING_DIM: usize = 16_384;
 
-/// Everything the connections share.
-#[derive(Debug)]
-pub struct App {
-    /// The validated configuration.
-    pub config: MockConfig,
-    /// The latency, length and fault model.
-    pub model: Model,
-    /// What the server saw.
-    pub counters: Counters,
-    /// The prefix-cache model of generation prompts.
-    pub prefix_cache: Arc<PrefixCache>,
-    /// Concurrency slots; `None` is unlimited.
-    pub semaphore: Option<Arc<Semaphore>>,
-    /// Sequence number of the next generation or embedding request.
-    seq: AtomicU64,
-    /// `GET /metrics` requests answered so far (never reset: `--metrics-fault-after`
-    /// counts from the start).
-    pub scrapes: AtomicU64,
-    /// Turns true when the server stops, to end what waits forever on purpose (a hung
-    /// scrape) instead of holding the shutdown for its whole grace period.
-    pub stopping: tokio::sync::watch::Sender<bool>,
-    /// `--record`: the main server's only (probes are not recorded, as they are not
-    /// counted).
-    pub recorder: Option<Arc<Recorder>>,
-    /// `--truth`: the main server's only (probes have no request id and count nowhere).
-    pub truth: Option<Arc<TruthWriter>>,
-    /// Served model names, JSON-quoted once.
-    model_json: Vec<String>,
-    /// The `/v1/models` body.
-    models_body: Bytes,
-    /// Serves requests marked with [`super::PROBE_HEADER`]: the same settings without
-    /// faults, its own counters and sequence, the main server's prefix cache (`None` in
-    /// the twin itself).
-    probe_twin: Option<Arc<App>>,
-}
-
-#[derive(Serialize)]
-struct ModelList<'a> {
-    object: &'static str,
-    data: Vec<ModelCard<'a>>,
-}
-
-#[derive(Serialize)]
-struct ModelCard<'a> {
-    id: &'a str,
-    object: &'static str,
-    created: u64,
-    owned_by: &'static str,
-    max_model_len: u32,
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
-    // Our own plain structs always serialize; an empty object beats a panic.
-    serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec())
-}
-
-impl App {
-    /// Shared state for a validated configuration.
-    pub fn new(config: MockConfig) -> Self {
-        let twin = MockConfig {
-            error_rate: 0.0,
-            drop_rate: 0.0,
-            garbage_rate: 0.0,
-            stall_rate: 0.0,
-            ..config.clone()
-        };
-        let mut app = Self::without_twin(config);
-        // One cache, as a real server has: a probe's prompt warms it for the load.
-        let mut probe_twin = Self::without_twin(twin);
-        probe_twin.prefix_cache = Arc::clone(&app.prefix_cache);
-        app.probe_twin = Some(Arc::new(probe_twin));
-        app
+/// An error answer rewritten into Anthropic's shape, keeping its status; a success
+/// passes through.
+fn anthropic_error(mut response: Response<MockBody>) -> Response<MockBody> {
+    let status = response.status();
+    if status.is_success() {
+        return response;
     }
-
-    fn without_twin(config: MockConfig) -> Self {
-        let created = unix_now();
-        let list = ModelList {
-            object: "list",
-            data: config
-                .model
-                .iter()
-                .map(|id| ModelCard {
-                    id,
-                    object: "model",
-                    created,
-                    owned_by: "llmsurge",
-                    max_model_len: config.max_model_len,
-                })
-                .collect(),
-        };
-        let models_body = Bytes::from(to_json(&list));
-        let model_json = config
-            .model
-            .iter()
-            .map(|m| String::from_utf8(to_json(m)).unwrap_or_default())
-            .collect();
-        App {
-            model: Model::new(&config),
-            counters: Counters::with_models(&config.model),
-            prefix_cache: Arc::new(PrefixCache::new(config.kv_cache_tokens)),
-            semaphore: config.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
-            seq: AtomicU64::new(0),
-            scrapes: AtomicU64::new(0),
-            stopping: tokio::sync::watch::Sender::new(false),
-            model_json,
-            models_body,
-            config,
-            probe_twin: None,
-            recorder: None,
-            truth: None,
-        }
+    if let MockBody::Full(Some(body)) = response.body() {
+        let shaped = anthropic::error_body(status.as_u16(), body);
+        *response.body_mut() = MockBody::full(shaped);
     }
+    response
 }
 
 /// A response with a status and a body, counted.
@@ -181,7 +75,7 @@ fn error(
     kind: &str,
     code: &str,
 ) -> Response<MockBody> {
-    json(app, status, openai::error_json(message, kind, code))
+    json(app, status, error_json(message, kind, code))
 }
 
 fn bad_request(app: &App, message: &str) -> Response<MockBody> {
@@ -242,7 +136,7 @@ struct InjectedError(FaultKind);
 /// a response without one, the line at once).
 pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
     let truth = match (&app.truth, truth_endpoint(req.uri().path())) {
-        (Some(truth), Some(endpoint)) if !req.headers().contains_key(super::PROBE_HEADER) => {
+        (Some(truth), Some(endpoint)) if !req.headers().contains_key(PROBE_HEADER) => {
             Some((Arc::clone(truth), endpoint))
         }
         _ => None,
@@ -309,7 +203,7 @@ async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
         ))
     );
     let app = match &app.probe_twin {
-        Some(twin) if !introspection && req.headers().contains_key(super::PROBE_HEADER) => {
+        Some(twin) if !introspection && req.headers().contains_key(PROBE_HEADER) => {
             Arc::clone(twin)
         }
         _ => app,
@@ -408,7 +302,7 @@ async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
                 Endpoint::Completions => completions(app, &body),
                 Endpoint::Embeddings => embeddings(app, &body),
                 Endpoint::Responses => responses(app, &body),
-                Endpoint::Messages => super::anthropic::error_shape(messages(app, &body)),
+                Endpoint::Messages => anthropic_error(messages(app, &body)),
                 Endpoint::Rerank | Endpoint::Score => ranking(app, endpoint, &body),
                 Endpoint::Transcriptions => transcription(app, &content_type, &body),
                 Endpoint::Tokenize => tokenize(&app, &body),
@@ -604,7 +498,7 @@ fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     let resolved = refuse_unknown_fields(&app, body, CHAT_FIELDS)
         .and_then(|()| parse::<ChatRequest>(&app, body))
         .and_then(|r| {
-            let (prompt, media) = openai::message_blocks(&r.messages);
+            let (prompt, media) = media::message_blocks(&r.messages);
             app.counters.media(media.images, media.audio_ms);
             Ok(GenRequest {
                 api: Api::Chat,
@@ -629,13 +523,13 @@ fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
 /// `stream` / `stream_include_usage` (vLLM's form fields). The clip costs prompt tokens
 /// as chat audio does; the transcript is generated like any output.
 fn transcription(app: Arc<App>, content_type: &str, body: &[u8]) -> Response<MockBody> {
-    let Some(boundary) = super::media::boundary(content_type) else {
+    let Some(boundary) = media::boundary(content_type) else {
         return bad_request(
             &app,
             "a transcription is multipart/form-data with a boundary (Content-Type)",
         );
     };
-    let parts = match super::media::parse_form(body, boundary) {
+    let parts = match media::parse_form(body, boundary) {
         Ok(parts) => parts,
         Err(e) => return bad_request(&app, &format!("invalid multipart body: {e}")),
     };
@@ -644,20 +538,20 @@ fn transcription(app: Arc<App>, content_type: &str, body: &[u8]) -> Response<Moc
     let Some(file) = field("file") else {
         return bad_request(&app, "the form has no `file` part");
     };
-    let Some(ms) = super::media::wav_ms(file) else {
+    let Some(ms) = media::wav_ms(file) else {
         return bad_request(
             &app,
             "`file` is not a PCM WAV file (RIFF/WAVE with fmt and data)",
         );
     };
-    let mut media = super::media::MediaCount::default();
+    let mut media = media::MediaCount::default();
     let tokens = media.audio(ms);
     app.counters.media(0, media.audio_ms);
     if let Err(response) = within_context(&app, tokens) {
         return *response;
     }
     let mut prompt = PromptBlocks::default();
-    super::media::push_media_tokens(&mut prompt, file, tokens);
+    media::push_media_tokens(&mut prompt, file, tokens);
     let is_true = |name: &str| text(name).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
     let model = match resolve_model(&app, text("model")) {
         Ok(m) => m,
@@ -748,7 +642,7 @@ const MESSAGES_FIELDS: &[&str] = &[
 
 fn responses(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     let resolved = refuse_unknown_fields(&app, body, RESPONSES_FIELDS)
-        .and_then(|()| parse::<super::responses::ResponsesRequest>(&app, body))
+        .and_then(|()| parse::<responses::ResponsesRequest>(&app, body))
         .and_then(|r| {
             Ok(GenRequest {
                 api: Api::Responses,
@@ -768,7 +662,7 @@ fn responses(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
 
 fn messages(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
     let resolved = refuse_unknown_fields(&app, body, MESSAGES_FIELDS)
-        .and_then(|()| parse::<super::anthropic::MessagesRequest>(&app, body))
+        .and_then(|()| parse::<anthropic::MessagesRequest>(&app, body))
         .and_then(|r| {
             Ok(GenRequest {
                 api: Api::Anthropic,
@@ -791,7 +685,7 @@ fn messages(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
 fn check_ranking(
     app: &App,
     model: Option<&str>,
-    ranking: &super::rerank::Ranking<'_>,
+    ranking: &rerank::Ranking<'_>,
     documents_field: &str,
 ) -> Result<usize, Box<Response<MockBody>>> {
     let model = resolve_model(app, model)?;
@@ -805,7 +699,7 @@ fn check_ranking(
 
 /// `/v1/rerank` and `/v1/score`: one prefill of every (query, document) pair.
 fn ranking(app: Arc<App>, endpoint: Endpoint, body: &[u8]) -> Response<MockBody> {
-    use super::rerank::{RerankRequest, ScoreRequest, rerank_body, score_body};
+    use rerank::{RerankRequest, ScoreRequest, rerank_body, score_body};
     let seq = app.seq.fetch_add(1, Relaxed);
     let seed = app.config.seed;
     let checked = if endpoint == Endpoint::Rerank {
@@ -911,14 +805,14 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
     let unknown_events = app.config.unknown_events;
     let no_final_event = app.config.no_final_event;
     let fmt = match r.api {
-        Api::Responses => Formatter::responses(super::responses::Writer::new(
+        Api::Responses => Formatter::responses(responses::Writer::new(
             seq,
             unix_now(),
             model_json,
             unknown_events,
             no_final_event,
         )),
-        Api::Anthropic => Formatter::anthropic(super::anthropic::Writer::new(
+        Api::Anthropic => Formatter::anthropic(anthropic::Writer::new(
             seq,
             model_json,
             prompt_tokens,
@@ -1054,24 +948,6 @@ struct EmbeddingItem {
 struct EmbeddingUsage {
     prompt_tokens: u64,
     total_tokens: u64,
-}
-
-/// A unit vector that depends only on the input and the seed: the same text always
-/// embeds the same way.
-fn embed(seed: u64, key: &[u8], dim: usize) -> Vec<f32> {
-    let hash = key.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(hash ^ seed);
-    let mut v: Vec<f32> = (0..dim).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-    let norm = v
-        .iter()
-        .map(|x| x * x)
-        .sum::<f32>()
-        .sqrt()
-        .max(f32::MIN_POSITIVE);
-    v.iter_mut().for_each(|x| *x /= norm);
-    v
 }
 
 fn embeddings(app: Arc<App>, body: &[u8]) -> Response<MockBody> {

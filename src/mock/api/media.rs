@@ -11,7 +11,34 @@
 use base64::Engine;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use super::prefix_cache::PromptBlocks;
+use super::shared::{Content, Message};
+use crate::mock::model::prefix_cache::PromptBlocks;
+
+/// The prompt of chat messages: the tokens of every text content, and those of every
+/// image and audio part (see below), which are counted too.
+pub fn message_blocks(messages: &[Message]) -> (PromptBlocks, MediaCount) {
+    let mut blocks = PromptBlocks::default();
+    let mut media = MediaCount::default();
+    for content in messages.iter().filter_map(|m| m.content.as_ref()) {
+        match content {
+            Content::Text(t) => blocks.push_text(t),
+            Content::Parts(parts) => {
+                for p in parts {
+                    if let Some(t) = &p.text {
+                        blocks.push_text(t);
+                    }
+                    if let Some(image) = &p.image_url {
+                        media.image(&image.url, &mut blocks);
+                    }
+                    if let Some(audio) = &p.input_audio {
+                        media.audio_base64(&audio.data, &mut blocks);
+                    }
+                }
+            }
+        }
+    }
+    (blocks, media)
+}
 
 /// Pixels per image token along each side.
 pub const IMAGE_PATCH: u32 = 28;

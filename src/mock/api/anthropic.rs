@@ -14,8 +14,9 @@ use std::cell::Cell;
 use bytes::{BufMut, BytesMut};
 use serde::Deserialize;
 
-use super::openai::{Content, FinishReason, Usage, fmt_u64, itoa_buf, write_words};
-use super::prefix_cache::PromptBlocks;
+use super::events::{Block, BlockEvents, end_event, open_event};
+use super::shared::{Content, FinishReason, Message, Usage, fmt_u64, itoa_buf, write_words};
+use crate::mock::model::prefix_cache::PromptBlocks;
 
 /// `POST /v1/messages`
 #[derive(Debug, Deserialize)]
@@ -24,7 +25,7 @@ pub struct MessagesRequest {
     #[serde(default)]
     pub model: Option<String>,
     /// The conversation (user and assistant turns).
-    pub messages: Vec<super::openai::Message>,
+    pub messages: Vec<Message>,
     /// The system prompt: a text or text blocks.
     #[serde(default)]
     pub system: Option<Content>,
@@ -52,13 +53,6 @@ impl MessagesRequest {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Open {
-    Nothing,
-    Thinking,
-    Text,
-}
-
 /// Writes the events and body of one message.
 #[derive(Debug)]
 pub struct Writer {
@@ -67,7 +61,7 @@ pub struct Writer {
     prompt_tokens: u64,
     unknown_events: bool,
     no_final_event: bool,
-    open: Cell<Open>,
+    open: Cell<Block>,
     /// Index of the open (or next) content block.
     index: Cell<u64>,
 }
@@ -89,22 +83,9 @@ impl Writer {
             prompt_tokens,
             unknown_events,
             no_final_event,
-            open: Cell::new(Open::Nothing),
+            open: Cell::new(Block::Nothing),
             index: Cell::new(0),
         }
-    }
-
-    /// Opens an event: the `event:` line and the data's `type`.
-    fn event(out: &mut BytesMut, name: &str) {
-        out.put_slice(b"event: ");
-        out.put_slice(name.as_bytes());
-        out.put_slice(b"\ndata: {\"type\":\"");
-        out.put_slice(name.as_bytes());
-        out.put_u8(b'"');
-    }
-
-    fn end_event(out: &mut BytesMut) {
-        out.put_slice(b"}\n\n");
     }
 
     fn index(&self, out: &mut BytesMut) {
@@ -113,87 +94,20 @@ impl Writer {
         out.put_slice(fmt_u64(&mut num, self.index.get()));
     }
 
-    fn close_block(&self, out: &mut BytesMut) {
-        if self.open.get() == Open::Nothing {
-            return;
-        }
-        Self::event(out, "content_block_stop");
-        self.index(out);
-        Self::end_event(out);
-        self.index.set(self.index.get() + 1);
-        self.open.set(Open::Nothing);
-    }
-
-    /// The events of one chunk of `words`; the first chunk opens the message.
-    pub fn token_chunk(
-        &self,
-        out: &mut BytesMut,
-        words: impl Iterator<Item = &'static str>,
-        first: bool,
-        reasoning: bool,
-    ) {
-        if first {
-            let mut num = itoa_buf();
-            Self::event(out, "message_start");
-            out.put_slice(br#","message":"#);
-            out.put_slice(&self.head);
-            out.put_slice(br#","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":"#);
-            out.put_slice(fmt_u64(&mut num, self.prompt_tokens));
-            out.put_slice(br#","output_tokens":1}}"#);
-            Self::end_event(out);
-        }
-        let want = if reasoning {
-            Open::Thinking
-        } else {
-            Open::Text
-        };
-        if self.open.get() != want {
-            self.close_block(out);
-            Self::event(out, "content_block_start");
-            self.index(out);
-            out.put_slice(if reasoning {
-                br#","content_block":{"type":"thinking","thinking":"","signature":""}"#.as_slice()
-            } else {
-                br#","content_block":{"type":"text","text":""}"#
-            });
-            Self::end_event(out);
-            self.open.set(want);
-            if first {
-                Self::event(out, "ping");
-                Self::end_event(out);
-            }
-        }
-        Self::event(out, "content_block_delta");
-        self.index(out);
-        out.put_slice(if reasoning {
-            br#","delta":{"type":"thinking_delta","thinking":""#.as_slice()
-        } else {
-            br#","delta":{"type":"text_delta","text":""#
-        });
-        write_words(out, words);
-        out.put_slice(b"\"}");
-        Self::end_event(out);
-        if first && self.unknown_events {
-            Self::event(out, "llmsurge_mock_unknown");
-            out.put_slice(br#","note":"an event type the API does not define""#);
-            Self::end_event(out);
-        }
-    }
-
     /// Closes the open block and the message, with its output usage.
     pub fn end_stream(&self, out: &mut BytesMut, finish: FinishReason, usage: Usage) {
-        self.close_block(out);
+        self.close_open(out);
         let mut num = itoa_buf();
-        Self::event(out, "message_delta");
+        self.event(out, "message_delta");
         out.put_slice(br#","delta":{"stop_reason":""#);
         out.put_slice(stop_reason(finish).as_bytes());
         out.put_slice(br#"","stop_sequence":null},"usage":{"output_tokens":"#);
         out.put_slice(fmt_u64(&mut num, usage.content + usage.reasoning));
         out.put_u8(b'}');
-        Self::end_event(out);
+        end_event(out);
         if !self.no_final_event {
-            Self::event(out, "message_stop");
-            Self::end_event(out);
+            self.event(out, "message_stop");
+            end_event(out);
         }
     }
 
@@ -233,26 +147,16 @@ impl Writer {
     }
 }
 
-/// Rewrites an error answer into Anthropic's shape,
-/// `{"type":"error","error":{"type":"…_error","message":"…"}}`, keeping the status and
-/// message; a success passes through.
-pub fn error_shape(
-    mut response: hyper::Response<super::body::MockBody>,
-) -> hyper::Response<super::body::MockBody> {
-    use super::body::MockBody;
-    let status = response.status();
-    if status.is_success() {
-        return response;
-    }
-    let MockBody::Full(Some(body)) = response.body() else {
-        return response;
-    };
+/// An error answer's body in Anthropic's shape,
+/// `{"type":"error","error":{"type":"…_error","message":"…"}}`, from the OpenAI error
+/// body (or plain text) the handler wrote and its status, keeping the message.
+pub fn error_body(status: u16, body: &[u8]) -> Vec<u8> {
     let message = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
         .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
     // Anthropic's error types by status.
-    let kind = match status.as_u16() {
+    let kind = match status {
         400 | 413 | 422 => "invalid_request_error",
         401 => "authentication_error",
         403 => "permission_error",
@@ -262,8 +166,74 @@ pub fn error_shape(
         _ => "api_error",
     };
     let shaped = serde_json::json!({"type": "error", "error": {"type": kind, "message": message}});
-    *response.body_mut() = MockBody::full(serde_json::to_vec(&shaped).unwrap_or_default());
-    response
+    serde_json::to_vec(&shaped).unwrap_or_default()
+}
+
+impl BlockEvents for Writer {
+    const UNKNOWN_EVENT: &'static str = "llmsurge_mock_unknown";
+
+    fn open_cell(&self) -> &Cell<Block> {
+        &self.open
+    }
+
+    fn unknown_events(&self) -> bool {
+        self.unknown_events
+    }
+
+    fn event(&self, out: &mut BytesMut, name: &str) {
+        open_event(out, name);
+    }
+
+    /// `message_start`, with the prompt's usage.
+    fn start(&self, out: &mut BytesMut) {
+        let mut num = itoa_buf();
+        self.event(out, "message_start");
+        out.put_slice(br#","message":"#);
+        out.put_slice(&self.head);
+        out.put_slice(
+            br#","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":"#,
+        );
+        out.put_slice(fmt_u64(&mut num, self.prompt_tokens));
+        out.put_slice(br#","output_tokens":1}}"#);
+        end_event(out);
+    }
+
+    /// `content_block_start`, and a `ping` after the response's first block opens.
+    fn open_block(&self, out: &mut BytesMut, block: Block, first: bool) {
+        self.event(out, "content_block_start");
+        self.index(out);
+        out.put_slice(if block == Block::Reasoning {
+            br#","content_block":{"type":"thinking","thinking":"","signature":""}"#.as_slice()
+        } else {
+            br#","content_block":{"type":"text","text":""}"#
+        });
+        end_event(out);
+        if first {
+            self.event(out, "ping");
+            end_event(out);
+        }
+    }
+
+    fn delta(&self, out: &mut BytesMut, block: Block, words: impl Iterator<Item = &'static str>) {
+        self.event(out, "content_block_delta");
+        self.index(out);
+        out.put_slice(if block == Block::Reasoning {
+            br#","delta":{"type":"thinking_delta","thinking":""#.as_slice()
+        } else {
+            br#","delta":{"type":"text_delta","text":""#
+        });
+        write_words(out, words);
+        out.put_slice(b"\"}");
+        end_event(out);
+    }
+
+    /// `content_block_stop`; the next block takes the next index.
+    fn close_block(&self, out: &mut BytesMut, _block: Block) {
+        self.event(out, "content_block_stop");
+        self.index(out);
+        end_event(out);
+        self.index.set(self.index.get() + 1);
+    }
 }
 
 fn stop_reason(finish: FinishReason) -> &'static str {

@@ -7,9 +7,8 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 
-use super::MockConfig;
-use super::openai::FinishReason;
 use super::tokenizer::VOCAB;
+use crate::mock::config::{DEFAULT_SPEC_DECODE_ACCEPTANCE, MockConfig};
 
 /// Names of the random streams, so that one knob never shifts another's draws.
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +29,25 @@ fn splitmix64(mut z: u64) -> u64 {
 fn rng_for(seed: u64, stream: Stream, seq: u64) -> Xoshiro256PlusPlus {
     let key = splitmix64(splitmix64(seed ^ splitmix64(stream as u64)).wrapping_add(seq));
     Xoshiro256PlusPlus::seed_from_u64(key)
+}
+
+/// Why generation ended, as OpenAI names it; each API format spells it its own way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// The model chose to stop.
+    Stop,
+    /// `max_tokens` was reached.
+    Length,
+}
+
+impl FinishReason {
+    /// OpenAI's `finish_reason` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+        }
+    }
 }
 
 /// A fault injected into one request.
@@ -156,7 +174,7 @@ impl Model {
             spec_draft: config.spec_decode_draft_tokens,
             spec_acceptance: config
                 .spec_decode_acceptance
-                .unwrap_or(super::config::DEFAULT_SPEC_DECODE_ACCEPTANCE),
+                .unwrap_or(DEFAULT_SPEC_DECODE_ACCEPTANCE),
         }
     }
 

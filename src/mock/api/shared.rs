@@ -1,0 +1,208 @@
+//! The shared generation core of the API formats: the prompt shapes several formats
+//! accept (chat messages, completions prompts), the token counts of a response, the
+//! byte writers every format's hot path uses (words, numbers), and OpenAI's error body,
+//! which every endpoint answers with (Anthropic's handler reshapes it). Each format
+//! module (`openai`, `responses`, `anthropic`, `embeddings`, `rerank`, `media`) builds on
+//! this one and on `model`; none imports another format.
+
+use bytes::{BufMut, BytesMut};
+use serde::{Deserialize, Serialize};
+
+pub use crate::mock::model::plan::FinishReason;
+use crate::mock::model::prefix_cache::PromptBlocks;
+use crate::mock::model::tokenizer;
+
+/// A chat message; only the content matters to the mock.
+#[derive(Debug, Deserialize)]
+pub struct Message {
+    /// A string, or an array of parts of which the `text` ones count.
+    #[serde(default)]
+    pub content: Option<Content>,
+}
+
+/// Message content in either of its OpenAI shapes.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// `"content": "text"`
+    Text(String),
+    /// `"content": [{"type": "text", "text": "..."}, {"type": "image_url", ...}]`
+    Parts(Vec<Part>),
+}
+
+/// One part of a multi-part message content.
+#[derive(Debug, Deserialize)]
+pub struct Part {
+    /// The text of a text part; absent for other kinds.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// An `image_url` part's image.
+    #[serde(default)]
+    pub image_url: Option<ImageUrl>,
+    /// An `input_audio` part's clip.
+    #[serde(default)]
+    pub input_audio: Option<InputAudio>,
+}
+
+/// `{"url": …}` of an `image_url` part.
+#[derive(Debug, Deserialize)]
+pub struct ImageUrl {
+    /// A data URL or a URL to fetch (the mock does not fetch).
+    pub url: String,
+}
+
+/// `{"data": …, "format": "wav"}` of an `input_audio` part.
+#[derive(Debug, Deserialize)]
+pub struct InputAudio {
+    /// The audio file in base64.
+    pub data: String,
+}
+
+impl Content {
+    /// Calls `f` with each text piece.
+    pub fn for_each_text(&self, mut f: impl FnMut(&str)) {
+        match self {
+            Content::Text(t) => f(t),
+            Content::Parts(parts) => parts.iter().filter_map(|p| p.text.as_deref()).for_each(f),
+        }
+    }
+}
+
+/// A completions prompt in any of its OpenAI shapes.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Prompt {
+    /// One text prompt.
+    Text(String),
+    /// A batch of text prompts.
+    Texts(Vec<String>),
+    /// One prompt as token ids.
+    Ids(Vec<u32>),
+    /// A batch of token-id prompts.
+    IdBatches(Vec<Vec<u32>>),
+}
+
+impl Prompt {
+    /// Number of prompts in the batch.
+    pub fn batch_len(&self) -> usize {
+        match self {
+            Prompt::Text(_) | Prompt::Ids(_) => 1,
+            Prompt::Texts(v) => v.len(),
+            Prompt::IdBatches(v) => v.len(),
+        }
+    }
+
+    /// The prompt of a one-prompt batch (empty for a larger batch, which is refused).
+    pub fn blocks(&self) -> PromptBlocks {
+        let mut blocks = PromptBlocks::default();
+        let ids = |blocks: &mut PromptBlocks, ids: &[u32]| {
+            ids.iter().for_each(|id| blocks.push(&id.to_le_bytes()));
+        };
+        match self {
+            Prompt::Text(t) => blocks.push_text(t),
+            Prompt::Texts(v) if v.len() == 1 => blocks.push_text(&v[0]),
+            Prompt::Ids(given) => ids(&mut blocks, given),
+            Prompt::IdBatches(v) if v.len() == 1 => ids(&mut blocks, &v[0]),
+            Prompt::Texts(_) | Prompt::IdBatches(_) => {}
+        }
+        blocks
+    }
+
+    /// Total prompt tokens across the batch.
+    pub fn count(&self) -> u64 {
+        match self {
+            Prompt::Text(t) => tokenizer::count(t),
+            Prompt::Texts(v) => v.iter().map(|t| tokenizer::count(t)).sum(),
+            Prompt::Ids(ids) => ids.len() as u64,
+            Prompt::IdBatches(v) => v.iter().map(|ids| ids.len() as u64).sum(),
+        }
+    }
+}
+
+/// Which OpenAI endpoint a generation answers; decides object names and chunk shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    /// `/v1/chat/completions`
+    Chat,
+    /// `/v1/completions`
+    Completions,
+    /// `/v1/responses`
+    Responses,
+    /// `/v1/messages`
+    Anthropic,
+    /// `/v1/audio/transcriptions`, of a clip of this many whole seconds (rounded up),
+    /// which a whole response reports as its usage.
+    Transcription(u64),
+}
+
+/// Token counts of a response.
+#[derive(Clone, Copy, Debug)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt: u64,
+    /// Content tokens.
+    pub content: u64,
+    /// Reasoning tokens (included in completion_tokens).
+    pub reasoning: u64,
+}
+
+/// Writes each of `words` with a leading space (the mock's words need no JSON escaping).
+pub fn write_words(out: &mut BytesMut, words: impl Iterator<Item = &'static str>) {
+    for w in words {
+        out.put_u8(b' ');
+        out.put_slice(w.as_bytes());
+    }
+}
+
+/// A buffer for [`fmt_u64`].
+pub fn itoa_buf() -> [u8; 20] {
+    [0; 20]
+}
+
+/// Decimal digits of `n` in `buf`, without allocating.
+pub fn fmt_u64(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+/// An OpenAI error body: `{"error": {"message", "type", "param": null, "code"}}`.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody<'a> {
+    /// The error.
+    pub error: ErrorDetail<'a>,
+}
+
+/// The inside of an error body.
+#[derive(Debug, Serialize)]
+pub struct ErrorDetail<'a> {
+    /// Human-readable explanation.
+    pub message: &'a str,
+    /// OpenAI's error type (`invalid_request_error`, `server_error`, ...).
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    /// Always null here.
+    pub param: Option<&'a str>,
+    /// A stable machine-readable code.
+    pub code: &'a str,
+}
+
+/// An error body as bytes.
+pub fn error_json(message: &str, kind: &str, code: &str) -> Vec<u8> {
+    let body = ErrorBody {
+        error: ErrorDetail {
+            message,
+            kind,
+            param: None,
+            code,
+        },
+    };
+    // Serializing plain strings cannot fail; fall back to a fixed body rather than panic.
+    serde_json::to_vec(&body).unwrap_or_else(|_| br#"{"error":{"message":"error","type":"server_error","param":null,"code":"internal_error"}}"#.to_vec())
+}
