@@ -18,6 +18,7 @@ pub mod error;
 pub mod group;
 pub mod interrupts;
 pub mod observer;
+pub mod precision;
 pub mod profiles;
 pub mod result;
 pub mod run;
@@ -27,6 +28,7 @@ pub mod sessions;
 pub mod slo;
 pub mod spawn;
 pub mod state;
+pub mod steady;
 pub mod strategy;
 pub mod timeseries;
 

@@ -314,6 +314,7 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
         metric_definitions: first.metric_definitions.clone(),
         capacity: None,
         invalid_run: Vec::new(),
+        across_runs: Vec::new(),
     }
 }
 
@@ -374,7 +375,11 @@ fn severity(reason: &Option<StopReason>) -> u8 {
         Some(StopReason::MaxErrors { .. } | StopReason::MaxErrorRate { .. }) => 4,
         Some(StopReason::OverSaturation { .. }) => 3,
         Some(StopReason::MaxSeconds { .. }) => 2,
-        Some(StopReason::MaxRequests { .. } | StopReason::DatasetExhausted { .. }) => 1,
+        Some(
+            StopReason::MaxRequests { .. }
+            | StopReason::DatasetExhausted { .. }
+            | StopReason::PrecisionReached { .. },
+        ) => 1,
         Some(StopReason::ScheduleComplete) | None => 0,
     }
 }
@@ -384,6 +389,9 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
     let mut m = parts[0].clone();
     // Session books are not merged across shards yet: one shard's would pass for all.
     m.sessions = None;
+    // One shard's steady window and precision are not the whole load's.
+    m.steady_state = None;
+    m.precision = None;
     m.start_time = parts
         .iter()
         .map(|b| b.start_time)

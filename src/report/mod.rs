@@ -10,6 +10,7 @@
 //! summary tables. `benchmark from-file` loads a JSON report and renders it again.
 //! Formats and fields are documented in docs/report.md.
 
+pub mod across_runs;
 pub mod console;
 pub mod csv;
 pub mod html;
@@ -22,6 +23,7 @@ pub mod progress;
 pub mod reporter;
 pub mod requests;
 pub mod server;
+pub mod steady;
 pub mod verdicts;
 
 pub use json::{

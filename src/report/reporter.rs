@@ -88,6 +88,8 @@ pub struct RunReporter {
     request_id: Option<String>,
     /// The current benchmark's request-id prefix (the tag and its index).
     request_id_prefix: Option<String>,
+    /// `--repeat`: the run under way (from 0); `None` without repeats.
+    run: Option<u32>,
 }
 
 impl RunReporter {
@@ -123,6 +125,7 @@ impl RunReporter {
                 metric_definitions: super::json::metric_definitions(),
                 capacity: None,
                 invalid_run: Vec::new(),
+                across_runs: Vec::new(),
             },
             console_summary: messages && outputs.contains(&Output::Console),
             outputs,
@@ -145,6 +148,7 @@ impl RunReporter {
             models: info.models,
             request_id: info.request_id,
             request_id_prefix: None,
+            run: None,
         }
     }
 
@@ -161,6 +165,13 @@ impl RunReporter {
     /// Records the answer of a capacity search (written by [`RunReporter::finish`]).
     pub fn set_capacity(&mut self, capacity: Option<CapacityOutcome>) {
         self.report.capacity = capacity;
+    }
+
+    /// `--repeat`: the benchmarks that follow belong to run `run` (from 0), whose request
+    /// ids carry the tag `request_id`.
+    pub fn start_run(&mut self, run: u32, request_id: Option<String>) {
+        self.run = Some(run);
+        self.request_id = request_id;
     }
 
     /// Why the run is invalid (see `invalid_run` in the report); empty when it is not.
@@ -184,6 +195,7 @@ impl RunReporter {
 
     fn write(&mut self) {
         self.report.metadata.end_time = unix_now();
+        self.report.across_runs = super::across_runs::compute(&self.report.benchmarks);
         let (written, failed) = write_files(&self.report, &self.outputs, &self.output_dir);
         self.written = written;
         for e in failed {
@@ -207,6 +219,14 @@ impl RunReporter {
         self.write();
         if self.console_summary && !benchmarks.is_empty() {
             crate::stdout::println(&console::summary(benchmarks, self.report.capacity.as_ref()));
+            for block in [
+                super::steady::console(benchmarks),
+                super::across_runs::console(&self.report.across_runs),
+            ] {
+                if !block.is_empty() {
+                    crate::stdout::println(&block);
+                }
+            }
         }
         if self.messages {
             for path in &self.written {
@@ -295,6 +315,7 @@ impl RunObserver for RunReporter {
                     .request_id_prefix
                     .as_ref()
                     .map(|prefix| format!("{prefix}{}", record.slot)),
+                run: self.run,
                 ..RequestEntry::new(self.current, record, &self.anchor)
             });
         }
@@ -313,7 +334,9 @@ impl RunObserver for RunReporter {
             samples.benchmark = result.index;
             self.report.request_samples.push(samples);
         }
-        self.report.benchmarks.push(result.clone());
+        let mut result = result.clone();
+        result.run = self.run;
+        self.report.benchmarks.push(result);
         self.write();
     }
 
