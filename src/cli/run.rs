@@ -278,6 +278,10 @@ async fn run_repeats(
     reporter: &mut RunReporter,
     profile: &mut ChosenProfile,
 ) -> Result<llmsurge_coordinator::RunOutcome, CoordinatorError> {
+    if plan.repeat > 1 {
+        let tag = template.base.worker_template.backend.request_id.clone();
+        reporter.start_run(0, tag);
+    }
     let mut outcome = run_profile(command, profile.as_profile(), reporter, plan.start_at).await?;
     if plan.repeat < 2 {
         return Ok(outcome);
