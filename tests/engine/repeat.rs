@@ -540,7 +540,7 @@ fn the_steady_window_is_the_plateau_of_the_reports_concurrency_series() {
         .iter()
         .map(|p| p["completed"].as_u64().expect("completed"))
         .sum();
-    let secs = (t(last) + 1.0 - t(first)) as f64;
+    let secs = t(last) + 1.0 - t(first);
     let rate = s["figures"]["requests_per_s"].as_f64().expect("rate");
     assert!(close(rate, completed as f64 / secs));
     // Latencies: the measured completed requests that started inside the window.
