@@ -332,9 +332,11 @@ mod tests {
     fn ranks_bound_the_percentile_and_need_enough_values() {
         // n = 100, p = 0.5: 50 ± 1.96·5 = 40.2 .. 59.8 → ranks 40 and 61.
         assert_eq!(percentile_ranks(100, 0.5), Some((40, 50, 61)));
-        // A p99 of 100 values has no upper bound.
-        assert_eq!(percentile_ranks(100, 0.99), None);
-        assert!(percentile_ranks(2000, 0.99).is_some());
+        // The fewest values that bound each percentile (docs/metrics.md says so).
+        for (p, n) in [(0.5, 8), (0.9, 53), (0.99, 563)] {
+            assert_eq!(percentile_ranks(n - 1, p), None, "p{p} of {}", n - 1);
+            assert!(percentile_ranks(n, p).is_some(), "p{p} of {n}");
+        }
     }
 
     #[test]
