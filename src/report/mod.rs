@@ -45,6 +45,15 @@ pub fn cell_value(v: Option<f64>) -> String {
     }
 }
 
+/// A benchmark's name in tables: its strategy, and its run with `--repeat`
+/// (`constant@20 (run 2)`).
+pub fn label(b: &BenchmarkResult) -> String {
+    match b.run {
+        Some(r) => format!("{} (run {})", b.strategy, r + 1),
+        None => b.strategy.to_string(),
+    }
+}
+
 /// What a reader should know about a benchmark beyond its numbers: why it stopped, its
 /// errors by kind, the client's warnings, and dead workers.
 pub fn notes(b: &BenchmarkResult) -> Vec<String> {

@@ -18,12 +18,7 @@ pub const FIGURES: [&str; 11] = [
     "output_tokens_per_s",
 ];
 
-fn label(b: &BenchmarkResult) -> String {
-    match b.run {
-        Some(r) => format!("{} (run {})", b.strategy, r + 1),
-        None => b.strategy.to_string(),
-    }
-}
+use super::label;
 
 /// One line per benchmark: its steady window and figures, then its precision.
 pub fn lines(b: &BenchmarkResult) -> Vec<String> {
