@@ -45,6 +45,18 @@ pub fn cell_value(v: Option<f64>) -> String {
     }
 }
 
+/// The console blocks after the summary tables: each benchmark's steady state and
+/// precision, then the statistics across runs (empty strings left out).
+pub fn console_blocks(report: &Report) -> Vec<String> {
+    [
+        steady::console(&report.benchmarks),
+        across_runs::console(&report.across_runs),
+    ]
+    .into_iter()
+    .filter(|b| !b.is_empty())
+    .collect()
+}
+
 /// A benchmark's name in tables: its strategy, and its run with `--repeat`
 /// (`constant@20 (run 2)`).
 pub fn label(b: &BenchmarkResult) -> String {

@@ -219,13 +219,8 @@ impl RunReporter {
         self.write();
         if self.console_summary && !benchmarks.is_empty() {
             crate::stdout::println(&console::summary(benchmarks, self.report.capacity.as_ref()));
-            for block in [
-                super::steady::console(benchmarks),
-                super::across_runs::console(&self.report.across_runs),
-            ] {
-                if !block.is_empty() {
-                    crate::stdout::println(&block);
-                }
+            for block in super::console_blocks(&self.report) {
+                crate::stdout::println(&block);
             }
         }
         if self.messages {

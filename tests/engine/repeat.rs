@@ -178,6 +178,20 @@ fn repeat_three_keeps_every_run_and_its_across_runs_figures_recompute_from_them(
     let html = std::fs::read_to_string(dir.join("benchmarks.html")).expect("html");
     assert!(html.contains("<h2>Across runs</h2>"));
     assert!(run.stdout.contains("Across 3 runs"), "{}", run.stdout);
+    // A saved report shows them again.
+    let again = llmsurge()
+        .args(["benchmark", "from-file"])
+        .arg(run.report_path())
+        .args(["--outputs", "console", "--output-dir"])
+        .arg(dir)
+        .output()
+        .expect("from-file runs");
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(stdout.contains("Across 3 runs"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{passed} of 3 runs passed")),
+        "{stdout}"
+    );
     // The request log marks each request's run; request ids never repeat across runs.
     let log = std::fs::read_to_string(dir.join("requests.jsonl")).expect("log");
     let entries: Vec<Value> = log
