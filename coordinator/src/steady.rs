@@ -8,8 +8,8 @@
 //! drain at the end are cut. A series of fewer than [`MIN_SECONDS`] seconds, or one with
 //! nothing in flight, has no window.
 //!
-//! Over the window: TTFT, TPOT and e2e percentiles of the completed measured requests
-//! that *started* inside it, and the request and output-token rates of the completions
+//! Over the window: TTFT, TPOT and e2e percentiles (to 2 significant digits) of the
+//! completed measured requests that *started* inside it, and the request and output-token rates of the completions
 //! inside it (the sums of `timeseries[].completed` and `output_tokens_per_s` over its
 //! seconds, over its length). ITL is left out: its gaps are per chunk and only the
 //! workers see them, so they cannot be split by window here; goodput too (it is judged
@@ -27,7 +27,17 @@ pub const MIN_SECONDS: usize = 3;
 pub const PLATEAU_FRACTION: f64 = 0.9;
 /// Buckets kept before two neighbours merge (bounds memory on long runs: the window's
 /// latencies are then resolved to 2, 4, … seconds).
-const MAX_BUCKETS: usize = 512;
+const MAX_BUCKETS: usize = 256;
+/// Significant digits of the window's histograms: 2 (within 1%) keeps each at a few KB,
+/// so 3 metrics × 256 buckets stay within ~15 MB even at latencies of minutes.
+const SIGNIFICANT_DIGITS: u8 = 2;
+
+/// An empty auto-resizing histogram of the window's precision.
+fn new_histogram() -> Option<Histogram<u64>> {
+    let mut h = Histogram::new(SIGNIFICANT_DIGITS).ok()?;
+    h.auto(true);
+    Some(h)
+}
 
 /// The latency metrics split by window, and their report names.
 const LATENCIES: [&str; 3] = ["ttft", "tpot", "e2e"];
@@ -78,7 +88,10 @@ impl SteadyCollector {
         let values = [r.ttft(), r.tpot(), Some(e2e)];
         for (h, v) in self.buckets[i].hists.iter_mut().zip(values) {
             if let Some(v) = v {
-                let h = h.get_or_insert_with(llmsurge_proto::metrics::new_histogram);
+                if h.is_none() {
+                    *h = new_histogram();
+                }
+                let Some(h) = h.as_mut() else { continue };
                 let us = v.as_micros() as u64;
                 if h.record(us).is_err() {
                     h.saturating_record(us);
@@ -105,9 +118,13 @@ impl SteadyCollector {
 
 fn merge(into: &mut Option<Histogram<u64>>, from: Option<&Histogram<u64>>) {
     if let Some(from) = from {
-        let h = into.get_or_insert_with(llmsurge_proto::metrics::new_histogram);
-        // Both auto-resize with the same precision: adding cannot fail.
-        let _ = h.add(from);
+        if into.is_none() {
+            *into = new_histogram();
+        }
+        if let Some(h) = into.as_mut() {
+            // Both auto-resize with the same precision: adding cannot fail.
+            let _ = h.add(from);
+        }
     }
 }
 
@@ -221,6 +238,77 @@ pub fn steady_state(points: &[TimePoint], c: &SteadyCollector) -> Option<SteadyS
 #[cfg(test)]
 mod tests {
     use super::*;
+    use llmsurge_proto::{Phase, TokenSource};
+
+    fn record(start_s: u64, e2e_ms: u64) -> RequestRecord {
+        let at = |ms: u64| MonoNanos(10_000_000_000 + ms * 1_000_000);
+        RequestRecord {
+            slot: 0,
+            worker: 0,
+            status: RequestStatus::Completed,
+            error: None,
+            scheduled: at(start_s * 1000),
+            start: Some(at(start_s * 1000)),
+            first_token: Some(at(start_s * 1000 + 10)),
+            first_content: Some(at(start_s * 1000 + 10)),
+            end: at(start_s * 1000 + e2e_ms),
+            prompt_tokens: None,
+            output_tokens: 10,
+            output_tokens_source: TokenSource::Usage,
+            streamed_tokens: 10,
+            streamed: true,
+            phase: Phase::Measured,
+            late: false,
+            retried: false,
+            model: None,
+            session: None,
+            media: None,
+        }
+    }
+
+    fn point(t: f64, concurrency: f64) -> TimePoint {
+        TimePoint {
+            t,
+            started: 1,
+            completed: 2,
+            errored: 0,
+            concurrency,
+            output_tokens_per_s: Some(20.0),
+            ttft_mean_ms: None,
+            ttft_count: 0,
+        }
+    }
+
+    #[test]
+    fn window_latencies_are_those_of_requests_started_inside_and_long_runs_coarsen() {
+        let mut c = SteadyCollector::new(MonoNanos(10_000_000_000));
+        // Second 0 is the ramp (slow requests), 1..=3 the plateau, 4 the drain.
+        c.add(&record(0, 900));
+        for s in 1..=3 {
+            c.add(&record(s, 100));
+        }
+        c.add(&record(4, 900));
+        let points: Vec<TimePoint> = [1.0, 4.0, 4.0, 4.0, 1.0]
+            .iter()
+            .enumerate()
+            .map(|(i, c)| point(i as f64, *c))
+            .collect();
+        let s = steady_state(&points, &c).expect("steady");
+        assert_eq!((s.start_s, s.end_s, s.requests), (1.0, 4.0, 3));
+        // The plateau's 100 ms, to 2 significant digits; the ramp's and drain's 900 ms
+        // are out.
+        assert!(
+            (s.figures["e2e_p99"] - 100.0).abs() <= 1.0,
+            "{:?}",
+            s.figures
+        );
+        assert_eq!(s.figures["requests_per_s"], 2.0);
+        assert!(!s.figures.contains_key("itl_p50"));
+        // A request 300 s in: buckets of 2 s from then on.
+        c.add(&record(300, 100));
+        assert_eq!(c.width_s, 2);
+        assert!(c.buckets.len() <= MAX_BUCKETS);
+    }
 
     #[test]
     fn the_plateau_leaves_out_ramp_and_drain() {

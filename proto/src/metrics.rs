@@ -261,8 +261,7 @@ pub enum MetricsError {
     Create(hdrhistogram::CreationError),
 }
 
-/// An empty auto-resizing histogram with the precision every process uses.
-pub fn new_histogram() -> Histogram<u64> {
+fn new_histogram() -> Histogram<u64> {
     // Auto-resizing from the smallest bounds; creation with these constants cannot fail.
     let mut h = Histogram::new(SIGNIFICANT_DIGITS).unwrap_or_else(|_| unreachable_histogram());
     h.auto(true);
