@@ -295,6 +295,16 @@ async fn run_repeats(
         }
         if let Some(pause) = plan.repeat_cooldown {
             let mut interrupts = llmsurge_coordinator::interrupts::Interrupts::install()?;
+            // Said once the handler is in place, so a Ctrl-C after it is never lost.
+            llmsurge_coordinator::RunObserver::notice(
+                reporter,
+                &format!(
+                    "repeat: run {run} of {} done; run {} starts in {}s (Ctrl-C stops the repeats)",
+                    plan.repeat,
+                    run + 1,
+                    pause.as_secs_f64()
+                ),
+            );
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 _ = interrupts.next() => {

@@ -583,3 +583,43 @@ fn the_steady_window_is_the_plateau_of_the_reports_concurrency_series() {
             .contains("steady.start_s")
     );
 }
+
+#[test]
+fn ctrl_c_during_the_repeat_cooldown_ends_the_repeats_and_keeps_the_runs_done() {
+    use nix::sys::signal::{Signal, kill};
+    let server = server();
+    let url = server.base_url();
+    let live = super::signals::Live::start(
+        &[
+            "--target",
+            &url,
+            "--profile",
+            "synchronous",
+            "--max-requests",
+            "5",
+            "--data",
+            DATA,
+            "--repeat",
+            "3",
+            "--repeat-cooldown",
+            "10m",
+            "--outputs",
+            "json",
+        ],
+        false,
+    );
+    live.wait_for_stderr("repeat: run 1 of 3 done; run 2 starts in 600s");
+    kill(super::signals::pid(live.pid()), Signal::SIGINT).expect("SIGINT");
+    let run = live.finish();
+    assert_eq!(run.code(), 130, "{}", run.stderr);
+    let report = json(&run.report_path());
+    assert_eq!(report["metadata"]["interrupted"], true);
+    let runs: Vec<u64> = report["benchmarks"]
+        .as_array()
+        .expect("benchmarks")
+        .iter()
+        .map(|b| b["run"].as_u64().expect("run"))
+        .collect();
+    assert_eq!(runs, [0], "the first run is kept, no other started");
+    assert_eq!(report["across_runs"][0]["runs"].as_u64(), Some(1));
+}
