@@ -274,7 +274,7 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
     let slo: Option<Slo> = args
         .get("slo")
         .and_then(|v| serde_json::from_value(v.clone()).ok());
-    let benchmarks = (0..first.benchmarks.len())
+    let benchmarks: Vec<BenchmarkResult> = (0..first.benchmarks.len())
         .map(|i| merge_benchmark(shards, i, count, slo.as_ref()))
         .collect();
     let request_samples = (0..first.request_samples.len())
@@ -309,12 +309,14 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
             warnings,
             ..first.target.clone()
         },
+        // Shards of a repeated run: each merged benchmark keeps its run, so the
+        // run-to-run statistics are recomputed over the merged runs.
+        across_runs: super::across_runs::compute(&benchmarks),
         benchmarks,
         request_samples,
         metric_definitions: first.metric_definitions.clone(),
         capacity: None,
         invalid_run: Vec::new(),
-        across_runs: Vec::new(),
     }
 }
 

@@ -623,3 +623,63 @@ fn ctrl_c_during_the_repeat_cooldown_ends_the_repeats_and_keeps_the_runs_done() 
     assert_eq!(runs, [0], "the first run is kept, no other started");
     assert_eq!(report["across_runs"][0]["runs"].as_u64(), Some(1));
 }
+
+#[test]
+fn merged_shards_of_repeated_runs_keep_their_runs_and_recompute_across_runs() {
+    let server = server();
+    let url = server.base_url();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards: Vec<std::path::PathBuf> = (0..2u32)
+        .map(|i| {
+            let run = run(&[
+                "--target",
+                &url,
+                "--profile",
+                "constant",
+                "--rate",
+                "40",
+                "--max-requests",
+                "10",
+                "--random-seed",
+                "7",
+                "--data",
+                DATA,
+                "--repeat",
+                "2",
+                "--outputs",
+                "json",
+            ]);
+            assert_eq!(run.code(), 0, "{}", run.stderr);
+            // The report as shard i of 2 (as `benchmark merge`'s own tests do).
+            let mut v = json(&run.report_path());
+            v["metadata"]["shard"] = serde_json::json!({ "index": i, "count": 2 });
+            v["args"]["shard"] = serde_json::json!({ "index": i, "count": 2 });
+            let path = dir.path().join(format!("shard-{i}.json"));
+            std::fs::write(&path, serde_json::to_vec(&v).expect("json")).expect("write");
+            path
+        })
+        .collect();
+    let out = dir.path().join("merged");
+    let merged = llmsurge()
+        .args(["benchmark", "merge"])
+        .args(&shards)
+        .args(["--outputs", "json", "--output-dir"])
+        .arg(&out)
+        .output()
+        .expect("merge runs");
+    assert_eq!(
+        merged.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    let report = json(&out.join("benchmarks.json"));
+    let runs: Vec<u64> = report["benchmarks"]
+        .as_array()
+        .expect("benchmarks")
+        .iter()
+        .map(|b| b["run"].as_u64().expect("run"))
+        .collect();
+    assert_eq!(runs, [0, 1]);
+    assert_across_runs_recompute(&report, 2);
+}
