@@ -90,6 +90,9 @@ pub struct RunReporter {
     request_id_prefix: Option<String>,
     /// `--repeat`: the run under way (from 0); `None` without repeats.
     run: Option<u32>,
+    /// `--repeat`: benchmarks of the runs before this one, so progress counts on
+    /// (`[4/6]` in the second run of three benchmarks) instead of starting again.
+    progress_offset: u32,
 }
 
 impl RunReporter {
@@ -149,6 +152,7 @@ impl RunReporter {
             request_id: info.request_id,
             request_id_prefix: None,
             run: None,
+            progress_offset: 0,
         }
     }
 
@@ -170,6 +174,7 @@ impl RunReporter {
     /// `--repeat`: the benchmarks that follow belong to run `run` (from 0), whose request
     /// ids carry the tag `request_id`.
     pub fn start_run(&mut self, run: u32, request_id: Option<String>) {
+        self.progress_offset = self.report.benchmarks.len() as u32;
         self.run = Some(run);
         self.request_id = request_id;
     }
@@ -283,11 +288,18 @@ impl RunObserver for RunReporter {
         if let Some(s) = &mut self.sampler {
             s.start(index);
         }
-        self.progress.started(index, strategy);
+        self.progress
+            .started(index + self.progress_offset, strategy);
     }
 
     fn progress(&mut self, p: &Progress) {
-        self.progress.update(p);
+        if self.progress_offset == 0 {
+            self.progress.update(p);
+        } else {
+            let mut p = p.clone();
+            p.index += self.progress_offset;
+            self.progress.update(&p);
+        }
     }
 
     fn record(&mut self, record: &RequestRecord) {
@@ -317,10 +329,13 @@ impl RunObserver for RunReporter {
     }
 
     fn benchmark_finished(&mut self, result: &BenchmarkResult) {
-        self.progress.finished(result);
+        // With --repeat, positions count on across the runs (`[4/6]`).
+        let mut shown = result.clone();
+        shown.index += self.progress_offset;
+        self.progress.finished(&shown);
         // Failures reach the terminal whatever `--outputs` and the console flags say: a
         // run whose requests all failed must not print only "report written".
-        for line in error_lines(result, self.planned) {
+        for line in error_lines(&shown, self.planned) {
             self.progress.println(&line);
         }
         self.flush_log();
