@@ -20,6 +20,7 @@ mod merge;
 mod metrics;
 mod misbehaving;
 mod profiles;
+mod repeat;
 mod reports;
 mod requests;
 mod secrets;

@@ -79,6 +79,11 @@ pub enum StopReason {
         /// What the detector saw.
         detail: String,
     },
+    /// Every `--until-precise` figure's 95% interval was within its fraction.
+    PrecisionReached {
+        /// Each figure's precision and target.
+        detail: String,
+    },
 }
 
 impl StopReason {
@@ -88,7 +93,8 @@ impl StopReason {
             StopReason::ScheduleComplete
             | StopReason::MaxRequests { .. }
             | StopReason::DatasetExhausted { .. }
-            | StopReason::Interrupted => StopAction::StopQueuing,
+            | StopReason::Interrupted
+            | StopReason::PrecisionReached { .. } => StopAction::StopQueuing,
             StopReason::MaxSeconds { .. }
             | StopReason::MaxErrors { .. }
             | StopReason::MaxErrorRate { .. }
@@ -119,6 +125,7 @@ impl fmt::Display for StopReason {
             StopReason::Interrupted => write!(f, "interrupted"),
             StopReason::WorkerFailure { detail } => write!(f, "worker failure: {detail}"),
             StopReason::OverSaturation { detail } => write!(f, "over-saturation: {detail}"),
+            StopReason::PrecisionReached { detail } => write!(f, "precision reached: {detail}"),
         }
     }
 }

@@ -105,6 +105,8 @@ pub struct BenchmarkPlan {
     pub server_metrics: Option<ScrapeConfig>,
     /// The server's profiler around the measured window (`--profile-server`).
     pub profile_server: Option<ProfilerConfig>,
+    /// `--until-precise`: stop once every figure's interval is this tight.
+    pub precision: Option<crate::precision::PrecisionSpec>,
 }
 
 impl BenchmarkPlan {
@@ -428,6 +430,10 @@ pub async fn run_benchmark(
         drain_deadline: None,
         kill_deadline: None,
         peak: 0,
+        precision: plan
+            .precision
+            .clone()
+            .map(crate::precision::PrecisionWatch::new),
     };
     let time_limit = plan
         .limits
@@ -461,6 +467,7 @@ pub async fn run_benchmark(
                 }
                 sup.peak = sup.peak.max(shm.in_flight());
                 sup.check_saturation();
+                sup.check_precision();
                 sup.check_heartbeats(env);
                 if last_progress.elapsed() >= Duration::from_secs(1) {
                     last_progress = Instant::now();
@@ -559,6 +566,20 @@ pub async fn run_benchmark(
         result::add_media_rates(&mut result, &spec.media);
     }
     result.slo = plan.slo.as_ref().map(|slo| slo.judge(&result));
+    result.precision = plan.precision.as_ref().map(|spec| {
+        let m = &sup.state.measured;
+        let mut p = spec.evaluate(
+            &sup.state.metrics,
+            m.completed,
+            result.measured_window.duration_s,
+        );
+        p.stopped_it = matches!(
+            result.stop_reason,
+            Some(StopReason::PrecisionReached { .. })
+        );
+        p
+    });
+    result.steady_state = crate::steady::steady_state(&result.timeseries, &sup.state.steady);
     if let Some(log) = scraped {
         let m = &sup.state.measured;
         let whole_benchmark = plan.window == MeasureWindow::default();
@@ -698,6 +719,8 @@ struct Supervisor<'a> {
     drain_deadline: Option<Instant>,
     kill_deadline: Option<Instant>,
     peak: u64,
+    /// `--until-precise`, when set.
+    precision: Option<crate::precision::PrecisionWatch>,
 }
 
 impl Supervisor<'_> {
@@ -880,6 +903,15 @@ impl Supervisor<'_> {
         self.last_evaluation = Instant::now();
         if let Some(detail) = detector.evaluate(now) {
             self.apply_stop(StopReason::OverSaturation { detail });
+        }
+    }
+
+    fn check_precision(&mut self) {
+        if self.stop.is_some() {
+            return;
+        }
+        if let Some(reason) = self.precision.as_mut().and_then(|w| w.check(&self.state)) {
+            self.apply_stop(reason);
         }
     }
 

@@ -19,6 +19,7 @@ pub mod error;
 pub mod group;
 pub mod interrupts;
 pub mod observer;
+pub mod precision;
 pub mod profiles;
 pub mod result;
 pub mod run;
@@ -28,6 +29,7 @@ pub mod sessions;
 pub mod slo;
 pub mod spawn;
 pub mod state;
+pub mod steady;
 pub mod strategy;
 pub mod timeseries;
 

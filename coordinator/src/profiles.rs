@@ -789,6 +789,7 @@ mod capacity_tests {
                 shard: Default::default(),
                 server_metrics: None,
                 profile_server: None,
+                precision: None,
             },
             workers: None,
             cores: 2,

@@ -343,6 +343,17 @@ pub struct BenchmarkResult {
     /// without sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<crate::sessions::SessionResult>,
+    /// `--repeat`: the run (from 0) of the repeated plan this benchmark belongs to; absent
+    /// without repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
+    /// `--until-precise`: each figure's 95% interval and the precision reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<crate::precision::Precision>,
+    /// The headline figures over the steady-state window (the plateau of in-flight
+    /// requests); absent when the series has no plateau and in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_state: Option<crate::steady::SteadyState>,
 }
 
 /// Inputs of [`build`] besides the state.
@@ -487,6 +498,9 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
             // requests' measured window.
             state.sessions.result(rate_means, duration_s)
         }),
+        run: None,
+        precision: None,
+        steady_state: None,
     }
 }
 

@@ -260,6 +260,8 @@ pub struct WorkerGroupState {
     pub token_sources: TokenSources,
     /// Per-second series.
     pub timeseries: TimeSeries,
+    /// Latencies by the second requests started in, for the steady-state window.
+    pub steady: crate::steady::SteadyCollector,
     /// Per-request goodput thresholds, when set.
     pub goodput: Option<GoodputSpec>,
     /// Completed measured requests that met them.
@@ -290,6 +292,7 @@ impl WorkerGroupState {
             measured: MeasuredTotals::default(),
             token_sources: TokenSources::default(),
             timeseries: TimeSeries::new(t0),
+            steady: crate::steady::SteadyCollector::new(t0),
             goodput: None,
             good_requests: 0,
             window: MeasureWindow::default(),
@@ -428,6 +431,7 @@ impl WorkerGroupState {
 
     fn account_measured(&mut self, r: &RequestRecord) {
         self.timeseries.add(r);
+        self.steady.add(r);
         self.measured.add(r);
         if let Some(spec) = &self.goodput {
             match (r.status, r.latency()) {

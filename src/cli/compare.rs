@@ -108,6 +108,7 @@ fn render(c: &Comparison) -> String {
         .flat_map(|p| &p.changes)
         .filter(|m| m.verdict == Verdict::WithinNoise)
         .count();
+    out.push_str(&format!("\n{}", c.variance_note));
     out.push_str(&format!(
         "\n{} regression(s){}; intervals at {:.0}% confidence{}",
         c.regressions,

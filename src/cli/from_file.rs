@@ -53,6 +53,9 @@ pub fn from_file(args: &FromFileArgs) -> i32 {
             &report.benchmarks,
             report.capacity.as_ref(),
         ));
+        for block in crate::report::console_blocks(&report) {
+            crate::stdout::println(&block);
+        }
     }
     for path in &written {
         eprintln!("{}", crate::report::written_message(path));

@@ -10,6 +10,7 @@ pub mod config;
 pub mod from_file;
 pub mod k8s;
 pub mod merge;
+pub mod repeat;
 pub mod resolve;
 pub mod resolve_output;
 pub mod run;

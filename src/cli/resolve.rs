@@ -159,6 +159,12 @@ pub struct RunPlan {
     /// Print the plan and exit.
     #[serde(skip)]
     pub dry_run: bool,
+    /// Runs of the whole plan (`--repeat`).
+    pub repeat: u32,
+    /// Pause between runs (`--repeat-cooldown`).
+    pub repeat_cooldown: Option<Duration>,
+    /// `--until-precise`.
+    pub precision: Option<llmsurge_coordinator::precision::PrecisionSpec>,
 }
 
 impl RunPlan {
@@ -283,7 +289,11 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     let (outputs, reporting) = super::resolve_output::resolve_output(&args.output)?;
     let backend = resolve_backend(args)?;
     check_objectives_need_no_stream(slo.as_ref(), goodput.as_ref(), &backend)?;
+    let (repeat, repeat_cooldown, precision) = super::repeat::resolve_repeat(args, &backend)?;
     Ok(RunPlan {
+        repeat,
+        repeat_cooldown,
+        precision,
         target,
         model: args.target.model.clone().filter(|m| !m.trim().is_empty()),
         profile: args.load.profile,

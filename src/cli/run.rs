@@ -227,12 +227,12 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         started,
         shard: plan.shard.is_split().then_some(plan.shard),
         start_at: plan.start_at,
-        planned: ChosenProfile::planned(&plan).unwrap_or(0),
+        planned: ChosenProfile::planned(&plan).unwrap_or(0) * plan.repeat as usize,
         seed: plan.seed,
         models: lora_names.iter().map(|n| n.to_string()).collect(),
         request_id: template.base.worker_template.backend.request_id.clone(),
     };
-    let mut profile = ChosenProfile::new(&plan, template);
+    let mut profile = ChosenProfile::new(&plan, template.clone());
     let mut reporter = RunReporter::new(
         info,
         plan.outputs.clone(),
@@ -240,7 +240,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         &plan.reporting,
         log,
     );
-    let outcome = run_profile(&command, profile.as_profile(), &mut reporter, plan.start_at).await;
+    let outcome = run_repeats(&plan, &template, &command, &mut reporter, &mut profile).await;
     if let Some(mock) = target.mock {
         mock.shutdown();
     }
@@ -265,6 +265,71 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         return exit_codes::RUN_FAILED;
     }
     exit_code(&outcome.benchmarks, outcome.interrupted, capacity.as_ref())
+}
+
+/// Runs the plan `--repeat` times (once by default), pausing `--repeat-cooldown` between
+/// runs; each run gets a fresh profile (a sweep derives its rates anew) and its own
+/// request-id tag, and its benchmarks are marked with their run. A Ctrl-C ends the
+/// repeats. `profile` is the first run's (and, for a capacity search, the only one).
+async fn run_repeats(
+    plan: &RunPlan,
+    template: &PlanTemplate,
+    command: &WorkerCommand,
+    reporter: &mut RunReporter,
+    profile: &mut ChosenProfile,
+) -> Result<llmsurge_coordinator::RunOutcome, CoordinatorError> {
+    if plan.repeat > 1 {
+        let tag = template.base.worker_template.backend.request_id.clone();
+        reporter.start_run(0, tag);
+    }
+    let mut outcome = run_profile(command, profile.as_profile(), reporter, plan.start_at).await?;
+    if plan.repeat < 2 {
+        return Ok(outcome);
+    }
+    for b in &mut outcome.benchmarks {
+        b.run = Some(0);
+    }
+    for run in 1..plan.repeat {
+        if outcome.interrupted {
+            break;
+        }
+        if let Some(pause) = plan.repeat_cooldown {
+            let mut interrupts = llmsurge_coordinator::interrupts::Interrupts::install()?;
+            // Said once the handler is in place, so a Ctrl-C after it is never lost.
+            llmsurge_coordinator::RunObserver::notice(
+                reporter,
+                &format!(
+                    "repeat: run {run} of {} done; run {} starts in {}s (Ctrl-C stops the repeats)",
+                    plan.repeat,
+                    run + 1,
+                    pause.as_secs_f64()
+                ),
+            );
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                _ = interrupts.next() => {
+                    outcome.interrupted = true;
+                    break;
+                }
+            }
+        }
+        let mut template = template.clone();
+        let backend = &mut template.base.worker_template.backend;
+        if backend.request_id.is_some() {
+            backend.request_id = Some(llmsurge_proto::new_run_tag());
+        }
+        reporter.start_run(run, backend.request_id.clone());
+        let mut next = ChosenProfile::new(plan, template);
+        let more = run_profile(command, next.as_profile(), reporter, None).await?;
+        outcome.interrupted |= more.interrupted;
+        outcome
+            .benchmarks
+            .extend(more.benchmarks.into_iter().map(|mut b| {
+                b.run = Some(run);
+                b
+            }));
+    }
+    Ok(outcome)
 }
 
 /// Bound on each `--profile-server` call: stopping a profiler writes its trace.
@@ -521,6 +586,7 @@ fn plan_template(
         shard: plan.shard,
         server_metrics: None,
         profile_server: None,
+        precision: plan.precision.clone(),
     };
     Ok(PlanTemplate {
         base,

@@ -8,6 +8,7 @@
 //! (or, with `--strict`, on the point change alone).
 
 pub mod noise;
+pub mod runs;
 pub mod tolerance;
 
 use crate::report::{Report, server};
@@ -83,6 +84,11 @@ pub struct Comparison {
     pub confidence: f64,
     /// Whether noise was ignored.
     pub strict: bool,
+    /// Which variance the intervals used: run-to-run when both reports hold repeated
+    /// runs (`--repeat`), else within one run.
+    pub variance: runs::Variance,
+    /// That choice in one sentence.
+    pub variance_note: String,
 }
 
 /// Matches benchmarks: same strategy (kind and target), else the same kind at the same
@@ -150,8 +156,25 @@ pub fn compare(
     strict: bool,
     confidence: f64,
 ) -> Result<Comparison, String> {
-    let (pairs, unmatched_baseline, unmatched_current) =
-        match_benchmarks(&base.benchmarks, &cur.benchmarks);
+    // Repeated runs: benchmarks are matched on the first run; every run then feeds the
+    // run-to-run statistics of `across_runs`.
+    let first = |r: &Report| -> Vec<BenchmarkResult> {
+        r.benchmarks
+            .iter()
+            .filter(|b| b.run.unwrap_or(0) == 0)
+            .cloned()
+            .collect()
+    };
+    let (base_first, cur_first) = (first(base), first(cur));
+    let repeated = !base.across_runs.is_empty() && !cur.across_runs.is_empty();
+    let variance = if repeated {
+        runs::Variance::RunToRun
+    } else {
+        runs::Variance::WithinRun
+    };
+    let run_count = |r: &Report| r.across_runs.iter().map(|a| a.runs).max().unwrap_or(1);
+    let variance_note = variance.describe((run_count(base), run_count(cur)));
+    let (pairs, unmatched_baseline, unmatched_current) = match_benchmarks(&base_first, &cur_first);
     if pairs.is_empty() {
         return Err(
             "no benchmark of the current report matches one of the baseline (by strategy and rate)"
@@ -160,10 +183,21 @@ pub fn compare(
     }
     let pairs: Vec<PairComparison> = pairs
         .into_iter()
-        .map(|(b, c)| PairComparison {
-            label: c.strategy.to_string(),
-            baseline_label: b.strategy.to_string(),
-            changes: changes(b, c, tolerances, strict, confidence),
+        .map(|(b, c)| {
+            let mut changes = changes(b, c, tolerances, strict, confidence);
+            if repeated
+                && let (Some(ab), Some(ac)) = (
+                    base.across_runs.iter().find(|a| a.benchmark == b.index),
+                    cur.across_runs.iter().find(|a| a.benchmark == c.index),
+                )
+            {
+                runs::apply(&mut changes, ab, ac, tolerances, strict, confidence);
+            }
+            PairComparison {
+                label: c.strategy.to_string(),
+                baseline_label: b.strategy.to_string(),
+                changes,
+            }
         })
         .collect();
     let regressions = pairs
@@ -178,6 +212,8 @@ pub fn compare(
         regressions,
         confidence,
         strict,
+        variance,
+        variance_note,
     })
 }
 

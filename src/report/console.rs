@@ -56,7 +56,7 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
     ]);
     for b in benchmarks {
         requests.add_row(vec![
-            b.strategy.to_string(),
+            super::label(b),
             num(b.duration_s),
             b.requests.completed.to_string(),
             b.requests.errored.to_string(),
@@ -102,7 +102,7 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
     header.extend(shown.iter().map(|(name, _, _)| *name));
     let mut latency = table(&header);
     for b in benchmarks {
-        let mut row = vec![b.strategy.to_string()];
+        let mut row = vec![super::label(b)];
         row.extend(
             shown
                 .iter()

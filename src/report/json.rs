@@ -182,6 +182,10 @@ pub struct Report {
     /// absent from a valid run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub invalid_run: Vec<String>,
+    /// `--repeat`: per benchmark position, the run-to-run statistics of its headline
+    /// figures and how many runs passed its SLO; absent for a single run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub across_runs: Vec<super::across_runs::AcrossRuns>,
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one.

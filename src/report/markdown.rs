@@ -272,5 +272,6 @@ pub fn comparison(c: &Comparison) -> String {
             out.push_str(&format!("\nUnmatched in the {side}: {}\n", list.join(", ")));
         }
     }
+    out.push_str(&format!("\n{}\n", c.variance_note));
     out
 }

@@ -319,7 +319,7 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
     let slo: Option<Slo> = args
         .get("slo")
         .and_then(|v| serde_json::from_value(v.clone()).ok());
-    let benchmarks = (0..first.benchmarks.len())
+    let benchmarks: Vec<BenchmarkResult> = (0..first.benchmarks.len())
         .map(|i| merge_benchmark(shards, i, count, slo.as_ref()))
         .collect();
     let request_samples = (0..first.request_samples.len())
@@ -354,6 +354,9 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
             warnings,
             ..first.target.clone()
         },
+        // Shards of a repeated run: each merged benchmark keeps its run, so the
+        // run-to-run statistics are recomputed over the merged runs.
+        across_runs: super::across_runs::compute(&benchmarks),
         benchmarks,
         request_samples,
         metric_definitions: first.metric_definitions.clone(),
@@ -419,7 +422,11 @@ fn severity(reason: &Option<StopReason>) -> u8 {
         Some(StopReason::MaxErrors { .. } | StopReason::MaxErrorRate { .. }) => 4,
         Some(StopReason::OverSaturation { .. }) => 3,
         Some(StopReason::MaxSeconds { .. }) => 2,
-        Some(StopReason::MaxRequests { .. } | StopReason::DatasetExhausted { .. }) => 1,
+        Some(
+            StopReason::MaxRequests { .. }
+            | StopReason::DatasetExhausted { .. }
+            | StopReason::PrecisionReached { .. },
+        ) => 1,
         Some(StopReason::ScheduleComplete) | None => 0,
     }
 }
@@ -429,6 +436,9 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
     let mut m = parts[0].clone();
     // Session books are not merged across shards yet: one shard's would pass for all.
     m.sessions = None;
+    // One shard's steady window and precision are not the whole load's.
+    m.steady_state = None;
+    m.precision = None;
     m.start_time = parts
         .iter()
         .map(|b| b.start_time)

@@ -10,6 +10,7 @@
 //! summary tables. `benchmark from-file` loads a JSON report and renders it again.
 //! Formats and fields are documented in docs/report.md.
 
+pub mod across_runs;
 pub mod console;
 pub mod csv;
 pub mod html;
@@ -22,6 +23,7 @@ pub mod progress;
 pub mod reporter;
 pub mod requests;
 pub mod server;
+pub mod steady;
 pub mod verdicts;
 
 pub use json::{
@@ -53,6 +55,27 @@ pub fn cell_value(v: Option<f64>) -> String {
         None => "–".into(),
         Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
         Some(v) => format!("{v:.3}"),
+    }
+}
+
+/// The console blocks after the summary tables: each benchmark's steady state and
+/// precision, then the statistics across runs (empty strings left out).
+pub fn console_blocks(report: &Report) -> Vec<String> {
+    [
+        steady::console(&report.benchmarks),
+        across_runs::console(&report.across_runs),
+    ]
+    .into_iter()
+    .filter(|b| !b.is_empty())
+    .collect()
+}
+
+/// A benchmark's name in tables: its strategy, and its run with `--repeat`
+/// (`constant@20 (run 2)`).
+pub fn label(b: &BenchmarkResult) -> String {
+    match b.run {
+        Some(r) => format!("{} (run {})", b.strategy, r + 1),
+        None => b.strategy.to_string(),
     }
 }
 

@@ -130,7 +130,12 @@ pub fn render(report: &Report, format: FileFormat) -> Result<Vec<u8>, RenderErro
         FileFormat::Junit => {
             super::junit::render(&super::junit::slo_suites(&report.benchmarks))?.into_bytes()
         }
-        FileFormat::Markdown => super::markdown::run_summary(&report.benchmarks).into_bytes(),
+        FileFormat::Markdown => {
+            let mut md = super::markdown::run_summary(&report.benchmarks);
+            md.push_str(&super::steady::markdown(&report.benchmarks));
+            md.push_str(&super::across_runs::markdown(&report.across_runs));
+            md.into_bytes()
+        }
     })
 }
 

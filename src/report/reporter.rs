@@ -88,6 +88,11 @@ pub struct RunReporter {
     request_id: Option<String>,
     /// The current benchmark's request-id prefix (the tag and its index).
     request_id_prefix: Option<String>,
+    /// `--repeat`: the run under way (from 0); `None` without repeats.
+    run: Option<u32>,
+    /// `--repeat`: benchmarks of the runs before this one, so progress counts on
+    /// (`[4/6]` in the second run of three benchmarks) instead of starting again.
+    progress_offset: u32,
 }
 
 impl RunReporter {
@@ -123,6 +128,7 @@ impl RunReporter {
                 metric_definitions: super::json::metric_definitions(),
                 capacity: None,
                 invalid_run: Vec::new(),
+                across_runs: Vec::new(),
             },
             console_summary: messages && outputs.contains(&Output::Console),
             outputs,
@@ -145,6 +151,8 @@ impl RunReporter {
             models: info.models,
             request_id: info.request_id,
             request_id_prefix: None,
+            run: None,
+            progress_offset: 0,
         }
     }
 
@@ -161,6 +169,14 @@ impl RunReporter {
     /// Records the answer of a capacity search (written by [`RunReporter::finish`]).
     pub fn set_capacity(&mut self, capacity: Option<CapacityOutcome>) {
         self.report.capacity = capacity;
+    }
+
+    /// `--repeat`: the benchmarks that follow belong to run `run` (from 0), whose request
+    /// ids carry the tag `request_id`.
+    pub fn start_run(&mut self, run: u32, request_id: Option<String>) {
+        self.progress_offset = self.report.benchmarks.len() as u32;
+        self.run = Some(run);
+        self.request_id = request_id;
     }
 
     /// Why the run is invalid (see `invalid_run` in the report); empty when it is not.
@@ -184,6 +200,7 @@ impl RunReporter {
 
     fn write(&mut self) {
         self.report.metadata.end_time = unix_now();
+        self.report.across_runs = super::across_runs::compute(&self.report.benchmarks);
         let (written, failed) = write_files(&self.report, &self.outputs, &self.output_dir);
         self.written = written;
         for e in failed {
@@ -207,6 +224,9 @@ impl RunReporter {
         self.write();
         if self.console_summary && !benchmarks.is_empty() {
             crate::stdout::println(&console::summary(benchmarks, self.report.capacity.as_ref()));
+            for block in super::console_blocks(&self.report) {
+                crate::stdout::println(&block);
+            }
         }
         if self.messages {
             for path in &self.written {
@@ -268,11 +288,18 @@ impl RunObserver for RunReporter {
         if let Some(s) = &mut self.sampler {
             s.start(index);
         }
-        self.progress.started(index, strategy);
+        self.progress
+            .started(index + self.progress_offset, strategy);
     }
 
     fn progress(&mut self, p: &Progress) {
-        self.progress.update(p);
+        if self.progress_offset == 0 {
+            self.progress.update(p);
+        } else {
+            let mut p = p.clone();
+            p.index += self.progress_offset;
+            self.progress.update(&p);
+        }
     }
 
     fn record(&mut self, record: &RequestRecord) {
@@ -295,16 +322,20 @@ impl RunObserver for RunReporter {
                     .request_id_prefix
                     .as_ref()
                     .map(|prefix| format!("{prefix}{}", record.slot)),
+                run: self.run,
                 ..RequestEntry::new(self.current, record, &self.anchor)
             });
         }
     }
 
     fn benchmark_finished(&mut self, result: &BenchmarkResult) {
-        self.progress.finished(result);
+        // With --repeat, positions count on across the runs (`[4/6]`).
+        let mut shown = result.clone();
+        shown.index += self.progress_offset;
+        self.progress.finished(&shown);
         // Failures reach the terminal whatever `--outputs` and the console flags say: a
         // run whose requests all failed must not print only "report written".
-        for line in error_lines(result, self.planned) {
+        for line in error_lines(&shown, self.planned) {
             self.progress.println(&line);
         }
         self.flush_log();
@@ -313,7 +344,9 @@ impl RunObserver for RunReporter {
             samples.benchmark = result.index;
             self.report.request_samples.push(samples);
         }
-        self.report.benchmarks.push(result.clone());
+        let mut result = result.clone();
+        result.run = self.run;
+        self.report.benchmarks.push(result);
         self.write();
     }
 

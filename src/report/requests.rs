@@ -80,6 +80,9 @@ pub struct RequestEntry {
     /// clip's seconds and WAV bytes, as sent; sizes only, never the bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media: Option<RequestMedia>,
+    /// `--repeat`: the run (from 0) this request belongs to; absent without repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
 }
 
 fn ms(d: std::time::Duration) -> f64 {
@@ -117,6 +120,7 @@ impl RequestEntry {
             turn: r.session.map(|s| s.turn),
             media: r.media.as_deref().cloned(),
             request_id: None,
+            run: None,
         }
     }
 }

@@ -17,7 +17,7 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
             for c in b.slo.iter().flat_map(|v| &v.checks) {
                 let verdict = Cell::new(c.label());
                 t.add_row(vec![
-                    Cell::new(b.strategy.to_string()),
+                    Cell::new(super::label(b)),
                     Cell::new(&c.name),
                     Cell::new(cell_value(Some(c.threshold))),
                     Cell::new(cell_value(c.measured)),

@@ -53,4 +53,25 @@ pub struct LimitArgs {
     /// rate of completed requests meeting all of them.
     #[arg(long, env = "LLMSURGE_GOODPUT", value_name = "THRESHOLDS")]
     pub goodput: Option<String>,
+
+    /// Run the whole plan this many times. The report keeps every run and adds, per
+    /// benchmark, `across_runs`: mean, std, coefficient of variation and 95% t-interval
+    /// of each headline figure; an SLO gate passes only when every run passed.
+    #[arg(long, env = "LLMSURGE_REPEAT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000), value_name = "N")]
+    pub repeat: u32,
+
+    /// Pause between repeated runs (--repeat), so the server settles, e.g. 30s.
+    #[arg(long, env = "LLMSURGE_REPEAT_COOLDOWN", value_parser = parse_positive_duration, value_name = "DURATION")]
+    pub repeat_cooldown: Option<Duration>,
+
+    /// Run each benchmark until each named figure's 95% interval is within a fraction of
+    /// it, e.g. "ttft_p99:5%,e2e_p50:3%" (figures: ttft|itl|tpot|e2e _p50|_p90|_p99|_mean,
+    /// requests_per_s, output_tokens_per_s). The benchmark's limits still stop it first;
+    /// the report says the precision reached (see docs/metrics.md).
+    #[arg(
+        long,
+        env = "LLMSURGE_UNTIL_PRECISE",
+        value_name = "FIGURE:FRACTION,..."
+    )]
+    pub until_precise: Option<String>,
 }

@@ -1,0 +1,332 @@
+//! `--repeat`: the run-to-run statistics of each benchmark's headline figures.
+//!
+//! The benchmarks of every run are kept in the report (each marked with its `run`); a
+//! benchmark's position in its run (its `index`) matches it across runs. For each
+//! position and headline figure, over the runs in which the figure has a value: mean,
+//! sample standard deviation (n − 1), coefficient of variation (std / mean) and the 95%
+//! interval of the mean by Student's t with n − 1 degrees of freedom. A figure without a
+//! value in a run (TPOT of a non-streamed run) is left out of that run's sample, and out
+//! of `figures` altogether when no run has it: absent, never 0.
+
+use llmsurge_coordinator::BenchmarkResult;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The headline figures, in display order.
+pub const FIGURES: [&str; 15] = [
+    "ttft_p50",
+    "ttft_p90",
+    "ttft_p99",
+    "itl_p50",
+    "itl_p90",
+    "itl_p99",
+    "tpot_p50",
+    "tpot_p90",
+    "tpot_p99",
+    "e2e_p50",
+    "e2e_p90",
+    "e2e_p99",
+    "requests_per_s",
+    "output_tokens_per_s",
+    "goodput_per_s",
+];
+
+/// One headline figure of a benchmark (ms for latencies), when it has a value.
+pub fn figure(b: &BenchmarkResult, name: &str) -> Option<f64> {
+    match name {
+        "requests_per_s" => return Some(b.throughput.requests_per_s),
+        "output_tokens_per_s" => return b.throughput.output_tokens_per_s,
+        "goodput_per_s" => return b.goodput.as_ref().map(|g| g.requests_per_s),
+        _ => {}
+    }
+    let (metric, stat) = name.rsplit_once('_')?;
+    let key = match metric {
+        "e2e" => "request_latency",
+        other => other,
+    };
+    let d = &b.metrics.get(key)?.successful;
+    (d.count > 0).then(|| d.percentiles.get(stat)).flatten()
+}
+
+/// Run-to-run statistics of one figure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FigureStats {
+    /// Runs in which the figure had a value.
+    pub n: u32,
+    /// Mean over those runs.
+    pub mean: f64,
+    /// Sample standard deviation (n − 1); 0 for one run.
+    pub std: f64,
+    /// std / mean; absent when the mean is 0.
+    pub cv: Option<f64>,
+    /// Low end of the 95% t-interval of the mean; absent for one run.
+    pub ci_low: Option<f64>,
+    /// High end of the 95% t-interval of the mean.
+    pub ci_high: Option<f64>,
+}
+
+/// How many runs passed a benchmark's `--slo`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunsVerdict {
+    /// Runs judged.
+    pub runs: u32,
+    /// Runs whose verdict was PASS.
+    pub passed: u32,
+    /// Runs whose verdict was FAIL.
+    pub failed: u32,
+    /// Runs whose verdict was INCONCLUSIVE.
+    pub inconclusive: u32,
+    /// The gate's rule: passed only when every run passed.
+    pub all_passed: bool,
+}
+
+/// One benchmark position across the runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AcrossRuns {
+    /// The benchmark's position in each run (its `index`).
+    pub benchmark: u32,
+    /// Its strategy, as the first run had it.
+    pub strategy: String,
+    /// Runs that had this benchmark.
+    pub runs: u32,
+    /// Statistics per headline figure; a figure no run had is absent.
+    pub figures: BTreeMap<String, FigureStats>,
+    /// The SLO verdicts over the runs, when `--slo` was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<RunsVerdict>,
+}
+
+/// Mean, std, CV and 95% t-interval of `values`; `None` when empty.
+pub fn stats(values: &[f64]) -> Option<FigureStats> {
+    let n = values.len();
+    if n == 0 {
+        return None;
+    }
+    let nf = n as f64;
+    let mean = values.iter().sum::<f64>() / nf;
+    let std = if n > 1 {
+        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (nf - 1.0)).sqrt()
+    } else {
+        0.0
+    };
+    let half = (n > 1).then(|| {
+        use statrs::distribution::{ContinuousCDF, StudentsT};
+        let t = StudentsT::new(0.0, 1.0, nf - 1.0).map_or(f64::NAN, |d| d.inverse_cdf(0.975));
+        t * std / nf.sqrt()
+    });
+    Some(FigureStats {
+        n: n as u32,
+        mean,
+        std,
+        cv: (mean != 0.0).then(|| std / mean),
+        ci_low: half.map(|h| mean - h),
+        ci_high: half.map(|h| mean + h),
+    })
+}
+
+/// The across-runs entries of a report's benchmarks; empty when none carries a `run`.
+pub fn compute(benchmarks: &[BenchmarkResult]) -> Vec<AcrossRuns> {
+    if benchmarks.iter().all(|b| b.run.is_none()) {
+        return Vec::new();
+    }
+    let mut positions: Vec<u32> = benchmarks.iter().map(|b| b.index).collect();
+    positions.sort_unstable();
+    positions.dedup();
+    positions
+        .into_iter()
+        .map(|index| {
+            let runs: Vec<&BenchmarkResult> =
+                benchmarks.iter().filter(|b| b.index == index).collect();
+            let figures = FIGURES
+                .iter()
+                .filter_map(|name| {
+                    let values: Vec<f64> = runs.iter().filter_map(|b| figure(b, name)).collect();
+                    stats(&values).map(|s| (name.to_string(), s))
+                })
+                .collect();
+            let verdicts: Vec<&str> = runs
+                .iter()
+                .filter_map(|b| b.slo.as_ref().map(|v| v.label()))
+                .collect();
+            let slo = (!verdicts.is_empty()).then(|| {
+                let count = |l: &str| verdicts.iter().filter(|v| **v == l).count() as u32;
+                RunsVerdict {
+                    runs: verdicts.len() as u32,
+                    passed: count("PASS"),
+                    failed: count("FAIL"),
+                    inconclusive: count("INCONCLUSIVE"),
+                    all_passed: count("PASS") == verdicts.len() as u32,
+                }
+            });
+            AcrossRuns {
+                benchmark: index,
+                strategy: runs
+                    .first()
+                    .map(|b| b.strategy.to_string())
+                    .unwrap_or_default(),
+                runs: runs.len() as u32,
+                figures,
+                slo,
+            }
+        })
+        .collect()
+}
+
+/// A value as the tables show it.
+fn cell(v: Option<f64>) -> String {
+    super::cell_value(v)
+}
+
+/// The rows of the across-runs table: benchmark, figure, n, mean, std, CV %, 95% CI.
+pub fn rows(across: &[AcrossRuns]) -> Vec<[String; 7]> {
+    let mut out = Vec::new();
+    for a in across {
+        for name in FIGURES {
+            let Some(s) = a.figures.get(name) else {
+                continue;
+            };
+            out.push([
+                format!("{} #{}", a.strategy, a.benchmark + 1),
+                name.to_string(),
+                s.n.to_string(),
+                cell(Some(s.mean)),
+                cell(Some(s.std)),
+                s.cv.map_or("–".into(), |c| format!("{:.1}", c * 100.0)),
+                match (s.ci_low, s.ci_high) {
+                    (Some(lo), Some(hi)) => format!("{} – {}", cell(Some(lo)), cell(Some(hi))),
+                    _ => "–".into(),
+                },
+            ]);
+        }
+    }
+    out
+}
+
+/// One line per benchmark with an SLO: how many runs passed, and the gate's outcome.
+pub fn slo_lines(across: &[AcrossRuns]) -> Vec<String> {
+    across
+        .iter()
+        .filter_map(|a| {
+            let s = a.slo.as_ref()?;
+            Some(format!(
+                "SLO {} #{}: {} of {} runs passed ({} failed, {} inconclusive): {}",
+                a.strategy,
+                a.benchmark + 1,
+                s.passed,
+                s.runs,
+                s.failed,
+                s.inconclusive,
+                if s.all_passed {
+                    "PASS"
+                } else {
+                    "FAIL (every run must pass)"
+                }
+            ))
+        })
+        .collect()
+}
+
+/// The console block: a table and the SLO lines.
+pub fn console(across: &[AcrossRuns]) -> String {
+    if across.is_empty() {
+        return String::new();
+    }
+    let runs = across.iter().map(|a| a.runs).max().unwrap_or(0);
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header([
+        "Benchmark",
+        "Figure",
+        "Runs",
+        "Mean",
+        "Std",
+        "CV %",
+        "95% CI",
+    ]);
+    for r in rows(across) {
+        t.add_row(r);
+    }
+    let mut out = format!("Across {runs} runs (mean of the runs; t-interval of the mean)\n{t}");
+    for line in slo_lines(across) {
+        out.push('\n');
+        out.push_str(&line);
+    }
+    out
+}
+
+/// The Markdown section.
+pub fn markdown(across: &[AcrossRuns]) -> String {
+    if across.is_empty() {
+        return String::new();
+    }
+    let runs = across.iter().map(|a| a.runs).max().unwrap_or(0);
+    let mut out = format!(
+        "\n## Across {runs} runs\n\nMean of the runs, sample std, coefficient of variation and the 95% t-interval of the mean.\n\n| Benchmark | Figure | Runs | Mean | Std | CV % | 95% CI |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+    );
+    for r in rows(across) {
+        out.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    for line in slo_lines(across) {
+        out.push_str(&format!("\n{line}\n"));
+    }
+    out
+}
+
+/// The CSV columns: the run of each row, then each figure's statistics for its position.
+pub fn csv_names(across: &[AcrossRuns]) -> Vec<String> {
+    if across.is_empty() {
+        return Vec::new();
+    }
+    let mut h = vec!["repeat.run".to_string(), "repeat.runs".to_string()];
+    for name in FIGURES {
+        for stat in ["mean", "std", "cv", "ci_low", "ci_high"] {
+            h.push(format!("across_runs.{name}.{stat}"));
+        }
+    }
+    h.push("across_runs.slo.runs_passed".into());
+    h.push("across_runs.slo.runs_judged".into());
+    h
+}
+
+/// The CSV cells of one benchmark row (see [`csv_names`]).
+pub fn csv_values(across: &[AcrossRuns], b: &BenchmarkResult) -> Vec<String> {
+    if across.is_empty() {
+        return Vec::new();
+    }
+    let a = across.iter().find(|a| a.benchmark == b.index);
+    let f = |v: Option<f64>| v.map(|v| format!("{v}")).unwrap_or_default();
+    let mut row = vec![
+        b.run.map(|r| r.to_string()).unwrap_or_default(),
+        a.map(|a| a.runs.to_string()).unwrap_or_default(),
+    ];
+    for name in FIGURES {
+        let s = a.and_then(|a| a.figures.get(name));
+        row.push(f(s.map(|s| s.mean)));
+        row.push(f(s.map(|s| s.std)));
+        row.push(f(s.and_then(|s| s.cv)));
+        row.push(f(s.and_then(|s| s.ci_low)));
+        row.push(f(s.and_then(|s| s.ci_high)));
+    }
+    let slo = a.and_then(|a| a.slo.as_ref());
+    row.push(slo.map(|s| s.passed.to_string()).unwrap_or_default());
+    row.push(slo.map(|s| s.runs.to_string()).unwrap_or_default());
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_match_hand_computation() {
+        // 10, 12, 14: mean 12, std 2, t(0.975, 2) = 4.303 → ±4.969.
+        let s = stats(&[10.0, 12.0, 14.0]).expect("stats");
+        assert!((s.mean - 12.0).abs() < 1e-12);
+        assert!((s.std - 2.0).abs() < 1e-12);
+        assert!((s.cv.expect("cv") - 2.0 / 12.0).abs() < 1e-12);
+        assert!((s.ci_high.expect("hi") - 16.968_5).abs() < 1e-3);
+        let one = stats(&[5.0]).expect("stats");
+        assert_eq!((one.std, one.ci_low), (0.0, None));
+        assert_eq!(stats(&[]), None);
+    }
+}

@@ -1,0 +1,685 @@
+//! `--repeat`, `--until-precise` and the steady-state window, with the real binary and
+//! the built-in mock: every figure the report states is recomputed here from what the
+//! report (or `requests.jsonl`) keeps, independently of the code that wrote it.
+
+use crate::support::{llmsurge, mock, run};
+use llmsurge::mock::MockConfig;
+use serde_json::Value;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+const DATA: &str = "prompt_tokens=16,output_tokens=16";
+
+fn server() -> llmsurge::mock::MockServer {
+    mock(MockConfig {
+        ttft_ms: 20.0,
+        itl_ms: 1.0,
+        ..MockConfig::instant()
+    })
+}
+
+fn json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).expect("read")).expect("json")
+}
+
+/// A headline figure as the report's benchmark states it; `None` when it has none.
+fn figure(b: &Value, name: &str) -> Option<f64> {
+    match name {
+        "requests_per_s" => return b["throughput"]["requests_per_s"].as_f64(),
+        "output_tokens_per_s" => return b["throughput"]["output_tokens_per_s"].as_f64(),
+        "goodput_per_s" => return b["goodput"]["requests_per_s"].as_f64(),
+        _ => {}
+    }
+    let (metric, stat) = name.rsplit_once('_').expect("metric_stat");
+    let key = if metric == "e2e" {
+        "request_latency"
+    } else {
+        metric
+    };
+    let d = &b["metrics"][key]["successful"];
+    if d["count"].as_u64().unwrap_or(0) == 0 {
+        return None;
+    }
+    d["percentiles"][stat].as_f64()
+}
+
+const FIGURES: [&str; 15] = [
+    "ttft_p50",
+    "ttft_p90",
+    "ttft_p99",
+    "itl_p50",
+    "itl_p90",
+    "itl_p99",
+    "tpot_p50",
+    "tpot_p90",
+    "tpot_p99",
+    "e2e_p50",
+    "e2e_p90",
+    "e2e_p99",
+    "requests_per_s",
+    "output_tokens_per_s",
+    "goodput_per_s",
+];
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// Every `across_runs` figure is the mean, sample std, CV and 95% t-interval of the
+/// figure over the runs the report keeps; figures no run has are absent.
+fn assert_across_runs_recompute(report: &Value, runs: usize) {
+    let benchmarks = report["benchmarks"].as_array().expect("benchmarks");
+    let across = report["across_runs"].as_array().expect("across_runs");
+    assert_eq!(across.len(), 1, "one benchmark position");
+    let a = &across[0];
+    assert_eq!(a["runs"].as_u64(), Some(runs as u64));
+    for name in FIGURES {
+        let values: Vec<f64> = benchmarks.iter().filter_map(|b| figure(b, name)).collect();
+        let stated = &a["figures"][name];
+        if values.is_empty() {
+            assert!(
+                stated.is_null(),
+                "{name}: absent in every run, so absent: {stated}"
+            );
+            continue;
+        }
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        let t = StudentsT::new(0.0, 1.0, n - 1.0)
+            .expect("t")
+            .inverse_cdf(0.975);
+        let half = t * std / n.sqrt();
+        assert_eq!(stated["n"].as_u64(), Some(values.len() as u64), "{name}");
+        for (key, want) in [
+            ("mean", mean),
+            ("std", std),
+            ("ci_low", mean - half),
+            ("ci_high", mean + half),
+        ] {
+            let got = stated[key].as_f64().expect(key);
+            assert!(close(got, want), "{name}.{key}: {got} vs {want}");
+        }
+        if mean != 0.0 {
+            let cv = stated["cv"].as_f64().expect("cv");
+            assert!(close(cv, std / mean), "{name}.cv");
+        }
+    }
+}
+
+#[test]
+fn repeat_three_keeps_every_run_and_its_across_runs_figures_recompute_from_them() {
+    let server = server();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "40",
+        "--max-requests",
+        "20",
+        "--data",
+        DATA,
+        "--repeat",
+        "3",
+        "--repeat-cooldown",
+        "10ms",
+        "--slo",
+        "e2e_p50<=60s",
+        "--goodput",
+        "e2e:60s",
+        "--request-log",
+        "requests.jsonl",
+        "--outputs",
+        "json,csv,markdown,html,console",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let report = json(&run.report_path());
+    let benchmarks = report["benchmarks"].as_array().expect("benchmarks");
+    let runs: Vec<u64> = benchmarks
+        .iter()
+        .map(|b| b["run"].as_u64().expect("run"))
+        .collect();
+    assert_eq!(runs, [0, 1, 2], "every run kept, in order");
+    assert_across_runs_recompute(&report, 3);
+    // The SLO's runs-passed count is the per-run verdicts'.
+    let passed = benchmarks
+        .iter()
+        .filter(|b| b["slo"]["passed"].as_bool() == Some(true))
+        .count() as u64;
+    let slo = &report["across_runs"][0]["slo"];
+    assert_eq!(slo["runs"].as_u64(), Some(3));
+    assert_eq!(slo["passed"].as_u64(), Some(passed));
+    assert_eq!(slo["all_passed"].as_bool(), Some(passed == 3));
+    assert!(
+        run.stdout.contains(&format!("{passed} of 3 runs passed")),
+        "{}",
+        run.stdout
+    );
+    // Every output shows them.
+    let dir = run.dir.path();
+    let csv = std::fs::read_to_string(dir.join("benchmarks.csv")).expect("csv");
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header = reader.headers().expect("header").clone();
+    let col = |name: &str| header.iter().position(|h| h == name).expect(name);
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("row")).collect();
+    assert_eq!(rows.len(), 3);
+    let mean = report["across_runs"][0]["figures"]["ttft_p99"]["mean"]
+        .as_f64()
+        .expect("mean");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(&r[col("repeat.run")], i.to_string().as_str());
+        let cell: f64 = r[col("across_runs.ttft_p99.mean")].parse().expect("number");
+        assert!(close(cell, mean));
+    }
+    let md = std::fs::read_to_string(dir.join("benchmarks.md")).expect("md");
+    assert!(md.contains("## Across 3 runs"), "{md}");
+    assert!(md.contains(&format!("{passed} of 3 runs passed")));
+    let html = std::fs::read_to_string(dir.join("benchmarks.html")).expect("html");
+    assert!(html.contains("<h2>Across runs</h2>"));
+    assert!(run.stdout.contains("Across 3 runs"), "{}", run.stdout);
+    // A saved report shows them again.
+    let again = llmsurge()
+        .args(["benchmark", "from-file"])
+        .arg(run.report_path())
+        .args(["--outputs", "console", "--output-dir"])
+        .arg(dir)
+        .output()
+        .expect("from-file runs");
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(stdout.contains("Across 3 runs"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{passed} of 3 runs passed")),
+        "{stdout}"
+    );
+    // The request log marks each request's run; request ids never repeat across runs.
+    let log = std::fs::read_to_string(dir.join("requests.jsonl")).expect("log");
+    let entries: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("line"))
+        .collect();
+    for r in 0..3u64 {
+        assert_eq!(
+            entries
+                .iter()
+                .filter(|e| e["run"].as_u64() == Some(r))
+                .count(),
+            20,
+            "run {r}"
+        );
+    }
+    let mut ids: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| e["request_id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 60);
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 60, "request ids are unique across runs");
+}
+
+#[test]
+fn repeated_failing_slo_counts_no_passing_run_and_gates_with_exit_3() {
+    let server = server();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--max-requests",
+        "6",
+        "--data",
+        DATA,
+        "--stream",
+        "false",
+        "--repeat",
+        "2",
+        "--slo",
+        "e2e_p50<=1ms",
+        "--outputs",
+        "json,console",
+    ]);
+    assert_eq!(run.code(), 3, "{}", run.stderr);
+    let report = json(&run.report_path());
+    let slo = &report["across_runs"][0]["slo"];
+    assert_eq!(
+        (slo["runs"].as_u64(), slo["passed"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert!(run.stdout.contains("0 of 2 runs passed"), "{}", run.stdout);
+    // Not streamed: no TPOT or ITL in any run, so none across runs (absent, not 0).
+    let figures = report["across_runs"][0]["figures"]
+        .as_object()
+        .expect("figures");
+    assert!(
+        figures
+            .keys()
+            .all(|k| !k.starts_with("tpot") && !k.starts_with("itl"))
+    );
+    assert!(figures.contains_key("e2e_p50"));
+    assert_across_runs_recompute(&report, 2);
+}
+
+fn compare_markdown(base: &std::path::Path, cur: &std::path::Path) -> (String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let md = dir.path().join("c.md");
+    let out = llmsurge()
+        .args(["benchmark", "compare"])
+        .arg(base)
+        .arg(cur)
+        .arg("--markdown")
+        .arg(&md)
+        .output()
+        .expect("compare runs");
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{out:?}");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        std::fs::read_to_string(&md).expect("markdown"),
+    )
+}
+
+#[test]
+fn compare_uses_run_to_run_variance_with_repeats_and_the_bootstrap_without() {
+    let server = server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = |repeat: &str, name: &str| {
+        let run = run(&[
+            "--target",
+            &server.base_url(),
+            "--profile",
+            "concurrent",
+            "--rate",
+            "2",
+            "--max-requests",
+            "20",
+            "--data",
+            DATA,
+            "--repeat",
+            repeat,
+            "--outputs",
+            "json",
+        ]);
+        assert_eq!(run.code(), 0, "{}", run.stderr);
+        let path = dir.path().join(name);
+        std::fs::copy(run.report_path(), &path).expect("copy");
+        path
+    };
+    let (a, b) = (report("3", "a.json"), report("3", "b.json"));
+    let (stdout, md) = compare_markdown(&a, &b);
+    assert!(
+        stdout.contains("variance: run-to-run (3 baseline runs, 3 current runs"),
+        "{stdout}"
+    );
+    assert!(md.contains("variance: run-to-run"), "{md}");
+    // The row's values are the means over the runs, and its samples the run counts.
+    let mean = json(&a)["across_runs"][0]["figures"]["ttft_p50"]["mean"]
+        .as_f64()
+        .expect("mean");
+    let row = md
+        .lines()
+        .find(|l| l.contains("| ttft_p50 |"))
+        .expect("ttft_p50 row");
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert_eq!(cells[3], llmsurge::report::cell_value(Some(mean)), "{row}");
+    assert_eq!(cells[8], "3 / 3", "{row}");
+
+    let (c, d) = (report("1", "c.json"), report("1", "d.json"));
+    let (stdout, md) = compare_markdown(&c, &d);
+    assert!(
+        stdout.contains("variance: within one run (bootstrap"),
+        "{stdout}"
+    );
+    assert!(md.contains("variance: within one run (bootstrap"), "{md}");
+}
+
+/// The 1-based order-statistic ranks of the docs (docs/metrics.md, `--until-precise`).
+fn ranks(n: usize, p: f64) -> Option<(usize, usize, usize)> {
+    let nf = n as f64;
+    let half = 1.959_963_984_540_054 * (nf * p * (1.0 - p)).sqrt();
+    let (l, u) = ((nf * p - half).floor(), (nf * p + half).ceil() + 1.0);
+    let k = (nf * p).ceil().max(1.0);
+    (l >= 1.0 && u <= nf).then_some((l as usize, k as usize, u as usize))
+}
+
+/// Within the histograms' 3 significant digits (and the µs they record in).
+fn hdr_close(reported: f64, exact: f64) -> bool {
+    (reported - exact).abs() <= exact * 2e-3 + 0.002
+}
+
+#[test]
+fn until_precise_stops_when_the_interval_recomputed_from_the_requests_is_tight() {
+    let server = server();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "constant",
+        "--rate",
+        "50",
+        "--max-requests",
+        "5000",
+        "--data",
+        DATA,
+        "--until-precise",
+        "e2e_p50:20%",
+        "--request-log",
+        "requests.jsonl",
+        "--outputs",
+        "json",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let report = json(&run.report_path());
+    let b = &report["benchmarks"][0];
+    assert_eq!(
+        b["stop_reason"]["kind"], "precision_reached",
+        "{}",
+        b["stop_reason"]
+    );
+    let p = &b["precision"];
+    assert_eq!(p["stopped_it"], true);
+    let f = &p["figures"][0];
+    assert_eq!(f["figure"], "e2e_p50");
+    // Recompute from every measured completed request the log kept.
+    let log = std::fs::read_to_string(run.dir.path().join("requests.jsonl")).expect("log");
+    let mut e2e: Vec<f64> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("line"))
+        .filter(|e| e["status"] == "completed" && e["phase"] == "measured")
+        .map(|e| e["latency_ms"].as_f64().expect("latency"))
+        .collect();
+    e2e.sort_by(f64::total_cmp);
+    assert_eq!(
+        b["measured_requests"]["completed"].as_u64(),
+        Some(e2e.len() as u64)
+    );
+    assert!(e2e.len() < 5000, "it stopped before its limit");
+    let (l, k, u) = ranks(e2e.len(), 0.5).expect("bounded");
+    let (lo, v, hi) = (e2e[l - 1], e2e[k - 1], e2e[u - 1]);
+    for (key, exact) in [("ci_low", lo), ("value", v), ("ci_high", hi)] {
+        let got = f[key].as_f64().expect(key);
+        assert!(hdr_close(got, exact), "{key}: {got} vs {exact}");
+    }
+    let precision = f["precision"].as_f64().expect("precision");
+    let exact = (v - lo).max(hi - v) / v;
+    assert!((precision - exact).abs() <= 5e-3, "{precision} vs {exact}");
+    assert_eq!(f["met"], true);
+    assert!(precision <= 0.20);
+}
+
+#[test]
+fn until_precise_cut_by_its_limit_reports_the_precision_reached() {
+    let server = server();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "synchronous",
+        "--max-requests",
+        "30",
+        "--data",
+        DATA,
+        "--until-precise",
+        "ttft_p99:1%,e2e_p50:50%",
+        "--outputs",
+        "json,console",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let report = json(&run.report_path());
+    let b = &report["benchmarks"][0];
+    assert_eq!(b["stop_reason"]["kind"], "max_requests");
+    let p = &b["precision"];
+    assert_eq!(
+        (p["met"].as_bool(), p["stopped_it"].as_bool()),
+        (Some(false), Some(false))
+    );
+    // 30 requests cannot bound a p99: no interval, no precision, not met.
+    let ttft = &p["figures"][0];
+    assert!(ranks(30, 0.99).is_none());
+    assert!(ttft["precision"].is_null() && ttft["ci_high"].is_null());
+    assert_eq!(ttft["met"], false);
+    // The median is bounded: its precision is stated.
+    assert!(p["figures"][1]["precision"].as_f64().is_some());
+    assert!(
+        run.stdout
+            .contains("precision not reached (the limits ended the benchmark first)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("ttft_p99 – [– – –] unbounded (too few requests)"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn bad_repeat_and_precision_specs_exit_2_naming_the_flag() {
+    for (args, flag) in [
+        (vec!["--until-precise", "ttft_p99"], "--until-precise"),
+        (vec!["--until-precise", "ttft_p99:0%"], "--until-precise"),
+        (vec!["--until-precise", "bogus_p50:5%"], "--until-precise"),
+        (
+            vec!["--until-precise", "e2e_p50:5%,e2e_p50:3%"],
+            "--until-precise",
+        ),
+        (
+            vec!["--until-precise", "tpot_p50:5%", "--stream", "false"],
+            "--until-precise",
+        ),
+        (vec!["--repeat", "0"], "--repeat"),
+        (vec!["--repeat-cooldown", "1s"], "--repeat-cooldown"),
+        (
+            vec![
+                "--repeat",
+                "2",
+                "--profile",
+                "capacity",
+                "--slo",
+                "e2e_p50<=1s",
+            ],
+            "--repeat",
+        ),
+    ] {
+        let out = llmsurge()
+            .args([
+                "benchmark",
+                "run",
+                "--target",
+                "http://127.0.0.1:9",
+                "--max-requests",
+                "1",
+            ])
+            .args(&args)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn the_steady_window_is_the_plateau_of_the_reports_concurrency_series() {
+    let server = server();
+    let run = run(&[
+        "--target",
+        &server.base_url(),
+        "--profile",
+        "concurrent",
+        "--rate",
+        "4",
+        "--rampup",
+        "2s",
+        "--max-seconds",
+        "6",
+        "--data",
+        DATA,
+        "--request-log",
+        "requests.jsonl",
+        "--outputs",
+        "json,csv,console",
+    ]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let report = json(&run.report_path());
+    let b = &report["benchmarks"][0];
+    let s = &b["steady_state"];
+    let points = b["timeseries"].as_array().expect("timeseries");
+    let c: Vec<f64> = points
+        .iter()
+        .map(|p| p["concurrency"].as_f64().expect("concurrency"))
+        .collect();
+    // The docs' rule: median level, 90% of it, first and last second at or above.
+    let mut sorted = c.clone();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let level = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    let first = c.iter().position(|v| *v >= 0.9 * level).expect("first");
+    let last = c.iter().rposition(|v| *v >= 0.9 * level).expect("last");
+    let t = |i: usize| points[i]["t"].as_f64().expect("t");
+    assert_eq!(s["start_s"].as_f64(), Some(t(first)));
+    assert_eq!(s["end_s"].as_f64(), Some(t(last) + 1.0));
+    assert!(close(
+        s["concurrency_level"].as_f64().expect("level"),
+        level
+    ));
+    assert!(first > 0, "the ramp-up is left out: {c:?}");
+    // Rates: the completions of the window's seconds over its length.
+    let completed: u64 = points[first..=last]
+        .iter()
+        .map(|p| p["completed"].as_u64().expect("completed"))
+        .sum();
+    let secs = t(last) + 1.0 - t(first);
+    let rate = s["figures"]["requests_per_s"].as_f64().expect("rate");
+    assert!(close(rate, completed as f64 / secs));
+    // Latencies: the measured completed requests that started inside the window.
+    let t0 = b["start_time"].as_f64().expect("t0");
+    let (from, to) = (t0 + t(first), t0 + t(last) + 1.0);
+    let log = std::fs::read_to_string(run.dir.path().join("requests.jsonl")).expect("log");
+    let inside = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("line"))
+        .filter(|e| e["status"] == "completed" && e["phase"] == "measured")
+        .filter(|e| {
+            let start = e["start_time"].as_f64().expect("start");
+            start >= from && start < to
+        })
+        .count() as u64;
+    assert_eq!(s["requests"].as_u64(), Some(inside));
+    // ITL stays on the measured window, and says so.
+    assert!(s["figures"]["itl_p50"].is_null());
+    assert!(s["measured_window_only"]["itl_p50"].is_string());
+    assert!(run.stdout.contains("steady state"), "{}", run.stdout);
+    let csv = std::fs::read_to_string(run.dir.path().join("benchmarks.csv")).expect("csv");
+    assert!(
+        csv.lines()
+            .next()
+            .expect("header")
+            .contains("steady.start_s")
+    );
+}
+
+#[test]
+fn ctrl_c_during_the_repeat_cooldown_ends_the_repeats_and_keeps_the_runs_done() {
+    use nix::sys::signal::{Signal, kill};
+    let server = server();
+    let url = server.base_url();
+    let live = super::signals::Live::start(
+        &[
+            "--target",
+            &url,
+            "--profile",
+            "synchronous",
+            "--max-requests",
+            "5",
+            "--data",
+            DATA,
+            "--repeat",
+            "3",
+            "--repeat-cooldown",
+            "10m",
+            "--outputs",
+            "json",
+        ],
+        false,
+    );
+    live.wait_for_stderr("repeat: run 1 of 3 done; run 2 starts in 600s");
+    kill(super::signals::pid(live.pid()), Signal::SIGINT).expect("SIGINT");
+    let run = live.finish();
+    assert_eq!(run.code(), 130, "{}", run.stderr);
+    let report = json(&run.report_path());
+    assert_eq!(report["metadata"]["interrupted"], true);
+    let runs: Vec<u64> = report["benchmarks"]
+        .as_array()
+        .expect("benchmarks")
+        .iter()
+        .map(|b| b["run"].as_u64().expect("run"))
+        .collect();
+    assert_eq!(runs, [0], "the first run is kept, no other started");
+    assert_eq!(report["across_runs"][0]["runs"].as_u64(), Some(1));
+}
+
+#[test]
+fn merged_shards_of_repeated_runs_keep_their_runs_and_recompute_across_runs() {
+    let server = server();
+    let url = server.base_url();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards: Vec<std::path::PathBuf> = (0..2u32)
+        .map(|i| {
+            let run = run(&[
+                "--target",
+                &url,
+                "--profile",
+                "constant",
+                "--rate",
+                "40",
+                "--max-requests",
+                "10",
+                "--random-seed",
+                "7",
+                "--data",
+                DATA,
+                "--repeat",
+                "2",
+                "--outputs",
+                "json",
+            ]);
+            assert_eq!(run.code(), 0, "{}", run.stderr);
+            // The report as shard i of 2 (as `benchmark merge`'s own tests do).
+            let mut v = json(&run.report_path());
+            v["metadata"]["shard"] = serde_json::json!({ "index": i, "count": 2 });
+            v["args"]["shard"] = serde_json::json!({ "index": i, "count": 2 });
+            let path = dir.path().join(format!("shard-{i}.json"));
+            std::fs::write(&path, serde_json::to_vec(&v).expect("json")).expect("write");
+            path
+        })
+        .collect();
+    let out = dir.path().join("merged");
+    let merged = llmsurge()
+        .args(["benchmark", "merge"])
+        .args(&shards)
+        .args(["--outputs", "json", "--output-dir"])
+        .arg(&out)
+        .output()
+        .expect("merge runs");
+    assert_eq!(
+        merged.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    let report = json(&out.join("benchmarks.json"));
+    let runs: Vec<u64> = report["benchmarks"]
+        .as_array()
+        .expect("benchmarks")
+        .iter()
+        .map(|b| b["run"].as_u64().expect("run"))
+        .collect();
+    assert_eq!(runs, [0, 1]);
+    assert_across_runs_recompute(&report, 2);
+}
