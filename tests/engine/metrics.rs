@@ -607,20 +607,12 @@ fn unfinished_requests_are_not_good() {
         max_concurrency: Some(1),
         ..MockConfig::instant()
     });
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--max-seconds",
-        "1.5",
-        "--data",
-        "prompt_tokens=8,output_tokens=1",
-        "--goodput",
-        "e2e:600s",
-    ]);
+    let run = Bench::on(&server)
+        .concurrent(4)
+        .max_seconds("1.5")
+        .data("prompt_tokens=8,output_tokens=1")
+        .arg("--goodput", "e2e:600s")
+        .run();
     let report = run.report();
     let b = &report.benchmarks[0];
     let m = &b.measured_requests;
