@@ -385,6 +385,7 @@ fn check_all_completed(config: MockConfig, args: &[&str], requests: u64) {
 /// histograms' 3 significant digits. Min, max and mean have one definition; a
 /// percentile's rank rounding is the histogram library's, so it is left out here.
 fn check_aggregates(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResult) {
+    check_percentiles(joined, b);
     let ms = |j: &Joined, from: &str, to: &str| {
         Some((j.log[to].as_f64()? - j.log[from].as_f64()?) * 1e3)
     };
@@ -853,6 +854,82 @@ fn drawn_combinations_match_the_truth() {
         if let Err(e) = outcome {
             eprintln!("drawn case failed; rerun with LLMSURGE_TEST_TRUTH_SEED={seed}: {case}");
             std::panic::resume_unwind(e);
+        }
+    }
+}
+
+/// The report's percentiles of TTFT, `ttft_any`, e2e and TPOT against the same
+/// percentiles of the truth's values for the completed requests (the mock's instant of
+/// each event, from the client's start). Every client value is its truth value plus a
+/// lateness in [−[`EARLY_MS`], `D`] (`D`: the largest measured over these requests), so
+/// every order statistic of the client's values lies within the same band of the
+/// truth's; the report's, from a histogram of 3 significant digits, adds 0.1%. The rank
+/// a percentile falls on is bracketed by its two neighbours (nearest rank either way).
+fn check_percentiles(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResult) {
+    let done: Vec<&Joined> = joined
+        .iter()
+        .filter(|j| j.log["status"] == "completed" && j.truth["stream"].as_bool() == Some(true))
+        .collect();
+    if done.len() < 2 {
+        return;
+    }
+    let sec = |v: &serde_json::Value| v.as_f64().expect("an instant");
+    // (truth value, client value) per request, ms.
+    let pairs = |metric: &str| -> Vec<(f64, f64)> {
+        done.iter()
+            .filter_map(|j| {
+                let start = sec(&j.log["start_time"]);
+                let chunks = token_chunks(&j.truth);
+                let first_any = chunks.first()?.0;
+                Some(match metric {
+                    "ttft" => (
+                        (first_chunk(&j.truth, |_, c| c > 0)? - start) * 1e3,
+                        (j.log["first_content_time"].as_f64()? - start) * 1e3,
+                    ),
+                    "ttft_any" => (
+                        (first_any - start) * 1e3,
+                        (j.log["first_token_time"].as_f64()? - start) * 1e3,
+                    ),
+                    "request_latency" => (
+                        (sec(&j.truth["end_time"]) - start) * 1e3,
+                        (sec(&j.log["end_time"]) - start) * 1e3,
+                    ),
+                    _ => {
+                        let n = j.log["output_tokens"].as_u64()?;
+                        (n >= 2).then_some(())?;
+                        (
+                            (sec(&j.truth["end_time"]) - first_any) * 1e3 / (n - 1) as f64,
+                            j.log["tpot_ms"].as_f64()?,
+                        )
+                    }
+                })
+            })
+            .collect()
+    };
+    for metric in ["ttft", "ttft_any", "request_latency", "tpot"] {
+        let pairs = pairs(metric);
+        let Some(d) = b.metrics.get(metric).map(|m| &m.successful) else {
+            continue;
+        };
+        if pairs.len() as u64 != d.count || pairs.is_empty() {
+            continue; // warm-up, or a metric this format does not have
+        }
+        let late = pairs.iter().map(|(t, c)| c - t).fold(0.0, f64::max);
+        let mut truth: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+        truth.sort_by(f64::total_cmp);
+        let n = truth.len();
+        let p = &d.percentiles;
+        for (q, reported) in [(0.5, p.p50), (0.9, p.p90), (0.99, p.p99)] {
+            let rank = (q * n as f64).ceil() as usize;
+            let lo = truth[rank.saturating_sub(2).min(n - 1)];
+            let hi = truth[rank.min(n - 1)];
+            assert!(
+                reported >= lo * (1.0 - 1e-3) - EARLY_MS - 1e-3
+                    && reported <= hi * (1.0 + 1e-3) + late + 1e-3,
+                "{metric} p{}: the report says {reported} ms, the truth's nearest ranks \
+                 {lo}..{hi} ms, the client at most {late} ms late",
+                q * 100.0
+            );
         }
     }
 }
