@@ -140,6 +140,7 @@ mod tests {
             first_token: Some(at(start_ms + 100)),
             first_content: Some(at(start_ms + 100)),
             end: at(end_ms),
+            itl: None,
             prompt_tokens: None,
             output_tokens: 10,
             output_tokens_source: TokenSource::Usage,

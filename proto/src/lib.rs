@@ -37,8 +37,8 @@ pub use metrics::{
     encode_compressed,
 };
 pub use record::{
-    AudioInfo, ErrorKind, ImageInfo, ImageKind, Phase, RequestError, RequestMedia, RequestRecord,
-    RequestStarted, RequestStatus, SessionTag, TokenSource,
+    AudioInfo, ErrorKind, ImageInfo, ImageKind, ItlSpan, Phase, RequestError, RequestMedia,
+    RequestRecord, RequestStarted, RequestStatus, SessionTag, TokenSource,
 };
 pub use redact::{REDACTED, Redaction};
 pub use shm::{SharedRegion, ShmLayout};

@@ -146,6 +146,11 @@ pub struct RequestRecord {
     pub first_content: Option<MonoNanos>,
     /// The last byte received, or the instant it failed or was cancelled.
     pub end: MonoNanos,
+    /// What the request's inter-token latency was measured over: its last chunk with
+    /// tokens and the token gaps from its first such chunk to it. `None` without two
+    /// such chunks, or for a non-streamed response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl: Option<ItlSpan>,
     /// Prompt tokens, from the server's usage when it sent one, else the client's count.
     pub prompt_tokens: Option<u32>,
     /// Output tokens, from `output_tokens_source`.
@@ -180,6 +185,17 @@ pub struct RequestRecord {
     /// for a request without media. Boxed: most requests have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media: Option<Box<RequestMedia>>,
+}
+
+/// The span of a request's inter-token gaps: from its first chunk with tokens
+/// ([`RequestRecord::first_token`]) to its last, over `gaps` token gaps (each later
+/// chunk's tokens, see docs/metrics.md). Its mean ITL is the span over the gaps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItlSpan {
+    /// The arrival of the last chunk that carried tokens.
+    pub last_token: MonoNanos,
+    /// Token gaps between the first and the last chunk with tokens (at least one).
+    pub gaps: u32,
 }
 
 /// What media one request carried: sizes, never the bytes. Rows of a dataset can carry
@@ -302,6 +318,14 @@ impl RequestRecord {
         }
         let first = self.first_token?;
         (self.output_tokens > 1).then(|| self.end.since(first) / (self.output_tokens - 1))
+    }
+
+    /// The mean inter-token latency of this request, as its gaps were recorded into the
+    /// `itl` distribution: the time from its first to its last chunk with tokens over the
+    /// token gaps between them. `None` without two chunks with tokens, or not streamed.
+    pub fn itl_mean(&self) -> Option<std::time::Duration> {
+        let span = self.itl?;
+        Some(span.last_token.since(self.first_token?) / span.gaps.max(1))
     }
 
     /// Time elapsed from the instant this request's latency counts from — its start, or

@@ -56,6 +56,17 @@ pub struct RequestEntry {
     pub ttft_ms: Option<f64>,
     /// End − start, ms.
     pub latency_ms: Option<f64>,
+    /// The last chunk that carried tokens (streamed, with two such chunks at least).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_token_time: Option<f64>,
+    /// The request's mean inter-token latency, ms: (`last_token_time` −
+    /// `first_token_time`) over its token gaps, as its gaps went into the `itl`
+    /// distribution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_ms: Option<f64>,
+    /// Its time per output token, ms: (end − first token) / (output tokens − 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
     /// Prompt tokens.
     pub prompt_tokens: Option<u32>,
     /// Output tokens.
@@ -111,6 +122,9 @@ impl RequestEntry {
             dispatch_lag_ms: r.start.map(|s| ms(s.since(r.scheduled))),
             ttft_ms: r.ttft().map(ms),
             latency_ms: r.latency().map(ms),
+            last_token_time: r.itl.map(|i| wall(i.last_token)),
+            itl_ms: r.itl_mean().map(ms),
+            tpot_ms: r.tpot().map(ms),
             prompt_tokens: r.prompt_tokens,
             output_tokens: r.output_tokens,
             output_tokens_source: r.output_tokens_source,
@@ -327,6 +341,7 @@ mod tests {
             first_token: Some(at(slot * 10 + 21)),
             first_content: Some(at(slot * 10 + 21)),
             end: at(slot * 10 + 101),
+            itl: None,
             prompt_tokens: Some(8),
             output_tokens: 4,
             output_tokens_source: TokenSource::Usage,

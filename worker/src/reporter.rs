@@ -9,8 +9,9 @@
 
 use crate::backend::Exchange;
 use llmsurge_proto::{
-    MeasureWindow, Metric, MetricSet, ModelMetrics, MonoNanos, Phase, RequestMedia, RequestRecord,
-    RequestStarted, RequestStatus, SessionTag, StatusClass, TokenSource, UpdateBatch,
+    ItlSpan, MeasureWindow, Metric, MetricSet, ModelMetrics, MonoNanos, Phase, RequestMedia,
+    RequestRecord, RequestStarted, RequestStatus, SessionTag, StatusClass, TokenSource,
+    UpdateBatch,
     metrics::{MetricsError, micros, record_lower_bounds},
 };
 use std::sync::Arc;
@@ -213,7 +214,7 @@ fn build_record(
         None if streamed && ex.streamed_tokens > 0 => (ex.streamed_tokens, TokenSource::Stream),
         None => (0, TokenSource::Unknown),
     };
-    RequestRecord {
+    let mut record = RequestRecord {
         slot: info.slot,
         worker,
         status,
@@ -223,6 +224,7 @@ fn build_record(
         first_token: ex.first_token,
         first_content: ex.first_content,
         end: ex.end.unwrap_or_else(MonoNanos::now),
+        itl: None,
         prompt_tokens: ex
             .usage
             .and_then(|u| u.prompt_tokens)
@@ -237,7 +239,23 @@ fn build_record(
         model: info.model,
         session: info.session,
         media: info.media,
+    };
+    record.itl = itl_span(&record, &ex.token_times);
+    record
+}
+
+/// The span the request's ITL gaps cover (see [`record_metrics`]): its last chunk with
+/// tokens and the tokens the chunks after the first carried. `None` for a whole body or
+/// fewer than two chunks with tokens.
+fn itl_span(r: &RequestRecord, token_times: &[MonoNanos]) -> Option<ItlSpan> {
+    if !r.streamed || token_times.len() < 2 {
+        return None;
     }
+    let gaps: u64 = later_chunk_tokens(r, token_times.len() as u64).sum();
+    Some(ItlSpan {
+        last_token: *token_times.last()?,
+        gaps: u32::try_from(gaps).unwrap_or(u32::MAX),
+    })
 }
 
 /// Records one request's metrics into `set`.
@@ -452,6 +470,32 @@ mod tests {
             Some(5),
             "the server's count wins"
         );
+    }
+
+    #[test]
+    fn the_record_carries_the_mean_of_the_itl_gaps_it_recorded() {
+        let mut r = Reporter::new(0, ms(0), MeasureWindow::default());
+        // 10 tokens by usage in chunks at 20, 50, 80, 90 ms: 3, 3, 3, 1 tokens; the 7
+        // gaps after the first chunk span 70 ms.
+        r.finished(info(0), &exchange(&[20, 50, 80, 90], Some(10)));
+        let itl = r
+            .metrics
+            .get(StatusClass::Successful, Metric::Itl)
+            .expect("itl");
+        let rec = &r.batch.finished[0];
+        let span = rec.itl.expect("a span");
+        assert_eq!((span.last_token, span.gaps), (ms(90), itl.len() as u32));
+        let mean = rec.itl_mean().expect("a mean").as_secs_f64() * 1e6;
+        // The histogram keeps 3 significant digits.
+        assert!(
+            (mean - itl.mean()).abs() <= itl.mean() * 1e-3,
+            "{mean} vs {}",
+            itl.mean()
+        );
+        assert!((mean - 10_000.0).abs() < 1.0, "{mean}");
+        // One chunk, or a whole body: no gaps, no span.
+        r.finished(info(1), &exchange(&[20], Some(3)));
+        assert_eq!(r.batch.finished[1].itl, None);
     }
 
     #[test]
