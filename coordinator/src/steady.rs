@@ -260,6 +260,7 @@ mod tests {
             phase: Phase::Measured,
             late: false,
             retried: false,
+            itl: None,
             model: None,
             session: None,
             media: None,
