@@ -75,8 +75,7 @@ pub async fn resolve_target(
         }
         TargetSpec::Url(url) => (url.clone(), None),
     };
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = plain_http_client(&base_url)
+    let client = llmsurge_proto::http::client_builder(&base_url)
         .connect_timeout(connect_timeout)
         .timeout(connect_timeout + Duration::from_secs(10))
         .build()
@@ -135,7 +134,7 @@ async fn check(
     // The whole chain: reqwest's own message and its first source ("client error
     // (Connect)") hide the cause ("Connection refused").
     let unreachable = |e: reqwest::Error| {
-        let cause = llmsurge_worker::backend::error_chain(&e);
+        let cause = llmsurge_proto::http::error_chain(&e);
         let cause = llmsurge_proto::Redaction::default()
             .text(&cause)
             .into_owned();
@@ -449,7 +448,7 @@ async fn tokenize_count(
         other => other.joined(),
     };
     let b = &worker.backend;
-    let client = plain_http_client(&b.base_url)
+    let client = llmsurge_proto::http::client_builder(&b.base_url)
         .connect_timeout(b.connect_timeout)
         .timeout(b.connect_timeout + Duration::from_secs(10))
         .build()
@@ -469,18 +468,6 @@ async fn tokenize_count(
     let body = response.bytes().await.ok()?;
     let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
     v.get("count").and_then(serde_json::Value::as_u64)
-}
-
-/// A client builder for `url`: without TLS roots when it is plain HTTP, since reading
-/// the system's root certificates takes ~10 ms on the start-up path (the workers, which
-/// never follow redirects, cannot reach an HTTPS redirect either).
-fn plain_http_client(url: &str) -> reqwest::ClientBuilder {
-    let builder = reqwest::Client::builder();
-    if url.starts_with("http://") {
-        builder.tls_certs_only(std::iter::empty())
-    } else {
-        builder
-    }
 }
 
 #[cfg(test)]

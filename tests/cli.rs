@@ -1,6 +1,8 @@
 //! Subcommands that print rather than run (`llmsurge k8s job`), and the README's commands.
 
+mod config;
 mod docs;
 mod k8s;
 mod pipes;
 mod readme;
+mod ship;

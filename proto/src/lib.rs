@@ -8,14 +8,16 @@
 //! ([`record`]) and histogram deltas ([`metrics`]) the other. Timestamps are monotonic
 //! nanoseconds ([`clock`]), common to every process of the host.
 //!
-//! This crate holds types and encodings only, plus the open-file limit every process of
-//! a group raises at startup ([`fdlimit`]); it decides no I/O policy (when to flush, what
-//! to do on EOF): that belongs to the worker and the coordinator.
+//! This crate holds types and encodings only, plus what every process shares: the
+//! open-file limit each raises at startup ([`fdlimit`]), the plain-HTTP client builder
+//! and the one-line error chain ([`http`]); it decides no I/O policy (when to flush,
+//! what to do on EOF): that belongs to the worker and the coordinator.
 
 pub mod clock;
 pub mod config;
 pub mod fdlimit;
 pub mod frame;
+pub mod http;
 pub mod messages;
 pub mod metrics;
 pub mod record;

@@ -5,20 +5,16 @@
 use clap::CommandFactory;
 use llmsurge_proto::{REDACTED, Redaction};
 
-/// Name endings of settings that hold credentials, for flags added without
-/// `hide_env_values`. Counts like `…_OUTPUT_TOKENS` or `…_PER_PROMPT_TOKEN` are not secrets.
-const SECRET_SUFFIXES: [&str; 6] = [
-    "API_KEY",
-    "_SECRET",
-    "_PASSWORD",
-    "HF_TOKEN",
-    "AUTH_TOKEN",
-    "ACCESS_TOKEN",
-];
+/// The variables that hold a credential, by exact name: the API key (also read from
+/// `OPENAI_API_KEY`). Headers, which may carry one too, are redacted inside
+/// `LLMSURGE_BACKEND_KWARGS` by the shared [`Redaction`]. A name is never guessed from a
+/// part of it: `LLMSURGE_MOCK_OUTPUT_TOKENS` is a count. A new credential flag sets
+/// `hide_env_values` (a test holds every credential-like name to that).
+const SECRET_VARS: [&str; 2] = ["LLMSURGE_API_KEY", "OPENAI_API_KEY"];
 
 /// Whether a setting holds a secret: its value is never shown.
 pub(super) fn is_secret(arg: &clap::Arg, env: &str) -> bool {
-    arg.is_hide_env_values_set() || SECRET_SUFFIXES.iter().any(|s| env.ends_with(s))
+    arg.is_hide_env_values_set() || SECRET_VARS.contains(&env)
 }
 
 /// Quotes a value for a POSIX shell when it needs quoting.
@@ -322,13 +318,45 @@ mod tests {
             assert!(text.contains(&format!("\n{line}\n")), "{line}: {text}");
         }
         let arg = clap::Arg::new("x");
-        for name in [
-            "LLMSURGE_HF_TOKEN",
-            "LLMSURGE_X_API_KEY",
-            "LLMSURGE_DB_PASSWORD",
-        ] {
-            assert!(is_secret(&arg, name), "{name}");
+        assert!(is_secret(&arg, "LLMSURGE_API_KEY"));
+        assert!(is_secret(&arg, "OPENAI_API_KEY"));
+        assert!(!is_secret(&arg, "LLMSURGE_MOCK_OUTPUT_TOKENS"));
+    }
+
+    /// Secrets go by exact name, so a credential flag added later must say so itself
+    /// (`hide_env_values`, or a place in SECRET_VARS): every setting whose name reads
+    /// like a credential is held to that here rather than guessed at run time.
+    #[test]
+    fn every_credential_like_setting_is_a_secret() {
+        let mut all = Vec::new();
+        sections(&super::super::Cli::command(), &mut Vec::new(), &mut all);
+        let credential_like = |env: &str| {
+            [
+                "KEY",
+                "_SECRET",
+                "_PASSWORD",
+                "AUTH",
+                "CREDENTIALS",
+                "HF_TOKEN",
+                "AUTH_TOKEN",
+                "ACCESS_TOKEN",
+                "API_TOKEN",
+            ]
+            .iter()
+            .any(|s| env.ends_with(s))
+        };
+        let mut checked = 0;
+        for (_, cmd) in &all {
+            for arg in cmd.get_arguments() {
+                let Some(env) = arg.get_env() else { continue };
+                let env = env.to_string_lossy();
+                if credential_like(&env) {
+                    assert!(is_secret(arg, &env), "{env} reads like a credential");
+                    checked += 1;
+                }
+            }
         }
+        assert!(checked >= 1, "LLMSURGE_API_KEY is among the settings");
     }
 
     #[test]

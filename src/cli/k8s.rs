@@ -54,7 +54,9 @@ pub struct JobArgs {
     #[arg(long, default_value = "llmsurge", value_parser = parse_name)]
     pub name: String,
 
-    /// Container image with `llmsurge` on its PATH (required).
+    /// Container image with `llmsurge` on its PATH (required). The repository's
+    /// Containerfile builds one: `podman build -t REGISTRY/llmsurge:TAG -f Containerfile .`,
+    /// then push it where the cluster pulls from (docs/multi-host.md).
     #[arg(long)]
     pub image: Option<String>,
 

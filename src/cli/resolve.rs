@@ -563,12 +563,29 @@ fn check_data_fits_format(data: &DataPlan, format: RequestFormatArg) -> Result<(
     Ok(())
 }
 
+/// The wire format of `--request-format`.
+fn request_format(arg: RequestFormatArg) -> RequestFormat {
+    match arg {
+        RequestFormatArg::Chat => RequestFormat::Chat,
+        RequestFormatArg::Completions => RequestFormat::Completions,
+        RequestFormatArg::Responses => RequestFormat::Responses,
+        RequestFormatArg::Anthropic => RequestFormat::Anthropic,
+        RequestFormatArg::Embeddings => RequestFormat::Embeddings,
+        RequestFormatArg::Rerank => RequestFormat::Rerank,
+        RequestFormatArg::Score => RequestFormat::Score,
+        RequestFormatArg::Transcription => RequestFormat::Transcription,
+    }
+}
+
 fn resolve_data(args: &RunArgs, seed: u64) -> Result<DataPlan, UsageError> {
     use super::args::SamplerArg;
     use crate::data::{DataSource, columns::ColumnMapper, hub::DatasetArgs};
     let d = &args.data;
-    let source =
-        DataPlan::parse_source(&d.data, seed).map_err(|e| UsageError(format!("--data: {e}")))?;
+    // A synthetic spec without output_tokens means a batch of one (embeddings) or
+    // DEFAULT_DOCUMENTS documents (rerank, score) for a pooling format.
+    let format = request_format(args.target.request_format);
+    let source = DataPlan::parse_source(&d.data, seed, format)
+        .map_err(|e| UsageError(format!("--data: {e}")))?;
     let dataset_args = match &d.data_args {
         Some(raw) => {
             DatasetArgs::parse(raw).map_err(|e| UsageError(format!("--data-args: {e}")))?
@@ -1121,16 +1138,7 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         .filter(|k| !k.is_empty())
         .map(Secret::new);
     let mut plan = BackendPlan {
-        request_format: match args.target.request_format {
-            RequestFormatArg::Chat => RequestFormat::Chat,
-            RequestFormatArg::Completions => RequestFormat::Completions,
-            RequestFormatArg::Responses => RequestFormat::Responses,
-            RequestFormatArg::Anthropic => RequestFormat::Anthropic,
-            RequestFormatArg::Embeddings => RequestFormat::Embeddings,
-            RequestFormatArg::Rerank => RequestFormat::Rerank,
-            RequestFormatArg::Score => RequestFormat::Score,
-            RequestFormatArg::Transcription => RequestFormat::Transcription,
-        },
+        request_format: request_format(args.target.request_format),
         stream: args.target.stream,
         api_key,
         headers: Vec::new(),

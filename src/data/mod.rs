@@ -28,7 +28,9 @@ pub mod trace;
 
 use columns::{ColumnMapper, RowMapper};
 use hub::DatasetArgs;
-use llmsurge_proto::{DataSpec, SamplerKind, Sampling, SyntheticSpec, TableSpec, WorkerConfig};
+use llmsurge_proto::{
+    DataSpec, RequestFormat, SamplerKind, Sampling, SyntheticSpec, TableSpec, WorkerConfig,
+};
 use llmsurge_worker::RequestSource;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -181,12 +183,12 @@ impl DataPlan {
     }
 
     /// Parses `--data`; `what` is a synthetic spec, a spec file, a data file, a dataset
-    /// folder, or a Hub dataset id.
-    pub fn parse_source(raw: &str, seed: u64) -> Result<DataSource, String> {
+    /// folder, or a Hub dataset id. A synthetic spec is read for requests of `format`.
+    pub fn parse_source(raw: &str, seed: u64, format: RequestFormat) -> Result<DataSource, String> {
         let t = raw.trim();
         if synthetic::is_inline_spec(t) {
             return Ok(DataSource::Synthetic {
-                spec: synthetic::parse_spec(t, seed)?,
+                spec: synthetic::parse_spec_for(t, seed, format)?,
             });
         }
         let path = Path::new(t);
@@ -207,7 +209,7 @@ impl DataPlan {
             };
             if is_spec {
                 return Ok(DataSource::Synthetic {
-                    spec: synthetic::parse_spec_file(path, seed)?,
+                    spec: synthetic::parse_spec_file(path, seed, format)?,
                 });
             }
             if let Some(format) = trace::detect(path) {
@@ -592,15 +594,17 @@ mod tests {
         std::fs::write(&spec, r#"{"prompt_tokens": 4, "output_tokens": 2}"#).expect("w");
         let list = dir.path().join("l.json");
         std::fs::write(&list, r#"[{"prompt": "x"}]"#).expect("w");
-        let p = |s: &Path| DataPlan::parse_source(&s.display().to_string(), 1).expect("parse");
+        let p = |s: &Path| {
+            DataPlan::parse_source(&s.display().to_string(), 1, RequestFormat::Chat).expect("parse")
+        };
         assert!(matches!(p(&f), DataSource::File { .. }));
         assert!(matches!(p(&spec), DataSource::Synthetic { .. }));
         assert!(matches!(p(&list), DataSource::File { .. }));
         assert!(matches!(p(dir.path()), DataSource::Folder { .. }));
         assert!(matches!(
-            DataPlan::parse_source("org/name", 1).expect("hub"),
+            DataPlan::parse_source("org/name", 1, RequestFormat::Chat).expect("hub"),
             DataSource::Hub { .. }
         ));
-        assert!(DataPlan::parse_source("nothing-here.jsonl", 1).is_err());
+        assert!(DataPlan::parse_source("nothing-here.jsonl", 1, RequestFormat::Chat).is_err());
     }
 }

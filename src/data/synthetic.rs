@@ -14,7 +14,8 @@ use super::sampler::SlotSampler;
 use super::tokenizer::Tokenizer;
 use llmsurge_proto::seed::derive_seed;
 use llmsurge_proto::{
-    ImageFormat, MediaSpec, Sampling, SyntheticSpec, ThinkKind, ThinkTime, TokenizerRef,
+    ImageFormat, MediaSpec, RequestFormat, Sampling, SyntheticSpec, ThinkKind, ThinkTime,
+    TokenizerRef,
 };
 use llmsurge_worker::{PreparedRequest, Prompt, RequestSource, SessionPlan, Turn};
 use rand::SeedableRng;
@@ -109,8 +110,24 @@ pub fn is_inline_spec(raw: &str) -> bool {
     t.starts_with('{') || (t.contains('=') && !Path::new(t).exists())
 }
 
-/// Parses an inline synthetic spec given as `k=v,...` or as a JSON object.
+/// Documents per `rerank` or `score` request when the spec gives neither `documents` nor
+/// `output_tokens`: a retrieval stage's usual top-10 candidates for one query.
+pub const DEFAULT_DOCUMENTS: u32 = 10;
+
+/// Parses an inline synthetic spec given as `k=v,...` or as a JSON object, for a
+/// generating request format (`output_tokens` required).
 pub fn parse_spec(raw: &str, run_seed: u64) -> Result<SyntheticSpec, String> {
+    parse_spec_for(raw, run_seed, RequestFormat::Chat)
+}
+
+/// [`parse_spec`] for requests of `format`: a pooling format (embeddings, rerank, score)
+/// generates nothing, so a spec without `output_tokens` implies what
+/// [`imply_pooling`] says.
+pub fn parse_spec_for(
+    raw: &str,
+    run_seed: u64,
+    format: RequestFormat,
+) -> Result<SyntheticSpec, String> {
     let t = raw.trim();
     let value: serde_json::Value = if t.starts_with('{') {
         serde_json::from_str(t).map_err(|e| format!("not valid JSON ({e})"))?
@@ -154,12 +171,16 @@ pub fn parse_spec(raw: &str, run_seed: u64) -> Result<SyntheticSpec, String> {
         }
         serde_json::Value::Object(map)
     };
-    spec_from_value(value, run_seed, None)
+    spec_from_value(value, run_seed, None, format)
 }
 
-/// Parses a synthetic spec file (`.json`, `.yaml` or `.yml`); a relative `source`
-/// is relative to the file.
-pub fn parse_spec_file(path: &Path, run_seed: u64) -> Result<SyntheticSpec, String> {
+/// Parses a synthetic spec file (`.json`, `.yaml` or `.yml`) for requests of `format`
+/// (as [`parse_spec_for`]); a relative `source` is relative to the file.
+pub fn parse_spec_file(
+    path: &Path,
+    run_seed: u64,
+    format: RequestFormat,
+) -> Result<SyntheticSpec, String> {
     let name = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
     let value: serde_json::Value = match path.extension().and_then(|e| e.to_str()) {
@@ -167,7 +188,7 @@ pub fn parse_spec_file(path: &Path, run_seed: u64) -> Result<SyntheticSpec, Stri
             .map_err(|e| format!("{name}: not valid YAML ({})", first_line(&e.to_string())))?,
         _ => serde_json::from_str(&text).map_err(|e| format!("{name}: not valid JSON ({e})"))?,
     };
-    spec_from_value(value, run_seed, path.parent()).map_err(|e| format!("{name}: {e}"))
+    spec_from_value(value, run_seed, path.parent(), format).map_err(|e| format!("{name}: {e}"))
 }
 
 fn first_line(s: &str) -> &str {
@@ -187,6 +208,7 @@ fn spec_from_value(
     value: serde_json::Value,
     run_seed: u64,
     base: Option<&Path>,
+    format: RequestFormat,
 ) -> Result<SyntheticSpec, String> {
     let f: SpecFields = serde_json::from_value(value).map_err(|e| e.to_string())?;
     let source = f.source.filter(|s| s != "builtin").map(|s| {
@@ -217,7 +239,7 @@ fn spec_from_value(
     if f.prompt_tokens.is_none() && !media.any() {
         return Err("missing field `prompt_tokens`".into());
     }
-    let spec = SyntheticSpec {
+    let mut spec = SyntheticSpec {
         // A media-only spec (a transcription's audio, say) has no text.
         prompt_tokens: f.prompt_tokens.unwrap_or(0),
         prompt_tokens_stdev: f.prompt_tokens_stdev,
@@ -257,8 +279,29 @@ fn spec_from_value(
         system_tokens: f.system_tokens,
         system_shared: f.system_shared,
     };
+    if f.output_tokens.is_none() {
+        imply_pooling(&mut spec, format);
+    }
     validate(&spec)?;
     Ok(spec)
+}
+
+/// What a pooling format implies for a spec that gives no output length: embeddings a
+/// batch of one text, rerank and score [`DEFAULT_DOCUMENTS`] documents. A spec that sets
+/// `batch_size` or `documents` itself keeps them; generating formats are left alone.
+fn imply_pooling(spec: &mut SyntheticSpec, format: RequestFormat) {
+    if spec.batch_size > 0 || spec.documents > 0 {
+        return;
+    }
+    match format {
+        RequestFormat::Embeddings => spec.batch_size = 1,
+        RequestFormat::Rerank | RequestFormat::Score => spec.documents = DEFAULT_DOCUMENTS,
+        RequestFormat::Chat
+        | RequestFormat::Completions
+        | RequestFormat::Responses
+        | RequestFormat::Anthropic
+        | RequestFormat::Transcription => {}
+    }
 }
 
 /// Parses `think_time`: `2s` (fixed), `uniform:2s` (uniform on `[0, 4s]`, mean 2 s) or
@@ -883,11 +926,14 @@ mod tests {
             r#"{"prompt_tokens": 64, "output_tokens": 8, "prefix_tokens": 16}"#,
         )
         .expect("w");
-        let a = parse_spec_file(&y, 3).expect("yaml");
-        assert_eq!(a, parse_spec_file(&j, 3).expect("json"));
+        let a = parse_spec_file(&y, 3, RequestFormat::Chat).expect("yaml");
+        assert_eq!(
+            a,
+            parse_spec_file(&j, 3, RequestFormat::Chat).expect("json")
+        );
         assert_eq!(a.prefix_tokens, 16);
         std::fs::write(&y, "prompt_tokens: 64\ncolour: red\n").expect("w");
-        let e = parse_spec_file(&y, 3).expect_err("unknown key");
+        let e = parse_spec_file(&y, 3, RequestFormat::Chat).expect_err("unknown key");
         assert!(e.contains("s.yaml") && e.contains("colour"), "{e}");
     }
 

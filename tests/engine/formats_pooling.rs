@@ -487,3 +487,47 @@ fn the_clients_rerank_prompt_count_is_the_mocks() {
     );
     assert!(check.agrees, "{check:?}");
 }
+
+/// A pooling format generates nothing: a spec of prompt lengths alone is complete. An
+/// embeddings request then carries one text, a rerank or score request a query and 10
+/// documents (as the mock received them, and as the report's inputs/s counts them).
+#[test]
+fn a_pooling_format_needs_no_output_tokens() {
+    for (format, documents_key, inputs) in [
+        ("embeddings", "input", 1),
+        ("rerank", "documents", 10),
+        ("score", "text_2", 10),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let record = dir.path().join("record.jsonl");
+        let server = mock(MockConfig {
+            record: Some(record.clone()),
+            ..MockConfig::instant()
+        });
+        let run = run_format(&server, format, "prompt_tokens=32", "6", &[]);
+        let report = ok_report(&run);
+        let b = &report.benchmarks[0];
+        assert_eq!(b.requests.completed, 6, "{format}: {}", run.stderr);
+        assert_eq!(endpoint_count(&server.stats(), format), 6, "{format}");
+        server.shutdown();
+        let lines = crate::support::recorded(&record);
+        assert_eq!(lines.len(), 6, "{format}");
+        for line in &lines {
+            let body = &line["body"];
+            let items = body[documents_key]
+                .as_array()
+                .unwrap_or_else(|| panic!("{format}: {documents_key} is a list: {body}"));
+            assert_eq!(items.len(), inputs, "{format}: {body}");
+            for key in ["max_tokens", "max_completion_tokens"] {
+                assert!(body.get(key).is_none(), "{format}: {key} in {body}");
+            }
+        }
+        let t = &b.throughput;
+        let per_s = t.inputs_per_s.expect("inputs/s");
+        assert!(
+            (per_s - inputs as f64 * t.requests_per_s).abs() < 1e-6 * per_s,
+            "{format}: {per_s} inputs/s at {} req/s",
+            t.requests_per_s
+        );
+    }
+}

@@ -15,6 +15,7 @@ use crate::source::PreparedRequest;
 use crate::sse::SseParser;
 use bytes::Bytes;
 use futures_util::StreamExt;
+use llmsurge_proto::http;
 use llmsurge_proto::{BackendConfig, ErrorKind, MonoNanos, Redaction, RequestError};
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
@@ -154,9 +155,6 @@ pub struct Backend {
 impl Backend {
     /// Builds the client and the body template.
     pub fn new(cfg: &BackendConfig) -> Result<Self, BackendError> {
-        // With reqwest's `rustls-no-provider`, TLS needs a process-wide provider; a second
-        // install (already there) is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut url = reqwest::Url::parse(cfg.base_url.trim_end_matches('/')).map_err(|e| {
             BackendError::BadUrl {
                 url: Redaction::default().url(&cfg.base_url),
@@ -431,7 +429,7 @@ impl Backend {
         let head_by = self.head_bound(started, deadline);
         let mut response = match timeout_at(head_by.0, request.send()).await {
             Err(_) => return ex.fail(ErrorKind::Timeout, head_by.1),
-            Ok(Err(e)) => return ex.fail(classify(&e), error_chain(&e)),
+            Ok(Err(e)) => return ex.fail(classify(&e), http::error_chain(&e)),
             Ok(Ok(r)) => r,
         };
         let status = response.status();
@@ -591,7 +589,7 @@ fn reqwest_client(
     headers: reqwest::header::HeaderMap,
     user_agent: &str,
 ) -> Result<reqwest::Client, BackendError> {
-    let mut builder = reqwest::Client::builder()
+    let mut builder = http::client_builder(url.as_str())
         .default_headers(headers)
         .user_agent(user_agent)
         // Per-token writes need Nagle off (reqwest's default; stated so it stays so).
@@ -606,12 +604,6 @@ fn reqwest_client(
         .http1_max_headers(http1::MAX_HEADERS_REQWEST)
         .http2_max_header_list_size(http1::HEAD_LIMIT as u32)
         .redirect(reqwest::redirect::Policy::none());
-    if url.scheme() == "http" {
-        // Plain HTTP, and redirects are not followed: no TLS ever. Without this the
-        // builder reads the system's root certificates (~10 ms, hundreds of files)
-        // on every worker's start-up path.
-        builder = builder.tls_certs_only(std::iter::empty());
-    }
     builder = if !cfg.http2 {
         builder.http1_only()
     } else if url.scheme() == "http" {
@@ -621,7 +613,7 @@ fn reqwest_client(
     };
     builder
         .build()
-        .map_err(|e| BackendError::Client(error_chain(&e)))
+        .map_err(|e| BackendError::Client(http::error_chain(&e)))
 }
 
 /// A response body read piece by piece, whatever the transport.
@@ -644,7 +636,7 @@ impl Pieces for ReqwestBody<'_> {
         self.0
             .chunk()
             .await
-            .map_err(|e| error_chain(&e))
+            .map_err(|e| http::error_chain(&e))
             .transpose()
     }
 }
@@ -654,7 +646,10 @@ struct ReqwestStream<'a, S>(std::pin::Pin<&'a mut S>);
 
 impl<S: futures_util::Stream<Item = reqwest::Result<Bytes>>> Pieces for ReqwestStream<'_, S> {
     async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
-        self.0.next().await.map(|r| r.map_err(|e| error_chain(&e)))
+        self.0
+            .next()
+            .await
+            .map(|r| r.map_err(|e| http::error_chain(&e)))
     }
 }
 
@@ -700,14 +695,10 @@ fn classify(e: &reqwest::Error) -> ErrorKind {
 /// Whether hyper saw the connection end before a whole response head arrived (the
 /// request had been sent: hyper retries by itself one that never left).
 fn closed_before_headers(e: &reqwest::Error) -> bool {
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(h) = s.downcast_ref::<hyper::Error>() {
-            return h.is_incomplete_message();
-        }
-        source = s.source();
-    }
-    false
+    http::sources(e)
+        .skip(1)
+        .find_map(|s| s.downcast_ref::<hyper::Error>())
+        .is_some_and(hyper::Error::is_incomplete_message)
 }
 
 /// `Basic …` of the URL's user and password, when it has them (as typed, percent
@@ -731,19 +722,4 @@ fn basic_authorization(url: &reqwest::Url) -> Option<String> {
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(credentials)
     ))
-}
-
-/// The error and its sources on one line (each source once: reqwest repeats them).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }

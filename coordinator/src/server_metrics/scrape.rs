@@ -8,7 +8,7 @@
 use super::parse::parse;
 use super::summary::{ScrapeLog, Snapshot};
 use super::{ProfilerConfig, ScrapeConfig};
-use llmsurge_proto::MonoNanos;
+use llmsurge_proto::{MonoNanos, http};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -31,31 +31,16 @@ impl std::fmt::Display for ScrapeFailure {
     }
 }
 
-/// An HTTP client for scrapes and profiler calls to `url`; reqwest is built without a
-/// crypto provider, so ring's is installed first (a no-op when the binary already did).
+/// An HTTP client for scrapes and profiler calls to `url` (no TLS roots read for a
+/// plain-HTTP URL while the workers start).
 fn client(timeout: Duration, url: &str) -> Result<reqwest::Client, ScrapeFailure> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = reqwest::Client::builder().connect_timeout(timeout);
-    if url.starts_with("http://") {
-        // No TLS to a plain-HTTP URL: skip reading the system's root certificates
-        // (~10 ms), which would run while the workers start.
-        builder = builder.tls_certs_only(std::iter::empty());
-    }
-    builder.build().map_err(|e| ScrapeFailure {
-        kind: "connect",
-        message: format!("cannot build an HTTP client: {e}"),
-    })
-}
-
-/// The innermost cause of a reqwest error (its own message repeats the URL).
-fn cause(e: &reqwest::Error) -> String {
-    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
-    let mut last = None;
-    while let Some(s) = source {
-        last = Some(s.to_string());
-        source = s.source();
-    }
-    last.unwrap_or_else(|| e.to_string())
+    http::client_builder(url)
+        .connect_timeout(timeout)
+        .build()
+        .map_err(|e| ScrapeFailure {
+            kind: "connect",
+            message: format!("cannot build an HTTP client: {e}"),
+        })
 }
 
 /// One GET of the metrics URL, bounded by the config's timeout.
@@ -65,7 +50,8 @@ pub async fn scrape_once(
 ) -> Result<super::parse::Parsed, ScrapeFailure> {
     let transport = |e: reqwest::Error| ScrapeFailure {
         kind: if e.is_timeout() { "timeout" } else { "connect" },
-        message: cause(&e),
+        // The innermost cause: reqwest's own message repeats the URL.
+        message: http::root_cause(&e),
     };
     let fetch = async {
         let mut request = client
@@ -293,7 +279,7 @@ pub async fn profiler_call(cfg: &ProfilerConfig, path: &str) -> Result<(), Strin
             "no answer within {}s",
             cfg.timeout.as_secs_f64()
         ))),
-        Ok(Err(e)) => Err(fail(cause(&e))),
+        Ok(Err(e)) => Err(fail(http::root_cause(&e))),
         Ok(Ok(r)) if !r.status().is_success() => Err(fail(format!("HTTP {}", r.status()))),
         Ok(Ok(_)) => Ok(()),
     }

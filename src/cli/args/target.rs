@@ -26,7 +26,8 @@ pub struct TargetArgs {
     /// The API spoken: endpoint, body and response format. The generation formats
     /// (chat, completions, responses, anthropic) report TTFT, ITL, TPOT and output tokens;
     /// embeddings, rerank and score report latency, inputs/s and input tokens/s, and take
-    /// `batch_size` / `documents` in a synthetic --data spec instead of output_tokens.
+    /// `batch_size` / `documents` in a synthetic --data spec instead of output_tokens
+    /// (without either: a batch of 1, or 10 documents).
     /// Chat takes images and audio (`images=4,image_size=1024x1024`, `audio_seconds=5`);
     /// transcription uploads `audio_seconds` of WAV and reports audio seconds/s.
     #[arg(

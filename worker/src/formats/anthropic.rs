@@ -36,7 +36,11 @@ impl Anthropic {
     /// Prepares the constant part of every body.
     pub fn new(cfg: &BackendConfig) -> Self {
         Self {
-            prefix: JsonPrefix::generating(cfg, &["messages", "system", "max_tokens"]),
+            prefix: JsonPrefix::generating(
+                cfg,
+                serde_json::Map::new(),
+                &["messages", "system", "max_tokens"],
+            ),
         }
     }
 }

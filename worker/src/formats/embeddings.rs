@@ -3,7 +3,11 @@
 //! The response must be a list with `data` (one embedding per input) and `usage`
 //! (`prompt_tokens`); it has no output tokens, so no TTFT, ITL or TPOT.
 
-use super::{ChunkInfo, Format, JsonPrefix, StreamEvent, StreamState, Usage, close, write_json};
+use super::openai::WireError;
+use super::{
+    ChunkInfo, Format, JsonPrefix, PoolingUsage, StreamEvent, StreamState, WholeAnswer, close,
+    parse_whole, write_json,
+};
 use crate::source::{PreparedRequest, Prompt};
 use bytes::Bytes;
 use llmsurge_proto::BackendConfig;
@@ -26,12 +30,28 @@ impl Embeddings {
     }
 }
 
+/// A whole embeddings answer.
 #[derive(Deserialize)]
-struct WireUsage {
+struct EmbeddingsAnswer<'a> {
     #[serde(default)]
-    prompt_tokens: Option<u32>,
+    data: Option<Vec<serde::de::IgnoredAny>>,
     #[serde(default)]
-    total_tokens: Option<u32>,
+    usage: Option<PoolingUsage>,
+    #[serde(default, borrow)]
+    error: Option<WireError<'a>>,
+}
+
+impl<'a> WholeAnswer<'a> for EmbeddingsAnswer<'a> {
+    fn error(&self) -> Option<&WireError<'a>> {
+        self.error.as_ref()
+    }
+
+    fn info(self, _: &[u8]) -> Result<ChunkInfo, String> {
+        match &self.data {
+            Some(d) if !d.is_empty() => Ok(PoolingUsage::finished(self.usage)),
+            _ => Err("embeddings response without `data`".into()),
+        }
+    }
 }
 
 impl Format for Embeddings {
@@ -60,32 +80,7 @@ impl Format for Embeddings {
     }
 
     fn parse_full(&self, body: &[u8]) -> Result<ChunkInfo, String> {
-        #[derive(Deserialize)]
-        struct Whole<'a> {
-            #[serde(default)]
-            data: Option<Vec<serde::de::IgnoredAny>>,
-            #[serde(default)]
-            usage: Option<WireUsage>,
-            #[serde(default, borrow)]
-            error: Option<super::openai::WireError<'a>>,
-        }
-        let whole: Whole<'_> =
-            serde_json::from_slice(body).map_err(|e| format!("malformed JSON response ({e})"))?;
-        if let Some(err) = &whole.error {
-            return Err(err.message());
-        }
-        match &whole.data {
-            Some(d) if !d.is_empty() => {}
-            _ => return Err("embeddings response without `data`".into()),
-        }
-        Ok(ChunkInfo {
-            usage: whole.usage.map(|u| Usage {
-                prompt_tokens: u.prompt_tokens.or(u.total_tokens),
-                completion_tokens: None,
-            }),
-            finished: true,
-            ..ChunkInfo::default()
-        })
+        parse_whole::<EmbeddingsAnswer<'_>>(body)
     }
 
     fn final_event(&self) -> &'static str {

@@ -119,9 +119,13 @@ pub(crate) struct JsonPrefix {
 
 impl JsonPrefix {
     /// The prefix of a generating format: `stream` as configured, and `ignore_eos` when
-    /// asked for, beside the model and `extra_body` (see [`JsonPrefix::new`]).
-    pub(crate) fn generating(cfg: &BackendConfig, per_request: &[&str]) -> Self {
-        let mut fields = serde_json::Map::new();
+    /// asked for, beside the format's `fields`, the model and `extra_body` (see
+    /// [`JsonPrefix::new`]).
+    pub(crate) fn generating(
+        cfg: &BackendConfig,
+        mut fields: serde_json::Map<String, serde_json::Value>,
+        per_request: &[&str],
+    ) -> Self {
         fields.insert("stream".into(), cfg.stream.into());
         if cfg.ignore_eos {
             fields.insert("ignore_eos".into(), true.into());
@@ -179,6 +183,50 @@ impl JsonPrefix {
         }
         out.extend_from_slice(&self.prefix);
         out
+    }
+}
+
+/// The wire struct of a whole (unstreamed) JSON answer of embeddings, rerank and score,
+/// or transcription: the format's own fields beside the server's `error`.
+pub(crate) trait WholeAnswer<'a>: serde::Deserialize<'a> {
+    /// The server's `error`, sent in place of an answer.
+    fn error(&self) -> Option<&openai::WireError<'a>>;
+    /// What the answer says, or why it is none (`body` for the message).
+    fn info(self, body: &[u8]) -> Result<ChunkInfo, String>;
+}
+
+/// Reads a whole answer as `W`: JSON that does not parse and an `error` object fail
+/// alike in every format; then `W` says what the answer holds.
+pub(crate) fn parse_whole<'a, W: WholeAnswer<'a>>(body: &'a [u8]) -> Result<ChunkInfo, String> {
+    let whole: W =
+        serde_json::from_slice(body).map_err(|e| format!("malformed JSON response ({e})"))?;
+    if let Some(err) = whole.error() {
+        return Err(err.message());
+    }
+    whole.info(body)
+}
+
+/// The `usage` of a pooling answer (embeddings, rerank, score): no output tokens.
+#[derive(serde::Deserialize)]
+pub(crate) struct PoolingUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u32>,
+    /// Jina/Cohere and vLLM's rerank give only this.
+    #[serde(default)]
+    total_tokens: Option<u32>,
+}
+
+impl PoolingUsage {
+    /// A pooling answer's information: whole, with its prompt count when it has one.
+    pub(crate) fn finished(usage: Option<Self>) -> ChunkInfo {
+        ChunkInfo {
+            usage: usage.map(|u| Usage {
+                prompt_tokens: u.prompt_tokens.or(u.total_tokens),
+                completion_tokens: None,
+            }),
+            finished: true,
+            ..ChunkInfo::default()
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! serialised once; a request only writes its prompt and lengths. Responses are parsed
 //! with borrowed fields, reading only what the metrics need.
 
+use super::{JsonPrefix, close, write_field, write_json, write_u32_field};
 use crate::source::{MediaPart, PreparedRequest, Prompt};
 use bytes::Bytes;
 use llmsurge_proto::{BackendConfig, RequestFormat};
@@ -17,125 +18,84 @@ const PER_REQUEST_KEYS: [&str; 4] = ["messages", "prompt", "max_tokens", "max_co
 /// Builds request bodies for one backend configuration.
 #[derive(Clone, Debug)]
 pub struct BodyTemplate {
-    /// `"model":…,` — the configured model, unless a request names its own.
-    model: Vec<u8>,
-    /// Every other constant field, each followed by a comma.
-    prefix: Vec<u8>,
+    /// The model, `stream` (with `stream_options` when streaming), `ignore_eos` and the
+    /// user's `extra_body`, serialised once.
+    prefix: JsonPrefix,
     format: RequestFormat,
-    /// The user's `extra_body` sets `max_tokens` itself.
-    max_tokens_overridden: bool,
-    /// The user's `extra_body` sets the prompt or messages itself.
+    /// The user's `extra_body` sets the prompt (`messages` or `prompt`) itself.
     prompt_overridden: bool,
+    /// The user's `extra_body` sets `max_tokens` (or `max_completion_tokens`) itself.
+    max_tokens_overridden: bool,
 }
 
 impl BodyTemplate {
     /// Prepares the constant part of every body.
     pub fn new(cfg: &BackendConfig) -> Self {
         let mut fields = serde_json::Map::new();
-        fields.insert("model".into(), cfg.model.clone().into());
-        fields.insert("stream".into(), cfg.stream.into());
         if cfg.stream {
             fields.insert(
                 "stream_options".into(),
                 serde_json::json!({"include_usage": true}),
             );
         }
-        if cfg.ignore_eos {
-            fields.insert("ignore_eos".into(), true.into());
-        }
-        for (k, v) in &cfg.extra_body {
-            fields.insert(k.clone(), v.clone());
-        }
-        let mut model = Vec::with_capacity(64);
-        if let Some(v) = fields.get("model") {
-            write_field(&mut model, "model", v);
-        }
-        let mut prefix = Vec::with_capacity(256);
-        for (k, v) in &fields {
-            if k == "model" || PER_REQUEST_KEYS.contains(&k.as_str()) {
-                continue;
-            }
-            write_field(&mut prefix, k, v);
-        }
-        let overridden = |key: &str| cfg.extra_body.contains_key(key);
+        let prefix = JsonPrefix::generating(cfg, fields, &PER_REQUEST_KEYS);
         let prompt_key = if cfg.request_format == RequestFormat::Chat {
             "messages"
         } else {
             "prompt"
         };
-        let prompt_overridden = overridden(prompt_key);
-        let max_tokens_overridden = overridden("max_tokens") || overridden("max_completion_tokens");
-        // An overridden per-request key is written once, from extra_body.
-        for key in PER_REQUEST_KEYS {
-            if let Some(v) = cfg.extra_body.get(key) {
-                write_field(&mut prefix, key, v);
-            }
-        }
         Self {
-            model,
+            prompt_overridden: prefix.overrides(prompt_key),
+            max_tokens_overridden: prefix.overrides("max_tokens")
+                || prefix.overrides("max_completion_tokens"),
             prefix,
             format: cfg.request_format,
-            max_tokens_overridden,
-            prompt_overridden,
         }
     }
 
     /// The body of one request.
     pub fn build(&self, req: &PreparedRequest) -> Bytes {
-        let prompt_len = req.prompt.text_len();
-        let mut out = Vec::with_capacity(self.prefix.len() + prompt_len + 160);
-        out.push(b'{');
-        match &req.model {
-            Some(name) => write_field(&mut out, "model", &**name),
-            None => out.extend_from_slice(&self.model),
-        }
-        out.extend_from_slice(&self.prefix);
-        if !self.prompt_overridden {
-            match self.format {
-                RequestFormat::Chat => {
-                    out.extend_from_slice(b"\"messages\":[");
-                    match &req.prompt {
-                        Prompt::Text(t) => write_message(&mut out, "user", t),
-                        Prompt::Media { text, parts } => {
-                            write_media_message(&mut out, text, parts);
-                        }
-                        Prompt::Messages(msgs) => {
-                            for (i, m) in msgs.iter().enumerate() {
-                                if i > 0 {
-                                    out.push(b',');
-                                }
-                                write_message(&mut out, &m.role, &m.content);
+        let mut out = self.prefix.open(req, req.prompt.text_len() + 96);
+        match self.format {
+            _ if self.prompt_overridden => {}
+            RequestFormat::Chat => {
+                out.extend_from_slice(b"\"messages\":[");
+                match &req.prompt {
+                    Prompt::Text(t) => write_message(&mut out, "user", t),
+                    Prompt::Media { text, parts } => {
+                        write_media_message(&mut out, text, parts);
+                    }
+                    Prompt::Messages(msgs) => {
+                        for (i, m) in msgs.iter().enumerate() {
+                            if i > 0 {
+                                out.push(b',');
                             }
+                            write_message(&mut out, &m.role, &m.content);
                         }
-                        other => write_message(&mut out, "user", &other.joined()),
                     }
-                    out.extend_from_slice(b"],");
+                    other => write_message(&mut out, "user", &other.joined()),
                 }
-                _ => {
-                    out.extend_from_slice(b"\"prompt\":");
-                    match &req.prompt {
-                        Prompt::Text(t) => write_json(&mut out, t),
-                        other => write_json(&mut out, &other.joined()),
-                    }
-                    out.push(b',');
+                out.extend_from_slice(b"],");
+            }
+            _ => {
+                out.extend_from_slice(b"\"prompt\":");
+                match &req.prompt {
+                    Prompt::Text(t) => write_json(&mut out, t),
+                    other => write_json(&mut out, &other.joined()),
                 }
+                out.push(b',');
             }
         }
         if let (Some(n), false) = (req.max_tokens, self.max_tokens_overridden) {
-            out.extend_from_slice(format!("\"max_tokens\":{n},").as_bytes());
+            write_u32_field(&mut out, "max_tokens", n);
             if self.format == RequestFormat::Chat {
-                out.extend_from_slice(format!("\"max_completion_tokens\":{n},").as_bytes());
+                write_u32_field(&mut out, "max_completion_tokens", n);
             }
         }
         if let Some(user) = &req.user {
             write_field(&mut out, "user", user);
         }
-        // Every field above ends in a comma; there is at least "model".
-        if out.last() == Some(&b',') {
-            out.pop();
-        }
-        out.push(b'}');
-        Bytes::from(out)
+        close(out)
     }
 }
 
@@ -194,18 +154,6 @@ fn write_plain_or_json(out: &mut Vec<u8>, s: &str) {
     } else {
         write_json(out, s);
     }
-}
-
-fn write_field<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, key: &str, value: &T) {
-    write_json(out, key);
-    out.push(b':');
-    write_json(out, value);
-    out.push(b',');
-}
-
-fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
-    // Serialising a string or a JSON value into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 /// Token counts from a `usage` object.

@@ -5,9 +5,10 @@
 //! `POST /v1/score` (`text_1` the query, `text_2` the documents; the answer's `data` holds
 //! one score each). Neither has output tokens, so no TTFT, ITL or TPOT.
 
+use super::openai::WireError;
 use super::{
-    ChunkInfo, Format, JsonPrefix, StreamEvent, StreamState, Usage, close, write_field, write_json,
-    write_u32_field,
+    ChunkInfo, Format, JsonPrefix, PoolingUsage, StreamEvent, StreamState, WholeAnswer, close,
+    parse_whole, write_field, write_json, write_u32_field,
 };
 use crate::source::{PreparedRequest, Prompt};
 use bytes::Bytes;
@@ -44,12 +45,52 @@ impl Rerank {
     }
 }
 
+/// A whole rerank answer: its `results`.
 #[derive(Deserialize)]
-struct WireUsage {
+struct RerankAnswer<'a> {
     #[serde(default)]
-    prompt_tokens: Option<u32>,
+    results: Option<Vec<serde::de::IgnoredAny>>,
     #[serde(default)]
-    total_tokens: Option<u32>,
+    usage: Option<PoolingUsage>,
+    #[serde(default, borrow)]
+    error: Option<WireError<'a>>,
+}
+
+impl<'a> WholeAnswer<'a> for RerankAnswer<'a> {
+    fn error(&self) -> Option<&WireError<'a>> {
+        self.error.as_ref()
+    }
+
+    fn info(self, _: &[u8]) -> Result<ChunkInfo, String> {
+        match self.results {
+            Some(_) => Ok(PoolingUsage::finished(self.usage)),
+            None => Err("/v1/rerank response without `results`".into()),
+        }
+    }
+}
+
+/// A whole score answer: its `data`.
+#[derive(Deserialize)]
+struct ScoreAnswer<'a> {
+    #[serde(default)]
+    data: Option<Vec<serde::de::IgnoredAny>>,
+    #[serde(default)]
+    usage: Option<PoolingUsage>,
+    #[serde(default, borrow)]
+    error: Option<WireError<'a>>,
+}
+
+impl<'a> WholeAnswer<'a> for ScoreAnswer<'a> {
+    fn error(&self) -> Option<&WireError<'a>> {
+        self.error.as_ref()
+    }
+
+    fn info(self, _: &[u8]) -> Result<ChunkInfo, String> {
+        match self.data {
+            Some(_) => Ok(PoolingUsage::finished(self.usage)),
+            None => Err("/v1/score response without `data`".into()),
+        }
+    }
 }
 
 impl Format for Rerank {
@@ -98,37 +139,10 @@ impl Format for Rerank {
     }
 
     fn parse_full(&self, body: &[u8]) -> Result<ChunkInfo, String> {
-        #[derive(Deserialize)]
-        struct Whole<'a> {
-            #[serde(default)]
-            results: Option<Vec<serde::de::IgnoredAny>>,
-            #[serde(default)]
-            data: Option<Vec<serde::de::IgnoredAny>>,
-            #[serde(default)]
-            usage: Option<WireUsage>,
-            #[serde(default, borrow)]
-            error: Option<super::openai::WireError<'a>>,
+        match self.shape {
+            Shape::Rerank => parse_whole::<RerankAnswer<'_>>(body),
+            Shape::Score => parse_whole::<ScoreAnswer<'_>>(body),
         }
-        let whole: Whole<'_> =
-            serde_json::from_slice(body).map_err(|e| format!("malformed JSON response ({e})"))?;
-        if let Some(err) = &whole.error {
-            return Err(err.message());
-        }
-        let (list, name) = match self.shape {
-            Shape::Rerank => (&whole.results, "results"),
-            Shape::Score => (&whole.data, "data"),
-        };
-        if list.is_none() {
-            return Err(format!("{} response without `{name}`", self.path()));
-        }
-        Ok(ChunkInfo {
-            usage: whole.usage.map(|u| Usage {
-                prompt_tokens: u.prompt_tokens.or(u.total_tokens),
-                completion_tokens: None,
-            }),
-            finished: true,
-            ..ChunkInfo::default()
-        })
     }
 
     fn final_event(&self) -> &'static str {

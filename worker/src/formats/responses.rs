@@ -30,7 +30,11 @@ impl Responses {
     /// Prepares the constant part of every body.
     pub fn new(cfg: &BackendConfig) -> Self {
         Self {
-            prefix: JsonPrefix::generating(cfg, &["input", "max_output_tokens"]),
+            prefix: JsonPrefix::generating(
+                cfg,
+                serde_json::Map::new(),
+                &["input", "max_output_tokens"],
+            ),
         }
     }
 }

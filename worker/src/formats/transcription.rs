@@ -12,7 +12,7 @@
 //! The body is built by hand into one buffer with a boundary chosen once per run: no
 //! multipart crate, and no copy beyond the WAV itself.
 
-use super::{ChunkInfo, Format, StreamEvent, StreamState, Usage};
+use super::{ChunkInfo, Format, StreamEvent, StreamState, Usage, WholeAnswer, parse_whole};
 use crate::source::{MediaPart, PreparedRequest};
 use bytes::Bytes;
 use llmsurge_proto::BackendConfig;
@@ -136,32 +136,7 @@ impl Format for Transcription {
     }
 
     fn parse_full(&self, body: &[u8]) -> Result<ChunkInfo, String> {
-        #[derive(Deserialize)]
-        struct Whole<'a> {
-            #[serde(default)]
-            text: Option<super::openai::StrField>,
-            #[serde(default)]
-            usage: Option<WireUsage>,
-            #[serde(default, borrow)]
-            error: Option<super::openai::WireError<'a>>,
-        }
-        let whole: Whole<'_> =
-            serde_json::from_slice(body).map_err(|e| format!("malformed JSON response ({e})"))?;
-        if let Some(err) = &whole.error {
-            return Err(err.message());
-        }
-        let Some(text) = whole.text else {
-            return Err(format!(
-                "transcription response without `text`: {}",
-                super::shown(body)
-            ));
-        };
-        Ok(ChunkInfo {
-            content: text.non_empty,
-            finished: true,
-            usage: whole.usage.and_then(WireUsage::tokens),
-            ..ChunkInfo::default()
-        })
+        parse_whole::<TranscriptionAnswer<'_>>(body)
     }
 
     fn final_event(&self) -> &'static str {
@@ -183,6 +158,38 @@ struct Typed<'a> {
     delta: super::openai::StrField,
     #[serde(default)]
     usage: Option<WireUsage>,
+}
+
+/// A whole (unstreamed) transcription: its `text`.
+#[derive(Deserialize)]
+struct TranscriptionAnswer<'a> {
+    #[serde(default)]
+    text: Option<super::openai::StrField>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default, borrow)]
+    error: Option<super::openai::WireError<'a>>,
+}
+
+impl<'a> WholeAnswer<'a> for TranscriptionAnswer<'a> {
+    fn error(&self) -> Option<&super::openai::WireError<'a>> {
+        self.error.as_ref()
+    }
+
+    fn info(self, body: &[u8]) -> Result<ChunkInfo, String> {
+        let Some(text) = self.text else {
+            return Err(format!(
+                "transcription response without `text`: {}",
+                super::shown(body)
+            ));
+        };
+        Ok(ChunkInfo {
+            content: text.non_empty,
+            finished: true,
+            usage: self.usage.and_then(WireUsage::tokens),
+            ..ChunkInfo::default()
+        })
+    }
 }
 
 /// A transcription usage in any of its shapes.
