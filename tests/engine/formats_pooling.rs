@@ -504,7 +504,7 @@ fn a_pooling_format_needs_no_output_tokens() {
             record: Some(record.clone()),
             ..MockConfig::instant()
         });
-        let run = run_format(&server, format, "prompt_tokens=32", "6", &[]);
+        let run = bench_format(&server, format, "prompt_tokens=32", 6).run();
         let report = ok_report(&run);
         let b = &report.benchmarks[0];
         assert_eq!(b.requests.completed, 6, "{format}: {}", run.stderr);
