@@ -1,14 +1,15 @@
 //! `--repeat`, `--repeat-cooldown` and `--until-precise`: resolved and checked once.
 
+use super::UsageError;
 use super::args::{ProfileKind, RunArgs};
-use super::resolve::{BackendPlan, UsageError};
 use llmsurge_coordinator::precision::PrecisionSpec;
 use std::time::Duration;
 
-/// `(repeat, repeat_cooldown, until_precise)` of a run, checked against the rest of it.
+/// `(repeat, repeat_cooldown, until_precise)` of a run, checked against the rest of it
+/// (`stream`: whether responses are streamed).
 pub fn resolve_repeat(
     args: &RunArgs,
-    backend: &BackendPlan,
+    stream: bool,
 ) -> Result<(u32, Option<Duration>, Option<PrecisionSpec>), UsageError> {
     let l = &args.limits;
     if l.repeat > 1 && args.load.profile == ProfileKind::Capacity {
@@ -29,7 +30,7 @@ pub fn resolve_repeat(
         .transpose()
         .map_err(UsageError)?;
     if let Some(figure) = precision.as_ref().and_then(PrecisionSpec::needs_stream)
-        && !backend.stream
+        && !stream
     {
         return Err(UsageError(format!(
             "--until-precise: {figure} needs streamed responses (a whole body has no token arrivals); drop it or use --stream true"

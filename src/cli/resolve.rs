@@ -289,7 +289,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     let (outputs, reporting) = super::resolve_output::resolve_output(&args.output)?;
     let backend = resolve_backend(args)?;
     check_objectives_need_no_stream(slo.as_ref(), goodput.as_ref(), &backend)?;
-    let (repeat, repeat_cooldown, precision) = super::repeat::resolve_repeat(args, &backend)?;
+    let (repeat, repeat_cooldown, precision) = super::repeat::resolve_repeat(args, backend.stream)?;
     Ok(RunPlan {
         repeat,
         repeat_cooldown,
