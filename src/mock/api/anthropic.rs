@@ -12,31 +12,26 @@
 use std::cell::Cell;
 
 use bytes::{BufMut, BytesMut};
-use serde::Deserialize;
 
 use super::events::{Block, BlockEvents, end_event, open_event};
-use super::shared::{Content, FinishReason, Message, Usage, fmt_u64, itoa_buf, write_words};
+use super::shared::{
+    Content, FinishReason, Message, Usage, fmt_u64, generation_request, itoa_buf, write_words,
+};
 use crate::mock::model::prefix_cache::PromptBlocks;
 
-/// `POST /v1/messages`
-#[derive(Debug, Deserialize)]
-pub struct MessagesRequest {
-    /// Served model name; the first one when absent.
-    #[serde(default)]
-    pub model: Option<String>,
-    /// The conversation (user and assistant turns).
-    pub messages: Vec<Message>,
-    /// The system prompt: a text or text blocks.
-    #[serde(default)]
-    pub system: Option<Content>,
-    /// Output cap; the API requires it.
-    pub max_tokens: u64,
-    /// Stream as SSE.
-    #[serde(default)]
-    pub stream: Option<bool>,
-    /// vLLM extension: generate exactly the cap.
-    #[serde(default)]
-    pub ignore_eos: Option<bool>,
+generation_request! {
+    /// `POST /v1/messages`
+    pub struct MessagesRequest {
+        /// The conversation (user and assistant turns).
+        pub messages: Vec<Message>,
+        /// The system prompt: a text or text blocks.
+        #[serde(default)]
+        pub system: Option<Content>,
+        /// Output cap; the API requires it.
+        pub max_tokens: u64,
+    }
+    cap(r) = Some(r.max_tokens);
+    include_usage(_r) = true;
 }
 
 impl MessagesRequest {

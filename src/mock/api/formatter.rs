@@ -4,14 +4,15 @@
 use bytes::BytesMut;
 
 use super::events::BlockEvents;
-use super::shared::{Api, FinishReason, Usage};
+use super::shared::{FinishReason, Usage};
 use super::{anthropic, openai, responses};
 
 /// Writes the chunks and bodies of one response in its API's format; built once per
 /// request.
 #[derive(Debug)]
 pub enum Formatter {
-    /// OpenAI chat, completions or transcription chunks.
+    /// OpenAI chat, completions or transcription chunks (their `--no-final-event` set
+    /// on the writer, as the typed APIs' is).
     OpenAi(openai::Writer),
     /// Responses API events.
     Responses(responses::Writer),
@@ -20,40 +21,6 @@ pub enum Formatter {
 }
 
 impl Formatter {
-    /// An OpenAI chat, completions or transcription formatter; `model_json` is the model
-    /// name already JSON-quoted.
-    pub fn new(
-        api: Api,
-        streaming: bool,
-        seq: u64,
-        created: u64,
-        model_json: &str,
-        usage_null: bool,
-    ) -> Self {
-        Formatter::OpenAi(openai::Writer::new(
-            api, streaming, seq, created, model_json, usage_null,
-        ))
-    }
-
-    /// A formatter whose OpenAI streams end without their final chunks when `no_end`
-    /// (`--no-final-event`; the typed APIs take it in their writers).
-    pub fn without_end(self, no_end: bool) -> Self {
-        match self {
-            Formatter::OpenAi(w) => Formatter::OpenAi(w.without_end(no_end)),
-            typed => typed,
-        }
-    }
-
-    /// A formatter for the Responses API.
-    pub fn responses(w: responses::Writer) -> Self {
-        Formatter::Responses(w)
-    }
-
-    /// A formatter for Anthropic's Messages API.
-    pub fn anthropic(w: anthropic::Writer) -> Self {
-        Formatter::Anthropic(w)
-    }
-
     /// Ends a stream: the final events, with usage when asked for (always, for the typed
     /// APIs, whose final event carries usage).
     pub fn end_stream(

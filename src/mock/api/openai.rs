@@ -7,7 +7,9 @@
 use bytes::{BufMut, BytesMut};
 use serde::{Deserialize, Serialize};
 
-use super::shared::{Api, FinishReason, Message, Prompt, Usage, fmt_u64, itoa_buf, write_words};
+use super::shared::{
+    Api, FinishReason, Message, Prompt, Usage, fmt_u64, generation_request, itoa_buf, write_words,
+};
 
 /// `stream_options` of a request.
 #[derive(Debug, Default, Deserialize)]
@@ -17,51 +19,49 @@ pub struct StreamOptions {
     pub include_usage: Option<bool>,
 }
 
-/// `POST /v1/chat/completions`
-#[derive(Debug, Deserialize)]
-pub struct ChatRequest {
-    /// Served model name; the first one when absent.
-    #[serde(default)]
-    pub model: Option<String>,
-    /// The conversation.
-    pub messages: Vec<Message>,
-    /// Stream as SSE.
-    #[serde(default)]
-    pub stream: Option<bool>,
-    /// Streaming options.
-    #[serde(default)]
-    pub stream_options: Option<StreamOptions>,
-    /// Output cap (legacy name).
-    #[serde(default)]
-    pub max_tokens: Option<u64>,
-    /// Output cap (current name; wins over `max_tokens`).
-    #[serde(default)]
-    pub max_completion_tokens: Option<u64>,
-    /// vLLM extension: generate exactly the cap.
-    #[serde(default)]
-    pub ignore_eos: Option<bool>,
+impl StreamOptions {
+    /// Whether `options` ask for a final usage chunk.
+    fn usage(options: &Option<StreamOptions>) -> bool {
+        options
+            .as_ref()
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false)
+    }
 }
 
-/// `POST /v1/completions`
-#[derive(Debug, Deserialize)]
-pub struct CompletionRequest {
-    /// Served model name; the first one when absent.
-    #[serde(default)]
-    pub model: Option<String>,
-    /// The prompt.
-    pub prompt: Prompt,
-    /// Stream as SSE.
-    #[serde(default)]
-    pub stream: Option<bool>,
-    /// Streaming options.
-    #[serde(default)]
-    pub stream_options: Option<StreamOptions>,
-    /// Output cap.
-    #[serde(default)]
-    pub max_tokens: Option<u64>,
-    /// vLLM extension: generate exactly the cap.
-    #[serde(default)]
-    pub ignore_eos: Option<bool>,
+generation_request! {
+    /// `POST /v1/chat/completions`
+    pub struct ChatRequest {
+        /// The conversation.
+        pub messages: Vec<Message>,
+        /// Streaming options.
+        #[serde(default)]
+        pub stream_options: Option<StreamOptions>,
+        /// Output cap (legacy name).
+        #[serde(default)]
+        pub max_tokens: Option<u64>,
+        /// Output cap (current name; wins over `max_tokens`).
+        #[serde(default)]
+        pub max_completion_tokens: Option<u64>,
+    }
+    cap(r) = r.max_completion_tokens.or(r.max_tokens);
+    include_usage(r) = StreamOptions::usage(&r.stream_options);
+}
+
+generation_request! {
+    /// `POST /v1/completions`
+    pub struct CompletionRequest {
+        /// The prompt.
+        pub prompt: Prompt,
+        /// Streaming options.
+        #[serde(default)]
+        pub stream_options: Option<StreamOptions>,
+        /// Output cap.
+        #[serde(default)]
+        pub max_tokens: Option<u64>,
+    }
+    cap(r) = r.max_tokens;
+    include_usage(r) = StreamOptions::usage(&r.stream_options);
 }
 
 /// `POST /tokenize`: a prompt or chat messages.

@@ -17,29 +17,25 @@ use bytes::{BufMut, BytesMut};
 use serde::Deserialize;
 
 use super::events::{Block, BlockEvents, end_event, open_event};
-use super::shared::{FinishReason, Message, Usage, fmt_u64, itoa_buf, write_words};
+use super::shared::{
+    FinishReason, Message, Usage, fmt_u64, generation_request, itoa_buf, write_words,
+};
 use crate::mock::model::prefix_cache::PromptBlocks;
 
-/// `POST /v1/responses`
-#[derive(Debug, Deserialize)]
-pub struct ResponsesRequest {
-    /// Served model name; the first one when absent.
-    #[serde(default)]
-    pub model: Option<String>,
-    /// A text, or a list of input items (messages).
-    pub input: Input,
-    /// System instructions.
-    #[serde(default)]
-    pub instructions: Option<String>,
-    /// Stream as SSE.
-    #[serde(default)]
-    pub stream: Option<bool>,
-    /// Output cap.
-    #[serde(default)]
-    pub max_output_tokens: Option<u64>,
-    /// vLLM extension: generate exactly the cap.
-    #[serde(default)]
-    pub ignore_eos: Option<bool>,
+generation_request! {
+    /// `POST /v1/responses`
+    pub struct ResponsesRequest {
+        /// A text, or a list of input items (messages).
+        pub input: Input,
+        /// System instructions.
+        #[serde(default)]
+        pub instructions: Option<String>,
+        /// Output cap.
+        #[serde(default)]
+        pub max_output_tokens: Option<u64>,
+    }
+    cap(r) = r.max_output_tokens;
+    include_usage(_r) = true;
 }
 
 /// The `input` of a request.

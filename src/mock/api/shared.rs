@@ -119,6 +119,71 @@ impl Prompt {
     }
 }
 
+/// What every generation request body says besides its prompt, whatever its API: the
+/// handler turns any of them into one generation through this.
+pub trait GenerationRequest {
+    /// Served model name; the first one when absent.
+    fn model(&self) -> Option<&str>;
+    /// Whether to stream as SSE.
+    fn streaming(&self) -> bool;
+    /// vLLM's extension: generate exactly the cap.
+    fn ignore_eos(&self) -> bool;
+    /// The output cap asked for, under the API's own field name.
+    fn cap(&self) -> Option<u64>;
+    /// Whether a stream ends with usage (always, for the APIs whose final event has it).
+    fn include_usage(&self) -> bool;
+}
+
+/// Declares a generation request body: the fields every generation API shares
+/// (`model`, `stream`, `ignore_eos`), then the API's own, and its
+/// [`GenerationRequest`] with the API's `cap` and `include_usage` read from `$r`.
+macro_rules! generation_request {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)*
+        }
+        cap($r:ident) = $cap:expr;
+        include_usage($u:ident) = $usage:expr;
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, ::serde::Deserialize)]
+        pub struct $name {
+            /// Served model name; the first one when absent.
+            #[serde(default)]
+            pub model: Option<String>,
+            /// Stream as SSE.
+            #[serde(default)]
+            pub stream: Option<bool>,
+            /// vLLM extension: generate exactly the cap.
+            #[serde(default)]
+            pub ignore_eos: Option<bool>,
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        impl $crate::mock::api::shared::GenerationRequest for $name {
+            fn model(&self) -> Option<&str> {
+                self.model.as_deref()
+            }
+            fn streaming(&self) -> bool {
+                self.stream.unwrap_or(false)
+            }
+            fn ignore_eos(&self) -> bool {
+                self.ignore_eos.unwrap_or(false)
+            }
+            fn cap(&self) -> Option<u64> {
+                let $r = self;
+                $cap
+            }
+            fn include_usage(&self) -> bool {
+                let $u = self;
+                $usage
+            }
+        }
+    };
+}
+pub(crate) use generation_request;
+
 /// Which OpenAI endpoint a generation answers; decides object names and chunk shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Api {

@@ -19,10 +19,10 @@ use crate::mock::api::openai::{
     ChatRequest, CompletionRequest, DetokenizeRequest, DetokenizeResponse, TokenizeRequest,
     TokenizeResponse,
 };
-use crate::mock::api::shared::{Api, Prompt, Usage, error_json};
-use crate::mock::api::{anthropic, media, rerank, responses};
+use crate::mock::api::shared::{Api, GenerationRequest, Prompt, Usage, error_json};
+use crate::mock::api::{anthropic, media, openai, rerank, responses};
 use crate::mock::config::PROBE_HEADER;
-use crate::mock::model::plan::Fault;
+use crate::mock::model::plan::{Fault, Plan};
 use crate::mock::model::prefix_cache::PromptBlocks;
 use crate::mock::model::stats::{Endpoint, FaultKind};
 use crate::mock::model::tokenizer;
@@ -112,9 +112,10 @@ fn route(path: &str) -> Option<(Endpoint, Method)> {
     })
 }
 
-/// The endpoints `--truth` follows (generation and pooling), by path.
-fn truth_endpoint(path: &str) -> Option<&'static str> {
-    Some(match route(path)?.0 {
+/// The path of a generation or pooling endpoint, as `--truth` and `--record` name it
+/// (one path for those with two).
+fn endpoint_path(endpoint: Endpoint) -> Option<&'static str> {
+    Some(match endpoint {
         Endpoint::ChatCompletions => "/v1/chat/completions",
         Endpoint::Completions => "/v1/completions",
         Endpoint::Embeddings => "/v1/embeddings",
@@ -125,6 +126,11 @@ fn truth_endpoint(path: &str) -> Option<&'static str> {
         Endpoint::Transcriptions => "/v1/audio/transcriptions",
         _ => return None,
     })
+}
+
+/// The endpoints `--truth` follows (generation and pooling), by path.
+fn truth_endpoint(path: &str) -> Option<&'static str> {
+    endpoint_path(route(path)?.0)
 }
 
 /// Marks a response whose error the fault model injected (for `--truth`).
@@ -283,15 +289,10 @@ async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
                 Err(response) => return *response,
             };
             if let Some(recorder) = &app.recorder {
+                // A transcription's multipart body is not recorded.
                 let path = match endpoint {
-                    Endpoint::ChatCompletions => Some("/v1/chat/completions"),
-                    Endpoint::Completions => Some("/v1/completions"),
-                    Endpoint::Embeddings => Some("/v1/embeddings"),
-                    Endpoint::Responses => Some("/v1/responses"),
-                    Endpoint::Messages => Some("/v1/messages"),
-                    Endpoint::Rerank => Some("/v1/rerank"),
-                    Endpoint::Score => Some("/v1/score"),
-                    _ => None,
+                    Endpoint::Transcriptions => None,
+                    _ => endpoint_path(endpoint),
                 };
                 if let Some(path) = path {
                     recorder.record(path, query.as_deref(), &recorded_headers, &body);
@@ -401,14 +402,12 @@ struct GenRequest {
     ignore_eos: bool,
 }
 
-/// Body fields of the OpenAI chat completions API: all a strict server takes.
-const CHAT_FIELDS: &[&str] = &[
+/// Body fields the OpenAI chat completions and completions APIs share.
+const OPENAI_FIELDS: &[&str] = &[
     "model",
-    "messages",
     "stream",
     "stream_options",
     "max_tokens",
-    "max_completion_tokens",
     "temperature",
     "top_p",
     "n",
@@ -417,9 +416,15 @@ const CHAT_FIELDS: &[&str] = &[
     "frequency_penalty",
     "logit_bias",
     "logprobs",
-    "top_logprobs",
     "user",
     "seed",
+];
+/// Body fields of the OpenAI chat completions API besides [`OPENAI_FIELDS`]: with them,
+/// all a strict server takes.
+const CHAT_FIELDS: &[&str] = &[
+    "messages",
+    "max_completion_tokens",
+    "top_logprobs",
     "tools",
     "tool_choice",
     "parallel_tool_calls",
@@ -433,34 +438,15 @@ const CHAT_FIELDS: &[&str] = &[
     "prediction",
     "web_search_options",
 ];
-/// Body fields of the OpenAI completions API.
-const COMPLETION_FIELDS: &[&str] = &[
-    "model",
-    "prompt",
-    "stream",
-    "stream_options",
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "n",
-    "stop",
-    "presence_penalty",
-    "frequency_penalty",
-    "logit_bias",
-    "logprobs",
-    "echo",
-    "best_of",
-    "suffix",
-    "user",
-    "seed",
-];
+/// Body fields of the OpenAI completions API besides [`OPENAI_FIELDS`].
+const COMPLETION_FIELDS: &[&str] = &["prompt", "echo", "best_of", "suffix"];
 
 /// With `--reject-unknown-fields`: the 422 a strict server (transformers serve) gives a
 /// body with fields outside the API, naming them in its words.
 fn refuse_unknown_fields(
     app: &App,
     body: &[u8],
-    known: &[&str],
+    known: &[&[&str]],
 ) -> Result<(), Box<Response<MockBody>>> {
     if !app.config.reject_unknown_fields {
         return Ok(());
@@ -470,7 +456,7 @@ fn refuse_unknown_fields(
     };
     let unknown: Vec<String> = fields
         .keys()
-        .filter(|k| !known.contains(&k.as_str()))
+        .filter(|k| !known.iter().any(|set| set.contains(&k.as_str())))
         .map(|k| format!("'{k}'"))
         .collect();
     if unknown.is_empty() {
@@ -494,29 +480,48 @@ fn scaled(app: &App, tokens: u64) -> u64 {
     (tokens as f64 * app.config.prompt_tokens_scale).round() as u64
 }
 
-fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
-    let resolved = refuse_unknown_fields(&app, body, CHAT_FIELDS)
-        .and_then(|()| parse::<ChatRequest>(&app, body))
+/// A generation endpoint: refuses unknown fields when strict, parses the body as `R`,
+/// reads its prompt (`prompt` may refuse it, or count its media), then the model and the
+/// cap, and generates.
+fn generation<'a, R: serde::Deserialize<'a> + GenerationRequest>(
+    app: Arc<App>,
+    body: &'a [u8],
+    api: Api,
+    known: &[&[&str]],
+    prompt: impl FnOnce(&App, &R) -> Result<PromptBlocks, Box<Response<MockBody>>>,
+) -> Response<MockBody> {
+    let resolved = refuse_unknown_fields(&app, body, known)
+        .and_then(|()| parse::<R>(&app, body))
         .and_then(|r| {
-            let (prompt, media) = media::message_blocks(&r.messages);
-            app.counters.media(media.images, media.audio_ms);
+            let prompt = prompt(&app, &r)?;
             Ok(GenRequest {
-                api: Api::Chat,
-                model: resolve_model(&app, r.model.as_deref())?,
-                streaming: r.stream.unwrap_or(false),
-                include_usage: r
-                    .stream_options
-                    .and_then(|o| o.include_usage)
-                    .unwrap_or(false),
+                api,
+                model: resolve_model(&app, r.model())?,
+                streaming: r.streaming(),
+                include_usage: r.include_usage(),
                 prompt,
-                max_tokens: resolve_max_tokens(&app, r.max_completion_tokens.or(r.max_tokens))?,
-                ignore_eos: r.ignore_eos.unwrap_or(false),
+                max_tokens: resolve_max_tokens(&app, r.cap())?,
+                ignore_eos: r.ignore_eos(),
             })
         });
     match resolved {
         Ok(request) => generate(app, request),
         Err(response) => *response,
     }
+}
+
+fn chat(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
+    generation(
+        app,
+        body,
+        Api::Chat,
+        &[OPENAI_FIELDS, CHAT_FIELDS],
+        |app, r: &ChatRequest| {
+            let (prompt, media) = media::message_blocks(&r.messages);
+            app.counters.media(media.images, media.audio_ms);
+            Ok(prompt)
+        },
+    )
 }
 
 /// `/v1/audio/transcriptions`: a multipart form with a WAV `file`, `model`, and
@@ -572,32 +577,21 @@ fn transcription(app: Arc<App>, content_type: &str, body: &[u8]) -> Response<Moc
 }
 
 fn completions(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
-    let resolved = refuse_unknown_fields(&app, body, COMPLETION_FIELDS)
-        .and_then(|()| parse::<CompletionRequest>(&app, body))
-        .and_then(|r| {
+    generation(
+        app,
+        body,
+        Api::Completions,
+        &[OPENAI_FIELDS, COMPLETION_FIELDS],
+        |app, r: &CompletionRequest| {
             if r.prompt.batch_len() != 1 {
                 return Err(Box::new(bad_request(
-                    &app,
+                    app,
                     "the mock takes exactly one prompt per request",
                 )));
             }
-            Ok(GenRequest {
-                api: Api::Completions,
-                model: resolve_model(&app, r.model.as_deref())?,
-                streaming: r.stream.unwrap_or(false),
-                include_usage: r
-                    .stream_options
-                    .and_then(|o| o.include_usage)
-                    .unwrap_or(false),
-                prompt: r.prompt.blocks(),
-                max_tokens: resolve_max_tokens(&app, r.max_tokens)?,
-                ignore_eos: r.ignore_eos.unwrap_or(false),
-            })
-        });
-    match resolved {
-        Ok(request) => generate(app, request),
-        Err(response) => *response,
-    }
+            Ok(r.prompt.blocks())
+        },
+    )
 }
 
 /// Body fields of OpenAI's Responses API that the mock reads or tolerates.
@@ -641,43 +635,23 @@ const MESSAGES_FIELDS: &[&str] = &[
 ];
 
 fn responses(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
-    let resolved = refuse_unknown_fields(&app, body, RESPONSES_FIELDS)
-        .and_then(|()| parse::<responses::ResponsesRequest>(&app, body))
-        .and_then(|r| {
-            Ok(GenRequest {
-                api: Api::Responses,
-                model: resolve_model(&app, r.model.as_deref())?,
-                streaming: r.stream.unwrap_or(false),
-                include_usage: true,
-                prompt: r.blocks(),
-                max_tokens: resolve_max_tokens(&app, r.max_output_tokens)?,
-                ignore_eos: r.ignore_eos.unwrap_or(false),
-            })
-        });
-    match resolved {
-        Ok(request) => generate(app, request),
-        Err(response) => *response,
-    }
+    generation(
+        app,
+        body,
+        Api::Responses,
+        &[RESPONSES_FIELDS],
+        |_, r: &responses::ResponsesRequest| Ok(r.blocks()),
+    )
 }
 
 fn messages(app: Arc<App>, body: &[u8]) -> Response<MockBody> {
-    let resolved = refuse_unknown_fields(&app, body, MESSAGES_FIELDS)
-        .and_then(|()| parse::<anthropic::MessagesRequest>(&app, body))
-        .and_then(|r| {
-            Ok(GenRequest {
-                api: Api::Anthropic,
-                model: resolve_model(&app, r.model.as_deref())?,
-                streaming: r.stream.unwrap_or(false),
-                include_usage: true,
-                prompt: r.blocks(),
-                max_tokens: resolve_max_tokens(&app, Some(r.max_tokens))?,
-                ignore_eos: r.ignore_eos.unwrap_or(false),
-            })
-        });
-    match resolved {
-        Ok(request) => generate(app, request),
-        Err(response) => *response,
-    }
+    generation(
+        app,
+        body,
+        Api::Anthropic,
+        &[MESSAGES_FIELDS],
+        |_, r: &anthropic::MessagesRequest| Ok(r.blocks()),
+    )
 }
 
 /// What every ranking request must pass: a served model, documents (named by the
@@ -749,10 +723,8 @@ fn prefill_only(
     app.counters.model_request(model, prompt_tokens);
     let mut plan = app.model.plan(seq, prompt_tokens, Some(1), true, false);
     plan.model = model;
-    match plan.fault {
-        Fault::Error(status) => return injected_error(&app, status),
-        Fault::Close => return injected_close(&app),
-        _ => {}
+    if let Some(response) = injected(&app, plan.fault) {
+        return response;
     }
     let ttft = plan.ttft;
     let output = Output::Whole {
@@ -761,17 +733,13 @@ fn prefill_only(
         tokens: 0,
         reasoning: 0,
     };
-    respond(
+    answer(
         &app,
-        StatusCode::OK,
         "application/json",
-        Generation::start(
-            Arc::clone(&app),
-            plan,
-            output,
-            Work::Embedding,
-            prompt_tokens,
-        ),
+        plan,
+        output,
+        Work::Embedding,
+        prompt_tokens,
     )
 }
 
@@ -795,39 +763,39 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         !matches!(r.api, Api::Completions | Api::Transcription(_)),
     );
     plan.model = r.model;
-    match plan.fault {
-        Fault::Error(status) => return injected_error(&app, status),
-        Fault::Close => return injected_close(&app),
-        _ => {}
+    if let Some(response) = injected(&app, plan.fault) {
+        return response;
     }
     let include_usage = r.streaming && r.include_usage;
     let model_json = &app.model_json[r.model];
     let unknown_events = app.config.unknown_events;
     let no_final_event = app.config.no_final_event;
     let fmt = match r.api {
-        Api::Responses => Formatter::responses(responses::Writer::new(
+        Api::Responses => Formatter::Responses(responses::Writer::new(
             seq,
             unix_now(),
             model_json,
             unknown_events,
             no_final_event,
         )),
-        Api::Anthropic => Formatter::anthropic(anthropic::Writer::new(
+        Api::Anthropic => Formatter::Anthropic(anthropic::Writer::new(
             seq,
             model_json,
             prompt_tokens,
             unknown_events,
             no_final_event,
         )),
-        Api::Chat | Api::Completions | Api::Transcription(_) => Formatter::new(
-            r.api,
-            r.streaming,
-            seq,
-            unix_now(),
-            model_json,
-            include_usage,
-        )
-        .without_end(matches!(r.api, Api::Transcription(_)) && no_final_event),
+        Api::Chat | Api::Completions | Api::Transcription(_) => Formatter::OpenAi(
+            openai::Writer::new(
+                r.api,
+                r.streaming,
+                seq,
+                unix_now(),
+                model_json,
+                include_usage,
+            )
+            .without_end(matches!(r.api, Api::Transcription(_)) && no_final_event),
+        ),
     };
     if r.streaming {
         let output = Output::Stream {
@@ -835,17 +803,13 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
             include_usage,
             prompt_tokens,
         };
-        let mut response = respond(
+        let mut response = answer(
             &app,
-            StatusCode::OK,
             "text/event-stream",
-            Generation::start(
-                Arc::clone(&app),
-                plan,
-                output,
-                Work::Generation,
-                prompt_tokens,
-            ),
+            plan,
+            output,
+            Work::Generation,
+            prompt_tokens,
         );
         response
             .headers_mut()
@@ -875,18 +839,36 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         tokens: usage.content + usage.reasoning,
         reasoning: usage.reasoning,
     };
-    respond(
+    answer(
         &app,
-        StatusCode::OK,
         "application/json",
-        Generation::start(
-            Arc::clone(&app),
-            plan,
-            output,
-            Work::Generation,
-            prompt_tokens,
-        ),
+        plan,
+        output,
+        Work::Generation,
+        prompt_tokens,
     )
+}
+
+/// The answer to a planned request: its body, which waits for its slot and deadlines.
+fn answer(
+    app: &Arc<App>,
+    content_type: &'static str,
+    plan: Plan,
+    output: Output,
+    work: Work,
+    prompt_tokens: u64,
+) -> Response<MockBody> {
+    let body = Generation::start(Arc::clone(app), plan, output, work, prompt_tokens);
+    respond(app, StatusCode::OK, content_type, body)
+}
+
+/// The answer to a request whose plan carries an injected error or close, if it does.
+fn injected(app: &App, fault: Fault) -> Option<Response<MockBody>> {
+    match fault {
+        Fault::Error(status) => Some(injected_error(app, status)),
+        Fault::Close => Some(injected_close(app)),
+        _ => None,
+    }
 }
 
 /// A response the server turns into a closed connection (see `InjectedClose`).
@@ -898,35 +880,27 @@ fn injected_close(app: &App) -> Response<MockBody> {
 }
 
 fn injected_error(app: &App, status: u16) -> Response<MockBody> {
-    if status == 429 {
-        app.counters.fault(FaultKind::Error429);
-        let message = "Rate limit reached (injected by llmsurge mock-server).";
-        let mut response = error(
-            app,
+    let (fault, status, message, kind, code) = if status == 429 {
+        (
+            FaultKind::Error429,
             StatusCode::TOO_MANY_REQUESTS,
-            message,
+            "Rate limit reached (injected by llmsurge mock-server).",
             "requests",
             "rate_limit_exceeded",
-        );
-        response
-            .extensions_mut()
-            .insert(InjectedError(FaultKind::Error429));
-        response
+        )
     } else {
-        app.counters.fault(FaultKind::Error500);
-        let message = "The server had an error while processing your request (injected by llmsurge mock-server).";
-        let mut response = error(
-            app,
+        (
+            FaultKind::Error500,
             StatusCode::INTERNAL_SERVER_ERROR,
-            message,
+            "The server had an error while processing your request (injected by llmsurge mock-server).",
             "server_error",
             "internal_error",
-        );
-        response
-            .extensions_mut()
-            .insert(InjectedError(FaultKind::Error500));
-        response
-    }
+        )
+    };
+    app.counters.fault(fault);
+    let mut response = error(app, status, message, kind, code);
+    response.extensions_mut().insert(InjectedError(fault));
+    response
 }
 
 #[derive(Serialize)]
