@@ -389,8 +389,8 @@ mod tests {
     use crate::state::WorkerGroupState;
     use crate::strategy::{Strategy, StrategySettings};
     use llmsurge_proto::{
-        ClockAnchor, Metric, MetricSet, MonoNanos, Phase, RequestError, RequestRecord,
-        RequestStatus, StatusClass, TokenSource, UpdateBatch,
+        ClockAnchor, Metric, MetricSet, MonoNanos, RequestError, RequestRecord, RequestStatus,
+        StatusClass, TokenSource, UpdateBatch,
     };
     use std::time::Duration;
 
@@ -458,7 +458,6 @@ mod tests {
             }
             finished.push(RequestRecord {
                 slot: i,
-                worker: 0,
                 status: if errored {
                     RequestStatus::Errored
                 } else {
@@ -468,23 +467,11 @@ mod tests {
                     kind: llmsurge_proto::ErrorKind::Http { status: 500 },
                     message: "x".into(),
                 }),
-                scheduled: T0,
-                start: Some(T0),
-                first_token: Some(at_ms(ttft)),
                 first_content: (!errored).then(|| at_ms(ttft)),
-                end: at_ms(10_000),
-                itl: None,
                 prompt_tokens: Some(5),
                 output_tokens: if errored { 0 } else { 10 },
-                output_tokens_source: TokenSource::Usage,
                 streamed_tokens: 10,
-                streamed: true,
-                phase: Phase::Measured,
-                late: false,
-                retried: false,
-                model: None,
-                session: None,
-                media: None,
+                ..RequestRecord::completed(T0, Some(at_ms(ttft)), at_ms(10_000), 10)
             });
         }
         built(
@@ -550,30 +537,20 @@ mod tests {
             let cut = i >= 20;
             let r = RequestRecord {
                 slot: i,
-                worker: 0,
                 status: if cut {
                     RequestStatus::Cancelled
                 } else {
                     RequestStatus::Completed
                 },
-                error: None,
-                scheduled: T0,
-                start: Some(T0),
-                first_token: (!cut).then(|| at_ms(100)),
-                first_content: (!cut).then(|| at_ms(100)),
-                end: at_ms(if cut { 5_000 } else { 200 }),
-                itl: None,
                 prompt_tokens: Some(5),
                 output_tokens: if cut { 0 } else { 10 },
-                output_tokens_source: TokenSource::Usage,
                 streamed_tokens: 10,
-                streamed: true,
-                phase: Phase::Measured,
-                late: false,
-                retried: false,
-                model: None,
-                session: None,
-                media: None,
+                ..RequestRecord::completed(
+                    T0,
+                    (!cut).then(|| at_ms(100)),
+                    at_ms(if cut { 5_000 } else { 200 }),
+                    10,
+                )
             };
             if cut {
                 llmsurge_proto::metrics::record_lower_bounds(&mut metrics, &r);
@@ -651,27 +628,11 @@ mod tests {
         assert!((g.fraction - 20.0 / 25.0).abs() < 1e-12);
         let spec = GoodputSpec::parse("ttft:10s").expect("parses");
         let r = RequestRecord {
-            slot: 0,
-            worker: 0,
             status: RequestStatus::Cancelled,
-            error: None,
-            scheduled: T0,
             start: None,
-            first_token: None,
-            first_content: None,
-            end: at_ms(5_000),
-            itl: None,
-            prompt_tokens: None,
-            output_tokens: 0,
             output_tokens_source: TokenSource::Unknown,
-            streamed_tokens: 0,
-            streamed: true,
-            phase: Phase::Measured,
             late: true,
-            retried: false,
-            model: None,
-            session: None,
-            media: None,
+            ..RequestRecord::completed(T0, None, at_ms(5_000), 0)
         };
         assert!(!spec.already_missed(&r));
         assert!(

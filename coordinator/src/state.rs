@@ -633,29 +633,14 @@ mod tests {
     fn finished(slot: u64, status: RequestStatus, kind: Option<ErrorKind>) -> RequestRecord {
         RequestRecord {
             slot,
-            worker: 0,
             status,
             error: kind.map(|kind| RequestError {
                 kind,
                 message: format!("{kind} on {slot}"),
             }),
             scheduled: MonoNanos(1),
-            start: Some(MonoNanos(2)),
-            first_token: None,
-            first_content: None,
-            end: MonoNanos(5),
-            itl: None,
             prompt_tokens: Some(3),
-            output_tokens: 4,
-            output_tokens_source: TokenSource::Usage,
-            streamed_tokens: 4,
-            streamed: true,
-            phase: Phase::Measured,
-            late: false,
-            retried: false,
-            model: None,
-            session: None,
-            media: None,
+            ..RequestRecord::completed(MonoNanos(2), None, MonoNanos(5), 4)
         }
     }
 

@@ -238,33 +238,11 @@ pub fn steady_state(points: &[TimePoint], c: &SteadyCollector) -> Option<SteadyS
 #[cfg(test)]
 mod tests {
     use super::*;
-    use llmsurge_proto::{Phase, TokenSource};
 
     fn record(start_s: u64, e2e_ms: u64) -> RequestRecord {
         let at = |ms: u64| MonoNanos(10_000_000_000 + ms * 1_000_000);
-        RequestRecord {
-            slot: 0,
-            worker: 0,
-            status: RequestStatus::Completed,
-            error: None,
-            scheduled: at(start_s * 1000),
-            start: Some(at(start_s * 1000)),
-            first_token: Some(at(start_s * 1000 + 10)),
-            first_content: Some(at(start_s * 1000 + 10)),
-            end: at(start_s * 1000 + e2e_ms),
-            prompt_tokens: None,
-            output_tokens: 10,
-            output_tokens_source: TokenSource::Usage,
-            streamed_tokens: 10,
-            streamed: true,
-            phase: Phase::Measured,
-            late: false,
-            retried: false,
-            itl: None,
-            model: None,
-            session: None,
-            media: None,
-        }
+        let start = start_s * 1000;
+        RequestRecord::completed(at(start), Some(at(start + 10)), at(start + e2e_ms), 10)
     }
 
     fn point(t: f64, concurrency: f64) -> TimePoint {

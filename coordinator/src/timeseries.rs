@@ -126,33 +126,10 @@ impl TimeSeries {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use llmsurge_proto::{Phase, TokenSource};
 
     fn record(start_ms: u64, end_ms: u64) -> RequestRecord {
         let at = |ms: u64| MonoNanos(10_000_000_000 + ms * 1_000_000);
-        RequestRecord {
-            slot: 0,
-            worker: 0,
-            status: RequestStatus::Completed,
-            error: None,
-            scheduled: at(start_ms),
-            start: Some(at(start_ms)),
-            first_token: Some(at(start_ms + 100)),
-            first_content: Some(at(start_ms + 100)),
-            end: at(end_ms),
-            itl: None,
-            prompt_tokens: None,
-            output_tokens: 10,
-            output_tokens_source: TokenSource::Usage,
-            streamed_tokens: 10,
-            streamed: true,
-            phase: Phase::Measured,
-            late: false,
-            retried: false,
-            model: None,
-            session: None,
-            media: None,
-        }
+        RequestRecord::completed(at(start_ms), Some(at(start_ms + 100)), at(end_ms), 10)
     }
 
     #[test]

@@ -293,6 +293,42 @@ pub struct SessionTag {
 }
 
 impl RequestRecord {
+    /// A completed, streamed, measured request (slot 0, worker 0) scheduled and sent at
+    /// `start`, whose first token, content, came at `first_token`, ended at `end` with
+    /// `output_tokens` from the server's usage, all of them streamed; nothing else set.
+    /// The one base the tests build their records on, changing what they test with
+    /// `RequestRecord { field, ..RequestRecord::completed(…) }`.
+    pub fn completed(
+        start: MonoNanos,
+        first_token: Option<MonoNanos>,
+        end: MonoNanos,
+        output_tokens: u32,
+    ) -> Self {
+        RequestRecord {
+            slot: 0,
+            worker: 0,
+            status: RequestStatus::Completed,
+            error: None,
+            scheduled: start,
+            start: Some(start),
+            first_token,
+            first_content: first_token,
+            end,
+            itl: None,
+            prompt_tokens: None,
+            output_tokens,
+            output_tokens_source: TokenSource::Usage,
+            streamed_tokens: output_tokens,
+            streamed: true,
+            phase: Phase::Measured,
+            late: false,
+            retried: false,
+            model: None,
+            session: None,
+            media: None,
+        }
+    }
+
     /// Time to first content token, when there was one.
     pub fn ttft(&self) -> Option<std::time::Duration> {
         Some(self.first_content?.since(self.start?))

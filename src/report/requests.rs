@@ -331,28 +331,14 @@ mod tests {
 
     fn record(slot: u64, status: RequestStatus) -> RequestRecord {
         let at = |ms: u64| MonoNanos(5_000_000_000 + ms * 1_000_000);
+        let t = slot * 10;
         RequestRecord {
             slot,
             worker: 1,
             status,
-            error: None,
-            scheduled: at(slot * 10),
-            start: Some(at(slot * 10 + 1)),
-            first_token: Some(at(slot * 10 + 21)),
-            first_content: Some(at(slot * 10 + 21)),
-            end: at(slot * 10 + 101),
-            itl: None,
+            scheduled: at(t),
             prompt_tokens: Some(8),
-            output_tokens: 4,
-            output_tokens_source: TokenSource::Usage,
-            streamed_tokens: 4,
-            streamed: true,
-            phase: Phase::Measured,
-            late: false,
-            retried: false,
-            model: None,
-            session: None,
-            media: None,
+            ..RequestRecord::completed(at(t + 1), Some(at(t + 21)), at(t + 101), 4)
         }
     }
 
