@@ -11,6 +11,9 @@ use llmsurge::report::Report;
 
 use crate::support::{Finished, ok_report, start_run, wait_run};
 
+/// Options to add to a benchmark: a case of a table of cases.
+pub type Options = fn(Bench) -> Bench;
+
 /// One `llmsurge benchmark run`, built flag by flag.
 #[derive(Clone, Debug)]
 #[must_use = "a benchmark does nothing until run"]
@@ -35,6 +38,13 @@ impl Bench {
     pub fn arg(mut self, flag: &str, value: impl ToString) -> Self {
         self.args.push(flag.into());
         self.args.push(value.to_string());
+        self
+    }
+
+    /// Arguments as written: for a table of flag sets under test (bad usage, say),
+    /// where the flags are the data.
+    pub fn args_as_written(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| a.to_string()));
         self
     }
 
@@ -99,6 +109,11 @@ impl Bench {
         self.arg("--data", spec)
     }
 
+    /// `--data-args JSON`.
+    pub fn data_args(self, json: &str) -> Self {
+        self.arg("--data-args", json)
+    }
+
     /// `--request-format NAME`.
     pub fn format(self, name: &str) -> Self {
         self.arg("--request-format", name)
@@ -132,6 +147,31 @@ impl Bench {
     /// `--request-log PATH` (relative paths land in the output directory).
     pub fn request_log(self, path: &str) -> Self {
         self.arg("--request-log", path)
+    }
+
+    /// `--repeat N`: the benchmark N times, with figures across the runs.
+    pub fn repeat(self, n: u32) -> Self {
+        self.arg("--repeat", n)
+    }
+
+    /// `--repeat-cooldown T`: the pause between repeated runs.
+    pub fn repeat_cooldown(self, t: &str) -> Self {
+        self.arg("--repeat-cooldown", t)
+    }
+
+    /// `--goodput SPEC` (e.g. `e2e:60s`).
+    pub fn goodput(self, spec: &str) -> Self {
+        self.arg("--goodput", spec)
+    }
+
+    /// `--until-precise LIST` (e.g. `e2e_p50:20%`).
+    pub fn until_precise(self, targets: &str) -> Self {
+        self.arg("--until-precise", targets)
+    }
+
+    /// `--rampup T`.
+    pub fn rampup(self, t: &str) -> Self {
+        self.arg("--rampup", t)
     }
 
     /// The arguments after `benchmark run`, as built.

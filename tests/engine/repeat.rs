@@ -2,7 +2,8 @@
 //! the built-in mock: every figure the report states is recomputed here from what the
 //! report (or `requests.jsonl`) keeps, independently of the code that wrote it.
 
-use crate::support::{llmsurge, mock, run};
+use crate::scenario::Bench;
+use crate::support::{llmsurge, mock};
 use llmsurge::mock::MockConfig;
 use serde_json::Value;
 use statrs::distribution::{ContinuousCDF, StudentsT};
@@ -109,30 +110,17 @@ fn assert_across_runs_recompute(report: &Value, runs: usize) {
 #[test]
 fn repeat_three_keeps_every_run_and_its_across_runs_figures_recompute_from_them() {
     let server = server();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "40",
-        "--max-requests",
-        "20",
-        "--data",
-        DATA,
-        "--repeat",
-        "3",
-        "--repeat-cooldown",
-        "10ms",
-        "--slo",
-        "e2e_p50<=60s",
-        "--goodput",
-        "e2e:60s",
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json,csv,markdown,html,console",
-    ]);
+    let run = Bench::on(&server)
+        .constant(40)
+        .max_requests(20)
+        .data(DATA)
+        .repeat(3)
+        .repeat_cooldown("10ms")
+        .slo("e2e_p50<=60s")
+        .goodput("e2e:60s")
+        .request_log("requests.jsonl")
+        .outputs("json,csv,markdown,html,console")
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let report = json(&run.report_path());
     let benchmarks = report["benchmarks"].as_array().expect("benchmarks");
@@ -221,24 +209,15 @@ fn repeat_three_keeps_every_run_and_its_across_runs_figures_recompute_from_them(
 #[test]
 fn repeated_failing_slo_counts_no_passing_run_and_gates_with_exit_3() {
     let server = server();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-requests",
-        "6",
-        "--data",
-        DATA,
-        "--stream",
-        "false",
-        "--repeat",
-        "2",
-        "--slo",
-        "e2e_p50<=1ms",
-        "--outputs",
-        "json,console",
-    ]);
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(6)
+        .data(DATA)
+        .stream(false)
+        .repeat(2)
+        .slo("e2e_p50<=1ms")
+        .outputs("json,console")
+        .run();
     assert_eq!(run.code(), 3, "{}", run.stderr);
     let report = json(&run.report_path());
     let slo = &report["across_runs"][0]["slo"];
@@ -282,29 +261,20 @@ fn compare_markdown(base: &std::path::Path, cur: &std::path::Path) -> (String, S
 fn compare_uses_run_to_run_variance_with_repeats_and_the_bootstrap_without() {
     let server = server();
     let dir = tempfile::tempdir().expect("tempdir");
-    let report = |repeat: &str, name: &str| {
-        let run = run(&[
-            "--target",
-            &server.base_url(),
-            "--profile",
-            "concurrent",
-            "--rate",
-            "2",
-            "--max-requests",
-            "20",
-            "--data",
-            DATA,
-            "--repeat",
-            repeat,
-            "--outputs",
-            "json",
-        ]);
+    let report = |repeat: u32, name: &str| {
+        let run = Bench::on(&server)
+            .concurrent(2)
+            .max_requests(20)
+            .data(DATA)
+            .repeat(repeat)
+            .outputs("json")
+            .run();
         assert_eq!(run.code(), 0, "{}", run.stderr);
         let path = dir.path().join(name);
         std::fs::copy(run.report_path(), &path).expect("copy");
         path
     };
-    let (a, b) = (report("3", "a.json"), report("3", "b.json"));
+    let (a, b) = (report(3, "a.json"), report(3, "b.json"));
     let (stdout, md) = compare_markdown(&a, &b);
     assert!(
         stdout.contains("variance: run-to-run (3 baseline runs, 3 current runs"),
@@ -323,7 +293,7 @@ fn compare_uses_run_to_run_variance_with_repeats_and_the_bootstrap_without() {
     assert_eq!(cells[3], llmsurge::report::cell_value(Some(mean)), "{row}");
     assert_eq!(cells[8], "3 / 3", "{row}");
 
-    let (c, d) = (report("1", "c.json"), report("1", "d.json"));
+    let (c, d) = (report(1, "c.json"), report(1, "d.json"));
     let (stdout, md) = compare_markdown(&c, &d);
     assert!(
         stdout.contains("variance: within one run (bootstrap"),
@@ -349,24 +319,14 @@ fn hdr_close(reported: f64, exact: f64) -> bool {
 #[test]
 fn until_precise_stops_when_the_interval_recomputed_from_the_requests_is_tight() {
     let server = server();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "constant",
-        "--rate",
-        "50",
-        "--max-requests",
-        "5000",
-        "--data",
-        DATA,
-        "--until-precise",
-        "e2e_p50:20%",
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json",
-    ]);
+    let run = Bench::on(&server)
+        .constant(50)
+        .max_requests(5000)
+        .data(DATA)
+        .until_precise("e2e_p50:20%")
+        .request_log("requests.jsonl")
+        .outputs("json")
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let report = json(&run.report_path());
     let b = &report["benchmarks"][0];
@@ -409,20 +369,13 @@ fn until_precise_stops_when_the_interval_recomputed_from_the_requests_is_tight()
 #[test]
 fn until_precise_cut_by_its_limit_reports_the_precision_reached() {
     let server = server();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "synchronous",
-        "--max-requests",
-        "30",
-        "--data",
-        DATA,
-        "--until-precise",
-        "ttft_p99:1%,e2e_p50:50%",
-        "--outputs",
-        "json,console",
-    ]);
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(30)
+        .data(DATA)
+        .until_precise("ttft_p99:1%,e2e_p50:50%")
+        .outputs("json,console")
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let report = json(&run.report_path());
     let b = &report["benchmarks"][0];
@@ -503,24 +456,14 @@ fn bad_repeat_and_precision_specs_exit_2_naming_the_flag() {
 #[test]
 fn the_steady_window_is_the_plateau_of_the_reports_concurrency_series() {
     let server = server();
-    let run = run(&[
-        "--target",
-        &server.base_url(),
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--rampup",
-        "2s",
-        "--max-seconds",
-        "6",
-        "--data",
-        DATA,
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json,csv,console",
-    ]);
+    let run = Bench::on(&server)
+        .concurrent(4)
+        .rampup("2s")
+        .max_seconds("6")
+        .data(DATA)
+        .request_log("requests.jsonl")
+        .outputs("json,csv,console")
+        .run();
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let report = json(&run.report_path());
     let b = &report["benchmarks"][0];
@@ -631,24 +574,14 @@ fn merged_shards_of_repeated_runs_keep_their_runs_and_recompute_across_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let shards: Vec<std::path::PathBuf> = (0..2u32)
         .map(|i| {
-            let run = run(&[
-                "--target",
-                &url,
-                "--profile",
-                "constant",
-                "--rate",
-                "40",
-                "--max-requests",
-                "10",
-                "--random-seed",
-                "7",
-                "--data",
-                DATA,
-                "--repeat",
-                "2",
-                "--outputs",
-                "json",
-            ]);
+            let run = Bench::target(&url)
+                .constant(40)
+                .max_requests(10)
+                .seed(7)
+                .data(DATA)
+                .repeat(2)
+                .outputs("json")
+                .run();
             assert_eq!(run.code(), 0, "{}", run.stderr);
             // The report as shard i of 2 (as `benchmark merge`'s own tests do).
             let mut v = json(&run.report_path());
