@@ -34,6 +34,11 @@ impl Bench {
         }
     }
 
+    /// A benchmark of the in-process mock llmsurge starts when no `--target` is given.
+    pub fn in_process_mock() -> Self {
+        Bench { args: Vec::new() }
+    }
+
     /// `FLAG VALUE`, for a flag with no named option here.
     pub fn arg(mut self, flag: &str, value: impl ToString) -> Self {
         self.args.push(flag.into());

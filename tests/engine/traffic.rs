@@ -2,8 +2,8 @@
 //! format (Mooncake, BurstGPT, Azure, generic JSONL), and the standard datasets by name.
 //! Files are generated here, in each format.
 
-use crate::scenario::Bench;
-use crate::support::{mock, ok_report, recorded, run};
+use crate::scenario::{Bench, Options};
+use crate::support::{mock, ok_report, recorded};
 use llmsurge::mock::MockConfig;
 use std::path::Path;
 
@@ -133,17 +133,11 @@ fn write_lines(path: &Path, lines: &[String]) {
     std::fs::write(path, lines.join("\n") + "\n").expect("write the trace");
 }
 
-/// Runs a replay of `data` against `server` with extra `args`.
-fn replay(
-    server: &llmsurge::mock::MockServer,
-    data: &Path,
-    args: &[&str],
-) -> crate::support::Finished {
-    let data = data.display().to_string();
-    let base = server.base_url();
-    let mut all = vec!["--target", &base, "--profile", "replay", "--data", &data];
-    all.extend_from_slice(args);
-    run(&all)
+/// A replay of `data` against `server`.
+fn replay(server: &llmsurge::mock::MockServer, data: &Path) -> Bench {
+    Bench::on(server)
+        .profile("replay")
+        .data(&data.display().to_string())
 }
 
 /// The hash ids of Mooncake request `i` with `blocks` blocks: a prefix tree, so an id
@@ -191,18 +185,11 @@ fn a_mooncake_trace_replays_on_time_and_shares_blocks_exactly_where_hash_ids_rep
         record: Some(record.clone()),
         ..MockConfig::instant()
     });
-    let finished = replay(
-        &server,
-        &trace,
-        &[
-            "--time-scale",
-            "0.02",
-            "--trace-block-size",
-            "32",
-            "--request-log",
-            "requests.jsonl",
-        ],
-    );
+    let finished = replay(&server, &trace)
+        .arg("--time-scale", "0.02")
+        .arg("--trace-block-size", 32)
+        .request_log("requests.jsonl")
+        .run();
     let report = ok_report(&finished);
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, N);
@@ -381,17 +368,17 @@ fn every_trace_reader_replays_its_sample_file() {
         .map(|i| (Some(40 + i as usize), 2, 200.0 * i as f64))
         .collect();
     let moon_cut: Expect = moon_rows[..4].to_vec();
-    let cases: [(&Path, &[&str], Expect); 5] = [
+    let cases: [(&Path, Options, Expect); 5] = [
         (
             &burst,
-            &["--trace-model", "ChatGPT", "--trace-start", "3s"],
+            |b| b.arg("--trace-model", "ChatGPT").arg("--trace-start", "3s"),
             burst_rows,
         ),
-        (&azure, &[], azure_rows),
-        (&generic, &[], generic_rows),
-        (&moon, &[], moon_rows),
+        (&azure, |b| b, azure_rows),
+        (&generic, |b| b, generic_rows),
+        (&moon, |b| b, moon_rows),
         // --max-requests cuts a trace.
-        (&moon, &["--max-requests", "4"], moon_cut),
+        (&moon, |b| b.max_requests(4), moon_cut),
     ];
     for (file, extra, expect) in cases {
         let record = dir.path().join("record.jsonl");
@@ -399,9 +386,12 @@ fn every_trace_reader_replays_its_sample_file() {
             record: Some(record.clone()),
             ..MockConfig::instant()
         });
-        let mut args = vec!["--time-scale", "0.05", "--request-log", "requests.jsonl"];
-        args.extend_from_slice(extra);
-        let finished = replay(&server, file, &args);
+        let finished = extra(
+            replay(&server, file)
+                .arg("--time-scale", "0.05")
+                .request_log("requests.jsonl"),
+        )
+        .run();
         let report = ok_report(&finished);
         let name = file.display();
         assert_eq!(
@@ -471,7 +461,7 @@ fn bad_traces_exit_2_with_one_line_naming_file_and_line() {
     for (name, text, mention) in cases {
         let path = dir.path().join(name);
         std::fs::write(&path, text).expect("write");
-        let finished = replay(&server, &path, &[]);
+        let finished = replay(&server, &path).run();
         let stderr = finished.stderr.trim();
         assert_eq!(finished.code(), 2, "{name}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{name}: one line: {stderr}");
@@ -508,27 +498,19 @@ fn the_replay_schedule_does_not_depend_on_the_worker_count() {
         .collect();
     write_lines(&trace, &lines);
     let mut runs = Vec::new();
-    for workers in ["1", "2"] {
+    for workers in [1, 2] {
         let record = dir.path().join(format!("record-{workers}.jsonl"));
         let server = mock(MockConfig {
             record: Some(record.clone()),
             ..MockConfig::instant()
         });
-        let finished = replay(
-            &server,
-            &trace,
-            &[
-                "--time-scale",
-                "0.02",
-                "--workers",
-                workers,
-                "--request-log",
-                "requests.jsonl",
-                // One seed for both runs: the block texts, so the prompts, are the same.
-                "--random-seed",
-                "3",
-            ],
-        );
+        let finished = replay(&server, &trace)
+            .arg("--time-scale", "0.02")
+            .workers(workers)
+            .request_log("requests.jsonl")
+            // One seed for both runs: the block texts, so the prompts, are the same.
+            .seed(3)
+            .run();
         ok_report(&finished);
         let schedule = schedule_of(&finished.dir.path().join("requests.jsonl"));
         let bodies: Vec<(String, serde_json::Value)> = recorded(&record)
@@ -561,18 +543,16 @@ fn the_replay_schedule_does_not_depend_on_the_worker_count() {
     assert_eq!(one.1, two.1, "the same bodies in the same order");
 }
 
-/// Runs `args` (synchronous unless they say) against a recording mock; the recorded lines.
-fn recorded_run(args: &[&str]) -> Vec<serde_json::Value> {
+/// Runs the benchmark `options` build (synchronous unless they say) against a
+/// recording mock; the recorded lines.
+fn recorded_run(options: impl FnOnce(Bench) -> Bench) -> Vec<serde_json::Value> {
     let dir = tempfile::tempdir().expect("tempdir");
     let record = dir.path().join("record.jsonl");
     let server = mock(MockConfig {
         record: Some(record.clone()),
         ..MockConfig::instant()
     });
-    let base = server.base_url();
-    let mut all = vec!["--target", base.as_str()];
-    all.extend_from_slice(args);
-    ok_report(&run(&all));
+    options(Bench::on(&server)).ok_report();
     recorded(&record)
 }
 
@@ -586,12 +566,10 @@ fn the_standard_datasets_run_from_their_documented_mappings() {
     let max_tokens = |l: &serde_json::Value| l["body"]["max_tokens"].as_u64().expect("max_tokens");
 
     // random, with its range ratio: lengths uniform in [mean(1-r), mean(1+r)].
-    let lines = recorded_run(&[
-        "--data",
-        "prompt_tokens=100,output_tokens=10,range_ratio=0.5",
-        "--max-requests",
-        "40",
-    ]);
+    let lines = recorded_run(|b| {
+        b.data("prompt_tokens=100,output_tokens=10,range_ratio=0.5")
+            .max_requests(40)
+    });
     assert_eq!(lines.len(), 40);
     let lens: std::collections::HashSet<usize> = lines.iter().map(|l| tokens(l).len()).collect();
     assert!(
@@ -601,12 +579,10 @@ fn the_standard_datasets_run_from_their_documented_mappings() {
     assert!(lines.iter().all(|l| (5..=15).contains(&max_tokens(l))));
 
     // prefix_repetition: 3 prefixes of 64 tokens, 32-token suffixes.
-    let lines = recorded_run(&[
-        "--data",
-        "prefix_tokens=64,prefix_count=3,prompt_tokens=96,output_tokens=4",
-        "--max-requests",
-        "12",
-    ]);
+    let lines = recorded_run(|b| {
+        b.data("prefix_tokens=64,prefix_count=3,prompt_tokens=96,output_tokens=4")
+            .max_requests(12)
+    });
     let prefixes: std::collections::HashSet<Vec<u32>> = lines
         .iter()
         .map(|l| {
@@ -628,7 +604,7 @@ fn the_standard_datasets_run_from_their_documented_mappings() {
         "source={},prefix_tokens=40,prompt_tokens=120,output_tokens=8",
         sonnet.display()
     );
-    let lines = recorded_run(&["--data", &spec, "--max-requests", "6"]);
+    let lines = recorded_run(|b| b.data(&spec).max_requests(6));
     let first = tokens(&lines[0]);
     for l in &lines {
         let t = tokens(l);
@@ -650,12 +626,10 @@ fn the_standard_datasets_run_from_their_documented_mappings() {
         })
         .collect();
     std::fs::write(&share, serde_json::to_vec(&convs).expect("json")).expect("write");
-    let lines = recorded_run(&[
-        "--data",
-        share.to_str().expect("path"),
-        "--data-args",
-        r#"{"first_turn": true}"#,
-    ]);
+    let lines = recorded_run(|b| {
+        b.data(share.to_str().expect("path"))
+            .data_args(r#"{"first_turn": true}"#)
+    });
     assert_eq!(lines.len(), 5);
     for (i, l) in lines.iter().enumerate() {
         let messages = l["body"]["messages"].as_array().expect("messages");
@@ -671,16 +645,11 @@ fn the_standard_datasets_run_from_their_documented_mappings() {
     // burstgpt: its lengths, at a rate of our choosing (replay uses its timestamps).
     let burst = dir.path().join("burstgpt.csv");
     burstgpt_csv(&burst);
-    let lines = recorded_run(&[
-        "--profile",
-        "constant",
-        "--rate",
-        "100",
-        "--data",
-        burst.to_str().expect("path"),
-        "--trace-model",
-        "GPT-4",
-    ]);
+    let lines = recorded_run(|b| {
+        b.constant(100)
+            .data(burst.to_str().expect("path"))
+            .arg("--trace-model", "GPT-4")
+    });
     let want: Vec<(usize, u64)> = (0..30u32)
         .filter(|i| i % 3 == 1 && *i != 7)
         .map(|i| (20 + i as usize, u64::from(1 + i % 4)))
@@ -700,7 +669,7 @@ fn the_standard_datasets_run_from_their_documented_mappings() {
             .map(|i| serde_json::json!({"prompt": format!("Custom prompt {i}"), "output_tokens_count": 5 + i}).to_string())
             .collect::<Vec<_>>(),
     );
-    let lines = recorded_run(&["--data", custom.to_str().expect("path")]);
+    let lines = recorded_run(|b| b.data(custom.to_str().expect("path")));
     let got: Vec<(String, u64)> = lines
         .iter()
         .map(|l| (prompt_of(l).to_string(), max_tokens(l)))
@@ -755,11 +724,10 @@ fn replay_flags_out_of_place_are_one_line_usage_errors() {
         ),
     ];
     for (args, mention) in cases {
-        let finished = run(&[
-            &["--target", "http://127.0.0.1:9", "--max-seconds", "1"],
-            args,
-        ]
-        .concat());
+        let finished = Bench::target("http://127.0.0.1:9")
+            .max_seconds("1")
+            .args_as_written(args)
+            .run();
         let stderr = finished.stderr.trim();
         assert_eq!(finished.code(), 2, "{args:?}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
@@ -791,16 +759,10 @@ fn trace_prompts_are_exact_under_a_hugging_face_tokenizer() {
         record: Some(record.clone()),
         ..MockConfig::instant()
     });
-    let finished = replay(
-        &server,
-        &trace,
-        &[
-            "--trace-block-size",
-            "16",
-            "--processor",
-            tokenizer.to_str().expect("path"),
-        ],
-    );
+    let finished = replay(&server, &trace)
+        .arg("--trace-block-size", 16)
+        .arg("--processor", tokenizer.to_str().expect("path"))
+        .run();
     ok_report(&finished);
     let tok = tokenizers::Tokenizer::from_file(&tokenizer).expect("tokenizer");
     let got: Vec<u64> = recorded(&record)
@@ -830,11 +792,10 @@ fn max_seconds_cuts_a_replay_at_its_scaled_time() {
         .collect();
     write_lines(&trace, &lines);
     let server = mock(MockConfig::instant());
-    let finished = replay(
-        &server,
-        &trace,
-        &["--time-scale", "0.5", "--max-seconds", "1"],
-    );
+    let finished = replay(&server, &trace)
+        .arg("--time-scale", "0.5")
+        .max_seconds("1")
+        .run();
     let report = ok_report(&finished);
     let b = &report.benchmarks[0];
     crate::support::assert_cut_at_the_limit(b.stop_time_s, b.requests.created, 0.05, 1.0);
