@@ -179,6 +179,11 @@ impl Bench {
         self.arg("--rampup", t)
     }
 
+    /// Whether `flag` is among the arguments (a helper's default gives way to it).
+    pub fn sets(&self, flag: &str) -> bool {
+        self.args.iter().any(|a| a == flag)
+    }
+
     /// The arguments after `benchmark run`, as built.
     pub fn args(&self) -> Vec<&str> {
         self.args.iter().map(String::as_str).collect()

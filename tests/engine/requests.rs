@@ -2,7 +2,7 @@
 //! kind and a reason, never a hang or a crash.
 
 use crate::scenario::Bench;
-use crate::support::{assert_identity, mock, ok_report, run};
+use crate::support::{assert_identity, mock, ok_report};
 use llmsurge::mock::MockConfig;
 
 const DATA: &str = "prompt_tokens=16,output_tokens=8";
@@ -123,20 +123,12 @@ fn completions_non_streaming_and_http2_work() {
             "--http2",
         ],
     ] {
-        let mut args = vec![
-            "--target",
-            url.as_str(),
-            "--profile",
-            "concurrent",
-            "--rate",
-            "2",
-            "--max-requests",
-            "10",
-            "--data",
-            DATA,
-        ];
-        args.extend(extra.iter().copied());
-        let run = run(&args);
+        let run = Bench::target(&url)
+            .concurrent(2)
+            .max_requests(10)
+            .data(DATA)
+            .args_as_written(&extra)
+            .run();
         assert_eq!(run.code(), 0, "{extra:?}: {}", run.stderr);
         let b = &run.report().benchmarks[0];
         assert_eq!(b.requests.completed, 10, "{extra:?}: {:?}", b.errors);

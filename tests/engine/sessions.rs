@@ -6,7 +6,7 @@
 //! sessions on the arrival schedule.
 
 use crate::scenario::Bench;
-use crate::support::{Finished, mock, ok_report, recorded, run};
+use crate::support::{Finished, mock, ok_report, recorded};
 use llmsurge::mock::MockConfig;
 use llmsurge::report::requests::RequestEntry;
 use llmsurge_coordinator::sessions::RateMeans;
@@ -380,16 +380,11 @@ fn sessions_refuse_what_they_cannot_run_with_a_usage_error() {
             "--shard",
         ),
     ] {
-        let mut args = vec![
-            "--target",
-            "http://127.0.0.1:9",
-            "--data",
-            "turns=2,prompt_tokens=8,output_tokens=2",
-            "--max-requests",
-            "4",
-        ];
-        args.extend_from_slice(extra);
-        let finished = run(&args);
+        let finished = Bench::target("http://127.0.0.1:9")
+            .data("turns=2,prompt_tokens=8,output_tokens=2")
+            .max_requests(4)
+            .args_as_written(extra)
+            .run();
         assert_eq!(finished.code(), 2, "{extra:?}: {}", finished.stderr);
         let line = finished.stderr.trim();
         assert!(line.contains(expected), "{extra:?}: {line}");

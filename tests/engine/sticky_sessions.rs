@@ -5,7 +5,7 @@
 //! What the server received is read from the mock's `--record` with `--record-header`.
 
 use crate::scenario::Bench;
-use crate::support::{mock, ok_report, recorded, run};
+use crate::support::{mock, recorded};
 use llmsurge::mock::MockConfig;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -21,21 +21,12 @@ fn run_sessions(data: &str, extra: &[&str]) -> Vec<Value> {
         record_header: vec![HEADER.into()],
         ..MockConfig::instant()
     });
-    let url = server.base_url();
-    let mut args = vec![
-        "--target",
-        &url,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "2",
-        "--data",
-        data,
-        "--max-requests",
-        "6",
-    ];
-    args.extend(extra);
-    let report = ok_report(&run(&args));
+    let report = Bench::on(&server)
+        .concurrent(2)
+        .data(data)
+        .max_requests(6)
+        .args_as_written(extra)
+        .ok_report();
     assert_eq!(
         report.benchmarks[0].requests.completed, 6,
         "{data} {extra:?}"
