@@ -3,7 +3,7 @@
 //! and a report that cannot be written.
 
 use crate::scenario::Bench;
-use crate::support::{llmsurge, mock, run};
+use crate::support::{llmsurge, mock};
 use llmsurge::mock::MockConfig;
 use std::process::Stdio;
 
@@ -222,16 +222,11 @@ fn errors_reach_stderr_whatever_outputs_says() {
     });
     let url = server.base_url();
     for quiet in [&[][..], &["--disable-console-outputs"][..]] {
-        let mut args = vec![
-            "--target",
-            url.as_str(),
-            "--max-requests",
-            "10",
-            "--outputs",
-            "json",
-        ];
-        args.extend_from_slice(quiet);
-        let run = run(&args);
+        let run = Bench::target(&url)
+            .max_requests(10)
+            .outputs("json")
+            .args_as_written(quiet)
+            .run();
         assert_eq!(run.code(), 4, "no request completed: {}", run.stderr);
         let lines: Vec<&str> = run
             .stderr
@@ -367,9 +362,10 @@ fn a_field_the_user_asked_for_that_a_strict_server_refuses_stops_before_load() {
         ),
     ];
     for (extra, fix) in cases {
-        let mut args = vec!["--target", url.as_str(), "--max-requests", "5"];
-        args.extend_from_slice(extra);
-        let run = run(&args);
+        let run = Bench::target(&url)
+            .max_requests(5)
+            .args_as_written(extra)
+            .run();
         assert_eq!(run.code(), 2, "{extra:?}: {}", run.stderr);
         let lines: Vec<&str> = run.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{extra:?}: one line:\n{}", run.stderr);
@@ -391,20 +387,11 @@ fn a_field_the_user_asked_for_that_a_strict_server_refuses_stops_before_load() {
 
 #[test]
 fn the_env_variable_makes_the_in_process_mock_strict() {
-    let (child, dir) = crate::support::start_run(
-        &[
-            "--max-requests",
-            "2",
-            "--outputs",
-            "json",
-            "--ignore-eos",
-            "true",
-        ],
-        |cmd| {
-            cmd.env("LLMSURGE_MOCK_REJECT_UNKNOWN_FIELDS", "true");
-        },
-    );
-    let run = crate::support::wait_run(child, dir);
+    let run = Bench::in_process_mock()
+        .max_requests(2)
+        .outputs("json")
+        .arg("--ignore-eos", true)
+        .run_with_env(&[("LLMSURGE_MOCK_REJECT_UNKNOWN_FIELDS", "true")]);
     assert_eq!(run.code(), 2, "{}", run.stderr);
     assert!(run.stderr.contains("ignore_eos"), "{}", run.stderr);
 }

@@ -3,9 +3,9 @@
 //! fault matrix: `signals.rs`.) Signals go out once the mock holds requests in flight.
 
 use super::signals::{Live, assert_group_gone_within, pid};
+use crate::scenario::Bench;
 use crate::support::{
-    assert_identity, mock, ok_report, start_run, wait_completed, wait_for_children, wait_in_flight,
-    wait_run,
+    assert_identity, mock, ok_report, wait_completed, wait_for_children, wait_in_flight, wait_run,
 };
 use llmsurge::mock::MockConfig;
 use llmsurge_coordinator::StopReason;
@@ -26,27 +26,19 @@ fn busy_mock() -> MockConfig {
     }
 }
 
-/// Starts 4 streams on 2 workers against `url` (plus `extra` flags) and waits until both
-/// workers exist; with `own_group`, in a process group of its own, as a shell job is.
-fn start_busy(
-    url: &str,
-    max_seconds: &str,
-    extra: &[&str],
-    own_group: bool,
-) -> (std::process::Child, tempfile::TempDir, Vec<u32>) {
-    let mut args = vec![
-        "--target",
-        url,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--workers",
-        "2",
-    ];
-    args.extend(["--data", DATA, "--max-seconds", max_seconds]);
-    args.extend(extra);
-    let (child, dir) = start_run(&args, |cmd| {
+/// 4 streams on 2 workers against `url`, for at most `max_seconds`.
+fn busy(url: &str, max_seconds: u32) -> Bench {
+    Bench::target(url)
+        .concurrent(4)
+        .workers(2)
+        .data(DATA)
+        .max_seconds(max_seconds)
+}
+
+/// Starts `bench` (of 2 workers) and waits until both workers exist; with `own_group`,
+/// in a process group of its own, as a shell job is.
+fn start_busy(bench: Bench, own_group: bool) -> (std::process::Child, tempfile::TempDir, Vec<u32>) {
+    let (child, dir) = bench.start(|cmd| {
         if own_group {
             cmd.process_group(0);
         }
@@ -63,7 +55,7 @@ fn assert_group_gone(pgid: u32) {
 fn a_killed_worker_stops_the_run_and_is_named_in_the_report() {
     let server = mock(busy_mock());
     let url = server.base_url();
-    let (child, dir, workers) = start_busy(&url, "30", &[], false);
+    let (child, dir, workers) = start_busy(busy(&url, 30), false);
     wait_completed(&server, 4);
     wait_in_flight(&server, 4);
     kill(pid(workers[0]), Signal::SIGKILL).expect("kill the worker");
@@ -111,7 +103,8 @@ fn a_killed_worker_stops_the_run_and_is_named_in_the_report() {
 fn with_continue_the_others_carry_on_after_a_worker_dies() {
     let server = mock(busy_mock());
     let url = server.base_url();
-    let (child, dir, workers) = start_busy(&url, "4", &["--on-worker-failure", "continue"], false);
+    let (child, dir, workers) =
+        start_busy(busy(&url, 4).arg("--on-worker-failure", "continue"), false);
     wait_in_flight(&server, 4);
     kill(pid(workers[1]), Signal::SIGKILL).expect("kill the worker");
     let run = wait_run(child, dir);
@@ -137,7 +130,7 @@ fn with_continue_the_others_carry_on_after_a_worker_dies() {
 fn ctrl_c_drains_writes_the_report_and_leaves_no_process() {
     let server = mock(busy_mock());
     let url = server.base_url();
-    let (child, dir, _) = start_busy(&url, "60", &[], true);
+    let (child, dir, _) = start_busy(busy(&url, 60), true);
     let pgid = child.id();
     wait_in_flight(&server, 4);
     let sent = Instant::now();
@@ -176,17 +169,7 @@ fn a_second_ctrl_c_cancels_in_flight_requests_at_once() {
         ..MockConfig::instant()
     });
     let url = server.base_url();
-    let args = [
-        "--target",
-        &url,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "3",
-        "--max-seconds",
-        "60",
-    ];
-    let live = Live::start(&args, true);
+    let live = Live::start(&Bench::target(&url).concurrent(3).max_seconds(60), true);
     let pgid = live.pid();
     wait_in_flight(&server, 3);
     let sent = Instant::now();
@@ -223,7 +206,7 @@ fn a_second_ctrl_c_cancels_in_flight_requests_at_once() {
 fn workers_die_with_a_killed_coordinator() {
     let server = mock(busy_mock());
     let url = server.base_url();
-    let (mut child, _dir, _) = start_busy(&url, "60", &[], true);
+    let (mut child, _dir, _) = start_busy(busy(&url, 60), true);
     let pgid = child.id();
     wait_in_flight(&server, 4);
     kill(pid(pgid), Signal::SIGKILL).expect("SIGKILL the coordinator");

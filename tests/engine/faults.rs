@@ -6,7 +6,8 @@
 //! `requests::server_faults_become_errors_of_their_kind`; process and signal faults are
 //! in `signals.rs` and `failures.rs`.
 
-use crate::support::{Finished, assert_identity, mock, start_run, wait_run};
+use crate::scenario::Bench;
+use crate::support::{Finished, assert_identity, mock, wait_run};
 use llmsurge::mock::{MockConfig, MockServer, MockStats};
 use llmsurge::report::RequestEntry;
 use llmsurge_coordinator::{BenchmarkResult, StopReason};
@@ -28,31 +29,22 @@ fn error_count(b: &BenchmarkResult, kind: &str) -> u64 {
         .map_or(0, |e| e.count)
 }
 
-/// Runs `requests` requests on 4 streams against `server` with `extra` flags; asserts the
-/// run finished in bounded time, balanced its books, and gave every error kind a sample.
+/// Runs `requests` requests on 4 streams against `server` with what `options` add;
+/// asserts the run finished in bounded time, balanced its books, and gave every error
+/// kind a sample.
 fn fault_run(
     server: &MockServer,
-    requests: &str,
-    extra: &[&str],
+    requests: u64,
+    options: impl FnOnce(Bench) -> Bench,
 ) -> (Finished, BenchmarkResult, MockStats) {
-    let url = server.base_url();
-    let mut args = vec![
-        "--target",
-        &url,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "4",
-        "--max-requests",
-        requests,
-        "--request-timeout",
-        LONG_TIMEOUT,
-        "--data",
-        DATA,
-    ];
-    args.extend(extra);
-    let (child, dir) = start_run(&args, |_| {});
-    let run = wait_run(child, dir);
+    let run = options(
+        Bench::on(server)
+            .concurrent(4)
+            .max_requests(requests)
+            .request_timeout(LONG_TIMEOUT)
+            .data(DATA),
+    )
+    .run();
     let report = run.report();
     assert_identity(&report);
     let b = report.benchmarks.into_iter().next().expect("one benchmark");
@@ -107,7 +99,7 @@ fn http_500_and_429_are_counted_by_status_with_the_server_message() {
         error_rate: 0.3,
         ..MockConfig::instant()
     });
-    let (run, b, s) = fault_run(&server, "60", &[]);
+    let (run, b, s) = fault_run(&server, 60, |b| b);
     assert_only(
         &run,
         &b,
@@ -130,7 +122,7 @@ fn a_stalled_stream_ends_at_the_idle_timeout() {
         stall_rate: 0.3,
         ..MockConfig::instant()
     });
-    let (run, b, s) = fault_run(&server, "60", &["--idle-timeout", "300ms"]);
+    let (run, b, s) = fault_run(&server, 60, |b| b.arg("--idle-timeout", "300ms"));
     assert_only(&run, &b, &[("timeout", s.faults.stall)]);
     // The idle bound fired, not the 30 s request timeout (`fault_run` bounds the run).
     assert!(sample(&b, "timeout").contains("0.300s"), "{:?}", b.errors);
@@ -148,7 +140,7 @@ fn a_server_that_closes_before_headers_is_a_closed_connection() {
         close_rate: 0.3,
         ..MockConfig::instant()
     });
-    let (run, b, s) = fault_run(&server, "60", &["--request-log", "requests.jsonl"]);
+    let (run, b, s) = fault_run(&server, 60, |b| b.request_log("requests.jsonl"));
     // A request closed on a reused connection is sent once more on a fresh one (the
     // close may be a keep-alive timeout): each close is an errored request or a resend.
     let log = read_log(&run.dir.path().join("requests.jsonl"));
@@ -179,7 +171,7 @@ fn max_errors_stops_the_run_at_the_limit() {
         ttft_ms: 20.0,
         ..MockConfig::instant()
     });
-    let (run, b, s) = fault_run(&server, "100000", &["--max-errors", "10"]);
+    let (run, b, s) = fault_run(&server, 100000, |b| b.arg("--max-errors", 10));
     assert_eq!(run.code(), 0, "{}", run.stderr);
     assert_eq!(b.stop_reason, Some(StopReason::MaxErrors { errors: 10 }));
     let http = error_count(&b, "http_500") + error_count(&b, "http_429");
@@ -197,7 +189,7 @@ fn max_error_rate_stops_the_run_once_the_sample_is_large_enough() {
         ttft_ms: 20.0,
         ..MockConfig::instant()
     });
-    let (run, b, s) = fault_run(&server, "100000", &["--max-error-rate", "0.2"]);
+    let (run, b, s) = fault_run(&server, 100000, |b| b.arg("--max-error-rate", "0.2"));
     assert_eq!(run.code(), 0, "{}", run.stderr);
     let Some(StopReason::MaxErrorRate { limit, observed }) = b.stop_reason else {
         panic!("stopped by {:?}", b.stop_reason);
@@ -259,23 +251,13 @@ fn a_server_restarted_mid_run_costs_only_the_requests_sent_while_it_was_down() {
     let first = mock(MockConfig::instant());
     let port = first.addr().port();
     let url = first.base_url();
-    let args = [
-        "--target",
-        &url,
-        "--profile",
-        "constant",
-        "--rate",
-        "50",
-        "--max-requests",
-        "400",
-        "--request-timeout",
-        "5s",
-        "--data",
-        DATA,
-        "--request-log",
-        "requests.jsonl",
-    ];
-    let (child, dir) = start_run(&args, |_| {});
+    let (child, dir) = Bench::target(&url)
+        .constant(50)
+        .max_requests(400)
+        .request_timeout("5s")
+        .data(DATA)
+        .request_log("requests.jsonl")
+        .start(|_| {});
     let log = dir.path().join("requests.jsonl");
     wait_for("50 responses served", || first.stats().completed >= 50);
     let down_at = unix_now();

@@ -3,7 +3,7 @@
 //! per-slot choice independent of `--workers`, merged shards, and bad values.
 
 use crate::scenario::Bench;
-use crate::support::{Finished, llmsurge, mock, ok_report, start_run, wait_run};
+use crate::support::{Finished, llmsurge, mock, ok_report, wait_run};
 use llmsurge::mock::{MockConfig, MockStats};
 use llmsurge::report::{Report, RequestEntry};
 use std::collections::BTreeMap;
@@ -178,34 +178,23 @@ fn the_split_holds_within_three_points_and_every_format_breaks_it_down_as_the_se
 }
 
 /// One run of a fixed count with a request log; the per-slot models and the report.
-fn logged_run(url: &str, workers: &str, env_split: bool) -> (Finished, BTreeMap<u64, String>) {
+fn logged_run(url: &str, workers: u32, env_split: bool) -> (Finished, BTreeMap<u64, String>) {
     let split = split_arg();
-    let mut args = vec![
-        "--target",
-        url,
-        "--model",
-        "base",
-        "--profile",
-        "concurrent",
-        "--rate",
-        "8",
-        "--workers",
-        workers,
-        "--random-seed",
-        "11",
-        "--max-requests",
-        "300",
-        "--data",
-        "prompt_tokens=16,output_tokens=4",
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json",
-    ];
-    if !env_split {
-        args.extend(["--lora", &split]);
-    }
-    let (child, dir) = start_run(&args, |cmd| {
+    let bench = Bench::target(url)
+        .model("base")
+        .concurrent(8)
+        .workers(workers)
+        .seed(11)
+        .max_requests(300)
+        .data("prompt_tokens=16,output_tokens=4")
+        .request_log("requests.jsonl")
+        .outputs("json");
+    let bench = if env_split {
+        bench
+    } else {
+        bench.arg("--lora", &split)
+    };
+    let (child, dir) = bench.start(|cmd| {
         if env_split {
             // The variable sets the flag like any other.
             cmd.env("LLMSURGE_LORA", &split);
@@ -223,9 +212,9 @@ fn logged_run(url: &str, workers: &str, env_split: bool) -> (Finished, BTreeMap<
 #[test]
 fn the_same_seed_gives_every_slot_the_same_model_whatever_the_workers() {
     let one = mock(lora_mock());
-    let (run1, slots1) = logged_run(&one.base_url(), "1", false);
+    let (run1, slots1) = logged_run(&one.base_url(), 1, false);
     let two = mock(lora_mock());
-    let (run2, slots2) = logged_run(&two.base_url(), "2", true);
+    let (run2, slots2) = logged_run(&two.base_url(), 2, true);
     assert_eq!(slots1.len(), 300);
     assert_eq!(
         slots1, slots2,

@@ -6,7 +6,8 @@
 //! client (`--http2`) meets a hyper server where the fault applies to it too. Each test
 //! holds the run to what the server saw.
 
-use crate::support::{Finished, start_run, wait_run};
+use crate::scenario::Bench;
+use crate::support::Finished;
 use llmsurge::exit_codes;
 use llmsurge::report::RequestEntry;
 use llmsurge_coordinator::BenchmarkResult;
@@ -234,22 +235,31 @@ fn hyper_server(late: bool, headers: usize) -> String {
     url
 }
 
-/// Runs `llmsurge benchmark run` against `url` (model `m`, a request log) with `extra`.
-fn run_against(url: &str, extra: &[&str]) -> (Finished, BenchmarkResult, Vec<RequestEntry>) {
-    let mut args = vec![
-        "--target",
-        url,
-        "--model",
-        "m",
-        "--request-log",
-        "requests.jsonl",
-    ];
-    if !extra.contains(&"--request-timeout") {
-        args.extend(["--request-timeout", "60s"]);
-    }
-    args.extend(extra);
-    let (child, dir) = start_run(&args, |_| {});
-    let run = wait_run(child, dir);
+/// A benchmark of `url` (model `m`, a request log), `requests` requests one at a time
+/// of `data`.
+fn against(url: &str, requests: u64, data: &str) -> Bench {
+    Bench::target(url)
+        .model("m")
+        .request_log("requests.jsonl")
+        .synchronous()
+        .max_requests(requests)
+        .data(data)
+}
+
+/// Two short requests against `url`, one at a time.
+fn sync_two(url: &str) -> Bench {
+    against(url, 2, "prompt_tokens=16,output_tokens=4")
+}
+
+/// Runs `bench` (with a 60 s request timeout unless it sets one); what it left, its one
+/// benchmark and its request log.
+fn run_against(bench: Bench) -> (Finished, BenchmarkResult, Vec<RequestEntry>) {
+    let bench = if bench.sets("--request-timeout") {
+        bench
+    } else {
+        bench.request_timeout("60s")
+    };
+    let run = bench.run();
     let report = run.report();
     let b = report
         .benchmarks
@@ -275,27 +285,19 @@ fn errors(b: &BenchmarkResult) -> Vec<(String, u64, String)> {
         .collect()
 }
 
-const SYNC_TWO: &[&str] = &[
-    "--profile",
-    "synchronous",
-    "--max-requests",
-    "2",
-    "--data",
-    "prompt_tokens=16,output_tokens=4",
-];
-
 #[test]
 fn a_response_head_later_than_the_ttft_timeout_ends_the_request_on_both_clients() {
     // The head is held back 30 s; the TTFT bound is 200 ms, the request timeout 20 s.
     let raw = Server::start(|_, _| Act::Late);
     let hyper_url = hyper_server(true, 0);
     for (url, client) in [(&raw.url, None), (&hyper_url, Some("--http2"))] {
-        let mut extra = SYNC_TWO.to_vec();
         // Below the 30 s the head is held back: without the TTFT bound on the head the
         // request timeout ends the request instead, with its own message.
-        extra.extend(["--ttft-timeout", "200ms", "--request-timeout", "20s"]);
-        extra.extend(client);
-        let (run, b, _) = run_against(url, &extra);
+        let bench = sync_two(url)
+            .arg("--ttft-timeout", "200ms")
+            .request_timeout("20s")
+            .args_as_written(client.as_slice());
+        let (run, b, _) = run_against(bench);
         assert_eq!(
             run.code(),
             exit_codes::INVALID_RUN,
@@ -351,17 +353,7 @@ fn a_413_answered_before_the_body_was_read_is_reported_with_its_message() {
                 Act::EarlyThenWait(response.clone())
             }
         });
-        let (run, b, _) = run_against(
-            &server.url,
-            &[
-                "--profile",
-                "synchronous",
-                "--max-requests",
-                "3",
-                "--data",
-                &data,
-            ],
-        );
+        let (run, b, _) = run_against(against(&server.url, 3, &data));
         assert_eq!(
             run.code(),
             exit_codes::INVALID_RUN,
@@ -390,17 +382,7 @@ fn a_100_continue_during_a_large_upload_is_no_answer() {
     let data_dir = tempfile::tempdir().expect("tempdir");
     let data = large_upload(data_dir.path());
     let server = Server::start(|_, _| Act::ContinueThenAnswer);
-    let (run, b, _) = run_against(
-        &server.url,
-        &[
-            "--profile",
-            "synchronous",
-            "--max-requests",
-            "2",
-            "--data",
-            &data,
-        ],
-    );
+    let (run, b, _) = run_against(against(&server.url, 2, &data));
     assert_eq!(run.code(), 0, "{}", run.stderr);
     assert_eq!(
         (b.requests.completed, b.requests.errored),
@@ -422,17 +404,7 @@ fn a_reused_connection_closed_unanswered_costs_one_resend_never_two() {
             Act::Drop
         }
     });
-    let (run, b, log) = run_against(
-        &server.url,
-        &[
-            "--profile",
-            "synchronous",
-            "--max-requests",
-            "5",
-            "--data",
-            "prompt_tokens=16,output_tokens=4",
-        ],
-    );
+    let (run, b, log) = run_against(against(&server.url, 5, "prompt_tokens=16,output_tokens=4"));
     assert_eq!(run.code(), 0, "{}", run.stderr);
     assert_eq!(
         (b.requests.completed, b.requests.errored),
@@ -464,17 +436,7 @@ fn a_reused_connection_closed_unanswered_costs_one_resend_never_two() {
             Act::Drop
         }
     });
-    let (run, b, log) = run_against(
-        &server.url,
-        &[
-            "--profile",
-            "synchronous",
-            "--max-requests",
-            "4",
-            "--data",
-            "prompt_tokens=16,output_tokens=4",
-        ],
-    );
+    let (run, b, log) = run_against(against(&server.url, 4, "prompt_tokens=16,output_tokens=4"));
     assert_eq!(run.code(), 0, "{}", run.stderr);
     assert_eq!(
         (b.requests.completed, b.requests.errored),
@@ -494,7 +456,7 @@ fn heads_of_many_headers_pass_and_heads_over_64_kib_fail_even_in_one_write() {
         .map(|i| format!("x-proxy-{i}: hop {i}\r\n"))
         .collect();
     let server = Server::start(move |_, _| Act::Answer(ok_with(&many)));
-    let (run, b, _) = run_against(&server.url, SYNC_TWO);
+    let (run, b, _) = run_against(sync_two(&server.url));
     assert_eq!(run.code(), 0, "{}", run.stderr);
     assert_eq!(
         (b.requests.completed, b.requests.errored),
@@ -504,10 +466,7 @@ fn heads_of_many_headers_pass_and_heads_over_64_kib_fail_even_in_one_write() {
     );
 
     // The same through reqwest (HTTP/2): 300 headers, 30 KB of them, within 64 KiB.
-    let (run, b, _) = run_against(
-        &hyper_server(false, 300),
-        &[SYNC_TWO, &["--http2"]].concat(),
-    );
+    let (run, b, _) = run_against(sync_two(&hyper_server(false, 300)).flag("--http2"));
     assert_eq!(run.code(), 0, "{}", run.stderr);
     assert_eq!(
         (b.requests.completed, b.requests.errored),
@@ -519,7 +478,7 @@ fn heads_of_many_headers_pass_and_heads_over_64_kib_fail_even_in_one_write() {
     // A head of 100 KiB, written at once: refused, whatever reads it arrives in.
     let huge = format!("x-huge: {}\r\n", "a".repeat(100 << 10));
     let server = Server::start(move |_, _| Act::Answer(ok_with(&huge)));
-    let (run, b, _) = run_against(&server.url, SYNC_TWO);
+    let (run, b, _) = run_against(sync_two(&server.url));
     assert_eq!(run.code(), exit_codes::INVALID_RUN, "{}", run.stderr);
     assert_eq!(
         errors(&b),

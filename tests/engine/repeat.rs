@@ -533,22 +533,13 @@ fn ctrl_c_during_the_repeat_cooldown_ends_the_repeats_and_keeps_the_runs_done() 
     let server = server();
     let url = server.base_url();
     let live = super::signals::Live::start(
-        &[
-            "--target",
-            &url,
-            "--profile",
-            "synchronous",
-            "--max-requests",
-            "5",
-            "--data",
-            DATA,
-            "--repeat",
-            "3",
-            "--repeat-cooldown",
-            "10m",
-            "--outputs",
-            "json",
-        ],
+        &Bench::target(&url)
+            .synchronous()
+            .max_requests(5)
+            .data(DATA)
+            .repeat(3)
+            .repeat_cooldown("10m")
+            .outputs("json"),
         false,
     );
     live.wait_for_stderr("repeat: run 1 of 3 done; run 2 starts in 600s");

@@ -3,9 +3,7 @@
 //! terminal and off it, `config`, `completions`, and API keys in no output at all.
 
 use crate::scenario::Bench;
-use crate::support::{
-    Finished, llmsurge, mock, start_run, wait_completed, wait_for_children, wait_run,
-};
+use crate::support::{Finished, llmsurge, mock, wait_completed, wait_for_children, wait_run};
 use llmsurge::mock::MockConfig;
 use llmsurge::report::{Report, RequestEntry};
 use nix::sys::signal::{Signal, kill};
@@ -282,27 +280,16 @@ fn the_request_log_keeps_every_request_through_ctrl_c() {
         ..MockConfig::instant()
     });
     let url = server.base_url();
-    let args = [
-        "--target",
-        &url,
-        "--profile",
-        "concurrent",
-        "--rate",
-        "6",
-        "--workers",
-        "2",
-        "--data",
-        "prompt_tokens=16,output_tokens=20",
-        "--max-seconds",
-        "60",
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json",
-    ];
-    let (child, dir) = start_run(&args, |cmd| {
-        cmd.process_group(0);
-    });
+    let (child, dir) = Bench::target(&url)
+        .concurrent(6)
+        .workers(2)
+        .data("prompt_tokens=16,output_tokens=20")
+        .max_seconds(60)
+        .request_log("requests.jsonl")
+        .outputs("json")
+        .start(|cmd| {
+            cmd.process_group(0);
+        });
     let pgid = child.id();
     wait_for_children(pgid, 2);
     wait_completed(&server, 12);

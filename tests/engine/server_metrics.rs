@@ -4,7 +4,7 @@
 //! the profiler hooks, and bad flags.
 
 use crate::scenario::Bench;
-use crate::support::{Finished, mock, ok_report, run, wait_run};
+use crate::support::{mock, ok_report, wait_run};
 use llmsurge::mock::{MetricsFault, MockConfig, MockServer, MockStats};
 use llmsurge_coordinator::server_metrics::ServerMetrics;
 use llmsurge_coordinator::{BenchmarkResult, StopReason};
@@ -141,23 +141,10 @@ fn the_servers_waiting_queue_rises_with_the_mocks_and_the_verdict_cites_it() {
     assert_eq!(m.summary["num_requests_running"].max, Some(4.0));
 }
 
-/// A run of 40 requests at 20/s against `server`, scraping every 200 ms.
-fn short_run(server: &MockServer, extra: &[&str]) -> Finished {
-    let url = server.base_url();
-    let mut args = vec![
-        "--target",
-        url.as_str(),
-        "--profile",
-        "constant",
-        "--rate",
-        "20",
-        "--max-requests",
-        "40",
-        "--data",
-        DATA,
-    ];
-    args.extend_from_slice(extra);
-    run(&args)
+/// A run of 40 requests at 20/s against `server` (scraping every 200 ms where the
+/// options say so).
+fn short_run(server: &MockServer) -> Bench {
+    Bench::on(server).constant(20).max_requests(40).data(DATA)
 }
 
 #[test]
@@ -166,7 +153,7 @@ fn a_target_without_metrics_runs_on_with_one_line() {
         no_metrics: true,
         ..MockConfig::instant()
     });
-    let run = short_run(&server, &[]);
+    let run = short_run(&server).run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, 40);
@@ -197,7 +184,7 @@ fn a_target_without_metrics_runs_on_with_one_line() {
 
     // Asked for by URL: a warning, and scraped anyway (every scrape an error here).
     let url = format!("{}/metrics", server.base_url());
-    let run = short_run(&server, &["--server-metrics", &url]);
+    let run = short_run(&server).arg("--server-metrics", &url).run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, 40);
@@ -218,7 +205,9 @@ fn breaking_metrics(fault: MetricsFault, kind: &str) {
         metrics_fault_after: 2,
         ..MockConfig::instant()
     });
-    let run = short_run(&server, &["--server-metrics-interval", "200ms"]);
+    let run = short_run(&server)
+        .arg("--server-metrics-interval", "200ms")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, 40);
@@ -296,7 +285,7 @@ fn profile_server_brackets_every_benchmark() {
         no_profiler: true,
         ..MockConfig::instant()
     });
-    let run = short_run(&bare, &["--profile-server"]);
+    let run = short_run(&bare).flag("--profile-server").run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, 40);
@@ -336,9 +325,10 @@ fn bad_server_metrics_flags_are_one_line_usage_errors() {
         ),
     ];
     for (flags, needle) in cases {
-        let mut args = vec!["--target", "http://127.0.0.1:9", "--max-requests", "1"];
-        args.extend_from_slice(flags);
-        let out = run(&args);
+        let out = Bench::target("http://127.0.0.1:9")
+            .max_requests(1)
+            .args_as_written(flags)
+            .run();
         assert_eq!(out.code(), 2, "{flags:?}: {}", out.stderr);
         assert!(
             out.stderr.contains(needle) && out.stderr.lines().count() == 1,
@@ -357,10 +347,10 @@ fn bad_server_metrics_flags_are_one_line_usage_errors() {
 #[test]
 fn with_a_warmup_the_deltas_cover_the_measured_window_without_a_cross_check() {
     let server = mock(MockConfig::instant());
-    let run = short_run(
-        &server,
-        &["--warmup", "10req", "--server-metrics-interval", "200ms"],
-    );
+    let run = short_run(&server)
+        .arg("--warmup", "10req")
+        .arg("--server-metrics-interval", "200ms")
+        .run();
     let report = ok_report(&run);
     let b = &report.benchmarks[0];
     assert_eq!(b.measured_requests.completed, 30);

@@ -6,8 +6,9 @@
 //! past its timeout. Signals go out only after an observable event: requests in flight at
 //! the mock, or a line on stderr.
 
+use crate::scenario::Bench;
 use crate::support::{
-    Finished, RUN_BOUND, assert_identity, mock, start_run, wait_for_children, wait_in_flight,
+    Finished, RUN_BOUND, assert_identity, mock, wait_for_children, wait_in_flight,
 };
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge_coordinator::StopReason;
@@ -15,7 +16,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -110,18 +111,14 @@ pub(super) struct Live {
 }
 
 impl Live {
-    /// Starts `llmsurge benchmark run ARGS`, in a process group of its own (as a shell
+    /// Starts `bench`, in a process group of its own (as a shell
     /// job is) when `own_group`.
-    pub fn start(args: &[&str], own_group: bool) -> Self {
-        Self::start_with(args, |cmd| {
+    pub fn start(bench: &Bench, own_group: bool) -> Self {
+        let (mut child, dir) = bench.start(|cmd| {
             if own_group {
                 cmd.process_group(0);
             }
-        })
-    }
-
-    fn start_with(args: &[&str], configure: impl FnOnce(&mut Command)) -> Self {
-        let (mut child, dir) = start_run(args, configure);
+        });
         let stderr = Arc::new(Mutex::new(String::new()));
         let stdout = Arc::new(Mutex::new(String::new()));
         let readers = vec![
@@ -183,31 +180,14 @@ impl Live {
     }
 }
 
-/// `concurrent` with `streams` streams on `workers` workers, `--max-seconds 60` unless
-/// `extra` says otherwise.
-fn concurrent<'a>(
-    url: &'a str,
-    streams: &'a str,
-    workers: &'a str,
-    extra: &[&'a str],
-) -> Vec<&'a str> {
-    let mut args = vec![
-        "--target",
-        url,
-        "--profile",
-        "concurrent",
-        "--rate",
-        streams,
-        "--workers",
-        workers,
-        "--data",
-        DATA,
-    ];
-    if !extra.contains(&"--max-seconds") {
-        args.extend(["--max-seconds", "60"]);
-    }
-    args.extend(extra);
-    args
+/// `concurrent` with `streams` streams on `workers` workers, for at most
+/// `max_seconds`.
+fn concurrent(url: &str, streams: u32, workers: u32, max_seconds: u32) -> Bench {
+    Bench::target(url)
+        .concurrent(streams)
+        .workers(workers)
+        .data(DATA)
+        .max_seconds(max_seconds)
 }
 
 /// Asserts a clean cancel: the report is written, the benchmark interrupted with a stop
@@ -253,7 +233,7 @@ fn assert_clean_cancel(run: &Finished) -> llmsurge_coordinator::BenchmarkResult 
 fn sigterm_to_the_coordinator_cancels_and_records_when() {
     let server = stuck_mock();
     let url = server.base_url();
-    let live = Live::start(&concurrent(&url, "3", "1", &[]), true);
+    let live = Live::start(&concurrent(&url, 3, 1, 60), true);
     wait_in_flight(&server, 3);
     let sent = Instant::now();
     kill(pid(live.pid()), Signal::SIGTERM).expect("SIGTERM");
@@ -285,7 +265,7 @@ fn sigterm_to_the_coordinator_cancels_and_records_when() {
 fn sigterm_to_the_process_group_is_a_clean_cancel_not_a_worker_failure() {
     let server = stuck_mock();
     let url = server.base_url();
-    let live = Live::start(&concurrent(&url, "4", "2", &[]), true);
+    let live = Live::start(&concurrent(&url, 4, 2, 60), true);
     wait_for_children(live.pid(), 2);
     wait_in_flight(&server, 4);
     let pgid = live.pid();
@@ -315,7 +295,7 @@ fn a_stopped_worker_is_killed_as_hung_within_its_timeout() {
     let server = busy_mock();
     let url = server.base_url();
     let live = Live::start(
-        &concurrent(&url, "4", "2", &["--worker-timeout", "2s"]),
+        &concurrent(&url, 4, 2, 60).arg("--worker-timeout", "2s"),
         false,
     );
     let workers = wait_for_children(live.pid(), 2);
@@ -363,12 +343,7 @@ fn ctrl_c_after_another_stop_still_marks_the_benchmark_interrupted() {
     let server = busy_mock();
     let url = server.base_url();
     let live = Live::start(
-        &concurrent(
-            &url,
-            "4",
-            "2",
-            &["--max-seconds", "3", "--worker-timeout", "60s"],
-        ),
+        &concurrent(&url, 4, 2, 3).arg("--worker-timeout", "60s"),
         true,
     );
     let workers = wait_for_children(live.pid(), 2);
@@ -406,7 +381,7 @@ fn the_drain_timeout_cancels_what_did_not_finish() {
     let server = stuck_mock();
     let url = server.base_url();
     let live = Live::start(
-        &concurrent(&url, "3", "1", &["--drain-timeout", "1s"]),
+        &concurrent(&url, 3, 1, 60).arg("--drain-timeout", "1s"),
         true,
     );
     wait_in_flight(&server, 3);
@@ -439,10 +414,7 @@ fn a_stop_during_the_ramp_up_ends_the_waiting_streams() {
     let server = busy_mock();
     let url = server.base_url();
     // Streams start at 0, 5, 10 and 15 s.
-    let live = Live::start(
-        &concurrent(&url, "4", "1", &["--rampup", "20", "--max-seconds", "30"]),
-        true,
-    );
+    let live = Live::start(&concurrent(&url, 4, 1, 30).rampup("20"), true);
     wait_in_flight(&server, 1);
     let sent = Instant::now();
     kill(pid(live.pid()), Signal::SIGINT).expect("SIGINT");
