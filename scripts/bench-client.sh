@@ -63,63 +63,30 @@ TARGET_WIDTH_16=12
 TARGET_RT_TTFT_RATIO=1.10
 
 cd "$(dirname "$0")/.."
-for tool in taskset jq bc; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "error: $tool is missing (Debian: apt-get install -y $tool)" >&2
-        exit 2
-    fi
-done
+. scripts/lib/bench.sh
+need_tools taskset jq bc
 if [[ ! -x /usr/bin/time ]]; then
     echo "error: GNU time is missing (Debian: apt-get install -y time)" >&2
     exit 2
 fi
 
-if [[ -n ${BENCH_BIN:-} ]]; then
-    BIN=$BENCH_BIN # another build to compare (e.g. the code before a change)
-else
-    cargo build --release --quiet --bin llmsurge
-    BIN="$(pwd)/${CARGO_TARGET_DIR:-target}/release/llmsurge"
-fi
+bench_binary
 CLK_TCK=$(getconf CLK_TCK)
 
 # 10,000 streams need 10,000 sockets in the client and in the mock; llmsurge raises its
 # own soft limit to the hard one, the mock inherits this shell's.
 ulimit -n "$(ulimit -Hn)"
 
-# Environment variables would silently change the configuration under test.
-for var in $(env | grep -o '^LLMSURGE_[A-Z_0-9]*' || true); do unset "$var"; done
-
-WORK=$(mktemp -d)
-MOCK_PID=
-stop_mock() {
-    if [[ -n "$MOCK_PID" ]]; then
-        kill "$MOCK_PID" 2>/dev/null || true
-        wait "$MOCK_PID" 2>/dev/null || true
-        MOCK_PID=
-    fi
-}
-cleanup() {
-    stop_mock
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+clean_env
+bench_workdir
 
 # start_mock ARGS...: a fresh zero-latency mock (`--instant`: the client, not the server,
 # must set every figure; ARGS given explicitly still win) on MOCK_CORES (default
 # MOCK_CORE) with MOCK_THREADS server threads (default 1); sets URL.
 start_mock() {
     stop_mock
-    taskset -c "${MOCK_CORES:-$MOCK_CORE}" "$BIN" mock-server --port 0 --workers "${MOCK_THREADS:-1}" --instant "$@" \
-        >"$WORK/mock.out" 2>"$WORK/mock.err" &
-    MOCK_PID=$!
-    URL=
-    for _ in $(seq 100); do
-        URL=$(head -n1 "$WORK/mock.out" 2>/dev/null | sed -n 's/^listening on //p')
-        [[ -n "$URL" ]] && return 0
-        sleep 0.1
-    done
-    echo "error: the mock did not start: $(cat "$WORK/mock.err")" >&2
-    exit 1
+    launch_mock taskset -c "${MOCK_CORES:-$MOCK_CORE}" "$BIN" mock-server --port 0 \
+        --workers "${MOCK_THREADS:-1}" --instant "$@"
 }
 
 # CPU ticks (user+sys) used so far by a process.
@@ -291,16 +258,6 @@ fi
 echo "$line"
 
 # 4. Peak RSS of the tree with N streams held open by a slow first token.
-# rss_tree PID: VmRSS (KiB) of PID and its children (the workers), summed.
-rss_tree() {
-    local sum=0 p k v _
-    for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-        while read -r k v _; do
-            [[ $k == VmRSS: ]] && sum=$((sum + v))
-        done 2>/dev/null <"/proc/$p/status" || true
-    done
-    echo "$sum"
-}
 # Every stream waits STREAM_TTFT_MS for its first token: all N are open at once. Two runs
 # per N: "open" stops before any first token is due (the streams waiting: what an open
 # stream costs), "peak" runs on while all N responses arrive at once (the run's peak).

@@ -34,61 +34,24 @@ TARGET_TTFT_AT_STREAMS=1000
 TARGET_ITL_STD_MS=0.1
 
 cd "$(dirname "$0")/.."
-for tool in taskset python3; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "error: $tool is missing (Debian: apt-get install -y util-linux python3)" >&2
-        exit 2
-    fi
-done
-
-if [[ -n ${BENCH_BIN:-} ]]; then
-    BIN=$BENCH_BIN # another build to compare (e.g. the code before a change)
-else
-    cargo build --release --quiet --bin llmsurge
-    BIN="$(pwd)/${CARGO_TARGET_DIR:-target}/release/llmsurge"
-fi
+. scripts/lib/bench.sh
+TOOL_HINT="apt-get install -y util-linux python3" need_tools taskset python3
+bench_binary
 
 # Thousands of streams need thousands of sockets in the client and in the mock.
 ulimit -n "$(ulimit -Hn)"
 
-# Environment variables would silently change the configuration under test.
-for var in $(env | grep -o '^LLMSURGE_[A-Z_0-9]*' || true); do unset "$var"; done
-
-WORK=$(mktemp -d)
-MOCK_PID=
-stop_mock() {
-    if [[ -n "$MOCK_PID" ]]; then
-        kill "$MOCK_PID" 2>/dev/null || true
-        wait "$MOCK_PID" 2>/dev/null || true
-        MOCK_PID=
-    fi
-}
-cleanup() {
-    stop_mock
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+clean_env
+bench_workdir
 
 echo "fidelity against the truth: mock TTFT 50 ms, ITL 10 ms, 100 tokens; client on core $CLIENT_CORE, mock on $MOCK_CORES; $DURATION s a level"
 for streams in $LEVELS; do
     rm -f "$WORK"/truth.jsonl "$WORK"/mock.out
     # The truth file is complete once the mock stopped (SIGTERM flushes it).
-    taskset -c "$MOCK_CORES" "$BIN" mock-server --port 0 --workers "$MOCK_THREADS" \
+    launch_mock taskset -c "$MOCK_CORES" "$BIN" mock-server --port 0 --workers "$MOCK_THREADS" \
         --ttft-ms 50 --ttft-ms-std 0 --ttft-ms-per-prompt-token 0 \
         --itl-ms 10 --itl-ms-std 0 --itl-ms-per-active 0 \
-        --output-tokens 100 --output-tokens-std 0 --truth "$WORK/truth.jsonl" \
-        >"$WORK/mock.out" 2>"$WORK/mock.err" &
-    MOCK_PID=$!
-    URL=
-    for _ in $(seq 100); do
-        URL=$(head -n1 "$WORK/mock.out" 2>/dev/null | sed -n 's/^listening on //p')
-        [[ -n "$URL" ]] && break
-        sleep 0.1
-    done
-    if [[ -z "$URL" ]]; then
-        echo "error: the mock did not start: $(cat "$WORK/mock.err")" >&2
-        exit 1
-    fi
+        --output-tokens 100 --output-tokens-std 0 --truth "$WORK/truth.jsonl"
     out="$WORK/run-$streams"
     rm -rf "$out"
     code=0

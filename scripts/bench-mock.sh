@@ -20,41 +20,14 @@ LOAD_CORE=${LOAD_CORE:-1}
 TARGET_RPS=10000
 
 cd "$(dirname "$0")/.."
-for tool in wrk taskset curl; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "error: $tool is missing (Debian: apt-get install -y $tool)" >&2
-        exit 2
-    fi
-done
+. scripts/lib/bench.sh
+need_tools wrk taskset curl
+BENCH_BIN= bench_binary
+bench_workdir
+clean_env LLMSURGE_MOCK_
 
-cargo build --release --quiet --bin llmsurge
-BIN="${CARGO_TARGET_DIR:-target}/release/llmsurge"
-
-WORK=$(mktemp -d)
-MOCK_PID=
-cleanup() {
-    if [[ -n "$MOCK_PID" ]]; then kill "$MOCK_PID" 2>/dev/null || true; wait "$MOCK_PID" 2>/dev/null || true; fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# Environment variables would silently change the configuration under test.
-for var in $(env | grep -o '^LLMSURGE_MOCK_[A-Z_]*' || true); do unset "$var"; done
-
-taskset -c "$MOCK_CORE" "$BIN" mock-server --port 0 --workers 1 --instant \
-    --ttft-ms 0 --itl-ms 0 --output-tokens 16 >"$WORK/stdout" 2>"$WORK/stderr" &
-MOCK_PID=$!
-
-URL=
-for _ in $(seq 100); do
-    URL=$(head -n1 "$WORK/stdout" 2>/dev/null | sed -n 's/^listening on //p')
-    [[ -n "$URL" ]] && break
-    sleep 0.1
-done
-if [[ -z "$URL" ]]; then
-    echo "error: the mock did not start: $(cat "$WORK/stderr")" >&2
-    exit 1
-fi
+launch_mock taskset -c "$MOCK_CORE" "$BIN" mock-server --port 0 --workers 1 --instant \
+    --ttft-ms 0 --itl-ms 0 --output-tokens 16
 
 cat >"$WORK/chat.lua" <<'LUA'
 wrk.method = "POST"

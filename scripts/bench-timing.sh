@@ -22,50 +22,16 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-for tool in jq bc; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "error: $tool is missing (Debian: apt-get install -y $tool)" >&2
-        exit 2
-    fi
-done
-if [[ -n ${BENCH_BIN:-} ]]; then
-    BIN=$BENCH_BIN
-else
-    cargo build --release --quiet --bin llmsurge
-    BIN="$(pwd)/${CARGO_TARGET_DIR:-target}/release/llmsurge"
-fi
-
-# Environment variables would silently change the configuration under test.
-for var in $(env | grep -o '^LLMSURGE_[A-Z_0-9]*' || true); do unset "$var"; done
-
-WORK=$(mktemp -d)
-MOCK_PID=
-stop_mock() {
-    if [[ -n "$MOCK_PID" ]]; then
-        kill "$MOCK_PID" 2>/dev/null || true
-        wait "$MOCK_PID" 2>/dev/null || true
-        MOCK_PID=
-    fi
-}
-cleanup() {
-    stop_mock
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+. scripts/lib/bench.sh
+need_tools jq bc
+bench_binary
+clean_env
+bench_workdir
 
 # start_mock ARGS...: a fresh mock with ARGS; sets URL.
 start_mock() {
     stop_mock
-    "$BIN" mock-server --port 0 "$@" >"$WORK/mock.out" 2>"$WORK/mock.err" &
-    MOCK_PID=$!
-    URL=
-    for _ in $(seq 100); do
-        URL=$(head -n1 "$WORK/mock.out" 2>/dev/null | sed -n 's/^listening on //p')
-        [[ -n "$URL" ]] && return 0
-        sleep 0.1
-    done
-    echo "error: the mock did not start: $(cat "$WORK/mock.err")" >&2
-    exit 1
+    launch_mock "$BIN" mock-server --port 0 "$@"
 }
 
 # client NAME ARGS...: `benchmark run` against the mock; the report in $WORK/NAME.

@@ -35,57 +35,22 @@ INTERVAL_S=${SOAK_INTERVAL_S:-10}
 MAX_GROWTH_PCT=${SOAK_MAX_GROWTH_PCT:-10}
 
 cd "$(dirname "$0")/.."
-for tool in curl jq bc; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "error: $tool is missing (Debian: apt-get install -y $tool)" >&2
-        exit 2
-    fi
-done
-
-cargo build --release --quiet --bin llmsurge
-TARGET_DIR=${CARGO_TARGET_DIR:-target}
-[[ $TARGET_DIR == /* ]] || TARGET_DIR="$(pwd)/$TARGET_DIR"
-BIN="$TARGET_DIR/release/llmsurge"
-
-# Environment variables would silently change the configuration under test.
-for var in $(env | grep -o '^LLMSURGE_[A-Z_0-9]*' || true); do unset "$var"; done
-
-WORK=$(mktemp -d)
-MOCK_PID=
+. scripts/lib/bench.sh
+need_tools curl jq bc
+BENCH_BIN= bench_binary
+clean_env
+bench_workdir
 CLIENT_PID=
 cleanup() {
-    for pid in $CLIENT_PID $MOCK_PID; do
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$WORK"
+    if [[ -n "$CLIENT_PID" ]]; then
+        kill "$CLIENT_PID" 2>/dev/null || true
+        wait "$CLIENT_PID" 2>/dev/null || true
+    fi
+    bench_cleanup
 }
 trap cleanup EXIT
 
-"$BIN" mock-server --port 0 --workers 1 --instant --output-tokens "$OUTPUT_TOKENS" \
-    >"$WORK/mock.out" 2>"$WORK/mock.err" &
-MOCK_PID=$!
-URL=
-for _ in $(seq 100); do
-    URL=$(head -n1 "$WORK/mock.out" 2>/dev/null | sed -n 's/^listening on //p')
-    [[ -n "$URL" ]] && break
-    sleep 0.1
-done
-if [[ -z "$URL" ]]; then
-    echo "error: the mock did not start: $(cat "$WORK/mock.err")" >&2
-    exit 1
-fi
-
-# rss_tree PID: VmRSS (KiB) of PID and its children (the workers), summed.
-rss_tree() {
-    local sum=0 p k v _
-    for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-        while read -r k v _; do
-            [[ $k == VmRSS: ]] && sum=$((sum + v))
-        done 2>/dev/null <"/proc/$p/status" || true
-    done
-    echo "$sum"
-}
+launch_mock "$BIN" mock-server --port 0 --workers 1 --instant --output-tokens "$OUTPUT_TOKENS"
 served() { curl -sf "$URL/stats" | jq -r .completed; }
 mb() { echo "scale=1; $1 / 1024" | bc -l; }
 

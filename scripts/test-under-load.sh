@@ -26,7 +26,8 @@ cargo nextest run --workspace --no-run "$@"
 BIN="$(pwd)/${CARGO_TARGET_DIR:-target}/debug/llmsurge"
 
 # Environment variables would change the neighbour's configuration.
-for var in $(env | grep -o '^LLMSURGE_[A-Z_0-9]*' || true); do unset "$var"; done
+. scripts/lib/bench.sh
+clean_env
 
 WORK=$(mktemp -d)
 PIDS=()
@@ -48,18 +49,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # The neighbour's own mock (zero latency: the load is the client's and the mock's CPU).
-"$BIN" mock-server --port 0 --instant >"$WORK/mock.out" 2>"$WORK/mock.err" &
-PIDS+=($!)
-URL=
-for _ in $(seq 100); do
-    URL=$(head -n1 "$WORK/mock.out" 2>/dev/null | sed -n 's/^listening on //p')
-    [[ -n "$URL" ]] && break
-    sleep 0.1
-done
-if [[ -z "$URL" ]]; then
-    echo "error: the neighbour's mock did not start: $(cat "$WORK/mock.err")" >&2
-    exit 1
-fi
+MOCK_NAME="the neighbour's mock" launch_mock "$BIN" mock-server --port 0 --instant
+PIDS+=("$MOCK_PID")
 
 # The neighbour load test, again and again, in a process group of its own.
 setsid bash -c '

@@ -1,0 +1,87 @@
+# The preamble the benchmark scripts share (sourced, not run; bash): the tools they need,
+# the binary they measure, a configuration free of LLMSURGE_* variables, a work folder
+# removed on exit, and a mock server in its own process. A script sources it after
+# `cd`-ing to the repository root:
+#   . scripts/lib/bench.sh
+
+# need_tools TOOL...: exits 2 with one line naming the first missing tool and its Debian
+# package (TOOL_HINT, when set, is the install command to print instead).
+need_tools() {
+    local tool
+    for tool in "$@"; do
+        if ! command -v "$tool" >/dev/null; then
+            echo "error: $tool is missing (Debian: ${TOOL_HINT:-apt-get install -y $tool})" >&2
+            exit 2
+        fi
+    done
+}
+
+# bench_binary: sets BIN to BENCH_BIN (another build to compare, e.g. the code before a
+# change) or to this tree's release binary, built now.
+bench_binary() {
+    if [[ -n ${BENCH_BIN:-} ]]; then
+        BIN=$BENCH_BIN
+    else
+        cargo build --release --quiet --bin llmsurge
+        local target_dir=${CARGO_TARGET_DIR:-target}
+        [[ $target_dir == /* ]] || target_dir="$(pwd)/$target_dir"
+        BIN="$target_dir/release/llmsurge"
+    fi
+}
+
+# clean_env [PREFIX]: unsets every variable named PREFIX… (default LLMSURGE_): they would
+# silently change the configuration under test.
+clean_env() {
+    local var
+    for var in $(env | grep -o "^${1:-LLMSURGE_}[A-Z_0-9]*" || true); do unset "$var"; done
+}
+
+# bench_workdir: a fresh WORK folder, removed on exit with the mock (see stop_mock); a
+# script with more to stop defines its own EXIT trap that calls bench_cleanup.
+bench_workdir() {
+    WORK=$(mktemp -d)
+    MOCK_PID=
+    trap bench_cleanup EXIT
+}
+
+# stop_mock: stops the mock launch_mock started, if it runs.
+stop_mock() {
+    if [[ -n "${MOCK_PID:-}" ]]; then
+        kill "$MOCK_PID" 2>/dev/null || true
+        wait "$MOCK_PID" 2>/dev/null || true
+        MOCK_PID=
+    fi
+}
+
+bench_cleanup() {
+    stop_mock
+    rm -rf "$WORK"
+}
+
+# launch_mock COMMAND...: runs COMMAND (an `llmsurge mock-server --port 0 …`, perhaps
+# behind taskset) in the background with its output in $WORK/mock.out and mock.err, sets
+# MOCK_PID, and waits for the address it prints; sets URL, or exits 1 saying why
+# (MOCK_NAME names the mock in that line).
+launch_mock() {
+    "$@" >"$WORK/mock.out" 2>"$WORK/mock.err" &
+    MOCK_PID=$!
+    URL=
+    for _ in $(seq 100); do
+        URL=$(head -n1 "$WORK/mock.out" 2>/dev/null | sed -n 's/^listening on //p')
+        [[ -n "$URL" ]] && return 0
+        sleep 0.1
+    done
+    echo "error: ${MOCK_NAME:-the mock} did not start: $(cat "$WORK/mock.err")" >&2
+    exit 1
+}
+
+# rss_tree PID: VmRSS (KiB) of PID and its children (the workers), summed.
+rss_tree() {
+    local sum=0 p k v _
+    for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+        while read -r k v _; do
+            [[ $k == VmRSS: ]] && sum=$((sum + v))
+        done 2>/dev/null <"/proc/$p/status" || true
+    done
+    echo "$sum"
+}
