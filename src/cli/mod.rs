@@ -17,9 +17,11 @@ pub mod run;
 pub mod scenario;
 pub mod seed;
 pub mod shard;
+pub mod usage;
 pub mod values;
 
 use crate::exit_codes;
+pub use usage::{UsageError, usage_error};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Environment variables that are not flags but are still ours.
@@ -134,22 +136,6 @@ pub fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
         }
     })
     .mut_subcommands(negative_numbers_are_values)
-}
-
-/// A bad flag, variable or input: exit code 2. Defined here, below `resolve` and
-/// `resolve_output`, which both return it.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
-
-/// Prints an error on one line and returns the usage exit code. A URL the message
-/// quotes loses its user, password and query values.
-pub fn usage_error(message: &str) -> i32 {
-    eprintln!(
-        "error: {}",
-        llmsurge_proto::Redaction::default().text(message)
-    );
-    exit_codes::USAGE
 }
 
 /// Standard error for log lines, every URL in them redacted: a dependency's debug line
