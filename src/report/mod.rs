@@ -11,6 +11,7 @@
 //! Formats and fields are documented in docs/report.md.
 
 pub mod across_runs;
+pub mod cells;
 pub mod console;
 pub mod csv;
 pub mod html;
@@ -26,6 +27,7 @@ pub mod server;
 pub mod steady;
 pub mod verdicts;
 
+pub use cells::{cell_value, label, notes, num};
 pub use json::{
     HostInfo, LoadError, MergeInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo,
     write_atomic,
@@ -33,30 +35,6 @@ pub use json::{
 pub use outputs::{FileFormat, Output, parse_outputs, render, write_files, written_message};
 pub use reporter::{ReportSettings, RunInfo, RunReporter, unix_now};
 pub use requests::{RequestEntry, RequestLog, RequestSamples};
-
-use llmsurge_coordinator::BenchmarkResult;
-
-/// A number with 2–3 significant figures, for tables.
-pub fn num(v: f64) -> String {
-    if v == 0.0 {
-        "0".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-/// A measured value for a table cell: three decimals below 100, one above, `–` for none.
-pub fn cell_value(v: Option<f64>) -> String {
-    match v {
-        None => "–".into(),
-        Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
-        Some(v) => format!("{v:.3}"),
-    }
-}
 
 /// The console blocks after the summary tables: each benchmark's steady state and
 /// precision, then the statistics across runs (empty strings left out).
@@ -68,84 +46,4 @@ pub fn console_blocks(report: &Report) -> Vec<String> {
     .into_iter()
     .filter(|b| !b.is_empty())
     .collect()
-}
-
-/// A benchmark's name in tables: its strategy, and its run with `--repeat`
-/// (`constant@20 (run 2)`).
-pub fn label(b: &BenchmarkResult) -> String {
-    match b.run {
-        Some(r) => format!("{} (run {})", b.strategy, r + 1),
-        None => b.strategy.to_string(),
-    }
-}
-
-/// What a reader should know about a benchmark beyond its numbers: why it stopped, its
-/// errors by kind, the client's warnings, and dead workers.
-pub fn notes(b: &BenchmarkResult) -> Vec<String> {
-    let mut notes = Vec::new();
-    if let Some(reason) = &b.stop_reason {
-        notes.push(format!("stopped: {reason}"));
-    }
-    for e in &b.errors {
-        let sample = e
-            .samples
-            .first()
-            .map(|s| format!(" (e.g. {s})"))
-            .unwrap_or_default();
-        notes.push(format!("{} × {}{sample}", e.count, e.kind));
-    }
-    if let Some(note) = unfinished_note(b) {
-        notes.push(note);
-    }
-    if let Some(e) = b
-        .rate_estimate
-        .as_ref()
-        .filter(|e| e.source != llmsurge_coordinator::profiles::RateSource::Completed)
-    {
-        notes.push(format!(
-            "rate taken for the profile: {:.3} req/s, estimated: {}",
-            e.requests_per_s, e.detail
-        ));
-    }
-    if let Some(count) = b.shards.first().map(|s| s.count) {
-        let present: Vec<u32> = b.shards.iter().map(|s| s.index).collect();
-        let missing: Vec<String> = (0..count)
-            .filter(|i| !present.contains(i))
-            .map(|i| i.to_string())
-            .collect();
-        notes.push(format!(
-            "merged from {} of {count} shards{}; concurrency peak is the sum of the shards' peaks (an upper bound)",
-            present.len(),
-            if missing.is_empty() {
-                String::new()
-            } else {
-                format!(" (missing: {}: partial load)", missing.join(", "))
-            }
-        ));
-    }
-    notes.extend(b.client.warnings.iter().map(|w| format!("warning: {w}")));
-    for w in b.workers.iter().filter(|w| w.died) {
-        notes.push(format!("worker {} (pid {}): {}", w.id, w.pid, w.outcome));
-    }
-    notes
-}
-
-/// What the requests cut off before they finished do to the latencies, when there were
-/// any: the `…_with_incomplete` percentiles count their elapsed time as a lower bound.
-fn unfinished_note(b: &BenchmarkResult) -> Option<String> {
-    let family = |key: &str| b.metrics.get(key).filter(|d| d.incomplete.count > 0);
-    let e2e = family("request_latency_with_incomplete")?;
-    let ttft = family("ttft_with_incomplete")
-        .map(|d| {
-            format!(
-                "TTFT p99 ≥ {} ms, ",
-                cell_value(Some(d.total.percentiles.p99))
-            )
-        })
-        .unwrap_or_default();
-    Some(format!(
-        "{} measured requests did not finish: counting their elapsed time as a lower bound, {ttft}E2E p99 ≥ {} ms (the *_with_incomplete distributions)",
-        e2e.incomplete.count,
-        cell_value(Some(e2e.total.percentiles.p99))
-    ))
 }
