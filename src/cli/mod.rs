@@ -21,8 +21,9 @@ pub mod usage;
 pub mod values;
 
 use crate::exit_codes;
-pub use usage::{UsageError, usage_error};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+pub use usage::{UsageError, usage_error};
+pub use values::negative_numbers_are_values;
 
 /// Environment variables that are not flags but are still ours.
 const EXTRA_ENV: &[&str] = &["LLMSURGE_LOG", llmsurge_worker::sched::REALTIME_ENV];
@@ -122,20 +123,6 @@ fn check_env() -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Lets every value start with `-`, as a negative number does, so that `--max-seconds -5`
-/// reaches the flag's own parser and is refused as out of range, naming the flag, instead
-/// of clap's "unexpected argument '-5'".
-pub fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
-    cmd.mut_args(|a| {
-        if a.get_action().takes_values() {
-            a.allow_negative_numbers(true)
-        } else {
-            a
-        }
-    })
-    .mut_subcommands(negative_numbers_are_values)
 }
 
 /// Standard error for log lines, every URL in them redacted: a dependency's debug line

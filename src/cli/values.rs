@@ -142,6 +142,20 @@ pub fn parse_pairs(s: &str) -> Result<Vec<(String, String)>, String> {
         .collect()
 }
 
+/// Lets every value start with `-`, as a negative number does, so that `--max-seconds -5`
+/// reaches the flag's own parser and is refused as out of range, naming the flag, instead
+/// of clap's "unexpected argument '-5'".
+pub fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        if a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(negative_numbers_are_values)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

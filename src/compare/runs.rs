@@ -6,8 +6,8 @@
 //! change is Welch's t-interval of the difference of the two means (Welch–Satterthwaite
 //! degrees of freedom), in percent of the baseline's mean. `samples` are run counts then.
 
+use super::change::{MetricChange, judge};
 use super::tolerance::{ChangeUnit, Tolerances};
-use super::{MetricChange, judge};
 use crate::report::across_runs::{AcrossRuns, FigureStats};
 
 /// Which variance the comparison's intervals used.
