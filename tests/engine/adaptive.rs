@@ -3,7 +3,7 @@
 //! of C/S requests per second (docs/mock-server.md).
 
 use crate::scenario::Bench;
-use crate::support::{mock, ok_report, run};
+use crate::support::{mock, ok_report};
 use llmsurge::mock::MockConfig;
 use llmsurge_coordinator::profiles::RateSource;
 use llmsurge_coordinator::{StopReason, Strategy};
@@ -168,29 +168,19 @@ fn over_saturation_leaves_a_healthy_benchmark_alone() {
 
 #[test]
 fn slo_verdicts_set_the_exit_code_and_name_the_failures() {
-    let args = |url: &str| {
-        vec![
-            "--target".to_string(),
-            url.to_string(),
-            "--profile".into(),
-            "concurrent".into(),
-            "--rate".into(),
-            "10".into(),
+    let bench = |url: &str| {
+        Bench::target(url)
+            .concurrent(10)
             // A p99 decides on 100 requests at least (fewer: inconclusive).
-            "--max-requests".into(),
-            "100".into(),
-            "--data".into(),
-            DATA.into(),
-            "--slo".into(),
-            "ttft_p99<=100ms,error_rate<=1%".into(),
-        ]
+            .max_requests(100)
+            .data(DATA)
+            .slo("ttft_p99<=100ms,error_rate<=1%")
     };
     let fast = mock(MockConfig {
         ttft_ms: 5.0,
         ..MockConfig::instant()
     });
-    let a = args(&fast.base_url());
-    let run_fast = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let run_fast = bench(&fast.base_url()).run();
     assert_eq!(run_fast.code(), 0, "{}", run_fast.stderr);
     let verdict = run_fast.report().benchmarks[0]
         .slo
@@ -202,8 +192,7 @@ fn slo_verdicts_set_the_exit_code_and_name_the_failures() {
         ttft_ms: 200.0,
         ..MockConfig::instant()
     });
-    let a = args(&slow.base_url());
-    let run_slow = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let run_slow = bench(&slow.base_url()).run();
     assert_eq!(
         run_slow.code(),
         llmsurge::exit_codes::GATE_FAILED,
@@ -317,9 +306,9 @@ fn profile_specific_flags_are_refused_elsewhere() {
             "confidence",
         ),
     ] {
-        let mut full = vec!["--target", url.as_str()];
-        full.extend(args);
-        let run = run(&full);
+        let bench = Bench::target(&url).args_as_written(&args);
+        let full = bench.args();
+        let run = bench.run();
         assert_eq!(run.code(), 2, "{full:?}: {}", run.stderr);
         assert!(
             run.stderr.contains(needle) && run.stderr.lines().count() == 1,

@@ -111,24 +111,17 @@ fn replay(data: &Path, data_args: &str, extra: &[&str]) -> (Vec<Value>, llmsurge
         record_header: vec![SESSION_HEADER.into()],
         ..MockConfig::instant()
     });
-    let data = data.display().to_string();
-    let url = server.base_url();
-    let mut args = vec![
-        "--target",
-        &url,
-        "--data",
-        &data,
-        "--data-args",
-        data_args,
-        "--outputs",
-        "json",
-    ];
+    let bench = Bench::on(&server)
+        .data(&data.display().to_string())
+        .data_args(data_args)
+        .outputs("json");
     // One user, one session after another, unless the test names a profile.
-    if !extra.contains(&"--profile") {
-        args.extend(["--profile", "synchronous"]);
-    }
-    args.extend_from_slice(extra);
-    let finished = run(&args);
+    let bench = if extra.contains(&"--profile") {
+        bench
+    } else {
+        bench.synchronous()
+    };
+    let finished = bench.args_as_written(extra).run();
     let report = ok_report(&finished);
     // The report says what the file held: sessions (rows) and their turns.
     let json: Value =

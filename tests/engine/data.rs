@@ -6,7 +6,7 @@
 mod capture;
 
 use crate::scenario::Bench;
-use crate::support::{assert_identity, llmsurge, mock, run};
+use crate::support::{assert_identity, llmsurge, mock};
 use capture::Capture;
 use llmsurge::mock::MockConfig;
 use std::collections::{BTreeMap, HashSet};
@@ -83,19 +83,12 @@ fn capture_run(
     processor: &str,
     extra: &[&str],
 ) -> crate::support::Finished {
-    let url = cap.url();
-    let mut args = vec![
-        "--target",
-        &url,
-        "--stream",
-        "false",
-        "--data",
-        data,
-        "--processor",
-        processor,
-    ];
-    args.extend_from_slice(extra);
-    let done = run(&args);
+    let done = Bench::target(&cap.url())
+        .stream(false)
+        .data(data)
+        .arg("--processor", processor)
+        .args_as_written(extra)
+        .run();
     assert_eq!(done.code(), 0, "stderr: {}", done.stderr);
     done
 }
@@ -321,10 +314,7 @@ fn write_parquet(path: &Path, prompts: &[&str], outputs: &[i64]) {
 /// ended the benchmark.
 fn assert_file_runs(data: &str, rows: u64, extra: &[&str]) {
     let server = mock(MockConfig::instant());
-    let url = server.base_url();
-    let mut args = vec!["--target", url.as_str(), "--data", data];
-    args.extend_from_slice(extra);
-    let done = run(&args);
+    let done = Bench::on(&server).data(data).args_as_written(extra).run();
     assert_eq!(done.code(), 0, "{data}: {}", done.stderr);
     let report = done.report();
     assert_identity(&report);
@@ -458,11 +448,9 @@ fn malformed_rows_stop_the_run_before_it_starts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let server = mock(MockConfig::instant());
-    let url = server.base_url();
     let bad = |data: &str, extra: &[&str], needles: &[&str]| {
-        let mut args = vec!["--target", url.as_str(), "--data", data];
-        args.extend_from_slice(extra);
-        assert_usage_error(&run(&args), needles);
+        let run = Bench::on(&server).data(data).args_as_written(extra).run();
+        assert_usage_error(&run, needles);
     };
     bad(
         &write(d, "a.jsonl", "{\"prompt\":\"ok\"}\n{\"prompt\": oops}\n"),

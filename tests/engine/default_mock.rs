@@ -2,24 +2,18 @@
 //! settings behaves like a small model on one GPU, and `LLMSURGE_MOCK_INSTANT` gives the
 //! zero-latency mock.
 
-use crate::support::{ok_report, start_run, wait_run};
+use crate::scenario::Bench;
+use crate::support::ok_report;
 use llmsurge::report::Report;
 
-/// Runs `benchmark run` against the in-process mock (no `--target`) with `env` set.
-fn in_process(args: &[&str], env: &[(&str, &str)]) -> Report {
-    let mut all = vec![
-        "--profile",
-        "concurrent",
-        "--rate",
-        "8",
-        "--outputs",
-        "json",
-    ];
-    all.extend_from_slice(args);
-    let (child, dir) = start_run(&all, |cmd| {
-        cmd.envs(env.iter().copied());
-    });
-    ok_report(&wait_run(child, dir))
+/// `requests` requests of `data` on 8 streams against the in-process mock (no
+/// `--target`).
+fn in_process(requests: u64, data: &str) -> Bench {
+    Bench::in_process_mock()
+        .concurrent(8)
+        .outputs("json")
+        .max_requests(requests)
+        .data(data)
 }
 
 /// p50 of metric `name` over the successful requests of the only benchmark.
@@ -39,26 +33,10 @@ fn p50(report: &Report, name: &str) -> f64 {
 /// figures come to the model's is the machine's: scripts/bench-timing.sh prints them.
 #[test]
 fn the_default_mock_has_prefill_jittered_gaps_and_varied_lengths() {
-    let short = in_process(
-        &[
-            "--max-requests",
-            "16",
-            "--data",
-            "prompt_tokens=16,output_tokens=512",
-            "--ignore-eos",
-            "false",
-        ],
-        &[],
-    );
-    let long = in_process(
-        &[
-            "--max-requests",
-            "16",
-            "--data",
-            "prompt_tokens=2000,output_tokens=8",
-        ],
-        &[],
-    );
+    let short = in_process(16, "prompt_tokens=16,output_tokens=512")
+        .arg("--ignore-eos", false)
+        .ok_report();
+    let long = in_process(16, "prompt_tokens=2000,output_tokens=8").ok_report();
     let ttft_short = p50(&short, "ttft");
     assert!(ttft_short >= 10.0, "ttft p50 {ttft_short} (base 20 ms ± 4)");
     let ttft_long = long.benchmarks[0].metrics["ttft"].successful.min;
@@ -101,32 +79,20 @@ fn the_default_mock_has_prefill_jittered_gaps_and_varied_lengths() {
 /// prints them with their targets.
 #[test]
 fn the_instant_mock_is_zero_latency() {
-    let instant = in_process(
-        &[
-            "--max-requests",
-            "16",
-            "--data",
-            "prompt_tokens=2000,output_tokens=512",
-            "--ignore-eos",
-            "false",
-        ],
-        &[("LLMSURGE_MOCK_INSTANT", "1")],
+    let instant = ok_report(
+        &in_process(16, "prompt_tokens=2000,output_tokens=512")
+            .arg("--ignore-eos", false)
+            .run_with_env(&[("LLMSURGE_MOCK_INSTANT", "1")]),
     );
     let lengths = &instant.benchmarks[0].metrics["output_tokens"].successful;
     assert_eq!((lengths.min, lengths.max), (16.0, 16.0));
-    let slow_start = in_process(
-        &[
-            "--max-requests",
-            "4",
-            "--data",
-            "prompt_tokens=16,output_tokens=512",
-            "--ignore-eos",
-            "false",
-        ],
-        &[
-            ("LLMSURGE_MOCK_INSTANT", "1"),
-            ("LLMSURGE_MOCK_TTFT_MS", "150"),
-        ],
+    let slow_start = ok_report(
+        &in_process(4, "prompt_tokens=16,output_tokens=512")
+            .arg("--ignore-eos", false)
+            .run_with_env(&[
+                ("LLMSURGE_MOCK_INSTANT", "1"),
+                ("LLMSURGE_MOCK_TTFT_MS", "150"),
+            ]),
     );
     assert!(
         p50(&slow_start, "ttft") >= 149.0,

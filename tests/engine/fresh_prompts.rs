@@ -4,44 +4,25 @@
 //! mock's prefix-cache model (`/stats`), which the probe shares as a real server would.
 
 use crate::scenario::Bench;
-use crate::support::{llmsurge, mock, ok_report, recorded, run};
+use crate::support::{llmsurge, mock, ok_report, recorded};
 use llmsurge::mock::MockConfig;
 use std::collections::HashSet;
 
 /// Three rate benchmarks of a few requests each.
-fn three_benchmarks(url: &str, extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "--target",
-        url,
-        "--profile",
-        "constant",
-        "--rate",
-        "10,20,40",
-        "--max-requests",
-        "6",
-        "--data",
-        "prompt_tokens=64,output_tokens=2",
-        "--outputs",
-        "json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args
-}
-
-fn run_ok(args: &[String]) -> llmsurge::report::Report {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    ok_report(&run(&args))
+fn three_benchmarks(url: &str) -> Bench {
+    Bench::target(url)
+        .constant("10,20,40")
+        .max_requests(6)
+        .data("prompt_tokens=64,output_tokens=2")
+        .outputs("json")
 }
 
 #[test]
 fn two_default_runs_of_three_benchmarks_hit_no_prefix_the_mock_cached() {
     let server = mock(MockConfig::instant());
     let url = server.base_url();
-    let first = run_ok(&three_benchmarks(&url, &[]));
-    let second = run_ok(&three_benchmarks(&url, &[]));
+    let first = three_benchmarks(&url).ok_report();
+    let second = three_benchmarks(&url).ok_report();
     assert_eq!(first.benchmarks.len(), 3);
     assert_ne!(
         first.args["seed"], second.args["seed"],
@@ -102,22 +83,19 @@ fn recorded_prompts(path: &std::path::Path) -> Vec<String> {
 
 #[test]
 fn the_same_random_seed_sends_the_same_prompts_and_each_benchmark_its_own() {
-    let record = |seed: &str| {
+    let record = |seed: u64| {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("sent.jsonl");
         let server = mock(MockConfig {
             record: Some(path.clone()),
             ..MockConfig::instant()
         });
-        let report = run_ok(&three_benchmarks(
-            &server.base_url(),
-            &["--random-seed", seed],
-        ));
-        assert_eq!(report.args["seed"], seed.parse::<u64>().expect("seed"));
+        let report = three_benchmarks(&server.base_url()).seed(seed).ok_report();
+        assert_eq!(report.args["seed"], seed);
         drop(server);
         recorded_prompts(&path)
     };
-    let (a, b, c) = (record("7"), record("7"), record("8"));
+    let (a, b, c) = (record(7), record(7), record(8));
     assert_eq!(a.len(), 18);
     let sorted = |v: &[String]| {
         let mut v = v.to_vec();

@@ -8,7 +8,7 @@
 //! request carried each secret.
 
 use crate::scenario::Bench;
-use crate::support::{Finished, llmsurge, mock, recorded, start_run, wait_run};
+use crate::support::{Finished, llmsurge, mock, recorded, wait_run};
 use base64::Engine as _;
 use llmsurge::mock::MockConfig;
 use std::path::Path;
@@ -133,38 +133,24 @@ fn a_secret_given_in_any_way_reaches_the_server_and_no_output() {
         secret("azure-header"),
         secret("param"),
     );
-    let base = [
-        "--max-requests",
-        "6",
-        "--data",
-        "prompt_tokens=8,output_tokens=4",
-    ];
+    let short = |target: &str| {
+        Bench::target(target)
+            .max_requests(6)
+            .data("prompt_tokens=8,output_tokens=4")
+    };
 
     // 1. --api-key (the anthropic format sends it in x-api-key, leaving Authorization to
     // the URL's password), every format, the request log, debug logs, the target's
     // /metrics scraped through the same URL.
-    let mut args = base.to_vec();
     let key = secret("flag");
-    args.extend([
-        "--target",
-        &target,
-        "--request-format",
-        "anthropic",
-        "--api-key",
-        &key,
-        "--backend-kwargs",
-        &kwargs,
-        "--outputs",
-        "json,csv,html,yaml,console,junit,md",
-        "--slo",
-        "ttft_p50<=60s",
-        "--request-log",
-        "requests.jsonl",
-    ]);
-    let (child, dir) = start_run(&args, |c| {
-        c.env("LLMSURGE_LOG", "debug");
-    });
-    let run = wait_run(child, dir);
+    let run = short(&target)
+        .format("anthropic")
+        .arg("--api-key", &key)
+        .arg("--backend-kwargs", &kwargs)
+        .outputs("json,csv,html,yaml,console,junit,md")
+        .slo("ttft_p50<=60s")
+        .request_log("requests.jsonl")
+        .run_with_env(&[("LLMSURGE_LOG", "debug")]);
     assert_clean_run("--api-key run", &run);
     for name in [
         "benchmarks.json",
@@ -215,27 +201,20 @@ fn a_secret_given_in_any_way_reaches_the_server_and_no_output() {
         .to_string(),
     )
     .expect("scenario written");
-    let mut args = base.to_vec();
     let plain_target = server.base_url();
-    args.extend([
-        "--target",
-        &plain_target,
-        "--scenario",
-        scenario.to_str().expect("utf-8 path"),
-    ]);
-    let (child, dir) = start_run(&args, |c| {
-        c.env("LLMSURGE_API_KEY", secret("env"))
-            .env("LLMSURGE_LOG", "debug");
-    });
-    assert_clean_run("LLMSURGE_API_KEY run", &wait_run(child, dir));
+    let run = short(&plain_target)
+        .arg("--scenario", scenario.to_str().expect("utf-8 path"))
+        .run_with_env(&[
+            ("LLMSURGE_API_KEY", &secret("env")),
+            ("LLMSURGE_LOG", "debug"),
+        ]);
+    assert_clean_run("LLMSURGE_API_KEY run", &run);
 
     // 3. OPENAI_API_KEY.
-    let mut args = base.to_vec();
-    args.extend(["--target", &plain_target, "--outputs", "json"]);
-    let (child, dir) = start_run(&args, |c| {
-        c.env("OPENAI_API_KEY", secret("openai"));
-    });
-    assert_clean_run("OPENAI_API_KEY run", &wait_run(child, dir));
+    let run = short(&plain_target)
+        .outputs("json")
+        .run_with_env(&[("OPENAI_API_KEY", &secret("openai"))]);
+    assert_clean_run("OPENAI_API_KEY run", &run);
 
     // The mock saw every secret: the requests carried them all.
     let lines = recorded(&record);
@@ -266,20 +245,11 @@ fn a_secret_given_in_any_way_reaches_the_server_and_no_output() {
     }
 
     // 4. --dry-run, with every secret at once.
-    let mut args = base.to_vec();
-    args.extend([
-        "--target",
-        &target,
-        "--api-key",
-        &key,
-        "--backend-kwargs",
-        &kwargs,
-        "--dry-run",
-    ]);
-    let (child, dir) = start_run(&args, |c| {
-        c.env("LLMSURGE_LOG", "debug");
-    });
-    let run = wait_run(child, dir);
+    let run = short(&target)
+        .arg("--api-key", &key)
+        .arg("--backend-kwargs", &kwargs)
+        .flag("--dry-run")
+        .run_with_env(&[("LLMSURGE_LOG", "debug")]);
     assert_clean_run("--dry-run", &run);
     assert!(run.stdout.contains("X-Gateway-Key"), "{}", run.stdout);
 

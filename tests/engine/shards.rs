@@ -3,7 +3,7 @@
 //! (`--ready-timeout`).
 
 use crate::scenario::Bench;
-use crate::support::{Finished, assert_identity, llmsurge, mock, run, start_run, wait_run};
+use crate::support::{Finished, assert_identity, llmsurge, mock, wait_run};
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge::report::{RequestEntry, unix_now};
 use std::collections::BTreeMap;
@@ -31,33 +31,22 @@ fn schedule(run: &Finished, start: f64) -> BTreeMap<u64, (f64, Option<u32>)> {
         .collect()
 }
 
-fn constant_args<'a>(url: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "--target",
-        url,
-        "--profile",
-        "constant",
-        "--rate",
-        "40",
-        "--max-requests",
-        "41",
-        "--data",
-        DATA,
-        "--request-log",
-        "requests.jsonl",
-        // The single host and the shards: one seed, so the same prompts.
-        "--random-seed",
-        "11",
-    ];
-    args.extend_from_slice(extra);
-    args
+/// 41 requests at 40/s against `url`, logged, of one seed (the single host and the
+/// shards send the same prompts).
+fn constant(url: &str) -> Bench {
+    Bench::target(url)
+        .constant(40)
+        .max_requests(41)
+        .data(DATA)
+        .request_log("requests.jsonl")
+        .seed(11)
 }
 
 #[test]
 fn two_shards_started_at_one_instant_send_exactly_the_single_host_schedule() {
     let single_server = mock(MockConfig::instant());
     let single_url = single_server.base_url();
-    let single = run(&constant_args(&single_url, &[]));
+    let single = constant(&single_url).run();
     assert_eq!(single.code(), 0, "{}", single.stderr);
     let single_report = single.report();
     assert_identity(&single_report);
@@ -76,10 +65,10 @@ fn two_shards_started_at_one_instant_send_exactly_the_single_host_schedule() {
     let started: Vec<_> = (0..2)
         .map(|k| {
             let shard = format!("{}/2", k + 1);
-            start_run(
-                &constant_args(&url, &["--shard", &shard, "--start-at", &start_at]),
-                |_| {},
-            )
+            constant(&url)
+                .arg("--shard", &shard)
+                .arg("--start-at", &start_at)
+                .start(|_| {})
         })
         .collect();
     let shards: Vec<Finished> = started.into_iter().map(|(c, d)| wait_run(c, d)).collect();
@@ -330,42 +319,24 @@ fn three_shards_merge_into_the_single_host_run() {
         output_tokens: 4,
         ..MockConfig::instant()
     };
-    let load = |url: &str, extra: &[&str]| -> Vec<String> {
-        let mut args: Vec<String> = [
-            "--target",
-            url,
-            "--profile",
-            "constant",
-            "--rate",
-            "60",
-            "--max-requests",
-            "300",
-            "--data",
-            DATA,
-            "--request-log",
-            "requests.jsonl",
+    let load = |url: &str| {
+        Bench::target(url)
+            .constant(60)
+            .max_requests(300)
+            .data(DATA)
+            .request_log("requests.jsonl")
             // The single host and the shards: one seed, so the same prompts.
-            "--random-seed",
-            "11",
-            "--outputs",
-            "json",
-        ]
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-        args.extend(extra.iter().map(ToString::to_string));
-        args
+            .seed(11)
+            .outputs("json")
     };
 
     // The single host, and the same load with --shard 1/1: the same requests exactly.
     let single_server = mock(config.clone());
-    let single_args = load(&single_server.base_url(), &[]);
-    let single = run(&single_args.iter().map(String::as_str).collect::<Vec<_>>());
+    let single = load(&single_server.base_url()).run();
     let single_report = single.report();
     assert_eq!(single.code(), 0, "{}", single.stderr);
     let whole_server = mock(config.clone());
-    let whole_args = load(&whole_server.base_url(), &["--shard", "1/1"]);
-    let whole = run(&whole_args.iter().map(String::as_str).collect::<Vec<_>>());
+    let whole = load(&whole_server.base_url()).arg("--shard", "1/1").run();
     assert_eq!(whole.code(), 0, "{}", whole.stderr);
     let whole_report = whole.report();
     assert_eq!(whole_report.metadata.shard, None);
@@ -392,11 +363,10 @@ fn three_shards_merge_into_the_single_host_run() {
     let start_at = format!("{:.3}", unix_now() + 6.0);
     let started: Vec<_> = (1..=3)
         .map(|k| {
-            let args = load(
-                &url,
-                &["--shard", &format!("{k}/3"), "--start-at", &start_at],
-            );
-            start_run(&args.iter().map(String::as_str).collect::<Vec<_>>(), |_| {})
+            load(&url)
+                .arg("--shard", format!("{k}/3"))
+                .arg("--start-at", &start_at)
+                .start(|_| {})
         })
         .collect();
     let shards: Vec<Finished> = started.into_iter().map(|(c, d)| wait_run(c, d)).collect();
