@@ -10,10 +10,11 @@
 //! the sequence. System messages become the top-level `system`, and `max_tokens`, which
 //! the API requires, is sent on every request.
 
+use super::format::{Format, StreamState};
+use super::openai::{ChunkInfo, StreamEvent, Usage};
 use super::openai::{StrField, WireError};
-use super::{
-    ChunkInfo, Format, JsonPrefix, Kind, StreamEvent, StreamState, Usage, close, event_text, shown,
-    write_field, write_json, write_u32_field,
+use super::wire::{
+    JsonPrefix, Kind, close, event_text, shown, write_field, write_json, write_u32_field,
 };
 use crate::source::{PreparedRequest, Prompt};
 use bytes::Bytes;

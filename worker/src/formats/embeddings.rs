@@ -3,11 +3,10 @@
 //! The response must be a list with `data` (one embedding per input) and `usage`
 //! (`prompt_tokens`); it has no output tokens, so no TTFT, ITL or TPOT.
 
+use super::format::{Format, PoolingUsage, StreamState, WholeAnswer, parse_whole};
 use super::openai::WireError;
-use super::{
-    ChunkInfo, Format, JsonPrefix, PoolingUsage, StreamEvent, StreamState, WholeAnswer, close,
-    parse_whole, write_json,
-};
+use super::openai::{ChunkInfo, StreamEvent};
+use super::wire::{JsonPrefix, close, write_json};
 use crate::source::{PreparedRequest, Prompt};
 use bytes::Bytes;
 use llmsurge_proto::BackendConfig;
@@ -75,7 +74,7 @@ impl Format for Embeddings {
     fn parse_event(&self, data: &[u8], _: &mut StreamState) -> Result<StreamEvent, String> {
         Err(format!(
             "embeddings do not stream, yet the server sent an event: {}",
-            super::shown(data)
+            super::wire::shown(data)
         ))
     }
 

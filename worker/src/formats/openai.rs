@@ -5,7 +5,7 @@
 //! serialised once; a request only writes its prompt and lengths. Responses are parsed
 //! with borrowed fields, reading only what the metrics need.
 
-use super::{JsonPrefix, close, write_field, write_json, write_u32_field};
+use super::wire::{JsonPrefix, close, write_field, write_json, write_u32_field};
 use crate::source::{MediaPart, PreparedRequest, Prompt};
 use bytes::Bytes;
 use llmsurge_proto::{BackendConfig, RequestFormat};
@@ -385,7 +385,7 @@ mod tests {
     use super::*;
     use crate::source::Message;
 
-    use super::super::test_config as backend;
+    use super::super::wire::test_config as backend;
 
     fn text(t: &str, max: Option<u32>) -> PreparedRequest {
         PreparedRequest {

@@ -2,8 +2,9 @@
 //! /v1/chat/completions` and `POST /v1/completions`. They differ only in the body
 //! (`messages` or `prompt`, which the template writes) and the path.
 
+use super::format::{Format, StreamState};
 use super::openai::{self, BodyTemplate};
-use super::{ChunkInfo, Format, StreamEvent, StreamState};
+use super::openai::{ChunkInfo, StreamEvent};
 use crate::source::PreparedRequest;
 use bytes::Bytes;
 use llmsurge_proto::BackendConfig;

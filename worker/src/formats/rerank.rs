@@ -5,11 +5,10 @@
 //! `POST /v1/score` (`text_1` the query, `text_2` the documents; the answer's `data` holds
 //! one score each). Neither has output tokens, so no TTFT, ITL or TPOT.
 
+use super::format::{Format, PoolingUsage, StreamState, WholeAnswer, parse_whole};
 use super::openai::WireError;
-use super::{
-    ChunkInfo, Format, JsonPrefix, PoolingUsage, StreamEvent, StreamState, WholeAnswer, close,
-    parse_whole, write_field, write_json, write_u32_field,
-};
+use super::openai::{ChunkInfo, StreamEvent};
+use super::wire::{JsonPrefix, close, write_field, write_json, write_u32_field};
 use crate::source::{PreparedRequest, Prompt};
 use bytes::Bytes;
 use llmsurge_proto::BackendConfig;
@@ -134,7 +133,7 @@ impl Format for Rerank {
         Err(format!(
             "{} does not stream, yet the server sent an event: {}",
             self.path(),
-            super::shown(data)
+            super::wire::shown(data)
         ))
     }
 

@@ -9,10 +9,11 @@
 //! (annotations, tool calls, …), so an unknown type after `response.created` is skipped;
 //! any event before `response.created` other than `error` breaks the sequence.
 
+use super::format::{Format, StreamState};
+use super::openai::{ChunkInfo, StreamEvent, Usage};
 use super::openai::{StrField, WireError};
-use super::{
-    ChunkInfo, Format, JsonPrefix, Kind, StreamEvent, StreamState, Usage, close, event_text, shown,
-    write_field, write_json, write_u32_field,
+use super::wire::{
+    JsonPrefix, Kind, close, event_text, shown, write_field, write_json, write_u32_field,
 };
 use crate::source::{PreparedRequest, Prompt};
 use bytes::Bytes;

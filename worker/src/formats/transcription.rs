@@ -12,7 +12,8 @@
 //! The body is built by hand into one buffer with a boundary chosen once per run: no
 //! multipart crate, and no copy beyond the WAV itself.
 
-use super::{ChunkInfo, Format, StreamEvent, StreamState, Usage, WholeAnswer, parse_whole};
+use super::format::{Format, StreamState, WholeAnswer, parse_whole};
+use super::openai::{ChunkInfo, StreamEvent, Usage};
 use crate::source::{MediaPart, PreparedRequest};
 use bytes::Bytes;
 use llmsurge_proto::BackendConfig;
@@ -117,9 +118,9 @@ impl Format for Transcription {
         if trimmed == b"[DONE]" {
             return Ok(StreamEvent::Done);
         }
-        let text = super::event_text(trimmed)?;
+        let text = super::wire::event_text(trimmed)?;
         let typed: Typed<'_> = serde_json::from_str(text)
-            .map_err(|e| format!("malformed SSE event ({e}): {}", super::shown(trimmed)))?;
+            .map_err(|e| format!("malformed SSE event ({e}): {}", super::wire::shown(trimmed)))?;
         match typed.kind.as_deref() {
             Some("transcript.text.delta") => Ok(StreamEvent::Chunk(ChunkInfo {
                 content: typed.delta.non_empty,
@@ -153,7 +154,7 @@ impl Format for Transcription {
 #[derive(Deserialize)]
 struct Typed<'a> {
     #[serde(default, rename = "type", borrow)]
-    kind: Option<super::Kind<'a>>,
+    kind: Option<super::wire::Kind<'a>>,
     #[serde(default)]
     delta: super::openai::StrField,
     #[serde(default)]
@@ -180,7 +181,7 @@ impl<'a> WholeAnswer<'a> for TranscriptionAnswer<'a> {
         let Some(text) = self.text else {
             return Err(format!(
                 "transcription response without `text`: {}",
-                super::shown(body)
+                super::wire::shown(body)
             ));
         };
         Ok(ChunkInfo {
@@ -225,7 +226,7 @@ mod tests {
     fn cfg(stream: bool) -> BackendConfig {
         BackendConfig {
             model: "whisper".into(),
-            ..super::super::test_config(llmsurge_proto::RequestFormat::Transcription, stream)
+            ..super::super::wire::test_config(llmsurge_proto::RequestFormat::Transcription, stream)
         }
     }
 
