@@ -38,8 +38,9 @@ pub const HISTOGRAMS: [&str; 2] = ["time_to_first_token_seconds", "e2e_request_l
 /// The counts the server and the client both know (cross-checks), by series name.
 pub const CROSS_CHECKS: [&str; 3] = ["generation_tokens", "prompt_tokens", "request_success"];
 
-/// The tolerance of a cross-check: beyond it, the server and the client disagree.
-pub const CROSS_CHECK_TOLERANCE: f64 = 0.02;
+/// The tolerance of a cross-check: beyond it, the server and the client disagree (the
+/// coordinator's, which judged each).
+pub use llmsurge_coordinator::server_metrics::CROSS_CHECK_TOLERANCE;
 
 /// Series that are neither in [`GAUGES`] nor in [`COUNTERS`]: those kept by
 /// `--server-metrics-include`, in name order.

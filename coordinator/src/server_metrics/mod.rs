@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// A cross-check disagrees beyond this fraction (the report states it beside each).
+pub const CROSS_CHECK_TOLERANCE: f64 = 0.02;
+
 /// The default time between two scrapes (`--server-metrics-interval`).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -326,7 +329,7 @@ impl CrossCheck {
             client,
             client_upper: upper,
             difference,
-            agrees: difference.abs() <= summary::CROSS_CHECK_TOLERANCE,
+            agrees: difference.abs() <= CROSS_CHECK_TOLERANCE,
             unknown_requests: 0,
         }
     }

@@ -13,9 +13,6 @@ use std::collections::BTreeMap;
 /// `(seconds since t0, value)` of one series.
 type Points = Vec<(f64, f64)>;
 
-/// A cross-check disagrees beyond this fraction.
-pub const CROSS_CHECK_TOLERANCE: f64 = 0.02;
-
 /// One successful scrape, timed in seconds since the benchmark's t0 (negative: before).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Snapshot {
@@ -196,7 +193,7 @@ pub fn cross_check_counts(
             warnings.push(format!(
                 "the server counted {server_count:.0} {name} over the benchmark, the client {client_count:.0} {what}{range} ({:+.1}%, beyond {:.0}%){unfinished}",
                 check.difference * 100.0,
-                CROSS_CHECK_TOLERANCE * 100.0
+                super::CROSS_CHECK_TOLERANCE * 100.0
             ));
         }
         cross_checks.push(check);
