@@ -186,7 +186,13 @@ pub fn run(args: &[&str]) -> Finished {
 
 /// Asserts a run succeeded (exit code 0) and accounted for every request; its report.
 pub fn ok_report(run: &Finished) -> Report {
-    assert_eq!(run.code(), 0, "{}", run.stderr);
+    ended_with(run, 0)
+}
+
+/// Asserts a run ended with exit code `code` and accounted for every request; its
+/// report.
+pub fn ended_with(run: &Finished, code: i32) -> Report {
+    assert_eq!(run.code(), code, "{}", run.stderr);
     let report = run.report();
     assert_identity(&report);
     report

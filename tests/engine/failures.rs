@@ -5,7 +5,8 @@
 use super::signals::{Live, assert_group_gone_within, pid};
 use crate::scenario::Bench;
 use crate::support::{
-    assert_identity, mock, ok_report, wait_completed, wait_for_children, wait_in_flight, wait_run,
+    assert_identity, ended_with, mock, ok_report, wait_completed, wait_for_children,
+    wait_in_flight, wait_run,
 };
 use llmsurge::mock::MockConfig;
 use llmsurge_coordinator::StopReason;
@@ -67,14 +68,7 @@ fn a_killed_worker_stops_the_run_and_is_named_in_the_report() {
         "took {:?}",
         sent.elapsed()
     );
-    assert_eq!(
-        run.code(),
-        llmsurge::exit_codes::RUN_FAILED,
-        "{}",
-        run.stderr
-    );
-    let report = run.report();
-    assert_identity(&report);
+    let report = ended_with(&run, llmsurge::exit_codes::RUN_FAILED);
     let b = &report.benchmarks[0];
     let dead: Vec<_> = b.workers.iter().filter(|w| w.died).collect();
     assert_eq!(dead.len(), 1, "{:?}", b.workers);

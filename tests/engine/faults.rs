@@ -7,7 +7,7 @@
 //! in `signals.rs` and `failures.rs`.
 
 use crate::scenario::Bench;
-use crate::support::{Finished, assert_identity, mock, wait_run};
+use crate::support::{Finished, assert_identity, ended_with, mock, wait_run};
 use llmsurge::mock::{MockConfig, MockServer, MockStats};
 use llmsurge::report::RequestEntry;
 use llmsurge_coordinator::{BenchmarkResult, StopReason};
@@ -271,9 +271,7 @@ fn a_server_restarted_mid_run_costs_only_the_requests_sent_while_it_was_down() {
     let second = restart_on(port);
     let up_at = unix_now();
     let run = wait_run(child, dir);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ended_with(&run, 0);
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.created, 400);
     // The run went on after the restart.

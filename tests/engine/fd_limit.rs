@@ -2,7 +2,7 @@
 //! soft limit to the hard one, and refuses, in one line, streams the hard limit cannot hold.
 
 use crate::scenario::Bench;
-use crate::support::{assert_identity, mock, wait_run};
+use crate::support::{ended_with, mock, wait_run};
 use llmsurge::mock::MockConfig;
 use nix::sys::resource::{Resource, setrlimit};
 use std::os::unix::process::CommandExt;
@@ -37,9 +37,7 @@ fn streams_past_the_default_soft_limit_run_when_the_hard_limit_allows() {
         // 256 open files would fail most of the 600 connections with EMFILE.
         .start(|cmd| with_nofile(cmd, 256, 4096));
     let run = wait_run(child, dir);
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = run.report();
-    assert_identity(&report);
+    let report = ended_with(&run, 0);
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, 600, "{:?}", b.errors);
     assert!(

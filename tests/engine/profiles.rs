@@ -1,7 +1,7 @@
 //! Every profile runs end to end and starts the number of requests it should.
 
 use crate::scenario::Bench;
-use crate::support::{assert_identity, mock, ok_report};
+use crate::support::{ended_with, mock, ok_report};
 use llmsurge::mock::MockConfig;
 
 fn slow_mock() -> MockConfig {
@@ -126,9 +126,7 @@ fn one_or_four_workers_give_the_same_totals() {
             // The mock counts prompt tokens with its own tokenizer: the same text needed.
             .seed(4)
             .run();
-        assert_eq!(run.code(), 0, "{}", run.stderr);
-        let report = run.report();
-        assert_identity(&report);
+        let report = ended_with(&run, 0);
         let b = &report.benchmarks[0];
         assert_eq!(b.workers.len().to_string(), workers);
         let prompt_tokens = b.metrics["prompt_tokens"].successful.mean

@@ -3,7 +3,7 @@
 //! (`--ready-timeout`).
 
 use crate::scenario::Bench;
-use crate::support::{Finished, assert_identity, llmsurge, mock, wait_run};
+use crate::support::{Finished, assert_identity, ended_with, llmsurge, mock, wait_run};
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge::report::{RequestEntry, unix_now};
 use std::collections::BTreeMap;
@@ -144,9 +144,7 @@ fn stream_counts_are_split_larger_shares_first() {
             .arg("--shard", &shard)
             .seed(2)
             .run();
-        assert_eq!(run.code(), 0, "{}", run.stderr);
-        let report = run.report();
-        assert_identity(&report);
+        let report = ended_with(&run, 0);
         let b = &report.benchmarks[0];
         // The report keeps the single host's strategy; this host ran its share of it.
         assert_eq!(b.strategy.to_string(), "concurrent@5");

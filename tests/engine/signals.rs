@@ -8,7 +8,7 @@
 
 use crate::scenario::Bench;
 use crate::support::{
-    Finished, RUN_BOUND, assert_identity, mock, wait_for_children, wait_in_flight,
+    Finished, RUN_BOUND, assert_identity, ended_with, mock, wait_for_children, wait_in_flight,
 };
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge_coordinator::StopReason;
@@ -193,14 +193,7 @@ fn concurrent(url: &str, streams: u32, workers: u32, max_seconds: u32) -> Bench 
 /// Asserts a clean cancel: the report is written, the benchmark interrupted with a stop
 /// time, no worker failed, every request accounted for and the books balanced.
 fn assert_clean_cancel(run: &Finished) -> llmsurge_coordinator::BenchmarkResult {
-    assert_eq!(
-        run.code(),
-        llmsurge::exit_codes::INTERRUPTED,
-        "{}",
-        run.stderr
-    );
-    let report = run.report();
-    assert_identity(&report);
+    let report = ended_with(run, llmsurge::exit_codes::INTERRUPTED);
     let b = report.benchmarks[0].clone();
     assert!(b.interrupted, "interrupted");
     assert_eq!(b.stop_reason, Some(StopReason::Interrupted));
@@ -310,14 +303,7 @@ fn a_stopped_worker_is_killed_as_hung_within_its_timeout() {
         "a 2 s worker timeout took {:?}",
         sent.elapsed()
     );
-    assert_eq!(
-        run.code(),
-        llmsurge::exit_codes::RUN_FAILED,
-        "{}",
-        run.stderr
-    );
-    let report = run.report();
-    assert_identity(&report);
+    let report = ended_with(&run, llmsurge::exit_codes::RUN_FAILED);
     let b = &report.benchmarks[0];
     let dead: Vec<_> = b.workers.iter().filter(|w| w.died).collect();
     assert_eq!(dead.len(), 1, "{:?}", b.workers);
@@ -427,14 +413,7 @@ fn a_stop_during_the_ramp_up_ends_the_waiting_streams() {
         "took {:?}",
         sent.elapsed()
     );
-    assert_eq!(
-        run.code(),
-        llmsurge::exit_codes::INTERRUPTED,
-        "{}",
-        run.stderr
-    );
-    let report = run.report();
-    assert_identity(&report);
+    let report = ended_with(&run, llmsurge::exit_codes::INTERRUPTED);
     let b = &report.benchmarks[0];
     assert!(b.workers.iter().all(|w| !w.died), "{:?}", b.workers);
     assert_eq!(b.requests.cancelled, 0, "{:?}", b.requests);
