@@ -85,6 +85,18 @@ pub fn mock(config: MockConfig) -> MockServer {
     MockServer::start(MockConfig { port: 0, ..config }).expect("mock server starts")
 }
 
+/// A mock of `config` that records every request body (`--record`) in a file of a
+/// fresh folder: the mock, the folder (kept while the test runs) and the file.
+pub fn recording(config: MockConfig) -> (MockServer, tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("record.jsonl");
+    let server = mock(MockConfig {
+        record: Some(path.clone()),
+        ..config
+    });
+    (server, dir, path)
+}
+
 /// The binary, with every inherited `LLMSURGE_*` variable removed.
 pub fn llmsurge() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_llmsurge"));

@@ -8,7 +8,7 @@
 
 use super::sessions::{CHAT, read_log, reply_of, think_times};
 use crate::scenario::Bench;
-use crate::support::{mock, ok_report, recorded, run};
+use crate::support::{mock, ok_report, recorded, recording, run};
 use llmsurge::data::tokenizer::Tokenizer;
 use llmsurge::mock::MockConfig;
 use llmsurge_proto::TokenizerRef;
@@ -104,10 +104,7 @@ const SESSION_HEADER: &str = "x-session-id";
 
 /// Runs the file as sessions on a recording instant mock; the recorded request bodies.
 fn replay(data: &Path, data_args: &str, extra: &[&str]) -> (Vec<Value>, llmsurge::report::Report) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let record = dir.path().join("record.jsonl");
-    let server = mock(MockConfig {
-        record: Some(record.clone()),
+    let (server, _dir, record) = recording(MockConfig {
         record_header: vec![SESSION_HEADER.into()],
         ..MockConfig::instant()
     });
@@ -375,12 +372,7 @@ type ThinkTimes = BTreeMap<(u64, u32), (f64, f64)>;
 /// Runs the conversations of `data` as shuffled sessions under `concurrent 2` with
 /// `workers`: (session → the row its turns came from, think times per (session, turn)).
 fn shuffled_sessions(data: &Path, workers: &str) -> (BTreeMap<u64, String>, ThinkTimes) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let record = dir.path().join("record.jsonl");
-    let server = mock(MockConfig {
-        record: Some(record.clone()),
-        ..MockConfig::instant()
-    });
+    let (server, _dir, record) = recording(MockConfig::instant());
     let data = data.display().to_string();
     let finished = Bench::on(&server)
         .concurrent(2)

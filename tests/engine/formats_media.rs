@@ -4,7 +4,7 @@
 //! and no report or log ever holds the media bytes.
 
 use crate::scenario::Bench;
-use crate::support::{Finished, assert_identity, mock, ok_report, recorded};
+use crate::support::{Finished, assert_identity, mock, ok_report, recorded, recording};
 use base64::Engine;
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge_coordinator::BenchmarkResult;
@@ -86,12 +86,7 @@ fn assert_no_media_in_outputs(run: &Finished) {
 
 #[test]
 fn image_chat_sends_data_urls_of_the_asked_size_and_the_mock_counts_them() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let record = dir.path().join("record.jsonl");
-    let server = mock(MockConfig {
-        record: Some(record.clone()),
-        ..MockConfig::instant()
-    });
+    let (server, _dir, record) = recording(MockConfig::instant());
     let run = bench_media(
         &server,
         "chat",
@@ -153,12 +148,7 @@ fn image_chat_sends_data_urls_of_the_asked_size_and_the_mock_counts_them() {
 
 #[test]
 fn input_audio_chat_sends_wav_clips_the_mock_times() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let record = dir.path().join("record.jsonl");
-    let server = mock(MockConfig {
-        record: Some(record.clone()),
-        ..MockConfig::instant()
-    });
+    let (server, _dir, record) = recording(MockConfig::instant());
     let run = bench_media(
         &server,
         "chat",

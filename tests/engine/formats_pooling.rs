@@ -4,7 +4,7 @@
 //! response an error of its kind with a sample message.
 
 use crate::scenario::Bench;
-use crate::support::{Finished, assert_identity, mock, ok_report};
+use crate::support::{Finished, assert_identity, mock, ok_report, recording};
 use llmsurge::mock::{MockConfig, MockServer, MockStats};
 use llmsurge_coordinator::BenchmarkResult;
 
@@ -498,12 +498,7 @@ fn a_pooling_format_needs_no_output_tokens() {
         ("rerank", "documents", 10),
         ("score", "text_2", 10),
     ] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let record = dir.path().join("record.jsonl");
-        let server = mock(MockConfig {
-            record: Some(record.clone()),
-            ..MockConfig::instant()
-        });
+        let (server, _dir, record) = recording(MockConfig::instant());
         let run = bench_format(&server, format, "prompt_tokens=32", 6).run();
         let report = ok_report(&run);
         let b = &report.benchmarks[0];

@@ -8,7 +8,7 @@
 //! request carried each secret.
 
 use crate::scenario::Bench;
-use crate::support::{Finished, llmsurge, mock, recorded, wait_run};
+use crate::support::{Finished, llmsurge, mock, recorded, recording, wait_run};
 use base64::Engine as _;
 use llmsurge::mock::MockConfig;
 use std::path::Path;
@@ -391,10 +391,7 @@ fn an_error_quoting_the_url_carries_no_secret() {
 
 #[test]
 fn the_mock_records_no_credential_unless_shown() {
-    let record_dir = tempfile::tempdir().expect("tempdir");
-    let record = record_dir.path().join("record.jsonl");
-    let server = mock(MockConfig {
-        record: Some(record.clone()),
+    let (server, _record_dir, record) = recording(MockConfig {
         record_header: vec!["authorization".into(), "user-agent".into()],
         ..MockConfig::instant()
     });

@@ -6,7 +6,7 @@
 //! sessions on the arrival schedule.
 
 use crate::scenario::Bench;
-use crate::support::{Finished, mock, ok_report, recorded};
+use crate::support::{Finished, mock, ok_report, recorded, recording};
 use llmsurge::mock::MockConfig;
 use llmsurge::report::requests::RequestEntry;
 use llmsurge_coordinator::sessions::RateMeans;
@@ -133,12 +133,7 @@ fn assert_turns_carry_their_replies(lines: &[Value], api: &Api) {
 
 #[test]
 fn each_turn_carries_the_replies_that_actually_streamed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("record.jsonl");
-    let server = mock(MockConfig {
-        record: Some(path.clone()),
-        ..MockConfig::instant()
-    });
+    let (server, _dir, path) = recording(MockConfig::instant());
     let finished = Bench::on(&server)
         .synchronous()
         .data("turns=3,prompt_tokens=12,output_tokens=6,session_id=user")
@@ -556,12 +551,7 @@ fn rate_based_session_starts_are_the_same_for_one_and_two_workers() {
         let runs: Vec<(Vec<RequestEntry>, SentTurns)> = ["1", "2"]
             .iter()
             .map(|workers| {
-                let dir = tempfile::tempdir().expect("tempdir");
-                let path = dir.path().join("record.jsonl");
-                let server = mock(MockConfig {
-                    record: Some(path.clone()),
-                    ..MockConfig::instant()
-                });
+                let (server, _dir, path) = recording(MockConfig::instant());
                 let finished = Bench::on(&server)
                     .profile(profile)
                     .rate(40)
@@ -700,12 +690,7 @@ fn recorded_sessions(path: &Path) -> BTreeMap<String, Vec<Vec<Value>>> {
 #[test]
 fn a_system_prompt_opens_every_turn_of_its_session() {
     for shared in [false, true] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("record.jsonl");
-        let server = mock(MockConfig {
-            record: Some(path.clone()),
-            ..MockConfig::instant()
-        });
+        let (server, _dir, path) = recording(MockConfig::instant());
         let data = format!(
             "turns=3,prompt_tokens=8,output_tokens=2,samples=9,session_id=user,system_tokens=50,system_shared={shared}"
         );
@@ -780,12 +765,7 @@ fn a_system_prompt_opens_every_turn_of_its_session() {
 
 #[test]
 fn each_turn_carries_the_whole_replies_when_not_streamed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("record.jsonl");
-    let server = mock(MockConfig {
-        record: Some(path.clone()),
-        ..MockConfig::instant()
-    });
+    let (server, _dir, path) = recording(MockConfig::instant());
     let finished = Bench::on(&server)
         .synchronous()
         .stream(false)
@@ -808,12 +788,7 @@ fn each_turn_carries_the_whole_replies_when_not_streamed() {
 fn responses_and_anthropic_sessions_carry_the_replies_received_streamed_or_not() {
     for (format, api) in [("responses", &RESPONSES), ("anthropic", &ANTHROPIC)] {
         for stream in ["true", "false"] {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let path = dir.path().join("record.jsonl");
-            let server = mock(MockConfig {
-                record: Some(path.clone()),
-                ..MockConfig::instant()
-            });
+            let (server, _dir, path) = recording(MockConfig::instant());
             let finished = Bench::on(&server)
                 .format(format)
                 .arg("--stream", stream)

@@ -5,7 +5,7 @@
 //! What the server received is read from the mock's `--record` with `--record-header`.
 
 use crate::scenario::Bench;
-use crate::support::{mock, recorded};
+use crate::support::{mock, recorded, recording};
 use llmsurge::mock::MockConfig;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -14,10 +14,7 @@ const HEADER: &str = "x-session-id";
 
 /// Runs 2 users × sessions of 3 turns (6 requests) against a recording mock; the lines.
 fn run_sessions(data: &str, extra: &[&str]) -> Vec<Value> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("record.jsonl");
-    let server = mock(MockConfig {
-        record: Some(path.clone()),
+    let (server, _dir, path) = recording(MockConfig {
         record_header: vec![HEADER.into()],
         ..MockConfig::instant()
     });

@@ -3,16 +3,13 @@
 //! Files are generated here, in each format.
 
 use crate::scenario::{Bench, Options};
-use crate::support::{mock, ok_report, recorded};
+use crate::support::{mock, ok_report, recorded, recording};
 use llmsurge::mock::MockConfig;
 use std::path::Path;
 
 #[test]
 fn the_mock_records_each_request_body_up_to_its_limit() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("record.jsonl");
-    let server = mock(MockConfig {
-        record: Some(path.clone()),
+    let (server, _dir, path) = recording(MockConfig {
         record_limit: 12,
         ..MockConfig::instant()
     });
@@ -91,12 +88,7 @@ fn the_mock_records_every_model_endpoint_with_its_own_body() {
         ),
     ];
     for (format, data, endpoint, key, kind) in cases {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("record.jsonl");
-        let server = mock(MockConfig {
-            record: Some(path.clone()),
-            ..MockConfig::instant()
-        });
+        let (server, _dir, path) = recording(MockConfig::instant());
         let finished = Bench::on(&server)
             .format(format)
             .synchronous()
@@ -546,12 +538,7 @@ fn the_replay_schedule_does_not_depend_on_the_worker_count() {
 /// Runs the benchmark `options` build (synchronous unless they say) against a
 /// recording mock; the recorded lines.
 fn recorded_run(options: impl FnOnce(Bench) -> Bench) -> Vec<serde_json::Value> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let record = dir.path().join("record.jsonl");
-    let server = mock(MockConfig {
-        record: Some(record.clone()),
-        ..MockConfig::instant()
-    });
+    let (server, _dir, record) = recording(MockConfig::instant());
     options(Bench::on(&server)).ok_report();
     recorded(&record)
 }
