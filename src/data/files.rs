@@ -163,14 +163,7 @@ fn read_txt(text: &str, limit: usize) -> Vec<Record> {
 
 fn read_csv(path: &Path, limit: usize) -> Result<Vec<Record>, String> {
     let name = path.display();
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(false)
-        .from_path(path)
-        .map_err(|e| format!("{name}: {e}"))?;
-    let headers = reader
-        .headers()
-        .map_err(|e| format!("{name} line 1: {e}"))?
-        .clone();
+    let (mut reader, headers) = open_csv(path)?;
     let mut out = Vec::new();
     for (i, rec) in reader.records().enumerate() {
         if out.len() >= limit {
@@ -180,18 +173,41 @@ fn read_csv(path: &Path, limit: usize) -> Result<Vec<Record>, String> {
             let line = e.position().map_or(i as u64 + 2, |p| p.line());
             format!("{name} line {line}: {}", csv_error(&e))
         })?;
-        let line = rec.position().map_or(i as u64 + 2, |p| p.line());
-        let fields = headers
-            .iter()
-            .zip(rec.iter())
-            .map(|(h, v)| (h.to_string(), Value::String(v.to_string())))
-            .collect();
-        out.push(Record {
-            at: format!("line {line}"),
-            fields,
-        });
+        out.push(csv_record(&headers, &rec, i));
     }
     Ok(out)
+}
+
+/// A CSV file's reader (every row as long as the header) and its header row, which names
+/// the columns.
+pub(super) fn open_csv(
+    path: &Path,
+) -> Result<(csv::Reader<std::fs::File>, csv::StringRecord), String> {
+    let name = path.display();
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(false)
+        .from_path(path)
+        .map_err(|e| format!("{name}: {e}"))?;
+    let headers = reader
+        .headers()
+        .map_err(|e| format!("{name} line 1: {e}"))?
+        .clone();
+    Ok((reader, headers))
+}
+
+/// Row `i` (from 0, after the header) of a CSV file as a record: its fields named by
+/// the header, at its line.
+pub(super) fn csv_record(headers: &csv::StringRecord, rec: &csv::StringRecord, i: usize) -> Record {
+    let line = rec.position().map_or(i as u64 + 2, |p| p.line());
+    let fields = headers
+        .iter()
+        .zip(rec.iter())
+        .map(|(h, v)| (h.to_string(), Value::String(v.to_string())))
+        .collect();
+    Record {
+        at: format!("line {line}"),
+        fields,
+    }
 }
 
 fn csv_error(e: &csv::Error) -> String {

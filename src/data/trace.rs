@@ -342,14 +342,7 @@ fn records(path: &Path) -> Result<Box<dyn Iterator<Item = Result<Record, String>
             })))
         }
         Some(super::files::Format::Csv) => {
-            let mut reader = csv::ReaderBuilder::new()
-                .flexible(false)
-                .from_path(path)
-                .map_err(|e| format!("{name}: {e}"))?;
-            let headers = reader
-                .headers()
-                .map_err(|e| format!("{name} line 1: {e}"))?
-                .clone();
+            let (reader, headers) = super::files::open_csv(path)?;
             Ok(Box::new(reader.into_records().enumerate().map(
                 move |(i, rec)| {
                     let rec = rec.map_err(|e| {
@@ -360,16 +353,7 @@ fn records(path: &Path) -> Result<Box<dyn Iterator<Item = Result<Record, String>
                             why.lines().next().unwrap_or("malformed CSV")
                         )
                     })?;
-                    let line = rec.position().map_or(i as u64 + 2, |p| p.line());
-                    let fields = headers
-                        .iter()
-                        .zip(rec.iter())
-                        .map(|(h, v)| (h.to_string(), Value::String(v.to_string())))
-                        .collect();
-                    Ok(Record {
-                        at: format!("line {line}"),
-                        fields,
-                    })
+                    Ok(super::files::csv_record(&headers, &rec, i))
                 },
             )))
         }
