@@ -251,6 +251,17 @@ fn sync_two(url: &str) -> Bench {
     against(url, 2, "prompt_tokens=16,output_tokens=4")
 }
 
+/// Asserts a run exited 0 with `completed` requests completed and `errored` errored.
+fn assert_ran(run: &Finished, b: &BenchmarkResult, completed: u64, errored: u64) {
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert_eq!(
+        (b.requests.completed, b.requests.errored),
+        (completed, errored),
+        "{:?}",
+        b.errors
+    );
+}
+
 /// Runs `bench` (with a 60 s request timeout unless it sets one); what it left, its one
 /// benchmark and its request log.
 fn run_against(bench: Bench) -> (Finished, BenchmarkResult, Vec<RequestEntry>) {
@@ -383,13 +394,7 @@ fn a_100_continue_during_a_large_upload_is_no_answer() {
     let data = large_upload(data_dir.path());
     let server = Server::start(|_, _| Act::ContinueThenAnswer);
     let (run, b, _) = run_against(against(&server.url, 2, &data));
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    assert_eq!(
-        (b.requests.completed, b.requests.errored),
-        (2, 0),
-        "{:?}",
-        b.errors
-    );
+    assert_ran(&run, &b, 2, 0);
     assert_eq!(server.posts().len(), 2);
 }
 
@@ -405,13 +410,7 @@ fn a_reused_connection_closed_unanswered_costs_one_resend_never_two() {
         }
     });
     let (run, b, log) = run_against(against(&server.url, 5, "prompt_tokens=16,output_tokens=4"));
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    assert_eq!(
-        (b.requests.completed, b.requests.errored),
-        (5, 0),
-        "{:?}",
-        b.errors
-    );
+    assert_ran(&run, &b, 5, 0);
     // The server saw the first request once and every later one twice: dropped on the
     // reused connection, answered on a fresh one.
     let posts = server.posts();
@@ -437,13 +436,7 @@ fn a_reused_connection_closed_unanswered_costs_one_resend_never_two() {
         }
     });
     let (run, b, log) = run_against(against(&server.url, 4, "prompt_tokens=16,output_tokens=4"));
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    assert_eq!(
-        (b.requests.completed, b.requests.errored),
-        (1, 3),
-        "{:?}",
-        b.errors
-    );
+    assert_ran(&run, &b, 1, 3);
     assert_eq!(errors(&b)[0].0, "connection_closed");
     assert_eq!(server.posts().len(), 1 + 2 + 1 + 1, "{:?}", server.posts());
     assert_eq!(log.iter().filter(|e| e.retried).count(), 1);
@@ -457,23 +450,11 @@ fn heads_of_many_headers_pass_and_heads_over_64_kib_fail_even_in_one_write() {
         .collect();
     let server = Server::start(move |_, _| Act::Answer(ok_with(&many)));
     let (run, b, _) = run_against(sync_two(&server.url));
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    assert_eq!(
-        (b.requests.completed, b.requests.errored),
-        (2, 0),
-        "{:?}",
-        b.errors
-    );
+    assert_ran(&run, &b, 2, 0);
 
     // The same through reqwest (HTTP/2): 300 headers, 30 KB of them, within 64 KiB.
     let (run, b, _) = run_against(sync_two(&hyper_server(false, 300)).flag("--http2"));
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    assert_eq!(
-        (b.requests.completed, b.requests.errored),
-        (2, 0),
-        "{:?}",
-        b.errors
-    );
+    assert_ran(&run, &b, 2, 0);
 
     // A head of 100 KiB, written at once: refused, whatever reads it arrives in.
     let huge = format!("x-huge: {}\r\n", "a".repeat(100 << 10));

@@ -190,6 +190,26 @@ fn concurrent(url: &str, streams: u32, workers: u32, max_seconds: u32) -> Bench 
         .max_seconds(max_seconds)
 }
 
+/// Asserts a run signalled at `sent` ended before its stuck requests could have, its
+/// process group `pgid` with it, as a clean cancel of all its `requests`. The bounds come
+/// from the stuck requests, not from the machine's speed: a run (or a process) that
+/// waited for them would last at least their 30 s.
+fn assert_cancelled_before_stuck(run: &Finished, sent: Instant, pgid: u32, requests: u64) {
+    assert!(
+        sent.elapsed() < STUCK,
+        "took {:?}: it waited for the stuck requests",
+        sent.elapsed()
+    );
+    assert_group_gone_within(pgid, STUCK);
+    let b = assert_clean_cancel(run);
+    assert_eq!(
+        (b.requests.created, b.requests.cancelled),
+        (requests, requests),
+        "{:?}",
+        b.requests
+    );
+}
+
 /// Asserts a clean cancel: the report is written, the benchmark interrupted with a stop
 /// time, no worker failed, every request accounted for and the books balanced.
 fn assert_clean_cancel(run: &Finished) -> llmsurge_coordinator::BenchmarkResult {
@@ -232,21 +252,7 @@ fn sigterm_to_the_coordinator_cancels_and_records_when() {
     kill(pid(live.pid()), Signal::SIGTERM).expect("SIGTERM");
     let pgid = live.pid();
     let run = live.finish();
-    // Bounds from the stuck requests, not from the machine's speed: a run (or a
-    // process) that waited for them would last at least their 30 s.
-    assert!(
-        sent.elapsed() < STUCK,
-        "took {:?}: it waited for the stuck requests",
-        sent.elapsed()
-    );
-    assert_group_gone_within(pgid, STUCK);
-    let b = assert_clean_cancel(&run);
-    assert_eq!(
-        (b.requests.created, b.requests.cancelled),
-        (3, 3),
-        "{:?}",
-        b.requests
-    );
+    assert_cancelled_before_stuck(&run, sent, pgid, 3);
     assert!(
         run.stderr.contains("terminated (SIGTERM)"),
         "{}",
@@ -266,21 +272,7 @@ fn sigterm_to_the_process_group_is_a_clean_cancel_not_a_worker_failure() {
     // What `timeout`, systemd and Kubernetes do: the whole group at once.
     killpg(pid(pgid), Signal::SIGTERM).expect("SIGTERM to the group");
     let run = live.finish();
-    // Bounds from the stuck requests, not from the machine's speed: a run (or a
-    // process) that waited for them would last at least their 30 s.
-    assert!(
-        sent.elapsed() < STUCK,
-        "took {:?}: it waited for the stuck requests",
-        sent.elapsed()
-    );
-    assert_group_gone_within(pgid, STUCK);
-    let b = assert_clean_cancel(&run);
-    assert_eq!(
-        (b.requests.created, b.requests.cancelled),
-        (4, 4),
-        "{:?}",
-        b.requests
-    );
+    assert_cancelled_before_stuck(&run, sent, pgid, 4);
 }
 
 #[test]
