@@ -127,11 +127,51 @@ impl Finished {
         self.dir.path().join("benchmarks.json")
     }
 
+    /// The header and the first row of the CSV report.
+    pub fn csv_first_row(&self) -> CsvRow {
+        let path = self.dir.path().join("benchmarks.csv");
+        let mut csv = csv::Reader::from_path(path).expect("benchmarks.csv");
+        let header = csv
+            .headers()
+            .expect("header")
+            .iter()
+            .map(String::from)
+            .collect();
+        let row = csv
+            .records()
+            .next()
+            .expect("a row")
+            .expect("the row parses");
+        CsvRow {
+            header,
+            row: row.iter().map(String::from).collect(),
+        }
+    }
+
     /// The JSON report, parsed into the typed report.
     pub fn report(&self) -> Report {
         let bytes = std::fs::read(self.report_path())
             .unwrap_or_else(|e| panic!("no report ({e}); stderr:\n{}", self.stderr));
         serde_json::from_slice(&bytes).expect("the report parses")
+    }
+}
+
+/// A CSV report's header and one row of it.
+#[derive(Debug)]
+pub struct CsvRow {
+    pub header: Vec<String>,
+    pub row: Vec<String>,
+}
+
+impl CsvRow {
+    /// The row's cell in column `name`.
+    pub fn cell(&self, name: &str) -> String {
+        let i = self
+            .header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name} in {:?}", self.header));
+        self.row[i].clone()
     }
 }
 

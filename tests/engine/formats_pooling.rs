@@ -120,16 +120,9 @@ fn embeddings_rerank_and_score_agree_with_the_mock_and_leave_out_generation_metr
                 .all(|p| p.get("output_tokens_per_s").is_none()),
             "{format}: {points:?}"
         );
-        let mut reader =
-            csv::Reader::from_path(run.dir.path().join("benchmarks.csv")).expect("csv");
-        let header: Vec<String> = reader
-            .headers()
-            .expect("header")
-            .iter()
-            .map(String::from)
-            .collect();
-        let row = reader.records().next().expect("a row").expect("a record");
-        for (name, cell) in header.iter().zip(row.iter()) {
+        let csv = run.csv_first_row();
+        let header = &csv.header;
+        for (name, cell) in header.iter().zip(&csv.row) {
             let generation = GENERATION_KEYS
                 .iter()
                 .any(|k| name.starts_with(&format!("{k}.")))

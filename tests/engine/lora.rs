@@ -113,25 +113,8 @@ fn the_split_holds_within_three_points_and_every_format_breaks_it_down_as_the_se
 
     // CSV: the existing columns first, unchanged, then each model's group.
     let dir = run.dir.path();
-    let mut csv = csv::Reader::from_path(dir.join("benchmarks.csv")).expect("benchmarks.csv");
-    let header: Vec<String> = csv
-        .headers()
-        .expect("header")
-        .iter()
-        .map(str::to_string)
-        .collect();
-    let row = csv
-        .records()
-        .next()
-        .expect("one row")
-        .expect("the row parses");
-    let cell = |name: &str| {
-        let i = header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no column {name}"));
-        row[i].to_string()
-    };
+    let csv = run.csv_first_row();
+    let (header, cell) = (&csv.header, |name: &str| csv.cell(name));
     assert_eq!(header[0], "run.index");
     let first_model = header
         .iter()

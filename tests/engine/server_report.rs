@@ -52,20 +52,8 @@ fn a_runs_server_metrics_reach_every_format_and_compare() {
 
     // CSV: the same figures.
     let dir = run.dir.path();
-    let mut csv = csv::Reader::from_path(dir.join("benchmarks.csv")).expect("benchmarks.csv");
-    let header = csv.headers().expect("header").clone();
-    let row = csv
-        .records()
-        .next()
-        .expect("a row")
-        .expect("a readable row");
-    let cell = |name: &str| {
-        let i = header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no column {name}"));
-        row[i].to_string()
-    };
+    let csv = run.csv_first_row();
+    let cell = |name: &str| csv.cell(name);
     assert_eq!(cell("server.server"), "vllm");
     assert_eq!(
         cell("server.generation_tokens.delta").parse::<f64>(),

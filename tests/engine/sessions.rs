@@ -170,21 +170,8 @@ fn each_turn_carries_the_replies_that_actually_streamed() {
     assert!(md.contains("### Sessions"), "{md}");
     let html = std::fs::read_to_string(dir.join("benchmarks.html")).expect("html");
     assert!(html.contains("<h2>Sessions</h2>"), "no HTML session table");
-    let mut csv = csv::Reader::from_path(dir.join("benchmarks.csv")).expect("csv");
-    let header: Vec<String> = csv
-        .headers()
-        .expect("header")
-        .iter()
-        .map(String::from)
-        .collect();
-    let row = csv.records().next().expect("a row").expect("it parses");
-    let cell = |name: &str| {
-        let i = header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no {name}"));
-        row[i].to_string()
-    };
+    let csv = finished.csv_first_row();
+    let cell = |name: &str| csv.cell(name);
     assert_eq!(cell("sessions.completed"), "2");
     assert_eq!(cell("sessions.turns_completed"), "6");
     assert!(!cell("sessions.turn3.ttft_ms.p50").is_empty());
@@ -415,14 +402,7 @@ fn first_turns(log: &[RequestEntry]) -> BTreeMap<u64, &RequestEntry> {
 
 /// A CSV report's cell of the first row.
 fn csv_cell(finished: &Finished, name: &str) -> String {
-    let mut csv = csv::Reader::from_path(finished.dir.path().join("benchmarks.csv")).expect("csv");
-    let header = csv.headers().expect("header").clone();
-    let row = csv.records().next().expect("a row").expect("it parses");
-    let i = header
-        .iter()
-        .position(|h| h == name)
-        .unwrap_or_else(|| panic!("no {name} in {header:?}"));
-    row[i].to_string()
+    finished.csv_first_row().cell(name)
 }
 
 #[test]
