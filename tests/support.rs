@@ -109,6 +109,22 @@ pub fn llmsurge() -> Command {
     cmd
 }
 
+/// The plan `benchmark run --dry-run ARGS` prints with `env` set, which must succeed.
+pub fn dry_run(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+    let mut cmd = llmsurge();
+    cmd.args(["benchmark", "run", "--dry-run"]).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("llmsurge runs");
+    assert!(
+        out.status.success(),
+        "{args:?} {env:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the plan is JSON")
+}
+
 /// What a finished run left behind.
 #[derive(Debug)]
 pub struct Finished {

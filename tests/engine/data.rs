@@ -6,7 +6,7 @@
 mod capture;
 
 use crate::scenario::Bench;
-use crate::support::{assert_identity, llmsurge, mock};
+use crate::support::{assert_identity, dry_run, llmsurge, mock};
 use capture::Capture;
 use llmsurge::mock::MockConfig;
 use std::collections::{BTreeMap, HashSet};
@@ -589,21 +589,6 @@ fn shuffled_epochs_cover_every_row_in_new_orders() {
         12,
         &["--max-requests", "36", "--data-oversample", "never"],
     );
-}
-
-fn dry_run(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
-    let mut cmd = llmsurge();
-    cmd.args(["benchmark", "run", "--dry-run"]).args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("llmsurge runs");
-    assert!(
-        out.status.success(),
-        "{args:?} {env:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the plan is JSON")
 }
 
 #[test]

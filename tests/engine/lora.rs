@@ -3,7 +3,7 @@
 //! per-slot choice independent of `--workers`, merged shards, and bad values.
 
 use crate::scenario::Bench;
-use crate::support::{Finished, llmsurge, mock, ok_report, wait_run};
+use crate::support::{Finished, dry_run, llmsurge, mock, ok_report, wait_run};
 use llmsurge::mock::{MockConfig, MockStats};
 use llmsurge::report::{Report, RequestEntry};
 use std::collections::BTreeMap;
@@ -340,17 +340,7 @@ fn a_scenario_file_sets_the_split_and_a_plain_run_has_no_models() {
     let dir = tempfile::tempdir().expect("tempdir");
     let scenario = dir.path().join("lora.json");
     std::fs::write(&scenario, r#"{"lora": "a,b", "max_requests": 20}"#).expect("write");
-    let plan = llmsurge()
-        .args(["benchmark", "run", "--dry-run", "--scenario"])
-        .arg(&scenario)
-        .output()
-        .expect("dry run");
-    assert!(
-        plan.status.success(),
-        "{}",
-        String::from_utf8_lossy(&plan.stderr)
-    );
-    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("the plan is JSON");
+    let plan = dry_run(&["--scenario", scenario.to_str().expect("utf-8 path")], &[]);
     let models = plan
         .pointer("/data/lora/models")
         .and_then(|m| m.as_array())
