@@ -144,6 +144,7 @@ mod tests {
             prompt_tokens: None,
             output_tokens: 10,
             output_tokens_source: TokenSource::Usage,
+            reasoning_tokens: None,
             streamed_tokens: 10,
             streamed: true,
             phase: Phase::Measured,

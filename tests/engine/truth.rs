@@ -156,6 +156,24 @@ fn check(joined: &[Joined]) -> usize {
                 log["prompt_tokens"], truth["prompt_tokens"],
                 "{id}: prompt tokens against the mock's count"
             );
+            // The reasoning part, where the format's usage has it (ITL's runs need it).
+            let reasoning = truth["reasoning_tokens"].as_u64().unwrap_or(0);
+            let reported = log["reasoning_tokens"].as_u64();
+            match truth["endpoint"].as_str() {
+                Some("/v1/chat/completions" | "/v1/responses") if reasoning > 0 => assert_eq!(
+                    reported,
+                    Some(reasoning),
+                    "{id}: reasoning tokens against the mock's\nlog: {log}\ntruth: {truth}"
+                ),
+                Some("/v1/chat/completions" | "/v1/responses") => assert!(
+                    reported.unwrap_or(0) == 0,
+                    "{id}: reasoning tokens without reasoning: {log}"
+                ),
+                _ => assert!(
+                    reported.is_none(),
+                    "{id}: a reasoning count the format has no field for: {log}"
+                ),
+            }
         }
         let Some(start) = log["start_time"].as_f64() else {
             continue;
@@ -226,36 +244,67 @@ fn check(joined: &[Joined]) -> usize {
 
 /// The truth's chunks that carried tokens: (instant, tokens).
 fn token_chunks(truth: &serde_json::Value) -> Vec<(f64, u64)> {
+    token_chunks_apart(truth)
+        .into_iter()
+        .map(|(t, r, c)| (t, r + c))
+        .collect()
+}
+
+/// The truth's chunks that carried tokens: (instant, reasoning, content).
+fn token_chunks_apart(truth: &serde_json::Value) -> Vec<(f64, u64, u64)> {
     truth["chunks"]
         .as_array()
         .expect("chunks")
         .iter()
         .map(|c| {
-            let tokens = c["reasoning"].as_u64().unwrap_or(0) + c["content"].as_u64().unwrap_or(0);
-            (c["time"].as_f64().expect("a chunk's time"), tokens)
+            (
+                c["time"].as_f64().expect("a chunk's time"),
+                c["reasoning"].as_u64().unwrap_or(0),
+                c["content"].as_u64().unwrap_or(0),
+            )
         })
-        .filter(|&(_, tokens)| tokens > 0)
+        .filter(|&(_, r, c)| r + c > 0)
         .collect()
 }
 
-/// Whether a client that sees `chunks.len()` chunks and the total count can know how
-/// many tokens each chunk carried: every chunk but the last carries the same `k`, the
-/// last at most `k`, and no other `k` packs that total into that many chunks. Otherwise
-/// (a reasoning/answer boundary splitting a chunk, or 3 + 1 tokens that could as well be
-/// 2 + 2) the client can only guess, and its mean ITL is not held to the truth.
-fn packing_is_knowable(chunks: &[(f64, u64)]) -> bool {
-    let Some((&(_, last), rest)) = chunks.split_last() else {
-        return false;
-    };
-    let k = chunks[0].1;
-    let n: u64 = chunks.iter().map(|c| c.1).sum();
-    let c = chunks.len() as u64;
-    let uniform = rest.iter().all(|x| x.1 == k) && last <= k;
-    // Every k' with k'(c − 1) < n ≤ k'·c packs n tokens into c chunks.
-    let fits = (1..=n)
-        .filter(|&k2| k2 * (c - 1) < n && n <= k2 * c)
-        .count();
-    uniform && fits == 1
+/// The runs of chunks a client can tell apart, as (chunks, tokens): the reasoning
+/// chunks and the answer chunks each when the server's usage gave the reasoning count
+/// (`reasoning_tokens` in the log; the mock packs the two apart, as the client then
+/// assumes), else every chunk as one run (the Messages API counts no reasoning apart).
+fn client_runs(log: &serde_json::Value, truth: &serde_json::Value) -> Vec<(u64, u64)> {
+    let chunks = token_chunks_apart(truth);
+    let n: u64 = chunks.iter().map(|c| c.1 + c.2).sum();
+    let reasoning = chunks.iter().take_while(|c| c.2 == 0).count() as u64;
+    match log["reasoning_tokens"].as_u64() {
+        Some(r) if reasoning > 0 && reasoning < chunks.len() as u64 => {
+            vec![(reasoning, r), (chunks.len() as u64 - reasoning, n - r)]
+        }
+        _ => vec![(chunks.len() as u64, n)],
+    }
+}
+
+/// Whether a client that sees the chunks and the counts of [`client_runs`] can know how
+/// many tokens each chunk carried: every packing with one `k` for all runs (`k` a chunk,
+/// a run's last chunk the rest) that fits those counts gives the truth's tokens per
+/// chunk. Otherwise (3 + 1 answer tokens that could as well be 2 + 2, with nothing else
+/// to tell `k`; or the Messages API's reasoning/answer boundary splitting what the client
+/// must take as one run) the client can only guess, and its mean ITL is not held to
+/// the truth.
+fn packing_is_knowable(log: &serde_json::Value, truth: &serde_json::Value) -> bool {
+    let actual: Vec<u64> = token_chunks(truth).iter().map(|c| c.1).collect();
+    let runs = client_runs(log, truth);
+    let n: u64 = actual.iter().sum();
+    let fills: std::collections::BTreeSet<Vec<u64>> = (1..=n)
+        .filter(|&k| runs.iter().all(|&(c, t)| k * (c - 1) < t && t <= k * c))
+        .map(|k| {
+            runs.iter()
+                .flat_map(|&(c, t)| {
+                    (0..c).map(move |i| if i + 1 < c { k } else { t - k * (c - 1) })
+                })
+                .collect()
+        })
+        .collect();
+    fills.len() == 1 && fills.contains(&actual)
 }
 
 /// A per-request rate (ITL or TPOT) beside the truth's, with how much of the difference
@@ -335,7 +384,7 @@ fn check_rates(joined: &[Joined]) {
                 explained_ms: (d_end - d_first).abs() / (n - 1) as f64,
             });
         }
-        if chunks.len() >= 2 && packing_is_knowable(&chunks) {
+        if chunks.len() >= 2 && packing_is_knowable(log, truth) {
             let gaps = (n - k_first) as f64;
             let client = log["itl_ms"]
                 .as_f64()
@@ -673,6 +722,41 @@ fn responses_with_reasoning_match_the_truth() {
         ],
     );
     assert_eq!(check(&joined), 12);
+    // The usage's reasoning count tells the client the runs: every ITL was held to
+    // the truth.
+    assert!(joined.iter().all(|j| packing_is_knowable(&j.log, &j.truth)));
+}
+
+#[test]
+fn chat_reasoning_packed_three_a_chunk_matches_the_truth() {
+    // A server that decodes a token every few ms and sends 3 a chunk, reasoning and
+    // answer packed apart: 2 reasoning tokens in one chunk, then 7 answer tokens in
+    // chunks of 3, 3, 1. Spread over the 4 chunks as one run (3, 3, 2, 1) the ITL
+    // would count 6 gaps where the server decoded 7: 17% high.
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            tokens_per_chunk: 3,
+            reasoning_tokens: 2,
+            ..Default::default()
+        },
+        &[
+            "--max-requests",
+            "12",
+            "--data",
+            "prompt_tokens=30,output_tokens=9",
+        ],
+    );
+    assert_eq!(check(&joined), 12);
+    for Joined { log, truth } in &joined {
+        let counts: Vec<u64> = token_chunks(truth).iter().map(|c| c.1).collect();
+        assert_eq!(
+            counts,
+            [2, 3, 3, 1],
+            "the mock packed as configured: {truth}"
+        );
+        assert!(packing_is_knowable(log, truth), "{log}");
+    }
+    check_aggregates(&joined, &report.benchmarks[0]);
 }
 
 #[test]
