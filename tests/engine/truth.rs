@@ -144,7 +144,16 @@ fn check(joined: &[Joined]) -> usize {
         );
         let tokens = truth["reasoning_tokens"].as_u64().unwrap_or(0)
             + truth["content_tokens"].as_u64().unwrap_or(0);
-        if expected.is_none() {
+        // A whole transcription's usage is vLLM's `{"type": "duration"}`: no token counts,
+        // and the client counts none in one body (docs/metrics.md).
+        let counted =
+            !(truth["endpoint"] == "/v1/audio/transcriptions" && truth["stream"] == false);
+        if expected.is_none() && !counted {
+            completed += 1;
+            assert_eq!(log["status"], "completed", "{id}: {log}");
+            assert_eq!(log["output_tokens_source"], "unknown", "{id}: {log}");
+            assert!(log["prompt_tokens"].is_null(), "{id}: {log}");
+        } else if expected.is_none() {
             completed += 1;
             assert_eq!(log["status"], "completed", "{id}: {log}");
             assert_eq!(
@@ -454,7 +463,14 @@ fn check_aggregates(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResult
             .iter()
             .filter_map(|j| ms(j, "start_time", to))
             .collect();
-        let d = &b.metrics[metric].successful;
+        let Some(d) = b.metrics.get(metric).map(|m| &m.successful) else {
+            // A format without tokens out (pooling) has no TTFT: neither side saw one.
+            assert!(
+                values.is_empty(),
+                "{metric} is measured but not in the report"
+            );
+            continue;
+        };
         assert_eq!(d.count, values.len() as u64, "{metric}: count");
         let close = |report: f64, log: f64| (report - log).abs() <= log * 2e-3 + 2e-3;
         let min = values.iter().copied().fold(f64::INFINITY, f64::min);
@@ -1091,4 +1107,165 @@ fn goodput_and_slo_verdicts_match_the_truth() {
     } else if p50 > threshold_ms * (1.0 + 1e-3) + EARLY_MS {
         assert!(!verdict.passed, "the truth's p50 is {p50} ms: {verdict:?}");
     }
+}
+
+#[test]
+fn pooling_requests_match_the_truth() {
+    // One body each, no tokens out: e2e against the mock's end, the prompt count
+    // against the mock's, every request completed.
+    for (format, data) in [
+        ("embeddings", "prompt_tokens=16,batch_size=4"),
+        ("rerank", "prompt_tokens=8,documents=5"),
+        ("score", "prompt_tokens=8,documents=3"),
+    ] {
+        let (joined, report) = run_with_truth(
+            MockConfig::default(),
+            &[
+                "--request-format",
+                format,
+                "--max-requests",
+                "10",
+                "--data",
+                data,
+            ],
+        );
+        assert_eq!(check(&joined), 10, "{format}");
+        for Joined { log, truth } in &joined {
+            assert_eq!(truth["stream"], false, "{format}: {truth}");
+            assert_eq!(log["output_tokens"], 0, "{format}: {log}");
+            assert!(log["first_token_time"].is_null(), "{format}: {log}");
+        }
+        let b = &report.benchmarks[0];
+        assert_eq!(b.requests.completed, 10, "{format}");
+        check_aggregates(&joined, b);
+    }
+}
+
+#[test]
+fn pooling_faults_are_the_errors_the_client_reports() {
+    // 500s, 429s and closed connections on embeddings, drawn per request from the seed.
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            error_rate: 0.3,
+            close_rate: 0.2,
+            ..Default::default()
+        },
+        &[
+            "--request-format",
+            "embeddings",
+            "--max-requests",
+            "30",
+            "--data",
+            "prompt_tokens=16,batch_size=2",
+        ],
+    );
+    let completed = check(&joined);
+    let faults: Vec<&str> = joined
+        .iter()
+        .filter_map(|j| j.truth["fault"].as_str())
+        .collect();
+    assert!(
+        faults.iter().any(|f| f.starts_with("error_")) && faults.contains(&"close"),
+        "the seed gave both kinds of fault: {faults:?}"
+    );
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, completed as u64);
+    assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
+}
+
+#[test]
+fn transcription_streamed_matches_the_truth() {
+    check_all_completed(
+        MockConfig {
+            tokens_per_chunk: 2,
+            ..Default::default()
+        },
+        &[
+            "--request-format",
+            "transcription",
+            "--profile",
+            "concurrent",
+            "--rate",
+            "4",
+            "--max-requests",
+            "8",
+            "--data",
+            "audio_seconds=1,output_tokens=7",
+        ],
+        8,
+    );
+}
+
+#[test]
+fn transcription_whole_matches_the_truth() {
+    check_all_completed(
+        MockConfig::default(),
+        &[
+            "--request-format",
+            "transcription",
+            "--stream",
+            "false",
+            "--profile",
+            "concurrent",
+            "--rate",
+            "4",
+            "--max-requests",
+            "8",
+            "--data",
+            "audio_seconds=1,output_tokens=7",
+        ],
+        8,
+    );
+}
+
+#[test]
+fn image_chat_matches_the_truth() {
+    check_all_completed(
+        MockConfig {
+            tokens_per_chunk: 2,
+            ..Default::default()
+        },
+        &[
+            "--max-requests",
+            "10",
+            "--data",
+            "prompt_tokens=8,output_tokens=5,images=2,image_size=64x32,image_format=png",
+        ],
+        10,
+    );
+}
+
+#[test]
+fn transcription_faults_are_the_errors_the_client_reports() {
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            error_rate: 0.25,
+            drop_rate: 0.25,
+            ..Default::default()
+        },
+        &[
+            "--request-format",
+            "transcription",
+            "--profile",
+            "concurrent",
+            "--rate",
+            "4",
+            "--max-requests",
+            "16",
+            "--data",
+            "audio_seconds=1,output_tokens=7",
+        ],
+    );
+    let completed = check(&joined);
+    let faults: Vec<&str> = joined
+        .iter()
+        .filter_map(|j| j.truth["fault"].as_str())
+        .collect();
+    assert!(
+        faults.iter().any(|f| f.starts_with("error_")) && faults.contains(&"drop"),
+        "the seed gave both kinds of fault: {faults:?}"
+    );
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, completed as u64);
+    assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
 }
