@@ -451,6 +451,8 @@ fn check_all_completed(config: MockConfig, args: &[&str], requests: u64) {
 /// percentile's rank rounding is the histogram library's, so it is left out here.
 fn check_aggregates(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResult) {
     check_percentiles(joined, b);
+    check_itl_distribution(joined, b);
+    check_cross_checks(joined, b);
     let ms = |j: &Joined, from: &str, to: &str| {
         Some((j.log[to].as_f64()? - j.log[from].as_f64()?) * 1e3)
     };
@@ -647,6 +649,7 @@ fn injected_faults_are_the_errors_the_client_reports() {
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, completed as u64);
     assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
+    check_cross_checks(&joined, b);
 }
 
 #[test]
@@ -1171,6 +1174,7 @@ fn pooling_faults_are_the_errors_the_client_reports() {
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, completed as u64);
     assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
+    check_cross_checks(&joined, b);
 }
 
 #[test]
@@ -1268,4 +1272,216 @@ fn transcription_faults_are_the_errors_the_client_reports() {
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, completed as u64);
     assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
+    check_cross_checks(&joined, b);
+}
+
+/// The report's `itl` distribution against the truth's token gaps: every gap between two
+/// chunks with tokens, split over the later chunk's tokens as docs/metrics.md says (a
+/// gap `g` before a chunk of `k` tokens is `k` gaps of `g / k`), over the completed
+/// streamed requests. Only where the client can know every chunk's tokens
+/// ([`packing_is_knowable`]): elsewhere its split is a guess.
+///
+/// The count must be exact. The mean spans each request's first and last chunk, whose
+/// lateness the log measures, so it must be within what that lateness explains. A
+/// percentile also depends on the chunks between, which the log does not time: each is
+/// held within the truth's order statistics, widened by the largest lateness measured
+/// and by a tenth of the ranks (chunks a busy runner delayed further than any measured).
+fn check_itl_distribution(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResult) {
+    let streamed: Vec<&Joined> = joined
+        .iter()
+        .filter(|j| j.log["status"] == "completed" && j.truth["stream"].as_bool() == Some(true))
+        .collect();
+    let Some(d) = b.metrics.get("itl").map(|m| &m.successful) else {
+        assert!(
+            streamed.iter().all(|j| token_chunks(&j.truth).len() < 2),
+            "no itl in the report, but the truth has token gaps"
+        );
+        return;
+    };
+    if streamed.is_empty()
+        || !streamed
+            .iter()
+            .all(|j| packing_is_knowable(&j.log, &j.truth))
+    {
+        return;
+    }
+    let mut truth = Vec::new();
+    let (mut span_truth, mut explained, mut late) = (0.0, 0.0, 0.0_f64);
+    for j in &streamed {
+        let chunks = token_chunks(&j.truth);
+        if chunks.len() < 2 {
+            continue;
+        }
+        for pair in chunks.windows(2) {
+            let (k, gap) = (pair[1].1, (pair[1].0 - pair[0].0) * 1e3);
+            truth.extend(std::iter::repeat_n(gap / k as f64, k as usize));
+        }
+        let first = (j.log["first_token_time"].as_f64().expect("first") - chunks[0].0) * 1e3;
+        let last_chunk = chunks.last().expect("two chunks").0;
+        let last = (j.log["last_token_time"].as_f64().expect("last") - last_chunk) * 1e3;
+        span_truth += (last_chunk - chunks[0].0) * 1e3;
+        explained += (last - first).abs();
+        late = late.max(first).max(last);
+    }
+    let n = truth.len();
+    assert_eq!(
+        d.count, n as u64,
+        "itl: the report's gaps against the truth's tokens"
+    );
+    if n == 0 {
+        return;
+    }
+    let mean = span_truth / n as f64;
+    assert!(
+        (d.mean - mean).abs() <= mean * 2e-3 + explained / n as f64 + 2e-3,
+        "itl mean: the report says {} ms, the truth {mean} ms (lateness explains {} ms)",
+        d.mean,
+        explained / n as f64
+    );
+    truth.sort_by(f64::total_cmp);
+    let slack = n.div_ceil(10);
+    for (q, reported) in [(0.5, d.percentiles.p50), (0.9, d.percentiles.p90)] {
+        let rank = (q * n as f64).ceil() as usize;
+        let lo = truth[rank.saturating_sub(1 + slack).min(n - 1)];
+        let hi = truth[(rank + slack).min(n - 1)];
+        assert!(
+            reported >= lo * (1.0 - 1e-3) - late - EARLY_MS - 1e-3
+                && reported <= hi * (1.0 + 1e-3) + late + 1e-3,
+            "itl p{}: the report says {reported} ms, the truth's ranks around it \
+             {lo}..{hi} ms, the client at most {late} ms late",
+            q * 100.0
+        );
+    }
+}
+
+/// The report's token sources and its cross-checks with the server's counters,
+/// recomputed from the truth: the mock's `/metrics` counts what the truth records.
+/// A request whose usage and streamed chunk count differ is one whose chunks carried
+/// other than one token each; the server's output count is every token it sent, the
+/// client's every token of a completed request and what it received of the others
+/// (never more than the mock sent); successes are the requests the mock completed. A
+/// completed request whose output count the client cannot know (a whole transcription)
+/// leaves the output check out.
+fn check_cross_checks(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResult) {
+    let tokens = |t: &serde_json::Value| {
+        t["reasoning_tokens"].as_u64().unwrap_or(0) + t["content_tokens"].as_u64().unwrap_or(0)
+    };
+    let completed: Vec<&Joined> = joined
+        .iter()
+        .filter(|j| j.log["status"] == "completed")
+        .collect();
+    if let Some(ts) = &b.token_sources {
+        assert_eq!(
+            ts.usage + ts.stream + ts.unknown,
+            completed.len() as u64,
+            "token sources: one per completed request: {ts:?}"
+        );
+        let mismatched = completed
+            .iter()
+            .filter(|j| {
+                j.truth["stream"].as_bool() == Some(true)
+                    && j.log["output_tokens_source"] == "usage"
+                    && token_chunks(&j.truth).len() as u64 != tokens(&j.truth)
+            })
+            .count() as u64;
+        assert_eq!(ts.mismatched, mismatched, "token sources: {ts:?}");
+    }
+    let Some(server) = &b.server_metrics else {
+        return;
+    };
+    let received: u64 = joined
+        .iter()
+        .map(|j| {
+            if j.log["status"] == "completed" {
+                return tokens(&j.truth);
+            }
+            let got = j.log["output_tokens"].as_u64().unwrap_or(0);
+            assert!(
+                got <= tokens(&j.truth),
+                "more tokens than the mock sent: {j:?}"
+            );
+            got
+        })
+        .sum();
+    // A completed request whose output count the client does not know (a whole
+    // transcription) makes the client's count a lower bound: no disagreement then.
+    let unknown = completed
+        .iter()
+        .any(|j| j.log["output_tokens_source"] == "unknown");
+    if let Some(c) = server
+        .cross_checks
+        .iter()
+        .find(|c| c.name == "generation_tokens" && unknown)
+    {
+        assert!(
+            c.agrees,
+            "a count the client could not make disagrees: {c:?}"
+        );
+    }
+    for c in &server.cross_checks {
+        let (truth_server, truth_client) = match c.name.as_str() {
+            "generation_tokens" => (
+                joined.iter().map(|j| tokens(&j.truth)).sum::<u64>(),
+                received,
+            ),
+            "request_success" => (
+                joined
+                    .iter()
+                    .filter(|j| j.truth["outcome"] == "completed")
+                    .count() as u64,
+                completed.len() as u64,
+            ),
+            "prompt_tokens" => {
+                // The mock counts a prompt at every attempt (a resent request's twice);
+                // an error it injects before the body has no count in the truth, so
+                // there the server's count is only bounded below.
+                let attempts = |j: &Joined| if j.log["retried"] == true { 2 } else { 1 };
+                let server: u64 = joined
+                    .iter()
+                    .filter_map(|j| Some(j.truth["prompt_tokens"].as_u64()? * attempts(j)))
+                    .sum();
+                if joined.iter().any(|j| j.truth["prompt_tokens"].is_null()) {
+                    assert!(
+                        c.server >= server as f64,
+                        "prompt_tokens: {c:?} below {server}"
+                    );
+                    continue;
+                }
+                // Every prompt sent, each resend too, is the most the server can count.
+                assert_eq!(
+                    c.client_upper.unwrap_or(c.client),
+                    server as f64,
+                    "prompt_tokens: the client's upper end against every prompt sent: {c:?}"
+                );
+                // The client counts the prompts the server began to answer.
+                let answered = joined.iter().filter(|j| {
+                    j.log["status"] == "completed" || !j.log["first_token_time"].is_null()
+                });
+                (
+                    server,
+                    answered
+                        .filter_map(|j| j.truth["prompt_tokens"].as_u64())
+                        .sum::<u64>(),
+                )
+            }
+            _ => continue,
+        };
+        assert_eq!(
+            c.client, truth_client as f64,
+            "{}: the client's count: {c:?}",
+            c.name
+        );
+        assert_eq!(
+            c.server, truth_server as f64,
+            "{}: the server's count: {c:?}",
+            c.name
+        );
+        let upper = c.client_upper.unwrap_or(c.client);
+        let agrees = if c.server < c.client {
+            (c.client - c.server) <= 0.02 * c.client
+        } else {
+            c.server <= upper || (c.server - upper) <= 0.02 * upper
+        };
+        assert_eq!(c.agrees, agrees, "{}: the verdict: {c:?}", c.name);
+    }
 }
