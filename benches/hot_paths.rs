@@ -225,9 +225,11 @@ fn exchange(start: MonoNanos) -> Exchange {
         end: Some(at(900 + 64 * 20)),
         token_times: (0..TOKENS as u64).map(|i| at(900 + i * 20)).collect(),
         streamed_tokens: TOKENS as u32,
+        reasoning_chunks: 0,
         usage: Some(Usage {
             prompt_tokens: Some(16),
             completion_tokens: Some(TOKENS as u32),
+            reasoning_tokens: None,
         }),
         finished: true,
         error: None,

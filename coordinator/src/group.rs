@@ -608,6 +608,7 @@ pub async fn run_benchmark(
                 .sent_prompts_unknown
                 .saturating_mul(m.max_prompt_tokens.saturating_mul(2)),
             unfinished: m.errored + m.cancelled,
+            outputs_unknown: m.completed_outputs_unknown,
             shard: plan
                 .shard
                 .is_split()

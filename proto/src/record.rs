@@ -157,6 +157,12 @@ pub struct RequestRecord {
     pub output_tokens: u32,
     /// Where `output_tokens` came from.
     pub output_tokens_source: TokenSource,
+    /// Of `output_tokens`, the reasoning tokens, when the server's usage said
+    /// (`completion_tokens_details.reasoning_tokens`, `output_tokens_details.reasoning_tokens`).
+    /// With it, ITL packs the reasoning chunks and the answer chunks each on its own
+    /// (docs/metrics.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u32>,
     /// Output tokens counted from the stream (for the usage-vs-stream check).
     pub streamed_tokens: u32,
     /// The response was streamed, so token arrivals were seen. `false` for a whole
@@ -318,6 +324,7 @@ impl RequestRecord {
             prompt_tokens: None,
             output_tokens,
             output_tokens_source: TokenSource::Usage,
+            reasoning_tokens: None,
             streamed_tokens: output_tokens,
             streamed: true,
             phase: Phase::Measured,

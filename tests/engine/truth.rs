@@ -144,7 +144,16 @@ fn check(joined: &[Joined]) -> usize {
         );
         let tokens = truth["reasoning_tokens"].as_u64().unwrap_or(0)
             + truth["content_tokens"].as_u64().unwrap_or(0);
-        if expected.is_none() {
+        // A whole transcription's usage is vLLM's `{"type": "duration"}`: no token counts,
+        // and the client counts none in one body (docs/metrics.md).
+        let counted =
+            !(truth["endpoint"] == "/v1/audio/transcriptions" && truth["stream"] == false);
+        if expected.is_none() && !counted {
+            completed += 1;
+            assert_eq!(log["status"], "completed", "{id}: {log}");
+            assert_eq!(log["output_tokens_source"], "unknown", "{id}: {log}");
+            assert!(log["prompt_tokens"].is_null(), "{id}: {log}");
+        } else if expected.is_none() {
             completed += 1;
             assert_eq!(log["status"], "completed", "{id}: {log}");
             assert_eq!(
@@ -156,6 +165,24 @@ fn check(joined: &[Joined]) -> usize {
                 log["prompt_tokens"], truth["prompt_tokens"],
                 "{id}: prompt tokens against the mock's count"
             );
+            // The reasoning part, where the format's usage has it (ITL's runs need it).
+            let reasoning = truth["reasoning_tokens"].as_u64().unwrap_or(0);
+            let reported = log["reasoning_tokens"].as_u64();
+            match truth["endpoint"].as_str() {
+                Some("/v1/chat/completions" | "/v1/responses") if reasoning > 0 => assert_eq!(
+                    reported,
+                    Some(reasoning),
+                    "{id}: reasoning tokens against the mock's\nlog: {log}\ntruth: {truth}"
+                ),
+                Some("/v1/chat/completions" | "/v1/responses") => assert!(
+                    reported.unwrap_or(0) == 0,
+                    "{id}: reasoning tokens without reasoning: {log}"
+                ),
+                _ => assert!(
+                    reported.is_none(),
+                    "{id}: a reasoning count the format has no field for: {log}"
+                ),
+            }
         }
         let Some(start) = log["start_time"].as_f64() else {
             continue;
@@ -226,36 +253,67 @@ fn check(joined: &[Joined]) -> usize {
 
 /// The truth's chunks that carried tokens: (instant, tokens).
 fn token_chunks(truth: &serde_json::Value) -> Vec<(f64, u64)> {
+    token_chunks_apart(truth)
+        .into_iter()
+        .map(|(t, r, c)| (t, r + c))
+        .collect()
+}
+
+/// The truth's chunks that carried tokens: (instant, reasoning, content).
+fn token_chunks_apart(truth: &serde_json::Value) -> Vec<(f64, u64, u64)> {
     truth["chunks"]
         .as_array()
         .expect("chunks")
         .iter()
         .map(|c| {
-            let tokens = c["reasoning"].as_u64().unwrap_or(0) + c["content"].as_u64().unwrap_or(0);
-            (c["time"].as_f64().expect("a chunk's time"), tokens)
+            (
+                c["time"].as_f64().expect("a chunk's time"),
+                c["reasoning"].as_u64().unwrap_or(0),
+                c["content"].as_u64().unwrap_or(0),
+            )
         })
-        .filter(|&(_, tokens)| tokens > 0)
+        .filter(|&(_, r, c)| r + c > 0)
         .collect()
 }
 
-/// Whether a client that sees `chunks.len()` chunks and the total count can know how
-/// many tokens each chunk carried: every chunk but the last carries the same `k`, the
-/// last at most `k`, and no other `k` packs that total into that many chunks. Otherwise
-/// (a reasoning/answer boundary splitting a chunk, or 3 + 1 tokens that could as well be
-/// 2 + 2) the client can only guess, and its mean ITL is not held to the truth.
-fn packing_is_knowable(chunks: &[(f64, u64)]) -> bool {
-    let Some((&(_, last), rest)) = chunks.split_last() else {
-        return false;
-    };
-    let k = chunks[0].1;
-    let n: u64 = chunks.iter().map(|c| c.1).sum();
-    let c = chunks.len() as u64;
-    let uniform = rest.iter().all(|x| x.1 == k) && last <= k;
-    // Every k' with k'(c − 1) < n ≤ k'·c packs n tokens into c chunks.
-    let fits = (1..=n)
-        .filter(|&k2| k2 * (c - 1) < n && n <= k2 * c)
-        .count();
-    uniform && fits == 1
+/// The runs of chunks a client can tell apart, as (chunks, tokens): the reasoning
+/// chunks and the answer chunks each when the server's usage gave the reasoning count
+/// (`reasoning_tokens` in the log; the mock packs the two apart, as the client then
+/// assumes), else every chunk as one run (the Messages API counts no reasoning apart).
+fn client_runs(log: &serde_json::Value, truth: &serde_json::Value) -> Vec<(u64, u64)> {
+    let chunks = token_chunks_apart(truth);
+    let n: u64 = chunks.iter().map(|c| c.1 + c.2).sum();
+    let reasoning = chunks.iter().take_while(|c| c.2 == 0).count() as u64;
+    match log["reasoning_tokens"].as_u64() {
+        Some(r) if reasoning > 0 && reasoning < chunks.len() as u64 => {
+            vec![(reasoning, r), (chunks.len() as u64 - reasoning, n - r)]
+        }
+        _ => vec![(chunks.len() as u64, n)],
+    }
+}
+
+/// Whether a client that sees the chunks and the counts of [`client_runs`] can know how
+/// many tokens each chunk carried: every packing with one `k` for all runs (`k` a chunk,
+/// a run's last chunk the rest) that fits those counts gives the truth's tokens per
+/// chunk. Otherwise (3 + 1 answer tokens that could as well be 2 + 2, with nothing else
+/// to tell `k`; or the Messages API's reasoning/answer boundary splitting what the client
+/// must take as one run) the client can only guess, and its mean ITL is not held to
+/// the truth.
+fn packing_is_knowable(log: &serde_json::Value, truth: &serde_json::Value) -> bool {
+    let actual: Vec<u64> = token_chunks(truth).iter().map(|c| c.1).collect();
+    let runs = client_runs(log, truth);
+    let n: u64 = actual.iter().sum();
+    let fills: std::collections::BTreeSet<Vec<u64>> = (1..=n)
+        .filter(|&k| runs.iter().all(|&(c, t)| k * (c - 1) < t && t <= k * c))
+        .map(|k| {
+            runs.iter()
+                .flat_map(|&(c, t)| {
+                    (0..c).map(move |i| if i + 1 < c { k } else { t - k * (c - 1) })
+                })
+                .collect()
+        })
+        .collect();
+    fills.len() == 1 && fills.contains(&actual)
 }
 
 /// A per-request rate (ITL or TPOT) beside the truth's, with how much of the difference
@@ -271,8 +329,20 @@ struct RateGap {
 }
 
 impl RateGap {
+    /// How far off, relatively. A span of 0 happens: a mock delayed on a busy runner
+    /// writes every chunk of a short response (and its end) in one frame, and the client
+    /// reads them in one read. Both sides then say 0, which is right, and 0 / 0 (a
+    /// negative NaN on x86, which `total_cmp` ranks below every number) made the check
+    /// pick it as the closest request and fail it.
     fn relative(&self) -> f64 {
-        (self.client_ms - self.truth_ms).abs() / self.truth_ms
+        let off = (self.client_ms - self.truth_ms).abs();
+        if self.truth_ms > 0.0 {
+            off / self.truth_ms
+        } else if off <= 1e-3 {
+            0.0
+        } else {
+            f64::INFINITY
+        }
     }
 }
 
@@ -335,7 +405,7 @@ fn check_rates(joined: &[Joined]) {
                 explained_ms: (d_end - d_first).abs() / (n - 1) as f64,
             });
         }
-        if chunks.len() >= 2 && packing_is_knowable(&chunks) {
+        if chunks.len() >= 2 && packing_is_knowable(log, truth) {
             let gaps = (n - k_first) as f64;
             let client = log["itl_ms"]
                 .as_f64()
@@ -393,6 +463,8 @@ fn check_all_completed(config: MockConfig, args: &[&str], requests: u64) {
 /// percentile's rank rounding is the histogram library's, so it is left out here.
 fn check_aggregates(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResult) {
     check_percentiles(joined, b);
+    check_itl_distribution(joined, b);
+    check_cross_checks(joined, b);
     let ms = |j: &Joined, from: &str, to: &str| {
         Some((j.log[to].as_f64()? - j.log[from].as_f64()?) * 1e3)
     };
@@ -405,7 +477,14 @@ fn check_aggregates(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResult
             .iter()
             .filter_map(|j| ms(j, "start_time", to))
             .collect();
-        let d = &b.metrics[metric].successful;
+        let Some(d) = b.metrics.get(metric).map(|m| &m.successful) else {
+            // A format without tokens out (pooling) has no TTFT: neither side saw one.
+            assert!(
+                values.is_empty(),
+                "{metric} is measured but not in the report"
+            );
+            continue;
+        };
         assert_eq!(d.count, values.len() as u64, "{metric}: count");
         let close = |report: f64, log: f64| (report - log).abs() <= log * 2e-3 + 2e-3;
         let min = values.iter().copied().fold(f64::INFINITY, f64::min);
@@ -490,8 +569,16 @@ fn reasoning_ttft_and_ttft_any_match_the_truth() {
     assert_eq!(check(&joined), 15);
     for Joined { log, truth } in &joined {
         assert_eq!(truth["reasoning_tokens"], 4, "{truth}");
+        // Reasoning first, or in the same instant: a mock delayed on a busy runner writes
+        // both in one frame, and a busy client reads two frames in one read. `check` held
+        // each instant to the mock's chunk of its kind.
+        let (any, content) = (
+            first_chunk(truth, |r, c| r + c > 0),
+            first_chunk(truth, |_, c| c > 0),
+        );
+        assert!(any <= content, "{truth}");
         assert!(
-            log["first_token_time"].as_f64() < log["first_content_time"].as_f64(),
+            log["first_token_time"].as_f64() <= log["first_content_time"].as_f64(),
             "reasoning comes first: {log}"
         );
     }
@@ -582,6 +669,7 @@ fn injected_faults_are_the_errors_the_client_reports() {
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, completed as u64);
     assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
+    check_cross_checks(&joined, b);
 }
 
 #[test]
@@ -673,6 +761,41 @@ fn responses_with_reasoning_match_the_truth() {
         ],
     );
     assert_eq!(check(&joined), 12);
+    // The usage's reasoning count tells the client the runs: every ITL was held to
+    // the truth.
+    assert!(joined.iter().all(|j| packing_is_knowable(&j.log, &j.truth)));
+}
+
+#[test]
+fn chat_reasoning_packed_three_a_chunk_matches_the_truth() {
+    // A server that decodes a token every few ms and sends 3 a chunk, reasoning and
+    // answer packed apart: 2 reasoning tokens in one chunk, then 7 answer tokens in
+    // chunks of 3, 3, 1. Spread over the 4 chunks as one run (3, 3, 2, 1) the ITL
+    // would count 6 gaps where the server decoded 7: 17% high.
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            tokens_per_chunk: 3,
+            reasoning_tokens: 2,
+            ..Default::default()
+        },
+        &[
+            "--max-requests",
+            "12",
+            "--data",
+            "prompt_tokens=30,output_tokens=9",
+        ],
+    );
+    assert_eq!(check(&joined), 12);
+    for Joined { log, truth } in &joined {
+        let counts: Vec<u64> = token_chunks(truth).iter().map(|c| c.1).collect();
+        assert_eq!(
+            counts,
+            [2, 3, 3, 1],
+            "the mock packed as configured: {truth}"
+        );
+        assert!(packing_is_knowable(log, truth), "{log}");
+    }
+    check_aggregates(&joined, &report.benchmarks[0]);
 }
 
 #[test]
@@ -868,7 +991,8 @@ fn drawn_combinations_match_the_truth() {
 /// The report's percentiles of TTFT, `ttft_any`, e2e and TPOT against the same
 /// percentiles of the truth's values for the completed requests (the mock's instant of
 /// each event, from the client's start). Every client value is its truth value plus a
-/// lateness in [−[`EARLY_MS`], `D`] (`D`: the largest measured over these requests), so
+/// lateness in [−[`EARLY_MS`], `D`] (`D`: the largest measured over these requests; a
+/// TPOT, which spans two client instants, as far below as measured too), so
 /// every order statistic of the client's values lies within the same band of the
 /// truth's; the report's, from a histogram of 3 significant digits, adds 0.1%. The rank
 /// a percentile falls on is bracketed by its two neighbours (nearest rank either way).
@@ -922,6 +1046,9 @@ fn check_percentiles(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResul
             continue; // warm-up, or a metric this format does not have
         }
         let late = pairs.iter().map(|(t, c)| c - t).fold(0.0, f64::max);
+        // TPOT spans two client instants: a first token read late and an end read on
+        // time make it shorter than the truth's, by as much as measured here.
+        let early = pairs.iter().map(|(t, c)| t - c).fold(EARLY_MS, f64::max);
         let mut truth: Vec<f64> = pairs.iter().map(|p| p.0).collect();
         truth.sort_by(f64::total_cmp);
         let n = truth.len();
@@ -931,10 +1058,10 @@ fn check_percentiles(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResul
             let lo = truth[rank.saturating_sub(2).min(n - 1)];
             let hi = truth[rank.min(n - 1)];
             assert!(
-                reported >= lo * (1.0 - 1e-3) - EARLY_MS - 1e-3
+                reported >= lo * (1.0 - 1e-3) - early - 1e-3
                     && reported <= hi * (1.0 + 1e-3) + late + 1e-3,
                 "{metric} p{}: the report says {reported} ms, the truth's nearest ranks \
-                 {lo}..{hi} ms, the client at most {late} ms late",
+                 {lo}..{hi} ms, the client at most {late} ms late and {early} ms early",
                 q * 100.0
             );
         }
@@ -1006,5 +1133,379 @@ fn goodput_and_slo_verdicts_match_the_truth() {
         assert!(verdict.passed, "the truth's p50 is {p50} ms: {verdict:?}");
     } else if p50 > threshold_ms * (1.0 + 1e-3) + EARLY_MS {
         assert!(!verdict.passed, "the truth's p50 is {p50} ms: {verdict:?}");
+    }
+}
+
+#[test]
+fn pooling_requests_match_the_truth() {
+    // One body each, no tokens out: e2e against the mock's end, the prompt count
+    // against the mock's, every request completed.
+    for (format, data) in [
+        ("embeddings", "prompt_tokens=16,batch_size=4"),
+        ("rerank", "prompt_tokens=8,documents=5"),
+        ("score", "prompt_tokens=8,documents=3"),
+    ] {
+        let (joined, report) = run_with_truth(
+            MockConfig::default(),
+            &[
+                "--request-format",
+                format,
+                "--max-requests",
+                "10",
+                "--data",
+                data,
+            ],
+        );
+        assert_eq!(check(&joined), 10, "{format}");
+        for Joined { log, truth } in &joined {
+            assert_eq!(truth["stream"], false, "{format}: {truth}");
+            assert_eq!(log["output_tokens"], 0, "{format}: {log}");
+            assert!(log["first_token_time"].is_null(), "{format}: {log}");
+        }
+        let b = &report.benchmarks[0];
+        assert_eq!(b.requests.completed, 10, "{format}");
+        check_aggregates(&joined, b);
+    }
+}
+
+#[test]
+fn pooling_faults_are_the_errors_the_client_reports() {
+    // 500s, 429s and closed connections on embeddings, drawn per request from the seed.
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            error_rate: 0.3,
+            close_rate: 0.2,
+            ..Default::default()
+        },
+        &[
+            "--request-format",
+            "embeddings",
+            "--max-requests",
+            "30",
+            "--data",
+            "prompt_tokens=16,batch_size=2",
+        ],
+    );
+    let completed = check(&joined);
+    let faults: Vec<&str> = joined
+        .iter()
+        .filter_map(|j| j.truth["fault"].as_str())
+        .collect();
+    assert!(
+        faults.iter().any(|f| f.starts_with("error_")) && faults.contains(&"close"),
+        "the seed gave both kinds of fault: {faults:?}"
+    );
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, completed as u64);
+    assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
+    check_cross_checks(&joined, b);
+}
+
+#[test]
+fn transcription_streamed_matches_the_truth() {
+    check_all_completed(
+        MockConfig {
+            tokens_per_chunk: 2,
+            ..Default::default()
+        },
+        &[
+            "--request-format",
+            "transcription",
+            "--profile",
+            "concurrent",
+            "--rate",
+            "4",
+            "--max-requests",
+            "8",
+            "--data",
+            "audio_seconds=1,output_tokens=7",
+        ],
+        8,
+    );
+}
+
+#[test]
+fn transcription_whole_matches_the_truth() {
+    check_all_completed(
+        MockConfig::default(),
+        &[
+            "--request-format",
+            "transcription",
+            "--stream",
+            "false",
+            "--profile",
+            "concurrent",
+            "--rate",
+            "4",
+            "--max-requests",
+            "8",
+            "--data",
+            "audio_seconds=1,output_tokens=7",
+        ],
+        8,
+    );
+}
+
+#[test]
+fn image_chat_matches_the_truth() {
+    check_all_completed(
+        MockConfig {
+            tokens_per_chunk: 2,
+            ..Default::default()
+        },
+        &[
+            "--max-requests",
+            "10",
+            "--data",
+            "prompt_tokens=8,output_tokens=5,images=2,image_size=64x32,image_format=png",
+        ],
+        10,
+    );
+}
+
+#[test]
+fn transcription_faults_are_the_errors_the_client_reports() {
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            error_rate: 0.25,
+            drop_rate: 0.25,
+            ..Default::default()
+        },
+        &[
+            "--request-format",
+            "transcription",
+            "--profile",
+            "concurrent",
+            "--rate",
+            "4",
+            "--max-requests",
+            "16",
+            "--data",
+            "audio_seconds=1,output_tokens=7",
+        ],
+    );
+    let completed = check(&joined);
+    let faults: Vec<&str> = joined
+        .iter()
+        .filter_map(|j| j.truth["fault"].as_str())
+        .collect();
+    assert!(
+        faults.iter().any(|f| f.starts_with("error_")) && faults.contains(&"drop"),
+        "the seed gave both kinds of fault: {faults:?}"
+    );
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, completed as u64);
+    assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
+    check_cross_checks(&joined, b);
+}
+
+/// The report's `itl` distribution against the truth's token gaps: every gap between two
+/// chunks with tokens, split over the later chunk's tokens as docs/metrics.md says (a
+/// gap `g` before a chunk of `k` tokens is `k` gaps of `g / k`), over the completed
+/// streamed requests. Only where the client can know every chunk's tokens
+/// ([`packing_is_knowable`]): elsewhere its split is a guess.
+///
+/// The count must be exact. The mean spans each request's first and last chunk, whose
+/// lateness the log measures, so it must be within what that lateness explains. A
+/// percentile also depends on the chunks between, which the log does not time: each is
+/// held within the truth's order statistics, widened by the largest lateness measured
+/// and by a tenth of the ranks (chunks a busy runner delayed further than any measured).
+fn check_itl_distribution(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResult) {
+    let streamed: Vec<&Joined> = joined
+        .iter()
+        .filter(|j| j.log["status"] == "completed" && j.truth["stream"].as_bool() == Some(true))
+        .collect();
+    let Some(d) = b.metrics.get("itl").map(|m| &m.successful) else {
+        assert!(
+            streamed.iter().all(|j| token_chunks(&j.truth).len() < 2),
+            "no itl in the report, but the truth has token gaps"
+        );
+        return;
+    };
+    if streamed.is_empty()
+        || !streamed
+            .iter()
+            .all(|j| packing_is_knowable(&j.log, &j.truth))
+    {
+        return;
+    }
+    let mut truth = Vec::new();
+    let (mut span_truth, mut explained, mut late) = (0.0, 0.0, 0.0_f64);
+    for j in &streamed {
+        let chunks = token_chunks(&j.truth);
+        if chunks.len() < 2 {
+            continue;
+        }
+        for pair in chunks.windows(2) {
+            let (k, gap) = (pair[1].1, (pair[1].0 - pair[0].0) * 1e3);
+            truth.extend(std::iter::repeat_n(gap / k as f64, k as usize));
+        }
+        let first = (j.log["first_token_time"].as_f64().expect("first") - chunks[0].0) * 1e3;
+        let last_chunk = chunks.last().expect("two chunks").0;
+        let last = (j.log["last_token_time"].as_f64().expect("last") - last_chunk) * 1e3;
+        span_truth += (last_chunk - chunks[0].0) * 1e3;
+        explained += (last - first).abs();
+        late = late.max(first).max(last);
+    }
+    let n = truth.len();
+    assert_eq!(
+        d.count, n as u64,
+        "itl: the report's gaps against the truth's tokens"
+    );
+    if n == 0 {
+        return;
+    }
+    let mean = span_truth / n as f64;
+    assert!(
+        (d.mean - mean).abs() <= mean * 2e-3 + explained / n as f64 + 2e-3,
+        "itl mean: the report says {} ms, the truth {mean} ms (lateness explains {} ms)",
+        d.mean,
+        explained / n as f64
+    );
+    truth.sort_by(f64::total_cmp);
+    let slack = n.div_ceil(10);
+    for (q, reported) in [(0.5, d.percentiles.p50), (0.9, d.percentiles.p90)] {
+        let rank = (q * n as f64).ceil() as usize;
+        let lo = truth[rank.saturating_sub(1 + slack).min(n - 1)];
+        let hi = truth[(rank + slack).min(n - 1)];
+        assert!(
+            reported >= lo * (1.0 - 1e-3) - late - EARLY_MS - 1e-3
+                && reported <= hi * (1.0 + 1e-3) + late + 1e-3,
+            "itl p{}: the report says {reported} ms, the truth's ranks around it \
+             {lo}..{hi} ms, the client at most {late} ms late",
+            q * 100.0
+        );
+    }
+}
+
+/// The report's token sources and its cross-checks with the server's counters,
+/// recomputed from the truth: the mock's `/metrics` counts what the truth records.
+/// A request whose usage and streamed chunk count differ is one whose chunks carried
+/// other than one token each; the server's output count is every token it sent, the
+/// client's every token of a completed request and what it received of the others
+/// (never more than the mock sent); successes are the requests the mock completed. A
+/// completed request whose output count the client cannot know (a whole transcription)
+/// leaves the output check out.
+fn check_cross_checks(joined: &[Joined], b: &llmsurge_coordinator::BenchmarkResult) {
+    let tokens = |t: &serde_json::Value| {
+        t["reasoning_tokens"].as_u64().unwrap_or(0) + t["content_tokens"].as_u64().unwrap_or(0)
+    };
+    let completed: Vec<&Joined> = joined
+        .iter()
+        .filter(|j| j.log["status"] == "completed")
+        .collect();
+    if let Some(ts) = &b.token_sources {
+        assert_eq!(
+            ts.usage + ts.stream + ts.unknown,
+            completed.len() as u64,
+            "token sources: one per completed request: {ts:?}"
+        );
+        let mismatched = completed
+            .iter()
+            .filter(|j| {
+                j.truth["stream"].as_bool() == Some(true)
+                    && j.log["output_tokens_source"] == "usage"
+                    && token_chunks(&j.truth).len() as u64 != tokens(&j.truth)
+            })
+            .count() as u64;
+        assert_eq!(ts.mismatched, mismatched, "token sources: {ts:?}");
+    }
+    let Some(server) = &b.server_metrics else {
+        return;
+    };
+    let received: u64 = joined
+        .iter()
+        .map(|j| {
+            if j.log["status"] == "completed" {
+                return tokens(&j.truth);
+            }
+            let got = j.log["output_tokens"].as_u64().unwrap_or(0);
+            assert!(
+                got <= tokens(&j.truth),
+                "more tokens than the mock sent: {j:?}"
+            );
+            got
+        })
+        .sum();
+    // A completed request whose output count the client does not know (a whole
+    // transcription) makes the client's count a lower bound: no disagreement then.
+    let unknown = completed
+        .iter()
+        .any(|j| j.log["output_tokens_source"] == "unknown");
+    if let Some(c) = server
+        .cross_checks
+        .iter()
+        .find(|c| c.name == "generation_tokens" && unknown)
+    {
+        assert!(
+            c.agrees,
+            "a count the client could not make disagrees: {c:?}"
+        );
+    }
+    for c in &server.cross_checks {
+        let (truth_server, truth_client) = match c.name.as_str() {
+            "generation_tokens" => (
+                joined.iter().map(|j| tokens(&j.truth)).sum::<u64>(),
+                received,
+            ),
+            "request_success" => (
+                joined
+                    .iter()
+                    .filter(|j| j.truth["outcome"] == "completed")
+                    .count() as u64,
+                completed.len() as u64,
+            ),
+            "prompt_tokens" => {
+                // The mock counts a prompt at every attempt (a resent request's twice);
+                // an error it injects before the body has no count in the truth, so
+                // there the server's count is only bounded below.
+                let attempts = |j: &Joined| if j.log["retried"] == true { 2 } else { 1 };
+                let server: u64 = joined
+                    .iter()
+                    .filter_map(|j| Some(j.truth["prompt_tokens"].as_u64()? * attempts(j)))
+                    .sum();
+                if joined.iter().any(|j| j.truth["prompt_tokens"].is_null()) {
+                    assert!(
+                        c.server >= server as f64,
+                        "prompt_tokens: {c:?} below {server}"
+                    );
+                    continue;
+                }
+                // Every prompt sent, each resend too, is the most the server can count.
+                assert_eq!(
+                    c.client_upper.unwrap_or(c.client),
+                    server as f64,
+                    "prompt_tokens: the client's upper end against every prompt sent: {c:?}"
+                );
+                // The client counts the prompts the server began to answer.
+                let answered = joined.iter().filter(|j| {
+                    j.log["status"] == "completed" || !j.log["first_token_time"].is_null()
+                });
+                (
+                    server,
+                    answered
+                        .filter_map(|j| j.truth["prompt_tokens"].as_u64())
+                        .sum::<u64>(),
+                )
+            }
+            _ => continue,
+        };
+        assert_eq!(
+            c.client, truth_client as f64,
+            "{}: the client's count: {c:?}",
+            c.name
+        );
+        assert_eq!(
+            c.server, truth_server as f64,
+            "{}: the server's count: {c:?}",
+            c.name
+        );
+        let upper = c.client_upper.unwrap_or(c.client);
+        let agrees = if c.server < c.client {
+            (c.client - c.server) <= 0.02 * c.client
+        } else {
+            c.server <= upper || (c.server - upper) <= 0.02 * upper
+        };
+        assert_eq!(c.agrees, agrees, "{}: the verdict: {c:?}", c.name);
     }
 }

@@ -58,6 +58,12 @@ pub struct Exchange {
     pub token_times: Vec<MonoNanos>,
     /// Chunks that carried content or reasoning.
     pub streamed_tokens: u32,
+    /// Of `token_times`, the leading chunks that carried reasoning alone, when the first
+    /// chunk with content carried none: a server that packs several tokens a chunk
+    /// packed the reasoning apart from the answer, so ITL spreads the reasoning count
+    /// over these chunks and the rest over the others. 0 when a chunk mixed the two (the
+    /// packing ran across the boundary) or the answer never came.
+    pub reasoning_chunks: u32,
     /// The server's usage, when sent.
     pub usage: Option<Usage>,
     /// A chunk with `finish_reason` arrived.
@@ -91,8 +97,13 @@ impl Exchange {
             self.streamed_tokens += 1;
             self.token_times.push(at);
         }
-        if info.content {
-            self.first_content.get_or_insert(at);
+        if info.content && self.first_content.is_none() {
+            self.first_content = Some(at);
+            self.reasoning_chunks = if info.reasoning {
+                0
+            } else {
+                self.streamed_tokens - 1
+            };
         }
         // Field by field: Anthropic sends the prompt count and the output count in two
         // events.
@@ -101,6 +112,7 @@ impl Exchange {
             self.usage = Some(Usage {
                 prompt_tokens: u.prompt_tokens.or(old.prompt_tokens),
                 completion_tokens: u.completion_tokens.or(old.completion_tokens),
+                reasoning_tokens: u.reasoning_tokens.or(old.reasoning_tokens),
             });
         }
         self.finished |= info.finished;

@@ -157,12 +157,13 @@ impl Reporter {
         let phase = self.phase(info.slot, info.scheduled);
         let record = build_record(self.worker, info, ex, phase, self.streamed);
         if record.phase == Phase::Measured {
-            record_metrics(&mut self.metrics, &record, &ex.token_times);
+            let chunks = Chunks::of(ex);
+            record_metrics(&mut self.metrics, &record, chunks);
             if let Some(set) = record
                 .model
                 .and_then(|m| self.model_metrics.get_mut(usize::from(m)))
             {
-                record_metrics(set, &record, &ex.token_times);
+                record_metrics(set, &record, chunks);
             }
         }
         self.batch.finished.push(record);
@@ -231,6 +232,11 @@ fn build_record(
             .or(info.prompt_tokens),
         output_tokens,
         output_tokens_source,
+        // Only beside the count it is part of.
+        reasoning_tokens: ex
+            .usage
+            .and_then(|u| u.reasoning_tokens)
+            .filter(|_| output_tokens_source == TokenSource::Usage),
         streamed_tokens: if streamed { ex.streamed_tokens } else { 0 },
         streamed,
         phase,
@@ -240,30 +246,50 @@ fn build_record(
         session: info.session,
         media: info.media,
     };
-    record.itl = itl_span(&record, &ex.token_times);
+    record.itl = itl_span(&record, Chunks::of(ex));
     record
+}
+
+/// A request's chunks that carried tokens, as ITL needs them.
+#[derive(Clone, Copy, Debug)]
+pub struct Chunks<'a> {
+    /// The arrival of each.
+    pub times: &'a [MonoNanos],
+    /// How many of the first carried reasoning packed apart from the answer (see
+    /// [`Exchange::reasoning_chunks`]).
+    pub reasoning: u32,
+}
+
+impl<'a> Chunks<'a> {
+    /// The chunks of `ex`.
+    pub fn of(ex: &'a Exchange) -> Self {
+        Chunks {
+            times: &ex.token_times,
+            reasoning: ex.reasoning_chunks,
+        }
+    }
 }
 
 /// The span the request's ITL gaps cover (see [`record_metrics`]): its last chunk with
 /// tokens and the tokens the chunks after the first carried. `None` for a whole body or
 /// fewer than two chunks with tokens.
-fn itl_span(r: &RequestRecord, token_times: &[MonoNanos]) -> Option<ItlSpan> {
-    if !r.streamed || token_times.len() < 2 {
+fn itl_span(r: &RequestRecord, chunks: Chunks<'_>) -> Option<ItlSpan> {
+    if !r.streamed || chunks.times.len() < 2 {
         return None;
     }
-    let gaps: u64 = later_chunk_tokens(r, token_times.len() as u64).sum();
+    let gaps: u64 = later_chunk_tokens(r, chunks).sum();
     Some(ItlSpan {
-        last_token: *token_times.last()?,
+        last_token: *chunks.times.last()?,
         gaps: u32::try_from(gaps).unwrap_or(u32::MAX),
     })
 }
 
 /// Records one request's metrics into `set`.
 ///
-/// `token_times` are the arrivals of every chunk that carried tokens, reasoning or
-/// content: reasoning is decoded like any other output, and the server's usage count
-/// includes it, so the count is spread over every such chunk.
-pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, token_times: &[MonoNanos]) {
+/// `chunks` are the arrivals of every chunk that carried tokens, reasoning or content:
+/// reasoning is decoded like any other output, and the server's usage count includes
+/// it, so the count is spread over every such chunk.
+pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, chunks: Chunks<'_>) {
     let class = StatusClass::of(r.status);
     record_lower_bounds(set, r);
     let Some(start) = r.start else {
@@ -290,8 +316,8 @@ pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, token_times: &[Mon
         return; // one body: no token arrivals, so no inter-token gaps
     }
     // Each gap between chunks spreads over the tokens of the chunk that ended it.
-    let counts = later_chunk_tokens(r, token_times.len() as u64);
-    for (pair, k) in token_times.windows(2).zip(counts) {
+    let counts = later_chunk_tokens(r, chunks);
+    for (pair, k) in chunks.times.windows(2).zip(counts) {
         let gap_ns = pair[1].since(pair[0]).as_nanos() as u64;
         set.record_n(class, Metric::Itl, gap_ns / k / 1000, k);
     }
@@ -299,25 +325,54 @@ pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, token_times: &[Mon
 
 /// The tokens each chunk after the first carried, for ITL: exact with one token per chunk
 /// (vLLM, SGLang). A server that packs several (a stream interval, speculative decoding)
-/// sends `k` tokens a chunk and the rest in its last one, so with the server's usage count
-/// `n` over `c` chunks the first chunk carried `k = ⌈n / c⌉` (its tokens' gaps fall
-/// before the first arrival, inside TTFT) and each later chunk `k` until the count runs
-/// out, each at least one. Without usage every chunk counts one token.
-fn later_chunk_tokens(r: &RequestRecord, chunks: u64) -> impl Iterator<Item = u64> {
-    let tokens = u64::from(r.output_tokens);
-    let packed = r.output_tokens_source == TokenSource::Usage && chunks > 0 && tokens > chunks;
-    let (k, mut left) = if packed {
-        let k = tokens.div_ceil(chunks).min(tokens - (chunks - 1));
-        (k, tokens - k)
-    } else {
-        (1, chunks.saturating_sub(1))
+/// sends `k` tokens a chunk and the rest in a run's last one. A run is every chunk, or,
+/// when the server's usage counts the reasoning tokens and its reasoning chunks carried
+/// no answer ([`Exchange::reasoning_chunks`]), the reasoning chunks and the answer chunks
+/// each (a server that packs each apart: 2 reasoning tokens and 7 answer tokens, 3 a
+/// chunk, are chunks of 2, 3, 3, 1). `k` is the smallest that packs every run's count
+/// into its chunks (`⌈n / c⌉` for one run); a run it cannot pack takes its own `⌈n / c⌉`.
+/// Each chunk carries one at least. The first chunk's tokens fall before the first
+/// arrival, inside TTFT. Without usage every chunk counts one token.
+fn later_chunk_tokens(r: &RequestRecord, chunks: Chunks<'_>) -> impl Iterator<Item = u64> {
+    let c = chunks.times.len() as u64;
+    let n = u64::from(r.output_tokens);
+    let packed = r.output_tokens_source == TokenSource::Usage && c > 0 && n > c;
+    // (chunks, tokens) of each run.
+    let runs = match (
+        r.reasoning_tokens.map(u64::from),
+        u64::from(chunks.reasoning),
+    ) {
+        (Some(reasoning), rc)
+            if packed && rc > 0 && rc < c && reasoning >= rc && n - reasoning >= c - rc =>
+        {
+            [(rc, reasoning), (c - rc, n - reasoning)]
+        }
+        _ if packed => [(c, n), (0, 0)],
+        _ => [(c, c), (0, 0)],
     };
-    (1..chunks).map(move |i| {
-        let after = chunks - 1 - i; // chunks still to come, one token each at least
-        let take = k.min(left.saturating_sub(after)).max(1);
-        left = left.saturating_sub(take);
-        take
-    })
+    let k = runs
+        .iter()
+        .filter(|run| run.0 > 0)
+        .map(|&(c, n)| n.div_ceil(c))
+        .max()
+        .unwrap_or(1);
+    runs.into_iter()
+        .flat_map(move |(c, n)| {
+            // A common k fits a run when its chunks but the last hold fewer than its count.
+            let k = if k * c.saturating_sub(1) < n {
+                k
+            } else {
+                n.div_ceil(c.max(1))
+            };
+            let mut left = n;
+            (0..c).map(move |i| {
+                let after = c - 1 - i; // chunks still to come, one token each at least
+                let take = k.min(left.saturating_sub(after)).max(1);
+                left = left.saturating_sub(take);
+                take
+            })
+        })
+        .skip(1)
 }
 
 #[cfg(test)]
@@ -341,6 +396,7 @@ mod tests {
             usage: usage.map(|n| Usage {
                 prompt_tokens: Some(5),
                 completion_tokens: Some(n),
+                reasoning_tokens: None,
             }),
             finished: true,
             error: None,
@@ -520,6 +576,77 @@ mod tests {
         assert!(ttft.equivalent(ttft.max(), 25_000), "first content token");
         let any = get(Metric::TtftAny);
         assert!(any.equivalent(any.max(), 10_000), "first token of any kind");
+    }
+
+    #[test]
+    fn reasoning_and_answer_packed_apart_are_split_by_the_reasoning_count() {
+        // 3 tokens a chunk, each part packed on its own: 2 reasoning tokens in one chunk
+        // at 20 ms, then 7 answer tokens in chunks of 3, 3, 1 at 50, 80, 90 ms; a token
+        // every 10 ms. Usage: 9 tokens, 2 of them reasoning.
+        let mut ex = exchange(&[20, 50, 80, 90], Some(9));
+        ex.first_content = Some(ms(50));
+        ex.reasoning_chunks = 1;
+        if let Some(u) = &mut ex.usage {
+            u.reasoning_tokens = Some(2);
+        }
+        let chunks = Chunks::of(&ex);
+        let mut rec = build_record(0, info(0), &ex, Phase::Measured, true);
+        assert_eq!(rec.reasoning_tokens, Some(2));
+        assert_eq!(
+            later_chunk_tokens(&rec, chunks).collect::<Vec<_>>(),
+            [3, 3, 1],
+            "the answer's chunks carry 3, 3 and 1"
+        );
+        // 70 ms over 7 gaps: 10 ms, as the server decoded them.
+        let mean = rec.itl_mean().expect("a mean").as_secs_f64() * 1e3;
+        assert!((mean - 10.0).abs() < 1e-6, "{mean}");
+        // One run over all four chunks (⌈9 / 4⌉ = 3: 3, 3, 2, 1) says 6 gaps, 11.7 ms:
+        // so without the reasoning count (the Messages API has none), and when a chunk
+        // mixed reasoning and answer (the packing ran across the boundary).
+        rec.reasoning_tokens = None;
+        assert_eq!(
+            later_chunk_tokens(&rec, chunks).collect::<Vec<_>>(),
+            [3, 2, 1]
+        );
+        ex.reasoning_chunks = 0;
+        let rec = build_record(0, info(0), &ex, Phase::Measured, true);
+        assert_eq!(
+            later_chunk_tokens(&rec, Chunks::of(&ex)).collect::<Vec<_>>(),
+            [3, 2, 1]
+        );
+        // 3 reasoning tokens in one chunk and 4 answer tokens in two: alone, 4 in two
+        // chunks is 2 + 2 or 3 + 1; the reasoning chunk's 3 says the server packs 3.
+        let mut ex = exchange(&[30, 60, 70], Some(7));
+        ex.reasoning_chunks = 1;
+        if let Some(u) = &mut ex.usage {
+            u.reasoning_tokens = Some(3);
+        }
+        let rec = build_record(0, info(0), &ex, Phase::Measured, true);
+        assert_eq!(
+            later_chunk_tokens(&rec, Chunks::of(&ex)).collect::<Vec<_>>(),
+            [3, 1]
+        );
+        // Through the histogram: 4 gaps, the span says the same.
+        let mut r = Reporter::new(0, ms(0), MeasureWindow::default());
+        r.finished(info(0), &ex);
+        let itl = r
+            .metrics
+            .get(StatusClass::Successful, Metric::Itl)
+            .expect("itl");
+        assert_eq!(itl.len(), 4);
+        assert_eq!(r.batch.finished[0].itl.map(|s| s.gaps), Some(4));
+        // A reasoning count the chunks cannot hold (more answer chunks than answer
+        // tokens) is not used.
+        let mut ex = exchange(&[20, 30, 40, 50], Some(6));
+        ex.reasoning_chunks = 1;
+        if let Some(u) = &mut ex.usage {
+            u.reasoning_tokens = Some(4);
+        }
+        let rec = build_record(0, info(0), &ex, Phase::Measured, true);
+        assert_eq!(
+            later_chunk_tokens(&rec, Chunks::of(&ex)).collect::<Vec<_>>(),
+            [2, 1, 1]
+        );
     }
 
     #[test]

@@ -96,6 +96,11 @@ pub struct ClientCounts {
     /// Requests that errored or were cancelled (the server may count tokens of theirs
     /// the client never saw).
     pub unfinished: u64,
+    /// Completed requests whose output count the client does not know (a whole
+    /// transcription's usage gives seconds, not tokens): with any, output tokens are
+    /// not cross-checked.
+    #[serde(default)]
+    pub outputs_unknown: u64,
     /// `--shard K/N` with N > 1: this host sent only its part of the load, so the
     /// server's counts (every shard's) are not comparable with its own.
     #[serde(skip)]
@@ -158,6 +163,22 @@ pub fn cross_check_counts(
         let Some(server_count) = delta(name) else {
             continue;
         };
+        // The server counted tokens the client cannot: no check, rather than a false
+        // disagreement.
+        if name == "generation_tokens"
+            && client.outputs_unknown > 0
+            && server_count > client_count as f64
+        {
+            continue;
+        }
+        // Prompts of unknown length and no known prompt to bound them by (every prompt
+        // an audio clip whose usage gave seconds): no upper end to check against.
+        if name == "prompt_tokens"
+            && client.prompts_unknown > 0
+            && client.prompts_unknown_bound == 0
+        {
+            continue;
+        }
         let mut check = CrossCheck::new(
             name,
             server_count,
@@ -503,6 +524,61 @@ mod tests {
             "{:?}",
             m.warnings
         );
+    }
+
+    #[test]
+    fn output_tokens_the_client_could_not_count_are_not_cross_checked() {
+        // Whole transcriptions: the server counted 998 tokens, the client none (the
+        // usage gave seconds). Not a disagreement: no check, no warning.
+        let log = ScrapeLog {
+            snapshots: vec![
+                snap(
+                    -0.1,
+                    &[("generation_tokens", C, 0.0), ("request_success", C, 0.0)],
+                ),
+                snap(
+                    2.1,
+                    &[("generation_tokens", C, 998.0), ("request_success", C, 8.0)],
+                ),
+            ],
+            ..ScrapeLog::default()
+        };
+        let client = ClientCounts {
+            completed: 8,
+            outputs_unknown: 8,
+            ..ClientCounts::default()
+        };
+        let m = summarise(log.clone(), whole(2.0), client);
+        let names: Vec<&str> = m.cross_checks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["request_success"]);
+        // Their prompts are audio clips of unknown length, with no known prompt to
+        // bound them: not checked either.
+        let prompts = ScrapeLog {
+            snapshots: vec![
+                snap(-0.1, &[("prompt_tokens", C, 0.0)]),
+                snap(2.1, &[("prompt_tokens", C, 200.0)]),
+            ],
+            ..ScrapeLog::default()
+        };
+        let unknown = ClientCounts {
+            completed: 8,
+            prompts_unknown: 8,
+            ..ClientCounts::default()
+        };
+        let m = summarise(prompts, whole(2.0), unknown);
+        assert!(m.cross_checks.is_empty(), "{:?}", m.cross_checks);
+        assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+        assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+        // Every count known: checked, and 0 against 998 disagrees.
+        let m = summarise(
+            log,
+            whole(2.0),
+            ClientCounts {
+                outputs_unknown: 0,
+                ..client
+            },
+        );
+        assert!(!m.cross_checks[0].agrees, "{:?}", m.cross_checks);
     }
 
     #[test]

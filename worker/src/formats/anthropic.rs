@@ -183,6 +183,8 @@ impl Format for Anthropic {
                 info.usage = input.map(|n| Usage {
                     prompt_tokens: Some(n),
                     completion_tokens: None,
+                    // The Messages API counts no thinking tokens apart.
+                    reasoning_tokens: None,
                 });
             }
             _ if !state.started => return Err(format!("`{kind}` before message_start")),
@@ -196,6 +198,7 @@ impl Format for Anthropic {
                 info.usage = event.usage.map(|u| Usage {
                     prompt_tokens: u.input_tokens,
                     completion_tokens: u.output_tokens,
+                    reasoning_tokens: None,
                 });
                 info.finished = true;
             }
@@ -221,6 +224,7 @@ impl Format for Anthropic {
             usage: whole.usage.map(|u| Usage {
                 prompt_tokens: u.input_tokens,
                 completion_tokens: u.output_tokens,
+                reasoning_tokens: None,
             }),
             finished: whole.stop_reason.is_some(),
             ..ChunkInfo::default()

@@ -109,6 +109,7 @@ impl PoolingUsage {
             usage: usage.map(|u| Usage {
                 prompt_tokens: u.prompt_tokens.or(u.total_tokens),
                 completion_tokens: None,
+                reasoning_tokens: None,
             }),
             finished: true,
             ..ChunkInfo::default()

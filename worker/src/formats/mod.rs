@@ -178,6 +178,7 @@ mod tests {
                 r#"{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"Hi"}"#,
                 r#"{"type":"response.output_text.annotation.added","annotation":{}}"#,
                 r#"{"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":5,"output_tokens":2,"total_tokens":7}}}"#,
+                r#"{"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":5,"output_tokens":9,"output_tokens_details":{"reasoning_tokens":4}}}}"#,
             ],
         );
         assert_eq!(got[0], chunk(false, false));
@@ -190,7 +191,21 @@ mod tests {
                 finished: true,
                 usage: Some(Usage {
                     prompt_tokens: Some(5),
-                    completion_tokens: Some(2)
+                    completion_tokens: Some(2),
+                    reasoning_tokens: None,
+                }),
+                ..ChunkInfo::default()
+            }))
+        );
+        // The reasoning part of the count, where the usage gives it.
+        assert_eq!(
+            got[5],
+            Ok(StreamEvent::Last(ChunkInfo {
+                finished: true,
+                usage: Some(Usage {
+                    prompt_tokens: Some(5),
+                    completion_tokens: Some(9),
+                    reasoning_tokens: Some(4),
                 }),
                 ..ChunkInfo::default()
             }))

@@ -165,6 +165,29 @@ pub struct Usage {
     /// Output tokens as the server counted them.
     #[serde(default)]
     pub completion_tokens: Option<u32>,
+    /// Of the output tokens, the reasoning ones, when the server says
+    /// (`completion_tokens_details.reasoning_tokens`).
+    #[serde(
+        default,
+        rename = "completion_tokens_details",
+        deserialize_with = "reasoning_detail"
+    )]
+    pub reasoning_tokens: Option<u32>,
+}
+
+/// A `…_tokens_details` object (null or absent alike), for its `reasoning_tokens`.
+#[derive(Deserialize)]
+pub(crate) struct TokensDetails {
+    #[serde(default)]
+    pub(crate) reasoning_tokens: Option<u32>,
+}
+
+/// `reasoning_tokens` out of a `…_tokens_details` object that may be null.
+pub(crate) fn reasoning_detail<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<u32>, D::Error> {
+    let details: Option<TokensDetails> = Deserialize::deserialize(d)?;
+    Ok(details.and_then(|d| d.reasoning_tokens))
 }
 
 /// What one streamed event says, as far as the metrics care.
@@ -517,9 +540,26 @@ mod tests {
             info.usage,
             Some(Usage {
                 prompt_tokens: Some(5),
-                completion_tokens: Some(7)
+                completion_tokens: Some(7),
+                reasoning_tokens: None,
             })
         );
+        // The reasoning part of the count (OpenAI, the mock); a null details object is none.
+        for (usage, reasoning) in [
+            (
+                &br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"completion_tokens_details":{"reasoning_tokens":3}}}"#[..],
+                Some(3),
+            ),
+            (
+                br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"completion_tokens_details":null}}"#,
+                None,
+            ),
+        ] {
+            let Ok(StreamEvent::Chunk(info)) = parse_stream_event(usage) else {
+                panic!("usage chunk")
+            };
+            assert_eq!(info.usage.and_then(|u| u.reasoning_tokens), reasoning);
+        }
         assert_eq!(parse_stream_event(b" [DONE] "), Ok(StreamEvent::Done));
         assert_eq!(
             parse_stream_event(br#"{"error":{"message":"boom","type":"x"}}"#),

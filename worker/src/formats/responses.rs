@@ -47,6 +47,8 @@ struct WireUsage {
     input_tokens: Option<u32>,
     #[serde(default)]
     output_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "super::openai::reasoning_detail")]
+    output_tokens_details: Option<u32>,
 }
 
 impl From<WireUsage> for Usage {
@@ -54,6 +56,7 @@ impl From<WireUsage> for Usage {
         Usage {
             prompt_tokens: u.input_tokens,
             completion_tokens: u.output_tokens,
+            reasoning_tokens: u.output_tokens_details,
         }
     }
 }

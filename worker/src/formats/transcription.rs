@@ -212,6 +212,7 @@ impl WireUsage {
         let u = Usage {
             prompt_tokens: self.input_tokens.or(self.prompt_tokens),
             completion_tokens: self.output_tokens.or(self.completion_tokens),
+            reasoning_tokens: None,
         };
         (u.prompt_tokens.is_some() || u.completion_tokens.is_some()).then_some(u)
     }
