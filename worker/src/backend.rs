@@ -429,7 +429,7 @@ impl Backend {
         let head_by = self.head_bound(started, deadline);
         let mut response = match timeout_at(head_by.0, request.send()).await {
             Err(_) => return ex.fail(ErrorKind::Timeout, head_by.1),
-            Ok(Err(e)) => return ex.fail(classify(&e), http::error_chain(&e)),
+            Ok(Err(e)) => return ex.fail(classify(&e), failure_message(&e)),
             Ok(Ok(r)) => r,
         };
         let status = response.status();
@@ -589,7 +589,8 @@ fn reqwest_client(
     headers: reqwest::header::HeaderMap,
     user_agent: &str,
 ) -> Result<reqwest::Client, BackendError> {
-    let mut builder = http::client_builder(url.as_str())
+    let mut builder = http::client_builder(url.as_str(), &cfg.tls)
+        .map_err(|e| BackendError::Client(e.to_string()))?
         .default_headers(headers)
         .user_agent(user_agent)
         // Per-token writes need Nagle off (reqwest's default; stated so it stays so).
@@ -678,10 +679,21 @@ fn timeout_message(what: &str, bound: Duration) -> String {
     format!("no {what} within {:.3}s", bound.as_secs_f64())
 }
 
+/// A failed request's message: the actionable cause first when there is one (an unknown
+/// issuer, a refused client certificate, …: the error's own chain hides it in the middle),
+/// then the chain.
+fn failure_message(e: &reqwest::Error) -> String {
+    let chain = http::error_chain(e);
+    match http::connect_problem(e) {
+        Some(problem) => format!("{} ({chain})", problem.line()),
+        None => chain,
+    }
+}
+
 fn classify(e: &reqwest::Error) -> ErrorKind {
     if e.is_timeout() {
         ErrorKind::Timeout
-    } else if e.is_connect() {
+    } else if e.is_connect() || http::connect_problem(e).is_some() {
         ErrorKind::Connect
     } else if closed_before_headers(e) {
         ErrorKind::ConnectionClosed
