@@ -30,7 +30,7 @@ mod sessions;
 mod shards;
 mod signals;
 mod sticky_sessions;
-mod tls;
+pub(crate) mod tls;
 mod traffic;
 mod transport;
 mod truth;

@@ -417,12 +417,14 @@ pub struct MockConfig {
     )]
     pub tls_cert: Option<std::path::PathBuf>,
 
-    /// The private key (PEM) of --tls-cert.
+    /// The private key (PEM) of --tls-cert (its path is shown by `config` as a secret's
+    /// would be; its contents never).
     #[arg(
         long,
         env = "LLMSURGE_MOCK_TLS_KEY",
         value_name = "FILE",
-        requires = "tls_cert"
+        requires = "tls_cert",
+        hide_env_values = true
     )]
     pub tls_key: Option<std::path::PathBuf>,
 

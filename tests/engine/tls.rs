@@ -95,6 +95,20 @@ impl Pki {
     }
 }
 
+/// The files the commands of docs/cli.md name (`ca.pem`, `client.pem`,
+/// `client-key.pem`), made in `dir` at run time.
+pub(crate) fn write_doc_files(dir: &Path) {
+    let pki = Pki::new("docs");
+    let (cert, key) = pki.leaf(Leaf::Client, "client");
+    for (from, to) in [
+        (&pki.ca, "ca.pem"),
+        (&cert, "client.pem"),
+        (&key, "client-key.pem"),
+    ] {
+        std::fs::copy(from, dir.join(to)).expect("copy a doc's file");
+    }
+}
+
 fn path(p: &Path) -> &str {
     p.to_str().expect("a UTF-8 temporary path")
 }

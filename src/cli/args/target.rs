@@ -127,12 +127,13 @@ pub struct TargetArgs {
     pub client_cert: Option<PathBuf>,
 
     /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --client-cert. Its path is shown in
-    /// reports, its contents never.
+    /// reports (`config` hides it as a secret), its contents never.
     #[arg(
         long,
         env = "LLMSURGE_CLIENT_KEY",
         value_name = "FILE",
-        requires = "client_cert"
+        requires = "client_cert",
+        hide_env_values = true
     )]
     pub client_key: Option<PathBuf>,
 }

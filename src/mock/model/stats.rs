@@ -606,6 +606,7 @@ impl Counters {
             .iter()
             .chain(&self.faults)
             .chain(&self.success)
+            .chain(&self.connections)
             .chain([
                 &self.responses_2xx,
                 &self.responses_4xx,
