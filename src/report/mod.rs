@@ -11,6 +11,7 @@
 //! Formats and fields are documented in docs/report.md.
 
 pub mod across_runs;
+pub mod connections;
 pub mod console;
 pub mod csv;
 pub mod html;

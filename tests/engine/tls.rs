@@ -329,3 +329,58 @@ fn a_bad_tls_file_is_a_usage_error_naming_the_flag() {
     }
     assert_eq!(server.stats().requests_total, 0);
 }
+
+/// Connection timing per benchmark, in every output format: over TLS each connection's
+/// handshake is timed, and the connections opened are those the mock accepted for the
+/// benchmark (the target check's, the probe's and the scrapes' are the coordinator's).
+#[test]
+fn connections_opened_and_their_time_are_reported_in_every_format() {
+    let pki = Pki::new("timing");
+    for (tls, http2) in [(true, false), (true, true), (false, false)] {
+        let server = if tls {
+            tls_mock(&pki, Leaf::Server, None)
+        } else {
+            mock(MockConfig::instant())
+        };
+        let mut b = bench(&server)
+            .arg("--ca-cert", pki.ca())
+            .arg("--server-metrics", "off")
+            .outputs("json,csv,md,html,console,yaml");
+        if http2 {
+            b = b.flag("--http2");
+        }
+        let before = server.stats().connections.accepted;
+        let run = b.run();
+        let report = ok_report(&run);
+        let accepted = server.stats().connections.accepted - before;
+        let c = report.benchmarks[0]
+            .client
+            .connections
+            .clone()
+            .unwrap_or_else(|| panic!("no connections in {}", run.stderr));
+        eprintln!("tls={tls} http2={http2}: {c:?}, mock accepted {accepted}");
+        assert!(c.opened >= 1 && c.opened <= accepted, "{c:?} vs {accepted}");
+        assert_eq!(c.opened + c.reused, REQUESTS, "{c:?}");
+        assert_eq!(c.connect.count, c.opened);
+        assert!(c.connect.max > 0.0 && c.connect.min <= c.connect.max);
+        let file = |name: &str| {
+            std::fs::read_to_string(run.dir.path().join(name))
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let csv = file("benchmarks.csv");
+        assert!(
+            csv.lines()
+                .next()
+                .expect("a header")
+                .contains("client.connections_opened")
+        );
+        assert!(file("benchmarks.md").contains("### Connections"));
+        assert!(file("benchmarks.html").contains("id=\"connections\""));
+        assert!(file("benchmarks.yaml").contains("connections:"));
+        assert!(
+            run.stdout.contains("Connections (measured window)"),
+            "{}",
+            run.stdout
+        );
+    }
+}

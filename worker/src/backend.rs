@@ -8,6 +8,7 @@
 //! timeout, the first token by the TTFT timeout, and the silence between two chunks by
 //! the idle timeout. A failure never escapes as a panic; it becomes the exchange's error.
 
+use crate::connections::{ConnectLog, TimedConnectLayer};
 use crate::formats::{self, ChunkInfo, Format, StreamEvent, StreamState, Usage};
 pub use crate::http1::Presend;
 use crate::http1::{self, Http1, Outgoing, RequestHeaders};
@@ -17,6 +18,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use llmsurge_proto::http;
 use llmsurge_proto::{BackendConfig, ErrorKind, MonoNanos, Redaction, RequestError};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
 
@@ -138,6 +140,8 @@ pub const DEFAULT_CONTENT_TYPE: &str = "application/json";
 #[derive(Debug)]
 pub struct Backend {
     transport: Transport,
+    /// The connections either client opened, and how long each took.
+    connects: Arc<ConnectLog>,
     /// The Content-Type of [`Self::execute`]: the user's header, or the format's.
     content_type: String,
     format: Box<dyn Format>,
@@ -229,24 +233,29 @@ impl Backend {
             .unwrap_or(DEFAULT_CONTENT_TYPE)
             .to_string();
         let user_agent = concat!("llmsurge/", env!("CARGO_PKG_VERSION"));
+        let connects = Arc::new(ConnectLog::default());
         let transport = if url.scheme() == "http" && !cfg.http2 {
-            Transport::Http1(Http1::new(
-                &url,
-                headers
-                    .iter()
-                    .filter(|(name, _)| *name != reqwest::header::CONTENT_TYPE)
-                    .map(|(name, value)| (name.as_str(), value.as_bytes())),
-                user_agent,
-                cfg.connect_timeout,
-            ))
+            Transport::Http1(
+                Http1::new(
+                    &url,
+                    headers
+                        .iter()
+                        .filter(|(name, _)| *name != reqwest::header::CONTENT_TYPE)
+                        .map(|(name, value)| (name.as_str(), value.as_bytes())),
+                    user_agent,
+                    cfg.connect_timeout,
+                )
+                .log_connects(Arc::clone(&connects)),
+            )
         } else {
             Transport::Reqwest {
-                client: reqwest_client(cfg, &url, headers, user_agent)?,
+                client: reqwest_client(cfg, &url, headers, user_agent, &connects)?,
                 url,
             }
         };
         Ok(Self {
             transport,
+            connects,
             content_type,
             format,
             stream: cfg.stream,
@@ -353,6 +362,12 @@ impl Backend {
                 self.execute_http1(h1, out, None, ex).await;
             }
         }
+    }
+
+    /// The connections opened since the last call: when each began and how long opening
+    /// it took (TCP connect, and the TLS handshake on `https://`).
+    pub fn drain_connects(&self) -> Vec<(MonoNanos, Duration)> {
+        self.connects.drain()
     }
 
     /// The worker's own HTTP/1.1 client, when it carries the requests (plain `http://`
@@ -588,6 +603,7 @@ fn reqwest_client(
     url: &reqwest::Url,
     headers: reqwest::header::HeaderMap,
     user_agent: &str,
+    connects: &Arc<ConnectLog>,
 ) -> Result<reqwest::Client, BackendError> {
     let mut builder = http::client_builder(url.as_str(), &cfg.tls)
         .map_err(|e| BackendError::Client(e.to_string()))?
@@ -604,7 +620,10 @@ fn reqwest_client(
         // (hyper's defaults: 100 headers; 16 KiB of them on HTTP/2).
         .http1_max_headers(http1::MAX_HEADERS_REQWEST)
         .http2_max_header_list_size(http1::HEAD_LIMIT as u32)
-        .redirect(reqwest::redirect::Policy::none());
+        .redirect(reqwest::redirect::Policy::none())
+        // Inside the connect timeout: times TCP connect and TLS handshake of each
+        // connection opened, not the wait for a free one.
+        .connector_layer(TimedConnectLayer(Arc::clone(connects)));
     builder = if !cfg.http2 {
         builder.http1_only()
     } else if url.scheme() == "http" {
