@@ -179,6 +179,8 @@ fn ca_cert_completes_every_request_over_http1_and_http2() {
         // ALPN picked the protocol asked for: with --http2 every connection is h2; without,
         // the workers' are HTTP/1.1 (the target check's client offers both, so it may
         // get h2).
+        // The /metrics scrapes reached the mock over TLS too, with the same CA.
+        assert!(server.stats().requests.metrics >= 1, "{}", run.stderr);
         let c = server.stats().connections;
         if http2 {
             assert!(c.tls_h2 >= 1 && c.tls_http1 == 0, "{c:?}");
