@@ -409,12 +409,7 @@ pub struct MockConfig {
 
     /// Serve HTTPS with this certificate chain (PEM, the leaf first); needs --tls-key.
     /// HTTP/1.1 and HTTP/2 are chosen by ALPN.
-    #[arg(
-        long,
-        env = "LLMSURGE_MOCK_TLS_CERT",
-        value_name = "FILE",
-        requires = "tls_key"
-    )]
+    #[arg(long, env = "LLMSURGE_MOCK_TLS_CERT", value_name = "FILE")]
     pub tls_cert: Option<std::path::PathBuf>,
 
     /// The private key (PEM) of --tls-cert (its path is shown by `config` as a secret's
@@ -423,7 +418,6 @@ pub struct MockConfig {
         long,
         env = "LLMSURGE_MOCK_TLS_KEY",
         value_name = "FILE",
-        requires = "tls_cert",
         hide_env_values = true
     )]
     pub tls_key: Option<std::path::PathBuf>,
@@ -431,12 +425,7 @@ pub struct MockConfig {
     /// Mutual TLS: require every client to present a certificate signed by a CA of this
     /// PEM bundle, and refuse the handshake of one that presents none or another
     /// (needs --tls-cert).
-    #[arg(
-        long,
-        env = "LLMSURGE_MOCK_TLS_CLIENT_CA",
-        value_name = "FILE",
-        requires = "tls_cert"
-    )]
+    #[arg(long, env = "LLMSURGE_MOCK_TLS_CLIENT_CA", value_name = "FILE")]
     pub tls_client_ca: Option<std::path::PathBuf>,
 }
 

@@ -320,6 +320,7 @@ fn a_bad_tls_file_is_a_usage_error_naming_the_flag() {
             vec!["--client-cert", path(&cert), "--client-key", path(&not_pem)],
             "--client-key",
         ),
+        (vec!["--client-cert", path(&cert)], "--client-key"),
     ] {
         let mut b = bench(&server);
         for pair in args.chunks(2) {

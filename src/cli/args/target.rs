@@ -118,12 +118,7 @@ pub struct TargetArgs {
 
     /// Client certificate (PEM) for mutual TLS, offered when the server asks for one;
     /// needs --client-key.
-    #[arg(
-        long,
-        env = "LLMSURGE_CLIENT_CERT",
-        value_name = "FILE",
-        requires = "client_key"
-    )]
+    #[arg(long, env = "LLMSURGE_CLIENT_CERT", value_name = "FILE")]
     pub client_cert: Option<PathBuf>,
 
     /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --client-cert. Its path is shown in
@@ -132,7 +127,6 @@ pub struct TargetArgs {
         long,
         env = "LLMSURGE_CLIENT_KEY",
         value_name = "FILE",
-        requires = "client_cert",
         hide_env_values = true
     )]
     pub client_key: Option<PathBuf>,
