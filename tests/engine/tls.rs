@@ -387,3 +387,24 @@ fn connections_opened_and_their_time_are_reported_in_every_format() {
         );
     }
 }
+
+/// The scrapes name a certificate problem too: `--server-metrics` at an HTTPS server
+/// whose CA the run does not trust warns with the cause, and the run goes on.
+#[test]
+fn a_scrape_names_the_certificate_problem() {
+    let pki = Pki::new("scrape");
+    let metrics = tls_mock(&pki, Leaf::Server, None);
+    let target = mock(MockConfig::instant());
+    let url = format!("{}/metrics", metrics.base_url());
+    let run = bench(&target).arg("--server-metrics", &url).run();
+    ok_report(&run);
+    let warning = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("warning: --server-metrics"))
+        .unwrap_or_else(|| panic!("no scrape warning in {}", run.stderr));
+    assert!(warning.contains("unknown issuer"), "{warning}");
+    assert!(warning.contains("--ca-cert"), "{warning}");
+    assert_eq!(metrics.stats().requests.metrics, 0);
+    assert!(metrics.stats().connections.tls_failed >= 1);
+}
