@@ -108,6 +108,7 @@ fn pacer_slot_work_1024(bencher: divan::Bencher) {
         http2: false,
         request_timeout: std::time::Duration::from_secs(60),
         connect_timeout: std::time::Duration::from_secs(5),
+        tls: Default::default(),
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: true,

@@ -193,6 +193,7 @@ fn backend_config() -> BackendConfig {
         http2: false,
         request_timeout: Duration::from_secs(300),
         connect_timeout: Duration::from_secs(10),
+        tls: Default::default(),
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: true,

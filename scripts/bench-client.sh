@@ -17,7 +17,11 @@
 #      machine of 16 or more);
 #   7. the real-time pacer on a shared core: TTFT mean with real time on and off
 #      (LLMSURGE_REALTIME_PACER=0), mock and client on one core, 8 images of 1024² per
-#      request at 20 req/s (the pacer must not hold the core while it builds bodies).
+#      request at 20 req/s (the pacer must not hold the core while it builds bodies);
+#   8. HTTPS beside plain HTTP, each at the same scale: streamed requests per client
+#      CPU-second (req/s per core) of HTTP/1.1 over TLS and of plain HTTP, and the memory
+#      per open stream over TLS and plain (TLS_STREAMS streams: 1,000 and 10,000 by
+#      default), with a throwaway CA and certificate made by openssl at run time.
 # See docs/performance.md for what limits each figure.
 #
 # Environment: DURATION (s per rate run, default 10), RATE_CONCURRENCY (streams tried for
@@ -26,9 +30,12 @@
 # STREAMS (default "1000 10000", plus 50000 on 8 cores or more), STREAM_TTFT_MS (mock
 # TTFT of the memory runs, default 4000), LAUNCH_RUNS (default 5), WIDTH ("0" skips the
 # width runs), RT_DURATION (s per run of the real-time A/B, default 10), ONLY ("realtime"
-# runs the real-time A/B alone), MOCK_CORE / CLIENT_CORE (default 0 / 1),
+# runs the real-time A/B alone, "tls" the HTTPS rows alone), TLS_STREAMS (default
+# "1000 10000"), TLS_CONCURRENCY (streams of the TLS rate rows, default 128),
+# MOCK_CORE / CLIENT_CORE (default 0 / 1),
 # CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of building this tree's). Needs taskset,
-# jq, bc and GNU time (/usr/bin/time); Debian: apt-get install -y util-linux jq bc time.
+# jq, bc and GNU time (/usr/bin/time), and openssl for the HTTPS rows; Debian: apt-get
+# install -y util-linux jq bc time openssl.
 set -euo pipefail
 
 DURATION=${DURATION:-10}
@@ -49,6 +56,8 @@ MOCK_CORE=${MOCK_CORE:-0}
 CLIENT_CORE=${CLIENT_CORE:-1}
 RT_DURATION=${RT_DURATION:-10}
 ONLY=${ONLY:-}
+TLS_STREAMS=${TLS_STREAMS:-"1000 10000"}
+TLS_CONCURRENCY=${TLS_CONCURRENCY:-128}
 
 # Targets (issues 3 and 15).
 TARGET_RATE=5000
@@ -164,11 +173,108 @@ realtime_ab() {
     fi
     echo "$line"
 }
+
+# rss_tree PID: VmRSS (KiB) of PID and its children (the workers), summed.
+rss_tree() {
+    local sum=0 p k v _
+    for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+        while read -r k v _; do
+            [[ $k == VmRSS: ]] && sum=$((sum + v))
+        done 2>/dev/null <"/proc/$p/status" || true
+    done
+    echo "$sum"
+}
+
+# 8. HTTPS beside plain HTTP. make_pki: a CA and a leaf for 127.0.0.1 in $WORK/pki.
+make_pki() {
+    local d="$WORK/pki"
+    mkdir -p "$d"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+        -subj "/CN=llmsurge bench CA" -keyout "$d/ca-key.pem" -out "$d/ca.pem" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -subj "/CN=127.0.0.1" -keyout "$d/key.pem" -out "$d/leaf.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$d/ext"
+    openssl x509 -req -in "$d/leaf.csr" -CA "$d/ca.pem" -CAkey "$d/ca-key.pem" -CAcreateserial \
+        -days 2 -extfile "$d/ext" -out "$d/cert.pem" 2>/dev/null
+}
+# open_streams_kib NAME N ARGS...: peak RSS (KiB) of the tree with N streams waiting for
+# their first token (the mock holds each for STREAM_TTFT_MS), as case 4's "open" runs.
+open_streams_kib() {
+    local name=$1 n=$2
+    shift 2
+    local dir="$WORK/$name" seconds=$(((STREAM_TTFT_MS - 1000) / 1000)) peak=0 rss pid status=0
+    ((seconds < 2)) && seconds=2
+    mkdir -p "$dir"
+    taskset -c "$CLIENT_CORE" "$BIN" benchmark run --target "$URL" --outputs json --output-dir "$dir" \
+        --profile concurrent --rate "$n" --rampup 1s --max-seconds "$seconds" --workers 1 \
+        --data prompt_tokens=16,output_tokens=16 "$@" >"$dir/stdout" 2>"$dir/stderr" &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        rss=$(rss_tree "$pid")
+        ((rss > peak)) && peak=$rss
+        sleep 0.1
+    done
+    wait "$pid" || status=$?
+    if [[ $status -ne 0 && $status -ne 4 ]]; then
+        echo "error: llmsurge $name exited with $status: $(tail -n 3 "$dir/stderr")" >&2
+        exit 1
+    fi
+    echo "$peak"
+}
+tls_rows() {
+    if ! command -v openssl >/dev/null; then
+        echo "https rows: skipped (openssl is missing; Debian: apt-get install -y openssl)"
+        return 0
+    fi
+    make_pki
+    local tls=(--tls-cert "$WORK/pki/cert.pem" --tls-key "$WORK/pki/key.pem")
+    local ca=(--ca-cert "$WORK/pki/ca.pem")
+    local scheme rps cpu done_n per_core handshake
+    for scheme in http https; do
+        if [[ $scheme == https ]]; then start_mock --output-tokens 16 "${tls[@]}"; else start_mock --output-tokens 16; fi
+        local extra=()
+        [[ $scheme == https ]] && extra=("${ca[@]}")
+        client "tls-rate-$scheme" --profile throughput --max-concurrency "$TLS_CONCURRENCY" \
+            --max-seconds "$DURATION" --warmup 1s --workers 1 --data prompt_tokens=16,output_tokens=16 "${extra[@]}"
+        rps=$(report "tls-rate-$scheme" .throughput.requests_per_s)
+        done_n=$(report "tls-rate-$scheme" .requests.completed)
+        cpu=$(cat "$WORK/tls-rate-$scheme/cpu_s")
+        per_core=$(echo "$done_n / $cpu" | bc -l)
+        handshake=$(jq -r '.benchmarks[0].client.connections.connect.percentiles.p50 // "none opened after the warm-up:"' "$WORK/tls-rate-$scheme/benchmarks.json")
+        printf '%s streamed rate (HTTP/1.1, 16 output tokens, %s streams): %.0f req/s, %.0f completed requests per client CPU-second (req/s per core; mock %s of its core; connect p50 %s ms) no target\n' \
+            "$scheme" "$TLS_CONCURRENCY" "$rps" "$per_core" "$(pct "$(cat "$WORK/tls-rate-$scheme/mock_busy")")" "$handshake"
+    done
+    local first=${TLS_STREAMS%% *} n kib base
+    for scheme in http https; do
+        if [[ $scheme == https ]]; then
+            start_mock --ttft-ms "$STREAM_TTFT_MS" --itl-ms 0 --output-tokens 16 "${tls[@]}"
+        else
+            start_mock --ttft-ms "$STREAM_TTFT_MS" --itl-ms 0 --output-tokens 16
+        fi
+        local extra=()
+        [[ $scheme == https ]] && extra=("${ca[@]}")
+        base=
+        for n in $TLS_STREAMS; do
+            kib=$(open_streams_kib "tls-open-$scheme-$n" "$n" "${extra[@]}")
+            printf '%s RSS with %d streams open: %.1f MB (whole tree) no target\n' "$scheme" "$n" "$(echo "$kib / 1024" | bc -l)"
+            if [[ -z $base ]]; then
+                base=$kib
+            else
+                printf '%s memory per open stream, %d to %d streams: %.1f KB (RSS added over streams added) no target\n' \
+                    "$scheme" "$first" "$n" "$(echo "($kib - $base) / ($n - $first)" | bc -l)"
+            fi
+        done
+    done
+}
+
 if [[ $ONLY == realtime ]]; then
     realtime_ab
     exit 0
+elif [[ $ONLY == tls ]]; then
+    tls_rows
+    exit 0
 elif [[ -n $ONLY ]]; then
-    echo "error: ONLY=$ONLY: the only case that runs alone is realtime" >&2
+    echo "error: ONLY=$ONLY: the cases that run alone are realtime and tls" >&2
     exit 2
 fi
 
@@ -394,3 +500,4 @@ if [[ $WIDTH != 0 ]]; then
 fi
 
 realtime_ab
+tls_rows

@@ -29,11 +29,11 @@ now=1800000000
 # Defaults: two shards, a claim created by the manifest, no resources.
 "$bin" k8s job --image llmsurge:dev --now "$now" -- --target http://vllm:8000 \
   --profile constant --rate 50 --max-seconds 60 >"$out/defaults.yaml"
-# Everything: namespace, resources, an existing claim, Secrets for the key and a
-# gateway header, a query value shown, many flags.
+# Everything: namespace, resources, an existing claim, Secrets for the key, a gateway
+# header and the CA bundle, a query value shown, many flags.
 "$bin" k8s job --name bench-a --image registry.example/llmsurge:0.1 --shards 8 \
   --namespace load-test --cpu 2 --memory 4Gi --results-pvc shared-results \
-  --api-key-secret llm-key:token --header-secret llm-headers --start-delay 10m \
+  --api-key-secret llm-key:token --header-secret llm-headers --ca-secret gateway-ca --start-delay 10m \
   --merge-timeout 2h --now "$now" -- \
   --target 'https://llm.example/openai?api-version=2024-10-21' --show-query-param api-version \
   --model m --profile poisson --rate 100,200 \

@@ -58,6 +58,7 @@ pub async fn resolve_target(
     model: Option<&str>,
     api_key: Option<&Secret>,
     connect_timeout: Duration,
+    tls: &llmsurge_proto::http::TlsConfig,
     ready_timeout: Option<Duration>,
 ) -> Result<ResolvedTarget, UsageError> {
     let (base_url, mock) = match spec {
@@ -75,13 +76,14 @@ pub async fn resolve_target(
         }
         TargetSpec::Url(url) => (url.clone(), None),
     };
-    let client = llmsurge_proto::http::client_builder(&base_url)
+    let client = llmsurge_proto::http::client_builder(&base_url, tls)
+        .map_err(|e| UsageError(e.to_string()))?
         .connect_timeout(connect_timeout)
         .timeout(connect_timeout + Duration::from_secs(10))
         .build()
         .map_err(|e| UsageError(format!("cannot build an HTTP client: {e}")))?;
     let Some(timeout) = ready_timeout else {
-        let (model, models) = check(&client, &base_url, model, api_key).await?;
+        let (model, models) = check(&client, &base_url, model, api_key, tls).await?;
         return Ok(ResolvedTarget {
             base_url,
             model,
@@ -93,7 +95,7 @@ pub async fn resolve_target(
     let mut pause = READY_BACKOFF_FIRST;
     let mut announced = false;
     loop {
-        let error = match check(&client, &base_url, model, api_key).await {
+        let error = match check(&client, &base_url, model, api_key, tls).await {
             Ok((model, models)) => {
                 return Ok(ResolvedTarget {
                     base_url,
@@ -128,12 +130,21 @@ async fn check(
     base_url: &str,
     model: Option<&str>,
     api_key: Option<&Secret>,
+    tls: &llmsurge_proto::http::TlsConfig,
 ) -> Result<(String, Vec<String>), UsageError> {
     // What messages show of the URL (they reach the terminal and the report).
     let shown = llmsurge_proto::Redaction::default().url(base_url);
-    // The whole chain: reqwest's own message and its first source ("client error
-    // (Connect)") hide the cause ("Connection refused").
-    let unreachable = |e: reqwest::Error| {
+    // What a user can act on (an unknown issuer, a refused connection, …) and what to
+    // do; else the whole chain: reqwest's own message and its first source ("client
+    // error (Connect)") hide the cause.
+    let unreachable = async |e: reqwest::Error| {
+        let problem = match llmsurge_proto::http::connect_problem(&e) {
+            Some(p) => Some(p),
+            None => diagnose(base_url, tls).await,
+        };
+        if let Some(problem) = problem {
+            return UsageError(format!("--target {shown}: {}", problem.line()));
+        }
         let cause = llmsurge_proto::http::error_chain(&e);
         let cause = llmsurge_proto::Redaction::default()
             .text(&cause)
@@ -143,11 +154,10 @@ async fn check(
         ))
     };
 
-    let health = client
-        .get(endpoint(base_url, "/health"))
-        .send()
-        .await
-        .map_err(unreachable)?;
+    let health = match client.get(endpoint(base_url, "/health")).send().await {
+        Ok(r) => r,
+        Err(e) => return Err(unreachable(e).await),
+    };
     let status = health.status();
     // Servers without /health (404, 405) are fine; a server that says it is unhealthy is not.
     if !status.is_success() && !matches!(status.as_u16(), 404 | 405) {
@@ -160,10 +170,16 @@ async fn check(
     if let Some(key) = api_key {
         request = request.bearer_auth(key.expose());
     }
-    let listing = request.send().await.map_err(unreachable)?;
+    let listing = match request.send().await {
+        Ok(r) => r,
+        Err(e) => return Err(unreachable(e).await),
+    };
     let status = listing.status();
     let models = if status.is_success() {
-        let body = listing.bytes().await.map_err(unreachable)?;
+        let body = match listing.bytes().await {
+            Ok(b) => b,
+            Err(e) => return Err(unreachable(e).await),
+        };
         serde_json::from_slice::<ModelList>(&body)
             .map(|l| l.data.into_iter().map(|m| m.id).collect())
             .unwrap_or_default()
@@ -193,6 +209,38 @@ async fn check(
         }
     };
     Ok((model, models))
+}
+
+/// Bound on [`diagnose`]'s one request.
+const DIAGNOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The cause of a failure to reach an `https://` target that the failure hid: over TLS
+/// 1.3 a server refuses a client certificate only after the handshake, so the request
+/// fails as "connection closed"; over TLS 1.2 the refusal ends the handshake, which names
+/// it. One GET `/health` with TLS 1.2 at most; `None` when it shows nothing either (a
+/// server that speaks only TLS 1.3, or another cause).
+async fn diagnose(
+    base_url: &str,
+    tls: &llmsurge_proto::http::TlsConfig,
+) -> Option<llmsurge_proto::http::ConnectProblem> {
+    if !base_url
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+    {
+        return None;
+    }
+    let client = llmsurge_proto::http::client_builder(base_url, tls)
+        .ok()?
+        .tls_version_max(reqwest::tls::Version::TLS_1_2)
+        .timeout(DIAGNOSE_TIMEOUT)
+        .build()
+        .ok()?;
+    let e = client
+        .get(endpoint(base_url, "/health"))
+        .send()
+        .await
+        .err()?;
+    llmsurge_proto::http::connect_problem(&e)
 }
 
 /// Requests the probe sends to compare prompt lengths (the first is also the body check).
@@ -448,7 +496,8 @@ async fn tokenize_count(
         other => other.joined(),
     };
     let b = &worker.backend;
-    let client = llmsurge_proto::http::client_builder(&b.base_url)
+    let client = llmsurge_proto::http::client_builder(&b.base_url, &b.tls)
+        .ok()?
         .connect_timeout(b.connect_timeout)
         .timeout(b.connect_timeout + Duration::from_secs(10))
         .build()

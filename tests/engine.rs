@@ -30,6 +30,7 @@ mod sessions;
 mod shards;
 mod signals;
 mod sticky_sessions;
+pub(crate) mod tls;
 mod traffic;
 mod transport;
 mod truth;

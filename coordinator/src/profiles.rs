@@ -726,6 +726,7 @@ mod capacity_tests {
                 http2: false,
                 request_timeout: Duration::from_secs(1),
                 connect_timeout: Duration::from_secs(1),
+                tls: Default::default(),
                 ttft_timeout: None,
                 idle_timeout: None,
                 ignore_eos: false,

@@ -120,10 +120,45 @@ pub struct ClientHealth {
     /// granularity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_delay: Option<Distribution>,
+    /// The connections the workers opened in the measured window and how long each took
+    /// (TCP connect, TLS handshake): what a TLS handshake costs, apart from TTFT. Absent
+    /// when none was opened in it (and from reports older than it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<Connections>,
     /// The client was the bottleneck: these numbers describe the client, not the server.
     pub bottleneck: bool,
     /// What the checks found, one sentence each.
     pub warnings: Vec<String>,
+}
+
+/// The connections of a benchmark's measured window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Connections {
+    /// Connections opened (TCP connected and, on `https://`, TLS handshake done).
+    pub opened: u64,
+    /// Measured requests that opened none, sent on a connection already open: requests
+    /// (completed, errored, cancelled) − opened, at least 0. On HTTP/2 every request
+    /// but the first of a connection counts.
+    pub reused: u64,
+    /// Time to open each connection, ms: TCP connect, plus the TLS handshake on
+    /// `https://`.
+    pub connect: Distribution,
+}
+
+impl Connections {
+    /// The connections of `set`'s [`Metric::Connect`] histogram, for `requests` measured
+    /// requests; `None` when none was opened.
+    pub fn of(set: &MetricSet, requests: u64) -> Option<Connections> {
+        let h = set
+            .get(StatusClass::Successful, Metric::Connect)
+            .filter(|h| !h.is_empty())?;
+        let opened = h.len();
+        Some(Connections {
+            opened,
+            reused: requests.saturating_sub(opened),
+            connect: Distribution::of_metric(Metric::Connect, h),
+        })
+    }
 }
 
 /// One shard's part of a merged benchmark.
@@ -778,6 +813,8 @@ impl BenchmarkResult {
         };
         self.client.send_gap = probe(Metric::SendGap);
         self.client.runtime_delay = probe(Metric::RuntimeDelay);
+        let m = &self.measured_requests;
+        self.client.connections = Connections::of(set, m.completed + m.errored + m.cancelled);
     }
 }
 
@@ -813,6 +850,10 @@ fn client_health(
         worker_cpu_utilization: utilization,
         send_gap: probe(Metric::SendGap),
         runtime_delay: probe(Metric::RuntimeDelay),
+        connections: Connections::of(
+            &state.metrics,
+            state.measured.completed + state.measured.errored + state.measured.cancelled,
+        ),
         bottleneck: false,
         warnings: Vec::new(),
     };

@@ -126,6 +126,9 @@ pub struct BackendConfig {
     pub request_timeout: Duration,
     /// Bound on connecting.
     pub connect_timeout: Duration,
+    /// TLS settings of `https://` targets (`--ca-cert`, `--insecure`, `--client-cert`).
+    #[serde(default)]
+    pub tls: crate::http::TlsConfig,
     /// Bound on the wait for the first token, if set.
     pub ttft_timeout: Option<Duration>,
     /// Bound on the silence between two chunks of a stream, if set.

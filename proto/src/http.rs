@@ -5,27 +5,290 @@
 //! Here because all three build reqwest clients and print errors; the crate is the lowest
 //! all three share.
 
+use serde::{Deserialize, Serialize};
 use std::error::Error;
+use std::path::{Path, PathBuf};
 
-/// A reqwest client builder for requests to `url`. reqwest is built without a crypto
-/// provider, so ring's is installed for the process first (a no-op once one is). To a
-/// plain `http://` URL the client gets no TLS roots: reading the system's root
-/// certificates takes ~10 ms (hundreds of files) on every process's start-up path, and a
-/// plain target is never TLS (the workers follow no redirects).
-pub fn client_builder(url: &str) -> reqwest::ClientBuilder {
+/// How every client llmsurge builds speaks TLS (`--ca-cert`, `--insecure`,
+/// `--client-cert`/`--client-key`): the same for the target check, the probe, the workers
+/// and the scrapes. Paths, not contents, cross the process boundary: each process reads
+/// the files itself, and no key material ever reaches a report.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsConfig {
+    /// A PEM bundle of CA certificates trusted beside the system's roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<PathBuf>,
+    /// Skip certificate verification altogether (never silent: the CLI warns and the
+    /// report says so).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
+    /// The client certificate (PEM, the chain from the leaf) for mutual TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_key: Option<PathBuf>,
+}
+
+/// Why the TLS settings cannot be used; the message names the flag and the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSetupError {
+    /// A file could not be read.
+    #[error("{flag} {path}: {source}")]
+    Read {
+        /// The flag that named the file.
+        flag: &'static str,
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file is not what the flag needs.
+    #[error("{flag} {path}: {why}")]
+    Content {
+        /// The flag that named the file.
+        flag: &'static str,
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Only one of `--client-cert` and `--client-key` was given.
+    #[error("--client-cert and --client-key go together: pass both for mutual TLS")]
+    HalfIdentity,
+}
+
+impl TlsConfig {
+    /// The CA certificates of `--ca-cert` (none without it).
+    fn roots(&self) -> Result<Vec<reqwest::Certificate>, TlsSetupError> {
+        let Some(path) = &self.ca_cert else {
+            return Ok(Vec::new());
+        };
+        let pem = read("--ca-cert", path)?;
+        let content = |why: String| TlsSetupError::Content {
+            flag: "--ca-cert",
+            path: path.display().to_string(),
+            why,
+        };
+        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+            content(format!(
+                "not a PEM certificate bundle ({})",
+                error_chain(&e)
+            ))
+        })?;
+        if certs.is_empty() {
+            return Err(content(
+                "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+            ));
+        }
+        Ok(certs)
+    }
+
+    /// The client identity of `--client-cert` and `--client-key` (none without them).
+    fn identity(&self) -> Result<Option<reqwest::Identity>, TlsSetupError> {
+        let (cert_path, key_path) = match (&self.client_cert, &self.client_key) {
+            (None, None) => return Ok(None),
+            (Some(c), Some(k)) => (c, k),
+            _ => return Err(TlsSetupError::HalfIdentity),
+        };
+        let cert = read("--client-cert", cert_path)?;
+        let key = read("--client-key", key_path)?;
+        let has = |pem: &[u8], what: &str| pem.windows(what.len()).any(|w| w == what.as_bytes());
+        if !has(&cert, "-----BEGIN CERTIFICATE-----") {
+            return Err(TlsSetupError::Content {
+                flag: "--client-cert",
+                path: cert_path.display().to_string(),
+                why: "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+            });
+        }
+        if !has(&key, "PRIVATE KEY-----") {
+            // The key's contents are never shown, only where it is.
+            return Err(TlsSetupError::Content {
+                flag: "--client-key",
+                path: key_path.display().to_string(),
+                why: "holds no PEM private key (-----BEGIN PRIVATE KEY-----)".into(),
+            });
+        }
+        let mut both = cert;
+        both.push(b'\n');
+        both.extend_from_slice(&key);
+        reqwest::Identity::from_pem(&both)
+            .map(Some)
+            .map_err(|e| TlsSetupError::Content {
+                flag: "--client-key",
+                path: key_path.display().to_string(),
+                why: format!(
+                    "does not make an identity with --client-cert ({})",
+                    error_chain(&e)
+                ),
+            })
+    }
+
+    /// Reads every file the settings name and checks that they make a client, so that a
+    /// bad file is a usage error before any worker starts.
+    pub fn check(&self) -> Result<(), TlsSetupError> {
+        self.roots()?;
+        self.identity()?;
+        Ok(())
+    }
+}
+
+fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsSetupError> {
+    std::fs::read(path).map_err(|source| TlsSetupError::Read {
+        flag,
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// A reqwest client builder for requests to `url`, with the TLS settings of `tls`.
+/// reqwest is built without a crypto provider, so ring's is installed for the process
+/// first (a no-op once one is). To a plain `http://` URL the client gets no TLS roots:
+/// reading the system's root certificates takes ~10 ms (hundreds of files) on every
+/// process's start-up path, and a plain target is never TLS (the workers follow no
+/// redirects). Otherwise `--ca-cert` adds to the system's roots (which honour
+/// `SSL_CERT_FILE` and `SSL_CERT_DIR`), `--insecure` verifies nothing, and a client
+/// certificate is offered when the server asks for one.
+pub fn client_builder(url: &str, tls: &TlsConfig) -> Result<reqwest::ClientBuilder, TlsSetupError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let builder = reqwest::Client::builder();
     if is_plain_http(url) {
-        builder.tls_certs_only(std::iter::empty())
-    } else {
-        builder
+        return Ok(builder.tls_certs_only(std::iter::empty()));
     }
+    let mut builder = builder.tls_certs_merge(tls.roots()?);
+    if tls.insecure {
+        builder = builder.tls_danger_accept_invalid_certs(true);
+    }
+    if let Some(identity) = tls.identity()? {
+        builder = builder.identity(identity);
+    }
+    Ok(builder)
 }
 
 /// Whether `url` is `http://…` (the scheme in any case, as URLs allow).
 fn is_plain_http(url: &str) -> bool {
     url.get(..7)
         .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+}
+
+/// Why a connection (or the TLS session on it) failed, when the cause is one a user can
+/// act on: each says what it is and what to do about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectProblem {
+    /// Nothing listens on the port.
+    Refused,
+    /// The server's certificate chain ends at a CA the client does not trust.
+    UnknownIssuer,
+    /// The server's certificate (or one of its chain) has expired or is not valid yet.
+    Expired,
+    /// The server's certificate does not name the host of the URL.
+    HostMismatch,
+    /// The server refused the client's certificate, or wanted one and got none.
+    ClientCertRefused,
+    /// The server answered the TLS handshake with something that is not TLS (plain HTTP).
+    NotTls,
+    /// Another certificate problem (bad signature, revoked, wrong purpose, …).
+    BadCertificate,
+}
+
+impl ConnectProblem {
+    /// The short name (an error kind's sub-cause in messages).
+    pub fn describe(self) -> &'static str {
+        match self {
+            ConnectProblem::Refused => "connection refused: nothing listens on that port",
+            ConnectProblem::UnknownIssuer => {
+                "TLS: the server's certificate is signed by an unknown issuer (a CA the client does not trust)"
+            }
+            ConnectProblem::Expired => {
+                "TLS: the server's certificate has expired (or is not valid yet)"
+            }
+            ConnectProblem::HostMismatch => {
+                "TLS: the server's certificate is not valid for this host name"
+            }
+            ConnectProblem::ClientCertRefused => {
+                "TLS: the server refused the client certificate (or wanted one and got none)"
+            }
+            ConnectProblem::NotTls => {
+                "TLS: the server did not answer with TLS (it speaks plain HTTP on this port?)"
+            }
+            ConnectProblem::BadCertificate => "TLS: the server's certificate is not acceptable",
+        }
+    }
+
+    /// What to do about it.
+    pub fn advice(self) -> &'static str {
+        match self {
+            ConnectProblem::Refused => "start the server, or check the host and port",
+            ConnectProblem::UnknownIssuer => {
+                "pass the CA's certificate with --ca-cert FILE (or SSL_CERT_FILE), or --insecure to skip verification"
+            }
+            ConnectProblem::Expired => {
+                "renew the server's certificate, check this host's clock, or pass --insecure to skip verification"
+            }
+            ConnectProblem::HostMismatch => {
+                "use a host name the certificate names, or pass --insecure to skip verification"
+            }
+            ConnectProblem::ClientCertRefused => {
+                "pass --client-cert FILE and --client-key FILE with a certificate signed by a CA the server trusts"
+            }
+            ConnectProblem::NotTls => "use an http:// URL for this port",
+            ConnectProblem::BadCertificate => {
+                "fix the server's certificate, or pass --insecure to skip verification"
+            }
+        }
+    }
+
+    /// `describe; advice`, the one line a user sees.
+    pub fn line(self) -> String {
+        format!("{}; {}", self.describe(), self.advice())
+    }
+}
+
+/// The actionable cause of `e`, if it has one: looks through the sources (and into the
+/// I/O errors that carry rustls's errors) for a refused connection or a TLS failure.
+pub fn connect_problem(e: &(dyn Error + 'static)) -> Option<ConnectProblem> {
+    sources(e).find_map(|s| {
+        if let Some(tls) = s.downcast_ref::<rustls::Error>() {
+            return tls_problem(tls);
+        }
+        let io = s.downcast_ref::<std::io::Error>()?;
+        if io.kind() == std::io::ErrorKind::ConnectionRefused {
+            return Some(ConnectProblem::Refused);
+        }
+        // io::Error's own `source()` skips the error it wraps: look at it here.
+        let inner = io.get_ref()?;
+        inner
+            .downcast_ref::<rustls::Error>()
+            .and_then(tls_problem)
+            .or_else(|| connect_problem(inner))
+    })
+}
+
+fn tls_problem(e: &rustls::Error) -> Option<ConnectProblem> {
+    use rustls::{AlertDescription as A, CertificateError as C, Error as E};
+    Some(match e {
+        E::InvalidCertificate(c) => match c {
+            C::UnknownIssuer => ConnectProblem::UnknownIssuer,
+            C::Expired
+            | C::ExpiredContext { .. }
+            | C::NotValidYet
+            | C::NotValidYetContext { .. } => ConnectProblem::Expired,
+            C::NotValidForName | C::NotValidForNameContext { .. } => ConnectProblem::HostMismatch,
+            _ => ConnectProblem::BadCertificate,
+        },
+        E::AlertReceived(
+            A::CertificateRequired
+            | A::BadCertificate
+            | A::UnknownCA
+            | A::CertificateUnknown
+            | A::UnsupportedCertificate
+            | A::CertificateExpired
+            | A::CertificateRevoked
+            | A::AccessDenied,
+        ) => ConnectProblem::ClientCertRefused,
+        E::InvalidMessage(_) => ConnectProblem::NotTls,
+        _ => return None,
+    })
 }
 
 /// The error, then its source, its source's source, and so on.

@@ -49,11 +49,14 @@ pub enum Metric {
     /// How late a worker's runtime ran a periodic probe timer, in µs: the scheduling
     /// delay every response chunk waits before it is timestamped. Client-side.
     RuntimeDelay,
+    /// How long opening a connection took, in µs: TCP connect, and the TLS handshake on
+    /// `https://`; one value per connection opened. Client-side.
+    Connect,
 }
 
 impl Metric {
     /// Every metric, in report order.
-    pub const ALL: [Metric; 13] = [
+    pub const ALL: [Metric; 14] = [
         Metric::RequestLatency,
         Metric::Ttft,
         Metric::TtftAny,
@@ -67,6 +70,7 @@ impl Metric {
         Metric::RequestLatencyWithIncomplete,
         Metric::SendGap,
         Metric::RuntimeDelay,
+        Metric::Connect,
     ];
 
     /// The metrics reported as distributions per status (`metrics` in the report), in
@@ -117,6 +121,7 @@ impl Metric {
             Metric::RequestLatencyWithIncomplete => "request_latency_with_incomplete",
             Metric::SendGap => "send_gap",
             Metric::RuntimeDelay => "runtime_delay",
+            Metric::Connect => "connect",
         }
     }
 
@@ -148,6 +153,9 @@ impl Metric {
             }
             Metric::SendGap => "stream strategies: previous request's end → the stream's next send",
             Metric::RuntimeDelay => "how late a worker's runtime ran a periodic probe timer",
+            Metric::Connect => {
+                "time to open a connection: TCP connect, plus the TLS handshake on https://"
+            }
         }
     }
 

@@ -16,6 +16,10 @@ use std::time::Duration;
 
 /// Where every pod mounts the results volume.
 const RESULTS_MOUNT: &str = "/results";
+/// Where `--ca-secret`'s bundle is mounted in the shard pods.
+const CA_MOUNT: &str = "/etc/llmsurge/ca";
+/// The bundle's file name under [`CA_MOUNT`].
+const CA_FILE: &str = "ca.pem";
 /// The variable the Job controller fills with each pod's index (0..N).
 const INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
 /// Variables this command sets itself; a trailing flag that maps to one is refused.
@@ -99,6 +103,12 @@ pub struct JobArgs {
     #[arg(long, value_parser = parse_secret_ref, value_name = "NAME[:KEY]")]
     pub api_key_secret: Option<SecretRef>,
 
+    /// The Kubernetes Secret (and key, default `ca.crt`) holding the PEM bundle of the CA
+    /// that signed the target's certificate: mounted read-only into every pod at
+    /// /etc/llmsurge/ca, and --ca-cert set to it (LLMSURGE_CA_CERT).
+    #[arg(long, value_parser = parse_ca_secret_ref, value_name = "NAME[:KEY]")]
+    pub ca_secret: Option<SecretRef>,
+
     /// The Kubernetes Secret holding the values of the --backend-kwargs headers, one key
     /// per header named as the header in lowercase (e.g. x-gateway-key). Pods read them
     /// by reference; no header value but the harmless ones and those of --show-header
@@ -164,6 +174,12 @@ pub fn render(args: &JobArgs, now: f64) -> Result<String, String> {
         .filter(|i| !i.trim().is_empty())
         .ok_or("--image is required: a container image with llmsurge on its PATH")?;
     let env = run_env_with_secrets(&args.run_args, args.shards, args.header_secret.as_deref())?;
+    if args.ca_secret.is_some() && env.plain.iter().any(|(n, _)| n == "LLMSURGE_CA_CERT") {
+        return Err(
+            "--ca-secret and --ca-cert both name the CA bundle: keep --ca-secret (a path of this host means nothing in the pods)"
+                .into(),
+        );
+    }
     // Whole seconds: every pod reads the same instant, and the text is stable.
     let start = (now + args.start_delay.as_secs_f64()).ceil();
     let docs = manifest(args, image, &env, start);
@@ -227,6 +243,18 @@ fn manifest(args: &JobArgs, image: &str, run_env: &RunEnv, start: f64) -> Vec<Va
     };
     let volume_mounts = json!([{ "name": "results", "mountPath": RESULTS_MOUNT }]);
     let volumes = json!([{ "name": "results", "persistentVolumeClaim": { "claimName": pvc } }]);
+    // The shards also mount the CA bundle; the merge Job needs only the reports.
+    let (mut shard_mounts, mut shard_volumes) = (volume_mounts.clone(), volumes.clone());
+    if let Some(ca) = &args.ca_secret
+        && let (Some(mounts), Some(vols)) =
+            (shard_mounts.as_array_mut(), shard_volumes.as_array_mut())
+    {
+        mounts.push(json!({ "name": "ca", "mountPath": CA_MOUNT, "readOnly": true }));
+        vols.push(json!({
+            "name": "ca",
+            "secret": { "secretName": ca.name, "items": [{ "key": ca.key, "path": CA_FILE }] },
+        }));
+    }
 
     let mut env = vec![
         // Declared first so the `$(JOB_COMPLETION_INDEX)` below can refer to it (a
@@ -241,6 +269,9 @@ fn manifest(args: &JobArgs, image: &str, run_env: &RunEnv, start: f64) -> Vec<Va
         json!({ "name": START_AT_ENV, "value": rfc3339(start) }),
         json!({ "name": OUTPUT_DIR_ENV, "value": format!("{dir}/shard-$({INDEX_ENV})") }),
     ];
+    if args.ca_secret.is_some() {
+        env.push(json!({ "name": "LLMSURGE_CA_CERT", "value": format!("{CA_MOUNT}/{CA_FILE}") }));
+    }
     if let Some(secret) = &args.api_key_secret {
         env.push(json!({
             "name": api_key_env(),
@@ -267,7 +298,7 @@ fn manifest(args: &JobArgs, image: &str, run_env: &RunEnv, start: f64) -> Vec<Va
         "command": ["llmsurge"],
         "args": ["benchmark", "run"],
         "env": env,
-        "volumeMounts": volume_mounts,
+        "volumeMounts": shard_mounts,
     });
     let mut quantities = serde_json::Map::new();
     if let Some(cpu) = &args.cpu {
@@ -307,7 +338,7 @@ fn manifest(args: &JobArgs, image: &str, run_env: &RunEnv, start: f64) -> Vec<Va
                 "spec": {
                     "restartPolicy": "Never",
                     "containers": [shard],
-                    "volumes": volumes,
+                    "volumes": shard_volumes,
                 },
             },
         },
@@ -643,7 +674,17 @@ fn parse_subdomain(s: &str) -> Result<String, String> {
 
 /// `NAME[:KEY]`: a Secret name and a key of it (default `api-key`).
 fn parse_secret_ref(s: &str) -> Result<SecretRef, String> {
-    let (name, key) = s.split_once(':').unwrap_or((s, "api-key"));
+    secret_ref(s, "api-key")
+}
+
+/// `NAME[:KEY]` of `--ca-secret`: the key defaults to `ca.crt`, where cert-manager and
+/// most tools put a CA bundle.
+fn parse_ca_secret_ref(s: &str) -> Result<SecretRef, String> {
+    secret_ref(s, "ca.crt")
+}
+
+fn secret_ref(s: &str, default_key: &str) -> Result<SecretRef, String> {
+    let (name, key) = s.split_once(':').unwrap_or((s, default_key));
     let name = parse_subdomain(name)?;
     let key_ok = !key.is_empty()
         && key.len() <= 253

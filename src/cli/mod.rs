@@ -226,6 +226,10 @@ pub fn main() -> i32 {
             }
             match crate::mock::run_cli(config) {
                 Ok(()) => exit_codes::OK,
+                // A certificate or key file that cannot be used is bad input.
+                Err(e) if matches!(e.downcast_ref(), Some(crate::mock::MockError::Tls(_))) => {
+                    usage_error(&e.to_string())
+                }
                 Err(e) => {
                     eprintln!("error: {e:#}");
                     exit_codes::RUN_FAILED

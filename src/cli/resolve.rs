@@ -61,6 +61,9 @@ pub struct BackendPlan {
     pub request_timeout: Duration,
     /// Connect timeout.
     pub connect_timeout: Duration,
+    /// TLS settings (`--ca-cert`, `--insecure`, `--client-cert`, `--client-key`): paths
+    /// only, never a key's contents.
+    pub tls: llmsurge_proto::http::TlsConfig,
     /// TTFT timeout.
     pub ttft_timeout: Option<Duration>,
     /// Idle timeout.
@@ -1147,6 +1150,12 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         http2: args.target.http2,
         request_timeout: args.target.request_timeout,
         connect_timeout: args.target.connect_timeout,
+        tls: llmsurge_proto::http::TlsConfig {
+            ca_cert: args.target.ca_cert.clone(),
+            insecure: args.target.insecure,
+            client_cert: args.target.client_cert.clone(),
+            client_key: args.target.client_key.clone(),
+        },
         ttft_timeout: args.target.ttft_timeout,
         idle_timeout: args.target.idle_timeout,
         ignore_eos: args.data.ignore_eos,
@@ -1168,6 +1177,8 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
     if let Some(raw) = &args.target.backend_kwargs {
         apply_backend_kwargs(&mut plan, raw)?;
     }
+    // A missing or malformed file is a usage error now, not a failure in every worker.
+    plan.tls.check().map_err(|e| UsageError(e.to_string()))?;
     Ok(plan)
 }
 

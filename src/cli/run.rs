@@ -98,6 +98,12 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         }
     }
     let started = unix_now();
+    if plan.backend.tls.insecure {
+        // Never silent: the report's metadata says so too (`tls_insecure`).
+        eprintln!(
+            "warning: --insecure: the server's TLS certificate is not verified; anyone on the path can read and change the traffic"
+        );
+    }
     let phase = std::time::Instant::now();
     let lora_names: Vec<&str> = plan.data.lora.iter().flat_map(|l| l.names()).collect();
     let target = match resolve_target(
@@ -106,6 +112,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         plan.model.as_deref(),
         plan.backend.api_key.as_ref(),
         plan.backend.connect_timeout,
+        &plan.backend.tls,
         plan.ready_timeout,
     )
     .await
@@ -227,6 +234,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         started,
         shard: plan.shard.is_split().then_some(plan.shard),
         start_at: plan.start_at,
+        tls_insecure: plan.backend.tls.insecure,
         planned: ChosenProfile::planned(&plan).unwrap_or(0) * plan.repeat as usize,
         seed: plan.seed,
         models: lora_names.iter().map(|n| n.to_string()).collect(),
@@ -380,6 +388,7 @@ async fn server_metrics(
         ),
         headers: headers.clone(),
         timeout: PROFILER_TIMEOUT,
+        tls: plan.backend.tls.clone(),
     });
     let (url, explicit) = match &m.source {
         MetricsSource::Off => return Ok((None, profiler, None)),
@@ -396,6 +405,7 @@ async fn server_metrics(
     let mut cfg = ScrapeConfig::new(&url, m.interval, include, &target.base_url, &headers)
         .map_err(|e| UsageError(format!("--server-metrics: {e}")))?;
     cfg.redaction = plan.redaction.clone();
+    cfg.tls = plan.backend.tls.clone();
     let shown = plan.redaction.url(&cfg.url);
     let note = match probe(&cfg).await {
         Ok(()) => None,
@@ -543,6 +553,7 @@ fn plan_template(
             http2: b.http2,
             request_timeout: b.request_timeout,
             connect_timeout: b.connect_timeout,
+            tls: b.tls.clone(),
             ttft_timeout: b.ttft_timeout,
             idle_timeout: b.idle_timeout,
             ignore_eos: b.ignore_eos,

@@ -406,6 +406,27 @@ pub struct MockConfig {
         value_name = "NAME"
     )]
     pub show_query_param: Vec<String>,
+
+    /// Serve HTTPS with this certificate chain (PEM, the leaf first); needs --tls-key.
+    /// HTTP/1.1 and HTTP/2 are chosen by ALPN.
+    #[arg(long, env = "LLMSURGE_MOCK_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// The private key (PEM) of --tls-cert (its path is shown by `config` as a secret's
+    /// would be; its contents never).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_TLS_KEY",
+        value_name = "FILE",
+        hide_env_values = true
+    )]
+    pub tls_key: Option<std::path::PathBuf>,
+
+    /// Mutual TLS: require every client to present a certificate signed by a CA of this
+    /// PEM bundle, and refuse the handshake of one that presents none or another
+    /// (needs --tls-cert).
+    #[arg(long, env = "LLMSURGE_MOCK_TLS_CLIENT_CA", value_name = "FILE")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
 }
 
 impl Default for MockConfig {
@@ -451,6 +472,9 @@ impl Default for MockConfig {
             record_header: Vec::new(),
             show_header: Vec::new(),
             show_query_param: Vec::new(),
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
         }
     }
 }
@@ -699,6 +723,17 @@ impl MockConfig {
                     format!("{}: not a file in an existing directory", path.display()),
                 ));
             }
+        }
+        match (&self.tls_cert, &self.tls_key, &self.tls_client_ca) {
+            (Some(_), None, _) => return Err(invalid("--tls-cert", "needs --tls-key".into())),
+            (None, Some(_), _) => return Err(invalid("--tls-key", "needs --tls-cert".into())),
+            (None, None, Some(_)) => {
+                return Err(invalid(
+                    "--tls-client-ca",
+                    "needs --tls-cert and --tls-key (mutual TLS is TLS)".into(),
+                ));
+            }
+            _ => {}
         }
         for (given, flag) in [
             (!self.record_header.is_empty(), "--record-header"),

@@ -39,6 +39,10 @@ pub enum MockError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The TLS certificate, key or client CA could not be used; the message names the
+    /// flag and the file.
+    #[error("{0}")]
+    Tls(String),
     /// The server thread could not be spawned.
     #[error("cannot spawn the mock server thread: {0}")]
     Thread(std::io::Error),

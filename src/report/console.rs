@@ -123,6 +123,18 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
             "Without streaming (--stream false) the first token comes with the whole body: TTFT is the e2e latency, and ITL and TPOT are not measured (-).\n",
         );
     }
+    let connections = super::connections::rows(benchmarks);
+    if !connections.is_empty() {
+        let mut t = table(&super::connections::HEADERS);
+        for r in connections {
+            let mut row = vec![r.label];
+            row.extend(r.cells);
+            t.add_row(row);
+        }
+        out.push_str("\nConnections (measured window)\n");
+        out.push_str(&t.to_string());
+        out.push('\n');
+    }
     if benchmarks.iter().any(|b| b.goodput.is_some()) {
         let mut goodput = table(&["Benchmark", "Thresholds", "Good", "Good/s", "Fraction"]);
         for b in benchmarks {

@@ -255,6 +255,50 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
             Box::new(|r| opt_float(r.client.runtime_delay.as_ref().map(|d| d.percentiles.p99))),
         ),
         (
+            "client.connections_opened",
+            Box::new(|r| {
+                r.client
+                    .connections
+                    .as_ref()
+                    .map_or_else(String::new, |c| c.opened.to_string())
+            }),
+        ),
+        (
+            "client.connections_reused",
+            Box::new(|r| {
+                r.client
+                    .connections
+                    .as_ref()
+                    .map_or_else(String::new, |c| c.reused.to_string())
+            }),
+        ),
+        (
+            "client.connect_mean_ms",
+            Box::new(|r| opt_float(r.client.connections.as_ref().map(|c| c.connect.mean))),
+        ),
+        (
+            "client.connect_p50_ms",
+            Box::new(|r| {
+                opt_float(
+                    r.client
+                        .connections
+                        .as_ref()
+                        .map(|c| c.connect.percentiles.p50),
+                )
+            }),
+        ),
+        (
+            "client.connect_p99_ms",
+            Box::new(|r| {
+                opt_float(
+                    r.client
+                        .connections
+                        .as_ref()
+                        .map(|c| c.connect.percentiles.p99),
+                )
+            }),
+        ),
+        (
             "client.bottleneck",
             Box::new(move |r| b(r.client.bottleneck)),
         ),

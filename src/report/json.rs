@@ -121,6 +121,10 @@ pub struct Metadata {
     /// The agreed wall-clock start (`--start-at`), Unix seconds, when one was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<f64>,
+    /// `--insecure`: the client did not verify the server's TLS certificate (absent when
+    /// it did).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls_insecure: bool,
     /// A merged report (`benchmark merge`): the shards it holds and those missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<MergeInfo>,

@@ -65,6 +65,19 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
     if benchmarks.iter().any(|b| b.sessions.is_some()) {
         out.push_str(&sessions_section(benchmarks));
     }
+    let connections = super::connections::rows(benchmarks);
+    if !connections.is_empty() {
+        out.push_str("\n### Connections\n\n| ");
+        out.push_str(&super::connections::HEADERS.join(" | "));
+        out.push_str(" |\n|---|---:|---:|---:|---:|---:|---:|\n");
+        for r in connections {
+            out.push_str(&format!(
+                "| {} | {} |\n",
+                escape(&r.label),
+                r.cells.join(" | ")
+            ));
+        }
+    }
     if super::server::any(benchmarks) {
         out.push_str(&server_section(benchmarks));
     }

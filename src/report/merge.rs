@@ -342,6 +342,7 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
             extras,
             shard: None,
             start_at: first.metadata.start_at,
+            tls_insecure: reports().any(|r| r.metadata.tls_insecure),
             merged: Some(MergeInfo {
                 count,
                 shards: shards.iter().map(|s| s.index).collect(),

@@ -12,6 +12,7 @@
 
 pub mod across_runs;
 pub mod cells;
+pub mod connections;
 pub mod console;
 pub mod csv;
 pub mod html;

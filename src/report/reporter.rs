@@ -49,6 +49,8 @@ pub struct RunInfo {
     pub shard: Option<llmsurge_proto::Shard>,
     /// `--start-at`, Unix seconds.
     pub start_at: Option<f64>,
+    /// `--insecure`: TLS certificates were not verified.
+    pub tls_insecure: bool,
     /// `--lora`: the split's model names, in order (a record's `model` indexes them).
     pub models: Vec<String>,
     /// The tag of the run's request ids (`--request-id-header`); `None` when none are sent.
@@ -119,6 +121,7 @@ impl RunReporter {
                     extras: settings.extras.clone(),
                     shard: info.shard,
                     start_at: info.start_at,
+                    tls_insecure: info.tls_insecure,
                     merged: None,
                 },
                 args: info.args,

@@ -356,6 +356,8 @@ fn every_command_in_the_docs_runs_against_the_mock() {
     let url = server.base_url();
     let dir = tempfile::tempdir().expect("tempdir");
     copy_tree(&root().join("tests/fixtures/docs"), dir.path());
+    // The TLS section's CA and client certificate: made now, never kept in the repository.
+    crate::engine::tls::write_doc_files(dir.path());
     let start = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("a clock after 1970")

@@ -415,3 +415,64 @@ fn headers_come_from_a_secret_and_only_harmless_values_are_written() {
 fn kwargs_with(key: &str) -> String {
     format!(r#"{{"headers": {{"X-Gateway-Key": "{key}"}}}}"#)
 }
+
+#[test]
+fn a_ca_bundle_comes_from_a_secret_mounted_into_the_shards() {
+    let out = k8s_job(&[
+        "--image",
+        "i",
+        "--ca-secret",
+        "gateway-ca:bundle.pem",
+        "--",
+        "--target",
+        "https://llm.example:8443",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let docs = documents(&out.stdout);
+    let pod = &kind(&docs, "Job", "shard")["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let ca = env_value(container, "LLMSURGE_CA_CERT").expect("the CA flag is set");
+    let mount = container["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .find(|m| m["name"] == "ca")
+        .expect("the CA is mounted");
+    assert_eq!(mount["readOnly"], true);
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == "ca")
+        .expect("a CA volume");
+    assert_eq!(volume["secret"]["secretName"], "gateway-ca");
+    let item = &volume["secret"]["items"][0];
+    assert_eq!(item["key"], "bundle.pem");
+    // The flag names the file the Secret's key becomes.
+    let file = format!(
+        "{}/{}",
+        mount["mountPath"].as_str().expect("a path"),
+        item["path"].as_str().expect("a path")
+    );
+    assert_eq!(ca, file);
+    // The merge Job reads only reports: it does not depend on the Secret.
+    let merge = &kind(&docs, "Job", "merge")["spec"]["template"]["spec"];
+    assert!(!merge["volumes"].to_string().contains("gateway-ca"));
+
+    // The key defaults to ca.crt.
+    let out = k8s_job(&["--image", "i", "--ca-secret", "gateway-ca"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("key: ca.crt"), "{}", out.stdout);
+
+    // A host path of --ca-cert means nothing in the pods.
+    let out = k8s_job(&[
+        "--image",
+        "i",
+        "--ca-secret",
+        "gateway-ca",
+        "--",
+        "--ca-cert",
+        "/tmp/ca.pem",
+    ]);
+    assert_usage_error(&out, "--ca-secret");
+}

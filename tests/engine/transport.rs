@@ -35,6 +35,7 @@ fn backend_config(base_url: &str, stream: bool) -> BackendConfig {
         http2: false,
         request_timeout: Duration::from_secs(20),
         connect_timeout: Duration::from_secs(5),
+        tls: Default::default(),
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: false,

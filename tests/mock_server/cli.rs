@@ -188,7 +188,7 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
         &'static [(&'static str, &'static str)],
         &'static str,
     );
-    let cases: [Case; 13] = [
+    let cases: [Case; 16] = [
         (
             &["--port", "0", "--record", "/no/such/dir/r.jsonl"],
             &[],
@@ -245,6 +245,24 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
             &["--port", "0"],
             &[("LLMSURGE_MOCK_TTFT", "10")],
             "LLMSURGE_MOCK_TTFT",
+        ),
+        (&["--port", "0", "--tls-cert", "c.pem"], &[], "--tls-key"),
+        (
+            &[
+                "--port",
+                "0",
+                "--tls-cert",
+                "/no/such/c.pem",
+                "--tls-key",
+                "/no/such/k.pem",
+            ],
+            &[],
+            "--tls-cert /no/such/c.pem",
+        ),
+        (
+            &["--port", "0"],
+            &[("LLMSURGE_MOCK_TLS_CLIENT_CA", "ca.pem")],
+            "--tls-cert",
         ),
     ];
     for (args, env, mention) in cases {

@@ -8,6 +8,7 @@
 //! timeout, the first token by the TTFT timeout, and the silence between two chunks by
 //! the idle timeout. A failure never escapes as a panic; it becomes the exchange's error.
 
+use crate::connections::{ConnectLog, TimedConnectLayer};
 use crate::formats::{self, ChunkInfo, Format, StreamEvent, StreamState, Usage};
 pub use crate::http1::Presend;
 use crate::http1::{self, Http1, Outgoing, RequestHeaders};
@@ -17,6 +18,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use llmsurge_proto::http;
 use llmsurge_proto::{BackendConfig, ErrorKind, MonoNanos, Redaction, RequestError};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
 
@@ -150,6 +152,8 @@ pub const DEFAULT_CONTENT_TYPE: &str = "application/json";
 #[derive(Debug)]
 pub struct Backend {
     transport: Transport,
+    /// The connections either client opened, and how long each took.
+    connects: Arc<ConnectLog>,
     /// The Content-Type of [`Self::execute`]: the user's header, or the format's.
     content_type: String,
     format: Box<dyn Format>,
@@ -241,24 +245,29 @@ impl Backend {
             .unwrap_or(DEFAULT_CONTENT_TYPE)
             .to_string();
         let user_agent = concat!("llmsurge/", env!("CARGO_PKG_VERSION"));
+        let connects = Arc::new(ConnectLog::default());
         let transport = if url.scheme() == "http" && !cfg.http2 {
-            Transport::Http1(Http1::new(
-                &url,
-                headers
-                    .iter()
-                    .filter(|(name, _)| *name != reqwest::header::CONTENT_TYPE)
-                    .map(|(name, value)| (name.as_str(), value.as_bytes())),
-                user_agent,
-                cfg.connect_timeout,
-            ))
+            Transport::Http1(
+                Http1::new(
+                    &url,
+                    headers
+                        .iter()
+                        .filter(|(name, _)| *name != reqwest::header::CONTENT_TYPE)
+                        .map(|(name, value)| (name.as_str(), value.as_bytes())),
+                    user_agent,
+                    cfg.connect_timeout,
+                )
+                .log_connects(Arc::clone(&connects)),
+            )
         } else {
             Transport::Reqwest {
-                client: reqwest_client(cfg, &url, headers, user_agent)?,
+                client: reqwest_client(cfg, &url, headers, user_agent, &connects)?,
                 url,
             }
         };
         Ok(Self {
             transport,
+            connects,
             content_type,
             format,
             stream: cfg.stream,
@@ -367,6 +376,12 @@ impl Backend {
         }
     }
 
+    /// The connections opened since the last call: when each began and how long opening
+    /// it took (TCP connect, and the TLS handshake on `https://`).
+    pub fn drain_connects(&self) -> Vec<(MonoNanos, Duration)> {
+        self.connects.drain()
+    }
+
     /// The worker's own HTTP/1.1 client, when it carries the requests (plain `http://`
     /// without HTTP/2): the pacer thread sends on its idle connections.
     pub fn http1(&self) -> Option<&Http1> {
@@ -441,7 +456,7 @@ impl Backend {
         let head_by = self.head_bound(started, deadline);
         let mut response = match timeout_at(head_by.0, request.send()).await {
             Err(_) => return ex.fail(ErrorKind::Timeout, head_by.1),
-            Ok(Err(e)) => return ex.fail(classify(&e), http::error_chain(&e)),
+            Ok(Err(e)) => return ex.fail(classify(&e), failure_message(&e)),
             Ok(Ok(r)) => r,
         };
         let status = response.status();
@@ -600,8 +615,10 @@ fn reqwest_client(
     url: &reqwest::Url,
     headers: reqwest::header::HeaderMap,
     user_agent: &str,
+    connects: &Arc<ConnectLog>,
 ) -> Result<reqwest::Client, BackendError> {
-    let mut builder = http::client_builder(url.as_str())
+    let mut builder = http::client_builder(url.as_str(), &cfg.tls)
+        .map_err(|e| BackendError::Client(e.to_string()))?
         .default_headers(headers)
         .user_agent(user_agent)
         // Per-token writes need Nagle off (reqwest's default; stated so it stays so).
@@ -615,7 +632,10 @@ fn reqwest_client(
         // (hyper's defaults: 100 headers; 16 KiB of them on HTTP/2).
         .http1_max_headers(http1::MAX_HEADERS_REQWEST)
         .http2_max_header_list_size(http1::HEAD_LIMIT as u32)
-        .redirect(reqwest::redirect::Policy::none());
+        .redirect(reqwest::redirect::Policy::none())
+        // Inside the connect timeout: times TCP connect and TLS handshake of each
+        // connection opened, not the wait for a free one.
+        .connector_layer(TimedConnectLayer(Arc::clone(connects)));
     builder = if !cfg.http2 {
         builder.http1_only()
     } else if url.scheme() == "http" {
@@ -690,10 +710,21 @@ fn timeout_message(what: &str, bound: Duration) -> String {
     format!("no {what} within {:.3}s", bound.as_secs_f64())
 }
 
+/// A failed request's message: the actionable cause first when there is one (an unknown
+/// issuer, a refused client certificate, …: the error's own chain hides it in the middle),
+/// then the chain.
+fn failure_message(e: &reqwest::Error) -> String {
+    let chain = http::error_chain(e);
+    match http::connect_problem(e) {
+        Some(problem) => format!("{} ({chain})", problem.line()),
+        None => chain,
+    }
+}
+
 fn classify(e: &reqwest::Error) -> ErrorKind {
     if e.is_timeout() {
         ErrorKind::Timeout
-    } else if e.is_connect() {
+    } else if e.is_connect() || http::connect_problem(e).is_some() {
         ErrorKind::Connect
     } else if closed_before_headers(e) {
         ErrorKind::ConnectionClosed

@@ -24,9 +24,10 @@
 //! A server may answer before it read the whole request (a proxy's 413 for a body over
 //! its limit): the answer is read when the write fails or while it waits for room.
 
+use crate::connections::ConnectLog;
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
-use llmsurge_proto::{ErrorKind, RequestError};
+use llmsurge_proto::{ErrorKind, MonoNanos, RequestError};
 use std::io::{self, IoSlice};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -83,6 +84,8 @@ pub struct Http1 {
     head_prefix: Bytes,
     connect_timeout: Duration,
     pool: Pool,
+    /// Where each connection's connect time goes (none: not timed).
+    connects: Option<Arc<ConnectLog>>,
 }
 
 impl std::fmt::Debug for Http1 {
@@ -194,7 +197,14 @@ impl Http1 {
             head_prefix: Bytes::from(head),
             connect_timeout,
             pool: Pool::default(),
+            connects: None,
         }
+    }
+
+    /// Logs the time each connection takes to open into `log`.
+    pub fn log_connects(mut self, log: Arc<ConnectLog>) -> Self {
+        self.connects = Some(log);
+        self
     }
 
     /// The bytes of one request: `body` sent as `content_type`.
@@ -358,6 +368,7 @@ impl Http1 {
     }
 
     async fn connect(&self) -> Result<Conn, RequestError> {
+        let began = MonoNanos::now();
         let connecting = TcpStream::connect(self.authority.as_str());
         let stream = match tokio::time::timeout(self.connect_timeout, connecting).await {
             Err(_) => {
@@ -378,6 +389,9 @@ impl Http1 {
             }
             Ok(Ok(s)) => s,
         };
+        if let Some(log) = &self.connects {
+            log.record(began, MonoNanos::now().since(began));
+        }
         // Per-token writes by the server need Nagle off on its side; on ours the request
         // goes out in one write, which must not wait for an ACK either.
         let _ = stream.set_nodelay(true);

@@ -20,6 +20,7 @@
 
 pub mod arrivals;
 pub mod backend;
+pub mod connections;
 pub mod formats;
 pub mod http1;
 pub mod pacer;

@@ -139,6 +139,15 @@ impl Reporter {
         );
     }
 
+    /// A connection begun at `began` took `took` to open (TCP connect, TLS handshake).
+    pub fn connected(&mut self, began: MonoNanos, took: std::time::Duration) {
+        if began < self.t0 || self.time_phase(began) != Phase::Measured {
+            return;
+        }
+        self.metrics
+            .record(StatusClass::Successful, Metric::Connect, micros(took));
+    }
+
     /// The phase of an instant by the time-based window alone.
     fn time_phase(&self, at: MonoNanos) -> Phase {
         let since = at.since(self.t0);

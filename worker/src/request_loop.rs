@@ -88,11 +88,16 @@ pub const PROBE_INTERVAL: Duration = Duration::from_millis(10);
 /// Measures how late the runtime runs a task whose timer fired: every response chunk
 /// waits as long before it is timestamped, so a slow client shows here whatever the
 /// strategy. Includes up to 1 ms of tokio's timer granularity.
-async fn probe_runtime(reporter: Rc<RefCell<Reporter>>) {
+/// It also moves the connections the backend opened into the reporter.
+async fn probe_runtime(reporter: Rc<RefCell<Reporter>>, backend: Arc<Backend>) {
     loop {
         let due = MonoNanos::now() + PROBE_INTERVAL;
         tokio::time::sleep_until(tokio_instant(due)).await;
-        reporter.borrow_mut().runtime_delay(due, MonoNanos::now());
+        let mut reporter = reporter.borrow_mut();
+        reporter.runtime_delay(due, MonoNanos::now());
+        for (began, took) in backend.drain_connects() {
+            reporter.connected(began, took);
+        }
     }
 }
 
@@ -316,7 +321,8 @@ impl Context {
         source: Box<dyn RequestSource>,
     ) {
         let source = Rc::new(RefCell::new(source));
-        let probe = tokio::task::spawn_local(probe_runtime(self.reporter.clone()));
+        let probe =
+            tokio::task::spawn_local(probe_runtime(self.reporter.clone(), self.backend.clone()));
         let mut tasks = JoinSet::new();
         let local_streams = self.shard.share(u64::from(streams));
         for local in (u64::from(self.id)..local_streams).step_by(worker_count.max(1) as usize) {
@@ -334,6 +340,15 @@ impl Context {
         }
         while tasks.join_next().await.is_some() {}
         probe.abort();
+        self.drain_connects();
+    }
+
+    /// Moves the connections opened since the probe's last tick into the reporter.
+    fn drain_connects(&self) {
+        let mut reporter = self.reporter.borrow_mut();
+        for (began, took) in self.backend.drain_connects() {
+            reporter.connected(began, took);
+        }
     }
 
     async fn stream_loop(&self, start_at: MonoNanos, source: Rc<RefCell<Box<dyn RequestSource>>>) {
@@ -540,7 +555,8 @@ impl Context {
         let handle = std::thread::Builder::new()
             .name("llmsurge-pacer".into())
             .spawn(move || pacer.run())?;
-        let probe = tokio::task::spawn_local(probe_runtime(self.reporter.clone()));
+        let probe =
+            tokio::task::spawn_local(probe_runtime(self.reporter.clone(), self.backend.clone()));
         let mut tasks = JoinSet::new();
         // How many requests the pacer sent itself, for the debug log: the share of a run
         // whose dispatch lag has no runtime wake-up in it.
@@ -593,6 +609,7 @@ impl Context {
         }
         while tasks.join_next().await.is_some() {}
         probe.abort();
+        self.drain_connects();
         tracing::debug!(
             worker = self.id,
             from_pacer,

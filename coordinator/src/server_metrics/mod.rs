@@ -40,6 +40,9 @@ pub struct ScrapeConfig {
     pub include: Option<regex::Regex>,
     /// How the URL is written in the report (query values redacted unless opted in).
     pub redaction: Redaction,
+    /// The run's TLS settings (`--ca-cert`, `--insecure`, `--client-cert`), for an
+    /// `https://` URL.
+    pub tls: llmsurge_proto::http::TlsConfig,
 }
 
 impl ScrapeConfig {
@@ -91,6 +94,7 @@ impl ScrapeConfig {
             timeout: Self::timeout_for(interval),
             include,
             redaction: Redaction::default(),
+            tls: Default::default(),
         })
     }
 
@@ -166,6 +170,8 @@ pub struct ProfilerConfig {
     pub headers: Vec<(String, Secret)>,
     /// Bound on each call (stopping a profiler writes its trace, which takes a while).
     pub timeout: Duration,
+    /// The run's TLS settings.
+    pub tls: llmsurge_proto::http::TlsConfig,
 }
 
 /// What the scrapes of one benchmark found. Absent from a benchmark when scraping was

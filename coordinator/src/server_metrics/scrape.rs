@@ -33,8 +33,16 @@ impl std::fmt::Display for ScrapeFailure {
 
 /// An HTTP client for scrapes and profiler calls to `url` (no TLS roots read for a
 /// plain-HTTP URL while the workers start).
-fn client(timeout: Duration, url: &str) -> Result<reqwest::Client, ScrapeFailure> {
-    http::client_builder(url)
+fn client(
+    timeout: Duration,
+    url: &str,
+    tls: &http::TlsConfig,
+) -> Result<reqwest::Client, ScrapeFailure> {
+    http::client_builder(url, tls)
+        .map_err(|e| ScrapeFailure {
+            kind: "connect",
+            message: e.to_string(),
+        })?
         .connect_timeout(timeout)
         .build()
         .map_err(|e| ScrapeFailure {
@@ -50,8 +58,9 @@ pub async fn scrape_once(
 ) -> Result<super::parse::Parsed, ScrapeFailure> {
     let transport = |e: reqwest::Error| ScrapeFailure {
         kind: if e.is_timeout() { "timeout" } else { "connect" },
-        // The innermost cause: reqwest's own message repeats the URL.
-        message: http::root_cause(&e),
+        // The innermost cause (reqwest's own message repeats the URL), or what a user
+        // can act on (an unknown issuer, a refused client certificate).
+        message: http::connect_problem(&e).map_or_else(|| http::root_cause(&e), |p| p.line()),
     };
     let fetch = async {
         let mut request = client
@@ -103,7 +112,7 @@ pub async fn scrape_once(
 
 /// One scrape before the run, to decide whether the target publishes metrics.
 pub async fn probe(cfg: &ScrapeConfig) -> Result<(), ScrapeFailure> {
-    let client = client(cfg.timeout, &cfg.url)?;
+    let client = client(cfg.timeout, &cfg.url, &cfg.tls)?;
     scrape_once(&client, cfg).await.map(drop)
 }
 
@@ -229,7 +238,7 @@ async fn run(
     mut end: oneshot::Receiver<()>,
     queue: mpsc::UnboundedSender<(MonoNanos, f64)>,
 ) {
-    let client = match client(cfg.timeout, &cfg.url) {
+    let client = match client(cfg.timeout, &cfg.url, &cfg.tls) {
         Ok(c) => c,
         Err(e) => {
             lock(&shared).log.error(e.kind, e.message);
@@ -269,7 +278,7 @@ pub async fn profiler_call(cfg: &ProfilerConfig, path: &str) -> Result<(), Strin
     let url = format!("{}/{path}", cfg.origin.trim_end_matches('/'));
     let shown = llmsurge_proto::Redaction::default().url(&url);
     let fail = |why: String| format!("--profile-server: POST {shown} failed ({why})");
-    let client = client(cfg.timeout, &url).map_err(|e| fail(e.message))?;
+    let client = client(cfg.timeout, &url, &cfg.tls).map_err(|e| fail(e.message))?;
     let mut request = client.post(&url);
     for (name, value) in &cfg.headers {
         request = request.header(name.as_str(), value.expose());
@@ -279,7 +288,9 @@ pub async fn profiler_call(cfg: &ProfilerConfig, path: &str) -> Result<(), Strin
             "no answer within {}s",
             cfg.timeout.as_secs_f64()
         ))),
-        Ok(Err(e)) => Err(fail(http::root_cause(&e))),
+        Ok(Err(e)) => Err(fail(
+            http::connect_problem(&e).map_or_else(|| http::root_cause(&e), |p| p.line()),
+        )),
         Ok(Ok(r)) if !r.status().is_success() => Err(fail(format!("HTTP {}", r.status()))),
         Ok(Ok(_)) => Ok(()),
     }

@@ -3,6 +3,7 @@
 use super::RequestFormatArg;
 use crate::cli::values::parse_positive_duration;
 use clap::Args;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where requests go and how they are made.
@@ -103,4 +104,30 @@ pub struct TargetArgs {
     /// Bound on connecting to the target.
     #[arg(long, env = "LLMSURGE_CONNECT_TIMEOUT", value_parser = parse_positive_duration, default_value = "10s", value_name = "DURATION")]
     pub connect_timeout: Duration,
+
+    /// Trust the CA certificates of this PEM bundle for https:// (beside the system's
+    /// roots, which also honour SSL_CERT_FILE): a server whose certificate a private CA
+    /// signed. Applies to the target, the probe, the workers and every scrape.
+    #[arg(long, env = "LLMSURGE_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+
+    /// Do not verify the server's TLS certificate at all (a quick test against a
+    /// self-signed server). Warns on stderr, and the report's metadata says so.
+    #[arg(long, env = "LLMSURGE_INSECURE")]
+    pub insecure: bool,
+
+    /// Client certificate (PEM) for mutual TLS, offered when the server asks for one;
+    /// needs --client-key.
+    #[arg(long, env = "LLMSURGE_CLIENT_CERT", value_name = "FILE")]
+    pub client_cert: Option<PathBuf>,
+
+    /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --client-cert. Its path is shown in
+    /// reports (`config` hides it as a secret), its contents never.
+    #[arg(
+        long,
+        env = "LLMSURGE_CLIENT_KEY",
+        value_name = "FILE",
+        hide_env_values = true
+    )]
+    pub client_key: Option<PathBuf>,
 }

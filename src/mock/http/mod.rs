@@ -1,10 +1,12 @@
 //! The top layer of the mock: HTTP. `app` holds what every connection shares; `body`
 //! streams a planned response through its API format's writer at the plan's deadlines;
 //! `metrics` answers `/metrics` and the profiler endpoints; `handler` routes and answers
-//! every endpoint; `server` binds, accepts and shuts down. Nothing below imports this.
+//! every endpoint; `tls` makes the HTTPS acceptor of `--tls-cert`; `server` binds,
+//! accepts and shuts down. Nothing below imports this.
 
 pub mod app;
 pub mod body;
 pub mod handler;
 pub mod metrics;
 pub mod server;
+pub mod tls;

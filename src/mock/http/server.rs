@@ -1,5 +1,6 @@
 //! The listener: a tokio runtime on its own OS thread, an accept loop, one hyper
-//! connection (HTTP/1.1 or h2c, detected) per socket, and a graceful shutdown.
+//! connection (HTTP/1.1 or h2c, detected; over TLS when `--tls-cert` is set, h2 or
+//! HTTP/1.1 by ALPN) per socket, and a graceful shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{oneshot, watch};
+use tokio_rustls::TlsAcceptor;
 
 use super::app::App;
 use super::body::InjectedClose;
@@ -18,7 +20,7 @@ use super::handler::handle;
 use crate::mock::config::MockConfig;
 use crate::mock::error::MockError;
 use crate::mock::model::record::Recorder;
-use crate::mock::model::stats::MockStats;
+use crate::mock::model::stats::{ConnectionEvent, MockStats};
 use crate::mock::model::truth::TruthWriter;
 
 /// Pending connections the kernel keeps for us; a load test opens many at once.
@@ -33,6 +35,8 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 /// A running mock server: its own OS thread and tokio runtime. Stops on `shutdown` or drop.
 pub struct MockServer {
     addr: SocketAddr,
+    /// Serving HTTPS.
+    tls: bool,
     app: Arc<App>,
     stop: Option<oneshot::Sender<Duration>>,
     thread: Option<JoinHandle<()>>,
@@ -50,6 +54,8 @@ impl MockServer {
     /// Validates `config`, binds (port 0 = ephemeral) and returns once listening.
     pub fn start(config: MockConfig) -> Result<MockServer, MockError> {
         config.validate()?;
+        let acceptor = super::tls::acceptor(&config)?;
+        let tls = acceptor.is_some();
         let runtime = build_runtime(config.workers)?;
         let bind_addr = SocketAddr::new(config.host, config.port);
         let listener = {
@@ -97,12 +103,13 @@ impl MockServer {
         let thread = std::thread::Builder::new()
             .name("llmsurge-mock".into())
             .spawn(move || {
-                runtime.block_on(serve(listener, serve_app, stop_rx));
+                runtime.block_on(serve(listener, acceptor, serve_app, stop_rx));
                 // Dropping the runtime here cancels whatever outlived the grace period.
             })
             .map_err(MockError::Thread)?;
         Ok(MockServer {
             addr,
+            tls,
             app,
             stop: Some(stop_tx),
             thread: Some(thread),
@@ -114,9 +121,10 @@ impl MockServer {
         self.addr
     }
 
-    /// `http://HOST:PORT`, ready to prefix `/v1/...`.
+    /// `http://HOST:PORT` (`https://` with `--tls-cert`), ready to prefix `/v1/...`.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The first served model name.
@@ -190,7 +198,12 @@ fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Accepts until told to stop, then drains connections for the grace period.
-async fn serve(listener: TcpListener, app: Arc<App>, mut stop: oneshot::Receiver<Duration>) {
+async fn serve(
+    listener: TcpListener,
+    acceptor: Option<TlsAcceptor>,
+    app: Arc<App>,
+    mut stop: oneshot::Receiver<Duration>,
+) {
     let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
     // Every connection holds a receiver; `closed()` resolves once they are all gone.
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -199,7 +212,7 @@ async fn serve(listener: TcpListener, app: Arc<App>, mut stop: oneshot::Receiver
             grace = &mut stop => break grace.unwrap_or(Duration::ZERO),
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    spawn_connection(stream, Arc::clone(&app), Arc::clone(&builder), shutdown_rx.clone());
+                    spawn_connection(stream, acceptor.clone(), Arc::clone(&app), Arc::clone(&builder), shutdown_rx.clone());
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "mock server: accept failed");
@@ -217,38 +230,73 @@ async fn serve(listener: TcpListener, app: Arc<App>, mut stop: oneshot::Receiver
 
 fn spawn_connection(
     stream: TcpStream,
+    acceptor: Option<TlsAcceptor>,
     app: Arc<App>,
     builder: Arc<auto::Builder<TokioExecutor>>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     // Per-token SSE writes are tiny: without TCP_NODELAY they wait on delayed ACKs.
     if let Err(e) = stream.set_nodelay(true) {
         tracing::warn!(error = %e, "mock server: cannot set TCP_NODELAY");
     }
+    app.counters.connection(ConnectionEvent::Accepted);
     tokio::spawn(async move {
-        let service = service_fn(move |req| {
-            let app = Arc::clone(&app);
-            async move {
-                let response = handle(app, req).await;
-                // An injected close: fail the service, so hyper sends no headers at all.
-                match response.extensions().get::<InjectedClose>() {
-                    Some(close) => Err(*close),
-                    None => Ok(response),
+        match acceptor {
+            None => serve_connection(stream, app, &builder, shutdown).await,
+            // The handshake runs in the connection's task, so a slow or refused client
+            // never holds up the accept loop.
+            Some(acceptor) => match acceptor.accept(stream).await {
+                Ok(tls) => {
+                    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                    app.counters.connection(if h2 {
+                        ConnectionEvent::TlsH2
+                    } else {
+                        ConnectionEvent::TlsHttp1
+                    });
+                    serve_connection(tls, app, &builder, shutdown).await;
                 }
-            }
-        });
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
-        tokio::pin!(conn);
-        tokio::select! {
-            // Connection errors (a client that went away, an injected drop) end just it.
-            _ = conn.as_mut() => {}
-            // (The guard `wait_for` returns is not Send: drop it inside.)
-            _ = async { shutdown.wait_for(|stop| *stop).await.is_ok() } => {
-                conn.as_mut().graceful_shutdown();
-                let _ = conn.await;
+                // A client without the certificate --tls-client-ca asks for, or one
+                // that does not trust ours: its handshake ends here, with an alert.
+                Err(e) => {
+                    app.counters.connection(ConnectionEvent::TlsFailed);
+                    tracing::debug!(error = %e, "mock server: TLS handshake failed");
+                }
+            },
+        }
+    });
+}
+
+/// Serves one connection (plain or TLS) until it ends or the server stops.
+async fn serve_connection<S>(
+    stream: S,
+    app: Arc<App>,
+    builder: &auto::Builder<TokioExecutor>,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| {
+        let app = Arc::clone(&app);
+        async move {
+            let response = handle(app, req).await;
+            // An injected close: fail the service, so hyper sends no headers at all.
+            match response.extensions().get::<InjectedClose>() {
+                Some(close) => Err(*close),
+                None => Ok(response),
             }
         }
     });
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        // Connection errors (a client that went away, an injected drop) end just it.
+        _ = conn.as_mut() => {}
+        // (The guard `wait_for` returns is not Send: drop it inside.)
+        _ = async { shutdown.wait_for(|stop| *stop).await.is_ok() } => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
 }
 
 /// Runs the server for the CLI: prints `listening on http://ADDR` as the first stdout

@@ -181,6 +181,36 @@ pub struct Counters {
     models: Vec<(String, ModelCounters)>,
     /// Requests that named a model the mock does not serve (answered 404).
     model_not_found: AtomicU64,
+    /// Connections accepted; then TLS handshakes done per ALPN protocol, and refused.
+    connections: [AtomicU64; 4],
+}
+
+/// What happened to an accepted connection, one counter each (`/stats` `connections`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionEvent {
+    /// A TCP connection was accepted.
+    Accepted,
+    /// A TLS handshake ended with HTTP/2 (ALPN `h2`).
+    TlsH2,
+    /// A TLS handshake ended with HTTP/1.1 (ALPN `http/1.1`, or none).
+    TlsHttp1,
+    /// A TLS handshake failed (no client certificate where one is required, a client
+    /// that does not trust the server's certificate, plain HTTP on the TLS port).
+    TlsFailed,
+}
+
+/// The connections the server saw: what a client's count of connections opened and
+/// the protocol it negotiated are checked against.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionCounts {
+    /// TCP connections accepted.
+    pub accepted: u64,
+    /// TLS handshakes that ended with HTTP/2.
+    pub tls_h2: u64,
+    /// TLS handshakes that ended with HTTP/1.1.
+    pub tls_http1: u64,
+    /// TLS handshakes that failed.
+    pub tls_failed: u64,
 }
 
 /// One served model's live counters.
@@ -239,6 +269,7 @@ impl Default for Counters {
             e2e: LatencyHistogram::new(&E2E_BUCKETS),
             models: Vec::new(),
             model_not_found: AtomicU64::default(),
+            connections: Default::default(),
         }
     }
 }
@@ -389,6 +420,9 @@ pub struct MockStats {
     /// What `--record` wrote (absent without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<super::record::RecordStats>,
+    /// Connections accepted and TLS handshakes.
+    #[serde(default)]
+    pub connections: ConnectionCounts,
 }
 
 /// Speculative-decoding counts of the tokens sent (vLLM's `spec_decode_*` counters).
@@ -572,6 +606,7 @@ impl Counters {
             .iter()
             .chain(&self.faults)
             .chain(&self.success)
+            .chain(&self.connections)
             .chain([
                 &self.responses_2xx,
                 &self.responses_4xx,
@@ -680,6 +715,20 @@ impl Counters {
             audio_ms: self.audio_ms.load(Relaxed),
             // Filled in by the server, which owns the recorder.
             record: None,
+            connections: {
+                let c = |e: ConnectionEvent| self.connections[e as usize].load(Relaxed);
+                ConnectionCounts {
+                    accepted: c(ConnectionEvent::Accepted),
+                    tls_h2: c(ConnectionEvent::TlsH2),
+                    tls_http1: c(ConnectionEvent::TlsHttp1),
+                    tls_failed: c(ConnectionEvent::TlsFailed),
+                }
+            },
         }
+    }
+
+    /// Counts one connection event.
+    pub fn connection(&self, event: ConnectionEvent) {
+        self.connections[event as usize].fetch_add(1, Relaxed);
     }
 }

@@ -151,6 +151,7 @@ pub(crate) fn test_config(format: RequestFormat, stream: bool) -> BackendConfig 
         http2: false,
         request_timeout: std::time::Duration::from_secs(1),
         connect_timeout: std::time::Duration::from_secs(1),
+        tls: Default::default(),
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: false,

@@ -1,0 +1,410 @@
+//! HTTPS end to end: the real binary against the real mock serving TLS, with a throwaway
+//! CA and leaf certificates made at run time (no key material in the repository).
+//! HTTP/1.1 and HTTP/2 over TLS, `--ca-cert`, `SSL_CERT_FILE`, `--insecure`, mutual TLS,
+//! and each certificate or connection problem as one line that names it (exit 2).
+//! Counts are checked against what the mock saw (`/stats`: completed responses, TLS
+//! handshakes per ALPN protocol, refused handshakes).
+
+use crate::scenario::Bench;
+use crate::support::{Finished, mock, ok_report};
+use llmsurge::mock::{MockConfig, MockServer};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use std::path::{Path, PathBuf};
+
+/// Requests of each run that must all complete.
+const REQUESTS: u64 = 12;
+
+/// A CA and the certificates it signed, written as PEM files in a temporary directory.
+struct Pki {
+    dir: tempfile::TempDir,
+    issuer: Issuer<'static, KeyPair>,
+    /// The CA's certificate.
+    ca: PathBuf,
+}
+
+/// What a leaf certificate is for, and how it is wrong.
+#[derive(Clone, Copy)]
+enum Leaf {
+    /// A server certificate for 127.0.0.1 and localhost.
+    Server,
+    /// A server certificate that expired in 2021.
+    Expired,
+    /// A server certificate for another host only.
+    OtherHost,
+    /// A client certificate (for mutual TLS).
+    Client,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = KeyPair::generate().expect("CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("llmsurge test CA {name}"));
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params.self_signed(&key).expect("CA certificate");
+        let ca = dir.path().join(format!("{name}-ca.pem"));
+        std::fs::write(&ca, cert.pem()).expect("write CA");
+        Pki {
+            dir,
+            issuer: Issuer::new(params, key),
+            ca,
+        }
+    }
+
+    /// Signs a leaf certificate; its certificate and key files.
+    fn leaf(&self, kind: Leaf, name: &str) -> (PathBuf, PathBuf) {
+        let names = match kind {
+            Leaf::Server | Leaf::Expired => vec!["127.0.0.1".to_string(), "localhost".into()],
+            Leaf::OtherHost => vec!["other.example".to_string()],
+            Leaf::Client => vec!["client.example".to_string()],
+        };
+        let mut params = CertificateParams::new(names).expect("leaf params");
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![match kind {
+            Leaf::Client => ExtendedKeyUsagePurpose::ClientAuth,
+            _ => ExtendedKeyUsagePurpose::ServerAuth,
+        }];
+        if let Leaf::Expired = kind {
+            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
+        let key = KeyPair::generate().expect("leaf key");
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("leaf certificate");
+        let cert_path = self.dir.path().join(format!("{name}.pem"));
+        let key_path = self.dir.path().join(format!("{name}-key.pem"));
+        std::fs::write(&cert_path, cert.pem()).expect("write certificate");
+        std::fs::write(&key_path, key.serialize_pem()).expect("write key");
+        (cert_path, key_path)
+    }
+
+    fn ca(&self) -> &str {
+        path(&self.ca)
+    }
+}
+
+/// The files the commands of docs/cli.md name (`ca.pem`, `client.pem`,
+/// `client-key.pem`), made in `dir` at run time.
+pub(crate) fn write_doc_files(dir: &Path) {
+    let pki = Pki::new("docs");
+    let (cert, key) = pki.leaf(Leaf::Client, "client");
+    for (from, to) in [
+        (&pki.ca, "ca.pem"),
+        (&cert, "client.pem"),
+        (&key, "client-key.pem"),
+    ] {
+        std::fs::copy(from, dir.join(to)).expect("copy a doc's file");
+    }
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 temporary path")
+}
+
+/// The instant mock serving HTTPS with `leaf` of `pki` (and requiring a client
+/// certificate signed by `client_ca`, when given).
+fn tls_mock(pki: &Pki, leaf: Leaf, client_ca: Option<&Path>) -> MockServer {
+    let (cert, key) = pki.leaf(leaf, "server");
+    mock(MockConfig {
+        tls_cert: Some(cert),
+        tls_key: Some(key),
+        tls_client_ca: client_ca.map(Path::to_path_buf),
+        ..MockConfig::instant()
+    })
+}
+
+fn bench(server: &MockServer) -> Bench {
+    Bench::on(server)
+        .concurrent(2)
+        .max_requests(REQUESTS)
+        .data("prompt_tokens=16,output_tokens=4")
+}
+
+/// The run completed every request, and the mock sent every response to its end.
+fn assert_all_completed(run: &Finished, server: &MockServer) {
+    let report = ok_report(run);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, REQUESTS, "{:?}", b.errors);
+    // The probe's request is answered by the mock's twin and counts in no benchmark.
+    assert_eq!(server.stats().completed, REQUESTS, "{}", run.stderr);
+}
+
+/// A run that stopped before any load: exit 2, one `error:` line that names `cause`
+/// and says what to do (`advice`), and no backtrace.
+fn assert_usage_error(run: &Finished, cause: &str, advice: &str) {
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_else(|| panic!("no error line in {}", run.stderr));
+    assert!(line.contains(cause), "{cause:?} not in {line:?}");
+    assert!(line.contains(advice), "{advice:?} not in {line:?}");
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+}
+
+#[test]
+fn without_the_ca_the_run_stops_naming_the_unknown_issuer() {
+    let pki = Pki::new("unknown");
+    let server = tls_mock(&pki, Leaf::Server, None);
+    let run = bench(&server).run();
+    assert_usage_error(&run, "unknown issuer", "--ca-cert");
+    assert_eq!(server.stats().completed, 0);
+    assert!(server.stats().connections.tls_failed >= 1);
+}
+
+#[test]
+fn ca_cert_completes_every_request_over_http1_and_http2() {
+    let pki = Pki::new("both");
+    for http2 in [false, true] {
+        let server = tls_mock(&pki, Leaf::Server, None);
+        let mut bench = bench(&server).arg("--ca-cert", pki.ca());
+        if http2 {
+            bench = bench.flag("--http2");
+        }
+        let run = bench.run();
+        assert_all_completed(&run, &server);
+        // ALPN picked the protocol asked for: with --http2 every connection is h2; without,
+        // the workers' are HTTP/1.1 (the target check's client offers both, so it may
+        // get h2).
+        // The /metrics scrapes reached the mock over TLS too, with the same CA.
+        assert!(server.stats().requests.metrics >= 1, "{}", run.stderr);
+        let c = server.stats().connections;
+        if http2 {
+            assert!(c.tls_h2 >= 1 && c.tls_http1 == 0, "{c:?}");
+        } else {
+            assert!(c.tls_http1 >= 1, "{c:?}");
+        }
+        assert_eq!(c.tls_failed, 0, "{c:?}");
+    }
+}
+
+#[test]
+fn the_ca_cert_variable_and_ssl_cert_file_each_complete_every_request() {
+    let pki = Pki::new("env");
+    for var in ["LLMSURGE_CA_CERT", "SSL_CERT_FILE"] {
+        let server = tls_mock(&pki, Leaf::Server, None);
+        let run = bench(&server).run_with_env(&[(var, pki.ca())]);
+        assert_all_completed(&run, &server);
+    }
+}
+
+#[test]
+fn insecure_completes_every_request_and_says_so() {
+    let pki = Pki::new("insecure");
+    let server = tls_mock(&pki, Leaf::Server, None);
+    let run = bench(&server).flag("--insecure").run();
+    assert_all_completed(&run, &server);
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.starts_with("warning: --insecure")),
+        "{}",
+        run.stderr
+    );
+    assert!(run.report().metadata.tls_insecure);
+    // A verified run's report does not carry the flag.
+    let server = tls_mock(&pki, Leaf::Server, None);
+    let run = bench(&server).arg("--ca-cert", pki.ca()).run();
+    assert!(!run.report().metadata.tls_insecure);
+    assert!(!run.stderr.contains("--insecure"), "{}", run.stderr);
+}
+
+#[test]
+fn mutual_tls_completes_with_a_client_certificate_and_is_refused_without() {
+    let pki = Pki::new("mtls");
+    let (cert, key) = pki.leaf(Leaf::Client, "client");
+    for http2 in [false, true] {
+        let server = tls_mock(&pki, Leaf::Server, Some(&pki.ca));
+        let mut with = bench(&server)
+            .arg("--ca-cert", pki.ca())
+            .arg("--client-cert", path(&cert))
+            .arg("--client-key", path(&key));
+        if http2 {
+            with = with.flag("--http2");
+        }
+        let run = with.run();
+        assert_all_completed(&run, &server);
+        assert_eq!(server.stats().connections.tls_failed, 0);
+        // The key's contents never reach the report (its path may).
+        let json = std::fs::read_to_string(run.report_path()).expect("report");
+        let pem = std::fs::read_to_string(&key).expect("key");
+        let body = pem.lines().nth(1).expect("a key line");
+        assert!(!json.contains(body));
+    }
+
+    // The mock refuses a client without a certificate, and one whose certificate
+    // another CA signed.
+    let other = Pki::new("stranger");
+    let (stranger_cert, stranger_key) = other.leaf(Leaf::Client, "stranger");
+    for identity in [None, Some((&stranger_cert, &stranger_key))] {
+        let server = tls_mock(&pki, Leaf::Server, Some(&pki.ca));
+        let mut without = bench(&server).arg("--ca-cert", pki.ca());
+        if let Some((c, k)) = identity {
+            without = without
+                .arg("--client-cert", path(c))
+                .arg("--client-key", path(k));
+        }
+        let run = without.run();
+        assert_usage_error(&run, "refused the client certificate", "--client-cert");
+        let stats = server.stats();
+        assert!(stats.connections.tls_failed >= 1, "{stats:?}");
+        assert_eq!(stats.completed, 0);
+    }
+}
+
+#[test]
+fn each_certificate_problem_is_named_with_what_to_do() {
+    let pki = Pki::new("problems");
+    let expired = tls_mock(&pki, Leaf::Expired, None);
+    let run = bench(&expired).arg("--ca-cert", pki.ca()).run();
+    assert_usage_error(&run, "expired", "--insecure");
+
+    let other_host = tls_mock(&pki, Leaf::OtherHost, None);
+    let run = bench(&other_host).arg("--ca-cert", pki.ca()).run();
+    assert_usage_error(&run, "not valid for this host name", "--insecure");
+    // --insecure gets past both, as it says.
+    let run = bench(&other_host).flag("--insecure").run();
+    assert_all_completed(&run, &other_host);
+}
+
+#[test]
+fn plain_http_on_the_port_and_a_refused_connection_are_named() {
+    let plain = mock(MockConfig::instant());
+    let url = plain.base_url().replace("http://", "https://");
+    let run = Bench::target(&url)
+        .max_requests(1)
+        .data("prompt_tokens=16,output_tokens=4")
+        .run();
+    assert_usage_error(&run, "did not answer with TLS", "http://");
+
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    for scheme in ["http", "https"] {
+        let run = Bench::target(&format!("{scheme}://127.0.0.1:{port}"))
+            .max_requests(1)
+            .data("prompt_tokens=16,output_tokens=4")
+            .run();
+        assert_usage_error(&run, "connection refused", "start the server");
+    }
+}
+
+#[test]
+fn a_bad_tls_file_is_a_usage_error_naming_the_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing.pem");
+    let not_pem = dir.path().join("not.pem");
+    std::fs::write(&not_pem, "hello\n").expect("write");
+    let pki = Pki::new("files");
+    let (cert, _) = pki.leaf(Leaf::Client, "client");
+    let server = tls_mock(&pki, Leaf::Server, None);
+    for (args, flag) in [
+        (vec!["--ca-cert", path(&missing)], "--ca-cert"),
+        (vec!["--ca-cert", path(&not_pem)], "--ca-cert"),
+        (
+            vec!["--client-cert", path(&cert), "--client-key", path(&not_pem)],
+            "--client-key",
+        ),
+        (vec!["--client-cert", path(&cert)], "--client-key"),
+    ] {
+        let mut b = bench(&server);
+        for pair in args.chunks(2) {
+            b = b.arg(pair[0], pair[1]);
+        }
+        let run = b.run();
+        assert_usage_error(&run, flag, "");
+        assert!(run.stderr.lines().count() <= 2, "{}", run.stderr);
+    }
+    assert_eq!(server.stats().requests_total, 0);
+}
+
+/// Connection timing per benchmark, in every output format: over TLS each connection's
+/// handshake is timed, and the connections opened are those the mock accepted for the
+/// benchmark (the target check's, the probe's and the scrapes' are the coordinator's).
+#[test]
+fn connections_opened_and_their_time_are_reported_in_every_format() {
+    let pki = Pki::new("timing");
+    for (tls, http2) in [(true, false), (true, true), (false, false)] {
+        let server = if tls {
+            tls_mock(&pki, Leaf::Server, None)
+        } else {
+            mock(MockConfig::instant())
+        };
+        let mut b = bench(&server)
+            .arg("--ca-cert", pki.ca())
+            .arg("--server-metrics", "off")
+            .outputs("json,csv,md,html,console,yaml");
+        if http2 {
+            b = b.flag("--http2");
+        }
+        let before = server.stats().connections.accepted;
+        let run = b.run();
+        let report = ok_report(&run);
+        let accepted = server.stats().connections.accepted - before;
+        let c = report.benchmarks[0]
+            .client
+            .connections
+            .clone()
+            .unwrap_or_else(|| panic!("no connections in {}", run.stderr));
+        eprintln!("tls={tls} http2={http2}: {c:?}, mock accepted {accepted}");
+        assert!(c.opened >= 1 && c.opened <= accepted, "{c:?} vs {accepted}");
+        assert_eq!(c.opened + c.reused, REQUESTS, "{c:?}");
+        assert_eq!(c.connect.count, c.opened);
+        assert!(c.connect.max > 0.0 && c.connect.min <= c.connect.max);
+        let file = |name: &str| {
+            std::fs::read_to_string(run.dir.path().join(name))
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let csv = file("benchmarks.csv");
+        assert!(
+            csv.lines()
+                .next()
+                .expect("a header")
+                .contains("client.connections_opened")
+        );
+        assert!(file("benchmarks.md").contains("### Connections"));
+        assert!(file("benchmarks.html").contains("id=\"connections\""));
+        assert!(file("benchmarks.yaml").contains("connections:"));
+        assert!(
+            run.stdout.contains("Connections (measured window)"),
+            "{}",
+            run.stdout
+        );
+    }
+}
+
+/// The scrapes name a certificate problem too: `--server-metrics` at an HTTPS server
+/// whose CA the run does not trust warns with the cause, and the run goes on.
+#[test]
+fn a_scrape_names_the_certificate_problem() {
+    let pki = Pki::new("scrape");
+    let metrics = tls_mock(&pki, Leaf::Server, None);
+    let target = mock(MockConfig::instant());
+    let url = format!("{}/metrics", metrics.base_url());
+    let run = bench(&target).arg("--server-metrics", &url).run();
+    ok_report(&run);
+    let warning = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("warning: --server-metrics"))
+        .unwrap_or_else(|| panic!("no scrape warning in {}", run.stderr));
+    assert!(warning.contains("unknown issuer"), "{warning}");
+    assert!(warning.contains("--ca-cert"), "{warning}");
+    assert_eq!(metrics.stats().requests.metrics, 0);
+    assert!(metrics.stats().connections.tls_failed >= 1);
+}
