@@ -89,6 +89,10 @@ pub struct MeasuredTotals {
     /// cross-check with its own counters.
     #[serde(default)]
     pub received_output_tokens: u64,
+    /// Completed measured requests whose output count the client does not know (a
+    /// whole transcription's duration usage): `received_output_tokens` misses theirs.
+    #[serde(default)]
+    pub completed_outputs_unknown: u64,
     /// Prompt tokens of the measured requests the server began to answer (completed, or
     /// a token came back): prompts the server certainly processed, for the cross-check.
     #[serde(default)]
@@ -122,12 +126,17 @@ impl MeasuredTotals {
     /// Adds one measured request.
     fn add(&mut self, r: &RequestRecord) {
         self.received_output_tokens += u64::from(r.output_tokens);
+        if r.status == RequestStatus::Completed && r.output_tokens_source == TokenSource::Unknown {
+            self.completed_outputs_unknown += 1;
+        }
         let prompt = u64::from(r.prompt_tokens.unwrap_or(0));
         if r.status == RequestStatus::Completed || r.first_token.is_some() {
             self.answered_prompt_tokens += prompt;
         }
         if r.start.is_some() {
-            self.sent_prompt_tokens += prompt;
+            // A request resent after a reused connection closed unanswered went to the
+            // server twice: it may have read the prompt both times.
+            self.sent_prompt_tokens += prompt * if r.retried { 2 } else { 1 };
             match r.prompt_tokens {
                 Some(n) => self.max_prompt_tokens = self.max_prompt_tokens.max(u64::from(n)),
                 None => self.sent_prompts_unknown += 1,
@@ -505,6 +514,7 @@ impl WorkerGroupState {
                 prompt_tokens: None,
                 output_tokens: 0,
                 output_tokens_source: TokenSource::Unknown,
+                reasoning_tokens: None,
                 streamed_tokens: 0,
                 streamed: true,
                 phase: self.window.phase(s.slot, s.scheduled.since(self.t0)),
@@ -687,6 +697,27 @@ mod tests {
         assert_eq!(st.errors[&ErrorKind::Http { status: 500 }].count, 1);
         assert_eq!(seen, 3);
         assert_eq!(st.measured.output_tokens, 4);
+    }
+
+    #[test]
+    fn the_client_counts_for_the_cross_checks_what_the_server_can_have_seen() {
+        let mut m = MeasuredTotals::default();
+        // Resent after a reused connection closed unanswered: the prompt went twice.
+        m.add(&RequestRecord {
+            retried: true,
+            ..finished(0, RequestStatus::Completed, None)
+        });
+        m.add(&finished(1, RequestStatus::Completed, None));
+        assert_eq!(m.sent_prompt_tokens, 3 * 2 + 3);
+        assert_eq!(m.answered_prompt_tokens, 3 + 3);
+        // A completed request whose output count the client does not know.
+        assert_eq!(m.completed_outputs_unknown, 0);
+        m.add(&RequestRecord {
+            output_tokens: 0,
+            output_tokens_source: TokenSource::Unknown,
+            ..finished(2, RequestStatus::Completed, None)
+        });
+        assert_eq!(m.completed_outputs_unknown, 1);
     }
 
     #[test]

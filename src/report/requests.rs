@@ -73,6 +73,9 @@ pub struct RequestEntry {
     pub output_tokens: u32,
     /// Where `output_tokens` came from.
     pub output_tokens_source: TokenSource,
+    /// Of `output_tokens`, the reasoning tokens, when the server's usage said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u32>,
     /// Output tokens counted from the stream.
     pub streamed_tokens: u32,
     /// `--lora`: the model the request named.
@@ -128,6 +131,7 @@ impl RequestEntry {
             prompt_tokens: r.prompt_tokens,
             output_tokens: r.output_tokens,
             output_tokens_source: r.output_tokens_source,
+            reasoning_tokens: r.reasoning_tokens,
             streamed_tokens: r.streamed_tokens,
             model: None,
             session: r.session.map(|s| s.id),
