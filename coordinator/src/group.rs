@@ -609,6 +609,8 @@ pub async fn run_benchmark(
                 .saturating_mul(m.max_prompt_tokens.saturating_mul(2)),
             unfinished: m.errored + m.cancelled,
             outputs_unknown: m.completed_outputs_unknown,
+            outputs_unreceived_bound: m.unreceived_output_bound,
+            outputs_unbounded: m.unreceived_output_unbounded,
             shard: plan
                 .shard
                 .is_split()

@@ -112,6 +112,17 @@ pub struct MeasuredTotals {
     /// new message, at most twice the longest before it in practice).
     #[serde(default)]
     pub max_prompt_tokens: u64,
+    /// Output tokens the server can have generated for measured requests sent that did
+    /// not complete (cancelled at a stop, or errored) beyond those received: each one's
+    /// `max_tokens` less what came back (tokens generated but still in a socket buffer
+    /// when the stream was cut, or after the cancel). The upper end of the client's
+    /// range for the cross-check.
+    #[serde(default)]
+    pub unreceived_output_bound: u64,
+    /// Of those, the requests that asked for no bounded output length: the server can
+    /// have generated any number for them, so the client's range has no upper end.
+    #[serde(default)]
+    pub unreceived_output_unbounded: u64,
     /// Earliest start of a measured request.
     pub first_start: Option<MonoNanos>,
     /// Latest end of a measured request.
@@ -140,6 +151,24 @@ impl MeasuredTotals {
             match r.prompt_tokens {
                 Some(n) => self.max_prompt_tokens = self.max_prompt_tokens.max(u64::from(n)),
                 None => self.sent_prompts_unknown += 1,
+            }
+            // What the server generated and the client never read: a cut request's rest,
+            // and a resent request's first try (it may have been answered unseen).
+            let unfinished = r.status != RequestStatus::Completed;
+            if unfinished || r.retried {
+                match r.max_output_tokens {
+                    Some(max) => {
+                        let mut rest = 0;
+                        if unfinished {
+                            rest += u64::from(max.saturating_sub(r.output_tokens));
+                        }
+                        if r.retried {
+                            rest += u64::from(max);
+                        }
+                        self.unreceived_output_bound += rest;
+                    }
+                    None => self.unreceived_output_unbounded += 1,
+                }
             }
         }
         match r.status {
@@ -516,6 +545,8 @@ impl WorkerGroupState {
                 output_tokens_source: TokenSource::Unknown,
                 reasoning_tokens: None,
                 streamed_tokens: 0,
+                // Its length is not in the started report: unbounded.
+                max_output_tokens: None,
                 streamed: true,
                 phase: self.window.phase(s.slot, s.scheduled.since(self.t0)),
                 late: false,
@@ -718,6 +749,40 @@ mod tests {
             ..finished(2, RequestStatus::Completed, None)
         });
         assert_eq!(m.completed_outputs_unknown, 1);
+        // Nothing the server can have generated unseen yet.
+        assert_eq!(m.unreceived_output_bound, 0);
+        // Cut at the stop after 30 of its 200 tokens: up to 170 more generated.
+        let cut = |status, output_tokens, max_output_tokens| RequestRecord {
+            output_tokens,
+            max_output_tokens,
+            ..finished(3, status, None)
+        };
+        m.add(&cut(RequestStatus::Cancelled, 30, Some(200)));
+        // Errored after sending, before any token: up to all 200.
+        m.add(&cut(RequestStatus::Errored, 0, Some(200)));
+        // Completed: what it received is what the server generated.
+        m.add(&cut(RequestStatus::Completed, 200, Some(200)));
+        // Resent after its first try's connection closed unanswered: the first try may
+        // have been generated whole.
+        m.add(&RequestRecord {
+            retried: true,
+            ..cut(RequestStatus::Completed, 10, Some(10))
+        });
+        assert_eq!(m.unreceived_output_bound, 170 + 200 + 10);
+        // The first request above was resent and named no max_tokens: unbounded.
+        assert_eq!(m.unreceived_output_unbounded, 1);
+        // Never sent: the server saw nothing of it.
+        m.add(&RequestRecord {
+            start: None,
+            ..cut(RequestStatus::Errored, 0, Some(200))
+        });
+        assert_eq!(m.unreceived_output_bound, 380);
+        // Cut, with no max_tokens: no bound.
+        m.add(&cut(RequestStatus::Cancelled, 5, None));
+        assert_eq!(
+            (m.unreceived_output_bound, m.unreceived_output_unbounded),
+            (380, 2)
+        );
     }
 
     #[test]

@@ -165,6 +165,11 @@ pub struct RequestRecord {
     pub reasoning_tokens: Option<u32>,
     /// Output tokens counted from the stream (for the usage-vs-stream check).
     pub streamed_tokens: u32,
+    /// The most output tokens the request asked for (its `max_tokens`); `None` when it
+    /// named none, or the user's `extra_body` set it. Bounds what the server can have
+    /// generated for a request that did not complete (the cross-check's upper end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
     /// The response was streamed, so token arrivals were seen. `false` for a whole
     /// (non-streamed) body: the client cannot see tokens arrive, so such a request has no
     /// TPOT or ITL (absent, not zero) and no stream count to check usage against.
@@ -326,6 +331,7 @@ impl RequestRecord {
             output_tokens_source: TokenSource::Usage,
             reasoning_tokens: None,
             streamed_tokens: output_tokens,
+            max_output_tokens: None,
             streamed: true,
             phase: Phase::Measured,
             late: false,

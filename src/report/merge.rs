@@ -63,7 +63,8 @@ summed! {
     TokenSources: usage, stream, unknown, mismatched;
     Audit: sent_shm, sent_books, slots_claimed, slots_returned, unreported;
     ClientCounts: completed, output_tokens, prompt_tokens, prompt_tokens_sent,
-        prompts_unknown, prompts_unknown_bound, unfinished, outputs_unknown;
+        prompts_unknown, prompts_unknown_bound, unfinished, outputs_unknown,
+        outputs_unreceived_bound, outputs_unbounded;
     // A model's own counts; its good requests, errors and histograms merge below.
     ModelResult: requests, measured_requests, output_tokens, prompt_tokens, busy_s;
     // A second of the time series; its optional rate and weighted TTFT merge below.

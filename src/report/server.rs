@@ -155,6 +155,8 @@ pub fn cross_check_line(c: &CrossCheck) -> String {
 pub fn client_range(c: &CrossCheck) -> String {
     match c.client_upper {
         Some(u) => format!("{} to {}", figure(Some(c.client)), figure(Some(u))),
+        // Requests cut off that asked for no bounded length: no upper end.
+        None if c.unknown_requests > 0 => format!("{} or more", figure(Some(c.client))),
         None => figure(Some(c.client)),
     }
 }

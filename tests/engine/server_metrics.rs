@@ -3,11 +3,14 @@
 //! queue in the saturation verdict, a target without metrics, metrics that break mid-run,
 //! the profiler hooks, and bad flags.
 
+use super::signals::{Live, pid};
 use crate::scenario::Bench;
-use crate::support::{mock, ok_report, wait_run};
+use crate::support::{mock, ok_report, wait_for_children, wait_in_flight, wait_run};
 use llmsurge::mock::{MetricsFault, MockConfig, MockServer, MockStats};
 use llmsurge_coordinator::server_metrics::ServerMetrics;
 use llmsurge_coordinator::{BenchmarkResult, StopReason};
+use nix::sys::signal::{Signal, kill};
+use std::time::{Duration, Instant};
 
 const DATA: &str = "prompt_tokens=16,output_tokens=16";
 
@@ -401,4 +404,72 @@ fn streams_cut_at_max_seconds_still_agree_with_the_servers_counts() {
         assert!(c.agrees, "{c:?}: {:?}", m.warnings);
     }
     assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+}
+
+#[test]
+fn tokens_a_descheduled_client_never_read_at_the_stop_are_within_its_range() {
+    // A client descheduled when the time limit cuts its streams: the server generated
+    // (and counted) tokens that sit unread in socket buffers and are dropped with the
+    // cancel. Worker 0 is stopped while its streams are under way and let go once the
+    // other worker has cancelled at the stop: the server's count exceeds what the client
+    // received, by no more than the cut requests' max_tokens.
+    let server = mock(MockConfig {
+        itl_ms: 5.0,
+        ..MockConfig::instant()
+    });
+    let bench = Bench::on(&server)
+        .constant(20)
+        .workers(2)
+        .max_seconds(2)
+        .arg("--server-metrics-interval", "200ms")
+        .data("prompt_tokens=32,output_tokens=200");
+    let live = Live::start(&bench, false);
+    let workers = wait_for_children(live.pid(), 2);
+    wait_in_flight(&server, 6);
+    kill(pid(workers[0]), Signal::SIGSTOP).expect("SIGSTOP the worker");
+    // The other worker cancels its streams at the stop: the limit has fired.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.stats().cancelled == 0 {
+        if Instant::now() > deadline {
+            let _ = kill(pid(workers[0]), Signal::SIGCONT);
+            panic!("the time limit never cancelled: {:?}", server.stats());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    kill(pid(workers[0]), Signal::SIGCONT).expect("SIGCONT the worker");
+    let run = live.finish();
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    let m = server_metrics(b);
+    let check = m
+        .cross_checks
+        .iter()
+        .find(|c| c.name == "generation_tokens")
+        .unwrap_or_else(|| panic!("no generation_tokens check: {:?}", m.warnings));
+    // The truth: the mock's own count of tokens it handed over (read after the end
+    // scrape, so perhaps a cancelled stream's last write more), beside the report's.
+    let sent = server.stats().tokens_sent as f64;
+    assert!(
+        check.server <= sent && check.server > 0.9 * sent,
+        "{check:?}, {sent}"
+    );
+    // The fault happened: tokens generated that the client never read, beyond the
+    // tolerance an exact count allows.
+    assert!(check.server > check.client * 1.02, "{check:?}");
+    assert!(check.agrees, "{check:?}: {:?}", m.warnings);
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+    // Each cut request asked for 200: what the client received plus their rest.
+    let upper = check.client_upper.expect("a range");
+    let cut = b.measured_requests.cancelled + b.measured_requests.errored;
+    assert!(cut > 0, "{:?}", b.measured_requests);
+    assert!(
+        upper > check.client && upper <= check.client + 200.0 * cut as f64,
+        "{check:?}, {cut} cut"
+    );
+    assert!(
+        !run.stderr.contains("DISAGREES") && !run.stdout.contains("DISAGREES"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
 }

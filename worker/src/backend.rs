@@ -166,7 +166,15 @@ pub struct Backend {
     /// What each request's id starts with (its slot follows); `None` sends no id, as
     /// when the user's own headers carry one.
     request_id: Option<String>,
+    /// The output length every request asks for when the user's `extra_body` sets it
+    /// (`Some(None)`: set, but not to a number); `None` when each request names its own.
+    max_tokens_override: Option<Option<u32>>,
+    /// The output length a request naming none asks for (the Messages API requires one).
+    default_max_tokens: Option<u32>,
 }
+
+/// The body keys that set a request's output length, in every format.
+const MAX_TOKENS_KEYS: [&str; 3] = ["max_tokens", "max_completion_tokens", "max_output_tokens"];
 
 impl Backend {
     /// Builds the client and the body template.
@@ -276,7 +284,23 @@ impl Backend {
             idle_timeout: cfg.idle_timeout,
             session_header,
             request_id,
+            max_tokens_override: MAX_TOKENS_KEYS
+                .iter()
+                .find_map(|k| cfg.extra_body.get(*k))
+                .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok())),
+            default_max_tokens: (cfg.request_format == llmsurge_proto::RequestFormat::Anthropic)
+                .then_some(formats::anthropic::DEFAULT_MAX_TOKENS),
         })
+    }
+
+    /// The most output tokens `req` asks the server for: the user's `extra_body` length,
+    /// else its own `max_tokens`, else the format's default; `None` when nothing bounds
+    /// it. Bounds what the server can have generated for a request cut off.
+    pub fn max_output_tokens(&self, req: &PreparedRequest) -> Option<u32> {
+        match self.max_tokens_override {
+            Some(set) => set,
+            None => req.max_tokens.or(self.default_max_tokens),
+        }
     }
 
     /// The session header of a request with session id `session`: `(name, value)` when

@@ -48,6 +48,8 @@ pub struct Dispatch {
     pub body: Result<Bytes, String>,
     /// The prompt length, when the source knows it.
     pub prompt_tokens: Option<u32>,
+    /// The most output tokens the request asks for, when bounded.
+    pub max_output_tokens: Option<u32>,
     /// The model the request names, when the source chose one (`--lora`).
     pub model: Option<Arc<str>>,
     /// The sizes of the request's media, when it has any (for its record).
@@ -76,6 +78,7 @@ pub struct PacerSent {
 struct Ready {
     body: Result<Bytes, String>,
     prompt_tokens: Option<u32>,
+    max_output_tokens: Option<u32>,
     media: Option<Box<RequestMedia>>,
     model: Option<Arc<str>>,
     session_key: Option<Arc<str>>,
@@ -86,6 +89,7 @@ impl Ready {
         Self {
             body: Ok(backend.build_body(&req)),
             prompt_tokens: req.prompt_tokens,
+            max_output_tokens: backend.max_output_tokens(&req),
             media: req.media_info(),
             model: req.model,
             session_key: req.session,
@@ -97,6 +101,7 @@ impl Ready {
         Self {
             body: Err(message),
             prompt_tokens: None,
+            max_output_tokens: None,
             media: None,
             model: None,
             session_key: None,
@@ -242,6 +247,7 @@ impl Pacer {
                 scheduled,
                 body: ready.body,
                 prompt_tokens: ready.prompt_tokens,
+                max_output_tokens: ready.max_output_tokens,
                 model: ready.model,
                 media: ready.media,
                 session_key: ready.session_key,

@@ -27,6 +27,10 @@ pub struct SlotInfo {
     pub late: bool,
     /// The client's prompt length, when known.
     pub prompt_tokens: Option<u32>,
+    /// The most output tokens the request asked for (see [`Backend::max_output_tokens`]).
+    ///
+    /// [`Backend::max_output_tokens`]: crate::backend::Backend::max_output_tokens
+    pub max_output_tokens: Option<u32>,
     /// Stream strategies: when the stream's previous request ended.
     pub previous_end: Option<MonoNanos>,
     /// `--lora`: the index of the request's model in the split (see
@@ -247,6 +251,7 @@ fn build_record(
             .and_then(|u| u.reasoning_tokens)
             .filter(|_| output_tokens_source == TokenSource::Usage),
         streamed_tokens: if streamed { ex.streamed_tokens } else { 0 },
+        max_output_tokens: info.max_output_tokens,
         streamed,
         phase,
         late: info.late,
@@ -420,6 +425,7 @@ mod tests {
             scheduled: ms(9),
             late: false,
             prompt_tokens: Some(4),
+            max_output_tokens: None,
             previous_end: None,
             model: None,
             session: None,

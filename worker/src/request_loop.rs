@@ -72,6 +72,8 @@ pub struct FirstTurn {
     pub body: Result<Bytes, String>,
     /// Its prompt length, when the source knows it.
     pub prompt_tokens: Option<u32>,
+    /// The most output tokens it asks for, when bounded.
+    pub max_output_tokens: Option<u32>,
     /// `--lora`: its model's index in the split.
     pub model: Option<u16>,
     /// The sizes of its media, when it has any (for its record).
@@ -364,10 +366,12 @@ impl Context {
             let slot = self.shard.global(local);
             let scheduled = MonoNanos::now();
             let prepared = source.borrow_mut().request(slot);
-            let (body, prompt_tokens, model, media, session_key) = match prepared {
+            let (body, prompt_tokens, max_output_tokens, model, media, session_key) = match prepared
+            {
                 Ok(Some(req)) => (
                     Ok(self.backend.build_body(&req)),
                     req.prompt_tokens,
+                    self.backend.max_output_tokens(&req),
                     self.reporter.borrow().model_index(req.model.as_ref()),
                     req.media_info(),
                     req.session,
@@ -376,7 +380,7 @@ impl Context {
                     self.shm.limit_slots(local);
                     break;
                 }
-                Err(message) => (Err(message), None, None, None, None),
+                Err(message) => (Err(message), None, None, None, None, None),
             };
             let end = self
                 .run_request(
@@ -385,6 +389,7 @@ impl Context {
                         scheduled,
                         late: false,
                         prompt_tokens,
+                        max_output_tokens,
                         previous_end,
                         model,
                         session: None,
@@ -423,6 +428,7 @@ impl Context {
                         scheduled: MonoNanos::now(),
                         late: false,
                         prompt_tokens: None,
+                        max_output_tokens: None,
                         previous_end: None,
                         model: None,
                         session: None,
@@ -472,6 +478,7 @@ impl Context {
                     scheduled: f.scheduled,
                     late: false,
                     prompt_tokens: f.prompt_tokens,
+                    max_output_tokens: f.max_output_tokens,
                     previous_end: None,
                     model: f.model,
                     session: tag(0),
@@ -516,6 +523,7 @@ impl Context {
                     scheduled,
                     late: false,
                     prompt_tokens: req.prompt_tokens,
+                    max_output_tokens: self.backend.max_output_tokens(&req),
                     // Turnaround is the client's own gap: a think time is not one.
                     previous_end: if think == 0 { *previous_end } else { None },
                     model: self.reporter.borrow().model_index(req.model.as_ref()),
@@ -577,6 +585,7 @@ impl Context {
                     scheduled: d.scheduled,
                     body: d.body,
                     prompt_tokens: d.prompt_tokens,
+                    max_output_tokens: d.max_output_tokens,
                     model,
                     media: d.media,
                     session_key: d.session_key,
@@ -591,6 +600,7 @@ impl Context {
                     scheduled: d.scheduled,
                     late: false,
                     prompt_tokens: d.prompt_tokens,
+                    max_output_tokens: d.max_output_tokens,
                     previous_end: None,
                     model,
                     session: None,

@@ -101,6 +101,17 @@ pub struct ClientCounts {
     /// not cross-checked.
     #[serde(default)]
     pub outputs_unknown: u64,
+    /// The most output tokens the server can have generated beyond those received: for
+    /// each request sent that did not complete, its `max_tokens` less what it received
+    /// (tokens still in a socket buffer when a stream was cut at a stop, or generated
+    /// after the cancel), and a resent request's first try. Added to the upper end of
+    /// the client's range.
+    #[serde(default)]
+    pub outputs_unreceived_bound: u64,
+    /// Of those requests, the ones that asked for no bounded length: with any, the
+    /// client's output range has no upper end.
+    #[serde(default)]
+    pub outputs_unbounded: u64,
     /// `--shard K/N` with N > 1: this host sent only its part of the load, so the
     /// server's counts (every shard's) are not comparable with its own.
     #[serde(skip)]
@@ -137,10 +148,12 @@ pub fn cross_check_counts(
 ) -> Vec<CrossCheck> {
     let mut cross_checks = Vec::new();
     let checks = [
+        // Tokens generated for a request cut at a stop may never reach the client (still
+        // in a socket buffer, or generated after the cancel): the server counts them.
         (
             "generation_tokens",
             client.output_tokens,
-            None,
+            Some(client.output_tokens + client.outputs_unreceived_bound),
             "output tokens received",
         ),
         (
@@ -188,10 +201,22 @@ pub fn cross_check_counts(
         if name == "prompt_tokens" {
             check.unknown_requests = client.prompts_unknown;
         }
+        // Requests cut off with no bound on their length: the range has no upper end, so
+        // only a server count below the client's is checked.
+        if name == "generation_tokens" && client.outputs_unbounded > 0 {
+            check.unknown_requests = client.outputs_unbounded;
+            if check.difference > 0.0 {
+                check.difference = 0.0;
+                check.agrees = true;
+            }
+        }
         if !check.agrees {
             let range = match check.client_upper {
                 Some(u) if name == "request_success" => format!(
                     " (up to {u:.0} with the requests that did not complete, which the server may have finished)"
+                ),
+                Some(u) if name == "generation_tokens" => format!(
+                    " (up to {u:.0} with the rest of the requests that did not complete, to their max_tokens)"
                 ),
                 Some(u) => format!(
                     " (up to {u:.0} with the prompts of requests sent but never answered{})",
@@ -203,16 +228,8 @@ pub fn cross_check_counts(
                 ),
                 None => String::new(),
             };
-            let unfinished = if client.unfinished > 0 && name == "generation_tokens" {
-                format!(
-                    "; {} requests did not complete, and the server may count tokens of theirs the client never saw (generated after a cancel)",
-                    client.unfinished
-                )
-            } else {
-                String::new()
-            };
             warnings.push(format!(
-                "the server counted {server_count:.0} {name} over the benchmark, the client {client_count:.0} {what}{range} ({:+.1}%, beyond {:.0}%){unfinished}",
+                "the server counted {server_count:.0} {name} over the benchmark, the client {client_count:.0} {what}{range} ({:+.1}%, beyond {:.0}%)",
                 check.difference * 100.0,
                 super::CROSS_CHECK_TOLERANCE * 100.0
             ));
@@ -617,6 +634,63 @@ mod tests {
             "{:?}",
             m.warnings
         );
+    }
+
+    #[test]
+    fn tokens_generated_for_streams_cut_at_the_stop_are_within_the_clients_range() {
+        let log = |server: f64| ScrapeLog {
+            snapshots: vec![
+                snap(-0.1, &[("generation_tokens", C, 0.0)]),
+                snap(2.1, &[("generation_tokens", C, server)]),
+            ],
+            ..ScrapeLog::default()
+        };
+        // 4,767 tokens received; the streams cut at the stop asked for 1,500 more than
+        // they received. The server generated 5,868, some still in socket buffers when
+        // the streams were cut (seen with the client descheduled at the stop).
+        let client = ClientCounts {
+            output_tokens: 4_767,
+            unfinished: 10,
+            outputs_unreceived_bound: 1_500,
+            ..ClientCounts::default()
+        };
+        let m = summarise(log(5_868.0), whole(2.0), client);
+        let check = &m.cross_checks[0];
+        assert!(check.agrees, "{check:?}");
+        assert_eq!((check.client_upper, check.difference), (Some(6_267.0), 0.0));
+        assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+        // More than every cut request's max_tokens: a disagreement, said so.
+        let m = summarise(log(6_600.0), whole(2.0), client);
+        assert!(!m.cross_checks[0].agrees);
+        assert!(
+            m.warnings[0].contains("up to 6267 with the rest of the requests"),
+            "{:?}",
+            m.warnings
+        );
+        // Fewer than received is a disagreement whatever the upper end.
+        let m = summarise(log(4_000.0), whole(2.0), client);
+        assert!(!m.cross_checks[0].agrees);
+        // A cut request that asked for no bounded length: no upper end, so any count
+        // at or above the client's agrees, and the check says how many were unbounded.
+        let unbounded = ClientCounts {
+            outputs_unbounded: 2,
+            ..client
+        };
+        let m = summarise(log(60_000.0), whole(2.0), unbounded);
+        let check = &m.cross_checks[0];
+        assert!(check.agrees, "{check:?}");
+        assert_eq!(check.unknown_requests, 2);
+        assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+        let m = summarise(log(4_000.0), whole(2.0), unbounded);
+        assert!(!m.cross_checks[0].agrees);
+        // Every request completed: the client's count is exact.
+        let exact = ClientCounts {
+            output_tokens: 4_767,
+            ..ClientCounts::default()
+        };
+        let m = summarise(log(5_868.0), whole(2.0), exact);
+        assert_eq!(m.cross_checks[0].client_upper, None);
+        assert!(!m.cross_checks[0].agrees);
     }
 
     #[test]
