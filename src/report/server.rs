@@ -199,5 +199,21 @@ mod tests {
             cross_check_line(&c),
             "generation_tokens: server 1030, client 1000 (+3.00%), DISAGREES by more than 2%"
         );
+        // Requests cut off with no bounded length: the range has no upper end.
+        let open = CrossCheck {
+            unknown_requests: 2,
+            difference: 0.0,
+            agrees: true,
+            ..c.clone()
+        };
+        assert_eq!(
+            cross_check_line(&open),
+            "generation_tokens: server 1030, client 1000 or more (+0.00%), agrees"
+        );
+        let range = CrossCheck {
+            client_upper: Some(1100.0),
+            ..open
+        };
+        assert!(cross_check_line(&range).contains("client 1000 to 1100"));
     }
 }

@@ -790,3 +790,51 @@ fn basic_authorization(url: &reqwest::Url) -> Option<String> {
         base64::engine::general_purpose::STANDARD.encode(credentials)
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::test_config;
+    use crate::source::Prompt;
+    use llmsurge_proto::RequestFormat;
+
+    fn req(max_tokens: Option<u32>) -> PreparedRequest {
+        PreparedRequest {
+            prompt: Prompt::Text("hi".into()),
+            prompt_tokens: None,
+            max_tokens,
+            model: None,
+            user: None,
+            session: None,
+        }
+    }
+
+    fn backend(format: RequestFormat, extra: serde_json::Value) -> Backend {
+        let mut cfg = test_config(format, true);
+        if let serde_json::Value::Object(map) = extra {
+            cfg.extra_body = map;
+        }
+        Backend::new(&cfg).expect("a backend")
+    }
+
+    #[test]
+    fn the_output_bound_is_the_length_the_body_asks_for() {
+        let chat = backend(RequestFormat::Chat, serde_json::json!({}));
+        assert_eq!(chat.max_output_tokens(&req(Some(200))), Some(200));
+        assert_eq!(chat.max_output_tokens(&req(None)), None);
+        // The Messages API always sends one: its default when the request names none.
+        let anthropic = backend(RequestFormat::Anthropic, serde_json::json!({}));
+        assert_eq!(
+            anthropic.max_output_tokens(&req(None)),
+            Some(formats::anthropic::DEFAULT_MAX_TOKENS)
+        );
+        // The user's extra_body replaces the request's own length in the body.
+        let set = backend(RequestFormat::Chat, serde_json::json!({"max_tokens": 99}));
+        assert_eq!(set.max_output_tokens(&req(Some(200))), Some(99));
+        let odd = backend(
+            RequestFormat::Responses,
+            serde_json::json!({"max_output_tokens": "lots"}),
+        );
+        assert_eq!(odd.max_output_tokens(&req(Some(200))), None);
+    }
+}

@@ -694,6 +694,19 @@ mod tests {
     }
 
     #[test]
+    fn a_report_from_before_the_output_range_reads_as_an_exact_count() {
+        let old: ClientCounts = serde_json::from_value(serde_json::json!({
+            "completed": 8, "output_tokens_received": 800, "prompt_tokens": 80,
+            "prompt_tokens_sent": 90, "unfinished": 2,
+        }))
+        .expect("an older report's counts");
+        assert_eq!(
+            (old.outputs_unreceived_bound, old.outputs_unbounded),
+            (0, 0)
+        );
+    }
+
+    #[test]
     fn prompts_of_unknown_length_widen_the_range_by_a_bound_only() {
         let log = |server: f64| ScrapeLog {
             snapshots: vec![
