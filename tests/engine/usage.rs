@@ -28,9 +28,13 @@ fn an_unreachable_target_is_a_usage_error() {
     let url = format!("http://127.0.0.1:{port}");
     let run = Bench::target(&url).max_requests(5).run();
     assert_usage_error(&run, &url);
-    assert!(run.stderr.contains("cannot reach"), "{}", run.stderr);
-    // The root cause, not only reqwest's "client error (Connect)".
-    assert!(run.stderr.contains("Connection refused"), "{}", run.stderr);
+    // The root cause and what to do, not only reqwest's "client error (Connect)".
+    assert!(
+        run.stderr
+            .contains("connection refused: nothing listens on that port; start the server"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
