@@ -240,8 +240,10 @@ tls_rows() {
         done_n=$(report "tls-rate-$scheme" .requests.completed)
         cpu=$(cat "$WORK/tls-rate-$scheme/cpu_s")
         per_core=$(echo "$done_n / $cpu" | bc -l)
-        handshake=$(jq -r '.benchmarks[0].client.connections.connect.percentiles.p50 // "none opened after the warm-up:"' "$WORK/tls-rate-$scheme/benchmarks.json")
-        printf '%s streamed rate (HTTP/1.1, 16 output tokens, %s streams): %.0f req/s, %.0f completed requests per client CPU-second (req/s per core; mock %s of its core; connect p50 %s ms) no target\n' \
+        handshake=$(jq -r '.benchmarks[0].client.connections.connect.percentiles.p50 // empty' "$WORK/tls-rate-$scheme/benchmarks.json")
+        handshake=${handshake:+$handshake ms}
+        handshake=${handshake:-none: no connection opened after the warm-up}
+        printf '%s streamed rate (HTTP/1.1, 16 output tokens, %s streams): %.0f req/s, %.0f completed requests per client CPU-second (req/s per core; mock %s of its core; connect p50 %s) no target\n' \
             "$scheme" "$TLS_CONCURRENCY" "$rps" "$per_core" "$(pct "$(cat "$WORK/tls-rate-$scheme/mock_busy")")" "$handshake"
     done
     local first=${TLS_STREAMS%% *} n kib base
