@@ -174,17 +174,6 @@ realtime_ab() {
     echo "$line"
 }
 
-# rss_tree PID: VmRSS (KiB) of PID and its children (the workers), summed.
-rss_tree() {
-    local sum=0 p k v _
-    for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-        while read -r k v _; do
-            [[ $k == VmRSS: ]] && sum=$((sum + v))
-        done 2>/dev/null <"/proc/$p/status" || true
-    done
-    echo "$sum"
-}
-
 # 8. HTTPS beside plain HTTP. make_pki: a CA and a leaf for 127.0.0.1 in $WORK/pki.
 make_pki() {
     local d="$WORK/pki"

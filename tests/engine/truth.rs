@@ -657,19 +657,7 @@ fn injected_faults_are_the_errors_the_client_reports() {
             "prompt_tokens=30,output_tokens=6",
         ],
     );
-    let completed = check(&joined);
-    let faults: Vec<&str> = joined
-        .iter()
-        .filter_map(|j| j.truth["fault"].as_str())
-        .collect();
-    assert!(
-        faults.iter().any(|f| f.starts_with("error_")) && faults.contains(&"drop"),
-        "the seed gave both kinds of fault: {faults:?}"
-    );
-    let b = &report.benchmarks[0];
-    assert_eq!(b.requests.completed, completed as u64);
-    assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
-    check_cross_checks(&joined, b);
+    check_faulted(&joined, &report, "drop");
 }
 
 #[test]
@@ -1186,19 +1174,7 @@ fn pooling_faults_are_the_errors_the_client_reports() {
             "prompt_tokens=16,batch_size=2",
         ],
     );
-    let completed = check(&joined);
-    let faults: Vec<&str> = joined
-        .iter()
-        .filter_map(|j| j.truth["fault"].as_str())
-        .collect();
-    assert!(
-        faults.iter().any(|f| f.starts_with("error_")) && faults.contains(&"close"),
-        "the seed gave both kinds of fault: {faults:?}"
-    );
-    let b = &report.benchmarks[0];
-    assert_eq!(b.requests.completed, completed as u64);
-    assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
-    check_cross_checks(&joined, b);
+    check_faulted(&joined, &report, "close");
 }
 
 #[test]
@@ -1284,19 +1260,7 @@ fn transcription_faults_are_the_errors_the_client_reports() {
             "audio_seconds=1,output_tokens=7",
         ],
     );
-    let completed = check(&joined);
-    let faults: Vec<&str> = joined
-        .iter()
-        .filter_map(|j| j.truth["fault"].as_str())
-        .collect();
-    assert!(
-        faults.iter().any(|f| f.starts_with("error_")) && faults.contains(&"drop"),
-        "the seed gave both kinds of fault: {faults:?}"
-    );
-    let b = &report.benchmarks[0];
-    assert_eq!(b.requests.completed, completed as u64);
-    assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
-    check_cross_checks(&joined, b);
+    check_faulted(&joined, &report, "drop");
 }
 
 /// The report's `itl` distribution against the truth's token gaps: every gap between two
@@ -1376,6 +1340,25 @@ fn check_itl_distribution(joined: &[Joined], b: &llmsurge_coordinator::Benchmark
             q * 100.0
         );
     }
+}
+
+/// A faulted run against the truth: every request (see [`check`]), both an injected
+/// error status and `other` (`drop` or `close`) among the faults, the report's
+/// completed and errored counts, and its cross-checks.
+fn check_faulted(joined: &[Joined], report: &llmsurge::report::Report, other: &str) {
+    let completed = check(joined);
+    let faults: Vec<&str> = joined
+        .iter()
+        .filter_map(|j| j.truth["fault"].as_str())
+        .collect();
+    assert!(
+        faults.iter().any(|f| f.starts_with("error_")) && faults.contains(&other),
+        "the seed gave both kinds of fault: {faults:?}"
+    );
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, completed as u64);
+    assert_eq!(b.requests.errored, (joined.len() - completed) as u64);
+    check_cross_checks(joined, b);
 }
 
 /// The report's token sources and its cross-checks with the server's counters,
