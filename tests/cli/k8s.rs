@@ -6,13 +6,15 @@ use serde_json::Value;
 /// A fixed generation instant: 2027-01-15T08:00:00Z.
 const NOW: &str = "1800000000";
 
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
+/// What a `k8s job` run printed, and its exit code.
+pub(super) struct Output {
+    pub(super) code: i32,
+    pub(super) stdout: String,
+    pub(super) stderr: String,
 }
 
-fn k8s_job(args: &[&str]) -> Output {
+/// `llmsurge k8s job --now NOW ARGS…`, run to its end.
+pub(super) fn k8s_job(args: &[&str]) -> Output {
     let out = llmsurge()
         .args(["k8s", "job", "--now", NOW])
         .args(args)
@@ -25,7 +27,8 @@ fn k8s_job(args: &[&str]) -> Output {
     }
 }
 
-fn documents(yaml: &str) -> Vec<Value> {
+/// The YAML documents of a manifest.
+pub(super) fn documents(yaml: &str) -> Vec<Value> {
     serde_saphyr::from_str_multiple::<Value, Vec<Value>>(yaml).expect("the output is YAML")
 }
 

@@ -159,23 +159,17 @@ fn the_containerfile_ships_the_dist_binary_as_a_non_root_entrypoint() {
         .expect("the runtime stage sets PATH");
     let dir = Path::new(installed).parent().expect("a directory");
     assert!(path.split(':').any(|p| Path::new(p) == dir), "PATH={path}");
-    let out = llmsurge()
-        .args([
-            "k8s",
-            "job",
-            "--image",
-            "llmsurge:test",
-            "--now",
-            "1800000000",
-        ])
-        .args(["--", "--target", "http://vllm:8000", "--max-seconds", "10"])
-        .output()
-        .expect("llmsurge runs");
-    let manifest = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{manifest}");
-    let docs: Vec<serde_json::Value> =
-        serde_saphyr::from_str_multiple::<serde_json::Value, Vec<serde_json::Value>>(&manifest)
-            .expect("the manifest is YAML");
+    let out = super::k8s::k8s_job(&[
+        "--image",
+        "llmsurge:test",
+        "--",
+        "--target",
+        "http://vllm:8000",
+        "--max-seconds",
+        "10",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let docs = super::k8s::documents(&out.stdout);
     let mut commands = 0;
     for doc in &docs {
         let pod = &doc["spec"]["template"]["spec"];
@@ -190,7 +184,11 @@ fn the_containerfile_ships_the_dist_binary_as_a_non_root_entrypoint() {
             }
         }
     }
-    assert_eq!(commands, 2, "the shard and merge containers: {manifest}");
+    assert_eq!(
+        commands, 2,
+        "the shard and merge containers: {}",
+        out.stdout
+    );
 
     // The build context leaves the build outputs out (target/ holds gigabytes).
     let ignore = read(".dockerignore");
