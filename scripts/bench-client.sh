@@ -319,7 +319,7 @@ echo "$line"
 start_mock --output-tokens 16
 taskset -c "$CLIENT_CORE" sh -c 'while :; do :; done' &
 HOG_PID=$!
-trap 'kill "$HOG_PID" 2>/dev/null || true; cleanup' EXIT
+trap 'kill "$HOG_PID" 2>/dev/null || true; bench_cleanup' EXIT
 held=0 worst=0 p99s=()
 for i in $(seq "$LAG_RUNS"); do
     client "lag-$i" --profile constant --rate 1000 --max-seconds "$LAG_DURATION" --workers 1 \
@@ -331,7 +331,7 @@ for i in $(seq "$LAG_RUNS"); do
 done
 kill "$HOG_PID" 2>/dev/null || true
 wait "$HOG_PID" 2>/dev/null || true
-trap cleanup EXIT
+trap bench_cleanup EXIT
 v=$(verdict "$held == $LAG_RUNS")
 realtime=$(jq -r '.metadata.host.realtime_pacer // "unknown"' "$WORK/lag-1/benchmarks.json")
 line=$(printf 'dispatch lag at 1,000 req/s, a CPU-bound process sharing the client core: p99 under %s ms in %d of %d runs (p99 per run: %s ms; worst %.3f ms; real-time pacer: %s) target %d of %d: %s' \
