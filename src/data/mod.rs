@@ -14,6 +14,7 @@
 
 pub mod columns;
 pub mod corpus;
+pub mod encodings;
 pub mod exact;
 pub mod files;
 pub mod hub;

@@ -13,19 +13,10 @@ use std::sync::Arc;
 /// The tokenizer used when `--processor` is not given.
 pub const DEFAULT_PROCESSOR: &str = "cl100k_base";
 
-/// Encodings compiled into the binary (no network, no files).
-pub const BUILTIN_ENCODINGS: &[&str] = &[
-    "cl100k_base",
-    "o200k_base",
-    "o200k_harmony",
-    "p50k_base",
-    "r50k_base",
-];
-
 /// Resolves `--processor` into something every process can load offline.
 pub fn resolve_processor(raw: &str) -> Result<TokenizerRef, String> {
     let raw = raw.trim();
-    if BUILTIN_ENCODINGS.contains(&raw) {
+    if super::encodings::names().any(|n| n == raw) {
         return Ok(TokenizerRef::Builtin(raw.to_string()));
     }
     let path = Path::new(raw);
@@ -46,8 +37,13 @@ pub fn resolve_processor(raw: &str) -> Result<TokenizerRef, String> {
     }
     Err(format!(
         "{raw}: not a built-in encoding ({}), a tokenizer.json, a model folder, or a Hugging Face model id",
-        BUILTIN_ENCODINGS.join(", ")
+        builtin_names()
     ))
+}
+
+/// The built-in encodings' names, for messages.
+fn builtin_names() -> String {
+    super::encodings::names().collect::<Vec<_>>().join(", ")
 }
 
 /// `path` made absolute, so workers started elsewhere find it.
@@ -79,20 +75,12 @@ impl Tokenizer {
     pub fn load(r: &TokenizerRef) -> Result<Self, String> {
         let inner = match r {
             TokenizerRef::Builtin(name) => {
-                let bpe = match name.as_str() {
-                    "cl100k_base" => tiktoken_rs::cl100k_base(),
-                    "o200k_base" => tiktoken_rs::o200k_base(),
-                    "o200k_harmony" => tiktoken_rs::o200k_harmony(),
-                    "p50k_base" => tiktoken_rs::p50k_base(),
-                    "r50k_base" => tiktoken_rs::r50k_base(),
-                    other => {
-                        return Err(format!(
-                            "unknown built-in encoding {other:?} (known: {})",
-                            BUILTIN_ENCODINGS.join(", ")
-                        ));
-                    }
-                }
-                .map_err(|e| format!("cannot load the {name} encoding: {e}"))?;
+                let bpe = super::encodings::load(name).unwrap_or_else(|| {
+                    Err(format!(
+                        "unknown built-in encoding {name:?} (known: {})",
+                        builtin_names()
+                    ))
+                })?;
                 Inner::Tiktoken(Arc::new(bpe))
             }
             TokenizerRef::File(path) => {
