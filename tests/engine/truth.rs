@@ -32,7 +32,8 @@
 //! On HTTP/2 the mock's frame goes to the socket from hyper's connection task rather
 //! than in the body's poll: still microseconds on an idle runtime.
 
-use crate::support::{Joined, join_truth, mock, run};
+use crate::scenario::{Bench, Options};
+use crate::support::{Joined, join_truth, mock};
 use llmsurge::mock::MockConfig;
 
 /// How much earlier than the mock's a client instant may read: the two clock anchors'
@@ -56,24 +57,22 @@ fn truth_mock(path: &std::path::Path, config: MockConfig) -> llmsurge::mock::Moc
     })
 }
 
-/// Runs `args` against a truth mock configured by `config`; the joined requests and
-/// the run's report.
-fn run_with_truth(config: MockConfig, args: &[&str]) -> (Vec<Joined>, llmsurge::report::Report) {
+/// Runs the benchmark `options` make against a truth mock configured by `config`; the
+/// joined requests and the run's report.
+fn run_with_truth(
+    config: MockConfig,
+    options: impl FnOnce(Bench) -> Bench,
+) -> (Vec<Joined>, llmsurge::report::Report) {
     let dir = tempfile::tempdir().expect("tempdir");
     let truth = dir.path().join("truth.jsonl");
     let server = truth_mock(&truth, config);
-    let url = server.base_url();
-    let mut all = vec![
-        "--target",
-        url.as_str(),
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json",
-        "--disable-progress",
-    ];
-    all.extend_from_slice(args);
-    let finished = run(&all);
+    let finished = options(
+        Bench::on(&server)
+            .request_log("requests.jsonl")
+            .outputs("json")
+            .flag("--disable-progress"),
+    )
+    .run();
     // Stopping flushes the truth file, after every response ended.
     server.stop();
     // 3: an SLO the run was given failed; the report is written all the same.
@@ -447,8 +446,8 @@ fn check_rates(joined: &[Joined]) {
 }
 
 /// Checks a run whose every request must complete: all of them, and the report counts them.
-fn check_all_completed(config: MockConfig, args: &[&str], requests: u64) {
-    let (joined, report) = run_with_truth(config, args);
+fn check_all_completed(config: MockConfig, options: impl FnOnce(Bench) -> Bench, requests: u64) {
+    let (joined, report) = run_with_truth(config, options);
     assert_eq!(joined.len() as u64, requests, "one line per request");
     let completed = check(&joined);
     assert_eq!(completed as u64, requests, "every request completed");
@@ -507,12 +506,7 @@ fn chat_streamed_one_token_per_chunk_matches_the_truth() {
             tokens_per_chunk: 1,
             ..Default::default()
         },
-        &[
-            "--max-requests",
-            "15",
-            "--data",
-            "prompt_tokens=30,output_tokens=6",
-        ],
+        |b| b.max_requests(15).data("prompt_tokens=30,output_tokens=6"),
         15,
     );
 }
@@ -524,12 +518,7 @@ fn chat_streamed_three_tokens_per_chunk_matches_the_truth() {
             tokens_per_chunk: 3,
             ..Default::default()
         },
-        &[
-            "--max-requests",
-            "15",
-            "--data",
-            "prompt_tokens=30,output_tokens=10",
-        ],
+        |b| b.max_requests(15).data("prompt_tokens=30,output_tokens=10"),
         15,
     );
 }
@@ -538,14 +527,11 @@ fn chat_streamed_three_tokens_per_chunk_matches_the_truth() {
 fn chat_not_streamed_matches_the_truth() {
     check_all_completed(
         MockConfig::default(),
-        &[
-            "--max-requests",
-            "15",
-            "--stream",
-            "false",
-            "--data",
-            "prompt_tokens=30,output_tokens=6",
-        ],
+        |b| {
+            b.max_requests(15)
+                .stream(false)
+                .data("prompt_tokens=30,output_tokens=6")
+        },
         15,
     );
 }
@@ -559,12 +545,7 @@ fn reasoning_ttft_and_ttft_any_match_the_truth() {
             reasoning_tokens: 4,
             ..Default::default()
         },
-        &[
-            "--max-requests",
-            "15",
-            "--data",
-            "prompt_tokens=30,output_tokens=5",
-        ],
+        |b| b.max_requests(15).data("prompt_tokens=30,output_tokens=5"),
     );
     assert_eq!(check(&joined), 15);
     for Joined { log, truth } in &joined {
@@ -591,14 +572,11 @@ fn completions_streamed_match_the_truth() {
             tokens_per_chunk: 2,
             ..Default::default()
         },
-        &[
-            "--request-format",
-            "completions",
-            "--max-requests",
-            "15",
-            "--data",
-            "prompt_tokens=30,output_tokens=7",
-        ],
+        |b| {
+            b.format("completions")
+                .max_requests(15)
+                .data("prompt_tokens=30,output_tokens=7")
+        },
         15,
     );
 }
@@ -611,16 +589,11 @@ fn overlapping_requests_match_the_truth() {
             tokens_per_chunk: 2,
             ..Default::default()
         },
-        &[
-            "--profile",
-            "concurrent",
-            "--rate",
-            "4",
-            "--max-requests",
-            "24",
-            "--data",
-            "prompt_tokens=30,output_tokens=6",
-        ],
+        |b| {
+            b.concurrent(4)
+                .max_requests(24)
+                .data("prompt_tokens=30,output_tokens=6")
+        },
         24,
     );
 }
@@ -630,13 +603,11 @@ fn http2_requests_carry_their_ids_and_match_the_truth() {
     // The reqwest transport: the id header goes through the same per-request headers.
     check_all_completed(
         MockConfig::default(),
-        &[
-            "--http2",
-            "--max-requests",
-            "12",
-            "--data",
-            "prompt_tokens=30,output_tokens=5",
-        ],
+        |b| {
+            b.flag("--http2")
+                .max_requests(12)
+                .data("prompt_tokens=30,output_tokens=5")
+        },
         12,
     );
 }
@@ -650,12 +621,7 @@ fn injected_faults_are_the_errors_the_client_reports() {
             drop_rate: 0.2,
             ..Default::default()
         },
-        &[
-            "--max-requests",
-            "30",
-            "--data",
-            "prompt_tokens=30,output_tokens=6",
-        ],
+        |b| b.max_requests(30).data("prompt_tokens=30,output_tokens=6"),
     );
     check_faulted(&joined, &report, "drop");
 }
@@ -665,20 +631,13 @@ fn without_the_request_id_header_no_id_is_sent_or_logged() {
     let dir = tempfile::tempdir().expect("tempdir");
     let truth = dir.path().join("truth.jsonl");
     let server = truth_mock(&truth, MockConfig::default());
-    let finished = run(&[
-        "--target",
-        &server.base_url(),
-        "--request-id-header",
-        "false",
-        "--max-requests",
-        "3",
-        "--request-log",
-        "requests.jsonl",
-        "--outputs",
-        "json",
-        "--data",
-        "prompt_tokens=10,output_tokens=3",
-    ]);
+    let finished = Bench::on(&server)
+        .arg("--request-id-header", "false")
+        .max_requests(3)
+        .request_log("requests.jsonl")
+        .outputs("json")
+        .data("prompt_tokens=10,output_tokens=3")
+        .run();
     server.stop();
     assert_eq!(finished.code(), 0, "{}", finished.stderr);
     let truth = crate::support::recorded(&truth);
@@ -697,16 +656,11 @@ fn constant_rate_requests_sent_by_the_pacer_match_the_truth() {
             tokens_per_chunk: 2,
             ..Default::default()
         },
-        &[
-            "--profile",
-            "constant",
-            "--rate",
-            "20",
-            "--max-requests",
-            "20",
-            "--data",
-            "prompt_tokens=30,output_tokens=5",
-        ],
+        |b| {
+            b.constant(20)
+                .max_requests(20)
+                .data("prompt_tokens=30,output_tokens=5")
+        },
         20,
     );
 }
@@ -715,16 +669,12 @@ fn constant_rate_requests_sent_by_the_pacer_match_the_truth() {
 fn poisson_requests_match_the_truth() {
     check_all_completed(
         MockConfig::default(),
-        &[
-            "--profile",
-            "poisson",
-            "--rate",
-            "20",
-            "--max-requests",
-            "20",
-            "--data",
-            "prompt_tokens=30,output_tokens=4",
-        ],
+        |b| {
+            b.profile("poisson")
+                .rate(20)
+                .max_requests(20)
+                .data("prompt_tokens=30,output_tokens=4")
+        },
         20,
     );
 }
@@ -739,14 +689,11 @@ fn responses_with_reasoning_match_the_truth() {
             reasoning_tokens: 2,
             ..Default::default()
         },
-        &[
-            "--request-format",
-            "responses",
-            "--max-requests",
-            "12",
-            "--data",
-            "prompt_tokens=30,output_tokens=9",
-        ],
+        |b| {
+            b.format("responses")
+                .max_requests(12)
+                .data("prompt_tokens=30,output_tokens=9")
+        },
     );
     assert_eq!(check(&joined), 12);
     // The usage's reasoning count tells the client the runs: every ITL was held to
@@ -766,12 +713,7 @@ fn chat_reasoning_packed_three_a_chunk_matches_the_truth() {
             reasoning_tokens: 2,
             ..Default::default()
         },
-        &[
-            "--max-requests",
-            "12",
-            "--data",
-            "prompt_tokens=30,output_tokens=9",
-        ],
+        |b| b.max_requests(12).data("prompt_tokens=30,output_tokens=9"),
     );
     assert_eq!(check(&joined), 12);
     for Joined { log, truth } in &joined {
@@ -794,14 +736,11 @@ fn anthropic_messages_with_reasoning_match_the_truth() {
             reasoning_tokens: 3,
             ..Default::default()
         },
-        &[
-            "--request-format",
-            "anthropic",
-            "--max-requests",
-            "12",
-            "--data",
-            "prompt_tokens=30,output_tokens=8",
-        ],
+        |b| {
+            b.format("anthropic")
+                .max_requests(12)
+                .data("prompt_tokens=30,output_tokens=8")
+        },
     );
     assert_eq!(check(&joined), 12);
 }
@@ -810,16 +749,12 @@ fn anthropic_messages_with_reasoning_match_the_truth() {
 fn anthropic_not_streamed_matches_the_truth() {
     check_all_completed(
         MockConfig::default(),
-        &[
-            "--request-format",
-            "anthropic",
-            "--stream",
-            "false",
-            "--max-requests",
-            "12",
-            "--data",
-            "prompt_tokens=30,output_tokens=5",
-        ],
+        |b| {
+            b.format("anthropic")
+                .stream(false)
+                .max_requests(12)
+                .data("prompt_tokens=30,output_tokens=5")
+        },
         12,
     );
 }
@@ -834,14 +769,11 @@ fn garbage_closes_and_stalls_are_the_errors_the_client_reports() {
             stall_rate: 0.15,
             ..Default::default()
         },
-        &[
-            "--idle-timeout",
-            "300ms",
-            "--max-requests",
-            "30",
-            "--data",
-            "prompt_tokens=30,output_tokens=6",
-        ],
+        |b| {
+            b.arg("--idle-timeout", "300ms")
+                .max_requests(30)
+                .data("prompt_tokens=30,output_tokens=6")
+        },
     );
     check(&joined);
     let faults: Vec<&str> = joined
@@ -864,16 +796,12 @@ fn throughput_with_varying_lengths_matches_the_truth() {
             tokens_per_chunk: 3,
             ..Default::default()
         },
-        &[
-            "--profile",
-            "throughput",
-            "--max-concurrency",
-            "4",
-            "--max-requests",
-            "16",
-            "--data",
-            "prompt_tokens=30,output_tokens=9,output_tokens_stdev=3",
-        ],
+        |b| {
+            b.profile("throughput")
+                .max_concurrency(4)
+                .max_requests(16)
+                .data("prompt_tokens=30,output_tokens=9,output_tokens_stdev=3")
+        },
         16,
     );
 }
@@ -881,19 +809,12 @@ fn throughput_with_varying_lengths_matches_the_truth() {
 #[test]
 fn a_sweep_matches_the_truth_in_every_benchmark() {
     // Synchronous, throughput and one constant rate: each benchmark's requests join.
-    let (joined, report) = run_with_truth(
-        MockConfig::default(),
-        &[
-            "--profile",
-            "sweep",
-            "--rate",
-            "3",
-            "--max-requests",
-            "6",
-            "--data",
-            "prompt_tokens=30,output_tokens=5",
-        ],
-    );
+    let (joined, report) = run_with_truth(MockConfig::default(), |b| {
+        b.profile("sweep")
+            .rate(3)
+            .max_requests(6)
+            .data("prompt_tokens=30,output_tokens=5")
+    });
     assert_eq!(check(&joined), joined.len());
     let completed: u64 = report.benchmarks.iter().map(|b| b.requests.completed).sum();
     assert_eq!(completed, joined.len() as u64);
@@ -924,7 +845,7 @@ fn drawn_combinations_match_the_truth() {
     for _ in 0..5 {
         let mut pick = |n: usize| (next(&mut state) % n as u64) as usize;
         let format = ["chat", "completions", "responses", "anthropic"][pick(4)];
-        let stream = ["true", "false"][pick(2)];
+        let stream = [true, false][pick(2)];
         let tokens_per_chunk = [1, 3][pick(2)];
         let reasoning = if format == "completions" {
             0
@@ -932,12 +853,14 @@ fn drawn_combinations_match_the_truth() {
             [0, 3][pick(2)]
         };
         let faulty = pick(3) == 0;
-        let profile: &[&str] = [
-            &["--profile", "synchronous"][..],
-            &["--profile", "concurrent", "--rate", "3"],
-            &["--profile", "constant", "--rate", "25"],
-            &["--profile", "poisson", "--rate", "25"],
-            &["--profile", "throughput", "--max-concurrency", "3"],
+        let (profile, with_profile): (&str, Options) = [
+            ("synchronous", (|b| b.synchronous()) as Options),
+            ("concurrent 3", |b| b.concurrent(3)),
+            ("constant 25/s", |b| b.constant(25)),
+            ("poisson 25/s", |b| b.profile("poisson").rate(25)),
+            ("throughput ≤3", |b| {
+                b.profile("throughput").max_concurrency(3)
+            }),
         ][pick(5)];
         let varying = ["", ",output_tokens_stdev=2"][pick(2)];
         let case = format!(
@@ -945,17 +868,6 @@ fn drawn_combinations_match_the_truth() {
              {reasoning} reasoning, faults {faulty}, {profile:?}, varying {varying:?}"
         );
         let data = format!("prompt_tokens=30,output_tokens=7{varying}");
-        let mut args = vec![
-            "--request-format",
-            format,
-            "--stream",
-            stream,
-            "--max-requests",
-            "8",
-            "--data",
-            data.as_str(),
-        ];
-        args.extend_from_slice(profile);
         let config = MockConfig {
             tokens_per_chunk,
             reasoning_tokens: reasoning,
@@ -964,7 +876,9 @@ fn drawn_combinations_match_the_truth() {
             ..Default::default()
         };
         let outcome = std::panic::catch_unwind(|| {
-            let (joined, report) = run_with_truth(config, &args);
+            let (joined, report) = run_with_truth(config, |b| {
+                with_profile(b.format(format).stream(stream).max_requests(8).data(&data))
+            });
             let completed = check(&joined) as u64;
             let counted: u64 = report.benchmarks.iter().map(|b| b.requests.completed).sum();
             assert_eq!(counted, completed, "completed in the report and the truth");
@@ -1068,16 +982,12 @@ fn goodput_and_slo_verdicts_match_the_truth() {
             error_rate: 0.2,
             ..Default::default()
         },
-        &[
-            "--max-requests",
-            "30",
-            "--data",
-            "prompt_tokens=30,output_tokens=6",
-            "--goodput",
-            "e2e:36ms",
-            "--slo",
-            "e2e_p50<=36ms",
-        ],
+        |b| {
+            b.max_requests(30)
+                .data("prompt_tokens=30,output_tokens=6")
+                .goodput("e2e:36ms")
+                .slo("e2e_p50<=36ms")
+        },
     );
     let completed = check(&joined);
     let e2e: Vec<(f64, f64)> = joined
@@ -1133,17 +1043,9 @@ fn pooling_requests_match_the_truth() {
         ("rerank", "prompt_tokens=8,documents=5"),
         ("score", "prompt_tokens=8,documents=3"),
     ] {
-        let (joined, report) = run_with_truth(
-            MockConfig::default(),
-            &[
-                "--request-format",
-                format,
-                "--max-requests",
-                "10",
-                "--data",
-                data,
-            ],
-        );
+        let (joined, report) = run_with_truth(MockConfig::default(), |b| {
+            b.format(format).max_requests(10).data(data)
+        });
         assert_eq!(check(&joined), 10, "{format}");
         for Joined { log, truth } in &joined {
             assert_eq!(truth["stream"], false, "{format}: {truth}");
@@ -1165,14 +1067,11 @@ fn pooling_faults_are_the_errors_the_client_reports() {
             close_rate: 0.2,
             ..Default::default()
         },
-        &[
-            "--request-format",
-            "embeddings",
-            "--max-requests",
-            "30",
-            "--data",
-            "prompt_tokens=16,batch_size=2",
-        ],
+        |b| {
+            b.format("embeddings")
+                .max_requests(30)
+                .data("prompt_tokens=16,batch_size=2")
+        },
     );
     check_faulted(&joined, &report, "close");
 }
@@ -1184,18 +1083,12 @@ fn transcription_streamed_matches_the_truth() {
             tokens_per_chunk: 2,
             ..Default::default()
         },
-        &[
-            "--request-format",
-            "transcription",
-            "--profile",
-            "concurrent",
-            "--rate",
-            "4",
-            "--max-requests",
-            "8",
-            "--data",
-            "audio_seconds=1,output_tokens=7",
-        ],
+        |b| {
+            b.format("transcription")
+                .concurrent(4)
+                .max_requests(8)
+                .data("audio_seconds=1,output_tokens=7")
+        },
         8,
     );
 }
@@ -1204,20 +1097,13 @@ fn transcription_streamed_matches_the_truth() {
 fn transcription_whole_matches_the_truth() {
     check_all_completed(
         MockConfig::default(),
-        &[
-            "--request-format",
-            "transcription",
-            "--stream",
-            "false",
-            "--profile",
-            "concurrent",
-            "--rate",
-            "4",
-            "--max-requests",
-            "8",
-            "--data",
-            "audio_seconds=1,output_tokens=7",
-        ],
+        |b| {
+            b.format("transcription")
+                .stream(false)
+                .concurrent(4)
+                .max_requests(8)
+                .data("audio_seconds=1,output_tokens=7")
+        },
         8,
     );
 }
@@ -1229,12 +1115,10 @@ fn image_chat_matches_the_truth() {
             tokens_per_chunk: 2,
             ..Default::default()
         },
-        &[
-            "--max-requests",
-            "10",
-            "--data",
-            "prompt_tokens=8,output_tokens=5,images=2,image_size=64x32,image_format=png",
-        ],
+        |b| {
+            b.max_requests(10)
+                .data("prompt_tokens=8,output_tokens=5,images=2,image_size=64x32,image_format=png")
+        },
         10,
     );
 }
@@ -1247,18 +1131,12 @@ fn transcription_faults_are_the_errors_the_client_reports() {
             drop_rate: 0.25,
             ..Default::default()
         },
-        &[
-            "--request-format",
-            "transcription",
-            "--profile",
-            "concurrent",
-            "--rate",
-            "4",
-            "--max-requests",
-            "16",
-            "--data",
-            "audio_seconds=1,output_tokens=7",
-        ],
+        |b| {
+            b.format("transcription")
+                .concurrent(4)
+                .max_requests(16)
+                .data("audio_seconds=1,output_tokens=7")
+        },
     );
     check_faulted(&joined, &report, "drop");
 }
