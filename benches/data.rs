@@ -113,6 +113,7 @@ fn pacer_slot_work_1024(bencher: divan::Bencher) {
         idle_timeout: None,
         ignore_eos: true,
         session_header: None,
+        tools: 0,
         request_id: None,
     });
     let mut slot = 0u64;

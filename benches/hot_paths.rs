@@ -198,6 +198,7 @@ fn backend_config() -> BackendConfig {
         idle_timeout: None,
         ignore_eos: true,
         session_header: None,
+        tools: 0,
         request_id: None,
     }
 }
@@ -223,6 +224,7 @@ fn exchange(start: MonoNanos) -> Exchange {
         start: Some(start),
         first_token: Some(at(900)),
         first_content: Some(at(900)),
+        first_tool: None,
         end: Some(at(900 + 64 * 20)),
         token_times: (0..TOKENS as u64).map(|i| at(900 + i * 20)).collect(),
         streamed_tokens: TOKENS as u32,

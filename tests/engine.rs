@@ -31,6 +31,7 @@ mod shards;
 mod signals;
 mod sticky_sessions;
 pub(crate) mod tls;
+mod tools;
 mod traffic;
 mod transport;
 mod truth;

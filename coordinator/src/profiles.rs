@@ -731,6 +731,7 @@ mod capacity_tests {
                 idle_timeout: None,
                 ignore_eos: false,
                 session_header: None,
+                tools: 0,
                 request_id: None,
             },
             schedule: Schedule::Streams {
@@ -763,6 +764,7 @@ mod capacity_tests {
                 session_header: None,
                 system_tokens: 0,
                 system_shared: false,
+                tools: 0,
             }),
             window: Default::default(),
             flush_interval: Duration::from_millis(20),

@@ -538,6 +538,7 @@ impl WorkerGroupState {
                 start: Some(s.start),
                 first_token: None,
                 first_content: None,
+                first_tool: None,
                 end: loss.now,
                 itl: None,
                 prompt_tokens: None,

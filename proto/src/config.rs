@@ -135,6 +135,10 @@ pub struct BackendConfig {
     pub idle_timeout: Option<Duration>,
     /// Send `ignore_eos: true` so the server generates exactly `max_tokens`.
     pub ignore_eos: bool,
+    /// Function definitions sent with every request (the data's `tools=N`), with an
+    /// automatic `tool_choice`; 0 sends none.
+    #[serde(default)]
+    pub tools: u32,
     /// Sticky routing: the header that carries a request's session id (the data's
     /// `session_header=NAME`), on requests whose source gave one; `None` sends none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -326,6 +330,10 @@ pub struct SyntheticSpec {
     /// instead of one per session.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub system_shared: bool,
+    /// Function definitions sent with every request (chat, responses, anthropic), so
+    /// the server may answer with a tool call; 0: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tools: u32,
 }
 
 /// Encoding of generated images.
@@ -467,6 +475,14 @@ impl DataSpec {
             }
             DataSpec::Table(t) => next(&mut t.sampling.seed),
             DataSpec::Trace(t) => next(&mut t.seed),
+        }
+    }
+
+    /// Function definitions to send with every request (`tools=N` of a synthetic spec).
+    pub fn tools(&self) -> u32 {
+        match self {
+            DataSpec::Synthetic(s) => s.tools,
+            DataSpec::Table(_) | DataSpec::Trace(_) => 0,
         }
     }
 

@@ -23,6 +23,9 @@ pub enum Metric {
     Ttft,
     /// Time to first token of any kind (reasoning included) − start, in µs.
     TtftAny,
+    /// Time to the first token of a tool call (its function's name or arguments) −
+    /// start, in µs; only requests the server answered with a tool call.
+    TtftTool,
     /// Every gap between consecutive output tokens, reasoning or content, in µs.
     Itl,
     /// (e2e − ttft_any) / (output tokens − 1) per request, in µs.
@@ -56,10 +59,11 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in report order.
-    pub const ALL: [Metric; 14] = [
+    pub const ALL: [Metric; 15] = [
         Metric::RequestLatency,
         Metric::Ttft,
         Metric::TtftAny,
+        Metric::TtftTool,
         Metric::Itl,
         Metric::Tpot,
         Metric::DispatchLag,
@@ -75,10 +79,11 @@ impl Metric {
 
     /// The metrics reported as distributions per status (`metrics` in the report), in
     /// report order. The client-side probes are summarised in the report's `client`.
-    pub const REPORTED: [Metric; 11] = [
+    pub const REPORTED: [Metric; 12] = [
         Metric::RequestLatency,
         Metric::Ttft,
         Metric::TtftAny,
+        Metric::TtftTool,
         Metric::Itl,
         Metric::Tpot,
         Metric::DispatchLag,
@@ -111,6 +116,7 @@ impl Metric {
             Metric::RequestLatency => "request_latency",
             Metric::Ttft => "ttft",
             Metric::TtftAny => "ttft_any",
+            Metric::TtftTool => "ttft_tool",
             Metric::Itl => "itl",
             Metric::Tpot => "tpot",
             Metric::DispatchLag => "dispatch_lag",
@@ -131,6 +137,9 @@ impl Metric {
             Metric::RequestLatency => "end-to-end latency: last byte − start",
             Metric::Ttft => "time to the first content token (reasoning excluded) − start",
             Metric::TtftAny => "time to the first token of any kind (reasoning included) − start",
+            Metric::TtftTool => {
+                "time to the first token of a tool call − start, of requests answered with one"
+            }
             Metric::Itl => {
                 "every gap between consecutive output tokens, reasoning or content; a chunk of k tokens gives k gaps of gap/k"
             }

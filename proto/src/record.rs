@@ -144,6 +144,10 @@ pub struct RequestRecord {
     pub first_token: Option<MonoNanos>,
     /// The first content (output) token.
     pub first_content: Option<MonoNanos>,
+    /// The first token of a tool call (a tool call is answer output, so this is also
+    /// `first_content` when the answer opened with it); `None` without a tool call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_tool: Option<MonoNanos>,
     /// The last byte received, or the instant it failed or was cancelled.
     pub end: MonoNanos,
     /// What the request's inter-token latency was measured over: its last chunk with
@@ -324,6 +328,7 @@ impl RequestRecord {
             start: Some(start),
             first_token,
             first_content: first_token,
+            first_tool: None,
             end,
             itl: None,
             prompt_tokens: None,
@@ -350,6 +355,11 @@ impl RequestRecord {
     /// Time to the first token of any kind (reasoning included), when there was one.
     pub fn ttft_any(&self) -> Option<std::time::Duration> {
         Some(self.first_token?.since(self.start?))
+    }
+
+    /// Time to the first token of a tool call, when the answer had one.
+    pub fn ttft_tool(&self) -> Option<std::time::Duration> {
+        Some(self.first_tool?.since(self.start?))
     }
 
     /// End-to-end latency, when the request was sent.

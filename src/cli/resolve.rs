@@ -557,6 +557,13 @@ fn check_data_fits_format(data: &DataPlan, format: RequestFormatArg) -> Result<(
             "--data: turns (multi-turn sessions) is for --request-format chat, responses or anthropic, not {name}"
         ));
     }
+    // Function definitions exist in the APIs with a conversation (chat, responses,
+    // anthropic); elsewhere they would silently go nowhere.
+    if spec.tools > 0 && !format.has_conversations() {
+        return usage(format!(
+            "--data: tools (function definitions) is for --request-format chat, responses or anthropic, not {name}"
+        ));
+    }
     // Only chat has the OpenAI `user` field; elsewhere the id would silently go nowhere.
     if spec.session_user && format != RequestFormatArg::Chat {
         return usage(format!(

@@ -558,6 +558,7 @@ fn plan_template(
             idle_timeout: b.idle_timeout,
             ignore_eos: b.ignore_eos,
             session_header: data.session_header().map(str::to_string),
+            tools: data.tools(),
             // The user's own x-request-id replaces ours: none to log then.
             request_id: (b.request_id_header
                 && !b

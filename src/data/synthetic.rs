@@ -54,6 +54,7 @@ pub const SPEC_KEYS: &[&str] = &[
     "session_header",
     "system_tokens",
     "system_shared",
+    "tools",
 ];
 
 #[derive(Deserialize)]
@@ -99,6 +100,8 @@ struct SpecFields {
     system_tokens: u32,
     #[serde(default)]
     system_shared: bool,
+    #[serde(default)]
+    tools: u32,
 }
 
 /// Images are 512×512 unless `image_size` says otherwise.
@@ -278,6 +281,7 @@ fn spec_from_value(
             .transpose()?,
         system_tokens: f.system_tokens,
         system_shared: f.system_shared,
+        tools: f.tools,
     };
     if f.output_tokens.is_none() {
         imply_pooling(&mut spec, format);

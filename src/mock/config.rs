@@ -255,6 +255,17 @@ pub struct MockConfig {
     )]
     pub close_rate: f64,
 
+    /// Probability that a chat, Responses or Messages request that offers tools is
+    /// answered with a call of one of them (its arguments are the output tokens) instead
+    /// of text.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_TOOL_CALL_RATE",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub tool_call_rate: f64,
+
     /// Tokio worker threads serving requests (1: a single-threaded runtime).
     #[arg(long, env = "LLMSURGE_MOCK_WORKERS", default_value_t = DEFAULT_WORKERS)]
     pub workers: usize,
@@ -454,6 +465,7 @@ impl Default for MockConfig {
             garbage_rate: 0.0,
             stall_rate: 0.0,
             close_rate: 0.0,
+            tool_call_rate: 0.0,
             workers: DEFAULT_WORKERS,
             reject_unknown_fields: false,
             unknown_events: false,
@@ -668,7 +680,10 @@ impl MockConfig {
             ("--stall-rate", self.stall_rate),
             ("--close-rate", self.close_rate),
         ];
-        for (flag, value) in rates {
+        for (flag, value) in rates
+            .into_iter()
+            .chain([("--tool-call-rate", self.tool_call_rate)])
+        {
             if !(0.0..=1.0).contains(&value) {
                 return Err(invalid(flag, format!("must be in [0, 1], got {value}")));
             }

@@ -40,6 +40,7 @@ fn backend_config(base_url: &str, stream: bool) -> BackendConfig {
         idle_timeout: None,
         ignore_eos: false,
         session_header: None,
+        tools: 0,
         request_id: None,
     }
 }

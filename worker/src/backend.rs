@@ -51,8 +51,10 @@ pub struct Exchange {
     pub start: Option<MonoNanos>,
     /// First token of any kind.
     pub first_token: Option<MonoNanos>,
-    /// First content token.
+    /// First content token (a tool call's included: it is the answer).
     pub first_content: Option<MonoNanos>,
+    /// First token of a tool call.
+    pub first_tool: Option<MonoNanos>,
     /// Last byte, failure or cancellation.
     pub end: Option<MonoNanos>,
     /// Arrival of every chunk that carried tokens, reasoning or content: every gap
@@ -94,12 +96,17 @@ impl Exchange {
     }
 
     fn apply(&mut self, info: ChunkInfo, at: MonoNanos) {
-        if info.content || info.reasoning {
+        if info.tool {
+            self.first_tool.get_or_insert(at);
+        }
+        // A tool call's tokens are the answer's output, as text would be.
+        let content = info.content || info.tool;
+        if content || info.reasoning {
             self.first_token.get_or_insert(at);
             self.streamed_tokens += 1;
             self.token_times.push(at);
         }
-        if info.content && self.first_content.is_none() {
+        if content && self.first_content.is_none() {
             self.first_content = Some(at);
             self.reasoning_chunks = if info.reasoning {
                 0

@@ -237,6 +237,7 @@ fn build_record(
         start: ex.start,
         first_token: ex.first_token,
         first_content: ex.first_content,
+        first_tool: ex.first_tool,
         end: ex.end.unwrap_or_else(MonoNanos::now),
         itl: None,
         prompt_tokens: ex
@@ -316,6 +317,9 @@ pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, chunks: Chunks<'_>
     }
     if let Some(t) = r.ttft() {
         set.record(class, Metric::Ttft, micros(t));
+    }
+    if let Some(t) = r.ttft_tool() {
+        set.record(class, Metric::TtftTool, micros(t));
     }
     if let Some(t) = r.tpot() {
         set.record(class, Metric::Tpot, micros(t));

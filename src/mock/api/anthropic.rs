@@ -15,7 +15,8 @@ use bytes::{BufMut, BytesMut};
 
 use super::events::{Block, BlockEvents, end_event, open_event};
 use super::shared::{
-    Content, FinishReason, Message, Usage, fmt_u64, generation_request, itoa_buf, write_words,
+    Content, FinishReason, Message, ToolCall, Usage, fmt_u64, generation_request, itoa_buf,
+    write_words,
 };
 use crate::mock::model::prefix_cache::PromptBlocks;
 
@@ -59,6 +60,8 @@ pub struct Writer {
     open: Cell<Block>,
     /// Index of the open (or next) content block.
     index: Cell<u64>,
+    /// The tool call the answer is, if the plan made one.
+    tool: Option<ToolCall>,
 }
 
 impl Writer {
@@ -80,7 +83,14 @@ impl Writer {
             no_final_event,
             open: Cell::new(Block::Nothing),
             index: Cell::new(0),
+            tool: None,
         }
+    }
+
+    /// Answers with `tool` (a `tool_use` block) instead of text.
+    pub fn with_tool_call(mut self, tool: Option<ToolCall>) -> Self {
+        self.tool = tool;
+        self
     }
 
     fn index(&self, out: &mut BytesMut) {
@@ -130,9 +140,23 @@ impl Writer {
             write_words(out, reasoning);
             out.put_slice(br#"","signature":""},"#);
         }
-        out.put_slice(br#"{"type":"text","text":""#);
-        write_words(out, content);
-        out.put_slice(br#""}],"stop_reason":""#);
+        match &self.tool {
+            Some(tool) => {
+                out.put_slice(br#"{"type":"tool_use","id":"toolu_"#);
+                out.put_slice(tool.id.as_bytes());
+                out.put_slice(br#"","name":""#);
+                out.put_slice(tool.name.as_bytes());
+                out.put_slice(br#"","input":"#);
+                ToolCall::write_object(out, content);
+                out.put_u8(b'}');
+            }
+            None => {
+                out.put_slice(br#"{"type":"text","text":""#);
+                write_words(out, content);
+                out.put_slice(br#""}"#);
+            }
+        }
+        out.put_slice(br#"],"stop_reason":""#);
         out.put_slice(stop_reason(finish).as_bytes());
         out.put_slice(br#"","stop_sequence":null,"usage":{"input_tokens":"#);
         out.put_slice(fmt_u64(&mut num, usage.prompt));
@@ -171,6 +195,14 @@ impl BlockEvents for Writer {
         &self.open
     }
 
+    fn answer_block(&self) -> Block {
+        if self.tool.is_some() {
+            Block::Tool
+        } else {
+            Block::Text
+        }
+    }
+
     fn unknown_events(&self) -> bool {
         self.unknown_events
     }
@@ -197,11 +229,18 @@ impl BlockEvents for Writer {
     fn open_block(&self, out: &mut BytesMut, block: Block, first: bool) {
         self.event(out, "content_block_start");
         self.index(out);
-        out.put_slice(if block == Block::Reasoning {
-            br#","content_block":{"type":"thinking","thinking":"","signature":""}"#.as_slice()
-        } else {
-            br#","content_block":{"type":"text","text":""}"#
-        });
+        match (block, &self.tool) {
+            (Block::Reasoning, _) => out
+                .put_slice(br#","content_block":{"type":"thinking","thinking":"","signature":""}"#),
+            (Block::Tool, Some(tool)) => {
+                out.put_slice(br#","content_block":{"type":"tool_use","id":"toolu_"#);
+                out.put_slice(tool.id.as_bytes());
+                out.put_slice(br#"","name":""#);
+                out.put_slice(tool.name.as_bytes());
+                out.put_slice(br#"","input":{}}"#);
+            }
+            _ => out.put_slice(br#","content_block":{"type":"text","text":""}"#),
+        }
         end_event(out);
         if first {
             self.event(out, "ping");
@@ -212,12 +251,20 @@ impl BlockEvents for Writer {
     fn delta(&self, out: &mut BytesMut, block: Block, words: impl Iterator<Item = &'static str>) {
         self.event(out, "content_block_delta");
         self.index(out);
-        out.put_slice(if block == Block::Reasoning {
-            br#","delta":{"type":"thinking_delta","thinking":""#.as_slice()
-        } else {
-            br#","delta":{"type":"text_delta","text":""#
-        });
-        write_words(out, words);
+        match (block, &self.tool) {
+            (Block::Reasoning, _) => {
+                out.put_slice(br#","delta":{"type":"thinking_delta","thinking":""#);
+                write_words(out, words);
+            }
+            (Block::Tool, Some(tool)) => {
+                out.put_slice(br#","delta":{"type":"input_json_delta","partial_json":""#);
+                tool.write_pieces(out, words);
+            }
+            _ => {
+                out.put_slice(br#","delta":{"type":"text_delta","text":""#);
+                write_words(out, words);
+            }
+        }
         out.put_slice(b"\"}");
         end_event(out);
     }
@@ -235,5 +282,6 @@ fn stop_reason(finish: FinishReason) -> &'static str {
     match finish {
         FinishReason::Stop => "end_turn",
         FinishReason::Length => "max_tokens",
+        FinishReason::ToolCalls => "tool_use",
     }
 }

@@ -18,6 +18,9 @@ pub enum Block {
     Reasoning,
     /// The answer's text block (a Responses `message` item).
     Text,
+    /// The answer as a tool call (a Responses `function_call` item, an Anthropic
+    /// `tool_use` block).
+    Tool,
 }
 
 /// Writes `event: NAME` and the event's data up to its `"type":"NAME"`.
@@ -43,6 +46,9 @@ pub trait BlockEvents {
 
     /// The block now open.
     fn open_cell(&self) -> &Cell<Block>;
+
+    /// The block the answer streams in: text, or a tool call when the plan made one.
+    fn answer_block(&self) -> Block;
 
     /// Whether to send [`Self::UNKNOWN_EVENT`] (`--unknown-events`).
     fn unknown_events(&self) -> bool;
@@ -78,7 +84,7 @@ pub trait BlockEvents {
         let want = if reasoning {
             Block::Reasoning
         } else {
-            Block::Text
+            self.answer_block()
         };
         if self.open_cell().get() != want {
             self.close_open(out);

@@ -4,7 +4,7 @@
 use bytes::BytesMut;
 
 use super::events::BlockEvents;
-use super::shared::{FinishReason, Usage};
+use super::shared::{FinishReason, ToolCall, Usage};
 use super::{anthropic, openai, responses};
 
 /// Writes the chunks and bodies of one response in its API's format; built once per
@@ -21,6 +21,15 @@ pub enum Formatter {
 }
 
 impl Formatter {
+    /// Answers with `tool` instead of text, where the API has tool calls.
+    pub fn with_tool_call(self, tool: Option<ToolCall>) -> Self {
+        match self {
+            Formatter::OpenAi(w) => Formatter::OpenAi(w.with_tool_call(tool)),
+            Formatter::Responses(w) => Formatter::Responses(w.with_tool_call(tool)),
+            Formatter::Anthropic(w) => Formatter::Anthropic(w.with_tool_call(tool)),
+        }
+    }
+
     /// Ends a stream: the final events, with usage when asked for (always, for the typed
     /// APIs, whose final event carries usage).
     pub fn end_stream(
@@ -75,6 +84,116 @@ impl Formatter {
             Formatter::OpenAi(w) => w.full_body(out, content, reasoning, finish, usage),
             Formatter::Responses(w) => w.full_body(out, content, reasoning, finish, usage),
             Formatter::Anthropic(w) => w.full_body(out, content, reasoning, finish, usage),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::api::shared::Api;
+
+    const WORDS: [&str; 3] = ["alpha", "beta", "gamma"];
+
+    fn writers() -> Vec<(&'static str, Formatter)> {
+        let tool = || Some(ToolCall::new(7, 3, WORDS.len() as u32));
+        vec![
+            (
+                "chat",
+                Formatter::OpenAi(openai::Writer::new(Api::Chat, true, 7, 1, "\"m\"", true))
+                    .with_tool_call(tool()),
+            ),
+            (
+                "responses",
+                Formatter::Responses(responses::Writer::new(7, 1, "\"m\"", false, false))
+                    .with_tool_call(tool()),
+            ),
+            (
+                "anthropic",
+                Formatter::Anthropic(anthropic::Writer::new(7, "\"m\"", 5, false, false))
+                    .with_tool_call(tool()),
+            ),
+        ]
+    }
+
+    const USAGE: Usage = Usage {
+        prompt: 5,
+        content: 3,
+        reasoning: 0,
+    };
+
+    /// The streamed argument pieces of one format's events.
+    fn pieces(format: &str, event: &serde_json::Value) -> Option<String> {
+        let piece = match format {
+            "chat" => &event["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"],
+            "responses" if event["type"] == "response.function_call_arguments.delta" => {
+                &event["delta"]
+            }
+            "anthropic" if event["delta"]["type"] == "input_json_delta" => {
+                &event["delta"]["partial_json"]
+            }
+            _ => return None,
+        };
+        piece.as_str().map(str::to_string)
+    }
+
+    #[test]
+    fn streamed_tool_call_pieces_join_into_the_arguments_json() {
+        for (format, fmt) in writers() {
+            let mut out = BytesMut::new();
+            fmt.token_chunk(&mut out, WORDS[..2].iter().copied(), true, false);
+            fmt.token_chunk(&mut out, WORDS[2..].iter().copied(), false, false);
+            fmt.end_stream(&mut out, FinishReason::ToolCalls, USAGE, true);
+            let text = std::str::from_utf8(&out).expect("utf8");
+            let mut joined = String::new();
+            let mut name = None;
+            for line in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+                if line == "[DONE]" {
+                    continue;
+                }
+                let event: serde_json::Value = serde_json::from_str(line).expect(line);
+                joined.extend(pieces(format, &event));
+                for n in [
+                    &event["choices"][0]["delta"]["tool_calls"][0]["function"]["name"],
+                    &event["item"]["name"],
+                    &event["content_block"]["name"],
+                ] {
+                    name = name.or(n.as_str().map(str::to_string));
+                }
+            }
+            let args: serde_json::Value = serde_json::from_str(&joined).expect(&joined);
+            assert_eq!(args["query"], "alpha beta gamma", "{format}: {joined}");
+            assert_eq!(name.as_deref(), Some("tool_1"), "{format}: 7 % 3 offered");
+            let end = ["\"tool_calls\"", "\"tool_use\"", "response.completed"];
+            assert!(end.iter().any(|e| text.contains(e)), "{format}: {text}");
+        }
+    }
+
+    #[test]
+    fn a_whole_answer_carries_the_complete_call() {
+        for (format, fmt) in writers() {
+            let mut out = BytesMut::new();
+            fmt.full_body(
+                &mut out,
+                WORDS.iter().copied(),
+                std::iter::empty(),
+                FinishReason::ToolCalls,
+                USAGE,
+            );
+            let v: serde_json::Value = serde_json::from_slice(&out).expect("json");
+            let args = match format {
+                "chat" => serde_json::from_str(
+                    v["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+                        .as_str()
+                        .expect("arguments"),
+                ),
+                "responses" => {
+                    serde_json::from_str(v["output"][0]["arguments"].as_str().expect("arguments"))
+                }
+                _ => Ok(v["content"][0]["input"].clone()),
+            }
+            .expect("arguments are JSON");
+            assert_eq!(args["query"], "alpha beta gamma", "{format}: {v}");
         }
     }
 }

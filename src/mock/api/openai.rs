@@ -8,7 +8,8 @@ use bytes::{BufMut, BytesMut};
 use serde::{Deserialize, Serialize};
 
 use super::shared::{
-    Api, FinishReason, Message, Prompt, Usage, fmt_u64, generation_request, itoa_buf, write_words,
+    Api, FinishReason, Message, Prompt, ToolCall, Usage, fmt_u64, generation_request, itoa_buf,
+    write_words,
 };
 
 /// `stream_options` of a request.
@@ -117,6 +118,8 @@ pub struct Writer {
     usage_null: bool,
     /// End a stream with nothing: no finish chunk, no usage, no `[DONE]`.
     no_end: bool,
+    /// The tool call the answer is (chat only), if the plan made one.
+    tool: Option<ToolCall>,
 }
 
 impl Writer {
@@ -146,7 +149,15 @@ impl Writer {
             envelope: envelope.into_bytes(),
             usage_null,
             no_end: false,
+            tool: None,
         }
+    }
+
+    /// Answers with `tool` (`tool_calls`) instead of text; chat only, so other APIs
+    /// ignore it.
+    pub fn with_tool_call(mut self, tool: Option<ToolCall>) -> Self {
+        self.tool = tool.filter(|_| self.api == Api::Chat);
+        self
     }
 
     /// A writer whose streams end without their final chunks when `no_end`
@@ -214,6 +225,13 @@ impl Writer {
                 if first {
                     out.put_slice(br#""role":"assistant","#);
                 }
+                if let (Some(tool), false) = (&self.tool, reasoning) {
+                    Self::tool_call_open(out, tool, tool.opening());
+                    tool.write_pieces(out, words);
+                    out.put_slice(br#""}}]}"#);
+                    self.close_choice(out, None);
+                    return;
+                }
                 out.put_slice(if reasoning {
                     br#""reasoning_content":""#.as_slice()
                 } else {
@@ -248,6 +266,21 @@ impl Writer {
         out.put_slice(br#","choices":[],"#);
         write_usage(out, usage);
         out.put_slice(b"}\n\n");
+    }
+
+    /// `"tool_calls":[{"index":0,` and the call's id, type and name when `head` (its
+    /// first chunk, or a whole message), then `"function":{…"arguments":"` left open.
+    fn tool_call_open(out: &mut BytesMut, tool: &ToolCall, head: bool) {
+        out.put_slice(br#""tool_calls":[{"index":0,"#);
+        if head {
+            out.put_slice(br#""id":"call_"#);
+            out.put_slice(tool.id.as_bytes());
+            out.put_slice(br#"","type":"function","function":{"name":""#);
+            out.put_slice(tool.name.as_bytes());
+            out.put_slice(br#"","arguments":""#);
+        } else {
+            out.put_slice(br#""function":{"arguments":""#);
+        }
     }
 
     /// The end of a stream.
@@ -287,9 +320,19 @@ impl Writer {
         out.put_slice(br#","choices":[{"index":0,"#);
         match self.api {
             Api::Chat => {
-                out.put_slice(br#""message":{"role":"assistant","content":""#);
-                write_words(out, content);
-                out.put_u8(b'"');
+                match &self.tool {
+                    Some(tool) => {
+                        out.put_slice(br#""message":{"role":"assistant","content":null,"#);
+                        Self::tool_call_open(out, tool, true);
+                        tool.write_pieces(out, content);
+                        out.put_slice(br#""}}]"#);
+                    }
+                    None => {
+                        out.put_slice(br#""message":{"role":"assistant","content":""#);
+                        write_words(out, content);
+                        out.put_u8(b'"');
+                    }
+                }
                 if usage.reasoning > 0 {
                     out.put_slice(br#","reasoning_content":""#);
                     write_words(out, reasoning);

@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use super::events::{Block, BlockEvents, end_event, open_event};
 use super::shared::{
-    FinishReason, Message, Usage, fmt_u64, generation_request, itoa_buf, write_words,
+    FinishReason, Message, ToolCall, Usage, fmt_u64, generation_request, itoa_buf, write_words,
 };
 use crate::mock::model::prefix_cache::PromptBlocks;
 
@@ -84,6 +84,9 @@ pub struct Writer {
     /// escaping), repeated in the `.done` events and the final response as OpenAI does.
     reasoning_text: RefCell<Vec<u8>>,
     message_text: RefCell<Vec<u8>>,
+    /// The tool call the answer is (a `function_call` item, its arguments in
+    /// `message_text`), if the plan made one.
+    tool: Option<ToolCall>,
 }
 
 impl Writer {
@@ -109,7 +112,14 @@ impl Writer {
             output_index: Cell::new(0),
             reasoning_text: RefCell::new(Vec::new()),
             message_text: RefCell::new(Vec::new()),
+            tool: None,
         }
+    }
+
+    /// Answers with `tool` (a `function_call` item) instead of a message.
+    pub fn with_tool_call(mut self, tool: Option<ToolCall>) -> Self {
+        self.tool = tool;
+        self
     }
 
     fn index(&self, out: &mut BytesMut) {
@@ -119,10 +129,10 @@ impl Writer {
     }
 
     fn item_id(&self, out: &mut BytesMut, open: Block) {
-        out.put_slice(if open == Block::Reasoning {
-            b"\"rs_".as_slice()
-        } else {
-            b"\"msg_"
+        out.put_slice(match open {
+            Block::Reasoning => b"\"rs_".as_slice(),
+            Block::Tool => b"\"fc_",
+            _ => b"\"msg_",
         });
         out.put_slice(self.id.as_bytes());
         out.put_u8(b'"');
@@ -138,7 +148,17 @@ impl Writer {
     fn item_object(&self, out: &mut BytesMut, open: Block, status: &str, text: Option<&[u8]>) {
         out.put_slice(br#"{"id":"#);
         self.item_id(out, open);
-        if open == Block::Reasoning {
+        if let (Block::Tool, Some(tool)) = (open, &self.tool) {
+            out.put_slice(br#","type":"function_call","status":""#);
+            out.put_slice(status.as_bytes());
+            out.put_slice(br#"","call_id":"call_"#);
+            out.put_slice(tool.id.as_bytes());
+            out.put_slice(br#"","name":""#);
+            out.put_slice(tool.name.as_bytes());
+            out.put_slice(br#"","arguments":""#);
+            out.put_slice(text.unwrap_or_default());
+            out.put_slice(br#""}"#);
+        } else if open == Block::Reasoning {
             out.put_slice(br#","type":"reasoning","summary":[]"#);
             if let Some(t) = text {
                 out.put_slice(br#","content":[{"type":"reasoning_text","text":""#);
@@ -224,7 +244,10 @@ impl Writer {
         usage: Usage,
     ) {
         let mut content_text = BytesMut::new();
-        write_words(&mut content_text, content);
+        match &self.tool {
+            Some(tool) => tool.write_pieces(&mut content_text, content),
+            None => write_words(&mut content_text, content),
+        }
         let mut reasoning_text = BytesMut::new();
         write_words(&mut reasoning_text, reasoning);
         self.whole(
@@ -262,7 +285,7 @@ impl Writer {
             if reasoning.is_some() {
                 out.put_u8(b',');
             }
-            self.item_object(out, Block::Text, "completed", Some(t));
+            self.item_object(out, self.answer_block(), "completed", Some(t));
         }
         out.put_slice(br#"],"usage":"#);
         let output = usage.content + usage.reasoning;
@@ -284,6 +307,14 @@ impl BlockEvents for Writer {
 
     fn open_cell(&self) -> &Cell<Block> {
         &self.open
+    }
+
+    fn answer_block(&self) -> Block {
+        if self.tool.is_some() {
+            Block::Tool
+        } else {
+            Block::Text
+        }
     }
 
     fn unknown_events(&self) -> bool {
@@ -325,6 +356,21 @@ impl BlockEvents for Writer {
 
     /// The delta, whose text is kept for the `.done` events and the final response.
     fn delta(&self, out: &mut BytesMut, block: Block, words: impl Iterator<Item = &'static str>) {
+        if let (Block::Tool, Some(tool)) = (block, &self.tool) {
+            self.event(out, "response.function_call_arguments.delta");
+            out.put_slice(br#","item_id":"#);
+            self.item_id(out, block);
+            self.index(out);
+            out.put_slice(br#","delta":""#);
+            let start = out.len();
+            tool.write_pieces(out, words);
+            self.message_text
+                .borrow_mut()
+                .extend_from_slice(&out[start..]);
+            out.put_u8(b'"');
+            end_event(out);
+            return;
+        }
         let reasoning = block == Block::Reasoning;
         self.event(
             out,
@@ -351,7 +397,16 @@ impl BlockEvents for Writer {
     /// The part's `.done` events with the whole text, then the item's.
     fn close_block(&self, out: &mut BytesMut, block: Block) {
         let text = self.text(block).borrow();
-        if block == Block::Reasoning {
+        if block == Block::Tool {
+            self.event(out, "response.function_call_arguments.done");
+            out.put_slice(br#","item_id":"#);
+            self.item_id(out, block);
+            self.index(out);
+            out.put_slice(br#","arguments":""#);
+            out.put_slice(&text);
+            out.put_u8(b'"');
+            end_event(out);
+        } else if block == Block::Reasoning {
             self.event(out, "response.reasoning_text.done");
             self.part_position(out, block);
             out.put_slice(br#","text":""#);
@@ -382,7 +437,7 @@ impl BlockEvents for Writer {
 /// The final event and status of a finish reason.
 fn status(finish: FinishReason) -> (&'static str, &'static str) {
     match finish {
-        FinishReason::Stop => ("response.completed", "completed"),
+        FinishReason::Stop | FinishReason::ToolCalls => ("response.completed", "completed"),
         FinishReason::Length => ("response.incomplete", "incomplete"),
     }
 }

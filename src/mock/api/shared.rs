@@ -132,6 +132,8 @@ pub trait GenerationRequest {
     fn cap(&self) -> Option<u64>;
     /// Whether a stream ends with usage (always, for the APIs whose final event has it).
     fn include_usage(&self) -> bool;
+    /// How many functions the request offers to call (`tools`).
+    fn tools(&self) -> usize;
 }
 
 /// Declares a generation request body: the fields every generation API shares
@@ -158,6 +160,9 @@ macro_rules! generation_request {
             /// vLLM extension: generate exactly the cap.
             #[serde(default)]
             pub ignore_eos: Option<bool>,
+            /// Functions the model may call; only their number matters to the mock.
+            #[serde(default)]
+            pub tools: Option<Vec<::serde::de::IgnoredAny>>,
             $($(#[$field_meta])* pub $field: $ty,)*
         }
 
@@ -178,6 +183,9 @@ macro_rules! generation_request {
             fn include_usage(&self) -> bool {
                 let $u = self;
                 $usage
+            }
+            fn tools(&self) -> usize {
+                self.tools.as_ref().map_or(0, Vec::len)
             }
         }
     };
@@ -209,6 +217,72 @@ pub struct Usage {
     pub content: u64,
     /// Reasoning tokens (included in completion_tokens).
     pub reasoning: u64,
+}
+
+/// A tool call the mock answers with instead of text (`--tool-call-rate`): the function
+/// it calls and its arguments, `{"query":"…"}` of the planned output tokens. The
+/// arguments are streamed as pieces of a JSON string, one word per token, the first
+/// carrying the opening `{"query":"` and the last the closing `"}`, so every piece is a
+/// counted token and the pieces join into valid JSON.
+#[derive(Debug)]
+pub struct ToolCall {
+    /// The function's name (one of those the request offered).
+    pub name: String,
+    /// The call's id: `call_…` (OpenAI), `toolu_…` (Anthropic), `fc_…` (Responses item).
+    pub id: String,
+    /// Tokens of the arguments.
+    total: u32,
+    /// Tokens written so far.
+    written: std::cell::Cell<u32>,
+}
+
+impl ToolCall {
+    /// A call of function `tool_{k}` of the `offered` ones, decided by `seq`, with
+    /// `tokens` tokens of arguments.
+    pub fn new(seq: u64, offered: usize, tokens: u32) -> Self {
+        ToolCall {
+            name: format!("tool_{}", seq % offered.max(1) as u64),
+            id: format!("{seq:016x}"),
+            total: tokens,
+            written: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Whether no piece was written yet (the next chunk opens the call).
+    pub fn opening(&self) -> bool {
+        self.written.get() == 0
+    }
+
+    /// Writes the arguments' next pieces, one per word, escaped inside a JSON string.
+    pub fn write_pieces(&self, out: &mut BytesMut, words: impl Iterator<Item = &'static str>) {
+        for w in words {
+            let n = self.written.get();
+            out.put_slice(if n == 0 {
+                br#"{\"query\":\""#.as_slice()
+            } else {
+                b" "
+            });
+            out.put_slice(w.as_bytes());
+            self.written.set(n + 1);
+            if n + 1 == self.total {
+                out.put_slice(br#"\"}"#);
+            }
+        }
+    }
+
+    /// The whole arguments as a JSON object (Anthropic's `input`), not a string.
+    pub fn write_object(out: &mut BytesMut, words: impl Iterator<Item = &'static str>) {
+        out.put_slice(br#"{"query":""#);
+        let mut first = true;
+        for w in words {
+            if !first {
+                out.put_u8(b' ');
+            }
+            first = false;
+            out.put_slice(w.as_bytes());
+        }
+        out.put_slice(br#""}"#);
+    }
 }
 
 /// Writes each of `words` with a leading space (the mock's words need no JSON escaping).

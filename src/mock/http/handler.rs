@@ -19,7 +19,7 @@ use crate::mock::api::openai::{
     ChatRequest, CompletionRequest, DetokenizeRequest, DetokenizeResponse, TokenizeRequest,
     TokenizeResponse,
 };
-use crate::mock::api::shared::{Api, GenerationRequest, Prompt, Usage, error_json};
+use crate::mock::api::shared::{Api, GenerationRequest, Prompt, ToolCall, Usage, error_json};
 use crate::mock::api::{anthropic, media, openai, rerank, responses};
 use crate::mock::config::PROBE_HEADER;
 use crate::mock::model::plan::{Fault, Plan};
@@ -400,6 +400,8 @@ struct GenRequest {
     prompt: PromptBlocks,
     max_tokens: Option<u32>,
     ignore_eos: bool,
+    /// Functions the request offered to call (`tools`).
+    tools: usize,
 }
 
 /// Body fields the OpenAI chat completions and completions APIs share.
@@ -502,6 +504,7 @@ fn generation<'a, R: serde::Deserialize<'a> + GenerationRequest>(
                 prompt,
                 max_tokens: resolve_max_tokens(&app, r.cap())?,
                 ignore_eos: r.ignore_eos(),
+                tools: r.tools(),
             })
         });
     match resolved {
@@ -572,6 +575,7 @@ fn transcription(app: Arc<App>, content_type: &str, body: &[u8]) -> Response<Moc
             prompt,
             max_tokens: None,
             ignore_eos: false,
+            tools: 0,
         },
     )
 }
@@ -721,7 +725,9 @@ fn prefill_only(
 ) -> Response<MockBody> {
     app.counters.prompt_tokens(prompt_tokens);
     app.counters.model_request(model, prompt_tokens);
-    let mut plan = app.model.plan(seq, prompt_tokens, Some(1), true, false);
+    let mut plan = app
+        .model
+        .plan(seq, prompt_tokens, Some(1), true, false, false);
     plan.model = model;
     if let Some(response) = injected(&app, plan.fault) {
         return response;
@@ -761,6 +767,7 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         r.ignore_eos,
         // Neither the legacy completions API nor a transcription has a place for reasoning.
         !matches!(r.api, Api::Completions | Api::Transcription(_)),
+        r.tools > 0,
     );
     plan.model = r.model;
     if let Some(response) = injected(&app, plan.fault) {
@@ -796,6 +803,12 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
             )
             .without_end(matches!(r.api, Api::Transcription(_)) && no_final_event),
         ),
+    };
+    let fmt = if plan.tool_call {
+        app.counters.tool_call();
+        fmt.with_tool_call(Some(ToolCall::new(seq, r.tools, plan.content)))
+    } else {
+        fmt
     };
     if r.streaming {
         let output = Output::Stream {

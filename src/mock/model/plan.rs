@@ -17,6 +17,7 @@ enum Stream {
     Text = 2,
     Fault = 3,
     SpecDecode = 4,
+    ToolCall = 5,
 }
 
 fn splitmix64(mut z: u64) -> u64 {
@@ -38,6 +39,8 @@ pub enum FinishReason {
     Stop,
     /// `max_tokens` was reached.
     Length,
+    /// The model called a tool and stopped (`--tool-call-rate`).
+    ToolCalls,
 }
 
 impl FinishReason {
@@ -46,6 +49,7 @@ impl FinishReason {
         match self {
             FinishReason::Stop => "stop",
             FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
         }
     }
 }
@@ -87,6 +91,8 @@ pub struct Model {
     spec_draft: u32,
     /// Probability that each draft token is accepted.
     spec_acceptance: f64,
+    /// Probability that a request offering tools is answered with a tool call.
+    tool_call_rate: f64,
 }
 
 /// Speculative-decoding counts of some produced tokens (vLLM's counters).
@@ -115,6 +121,8 @@ pub struct Plan {
     pub content: u32,
     /// Why generation ends.
     pub finish: FinishReason,
+    /// The output is a tool call's arguments, not text.
+    pub tool_call: bool,
     timing: Xoshiro256PlusPlus,
     text: Xoshiro256PlusPlus,
     /// Draws of accepted draft tokens (its own stream: turning speculative decoding on
@@ -175,6 +183,7 @@ impl Model {
             spec_acceptance: config
                 .spec_decode_acceptance
                 .unwrap_or(DEFAULT_SPEC_DECODE_ACCEPTANCE),
+            tool_call_rate: config.tool_call_rate,
         }
     }
 
@@ -191,7 +200,7 @@ impl Model {
     /// Decides request `seq`: `prefill_tokens` (prompt tokens the prefix cache missed)
     /// lengthen the TTFT; `max_tokens` caps the output, reasoning and content together;
     /// `ignore_eos` makes the cap the length; `reasoning` says whether the endpoint
-    /// streams reasoning.
+    /// streams reasoning; `tools` whether the request offered tools to call.
     pub fn plan(
         &self,
         seq: u64,
@@ -199,6 +208,7 @@ impl Model {
         max_tokens: Option<u32>,
         ignore_eos: bool,
         reasoning: bool,
+        tools: bool,
     ) -> Plan {
         let mut timing = rng_for(self.seed, Stream::Timing, seq);
         // The jitter is clamped before the prefill is added: a long prompt's TTFT never
@@ -226,8 +236,13 @@ impl Model {
             (Some(cap), false) => cap.min(sampled),
             (None, _) => sampled,
         };
+        // Its own stream: turning tool calls on shifts no other draw.
+        let tool_call =
+            tools && rng_for(self.seed, Stream::ToolCall, seq).random_bool(self.tool_call_rate);
         let finish = if content_cap == Some(content) {
             FinishReason::Length
+        } else if tool_call {
+            FinishReason::ToolCalls
         } else {
             FinishReason::Stop
         };
@@ -253,6 +268,7 @@ impl Model {
             reasoning,
             content,
             finish,
+            tool_call,
             timing,
             text: rng_for(self.seed, Stream::Text, seq),
             spec: rng_for(self.seed, Stream::SpecDecode, seq),
@@ -334,8 +350,8 @@ mod tests {
         let b = Model::new(&config());
         for seq in 0..50 {
             let (mut p, mut q) = (
-                a.plan(seq, 0, None, false, true),
-                b.plan(seq, 0, None, false, true),
+                a.plan(seq, 0, None, false, true, false),
+                b.plan(seq, 0, None, false, true, false),
             );
             assert_eq!((p.ttft, p.content, p.fault), (q.ttft, q.content, q.fault));
             assert_eq!(p.next_word(), q.next_word());
@@ -348,13 +364,13 @@ mod tests {
             output_tokens: 10,
             ..MockConfig::instant()
         });
-        let p = m.plan(0, 0, Some(4), false, false);
+        let p = m.plan(0, 0, Some(4), false, false, false);
         assert_eq!((p.content, p.finish), (4, FinishReason::Length));
-        let p = m.plan(0, 0, Some(40), false, false);
+        let p = m.plan(0, 0, Some(40), false, false, false);
         assert_eq!((p.content, p.finish), (10, FinishReason::Stop));
-        let p = m.plan(0, 0, Some(40), true, false);
+        let p = m.plan(0, 0, Some(40), true, false, false);
         assert_eq!((p.content, p.finish), (40, FinishReason::Length));
-        let p = m.plan(0, 0, None, true, false);
+        let p = m.plan(0, 0, None, true, false, false);
         assert_eq!((p.content, p.finish), (10, FinishReason::Stop));
     }
 
@@ -365,8 +381,8 @@ mod tests {
             ttft_ms_per_prompt_token: 0.5,
             ..MockConfig::instant()
         });
-        let short = m.plan(3, 10, None, false, false).ttft;
-        let long = m.plan(3, 1010, None, false, false).ttft;
+        let short = m.plan(3, 10, None, false, false, false).ttft;
+        let long = m.plan(3, 1010, None, false, false, false).ttft;
         let close = |got: Duration, want_ms: f64| (got.as_secs_f64() * 1e3 - want_ms).abs() < 1e-3;
         assert!(close(short, 25.0), "{short:?}");
         assert!(close(long - short, 500.0), "{long:?} - {short:?}");
@@ -383,7 +399,7 @@ mod tests {
         let n = 4000;
         let (mut errors, mut stalls, mut closes) = (0, 0, 0);
         for seq in 0..n {
-            match m.plan(seq, 0, None, false, false).fault {
+            match m.plan(seq, 0, None, false, false, false).fault {
                 Fault::Error(s) => {
                     assert!(s == 500 || s == 429);
                     errors += 1;

@@ -162,6 +162,7 @@ pub struct Counters {
     prompt_tokens: AtomicU64,
     tokens_sent: AtomicU64,
     reasoning_tokens_sent: AtomicU64,
+    tool_calls: AtomicU64,
     chunks_sent: AtomicU64,
     faults: [AtomicU64; 6],
     kv_cache_tokens: AtomicU64,
@@ -254,6 +255,7 @@ impl Default for Counters {
             prompt_tokens: AtomicU64::default(),
             tokens_sent: AtomicU64::default(),
             reasoning_tokens_sent: AtomicU64::default(),
+            tool_calls: AtomicU64::default(),
             chunks_sent: AtomicU64::default(),
             faults: Default::default(),
             kv_cache_tokens: AtomicU64::default(),
@@ -384,6 +386,9 @@ pub struct MockStats {
     pub tokens_sent: u64,
     /// The reasoning subset of `tokens_sent`.
     pub reasoning_tokens_sent: u64,
+    /// Generation requests answered with a tool call (`--tool-call-rate`), injected
+    /// errors excluded.
+    pub tool_calls: u64,
     /// SSE data chunks sent carrying tokens.
     pub chunks_sent: u64,
     /// Faults injected, per kind.
@@ -582,6 +587,11 @@ impl Counters {
         self.audio_ms.fetch_add(audio_ms, Relaxed);
     }
 
+    /// Counts a request answered with a tool call.
+    pub fn tool_call(&self) {
+        self.tool_calls.fetch_add(1, Relaxed);
+    }
+
     /// Counts prompt tokens.
     pub fn prompt_tokens(&self, n: u64) {
         self.prompt_tokens.fetch_add(n, Relaxed);
@@ -616,6 +626,7 @@ impl Counters {
                 &self.prompt_tokens,
                 &self.tokens_sent,
                 &self.reasoning_tokens_sent,
+                &self.tool_calls,
                 &self.chunks_sent,
                 &self.prefix_cache_queries,
                 &self.prefix_cache_hits,
@@ -676,6 +687,7 @@ impl Counters {
             prompt_tokens: self.prompt_tokens.load(Relaxed),
             tokens_sent: self.tokens_sent.load(Relaxed),
             reasoning_tokens_sent: self.reasoning_tokens_sent.load(Relaxed),
+            tool_calls: self.tool_calls.load(Relaxed),
             chunks_sent: self.chunks_sent.load(Relaxed),
             faults: FaultCounts {
                 error_500: f(FaultKind::Error500),

@@ -75,6 +75,12 @@ struct WireDelta {
     text: StrField,
     #[serde(default)]
     thinking: StrField,
+    /// A streamed tool call's arguments (`input_json_delta`).
+    #[serde(default)]
+    partial_json: StrField,
+    /// A whole body's `tool_use` block's arguments.
+    #[serde(default)]
+    input: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -192,6 +198,7 @@ impl Format for Anthropic {
                 if let Some(d) = &event.delta {
                     info.content = d.text.non_empty;
                     info.reasoning = d.thinking.non_empty;
+                    info.tool = d.partial_json.non_empty;
                 }
             }
             "message_delta" => {
@@ -232,6 +239,7 @@ impl Format for Anthropic {
         for block in &whole.content {
             info.content |= block.text.non_empty;
             info.reasoning |= block.thinking.non_empty;
+            info.tool |= block.input.is_some();
         }
         Ok(info)
     }

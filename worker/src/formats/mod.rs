@@ -16,6 +16,7 @@ pub mod openai;
 pub mod openai_text;
 pub mod rerank;
 pub mod responses;
+pub mod tools;
 pub mod transcription;
 pub mod wire;
 

@@ -197,6 +197,8 @@ pub struct ChunkInfo {
     pub content: bool,
     /// The chunk carries reasoning text.
     pub reasoning: bool,
+    /// The chunk carries a tool call's tokens (its function's name or arguments).
+    pub tool: bool,
     /// The chunk ends a choice (`finish_reason` set).
     pub finished: bool,
     /// The chunk carries usage.
@@ -249,6 +251,37 @@ struct WireDelta {
     reasoning_content: StrField,
     #[serde(default)]
     reasoning: StrField,
+    /// Tool-call deltas: allocated only in chunks that carry them.
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+/// One entry of `tool_calls`, read for whether it carries a name or arguments.
+#[derive(Default, Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    function: Option<WireFunction>,
+}
+
+#[derive(Default, Deserialize)]
+struct WireFunction {
+    #[serde(default)]
+    name: StrField,
+    #[serde(default)]
+    arguments: StrField,
+}
+
+impl WireDelta {
+    /// Whether the delta carries tool-call tokens.
+    fn has_tool_call(&self) -> bool {
+        self.tool_calls.as_deref().is_some_and(|calls| {
+            calls.iter().any(|c| {
+                c.function
+                    .as_ref()
+                    .is_some_and(|f| f.name.non_empty || f.arguments.non_empty)
+            })
+        })
+    }
 }
 
 /// The first element of `choices` (one request asks for one choice); the others are
@@ -344,6 +377,7 @@ fn chunk_info(chunk: &WireChunk<'_>) -> ChunkInfo {
         info.content = choice.text.non_empty || delta.is_some_and(|d| d.content.non_empty);
         info.reasoning =
             delta.is_some_and(|d| d.reasoning_content.non_empty || d.reasoning.non_empty);
+        info.tool = delta.is_some_and(WireDelta::has_tool_call);
         info.finished = choice.finish_reason.present;
     }
     info

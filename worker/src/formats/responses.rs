@@ -86,9 +86,14 @@ struct WireResponse<'a> {
     output: Vec<WireItem>,
 }
 
-/// An output item: a message (content parts) or reasoning (summary and content parts).
+/// An output item: a message (content parts), reasoning (summary and content parts) or
+/// a function call (its arguments).
 #[derive(Deserialize)]
 struct WireItem {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    arguments: StrField,
     #[serde(default)]
     content: Vec<WirePart>,
     #[serde(default)]
@@ -157,6 +162,7 @@ impl Format for Responses {
                 return Err(format!("`{kind}` before response.created"));
             }
             "response.output_text.delta" => info.content = event.delta.non_empty,
+            "response.function_call_arguments.delta" => info.tool = event.delta.non_empty,
             "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
                 info.reasoning = event.delta.non_empty;
             }
@@ -196,6 +202,7 @@ impl Format for Responses {
             ..ChunkInfo::default()
         };
         for item in &r.output {
+            info.tool |= item.kind.as_deref() == Some("function_call") && item.arguments.non_empty;
             for part in item.content.iter().chain(&item.summary) {
                 match part.kind.as_deref() {
                     Some("output_text") => info.content |= part.text.non_empty,

@@ -31,6 +31,7 @@ impl JsonPrefix {
         per_request: &[&str],
     ) -> Self {
         fields.insert("stream".into(), cfg.stream.into());
+        fields.extend(super::tools::fields(cfg.request_format, cfg.tools));
         if cfg.ignore_eos {
             fields.insert("ignore_eos".into(), true.into());
         }
@@ -156,6 +157,7 @@ pub(crate) fn test_config(format: RequestFormat, stream: bool) -> BackendConfig 
         idle_timeout: None,
         ignore_eos: false,
         session_header: None,
+        tools: 0,
         request_id: None,
     }
 }
