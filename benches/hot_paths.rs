@@ -236,6 +236,7 @@ fn exchange(start: MonoNanos) -> Exchange {
         error: None,
         reply: None,
         retried: false,
+        first_token_signal: None,
     }
 }
 

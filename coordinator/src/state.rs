@@ -32,6 +32,10 @@ pub struct Counts {
     pub errored: u64,
     /// Cancelled by the client.
     pub cancelled: u64,
+    /// Of `cancelled`, the requests the client gave up on by plan (`--cancel`), apart
+    /// from the cancellations of a stop. Left out of reports while 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cancelled_planned: u64,
     /// In flight now.
     pub in_flight: u64,
     /// Sent later than their slot because the concurrency cap was reached.
@@ -40,6 +44,10 @@ pub struct Counts {
     pub warmup: u64,
     /// Finished requests in the cool-down window.
     pub cooldown: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Counts {
@@ -409,6 +417,13 @@ impl WorkerGroupState {
             RequestStatus::Completed => self.counts.completed += 1,
             RequestStatus::Errored => self.counts.errored += 1,
             RequestStatus::Cancelled => self.counts.cancelled += 1,
+        }
+        if r.status == RequestStatus::Cancelled
+            && r.error
+                .as_ref()
+                .is_some_and(|e| e.kind == ErrorKind::Planned)
+        {
+            self.counts.cancelled_planned += 1;
         }
         if r.late {
             self.counts.late += 1;

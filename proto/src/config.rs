@@ -601,6 +601,14 @@ pub struct WorkerConfig {
     /// request names the configured model and no per-model metrics are kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<LoraSpec>,
+    /// Agentic client behaviours (`--cancel`, `--max-prefill-concurrency`).
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub behaviour: crate::agentic::ClientBehaviour,
+}
+
+/// Whether a value is its type's default (to leave it out of a message).
+pub fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 impl WorkerConfig {

@@ -13,6 +13,7 @@
 //! and the one-line error chain ([`http`]); it decides no I/O policy (when to flush,
 //! what to do on EOF): that belongs to the worker and the coordinator.
 
+pub mod agentic;
 pub mod clock;
 pub mod config;
 pub mod fdlimit;
@@ -25,6 +26,7 @@ pub mod redact;
 pub mod seed;
 pub mod shm;
 
+pub use agentic::{CancelAfter, CancelAt, CancelSpec, ClientBehaviour};
 pub use clock::{ClockAnchor, MonoNanos};
 pub use config::{
     Arrivals, BackendConfig, DataSpec, ImageFormat, LoraModel, LoraSpec, MeasureWindow, MediaSpec,

@@ -42,6 +42,9 @@ pub enum ErrorKind {
     WorkerDied,
     /// The request could not be built or sent for another reason.
     Request,
+    /// The client closed the request early by plan (`--cancel`), apart from the
+    /// cancellations of a stop.
+    Planned,
 }
 
 impl ErrorKind {
@@ -64,6 +67,7 @@ impl ErrorKind {
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::WorkerDied => "worker_died",
             ErrorKind::Request => "request",
+            ErrorKind::Planned => "planned",
         }
     }
 }

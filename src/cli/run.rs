@@ -575,6 +575,7 @@ fn plan_template(
         flush_interval: FLUSH_INTERVAL,
         shard: plan.shard,
         lora: plan.data.lora.clone(),
+        behaviour: plan.behaviour,
     };
     let dataset_len = data.dataset_len();
     let base = BenchmarkPlan {

@@ -78,6 +78,8 @@ pub struct Exchange {
     /// Multi-turn sessions: `Some` to collect the reply's text as it arrives (the next
     /// turn resends it); `None`, the default, keeps no text.
     pub reply: Option<String>,
+    /// `--cancel after=ttft+…`: notified at the first token of any kind.
+    pub first_token_signal: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl Exchange {
@@ -95,6 +97,11 @@ impl Exchange {
 
     fn apply(&mut self, info: ChunkInfo, at: MonoNanos) {
         if info.content || info.reasoning {
+            if self.first_token.is_none()
+                && let Some(signal) = &self.first_token_signal
+            {
+                signal.notify_one();
+            }
             self.first_token.get_or_insert(at);
             self.streamed_tokens += 1;
             self.token_times.push(at);
@@ -130,6 +137,11 @@ impl Exchange {
     /// Marks the exchange as cancelled by the client.
     pub fn cancel(&mut self, message: &str) {
         self.fail(ErrorKind::Cancelled, message);
+    }
+
+    /// Marks the exchange as given up by plan (`--cancel`).
+    pub fn give_up(&mut self) {
+        self.fail(ErrorKind::Planned, "the client gave up by plan (--cancel)");
     }
 }
 

@@ -286,6 +286,8 @@ async fn run(
         released: Notify::new(),
         flush_now,
         shard: cfg.shard,
+        behaviour: cfg.behaviour,
+        seed: cfg.seed,
     });
     match &cfg.schedule {
         Schedule::Streams { streams, rampup } => {

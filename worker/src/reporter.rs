@@ -218,7 +218,14 @@ fn build_record(
 ) -> RequestRecord {
     let status = match &ex.error {
         None => RequestStatus::Completed,
-        Some(e) if e.kind == llmsurge_proto::ErrorKind::Cancelled => RequestStatus::Cancelled,
+        Some(e)
+            if matches!(
+                e.kind,
+                llmsurge_proto::ErrorKind::Cancelled | llmsurge_proto::ErrorKind::Planned
+            ) =>
+        {
+            RequestStatus::Cancelled
+        }
         Some(_) => RequestStatus::Errored,
     };
     let usage_output = ex.usage.and_then(|u| u.completion_tokens);

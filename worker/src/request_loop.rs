@@ -16,7 +16,8 @@ use crate::reporter::{Reporter, SlotInfo};
 use crate::source::{RequestSource, SessionState};
 use bytes::Bytes;
 use llmsurge_proto::{
-    Arrivals, ErrorKind, MonoNanos, RequestMedia, SessionTag, Shard, SharedRegion,
+    Arrivals, CancelAt, ClientBehaviour, ErrorKind, MonoNanos, RequestMedia, SessionTag, Shard,
+    SharedRegion,
 };
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -51,6 +52,10 @@ pub struct Context {
     /// This host's part of a multi-host load: local claims and streams map to the
     /// single host's slots and streams through it.
     pub shard: Shard,
+    /// Agentic client behaviours: planned cancellations.
+    pub behaviour: ClientBehaviour,
+    /// The benchmark's seed (which requests `--cancel` picks).
+    pub seed: u64,
 }
 
 /// How a request goes out.
@@ -59,6 +64,29 @@ enum Send {
     Fresh(Bytes),
     /// The pacer thread began sending it.
     Pacer(PacerSent),
+}
+
+/// How an exchange's wait ended.
+enum Ended {
+    /// The exchange ran to its end (or failed on its own).
+    Done,
+    /// A stop cancelled it.
+    Stopped,
+    /// The client gave up by plan (`--cancel`).
+    GaveUp,
+}
+
+/// Resolves when the client gives up on a request sent at `start`, by its plan; never
+/// without one. `first_token` is notified at the request's first token.
+async fn planned_cancel(plan: Option<CancelAt>, start: MonoNanos, first_token: Arc<Notify>) {
+    match plan {
+        None => std::future::pending().await,
+        Some(CancelAt::FromSend(after)) => wait_until_precisely(start + after).await,
+        Some(CancelAt::FromFirstToken(after)) => {
+            first_token.notified().await;
+            wait_until_precisely(MonoNanos::now() + after).await;
+        }
+    }
 }
 
 /// A session's first turn as the pacer prepared it at the session's scheduled start.
@@ -279,18 +307,31 @@ impl Context {
             ..Exchange::default()
         };
         let mut cancel = self.cancel.clone();
-        let cancelled = match send {
+        let planned = self
+            .behaviour
+            .cancel
+            .and_then(|spec| spec.plan(self.seed, info.slot));
+        let first_token = Arc::new(Notify::new());
+        if matches!(planned, Some(CancelAt::FromFirstToken(_))) {
+            ex.first_token_signal = Some(first_token.clone());
+        }
+        let give_up = planned_cancel(planned, start, first_token);
+        let ended = match send {
             Send::Fresh(body) => tokio::select! {
-                () = self.backend.execute_for(body, info.slot, info.session_key.as_deref(), &mut ex) => false,
-                Ok(_) = cancel.wait_for(|c| *c) => true,
+                () = self.backend.execute_for(body, info.slot, info.session_key.as_deref(), &mut ex) => Ended::Done,
+                Ok(_) = cancel.wait_for(|c| *c) => Ended::Stopped,
+                () = give_up => Ended::GaveUp,
             },
             Send::Pacer(sent) => tokio::select! {
-                () = self.backend.execute_presend(sent.presend, &mut ex) => false,
-                Ok(_) = cancel.wait_for(|c| *c) => true,
+                () = self.backend.execute_presend(sent.presend, &mut ex) => Ended::Done,
+                Ok(_) = cancel.wait_for(|c| *c) => Ended::Stopped,
+                () = give_up => Ended::GaveUp,
             },
         };
-        if cancelled {
-            ex.cancel("cancelled in flight: the benchmark stopped");
+        match ended {
+            Ended::Done => {}
+            Ended::Stopped => ex.cancel("cancelled in flight: the benchmark stopped"),
+            Ended::GaveUp => ex.give_up(),
         }
         ex
     }

@@ -183,6 +183,8 @@ pub struct Counters {
     model_not_found: AtomicU64,
     /// Connections accepted; then TLS handshakes done per ALPN protocol, and refused.
     connections: [AtomicU64; 4],
+    /// Requests before their first token and decoding, and disconnects per state.
+    pub flow: super::flow::FlowCounters,
 }
 
 /// What happened to an accepted connection, one counter each (`/stats` `connections`).
@@ -270,6 +272,7 @@ impl Default for Counters {
             models: Vec::new(),
             model_not_found: AtomicU64::default(),
             connections: Default::default(),
+            flow: Default::default(),
         }
     }
 }
@@ -423,6 +426,10 @@ pub struct MockStats {
     /// Connections accepted and TLS handshakes.
     #[serde(default)]
     pub connections: ConnectionCounts,
+    /// Requests before their first token and decoding (gauges, peaks), and client
+    /// disconnects per request state.
+    #[serde(flatten)]
+    pub flow: super::flow::FlowStats,
 }
 
 /// Speculative-decoding counts of the tokens sent (vLLM's `spec_decode_*` counters).
@@ -635,6 +642,7 @@ impl Counters {
         self.peak_active
             .store(self.active_requests.load(Relaxed), Relaxed);
         self.peak_queued.store(self.queued.load(Relaxed), Relaxed);
+        self.flow.reset();
     }
 
     /// A consistent-enough snapshot (each counter read once, relaxed).
@@ -724,6 +732,7 @@ impl Counters {
                     tls_failed: c(ConnectionEvent::TlsFailed),
                 }
             },
+            flow: self.flow.snapshot(),
         }
     }
 
