@@ -237,6 +237,7 @@ fn exchange(start: MonoNanos) -> Exchange {
         reply: None,
         retried: false,
         first_token_signal: None,
+        prefill_wait: None,
     }
 }
 

@@ -324,6 +324,8 @@ pub struct WorkerGroupState {
     pub models: Vec<ModelState>,
     /// Multi-turn sessions: each session's outcome and the per-turn-index latencies.
     pub sessions: crate::sessions::SessionBook,
+    /// `--max-prefill-concurrency`: the waits for the cap; `None` without one.
+    pub prefill: Option<crate::prefill::PrefillWaits>,
 }
 
 impl WorkerGroupState {
@@ -347,6 +349,7 @@ impl WorkerGroupState {
             unfinished_not_good: 0,
             models: Vec::new(),
             sessions: crate::sessions::SessionBook::default(),
+            prefill: None,
         }
     }
 
@@ -483,6 +486,9 @@ impl WorkerGroupState {
     }
 
     fn account_measured(&mut self, r: &RequestRecord) {
+        if let Some(p) = &mut self.prefill {
+            p.add(r);
+        }
         self.timeseries.add(r);
         self.steady.add(r);
         self.measured.add(r);
@@ -569,6 +575,7 @@ impl WorkerGroupState {
                 model: s.model,
                 session: None,
                 media: None,
+                prefill_wait: None,
             };
             if record.phase == Phase::Measured {
                 // Made here, not in a worker: its lower bounds are recorded here too.

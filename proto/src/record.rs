@@ -200,6 +200,10 @@ pub struct RequestRecord {
     /// for a request without media. Boxed: most requests have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media: Option<Box<RequestMedia>>,
+    /// `--max-prefill-concurrency`: how long it waited for the cap's room before its
+    /// send (not counted in its dispatch lag); `None` without a cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_wait: Option<std::time::Duration>,
 }
 
 /// The span of a request's inter-token gaps: from its first chunk with tokens
@@ -343,6 +347,7 @@ impl RequestRecord {
             model: None,
             session: None,
             media: None,
+            prefill_wait: None,
         }
     }
 

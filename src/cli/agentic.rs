@@ -9,6 +9,6 @@ pub fn resolve_behaviour(args: &RunArgs) -> Result<ClientBehaviour, UsageError> 
     let a = &args.agentic;
     Ok(ClientBehaviour {
         cancel: a.cancel,
-        max_prefill_concurrency: None,
+        max_prefill_concurrency: a.max_prefill_concurrency,
     })
 }

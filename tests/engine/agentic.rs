@@ -141,3 +141,42 @@ fn a_bad_cancel_spec_is_a_usage_error_naming_the_flag() {
     assert_eq!(run.code(), 2, "{}", run.stderr);
     assert!(run.stderr.contains("--cancel"), "{}", run.stderr);
 }
+
+#[test]
+fn the_prefill_cap_holds_at_the_mock_while_decoding_runs_wider() {
+    // 200 ms to the first token, then 40 tokens 10 ms apart: 8 streams would put 8
+    // requests in prefill at once; the cap lets 2 in, and each decodes for 400 ms after.
+    let server = mock(MockConfig {
+        ttft_ms: 200.0,
+        itl_ms: 10.0,
+        output_tokens: 40,
+        ..MockConfig::instant()
+    });
+    let report = Bench::on(&server)
+        .concurrent(8)
+        .workers(2)
+        .data("prompt_tokens=16,output_tokens=40")
+        .max_requests(16)
+        .arg("--max-prefill-concurrency", 2)
+        .ok_report();
+    let stats = server.stats();
+    assert_eq!(stats.completed, 16);
+    assert!(
+        stats.flow.peak_before_first_token <= 2,
+        "the mock saw {} requests before their first token at once",
+        stats.flow.peak_before_first_token
+    );
+    assert!(
+        stats.flow.peak_decoding > 2,
+        "decoding was capped too: peak {}",
+        stats.flow.peak_decoding
+    );
+    let waits = report.benchmarks[0]
+        .client
+        .prefill_wait
+        .expect("the report has the waits for the cap");
+    assert_eq!((waits.cap, waits.requests), (2, 16));
+    // 8 streams through 2 places of 200 ms: most of them waited.
+    assert!(waits.waited >= 6, "{waits:?}");
+    assert!(waits.max_ms >= 150.0, "{waits:?}");
+}

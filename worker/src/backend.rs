@@ -78,8 +78,11 @@ pub struct Exchange {
     /// Multi-turn sessions: `Some` to collect the reply's text as it arrives (the next
     /// turn resends it); `None`, the default, keeps no text.
     pub reply: Option<String>,
-    /// `--cancel after=ttft+…`: notified at the first token of any kind.
-    pub first_token_signal: Option<Arc<tokio::sync::Notify>>,
+    /// `--cancel after=ttft+…` and the prefill cap: set to `true` at the first token of
+    /// any kind.
+    pub first_token_signal: Option<Arc<tokio::sync::watch::Sender<bool>>>,
+    /// `--max-prefill-concurrency`: how long the request waited for the cap's room.
+    pub prefill_wait: Option<Duration>,
 }
 
 impl Exchange {
@@ -100,7 +103,7 @@ impl Exchange {
             if self.first_token.is_none()
                 && let Some(signal) = &self.first_token_signal
             {
-                signal.notify_one();
+                signal.send_replace(true);
             }
             self.first_token.get_or_insert(at);
             self.streamed_tokens += 1;

@@ -288,6 +288,7 @@ async fn run(
         shard: cfg.shard,
         behaviour: cfg.behaviour,
         seed: cfg.seed,
+        prefill_released: Notify::new(),
     });
     match &cfg.schedule {
         Schedule::Streams { streams, rampup } => {

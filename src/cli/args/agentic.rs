@@ -15,6 +15,12 @@ pub struct AgenticArgs {
     /// (`ttft+200ms`). Such requests end `cancelled` with reason `planned`.
     #[arg(long, env = "LLMSURGE_CANCEL", value_parser = parse_cancel, value_name = "SPEC")]
     pub cancel: Option<CancelSpec>,
+
+    /// At most N requests that have not yet received their first token are in flight at
+    /// once (per host); decoding requests are not capped by it. The time requests waited
+    /// for it is reported apart from dispatch lag.
+    #[arg(long, env = "LLMSURGE_MAX_PREFILL_CONCURRENCY", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_prefill_concurrency: Option<u32>,
 }
 
 /// `share=10%,after=500ms` | `after=0.5..2s` | `after=ttft+200ms`.
