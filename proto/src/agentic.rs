@@ -1,6 +1,5 @@
-//! Client behaviours of agentic traffic that travel to the workers: clients that give
-//! up (`--cancel`) and the cap on requests before their first token
-//! (`--max-prefill-concurrency`).
+//! Clients that give up (`--cancel`): which requests, and when. The behaviours travel
+//! to the workers in [`crate::config::ClientBehaviour`].
 
 use crate::seed::derive_seed;
 use serde::{Deserialize, Serialize};
@@ -63,18 +62,6 @@ impl CancelSpec {
             }
         })
     }
-}
-
-/// The agentic client behaviours of a benchmark (absent: none).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ClientBehaviour {
-    /// `--cancel`: clients that give up.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cancel: Option<CancelSpec>,
-    /// `--max-prefill-concurrency`: the most requests in flight before their first
-    /// token, group-wide.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_prefill_concurrency: Option<u32>,
 }
 
 #[cfg(test)]

@@ -180,3 +180,71 @@ fn the_prefill_cap_holds_at_the_mock_while_decoding_runs_wider() {
     assert!(waits.waited >= 6, "{waits:?}");
     assert!(waits.max_ms >= 150.0, "{waits:?}");
 }
+
+#[test]
+fn prompts_as_token_ids_reach_the_mock_as_exactly_those_tokens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (truth, record) = (
+        dir.path().join("truth.jsonl"),
+        dir.path().join("record.jsonl"),
+    );
+    let server = mock(MockConfig {
+        truth: Some(truth.clone()),
+        record: Some(record.clone()),
+        record_header: vec!["x-request-id".into()],
+        ..MockConfig::instant()
+    });
+    let log = dir.path().join("requests.jsonl");
+    Bench::on(&server)
+        .format("completions")
+        .concurrent(2)
+        .data("prompt_tokens=60,prompt_tokens_stdev=20,output_tokens=4")
+        .max_requests(12)
+        .request_log(log.to_str().expect("utf-8 path"))
+        .flag("--prompt-token-ids")
+        .ok_report();
+    // Stopping flushes both files.
+    server.stop();
+    let counted: std::collections::HashMap<String, u64> = crate::support::recorded(&truth)
+        .into_iter()
+        .map(|t| {
+            let id = t["request_id"].as_str().expect("an id").to_string();
+            (id, t["prompt_tokens"].as_u64().expect("a prompt count"))
+        })
+        .collect();
+    let sent: std::collections::HashMap<String, u64> = crate::support::recorded(&log)
+        .into_iter()
+        .map(|r| {
+            let id = r["request_id"].as_str().expect("an id").to_string();
+            (id, r["prompt_tokens"].as_u64().expect("a prompt count"))
+        })
+        .collect();
+    let bodies = crate::support::recorded(&record);
+    assert_eq!(bodies.len(), 12);
+    let mut lengths = std::collections::BTreeSet::new();
+    for line in bodies {
+        let id = line["headers"]["x-request-id"]
+            .as_str()
+            .expect("the recorded id");
+        let ids = line["body"]["prompt"]
+            .as_array()
+            .unwrap_or_else(|| panic!("the prompt is not a list of ids: {line}"));
+        assert!(ids.iter().all(|v| v.is_u64()), "{line}");
+        let n = ids.len() as u64;
+        lengths.insert(n);
+        assert_eq!(counted[id], n, "the mock counted the ids it got");
+        assert_eq!(sent[id], n, "the client logged the count it sent");
+    }
+    assert!(lengths.len() > 1, "the lengths vary: {lengths:?}");
+}
+
+#[test]
+fn prompt_token_ids_need_the_completions_format() {
+    let server = mock(MockConfig::instant());
+    let run = Bench::on(&server)
+        .max_requests(1)
+        .flag("--prompt-token-ids")
+        .run();
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--prompt-token-ids"), "{}", run.stderr);
+}

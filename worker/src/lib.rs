@@ -286,7 +286,7 @@ async fn run(
         released: Notify::new(),
         flush_now,
         shard: cfg.shard,
-        behaviour: cfg.behaviour,
+        behaviour: cfg.behaviour.clone(),
         seed: cfg.seed,
         prefill_released: Notify::new(),
     });

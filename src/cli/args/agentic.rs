@@ -21,6 +21,11 @@ pub struct AgenticArgs {
     /// for it is reported apart from dispatch lag.
     #[arg(long, env = "LLMSURGE_MAX_PREFILL_CONCURRENCY", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_prefill_concurrency: Option<u32>,
+
+    /// Completions format: send each prompt as a list of token ids under --processor, so
+    /// the server's prompt length is exact whatever its tokenizer does to text.
+    #[arg(long, env = "LLMSURGE_PROMPT_TOKEN_IDS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub prompt_token_ids: bool,
 }
 
 /// `share=10%,after=500ms` | `after=0.5..2s` | `after=ttft+200ms`.
