@@ -12,6 +12,7 @@
 //! A tokenizer is loaded only where the data needs one: the default synthetic prompts
 //! (the built-in text under `cl100k_base`) are cut from precomputed material.
 
+pub mod agent_trace;
 pub mod columns;
 pub mod corpus;
 pub mod exact;
