@@ -238,6 +238,8 @@ fn exchange(start: MonoNanos) -> Exchange {
         error: None,
         reply: None,
         retried: false,
+        first_token_signal: None,
+        prefill_wait: None,
     }
 }
 

@@ -407,6 +407,8 @@ fn mark_probe(prompt: &mut llmsurge_worker::Prompt, slot: u64) {
             Some(t) => t,
             None => return,
         },
+        // Token ids carry no text to mark; the probe goes unmarked.
+        Prompt::TokenIds(_) => return,
     };
     first.insert_str(0, &format!("probe {slot}: "));
 }

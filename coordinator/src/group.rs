@@ -295,6 +295,9 @@ pub async fn run_benchmark(
     let local_limit = plan.shard.share(slot_limit);
     let (shm, shm_fd) = SharedRegion::create()?;
     shm.init(n, local_limit, plan.local_concurrency_cap());
+    if let Some(cap) = plan.worker_template.behaviour.max_prefill_concurrency {
+        shm.set_prefill_cap(u64::from(cap));
+    }
     let cpu_before = children_cpu_seconds();
     env.observer.benchmark_started(plan.index, &plan.strategy);
     // Its first scrape runs while the workers start; it is the baseline if it answers
@@ -410,6 +413,11 @@ pub async fn run_benchmark(
         .sum();
 
     let mut state = WorkerGroupState::new(n, t0, plan.limits);
+    state.prefill = plan
+        .worker_template
+        .behaviour
+        .max_prefill_concurrency
+        .map(crate::prefill::PrefillWaits::new);
     state.goodput = plan.goodput;
     state.window = plan.window;
     if let Some(lora) = &plan.worker_template.lora {

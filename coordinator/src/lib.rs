@@ -20,6 +20,7 @@ pub mod group;
 pub mod interrupts;
 pub mod observer;
 pub mod precision;
+pub mod prefill;
 pub mod profiles;
 pub mod result;
 pub mod run;

@@ -770,6 +770,7 @@ mod capacity_tests {
             flush_interval: Duration::from_millis(20),
             shard: Default::default(),
             lora: None,
+            behaviour: Default::default(),
         };
         PlanTemplate {
             base: BenchmarkPlan {

@@ -125,6 +125,10 @@ pub struct ClientHealth {
     /// when none was opened in it (and from reports older than it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections: Option<Connections>,
+    /// `--max-prefill-concurrency`: how long requests waited for the cap, apart from
+    /// the dispatch lag (which leaves these waits out). Absent without the cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_wait: Option<crate::prefill::PrefillWaits>,
     /// The client was the bottleneck: these numbers describe the client, not the server.
     pub bottleneck: bool,
     /// What the checks found, one sentence each.
@@ -854,6 +858,7 @@ fn client_health(
             &state.metrics,
             state.measured.completed + state.measured.errored + state.measured.cancelled,
         ),
+        prefill_wait: state.prefill,
         bottleneck: false,
         warnings: Vec::new(),
     };

@@ -32,6 +32,10 @@ pub struct Counts {
     pub errored: u64,
     /// Cancelled by the client.
     pub cancelled: u64,
+    /// Of `cancelled`, the requests the client gave up on by plan (`--cancel`), apart
+    /// from the cancellations of a stop. Left out of reports while 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cancelled_planned: u64,
     /// In flight now.
     pub in_flight: u64,
     /// Sent later than their slot because the concurrency cap was reached.
@@ -40,6 +44,10 @@ pub struct Counts {
     pub warmup: u64,
     /// Finished requests in the cool-down window.
     pub cooldown: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Counts {
@@ -316,6 +324,8 @@ pub struct WorkerGroupState {
     pub models: Vec<ModelState>,
     /// Multi-turn sessions: each session's outcome and the per-turn-index latencies.
     pub sessions: crate::sessions::SessionBook,
+    /// `--max-prefill-concurrency`: the waits for the cap; `None` without one.
+    pub prefill: Option<crate::prefill::PrefillWaits>,
 }
 
 impl WorkerGroupState {
@@ -339,6 +349,7 @@ impl WorkerGroupState {
             unfinished_not_good: 0,
             models: Vec::new(),
             sessions: crate::sessions::SessionBook::default(),
+            prefill: None,
         }
     }
 
@@ -410,6 +421,13 @@ impl WorkerGroupState {
             RequestStatus::Errored => self.counts.errored += 1,
             RequestStatus::Cancelled => self.counts.cancelled += 1,
         }
+        if r.status == RequestStatus::Cancelled
+            && r.error
+                .as_ref()
+                .is_some_and(|e| e.kind == ErrorKind::Planned)
+        {
+            self.counts.cancelled_planned += 1;
+        }
         if r.late {
             self.counts.late += 1;
         }
@@ -468,6 +486,9 @@ impl WorkerGroupState {
     }
 
     fn account_measured(&mut self, r: &RequestRecord) {
+        if let Some(p) = &mut self.prefill {
+            p.add(r);
+        }
         self.timeseries.add(r);
         self.steady.add(r);
         self.measured.add(r);
@@ -555,6 +576,7 @@ impl WorkerGroupState {
                 model: s.model,
                 session: None,
                 media: None,
+                prefill_wait: None,
             };
             if record.phase == Phase::Measured {
                 // Made here, not in a worker: its lower bounds are recorded here too.

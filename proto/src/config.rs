@@ -617,6 +617,30 @@ pub struct WorkerConfig {
     /// request names the configured model and no per-model metrics are kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<LoraSpec>,
+    /// Agentic client behaviours (`--cancel`, `--max-prefill-concurrency`).
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub behaviour: ClientBehaviour,
+}
+
+/// The agentic client behaviours of a benchmark (absent: none).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientBehaviour {
+    /// `--cancel`: clients that give up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<crate::agentic::CancelSpec>,
+    /// `--max-prefill-concurrency`: the most requests in flight before their first
+    /// token, group-wide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_prefill_concurrency: Option<u32>,
+    /// `--prompt-token-ids`: completions prompts go out as token ids under this
+    /// tokenizer (the run's `--processor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_token_ids: Option<TokenizerRef>,
+}
+
+/// Whether a value is its type's default (to leave it out of a message).
+pub fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 impl WorkerConfig {

@@ -13,6 +13,7 @@
 //! and the one-line error chain ([`http`]); it decides no I/O policy (when to flush,
 //! what to do on EOF): that belongs to the worker and the coordinator.
 
+pub mod agentic;
 pub mod clock;
 pub mod config;
 pub mod fdlimit;
@@ -25,12 +26,13 @@ pub mod redact;
 pub mod seed;
 pub mod shm;
 
+pub use agentic::{CancelAfter, CancelAt, CancelSpec};
 pub use clock::{ClockAnchor, MonoNanos};
 pub use config::{
-    Arrivals, BackendConfig, DataSpec, ImageFormat, LoraModel, LoraSpec, MeasureWindow, MediaSpec,
-    REQUEST_ID_HEADER, RequestFormat, SamplerKind, Sampling, Schedule, Secret, Shard,
-    SyntheticSpec, TableSpec, ThinkKind, ThinkTime, TokenizerRef, TraceSpec, WorkerConfig,
-    new_run_tag, request_id_prefix,
+    Arrivals, BackendConfig, ClientBehaviour, DataSpec, ImageFormat, LoraModel, LoraSpec,
+    MeasureWindow, MediaSpec, REQUEST_ID_HEADER, RequestFormat, SamplerKind, Sampling, Schedule,
+    Secret, Shard, SyntheticSpec, TableSpec, ThinkKind, ThinkTime, TokenizerRef, TraceSpec,
+    WorkerConfig, new_run_tag, request_id_prefix,
 };
 pub use frame::{FrameError, FrameIoError, FrameReader, FrameWriter, decode_frame, encode_frame};
 pub use messages::{FromWorker, ModelMetrics, PROTOCOL_VERSION, ToWorker, UpdateBatch};

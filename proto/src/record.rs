@@ -42,6 +42,9 @@ pub enum ErrorKind {
     WorkerDied,
     /// The request could not be built or sent for another reason.
     Request,
+    /// The client closed the request early by plan (`--cancel`), apart from the
+    /// cancellations of a stop.
+    Planned,
 }
 
 impl ErrorKind {
@@ -64,6 +67,7 @@ impl ErrorKind {
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::WorkerDied => "worker_died",
             ErrorKind::Request => "request",
+            ErrorKind::Planned => "planned",
         }
     }
 }
@@ -200,6 +204,10 @@ pub struct RequestRecord {
     /// for a request without media. Boxed: most requests have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media: Option<Box<RequestMedia>>,
+    /// `--max-prefill-concurrency`: how long it waited for the cap's room before its
+    /// send (not counted in its dispatch lag); `None` without a cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_wait: Option<std::time::Duration>,
 }
 
 /// The span of a request's inter-token gaps: from its first chunk with tokens
@@ -344,6 +352,7 @@ impl RequestRecord {
             model: None,
             session: None,
             media: None,
+            prefill_wait: None,
         }
     }
 

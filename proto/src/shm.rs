@@ -96,7 +96,14 @@ pub struct ShmLayout {
     /// Multi-turn sessions: the next session index to hand out (taken from the
     /// padding, so the layout's size is unchanged).
     next_session: AtomicU64,
-    padding: [AtomicU64; 7],
+    /// `--max-prefill-concurrency`: the group-wide cap on requests sent and waiting for
+    /// their first token ([`UNLIMITED`] or 0 when none; taken from the padding).
+    prefill_cap: AtomicU64,
+    /// Requests sent and waiting for their first token, group-wide, under `prefill_cap`.
+    /// One counter: a worker that dies holding units keeps them until the benchmark
+    /// ends (each benchmark has a fresh block).
+    prefill_in_flight: AtomicU64,
+    padding: [AtomicU64; 5],
     /// Requests in flight per worker, so a dead worker's share can be given back.
     worker_in_flight: [AtomicU64; MAX_WORKERS],
     /// Requests sent per worker (counted just before the send), so the requests a dead
@@ -228,6 +235,42 @@ impl ShmLayout {
         }
         mine.fetch_sub(1, Ordering::SeqCst);
         false
+    }
+
+    /// Sets the group-wide cap on requests before their first token
+    /// (`--max-prefill-concurrency`). Called by the coordinator before any worker runs.
+    pub fn set_prefill_cap(&self, cap: u64) {
+        self.prefill_cap.store(cap, Ordering::Relaxed);
+    }
+
+    /// The cap on requests before their first token, when one is set.
+    pub fn prefill_cap(&self) -> Option<u64> {
+        match self.prefill_cap.load(Ordering::Relaxed) {
+            0 | UNLIMITED => None,
+            cap => Some(cap),
+        }
+    }
+
+    /// Takes one unit of the prefill cap; `false` when the cap is reached. Always `true`
+    /// without a cap.
+    pub fn try_acquire_prefill(&self) -> bool {
+        let Some(cap) = self.prefill_cap() else {
+            return true;
+        };
+        self.prefill_in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < cap).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives back one unit taken by [`try_acquire_prefill`](Self::try_acquire_prefill).
+    pub fn release_prefill(&self) {
+        if self.prefill_cap().is_some() {
+            let _ = self
+                .prefill_in_flight
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        }
     }
 
     /// Gives back one unit taken by [`try_acquire`](Self::try_acquire): one step.
@@ -396,6 +439,9 @@ mod tests {
         assert_eq!(offset_of!(ShmLayout, unused_in_flight), 40);
         assert_eq!(offset_of!(ShmLayout, concurrency_cap), 48);
         assert_eq!(offset_of!(ShmLayout, slots_returned), 56);
+        assert_eq!(offset_of!(ShmLayout, next_session), 64);
+        assert_eq!(offset_of!(ShmLayout, prefill_cap), 72);
+        assert_eq!(offset_of!(ShmLayout, prefill_in_flight), 80);
         assert_eq!(offset_of!(ShmLayout, worker_in_flight), 128);
         assert_eq!(offset_of!(ShmLayout, worker_started), 128 + 8 * MAX_WORKERS);
         assert_eq!(SHM_SIZE, 128 + 16 * MAX_WORKERS);
@@ -405,6 +451,21 @@ mod tests {
         let (region, _fd) = SharedRegion::create().expect("memfd");
         region.init(workers, limit, cap);
         region
+    }
+
+    #[test]
+    fn the_prefill_cap_holds_and_gives_back() {
+        let r = region(2, 10, UNLIMITED);
+        assert!(
+            (0..100).all(|_| r.try_acquire_prefill()),
+            "no cap: always room"
+        );
+        r.set_prefill_cap(2);
+        assert!(r.try_acquire_prefill() && r.try_acquire_prefill());
+        assert!(!r.try_acquire_prefill());
+        r.release_prefill();
+        assert!(r.try_acquire_prefill());
+        assert!(!r.try_acquire_prefill());
     }
 
     #[test]

@@ -159,6 +159,9 @@ pub struct RunPlan {
     pub server_metrics: ServerMetricsPlan,
     /// What of headers and URLs outputs show (`--show-header`, `--show-query-param`).
     pub redaction: Redaction,
+    /// Agentic client behaviours (`--cancel`, ...).
+    #[serde(default)]
+    pub behaviour: llmsurge_proto::ClientBehaviour,
     /// Print the plan and exit.
     #[serde(skip)]
     pub dry_run: bool,
@@ -293,7 +296,9 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     let backend = resolve_backend(args)?;
     check_objectives_need_no_stream(slo.as_ref(), goodput.as_ref(), &backend)?;
     let (repeat, repeat_cooldown, precision) = super::repeat::resolve_repeat(args, backend.stream)?;
+    let behaviour = super::agentic::resolve_behaviour(args)?;
     Ok(RunPlan {
+        behaviour,
         repeat,
         repeat_cooldown,
         precision,

@@ -576,6 +576,7 @@ fn plan_template(
         flush_interval: FLUSH_INTERVAL,
         shard: plan.shard,
         lora: plan.data.lora.clone(),
+        behaviour: plan.behaviour.clone(),
     };
     let dataset_len = data.dataset_len();
     let base = BenchmarkPlan {

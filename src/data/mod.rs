@@ -12,6 +12,7 @@
 //! A tokenizer is loaded only where the data needs one: the default synthetic prompts
 //! (the built-in text under `cl100k_base`) are cut from precomputed material.
 
+pub mod agent_trace;
 pub mod columns;
 pub mod corpus;
 pub mod encodings;
@@ -24,6 +25,7 @@ pub mod preprocess;
 pub mod sampler;
 pub mod synthetic;
 pub mod table;
+pub mod token_ids;
 pub mod tokenizer;
 pub mod trace;
 
@@ -565,8 +567,15 @@ pub fn source_factory(cfg: &WorkerConfig) -> Result<Box<dyn RequestSource>, Stri
         DataSpec::Table(spec) => Box::new(table::TableSource::open(spec)?),
         DataSpec::Trace(spec) => Box::new(trace::TraceSource::open(spec)?),
     };
-    Ok(match &cfg.lora {
+    let source: Box<dyn RequestSource> = match &cfg.lora {
         Some(lora) => Box::new(lora::LoraSource::new(source, lora, cfg.seed)),
+        None => source,
+    };
+    Ok(match &cfg.behaviour.prompt_token_ids {
+        Some(tok) => Box::new(token_ids::TokenIdsSource::new(
+            source,
+            tokenizer::Tokenizer::load(tok).map_err(|e| format!("--prompt-token-ids: {e}"))?,
+        )),
         None => source,
     })
 }

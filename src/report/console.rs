@@ -60,7 +60,10 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
             num(b.duration_s),
             b.requests.completed.to_string(),
             b.requests.errored.to_string(),
-            b.requests.cancelled.to_string(),
+            match b.requests.cancelled_planned {
+                0 => b.requests.cancelled.to_string(),
+                planned => format!("{} ({planned} planned)", b.requests.cancelled),
+            },
             num(b.throughput.requests_per_s),
             // Absent for a format without output (embeddings, rerank, score).
             b.throughput

@@ -58,7 +58,8 @@ macro_rules! summed {
 }
 
 summed! {
-    Counts: created, completed, errored, cancelled, in_flight, late, warmup, cooldown;
+    Counts: created, completed, errored, cancelled, cancelled_planned, in_flight, late, warmup,
+        cooldown;
     MeasuredCounts: completed, errored, cancelled;
     TokenSources: usage, stream, unknown, mismatched;
     Audit: sent_shm, sent_books, slots_claimed, slots_returned, unreported;

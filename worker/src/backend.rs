@@ -80,6 +80,11 @@ pub struct Exchange {
     /// Multi-turn sessions: `Some` to collect the reply's text as it arrives (the next
     /// turn resends it); `None`, the default, keeps no text.
     pub reply: Option<String>,
+    /// `--cancel after=ttft+…` and the prefill cap: set to `true` at the first token of
+    /// any kind.
+    pub first_token_signal: Option<Arc<tokio::sync::watch::Sender<bool>>>,
+    /// `--max-prefill-concurrency`: how long the request waited for the cap's room.
+    pub prefill_wait: Option<Duration>,
 }
 
 impl Exchange {
@@ -102,6 +107,11 @@ impl Exchange {
         // A tool call's tokens are the answer's output, as text would be.
         let content = info.content || info.tool;
         if content || info.reasoning {
+            if self.first_token.is_none()
+                && let Some(signal) = &self.first_token_signal
+            {
+                signal.send_replace(true);
+            }
             self.first_token.get_or_insert(at);
             self.streamed_tokens += 1;
             self.token_times.push(at);
@@ -137,6 +147,11 @@ impl Exchange {
     /// Marks the exchange as cancelled by the client.
     pub fn cancel(&mut self, message: &str) {
         self.fail(ErrorKind::Cancelled, message);
+    }
+
+    /// Marks the exchange as given up by plan (`--cancel`).
+    pub fn give_up(&mut self) {
+        self.fail(ErrorKind::Planned, "the client gave up by plan (--cancel)");
     }
 }
 

@@ -286,6 +286,9 @@ async fn run(
         released: Notify::new(),
         flush_now,
         shard: cfg.shard,
+        behaviour: cfg.behaviour.clone(),
+        seed: cfg.seed,
+        prefill_released: Notify::new(),
     });
     match &cfg.schedule {
         Schedule::Streams { streams, rampup } => {

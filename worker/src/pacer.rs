@@ -290,6 +290,10 @@ impl Pacer {
     /// concurrency cap has room (otherwise the runtime waits for room, marks the slot
     /// late, and sends it).
     fn send_now(&self, body: &Bytes, slot: u64, session: Option<&str>) -> Option<PacerSent> {
+        // Under a prefill cap the runtime sends: it waits for the cap's room.
+        if self.shm.prefill_cap().is_some() {
+            return None;
+        }
         let h1 = self.backend.http1()?;
         // A session id that cannot be a header value: the runtime fails the request.
         let headers = self.backend.request_headers(Some(slot), session).ok()?;

@@ -218,7 +218,14 @@ fn build_record(
 ) -> RequestRecord {
     let status = match &ex.error {
         None => RequestStatus::Completed,
-        Some(e) if e.kind == llmsurge_proto::ErrorKind::Cancelled => RequestStatus::Cancelled,
+        Some(e)
+            if matches!(
+                e.kind,
+                llmsurge_proto::ErrorKind::Cancelled | llmsurge_proto::ErrorKind::Planned
+            ) =>
+        {
+            RequestStatus::Cancelled
+        }
         Some(_) => RequestStatus::Errored,
     };
     let usage_output = ex.usage.and_then(|u| u.completion_tokens);
@@ -260,6 +267,7 @@ fn build_record(
         model: info.model,
         session: info.session,
         media: info.media,
+        prefill_wait: ex.prefill_wait,
     };
     record.itl = itl_span(&record, Chunks::of(ex));
     record
@@ -310,7 +318,11 @@ pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, chunks: Chunks<'_>
     let Some(start) = r.start else {
         return; // never sent: nothing else was measured
     };
-    set.record(class, Metric::DispatchLag, micros(start.since(r.scheduled)));
+    // A wait for the prefill cap is the cap's, reported apart: not the client's lag.
+    let lag = start
+        .since(r.scheduled)
+        .saturating_sub(r.prefill_wait.unwrap_or_default());
+    set.record(class, Metric::DispatchLag, micros(lag));
     set.record(class, Metric::RequestLatency, micros(r.end.since(start)));
     if let Some(t) = r.ttft_any() {
         set.record(class, Metric::TtftAny, micros(t));

@@ -16,7 +16,8 @@ use crate::reporter::{Reporter, SlotInfo};
 use crate::source::{RequestSource, SessionState};
 use bytes::Bytes;
 use llmsurge_proto::{
-    Arrivals, ErrorKind, MonoNanos, RequestMedia, SessionTag, Shard, SharedRegion,
+    Arrivals, CancelAt, ClientBehaviour, ErrorKind, MonoNanos, RequestMedia, SessionTag, Shard,
+    SharedRegion,
 };
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -51,6 +52,12 @@ pub struct Context {
     /// This host's part of a multi-host load: local claims and streams map to the
     /// single host's slots and streams through it.
     pub shard: Shard,
+    /// Agentic client behaviours: planned cancellations.
+    pub behaviour: ClientBehaviour,
+    /// The benchmark's seed (which requests `--cancel` picks).
+    pub seed: u64,
+    /// A local request gave a unit of the prefill cap back.
+    pub prefill_released: Notify,
 }
 
 /// How a request goes out.
@@ -59,6 +66,36 @@ enum Send {
     Fresh(Bytes),
     /// The pacer thread began sending it.
     Pacer(PacerSent),
+}
+
+/// How an exchange's wait ended.
+enum Ended {
+    /// The exchange ran to its end (or failed on its own).
+    Done,
+    /// A stop cancelled it.
+    Stopped,
+    /// The client gave up by plan (`--cancel`).
+    GaveUp,
+}
+
+/// Resolves when the client gives up on a request sent at `start`, by its plan; never
+/// without one. `first_token` turns `true` at the request's first token.
+async fn planned_cancel(
+    plan: Option<CancelAt>,
+    start: MonoNanos,
+    mut first_token: watch::Receiver<bool>,
+) {
+    match plan {
+        None => std::future::pending().await,
+        Some(CancelAt::FromSend(after)) => wait_until_precisely(start + after).await,
+        Some(CancelAt::FromFirstToken(after)) => {
+            if first_token.wait_for(|f| *f).await.is_err() {
+                // The exchange ended without a first token: never by plan.
+                std::future::pending::<()>().await;
+            }
+            wait_until_precisely(MonoNanos::now() + after).await;
+        }
+    }
 }
 
 /// A session's first turn as the pacer prepared it at the session's scheduled start.
@@ -226,16 +263,56 @@ impl Context {
         }
         let ex = match body {
             Err(message) => Exchange::failed(ErrorKind::Request, message),
-            Ok(body) => {
-                // Counted in shared memory before the send and before the report, so a
-                // worker that dies in between still has it on the books.
-                self.shm.count_started(self.id);
-                self.exchange(&info, MonoNanos::now(), Send::Fresh(body), reply)
-                    .await
-            }
+            Ok(body) => match self.wait_for_prefill_room().await {
+                Err(ex) => ex,
+                Ok(waited) => {
+                    // Counted in shared memory before the send and before the report, so
+                    // a worker that dies in between still has it on the books.
+                    self.shm.count_started(self.id);
+                    let mut ex = self
+                        .exchange(&info, MonoNanos::now(), Send::Fresh(body), reply, waited)
+                        .await;
+                    ex.prefill_wait = waited;
+                    ex
+                }
+            },
         };
         self.finish(info, &ex);
         ex
+    }
+
+    /// `--max-prefill-concurrency`: waits until the group has room for one more request
+    /// before its first token and takes it; returns how long that took (`None` without a
+    /// cap), or the cancelled exchange when a stop came first.
+    async fn wait_for_prefill_room(&self) -> Result<Option<Duration>, Exchange> {
+        if self.shm.prefill_cap().is_none() {
+            return Ok(None);
+        }
+        let began = MonoNanos::now();
+        let mut cancel = self.cancel.clone();
+        loop {
+            if *cancel.borrow() {
+                return Err(Exchange::failed(
+                    ErrorKind::Cancelled,
+                    "cancelled before it could be sent (prefill cap)",
+                ));
+            }
+            if self.shm.try_acquire_prefill() {
+                return Ok(Some(MonoNanos::now().since(began)));
+            }
+            tokio::select! {
+                _ = self.prefill_released.notified() => {}
+                // Releases by other workers are not notified here; poll for them.
+                _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+                Ok(_) = cancel.wait_for(|c| *c) => {}
+            }
+        }
+    }
+
+    /// Gives a unit of the prefill cap back.
+    fn release_prefill(&self) {
+        self.shm.release_prefill();
+        self.prefill_released.notify_one();
     }
 
     /// Finishes a request the pacer thread began sending: it already holds a unit of
@@ -254,19 +331,24 @@ impl Context {
         reply: Option<String>,
     ) -> Exchange {
         let start = sent.start.unwrap_or_else(MonoNanos::now);
-        let ex = self.exchange(&info, start, Send::Pacer(sent), reply).await;
+        // The pacer never sends under a prefill cap: this holds no unit of it.
+        let ex = self
+            .exchange(&info, start, Send::Pacer(sent), reply, None)
+            .await;
         self.finish(info, &ex);
         ex
     }
 
     /// Runs one exchange that holds a unit of concurrency, against the cancel flag;
-    /// `reply: Some` collects the reply's text (multi-turn sessions).
+    /// `reply: Some` collects the reply's text (multi-turn sessions). `prefill: Some`
+    /// when it holds a unit of the prefill cap, given back at its first token or end.
     async fn exchange(
         &self,
         info: &SlotInfo,
         start: MonoNanos,
         send: Send,
         reply: Option<String>,
+        prefill: Option<Duration>,
     ) -> Exchange {
         {
             let mut reporter = self.reporter.borrow_mut();
@@ -279,18 +361,51 @@ impl Context {
             ..Exchange::default()
         };
         let mut cancel = self.cancel.clone();
-        let cancelled = match send {
-            Send::Fresh(body) => tokio::select! {
-                () = self.backend.execute_for(body, info.slot, info.session_key.as_deref(), &mut ex) => false,
-                Ok(_) = cancel.wait_for(|c| *c) => true,
-            },
-            Send::Pacer(sent) => tokio::select! {
-                () = self.backend.execute_presend(sent.presend, &mut ex) => false,
-                Ok(_) = cancel.wait_for(|c| *c) => true,
-            },
+        let planned = self
+            .behaviour
+            .cancel
+            .and_then(|spec| spec.plan(self.seed, info.slot));
+        let mut holding_prefill = prefill.is_some();
+        let (first_tx, first_rx) = watch::channel(false);
+        if holding_prefill || matches!(planned, Some(CancelAt::FromFirstToken(_))) {
+            ex.first_token_signal = Some(Arc::new(first_tx));
+        }
+        let ended = {
+            let give_up = planned_cancel(planned, start, first_rx.clone());
+            tokio::pin!(give_up);
+            let run = async {
+                match send {
+                    Send::Fresh(body) => {
+                        self.backend
+                            .execute_for(body, info.slot, info.session_key.as_deref(), &mut ex)
+                            .await;
+                    }
+                    Send::Pacer(sent) => self.backend.execute_presend(sent.presend, &mut ex).await,
+                }
+            };
+            tokio::pin!(run);
+            let mut first = first_rx;
+            loop {
+                tokio::select! {
+                    () = &mut run => break Ended::Done,
+                    Ok(_) = cancel.wait_for(|c| *c) => break Ended::Stopped,
+                    () = &mut give_up => break Ended::GaveUp,
+                    Ok(_) = first.wait_for(|f| *f), if holding_prefill => {
+                        // Its prefill is over: the next request may start its own.
+                        holding_prefill = false;
+                        self.release_prefill();
+                    }
+                }
+            }
         };
-        if cancelled {
-            ex.cancel("cancelled in flight: the benchmark stopped");
+        if holding_prefill {
+            self.release_prefill();
+        }
+        ex.first_token_signal = None;
+        match ended {
+            Ended::Done => {}
+            Ended::Stopped => ex.cancel("cancelled in flight: the benchmark stopped"),
+            Ended::GaveUp => ex.give_up(),
         }
         ex
     }

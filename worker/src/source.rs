@@ -80,6 +80,9 @@ pub enum Prompt {
         /// The media, in order.
         parts: Vec<MediaPart>,
     },
+    /// A completions prompt as token ids (`--prompt-token-ids`): its length is exact on
+    /// the server whatever its tokenizer does to text.
+    TokenIds(Vec<u32>),
 }
 
 impl Prompt {
@@ -95,6 +98,8 @@ impl Prompt {
             Prompt::Media { text, parts } => {
                 text.len() + parts.iter().map(MediaPart::json_len).sum::<usize>()
             }
+            // Up to 10 digits and a comma each.
+            Prompt::TokenIds(ids) => ids.len() * 11,
         }
     }
 
@@ -114,6 +119,9 @@ impl Prompt {
                 all.join("\n")
             }
             Prompt::Media { text, .. } => text.clone(),
+            // Formats that take text get the ids as words: never sent so (the CLI
+            // allows token ids with completions only).
+            Prompt::TokenIds(ids) => ids.iter().map(u32::to_string).collect::<Vec<_>>().join(" "),
         }
     }
 
@@ -134,6 +142,8 @@ impl Prompt {
             Prompt::Batch(v) => v.iter().map(String::as_str).collect(),
             Prompt::Ranking { documents, .. } => documents.iter().map(String::as_str).collect(),
             Prompt::Media { text, .. } => vec![text.as_str()],
+            // No text to batch (never sent in a batch format: see `joined`).
+            Prompt::TokenIds(_) => Vec::new(),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! plan; nothing downstream reads them. Every flag also reads `LLMSURGE_<FLAG>` from the
 //! environment.
 
+mod agentic;
 mod client;
 mod data;
 mod limits;
@@ -13,6 +14,7 @@ mod preprocess;
 mod server;
 mod target;
 
+pub use agentic::AgenticArgs;
 pub use client::ClientArgs;
 pub use data::{DataArgs, SamplerArg};
 pub use limits::LimitArgs;
@@ -111,4 +113,6 @@ pub struct RunArgs {
     pub multi_host: MultiHostArgs,
     #[command(flatten)]
     pub server: ServerMetricsArgs,
+    #[command(flatten)]
+    pub agentic: AgenticArgs,
 }

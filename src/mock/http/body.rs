@@ -169,6 +169,19 @@ pub struct Generation {
     ready: Option<Bytes>,
     /// `--truth`: what this request's line will say; `None` without the file.
     trace: Option<Box<Trace>>,
+    /// Where the request is in the mock's flow gauges.
+    flow: Flow,
+}
+
+/// Where a request is in [`crate::mock::model::flow::FlowCounters`]'s gauges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flow {
+    /// Arrived, no token sent yet.
+    BeforeFirst,
+    /// Its first token went out.
+    Decoding,
+    /// Out of both gauges (ended or gone).
+    Left,
 }
 
 impl std::fmt::Debug for Generation {
@@ -196,6 +209,7 @@ impl Generation {
             Output::Stream { .. } => 512 + 256 * plan.total_tokens().min(32) as usize,
             Output::Whole { .. } => 0,
         };
+        app.counters.flow.arrived();
         let acquire: Option<Acquire> = app.semaphore.as_ref().map(|s| {
             app.counters.enqueue();
             Box::pin(Arc::clone(s).acquire_owned()) as Acquire
@@ -222,6 +236,7 @@ impl Generation {
             buf: BytesMut::with_capacity(capacity),
             ready: None,
             trace: None,
+            flow: Flow::BeforeFirst,
         }))
     }
 
@@ -287,7 +302,25 @@ impl Generation {
         )
     }
 
+    /// The first token (or the whole body) went out: the request decodes now.
+    fn flow_first_token(&mut self) {
+        if self.flow == Flow::BeforeFirst {
+            self.flow = Flow::Decoding;
+            self.app.counters.flow.first_token();
+        }
+    }
+
+    /// The request leaves the flow gauges (at its end, or gone).
+    fn flow_leave(&mut self) {
+        match std::mem::replace(&mut self.flow, Flow::Left) {
+            Flow::BeforeFirst => self.app.counters.flow.left(false),
+            Flow::Decoding => self.app.counters.flow.left(true),
+            Flow::Left => {}
+        }
+    }
+
     fn release(&mut self) {
+        self.flow_leave();
         self.permit = None;
         if self.active {
             self.active = false;
@@ -392,6 +425,10 @@ impl Generation {
                 self.kv_held += n64;
                 self.app.counters.kv_add(n64);
             }
+            if first && self.flow == Flow::BeforeFirst {
+                self.flow = Flow::Decoding;
+                self.app.counters.flow.first_token();
+            }
             if first && self.work == Work::Generation && !self.ttft_seen {
                 self.ttft_seen = true;
                 let first_token = (self.activated_at + self.plan.ttft).min(now);
@@ -486,6 +523,7 @@ impl Generation {
                     self.app.counters.spec_decode(spec);
                 }
                 self.observe_ttft(Instant::now());
+                self.flow_first_token();
                 if let Some(t) = &mut self.trace {
                     // Output tokens fit u32 (the plan counts them in u32).
                     t.chunk(reasoning as u32, (tokens - reasoning) as u32);
@@ -614,6 +652,15 @@ impl Drop for Generation {
         // Injected drops and stalls end by design; anything else unfinished was abandoned.
         if matches!(self.phase, Phase::Queued | Phase::Running) {
             self.app.counters.cancelled();
+            use crate::mock::model::flow::DisconnectState;
+            self.app
+                .counters
+                .flow
+                .disconnect(match (&self.phase, self.flow) {
+                    (Phase::Queued, _) => DisconnectState::Queued,
+                    (_, Flow::BeforeFirst) => DisconnectState::Prefill,
+                    _ => DisconnectState::Decoding,
+                });
         }
         self.release();
         if let (Some(mut trace), Some(truth)) = (self.trace.take(), self.app.truth.as_ref()) {

@@ -5,6 +5,7 @@
 //! the server saw; `truth` writes the `--truth` file from record's lines and stats'
 //! fault kinds. Everything above (`api`, `http`) imports from here, never the reverse.
 
+pub mod flow;
 pub mod plan;
 pub mod prefix_cache;
 pub mod record;

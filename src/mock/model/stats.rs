@@ -184,6 +184,8 @@ pub struct Counters {
     model_not_found: AtomicU64,
     /// Connections accepted; then TLS handshakes done per ALPN protocol, and refused.
     connections: [AtomicU64; 4],
+    /// Requests before their first token and decoding, and disconnects per state.
+    pub flow: super::flow::FlowCounters,
 }
 
 /// What happened to an accepted connection, one counter each (`/stats` `connections`).
@@ -272,6 +274,7 @@ impl Default for Counters {
             models: Vec::new(),
             model_not_found: AtomicU64::default(),
             connections: Default::default(),
+            flow: Default::default(),
         }
     }
 }
@@ -428,6 +431,10 @@ pub struct MockStats {
     /// Connections accepted and TLS handshakes.
     #[serde(default)]
     pub connections: ConnectionCounts,
+    /// Requests before their first token and decoding (gauges, peaks), and client
+    /// disconnects per request state.
+    #[serde(flatten)]
+    pub flow: super::flow::FlowStats,
 }
 
 /// Speculative-decoding counts of the tokens sent (vLLM's `spec_decode_*` counters).
@@ -646,6 +653,7 @@ impl Counters {
         self.peak_active
             .store(self.active_requests.load(Relaxed), Relaxed);
         self.peak_queued.store(self.queued.load(Relaxed), Relaxed);
+        self.flow.reset();
     }
 
     /// A consistent-enough snapshot (each counter read once, relaxed).
@@ -736,6 +744,7 @@ impl Counters {
                     tls_failed: c(ConnectionEvent::TlsFailed),
                 }
             },
+            flow: self.flow.snapshot(),
         }
     }
 

@@ -81,6 +81,7 @@ impl BodyTemplate {
                 out.extend_from_slice(b"\"prompt\":");
                 match &req.prompt {
                     Prompt::Text(t) => write_json(&mut out, t),
+                    Prompt::TokenIds(ids) => write_token_ids(&mut out, ids),
                     other => write_json(&mut out, &other.joined()),
                 }
                 out.push(b',');
@@ -97,6 +98,18 @@ impl BodyTemplate {
         }
         close(out)
     }
+}
+
+/// `[id,id,...]`: a completions prompt as token ids.
+fn write_token_ids(out: &mut Vec<u8>, ids: &[u32]) {
+    out.push(b'[');
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(id.to_string().as_bytes());
+    }
+    out.push(b']');
 }
 
 fn write_message(out: &mut Vec<u8>, role: &str, content: &str) {

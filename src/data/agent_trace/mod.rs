@@ -1,0 +1,336 @@
+//! Agent traces as graphs (issue 24 §1), the reading half: OpenTelemetry traces in the
+//! OTLP JSON export ([`otlp`]) or the flattened one-trace-per-line form ([`flat`]),
+//! recognised by content, turned into one [`CallGraph`] per trace.
+//!
+//! The calls are the spans with GenAI semantic-convention attributes
+//! (`gen_ai.operation.name` `chat` or `text_completion`); other spans (tools, retrieval,
+//! agent steps) are not sent, their recorded time stays in the gaps. A call depends on
+//! the calls that ended before it started within the subtrees of its ancestors' (and its
+//! own) earlier siblings, where a sibling is earlier when its whole subtree ended before
+//! the ancestor started: steps that ran one after another depend on each other, and
+//! siblings that overlapped in the trace (a fan-out) do not. After its last dependency
+//! ends, a call waits its recorded gap.
+//!
+//! Not yet wired into `--profile replay` (the schedule and the per-trace report are the
+//! part still to do); this module is the parser, the dependency rule and the checks.
+
+pub mod flat;
+pub mod otlp;
+
+use std::collections::{HashMap, HashSet};
+
+/// One span as both forms give it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    /// Its id.
+    pub id: String,
+    /// Its parent's id; `None` for a root.
+    pub parent: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// Start, Unix nanoseconds.
+    pub start_ns: u64,
+    /// End, Unix nanoseconds.
+    pub end_ns: u64,
+    /// The GenAI attributes, when it is an LLM call.
+    pub genai: Option<GenAi>,
+}
+
+/// The GenAI semantic-convention attributes of a call.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GenAi {
+    /// `gen_ai.operation.name`: `chat` or `text_completion`.
+    pub operation: String,
+    /// `gen_ai.request.model`.
+    pub model: Option<String>,
+    /// `gen_ai.usage.input_tokens`.
+    pub input_tokens: Option<u32>,
+    /// `gen_ai.usage.output_tokens`.
+    pub output_tokens: Option<u32>,
+}
+
+/// The GenAI operations that are LLM calls.
+const CALL_OPERATIONS: [&str; 2] = ["chat", "text_completion"];
+
+/// A span's attribute, as both forms give it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttrValue {
+    /// A string.
+    Str(String),
+    /// An integer.
+    Int(i64),
+    /// Anything else (kept out of the graph).
+    Other,
+}
+
+/// The GenAI part of a span's attributes, when it is a call.
+pub fn genai_of<'a>(attrs: impl IntoIterator<Item = (&'a str, AttrValue)>) -> Option<GenAi> {
+    let mut g = GenAi::default();
+    let mut is_call = false;
+    let tokens = |v: &AttrValue| match v {
+        AttrValue::Int(n) => u32::try_from(*n).ok(),
+        AttrValue::Str(s) => s.parse().ok(),
+        AttrValue::Other => None,
+    };
+    for (key, value) in attrs {
+        match key {
+            "gen_ai.operation.name" => {
+                if let AttrValue::Str(op) = &value {
+                    is_call = CALL_OPERATIONS.contains(&op.as_str());
+                    g.operation.clone_from(op);
+                }
+            }
+            "gen_ai.request.model" => {
+                if let AttrValue::Str(m) = value {
+                    g.model = Some(m);
+                }
+            }
+            "gen_ai.usage.input_tokens" => g.input_tokens = tokens(&value),
+            "gen_ai.usage.output_tokens" => g.output_tokens = tokens(&value),
+            _ => {}
+        }
+    }
+    is_call.then_some(g)
+}
+
+/// A trace as read: its id and spans, in any order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    /// The trace id.
+    pub id: String,
+    /// Its spans.
+    pub spans: Vec<Span>,
+}
+
+/// A trace that cannot be replayed: one line naming the trace and the span.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("trace {trace}, span {span}: {reason}")]
+pub struct GraphError {
+    /// The trace id.
+    pub trace: String,
+    /// The span id (or `-` when the trace as a whole is at fault).
+    pub span: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// One LLM call of a graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    /// Its span id.
+    pub span: String,
+    /// Its recorded start, ns after the trace's first span started.
+    pub offset_ns: u64,
+    /// Its recorded duration, ns.
+    pub duration_ns: u64,
+    /// The calls (indices into [`CallGraph::calls`]) that must end before it starts.
+    pub deps: Vec<usize>,
+    /// Recorded time from its last dependency's end (from the trace's start without
+    /// one) to its start: tool time and client think time, kept as a gap.
+    pub gap_ns: u64,
+    /// The call whose conversation it continues (its last dependency, when that
+    /// prompt is not longer than its own): its prompt repeats that one as a prefix.
+    pub continues: Option<usize>,
+    /// The recorded GenAI attributes.
+    pub genai: GenAi,
+}
+
+/// A trace's calls in order of their recorded start, with their dependencies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallGraph {
+    /// The trace id.
+    pub trace: String,
+    /// The trace's first span start, Unix ns (its offset among the traces).
+    pub start_ns: u64,
+    /// The calls, by recorded start.
+    pub calls: Vec<Call>,
+}
+
+impl CallGraph {
+    /// Checks `trace` and builds its graph: a span whose parent is missing, a parent
+    /// chain that loops, a span that ends before it starts, or a trace without a GenAI
+    /// span is an error naming the trace and the span.
+    pub fn build(trace: &Trace) -> Result<Self, GraphError> {
+        let fail = |span: &str, reason: String| GraphError {
+            trace: trace.id.clone(),
+            span: span.to_string(),
+            reason,
+        };
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        for (i, s) in trace.spans.iter().enumerate() {
+            if index.insert(s.id.as_str(), i).is_some() {
+                return Err(fail(&s.id, "the span id appears twice".into()));
+            }
+            if s.end_ns < s.start_ns {
+                return Err(fail(&s.id, "the span ends before it starts".into()));
+            }
+        }
+        let mut parent = vec![None; trace.spans.len()];
+        for (i, s) in trace.spans.iter().enumerate() {
+            if let Some(p) = &s.parent {
+                match index.get(p.as_str()) {
+                    Some(&j) => parent[i] = Some(j),
+                    None => {
+                        return Err(fail(
+                            &s.id,
+                            format!("its parent span {p} is not in the trace"),
+                        ));
+                    }
+                }
+            }
+        }
+        // A parent chain longer than the trace loops.
+        for (i, s) in trace.spans.iter().enumerate() {
+            let mut at = i;
+            for _ in 0..=trace.spans.len() {
+                match parent[at] {
+                    Some(p) => at = p,
+                    None => break,
+                }
+            }
+            if parent[at].is_some() {
+                return Err(fail(&s.id, "its parent chain is a cycle".into()));
+            }
+        }
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); trace.spans.len()];
+        for (i, p) in parent.iter().enumerate() {
+            if let Some(p) = p {
+                children[*p].push(i);
+            }
+        }
+        // Each subtree's end and calls.
+        let n = trace.spans.len();
+        let mut subtree_end = vec![0u64; n];
+        let mut subtree_calls: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for i in postorder(&parent, &children) {
+            let s = &trace.spans[i];
+            subtree_end[i] = s.end_ns;
+            if s.genai.is_some() {
+                subtree_calls[i].push(i);
+            }
+            for &c in &children[i] {
+                subtree_end[i] = subtree_end[i].max(subtree_end[c]);
+                let calls = subtree_calls[c].clone();
+                subtree_calls[i].extend(calls);
+            }
+        }
+        let roots: Vec<usize> = (0..n).filter(|&i| parent[i].is_none()).collect();
+        let siblings = |i: usize| -> &[usize] {
+            match parent[i] {
+                Some(p) => &children[p],
+                None => &roots,
+            }
+        };
+        let mut order: Vec<usize> = (0..n).filter(|&i| trace.spans[i].genai.is_some()).collect();
+        if order.is_empty() {
+            return Err(fail(
+                "-",
+                "no GenAI span (gen_ai.operation.name chat or text_completion): nothing to send"
+                    .into(),
+            ));
+        }
+        order.sort_by_key(|&i| (trace.spans[i].start_ns, trace.spans[i].id.clone()));
+        let position: HashMap<usize, usize> =
+            order.iter().enumerate().map(|(k, &i)| (i, k)).collect();
+        let start_ns = trace.spans.iter().map(|s| s.start_ns).min().unwrap_or(0);
+        let mut calls = Vec::with_capacity(order.len());
+        for &i in &order {
+            let s = &trace.spans[i];
+            let mut deps: HashSet<usize> = HashSet::new();
+            let mut at = Some(i);
+            while let Some(a) = at {
+                let a_start = trace.spans[a].start_ns;
+                for &x in siblings(a) {
+                    if x != a && subtree_end[x] <= a_start {
+                        for &c in &subtree_calls[x] {
+                            if trace.spans[c].end_ns <= s.start_ns {
+                                deps.insert(position[&c]);
+                            }
+                        }
+                    }
+                }
+                at = parent[a];
+            }
+            let mut deps: Vec<usize> = deps.into_iter().collect();
+            deps.sort_unstable();
+            let last = deps
+                .iter()
+                .copied()
+                .max_by_key(|&d| (trace.spans[order[d]].end_ns, d));
+            let ready_at = last.map_or(start_ns, |d| trace.spans[order[d]].end_ns);
+            let genai = s.genai.clone().unwrap_or_default();
+            let continues = last.filter(|&d| {
+                let before = trace.spans[order[d]]
+                    .genai
+                    .as_ref()
+                    .and_then(|g| g.input_tokens);
+                matches!((before, genai.input_tokens), (Some(b), Some(me)) if b <= me)
+            });
+            calls.push(Call {
+                span: s.id.clone(),
+                offset_ns: s.start_ns - start_ns,
+                duration_ns: s.end_ns - s.start_ns,
+                deps,
+                gap_ns: s.start_ns.saturating_sub(ready_at),
+                continues,
+                genai,
+            });
+        }
+        Ok(CallGraph {
+            trace: trace.id.clone(),
+            start_ns,
+            calls,
+        })
+    }
+}
+
+/// Every span after its children (iteratively: a deep trace cannot overflow the stack).
+fn postorder(parent: &[Option<usize>], children: &[Vec<usize>]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(parent.len());
+    let mut stack: Vec<(usize, bool)> = (0..parent.len())
+        .filter(|&i| parent[i].is_none())
+        .map(|i| (i, false))
+        .collect();
+    while let Some((i, expanded)) = stack.pop() {
+        if expanded {
+            out.push(i);
+        } else {
+            stack.push((i, true));
+            stack.extend(children[i].iter().map(|&c| (c, false)));
+        }
+    }
+    out
+}
+
+/// The forms of agent trace files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentTraceFormat {
+    /// The OTLP JSON export (`resourceSpans[].scopeSpans[].spans[]`).
+    Otlp,
+    /// One trace per line: a trace id and its spans.
+    Flat,
+}
+
+/// Recognises an agent trace by its content (the first line, or the document's keys).
+pub fn detect(text: &str) -> Option<AgentTraceFormat> {
+    let first = text.lines().find(|l| !l.trim().is_empty())?;
+    if text.trim_start().starts_with('{') && text.contains("\"resourceSpans\"") {
+        return Some(AgentTraceFormat::Otlp);
+    }
+    let v: serde_json::Value = serde_json::from_str(first).ok()?;
+    let obj = v.as_object()?;
+    let has_id = obj.contains_key("trace_id") || obj.contains_key("traceId");
+    (has_id && obj.get("spans").is_some_and(serde_json::Value::is_array))
+        .then_some(AgentTraceFormat::Flat)
+}
+
+/// Reads the traces of `text` in the form `detect` found.
+pub fn read(text: &str, format: AgentTraceFormat) -> Result<Vec<Trace>, String> {
+    match format {
+        AgentTraceFormat::Otlp => otlp::read(text),
+        AgentTraceFormat::Flat => flat::read(text),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,108 @@
+//! The OTLP JSON export, as an OpenTelemetry collector's file exporter writes it:
+//! `{"resourceSpans":[{"scopeSpans":[{"spans":[…]}]}]}`, one document or one per line.
+//! Span ids and times as OTLP JSON gives them (ids hex, times Unix nanoseconds as
+//! strings or numbers, attributes `{"key", "value": {"stringValue" | "intValue"}}`).
+
+use super::{AttrValue, Span, Trace, genai_of};
+use serde_json::Value;
+
+/// Reads every trace of the export, spans grouped by `traceId` in the order first seen.
+pub fn read(text: &str) -> Result<Vec<Trace>, String> {
+    let docs: Vec<Value> = match serde_json::from_str::<Value>(text) {
+        Ok(doc) => vec![doc],
+        // The file exporter writes one document per line.
+        Err(_) => text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(n, l)| {
+                serde_json::from_str(l).map_err(|e| format!("line {}: not JSON ({e})", n + 1))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let mut traces: Vec<Trace> = Vec::new();
+    for doc in &docs {
+        for rs in array(doc, "resourceSpans")? {
+            for ss in array(rs, "scopeSpans")? {
+                for span in array(ss, "spans")? {
+                    let trace_id = string(span, "traceId")?;
+                    let span = read_span(span)?;
+                    match traces.iter_mut().find(|t| t.id == trace_id) {
+                        Some(t) => t.spans.push(span),
+                        None => traces.push(Trace {
+                            id: trace_id,
+                            spans: vec![span],
+                        }),
+                    }
+                }
+            }
+        }
+    }
+    Ok(traces)
+}
+
+fn array<'a>(v: &'a Value, key: &str) -> Result<&'a [Value], String> {
+    match v.get(key) {
+        Some(Value::Array(a)) => Ok(a),
+        None | Some(Value::Null) => Ok(&[]),
+        Some(_) => Err(format!("{key}: expected a list")),
+    }
+}
+
+fn string(v: &Value, key: &str) -> Result<String, String> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| format!("a span without {key}"))
+}
+
+/// Unix nanoseconds, as a string or a number.
+pub fn nanos(v: &Value, key: &str) -> Result<u64, String> {
+    match v.get(key) {
+        Some(Value::String(s)) => s
+            .parse()
+            .map_err(|_| format!("{key}: {s:?} is not nanoseconds")),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .ok_or_else(|| format!("{key}: {n} is not nanoseconds")),
+        _ => Err(format!("a span without {key}")),
+    }
+}
+
+fn read_span(v: &Value) -> Result<Span, String> {
+    let id = string(v, "spanId")?;
+    let parent = v
+        .get("parentSpanId")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string);
+    let attrs = array(v, "attributes")?;
+    let genai = genai_of(attrs.iter().filter_map(|a| {
+        let key = a.get("key")?.as_str()?;
+        let value = a.get("value")?;
+        let value = if let Some(s) = value.get("stringValue").and_then(Value::as_str) {
+            AttrValue::Str(s.to_string())
+        } else if let Some(i) = value.get("intValue") {
+            match i {
+                Value::String(s) => s.parse().map_or(AttrValue::Other, AttrValue::Int),
+                Value::Number(n) => n.as_i64().map_or(AttrValue::Other, AttrValue::Int),
+                _ => AttrValue::Other,
+            }
+        } else {
+            AttrValue::Other
+        };
+        Some((key, value))
+    }));
+    Ok(Span {
+        name: v
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        start_ns: nanos(v, "startTimeUnixNano").map_err(|e| format!("span {id}: {e}"))?,
+        end_ns: nanos(v, "endTimeUnixNano").map_err(|e| format!("span {id}: {e}"))?,
+        id,
+        parent,
+        genai,
+    })
+}
