@@ -2,6 +2,7 @@
 //! count independence, worker death, Ctrl-C, and usage errors.
 
 mod adaptive;
+mod charts;
 mod conversations;
 mod data;
 mod default_mock;

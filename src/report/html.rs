@@ -2,8 +2,9 @@
 //!
 //! Tables are rendered here, through a minijinja template (auto-escaped: error messages
 //! come from the server and may contain markup). Charts are drawn in the browser by
-//! uPlot, which is embedded in the binary (`assets/uplot`, MIT), from the report's JSON
-//! embedded in the page; the page script (`templates/report.js`) reads optional fields
+//! uPlot, which is embedded in the binary (`assets/uplot`, MIT), from the chart
+//! descriptions of [`super::charts`] embedded in the page (the same ones the PNG and SVG
+//! images are drawn from); the page script (`templates/report.js`) reads optional fields
 //! defensively, so reports of any number of benchmarks, with metrics missing, or with
 //! fields added later (SLO verdicts) all render.
 
@@ -274,6 +275,8 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
     #[derive(Serialize)]
     struct PageData<'a> {
         labels: Vec<String>,
+        /// What each chart shows: the page script draws these, as `--outputs png,svg` do.
+        charts: Vec<super::charts::Chart>,
         report: &'a Report,
     }
     let mut value = serde_json::to_value(PageData {
@@ -282,6 +285,7 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
             .iter()
             .map(|b| b.strategy.to_string())
             .collect(),
+        charts: super::charts::charts(report),
         report,
     })?;
     // The encoded histograms serve merging and comparisons, not the page: leave them out.

@@ -12,6 +12,7 @@
 
 pub mod across_runs;
 pub mod cells;
+pub mod charts;
 pub mod connections;
 pub mod console;
 pub mod csv;

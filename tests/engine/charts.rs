@@ -1,0 +1,199 @@
+//! Static charts (`--outputs png,svg`, issue 25): one PNG and one SVG per chart of the
+//! HTML page, drawn from the same chart descriptions the page embeds.
+
+use crate::scenario::Bench;
+use crate::support::{llmsurge, mock, ok_report};
+use llmsurge::mock::MockConfig;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The chart descriptions the HTML page embeds (`charts` of its report data).
+fn html_charts(html: &Path) -> Vec<serde_json::Value> {
+    let html = std::fs::read_to_string(html).expect("the HTML report");
+    let start = html.find("id=\"report-data\">").expect("data element") + 17;
+    let end = start + html[start..].find("</script>").expect("end of data");
+    let data: serde_json::Value = serde_json::from_str(&html[start..end]).expect("JSON data");
+    data["charts"].as_array().expect("charts").clone()
+}
+
+/// Every `<text>` of an SVG document, read with an XML parser (which fails on malformed
+/// XML).
+fn svg_texts(path: &Path) -> Vec<String> {
+    use quick_xml::events::Event;
+    let svg = std::fs::read_to_string(path).expect("the SVG file");
+    let mut reader = quick_xml::Reader::from_str(&svg);
+    let mut texts = Vec::new();
+    // The text of the <text> element being read: plain text and entities (`&apos;`)
+    // arrive as separate events.
+    let mut current: Option<String> = None;
+    let mut root = None;
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(e)) => {
+                let name = e.name().as_ref().to_string();
+                root.get_or_insert(name.clone());
+                if name == "text" {
+                    current = Some(String::new());
+                }
+            }
+            Ok(Event::Text(t)) => {
+                if let Some(c) = current.as_mut() {
+                    c.push_str(&t.xml10_content());
+                }
+            }
+            Ok(Event::GeneralRef(r)) => {
+                if let Some(c) = current.as_mut() {
+                    let entity = r.as_ref().to_string();
+                    c.push(match entity.as_str() {
+                        "lt" => '<',
+                        "gt" => '>',
+                        "amp" => '&',
+                        "quot" => '"',
+                        "apos" => '\'',
+                        _ => r
+                            .resolve_char_ref()
+                            .ok()
+                            .flatten()
+                            .unwrap_or_else(|| panic!("unknown entity &{entity};")),
+                    });
+                }
+            }
+            Ok(Event::End(_)) => texts.extend(current.take().map(|t| t.trim().to_string())),
+            Ok(Event::Eof) => break,
+            Ok(_) => {}
+            Err(e) => panic!("{} is not well-formed XML: {e}", path.display()),
+        }
+    }
+    assert_eq!(root.as_deref(), Some("svg"), "{}", path.display());
+    texts
+}
+
+fn axis_label(a: &serde_json::Value) -> String {
+    let (name, unit) = (
+        a["name"].as_str().expect("axis name"),
+        a["unit"].as_str().expect("axis unit"),
+    );
+    if unit.is_empty() {
+        name.into()
+    } else {
+        format!("{name} ({unit})")
+    }
+}
+
+fn files_with(dir: &Path, ext: &str) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .expect("the output dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(&format!(".{ext}")))
+        .collect()
+}
+
+#[test]
+fn a_sweep_writes_a_png_and_an_svg_of_every_html_chart_with_the_same_text() {
+    let server = mock(MockConfig {
+        max_concurrency: Some(4),
+        ttft_ms: 10.0,
+        itl_ms: 2.0,
+        output_tokens: 8,
+        ..MockConfig::instant()
+    });
+    let run = Bench::target(&server.base_url())
+        .profile("sweep")
+        .rate(5)
+        .max_seconds(1)
+        .max_concurrency(8)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json,html,png,svg")
+        .run();
+    let report = ok_report(&run);
+    assert_eq!(report.benchmarks.len(), 5);
+    let dir = run.dir.path();
+    let charts = html_charts(&dir.join("benchmarks.html"));
+    let drawable: Vec<_> = charts.iter().filter(|c| c["no_data"].is_null()).collect();
+    // The latency-vs-load, throughput, distribution and over-the-run charts at least.
+    assert!(drawable.len() >= 10, "{} charts", drawable.len());
+    let ids: BTreeSet<String> = drawable
+        .iter()
+        .map(|c| c["id"].as_str().expect("id").to_string())
+        .collect();
+    assert_eq!(ids.len(), drawable.len(), "chart ids are unique");
+    let named = |ext: &str| ids.iter().map(|id| format!("{id}.{ext}")).collect();
+    assert_eq!(files_with(dir, "png"), named("png"));
+    assert_eq!(files_with(dir, "svg"), named("svg"));
+
+    for c in &drawable {
+        let id = c["id"].as_str().expect("id");
+        let png = std::fs::File::open(dir.join(format!("{id}.png"))).expect("png");
+        let info = png::Decoder::new(std::io::BufReader::new(png))
+            .read_info()
+            .unwrap_or_else(|e| panic!("{id}.png does not decode: {e}"));
+        assert_eq!(
+            (info.info().width, info.info().height),
+            (1600, 1000),
+            "{id}"
+        );
+
+        let texts = svg_texts(&dir.join(format!("{id}.svg")));
+        let mut expected = vec![
+            c["title"].as_str().expect("title").to_string(),
+            axis_label(&c["x"]),
+            axis_label(&c["y"]),
+        ];
+        if c["series"]
+            .as_array()
+            .expect("series")
+            .iter()
+            .any(|s| s["right"] == true)
+        {
+            expected.push(axis_label(&c["y2"]));
+        }
+        for s in c["series"].as_array().expect("series") {
+            expected.push(s["label"].as_str().expect("label").to_string());
+        }
+        for e in &expected {
+            assert!(texts.contains(e), "{id}.svg lacks {e:?}: {texts:?}");
+        }
+    }
+
+    // `benchmark from-file` draws the same pictures from the saved report.
+    let again = tempfile::tempdir().expect("tempdir");
+    let out = llmsurge()
+        .args(["benchmark", "from-file"])
+        .arg(dir.join("benchmarks.json"))
+        .args(["--outputs", "svg", "--output-dir"])
+        .arg(again.path())
+        .output()
+        .expect("llmsurge runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(files_with(again.path(), "svg"), named("svg"));
+    for id in &ids {
+        let read = |d: &Path| std::fs::read(d.join(format!("{id}.svg"))).expect("svg");
+        assert!(read(dir) == read(again.path()), "{id}.svg differs");
+    }
+}
+
+#[test]
+fn an_unknown_image_output_is_one_line_naming_it() {
+    let out = llmsurge()
+        .args([
+            "benchmark",
+            "from-file",
+            "no-such.json",
+            "--outputs",
+            "chart.gif",
+        ])
+        .output()
+        .expect("llmsurge runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--outputs") && stderr.contains("chart.gif"),
+        "{stderr}"
+    );
+}
