@@ -16,10 +16,10 @@ use minijinja::{Environment, context};
 use serde::Serialize;
 
 const TEMPLATE: &str = include_str!("templates/report.html");
-const PAGE_JS: &str = include_str!("templates/report.js");
-const PAGE_CSS: &str = include_str!("templates/report.css");
-const UPLOT_JS: &str = include_str!("../../assets/uplot/uPlot.iife.min.js");
-const UPLOT_CSS: &str = include_str!("../../assets/uplot/uPlot.min.css");
+pub(super) const PAGE_JS: &str = include_str!("templates/report.js");
+pub(super) const PAGE_CSS: &str = include_str!("templates/report.css");
+pub(super) const UPLOT_JS: &str = include_str!("../../assets/uplot/uPlot.iife.min.js");
+pub(super) const UPLOT_CSS: &str = include_str!("../../assets/uplot/uPlot.min.css");
 
 /// One row of the summary table, formatted.
 #[derive(Debug, Serialize)]
@@ -310,11 +310,14 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
             }
         }
     }
-    let json = value.to_string();
-    Ok(json
-        .replace('<', "\\u003c")
+    Ok(script_safe(&value.to_string()))
+}
+
+/// JSON safe inside a `<script>` element: `<`, `>` and `&` escaped (`\u003c` …).
+pub(super) fn script_safe(json: &str) -> String {
+    json.replace('<', "\\u003c")
         .replace('>', "\\u003e")
-        .replace('&', "\\u0026"))
+        .replace('&', "\\u0026")
 }
 
 /// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.

@@ -197,3 +197,106 @@ fn an_unknown_image_output_is_one_line_naming_it() {
         "{stderr}"
     );
 }
+
+/// A short run of two constant rates with `extras` as `--output-extras`; its report.
+fn two_rates(url: &str, extras: &str) -> crate::support::Finished {
+    let run = Bench::target(url)
+        .constant("10,30")
+        .max_seconds(1)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json")
+        .arg("--output-extras", extras)
+        .run();
+    ok_report(&run);
+    run
+}
+
+#[test]
+fn plot_pareto_draws_the_front_of_several_reports_labelled_by_what_differs() {
+    let server = mock(MockConfig {
+        ttft_ms: 5.0,
+        itl_ms: 2.0,
+        output_tokens: 8,
+        ..MockConfig::instant()
+    });
+    let a = two_rates(&server.base_url(), r#"{"tp": 1, "gpu": "H100"}"#);
+    let b = two_rates(&server.base_url(), r#"{"tp": 2, "gpu": "H100"}"#);
+    let out_dir = tempfile::tempdir().expect("tempdir");
+    let out = llmsurge()
+        .args(["plot", "pareto"])
+        .arg(a.report_path())
+        .arg(b.report_path())
+        .args(["--gpus", "2", "--output-dir"])
+        .arg(out_dir.path())
+        .output()
+        .expect("llmsurge runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = out_dir.path();
+
+    // The truth: each benchmark's TPOT mean and output tokens/s in its own report.
+    let mut points = Vec::new();
+    let mut labels = Vec::new();
+    for (run, tp) in [(&a, 1), (&b, 2)] {
+        for bench in run.report().benchmarks {
+            let tpot = bench.metrics["tpot"].successful.mean;
+            let total = bench.throughput.output_tokens_per_s.expect("output tok/s") / 2.0;
+            points.push((total, 1000.0 / tpot));
+            // Both files are named benchmarks.json; the extras that differ tell them apart.
+            labels.push(format!("benchmarks tp={tp} {}", bench.strategy));
+        }
+    }
+    let on = llmsurge::report::charts::pareto::front(&points);
+    assert!(!on.is_empty());
+    let md = std::fs::read_to_string(dir.join("pareto-front.md")).expect("the table");
+    for (i, label) in labels.iter().enumerate() {
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {label} |")))
+            .unwrap_or_else(|| panic!("no row {label:?} in\n{md}"));
+        assert_eq!(row.ends_with("| yes |"), on.contains(&i), "{row}");
+        let total: f64 = row
+            .split('|')
+            .nth(2)
+            .expect("total")
+            .trim()
+            .parse()
+            .expect("f64");
+        assert!(
+            (total - points[i].0).abs() <= points[i].0 * 0.01,
+            "{row} vs {:?}",
+            points[i]
+        );
+    }
+    // The pictures: the chart the page embeds is the one the images show.
+    let charts = html_charts(&dir.join("pareto-front.html"));
+    assert_eq!(charts.len(), 1);
+    let c = &charts[0];
+    assert_eq!(c["x"]["name"], "output throughput per GPU");
+    assert_eq!(c["marks"].as_array().expect("marks").len(), on.len());
+    let texts = svg_texts(&dir.join("pareto-front.svg"));
+    for m in c["marks"].as_array().expect("marks") {
+        let label = m["label"].as_str().expect("label");
+        assert!(texts.iter().any(|t| t == label), "{label} not in the SVG");
+    }
+    assert!(texts.contains(&axis_label(&c["x"])) && texts.contains(&axis_label(&c["y"])));
+    let png = std::fs::File::open(dir.join("pareto-front.png")).expect("png");
+    let info = png::Decoder::new(std::io::BufReader::new(png))
+        .read_info()
+        .expect("decodes");
+    assert_eq!((info.info().width, info.info().height), (1600, 1000));
+
+    // An unreadable report: one line naming it, exit 2.
+    let out = llmsurge()
+        .args(["plot", "pareto", "missing.json"])
+        .current_dir(dir)
+        .output()
+        .expect("llmsurge runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("missing.json"), "{stderr}");
+}

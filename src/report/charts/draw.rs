@@ -8,6 +8,7 @@ use plotters::coord::Shift;
 use plotters::coord::ranged1d::Ranged;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -253,11 +254,12 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
         points(false)
             .filter_map(|p| p.1)
             .chain(c.marks.iter().map(|m| m.y)),
-        true,
+        !c.y_data_only,
     );
-    let y2r = range(points(true).filter_map(|p| p.1), true);
+    let y2r = range(points(true).filter_map(|p| p.1), !c.y_data_only);
     let has_y2 = c.y2.is_some() && c.series.iter().any(|s| s.right);
 
+    let (xr_start, xr_end) = (xr.start, xr.end);
     let x_dec = decimals(&ticks_of(&xr, X_TICKS));
     let y_dec = decimals(&ticks_of(&yr, Y_TICKS));
     let y2_dec = decimals(&ticks_of(&y2r, Y_TICKS));
@@ -319,6 +321,19 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
         for seg in segments(s) {
             let legend = first.then(|| s.label.clone());
             first = false;
+            if !s.line {
+                let dots = seg.iter().map(|&p| Circle::new(p, 7, color.filled()));
+                let anno = if s.right {
+                    chart.draw_secondary_series(dots).map_err(e)?
+                } else {
+                    chart.draw_series(dots).map_err(e)?
+                };
+                if let Some(label) = legend {
+                    anno.label(label)
+                        .legend(move |(x, y)| Circle::new((x + 15, y), 7, color.filled()));
+                }
+                continue;
+            }
             let anno = if s.dashed {
                 let line = DashedLineSeries::new(seg.clone(), 12, 8, style);
                 if s.right {
@@ -350,21 +365,33 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
             }
         }
     }
+    // A note right of its point, or left of it in the right third (it would leave the
+    // frame).
+    let right_third = xr_end - (xr_end - xr_start) / 3.0;
     for m in &c.marks {
         let ring = ShapeStyle::from(&BLACK).stroke_width(3);
         chart
             .draw_series(std::iter::once(Circle::new((m.x, m.y), 12, ring)))
             .map_err(e)?;
+        let left = m.x > right_third;
+        let style = TextStyle::from((FAMILY, 24).into_font()).pos(Pos::new(
+            if left { HPos::Right } else { HPos::Left },
+            VPos::Bottom,
+        ));
         chart
             .draw_series(std::iter::once(
                 EmptyElement::at((m.x, m.y))
-                    + Text::new(m.label.clone(), (16, -36), (FAMILY, 24).into_font()),
+                    + Text::new(m.label.clone(), (if left { -16 } else { 16 }, -14), style),
             ))
             .map_err(e)?;
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(if c.legend_lower {
+            SeriesLabelPosition::LowerLeft
+        } else {
+            SeriesLabelPosition::UpperLeft
+        })
         .label_font((FAMILY, 24))
         .legend_area_size(45)
         .background_style(WHITE.mix(0.85))

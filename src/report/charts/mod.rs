@@ -5,6 +5,8 @@
 //! SVG and PNG files (`--outputs png,svg`).
 
 pub mod draw;
+pub mod page;
+pub mod pareto;
 
 use super::json::Report;
 use llmsurge_coordinator::{BenchmarkResult, Strategy};
@@ -72,6 +74,8 @@ pub struct Series {
     pub dashed: bool,
     /// Each point marked (sparse points, one per benchmark), or a plain line.
     pub markers: bool,
+    /// The points joined by a line; without, markers only (a scatter).
+    pub line: bool,
     /// `[x, y]`; a `y` of `None` breaks the line there.
     pub points: Vec<(f64, Option<f64>)>,
 }
@@ -84,6 +88,7 @@ impl Series {
             right: false,
             dashed: false,
             markers: true,
+            line: true,
             points,
         }
     }
@@ -132,6 +137,12 @@ pub struct Chart {
     pub marks: Vec<Mark>,
     /// Why nothing is drawn, when no series has a value.
     pub no_data: Option<String>,
+    /// The y axes span the data only, rather than start at zero (a front whose points
+    /// differ by a few percent).
+    pub y_data_only: bool,
+    /// The legend in the lower left corner, where the data leaves room (a front falls
+    /// from the upper left), rather than the upper left.
+    pub legend_lower: bool,
 }
 
 impl Chart {
@@ -148,6 +159,8 @@ impl Chart {
             series: Vec::new(),
             marks: Vec::new(),
             no_data: None,
+            y_data_only: false,
+            legend_lower: false,
         }
     }
 
@@ -203,6 +216,7 @@ const LOAD_METRICS: [(&str, &str, &str); 3] = [
 pub fn charts(report: &Report) -> Vec<Chart> {
     let mut out = load_curves(report);
     out.push(throughput(report));
+    out.extend(run_pareto(report));
     out.extend(distributions(report));
     out.extend(timeseries(report));
     out.extend(server(report));
@@ -308,6 +322,16 @@ fn throughput(report: &Report) -> Chart {
     t.dashed = true;
     c.series.push(t);
     c.finish("No benchmark measured a request rate.")
+}
+
+/// The Pareto front of a run's benchmarks (two at least, with TPOT and output tokens/s).
+fn run_pareto(report: &Report) -> Option<Chart> {
+    let points: Vec<pareto::Point> = report
+        .benchmarks
+        .iter()
+        .filter_map(|b| pareto::point(b, b.strategy.to_string(), pareto::PerUser::Mean, None))
+        .collect();
+    (points.len() >= 2).then(|| pareto::chart(&points, pareto::PerUser::Mean, None))
 }
 
 /// Each benchmark's percentile curve of one metric.

@@ -125,6 +125,28 @@
   }
   function axisLabel(a) { return a && a.unit ? a.name + " (" + a.unit + ")" : (a && a.name) || ""; }
 
+  // Points marked with a note (a Pareto point's benchmark, a knee): a ring and the note.
+  function drawMarks(u, marks) {
+    if (!Array.isArray(marks) || !marks.length) { return; }
+    var ctx = u.ctx;
+    var px = window.devicePixelRatio || 1;
+    ctx.save();
+    ctx.font = (12 * px) + "px sans-serif";
+    ctx.fillStyle = "#000";
+    ctx.strokeStyle = "#000";
+    ctx.lineWidth = 2 * px;
+    marks.forEach(function (m) {
+      if (num(m.x) === null || num(m.y) === null) { return; }
+      var x = u.valToPos(m.x, "x", true);
+      var y = u.valToPos(m.y, "y", true);
+      ctx.beginPath();
+      ctx.arc(x, y, 7 * px, 0, 2 * Math.PI);
+      ctx.stroke();
+      ctx.fillText(String(m.label || ""), x + 9 * px, y - 9 * px);
+    });
+    ctx.restore();
+  }
+
   // Every chart the report describes (`charts`, built by llmsurge from the report: the
   // PNG and SVG images are drawn from the same descriptions), drawn with uPlot.
   function drawCharts() {
@@ -160,9 +182,11 @@
           var o = { label: s.label, stroke: s.color, scale: s.right ? "y2" : "y", width: s.markers ? 2 : 1.5,
             spanGaps: false, points: { show: !!s.markers, size: 6 } };
           if (s.dashed) { o.dash = [6, 4]; }
+          if (s.line === false) { o.paths = function () { return null; }; o.points = { show: true, size: 9 }; }
           return o;
         })),
         axes: axes,
+        hooks: { draw: [function (u) { drawMarks(u, c.marks); }] },
       }, columns);
     });
   }
