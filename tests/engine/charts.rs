@@ -300,3 +300,68 @@ fn plot_pareto_draws_the_front_of_several_reports_labelled_by_what_differs() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("missing.json"), "{stderr}");
 }
+
+/// The knee against the mock's capacity model (tests/engine/adaptive.rs): 4 slots, each
+/// request holds one for S = 20 ms + 15 × 5 ms = 95 ms, so the capacity is C / S ≈ 42.1
+/// requests/s. Below it latency stays at S; past it the achieved rate stops at the
+/// capacity and requests queue: the curve turns at the capacity.
+#[test]
+fn the_knee_of_a_rate_ladder_is_the_mocks_capacity() {
+    const CAPACITY: f64 = 4.0 / 0.095;
+    let server = mock(MockConfig {
+        max_concurrency: Some(4),
+        ttft_ms: 20.0,
+        itl_ms: 5.0,
+        output_tokens: 16,
+        ..MockConfig::instant()
+    });
+    let run = Bench::target(&server.base_url())
+        .constant("10,25,35,40,50,60")
+        .max_seconds(3)
+        .max_concurrency(64)
+        .data("prompt_tokens=16,output_tokens=16")
+        .outputs("json,html,console")
+        .run();
+    let report = ok_report(&run);
+    for metric in ["ttft_p99", "request_latency_p99"] {
+        let knee = report
+            .knees
+            .iter()
+            .find(|k| k.metric == metric)
+            .unwrap_or_else(|| panic!("no {metric} knee in {:?}", report.knees));
+        assert!(
+            (knee.rate - CAPACITY).abs() <= 0.1 * CAPACITY,
+            "{metric} knee at {} req/s, the model's capacity {CAPACITY}",
+            knee.rate
+        );
+        // The knee is one of the run's own points.
+        assert!(
+            report
+                .benchmarks
+                .iter()
+                .any(|b| b.throughput.requests_per_s == knee.rate),
+            "{knee:?}"
+        );
+    }
+    let ttft = report
+        .knees
+        .iter()
+        .find(|k| k.metric == "ttft_p99")
+        .expect("ttft");
+    assert!(
+        run.stdout.contains(&format!(
+            "TTFT p99 turns at ≈ {} req/s",
+            llmsurge::report::num(ttft.rate)
+        )),
+        "{}",
+        run.stdout
+    );
+    // Marked on the latency-vs-load chart.
+    let charts = html_charts(&run.dir.path().join("benchmarks.html"));
+    let c = charts
+        .iter()
+        .find(|c| c["id"] == "ttft-vs-achieved-rate")
+        .expect("the TTFT chart");
+    assert_eq!(c["marks"][0]["x"].as_f64(), Some(ttft.rate));
+    assert_eq!(c["marks"][0]["y"].as_f64(), Some(ttft.latency));
+}

@@ -239,6 +239,7 @@ fn by_rate(report: &Report) -> Vec<usize> {
 fn load_curves(report: &Report) -> Vec<Chart> {
     let order = by_rate(report);
     let b = &report.benchmarks;
+    let knees = super::knee::knees(b);
     LOAD_METRICS
         .iter()
         .filter(|m| reported(report, m.0))
@@ -257,6 +258,15 @@ fn load_curves(report: &Report) -> Vec<Chart> {
                     .collect();
                 c.series.push(Series::new(p, color(col), pts));
             }
+            c.marks = knees
+                .iter()
+                .filter(|k| k.metric.strip_suffix("_p99") == Some(key))
+                .map(|k| Mark {
+                    x: k.rate,
+                    y: k.latency,
+                    label: format!("p99 knee ≈ {} req/s", super::num(k.rate)),
+                })
+                .collect();
             c.finish("No successful request measured this metric.")
         })
         .collect()
