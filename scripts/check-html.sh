@@ -108,4 +108,7 @@ node scripts/check-html.cjs "$out/lora/benchmarks.html" 12 "$work/lora.png"
 # The fixture (two benchmarks, so a Pareto front): its 12 client charts and exactly the
 # 3 server charts, drawn.
 node scripts/check-html.cjs "$out/server/server.html" 12:3 "$work/server.png"
+# `plot pareto`'s page alone: the report page's script drawing one chart, its points marked.
+"$bin" plot pareto "$out/sweep/benchmarks.json" --outputs html --output-dir "$out/pareto"
+node scripts/check-html.cjs "$out/pareto/pareto-front.html" 1 "$work/pareto.png"
 echo "check-html: passed"

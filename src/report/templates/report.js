@@ -142,7 +142,10 @@
       ctx.beginPath();
       ctx.arc(x, y, 7 * px, 0, 2 * Math.PI);
       ctx.stroke();
-      ctx.fillText(String(m.label || ""), x + 9 * px, y - 9 * px);
+      // Left of its point in the right third of the plot, where it would leave the frame.
+      var left = x > u.bbox.left + u.bbox.width * 2 / 3;
+      ctx.textAlign = left ? "right" : "left";
+      ctx.fillText(String(m.label || ""), left ? x - 9 * px : x + 9 * px, y - 9 * px);
     });
     ctx.restore();
   }
