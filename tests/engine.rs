@@ -3,6 +3,7 @@
 
 mod adaptive;
 mod agentic;
+mod charts;
 mod conversations;
 mod data;
 mod default_mock;

@@ -13,8 +13,9 @@ pub struct FromFileArgs {
     #[arg(value_name = "REPORT.json")]
     pub report: PathBuf,
 
-    /// Outputs: aliases json, csv, html, yaml, console, or file names whose extension
-    /// picks the format; comma-separated or repeated.
+    /// Outputs: aliases json, csv, html, yaml, console, junit, md, png, svg (every chart
+    /// of the HTML page as its own image), or file names whose extension picks the
+    /// format; comma-separated or repeated.
     #[arg(
         long,
         env = "LLMSURGE_OUTPUTS",

@@ -11,6 +11,7 @@ pub mod config;
 pub mod from_file;
 pub mod k8s;
 pub mod merge;
+pub mod plot;
 pub mod repeat;
 pub mod resolve;
 pub mod resolve_output;
@@ -55,6 +56,9 @@ enum Command {
     /// Prepare data offline.
     #[command(subcommand)]
     Preprocess(PreprocessCommand),
+    /// Draw charts from saved JSON reports (docs/report.md).
+    #[command(subcommand)]
+    Plot(plot::PlotCommand),
     /// Print every setting with its environment variable, default and effective value,
     /// as a .env block (secrets redacted).
     Config,
@@ -239,6 +243,7 @@ pub fn main() -> i32 {
         }
         Command::Preprocess(PreprocessCommand::Dataset(a)) => a.run(),
         Command::K8s(command) => k8s::k8s(&command),
+        Command::Plot(command) => plot::plot(&command),
         Command::Worker(w) => worker_main(&w),
     }
 }

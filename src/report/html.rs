@@ -2,8 +2,9 @@
 //!
 //! Tables are rendered here, through a minijinja template (auto-escaped: error messages
 //! come from the server and may contain markup). Charts are drawn in the browser by
-//! uPlot, which is embedded in the binary (`assets/uplot`, MIT), from the report's JSON
-//! embedded in the page; the page script (`templates/report.js`) reads optional fields
+//! uPlot, which is embedded in the binary (`assets/uplot`, MIT), from the chart
+//! descriptions of [`super::charts`] embedded in the page (the same ones the PNG and SVG
+//! images are drawn from); the page script (`templates/report.js`) reads optional fields
 //! defensively, so reports of any number of benchmarks, with metrics missing, or with
 //! fields added later (SLO verdicts) all render.
 
@@ -15,10 +16,10 @@ use minijinja::{Environment, context};
 use serde::Serialize;
 
 const TEMPLATE: &str = include_str!("templates/report.html");
-const PAGE_JS: &str = include_str!("templates/report.js");
-const PAGE_CSS: &str = include_str!("templates/report.css");
-const UPLOT_JS: &str = include_str!("../../assets/uplot/uPlot.iife.min.js");
-const UPLOT_CSS: &str = include_str!("../../assets/uplot/uPlot.min.css");
+pub(super) const PAGE_JS: &str = include_str!("templates/report.js");
+pub(super) const PAGE_CSS: &str = include_str!("templates/report.css");
+pub(super) const UPLOT_JS: &str = include_str!("../../assets/uplot/uPlot.iife.min.js");
+pub(super) const UPLOT_CSS: &str = include_str!("../../assets/uplot/uPlot.min.css");
 
 /// One row of the summary table, formatted.
 #[derive(Debug, Serialize)]
@@ -274,6 +275,8 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
     #[derive(Serialize)]
     struct PageData<'a> {
         labels: Vec<String>,
+        /// What each chart shows: the page script draws these, as `--outputs png,svg` do.
+        charts: Vec<super::charts::Chart>,
         report: &'a Report,
     }
     let mut value = serde_json::to_value(PageData {
@@ -282,6 +285,7 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
             .iter()
             .map(|b| b.strategy.to_string())
             .collect(),
+        charts: super::charts::charts(report),
         report,
     })?;
     // The encoded histograms serve merging and comparisons, not the page: leave them out.
@@ -306,11 +310,14 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
             }
         }
     }
-    let json = value.to_string();
-    Ok(json
-        .replace('<', "\\u003c")
+    Ok(script_safe(&value.to_string()))
+}
+
+/// JSON safe inside a `<script>` element: `<`, `>` and `&` escaped (`\u003c` …).
+pub(super) fn script_safe(json: &str) -> String {
+    json.replace('<', "\\u003c")
         .replace('>', "\\u003e")
-        .replace('&', "\\u0026"))
+        .replace('&', "\\u0026")
 }
 
 /// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.

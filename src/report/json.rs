@@ -190,6 +190,10 @@ pub struct Report {
     /// figures and how many runs passed its SLO; absent for a single run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub across_runs: Vec<super::across_runs::AcrossRuns>,
+    /// The knee of each latency-vs-achieved-rate curve of a run of several benchmarks
+    /// (docs/report.md); absent where there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knees: Vec<super::knee::Knee>,
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one.

@@ -360,6 +360,7 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
         // Shards of a repeated run: each merged benchmark keeps its run, so the
         // run-to-run statistics are recomputed over the merged runs.
         across_runs: super::across_runs::compute(&benchmarks),
+        knees: super::knee::knees(&benchmarks),
         benchmarks,
         request_samples,
         metric_definitions: first.metric_definitions.clone(),

@@ -12,12 +12,14 @@
 
 pub mod across_runs;
 pub mod cells;
+pub mod charts;
 pub mod connections;
 pub mod console;
 pub mod csv;
 pub mod html;
 pub mod json;
 pub mod junit;
+pub mod knee;
 pub mod markdown;
 pub mod merge;
 pub mod outputs;
@@ -43,6 +45,12 @@ pub fn console_blocks(report: &Report) -> Vec<String> {
     [
         steady::console(&report.benchmarks),
         across_runs::console(&report.across_runs),
+        report
+            .knees
+            .iter()
+            .map(knee::Knee::line)
+            .collect::<Vec<_>>()
+            .join("\n"),
     ]
     .into_iter()
     .filter(|b| !b.is_empty())

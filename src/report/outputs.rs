@@ -26,6 +26,10 @@ pub enum Output {
     Junit(PathBuf),
     /// A Markdown summary.
     Markdown(PathBuf),
+    /// Every chart of the HTML page as a PNG file, `<chart id>.png`.
+    Png,
+    /// Every chart of the HTML page as an SVG file, `<chart id>.svg`.
+    Svg,
 }
 
 /// The file formats, for rendering.
@@ -55,7 +59,7 @@ impl Output {
             Output::Yaml(p) => Some((FileFormat::Yaml, p)),
             Output::Junit(p) => Some((FileFormat::Junit, p)),
             Output::Markdown(p) => Some((FileFormat::Markdown, p)),
-            Output::Console => None,
+            Output::Console | Output::Png | Output::Svg => None,
         }
     }
 }
@@ -72,6 +76,8 @@ pub fn parse_outputs(values: &[String]) -> Result<Vec<Output>, String> {
             "console" => Output::Console,
             "junit" => Output::Junit("benchmarks.junit.xml".into()),
             "md" | "markdown" => Output::Markdown("benchmarks.md".into()),
+            "png" => Output::Png,
+            "svg" => Output::Svg,
             file => {
                 let ext = Path::new(file)
                     .extension()
@@ -87,7 +93,7 @@ pub fn parse_outputs(values: &[String]) -> Result<Vec<Output>, String> {
                     Some("md") => Output::Markdown(path),
                     _ => {
                         return Err(format!(
-                            "--outputs: unknown output {file:?} (expected json, csv, html, yaml, console, junit, md, or a file name ending in .json, .csv, .html, .yaml, .xml or .md)"
+                            "--outputs: unknown output {file:?} (expected json, csv, html, yaml, console, junit, md, png, svg, or a file name ending in .json, .csv, .html, .yaml, .xml or .md)"
                         ));
                     }
                 }
@@ -166,6 +172,21 @@ pub fn write_files(
         match result {
             Ok(()) => written.push(path),
             Err(message) => failed.push(WriteError { path, message }),
+        }
+    }
+    for (output, format) in [
+        (Output::Png, super::charts::draw::ImageFormat::Png),
+        (Output::Svg, super::charts::draw::ImageFormat::Svg),
+    ] {
+        if outputs.contains(&output) {
+            let (files, errors) =
+                super::charts::draw::write_images(&super::charts::charts(report), format, dir);
+            written.extend(files);
+            failed.extend(
+                errors
+                    .into_iter()
+                    .map(|(path, message)| WriteError { path, message }),
+            );
         }
     }
     (written, failed)

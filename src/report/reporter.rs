@@ -132,6 +132,7 @@ impl RunReporter {
                 capacity: None,
                 invalid_run: Vec::new(),
                 across_runs: Vec::new(),
+                knees: Vec::new(),
             },
             console_summary: messages && outputs.contains(&Output::Console),
             outputs,
@@ -204,6 +205,7 @@ impl RunReporter {
     fn write(&mut self) {
         self.report.metadata.end_time = unix_now();
         self.report.across_runs = super::across_runs::compute(&self.report.benchmarks);
+        self.report.knees = super::knee::knees(&self.report.benchmarks);
         let (written, failed) = write_files(&self.report, &self.outputs, &self.output_dir);
         self.written = written;
         for e in failed {

@@ -7,9 +7,10 @@ use std::path::PathBuf;
 #[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Output")]
 pub struct OutputArgs {
-    /// Outputs: aliases json, csv, html, yaml, console, or file names whose extension
-    /// picks the format (run.json, summary.csv, page.html, run.yaml); comma-separated or
-    /// repeated. Files go under --output-dir.
+    /// Outputs: aliases json, csv, html, yaml, console, junit, md, png, svg (every chart
+    /// of the HTML page as its own image, named after the chart), or file names whose
+    /// extension picks the format (run.json, summary.csv, page.html, run.yaml);
+    /// comma-separated or repeated. Files go under --output-dir.
     #[arg(
         long,
         env = "LLMSURGE_OUTPUTS",

@@ -1,7 +1,8 @@
-// Charts of the llmsurge HTML report, drawn with uPlot from the report embedded in the
-// page. Every field is read defensively: a report may have any number of benchmarks,
-// metrics with no values, and fields this script does not know yet (or, from an older
-// llmsurge, fields missing). When done, <body> carries data-charts-expected and
+// Charts of the llmsurge HTML report, drawn with uPlot from the chart descriptions
+// embedded in the page (`charts`: title, axes, series; the same ones llmsurge draws its
+// PNG and SVG images from), and the SLO table from the report. Every field is read
+// defensively: a report may have any number of benchmarks, metrics with no values, and
+// fields this script does not know yet (or, from an older llmsurge, fields missing). When done, <body> carries data-charts-expected and
 // data-charts-rendered, and of those the server's charts in data-server-charts-expected
 // and data-server-charts-rendered; window.llmsurgeTicks holds the tick labels each axis
 // last drew (the headless check in scripts/check-html.sh reads them all).
@@ -11,10 +12,6 @@
   var report = data.report || {};
   var labels = data.labels || [];
   var benches = Array.isArray(report.benchmarks) ? report.benchmarks : [];
-  var PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
-  var PCTS = ["p0_1", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "p99_9"];
-  var PCT_LABELS = ["0.1", "1", "5", "10", "25", "50", "75", "90", "95", "99", "99.9"];
   var expected = 0;
   var rendered = 0;
   // Of those, the server's charts (the headless check counts them apart: a report has
@@ -26,23 +23,8 @@
   var ticksDrawn = [];
   window.llmsurgeTicks = ticksDrawn;
 
-  function color(i) { return PALETTE[i % PALETTE.length]; }
   function label(i) { return labels[i] || ("benchmark " + (i + 1)); }
   function num(v) { return typeof v === "number" && isFinite(v) ? v : null; }
-
-  // The distribution of `key` for `status` of benchmark b, when it has values.
-  function dist(b, key, status) {
-    var m = b && b.metrics && b.metrics[key];
-    var d = m && m[status || "successful"];
-    return d && d.count > 0 ? d : null;
-  }
-  function pct(b, key, p) {
-    var d = dist(b, key);
-    return d && d.percentiles ? num(d.percentiles[p]) : null;
-  }
-  function hasValue(ys) {
-    return ys.some(function (s) { return s.some(function (v) { return v !== null; }); });
-  }
 
   function card(containerId, title) {
     var box = document.createElement("div");
@@ -125,247 +107,91 @@
     }
   }
 
-  function line(label, stroke, extra) {
-    var s = { label: label, stroke: stroke, width: 2, points: { show: true, size: 6 } };
-    for (var k in extra || {}) { s[k] = extra[k]; }
-    return s;
+  // Several [[x, y]] lists as uPlot columns on the union of their x values. A line
+  // spans the x values only the others have (undefined, which uPlot skips) and breaks
+  // at its own null points (the ends of benchmarks).
+  function columnsOf(lists) {
+    var xs = [];
+    lists.forEach(function (l) { l.forEach(function (p) { xs.push(p[0]); }); });
+    xs.sort(function (a, c) { return a - c; });
+    xs = xs.filter(function (x, k) { return k === 0 || x !== xs[k - 1]; });
+    var at = {};
+    xs.forEach(function (x, k) { at[x] = k; });
+    return [xs].concat(lists.map(function (l) {
+      var ys = xs.map(function () { return undefined; });
+      l.forEach(function (p) { ys[at[p[0]]] = p[1]; });
+      return ys;
+    }));
   }
+  function axisLabel(a) { return a && a.unit ? a.name + " (" + a.unit + ")" : (a && a.name) || ""; }
 
-  // Whether any benchmark reports `key` at all: embeddings and rerank have no TTFT, ITL
-  // or TPOT (absent, not empty), so their charts are left out rather than shown empty.
-  function reported(key) {
-    return benches.some(function (b) { return !!(b.metrics && b.metrics[key]); });
-  }
-
-  // Latency against the achieved request rate, one point per benchmark.
-  function loadCurves() {
-    var order = benches.map(function (b, i) { return i; })
-      .filter(function (i) { return num(benches[i].throughput && benches[i].throughput.requests_per_s) !== null; })
-      .sort(function (a, c) { return benches[a].throughput.requests_per_s - benches[c].throughput.requests_per_s; });
-    var metrics = [["ttft", "TTFT"], ["itl", "Inter-token latency"], ["request_latency", "End-to-end latency"]];
-    metrics.forEach(function (m) {
-      if (!reported(m[0])) { return; }
-      var title = m[1] + " vs achieved request rate (ms)";
-      var xs = order.map(function (i) { return benches[i].throughput.requests_per_s; });
-      var ys = ["p50", "p90", "p99"].map(function (p) {
-        return order.map(function (i) { return pct(benches[i], m[0], p); });
-      });
-      if (!hasValue(ys)) { noData("charts-load", title, "No successful request measured this metric."); return; }
-      chart("charts-load", title, {
-        scales: { x: { time: false } },
-        series: [{ label: "req/s" }, line("p50", color(0)), line("p90", color(3)), line("p99", color(1))],
-        axes: [{ label: "achieved requests/s" }, { label: "ms" }],
-      }, [xs].concat(ys));
+  // Points marked with a note (a Pareto point's benchmark, a knee): a ring and the note.
+  function drawMarks(u, marks) {
+    if (!Array.isArray(marks) || !marks.length) { return; }
+    var ctx = u.ctx;
+    var px = window.devicePixelRatio || 1;
+    ctx.save();
+    ctx.font = (12 * px) + "px sans-serif";
+    ctx.fillStyle = "#000";
+    ctx.strokeStyle = "#000";
+    ctx.lineWidth = 2 * px;
+    marks.forEach(function (m) {
+      if (num(m.x) === null || num(m.y) === null) { return; }
+      var x = u.valToPos(m.x, "x", true);
+      var y = u.valToPos(m.y, "y", true);
+      ctx.beginPath();
+      ctx.arc(x, y, 7 * px, 0, 2 * Math.PI);
+      ctx.stroke();
+      // Left of its point in the right third of the plot, where it would leave the frame.
+      var left = x > u.bbox.left + u.bbox.width * 2 / 3;
+      ctx.textAlign = left ? "right" : "left";
+      ctx.fillText(String(m.label || ""), left ? x - 9 * px : x + 9 * px, y - 9 * px);
     });
+    ctx.restore();
   }
 
-  // Achieved throughput against the offered load of each benchmark: its target rate
-  // (constant, poisson, and a replay's mean trace rate), or what it achieved when it has
-  // no rate target (synchronous, throughput and concurrent benchmarks offer whatever
-  // they can).
-  function throughput() {
-    var title = "Throughput vs offered load";
-    function achieved(b) { return num(b.throughput && b.throughput.requests_per_s); }
-    function target(b) {
-      var t = b.strategy && b.strategy.type;
-      if (t === "replay" && !(b.strategy.rate > 0)) return null;
-      return (t === "constant" || t === "poisson" || t === "replay") ? num(b.strategy.rate) : null;
-    }
-    var order = benches.map(function (b, i) { return i; })
-      .filter(function (i) { return (target(benches[i]) !== null ? target(benches[i]) : achieved(benches[i])) !== null; });
-    function offered(i) { var t = target(benches[i]); return t !== null ? t : achieved(benches[i]); }
-    order.sort(function (a, c) { return offered(a) - offered(c); });
-    if (!order.length) { noData("charts-throughput", title, "No benchmark measured a request rate."); return; }
-    var xs = order.map(offered);
-    var columns = [xs,
-      order.map(function (i) { return achieved(benches[i]); }),
-      order.map(function (i) { return num(benches[i].throughput && benches[i].throughput.output_tokens_per_s); })];
-    var series = [{ label: "offered req/s", value: function (u, v, si, k) {
-        return k === null || k === undefined ? "–" : label(order[k]) + " (" + (Math.round(v * 100) / 100) + ")";
-      } },
-      line("achieved req/s", color(0), { scale: "rps" }),
-      line("output tok/s", color(2), { scale: "tok" })];
-    var targets = order.map(function (i) { return target(benches[i]); });
-    if (targets.some(function (t) { return t !== null; })) {
-      series.push(line("target req/s", color(7), { scale: "rps", dash: [6, 4], width: 1 }));
-      columns.push(targets);
-    }
-    chart("charts-throughput", title, {
-      scales: { x: { time: false }, rps: {}, tok: {} },
-      series: series,
-      axes: [{ label: "offered requests/s (target rate, or achieved without one)" },
-        { label: "requests/s", scale: "rps" },
-        { label: "output tokens/s", scale: "tok", side: 1, grid: { show: false } }],
-    }, columns);
-  }
-
-  // Each benchmark's percentile curve of one metric.
-  function distributions() {
-    var metrics = [["ttft", "TTFT"], ["itl", "Inter-token latency"], ["tpot", "Time per output token"],
-      ["request_latency", "End-to-end latency"]];
-    metrics.forEach(function (m) {
-      if (!reported(m[0])) { return; }
-      var title = m[1] + " by percentile (ms)";
-      var xs = PCTS.map(function (p, k) { return k; });
-      var shown = [];
-      var ys = [];
-      benches.forEach(function (b, i) {
-        if (!dist(b, m[0])) { return; }
-        shown.push(i);
-        ys.push(PCTS.map(function (p) { return pct(b, m[0], p); }));
-      });
-      if (!ys.length) { noData("charts-distributions", title, "No successful request measured this metric."); return; }
-      chart("charts-distributions", title, {
-        scales: { x: { time: false } },
-        series: [{ label: "percentile", value: function (u, v) { return v === null ? "–" : "p" + PCT_LABELS[v]; } }]
-          .concat(shown.map(function (i) { return line(label(i), color(i), { points: { show: true, size: 4 } }); })),
-        axes: [{
-          label: "percentile",
-          splits: function () { return xs; },
-          values: function (u, splits) { return splits.map(function (v) { return PCT_LABELS[v] || ""; }); },
-        }, { label: "ms" }],
-      }, [xs].concat(ys));
-    });
-  }
-
-  // Per-second series over the whole run, one colour per benchmark.
-  function timeseries() {
-    var starts = benches.map(function (b) { return num(b.start_time); }).filter(function (v) { return v !== null; });
-    var run0 = starts.length ? Math.min.apply(null, starts) : 0;
-    var points = [];
-    benches.forEach(function (b, i) {
-      (Array.isArray(b.timeseries) ? b.timeseries : []).forEach(function (p) {
-        var t = num(p.t);
-        if (t !== null) { points.push({ x: (num(b.start_time) || run0) - run0 + t, i: i, p: p }); }
-      });
-    });
-    points.sort(function (a, c) { return a.x - c.x; });
-    var present = [];
-    points.forEach(function (e) { if (present.indexOf(e.i) < 0) { present.push(e.i); } });
-    present.sort(function (a, c) { return a - c; });
-    var metrics = [
-      ["Concurrency (requests in flight)", "requests", function (p) { return num(p.concurrency); }],
-      ["Request rate (completed per second)", "requests/s", function (p) { return num(p.completed); }],
-    ];
-    if (reported("ttft")) {
-      metrics.push(["TTFT, mean per second (ms)", "ms", function (p) { return num(p.ttft_mean_ms); }]);
-    }
-    metrics.forEach(function (m) {
-      var xs = points.map(function (e) { return e.x; });
-      var ys = present.map(function (i) {
-        return points.map(function (e) { return e.i === i ? m[2](e.p) : null; });
-      });
-      if (!hasValue(ys)) { noData("charts-timeseries", m[0], "No per-second data."); return; }
-      chart("charts-timeseries", m[0], {
-        scales: { x: { time: false } },
-        series: [{ label: "s" }].concat(present.map(function (i) {
-          return { label: label(i), stroke: color(i), width: 1.5, points: { show: false } };
-        })),
-        axes: [{ label: "seconds since the run started" }, { label: m[1] }],
-      }, [xs].concat(ys));
-    });
-  }
-
-  // The server's own metrics (`server_metrics`, scraped from its /metrics), on the time
-  // axis of the "Over the run" charts: a scrape at `t` seconds since its benchmark's
-  // start lands at that benchmark's offset in the run plus `t`, as the client's seconds
-  // do. Each quantity is one line across the benchmarks (they run one after another).
-  // Nothing is drawn for a report without server metrics.
-  function server() {
-    var withServer = benches.filter(function (b) { return b && b.server_metrics; });
-    if (!withServer.length) { return; }
-    var starts = benches.map(function (b) { return num(b.start_time); }).filter(function (v) { return v !== null; });
-    var run0 = starts.length ? Math.min.apply(null, starts) : 0;
-    function offset(b) { var s = num(b.start_time); return s === null ? 0 : s - run0; }
-    // [[x, value], …] of one server series over every benchmark; `map` turns one
-    // benchmark's points into values (null to skip).
-    // After each benchmark's points a null point just past its last one: the line breaks
-    // there instead of joining one benchmark's load to the next one's.
-    function endBenchmark(out, from) {
-      if (out.length > from) { out.push([out[out.length - 1][0] + 1e-6, null]); }
-    }
-    function serverPoints(name, map) {
-      var out = [];
-      benches.forEach(function (b) {
-        var from = out.length;
-        var sm = b && b.server_metrics;
-        var pts = sm && sm.series && Array.isArray(sm.series[name]) ? sm.series[name] : [];
-        var clean = pts.filter(function (p) { return Array.isArray(p) && num(p[0]) !== null && num(p[1]) !== null; });
-        (map ? map(clean) : clean).forEach(function (p) {
-          if (p && num(p[1]) !== null) { out.push([offset(b) + p[0], p[1]]); }
-        });
-        endBenchmark(out, from);
-      });
-      return out;
-    }
-    function clientPoints(pick) {
-      var out = [];
-      benches.forEach(function (b) {
-        var from = out.length;
-        (Array.isArray(b.timeseries) ? b.timeseries : []).forEach(function (p) {
-          var t = num(p.t);
-          var v = pick(p);
-          if (t !== null && v !== null) { out.push([offset(b) + t, v]); }
-        });
-        endBenchmark(out, from);
-      });
-      return out;
-    }
-    // A counter as a rate between consecutive scrapes of one benchmark; a counter that
-    // went down (the server restarted) gives no point.
-    function perSecond(pts) {
-      var out = [];
-      for (var k = 1; k < pts.length; k++) {
-        var dt = pts[k][0] - pts[k - 1][0];
-        var dv = pts[k][1] - pts[k - 1][1];
-        if (dt > 0 && dv >= 0) { out.push([pts[k][0], dv / dt]); }
-      }
-      return out;
-    }
-    // Several [[x, y]] lists as uPlot columns on the union of their x values. A line
-    // spans the x values only the others have (undefined, which uPlot skips) and breaks
-    // at its own null points (the ends of benchmarks).
-    function columnsOf(lists) {
-      var xs = [];
-      lists.forEach(function (l) { l.forEach(function (p) { xs.push(p[0]); }); });
-      xs.sort(function (a, c) { return a - c; });
-      xs = xs.filter(function (x, k) { return k === 0 || x !== xs[k - 1]; });
-      var at = {};
-      xs.forEach(function (x, k) { at[x] = k; });
-      return [xs].concat(lists.map(function (l) {
-        var ys = xs.map(function () { return undefined; });
-        l.forEach(function (p) { ys[at[p[0]]] = p[1]; });
-        return ys;
+  // Every chart the report describes (`charts`, built by llmsurge from the report: the
+  // PNG and SVG images are drawn from the same descriptions), drawn with uPlot.
+  function drawCharts() {
+    (Array.isArray(data.charts) ? data.charts : []).forEach(function (c) {
+      if (!document.getElementById(c.section)) { return; }
+      if (c.no_data) { noData(c.section, c.title, c.no_data); return; }
+      var series = Array.isArray(c.series) ? c.series : [];
+      var names = {};
+      (c.x_names || []).forEach(function (n) { names[n[0]] = n[1]; });
+      var xLabels = Array.isArray(c.x_labels) ? c.x_labels : null;
+      var columns = columnsOf(series.map(function (s) {
+        return (s.points || []).filter(function (p) { return Array.isArray(p) && num(p[0]) !== null; });
       }));
-    }
-    function serverChart(title, unit, lines, why) {
-      var shown = lines.filter(function (l) { return l.points.length; });
-      var ys = shown.map(function (l) { return l.points.map(function (p) { return p[1]; }); });
-      // Only the client's series is not enough: the chart is about the server.
-      if (!shown.some(function (l) { return l.server; }) || !hasValue(ys)) { noData("charts-server", title, why); return; }
-      chart("charts-server", title, {
-        scales: { x: { time: false } },
-        series: [{ label: "s" }].concat(shown.map(function (l) {
-          return { label: l.label, stroke: l.color, width: l.server ? 2 : 1.5, dash: l.server ? undefined : [6, 4],
-            spanGaps: false, points: { show: false } };
+      var xSeries = { label: c.x.unit || c.x.name };
+      if (xLabels) {
+        xSeries.value = function (u, v) { return v === null || v === undefined ? "–" : "p" + (xLabels[v] || v); };
+      } else if (c.x_names) {
+        xSeries.value = function (u, v) {
+          return v === null || v === undefined ? "–" : (names[v] ? names[v] + " (" + (Math.round(v * 100) / 100) + ")" : v);
+        };
+      }
+      var right = series.some(function (s) { return s.right; }) && c.y2;
+      var xAxis = { label: axisLabel(c.x) };
+      if (xLabels) {
+        xAxis.splits = function () { return xLabels.map(function (l, k) { return k; }); };
+        xAxis.values = function (u, splits) { return splits.map(function (v) { return xLabels[v] || ""; }); };
+      }
+      var axes = [xAxis, { label: axisLabel(c.y), scale: "y" }];
+      if (right) { axes.push({ label: axisLabel(c.y2), scale: "y2", side: 1, grid: { show: false } }); }
+      chart(c.section, c.title, {
+        scales: { x: { time: false }, y: {}, y2: {} },
+        series: [xSeries].concat(series.map(function (s) {
+          var o = { label: s.label, stroke: s.color, scale: s.right ? "y2" : "y", width: s.markers ? 2 : 1.5,
+            spanGaps: false, points: { show: !!s.markers, size: 6 } };
+          if (s.dashed) { o.dash = [6, 4]; }
+          if (s.line === false) { o.paths = function () { return null; }; o.points = { show: true, size: 9 }; }
+          return o;
         })),
-        axes: [{ label: "seconds since the run started" }, { label: unit }],
-      }, columnsOf(shown.map(function (l) { return l.points; })));
-    }
-    serverChart("Server queue beside client concurrency (requests)", "requests", [
-      { label: "server: waiting", color: color(1), server: true, points: serverPoints("num_requests_waiting") },
-      { label: "server: running", color: color(0), server: true, points: serverPoints("num_requests_running") },
-      { label: "client: in flight", color: color(7), server: false, points: clientPoints(function (p) { return num(p.concurrency); }) },
-    ], "The server published no waiting or running requests.");
-    serverChart("Server KV-cache use (%)", "%", [
-      { label: "server: KV-cache use", color: color(4), server: true, points: serverPoints("kv_cache_usage_perc", function (pts) {
-        return pts.map(function (p) { return [p[0], p[1] * 100]; });
-      }) },
-    ], "The server published no KV-cache use.");
-    serverChart("Server generation tokens/s beside the client's output tokens/s", "tokens/s", [
-      { label: "server: generation tokens/s", color: color(2), server: true, points: serverPoints("generation_tokens", perSecond) },
-      { label: "client: output tokens/s", color: color(7), server: false, points: clientPoints(function (p) { return num(p.output_tokens_per_s); }) },
-    ], "The server published no generation-token counter.");
+        axes: axes,
+        hooks: { draw: [function (u) { drawMarks(u, c.marks); }] },
+      }, columns);
+    });
   }
 
   // SLO verdicts, when the report carries them (`slo` on a benchmark: `passed` and
@@ -415,11 +241,7 @@
   }
 
   slo();
-  loadCurves();
-  throughput();
-  distributions();
-  timeseries();
-  server();
+  drawCharts();
   document.body.setAttribute("data-charts-expected", String(expected));
   document.body.setAttribute("data-charts-rendered", String(rendered));
   document.body.setAttribute("data-server-charts-expected", String(serverExpected));

@@ -1,0 +1,446 @@
+//! Static images of the charts (`--outputs png,svg`): each [`Chart`] drawn with plotters
+//! at 1600×1000, text in the font shipped in the binary (Liberation Sans, SIL OFL 1.1,
+//! `assets/fonts`), so no browser and no system font is needed at run time. The PNG is
+//! drawn into an RGB buffer and encoded with the `png` crate.
+
+use super::{Chart, Series};
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::Ranged;
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+/// Image width, pixels.
+pub const WIDTH: u32 = 1600;
+/// Image height, pixels.
+pub const HEIGHT: u32 = 1000;
+
+const FONT: &[u8] = include_bytes!("../../../assets/fonts/LiberationSans-Regular.ttf");
+const FAMILY: &str = "sans-serif";
+/// At most this many tick labels on the x axis: a label of a dozen characters at 22 px
+/// is ~140 px wide, and the plot is ~1,300 px wide.
+const X_TICKS: usize = 8;
+/// At most this many on a y axis (~700 px tall, labels 22 px high).
+const Y_TICKS: usize = 10;
+
+/// The static image formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageFormat {
+    /// PNG, RGB.
+    Png,
+    /// SVG.
+    Svg,
+}
+
+impl ImageFormat {
+    /// The file extension.
+    pub fn extension(self) -> &'static str {
+        match self {
+            ImageFormat::Png => "png",
+            ImageFormat::Svg => "svg",
+        }
+    }
+}
+
+/// A chart that could not be drawn or encoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DrawError {
+    /// plotters failed.
+    #[error("drawing the chart {chart:?}: {message}")]
+    Draw {
+        /// Its title.
+        chart: String,
+        /// Why.
+        message: String,
+    },
+    /// The PNG encoder failed.
+    #[error("encoding the PNG: {0}")]
+    Png(#[from] png::EncodingError),
+}
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The font is ours, compiled in: it parses (a unit test draws with it).
+        if plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_err() {
+            tracing::warn!("the shipped chart font did not parse; charts will have no text");
+        }
+    });
+}
+
+/// Draws `chart` as an SVG document.
+pub fn svg(chart: &Chart) -> Result<String, DrawError> {
+    register_font();
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
+        draw(&root, chart).map_err(|message| DrawError::Draw {
+            chart: chart.title.clone(),
+            message,
+        })?;
+        root.present().map_err(|e| DrawError::Draw {
+            chart: chart.title.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    Ok(out)
+}
+
+/// Draws `chart` as a PNG file's bytes.
+pub fn png(chart: &Chart) -> Result<Vec<u8>, DrawError> {
+    register_font();
+    let mut rgb = vec![255u8; (WIDTH * HEIGHT * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
+        draw(&root, chart).map_err(|message| DrawError::Draw {
+            chart: chart.title.clone(),
+            message,
+        })?;
+        root.present().map_err(|e| DrawError::Draw {
+            chart: chart.title.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    let mut out = Vec::new();
+    {
+        let mut encoder = png::Encoder::new(&mut out, WIDTH, HEIGHT);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        let mut writer = encoder.write_header()?;
+        writer.write_image_data(&rgb)?;
+        writer.finish()?;
+    }
+    Ok(out)
+}
+
+/// Renders every drawable chart in `format` and writes each to `dir/<id>.<ext>`
+/// atomically. Returns the files written and the failures (one does not stop the rest).
+pub fn write_images(
+    charts: &[Chart],
+    format: ImageFormat,
+    dir: &Path,
+) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
+    let mut written = Vec::new();
+    let mut failed = Vec::new();
+    for chart in charts.iter().filter(|c| c.drawable()) {
+        let path = dir.join(format!("{}.{}", chart.id, format.extension()));
+        let bytes = match format {
+            ImageFormat::Png => png(chart),
+            ImageFormat::Svg => svg(chart).map(String::into_bytes),
+        };
+        match bytes
+            .map_err(|e| e.to_string())
+            .and_then(|b| super::super::write_atomic(&path, &b).map_err(|e| e.to_string()))
+        {
+            Ok(()) => written.push(path),
+            Err(e) => failed.push((path, e)),
+        }
+    }
+    (written, failed)
+}
+
+fn rgb(hex: &str) -> RGBColor {
+    let c = |i: usize| {
+        hex.get(i..i + 2)
+            .and_then(|s| u8::from_str_radix(s, 16).ok())
+            .unwrap_or(0)
+    };
+    RGBColor(c(1), c(3), c(5))
+}
+
+/// The range of `values`, padded so points do not sit on the frame. `from_zero`: a
+/// quantity that starts at zero (latency, rates) is shown from zero.
+fn range(values: impl Iterator<Item = f64>, from_zero: bool) -> Range<f64> {
+    let (mut lo, mut hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+            (l.min(v), h.max(v))
+        });
+    if lo > hi {
+        return 0.0..1.0;
+    }
+    if from_zero && lo >= 0.0 {
+        lo = 0.0;
+    }
+    if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
+        let pad = if hi == 0.0 { 1.0 } else { hi.abs() * 0.1 };
+        return (lo - pad)..(hi + pad);
+    }
+    let pad = (hi - lo) * 0.05;
+    if lo != 0.0 {
+        lo -= pad;
+    }
+    hi += pad;
+    lo..hi
+}
+
+/// The decimals that show every tick of `ticks` exactly, so no two labels read the same.
+pub fn decimals(ticks: &[f64]) -> usize {
+    let step = ticks
+        .windows(2)
+        .map(|w| (w[1] - w[0]).abs())
+        .filter(|g| *g > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let step = if step.is_finite() {
+        step
+    } else {
+        ticks.first().map_or(1.0, |v| v.abs().max(1e-12))
+    };
+    (0..15)
+        .find(|&d| {
+            ticks.iter().all(|v| {
+                let shown: f64 = format!("{v:.d$}").parse().unwrap_or(f64::NAN);
+                (shown - v).abs() <= step * 1e-6
+            })
+        })
+        .unwrap_or(15)
+}
+
+/// A tick label with `d` decimals; `-0` reads `0`.
+fn tick(v: f64, d: usize) -> String {
+    let s = format!("{v:.d$}");
+    if s.trim_start_matches('-')
+        .chars()
+        .all(|c| c == '0' || c == '.')
+    {
+        s.trim_start_matches('-').to_string()
+    } else {
+        s
+    }
+}
+
+/// The tick values plotters draws on `r` for at most `n` labels.
+fn ticks_of(r: &Range<f64>, n: usize) -> Vec<f64> {
+    let coord: RangedCoordf64 = r.clone().into();
+    coord.key_points(n)
+}
+
+fn segments(s: &Series) -> Vec<Vec<(f64, f64)>> {
+    let mut out = vec![Vec::new()];
+    for &(x, y) in &s.points {
+        match y {
+            Some(y) if x.is_finite() && y.is_finite() => {
+                if let Some(last) = out.last_mut() {
+                    last.push((x, y));
+                }
+            }
+            _ => out.push(Vec::new()),
+        }
+    }
+    out.retain(|seg| !seg.is_empty());
+    out
+}
+
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let points = |right: bool| {
+        c.series
+            .iter()
+            .filter(move |s| s.right == right)
+            .flat_map(|s| s.points.iter())
+    };
+    let xr = match &c.x_labels {
+        Some(l) => -0.5..(l.len() as f64 - 0.5),
+        None => range(
+            c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
+            false,
+        ),
+    };
+    let yr = range(
+        points(false)
+            .filter_map(|p| p.1)
+            .chain(c.marks.iter().map(|m| m.y)),
+        !c.y_data_only,
+    );
+    let y2r = range(points(true).filter_map(|p| p.1), !c.y_data_only);
+    let has_y2 = c.y2.is_some() && c.series.iter().any(|s| s.right);
+
+    let (xr_start, xr_end) = (xr.start, xr.end);
+    let x_dec = decimals(&ticks_of(&xr, X_TICKS));
+    let y_dec = decimals(&ticks_of(&yr, Y_TICKS));
+    let y2_dec = decimals(&ticks_of(&y2r, Y_TICKS));
+    let x_labels = c.x_labels.clone();
+    let x_fmt = move |v: &f64| match &x_labels {
+        Some(l) => {
+            let k = v.round();
+            if (v - k).abs() < 1e-9 && k >= 0.0 {
+                l.get(k as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        }
+        None => tick(*v, x_dec),
+    };
+
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(&c.title, (FAMILY, 40))
+        .margin(30)
+        .x_label_area_size(90)
+        .y_label_area_size(150);
+    if has_y2 {
+        builder.right_y_label_area_size(150);
+    }
+    let mut chart = builder
+        .build_cartesian_2d(xr.clone(), yr)
+        .map_err(e)?
+        .set_secondary_coord(xr, y2r);
+    chart
+        .configure_mesh()
+        .x_desc(c.x.label())
+        .y_desc(c.y.label())
+        .x_labels(c.x_labels.as_ref().map_or(X_TICKS, Vec::len))
+        .y_labels(Y_TICKS)
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&|v| tick(*v, y_dec))
+        .label_style((FAMILY, 22))
+        .axis_desc_style((FAMILY, 28))
+        .light_line_style(RGBColor(246, 246, 246))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .draw()
+        .map_err(e)?;
+    if has_y2 && let Some(y2) = &c.y2 {
+        chart
+            .configure_secondary_axes()
+            .y_desc(y2.label())
+            .y_labels(Y_TICKS)
+            .y_label_formatter(&|v| tick(*v, y2_dec))
+            .label_style((FAMILY, 22))
+            .axis_desc_style((FAMILY, 28))
+            .draw()
+            .map_err(e)?;
+    }
+    for s in &c.series {
+        let color = rgb(&s.color);
+        let style = ShapeStyle::from(&color).stroke_width(3);
+        let mut first = true;
+        for seg in segments(s) {
+            let legend = first.then(|| s.label.clone());
+            first = false;
+            if !s.line {
+                let dots = seg.iter().map(|&p| Circle::new(p, 7, color.filled()));
+                let anno = if s.right {
+                    chart.draw_secondary_series(dots).map_err(e)?
+                } else {
+                    chart.draw_series(dots).map_err(e)?
+                };
+                if let Some(label) = legend {
+                    anno.label(label)
+                        .legend(move |(x, y)| Circle::new((x + 15, y), 7, color.filled()));
+                }
+                continue;
+            }
+            let anno = if s.dashed {
+                let line = DashedLineSeries::new(seg.clone(), 12, 8, style);
+                if s.right {
+                    chart.draw_secondary_series(line).map_err(e)?
+                } else {
+                    chart.draw_series(line).map_err(e)?
+                }
+            } else if s.right {
+                chart
+                    .draw_secondary_series(LineSeries::new(seg.clone(), style))
+                    .map_err(e)?
+            } else {
+                chart
+                    .draw_series(LineSeries::new(seg.clone(), style))
+                    .map_err(e)?
+            };
+            if let Some(label) = legend {
+                anno.label(label).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 30, y)], color.stroke_width(3))
+                });
+            }
+            if s.markers {
+                let dots = seg.iter().map(|&p| Circle::new(p, 6, color.filled()));
+                if s.right {
+                    chart.draw_secondary_series(dots).map_err(e)?;
+                } else {
+                    chart.draw_series(dots).map_err(e)?;
+                }
+            }
+        }
+    }
+    // A note right of its point, or left of it in the right third (it would leave the
+    // frame).
+    let right_third = xr_end - (xr_end - xr_start) / 3.0;
+    for m in &c.marks {
+        let ring = ShapeStyle::from(&BLACK).stroke_width(3);
+        chart
+            .draw_series(std::iter::once(Circle::new((m.x, m.y), 12, ring)))
+            .map_err(e)?;
+        let left = m.x > right_third;
+        let style = TextStyle::from((FAMILY, 24).into_font()).pos(Pos::new(
+            if left { HPos::Right } else { HPos::Left },
+            VPos::Bottom,
+        ));
+        chart
+            .draw_series(std::iter::once(
+                EmptyElement::at((m.x, m.y))
+                    + Text::new(m.label.clone(), (if left { -16 } else { 16 }, -14), style),
+            ))
+            .map_err(e)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(if c.legend_lower {
+            SeriesLabelPosition::LowerLeft
+        } else {
+            SeriesLabelPosition::UpperLeft
+        })
+        .label_font((FAMILY, 24))
+        .legend_area_size(45)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_labels_show_every_step() {
+        assert_eq!(decimals(&[0.0, 0.5, 1.0, 1.5]), 1);
+        assert_eq!(decimals(&[0.0, 0.0002, 0.0004]), 4);
+        assert_eq!(decimals(&[0.0, 200.0, 400.0]), 0);
+        assert_eq!(tick(-0.0001, 2), "0.00");
+        for r in [0.0..0.0012, 3.0..3.3, 0.0..12_345.0, -5.0..5.0] {
+            let t = ticks_of(&r, X_TICKS);
+            let d = decimals(&t);
+            let labels: Vec<String> = t.iter().map(|v| tick(*v, d)).collect();
+            let mut unique = labels.clone();
+            unique.dedup();
+            assert_eq!(labels, unique, "{r:?}");
+            assert!(labels.len() <= X_TICKS && labels.len() >= 2, "{labels:?}");
+        }
+    }
+
+    #[test]
+    fn draws_both_formats_with_the_shipped_font() {
+        let mut c = Chart::new(
+            "t",
+            "charts-load",
+            "A title",
+            super::super::Axis::new("x name", "s"),
+            super::super::Axis::new("y name", "ms"),
+        );
+        c.series.push(Series::new(
+            "p50",
+            "#1f77b4",
+            vec![(0.0, Some(1.0)), (2.0, None), (3.0, Some(2.0))],
+        ));
+        let svg = svg(&c).expect("svg");
+        assert!(svg.contains("A title") && svg.contains("y name (ms)"));
+        let png = png(&c).expect("png");
+        let decoder = png::Decoder::new(std::io::Cursor::new(png));
+        let reader = decoder.read_info().expect("png header");
+        assert_eq!((reader.info().width, reader.info().height), (WIDTH, HEIGHT));
+    }
+}

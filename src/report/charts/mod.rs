@@ -1,0 +1,604 @@
+//! What every chart of the report shows, as plain data: its title, axes (names and
+//! units), series and points. One description feeds both renderers, so the HTML page and
+//! the static images cannot drift: the page embeds [`charts`] as JSON and its script
+//! (`templates/report.js`) hands each to uPlot; [`draw`] draws the same descriptions into
+//! SVG and PNG files (`--outputs png,svg`).
+
+pub mod draw;
+pub mod page;
+pub mod pareto;
+
+use super::json::Report;
+use llmsurge_coordinator::{BenchmarkResult, Strategy};
+use serde::Serialize;
+
+/// The colours of the series, by index (the page's palette).
+pub const PALETTE: [&str; 10] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+];
+
+/// The percentiles of the distribution charts, as keys of the report and as axis labels.
+const PCTS: [(&str, &str); 11] = [
+    ("p0_1", "0.1"),
+    ("p1", "1"),
+    ("p5", "5"),
+    ("p10", "10"),
+    ("p25", "25"),
+    ("p50", "50"),
+    ("p75", "75"),
+    ("p90", "90"),
+    ("p95", "95"),
+    ("p99", "99"),
+    ("p99_9", "99.9"),
+];
+
+/// One axis: what it measures and in what unit. Both renderers label it `name (unit)`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Axis {
+    /// What the axis measures ("achieved request rate").
+    pub name: String,
+    /// Its unit ("requests/s"); empty for none.
+    pub unit: String,
+}
+
+impl Axis {
+    /// An axis named `name` in `unit`.
+    pub fn new(name: &str, unit: &str) -> Self {
+        Axis {
+            name: name.into(),
+            unit: unit.into(),
+        }
+    }
+
+    /// The label drawn beside the axis.
+    pub fn label(&self) -> String {
+        if self.unit.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{} ({})", self.name, self.unit)
+        }
+    }
+}
+
+/// One line of a chart.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Series {
+    /// Its legend entry.
+    pub label: String,
+    /// Its colour, `#rrggbb`.
+    pub color: String,
+    /// Measured on the right-hand axis (`y2`) rather than the left.
+    pub right: bool,
+    /// Drawn dashed (a target, or the client's figure beside the server's).
+    pub dashed: bool,
+    /// Each point marked (sparse points, one per benchmark), or a plain line.
+    pub markers: bool,
+    /// The points joined by a line; without, markers only (a scatter).
+    pub line: bool,
+    /// `[x, y]`; a `y` of `None` breaks the line there.
+    pub points: Vec<(f64, Option<f64>)>,
+}
+
+impl Series {
+    fn new(label: impl Into<String>, color: &str, points: Vec<(f64, Option<f64>)>) -> Self {
+        Series {
+            label: label.into(),
+            color: color.into(),
+            right: false,
+            dashed: false,
+            markers: true,
+            line: true,
+            points,
+        }
+    }
+
+    fn has_value(&self) -> bool {
+        self.points
+            .iter()
+            .any(|(_, y)| y.is_some_and(f64::is_finite))
+    }
+}
+
+/// A point marked on a chart with a note (the knee of a curve).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Mark {
+    /// Where, in the chart's coordinates.
+    pub x: f64,
+    /// Where, in the chart's coordinates.
+    pub y: f64,
+    /// The note beside it.
+    pub label: String,
+}
+
+/// One chart.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Chart {
+    /// The file name of its images (`ttft-vs-achieved-rate` → `.png`, `.svg`), unique in
+    /// a report.
+    pub id: String,
+    /// The page section it belongs to (`charts-load`, `charts-server`, …).
+    pub section: String,
+    /// Its title.
+    pub title: String,
+    /// The horizontal axis.
+    pub x: Axis,
+    /// The left-hand axis.
+    pub y: Axis,
+    /// The right-hand axis, when a series uses it.
+    pub y2: Option<Axis>,
+    /// A categorical x axis: the label of each integer x (the percentile charts).
+    pub x_labels: Option<Vec<String>>,
+    /// A label per x value shown beside it in the legend (the benchmark at an offered load).
+    pub x_names: Option<Vec<(f64, String)>>,
+    /// The lines.
+    pub series: Vec<Series>,
+    /// Points marked with a note.
+    pub marks: Vec<Mark>,
+    /// Why nothing is drawn, when no series has a value.
+    pub no_data: Option<String>,
+    /// The y axes span the data only, rather than start at zero (a front whose points
+    /// differ by a few percent).
+    pub y_data_only: bool,
+    /// The legend in the lower left corner, where the data leaves room (a front falls
+    /// from the upper left), rather than the upper left.
+    pub legend_lower: bool,
+}
+
+impl Chart {
+    fn new(id: &str, section: &str, title: &str, x: Axis, y: Axis) -> Self {
+        Chart {
+            id: id.into(),
+            section: section.into(),
+            title: title.into(),
+            x,
+            y,
+            y2: None,
+            x_labels: None,
+            x_names: None,
+            series: Vec::new(),
+            marks: Vec::new(),
+            no_data: None,
+            y_data_only: false,
+            legend_lower: false,
+        }
+    }
+
+    /// Leaves out series without a value; with none left the chart says `why`.
+    fn finish(mut self, why: &str) -> Self {
+        self.series.retain(Series::has_value);
+        if self.series.is_empty() {
+            self.no_data = Some(why.into());
+        }
+        self
+    }
+
+    /// Whether it has something to draw.
+    pub fn drawable(&self) -> bool {
+        self.no_data.is_none()
+    }
+}
+
+fn color(i: usize) -> &'static str {
+    PALETTE[i % PALETTE.len()]
+}
+
+fn finite(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
+}
+
+/// The successful distribution's percentile `p` of `key`, when it has values.
+pub fn pct(b: &BenchmarkResult, key: &str, p: &str) -> Option<f64> {
+    let d = &b.metrics.get(key)?.successful;
+    if d.count == 0 {
+        return None;
+    }
+    d.percentiles.get(p).and_then(finite)
+}
+
+/// Whether any benchmark reports `key` at all: embeddings and rerank have no TTFT, ITL or
+/// TPOT (absent, not empty), so their charts are left out rather than shown empty.
+fn reported(report: &Report, key: &str) -> bool {
+    report
+        .benchmarks
+        .iter()
+        .any(|b| b.metrics.contains_key(key))
+}
+
+/// The latency metrics of the load and distribution charts: key, title word, file word.
+const LOAD_METRICS: [(&str, &str, &str); 3] = [
+    ("ttft", "TTFT", "ttft"),
+    ("itl", "Inter-token latency", "itl"),
+    ("request_latency", "End-to-end latency", "e2e"),
+];
+
+/// Every chart of the report, in page order.
+pub fn charts(report: &Report) -> Vec<Chart> {
+    let mut out = load_curves(report);
+    out.push(throughput(report));
+    out.extend(run_pareto(report));
+    out.extend(distributions(report));
+    out.extend(timeseries(report));
+    out.extend(server(report));
+    out
+}
+
+/// Benchmark indexes with an achieved request rate, by that rate.
+fn by_rate(report: &Report) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..report.benchmarks.len())
+        .filter(|&i| report.benchmarks[i].throughput.requests_per_s.is_finite())
+        .collect();
+    order.sort_by(|&a, &c| {
+        let r = |i: usize| report.benchmarks[i].throughput.requests_per_s;
+        r(a).total_cmp(&r(c))
+    });
+    order
+}
+
+/// Latency against the achieved request rate, one point per benchmark.
+fn load_curves(report: &Report) -> Vec<Chart> {
+    let order = by_rate(report);
+    let b = &report.benchmarks;
+    let knees = super::knee::knees(b);
+    LOAD_METRICS
+        .iter()
+        .filter(|m| reported(report, m.0))
+        .map(|&(key, name, file)| {
+            let mut c = Chart::new(
+                &format!("{file}-vs-achieved-rate"),
+                "charts-load",
+                &format!("{name} vs achieved request rate (ms)"),
+                Axis::new("achieved request rate", "requests/s"),
+                Axis::new(name, "ms"),
+            );
+            for (p, col) in [("p50", 0), ("p90", 3), ("p99", 1)] {
+                let pts = order
+                    .iter()
+                    .map(|&i| (b[i].throughput.requests_per_s, pct(&b[i], key, p)))
+                    .collect();
+                c.series.push(Series::new(p, color(col), pts));
+            }
+            c.marks = knees
+                .iter()
+                .filter(|k| k.metric.strip_suffix("_p99") == Some(key))
+                .map(|k| Mark {
+                    x: k.rate,
+                    y: k.latency,
+                    label: format!("p99 knee ≈ {} req/s", super::num(k.rate)),
+                })
+                .collect();
+            c.finish("No successful request measured this metric.")
+        })
+        .collect()
+}
+
+/// The target rate a benchmark offered (constant, poisson, and a replay's mean trace
+/// rate), if it had one.
+fn target(b: &BenchmarkResult) -> Option<f64> {
+    match b.strategy {
+        Strategy::Constant { rate } | Strategy::Poisson { rate } => finite(rate),
+        Strategy::Replay { rate, .. } if rate > 0.0 => finite(rate),
+        _ => None,
+    }
+}
+
+/// Achieved throughput against the offered load of each benchmark: its target rate, or
+/// what it achieved when it has no rate target (synchronous, throughput and concurrent
+/// benchmarks offer whatever they can).
+fn throughput(report: &Report) -> Chart {
+    let b = &report.benchmarks;
+    let offered = |i: usize| target(&b[i]).or_else(|| finite(b[i].throughput.requests_per_s));
+    let mut order: Vec<usize> = (0..b.len()).filter(|&i| offered(i).is_some()).collect();
+    order.sort_by(|&a, &c| {
+        offered(a)
+            .unwrap_or(0.0)
+            .total_cmp(&offered(c).unwrap_or(0.0))
+    });
+    let mut c = Chart::new(
+        "throughput-vs-offered-load",
+        "charts-throughput",
+        "Throughput vs offered load",
+        Axis::new(
+            "offered load (target rate, or achieved without one)",
+            "requests/s",
+        ),
+        Axis::new("achieved request rate", "requests/s"),
+    );
+    c.y2 = Some(Axis::new("output throughput", "tokens/s"));
+    let xs: Vec<f64> = order.iter().map(|&i| offered(i).unwrap_or(0.0)).collect();
+    let column = |f: &dyn Fn(usize) -> Option<f64>| -> Vec<(f64, Option<f64>)> {
+        order.iter().zip(&xs).map(|(&i, &x)| (x, f(i))).collect()
+    };
+    c.x_names = Some(
+        order
+            .iter()
+            .zip(&xs)
+            .map(|(&i, &x)| (x, b[i].strategy.to_string()))
+            .collect(),
+    );
+    c.series.push(Series::new(
+        "achieved req/s",
+        color(0),
+        column(&|i| finite(b[i].throughput.requests_per_s)),
+    ));
+    let mut tok = Series::new(
+        "output tok/s",
+        color(2),
+        column(&|i| b[i].throughput.output_tokens_per_s.and_then(finite)),
+    );
+    tok.right = true;
+    c.series.push(tok);
+    let mut t = Series::new("target req/s", color(7), column(&|i| target(&b[i])));
+    t.dashed = true;
+    c.series.push(t);
+    c.finish("No benchmark measured a request rate.")
+}
+
+/// The Pareto front of a run's benchmarks (two at least, with TPOT and output tokens/s).
+fn run_pareto(report: &Report) -> Option<Chart> {
+    let points: Vec<pareto::Point> = report
+        .benchmarks
+        .iter()
+        .filter_map(|b| pareto::point(b, b.strategy.to_string(), pareto::PerUser::Mean, None))
+        .collect();
+    (points.len() >= 2).then(|| pareto::chart(&points, pareto::PerUser::Mean, None))
+}
+
+/// Each benchmark's percentile curve of one metric.
+fn distributions(report: &Report) -> Vec<Chart> {
+    let metrics = [
+        ("ttft", "TTFT", "ttft"),
+        ("itl", "Inter-token latency", "itl"),
+        ("tpot", "Time per output token", "tpot"),
+        ("request_latency", "End-to-end latency", "e2e"),
+    ];
+    metrics
+        .iter()
+        .filter(|m| reported(report, m.0))
+        .map(|&(key, name, file)| {
+            let mut c = Chart::new(
+                &format!("{file}-by-percentile"),
+                "charts-distributions",
+                &format!("{name} by percentile (ms)"),
+                Axis::new("percentile", ""),
+                Axis::new(name, "ms"),
+            );
+            c.x_labels = Some(PCTS.iter().map(|p| p.1.to_string()).collect());
+            for (i, b) in report.benchmarks.iter().enumerate() {
+                let pts = PCTS
+                    .iter()
+                    .enumerate()
+                    .map(|(k, p)| (k as f64, pct(b, key, p.0)))
+                    .collect();
+                c.series
+                    .push(Series::new(b.strategy.to_string(), color(i), pts));
+            }
+            c.finish("No successful request measured this metric.")
+        })
+        .collect()
+}
+
+/// The earliest benchmark start of the run: the time axis starts there.
+fn run_start(report: &Report) -> f64 {
+    report
+        .benchmarks
+        .iter()
+        .map(|b| b.start_time)
+        .filter(|t| t.is_finite())
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn offset(b: &BenchmarkResult, run0: f64) -> f64 {
+    if b.start_time.is_finite() && run0.is_finite() {
+        b.start_time - run0
+    } else {
+        0.0
+    }
+}
+
+/// A plain line (no markers) of many points.
+fn trace(label: impl Into<String>, col: &str, points: Vec<(f64, Option<f64>)>) -> Series {
+    let mut s = Series::new(label, col, points);
+    s.markers = false;
+    s
+}
+
+/// Per-second series over the whole run, one colour per benchmark.
+fn timeseries(report: &Report) -> Vec<Chart> {
+    type Pick = fn(&llmsurge_coordinator::timeseries::TimePoint) -> Option<f64>;
+    let mut metrics: Vec<(&str, &str, Axis, Pick)> = vec![
+        (
+            "concurrency-over-time",
+            "Concurrency (requests in flight)",
+            Axis::new("in flight", "requests"),
+            |p| finite(p.concurrency),
+        ),
+        (
+            "request-rate-over-time",
+            "Request rate (completed per second)",
+            Axis::new("completed", "requests/s"),
+            |p| Some(p.completed as f64),
+        ),
+    ];
+    if reported(report, "ttft") {
+        metrics.push((
+            "ttft-over-time",
+            "TTFT, mean per second (ms)",
+            Axis::new("TTFT mean", "ms"),
+            |p| p.ttft_mean_ms.and_then(finite),
+        ));
+    }
+    let run0 = run_start(report);
+    metrics
+        .into_iter()
+        .map(|(id, title, y, pick)| {
+            let mut c = Chart::new(
+                id,
+                "charts-timeseries",
+                title,
+                Axis::new("time since the run started", "s"),
+                y,
+            );
+            for (i, b) in report.benchmarks.iter().enumerate() {
+                let off = offset(b, run0);
+                let pts = b
+                    .timeseries
+                    .iter()
+                    .filter(|p| p.t.is_finite())
+                    .map(|p| (off + p.t, pick(p)))
+                    .collect();
+                c.series.push(trace(b.strategy.to_string(), color(i), pts));
+            }
+            c.finish("No per-second data.")
+        })
+        .collect()
+}
+
+/// The server's own metrics (scraped from its /metrics) on the run's time axis: a scrape
+/// at `t` seconds since its benchmark's start lands at that benchmark's offset plus `t`.
+/// Each quantity is one line across the benchmarks, broken between them. Nothing for a
+/// report without server metrics.
+fn server(report: &Report) -> Vec<Chart> {
+    if !report.benchmarks.iter().any(|b| b.server_metrics.is_some()) {
+        return Vec::new();
+    }
+    let run0 = run_start(report);
+    // One line over every benchmark; `map` turns one benchmark's points into values.
+    let server_points = |name: &str, map: &dyn Fn(Scrapes) -> Scrapes| {
+        let mut out = Vec::new();
+        for b in &report.benchmarks {
+            let Some(sm) = &b.server_metrics else {
+                continue;
+            };
+            let clean: Vec<(f64, f64)> = sm
+                .series
+                .get(name)
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|p| p.0.is_finite() && p.1.is_finite())
+                .collect();
+            let off = offset(b, run0);
+            let from = out.len();
+            out.extend(map(clean).into_iter().map(|(t, v)| (off + t, Some(v))));
+            end_benchmark(&mut out, from);
+        }
+        out
+    };
+    let client_points = |pick: fn(&llmsurge_coordinator::timeseries::TimePoint) -> Option<f64>| {
+        let mut out = Vec::new();
+        for b in &report.benchmarks {
+            let off = offset(b, run0);
+            let from = out.len();
+            out.extend(
+                b.timeseries
+                    .iter()
+                    .filter(|p| p.t.is_finite())
+                    .filter_map(|p| pick(p).map(|v| (off + p.t, Some(v)))),
+            );
+            end_benchmark(&mut out, from);
+        }
+        out
+    };
+    let same = |v: Scrapes| v;
+    // A counter as a rate between consecutive scrapes; one that went down (the server
+    // restarted) gives no point.
+    let per_second = |pts: Scrapes| {
+        pts.windows(2)
+            .filter_map(|w| {
+                let (dt, dv) = (w[1].0 - w[0].0, w[1].1 - w[0].1);
+                (dt > 0.0 && dv >= 0.0).then_some((w[1].0, dv / dt))
+            })
+            .collect()
+    };
+    let x = || Axis::new("time since the run started", "s");
+    let server_line = |label: &str, col: usize, pts| trace(label, color(col), pts);
+    let client_line = |label: &str, pts| {
+        let mut s = trace(label, color(7), pts);
+        s.dashed = true;
+        s
+    };
+    let finish = |mut c: Chart, why: &str| {
+        // The client's line alone is not enough: the chart is about the server.
+        if !c.series.iter().any(|s| !s.dashed && s.has_value()) {
+            c.series.clear();
+        }
+        c.finish(why)
+    };
+    let mut queue = Chart::new(
+        "server-queue",
+        "charts-server",
+        "Server queue beside client concurrency (requests)",
+        x(),
+        Axis::new("waiting, running or in flight", "requests"),
+    );
+    queue.series = vec![
+        server_line(
+            "server: waiting",
+            1,
+            server_points("num_requests_waiting", &same),
+        ),
+        server_line(
+            "server: running",
+            0,
+            server_points("num_requests_running", &same),
+        ),
+        client_line(
+            "client: in flight",
+            client_points(|p| finite(p.concurrency)),
+        ),
+    ];
+    let mut kv = Chart::new(
+        "server-kv-cache",
+        "charts-server",
+        "Server KV-cache use (%)",
+        x(),
+        Axis::new("KV-cache use", "%"),
+    );
+    kv.series = vec![server_line(
+        "server: KV-cache use",
+        4,
+        server_points("kv_cache_usage_perc", &|pts: Scrapes| {
+            pts.into_iter().map(|(t, v)| (t, v * 100.0)).collect()
+        }),
+    )];
+    let mut tokens = Chart::new(
+        "server-generation-tokens",
+        "charts-server",
+        "Server generation tokens/s beside the client's output tokens/s",
+        x(),
+        Axis::new("output throughput", "tokens/s"),
+    );
+    tokens.series = vec![
+        server_line(
+            "server: generation tokens/s",
+            2,
+            server_points("generation_tokens", &per_second),
+        ),
+        client_line(
+            "client: output tokens/s",
+            client_points(|p| p.output_tokens_per_s.and_then(finite)),
+        ),
+    ];
+    vec![
+        finish(
+            queue,
+            "The server published no waiting or running requests.",
+        ),
+        finish(kv, "The server published no KV-cache use."),
+        finish(tokens, "The server published no generation-token counter."),
+    ]
+}
+
+/// A server series: `(seconds since its benchmark started, value)`.
+type Scrapes = Vec<(f64, f64)>;
+
+/// After a benchmark's points, a break just past its last one: the line does not join
+/// one benchmark's load to the next one's.
+fn end_benchmark(out: &mut Vec<(f64, Option<f64>)>, from: usize) {
+    if out.len() > from
+        && let Some(&(x, _)) = out.last()
+    {
+        out.push((x + 1e-6, None));
+    }
+}

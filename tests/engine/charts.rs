@@ -1,0 +1,367 @@
+//! Static charts (`--outputs png,svg`, issue 25): one PNG and one SVG per chart of the
+//! HTML page, drawn from the same chart descriptions the page embeds.
+
+use crate::scenario::Bench;
+use crate::support::{llmsurge, mock, ok_report};
+use llmsurge::mock::MockConfig;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The chart descriptions the HTML page embeds (`charts` of its report data).
+fn html_charts(html: &Path) -> Vec<serde_json::Value> {
+    let html = std::fs::read_to_string(html).expect("the HTML report");
+    let start = html.find("id=\"report-data\">").expect("data element") + 17;
+    let end = start + html[start..].find("</script>").expect("end of data");
+    let data: serde_json::Value = serde_json::from_str(&html[start..end]).expect("JSON data");
+    data["charts"].as_array().expect("charts").clone()
+}
+
+/// Every `<text>` of an SVG document, read with an XML parser (which fails on malformed
+/// XML).
+fn svg_texts(path: &Path) -> Vec<String> {
+    use quick_xml::events::Event;
+    let svg = std::fs::read_to_string(path).expect("the SVG file");
+    let mut reader = quick_xml::Reader::from_str(&svg);
+    let mut texts = Vec::new();
+    // The text of the <text> element being read: plain text and entities (`&apos;`)
+    // arrive as separate events.
+    let mut current: Option<String> = None;
+    let mut root = None;
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(e)) => {
+                let name = e.name().as_ref().to_string();
+                root.get_or_insert(name.clone());
+                if name == "text" {
+                    current = Some(String::new());
+                }
+            }
+            Ok(Event::Text(t)) => {
+                if let Some(c) = current.as_mut() {
+                    c.push_str(&t.xml10_content());
+                }
+            }
+            Ok(Event::GeneralRef(r)) => {
+                if let Some(c) = current.as_mut() {
+                    let entity = r.as_ref().to_string();
+                    c.push(match entity.as_str() {
+                        "lt" => '<',
+                        "gt" => '>',
+                        "amp" => '&',
+                        "quot" => '"',
+                        "apos" => '\'',
+                        _ => r
+                            .resolve_char_ref()
+                            .ok()
+                            .flatten()
+                            .unwrap_or_else(|| panic!("unknown entity &{entity};")),
+                    });
+                }
+            }
+            Ok(Event::End(_)) => texts.extend(current.take().map(|t| t.trim().to_string())),
+            Ok(Event::Eof) => break,
+            Ok(_) => {}
+            Err(e) => panic!("{} is not well-formed XML: {e}", path.display()),
+        }
+    }
+    assert_eq!(root.as_deref(), Some("svg"), "{}", path.display());
+    texts
+}
+
+fn axis_label(a: &serde_json::Value) -> String {
+    let (name, unit) = (
+        a["name"].as_str().expect("axis name"),
+        a["unit"].as_str().expect("axis unit"),
+    );
+    if unit.is_empty() {
+        name.into()
+    } else {
+        format!("{name} ({unit})")
+    }
+}
+
+fn files_with(dir: &Path, ext: &str) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .expect("the output dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(&format!(".{ext}")))
+        .collect()
+}
+
+#[test]
+fn a_sweep_writes_a_png_and_an_svg_of_every_html_chart_with_the_same_text() {
+    let server = mock(MockConfig {
+        max_concurrency: Some(4),
+        ttft_ms: 10.0,
+        itl_ms: 2.0,
+        output_tokens: 8,
+        ..MockConfig::instant()
+    });
+    let run = Bench::target(&server.base_url())
+        .profile("sweep")
+        .rate(5)
+        .max_seconds(1)
+        .max_concurrency(8)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json,html,png,svg")
+        .run();
+    let report = ok_report(&run);
+    assert_eq!(report.benchmarks.len(), 5);
+    let dir = run.dir.path();
+    let charts = html_charts(&dir.join("benchmarks.html"));
+    let drawable: Vec<_> = charts.iter().filter(|c| c["no_data"].is_null()).collect();
+    // The latency-vs-load, throughput, distribution and over-the-run charts at least.
+    assert!(drawable.len() >= 10, "{} charts", drawable.len());
+    let ids: BTreeSet<String> = drawable
+        .iter()
+        .map(|c| c["id"].as_str().expect("id").to_string())
+        .collect();
+    assert_eq!(ids.len(), drawable.len(), "chart ids are unique");
+    let named = |ext: &str| ids.iter().map(|id| format!("{id}.{ext}")).collect();
+    assert_eq!(files_with(dir, "png"), named("png"));
+    assert_eq!(files_with(dir, "svg"), named("svg"));
+
+    for c in &drawable {
+        let id = c["id"].as_str().expect("id");
+        let png = std::fs::File::open(dir.join(format!("{id}.png"))).expect("png");
+        let info = png::Decoder::new(std::io::BufReader::new(png))
+            .read_info()
+            .unwrap_or_else(|e| panic!("{id}.png does not decode: {e}"));
+        assert_eq!(
+            (info.info().width, info.info().height),
+            (1600, 1000),
+            "{id}"
+        );
+
+        let texts = svg_texts(&dir.join(format!("{id}.svg")));
+        let mut expected = vec![
+            c["title"].as_str().expect("title").to_string(),
+            axis_label(&c["x"]),
+            axis_label(&c["y"]),
+        ];
+        if c["series"]
+            .as_array()
+            .expect("series")
+            .iter()
+            .any(|s| s["right"] == true)
+        {
+            expected.push(axis_label(&c["y2"]));
+        }
+        for s in c["series"].as_array().expect("series") {
+            expected.push(s["label"].as_str().expect("label").to_string());
+        }
+        for e in &expected {
+            assert!(texts.contains(e), "{id}.svg lacks {e:?}: {texts:?}");
+        }
+    }
+
+    // `benchmark from-file` draws the same pictures from the saved report.
+    let again = tempfile::tempdir().expect("tempdir");
+    let out = llmsurge()
+        .args(["benchmark", "from-file"])
+        .arg(dir.join("benchmarks.json"))
+        .args(["--outputs", "svg", "--output-dir"])
+        .arg(again.path())
+        .output()
+        .expect("llmsurge runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(files_with(again.path(), "svg"), named("svg"));
+    for id in &ids {
+        let read = |d: &Path| std::fs::read(d.join(format!("{id}.svg"))).expect("svg");
+        assert!(read(dir) == read(again.path()), "{id}.svg differs");
+    }
+}
+
+#[test]
+fn an_unknown_image_output_is_one_line_naming_it() {
+    let out = llmsurge()
+        .args([
+            "benchmark",
+            "from-file",
+            "no-such.json",
+            "--outputs",
+            "chart.gif",
+        ])
+        .output()
+        .expect("llmsurge runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--outputs") && stderr.contains("chart.gif"),
+        "{stderr}"
+    );
+}
+
+/// A short run of two constant rates with `extras` as `--output-extras`; its report.
+fn two_rates(url: &str, extras: &str) -> crate::support::Finished {
+    let run = Bench::target(url)
+        .constant("10,30")
+        .max_seconds(1)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json")
+        .arg("--output-extras", extras)
+        .run();
+    ok_report(&run);
+    run
+}
+
+#[test]
+fn plot_pareto_draws_the_front_of_several_reports_labelled_by_what_differs() {
+    let server = mock(MockConfig {
+        ttft_ms: 5.0,
+        itl_ms: 2.0,
+        output_tokens: 8,
+        ..MockConfig::instant()
+    });
+    let a = two_rates(&server.base_url(), r#"{"tp": 1, "gpu": "H100"}"#);
+    let b = two_rates(&server.base_url(), r#"{"tp": 2, "gpu": "H100"}"#);
+    let out_dir = tempfile::tempdir().expect("tempdir");
+    let out = llmsurge()
+        .args(["plot", "pareto"])
+        .arg(a.report_path())
+        .arg(b.report_path())
+        .args(["--gpus", "2", "--output-dir"])
+        .arg(out_dir.path())
+        .output()
+        .expect("llmsurge runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = out_dir.path();
+
+    // The truth: each benchmark's TPOT mean and output tokens/s in its own report.
+    let mut points = Vec::new();
+    let mut labels = Vec::new();
+    for (run, tp) in [(&a, 1), (&b, 2)] {
+        for bench in run.report().benchmarks {
+            let tpot = bench.metrics["tpot"].successful.mean;
+            let total = bench.throughput.output_tokens_per_s.expect("output tok/s") / 2.0;
+            points.push((total, 1000.0 / tpot));
+            // Both files are named benchmarks.json; the extras that differ tell them apart.
+            labels.push(format!("benchmarks tp={tp} {}", bench.strategy));
+        }
+    }
+    let on = llmsurge::report::charts::pareto::front(&points);
+    assert!(!on.is_empty());
+    let md = std::fs::read_to_string(dir.join("pareto-front.md")).expect("the table");
+    for (i, label) in labels.iter().enumerate() {
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {label} |")))
+            .unwrap_or_else(|| panic!("no row {label:?} in\n{md}"));
+        assert_eq!(row.ends_with("| yes |"), on.contains(&i), "{row}");
+        let total: f64 = row
+            .split('|')
+            .nth(2)
+            .expect("total")
+            .trim()
+            .parse()
+            .expect("f64");
+        assert!(
+            (total - points[i].0).abs() <= points[i].0 * 0.01,
+            "{row} vs {:?}",
+            points[i]
+        );
+    }
+    // The pictures: the chart the page embeds is the one the images show.
+    let charts = html_charts(&dir.join("pareto-front.html"));
+    assert_eq!(charts.len(), 1);
+    let c = &charts[0];
+    assert_eq!(c["x"]["name"], "output throughput per GPU");
+    assert_eq!(c["marks"].as_array().expect("marks").len(), on.len());
+    let texts = svg_texts(&dir.join("pareto-front.svg"));
+    for m in c["marks"].as_array().expect("marks") {
+        let label = m["label"].as_str().expect("label");
+        assert!(texts.iter().any(|t| t == label), "{label} not in the SVG");
+    }
+    assert!(texts.contains(&axis_label(&c["x"])) && texts.contains(&axis_label(&c["y"])));
+    let png = std::fs::File::open(dir.join("pareto-front.png")).expect("png");
+    let info = png::Decoder::new(std::io::BufReader::new(png))
+        .read_info()
+        .expect("decodes");
+    assert_eq!((info.info().width, info.info().height), (1600, 1000));
+
+    // An unreadable report: one line naming it, exit 2.
+    let out = llmsurge()
+        .args(["plot", "pareto", "missing.json"])
+        .current_dir(dir)
+        .output()
+        .expect("llmsurge runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("missing.json"), "{stderr}");
+}
+
+/// The knee against the mock's capacity model (tests/engine/adaptive.rs): 4 slots, each
+/// request holds one for S = 20 ms + 15 × 5 ms = 95 ms, so the capacity is C / S ≈ 42.1
+/// requests/s. Below it latency stays at S; past it the achieved rate stops at the
+/// capacity and requests queue: the curve turns at the capacity.
+#[test]
+fn the_knee_of_a_rate_ladder_is_the_mocks_capacity() {
+    const CAPACITY: f64 = 4.0 / 0.095;
+    let server = mock(MockConfig {
+        max_concurrency: Some(4),
+        ttft_ms: 20.0,
+        itl_ms: 5.0,
+        output_tokens: 16,
+        ..MockConfig::instant()
+    });
+    let run = Bench::target(&server.base_url())
+        .constant("10,25,35,40,50,60")
+        .max_seconds(3)
+        .max_concurrency(64)
+        .data("prompt_tokens=16,output_tokens=16")
+        .outputs("json,html,console")
+        .run();
+    let report = ok_report(&run);
+    for metric in ["ttft_p99", "request_latency_p99"] {
+        let knee = report
+            .knees
+            .iter()
+            .find(|k| k.metric == metric)
+            .unwrap_or_else(|| panic!("no {metric} knee in {:?}", report.knees));
+        assert!(
+            (knee.rate - CAPACITY).abs() <= 0.1 * CAPACITY,
+            "{metric} knee at {} req/s, the model's capacity {CAPACITY}",
+            knee.rate
+        );
+        // The knee is one of the run's own points.
+        assert!(
+            report
+                .benchmarks
+                .iter()
+                .any(|b| b.throughput.requests_per_s == knee.rate),
+            "{knee:?}"
+        );
+    }
+    let ttft = report
+        .knees
+        .iter()
+        .find(|k| k.metric == "ttft_p99")
+        .expect("ttft");
+    assert!(
+        run.stdout.contains(&format!(
+            "TTFT p99 turns at ≈ {} req/s",
+            llmsurge::report::num(ttft.rate)
+        )),
+        "{}",
+        run.stdout
+    );
+    // Marked on the latency-vs-load chart.
+    let charts = html_charts(&run.dir.path().join("benchmarks.html"));
+    let c = charts
+        .iter()
+        .find(|c| c["id"] == "ttft-vs-achieved-rate")
+        .expect("the TTFT chart");
+    assert_eq!(c["marks"][0]["x"].as_f64(), Some(ttft.rate));
+    assert_eq!(c["marks"][0]["y"].as_f64(), Some(ttft.latency));
+}
