@@ -7,3 +7,4 @@ mod formats;
 mod mock_server;
 mod scenario;
 mod support;
+mod sweep;

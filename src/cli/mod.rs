@@ -17,6 +17,7 @@ pub mod run;
 pub mod scenario;
 pub mod seed;
 pub mod shard;
+pub mod sweep_serve;
 pub mod usage;
 pub mod values;
 
@@ -51,6 +52,9 @@ enum Command {
     /// Print Kubernetes manifests that run a benchmark as N shards (see docs/multi-host.md).
     #[command(subcommand)]
     K8s(k8s::K8sCommand),
+    /// Experiments over server and benchmark settings (see docs/sweeps.md).
+    #[command(subcommand)]
+    Sweep(SweepCommand),
     /// Prepare data offline.
     #[command(subcommand)]
     Preprocess(PreprocessCommand),
@@ -74,6 +78,13 @@ enum BenchmarkCommand {
     Compare(compare::CompareArgs),
     /// Merge the reports of the N shards of one run (`--shard K/N`) into one report.
     Merge(merge::MergeArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum SweepCommand {
+    /// Start a server per configuration and run every benchmark configuration against
+    /// it (the Cartesian product), with a sweep report of every point.
+    Serve(Box<sweep_serve::SweepServeArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -237,6 +248,7 @@ pub fn main() -> i32 {
             }
         }
         Command::Preprocess(PreprocessCommand::Dataset(a)) => a.run(),
+        Command::Sweep(SweepCommand::Serve(args)) => sweep_serve::sweep_serve(&args),
         Command::K8s(command) => k8s::k8s(&command),
         Command::Worker(w) => worker_main(&w),
     }
