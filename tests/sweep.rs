@@ -110,6 +110,16 @@ fn sweep_serve_runs_the_product_stops_every_server_and_resumes() {
             let want = if b == 0 { 4 } else { 6 };
             assert_eq!(b0.requests.completed, want);
             assert_eq!(row["serve_params"]["ttft_ms"], if s == 0 { 2 } else { 4 });
+            // Between two benchmarks of one server its caches are reset (auto: the mock
+            // publishes vLLM's series), and the answers are in the row.
+            if b == 0 {
+                assert!(row.get("cache_reset").is_none(), "{row}");
+            } else {
+                let reset = &row["cache_reset"];
+                assert_eq!(reset["server"], "vllm", "{row}");
+                assert_eq!(reset["reset"], true, "{row}");
+                assert_eq!(reset["calls"][0]["status"], 200, "{row}");
+            }
             // The server's log is beside the report.
             assert!(
                 dir.path()

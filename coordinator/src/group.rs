@@ -105,6 +105,9 @@ pub struct BenchmarkPlan {
     pub server_metrics: Option<ScrapeConfig>,
     /// The server's profiler around the measured window (`--profile-server`).
     pub profile_server: Option<ProfilerConfig>,
+    /// `--reset-cache`: empty the server's caches before this benchmark (all but the
+    /// run's first, unless it says `before_first`).
+    pub cache_reset: Option<crate::cache_reset::CacheResetConfig>,
     /// `--until-precise`: stop once every figure's interval is this tight.
     pub precision: Option<crate::precision::PrecisionSpec>,
 }
@@ -295,6 +298,11 @@ pub async fn run_benchmark(
     let local_limit = plan.shard.share(slot_limit);
     let (shm, shm_fd) = SharedRegion::create()?;
     shm.init(n, local_limit, plan.local_concurrency_cap());
+    // Before anything of this benchmark runs, so no request of it meets a warm cache.
+    let cache_reset = match &plan.cache_reset {
+        Some(c) if plan.index > 0 || c.before_first => Some(crate::cache_reset::reset(c).await),
+        _ => None,
+    };
     let cpu_before = children_cpu_seconds();
     env.observer.benchmark_started(plan.index, &plan.strategy);
     // Its first scrape runs while the workers start; it is the baseline if it answers
@@ -620,6 +628,7 @@ pub async fn run_benchmark(
         metrics.warnings.extend(profiler_warnings);
         result.server_metrics = Some(metrics);
     }
+    result.cache_reset = cache_reset;
     result.audit = sup.state.audit(
         &ShmCounts {
             started: (0..n).map(|id| shm.worker_started(id)).collect(),

@@ -790,6 +790,7 @@ mod capacity_tests {
                 shard: Default::default(),
                 server_metrics: None,
                 profile_server: None,
+                cache_reset: None,
                 precision: None,
             },
             workers: None,

@@ -370,6 +370,10 @@ pub struct BenchmarkResult {
     /// when scraping was off and in reports older than it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
+    /// `--reset-cache`: the reset made before this benchmark and the server's answers;
+    /// absent when none was asked for (and for a run's first benchmark).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_reset: Option<crate::cache_reset::CacheReset>,
     /// `--lora`: the breakdown per model of the split, in its order. Empty (and left
     /// out) without a split.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -521,6 +525,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         audit: Audit::default(),
         rate_estimate: None,
         server_metrics: None,
+        cache_reset: None,
         models: model_results(state, window.duration_s),
         sessions: (!state.sessions.is_empty()).then(|| {
             let rate_means = match ctx.strategy {

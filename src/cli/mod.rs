@@ -215,6 +215,13 @@ pub fn main() -> i32 {
         args.data.ignore_eos_explicit = explicit("ignore_eos");
         args.target.stream_explicit = explicit("stream");
     }
+    if let Command::Sweep(SweepCommand::Serve(args)) = &mut cli.command {
+        args.reset_cache_given = matches
+            .subcommand_matches("sweep")
+            .and_then(|m| m.subcommand_matches("serve"))
+            .and_then(|m| m.value_source("reset_cache"))
+            .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue);
+    }
     if !matches!(cli.command, Command::Worker(_))
         && let Err(message) = check_env()
     {

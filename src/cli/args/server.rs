@@ -1,6 +1,6 @@
 //! `benchmark run` flags: the server's own metrics and profiler (docs/server-metrics.md).
 
-use crate::cli::values::parse_positive_duration;
+use crate::cli::values::{parse_positive_duration, parse_reset_cache};
 use clap::Args;
 use std::time::Duration;
 
@@ -28,4 +28,11 @@ pub struct ServerMetricsArgs {
     /// it (vLLM's and SGLang's profiler endpoints); a failure is a warning.
     #[arg(long, env = "LLMSURGE_PROFILE_SERVER")]
     pub profile_server: bool,
+
+    /// Empty the server's caches before every benchmark but the first: `auto` (vLLM:
+    /// POST /reset_prefix_cache and /reset_mm_cache; SGLang: /flush_cache; chosen from
+    /// its /metrics), `none`, or a path to POST. Default: auto for the sweep and
+    /// capacity profiles, none otherwise.
+    #[arg(long, env = "LLMSURGE_RESET_CACHE", value_name = "auto|none|PATH", value_parser = parse_reset_cache)]
+    pub reset_cache: Option<String>,
 }

@@ -68,6 +68,13 @@ pub struct SweepServeArgs {
     #[arg(long, env = "LLMSURGE_AFTER_BENCH_CMD", value_name = "COMMAND")]
     pub after_bench_cmd: Option<String>,
 
+    /// Between two benchmarks of one server (when --after-bench-cmd is not given), empty
+    /// its caches: auto (vLLM: /reset_prefix_cache and /reset_mm_cache; SGLang:
+    /// /flush_cache; from its /metrics), none, or a path to POST. Given, each point's
+    /// benchmark run gets it too.
+    #[arg(long, env = "LLMSURGE_RESET_CACHE", default_value = "auto", value_name = "auto|none|PATH", value_parser = crate::cli::values::parse_reset_cache)]
+    pub reset_cache: String,
+
     /// Skip points whose reports are complete (from an earlier run into --output-dir).
     #[arg(long, env = "LLMSURGE_RESUME")]
     pub resume: bool,
@@ -84,6 +91,10 @@ pub struct SweepServeArgs {
         value_name = "DIR"
     )]
     pub output_dir: PathBuf,
+
+    /// Whether --reset-cache was given (not defaulted): then points get it too.
+    #[arg(skip)]
+    pub reset_cache_given: bool,
 
     /// `benchmark run` flags every point gets (before its own configuration's), after --.
     #[arg(last = true, value_name = "BENCHMARK RUN FLAGS")]
@@ -293,6 +304,7 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
             exit_code: None,
             error: None,
             log_tail: Vec::new(),
+            cache_reset: None,
             figures: Default::default(),
         };
         // Points this configuration still has to run.
@@ -429,6 +441,21 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
                     .unwrap_or_default();
                 sweep.rows.push(row);
                 continue;
+            }
+            if n > 0 && args.after_bench_cmd.is_none() && args.reset_cache != "none" {
+                use llmsurge_coordinator::cache_reset::{CacheResetConfig, ResetMode, reset};
+                let cfg = CacheResetConfig {
+                    mode: match args.reset_cache.as_str() {
+                        "auto" => ResetMode::Auto,
+                        path => ResetMode::Path(path.to_string()),
+                    },
+                    origin: target.clone(),
+                    headers: Vec::new(),
+                    timeout: Duration::from_secs(30),
+                    tls: Default::default(),
+                    before_first: true,
+                };
+                row.cache_reset = Some(reset(&cfg).await);
             }
             if n > 0
                 && let Some(cmd) = &args.after_bench_cmd
@@ -577,6 +604,9 @@ fn bench_argv(
     ];
     if args.repeat > 1 {
         argv.extend(["--repeat".into(), args.repeat.to_string()]);
+    }
+    if args.reset_cache_given {
+        argv.extend(["--reset-cache".into(), args.reset_cache.clone()]);
     }
     if dry {
         argv.push("--dry-run".into());

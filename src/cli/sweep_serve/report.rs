@@ -49,6 +49,9 @@ pub struct Row {
     /// The last lines of the server's log, for a failed point.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub log_tail: Vec<String>,
+    /// The cache reset made before this point (`--reset-cache`), and the answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_reset: Option<llmsurge_coordinator::cache_reset::CacheReset>,
     /// Headline figures (ms for latencies; the mean over runs with `--repeat`).
     pub figures: BTreeMap<String, f64>,
 }
