@@ -5,6 +5,7 @@ mod cache_reset;
 mod cli;
 mod engine;
 mod formats;
+mod gpu;
 mod mock_server;
 mod scenario;
 mod support;

@@ -108,6 +108,8 @@ pub struct BenchmarkPlan {
     /// `--reset-cache`: empty the server's caches before this benchmark (all but the
     /// run's first, unless it says `before_first`).
     pub cache_reset: Option<crate::cache_reset::CacheResetConfig>,
+    /// `--gpu-metrics`: GPU power, utilisation and memory sampled beside the benchmark.
+    pub gpu_metrics: Option<crate::gpu::GpuConfig>,
     /// `--until-precise`: stop once every figure's interval is this tight.
     pub precision: Option<crate::precision::PrecisionSpec>,
 }
@@ -308,6 +310,7 @@ pub async fn run_benchmark(
     // Its first scrape runs while the workers start; it is the baseline if it answers
     // before t0.
     let mut scraper = plan.server_metrics.clone().map(Scraper::start);
+    let gpu_sampler = plan.gpu_metrics.clone().map(crate::gpu::GpuSampler::start);
 
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let mut tracks = Vec::with_capacity(n as usize);
@@ -629,6 +632,17 @@ pub async fn run_benchmark(
         result.server_metrics = Some(metrics);
     }
     result.cache_reset = cache_reset;
+    if let Some(s) = gpu_sampler {
+        let w = &result.measured_window;
+        result.gpu = Some(
+            s.finish(
+                w.start_time,
+                w.end_time,
+                result.throughput.output_tokens_per_s,
+            )
+            .await,
+        );
+    }
     result.audit = sup.state.audit(
         &ShmCounts {
             started: (0..n).map(|id| shm.worker_started(id)).collect(),

@@ -17,6 +17,7 @@ pub mod cache_reset;
 pub mod constraints;
 pub mod data;
 pub mod error;
+pub mod gpu;
 pub mod group;
 pub mod interrupts;
 pub mod observer;

@@ -791,6 +791,7 @@ mod capacity_tests {
                 server_metrics: None,
                 profile_server: None,
                 cache_reset: None,
+                gpu_metrics: None,
                 precision: None,
             },
             workers: None,

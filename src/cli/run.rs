@@ -206,6 +206,16 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
             template.base.server_metrics = scrape;
             template.base.profile_server = profiler;
             template.base.cache_reset = cache_reset(&plan, &target);
+            template.base.gpu_metrics = plan.server_metrics.gpu_metrics.as_deref().map(|g| {
+                use llmsurge_coordinator::gpu::{GpuConfig, GpuSource};
+                GpuConfig {
+                    source: match g {
+                        "nvidia-smi" => GpuSource::NvidiaSmi,
+                        url => GpuSource::Dcgm(url.to_string()),
+                    },
+                    interval: plan.server_metrics.interval,
+                }
+            });
             // Kept in the report's target warnings, so a reader knows why there are none.
             if let Some(note) = note {
                 let note = plan.redaction.text(&note).into_owned();
@@ -603,6 +613,7 @@ fn plan_template(
         server_metrics: None,
         profile_server: None,
         cache_reset: None,
+        gpu_metrics: None,
         precision: plan.precision.clone(),
     };
     Ok(PlanTemplate {

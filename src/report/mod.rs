@@ -15,6 +15,7 @@ pub mod cells;
 pub mod connections;
 pub mod console;
 pub mod csv;
+pub mod gpu;
 pub mod html;
 pub mod json;
 pub mod junit;

@@ -35,4 +35,21 @@ pub struct ServerMetricsArgs {
     /// capacity profiles, none otherwise.
     #[arg(long, env = "LLMSURGE_RESET_CACHE", value_name = "auto|none|PATH", value_parser = parse_reset_cache)]
     pub reset_cache: Option<String>,
+
+    /// Sample GPU power, utilisation and memory during every benchmark: `nvidia-smi`
+    /// (run on this host) or a DCGM exporter's Prometheus URL. Every
+    /// --server-metrics-interval (default 1s). Reports energy per output token.
+    #[arg(long, env = "LLMSURGE_GPU_METRICS", value_name = "nvidia-smi|URL", value_parser = parse_gpu_metrics)]
+    pub gpu_metrics: Option<String>,
+}
+
+/// `--gpu-metrics`: `nvidia-smi` or an http(s) URL.
+fn parse_gpu_metrics(s: &str) -> Result<String, String> {
+    if s == "nvidia-smi" || s.starts_with("http://") || s.starts_with("https://") {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not nvidia-smi or an http(s):// URL of a DCGM exporter"
+        ))
+    }
 }
