@@ -284,3 +284,51 @@ fn sweep_serve_interrupted_stops_its_server_and_benchmark() {
     let summary = report(dir.path());
     assert_eq!(summary["interrupted"], true, "{summary}");
 }
+
+#[test]
+fn sweep_serve_without_serve_cmd_runs_bench_params_against_target_with_gpu_figures() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = crate::support::mock(llmsurge::mock::MockConfig {
+        ttft_ms: 20.0,
+        dcgm_gpus: 2,
+        ..llmsurge::mock::MockConfig::instant()
+    });
+    let bench = write(dir.path(), "bench.json", BENCH);
+    let out = llmsurge()
+        .args(["sweep", "serve", "--target"])
+        .arg(server.base_url())
+        .arg("--bench-params")
+        .arg(&bench)
+        .arg("--output-dir")
+        .arg(dir.path().join("out"))
+        .args(["--", "--server-metrics-interval", "100ms", "--gpu-metrics"])
+        .arg(format!("{}/metrics", server.base_url()))
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = report(dir.path());
+    let rows = summary["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{summary}");
+    assert_eq!(rows[0]["point"], "b0");
+    // Two benchmarks against one running server: one reset, before the second.
+    let stats = server.stats();
+    assert_eq!(stats.cache_resets.prefix_cache, 1, "{stats:?}");
+    for r in rows {
+        let point = r["point"].as_str().expect("point");
+        let point_report = llmsurge::report::Report::load(
+            &dir.path().join("out").join(point).join("benchmarks.json"),
+        )
+        .expect("report");
+        let gpu = point_report.benchmarks[0].gpu.as_ref().expect("gpu");
+        assert_eq!(
+            r["figures"]["joules_per_output_token"].as_f64(),
+            gpu.joules_per_output_token
+        );
+        assert_eq!(r["figures"]["gpu_power_mean_w"], 600.0);
+    }
+}

@@ -9,6 +9,13 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// The `--gpu-metrics` figures a row may have, after the headline ones.
+const GPU_FIGURES: [&str; 3] = [
+    "gpu_power_mean_w",
+    "joules_per_output_token",
+    "output_tokens_per_s_per_gpu",
+];
+
 /// What became of a point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -85,6 +92,19 @@ pub fn rows_of(template: &Row, report: &Report) -> Vec<Row> {
             .iter()
             .filter_map(|f| figure(b, f).map(|v| (f.to_string(), v)))
             .collect();
+        // `--gpu-metrics`: the energy figures, for a tokens-per-joule comparison.
+        if let Some(g) = &b.gpu {
+            let gpu = [
+                ("gpu_power_mean_w", Some(g.power_mean_w)),
+                ("joules_per_output_token", g.joules_per_output_token),
+                ("output_tokens_per_s_per_gpu", g.output_tokens_per_s_per_gpu),
+            ];
+            for (name, v) in gpu {
+                if let Some(v) = v {
+                    row.figures.insert(name.to_string(), v);
+                }
+            }
+        }
         if let Some(across) = report.across_runs.get(rows.len()) {
             let means = serde_json::to_value(across).unwrap_or_default();
             if let Some(figs) = means.get("figures").and_then(Value::as_object) {
@@ -132,6 +152,7 @@ fn table(report: &SweepReport) -> (Vec<String>, Vec<Vec<String>>) {
     let figures: Vec<&str> = FIGURES
         .iter()
         .copied()
+        .chain(GPU_FIGURES)
         .filter(|f| report.rows.iter().any(|r| r.figures.contains_key(*f)))
         .collect();
     let mut header = vec!["point".to_string(), "status".to_string()];
