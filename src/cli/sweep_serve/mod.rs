@@ -32,12 +32,7 @@ pub struct SweepServeArgs {
     pub serve_cmd: Option<String>,
 
     /// Server configurations: a JSON or YAML list of objects (one server each).
-    #[arg(
-        long,
-        env = "LLMSURGE_SERVE_PARAMS",
-        value_name = "FILE",
-        requires = "serve_cmd"
-    )]
+    #[arg(long, env = "LLMSURGE_SERVE_PARAMS", value_name = "FILE")]
     pub serve_params: Option<PathBuf>,
 
     /// Benchmark configurations: a JSON or YAML list of objects whose keys are
@@ -147,6 +142,11 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
     if args.serve_cmd.is_none() && args.target.is_none() {
         return Err(UsageError(
             "sweep serve: give --serve-cmd (a server to start) or --target (a running one)".into(),
+        ));
+    }
+    if args.serve_cmd.is_none() && args.serve_params.is_some() {
+        return Err(UsageError(
+            "--serve-params needs --serve-cmd (the command its configurations fill in)".into(),
         ));
     }
     let serves = match (&args.serve_cmd, &args.serve_params) {
