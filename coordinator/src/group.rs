@@ -105,6 +105,11 @@ pub struct BenchmarkPlan {
     pub server_metrics: Option<ScrapeConfig>,
     /// The server's profiler around the measured window (`--profile-server`).
     pub profile_server: Option<ProfilerConfig>,
+    /// `--reset-cache`: empty the server's caches before this benchmark (all but the
+    /// run's first, unless it says `before_first`).
+    pub cache_reset: Option<crate::cache_reset::CacheResetConfig>,
+    /// `--gpu-metrics`: GPU power, utilisation and memory sampled beside the benchmark.
+    pub gpu_metrics: Option<crate::gpu::GpuConfig>,
     /// `--until-precise`: stop once every figure's interval is this tight.
     pub precision: Option<crate::precision::PrecisionSpec>,
 }
@@ -298,11 +303,17 @@ pub async fn run_benchmark(
     if let Some(cap) = plan.worker_template.behaviour.max_prefill_concurrency {
         shm.set_prefill_cap(u64::from(cap));
     }
+    // Before anything of this benchmark runs, so no request of it meets a warm cache.
+    let cache_reset = match &plan.cache_reset {
+        Some(c) if plan.index > 0 || c.before_first => Some(crate::cache_reset::reset(c).await),
+        _ => None,
+    };
     let cpu_before = children_cpu_seconds();
     env.observer.benchmark_started(plan.index, &plan.strategy);
     // Its first scrape runs while the workers start; it is the baseline if it answers
     // before t0.
     let mut scraper = plan.server_metrics.clone().map(Scraper::start);
+    let gpu_sampler = plan.gpu_metrics.clone().map(crate::gpu::GpuSampler::start);
 
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let mut tracks = Vec::with_capacity(n as usize);
@@ -627,6 +638,18 @@ pub async fn run_benchmark(
         let mut metrics = summarise(log, window, client);
         metrics.warnings.extend(profiler_warnings);
         result.server_metrics = Some(metrics);
+    }
+    result.cache_reset = cache_reset;
+    if let Some(s) = gpu_sampler {
+        let w = &result.measured_window;
+        result.gpu = Some(
+            s.finish(
+                w.start_time,
+                w.end_time,
+                result.throughput.output_tokens_per_s,
+            )
+            .await,
+        );
     }
     result.audit = sup.state.audit(
         &ShmCounts {

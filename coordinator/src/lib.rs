@@ -13,9 +13,11 @@
 //! It does not know about the CLI, data files or report formats; the binary provides the
 //! plans and an [`observer::RunObserver`].
 
+pub mod cache_reset;
 pub mod constraints;
 pub mod data;
 pub mod error;
+pub mod gpu;
 pub mod group;
 pub mod interrupts;
 pub mod observer;

@@ -793,6 +793,8 @@ mod capacity_tests {
                 shard: Default::default(),
                 server_metrics: None,
                 profile_server: None,
+                cache_reset: None,
+                gpu_metrics: None,
                 precision: None,
             },
             workers: None,

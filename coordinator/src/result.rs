@@ -374,6 +374,14 @@ pub struct BenchmarkResult {
     /// when scraping was off and in reports older than it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
+    /// `--reset-cache`: the reset made before this benchmark and the server's answers;
+    /// absent when none was asked for (and for a run's first benchmark).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_reset: Option<crate::cache_reset::CacheReset>,
+    /// `--gpu-metrics`: power, energy per output token, utilisation and memory over the
+    /// measured window, per GPU and summed; absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::gpu::GpuMetrics>,
     /// `--lora`: the breakdown per model of the split, in its order. Empty (and left
     /// out) without a split.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -525,6 +533,8 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         audit: Audit::default(),
         rate_estimate: None,
         server_metrics: None,
+        cache_reset: None,
+        gpu: None,
         models: model_results(state, window.duration_s),
         sessions: (!state.sessions.is_empty()).then(|| {
             let rate_means = match ctx.strategy {

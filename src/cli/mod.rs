@@ -19,6 +19,7 @@ pub mod run;
 pub mod scenario;
 pub mod seed;
 pub mod shard;
+pub mod sweep_serve;
 pub mod usage;
 pub mod values;
 
@@ -53,6 +54,9 @@ enum Command {
     /// Print Kubernetes manifests that run a benchmark as N shards (see docs/multi-host.md).
     #[command(subcommand)]
     K8s(k8s::K8sCommand),
+    /// Experiments over server and benchmark settings (see docs/sweeps.md).
+    #[command(subcommand)]
+    Sweep(SweepCommand),
     /// Prepare data offline.
     #[command(subcommand)]
     Preprocess(PreprocessCommand),
@@ -79,6 +83,13 @@ enum BenchmarkCommand {
     Compare(compare::CompareArgs),
     /// Merge the reports of the N shards of one run (`--shard K/N`) into one report.
     Merge(merge::MergeArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum SweepCommand {
+    /// Start a server per configuration and run every benchmark configuration against
+    /// it (the Cartesian product), with a sweep report of every point.
+    Serve(Box<sweep_serve::SweepServeArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -209,6 +220,13 @@ pub fn main() -> i32 {
         args.data.ignore_eos_explicit = explicit("ignore_eos");
         args.target.stream_explicit = explicit("stream");
     }
+    if let Command::Sweep(SweepCommand::Serve(args)) = &mut cli.command {
+        args.reset_cache_given = matches
+            .subcommand_matches("sweep")
+            .and_then(|m| m.subcommand_matches("serve"))
+            .and_then(|m| m.value_source("reset_cache"))
+            .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue);
+    }
     if !matches!(cli.command, Command::Worker(_))
         && let Err(message) = check_env()
     {
@@ -242,6 +260,7 @@ pub fn main() -> i32 {
             }
         }
         Command::Preprocess(PreprocessCommand::Dataset(a)) => a.run(),
+        Command::Sweep(SweepCommand::Serve(args)) => sweep_serve::sweep_serve(&args),
         Command::K8s(command) => k8s::k8s(&command),
         Command::Plot(command) => plot::plot(&command),
         Command::Worker(w) => worker_main(&w),

@@ -360,6 +360,10 @@ pub struct ServerMetricsPlan {
     pub include: Option<String>,
     /// `--profile-server`.
     pub profile_server: bool,
+    /// `--reset-cache` as given (`auto`, `none`, a path); absent: the profile's default.
+    pub reset_cache: Option<String>,
+    /// `--gpu-metrics` as given: `nvidia-smi` or a DCGM exporter's URL.
+    pub gpu_metrics: Option<String>,
 }
 
 /// Scrapes closer together than this would load the server for little.
@@ -434,6 +438,8 @@ fn resolve_server_metrics(args: &RunArgs) -> Result<ServerMetricsPlan, UsageErro
         interval,
         include: a.server_metrics_include.clone(),
         profile_server: a.profile_server,
+        reset_cache: a.reset_cache.clone(),
+        gpu_metrics: a.gpu_metrics.clone(),
     })
 }
 

@@ -205,6 +205,17 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         Ok((scrape, profiler, note)) => {
             template.base.server_metrics = scrape;
             template.base.profile_server = profiler;
+            template.base.cache_reset = cache_reset(&plan, &target);
+            template.base.gpu_metrics = plan.server_metrics.gpu_metrics.as_deref().map(|g| {
+                use llmsurge_coordinator::gpu::{GpuConfig, GpuSource};
+                GpuConfig {
+                    source: match g {
+                        "nvidia-smi" => GpuSource::NvidiaSmi,
+                        url => GpuSource::Dcgm(url.to_string()),
+                    },
+                    interval: plan.server_metrics.interval,
+                }
+            });
             // Kept in the report's target warnings, so a reader knows why there are none.
             if let Some(note) = note {
                 let note = plan.redaction.text(&note).into_owned();
@@ -322,6 +333,10 @@ async fn run_repeats(
             }
         }
         let mut template = template.clone();
+        // A later run's first benchmark follows the previous run's last one.
+        if let Some(reset) = &mut template.base.cache_reset {
+            reset.before_first = true;
+        }
         let backend = &mut template.base.worker_template.backend;
         if backend.request_id.is_some() {
             backend.request_id = Some(llmsurge_proto::new_run_tag());
@@ -599,6 +614,8 @@ fn plan_template(
         shard: plan.shard,
         server_metrics: None,
         profile_server: None,
+        cache_reset: None,
+        gpu_metrics: None,
         precision: plan.precision.clone(),
     };
     Ok(PlanTemplate {
@@ -659,4 +676,37 @@ impl ChosenProfile {
             ProfilePlan::Capacity { .. } => None,
         }
     }
+}
+
+/// `--reset-cache` as the coordinator takes it: `auto` by default for the sweep and
+/// capacity profiles (their benchmarks measure one server at rising loads, and a cache
+/// warmed by the previous one would flatter the next), none by default elsewhere.
+fn cache_reset(
+    plan: &RunPlan,
+    target: &ResolvedTarget,
+) -> Option<llmsurge_coordinator::cache_reset::CacheResetConfig> {
+    use llmsurge_coordinator::cache_reset::{CacheResetConfig, ResetMode};
+    let adaptive = matches!(
+        plan.profile_plan,
+        ProfilePlan::Sweep { .. } | ProfilePlan::Capacity { .. }
+    );
+    let mode = match plan.server_metrics.reset_cache.as_deref() {
+        Some("none") => return None,
+        Some("auto") => ResetMode::Auto,
+        Some(path) => ResetMode::Path(path.to_string()),
+        None if adaptive => ResetMode::Auto,
+        None => return None,
+    };
+    Some(CacheResetConfig {
+        mode,
+        // The origin only: the reset endpoints are at the server's root.
+        origin: reqwest::Url::parse(&target.base_url).map_or_else(
+            |_| target.base_url.clone(),
+            |u| u.origin().ascii_serialization(),
+        ),
+        headers: target_headers(plan),
+        timeout: PROFILER_TIMEOUT,
+        tls: plan.backend.tls.clone(),
+        before_first: false,
+    })
 }

@@ -90,8 +90,8 @@ pub fn load(name_or_path: &str) -> Result<(String, serde_json::Map<String, Value
     }
 }
 
-/// A scenario value as the text a flag would take.
-fn flag_text(label: &str, key: &str, v: &Value) -> Result<String, String> {
+/// A scenario (or sweep parameter) value as the text a flag would take.
+pub fn flag_text(label: &str, key: &str, v: &Value) -> Result<String, String> {
     Ok(match v {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),

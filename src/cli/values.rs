@@ -156,6 +156,17 @@ pub fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
     .mut_subcommands(negative_numbers_are_values)
 }
 
+/// `--reset-cache`: `auto`, `none` or a path from `/`.
+pub fn parse_reset_cache(s: &str) -> Result<String, String> {
+    match s {
+        "auto" | "none" => Ok(s.to_string()),
+        p if p.starts_with('/') => Ok(p.to_string()),
+        _ => Err(format!(
+            "{s:?} is not auto, none or a path (e.g. /reset_prefix_cache)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

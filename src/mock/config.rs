@@ -339,6 +339,26 @@ pub struct MockConfig {
     #[arg(long, env = "LLMSURGE_MOCK_NO_PROFILER")]
     pub no_profiler: bool,
 
+    /// Also publish a DCGM exporter's series on `GET /metrics` for N GPUs
+    /// (`DCGM_FI_DEV_POWER_USAGE`, `DCGM_FI_DEV_GPU_UTIL`, `DCGM_FI_DEV_FB_USED`, labelled
+    /// `gpu`), for `--gpu-metrics URL` (0: none).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_DCGM_GPUS",
+        default_value_t = 0,
+        value_name = "N"
+    )]
+    pub dcgm_gpus: u32,
+
+    /// The power each DCGM GPU reports, W.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_DCGM_POWER_W",
+        default_value_t = 300.0,
+        value_name = "W"
+    )]
+    pub dcgm_power_w: f64,
+
     /// Model speculative decoding with K draft tokens per step (0: off): `GET /metrics`
     /// then publishes vLLM's spec-decode counters. Latencies are not affected.
     #[arg(
@@ -476,6 +496,8 @@ impl Default for MockConfig {
             metrics_fault: None,
             metrics_fault_after: 0,
             no_profiler: false,
+            dcgm_gpus: 0,
+            dcgm_power_w: 300.0,
             spec_decode_draft_tokens: 0,
             spec_decode_acceptance: None,
             record: None,

@@ -52,6 +52,31 @@ pub fn notes(b: &BenchmarkResult) -> Vec<String> {
     if let Some(note) = unfinished_note(b) {
         notes.push(note);
     }
+    if let Some(g) = &b.gpu {
+        notes.push(g.note());
+    }
+    if let Some(r) = &b.cache_reset {
+        let calls: Vec<String> = r
+            .calls
+            .iter()
+            .map(|c| match c.status {
+                Some(s) => format!("{} {s}", c.path),
+                None => format!("{} failed ({})", c.path, c.answer),
+            })
+            .collect();
+        notes.push(format!(
+            "cache reset before it{}: {}",
+            r.server
+                .as_deref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default(),
+            if calls.is_empty() {
+                "nothing to reset".to_string()
+            } else {
+                calls.join(", ")
+            }
+        ));
+    }
     if let Some(e) = b
         .rate_estimate
         .as_ref()

@@ -615,6 +615,7 @@ pub fn header(report: &Report) -> Vec<String> {
     }
     h.extend(session_names(report));
     h.extend(super::steady::csv_names(report));
+    h.extend(super::gpu::csv_names(report));
     h.extend(super::across_runs::csv_names(&report.across_runs));
     h.extend(report.metadata.extras.keys().map(|k| format!("extras.{k}")));
     h
@@ -724,6 +725,7 @@ fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
     }
     row.extend(session_values(report, r));
     row.extend(super::steady::csv_values(report, r));
+    row.extend(super::gpu::csv_values(report, r));
     row.extend(super::across_runs::csv_values(&report.across_runs, r));
     row.extend(report.metadata.extras.values().map(|v| match v {
         serde_json::Value::String(s) => s.clone(),

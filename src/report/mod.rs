@@ -16,6 +16,7 @@ pub mod charts;
 pub mod connections;
 pub mod console;
 pub mod csv;
+pub mod gpu;
 pub mod html;
 pub mod json;
 pub mod junit;

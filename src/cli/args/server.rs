@@ -1,6 +1,6 @@
 //! `benchmark run` flags: the server's own metrics and profiler (docs/server-metrics.md).
 
-use crate::cli::values::parse_positive_duration;
+use crate::cli::values::{parse_positive_duration, parse_reset_cache};
 use clap::Args;
 use std::time::Duration;
 
@@ -28,4 +28,28 @@ pub struct ServerMetricsArgs {
     /// it (vLLM's and SGLang's profiler endpoints); a failure is a warning.
     #[arg(long, env = "LLMSURGE_PROFILE_SERVER")]
     pub profile_server: bool,
+
+    /// Empty the server's caches before every benchmark but the first: `auto` (vLLM:
+    /// POST /reset_prefix_cache and /reset_mm_cache; SGLang: /flush_cache; chosen from
+    /// its /metrics), `none`, or a path to POST. Default: auto for the sweep and
+    /// capacity profiles, none otherwise.
+    #[arg(long, env = "LLMSURGE_RESET_CACHE", value_name = "auto|none|PATH", value_parser = parse_reset_cache)]
+    pub reset_cache: Option<String>,
+
+    /// Sample GPU power, utilisation and memory during every benchmark: `nvidia-smi`
+    /// (run on this host) or a DCGM exporter's Prometheus URL. Every
+    /// --server-metrics-interval (default 1s). Reports energy per output token.
+    #[arg(long, env = "LLMSURGE_GPU_METRICS", value_name = "nvidia-smi|URL", value_parser = parse_gpu_metrics)]
+    pub gpu_metrics: Option<String>,
+}
+
+/// `--gpu-metrics`: `nvidia-smi` or an http(s) URL.
+fn parse_gpu_metrics(s: &str) -> Result<String, String> {
+    if s == "nvidia-smi" || s.starts_with("http://") || s.starts_with("https://") {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not nvidia-smi or an http(s):// URL of a DCGM exporter"
+        ))
+    }
 }

@@ -199,6 +199,9 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
 
 /// Serves one request.
 async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
+    if let Some(response) = super::cache_reset::answer(&app, req.method(), req.uri().path()) {
+        return response;
+    }
     let route = route(req.uri().path());
     // The server's own metrics and profiler are the main server's, probe or not.
     let introspection = matches!(

@@ -248,7 +248,11 @@ pub async fn scrape(app: &App) -> Response<MockBody> {
         .metrics_fault
         .filter(|_| index >= app.config.metrics_fault_after);
     match fault {
-        None => uncounted(StatusCode::OK, prometheus_text::CONTENT_TYPE, render(app)),
+        None => {
+            let mut text = render(app);
+            text.push_str(&dcgm(app));
+            uncounted(StatusCode::OK, prometheus_text::CONTENT_TYPE, text)
+        }
         Some(MetricsFault::Error) => uncounted(
             StatusCode::INTERNAL_SERVER_ERROR,
             "text/plain; charset=utf-8",
@@ -267,6 +271,37 @@ pub async fn scrape(app: &App) -> Response<MockBody> {
             response
         }
     }
+}
+
+/// A DCGM exporter's series for `--dcgm-gpus` GPUs (empty without it): each GPU at
+/// `--dcgm-power-w`, 50% busy, 1024 MiB of memory used per GPU index + 1.
+fn dcgm(app: &App) -> String {
+    use std::fmt::Write as _;
+    let n = app.config.dcgm_gpus;
+    if n == 0 {
+        return String::new();
+    }
+    let mut out = String::new();
+    let series = [
+        ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."),
+        ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
+        ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
+    ];
+    for (name, help) in series {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for gpu in 0..n {
+            let value = match name {
+                "DCGM_FI_DEV_POWER_USAGE" => app.config.dcgm_power_w,
+                "DCGM_FI_DEV_GPU_UTIL" => 50.0,
+                _ => 1024.0 * f64::from(gpu + 1),
+            };
+            let _ = writeln!(
+                out,
+                "{name}{{gpu=\"{gpu}\",UUID=\"GPU-mock-{gpu}\",modelName=\"mock\"}} {value}"
+            );
+        }
+    }
+    out
 }
 
 /// Answers `POST /start_profile` and `POST /stop_profile` like vLLM (200, empty body),

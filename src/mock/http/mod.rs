@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod body;
+pub mod cache_reset;
 pub mod handler;
 pub mod metrics;
 pub mod server;

@@ -84,6 +84,16 @@ impl PrefixCache {
         }
     }
 
+    /// Forgets every cached block (a server's cache reset).
+    pub fn clear(&self) {
+        let mut blocks = self
+            .blocks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        blocks.cached.clear();
+        blocks.order.clear();
+    }
+
     /// Looks a prompt up and caches its full blocks; returns the tokens found cached
     /// (those of its leading cached blocks).
     pub fn lookup(&self, prompt: &PromptBlocks) -> u64 {

@@ -169,6 +169,8 @@ pub struct Counters {
     success: [AtomicU64; 2],
     prefix_cache_queries: AtomicU64,
     prefix_cache_hits: AtomicU64,
+    /// Cache resets by endpoint, in [`CacheResetCounts`] order.
+    cache_resets: [AtomicU64; 3],
     spec_drafts: AtomicU64,
     spec_draft_tokens: AtomicU64,
     spec_accepted_tokens: AtomicU64,
@@ -264,6 +266,7 @@ impl Default for Counters {
             success: Default::default(),
             prefix_cache_queries: AtomicU64::default(),
             prefix_cache_hits: AtomicU64::default(),
+            cache_resets: Default::default(),
             spec_drafts: AtomicU64::default(),
             spec_draft_tokens: AtomicU64::default(),
             spec_accepted_tokens: AtomicU64::default(),
@@ -409,6 +412,9 @@ pub struct MockStats {
     /// The part of `prefix_cache_queries` found cached.
     #[serde(default)]
     pub prefix_cache_hits: u64,
+    /// Cache resets asked for (`/reset_prefix_cache`, `/reset_mm_cache`, `/flush_cache`).
+    #[serde(default)]
+    pub cache_resets: CacheResetCounts,
     /// Speculative-decoding counts (all 0 unless `--spec-decode-draft-tokens` is set).
     #[serde(default)]
     pub spec_decode: SpecDecodeCounts,
@@ -554,6 +560,14 @@ impl Counters {
         self.kv_cache_tokens.fetch_sub(tokens, Relaxed);
     }
 
+    /// A cache reset: `which` is 0 for `/reset_prefix_cache`, 1 for `/reset_mm_cache`,
+    /// 2 for `/flush_cache`.
+    pub fn cache_reset(&self, which: usize) {
+        if let Some(c) = self.cache_resets.get(which) {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
     /// A prompt of `queries` tokens was looked up in the prefix cache; `hits` were cached.
     pub fn prefix_cache(&self, queries: u64, hits: u64) {
         self.prefix_cache_queries.fetch_add(queries, Relaxed);
@@ -623,6 +637,7 @@ impl Counters {
             .iter()
             .chain(&self.faults)
             .chain(&self.success)
+            .chain(&self.cache_resets)
             .chain(&self.connections)
             .chain([
                 &self.responses_2xx,
@@ -712,6 +727,11 @@ impl Counters {
             },
             prefix_cache_queries: self.prefix_cache_queries.load(Relaxed),
             prefix_cache_hits: self.prefix_cache_hits.load(Relaxed),
+            cache_resets: CacheResetCounts {
+                prefix_cache: self.cache_resets[0].load(Relaxed),
+                mm_cache: self.cache_resets[1].load(Relaxed),
+                flush_cache: self.cache_resets[2].load(Relaxed),
+            },
             spec_decode: SpecDecodeCounts {
                 drafts: self.spec_drafts.load(Relaxed),
                 draft_tokens: self.spec_draft_tokens.load(Relaxed),
@@ -752,4 +772,15 @@ impl Counters {
     pub fn connection(&self, event: ConnectionEvent) {
         self.connections[event as usize].fetch_add(1, Relaxed);
     }
+}
+
+/// Cache resets the mock was asked for, per endpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheResetCounts {
+    /// `POST /reset_prefix_cache` (vLLM): empties the prefix cache.
+    pub prefix_cache: u64,
+    /// `POST /reset_mm_cache` (vLLM): the mock keeps no multimodal cache; counted only.
+    pub mm_cache: u64,
+    /// `POST /flush_cache` (SGLang): empties the prefix cache.
+    pub flush_cache: u64,
 }

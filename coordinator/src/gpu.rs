@@ -1,0 +1,458 @@
+//! `--gpu-metrics`: GPU power, utilisation and memory sampled beside a benchmark, from
+//! `nvidia-smi` on this host or a DCGM exporter's Prometheus endpoint, summed up over
+//! the measured window into energy per output token and tokens/s per GPU.
+//!
+//! Energy is the mean of the total power over the samples taken within the measured
+//! window times the window's length (all samples when the window is shorter than one
+//! interval). A sample that fails is counted, never waited on past its timeout.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Where the samples come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuSource {
+    /// `nvidia-smi --query-gpu=index,power.draw,utilization.gpu,memory.used` on `PATH`.
+    NvidiaSmi,
+    /// A DCGM exporter's `/metrics` URL (`DCGM_FI_DEV_POWER_USAGE`, `DCGM_FI_DEV_GPU_UTIL`,
+    /// `DCGM_FI_DEV_FB_USED`, labelled by `gpu`).
+    Dcgm(String),
+}
+
+/// What to sample and how often.
+#[derive(Clone, Debug)]
+pub struct GpuConfig {
+    /// The source.
+    pub source: GpuSource,
+    /// Time between two samples.
+    pub interval: Duration,
+}
+
+/// One GPU at one instant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuReading {
+    /// The GPU's index.
+    pub index: u32,
+    /// Power draw, W.
+    pub power_w: f64,
+    /// Utilisation, %.
+    pub util_pct: Option<f64>,
+    /// Memory used, MiB.
+    pub memory_mib: Option<f64>,
+}
+
+/// One GPU over the measured window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuSummary {
+    /// The GPU's index.
+    pub index: u32,
+    /// Mean power, W.
+    pub power_mean_w: f64,
+    /// Highest power sampled, W.
+    pub power_max_w: f64,
+    /// Energy over the measured window, J.
+    pub energy_j: f64,
+    /// Mean utilisation, %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub util_mean_pct: Option<f64>,
+    /// Highest memory used, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max_mib: Option<f64>,
+}
+
+/// A benchmark's GPU figures: per GPU and summed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuMetrics {
+    /// `nvidia-smi` or the DCGM URL.
+    pub source: String,
+    /// Samples taken within the window (every sample when none fell inside it).
+    pub samples: u32,
+    /// Samples that failed.
+    pub failed_samples: u32,
+    /// The last failure, one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// GPUs seen.
+    pub gpus: u32,
+    /// Summed mean power, W.
+    pub power_mean_w: f64,
+    /// Highest summed power sampled, W.
+    pub power_max_w: f64,
+    /// Summed energy over the measured window, J.
+    pub energy_j: f64,
+    /// Energy per output token, J.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joules_per_output_token: Option<f64>,
+    /// Output tokens/s divided by the GPUs seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_s_per_gpu: Option<f64>,
+    /// Mean utilisation over the GPUs, %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub util_mean_pct: Option<f64>,
+    /// Summed highest memory used, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max_mib: Option<f64>,
+    /// Per GPU.
+    pub per_gpu: Vec<GpuSummary>,
+}
+
+impl GpuMetrics {
+    /// One line for the console and HTML notes: power, energy and J per token.
+    pub fn note(&self) -> String {
+        let g = self;
+        let mut line = format!(
+            "GPU ({}, {} GPU{}): mean power {:.0} W (max {:.0} W), energy {:.1} J",
+            g.source,
+            g.gpus,
+            if g.gpus == 1 { "" } else { "s" },
+            g.power_mean_w,
+            g.power_max_w,
+            g.energy_j
+        );
+        if let Some(j) = g.joules_per_output_token {
+            line.push_str(&format!(", {j:.4} J per output token"));
+        }
+        if let Some(t) = g.output_tokens_per_s_per_gpu {
+            line.push_str(&format!(", {t:.1} output tokens/s per GPU"));
+        }
+        if g.failed_samples > 0 {
+            line.push_str(&format!(
+                "; {} samples failed ({})",
+                g.failed_samples,
+                g.last_error.as_deref().unwrap_or("")
+            ));
+        }
+        line
+    }
+}
+
+/// Parses `nvidia-smi --query-gpu=index,power.draw,utilization.gpu,memory.used
+/// --format=csv,noheader,nounits` output.
+pub fn parse_nvidia_smi(text: &str) -> Result<Vec<GpuReading>, String> {
+    let num = |s: &str| s.trim().parse::<f64>().ok();
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(',').collect();
+        let (Some(index), Some(power)) = (
+            f.first().and_then(|s| s.trim().parse::<u32>().ok()),
+            f.get(1).and_then(|s| num(s)),
+        ) else {
+            return Err(format!(
+                "nvidia-smi printed {line:?}, not index, power.draw, …"
+            ));
+        };
+        out.push(GpuReading {
+            index,
+            power_w: power,
+            util_pct: f.get(2).and_then(|s| num(s)),
+            memory_mib: f.get(3).and_then(|s| num(s)),
+        });
+    }
+    if out.is_empty() {
+        return Err("nvidia-smi listed no GPU".into());
+    }
+    Ok(out)
+}
+
+/// Reads a DCGM exporter's series, per `gpu` label.
+pub fn parse_dcgm(text: &str) -> Result<Vec<GpuReading>, String> {
+    let mut by_gpu: BTreeMap<u32, GpuReading> = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let (name, rest) = match line.find('{') {
+            Some(i) => (&line[..i], &line[i..]),
+            None => continue,
+        };
+        let Some(close) = rest.find('}') else {
+            continue;
+        };
+        let labels = &rest[1..close];
+        let Some(value) = rest[close + 1..]
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        let Some(gpu) = labels.split(',').find_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            (k.trim() == "gpu").then(|| v.trim().trim_matches('"').parse::<u32>().ok())?
+        }) else {
+            continue;
+        };
+        let r = by_gpu.entry(gpu).or_insert(GpuReading {
+            index: gpu,
+            power_w: f64::NAN,
+            util_pct: None,
+            memory_mib: None,
+        });
+        match name {
+            "DCGM_FI_DEV_POWER_USAGE" => r.power_w = value,
+            "DCGM_FI_DEV_GPU_UTIL" => r.util_pct = Some(value),
+            "DCGM_FI_DEV_FB_USED" => r.memory_mib = Some(value),
+            _ => {}
+        }
+    }
+    let out: Vec<GpuReading> = by_gpu
+        .into_values()
+        .filter(|r| r.power_w.is_finite())
+        .collect();
+    if out.is_empty() {
+        return Err("no DCGM_FI_DEV_POWER_USAGE series with a gpu label".into());
+    }
+    Ok(out)
+}
+
+/// Takes one sample.
+pub async fn sample(source: &GpuSource, timeout: Duration) -> Result<Vec<GpuReading>, String> {
+    match source {
+        GpuSource::NvidiaSmi => {
+            let run = tokio::process::Command::new("nvidia-smi")
+                .args([
+                    "--query-gpu=index,power.draw,utilization.gpu,memory.used",
+                    "--format=csv,noheader,nounits",
+                ])
+                .kill_on_drop(true)
+                .output();
+            let out = tokio::time::timeout(timeout, run)
+                .await
+                .map_err(|_| {
+                    format!(
+                        "nvidia-smi gave no answer within {}s",
+                        timeout.as_secs_f64()
+                    )
+                })?
+                .map_err(|e| format!("cannot run nvidia-smi: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "nvidia-smi failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+            parse_nvidia_smi(&String::from_utf8_lossy(&out.stdout))
+        }
+        GpuSource::Dcgm(url) => {
+            let client = llmsurge_proto::http::client_builder(url, &Default::default())
+                .map_err(|e| e.to_string())?
+                .timeout(timeout)
+                .build()
+                .map_err(|e| e.to_string())?;
+            let shown = llmsurge_proto::Redaction::default().url(url);
+            let r =
+                client.get(url).send().await.map_err(|e| {
+                    format!("GET {shown}: {}", llmsurge_proto::http::root_cause(&e))
+                })?;
+            if !r.status().is_success() {
+                return Err(format!("GET {shown}: HTTP {}", r.status()));
+            }
+            parse_dcgm(&r.text().await.map_err(|e| e.to_string())?)
+        }
+    }
+}
+
+/// The samples of one benchmark, each with its Unix time.
+#[derive(Debug, Default)]
+pub struct GpuLog {
+    /// `(unix seconds, readings)`.
+    pub samples: Vec<(f64, Vec<GpuReading>)>,
+    /// Samples that failed.
+    pub failed: u32,
+    /// The last failure.
+    pub last_error: Option<String>,
+}
+
+/// A sampler running beside a benchmark.
+#[derive(Debug)]
+pub struct GpuSampler {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<GpuLog>,
+    source: GpuSource,
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+impl GpuSampler {
+    /// Starts sampling now, every `cfg.interval`.
+    pub fn start(cfg: GpuConfig) -> Self {
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let source = cfg.source.clone();
+        let task = tokio::spawn(async move {
+            let mut log = GpuLog::default();
+            let timeout = cfg
+                .interval
+                .clamp(Duration::from_secs(1), Duration::from_secs(5));
+            let mut tick = tokio::time::interval(cfg.interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stopped.changed() => break,
+                }
+                let at = unix_now();
+                match sample(&cfg.source, timeout).await {
+                    Ok(r) => log.samples.push((at, r)),
+                    Err(e) => {
+                        log.failed += 1;
+                        log.last_error = Some(e);
+                    }
+                }
+            }
+            // One last sample closes the window.
+            let at = unix_now();
+            match sample(&cfg.source, timeout).await {
+                Ok(r) => log.samples.push((at, r)),
+                Err(e) => {
+                    log.failed += 1;
+                    log.last_error = Some(e);
+                }
+            }
+            log
+        });
+        Self { stop, task, source }
+    }
+
+    /// Stops sampling and sums up over the window `[start, end]` (Unix seconds).
+    pub async fn finish(
+        self,
+        start: f64,
+        end: f64,
+        output_tokens_per_s: Option<f64>,
+    ) -> GpuMetrics {
+        let _ = self.stop.send(true);
+        let log = self.task.await.unwrap_or_default();
+        let source = match &self.source {
+            GpuSource::NvidiaSmi => "nvidia-smi".to_string(),
+            GpuSource::Dcgm(u) => llmsurge_proto::Redaction::default().url(u),
+        };
+        summarise(source, &log, start, end, output_tokens_per_s)
+    }
+}
+
+/// Sums a log up over the window `[start, end]` (Unix seconds).
+pub fn summarise(
+    source: String,
+    log: &GpuLog,
+    start: f64,
+    end: f64,
+    output_tokens_per_s: Option<f64>,
+) -> GpuMetrics {
+    let inside: Vec<&(f64, Vec<GpuReading>)> = log
+        .samples
+        .iter()
+        .filter(|(t, _)| *t >= start && *t <= end)
+        .collect();
+    let used: Vec<&(f64, Vec<GpuReading>)> = if inside.is_empty() {
+        log.samples.iter().collect()
+    } else {
+        inside
+    };
+    let duration = (end - start).max(0.0);
+    let mut per: BTreeMap<u32, Vec<&GpuReading>> = BTreeMap::new();
+    for (_, readings) in &used {
+        for r in readings {
+            per.entry(r.index).or_default().push(r);
+        }
+    }
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let per_gpu: Vec<GpuSummary> = per
+        .iter()
+        .map(|(index, rs)| {
+            let power: Vec<f64> = rs.iter().map(|r| r.power_w).collect();
+            let util: Vec<f64> = rs.iter().filter_map(|r| r.util_pct).collect();
+            let mem: Vec<f64> = rs.iter().filter_map(|r| r.memory_mib).collect();
+            let p = mean(&power).unwrap_or(0.0);
+            GpuSummary {
+                index: *index,
+                power_mean_w: p,
+                power_max_w: power.iter().copied().fold(0.0, f64::max),
+                energy_j: p * duration,
+                util_mean_pct: mean(&util),
+                memory_max_mib: (!mem.is_empty()).then(|| mem.iter().copied().fold(0.0, f64::max)),
+            }
+        })
+        .collect();
+    let gpus = per_gpu.len() as u32;
+    let power_mean_w: f64 = per_gpu.iter().map(|g| g.power_mean_w).sum();
+    let energy_j: f64 = per_gpu.iter().map(|g| g.energy_j).sum();
+    let tokens = output_tokens_per_s.map(|r| r * duration);
+    let utils: Vec<f64> = per_gpu.iter().filter_map(|g| g.util_mean_pct).collect();
+    let mems: Vec<f64> = per_gpu.iter().filter_map(|g| g.memory_max_mib).collect();
+    GpuMetrics {
+        source,
+        samples: used.len() as u32,
+        failed_samples: log.failed,
+        last_error: log.last_error.clone(),
+        gpus,
+        power_mean_w,
+        power_max_w: used
+            .iter()
+            .map(|(_, rs)| rs.iter().map(|r| r.power_w).sum::<f64>())
+            .fold(0.0, f64::max),
+        energy_j,
+        joules_per_output_token: tokens
+            .filter(|t| *t > 0.0 && gpus > 0)
+            .map(|t| energy_j / t),
+        output_tokens_per_s_per_gpu: output_tokens_per_s
+            .filter(|_| gpus > 0)
+            .map(|r| r / f64::from(gpus)),
+        util_mean_pct: mean(&utils),
+        memory_max_mib: (!mems.is_empty()).then(|| mems.iter().sum()),
+        per_gpu,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvidia_smi_and_dcgm_read_the_same_figures() {
+        let smi = parse_nvidia_smi("0, 300.00, 50, 1024\n1, 250.5, 40, 2048\n").expect("smi");
+        let dcgm = parse_dcgm(
+            "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n\
+             DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"a\"} 300\n\
+             DCGM_FI_DEV_POWER_USAGE{gpu=\"1\",UUID=\"b\"} 250.5\n\
+             DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 50\nDCGM_FI_DEV_GPU_UTIL{gpu=\"1\"} 40\n\
+             DCGM_FI_DEV_FB_USED{gpu=\"0\"} 1024\nDCGM_FI_DEV_FB_USED{gpu=\"1\"} 2048\n",
+        )
+        .expect("dcgm");
+        assert_eq!(smi, dcgm);
+        assert!(parse_nvidia_smi("garbage").is_err());
+    }
+
+    #[test]
+    fn energy_is_mean_power_times_the_window() {
+        let r = |p| {
+            vec![GpuReading {
+                index: 0,
+                power_w: p,
+                util_pct: None,
+                memory_mib: None,
+            }]
+        };
+        let log = GpuLog {
+            samples: vec![
+                (9.0, r(1000.0)),
+                (10.0, r(100.0)),
+                (12.0, r(300.0)),
+                (15.0, r(1000.0)),
+            ],
+            failed: 0,
+            last_error: None,
+        };
+        let m = summarise("x".into(), &log, 10.0, 14.0, Some(50.0));
+        assert_eq!(m.samples, 2);
+        assert_eq!(m.energy_j, 200.0 * 4.0);
+        assert_eq!(m.joules_per_output_token, Some(800.0 / 200.0));
+        assert_eq!(m.power_max_w, 300.0);
+    }
+}

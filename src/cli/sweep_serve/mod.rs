@@ -1,0 +1,692 @@
+//! `llmsurge sweep serve`: the Cartesian product of server configurations and benchmark
+//! configurations, a server started once per serve configuration, each point measured
+//! by `benchmark run` (this same executable, started again, so there is one engine), and
+//! a sweep report of every point's headline figures.
+//!
+//! Points are `s{S}-b{B}` (`b{B}` without `--serve-cmd`), each a directory under
+//! `--output-dir` holding its full report, its console output (`run.log`) and the
+//! server's log (`server.log`, a hard link to `s{S}.server.log`).
+
+pub mod params;
+pub mod report;
+pub mod server;
+
+use crate::cli::{Cli, UsageError, usage_error};
+use crate::exit_codes;
+use clap::{Args, CommandFactory};
+use params::Params;
+use report::{Row, Status, SweepReport};
+use server::Server;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// `llmsurge sweep serve` flags.
+#[derive(Debug, Args)]
+pub struct SweepServeArgs {
+    /// The server command, run by `sh -c` in its own process group once per serve
+    /// configuration: `{port}` is a free port, `{key}` a serve parameter; other keys
+    /// become `--key value` (true: a bare flag; false: left out). E.g.
+    /// 'vllm serve MODEL --port {port}'. Without it the sweep runs against --target.
+    #[arg(long, env = "LLMSURGE_SERVE_CMD", value_name = "TEMPLATE")]
+    pub serve_cmd: Option<String>,
+
+    /// Server configurations: a JSON or YAML list of objects (one server each).
+    #[arg(long, env = "LLMSURGE_SERVE_PARAMS", value_name = "FILE")]
+    pub serve_params: Option<PathBuf>,
+
+    /// Benchmark configurations: a JSON or YAML list of objects whose keys are
+    /// `benchmark run` flag names with _ (e.g. {"profile": "concurrent", "rate": 8}).
+    #[arg(long, env = "LLMSURGE_BENCH_PARAMS", value_name = "FILE")]
+    pub bench_params: Option<PathBuf>,
+
+    /// The server's base URL. With --serve-cmd it may hold {port} (default
+    /// http://127.0.0.1:{port}); without, it is required.
+    #[arg(long, env = "LLMSURGE_TARGET", value_name = "URL")]
+    pub target: Option<String>,
+
+    /// How long a started server may take to answer /health and list a model on
+    /// /v1/models.
+    #[arg(long, env = "LLMSURGE_READY_TIMEOUT", value_parser = crate::cli::values::parse_duration, default_value = "600s", value_name = "DURATION")]
+    pub ready_timeout: Duration,
+
+    /// After SIGTERM to a server's process group, how long before SIGKILL.
+    #[arg(long, env = "LLMSURGE_STOP_GRACE", value_parser = crate::cli::values::parse_duration, default_value = "10s", value_name = "DURATION")]
+    pub stop_grace: Duration,
+
+    /// Run each point N times (`benchmark run --repeat N`: its run-to-run statistics;
+    /// the sweep report shows the means).
+    #[arg(long, env = "LLMSURGE_REPEAT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub repeat: u32,
+
+    /// A shell command run after each benchmark of a server (e.g. a cache reset).
+    #[arg(long, env = "LLMSURGE_AFTER_BENCH_CMD", value_name = "COMMAND")]
+    pub after_bench_cmd: Option<String>,
+
+    /// Between two benchmarks of one server (when --after-bench-cmd is not given), empty
+    /// its caches: auto (vLLM: /reset_prefix_cache and /reset_mm_cache; SGLang:
+    /// /flush_cache; from its /metrics), none, or a path to POST. Given, each point's
+    /// benchmark run gets it too.
+    #[arg(long, env = "LLMSURGE_RESET_CACHE", default_value = "auto", value_name = "auto|none|PATH", value_parser = crate::cli::values::parse_reset_cache)]
+    pub reset_cache: String,
+
+    /// Skip points whose reports are complete (from an earlier run into --output-dir).
+    #[arg(long, env = "LLMSURGE_RESUME")]
+    pub resume: bool,
+
+    /// Print every server command and every point's benchmark plan; run nothing.
+    #[arg(long, env = "LLMSURGE_DRY_RUN")]
+    pub dry_run: bool,
+
+    /// Directory of the sweep: one directory per point and the sweep report.
+    #[arg(
+        long,
+        env = "LLMSURGE_OUTPUT_DIR",
+        default_value = ".",
+        value_name = "DIR"
+    )]
+    pub output_dir: PathBuf,
+
+    /// Whether --reset-cache was given (not defaulted): then points get it too.
+    #[arg(skip)]
+    pub reset_cache_given: bool,
+
+    /// `benchmark run` flags every point gets (before its own configuration's), after --.
+    #[arg(last = true, value_name = "BENCHMARK RUN FLAGS")]
+    pub common: Vec<String>,
+}
+
+/// The file that marks a point complete, beside its report.
+const DONE: &str = "point.json";
+/// Lines of a server's log a failed configuration's rows keep.
+const TAIL_LINES: usize = 10;
+/// How long an interrupted benchmark may take to write its report before it is killed.
+const BENCH_STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// One benchmark configuration, checked.
+struct Bench {
+    params: Params,
+    flags: Vec<String>,
+}
+
+/// One serve configuration (or the one `--target` without `--serve-cmd`).
+struct Serve {
+    index: Option<usize>,
+    params: Params,
+}
+
+/// Runs the sweep; returns the exit code.
+pub fn sweep_serve(args: &SweepServeArgs) -> i32 {
+    let (serves, benches) = match check(args) {
+        Ok(v) => v,
+        Err(UsageError(m)) => return usage_error(&m),
+    };
+    if let Err(e) = std::fs::create_dir_all(&args.output_dir) {
+        return usage_error(&format!("--output-dir {}: {e}", args.output_dir.display()));
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return exit_codes::RUN_FAILED;
+        }
+    };
+    runtime.block_on(run(args, &serves, &benches))
+}
+
+/// Loads and checks every configuration before anything starts.
+fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> {
+    if args.serve_cmd.is_none() && args.target.is_none() {
+        return Err(UsageError(
+            "sweep serve: give --serve-cmd (a server to start) or --target (a running one)".into(),
+        ));
+    }
+    if args.serve_cmd.is_none() && args.serve_params.is_some() {
+        return Err(UsageError(
+            "--serve-params needs --serve-cmd (the command its configurations fill in)".into(),
+        ));
+    }
+    let serves = match (&args.serve_cmd, &args.serve_params) {
+        (None, _) => vec![Serve {
+            index: None,
+            params: Params::new(),
+        }],
+        (Some(_), None) => vec![Serve {
+            index: Some(0),
+            params: Params::new(),
+        }],
+        (Some(_), Some(path)) => params::load_list("--serve-params", path)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, params)| Serve {
+                index: Some(i),
+                params,
+            })
+            .collect(),
+    };
+    if let Some(template) = &args.serve_cmd {
+        for s in &serves {
+            let label = label_of("--serve-params", args.serve_params.as_deref(), s.index);
+            params::serve_command(template, &s.params, 1, &label)?;
+        }
+    }
+    let bench_params = match &args.bench_params {
+        Some(path) => params::load_list("--bench-params", path)?,
+        None => vec![Params::new()],
+    };
+    let cli = Cli::command();
+    let run = cli
+        .find_subcommand("benchmark")
+        .and_then(|b| b.find_subcommand("run"))
+        .ok_or_else(|| UsageError("the benchmark run command is missing".into()))?;
+    let mut benches = Vec::new();
+    for (i, p) in bench_params.into_iter().enumerate() {
+        let label = label_of("--bench-params", args.bench_params.as_deref(), Some(i));
+        let flags = params::bench_flags(run, &p, &label)?;
+        // The whole command line, as a point will run it, through the real definition.
+        let argv: Vec<String> = [
+            "llmsurge",
+            "benchmark",
+            "run",
+            "--target",
+            "http://127.0.0.1:1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(args.common.iter().cloned())
+        .chain(flags.iter().cloned())
+        .collect();
+        let command = crate::cli::scenario::apply(Cli::command(), &argv)
+            .map_err(|e| UsageError(format!("{label}: {e}")))?;
+        if let Err(e) = crate::cli::negative_numbers_are_values(command).try_get_matches_from(&argv)
+        {
+            let rendered = e.to_string();
+            let line = rendered.lines().next().unwrap_or("invalid arguments");
+            return Err(UsageError(format!(
+                "{label}: {}",
+                line.strip_prefix("error: ").unwrap_or(line)
+            )));
+        }
+        benches.push(Bench { params: p, flags });
+    }
+    Ok((serves, benches))
+}
+
+fn label_of(flag: &str, path: Option<&Path>, index: Option<usize>) -> String {
+    match (path, index) {
+        (Some(p), Some(i)) => format!("{flag} {}: entry {i}", p.display()),
+        _ => flag.to_string(),
+    }
+}
+
+fn point_name(serve: &Serve, bench: usize) -> String {
+    match serve.index {
+        Some(s) => format!("s{s}-b{bench}"),
+        None => format!("b{bench}"),
+    }
+}
+
+/// A point's report, when an earlier run completed it.
+fn completed(dir: &Path) -> Option<crate::report::json::Report> {
+    let done: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join(DONE)).ok()?).ok()?;
+    if done.get("complete").and_then(serde_json::Value::as_bool) != Some(true) {
+        return None;
+    }
+    crate::report::json::Report::load(&dir.join("benchmarks.json")).ok()
+}
+
+/// The sweep's signals: a Ctrl-C or SIGTERM ends it after stopping what it started.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// The next signal: SIGINT or SIGTERM.
+    async fn next(&mut self) -> nix::sys::signal::Signal {
+        tokio::select! {
+            _ = self.int.recv() => nix::sys::signal::Signal::SIGINT,
+            _ = self.term.recv() => nix::sys::signal::Signal::SIGTERM,
+        }
+    }
+}
+
+/// How one benchmark child ended.
+enum Ended {
+    Exited(i32),
+    ServerDied(String),
+    Interrupted,
+}
+
+async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 {
+    let mut signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot install signal handlers: {e}");
+            return exit_codes::RUN_FAILED;
+        }
+    };
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: cannot find the llmsurge executable: {e}");
+            return exit_codes::RUN_FAILED;
+        }
+    };
+    let out = &args.output_dir;
+    let mut sweep = SweepReport {
+        serve_cmd: args.serve_cmd.clone(),
+        interrupted: false,
+        rows: Vec::new(),
+    };
+    let mut any_failed = false;
+    'serves: for serve in serves {
+        let row_template = |b: usize| Row {
+            point: point_name(serve, b),
+            serve_index: serve.index,
+            bench_index: b,
+            serve_params: serve.params.clone(),
+            bench_params: benches[b].params.clone(),
+            benchmark: None,
+            status: Status::Failed,
+            exit_code: None,
+            error: None,
+            log_tail: Vec::new(),
+            cache_reset: None,
+            figures: Default::default(),
+        };
+        // Points this configuration still has to run.
+        let mut todo = Vec::new();
+        for b in 0..benches.len() {
+            let dir = out.join(point_name(serve, b));
+            match completed(&dir).filter(|_| args.resume && !args.dry_run) {
+                Some(report) => {
+                    let mut t = row_template(b);
+                    t.status = Status::Resumed;
+                    sweep.rows.extend(report::rows_of(&t, &report));
+                    crate::stdout::println(&format!("{}: complete, skipped (--resume)", t.point));
+                }
+                None => todo.push(b),
+            }
+        }
+        if todo.is_empty() {
+            continue;
+        }
+        let port = match args.serve_cmd {
+            Some(_) => match server::free_port() {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: no free port for the server: {e}");
+                    return exit_codes::RUN_FAILED;
+                }
+            },
+            None => 0,
+        };
+        let target = match (&args.target, &args.serve_cmd) {
+            (Some(t), _) => t.replace("{port}", &port.to_string()),
+            (None, _) => format!("http://127.0.0.1:{port}"),
+        };
+        let command = args.serve_cmd.as_ref().map(|template| {
+            let label = label_of("--serve-params", args.serve_params.as_deref(), serve.index);
+            // Checked before the sweep started.
+            params::serve_command(template, &serve.params, port, &label).unwrap_or_default()
+        });
+        let server_log = serve.index.map(|s| out.join(format!("s{s}.server.log")));
+        if args.dry_run {
+            if let (Some(cmd), Some(s)) = (&command, serve.index) {
+                crate::stdout::println(&format!("server s{s}: {cmd}"));
+            }
+            for &b in &todo {
+                let dir = out.join(point_name(serve, b));
+                let argv = bench_argv(args, &benches[b], &target, &dir, true);
+                crate::stdout::println(&format!(
+                    "plan {}: llmsurge {}",
+                    point_name(serve, b),
+                    argv.join(" ")
+                ));
+                let plan = tokio::process::Command::new(&exe)
+                    .args(&argv)
+                    .env_clear()
+                    .envs(child_env())
+                    .stdin(Stdio::null())
+                    .output()
+                    .await;
+                match plan {
+                    Ok(o) if o.status.success() => {
+                        crate::stdout::print(&String::from_utf8_lossy(&o.stdout));
+                    }
+                    Ok(o) => {
+                        eprintln!(
+                            "{}: the plan failed: {}",
+                            point_name(serve, b),
+                            String::from_utf8_lossy(&o.stderr).trim()
+                        );
+                        any_failed = true;
+                    }
+                    Err(e) => {
+                        eprintln!("{}: cannot run llmsurge: {e}", point_name(serve, b));
+                        any_failed = true;
+                    }
+                }
+            }
+            continue;
+        }
+        // Start the server, if the sweep starts one.
+        let mut running: Option<Server> = None;
+        if let (Some(cmd), Some(log)) = (&command, &server_log) {
+            let _ = std::fs::remove_file(log);
+            crate::stdout::println(&format!("{}: starting {cmd}", log.display()));
+            let mut srv = match Server::start(cmd, log) {
+                Ok(s) => s,
+                Err(e) => {
+                    for &b in &todo {
+                        let mut row = row_template(b);
+                        row.error = Some(format!("the server command cannot start: {e}"));
+                        sweep.rows.push(row);
+                    }
+                    any_failed = true;
+                    continue;
+                }
+            };
+            let ready = tokio::select! {
+                r = srv.wait_ready(&target, args.ready_timeout) => Some(r),
+                _ = signals.next() => None,
+            };
+            match ready {
+                None => {
+                    srv.stop(args.stop_grace).await;
+                    sweep.interrupted = true;
+                    break 'serves;
+                }
+                Some(Err(e)) => {
+                    eprintln!("server s{}: {e}", serve.index.unwrap_or(0));
+                    srv.stop(args.stop_grace).await;
+                    let tail = server::log_tail(log, TAIL_LINES);
+                    for &b in &todo {
+                        let mut row = row_template(b);
+                        row.error = Some(e.clone());
+                        row.log_tail = tail.clone();
+                        sweep.rows.push(row);
+                    }
+                    any_failed = true;
+                    write_report(out, &sweep);
+                    continue;
+                }
+                Some(Ok(())) => {}
+            }
+            running = Some(srv);
+        }
+        let mut server_dead: Option<String> = None;
+        for (n, &b) in todo.iter().enumerate() {
+            let name = point_name(serve, b);
+            let dir = out.join(&name);
+            let mut row = row_template(b);
+            if let Some(why) = &server_dead {
+                row.error = Some(why.clone());
+                row.log_tail = server_log
+                    .as_deref()
+                    .map(|l| server::log_tail(l, TAIL_LINES))
+                    .unwrap_or_default();
+                sweep.rows.push(row);
+                continue;
+            }
+            if n > 0 && args.after_bench_cmd.is_none() && args.reset_cache != "none" {
+                use llmsurge_coordinator::cache_reset::{CacheResetConfig, ResetMode, reset};
+                let cfg = CacheResetConfig {
+                    mode: match args.reset_cache.as_str() {
+                        "auto" => ResetMode::Auto,
+                        path => ResetMode::Path(path.to_string()),
+                    },
+                    origin: target.clone(),
+                    headers: Vec::new(),
+                    timeout: Duration::from_secs(30),
+                    tls: Default::default(),
+                    before_first: true,
+                };
+                row.cache_reset = Some(reset(&cfg).await);
+            }
+            if n > 0
+                && let Some(cmd) = &args.after_bench_cmd
+            {
+                let status = tokio::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(cmd)
+                    .stdin(Stdio::null())
+                    .status()
+                    .await;
+                if !status.as_ref().is_ok_and(|s| s.success()) {
+                    eprintln!("{name}: --after-bench-cmd failed ({status:?})");
+                }
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                eprintln!("error: {}: {e}", dir.display());
+                return exit_codes::RUN_FAILED;
+            }
+            if let Some(log) = &server_log
+                && std::fs::hard_link(log, dir.join("server.log")).is_err()
+            {
+                // A file system without hard links: a copy at the end of the point.
+                let _ = std::fs::copy(log, dir.join("server.log"));
+            }
+            crate::stdout::println(&format!("{name}: running"));
+            let ended = run_point(
+                &exe,
+                args,
+                &benches[b],
+                &target,
+                &dir,
+                running.as_mut(),
+                &mut signals,
+            )
+            .await;
+            match ended {
+                Ended::Interrupted => {
+                    sweep.interrupted = true;
+                    row.error = Some("interrupted".into());
+                    sweep.rows.push(row);
+                    if let Some(srv) = running.take() {
+                        srv.stop(args.stop_grace).await;
+                    }
+                    break 'serves;
+                }
+                Ended::ServerDied(why) => {
+                    let why = format!("the server died: {why}");
+                    eprintln!("{name}: {why}");
+                    row.error = Some(why.clone());
+                    row.log_tail = server_log
+                        .as_deref()
+                        .map(|l| server::log_tail(l, TAIL_LINES))
+                        .unwrap_or_default();
+                    sweep.rows.push(row);
+                    server_dead = Some(why);
+                    any_failed = true;
+                }
+                Ended::Exited(code) => {
+                    row.exit_code = Some(code);
+                    // 0 ok, 3 a gate failed, 4 an invalid run: each wrote a whole report.
+                    let complete = matches!(code, 0 | 3 | 4);
+                    let done = serde_json::json!({"complete": complete, "exit_code": code});
+                    let _ = std::fs::write(dir.join(DONE), done.to_string());
+                    match crate::report::json::Report::load(&dir.join("benchmarks.json")) {
+                        Ok(report) if complete => {
+                            row.status = Status::Ok;
+                            sweep.rows.extend(report::rows_of(&row, &report));
+                            crate::stdout::println(&format!("{name}: done (exit code {code})"));
+                        }
+                        _ => {
+                            let tail = server::log_tail(&dir.join("run.log"), 3);
+                            row.error = Some(format!(
+                                "benchmark run ended with exit code {code}: {}",
+                                tail.join(" / ")
+                            ));
+                            eprintln!("{name}: {}", row.error.as_deref().unwrap_or_default());
+                            sweep.rows.push(row);
+                            any_failed = true;
+                        }
+                    }
+                }
+            }
+            write_report(out, &sweep);
+        }
+        if let Some(srv) = running.take() {
+            srv.stop(args.stop_grace).await;
+            crate::stdout::println(&format!("server s{}: stopped", serve.index.unwrap_or(0)));
+        }
+    }
+    if args.dry_run {
+        return if any_failed {
+            exit_codes::RUN_FAILED
+        } else {
+            exit_codes::OK
+        };
+    }
+    write_report(out, &sweep);
+    crate::stdout::println(&format!(
+        "sweep report: {}",
+        out.join("sweep.json").display()
+    ));
+    if sweep.interrupted {
+        130
+    } else if any_failed {
+        exit_codes::RUN_FAILED
+    } else {
+        exit_codes::OK
+    }
+}
+
+fn write_report(out: &Path, sweep: &SweepReport) {
+    if let Err(e) = report::write(out, sweep) {
+        eprintln!(
+            "error: cannot write the sweep report in {}: {e}",
+            out.display()
+        );
+    }
+}
+
+/// The environment of a `benchmark run` child: the sweep's own, less the variables of
+/// the sweep's flags (the child gets them as flags, or not at all).
+fn child_env() -> Vec<(String, String)> {
+    let own: Vec<String> = SweepServeArgs::augment_args(clap::Command::new("sweep-serve"))
+        .get_arguments()
+        .filter_map(|a| a.get_env().map(|e| e.to_string_lossy().into_owned()))
+        .collect();
+    std::env::vars().filter(|(k, _)| !own.contains(k)).collect()
+}
+
+/// A point's `benchmark run` command line.
+fn bench_argv(
+    args: &SweepServeArgs,
+    bench: &Bench,
+    target: &str,
+    dir: &Path,
+    dry: bool,
+) -> Vec<String> {
+    let mut argv: Vec<String> = vec![
+        "benchmark".into(),
+        "run".into(),
+        "--target".into(),
+        target.into(),
+        "--output-dir".into(),
+        dir.display().to_string(),
+    ];
+    if args.repeat > 1 {
+        argv.extend(["--repeat".into(), args.repeat.to_string()]);
+    }
+    if args.reset_cache_given {
+        argv.extend(["--reset-cache".into(), args.reset_cache.clone()]);
+    }
+    if dry {
+        argv.push("--dry-run".into());
+    }
+    argv.extend(args.common.iter().cloned());
+    argv.extend(bench.flags.iter().cloned());
+    argv
+}
+
+/// Runs one point's benchmark to its end, watching the server and the signals.
+async fn run_point(
+    exe: &Path,
+    args: &SweepServeArgs,
+    bench: &Bench,
+    target: &str,
+    dir: &Path,
+    mut server: Option<&mut Server>,
+    signals: &mut Signals,
+) -> Ended {
+    let log = match std::fs::File::create(dir.join("run.log")) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {}: {e}", dir.display());
+            return Ended::Exited(exit_codes::RUN_FAILED);
+        }
+    };
+    let err = match log.try_clone() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {}: {e}", dir.display());
+            return Ended::Exited(exit_codes::RUN_FAILED);
+        }
+    };
+    let mut child = match tokio::process::Command::new(exe)
+        .args(bench_argv(args, bench, target, dir, false))
+        .env_clear()
+        .envs(child_env())
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: cannot run llmsurge: {e}");
+            return Ended::Exited(exit_codes::RUN_FAILED);
+        }
+    };
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let signal = loop {
+        tokio::select! {
+            status = child.wait() => {
+                return Ended::Exited(status.ok().and_then(|s| s.code()).unwrap_or(exit_codes::RUN_FAILED));
+            }
+            sig = signals.next() => break sig,
+            _ = tick.tick() => {
+                if let Some(srv) = server.as_deref_mut()
+                    && let Some(status) = srv.exited()
+                {
+                    stop_child(&mut child, nix::sys::signal::Signal::SIGTERM).await;
+                    return Ended::ServerDied(format!("the server command exited ({status})"));
+                }
+            }
+        }
+    };
+    // The benchmark writes the report of what it measured, then ends.
+    stop_child(&mut child, signal).await;
+    Ended::Interrupted
+}
+
+/// Passes `signal` on to a benchmark child and waits for it (killed after a grace).
+async fn stop_child(child: &mut tokio::process::Child, signal: nix::sys::signal::Signal) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+    }
+    if tokio::time::timeout(BENCH_STOP_GRACE, child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+    }
+}

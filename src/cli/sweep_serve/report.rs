@@ -1,0 +1,263 @@
+//! The sweep report: one row per point (per benchmark of a point whose profile runs
+//! several), its parameters and headline figures, in JSON, CSV, Markdown and HTML. The
+//! data stays plain (flat parameter and figure maps) so other tools can chart it.
+
+use crate::report::across_runs::{FIGURES, figure};
+use crate::report::json::Report;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The `--gpu-metrics` figures a row may have, after the headline ones.
+const GPU_FIGURES: [&str; 3] = [
+    "gpu_power_mean_w",
+    "joules_per_output_token",
+    "output_tokens_per_s_per_gpu",
+];
+
+/// What became of a point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Its benchmark ran and wrote its report.
+    Ok,
+    /// Its server did not start or died, or its benchmark failed.
+    Failed,
+    /// Measured by an earlier run of the sweep (`--resume`); its figures are read back.
+    Resumed,
+}
+
+/// One row of the sweep report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Row {
+    /// The point's directory name under the sweep's output directory.
+    pub point: String,
+    /// Index of its serve configuration (absent without `--serve-cmd`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serve_index: Option<usize>,
+    /// Index of its benchmark configuration.
+    pub bench_index: usize,
+    /// The serve configuration's parameters.
+    pub serve_params: Map<String, Value>,
+    /// The benchmark configuration's parameters.
+    pub bench_params: Map<String, Value>,
+    /// The benchmark's label within the point (its strategy), when the point ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub benchmark: Option<String>,
+    /// What became of the point.
+    pub status: Status,
+    /// The `benchmark run` exit code, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why it failed, one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The last lines of the server's log, for a failed point.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_tail: Vec<String>,
+    /// The cache reset made before this point (`--reset-cache`), and the answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_reset: Option<llmsurge_coordinator::cache_reset::CacheReset>,
+    /// Headline figures (ms for latencies; the mean over runs with `--repeat`).
+    pub figures: BTreeMap<String, f64>,
+}
+
+/// The whole sweep report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SweepReport {
+    /// The server command template, when the sweep started servers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serve_cmd: Option<String>,
+    /// Whether the sweep was interrupted before every point ran.
+    pub interrupted: bool,
+    /// One row per point and benchmark.
+    pub rows: Vec<Row>,
+}
+
+/// The rows of a point's report: one per benchmark position, figures averaged over
+/// `--repeat` runs.
+pub fn rows_of(template: &Row, report: &Report) -> Vec<Row> {
+    let repeated = !report.across_runs.is_empty();
+    let mut rows = Vec::new();
+    for b in &report.benchmarks {
+        // With --repeat every run's benchmark is kept; the first run's stands for its
+        // position, with the across-runs means as figures.
+        if repeated && rows.len() >= report.across_runs.len() {
+            break;
+        }
+        let mut row = template.clone();
+        row.benchmark = Some(crate::report::cells::label(b));
+        row.figures = FIGURES
+            .iter()
+            .filter_map(|f| figure(b, f).map(|v| (f.to_string(), v)))
+            .collect();
+        // `--gpu-metrics`: the energy figures, for a tokens-per-joule comparison.
+        if let Some(g) = &b.gpu {
+            let gpu = [
+                ("gpu_power_mean_w", Some(g.power_mean_w)),
+                ("joules_per_output_token", g.joules_per_output_token),
+                ("output_tokens_per_s_per_gpu", g.output_tokens_per_s_per_gpu),
+            ];
+            for (name, v) in gpu {
+                if let Some(v) = v {
+                    row.figures.insert(name.to_string(), v);
+                }
+            }
+        }
+        if let Some(across) = report.across_runs.get(rows.len()) {
+            let means = serde_json::to_value(across).unwrap_or_default();
+            if let Some(figs) = means.get("figures").and_then(Value::as_object) {
+                for (name, stats) in figs {
+                    if let Some(mean) = stats.get("mean").and_then(Value::as_f64) {
+                        row.figures.insert(name.clone(), mean);
+                    }
+                }
+            }
+        }
+        rows.push(row);
+    }
+    rows
+}
+
+fn param_columns(rows: &[Row]) -> (Vec<String>, Vec<String>) {
+    let mut serve: Vec<String> = Vec::new();
+    let mut bench: Vec<String> = Vec::new();
+    for r in rows {
+        for k in r.serve_params.keys() {
+            if !serve.contains(k) {
+                serve.push(k.clone());
+            }
+        }
+        for k in r.bench_params.keys() {
+            if !bench.contains(k) {
+                bench.push(k.clone());
+            }
+        }
+    }
+    (serve, bench)
+}
+
+fn text(v: Option<&Value>) -> String {
+    match v {
+        None => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The table every tabular format shows: header and cells.
+fn table(report: &SweepReport) -> (Vec<String>, Vec<Vec<String>>) {
+    let (serve, bench) = param_columns(&report.rows);
+    let figures: Vec<&str> = FIGURES
+        .iter()
+        .copied()
+        .chain(GPU_FIGURES)
+        .filter(|f| report.rows.iter().any(|r| r.figures.contains_key(*f)))
+        .collect();
+    let mut header = vec!["point".to_string(), "status".to_string()];
+    header.extend(serve.iter().map(|k| format!("serve.{k}")));
+    header.extend(bench.iter().map(|k| format!("bench.{k}")));
+    header.push("benchmark".into());
+    header.extend(figures.iter().map(|f| f.to_string()));
+    header.push("error".into());
+    let cells = report
+        .rows
+        .iter()
+        .map(|r| {
+            let mut c = vec![
+                r.point.clone(),
+                serde_json::to_value(r.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+            ];
+            c.extend(serve.iter().map(|k| text(r.serve_params.get(k))));
+            c.extend(bench.iter().map(|k| text(r.bench_params.get(k))));
+            c.push(r.benchmark.clone().unwrap_or_default());
+            c.extend(
+                figures
+                    .iter()
+                    .map(|f| crate::report::cells::cell_value(r.figures.get(*f).copied())),
+            );
+            let mut error = r.error.clone().unwrap_or_default();
+            if !r.log_tail.is_empty() {
+                error.push_str(" | log: ");
+                error.push_str(&r.log_tail.join(" / "));
+            }
+            c.push(error);
+            c
+        })
+        .collect();
+    (header, cells)
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Writes `sweep.json`, `sweep.csv`, `sweep.md` and `sweep.html` into `dir` (each
+/// atomically: a temporary file renamed).
+pub fn write(dir: &Path, report: &SweepReport) -> std::io::Result<()> {
+    let put = |name: &str, body: &[u8]| -> std::io::Result<()> {
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, body)?;
+        std::fs::rename(&tmp, dir.join(name))
+    };
+    let json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
+    put("sweep.json", &json)?;
+    let (header, cells) = table(report);
+    let mut csv = csv::Writer::from_writer(Vec::new());
+    csv.write_record(&header).map_err(std::io::Error::other)?;
+    for row in &cells {
+        csv.write_record(row).map_err(std::io::Error::other)?;
+    }
+    let csv = csv.into_inner().map_err(std::io::Error::other)?;
+    put("sweep.csv", &csv)?;
+    let md_cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let mut md = String::from("# Sweep\n\n");
+    if let Some(cmd) = &report.serve_cmd {
+        md.push_str(&format!("Server command: `{cmd}`\n\n"));
+    }
+    md.push_str(&format!("| {} |\n", header.join(" | ")));
+    md.push_str(&format!("|{}\n", " --- |".repeat(header.len())));
+    for row in &cells {
+        let row: Vec<String> = row.iter().map(|c| md_cell(c)).collect();
+        md.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    put("sweep.md", md.as_bytes())?;
+    let mut html = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>llmsurge sweep</title>\
+         <style>body{font-family:sans-serif}table{border-collapse:collapse}\
+         td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
+         tr.failed{background:#fdd}</style></head><body><h1>Sweep</h1>",
+    );
+    if let Some(cmd) = &report.serve_cmd {
+        html.push_str(&format!(
+            "<p>Server command: <code>{}</code></p>",
+            html_escape(cmd)
+        ));
+    }
+    html.push_str("<table><thead><tr>");
+    for h in &header {
+        html.push_str(&format!("<th>{}</th>", html_escape(h)));
+    }
+    html.push_str("</tr></thead><tbody>");
+    for (row, r) in cells.iter().zip(&report.rows) {
+        let class = if r.status == Status::Failed {
+            " class=\"failed\""
+        } else {
+            ""
+        };
+        html.push_str(&format!("<tr{class}>"));
+        for c in row {
+            html.push_str(&format!("<td>{}</td>", html_escape(c)));
+        }
+        html.push_str("</tr>");
+    }
+    html.push_str("</tbody></table></body></html>\n");
+    put("sweep.html", html.as_bytes())
+}

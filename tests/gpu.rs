@@ -1,0 +1,93 @@
+//! `--gpu-metrics`: a fake `nvidia-smi` first on `PATH` reports 300 W on each of 2 GPUs;
+//! the energy per output token must be 600 W × the measured window ÷ the output tokens
+//! the mock sent.
+
+use crate::scenario::Bench;
+use crate::support::mock;
+use llmsurge::mock::MockConfig;
+use std::os::unix::fs::PermissionsExt;
+
+#[test]
+fn gpu_metrics_nvidia_smi_energy_per_token_is_power_times_window_over_tokens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let smi = dir.path().join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        "#!/bin/sh\nprintf '0, 300.00, 50, 1000\\n1, 300.00, 70, 3000\\n'\n",
+    )
+    .expect("write");
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let server = mock(MockConfig {
+        ttft_ms: 50.0,
+        ..MockConfig::instant()
+    });
+    let report = Bench::target(&server.base_url())
+        .concurrent(2)
+        .max_requests(20)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json,csv")
+        .arg("--gpu-metrics", "nvidia-smi")
+        .arg("--server-metrics-interval", "100ms")
+        .run_with_env(&[("PATH", &path)]);
+    assert_eq!(report.code(), 0, "{}", report.stderr);
+    let r = report.report();
+    let b = &r.benchmarks[0];
+    let gpu = b.gpu.as_ref().expect("gpu figures");
+    assert_eq!(gpu.gpus, 2);
+    assert_eq!(gpu.power_mean_w, 600.0);
+    assert_eq!(gpu.power_max_w, 600.0);
+    assert_eq!(gpu.util_mean_pct, Some(60.0));
+    assert_eq!(gpu.memory_max_mib, Some(4000.0));
+    // The truth: what the mock sent.
+    let tokens = server.stats().tokens_sent as f64;
+    let window = b.measured_window.duration_s;
+    let want = 600.0 * window / tokens;
+    let got = gpu.joules_per_output_token.expect("J/token");
+    assert!(
+        (got - want).abs() / want < 0.02,
+        "J/token {got}, want {want}"
+    );
+    let per_gpu = gpu.output_tokens_per_s_per_gpu.expect("per GPU");
+    assert!((per_gpu - tokens / window / 2.0).abs() / per_gpu < 0.02);
+    // And in the CSV.
+    let csv = report.csv_first_row();
+    assert_eq!(csv.cell("gpu.power_mean_w"), "600");
+    assert_eq!(csv.cell("gpu.1.power_mean_w"), "300");
+}
+
+#[test]
+fn gpu_metrics_from_the_mocks_dcgm_series() {
+    let server = mock(MockConfig {
+        ttft_ms: 50.0,
+        dcgm_gpus: 2,
+        dcgm_power_w: 250.0,
+        ..MockConfig::instant()
+    });
+    let url = format!("{}/metrics", server.base_url());
+    let report = Bench::target(&server.base_url())
+        .concurrent(2)
+        .max_requests(20)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json")
+        .arg("--gpu-metrics", &url)
+        .arg("--server-metrics-interval", "100ms")
+        .ok_report();
+    let b = &report.benchmarks[0];
+    let gpu = b.gpu.as_ref().expect("gpu figures");
+    assert_eq!(gpu.gpus, 2);
+    assert_eq!(gpu.power_mean_w, 500.0);
+    assert_eq!(gpu.util_mean_pct, Some(50.0));
+    assert_eq!(gpu.memory_max_mib, Some(1024.0 + 2048.0));
+    let tokens = server.stats().tokens_sent as f64;
+    let want = 500.0 * b.measured_window.duration_s / tokens;
+    let got = gpu.joules_per_output_token.expect("J/token");
+    assert!(
+        (got - want).abs() / want < 0.02,
+        "J/token {got}, want {want}"
+    );
+}

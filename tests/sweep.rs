@@ -1,0 +1,334 @@
+//! `llmsurge sweep serve`: the real binary starts the real mock as its server command,
+//! once per serve configuration, and runs every benchmark configuration against it.
+
+use crate::support::llmsurge;
+use std::path::Path;
+use std::process::Output;
+
+const EXE: &str = env!("CARGO_BIN_EXE_llmsurge");
+
+/// The server command: the shell writes its own pid (the process group's id) to
+/// `pids`, then runs the mock.
+fn serve_cmd(pids: &Path) -> String {
+    format!(
+        "echo $$ >> {} && {EXE} mock-server --port {{port}}",
+        pids.display()
+    )
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+/// Two benchmark configurations, small enough for a busy machine.
+const BENCH: &str = r#"[
+  {"profile": "synchronous", "max_requests": 4, "data": "prompt_tokens=16,output_tokens=4", "max_dispatch_lag": "10s"},
+  {"profile": "concurrent", "rate": 2, "max_requests": 6, "data": "prompt_tokens=16,output_tokens=4", "max_dispatch_lag": "10s"}
+]"#;
+
+fn sweep(dir: &Path, serve_params: &Path, extra: &[&str]) -> Output {
+    let pids = dir.join("pids");
+    let bench = write(dir, "bench.json", BENCH);
+    let out = llmsurge()
+        .args(["sweep", "serve", "--serve-cmd"])
+        .arg(serve_cmd(&pids))
+        .arg("--serve-params")
+        .arg(serve_params)
+        .arg("--bench-params")
+        .arg(&bench)
+        .arg("--output-dir")
+        .arg(dir.join("out"))
+        .args(["--ready-timeout", "60s"])
+        .args(extra)
+        .output()
+        .expect("llmsurge runs");
+    eprintln!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The process groups the server commands ran in.
+fn groups(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("pids"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.trim().parse().expect("a pid"))
+        .collect()
+}
+
+/// Whether any process is left in group `pgid` (signal 0 to the group).
+fn group_alive(pgid: i32) -> bool {
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
+}
+
+fn report(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("out/sweep.json")).expect("sweep.json"))
+        .expect("JSON")
+}
+
+#[test]
+fn sweep_serve_runs_the_product_stops_every_server_and_resumes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(
+        dir.path(),
+        "serve.json",
+        r#"[{"ttft_ms": 2}, {"ttft_ms": 4}]"#,
+    );
+    let out = sweep(dir.path(), &serve, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let pgids = groups(dir.path());
+    assert_eq!(pgids.len(), 2, "one server per serve configuration");
+    for g in &pgids {
+        assert!(!group_alive(*g), "process group {g} still has a process");
+    }
+    let summary = report(dir.path());
+    let rows = summary["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 4, "{summary}");
+    for s in 0..2 {
+        for b in 0..2 {
+            let point = format!("s{s}-b{b}");
+            let row = rows
+                .iter()
+                .find(|r| r["point"] == point.as_str())
+                .unwrap_or_else(|| panic!("{point} in {summary}"));
+            assert_eq!(row["status"], "ok", "{row}");
+            // The row's figures are its point's own report's.
+            let point_report = llmsurge::report::Report::load(
+                &dir.path().join("out").join(&point).join("benchmarks.json"),
+            )
+            .expect("the point's report");
+            let b0 = &point_report.benchmarks[0];
+            assert_eq!(
+                row["figures"]["requests_per_s"],
+                b0.throughput.requests_per_s
+            );
+            let want = if b == 0 { 4 } else { 6 };
+            assert_eq!(b0.requests.completed, want);
+            assert_eq!(row["serve_params"]["ttft_ms"], if s == 0 { 2 } else { 4 });
+            // Between two benchmarks of one server its caches are reset (auto: the mock
+            // publishes vLLM's series), and the answers are in the row.
+            if b == 0 {
+                assert!(row.get("cache_reset").is_none(), "{row}");
+            } else {
+                let reset = &row["cache_reset"];
+                assert_eq!(reset["server"], "vllm", "{row}");
+                assert_eq!(reset["reset"], true, "{row}");
+                assert_eq!(reset["calls"][0]["status"], 200, "{row}");
+            }
+            // The server's log is beside the report.
+            assert!(
+                dir.path()
+                    .join("out")
+                    .join(&point)
+                    .join("server.log")
+                    .is_file()
+            );
+        }
+    }
+    for f in ["sweep.csv", "sweep.md", "sweep.html"] {
+        let text = std::fs::read_to_string(dir.path().join("out").join(f)).expect(f);
+        assert!(text.contains("s1-b1"), "{f}: {text}");
+    }
+
+    // --resume: every point is complete, nothing runs and no server starts.
+    let again = sweep(dir.path(), &serve, &["--resume"]);
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(groups(dir.path()).len(), 2, "no server started on --resume");
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(stdout.matches("skipped (--resume)").count(), 4, "{stdout}");
+    let rows = report(dir.path())["rows"].as_array().expect("rows").clone();
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|r| r["status"] == "resumed"));
+}
+
+#[test]
+fn sweep_serve_dry_run_prints_servers_and_plans_and_runs_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(
+        dir.path(),
+        "serve.json",
+        r#"[{"ttft_ms": 2}, {"ttft_ms": 4}]"#,
+    );
+    let out = sweep(dir.path(), &serve, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let servers: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("server s"))
+        .collect();
+    assert_eq!(servers.len(), 2, "{stdout}");
+    assert!(servers[1].contains("mock-server --port") && servers[1].contains("--ttft-ms 4"));
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("plan s")).count(),
+        4
+    );
+    // Each plan is the resolved plan of `benchmark run --dry-run`.
+    assert_eq!(stdout.matches("\"max_requests\": 6").count(), 2, "{stdout}");
+    assert!(
+        groups(dir.path()).is_empty(),
+        "a server started on --dry-run"
+    );
+    assert!(!dir.path().join("out/sweep.json").exists());
+}
+
+#[test]
+fn sweep_serve_a_server_that_fails_to_start_fails_only_its_configuration() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(
+        dir.path(),
+        "serve.json",
+        r#"[{"no_such_mock_flag": 1}, {"ttft_ms": 2}]"#,
+    );
+    let out = sweep(dir.path(), &serve, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a failed configuration fails the sweep"
+    );
+    for g in groups(dir.path()) {
+        assert!(!group_alive(g), "process group {g} still has a process");
+    }
+    let summary = report(dir.path());
+    let rows = summary["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 4, "{summary}");
+    for r in rows {
+        if r["serve_index"] == 0 {
+            assert_eq!(r["status"], "failed", "{r}");
+            let tail = r["log_tail"].to_string();
+            assert!(tail.contains("no-such-mock-flag"), "{r}");
+        } else {
+            assert_eq!(r["status"], "ok", "{r}");
+        }
+    }
+}
+
+#[test]
+fn sweep_serve_a_typo_in_bench_params_fails_before_any_server_starts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(dir.path(), "serve.json", r#"[{"ttft_ms": 2}]"#);
+    let bench = write(
+        dir.path(),
+        "typo.json",
+        r#"[{"max_requests": 2}, {"rate": "fast"}]"#,
+    );
+    let out = llmsurge()
+        .args(["sweep", "serve", "--serve-cmd"])
+        .arg(serve_cmd(&dir.path().join("pids")))
+        .arg("--serve-params")
+        .arg(&serve)
+        .arg("--bench-params")
+        .arg(&bench)
+        .arg("--output-dir")
+        .arg(dir.path().join("out"))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("typo.json: entry 1") && stderr.contains("fast"),
+        "{stderr}"
+    );
+    assert!(groups(dir.path()).is_empty());
+}
+
+#[test]
+fn sweep_serve_interrupted_stops_its_server_and_benchmark() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(dir.path(), "serve.json", r#"[{"ttft_ms": 2}]"#);
+    let bench = write(
+        dir.path(),
+        "long.json",
+        r#"[{"profile": "concurrent", "rate": 2, "max_seconds": 60, "max_dispatch_lag": "10s"}]"#,
+    );
+    let mut child = llmsurge()
+        .args(["sweep", "serve", "--serve-cmd"])
+        .arg(serve_cmd(&dir.path().join("pids")))
+        .arg("--serve-params")
+        .arg(&serve)
+        .arg("--bench-params")
+        .arg(&bench)
+        .arg("--output-dir")
+        .arg(dir.path().join("out"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    // The benchmark has started once the sweep says so.
+    for line in lines.by_ref() {
+        if line.expect("a line").contains("s0-b0: running") {
+            break;
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid")),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("signal");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    let pgids = groups(dir.path());
+    assert_eq!(pgids.len(), 1);
+    assert!(
+        !group_alive(pgids[0]),
+        "the server's group outlived the sweep"
+    );
+    let summary = report(dir.path());
+    assert_eq!(summary["interrupted"], true, "{summary}");
+}
+
+#[test]
+fn sweep_serve_without_serve_cmd_runs_bench_params_against_target_with_gpu_figures() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = crate::support::mock(llmsurge::mock::MockConfig {
+        ttft_ms: 20.0,
+        dcgm_gpus: 2,
+        ..llmsurge::mock::MockConfig::instant()
+    });
+    let bench = write(dir.path(), "bench.json", BENCH);
+    let out = llmsurge()
+        .args(["sweep", "serve", "--target"])
+        .arg(server.base_url())
+        .arg("--bench-params")
+        .arg(&bench)
+        .arg("--output-dir")
+        .arg(dir.path().join("out"))
+        .args(["--", "--server-metrics-interval", "100ms", "--gpu-metrics"])
+        .arg(format!("{}/metrics", server.base_url()))
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = report(dir.path());
+    let rows = summary["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{summary}");
+    assert_eq!(rows[0]["point"], "b0");
+    // Two benchmarks against one running server: one reset, before the second.
+    let stats = server.stats();
+    assert_eq!(stats.cache_resets.prefix_cache, 1, "{stats:?}");
+    for r in rows {
+        let point = r["point"].as_str().expect("point");
+        let point_report = llmsurge::report::Report::load(
+            &dir.path().join("out").join(point).join("benchmarks.json"),
+        )
+        .expect("report");
+        let gpu = point_report.benchmarks[0].gpu.as_ref().expect("gpu");
+        assert_eq!(
+            r["figures"]["joules_per_output_token"].as_f64(),
+            gpu.joules_per_output_token
+        );
+        assert_eq!(r["figures"]["gpu_power_mean_w"], 600.0);
+    }
+}
