@@ -1,6 +1,7 @@
 //! Static images of the charts (`--outputs png,svg`): each [`Chart`] drawn with plotters
-//! at 1600×1000, text in the font shipped in the binary (Liberation Sans, SIL OFL 1.1,
-//! `assets/fonts`), so no browser and no system font is needed at run time. The PNG is
+//! at 1600×1000, text in the font shipped in the binary (a 52 KB subset of Liberation
+//! Sans, SIL OFL 1.1, `assets/fonts`), so no browser and no system font is needed at run
+//! time. The PNG is
 //! drawn into an RGB buffer and encoded with the `png` crate.
 
 use super::{Chart, Series};
@@ -18,7 +19,7 @@ pub const WIDTH: u32 = 1600;
 /// Image height, pixels.
 pub const HEIGHT: u32 = 1000;
 
-const FONT: &[u8] = include_bytes!("../../../assets/fonts/LiberationSans-Regular.ttf");
+const FONT: &[u8] = include_bytes!("../../../assets/fonts/ChartSans-Regular.ttf");
 const FAMILY: &str = "sans-serif";
 /// At most this many tick labels on the x axis: a label of a dozen characters at 22 px
 /// is ~140 px wide, and the plot is ~1,300 px wide.
