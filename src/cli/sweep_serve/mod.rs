@@ -344,6 +344,13 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
             params::serve_command(template, &serve.params, port, &label).unwrap_or_default()
         });
         let server_log = serve.index.map(|s| out.join(format!("s{s}.server.log")));
+        // The last lines of this configuration's server log, for a failed row.
+        let server_tail = || {
+            server_log
+                .as_deref()
+                .map(|l| server::log_tail(l, TAIL_LINES))
+                .unwrap_or_default()
+        };
         if args.dry_run {
             if let (Some(cmd), Some(s)) = (&command, serve.index) {
                 crate::stdout::println(&format!("server s{s}: {cmd}"));
@@ -435,10 +442,7 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
             let mut row = row_template(b);
             if let Some(why) = &server_dead {
                 row.error = Some(why.clone());
-                row.log_tail = server_log
-                    .as_deref()
-                    .map(|l| server::log_tail(l, TAIL_LINES))
-                    .unwrap_or_default();
+                row.log_tail = server_tail();
                 sweep.rows.push(row);
                 continue;
             }
@@ -506,10 +510,7 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
                     let why = format!("the server died: {why}");
                     eprintln!("{name}: {why}");
                     row.error = Some(why.clone());
-                    row.log_tail = server_log
-                        .as_deref()
-                        .map(|l| server::log_tail(l, TAIL_LINES))
-                        .unwrap_or_default();
+                    row.log_tail = server_tail();
                     sweep.rows.push(row);
                     server_dead = Some(why);
                     any_failed = true;
