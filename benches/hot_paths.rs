@@ -237,6 +237,7 @@ fn exchange(start: MonoNanos) -> Exchange {
         finished: true,
         error: None,
         reply: None,
+        tool_call: None,
         retried: false,
         first_token_signal: None,
         prefill_wait: None,

@@ -765,6 +765,7 @@ mod capacity_tests {
                 system_tokens: 0,
                 system_shared: false,
                 tools: 0,
+                tool_result_tokens: 0,
             }),
             window: Default::default(),
             flush_interval: Duration::from_millis(20),

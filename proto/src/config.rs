@@ -334,6 +334,10 @@ pub struct SyntheticSpec {
     /// the server may answer with a tool call; 0: none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tools: u32,
+    /// Multi-turn sessions offering tools: the tokens of the tool's result, sent as a
+    /// `tool` message after a turn the server answered with a tool call.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_result_tokens: u32,
 }
 
 /// Encoding of generated images.

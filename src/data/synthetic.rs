@@ -55,6 +55,7 @@ pub const SPEC_KEYS: &[&str] = &[
     "system_tokens",
     "system_shared",
     "tools",
+    "tool_result_tokens",
 ];
 
 #[derive(Deserialize)]
@@ -102,7 +103,12 @@ struct SpecFields {
     system_shared: bool,
     #[serde(default)]
     tools: u32,
+    tool_result_tokens: Option<u32>,
 }
+
+/// The tokens of a tool's result when a session offering tools gives none: about a
+/// search result's snippet.
+pub const DEFAULT_TOOL_RESULT_TOKENS: u32 = 100;
 
 /// Images are 512×512 unless `image_size` says otherwise.
 pub const DEFAULT_IMAGE_SIZE: (u32, u32) = (512, 512);
@@ -282,6 +288,17 @@ fn spec_from_value(
         system_tokens: f.system_tokens,
         system_shared: f.system_shared,
         tools: f.tools,
+        tool_result_tokens: match f.tool_result_tokens {
+            Some(_) if f.tools == 0 || f.turns == 0 => {
+                return Err(
+                    "tool_result_tokens needs turns and tools (e.g. turns=3,tools=2,tool_result_tokens=50)"
+                        .into(),
+                );
+            }
+            Some(n) => n,
+            None if f.tools > 0 && f.turns > 0 => DEFAULT_TOOL_RESULT_TOKENS,
+            None => 0,
+        },
     };
     if f.output_tokens.is_none() {
         imply_pooling(&mut spec, format);
@@ -768,6 +785,24 @@ impl SyntheticSource {
         )?;
         Ok(Some(text))
     }
+
+    /// The tool's result sent after turn sample `sample` when the server answered it with
+    /// a tool call: `tool_result_tokens` exactly, seeded per turn; `None` without tools.
+    fn tool_result(&self, sample: u64) -> Result<Option<String>, String> {
+        let s = &self.spec;
+        if s.tools == 0 {
+            return Ok(None);
+        }
+        let mut text = String::with_capacity(s.tool_result_tokens as usize * 5 + 16);
+        self.builder.build(
+            &mut text,
+            s.tool_result_tokens as usize,
+            None,
+            derive_seed(s.random_seed, "tool-result-marker", sample),
+            derive_seed(s.random_seed, "tool-result-window", sample),
+        )?;
+        Ok(Some(text))
+    }
 }
 
 impl RequestSource for SyntheticSource {
@@ -818,6 +853,7 @@ impl RequestSource for SyntheticSource {
                     request,
                     think_ns,
                     recorded_reply: None,
+                    tool_result: self.tool_result(id * turns + u64::from(k))?,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -1049,6 +1085,38 @@ mod tests {
         ] {
             let e = parse_spec(bad, 1).expect_err(bad);
             assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_session_offering_tools_plans_a_result_of_its_length_per_turn() {
+        let tok = Tokenizer::load(&TokenizerRef::Builtin("cl100k_base".into())).expect("tokenizer");
+        let results = |spec: &str| {
+            let mut source =
+                SyntheticSource::new(parse_spec(spec, 3).expect(spec)).expect("source");
+            let plan = source.session(0).expect("plan").expect("session");
+            plan.turns
+                .into_iter()
+                .map(|t| t.tool_result.map(|r| tok.count(&r)))
+                .collect::<Vec<_>>()
+        };
+        let base = "turns=2,prompt_tokens=8,output_tokens=2";
+        assert_eq!(
+            results(&format!("{base},tools=1,tool_result_tokens=30")),
+            [Some(30); 2]
+        );
+        let default = Some(DEFAULT_TOOL_RESULT_TOKENS as usize);
+        assert_eq!(results(&format!("{base},tools=1")), [default; 2]);
+        assert_eq!(results(base), [None; 2]);
+        for bad in [
+            format!("{base},tool_result_tokens=30"),
+            "prompt_tokens=8,output_tokens=2,tools=1,tool_result_tokens=30".to_string(),
+        ] {
+            let e = parse_spec(&bad, 1).expect_err(&bad);
+            assert!(
+                e.contains("tool_result_tokens needs turns and tools"),
+                "{bad}: {e}"
+            );
         }
     }
 }

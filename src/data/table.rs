@@ -106,10 +106,7 @@ pub fn prompt_of(prompt: &RowPrompt) -> Prompt {
         RowPrompt::Text(t) => Prompt::Text(t.clone()),
         RowPrompt::Messages(m) => Prompt::Messages(
             m.iter()
-                .map(|m| Message {
-                    role: m.role.clone(),
-                    content: m.content.clone(),
-                })
+                .map(|m| Message::text(&m.role, m.content.clone()))
                 .collect(),
         ),
     }
@@ -329,6 +326,7 @@ impl RequestSource for TableSource {
                         History::Recorded => t.reply.clone(),
                         History::Live => None,
                     },
+                    tool_result: None,
                 }
             })
             .collect();

@@ -80,6 +80,9 @@ pub struct Exchange {
     /// Multi-turn sessions: `Some` to collect the reply's text as it arrives (the next
     /// turn resends it); `None`, the default, keeps no text.
     pub reply: Option<String>,
+    /// Multi-turn sessions offering tools: the tool call the reply was, when it was one
+    /// (the next turn resends it with the tool's result).
+    pub tool_call: Option<crate::source::ToolCall>,
     /// `--cancel after=ttft+…` and the prefill cap: set to `true` at the first token of
     /// any kind.
     pub first_token_signal: Option<Arc<tokio::sync::watch::Sender<bool>>>,
@@ -193,6 +196,8 @@ pub struct Backend {
     max_tokens_override: Option<Option<u32>>,
     /// The output length a request naming none asks for (the Messages API requires one).
     default_max_tokens: Option<u32>,
+    /// Requests offer tools (the data's `tools=N`): a session's reply may be a tool call.
+    tools: bool,
 }
 
 /// The body keys that set a request's output length, in every format.
@@ -312,6 +317,7 @@ impl Backend {
                 .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok())),
             default_max_tokens: (cfg.request_format == llmsurge_proto::RequestFormat::Anthropic)
                 .then_some(formats::anthropic::DEFAULT_MAX_TOKENS),
+            tools: cfg.tools > 0,
         })
     }
 
@@ -578,13 +584,13 @@ impl Backend {
                         false
                     }
                     Ok(StreamEvent::Last(info)) => {
-                        capture_reply(&*self.format, data, &info, ex);
+                        self.capture_reply(data, &info, ex);
                         ex.apply(info, at);
                         done = true;
                         false
                     }
                     Ok(StreamEvent::Chunk(info)) => {
-                        capture_reply(&*self.format, data, &info, ex);
+                        self.capture_reply(data, &info, ex);
                         ex.apply(info, at);
                         true
                     }
@@ -626,6 +632,24 @@ impl Backend {
         }
     }
 
+    /// Appends a content chunk's text to the reply a session collects, and an event's
+    /// piece of a tool call when requests offer tools (a no-op outside sessions).
+    fn capture_reply(&self, data: &[u8], info: &ChunkInfo, ex: &mut Exchange) {
+        let Some(reply) = ex.reply.as_mut() else {
+            return;
+        };
+        if info.content
+            && let Some(text) = self.format.event_reply(data)
+        {
+            reply.push_str(&text);
+        }
+        // The events that open a call carry no tokens (its id and name come first), so
+        // every event of a stream is asked.
+        if self.tools {
+            self.format.event_tool(data, &mut ex.tool_call);
+        }
+    }
+
     async fn read_full(&self, response: &mut impl Pieces, deadline: Instant, ex: &mut Exchange) {
         let mut body = Vec::new();
         loop {
@@ -646,6 +670,9 @@ impl Backend {
             Ok(info) => {
                 if let Some(reply) = ex.reply.as_mut() {
                     reply.push_str(&self.format.full_reply(&body).unwrap_or_default());
+                    if self.tools {
+                        ex.tool_call = self.format.full_tool(&body);
+                    }
                 }
                 ex.apply(info, at);
                 ex.end = Some(at);
@@ -728,16 +755,6 @@ impl<S: futures_util::Stream<Item = reqwest::Result<Bytes>>> Pieces for ReqwestS
             .next()
             .await
             .map(|r| r.map_err(|e| http::error_chain(&e)))
-    }
-}
-
-/// Appends a content chunk's text to the reply a session collects (a no-op otherwise).
-fn capture_reply(format: &dyn Format, data: &[u8], info: &ChunkInfo, ex: &mut Exchange) {
-    if info.content
-        && let Some(reply) = ex.reply.as_mut()
-        && let Some(text) = format.event_reply(data)
-    {
-        reply.push_str(&text);
     }
 }
 

@@ -33,7 +33,7 @@ pub mod sse;
 pub use formats::openai;
 pub use source::{
     MediaPart, Message, PreparedRequest, Prompt, RequestSource, SessionPlan, SessionState,
-    SourceFactory, Turn,
+    SourceFactory, ToolCall, Turn,
 };
 
 use crate::backend::Backend;

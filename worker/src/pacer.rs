@@ -526,6 +526,7 @@ mod tests {
                 },
                 think_ns: 0,
                 recorded_reply: None,
+                tool_result: None,
             };
             Ok(Some(crate::SessionPlan {
                 system: Some(format!("system {id}")),

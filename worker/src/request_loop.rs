@@ -652,7 +652,7 @@ impl Context {
             if ex.error.is_some() {
                 return true;
             }
-            session.push_reply(ex.reply);
+            session.push_reply(ex.reply, ex.tool_call);
         }
     }
 

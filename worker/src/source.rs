@@ -48,12 +48,38 @@ impl MediaPart {
 }
 
 /// One chat message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Message {
-    /// `system`, `user` or `assistant`.
+    /// `system`, `user`, `assistant` or `tool`.
     pub role: String,
-    /// The text.
+    /// The text (a tool message's: the tool's result).
     pub content: String,
+    /// An `assistant` message: the tool call it made; a `tool` message: the call it
+    /// answers. `None` for plain text.
+    pub tool_call: Option<Box<ToolCall>>,
+}
+
+impl Message {
+    /// A plain text message.
+    pub fn text(role: &str, content: String) -> Self {
+        Message {
+            role: role.into(),
+            content,
+            tool_call: None,
+        }
+    }
+}
+
+/// A tool call a server answered with, as a session resends it: every format names the
+/// call by an id, the function by name, and its arguments as a JSON text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The call's id (`tool_call_id`, `call_id`, `tool_use_id` of the result).
+    pub id: String,
+    /// The function called.
+    pub name: String,
+    /// The arguments, a JSON object as text (streamed ones joined).
+    pub arguments: String,
 }
 
 /// The prompt of a request.
@@ -224,6 +250,9 @@ pub struct Turn {
     /// `history=recorded`: the dataset's reply, resent in later turns instead of the one
     /// received.
     pub recorded_reply: Option<String>,
+    /// The data's `tool_result_tokens`: the tool's result sent (a `tool` message) after
+    /// this turn when the server answered it with a tool call.
+    pub tool_result: Option<String>,
 }
 
 /// A multi-turn session: turns run one after another on one worker, each carrying the
@@ -256,10 +285,7 @@ impl SessionState {
         let history = plan
             .system
             .into_iter()
-            .map(|content| Message {
-                role: "system".into(),
-                content,
-            })
+            .map(|content| Message::text("system", content))
             .collect();
         Self {
             id,
@@ -287,10 +313,8 @@ impl SessionState {
     pub fn next_request(&mut self) -> Option<PreparedRequest> {
         let turn = self.turns.get(self.next)?;
         self.next += 1;
-        self.history.push(Message {
-            role: "user".into(),
-            content: turn.request.prompt.joined(),
-        });
+        self.history
+            .push(Message::text("user", turn.request.prompt.joined()));
         // Only a first message the client tokenized has a known length: later turns carry
         // replies it did not, so the server's usage gives their prompt length (a system
         // prompt is not counted in the turn's drawn length either).
@@ -310,17 +334,33 @@ impl SessionState {
     }
 
     /// Appends the reply of the turn just sent: the dataset's recorded one
-    /// (`history=recorded`), else the text actually received.
-    pub fn push_reply(&mut self, received: Option<String>) {
-        let recorded = self
-            .next
-            .checked_sub(1)
-            .and_then(|k| self.turns.get_mut(k))
-            .and_then(|t| t.recorded_reply.take());
-        self.history.push(Message {
-            role: "assistant".into(),
-            content: recorded.or(received).unwrap_or_default(),
-        });
+    /// (`history=recorded`), else the text actually received. A reply that was a tool
+    /// call is resent as that call, followed by the tool's result, as an agent loop does
+    /// before the next user message; without a planned result the call is left out (an
+    /// API refuses a call with no answer).
+    pub fn push_reply(&mut self, received: Option<String>, tool_call: Option<ToolCall>) {
+        let turn = self.next.checked_sub(1).and_then(|k| self.turns.get_mut(k));
+        let (recorded, result) = match turn {
+            Some(t) => (t.recorded_reply.take(), t.tool_result.take()),
+            None => (None, None),
+        };
+        let content = recorded.or(received).unwrap_or_default();
+        match (tool_call, result) {
+            (Some(call), Some(result)) => {
+                let call = Box::new(call);
+                self.history.push(Message {
+                    role: "assistant".into(),
+                    content,
+                    tool_call: Some(call.clone()),
+                });
+                self.history.push(Message {
+                    role: "tool".into(),
+                    content: result,
+                    tool_call: Some(call),
+                });
+            }
+            _ => self.history.push(Message::text("assistant", content)),
+        }
     }
 }
 

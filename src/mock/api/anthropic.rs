@@ -42,8 +42,8 @@ impl MessagesRequest {
         if let Some(system) = &self.system {
             system.for_each_text(|t| blocks.push_text(t));
         }
-        for content in self.messages.iter().filter_map(|m| m.content.as_ref()) {
-            content.for_each_text(|t| blocks.push_text(t));
+        for m in &self.messages {
+            m.for_each_text(|t| blocks.push_text(t));
         }
         blocks
     }

@@ -19,14 +19,13 @@ use crate::mock::model::prefix_cache::PromptBlocks;
 pub fn message_blocks(messages: &[Message]) -> (PromptBlocks, MediaCount) {
     let mut blocks = PromptBlocks::default();
     let mut media = MediaCount::default();
-    for content in messages.iter().filter_map(|m| m.content.as_ref()) {
-        match content {
-            Content::Text(t) => blocks.push_text(t),
-            Content::Parts(parts) => {
+    for m in messages {
+        match &m.content {
+            Some(Content::Text(t)) => blocks.push_text(t),
+            // Part by part, so a prompt's blocks keep the order of its text and media.
+            Some(Content::Parts(parts)) => {
                 for p in parts {
-                    if let Some(t) = &p.text {
-                        blocks.push_text(t);
-                    }
+                    p.for_each_text(&mut |t| blocks.push_text(t));
                     if let Some(image) = &p.image_url {
                         media.image(&image.url, &mut blocks);
                     }
@@ -35,7 +34,9 @@ pub fn message_blocks(messages: &[Message]) -> (PromptBlocks, MediaCount) {
                     }
                 }
             }
+            None => {}
         }
+        m.for_each_tool_text(|t| blocks.push_text(t));
     }
     (blocks, media)
 }
@@ -252,6 +253,30 @@ pub fn parse_form<'a>(body: &'a [u8], boundary: &str) -> Result<Vec<FormPart<'a>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resent_tool_call_and_its_result_count_as_prompt() {
+        let chat: Vec<Message> = serde_json::from_str(
+            r#"[{"role": "user", "content": "look it up"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+                 "type": "function", "function": {"name": "tool_0", "arguments": "{\"query\":\"x y\"}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "found three things"}]"#,
+        )
+        .expect("chat messages");
+        let anthropic: Vec<Message> = serde_json::from_str(
+            r#"[{"role": "user", "content": "look it up"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1",
+                 "name": "tool_0", "input": {"query": "x y"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                 "content": "found three things"}]}]"#,
+        )
+        .expect("anthropic messages");
+        // "look it up" 3, `{"query":"x y"}` 10 (punctuation is a token each), "found
+        // three things" 3.
+        for messages in [&chat, &anthropic] {
+            assert_eq!(message_blocks(messages).0.tokens(), 16, "{messages:?}");
+        }
+    }
 
     #[test]
     fn mock_reads_media_headers() {

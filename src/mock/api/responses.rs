@@ -44,8 +44,9 @@ generation_request! {
 pub enum Input {
     /// One user text.
     Text(String),
-    /// Input items: the content of message items counts (other item kinds have none);
-    /// parts are `input_text` with `text`, as chat's text parts.
+    /// Input items: the content of message items counts, and a resent `function_call`'s
+    /// arguments and a `function_call_output`'s result; parts are `input_text` with
+    /// `text`, as chat's text parts.
     Items(Vec<Message>),
 }
 
@@ -59,8 +60,8 @@ impl ResponsesRequest {
         match &self.input {
             Input::Text(t) => blocks.push_text(t),
             Input::Items(items) => {
-                for content in items.iter().filter_map(|i| i.content.as_ref()) {
-                    content.for_each_text(|t| blocks.push_text(t));
+                for item in items {
+                    item.for_each_text(|t| blocks.push_text(t));
                 }
             }
         }

@@ -12,12 +12,56 @@ pub use crate::mock::model::plan::FinishReason;
 use crate::mock::model::prefix_cache::PromptBlocks;
 use crate::mock::model::tokenizer;
 
-/// A chat message; only the content matters to the mock.
+/// A chat message (or a Responses input item); only its texts matter to the mock.
 #[derive(Debug, Deserialize)]
 pub struct Message {
     /// A string, or an array of parts of which the `text` ones count.
     #[serde(default)]
     pub content: Option<Content>,
+    /// Chat: the tool calls an assistant message resends; their arguments count.
+    #[serde(default)]
+    pub tool_calls: Vec<ChatToolCall>,
+    /// Responses: a `function_call` item's arguments.
+    #[serde(default)]
+    pub arguments: Option<String>,
+    /// Responses: a `function_call_output` item's result.
+    #[serde(default)]
+    pub output: Option<String>,
+}
+
+/// One entry of an assistant message's `tool_calls`.
+#[derive(Debug, Deserialize)]
+pub struct ChatToolCall {
+    /// The function called and its arguments.
+    pub function: ChatFunction,
+}
+
+/// `{"name": …, "arguments": …}` of a chat tool call.
+#[derive(Debug, Deserialize)]
+pub struct ChatFunction {
+    /// The arguments, a JSON text.
+    #[serde(default)]
+    pub arguments: String,
+}
+
+impl Message {
+    /// Calls `f` with each text of the message as a prompt counts it: its content's, a
+    /// resent tool call's arguments, a tool result's.
+    pub fn for_each_text(&self, mut f: impl FnMut(&str)) {
+        if let Some(content) = &self.content {
+            content.for_each_text(&mut f);
+        }
+        self.for_each_tool_text(f);
+    }
+
+    /// Calls `f` with the texts of a resent tool call or a tool result outside its
+    /// content (chat's `tool_calls`, Responses' `arguments` and `output`).
+    pub fn for_each_tool_text(&self, mut f: impl FnMut(&str)) {
+        for call in &self.tool_calls {
+            f(&call.function.arguments);
+        }
+        self.arguments.iter().chain(&self.output).for_each(|t| f(t));
+    }
 }
 
 /// Message content in either of its OpenAI shapes.
@@ -42,6 +86,28 @@ pub struct Part {
     /// An `input_audio` part's clip.
     #[serde(default)]
     pub input_audio: Option<InputAudio>,
+    /// Anthropic: a `tool_result` block's result (a text or text blocks).
+    #[serde(default)]
+    pub content: Option<Box<Content>>,
+    /// Anthropic: a resent `tool_use` block's arguments (an object; its JSON counts).
+    #[serde(default)]
+    pub input: Option<serde_json::Value>,
+}
+
+impl Part {
+    /// Calls `f` with each text of the part: a text part's, a tool result's, a tool
+    /// call's arguments as JSON.
+    pub fn for_each_text(&self, f: &mut dyn FnMut(&str)) {
+        if let Some(t) = &self.text {
+            f(t);
+        }
+        if let Some(content) = &self.content {
+            content.each_text(f);
+        }
+        if let Some(input) = &self.input {
+            f(&input.to_string());
+        }
+    }
 }
 
 /// `{"url": …}` of an `image_url` part.
@@ -61,9 +127,15 @@ pub struct InputAudio {
 impl Content {
     /// Calls `f` with each text piece.
     pub fn for_each_text(&self, mut f: impl FnMut(&str)) {
+        self.each_text(&mut f);
+    }
+
+    /// [`Content::for_each_text`] through one closure type, as a tool result's content
+    /// nests content.
+    fn each_text(&self, f: &mut dyn FnMut(&str)) {
         match self {
             Content::Text(t) => f(t),
-            Content::Parts(parts) => parts.iter().filter_map(|p| p.text.as_deref()).for_each(f),
+            Content::Parts(parts) => parts.iter().for_each(|p| p.for_each_text(f)),
         }
     }
 }
@@ -242,10 +314,15 @@ impl ToolCall {
     pub fn new(seq: u64, offered: usize, tokens: u32) -> Self {
         ToolCall {
             name: format!("tool_{}", seq % offered.max(1) as u64),
-            id: format!("{seq:016x}"),
+            id: Self::id_of(seq),
             total: tokens,
             written: std::cell::Cell::new(0),
         }
+    }
+
+    /// The id of request `seq`'s call, before its format's prefix (`call_`, `toolu_`).
+    pub fn id_of(seq: u64) -> String {
+        format!("{seq:016x}")
     }
 
     /// Whether no piece was written yet (the next chunk opens the call).

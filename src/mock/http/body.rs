@@ -243,6 +243,10 @@ impl Generation {
     /// `--truth`: follows this body into `trace`, written when the body ends.
     pub fn attach(&mut self, mut trace: Box<Trace>) {
         trace.prompt_tokens = Some(self.prompt_tokens);
+        trace.tool_call = self
+            .plan
+            .tool_call
+            .then(|| crate::mock::api::shared::ToolCall::id_of(self.plan.seq));
         trace.stream = self.streaming;
         self.trace = Some(trace);
     }

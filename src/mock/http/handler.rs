@@ -177,6 +177,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
             injected
         },
         prompt_tokens: None,
+        tool_call: None,
     });
     match response.body_mut() {
         MockBody::Gen(generation) => {
@@ -1012,8 +1013,8 @@ fn tokenize(app: &App, body: &[u8]) -> Response<MockBody> {
     match (&request.prompt, &request.messages) {
         (Some(prompt), None) => tokenizer::encode_into(prompt, &mut tokens),
         (None, Some(messages)) => {
-            for content in messages.iter().filter_map(|m| m.content.as_ref()) {
-                content.for_each_text(|t| tokenizer::encode_into(t, &mut tokens));
+            for m in messages {
+                m.for_each_text(|t| tokenizer::encode_into(t, &mut tokens));
             }
         }
         _ => return bad_request(app, "give exactly one of `prompt` and `messages`"),

@@ -71,6 +71,7 @@ impl TruthWriter {
                 .iter()
                 .map(|c| c.content)
                 .sum(),
+            tool_call: trace.tool_call.as_deref(),
         };
         self.file.write(&line);
     }
@@ -134,6 +135,9 @@ pub struct Trace {
     pub fault: Option<FaultKind>,
     /// Prompt tokens as the server counted them, when it did.
     pub prompt_tokens: Option<u64>,
+    /// The id of the tool call the answer was, before its format's prefix; `None` for
+    /// an answer in text.
+    pub tool_call: Option<String>,
 }
 
 /// One chunk: when it went out and the tokens it carried.
@@ -181,6 +185,7 @@ struct Line<'a> {
     prompt_tokens: Option<u64>,
     reasoning_tokens: u32,
     content_tokens: u32,
+    tool_call: Option<&'a str>,
 }
 
 #[derive(Serialize)]

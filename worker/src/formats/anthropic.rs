@@ -13,10 +13,11 @@
 use super::format::{Format, StreamState};
 use super::openai::{ChunkInfo, StreamEvent, Usage};
 use super::openai::{StrField, WireError};
+use super::tools;
 use super::wire::{
     JsonPrefix, Kind, close, event_text, shown, write_field, write_json, write_u32_field,
 };
-use crate::source::{PreparedRequest, Prompt};
+use crate::source::{Message, PreparedRequest, Prompt, ToolCall};
 use bytes::Bytes;
 use llmsurge_proto::BackendConfig;
 use serde::Deserialize;
@@ -103,6 +104,37 @@ struct WireBody<'a> {
     error: Option<WireError<'a>>,
 }
 
+/// A tool call (the assistant's `tool_use` block, after its text if it had any) or its
+/// result (a user message's `tool_result` block), in the Messages API's shape; with the
+/// comma that follows every message.
+fn write_tool_message(out: &mut Vec<u8>, m: &Message, call: &ToolCall) {
+    if m.role == "assistant" {
+        out.extend_from_slice(b"{\"role\":\"assistant\",\"content\":[");
+        if !m.content.is_empty() {
+            out.extend_from_slice(b"{\"type\":\"text\",");
+            write_field(out, "text", &m.content);
+            out.pop();
+            out.extend_from_slice(b"},");
+        }
+        out.extend_from_slice(b"{\"type\":\"tool_use\",");
+        write_field(out, "id", &call.id);
+        write_field(out, "name", &call.name);
+        // `input` is an object: the arguments as they came when they are one.
+        out.extend_from_slice(b"\"input\":");
+        match serde_json::from_str::<serde_json::Value>(&call.arguments) {
+            Ok(v) if v.is_object() => out.extend_from_slice(call.arguments.as_bytes()),
+            _ => out.extend_from_slice(b"{}"),
+        }
+        out.extend_from_slice(b"}]},");
+    } else {
+        out.extend_from_slice(b"{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",");
+        write_field(out, "tool_use_id", &call.id);
+        out.extend_from_slice(b"\"content\":");
+        write_json(out, &m.content);
+        out.extend_from_slice(b"}]},");
+    }
+}
+
 impl Format for Anthropic {
     fn path(&self) -> &'static str {
         "/v1/messages"
@@ -121,30 +153,28 @@ impl Format for Anthropic {
         if !self.prefix.overrides("messages") {
             let mut system: Vec<&str> = Vec::new();
             out.extend_from_slice(b"\"messages\":[");
-            let mut first = true;
-            let mut message = |out: &mut Vec<u8>, role: &str, content: &str| {
-                if !first {
-                    out.push(b',');
-                }
-                first = false;
+            let message = |out: &mut Vec<u8>, role: &str, content: &str| {
                 out.push(b'{');
                 write_field(out, "role", role);
                 out.extend_from_slice(b"\"content\":");
                 write_json(out, content);
-                out.push(b'}');
+                out.extend_from_slice(b"},");
             };
             match &req.prompt {
                 Prompt::Text(t) => message(&mut out, "user", t),
                 Prompt::Messages(msgs) => {
                     for m in msgs {
-                        if m.role == "system" {
-                            system.push(&m.content);
-                        } else {
-                            message(&mut out, &m.role, &m.content);
+                        match &m.tool_call {
+                            _ if m.role == "system" => system.push(&m.content),
+                            None => message(&mut out, &m.role, &m.content),
+                            Some(call) => write_tool_message(&mut out, m, call),
                         }
                     }
                 }
                 other => message(&mut out, "user", &other.joined()),
+            }
+            if out.last() == Some(&b',') {
+                out.pop();
             }
             out.extend_from_slice(b"],");
             if !system.is_empty() && !self.prefix.overrides("system") {
@@ -266,5 +296,41 @@ impl Format for Anthropic {
                 .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
                 .collect(),
         )
+    }
+
+    fn event_tool(&self, data: &[u8], call: &mut Option<ToolCall>) {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(data.trim_ascii()) else {
+            return;
+        };
+        let kind = |p: &str| v.pointer(p).and_then(serde_json::Value::as_str);
+        match kind("/type") {
+            // The block opens with the call's id and name; its input follows as JSON pieces.
+            Some("content_block_start")
+                if call.is_none() && kind("/content_block/type") == Some("tool_use") =>
+            {
+                tools::add_piece(call, &v["content_block"], "/id", "/name", "/partial_json");
+            }
+            Some("content_block_delta")
+                if call.is_some() && kind("/delta/type") == Some("input_json_delta") =>
+            {
+                tools::add_piece(call, &v["delta"], "/id", "/name", "/partial_json");
+            }
+            _ => {}
+        }
+    }
+
+    fn full_tool(&self, body: &[u8]) -> Option<ToolCall> {
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let block = v
+            .get("content")?
+            .as_array()?
+            .iter()
+            .find(|b| b.get("type").and_then(serde_json::Value::as_str) == Some("tool_use"))?;
+        let mut call = tools::whole(block, "/id", "/name", "/arguments")?;
+        call.arguments = block
+            .get("input")
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        Some(call)
     }
 }

@@ -3,7 +3,7 @@
 //! whose chunk record and error body it speaks in; below each format.
 
 use super::openai::{self, ChunkInfo, StreamEvent, Usage};
-use crate::source::PreparedRequest;
+use crate::source::{PreparedRequest, ToolCall};
 use bytes::Bytes;
 
 /// Per-stream state a format may keep between events (where the API defines an event
@@ -68,6 +68,16 @@ pub trait Format: std::fmt::Debug + Send + Sync {
 
     /// The output text of a whole (non-streamed) response, as [`Format::event_reply`].
     fn full_reply(&self, _body: &[u8]) -> Option<String> {
+        None
+    }
+
+    /// Adds a streamed event's piece of a tool call (its id, name or arguments) to
+    /// `call`, for sessions that resend the call with its result. Asked only of runs
+    /// that offer tools in sessions; a format without tool calls ignores it.
+    fn event_tool(&self, _data: &[u8], _call: &mut Option<ToolCall>) {}
+
+    /// The tool call of a whole (non-streamed) response, as [`Format::event_tool`].
+    fn full_tool(&self, _body: &[u8]) -> Option<ToolCall> {
         None
     }
 }

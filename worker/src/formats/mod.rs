@@ -67,14 +67,8 @@ mod tests {
 
     fn conversation() -> Prompt {
         Prompt::Messages(vec![
-            Message {
-                role: "system".into(),
-                content: "be brief".into(),
-            },
-            Message {
-                role: "user".into(),
-                content: "hi".into(),
-            },
+            Message::text("system", "be brief".into()),
+            Message::text("user", "hi".into()),
         ])
     }
 

@@ -6,7 +6,7 @@
 //! with borrowed fields, reading only what the metrics need.
 
 use super::wire::{JsonPrefix, close, write_field, write_json, write_u32_field};
-use crate::source::{MediaPart, PreparedRequest, Prompt};
+use crate::source::{MediaPart, Message, PreparedRequest, Prompt};
 use bytes::Bytes;
 use llmsurge_proto::{BackendConfig, RequestFormat};
 use serde::Deserialize;
@@ -70,7 +70,7 @@ impl BodyTemplate {
                             if i > 0 {
                                 out.push(b',');
                             }
-                            write_message(&mut out, &m.role, &m.content);
+                            write_chat_message(&mut out, m);
                         }
                     }
                     other => write_message(&mut out, "user", &other.joined()),
@@ -110,6 +110,35 @@ fn write_token_ids(out: &mut Vec<u8>, ids: &[u32]) {
         out.extend_from_slice(id.to_string().as_bytes());
     }
     out.push(b']');
+}
+
+/// A message of a conversation: text, or a tool call and its result in chat's shape
+/// (the assistant's `tool_calls`, then a `tool` message naming the call's id).
+fn write_chat_message(out: &mut Vec<u8>, m: &Message) {
+    let Some(call) = &m.tool_call else {
+        return write_message(out, &m.role, &m.content);
+    };
+    out.push(b'{');
+    if m.role == "assistant" {
+        out.extend_from_slice(b"\"role\":\"assistant\",\"content\":");
+        match m.content.as_str() {
+            "" => out.extend_from_slice(b"null"),
+            text => write_json(out, text),
+        }
+        out.extend_from_slice(b",\"tool_calls\":[{");
+        write_field(out, "id", &call.id);
+        out.extend_from_slice(b"\"type\":\"function\",\"function\":{");
+        write_field(out, "name", &call.name);
+        out.extend_from_slice(b"\"arguments\":");
+        write_json(out, &call.arguments);
+        out.extend_from_slice(b"}}]}");
+    } else {
+        out.extend_from_slice(b"\"role\":\"tool\",");
+        write_field(out, "tool_call_id", &call.id);
+        out.extend_from_slice(b"\"content\":");
+        write_json(out, &m.content);
+        out.push(b'}');
+    }
 }
 
 fn write_message(out: &mut Vec<u8>, role: &str, content: &str) {
@@ -494,14 +523,8 @@ mod tests {
         );
         let msgs = PreparedRequest {
             prompt: Prompt::Messages(vec![
-                Message {
-                    role: "system".into(),
-                    content: "s".into(),
-                },
-                Message {
-                    role: "user".into(),
-                    content: "u".into(),
-                },
+                Message::text("system", "s".into()),
+                Message::text("user", "u".into()),
             ]),
             prompt_tokens: None,
             max_tokens: Some(3),

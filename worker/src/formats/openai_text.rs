@@ -5,7 +5,8 @@
 use super::format::{Format, StreamState};
 use super::openai::{self, BodyTemplate};
 use super::openai::{ChunkInfo, StreamEvent};
-use crate::source::PreparedRequest;
+use super::tools;
+use crate::source::{PreparedRequest, ToolCall};
 use bytes::Bytes;
 use llmsurge_proto::BackendConfig;
 
@@ -49,6 +50,25 @@ impl Format for OpenAiText {
 
     fn full_reply(&self, body: &[u8]) -> Option<String> {
         openai::reply_text(body)
+    }
+
+    fn event_tool(&self, data: &[u8], call: &mut Option<ToolCall>) {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(data.trim_ascii()) else {
+            return;
+        };
+        // Parallel calls stream with their own `index`: the session keeps the first.
+        if let Some(piece) = v
+            .pointer("/choices/0/delta/tool_calls/0")
+            .filter(|p| p.get("index").and_then(serde_json::Value::as_u64) == Some(0))
+        {
+            tools::add_piece(call, piece, "/id", "/function/name", "/function/arguments");
+        }
+    }
+
+    fn full_tool(&self, body: &[u8]) -> Option<ToolCall> {
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let piece = v.pointer("/choices/0/message/tool_calls/0")?;
+        tools::whole(piece, "/id", "/function/name", "/function/arguments")
     }
 
     fn final_event(&self) -> &'static str {

@@ -12,10 +12,11 @@
 use super::format::{Format, StreamState};
 use super::openai::{ChunkInfo, StreamEvent, Usage};
 use super::openai::{StrField, WireError};
+use super::tools;
 use super::wire::{
     JsonPrefix, Kind, close, event_text, shown, write_field, write_json, write_u32_field,
 };
-use crate::source::{PreparedRequest, Prompt};
+use crate::source::{Message, PreparedRequest, Prompt, ToolCall};
 use bytes::Bytes;
 use llmsurge_proto::BackendConfig;
 use serde::Deserialize;
@@ -108,6 +109,40 @@ struct WirePart {
     text: StrField,
 }
 
+/// One input item: a message, or a tool call (`function_call`, after the assistant's
+/// text if it had any) or its result (`function_call_output`).
+fn write_input_item(out: &mut Vec<u8>, m: &Message) {
+    let message = |out: &mut Vec<u8>| {
+        out.push(b'{');
+        write_field(out, "role", &m.role);
+        out.extend_from_slice(b"\"content\":");
+        write_json(out, &m.content);
+        out.push(b'}');
+    };
+    let Some(call) = &m.tool_call else {
+        return message(out);
+    };
+    out.push(b'{');
+    if m.role == "assistant" {
+        if !m.content.is_empty() {
+            out.pop();
+            message(out);
+            out.extend_from_slice(b",{");
+        }
+        out.extend_from_slice(b"\"type\":\"function_call\",");
+        write_field(out, "call_id", &call.id);
+        write_field(out, "name", &call.name);
+        out.extend_from_slice(b"\"arguments\":");
+        write_json(out, &call.arguments);
+    } else {
+        out.extend_from_slice(b"\"type\":\"function_call_output\",");
+        write_field(out, "call_id", &call.id);
+        out.extend_from_slice(b"\"output\":");
+        write_json(out, &m.content);
+    }
+    out.push(b'}');
+}
+
 impl Format for Responses {
     fn path(&self) -> &'static str {
         "/v1/responses"
@@ -125,11 +160,7 @@ impl Format for Responses {
                         if i > 0 {
                             out.push(b',');
                         }
-                        out.push(b'{');
-                        write_field(&mut out, "role", &m.role);
-                        out.extend_from_slice(b"\"content\":");
-                        write_json(&mut out, &m.content);
-                        out.push(b'}');
+                        write_input_item(&mut out, m);
                     }
                     out.push(b']');
                 }
@@ -245,4 +276,37 @@ impl Format for Responses {
                 .collect(),
         )
     }
+
+    fn event_tool(&self, data: &[u8], call: &mut Option<ToolCall>) {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(data.trim_ascii()) else {
+            return;
+        };
+        match v.get("type").and_then(serde_json::Value::as_str) {
+            // The item opens with the call's id and name; its arguments follow as deltas.
+            Some("response.output_item.added") if call.is_none() => {
+                if let Some(item) = v.get("item").filter(|i| is_function_call(i)) {
+                    tools::add_piece(call, item, "/call_id", "/name", "/arguments");
+                }
+            }
+            Some("response.function_call_arguments.delta") if call.is_some() => {
+                tools::add_piece(call, &v, "/call_id", "/name", "/delta");
+            }
+            _ => {}
+        }
+    }
+
+    fn full_tool(&self, body: &[u8]) -> Option<ToolCall> {
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let item = v
+            .get("output")?
+            .as_array()?
+            .iter()
+            .find(|i| is_function_call(i))?;
+        tools::whole(item, "/call_id", "/name", "/arguments")
+    }
+}
+
+/// Whether an output item is a `function_call`.
+fn is_function_call(item: &serde_json::Value) -> bool {
+    item.get("type").and_then(serde_json::Value::as_str) == Some("function_call")
 }

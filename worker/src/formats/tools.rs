@@ -2,7 +2,11 @@
 //! `tools=N`): `tools` and an automatic `tool_choice`, in the shape of each API that
 //! has them (chat completions, Responses, Anthropic Messages). The definitions are the
 //! same for every request, so they are written once, into the body's constant part.
+//!
+//! Also the shared step of reading a tool call back from an answer, which multi-turn
+//! sessions resend: each format finds the call's pieces, [`add_piece`] joins them.
 
+use crate::source::ToolCall;
 use llmsurge_proto::RequestFormat;
 use serde_json::{Map, Value, json};
 
@@ -56,6 +60,32 @@ pub fn fields(format: RequestFormat, n: u32) -> Map<String, Value> {
     fields
 }
 
+/// Adds one piece of a tool call read from an answer to `call`: the first piece opens
+/// it, an id or a name fills what is still missing, arguments are appended (a stream
+/// sends them in pieces). Only an answer's first call is kept: a session resends one.
+pub fn add_piece(call: &mut Option<ToolCall>, piece: &Value, id: &str, name: &str, args: &str) {
+    let text = |pointer: &str| piece.pointer(pointer).and_then(Value::as_str);
+    let (id, name, args) = (text(id), text(name), text(args));
+    if id.is_none() && name.is_none() && args.is_none() {
+        return;
+    }
+    let call = call.get_or_insert_with(ToolCall::default);
+    if call.id.is_empty() {
+        call.id = id.unwrap_or_default().to_string();
+    }
+    if call.name.is_empty() {
+        call.name = name.unwrap_or_default().to_string();
+    }
+    call.arguments.push_str(args.unwrap_or_default());
+}
+
+/// The whole tool call in `piece` (a non-streamed answer's, or a stream's closing item).
+pub fn whole(piece: &Value, id: &str, name: &str, args: &str) -> Option<ToolCall> {
+    let mut call = None;
+    add_piece(&mut call, piece, id, name, args);
+    call
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +104,28 @@ mod tests {
         assert_eq!(anthropic["tool_choice"]["type"], "auto");
         assert!(fields(RequestFormat::Completions, 2).is_empty());
         assert!(fields(RequestFormat::Chat, 0).is_empty());
+    }
+
+    #[test]
+    fn a_streamed_call_joins_its_pieces_and_keeps_the_first_id() {
+        let mut call = None;
+        let pieces = [
+            json!({"id": "call_1", "function": {"name": "tool_2", "arguments": ""}}),
+            json!({"function": {"arguments": "{\"query\":"}}),
+            json!({"id": "call_9", "function": {"arguments": "\"a b\"}"}}),
+            json!({"unrelated": true}),
+        ];
+        for p in &pieces {
+            add_piece(&mut call, p, "/id", "/function/name", "/function/arguments");
+        }
+        assert_eq!(
+            call,
+            Some(ToolCall {
+                id: "call_1".into(),
+                name: "tool_2".into(),
+                arguments: r#"{"query":"a b"}"#.into(),
+            })
+        );
+        assert_eq!(whole(&json!({}), "/id", "/name", "/arguments"), None);
     }
 }
