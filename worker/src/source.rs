@@ -80,6 +80,9 @@ pub struct ToolCall {
     pub name: String,
     /// The arguments, a JSON object as text (streamed ones joined).
     pub arguments: String,
+    /// Where the answer carried it (chat's call index, Responses' output index,
+    /// Anthropic's block index), so a stream's pieces of a second call stay out of it.
+    pub part: u64,
 }
 
 /// The prompt of a request.

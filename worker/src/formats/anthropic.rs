@@ -104,6 +104,13 @@ struct WireBody<'a> {
     error: Option<WireError<'a>>,
 }
 
+/// Where a `tool_use` block (or a streamed piece of its input) has its fields.
+const CALL: tools::Fields<'static> = tools::Fields {
+    id: "/id",
+    name: "/name",
+    arguments: "/partial_json",
+};
+
 /// A tool call (the assistant's `tool_use` block, after its text if it had any) or its
 /// result (a user message's `tool_result` block), in the Messages API's shape; with the
 /// comma that follows every message.
@@ -303,17 +310,18 @@ impl Format for Anthropic {
             return;
         };
         let kind = |p: &str| v.pointer(p).and_then(serde_json::Value::as_str);
+        // Each content block has its index; a block's deltas name it.
+        let part = tools::part_of(&v, "index");
         match kind("/type") {
-            // The block opens with the call's id and name; its input follows as JSON pieces.
-            Some("content_block_start")
-                if call.is_none() && kind("/content_block/type") == Some("tool_use") =>
-            {
-                tools::add_piece(call, &v["content_block"], "/id", "/name", "/partial_json");
+            // The block opens with the call's id and name (its `input` is an empty object,
+            // not text); the input follows as pieces of JSON text.
+            Some("content_block_start") if kind("/content_block/type") == Some("tool_use") => {
+                tools::add_piece(call, part, &v["content_block"], &CALL);
             }
             Some("content_block_delta")
                 if call.is_some() && kind("/delta/type") == Some("input_json_delta") =>
             {
-                tools::add_piece(call, &v["delta"], "/id", "/name", "/partial_json");
+                tools::add_piece(call, part, &v["delta"], &CALL);
             }
             _ => {}
         }
@@ -326,7 +334,7 @@ impl Format for Anthropic {
             .as_array()?
             .iter()
             .find(|b| b.get("type").and_then(serde_json::Value::as_str) == Some("tool_use"))?;
-        let mut call = tools::whole(block, "/id", "/name", "/arguments")?;
+        let mut call = tools::whole(block, &CALL)?;
         call.arguments = block
             .get("input")
             .map(ToString::to_string)

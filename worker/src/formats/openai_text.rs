@@ -10,6 +10,13 @@ use crate::source::{PreparedRequest, ToolCall};
 use bytes::Bytes;
 use llmsurge_proto::BackendConfig;
 
+/// Where a chat tool call (or a streamed piece of one) has its fields.
+const CALL: tools::Fields<'static> = tools::Fields {
+    id: "/id",
+    name: "/function/name",
+    arguments: "/function/arguments",
+};
+
 /// The chat and completions formats.
 #[derive(Clone, Debug)]
 pub struct OpenAiText {
@@ -56,19 +63,15 @@ impl Format for OpenAiText {
         let Ok(v) = serde_json::from_slice::<serde_json::Value>(data.trim_ascii()) else {
             return;
         };
-        // Parallel calls stream with their own `index`: the session keeps the first.
-        if let Some(piece) = v
-            .pointer("/choices/0/delta/tool_calls/0")
-            .filter(|p| p.get("index").and_then(serde_json::Value::as_u64) == Some(0))
-        {
-            tools::add_piece(call, piece, "/id", "/function/name", "/function/arguments");
+        // Parallel calls stream with their own `index`.
+        if let Some(piece) = v.pointer("/choices/0/delta/tool_calls/0") {
+            tools::add_piece(call, tools::part_of(piece, "index"), piece, &CALL);
         }
     }
 
     fn full_tool(&self, body: &[u8]) -> Option<ToolCall> {
         let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-        let piece = v.pointer("/choices/0/message/tool_calls/0")?;
-        tools::whole(piece, "/id", "/function/name", "/function/arguments")
+        tools::whole(v.pointer("/choices/0/message/tool_calls/0")?, &CALL)
     }
 
     fn final_event(&self) -> &'static str {

@@ -281,15 +281,21 @@ impl Format for Responses {
         let Ok(v) = serde_json::from_slice::<serde_json::Value>(data.trim_ascii()) else {
             return;
         };
+        // Each output item has its index; a call's deltas name it.
+        let part = tools::part_of(&v, "output_index");
         match v.get("type").and_then(serde_json::Value::as_str) {
             // The item opens with the call's id and name; its arguments follow as deltas.
-            Some("response.output_item.added") if call.is_none() => {
+            Some("response.output_item.added") => {
                 if let Some(item) = v.get("item").filter(|i| is_function_call(i)) {
-                    tools::add_piece(call, item, "/call_id", "/name", "/arguments");
+                    tools::add_piece(call, part, item, &CALL);
                 }
             }
             Some("response.function_call_arguments.delta") if call.is_some() => {
-                tools::add_piece(call, &v, "/call_id", "/name", "/delta");
+                let delta = tools::Fields {
+                    arguments: "/delta",
+                    ..CALL
+                };
+                tools::add_piece(call, part, &v, &delta);
             }
             _ => {}
         }
@@ -302,9 +308,16 @@ impl Format for Responses {
             .as_array()?
             .iter()
             .find(|i| is_function_call(i))?;
-        tools::whole(item, "/call_id", "/name", "/arguments")
+        tools::whole(item, &CALL)
     }
 }
+
+/// Where a `function_call` item has its fields.
+const CALL: tools::Fields<'static> = tools::Fields {
+    id: "/call_id",
+    name: "/name",
+    arguments: "/arguments",
+};
 
 /// Whether an output item is a `function_call`.
 fn is_function_call(item: &serde_json::Value) -> bool {

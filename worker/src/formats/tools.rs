@@ -60,16 +60,35 @@ pub fn fields(format: RequestFormat, n: u32) -> Map<String, Value> {
     fields
 }
 
+/// Where a tool call's id, name and arguments are in a piece of an answer (JSON
+/// pointers).
+#[derive(Clone, Copy, Debug)]
+pub struct Fields<'a> {
+    /// The call's id.
+    pub id: &'a str,
+    /// The function's name.
+    pub name: &'a str,
+    /// The arguments (whole, or a stream's next piece of them).
+    pub arguments: &'a str,
+}
+
 /// Adds one piece of a tool call read from an answer to `call`: the first piece opens
 /// it, an id or a name fills what is still missing, arguments are appended (a stream
-/// sends them in pieces). Only an answer's first call is kept: a session resends one.
-pub fn add_piece(call: &mut Option<ToolCall>, piece: &Value, id: &str, name: &str, args: &str) {
+/// sends them in pieces). `part` says which call of the answer the piece belongs to:
+/// only the first call is kept, as a session resends one.
+pub fn add_piece(call: &mut Option<ToolCall>, part: u64, piece: &Value, at: &Fields<'_>) {
+    if call.as_ref().is_some_and(|c| c.part != part) {
+        return;
+    }
     let text = |pointer: &str| piece.pointer(pointer).and_then(Value::as_str);
-    let (id, name, args) = (text(id), text(name), text(args));
+    let (id, name, args) = (text(at.id), text(at.name), text(at.arguments));
     if id.is_none() && name.is_none() && args.is_none() {
         return;
     }
-    let call = call.get_or_insert_with(ToolCall::default);
+    let call = call.get_or_insert_with(|| ToolCall {
+        part,
+        ..ToolCall::default()
+    });
     if call.id.is_empty() {
         call.id = id.unwrap_or_default().to_string();
     }
@@ -79,11 +98,16 @@ pub fn add_piece(call: &mut Option<ToolCall>, piece: &Value, id: &str, name: &st
     call.arguments.push_str(args.unwrap_or_default());
 }
 
-/// The whole tool call in `piece` (a non-streamed answer's, or a stream's closing item).
-pub fn whole(piece: &Value, id: &str, name: &str, args: &str) -> Option<ToolCall> {
+/// The whole tool call in `piece` (a non-streamed answer's).
+pub fn whole(piece: &Value, at: &Fields<'_>) -> Option<ToolCall> {
     let mut call = None;
-    add_piece(&mut call, piece, id, name, args);
+    add_piece(&mut call, 0, piece, at);
     call
+}
+
+/// A piece's `key` as the number of the call it belongs to (0 when absent).
+pub fn part_of(piece: &Value, key: &str) -> u64 {
+    piece.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -109,14 +133,30 @@ mod tests {
     #[test]
     fn a_streamed_call_joins_its_pieces_and_keeps_the_first_id() {
         let mut call = None;
+        let at = Fields {
+            id: "/id",
+            name: "/function/name",
+            arguments: "/function/arguments",
+        };
         let pieces = [
-            json!({"id": "call_1", "function": {"name": "tool_2", "arguments": ""}}),
-            json!({"function": {"arguments": "{\"query\":"}}),
-            json!({"id": "call_9", "function": {"arguments": "\"a b\"}"}}),
-            json!({"unrelated": true}),
+            (
+                1,
+                json!({"id": "call_1", "function": {"name": "tool_2", "arguments": ""}}),
+            ),
+            (1, json!({"function": {"arguments": "{\"query\":"}})),
+            // A second call, in parallel: not this one's.
+            (
+                2,
+                json!({"id": "call_2", "function": {"name": "tool_0", "arguments": "{"}}),
+            ),
+            (
+                1,
+                json!({"id": "call_9", "function": {"arguments": "\"a b\"}"}}),
+            ),
+            (1, json!({"unrelated": true})),
         ];
-        for p in &pieces {
-            add_piece(&mut call, p, "/id", "/function/name", "/function/arguments");
+        for (part, p) in &pieces {
+            add_piece(&mut call, *part, p, &at);
         }
         assert_eq!(
             call,
@@ -124,8 +164,9 @@ mod tests {
                 id: "call_1".into(),
                 name: "tool_2".into(),
                 arguments: r#"{"query":"a b"}"#.into(),
+                part: 1,
             })
         );
-        assert_eq!(whole(&json!({}), "/id", "/name", "/arguments"), None);
+        assert_eq!(whole(&json!({}), &at), None);
     }
 }
