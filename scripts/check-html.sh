@@ -111,4 +111,14 @@ node scripts/check-html.cjs "$out/server/server.html" 12:3 "$work/server.png"
 # `plot pareto`'s page alone: the report page's script drawing one chart, its points marked.
 "$bin" plot pareto "$out/sweep/benchmarks.json" --outputs html --output-dir "$out/pareto"
 node scripts/check-html.cjs "$out/pareto/pareto-front.html" 1 "$work/pareto.png"
+# GPU telemetry (issue 23): a fake nvidia-smi first on PATH; one benchmark's 11 client
+# charts and the GPUs' two (power; utilisation beside memory), drawn.
+mkdir -p "$out/gpu/bin"
+printf '#!/bin/sh\nprintf "0, 300.00, 50, 1000\\n1, 280.00, 70, 3000\\n"\n' >"$out/gpu/bin/nvidia-smi"
+chmod +x "$out/gpu/bin/nvidia-smi"
+PATH="$out/gpu/bin:$PATH" "$bin" benchmark run --target mock --profile constant --rate 10 \
+  --max-seconds 3 --data prompt_tokens=64,output_tokens=24 --gpu-metrics nvidia-smi \
+  --server-metrics-interval 200ms --outputs json,html --output-dir "$out/gpu" \
+  --max-dispatch-lag 10s --disable-progress
+node scripts/check-html.cjs "$out/gpu/benchmarks.html" 13 "$work/gpu.png"
 echo "check-html: passed"

@@ -91,3 +91,67 @@ fn gpu_metrics_from_the_mocks_dcgm_series() {
         "J/token {got}, want {want}"
     );
 }
+
+#[test]
+fn gpu_power_utilisation_and_memory_are_charted_over_the_run_sample_by_sample() {
+    // Each call of the fake nvidia-smi reports 10 W more on GPU 0 than the call before
+    // and logs itself: the report's series must be those calls, in order.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let calls = dir.path().join("calls");
+    let smi = dir.path().join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        format!(
+            "#!/bin/sh\nn=$(cat '{calls}' 2>/dev/null | wc -l)\necho x >> '{calls}'\n\
+             printf '0, %d.00, 50, 1000\\n1, 300.00, 70, 3000\\n' $((100 + 10 * n))\n",
+            calls = calls.display()
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let server = mock(MockConfig {
+        ttft_ms: 50.0,
+        ..MockConfig::instant()
+    });
+    let run = Bench::target(&server.base_url())
+        .concurrent(2)
+        .max_requests(20)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json,html,png")
+        .arg("--gpu-metrics", "nvidia-smi")
+        .arg("--server-metrics-interval", "100ms")
+        .run_with_env(&[("PATH", &path)]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let called = std::fs::read_to_string(&calls)
+        .expect("calls")
+        .lines()
+        .count();
+    let r = run.report();
+    let gpu = r.benchmarks[0].gpu.as_ref().expect("gpu figures");
+    let power: Vec<f64> = gpu.series.iter().map(|p| p.power_w).collect();
+    assert!(power.len() >= 2, "{power:?}");
+    // The last sample is the last call; each sample is the call after the one before.
+    let last = 400.0 + 10.0 * (called as f64 - 1.0);
+    assert_eq!(power.last(), Some(&last), "{called} calls: {power:?}");
+    assert!(power.windows(2).all(|w| w[1] - w[0] == 10.0), "{power:?}");
+    assert!(gpu.series.windows(2).all(|w| w[0].time < w[1].time));
+    for p in &gpu.series {
+        assert_eq!((p.util_pct, p.memory_mib), (Some(60.0), Some(4000.0)));
+    }
+    // Both charts, in the page and as images.
+    let html = std::fs::read_to_string(run.dir.path().join("benchmarks.html")).expect("html");
+    assert!(html.contains("id=\"charts-gpu\""));
+    for id in ["gpu-power", "gpu-utilisation-memory"] {
+        assert!(
+            html.contains(&format!("\"id\":\"{id}\"")),
+            "{id} in the page"
+        );
+        let png = run.dir.path().join(format!("{id}.png"));
+        assert!(png.exists(), "{}", png.display());
+    }
+}

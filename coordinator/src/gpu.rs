@@ -95,6 +95,39 @@ pub struct GpuMetrics {
     pub memory_max_mib: Option<f64>,
     /// Per GPU.
     pub per_gpu: Vec<GpuSummary>,
+    /// Every sample of the benchmark (the measured window and around it), for the
+    /// charts over the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<GpuPoint>,
+}
+
+/// The GPUs at one sample, summed (power, memory) or averaged (utilisation).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuPoint {
+    /// When it was sampled, Unix seconds.
+    pub time: f64,
+    /// Power of all GPUs, W.
+    pub power_w: f64,
+    /// Mean utilisation over the GPUs that report it, %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub util_pct: Option<f64>,
+    /// Memory used on all GPUs that report it, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<f64>,
+}
+
+impl GpuPoint {
+    /// The point of the readings sampled at `time`.
+    fn of(time: f64, readings: &[GpuReading]) -> Self {
+        let util: Vec<f64> = readings.iter().filter_map(|r| r.util_pct).collect();
+        let mem: Vec<f64> = readings.iter().filter_map(|r| r.memory_mib).collect();
+        GpuPoint {
+            time,
+            power_w: readings.iter().map(|r| r.power_w).sum(),
+            util_pct: (!util.is_empty()).then(|| util.iter().sum::<f64>() / util.len() as f64),
+            memory_mib: (!mem.is_empty()).then(|| mem.iter().sum()),
+        }
+    }
 }
 
 impl GpuMetrics {
@@ -407,6 +440,11 @@ pub fn summarise(
         util_mean_pct: mean(&utils),
         memory_max_mib: (!mems.is_empty()).then(|| mems.iter().sum()),
         per_gpu,
+        series: log
+            .samples
+            .iter()
+            .map(|(time, readings)| GpuPoint::of(*time, readings))
+            .collect(),
     }
 }
 
@@ -454,5 +492,11 @@ mod tests {
         assert_eq!(m.energy_j, 200.0 * 4.0);
         assert_eq!(m.joules_per_output_token, Some(800.0 / 200.0));
         assert_eq!(m.power_max_w, 300.0);
+        // The series keeps every sample, outside the window too.
+        let series: Vec<(f64, f64)> = m.series.iter().map(|p| (p.time, p.power_w)).collect();
+        assert_eq!(
+            series,
+            [(9.0, 1000.0), (10.0, 100.0), (12.0, 300.0), (15.0, 1000.0)]
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! SVG and PNG files (`--outputs png,svg`).
 
 pub mod draw;
+pub mod gpu;
 pub mod page;
 pub mod pareto;
 
@@ -220,6 +221,7 @@ pub fn charts(report: &Report) -> Vec<Chart> {
     out.extend(distributions(report));
     out.extend(timeseries(report));
     out.extend(server(report));
+    out.extend(gpu::charts(report));
     out
 }
 
