@@ -818,6 +818,7 @@ impl RequestSource for SyntheticSource {
                     request,
                     think_ns,
                     recorded_reply: None,
+                    after: None,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;

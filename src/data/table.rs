@@ -329,6 +329,7 @@ impl RequestSource for TableSource {
                         History::Recorded => t.reply.clone(),
                         History::Live => None,
                     },
+                    after: None,
                 }
             })
             .collect();
