@@ -1,0 +1,272 @@
+//! Agent traces replayed as graphs (issue 24 §1), checked against what the mock saw: a
+//! planner call, three sub-agents whose calls overlapped in the trace, a tool span, and
+//! a joining call, in both the OTLP JSON export and the one-trace-per-line form.
+//!
+//! Every instant is the mock's (`--truth`: arrival and end per `x-request-id`), every
+//! prompt the mock's record of the body. A call may never arrive before its intended
+//! instant (its dependencies' ends at the mock plus its scaled gap: the client sees an
+//! end only after the mock sent it), and arrives within 2 ms of it.
+
+use crate::scenario::Bench;
+use crate::support::{mock, recorded};
+use llmsurge::mock::MockConfig;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+const MS: u64 = 1_000_000;
+const T0: u64 = 1_700_000_000_000_000_000;
+/// `--time-scale`: every gap at half its recorded length.
+const TIME_SCALE: f64 = 0.5;
+/// How late a call may arrive after its intended instant (the issue's bound).
+const WITHIN_MS: f64 = 2.0;
+
+/// (span, parent, start ms, end ms, GenAI input/output tokens when a call). The calls'
+/// output lengths differ, so `max_tokens` names the call in the mock's record.
+type Row = (
+    &'static str,
+    Option<&'static str>,
+    u64,
+    u64,
+    Option<(u32, u32)>,
+);
+
+const FIXTURE: [Row; 10] = [
+    ("root", None, 0, 1000, None),
+    ("plan", Some("root"), 0, 100, Some((100, 20))),
+    ("s1", Some("root"), 110, 500, None),
+    ("c1", Some("s1"), 120, 400, Some((150, 31))),
+    ("s2", Some("root"), 112, 500, None),
+    ("c2", Some("s2"), 130, 450, Some((160, 32))),
+    ("s3", Some("root"), 114, 500, None),
+    ("c3", Some("s3"), 125, 420, Some((170, 33))),
+    ("tool", Some("root"), 510, 600, None),
+    ("join", Some("root"), 650, 800, Some((400, 50))),
+];
+
+/// Each call's dependencies and recorded gap (ms) after the last of them ends: the
+/// children wait for the planner, the join for every child (200 ms after c2, the last).
+const SCHEDULE: [(&str, &[&str], f64); 5] = [
+    ("plan", &[], 0.0),
+    ("c1", &["plan"], 20.0),
+    ("c2", &["plan"], 30.0),
+    ("c3", &["plan"], 25.0),
+    ("join", &["c1", "c2", "c3"], 200.0),
+];
+
+fn attributes(genai: Option<(u32, u32)>) -> Vec<(&'static str, Value)> {
+    match genai {
+        Some((i, o)) => vec![
+            ("gen_ai.operation.name", json!("chat")),
+            ("gen_ai.request.model", json!("agent-model")),
+            ("gen_ai.usage.input_tokens", json!(i)),
+            ("gen_ai.usage.output_tokens", json!(o)),
+        ],
+        None => vec![("gen_ai.operation.name", json!("execute_tool"))],
+    }
+}
+
+fn otlp(rows: &[Row]) -> String {
+    let spans: Vec<Value> = rows
+        .iter()
+        .map(|(id, parent, start, end, genai)| {
+            let attrs: Vec<Value> = attributes(*genai)
+                .into_iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => json!({"key": k, "value": {"stringValue": s}}),
+                    v => json!({"key": k, "value": {"intValue": v.to_string()}}),
+                })
+                .collect();
+            json!({
+                "traceId": "t1", "spanId": id, "parentSpanId": parent.unwrap_or(""),
+                "name": id,
+                "startTimeUnixNano": (T0 + start * MS).to_string(),
+                "endTimeUnixNano": (T0 + end * MS).to_string(),
+                "attributes": attrs,
+            })
+        })
+        .collect();
+    json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).to_string()
+}
+
+fn flat(rows: &[Row]) -> String {
+    let spans: Vec<Value> = rows
+        .iter()
+        .map(|(id, parent, start, end, genai)| {
+            let attrs: serde_json::Map<String, Value> = attributes(*genai)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+            json!({
+                "span_id": id, "parent_span_id": parent, "name": id,
+                "start_time": T0 + start * MS, "end_time": T0 + end * MS,
+                "attributes": attrs,
+            })
+        })
+        .collect();
+    json!({"trace_id": "t1", "spans": spans}).to_string() + "\n"
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write the trace");
+    path
+}
+
+/// One call as the mock saw it.
+#[derive(Debug)]
+struct Seen {
+    arrival: f64,
+    end: f64,
+    prompt: String,
+}
+
+/// Replays `trace` against a mock that records bodies and truth; each call by span.
+fn replay(trace: &Path) -> HashMap<&'static str, Seen> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (record, truth) = (
+        dir.path().join("record.jsonl"),
+        dir.path().join("truth.jsonl"),
+    );
+    let server = mock(MockConfig {
+        record: Some(record.clone()),
+        record_header: vec!["x-request-id".into()],
+        truth: Some(truth.clone()),
+        ttft_ms: 20.0,
+        itl_ms: 1.0,
+        ..MockConfig::instant()
+    });
+    let finished = Bench::on(&server)
+        .profile("replay")
+        .data(&trace.display().to_string())
+        .arg("--time-scale", TIME_SCALE)
+        .outputs("json")
+        .flag("--disable-progress")
+        .run();
+    // Stopping flushes the truth file, after every response ended.
+    server.stop();
+    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    let times: HashMap<String, (f64, f64)> = recorded(&truth)
+        .into_iter()
+        .map(|t| {
+            let id = t["request_id"].as_str().expect("a request id").to_string();
+            let at = |k: &str| t[k].as_f64().expect("a time");
+            (id, (at("arrival_time"), at("end_time")))
+        })
+        .collect();
+    let by_tokens: HashMap<u64, &'static str> = FIXTURE
+        .iter()
+        .filter_map(|r| r.4.map(|(_, o)| (u64::from(o), r.0)))
+        .collect();
+    let lines = recorded(&record);
+    assert_eq!(lines.len(), SCHEDULE.len(), "one request per GenAI span");
+    lines
+        .iter()
+        .map(|l| {
+            let body = &l["body"];
+            let tokens = body["max_tokens"]
+                .as_u64()
+                .or_else(|| body["max_completion_tokens"].as_u64())
+                .expect("the recorded output length");
+            let span = by_tokens[&tokens];
+            let id = l["headers"]["x-request-id"].as_str().expect("the id");
+            let (arrival, end) = times[id];
+            let prompt = body["messages"][0]["content"]
+                .as_str()
+                .expect("a prompt")
+                .to_string();
+            (
+                span,
+                Seen {
+                    arrival,
+                    end,
+                    prompt,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Checks the schedule against the mock's instants, and the prompts' prefixes.
+fn check(seen: &HashMap<&'static str, Seen>, form: &str) {
+    for (span, deps, gap_ms) in SCHEDULE {
+        let call = &seen[span];
+        let Some(ready) = deps.iter().map(|d| seen[d].end).reduce(f64::max) else {
+            continue;
+        };
+        let intended = ready + gap_ms * TIME_SCALE / 1e3;
+        let late_ms = (call.arrival - intended) * 1e3;
+        assert!(
+            (0.0..=WITHIN_MS).contains(&late_ms),
+            "{form}: {span} arrived {late_ms:.3} ms after its intended instant (its dependencies' end + {gap_ms} ms × {TIME_SCALE})"
+        );
+    }
+    // The sub-agents overlapped: each was sent before any of them ended.
+    let children = ["c1", "c2", "c3"];
+    let first_end = children
+        .iter()
+        .map(|c| seen[c].end)
+        .fold(f64::INFINITY, f64::min);
+    for c in children {
+        assert!(
+            seen[c].arrival < first_end,
+            "{form}: {c} waited for a sibling"
+        );
+        // Each continues the planner's conversation: its exact prompt, then more.
+        assert!(
+            seen[c].prompt.starts_with(&seen["plan"].prompt)
+                && seen[c].prompt.len() > seen["plan"].prompt.len(),
+            "{form}: {c}'s prompt does not start with the planner's"
+        );
+    }
+}
+
+#[test]
+fn a_fan_out_and_join_replay_on_the_traces_schedule_in_both_forms() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (form, path) in [
+        ("otlp", write(dir.path(), "trace.json", &otlp(&FIXTURE))),
+        ("flat", write(dir.path(), "trace.jsonl", &flat(&FIXTURE))),
+    ] {
+        check(&replay(&path), form);
+    }
+}
+
+#[test]
+fn malformed_agent_traces_are_one_line_naming_the_trace_and_the_span() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = mock(MockConfig::instant());
+    let mut cycle = FIXTURE;
+    cycle[0].1 = Some("join"); // the root's parent is one of its own children
+    let mut missing = FIXTURE;
+    missing[3].1 = Some("nowhere");
+    let no_calls: Vec<Row> = FIXTURE.iter().map(|r| (r.0, r.1, r.2, r.3, None)).collect();
+    for (name, text, names) in [
+        ("cycle.json", otlp(&cycle), "trace t1, span "),
+        ("missing.jsonl", flat(&missing), "trace t1, span c1"),
+        ("none.jsonl", flat(&no_calls), "trace t1, span -"),
+    ] {
+        let path = write(dir.path(), name, &text);
+        let finished = Bench::on(&server)
+            .profile("replay")
+            .data(&path.display().to_string())
+            .run();
+        assert_eq!(finished.code(), 2, "{name}: {}", finished.stderr);
+        let lines: Vec<&str> = finished.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{name}: {}", finished.stderr);
+        assert!(
+            lines[0].contains(name) && lines[0].contains(names),
+            "{name}: {}",
+            lines[0]
+        );
+    }
+    let reasons = [("cycle.json", "cycle"), ("none.jsonl", "no GenAI span")];
+    for (name, reason) in reasons {
+        let finished = Bench::on(&server)
+            .profile("replay")
+            .data(&dir.path().join(name).display().to_string())
+            .run();
+        assert!(finished.stderr.contains(reason), "{}", finished.stderr);
+    }
+    assert_eq!(server.stats().completed, 0, "nothing was sent");
+}
