@@ -121,8 +121,12 @@ struct Seen {
     prompt: String,
 }
 
-/// Replays `trace` against a mock that records bodies and truth; each call by span.
-fn replay(trace: &Path) -> HashMap<&'static str, Seen> {
+/// The calls in the order of their recorded start: their indices in the report.
+const BY_START: [&str; 5] = ["plan", "c1", "c3", "c2", "join"];
+
+/// Replays `trace` against a mock that records bodies and truth; each call by span, and
+/// the run's output folder.
+fn replay(trace: &Path) -> (HashMap<&'static str, Seen>, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (record, truth) = (
         dir.path().join("record.jsonl"),
@@ -140,12 +144,17 @@ fn replay(trace: &Path) -> HashMap<&'static str, Seen> {
         .profile("replay")
         .data(&trace.display().to_string())
         .arg("--time-scale", TIME_SCALE)
-        .outputs("json")
+        .outputs("json,csv,md,html,console")
         .flag("--disable-progress")
         .run();
     // Stopping flushes the truth file, after every response ended.
     server.stop();
     assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    assert!(
+        finished.stdout.contains("Agent traces") && finished.stdout.contains("0 → "),
+        "{}",
+        finished.stdout
+    );
     let times: HashMap<String, (f64, f64)> = recorded(&truth)
         .into_iter()
         .map(|t| {
@@ -160,7 +169,7 @@ fn replay(trace: &Path) -> HashMap<&'static str, Seen> {
         .collect();
     let lines = recorded(&record);
     assert_eq!(lines.len(), SCHEDULE.len(), "one request per GenAI span");
-    lines
+    let seen = lines
         .iter()
         .map(|l| {
             let body = &l["body"];
@@ -184,7 +193,61 @@ fn replay(trace: &Path) -> HashMap<&'static str, Seen> {
                 },
             )
         })
-        .collect()
+        .collect();
+    (seen, finished.dir)
+}
+
+/// The report's per-trace section against the mock's instants: the critical path runs
+/// from the planner through the child that ended last (at the mock) to the join; its
+/// tool time is their scaled gaps; its server time holds at least the mock's own time
+/// on those calls; and every format has the section.
+fn check_report(seen: &HashMap<&'static str, Seen>, out: &Path, form: &str) {
+    let json: Value = serde_json::from_slice(
+        &std::fs::read(out.join("benchmarks.json")).expect("the JSON report"),
+    )
+    .expect("json");
+    let a = &json["benchmarks"][0]["agent_traces"];
+    assert_eq!(
+        (&a["traces"], &a["completed"]),
+        (&json!(1), &json!(1)),
+        "{a}"
+    );
+    let row = &a["per_trace"][0];
+    let last_child = ["c1", "c2", "c3"]
+        .into_iter()
+        .max_by(|x, y| seen[x].end.total_cmp(&seen[y].end))
+        .expect("a child");
+    let index = |s: &str| BY_START.iter().position(|b| *b == s).expect("a call");
+    let path = [0, index(last_child), index("join")];
+    assert_eq!(row["critical_path"]["calls"], json!(path), "{form}: {row}");
+    let gap = |s: &str| SCHEDULE.iter().find(|c| c.0 == s).expect("a call").2;
+    let tool = (gap(last_child) + gap("join")) * TIME_SCALE;
+    let got = row["critical_path"]["tool_ms"].as_f64().expect("tool ms");
+    assert!(
+        (got - tool).abs() < 1e-6,
+        "{form}: tool {got} ms, recorded {tool} ms"
+    );
+    let at_mock: f64 = ["plan", last_child, "join"]
+        .iter()
+        .map(|c| (seen[c].end - seen[c].arrival) * 1e3)
+        .sum();
+    let server = row["critical_path"]["server_ms"]
+        .as_f64()
+        .expect("server ms");
+    assert!(
+        server >= at_mock,
+        "{form}: server {server} ms < the mock's {at_mock} ms"
+    );
+    let whole = (seen["join"].end - seen["plan"].arrival) * 1e3;
+    let duration = row["duration_ms"].as_f64().expect("duration");
+    assert!(
+        duration >= whole,
+        "{form}: duration {duration} ms < the mock's {whole} ms"
+    );
+    let text = |name: &str| std::fs::read_to_string(out.join(name)).expect(name);
+    assert!(text("benchmarks.csv").contains("agent_traces.critical_path_server_ms.p50"));
+    assert!(text("benchmarks.md").contains("### Agent traces"));
+    assert!(text("benchmarks.html").contains("id=\"agent-traces\""));
 }
 
 /// Checks the schedule against the mock's instants, and the prompts' prefixes.
@@ -228,7 +291,9 @@ fn a_fan_out_and_join_replay_on_the_traces_schedule_in_both_forms() {
         ("otlp", write(dir.path(), "trace.json", &otlp(&FIXTURE))),
         ("flat", write(dir.path(), "trace.jsonl", &flat(&FIXTURE))),
     ] {
-        check(&replay(&path), form);
+        let (seen, out) = replay(&path);
+        check(&seen, form);
+        check_report(&seen, out.path(), form);
     }
 }
 
