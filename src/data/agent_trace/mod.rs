@@ -17,6 +17,7 @@
 pub mod flat;
 pub mod otlp;
 pub mod replay;
+pub mod weka;
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -420,6 +421,8 @@ pub enum AgentTraceFormat {
     Otlp,
     /// One trace per line: a trace id and its spans.
     Flat,
+    /// WEKA's agentic coding traces: conversations of requests (see [`weka`]).
+    Weka,
 }
 
 /// Recognises an agent trace by its content (the first line, or the document's keys).
@@ -428,6 +431,17 @@ pub fn detect(text: &str) -> Option<AgentTraceFormat> {
     if text.trim_start().starts_with('{') && text.contains("\"resourceSpans\"") {
         return Some(AgentTraceFormat::Otlp);
     }
+    if text.contains("\"requests\"") {
+        // A conversation per document, a list of them, or one per line.
+        let doc = serde_json::from_str::<serde_json::Value>(text)
+            .or_else(|_| serde_json::from_str(first))
+            .ok()?;
+        let conversation = match &doc {
+            serde_json::Value::Array(items) => items.first()?,
+            other => other,
+        };
+        return weka::is_conversation(conversation).then_some(AgentTraceFormat::Weka);
+    }
     let v: serde_json::Value = serde_json::from_str(first).ok()?;
     let obj = v.as_object()?;
     let has_id = obj.contains_key("trace_id") || obj.contains_key("traceId");
@@ -435,11 +449,26 @@ pub fn detect(text: &str) -> Option<AgentTraceFormat> {
         .then_some(AgentTraceFormat::Flat)
 }
 
-/// Reads the traces of `text` in the form `detect` found.
+/// Reads the traces of `text` in the form `detect` found, each checked and made a graph.
+pub fn graphs(text: &str, format: AgentTraceFormat) -> Result<Vec<CallGraph>, String> {
+    let traces = match format {
+        AgentTraceFormat::Otlp => otlp::read(text)?,
+        AgentTraceFormat::Flat => flat::read(text)?,
+        // Conversations of requests, not spans: their graphs are built directly.
+        AgentTraceFormat::Weka => return weka::read(text),
+    };
+    traces
+        .iter()
+        .map(|t| CallGraph::build(t).map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// Reads the span traces of `text` (OTLP or flat) in the form `detect` found.
 pub fn read(text: &str, format: AgentTraceFormat) -> Result<Vec<Trace>, String> {
     match format {
         AgentTraceFormat::Otlp => otlp::read(text),
         AgentTraceFormat::Flat => flat::read(text),
+        AgentTraceFormat::Weka => Err("WEKA traces have no spans".into()),
     }
 }
 

@@ -9,7 +9,7 @@
 //! prompt, exactly, followed by text of its own for the tokens it adds: the prefix
 //! cache hits follow the trace's structure.
 
-use super::{AgentTraceFormat, CallGraph, detect, read};
+use super::{AgentTraceFormat, CallGraph, detect};
 use crate::data::exact::PromptBuilder;
 use crate::data::table::TableFileGuard;
 use llmsurge_proto::seed::derive_seed;
@@ -64,10 +64,8 @@ fn graphs_of(
     text: &str,
     format: AgentTraceFormat,
 ) -> Result<(AgentTraceSummary, Vec<CallGraph>), String> {
-    let traces = read(text, format)?;
-    let mut graphs = Vec::with_capacity(traces.len());
-    for t in &traces {
-        let g = CallGraph::build(t).map_err(|e| e.to_string())?;
+    let mut graphs = super::graphs(text, format)?;
+    for g in &graphs {
         if let Some(c) = g
             .calls
             .iter()
@@ -78,7 +76,6 @@ fn graphs_of(
                 g.trace, c.span
             ));
         }
-        graphs.push(g);
     }
     if graphs.is_empty() {
         return Err("no traces".into());
@@ -90,6 +87,7 @@ fn graphs_of(
         format: match format {
             AgentTraceFormat::Otlp => "otlp",
             AgentTraceFormat::Flat => "flat",
+            AgentTraceFormat::Weka => "weka",
         },
         traces: graphs.len() as u64,
         calls: graphs.iter().map(|g| g.calls.len() as u64).sum(),
