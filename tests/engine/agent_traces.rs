@@ -369,3 +369,125 @@ fn malformed_agent_traces_are_one_line_naming_the_trace_and_the_span() {
     }
     assert_eq!(server.stats().completed, 0, "nothing was sent");
 }
+
+/// Runs `trace` (written as `name`) with `extra` flags on a recording instant mock with
+/// a 20 ms TTFT; the mock's record (bodies, in arrival order) and the request log by
+/// (trace, call), with the bodies keyed the same way.
+fn run_logged(name: &str, trace: &str, extra: &[&str]) -> HashMap<(u64, u64), (Value, Value)> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(dir.path(), name, trace);
+    let record = dir.path().join("record.jsonl");
+    let server = mock(MockConfig {
+        record: Some(record.clone()),
+        record_header: vec!["x-request-id".into()],
+        ttft_ms: 20.0,
+        ..MockConfig::instant()
+    });
+    let finished = Bench::on(&server)
+        .profile("replay")
+        .data(&path.display().to_string())
+        .args_as_written(extra)
+        .request_log("requests.jsonl")
+        .outputs("json")
+        .run();
+    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    let bodies: HashMap<String, Value> = recorded(&record)
+        .into_iter()
+        .map(|l| {
+            let id = l["headers"]["x-request-id"]
+                .as_str()
+                .expect("an id")
+                .to_string();
+            (id, l["body"].clone())
+        })
+        .collect();
+    recorded(&finished.dir.path().join("requests.jsonl"))
+        .into_iter()
+        .map(|e| {
+            let key = (
+                e["session"].as_u64().expect("a trace"),
+                e["turn"].as_u64().expect("a call"),
+            );
+            let body = bodies[e["request_id"].as_str().expect("an id")].clone();
+            (key, (e, body))
+        })
+        .collect()
+}
+
+fn prompt_of(body: &Value) -> &str {
+    body["messages"][0]["content"].as_str().expect("a prompt")
+}
+
+#[test]
+fn a_weka_conversation_chains_and_waits_for_its_sub_agent() {
+    // Calls by recorded start: 0 (parent), 1 (sub-agent 1st), 2 (parent, during the
+    // sub-agent), 3 (sub-agent 2nd), 4 (parent, after the sub-agent ended).
+    let weka = json!({"id": "conv", "block_size": 64, "requests": [
+        {"t": 0.0, "type": "s", "in": 128, "out": 10, "hash_ids": [1, 2], "api_time": 0.05},
+        {"t": 0.06, "type": "subagent", "duration_ms": 100, "requests": [
+            {"t": 0.0, "type": "s", "in": 64, "out": 5, "hash_ids": [9], "api_time": 0.03},
+            {"t": 0.04, "type": "s", "in": 200, "out": 5, "hash_ids": [9, 10, 11], "api_time": 0.03}]},
+        {"t": 0.07, "type": "s", "in": 192, "out": 7, "hash_ids": [1, 2, 3], "think_time": 0.01},
+        {"t": 0.2, "type": "s", "in": 260, "out": 7, "hash_ids": [1, 2, 3, 4], "think_time": 0.02}
+    ]})
+    .to_string();
+    let calls = run_logged("conv.json", &weka, &[]);
+    assert_eq!(
+        calls.len(),
+        5,
+        "one request per request of the conversation"
+    );
+    let at = |k: u64, f: &str| calls[&(0, k)].0[f].as_f64().expect("an instant");
+    let prompt = |k: u64| prompt_of(&calls[&(0, k)].1).to_string();
+    // Due exactly its gap after the last of its dependencies the client saw end.
+    let due = |k: u64, deps: &[u64], gap_s: f64| {
+        let ready = deps
+            .iter()
+            .map(|&d| at(d, "end_time"))
+            .fold(f64::MIN, f64::max);
+        let off_ms = (at(k, "scheduled_time") - (ready + gap_s)) * 1e3;
+        assert!(off_ms.abs() < 0.01, "call {k}: due {off_ms:.3} ms off");
+    };
+    due(1, &[0], 0.01); // the sub-agent: 60 ms spawn − 50 ms recorded end
+    due(3, &[1], 0.01);
+    due(2, &[0], 0.01); // think_time, beside the sub-agent
+    due(4, &[2, 3], 0.02); // after the sub-agent's answer too
+    // The parent's chain continues its prompt; the sub-agent starts its own.
+    assert!(prompt(2).starts_with(&prompt(0)) && prompt(4).starts_with(&prompt(2)));
+    assert!(prompt(3).starts_with(&prompt(1)));
+    assert!(!prompt(1).starts_with(&prompt(0)[..20]));
+}
+
+#[test]
+fn with_a_rate_traces_start_that_many_a_second_and_recorded_messages_are_sent() {
+    // Three traces of one call each, recorded a minute apart, with their messages.
+    let trace = |k: u64| {
+        let messages = json!([
+            {"role": "system", "content": "you plan"},
+            {"role": "user", "parts": [{"type": "text", "content": format!("task {k}")}]}
+        ])
+        .to_string();
+        json!({"trace_id": format!("t{k}"), "spans": [{
+            "span_id": "c", "name": "chat",
+            "start_time": T0 + k * 60_000 * MS, "end_time": T0 + k * 60_000 * MS + MS,
+            "attributes": {"gen_ai.operation.name": "chat", "gen_ai.usage.output_tokens": 4,
+                           "gen_ai.input.messages": messages}}]})
+        .to_string()
+    };
+    let text: String = (0..3).map(|k| trace(k) + "\n").collect();
+    let calls = run_logged("three.jsonl", &text, &["--rate", "20", "--workers", "2"]);
+    let due = |k: u64| calls[&(k, 0)].0["scheduled_time"].as_f64().expect("due");
+    for k in 1..3 {
+        let apart_ms = (due(k) - due(0)) * 1e3;
+        assert!(
+            (apart_ms - 50.0 * k as f64).abs() < 0.01,
+            "trace {k} due {apart_ms} ms after trace 0"
+        );
+    }
+    let body = &calls[&(2, 0)].1;
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "system", "content": "you plan"}, {"role": "user", "content": "task 2"}])
+    );
+    assert_eq!(body["max_tokens"], 4);
+}
