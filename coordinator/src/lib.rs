@@ -13,6 +13,7 @@
 //! It does not know about the CLI, data files or report formats; the binary provides the
 //! plans and an [`observer::RunObserver`].
 
+pub mod agent_traces;
 pub mod cache_reset;
 pub mod constraints;
 pub mod data;

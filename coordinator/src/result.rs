@@ -390,6 +390,10 @@ pub struct BenchmarkResult {
     /// without sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<crate::sessions::SessionResult>,
+    /// Agent traces: per trace, its duration and critical path (server wait against
+    /// recorded tool time). Absent without agent traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_traces: Option<crate::agent_traces::AgentTraceResult>,
     /// `--repeat`: the run (from 0) of the repeated plan this benchmark belongs to; absent
     /// without repeats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -547,6 +551,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
             // requests' measured window.
             state.sessions.result(rate_means, duration_s)
         }),
+        agent_traces: (!state.agent_traces.is_empty()).then(|| state.agent_traces.result()),
         run: None,
         precision: None,
         steady_state: None,

@@ -324,6 +324,8 @@ pub struct WorkerGroupState {
     pub models: Vec<ModelState>,
     /// Multi-turn sessions: each session's outcome and the per-turn-index latencies.
     pub sessions: crate::sessions::SessionBook,
+    /// Agent traces: each trace's calls, for its duration and critical path.
+    pub agent_traces: crate::agent_traces::AgentBook,
     /// `--max-prefill-concurrency`: the waits for the cap; `None` without one.
     pub prefill: Option<crate::prefill::PrefillWaits>,
 }
@@ -349,6 +351,7 @@ impl WorkerGroupState {
             unfinished_not_good: 0,
             models: Vec::new(),
             sessions: crate::sessions::SessionBook::default(),
+            agent_traces: crate::agent_traces::AgentBook::default(),
             prefill: None,
         }
     }
@@ -410,8 +413,10 @@ impl WorkerGroupState {
     }
 
     fn account(&mut self, r: &RequestRecord) {
-        if let Some(tag) = r.session {
-            self.sessions.add(tag, r);
+        match r.session {
+            Some(tag) if tag.graph.is_some() => self.agent_traces.add(tag, r),
+            Some(tag) => self.sessions.add(tag, r),
+            None => {}
         }
         if let Some(i) = r.model {
             self.account_model(usize::from(i), r);

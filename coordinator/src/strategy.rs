@@ -38,6 +38,10 @@ pub enum Strategy {
         /// The replay's mean rate, req/s (the trace's, over the time scale; 0 when
         /// unknown): sizes the worker group.
         rate: f64,
+        /// Agent traces under `--rate`: traces started per second instead of at their
+        /// recorded offsets.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        starts_per_s: Option<f64>,
     },
 }
 
@@ -89,9 +93,14 @@ impl Strategy {
                 rate,
                 burstiness: settings.burstiness,
             }),
-            Strategy::Replay { time_scale, .. } => {
-                Schedule::Arrivals(Arrivals::Trace { time_scale })
-            }
+            Strategy::Replay {
+                time_scale,
+                starts_per_s,
+                ..
+            } => Schedule::Arrivals(Arrivals::Trace {
+                time_scale,
+                starts_per_s,
+            }),
         }
     }
 
@@ -129,9 +138,14 @@ impl Strategy {
             Strategy::Poisson { rate } => Strategy::Poisson {
                 rate: rate / f64::from(shard.count.max(1)),
             },
-            Strategy::Replay { time_scale, rate } => Strategy::Replay {
+            Strategy::Replay {
+                time_scale,
+                rate,
+                starts_per_s,
+            } => Strategy::Replay {
                 time_scale,
                 rate: rate / f64::from(shard.count.max(1)),
+                starts_per_s,
             },
         }
     }

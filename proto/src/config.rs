@@ -213,6 +213,10 @@ pub enum Arrivals {
     Trace {
         /// Multiplies every trace offset (0.5 replays twice as fast).
         time_scale: f64,
+        /// Agent traces under `--rate`: trace `i` starts at `t0 + i / rate` instead of at
+        /// its recorded offset (its calls' gaps still follow `time_scale`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        starts_per_s: Option<f64>,
     },
 }
 
@@ -454,6 +458,23 @@ pub struct TraceSpec {
     pub tokenizer: TokenizerRef,
 }
 
+/// Agent traces prepared by the coordinator (issue 24 §1): each trace a graph of LLM
+/// calls, in a table file every worker reads. Trace `i` is session `i`, owned by the
+/// worker that claims it, so the schedule does not depend on `--workers`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentTraceSpec {
+    /// The graph table file (msgpack, written by the coordinator).
+    pub path: PathBuf,
+    /// Traces in the file.
+    pub traces: u64,
+    /// LLM calls of every trace: the requests one replay sends.
+    pub calls: u64,
+    /// Seed of the synthetic prompt texts.
+    pub seed: u64,
+    /// The tokenizer synthetic prompt lengths are exact under.
+    pub tokenizer: TokenizerRef,
+}
+
 /// Where request payloads come from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -464,6 +485,9 @@ pub enum DataSpec {
     Table(TableSpec),
     /// A timestamped trace: slot `i` is row `i`, at the row's offset under replay.
     Trace(TraceSpec),
+    /// Agent traces: graphs of calls, each call due when its dependencies ended plus its
+    /// recorded gap.
+    AgentTrace(AgentTraceSpec),
 }
 
 impl DataSpec {
@@ -479,6 +503,7 @@ impl DataSpec {
             }
             DataSpec::Table(t) => next(&mut t.sampling.seed),
             DataSpec::Trace(t) => next(&mut t.seed),
+            DataSpec::AgentTrace(t) => next(&mut t.seed),
         }
     }
 
@@ -486,7 +511,7 @@ impl DataSpec {
     pub fn tools(&self) -> u32 {
         match self {
             DataSpec::Synthetic(s) => s.tools,
-            DataSpec::Table(_) | DataSpec::Trace(_) => 0,
+            DataSpec::Table(_) | DataSpec::Trace(_) | DataSpec::AgentTrace(_) => 0,
         }
     }
 
@@ -495,7 +520,7 @@ impl DataSpec {
         match self {
             DataSpec::Synthetic(s) => s.session_header.as_deref(),
             DataSpec::Table(t) => t.session_header.as_deref(),
-            DataSpec::Trace(_) => None,
+            DataSpec::Trace(_) | DataSpec::AgentTrace(_) => None,
         }
     }
 
@@ -505,6 +530,7 @@ impl DataSpec {
             DataSpec::Synthetic(s) => (s.samples?, s.sampling),
             DataSpec::Table(t) => (t.requests.unwrap_or(t.rows), t.sampling),
             DataSpec::Trace(t) => return Some(t.rows),
+            DataSpec::AgentTrace(t) => return Some(t.calls),
         };
         (!sampling.oversample).then_some(len)
     }

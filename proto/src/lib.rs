@@ -29,10 +29,10 @@ pub mod shm;
 pub use agentic::{CancelAfter, CancelAt, CancelSpec};
 pub use clock::{ClockAnchor, MonoNanos};
 pub use config::{
-    Arrivals, BackendConfig, ClientBehaviour, DataSpec, ImageFormat, LoraModel, LoraSpec,
-    MeasureWindow, MediaSpec, REQUEST_ID_HEADER, RequestFormat, SamplerKind, Sampling, Schedule,
-    Secret, Shard, SyntheticSpec, TableSpec, ThinkKind, ThinkTime, TokenizerRef, TraceSpec,
-    WorkerConfig, new_run_tag, request_id_prefix,
+    AgentTraceSpec, Arrivals, BackendConfig, ClientBehaviour, DataSpec, ImageFormat, LoraModel,
+    LoraSpec, MeasureWindow, MediaSpec, REQUEST_ID_HEADER, RequestFormat, SamplerKind, Sampling,
+    Schedule, Secret, Shard, SyntheticSpec, TableSpec, ThinkKind, ThinkTime, TokenizerRef,
+    TraceSpec, WorkerConfig, new_run_tag, request_id_prefix,
 };
 pub use frame::{FrameError, FrameIoError, FrameReader, FrameWriter, decode_frame, encode_frame};
 pub use messages::{FromWorker, ModelMetrics, PROTOCOL_VERSION, ToWorker, UpdateBatch};
@@ -41,8 +41,8 @@ pub use metrics::{
     encode_compressed,
 };
 pub use record::{
-    AudioInfo, ErrorKind, ImageInfo, ImageKind, ItlSpan, Phase, RequestError, RequestMedia,
-    RequestRecord, RequestStarted, RequestStatus, SessionTag, TokenSource,
+    AudioInfo, ErrorKind, GraphStep, ImageInfo, ImageKind, ItlSpan, Phase, RequestError,
+    RequestMedia, RequestRecord, RequestStarted, RequestStatus, SessionTag, TokenSource,
 };
 pub use redact::{REDACTED, Redaction};
 pub use shm::{SharedRegion, ShmLayout};

@@ -313,6 +313,21 @@ pub struct SessionTag {
     pub turn: u32,
     /// The turns the session has in all.
     pub turns: u32,
+    /// Agent traces: what this call waited for before it was sent; `None` for a turn of
+    /// a linear session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphStep>,
+}
+
+/// How a call of an agent trace became due: the critical path runs back through
+/// `after`, and `gap_ns` is the recorded tool or think time it waited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphStep {
+    /// The call (its turn index) whose end made it ready: its last dependency to end;
+    /// `None` for a call that depends on none.
+    pub after: Option<u32>,
+    /// The gap it waited after that end (or after the trace's start), as scaled.
+    pub gap_ns: u64,
 }
 
 impl RequestRecord {

@@ -247,6 +247,22 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     let seed = super::seed::run_seed(args.load.random_seed, early_shard, args.multi_host.start_at);
     let data = resolve_data(args, seed)?;
     check_data_fits_format(&data, args.target.request_format)?;
+    if let ProfilePlan::Fixed { strategies } = &profile_plan
+        && strategies.iter().any(|s| {
+            matches!(
+                s,
+                Strategy::Replay {
+                    starts_per_s: Some(_),
+                    ..
+                }
+            )
+        })
+        && !matches!(data.source, crate::data::DataSource::AgentTrace { .. })
+    {
+        return usage(
+            "--rate has no effect with --profile replay of a timestamped trace (the trace sets the instants; use --time-scale); with agent traces it starts that many traces per second",
+        );
+    }
     let finite_data = data.is_finite();
     let mut limits = Limits {
         max_seconds: args.limits.max_seconds,
@@ -634,10 +650,17 @@ fn resolve_data(args: &RunArgs, seed: u64) -> Result<DataPlan, UsageError> {
         }
         other => other,
     };
-    let is_trace = matches!(source, DataSource::Trace { .. });
-    if replay && !is_trace {
+    let is_agent = matches!(source, DataSource::AgentTrace { .. });
+    if is_agent && !replay {
         return usage(format!(
-            "--profile replay needs --data a trace: a Mooncake JSONL (timestamp, input_length, output_length, hash_ids), a BurstGPT CSV (Timestamp, Request tokens, Response tokens), an Azure trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens) or a JSONL with a timestamp column; got {}",
+            "--data {}: agent traces (OpenTelemetry spans) are replayed as graphs with --profile replay",
+            d.data
+        ));
+    }
+    let is_trace = matches!(source, DataSource::Trace { .. });
+    if replay && !is_trace && !is_agent {
+        return usage(format!(
+            "--profile replay needs --data a trace: agent traces (the OTLP JSON export, or one trace per line with trace_id and spans), a Mooncake JSONL (timestamp, input_length, output_length, hash_ids), a BurstGPT CSV (Timestamp, Request tokens, Response tokens), an Azure trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens) or a JSONL with a timestamp column; got {}",
             d.data
         ));
     }
@@ -648,12 +671,12 @@ fn resolve_data(args: &RunArgs, seed: u64) -> Result<DataPlan, UsageError> {
     ] {
         if given && !is_trace {
             return usage(format!(
-                "{flag} applies to a trace (--data), not to {}",
+                "{flag} applies to a timestamped trace (--data), not to {}",
                 d.data
             ));
         }
     }
-    if is_trace
+    if (is_trace || is_agent)
         && (d.data_samples.is_some()
             || d.data_sampler != SamplerArg::Sequential
             || d.data_oversample != crate::data::Oversample::Auto)
@@ -859,20 +882,28 @@ fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
                 }
             ))
         }
-        (ProfileKind::Replay, Some(_)) => usage(
-            "--rate has no effect with --profile replay (the trace sets the instants; use --time-scale)",
-        ),
-        (ProfileKind::Replay, None) => {
+        (ProfileKind::Replay, rates) => {
             let time_scale = load.time_scale.unwrap_or(1.0);
             if !(time_scale.is_finite() && (1e-6..=1e6).contains(&time_scale)) {
                 return usage(format!(
                     "--time-scale must be a number between 0.000001 and 1000000, got {time_scale}"
                 ));
             }
+            // Agent traces only (checked with the data): traces started per second.
+            let starts_per_s = match rates.as_deref() {
+                None => None,
+                Some([r]) if r.is_finite() && *r > 0.0 => Some(*r),
+                Some(_) => {
+                    return usage(
+                        "--rate with --profile replay: one positive number, agent traces started per second",
+                    );
+                }
+            };
             // The rate is the trace's, known once the data is read (see `run`).
             fixed(vec![Strategy::Replay {
                 time_scale,
                 rate: 0.0,
+                starts_per_s,
             }])
         }
         (ProfileKind::Synchronous, None) => fixed(vec![Strategy::Synchronous]),

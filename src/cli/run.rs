@@ -92,8 +92,34 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         (&mut plan.profile_plan, &data.summary.trace)
     {
         for s in strategies.iter_mut() {
-            if let Strategy::Replay { time_scale, rate } = s {
+            if let Strategy::Replay {
+                time_scale, rate, ..
+            } = s
+            {
                 *rate = trace.mean_rate.map_or(0.0, |r| r / *time_scale);
+            }
+        }
+    }
+    // Agent traces: calls per second, from the traces' starts.
+    if let (ProfilePlan::Fixed { strategies }, Some(agent)) =
+        (&mut plan.profile_plan, &data.summary.agent_traces)
+    {
+        let calls_per_trace = agent.calls as f64 / agent.traces.max(1) as f64;
+        for s in strategies.iter_mut() {
+            if let Strategy::Replay {
+                time_scale,
+                rate,
+                starts_per_s,
+            } = s
+            {
+                let starts = match *starts_per_s {
+                    Some(r) => r,
+                    None if agent.span_s > 0.0 => {
+                        (agent.traces.saturating_sub(1)) as f64 / agent.span_s / *time_scale
+                    }
+                    None => 0.0,
+                };
+                *rate = starts * calls_per_trace;
             }
         }
     }

@@ -92,6 +92,12 @@ pub enum DataSource {
         /// Its format.
         format: trace::TraceFormat,
     },
+    /// Agent traces (OpenTelemetry, the OTLP JSON export or one trace per line),
+    /// recognised by their content: replayed as graphs of calls.
+    AgentTrace {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// The trace flags.
@@ -170,6 +176,8 @@ impl DataPlan {
                 self.dataset_args.sessions
             }
             DataSource::Trace { .. } => false,
+            // Each trace is a graph of calls, run like a session by one worker.
+            DataSource::AgentTrace { .. } => true,
         }
     }
 
@@ -213,6 +221,11 @@ impl DataPlan {
             if is_spec {
                 return Ok(DataSource::Synthetic {
                     spec: synthetic::parse_spec_file(path, seed, format)?,
+                });
+            }
+            if agent_trace::replay::is_agent_trace(path) {
+                return Ok(DataSource::AgentTrace {
+                    path: tokenizer::absolute(path),
                 });
             }
             if let Some(format) = trace::detect(path) {
@@ -262,6 +275,9 @@ pub struct DataSummary {
     /// What the trace held, for a trace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<trace::TraceSummary>,
+    /// What the agent traces held, for agent traces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_traces: Option<agent_trace::replay::AgentTraceSummary>,
     /// The sizes of a synthetic spec's images and audio (never their bytes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub media: Option<media::MediaSummary>,
@@ -336,6 +352,7 @@ pub fn prepare(
                 files: spec.source.iter().cloned().collect(),
                 repaired_prompts: source.builder().repairs(),
                 trace: None,
+                agent_traces: None,
                 media: media::MediaSummary::of(&spec.media, spec.random_seed)
                     .map_err(|e| format!("--data: {e}"))?,
             };
@@ -347,6 +364,9 @@ pub fn prepare(
         }
         DataSource::Trace { path, format } => {
             return prepare_trace(plan, path, *format, &tok_ref, max_requests, write);
+        }
+        DataSource::AgentTrace { path } => {
+            return prepare_agent_traces(plan, path, &tok_ref, write);
         }
         DataSource::File { path } => ("file", vec![path.clone()]),
         DataSource::Folder { path } => (
@@ -467,6 +487,7 @@ pub fn prepare(
             files,
             repaired_prompts: false,
             trace: None,
+            agent_traces: None,
             media: None,
         },
         table,
@@ -552,6 +573,53 @@ fn prepare_trace(
             files: vec![path.to_path_buf()],
             repaired_prompts,
             trace: Some(summary),
+            agent_traces: None,
+            media: None,
+        },
+        table,
+    })
+}
+
+/// Reads, checks and writes agent traces for the workers.
+fn prepare_agent_traces(
+    plan: &DataPlan,
+    path: &Path,
+    tok_ref: &llmsurge_proto::TokenizerRef,
+    write: bool,
+) -> Result<PreparedData, String> {
+    let (summary, graphs) = agent_trace::replay::read_graphs(path)
+        .unwrap_or_else(|| Err(format!("{}: not an agent trace", path.display())))
+        .map_err(|e| format!("--data {e}"))?;
+    // The text builder is made now, so a tokenizer that cannot give exact prompts fails
+    // before any worker starts.
+    let repaired_prompts = agent_trace::replay::builder(tok_ref)
+        .map_err(|e| format!("--data {e}"))?
+        .repairs();
+    let table = if write {
+        Some(agent_trace::replay::write_table(&graphs)?)
+    } else {
+        None
+    };
+    Ok(PreparedData {
+        spec: DataSpec::AgentTrace(llmsurge_proto::AgentTraceSpec {
+            path: table
+                .as_ref()
+                .map_or_else(PathBuf::new, |t| t.path().to_path_buf()),
+            traces: summary.traces,
+            calls: summary.calls,
+            seed: plan.seed,
+            tokenizer: tok_ref.clone(),
+        }),
+        summary: DataSummary {
+            kind: "agent_trace",
+            tokenizer: tok_ref.to_string(),
+            rows: Some(summary.traces),
+            turns: Some(summary.calls),
+            oversample: false,
+            files: vec![path.to_path_buf()],
+            repaired_prompts,
+            trace: None,
+            agent_traces: Some(summary),
             media: None,
         },
         table,
@@ -566,6 +634,10 @@ pub fn source_factory(cfg: &WorkerConfig) -> Result<Box<dyn RequestSource>, Stri
         DataSpec::Synthetic(spec) => Box::new(synthetic::SyntheticSource::new(spec.clone())?),
         DataSpec::Table(spec) => Box::new(table::TableSource::open(spec)?),
         DataSpec::Trace(spec) => Box::new(trace::TraceSource::open(spec)?),
+        DataSpec::AgentTrace(spec) => Box::new(agent_trace::replay::AgentTraceSource::open(
+            spec,
+            &cfg.schedule,
+        )?),
     };
     let source: Box<dyn RequestSource> = match &cfg.lora {
         Some(lora) => Box::new(lora::LoraSource::new(source, lora, cfg.seed)),

@@ -854,6 +854,7 @@ impl RequestSource for SyntheticSource {
                     think_ns,
                     recorded_reply: None,
                     tool_result: self.tool_result(id * turns + u64::from(k))?,
+                    after: None,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;

@@ -327,6 +327,7 @@ impl RequestSource for TableSource {
                         History::Live => None,
                     },
                     tool_result: None,
+                    after: None,
                 }
             })
             .collect();

@@ -187,6 +187,34 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
     if benchmarks.iter().any(|b| b.sessions.is_some()) {
         out.push_str(&sessions_block(benchmarks));
     }
+    let agent = super::agent_traces::rows(benchmarks);
+    if !agent.is_empty() {
+        use super::agent_traces as at;
+        let mut t = table(&at::HEADERS);
+        for r in agent {
+            let mut row = vec![r.label];
+            row.extend(r.cells);
+            t.add_row(row);
+        }
+        out.push_str("\nAgent traces\n");
+        out.push_str(&t.to_string());
+        out.push('\n');
+        let (traces, left_out) = at::trace_rows(benchmarks);
+        let mut t = table(&at::TRACE_HEADERS);
+        for r in traces {
+            let mut row = vec![r.label];
+            row.extend(r.cells);
+            t.add_row(row);
+        }
+        out.push_str(&t.to_string());
+        out.push('\n');
+        if let Some(note) = at::left_out_note(left_out) {
+            out.push_str(&note);
+            out.push('\n');
+        }
+        out.push_str(at::HINT);
+        out.push('\n');
+    }
 
     for b in benchmarks {
         let notes = super::notes(b);

@@ -614,6 +614,7 @@ pub fn header(report: &Report) -> Vec<String> {
         h.extend(distribution_names(&prefix));
     }
     h.extend(session_names(report));
+    h.extend(super::agent_traces::csv_names(&report.benchmarks));
     h.extend(super::steady::csv_names(report));
     h.extend(super::gpu::csv_names(report));
     h.extend(super::across_runs::csv_names(&report.across_runs));
@@ -724,6 +725,7 @@ fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
         }
     }
     row.extend(session_values(report, r));
+    row.extend(super::agent_traces::csv_values(&report.benchmarks, r));
     row.extend(super::steady::csv_values(report, r));
     row.extend(super::gpu::csv_values(report, r));
     row.extend(super::across_runs::csv_values(&report.across_runs, r));

@@ -65,6 +65,7 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
     if benchmarks.iter().any(|b| b.sessions.is_some()) {
         out.push_str(&sessions_section(benchmarks));
     }
+    out.push_str(&agent_traces_section(benchmarks));
     let connections = super::connections::rows(benchmarks);
     if !connections.is_empty() {
         out.push_str("\n### Connections\n\n| ");
@@ -91,6 +92,46 @@ fn verdict_cell(label: &str) -> &'static str {
         "INCONCLUSIVE" => "❔ inconclusive",
         _ => "❌ fail",
     }
+}
+
+/// Agent traces: the summary per benchmark, then the first traces of each (nothing
+/// without agent traces).
+fn agent_traces_section(benchmarks: &[BenchmarkResult]) -> String {
+    use super::agent_traces as at;
+    let rows = at::rows(benchmarks);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let table = |headers: &[&str], rows: Vec<at::Row>| {
+        let mut t = format!(
+            "| {} |\n|---|{}\n",
+            headers.join(" | "),
+            "---:|".repeat(headers.len() - 1)
+        );
+        for r in rows {
+            t.push_str(&format!(
+                "| {} | {} |\n",
+                escape(&r.label),
+                r.cells
+                    .iter()
+                    .map(|c| escape(c))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            ));
+        }
+        t
+    };
+    let (traces, left_out) = at::trace_rows(benchmarks);
+    let mut out = format!(
+        "\n### Agent traces\n\n{}\n{}",
+        table(&at::HEADERS, rows),
+        table(&at::TRACE_HEADERS, traces)
+    );
+    if let Some(note) = at::left_out_note(left_out) {
+        out.push_str(&format!("\n{note}\n"));
+    }
+    out.push_str(&format!("\n{}\n", at::HINT));
+    out
 }
 
 /// Multi-turn sessions: outcomes and rates per benchmark, then latencies per turn index.

@@ -440,6 +440,7 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
     let mut m = parts[0].clone();
     // Session books are not merged across shards yet: one shard's would pass for all.
     m.sessions = None;
+    m.agent_traces = None;
     // One shard's steady window and precision are not the whole load's.
     m.steady_state = None;
     m.precision = None;

@@ -11,6 +11,7 @@
 //! Formats and fields are documented in docs/report.md.
 
 pub mod across_runs;
+pub mod agent_traces;
 pub mod cells;
 pub mod charts;
 pub mod connections;

@@ -68,7 +68,16 @@ impl ArrivalClock {
     /// time scale, or else the arrival process's.
     pub fn due_ns(&mut self, slot: u64, data_offset: Option<u64>) -> u64 {
         match (self.arrivals, data_offset) {
-            (Arrivals::Trace { time_scale }, Some(at)) => (at as f64 * time_scale).round() as u64,
+            (
+                Arrivals::Trace {
+                    starts_per_s: Some(rate),
+                    ..
+                },
+                _,
+            ) => constant_offset(rate, 0.0, slot),
+            (Arrivals::Trace { time_scale, .. }, Some(at)) => {
+                (at as f64 * time_scale).round() as u64
+            }
             _ => self.offset_ns(slot),
         }
     }

@@ -22,6 +22,7 @@ pub mod arrivals;
 pub mod backend;
 pub mod connections;
 pub mod formats;
+pub mod graph;
 pub mod http1;
 pub mod pacer;
 pub mod reporter;

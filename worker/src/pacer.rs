@@ -194,7 +194,8 @@ impl Pacer {
                 break;
             };
             let id = self.shard.global(local);
-            let due = self.clock.due_ns(id, None);
+            // Agent traces start at their recorded offsets under replay.
+            let due = self.clock.due_ns(id, self.source.offset_ns(id));
             let scheduled = self.t0 + Duration::from_nanos(due);
             let (ready, session) = match self.source.session(id) {
                 Ok(Some(plan)) => {
@@ -527,6 +528,7 @@ mod tests {
                 think_ns: 0,
                 recorded_reply: None,
                 tool_result: None,
+                after: None,
             };
             Ok(Some(crate::SessionPlan {
                 system: Some(format!("system {id}")),

@@ -11,10 +11,12 @@
 
 use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Exchange};
+use crate::graph::{DueCall, GraphRun};
 use crate::pacer::{Dispatch, Pacer, PacerSent};
 use crate::reporter::{Reporter, SlotInfo};
-use crate::source::{RequestSource, SessionState};
+use crate::source::{PreparedRequest, RequestSource, SessionState};
 use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use llmsurge_proto::{
     Arrivals, CancelAt, ClientBehaviour, ErrorKind, MonoNanos, RequestMedia, SessionTag, Shard,
     SharedRegion,
@@ -96,6 +98,24 @@ async fn planned_cancel(
             wait_until_precisely(MonoNanos::now() + after).await;
         }
     }
+}
+
+/// How a call of an agent trace goes out.
+enum CallSend {
+    /// The pacer prepared (and perhaps sent) it at the trace's start.
+    First(FirstTurn),
+    /// The runtime sends it when due.
+    Due(DueCall, PreparedRequest, Bytes),
+}
+
+/// How a call of an agent trace ended.
+struct CallEnd {
+    turn: usize,
+    end: MonoNanos,
+    /// It failed: the trace sends nothing more.
+    failed: bool,
+    /// A stop came first (or no slot was left): the trace is unfinished.
+    stopped: bool,
 }
 
 /// A session's first turn as the pacer prepared it at the session's scheduled start.
@@ -576,6 +596,11 @@ impl Context {
         mut first: Option<FirstTurn>,
         previous_end: &mut Option<MonoNanos>,
     ) -> bool {
+        if session.is_graph() {
+            let ok = self.run_graph(session, first).await;
+            *previous_end = None;
+            return ok;
+        }
         let mut stop = self.stop.clone();
         let (session_id, turns) = (session.id, session.turns());
         let tag = |turn: u32| {
@@ -583,6 +608,7 @@ impl Context {
                 id: session_id,
                 turn,
                 turns,
+                graph: None,
             })
         };
         loop {
@@ -653,6 +679,118 @@ impl Context {
                 return true;
             }
             session.push_reply(ex.reply, ex.tool_call);
+        }
+    }
+
+    /// Runs an agent trace's graph (see [`crate::graph`]): each call is sent when every
+    /// call it depends on ended, plus its recorded gap, so overlapping siblings run
+    /// concurrently. `first` is call 1 when the pacer prepared it at the trace's start
+    /// (rate-based starts); the trace starts now otherwise. Each call claims a slot when
+    /// due. A failed call ends the trace (nothing more is sent; calls in flight finish).
+    /// Returns `false` when a stop (or the last slot gone) left it unfinished.
+    async fn run_graph(&self, session: SessionState, first: Option<FirstTurn>) -> bool {
+        let start = first.as_ref().map_or_else(MonoNanos::now, |f| f.scheduled);
+        let (id, turns) = (session.id, session.turns());
+        let mut books = GraphRun::new(session.graph_turns(), start);
+        let mut running = FuturesUnordered::new();
+        let mut roots = books.roots();
+        if let Some(f) = first {
+            // The pacer sent the first call by its recorded start (it depends on none).
+            roots.retain(|c| c.turn != 0);
+            running.push(self.graph_call(id, turns, CallSend::First(f), 0));
+        }
+        let launch = |calls: Vec<DueCall>, running: &mut FuturesUnordered<_>| {
+            for call in calls {
+                let Some(turn) = session.graph_turns().get(call.turn) else {
+                    continue;
+                };
+                let req = turn.request.clone();
+                // Made now, before the call is due, so making it adds nothing to how
+                // late it is sent.
+                let body = self.backend.build_body(&req);
+                running.push(self.graph_call(id, turns, CallSend::Due(call, req, body), call.turn));
+            }
+        };
+        launch(roots, &mut running);
+        let (mut failed, mut stopped) = (false, false);
+        while let Some(done) = running.next().await {
+            failed |= done.failed;
+            stopped |= done.stopped;
+            let ready = books.ended(done.turn, done.end);
+            if !failed && !stopped {
+                launch(ready, &mut running);
+            }
+        }
+        !stopped
+    }
+
+    /// Sends one call of an agent trace when it is due and reports it.
+    async fn graph_call(&self, id: u64, turns: u32, send: CallSend, turn: usize) -> CallEnd {
+        {
+            let tag = |k: usize, step| {
+                Some(SessionTag {
+                    id,
+                    turn: u32::try_from(k).unwrap_or(u32::MAX),
+                    turns,
+                    graph: Some(step),
+                })
+            };
+            let ex = match send {
+                CallSend::First(f) => {
+                    let info = SlotInfo {
+                        slot: f.slot,
+                        scheduled: f.scheduled,
+                        late: false,
+                        prompt_tokens: f.prompt_tokens,
+                        max_output_tokens: f.max_output_tokens,
+                        previous_end: None,
+                        model: f.model,
+                        session: tag(0, llmsurge_proto::GraphStep::default()),
+                        media: f.media,
+                        session_key: f.session_key,
+                    };
+                    match f.sent {
+                        Some(sent) => self.run_sent_exchange(info, sent, None).await,
+                        None => self.run_exchange(info, f.body, None).await,
+                    }
+                }
+                CallSend::Due(call, req, body) => {
+                    let mut stop = self.stop.clone();
+                    let stopped = CallEnd {
+                        turn,
+                        end: MonoNanos::now(),
+                        failed: false,
+                        stopped: true,
+                    };
+                    tokio::select! {
+                        () = wait_until_precisely(call.due) => {}
+                        Ok(_) = stop.wait_for(|s| *s) => return stopped,
+                    }
+                    let Some(local) = self.shm.claim_slot() else {
+                        return stopped;
+                    };
+                    let info = SlotInfo {
+                        slot: self.shard.global(local),
+                        scheduled: call.due,
+                        late: false,
+                        prompt_tokens: req.prompt_tokens,
+                        max_output_tokens: self.backend.max_output_tokens(&req),
+                        // A gap is the trace's, not the client's turnaround.
+                        previous_end: None,
+                        model: self.reporter.borrow().model_index(req.model.as_ref()),
+                        session: tag(call.turn, call.step),
+                        media: req.media_info(),
+                        session_key: req.session.clone(),
+                    };
+                    self.run_exchange(info, Ok(body), None).await
+                }
+            };
+            CallEnd {
+                turn,
+                end: ex.end.unwrap_or_else(MonoNanos::now),
+                failed: ex.error.is_some(),
+                stopped: false,
+            }
         }
     }
 

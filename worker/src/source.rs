@@ -256,6 +256,10 @@ pub struct Turn {
     /// The data's `tool_result_tokens`: the tool's result sent (a `tool` message) after
     /// this turn when the server answered it with a tool call.
     pub tool_result: Option<String>,
+    /// Agent traces: the turns (indices) that must all end before this one, which then
+    /// waits `think_ns` and is sent as its own prompt (no history); `None` for a linear
+    /// session, where a turn waits for the previous one.
+    pub after: Option<Vec<u32>>,
 }
 
 /// A multi-turn session: turns run one after another on one worker, each carrying the
@@ -298,6 +302,16 @@ impl SessionState {
         }
     }
 
+    /// Whether the session is an agent trace's graph (see [`Turn::after`]).
+    pub fn is_graph(&self) -> bool {
+        self.turns.first().is_some_and(|t| t.after.is_some())
+    }
+
+    /// A graph's turns, each sent as its own prompt when its dependencies ended.
+    pub fn graph_turns(&self) -> &[Turn] {
+        &self.turns
+    }
+
     /// Turns in all.
     pub fn turns(&self) -> u32 {
         u32::try_from(self.turns.len()).unwrap_or(u32::MAX)
@@ -316,6 +330,10 @@ impl SessionState {
     pub fn next_request(&mut self) -> Option<PreparedRequest> {
         let turn = self.turns.get(self.next)?;
         self.next += 1;
+        if turn.after.is_some() {
+            // A graph's call carries its own prompt (its conversation so far).
+            return Some(turn.request.clone());
+        }
         self.history
             .push(Message::text("user", turn.request.prompt.joined()));
         // Only a first message the client tokenized has a known length: later turns carry
@@ -374,6 +392,7 @@ pub trait RequestSource: Send {
 
     /// Nanoseconds from `t0` (before any time scale) at which `slot` is due, when the
     /// data carries its own schedule (a trace); `None` leaves it to the arrival clock.
+    /// For a source of sessions the index is the session's (an agent trace's start).
     fn offset_ns(&self, _slot: u64) -> Option<u64> {
         None
     }

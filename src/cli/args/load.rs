@@ -23,7 +23,8 @@ pub struct LoadArgs {
     /// Requests per second (constant, poisson) or streams (concurrent); a comma-separated
     /// list runs one benchmark per value. For sweep: the number of benchmarks (default 10).
     /// With multi-turn sessions (--data turns=…): new sessions per second (constant,
-    /// poisson) or concurrent users (concurrent).
+    /// poisson) or concurrent users (concurrent). With agent traces under replay: traces
+    /// started per second instead of at their recorded offsets.
     #[arg(long, env = "LLMSURGE_RATE", value_parser = parse_rates, value_name = "RATE[,RATE...]")]
     pub rate: Option<RateList>,
 
@@ -56,8 +57,9 @@ pub struct LoadArgs {
     #[arg(long, env = "LLMSURGE_SWEEP_ARRIVALS", value_enum)]
     pub sweep_arrivals: Option<SweepArrivalsArg>,
 
-    /// Replay speed of `--profile replay`: multiplies every trace offset (0.5 replays
-    /// twice as fast, 2 half as fast; default 1).
+    /// Replay speed of `--profile replay`: multiplies every trace offset, and every gap
+    /// between an agent trace's calls (0.5 replays twice as fast, 2 half as fast;
+    /// default 1).
     #[arg(long, env = "LLMSURGE_TIME_SCALE", value_name = "FACTOR")]
     pub time_scale: Option<f64>,
 

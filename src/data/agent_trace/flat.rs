@@ -49,11 +49,6 @@ fn read_span(v: &Value) -> Result<Span, String> {
         .and_then(Value::as_str)
         .ok_or("a span without span_id")?
         .to_string();
-    let parent = v
-        .get("parent_span_id")
-        .and_then(Value::as_str)
-        .filter(|p| !p.is_empty())
-        .map(str::to_string);
     let genai = match v.get("attributes") {
         Some(Value::Object(map)) => genai_of(map.iter().map(|(k, v)| {
             let value = match v {
@@ -65,18 +60,10 @@ fn read_span(v: &Value) -> Result<Span, String> {
         })),
         _ => None,
     };
-    Ok(Span {
-        name: v
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        start_ns: time(v, ["start_time", "start_time_unix_nano"])
-            .map_err(|e| format!("span {id}: {e}"))?,
-        end_ns: time(v, ["end_time", "end_time_unix_nano"])
-            .map_err(|e| format!("span {id}: {e}"))?,
-        id,
-        parent,
-        genai,
-    })
+    let times = (
+        time(v, ["start_time", "start_time_unix_nano"]),
+        time(v, ["end_time", "end_time_unix_nano"]),
+    );
+    let parent = v.get("parent_span_id").and_then(Value::as_str);
+    Span::read(v, id, parent, times, genai)
 }

@@ -11,13 +11,16 @@
 //! siblings that overlapped in the trace (a fan-out) do not. After its last dependency
 //! ends, a call waits its recorded gap.
 //!
-//! Not yet wired into `--profile replay` (the schedule and the per-trace report are the
-//! part still to do); this module is the parser, the dependency rule and the checks.
+//! [`replay`] prepares the graphs for the workers and makes each call's prompt; the
+//! worker's request loop runs each graph (see `llmsurge_worker::graph`).
 
 pub mod flat;
 pub mod otlp;
+pub mod replay;
+pub mod weka;
 
-use std::collections::{HashMap, HashSet};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// One span as both forms give it.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,8 +39,43 @@ pub struct Span {
     pub genai: Option<GenAi>,
 }
 
+impl Span {
+    /// A span read from `v` with the id, parent, times and GenAI attributes its form
+    /// found; a time that could not be read names the span.
+    fn read(
+        v: &serde_json::Value,
+        id: String,
+        parent: Option<&str>,
+        times: (Result<u64, String>, Result<u64, String>),
+        genai: Option<GenAi>,
+    ) -> Result<Self, String> {
+        let at = |e: String| format!("span {id}: {e}");
+        Ok(Span {
+            name: v
+                .get("name")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            start_ns: times.0.map_err(at)?,
+            end_ns: times.1.map_err(at)?,
+            parent: parent.filter(|p| !p.is_empty()).map(str::to_string),
+            id,
+            genai,
+        })
+    }
+}
+
+/// A recorded chat message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedMessage {
+    /// `system`, `user`, `assistant`, `tool`.
+    pub role: String,
+    /// Its text.
+    pub content: String,
+}
+
 /// The GenAI semantic-convention attributes of a call.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GenAi {
     /// `gen_ai.operation.name`: `chat` or `text_completion`.
     pub operation: String,
@@ -47,6 +85,45 @@ pub struct GenAi {
     pub input_tokens: Option<u32>,
     /// `gen_ai.usage.output_tokens`.
     pub output_tokens: Option<u32>,
+    /// The recorded prompt: `gen_ai.input.messages` (or `gen_ai.prompt`) as JSON, or
+    /// the indexed `gen_ai.prompt.N.role` / `.content` attributes.
+    pub messages: Option<Vec<RecordedMessage>>,
+}
+
+/// Messages from a JSON attribute: `[{"role", "content"}]` or the semantic
+/// conventions' `[{"role", "parts": [{"type": "text", "content"}]}]`; a plain string
+/// is one user message.
+fn messages_of(text: &str) -> Option<Vec<RecordedMessage>> {
+    let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(text)
+    else {
+        return (!text.is_empty()).then(|| {
+            vec![RecordedMessage {
+                role: "user".into(),
+                content: text.to_string(),
+            }]
+        });
+    };
+    let text_of = |m: &serde_json::Value| -> Option<String> {
+        if let Some(c) = m.get("content").and_then(serde_json::Value::as_str) {
+            return Some(c.to_string());
+        }
+        let parts = m.get("parts")?.as_array()?;
+        let texts: Vec<&str> = parts
+            .iter()
+            .filter_map(|p| p.get("content").and_then(serde_json::Value::as_str))
+            .collect();
+        Some(texts.join("\n"))
+    };
+    let out: Vec<RecordedMessage> = items
+        .iter()
+        .filter_map(|m| {
+            Some(RecordedMessage {
+                role: m.get("role")?.as_str()?.to_string(),
+                content: text_of(m)?,
+            })
+        })
+        .collect();
+    (!out.is_empty()).then_some(out)
 }
 
 /// The GenAI operations that are LLM calls.
@@ -67,6 +144,8 @@ pub enum AttrValue {
 pub fn genai_of<'a>(attrs: impl IntoIterator<Item = (&'a str, AttrValue)>) -> Option<GenAi> {
     let mut g = GenAi::default();
     let mut is_call = false;
+    // `gen_ai.prompt.N.role` / `.content`, by N.
+    let mut indexed: BTreeMap<u32, (Option<String>, Option<String>)> = BTreeMap::new();
     let tokens = |v: &AttrValue| match v {
         AttrValue::Int(n) => u32::try_from(*n).ok(),
         AttrValue::Str(s) => s.parse().ok(),
@@ -87,8 +166,40 @@ pub fn genai_of<'a>(attrs: impl IntoIterator<Item = (&'a str, AttrValue)>) -> Op
             }
             "gen_ai.usage.input_tokens" => g.input_tokens = tokens(&value),
             "gen_ai.usage.output_tokens" => g.output_tokens = tokens(&value),
-            _ => {}
+            "gen_ai.input.messages" | "gen_ai.prompt" => {
+                if let AttrValue::Str(text) = &value {
+                    g.messages = messages_of(text);
+                }
+            }
+            _ => {
+                let indexed_part = key
+                    .strip_prefix("gen_ai.prompt.")
+                    .and_then(|rest| rest.split_once('.'))
+                    .and_then(|(n, field)| Some((n.parse::<u32>().ok()?, field)));
+                if let (Some((n, field)), AttrValue::Str(text)) = (indexed_part, value) {
+                    let entry = indexed.entry(n).or_default();
+                    match field {
+                        "role" => entry.0 = Some(text),
+                        "content" => entry.1 = Some(text),
+                        _ => {}
+                    }
+                }
+            }
         }
+    }
+    if g.messages.is_none() && !indexed.is_empty() {
+        g.messages = Some(
+            indexed
+                .into_values()
+                .filter_map(|(role, content)| {
+                    Some(RecordedMessage {
+                        role: role.unwrap_or_else(|| "user".into()),
+                        content: content?,
+                    })
+                })
+                .collect(),
+        )
+        .filter(|m: &Vec<RecordedMessage>| !m.is_empty());
     }
     is_call.then_some(g)
 }
@@ -115,18 +226,18 @@ pub struct GraphError {
 }
 
 /// One LLM call of a graph.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Call {
     /// Its span id.
     pub span: String,
-    /// Its recorded start, ns after the trace's first span started.
+    /// Its recorded start, ns after the trace's first call started.
     pub offset_ns: u64,
     /// Its recorded duration, ns.
     pub duration_ns: u64,
     /// The calls (indices into [`CallGraph::calls`]) that must end before it starts.
     pub deps: Vec<usize>,
-    /// Recorded time from its last dependency's end (from the trace's start without
-    /// one) to its start: tool time and client think time, kept as a gap.
+    /// Recorded time from its last dependency's end (from the trace's first call's
+    /// start without one) to its start: tool time and client think time, kept as a gap.
     pub gap_ns: u64,
     /// The call whose conversation it continues (its last dependency, when that
     /// prompt is not longer than its own): its prompt repeats that one as a prefix.
@@ -136,11 +247,12 @@ pub struct Call {
 }
 
 /// A trace's calls in order of their recorded start, with their dependencies.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CallGraph {
     /// The trace id.
     pub trace: String,
-    /// The trace's first span start, Unix ns (its offset among the traces).
+    /// The trace's first call's start, Unix ns (its offset among the traces): spans
+    /// before it send nothing, so the replay starts there.
     pub start_ns: u64,
     /// The calls, by recorded start.
     pub calls: Vec<Call>,
@@ -232,7 +344,7 @@ impl CallGraph {
         order.sort_by_key(|&i| (trace.spans[i].start_ns, trace.spans[i].id.clone()));
         let position: HashMap<usize, usize> =
             order.iter().enumerate().map(|(k, &i)| (i, k)).collect();
-        let start_ns = trace.spans.iter().map(|s| s.start_ns).min().unwrap_or(0);
+        let start_ns = trace.spans[order[0]].start_ns;
         let mut calls = Vec::with_capacity(order.len());
         for &i in &order {
             let s = &trace.spans[i];
@@ -309,6 +421,8 @@ pub enum AgentTraceFormat {
     Otlp,
     /// One trace per line: a trace id and its spans.
     Flat,
+    /// WEKA's agentic coding traces: conversations of requests (see [`weka`]).
+    Weka,
 }
 
 /// Recognises an agent trace by its content (the first line, or the document's keys).
@@ -317,6 +431,17 @@ pub fn detect(text: &str) -> Option<AgentTraceFormat> {
     if text.trim_start().starts_with('{') && text.contains("\"resourceSpans\"") {
         return Some(AgentTraceFormat::Otlp);
     }
+    if text.contains("\"requests\"") {
+        // A conversation per document, a list of them, or one per line.
+        let doc = serde_json::from_str::<serde_json::Value>(text)
+            .or_else(|_| serde_json::from_str(first))
+            .ok()?;
+        let conversation = match &doc {
+            serde_json::Value::Array(items) => items.first()?,
+            other => other,
+        };
+        return weka::is_conversation(conversation).then_some(AgentTraceFormat::Weka);
+    }
     let v: serde_json::Value = serde_json::from_str(first).ok()?;
     let obj = v.as_object()?;
     let has_id = obj.contains_key("trace_id") || obj.contains_key("traceId");
@@ -324,11 +449,26 @@ pub fn detect(text: &str) -> Option<AgentTraceFormat> {
         .then_some(AgentTraceFormat::Flat)
 }
 
-/// Reads the traces of `text` in the form `detect` found.
+/// Reads the traces of `text` in the form `detect` found, each checked and made a graph.
+pub fn graphs(text: &str, format: AgentTraceFormat) -> Result<Vec<CallGraph>, String> {
+    let traces = match format {
+        AgentTraceFormat::Otlp => otlp::read(text)?,
+        AgentTraceFormat::Flat => flat::read(text)?,
+        // Conversations of requests, not spans: their graphs are built directly.
+        AgentTraceFormat::Weka => return weka::read(text),
+    };
+    traces
+        .iter()
+        .map(|t| CallGraph::build(t).map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// Reads the span traces of `text` (OTLP or flat) in the form `detect` found.
 pub fn read(text: &str, format: AgentTraceFormat) -> Result<Vec<Trace>, String> {
     match format {
         AgentTraceFormat::Otlp => otlp::read(text),
         AgentTraceFormat::Flat => flat::read(text),
+        AgentTraceFormat::Weka => Err("WEKA traces have no spans".into()),
     }
 }
 

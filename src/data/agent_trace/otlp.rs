@@ -71,11 +71,6 @@ pub fn nanos(v: &Value, key: &str) -> Result<u64, String> {
 
 fn read_span(v: &Value) -> Result<Span, String> {
     let id = string(v, "spanId")?;
-    let parent = v
-        .get("parentSpanId")
-        .and_then(Value::as_str)
-        .filter(|p| !p.is_empty())
-        .map(str::to_string);
     let attrs = array(v, "attributes")?;
     let genai = genai_of(attrs.iter().filter_map(|a| {
         let key = a.get("key")?.as_str()?;
@@ -93,16 +88,7 @@ fn read_span(v: &Value) -> Result<Span, String> {
         };
         Some((key, value))
     }));
-    Ok(Span {
-        name: v
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        start_ns: nanos(v, "startTimeUnixNano").map_err(|e| format!("span {id}: {e}"))?,
-        end_ns: nanos(v, "endTimeUnixNano").map_err(|e| format!("span {id}: {e}"))?,
-        id,
-        parent,
-        genai,
-    })
+    let times = (nanos(v, "startTimeUnixNano"), nanos(v, "endTimeUnixNano"));
+    let parent = v.get("parentSpanId").and_then(Value::as_str);
+    Span::read(v, id, parent, times, genai)
 }

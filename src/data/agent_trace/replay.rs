@@ -1,0 +1,328 @@
+//! Agent traces under `--profile replay`: the coordinator reads and checks every trace
+//! once ([`read_graphs`]) and writes their graphs to a table file ([`write_table`]);
+//! each worker's [`AgentTraceSource`] turns trace `i` into session `i`, whose turns are
+//! the calls with their dependencies and scaled gaps (see `llmsurge_worker::graph`).
+//!
+//! Prompts: a call's recorded messages when the trace has them. Otherwise synthetic
+//! text of its recorded input length, exact under the run's tokenizer, where a call that
+//! continues its parent's conversation ([`super::Call::continues`]) is the parent's
+//! prompt, exactly, followed by text of its own for the tokens it adds: the prefix
+//! cache hits follow the trace's structure.
+
+use super::{AgentTraceFormat, CallGraph, detect};
+use crate::data::exact::PromptBuilder;
+use crate::data::table::TableFileGuard;
+use llmsurge_proto::seed::derive_seed;
+use llmsurge_proto::{AgentTraceSpec, Arrivals, Schedule, TokenizerRef};
+use llmsurge_worker::{Message, PreparedRequest, Prompt, RequestSource, SessionPlan, Turn};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Bumped when the table's shape changes.
+const TABLE_VERSION: u32 = 1;
+/// Tokens per built piece of synthetic text (as a trace's blocks).
+const PIECE_TOKENS: u32 = 512;
+
+#[derive(Serialize, Deserialize)]
+struct GraphFile {
+    version: u32,
+    graphs: Vec<CallGraph>,
+}
+
+/// What the report's args say about the traces read.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AgentTraceSummary {
+    /// `otlp` or `flat`.
+    pub format: &'static str,
+    /// Traces (agent tasks).
+    pub traces: u64,
+    /// LLM calls in all (the requests of one replay).
+    pub calls: u64,
+    /// Recorded time from the first trace's first call to the last trace's, seconds.
+    pub span_s: f64,
+}
+
+/// Whether `path` is an agent trace, by its content (a JSON or JSONL file).
+pub fn is_agent_trace(path: &Path) -> bool {
+    let json = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "json" | "jsonl" | "ndjson"));
+    json && std::fs::read_to_string(path).is_ok_and(|t| detect(&t).is_some())
+}
+
+/// Reads `path` (an agent trace by its content, else `None`): every trace checked and
+/// made a graph, ordered by start. A malformed trace is one line naming the file, the
+/// trace and the span.
+pub fn read_graphs(path: &Path) -> Option<Result<(AgentTraceSummary, Vec<CallGraph>), String>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let format = detect(&text)?;
+    Some(graphs_of(&text, format).map_err(|e| format!("{}: {e}", path.display())))
+}
+
+fn graphs_of(
+    text: &str,
+    format: AgentTraceFormat,
+) -> Result<(AgentTraceSummary, Vec<CallGraph>), String> {
+    let mut graphs = super::graphs(text, format)?;
+    for g in &graphs {
+        if let Some(c) = g
+            .calls
+            .iter()
+            .find(|c| c.genai.messages.is_none() && c.genai.input_tokens.is_none())
+        {
+            return Err(format!(
+                "trace {}, span {}: neither gen_ai.usage.input_tokens nor recorded messages: its prompt cannot be made",
+                g.trace, c.span
+            ));
+        }
+    }
+    if graphs.is_empty() {
+        return Err("no traces".into());
+    }
+    graphs.sort_by_key(|g| g.start_ns);
+    let first = graphs.first().map_or(0, |g| g.start_ns);
+    let last = graphs.last().map_or(0, |g| g.start_ns);
+    let summary = AgentTraceSummary {
+        format: match format {
+            AgentTraceFormat::Otlp => "otlp",
+            AgentTraceFormat::Flat => "flat",
+            AgentTraceFormat::Weka => "weka",
+        },
+        traces: graphs.len() as u64,
+        calls: graphs.iter().map(|g| g.calls.len() as u64).sum(),
+        span_s: (last - first) as f64 / 1e9,
+    };
+    Ok((summary, graphs))
+}
+
+/// Writes the graphs to a new table file in the temporary directory.
+pub fn write_table(graphs: &[CallGraph]) -> Result<TableFileGuard, String> {
+    let bytes = rmp_serde::to_vec_named(&GraphFile {
+        version: TABLE_VERSION,
+        graphs: graphs.to_vec(),
+    })
+    .map_err(|e| format!("cannot encode the prepared agent traces: {e}"))?;
+    crate::data::table::write_bytes("agent", &bytes)
+}
+
+fn read_table(path: &Path) -> Result<Vec<CallGraph>, String> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        format!(
+            "cannot read the prepared agent traces {}: {e}",
+            path.display()
+        )
+    })?;
+    let file: GraphFile = rmp_serde::from_slice(&bytes).map_err(|e| {
+        format!(
+            "the prepared agent traces {} are corrupt: {e}",
+            path.display()
+        )
+    })?;
+    if file.version != TABLE_VERSION {
+        return Err(format!(
+            "the prepared agent traces {} have version {}, expected {TABLE_VERSION}",
+            path.display(),
+            file.version
+        ));
+    }
+    Ok(file.graphs)
+}
+
+/// The synthetic text builder, exact under the run's tokenizer.
+pub fn builder(tokenizer: &TokenizerRef) -> Result<PromptBuilder, String> {
+    crate::data::trace::block_builder(tokenizer, PIECE_TOKENS)
+}
+
+/// A worker's source over prepared agent traces: trace `i` is session `i`.
+#[derive(Debug)]
+pub struct AgentTraceSource {
+    graphs: Vec<CallGraph>,
+    builder: Option<PromptBuilder>,
+    seed: u64,
+    /// `--time-scale`: multiplies every gap.
+    time_scale: f64,
+}
+
+impl AgentTraceSource {
+    /// Loads the graphs of `spec`; `schedule` gives the time scale of the gaps.
+    pub fn open(spec: &AgentTraceSpec, schedule: &Schedule) -> Result<Self, String> {
+        let graphs = read_table(&spec.path)?;
+        Self::new(graphs, &spec.tokenizer, spec.seed, schedule)
+    }
+
+    fn new(
+        graphs: Vec<CallGraph>,
+        tokenizer: &TokenizerRef,
+        seed: u64,
+        schedule: &Schedule,
+    ) -> Result<Self, String> {
+        let synthetic = graphs
+            .iter()
+            .any(|g| g.calls.iter().any(|c| c.genai.messages.is_none()));
+        let builder = if synthetic {
+            Some(builder(tokenizer)?)
+        } else {
+            None
+        };
+        let time_scale = match schedule {
+            Schedule::Arrivals(Arrivals::Trace { time_scale, .. }) => *time_scale,
+            _ => 1.0,
+        };
+        Ok(Self {
+            graphs,
+            builder,
+            seed,
+            time_scale,
+        })
+    }
+
+    /// The prompts of graph `index`'s calls, in call order.
+    fn prompts(&self, index: u64, g: &CallGraph) -> Result<Vec<Prompt>, String> {
+        let mut prompts: Vec<Prompt> = Vec::with_capacity(g.calls.len());
+        for (i, call) in g.calls.iter().enumerate() {
+            if let Some(messages) = &call.genai.messages {
+                prompts.push(Prompt::Messages(
+                    messages
+                        .iter()
+                        .map(|m| Message::text(&m.role, m.content.clone()))
+                        .collect(),
+                ));
+                continue;
+            }
+            let Some(b) = &self.builder else {
+                return Err("the agent traces have no text builder".into());
+            };
+            let want = call.genai.input_tokens.unwrap_or(0);
+            // The parent's synthetic prompt, exactly, then the tokens this call adds.
+            let parent = call.continues.and_then(|p| {
+                let Some(Prompt::Text(t)) = prompts.get(p) else {
+                    return None;
+                };
+                Some((t.clone(), g.calls[p].genai.input_tokens.unwrap_or(0)))
+            });
+            let (mut text, had) = parent.unwrap_or_default();
+            let mut left = want.saturating_sub(had);
+            let mut piece_index = 0u64;
+            while left > 0 {
+                let len = left.min(PIECE_TOKENS);
+                let id = (index << 32) ^ ((i as u64) << 16) ^ piece_index;
+                let mut piece = String::new();
+                b.build(
+                    &mut piece,
+                    len as usize,
+                    None,
+                    derive_seed(self.seed, "agent-marker", id),
+                    derive_seed(self.seed, "agent-piece", id),
+                )?;
+                if !text.is_empty() {
+                    text.push(' ');
+                }
+                text.push_str(&piece);
+                left -= len;
+                piece_index += 1;
+            }
+            prompts.push(Prompt::Text(text));
+        }
+        Ok(prompts)
+    }
+}
+
+impl RequestSource for AgentTraceSource {
+    fn request(&mut self, _slot: u64) -> Result<Option<PreparedRequest>, String> {
+        // Every request is a call of a graph (see `session`): none stands alone.
+        Ok(None)
+    }
+
+    fn offset_ns(&self, id: u64) -> Option<u64> {
+        let first = self.graphs.first()?.start_ns;
+        self.graphs
+            .get(usize::try_from(id).ok()?)
+            .map(|g| g.start_ns - first)
+    }
+
+    fn has_sessions(&self) -> bool {
+        true
+    }
+
+    fn session(&mut self, id: u64) -> Result<Option<SessionPlan>, String> {
+        let Some(g) = usize::try_from(id).ok().and_then(|i| self.graphs.get(i)) else {
+            return Ok(None);
+        };
+        let prompts = self
+            .prompts(id, g)
+            .map_err(|e| format!("trace {}: {e}", g.trace))?;
+        let turns = g
+            .calls
+            .iter()
+            .zip(prompts)
+            .map(|(call, prompt)| Turn {
+                request: PreparedRequest {
+                    prompt_tokens: match prompt {
+                        Prompt::Text(_) => call.genai.input_tokens,
+                        // Recorded messages: the server's usage says their length.
+                        _ => None,
+                    },
+                    prompt,
+                    max_tokens: call.genai.output_tokens,
+                    model: None,
+                    user: None,
+                    session: None,
+                },
+                think_ns: (call.gap_ns as f64 * self.time_scale).round() as u64,
+                recorded_reply: None,
+                tool_result: None,
+                after: Some(
+                    call.deps
+                        .iter()
+                        .map(|&d| u32::try_from(d).unwrap_or(u32::MAX))
+                        .collect(),
+                ),
+            })
+            .collect();
+        Ok(Some(SessionPlan {
+            system: None,
+            turns,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FLAT: &str = r#"{"trace_id":"t","spans":[
+{"span_id":"r","name":"agent","start_time":500,"end_time":5000},
+{"span_id":"p","parent_span_id":"r","name":"plan","start_time":1000,"end_time":2000,"attributes":{"gen_ai.operation.name":"chat","gen_ai.usage.input_tokens":40,"gen_ai.usage.output_tokens":3}},
+{"span_id":"c","parent_span_id":"r","name":"child","start_time":3000,"end_time":4000,"attributes":{"gen_ai.operation.name":"chat","gen_ai.usage.input_tokens":700,"gen_ai.usage.output_tokens":5}}]}"#;
+
+    #[test]
+    fn a_child_repeats_its_parents_prompt_exactly_and_has_its_own_length() {
+        let text = FLAT.replace('\n', "");
+        let (summary, graphs) = graphs_of(&text, AgentTraceFormat::Flat).expect("graphs");
+        assert_eq!((summary.traces, summary.calls), (1, 2));
+        let schedule = Schedule::Arrivals(Arrivals::Trace {
+            time_scale: 0.5,
+            starts_per_s: None,
+        });
+        let tok = TokenizerRef::Builtin(crate::data::tokenizer::DEFAULT_PROCESSOR.into());
+        let mut source = AgentTraceSource::new(graphs, &tok, 7, &schedule).expect("source");
+        let plan = source.session(0).expect("a plan").expect("trace 0");
+        assert!(source.session(1).expect("no error").is_none());
+        let text = |k: usize| match &plan.turns[k].request.prompt {
+            Prompt::Text(t) => t.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            text(1).starts_with(&text(0)),
+            "the child continues the plan"
+        );
+        assert!(text(1).len() > text(0).len());
+        let t = crate::data::tokenizer::Tokenizer::load(&tok).expect("tokenizer");
+        assert_eq!((t.count(&text(0)), t.count(&text(1))), (40, 700));
+        // The gap (1 µs recorded) at half the time.
+        assert_eq!(plan.turns[1].think_ns, 500);
+        assert_eq!(plan.turns[1].after, Some(vec![0]));
+        assert_eq!(plan.turns[1].request.max_tokens, Some(5));
+    }
+}
