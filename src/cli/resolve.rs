@@ -299,7 +299,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     if shard.count > 1 && data.has_sessions() {
         // Session indices are handed out per host: two shards would run the same ones.
         return usage(
-            "--shard: multi-turn sessions (--data turns=…, --data-args sessions) run on one host only",
+            "--shard: multi-turn sessions (--data turns=…, --data-args sessions) and agent traces run on one host only",
         );
     }
     super::seed::check_shard_seed(args.load.random_seed, shard, args.multi_host.start_at)

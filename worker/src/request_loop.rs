@@ -726,71 +726,69 @@ impl Context {
 
     /// Sends one call of an agent trace when it is due and reports it.
     async fn graph_call(&self, id: u64, turns: u32, send: CallSend, turn: usize) -> CallEnd {
-        {
-            let tag = |k: usize, step| {
-                Some(SessionTag {
-                    id,
-                    turn: u32::try_from(k).unwrap_or(u32::MAX),
-                    turns,
-                    graph: Some(step),
-                })
-            };
-            let ex = match send {
-                CallSend::First(f) => {
-                    let info = SlotInfo {
-                        slot: f.slot,
-                        scheduled: f.scheduled,
-                        late: false,
-                        prompt_tokens: f.prompt_tokens,
-                        max_output_tokens: f.max_output_tokens,
-                        previous_end: None,
-                        model: f.model,
-                        session: tag(0, llmsurge_proto::GraphStep::default()),
-                        media: f.media,
-                        session_key: f.session_key,
-                    };
-                    match f.sent {
-                        Some(sent) => self.run_sent_exchange(info, sent, None).await,
-                        None => self.run_exchange(info, f.body, None).await,
-                    }
+        let tag = |k: usize, step| {
+            Some(SessionTag {
+                id,
+                turn: u32::try_from(k).unwrap_or(u32::MAX),
+                turns,
+                graph: Some(step),
+            })
+        };
+        let ex = match send {
+            CallSend::First(f) => {
+                let info = SlotInfo {
+                    slot: f.slot,
+                    scheduled: f.scheduled,
+                    late: false,
+                    prompt_tokens: f.prompt_tokens,
+                    max_output_tokens: f.max_output_tokens,
+                    previous_end: None,
+                    model: f.model,
+                    session: tag(0, llmsurge_proto::GraphStep::default()),
+                    media: f.media,
+                    session_key: f.session_key,
+                };
+                match f.sent {
+                    Some(sent) => self.run_sent_exchange(info, sent, None).await,
+                    None => self.run_exchange(info, f.body, None).await,
                 }
-                CallSend::Due(call, req, body) => {
-                    let mut stop = self.stop.clone();
-                    let stopped = CallEnd {
-                        turn,
-                        end: MonoNanos::now(),
-                        failed: false,
-                        stopped: true,
-                    };
-                    tokio::select! {
-                        () = wait_until_precisely(call.due) => {}
-                        Ok(_) = stop.wait_for(|s| *s) => return stopped,
-                    }
-                    let Some(local) = self.shm.claim_slot() else {
-                        return stopped;
-                    };
-                    let info = SlotInfo {
-                        slot: self.shard.global(local),
-                        scheduled: call.due,
-                        late: false,
-                        prompt_tokens: req.prompt_tokens,
-                        max_output_tokens: self.backend.max_output_tokens(&req),
-                        // A gap is the trace's, not the client's turnaround.
-                        previous_end: None,
-                        model: self.reporter.borrow().model_index(req.model.as_ref()),
-                        session: tag(call.turn, call.step),
-                        media: req.media_info(),
-                        session_key: req.session.clone(),
-                    };
-                    self.run_exchange(info, Ok(body), None).await
-                }
-            };
-            CallEnd {
-                turn,
-                end: ex.end.unwrap_or_else(MonoNanos::now),
-                failed: ex.error.is_some(),
-                stopped: false,
             }
+            CallSend::Due(call, req, body) => {
+                let mut stop = self.stop.clone();
+                let stopped = CallEnd {
+                    turn,
+                    end: MonoNanos::now(),
+                    failed: false,
+                    stopped: true,
+                };
+                tokio::select! {
+                    () = wait_until_precisely(call.due) => {}
+                    Ok(_) = stop.wait_for(|s| *s) => return stopped,
+                }
+                let Some(local) = self.shm.claim_slot() else {
+                    return stopped;
+                };
+                let info = SlotInfo {
+                    slot: self.shard.global(local),
+                    scheduled: call.due,
+                    late: false,
+                    prompt_tokens: req.prompt_tokens,
+                    max_output_tokens: self.backend.max_output_tokens(&req),
+                    // A gap is the trace's, not the client's turnaround.
+                    previous_end: None,
+                    model: self.reporter.borrow().model_index(req.model.as_ref()),
+                    session: tag(call.turn, call.step),
+                    media: req.media_info(),
+                    session_key: req.session.clone(),
+                };
+                self.run_exchange(info, Ok(body), None).await
+            }
+        };
+        CallEnd {
+            turn,
+            end: ex.end.unwrap_or_else(MonoNanos::now),
+            failed: ex.error.is_some(),
+            stopped: false,
         }
     }
 
