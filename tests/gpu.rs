@@ -7,20 +7,25 @@ use crate::support::mock;
 use llmsurge::mock::MockConfig;
 use std::os::unix::fs::PermissionsExt;
 
+/// A fake `nvidia-smi` running `script` (a shell script's body) in `dir`; returns the
+/// `PATH` that finds it first.
+fn fake_nvidia_smi(dir: &std::path::Path, script: &str) -> String {
+    let smi = dir.join("nvidia-smi");
+    std::fs::write(&smi, format!("#!/bin/sh\n{script}")).expect("write");
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 #[test]
 fn gpu_metrics_nvidia_smi_energy_per_token_is_power_times_window_over_tokens() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let smi = dir.path().join("nvidia-smi");
-    std::fs::write(
-        &smi,
-        "#!/bin/sh\nprintf '0, 300.00, 50, 1000\\n1, 300.00, 70, 3000\\n'\n",
-    )
-    .expect("write");
-    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let path = format!(
-        "{}:{}",
-        dir.path().display(),
-        std::env::var("PATH").unwrap_or_default()
+    let path = fake_nvidia_smi(
+        dir.path(),
+        "printf '0, 300.00, 50, 1000\\n1, 300.00, 70, 3000\\n'\n",
     );
     let server = mock(MockConfig {
         ttft_ms: 50.0,
@@ -98,21 +103,13 @@ fn gpu_power_utilisation_and_memory_are_charted_over_the_run_sample_by_sample() 
     // and logs itself: the report's series must be those calls, in order.
     let dir = tempfile::tempdir().expect("tempdir");
     let calls = dir.path().join("calls");
-    let smi = dir.path().join("nvidia-smi");
-    std::fs::write(
-        &smi,
-        format!(
-            "#!/bin/sh\nn=$(cat '{calls}' 2>/dev/null | wc -l)\necho x >> '{calls}'\n\
+    let path = fake_nvidia_smi(
+        dir.path(),
+        &format!(
+            "n=$(cat '{calls}' 2>/dev/null | wc -l)\necho x >> '{calls}'\n\
              printf '0, %d.00, 50, 1000\\n1, 300.00, 70, 3000\\n' $((100 + 10 * n))\n",
             calls = calls.display()
         ),
-    )
-    .expect("write");
-    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let path = format!(
-        "{}:{}",
-        dir.path().display(),
-        std::env::var("PATH").unwrap_or_default()
     );
     let server = mock(MockConfig {
         ttft_ms: 50.0,

@@ -775,33 +775,32 @@ impl SyntheticSource {
         // not a small sample index) keeps two sessions' prompts apart from the first
         // words on.
         let key = if s.system_shared { u64::MAX } else { id };
-        let mut text = String::with_capacity(s.system_tokens as usize * 5 + 16);
+        self.seeded_text(s.system_tokens, "system", key).map(Some)
+    }
+
+    /// Text of exactly `tokens` tokens on its own seeded streams (`{what}-marker` and
+    /// `{what}-window` of `key`), apart from the samples' prompts.
+    fn seeded_text(&self, tokens: u32, what: &str, key: u64) -> Result<String, String> {
+        let seed = self.spec.random_seed;
+        let mut text = String::with_capacity(tokens as usize * 5 + 16);
         self.builder.build(
             &mut text,
-            s.system_tokens as usize,
+            tokens as usize,
             None,
-            derive_seed(s.random_seed, "system-marker", key),
-            derive_seed(s.random_seed, "system-window", key),
+            derive_seed(seed, &format!("{what}-marker"), key),
+            derive_seed(seed, &format!("{what}-window"), key),
         )?;
-        Ok(Some(text))
+        Ok(text)
     }
 
     /// The tool's result sent after turn sample `sample` when the server answered it with
     /// a tool call: `tool_result_tokens` exactly, seeded per turn; `None` without tools.
     fn tool_result(&self, sample: u64) -> Result<Option<String>, String> {
-        let s = &self.spec;
-        if s.tools == 0 {
+        if self.spec.tools == 0 {
             return Ok(None);
         }
-        let mut text = String::with_capacity(s.tool_result_tokens as usize * 5 + 16);
-        self.builder.build(
-            &mut text,
-            s.tool_result_tokens as usize,
-            None,
-            derive_seed(s.random_seed, "tool-result-marker", sample),
-            derive_seed(s.random_seed, "tool-result-window", sample),
-        )?;
-        Ok(Some(text))
+        self.seeded_text(self.spec.tool_result_tokens, "tool-result", sample)
+            .map(Some)
     }
 }
 

@@ -581,6 +581,32 @@ impl Context {
         }
     }
 
+    /// Runs the first turn of a session (or a trace's first call) the pacer prepared,
+    /// and perhaps sent, at the session's scheduled start.
+    async fn run_first(
+        &self,
+        f: FirstTurn,
+        session: Option<SessionTag>,
+        reply: Option<String>,
+    ) -> Exchange {
+        let info = SlotInfo {
+            slot: f.slot,
+            scheduled: f.scheduled,
+            late: false,
+            prompt_tokens: f.prompt_tokens,
+            max_output_tokens: f.max_output_tokens,
+            previous_end: None,
+            model: f.model,
+            session,
+            media: f.media,
+            session_key: f.session_key,
+        };
+        match f.sent {
+            Some(sent) => self.run_sent_exchange(info, sent, reply).await,
+            None => self.run_exchange(info, f.body, reply).await,
+        }
+    }
+
     /// Runs a session's turns in order, every turn a claimed slot (so `--max-requests`
     /// counts requests), for the users of a stream strategy and the rate-based starts
     /// alike. Turn `k` sends the session's system prompt, every earlier user message and
@@ -614,25 +640,7 @@ impl Context {
         loop {
             let ex = if let Some(f) = first.take() {
                 // The pacer added turn 1 to the history when it built the body.
-                let info = SlotInfo {
-                    slot: f.slot,
-                    scheduled: f.scheduled,
-                    late: false,
-                    prompt_tokens: f.prompt_tokens,
-                    max_output_tokens: f.max_output_tokens,
-                    previous_end: None,
-                    model: f.model,
-                    session: tag(0),
-                    media: f.media,
-                    session_key: f.session_key,
-                };
-                match f.sent {
-                    Some(sent) => {
-                        self.run_sent_exchange(info, sent, Some(String::new()))
-                            .await
-                    }
-                    None => self.run_exchange(info, f.body, Some(String::new())).await,
-                }
+                self.run_first(f, tag(0), Some(String::new())).await
             } else {
                 let Some((k, think)) = session.upcoming() else {
                     return true;
@@ -736,22 +744,8 @@ impl Context {
         };
         let ex = match send {
             CallSend::First(f) => {
-                let info = SlotInfo {
-                    slot: f.slot,
-                    scheduled: f.scheduled,
-                    late: false,
-                    prompt_tokens: f.prompt_tokens,
-                    max_output_tokens: f.max_output_tokens,
-                    previous_end: None,
-                    model: f.model,
-                    session: tag(0, llmsurge_proto::GraphStep::default()),
-                    media: f.media,
-                    session_key: f.session_key,
-                };
-                match f.sent {
-                    Some(sent) => self.run_sent_exchange(info, sent, None).await,
-                    None => self.run_exchange(info, f.body, None).await,
-                }
+                self.run_first(f, tag(0, llmsurge_proto::GraphStep::default()), None)
+                    .await
             }
             CallSend::Due(call, req, body) => {
                 let mut stop = self.stop.clone();

@@ -93,6 +93,22 @@ pub struct GenAi {
 /// Messages from a JSON attribute: `[{"role", "content"}]` or the semantic
 /// conventions' `[{"role", "parts": [{"type": "text", "content"}]}]`; a plain string
 /// is one user message.
+/// The JSON documents of a trace file: the whole file when it is one, else one per
+/// non-empty line (an exporter that appends a document per batch).
+fn json_documents(text: &str) -> Result<Vec<serde_json::Value>, String> {
+    match serde_json::from_str(text) {
+        Ok(doc) => Ok(vec![doc]),
+        Err(_) => text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(n, l)| {
+                serde_json::from_str(l).map_err(|e| format!("line {}: not JSON ({e})", n + 1))
+            })
+            .collect(),
+    }
+}
+
 fn messages_of(text: &str) -> Option<Vec<RecordedMessage>> {
     let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(text)
     else {

@@ -8,18 +8,8 @@ use serde_json::Value;
 
 /// Reads every trace of the export, spans grouped by `traceId` in the order first seen.
 pub fn read(text: &str) -> Result<Vec<Trace>, String> {
-    let docs: Vec<Value> = match serde_json::from_str::<Value>(text) {
-        Ok(doc) => vec![doc],
-        // The file exporter writes one document per line.
-        Err(_) => text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(n, l)| {
-                serde_json::from_str(l).map_err(|e| format!("line {}: not JSON ({e})", n + 1))
-            })
-            .collect::<Result<_, _>>()?,
-    };
+    // The file exporter writes one document per line.
+    let docs = super::json_documents(text)?;
     let mut traces: Vec<Trace> = Vec::new();
     for doc in &docs {
         for rs in array(doc, "resourceSpans")? {

@@ -43,18 +43,10 @@ pub fn is_conversation(v: &Value) -> bool {
 
 /// Reads every conversation of `text` (one document, a list of them, or one per line).
 pub fn read(text: &str) -> Result<Vec<CallGraph>, String> {
-    let docs: Vec<Value> = match serde_json::from_str::<Value>(text) {
-        Ok(Value::Array(items)) => items,
-        Ok(doc) => vec![doc],
-        Err(_) => text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(n, l)| {
-                serde_json::from_str(l).map_err(|e| format!("line {}: not JSON ({e})", n + 1))
-            })
-            .collect::<Result<_, _>>()?,
-    };
+    let mut docs = super::json_documents(text)?;
+    if let [Value::Array(items)] = docs.as_mut_slice() {
+        docs = std::mem::take(items);
+    }
     docs.iter()
         .enumerate()
         .map(|(n, doc)| {
