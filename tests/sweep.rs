@@ -9,14 +9,14 @@ const EXE: &str = env!("CARGO_BIN_EXE_llmsurge");
 
 /// The server command: the shell writes its own pid (the process group's id) to
 /// `pids`, then runs the mock.
-fn serve_cmd(pids: &Path) -> String {
+pub(crate) fn serve_cmd(pids: &Path) -> String {
     format!(
         "echo $$ >> {} && {EXE} mock-server --port {{port}}",
         pids.display()
     )
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).expect("write");
     p
@@ -53,7 +53,7 @@ fn sweep(dir: &Path, serve_params: &Path, extra: &[&str]) -> Output {
 }
 
 /// The process groups the server commands ran in.
-fn groups(dir: &Path) -> Vec<i32> {
+pub(crate) fn groups(dir: &Path) -> Vec<i32> {
     std::fs::read_to_string(dir.join("pids"))
         .unwrap_or_default()
         .lines()
@@ -62,7 +62,7 @@ fn groups(dir: &Path) -> Vec<i32> {
 }
 
 /// Whether any process is left in group `pgid` (signal 0 to the group).
-fn group_alive(pgid: i32) -> bool {
+pub(crate) fn group_alive(pgid: i32) -> bool {
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
 }
 

@@ -5,11 +5,13 @@
 //!
 //! Points are `s{S}-b{B}` (`b{B}` without `--serve-cmd`), each a directory under
 //! `--output-dir` holding its full report, its console output (`run.log`) and the
-//! server's log (`server.log`, a hard link to `s{S}.server.log`).
+//! server's log (`server.log`, a hard link to `s{S}.server.log`). [`sla`] is `sweep
+//! serve-sla`: the capacity search per point and SLA, on the same servers and points.
 
 pub mod params;
 pub mod report;
 pub mod server;
+pub mod sla;
 
 use crate::cli::{Cli, UsageError, usage_error};
 use crate::exit_codes;
@@ -107,6 +109,9 @@ const BENCH_STOP_GRACE: Duration = Duration::from_secs(30);
 struct Bench {
     params: Params,
     flags: Vec<String>,
+    /// Flags (with their values) left out of this benchmark's command line, wherever
+    /// they come from: serve-sla's synchronous load has no --max-concurrency.
+    skip: &'static [&'static str],
 }
 
 /// One serve configuration (or the one `--target` without `--serve-cmd`).
@@ -210,7 +215,11 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
                 line.strip_prefix("error: ").unwrap_or(line)
             )));
         }
-        benches.push(Bench { params: p, flags });
+        benches.push(Bench {
+            params: p,
+            flags,
+            skip: &[],
+        });
     }
     Ok((serves, benches))
 }
@@ -393,47 +402,24 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
         // Start the server, if the sweep starts one.
         let mut running: Option<Server> = None;
         if let (Some(cmd), Some(log)) = (&command, &server_log) {
-            let _ = std::fs::remove_file(log);
-            crate::stdout::println(&format!("{}: starting {cmd}", log.display()));
-            let mut srv = match Server::start(cmd, log) {
-                Ok(s) => s,
-                Err(e) => {
-                    for &b in &todo {
-                        let mut row = row_template(b);
-                        row.error = Some(format!("the server command cannot start: {e}"));
-                        sweep.rows.push(row);
-                    }
-                    any_failed = true;
-                    continue;
-                }
-            };
-            let ready = tokio::select! {
-                r = srv.wait_ready(&target, args.ready_timeout) => Some(r),
-                _ = signals.next() => None,
-            };
-            match ready {
-                None => {
-                    srv.stop(args.stop_grace).await;
+            match start_server(args, cmd, log, &target, &mut signals).await {
+                Started::Ready(srv) => running = Some(srv),
+                Started::Interrupted => {
                     sweep.interrupted = true;
                     break 'serves;
                 }
-                Some(Err(e)) => {
-                    eprintln!("server s{}: {e}", serve.index.unwrap_or(0));
-                    srv.stop(args.stop_grace).await;
-                    let tail = server::log_tail(log, TAIL_LINES);
+                Started::Failed { error, log_tail } => {
                     for &b in &todo {
                         let mut row = row_template(b);
-                        row.error = Some(e.clone());
-                        row.log_tail = tail.clone();
+                        row.error = Some(error.clone());
+                        row.log_tail = log_tail.clone();
                         sweep.rows.push(row);
                     }
                     any_failed = true;
                     write_report(out, &sweep);
                     continue;
                 }
-                Some(Ok(())) => {}
             }
-            running = Some(srv);
         }
         let mut server_dead: Option<String> = None;
         for (n, &b) in todo.iter().enumerate() {
@@ -446,33 +432,8 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
                 sweep.rows.push(row);
                 continue;
             }
-            if n > 0 && args.after_bench_cmd.is_none() && args.reset_cache != "none" {
-                use llmsurge_coordinator::cache_reset::{CacheResetConfig, ResetMode, reset};
-                let cfg = CacheResetConfig {
-                    mode: match args.reset_cache.as_str() {
-                        "auto" => ResetMode::Auto,
-                        path => ResetMode::Path(path.to_string()),
-                    },
-                    origin: target.clone(),
-                    headers: Vec::new(),
-                    timeout: Duration::from_secs(30),
-                    tls: Default::default(),
-                    before_first: true,
-                };
-                row.cache_reset = Some(reset(&cfg).await);
-            }
-            if n > 0
-                && let Some(cmd) = &args.after_bench_cmd
-            {
-                let status = tokio::process::Command::new("sh")
-                    .arg("-c")
-                    .arg(cmd)
-                    .stdin(Stdio::null())
-                    .status()
-                    .await;
-                if !status.as_ref().is_ok_and(|s| s.success()) {
-                    eprintln!("{name}: --after-bench-cmd failed ({status:?})");
-                }
+            if n > 0 {
+                row.cache_reset = between_benchmarks(args, &target, &name).await;
             }
             let _ = std::fs::remove_dir_all(&dir);
             if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -568,6 +529,95 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
     }
 }
 
+/// How starting a configuration's server went.
+enum Started {
+    Ready(Server),
+    /// It did not start or never became ready: why, and its log's last lines.
+    Failed {
+        error: String,
+        log_tail: Vec<String>,
+    },
+    /// The sweep was interrupted while it started (it is stopped).
+    Interrupted,
+}
+
+/// Starts `cmd` (its output in `log`) and waits until it is ready at `target`.
+async fn start_server(
+    args: &SweepServeArgs,
+    cmd: &str,
+    log: &Path,
+    target: &str,
+    signals: &mut Signals,
+) -> Started {
+    let _ = std::fs::remove_file(log);
+    crate::stdout::println(&format!("{}: starting {cmd}", log.display()));
+    let mut srv = match Server::start(cmd, log) {
+        Ok(s) => s,
+        Err(e) => {
+            return Started::Failed {
+                error: format!("the server command cannot start: {e}"),
+                log_tail: Vec::new(),
+            };
+        }
+    };
+    let ready = tokio::select! {
+        r = srv.wait_ready(target, args.ready_timeout) => Some(r),
+        _ = signals.next() => None,
+    };
+    match ready {
+        None => {
+            srv.stop(args.stop_grace).await;
+            Started::Interrupted
+        }
+        Some(Err(e)) => {
+            eprintln!("{}: {e}", log.display());
+            srv.stop(args.stop_grace).await;
+            Started::Failed {
+                error: e,
+                log_tail: server::log_tail(log, TAIL_LINES),
+            }
+        }
+        Some(Ok(())) => Started::Ready(srv),
+    }
+}
+
+/// Between two benchmarks of one server: `--after-bench-cmd` when given, else the
+/// `--reset-cache` reset, whose answers it returns.
+async fn between_benchmarks(
+    args: &SweepServeArgs,
+    target: &str,
+    name: &str,
+) -> Option<llmsurge_coordinator::cache_reset::CacheReset> {
+    if let Some(cmd) = &args.after_bench_cmd {
+        let status = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .stdin(Stdio::null())
+            .status()
+            .await;
+        if !status.as_ref().is_ok_and(|s| s.success()) {
+            eprintln!("{name}: --after-bench-cmd failed ({status:?})");
+        }
+        return None;
+    }
+    if args.reset_cache == "none" {
+        return None;
+    }
+    use llmsurge_coordinator::cache_reset::{CacheResetConfig, ResetMode, reset};
+    let cfg = CacheResetConfig {
+        mode: match args.reset_cache.as_str() {
+            "auto" => ResetMode::Auto,
+            path => ResetMode::Path(path.to_string()),
+        },
+        origin: target.to_string(),
+        headers: Vec::new(),
+        timeout: Duration::from_secs(30),
+        tls: Default::default(),
+        before_first: true,
+    };
+    Some(reset(&cfg).await)
+}
+
 fn write_report(out: &Path, sweep: &SweepReport) {
     if let Err(e) = report::write(out, sweep) {
         eprintln!(
@@ -612,8 +662,17 @@ fn bench_argv(
     if dry {
         argv.push("--dry-run".into());
     }
-    argv.extend(args.common.iter().cloned());
-    argv.extend(bench.flags.iter().cloned());
+    let mut rest = args.common.iter().chain(&bench.flags);
+    while let Some(flag) = rest.next() {
+        let name = flag.split_once('=').map_or(flag.as_str(), |(n, _)| n);
+        if bench.skip.contains(&name) {
+            if !flag.contains('=') {
+                rest.next();
+            }
+            continue;
+        }
+        argv.push(flag.clone());
+    }
     argv
 }
 
