@@ -332,3 +332,157 @@ fn sweep_serve_without_serve_cmd_runs_bench_params_against_target_with_gpu_figur
         assert_eq!(r["figures"]["gpu_power_mean_w"], 600.0);
     }
 }
+
+/// The chart descriptions the page embeds (the JSON its script draws).
+fn page_charts(html: &str) -> Vec<serde_json::Value> {
+    let start = html
+        .find(r#"id="report-data">"#)
+        .map(|i| i + r#"id="report-data">"#.len())
+        .expect("the page's data");
+    let end = start + html[start..].find("</script>").expect("its end");
+    let data: serde_json::Value = serde_json::from_str(&html[start..end]).expect("JSON");
+    data["charts"].as_array().expect("charts").clone()
+}
+
+#[test]
+fn sweep_serve_page_draws_each_figure_against_each_varied_parameter_and_the_front() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(
+        dir.path(),
+        "serve.json",
+        r#"[{"ttft_ms": 2}, {"ttft_ms": 4}]"#,
+    );
+    // A filter that is not KEY OP VALUE, or names no parameter, is one line, exit 2,
+    // before any server starts.
+    for (bad, needle) in [("ttft_ms>>", "--filter"), ("nope>=2", "--filter")] {
+        let out = sweep(dir.path(), &serve, &["--filter", bad]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.contains(needle) && stderr.trim().lines().count() == 1,
+            "{bad}: {stderr}"
+        );
+    }
+    assert!(groups(dir.path()).is_empty(), "no server started");
+    let out = sweep(
+        dir.path(),
+        &serve,
+        &["--gpus", "2", "--chart-images", "svg"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let summary = report(dir.path());
+    let rows = summary["rows"].as_array().expect("rows").clone();
+    let html = std::fs::read_to_string(dir.path().join("out/sweep.html")).expect("html");
+    let charts = page_charts(&html);
+    // Varied: serve.ttft_ms and bench.profile (rate and max_requests vary too).
+    let ids: Vec<&str> = charts.iter().filter_map(|c| c["id"].as_str()).collect();
+    for id in [
+        "sweep-tpot_p50-vs-serve-ttft_ms",
+        "sweep-ttft_p50-vs-bench-profile",
+        "sweep-pareto-front",
+    ] {
+        assert!(ids.contains(&id), "{id} in {ids:?}");
+        // The same chart as an image.
+        assert!(
+            dir.path()
+                .join("out/charts")
+                .join(format!("{id}.svg"))
+                .is_file(),
+            "{id}.svg"
+        );
+    }
+    // Each curve's points are the rows' figures: one line per benchmark configuration,
+    // x the serve parameter.
+    let curve = charts
+        .iter()
+        .find(|c| c["id"] == "sweep-ttft_p50-vs-serve-ttft_ms")
+        .expect("the curve");
+    let series = curve["series"].as_array().expect("series");
+    assert_eq!(series.len(), 2, "{curve:#}");
+    let mut n = 0;
+    for s in series {
+        for p in s["points"].as_array().expect("points") {
+            let (x, y) = (p[0].as_f64().expect("x"), p[1].as_f64().expect("y"));
+            assert!(
+                rows.iter()
+                    .any(|r| r["serve_params"]["ttft_ms"].as_f64() == Some(x)
+                        && r["figures"]["ttft_p50"].as_f64() == Some(y)),
+                "({x}, {y}) is no row's: {rows:#?}"
+            );
+            n += 1;
+        }
+    }
+    assert_eq!(n, 4);
+    // The front: per GPU (the total over --gpus 2), each point labelled by its
+    // parameters, the front's points from the rows.
+    let front = charts
+        .iter()
+        .find(|c| c["id"] == "sweep-pareto-front")
+        .expect("front");
+    assert!(
+        front["x"]["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("per GPU")),
+        "{front:#}"
+    );
+    let marks = front["marks"].as_array().expect("marks");
+    assert!(!marks.is_empty(), "{front:#}");
+    for m in marks {
+        let label = m["label"].as_str().expect("label");
+        assert!(
+            label.contains("ttft_ms=") && label.contains("profile="),
+            "{label}"
+        );
+        let x = m["x"].as_f64().expect("x");
+        assert!(
+            rows.iter().any(|r| r["figures"]["output_tokens_per_s"]
+                .as_f64()
+                .is_some_and(|t| (t / 2.0 - x).abs() < 1e-9)),
+            "{x} is no row's output tokens/s over 2 GPUs"
+        );
+    }
+
+    // --filter: the charts show only the points that meet it; the table keeps all.
+    let out = sweep(
+        dir.path(),
+        &serve,
+        &["--filter", "ttft_ms<=2", "--curve-by", "profile"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let html = std::fs::read_to_string(dir.path().join("out/sweep.html")).expect("html");
+    let charts = page_charts(&html);
+    assert!(
+        charts
+            .iter()
+            .filter(|c| c["id"] != "sweep-pareto-front")
+            .all(|c| c["id"]
+                .as_str()
+                .is_some_and(|i| i.ends_with("-vs-bench-profile"))),
+        "--curve-by profile only"
+    );
+    let rows = report(dir.path())["rows"].as_array().expect("rows").clone();
+    let curve = charts
+        .iter()
+        .find(|c| c["id"] == "sweep-ttft_p50-vs-bench-profile")
+        .expect("the curve");
+    let ys: Vec<f64> = curve["series"]
+        .as_array()
+        .expect("series")
+        .iter()
+        .flat_map(|s| s["points"].as_array().cloned().unwrap_or_default())
+        .map(|p| p[1].as_f64().expect("y"))
+        .collect();
+    // The two points of the server with ttft_ms 2, each its row's figure.
+    assert_eq!(ys.len(), 2, "{curve:#}");
+    for y in ys {
+        assert!(
+            rows.iter().any(|r| r["serve_params"]["ttft_ms"] == 2
+                && r["figures"]["ttft_p50"].as_f64() == Some(y)),
+            "{y} is no point of ttft_ms=2: {rows:#?}"
+        );
+    }
+    assert_eq!(
+        report(dir.path())["rows"].as_array().expect("rows").len(),
+        4
+    );
+}

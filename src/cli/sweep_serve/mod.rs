@@ -8,6 +8,8 @@
 //! server's log (`server.log`, a hard link to `s{S}.server.log`). [`sla`] is `sweep
 //! serve-sla`: the capacity search per point and SLA, on the same servers and points.
 
+pub mod charts;
+pub mod filter;
 pub mod params;
 pub mod report;
 pub mod server;
@@ -89,6 +91,38 @@ pub struct SweepServeArgs {
     )]
     pub output_dir: PathBuf,
 
+    /// The sweep page's curves: each headline figure against these parameters
+    /// (serve.KEY, bench.KEY or a bare KEY; repeat or separate with commas). Default:
+    /// every parameter whose value varies.
+    #[arg(
+        long,
+        env = "LLMSURGE_CURVE_BY",
+        value_name = "PARAM",
+        value_delimiter = ','
+    )]
+    pub curve_by: Vec<String>,
+
+    /// The points the sweep page's charts show: conditions KEY OP VALUE separated by
+    /// commas, all of which must hold (OP: <=, >=, <, >, ==, !=; KEY a parameter or a
+    /// figure), e.g. "max_num_seqs>=32,bench.profile==constant".
+    #[arg(long, env = "LLMSURGE_FILTER", value_name = "CONDITIONS")]
+    pub filter: Option<String>,
+
+    /// GPUs per point for the Pareto front's tokens/s per GPU: a count, or the name of
+    /// the parameter that holds it (e.g. tensor_parallel_size). Default: the GPU count
+    /// --gpu-metrics saw, else the front is per server.
+    #[arg(long, env = "LLMSURGE_GPUS", value_name = "N|PARAM")]
+    pub gpus: Option<String>,
+
+    /// The sweep page's charts also as image files in DIR/charts/: png, svg or both.
+    #[arg(
+        long,
+        env = "LLMSURGE_CHART_IMAGES",
+        value_name = "png,svg",
+        value_delimiter = ','
+    )]
+    pub chart_images: Vec<String>,
+
     /// Whether --reset-cache was given (not defaulted): then points get it too.
     #[arg(skip)]
     pub reset_cache_given: bool,
@@ -139,7 +173,103 @@ pub fn sweep_serve(args: &SweepServeArgs) -> i32 {
             return exit_codes::RUN_FAILED;
         }
     };
-    runtime.block_on(run(args, &serves, &benches))
+    let spec = match chart_spec(args, &serves, &benches) {
+        Ok(s) => s,
+        Err(UsageError(m)) => return usage_error(&m),
+    };
+    runtime.block_on(run(args, &spec, &serves, &benches))
+}
+
+/// The charts' settings, checked against the configurations' parameters.
+fn chart_spec(
+    args: &SweepServeArgs,
+    serves: &[Serve],
+    benches: &[Bench],
+) -> Result<charts::ChartSpec, UsageError> {
+    // Every parameter a point can have, as a row of the report would hold it.
+    let rows: Vec<Row> = serves
+        .iter()
+        .flat_map(|s| {
+            benches.iter().map(|b| Row {
+                point: String::new(),
+                serve_index: s.index,
+                bench_index: 0,
+                serve_params: s.params.clone(),
+                bench_params: b.params.clone(),
+                benchmark: None,
+                status: Status::Ok,
+                exit_code: None,
+                error: None,
+                log_tail: Vec::new(),
+                cache_reset: None,
+                figures: Default::default(),
+            })
+        })
+        .collect();
+    let figure = |k: &str| {
+        crate::report::across_runs::FIGURES.contains(&k) || report::GPU_FIGURES.contains(&k)
+    };
+    let mut curve_by = Vec::new();
+    for k in args
+        .curve_by
+        .iter()
+        .map(|k| k.trim())
+        .filter(|k| !k.is_empty())
+    {
+        match charts::qualify(&rows, k) {
+            Some(q) => curve_by.push(q),
+            None => {
+                return Err(UsageError(format!(
+                    "--curve-by: no parameter {k:?} in --serve-params or --bench-params"
+                )));
+            }
+        }
+    }
+    let filter = match &args.filter {
+        Some(spec) => Some(
+            filter::Filter::parse(spec, |k| charts::qualify(&rows, k).is_some() || figure(k))
+                .map_err(UsageError)?,
+        ),
+        None => None,
+    };
+    let gpus = match args.gpus.as_deref().map(str::trim) {
+        None => None,
+        Some(g) => match g.parse::<u32>() {
+            Ok(0) => return Err(UsageError("--gpus: 0 GPUs (give 1 or more)".into())),
+            Ok(n) => Some(charts::Gpus::Count(n)),
+            Err(_) => match charts::qualify(&rows, g) {
+                Some(q) => Some(charts::Gpus::Param(q)),
+                None => {
+                    return Err(UsageError(format!(
+                        "--gpus: {g:?} is neither a count nor a parameter of --serve-params or --bench-params"
+                    )));
+                }
+            },
+        },
+    };
+    let mut images = Vec::new();
+    for f in args
+        .chart_images
+        .iter()
+        .map(|f| f.trim())
+        .filter(|f| !f.is_empty())
+    {
+        images.push(match f {
+            "png" => crate::report::charts::draw::ImageFormat::Png,
+            "svg" => crate::report::charts::draw::ImageFormat::Svg,
+            other => {
+                return Err(UsageError(format!(
+                    "--chart-images: unknown format {other:?} (expected png or svg)"
+                )));
+            }
+        });
+    }
+    Ok(charts::ChartSpec {
+        curve_by,
+        filter,
+        gpus,
+        images,
+    })
 }
 
 /// Loads and checks every configuration before anything starts.
@@ -279,7 +409,12 @@ enum Ended {
     Interrupted,
 }
 
-async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 {
+async fn run(
+    args: &SweepServeArgs,
+    spec: &charts::ChartSpec,
+    serves: &[Serve],
+    benches: &[Bench],
+) -> i32 {
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(e) => {
@@ -416,7 +551,7 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
                         sweep.rows.push(row);
                     }
                     any_failed = true;
-                    write_report(out, &sweep);
+                    write_report(out, &sweep, spec);
                     continue;
                 }
             }
@@ -501,7 +636,7 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
                     }
                 }
             }
-            write_report(out, &sweep);
+            write_report(out, &sweep, spec);
         }
         if let Some(srv) = running.take() {
             srv.stop(args.stop_grace).await;
@@ -515,7 +650,7 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
             exit_codes::OK
         };
     }
-    write_report(out, &sweep);
+    write_report(out, &sweep, spec);
     crate::stdout::println(&format!(
         "sweep report: {}",
         out.join("sweep.json").display()
@@ -618,8 +753,9 @@ async fn between_benchmarks(
     Some(reset(&cfg).await)
 }
 
-fn write_report(out: &Path, sweep: &SweepReport) {
-    if let Err(e) = report::write(out, sweep) {
+fn write_report(out: &Path, sweep: &SweepReport, spec: &charts::ChartSpec) {
+    let charts = charts::charts(&sweep.rows, spec);
+    if let Err(e) = report::write(out, sweep, &charts, &spec.images) {
         eprintln!(
             "error: cannot write the sweep report in {}: {e}",
             out.display()

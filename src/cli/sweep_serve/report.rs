@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The `--gpu-metrics` figures a row may have, after the headline ones.
-const GPU_FIGURES: [&str; 3] = [
+pub(super) const GPU_FIGURES: [&str; 3] = [
     "gpu_power_mean_w",
     "joules_per_output_token",
     "output_tokens_per_s_per_gpu",
@@ -202,8 +202,23 @@ fn html_escape(s: &str) -> String {
 
 /// Writes `sweep.json`, `sweep.csv`, `sweep.md` and `sweep.html` into `dir` (each
 /// atomically: a temporary file renamed).
-pub fn write(dir: &Path, report: &SweepReport) -> std::io::Result<()> {
+pub fn write(
+    dir: &Path,
+    report: &SweepReport,
+    charts: &[crate::report::charts::Chart],
+    images: &[crate::report::charts::draw::ImageFormat],
+) -> std::io::Result<()> {
     let json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
+    if !images.is_empty() {
+        let dir = dir.join("charts");
+        std::fs::create_dir_all(&dir)?;
+        for format in images {
+            let (_, failed) = crate::report::charts::draw::write_images(charts, *format, &dir);
+            if let Some((path, e)) = failed.first() {
+                return Err(std::io::Error::other(format!("{}: {e}", path.display())));
+            }
+        }
+    }
     let (header, cells) = table(report);
     let failed: Vec<bool> = report
         .rows
@@ -216,7 +231,7 @@ pub fn write(dir: &Path, report: &SweepReport) -> std::io::Result<()> {
         .map(|cmd| format!("Server command: `{cmd}`"))
         .collect();
     write_tables(
-        dir, "sweep", "Sweep", &json, &intro, &header, &cells, &failed,
+        dir, "sweep", "Sweep", &json, &intro, &header, &cells, &failed, charts,
     )
 }
 
@@ -233,6 +248,7 @@ pub(super) fn write_tables(
     header: &[String],
     cells: &[Vec<String>],
     failed: &[bool],
+    charts: &[crate::report::charts::Chart],
 ) -> std::io::Result<()> {
     let put = |ext: &str, body: &[u8]| -> std::io::Result<()> {
         let name = format!("{stem}.{ext}");
@@ -298,5 +314,17 @@ pub(super) fn write_tables(
         html.push_str("</tr>");
     }
     html.push_str("</tbody></table></body></html>\n");
+    if !charts.is_empty() {
+        // The chart page of `llmsurge plot`, the table above its charts.
+        let table = &html
+            [html.find("<body>").map_or(0, |i| i + 6)..html.rfind("</body>").unwrap_or(html.len())];
+        let page = crate::report::charts::page::render(title, &[], charts)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        html = page.replacen(
+            "<section>",
+            &format!("<section class=\"sweep-table\"><style>table.sweep td,table.sweep th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}tr.failed{{background:#fdd}}</style>{}</section><section>", table.replace("<table>", "<table class=\"sweep\">").replacen(&format!("<h1>{}</h1>", html_escape(title)), "", 1)),
+            1,
+        );
+    }
     put("html", html.as_bytes())
 }

@@ -280,6 +280,16 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
             "--repeat: sweep serve-sla runs each load once (the search retests the boundary itself)".into(),
         ));
     }
+    let s = &args.sweep;
+    if !s.curve_by.is_empty()
+        || s.filter.is_some()
+        || s.gpus.is_some()
+        || !s.chart_images.is_empty()
+    {
+        return Err(UsageError(
+            "--curve-by, --filter, --gpus and --chart-images draw sweep serve's charts; sweep serve-sla has none".into(),
+        ));
+    }
     let owned = |f: &str| {
         ["--profile", "--rate"]
             .iter()
@@ -857,5 +867,6 @@ pub fn write(dir: &Path, report: &SlaReport) -> std::io::Result<()> {
         &header,
         &cells,
         &failed,
+        &[],
     )
 }
