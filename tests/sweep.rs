@@ -486,3 +486,130 @@ fn sweep_serve_page_draws_each_figure_against_each_varied_parameter_and_the_fron
         4
     );
 }
+
+/// `GET path` on 127.0.0.1:`port`; the body, when the server answers.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+/// Processes whose command line mentions `needle` (the sweep's own folder).
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                out.push(format!("{}: {cmd}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn sweep_serve_a_server_that_dies_mid_run_fails_only_its_configuration() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(
+        dir.path(),
+        "serve.json",
+        r#"[{"ttft_ms": 20}, {"ttft_ms": 2}]"#,
+    );
+    let bench = write(
+        dir.path(),
+        "bench.json",
+        r#"[{"profile": "concurrent", "rate": 2, "max_seconds": 4, "max_dispatch_lag": "10s", "data": "prompt_tokens=16,output_tokens=8"}]"#,
+    );
+    let out_dir = dir.path().join("out");
+    let mut child = llmsurge()
+        .args(["sweep", "serve", "--serve-cmd"])
+        .arg(serve_cmd(&dir.path().join("pids")))
+        .arg("--serve-params")
+        .arg(&serve)
+        .arg("--bench-params")
+        .arg(&bench)
+        .arg("--output-dir")
+        .arg(&out_dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    for line in lines.by_ref() {
+        if line.expect("a line").contains("s0-b0: running") {
+            break;
+        }
+    }
+    // The first server's port is in its log (the mock's first line).
+    let log = std::fs::read_to_string(out_dir.join("s0.server.log")).expect("the log");
+    let port: u16 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("listening on http://127.0.0.1:"))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("a port in {log:?}"));
+    // Kill it once it has answered requests of the benchmark: mid-run.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let completed = http_get(port, "/stats")
+            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+            .and_then(|s| s["completed"].as_u64())
+            .unwrap_or(0);
+        if completed >= 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the benchmark never reached the server"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pgids = groups(dir.path());
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgids[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the first server");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(1), "a failed configuration: {rest:?}");
+    // The sweep went on to the second server, and left no process behind.
+    let pgids = groups(dir.path());
+    assert_eq!(pgids.len(), 2, "{rest:?}");
+    for g in &pgids {
+        assert!(!group_alive(*g), "process group {g} still has a process");
+    }
+    let left = processes_mentioning(&dir.path().display().to_string());
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let summary = report(dir.path());
+    let rows = summary["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{summary}");
+    let dead = rows.iter().find(|r| r["point"] == "s0-b0").expect("s0-b0");
+    assert_eq!(dead["status"], "failed", "{dead}");
+    assert!(
+        dead["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("the server died")),
+        "{dead}"
+    );
+    // The last lines of its log: the mock's own.
+    assert!(
+        dead["log_tail"].to_string().contains("listening on"),
+        "{dead}"
+    );
+    let alive = rows.iter().find(|r| r["point"] == "s1-b0").expect("s1-b0");
+    assert_eq!(alive["status"], "ok", "{alive}");
+    for f in ["sweep.md", "sweep.html", "sweep.csv"] {
+        let text = std::fs::read_to_string(out_dir.join(f)).expect(f);
+        assert!(
+            text.contains("the server died") && text.contains("listening on"),
+            "{f}: {text}"
+        );
+    }
+}
