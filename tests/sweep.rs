@@ -488,7 +488,7 @@ fn sweep_serve_page_draws_each_figure_against_each_varied_parameter_and_the_fron
 }
 
 /// `GET path` on 127.0.0.1:`port`; the body, when the server answers.
-fn http_get(port: u16, path: &str) -> Option<String> {
+pub(crate) fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
