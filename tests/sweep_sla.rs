@@ -206,3 +206,115 @@ fn serve_sla_refuses_bad_slas_and_loads_it_chooses_and_dry_runs() {
         "no server started on --dry-run"
     );
 }
+
+/// Runs `sweep serve-sla` with the mock as the server command.
+fn serve_sla(dir: &Path, serve: &str, bench: &str, args: &[&str]) -> std::process::Output {
+    let serve = write(dir, "serve.json", serve);
+    let bench = write(dir, "bench.json", bench);
+    let out = llmsurge()
+        .args(["sweep", "serve-sla", "--serve-cmd"])
+        .arg(serve_cmd(&dir.join("pids")))
+        .arg("--serve-params")
+        .arg(&serve)
+        .arg("--bench-params")
+        .arg(&bench)
+        .arg("--output-dir")
+        .arg(dir.join("out"))
+        .args(["--ready-timeout", "60s"])
+        .args(args)
+        .output()
+        .expect("llmsurge runs");
+    eprintln!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn sla_report(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("out/sla.json")).expect("sla.json"))
+        .expect("JSON")
+}
+
+#[test]
+fn serve_sla_a_server_that_fails_to_start_fails_only_its_configuration_and_resume_reads_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The second server misses the SLA one request at a time (20 ms to the first token):
+    // its search ends after the synchronous load.
+    let serve = r#"[{"no_such_mock_flag": 1}, {"ttft_ms": 20}]"#;
+    let bench = r#"[{"max_seconds": 1, "data": "prompt_tokens=16,output_tokens=4"}]"#;
+    let args = ["--sla-params", "ttft_p50<=1ms"];
+    let out = serve_sla(dir.path(), serve, bench, &args);
+    assert_eq!(out.status.code(), Some(1), "a failed configuration");
+    for g in groups(dir.path()) {
+        assert!(!group_alive(g), "process group {g} still has a process");
+    }
+    let report = sla_report(dir.path());
+    let rows = report["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{report}");
+    assert_eq!(rows[0]["status"], "failed", "{report}");
+    assert!(
+        rows[0]["log_tail"]
+            .to_string()
+            .contains("no-such-mock-flag"),
+        "{report}"
+    );
+    assert_eq!(rows[1]["status"], "ok", "{report}");
+    assert!(rows[1].get("answer").is_none(), "{report}");
+    assert!(
+        rows[1]["conclusion"]
+            .as_str()
+            .is_some_and(|c| c.contains("even one request at a time")),
+        "{report}"
+    );
+    assert_eq!(report["benchmarks_run"], 1, "{report}");
+    // --resume: the measured load is read back, not run again.
+    let mut again: Vec<&str> = args.to_vec();
+    again.push("--resume");
+    let out = serve_sla(dir.path(), serve, bench, &again);
+    assert_eq!(out.status.code(), Some(1));
+    let report = sla_report(dir.path());
+    assert_eq!(report["benchmarks_run"], 0, "{report}");
+    assert_eq!(report["benchmarks_resumed"], 1, "{report}");
+    assert_eq!(report["rows"][1]["status"], "ok", "{report}");
+}
+
+#[test]
+fn serve_sla_over_concurrency_finds_the_mocks_slot_count() {
+    // 4 slots, each request 20 ms + 15 × 5 ms = 95 ms: up to 4 streams every request
+    // starts at once (TTFT 20 ms); a fifth stream waits a whole request for a slot one
+    // time in five, so TTFT p90 ≥ 95 ms. The SLA ttft_p90 ≤ 60 ms holds at 4 streams.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = serve_sla(
+        dir.path(),
+        r#"[{"max_concurrency": 4, "ttft_ms": 20, "itl_ms": 5, "output_tokens": 16}]"#,
+        r#"[{"data": "prompt_tokens=16,output_tokens=16"}]"#,
+        &[
+            "--sla-params",
+            "ttft_p90<=60ms",
+            "--sla-variable",
+            "concurrency",
+            "--",
+            "--max-seconds",
+            "2",
+            "--max-concurrency",
+            "16",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let report = sla_report(dir.path());
+    assert_eq!(report["variable"], "concurrency");
+    let row = &report["rows"][0];
+    assert_eq!(row["answer"], 4.0, "{row:#}");
+    // The throughput load ran 16 streams (--max-concurrency), then concurrent loads.
+    let dirs: Vec<&str> = row["probes"]
+        .as_array()
+        .expect("probes")
+        .iter()
+        .filter_map(|p| p["dir"].as_str())
+        .collect();
+    assert_eq!(&dirs[..2], ["synchronous", "throughput"], "{dirs:?}");
+    assert!(dirs.contains(&"concurrency-4"), "{dirs:?}");
+    assert_eq!(row["probes"][1]["value"], 16.0, "{row:#}");
+}
