@@ -331,6 +331,29 @@ fn sweep_serve_without_serve_cmd_runs_bench_params_against_target_with_gpu_figur
         );
         assert_eq!(r["figures"]["gpu_power_mean_w"], 600.0);
     }
+    // Without --gpus the page's front is per GPU by the count --gpu-metrics saw: each
+    // front point's x is its row's output tokens/s per GPU.
+    let html = std::fs::read_to_string(dir.path().join("out/sweep.html")).expect("html");
+    let charts = page_charts(&html);
+    let front = charts
+        .iter()
+        .find(|c| c["id"] == "sweep-pareto-front")
+        .expect("the front");
+    assert!(
+        front["x"]["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("per GPU")),
+        "{front:#}"
+    );
+    let marks = front["marks"].as_array().expect("marks");
+    assert!(!marks.is_empty(), "{front:#}");
+    for m in marks {
+        assert!(
+            rows.iter()
+                .any(|r| r["figures"]["output_tokens_per_s_per_gpu"] == m["x"]),
+            "{m} is no row's output tokens/s per GPU"
+        );
+    }
 }
 
 /// The chart descriptions the page embeds (the JSON its script draws).
