@@ -191,6 +191,18 @@ fn serve_sla_refuses_bad_slas_and_loads_it_chooses_and_dry_runs() {
             "{sla} {extra:?}: {stderr}"
         );
     }
+    // No SLA at all: one line naming the flag (not clap's header of a list).
+    let out = llmsurge()
+        .args(["sweep", "serve-sla", "--target", "http://127.0.0.1:1"])
+        .env_remove("LLMSURGE_SLA_PARAMS")
+        .output()
+        .expect("llmsurge runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--sla-params") && stderr.trim().lines().count() == 1,
+        "{stderr}"
+    );
     assert!(groups(dir.path()).is_empty(), "no server started");
     // --dry-run: the server command and each point's search, nothing started.
     let out = run(&bench, "e2e_p99<=2s;e2e_p99<=5s", &["--dry-run"]);

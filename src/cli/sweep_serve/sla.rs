@@ -30,12 +30,7 @@ pub struct SweepServeSlaArgs {
     /// The SLAs, each in the --slo grammar (all its checks must hold), e.g.
     /// 'e2e_p99<=2s' or 'ttft_p99<=500ms,tpot_p50<=20ms'. Repeat the flag, separate
     /// SLAs with ';', or name a JSON or YAML file holding a list of them.
-    #[arg(
-        long,
-        env = "LLMSURGE_SLA_PARAMS",
-        value_name = "SLA|FILE",
-        required = true
-    )]
+    #[arg(long, env = "LLMSURGE_SLA_PARAMS", value_name = "SLA|FILE")]
     pub sla_params: Vec<String>,
 
     /// What the search varies: the request rate of constant-rate benchmarks, or the
@@ -124,7 +119,9 @@ fn load_slas(values: &[String]) -> Result<Vec<Sla>, UsageError> {
         slas.push(Sla { text, slo });
     }
     if slas.is_empty() {
-        return Err(UsageError("--sla-params: no SLA given".into()));
+        return Err(UsageError(
+            "--sla-params: no SLA given (e.g. --sla-params 'e2e_p99<=2s')".into(),
+        ));
     }
     Ok(slas)
 }
