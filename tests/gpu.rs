@@ -95,6 +95,76 @@ fn gpu_metrics_from_the_mocks_dcgm_series() {
         (got - want).abs() / want < 0.02,
         "J/token {got}, want {want}"
     );
+    // The mock's counters (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION) give the energy: each
+    // GPU's is its 250 W over the measured window, the mock's truth.
+    use llmsurge_coordinator::gpu::EnergySource;
+    assert_eq!(gpu.energy_source, Some(EnergySource::Counter), "{gpu:?}");
+    for g in &gpu.per_gpu {
+        assert_eq!(g.energy_source, Some(EnergySource::Counter), "{g:?}");
+        let truth = 250.0 * b.measured_window.duration_s;
+        assert!(
+            (g.energy_j - truth).abs() / truth < 0.02,
+            "GPU {}: {} J, the mock's {truth} J",
+            g.index,
+            g.energy_j
+        );
+    }
+}
+
+#[test]
+fn gpu_energy_counter_differences_are_the_mocks_energy_over_the_window() {
+    // The counter read from the mock's own /metrics before and after the run bounds the
+    // energy of the window inside them; the report's is the window's share of it.
+    let server = mock(MockConfig {
+        ttft_ms: 50.0,
+        dcgm_gpus: 1,
+        dcgm_power_w: 123.0,
+        ..MockConfig::instant()
+    });
+    let url = format!("{}/metrics", server.base_url());
+    let port: u16 = server
+        .base_url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches('/').parse().ok())
+        .expect("a port");
+    let counter = || -> f64 {
+        let text = crate::sweep::http_get(port, "/metrics").expect("the mock's metrics");
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{")
+                    .and_then(|r| r.split_whitespace().last())
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
+            .expect("the energy counter")
+    };
+    let (before, t0) = (counter(), std::time::Instant::now());
+    let run = Bench::target(&server.base_url())
+        .concurrent(2)
+        .max_requests(20)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json,csv")
+        .arg("--gpu-metrics", &url)
+        .arg("--server-metrics-interval", "100ms")
+        .run();
+    let (after, elapsed) = (counter(), t0.elapsed().as_secs_f64());
+    let report = crate::support::ok_report(&run);
+    let b = &report.benchmarks[0];
+    let gpu = b.gpu.as_ref().expect("gpu figures");
+    // The mock's counter grew at its power between the two reads.
+    let rate = (after - before) / 1000.0 / elapsed;
+    assert!((rate - 123.0).abs() / 123.0 < 0.02, "{rate} W");
+    let truth = 123.0 * b.measured_window.duration_s;
+    assert!(
+        (gpu.energy_j - truth).abs() / truth < 0.02,
+        "{} J, the mock's {truth} J",
+        gpu.energy_j
+    );
+    assert!(
+        gpu.energy_j * 1000.0 <= after - before,
+        "within the two reads"
+    );
+    assert_eq!(run.csv_first_row().cell("gpu.energy_source"), "counter");
 }
 
 #[test]

@@ -9,14 +9,14 @@ const EXE: &str = env!("CARGO_BIN_EXE_llmsurge");
 
 /// The server command: the shell writes its own pid (the process group's id) to
 /// `pids`, then runs the mock.
-fn serve_cmd(pids: &Path) -> String {
+pub(crate) fn serve_cmd(pids: &Path) -> String {
     format!(
         "echo $$ >> {} && {EXE} mock-server --port {{port}}",
         pids.display()
     )
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).expect("write");
     p
@@ -53,7 +53,7 @@ fn sweep(dir: &Path, serve_params: &Path, extra: &[&str]) -> Output {
 }
 
 /// The process groups the server commands ran in.
-fn groups(dir: &Path) -> Vec<i32> {
+pub(crate) fn groups(dir: &Path) -> Vec<i32> {
     std::fs::read_to_string(dir.join("pids"))
         .unwrap_or_default()
         .lines()
@@ -62,7 +62,7 @@ fn groups(dir: &Path) -> Vec<i32> {
 }
 
 /// Whether any process is left in group `pgid` (signal 0 to the group).
-fn group_alive(pgid: i32) -> bool {
+pub(crate) fn group_alive(pgid: i32) -> bool {
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
 }
 
@@ -330,5 +330,309 @@ fn sweep_serve_without_serve_cmd_runs_bench_params_against_target_with_gpu_figur
             gpu.joules_per_output_token
         );
         assert_eq!(r["figures"]["gpu_power_mean_w"], 600.0);
+    }
+    // Without --gpus the page's front is per GPU by the count --gpu-metrics saw: each
+    // front point's x is its row's output tokens/s per GPU.
+    let html = std::fs::read_to_string(dir.path().join("out/sweep.html")).expect("html");
+    let charts = page_charts(&html);
+    let front = charts
+        .iter()
+        .find(|c| c["id"] == "sweep-pareto-front")
+        .expect("the front");
+    assert!(
+        front["x"]["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("per GPU")),
+        "{front:#}"
+    );
+    let marks = front["marks"].as_array().expect("marks");
+    assert!(!marks.is_empty(), "{front:#}");
+    for m in marks {
+        assert!(
+            rows.iter()
+                .any(|r| r["figures"]["output_tokens_per_s_per_gpu"] == m["x"]),
+            "{m} is no row's output tokens/s per GPU"
+        );
+    }
+}
+
+/// The chart descriptions the page embeds (the JSON its script draws).
+fn page_charts(html: &str) -> Vec<serde_json::Value> {
+    let start = html
+        .find(r#"id="report-data">"#)
+        .map(|i| i + r#"id="report-data">"#.len())
+        .expect("the page's data");
+    let end = start + html[start..].find("</script>").expect("its end");
+    let data: serde_json::Value = serde_json::from_str(&html[start..end]).expect("JSON");
+    data["charts"].as_array().expect("charts").clone()
+}
+
+#[test]
+fn sweep_serve_page_draws_each_figure_against_each_varied_parameter_and_the_front() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(
+        dir.path(),
+        "serve.json",
+        r#"[{"ttft_ms": 2}, {"ttft_ms": 4}]"#,
+    );
+    // A filter that is not KEY OP VALUE, or names no parameter, is one line, exit 2,
+    // before any server starts.
+    for (bad, needle) in [("ttft_ms>>", "--filter"), ("nope>=2", "--filter")] {
+        let out = sweep(dir.path(), &serve, &["--filter", bad]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.contains(needle) && stderr.trim().lines().count() == 1,
+            "{bad}: {stderr}"
+        );
+    }
+    assert!(groups(dir.path()).is_empty(), "no server started");
+    let out = sweep(
+        dir.path(),
+        &serve,
+        &["--gpus", "2", "--chart-images", "svg"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let summary = report(dir.path());
+    let rows = summary["rows"].as_array().expect("rows").clone();
+    let html = std::fs::read_to_string(dir.path().join("out/sweep.html")).expect("html");
+    let charts = page_charts(&html);
+    // Varied: serve.ttft_ms and bench.profile (rate and max_requests vary too).
+    let ids: Vec<&str> = charts.iter().filter_map(|c| c["id"].as_str()).collect();
+    for id in [
+        "sweep-tpot_p50-vs-serve-ttft_ms",
+        "sweep-ttft_p50-vs-bench-profile",
+        "sweep-pareto-front",
+    ] {
+        assert!(ids.contains(&id), "{id} in {ids:?}");
+        // The same chart as an image.
+        assert!(
+            dir.path()
+                .join("out/charts")
+                .join(format!("{id}.svg"))
+                .is_file(),
+            "{id}.svg"
+        );
+    }
+    // Each curve's points are the rows' figures: one line per benchmark configuration,
+    // x the serve parameter.
+    let curve = charts
+        .iter()
+        .find(|c| c["id"] == "sweep-ttft_p50-vs-serve-ttft_ms")
+        .expect("the curve");
+    let series = curve["series"].as_array().expect("series");
+    assert_eq!(series.len(), 2, "{curve:#}");
+    let mut n = 0;
+    for s in series {
+        for p in s["points"].as_array().expect("points") {
+            let (x, y) = (p[0].as_f64().expect("x"), p[1].as_f64().expect("y"));
+            assert!(
+                rows.iter()
+                    .any(|r| r["serve_params"]["ttft_ms"].as_f64() == Some(x)
+                        && r["figures"]["ttft_p50"].as_f64() == Some(y)),
+                "({x}, {y}) is no row's: {rows:#?}"
+            );
+            n += 1;
+        }
+    }
+    assert_eq!(n, 4);
+    // The front: per GPU (the total over --gpus 2), each point labelled by its
+    // parameters, the front's points from the rows.
+    let front = charts
+        .iter()
+        .find(|c| c["id"] == "sweep-pareto-front")
+        .expect("front");
+    assert!(
+        front["x"]["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("per GPU")),
+        "{front:#}"
+    );
+    let marks = front["marks"].as_array().expect("marks");
+    assert!(!marks.is_empty(), "{front:#}");
+    for m in marks {
+        let label = m["label"].as_str().expect("label");
+        assert!(
+            label.contains("ttft_ms=") && label.contains("profile="),
+            "{label}"
+        );
+        let x = m["x"].as_f64().expect("x");
+        assert!(
+            rows.iter().any(|r| r["figures"]["output_tokens_per_s"]
+                .as_f64()
+                .is_some_and(|t| (t / 2.0 - x).abs() < 1e-9)),
+            "{x} is no row's output tokens/s over 2 GPUs"
+        );
+    }
+
+    // --filter: the charts show only the points that meet it; the table keeps all.
+    let out = sweep(
+        dir.path(),
+        &serve,
+        &["--filter", "ttft_ms<=2", "--curve-by", "profile"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let html = std::fs::read_to_string(dir.path().join("out/sweep.html")).expect("html");
+    let charts = page_charts(&html);
+    assert!(
+        charts
+            .iter()
+            .filter(|c| c["id"] != "sweep-pareto-front")
+            .all(|c| c["id"]
+                .as_str()
+                .is_some_and(|i| i.ends_with("-vs-bench-profile"))),
+        "--curve-by profile only"
+    );
+    let rows = report(dir.path())["rows"].as_array().expect("rows").clone();
+    let curve = charts
+        .iter()
+        .find(|c| c["id"] == "sweep-ttft_p50-vs-bench-profile")
+        .expect("the curve");
+    let ys: Vec<f64> = curve["series"]
+        .as_array()
+        .expect("series")
+        .iter()
+        .flat_map(|s| s["points"].as_array().cloned().unwrap_or_default())
+        .map(|p| p[1].as_f64().expect("y"))
+        .collect();
+    // The two points of the server with ttft_ms 2, each its row's figure.
+    assert_eq!(ys.len(), 2, "{curve:#}");
+    for y in ys {
+        assert!(
+            rows.iter().any(|r| r["serve_params"]["ttft_ms"] == 2
+                && r["figures"]["ttft_p50"].as_f64() == Some(y)),
+            "{y} is no point of ttft_ms=2: {rows:#?}"
+        );
+    }
+    assert_eq!(
+        report(dir.path())["rows"].as_array().expect("rows").len(),
+        4
+    );
+}
+
+/// `GET path` on 127.0.0.1:`port`; the body, when the server answers.
+pub(crate) fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+/// Processes whose command line mentions `needle` (the sweep's own folder).
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                out.push(format!("{}: {cmd}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn sweep_serve_a_server_that_dies_mid_run_fails_only_its_configuration() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(
+        dir.path(),
+        "serve.json",
+        r#"[{"ttft_ms": 20}, {"ttft_ms": 2}]"#,
+    );
+    let bench = write(
+        dir.path(),
+        "bench.json",
+        r#"[{"profile": "concurrent", "rate": 2, "max_seconds": 4, "max_dispatch_lag": "10s", "data": "prompt_tokens=16,output_tokens=8"}]"#,
+    );
+    let out_dir = dir.path().join("out");
+    let mut child = llmsurge()
+        .args(["sweep", "serve", "--serve-cmd"])
+        .arg(serve_cmd(&dir.path().join("pids")))
+        .arg("--serve-params")
+        .arg(&serve)
+        .arg("--bench-params")
+        .arg(&bench)
+        .arg("--output-dir")
+        .arg(&out_dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    for line in lines.by_ref() {
+        if line.expect("a line").contains("s0-b0: running") {
+            break;
+        }
+    }
+    // The first server's port is in its log (the mock's first line).
+    let log = std::fs::read_to_string(out_dir.join("s0.server.log")).expect("the log");
+    let port: u16 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("listening on http://127.0.0.1:"))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("a port in {log:?}"));
+    // Kill it once it has answered requests of the benchmark: mid-run.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let completed = http_get(port, "/stats")
+            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+            .and_then(|s| s["completed"].as_u64())
+            .unwrap_or(0);
+        if completed >= 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the benchmark never reached the server"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pgids = groups(dir.path());
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgids[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the first server");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(1), "a failed configuration: {rest:?}");
+    // The sweep went on to the second server, and left no process behind.
+    let pgids = groups(dir.path());
+    assert_eq!(pgids.len(), 2, "{rest:?}");
+    for g in &pgids {
+        assert!(!group_alive(*g), "process group {g} still has a process");
+    }
+    let left = processes_mentioning(&dir.path().display().to_string());
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let summary = report(dir.path());
+    let rows = summary["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{summary}");
+    let dead = rows.iter().find(|r| r["point"] == "s0-b0").expect("s0-b0");
+    assert_eq!(dead["status"], "failed", "{dead}");
+    assert!(
+        dead["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("the server died")),
+        "{dead}"
+    );
+    // The last lines of its log: the mock's own.
+    assert!(
+        dead["log_tail"].to_string().contains("listening on"),
+        "{dead}"
+    );
+    let alive = rows.iter().find(|r| r["point"] == "s1-b0").expect("s1-b0");
+    assert_eq!(alive["status"], "ok", "{alive}");
+    for f in ["sweep.md", "sweep.html", "sweep.csv"] {
+        let text = std::fs::read_to_string(out_dir.join(f)).expect(f);
+        assert!(
+            text.contains("the server died") && text.contains("listening on"),
+            "{f}: {text}"
+        );
     }
 }

@@ -10,3 +10,4 @@ mod mock_server;
 mod scenario;
 mod support;
 mod sweep;
+mod sweep_sla;

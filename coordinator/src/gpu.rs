@@ -2,9 +2,12 @@
 //! `nvidia-smi` on this host or a DCGM exporter's Prometheus endpoint, summed up over
 //! the measured window into energy per output token and tokens/s per GPU.
 //!
-//! Energy is the mean of the total power over the samples taken within the measured
-//! window times the window's length (all samples when the window is shorter than one
-//! interval). A sample that fails is counted, never waited on past its timeout.
+//! Energy is, per GPU, the difference of its energy counter over the measured window when
+//! the source has one (DCGM's `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`, mJ), read at the
+//! window's ends by linear interpolation between the samples around each end; otherwise
+//! the mean of its power over the samples taken within the window times the window's
+//! length (all samples when the window is shorter than one interval). A sample that
+//! fails is counted, never waited on past its timeout.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -16,7 +19,7 @@ pub enum GpuSource {
     /// `nvidia-smi --query-gpu=index,power.draw,utilization.gpu,memory.used` on `PATH`.
     NvidiaSmi,
     /// A DCGM exporter's `/metrics` URL (`DCGM_FI_DEV_POWER_USAGE`, `DCGM_FI_DEV_GPU_UTIL`,
-    /// `DCGM_FI_DEV_FB_USED`, labelled by `gpu`).
+    /// `DCGM_FI_DEV_FB_USED`, `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`, labelled by `gpu`).
     Dcgm(String),
 }
 
@@ -40,6 +43,20 @@ pub struct GpuReading {
     pub util_pct: Option<f64>,
     /// Memory used, MiB.
     pub memory_mib: Option<f64>,
+    /// The energy counter, mJ since an arbitrary start (DCGM), when the source has one.
+    pub energy_mj: Option<f64>,
+}
+
+/// How a benchmark's energy was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnergySource {
+    /// The difference of the GPU's energy counter over the window.
+    Counter,
+    /// Its mean sampled power times the window.
+    IntegratedPower,
+    /// Some GPUs by their counter, the others by their power (the total only).
+    Mixed,
 }
 
 /// One GPU over the measured window.
@@ -53,6 +70,9 @@ pub struct GpuSummary {
     pub power_max_w: f64,
     /// Energy over the measured window, J.
     pub energy_j: f64,
+    /// Where the energy comes from (absent in reports written before it was added).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_source: Option<EnergySource>,
     /// Mean utilisation, %.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub util_mean_pct: Option<f64>,
@@ -81,6 +101,9 @@ pub struct GpuMetrics {
     pub power_max_w: f64,
     /// Summed energy over the measured window, J.
     pub energy_j: f64,
+    /// Where the energy comes from (absent in reports written before it was added).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_source: Option<EnergySource>,
     /// Energy per output token, J.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub joules_per_output_token: Option<f64>,
@@ -135,13 +158,19 @@ impl GpuMetrics {
     pub fn note(&self) -> String {
         let g = self;
         let mut line = format!(
-            "GPU ({}, {} GPU{}): mean power {:.0} W (max {:.0} W), energy {:.1} J",
+            "GPU ({}, {} GPU{}): mean power {:.0} W (max {:.0} W), energy {:.1} J{}",
             g.source,
             g.gpus,
             if g.gpus == 1 { "" } else { "s" },
             g.power_mean_w,
             g.power_max_w,
-            g.energy_j
+            g.energy_j,
+            match g.energy_source {
+                Some(EnergySource::Counter) => " (energy counter)",
+                Some(EnergySource::IntegratedPower) => " (power × window)",
+                Some(EnergySource::Mixed) => " (energy counters and power × window)",
+                None => "",
+            }
         );
         if let Some(j) = g.joules_per_output_token {
             line.push_str(&format!(", {j:.4} J per output token"));
@@ -180,6 +209,7 @@ pub fn parse_nvidia_smi(text: &str) -> Result<Vec<GpuReading>, String> {
             power_w: power,
             util_pct: f.get(2).and_then(|s| num(s)),
             memory_mib: f.get(3).and_then(|s| num(s)),
+            energy_mj: None,
         });
     }
     if out.is_empty() {
@@ -222,8 +252,10 @@ pub fn parse_dcgm(text: &str) -> Result<Vec<GpuReading>, String> {
             power_w: f64::NAN,
             util_pct: None,
             memory_mib: None,
+            energy_mj: None,
         });
         match name {
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" => r.energy_mj = Some(value),
             "DCGM_FI_DEV_POWER_USAGE" => r.power_w = value,
             "DCGM_FI_DEV_GPU_UTIL" => r.util_pct = Some(value),
             "DCGM_FI_DEV_FB_USED" => r.memory_mib = Some(value),
@@ -370,6 +402,47 @@ impl GpuSampler {
     }
 }
 
+/// GPU `index`'s energy over `[start, end]` from its counter, J: the counter read at
+/// each end by linear interpolation between the samples around it (extrapolated from the
+/// nearest two when no sample lies beyond an end). `None` without two counter samples,
+/// or when the counter went down (a reset) or the window lies outside the samples by
+/// more than its own length.
+fn counter_energy_j(
+    samples: &[(f64, Vec<GpuReading>)],
+    index: u32,
+    start: f64,
+    end: f64,
+) -> Option<f64> {
+    let mut points: Vec<(f64, f64)> = samples
+        .iter()
+        .filter_map(|(t, rs)| {
+            let e = rs.iter().find(|r| r.index == index)?.energy_mj?;
+            e.is_finite().then_some((*t, e))
+        })
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    points.dedup_by(|a, b| a.0 == b.0);
+    if points.len() < 2 || points.windows(2).any(|w| w[1].1 < w[0].1) || end < start {
+        return None;
+    }
+    let (first, last) = (points[0].0, points[points.len() - 1].0);
+    let reach = end - start;
+    if start < first - reach || end > last + reach {
+        return None;
+    }
+    let at = |t: f64| {
+        // The pair of samples around t, or the nearest pair at either end.
+        let i = points
+            .windows(2)
+            .position(|w| t <= w[1].0)
+            .unwrap_or(points.len() - 2);
+        let ((t0, e0), (t1, e1)) = (points[i], points[i + 1]);
+        e0 + (e1 - e0) * (t - t0) / (t1 - t0)
+    };
+    let mj = at(end) - at(start);
+    (mj.is_finite() && mj >= 0.0).then(|| mj / 1000.0)
+}
+
 /// Sums a log up over the window `[start, end]` (Unix seconds).
 pub fn summarise(
     source: String,
@@ -403,11 +476,17 @@ pub fn summarise(
             let util: Vec<f64> = rs.iter().filter_map(|r| r.util_pct).collect();
             let mem: Vec<f64> = rs.iter().filter_map(|r| r.memory_mib).collect();
             let p = mean(&power).unwrap_or(0.0);
+            let counted = counter_energy_j(&log.samples, *index, start, end);
             GpuSummary {
                 index: *index,
                 power_mean_w: p,
                 power_max_w: power.iter().copied().fold(0.0, f64::max),
-                energy_j: p * duration,
+                energy_j: counted.unwrap_or(p * duration),
+                energy_source: Some(if counted.is_some() {
+                    EnergySource::Counter
+                } else {
+                    EnergySource::IntegratedPower
+                }),
                 util_mean_pct: mean(&util),
                 memory_max_mib: (!mem.is_empty()).then(|| mem.iter().copied().fold(0.0, f64::max)),
             }
@@ -416,6 +495,16 @@ pub fn summarise(
     let gpus = per_gpu.len() as u32;
     let power_mean_w: f64 = per_gpu.iter().map(|g| g.power_mean_w).sum();
     let energy_j: f64 = per_gpu.iter().map(|g| g.energy_j).sum();
+    let by_counter = per_gpu
+        .iter()
+        .filter(|g| g.energy_source == Some(EnergySource::Counter))
+        .count();
+    let energy_source = match by_counter {
+        _ if per_gpu.is_empty() => None,
+        0 => Some(EnergySource::IntegratedPower),
+        n if n == per_gpu.len() => Some(EnergySource::Counter),
+        _ => Some(EnergySource::Mixed),
+    };
     let tokens = output_tokens_per_s.map(|r| r * duration);
     let utils: Vec<f64> = per_gpu.iter().filter_map(|g| g.util_mean_pct).collect();
     let mems: Vec<f64> = per_gpu.iter().filter_map(|g| g.memory_max_mib).collect();
@@ -431,6 +520,7 @@ pub fn summarise(
             .map(|(_, rs)| rs.iter().map(|r| r.power_w).sum::<f64>())
             .fold(0.0, f64::max),
         energy_j,
+        energy_source,
         joules_per_output_token: tokens
             .filter(|t| *t > 0.0 && gpus > 0)
             .map(|t| energy_j / t),
@@ -475,6 +565,7 @@ mod tests {
                 power_w: p,
                 util_pct: None,
                 memory_mib: None,
+                energy_mj: None,
             }]
         };
         let log = GpuLog {
@@ -490,6 +581,7 @@ mod tests {
         let m = summarise("x".into(), &log, 10.0, 14.0, Some(50.0));
         assert_eq!(m.samples, 2);
         assert_eq!(m.energy_j, 200.0 * 4.0);
+        assert_eq!(m.energy_source, Some(EnergySource::IntegratedPower));
         assert_eq!(m.joules_per_output_token, Some(800.0 / 200.0));
         assert_eq!(m.power_max_w, 300.0);
         // The series keeps every sample, outside the window too.
@@ -497,6 +589,65 @@ mod tests {
         assert_eq!(
             series,
             [(9.0, 1000.0), (10.0, 100.0), (12.0, 300.0), (15.0, 1000.0)]
+        );
+    }
+
+    #[test]
+    fn an_energy_counter_gives_the_energy_over_the_window_not_the_power() {
+        // GPU 0 reports 100 W but its counter grows 200 J/s: the counter is the truth
+        // (power is sampled, the counter counts every joule). GPU 1 has no counter.
+        let r = |t: f64| {
+            vec![
+                GpuReading {
+                    index: 0,
+                    power_w: 100.0,
+                    util_pct: None,
+                    memory_mib: None,
+                    energy_mj: Some(5.0e6 + 200.0 * 1000.0 * t),
+                },
+                GpuReading {
+                    index: 1,
+                    power_w: 100.0,
+                    util_pct: None,
+                    memory_mib: None,
+                    energy_mj: None,
+                },
+            ]
+        };
+        let log = GpuLog {
+            samples: [9.0, 10.5, 12.0, 13.5, 15.0]
+                .iter()
+                .map(|&t| (t, r(t)))
+                .collect(),
+            failed: 0,
+            last_error: None,
+        };
+        // The window's ends fall between samples: read by interpolation.
+        let m = summarise("x".into(), &log, 10.0, 14.0, Some(50.0));
+        let (g0, g1) = (&m.per_gpu[0], &m.per_gpu[1]);
+        assert!((g0.energy_j - 200.0 * 4.0).abs() < 1e-6, "{g0:?}");
+        assert_eq!(g0.energy_source, Some(EnergySource::Counter));
+        assert_eq!(g1.energy_j, 100.0 * 4.0);
+        assert_eq!(g1.energy_source, Some(EnergySource::IntegratedPower));
+        assert_eq!(m.energy_source, Some(EnergySource::Mixed));
+        assert!((m.energy_j - 1200.0).abs() < 1e-6);
+        // Beyond the samples: extrapolated from the nearest two.
+        let m = summarise("x".into(), &log, 14.0, 16.0, None);
+        assert!((m.per_gpu[0].energy_j - 400.0).abs() < 1e-6, "{m:?}");
+        // A counter that went down (a reset) is not used.
+        let mut reset = log.samples.clone();
+        if let Some(e) = reset[2].1[0].energy_mj.as_mut() {
+            *e = 0.0;
+        }
+        let log = GpuLog {
+            samples: reset,
+            failed: 0,
+            last_error: None,
+        };
+        let m = summarise("x".into(), &log, 10.0, 14.0, None);
+        assert_eq!(
+            m.per_gpu[0].energy_source,
+            Some(EnergySource::IntegratedPower)
         );
     }
 }

@@ -42,7 +42,8 @@ pub use error::CoordinatorError;
 pub use group::{BenchmarkPlan, OnWorkerFailure};
 pub use observer::{NoObserver, Progress, RunObserver};
 pub use profiles::{
-    CapacityOutcome, CapacityProfile, FixedProfile, PlanTemplate, SweepArrivals, SweepProfile,
+    CapacityOutcome, CapacityProfile, CapacitySearch, FixedProfile, PlanTemplate, SweepArrivals,
+    SweepProfile,
 };
 pub use result::BenchmarkResult;
 pub use run::{Profile, RunOutcome, run_profile};

@@ -154,55 +154,70 @@ pub fn estimate_rate(r: &BenchmarkResult, tokens_per_request: Option<f64>) -> Op
 }
 
 impl PlanTemplate {
-    /// Output tokens of one request: the mean of the completed requests of `done` when
-    /// there are any, else the synthetic data's requested length.
-    fn tokens_per_request(&self, done: &[BenchmarkResult]) -> Option<f64> {
-        done.iter()
-            .filter_map(|r| r.metrics.get("output_tokens"))
-            .map(|d| &d.successful)
-            .find(|d| d.count > 0 && d.mean >= 1.0)
-            .map(|d| d.mean)
-            .or(match &self.base.worker_template.data {
-                llmsurge_proto::DataSpec::Synthetic(s) => Some(f64::from(s.output_tokens)),
-                _ => None,
-            })
+    /// The synthetic data's requested output length, when the data is synthetic.
+    fn synthetic_output_tokens(&self) -> Option<f64> {
+        match &self.base.worker_template.data {
+            llmsurge_proto::DataSpec::Synthetic(s) => Some(f64::from(s.output_tokens)),
+            _ => None,
+        }
     }
 
-    /// The rates of the synchronous and the throughput benchmarks (`done[0]`, `done[1]`),
-    /// each estimated as [`estimate_rate`] says; when one delivered nothing the other
-    /// stands in for it, so a server too slow for `--max-seconds` still gets an answer.
+    /// The rates of the synchronous and the throughput benchmarks, as [`endpoint_rates`]
+    /// says with this template's data.
     fn endpoint_rates(
         &self,
         done: &[BenchmarkResult],
     ) -> Result<(RateEstimate, RateEstimate), CoordinatorError> {
-        let per_request = self.tokens_per_request(done);
-        let sync = estimate_rate(&done[0], per_request);
-        let max = estimate_rate(&done[1], per_request);
-        match (sync, max) {
-            (Some(s), Some(m)) => Ok((s, m)),
-            (Some(s), None) => {
-                let stand_in = RateEstimate {
-                    requests_per_s: s.requests_per_s,
-                    source: RateSource::Synchronous,
-                    detail: "the throughput benchmark delivered no token within the benchmark, so the synchronous rate stands in for the maximum".into(),
-                };
-                Ok((s, stand_in))
-            }
-            (None, Some(m)) => {
-                let stand_in = RateEstimate {
-                    requests_per_s: m.requests_per_s,
-                    source: m.source,
-                    detail: format!(
-                        "the synchronous benchmark delivered no token, so the throughput benchmark's rate stands in ({})",
-                        m.detail
-                    ),
-                };
-                Ok((stand_in, m))
-            }
-            (None, None) => Err(CoordinatorError::Plan(
-                "neither the synchronous nor the throughput benchmark received a single output token, so the profile has no rate to work from (raise --max-seconds)".into(),
-            )),
+        endpoint_rates(done, self.synthetic_output_tokens())
+    }
+}
+
+/// Output tokens of one request: the mean of the completed requests of `done` when there
+/// are any, else `fallback` (the synthetic data's requested length).
+fn tokens_per_request(done: &[BenchmarkResult], fallback: Option<f64>) -> Option<f64> {
+    done.iter()
+        .filter_map(|r| r.metrics.get("output_tokens"))
+        .map(|d| &d.successful)
+        .find(|d| d.count > 0 && d.mean >= 1.0)
+        .map(|d| d.mean)
+        .or(fallback)
+}
+
+/// The rates of the synchronous and the throughput benchmarks (`done[0]`, `done[1]`),
+/// each estimated as [`estimate_rate`] says (`fallback_tokens`: output tokens per request
+/// when none completed); when one delivered nothing the other stands in for it, so a
+/// server too slow for `--max-seconds` still gets an answer.
+fn endpoint_rates(
+    done: &[BenchmarkResult],
+    fallback_tokens: Option<f64>,
+) -> Result<(RateEstimate, RateEstimate), CoordinatorError> {
+    let per_request = tokens_per_request(done, fallback_tokens);
+    let sync = estimate_rate(&done[0], per_request);
+    let max = estimate_rate(&done[1], per_request);
+    match (sync, max) {
+        (Some(s), Some(m)) => Ok((s, m)),
+        (Some(s), None) => {
+            let stand_in = RateEstimate {
+                requests_per_s: s.requests_per_s,
+                source: RateSource::Synchronous,
+                detail: "the throughput benchmark delivered no token within the benchmark, so the synchronous rate stands in for the maximum".into(),
+            };
+            Ok((s, stand_in))
         }
+        (None, Some(m)) => {
+            let stand_in = RateEstimate {
+                requests_per_s: m.requests_per_s,
+                source: m.source,
+                detail: format!(
+                    "the synchronous benchmark delivered no token, so the throughput benchmark's rate stands in ({})",
+                    m.detail
+                ),
+            };
+            Ok((stand_in, m))
+        }
+        (None, None) => Err(CoordinatorError::Plan(
+            "neither the synchronous nor the throughput benchmark received a single output token, so the profile has no rate to work from (raise --max-seconds)".into(),
+        )),
     }
 }
 
@@ -395,44 +410,63 @@ const CAPACITY_MAX_GROWTH_STEPS: u32 = 8;
 /// Benchmarks a capacity search runs at most.
 const CAPACITY_MAX_BENCHMARKS: usize = 30;
 
-/// Bisection for the highest constant rate meeting an SLO. The measured maximum is only
-/// where it starts: while the SLO holds it probes higher until a rate fails, and the
-/// failing rate next to the final pass is run a second time to confirm it.
+/// What a capacity search varies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchVariable {
+    /// The request rate of constant-rate benchmarks, req/s.
+    #[default]
+    Rate,
+    /// The streams of concurrent benchmarks (whole numbers).
+    Concurrency,
+}
+
+/// The search of [`CapacityProfile`], apart from the plans: it takes the results so far
+/// and says which load to run next, so a driver that runs each benchmark its own way
+/// (`sweep serve-sla`, one `benchmark run` per load, shared across SLAs) searches the
+/// same way. The measured maximum is only where it starts: while the SLO holds it probes
+/// higher until a value fails, and the failing value next to the final pass is run a
+/// second time to confirm it.
 #[derive(Debug)]
-pub struct CapacityProfile {
-    template: PlanTemplate,
+pub struct CapacitySearch {
+    variable: SearchVariable,
     slo: Slo,
     precision: f64,
     throughput_concurrency: u32,
-    /// Highest passing and lowest failing rates so far.
+    /// Output tokens per request when no request completed (the synthetic length).
+    fallback_tokens: Option<f64>,
+    /// Highest passing and lowest failing values so far.
     lo: f64,
     hi: Option<f64>,
-    /// Failing rates not overturned by a retest.
+    /// Failing values not overturned by a retest.
     failures: Vec<f64>,
-    /// Failing rates whose retest failed too.
+    /// Failing values whose retest failed too.
     confirmed: Vec<f64>,
-    /// The rate being run a second time, if the last plan was a retest.
+    /// The value being run a second time, if the last load was a retest.
     retesting: Option<f64>,
     growth_steps: u32,
     /// Boxed: the profile sits in an enum beside the others.
     estimates: Option<Box<(RateEstimate, RateEstimate)>>,
-    outcome: Option<CapacityOutcome>,
+    /// Boxed, as the estimates.
+    outcome: Option<Box<CapacityOutcome>>,
     probes: Vec<Probe>,
 }
 
-impl CapacityProfile {
-    /// A search to `precision` (e.g. 0.05) for the highest rate meeting `slo`.
+impl CapacitySearch {
+    /// A search to `precision` (e.g. 0.05) for the highest rate meeting `slo`;
+    /// `fallback_tokens`: output tokens per request when no request completes.
     pub fn new(
-        template: PlanTemplate,
         slo: Slo,
         precision: f64,
         throughput_concurrency: u32,
+        fallback_tokens: Option<f64>,
     ) -> Self {
         Self {
-            template,
+            variable: SearchVariable::Rate,
             slo,
             precision,
             throughput_concurrency,
+            fallback_tokens,
             lo: 0.0,
             hi: None,
             failures: Vec::new(),
@@ -445,9 +479,17 @@ impl CapacityProfile {
         }
     }
 
-    /// The answer, once the run is over (also after an interruption: the bracket so far).
+    /// The same search over `variable` (concurrency: the synchronous benchmark is one
+    /// stream, the throughput benchmark its streams, then concurrent benchmarks).
+    pub fn over(mut self, variable: SearchVariable) -> Self {
+        self.variable = variable;
+        self
+    }
+
+    /// The answer, once the search is over (also after an interruption: the bracket so
+    /// far). With concurrency, its rates are streams.
     pub fn outcome(&self) -> CapacityOutcome {
-        self.outcome.clone().unwrap_or_else(|| {
+        self.outcome.as_deref().cloned().unwrap_or_else(|| {
             let rate = (self.lo > 0.0).then_some(self.lo);
             CapacityOutcome {
                 rate,
@@ -511,31 +553,72 @@ impl CapacityProfile {
         (true, None)
     }
 
+    /// The unit of the variable, for conclusions.
+    fn unit(&self) -> &'static str {
+        match self.variable {
+            SearchVariable::Rate => "req/s",
+            SearchVariable::Concurrency => "streams",
+        }
+    }
+
     fn finish(
         &mut self,
         rate: Option<f64>,
         mut conclusion: String,
-    ) -> Result<Option<BenchmarkPlan>, CoordinatorError> {
+    ) -> Result<Option<Strategy>, CoordinatorError> {
         let server = rate.and_then(|r| self.server_at(r));
         if let (Some(load), Some(r)) = (server, rate) {
-            conclusion = format!("{conclusion}; at {r:.3} req/s {}", load.describe());
+            conclusion = format!(
+                "{conclusion}; at {r:.3} {} {}",
+                self.unit(),
+                load.describe()
+            );
         }
-        self.outcome = Some(CapacityOutcome {
+        self.outcome = Some(Box::new(CapacityOutcome {
             rate,
             precision: self.precision,
             bracket: (self.lo, self.hi),
             conclusion,
             probes: self.probes.clone(),
             server,
-        });
+        }));
         Ok(None)
     }
 
-    fn constant(&self, i: usize, rate: f64) -> Result<Option<BenchmarkPlan>, CoordinatorError> {
-        Ok(Some(self.template.plan(i, Strategy::Constant { rate })))
+    /// The load that runs the variable at `value`.
+    fn load(&self, value: f64) -> Result<Option<Strategy>, CoordinatorError> {
+        Ok(Some(match self.variable {
+            SearchVariable::Rate => Strategy::Constant { rate: value },
+            SearchVariable::Concurrency => Strategy::Concurrent {
+                // Whole numbers by construction (see `step`).
+                streams: value.round().clamp(1.0, f64::from(u32::MAX)) as u32,
+            },
+        }))
     }
 
-    /// Takes in the verdict of the constant-rate probe at `rate`.
+    /// The value the search tries above `lo` when no failure is known yet.
+    fn climb(&self) -> f64 {
+        let up = self.lo * CAPACITY_GROWTH;
+        match self.variable {
+            SearchVariable::Rate => up,
+            SearchVariable::Concurrency => up.ceil().max(self.lo + 1.0),
+        }
+    }
+
+    /// Whether the bracket is as narrow as the search goes, and its midpoint otherwise.
+    fn narrow(&self, hi: f64) -> Option<f64> {
+        match self.variable {
+            SearchVariable::Rate => {
+                ((hi - self.lo) / hi > self.precision).then(|| (self.lo + hi) / 2.0)
+            }
+            // Streams are whole: no stream count lies between neighbours.
+            SearchVariable::Concurrency => ((hi - self.lo) / hi > self.precision
+                && hi - self.lo > 1.0)
+                .then(|| ((self.lo + hi) / 2.0).floor()),
+        }
+    }
+
+    /// Takes in the verdict of the probe at `rate`.
     fn learn(&mut self, rate: f64, passed: bool, retest: bool) {
         if passed {
             self.lo = self.lo.max(rate);
@@ -557,13 +640,9 @@ impl CapacityProfile {
             .filter(|&f| f > lo)
             .min_by(f64::total_cmp);
     }
-}
 
-impl Profile for CapacityProfile {
-    fn next(
-        &mut self,
-        done: &[BenchmarkResult],
-    ) -> Result<Option<BenchmarkPlan>, CoordinatorError> {
+    /// The load of benchmark `done.len()`, or `None` when the search is over.
+    pub fn next(&mut self, done: &[BenchmarkResult]) -> Result<Option<Strategy>, CoordinatorError> {
         let i = done.len();
         let retest = self.retesting.take();
         if let Some(last) = done.last() {
@@ -571,8 +650,11 @@ impl Profile for CapacityProfile {
             let inconclusive = reason
                 .as_deref()
                 .is_some_and(|r| r.starts_with(INCONCLUSIVE_REASON));
-            let rate = match last.strategy {
-                Strategy::Constant { rate } | Strategy::Poisson { rate } => rate,
+            let rate = match (last.strategy, self.variable) {
+                (Strategy::Constant { rate } | Strategy::Poisson { rate }, _) => rate,
+                (Strategy::Concurrent { streams }, SearchVariable::Concurrency) => {
+                    f64::from(streams)
+                }
                 _ => last.throughput.requests_per_s,
             };
             self.probes.push(Probe {
@@ -587,48 +669,63 @@ impl Profile for CapacityProfile {
             });
         }
         match i {
-            0 => return Ok(Some(self.template.plan(0, Strategy::Synchronous))),
+            0 => return Ok(Some(Strategy::Synchronous)),
             1 => {
                 // Too few requests at one at a time to judge a percentile is no verdict:
                 // the search goes on, with no passing rate known yet.
                 if !self.probes[0].passed && !self.probes[0].inconclusive {
                     return self.finish(None, "even one request at a time misses the SLO".into());
                 }
-                let strategy = Strategy::Throughput {
+                return Ok(Some(Strategy::Throughput {
                     max_concurrency: self.throughput_concurrency,
-                };
-                return Ok(Some(self.template.plan(1, strategy)));
+                }));
             }
             2 => {
-                // The measured maximum is where the search starts, not a bound: a short
-                // throughput benchmark can understate what the server sustains.
-                let (sync, max) = self.template.endpoint_rates(done)?;
-                if self.probes[0].passed {
-                    self.lo = sync.requests_per_s;
-                }
-                self.probes[0].rate = sync.requests_per_s;
-                self.probes[1].rate = max.requests_per_s;
-                let first = if max.requests_per_s > self.lo {
-                    max.requests_per_s
+                let (sync, max) = endpoint_rates(done, self.fallback_tokens)?;
+                self.estimates = Some(Box::new((sync.clone(), max.clone())));
+                if self.variable == SearchVariable::Concurrency {
+                    // One stream, then the throughput benchmark's streams: both are
+                    // probes of the variable, judged as they are.
+                    self.probes[0].rate = 1.0;
+                    if self.probes[0].passed {
+                        self.lo = 1.0;
+                    }
+                    let streams = match done[1].strategy {
+                        Strategy::Throughput { max_concurrency } => max_concurrency,
+                        _ => self.throughput_concurrency,
+                    };
+                    self.probes[1].rate = f64::from(streams);
+                    // Falls through to the bisection below, from the throughput probe.
                 } else {
-                    self.lo * CAPACITY_GROWTH
-                };
-                self.estimates = Some(Box::new((sync, max)));
-                return self.constant(i, first);
+                    // The measured maximum is where the search starts, not a bound: a
+                    // short throughput benchmark can understate what the server sustains.
+                    if self.probes[0].passed {
+                        self.lo = sync.requests_per_s;
+                    }
+                    self.probes[0].rate = sync.requests_per_s;
+                    self.probes[1].rate = max.requests_per_s;
+                    let first = if max.requests_per_s > self.lo {
+                        max.requests_per_s
+                    } else {
+                        self.lo * CAPACITY_GROWTH
+                    };
+                    return self.load(first);
+                }
             }
             _ => {}
         }
         let Some(probe) = self.probes.last().cloned() else {
             return Ok(None);
         };
-        // A constant rate whose SLO could not decide is neither a pass nor a failure to
-        // bisect on: at this duration the search cannot judge rates that low.
+        // A probe whose SLO could not decide is neither a pass nor a failure to bisect
+        // on: at this duration the search cannot judge loads that low.
         if probe.inconclusive {
             return self.finish(
                 (self.lo > 0.0).then_some(self.lo),
                 format!(
-                    "inconclusive at {:.3} req/s: too few requests completed to judge the SLO ({}); raise --max-seconds",
+                    "inconclusive at {:.3} {}: too few requests completed to judge the SLO ({}); raise --max-seconds",
                     probe.rate,
+                    self.unit(),
                     probe.reason.as_deref().unwrap_or_default()
                 ),
             );
@@ -646,38 +743,90 @@ impl Profile for CapacityProfile {
                 return self.finish(
                     Some(self.lo),
                     format!(
-                        "the SLO still holds at {:.3} req/s, the highest rate tried",
-                        self.lo
+                        "the SLO still holds at {:.3} {}, the highest {} tried",
+                        self.lo,
+                        self.unit(),
+                        match self.variable {
+                            SearchVariable::Rate => "rate",
+                            SearchVariable::Concurrency => "concurrency",
+                        }
                     ),
                 );
             }
             self.growth_steps += 1;
-            return self.constant(i, self.lo * CAPACITY_GROWTH);
+            return self.load(self.climb());
         };
-        if (hi - self.lo) / hi <= self.precision {
-            if self.confirmed.contains(&hi) {
-                return self.finish(
-                    Some(self.lo),
-                    format!(
-                        "within {:.1}%: passes at {:.3} req/s, fails at {:.3} req/s (confirmed by a second run)",
-                        self.precision * 100.0,
-                        self.lo,
-                        hi
-                    ),
-                );
+        match self.narrow(hi) {
+            Some(mid) => self.load(mid),
+            None if self.confirmed.contains(&hi) => self.finish(
+                Some(self.lo),
+                format!(
+                    "within {:.1}%: passes at {:.3} {unit}, fails at {:.3} {unit} (confirmed by a second run)",
+                    self.precision * 100.0,
+                    self.lo,
+                    hi,
+                    unit = self.unit()
+                ),
+            ),
+            None => {
+                self.retesting = Some(hi);
+                self.load(hi)
             }
-            self.retesting = Some(hi);
-            return self.constant(i, hi);
         }
-        self.constant(i, (self.lo + hi) / 2.0)
     }
 
-    fn annotate(&self, done: &mut [BenchmarkResult]) {
+    /// Records on the synchronous and throughput results the rates the search took.
+    pub fn annotate(&self, done: &mut [BenchmarkResult]) {
         if let Some((sync, max)) = self.estimates.as_deref() {
             for (r, e) in done.iter_mut().zip([sync, max]) {
                 r.rate_estimate = Some(e.clone());
             }
         }
+    }
+}
+
+/// Bisection for the highest constant rate meeting an SLO ([`CapacitySearch`]), each
+/// load a plan of the run.
+#[derive(Debug)]
+pub struct CapacityProfile {
+    template: PlanTemplate,
+    search: CapacitySearch,
+}
+
+impl CapacityProfile {
+    /// A search to `precision` (e.g. 0.05) for the highest rate meeting `slo`.
+    pub fn new(
+        template: PlanTemplate,
+        slo: Slo,
+        precision: f64,
+        throughput_concurrency: u32,
+    ) -> Self {
+        let fallback = template.synthetic_output_tokens();
+        Self {
+            template,
+            search: CapacitySearch::new(slo, precision, throughput_concurrency, fallback),
+        }
+    }
+
+    /// The answer, once the run is over (also after an interruption: the bracket so far).
+    pub fn outcome(&self) -> CapacityOutcome {
+        self.search.outcome()
+    }
+}
+
+impl Profile for CapacityProfile {
+    fn next(
+        &mut self,
+        done: &[BenchmarkResult],
+    ) -> Result<Option<BenchmarkPlan>, CoordinatorError> {
+        Ok(self
+            .search
+            .next(done)?
+            .map(|s| self.template.plan(done.len(), s)))
+    }
+
+    fn annotate(&self, done: &mut [BenchmarkResult]) {
+        self.search.annotate(done);
     }
 }
 
@@ -814,7 +963,11 @@ mod capacity_tests {
         let mut profile = CapacityProfile::new(template(), Slo::default(), 0.05, 64);
         let mut done: Vec<BenchmarkResult> = Vec::new();
         while let Some(plan) = profile.next(&done).expect("next") {
-            assert!(done.len() < 25, "the search must end: {:?}", profile.probes);
+            assert!(
+                done.len() < 25,
+                "the search must end: {:?}",
+                profile.search.probes
+            );
             let mut r = empty_result();
             r.index = plan.index;
             r.strategy = plan.strategy;
@@ -857,6 +1010,56 @@ mod capacity_tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// A concurrency search against a server that meets the SLO up to `capacity`
+    /// streams; its throughput benchmark runs `throughput` streams.
+    fn search_streams(capacity: u32, throughput: u32) -> (CapacityOutcome, Vec<Strategy>) {
+        let mut search = CapacitySearch::new(Slo::default(), 0.05, throughput, None)
+            .over(SearchVariable::Concurrency);
+        let mut done: Vec<BenchmarkResult> = Vec::new();
+        while let Some(strategy) = search.next(&done).expect("next") {
+            assert!(done.len() < 25, "the search must end: {:?}", search.probes);
+            let mut r = empty_result();
+            r.index = done.len() as u32;
+            r.strategy = strategy;
+            let streams = match strategy {
+                Strategy::Synchronous => 1,
+                Strategy::Throughput { max_concurrency } => max_concurrency,
+                Strategy::Concurrent { streams } => streams,
+                other => panic!("unexpected {other:?}"),
+            };
+            r.throughput.requests_per_s = f64::from(streams);
+            r.slo = Some(SloVerdict {
+                passed: streams <= capacity,
+                checks: vec![],
+                not_kept_up: None,
+            });
+            done.push(r);
+        }
+        (search.outcome(), done.iter().map(|r| r.strategy).collect())
+    }
+
+    #[test]
+    fn a_concurrency_search_lands_on_the_highest_passing_stream_count() {
+        for (capacity, throughput) in [(23, 64), (5, 64), (100, 64), (1, 8)] {
+            let (outcome, strategies) = search_streams(capacity, throughput);
+            let found = outcome.rate.expect("an answer");
+            assert_eq!(found.fract(), 0.0, "{found}: {strategies:?}");
+            // Whole streams: within 5%, or next to the failing count.
+            assert!(
+                found <= f64::from(capacity)
+                    && (found >= f64::from(capacity) * 0.95 || found + 1.0 >= f64::from(capacity)),
+                "capacity {capacity}: found {found}: {strategies:?}"
+            );
+            assert!(strategies.len() <= 16, "{strategies:?}");
+            // Every probe ran a whole number of streams, never zero.
+            assert!(
+                strategies
+                    .iter()
+                    .all(|s| !matches!(s, Strategy::Concurrent { streams: 0 }))
+            );
+        }
     }
 
     #[test]
@@ -986,9 +1189,9 @@ mod capacity_tests {
     #[test]
     fn a_probe_that_passed_its_slo_with_a_growing_queue_fails() {
         let profile = CapacityProfile::new(template(), Slo::default(), 0.05, 64);
-        let (passed, reason) = profile.verdict(&passing_probe(10.0, 100, 0));
+        let (passed, reason) = profile.search.verdict(&passing_probe(10.0, 100, 0));
         assert!(passed && reason.is_none());
-        let (passed, reason) = profile.verdict(&passing_probe(10.0, 100, 30));
+        let (passed, reason) = profile.search.verdict(&passing_probe(10.0, 100, 30));
         assert!(!passed);
         let reason = reason.expect("a reason");
         assert!(
@@ -998,7 +1201,7 @@ mod capacity_tests {
         // The synchronous and throughput benchmarks are not rate probes.
         let mut sync = passing_probe(10.0, 100, 30);
         sync.strategy = Strategy::Synchronous;
-        assert!(profile.verdict(&sync).0);
+        assert!(profile.search.verdict(&sync).0);
     }
 
     /// A result in which no request completed but `streamed` tokens arrived in `seconds`
@@ -1093,7 +1296,7 @@ mod capacity_tests {
         assert_eq!(load.waiting_max, Some(3.0));
         let mut profile = CapacityProfile::new(template(), Slo::default(), 0.05, 64);
         for (rate, passed, server) in [(10.0, true, Some(load)), (12.0, false, None)] {
-            profile.probes.push(Probe {
+            profile.search.probes.push(Probe {
                 benchmark: 0,
                 strategy: Strategy::Constant { rate },
                 rate,
@@ -1104,8 +1307,8 @@ mod capacity_tests {
                 inconclusive: false,
             });
         }
-        profile.lo = 10.0;
-        let _ = profile.finish(Some(10.0), "within 5%".into());
+        profile.search.lo = 10.0;
+        let _ = profile.search.finish(Some(10.0), "within 5%".into());
         let outcome = profile.outcome();
         assert_eq!(outcome.server, Some(load));
         assert_eq!(

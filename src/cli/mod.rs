@@ -90,6 +90,9 @@ enum SweepCommand {
     /// Start a server per configuration and run every benchmark configuration against
     /// it (the Cartesian product), with a sweep report of every point.
     Serve(Box<sweep_serve::SweepServeArgs>),
+    /// Per serve x bench configuration, the highest rate (or concurrency) meeting each
+    /// SLA, by the capacity search; loads measured once serve every SLA.
+    ServeSla(Box<sweep_serve::sla::SweepServeSlaArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -220,10 +223,14 @@ pub fn main() -> i32 {
         args.data.ignore_eos_explicit = explicit("ignore_eos");
         args.target.stream_explicit = explicit("stream");
     }
-    if let Command::Sweep(SweepCommand::Serve(args)) = &mut cli.command {
+    if let Command::Sweep(command) = &mut cli.command {
+        let (name, args) = match command {
+            SweepCommand::Serve(a) => ("serve", &mut **a),
+            SweepCommand::ServeSla(a) => ("serve-sla", &mut a.sweep),
+        };
         args.reset_cache_given = matches
             .subcommand_matches("sweep")
-            .and_then(|m| m.subcommand_matches("serve"))
+            .and_then(|m| m.subcommand_matches(name))
             .and_then(|m| m.value_source("reset_cache"))
             .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue);
     }
@@ -261,6 +268,7 @@ pub fn main() -> i32 {
         }
         Command::Preprocess(PreprocessCommand::Dataset(a)) => a.run(),
         Command::Sweep(SweepCommand::Serve(args)) => sweep_serve::sweep_serve(&args),
+        Command::Sweep(SweepCommand::ServeSla(args)) => sweep_serve::sla::sweep_serve_sla(&args),
         Command::K8s(command) => k8s::k8s(&command),
         Command::Plot(command) => plot::plot(&command),
         Command::Worker(w) => worker_main(&w),

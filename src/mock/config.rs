@@ -340,8 +340,9 @@ pub struct MockConfig {
     pub no_profiler: bool,
 
     /// Also publish a DCGM exporter's series on `GET /metrics` for N GPUs
-    /// (`DCGM_FI_DEV_POWER_USAGE`, `DCGM_FI_DEV_GPU_UTIL`, `DCGM_FI_DEV_FB_USED`, labelled
-    /// `gpu`), for `--gpu-metrics URL` (0: none).
+    /// (`DCGM_FI_DEV_POWER_USAGE`, `DCGM_FI_DEV_GPU_UTIL`, `DCGM_FI_DEV_FB_USED`, and the
+    /// energy counter `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` in mJ, consistent with the
+    /// power; labelled `gpu`), for `--gpu-metrics URL` (0: none).
     #[arg(
         long,
         env = "LLMSURGE_MOCK_DCGM_GPUS",

@@ -1,5 +1,5 @@
-//! `--gpu-metrics` in the CSV: the `gpu.*` columns (summed, then per GPU), present only
-//! when a benchmark of the report has GPU figures.
+//! `--gpu-metrics` in the CSV: the `gpu.*` columns (summed, how the energy was found,
+//! then per GPU), present only when a benchmark of the report has GPU figures.
 
 use super::json::Report;
 use llmsurge_coordinator::BenchmarkResult;
@@ -64,6 +64,7 @@ pub fn csv_names(report: &Report) -> Vec<String> {
         return Vec::new();
     }
     let mut names: Vec<String> = TOTAL.iter().map(|n| format!("gpu.{n}")).collect();
+    names.push("gpu.energy_source".into());
     for i in indices(report) {
         names.extend(PER_GPU.iter().map(|n| format!("gpu.{i}.{n}")));
     }
@@ -80,6 +81,13 @@ pub fn csv_values(report: &Report, b: &BenchmarkResult) -> Vec<String> {
         .iter()
         .map(|n| cell(g.and_then(|g| total(g, n))))
         .collect();
+    // counter, integrated_power or mixed: how energy_j was found.
+    cells.push(
+        g.and_then(|g| g.energy_source)
+            .and_then(|s| serde_json::to_value(s).ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+    );
     for i in indices(report) {
         let p = g.and_then(|g| g.per_gpu.iter().find(|p| p.index == i));
         cells.extend(PER_GPU.iter().map(|n| {

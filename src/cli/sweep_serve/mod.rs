@@ -5,11 +5,15 @@
 //!
 //! Points are `s{S}-b{B}` (`b{B}` without `--serve-cmd`), each a directory under
 //! `--output-dir` holding its full report, its console output (`run.log`) and the
-//! server's log (`server.log`, a hard link to `s{S}.server.log`).
+//! server's log (`server.log`, a hard link to `s{S}.server.log`). [`sla`] is `sweep
+//! serve-sla`: the capacity search per point and SLA, on the same servers and points.
 
+pub mod charts;
+pub mod filter;
 pub mod params;
 pub mod report;
 pub mod server;
+pub mod sla;
 
 use crate::cli::{Cli, UsageError, usage_error};
 use crate::exit_codes;
@@ -87,6 +91,38 @@ pub struct SweepServeArgs {
     )]
     pub output_dir: PathBuf,
 
+    /// The sweep page's curves: each headline figure against these parameters
+    /// (serve.KEY, bench.KEY or a bare KEY; repeat or separate with commas). Default:
+    /// every parameter whose value varies.
+    #[arg(
+        long,
+        env = "LLMSURGE_CURVE_BY",
+        value_name = "PARAM",
+        value_delimiter = ','
+    )]
+    pub curve_by: Vec<String>,
+
+    /// The points the sweep page's charts show: conditions KEY OP VALUE separated by
+    /// commas, all of which must hold (OP: <=, >=, <, >, ==, !=; KEY a parameter or a
+    /// figure), e.g. "max_num_seqs>=32,bench.profile==constant".
+    #[arg(long, env = "LLMSURGE_FILTER", value_name = "CONDITIONS")]
+    pub filter: Option<String>,
+
+    /// GPUs per point for the Pareto front's tokens/s per GPU: a count, or the name of
+    /// the parameter that holds it (e.g. tensor_parallel_size). Default: the GPU count
+    /// --gpu-metrics saw, else the front is per server.
+    #[arg(long, env = "LLMSURGE_GPUS", value_name = "N|PARAM")]
+    pub gpus: Option<String>,
+
+    /// The sweep page's charts also as image files in DIR/charts/: png, svg or both.
+    #[arg(
+        long,
+        env = "LLMSURGE_CHART_IMAGES",
+        value_name = "png,svg",
+        value_delimiter = ','
+    )]
+    pub chart_images: Vec<String>,
+
     /// Whether --reset-cache was given (not defaulted): then points get it too.
     #[arg(skip)]
     pub reset_cache_given: bool,
@@ -107,6 +143,9 @@ const BENCH_STOP_GRACE: Duration = Duration::from_secs(30);
 struct Bench {
     params: Params,
     flags: Vec<String>,
+    /// Flags (with their values) left out of this benchmark's command line, wherever
+    /// they come from: serve-sla's synchronous load has no --max-concurrency.
+    skip: &'static [&'static str],
 }
 
 /// One serve configuration (or the one `--target` without `--serve-cmd`).
@@ -134,7 +173,103 @@ pub fn sweep_serve(args: &SweepServeArgs) -> i32 {
             return exit_codes::RUN_FAILED;
         }
     };
-    runtime.block_on(run(args, &serves, &benches))
+    let spec = match chart_spec(args, &serves, &benches) {
+        Ok(s) => s,
+        Err(UsageError(m)) => return usage_error(&m),
+    };
+    runtime.block_on(run(args, &spec, &serves, &benches))
+}
+
+/// The charts' settings, checked against the configurations' parameters.
+fn chart_spec(
+    args: &SweepServeArgs,
+    serves: &[Serve],
+    benches: &[Bench],
+) -> Result<charts::ChartSpec, UsageError> {
+    // Every parameter a point can have, as a row of the report would hold it.
+    let rows: Vec<Row> = serves
+        .iter()
+        .flat_map(|s| {
+            benches.iter().map(|b| Row {
+                point: String::new(),
+                serve_index: s.index,
+                bench_index: 0,
+                serve_params: s.params.clone(),
+                bench_params: b.params.clone(),
+                benchmark: None,
+                status: Status::Ok,
+                exit_code: None,
+                error: None,
+                log_tail: Vec::new(),
+                cache_reset: None,
+                figures: Default::default(),
+            })
+        })
+        .collect();
+    let figure = |k: &str| {
+        crate::report::across_runs::FIGURES.contains(&k) || report::GPU_FIGURES.contains(&k)
+    };
+    let mut curve_by = Vec::new();
+    for k in args
+        .curve_by
+        .iter()
+        .map(|k| k.trim())
+        .filter(|k| !k.is_empty())
+    {
+        match charts::qualify(&rows, k) {
+            Some(q) => curve_by.push(q),
+            None => {
+                return Err(UsageError(format!(
+                    "--curve-by: no parameter {k:?} in --serve-params or --bench-params"
+                )));
+            }
+        }
+    }
+    let filter = match &args.filter {
+        Some(spec) => Some(
+            filter::Filter::parse(spec, |k| charts::qualify(&rows, k).is_some() || figure(k))
+                .map_err(UsageError)?,
+        ),
+        None => None,
+    };
+    let gpus = match args.gpus.as_deref().map(str::trim) {
+        None => None,
+        Some(g) => match g.parse::<u32>() {
+            Ok(0) => return Err(UsageError("--gpus: 0 GPUs (give 1 or more)".into())),
+            Ok(n) => Some(charts::Gpus::Count(n)),
+            Err(_) => match charts::qualify(&rows, g) {
+                Some(q) => Some(charts::Gpus::Param(q)),
+                None => {
+                    return Err(UsageError(format!(
+                        "--gpus: {g:?} is neither a count nor a parameter of --serve-params or --bench-params"
+                    )));
+                }
+            },
+        },
+    };
+    let mut images = Vec::new();
+    for f in args
+        .chart_images
+        .iter()
+        .map(|f| f.trim())
+        .filter(|f| !f.is_empty())
+    {
+        images.push(match f {
+            "png" => crate::report::charts::draw::ImageFormat::Png,
+            "svg" => crate::report::charts::draw::ImageFormat::Svg,
+            other => {
+                return Err(UsageError(format!(
+                    "--chart-images: unknown format {other:?} (expected png or svg)"
+                )));
+            }
+        });
+    }
+    Ok(charts::ChartSpec {
+        curve_by,
+        filter,
+        gpus,
+        images,
+    })
 }
 
 /// Loads and checks every configuration before anything starts.
@@ -210,7 +345,11 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
                 line.strip_prefix("error: ").unwrap_or(line)
             )));
         }
-        benches.push(Bench { params: p, flags });
+        benches.push(Bench {
+            params: p,
+            flags,
+            skip: &[],
+        });
     }
     Ok((serves, benches))
 }
@@ -270,7 +409,12 @@ enum Ended {
     Interrupted,
 }
 
-async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 {
+async fn run(
+    args: &SweepServeArgs,
+    spec: &charts::ChartSpec,
+    serves: &[Serve],
+    benches: &[Bench],
+) -> i32 {
     let mut signals = match Signals::install() {
         Ok(s) => s,
         Err(e) => {
@@ -393,47 +537,24 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
         // Start the server, if the sweep starts one.
         let mut running: Option<Server> = None;
         if let (Some(cmd), Some(log)) = (&command, &server_log) {
-            let _ = std::fs::remove_file(log);
-            crate::stdout::println(&format!("{}: starting {cmd}", log.display()));
-            let mut srv = match Server::start(cmd, log) {
-                Ok(s) => s,
-                Err(e) => {
-                    for &b in &todo {
-                        let mut row = row_template(b);
-                        row.error = Some(format!("the server command cannot start: {e}"));
-                        sweep.rows.push(row);
-                    }
-                    any_failed = true;
-                    continue;
-                }
-            };
-            let ready = tokio::select! {
-                r = srv.wait_ready(&target, args.ready_timeout) => Some(r),
-                _ = signals.next() => None,
-            };
-            match ready {
-                None => {
-                    srv.stop(args.stop_grace).await;
+            match start_server(args, cmd, log, &target, &mut signals).await {
+                Started::Ready(srv) => running = Some(srv),
+                Started::Interrupted => {
                     sweep.interrupted = true;
                     break 'serves;
                 }
-                Some(Err(e)) => {
-                    eprintln!("server s{}: {e}", serve.index.unwrap_or(0));
-                    srv.stop(args.stop_grace).await;
-                    let tail = server::log_tail(log, TAIL_LINES);
+                Started::Failed { error, log_tail } => {
                     for &b in &todo {
                         let mut row = row_template(b);
-                        row.error = Some(e.clone());
-                        row.log_tail = tail.clone();
+                        row.error = Some(error.clone());
+                        row.log_tail = log_tail.clone();
                         sweep.rows.push(row);
                     }
                     any_failed = true;
-                    write_report(out, &sweep);
+                    write_report(out, &sweep, spec);
                     continue;
                 }
-                Some(Ok(())) => {}
             }
-            running = Some(srv);
         }
         let mut server_dead: Option<String> = None;
         for (n, &b) in todo.iter().enumerate() {
@@ -446,33 +567,8 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
                 sweep.rows.push(row);
                 continue;
             }
-            if n > 0 && args.after_bench_cmd.is_none() && args.reset_cache != "none" {
-                use llmsurge_coordinator::cache_reset::{CacheResetConfig, ResetMode, reset};
-                let cfg = CacheResetConfig {
-                    mode: match args.reset_cache.as_str() {
-                        "auto" => ResetMode::Auto,
-                        path => ResetMode::Path(path.to_string()),
-                    },
-                    origin: target.clone(),
-                    headers: Vec::new(),
-                    timeout: Duration::from_secs(30),
-                    tls: Default::default(),
-                    before_first: true,
-                };
-                row.cache_reset = Some(reset(&cfg).await);
-            }
-            if n > 0
-                && let Some(cmd) = &args.after_bench_cmd
-            {
-                let status = tokio::process::Command::new("sh")
-                    .arg("-c")
-                    .arg(cmd)
-                    .stdin(Stdio::null())
-                    .status()
-                    .await;
-                if !status.as_ref().is_ok_and(|s| s.success()) {
-                    eprintln!("{name}: --after-bench-cmd failed ({status:?})");
-                }
+            if n > 0 {
+                row.cache_reset = between_benchmarks(args, &target, &name).await;
             }
             let _ = std::fs::remove_dir_all(&dir);
             if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -540,7 +636,7 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
                     }
                 }
             }
-            write_report(out, &sweep);
+            write_report(out, &sweep, spec);
         }
         if let Some(srv) = running.take() {
             srv.stop(args.stop_grace).await;
@@ -554,7 +650,7 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
             exit_codes::OK
         };
     }
-    write_report(out, &sweep);
+    write_report(out, &sweep, spec);
     crate::stdout::println(&format!(
         "sweep report: {}",
         out.join("sweep.json").display()
@@ -568,8 +664,98 @@ async fn run(args: &SweepServeArgs, serves: &[Serve], benches: &[Bench]) -> i32 
     }
 }
 
-fn write_report(out: &Path, sweep: &SweepReport) {
-    if let Err(e) = report::write(out, sweep) {
+/// How starting a configuration's server went.
+enum Started {
+    Ready(Server),
+    /// It did not start or never became ready: why, and its log's last lines.
+    Failed {
+        error: String,
+        log_tail: Vec<String>,
+    },
+    /// The sweep was interrupted while it started (it is stopped).
+    Interrupted,
+}
+
+/// Starts `cmd` (its output in `log`) and waits until it is ready at `target`.
+async fn start_server(
+    args: &SweepServeArgs,
+    cmd: &str,
+    log: &Path,
+    target: &str,
+    signals: &mut Signals,
+) -> Started {
+    let _ = std::fs::remove_file(log);
+    crate::stdout::println(&format!("{}: starting {cmd}", log.display()));
+    let mut srv = match Server::start(cmd, log) {
+        Ok(s) => s,
+        Err(e) => {
+            return Started::Failed {
+                error: format!("the server command cannot start: {e}"),
+                log_tail: Vec::new(),
+            };
+        }
+    };
+    let ready = tokio::select! {
+        r = srv.wait_ready(target, args.ready_timeout) => Some(r),
+        _ = signals.next() => None,
+    };
+    match ready {
+        None => {
+            srv.stop(args.stop_grace).await;
+            Started::Interrupted
+        }
+        Some(Err(e)) => {
+            eprintln!("{}: {e}", log.display());
+            srv.stop(args.stop_grace).await;
+            Started::Failed {
+                error: e,
+                log_tail: server::log_tail(log, TAIL_LINES),
+            }
+        }
+        Some(Ok(())) => Started::Ready(srv),
+    }
+}
+
+/// Between two benchmarks of one server: `--after-bench-cmd` when given, else the
+/// `--reset-cache` reset, whose answers it returns.
+async fn between_benchmarks(
+    args: &SweepServeArgs,
+    target: &str,
+    name: &str,
+) -> Option<llmsurge_coordinator::cache_reset::CacheReset> {
+    if let Some(cmd) = &args.after_bench_cmd {
+        let status = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .stdin(Stdio::null())
+            .status()
+            .await;
+        if !status.as_ref().is_ok_and(|s| s.success()) {
+            eprintln!("{name}: --after-bench-cmd failed ({status:?})");
+        }
+        return None;
+    }
+    if args.reset_cache == "none" {
+        return None;
+    }
+    use llmsurge_coordinator::cache_reset::{CacheResetConfig, ResetMode, reset};
+    let cfg = CacheResetConfig {
+        mode: match args.reset_cache.as_str() {
+            "auto" => ResetMode::Auto,
+            path => ResetMode::Path(path.to_string()),
+        },
+        origin: target.to_string(),
+        headers: Vec::new(),
+        timeout: Duration::from_secs(30),
+        tls: Default::default(),
+        before_first: true,
+    };
+    Some(reset(&cfg).await)
+}
+
+fn write_report(out: &Path, sweep: &SweepReport, spec: &charts::ChartSpec) {
+    let charts = charts::charts(&sweep.rows, spec);
+    if let Err(e) = report::write(out, sweep, &charts, &spec.images) {
         eprintln!(
             "error: cannot write the sweep report in {}: {e}",
             out.display()
@@ -612,8 +798,17 @@ fn bench_argv(
     if dry {
         argv.push("--dry-run".into());
     }
-    argv.extend(args.common.iter().cloned());
-    argv.extend(bench.flags.iter().cloned());
+    let mut rest = args.common.iter().chain(&bench.flags);
+    while let Some(flag) = rest.next() {
+        let name = flag.split_once('=').map_or(flag.as_str(), |(n, _)| n);
+        if bench.skip.contains(&name) {
+            if !flag.contains('=') {
+                rest.next();
+            }
+            continue;
+        }
+        argv.push(flag.clone());
+    }
     argv
 }
 

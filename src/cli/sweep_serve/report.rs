@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The `--gpu-metrics` figures a row may have, after the headline ones.
-const GPU_FIGURES: [&str; 3] = [
+pub(super) const GPU_FIGURES: [&str; 3] = [
     "gpu_power_mean_w",
     "joules_per_output_token",
     "output_tokens_per_s_per_gpu",
@@ -138,7 +138,8 @@ fn param_columns(rows: &[Row]) -> (Vec<String>, Vec<String>) {
     (serve, bench)
 }
 
-fn text(v: Option<&Value>) -> String {
+/// A parameter's value as a cell.
+pub(super) fn text(v: Option<&Value>) -> String {
     match v {
         None => String::new(),
         Some(Value::String(s)) => s.clone(),
@@ -201,53 +202,107 @@ fn html_escape(s: &str) -> String {
 
 /// Writes `sweep.json`, `sweep.csv`, `sweep.md` and `sweep.html` into `dir` (each
 /// atomically: a temporary file renamed).
-pub fn write(dir: &Path, report: &SweepReport) -> std::io::Result<()> {
-    let put = |name: &str, body: &[u8]| -> std::io::Result<()> {
+pub fn write(
+    dir: &Path,
+    report: &SweepReport,
+    charts: &[crate::report::charts::Chart],
+    images: &[crate::report::charts::draw::ImageFormat],
+) -> std::io::Result<()> {
+    let json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
+    if !images.is_empty() {
+        let dir = dir.join("charts");
+        std::fs::create_dir_all(&dir)?;
+        for format in images {
+            let (_, failed) = crate::report::charts::draw::write_images(charts, *format, &dir);
+            if let Some((path, e)) = failed.first() {
+                return Err(std::io::Error::other(format!("{}: {e}", path.display())));
+            }
+        }
+    }
+    let (header, cells) = table(report);
+    let failed: Vec<bool> = report
+        .rows
+        .iter()
+        .map(|r| r.status == Status::Failed)
+        .collect();
+    let intro: Vec<String> = report
+        .serve_cmd
+        .iter()
+        .map(|cmd| format!("Server command: `{cmd}`"))
+        .collect();
+    write_tables(
+        dir, "sweep", "Sweep", &json, &intro, &header, &cells, &failed, charts,
+    )
+}
+
+/// Writes `{stem}.json` (`json`), and the table as `{stem}.csv`, `{stem}.md` and
+/// `{stem}.html` under `title` and its `intro` paragraphs (`code` in backquotes), rows
+/// marked `failed` shaded; each file atomically (a temporary file renamed).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn write_tables(
+    dir: &Path,
+    stem: &str,
+    title: &str,
+    json: &[u8],
+    intro: &[String],
+    header: &[String],
+    cells: &[Vec<String>],
+    failed: &[bool],
+    charts: &[crate::report::charts::Chart],
+) -> std::io::Result<()> {
+    let put = |ext: &str, body: &[u8]| -> std::io::Result<()> {
+        let name = format!("{stem}.{ext}");
         let tmp = dir.join(format!(".{name}.tmp"));
         std::fs::write(&tmp, body)?;
         std::fs::rename(&tmp, dir.join(name))
     };
-    let json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
-    put("sweep.json", &json)?;
-    let (header, cells) = table(report);
+    put("json", json)?;
     let mut csv = csv::Writer::from_writer(Vec::new());
-    csv.write_record(&header).map_err(std::io::Error::other)?;
-    for row in &cells {
+    csv.write_record(header).map_err(std::io::Error::other)?;
+    for row in cells {
         csv.write_record(row).map_err(std::io::Error::other)?;
     }
     let csv = csv.into_inner().map_err(std::io::Error::other)?;
-    put("sweep.csv", &csv)?;
+    put("csv", &csv)?;
     let md_cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
-    let mut md = String::from("# Sweep\n\n");
-    if let Some(cmd) = &report.serve_cmd {
-        md.push_str(&format!("Server command: `{cmd}`\n\n"));
+    let mut md = format!("# {title}\n\n");
+    for p in intro {
+        md.push_str(&format!("{p}\n\n"));
     }
     md.push_str(&format!("| {} |\n", header.join(" | ")));
     md.push_str(&format!("|{}\n", " --- |".repeat(header.len())));
-    for row in &cells {
+    for row in cells {
         let row: Vec<String> = row.iter().map(|c| md_cell(c)).collect();
         md.push_str(&format!("| {} |\n", row.join(" | ")));
     }
-    put("sweep.md", md.as_bytes())?;
-    let mut html = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>llmsurge sweep</title>\
-         <style>body{font-family:sans-serif}table{border-collapse:collapse}\
-         td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
-         tr.failed{background:#fdd}</style></head><body><h1>Sweep</h1>",
+    put("md", md.as_bytes())?;
+    let mut html = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>llmsurge {}</title>\
+         <style>body{{font-family:sans-serif}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}\
+         tr.failed{{background:#fdd}}</style></head><body><h1>{}</h1>",
+        html_escape(&title.to_lowercase()),
+        html_escape(title)
     );
-    if let Some(cmd) = &report.serve_cmd {
-        html.push_str(&format!(
-            "<p>Server command: <code>{}</code></p>",
-            html_escape(cmd)
-        ));
+    for p in intro {
+        // `code` spans as <code>, the rest escaped.
+        let mut out = String::new();
+        for (i, part) in p.split('`').enumerate() {
+            if i % 2 == 1 {
+                out.push_str(&format!("<code>{}</code>", html_escape(part)));
+            } else {
+                out.push_str(&html_escape(part));
+            }
+        }
+        html.push_str(&format!("<p>{out}</p>"));
     }
     html.push_str("<table><thead><tr>");
-    for h in &header {
+    for h in header {
         html.push_str(&format!("<th>{}</th>", html_escape(h)));
     }
     html.push_str("</tr></thead><tbody>");
-    for (row, r) in cells.iter().zip(&report.rows) {
-        let class = if r.status == Status::Failed {
+    for (i, row) in cells.iter().enumerate() {
+        let class = if failed.get(i).copied().unwrap_or(false) {
             " class=\"failed\""
         } else {
             ""
@@ -259,5 +314,17 @@ pub fn write(dir: &Path, report: &SweepReport) -> std::io::Result<()> {
         html.push_str("</tr>");
     }
     html.push_str("</tbody></table></body></html>\n");
-    put("sweep.html", html.as_bytes())
+    if !charts.is_empty() {
+        // The chart page of `llmsurge plot`, the table above its charts.
+        let table = &html
+            [html.find("<body>").map_or(0, |i| i + 6)..html.rfind("</body>").unwrap_or(html.len())];
+        let page = crate::report::charts::page::render(title, &[], charts)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        html = page.replacen(
+            "<section>",
+            &format!("<section class=\"sweep-table\"><style>table.sweep td,table.sweep th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}tr.failed{{background:#fdd}}</style>{}</section><section>", table.replace("<table>", "<table class=\"sweep\">").replacen(&format!("<h1>{}</h1>", html_escape(title)), "", 1)),
+            1,
+        );
+    }
+    put("html", html.as_bytes())
 }

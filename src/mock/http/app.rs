@@ -35,6 +35,8 @@ pub struct App {
     /// `GET /metrics` requests answered so far (never reset: `--metrics-fault-after`
     /// counts from the start).
     pub scrapes: AtomicU64,
+    /// When the server started: `--dcgm-gpus`' energy counters count from here.
+    pub started: std::time::Instant,
     /// Turns true when the server stops, to end what waits forever on purpose (a hung
     /// scrape) instead of holding the shutdown for its whole grace period.
     pub stopping: tokio::sync::watch::Sender<bool>,
@@ -128,6 +130,7 @@ impl App {
             semaphore: config.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
             seq: AtomicU64::new(0),
             scrapes: AtomicU64::new(0),
+            started: std::time::Instant::now(),
             stopping: tokio::sync::watch::Sender::new(false),
             model_json,
             models_body,

@@ -274,7 +274,9 @@ pub async fn scrape(app: &App) -> Response<MockBody> {
 }
 
 /// A DCGM exporter's series for `--dcgm-gpus` GPUs (empty without it): each GPU at
-/// `--dcgm-power-w`, 50% busy, 1024 MiB of memory used per GPU index + 1.
+/// `--dcgm-power-w`, 50% busy, 1024 MiB of memory used per GPU index + 1, and its
+/// energy counter (mJ) consistent with that power: power × the time since the server
+/// started, from a different starting count per GPU (a real counter counts from boot).
 fn dcgm(app: &App) -> String {
     use std::fmt::Write as _;
     let n = app.config.dcgm_gpus;
@@ -287,12 +289,21 @@ fn dcgm(app: &App) -> String {
         ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
         ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
     ];
-    for (name, help) in series {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+    let elapsed = app.started.elapsed().as_secs_f64();
+    let energy = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION";
+    for (name, help) in series
+        .into_iter()
+        .chain([(energy, "Total energy consumption since boot (in mJ).")])
+    {
+        let kind = if name == energy { "counter" } else { "gauge" };
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for gpu in 0..n {
             let value = match name {
                 "DCGM_FI_DEV_POWER_USAGE" => app.config.dcgm_power_w,
                 "DCGM_FI_DEV_GPU_UTIL" => 50.0,
+                "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" => {
+                    1.0e6 * f64::from(gpu + 1) + app.config.dcgm_power_w * elapsed * 1000.0
+                }
                 _ => 1024.0 * f64::from(gpu + 1),
             };
             let _ = writeln!(

@@ -1,0 +1,289 @@
+//! The sweep's charts, as chart descriptions of `report::charts` (so the page draws them
+//! and `--chart-images` writes the same ones as PNG/SVG): each headline figure against
+//! each varied parameter (`--curve-by`), one line per combination of the other varied
+//! parameters, and the Pareto front of output tokens/s per user (1 / TPOT p50) against
+//! output tokens/s per GPU, its points labelled by their parameters.
+
+use super::filter::{Cell, Filter, cell};
+use super::report::{GPU_FIGURES, Row, Status};
+use crate::report::across_runs::FIGURES;
+use crate::report::charts::pareto::{self, PerUser};
+use crate::report::charts::{Axis, Chart, PALETTE, Series};
+
+/// `--gpus`: a count, or the parameter that holds it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Gpus {
+    /// The same count for every point.
+    Count(u32),
+    /// A parameter holding each point's count (`tensor_parallel_size`).
+    Param(String),
+}
+
+/// What the charts show.
+#[derive(Clone, Debug, Default)]
+pub struct ChartSpec {
+    /// Parameters on the x axes (`serve.KEY`, `bench.KEY` or a bare key); empty: every
+    /// varied one.
+    pub curve_by: Vec<String>,
+    /// The points shown.
+    pub filter: Option<Filter>,
+    /// GPUs per point, for the front's per-GPU axis.
+    pub gpus: Option<Gpus>,
+    /// The charts also as image files (`--chart-images`).
+    pub images: Vec<crate::report::charts::draw::ImageFormat>,
+}
+
+/// Every parameter of the rows, as `serve.KEY` and `bench.KEY`, in first-seen order.
+fn params(rows: &[Row]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in rows {
+        let keys = r
+            .serve_params
+            .keys()
+            .map(|k| format!("serve.{k}"))
+            .chain(r.bench_params.keys().map(|k| format!("bench.{k}")));
+        for k in keys {
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    out
+}
+
+/// The parameters whose value differs between rows (a missing one counts as a value).
+pub fn varied(rows: &[Row]) -> Vec<String> {
+    params(rows)
+        .into_iter()
+        .filter(|k| {
+            let first = cell_text(rows.first(), k);
+            rows.iter().any(|r| cell_text(Some(r), k) != first)
+        })
+        .collect()
+}
+
+fn cell_text(row: Option<&Row>, key: &str) -> Option<String> {
+    row.and_then(|r| cell(r, key)).map(|c| match c {
+        Cell::Num(x) => x.to_string(),
+        Cell::Text(t) => t,
+    })
+}
+
+/// `key` as the rows name it: `serve.KEY`/`bench.KEY` as given, a bare key as the
+/// serve parameter if any row has one, else the bench one.
+pub fn qualify(rows: &[Row], key: &str) -> Option<String> {
+    let all = params(rows);
+    if all.iter().any(|k| k == key) {
+        return Some(key.to_string());
+    }
+    ["serve.", "bench."]
+        .iter()
+        .map(|p| format!("{p}{key}"))
+        .find(|k| all.contains(k))
+}
+
+/// A row's label: the varied parameters (but `skip`) and its benchmark when a point ran
+/// several.
+fn label(row: &Row, varied: &[String], skip: Option<&str>, benchmark: bool) -> String {
+    let mut parts: Vec<String> = varied
+        .iter()
+        .filter(|k| Some(k.as_str()) != skip)
+        .filter_map(|k| {
+            let short = k.split_once('.').map_or(k.as_str(), |(_, s)| s);
+            cell_text(Some(row), k).map(|v| format!("{short}={v}"))
+        })
+        .collect();
+    if benchmark && let Some(b) = &row.benchmark {
+        parts.push(b.clone());
+    }
+    if parts.is_empty() {
+        row.point.clone()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// The unit of a figure.
+fn unit(figure: &str) -> &'static str {
+    match figure {
+        "requests_per_s" | "goodput_per_s" => "requests/s",
+        "output_tokens_per_s" | "output_tokens_per_s_per_gpu" => "tokens/s",
+        "gpu_power_mean_w" => "W",
+        "joules_per_output_token" => "J",
+        _ => "ms",
+    }
+}
+
+fn id_part(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+fn chart(id: String, title: String, x: Axis, y: Axis) -> Chart {
+    Chart {
+        id,
+        section: "charts-throughput".into(),
+        title,
+        x,
+        y,
+        y2: None,
+        x_labels: None,
+        x_names: None,
+        series: Vec::new(),
+        marks: Vec::new(),
+        no_data: None,
+        y_data_only: false,
+        legend_lower: false,
+    }
+}
+
+/// The charts of `rows` (the points that ran), as `spec` says.
+pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
+    let rows: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.status != Status::Failed)
+        .filter(|r| spec.filter.as_ref().is_none_or(|f| f.keeps(r)))
+        .collect();
+    let owned: Vec<Row> = rows.iter().map(|r| (*r).clone()).collect();
+    if owned.is_empty() {
+        return Vec::new();
+    }
+    let varied = varied(&owned);
+    // A point whose profile ran several benchmarks has a row per benchmark.
+    let several = owned
+        .iter()
+        .any(|r| owned.iter().filter(|o| o.point == r.point).count() > 1);
+    let by: Vec<String> = if spec.curve_by.is_empty() {
+        varied.clone()
+    } else {
+        spec.curve_by
+            .iter()
+            .filter_map(|k| qualify(&owned, k))
+            .collect()
+    };
+    let figures: Vec<&str> = FIGURES
+        .iter()
+        .copied()
+        .chain(GPU_FIGURES)
+        .filter(|f| owned.iter().any(|r| r.figures.contains_key(*f)))
+        .collect();
+    let mut out = Vec::new();
+    for p in &by {
+        let short = p.split_once('.').map_or(p.as_str(), |(_, s)| s);
+        // Numbers on a numeric axis; otherwise each value at its own position.
+        let values: Vec<Option<Cell>> = owned.iter().map(|r| cell(r, p)).collect();
+        let numeric = values.iter().flatten().all(|c| matches!(c, Cell::Num(_)));
+        let mut names: Vec<String> = Vec::new();
+        let xs: Vec<Option<f64>> = values
+            .iter()
+            .map(|c| match c {
+                Some(Cell::Num(x)) if numeric => Some(*x),
+                Some(c) => {
+                    let t = match c {
+                        Cell::Num(x) => x.to_string(),
+                        Cell::Text(t) => t.clone(),
+                    };
+                    let i = names.iter().position(|n| *n == t).unwrap_or_else(|| {
+                        names.push(t);
+                        names.len() - 1
+                    });
+                    Some(i as f64)
+                }
+                None => None,
+            })
+            .collect();
+        // One line per combination of the other varied parameters.
+        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+        for (i, r) in owned.iter().enumerate() {
+            if xs[i].is_none() {
+                continue;
+            }
+            let l = label(r, &varied, Some(p), several);
+            match groups.iter_mut().find(|(g, _)| *g == l) {
+                Some((_, v)) => v.push(i),
+                None => groups.push((l, vec![i])),
+            }
+        }
+        for f in &figures {
+            let mut c = chart(
+                format!("sweep-{}-vs-{}", id_part(f), id_part(p)),
+                format!("{f} vs {short}"),
+                Axis::new(short, ""),
+                Axis::new(f, unit(f)),
+            );
+            if !numeric {
+                c.x_labels = Some(names.clone());
+            }
+            for (g, (name, members)) in groups.iter().enumerate() {
+                let mut pts: Vec<(f64, Option<f64>)> = members
+                    .iter()
+                    .filter_map(|&i| Some((xs[i]?, owned[i].figures.get(*f).copied())))
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                c.series.push(Series {
+                    label: name.clone(),
+                    color: PALETTE[g % PALETTE.len()].into(),
+                    right: false,
+                    dashed: false,
+                    markers: true,
+                    line: true,
+                    points: pts,
+                });
+            }
+            c.series
+                .retain(|s| s.points.iter().any(|(_, y)| y.is_some()));
+            if c.series.is_empty() {
+                continue;
+            }
+            out.push(c);
+        }
+    }
+    out.extend(front(&owned, &varied, several, spec));
+    out
+}
+
+/// The Pareto front, when any point measured TPOT and output throughput.
+fn front(rows: &[Row], varied: &[String], several: bool, spec: &ChartSpec) -> Option<Chart> {
+    let mut per_gpu = false;
+    let points: Vec<pareto::Point> = rows
+        .iter()
+        .filter_map(|r| {
+            let tpot = *r.figures.get("tpot_p50")?;
+            let total = *r.figures.get("output_tokens_per_s")?;
+            let gpus = match &spec.gpus {
+                Some(Gpus::Count(n)) => Some(f64::from(*n)),
+                Some(Gpus::Param(k)) => match cell(r, k) {
+                    Some(Cell::Num(n)) if n >= 1.0 => Some(n),
+                    _ => None,
+                },
+                None => None,
+            };
+            let x = match (gpus, r.figures.get("output_tokens_per_s_per_gpu")) {
+                (Some(n), _) => total / n,
+                // The GPU count --gpu-metrics saw.
+                (None, Some(v)) => *v,
+                (None, None) => total,
+            };
+            per_gpu |= gpus.is_some() || r.figures.contains_key("output_tokens_per_s_per_gpu");
+            (tpot > 0.0 && x.is_finite()).then(|| pareto::Point {
+                label: label(r, varied, None, several),
+                total: x,
+                per_user: 1000.0 / tpot,
+            })
+        })
+        .collect();
+    if points.is_empty() {
+        return None;
+    }
+    let mut c = pareto::chart(&points, PerUser::P50, per_gpu.then_some(1));
+    c.id = "sweep-pareto-front".into();
+    c.section = "charts-throughput".into();
+    Some(c)
+}

@@ -1,0 +1,869 @@
+//! `llmsurge sweep serve-sla`: per serve × bench configuration, the highest rate (or
+//! concurrency) that meets each SLA, found by the capacity search of `--profile
+//! capacity` ([`CapacitySearch`]). Each load the search asks for runs as its own
+//! `benchmark run` (a directory under the point's), and a load measured for one SLA is
+//! judged again, not rerun, for the others: the measurements are kept by load.
+//!
+//! Layout: `s{S}-b{B}/` per point, holding one directory per measured load
+//! (`synchronous`, `throughput`, `rate-12.5`, `concurrency-8`), and the SLA report
+//! `sla.{json,csv,md,html}` beside the points.
+
+use super::report::Status;
+use super::{
+    Bench, Ended, Serve, Signals, Started, SweepServeArgs, TAIL_LINES, between_benchmarks,
+    completed, label_of, point_name, run_point, server, start_server,
+};
+use crate::cli::{UsageError, usage_error};
+use crate::exit_codes;
+use crate::report::across_runs::{FIGURES, figure};
+use clap::Args;
+use llmsurge_coordinator::profiles::{CapacitySearch, SearchVariable};
+use llmsurge_coordinator::{BenchmarkResult, Slo, Strategy};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// `llmsurge sweep serve-sla` flags: those of `sweep serve`, and the SLAs.
+#[derive(Debug, Args)]
+pub struct SweepServeSlaArgs {
+    /// The SLAs, each in the --slo grammar (all its checks must hold), e.g.
+    /// 'e2e_p99<=2s' or 'ttft_p99<=500ms,tpot_p50<=20ms'. Repeat the flag, separate
+    /// SLAs with ';', or name a JSON or YAML file holding a list of them.
+    #[arg(long, env = "LLMSURGE_SLA_PARAMS", value_name = "SLA|FILE")]
+    pub sla_params: Vec<String>,
+
+    /// What the search varies: the request rate of constant-rate benchmarks, or the
+    /// streams of concurrent ones.
+    #[arg(
+        long,
+        env = "LLMSURGE_SLA_VARIABLE",
+        value_enum,
+        default_value = "rate"
+    )]
+    pub sla_variable: SlaVariable,
+
+    /// Stop when the passing and failing values are this close (a fraction; the
+    /// capacity search's --capacity-precision).
+    #[arg(long, env = "LLMSURGE_SLA_PRECISION", value_parser = crate::cli::values::parse_fraction, default_value = "5%", value_name = "FRACTION")]
+    pub sla_precision: f64,
+
+    /// The flags shared with `sweep serve`.
+    #[command(flatten)]
+    pub sweep: SweepServeArgs,
+}
+
+/// `--sla-variable`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlaVariable {
+    /// Requests per second (`--profile constant --rate R`).
+    Rate,
+    /// Concurrent streams (`--profile concurrent --rate N`).
+    Concurrency,
+}
+
+impl SlaVariable {
+    fn search(self) -> SearchVariable {
+        match self {
+            Self::Rate => SearchVariable::Rate,
+            Self::Concurrency => SearchVariable::Concurrency,
+        }
+    }
+}
+
+/// One SLA: as written, and parsed.
+struct Sla {
+    text: String,
+    slo: Slo,
+}
+
+/// Reads `--sla-params`: SLAs, `;`-separated lists of them, or files of lists.
+fn load_slas(values: &[String]) -> Result<Vec<Sla>, UsageError> {
+    let mut texts = Vec::new();
+    for v in values {
+        let path = Path::new(v.trim());
+        let file = matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("json" | "yaml" | "yml")
+        );
+        if file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| UsageError(format!("--sla-params {v}: {e}")))?;
+            let list: Vec<String> = if path.extension().is_some_and(|e| e == "json") {
+                serde_json::from_str(&text).map_err(|e| {
+                    UsageError(format!(
+                        "--sla-params {v}: expected a JSON list of SLA strings ({e})"
+                    ))
+                })?
+            } else {
+                serde_saphyr::from_str(&text).map_err(|e| {
+                    UsageError(format!(
+                        "--sla-params {v}: expected a YAML list of SLA strings ({})",
+                        e.to_string().lines().next().unwrap_or_default()
+                    ))
+                })?
+            };
+            texts.extend(list);
+        } else {
+            texts.extend(v.split(';').map(str::to_string));
+        }
+    }
+    let mut slas: Vec<Sla> = Vec::new();
+    for t in texts {
+        let text = t.trim().to_string();
+        if text.is_empty() || slas.iter().any(|s| s.text == text) {
+            continue;
+        }
+        let slo = Slo::parse(&text).map_err(|e| UsageError(format!("--sla-params: {e}")))?;
+        slas.push(Sla { text, slo });
+    }
+    if slas.is_empty() {
+        return Err(UsageError(
+            "--sla-params: no SLA given (e.g. --sla-params 'e2e_p99<=2s')".into(),
+        ));
+    }
+    Ok(slas)
+}
+
+/// One load the search measured.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SlaProbe {
+    /// Its directory under the point's.
+    pub dir: String,
+    /// The value of the variable (synchronous: its achieved rate, or 1 stream;
+    /// throughput: its achieved rate, or its streams).
+    pub value: f64,
+    /// Whether it met the SLA (and, at a rate, kept its queue from growing).
+    pub passed: bool,
+    /// A second run of a failing value next to a passing one.
+    pub retest: bool,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Measured for an earlier SLA of this point, judged again here.
+    pub shared: bool,
+}
+
+/// One answer: a point and an SLA.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SlaRow {
+    /// The point's directory name.
+    pub point: String,
+    /// Index of its serve configuration (absent without `--serve-cmd`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serve_index: Option<usize>,
+    /// Index of its benchmark configuration.
+    pub bench_index: usize,
+    /// The serve configuration's parameters.
+    pub serve_params: Map<String, Value>,
+    /// The benchmark configuration's parameters.
+    pub bench_params: Map<String, Value>,
+    /// The SLA, as given.
+    pub sla: String,
+    /// Whether the search finished (`ok`) or its configuration failed.
+    pub status: Status,
+    /// The highest value that met the SLA (req/s or streams); absent when none did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<f64>,
+    /// The bracket the answer lies in: passing ≤ answer < failing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bracket: Option<(f64, Option<f64>)>,
+    /// How the search ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conclusion: Option<String>,
+    /// Headline figures of the load at the answer (ms for latencies).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub figures: BTreeMap<String, f64>,
+    /// Every load the search judged, in order.
+    pub probes: Vec<SlaProbe>,
+    /// Why it failed, one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The last lines of the server's log, for a failed configuration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_tail: Vec<String>,
+}
+
+/// The SLA report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SlaReport {
+    /// The server command template, when the sweep started servers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serve_cmd: Option<String>,
+    /// What the searches varied.
+    pub variable: SlaVariable,
+    /// The precision of each search.
+    pub precision: f64,
+    /// The SLAs, in order.
+    pub slas: Vec<String>,
+    /// Whether the sweep was interrupted before every search ended.
+    pub interrupted: bool,
+    /// Benchmarks run (each load once per point, whatever the number of SLAs).
+    pub benchmarks_run: usize,
+    /// Benchmarks read back from an earlier run (`--resume`).
+    pub benchmarks_resumed: usize,
+    /// One row per point and SLA.
+    pub rows: Vec<SlaRow>,
+}
+
+/// The directory name of a load, which is also its key among the point's measurements.
+fn load_key(strategy: Strategy) -> String {
+    match strategy {
+        Strategy::Synchronous => "synchronous".into(),
+        Strategy::Throughput { .. } => "throughput".into(),
+        Strategy::Constant { rate } => format!("rate-{rate}"),
+        Strategy::Concurrent { streams } => format!("concurrency-{streams}"),
+        other => format!("{other}"),
+    }
+}
+
+/// The `benchmark run` flags that run `strategy` (the throughput benchmark's streams
+/// are the run's own: `--max-concurrency`, or its default).
+fn load_flags(strategy: Strategy) -> Vec<String> {
+    let s = |x: &str| x.to_string();
+    match strategy {
+        Strategy::Synchronous => vec![s("--profile"), s("synchronous")],
+        Strategy::Throughput { .. } => vec![s("--profile"), s("throughput")],
+        // Display of an f64 reads back as the same number.
+        Strategy::Constant { rate } => {
+            vec![s("--profile"), s("constant"), s("--rate"), rate.to_string()]
+        }
+        Strategy::Concurrent { streams } => {
+            vec![
+                s("--profile"),
+                s("concurrent"),
+                s("--rate"),
+                streams.to_string(),
+            ]
+        }
+        // The search asks for no other load.
+        _ => Vec::new(),
+    }
+}
+
+/// Runs `sweep serve-sla`; returns the exit code.
+pub fn sweep_serve_sla(args: &SweepServeSlaArgs) -> i32 {
+    let slas = match load_slas(&args.sla_params) {
+        Ok(s) => s,
+        Err(UsageError(m)) => return usage_error(&m),
+    };
+    let (serves, benches) = match check(args) {
+        Ok(v) => v,
+        Err(UsageError(m)) => return usage_error(&m),
+    };
+    let out = &args.sweep.output_dir;
+    if let Err(e) = std::fs::create_dir_all(out) {
+        return usage_error(&format!("--output-dir {}: {e}", out.display()));
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return exit_codes::RUN_FAILED;
+        }
+    };
+    runtime.block_on(run(args, &slas, &serves, &benches))
+}
+
+/// The sweep's checks, and those of serve-sla: the search chooses each load, so no
+/// configuration may.
+fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> {
+    if args.sweep.repeat > 1 {
+        return Err(UsageError(
+            "--repeat: sweep serve-sla runs each load once (the search retests the boundary itself)".into(),
+        ));
+    }
+    let s = &args.sweep;
+    if !s.curve_by.is_empty()
+        || s.filter.is_some()
+        || s.gpus.is_some()
+        || !s.chart_images.is_empty()
+    {
+        return Err(UsageError(
+            "--curve-by, --filter, --gpus and --chart-images draw sweep serve's charts; sweep serve-sla has none".into(),
+        ));
+    }
+    let owned = |f: &str| {
+        ["--profile", "--rate"]
+            .iter()
+            .find(|o| f == **o || f.starts_with(&format!("{o}=")))
+            .copied()
+    };
+    if let Some(flag) = args.sweep.common.iter().find_map(|f| owned(f)) {
+        return Err(UsageError(format!(
+            "{flag} after --: sweep serve-sla chooses each load itself (--sla-variable)"
+        )));
+    }
+    let (serves, benches) = super::check(&args.sweep)?;
+    for (i, b) in benches.iter().enumerate() {
+        if let Some(flag) = b.flags.iter().find_map(|f| owned(f)) {
+            let label = label_of(
+                "--bench-params",
+                args.sweep.bench_params.as_deref(),
+                Some(i),
+            );
+            return Err(UsageError(format!(
+                "{label}: key {:?} is chosen by sweep serve-sla itself (--sla-variable)",
+                flag.trim_start_matches('-')
+            )));
+        }
+    }
+    Ok((serves, benches))
+}
+
+/// What the measurements of one point came to.
+enum Measured {
+    Ok(Box<BenchmarkResult>),
+    /// The configuration fails: why.
+    Failed(String),
+    /// The server died: why (every later point of the configuration fails too).
+    ServerDied(String),
+    Interrupted,
+}
+
+/// The state of one configuration's server while its points are searched.
+struct Ctx<'a> {
+    args: &'a SweepServeSlaArgs,
+    exe: &'a Path,
+    target: String,
+    server: Option<server::Server>,
+    /// Benchmarks this server ran so far (a cache reset comes before all but the first).
+    ran: usize,
+    /// Benchmarks run and read back (`--resume`) since the report last counted them.
+    measured: usize,
+    resumed: usize,
+}
+
+impl Ctx<'_> {
+    /// The result of `strategy` at the point in `dir`: read back (an earlier SLA, or an
+    /// earlier run with --resume) or measured now.
+    async fn measure(
+        &mut self,
+        bench: &Bench,
+        point_dir: &Path,
+        strategy: Strategy,
+        nth: usize,
+        signals: &mut Signals,
+    ) -> Measured {
+        // A second run of one load (the search's retest of the boundary) is a run of its
+        // own, in a directory of its own.
+        let name = match nth {
+            0 => load_key(strategy),
+            n => format!("{}-run{}", load_key(strategy), n + 1),
+        };
+        let dir = point_dir.join(&name);
+        if self.args.sweep.resume
+            && let Some(report) = completed(&dir)
+            && let Some(r) = report.benchmarks.into_iter().next()
+        {
+            self.resumed += 1;
+            return Measured::Ok(Box::new(r));
+        }
+        if self.ran > 0 {
+            between_benchmarks(&self.args.sweep, &self.target, &name).await;
+        }
+        self.ran += 1;
+        self.measured += 1;
+        let _ = std::fs::remove_dir_all(&dir);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            return Measured::Failed(format!("{}: {e}", dir.display()));
+        }
+        let mut flags = bench.flags.clone();
+        flags.extend(load_flags(strategy));
+        let load = Bench {
+            params: bench.params.clone(),
+            flags,
+            // One in flight: the run refuses a cap meant for the other loads.
+            skip: match strategy {
+                Strategy::Synchronous => &["--max-concurrency"],
+                _ => &[],
+            },
+        };
+        crate::stdout::println(&format!("{}: running", dir.display()));
+        let ended = run_point(
+            self.exe,
+            &self.args.sweep,
+            &load,
+            &self.target,
+            &dir,
+            self.server.as_mut(),
+            signals,
+        )
+        .await;
+        match ended {
+            Ended::Interrupted => Measured::Interrupted,
+            Ended::ServerDied(why) => Measured::ServerDied(format!("the server died: {why}")),
+            Ended::Exited(code) => {
+                let complete = matches!(code, 0 | 3 | 4);
+                let done = serde_json::json!({"complete": complete, "exit_code": code});
+                let _ = std::fs::write(dir.join(super::DONE), done.to_string());
+                let report = crate::report::json::Report::load(&dir.join("benchmarks.json"));
+                match report
+                    .ok()
+                    .filter(|_| complete)
+                    .and_then(|r| r.benchmarks.into_iter().next())
+                {
+                    Some(r) => Measured::Ok(Box::new(r)),
+                    None => {
+                        let tail = server::log_tail(&dir.join("run.log"), 3);
+                        Measured::Failed(format!(
+                            "{name}: benchmark run ended with exit code {code}: {}",
+                            tail.join(" / ")
+                        ))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every SLA's search at one point; the loads measured are shared between them.
+/// Returns the rows and, when the configuration cannot go on, how it ended.
+async fn search_point(
+    ctx: &mut Ctx<'_>,
+    slas: &[Sla],
+    bench: &Bench,
+    point_dir: &Path,
+    template: &SlaRow,
+    signals: &mut Signals,
+) -> (Vec<SlaRow>, Option<Measured>) {
+    // Every run of each load, in order: the n-th time a search asks for a load it gets
+    // its n-th run, so a retest is a second measurement, shared like the first.
+    let mut measured: BTreeMap<String, Vec<BenchmarkResult>> = BTreeMap::new();
+    let mut rows = Vec::new();
+    for (k, sla) in slas.iter().enumerate() {
+        let mut row = template.clone();
+        row.sla = sla.text.clone();
+        let mut search = CapacitySearch::new(sla.slo.clone(), ctx.args.sla_precision, 0, None)
+            .over(ctx.args.sla_variable.search());
+        let mut done: Vec<BenchmarkResult> = Vec::new();
+        let mut dirs: Vec<(String, bool)> = Vec::new();
+        let stop = loop {
+            let strategy = match search.next(&done) {
+                Ok(Some(s)) => s,
+                Ok(None) => break None,
+                Err(e) => break Some(Measured::Failed(e.to_string())),
+            };
+            let key = load_key(strategy);
+            let nth = dirs.iter().filter(|(k, _)| *k == key).count();
+            let runs = measured.entry(key.clone()).or_default();
+            let shared = runs.len() > nth;
+            if !shared {
+                match ctx.measure(bench, point_dir, strategy, nth, signals).await {
+                    Measured::Ok(r) => runs.push(*r),
+                    other => break Some(other),
+                }
+            }
+            let Some(r) = runs.get(nth) else {
+                break None;
+            };
+            // Judged by this SLA, not by any --slo the run itself had.
+            let mut r = r.clone();
+            r.slo = None;
+            r.index = done.len() as u32;
+            done.push(r);
+            dirs.push((key, shared));
+        };
+        let outcome = search.outcome();
+        row.probes = outcome
+            .probes
+            .iter()
+            .zip(&dirs)
+            .enumerate()
+            .map(|(i, (p, (key, shared)))| SlaProbe {
+                // The n-th run of a load is in its n-th directory.
+                dir: match dirs[..i].iter().filter(|(k, _)| k == key).count() {
+                    0 => key.clone(),
+                    n => format!("{key}-run{}", n + 1),
+                },
+                value: p.rate,
+                passed: p.passed,
+                retest: p.retest,
+                reason: p.reason.clone(),
+                shared: *shared,
+            })
+            .collect();
+        if let Some(stop) = stop {
+            row.error = Some(match &stop {
+                Measured::Failed(why) | Measured::ServerDied(why) => why.clone(),
+                Measured::Interrupted => "interrupted".into(),
+                Measured::Ok(_) => String::new(),
+            });
+            rows.push(row);
+            // The SLAs not searched yet fail the same way.
+            for later in &slas[k + 1..] {
+                let mut r = template.clone();
+                r.sla = later.text.clone();
+                r.error = rows.last().and_then(|x| x.error.clone());
+                rows.push(r);
+            }
+            return (rows, Some(stop));
+        }
+        row.status = Status::Ok;
+        row.answer = outcome.rate;
+        row.bracket = Some(outcome.bracket);
+        row.conclusion = Some(outcome.conclusion.clone());
+        // The figures of the passing load at the answer.
+        if let Some(answer) = outcome.rate
+            && let Some(i) = outcome
+                .probes
+                .iter()
+                .rposition(|p| p.passed && p.rate == answer)
+            && let Some(r) = done.get(i)
+        {
+            row.figures = FIGURES
+                .iter()
+                .filter_map(|f| figure(r, f).map(|v| (f.to_string(), v)))
+                .collect();
+        }
+        crate::stdout::println(&format!(
+            "{} [{}]: {}",
+            template.point, sla.text, outcome.conclusion
+        ));
+        rows.push(row);
+    }
+    (rows, None)
+}
+
+async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: &[Bench]) -> i32 {
+    let sweep = &args.sweep;
+    let mut signals = match Signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot install signal handlers: {e}");
+            return exit_codes::RUN_FAILED;
+        }
+    };
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: cannot find the llmsurge executable: {e}");
+            return exit_codes::RUN_FAILED;
+        }
+    };
+    let out = &sweep.output_dir;
+    let mut report = SlaReport {
+        serve_cmd: sweep.serve_cmd.clone(),
+        variable: args.sla_variable,
+        precision: args.sla_precision,
+        slas: slas.iter().map(|s| s.text.clone()).collect(),
+        interrupted: false,
+        benchmarks_run: 0,
+        benchmarks_resumed: 0,
+        rows: Vec::new(),
+    };
+    let mut any_failed = false;
+    'serves: for serve in serves {
+        let template = |b: usize| SlaRow {
+            point: point_name(serve, b),
+            serve_index: serve.index,
+            bench_index: b,
+            serve_params: serve.params.clone(),
+            bench_params: benches[b].params.clone(),
+            sla: String::new(),
+            status: Status::Failed,
+            answer: None,
+            bracket: None,
+            conclusion: None,
+            figures: BTreeMap::new(),
+            probes: Vec::new(),
+            error: None,
+            log_tail: Vec::new(),
+        };
+        let fail_all = |report: &mut SlaReport, from: usize, error: &str, tail: &[String]| {
+            for b in from..benches.len() {
+                for sla in slas {
+                    let mut row = template(b);
+                    row.sla = sla.text.clone();
+                    row.error = Some(error.to_string());
+                    row.log_tail = tail.to_vec();
+                    report.rows.push(row);
+                }
+            }
+        };
+        let port = match sweep.serve_cmd {
+            Some(_) => match server::free_port() {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: no free port for the server: {e}");
+                    return exit_codes::RUN_FAILED;
+                }
+            },
+            None => 0,
+        };
+        let target = match &sweep.target {
+            Some(t) => t.replace("{port}", &port.to_string()),
+            None => format!("http://127.0.0.1:{port}"),
+        };
+        let command = sweep.serve_cmd.as_ref().map(|template| {
+            let label = label_of("--serve-params", sweep.serve_params.as_deref(), serve.index);
+            // Checked before the sweep started.
+            super::params::serve_command(template, &serve.params, port, &label).unwrap_or_default()
+        });
+        let server_log = serve.index.map(|s| out.join(format!("s{s}.server.log")));
+        if sweep.dry_run {
+            if let (Some(cmd), Some(s)) = (&command, serve.index) {
+                crate::stdout::println(&format!("server s{s}: {cmd}"));
+            }
+            for (b, bench) in benches.iter().enumerate() {
+                let dir = out.join(point_name(serve, b));
+                let argv = super::bench_argv(sweep, bench, &target, &dir.join("LOAD"), false);
+                crate::stdout::println(&format!(
+                    "search {}: llmsurge {} {{--profile synchronous | --profile throughput | {}}} for each of: {}",
+                    point_name(serve, b),
+                    argv.join(" "),
+                    match args.sla_variable {
+                        SlaVariable::Rate => "--profile constant --rate R",
+                        SlaVariable::Concurrency => "--profile concurrent --rate N",
+                    },
+                    report.slas.join("; ")
+                ));
+            }
+            continue;
+        }
+        let mut running = None;
+        if let (Some(cmd), Some(log)) = (&command, &server_log) {
+            match start_server(sweep, cmd, log, &target, &mut signals).await {
+                Started::Ready(srv) => running = Some(srv),
+                Started::Interrupted => {
+                    report.interrupted = true;
+                    break 'serves;
+                }
+                Started::Failed { error, log_tail } => {
+                    fail_all(&mut report, 0, &error, &log_tail);
+                    any_failed = true;
+                    write_report(out, &report);
+                    continue;
+                }
+            }
+        }
+        let mut ctx = Ctx {
+            args,
+            exe: &exe,
+            target,
+            server: running,
+            ran: 0,
+            measured: 0,
+            resumed: 0,
+        };
+        let server_tail = || {
+            server_log
+                .as_deref()
+                .map(|l| server::log_tail(l, TAIL_LINES))
+                .unwrap_or_default()
+        };
+        let mut interrupted = false;
+        for (b, bench) in benches.iter().enumerate() {
+            let point_dir = out.join(point_name(serve, b));
+            if let Err(e) = std::fs::create_dir_all(&point_dir) {
+                eprintln!("error: {}: {e}", point_dir.display());
+                return exit_codes::RUN_FAILED;
+            }
+            if let Some(log) = &server_log {
+                let link = point_dir.join("server.log");
+                let _ = std::fs::remove_file(&link);
+                if std::fs::hard_link(log, &link).is_err() {
+                    let _ = std::fs::copy(log, &link);
+                }
+            }
+            let (mut rows, stop) = search_point(
+                &mut ctx,
+                slas,
+                bench,
+                &point_dir,
+                &template(b),
+                &mut signals,
+            )
+            .await;
+            match stop {
+                None => report.rows.append(&mut rows),
+                Some(Measured::Interrupted) => {
+                    report.rows.append(&mut rows);
+                    interrupted = true;
+                }
+                Some(Measured::ServerDied(why)) => {
+                    eprintln!("{}: {why}", point_name(serve, b));
+                    let tail = server_tail();
+                    for r in &mut rows {
+                        r.log_tail = tail.clone();
+                    }
+                    report.rows.append(&mut rows);
+                    fail_all(&mut report, b + 1, &why, &tail);
+                    any_failed = true;
+                    report.benchmarks_run += ctx.measured;
+                    report.benchmarks_resumed += ctx.resumed;
+                    write_report(out, &report);
+                    break;
+                }
+                Some(Measured::Failed(why)) => {
+                    eprintln!("{}: {why}", point_name(serve, b));
+                    report.rows.append(&mut rows);
+                    any_failed = true;
+                }
+                Some(Measured::Ok(_)) => {}
+            }
+            report.benchmarks_run += ctx.measured;
+            report.benchmarks_resumed += ctx.resumed;
+            ctx.measured = 0;
+            ctx.resumed = 0;
+            write_report(out, &report);
+            if interrupted {
+                break;
+            }
+        }
+        if let Some(srv) = ctx.server.take() {
+            srv.stop(sweep.stop_grace).await;
+            crate::stdout::println(&format!("server s{}: stopped", serve.index.unwrap_or(0)));
+        }
+        if interrupted {
+            report.interrupted = true;
+            break 'serves;
+        }
+    }
+    if sweep.dry_run {
+        return exit_codes::OK;
+    }
+    write_report(out, &report);
+    crate::stdout::println(&format!("SLA report: {}", out.join("sla.json").display()));
+    if report.interrupted {
+        130
+    } else if any_failed {
+        exit_codes::RUN_FAILED
+    } else {
+        exit_codes::OK
+    }
+}
+
+fn write_report(out: &Path, report: &SlaReport) {
+    if let Err(e) = write(out, report) {
+        eprintln!(
+            "error: cannot write the SLA report in {}: {e}",
+            out.display()
+        );
+    }
+}
+
+/// The table every tabular format shows: header and cells.
+fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut serve: Vec<String> = Vec::new();
+    let mut bench: Vec<String> = Vec::new();
+    for r in &report.rows {
+        for k in r.serve_params.keys() {
+            if !serve.contains(k) {
+                serve.push(k.clone());
+            }
+        }
+        for k in r.bench_params.keys() {
+            if !bench.contains(k) {
+                bench.push(k.clone());
+            }
+        }
+    }
+    let figures: Vec<&str> = FIGURES
+        .iter()
+        .copied()
+        .filter(|f| report.rows.iter().any(|r| r.figures.contains_key(*f)))
+        .collect();
+    let unit = match report.variable {
+        SlaVariable::Rate => "max_rate",
+        SlaVariable::Concurrency => "max_concurrency",
+    };
+    let mut header = vec!["point".to_string(), "status".to_string()];
+    header.extend(serve.iter().map(|k| format!("serve.{k}")));
+    header.extend(bench.iter().map(|k| format!("bench.{k}")));
+    header.extend([
+        "sla".into(),
+        unit.into(),
+        "failing".into(),
+        "benchmarks".into(),
+    ]);
+    header.extend(figures.iter().map(|f| format!("{f} at answer")));
+    header.extend(["conclusion".into(), "error".into()]);
+    let cells = report
+        .rows
+        .iter()
+        .map(|r| {
+            let mut c = vec![
+                r.point.clone(),
+                serde_json::to_value(r.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+            ];
+            c.extend(
+                serve
+                    .iter()
+                    .map(|k| super::report::text(r.serve_params.get(k))),
+            );
+            c.extend(
+                bench
+                    .iter()
+                    .map(|k| super::report::text(r.bench_params.get(k))),
+            );
+            c.push(r.sla.clone());
+            c.push(crate::report::cells::cell_value(r.answer));
+            c.push(crate::report::cells::cell_value(
+                r.bracket.and_then(|b| b.1),
+            ));
+            let shared = r.probes.iter().filter(|p| p.shared).count();
+            c.push(format!("{} ({shared} shared)", r.probes.len()));
+            c.extend(
+                figures
+                    .iter()
+                    .map(|f| crate::report::cells::cell_value(r.figures.get(*f).copied())),
+            );
+            c.push(r.conclusion.clone().unwrap_or_default());
+            let mut error = r.error.clone().unwrap_or_default();
+            if !r.log_tail.is_empty() {
+                error.push_str(" | log: ");
+                error.push_str(&r.log_tail.join(" / "));
+            }
+            c.push(error);
+            c
+        })
+        .collect();
+    (header, cells)
+}
+
+/// Writes `sla.json`, `sla.csv`, `sla.md` and `sla.html` into `dir` (each atomically).
+pub fn write(dir: &Path, report: &SlaReport) -> std::io::Result<()> {
+    let json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
+    let (header, cells) = table(report);
+    let failed: Vec<bool> = report
+        .rows
+        .iter()
+        .map(|r| r.status == Status::Failed)
+        .collect();
+    let mut intro = vec![format!(
+        "The highest {} meeting each SLA, within {:.1}% (the capacity search: boundary confirmed by a second run{}). {} benchmarks run, {} read back; a load measured once serves every SLA.",
+        match report.variable {
+            SlaVariable::Rate => "request rate (req/s)",
+            SlaVariable::Concurrency => "concurrency (streams)",
+        },
+        report.precision * 100.0,
+        match report.variable {
+            SlaVariable::Rate => ", a growing queue fails",
+            SlaVariable::Concurrency => "",
+        },
+        report.benchmarks_run,
+        report.benchmarks_resumed,
+    )];
+    if let Some(cmd) = &report.serve_cmd {
+        intro.push(format!("Server command: `{cmd}`"));
+    }
+    super::report::write_tables(
+        dir,
+        "sla",
+        "Sweep: SLA",
+        &json,
+        &intro,
+        &header,
+        &cells,
+        &failed,
+        &[],
+    )
+}

@@ -1,0 +1,332 @@
+//! `llmsurge sweep serve-sla`: per configuration and SLA, the highest rate meeting the
+//! SLA, found by the capacity search against the real mock started as the server
+//! command, and held to the mock's closed-form capacity model.
+
+use crate::support::llmsurge;
+use crate::sweep::{group_alive, groups, serve_cmd, write};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// The mock's model (docs/mock-server.md): with k requests holding a slot every gap is
+/// itl + x·k, so a request of n tokens (ttft 0) holds its slot (n − 1)(itl + x·k) and
+/// its TPOT is itl + x·k. By Little's law a constant rate λ keeps k busy where
+/// λ(k) = k / ((n − 1)(itl + x·k)); the SLA tpot_p50 ≤ T holds while k ≤ (T − itl) / x.
+/// A busy machine adds its own delay d to every gap the client measures: d is what the
+/// synchronous load (k = 1, TPOT itl + x) measured above the model in this run.
+fn closed_form(n: f64, itl: f64, x: f64, t: f64, d: f64) -> f64 {
+    let k = (t - itl - d) / x;
+    k / ((n - 1.0) * (itl + d + x * k) / 1000.0)
+}
+
+const MOCK: &str = "--max-concurrency 32 --itl-ms 10 --output-tokens 64";
+
+#[test]
+fn serve_sla_lands_on_each_configurations_closed_form_rate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pids = dir.path().join("pids");
+    // Two servers: 0.5 and 0.25 ms more per gap per active request.
+    let serve = write(
+        dir.path(),
+        "serve.json",
+        r#"[{"itl_ms_per_active": 0.5}, {"itl_ms_per_active": 0.25}]"#,
+    );
+    let bench = write(
+        dir.path(),
+        "bench.json",
+        r#"[{"data": "prompt_tokens=16,output_tokens=64"}]"#,
+    );
+    let slas = write(
+        dir.path(),
+        "slas.yaml",
+        "- tpot_p50<=14ms\n- tpot_p50<=16ms\n",
+    );
+    let out_dir = dir.path().join("out");
+    let out = llmsurge()
+        .args(["sweep", "serve-sla", "--serve-cmd"])
+        .arg(format!("{} {MOCK}", serve_cmd(&pids)))
+        .arg("--serve-params")
+        .arg(&serve)
+        .arg("--bench-params")
+        .arg(&bench)
+        .arg("--sla-params")
+        .arg(&slas)
+        .args(["--sla-precision", "3%", "--ready-timeout", "60s"])
+        .arg("--output-dir")
+        .arg(&out_dir)
+        // Each load runs 3 s and measures the last 2: the first second is the ramp up to
+        // the steady number of active requests.
+        .args([
+            "--",
+            "--max-seconds",
+            "3",
+            "--warmup",
+            "1s",
+            "--max-concurrency",
+            "32",
+        ])
+        .output()
+        .expect("llmsurge runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let pgids = groups(dir.path());
+    assert_eq!(pgids.len(), 2, "one server per serve configuration");
+    for g in &pgids {
+        assert!(!group_alive(*g), "process group {g} still has a process");
+    }
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("sla.json")).expect("sla.json"))
+            .expect("JSON");
+    let rows = report["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 4, "{report}");
+    let (n, itl) = (64.0, 10.0);
+    let mut run_dirs = 0;
+    for (s, x) in [(0, 0.5), (1, 0.25)] {
+        let point = format!("s{s}-b0");
+        // The machine's own delay per gap, from this point's synchronous load.
+        let sync = llmsurge::report::Report::load(
+            &out_dir.join(&point).join("synchronous/benchmarks.json"),
+        )
+        .expect("the synchronous load's report");
+        let tpot_alone = sync.benchmarks[0].metrics["tpot"]
+            .successful
+            .percentiles
+            .p50;
+        let d = (tpot_alone - (itl + x)).max(0.0);
+        let mut asked = 0;
+        let mut dirs = BTreeSet::new();
+        for t in [14.0, 16.0] {
+            let sla = format!("tpot_p50<={t}ms");
+            let row = rows
+                .iter()
+                .find(|r| r["point"] == point.as_str() && r["sla"] == sla.as_str())
+                .unwrap_or_else(|| panic!("{point} {sla} in {report}"));
+            assert_eq!(row["status"], "ok", "{row}");
+            let answer = row["answer"].as_f64().expect("an answer");
+            let expected = closed_form(n, itl, x, t, 0.0);
+            let expected_here = closed_form(n, itl, x, t, d);
+            assert!(
+                (answer - expected_here).abs() <= expected_here * 0.05,
+                "{point} {sla}: found {answer:.3} req/s, closed form {expected:.3}, \
+                 {expected_here:.3} with the {d:.3} ms this machine added per gap: {row:#}"
+            );
+            // The boundary's failing rate ran twice: the last probe is its second run.
+            let probes = row["probes"].as_array().expect("probes");
+            let last = probes.last().expect("probes");
+            assert!(last["retest"] == true && last["passed"] == false, "{row:#}");
+            // Measured again, not read back from its first run.
+            assert!(
+                last["dir"].as_str().is_some_and(|d| d.ends_with("-run2")),
+                "{row:#}"
+            );
+            asked += probes.len();
+            for p in probes {
+                let d = p["dir"].as_str().expect("dir");
+                assert!(
+                    out_dir
+                        .join(&point)
+                        .join(d)
+                        .join("benchmarks.json")
+                        .is_file(),
+                    "{point}/{d}"
+                );
+                dirs.insert(d.to_string());
+            }
+        }
+        // A load measured for one SLA is judged again for the other, not rerun: the
+        // synchronous and throughput loads at least.
+        assert!(
+            dirs.len() + 2 <= asked,
+            "{point}: {asked} loads asked, {} measured",
+            dirs.len()
+        );
+        run_dirs += dirs.len();
+    }
+    assert_eq!(report["benchmarks_run"], run_dirs, "{report}");
+    for f in ["sla.csv", "sla.md", "sla.html"] {
+        let text = std::fs::read_to_string(out_dir.join(f)).expect(f);
+        assert!(
+            text.contains("s1-b0")
+                && (text.contains("tpot_p50&lt;=16ms") || text.contains("tpot_p50<=16ms")),
+            "{f}: {text}"
+        );
+    }
+}
+
+#[test]
+fn serve_sla_refuses_bad_slas_and_loads_it_chooses_and_dry_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bench = write(dir.path(), "bench.json", r#"[{"max_seconds": 1}]"#);
+    let rate = write(dir.path(), "rate.json", r#"[{"rate": 4}]"#);
+    let run = |bench: &Path, sla: &str, extra: &[&str]| {
+        llmsurge()
+            .args(["sweep", "serve-sla", "--serve-cmd"])
+            .arg(format!("{} {MOCK}", serve_cmd(&dir.path().join("pids"))))
+            .arg("--bench-params")
+            .arg(bench)
+            .args(["--sla-params", sla])
+            .arg("--output-dir")
+            .arg(dir.path().join("out"))
+            .args(extra)
+            .output()
+            .expect("llmsurge runs")
+    };
+    for (bench, sla, extra, needle) in [
+        (&bench, "e2e_p99<=fast", &[][..], "--sla-params"),
+        (&rate, "e2e_p99<=2s", &[][..], "rate"),
+        (
+            &bench,
+            "e2e_p99<=2s",
+            &["--", "--profile", "constant"][..],
+            "--profile",
+        ),
+        (&bench, "e2e_p99<=2s", &["--repeat", "2"][..], "--repeat"),
+    ] {
+        let out = run(bench, sla, extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{sla} {extra:?}: {stderr}");
+        assert!(
+            stderr.contains(needle) && stderr.trim().lines().count() == 1,
+            "{sla} {extra:?}: {stderr}"
+        );
+    }
+    // No SLA at all: one line naming the flag (not clap's header of a list).
+    let out = llmsurge()
+        .args(["sweep", "serve-sla", "--target", "http://127.0.0.1:1"])
+        .env_remove("LLMSURGE_SLA_PARAMS")
+        .output()
+        .expect("llmsurge runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--sla-params") && stderr.trim().lines().count() == 1,
+        "{stderr}"
+    );
+    assert!(groups(dir.path()).is_empty(), "no server started");
+    // --dry-run: the server command and each point's search, nothing started.
+    let out = run(&bench, "e2e_p99<=2s;e2e_p99<=5s", &["--dry-run"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(stdout.matches("server s0: ").count(), 1, "{stdout}");
+    assert!(
+        stdout.contains("search s0-b0") && stdout.contains("e2e_p99<=2s; e2e_p99<=5s"),
+        "{stdout}"
+    );
+    assert!(
+        groups(dir.path()).is_empty(),
+        "no server started on --dry-run"
+    );
+}
+
+/// Runs `sweep serve-sla` with the mock as the server command.
+fn serve_sla(dir: &Path, serve: &str, bench: &str, args: &[&str]) -> std::process::Output {
+    let serve = write(dir, "serve.json", serve);
+    let bench = write(dir, "bench.json", bench);
+    let out = llmsurge()
+        .args(["sweep", "serve-sla", "--serve-cmd"])
+        .arg(serve_cmd(&dir.join("pids")))
+        .arg("--serve-params")
+        .arg(&serve)
+        .arg("--bench-params")
+        .arg(&bench)
+        .arg("--output-dir")
+        .arg(dir.join("out"))
+        .args(["--ready-timeout", "60s"])
+        .args(args)
+        .output()
+        .expect("llmsurge runs");
+    eprintln!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn sla_report(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("out/sla.json")).expect("sla.json"))
+        .expect("JSON")
+}
+
+#[test]
+fn serve_sla_a_server_that_fails_to_start_fails_only_its_configuration_and_resume_reads_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The second server misses the SLA one request at a time (20 ms to the first token):
+    // its search ends after the synchronous load.
+    let serve = r#"[{"no_such_mock_flag": 1}, {"ttft_ms": 20}]"#;
+    let bench = r#"[{"max_seconds": 1, "data": "prompt_tokens=16,output_tokens=4"}]"#;
+    let args = ["--sla-params", "ttft_p50<=1ms"];
+    let out = serve_sla(dir.path(), serve, bench, &args);
+    assert_eq!(out.status.code(), Some(1), "a failed configuration");
+    for g in groups(dir.path()) {
+        assert!(!group_alive(g), "process group {g} still has a process");
+    }
+    let report = sla_report(dir.path());
+    let rows = report["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{report}");
+    assert_eq!(rows[0]["status"], "failed", "{report}");
+    assert!(
+        rows[0]["log_tail"]
+            .to_string()
+            .contains("no-such-mock-flag"),
+        "{report}"
+    );
+    assert_eq!(rows[1]["status"], "ok", "{report}");
+    assert!(rows[1].get("answer").is_none(), "{report}");
+    assert!(
+        rows[1]["conclusion"]
+            .as_str()
+            .is_some_and(|c| c.contains("even one request at a time")),
+        "{report}"
+    );
+    assert_eq!(report["benchmarks_run"], 1, "{report}");
+    // --resume: the measured load is read back, not run again.
+    let mut again: Vec<&str> = args.to_vec();
+    again.push("--resume");
+    let out = serve_sla(dir.path(), serve, bench, &again);
+    assert_eq!(out.status.code(), Some(1));
+    let report = sla_report(dir.path());
+    assert_eq!(report["benchmarks_run"], 0, "{report}");
+    assert_eq!(report["benchmarks_resumed"], 1, "{report}");
+    assert_eq!(report["rows"][1]["status"], "ok", "{report}");
+}
+
+#[test]
+fn serve_sla_over_concurrency_finds_the_mocks_slot_count() {
+    // 4 slots, each request 20 ms + 15 × 5 ms = 95 ms: up to 4 streams every request
+    // starts at once (TTFT 20 ms); a fifth stream waits a whole request for a slot one
+    // time in five, so TTFT p90 ≥ 95 ms. The SLA ttft_p90 ≤ 60 ms holds at 4 streams.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = serve_sla(
+        dir.path(),
+        r#"[{"max_concurrency": 4, "ttft_ms": 20, "itl_ms": 5, "output_tokens": 16}]"#,
+        r#"[{"data": "prompt_tokens=16,output_tokens=16"}]"#,
+        &[
+            "--sla-params",
+            "ttft_p90<=60ms",
+            "--sla-variable",
+            "concurrency",
+            "--",
+            "--max-seconds",
+            "2",
+            "--max-concurrency",
+            "16",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let report = sla_report(dir.path());
+    assert_eq!(report["variable"], "concurrency");
+    let row = &report["rows"][0];
+    assert_eq!(row["answer"], 4.0, "{row:#}");
+    // The throughput load ran 16 streams (--max-concurrency), then concurrent loads.
+    let dirs: Vec<&str> = row["probes"]
+        .as_array()
+        .expect("probes")
+        .iter()
+        .filter_map(|p| p["dir"].as_str())
+        .collect();
+    assert_eq!(&dirs[..2], ["synchronous", "throughput"], "{dirs:?}");
+    assert!(dirs.contains(&"concurrency-4"), "{dirs:?}");
+    assert_eq!(row["probes"][1]["value"], 16.0, "{row:#}");
+}
