@@ -94,20 +94,20 @@ grep -q '<h2>Per model</h2>' "$out/lora/benchmarks.html"
 # front (1: two benchmarks or more with TPOT), distributions (4), over the run (3); the
 # server's charts (queue beside client concurrency, KV-cache use, generation tokens/s)
 # when the run scraped the target's /metrics, all of which must be drawn.
-node scripts/check-html.cjs "$out/sweep/benchmarks.html" 12:3 "$work/sweep.png"
-node scripts/check-html.cjs "$out/sweep/rerendered.html" 12:3
+node scripts/check-html.cjs "$out/sweep/benchmarks.html" 14:3 "$work/sweep.png"
+node scripts/check-html.cjs "$out/sweep/rerendered.html" 14:3
 # Without streaming ITL and TPOT are absent (not 0), so their charts (ITL against load,
 # the ITL and TPOT distributions) are left out, and without TPOT there is no Pareto
 # front: 8 of the 12.
-node scripts/check-html.cjs "$out/nostream/benchmarks.html" 8:3 "$work/nostream.png"
+node scripts/check-html.cjs "$out/nostream/benchmarks.html" 10:3 "$work/nostream.png"
 # Tiny values (one benchmark: no Pareto front): 11 client charts (the server's ones depend on how many scrapes 3 s allow).
-node scripts/check-html.cjs "$out/instant/benchmarks.html" 11 "$work/instant.png"
+node scripts/check-html.cjs "$out/instant/benchmarks.html" 13 "$work/instant.png"
 # The LoRA split (two rates, so a Pareto front): its 12 client charts (the server's
 # depend on the scrapes).
-node scripts/check-html.cjs "$out/lora/benchmarks.html" 12 "$work/lora.png"
+node scripts/check-html.cjs "$out/lora/benchmarks.html" 14 "$work/lora.png"
 # The fixture (two benchmarks, so a Pareto front): its 12 client charts and exactly the
 # 3 server charts, drawn.
-node scripts/check-html.cjs "$out/server/server.html" 12:3 "$work/server.png"
+node scripts/check-html.cjs "$out/server/server.html" 13:3 "$work/server.png"
 # `plot pareto`'s page alone: the report page's script drawing one chart, its points marked.
 "$bin" plot pareto "$out/sweep/benchmarks.json" --outputs html --output-dir "$out/pareto"
 node scripts/check-html.cjs "$out/pareto/pareto-front.html" 1 "$work/pareto.png"

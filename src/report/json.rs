@@ -194,6 +194,10 @@ pub struct Report {
     /// (docs/report.md); absent where there is none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub knees: Vec<super::knee::Knee>,
+    /// Per benchmark, the requests the timeline chart draws (an evenly spread selection
+    /// of at most 2,000 over the run); absent from reports written before it was added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<super::timeline::BenchmarkTimeline>,
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one.

@@ -29,6 +29,7 @@ pub mod reporter;
 pub mod requests;
 pub mod server;
 pub mod steady;
+pub mod timeline;
 pub mod verdicts;
 
 pub use cells::{cell_value, label, notes, num};

@@ -9,6 +9,7 @@ use super::json::{HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo}
 use super::outputs::{Output, write_files};
 use super::progress::{ProgressMode, ProgressView};
 use super::requests::{RequestEntry, RequestLog, RequestSampler};
+use super::timeline::TimelineSampler;
 use llmsurge_coordinator::profiles::CapacityOutcome;
 use llmsurge_coordinator::{BenchmarkResult, Progress, RunObserver, Strategy};
 use llmsurge_proto::{ClockAnchor, RequestRecord};
@@ -77,6 +78,8 @@ pub struct RunReporter {
     anchor: ClockAnchor,
     current: u32,
     sampler: Option<RequestSampler>,
+    /// The requests the timeline chart draws.
+    timeline: TimelineSampler,
     log: Option<RequestLog>,
     write_failed: bool,
     /// Files whose last write succeeded (the only ones "report written" may name).
@@ -133,6 +136,7 @@ impl RunReporter {
                 invalid_run: Vec::new(),
                 across_runs: Vec::new(),
                 knees: Vec::new(),
+                timeline: Vec::new(),
             },
             console_summary: messages && outputs.contains(&Output::Console),
             outputs,
@@ -148,6 +152,11 @@ impl RunReporter {
             current: 0,
             sampler: (settings.sample_requests > 0)
                 .then(|| RequestSampler::new(settings.sample_requests, info.seed)),
+            // The run's budget shared among the planned benchmarks (all of it to each
+            // when their number is unknown: the chart samples the whole run again).
+            timeline: TimelineSampler::new(
+                super::timeline::MAX_DRAWN / info.planned.clamp(1, super::timeline::MAX_DRAWN),
+            ),
             log,
             write_failed: false,
             written: Vec::new(),
@@ -293,6 +302,7 @@ impl RunObserver for RunReporter {
         if let Some(s) = &mut self.sampler {
             s.start(index);
         }
+        self.timeline.start();
         self.progress
             .started(index + self.progress_offset, strategy);
     }
@@ -312,6 +322,7 @@ impl RunObserver for RunReporter {
             .model
             .and_then(|i| self.models.get(usize::from(i)))
             .map(String::as_str);
+        self.timeline.offer(record, &self.anchor);
         if let Some(s) = &mut self.sampler {
             s.offer(
                 record,
@@ -349,6 +360,9 @@ impl RunObserver for RunReporter {
             samples.benchmark = result.index;
             self.report.request_samples.push(samples);
         }
+        self.report
+            .timeline
+            .push(self.timeline.finish(result.index, result.start_time));
         let mut result = result.clone();
         result.run = self.run;
         self.report.benchmarks.push(result);

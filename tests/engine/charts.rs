@@ -365,3 +365,143 @@ fn the_knee_of_a_rate_ladder_is_the_mocks_capacity() {
     assert_eq!(c["marks"][0]["x"].as_f64(), Some(ttft.rate));
     assert_eq!(c["marks"][0]["y"].as_f64(), Some(ttft.latency));
 }
+
+/// The bars of the HTML page's timeline chart: `(row, from, to, kind)`.
+fn timeline_bars(charts: &[serde_json::Value]) -> (serde_json::Value, Vec<(f64, f64, f64, u64)>) {
+    let c = charts
+        .iter()
+        .find(|c| c["id"] == "requests-timeline")
+        .expect("the timeline chart")
+        .clone();
+    let bars = c["bars"]["items"]
+        .as_array()
+        .expect("bars")
+        .iter()
+        .map(|b| {
+            let f = |i: usize| b[i].as_f64().expect("a number");
+            (f(0), f(1), f(2), b[3].as_u64().expect("a kind"))
+        })
+        .collect();
+    (c, bars)
+}
+
+#[test]
+fn the_timeline_draws_each_request_from_send_to_end_as_the_mock_timed_it() {
+    // TTFT 40 ms, then 7 gaps of 5 ms: every completed request waits 40 ms for its first
+    // token and lasts 75 ms at least; a fifth of them fail (a 500 or a 429).
+    let server = mock(MockConfig {
+        ttft_ms: 40.0,
+        itl_ms: 5.0,
+        output_tokens: 8,
+        error_rate: 0.2,
+        ..MockConfig::instant()
+    });
+    let run = Bench::target(&server.base_url())
+        .constant(20)
+        .max_seconds(1)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json,html,svg")
+        .run();
+    let report = crate::support::ended_with(&run, 0);
+    let b = &report.benchmarks[0];
+    let t = &report.timeline[0];
+    let n = b.requests.completed + b.requests.errored + b.requests.cancelled;
+    assert!(n >= 10, "{n} requests");
+    assert_eq!(t.requests, n);
+    // Under the budget every request is drawn.
+    assert_eq!(t.spans.len() as u64, n);
+    use llmsurge::report::timeline::SpanEnd;
+    let count = |how: SpanEnd| t.spans.iter().filter(|s| s.how() == how).count() as u64;
+    assert_eq!(count(SpanEnd::Ok), b.requests.completed);
+    // The mock's faults: a 500 or a 429, half each.
+    let stats = server.stats();
+    assert_eq!(
+        count(SpanEnd::Error),
+        stats.responses_5xx + stats.responses_4xx
+    );
+    assert!(count(SpanEnd::Error) > 0);
+    for s in t.spans.iter().filter(|s| s.how() == SpanEnd::Ok) {
+        let first = s.first_token().expect("a streamed first token");
+        assert!(first - s.sent() >= 0.040 - 1e-4, "{s:?}");
+        // The mock paces its tokens on a schedule from the request's arrival (a first
+        // token written late shortens the gaps after it): 75 ms in all at least.
+        assert!(s.end() > first, "{s:?}");
+        assert!(s.end() - s.sent() >= 0.075 - 1e-4, "{s:?}");
+    }
+    // The page draws the same requests: two bars per completed one (waiting, decoding),
+    // one per failed one, one row each in send order.
+    let charts = html_charts(&run.dir.path().join("benchmarks.html"));
+    let (chart, bars) = timeline_bars(&charts);
+    assert_eq!(chart["title"], "Requests over time");
+    assert_eq!(
+        bars.len() as u64,
+        2 * count(SpanEnd::Ok) + count(SpanEnd::Error) + count(SpanEnd::Cancelled)
+    );
+    assert_eq!(
+        bars.iter().filter(|b| b.3 == 2).count() as u64,
+        count(SpanEnd::Error)
+    );
+    let rows: BTreeSet<u64> = bars.iter().map(|b| b.0 as u64).collect();
+    assert_eq!(rows.len() as u64, n);
+    // The load beside it shares its time axis.
+    let load = charts
+        .iter()
+        .find(|c| c["id"] == "timeline-load")
+        .expect("the load chart");
+    assert_eq!(load["x_range"], chart["x_range"]);
+    let texts = svg_texts(&run.dir.path().join("requests-timeline.svg"));
+    for text in [
+        "Requests over time",
+        "waiting for the first token",
+        "decoding (first token to end)",
+        "errored (send to failure)",
+    ] {
+        assert!(texts.iter().any(|t| t == text), "{text:?} in {texts:?}");
+    }
+}
+
+#[test]
+fn a_timeline_of_more_than_2000_requests_draws_2000_spread_evenly_and_says_so() {
+    let server = mock(MockConfig {
+        output_tokens: 2,
+        ..MockConfig::instant()
+    });
+    let run = Bench::target(&server.base_url())
+        .profile("throughput")
+        .max_concurrency(8)
+        .max_requests(2600)
+        .data("prompt_tokens=4,output_tokens=2")
+        .outputs("json,html")
+        .run();
+    let report = ok_report(&run);
+    let t = &report.timeline[0];
+    assert_eq!(t.requests, 2600);
+    assert_eq!(t.spans.len(), 2000);
+    // Spread over the whole benchmark, not the first 2,000 to finish.
+    let sent: Vec<f64> = t.spans.iter().map(|s| s.sent()).collect();
+    let last_end = t.spans.iter().map(|s| s.end()).fold(0.0, f64::max);
+    let b = &report.benchmarks[0];
+    let duration = b.end_time - b.start_time;
+    assert!(
+        sent[0] < 0.05 * duration,
+        "first drawn at {} of {duration}",
+        sent[0]
+    );
+    assert!(
+        last_end > 0.95 * duration,
+        "last drawn ends at {last_end} of {duration}"
+    );
+    let charts = html_charts(&run.dir.path().join("benchmarks.html"));
+    let (chart, bars) = timeline_bars(&charts);
+    assert_eq!(
+        chart["title"],
+        "Requests over time (2,000 of 2,600 drawn, sampled evenly)"
+    );
+    // A stream profile: one row per stream, at most the 8 that ran.
+    assert_eq!(
+        chart["y"]["name"],
+        "stream (requests that followed one another)"
+    );
+    let rows = bars.iter().map(|b| b.0 as u64).max().expect("bars") + 1;
+    assert!(rows <= 8, "{rows} rows");
+}

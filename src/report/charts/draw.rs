@@ -244,17 +244,24 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
             .filter(move |s| s.right == right)
             .flat_map(|s| s.points.iter())
     };
-    let xr = match &c.x_labels {
-        Some(l) => -0.5..(l.len() as f64 - 0.5),
-        None => range(
-            c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
+    let bars = c.bars.as_ref().map_or(&[][..], |b| &b.items[..]);
+    let xr = match (&c.x_labels, c.x_range) {
+        (Some(l), _) => -0.5..(l.len() as f64 - 0.5),
+        (None, Some((lo, hi))) if lo < hi => lo..hi,
+        _ => range(
+            c.series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.0))
+                .chain(bars.iter().flat_map(|b| [b.1, b.2])),
             false,
         ),
     };
+    // A bar's row spans row ± 0.4.
     let yr = range(
         points(false)
             .filter_map(|p| p.1)
-            .chain(c.marks.iter().map(|m| m.y)),
+            .chain(c.marks.iter().map(|m| m.y))
+            .chain(bars.iter().flat_map(|b| [b.0 - 0.5, b.0 + 0.5])),
         !c.y_data_only,
     );
     let y2r = range(points(true).filter_map(|p| p.1), !c.y_data_only);
@@ -314,6 +321,26 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
             .axis_desc_style((FAMILY, 28))
             .draw()
             .map_err(e)?;
+    }
+    if let Some(b) = &c.bars {
+        for (k, kind) in b.kinds.iter().enumerate() {
+            let color = rgb(&kind.color);
+            // Tall enough to see when rows are thinner than a pixel.
+            let half = 0.4f64;
+            let anno = chart
+                .draw_series(b.items.iter().filter(|bar| bar.3 == k).map(|bar| {
+                    Rectangle::new(
+                        [(bar.1, bar.0 - half), (bar.2.max(bar.1), bar.0 + half)],
+                        color.filled(),
+                    )
+                }))
+                .map_err(e)?;
+            if b.items.iter().any(|bar| bar.3 == k) {
+                anno.label(kind.label.clone()).legend(move |(x, y)| {
+                    Rectangle::new([(x + 5, y - 8), (x + 30, y + 8)], color.filled())
+                });
+            }
+        }
     }
     for s in &c.series {
         let color = rgb(&s.color);
