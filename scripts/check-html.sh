@@ -50,7 +50,7 @@ export LLMSURGE_MOCK_TTFT_MS=30 LLMSURGE_MOCK_ITL_MS=4 LLMSURGE_MOCK_OUTPUT_TOKE
 # has too few requests to decide a p99, which would be INCONCLUSIVE).
 "$bin" benchmark run --target mock --profile sweep --rate 5 --max-concurrency 16 \
   --max-seconds 3 --data prompt_tokens=64,output_tokens=24 \
-  --slo 'ttft_p50<=500ms,error_rate<=5%' --goodput 'ttft:200ms' \
+  --slo 'ttft_p50<=500ms,error_rate<=5%' --goodput 'ttft:200ms' --slice 1s \
   --outputs json,html --output-dir "$out/sweep" --max-dispatch-lag 10s \
   --output-extras '{"check": "check-html.sh"}' --disable-progress
 node -e 'const n = require(process.argv[1]).benchmarks.length;
@@ -91,21 +91,23 @@ grep -q '<h2>Per model</h2>' "$out/lora/benchmarks.html"
   --output-dir "$out/server"
 
 # Latency vs load (3, the knee marked where there is one), throughput (1), the Pareto
-# front (1: two benchmarks or more with TPOT), distributions (4), over the run (3); the
+# front (1: two benchmarks or more with TPOT), distributions (4), the request timeline
+# and the load under it (2), over the run (3), and in the sweep (--slice) the time
+# slices (5: TTFT, ITL, TPOT, e2e, rates); the
 # server's charts (queue beside client concurrency, KV-cache use, generation tokens/s)
 # when the run scraped the target's /metrics, all of which must be drawn.
-node scripts/check-html.cjs "$out/sweep/benchmarks.html" 14:3 "$work/sweep.png"
-node scripts/check-html.cjs "$out/sweep/rerendered.html" 14:3
+node scripts/check-html.cjs "$out/sweep/benchmarks.html" 19:3 "$work/sweep.png"
+node scripts/check-html.cjs "$out/sweep/rerendered.html" 19:3
 # Without streaming ITL and TPOT are absent (not 0), so their charts (ITL against load,
 # the ITL and TPOT distributions) are left out, and without TPOT there is no Pareto
-# front: 8 of the 12.
+# front: 10 of the 14.
 node scripts/check-html.cjs "$out/nostream/benchmarks.html" 10:3 "$work/nostream.png"
-# Tiny values (one benchmark: no Pareto front): 11 client charts (the server's ones depend on how many scrapes 3 s allow).
+# Tiny values (one benchmark: no Pareto front): 13 client charts (the timeline and its load among them) (the server's ones depend on how many scrapes 3 s allow).
 node scripts/check-html.cjs "$out/instant/benchmarks.html" 13 "$work/instant.png"
-# The LoRA split (two rates, so a Pareto front): its 12 client charts (the server's
+# The LoRA split (two rates, so a Pareto front): its 14 client charts (the server's
 # depend on the scrapes).
 node scripts/check-html.cjs "$out/lora/benchmarks.html" 14 "$work/lora.png"
-# The fixture (two benchmarks, so a Pareto front): its 12 client charts and exactly the
+# The fixture (two benchmarks, so a Pareto front): its 13 client charts (a timeline of none: it predates them; the load under it is drawn) and exactly the
 # 3 server charts, drawn.
 node scripts/check-html.cjs "$out/server/server.html" 13:3 "$work/server.png"
 # `plot pareto`'s page alone: the report page's script drawing one chart, its points marked.

@@ -391,6 +391,7 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
         rows => Serde(report.benchmarks.iter().map(row).collect::<Vec<_>>()),
         model_rows => Serde(report.benchmarks.iter().flat_map(model_rows).collect::<Vec<_>>()),
         server_rows => Serde(report.benchmarks.iter().filter_map(server_row).collect::<Vec<_>>()),
+        has_slices => !report.slices.is_empty(),
         session_rows => Serde(report.benchmarks.iter().filter_map(session_rows).collect::<Vec<_>>()),
         connection_headers => Serde(super::connections::HEADERS),
         connection_rows => Serde(super::connections::rows(&report.benchmarks)),

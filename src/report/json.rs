@@ -198,6 +198,10 @@ pub struct Report {
     /// of at most 2,000 over the run); absent from reports written before it was added.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<super::timeline::BenchmarkTimeline>,
+    /// `--slice`: per benchmark, its percentiles and rates per slice of the measured
+    /// window; absent without the flag.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<super::slices::BenchmarkSlices>,
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one.

@@ -363,6 +363,8 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
         knees: super::knee::knees(&benchmarks),
         // Each shard's timeline is on its own host's clock: a merged report has none.
         timeline: Vec::new(),
+        // A slice's percentiles cannot be merged from other hosts' percentiles.
+        slices: Vec::new(),
         benchmarks,
         request_samples,
         metric_definitions: first.metric_definitions.clone(),

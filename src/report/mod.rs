@@ -28,6 +28,7 @@ pub mod progress;
 pub mod reporter;
 pub mod requests;
 pub mod server;
+pub mod slices;
 pub mod steady;
 pub mod timeline;
 pub mod verdicts;

@@ -9,6 +9,7 @@ use super::json::{HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo}
 use super::outputs::{Output, write_files};
 use super::progress::{ProgressMode, ProgressView};
 use super::requests::{RequestEntry, RequestLog, RequestSampler};
+use super::slices::SliceCollector;
 use super::timeline::TimelineSampler;
 use llmsurge_coordinator::profiles::CapacityOutcome;
 use llmsurge_coordinator::{BenchmarkResult, Progress, RunObserver, Strategy};
@@ -27,6 +28,8 @@ pub struct ReportSettings {
     /// Where every request's record is streamed (`--request-log`), resolved against the
     /// output directory.
     pub request_log: Option<PathBuf>,
+    /// `--slice`: cut each benchmark's measured window into slices of this length.
+    pub slice: Option<std::time::Duration>,
     /// `--disable-progress`.
     pub disable_progress: bool,
     /// `--disable-console-outputs`.
@@ -80,6 +83,8 @@ pub struct RunReporter {
     sampler: Option<RequestSampler>,
     /// The requests the timeline chart draws.
     timeline: TimelineSampler,
+    /// `--slice`: the measured requests of the running benchmark.
+    slices: Option<SliceCollector>,
     log: Option<RequestLog>,
     write_failed: bool,
     /// Files whose last write succeeded (the only ones "report written" may name).
@@ -137,6 +142,7 @@ impl RunReporter {
                 across_runs: Vec::new(),
                 knees: Vec::new(),
                 timeline: Vec::new(),
+                slices: Vec::new(),
             },
             console_summary: messages && outputs.contains(&Output::Console),
             outputs,
@@ -154,6 +160,7 @@ impl RunReporter {
                 .then(|| RequestSampler::new(settings.sample_requests, info.seed)),
             // The run's budget shared among the planned benchmarks (all of it to each
             // when their number is unknown: the chart samples the whole run again).
+            slices: settings.slice.map(|d| SliceCollector::new(d.as_secs_f64())),
             timeline: TimelineSampler::new(
                 super::timeline::MAX_DRAWN / info.planned.clamp(1, super::timeline::MAX_DRAWN),
             ),
@@ -303,6 +310,9 @@ impl RunObserver for RunReporter {
             s.start(index);
         }
         self.timeline.start();
+        if let Some(s) = &mut self.slices {
+            s.start();
+        }
         self.progress
             .started(index + self.progress_offset, strategy);
     }
@@ -323,6 +333,9 @@ impl RunObserver for RunReporter {
             .and_then(|i| self.models.get(usize::from(i)))
             .map(String::as_str);
         self.timeline.offer(record, &self.anchor);
+        if let Some(s) = &mut self.slices {
+            s.offer(record, &self.anchor);
+        }
         if let Some(s) = &mut self.sampler {
             s.offer(
                 record,
@@ -363,6 +376,9 @@ impl RunObserver for RunReporter {
         self.report
             .timeline
             .push(self.timeline.finish(result.index, result.start_time));
+        if let Some(slices) = self.slices.as_mut().and_then(|s| s.finish(result.index)) {
+            self.report.slices.push(slices);
+        }
         let mut result = result.clone();
         result.run = self.run;
         self.report.benchmarks.push(result);

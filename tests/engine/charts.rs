@@ -505,3 +505,155 @@ fn a_timeline_of_more_than_2000_requests_draws_2000_spread_evenly_and_says_so() 
     let rows = bars.iter().map(|b| b.0 as u64).max().expect("bars") + 1;
     assert!(rows <= 8, "{rows} rows");
 }
+
+/// The percentile `p` of `values` as the report's histograms define it: the value of
+/// rank ⌈p/100 × n⌉ (at least 1) in ascending order.
+fn nearest_rank(values: &mut [f64], p: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * values.len() as f64).ceil().max(1.0) as usize;
+    values[rank - 1]
+}
+
+#[test]
+fn slices_sum_to_their_benchmark_and_each_percentile_is_its_own_requests() {
+    // Jittered TTFT and gaps (so percentiles differ), 8 tokens, one in ten failing.
+    let server = mock(MockConfig {
+        ttft_ms: 20.0,
+        ttft_ms_std: 8.0,
+        itl_ms: 3.0,
+        itl_ms_std: 1.0,
+        output_tokens: 8,
+        error_rate: 0.1,
+        ..MockConfig::instant()
+    });
+    let run = Bench::target(&server.base_url())
+        .constant("20,40")
+        .max_seconds(3)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json,csv,html,svg")
+        .request_log("requests.jsonl")
+        .arg("--slice", "500ms")
+        .run();
+    let report = crate::support::ended_with(&run, 0);
+    assert_eq!(report.slices.len(), 2);
+    let log = crate::support::recorded(&run.dir.path().join("requests.jsonl"));
+    for (b, sl) in report.benchmarks.iter().zip(&report.slices) {
+        assert_eq!(sl.benchmark, b.index);
+        assert_eq!(sl.slice_s, 0.5);
+        // Three seconds of sends in half-second slices.
+        assert!(sl.slices.len() >= 6, "{} slices", sl.slices.len());
+        let e2e = &b.metrics["request_latency"];
+        let completed: u64 = sl.slices.iter().map(|s| s.completed).sum();
+        let errored: u64 = sl.slices.iter().map(|s| s.errored).sum();
+        assert_eq!(completed, e2e.successful.count);
+        assert_eq!(errored, e2e.errored.count);
+        assert!(errored > 0);
+        // The benchmark's measured requests that were sent, from the request log.
+        let measured: Vec<&serde_json::Value> = log
+            .iter()
+            .filter(|e| {
+                e["benchmark"] == b.index
+                    && e["phase"] == "measured"
+                    && !e["start_time"].is_null()
+                    && e["status"] != "cancelled"
+            })
+            .collect();
+        let w0 = measured
+            .iter()
+            .map(|e| e["start_time"].as_f64().expect("start"))
+            .fold(f64::INFINITY, f64::min);
+        assert_eq!(sl.window_start, w0);
+        for s in &sl.slices {
+            let mine: Vec<&serde_json::Value> = measured
+                .iter()
+                .copied()
+                .filter(|e| {
+                    let t = e["start_time"].as_f64().expect("start");
+                    ((t - w0) / 0.5).floor() as u32 == s.index
+                })
+                .collect();
+            let ok: Vec<&serde_json::Value> = mine
+                .iter()
+                .copied()
+                .filter(|e| e["status"] == "completed")
+                .collect();
+            assert_eq!(s.completed, ok.len() as u64, "slice {}", s.index);
+            assert_eq!(
+                s.errored,
+                (mine.len() - ok.len()) as u64,
+                "slice {}",
+                s.index
+            );
+            for (key, field) in [
+                ("ttft", "ttft_ms"),
+                ("tpot", "tpot_ms"),
+                ("request_latency", "latency_ms"),
+                ("itl", "itl_ms"),
+            ] {
+                // ITL counts each request's mean gap once per gap (7 with 8 tokens).
+                let mut values: Vec<f64> = ok
+                    .iter()
+                    .flat_map(|e| {
+                        let v = e[field].as_f64().expect("a value");
+                        let times = if key == "itl" {
+                            e["output_tokens"].as_u64().expect("tokens") - 1
+                        } else {
+                            1
+                        };
+                        std::iter::repeat_n(v, times as usize)
+                    })
+                    .collect();
+                let Some(got) = s.metrics.get(key) else {
+                    assert!(values.is_empty(), "slice {} lacks {key}", s.index);
+                    continue;
+                };
+                assert_eq!(got.count, values.len() as u64, "slice {} {key}", s.index);
+                for (p, v) in [(50.0, got.p50), (90.0, got.p90), (99.0, got.p99)] {
+                    let want = nearest_rank(&mut values, p);
+                    // The histogram keeps 3 significant digits of whole microseconds.
+                    assert!(
+                        (v - want).abs() <= want * 0.002 + 0.002,
+                        "slice {} {key} p{p}: {v} ms, the requests say {want} ms",
+                        s.index
+                    );
+                }
+            }
+        }
+    }
+    // The CSV: one row per slice of every benchmark, in its own file.
+    let csv = std::fs::read_to_string(run.dir.path().join("benchmarks.slices.csv"))
+        .expect("the slices CSV");
+    let rows: usize = report.slices.iter().map(|b| b.slices.len()).sum();
+    assert_eq!(csv.lines().count(), rows + 1);
+    assert!(csv.starts_with("benchmark,strategy,slice,start_s,duration_s,completed,errored"));
+    // A chart per metric and one of the rates, in the page and as images.
+    let charts = html_charts(&run.dir.path().join("benchmarks.html"));
+    for id in [
+        "slices-ttft",
+        "slices-itl",
+        "slices-tpot",
+        "slices-e2e",
+        "slices-rates",
+    ] {
+        let c = charts
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no {id} chart"));
+        assert!(c["no_data"].is_null(), "{id}");
+        assert!(
+            run.dir.path().join(format!("{id}.svg")).exists(),
+            "{id}.svg"
+        );
+    }
+}
+
+#[test]
+fn a_slice_of_nothing_is_one_line_naming_the_flag() {
+    let out = llmsurge()
+        .args(["benchmark", "run", "--target", "mock", "--slice", "0s"])
+        .output()
+        .expect("llmsurge runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--slice"), "{stderr}");
+}

@@ -7,6 +7,7 @@
 pub mod draw;
 pub mod page;
 pub mod pareto;
+pub mod slices;
 pub mod timeline;
 
 use super::json::Report;
@@ -256,6 +257,7 @@ pub fn charts(report: &Report) -> Vec<Chart> {
     out.extend(distributions(report));
     out.extend(timeseries(report));
     out.extend(timeline::charts(report));
+    out.extend(slices::charts(report));
     out.extend(server(report));
     out
 }
