@@ -113,4 +113,19 @@ node scripts/check-html.cjs "$out/server/server.html" 13:3 "$work/server.png"
 # `plot pareto`'s page alone: the report page's script drawing one chart, its points marked.
 "$bin" plot pareto "$out/sweep/benchmarks.json" --outputs html --output-dir "$out/pareto"
 node scripts/check-html.cjs "$out/pareto/pareto-front.html" 1 "$work/pareto.png"
+# Runs side by side (issue 25 §6): `benchmark compare --outputs html` of the LoRA run and
+# another of the same rates, each figure with its verdicts (the gate may fail: exit 3),
+# and `plot runs` of three reports: latency vs load (3), throughput (1), distributions
+# (4) and the Pareto fronts (1).
+"$bin" benchmark run --target mock --profile constant --rate 10,20 --max-seconds 3 \
+  --data prompt_tokens=64,output_tokens=24 --label tuned --outputs json \
+  --output-dir "$out/tuned" --max-dispatch-lag 10s --disable-progress
+rc=0
+"$bin" benchmark compare "$out/lora/benchmarks.json" "$out/tuned/benchmarks.json" \
+  --outputs html --output-dir "$out/compare" >/dev/null || rc=$?
+[ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || { echo "check-html: benchmark compare exited $rc" >&2; exit 1; }
+node scripts/check-html.cjs "$out/compare/compare.html" 9 "$work/compare.png"
+"$bin" plot runs "$out/sweep/benchmarks.json" "$out/lora/benchmarks.json" \
+  "$out/tuned/benchmarks.json" --outputs html --output-dir "$out/runs"
+node scripts/check-html.cjs "$out/runs/runs.html" 9 "$work/runs.png"
 echo "check-html: passed"

@@ -41,6 +41,7 @@ pub fn resolve_output(args: &OutputArgs) -> Result<(Vec<Output>, ReportSettings)
         sample_requests: args.sample_requests as usize,
         request_log,
         slice: args.slice,
+        label: args.label.clone(),
         disable_progress: args.disable_progress || args.disable_console_outputs,
         disable_console_outputs: args.disable_console_outputs,
     };

@@ -128,6 +128,10 @@ pub struct Metadata {
     /// A merged report (`benchmark merge`): the shards it holds and those missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<MergeInfo>,
+    /// `--label`: the run's name in pictures of several runs (`benchmark compare`,
+    /// `plot runs`); absent without it (the file name stands in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// What `benchmark merge` combined into a report.

@@ -351,6 +351,7 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
                 missing,
                 hosts,
             }),
+            label: first.metadata.label.clone(),
         },
         args,
         target: super::json::TargetInfo {

@@ -28,6 +28,8 @@ pub struct ReportSettings {
     /// Where every request's record is streamed (`--request-log`), resolved against the
     /// output directory.
     pub request_log: Option<PathBuf>,
+    /// `--label`: the run's name in pictures of several runs.
+    pub label: Option<String>,
     /// `--slice`: cut each benchmark's measured window into slices of this length.
     pub slice: Option<std::time::Duration>,
     /// `--disable-progress`.
@@ -131,6 +133,7 @@ impl RunReporter {
                     start_at: info.start_at,
                     tls_insecure: info.tls_insecure,
                     merged: None,
+                    label: settings.label.clone(),
                 },
                 args: info.args,
                 target: info.target,

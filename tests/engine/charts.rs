@@ -480,16 +480,20 @@ fn a_timeline_of_more_than_2000_requests_draws_2000_spread_evenly_and_says_so() 
     // Spread over the whole benchmark, not the first 2,000 to finish.
     let sent: Vec<f64> = t.spans.iter().map(|s| s.sent()).collect();
     let last_end = t.spans.iter().map(|s| s.end()).fold(0.0, f64::max);
+    // The requests' own span (a benchmark's end also holds the workers' shutdown).
     let b = &report.benchmarks[0];
-    let duration = b.end_time - b.start_time;
+    let first_send = b.measured_window.start_time - b.start_time;
+    let last_end = b.measured_window.end_time - b.start_time;
+    let span = last_end - first_send;
+    let drawn_end = t.spans.iter().map(|s| s.end()).fold(0.0, f64::max);
     assert!(
-        sent[0] < 0.05 * duration,
-        "first drawn at {} of {duration}",
+        sent[0] - first_send < 0.05 * span,
+        "first drawn sent at {} of {first_send}..{last_end}",
         sent[0]
     );
     assert!(
-        last_end > 0.95 * duration,
-        "last drawn ends at {last_end} of {duration}"
+        last_end - drawn_end < 0.05 * span,
+        "last drawn ends at {drawn_end} of {first_send}..{last_end}"
     );
     let charts = html_charts(&run.dir.path().join("benchmarks.html"));
     let (chart, bars) = timeline_bars(&charts);
@@ -656,4 +660,176 @@ fn a_slice_of_nothing_is_one_line_naming_the_flag() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--slice"), "{stderr}");
+}
+
+/// Two constant rates against `server`, named `label`; the report's path and the run
+/// (whose folder holds it).
+fn labelled_run(server: &llmsurge::mock::MockServer, label: &str) -> crate::support::Finished {
+    let run = Bench::target(&server.base_url())
+        .constant("10,20")
+        .max_seconds(1)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json")
+        .arg("--label", label)
+        .run();
+    let report = ok_report(&run);
+    assert_eq!(report.metadata.label.as_deref(), Some(label));
+    run
+}
+
+#[test]
+fn compare_draws_both_runs_on_the_same_axes_with_each_figures_verdicts() {
+    // The same server but for its TTFT, doubled in the new run (20 → 40 ms).
+    let fast = mock(MockConfig {
+        ttft_ms: 20.0,
+        itl_ms: 2.0,
+        output_tokens: 8,
+        ..MockConfig::instant()
+    });
+    let slow = mock(MockConfig {
+        ttft_ms: 40.0,
+        itl_ms: 2.0,
+        output_tokens: 8,
+        ..MockConfig::instant()
+    });
+    let base = labelled_run(&fast, "v1.0");
+    let new = labelled_run(&slow, "v1.1");
+    let out = tempfile::tempdir().expect("tempdir");
+    let result = llmsurge()
+        .args(["benchmark", "compare"])
+        .arg(base.dir.path().join("benchmarks.json"))
+        .arg(new.dir.path().join("benchmarks.json"))
+        .args(["--outputs", "html,png,svg", "--output-dir"])
+        .arg(out.path())
+        .output()
+        .expect("llmsurge runs");
+    // TTFT regressed: the gate fails, and the pictures are written all the same.
+    assert_eq!(
+        result.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let charts = html_charts(&out.path().join("compare.html"));
+    let ids: BTreeSet<String> = charts
+        .iter()
+        .map(|c| c["id"].as_str().expect("id").to_string())
+        .collect();
+    for id in [
+        "compare-ttft-vs-achieved-rate",
+        "compare-e2e-vs-achieved-rate",
+        "compare-throughput-vs-offered-load",
+        "compare-ttft-by-percentile",
+        "compare-pareto-front",
+    ] {
+        assert!(ids.contains(id), "{id} in {ids:?}");
+    }
+    let named = |ext: &str| ids.iter().map(|id| format!("{id}.{ext}")).collect();
+    assert_eq!(files_with(out.path(), "png"), named("png"));
+    assert_eq!(files_with(out.path(), "svg"), named("svg"));
+    let ttft = charts
+        .iter()
+        .find(|c| c["id"] == "compare-ttft-vs-achieved-rate")
+        .expect("ttft chart");
+    let notes: Vec<&str> = ttft["notes"]
+        .as_array()
+        .expect("notes")
+        .iter()
+        .map(|n| n.as_str().expect("a line"))
+        .collect();
+    for rate in ["constant@10", "constant@20"] {
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with(&format!("regressed: ttft_p50 at {rate}: +"))),
+            "{notes:?}"
+        );
+    }
+    // Each run in its colour, named by its --label; the verdicts in the image too.
+    let labels: Vec<&str> = ttft["series"]
+        .as_array()
+        .expect("series")
+        .iter()
+        .map(|s| s["label"].as_str().expect("label"))
+        .collect();
+    assert_eq!(labels, ["v1.0 p50", "v1.0 p99", "v1.1 p50", "v1.1 p99"]);
+    let texts = svg_texts(&out.path().join("compare-ttft-vs-achieved-rate.svg"));
+    for n in &notes {
+        assert!(texts.iter().any(|t| t == n), "{n:?} in {texts:?}");
+    }
+    assert!(texts.iter().any(|t| t == "v1.1 p99"), "{texts:?}");
+}
+
+#[test]
+fn plot_runs_gives_each_run_a_colour_and_its_label_or_file_name() {
+    let server = mock(MockConfig {
+        ttft_ms: 10.0,
+        itl_ms: 2.0,
+        output_tokens: 8,
+        ..MockConfig::instant()
+    });
+    let a = labelled_run(&server, "baseline");
+    let b = labelled_run(&server, "tuned");
+    // A third without --label, saved under a name of its own: the file names it.
+    let c = Bench::target(&server.base_url())
+        .constant("10,20")
+        .max_seconds(1)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json,nightly.json")
+        .run();
+    ok_report(&c);
+    let out = tempfile::tempdir().expect("tempdir");
+    let result = llmsurge()
+        .args(["plot", "runs"])
+        .arg(a.dir.path().join("benchmarks.json"))
+        .arg(b.dir.path().join("benchmarks.json"))
+        .arg(c.dir.path().join("nightly.json"))
+        .args(["--outputs", "html,svg", "--output-dir"])
+        .arg(out.path())
+        .output()
+        .expect("llmsurge runs");
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let charts = html_charts(&out.path().join("runs.html"));
+    let throughput = charts
+        .iter()
+        .find(|c| c["id"] == "compare-throughput-vs-offered-load")
+        .expect("throughput chart");
+    let series: Vec<(&str, &str)> = throughput["series"]
+        .as_array()
+        .expect("series")
+        .iter()
+        .map(|s| {
+            (
+                s["label"].as_str().expect("label"),
+                s["color"].as_str().expect("color"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        series.iter().map(|s| s.0).collect::<Vec<_>>(),
+        ["baseline", "tuned", "nightly"]
+    );
+    let colours: BTreeSet<&str> = series.iter().map(|s| s.1).collect();
+    assert_eq!(colours.len(), 3, "{series:?}");
+    let texts = svg_texts(&out.path().join("compare-throughput-vs-offered-load.svg"));
+    for label in ["baseline", "tuned", "nightly"] {
+        assert!(texts.iter().any(|t| t == label), "{label:?} in {texts:?}");
+    }
+    // Anything but html, png and svg is refused, naming it.
+    let bad = llmsurge()
+        .args(["plot", "runs"])
+        .arg(a.dir.path().join("benchmarks.json"))
+        .args(["--outputs", "csv"])
+        .output()
+        .expect("llmsurge runs");
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("--outputs") && stderr.contains("\"csv\""),
+        "{stderr}"
+    );
 }

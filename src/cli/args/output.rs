@@ -43,6 +43,11 @@ pub struct OutputArgs {
     )]
     pub sample_requests: u32,
 
+    /// The run's name in pictures of several runs (`benchmark compare`, `plot runs`);
+    /// without it, the report's file name.
+    #[arg(long, env = "LLMSURGE_LABEL", value_name = "NAME")]
+    pub label: Option<String>,
+
     /// Cut each benchmark's measured window into slices of this length (e.g. 10s): TTFT,
     /// ITL, TPOT and e2e p50/p90/p99 and the rates per slice, in the JSON, a CSV of its
     /// own (`<csv name>.slices.csv`) and a chart per metric.

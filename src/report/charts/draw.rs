@@ -238,6 +238,24 @@ fn segments(s: &Series) -> Vec<Vec<(f64, f64)>> {
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
+    // Notes (a comparison's verdicts) at the foot, one line each, under the plot.
+    let root = if c.notes.is_empty() {
+        root.clone()
+    } else {
+        let foot = 20 + 32 * c.notes.len() as u32;
+        let (plot, notes) = root.split_vertically(HEIGHT.saturating_sub(foot));
+        for (i, line) in c.notes.iter().enumerate() {
+            notes
+                .draw_text(
+                    line,
+                    &TextStyle::from((FAMILY, 24).into_font()),
+                    (40, 8 + 32 * i as i32),
+                )
+                .map_err(e)?;
+        }
+        plot
+    };
+    let root = &root;
     let points = |right: bool| {
         c.series
             .iter()
@@ -379,9 +397,18 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
                     .map_err(e)?
             };
             if let Some(label) = legend {
-                anno.label(label).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 30, y)], color.stroke_width(3))
-                });
+                if s.dashed {
+                    // Dashed in the legend too: two short strokes.
+                    anno.label(label).legend(move |(x, y)| {
+                        EmptyElement::at((x, y))
+                            + PathElement::new(vec![(0, 0), (12, 0)], color.stroke_width(3))
+                            + PathElement::new(vec![(18, 0), (30, 0)], color.stroke_width(3))
+                    });
+                } else {
+                    anno.label(label).legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 30, y)], color.stroke_width(3))
+                    });
+                }
             }
             if s.markers {
                 let dots = seg.iter().map(|&p| Circle::new(p, 6, color.filled()));

@@ -4,6 +4,7 @@
 //! (`templates/report.js`) hands each to uPlot; [`draw`] draws the same descriptions into
 //! SVG and PNG files (`--outputs png,svg`).
 
+pub mod compare;
 pub mod draw;
 pub mod page;
 pub mod pareto;
@@ -177,6 +178,10 @@ pub struct Chart {
     /// Charts with the same group zoom and pan together in the HTML page.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub x_group: Option<String>,
+    /// Lines of text shown with the chart (the regression verdicts of a comparison):
+    /// under the plot in the page, at the foot of the image.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Chart {
@@ -198,6 +203,7 @@ impl Chart {
             bars: None,
             x_range: None,
             x_group: None,
+            notes: Vec::new(),
         }
     }
 

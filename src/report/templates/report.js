@@ -200,6 +200,20 @@
     box.appendChild(div);
   }
 
+  // Lines shown with a chart (a comparison's verdicts), under it.
+  function chartNotes(box, notes) {
+    if (!Array.isArray(notes) || !notes.length) { return; }
+    var ul = document.createElement("ul");
+    ul.className = "chart-notes";
+    notes.forEach(function (n) {
+      var li = document.createElement("li");
+      li.textContent = String(n);
+      if (/^regressed/.test(String(n))) { li.className = "fail"; }
+      ul.appendChild(li);
+    });
+    box.appendChild(ul);
+  }
+
   // Charts of one x group (the timeline and the load beside it) zoom and pan together:
   // drag to zoom (sideways: time; up or down: rows), the wheel zooms time around the
   // pointer, shift+wheel pans it, a double click zooms out.
@@ -277,7 +291,7 @@
           axes: [{ label: axisLabel(c.x) }, { label: axisLabel(c.y), scale: "y" }],
           hooks: hooks,
         }, [[lo, hi], [rlo, rhi]]);
-        if (u) { barLegend(u.root.parentNode, c.bars); }
+        if (u) { barLegend(u.root.parentNode, c.bars); chartNotes(u.root.parentNode, c.notes); }
         return;
       }
       var names = {};
@@ -302,7 +316,7 @@
       }
       var axes = [xAxis, { label: axisLabel(c.y), scale: "y" }];
       if (right) { axes.push({ label: axisLabel(c.y2), scale: "y2", side: 1, grid: { show: false } }); }
-      chart(c.section, c.title, {
+      var drawn = chart(c.section, c.title, {
         scales: { x: { time: false }, y: {}, y2: {} },
         series: [xSeries].concat(series.map(function (s) {
           var o = { label: s.label, stroke: s.color, scale: s.right ? "y2" : "y", width: s.markers ? 2 : 1.5,
@@ -314,6 +328,7 @@
         axes: axes,
         hooks: hooks,
       }, columns);
+      if (drawn) { chartNotes(drawn.root.parentNode, c.notes); }
     });
   }
 
