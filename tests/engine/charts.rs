@@ -479,7 +479,6 @@ fn a_timeline_of_more_than_2000_requests_draws_2000_spread_evenly_and_says_so() 
     assert_eq!(t.spans.len(), 2000);
     // Spread over the whole benchmark, not the first 2,000 to finish.
     let sent: Vec<f64> = t.spans.iter().map(|s| s.sent()).collect();
-    let last_end = t.spans.iter().map(|s| s.end()).fold(0.0, f64::max);
     // The requests' own span (a benchmark's end also holds the workers' shutdown).
     let b = &report.benchmarks[0];
     let first_send = b.measured_window.start_time - b.start_time;
@@ -832,4 +831,81 @@ fn plot_runs_gives_each_run_a_colour_and_its_label_or_file_name() {
         stderr.contains("--outputs") && stderr.contains("\"csv\""),
         "{stderr}"
     );
+}
+
+/// `--profile knee` against the mock's capacity model: 4 slots, each request holds one
+/// for S = 20 ms + 15 × 2 ms = 50 ms, so the capacity is C / S = 80 requests/s, where
+/// latency turns from flat to a wall. The sweep's points are too coarse to find it
+/// within 10%; the refinement pass adds rates on either side of the sweep's knee.
+#[test]
+fn the_knee_profile_refines_the_sweeps_knee_to_the_mocks_capacity() {
+    const CAPACITY: f64 = 4.0 / 0.050;
+    const SWEEP: usize = 8;
+    let server = mock(MockConfig {
+        max_concurrency: Some(4),
+        ttft_ms: 20.0,
+        itl_ms: 2.0,
+        output_tokens: 16,
+        ..MockConfig::instant()
+    });
+    let run = Bench::target(&server.base_url())
+        .profile("knee")
+        .rate(SWEEP)
+        .max_seconds(3)
+        .max_concurrency(64)
+        .data("prompt_tokens=16,output_tokens=16")
+        .outputs("json")
+        .run();
+    let report = ok_report(&run);
+    let b = &report.benchmarks;
+    assert_eq!(
+        b.len(),
+        SWEEP + 2 * llmsurge_coordinator::knee::REFINE_POINTS,
+        "{:?}",
+        b.iter().map(|b| b.strategy.to_string()).collect::<Vec<_>>()
+    );
+    // The sweep's knee, and the rates the refinement ran: three on either side of it,
+    // between its neighbours.
+    let swept: Vec<(f64, f64)> = b[..SWEEP]
+        .iter()
+        .map(|b| {
+            (
+                b.throughput.requests_per_s,
+                b.metrics["ttft"].successful.percentiles.p99,
+            )
+        })
+        .collect();
+    let want = llmsurge_coordinator::knee::refinement(&swept);
+    let ran: Vec<f64> = b[SWEEP..]
+        .iter()
+        .map(|b| match b.strategy {
+            llmsurge_coordinator::Strategy::Constant { rate } => rate,
+            ref s => panic!("a refinement benchmark is {s}"),
+        })
+        .collect();
+    assert_eq!(ran, want);
+    let k = llmsurge::report::knee::kneedle(&swept).expect("the sweep's knee");
+    let n = llmsurge_coordinator::knee::REFINE_POINTS;
+    assert!(ran[..n].iter().all(|&r| r < swept[k].0) && ran[n..].iter().all(|&r| r > swept[k].0));
+    // The run's knee, over every benchmark, is within 10% of the model's, and nearer
+    // to it than the sweep's own.
+    let knee = report
+        .knees
+        .iter()
+        .find(|k| k.metric == "ttft_p99")
+        .expect("a TTFT knee");
+    assert!(
+        (knee.rate - CAPACITY).abs() <= 0.1 * CAPACITY,
+        "knee at {} req/s, the model's capacity {CAPACITY} (the sweep's at {}); {:?}",
+        knee.rate,
+        swept[k].0,
+        b.iter()
+            .map(|b| (
+                b.strategy.to_string(),
+                b.throughput.requests_per_s,
+                b.metrics["ttft"].successful.percentiles.p99
+            ))
+            .collect::<Vec<_>>()
+    );
+    assert!((knee.rate - CAPACITY).abs() <= (swept[k].0 - CAPACITY).abs());
 }
