@@ -52,7 +52,9 @@ pub struct CompareArgs {
 
     /// Pictures of both runs on the same axes, each figure's verdicts beside it: html
     /// (compare.html), png, svg (one file per chart); comma-separated. None by default.
-    #[arg(long, env = "LLMSURGE_OUTPUTS", value_delimiter = ',')]
+    /// Its variable is not LLMSURGE_OUTPUTS: a CI job sets that one for its runs
+    /// (json, csv, …) and calls compare in the same environment.
+    #[arg(long, env = "LLMSURGE_COMPARE_OUTPUTS", value_delimiter = ',')]
     pub outputs: Vec<String>,
 
     /// Directory for the pictures.

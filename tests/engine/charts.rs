@@ -693,6 +693,22 @@ fn compare_draws_both_runs_on_the_same_axes_with_each_figures_verdicts() {
     });
     let base = labelled_run(&fast, "v1.0");
     let new = labelled_run(&slow, "v1.1");
+    // A CI job's environment sets the runs' outputs; compare draws nothing for them.
+    let plain = llmsurge()
+        .args(["benchmark", "compare"])
+        .arg(base.dir.path().join("benchmarks.json"))
+        .arg(new.dir.path().join("benchmarks.json"))
+        .env("LLMSURGE_OUTPUTS", "json,html,junit,md,console")
+        .current_dir(base.dir.path())
+        .output()
+        .expect("llmsurge runs");
+    assert_eq!(
+        plain.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    assert!(!base.dir.path().join("compare.html").exists());
     let out = tempfile::tempdir().expect("tempdir");
     let result = llmsurge()
         .args(["benchmark", "compare"])
