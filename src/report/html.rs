@@ -288,6 +288,13 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
         charts: super::charts::charts(report),
         report,
     })?;
+    // The timeline's requests are drawn from `charts` (its bars): not twice in the page.
+    if let Some(r) = value
+        .pointer_mut("/report")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        r.remove("timeline");
+    }
     // The encoded histograms serve merging and comparisons, not the page: leave them out.
     if let Some(benchmarks) = value
         .pointer_mut("/report/benchmarks")
