@@ -1,7 +1,8 @@
 // Opens an llmsurge HTML report in headless Chromium and checks it like a reader would:
 // no console error, no page error, no network request (the page must work offline),
-// every chart drawn (a non-blank canvas per chart), and no axis with two identical
-// adjacent tick labels (the page records each axis's labels in window.llmsurgeTicks).
+// every chart drawn (a non-blank canvas per chart), no axis with two identical
+// adjacent tick labels and no x axis whose labels overlap (the page records each axis's
+// labels, and the x axes' label positions and widths, in window.llmsurgeTicks).
 //
 // usage: node check-html.cjs REPORT.html EXPECTED_CHARTS SCREENSHOT.png
 // (EXPECTED_CHARTS: the client's charts, a number, or "any" to accept the page's own
@@ -78,6 +79,18 @@ async function main() {
     }
     for (const a of axes) {
       if (!a.labels.some((l) => l !== "")) { problems.push(`chart '${a.chart}' axis ${a.axis} drew no tick label`); }
+      // Labels of the x axis side by side must not overlap (2 px apart at least).
+      const boxes = (Array.isArray(a.boxes) ? a.boxes : [])
+        .map((b, k) => ({ pos: b.pos, width: b.width, label: a.labels[k] }))
+        .filter((b) => b.label !== "" && Number.isFinite(b.pos) && b.width > 0)
+        .sort((x, y) => x.pos - y.pos);
+      for (let k = 1; k < boxes.length; k++) {
+        const gap = (boxes[k].pos - boxes[k].width / 2) - (boxes[k - 1].pos + boxes[k - 1].width / 2);
+        if (gap < 2) {
+          problems.push(`chart '${a.chart}' axis ${a.axis}: tick labels '${boxes[k - 1].label}' and '${boxes[k].label}' overlap`);
+          break;
+        }
+      }
       for (let k = 1; k < a.labels.length; k++) {
         if (a.labels[k] !== "" && a.labels[k] === a.labels[k - 1]) {
           problems.push(`chart '${a.chart}' axis ${a.axis}: adjacent tick labels repeat: ${a.labels.join(", ")}`);

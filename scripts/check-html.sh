@@ -50,7 +50,7 @@ export LLMSURGE_MOCK_TTFT_MS=30 LLMSURGE_MOCK_ITL_MS=4 LLMSURGE_MOCK_OUTPUT_TOKE
 # has too few requests to decide a p99, which would be INCONCLUSIVE).
 "$bin" benchmark run --target mock --profile sweep --rate 5 --max-concurrency 16 \
   --max-seconds 3 --data prompt_tokens=64,output_tokens=24 \
-  --slo 'ttft_p50<=500ms,error_rate<=5%' --goodput 'ttft:200ms' \
+  --slo 'ttft_p50<=500ms,error_rate<=5%' --goodput 'ttft:200ms' --slice 1s \
   --outputs json,html --output-dir "$out/sweep" --max-dispatch-lag 10s \
   --output-extras '{"check": "check-html.sh"}' --disable-progress
 node -e 'const n = require(process.argv[1]).benchmarks.length;
@@ -91,28 +91,46 @@ grep -q '<h2>Per model</h2>' "$out/lora/benchmarks.html"
   --output-dir "$out/server"
 
 # Latency vs load (3, the knee marked where there is one), throughput (1), the Pareto
-# front (1: two benchmarks or more with TPOT), distributions (4), over the run (3); the
+# front (1: two benchmarks or more with TPOT), distributions (4), the request timeline
+# and the load under it (2), over the run (3), and in the sweep (--slice) the time
+# slices (5: TTFT, ITL, TPOT, e2e, rates); the
 # server's charts (queue beside client concurrency, KV-cache use, generation tokens/s)
 # when the run scraped the target's /metrics, all of which must be drawn.
-node scripts/check-html.cjs "$out/sweep/benchmarks.html" 12:3 "$work/sweep.png"
-node scripts/check-html.cjs "$out/sweep/rerendered.html" 12:3
+node scripts/check-html.cjs "$out/sweep/benchmarks.html" 19:3 "$work/sweep.png"
+node scripts/check-html.cjs "$out/sweep/rerendered.html" 19:3
 # Without streaming ITL and TPOT are absent (not 0), so their charts (ITL against load,
 # the ITL and TPOT distributions) are left out, and without TPOT there is no Pareto
-# front: 8 of the 12.
-node scripts/check-html.cjs "$out/nostream/benchmarks.html" 8:3 "$work/nostream.png"
-# Tiny values (one benchmark: no Pareto front): 11 client charts (the server's ones depend on how many scrapes 3 s allow).
-node scripts/check-html.cjs "$out/instant/benchmarks.html" 11 "$work/instant.png"
-# The LoRA split (two rates, so a Pareto front): its 12 client charts (the server's
+# front: 10 of the 14.
+node scripts/check-html.cjs "$out/nostream/benchmarks.html" 10:3 "$work/nostream.png"
+# Tiny values (one benchmark: no Pareto front): 13 client charts (the timeline and its load among them) (the server's ones depend on how many scrapes 3 s allow).
+node scripts/check-html.cjs "$out/instant/benchmarks.html" 13 "$work/instant.png"
+# The LoRA split (two rates, so a Pareto front): its 14 client charts (the server's
 # depend on the scrapes).
-node scripts/check-html.cjs "$out/lora/benchmarks.html" 12 "$work/lora.png"
-# The fixture (two benchmarks, so a Pareto front): its 12 client charts and exactly the
+node scripts/check-html.cjs "$out/lora/benchmarks.html" 14 "$work/lora.png"
+# The fixture (two benchmarks, so a Pareto front): its 13 client charts (a timeline of none: it predates them; the load under it is drawn) and exactly the
 # 3 server charts, drawn.
-node scripts/check-html.cjs "$out/server/server.html" 12:3 "$work/server.png"
+node scripts/check-html.cjs "$out/server/server.html" 13:3 "$work/server.png"
 # `plot pareto`'s page alone: the report page's script drawing one chart, its points marked.
 "$bin" plot pareto "$out/sweep/benchmarks.json" --outputs html --output-dir "$out/pareto"
 node scripts/check-html.cjs "$out/pareto/pareto-front.html" 1 "$work/pareto.png"
-# GPU telemetry (issue 23): a fake nvidia-smi first on PATH; one benchmark's 11 client
-# charts and the GPUs' two (power; utilisation beside memory), drawn.
+# Runs side by side (issue 25 §6): `benchmark compare --outputs html` of the LoRA run and
+# another of the same rates, each figure with its verdicts (the gate may fail: exit 3),
+# and `plot runs` of three reports: latency vs load (3), throughput (1), distributions
+# (4) and the Pareto fronts (1).
+"$bin" benchmark run --target mock --profile constant --rate 10,20 --max-seconds 3 \
+  --data prompt_tokens=64,output_tokens=24 --label tuned --outputs json \
+  --output-dir "$out/tuned" --max-dispatch-lag 10s --disable-progress
+rc=0
+"$bin" benchmark compare "$out/lora/benchmarks.json" "$out/tuned/benchmarks.json" \
+  --outputs html --output-dir "$out/compare" >/dev/null || rc=$?
+[ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || { echo "check-html: benchmark compare exited $rc" >&2; exit 1; }
+node scripts/check-html.cjs "$out/compare/compare.html" 9 "$work/compare.png"
+"$bin" plot runs "$out/sweep/benchmarks.json" "$out/lora/benchmarks.json" \
+  "$out/tuned/benchmarks.json" --outputs html --output-dir "$out/runs"
+node scripts/check-html.cjs "$out/runs/runs.html" 9 "$work/runs.png"
+# GPU telemetry (issue 23): a fake nvidia-smi first on PATH; one benchmark's 13 client
+# charts (the timeline and its load among them) and the GPUs' two (power; utilisation
+# beside memory), drawn.
 mkdir -p "$out/gpu/bin"
 printf '#!/bin/sh\nprintf "0, 300.00, 50, 1000\\n1, 280.00, 70, 3000\\n"\n' >"$out/gpu/bin/nvidia-smi"
 chmod +x "$out/gpu/bin/nvidia-smi"
@@ -120,5 +138,5 @@ PATH="$out/gpu/bin:$PATH" "$bin" benchmark run --target mock --profile constant 
   --max-seconds 3 --data prompt_tokens=64,output_tokens=24 --gpu-metrics nvidia-smi \
   --server-metrics-interval 200ms --outputs json,html --output-dir "$out/gpu" \
   --max-dispatch-lag 10s --disable-progress
-node scripts/check-html.cjs "$out/gpu/benchmarks.html" 13 "$work/gpu.png"
+node scripts/check-html.cjs "$out/gpu/benchmarks.html" 15 "$work/gpu.png"
 echo "check-html: passed"

@@ -21,6 +21,7 @@ pub mod error;
 pub mod gpu;
 pub mod group;
 pub mod interrupts;
+pub mod knee;
 pub mod observer;
 pub mod precision;
 pub mod prefill;

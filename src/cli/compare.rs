@@ -3,7 +3,7 @@
 use crate::compare::tolerance::{ChangeUnit, DEFAULT_TOLERANCES, Tolerances};
 use crate::compare::{Comparison, Verdict, compare, read_report};
 use crate::exit_codes;
-use crate::report::{cell_value, junit, markdown, write_atomic};
+use crate::report::{cell_value, charts, junit, markdown, write_atomic};
 use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use std::path::{Path, PathBuf};
@@ -49,6 +49,71 @@ pub struct CompareArgs {
     /// Also write a Markdown table to this file (`-` for stdout), e.g. "$GITHUB_STEP_SUMMARY".
     #[arg(long, env = "LLMSURGE_MARKDOWN", value_name = "FILE")]
     pub markdown: Option<PathBuf>,
+
+    /// Pictures of both runs on the same axes, each figure's verdicts beside it: html
+    /// (compare.html), png, svg (one file per chart); comma-separated. None by default.
+    /// Its variable is not LLMSURGE_OUTPUTS: a CI job sets that one for its runs
+    /// (json, csv, …) and calls compare in the same environment.
+    #[arg(long, env = "LLMSURGE_COMPARE_OUTPUTS", value_delimiter = ',')]
+    pub outputs: Vec<String>,
+
+    /// Directory for the pictures.
+    #[arg(long, env = "LLMSURGE_OUTPUT_DIR", default_value = ".")]
+    pub output_dir: PathBuf,
+}
+
+/// The lines shown with the charts of one figure family: its regressions and changes
+/// within the noise, one line each (at most five), then how many checks passed.
+fn verdict_notes(c: &Comparison, family: &str) -> Vec<String> {
+    let wanted = |m: &str| match family {
+        "throughput" => [
+            "requests_per_s",
+            "output_tokens_per_s",
+            "inputs_per_s",
+            "goodput_per_s",
+            "error_rate",
+        ]
+        .contains(&m),
+        "pareto" => m == "output_tokens_per_s" || m.starts_with("tpot_"),
+        f => m.strip_prefix(f).is_some_and(|rest| rest.starts_with('_')),
+    };
+    let mut flagged = Vec::new();
+    let mut ok = 0;
+    for p in &c.pairs {
+        for m in p.changes.iter().filter(|m| wanted(&m.metric)) {
+            let word = match m.verdict {
+                Verdict::Regressed => "regressed",
+                Verdict::WithinNoise => "worse, within the noise",
+                Verdict::Ok => {
+                    ok += 1;
+                    continue;
+                }
+                Verdict::Info | Verdict::Missing => continue,
+            };
+            let unit = if m.unit == ChangeUnit::Percent {
+                "%"
+            } else {
+                "pp"
+            };
+            let change = m.change.map_or("–".into(), |x| format!("{x:+.1}{unit}"));
+            let allowed = m
+                .tolerance
+                .map(|t| format!(" (allowed {:.1}{unit})", t.allowed))
+                .unwrap_or_default();
+            flagged.push(format!(
+                "{word}: {} at {}: {change}{allowed}",
+                m.metric, p.label
+            ));
+        }
+    }
+    let mut out: Vec<String> = flagged.iter().take(5).cloned().collect();
+    if flagged.len() > 5 {
+        out.push(format!("… and {} more (see the table)", flagged.len() - 5));
+    }
+    if ok > 0 {
+        out.push(format!("ok: {ok} checks of these figures within tolerance"));
+    }
+    out
 }
 
 fn render(c: &Comparison) -> String {
@@ -135,6 +200,35 @@ fn write_to(path: &Path, text: &str) -> Result<(), String> {
     write_atomic(path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
+/// Draws both runs on the same axes with each figure's verdicts; whether every file was
+/// written.
+fn pictures(
+    args: &CompareArgs,
+    formats: &[String],
+    comparison: &Comparison,
+    reports: &[(PathBuf, crate::report::Report)],
+) -> bool {
+    let labels = super::plot::run_labels(reports);
+    let runs: Vec<charts::compare::Run<'_>> = reports
+        .iter()
+        .zip(&labels)
+        .map(|((_, report), label)| charts::compare::Run { label, report })
+        .collect();
+    let charts = charts::compare::charts(&runs, &|family| verdict_notes(comparison, family));
+    let files: Vec<String> = reports
+        .iter()
+        .map(|(p, _)| p.display().to_string())
+        .collect();
+    super::plot::write_pictures(
+        &charts,
+        formats,
+        &args.output_dir,
+        "compare",
+        &format!("{} vs {}", labels[1], labels[0]),
+        &files,
+    )
+}
+
 /// Runs `benchmark compare`; returns the exit code.
 pub fn benchmark_compare(args: &CompareArgs) -> i32 {
     let tolerances =
@@ -145,6 +239,10 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
     let (base, cur) = match (read_report(&args.baseline), read_report(&args.current)) {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => return super::usage_error(&e),
+    };
+    let formats = match super::plot::picture_formats(&args.outputs, "benchmark compare") {
+        Ok(f) => f,
+        Err(e) => return super::usage_error(&e),
     };
     let comparison = match compare(&base, &cur, &tolerances, args.strict, args.confidence) {
         Ok(c) => c,
@@ -166,6 +264,12 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
     {
         eprintln!("error: {e}");
         failed = true;
+    }
+    if !formats.is_empty() {
+        let reports = [(args.baseline.clone(), base), (args.current.clone(), cur)];
+        if !pictures(args, &formats, &comparison, &reports) {
+            failed = true;
+        }
     }
     if failed {
         exit_codes::RUN_FAILED

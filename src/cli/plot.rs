@@ -3,7 +3,7 @@
 use crate::exit_codes;
 use crate::report::Report;
 use crate::report::charts::draw::{ImageFormat, write_images};
-use crate::report::charts::{page, pareto};
+use crate::report::charts::{Chart, compare, page, pareto};
 use crate::report::{write_atomic, written_message};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -15,6 +15,32 @@ pub enum PlotCommand {
     /// per GPU), over every benchmark of the given reports: HTML, PNG, SVG and a Markdown
     /// table.
     Pareto(ParetoArgs),
+    /// Several runs on the same axes: latency against load, throughput, the
+    /// distributions and each run's Pareto front, one colour per run, each named by its
+    /// `--label` (or its file name): HTML, PNG, SVG.
+    Runs(RunsArgs),
+}
+
+/// Flags of `plot runs`.
+#[derive(Debug, clap::Args)]
+pub struct RunsArgs {
+    /// JSON reports written by `llmsurge benchmark run`, one run each.
+    #[arg(value_name = "REPORT.json", required = true)]
+    pub reports: Vec<PathBuf>,
+
+    /// Outputs: html (runs.html), png, svg (one file per chart); comma-separated or
+    /// repeated.
+    #[arg(
+        long,
+        env = "LLMSURGE_OUTPUTS",
+        value_delimiter = ',',
+        default_value = "html,png,svg"
+    )]
+    pub outputs: Vec<String>,
+
+    /// Directory for the files.
+    #[arg(long, env = "LLMSURGE_OUTPUT_DIR", default_value = ".")]
+    pub output_dir: PathBuf,
 }
 
 /// Flags of `plot pareto`.
@@ -51,6 +77,141 @@ pub struct ParetoArgs {
 pub fn plot(command: &PlotCommand) -> i32 {
     match command {
         PlotCommand::Pareto(args) => plot_pareto(args),
+        PlotCommand::Runs(args) => plot_runs(args),
+    }
+}
+
+/// The formats of `--outputs` for pictures of several runs (html, png, svg), or the
+/// line naming the one refused.
+pub(super) fn picture_formats(outputs: &[String], command: &str) -> Result<Vec<String>, String> {
+    let mut formats: Vec<String> = Vec::new();
+    for o in outputs.iter().map(|o| o.trim()).filter(|o| !o.is_empty()) {
+        match o {
+            "html" | "png" | "svg" => {
+                if !formats.iter().any(|f| f == o) {
+                    formats.push(o.to_string());
+                }
+            }
+            other => {
+                return Err(format!(
+                    "--outputs: unknown output {other:?} for {command} (expected html, png or svg)"
+                ));
+            }
+        }
+    }
+    Ok(formats)
+}
+
+/// Each run's name: its `--label`, else its file name; a name two runs share gets
+/// the run's position after it.
+pub(super) fn run_labels(reports: &[(PathBuf, Report)]) -> Vec<String> {
+    let names: Vec<String> = reports
+        .iter()
+        .map(|(p, r)| r.metadata.label.clone().unwrap_or_else(|| file_label(p)))
+        .collect();
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if names.iter().filter(|m| *m == n).count() > 1 {
+                format!("{n} ({})", i + 1)
+            } else {
+                n.clone()
+            }
+        })
+        .collect()
+}
+
+/// Writes `charts` as `page` (`<page>.html`, every chart on one page) and one PNG and
+/// SVG per chart, in the formats asked for; prints each file written. Returns whether
+/// every file was written.
+pub(super) fn write_pictures(
+    charts: &[Chart],
+    formats: &[String],
+    dir: &Path,
+    page_name: &str,
+    title: &str,
+    files: &[String],
+) -> bool {
+    let mut written = Vec::new();
+    let mut failed: Vec<(PathBuf, String)> = Vec::new();
+    for format in formats {
+        match format.as_str() {
+            "png" | "svg" => {
+                let f = if format == "png" {
+                    ImageFormat::Png
+                } else {
+                    ImageFormat::Svg
+                };
+                let (w, e) = write_images(charts, f, dir);
+                written.extend(w);
+                failed.extend(e);
+            }
+            _ => {
+                let path = dir.join(format!("{page_name}.html"));
+                let bytes = page::render(title, files, charts)
+                    .map(String::into_bytes)
+                    .map_err(|e| e.to_string());
+                match bytes.and_then(|b| write_atomic(&path, &b).map_err(|e| e.to_string())) {
+                    Ok(()) => written.push(path),
+                    Err(e) => failed.push((path, e)),
+                }
+            }
+        }
+    }
+    for path in &written {
+        eprintln!("{}", written_message(path));
+    }
+    for (path, e) in &failed {
+        eprintln!("error: cannot write {}: {e}", path.display());
+    }
+    failed.is_empty()
+}
+
+/// Loads every report, or the line naming the one that cannot be read.
+pub(super) fn load_reports(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Report)>, String> {
+    paths
+        .iter()
+        .map(|p| {
+            Report::load(p)
+                .map(|r| (p.clone(), r))
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+fn plot_runs(args: &RunsArgs) -> i32 {
+    let formats = match picture_formats(&args.outputs, "plot runs") {
+        Ok(f) => f,
+        Err(e) => return super::usage_error(&e),
+    };
+    let reports = match load_reports(&args.reports) {
+        Ok(r) => r,
+        Err(e) => return super::usage_error(&e),
+    };
+    let labels = run_labels(&reports);
+    let runs: Vec<compare::Run<'_>> = reports
+        .iter()
+        .zip(&labels)
+        .map(|((_, report), label)| compare::Run { label, report })
+        .collect();
+    let charts = compare::charts(&runs, &|_| Vec::new());
+    let files: Vec<String> = args
+        .reports
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    if write_pictures(
+        &charts,
+        &formats,
+        &args.output_dir,
+        "runs",
+        "Runs side by side",
+        &files,
+    ) {
+        exit_codes::OK
+    } else {
+        exit_codes::RUN_FAILED
     }
 }
 

@@ -479,7 +479,7 @@ fn resolve_shard(
     let n = shard.count;
     let name = format!("--shard {}/{n}", shard.index + 1);
     let strategies = match profile {
-        ProfilePlan::Sweep { .. } | ProfilePlan::Capacity { .. } => {
+        ProfilePlan::Sweep { .. } | ProfilePlan::Knee { .. } | ProfilePlan::Capacity { .. } => {
             let profile = format!("{:?}", args.load.profile).to_lowercase();
             return usage(format!(
                 "{name}: --profile {profile} cannot be split over hosts: each benchmark's rate comes from the previous results, which no shard has whole (run it on one host)"
@@ -834,6 +834,15 @@ pub enum ProfilePlan {
         /// Streams of the throughput benchmark.
         throughput_concurrency: u32,
     },
+    /// A sweep, then rates on either side of the knee it found.
+    Knee {
+        /// Benchmarks of the sweep.
+        benchmarks: usize,
+        /// Arrivals of the rate benchmarks.
+        arrivals: SweepArrivals,
+        /// Streams of the throughput benchmark.
+        throughput_concurrency: u32,
+    },
     /// Synchronous, throughput, then a bisection of constant rates against the SLO.
     Capacity {
         /// Stop when passing and failing rates are this close (a fraction).
@@ -852,7 +861,9 @@ fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
     let load = &args.load;
     let name = format!("{:?}", load.profile).to_lowercase();
     let rates = load.rate.clone().map(|r| r.0);
-    if load.sweep_arrivals.is_some() && load.profile != ProfileKind::Sweep {
+    if load.sweep_arrivals.is_some()
+        && !matches!(load.profile, ProfileKind::Sweep | ProfileKind::Knee)
+    {
         return usage(format!(
             "--sweep-arrivals has no effect with --profile {name}"
         ));
@@ -910,7 +921,7 @@ fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
         (ProfileKind::Throughput, None) => fixed(vec![Strategy::Throughput {
             max_concurrency: throughput_concurrency,
         }]),
-        (ProfileKind::Sweep, rates) => {
+        (ProfileKind::Sweep | ProfileKind::Knee, rates) => {
             let benchmarks = match rates.as_deref() {
                 None => DEFAULT_SWEEP_BENCHMARKS,
                 Some([n]) if n.fract() == 0.0 && (3.0..=100.0).contains(n) => *n as usize,
@@ -924,10 +935,18 @@ fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
                 Some(SweepArrivalsArg::Poisson) => SweepArrivals::Poisson,
                 _ => SweepArrivals::Constant,
             };
-            Ok(ProfilePlan::Sweep {
-                benchmarks,
-                arrivals,
-                throughput_concurrency,
+            Ok(if load.profile == ProfileKind::Knee {
+                ProfilePlan::Knee {
+                    benchmarks,
+                    arrivals,
+                    throughput_concurrency,
+                }
+            } else {
+                ProfilePlan::Sweep {
+                    benchmarks,
+                    arrivals,
+                    throughput_concurrency,
+                }
             })
         }
         (ProfileKind::Capacity, None) => {

@@ -40,6 +40,8 @@ pub fn resolve_output(args: &OutputArgs) -> Result<(Vec<Output>, ReportSettings)
         extras: parse_extras(args.output_extras.as_deref())?,
         sample_requests: args.sample_requests as usize,
         request_log,
+        slice: args.slice,
+        label: args.label.clone(),
         disable_progress: args.disable_progress || args.disable_console_outputs,
         disable_console_outputs: args.disable_console_outputs,
     };

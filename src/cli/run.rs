@@ -5,6 +5,7 @@ use super::resolve::{ProfilePlan, RunPlan, UsageError, measure_window, resolve};
 use crate::exit_codes;
 use crate::report::{RequestLog, RunInfo, RunReporter, TargetInfo, unix_now};
 use crate::target::{ResolvedTarget, resolve_target};
+use llmsurge_coordinator::knee::KneeProfile;
 use llmsurge_coordinator::profiles::CapacityOutcome;
 use llmsurge_coordinator::{
     BenchmarkPlan, BenchmarkResult, CapacityProfile, CoordinatorError, FixedProfile, PlanTemplate,
@@ -655,6 +656,8 @@ fn plan_template(
 enum ChosenProfile {
     Fixed(FixedProfile),
     Sweep(SweepProfile),
+    /// Boxed: it holds a sweep and a template of its own.
+    Knee(Box<KneeProfile>),
     Capacity(CapacityProfile),
 }
 
@@ -674,6 +677,16 @@ impl ChosenProfile {
                 *arrivals,
                 *throughput_concurrency,
             )),
+            ProfilePlan::Knee {
+                benchmarks,
+                arrivals,
+                throughput_concurrency,
+            } => Self::Knee(Box::new(KneeProfile::new(
+                template,
+                *benchmarks,
+                *arrivals,
+                *throughput_concurrency,
+            ))),
             ProfilePlan::Capacity {
                 precision,
                 throughput_concurrency,
@@ -690,6 +703,7 @@ impl ChosenProfile {
         match self {
             Self::Fixed(p) => p,
             Self::Sweep(p) => p,
+            Self::Knee(p) => p.as_mut(),
             Self::Capacity(p) => p,
         }
     }
@@ -699,7 +713,7 @@ impl ChosenProfile {
         match &plan.profile_plan {
             ProfilePlan::Fixed { strategies } => Some(strategies.len()),
             ProfilePlan::Sweep { benchmarks, .. } => Some(*benchmarks),
-            ProfilePlan::Capacity { .. } => None,
+            ProfilePlan::Knee { .. } | ProfilePlan::Capacity { .. } => None,
         }
     }
 }
@@ -714,7 +728,7 @@ fn cache_reset(
     use llmsurge_coordinator::cache_reset::{CacheResetConfig, ResetMode};
     let adaptive = matches!(
         plan.profile_plan,
-        ProfilePlan::Sweep { .. } | ProfilePlan::Capacity { .. }
+        ProfilePlan::Sweep { .. } | ProfilePlan::Knee { .. } | ProfilePlan::Capacity { .. }
     );
     let mode = match plan.server_metrics.reset_cache.as_deref() {
         Some("none") => return None,

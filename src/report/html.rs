@@ -288,6 +288,13 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
         charts: super::charts::charts(report),
         report,
     })?;
+    // The timeline's requests are drawn from `charts` (its bars): not twice in the page.
+    if let Some(r) = value
+        .pointer_mut("/report")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        r.remove("timeline");
+    }
     // The encoded histograms serve merging and comparisons, not the page: leave them out.
     if let Some(benchmarks) = value
         .pointer_mut("/report/benchmarks")
@@ -392,6 +399,7 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
         model_rows => Serde(report.benchmarks.iter().flat_map(model_rows).collect::<Vec<_>>()),
         server_rows => Serde(report.benchmarks.iter().filter_map(server_row).collect::<Vec<_>>()),
         gpu => report.benchmarks.iter().any(|b| b.gpu.is_some()),
+        has_slices => !report.slices.is_empty(),
         session_rows => Serde(report.benchmarks.iter().filter_map(session_rows).collect::<Vec<_>>()),
         connection_headers => Serde(super::connections::HEADERS),
         connection_rows => Serde(super::connections::rows(&report.benchmarks)),

@@ -128,6 +128,10 @@ pub struct Metadata {
     /// A merged report (`benchmark merge`): the shards it holds and those missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<MergeInfo>,
+    /// `--label`: the run's name in pictures of several runs (`benchmark compare`,
+    /// `plot runs`); absent without it (the file name stands in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// What `benchmark merge` combined into a report.
@@ -194,6 +198,14 @@ pub struct Report {
     /// (docs/report.md); absent where there is none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub knees: Vec<super::knee::Knee>,
+    /// Per benchmark, the requests the timeline chart draws (an evenly spread selection
+    /// of at most 2,000 over the run); absent from reports written before it was added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<super::timeline::BenchmarkTimeline>,
+    /// `--slice`: per benchmark, its percentiles and rates per slice of the measured
+    /// window; absent without the flag.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<super::slices::BenchmarkSlices>,
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one.

@@ -47,44 +47,7 @@ impl Knee {
     }
 }
 
-/// The index (into `points`) of the knee of a rising latency curve `(rate, latency)`.
-pub fn kneedle(points: &[(f64, f64)]) -> Option<usize> {
-    let mut order: Vec<usize> = (0..points.len())
-        .filter(|&i| points[i].0.is_finite() && points[i].1.is_finite())
-        .collect();
-    order.sort_by(|&a, &b| {
-        points[a]
-            .0
-            .total_cmp(&points[b].0)
-            .then(points[a].1.total_cmp(&points[b].1))
-    });
-    let mut distinct: Vec<f64> = order.iter().map(|&i| points[i].0).collect();
-    distinct.dedup();
-    if distinct.len() < 3 {
-        return None;
-    }
-    // (1) Smoothing: the running maximum of latency.
-    let mut smooth = Vec::with_capacity(order.len());
-    let mut top = f64::NEG_INFINITY;
-    for &i in &order {
-        top = top.max(points[i].1);
-        smooth.push(top);
-    }
-    let (x0, x1) = (points[order[0]].0, points[order[order.len() - 1]].0);
-    let (y0, y1) = (smooth[0], smooth[smooth.len() - 1]);
-    if x1 <= x0 || y1 <= y0 || y1 < 1.5 * y0.max(0.0) {
-        return None;
-    }
-    // (2)–(4) Normalise, the difference curve, its maximum.
-    let mut best: Option<(usize, f64)> = None;
-    for (k, &i) in order.iter().enumerate() {
-        let d = (points[i].0 - x0) / (x1 - x0) - (smooth[k] - y0) / (y1 - y0);
-        if d > 0.0 && best.is_none_or(|(_, b)| d > b) {
-            best = Some((i, d));
-        }
-    }
-    best.map(|(i, _)| i)
-}
+pub use llmsurge_coordinator::knee::kneedle;
 
 /// The knee of each figure of [`METRICS`] over `benchmarks`, where there is one.
 pub fn knees(benchmarks: &[BenchmarkResult]) -> Vec<Knee> {
@@ -107,34 +70,4 @@ pub fn knees(benchmarks: &[BenchmarkResult]) -> Vec<Knee> {
             })
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kneedle_finds_where_a_flat_curve_turns_up() {
-        // Flat at 100 ms to 40 req/s, then a wall.
-        let pts = [
-            (10.0, 100.0),
-            (20.0, 101.0),
-            (30.0, 99.0),
-            (40.0, 103.0),
-            (42.0, 900.0),
-            (42.5, 2000.0),
-        ];
-        assert_eq!(kneedle(&pts), Some(3));
-        // Any order.
-        let mut rev = pts;
-        rev.reverse();
-        assert_eq!(kneedle(&rev), Some(2));
-        // Latency that never turns, too few rates: no knee.
-        assert_eq!(kneedle(&[(1.0, 10.0), (2.0, 11.0), (3.0, 12.0)]), None);
-        assert_eq!(kneedle(&[(1.0, 10.0), (2.0, 500.0)]), None);
-        // A textbook convex curve y = x²: the knee is past the middle.
-        let sq: Vec<(f64, f64)> = (1..=10).map(|x| (x as f64, (x * x) as f64)).collect();
-        let k = kneedle(&sq).expect("a knee");
-        assert!((4..=5).contains(&k), "{k}");
-    }
 }

@@ -351,6 +351,7 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
                 missing,
                 hosts,
             }),
+            label: first.metadata.label.clone(),
         },
         args,
         target: super::json::TargetInfo {
@@ -361,6 +362,10 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
         // run-to-run statistics are recomputed over the merged runs.
         across_runs: super::across_runs::compute(&benchmarks),
         knees: super::knee::knees(&benchmarks),
+        // Each shard's timeline is on its own host's clock: a merged report has none.
+        timeline: Vec::new(),
+        // A slice's percentiles cannot be merged from other hosts' percentiles.
+        slices: Vec::new(),
         benchmarks,
         request_samples,
         metric_definitions: first.metric_definitions.clone(),

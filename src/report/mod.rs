@@ -29,7 +29,9 @@ pub mod progress;
 pub mod reporter;
 pub mod requests;
 pub mod server;
+pub mod slices;
 pub mod steady;
+pub mod timeline;
 pub mod verdicts;
 
 pub use cells::{cell_value, label, notes, num};

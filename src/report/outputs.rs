@@ -174,6 +174,28 @@ pub fn write_files(
             Err(message) => failed.push(WriteError { path, message }),
         }
     }
+    // `--slice`: the slices in a CSV of their own beside each CSV report.
+    for file in outputs.iter().filter_map(|o| match o {
+        Output::Csv(p) if !report.slices.is_empty() => Some(p),
+        _ => None,
+    }) {
+        let path = dir.join(slices_csv_path(file));
+        let label = |i: u32| {
+            report
+                .benchmarks
+                .iter()
+                .find(|b| b.index == i)
+                .map(|b| b.strategy.to_string())
+                .unwrap_or_default()
+        };
+        let result = super::slices::csv(&report.slices, &label)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| write_atomic(&path, &bytes).map_err(|e| e.to_string()));
+        match result {
+            Ok(()) => written.push(path),
+            Err(message) => failed.push(WriteError { path, message }),
+        }
+    }
     for (output, format) in [
         (Output::Png, super::charts::draw::ImageFormat::Png),
         (Output::Svg, super::charts::draw::ImageFormat::Svg),
@@ -190,6 +212,16 @@ pub fn write_files(
         }
     }
     (written, failed)
+}
+
+/// Where the slices' CSV of the CSV report `csv` goes: `benchmarks.csv` →
+/// `benchmarks.slices.csv`, beside it.
+pub fn slices_csv_path(csv: &Path) -> PathBuf {
+    let stem = csv.file_stem().map_or_else(
+        || "benchmarks".to_string(),
+        |s| s.to_string_lossy().to_string(),
+    );
+    csv.with_file_name(format!("{stem}.slices.csv"))
 }
 
 /// The line announcing a written report file. For the HTML page it also says how to open

@@ -9,6 +9,8 @@ use super::json::{HostInfo, Metadata, REPORT_SCHEMA_VERSION, Report, TargetInfo}
 use super::outputs::{Output, write_files};
 use super::progress::{ProgressMode, ProgressView};
 use super::requests::{RequestEntry, RequestLog, RequestSampler};
+use super::slices::SliceCollector;
+use super::timeline::TimelineSampler;
 use llmsurge_coordinator::profiles::CapacityOutcome;
 use llmsurge_coordinator::{BenchmarkResult, Progress, RunObserver, Strategy};
 use llmsurge_proto::{ClockAnchor, RequestRecord};
@@ -26,6 +28,10 @@ pub struct ReportSettings {
     /// Where every request's record is streamed (`--request-log`), resolved against the
     /// output directory.
     pub request_log: Option<PathBuf>,
+    /// `--label`: the run's name in pictures of several runs.
+    pub label: Option<String>,
+    /// `--slice`: cut each benchmark's measured window into slices of this length.
+    pub slice: Option<std::time::Duration>,
     /// `--disable-progress`.
     pub disable_progress: bool,
     /// `--disable-console-outputs`.
@@ -77,6 +83,10 @@ pub struct RunReporter {
     anchor: ClockAnchor,
     current: u32,
     sampler: Option<RequestSampler>,
+    /// The requests the timeline chart draws.
+    timeline: TimelineSampler,
+    /// `--slice`: the measured requests of the running benchmark.
+    slices: Option<SliceCollector>,
     log: Option<RequestLog>,
     write_failed: bool,
     /// Files whose last write succeeded (the only ones "report written" may name).
@@ -123,6 +133,7 @@ impl RunReporter {
                     start_at: info.start_at,
                     tls_insecure: info.tls_insecure,
                     merged: None,
+                    label: settings.label.clone(),
                 },
                 args: info.args,
                 target: info.target,
@@ -133,6 +144,8 @@ impl RunReporter {
                 invalid_run: Vec::new(),
                 across_runs: Vec::new(),
                 knees: Vec::new(),
+                timeline: Vec::new(),
+                slices: Vec::new(),
             },
             console_summary: messages && outputs.contains(&Output::Console),
             outputs,
@@ -148,6 +161,12 @@ impl RunReporter {
             current: 0,
             sampler: (settings.sample_requests > 0)
                 .then(|| RequestSampler::new(settings.sample_requests, info.seed)),
+            // The run's budget shared among the planned benchmarks (all of it to each
+            // when their number is unknown: the chart samples the whole run again).
+            slices: settings.slice.map(|d| SliceCollector::new(d.as_secs_f64())),
+            timeline: TimelineSampler::new(
+                super::timeline::MAX_DRAWN / info.planned.clamp(1, super::timeline::MAX_DRAWN),
+            ),
             log,
             write_failed: false,
             written: Vec::new(),
@@ -293,6 +312,10 @@ impl RunObserver for RunReporter {
         if let Some(s) = &mut self.sampler {
             s.start(index);
         }
+        self.timeline.start();
+        if let Some(s) = &mut self.slices {
+            s.start();
+        }
         self.progress
             .started(index + self.progress_offset, strategy);
     }
@@ -312,6 +335,10 @@ impl RunObserver for RunReporter {
             .model
             .and_then(|i| self.models.get(usize::from(i)))
             .map(String::as_str);
+        self.timeline.offer(record, &self.anchor);
+        if let Some(s) = &mut self.slices {
+            s.offer(record, &self.anchor);
+        }
         if let Some(s) = &mut self.sampler {
             s.offer(
                 record,
@@ -348,6 +375,12 @@ impl RunObserver for RunReporter {
             let mut samples = s.finish();
             samples.benchmark = result.index;
             self.report.request_samples.push(samples);
+        }
+        self.report
+            .timeline
+            .push(self.timeline.finish(result.index, result.start_time));
+        if let Some(slices) = self.slices.as_mut().and_then(|s| s.finish(result.index)) {
+            self.report.slices.push(slices);
         }
         let mut result = result.clone();
         result.run = self.run;

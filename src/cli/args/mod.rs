@@ -47,6 +47,9 @@ pub enum ProfileKind {
     /// Synchronous, throughput, then a bisection for the highest constant rate that meets
     /// `--slo`, to `--capacity-precision`.
     Capacity,
+    /// A sweep (`--rate N` benchmarks, default 10), then 3 rates on either side of the
+    /// knee of its TTFT p99 curve.
+    Knee,
     /// A timestamped trace (`--data` a Mooncake, BurstGPT, Azure or generic JSONL
     /// trace) sent at its own instants, scaled by `--time-scale`.
     Replay,

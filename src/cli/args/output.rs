@@ -43,6 +43,17 @@ pub struct OutputArgs {
     )]
     pub sample_requests: u32,
 
+    /// The run's name in pictures of several runs (`benchmark compare`, `plot runs`);
+    /// without it, the report's file name.
+    #[arg(long, env = "LLMSURGE_LABEL", value_name = "NAME")]
+    pub label: Option<String>,
+
+    /// Cut each benchmark's measured window into slices of this length (e.g. 10s): TTFT,
+    /// ITL, TPOT and e2e p50/p90/p99 and the rates per slice, in the JSON, a CSV of its
+    /// own (`<csv name>.slices.csv`) and a chart per metric.
+    #[arg(long, env = "LLMSURGE_SLICE", value_parser = crate::cli::values::parse_positive_duration, value_name = "DURATION")]
+    pub slice: Option<std::time::Duration>,
+
     /// Stream every request's record to this JSON Lines file as it completes (relative
     /// to --output-dir).
     #[arg(long, env = "LLMSURGE_REQUEST_LOG", value_name = "FILE.jsonl")]

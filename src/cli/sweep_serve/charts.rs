@@ -127,21 +127,7 @@ fn id_part(s: &str) -> String {
 }
 
 fn chart(id: String, title: String, x: Axis, y: Axis) -> Chart {
-    Chart {
-        id,
-        section: "charts-throughput".into(),
-        title,
-        x,
-        y,
-        y2: None,
-        x_labels: None,
-        x_names: None,
-        series: Vec::new(),
-        marks: Vec::new(),
-        no_data: None,
-        y_data_only: false,
-        legend_lower: false,
-    }
+    Chart::new(&id, "charts-throughput", &title, x, y)
 }
 
 /// The charts of `rows` (the points that ran), as `spec` says.

@@ -238,23 +238,48 @@ fn segments(s: &Series) -> Vec<Vec<(f64, f64)>> {
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
+    // Notes (a comparison's verdicts) at the foot, one line each, under the plot.
+    let root = if c.notes.is_empty() {
+        root.clone()
+    } else {
+        let foot = 20 + 32 * c.notes.len() as u32;
+        let (plot, notes) = root.split_vertically(HEIGHT.saturating_sub(foot));
+        for (i, line) in c.notes.iter().enumerate() {
+            notes
+                .draw_text(
+                    line,
+                    &TextStyle::from((FAMILY, 24).into_font()),
+                    (40, 8 + 32 * i as i32),
+                )
+                .map_err(e)?;
+        }
+        plot
+    };
+    let root = &root;
     let points = |right: bool| {
         c.series
             .iter()
             .filter(move |s| s.right == right)
             .flat_map(|s| s.points.iter())
     };
-    let xr = match &c.x_labels {
-        Some(l) => -0.5..(l.len() as f64 - 0.5),
-        None => range(
-            c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
+    let bars = c.bars.as_ref().map_or(&[][..], |b| &b.items[..]);
+    let xr = match (&c.x_labels, c.x_range) {
+        (Some(l), _) => -0.5..(l.len() as f64 - 0.5),
+        (None, Some((lo, hi))) if lo < hi => lo..hi,
+        _ => range(
+            c.series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.0))
+                .chain(bars.iter().flat_map(|b| [b.1, b.2])),
             false,
         ),
     };
+    // A bar's row spans row ± 0.4.
     let yr = range(
         points(false)
             .filter_map(|p| p.1)
-            .chain(c.marks.iter().map(|m| m.y)),
+            .chain(c.marks.iter().map(|m| m.y))
+            .chain(bars.iter().flat_map(|b| [b.0 - 0.5, b.0 + 0.5])),
         !c.y_data_only,
     );
     let y2r = range(points(true).filter_map(|p| p.1), !c.y_data_only);
@@ -315,6 +340,26 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
             .draw()
             .map_err(e)?;
     }
+    if let Some(b) = &c.bars {
+        for (k, kind) in b.kinds.iter().enumerate() {
+            let color = rgb(&kind.color);
+            // Tall enough to see when rows are thinner than a pixel.
+            let half = 0.4f64;
+            let anno = chart
+                .draw_series(b.items.iter().filter(|bar| bar.3 == k).map(|bar| {
+                    Rectangle::new(
+                        [(bar.1, bar.0 - half), (bar.2.max(bar.1), bar.0 + half)],
+                        color.filled(),
+                    )
+                }))
+                .map_err(e)?;
+            if b.items.iter().any(|bar| bar.3 == k) {
+                anno.label(kind.label.clone()).legend(move |(x, y)| {
+                    Rectangle::new([(x + 5, y - 8), (x + 30, y + 8)], color.filled())
+                });
+            }
+        }
+    }
     for s in &c.series {
         let color = rgb(&s.color);
         let style = ShapeStyle::from(&color).stroke_width(3);
@@ -352,9 +397,18 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
                     .map_err(e)?
             };
             if let Some(label) = legend {
-                anno.label(label).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 30, y)], color.stroke_width(3))
-                });
+                if s.dashed {
+                    // Dashed in the legend too: two short strokes.
+                    anno.label(label).legend(move |(x, y)| {
+                        EmptyElement::at((x, y))
+                            + PathElement::new(vec![(0, 0), (12, 0)], color.stroke_width(3))
+                            + PathElement::new(vec![(18, 0), (30, 0)], color.stroke_width(3))
+                    });
+                } else {
+                    anno.label(label).legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 30, y)], color.stroke_width(3))
+                    });
+                }
             }
             if s.markers {
                 let dots = seg.iter().map(|&p| Circle::new(p, 6, color.filled()));

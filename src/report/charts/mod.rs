@@ -4,10 +4,13 @@
 //! (`templates/report.js`) hands each to uPlot; [`draw`] draws the same descriptions into
 //! SVG and PNG files (`--outputs png,svg`).
 
+pub mod compare;
 pub mod draw;
 pub mod gpu;
 pub mod page;
 pub mod pareto;
+pub mod slices;
+pub mod timeline;
 
 use super::json::Report;
 use llmsurge_coordinator::{BenchmarkResult, Strategy};
@@ -112,6 +115,28 @@ pub struct Mark {
     pub label: String,
 }
 
+/// What a bar of a bar chart stands for: its legend entry and colour.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BarKind {
+    /// Its legend entry.
+    pub label: String,
+    /// Its colour, `#rrggbb`.
+    pub color: String,
+}
+
+/// One horizontal bar: `[row, from x, to x, kind]` (an index into [`Bars::kinds`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Bar(pub f64, pub f64, pub f64, pub usize);
+
+/// Horizontal bars, one row each (the request timeline): drawn rather than lines.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Bars {
+    /// What the bars stand for, in legend order.
+    pub kinds: Vec<BarKind>,
+    /// The bars.
+    pub items: Vec<Bar>,
+}
+
 /// One chart.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Chart {
@@ -144,10 +169,25 @@ pub struct Chart {
     /// The legend in the lower left corner, where the data leaves room (a front falls
     /// from the upper left), rather than the upper left.
     pub legend_lower: bool,
+    /// Bars drawn beside (or instead of) the lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bars: Option<Bars>,
+    /// The x axis spans this range rather than the data's (charts that share a time
+    /// axis, such as the timeline and the load beside it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub x_range: Option<(f64, f64)>,
+    /// Charts with the same group zoom and pan together in the HTML page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub x_group: Option<String>,
+    /// Lines of text shown with the chart (the regression verdicts of a comparison):
+    /// under the plot in the page, at the foot of the image.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Chart {
-    fn new(id: &str, section: &str, title: &str, x: Axis, y: Axis) -> Self {
+    /// A chart with no series yet, in the page section `section`.
+    pub fn new(id: &str, section: &str, title: &str, x: Axis, y: Axis) -> Self {
         Chart {
             id: id.into(),
             section: section.into(),
@@ -162,13 +202,17 @@ impl Chart {
             no_data: None,
             y_data_only: false,
             legend_lower: false,
+            bars: None,
+            x_range: None,
+            x_group: None,
+            notes: Vec::new(),
         }
     }
 
     /// Leaves out series without a value; with none left the chart says `why`.
     fn finish(mut self, why: &str) -> Self {
         self.series.retain(Series::has_value);
-        if self.series.is_empty() {
+        if self.series.is_empty() && self.bars.as_ref().is_none_or(|b| b.items.is_empty()) {
             self.no_data = Some(why.into());
         }
         self
@@ -220,6 +264,8 @@ pub fn charts(report: &Report) -> Vec<Chart> {
     out.extend(run_pareto(report));
     out.extend(distributions(report));
     out.extend(timeseries(report));
+    out.extend(timeline::charts(report));
+    out.extend(slices::charts(report));
     out.extend(server(report));
     out.extend(gpu::charts(report));
     out
@@ -407,7 +453,6 @@ fn trace(label: impl Into<String>, col: &str, points: Vec<(f64, Option<f64>)>) -
 
 /// Per-second series over the whole run, one colour per benchmark.
 fn timeseries(report: &Report) -> Vec<Chart> {
-    type Pick = fn(&llmsurge_coordinator::timeseries::TimePoint) -> Option<f64>;
     let mut metrics: Vec<(&str, &str, Axis, Pick)> = vec![
         (
             "concurrency-over-time",
@@ -464,44 +509,9 @@ fn server(report: &Report) -> Vec<Chart> {
     if !report.benchmarks.iter().any(|b| b.server_metrics.is_some()) {
         return Vec::new();
     }
-    let run0 = run_start(report);
-    // One line over every benchmark; `map` turns one benchmark's points into values.
-    let server_points = |name: &str, map: &dyn Fn(Scrapes) -> Scrapes| {
-        let mut out = Vec::new();
-        for b in &report.benchmarks {
-            let Some(sm) = &b.server_metrics else {
-                continue;
-            };
-            let clean: Vec<(f64, f64)> = sm
-                .series
-                .get(name)
-                .into_iter()
-                .flatten()
-                .copied()
-                .filter(|p| p.0.is_finite() && p.1.is_finite())
-                .collect();
-            let off = offset(b, run0);
-            let from = out.len();
-            out.extend(map(clean).into_iter().map(|(t, v)| (off + t, Some(v))));
-            end_benchmark(&mut out, from);
-        }
-        out
-    };
-    let client_points = |pick: fn(&llmsurge_coordinator::timeseries::TimePoint) -> Option<f64>| {
-        let mut out = Vec::new();
-        for b in &report.benchmarks {
-            let off = offset(b, run0);
-            let from = out.len();
-            out.extend(
-                b.timeseries
-                    .iter()
-                    .filter(|p| p.t.is_finite())
-                    .filter_map(|p| pick(p).map(|v| (off + p.t, Some(v)))),
-            );
-            end_benchmark(&mut out, from);
-        }
-        out
-    };
+    let server_points =
+        |name: &str, map: &dyn Fn(Scrapes) -> Scrapes| server_series(report, name, map);
+    let client_points = |pick: Pick| client_series(report, pick);
     let same = |v: Scrapes| v;
     // A counter as a rate between consecutive scrapes; one that went down (the server
     // restarted) gives no point.
@@ -594,6 +604,57 @@ fn server(report: &Report) -> Vec<Chart> {
 
 /// A server series: `(seconds since its benchmark started, value)`.
 type Scrapes = Vec<(f64, f64)>;
+
+/// Picks a value of a client's per-second point.
+type Pick = fn(&llmsurge_coordinator::timeseries::TimePoint) -> Option<f64>;
+
+/// One line over every benchmark of the server's series `name` on the run's time axis
+/// (broken between benchmarks); `map` turns one benchmark's scrapes into values.
+fn server_series(
+    report: &Report,
+    name: &str,
+    map: &dyn Fn(Scrapes) -> Scrapes,
+) -> Vec<(f64, Option<f64>)> {
+    let run0 = run_start(report);
+    let mut out = Vec::new();
+    for b in &report.benchmarks {
+        let Some(sm) = &b.server_metrics else {
+            continue;
+        };
+        let clean: Vec<(f64, f64)> = sm
+            .series
+            .get(name)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
+            .collect();
+        let off = offset(b, run0);
+        let from = out.len();
+        out.extend(map(clean).into_iter().map(|(t, v)| (off + t, Some(v))));
+        end_benchmark(&mut out, from);
+    }
+    out
+}
+
+/// One line over every benchmark of a client per-second figure on the run's time axis
+/// (broken between benchmarks).
+fn client_series(report: &Report, pick: Pick) -> Vec<(f64, Option<f64>)> {
+    let run0 = run_start(report);
+    let mut out = Vec::new();
+    for b in &report.benchmarks {
+        let off = offset(b, run0);
+        let from = out.len();
+        out.extend(
+            b.timeseries
+                .iter()
+                .filter(|p| p.t.is_finite())
+                .filter_map(|p| pick(p).map(|v| (off + p.t, Some(v)))),
+        );
+        end_benchmark(&mut out, from);
+    }
+    out
+}
 
 /// After a benchmark's points, a break just past its last one: the line does not join
 /// one benchmark's load to the next one's.

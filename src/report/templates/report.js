@@ -5,7 +5,8 @@
 // fields this script does not know yet (or, from an older llmsurge, fields missing). When done, <body> carries data-charts-expected and
 // data-charts-rendered, and of those the server's charts in data-server-charts-expected
 // and data-server-charts-rendered; window.llmsurgeTicks holds the tick labels each axis
-// last drew (the headless check in scripts/check-html.sh reads them all).
+// last drew, and of the x axes where each label sits and how wide it is (the headless
+// check in scripts/check-html.sh reads them all).
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
@@ -21,6 +22,7 @@
 
   // Per axis of every chart: {chart, axis, labels} with the tick labels it last drew.
   var ticksDrawn = [];
+  var measure = document.createElement("canvas").getContext("2d");
   window.llmsurgeTicks = ticksDrawn;
 
   function label(i) { return labels[i] || ("benchmark " + (i + 1)); }
@@ -71,6 +73,16 @@
     return function (u, splits, axisIdx, space, incr) {
       var labels = own ? own(u, splits, axisIdx, space, incr) : tickLabels(splits, incr);
       drawn.labels = labels.map(function (l) { return l === null || l === undefined ? "" : String(l); });
+      // The horizontal axis: where each label is centred and how wide it is, so the
+      // headless check can tell overlapping labels apart.
+      if (axis === 0) {
+        var a = u.axes[axisIdx] || {};
+        var f = Array.isArray(a.font) ? a.font[0] : a.font;
+        measure.font = typeof f === "string" ? f : "12px sans-serif";
+        drawn.boxes = splits.map(function (v, k) {
+          return { pos: u.valToPos(v, a.scale || "x"), width: measure.measureText(drawn.labels[k] || "").width };
+        });
+      }
       return labels;
     };
   }
@@ -95,9 +107,10 @@
         // A y axis as wide as its longest label ("19.9975" needs more than uPlot's 50 px).
         if (k > 0 && a.size === undefined) { a.size = yAxisSize; }
       });
-      new uPlot(opts, columns, box);
+      var u = new uPlot(opts, columns, box);
       rendered++;
       if (isServer) { serverRendered++; }
+      return u;
     } catch (e) {
       console.error("chart '" + title + "' failed: " + e);
       var p = document.createElement("p");
@@ -110,8 +123,8 @@
   // Several [[x, y]] lists as uPlot columns on the union of their x values. A line
   // spans the x values only the others have (undefined, which uPlot skips) and breaks
   // at its own null points (the ends of benchmarks).
-  function columnsOf(lists) {
-    var xs = [];
+  function columnsOf(lists, extraXs) {
+    var xs = (extraXs || []).slice();
     lists.forEach(function (l) { l.forEach(function (p) { xs.push(p[0]); }); });
     xs.sort(function (a, c) { return a - c; });
     xs = xs.filter(function (x, k) { return k === 0 || x !== xs[k - 1]; });
@@ -150,6 +163,96 @@
     ctx.restore();
   }
 
+  // Horizontal bars (the request timeline): `[row, from, to, kind]`, each kind in its
+  // colour, at least a pixel wide and as tall as a row allows; clipped to the plot.
+  function drawBars(u, bars) {
+    var items = Array.isArray(bars.items) ? bars.items : [];
+    var ctx = u.ctx;
+    var px = window.devicePixelRatio || 1;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height);
+    ctx.clip();
+    var h = Math.max(1, Math.abs(u.valToPos(1, "y", true) - u.valToPos(0, "y", true)) * 0.8);
+    (bars.kinds || []).forEach(function (kind, k) {
+      ctx.fillStyle = kind.color;
+      items.forEach(function (b) {
+        if (!Array.isArray(b) || b[3] !== k || num(b[0]) === null || num(b[1]) === null || num(b[2]) === null) { return; }
+        var x0 = u.valToPos(b[1], "x", true);
+        var x1 = u.valToPos(b[2], "x", true);
+        ctx.fillRect(x0, u.valToPos(b[0], "y", true) - h / 2, Math.max(px, x1 - x0), h);
+      });
+    });
+    ctx.restore();
+  }
+  // The legend of a bar chart: each kind's colour and label, under the plot.
+  function barLegend(box, bars) {
+    var div = document.createElement("div");
+    div.className = "bar-legend";
+    (bars.kinds || []).forEach(function (kind) {
+      var item = document.createElement("span");
+      var swatch = document.createElement("i");
+      swatch.style.background = kind.color;
+      item.appendChild(swatch);
+      item.appendChild(document.createTextNode(" " + kind.label));
+      div.appendChild(item);
+    });
+    box.appendChild(div);
+  }
+
+  // Lines shown with a chart (a comparison's verdicts), under it.
+  function chartNotes(box, notes) {
+    if (!Array.isArray(notes) || !notes.length) { return; }
+    var ul = document.createElement("ul");
+    ul.className = "chart-notes";
+    notes.forEach(function (n) {
+      var li = document.createElement("li");
+      li.textContent = String(n);
+      if (/^regressed/.test(String(n))) { li.className = "fail"; }
+      ul.appendChild(li);
+    });
+    box.appendChild(ul);
+  }
+
+  // Charts of one x group (the timeline and the load beside it) zoom and pan together:
+  // drag to zoom (sideways: time; up or down: rows), the wheel zooms time around the
+  // pointer, shift+wheel pans it, a double click zooms out.
+  var groups = {};
+  var syncing = false;
+  function joinGroup(u, group) {
+    if (!group) { return; }
+    (groups[group] = groups[group] || []).push(u);
+  }
+  function followX(u, group) {
+    if (!group || syncing) { return; }
+    syncing = true;
+    try {
+      var min = u.scales.x.min;
+      var max = u.scales.x.max;
+      (groups[group] || []).forEach(function (o) {
+        if (o !== u && (o.scales.x.min !== min || o.scales.x.max !== max)) { o.setScale("x", { min: min, max: max }); }
+      });
+    } finally { syncing = false; }
+  }
+  function wheelZoom(u) {
+    u.over.addEventListener("wheel", function (ev) {
+      ev.preventDefault();
+      var min = u.scales.x.min;
+      var max = u.scales.x.max;
+      var span = max - min;
+      if (!(span > 0)) { return; }
+      var rect = u.over.getBoundingClientRect();
+      if (ev.shiftKey || Math.abs(ev.deltaX) > Math.abs(ev.deltaY)) {
+        var d = (ev.shiftKey ? ev.deltaY : ev.deltaX) > 0 ? span * 0.1 : -span * 0.1;
+        u.setScale("x", { min: min + d, max: max + d });
+        return;
+      }
+      var at = u.posToVal(ev.clientX - rect.left, "x");
+      var f = ev.deltaY < 0 ? 0.8 : 1.25;
+      u.setScale("x", { min: at - (at - min) * f, max: at + (max - at) * f });
+    }, { passive: false });
+  }
+
   // Every chart the report describes (`charts`, built by llmsurge from the report: the
   // PNG and SVG images are drawn from the same descriptions), drawn with uPlot.
   function drawCharts() {
@@ -157,12 +260,46 @@
       if (!document.getElementById(c.section)) { return; }
       if (c.no_data) { noData(c.section, c.title, c.no_data); return; }
       var series = Array.isArray(c.series) ? c.series : [];
+      var range = Array.isArray(c.x_range) && num(c.x_range[0]) !== null && num(c.x_range[1]) !== null ? c.x_range : null;
+      var group = typeof c.x_group === "string" ? c.x_group : null;
+      var hooks = { draw: [function (u) { drawMarks(u, c.marks); }] };
+      if (group) {
+        hooks.setScale = [function (u, key) { if (key === "x") { followX(u, group); } }];
+        hooks.ready = [function (u) { joinGroup(u, group); wheelZoom(u); }];
+      }
+      if (c.bars && typeof c.bars === "object") {
+        var items = Array.isArray(c.bars.items) ? c.bars.items : [];
+        var xs = [];
+        var rows = [];
+        items.forEach(function (b) {
+          if (!Array.isArray(b)) { return; }
+          if (num(b[1]) !== null) { xs.push(b[1]); }
+          if (num(b[2]) !== null) { xs.push(b[2]); }
+          if (num(b[0]) !== null) { rows.push(b[0]); }
+        });
+        var lo = range ? range[0] : Math.min.apply(null, xs);
+        var hi = range ? range[1] : Math.max.apply(null, xs);
+        var rlo = rows.length ? Math.min.apply(null, rows) - 0.5 : 0;
+        var rhi = rows.length ? Math.max.apply(null, rows) + 0.5 : 1;
+        hooks.draw.unshift(function (u) { drawBars(u, c.bars); });
+        var u = chart(c.section, c.title, {
+          height: 420,
+          legend: { show: false },
+          cursor: { drag: { x: true, y: true, uni: 40 } },
+          scales: { x: { time: false }, y: {} },
+          series: [{ label: axisLabel(c.x) }, { label: axisLabel(c.y), stroke: "rgba(0,0,0,0)", paths: function () { return null; }, points: { show: false } }],
+          axes: [{ label: axisLabel(c.x) }, { label: axisLabel(c.y), scale: "y" }],
+          hooks: hooks,
+        }, [[lo, hi], [rlo, rhi]]);
+        if (u) { barLegend(u.root.parentNode, c.bars); chartNotes(u.root.parentNode, c.notes); }
+        return;
+      }
       var names = {};
       (c.x_names || []).forEach(function (n) { names[n[0]] = n[1]; });
       var xLabels = Array.isArray(c.x_labels) ? c.x_labels : null;
       var columns = columnsOf(series.map(function (s) {
         return (s.points || []).filter(function (p) { return Array.isArray(p) && num(p[0]) !== null; });
-      }));
+      }), range);
       var xSeries = { label: c.x.unit || c.x.name };
       if (xLabels) {
         xSeries.value = function (u, v) { return v === null || v === undefined ? "–" : "p" + (xLabels[v] || v); };
@@ -179,7 +316,7 @@
       }
       var axes = [xAxis, { label: axisLabel(c.y), scale: "y" }];
       if (right) { axes.push({ label: axisLabel(c.y2), scale: "y2", side: 1, grid: { show: false } }); }
-      chart(c.section, c.title, {
+      var drawn = chart(c.section, c.title, {
         scales: { x: { time: false }, y: {}, y2: {} },
         series: [xSeries].concat(series.map(function (s) {
           var o = { label: s.label, stroke: s.color, scale: s.right ? "y2" : "y", width: s.markers ? 2 : 1.5,
@@ -189,8 +326,9 @@
           return o;
         })),
         axes: axes,
-        hooks: { draw: [function (u) { drawMarks(u, c.marks); }] },
+        hooks: hooks,
       }, columns);
+      if (drawn) { chartNotes(drawn.root.parentNode, c.notes); }
     });
   }
 
