@@ -32,7 +32,7 @@ pub struct RunsArgs {
     /// repeated.
     #[arg(
         long,
-        env = "LLMSURGE_OUTPUTS",
+        env = "LLMSURGE_PLOT_OUTPUTS",
         value_delimiter = ',',
         default_value = "html,png,svg"
     )]
@@ -54,7 +54,7 @@ pub struct ParetoArgs {
     /// comma-separated or repeated.
     #[arg(
         long,
-        env = "LLMSURGE_OUTPUTS",
+        env = "LLMSURGE_PLOT_OUTPUTS",
         value_delimiter = ',',
         default_value = "html,png,svg,md"
     )]

@@ -228,6 +228,8 @@ fn plot_pareto_draws_the_front_of_several_reports_labelled_by_what_differs() {
         .arg(b.report_path())
         .args(["--gpus", "2", "--output-dir"])
         .arg(out_dir.path())
+        // A CI job's environment names its runs' formats: not the plot's.
+        .env("LLMSURGE_OUTPUTS", "json,csv")
         .output()
         .expect("llmsurge runs");
     assert!(

@@ -393,6 +393,20 @@ impl Signals {
         })
     }
 
+    /// The signal handlers and this executable (each point runs its `benchmark run`),
+    /// which a sweep needs before its first server; else the exit code, said on stderr.
+    fn with_exe() -> Result<(Self, PathBuf), i32> {
+        let signals = Self::install().map_err(|e| {
+            eprintln!("error: cannot install signal handlers: {e}");
+            exit_codes::RUN_FAILED
+        })?;
+        let exe = std::env::current_exe().map_err(|e| {
+            eprintln!("error: cannot find the llmsurge executable: {e}");
+            exit_codes::RUN_FAILED
+        })?;
+        Ok((signals, exe))
+    }
+
     /// The next signal: SIGINT or SIGTERM.
     async fn next(&mut self) -> nix::sys::signal::Signal {
         tokio::select! {
@@ -415,19 +429,9 @@ async fn run(
     serves: &[Serve],
     benches: &[Bench],
 ) -> i32 {
-    let mut signals = match Signals::install() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: cannot install signal handlers: {e}");
-            return exit_codes::RUN_FAILED;
-        }
-    };
-    let exe = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: cannot find the llmsurge executable: {e}");
-            return exit_codes::RUN_FAILED;
-        }
+    let (mut signals, exe) = match Signals::with_exe() {
+        Ok(ready) => ready,
+        Err(code) => return code,
     };
     let out = &args.output_dir;
     let mut sweep = SweepReport {

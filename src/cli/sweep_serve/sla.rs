@@ -531,19 +531,9 @@ async fn search_point(
 
 async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: &[Bench]) -> i32 {
     let sweep = &args.sweep;
-    let mut signals = match Signals::install() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: cannot install signal handlers: {e}");
-            return exit_codes::RUN_FAILED;
-        }
-    };
-    let exe = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: cannot find the llmsurge executable: {e}");
-            return exit_codes::RUN_FAILED;
-        }
+    let (mut signals, exe) = match Signals::with_exe() {
+        Ok(ready) => ready,
+        Err(code) => return code,
     };
     let out = &sweep.output_dir;
     let mut report = SlaReport {
