@@ -37,11 +37,11 @@ pub struct ChartSpec {
 fn params(rows: &[Row]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for r in rows {
-        let keys = r
-            .serve_params
-            .keys()
-            .map(|k| format!("serve.{k}"))
-            .chain(r.bench_params.keys().map(|k| format!("bench.{k}")));
+        let keys =
+            r.at.serve_params
+                .keys()
+                .map(|k| format!("serve.{k}"))
+                .chain(r.at.bench_params.keys().map(|k| format!("bench.{k}")));
         for k in keys {
             if !out.contains(&k) {
                 out.push(k);
@@ -97,7 +97,7 @@ fn label(row: &Row, varied: &[String], skip: Option<&str>, benchmark: bool) -> S
         parts.push(b.clone());
     }
     if parts.is_empty() {
-        row.point.clone()
+        row.at.point.clone()
     } else {
         parts.join(" ")
     }
@@ -145,7 +145,7 @@ pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
     // A point whose profile ran several benchmarks has a row per benchmark.
     let several = owned
         .iter()
-        .any(|r| owned.iter().filter(|o| o.point == r.point).count() > 1);
+        .any(|r| owned.iter().filter(|o| o.at.point == r.at.point).count() > 1);
     let by: Vec<String> = if spec.curve_by.is_empty() {
         varied.clone()
     } else {

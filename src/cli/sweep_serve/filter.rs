@@ -51,14 +51,15 @@ pub fn cell(row: &Row, key: &str) -> Option<Cell> {
         other => Some(Cell::Text(other.to_string())),
     };
     if let Some(k) = key.strip_prefix("serve.") {
-        return row.serve_params.get(k).and_then(param);
+        return row.at.serve_params.get(k).and_then(param);
     }
     if let Some(k) = key.strip_prefix("bench.") {
-        return row.bench_params.get(k).and_then(param);
+        return row.at.bench_params.get(k).and_then(param);
     }
-    row.serve_params
+    row.at
+        .serve_params
         .get(key)
-        .or_else(|| row.bench_params.get(key))
+        .or_else(|| row.at.bench_params.get(key))
         .and_then(param)
         .or_else(|| row.figures.get(key).map(|v| Cell::Num(*v)))
 }
@@ -146,11 +147,13 @@ mod tests {
 
     fn row(serve: &str, bench: &str) -> Row {
         Row {
-            point: "s0-b0".into(),
-            serve_index: Some(0),
-            bench_index: 0,
-            serve_params: serde_json::from_str(serve).expect("json"),
-            bench_params: serde_json::from_str(bench).expect("json"),
+            at: crate::cli::sweep_serve::report::Point {
+                point: "s0-b0".into(),
+                serve_index: Some(0),
+                bench_index: 0,
+                serve_params: serde_json::from_str(serve).expect("json"),
+                bench_params: serde_json::from_str(bench).expect("json"),
+            },
             benchmark: None,
             status: Status::Ok,
             exit_code: Some(0),

@@ -19,7 +19,7 @@ use crate::cli::{Cli, UsageError, usage_error};
 use crate::exit_codes;
 use clap::{Args, CommandFactory};
 use params::Params;
-use report::{Row, Status, SweepReport};
+use report::{Point, Row, Status, SweepReport};
 use server::Server;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -191,11 +191,13 @@ fn chart_spec(
         .iter()
         .flat_map(|s| {
             benches.iter().map(|b| Row {
-                point: String::new(),
-                serve_index: s.index,
-                bench_index: 0,
-                serve_params: s.params.clone(),
-                bench_params: b.params.clone(),
+                at: Point {
+                    point: String::new(),
+                    serve_index: s.index,
+                    bench_index: 0,
+                    serve_params: s.params.clone(),
+                    bench_params: b.params.clone(),
+                },
                 benchmark: None,
                 status: Status::Ok,
                 exit_code: None,
@@ -368,6 +370,17 @@ fn point_name(serve: &Serve, bench: usize) -> String {
     }
 }
 
+/// Point `bench` of serve configuration `serve`.
+fn point_of(serve: &Serve, bench: usize, benches: &[Bench]) -> Point {
+    Point {
+        point: point_name(serve, bench),
+        serve_index: serve.index,
+        bench_index: bench,
+        serve_params: serve.params.clone(),
+        bench_params: benches[bench].params.clone(),
+    }
+}
+
 /// A point's report, when an earlier run completed it.
 fn completed(dir: &Path) -> Option<crate::report::json::Report> {
     let done: serde_json::Value =
@@ -442,11 +455,7 @@ async fn run(
     let mut any_failed = false;
     'serves: for serve in serves {
         let row_template = |b: usize| Row {
-            point: point_name(serve, b),
-            serve_index: serve.index,
-            bench_index: b,
-            serve_params: serve.params.clone(),
-            bench_params: benches[b].params.clone(),
+            at: point_of(serve, b, benches),
             benchmark: None,
             status: Status::Failed,
             exit_code: None,
@@ -464,7 +473,10 @@ async fn run(
                     let mut t = row_template(b);
                     t.status = Status::Resumed;
                     sweep.rows.extend(report::rows_of(&t, &report));
-                    crate::stdout::println(&format!("{}: complete, skipped (--resume)", t.point));
+                    crate::stdout::println(&format!(
+                        "{}: complete, skipped (--resume)",
+                        t.at.point
+                    ));
                 }
                 None => todo.push(b),
             }

@@ -28,9 +28,10 @@ pub enum Status {
     Resumed,
 }
 
-/// One row of the sweep report.
+/// Which point a row is about: its directory and the configurations it ran (in the JSON,
+/// the row's first fields).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Row {
+pub struct Point {
     /// The point's directory name under the sweep's output directory.
     pub point: String,
     /// Index of its serve configuration (absent without `--serve-cmd`).
@@ -42,6 +43,66 @@ pub struct Row {
     pub serve_params: Map<String, Value>,
     /// The benchmark configuration's parameters.
     pub bench_params: Map<String, Value>,
+}
+
+/// The parameter columns of a table of points: every serve key, then every benchmark
+/// key, each in the order first seen.
+pub(super) struct ParamColumns {
+    serve: Vec<String>,
+    bench: Vec<String>,
+}
+
+impl ParamColumns {
+    /// The columns of `points`.
+    pub(super) fn of<'a>(points: impl IntoIterator<Item = &'a Point>) -> Self {
+        let mut cols = ParamColumns {
+            serve: Vec::new(),
+            bench: Vec::new(),
+        };
+        for p in points {
+            for (keys, have) in [
+                (&p.serve_params, &mut cols.serve),
+                (&p.bench_params, &mut cols.bench),
+            ] {
+                for k in keys.keys() {
+                    if !have.contains(k) {
+                        have.push(k.clone());
+                    }
+                }
+            }
+        }
+        cols
+    }
+
+    /// `point`, `status` and the parameters' names (`serve.KEY`, `bench.KEY`).
+    pub(super) fn header(&self) -> Vec<String> {
+        let mut header = vec!["point".to_string(), "status".to_string()];
+        header.extend(self.serve.iter().map(|k| format!("serve.{k}")));
+        header.extend(self.bench.iter().map(|k| format!("bench.{k}")));
+        header
+    }
+
+    /// A row's cells under [`ParamColumns::header`].
+    pub(super) fn cells(&self, p: &Point, status: Status) -> Vec<String> {
+        let mut c = vec![
+            p.point.clone(),
+            serde_json::to_value(status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+        ];
+        c.extend(self.serve.iter().map(|k| text(p.serve_params.get(k))));
+        c.extend(self.bench.iter().map(|k| text(p.bench_params.get(k))));
+        c
+    }
+}
+
+/// One row of the sweep report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Row {
+    /// The point.
+    #[serde(flatten)]
+    pub at: Point,
     /// The benchmark's label within the point (its strategy), when the point ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub benchmark: Option<String>,
@@ -120,24 +181,6 @@ pub fn rows_of(template: &Row, report: &Report) -> Vec<Row> {
     rows
 }
 
-fn param_columns(rows: &[Row]) -> (Vec<String>, Vec<String>) {
-    let mut serve: Vec<String> = Vec::new();
-    let mut bench: Vec<String> = Vec::new();
-    for r in rows {
-        for k in r.serve_params.keys() {
-            if !serve.contains(k) {
-                serve.push(k.clone());
-            }
-        }
-        for k in r.bench_params.keys() {
-            if !bench.contains(k) {
-                bench.push(k.clone());
-            }
-        }
-    }
-    (serve, bench)
-}
-
 /// A parameter's value as a cell.
 pub(super) fn text(v: Option<&Value>) -> String {
     match v {
@@ -149,16 +192,14 @@ pub(super) fn text(v: Option<&Value>) -> String {
 
 /// The table every tabular format shows: header and cells.
 fn table(report: &SweepReport) -> (Vec<String>, Vec<Vec<String>>) {
-    let (serve, bench) = param_columns(&report.rows);
+    let params = ParamColumns::of(report.rows.iter().map(|r| &r.at));
     let figures: Vec<&str> = FIGURES
         .iter()
         .copied()
         .chain(GPU_FIGURES)
         .filter(|f| report.rows.iter().any(|r| r.figures.contains_key(*f)))
         .collect();
-    let mut header = vec!["point".to_string(), "status".to_string()];
-    header.extend(serve.iter().map(|k| format!("serve.{k}")));
-    header.extend(bench.iter().map(|k| format!("bench.{k}")));
+    let mut header = params.header();
     header.push("benchmark".into());
     header.extend(figures.iter().map(|f| f.to_string()));
     header.push("error".into());
@@ -166,15 +207,7 @@ fn table(report: &SweepReport) -> (Vec<String>, Vec<Vec<String>>) {
         .rows
         .iter()
         .map(|r| {
-            let mut c = vec![
-                r.point.clone(),
-                serde_json::to_value(r.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-            ];
-            c.extend(serve.iter().map(|k| text(r.serve_params.get(k))));
-            c.extend(bench.iter().map(|k| text(r.bench_params.get(k))));
+            let mut c = params.cells(&r.at, r.status);
             c.push(r.benchmark.clone().unwrap_or_default());
             c.extend(
                 figures

@@ -8,10 +8,10 @@
 //! (`synchronous`, `throughput`, `rate-12.5`, `concurrency-8`), and the SLA report
 //! `sla.{json,csv,md,html}` beside the points.
 
-use super::report::Status;
+use super::report::{ParamColumns, Point, Status};
 use super::{
     Bench, Ended, Serve, Signals, Started, SweepServeArgs, TAIL_LINES, between_benchmarks,
-    completed, label_of, point_name, run_point, server, start_server,
+    completed, label_of, point_name, point_of, run_point, server, start_server,
 };
 use crate::cli::{UsageError, usage_error};
 use crate::exit_codes;
@@ -20,7 +20,6 @@ use clap::Args;
 use llmsurge_coordinator::profiles::{CapacitySearch, SearchVariable};
 use llmsurge_coordinator::{BenchmarkResult, Slo, Strategy};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -148,17 +147,9 @@ pub struct SlaProbe {
 /// One answer: a point and an SLA.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SlaRow {
-    /// The point's directory name.
-    pub point: String,
-    /// Index of its serve configuration (absent without `--serve-cmd`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub serve_index: Option<usize>,
-    /// Index of its benchmark configuration.
-    pub bench_index: usize,
-    /// The serve configuration's parameters.
-    pub serve_params: Map<String, Value>,
-    /// The benchmark configuration's parameters.
-    pub bench_params: Map<String, Value>,
+    /// The point.
+    #[serde(flatten)]
+    pub at: Point,
     /// The SLA, as given.
     pub sla: String,
     /// Whether the search finished (`ok`) or its configuration failed.
@@ -522,7 +513,7 @@ async fn search_point(
         }
         crate::stdout::println(&format!(
             "{} [{}]: {}",
-            template.point, sla.text, outcome.conclusion
+            template.at.point, sla.text, outcome.conclusion
         ));
         rows.push(row);
     }
@@ -549,11 +540,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
     let mut any_failed = false;
     'serves: for serve in serves {
         let template = |b: usize| SlaRow {
-            point: point_name(serve, b),
-            serve_index: serve.index,
-            bench_index: b,
-            serve_params: serve.params.clone(),
-            bench_params: benches[b].params.clone(),
+            at: point_of(serve, b, benches),
             sla: String::new(),
             status: Status::Failed,
             answer: None,
@@ -739,20 +726,7 @@ fn write_report(out: &Path, report: &SlaReport) {
 
 /// The table every tabular format shows: header and cells.
 fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>) {
-    let mut serve: Vec<String> = Vec::new();
-    let mut bench: Vec<String> = Vec::new();
-    for r in &report.rows {
-        for k in r.serve_params.keys() {
-            if !serve.contains(k) {
-                serve.push(k.clone());
-            }
-        }
-        for k in r.bench_params.keys() {
-            if !bench.contains(k) {
-                bench.push(k.clone());
-            }
-        }
-    }
+    let params = ParamColumns::of(report.rows.iter().map(|r| &r.at));
     let figures: Vec<&str> = FIGURES
         .iter()
         .copied()
@@ -762,9 +736,7 @@ fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>) {
         SlaVariable::Rate => "max_rate",
         SlaVariable::Concurrency => "max_concurrency",
     };
-    let mut header = vec!["point".to_string(), "status".to_string()];
-    header.extend(serve.iter().map(|k| format!("serve.{k}")));
-    header.extend(bench.iter().map(|k| format!("bench.{k}")));
+    let mut header = params.header();
     header.extend([
         "sla".into(),
         unit.into(),
@@ -777,23 +749,7 @@ fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>) {
         .rows
         .iter()
         .map(|r| {
-            let mut c = vec![
-                r.point.clone(),
-                serde_json::to_value(r.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-            ];
-            c.extend(
-                serve
-                    .iter()
-                    .map(|k| super::report::text(r.serve_params.get(k))),
-            );
-            c.extend(
-                bench
-                    .iter()
-                    .map(|k| super::report::text(r.bench_params.get(k))),
-            );
+            let mut c = params.cells(&r.at, r.status);
             c.push(r.sla.clone());
             c.push(crate::report::cells::cell_value(r.answer));
             c.push(crate::report::cells::cell_value(
