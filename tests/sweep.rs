@@ -288,8 +288,11 @@ fn sweep_serve_interrupted_stops_its_server_and_benchmark() {
 #[test]
 fn sweep_serve_without_serve_cmd_runs_bench_params_against_target_with_gpu_figures() {
     let dir = tempfile::tempdir().expect("tempdir");
+    // Tokens 1 ms apart: the front's tokens/s per user is 1 / TPOT, which needs a TPOT
+    // (the instant mock sends a response's tokens at once: one read, TPOT 0).
     let server = crate::support::mock(llmsurge::mock::MockConfig {
         ttft_ms: 20.0,
+        itl_ms: 1.0,
         dcgm_gpus: 2,
         ..llmsurge::mock::MockConfig::instant()
     });

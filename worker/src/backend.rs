@@ -575,7 +575,7 @@ impl Backend {
                 Ok(None) => break,
                 Ok(Some(Ok(piece))) => piece,
             };
-            let at = MonoNanos::now();
+            let at = body.arrived();
             let mut failure = None;
             parser.push(&piece, |data| {
                 match self.format.parse_event(data, &mut state) {
@@ -665,7 +665,7 @@ impl Backend {
                 Ok(Some(Ok(piece))) => body.extend_from_slice(&piece),
             }
         }
-        let at = MonoNanos::now();
+        let at = response.arrived();
         match self.format.parse_full(&body) {
             Ok(info) => {
                 if let Some(reply) = ex.reply.as_mut() {
@@ -725,11 +725,21 @@ fn reqwest_client(
 trait Pieces {
     /// The next piece; `None` at the end; an error as one line.
     async fn next_piece(&mut self) -> Option<Result<Bytes, String>>;
+
+    /// When the last piece's bytes arrived at this host, where the transport knows
+    /// (the kernel's receive stamp); else the instant it was handed out.
+    fn arrived(&self) -> MonoNanos {
+        MonoNanos::now()
+    }
 }
 
 impl Pieces for http1::Body {
     async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
         self.next().await
+    }
+
+    fn arrived(&self) -> MonoNanos {
+        http1::Body::arrived(self)
     }
 }
 
@@ -875,5 +885,63 @@ mod tests {
             serde_json::json!({"max_output_tokens": "lots"}),
         );
         assert_eq!(odd.max_output_tokens(&req(Some(200))), None);
+    }
+
+    /// A token's instant is when its bytes arrived, not when the client got to them: the
+    /// server answers while the client's only runtime thread is busy, and the first token
+    /// and the end keep the instant of the server's write.
+    #[tokio::test(flavor = "current_thread")]
+    async fn tokens_that_arrive_while_the_client_is_busy_keep_their_arrival_instant() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback");
+        let mut cfg = test_config(RequestFormat::Chat, true);
+        cfg.base_url = format!("http://{}", listener.local_addr().expect("loopback"));
+        let backend = Backend::new(&cfg).expect("a backend");
+        let body = backend.build_body(&req(Some(1)));
+        let (received_tx, received_rx) = tokio::sync::oneshot::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (wrote_tx, wrote_rx) = std::sync::mpsc::channel();
+        let server = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().expect("loopback");
+            let mut request = vec![0u8; 64 << 10];
+            let n = socket.read(&mut request).expect("loopback");
+            assert!(n > 0, "no request came");
+            received_tx.send(()).expect("the test waits");
+            go_rx.recv().expect("the test says go");
+            let events = concat!(
+                "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n",
+                "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+                "data: [DONE]\n\n"
+            );
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{events}",
+                events.len()
+            );
+            let before = MonoNanos::now();
+            socket.write_all(answer.as_bytes()).expect("loopback");
+            crate::rx_time::wait_until_taken(std::os::fd::AsRawFd::as_raw_fd(&socket));
+            wrote_tx.send(before).expect("the test waits");
+        });
+        let exchange = tokio::spawn(async move {
+            let mut ex = Exchange::default();
+            backend.execute(body, &mut ex).await;
+            ex
+        });
+        received_rx.await.expect("the server got the request");
+        // The runtime's one thread is held here until the answer is in the client's
+        // socket, as a thread busy with a thousand other streams is.
+        go_tx.send(()).expect("the server waits");
+        let before = wrote_rx.recv().expect("the server wrote");
+        let free = MonoNanos::now();
+        let ex = exchange.await.expect("the exchange task");
+        server.join().expect("the server thread");
+
+        assert!(ex.error.is_none(), "{:?}", ex.error);
+        let first = ex.first_content.expect("a first token");
+        assert!(
+            before <= first && first < free,
+            "first token at {first:?}: not between the write ({before:?}) and the client's thread getting free ({free:?})"
+        );
+        assert_eq!(ex.end, Some(first), "one read brought the whole answer");
     }
 }

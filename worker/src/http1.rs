@@ -25,6 +25,7 @@
 //! its limit): the answer is read when the write fails or while it waits for room.
 
 use crate::connections::ConnectLog;
+use crate::rx_time;
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
 use llmsurge_proto::{ErrorKind, MonoNanos, RequestError};
@@ -330,7 +331,7 @@ impl Http1 {
         };
         loop {
             match self.exchange(&mut conn, &out, sent).await {
-                Ok((status, framing, keep_alive, buf)) => {
+                Ok((status, framing, keep_alive, buf, arrived)) => {
                     return Ok(Response {
                         status,
                         body: Body {
@@ -340,6 +341,7 @@ impl Http1 {
                             framing,
                             keep_alive,
                             read_size: READ_MIN,
+                            arrived,
                         },
                     });
                 }
@@ -395,13 +397,16 @@ impl Http1 {
         // Per-token writes by the server need Nagle off on its side; on ours the request
         // goes out in one write, which must not wait for an ACK either.
         let _ = stream.set_nodelay(true);
+        rx_time::enable(&stream);
         Ok(Conn {
             stream,
             reused: false,
         })
     }
 
-    /// Writes what is left of the request and reads the response head.
+    /// Writes what is left of the request and reads the response head: its status, how
+    /// its body ends, whether the connection may be reused, the body's bytes read with
+    /// it, and when the last bytes read arrived.
     ///
     /// A server may answer before it read the whole request (a 413 for a body over its
     /// limit, then a close, which resets our write): the response is read from the
@@ -412,12 +417,14 @@ impl Http1 {
         conn: &mut Conn,
         out: &Outgoing,
         mut sent: usize,
-    ) -> Result<(u16, Framing, bool, BytesMut), Fault> {
+    ) -> Result<(u16, Framing, bool, BytesMut, MonoNanos), Fault> {
         let parts = [&self.head_prefix[..], &out.tail[..], &out.body[..]];
         let total = out.len(&self.head_prefix);
         let mut buf = BytesMut::new();
         // The server answered before the request was written whole.
         let mut early = false;
+        // When the bytes in `buf` arrived (an early answer's: when it was read).
+        let mut arrived = MonoNanos::now();
         while sent < total {
             let failed = match conn.stream.try_write_vectored(&slices(&parts, sent, total)) {
                 Ok(0) => io::Error::from(io::ErrorKind::WriteZero),
@@ -443,6 +450,7 @@ impl Http1 {
                                     continue;
                                 }
                                 early = true;
+                                arrived = MonoNanos::now();
                                 break;
                             }
                             Ok(_) => io::Error::from(io::ErrorKind::UnexpectedEof),
@@ -476,20 +484,20 @@ impl Http1 {
                 }
                 // Part of the request may still be unsent: the connection is done.
                 let keep_alive = head.keep_alive && !early;
-                return Ok((head.status, head.framing, keep_alive, buf));
+                return Ok((head.status, head.framing, keep_alive, buf, arrived));
             }
             if buf.len() > HEAD_LIMIT {
                 return Err(Fault::Failed(head_too_large()));
             }
             let want = if buf.is_empty() { READ_MIN } else { buf.len() };
             match read_more(&conn.stream, &mut buf, want).await {
-                Ok(0) if buf.is_empty() => {
+                Ok((0, _)) if buf.is_empty() => {
                     // Sent once more only on a reused connection (see `send`).
                     return Err(Fault::Unanswered(
                         "connection closed before the response head (no byte of it arrived)".into(),
                     ));
                 }
-                Ok(0) => {
+                Ok((0, _)) => {
                     return Err(Fault::Failed(failure(
                         ErrorKind::ConnectionClosed,
                         format!(
@@ -509,7 +517,7 @@ impl Http1 {
                         format!("connection failed in the middle of the response head: {e}"),
                     )));
                 }
-                Ok(_) => {}
+                Ok((_, at)) => arrived = at,
             }
         }
     }
@@ -638,14 +646,19 @@ fn slices<'a>(parts: &[&'a [u8]; 3], mut from: usize, upto: usize) -> Vec<IoSlic
 }
 
 /// Reads once (waiting for readiness first, with no buffer held meanwhile) into `buf`,
-/// making room for at least `want` more bytes. `Ok(0)` is EOF.
-async fn read_more(stream: &TcpStream, buf: &mut BytesMut, want: usize) -> io::Result<usize> {
+/// making room for at least `want` more bytes: how many bytes came (0 at EOF) and when
+/// they arrived ([`rx_time`]).
+async fn read_more(
+    stream: &TcpStream,
+    buf: &mut BytesMut,
+    want: usize,
+) -> io::Result<(usize, MonoNanos)> {
     loop {
         stream.readable().await?;
         if buf.capacity() - buf.len() < want {
             buf.reserve(want);
         }
-        match stream.try_read_buf(buf) {
+        match rx_time::try_read(stream, buf) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // Readiness left over from the last read (tokio clears it only on
                 // WouldBlock): wait without the buffer, or every waiting stream holds one.
@@ -816,6 +829,8 @@ pub struct Body {
     framing: Framing,
     keep_alive: bool,
     read_size: usize,
+    /// When the bytes last read arrived.
+    arrived: MonoNanos,
 }
 
 impl std::fmt::Debug for Body {
@@ -828,6 +843,12 @@ impl std::fmt::Debug for Body {
 }
 
 impl Body {
+    /// When the bytes of the last piece handed out arrived at this host (the kernel's
+    /// receive stamp of the read that brought its last byte).
+    pub fn arrived(&self) -> MonoNanos {
+        self.arrived
+    }
+
     /// The next piece of the body; `None` at its end. Errors are one-line messages (the
     /// connection reset or closed early, a malformed chunk).
     pub async fn next(&mut self) -> Option<Result<Bytes, String>> {
@@ -956,7 +977,7 @@ impl Body {
         let want = self.read_size.max(self.buf.len());
         let before = self.buf.capacity() - self.buf.len();
         match read_more(stream, &mut self.buf, want).await {
-            Ok(0) => {
+            Ok((0, _)) => {
                 self.keep_alive = false;
                 self.conn = None;
                 if eof_is_error {
@@ -965,7 +986,8 @@ impl Body {
                     Ok(false)
                 }
             }
-            Ok(n) => {
+            Ok((n, at)) => {
+                self.arrived = at;
                 // Reads that fill the room given grow it, for large bodies; short ones
                 // bring it back, so a token stream keeps 1 KiB reads.
                 let room = before.max(want);

@@ -27,6 +27,7 @@ pub mod http1;
 pub mod pacer;
 pub mod reporter;
 pub mod request_loop;
+pub mod rx_time;
 pub mod sched;
 pub mod source;
 pub mod sse;

@@ -1,0 +1,179 @@
+//! When the bytes of a socket read reached this host: the kernel's receive timestamp
+//! (`SO_TIMESTAMPNS`), brought onto the monotonic clock of [`MonoNanos`].
+//!
+//! A token's instant is taken from it rather than from the moment the client's task got
+//! to the bytes. With a thousand streams on one core, the chunks a server sends at once
+//! wait their turn in the runtime, and that wait is the client's, not the server's: it
+//! showed as ITL spread and TTFT error the server did not have
+//! (`scripts/bench-fidelity.sh`). Where the kernel gives no stamp, the read's own
+//! instant stands in.
+
+use bytes::BytesMut;
+use llmsurge_proto::MonoNanos;
+use nix::libc;
+use std::io;
+use std::os::fd::AsRawFd;
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+/// A stamp further in the past than this is taken as a clock step (the wall clock set
+/// while bytes waited), not as their arrival: the read's own instant is used instead.
+const MAX_AGE_NS: u64 = 60_000_000_000;
+
+/// Asks the kernel to stamp what this socket receives; `false` where it refuses (reads
+/// then carry their own instant).
+pub fn enable(stream: &TcpStream) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt(2) reads `size_of::<c_int>()` bytes from `on`, which lives for
+    // the call; the fd is the stream's own, open for the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&raw const on).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
+/// Reads what the socket holds now into `buf`'s spare capacity, without waiting (an
+/// error of kind `WouldBlock` when nothing is there, which clears tokio's readiness):
+/// the count of bytes read (0 at EOF) and when the last of them reached this host.
+pub fn try_read(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<(usize, MonoNanos)> {
+    stream.try_io(Interest::READABLE, || recv_stamped(stream, buf))
+}
+
+fn recv_stamped(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<(usize, MonoNanos)> {
+    let spare = buf.spare_capacity_mut();
+    let mut iov = libc::iovec {
+        iov_base: spare.as_mut_ptr().cast(),
+        iov_len: spare.len(),
+    };
+    // Room for one SCM_TIMESTAMPNS message (a timespec), aligned for its header.
+    let mut control = [0u64; 8];
+    // SAFETY: msghdr is plain data; all zeroes is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &raw mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = size_of_val(&control) as _;
+    // SAFETY: recvmsg(2) writes at most `iov_len` bytes into the spare capacity the iovec
+    // points at and at most `msg_controllen` into `control`, both alive for the call.
+    let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &raw mut msg, libc::MSG_DONTWAIT) };
+    let Ok(n) = usize::try_from(n) else {
+        return Err(io::Error::last_os_error());
+    };
+    // SAFETY: recvmsg(2) initialised the first `n` bytes of the spare capacity.
+    unsafe { buf.set_len(buf.len() + n) };
+    let now = MonoNanos::now();
+    let at = stamp(&msg).and_then(|wall| monotonic(wall, now));
+    Ok((n, at.unwrap_or(now)))
+}
+
+/// The receive stamp in `msg`'s control messages, as wall-clock nanoseconds.
+fn stamp(msg: &libc::msghdr) -> Option<u64> {
+    // SAFETY: the CMSG macros walk the control buffer recvmsg(2) filled, within the
+    // length it set; a timestamp message's data is one timespec, read unaligned.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+            {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
+                let secs = u64::try_from(ts.tv_sec).ok()?;
+                let nanos = u64::try_from(ts.tv_nsec).ok()?;
+                return Some(secs * 1_000_000_000 + nanos);
+            }
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+        }
+    }
+    None
+}
+
+/// A wall-clock instant `wall` as a monotonic one, through its age now: the two clocks
+/// tick alike over the milliseconds a stamp is old.
+fn monotonic(wall: u64, now: MonoNanos) -> Option<MonoNanos> {
+    let wall_now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME).ok()?;
+    let wall_now = u64::try_from(wall_now.tv_sec()).ok()? * 1_000_000_000
+        + u64::try_from(wall_now.tv_nsec()).ok()?;
+    let age = wall_now.saturating_sub(wall);
+    (age <= MAX_AGE_NS).then(|| MonoNanos(now.0.saturating_sub(age)))
+}
+
+/// Waits until the peer's kernel has taken (acknowledged) everything written on `fd`:
+/// from then on the bytes are in its receive queue, stamped, whether or not it has read
+/// them. Panics after 10 s.
+#[cfg(test)]
+pub(crate) fn wait_until_taken(fd: std::os::fd::RawFd) {
+    let started = std::time::Instant::now();
+    loop {
+        let mut queued: libc::c_int = 0;
+        // SAFETY: ioctl(2) TIOCOUTQ writes one c_int into `queued`, alive for the call.
+        let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &raw mut queued) };
+        assert_eq!(rc, 0, "TIOCOUTQ: {}", io::Error::last_os_error());
+        if queued == 0 {
+            return;
+        }
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "{queued} bytes never acknowledged"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    /// The instant a read reports is when its bytes arrived, not when it ran: bytes
+    /// written and taken by the kernel before the reader comes carry an instant from
+    /// before the reader came.
+    #[tokio::test]
+    async fn a_read_carries_the_instant_its_bytes_arrived_not_its_own() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("loopback");
+        let client = TcpStream::connect(listener.local_addr().expect("loopback"))
+            .await
+            .expect("loopback");
+        let (mut server, _) = listener.accept().await.expect("loopback");
+        assert!(enable(&client), "SO_TIMESTAMPNS refused");
+
+        let before = MonoNanos::now();
+        server
+            .write_all(b"data: one token\n\n")
+            .await
+            .expect("loopback");
+        wait_until_taken(server.as_raw_fd());
+        // The reader comes now, late, as a runtime thread busy with other streams does.
+        let came = MonoNanos::now();
+        client.readable().await.expect("loopback");
+        let mut buf = BytesMut::with_capacity(64);
+        let (n, at) = try_read(&client, &mut buf).expect("loopback");
+
+        assert_eq!(&buf[..n], b"data: one token\n\n");
+        assert!(
+            before <= at && at < came,
+            "stamp {at:?} not between the write ({before:?}) and the reader's coming ({came:?})"
+        );
+    }
+
+    #[tokio::test]
+    async fn eof_and_an_empty_socket_read_as_the_kernel_says() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("loopback");
+        let client = TcpStream::connect(listener.local_addr().expect("loopback"))
+            .await
+            .expect("loopback");
+        let (server, _) = listener.accept().await.expect("loopback");
+        enable(&client);
+        let mut buf = BytesMut::with_capacity(64);
+        let err = try_read(&client, &mut buf).expect_err("nothing to read yet");
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        drop(server);
+        client.readable().await.expect("loopback");
+        assert_eq!(try_read(&client, &mut buf).expect("loopback").0, 0);
+    }
+}
