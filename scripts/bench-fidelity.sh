@@ -17,8 +17,10 @@
 #
 # Environment: LEVELS (streams, default "1 100 1000 5000"), DURATION (s per level,
 # default 10), MOCK_CORES (default 0), MOCK_THREADS (mock server threads, default 1),
-# CLIENT_CORE (default 1), CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of
-# building this tree's). Needs taskset and python3.
+# CLIENT_CORE (default 1), WORKERS (client worker processes, default: llmsurge's own
+# choice; 50,000 streams need several where a process may hold only 20,000 files),
+# CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of building this tree's).
+# Needs taskset and python3.
 set -euo pipefail
 
 LEVELS=${LEVELS:-"1 100 1000 5000"}
@@ -26,6 +28,7 @@ DURATION=${DURATION:-10}
 MOCK_CORES=${MOCK_CORES:-0}
 MOCK_THREADS=${MOCK_THREADS:-1}
 CLIENT_CORE=${CLIENT_CORE:-1}
+WORKERS=${WORKERS:-}
 
 # Targets (issue 22).
 TARGET_TTFT_MEAN_MS=1
@@ -59,6 +62,7 @@ for streams in $LEVELS; do
         --profile concurrent --rate "$streams" --max-seconds "$DURATION" \
         --data "prompt_tokens=32,output_tokens=100" \
         --request-log requests.jsonl --outputs json --output-dir "$out" \
+        ${WORKERS:+--workers "$WORKERS"} \
         --disable-progress >"$WORK/run.out" 2>"$WORK/run.err" || code=$?
     stop_mock
     if [[ ! -f "$out/benchmarks.json" ]]; then
