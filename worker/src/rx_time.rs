@@ -130,17 +130,23 @@ mod tests {
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
 
+    /// A connected pair on loopback: (client, with stamps asked for, server).
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("loopback");
+        let client = TcpStream::connect(listener.local_addr().expect("loopback"))
+            .await
+            .expect("loopback");
+        let (server, _) = listener.accept().await.expect("loopback");
+        assert!(enable(&client), "SO_TIMESTAMPNS refused");
+        (client, server)
+    }
+
     /// The instant a read reports is when its bytes arrived, not when it ran: bytes
     /// written and taken by the kernel before the reader comes carry an instant from
     /// before the reader came.
     #[tokio::test]
     async fn a_read_carries_the_instant_its_bytes_arrived_not_its_own() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("loopback");
-        let client = TcpStream::connect(listener.local_addr().expect("loopback"))
-            .await
-            .expect("loopback");
-        let (mut server, _) = listener.accept().await.expect("loopback");
-        assert!(enable(&client), "SO_TIMESTAMPNS refused");
+        let (client, mut server) = pair().await;
 
         let before = MonoNanos::now();
         server
@@ -163,12 +169,7 @@ mod tests {
 
     #[tokio::test]
     async fn eof_and_an_empty_socket_read_as_the_kernel_says() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("loopback");
-        let client = TcpStream::connect(listener.local_addr().expect("loopback"))
-            .await
-            .expect("loopback");
-        let (server, _) = listener.accept().await.expect("loopback");
-        enable(&client);
+        let (client, server) = pair().await;
         let mut buf = BytesMut::with_capacity(64);
         let err = try_read(&client, &mut buf).expect_err("nothing to read yet");
         assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
