@@ -468,6 +468,7 @@ impl Http1 {
                 )));
             }
             early = true;
+            arrived = MonoNanos::now();
             break;
         }
         loop {
