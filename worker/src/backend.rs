@@ -892,15 +892,41 @@ mod tests {
     /// and the end keep the instant of the server's write.
     #[tokio::test(flavor = "current_thread")]
     async fn tokens_that_arrive_while_the_client_is_busy_keep_their_arrival_instant() {
+        let events = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n"
+        );
+        answered_while_busy(true, "text/event-stream", events).await;
+    }
+
+    /// The same for a whole (non-streamed) answer: its end is when its last bytes came.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_whole_answer_that_arrives_while_the_client_is_busy_keeps_its_arrival_instant() {
+        let body = concat!(
+            "{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hi\"},",
+            "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}"
+        );
+        answered_while_busy(false, "application/json", body).await;
+    }
+
+    /// Sends one chat request to a raw server that answers `body` while the client's one
+    /// runtime thread is held, and checks the first token and the end fall between the
+    /// server's write and the thread getting free.
+    async fn answered_while_busy(stream: bool, content_type: &str, body: &'static str) {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback");
-        let mut cfg = test_config(RequestFormat::Chat, true);
+        let mut cfg = test_config(RequestFormat::Chat, stream);
         cfg.base_url = format!("http://{}", listener.local_addr().expect("loopback"));
         let backend = Backend::new(&cfg).expect("a backend");
-        let body = backend.build_body(&req(Some(1)));
+        let request = backend.build_body(&req(Some(1)));
         let (received_tx, received_rx) = tokio::sync::oneshot::channel();
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
         let (wrote_tx, wrote_rx) = std::sync::mpsc::channel();
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
         let server = std::thread::spawn(move || {
             let (mut socket, _) = listener.accept().expect("loopback");
             let mut request = vec![0u8; 64 << 10];
@@ -908,15 +934,6 @@ mod tests {
             assert!(n > 0, "no request came");
             received_tx.send(()).expect("the test waits");
             go_rx.recv().expect("the test says go");
-            let events = concat!(
-                "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n",
-                "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
-                "data: [DONE]\n\n"
-            );
-            let answer = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{events}",
-                events.len()
-            );
             let before = MonoNanos::now();
             socket.write_all(answer.as_bytes()).expect("loopback");
             crate::rx_time::wait_until_taken(std::os::fd::AsRawFd::as_raw_fd(&socket));
@@ -924,7 +941,7 @@ mod tests {
         });
         let exchange = tokio::spawn(async move {
             let mut ex = Exchange::default();
-            backend.execute(body, &mut ex).await;
+            backend.execute(request, &mut ex).await;
             ex
         });
         received_rx.await.expect("the server got the request");

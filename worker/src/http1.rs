@@ -424,7 +424,7 @@ impl Http1 {
         // The server answered before the request was written whole.
         let mut early = false;
         // When the bytes in `buf` arrived (an early answer's: when it was read).
-        let mut arrived = MonoNanos::now();
+        let mut arrived = None;
         while sent < total {
             let failed = match conn.stream.try_write_vectored(&slices(&parts, sent, total)) {
                 Ok(0) => io::Error::from(io::ErrorKind::WriteZero),
@@ -450,7 +450,7 @@ impl Http1 {
                                     continue;
                                 }
                                 early = true;
-                                arrived = MonoNanos::now();
+                                arrived = Some(MonoNanos::now());
                                 break;
                             }
                             Ok(_) => io::Error::from(io::ErrorKind::UnexpectedEof),
@@ -468,7 +468,7 @@ impl Http1 {
                 )));
             }
             early = true;
-            arrived = MonoNanos::now();
+            arrived = Some(MonoNanos::now());
             break;
         }
         loop {
@@ -485,6 +485,7 @@ impl Http1 {
                 }
                 // Part of the request may still be unsent: the connection is done.
                 let keep_alive = head.keep_alive && !early;
+                let arrived = arrived.unwrap_or_else(MonoNanos::now);
                 return Ok((head.status, head.framing, keep_alive, buf, arrived));
             }
             if buf.len() > HEAD_LIMIT {
@@ -518,7 +519,7 @@ impl Http1 {
                         format!("connection failed in the middle of the response head: {e}"),
                     )));
                 }
-                Ok((_, at)) => arrived = at,
+                Ok((_, at)) => arrived = Some(at),
             }
         }
     }
