@@ -9,7 +9,6 @@ use crate::error::CoordinatorError;
 use crate::group::BenchmarkPlan;
 use crate::profiles::{PlanTemplate, Profile, SweepArrivals, SweepProfile};
 use crate::result::BenchmarkResult;
-use crate::strategy::Strategy;
 
 /// The index (into `points`) of the knee of a rising latency curve `(rate, latency)`.
 pub fn kneedle(points: &[(f64, f64)]) -> Option<usize> {
@@ -152,11 +151,7 @@ impl Profile for KneeProfile {
         let Some(&rate) = rates.get(i - swept) else {
             return Ok(None);
         };
-        let strategy = match self.arrivals {
-            SweepArrivals::Constant => Strategy::Constant { rate },
-            SweepArrivals::Poisson => Strategy::Poisson { rate },
-        };
-        Ok(Some(self.template.plan(i, strategy)))
+        Ok(Some(self.template.plan(i, self.arrivals.strategy(rate))))
     }
 
     fn annotate(&self, done: &mut [BenchmarkResult]) {

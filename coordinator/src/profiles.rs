@@ -108,6 +108,16 @@ pub enum SweepArrivals {
     Poisson,
 }
 
+impl SweepArrivals {
+    /// The rate strategy that sends `rate` requests a second this way.
+    pub fn strategy(self, rate: f64) -> Strategy {
+        match self {
+            SweepArrivals::Constant => Strategy::Constant { rate },
+            SweepArrivals::Poisson => Strategy::Poisson { rate },
+        }
+    }
+}
+
 /// Output tokens the measured requests of `r` delivered, finished or not (a cancelled
 /// request's count is what it streamed before it was cut off).
 fn delivered_tokens(r: &BenchmarkResult) -> f64 {
@@ -257,13 +267,6 @@ impl SweepProfile {
             .map(|k| lo + k as f64 * (hi - lo) / steps)
             .collect()
     }
-
-    fn strategy(&self, rate: f64) -> Strategy {
-        match self.arrivals {
-            SweepArrivals::Constant => Strategy::Constant { rate },
-            SweepArrivals::Poisson => Strategy::Poisson { rate },
-        }
-    }
 }
 
 impl Profile for SweepProfile {
@@ -285,7 +288,7 @@ impl Profile for SweepProfile {
                     self.estimates = Some((lo, hi));
                 }
                 match self.rates.get(i - 2) {
-                    Some(&rate) => self.strategy(rate),
+                    Some(&rate) => self.arrivals.strategy(rate),
                     None => return Ok(None),
                 }
             }

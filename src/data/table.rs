@@ -194,17 +194,23 @@ pub fn write_table(
     rows: &[Row],
     sessions: Option<&TableSessions>,
 ) -> Result<TableFileGuard, String> {
-    let bytes = rmp_serde::to_vec_named(&TableFile {
+    let file = TableFile {
         version: TABLE_VERSION,
         rows: rows.to_vec(),
         sessions: sessions.cloned(),
-    })
-    .map_err(|e| format!("cannot encode the prepared data: {e}"))?;
-    write_bytes("table", &bytes)
+    };
+    write_prepared("table", "data", &file)
 }
 
-/// Writes a prepared file of `kind` (`table`, `trace`) to the temporary directory.
-pub fn write_bytes(kind: &str, bytes: &[u8]) -> Result<TableFileGuard, String> {
+/// Writes `file`, a prepared file of `kind` (`table`, `trace`, `agent`; `what` names it
+/// in errors), as msgpack to a new file in the temporary directory.
+pub fn write_prepared(
+    kind: &str,
+    what: &str,
+    file: &impl Serialize,
+) -> Result<TableFileGuard, String> {
+    let bytes = rmp_serde::to_vec_named(file)
+        .map_err(|e| format!("cannot encode the prepared {what}: {e}"))?;
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let path = std::env::temp_dir().join(format!(
@@ -214,26 +220,42 @@ pub fn write_bytes(kind: &str, bytes: &[u8]) -> Result<TableFileGuard, String> {
     let guard = TableFileGuard { path };
     std::fs::write(&guard.path, bytes).map_err(|e| {
         format!(
-            "cannot write the prepared data to {}: {e}",
+            "cannot write the prepared {what} to {}: {e}",
             guard.path.display()
         )
     })?;
     Ok(guard)
 }
 
-/// Reads a table file: its rows, and how they run as sessions if they are.
-pub fn read_table(path: &Path) -> Result<(Vec<Row>, Option<TableSessions>), String> {
+/// Reads a file [`write_prepared`] wrote, refusing one whose version (`version_of`) is
+/// not `version`: a worker of another build.
+pub fn read_prepared<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    version: u32,
+    version_of: impl Fn(&T) -> u32,
+) -> Result<T, String> {
     let bytes = std::fs::read(path)
-        .map_err(|e| format!("cannot read the prepared data {}: {e}", path.display()))?;
-    let file: TableFile = rmp_serde::from_slice(&bytes)
-        .map_err(|e| format!("the prepared data {} is corrupt: {e}", path.display()))?;
-    if file.version != TABLE_VERSION {
+        .map_err(|e| format!("cannot read the prepared {what} {}: {e}", path.display()))?;
+    let file: T = rmp_serde::from_slice(&bytes).map_err(|e| {
+        format!(
+            "the prepared {what} in {} cannot be decoded: {e}",
+            path.display()
+        )
+    })?;
+    let found = version_of(&file);
+    if found != version {
         return Err(format!(
-            "the prepared data {} has version {}, expected {TABLE_VERSION}",
-            path.display(),
-            file.version
+            "the prepared {what} in {} has version {found}, expected {version}",
+            path.display()
         ));
     }
+    Ok(file)
+}
+
+/// Reads a table file: its rows, and how they run as sessions if they are.
+pub fn read_table(path: &Path) -> Result<(Vec<Row>, Option<TableSessions>), String> {
+    let file: TableFile = read_prepared(path, "data", TABLE_VERSION, |f: &TableFile| f.version)?;
     Ok((file.rows, file.sessions))
 }
 

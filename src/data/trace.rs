@@ -366,27 +366,19 @@ pub type TraceTableGuard = super::table::TableFileGuard;
 
 /// Writes `rows` to a new trace table file in the temporary directory.
 pub fn write_trace_table(rows: &[TraceRow]) -> Result<TraceTableGuard, String> {
-    let bytes = rmp_serde::to_vec_named(&TraceFile {
+    let file = TraceFile {
         version: TRACE_TABLE_VERSION,
         rows: rows.to_vec(),
-    })
-    .map_err(|e| format!("cannot encode the prepared trace: {e}"))?;
-    super::table::write_bytes("trace", &bytes)
+    };
+    super::table::write_prepared("trace", "trace", &file)
 }
 
 /// Reads a trace table file.
 pub fn read_trace_table(path: &Path) -> Result<Vec<TraceRow>, String> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| format!("cannot read the prepared trace {}: {e}", path.display()))?;
-    let file: TraceFile = rmp_serde::from_slice(&bytes)
-        .map_err(|e| format!("the prepared trace {} is corrupt: {e}", path.display()))?;
-    if file.version != TRACE_TABLE_VERSION {
-        return Err(format!(
-            "the prepared trace {} has version {}, expected {TRACE_TABLE_VERSION}",
-            path.display(),
-            file.version
-        ));
-    }
+    let file: TraceFile =
+        super::table::read_prepared(path, "trace", TRACE_TABLE_VERSION, |f: &TraceFile| {
+            f.version
+        })?;
     Ok(file.rows)
 }
 

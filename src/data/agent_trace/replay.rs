@@ -98,34 +98,18 @@ fn graphs_of(
 
 /// Writes the graphs to a new table file in the temporary directory.
 pub fn write_table(graphs: &[CallGraph]) -> Result<TableFileGuard, String> {
-    let bytes = rmp_serde::to_vec_named(&GraphFile {
+    let file = GraphFile {
         version: TABLE_VERSION,
         graphs: graphs.to_vec(),
-    })
-    .map_err(|e| format!("cannot encode the prepared agent traces: {e}"))?;
-    crate::data::table::write_bytes("agent", &bytes)
+    };
+    crate::data::table::write_prepared("agent", "agent traces", &file)
 }
 
 fn read_table(path: &Path) -> Result<Vec<CallGraph>, String> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        format!(
-            "cannot read the prepared agent traces {}: {e}",
-            path.display()
-        )
-    })?;
-    let file: GraphFile = rmp_serde::from_slice(&bytes).map_err(|e| {
-        format!(
-            "the prepared agent traces {} are corrupt: {e}",
-            path.display()
-        )
-    })?;
-    if file.version != TABLE_VERSION {
-        return Err(format!(
-            "the prepared agent traces {} have version {}, expected {TABLE_VERSION}",
-            path.display(),
-            file.version
-        ));
-    }
+    let file: GraphFile =
+        crate::data::table::read_prepared(path, "agent traces", TABLE_VERSION, |f: &GraphFile| {
+            f.version
+        })?;
     Ok(file.graphs)
 }
 
