@@ -851,13 +851,17 @@ fn plot_runs_gives_each_run_a_colour_and_its_label_or_file_name() {
     );
 }
 
-/// `--profile knee` against the mock's capacity model: 4 slots, each request holds one
-/// for S = 20 ms + 15 × 2 ms = 50 ms, so the capacity is C / S = 80 requests/s, where
+/// `--profile knee` against the mock's capacity: 4 slots, each request holds one for
+/// S = 20 ms + 15 × 2 ms = 50 ms, so the model's capacity is C / S = 80 requests/s, where
 /// latency turns from flat to a wall. The sweep's points are too coarse to find it
 /// within 10%; the refinement pass adds rates on either side of the sweep's knee.
+///
+/// The truth is what the mock achieved with every slot busy (the sweep's throughput
+/// benchmark): on a loaded machine each request overruns its deadlines a little (the
+/// timer's millisecond, a late wake-up), and the wall moves with it (a CI run saw 75.6).
 #[test]
 fn the_knee_profile_refines_the_sweeps_knee_to_the_mocks_capacity() {
-    const CAPACITY: f64 = 4.0 / 0.050;
+    const MODEL: f64 = 4.0 / 0.050;
     const SWEEP: usize = 8;
     let server = mock(MockConfig {
         max_concurrency: Some(4),
@@ -905,7 +909,23 @@ fn the_knee_profile_refines_the_sweeps_knee_to_the_mocks_capacity() {
     let k = llmsurge::report::knee::kneedle(&swept).expect("the sweep's knee");
     let n = llmsurge_coordinator::knee::REFINE_POINTS;
     assert!(ran[..n].iter().all(|&r| r < swept[k].0) && ran[n..].iter().all(|&r| r > swept[k].0));
-    // The run's knee, over every benchmark, is within 10% of the model's, and nearer
+    // The mock's capacity, as it served every slot busy: near the model's (a mock that
+    // overran by more would not be a fixed-capacity server).
+    let saturated = &b[1];
+    assert!(
+        matches!(
+            saturated.strategy,
+            llmsurge_coordinator::Strategy::Throughput { .. }
+        ),
+        "{}",
+        saturated.strategy
+    );
+    let capacity = saturated.throughput.requests_per_s;
+    assert!(
+        (capacity - MODEL).abs() <= 0.15 * MODEL,
+        "the mock served {capacity} req/s with every slot busy; its model {MODEL}"
+    );
+    // The run's knee, over every benchmark, is within 10% of that capacity, and nearer
     // to it than the sweep's own.
     let knee = report
         .knees
@@ -913,8 +933,8 @@ fn the_knee_profile_refines_the_sweeps_knee_to_the_mocks_capacity() {
         .find(|k| k.metric == "ttft_p99")
         .expect("a TTFT knee");
     assert!(
-        (knee.rate - CAPACITY).abs() <= 0.1 * CAPACITY,
-        "knee at {} req/s, the model's capacity {CAPACITY} (the sweep's at {}); {:?}",
+        (knee.rate - capacity).abs() <= 0.1 * capacity,
+        "knee at {} req/s, the mock's capacity {capacity} (the sweep's at {}); {:?}",
         knee.rate,
         swept[k].0,
         b.iter()
@@ -925,5 +945,5 @@ fn the_knee_profile_refines_the_sweeps_knee_to_the_mocks_capacity() {
             ))
             .collect::<Vec<_>>()
     );
-    assert!((knee.rate - CAPACITY).abs() <= (swept[k].0 - CAPACITY).abs());
+    assert!((knee.rate - capacity).abs() <= (swept[k].0 - capacity).abs());
 }
