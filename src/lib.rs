@@ -16,6 +16,7 @@ pub mod compare;
 pub mod data;
 pub mod exit_codes;
 pub mod mock;
+pub mod packed;
 pub mod report;
 pub mod stdout;
 pub mod target;

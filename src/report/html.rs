@@ -2,7 +2,7 @@
 //!
 //! Tables are rendered here, through a minijinja template (auto-escaped: error messages
 //! come from the server and may contain markup). Charts are drawn in the browser by
-//! uPlot, which is embedded in the binary (`assets/uplot`, MIT), from the chart
+//! uPlot, which is embedded in the binary (`assets/uplot`, MIT; packed, `crate::packed`), from the chart
 //! descriptions of [`super::charts`] embedded in the page (the same ones the PNG and SVG
 //! images are drawn from); the page script (`templates/report.js`) reads optional fields
 //! defensively, so reports of any number of benchmarks, with metrics missing, or with
@@ -18,7 +18,6 @@ use serde::Serialize;
 const TEMPLATE: &str = include_str!("templates/report.html");
 pub(super) const PAGE_JS: &str = include_str!("templates/report.js");
 pub(super) const PAGE_CSS: &str = include_str!("templates/report.css");
-pub(super) const UPLOT_JS: &str = include_str!("../../assets/uplot/uPlot.iife.min.js");
 pub(super) const UPLOT_CSS: &str = include_str!("../../assets/uplot/uPlot.min.css");
 
 /// One row of the summary table, formatted.
@@ -414,7 +413,7 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
         across_rows => Serde(super::across_runs::rows(&report.across_runs)),
         across_slo => Serde(super::across_runs::slo_lines(&report.across_runs)),
         data => data,
-        uplot_js => UPLOT_JS,
+        uplot_js => crate::packed::uplot_js(),
         uplot_css => UPLOT_CSS,
         page_js => PAGE_JS,
         page_css => PAGE_CSS,

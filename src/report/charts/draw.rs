@@ -19,7 +19,6 @@ pub const WIDTH: u32 = 1600;
 /// Image height, pixels.
 pub const HEIGHT: u32 = 1000;
 
-const FONT: &[u8] = include_bytes!("../../../assets/fonts/ChartSans-Regular.ttf");
 const FAMILY: &str = "sans-serif";
 /// At most this many tick labels on the x axis: a label of a dozen characters at 22 px
 /// is ~140 px wide, and the plot is ~1,300 px wide.
@@ -66,7 +65,9 @@ fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // The font is ours, compiled in: it parses (a unit test draws with it).
-        if plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_err() {
+        if plotters::style::register_font(FAMILY, FontStyle::Normal, crate::packed::chart_font())
+            .is_err()
+        {
             tracing::warn!("the shipped chart font did not parse; charts will have no text");
         }
     });

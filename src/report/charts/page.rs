@@ -2,7 +2,7 @@
 //! drawing chart descriptions that come from several report files.
 
 use super::Chart;
-use crate::report::html::{PAGE_CSS, PAGE_JS, UPLOT_CSS, UPLOT_JS, script_safe};
+use crate::report::html::{PAGE_CSS, PAGE_JS, UPLOT_CSS, script_safe};
 use minijinja::{Environment, context};
 
 const TEMPLATE: &str = include_str!("../templates/plot.html");
@@ -20,7 +20,7 @@ pub fn render(title: &str, files: &[String], charts: &[Chart]) -> Result<String,
         version => env!("CARGO_PKG_VERSION"),
         files => files.to_vec(),
         data => script_safe(&data),
-        uplot_js => UPLOT_JS,
+        uplot_js => crate::packed::uplot_js(),
         uplot_css => UPLOT_CSS,
         page_js => PAGE_JS,
         page_css => PAGE_CSS,
