@@ -2,11 +2,11 @@
 //!
 //! Tables are rendered here, through a minijinja template (auto-escaped: error messages
 //! come from the server and may contain markup). Charts are drawn in the browser by
-//! uPlot, which is embedded in the binary (`assets/uplot`, MIT; packed, `crate::packed`), from the chart
-//! descriptions of [`super::charts`] embedded in the page (the same ones the PNG and SVG
-//! images are drawn from); the page script (`templates/report.js`) reads optional fields
-//! defensively, so reports of any number of benchmarks, with metrics missing, or with
-//! fields added later (SLO verdicts) all render.
+//! uPlot, which is embedded in the binary (`assets/uplot`, MIT; LZMA-packed, see
+//! `crate::packed`), from the chart descriptions of [`super::charts`] embedded in the
+//! page (the same ones the PNG and SVG images are drawn from); the page script
+//! (`templates/report.js`) reads optional fields defensively, so reports of any number of
+//! benchmarks, with metrics missing, or with fields added later (SLO verdicts) all render.
 
 use super::json::Report;
 use super::num;
