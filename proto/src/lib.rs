@@ -19,6 +19,7 @@ pub mod config;
 pub mod fdlimit;
 pub mod frame;
 pub mod http;
+pub mod inert;
 pub mod messages;
 pub mod metrics;
 pub mod record;

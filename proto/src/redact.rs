@@ -177,7 +177,16 @@ impl Redaction {
     /// Free text (an error message, a log line) with every `scheme://…` URL in it
     /// redacted by [`Self::url`]. A URL ends at white space, a quote, a bracket or `<`
     /// (how messages delimit them: `for url (…)`, `"…"`).
+    /// The run's registered secrets ([`register_secret`]) are scrubbed too.
     pub fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match self.urls(text) {
+            Cow::Borrowed(t) => scrub(t),
+            Cow::Owned(t) => Cow::Owned(scrub(&t).into_owned()),
+        }
+    }
+
+    /// `text` with its URLs redacted (the part of [`Self::text`] that needs a policy).
+    fn urls<'a>(&self, text: &'a str) -> Cow<'a, str> {
         if !text.contains("://") {
             return Cow::Borrowed(text);
         }
@@ -202,6 +211,56 @@ impl Redaction {
         }
         out.push_str(rest);
         Cow::Owned(out)
+    }
+}
+
+/// The run's own secrets (API key, hidden header values, URL credentials), registered
+/// once by each process that holds them and scrubbed from any text a writer writes,
+/// server text included: a gateway that echoes the key in its 401 gets `<redacted>`.
+static SECRETS: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+
+/// Secrets shorter than this are not scrubbed from free text: a one-letter "key" would
+/// take every such letter out of every message. Header and URL redaction still hides them.
+pub const MIN_SCRUBBED_SECRET: usize = 4;
+
+/// Adds `value` to the secrets scrubbed from every text this process writes.
+pub fn register_secret(value: &str) {
+    let value = value.trim();
+    if value.len() < MIN_SCRUBBED_SECRET {
+        return;
+    }
+    let mut secrets = SECRETS.write().unwrap_or_else(|e| e.into_inner());
+    if !secrets.iter().any(|s| s == value) {
+        secrets.push(value.to_string());
+        // Longest first: a secret that contains another is replaced whole.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    }
+}
+
+/// `text` with every registered secret replaced by [`REDACTED`].
+pub fn scrub(text: &str) -> Cow<'_, str> {
+    let secrets = SECRETS.read().unwrap_or_else(|e| e.into_inner());
+    if secrets.is_empty() || !secrets.iter().any(|s| text.contains(s.as_str())) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = text.to_string();
+    for s in secrets.iter() {
+        if out.contains(s.as_str()) {
+            out = out.replace(s.as_str(), REDACTED);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Bytes a writer is about to write with every registered secret replaced: text files
+/// (reports, logs) are scrubbed; bytes that are not UTF-8 (a PNG) pass as they are.
+pub fn scrub_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => match scrub(text) {
+            Cow::Borrowed(_) => Cow::Borrowed(bytes),
+            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+        },
+        Err(_) => Cow::Borrowed(bytes),
     }
 }
 
@@ -235,6 +294,31 @@ fn decode(name: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registered_secrets_leave_any_text() {
+        register_secret("k");
+        register_secret("sk-marker-1234");
+        let echoed = "401: Incorrect API key provided: sk-marker-1234 (Bearer sk-marker-1234)";
+        assert_eq!(
+            scrub(echoed),
+            "401: Incorrect API key provided: <redacted> (Bearer <redacted>)"
+        );
+        assert_eq!(
+            Redaction::default().text("key sk-marker-1234 at http://u:p@h/x"),
+            "key <redacted> at http://<redacted>@h/x"
+        );
+        // Too short to scrub from free text without mangling it.
+        assert_eq!(scrub("keep"), "keep");
+        assert_eq!(
+            scrub_bytes(b"\xff sk-marker-1234").as_ref(),
+            b"\xff sk-marker-1234"
+        );
+        assert_eq!(
+            scrub_bytes("x sk-marker-1234".as_bytes()).as_ref(),
+            b"x <redacted>"
+        );
+    }
 
     #[test]
     fn headers_are_shown_only_when_harmless_or_opted_in() {

