@@ -18,5 +18,6 @@ pub mod exit_codes;
 pub mod mock;
 pub mod packed;
 pub mod report;
+pub mod safe_file;
 pub mod stdout;
 pub mod target;

@@ -15,8 +15,12 @@ pub fn print(text: &str) {
     if CLOSED.load(Ordering::Relaxed) {
         return;
     }
+    // Outside text in tables and summaries can neither drive the terminal nor carry a
+    // secret (see [`eprintln`]).
+    let scrubbed = llmsurge_proto::redact::scrub(text);
+    let inert = llmsurge_proto::inert::terminal_lines(&scrubbed);
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(inert.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             CLOSED.store(true, Ordering::Relaxed);
@@ -28,4 +32,16 @@ pub fn print(text: &str) {
 /// [`print`] with a newline.
 pub fn println(text: &str) {
     print(&format!("{text}\n"));
+}
+
+/// Writes `text` and a newline to stderr, inert: the run's secrets scrubbed and every
+/// control character but the line breaks shown as an escape, so server text quoted in a
+/// message can neither drive the terminal nor carry a key. Every message llmsurge prints
+/// to stderr that may quote outside text goes through here (or the log writer).
+pub fn eprintln(text: &str) {
+    let scrubbed = llmsurge_proto::redact::scrub(text);
+    let inert = llmsurge_proto::inert::terminal_lines(&scrubbed);
+    let mut err = std::io::stderr().lock();
+    // Nothing to do if stderr itself is gone.
+    let _ = writeln!(err, "{inert}");
 }

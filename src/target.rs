@@ -113,11 +113,11 @@ pub async fn resolve_target(
         if !announced {
             announced = true;
             // The error already shows the URL redacted.
-            eprintln!(
+            crate::stdout::eprintln(&format!(
                 "waiting for the target to be ready (--ready-timeout {}s): {}",
                 timeout.as_secs_f64(),
                 error.0
-            );
+            ));
         }
         tokio::time::sleep(pause.min(deadline - now)).await;
         pause = (pause * 2).min(READY_BACKOFF_MAX);
@@ -189,9 +189,14 @@ async fn check(
     let model = match (model, models.first()) {
         (Some(m), _) => {
             if !models.is_empty() && !models.iter().any(|x| x == m) {
+                // The ids are the server's text: shown inert, each on this one line.
+                let served: Vec<_> = models
+                    .iter()
+                    .map(|id| llmsurge_proto::inert::terminal(id))
+                    .collect();
                 return Err(UsageError(format!(
                     "--model {m:?} is not served by {shown} (it serves: {})",
-                    models.join(", ")
+                    served.join(", ")
                 )));
             }
             m.to_string()

@@ -150,6 +150,59 @@ pub struct BackendConfig {
     pub request_id: Option<String>,
 }
 
+impl BackendConfig {
+    /// Registers this backend's secrets: [`register_secrets`] of its fields.
+    pub fn register_secrets(&self, redaction: &crate::Redaction) {
+        register_secrets(
+            self.api_key.as_ref(),
+            &self.headers,
+            &self.params,
+            &self.base_url,
+            redaction,
+        );
+    }
+}
+
+/// Registers a target's secrets ([`crate::redact::register_secret`]) so that no text
+/// this process writes carries them, server text included: the API key, every header
+/// and query value `redaction` hides (and a header's last word: the token of
+/// `Bearer <token>`), and the credentials in the base URL.
+pub fn register_secrets(
+    api_key: Option<&Secret>,
+    headers: &[(String, String)],
+    params: &[(String, String)],
+    base_url: &str,
+    redaction: &crate::Redaction,
+) {
+    use crate::redact::register_secret;
+    if let Some(key) = api_key {
+        register_secret(key.expose());
+    }
+    for (name, value) in headers {
+        if !redaction.shows_header(name) {
+            register_secret(value);
+            if let Some(last) = value.split_whitespace().last() {
+                register_secret(last);
+            }
+        }
+    }
+    for (name, value) in params {
+        if !redaction.shows_query_param(name) {
+            register_secret(value);
+        }
+    }
+    if let Some((_, rest)) = base_url.split_once("://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            register_secret(userinfo);
+            if let Some((user, password)) = userinfo.split_once(':') {
+                register_secret(user);
+                register_secret(password);
+            }
+        }
+    }
+}
+
 /// The header that carries each request's id (vLLM and SGLang adopt it as their own
 /// request id, so the server's logs join the client's).
 pub const REQUEST_ID_HEADER: &str = "x-request-id";

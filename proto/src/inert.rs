@@ -59,15 +59,17 @@ pub fn terminal(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Like [`terminal`], but keeps line breaks (`\n`): for a block of several lines the
-/// program wrote itself around server text, such as a multi-line message.
+/// Like [`terminal`], but keeps line breaks and tabs (`\n`, `\t`): for a block of
+/// several lines the program wrote itself around outside text (a table, a message).
+/// Outside text that must stay on one line goes through [`terminal`] first.
 pub fn terminal_lines(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(|c| c != '\n' && acts(c)) {
+    let acts_here = |c: char| !matches!(c, '\n' | '\t') && acts(c);
+    if !text.chars().any(acts_here) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if c != '\n' && acts(c) {
+        if acts_here(c) {
             push_escape(&mut out, c);
         } else {
             out.push(c);
@@ -77,11 +79,16 @@ pub fn terminal_lines(text: &str) -> Cow<'_, str> {
 }
 
 /// A CSV text cell that no spreadsheet evaluates: a leading `'` before `=`, `+`, `-`,
-/// `@`, tab or CR. Only for text; numbers are written as numbers.
+/// `@`, tab or CR; and, as CSV files are read in terminals too, control characters
+/// escaped as for [`terminal`]. Only for text; numbers are written as numbers.
 pub fn csv_cell(text: &str) -> Cow<'_, str> {
-    match text.chars().next() {
-        Some('=' | '+' | '-' | '@' | '\t' | '\r') => Cow::Owned(format!("'{text}")),
-        _ => Cow::Borrowed(text),
+    let formula = matches!(
+        text.chars().next(),
+        Some('=' | '+' | '-' | '@' | '\t' | '\r')
+    );
+    match (formula, terminal(text)) {
+        (false, shown) => shown,
+        (true, shown) => Cow::Owned(format!("'{shown}")),
     }
 }
 
@@ -89,7 +96,10 @@ pub fn csv_cell(text: &str) -> Cow<'_, str> {
 /// backslash-escaped (no link, image, emphasis, heading, raw HTML or cell break is
 /// possible), control characters (line breaks included) escaped as for [`terminal`].
 pub fn markdown(text: &str) -> Cow<'_, str> {
-    const SPECIAL: &str = "\\`*_{}[]()<>#+-.!|~&\"'=:";
+    // What can start a construct inside a line (a cell, a list item's text): emphasis,
+    // code, links and images (`[`, `]`, `!`), raw HTML and entities, cell breaks. Line
+    // starts (headings, lists) cannot occur: line breaks are escaped.
+    const SPECIAL: &str = "\\`*_[]<>!|~&";
     if !text.chars().any(|c| acts(c) || SPECIAL.contains(c)) {
         return Cow::Borrowed(text);
     }
@@ -191,7 +201,10 @@ mod tests {
             terminal("a\x1b]0;pwned\x07b\r\nall SLOs pass\u{9b}2J\u{202e}x"),
             "a\\x1b]0;pwned\\x07b\\r\\nall SLOs pass\\u{9b}2J\\u{202e}x"
         );
-        assert_eq!(terminal_lines("one\ntwo\x1b[2J"), "one\ntwo\\x1b[2J");
+        assert_eq!(
+            terminal_lines("one\n\ttwo\x1b[2J\r"),
+            "one\n\ttwo\\x1b[2J\\r"
+        );
     }
 
     #[test]
@@ -204,16 +217,20 @@ mod tests {
             "\tx",
             "\rx",
         ] {
-            assert_eq!(csv_cell(f), format!("'{f}"), "{f}");
+            assert_eq!(csv_cell(f), format!("'{}", terminal(f)), "{f}");
         }
         assert_eq!(csv_cell("model-1"), "model-1");
         assert_eq!(csv_cell(""), "");
+        assert_eq!(csv_cell("a\x1b[2Jb"), "a\\x1b[2Jb");
     }
 
     #[test]
     fn markdown_text_has_no_link_image_or_html() {
         let m = markdown("![x](http://e/i.png) [a](b) <img src=x> | *b* \x1b");
-        assert!(!m.contains("]("), "{m}");
+        assert!(
+            m.contains("\\](") && !m.replace("\\](", "").contains("]("),
+            "{m}"
+        );
         assert!(!m.contains('<'), "{m}");
         assert!(!m.contains('\x1b'), "{m}");
         assert!(m.contains("\\|"), "{m}");

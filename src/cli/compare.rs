@@ -255,14 +255,14 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
             .map_err(|e| e.to_string())
             .and_then(|xml| write_to(path, &xml));
         if let Err(e) = written {
-            eprintln!("error: {e}");
+            crate::stdout::eprintln(&format!("error: {e}"));
             failed = true;
         }
     }
     if let Some(path) = &args.markdown
         && let Err(e) = write_to(path, &markdown::comparison(&comparison))
     {
-        eprintln!("error: {e}");
+        crate::stdout::eprintln(&format!("error: {e}"));
         failed = true;
     }
     if !formats.is_empty() {

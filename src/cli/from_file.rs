@@ -62,7 +62,7 @@ pub fn from_file(args: &FromFileArgs) -> i32 {
         eprintln!("{}", crate::report::written_message(path));
     }
     for e in &failed {
-        eprintln!("error: {e}");
+        crate::stdout::eprintln(&format!("error: {e}"));
     }
     if failed.is_empty() {
         exit_codes::OK

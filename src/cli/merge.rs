@@ -86,7 +86,7 @@ pub fn benchmark_merge(args: &MergeArgs) -> i32 {
         eprintln!("{}", crate::report::written_message(path));
     }
     for e in &failed {
-        eprintln!("error: {e}");
+        crate::stdout::eprintln(&format!("error: {e}"));
     }
     if !failed.is_empty() {
         return exit_codes::RUN_FAILED;

@@ -153,7 +153,14 @@ impl std::io::Write for RedactingStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let text = String::from_utf8_lossy(buf);
         let redacted = llmsurge_proto::Redaction::default().text(&text);
-        std::io::stderr().write_all(redacted.as_bytes())?;
+        // One event is one line: control characters in it (server text a dependency
+        // logs) become visible escapes; the line's own break stays.
+        let (line, end) = match redacted.strip_suffix('\n') {
+            Some(line) => (line, "\n"),
+            None => (redacted.as_ref(), ""),
+        };
+        let inert = llmsurge_proto::inert::terminal(line);
+        std::io::stderr().write_all(format!("{inert}{end}").as_bytes())?;
         Ok(buf.len())
     }
 
@@ -170,6 +177,8 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| RedactingStderr)
+        // Colour codes would be escaped with the rest of the control characters.
+        .with_ansi(false)
         .try_init();
 }
 
@@ -261,7 +270,7 @@ pub fn main() -> i32 {
                     usage_error(&e.to_string())
                 }
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    crate::stdout::eprintln(&format!("error: {e:#}"));
                     exit_codes::RUN_FAILED
                 }
             }

@@ -23,6 +23,19 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
         Ok(p) => p,
         Err(e) => return super::usage_error(&e.0),
     };
+    // From here on no text this process writes carries the run's secrets, whatever a
+    // server echoes back.
+    let base_url = match &plan.target {
+        super::resolve::TargetSpec::Url(url) => url.as_str(),
+        super::resolve::TargetSpec::Mock => "",
+    };
+    llmsurge_proto::config::register_secrets(
+        plan.backend.api_key.as_ref(),
+        &plan.backend.headers,
+        &plan.backend.params,
+        base_url,
+        &plan.redaction,
+    );
     // Data errors (files, rows, tokenizers) are input errors: found before anything starts.
     let data_started = std::time::Instant::now();
     let data = match crate::data::prepare(
@@ -61,6 +74,11 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
             Err(e) => super::usage_error(&e.to_string()),
         };
     }
+    // Found before any load, not after an hour of it: every directory a report file goes
+    // to can take files.
+    if let Err(e) = check_output_dirs(&plan) {
+        return super::usage_error(&e);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -72,6 +90,37 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
         }
     };
     runtime.block_on(run(plan, data))
+}
+
+/// Checks that each directory the plan's report files go to (`--output-dir`, and any
+/// folder an output's own path names) exists or can be made, and takes a new file.
+fn check_output_dirs(plan: &RunPlan) -> Result<(), String> {
+    let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+    for output in &plan.outputs {
+        let dir = match output.file() {
+            Some((_, file)) => plan
+                .output_dir
+                .join(file)
+                .parent()
+                .map_or_else(|| plan.output_dir.clone(), |p| p.to_path_buf()),
+            // Charts are written into --output-dir itself.
+            None if matches!(
+                output,
+                crate::report::Output::Png | crate::report::Output::Svg
+            ) =>
+            {
+                plan.output_dir.clone()
+            }
+            None => continue,
+        };
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    for dir in dirs {
+        crate::safe_file::check_writable_dir(&dir).map_err(|e| format!("--output-dir: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The resolved plan as JSON, with what preparing the data found (the tokenizer used,
@@ -211,7 +260,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
     // Written to the terminal and the report: URLs in them redacted.
     for w in &mut warnings {
         *w = plan.redaction.text(w).into_owned();
-        eprintln!("warning: {w}");
+        crate::stdout::eprintln(&format!("warning: {w}"));
     }
     plan.backend.ignore_eos = template.base.worker_template.backend.ignore_eos;
     // Created before anything runs, so a bad path fails at once and not after an hour.
@@ -246,7 +295,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
             // Kept in the report's target warnings, so a reader knows why there are none.
             if let Some(note) = note {
                 let note = plan.redaction.text(&note).into_owned();
-                eprintln!("{note}");
+                crate::stdout::eprintln(&note);
                 warnings.push(note.trim_start_matches("warning: ").to_string());
             }
         }
@@ -296,7 +345,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
             return super::usage_error(&e.to_string());
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::stdout::eprintln(&format!("error: {e}"));
             return exit_codes::RUN_FAILED;
         }
     };
@@ -482,7 +531,7 @@ pub fn exit_code(
     let invalid = invalid_run(benchmarks);
     if !invalid.is_empty() {
         for why in &invalid {
-            eprintln!("invalid run: {why}");
+            crate::stdout::eprintln(&format!("invalid run: {why}"));
         }
         return exit_codes::INVALID_RUN;
     }

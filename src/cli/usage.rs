@@ -12,9 +12,9 @@ pub struct UsageError(pub String);
 /// Prints an error on one line and returns the usage exit code. A URL the message
 /// quotes loses its user, password and query values.
 pub fn usage_error(message: &str) -> i32 {
-    eprintln!(
+    crate::stdout::eprintln(&format!(
         "error: {}",
         llmsurge_proto::Redaction::default().text(message)
-    );
+    ));
     exit_codes::USAGE
 }

@@ -172,6 +172,8 @@ struct TableFile {
 /// A table file that is removed when dropped (the coordinator owns it for the run).
 #[derive(Debug)]
 pub struct TableFileGuard {
+    /// The private directory (mode 0700) holding the file; removed with it on drop.
+    _dir: tempfile::TempDir,
     path: PathBuf,
 }
 
@@ -179,12 +181,6 @@ impl TableFileGuard {
     /// The file.
     pub fn path(&self) -> &Path {
         &self.path
-    }
-}
-
-impl Drop for TableFileGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -211,20 +207,25 @@ pub fn write_prepared(
 ) -> Result<TableFileGuard, String> {
     let bytes = rmp_serde::to_vec_named(file)
         .map_err(|e| format!("cannot encode the prepared {what}: {e}"))?;
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!(
-        "llmsurge-{}-{n}.{kind}.msgpack",
-        std::process::id()
-    ));
-    let guard = TableFileGuard { path };
-    std::fs::write(&guard.path, bytes).map_err(|e| {
-        format!(
-            "cannot write the prepared {what} to {}: {e}",
-            guard.path.display()
-        )
-    })?;
-    Ok(guard)
+    // A private directory of our own (mode 0700, a fresh random name) and a file created
+    // exclusively in it (mode 0600): no other local user can read the prompts, or plant
+    // a symlink that this write would follow.
+    let dir = tempfile::Builder::new()
+        .prefix("llmsurge-")
+        .tempdir()
+        .map_err(|e| {
+            format!("cannot create a private temporary directory for the prepared {what}: {e}")
+        })?;
+    let path = dir.path().join(format!("{kind}.msgpack"));
+    crate::safe_file::create_new(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
+        .map_err(|e| {
+            format!(
+                "cannot write the prepared {what} to {}: {e}",
+                path.display()
+            )
+        })?;
+    Ok(TableFileGuard { _dir: dir, path })
 }
 
 /// Reads a file [`write_prepared`] wrote, refusing one whose version (`version_of`) is

@@ -221,7 +221,8 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
         if !notes.is_empty() {
             out.push_str(&format!("\n{}:\n", b.strategy));
             for n in notes {
-                out.push_str(&format!("  {n}\n"));
+                // A note quotes server text (error samples): one inert line each.
+                out.push_str(&format!("  {}\n", llmsurge_proto::inert::terminal(&n)));
             }
         }
     }
@@ -346,7 +347,7 @@ fn models_table(benchmarks: &[BenchmarkResult]) -> Table {
             };
             t.add_row(vec![
                 b.strategy.to_string(),
-                m.model.clone(),
+                llmsurge_proto::inert::terminal(&m.model).into_owned(),
                 num(share),
                 m.requests.completed.to_string(),
                 m.requests.errored.to_string(),
@@ -443,7 +444,10 @@ fn server_block(label: &str, sm: &ServerMetrics) -> String {
         out.push_str(&format!("  cross-check {}\n", srv::cross_check_line(c)));
     }
     for w in &sm.warnings {
-        out.push_str(&format!("  warning: {w}\n"));
+        out.push_str(&format!(
+            "  warning: {}\n",
+            llmsurge_proto::inert::terminal(w)
+        ));
     }
     out
 }

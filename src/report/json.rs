@@ -5,7 +5,6 @@ use super::requests::RequestSamples;
 use llmsurge_coordinator::BenchmarkResult;
 use llmsurge_coordinator::profiles::CapacityOutcome;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::Path;
 
 /// Bumped on every incompatible change to the report's shape.
@@ -208,29 +207,7 @@ pub struct Report {
     pub slices: Vec<super::slices::BenchmarkSlices>,
 }
 
-/// Writes `bytes` to `path` atomically: a reader sees the old file or the new one.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
+pub use crate::safe_file::write_atomic;
 
 /// Why a saved report could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -5,8 +5,14 @@ use crate::compare::tolerance::ChangeUnit;
 use crate::compare::{Comparison, Verdict};
 use llmsurge_coordinator::BenchmarkResult;
 
+/// Text for a cell or a line: inert Markdown ([`llmsurge_proto::inert::markdown`]).
 fn escape(s: &str) -> String {
-    s.replace('|', "\\|")
+    llmsurge_proto::inert::markdown(s).into_owned()
+}
+
+/// Text inside a code span, where backslashes show as they are: only the cell break.
+fn escape_code(s: &str) -> String {
+    s.replace('|', "\\|").replace('`', "'")
 }
 
 /// A run: one row per benchmark, then the SLO verdicts when there are any.
@@ -52,7 +58,7 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
                 out.push_str(&format!(
                     "| {} | `{}` | {} | {}{reason} |\n",
                     escape(&b.strategy.to_string()),
-                    escape(&c.name),
+                    escape_code(&c.name),
                     cell_value(c.measured),
                     verdict_cell(c.label())
                 ));

@@ -149,8 +149,8 @@ impl ProgressView {
     /// Prints a line without tearing the live view.
     pub fn println(&self, line: &str) {
         match &self.bar {
-            Some(bar) => bar.suspend(|| eprintln!("{line}")),
-            None => eprintln!("{line}"),
+            Some(bar) => bar.suspend(|| crate::stdout::eprintln(line)),
+            None => crate::stdout::eprintln(line),
         }
     }
 
@@ -202,7 +202,7 @@ impl ProgressView {
             bar.finish_and_clear();
         }
         if self.lines {
-            eprintln!("{}", finished_line(r, self.planned));
+            crate::stdout::eprintln(&finished_line(r, self.planned));
         }
     }
 

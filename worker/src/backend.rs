@@ -95,10 +95,17 @@ impl Exchange {
         self.end.get_or_insert_with(MonoNanos::now);
         // Every failure's message passes here, and reaches reports and logs: a URL in it
         // (reqwest names the one it sent to) loses its credentials and query values.
+        // The server's text is made one inert line here, once, for every destination
+        // (terminals, logs, tables): its escape sequences and line breaks become visible
+        // escapes, and the run's secrets (a gateway echoing the key) are scrubbed.
         let message = message.into();
         let message = match Redaction::default().text(&message) {
             std::borrow::Cow::Borrowed(_) => message,
             std::borrow::Cow::Owned(redacted) => redacted,
+        };
+        let message = match llmsurge_proto::inert::terminal(&message) {
+            std::borrow::Cow::Borrowed(_) => message,
+            std::borrow::Cow::Owned(inert) => inert,
         };
         self.error.get_or_insert(RequestError { kind, message });
     }

@@ -145,6 +145,9 @@ async fn session(ipc: OwnedFd, shm: OwnedFd, factory: &SourceFactory) -> Result<
             )));
         }
     };
+    // A server that echoes the key (a gateway's 401) must not put it in a record.
+    cfg.backend
+        .register_secrets(&llmsurge_proto::Redaction::default());
     let preparing = std::time::Instant::now();
     let prepared = match prepare(&cfg, shm, factory) {
         Ok(p) => p,
