@@ -72,7 +72,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         },
         _ => bytes,
     };
-    tmp.write_all(&bytes)?;
+    // Through the plain file: tempfile's own writer adds the temporary path to every
+    // error, and the message should name the report, once.
+    tmp.as_file_mut().write_all(&bytes)?;
     tmp.as_file().sync_all()?;
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(0o644 & !umask()))?;

@@ -166,7 +166,8 @@ impl BackendConfig {
 /// Registers a target's secrets ([`crate::redact::register_secret`]) so that no text
 /// this process writes carries them, server text included: the API key, every header
 /// and query value `redaction` hides (and a header's last word: the token of
-/// `Bearer <token>`), and the credentials in the base URL.
+/// `Bearer <token>`), and the password in the base URL (a user name is no secret; the
+/// URL's redaction hides it where the URL is written).
 pub fn register_secrets(
     api_key: Option<&Secret>,
     headers: &[(String, String)],
@@ -194,9 +195,7 @@ pub fn register_secrets(
     if let Some((_, rest)) = base_url.split_once("://") {
         let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
         if let Some((userinfo, _)) = authority.rsplit_once('@') {
-            register_secret(userinfo);
-            if let Some((user, password)) = userinfo.split_once(':') {
-                register_secret(user);
+            if let Some((_, password)) = userinfo.split_once(':') {
                 register_secret(password);
             }
         }

@@ -219,14 +219,17 @@ impl Redaction {
 /// server text included: a gateway that echoes the key in its 401 gets `<redacted>`.
 static SECRETS: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
 
-/// Secrets shorter than this are not scrubbed from free text: a one-letter "key" would
-/// take every such letter out of every message. Header and URL redaction still hides them.
-pub const MIN_SCRUBBED_SECRET: usize = 4;
+/// Secrets shorter than this are not scrubbed from free text: a short value (a URL's
+/// user `bench`) would take words out of messages and field names out of a report
+/// (`benchmark`). Header and URL redaction still hides them where they are written.
+pub const MIN_SCRUBBED_SECRET: usize = 8;
 
-/// Adds `value` to the secrets scrubbed from every text this process writes.
+/// Adds `value` to the secrets scrubbed from every text this process writes. A value
+/// shorter than [`MIN_SCRUBBED_SECRET`], or without a letter (a date, a number, which
+/// would cut numbers in a JSON report), is left to header and URL redaction.
 pub fn register_secret(value: &str) {
     let value = value.trim();
-    if value.len() < MIN_SCRUBBED_SECRET {
+    if value.len() < MIN_SCRUBBED_SECRET || !value.chars().any(|c| c.is_ascii_alphabetic()) {
         return;
     }
     let mut secrets = SECRETS.write().unwrap_or_else(|e| e.into_inner());
@@ -298,6 +301,7 @@ mod tests {
     #[test]
     fn registered_secrets_leave_any_text() {
         register_secret("k");
+        register_secret("12345678");
         register_secret("sk-marker-1234");
         let echoed = "401: Incorrect API key provided: sk-marker-1234 (Bearer sk-marker-1234)";
         assert_eq!(
@@ -308,8 +312,8 @@ mod tests {
             Redaction::default().text("key sk-marker-1234 at http://u:p@h/x"),
             "key <redacted> at http://<redacted>@h/x"
         );
-        // Too short to scrub from free text without mangling it.
-        assert_eq!(scrub("keep"), "keep");
+        // Too short, or a number: scrubbing it would mangle text and numbers.
+        assert_eq!(scrub("keep 1234567890"), "keep 1234567890");
         assert_eq!(
             scrub_bytes(b"\xff sk-marker-1234").as_ref(),
             b"\xff sk-marker-1234"

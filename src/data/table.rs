@@ -212,6 +212,7 @@ pub fn write_prepared(
     // a symlink that this write would follow.
     let dir = tempfile::Builder::new()
         .prefix("llmsurge-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .map_err(|e| {
             format!("cannot create a private temporary directory for the prepared {what}: {e}")
@@ -364,6 +365,22 @@ impl RequestSource for TableSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prepared_file_is_private_and_gone_with_its_guard() {
+        use std::os::unix::fs::PermissionsExt;
+        let guard = write_prepared("table", "data", &vec![1u32, 2, 3]).expect("written");
+        let path = guard.path().to_path_buf();
+        let dir = path.parent().expect("a directory").to_path_buf();
+        let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+        // A fresh random directory each time: nothing another user could have planted.
+        let other = write_prepared("table", "data", &vec![1u32]).expect("written");
+        assert_ne!(other.path().parent(), Some(dir.as_path()));
+        drop(guard);
+        assert!(!dir.exists(), "{} left behind", dir.display());
+    }
 
     #[test]
     fn tables_round_trip_through_their_file() {

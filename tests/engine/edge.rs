@@ -260,43 +260,33 @@ fn errors_reach_stderr_whatever_outputs_says() {
 
 #[test]
 fn a_report_that_cannot_be_written_fails_the_run_and_keeps_the_previous_one() {
-    // Each request takes 300 ms, so the first report write comes long after the
-    // temp-file path below is blocked.
-    let server = mock(MockConfig {
-        ttft_ms: 300.0,
-        ..MockConfig::instant()
-    });
+    let server = mock(MockConfig::instant());
     let dir = tempfile::tempdir().expect("tempdir");
     let report = dir.path().join("benchmarks.json");
     let previous = b"{\"previous\": \"report\"}\n";
     std::fs::write(&report, previous).expect("previous report");
-    let mut child = llmsurge()
-        .args(["benchmark", "run", "--target", &server.base_url()])
-        .args(["--max-requests", "2", "--outputs", "json,csv"])
+    // A full disk, for root too: no file of the run may grow past 16 KiB, so the JSON
+    // report (tens of KiB) fails mid-write where the Markdown summary (about 1 KiB) fits.
+    // A write past the limit fails with EFBIG once SIGXFSZ is ignored.
+    let mut cmd = llmsurge();
+    cmd.args(["benchmark", "run", "--target", &server.base_url()])
+        .args(["--max-requests", "2", "--outputs", "json,md"])
         .args(["--max-dispatch-lag", "10s", "--output-dir"])
         .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("llmsurge starts");
-    // The report is written through `.benchmarks.json.<pid>.tmp`: a directory there
-    // makes the write fail as a full disk would, for root too (unlike a read-only dir).
-    let blocked = dir
-        .path()
-        .join(format!(".benchmarks.json.{}.tmp", child.id()));
-    std::fs::create_dir(&blocked).expect("block the temp file");
-    std::fs::write(blocked.join("keep"), b"").expect("a file inside");
-    let deadline = std::time::Instant::now() + crate::support::RUN_BOUND;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(std::time::Instant::now() < deadline, "the run hung");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    let output = child.wait_with_output().expect("output");
+        .stdin(Stdio::null());
+    // SAFETY: setrlimit and signal are async-signal-safe and touch only the child.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            use nix::sys::resource::{Resource, setrlimit};
+            use nix::sys::signal::{SigHandler, Signal, signal};
+            signal(Signal::SIGXFSZ, SigHandler::SigIgn).map_err(std::io::Error::from)?;
+            setrlimit(Resource::RLIMIT_FSIZE, 16 * 1024, 16 * 1024).map_err(std::io::Error::from)
+        });
+    }
+    let output = cmd.output().expect("llmsurge runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
     let errors: Vec<&str> = stderr
         .lines()
         .filter(|l| l.contains("cannot write the report"))
@@ -312,9 +302,41 @@ fn a_report_that_cannot_be_written_fails_the_run_and_keeps_the_previous_one() {
         !stderr.contains(&format!("report written to {}", report.display())),
         "a failed file is not reported written:\n{stderr}"
     );
-    // The other format was written; the previous report is byte-identical.
-    assert!(stderr.contains("benchmarks.csv"), "{stderr}");
+    // The other format was written; the previous report is byte-identical, and no
+    // temporary file is left beside it.
+    assert!(stderr.contains("benchmarks.md"), "{stderr}");
     assert_eq!(std::fs::read(&report).expect("previous report"), previous);
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+#[test]
+fn an_output_directory_that_cannot_take_files_is_refused_before_any_load() {
+    let server = mock(MockConfig::instant());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("taken");
+    std::fs::write(&file, "a file, not a directory").expect("file");
+    let out = llmsurge()
+        .args(["benchmark", "run", "--target", &server.base_url()])
+        .args(["--max-requests", "5", "--output-dir"])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .output()
+        .expect("llmsurge runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--output-dir") && stderr.contains("not a directory"),
+        "{stderr}"
+    );
+    // The truth: the server saw no request at all, not even the probe.
+    assert_eq!(server.stats().requests_total, 0);
 }
 
 fn strict_mock() -> llmsurge::mock::MockServer {
