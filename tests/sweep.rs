@@ -639,3 +639,318 @@ fn sweep_serve_a_server_that_dies_mid_run_fails_only_its_configuration() {
         );
     }
 }
+
+/// The cells of a Markdown table line: split at each `|` no backslash escapes.
+fn md_cells(line: &str) -> Vec<String> {
+    let mut cells = vec![String::new()];
+    let mut chars = line.trim().trim_start_matches('|').chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let cell = cells.last_mut().expect("a cell");
+                cell.push(c);
+                cell.extend(chars.next());
+            }
+            '|' => cells.push(String::new()),
+            c => cells.last_mut().expect("a cell").push(c),
+        }
+    }
+    // The line's closing `|` leaves an empty last cell.
+    cells.pop();
+    cells.into_iter().map(|c| c.trim().to_string()).collect()
+}
+
+/// The Markdown table line of `point`.
+fn md_line<'a>(md: &'a str, point: &str) -> &'a str {
+    md.lines()
+        .find(|l| l.starts_with(&format!("| {point} |")))
+        .unwrap_or_else(|| panic!("{point} in {md}"))
+}
+
+#[test]
+fn sweep_serve_params_are_data_never_shell_and_inert_in_every_output() {
+    use llmsurge_proto::inert::markdown;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pids = dir.path().join("pids");
+    let argv = dir.path().join("argv");
+    let bench = write(
+        dir.path(),
+        "bench.json",
+        r#"[{"profile": "synchronous", "max_requests": 2, "data": "prompt_tokens=16,output_tokens=4", "max_dispatch_lag": "10s"}]"#,
+    );
+    // The server writes the words it got for {model} and {note}, one a line, then serves.
+    let template = format!(
+        "echo $$ >> {} && printf '%s\\n' {{model}} {{note}} >> {} && exec {EXE} mock-server --port {{port}}",
+        pids.display(),
+        argv.display()
+    );
+    let run = |serve: &Path| {
+        let out = llmsurge()
+            // A relative `touch` would land here.
+            .current_dir(dir.path())
+            .args(["sweep", "serve", "--serve-cmd"])
+            .arg(&template)
+            .arg("--serve-params")
+            .arg(serve)
+            .arg("--bench-params")
+            .arg(&bench)
+            .arg("--output-dir")
+            .arg(dir.path().join("out"))
+            .args(["--ready-timeout", "60s"])
+            .output()
+            .expect("llmsurge runs");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        eprintln!("stdout:\n{stdout}\nstderr:\n{stderr}");
+        (out.status.code(), stdout, stderr)
+    };
+    let pwned = || {
+        ["PWNED", "PWNED2", "PWNED3"]
+            .iter()
+            .any(|f| dir.path().join(f).exists() || dir.path().join("out").join(f).exists())
+    };
+
+    // Keys that are not plain flag names are refused before anything runs.
+    let keys = write(
+        dir.path(),
+        "keys.json",
+        r#"[{"model": "m", "note": "n"}, {"model": "m", "note": "n", "a;touch PWNED;b": 1, "c$(touch PWNED2)": true}]"#,
+    );
+    let (code, _, stderr) = run(&keys);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("keys.json: entry 1")
+            && stderr.contains("a;touch PWNED;b")
+            && stderr.contains("plain flag name"),
+        "{stderr}"
+    );
+    assert!(groups(dir.path()).is_empty(), "a server started");
+    assert!(!pwned(), "a key ran as shell code");
+
+    // Values reach the server as one literal word each; a placeholder inside a value
+    // is text. The second server fails on a hostile value, which its error repeats.
+    let model = "x'; touch PWNED; echo '$(touch PWNED2)`touch PWNED3`";
+    let note = "{model} {port} ![x](http://e/i.png) [a](b) <img src=x> | \u{1b}[2J";
+    let bad = "[a](b) <img src=y> | \u{1b}]0;title\u{7}";
+    let serve = serde_json::json!([
+        {"model": model, "note": note},
+        {"model": "m", "note": "n", "ttft_ms": bad},
+    ]);
+    let serve = write(dir.path(), "serve.json", &serve.to_string());
+    let (code, stdout, stderr) = run(&serve);
+    assert_eq!(code, Some(1), "the second configuration fails");
+    assert!(!pwned(), "a value ran as shell code");
+    let seen = std::fs::read_to_string(&argv).expect("the words the servers got");
+    assert_eq!(seen, format!("{model}\n{note}\nm\nn\n"));
+    // The console shows the commands with their control characters escaped.
+    for text in [&stdout, &stderr] {
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text}"
+        );
+    }
+
+    let summary = report(dir.path());
+    let rows = summary["rows"].as_array().expect("rows");
+    let ok = rows.iter().find(|r| r["point"] == "s0-b0").expect("s0-b0");
+    assert_eq!(ok["status"], "ok", "{ok}");
+    assert_eq!(ok["serve_params"]["note"], note);
+    let failed = rows.iter().find(|r| r["point"] == "s1-b0").expect("s1-b0");
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let tail: Vec<&str> = failed["log_tail"]
+        .as_array()
+        .expect("log_tail")
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert!(
+        tail.iter().any(|l| l.contains("<img src=y>")),
+        "the server's error repeats the value: {failed}"
+    );
+
+    // sweep.md: no link, image, HTML or control character of theirs; every row has the
+    // header's cells; the cells are the texts, escaped.
+    let md = std::fs::read_to_string(dir.path().join("out/sweep.md")).expect("sweep.md");
+    for raw in ["<img", "![x](", "](b)", "\u{1b}", "\u{7}"] {
+        assert!(!md.contains(raw), "{raw:?} in {md}");
+    }
+    let header = md
+        .lines()
+        .find(|l| l.starts_with("| point |"))
+        .expect("the header");
+    let width = md_cells(header).len();
+    for point in ["s0-b0", "s1-b0"] {
+        assert_eq!(md_cells(md_line(&md, point)).len(), width, "{point}: {md}");
+    }
+    assert!(
+        md_line(&md, "s0-b0").contains(&format!("| {} |", markdown(note))),
+        "{md}"
+    );
+    let error = format!(
+        "{} | log: {}",
+        failed["error"].as_str().expect("error"),
+        tail.join(" / ")
+    );
+    assert!(
+        md_line(&md, "s1-b0").contains(&format!("| {} |", markdown(&error))),
+        "{md}"
+    );
+    // sweep.csv: the note, a text cell, as written.
+    let csv = std::fs::read_to_string(dir.path().join("out/sweep.csv")).expect("sweep.csv");
+    assert!(csv.contains("<img src=x>"), "{csv}");
+}
+
+#[test]
+fn sweep_serve_killed_outright_takes_its_server_and_benchmark_with_it() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(dir.path(), "serve.json", r#"[{"ttft_ms": 2}]"#);
+    let bench = write(
+        dir.path(),
+        "long.json",
+        r#"[{"profile": "concurrent", "rate": 2, "max_seconds": 120, "max_dispatch_lag": "10s"}]"#,
+    );
+    let out_dir = dir.path().join("out");
+    let mut child = llmsurge()
+        .args(["sweep", "serve", "--serve-cmd"])
+        .arg(serve_cmd(&dir.path().join("pids")))
+        .arg("--serve-params")
+        .arg(&serve)
+        .arg("--bench-params")
+        .arg(&bench)
+        .arg("--output-dir")
+        .arg(&out_dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    for line in lines.by_ref() {
+        if line.expect("a line").contains("s0-b0: running") {
+            break;
+        }
+    }
+    let log = std::fs::read_to_string(out_dir.join("s0.server.log")).expect("the log");
+    let port: u16 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("listening on http://127.0.0.1:"))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("a port in {log:?}"));
+    // The benchmark is under way once the server has answered one of its requests.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while http_get(port, "/stats")
+        .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+        .and_then(|s| s["completed"].as_u64())
+        .unwrap_or(0)
+        < 1
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the benchmark never reached the server"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pgid = groups(dir.path())[0];
+    assert!(group_alive(pgid));
+    let running = processes_mentioning(&dir.path().display().to_string());
+    assert!(
+        running.iter().any(|p| p.contains(" benchmark run ")),
+        "{running:?}"
+    );
+    // No chance to clean up: the kernel closes the sweep's files, nothing more.
+    child.kill().expect("SIGKILL the sweep");
+    child.wait().expect("wait");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let left = processes_mentioning(&dir.path().display().to_string());
+        if !group_alive(pgid) && left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind the sweep: server group alive {}, {left:?}",
+            group_alive(pgid)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        http_get(port, "/health").is_none(),
+        "the server's port still answers"
+    );
+}
+
+#[test]
+fn sweep_serve_a_point_whose_run_was_invalid_reads_invalid_and_fails_the_sweep() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The second server answers every request 500 or 429: no request succeeds.
+    let serve = write(
+        dir.path(),
+        "serve.json",
+        r#"[{"ttft_ms": 2}, {"error_rate": 1}]"#,
+    );
+    let bench = write(
+        dir.path(),
+        "bench.json",
+        r#"[{"profile": "synchronous", "max_requests": 3, "data": "prompt_tokens=16,output_tokens=4", "max_dispatch_lag": "10s"}]"#,
+    );
+    let run = |extra: &[&str]| {
+        llmsurge()
+            .args(["sweep", "serve", "--serve-cmd"])
+            .arg(serve_cmd(&dir.path().join("pids")))
+            .arg("--serve-params")
+            .arg(&serve)
+            .arg("--bench-params")
+            .arg(&bench)
+            .arg("--output-dir")
+            .arg(dir.path().join("out"))
+            .args(["--ready-timeout", "60s"])
+            .args(extra)
+            .output()
+            .expect("runs")
+    };
+    let out = run(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let summary = report(dir.path());
+    let rows = summary["rows"].as_array().expect("rows");
+    let ok = rows.iter().find(|r| r["point"] == "s0-b0").expect("s0-b0");
+    assert_eq!(ok["status"], "ok", "{ok}");
+    let invalid = rows.iter().find(|r| r["point"] == "s1-b0").expect("s1-b0");
+    assert_eq!(invalid["status"], "invalid", "{invalid}");
+    assert_eq!(invalid["exit_code"], 4, "{invalid}");
+    // The reason is the point's own report's: none of what it sent completed.
+    let point = llmsurge::report::Report::load(&dir.path().join("out/s1-b0/benchmarks.json"))
+        .expect("the point's report");
+    let r = &point.benchmarks[0].requests;
+    assert_eq!((r.completed, r.created), (0, 3));
+    let why = invalid["error"].as_str().expect("error");
+    assert!(
+        why.starts_with("invalid run: ")
+            && why.contains(&format!(
+                "no request succeeded: 0 of {} completed, {} errored",
+                r.created, r.errored
+            )),
+        "{why}"
+    );
+    assert!(stderr.contains(&format!("s1-b0: {why}")), "{stderr}");
+    let md = std::fs::read_to_string(dir.path().join("out/sweep.md")).expect("sweep.md");
+    assert!(
+        md_line(&md, "s1-b0").starts_with("| s1-b0 | invalid |"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(dir.path().join("out/sweep.html")).expect("html");
+    assert_eq!(html.matches("<tr class=\"failed\">").count(), 1, "{html}");
+
+    // --resume: the valid point is read back, the invalid one runs again.
+    let again = run(&["--resume"]);
+    assert_eq!(again.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        stdout.contains("s0-b0: complete, skipped") && !stdout.contains("s1-b0: complete"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("s1-b0: running"), "{stdout}");
+}

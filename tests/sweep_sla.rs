@@ -34,7 +34,9 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
     let bench = write(
         dir.path(),
         "bench.json",
-        r#"[{"data": "prompt_tokens=16,output_tokens=64"}]"#,
+        // A busy machine's client lag is allowed for: a load whose client was the
+        // bottleneck is an invalid run, and its SLA row with it.
+        r#"[{"data": "prompt_tokens=16,output_tokens=64", "max_dispatch_lag": "10s"}]"#,
     );
     let slas = write(
         dir.path(),
@@ -144,13 +146,17 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
         run_dirs += dirs.len();
     }
     assert_eq!(report["benchmarks_run"], run_dirs, "{report}");
-    for f in ["sla.csv", "sla.md", "sla.html"] {
+    // The SLA as each format writes text: as is, HTML-escaped, Markdown-escaped.
+    for (f, sla) in [
+        ("sla.csv", "tpot_p50<=16ms".to_string()),
+        ("sla.html", "tpot_p50&lt;=16ms".to_string()),
+        (
+            "sla.md",
+            llmsurge_proto::inert::markdown("tpot_p50<=16ms").into_owned(),
+        ),
+    ] {
         let text = std::fs::read_to_string(out_dir.join(f)).expect(f);
-        assert!(
-            text.contains("s1-b0")
-                && (text.contains("tpot_p50&lt;=16ms") || text.contains("tpot_p50<=16ms")),
-            "{f}: {text}"
-        );
+        assert!(text.contains("s1-b0") && text.contains(&sla), "{f}: {text}");
     }
 }
 
@@ -255,7 +261,7 @@ fn serve_sla_a_server_that_fails_to_start_fails_only_its_configuration_and_resum
     // The second server misses the SLA one request at a time (20 ms to the first token):
     // its search ends after the synchronous load.
     let serve = r#"[{"no_such_mock_flag": 1}, {"ttft_ms": 20}]"#;
-    let bench = r#"[{"max_seconds": 1, "data": "prompt_tokens=16,output_tokens=4"}]"#;
+    let bench = r#"[{"max_seconds": 1, "data": "prompt_tokens=16,output_tokens=4", "max_dispatch_lag": "10s"}]"#;
     let args = ["--sla-params", "ttft_p50<=1ms"];
     let out = serve_sla(dir.path(), serve, bench, &args);
     assert_eq!(out.status.code(), Some(1), "a failed configuration");
@@ -301,7 +307,7 @@ fn serve_sla_over_concurrency_finds_the_mocks_slot_count() {
     let out = serve_sla(
         dir.path(),
         r#"[{"max_concurrency": 4, "ttft_ms": 20, "itl_ms": 5, "output_tokens": 16}]"#,
-        r#"[{"data": "prompt_tokens=16,output_tokens=16"}]"#,
+        r#"[{"data": "prompt_tokens=16,output_tokens=16", "max_dispatch_lag": "10s"}]"#,
         &[
             "--sla-params",
             "ttft_p90<=60ms",
@@ -329,4 +335,40 @@ fn serve_sla_over_concurrency_finds_the_mocks_slot_count() {
     assert_eq!(&dirs[..2], ["synchronous", "throughput"], "{dirs:?}");
     assert!(dirs.contains(&"concurrency-4"), "{dirs:?}");
     assert_eq!(row["probes"][1]["value"], 16.0, "{row:#}");
+}
+
+#[test]
+fn serve_sla_a_load_whose_run_was_invalid_makes_its_sla_row_invalid() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The SLA fails one request at a time (20 ms to the first token), so the search ends
+    // after the synchronous load; a 1 µs lag allowance makes that load's client the
+    // bottleneck (no runtime wakes that punctually), so its run is invalid.
+    let out = serve_sla(
+        dir.path(),
+        r#"[{"ttft_ms": 20}]"#,
+        r#"[{"max_seconds": 1, "data": "prompt_tokens=16,output_tokens=4", "max_dispatch_lag": "1us"}]"#,
+        &["--sla-params", "ttft_p50<=1ms"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "an invalid row fails the sweep");
+    let report = sla_report(dir.path());
+    let row = &report["rows"][0];
+    assert_eq!(row["status"], "invalid", "{row:#}");
+    assert!(row.get("answer").is_none(), "{row:#}");
+    let probe = &row["probes"][0];
+    assert_eq!(probe["dir"], "synchronous", "{row:#}");
+    let why = probe["invalid"].as_str().expect("the probe's reason");
+    // The truth: the load's own report says its client was the bottleneck.
+    let load =
+        llmsurge::report::Report::load(&dir.path().join("out/s0-b0/synchronous/benchmarks.json"))
+            .expect("the load's report");
+    assert!(load.benchmarks[0].client.bottleneck, "{why}");
+    assert!(
+        why.starts_with("invalid run: synchronous") && why.contains("the client"),
+        "{why}"
+    );
+    assert_eq!(row["error"], format!("synchronous: {why}"), "{row:#}");
+    assert!(stderr.contains(why), "{stderr}");
+    let md = std::fs::read_to_string(dir.path().join("out/sla.md")).expect("sla.md");
+    assert!(md.contains("| s0-b0 | invalid |"), "{md}");
 }

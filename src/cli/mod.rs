@@ -71,6 +71,9 @@ enum Command {
     /// Internal: a worker process started by the coordinator.
     #[command(name = "__worker", hide = true)]
     Worker(WorkerArgs),
+    /// Internal: the guard of a sweep's server, started by `sweep serve`.
+    #[command(name = "__serve-guard", hide = true)]
+    ServeGuard(sweep_serve::server::GuardArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -243,7 +246,7 @@ pub fn main() -> i32 {
             .and_then(|m| m.value_source("reset_cache"))
             .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue);
     }
-    if !matches!(cli.command, Command::Worker(_))
+    if !matches!(cli.command, Command::Worker(_) | Command::ServeGuard(_))
         && let Err(message) = check_env()
     {
         return usage_error(&message);
@@ -281,6 +284,7 @@ pub fn main() -> i32 {
         Command::K8s(command) => k8s::k8s(&command),
         Command::Plot(command) => plot::plot(&command),
         Command::Worker(w) => worker_main(&w),
+        Command::ServeGuard(g) => sweep_serve::server::guard_main(&g),
     }
 }
 

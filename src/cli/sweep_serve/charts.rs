@@ -5,7 +5,7 @@
 //! output tokens/s per GPU, its points labelled by their parameters.
 
 use super::filter::{Cell, Filter, cell};
-use super::report::{GPU_FIGURES, Row, Status};
+use super::report::{GPU_FIGURES, Row};
 use crate::report::across_runs::FIGURES;
 use crate::report::charts::pareto::{self, PerUser};
 use crate::report::charts::{Axis, Chart, PALETTE, Series};
@@ -134,7 +134,7 @@ fn chart(id: String, title: String, x: Axis, y: Axis) -> Chart {
 pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
     let rows: Vec<&Row> = rows
         .iter()
-        .filter(|r| r.status != Status::Failed)
+        .filter(|r| !r.status.failed())
         .filter(|r| spec.filter.as_ref().is_none_or(|f| f.keeps(r)))
         .collect();
     let owned: Vec<Row> = rows.iter().map(|r| (*r).clone()).collect();

@@ -18,6 +18,7 @@ pub mod sla;
 use crate::cli::{Cli, UsageError, usage_error};
 use crate::exit_codes;
 use clap::{Args, CommandFactory};
+use llmsurge_proto::inert::terminal;
 use params::Params;
 use report::{Point, Row, Status, SweepReport};
 use server::Server;
@@ -30,8 +31,9 @@ use std::time::Duration;
 pub struct SweepServeArgs {
     /// The server command, run by `sh -c` in its own process group once per serve
     /// configuration: `{port}` is a free port, `{key}` a serve parameter; other keys
-    /// become `--key value` (true: a bare flag; false: left out). E.g.
-    /// 'vllm serve MODEL --port {port}'. Without it the sweep runs against --target.
+    /// become `--key value` (true: a bare flag; false: left out). Keys must be plain
+    /// flag names; each value is quoted once. E.g. 'vllm serve MODEL --port {port}'.
+    /// Without it the sweep runs against --target.
     #[arg(long, env = "LLMSURGE_SERVE_CMD", value_name = "TEMPLATE")]
     pub serve_cmd: Option<String>,
 
@@ -381,11 +383,15 @@ fn point_of(serve: &Serve, bench: usize, benches: &[Bench]) -> Point {
     }
 }
 
-/// A point's report, when an earlier run completed it.
+/// A point's report, when an earlier run completed it with a valid run (an invalid
+/// run, like a failed one, is run again).
 fn completed(dir: &Path) -> Option<crate::report::json::Report> {
     let done: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join(DONE)).ok()?).ok()?;
-    if done.get("complete").and_then(serde_json::Value::as_bool) != Some(true) {
+    if done.get("complete").and_then(serde_json::Value::as_bool) != Some(true)
+        || done.get("exit_code").and_then(serde_json::Value::as_i64)
+            == Some(i64::from(exit_codes::INVALID_RUN))
+    {
         return None;
     }
     crate::report::json::Report::load(&dir.join("benchmarks.json")).ok()
@@ -513,7 +519,7 @@ async fn run(
         };
         if args.dry_run {
             if let (Some(cmd), Some(s)) = (&command, serve.index) {
-                crate::stdout::println(&format!("server s{s}: {cmd}"));
+                crate::stdout::println(&format!("server s{s}: {}", terminal(cmd)));
             }
             for &b in &todo {
                 let dir = out.join(point_name(serve, b));
@@ -521,24 +527,25 @@ async fn run(
                 crate::stdout::println(&format!(
                     "plan {}: llmsurge {}",
                     point_name(serve, b),
-                    argv.join(" ")
+                    terminal(&argv.join(" "))
                 ));
-                let plan = tokio::process::Command::new(&exe)
-                    .args(&argv)
+                let mut plan = tokio::process::Command::new(&exe);
+                plan.args(&argv)
                     .env_clear()
                     .envs(child_env())
-                    .stdin(Stdio::null())
-                    .output()
-                    .await;
-                match plan {
+                    .stdin(Stdio::null());
+                server::die_with_sweep(&mut plan, nix::sys::signal::Signal::SIGKILL);
+                match plan.output().await {
                     Ok(o) if o.status.success() => {
-                        crate::stdout::print(&String::from_utf8_lossy(&o.stdout));
+                        crate::stdout::print(&llmsurge_proto::inert::terminal_lines(
+                            &String::from_utf8_lossy(&o.stdout),
+                        ));
                     }
                     Ok(o) => {
                         eprintln!(
                             "{}: the plan failed: {}",
                             point_name(serve, b),
-                            String::from_utf8_lossy(&o.stderr).trim()
+                            terminal(String::from_utf8_lossy(&o.stderr).trim())
                         );
                         any_failed = true;
                     }
@@ -553,7 +560,7 @@ async fn run(
         // Start the server, if the sweep starts one.
         let mut running: Option<Server> = None;
         if let (Some(cmd), Some(log)) = (&command, &server_log) {
-            match start_server(args, cmd, log, &target, &mut signals).await {
+            match start_server(args, &exe, cmd, log, &target, &mut signals).await {
                 Started::Ready(srv) => running = Some(srv),
                 Started::Interrupted => {
                     sweep.interrupted = true;
@@ -614,13 +621,13 @@ async fn run(
                     row.error = Some("interrupted".into());
                     sweep.rows.push(row);
                     if let Some(srv) = running.take() {
-                        srv.stop(args.stop_grace).await;
+                        srv.stop().await;
                     }
                     break 'serves;
                 }
                 Ended::ServerDied(why) => {
                     let why = format!("the server died: {why}");
-                    eprintln!("{name}: {why}");
+                    eprintln!("{name}: {}", terminal(&why));
                     row.error = Some(why.clone());
                     row.log_tail = server_tail();
                     sweep.rows.push(row);
@@ -631,13 +638,32 @@ async fn run(
                     row.exit_code = Some(code);
                     // 0 ok, 3 a gate failed, 4 an invalid run: each wrote a whole report.
                     let complete = matches!(code, 0 | 3 | 4);
-                    let done = serde_json::json!({"complete": complete, "exit_code": code});
-                    let _ = std::fs::write(dir.join(DONE), done.to_string());
+                    mark_done(&dir, complete, code);
                     match crate::report::json::Report::load(&dir.join("benchmarks.json")) {
                         Ok(report) if complete => {
                             row.status = Status::Ok;
-                            sweep.rows.extend(report::rows_of(&row, &report));
-                            crate::stdout::println(&format!("{name}: done (exit code {code})"));
+                            let mut rows = report::rows_of(&row, &report);
+                            if code == exit_codes::INVALID_RUN {
+                                // Reasons `benchmark run` gave that its report does not
+                                // show: every row of the point carries them.
+                                if !rows.iter().any(|r| r.status == Status::Invalid) {
+                                    let why = invalid_why(&[], &dir);
+                                    for r in &mut rows {
+                                        r.status = Status::Invalid;
+                                        r.error = Some(why.clone());
+                                    }
+                                }
+                                for r in rows.iter().filter(|r| r.status == Status::Invalid) {
+                                    eprintln!(
+                                        "{name}: {}",
+                                        terminal(r.error.as_deref().unwrap_or_default())
+                                    );
+                                }
+                                any_failed = true;
+                            } else {
+                                crate::stdout::println(&format!("{name}: done (exit code {code})"));
+                            }
+                            sweep.rows.extend(rows);
                         }
                         _ => {
                             let tail = server::log_tail(&dir.join("run.log"), 3);
@@ -645,7 +671,10 @@ async fn run(
                                 "benchmark run ended with exit code {code}: {}",
                                 tail.join(" / ")
                             ));
-                            eprintln!("{name}: {}", row.error.as_deref().unwrap_or_default());
+                            eprintln!(
+                                "{name}: {}",
+                                terminal(row.error.as_deref().unwrap_or_default())
+                            );
                             sweep.rows.push(row);
                             any_failed = true;
                         }
@@ -655,7 +684,7 @@ async fn run(
             write_report(out, &sweep, spec);
         }
         if let Some(srv) = running.take() {
-            srv.stop(args.stop_grace).await;
+            srv.stop().await;
             crate::stdout::println(&format!("server s{}: stopped", serve.index.unwrap_or(0)));
         }
     }
@@ -692,17 +721,19 @@ enum Started {
     Interrupted,
 }
 
-/// Starts `cmd` (its output in `log`) and waits until it is ready at `target`.
+/// Starts `cmd` (its output in `log`) through `exe`'s guard and waits until it is ready
+/// at `target`.
 async fn start_server(
     args: &SweepServeArgs,
+    exe: &Path,
     cmd: &str,
     log: &Path,
     target: &str,
     signals: &mut Signals,
 ) -> Started {
     let _ = std::fs::remove_file(log);
-    crate::stdout::println(&format!("{}: starting {cmd}", log.display()));
-    let mut srv = match Server::start(cmd, log) {
+    crate::stdout::println(&format!("{}: starting {}", log.display(), terminal(cmd)));
+    let mut srv = match Server::start(exe, cmd, log, args.stop_grace) {
         Ok(s) => s,
         Err(e) => {
             return Started::Failed {
@@ -717,12 +748,12 @@ async fn start_server(
     };
     match ready {
         None => {
-            srv.stop(args.stop_grace).await;
+            srv.stop().await;
             Started::Interrupted
         }
         Some(Err(e)) => {
-            eprintln!("{}: {e}", log.display());
-            srv.stop(args.stop_grace).await;
+            eprintln!("{}: {}", log.display(), terminal(&e));
+            srv.stop().await;
             Started::Failed {
                 error: e,
                 log_tail: server::log_tail(log, TAIL_LINES),
@@ -740,12 +771,10 @@ async fn between_benchmarks(
     name: &str,
 ) -> Option<llmsurge_coordinator::cache_reset::CacheReset> {
     if let Some(cmd) = &args.after_bench_cmd {
-        let status = tokio::process::Command::new("sh")
-            .arg("-c")
-            .arg(cmd)
-            .stdin(Stdio::null())
-            .status()
-            .await;
+        let mut command = tokio::process::Command::new("sh");
+        command.arg("-c").arg(cmd).stdin(Stdio::null());
+        server::die_with_sweep(&mut command, nix::sys::signal::Signal::SIGTERM);
+        let status = command.status().await;
         if !status.as_ref().is_ok_and(|s| s.success()) {
             eprintln!("{name}: --after-bench-cmd failed ({status:?})");
         }
@@ -767,6 +796,36 @@ async fn between_benchmarks(
         before_first: true,
     };
     Some(reset(&cfg).await)
+}
+
+/// Marks a point's (or a load's) directory: whether its `benchmark run` wrote a whole
+/// report, and its exit code (`--resume` reads both).
+fn mark_done(dir: &Path, complete: bool, code: i32) {
+    let done = serde_json::json!({"complete": complete, "exit_code": code});
+    let _ = crate::report::write_atomic(&dir.join(DONE), done.to_string().as_bytes());
+}
+
+/// Why a `benchmark run` in `dir` was invalid (it exited 4): the reasons it gives for
+/// `benchmarks` (its report judged again), else its own `invalid run:` lines in its
+/// console output.
+fn invalid_why(benchmarks: &[llmsurge_coordinator::BenchmarkResult], dir: &Path) -> String {
+    let mut why = if benchmarks.is_empty() {
+        Vec::new()
+    } else {
+        crate::cli::run::invalid_run(benchmarks)
+    };
+    if why.is_empty() {
+        let log = std::fs::read(dir.join("run.log")).unwrap_or_default();
+        why = String::from_utf8_lossy(&log)
+            .lines()
+            .filter_map(|l| l.strip_prefix("invalid run: "))
+            .map(|l| llmsurge_proto::Redaction::default().text(l).into_owned())
+            .collect();
+    }
+    if why.is_empty() {
+        why.push("benchmark run judged the run invalid (exit code 4)".into());
+    }
+    format!("invalid run: {}", why.join("; "))
 }
 
 fn write_report(out: &Path, sweep: &SweepReport, spec: &charts::ChartSpec) {
@@ -852,16 +911,19 @@ async fn run_point(
             return Ended::Exited(exit_codes::RUN_FAILED);
         }
     };
-    let mut child = match tokio::process::Command::new(exe)
+    let mut command = tokio::process::Command::new(exe);
+    command
         .args(bench_argv(args, bench, target, dir, false))
         .env_clear()
         .envs(child_env())
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(err)
-        .kill_on_drop(true)
-        .spawn()
-    {
+        .kill_on_drop(true);
+    // A SIGKILLed sweep's benchmark stops too (SIGTERM: it stops its workers and writes
+    // the report of what it measured).
+    server::die_with_sweep(&mut command, nix::sys::signal::Signal::SIGTERM);
+    let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: cannot run llmsurge: {e}");

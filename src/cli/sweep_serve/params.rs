@@ -66,7 +66,8 @@ pub fn load_list(flag: &str, path: &Path) -> Result<Vec<Params>, UsageError> {
         .collect()
 }
 
-/// Quotes `s` for `sh` when it holds anything a shell would interpret.
+/// Quotes `s` for `sh` when it holds anything a shell would interpret: one word, taken
+/// literally.
 pub fn shell_quote(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars()
@@ -78,42 +79,121 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 
+/// Whether `key` is a plain flag name (`^[A-Za-z0-9][A-Za-z0-9_.-]*$`): the only keys a
+/// serve configuration may have, since a key becomes a `--flag` of a shell command and
+/// names a `{placeholder}`.
+pub fn plain_key(key: &str) -> bool {
+    let mut chars = key.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+}
+
+/// A piece of a `--serve-cmd` template.
+#[derive(Debug, PartialEq)]
+enum Piece<'a> {
+    /// The user's shell text, kept as written.
+    Text(&'a str),
+    /// `{name}`: filled with a value.
+    Placeholder(&'a str),
+}
+
+/// The template cut into text and `{name}` placeholders, in one pass. Braces around
+/// anything but a plain name (`awk '{print $1}'`), and `${NAME}` (the shell's own
+/// expansion), are text.
+fn pieces(template: &str) -> Vec<Piece<'_>> {
+    let mut out = Vec::new();
+    let (mut text_from, mut at) = (0, 0);
+    while let Some(found) = template[at..].find('{') {
+        let open = at + found;
+        let name_from = open + 1;
+        let close = template[name_from..].find('}').map(|c| name_from + c);
+        match close {
+            Some(close)
+                if !template[..open].ends_with('$') && plain_key(&template[name_from..close]) =>
+            {
+                if text_from < open {
+                    out.push(Piece::Text(&template[text_from..open]));
+                }
+                out.push(Piece::Placeholder(&template[name_from..close]));
+                text_from = close + 1;
+                at = close + 1;
+            }
+            _ => at = name_from,
+        }
+    }
+    if text_from < template.len() {
+        out.push(Piece::Text(&template[text_from..]));
+    }
+    out
+}
+
 /// The server command of one serve configuration: `{key}` placeholders in `template`
 /// are filled (`{port}` with `port`), every other key becomes `--key value` (`_` in the
 /// key becomes `-`; `true` is a bare flag, `false` is left out).
+///
+/// The template is the user's shell text; the values are data. Each value is quoted
+/// once, as one word, and placeholders are filled in one pass over the template, so
+/// text that came from a value is never read again (a `{b}` inside the value of `a`
+/// stays those three characters). A key that is not a plain flag name is refused.
 pub fn serve_command(
     template: &str,
     params: &Params,
     port: u16,
     label: &str,
 ) -> Result<String, UsageError> {
-    let mut cmd = template.replace("{port}", &port.to_string());
-    let mut extra = String::new();
+    let mut texts = Vec::with_capacity(params.len());
     for (key, value) in params {
-        let placeholder = format!("{{{key}}}");
+        if !plain_key(key) {
+            return Err(UsageError(format!(
+                "{label}: key {} is not a plain flag name (letters, digits, _ . -, starting with a letter or digit): keys become --flags of the server command",
+                llmsurge_proto::inert::terminal(&format!("{key:?}"))
+            )));
+        }
         let text = flag_text(label, key, value).map_err(UsageError)?;
-        if cmd.contains(&placeholder) {
-            cmd = cmd.replace(&placeholder, &shell_quote(&text));
+        if text.contains('\0') {
+            return Err(UsageError(format!(
+                "{label}: key {key:?}: the value holds a NUL character, which no command line can carry"
+            )));
+        }
+        texts.push(text);
+    }
+    let text_of = |name: &str| {
+        params
+            .keys()
+            .position(|k| k == name)
+            .map(|i| texts[i].as_str())
+    };
+    let mut cmd = String::with_capacity(template.len());
+    let mut filled: Vec<&str> = Vec::new();
+    for piece in pieces(template) {
+        match piece {
+            Piece::Text(t) => cmd.push_str(t),
+            Piece::Placeholder("port") => cmd.push_str(&port.to_string()),
+            Piece::Placeholder(name) => match text_of(name) {
+                Some(text) => {
+                    cmd.push_str(&shell_quote(text));
+                    filled.push(name);
+                }
+                None => {
+                    return Err(UsageError(format!(
+                        "--serve-cmd: placeholder {{{name}}} has no value in {label} (give it a key {name:?})"
+                    )));
+                }
+            },
+        }
+    }
+    for ((key, value), text) in params.iter().zip(&texts) {
+        if filled.contains(&key.as_str()) {
             continue;
         }
         let flag = format!("--{}", key.replace('_', "-"));
         match value {
-            Value::Bool(true) => extra.push_str(&format!(" {flag}")),
+            Value::Bool(true) => cmd.push_str(&format!(" {flag}")),
             Value::Bool(false) => {}
-            _ => extra.push_str(&format!(" {flag} {}", shell_quote(&text))),
+            _ => cmd.push_str(&format!(" {flag} {}", shell_quote(text))),
         }
     }
-    if let Some(start) = cmd.find('{')
-        && let Some(len) = cmd[start..].find('}')
-    {
-        let name = &cmd[start + 1..start + len];
-        if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(UsageError(format!(
-                "--serve-cmd: placeholder {{{name}}} has no value in {label} (give it a key {name:?})"
-            )));
-        }
-    }
-    Ok(cmd + &extra)
+    Ok(cmd)
 }
 
 /// The `benchmark run` flags of one benchmark configuration, each key looked up in the
@@ -191,5 +271,86 @@ mod tests {
     fn an_unfilled_placeholder_is_named() {
         let e = serve_command("serve {model}", &Params::new(), 1, "entry 0").expect_err("unfilled");
         assert!(e.0.contains("{model}"), "{}", e.0);
+    }
+
+    #[test]
+    fn a_key_that_is_not_a_plain_flag_name_is_refused() {
+        for key in [
+            "a;touch PWNED;b",
+            "c$(id)",
+            "-x",
+            "a b",
+            "`id`",
+            "k\u{1b}[2J",
+            "",
+        ] {
+            let mut p = Params::new();
+            p.insert(key.to_string(), Value::Bool(true));
+            let e =
+                serve_command("serve --port {port}", &p, 1, "serve.json: entry 3").expect_err(key);
+            assert!(
+                e.0.starts_with("serve.json: entry 3: key ") && e.0.contains("plain flag name"),
+                "{}",
+                e.0
+            );
+            assert!(!e.0.contains('\u{1b}') && !e.0.contains('\n'), "{:?}", e.0);
+        }
+        for key in ["max_num_seqs", "tensor-parallel-size", "a.b", "9x"] {
+            assert!(plain_key(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn braces_around_no_plain_name_and_shell_expansions_are_the_users_text() {
+        let cmd = serve_command(
+            "echo ${HOME} {} '{print $1}' {port}",
+            &Params::new(),
+            80,
+            "entry 0",
+        )
+        .expect("ok");
+        assert_eq!(cmd, "echo ${HOME} {} '{print $1}' 80");
+    }
+
+    /// What `sh` makes of `cmd`: each word it would pass on, one per line.
+    fn words(cmd: &str) -> String {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .output()
+            .expect("sh runs");
+        assert!(out.status.success(), "{cmd}: {out:?}");
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    #[test]
+    fn every_value_reaches_the_command_as_one_literal_word() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let hostile = [
+            "x'; touch PWNED; echo '",
+            "$(touch PWNED)",
+            "`touch PWNED`",
+            "a b\tc\nd",
+            "'",
+            "\\'\"",
+            "{b}",
+            "{port}",
+            "![x](http://e/i.png) <img> | \u{1b}[2J",
+            "",
+            "-starts-with-a-dash",
+        ];
+        for v in hostile {
+            let mut p = Params::new();
+            p.insert("a".into(), Value::String(v.into()));
+            // `b` appears in `a`'s value as `{b}` (a placeholder after the first
+            // substitution if filling were repeated) and is appended as a flag.
+            p.insert("b".into(), Value::String(format!("{v}|b")));
+            let template = format!("cd {} && printf '%s\\n' {{a}}", dir.path().display());
+            let cmd = serve_command(&template, &p, 9, "entry 0").expect("ok");
+            // The appended `--b VALUE` is printed too: printf's format is reused.
+            assert_eq!(words(&cmd), format!("{v}\n--b\n{v}|b\n"), "{cmd}");
+        }
+        let left: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").collect();
+        assert!(left.is_empty(), "a value ran as shell code: {left:?}");
     }
 }

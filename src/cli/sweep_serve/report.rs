@@ -24,6 +24,10 @@ pub enum Status {
     Ok,
     /// Its server did not start or died, or its benchmark failed.
     Failed,
+    /// Its benchmark ran but judged its own run invalid (`benchmark run` exit code 4:
+    /// no request succeeded, the client was the bottleneck, …); `error` says why. Its
+    /// figures are kept but describe no valid measurement.
+    Invalid,
     /// Measured by an earlier run of the sweep (`--resume`); its figures are read back.
     Resumed,
 }
@@ -72,6 +76,14 @@ impl ParamColumns {
             }
         }
         cols
+    }
+
+    /// Which of [`ParamColumns::header`]'s columns hold only our own text: `point` and
+    /// `status`, not the parameters (a params file's text).
+    pub(super) fn ours(&self) -> Vec<bool> {
+        let mut ours = vec![true, true];
+        ours.resize(2 + self.serve.len() + self.bench.len(), false);
+        ours
     }
 
     /// `point`, `status` and the parameters' names (`serve.KEY`, `bench.KEY`).
@@ -137,8 +149,10 @@ pub struct SweepReport {
 }
 
 /// The rows of a point's report: one per benchmark position, figures averaged over
-/// `--repeat` runs.
+/// `--repeat` runs. When the template's exit code says the run was invalid, a position
+/// whose benchmarks (any run's) are invalid is [`Status::Invalid`], with the reasons.
 pub fn rows_of(template: &Row, report: &Report) -> Vec<Row> {
+    let invalid = template.exit_code == Some(crate::exit_codes::INVALID_RUN);
     let repeated = !report.across_runs.is_empty();
     let mut rows = Vec::new();
     for b in &report.benchmarks {
@@ -149,6 +163,19 @@ pub fn rows_of(template: &Row, report: &Report) -> Vec<Row> {
         }
         let mut row = template.clone();
         row.benchmark = Some(crate::report::cells::label(b));
+        if invalid {
+            let runs: Vec<_> = report
+                .benchmarks
+                .iter()
+                .filter(|x| x.index == b.index)
+                .cloned()
+                .collect();
+            let why = crate::cli::run::invalid_run(&runs);
+            if !why.is_empty() {
+                row.status = Status::Invalid;
+                row.error = Some(format!("invalid run: {}", why.join("; ")));
+            }
+        }
         row.figures = FIGURES
             .iter()
             .filter_map(|f| figure(b, f).map(|v| (f.to_string(), v)))
@@ -190,8 +217,9 @@ pub(super) fn text(v: Option<&Value>) -> String {
     }
 }
 
-/// The table every tabular format shows: header and cells.
-fn table(report: &SweepReport) -> (Vec<String>, Vec<Vec<String>>) {
+/// The table every tabular format shows: header, cells, and which columns hold only
+/// our own text (see [`write_tables`]).
+fn table(report: &SweepReport) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
     let params = ParamColumns::of(report.rows.iter().map(|r| &r.at));
     let figures: Vec<&str> = FIGURES
         .iter()
@@ -200,9 +228,13 @@ fn table(report: &SweepReport) -> (Vec<String>, Vec<Vec<String>>) {
         .filter(|f| report.rows.iter().any(|r| r.figures.contains_key(*f)))
         .collect();
     let mut header = params.header();
+    let mut ours = params.ours();
     header.push("benchmark".into());
     header.extend(figures.iter().map(|f| f.to_string()));
     header.push("error".into());
+    ours.push(false);
+    ours.extend(figures.iter().map(|_| true));
+    ours.push(false);
     let cells = report
         .rows
         .iter()
@@ -223,7 +255,7 @@ fn table(report: &SweepReport) -> (Vec<String>, Vec<Vec<String>>) {
             c
         })
         .collect();
-    (header, cells)
+    (header, cells, ours)
 }
 
 fn html_escape(s: &str) -> String {
@@ -252,61 +284,137 @@ pub fn write(
             }
         }
     }
-    let (header, cells) = table(report);
-    let failed: Vec<bool> = report
-        .rows
-        .iter()
-        .map(|r| r.status == Status::Failed)
-        .collect();
-    let intro: Vec<String> = report
+    let (header, cells, ours) = table(report);
+    let failed: Vec<bool> = report.rows.iter().map(|r| r.status.failed()).collect();
+    let intro: Vec<Intro> = report
         .serve_cmd
         .iter()
-        .map(|cmd| format!("Server command: `{cmd}`"))
+        .map(|cmd| Intro {
+            text: "Server command: ".into(),
+            code: Some(cmd.clone()),
+        })
         .collect();
     write_tables(
-        dir, "sweep", "Sweep", &json, &intro, &header, &cells, &failed, charts,
+        dir,
+        "sweep",
+        "Sweep",
+        &json,
+        &intro,
+        &Table {
+            header: &header,
+            cells: &cells,
+            ours: &ours,
+            failed: &failed,
+        },
+        charts,
     )
 }
 
+impl Status {
+    /// Whether the row counts as failed (shaded in the tables, left out of charts, a
+    /// failed sweep): its point failed or its run was invalid.
+    pub fn failed(self) -> bool {
+        matches!(self, Self::Failed | Self::Invalid)
+    }
+}
+
+/// One paragraph above a table: our own text, then the user's command as code.
+pub(super) struct Intro {
+    pub text: String,
+    pub code: Option<String>,
+}
+
+/// A table to write: `ours[i]` says column `i` holds only our own text (names,
+/// statuses, numbers), written as is; every other column's cells (and header) may
+/// carry a server's or a params file's text and are made inert per format. `failed[r]`
+/// shades row `r`.
+pub(super) struct Table<'a> {
+    pub header: &'a [String],
+    pub cells: &'a [Vec<String>],
+    pub ours: &'a [bool],
+    pub failed: &'a [bool],
+}
+
+/// `text` as a Markdown code span: a fence of backquotes longer than any run inside,
+/// control characters escaped (a code span shows everything else literally).
+fn md_code(text: &str) -> String {
+    let text = llmsurge_proto::inert::terminal(text);
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    format!("{fence} {text} {fence}")
+}
+
 /// Writes `{stem}.json` (`json`), and the table as `{stem}.csv`, `{stem}.md` and
-/// `{stem}.html` under `title` and its `intro` paragraphs (`code` in backquotes), rows
-/// marked `failed` shaded; each file atomically (a temporary file renamed).
-#[allow(clippy::too_many_arguments)]
+/// `{stem}.html` under `title` and its `intro` paragraphs, rows marked failed shaded;
+/// each file atomically (`write_atomic`). Outside text is made inert per format: CSV
+/// cells that no spreadsheet evaluates, Markdown escaped, HTML escaped.
 pub(super) fn write_tables(
     dir: &Path,
     stem: &str,
     title: &str,
     json: &[u8],
-    intro: &[String],
-    header: &[String],
-    cells: &[Vec<String>],
-    failed: &[bool],
+    intro: &[Intro],
+    table: &Table<'_>,
     charts: &[crate::report::charts::Chart],
 ) -> std::io::Result<()> {
+    use llmsurge_proto::inert;
+    let Table {
+        header,
+        cells,
+        ours,
+        failed,
+    } = *table;
     let put = |ext: &str, body: &[u8]| -> std::io::Result<()> {
-        let name = format!("{stem}.{ext}");
-        let tmp = dir.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, body)?;
-        std::fs::rename(&tmp, dir.join(name))
+        crate::report::write_atomic(&dir.join(format!("{stem}.{ext}")), body)
     };
+    let ours_at = |i: usize| ours.get(i).copied().unwrap_or(false);
     put("json", json)?;
     let mut csv = csv::Writer::from_writer(Vec::new());
-    csv.write_record(header).map_err(std::io::Error::other)?;
+    let csv_row = |row: &[String]| -> Vec<String> {
+        row.iter()
+            .enumerate()
+            .map(|(i, c)| match ours_at(i) {
+                true => c.clone(),
+                false => inert::csv_cell(c).into_owned(),
+            })
+            .collect()
+    };
+    csv.write_record(csv_row(header))
+        .map_err(std::io::Error::other)?;
     for row in cells {
-        csv.write_record(row).map_err(std::io::Error::other)?;
+        csv.write_record(csv_row(row))
+            .map_err(std::io::Error::other)?;
     }
     let csv = csv.into_inner().map_err(std::io::Error::other)?;
     put("csv", &csv)?;
-    let md_cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let md_row = |row: &[String]| -> String {
+        let row: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match ours_at(i) {
+                true => c.clone(),
+                false => inert::markdown(c).into_owned(),
+            })
+            .collect();
+        format!("| {} |\n", row.join(" | "))
+    };
     let mut md = format!("# {title}\n\n");
     for p in intro {
-        md.push_str(&format!("{p}\n\n"));
+        md.push_str(&p.text);
+        if let Some(code) = &p.code {
+            md.push_str(&md_code(code));
+        }
+        md.push_str("\n\n");
     }
-    md.push_str(&format!("| {} |\n", header.join(" | ")));
+    md.push_str(&md_row(header));
     md.push_str(&format!("|{}\n", " --- |".repeat(header.len())));
     for row in cells {
-        let row: Vec<String> = row.iter().map(|c| md_cell(c)).collect();
-        md.push_str(&format!("| {} |\n", row.join(" | ")));
+        md.push_str(&md_row(row));
     }
     put("md", md.as_bytes())?;
     let mut html = format!(
@@ -318,14 +426,9 @@ pub(super) fn write_tables(
         html_escape(title)
     );
     for p in intro {
-        // `code` spans as <code>, the rest escaped.
-        let mut out = String::new();
-        for (i, part) in p.split('`').enumerate() {
-            if i % 2 == 1 {
-                out.push_str(&format!("<code>{}</code>", html_escape(part)));
-            } else {
-                out.push_str(&html_escape(part));
-            }
+        let mut out = html_escape(&p.text);
+        if let Some(code) = &p.code {
+            out.push_str(&format!("<code>{}</code>", html_escape(code)));
         }
         html.push_str(&format!("<p>{out}</p>"));
     }

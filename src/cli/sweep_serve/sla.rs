@@ -8,10 +8,11 @@
 //! (`synchronous`, `throughput`, `rate-12.5`, `concurrency-8`), and the SLA report
 //! `sla.{json,csv,md,html}` beside the points.
 
-use super::report::{ParamColumns, Point, Status};
+use super::report::{Intro, ParamColumns, Point, Status, Table};
 use super::{
     Bench, Ended, Serve, Signals, Started, SweepServeArgs, TAIL_LINES, between_benchmarks,
-    completed, label_of, point_name, point_of, run_point, server, start_server,
+    completed, invalid_why, label_of, mark_done, point_name, point_of, run_point, server,
+    start_server,
 };
 use crate::cli::{UsageError, usage_error};
 use crate::exit_codes;
@@ -19,6 +20,7 @@ use crate::report::across_runs::{FIGURES, figure};
 use clap::Args;
 use llmsurge_coordinator::profiles::{CapacitySearch, SearchVariable};
 use llmsurge_coordinator::{BenchmarkResult, Slo, Strategy};
+use llmsurge_proto::inert::terminal;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -142,6 +144,10 @@ pub struct SlaProbe {
     pub reason: Option<String>,
     /// Measured for an earlier SLA of this point, judged again here.
     pub shared: bool,
+    /// Why its `benchmark run` judged the run invalid (exit code 4), when it did; the
+    /// SLA's row is then invalid too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<String>,
 }
 
 /// One answer: a point and an SLA.
@@ -152,7 +158,8 @@ pub struct SlaRow {
     pub at: Point,
     /// The SLA, as given.
     pub sla: String,
-    /// Whether the search finished (`ok`) or its configuration failed.
+    /// Whether the search finished (`ok`), a load it judged was an invalid run
+    /// (`invalid`), or its configuration failed.
     pub status: Status,
     /// The highest value that met the SLA (req/s or streams); absent when none did.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -308,7 +315,8 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
 
 /// What the measurements of one point came to.
 enum Measured {
-    Ok(Box<BenchmarkResult>),
+    /// The load's result, and why its run was invalid when it was.
+    Ok(Box<BenchmarkResult>, Option<String>),
     /// The configuration fails: why.
     Failed(String),
     /// The server died: why (every later point of the configuration fails too).
@@ -352,7 +360,7 @@ impl Ctx<'_> {
             && let Some(r) = report.benchmarks.into_iter().next()
         {
             self.resumed += 1;
-            return Measured::Ok(Box::new(r));
+            return Measured::Ok(Box::new(r), None);
         }
         if self.ran > 0 {
             between_benchmarks(&self.args.sweep, &self.target, &name).await;
@@ -390,15 +398,18 @@ impl Ctx<'_> {
             Ended::ServerDied(why) => Measured::ServerDied(format!("the server died: {why}")),
             Ended::Exited(code) => {
                 let complete = matches!(code, 0 | 3 | 4);
-                let done = serde_json::json!({"complete": complete, "exit_code": code});
-                let _ = std::fs::write(dir.join(super::DONE), done.to_string());
+                mark_done(&dir, complete, code);
                 let report = crate::report::json::Report::load(&dir.join("benchmarks.json"));
                 match report
                     .ok()
                     .filter(|_| complete)
                     .and_then(|r| r.benchmarks.into_iter().next())
                 {
-                    Some(r) => Measured::Ok(Box::new(r)),
+                    Some(r) => {
+                        let invalid = (code == exit_codes::INVALID_RUN)
+                            .then(|| invalid_why(std::slice::from_ref(&r), &dir));
+                        Measured::Ok(Box::new(r), invalid)
+                    }
                     None => {
                         let tail = server::log_tail(&dir.join("run.log"), 3);
                         Measured::Failed(format!(
@@ -424,7 +435,7 @@ async fn search_point(
 ) -> (Vec<SlaRow>, Option<Measured>) {
     // Every run of each load, in order: the n-th time a search asks for a load it gets
     // its n-th run, so a retest is a second measurement, shared like the first.
-    let mut measured: BTreeMap<String, Vec<BenchmarkResult>> = BTreeMap::new();
+    let mut measured: BTreeMap<String, Vec<(BenchmarkResult, Option<String>)>> = BTreeMap::new();
     let mut rows = Vec::new();
     for (k, sla) in slas.iter().enumerate() {
         let mut row = template.clone();
@@ -432,6 +443,7 @@ async fn search_point(
         let mut search = CapacitySearch::new(sla.slo.clone(), ctx.args.sla_precision, 0, None)
             .over(ctx.args.sla_variable.search());
         let mut done: Vec<BenchmarkResult> = Vec::new();
+        let mut invalid: Vec<Option<String>> = Vec::new();
         let mut dirs: Vec<(String, bool)> = Vec::new();
         let stop = loop {
             let strategy = match search.next(&done) {
@@ -445,11 +457,11 @@ async fn search_point(
             let shared = runs.len() > nth;
             if !shared {
                 match ctx.measure(bench, point_dir, strategy, nth, signals).await {
-                    Measured::Ok(r) => runs.push(*r),
+                    Measured::Ok(r, why) => runs.push((*r, why)),
                     other => break Some(other),
                 }
             }
-            let Some(r) = runs.get(nth) else {
+            let Some((r, why)) = runs.get(nth) else {
                 break None;
             };
             // Judged by this SLA, not by any --slo the run itself had.
@@ -457,6 +469,7 @@ async fn search_point(
             r.slo = None;
             r.index = done.len() as u32;
             done.push(r);
+            invalid.push(why.clone());
             dirs.push((key, shared));
         };
         let outcome = search.outcome();
@@ -476,13 +489,14 @@ async fn search_point(
                 retest: p.retest,
                 reason: p.reason.clone(),
                 shared: *shared,
+                invalid: invalid.get(i).cloned().flatten(),
             })
             .collect();
         if let Some(stop) = stop {
             row.error = Some(match &stop {
                 Measured::Failed(why) | Measured::ServerDied(why) => why.clone(),
                 Measured::Interrupted => "interrupted".into(),
-                Measured::Ok(_) => String::new(),
+                Measured::Ok(..) => String::new(),
             });
             rows.push(row);
             // The SLAs not searched yet fail the same way.
@@ -494,7 +508,19 @@ async fn search_point(
             }
             return (rows, Some(stop));
         }
-        row.status = Status::Ok;
+        // An answer built on a load that measured the client (or nothing) is no answer.
+        let invalid: Vec<String> = row
+            .probes
+            .iter()
+            .filter_map(|p| p.invalid.as_ref().map(|why| format!("{}: {why}", p.dir)))
+            .collect();
+        row.status = match invalid.is_empty() {
+            true => Status::Ok,
+            false => {
+                row.error = Some(invalid.join("; "));
+                Status::Invalid
+            }
+        };
         row.answer = outcome.rate;
         row.bracket = Some(outcome.bracket);
         row.conclusion = Some(outcome.conclusion.clone());
@@ -513,8 +539,18 @@ async fn search_point(
         }
         crate::stdout::println(&format!(
             "{} [{}]: {}",
-            template.at.point, sla.text, outcome.conclusion
+            template.at.point,
+            terminal(&sla.text),
+            terminal(&outcome.conclusion)
         ));
+        if let Some(why) = &row.error {
+            eprintln!(
+                "{} [{}]: {}",
+                template.at.point,
+                terminal(&sla.text),
+                terminal(why)
+            );
+        }
         rows.push(row);
     }
     (rows, None)
@@ -584,7 +620,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
         let server_log = serve.index.map(|s| out.join(format!("s{s}.server.log")));
         if sweep.dry_run {
             if let (Some(cmd), Some(s)) = (&command, serve.index) {
-                crate::stdout::println(&format!("server s{s}: {cmd}"));
+                crate::stdout::println(&format!("server s{s}: {}", terminal(cmd)));
             }
             for (b, bench) in benches.iter().enumerate() {
                 let dir = out.join(point_name(serve, b));
@@ -592,7 +628,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                 crate::stdout::println(&format!(
                     "search {}: llmsurge {} {{--profile synchronous | --profile throughput | {}}} for each of: {}",
                     point_name(serve, b),
-                    argv.join(" "),
+                    terminal(&argv.join(" ")),
                     match args.sla_variable {
                         SlaVariable::Rate => "--profile constant --rate R",
                         SlaVariable::Concurrency => "--profile concurrent --rate N",
@@ -604,7 +640,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
         }
         let mut running = None;
         if let (Some(cmd), Some(log)) = (&command, &server_log) {
-            match start_server(sweep, cmd, log, &target, &mut signals).await {
+            match start_server(sweep, &exe, cmd, log, &target, &mut signals).await {
                 Started::Ready(srv) => running = Some(srv),
                 Started::Interrupted => {
                     report.interrupted = true;
@@ -657,13 +693,16 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
             )
             .await;
             match stop {
-                None => report.rows.append(&mut rows),
+                None => {
+                    any_failed |= rows.iter().any(|r| r.status.failed());
+                    report.rows.append(&mut rows);
+                }
                 Some(Measured::Interrupted) => {
                     report.rows.append(&mut rows);
                     interrupted = true;
                 }
                 Some(Measured::ServerDied(why)) => {
-                    eprintln!("{}: {why}", point_name(serve, b));
+                    eprintln!("{}: {}", point_name(serve, b), terminal(&why));
                     let tail = server_tail();
                     for r in &mut rows {
                         r.log_tail = tail.clone();
@@ -677,11 +716,11 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                     break;
                 }
                 Some(Measured::Failed(why)) => {
-                    eprintln!("{}: {why}", point_name(serve, b));
+                    eprintln!("{}: {}", point_name(serve, b), terminal(&why));
                     report.rows.append(&mut rows);
                     any_failed = true;
                 }
-                Some(Measured::Ok(_)) => {}
+                Some(Measured::Ok(..)) => {}
             }
             report.benchmarks_run += ctx.measured;
             report.benchmarks_resumed += ctx.resumed;
@@ -693,7 +732,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
             }
         }
         if let Some(srv) = ctx.server.take() {
-            srv.stop(sweep.stop_grace).await;
+            srv.stop().await;
             crate::stdout::println(&format!("server s{}: stopped", serve.index.unwrap_or(0)));
         }
         if interrupted {
@@ -724,8 +763,9 @@ fn write_report(out: &Path, report: &SlaReport) {
     }
 }
 
-/// The table every tabular format shows: header and cells.
-fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>) {
+/// The table every tabular format shows: header, cells, and which columns hold only our
+/// own text.
+fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
     let params = ParamColumns::of(report.rows.iter().map(|r| &r.at));
     let figures: Vec<&str> = FIGURES
         .iter()
@@ -737,14 +777,18 @@ fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>) {
         SlaVariable::Concurrency => "max_concurrency",
     };
     let mut header = params.header();
+    let mut ours = params.ours();
     header.extend([
         "sla".into(),
         unit.into(),
         "failing".into(),
         "benchmarks".into(),
     ]);
+    ours.extend([false, true, true, true]);
     header.extend(figures.iter().map(|f| format!("{f} at answer")));
+    ours.extend(figures.iter().map(|_| true));
     header.extend(["conclusion".into(), "error".into()]);
+    ours.extend([false, false]);
     let cells = report
         .rows
         .iter()
@@ -772,34 +816,36 @@ fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>) {
             c
         })
         .collect();
-    (header, cells)
+    (header, cells, ours)
 }
 
 /// Writes `sla.json`, `sla.csv`, `sla.md` and `sla.html` into `dir` (each atomically).
 pub fn write(dir: &Path, report: &SlaReport) -> std::io::Result<()> {
     let json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
-    let (header, cells) = table(report);
-    let failed: Vec<bool> = report
-        .rows
-        .iter()
-        .map(|r| r.status == Status::Failed)
-        .collect();
-    let mut intro = vec![format!(
-        "The highest {} meeting each SLA, within {:.1}% (the capacity search: boundary confirmed by a second run{}). {} benchmarks run, {} read back; a load measured once serves every SLA.",
-        match report.variable {
-            SlaVariable::Rate => "request rate (req/s)",
-            SlaVariable::Concurrency => "concurrency (streams)",
-        },
-        report.precision * 100.0,
-        match report.variable {
-            SlaVariable::Rate => ", a growing queue fails",
-            SlaVariable::Concurrency => "",
-        },
-        report.benchmarks_run,
-        report.benchmarks_resumed,
-    )];
+    let (header, cells, ours) = table(report);
+    let failed: Vec<bool> = report.rows.iter().map(|r| r.status.failed()).collect();
+    let mut intro = vec![Intro {
+        text: format!(
+            "The highest {} meeting each SLA, within {:.1}% (the capacity search: boundary confirmed by a second run{}). {} benchmarks run, {} read back; a load measured once serves every SLA.",
+            match report.variable {
+                SlaVariable::Rate => "request rate (req/s)",
+                SlaVariable::Concurrency => "concurrency (streams)",
+            },
+            report.precision * 100.0,
+            match report.variable {
+                SlaVariable::Rate => ", a growing queue fails",
+                SlaVariable::Concurrency => "",
+            },
+            report.benchmarks_run,
+            report.benchmarks_resumed,
+        ),
+        code: None,
+    }];
     if let Some(cmd) = &report.serve_cmd {
-        intro.push(format!("Server command: `{cmd}`"));
+        intro.push(Intro {
+            text: "Server command: ".into(),
+            code: Some(cmd.clone()),
+        });
     }
     super::report::write_tables(
         dir,
@@ -807,9 +853,12 @@ pub fn write(dir: &Path, report: &SlaReport) -> std::io::Result<()> {
         "Sweep: SLA",
         &json,
         &intro,
-        &header,
-        &cells,
-        &failed,
+        &Table {
+            header: &header,
+            cells: &cells,
+            ours: &ours,
+            failed: &failed,
+        },
         &[],
     )
 }
