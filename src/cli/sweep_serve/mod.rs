@@ -162,6 +162,7 @@ pub fn sweep_serve(args: &SweepServeArgs) -> i32 {
         Ok(v) => v,
         Err(UsageError(m)) => return usage_error(&m),
     };
+    register_api_keys(&args.common, &benches);
     if let Err(e) = std::fs::create_dir_all(&args.output_dir) {
         return usage_error(&format!("--output-dir {}: {e}", args.output_dir.display()));
     }
@@ -171,7 +172,7 @@ pub fn sweep_serve(args: &SweepServeArgs) -> i32 {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
+            crate::stdout::eprintln(&format!("error: cannot start the runtime: {e}"));
             return exit_codes::RUN_FAILED;
         }
     };
@@ -180,6 +181,31 @@ pub fn sweep_serve(args: &SweepServeArgs) -> i32 {
         Err(UsageError(m)) => return usage_error(&m),
     };
     runtime.block_on(run(args, &spec, &serves, &benches))
+}
+
+/// Registers the API keys the sweep's benchmarks are given (`--api-key` in the shared
+/// flags or a configuration's, `LLMSURGE_API_KEY`, `OPENAI_API_KEY`) as secrets: a
+/// server log's tail or a run's error quoted in the sweep's reports must not carry them.
+/// Each `benchmark run` registers its own secrets, headers included.
+fn register_api_keys(common: &[String], benches: &[Bench]) {
+    let register = llmsurge_proto::redact::register_secret;
+    for name in ["LLMSURGE_API_KEY", "OPENAI_API_KEY"] {
+        if let Ok(key) = std::env::var(name) {
+            register(&key);
+        }
+    }
+    for flags in std::iter::once(common).chain(benches.iter().map(|b| &b.flags[..])) {
+        let mut it = flags.iter();
+        while let Some(flag) = it.next() {
+            if flag == "--api-key" {
+                if let Some(key) = it.next() {
+                    register(key);
+                }
+            } else if let Some(key) = flag.strip_prefix("--api-key=") {
+                register(key);
+            }
+        }
+    }
 }
 
 /// The charts' settings, checked against the configurations' parameters.
@@ -416,11 +442,11 @@ impl Signals {
     /// which a sweep needs before its first server; else the exit code, said on stderr.
     fn with_exe() -> Result<(Self, PathBuf), i32> {
         let signals = Self::install().map_err(|e| {
-            eprintln!("error: cannot install signal handlers: {e}");
+            crate::stdout::eprintln(&format!("error: cannot install signal handlers: {e}"));
             exit_codes::RUN_FAILED
         })?;
         let exe = std::env::current_exe().map_err(|e| {
-            eprintln!("error: cannot find the llmsurge executable: {e}");
+            crate::stdout::eprintln(&format!("error: cannot find the llmsurge executable: {e}"));
             exit_codes::RUN_FAILED
         })?;
         Ok((signals, exe))
@@ -494,7 +520,7 @@ async fn run(
             Some(_) => match server::free_port() {
                 Ok(p) => p,
                 Err(e) => {
-                    eprintln!("error: no free port for the server: {e}");
+                    crate::stdout::eprintln(&format!("error: no free port for the server: {e}"));
                     return exit_codes::RUN_FAILED;
                 }
             },
@@ -542,15 +568,15 @@ async fn run(
                         ));
                     }
                     Ok(o) => {
-                        eprintln!(
+                        crate::stdout::eprintln(&format!(
                             "{}: the plan failed: {}",
                             point_name(serve, b),
                             terminal(String::from_utf8_lossy(&o.stderr).trim())
-                        );
+                        ));
                         any_failed = true;
                     }
                     Err(e) => {
-                        eprintln!("{}: cannot run llmsurge: {e}", point_name(serve, b));
+                        crate::stdout::eprintln(&format!("{}: cannot run llmsurge: {e}", point_name(serve, b)));
                         any_failed = true;
                     }
                 }
@@ -595,7 +621,7 @@ async fn run(
             }
             let _ = std::fs::remove_dir_all(&dir);
             if let Err(e) = std::fs::create_dir_all(&dir) {
-                eprintln!("error: {}: {e}", dir.display());
+                crate::stdout::eprintln(&format!("error: {}: {e}", dir.display()));
                 return exit_codes::RUN_FAILED;
             }
             if let Some(log) = &server_log
@@ -627,7 +653,7 @@ async fn run(
                 }
                 Ended::ServerDied(why) => {
                     let why = format!("the server died: {why}");
-                    eprintln!("{name}: {}", terminal(&why));
+                    crate::stdout::eprintln(&format!("{name}: {}", terminal(&why)));
                     row.error = Some(why.clone());
                     row.log_tail = server_tail();
                     sweep.rows.push(row);
@@ -654,10 +680,10 @@ async fn run(
                                     }
                                 }
                                 for r in rows.iter().filter(|r| r.status == Status::Invalid) {
-                                    eprintln!(
+                                    crate::stdout::eprintln(&format!(
                                         "{name}: {}",
                                         terminal(r.error.as_deref().unwrap_or_default())
-                                    );
+                                    ));
                                 }
                                 any_failed = true;
                             } else {
@@ -671,10 +697,10 @@ async fn run(
                                 "benchmark run ended with exit code {code}: {}",
                                 tail.join(" / ")
                             ));
-                            eprintln!(
+                            crate::stdout::eprintln(&format!(
                                 "{name}: {}",
                                 terminal(row.error.as_deref().unwrap_or_default())
-                            );
+                            ));
                             sweep.rows.push(row);
                             any_failed = true;
                         }
@@ -752,7 +778,7 @@ async fn start_server(
             Started::Interrupted
         }
         Some(Err(e)) => {
-            eprintln!("{}: {}", log.display(), terminal(&e));
+            crate::stdout::eprintln(&format!("{}: {}", log.display(), terminal(&e)));
             srv.stop().await;
             Started::Failed {
                 error: e,
@@ -776,7 +802,7 @@ async fn between_benchmarks(
         server::die_with_sweep(&mut command, nix::sys::signal::Signal::SIGTERM);
         let status = command.status().await;
         if !status.as_ref().is_ok_and(|s| s.success()) {
-            eprintln!("{name}: --after-bench-cmd failed ({status:?})");
+            crate::stdout::eprintln(&format!("{name}: --after-bench-cmd failed ({status:?})"));
         }
         return None;
     }
@@ -831,10 +857,10 @@ fn invalid_why(benchmarks: &[llmsurge_coordinator::BenchmarkResult], dir: &Path)
 fn write_report(out: &Path, sweep: &SweepReport, spec: &charts::ChartSpec) {
     let charts = charts::charts(&sweep.rows, spec);
     if let Err(e) = report::write(out, sweep, &charts, &spec.images) {
-        eprintln!(
+        crate::stdout::eprintln(&format!(
             "error: cannot write the sweep report in {}: {e}",
             out.display()
-        );
+        ));
     }
 }
 
@@ -900,14 +926,14 @@ async fn run_point(
     let log = match std::fs::File::create(dir.join("run.log")) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("error: {}: {e}", dir.display());
+            crate::stdout::eprintln(&format!("error: {}: {e}", dir.display()));
             return Ended::Exited(exit_codes::RUN_FAILED);
         }
     };
     let err = match log.try_clone() {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("error: {}: {e}", dir.display());
+            crate::stdout::eprintln(&format!("error: {}: {e}", dir.display()));
             return Ended::Exited(exit_codes::RUN_FAILED);
         }
     };
@@ -926,7 +952,7 @@ async fn run_point(
     let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: cannot run llmsurge: {e}");
+            crate::stdout::eprintln(&format!("error: cannot run llmsurge: {e}"));
             return Ended::Exited(exit_codes::RUN_FAILED);
         }
     };

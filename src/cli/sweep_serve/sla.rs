@@ -250,6 +250,7 @@ pub fn sweep_serve_sla(args: &SweepServeSlaArgs) -> i32 {
         Ok(v) => v,
         Err(UsageError(m)) => return usage_error(&m),
     };
+    super::register_api_keys(&args.sweep.common, &benches);
     let out = &args.sweep.output_dir;
     if let Err(e) = std::fs::create_dir_all(out) {
         return usage_error(&format!("--output-dir {}: {e}", out.display()));
@@ -260,7 +261,7 @@ pub fn sweep_serve_sla(args: &SweepServeSlaArgs) -> i32 {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
+            crate::stdout::eprintln(&format!("error: cannot start the runtime: {e}"));
             return exit_codes::RUN_FAILED;
         }
     };
@@ -544,12 +545,12 @@ async fn search_point(
             terminal(&outcome.conclusion)
         ));
         if let Some(why) = &row.error {
-            eprintln!(
+            crate::stdout::eprintln(&format!(
                 "{} [{}]: {}",
                 template.at.point,
                 terminal(&sla.text),
                 terminal(why)
-            );
+            ));
         }
         rows.push(row);
     }
@@ -602,7 +603,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
             Some(_) => match server::free_port() {
                 Ok(p) => p,
                 Err(e) => {
-                    eprintln!("error: no free port for the server: {e}");
+                    crate::stdout::eprintln(&format!("error: no free port for the server: {e}"));
                     return exit_codes::RUN_FAILED;
                 }
             },
@@ -673,7 +674,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
         for (b, bench) in benches.iter().enumerate() {
             let point_dir = out.join(point_name(serve, b));
             if let Err(e) = std::fs::create_dir_all(&point_dir) {
-                eprintln!("error: {}: {e}", point_dir.display());
+                crate::stdout::eprintln(&format!("error: {}: {e}", point_dir.display()));
                 return exit_codes::RUN_FAILED;
             }
             if let Some(log) = &server_log {
@@ -702,7 +703,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                     interrupted = true;
                 }
                 Some(Measured::ServerDied(why)) => {
-                    eprintln!("{}: {}", point_name(serve, b), terminal(&why));
+                    crate::stdout::eprintln(&format!("{}: {}", point_name(serve, b), terminal(&why)));
                     let tail = server_tail();
                     for r in &mut rows {
                         r.log_tail = tail.clone();
@@ -716,7 +717,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                     break;
                 }
                 Some(Measured::Failed(why)) => {
-                    eprintln!("{}: {}", point_name(serve, b), terminal(&why));
+                    crate::stdout::eprintln(&format!("{}: {}", point_name(serve, b), terminal(&why)));
                     report.rows.append(&mut rows);
                     any_failed = true;
                 }
@@ -756,10 +757,10 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
 
 fn write_report(out: &Path, report: &SlaReport) {
     if let Err(e) = write(out, report) {
-        eprintln!(
+        crate::stdout::eprintln(&format!(
             "error: cannot write the SLA report in {}: {e}",
             out.display()
-        );
+        ));
     }
 }
 
