@@ -43,8 +43,8 @@ use crate::reporter::Reporter;
 use crate::request_loop::Context;
 use llmsurge_proto::shm::stop_flags;
 use llmsurge_proto::{
-    FrameIoError, FrameReader, FrameWriter, FromWorker, MonoNanos, PROTOCOL_VERSION, Schedule,
-    SharedRegion, ToWorker, WorkerConfig,
+    FrameError, FrameIoError, FrameReader, FrameWriter, FromWorker, MonoNanos, PROTOCOL_VERSION,
+    Schedule, SharedRegion, ToWorker, UpdateBatch, WorkerConfig,
 };
 use std::cell::{Cell, RefCell};
 use std::os::fd::OwnedFd;
@@ -271,6 +271,7 @@ async fn run(
     let flush_now = Rc::new(Notify::new());
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let flusher = tokio::task::spawn_local(flush_loop(
+        cfg.worker_id,
         writer,
         reporter.clone(),
         cfg.flush_interval,
@@ -321,8 +322,34 @@ async fn run(
 
 /// Sends the reporter's batch every `interval` (or sooner when full), and control
 /// messages in order after the batch before them. Returns after sending `Finished`.
+///
+/// Reporting that fails ends the worker at once: a worker whose requests nobody counts
+/// must not go on loading the server. It says why on stderr and, when the channel still
+/// works (a batch that could not be encoded), in a `Failed` message, which the
+/// coordinator names as the worker's failure (its in-flight requests are counted
+/// `worker_died` with that reason).
 async fn flush_loop(
+    worker: u32,
     mut writer: FrameWriter<OwnedWriteHalf>,
+    reporter: Rc<RefCell<Reporter>>,
+    interval: Duration,
+    flush_now: Rc<Notify>,
+    control: mpsc::UnboundedReceiver<FromWorker>,
+) -> Result<(), WorkerError> {
+    match report(&mut writer, reporter, interval, flush_now, control).await {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let message = format!("reporting to the coordinator failed: {e}; load stopped");
+            eprintln!("llmsurge worker {worker}: {message}");
+            let _ = writer.send(&FromWorker::Failed { message }).await;
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The loop of [`flush_loop`]; returns its first failure.
+async fn report(
+    writer: &mut FrameWriter<OwnedWriteHalf>,
     reporter: Rc<RefCell<Reporter>>,
     interval: Duration,
     flush_now: Rc<Notify>,
@@ -337,7 +364,7 @@ async fn flush_loop(
         };
         let batch = reporter.borrow_mut().take_batch()?;
         if !batch.is_empty() || last_sent.elapsed() >= HEARTBEAT {
-            writer.send(&FromWorker::Update(batch)).await?;
+            send_batch(writer, batch).await?;
             last_sent = tokio::time::Instant::now();
         }
         match message {
@@ -351,4 +378,36 @@ async fn flush_loop(
             }
         }
     }
+}
+
+/// Sends `batch`, in as many frames as it takes: a batch too large for one frame
+/// ([`llmsurge_proto::frame::MAX_FRAME_LEN`]) is split in two, again and again, until
+/// each part fits (records carry a server's text cut to a few KiB, so a part of one
+/// record always fits).
+async fn send_batch(
+    writer: &mut FrameWriter<OwnedWriteHalf>,
+    batch: UpdateBatch,
+) -> Result<(), FrameIoError> {
+    // Parts still to send, the next one last.
+    let mut parts = vec![batch];
+    while let Some(part) = parts.pop() {
+        let message = FromWorker::Update(part);
+        match writer.send(&message).await {
+            Err(FrameIoError::Frame(FrameError::TooLarge(size))) => {
+                let FromWorker::Update(part) = message else {
+                    return Err(FrameIoError::Frame(FrameError::TooLarge(size)));
+                };
+                match part.split() {
+                    Ok((first, second)) => {
+                        tracing::debug!(size, "a batch over the frame limit, sent in two");
+                        parts.push(second);
+                        parts.push(first);
+                    }
+                    Err(_) => return Err(FrameIoError::Frame(FrameError::TooLarge(size))),
+                }
+            }
+            sent => sent?,
+        }
+    }
+    Ok(())
 }
