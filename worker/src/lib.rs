@@ -384,8 +384,8 @@ async fn report(
 /// ([`llmsurge_proto::frame::MAX_FRAME_LEN`]) is split in two, again and again, until
 /// each part fits (records carry a server's text cut to a few KiB, so a part of one
 /// record always fits).
-async fn send_batch(
-    writer: &mut FrameWriter<OwnedWriteHalf>,
+async fn send_batch<W: tokio::io::AsyncWrite + Unpin>(
+    writer: &mut FrameWriter<W>,
     batch: UpdateBatch,
 ) -> Result<(), FrameIoError> {
     // Parts still to send, the next one last.
@@ -410,4 +410,100 @@ async fn send_batch(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmsurge_proto::{
+        ErrorKind, Phase, RequestError, RequestRecord, RequestStarted, RequestStatus, TokenSource,
+        frame::MAX_FRAME_LEN,
+    };
+
+    /// A finished request whose record carries `message` as its error.
+    fn errored(slot: u64, message: &str) -> RequestRecord {
+        RequestRecord {
+            slot,
+            worker: 0,
+            status: RequestStatus::Errored,
+            error: Some(RequestError {
+                kind: ErrorKind::StreamBroken,
+                message: message.into(),
+            }),
+            scheduled: MonoNanos(slot),
+            start: Some(MonoNanos(slot)),
+            first_token: None,
+            first_content: None,
+            first_tool: None,
+            end: MonoNanos(slot + 1),
+            itl: None,
+            prompt_tokens: None,
+            output_tokens: 0,
+            output_tokens_source: TokenSource::Unknown,
+            reasoning_tokens: None,
+            streamed_tokens: 0,
+            max_output_tokens: None,
+            streamed: true,
+            phase: Phase::Measured,
+            late: false,
+            retried: false,
+            model: None,
+            session: None,
+            media: None,
+            prefill_wait: None,
+        }
+    }
+
+    /// A batch over the frame limit (many errors of a few KiB each in one flush) arrives
+    /// whole, in order, in frames that each fit; a worker never loses its reporting to
+    /// the size of what the server said.
+    #[test]
+    fn a_batch_over_the_frame_limit_arrives_whole_in_frames_that_fit() {
+        let message = "e".repeat(llmsurge_proto::limits::ERROR_MESSAGE);
+        let count = MAX_FRAME_LEN / message.len() + 1000;
+        let batch = UpdateBatch {
+            started: (0..count as u64)
+                .map(|slot| RequestStarted {
+                    slot,
+                    scheduled: MonoNanos(slot),
+                    start: MonoNanos(slot),
+                    model: None,
+                })
+                .collect(),
+            finished: (0..count as u64).map(|s| errored(s, &message)).collect(),
+            ..UpdateBatch::default()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let (frames, starts, slots) = rt.block_on(async {
+            let (a, b) = tokio::io::duplex(1 << 20);
+            let mut writer = FrameWriter::new(a);
+            let mut reader = FrameReader::new(b);
+            let send = async move {
+                send_batch(&mut writer, batch).await.expect("sent");
+            };
+            let read = async move {
+                let (mut frames, mut starts, mut slots) = (0, 0, Vec::new());
+                while let Some(m) = reader.next::<FromWorker>().await.expect("a frame") {
+                    let FromWorker::Update(part) = m else {
+                        panic!("an update")
+                    };
+                    assert!(
+                        slots.is_empty() || part.started.is_empty(),
+                        "every start in the first part"
+                    );
+                    frames += 1;
+                    starts += part.started.len();
+                    slots.extend(part.finished.iter().map(|r| r.slot));
+                }
+                (frames, starts, slots)
+            };
+            let ((), got) = tokio::join!(send, read);
+            got
+        });
+        assert!(frames >= 2, "{frames} frames");
+        assert_eq!(starts, count);
+        assert_eq!(slots, (0..count as u64).collect::<Vec<_>>());
+    }
 }
