@@ -182,7 +182,9 @@ async fn check(
         // Read with a bound: the list is parsed whole, and a server may send without end.
         let body = match llmsurge_proto::http::read_limited(listing, limits::MODEL_LIST).await {
             Ok(b) => b,
-            Err(llmsurge_proto::http::LimitedReadError::Transport(e)) => return Err(unreachable(e).await),
+            Err(llmsurge_proto::http::LimitedReadError::Transport(e)) => {
+                return Err(unreachable(e).await);
+            }
             Err(_) => {
                 return Err(UsageError(format!(
                     "--target {shown}: GET /v1/models answered more than {} (the most llmsurge reads of a model list)",

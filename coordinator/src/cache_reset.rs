@@ -7,8 +7,8 @@
 //! that path only. Every answer is kept for the report; a failure is never fatal.
 
 use crate::server_metrics::parse::parse;
-use llmsurge_proto::{Secret, limits};
 use llmsurge_proto::http::TlsConfig;
+use llmsurge_proto::{Secret, limits};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

@@ -309,10 +309,7 @@ pub async fn read_limited(
     mut response: reqwest::Response,
     limit: usize,
 ) -> Result<Vec<u8>, LimitedReadError> {
-    if response
-        .content_length()
-        .is_some_and(|n| n > limit as u64)
-    {
+    if response.content_length().is_some_and(|n| n > limit as u64) {
         return Err(LimitedReadError::TooLarge(limit));
     }
     let mut body = Vec::new();

@@ -194,7 +194,12 @@ mod tests {
         assert_eq!((a.finished.len(), b.finished.len()), (2, 3));
         assert!(a.metrics.entries.is_empty() && b.metrics == metrics);
         assert!(b.started.is_empty());
-        let slots: Vec<u64> = a.finished.iter().chain(&b.finished).map(|r| r.slot).collect();
+        let slots: Vec<u64> = a
+            .finished
+            .iter()
+            .chain(&b.finished)
+            .map(|r| r.slot)
+            .collect();
         assert_eq!(slots, [0, 1, 2, 3, 4]);
         // Starts alone split too; one record cannot.
         let starts = UpdateBatch {
@@ -203,7 +208,10 @@ mod tests {
             ..UpdateBatch::default()
         };
         let (a, b) = starts.split().expect("splits");
-        assert_eq!((a.started.len(), b.started.len(), b.finished.len()), (1, 2, 1));
+        assert_eq!(
+            (a.started.len(), b.started.len(), b.finished.len()),
+            (1, 2, 1)
+        );
         let one = UpdateBatch {
             finished: vec![finished(9)],
             ..UpdateBatch::default()

@@ -1,7 +1,8 @@
 //! A hostile server gets a bounded amount of memory: the real binary against small servers
 //! written here that send what no working server does, lazily (nothing of it allocated
-//! here): an SSE line that never ends, on both HTTP clients; a 20 MiB error message; an
-//! SSE error event over the IPC frame size (64 MiB); a 600 MiB model list. Each run is held
+//! here): an SSE line that never ends, on both HTTP clients; a 20 MiB error message; a
+//! whole body over 64 MiB; an SSE error event over the IPC frame size (64 MiB); a 600 MiB
+//! model list. Each run is held
 //! to what the server sent, its report files to a small size, and the llmsurge processes
 //! to a peak RSS far below what the server offered (the figure is printed).
 
@@ -434,7 +435,7 @@ fn an_sse_line_that_never_ends_costs_4_mib_on_both_clients_not_the_request_timeo
 }
 
 #[test]
-fn a_20_mib_error_message_is_cut_to_4_kib_with_its_length_and_every_report_stays_small() {
+fn a_20_mib_error_message_is_cut_to_4_kib_a_body_over_64_mib_is_refused_and_reports_stay_small() {
     // A whole (non-streamed) answer whose error message is 20 MiB, as a 200 and as a 500.
     let len = 20 * MIB;
     let huge = move |name, status| {
@@ -446,17 +447,23 @@ fn a_20_mib_error_message_is_cut_to_4_kib_with_its_length_and_every_report_stays
             ("{\"error\":{\"message\":\"", b'E', len, "\"}}"),
         )
     };
+    // And a whole answer over the 64 MiB body limit, read only as far as the limit.
+    let over = 65 * MIB;
     let server = Hostile::start(
-        move |i| {
-            if i % 2 == 0 {
-                huge("200", "200 OK")
-            } else {
-                huge("500", "500 Internal Server Error")
-            }
+        move |i| match i % 3 {
+            0 => huge("200", "200 OK"),
+            1 => huge("500", "500 Internal Server Error"),
+            _ => Answer::body(
+                "over",
+                "200 OK",
+                "application/json",
+                true,
+                ("{\"choices\":[{\"text\":\"", b't', over, "\"}]}"),
+            ),
         },
         |_| None,
     );
-    let run = against(&server.url, 4, 1)
+    let run = against(&server.url, 6, 1)
         .stream(false)
         .outputs("json,csv,html,yaml,md")
         .run();
@@ -464,10 +471,18 @@ fn a_20_mib_error_message_is_cut_to_4_kib_with_its_length_and_every_report_stays
     let b = benchmark(&run);
     let errors = errors(&b);
     assert_eq!(
-        errors.iter().map(|e| (e.0.as_str(), e.1)).collect::<Vec<_>>(),
-        [("http_500", 2), ("malformed_response", 2)],
+        errors
+            .iter()
+            .map(|e| (e.0.as_str(), e.1))
+            .collect::<Vec<_>>(),
+        [
+            ("http_500", 2),
+            ("malformed_response", 2),
+            ("response_too_large", 2)
+        ],
         "{errors:?}"
     );
+    assert_eq!(errors[2].2, "response body larger than 64 MiB");
     // The message of the 200: the server's own text, cut to 4 KiB with its length noted.
     let cut = &errors[1].2;
     assert!(
@@ -505,8 +520,15 @@ fn a_20_mib_error_message_is_cut_to_4_kib_with_its_length_and_every_report_stays
         let message = entry.error.expect("an errored request");
         assert!(message.len() <= (4 << 10) + 64, "{}", message.len());
     }
-    assert_eq!(server.count("200") + server.count("500"), 4);
-    assert_memory_bounded("20 MiB error messages", 4 * len);
+    assert_eq!(
+        (
+            server.count("200"),
+            server.count("500"),
+            server.count("over")
+        ),
+        (2, 2, 2)
+    );
+    assert_memory_bounded("20 MiB error messages", 4 * len + 2 * over);
 }
 
 #[test]
@@ -564,7 +586,10 @@ fn an_sse_error_event_over_the_ipc_frame_size_fails_its_request_and_no_worker_di
         sample.len()
     );
     assert!(
-        sample.ends_with(&format!("[cut: {} bytes in all]", prefix.len() as u64 + long)),
+        sample.ends_with(&format!(
+            "[cut: {} bytes in all]",
+            prefix.len() as u64 + long
+        )),
         "{:?}",
         &sample[sample.len().saturating_sub(64)..]
     );
@@ -584,7 +609,12 @@ fn a_600_mib_model_list_is_refused_in_one_line_without_being_read_whole() {
                     "200 OK",
                     "application/json",
                     false,
-                    ("{\"object\":\"list\",\"data\":[{\"id\":\"", b'm', offered, "\"}]}"),
+                    (
+                        "{\"object\":\"list\",\"data\":[{\"id\":\"",
+                        b'm',
+                        offered,
+                        "\"}]}",
+                    ),
                 )
             })
         },
@@ -593,7 +623,12 @@ fn a_600_mib_model_list_is_refused_in_one_line_without_being_read_whole() {
         let dir = tempfile::tempdir().expect("tempdir");
         let out = llmsurge()
             .args(["benchmark", "run", "--target", url, "--max-requests", "1"])
-            .args(["--data", "prompt_tokens=16,output_tokens=4", "--outputs", "json"])
+            .args([
+                "--data",
+                "prompt_tokens=16,output_tokens=4",
+                "--outputs",
+                "json",
+            ])
             .arg("--output-dir")
             .arg(dir.path())
             .output()
@@ -626,7 +661,12 @@ fn a_600_mib_model_list_is_refused_in_one_line_without_being_read_whole() {
                     "200 OK",
                     "application/json",
                     true,
-                    ("{\"object\":\"list\",\"data\":[{\"id\":\"", b'm', 8 << 10, "\"}]}"),
+                    (
+                        "{\"object\":\"list\",\"data\":[{\"id\":\"",
+                        b'm',
+                        8 << 10,
+                        "\"}]}",
+                    ),
                 )
             })
         },
