@@ -3,8 +3,11 @@
 
 use crate::cli::resolve::{TargetSpec, UsageError};
 use crate::mock::{MockConfig, MockServer};
-use llmsurge_proto::Secret;
+use llmsurge_proto::{Secret, inert, limits};
 use std::time::Duration;
+
+/// The most of the served models' names an error message shows.
+const SERVED_LIST_SHOWN: usize = 1 << 10;
 
 /// A reachable target and the model to use.
 #[derive(Debug)]
@@ -176,9 +179,18 @@ async fn check(
     };
     let status = listing.status();
     let models = if status.is_success() {
-        let body = match listing.bytes().await {
+        // Read with a bound: the list is parsed whole, and a server may send without end.
+        let body = match llmsurge_proto::http::read_limited(listing, limits::MODEL_LIST).await {
             Ok(b) => b,
-            Err(e) => return Err(unreachable(e).await),
+            Err(llmsurge_proto::http::LimitedReadError::Transport(e)) => {
+                return Err(unreachable(e).await);
+            }
+            Err(_) => {
+                return Err(UsageError(format!(
+                    "--target {shown}: GET /v1/models answered more than {} (the most llmsurge reads of a model list)",
+                    limits::describe(limits::MODEL_LIST)
+                )));
+            }
         };
         serde_json::from_slice::<ModelList>(&body)
             .map(|l| l.data.into_iter().map(|m| m.id).collect())
@@ -189,17 +201,22 @@ async fn check(
     let model = match (model, models.first()) {
         (Some(m), _) => {
             if !models.is_empty() && !models.iter().any(|x| x == m) {
-                // The ids are the server's text: shown inert, each on this one line.
-                let served: Vec<_> = models
-                    .iter()
-                    .map(|id| llmsurge_proto::inert::terminal(id))
-                    .collect();
+                // The ids are the server's text: shown inert, on this one line, and the
+                // list's length cut for one readable line.
+                let served: Vec<_> = models.iter().map(|id| inert::terminal(id)).collect();
                 return Err(UsageError(format!(
                     "--model {m:?} is not served by {shown} (it serves: {})",
-                    served.join(", ")
+                    inert::bounded(&served.join(", "), SERVED_LIST_SHOWN)
                 )));
             }
             m.to_string()
+        }
+        (None, Some(first)) if first.len() > limits::MODEL_ID => {
+            return Err(UsageError(format!(
+                "--target {shown}: the first model GET /v1/models lists has an id of {} bytes, longer than llmsurge sends ({}); pass --model",
+                first.len(),
+                limits::describe(limits::MODEL_ID)
+            )));
         }
         (None, Some(first)) => first.clone(),
         (None, None) if status.is_success() => {
@@ -521,7 +538,9 @@ async fn tokenize_count(
     if !response.status().is_success() {
         return None;
     }
-    let body = response.bytes().await.ok()?;
+    let body = llmsurge_proto::http::read_limited(response, limits::SMALL_ANSWER)
+        .await
+        .ok()?;
     let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
     v.get("count").and_then(serde_json::Value::as_u64)
 }

@@ -17,6 +17,7 @@ mod formats_pooling;
 mod formats_typed;
 mod fresh_prompts;
 mod gates;
+mod hostile_bounds;
 mod hostile_text;
 mod lifecycle;
 mod lora;

@@ -7,8 +7,8 @@
 //! that path only. Every answer is kept for the report; a failure is never fatal.
 
 use crate::server_metrics::parse::parse;
-use llmsurge_proto::Secret;
 use llmsurge_proto::http::TlsConfig;
+use llmsurge_proto::{Secret, limits};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -112,7 +112,10 @@ pub async fn reset(cfg: &CacheResetConfig) -> CacheReset {
                 .send()
                 .await
             {
-                Ok(r) if r.status().is_success() => r.text().await.unwrap_or_default(),
+                Ok(r) if r.status().is_success() => {
+                    let page = llmsurge_proto::http::read_limited(r, limits::METRICS_PAGE).await;
+                    String::from_utf8_lossy(&page.unwrap_or_default()).into_owned()
+                }
                 _ => String::new(),
             };
             let server = parse(&body, None).ok().and_then(|p| p.server);
@@ -133,7 +136,11 @@ pub async fn reset(cfg: &CacheResetConfig) -> CacheReset {
         {
             Ok(r) => {
                 let status = r.status().as_u16();
-                let body = r.text().await.unwrap_or_default();
+                // Only its start is kept; a reply without end is not waited for whole.
+                let body = llmsurge_proto::http::read_limited(r, limits::SMALL_ANSWER)
+                    .await
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_else(|e| e.to_string());
                 ResetCall {
                     path,
                     status: Some(status),

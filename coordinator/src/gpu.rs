@@ -9,6 +9,7 @@
 //! length (all samples when the window is shorter than one interval). A sample that
 //! fails is counted, never waited on past its timeout.
 
+use llmsurge_proto::limits;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -315,7 +316,10 @@ pub async fn sample(source: &GpuSource, timeout: Duration) -> Result<Vec<GpuRead
             if !r.status().is_success() {
                 return Err(format!("GET {shown}: HTTP {}", r.status()));
             }
-            parse_dcgm(&r.text().await.map_err(|e| e.to_string())?)
+            let page = llmsurge_proto::http::read_limited(r, limits::METRICS_PAGE)
+                .await
+                .map_err(|e| format!("GET {shown}: reading the answer: {e}"))?;
+            parse_dcgm(&String::from_utf8_lossy(&page))
         }
     }
 }

@@ -194,10 +194,10 @@ pub fn register_secrets(
     }
     if let Some((_, rest)) = base_url.split_once("://") {
         let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        if let Some((userinfo, _)) = authority.rsplit_once('@') {
-            if let Some((_, password)) = userinfo.split_once(':') {
-                register_secret(password);
-            }
+        if let Some((userinfo, _)) = authority.rsplit_once('@')
+            && let Some((_, password)) = userinfo.split_once(':')
+        {
+            register_secret(password);
         }
     }
 }

@@ -291,6 +291,37 @@ fn tls_problem(e: &rustls::Error) -> Option<ConnectProblem> {
     })
 }
 
+/// Why a body read with [`read_limited`] was not read whole.
+#[derive(Debug, thiserror::Error)]
+pub enum LimitedReadError {
+    /// The server sent more than the limit (or announced it in its Content-Length).
+    #[error("larger than {}", crate::limits::describe(*.0))]
+    TooLarge(usize),
+    /// The transport failed while the body was read.
+    #[error("{}", error_chain(.0))]
+    Transport(#[from] reqwest::Error),
+}
+
+/// The whole body of `response`, when it is at most `limit` bytes: reading stops at the
+/// limit, so a server that sends without end costs `limit` bytes, not all it sends (see
+/// [`crate::limits`]). Not bounded in time: the client's timeout bounds it.
+pub async fn read_limited(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, LimitedReadError> {
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(LimitedReadError::TooLarge(limit));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > limit {
+            return Err(LimitedReadError::TooLarge(limit));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// The error, then its source, its source's source, and so on.
 pub fn sources<'a>(
     e: &'a (dyn Error + 'static),

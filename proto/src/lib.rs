@@ -10,8 +10,9 @@
 //!
 //! This crate holds types and encodings only, plus what every process shares: the
 //! open-file limit each raises at startup ([`fdlimit`]), the plain-HTTP client builder
-//! and the one-line error chain ([`http`]); it decides no I/O policy (when to flush,
-//! what to do on EOF): that belongs to the worker and the coordinator.
+//! and the one-line error chain ([`http`]), how much of a server's answers is read
+//! ([`limits`]); it decides no I/O policy (when to flush, what to do on EOF): that
+//! belongs to the worker and the coordinator.
 
 pub mod agentic;
 pub mod clock;
@@ -20,6 +21,7 @@ pub mod fdlimit;
 pub mod frame;
 pub mod http;
 pub mod inert;
+pub mod limits;
 pub mod messages;
 pub mod metrics;
 pub mod record;

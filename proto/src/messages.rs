@@ -95,6 +95,32 @@ impl UpdateBatch {
             && self.metrics.entries.is_empty()
             && self.model_metrics.is_empty()
     }
+
+    /// The batch as two that say the same, in order, for a batch too large for one
+    /// frame: the finished records halved (every `started` in the first part, so no
+    /// record arrives before its start), or, with fewer than two finished, the starts
+    /// halved. The histograms travel in the second part, so the coordinator never merges
+    /// a histogram value before the record it belongs to. `Err` gives back a batch of one
+    /// record or start, which cannot be split.
+    pub fn split(mut self) -> Result<(UpdateBatch, UpdateBatch), UpdateBatch> {
+        let first = if self.finished.len() >= 2 {
+            let rest = self.finished.split_off(self.finished.len() / 2);
+            UpdateBatch {
+                started: std::mem::take(&mut self.started),
+                finished: std::mem::replace(&mut self.finished, rest),
+                ..UpdateBatch::default()
+            }
+        } else if self.started.len() >= 2 {
+            let rest = self.started.split_off(self.started.len() / 2);
+            UpdateBatch {
+                started: std::mem::replace(&mut self.started, rest),
+                ..UpdateBatch::default()
+            }
+        } else {
+            return Err(self);
+        };
+        Ok((first, self))
+    }
 }
 
 #[cfg(test)]
@@ -117,5 +143,79 @@ mod tests {
         };
         assert!(!batch.is_empty());
         assert!(UpdateBatch::default().is_empty());
+    }
+
+    #[test]
+    fn a_split_batch_says_the_same_in_order_with_starts_first_and_histograms_last() {
+        let started = |slot| RequestStarted {
+            slot,
+            scheduled: MonoNanos(slot),
+            start: MonoNanos(slot),
+            model: None,
+        };
+        let mut set = crate::MetricSet::new();
+        set.record(crate::StatusClass::Successful, crate::Metric::Ttft, 1_000);
+        let metrics = set.encode().expect("encode");
+        let finished = |slot| RequestRecord {
+            slot,
+            worker: 0,
+            status: crate::RequestStatus::Completed,
+            error: None,
+            scheduled: MonoNanos(slot),
+            start: Some(MonoNanos(slot)),
+            first_token: None,
+            first_content: None,
+            first_tool: None,
+            end: MonoNanos(slot + 1),
+            itl: None,
+            prompt_tokens: None,
+            output_tokens: 0,
+            output_tokens_source: crate::TokenSource::Unknown,
+            reasoning_tokens: None,
+            streamed_tokens: 0,
+            max_output_tokens: None,
+            streamed: true,
+            phase: crate::Phase::Measured,
+            late: false,
+            retried: false,
+            model: None,
+            session: None,
+            media: None,
+            prefill_wait: None,
+        };
+        let batch = UpdateBatch {
+            started: (0..3).map(started).collect(),
+            finished: (0..5).map(finished).collect(),
+            metrics: metrics.clone(),
+            model_metrics: Vec::new(),
+        };
+        let (a, b) = batch.clone().split().expect("splits");
+        assert_eq!(a.started, batch.started, "every start in the first part");
+        assert_eq!((a.finished.len(), b.finished.len()), (2, 3));
+        assert!(a.metrics.entries.is_empty() && b.metrics == metrics);
+        assert!(b.started.is_empty());
+        let slots: Vec<u64> = a
+            .finished
+            .iter()
+            .chain(&b.finished)
+            .map(|r| r.slot)
+            .collect();
+        assert_eq!(slots, [0, 1, 2, 3, 4]);
+        // Starts alone split too; one record cannot.
+        let starts = UpdateBatch {
+            started: (0..3).map(started).collect(),
+            finished: vec![finished(9)],
+            ..UpdateBatch::default()
+        };
+        let (a, b) = starts.split().expect("splits");
+        assert_eq!(
+            (a.started.len(), b.started.len(), b.finished.len()),
+            (1, 2, 1)
+        );
+        let one = UpdateBatch {
+            finished: vec![finished(9)],
+            ..UpdateBatch::default()
+        };
+        assert_eq!(one.clone().split().err(), Some(one));
     }
 }

@@ -36,6 +36,9 @@ pub enum ErrorKind {
     ConnectionClosed,
     /// The server sent an SSE event or JSON body the client could not parse.
     MalformedResponse,
+    /// The server sent more than the client reads of one answer (an SSE event, a whole
+    /// body, a stream's chunks: see [`crate::limits`]); the message names the limit.
+    ResponseTooLarge,
     /// The client cancelled the request.
     Cancelled,
     /// The worker that owned the request died.
@@ -64,6 +67,7 @@ impl ErrorKind {
             ErrorKind::StreamBroken => "stream_broken",
             ErrorKind::ConnectionClosed => "connection_closed",
             ErrorKind::MalformedResponse => "malformed_response",
+            ErrorKind::ResponseTooLarge => "response_too_large",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::WorkerDied => "worker_died",
             ErrorKind::Request => "request",

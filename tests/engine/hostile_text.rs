@@ -101,7 +101,7 @@ fn serve(mut stream: TcpStream, posts: &std::sync::atomic::AtomicUsize) {
             ("POST", _) => {
                 // The probe (the first POST) and every second request after it: the 401.
                 let n = posts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                if n % 2 == 0 {
+                if n.is_multiple_of(2) {
                     respond(
                         &mut stream,
                         "401 Unauthorized",

@@ -16,14 +16,11 @@ use crate::source::PreparedRequest;
 use crate::sse::SseParser;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use llmsurge_proto::http;
 use llmsurge_proto::{BackendConfig, ErrorKind, MonoNanos, Redaction, RequestError};
+use llmsurge_proto::{http, inert, limits};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
-
-/// The most of an error response body read for its message.
-const ERROR_BODY_LIMIT: usize = 64 << 10;
 
 /// Errors building the backend.
 #[derive(Debug, thiserror::Error)]
@@ -93,21 +90,38 @@ pub struct Exchange {
 impl Exchange {
     fn fail(&mut self, kind: ErrorKind, message: impl Into<String>) {
         self.end.get_or_insert_with(MonoNanos::now);
-        // Every failure's message passes here, and reaches reports and logs: a URL in it
-        // (reqwest names the one it sent to) loses its credentials and query values.
-        // The server's text is made one inert line here, once, for every destination
-        // (terminals, logs, tables): its escape sequences and line breaks become visible
-        // escapes, and the run's secrets (a gateway echoing the key) are scrubbed.
+        if self.error.is_some() {
+            return; // the first failure is the one kept
+        }
+        // Every failure's message passes here, and reaches reports, logs and the IPC
+        // batch: a URL in it (reqwest names the one it sent to) loses its credentials and
+        // query values, and the run's secrets (a gateway echoing the key) are scrubbed;
+        // the server's text is made one inert line, once, for every destination (its
+        // escape sequences and line breaks become visible escapes); and a long text is
+        // cut (after the redaction, so no part of a secret survives the cut), its length
+        // noted.
         let message = message.into();
         let message = match Redaction::default().text(&message) {
             std::borrow::Cow::Borrowed(_) => message,
             std::borrow::Cow::Owned(redacted) => redacted,
         };
-        let message = match llmsurge_proto::inert::terminal(&message) {
+        let message = match inert::terminal(&message) {
             std::borrow::Cow::Borrowed(_) => message,
             std::borrow::Cow::Owned(inert) => inert,
         };
-        self.error.get_or_insert(RequestError { kind, message });
+        let message = match inert::bounded(&message, limits::ERROR_MESSAGE) {
+            std::borrow::Cow::Borrowed(_) => message,
+            std::borrow::Cow::Owned(cut) => cut,
+        };
+        self.error = Some(RequestError { kind, message });
+    }
+
+    /// Fails the exchange for a response over `limit` bytes of `what`.
+    fn too_large(&mut self, what: &str, limit: usize) {
+        self.fail(
+            ErrorKind::ResponseTooLarge,
+            format!("{what} larger than {}", limits::describe(limit)),
+        );
     }
 
     fn apply(&mut self, info: ChunkInfo, at: MonoNanos) {
@@ -621,6 +635,18 @@ impl Backend {
                 ex.end = Some(at);
                 return;
             }
+            if let Some(limit) = parser.too_large() {
+                return ex.too_large("SSE event", limit);
+            }
+            if ex.token_times.len() > limits::STREAM_CHUNKS {
+                return ex.fail(
+                    ErrorKind::ResponseTooLarge,
+                    format!(
+                        "stream of more than {} chunks with tokens",
+                        limits::STREAM_CHUNKS
+                    ),
+                );
+            }
         }
         let at = MonoNanos::now();
         if parser.has_partial_event() {
@@ -669,6 +695,9 @@ impl Backend {
                 }
                 Ok(Some(Err(e))) => return ex.fail(ErrorKind::StreamBroken, e),
                 Ok(None) => break,
+                Ok(Some(Ok(piece))) if body.len() + piece.len() > limits::BODY => {
+                    return ex.too_large("response body", limits::BODY);
+                }
                 Ok(Some(Ok(piece))) => body.extend_from_slice(&piece),
             }
         }
@@ -775,11 +804,17 @@ impl<S: futures_util::Stream<Item = reqwest::Result<Bytes>>> Pieces for ReqwestS
     }
 }
 
+/// The start of an error response's body, for its message: at most
+/// [`limits::ERROR_BODY`] bytes; a longer body's rest is left unread (and its connection
+/// closed).
 async fn read_bounded(response: &mut impl Pieces, deadline: Instant) -> Vec<u8> {
     let mut body = Vec::new();
-    while body.len() < ERROR_BODY_LIMIT {
+    while body.len() < limits::ERROR_BODY {
         match timeout_at(deadline, response.next_piece()).await {
-            Ok(Some(Ok(piece))) => body.extend_from_slice(&piece),
+            Ok(Some(Ok(piece))) => {
+                let room = limits::ERROR_BODY - body.len();
+                body.extend_from_slice(&piece[..piece.len().min(room)]);
+            }
             _ => break,
         }
     }

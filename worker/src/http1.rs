@@ -40,7 +40,7 @@ const READ_MIN: usize = 1 << 10;
 /// Reads grow (doubling while each fills the buffer) up to this, for large bodies.
 const READ_MAX: usize = 32 << 10;
 /// A response head larger than this is refused as malformed.
-pub const HEAD_LIMIT: usize = 64 << 10;
+pub const HEAD_LIMIT: usize = llmsurge_proto::limits::RESPONSE_HEAD;
 /// The most headers a response head may have on the reqwest client (hyper's HTTP/1
 /// parser takes a count, not a size; each one allowed costs a few bytes per response).
 pub const MAX_HEADERS_REQWEST: usize = 1024;

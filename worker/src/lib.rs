@@ -43,8 +43,8 @@ use crate::reporter::Reporter;
 use crate::request_loop::Context;
 use llmsurge_proto::shm::stop_flags;
 use llmsurge_proto::{
-    FrameIoError, FrameReader, FrameWriter, FromWorker, MonoNanos, PROTOCOL_VERSION, Schedule,
-    SharedRegion, ToWorker, WorkerConfig,
+    FrameError, FrameIoError, FrameReader, FrameWriter, FromWorker, MonoNanos, PROTOCOL_VERSION,
+    Schedule, SharedRegion, ToWorker, UpdateBatch, WorkerConfig,
 };
 use std::cell::{Cell, RefCell};
 use std::os::fd::OwnedFd;
@@ -274,6 +274,7 @@ async fn run(
     let flush_now = Rc::new(Notify::new());
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let flusher = tokio::task::spawn_local(flush_loop(
+        cfg.worker_id,
         writer,
         reporter.clone(),
         cfg.flush_interval,
@@ -324,8 +325,34 @@ async fn run(
 
 /// Sends the reporter's batch every `interval` (or sooner when full), and control
 /// messages in order after the batch before them. Returns after sending `Finished`.
+///
+/// Reporting that fails ends the worker at once: a worker whose requests nobody counts
+/// must not go on loading the server. It says why on stderr and, when the channel still
+/// works (a batch that could not be encoded), in a `Failed` message, which the
+/// coordinator names as the worker's failure (its in-flight requests are counted
+/// `worker_died` with that reason).
 async fn flush_loop(
+    worker: u32,
     mut writer: FrameWriter<OwnedWriteHalf>,
+    reporter: Rc<RefCell<Reporter>>,
+    interval: Duration,
+    flush_now: Rc<Notify>,
+    control: mpsc::UnboundedReceiver<FromWorker>,
+) -> Result<(), WorkerError> {
+    match report(&mut writer, reporter, interval, flush_now, control).await {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let message = format!("reporting to the coordinator failed: {e}; load stopped");
+            eprintln!("llmsurge worker {worker}: {message}");
+            let _ = writer.send(&FromWorker::Failed { message }).await;
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The loop of [`flush_loop`]; returns its first failure.
+async fn report(
+    writer: &mut FrameWriter<OwnedWriteHalf>,
     reporter: Rc<RefCell<Reporter>>,
     interval: Duration,
     flush_now: Rc<Notify>,
@@ -340,7 +367,7 @@ async fn flush_loop(
         };
         let batch = reporter.borrow_mut().take_batch()?;
         if !batch.is_empty() || last_sent.elapsed() >= HEARTBEAT {
-            writer.send(&FromWorker::Update(batch)).await?;
+            send_batch(writer, batch).await?;
             last_sent = tokio::time::Instant::now();
         }
         match message {
@@ -353,5 +380,133 @@ async fn flush_loop(
                 }
             }
         }
+    }
+}
+
+/// Sends `batch`, in as many frames as it takes: a batch too large for one frame
+/// ([`llmsurge_proto::frame::MAX_FRAME_LEN`]) is split in two, again and again, until
+/// each part fits (records carry a server's text cut to a few KiB, so a part of one
+/// record always fits).
+async fn send_batch<W: tokio::io::AsyncWrite + Unpin>(
+    writer: &mut FrameWriter<W>,
+    batch: UpdateBatch,
+) -> Result<(), FrameIoError> {
+    // Parts still to send, the next one last.
+    let mut parts = vec![batch];
+    while let Some(part) = parts.pop() {
+        let message = FromWorker::Update(part);
+        match writer.send(&message).await {
+            Err(FrameIoError::Frame(FrameError::TooLarge(size))) => {
+                let FromWorker::Update(part) = message else {
+                    return Err(FrameIoError::Frame(FrameError::TooLarge(size)));
+                };
+                match part.split() {
+                    Ok((first, second)) => {
+                        tracing::debug!(size, "a batch over the frame limit, sent in two");
+                        parts.push(second);
+                        parts.push(first);
+                    }
+                    Err(_) => return Err(FrameIoError::Frame(FrameError::TooLarge(size))),
+                }
+            }
+            sent => sent?,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmsurge_proto::{
+        ErrorKind, Phase, RequestError, RequestRecord, RequestStarted, RequestStatus, TokenSource,
+        frame::MAX_FRAME_LEN,
+    };
+
+    /// A finished request whose record carries `message` as its error.
+    fn errored(slot: u64, message: &str) -> RequestRecord {
+        RequestRecord {
+            slot,
+            worker: 0,
+            status: RequestStatus::Errored,
+            error: Some(RequestError {
+                kind: ErrorKind::StreamBroken,
+                message: message.into(),
+            }),
+            scheduled: MonoNanos(slot),
+            start: Some(MonoNanos(slot)),
+            first_token: None,
+            first_content: None,
+            first_tool: None,
+            end: MonoNanos(slot + 1),
+            itl: None,
+            prompt_tokens: None,
+            output_tokens: 0,
+            output_tokens_source: TokenSource::Unknown,
+            reasoning_tokens: None,
+            streamed_tokens: 0,
+            max_output_tokens: None,
+            streamed: true,
+            phase: Phase::Measured,
+            late: false,
+            retried: false,
+            model: None,
+            session: None,
+            media: None,
+            prefill_wait: None,
+        }
+    }
+
+    /// A batch over the frame limit (many errors of a few KiB each in one flush) arrives
+    /// whole, in order, in frames that each fit; a worker never loses its reporting to
+    /// the size of what the server said.
+    #[test]
+    fn a_batch_over_the_frame_limit_arrives_whole_in_frames_that_fit() {
+        let message = "e".repeat(llmsurge_proto::limits::ERROR_MESSAGE);
+        let count = MAX_FRAME_LEN / message.len() + 1000;
+        let batch = UpdateBatch {
+            started: (0..count as u64)
+                .map(|slot| RequestStarted {
+                    slot,
+                    scheduled: MonoNanos(slot),
+                    start: MonoNanos(slot),
+                    model: None,
+                })
+                .collect(),
+            finished: (0..count as u64).map(|s| errored(s, &message)).collect(),
+            ..UpdateBatch::default()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let (frames, starts, slots) = rt.block_on(async {
+            let (a, b) = tokio::io::duplex(1 << 20);
+            let mut writer = FrameWriter::new(a);
+            let mut reader = FrameReader::new(b);
+            let send = async move {
+                send_batch(&mut writer, batch).await.expect("sent");
+            };
+            let read = async move {
+                let (mut frames, mut starts, mut slots) = (0, 0, Vec::new());
+                while let Some(m) = reader.next::<FromWorker>().await.expect("a frame") {
+                    let FromWorker::Update(part) = m else {
+                        panic!("an update")
+                    };
+                    assert!(
+                        slots.is_empty() || part.started.is_empty(),
+                        "every start in the first part"
+                    );
+                    frames += 1;
+                    starts += part.started.len();
+                    slots.extend(part.finished.iter().map(|r| r.slot));
+                }
+                (frames, starts, slots)
+            };
+            let ((), got) = tokio::join!(send, read);
+            got
+        });
+        assert!(frames >= 2, "{frames} frames");
+        assert_eq!(starts, count);
+        assert_eq!(slots, (0..count as u64).collect::<Vec<_>>());
     }
 }

@@ -8,9 +8,19 @@
 //! This runs for every token of every stream, so the common shape (`data: X\n\n`, whole
 //! inside one piece, as every OpenAI-compatible server sends it) is handed over straight
 //! from the piece without copying; anything else takes the general line-by-line path.
+//!
+//! What it buffers is bounded: an event (its unfinished line and its data together) over
+//! the limit ([`llmsurge_proto::limits::SSE_EVENT`]) stops the parser, which then says so
+//! ([`SseParser::too_large`]); a line without an end never grows it past the limit.
+
+use llmsurge_proto::limits;
+
+/// Buffers above this are given back after their event, so one large event does not
+/// hold its memory for the rest of the stream.
+const KEEP_CAPACITY: usize = 64 << 10;
 
 /// Incremental SSE parser state.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SseParser {
     /// Bytes of an unfinished line.
     line: Vec<u8>,
@@ -20,17 +30,58 @@ pub struct SseParser {
     has_data: bool,
     /// The previous piece ended in `\r`: a following `\n` belongs to it.
     pending_cr: bool,
+    /// The most bytes an event may buffer.
+    limit: usize,
+    /// An event grew over the limit: the parser stopped there.
+    too_large: bool,
+}
+
+impl Default for SseParser {
+    fn default() -> Self {
+        Self::with_limit(limits::SSE_EVENT)
+    }
 }
 
 impl SseParser {
-    /// A fresh parser.
+    /// A fresh parser with the SSE event limit.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// A fresh parser whose events may buffer at most `limit` bytes.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            line: Vec::new(),
+            data: Vec::new(),
+            has_data: false,
+            pending_cr: false,
+            limit,
+            too_large: false,
+        }
+    }
+
+    /// The limit an event grew over, once one did (the parser took nothing more since).
+    pub fn too_large(&self) -> Option<usize> {
+        self.too_large.then_some(self.limit)
+    }
+
+    /// Whether `more` bytes still fit the event being buffered; marks the parser stopped
+    /// when not.
+    fn fits(&mut self, more: usize) -> bool {
+        if self.line.len() + self.data.len() + more > self.limit {
+            self.too_large = true;
+        }
+        !self.too_large
+    }
+
     /// Feeds a piece of the stream; calls `on_data` with the data of every event it
-    /// completes. Stops early (returning `false`) when the callback returns `false`.
+    /// completes. Stops early (returning `false`) when the callback returns `false`, or
+    /// when an event grows over the limit ([`Self::too_large`]; every later push returns
+    /// `false` at once).
     pub fn push(&mut self, mut piece: &[u8], mut on_data: impl FnMut(&[u8]) -> bool) -> bool {
+        if self.too_large {
+            return false;
+        }
         // An empty piece (a zero-length HTTP/2 DATA frame) says nothing of what follows
         // the `\r`: only a non-empty one settles whether its first byte is the `\n`.
         if self.pending_cr && !piece.is_empty() {
@@ -51,6 +102,9 @@ impl SseParser {
                 continue;
             }
             let Some(end) = memchr::memchr2(b'\n', b'\r', piece) else {
+                if !self.fits(piece.len()) {
+                    return false;
+                }
                 self.line.extend_from_slice(piece);
                 break;
             };
@@ -66,11 +120,16 @@ impl SseParser {
             let keep_going = if self.line.is_empty() {
                 self.process_line(&piece[..end], &mut on_data)
             } else {
+                if !self.fits(end) {
+                    return false;
+                }
                 self.line.extend_from_slice(&piece[..end]);
                 let line = std::mem::take(&mut self.line);
                 let go = self.process_line(&line, &mut on_data);
-                self.line = line;
-                self.line.clear();
+                if line.capacity() <= KEEP_CAPACITY {
+                    self.line = line;
+                    self.line.clear();
+                }
                 go
             };
             if !keep_going {
@@ -94,6 +153,9 @@ impl SseParser {
             self.has_data = false;
             let go = on_data(&self.data);
             self.data.clear();
+            if self.data.capacity() > KEEP_CAPACITY {
+                self.data = Vec::new();
+            }
             return go;
         }
         if line[0] == b':' {
@@ -107,6 +169,11 @@ impl SseParser {
             None => (line, &[][..]),
         };
         if field == b"data" {
+            // Data lines add up: the event's data may not outgrow the limit either.
+            if self.data.len() + value.len() + 1 > self.limit {
+                self.too_large = true;
+                return false;
+            }
             if self.has_data {
                 self.data.push(b'\n');
             }
@@ -245,6 +312,41 @@ mod tests {
             });
         }
         assert_eq!(events, [b"a\nb".to_vec()]);
+    }
+
+    #[test]
+    fn an_event_over_the_limit_stops_the_parser_however_it_grows() {
+        // A line without an end, in small pieces: buffered up to the limit, no further.
+        let mut p = SseParser::with_limit(100);
+        let mut events = 0;
+        let mut pushed = 0;
+        while p.push(b"data: xxxxxxxxxxxxxxxx", |_| {
+            events += 1;
+            true
+        }) {
+            pushed += 1;
+            assert!(pushed < 100, "the parser never stopped");
+        }
+        assert_eq!(p.too_large(), Some(100));
+        assert!(p.line.len() <= 100, "{} bytes buffered", p.line.len());
+        assert!(!p.push(b"\n\n", |_| true), "a stopped parser stays stopped");
+        assert_eq!(events, 0);
+        // Many short data lines of one event add up the same way.
+        let mut p = SseParser::with_limit(100);
+        let lines = b"data: 0123456789\n".repeat(20);
+        assert!(!p.push(&lines, |_| true));
+        assert_eq!(p.too_large(), Some(100));
+        // Events under the limit pass, however many come.
+        let mut p = SseParser::with_limit(100);
+        let mut n = 0;
+        let event = b"data: 0123456789\ndata: 0123456789\n\n".repeat(50);
+        for piece in event.chunks(7) {
+            assert!(p.push(piece, |_| {
+                n += 1;
+                true
+            }));
+        }
+        assert_eq!((n, p.too_large()), (50, None));
     }
 
     mod properties {

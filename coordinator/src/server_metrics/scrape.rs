@@ -8,13 +8,10 @@
 use super::parse::parse;
 use super::summary::{ScrapeLog, Snapshot};
 use super::{ProfilerConfig, ScrapeConfig};
-use llmsurge_proto::{MonoNanos, http};
+use llmsurge_proto::{MonoNanos, http, limits};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
-
-/// The largest `/metrics` body read (a large vLLM deployment publishes well under 1 MiB).
-const MAX_BODY: usize = 32 << 20;
 
 /// A failed scrape: its kind (`timeout`, `connect`, `status`, `parse`) and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,17 +75,15 @@ pub async fn scrape_once(
             });
         }
         // Read with a bound: a URL that is not a metrics endpoint may stream forever.
-        let mut response = response;
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(transport)? {
-            if body.len() + chunk.len() > MAX_BODY {
-                return Err(ScrapeFailure {
+        let body = http::read_limited(response, limits::METRICS_PAGE)
+            .await
+            .map_err(|e| match e {
+                http::LimitedReadError::Transport(e) => transport(e),
+                too_large => ScrapeFailure {
                     kind: "parse",
-                    message: format!("the answer is larger than {} MiB", MAX_BODY >> 20),
-                });
-            }
-            body.extend_from_slice(&chunk);
-        }
+                    message: format!("the answer is {too_large}"),
+                },
+            })?;
         Ok(String::from_utf8_lossy(&body).into_owned())
     };
     let body = tokio::time::timeout(cfg.timeout, fetch)

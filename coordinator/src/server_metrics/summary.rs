@@ -45,10 +45,13 @@ impl ScrapeLog {
             None => self.errors.push(ScrapeErrorEntry {
                 kind: kind.into(),
                 count: 1,
-                // Reported: a URL in it loses credentials and query values.
-                sample: llmsurge_proto::Redaction::default()
-                    .text(&message)
-                    .into_owned(),
+                // Reported: a URL in it loses credentials and query values, and a
+                // server's text in it is cut to a few KiB.
+                sample: llmsurge_proto::inert::bounded(
+                    &llmsurge_proto::Redaction::default().text(&message),
+                    llmsurge_proto::limits::ERROR_MESSAGE,
+                )
+                .into_owned(),
             }),
         }
     }

@@ -576,7 +576,10 @@ async fn run(
                         any_failed = true;
                     }
                     Err(e) => {
-                        crate::stdout::eprintln(&format!("{}: cannot run llmsurge: {e}", point_name(serve, b)));
+                        crate::stdout::eprintln(&format!(
+                            "{}: cannot run llmsurge: {e}",
+                            point_name(serve, b)
+                        ));
                         any_failed = true;
                     }
                 }

@@ -703,7 +703,11 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                     interrupted = true;
                 }
                 Some(Measured::ServerDied(why)) => {
-                    crate::stdout::eprintln(&format!("{}: {}", point_name(serve, b), terminal(&why)));
+                    crate::stdout::eprintln(&format!(
+                        "{}: {}",
+                        point_name(serve, b),
+                        terminal(&why)
+                    ));
                     let tail = server_tail();
                     for r in &mut rows {
                         r.log_tail = tail.clone();
@@ -717,7 +721,11 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                     break;
                 }
                 Some(Measured::Failed(why)) => {
-                    crate::stdout::eprintln(&format!("{}: {}", point_name(serve, b), terminal(&why)));
+                    crate::stdout::eprintln(&format!(
+                        "{}: {}",
+                        point_name(serve, b),
+                        terminal(&why)
+                    ));
                     report.rows.append(&mut rows);
                     any_failed = true;
                 }
