@@ -153,7 +153,11 @@ impl ErrorTail {
             last_success_s: last_success.since(t0).as_secs_f64(),
             errored: n,
             span_s,
-            reason: self.last.as_ref().map(|(_, r)| r.clone()).unwrap_or_default(),
+            reason: self
+                .last
+                .as_ref()
+                .map(|(_, r)| r.clone())
+                .unwrap_or_default(),
         })
     }
 }
@@ -265,7 +269,7 @@ pub fn unsound_reasons(b: &BenchmarkResult) -> Vec<String> {
         b.workers
             .iter()
             .filter(|w| w.died)
-            .map(|w| format!("worker {} (pid {}) {}", w.id, w.pid, w.outcome)),
+            .map(|w| format!("{} (pid {})", w.outcome, w.pid)),
     );
     if b.interrupted {
         out.push("interrupted: partial results".into());
@@ -330,8 +334,9 @@ mod tests {
         assert!((lost.span_s - 2.0).abs() < 1e-9, "{lost:?}");
         assert_eq!(lost.reason, "connect: connection refused");
         assert!(
-            lost.sentence()
-                .starts_with("the server was lost at 2.0 s: no request sent from then on succeeded (100 errored"),
+            lost.sentence().starts_with(
+                "the server was lost at 2.0 s: no request sent from then on succeeded (100 errored"
+            ),
             "{}",
             lost.sentence()
         );
@@ -366,12 +371,20 @@ mod tests {
         assert_eq!(verdict(&none, 2500), None);
         // Half the requests failed all along: 13 in a row (1e-4) is chance.
         let mut flaky: Vec<RequestRecord> = (0..200)
-            .map(|i| record(i * 20, (i % 2 == 1).then_some(ErrorKind::Http { status: 500 })))
+            .map(|i| {
+                record(
+                    i * 20,
+                    (i % 2 == 1).then_some(ErrorKind::Http { status: 500 }),
+                )
+            })
             .collect();
-        flaky.extend((0..12).map(|i| record(4000 + i * 100, Some(ErrorKind::Http { status: 500 }))));
+        flaky
+            .extend((0..12).map(|i| record(4000 + i * 100, Some(ErrorKind::Http { status: 500 }))));
         assert_eq!(verdict(&flaky, 5200), None);
         // ... 26 in a row (1e-8) is not.
-        flaky.extend((12..25).map(|i| record(4000 + i * 100, Some(ErrorKind::Http { status: 500 }))));
+        flaky.extend(
+            (12..25).map(|i| record(4000 + i * 100, Some(ErrorKind::Http { status: 500 }))),
+        );
         assert!(verdict(&flaky, 6500).is_some());
     }
 

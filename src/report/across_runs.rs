@@ -93,7 +93,7 @@ pub struct RunsVerdict {
 pub struct LeftOut {
     /// The run (from 0, as the benchmark's `run`).
     pub run: u32,
-    /// Why, one reason each (`worker 1 (pid 4242) died: signal 9`).
+    /// Why, one reason each (`worker 1 died: signal 9 (pid 4242)`).
     pub reasons: Vec<String>,
 }
 

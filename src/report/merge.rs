@@ -652,7 +652,7 @@ fn merge_server_lost(
             .map(|(o, l)| o + l.last_success_s)
             .fold(f64::NEG_INFINITY, f64::max),
         errored: lost.iter().map(|(_, l)| l.errored).sum(),
-        span_s: measured_end - start - at_s,
+        span_s: (measured_end - start - at_s).max(0.0),
         reason: latest.reason.clone(),
     })
 }
@@ -988,6 +988,38 @@ mod tests {
 
     fn err(reports: Vec<Report>, allow_partial: bool) -> String {
         merge(named(reports), allow_partial).expect_err("refused").0
+    }
+
+    #[test]
+    fn a_server_lost_by_every_shard_is_lost_in_the_merge_and_only_then() {
+        use llmsurge_coordinator::validity::ServerLost;
+        let lost = |at_s: f64, errored: u64| ServerLost {
+            at_s,
+            last_success_s: at_s - 0.1,
+            errored,
+            span_s: 2.0,
+            reason: format!("connect: refused at {at_s}"),
+        };
+        let mut a = shard(0, 2);
+        let mut b = shard(1, 2);
+        a.benchmarks[0].server_lost = Some(lost(5.0, 40));
+        b.benchmarks[0].server_lost = Some(lost(4.9, 30));
+        let merged = merge(named(vec![a.clone(), b.clone()]), false).expect("merges");
+        let m = merged.benchmarks[0].server_lost.clone().expect("lost");
+        // Shard 1 started 0.3 s later: its 4.9 s is 5.2 s of the merged benchmark.
+        assert!((m.at_s - 5.2).abs() < 1e-6, "{m:?}");
+        assert!((m.last_success_s - 5.1).abs() < 1e-6, "{m:?}");
+        assert_eq!(m.errored, 70);
+        assert_eq!(m.reason, "connect: refused at 4.9");
+        assert!(
+            crate::cli::run::invalid_run(&merged.benchmarks)
+                .iter()
+                .any(|l| l.contains("the server was lost at 5.2 s"))
+        );
+        // One shard still served: not lost.
+        b.benchmarks[0].server_lost = None;
+        let merged = merge(named(vec![a, b]), false).expect("merges");
+        assert_eq!(merged.benchmarks[0].server_lost, None);
     }
 
     #[test]
