@@ -484,6 +484,32 @@ mod tests {
     }
 
     #[test]
+    fn a_log_on_a_full_device_says_it_holds_nothing_and_keeps_counting() {
+        let mut log = RequestLog::create(Path::new("/dev/full")).expect("open /dev/full");
+        for slot in 0..3 {
+            log.write(&RequestEntry::new(
+                0,
+                &record(slot, RequestStatus::Completed),
+                &anchor(),
+            ));
+        }
+        let e = log.flush().expect_err("no space on /dev/full");
+        assert_eq!(e.written, 0);
+        assert!(
+            e.to_string()
+                .ends_with("(os error 28); it holds the first 0 requests whole"),
+            "{e}"
+        );
+        log.write(&RequestEntry::new(
+            0,
+            &record(3, RequestStatus::Completed),
+            &anchor(),
+        ));
+        assert!(log.flush().is_err());
+        assert_eq!((log.lines(), log.written()), (4, 0));
+    }
+
+    #[test]
     fn the_log_writes_one_line_per_request() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("sub/requests.jsonl");

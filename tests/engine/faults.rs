@@ -454,7 +454,7 @@ fn a_server_killed_mid_run_makes_the_run_invalid_from_the_instant_it_was_lost() 
     assert!(at <= after_death + slack, "lost at {at}, dead by {dead_at}");
     // No request sent from then on succeeded, and every one that errored is counted
     // (one in flight at the time limit may be cancelled instead).
-    let tail: Vec<&RequestEntry> = log.iter().filter(|e| sent(e) >= at - slack).collect();
+    let tail: Vec<&RequestEntry> = log.iter().filter(|e| sent(e) > last_success).collect();
     assert!(!tail.iter().any(completed), "{tail:?}");
     let errored = tail
         .iter()
