@@ -8,7 +8,8 @@ pub const RUN_FAILED: i32 = 1;
 pub const USAGE: i32 = 2;
 /// An SLO or a regression gate failed.
 pub const GATE_FAILED: i32 = 3;
-/// The run is not valid: no request succeeded, or the client itself was the bottleneck.
+/// The run is not valid: no request succeeded, the client itself was the bottleneck, or
+/// the server was lost mid-run (see `llmsurge_coordinator::validity`).
 pub const INVALID_RUN: i32 = 4;
 /// The run was interrupted (Ctrl-C); the report of what completed was still written.
 pub const INTERRUPTED: i32 = 130;

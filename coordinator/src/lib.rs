@@ -37,6 +37,7 @@ pub mod state;
 pub mod steady;
 pub mod strategy;
 pub mod timeseries;
+pub mod validity;
 
 pub use constraints::{Limits, StopAction, StopReason};
 pub use error::CoordinatorError;

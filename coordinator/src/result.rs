@@ -362,6 +362,11 @@ pub struct BenchmarkResult {
     pub shards: Vec<ShardHealth>,
     /// The workers.
     pub workers: Vec<WorkerOutcome>,
+    /// The server stopped answering mid-run: every measured request sent from an instant
+    /// on errored ([`crate::validity`]); the run is invalid. Absent otherwise (and from
+    /// reports older than the rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_lost: Option<crate::validity::ServerLost>,
     /// The end-of-benchmark check of the request books. Absent from reports older than
     /// it (read as unset) and left out when unset, so those reports round-trip as they were.
     #[serde(default, skip_serializing_if = "Audit::is_unset")]
@@ -472,6 +477,13 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
 
     let duration_s = ctx.end.since(ctx.t0).as_secs_f64();
     let client = client_health(state, &ctx, &metrics, duration_s);
+    let server_lost = state.error_tail.server_lost(
+        ctx.t0,
+        m.last_end,
+        m.completed,
+        m.errored,
+        ctx.stop_reason.as_ref(),
+    );
     BenchmarkResult {
         index: ctx.index,
         strategy: ctx.strategy,
@@ -534,6 +546,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         class_histograms: encode_class_histograms(&state.metrics),
         shards: Vec::new(),
         workers: ctx.workers,
+        server_lost,
         audit: Audit::default(),
         rate_estimate: None,
         server_metrics: None,

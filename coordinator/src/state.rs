@@ -306,6 +306,8 @@ pub struct WorkerGroupState {
     pub token_sources: TokenSources,
     /// Per-second series.
     pub timeseries: TimeSeries,
+    /// The measured requests sent after the last success, for the server-lost verdict.
+    pub error_tail: crate::validity::ErrorTail,
     /// Latencies by the second requests started in, for the steady-state window.
     pub steady: crate::steady::SteadyCollector,
     /// Per-request goodput thresholds, when set.
@@ -342,6 +344,7 @@ impl WorkerGroupState {
             measured: MeasuredTotals::default(),
             token_sources: TokenSources::default(),
             timeseries: TimeSeries::new(t0),
+            error_tail: crate::validity::ErrorTail::default(),
             steady: crate::steady::SteadyCollector::new(t0),
             goodput: None,
             good_requests: 0,
@@ -495,6 +498,7 @@ impl WorkerGroupState {
             p.add(r);
         }
         self.timeseries.add(r);
+        self.error_tail.add(r);
         self.steady.add(r);
         self.measured.add(r);
         if let Some(spec) = &self.goodput {

@@ -531,7 +531,11 @@ pub fn exit_code(
     let invalid = invalid_run(benchmarks);
     if !invalid.is_empty() {
         for why in &invalid {
-            crate::stdout::eprintln(&format!("invalid run: {why}"));
+            // A reason may quote the server (the error that lost it): one inert line.
+            crate::stdout::eprintln(&format!(
+                "invalid run: {}",
+                llmsurge_proto::inert::terminal(why)
+            ));
         }
         return exit_codes::INVALID_RUN;
     }
@@ -549,73 +553,17 @@ pub fn exit_code(
 }
 
 /// Why a finished run is invalid (exit 4), one line per rule that fired with its
-/// figures: no benchmark ran; a benchmark in which no request succeeded; a client that
-/// was the bottleneck (its dispatch lag, or a stream strategy's slow sends). Empty for a
-/// valid run.
+/// figures: no benchmark ran, or a benchmark's own verdicts
+/// ([`llmsurge_coordinator::validity::invalid_reasons`]: no request succeeded, the
+/// client was the bottleneck, the server was lost mid-run). Empty for a valid run.
 pub fn invalid_run(benchmarks: &[BenchmarkResult]) -> Vec<String> {
     if benchmarks.is_empty() {
         return vec!["no benchmark ran".into()];
     }
-    let mut out = Vec::new();
-    for b in benchmarks {
-        let label = b.strategy.to_string();
-        let r = &b.requests;
-        if r.completed == 0 && !estimated(b) {
-            let kinds: Vec<String> = b
-                .errors
-                .iter()
-                .map(|e| format!("{} ×{}", e.kind, e.count))
-                .collect();
-            let kinds = if kinds.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", kinds.join(", "))
-            };
-            out.push(format!(
-                "{label}: no request succeeded: 0 of {} completed, {} errored{kinds}, {} cancelled",
-                r.created, r.errored, r.cancelled
-            ));
-        }
-        if b.client.bottleneck {
-            let c = &b.client;
-            let mut why = Vec::new();
-            if c.late_requests == 0 && c.dispatch_lag_p99_ms > c.dispatch_lag_threshold_ms {
-                why.push(format!(
-                    "client dispatch lag p99 {:.1} ms > {} ms (--max-dispatch-lag): the client, not the server, set the pace",
-                    c.dispatch_lag_p99_ms, c.dispatch_lag_threshold_ms
-                ));
-            }
-            let e2e_mean = b
-                .metrics
-                .get("request_latency")
-                .map(|d| &d.successful)
-                .filter(|d| d.count > 0)
-                .map(|d| d.mean);
-            let streams = matches!(b.strategy.schedule(&b.settings), Schedule::Streams { .. });
-            if streams {
-                why.extend(llmsurge_coordinator::result::slow_stream_client(
-                    c, e2e_mean,
-                ));
-            }
-            if why.is_empty() {
-                // A merged report: a shard's client was the bottleneck.
-                why.push(format!(
-                    "the client was the bottleneck: {}",
-                    c.warnings.join("; ")
-                ));
-            }
-            out.extend(why.into_iter().map(|w| format!("{label}: {w}")));
-        }
-    }
-    out
-}
-
-/// A benchmark that completed nothing but from which a sweep or capacity search still
-/// estimated the server's rate (from the tokens it streamed): the run is not invalid for it.
-fn estimated(b: &BenchmarkResult) -> bool {
-    b.rate_estimate
-        .as_ref()
-        .is_some_and(|e| e.source == llmsurge_coordinator::profiles::RateSource::StreamedTokens)
+    benchmarks
+        .iter()
+        .flat_map(llmsurge_coordinator::validity::invalid_reasons)
+        .collect()
 }
 
 fn cores() -> u32 {

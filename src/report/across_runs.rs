@@ -7,6 +7,14 @@
 //! interval of the mean by Student's t with n − 1 degrees of freedom. A figure without a
 //! value in a run (TPOT of a non-streamed run) is left out of that run's sample, and out
 //! of `figures` altogether when no run has it: absent, never 0.
+//!
+//! A run whose benchmark cannot stand beside the others is left out of its figures and
+//! named with why in `left_out` (and on every output that shows the figures): it is
+//! invalid (nothing succeeded, the client was the bottleneck, the server was lost), a
+//! worker died in it (its load was cut short), or it was interrupted
+//! ([`llmsurge_coordinator::validity::unsound_reasons`]). Averaging such a run in would
+//! move the mean and widen the interval by a failure, not by run-to-run variance. The
+//! SLO tally keeps every run: a gate never forgets a run that failed.
 
 use llmsurge_coordinator::BenchmarkResult;
 use serde::{Deserialize, Serialize};
@@ -80,6 +88,15 @@ pub struct RunsVerdict {
     pub all_passed: bool,
 }
 
+/// A run left out of a position's figures across runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// The run (from 0, as the benchmark's `run`).
+    pub run: u32,
+    /// Why, one reason each (`worker 1 died: signal 9 (pid 4242)`).
+    pub reasons: Vec<String>,
+}
+
 /// One benchmark position across the runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AcrossRuns {
@@ -89,8 +106,12 @@ pub struct AcrossRuns {
     pub strategy: String,
     /// Runs that had this benchmark.
     pub runs: u32,
-    /// Statistics per headline figure; a figure no run had is absent.
+    /// Statistics per headline figure over the runs not left out; a figure none of them
+    /// had is absent.
     pub figures: BTreeMap<String, FigureStats>,
+    /// The runs left out of `figures`, and why. Empty (and left out) when none was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
     /// The SLO verdicts over the runs, when `--slo` was set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<RunsVerdict>,
@@ -137,10 +158,26 @@ pub fn compute(benchmarks: &[BenchmarkResult]) -> Vec<AcrossRuns> {
         .map(|index| {
             let runs: Vec<&BenchmarkResult> =
                 benchmarks.iter().filter(|b| b.index == index).collect();
+            let left_out: Vec<LeftOut> = runs
+                .iter()
+                .filter_map(|b| {
+                    let reasons = llmsurge_coordinator::validity::unsound_reasons(b);
+                    (!reasons.is_empty()).then(|| LeftOut {
+                        run: b.run.unwrap_or(0),
+                        reasons,
+                    })
+                })
+                .collect();
+            let averaged: Vec<&BenchmarkResult> = runs
+                .iter()
+                .copied()
+                .filter(|b| !left_out.iter().any(|l| Some(l.run) == b.run))
+                .collect();
             let figures = FIGURES
                 .iter()
                 .filter_map(|name| {
-                    let values: Vec<f64> = runs.iter().filter_map(|b| figure(b, name)).collect();
+                    let values: Vec<f64> =
+                        averaged.iter().filter_map(|b| figure(b, name)).collect();
                     stats(&values).map(|s| (name.to_string(), s))
                 })
                 .collect();
@@ -166,6 +203,7 @@ pub fn compute(benchmarks: &[BenchmarkResult]) -> Vec<AcrossRuns> {
                     .unwrap_or_default(),
                 runs: runs.len() as u32,
                 figures,
+                left_out,
                 slo,
             }
         })
@@ -226,12 +264,52 @@ pub fn slo_lines(across: &[AcrossRuns]) -> Vec<String> {
         .collect()
 }
 
-/// The console block: a table and the SLO lines.
+/// One line per position with runs left out of its figures: which runs, and why.
+pub fn left_out_lines(across: &[AcrossRuns]) -> Vec<String> {
+    across
+        .iter()
+        .filter(|a| !a.left_out.is_empty())
+        .map(|a| {
+            let runs: Vec<String> = a
+                .left_out
+                .iter()
+                .map(|l| format!("run {} ({})", l.run + 1, l.reasons.join("; ")))
+                .collect();
+            format!(
+                "{} #{}: {} of {} runs left out of the figures across runs: {}",
+                a.strategy,
+                a.benchmark + 1,
+                a.left_out.len(),
+                a.runs,
+                runs.join(", ")
+            )
+        })
+        .collect()
+}
+
+/// The lines below the table: the runs left out, then the SLO lines.
+pub fn notes(across: &[AcrossRuns]) -> Vec<String> {
+    let mut lines = left_out_lines(across);
+    lines.extend(slo_lines(across));
+    lines
+}
+
+/// The block's title (`Across 3 runs`), and what its means are over.
+fn heading(across: &[AcrossRuns]) -> (String, &'static str) {
+    let runs = across.iter().map(|a| a.runs).max().unwrap_or(0);
+    let over = if across.iter().any(|a| !a.left_out.is_empty()) {
+        "mean of the runs not left out below"
+    } else {
+        "mean of the runs"
+    };
+    (format!("Across {runs} runs"), over)
+}
+
+/// The console block: a table, the runs left out and the SLO lines.
 pub fn console(across: &[AcrossRuns]) -> String {
     if across.is_empty() {
         return String::new();
     }
-    let runs = across.iter().map(|a| a.runs).max().unwrap_or(0);
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
     t.set_header([
@@ -246,10 +324,11 @@ pub fn console(across: &[AcrossRuns]) -> String {
     for r in rows(across) {
         t.add_row(r);
     }
-    let mut out = format!("Across {runs} runs (mean of the runs; t-interval of the mean)\n{t}");
-    for line in slo_lines(across) {
+    let (title, over) = heading(across);
+    let mut out = format!("{title} ({over}; t-interval of the mean)\n{t}");
+    for line in notes(across) {
         out.push('\n');
-        out.push_str(&line);
+        out.push_str(&llmsurge_proto::inert::terminal(&line));
     }
     out
 }
@@ -259,15 +338,15 @@ pub fn markdown(across: &[AcrossRuns]) -> String {
     if across.is_empty() {
         return String::new();
     }
-    let runs = across.iter().map(|a| a.runs).max().unwrap_or(0);
+    let (title, over) = heading(across);
     let mut out = format!(
-        "\n## Across {runs} runs\n\nMean of the runs, sample std, coefficient of variation and the 95% t-interval of the mean.\n\n| Benchmark | Figure | Runs | Mean | Std | CV % | 95% CI |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+        "\n## {title}\n\nThe {over}, sample std, coefficient of variation and the 95% t-interval of the mean.\n\n| Benchmark | Figure | Runs | Mean | Std | CV % | 95% CI |\n| --- | --- | --- | --- | --- | --- | --- |\n"
     );
     for r in rows(across) {
         out.push_str(&format!("| {} |\n", r.join(" | ")));
     }
-    for line in slo_lines(across) {
-        out.push_str(&format!("\n{line}\n"));
+    for line in notes(across) {
+        out.push_str(&format!("\n{}\n", llmsurge_proto::inert::markdown(&line)));
     }
     out
 }
@@ -285,6 +364,7 @@ pub fn csv_names(across: &[AcrossRuns]) -> Vec<String> {
     }
     h.push("across_runs.slo.runs_passed".into());
     h.push("across_runs.slo.runs_judged".into());
+    h.push("repeat.left_out".into());
     h
 }
 
@@ -310,6 +390,12 @@ pub fn csv_values(across: &[AcrossRuns], b: &BenchmarkResult) -> Vec<String> {
     let slo = a.and_then(|a| a.slo.as_ref());
     row.push(slo.map(|s| s.passed.to_string()).unwrap_or_default());
     row.push(slo.map(|s| s.runs.to_string()).unwrap_or_default());
+    // Why this row's run is left out of the figures; empty when it is in them.
+    row.push(
+        a.and_then(|a| a.left_out.iter().find(|l| Some(l.run) == b.run))
+            .map(|l| l.reasons.join("; "))
+            .unwrap_or_default(),
+    );
     row
 }
 

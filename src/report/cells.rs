@@ -34,12 +34,15 @@ pub fn label(b: &BenchmarkResult) -> String {
     }
 }
 
-/// What a reader should know about a benchmark beyond its numbers: why it stopped, its
-/// errors by kind, the client's warnings, and dead workers.
+/// What a reader should know about a benchmark beyond its numbers: why it stopped, a
+/// server lost mid-run, its errors by kind, the client's warnings, and dead workers.
 pub fn notes(b: &BenchmarkResult) -> Vec<String> {
     let mut notes = Vec::new();
     if let Some(reason) = &b.stop_reason {
         notes.push(format!("stopped: {reason}"));
+    }
+    if let Some(lost) = &b.server_lost {
+        notes.push(format!("invalid: {}", lost.sentence()));
     }
     for e in &b.errors {
         let sample = e

@@ -109,6 +109,10 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
             }),
         ),
         ("run.interrupted", Box::new(move |r| b(r.interrupted))),
+        (
+            "run.server_lost_at_s",
+            Box::new(|r| opt_float(r.server_lost.as_ref().map(|l| l.at_s))),
+        ),
         ("run.workers", Box::new(|r| r.workers.len().to_string())),
         (
             "run.workers_died",

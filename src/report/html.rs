@@ -411,7 +411,7 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
         agent_hint => super::agent_traces::HINT,
         steady_lines => Serde(report.benchmarks.iter().flat_map(super::steady::lines).collect::<Vec<_>>()),
         across_rows => Serde(super::across_runs::rows(&report.across_runs)),
-        across_slo => Serde(super::across_runs::slo_lines(&report.across_runs)),
+        across_slo => Serde(super::across_runs::notes(&report.across_runs)),
         data => data,
         uplot_js => crate::packed::uplot_js(),
         uplot_css => UPLOT_CSS,

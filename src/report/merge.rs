@@ -498,6 +498,7 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
         .stop_time_s
         .map(|t| parts[stopper].start_time + t - m.start_time);
     m.interrupted = parts.iter().any(|b| b.interrupted);
+    m.server_lost = merge_server_lost(&parts, m.start_time, m.measured_window.end_time);
 
     let mut requests = Counts::default();
     let mut measured = MeasuredCounts::default();
@@ -618,6 +619,42 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
     m.slo = slo.map(|slo| slo.judge(&m));
     m.server_metrics = merge_server_metrics(shards, &parts, count, m.start_time);
     m
+}
+
+/// The server lost, when every shard that measured requests lost it: from the latest
+/// shard's instant on (counted from the merged start) none succeeded anywhere; the
+/// shards' errored tails summed (each from its own instant, so a few sent before the
+/// latest instant may be among them).
+fn merge_server_lost(
+    parts: &[&BenchmarkResult],
+    start: f64,
+    measured_end: f64,
+) -> Option<llmsurge_coordinator::validity::ServerLost> {
+    let measuring: Vec<&&BenchmarkResult> = parts
+        .iter()
+        .filter(|b| b.measured_requests.completed + b.measured_requests.errored > 0)
+        .collect();
+    let lost: Vec<(f64, &llmsurge_coordinator::validity::ServerLost)> = measuring
+        .iter()
+        .filter_map(|b| b.server_lost.as_ref().map(|l| (b.start_time - start, l)))
+        .collect();
+    if lost.is_empty() || lost.len() < measuring.len() {
+        return None;
+    }
+    let (offset, latest) = lost
+        .iter()
+        .max_by(|a, b| (a.0 + a.1.at_s).total_cmp(&(b.0 + b.1.at_s)))?;
+    let at_s = offset + latest.at_s;
+    Some(llmsurge_coordinator::validity::ServerLost {
+        at_s,
+        last_success_s: lost
+            .iter()
+            .map(|(o, l)| o + l.last_success_s)
+            .fold(f64::NEG_INFINITY, f64::max),
+        errored: lost.iter().map(|(_, l)| l.errored).sum(),
+        span_s: (measured_end - start - at_s).max(0.0),
+        reason: latest.reason.clone(),
+    })
 }
 
 /// The `--lora` models of a merged benchmark, matched by name (in the order the shards
@@ -951,6 +988,38 @@ mod tests {
 
     fn err(reports: Vec<Report>, allow_partial: bool) -> String {
         merge(named(reports), allow_partial).expect_err("refused").0
+    }
+
+    #[test]
+    fn a_server_lost_by_every_shard_is_lost_in_the_merge_and_only_then() {
+        use llmsurge_coordinator::validity::ServerLost;
+        let lost = |at_s: f64, errored: u64| ServerLost {
+            at_s,
+            last_success_s: at_s - 0.1,
+            errored,
+            span_s: 2.0,
+            reason: format!("connect: refused at {at_s}"),
+        };
+        let mut a = shard(0, 2);
+        let mut b = shard(1, 2);
+        a.benchmarks[0].server_lost = Some(lost(5.0, 40));
+        b.benchmarks[0].server_lost = Some(lost(4.9, 30));
+        let merged = merge(named(vec![a.clone(), b.clone()]), false).expect("merges");
+        let m = merged.benchmarks[0].server_lost.clone().expect("lost");
+        // Shard 1 started 0.3 s later: its 4.9 s is 5.2 s of the merged benchmark.
+        assert!((m.at_s - 5.2).abs() < 1e-6, "{m:?}");
+        assert!((m.last_success_s - 5.1).abs() < 1e-6, "{m:?}");
+        assert_eq!(m.errored, 70);
+        assert_eq!(m.reason, "connect: refused at 4.9");
+        assert!(
+            crate::cli::run::invalid_run(&merged.benchmarks)
+                .iter()
+                .any(|l| l.contains("the server was lost at 5.2 s"))
+        );
+        // One shard still served: not lost.
+        b.benchmarks[0].server_lost = None;
+        let merged = merge(named(vec![a, b]), false).expect("merges");
+        assert_eq!(merged.benchmarks[0].server_lost, None);
     }
 
     #[test]

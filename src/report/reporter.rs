@@ -88,6 +88,8 @@ pub struct RunReporter {
     /// `--slice`: the measured requests of the running benchmark.
     slices: Option<SliceCollector>,
     log: Option<RequestLog>,
+    /// The request log met a write error and stopped.
+    log_failed: bool,
     write_failed: bool,
     /// Files whose last write succeeded (the only ones "report written" may name).
     written: Vec<PathBuf>,
@@ -168,6 +170,7 @@ impl RunReporter {
                 super::timeline::MAX_DRAWN / info.planned.clamp(1, super::timeline::MAX_DRAWN),
             ),
             log,
+            log_failed: false,
             write_failed: false,
             written: Vec::new(),
             reported_failures: Vec::new(),
@@ -215,9 +218,10 @@ impl RunReporter {
             Err(e) => format!("error: cannot write the request log {path}: {e}"),
         };
         // The log stops at its first error: say so once.
-        if !self.write_failed {
+        if !self.log_failed {
             self.progress.println(&message);
         }
+        self.log_failed = true;
         self.write_failed = true;
     }
 
@@ -257,11 +261,21 @@ impl RunReporter {
                 eprintln!("{}", crate::report::written_message(path));
             }
             if let Some(log) = &self.log {
-                eprintln!(
-                    "request log written to {} ({} requests)",
-                    log.path().display(),
-                    log.lines()
-                );
+                if self.log_failed {
+                    // The error was said when it came; this is what the file holds.
+                    eprintln!(
+                        "error: the request log {} holds {} of the run's {} requests (cut short by a write error)",
+                        log.path().display(),
+                        log.written(),
+                        log.lines()
+                    );
+                } else {
+                    eprintln!(
+                        "request log written to {} ({} requests)",
+                        log.path().display(),
+                        log.lines()
+                    );
+                }
             }
         }
     }

@@ -15,7 +15,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One finished request, with wall-clock times (Unix seconds) and derived latencies (ms).
@@ -262,12 +262,56 @@ impl RequestSampler {
 }
 
 /// `--request-log`: every finished request as one JSON line, streamed to disk.
+///
+/// Lines are buffered and written out in whole-buffer writes; a write that fails (a full
+/// disk) can leave part of a line in the file, so the log cuts the file back to the end
+/// of its last whole line and stops. What it says afterwards is the truth: how many
+/// requests the file holds whole, and how many it was given.
 #[derive(Debug)]
 pub struct RequestLog {
     path: PathBuf,
-    writer: Option<BufWriter<File>>,
+    /// `None` once a write failed: the log stops there.
+    file: Option<File>,
+    /// Whole lines not yet written.
+    buf: Vec<u8>,
+    /// Requests given to the log.
     lines: u64,
-    error: Option<std::io::Error>,
+    /// Requests whose line is in the file whole.
+    written: u64,
+    /// Bytes of those lines: where the file ends once a cut line is removed.
+    written_bytes: u64,
+    error: Option<RequestLogError>,
+}
+
+/// Lines are written out once this much is buffered (and at every benchmark's end).
+const LOG_BUFFER: usize = 64 * 1024;
+
+/// Why the request log stopped, and what it holds.
+#[derive(Debug)]
+pub struct RequestLogError {
+    /// The write error.
+    pub source: std::io::Error,
+    /// Requests whose line the file holds whole.
+    pub written: u64,
+    /// Whether a line cut by the failed write is still at the file's end (removing it
+    /// failed too).
+    pub cut_line_left: bool,
+}
+
+impl std::fmt::Display for RequestLogError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}; it holds the first {} requests whole{}",
+            self.source,
+            self.written,
+            if self.cut_line_left {
+                ", then a cut line"
+            } else {
+                ""
+            }
+        )
+    }
 }
 
 impl RequestLog {
@@ -279,8 +323,11 @@ impl RequestLog {
         let file = File::create(path)?;
         Ok(Self {
             path: path.to_path_buf(),
-            writer: Some(BufWriter::with_capacity(64 * 1024, file)),
+            file: Some(file),
+            buf: Vec::with_capacity(LOG_BUFFER),
             lines: 0,
+            written: 0,
+            written_bytes: 0,
             error: None,
         })
     }
@@ -290,37 +337,82 @@ impl RequestLog {
         &self.path
     }
 
-    /// Lines written so far.
+    /// Requests given to the log so far.
     pub fn lines(&self) -> u64 {
         self.lines
     }
 
-    /// Appends one entry. After a write error the log stops; [`RequestLog::flush`] reports it.
+    /// Requests whose line is in the file whole (after the last flush).
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Appends one entry. After a write error the log stops (counting what it is given);
+    /// [`RequestLog::flush`] reports it.
     pub fn write(&mut self, entry: &RequestEntry) {
-        let Some(w) = self.writer.as_mut() else {
+        self.lines += 1;
+        if self.file.is_none() {
+            return;
+        }
+        let mark = self.buf.len();
+        if let Err(e) = serde_json::to_writer(&mut self.buf, entry) {
+            self.buf.truncate(mark);
+            self.stop(std::io::Error::other(e), false);
+            return;
+        }
+        self.buf.push(b'\n');
+        if self.buf.len() >= LOG_BUFFER {
+            self.write_out();
+        }
+    }
+
+    /// Writes the buffered lines to the file; on a failure, cuts the file back to its
+    /// last whole line and stops.
+    fn write_out(&mut self) {
+        let Some(file) = self.file.as_mut() else {
             return;
         };
-        let result = serde_json::to_writer(&mut *w, entry)
-            .map_err(std::io::Error::other)
-            .and_then(|()| w.write_all(b"\n"));
-        match result {
-            Ok(()) => self.lines += 1,
-            Err(e) => self.fail(e),
-        }
+        let mut done = 0;
+        let failure = loop {
+            if done == self.buf.len() {
+                break None;
+            }
+            match file.write(&self.buf[done..]) {
+                Ok(0) => break Some(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Some(e),
+            }
+        };
+        // The lines that reached the file whole.
+        let whole = self.buf[..done]
+            .iter()
+            .rposition(|&c| c == b'\n')
+            .map_or(0, |i| i + 1);
+        self.written += self.buf[..whole].iter().filter(|&&c| c == b'\n').count() as u64;
+        self.written_bytes += whole as u64;
+        let Some(e) = failure else {
+            self.buf.clear();
+            return;
+        };
+        // Part of a line went out: cut it (freeing space never needs space).
+        let cut_line_left = done > whole && file.set_len(self.written_bytes).is_err();
+        self.stop(e, cut_line_left);
     }
 
-    fn fail(&mut self, e: std::io::Error) {
-        self.writer = None;
-        self.error.get_or_insert(e);
+    fn stop(&mut self, source: std::io::Error, cut_line_left: bool) {
+        self.file = None;
+        self.buf = Vec::new();
+        self.error.get_or_insert(RequestLogError {
+            source,
+            written: self.written,
+            cut_line_left,
+        });
     }
 
-    /// Writes out what is buffered; returns the first error the log met, if any.
-    pub fn flush(&mut self) -> Result<(), &std::io::Error> {
-        if let Some(w) = self.writer.as_mut()
-            && let Err(e) = w.flush()
-        {
-            self.fail(e);
-        }
+    /// Writes out what is buffered; returns the error that stopped the log, if any.
+    pub fn flush(&mut self) -> Result<(), &RequestLogError> {
+        self.write_out();
         match &self.error {
             Some(e) => Err(e),
             None => Ok(()),
@@ -389,6 +481,32 @@ mod tests {
         // The next benchmark starts empty.
         s.start(1);
         assert!(s.finish().successful.is_empty());
+    }
+
+    #[test]
+    fn a_log_on_a_full_device_says_it_holds_nothing_and_keeps_counting() {
+        let mut log = RequestLog::create(Path::new("/dev/full")).expect("open /dev/full");
+        for slot in 0..3 {
+            log.write(&RequestEntry::new(
+                0,
+                &record(slot, RequestStatus::Completed),
+                &anchor(),
+            ));
+        }
+        let e = log.flush().expect_err("no space on /dev/full");
+        assert_eq!(e.written, 0);
+        assert!(
+            e.to_string()
+                .ends_with("(os error 28); it holds the first 0 requests whole"),
+            "{e}"
+        );
+        log.write(&RequestEntry::new(
+            0,
+            &record(3, RequestStatus::Completed),
+            &anchor(),
+        ));
+        assert!(log.flush().is_err());
+        assert_eq!((log.lines(), log.written()), (4, 0));
     }
 
     #[test]

@@ -461,3 +461,76 @@ fn prompt_lengths_the_server_counts_differently_are_reported() {
         }
     }
 }
+
+#[test]
+fn a_request_log_cut_by_a_full_disk_keeps_whole_lines_and_says_how_many() {
+    use nix::sys::resource::{Resource, setrlimit};
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    use std::os::unix::process::CommandExt;
+    const REQUESTS: u64 = 300;
+    // The file-size limit stops a write part-way, then fails it (EFBIG), as a disk that
+    // fills up does (ENOSPC), for root too; SIGXFSZ ignored, so the write fails rather
+    // than killing the process. About 30 of the 300 lines fit.
+    const LIMIT: u64 = 20_000;
+    let server = mock(MockConfig::instant());
+    let (child, dir) = Bench::on(&server)
+        .concurrent(4)
+        .max_requests(REQUESTS)
+        .data("prompt_tokens=16,output_tokens=8")
+        .request_log("requests.jsonl")
+        // No report file: only the log meets the limit.
+        .outputs("console")
+        .start(|cmd| {
+            // SAFETY: setrlimit and sigaction are async-signal-safe and touch only the
+            // child's own limits and dispositions; the closure allocates nothing.
+            unsafe {
+                cmd.pre_exec(|| {
+                    signal(Signal::SIGXFSZ, SigHandler::SigIgn).map_err(std::io::Error::from)?;
+                    setrlimit(Resource::RLIMIT_FSIZE, LIMIT, LIMIT).map_err(std::io::Error::from)
+                });
+            }
+        });
+    let run = crate::support::wait_run(child, dir);
+    assert_eq!(
+        run.code(),
+        1,
+        "a log that cannot be written fails the run: {}",
+        run.stderr
+    );
+    // The load went on: the mock served every request.
+    assert_eq!(server.stats().completed, REQUESTS);
+    let path = run.dir.path().join("requests.jsonl");
+    let text = std::fs::read_to_string(&path).expect("the log");
+    // Whole lines only: the cut one was removed.
+    assert!(
+        text.ends_with('\n'),
+        "a cut last line: {:?}",
+        &text[text.len().saturating_sub(80)..]
+    );
+    let entries: Vec<llmsurge::report::RequestEntry> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a whole entry"))
+        .collect();
+    let whole = entries.len() as u64;
+    assert!(whole > 0 && whole < REQUESTS, "{whole} lines");
+    // Said once when it happened, and what the file holds at the end; never "written".
+    let shown = path.display().to_string();
+    let at_failure = format!(
+        "error: cannot write the request log {shown}: File too large (os error 27); it holds the first {whole} requests whole"
+    );
+    assert_eq!(
+        run.stderr.matches("cannot write the request log").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains(&at_failure), "{}", run.stderr);
+    let at_end =
+        format!("error: the request log {shown} holds {whole} of the run's {REQUESTS} requests");
+    assert!(run.stderr.contains(&at_end), "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("request log written"),
+        "{}",
+        run.stderr
+    );
+}

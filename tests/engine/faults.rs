@@ -303,3 +303,199 @@ fn a_server_restarted_mid_run_costs_only_the_requests_sent_while_it_was_down() {
         );
     }
 }
+
+/// `llmsurge mock-server` in a process of its own, so a test can SIGKILL it as a crash
+/// would; killed on drop if the test did not.
+struct MockProcess {
+    child: std::process::Child,
+    url: String,
+    port: u16,
+}
+
+impl MockProcess {
+    /// Starts `llmsurge mock-server --port 0 ARGS` and waits for its listening line.
+    fn start(args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut child = crate::support::llmsurge()
+            .args(["mock-server", "--port", "0"])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the mock starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            let _ = tx.send(lines.next().and_then(Result::ok).unwrap_or_default());
+            // Drained to its end, so the mock never writes into a full pipe.
+            lines.for_each(drop);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the mock's listening line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("not a listening line: {line:?}"))
+            .to_string();
+        let port = url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.trim_end_matches('/').parse().ok())
+            .unwrap_or_else(|| panic!("no port in {url}"));
+        MockProcess { child, url, port }
+    }
+
+    /// Responses the mock sent to their end (its `/stats`); 0 when it does not answer.
+    fn completed(&self) -> u64 {
+        crate::sweep::http_get(self.port, "/stats")
+            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+            .and_then(|stats| stats["completed"].as_u64())
+            .unwrap_or(0)
+    }
+
+    /// SIGKILLs it and waits for it to be gone; the instant it certainly was, Unix seconds.
+    fn kill(&mut self) -> f64 {
+        use nix::sys::signal::{Signal, kill};
+        kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            Signal::SIGKILL,
+        )
+        .expect("SIGKILL the mock");
+        self.child.wait().expect("the mock ends");
+        unix_now()
+    }
+}
+
+impl Drop for MockProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_server_killed_mid_run_makes_the_run_invalid_from_the_instant_it_was_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record = dir.path().join("record.jsonl");
+    let record_arg = record.display().to_string();
+    let mut server = MockProcess::start(&[
+        "--instant",
+        "--record",
+        &record_arg,
+        "--record-header",
+        "x-request-id",
+    ]);
+    let (child, out) = Bench::target(&server.url)
+        .constant(40)
+        .max_seconds(5)
+        .request_timeout("5s")
+        .data(DATA)
+        .request_log("requests.jsonl")
+        .outputs("json,csv,html,console")
+        .start(|_| {});
+    wait_for("40 responses served", || server.completed() >= 40);
+    let dead_at = server.kill();
+    let run = wait_run(child, out);
+    let report = ended_with(&run, llmsurge::exit_codes::INVALID_RUN);
+    let b = &report.benchmarks[0];
+    let lost = b
+        .server_lost
+        .as_ref()
+        .unwrap_or_else(|| panic!("no server_lost: {:?}\n{}", b.requests, run.stderr));
+
+    // The truth: which requests reached the mock (its --record, written as each
+    // arrives, so a SIGKILL keeps it), joined with the client's log on the request id.
+    let reached: std::collections::HashSet<String> = crate::support::recorded(&record)
+        .iter()
+        .filter_map(|l| l["headers"]["x-request-id"].as_str().map(str::to_string))
+        .collect();
+    let log = read_log(&run.dir.path().join("requests.jsonl"));
+    assert_eq!(log.len() as u64, b.requests.created);
+    let sent = |e: &RequestEntry| e.start_time.unwrap_or(e.scheduled_time);
+    let completed = |e: &&RequestEntry| e.status == llmsurge_proto::RequestStatus::Completed;
+    // Every success was served by the mock.
+    for e in log.iter().filter(completed) {
+        let id = e.request_id.as_deref().expect("request ids are sent");
+        assert!(
+            reached.contains(id),
+            "{id} completed, the mock never saw it"
+        );
+    }
+    // The last success the mock served and the first failure sent after it bound the
+    // instant: it is that first failure's send.
+    let last_success = log
+        .iter()
+        .filter(completed)
+        .map(sent)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let first_failure = log
+        .iter()
+        .filter(|e| e.error_kind.is_some() && sent(e) > last_success)
+        .map(sent)
+        .fold(f64::INFINITY, f64::min);
+    let at = b.start_time + lost.at_s;
+    // The report's clock anchor and the log's are read apart: microseconds.
+    let slack = 1e-3;
+    assert!(
+        last_success < at && (at - first_failure).abs() < slack,
+        "lost at {at}, last success sent at {last_success}, first failure after it at {first_failure}"
+    );
+    assert!((b.start_time + lost.last_success_s - last_success).abs() < slack);
+    // No later than the first request sent once the mock was certainly dead.
+    let after_death = log
+        .iter()
+        .map(sent)
+        .filter(|&t| t >= dead_at)
+        .fold(f64::INFINITY, f64::min);
+    assert!(after_death.is_finite(), "nothing was sent after the kill");
+    assert!(at <= after_death + slack, "lost at {at}, dead by {dead_at}");
+    // No request sent from then on succeeded, and every one that errored is counted
+    // (one in flight at the time limit may be cancelled instead).
+    let tail: Vec<&RequestEntry> = log.iter().filter(|e| sent(e) > last_success).collect();
+    assert!(!tail.iter().any(completed), "{tail:?}");
+    let errored = tail
+        .iter()
+        .filter(|e| e.status == llmsurge_proto::RequestStatus::Errored)
+        .count();
+    assert_eq!(lost.errored, errored as u64);
+    assert!(lost.errored >= 10 && lost.span_s >= 1.0, "{lost:?}");
+    // Those the mock saw at all reached it while it lived (in flight at the kill).
+    for e in &tail {
+        if e.request_id
+            .as_deref()
+            .is_some_and(|id| reached.contains(id))
+        {
+            assert!(sent(e) <= dead_at, "{e:?} reached a dead mock");
+        }
+    }
+    assert!(lost.reason.starts_with("connect: "), "{lost:?}");
+    // Said on stderr, in the report's invalid_run, the console, the CSV and the HTML.
+    let line = format!(
+        "invalid run: constant@40: the server was lost at {:.1} s",
+        lost.at_s
+    );
+    assert!(run.stderr.contains(&line), "{}", run.stderr);
+    assert!(
+        report
+            .invalid_run
+            .iter()
+            .any(|l| l.contains("the server was lost at")),
+        "{:?}",
+        report.invalid_run
+    );
+    assert!(
+        run.stdout.contains("invalid: the server was lost at"),
+        "{}",
+        run.stdout
+    );
+    let csv = run.csv_first_row().cell("run.server_lost_at_s");
+    assert!(
+        (csv.parse::<f64>().expect("a number") - lost.at_s).abs() < 1e-9,
+        "{csv}"
+    );
+    let html = std::fs::read_to_string(run.dir.path().join("benchmarks.html")).expect("html");
+    assert!(html.contains("the server was lost at"));
+}

@@ -607,3 +607,95 @@ fn merged_shards_of_repeated_runs_keep_their_runs_and_recompute_across_runs() {
     assert_eq!(runs, [0, 1]);
     assert_across_runs_recompute(&report, 2);
 }
+
+#[test]
+fn a_run_a_dead_worker_cut_short_is_left_out_of_across_runs_and_named() {
+    use nix::sys::signal::{Signal, kill};
+    // Requests of ~300 ms on 4 streams over 2 workers: several always in flight.
+    let server = mock(MockConfig {
+        ttft_ms: 100.0,
+        itl_ms: 10.0,
+        output_tokens: 20,
+        ..MockConfig::instant()
+    });
+    let (child, dir) = Bench::on(&server)
+        .concurrent(4)
+        .workers(2)
+        .data("prompt_tokens=16,output_tokens=20")
+        .max_seconds(3)
+        .repeat(3)
+        // The others carry on: a run that exits 0 and would be averaged in unnoticed.
+        .arg("--on-worker-failure", "continue")
+        .outputs("json,csv,markdown,html,console")
+        .start(|_| {});
+    // The first run's workers; one of them killed once requests are in flight.
+    let workers = crate::support::wait_for_children(child.id(), 2);
+    crate::support::wait_in_flight(&server, 4);
+    kill(super::signals::pid(workers[0]), Signal::SIGKILL).expect("kill the worker");
+    let run = crate::support::wait_run(child, dir);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let report = json(&run.report_path());
+    let benchmarks = report["benchmarks"].as_array().expect("benchmarks");
+    let died = |b: &Value| {
+        b["workers"]
+            .as_array()
+            .is_some_and(|w| w.iter().any(|w| w["died"] == true))
+    };
+    let runs: Vec<(u64, bool)> = benchmarks
+        .iter()
+        .map(|b| (b["run"].as_u64().expect("run"), died(b)))
+        .collect();
+    assert_eq!(
+        runs,
+        [(0, true), (1, false), (2, false)],
+        "the first run's worker died"
+    );
+    // The first run is named, with why, and left out of the figures.
+    let a = &report["across_runs"][0];
+    assert_eq!(a["runs"].as_u64(), Some(3));
+    let left_out = a["left_out"].as_array().expect("left_out");
+    assert_eq!(left_out.len(), 1, "{left_out:?}");
+    assert_eq!(left_out[0]["run"].as_u64(), Some(0));
+    let pid = workers[0];
+    let reasons = left_out[0]["reasons"].to_string();
+    assert!(
+        reasons.contains(&format!("died: signal 9 (pid {pid})")),
+        "{reasons}"
+    );
+    // Each figure is over the two sound runs, as recomputed from them.
+    let sound: Vec<&Value> = benchmarks.iter().filter(|b| !died(b)).collect();
+    for name in FIGURES {
+        let values: Vec<f64> = sound.iter().filter_map(|b| figure(b, name)).collect();
+        let stated = &a["figures"][name];
+        if values.is_empty() {
+            assert!(stated.is_null(), "{name}: {stated}");
+            continue;
+        }
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        assert_eq!(stated["n"].as_u64(), Some(values.len() as u64), "{name}");
+        let got = stated["mean"].as_f64().expect("mean");
+        assert!(close(got, mean), "{name}: {got} vs {mean}");
+    }
+    // Said wherever the figures show.
+    let line = "1 of 3 runs left out of the figures across runs: run 1 (worker";
+    assert!(run.stdout.contains(line), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("mean of the runs not left out below"),
+        "{}",
+        run.stdout
+    );
+    let md = std::fs::read_to_string(run.dir.path().join("benchmarks.md")).expect("md");
+    assert!(
+        md.contains("runs left out of the figures across runs"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(run.dir.path().join("benchmarks.html")).expect("html");
+    assert!(html.contains("runs left out of the figures across runs"));
+    let csv = run.csv_first_row();
+    assert_eq!(csv.cell("repeat.run"), "0");
+    assert!(
+        csv.cell("repeat.left_out").contains("died: signal 9"),
+        "{:?}",
+        csv.cell("repeat.left_out")
+    );
+}
