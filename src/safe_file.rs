@@ -18,6 +18,39 @@ pub fn create_new(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
+/// Creates or truncates a file the run writes as it goes (the request log) without
+/// writing through another user's symlink: a link planted by someone else (in a shared
+/// output directory) is refused; one of the user's own or root's (`/dev/stdout`) is
+/// followed.
+pub fn create_log(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    let open = |follow: bool| {
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        if !follow {
+            options.custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC);
+        }
+        options.open(path)
+    };
+    match open(false) {
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            let owner = std::fs::symlink_metadata(path)?.uid();
+            let me = nix::unistd::geteuid().as_raw();
+            if owner == me || owner == 0 {
+                open(true)
+            } else {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "it is a symbolic link of another user (uid {owner}); llmsurge does not write through it"
+                    ),
+                ))
+            }
+        }
+        other => other,
+    }
+}
+
 /// The process's umask, read once from /proc (reading it with umask(2) would change it
 /// for a moment under the other threads); 022 when /proc does not say.
 fn umask() -> u32 {
@@ -34,11 +67,18 @@ fn umask() -> u32 {
     })
 }
 
-/// Whether `path` is a markup document (HTML, SVG, XML) by its extension.
-fn is_markup(path: &Path) -> bool {
+/// Whether `path`'s extension is `ext` (any case).
+fn has_extension(path: &Path, ext: &str) -> bool {
     path.extension()
         .and_then(|e| e.to_str())
-        .is_some_and(|e| ["html", "svg", "xml"].contains(&e.to_ascii_lowercase().as_str()))
+        .is_some_and(|e| e.eq_ignore_ascii_case(ext))
+}
+
+/// Whether `path` is a markup document (HTML, SVG, XML) by its extension.
+fn is_markup(path: &Path) -> bool {
+    ["html", "svg", "xml"]
+        .iter()
+        .any(|e| has_extension(path, e))
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the new one. The
@@ -49,7 +89,8 @@ fn is_markup(path: &Path) -> bool {
 /// (`.html`, `.svg`, `.xml`) gets the control characters XML forbids as visible escapes
 /// ([`llmsurge_proto::inert::xml_chars`]): its templates and libraries escape the
 /// entities but pass those through (a model id, a label), which leaves SVG and JUnit
-/// ill-formed.
+/// ill-formed. A JSON document gets the characters its encoder leaves raw (DEL, C1, the
+/// bidirectional overrides) as `\u` escapes, which read back the same.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path
         .parent()
@@ -65,12 +106,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .suffix(".tmp")
         .tempfile_in(dir)?;
     let bytes = llmsurge_proto::redact::scrub_bytes(bytes);
-    let bytes = match std::str::from_utf8(&bytes) {
-        Ok(text) if is_markup(path) => match llmsurge_proto::inert::xml_chars(text) {
-            std::borrow::Cow::Owned(clean) => std::borrow::Cow::Owned(clean.into_bytes()),
-            std::borrow::Cow::Borrowed(_) => bytes,
-        },
-        _ => bytes,
+    let inert = match std::str::from_utf8(&bytes) {
+        Ok(text) if is_markup(path) => llmsurge_proto::inert::xml_chars(text),
+        Ok(text) if has_extension(path, "json") => llmsurge_proto::inert::json_chars(text),
+        _ => std::borrow::Cow::Borrowed(""),
+    };
+    let bytes = match inert {
+        std::borrow::Cow::Owned(clean) => std::borrow::Cow::Owned(clean.into_bytes()),
+        std::borrow::Cow::Borrowed(_) => bytes,
     };
     // Through the plain file: tempfile's own writer adds the temporary path to every
     // error, and the message should name the report, once.
@@ -121,6 +164,41 @@ mod tests {
                 .expect("meta")
                 .is_symlink()
         );
+    }
+
+    #[test]
+    fn a_log_writes_through_the_users_own_link_never_another_users() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").expect("victim");
+        let link = dir.path().join("requests.jsonl");
+        std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+        // The user's own link (`--request-log` through a link they made) is followed.
+        create_log(&link)
+            .and_then(|mut f| f.write_all(b"log"))
+            .expect("own link");
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "log");
+        // Another user's: refused, the victim untouched. Only root can make a link
+        // another user owns; elsewhere the own-link half above is what runs.
+        if nix::unistd::geteuid().is_root() {
+            std::fs::write(&victim, "precious").expect("victim");
+            std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).expect("lchown");
+            assert_eq!(std::fs::symlink_metadata(&link).expect("meta").uid(), 65534);
+            let e = create_log(&link).expect_err("another user's link");
+            assert!(
+                e.to_string().contains("symbolic link of another user"),
+                "{e}"
+            );
+            assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
+        }
+        // A plain path is created, then truncated when used again.
+        let plain = dir.path().join("plain.jsonl");
+        create_log(&plain)
+            .and_then(|mut f| f.write_all(b"12345"))
+            .expect("new");
+        create_log(&plain).expect("again");
+        assert_eq!(std::fs::read(&plain).expect("read").len(), 0);
     }
 
     #[test]

@@ -539,30 +539,30 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
     out
 }
 
-#[test]
-fn sweep_serve_a_server_that_dies_mid_run_fails_only_its_configuration() {
+/// Starts `sweep serve` (the mock as its server, `serve` and `bench` its params, its
+/// stdout piped) and returns once its first server has completed `completed` requests of
+/// the first benchmark: the sweep, its stdout's remaining lines and that server's port.
+fn sweep_under_way(
+    dir: &Path,
+    serve: &Path,
+    bench: &Path,
+    out_dir: &Path,
+    completed: u64,
+) -> (
+    std::process::Child,
+    std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    u16,
+) {
     use std::io::BufRead;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let serve = write(
-        dir.path(),
-        "serve.json",
-        r#"[{"ttft_ms": 20}, {"ttft_ms": 2}]"#,
-    );
-    let bench = write(
-        dir.path(),
-        "bench.json",
-        r#"[{"profile": "concurrent", "rate": 2, "max_seconds": 4, "max_dispatch_lag": "10s", "data": "prompt_tokens=16,output_tokens=8"}]"#,
-    );
-    let out_dir = dir.path().join("out");
     let mut child = llmsurge()
         .args(["sweep", "serve", "--serve-cmd"])
-        .arg(serve_cmd(&dir.path().join("pids")))
+        .arg(serve_cmd(&dir.join("pids")))
         .arg("--serve-params")
-        .arg(&serve)
+        .arg(serve)
         .arg("--bench-params")
-        .arg(&bench)
+        .arg(bench)
         .arg("--output-dir")
-        .arg(&out_dir)
+        .arg(out_dir)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("runs");
@@ -580,22 +580,38 @@ fn sweep_serve_a_server_that_dies_mid_run_fails_only_its_configuration() {
         .find_map(|l| l.strip_prefix("listening on http://127.0.0.1:"))
         .and_then(|p| p.trim().parse().ok())
         .unwrap_or_else(|| panic!("a port in {log:?}"));
-    // Kill it once it has answered requests of the benchmark: mid-run.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let completed = http_get(port, "/stats")
-            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
-            .and_then(|s| s["completed"].as_u64())
-            .unwrap_or(0);
-        if completed >= 2 {
-            break;
-        }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while http_get(port, "/stats")
+        .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+        .and_then(|s| s["completed"].as_u64())
+        .unwrap_or(0)
+        < completed
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "the benchmark never reached the server"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    (child, lines, port)
+}
+
+#[test]
+fn sweep_serve_a_server_that_dies_mid_run_fails_only_its_configuration() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(
+        dir.path(),
+        "serve.json",
+        r#"[{"ttft_ms": 20}, {"ttft_ms": 2}]"#,
+    );
+    let bench = write(
+        dir.path(),
+        "bench.json",
+        r#"[{"profile": "concurrent", "rate": 2, "max_seconds": 4, "max_dispatch_lag": "10s", "data": "prompt_tokens=16,output_tokens=8"}]"#,
+    );
+    let out_dir = dir.path().join("out");
+    // Kill the server once it has answered requests of the benchmark: mid-run.
+    let (mut child, lines, _port) = sweep_under_way(dir.path(), &serve, &bench, &out_dir, 2);
     let pgids = groups(dir.path());
     nix::sys::signal::killpg(
         nix::unistd::Pid::from_raw(pgids[0]),
@@ -774,9 +790,14 @@ fn sweep_serve_params_are_data_never_shell_and_inert_in_every_output() {
     // sweep.md: no link, image, HTML or control character of theirs; every row has the
     // header's cells; the cells are the texts, escaped.
     let md = std::fs::read_to_string(dir.path().join("out/sweep.md")).expect("sweep.md");
-    for raw in ["<img", "![x](", "](b)", "\u{1b}", "\u{7}"] {
+    for raw in ["<img", "![x](", "\u{1b}", "\u{7}"] {
         assert!(!md.contains(raw), "{raw:?} in {md}");
     }
+    // A link needs `](` with its `]` unescaped.
+    let live = md
+        .match_indices("](")
+        .any(|(i, _)| !md[..i].ends_with('\\'));
+    assert!(!live, "a live link in {md}");
     let header = md
         .lines()
         .find(|l| l.starts_with("| point |"))
@@ -805,7 +826,6 @@ fn sweep_serve_params_are_data_never_shell_and_inert_in_every_output() {
 
 #[test]
 fn sweep_serve_killed_outright_takes_its_server_and_benchmark_with_it() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().expect("tempdir");
     let serve = write(dir.path(), "serve.json", r#"[{"ttft_ms": 2}]"#);
     let bench = write(
@@ -814,45 +834,7 @@ fn sweep_serve_killed_outright_takes_its_server_and_benchmark_with_it() {
         r#"[{"profile": "concurrent", "rate": 2, "max_seconds": 120, "max_dispatch_lag": "10s"}]"#,
     );
     let out_dir = dir.path().join("out");
-    let mut child = llmsurge()
-        .args(["sweep", "serve", "--serve-cmd"])
-        .arg(serve_cmd(&dir.path().join("pids")))
-        .arg("--serve-params")
-        .arg(&serve)
-        .arg("--bench-params")
-        .arg(&bench)
-        .arg("--output-dir")
-        .arg(&out_dir)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("runs");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    for line in lines.by_ref() {
-        if line.expect("a line").contains("s0-b0: running") {
-            break;
-        }
-    }
-    let log = std::fs::read_to_string(out_dir.join("s0.server.log")).expect("the log");
-    let port: u16 = log
-        .lines()
-        .find_map(|l| l.strip_prefix("listening on http://127.0.0.1:"))
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("a port in {log:?}"));
-    // The benchmark is under way once the server has answered one of its requests.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while http_get(port, "/stats")
-        .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
-        .and_then(|s| s["completed"].as_u64())
-        .unwrap_or(0)
-        < 1
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the benchmark never reached the server"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let (mut child, _lines, port) = sweep_under_way(dir.path(), &serve, &bench, &out_dir, 1);
     let pgid = groups(dir.path())[0];
     assert!(group_alive(pgid));
     let running = processes_mentioning(&dir.path().display().to_string());

@@ -166,8 +166,9 @@ impl BackendConfig {
 /// Registers a target's secrets ([`crate::redact::register_secret`]) so that no text
 /// this process writes carries them, server text included: the API key, every header
 /// and query value `redaction` hides (and a header's last word: the token of
-/// `Bearer <token>`), and the password in the base URL (a user name is no secret; the
-/// URL's redaction hides it where the URL is written).
+/// `Bearer <token>`), and in the base URL its hidden query values and its password,
+/// alone and as the Basic header carries it (`base64(user:password)`; a user name alone
+/// is no secret, and the URL's redaction hides it where the URL is written).
 pub fn register_secrets(
     api_key: Option<&Secret>,
     headers: &[(String, String)],
@@ -197,7 +198,18 @@ pub fn register_secrets(
         if let Some((userinfo, _)) = authority.rsplit_once('@')
             && let Some((_, password)) = userinfo.split_once(':')
         {
+            use base64::Engine as _;
             register_secret(password);
+            register_secret(&base64::engine::general_purpose::STANDARD.encode(userinfo));
+        }
+        let query = rest
+            .split_once('?')
+            .map(|(_, q)| q.split('#').next().unwrap_or_default())
+            .unwrap_or_default();
+        for (name, value) in query.split('&').filter_map(|p| p.split_once('=')) {
+            if !redaction.shows_query_param(name) {
+                register_secret(value);
+            }
         }
     }
 }

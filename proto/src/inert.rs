@@ -9,10 +9,13 @@
 //!   character `=`, `+`, `-`, `@`, tab or CR) gets a leading `'`, OWASP's advice.
 //! - [`markdown`]: a Markdown table cell or line: every character Markdown or the HTML
 //!   inside it gives a meaning is backslash-escaped, control characters as [`terminal`].
-//! - [`xml`]: XML and SVG text and attributes: the five entities, and the characters
-//!   XML 1.0 forbids (most of C0) as visible escapes, so the document stays well-formed.
-//!
-//! HTML is escaped by its templates (minijinja, auto-escaping `.html` templates).
+//! - [`json_chars`]: a whole JSON document: DEL, C1 and the bidirectional overrides,
+//!   which JSON encoders leave raw, as `\u` escapes (the same document once parsed).
+//! - [`xml_chars`]: a whole XML, SVG or HTML document: the characters XML 1.0 forbids
+//!   (most of C0) as visible escapes, so the document stays well-formed. The entities
+//!   are escaped by the libraries that write these documents (minijinja's `.html`
+//!   templates, plotters, quick-xml); the binary's report writer (`write_atomic`)
+//!   applies this to every such document it writes.
 //!
 //! Here because workers, the coordinator and the binary all write server text; the crate
 //! is the lowest all three share.
@@ -42,15 +45,14 @@ fn push_escape(out: &mut String, c: char) {
     }
 }
 
-/// Text for a terminal or a log line: every control character escaped (newlines
-/// included: one line of server text stays one line).
-pub fn terminal(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(acts) {
+/// `text` with every character `escaped` picks written as a visible escape.
+fn escape_where(text: &str, escaped: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !text.chars().any(&escaped) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if acts(c) {
+        if escaped(c) {
             push_escape(&mut out, c);
         } else {
             out.push(c);
@@ -59,23 +61,17 @@ pub fn terminal(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Text for a terminal or a log line: every control character escaped (newlines
+/// included: one line of server text stays one line).
+pub fn terminal(text: &str) -> Cow<'_, str> {
+    escape_where(text, acts)
+}
+
 /// Like [`terminal`], but keeps line breaks and tabs (`\n`, `\t`): for a block of
 /// several lines the program wrote itself around outside text (a table, a message).
 /// Outside text that must stay on one line goes through [`terminal`] first.
 pub fn terminal_lines(text: &str) -> Cow<'_, str> {
-    let acts_here = |c: char| !matches!(c, '\n' | '\t') && acts(c);
-    if !text.chars().any(acts_here) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if acts_here(c) {
-            push_escape(&mut out, c);
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
+    escape_where(text, |c| !matches!(c, '\n' | '\t') && acts(c))
 }
 
 /// A CSV text cell that no spreadsheet evaluates: a leading `'` before `=`, `+`, `-`,
@@ -125,51 +121,34 @@ pub fn markdown(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Text for XML or SVG (element text or an attribute value): `& < > " '` as entities,
-/// and the characters XML 1.0 forbids (C0 but tab, LF and CR; U+FFFE, U+FFFF) and DEL
-/// and C1 as visible escapes (`\x1b`).
-pub fn xml(text: &str) -> Cow<'_, str> {
-    let clean = |c: char| {
-        !("&<>\"'".contains(c)
-            || (c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
-            || matches!(c, '\u{fffe}' | '\u{ffff}'))
-    };
-    if text.chars().all(clean) {
+/// Text with the characters XML 1.0 forbids (and DEL, C1) made visible escapes, nothing
+/// else changed: for a writer that escapes the entities itself (an SVG library).
+pub fn xml_chars(text: &str) -> Cow<'_, str> {
+    escape_where(text, forbidden_in_xml)
+}
+
+/// A JSON document with DEL, C1 and the bidirectional overrides as `\uXXXX` escapes
+/// (JSON encoders escape only C0): the same document once parsed, and nothing raw for a
+/// terminal that shows the file. These characters stand only inside JSON strings.
+pub fn json_chars(text: &str) -> Cow<'_, str> {
+    let raw = |c: char| c != '\t' && c != '\n' && c != '\r' && acts(c);
+    if !text.chars().any(raw) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if clean(c) || matches!(c, '\t' | '\n' | '\r') => out.push(c),
-            c => push_escape(&mut out, c),
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// Text with the characters XML 1.0 forbids (and DEL, C1) made visible escapes, nothing
-/// else changed: for a writer that escapes the entities itself (an SVG library).
-pub fn xml_chars(text: &str) -> Cow<'_, str> {
-    let bad = |c: char| {
-        (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
-    };
-    if !text.chars().any(bad) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if bad(c) {
-            push_escape(&mut out, c);
+        if raw(c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
         } else {
             out.push(c);
         }
     }
     Cow::Owned(out)
+}
+
+/// C0 but tab, LF and CR; DEL and C1; U+FFFE and U+FFFF.
+fn forbidden_in_xml(c: char) -> bool {
+    (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
 }
 
 /// `text` cut to at most `max` bytes (on a character boundary), with how much was cut
@@ -238,12 +217,24 @@ mod tests {
     }
 
     #[test]
-    fn xml_text_is_well_formed() {
+    fn xml_documents_lose_only_what_xml_forbids() {
         assert_eq!(
-            xml("a<b>&\"'\x1b\x00\u{fffe}\n"),
-            "a&lt;b&gt;&amp;&quot;&apos;\\x1b\\x00\\u{fffe}\n"
+            xml_chars("<a b=\"&amp;\">\t\x1b\x00\u{fffe}\u{9b}\n</a>"),
+            "<a b=\"&amp;\">\t\\x1b\\x00\\u{fffe}\\u{9b}\n</a>"
         );
-        assert_eq!(xml_chars("a<b\x07"), "a<b\\x07");
+    }
+
+    #[test]
+    fn json_documents_read_back_the_same_with_nothing_raw() {
+        let value = serde_json::json!({"model": "mod\u{202e}el\u{2066}x\u{85}y\u{7f}\u{1b}"});
+        let text = serde_json::to_string(&value).expect("json");
+        let inert = json_chars(&text);
+        assert!(
+            !inert.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{inert}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&inert).expect("parses");
+        assert_eq!(back, value);
     }
 
     #[test]

@@ -224,12 +224,18 @@ static SECRETS: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new
 /// (`benchmark`). Header and URL redaction still hides them where they are written.
 pub const MIN_SCRUBBED_SECRET: usize = 8;
 
+/// A secret without a letter is scrubbed only from this length on: a shorter one (a
+/// date, a number) could cut numbers in a JSON report; a random token of digits this
+/// long is no number a report holds.
+pub const MIN_SCRUBBED_DIGITS: usize = 16;
+
 /// Adds `value` to the secrets scrubbed from every text this process writes. A value
-/// shorter than [`MIN_SCRUBBED_SECRET`], or without a letter (a date, a number, which
-/// would cut numbers in a JSON report), is left to header and URL redaction.
+/// shorter than [`MIN_SCRUBBED_SECRET`], or without a letter and shorter than
+/// [`MIN_SCRUBBED_DIGITS`], is left to header and URL redaction.
 pub fn register_secret(value: &str) {
     let value = value.trim();
-    if value.len() < MIN_SCRUBBED_SECRET || !value.chars().any(|c| c.is_ascii_alphabetic()) {
+    let letter = value.chars().any(|c| c.is_ascii_alphabetic());
+    if value.len() < MIN_SCRUBBED_SECRET || (!letter && value.len() < MIN_SCRUBBED_DIGITS) {
         return;
     }
     let mut secrets = SECRETS.write().unwrap_or_else(|e| e.into_inner());
@@ -302,6 +308,7 @@ mod tests {
     fn registered_secrets_leave_any_text() {
         register_secret("k");
         register_secret("12345678");
+        register_secret("98765432109876543210");
         register_secret("sk-marker-1234");
         let echoed = "401: Incorrect API key provided: sk-marker-1234 (Bearer sk-marker-1234)";
         assert_eq!(
@@ -314,6 +321,7 @@ mod tests {
         );
         // Too short, or a number: scrubbing it would mangle text and numbers.
         assert_eq!(scrub("keep 1234567890"), "keep 1234567890");
+        assert_eq!(scrub("key 98765432109876543210"), "key <redacted>");
         assert_eq!(
             scrub_bytes(b"\xff sk-marker-1234").as_ref(),
             b"\xff sk-marker-1234"

@@ -743,7 +743,8 @@ fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
 
 /// A record's cells as no spreadsheet evaluates them: a text cell that starts like a
 /// formula (`=`, `+`, `-`, `@`: a model id a server chose, a label) gets a leading `'`
-/// ([`llmsurge_proto::inert::csv_cell`]); numbers, negative ones included, stay numbers.
+/// ([`llmsurge_proto::inert::csv_cell`]); finite numbers, negative ones included, stay
+/// numbers.
 /// Every CSV llmsurge writes passes its header and rows through here.
 pub fn inert_record<I, S>(cells: I) -> Vec<String>
 where
@@ -754,7 +755,9 @@ where
         .into_iter()
         .map(|c| {
             let c = c.as_ref();
-            if c.parse::<f64>().is_ok() {
+            // Our numbers: finite, never with a leading `+` (`-Infinity`, `+1` from a
+            // server are text).
+            if !c.starts_with('+') && c.parse::<f64>().is_ok_and(f64::is_finite) {
                 c.to_string()
             } else {
                 llmsurge_proto::inert::csv_cell(c).into_owned()

@@ -320,7 +320,7 @@ impl RequestLog {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
-        let file = File::create(path)?;
+        let file = crate::safe_file::create_log(path)?;
         Ok(Self {
             path: path.to_path_buf(),
             file: Some(file),

@@ -42,7 +42,13 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
             for c in b.slo.iter().flat_map(|v| &v.checks) {
                 if let Some(r) = c.reason.as_deref().filter(|r| !seen.contains(r)) {
                     seen.push(r);
-                    out.push_str(&format!("  {} {}: {r}\n", b.strategy, c.label()));
+                    // A reason may start with the verdict it explains: said once.
+                    let label = c.label();
+                    let r = r
+                        .strip_prefix(label)
+                        .and_then(|r| r.strip_prefix(": "))
+                        .unwrap_or(r);
+                    out.push_str(&format!("  {} {label}: {r}\n", b.strategy));
                 }
             }
         }

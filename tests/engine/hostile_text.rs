@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 /// The key the run is given; the server echoes it back.
 const KEY: &str = "sk-hostile-marker-7731";
 
+/// A secret in the target URL's query; the server echoes the path it was asked.
+const QUERY_SECRET: &str = "qtok-hostile-5521x";
+
 /// The model the server lists: a formula, with a colour escape in it.
 const MODEL: &str = "=HYPERLINK(\"http://x/?q=\"&A1,\"click\")\u{1b}[31m";
 
@@ -31,9 +34,9 @@ const SSE: &str = concat!(
 
 /// The 401 a hostile gateway sends: the key it was given, and text aimed at every
 /// destination of a report.
-fn hostile_error(key: &str) -> String {
+fn hostile_error(key: &str, path: &str) -> String {
     let message = format!(
-        "Incorrect API key provided: {key}. \u{1b}]0;pwned\u{7}\u{1b}[2J\r\n{FORGED} ![x](http://e.example/i.png) [click](http://e.example) <img src=x onerror=alert(1)> =HYPERLINK(\"http://x/\") | *b*"
+        "Incorrect API key provided: {key} for {path}. \u{1b}]0;pwned\u{7}\u{1b}[2J\r\n{FORGED} ![x](http://e.example/i.png) [click](http://e.example) <img src=x onerror=alert(1)> =HYPERLINK(\"http://x/\") | *b*"
     );
     serde_json::json!({"error": {"message": message, "type": "invalid_request_error"}}).to_string()
 }
@@ -93,8 +96,10 @@ fn serve(mut stream: TcpStream, posts: &std::sync::atomic::AtomicUsize) {
         }
         buf.drain(..head_len + length);
         let sent = match (method.as_str(), path.as_str()) {
-            ("GET", "/health") => respond(&mut stream, "200 OK", "application/json", "{}"),
-            ("GET", "/v1/models") => {
+            ("GET", p) if p.starts_with("/health") => {
+                respond(&mut stream, "200 OK", "application/json", "{}")
+            }
+            ("GET", p) if p.starts_with("/v1/models") => {
                 let list = serde_json::json!({"object": "list", "data": [{"id": MODEL, "object": "model"}]});
                 respond(&mut stream, "200 OK", "application/json", &list.to_string())
             }
@@ -106,7 +111,7 @@ fn serve(mut stream: TcpStream, posts: &std::sync::atomic::AtomicUsize) {
                         &mut stream,
                         "401 Unauthorized",
                         "application/json",
-                        &hostile_error(&key),
+                        &hostile_error(&key, &path),
                     )
                 } else {
                     respond(&mut stream, "200 OK", "text/event-stream", SSE)
@@ -158,8 +163,10 @@ fn assert_inert_text(what: &str, text: &str) {
         let end = text.ceil_char_boundary((i + 120).min(text.len()));
         format!("{:?}", &text[start..end])
     };
-    if let Some(i) = text.find(KEY) {
-        panic!("{what} holds the key: {}", around(i));
+    for secret in [KEY, QUERY_SECRET] {
+        if let Some(i) = text.find(secret) {
+            panic!("{what} holds the secret {secret}: {}", around(i));
+        }
     }
     for c in ['\u{1b}', '\u{7}', '\r', '\u{9b}'] {
         if let Some(i) = text.find(c) {
@@ -217,7 +224,7 @@ fn assert_inert_csv(path: &Path) {
 }
 
 fn run_against(url: &str) -> Finished {
-    Bench::target(url)
+    Bench::target(&format!("{url}/?tok={QUERY_SECRET}"))
         .synchronous()
         .max_requests(8)
         .data("prompt_tokens=16,output_tokens=4")
@@ -227,7 +234,8 @@ fn run_against(url: &str) -> Finished {
         .arg("--api-key", KEY)
         .arg("--label", "run\u{1b}[2J<b>\u{7}")
         .request_timeout("30s")
-        .run()
+        // The logs too: every debug line of the client and its dependencies.
+        .run_with_env(&[("LLMSURGE_LOG", "debug")])
 }
 
 #[test]

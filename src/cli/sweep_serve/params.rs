@@ -127,6 +127,37 @@ fn pieces(template: &str) -> Vec<Piece<'_>> {
     out
 }
 
+/// The quotes `sh` is inside of at a point of the template.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Quotes {
+    None,
+    Single,
+    Double,
+}
+
+impl Quotes {
+    /// The state after `text`, read as `sh` reads it: a backslash escapes the next
+    /// character outside single quotes; nothing does inside them.
+    fn after(self, text: &str) -> Self {
+        let mut state = self;
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            state = match (state, c) {
+                (Quotes::None | Quotes::Double, '\\') => {
+                    chars.next();
+                    state
+                }
+                (Quotes::None, '\'') => Quotes::Single,
+                (Quotes::Single, '\'') => Quotes::None,
+                (Quotes::None, '"') => Quotes::Double,
+                (Quotes::Double, '"') => Quotes::None,
+                (s, _) => s,
+            };
+        }
+        state
+    }
+}
+
 /// The server command of one serve configuration: `{key}` placeholders in `template`
 /// are filled (`{port}` with `port`), every other key becomes `--key value` (`_` in the
 /// key becomes `-`; `true` is a bare flag, `false` is left out).
@@ -165,13 +196,24 @@ pub fn serve_command(
     };
     let mut cmd = String::with_capacity(template.len());
     let mut filled: Vec<&str> = Vec::new();
+    // Where the template's own quotes stand: a placeholder the user wrote inside quotes
+    // (`"{name}"`, vLLM's habit) closes them around its quoted value and reopens them.
+    let mut quotes = Quotes::None;
     for piece in pieces(template) {
         match piece {
-            Piece::Text(t) => cmd.push_str(t),
+            Piece::Text(t) => {
+                cmd.push_str(t);
+                quotes = quotes.after(t);
+            }
             Piece::Placeholder("port") => cmd.push_str(&port.to_string()),
             Piece::Placeholder(name) => match text_of(name) {
                 Some(text) => {
-                    cmd.push_str(&shell_quote(text));
+                    let quoted = shell_quote(text);
+                    match quotes {
+                        Quotes::None => cmd.push_str(&quoted),
+                        Quotes::Single => cmd.push_str(&format!("'{quoted}'")),
+                        Quotes::Double => cmd.push_str(&format!("\"{quoted}\"")),
+                    }
                     filled.push(name);
                 }
                 None => {
@@ -345,10 +387,20 @@ mod tests {
             // `b` appears in `a`'s value as `{b}` (a placeholder after the first
             // substitution if filling were repeated) and is appended as a flag.
             p.insert("b".into(), Value::String(format!("{v}|b")));
-            let template = format!("cd {} && printf '%s\\n' {{a}}", dir.path().display());
-            let cmd = serve_command(&template, &p, 9, "entry 0").expect("ok");
-            // The appended `--b VALUE` is printed too: printf's format is reused.
-            assert_eq!(words(&cmd), format!("{v}\n--b\n{v}|b\n"), "{cmd}");
+            // The placeholder bare, and inside the template's own quotes (vLLM's habit:
+            // `--served-model-name "{name}"`), alone or among other text.
+            for (quoted, word) in [
+                ("{a}", v.to_string()),
+                ("\"{a}\"", v.to_string()),
+                ("'{a}'", v.to_string()),
+                ("\"x {a} y\"", format!("x {v} y")),
+                ("'x\"{a}'", format!("x\"{v}")),
+            ] {
+                let template = format!("cd {} && printf '%s\\n' {quoted}", dir.path().display());
+                let cmd = serve_command(&template, &p, 9, "entry 0").expect("ok");
+                // The appended `--b VALUE` is printed too: printf's format is reused.
+                assert_eq!(words(&cmd), format!("{word}\n--b\n{v}|b\n"), "{cmd}");
+            }
         }
         let left: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").collect();
         assert!(left.is_empty(), "a value ran as shell code: {left:?}");
