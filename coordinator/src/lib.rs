@@ -18,6 +18,7 @@ pub mod cache_reset;
 pub mod constraints;
 pub mod data;
 pub mod error;
+pub mod error_tail;
 pub mod gpu;
 pub mod group;
 pub mod interrupts;

@@ -366,7 +366,7 @@ pub struct BenchmarkResult {
     /// on errored ([`crate::validity`]); the run is invalid. Absent otherwise (and from
     /// reports older than the rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_lost: Option<crate::validity::ServerLost>,
+    pub server_lost: Option<crate::error_tail::ServerLost>,
     /// The end-of-benchmark check of the request books. Absent from reports older than
     /// it (read as unset) and left out when unset, so those reports round-trip as they were.
     #[serde(default, skip_serializing_if = "Audit::is_unset")]

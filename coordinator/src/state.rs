@@ -307,7 +307,7 @@ pub struct WorkerGroupState {
     /// Per-second series.
     pub timeseries: TimeSeries,
     /// The measured requests sent after the last success, for the server-lost verdict.
-    pub error_tail: crate::validity::ErrorTail,
+    pub error_tail: crate::error_tail::ErrorTail,
     /// Latencies by the second requests started in, for the steady-state window.
     pub steady: crate::steady::SteadyCollector,
     /// Per-request goodput thresholds, when set.
@@ -344,7 +344,7 @@ impl WorkerGroupState {
             measured: MeasuredTotals::default(),
             token_sources: TokenSources::default(),
             timeseries: TimeSeries::new(t0),
-            error_tail: crate::validity::ErrorTail::default(),
+            error_tail: crate::error_tail::ErrorTail::default(),
             steady: crate::steady::SteadyCollector::new(t0),
             goodput: None,
             good_requests: 0,

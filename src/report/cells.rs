@@ -1,5 +1,5 @@
-//! What the report's tables say in their cells: numbers, benchmark labels and notes.
-//! Below `report` and every renderer, which all read them.
+//! What the report's tables say in their cells: numbers, benchmark labels, notes, and a
+//! CSV record made inert. Below `report` and every renderer, which all read them.
 
 use llmsurge_coordinator::BenchmarkResult;
 
@@ -131,4 +131,29 @@ fn unfinished_note(b: &BenchmarkResult) -> Option<String> {
         e2e.incomplete.count,
         cell_value(Some(e2e.total.percentiles.p99))
     ))
+}
+
+/// A record's cells as no spreadsheet evaluates them: a text cell that starts like a
+/// formula (`=`, `+`, `-`, `@`: a model id a server chose, a label) gets a leading `'`
+/// ([`llmsurge_proto::inert::csv_cell`]); finite numbers, negative ones included, stay
+/// numbers.
+/// Every CSV llmsurge writes passes its header and rows through here.
+pub fn inert_record<I, S>(cells: I) -> Vec<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    cells
+        .into_iter()
+        .map(|c| {
+            let c = c.as_ref();
+            // Our numbers: finite, never with a leading `+` (`-Infinity`, `+1` from a
+            // server are text).
+            if !c.starts_with('+') && c.parse::<f64>().is_ok_and(f64::is_finite) {
+                c.to_string()
+            } else {
+                llmsurge_proto::inert::csv_cell(c).into_owned()
+            }
+        })
+        .collect()
 }

@@ -741,37 +741,12 @@ fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
     row
 }
 
-/// A record's cells as no spreadsheet evaluates them: a text cell that starts like a
-/// formula (`=`, `+`, `-`, `@`: a model id a server chose, a label) gets a leading `'`
-/// ([`llmsurge_proto::inert::csv_cell`]); finite numbers, negative ones included, stay
-/// numbers.
-/// Every CSV llmsurge writes passes its header and rows through here.
-pub fn inert_record<I, S>(cells: I) -> Vec<String>
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<str>,
-{
-    cells
-        .into_iter()
-        .map(|c| {
-            let c = c.as_ref();
-            // Our numbers: finite, never with a leading `+` (`-Infinity`, `+1` from a
-            // server are text).
-            if !c.starts_with('+') && c.parse::<f64>().is_ok_and(f64::is_finite) {
-                c.to_string()
-            } else {
-                llmsurge_proto::inert::csv_cell(c).into_owned()
-            }
-        })
-        .collect()
-}
-
 /// Renders the CSV: a header and one row per benchmark.
 pub fn render(report: &Report) -> Result<Vec<u8>, csv::Error> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(inert_record(header(report)))?;
+    w.write_record(super::cells::inert_record(header(report)))?;
     for b in &report.benchmarks {
-        w.write_record(inert_record(row(report, b)))?;
+        w.write_record(super::cells::inert_record(row(report, b)))?;
     }
     w.into_inner()
         .map_err(|e| csv::Error::from(std::io::Error::other(e.to_string())))

@@ -629,12 +629,12 @@ fn merge_server_lost(
     parts: &[&BenchmarkResult],
     start: f64,
     measured_end: f64,
-) -> Option<llmsurge_coordinator::validity::ServerLost> {
+) -> Option<llmsurge_coordinator::error_tail::ServerLost> {
     let measuring: Vec<&&BenchmarkResult> = parts
         .iter()
         .filter(|b| b.measured_requests.completed + b.measured_requests.errored > 0)
         .collect();
-    let lost: Vec<(f64, &llmsurge_coordinator::validity::ServerLost)> = measuring
+    let lost: Vec<(f64, &llmsurge_coordinator::error_tail::ServerLost)> = measuring
         .iter()
         .filter_map(|b| b.server_lost.as_ref().map(|l| (b.start_time - start, l)))
         .collect();
@@ -645,7 +645,7 @@ fn merge_server_lost(
         .iter()
         .max_by(|a, b| (a.0 + a.1.at_s).total_cmp(&(b.0 + b.1.at_s)))?;
     let at_s = offset + latest.at_s;
-    Some(llmsurge_coordinator::validity::ServerLost {
+    Some(llmsurge_coordinator::error_tail::ServerLost {
         at_s,
         last_success_s: lost
             .iter()
@@ -992,7 +992,7 @@ mod tests {
 
     #[test]
     fn a_server_lost_by_every_shard_is_lost_in_the_merge_and_only_then() {
-        use llmsurge_coordinator::validity::ServerLost;
+        use llmsurge_coordinator::error_tail::ServerLost;
         let lost = |at_s: f64, errored: u64| ServerLost {
             at_s,
             last_success_s: at_s - 0.1,

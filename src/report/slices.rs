@@ -300,7 +300,7 @@ pub fn csv(
             header.push(format!("{}_{p}_ms", short(key)));
         }
     }
-    w.write_record(super::csv::inert_record(&header))?;
+    w.write_record(super::cells::inert_record(&header))?;
     let num = |v: f64| format!("{}", (v * 1e4).round() / 1e4);
     for b in slices {
         for s in &b.slices {
@@ -325,7 +325,7 @@ pub fn csv(
                     row.push(m.map(|p| num(pick(p))).unwrap_or_default());
                 }
             }
-            w.write_record(super::csv::inert_record(&row))?;
+            w.write_record(super::cells::inert_record(&row))?;
         }
     }
     w.into_inner()
