@@ -20,35 +20,82 @@ pub fn create_new(path: &Path) -> std::io::Result<File> {
 
 /// Creates or truncates a file the run writes as it goes (the request log) without
 /// writing through another user's symlink: a link planted by someone else (in a shared
-/// output directory) is refused; one of the user's own or root's (`/dev/stdout`) is
-/// followed.
+/// output directory) anywhere on the way, in a folder of the path or at its end, is
+/// refused; the user's own and root's (`/dev/stdout`) are followed.
 pub fn create_log(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::MetadataExt;
-    let open = |follow: bool| {
-        let mut options = OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        if !follow {
-            options.custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC);
-        }
-        options.open(path)
-    };
-    match open(false) {
-        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
-            let owner = std::fs::symlink_metadata(path)?.uid();
-            let me = nix::unistd::geteuid().as_raw();
-            if owner == me || owner == 0 {
-                open(true)
-            } else {
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    format!(
-                        "it is a symbolic link of another user (uid {owner}); llmsurge does not write through it"
-                    ),
-                ))
-            }
-        }
-        other => other,
+    let (resolved, magic) = resolve_trusted(path)?;
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    if !magic {
+        // Resolved: no link is left to follow (one swapped in since is refused).
+        options.custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC);
     }
+    options.open(resolved)
+}
+
+/// Most symbolic links one path may go through (Linux's own limit).
+const MAX_LINKS: usize = 40;
+
+/// `path` with every symbolic link on it followed, each checked to be the user's or
+/// root's. `true` with a path under `/proc` whose link may name no file
+/// (`/proc/self/fd/1` of a pipe): the kernel opens such a link itself.
+fn resolve_trusted(path: &Path) -> std::io::Result<(std::path::PathBuf, bool)> {
+    use std::collections::VecDeque;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::{Component, PathBuf};
+    let me = nix::unistd::geteuid().as_raw();
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    let mut pending: VecDeque<PathBuf> = absolute
+        .components()
+        .map(|c| PathBuf::from(c.as_os_str()))
+        .collect();
+    let mut out = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(part) = pending.pop_front() {
+        match part.components().next() {
+            Some(Component::RootDir) => out = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                out.pop();
+            }
+            Some(Component::Normal(name)) => {
+                let next = out.join(name);
+                let link = std::fs::symlink_metadata(&next)
+                    .ok()
+                    .filter(|m| m.file_type().is_symlink());
+                let Some(link) = link else {
+                    out = next;
+                    continue;
+                };
+                let owner = link.uid();
+                if owner != me && owner != 0 {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::PermissionDenied,
+                        format!(
+                            "{} is a symbolic link of another user (uid {owner}); llmsurge does not write through it",
+                            next.display()
+                        ),
+                    ));
+                }
+                if next.starts_with("/proc") {
+                    let rest: PathBuf = pending.iter().collect();
+                    return Ok((next.join(rest), true));
+                }
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(std::io::Error::from_raw_os_error(nix::libc::ELOOP));
+                }
+                for c in std::fs::read_link(&next)?.components().rev() {
+                    pending.push_front(PathBuf::from(c.as_os_str()));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((out, false))
 }
 
 /// The process's umask, read once from /proc (reading it with umask(2) would change it
@@ -191,7 +238,31 @@ mod tests {
                 "{e}"
             );
             assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
+            // Behind a link of the user's own, and as a folder of the path: refused too.
+            let chain = dir.path().join("chain.jsonl");
+            std::os::unix::fs::symlink(&link, &chain).expect("symlink");
+            assert!(
+                create_log(&chain).is_err(),
+                "a chain through another user's link"
+            );
+            let elsewhere = dir.path().join("elsewhere");
+            std::fs::create_dir(&elsewhere).expect("dir");
+            std::fs::write(elsewhere.join("log.jsonl"), "precious").expect("file");
+            let folder = dir.path().join("sub");
+            std::os::unix::fs::symlink(&elsewhere, &folder).expect("symlink");
+            std::os::unix::fs::lchown(&folder, Some(65534), Some(65534)).expect("lchown");
+            assert!(
+                create_log(&folder.join("log.jsonl")).is_err(),
+                "another user's folder link"
+            );
+            assert_eq!(
+                std::fs::read_to_string(elsewhere.join("log.jsonl")).expect("read"),
+                "precious"
+            );
+            assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
         }
+        // `/dev/stdout` (root's links down to the process's descriptor) is opened.
+        create_log(Path::new("/dev/stdout")).expect("/dev/stdout");
         // A plain path is created, then truncated when used again.
         let plain = dir.path().join("plain.jsonl");
         create_log(&plain)

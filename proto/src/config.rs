@@ -198,9 +198,13 @@ pub fn register_secrets(
         if let Some((userinfo, _)) = authority.rsplit_once('@')
             && let Some((_, password)) = userinfo.split_once(':')
         {
+            use crate::redact::percent_decode;
             use base64::Engine as _;
+            // As typed, and as sent: decoded, and in the Basic header of the decoded pair.
             register_secret(password);
-            register_secret(&base64::engine::general_purpose::STANDARD.encode(userinfo));
+            register_secret(&percent_decode(password, false));
+            let pair = percent_decode(userinfo, false);
+            register_secret(&base64::engine::general_purpose::STANDARD.encode(pair.as_bytes()));
         }
         let query = rest
             .split_once('?')
@@ -209,6 +213,7 @@ pub fn register_secrets(
         for (name, value) in query.split('&').filter_map(|p| p.split_once('=')) {
             if !redaction.shows_query_param(name) {
                 register_secret(value);
+                register_secret(&crate::redact::percent_decode(value, true));
             }
         }
     }

@@ -9,10 +9,12 @@
 //!   character `=`, `+`, `-`, `@`, tab or CR) gets a leading `'`, OWASP's advice.
 //! - [`markdown`]: a Markdown table cell or line: every character Markdown or the HTML
 //!   inside it gives a meaning is backslash-escaped, control characters as [`terminal`].
-//! - [`json_chars`]: a whole JSON document: DEL, C1 and the bidirectional overrides,
-//!   which JSON encoders leave raw, as `\u` escapes (the same document once parsed).
+//! - [`json_chars`]: a whole JSON document: DEL, C1, the bidirectional and invisible
+//!   characters, which JSON encoders leave raw, as `\u` escapes (the same document once
+//!   parsed).
 //! - [`xml_chars`]: a whole XML, SVG or HTML document: the characters XML 1.0 forbids
-//!   (most of C0) as visible escapes, so the document stays well-formed. The entities
+//!   (most of C0), and those that act rather than show, as visible escapes, so the
+//!   document stays well-formed and shows what it holds. The entities
 //!   are escaped by the libraries that write these documents (minijinja's `.html`
 //!   templates, plotters, quick-xml); the binary's report writer (`write_atomic`)
 //!   applies this to every such document it writes.
@@ -23,11 +25,19 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
-/// Whether `c` would do something in a terminal rather than show: C0 controls, DEL, C1
-/// controls, and the Unicode bidirectional overrides and isolates (which reorder what
-/// a reader sees).
+/// Whether `c` would do something rather than show: C0 controls, DEL, C1 controls, the
+/// Unicode bidirectional marks, overrides and isolates (which reorder what a reader
+/// sees), the zero-width characters and the byte-order mark (which hide text), and the
+/// line and paragraph separators (which some viewers break lines at).
 fn acts(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{feff}'
+        )
 }
 
 /// `c` as a visible escape: `\n`, `\r`, `\t`, `\x1b`, `\u{9b}`.
@@ -146,9 +156,10 @@ pub fn json_chars(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// C0 but tab, LF and CR; DEL and C1; U+FFFE and U+FFFF.
+/// What XML 1.0 forbids (C0 but tab, LF and CR; U+FFFE and U+FFFF), and what would act
+/// rather than show in a viewer (DEL, C1, the bidirectional and invisible characters).
 fn forbidden_in_xml(c: char) -> bool {
-    (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
+    (acts(c) && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
 }
 
 /// `text` cut to at most `max` bytes (on a character boundary), with how much was cut

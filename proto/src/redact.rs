@@ -275,10 +275,16 @@ pub fn scrub_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
 
 /// A query name with its `%XX` escapes and `+` decoded (names are compared decoded).
 fn decode(name: &str) -> Cow<'_, str> {
-    if !name.contains(['%', '+']) {
-        return Cow::Borrowed(name);
+    percent_decode(name, true)
+}
+
+/// `text` with its `%XX` escapes decoded, and `+` as a space when `plus_is_space` (a
+/// query's form encoding; not in a URL's user or password).
+pub fn percent_decode(text: &str, plus_is_space: bool) -> Cow<'_, str> {
+    if !(text.contains('%') || (plus_is_space && text.contains('+'))) {
+        return Cow::Borrowed(text);
     }
-    let bytes = name.as_bytes();
+    let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
@@ -292,7 +298,7 @@ fn decode(name: &str) -> Cow<'_, str> {
                 i += 3;
                 continue;
             }
-            (b'+', _) => out.push(b' '),
+            (b'+', _) if plus_is_space => out.push(b' '),
             (b, _) => out.push(b),
         }
         i += 1;

@@ -127,34 +127,106 @@ fn pieces(template: &str) -> Vec<Piece<'_>> {
     out
 }
 
-/// The quotes `sh` is inside of at a point of the template.
+/// What `sh` is inside of at a point of the template: the quotes a placeholder's value
+/// must close and reopen, or a construct where no quoting keeps a value data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Quotes {
-    None,
+enum Frame {
     Single,
     Double,
+    /// `$(…)` (with the parentheses open inside it), `${…}`, `` `…` ``: their text is
+    /// parsed again, so a quoted value there is code.
+    Subst(u32),
+    Brace,
+    Backtick,
 }
 
-impl Quotes {
-    /// The state after `text`, read as `sh` reads it: a backslash escapes the next
-    /// character outside single quotes; nothing does inside them.
-    fn after(self, text: &str) -> Self {
-        let mut state = self;
-        let mut chars = text.chars();
+/// The template read as `sh` reads it, as far as quoting goes.
+#[derive(Debug, Default)]
+struct Shell {
+    frames: Vec<Frame>,
+    /// A here-document was opened (`<<`): its body expands `$(…)` whatever the quotes.
+    heredoc: bool,
+}
+
+/// Where a placeholder may stand, and how its value is written there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Word,
+    InSingle,
+    InDouble,
+    /// Inside `$(…)`, `${…}`, backquotes or a here-document.
+    Unsafe,
+}
+
+impl Shell {
+    /// Reads `text`: a backslash escapes the next character outside single quotes;
+    /// nothing does inside them.
+    fn read(&mut self, text: &str) {
+        let mut chars = text.chars().peekable();
         while let Some(c) = chars.next() {
-            state = match (state, c) {
-                (Quotes::None | Quotes::Double, '\\') => {
-                    chars.next();
-                    state
+            let top = self.frames.last().copied();
+            if top == Some(Frame::Single) {
+                if c == '\'' {
+                    self.frames.pop();
                 }
-                (Quotes::None, '\'') => Quotes::Single,
-                (Quotes::Single, '\'') => Quotes::None,
-                (Quotes::None, '"') => Quotes::Double,
-                (Quotes::Double, '"') => Quotes::None,
-                (s, _) => s,
-            };
+                continue;
+            }
+            match c {
+                '\\' => {
+                    chars.next();
+                }
+                '$' if chars.peek() == Some(&'(') => {
+                    chars.next();
+                    self.frames.push(Frame::Subst(0));
+                }
+                '$' if chars.peek() == Some(&'{') => {
+                    chars.next();
+                    self.frames.push(Frame::Brace);
+                }
+                '`' if top == Some(Frame::Backtick) => {
+                    self.frames.pop();
+                }
+                '`' => self.frames.push(Frame::Backtick),
+                '"' if top == Some(Frame::Double) => {
+                    self.frames.pop();
+                }
+                // Inside double quotes only `$`, backquotes and `\` mean anything.
+                _ if top == Some(Frame::Double) => {}
+                '"' => self.frames.push(Frame::Double),
+                '\'' => self.frames.push(Frame::Single),
+                '(' => {
+                    if let Some(Frame::Subst(depth)) = self.frames.last_mut() {
+                        *depth += 1;
+                    }
+                }
+                ')' => match self.frames.last_mut() {
+                    Some(Frame::Subst(0)) => {
+                        self.frames.pop();
+                    }
+                    Some(Frame::Subst(depth)) => *depth -= 1,
+                    _ => {}
+                },
+                '}' if top == Some(Frame::Brace) => {
+                    self.frames.pop();
+                }
+                '<' if chars.peek() == Some(&'<') => self.heredoc = true,
+                _ => {}
+            }
         }
-        state
+    }
+
+    /// Where a placeholder at this point stands.
+    fn slot(&self) -> Slot {
+        let nested = self
+            .frames
+            .iter()
+            .any(|f| matches!(f, Frame::Subst(_) | Frame::Brace | Frame::Backtick));
+        match self.frames.last() {
+            _ if nested || self.heredoc => Slot::Unsafe,
+            None => Slot::Word,
+            Some(Frame::Single) => Slot::InSingle,
+            Some(_) => Slot::InDouble,
+        }
     }
 }
 
@@ -198,21 +270,28 @@ pub fn serve_command(
     let mut filled: Vec<&str> = Vec::new();
     // Where the template's own quotes stand: a placeholder the user wrote inside quotes
     // (`"{name}"`, vLLM's habit) closes them around its quoted value and reopens them.
-    let mut quotes = Quotes::None;
+    // Inside `$(…)`, `${…}`, backquotes or a here-document the shell parses the text
+    // again, so no quoting keeps a value data there: refused.
+    let mut shell = Shell::default();
     for piece in pieces(template) {
         match piece {
             Piece::Text(t) => {
                 cmd.push_str(t);
-                quotes = quotes.after(t);
+                shell.read(t);
             }
             Piece::Placeholder("port") => cmd.push_str(&port.to_string()),
             Piece::Placeholder(name) => match text_of(name) {
                 Some(text) => {
                     let quoted = shell_quote(text);
-                    match quotes {
-                        Quotes::None => cmd.push_str(&quoted),
-                        Quotes::Single => cmd.push_str(&format!("'{quoted}'")),
-                        Quotes::Double => cmd.push_str(&format!("\"{quoted}\"")),
+                    match shell.slot() {
+                        Slot::Word => cmd.push_str(&quoted),
+                        Slot::InSingle => cmd.push_str(&format!("'{quoted}'")),
+                        Slot::InDouble => cmd.push_str(&format!("\"{quoted}\"")),
+                        Slot::Unsafe => {
+                            return Err(UsageError(format!(
+                                "--serve-cmd: placeholder {{{name}}} stands inside $(…), ${{…}}, backquotes or a here-document, where the shell reads a value again as code; put it where a word of the command goes (e.g. --name {{{name}}})"
+                            )));
+                        }
                     }
                     filled.push(name);
                 }
@@ -363,6 +442,31 @@ mod tests {
             .expect("sh runs");
         assert!(out.status.success(), "{cmd}: {out:?}");
         String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    #[test]
+    fn a_placeholder_the_shell_would_read_again_is_refused() {
+        let mut p = Params::new();
+        p.insert("v".into(), Value::String("$(touch PWNED)".into()));
+        for template in [
+            "serve --name \"$(basename {v})\"",
+            "serve --name $(basename {v})",
+            "serve --name \"${X:-{v}}\"",
+            "serve --name `echo {v}`",
+            "serve --name \"`echo {v}`\"",
+            "serve --name \"$(echo \"{v}\")\"",
+            "cat <<E\n{v}\nE",
+        ] {
+            let e = serve_command(template, &p, 1, "entry 0").expect_err(template);
+            assert!(
+                e.0.contains("placeholder {v} stands inside"),
+                "{template}: {}",
+                e.0
+            );
+        }
+        // Closed constructs before it do not count.
+        serve_command("serve --a \"$(date)\" --b `id` --name \"{v}\"", &p, 1, "e")
+            .expect("after closed constructs");
     }
 
     #[test]
