@@ -158,30 +158,7 @@ mod tests {
         let metrics = set.encode().expect("encode");
         let finished = |slot| RequestRecord {
             slot,
-            worker: 0,
-            status: crate::RequestStatus::Completed,
-            error: None,
-            scheduled: MonoNanos(slot),
-            start: Some(MonoNanos(slot)),
-            first_token: None,
-            first_content: None,
-            first_tool: None,
-            end: MonoNanos(slot + 1),
-            itl: None,
-            prompt_tokens: None,
-            output_tokens: 0,
-            output_tokens_source: crate::TokenSource::Unknown,
-            reasoning_tokens: None,
-            streamed_tokens: 0,
-            max_output_tokens: None,
-            streamed: true,
-            phase: crate::Phase::Measured,
-            late: false,
-            retried: false,
-            model: None,
-            session: None,
-            media: None,
-            prefill_wait: None,
+            ..RequestRecord::completed(MonoNanos(slot), None, MonoNanos(slot + 1), 0)
         };
         let batch = UpdateBatch {
             started: (0..3).map(started).collect(),

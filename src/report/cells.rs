@@ -157,3 +157,37 @@ where
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_csv_record_keeps_numbers_and_makes_formulas_text() {
+        let record = inert_record([
+            "-1.5",
+            "3",
+            "1e5",
+            "-Infinity",
+            "+1",
+            "NaN",
+            "=A1",
+            "@x",
+            "m\u{1b}",
+        ]);
+        assert_eq!(
+            record,
+            [
+                "-1.5",
+                "3",
+                "1e5",
+                "'-Infinity",
+                "'+1",
+                "NaN",
+                "'=A1",
+                "'@x",
+                "m\\x1b"
+            ]
+        );
+    }
+}

@@ -419,41 +419,19 @@ async fn send_batch<W: tokio::io::AsyncWrite + Unpin>(
 mod tests {
     use super::*;
     use llmsurge_proto::{
-        ErrorKind, Phase, RequestError, RequestRecord, RequestStarted, RequestStatus, TokenSource,
-        frame::MAX_FRAME_LEN,
+        ErrorKind, RequestError, RequestRecord, RequestStarted, RequestStatus, frame::MAX_FRAME_LEN,
     };
 
     /// A finished request whose record carries `message` as its error.
     fn errored(slot: u64, message: &str) -> RequestRecord {
         RequestRecord {
             slot,
-            worker: 0,
             status: RequestStatus::Errored,
             error: Some(RequestError {
                 kind: ErrorKind::StreamBroken,
                 message: message.into(),
             }),
-            scheduled: MonoNanos(slot),
-            start: Some(MonoNanos(slot)),
-            first_token: None,
-            first_content: None,
-            first_tool: None,
-            end: MonoNanos(slot + 1),
-            itl: None,
-            prompt_tokens: None,
-            output_tokens: 0,
-            output_tokens_source: TokenSource::Unknown,
-            reasoning_tokens: None,
-            streamed_tokens: 0,
-            max_output_tokens: None,
-            streamed: true,
-            phase: Phase::Measured,
-            late: false,
-            retried: false,
-            model: None,
-            session: None,
-            media: None,
-            prefill_wait: None,
+            ..RequestRecord::completed(MonoNanos(slot), None, MonoNanos(slot + 1), 0)
         }
     }
 
