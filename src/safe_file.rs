@@ -273,6 +273,21 @@ mod tests {
     }
 
     #[test]
+    fn a_link_planted_at_a_guessable_temporary_name_is_not_written_through() {
+        // The names a report's temporary file once had (`.NAME.PID.tmp`): a link there
+        // to a victim must leave the victim as it was.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").expect("victim");
+        let planted = dir
+            .path()
+            .join(format!(".benchmarks.json.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).expect("symlink");
+        write_atomic(&dir.path().join("benchmarks.json"), b"report").expect("write");
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
+    }
+
+    #[test]
     fn the_output_directory_is_checked_for_what_fails() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("a-file");
