@@ -388,3 +388,65 @@ pub fn assert_cut_at_the_limit(
         due(limit_s)
     );
 }
+
+/// One HTTP/1.1 request a raw test server read whole.
+#[derive(Debug)]
+pub struct RawRequest {
+    pub method: String,
+    pub path: String,
+    /// Names as sent, values as text.
+    pub headers: Vec<(String, String)>,
+}
+
+impl RawRequest {
+    /// The value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads one request, head and `content-length` body, from `stream`; what follows it
+/// stays in `buf` for the next. `None` at end of stream or on a read error.
+pub fn read_request(stream: &mut impl Read, buf: &mut Vec<u8>) -> Option<RawRequest> {
+    let mut chunk = vec![0u8; 1 << 16];
+    let (head_len, request) = loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        if let Ok(httparse::Status::Complete(n)) = req.parse(buf) {
+            let request = RawRequest {
+                method: req.method.unwrap_or_default().to_string(),
+                path: req.path.unwrap_or_default().to_string(),
+                headers: req
+                    .headers
+                    .iter()
+                    .map(|h| {
+                        (
+                            h.name.to_string(),
+                            String::from_utf8_lossy(h.value).into_owned(),
+                        )
+                    })
+                    .collect(),
+            };
+            break (n, request);
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let length: usize = request
+        .header("content-length")
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_len + length {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    buf.drain(..head_len + length);
+    Some(request)
+}

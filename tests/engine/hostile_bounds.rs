@@ -7,10 +7,10 @@
 //! to a peak RSS far below what the server offered (the figure is printed).
 
 use crate::scenario::Bench;
-use crate::support::{Finished, assert_identity, llmsurge};
+use crate::support::{Finished, assert_identity, llmsurge, read_request};
 use llmsurge::exit_codes;
 use llmsurge_coordinator::BenchmarkResult;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -206,41 +206,12 @@ fn serve(
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
-    let mut buf = Vec::new();
-    let (head_len, method, path, probe, length) = loop {
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut req = httparse::Request::new(&mut headers);
-        if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
-            let has = |name: &str| {
-                req.headers
-                    .iter()
-                    .any(|h| h.name.eq_ignore_ascii_case(name))
-            };
-            let length = req
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
-                .unwrap_or(0usize);
-            let method = req.method.unwrap_or("").to_string();
-            let path = req.path.unwrap_or("").to_string();
-            break (n, method, path, has(PROBE), length);
-        }
-        let mut chunk = [0u8; 4096];
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
+    let Some(req) = read_request(&mut stream, &mut Vec::new()) else {
+        return;
     };
-    while buf.len() < head_len + length {
-        let mut chunk = vec![0u8; 1 << 16];
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
+    let (method, path, probe) = (&req.method, &req.path, req.header(PROBE).is_some());
     let answer = if method != "POST" {
-        get(&path).unwrap_or_else(|| {
+        get(path).unwrap_or_else(|| {
             Answer::plain(
                 "404",
                 "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".into(),

@@ -8,8 +8,8 @@
 //! spreadsheet evaluates, live Markdown or HTML, or ill-formed XML.
 
 use crate::scenario::Bench;
-use crate::support::{Finished, llmsurge};
-use std::io::{Read, Write};
+use crate::support::{Finished, llmsurge, read_request};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 
@@ -55,46 +55,12 @@ fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str)
 /// One connection: requests read whole and answered in turn, kept alive.
 fn serve(mut stream: TcpStream, posts: &std::sync::atomic::AtomicUsize) {
     let mut buf = Vec::new();
-    loop {
-        let (head_len, method, path, length, key) = loop {
-            let mut headers = [httparse::EMPTY_HEADER; 64];
-            let mut req = httparse::Request::new(&mut headers);
-            if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
-                let header = |name: &str| {
-                    req.headers
-                        .iter()
-                        .find(|h| h.name.eq_ignore_ascii_case(name))
-                        .and_then(|h| std::str::from_utf8(h.value).ok())
-                        .map(str::to_string)
-                };
-                let length = header("content-length")
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0usize);
-                let key = header("authorization")
-                    .map(|v| v.trim_start_matches("Bearer ").to_string())
-                    .unwrap_or_default();
-                break (
-                    n,
-                    req.method.unwrap_or_default().to_string(),
-                    req.path.unwrap_or_default().to_string(),
-                    length,
-                    key,
-                );
-            }
-            let mut chunk = [0u8; 8192];
-            match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        };
-        while buf.len() < head_len + length {
-            let mut chunk = [0u8; 8192];
-            match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        buf.drain(..head_len + length);
+    while let Some(req) = read_request(&mut stream, &mut buf) {
+        let key = req
+            .header("authorization")
+            .map(|v| v.trim_start_matches("Bearer ").to_string())
+            .unwrap_or_default();
+        let (method, path) = (req.method, req.path);
         let sent = match (method.as_str(), path.as_str()) {
             ("GET", p) if p.starts_with("/health") => {
                 respond(&mut stream, "200 OK", "application/json", "{}")
