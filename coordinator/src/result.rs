@@ -363,7 +363,7 @@ pub struct BenchmarkResult {
     /// The workers.
     pub workers: Vec<WorkerOutcome>,
     /// The server stopped answering mid-run: every measured request sent from an instant
-    /// on errored ([`crate::validity`]); the run is invalid. Absent otherwise (and from
+    /// on errored ([`crate::error_tail`] holds the rule); the run is invalid. Absent otherwise (and from
     /// reports older than the rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_lost: Option<crate::error_tail::ServerLost>,

@@ -136,8 +136,8 @@ fn unfinished_note(b: &BenchmarkResult) -> Option<String> {
 /// A record's cells as no spreadsheet evaluates them: a text cell that starts like a
 /// formula (`=`, `+`, `-`, `@`: a model id a server chose, a label) gets a leading `'`
 /// ([`llmsurge_proto::inert::csv_cell`]); finite numbers, negative ones included, stay
-/// numbers.
-/// Every CSV llmsurge writes passes its header and rows through here.
+/// numbers. The report's CSV files (benchmarks, slices) pass their header and rows
+/// through here; the sweep's tables apply `csv_cell` to their text columns.
 pub fn inert_record<I, S>(cells: I) -> Vec<String>
 where
     I: IntoIterator<Item = S>,
