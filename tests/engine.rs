@@ -41,3 +41,4 @@ mod traffic;
 mod transport;
 mod truth;
 mod usage;
+mod verdict_matrix;

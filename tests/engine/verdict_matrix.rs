@@ -1,0 +1,1013 @@
+//! The verdict matrix (issue 36): one seeded generator draws configurations over every
+//! axis a verdict depends on, runs each against the mock with `--truth`, and checks
+//! invariants with the mock's truth and `/stats` as the oracle:
+//! - the books balance: every created request is in exactly one outcome, every sent one
+//!   reached the mock exactly once (joined on `x-request-id`) and the mock saw no other;
+//! - every request's instants lie within a fixed bound of the mock's for the same events,
+//!   and every aggregate (TTFT from send and from intent, ITL, request counts, output
+//!   tokens) within fixed bounds of the same figure computed from the truth;
+//! - from intent ≥ from send, request by request;
+//! - a run whose server and client kept up (load drawn well inside every capacity, the
+//!   mock never queued) never fails for saturation;
+//! - a run offered a known overload (≥ 1.5× the tightest capacity on its path: the mock's
+//!   slots, the user's concurrency cap, the prefill cap) never passes an SLO or a
+//!   goodput objective;
+//! - no prefix-cache hit across runs or repeats (synthetic prompts share no prefix, so
+//!   the mock's hits stay near zero).
+//!
+//! A failing draw prints its seed, how to rerun it alone, and the equivalent command
+//! lines. CI runs [`SAMPLE`] draws (about 4 s of load each, two tests in parallel);
+//! `scripts/verdict-soak.sh N` runs N more. A new feature joins by adding its axis to
+//! [`Draw`] and, where it changes what a request waits for, is offered or counts as
+//! good, to the capacity and invariants below.
+
+use crate::support::{Joined, llmsurge, mock, recorded, start_run, wait_run};
+use llmsurge::mock::{MockConfig, MockServer};
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Draws CI runs, split over the `sample_*` tests (seeds `1..=SAMPLE`).
+const SAMPLE: u64 = 16;
+/// How much earlier a client instant may read than the mock's (clock anchors' error).
+const EARLY_MS: f64 = 0.5;
+/// How much later any one client instant may read than the mock's for the same event:
+/// loopback, wake-ups and a busy machine's descheduling, never a wrong event (every
+/// mock latency here is larger).
+const REQUEST_BOUND_MS: f64 = 300.0;
+/// How far an aggregate may sit from the truth's, beyond the rank slack.
+const AGGREGATE_MS: f64 = 3.0;
+/// The share of requests a busy machine may disturb in one run: a percentile is
+/// compared with the truth's order statistics this far either side of its rank.
+const RANK_SLACK: f64 = 0.05;
+/// HDR histograms keep 3 significant digits.
+const HDR_RELATIVE: f64 = 0.002;
+/// Mock latencies: every request's time to first token and per-token gap.
+const TTFT_MS: f64 = 60.0;
+const ITL_MS: f64 = 6.0;
+/// Output tokens per request (the data asks for them; `ignore_eos` holds them).
+const OUTPUT_TOKENS: u32 = 12;
+
+/// A splitmix64 generator: the draws depend on the seed only.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// The traffic shape.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Profile {
+    Synchronous,
+    Concurrent(u32),
+    Constant,
+    Poisson,
+    /// Multi-turn sessions at a constant session rate.
+    Sessions,
+    /// A Mooncake trace at its own timestamps.
+    Replay,
+    /// Agent traces (a planner, two calls in parallel, a join) at a trace rate.
+    AgentTraces,
+    /// `--profile capacity`: the search for the highest rate that keeps up and meets
+    /// the SLO.
+    Capacity,
+}
+
+impl Profile {
+    /// Requests each unit of the profile's rate carries.
+    fn requests_per_unit(self) -> f64 {
+        match self {
+            Profile::Sessions => SESSION_TURNS as f64,
+            Profile::AgentTraces => 4.0,
+            _ => 1.0,
+        }
+    }
+    /// Whether the load is offered at a rate (open loop) rather than by streams.
+    fn open(self) -> bool {
+        !matches!(
+            self,
+            Profile::Synchronous | Profile::Concurrent(_) | Profile::Capacity
+        )
+    }
+}
+
+const SESSION_TURNS: u32 = 3;
+
+/// Whether the draw's load sits well inside every capacity, or beyond it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Load {
+    /// At most 40% of the tightest capacity.
+    KeepsUp,
+    /// At least 1.6× the tightest capacity.
+    Overload,
+}
+
+/// A fault the mock injects.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    Error500,
+    Drop,
+}
+
+/// One configuration of the matrix.
+#[derive(Clone, Debug)]
+struct Draw {
+    seed: u64,
+    profile: Profile,
+    format: &'static str,
+    stream: bool,
+    tokens_per_chunk: u32,
+    /// Reasoning tokens the mock streams before content (with `tokens_per_chunk` > 1,
+    /// an odd count makes the first chunk shorter than the rest).
+    reasoning: u32,
+    tools: bool,
+    cancel: bool,
+    max_concurrency: Option<u32>,
+    prefill_cap: Option<u32>,
+    repeat: u32,
+    workers: u32,
+    fault: Option<Fault>,
+    /// The mock's slots (`--max-concurrency` of the mock).
+    server_slots: u32,
+    load: Load,
+    /// Units of the profile per second (requests, sessions, traces); `None` for streams.
+    rate: Option<f64>,
+}
+
+/// A request's time in the server: its first token, then a gap per further token.
+fn service_s(d: &Draw) -> f64 {
+    let tokens = OUTPUT_TOKENS
+        + if d.format == "completions" {
+            0
+        } else {
+            d.reasoning
+        };
+    (TTFT_MS + ITL_MS * tokens.saturating_sub(1) as f64) / 1000.0
+}
+
+impl Draw {
+    fn new(seed: u64) -> Draw {
+        let mut r = Rng(seed ^ SALT);
+        let profile = match r.below(11) {
+            0 => Profile::Synchronous,
+            1 => Profile::Concurrent(1 + r.below(6) as u32),
+            2 | 3 => Profile::Constant,
+            4 | 5 => Profile::Poisson,
+            6 | 7 => Profile::Sessions,
+            8 => Profile::Replay,
+            9 => Profile::AgentTraces,
+            _ => Profile::Capacity,
+        };
+        // Sessions carry a conversation: a format with messages.
+        let formats: &[&str] = if profile == Profile::Sessions {
+            &["chat", "responses", "anthropic"]
+        } else {
+            &["chat", "completions", "responses", "anthropic"]
+        };
+        let format = r.pick(formats);
+        let stream = r.chance(0.8);
+        let tokens_per_chunk = r.pick(&[1, 1, 3]);
+        let reasoning = if format != "completions" && r.chance(0.3) {
+            r.pick(&[1, 4])
+        } else {
+            0
+        };
+        let tools = format != "completions" && profile != Profile::Sessions && r.chance(0.15);
+        let cancel = r.chance(0.15);
+        let max_concurrency = r.chance(0.35).then(|| 2 + r.below(8) as u32);
+        let prefill_cap = r.chance(0.25).then(|| 1 + r.below(3) as u32);
+        let repeat = if profile.open() && profile != Profile::Replay && r.chance(0.2) {
+            2
+        } else {
+            1
+        };
+        let workers = r.pick(&[1, 2]);
+        let fault = match r.below(8) {
+            0 => Some(Fault::Error500),
+            1 => Some(Fault::Drop),
+            _ => None,
+        };
+        let server_slots = 2 + r.below(6) as u32;
+        let load = if profile.open() && r.chance(0.35) {
+            Load::Overload
+        } else {
+            Load::KeepsUp
+        };
+        let mut d = Draw {
+            seed,
+            profile,
+            format,
+            stream,
+            tokens_per_chunk,
+            reasoning,
+            tools,
+            cancel,
+            max_concurrency,
+            prefill_cap,
+            repeat,
+            workers,
+            fault,
+            server_slots,
+            load,
+            rate: None,
+        };
+        if profile.open() {
+            let capacity = d.capacity_rps() / profile.requests_per_unit();
+            let share = match load {
+                Load::KeepsUp => 0.25 + 0.15 * (r.below(100) as f64 / 100.0),
+                Load::Overload => 1.6 + 0.6 * (r.below(100) as f64 / 100.0),
+            };
+            d.rate = Some((capacity * share * 100.0).round() / 100.0);
+        }
+        d
+    }
+
+    /// The requests per second the tightest stage of the path can carry: the mock's
+    /// slots, the user's concurrency cap, the prefill cap (a unit held until the first
+    /// token).
+    fn capacity_rps(&self) -> f64 {
+        let service = service_s(self);
+        let mut c = self.server_slots as f64 / service;
+        if let Some(m) = self.max_concurrency {
+            c = c.min(m as f64 / service);
+        }
+        if let Some(p) = self.prefill_cap {
+            c = c.min(p as f64 / (TTFT_MS / 1000.0));
+        }
+        c
+    }
+
+    fn mock_config(&self, truth: &Path) -> MockConfig {
+        MockConfig {
+            truth: Some(truth.to_path_buf()),
+            seed: self.seed,
+            ttft_ms: TTFT_MS,
+            itl_ms: ITL_MS,
+            output_tokens: OUTPUT_TOKENS,
+            max_concurrency: Some(self.server_slots as usize),
+            tokens_per_chunk: self.tokens_per_chunk,
+            reasoning_tokens: self.reasoning,
+            tool_call_rate: if self.tools { 0.5 } else { 0.0 },
+            error_rate: if self.fault == Some(Fault::Error500) {
+                0.1
+            } else {
+                0.0
+            },
+            drop_rate: if self.fault == Some(Fault::Drop) {
+                0.05
+            } else {
+                0.0
+            },
+            ..MockConfig::instant()
+        }
+    }
+
+    /// The mock's flags for `llmsurge mock-server` (for the reproduction line).
+    fn mock_flags(&self) -> String {
+        let c = self.mock_config(Path::new("truth.jsonl"));
+        format!(
+            "--truth truth.jsonl --seed {} --ttft-ms {} --ttft-ms-std 0 --itl-ms {} --itl-ms-std 0 --output-tokens {} --max-concurrency {} --tokens-per-chunk {} --reasoning-tokens {} --tool-call-rate {} --error-rate {} --drop-rate {}",
+            c.seed,
+            c.ttft_ms,
+            c.itl_ms,
+            c.output_tokens,
+            self.server_slots,
+            c.tokens_per_chunk,
+            c.reasoning_tokens,
+            c.tool_call_rate,
+            c.error_rate,
+            c.drop_rate
+        )
+    }
+
+    /// The generous objectives every draw is judged on: a server that kept up meets them
+    /// many times over; an overloaded one only because the time limit cut its queue.
+    fn slo(&self) -> String {
+        "ttft_p50<=20s,e2e_p50<=30s".into()
+    }
+
+    /// `benchmark run` arguments (without `--target` and `--output-dir`), and the data
+    /// files they name, written into `dir`.
+    fn args(&self, dir: &Path) -> Vec<String> {
+        let mut a: Vec<String> = Vec::new();
+        let mut push = |k: &str, v: String| {
+            a.push(k.to_string());
+            a.push(v);
+        };
+        let data = format!(
+            "prompt_tokens=40,output_tokens={OUTPUT_TOKENS}{}",
+            if self.tools { ",tools=2" } else { "" }
+        );
+        match self.profile {
+            Profile::Synchronous => {
+                push("--profile", "synchronous".into());
+                push("--data", data);
+                push("--max-seconds", "2".into());
+            }
+            Profile::Concurrent(n) => {
+                push("--profile", "concurrent".into());
+                push("--rate", n.to_string());
+                push("--data", data);
+                push("--max-seconds", "2".into());
+            }
+            Profile::Constant | Profile::Poisson => {
+                let kind = if self.profile == Profile::Constant {
+                    "constant"
+                } else {
+                    "poisson"
+                };
+                push("--profile", kind.into());
+                push("--rate", self.rate_arg());
+                push("--data", data);
+                push("--max-seconds", "3".into());
+            }
+            Profile::Sessions => {
+                push("--profile", "constant".into());
+                push("--rate", self.rate_arg());
+                push(
+                    "--data",
+                    format!("turns={SESSION_TURNS},{data},think_time=50ms"),
+                );
+                push("--max-seconds", "3".into());
+            }
+            Profile::Replay => {
+                let path = dir.join("trace.jsonl");
+                write_mooncake(&path, self.rate.unwrap_or(1.0), 3.0);
+                push("--profile", "replay".into());
+                push("--data", path.display().to_string());
+            }
+            Profile::Capacity => {
+                push("--profile", "capacity".into());
+                push("--data", data);
+                push("--max-seconds", "1.5".into());
+            }
+            Profile::AgentTraces => {
+                let path = dir.join("agent.jsonl");
+                write_agent_traces(&path, 40);
+                push("--profile", "replay".into());
+                push("--data", path.display().to_string());
+                push("--rate", self.rate_arg());
+                push("--max-seconds", "3".into());
+            }
+        }
+        push("--request-format", self.format.into());
+        push("--stream", self.stream.to_string());
+        push("--workers", self.workers.to_string());
+        push("--random-seed", self.seed.to_string());
+        push("--slo", self.slo());
+        push("--goodput", "ttft:20s,e2e:30s".into());
+        push("--request-log", "requests.jsonl".into());
+        push("--outputs", "json".into());
+        if let Some(m) = self.max_concurrency {
+            push("--max-concurrency", m.to_string());
+        }
+        if let Some(p) = self.prefill_cap {
+            push("--max-prefill-concurrency", p.to_string());
+        }
+        if self.cancel {
+            push("--cancel", "share=15%,after=ttft+10ms".into());
+        }
+        if self.repeat > 1 {
+            push("--repeat", self.repeat.to_string());
+        }
+        a
+    }
+
+    fn rate_arg(&self) -> String {
+        format!("{}", self.rate.unwrap_or(1.0))
+    }
+
+    /// How to run this draw again, alone and by hand.
+    fn reproduce(&self, dir: &Path) -> String {
+        let args: Vec<String> = self
+            .args(dir)
+            .into_iter()
+            .map(|a| {
+                if a.contains([' ', ',', '"', '*', ';']) {
+                    format!("'{a}'")
+                } else {
+                    a
+                }
+            })
+            .collect();
+        format!(
+            "draw {self:?}\n  rerun: VERDICT_MATRIX_SEED={} cargo nextest run -E 'test(/verdict_matrix::one_draw$/)' --no-capture\n  by hand: llmsurge mock-server --port 8000 {} &\n           llmsurge benchmark run --target http://127.0.0.1:8000 --max-dispatch-lag 10s {}",
+            self.seed,
+            self.mock_flags(),
+            args.join(" ")
+        )
+    }
+}
+
+/// Mixed into every draw's seed, so draw 1 is not the generator's first output for 1.
+const SALT: u64 = 0x5eed_0f0a_711c_5e00;
+
+/// A Mooncake trace of `seconds` at `rate` requests a second, every request its own
+/// blocks (no prefix shared).
+fn write_mooncake(path: &Path, rate: f64, seconds: f64) {
+    let n = (rate * seconds).ceil().max(2.0) as u64;
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            serde_json::json!({
+                "timestamp": (i as f64 * 1000.0 / rate).round() as u64,
+                "input_length": 40,
+                "output_length": OUTPUT_TOKENS,
+                "hash_ids": [1_000_000 + i * 4, 1_000_001 + i * 4],
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").expect("write the trace");
+}
+
+/// `n` agent traces, one per line: a planner, two chat calls after it (overlapping),
+/// a join after both.
+fn write_agent_traces(path: &Path, n: u64) {
+    let t0: u64 = 1_700_000_000_000_000_000;
+    let ms = 1_000_000u64;
+    let span = |trace: u64, id: &str, start: u64, end: u64, input: u32| {
+        serde_json::json!({
+            "span_id": format!("{id}{trace}"), "parent_span_id": format!("root{trace}"),
+            "name": "chat",
+            "start_time": t0 + start * ms, "end_time": t0 + end * ms,
+            "attributes": {"gen_ai.operation.name": "chat",
+                "gen_ai.usage.input_tokens": input, "gen_ai.usage.output_tokens": OUTPUT_TOKENS}
+        })
+    };
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            serde_json::json!({
+                "trace_id": format!("t{i}"),
+                "spans": [
+                    {"span_id": format!("root{i}"), "parent_span_id": "", "name": "agent",
+                     "start_time": t0, "end_time": t0 + 900 * ms, "attributes": {}},
+                    span(i, "plan", 0, 100, 40),
+                    span(i, "a", 110, 300, 50),
+                    span(i, "b", 120, 320, 60),
+                    span(i, "join", 330, 500, 80),
+                ]
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").expect("write the traces");
+}
+
+/// Seconds, from a JSON number.
+fn f(v: &Value) -> Option<f64> {
+    v.as_f64()
+}
+
+/// The value at quantile `q` of sorted `xs` (nearest rank, clamped).
+fn at_rank(xs: &[f64], q: f64) -> f64 {
+    let q = q.clamp(0.0, 1.0);
+    let i = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len()) - 1;
+    xs[i]
+}
+
+/// Checks a report percentile against the truth's samples: between the truth's order
+/// statistics [`RANK_SLACK`] either side of its rank, give or take the fixed bounds.
+fn check_percentile(
+    out: &mut Vec<String>,
+    what: &str,
+    reported: Option<f64>,
+    truth: &mut [f64],
+    q: f64,
+    late_allowance_ms: f64,
+) {
+    let Some(reported) = reported else {
+        out.push(format!("{what}: not in the report"));
+        return;
+    };
+    truth.sort_by(f64::total_cmp);
+    if truth.is_empty() {
+        return;
+    }
+    let lo = at_rank(truth, q - RANK_SLACK) * (1.0 - HDR_RELATIVE) - EARLY_MS - AGGREGATE_MS;
+    let hi =
+        at_rank(truth, q + RANK_SLACK) * (1.0 + HDR_RELATIVE) + AGGREGATE_MS + late_allowance_ms;
+    if !(lo..=hi).contains(&reported) {
+        out.push(format!(
+            "{what}: reported {reported:.2} ms, the truth's order statistics put it in [{lo:.2}, {hi:.2}] ms ({} samples)",
+            truth.len()
+        ));
+    }
+}
+
+/// A percentile of a report distribution (`metrics.KEY.successful.percentiles.pNN`).
+fn pct(b: &Value, key: &str, p: &str) -> Option<f64> {
+    f(&b["metrics"][key]["successful"]["percentiles"][p])
+}
+
+/// A request the stop cancelled this soon after its send may never have reached the
+/// mock's handler (the connection closed before the server read it).
+const CUT_AT_SEND_S: f64 = 0.05;
+
+/// Joins the request log with the truth on `x-request-id`: every sent request with its
+/// one truth line (the second of two when it was resent), every truth line with a
+/// logged request. A request the stop cut off within [`CUT_AT_SEND_S`] of its send may be
+/// missing from the truth; how many were is returned. Anything else unmatched is broken.
+fn join(log: &Path, truth: &Path, broken: &mut Vec<String>) -> (Vec<Joined>, u64) {
+    let mut by_id: std::collections::HashMap<String, Vec<Value>> = std::collections::HashMap::new();
+    for line in recorded(truth) {
+        let id = line["request_id"].as_str().unwrap_or_default().to_string();
+        by_id.entry(id).or_default().push(line);
+    }
+    let mut joined = Vec::new();
+    let mut unseen = 0;
+    for log in recorded(log) {
+        let (Some(start), Some(id)) = (log["start_time"].as_f64(), log["request_id"].as_str())
+        else {
+            continue;
+        };
+        let Some(mut attempts) = by_id.remove(id) else {
+            let cut = log["error_kind"] == "cancelled"
+                && log["end_time"]
+                    .as_f64()
+                    .is_some_and(|e| e - start < CUT_AT_SEND_S);
+            if cut {
+                unseen += 1;
+            } else {
+                broken.push(format!(
+                    "{id} is logged as sent but the mock never saw it: {log}"
+                ));
+            }
+            continue;
+        };
+        let expected = if log["retried"] == true { 2 } else { 1 };
+        if attempts.len() != expected {
+            broken.push(format!("{id} reached the mock {} times", attempts.len()));
+        }
+        let truth = attempts.pop().unwrap_or_default();
+        joined.push(Joined { log, truth });
+    }
+    if !by_id.is_empty() {
+        broken.push(format!(
+            "the mock saw requests the log does not have: {:?}",
+            by_id.keys().collect::<Vec<_>>()
+        ));
+    }
+    (joined, unseen)
+}
+
+/// What one draw broke, one line per invariant (empty: all hold).
+fn run_draw(d: &Draw) -> Vec<String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let truth_path = dir.path().join("truth.jsonl");
+    let server: MockServer = mock(d.mock_config(&truth_path));
+    let args = d.args(dir.path());
+    let mut all: Vec<String> = vec!["--target".into(), server.base_url()];
+    all.extend(args);
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let (child, out_dir) = start_run(&refs, |_| {});
+    let finished = wait_run(child, out_dir);
+    let stats = server.stop();
+    let mut broken = Vec::new();
+    let code = finished.code();
+    if ![0, 3, 4, 5].contains(&code) {
+        broken.push(format!(
+            "exit code {code}: the run failed\n{}",
+            finished.stderr
+        ));
+        return broken;
+    }
+    let report: Value = match std::fs::read(finished.report_path())
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+    {
+        Some(r) => r,
+        None => {
+            broken.push(format!("no readable report\n{}", finished.stderr));
+            return broken;
+        }
+    };
+    let log_path = finished.dir.path().join("requests.jsonl");
+    let benchmarks = report["benchmarks"].as_array().cloned().unwrap_or_default();
+    if d.profile != Profile::Capacity && benchmarks.len() != d.repeat as usize {
+        broken.push(format!(
+            "{} benchmarks in the report for --repeat {}",
+            benchmarks.len(),
+            d.repeat
+        ));
+    }
+
+    // The books.
+    for (i, b) in benchmarks.iter().enumerate() {
+        let r = &b["requests"];
+        let n = |k: &str| r[k].as_u64().unwrap_or(0);
+        if n("created") != n("completed") + n("errored") + n("cancelled") || n("in_flight") != 0 {
+            broken.push(format!("benchmark {i}: the books do not balance: {r}"));
+        }
+    }
+    let logged = recorded(&log_path);
+    let created: u64 = benchmarks
+        .iter()
+        .map(|b| b["requests"]["created"].as_u64().unwrap_or(0))
+        .sum();
+    if logged.len() as u64 != created {
+        broken.push(format!(
+            "{} requests in the log, {created} created in the report",
+            logged.len()
+        ));
+    }
+    let (joined, unseen) = join(&log_path, &truth_path, &mut broken);
+    let generation_requests = stats.requests.chat_completions
+        + stats.requests.completions
+        + stats.requests.responses
+        + stats.requests.messages;
+    let attempts = joined
+        .iter()
+        .map(|j| if j.log["retried"] == true { 2 } else { 1 })
+        .sum::<u64>();
+    if attempts != generation_requests {
+        broken.push(format!(
+            "the mock counted {generation_requests} generation requests, the log joins {attempts} ({unseen} cut off by the stop before the mock read them)"
+        ));
+    }
+
+    // Request by request.
+    let t = |v: &Value, k: &str| f(&v[k]);
+    for j in &joined {
+        let (log, truth) = (&j.log, &j.truth);
+        let id = log["request_id"].as_str().unwrap_or("?");
+        let completed = log["status"] == "completed";
+        if completed && truth["outcome"] != "completed" {
+            broken.push(format!(
+                "{id}: completed for the client, {} for the mock",
+                truth["outcome"]
+            ));
+        }
+        let mut near = |what: &str, client: Option<f64>, mock: Option<f64>| {
+            if let (Some(c), Some(m)) = (client, mock) {
+                let ms = (c - m) * 1000.0;
+                if !(-EARLY_MS..=REQUEST_BOUND_MS).contains(&ms) {
+                    broken.push(format!("{id}: {what} {ms:+.2} ms from the mock's"));
+                }
+            }
+        };
+        // The send precedes the mock's arrival.
+        near(
+            "arrival after the send",
+            truth["arrival_time"].as_f64(),
+            t(log, "start_time"),
+        );
+        let chunks = truth["chunks"].as_array().cloned().unwrap_or_default();
+        if completed && d.stream {
+            near(
+                "first token",
+                t(log, "first_token_time"),
+                chunks.first().and_then(|c| f(&c["time"])),
+            );
+            near("end", t(log, "end_time"), t(truth, "end_time"));
+            let sent: u64 = chunks
+                .iter()
+                .map(|c| c["reasoning"].as_u64().unwrap_or(0) + c["content"].as_u64().unwrap_or(0))
+                .sum();
+            // The client counts tokens from the server's usage; without one it counts
+            // chunks, which is not a token count to compare.
+            if log["output_tokens_source"] == "usage" && log["output_tokens"].as_u64() != Some(sent)
+            {
+                broken.push(format!(
+                    "{id}: {} output tokens for the client, {sent} sent by the mock",
+                    log["output_tokens"]
+                ));
+            }
+        }
+        // From intent ≥ from send: the intended instant is never after the send.
+        if let (Some(intended), Some(start)) = (t(log, "scheduled_time"), t(log, "start_time"))
+            && intended > start + EARLY_MS / 1000.0
+        {
+            broken.push(format!(
+                "{id}: intended {:.3} ms after its send",
+                (intended - start) * 1000.0
+            ));
+        }
+    }
+
+    // Aggregates against the truth, per benchmark (a run of --repeat is one).
+    for (i, b) in benchmarks.iter().enumerate() {
+        let mine: Vec<&Joined> = joined
+            .iter()
+            .filter(|j| {
+                // A run of --repeat is one benchmark; else the log names its benchmark.
+                let index = if d.repeat > 1 {
+                    &j.log["run"]
+                } else {
+                    &j.log["benchmark"]
+                };
+                index.as_u64().unwrap_or(0) == i as u64
+                    && j.log["phase"] == "measured"
+                    && j.log["status"] == "completed"
+            })
+            .collect();
+        let completed = b["measured_requests"]["completed"]
+            .as_u64()
+            .or(b["requests"]["completed"].as_u64())
+            .unwrap_or(0);
+        if mine.len() as u64 != completed {
+            broken.push(format!(
+                "benchmark {i}: {completed} completed in the report, {} completed requests joined with the truth",
+                mine.len()
+            ));
+        }
+        if !d.stream || mine.len() < 20 {
+            continue;
+        }
+        let first_content = |j: &Joined| {
+            j.truth["chunks"]
+                .as_array()?
+                .iter()
+                .find(|c| c["content"].as_u64().unwrap_or(0) > 0)
+                .and_then(|c| f(&c["time"]))
+        };
+        // From send: the mock's first content chunk less the mock's arrival (the client's
+        // send precedes it and its read follows the chunk, so the client's figure is up
+        // to two transits above this).
+        let mut ttft: Vec<f64> = mine
+            .iter()
+            .filter(|j| j.truth["tool_call"].is_null())
+            .filter_map(|j| Some((first_content(j)? - f(&j.truth["arrival_time"])?) * 1000.0))
+            .collect();
+        // From intent: the mock's first content chunk less the intended instant (the
+        // client's own schedule, checked deterministic elsewhere).
+        let mut ttft_intent: Vec<f64> = mine
+            .iter()
+            .filter(|j| j.truth["tool_call"].is_null())
+            .filter_map(|j| Some((first_content(j)? - f(&j.log["scheduled_time"])?) * 1000.0))
+            .collect();
+        // Every token gap: a chunk of k tokens carries k gaps of (its gap to the chunk
+        // before) / k.
+        let mut itl: Vec<f64> = Vec::new();
+        for j in &mine {
+            let chunks = j.truth["chunks"].as_array().cloned().unwrap_or_default();
+            for w in chunks.windows(2) {
+                let k =
+                    w[1]["reasoning"].as_u64().unwrap_or(0) + w[1]["content"].as_u64().unwrap_or(0);
+                if let (Some(a), Some(z)) = (f(&w[0]["time"]), f(&w[1]["time"]))
+                    && k > 0
+                {
+                    itl.extend(std::iter::repeat_n((z - a) * 1000.0 / k as f64, k as usize));
+                }
+            }
+        }
+        let only_text = ttft.len() == mine.len();
+        for (p, q) in [("p50", 0.5), ("p90", 0.9)] {
+            if only_text {
+                check_percentile(
+                    &mut broken,
+                    &format!("benchmark {i}: ttft {p}"),
+                    pct(b, "ttft", p),
+                    &mut ttft,
+                    q,
+                    0.0,
+                );
+                check_percentile(
+                    &mut broken,
+                    &format!("benchmark {i}: ttft_from_intent {p}"),
+                    pct(b, "ttft_from_intent", p),
+                    &mut ttft_intent,
+                    q,
+                    0.0,
+                );
+            }
+            check_percentile(
+                &mut broken,
+                &format!("benchmark {i}: itl {p}"),
+                pct(b, "itl", p),
+                &mut itl,
+                q,
+                0.0,
+            );
+        }
+        if itl.len() >= 200 {
+            check_percentile(
+                &mut broken,
+                &format!("benchmark {i}: itl p99"),
+                pct(b, "itl", "p99"),
+                &mut itl,
+                0.99,
+                0.0,
+            );
+        }
+        if let (Some(send), Some(intent)) =
+            (pct(b, "ttft", "p50"), pct(b, "ttft_from_intent", "p50"))
+            && intent < send * (1.0 - HDR_RELATIVE)
+        {
+            broken.push(format!(
+                "benchmark {i}: ttft p50 from intent {intent:.2} ms below from send {send:.2} ms"
+            ));
+        }
+    }
+
+    // Verdicts. A capacity search never reports a rate beyond what the path carries: a
+    // probe offered 1.5× that failed to keep up, whatever its latencies.
+    if d.profile == Profile::Capacity {
+        let found = report["capacity"]["rate"].as_f64();
+        if let Some(rate) = found
+            && rate > 1.5 * d.capacity_rps()
+        {
+            broken.push(format!(
+                "the capacity search found {rate:.1} req/s; the path carries {:.1}: {}",
+                d.capacity_rps(),
+                report["capacity"]
+            ));
+        }
+        return broken;
+    }
+    let kept_up = d.load == Load::KeepsUp && stats.peak_queued == 0 && code != 4;
+    for (i, b) in benchmarks.iter().enumerate() {
+        let slo = &b["slo"];
+        let not_kept_up = slo["not_kept_up"].as_str();
+        if kept_up && let Some(why) = not_kept_up {
+            broken.push(format!(
+                "benchmark {i}: the server never queued (mock peak_queued 0) and the load was at most 40% of every capacity, yet: {why}"
+            ));
+        }
+        if d.load == Load::Overload && code != 4 && slo["passed"] == true {
+            broken.push(format!(
+                "benchmark {i}: offered ≥ 1.6× the path's capacity ({:.1} req/s), yet the SLO passed: {slo}",
+                d.capacity_rps()
+            ));
+        }
+        if d.load == Load::Overload
+            && code != 4
+            && let Some(checks) = slo["checks"].as_array()
+            && checks.iter().any(|c| c["passed"] == true)
+        {
+            broken.push(format!(
+                "benchmark {i}: overloaded, yet an objective passed: {slo}"
+            ));
+        }
+    }
+    if kept_up && code == 3 {
+        broken.push(format!("exit 3 on a run that kept up\n{}", finished.stderr));
+    }
+    if d.load == Load::Overload && code == 0 {
+        broken.push(format!("exit 0 on an overloaded run\n{}", finished.stderr));
+    }
+
+    // No prefix-cache hit across runs or repeats: synthetic prompts share no prefix
+    // (sessions resend their history by design, and trace rows their blocks).
+    if !matches!(d.profile, Profile::Sessions | Profile::AgentTraces)
+        && stats.prefix_cache_queries > 0
+        && stats.prefix_cache_hits * 20 > stats.prefix_cache_queries
+    {
+        broken.push(format!(
+            "the mock found {} of {} prompt tokens cached: prompts repeated across runs",
+            stats.prefix_cache_hits, stats.prefix_cache_queries
+        ));
+    }
+    broken
+}
+
+/// Runs the draws of `seeds`, and fails naming every broken one with how to rerun it.
+fn run_draws(seeds: impl Iterator<Item = u64>) {
+    let mut failures = String::new();
+    let mut ran = 0;
+    for seed in seeds {
+        let d = Draw::new(seed);
+        ran += 1;
+        let result = std::panic::catch_unwind(|| run_draw(&d));
+        let broken = match result {
+            Ok(b) => b,
+            Err(e) => vec![format!(
+                "panicked: {}",
+                e.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
+            )],
+        };
+        eprintln!(
+            "verdict matrix: seed {seed}: {:?} {:?} {}: {}",
+            d.profile,
+            d.load,
+            d.format,
+            if broken.is_empty() { "ok" } else { "BROKEN" }
+        );
+        if !broken.is_empty() {
+            let _ = writeln!(
+                failures,
+                "\n{}\n  broken:\n    {}",
+                d.reproduce(Path::new(".")),
+                broken.join("\n    ")
+            );
+        }
+    }
+    assert!(failures.is_empty(), "{ran} draws, broken ones:{failures}");
+}
+
+/// CI's sample, in parallel halves.
+#[test]
+fn sample_first_half() {
+    run_draws(1..=SAMPLE / 2);
+}
+
+#[test]
+fn sample_second_half() {
+    run_draws(SAMPLE / 2 + 1..=SAMPLE);
+}
+
+/// One draw, `VERDICT_MATRIX_SEED` (the line a failing draw prints), else seed 1.
+#[test]
+fn one_draw() {
+    let seed = std::env::var("VERDICT_MATRIX_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    run_draws(std::iter::once(seed));
+}
+
+/// `scripts/verdict-soak.sh N`: `VERDICT_MATRIX_DRAWS` draws from
+/// `VERDICT_MATRIX_FROM` (default: after CI's sample); nothing without the variable.
+#[test]
+fn soak() {
+    let Some(n) = std::env::var("VERDICT_MATRIX_DRAWS")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let from = std::env::var("VERDICT_MATRIX_FROM")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(SAMPLE + 1);
+    run_draws(from..from + n);
+}
+
+/// The draws cover every axis: over CI's sample and the first soak draws, each value
+/// of each axis appears (a new axis must be drawn, not only declared).
+#[test]
+fn the_draws_cover_every_axis() {
+    let draws: Vec<Draw> = (1..=200).map(Draw::new).collect();
+    let profiles = [
+        "Synchronous",
+        "Concurrent",
+        "Constant",
+        "Poisson",
+        "Sessions",
+        "Replay",
+        "AgentTraces",
+        "Capacity",
+    ];
+    for p in profiles {
+        let first = draws
+            .iter()
+            .find(|d| format!("{:?}", d.profile).starts_with(p))
+            .unwrap_or_else(|| panic!("no {p} draw"));
+        eprintln!("first {p} draw: seed {}", first.seed);
+    }
+    for f in ["chat", "completions", "responses", "anthropic"] {
+        assert!(draws.iter().any(|d| d.format == f), "no {f} draw");
+    }
+    let has = |what: &str, pred: &dyn Fn(&Draw) -> bool| {
+        assert!(draws.iter().any(pred), "no draw with {what}");
+        assert!(!draws.iter().all(pred), "every draw with {what}");
+    };
+    has("streaming", &|d| d.stream);
+    has("chunks of 3", &|d| d.tokens_per_chunk == 3);
+    has("a shorter first chunk", &|d| {
+        d.tokens_per_chunk == 3 && d.reasoning % 3 != 0 && d.format != "completions"
+    });
+    has("reasoning", &|d| d.reasoning > 0);
+    has("tools", &|d| d.tools);
+    has("--cancel", &|d| d.cancel);
+    has("--max-concurrency", &|d| d.max_concurrency.is_some());
+    has("a prefill cap", &|d| d.prefill_cap.is_some());
+    has("--repeat", &|d| d.repeat > 1);
+    has("two workers", &|d| d.workers == 2);
+    has("a fault", &|d| d.fault.is_some());
+    has("an overload", &|d| d.load == Load::Overload);
+    // The reproduction line names the seed and the binary's flags.
+    let line = draws[0].reproduce(Path::new("."));
+    assert!(line.contains("VERDICT_MATRIX_SEED=1 "), "{line}");
+    assert!(line.contains("llmsurge benchmark run --target"), "{line}");
+    // The mock's flags in it are real flags: the mock accepts them.
+    let out = llmsurge()
+        .args(["mock-server", "--help"])
+        .output()
+        .expect("llmsurge runs");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in draws[0]
+        .mock_flags()
+        .split(' ')
+        .filter(|w| w.starts_with("--"))
+    {
+        assert!(help.contains(flag), "mock-server has no {flag}");
+    }
+}
