@@ -113,3 +113,87 @@ pub fn hit_rate_warning(
         confidence * 100.0
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> Report {
+        serde_json::from_str(include_str!(
+            "../../tests/fixtures/report-server-metrics.json"
+        ))
+        .expect("fixture parses")
+    }
+
+    /// Sets benchmark `i`'s prefix-cache counters to `hits` of `queries`.
+    fn with_hits(mut r: Report, i: usize, hits: f64, queries: f64) -> Report {
+        let sm = r.benchmarks[i]
+            .server_metrics
+            .as_mut()
+            .expect("server metrics");
+        for (name, v) in [
+            ("prefix_cache_hits", hits),
+            ("prefix_cache_queries", queries),
+        ] {
+            sm.summary.get_mut(name).expect(name).delta = Some(v);
+        }
+        r
+    }
+
+    #[test]
+    fn a_hit_rate_warns_only_beyond_noise_and_the_floor() {
+        let warn = |base: &Report, cur: &Report| {
+            hit_rate_warning(base, &base.benchmarks[1], cur, &cur.benchmarks[1], 0.95)
+        };
+        let base = fixture();
+        // 75% of 53 requests against itself: nothing.
+        assert_eq!(warn(&base, &base), None);
+        // 75% against 2%: far beyond noise, and both rates said.
+        let low = with_hits(fixture(), 1, 39.0, 1952.0);
+        let w = warn(&base, &low).expect("a warning");
+        assert!(
+            w.contains("baseline 75.0%") && w.contains("current 2.0%"),
+            "{w}"
+        );
+        // 75% against 72%: under the floor, however many requests.
+        let close = with_hits(fixture(), 1, 1405.0, 1952.0);
+        assert_eq!(warn(&base, &close), None);
+        // 50% against 65% of 14 requests: within the noise of so few.
+        let few = with_hits(fixture(), 0, 333.0, 512.0);
+        let w0 = hit_rate_warning(
+            &fixture(),
+            &base.benchmarks[0],
+            &few,
+            &few.benchmarks[0],
+            0.95,
+        );
+        assert_eq!(w0, None);
+    }
+
+    #[test]
+    fn seeds_shared_between_reports_or_by_old_repeated_runs_warn() {
+        let a = fixture();
+        let shared = seed_warnings(&a, &a);
+        assert_eq!(shared.len(), 1, "{shared:?}");
+        assert!(shared[0].contains("share the random seed 42"), "{shared:?}");
+        let mut b = fixture();
+        b.args["seed"] = 43.into();
+        assert!(seed_warnings(&a, &b).is_empty());
+        // Per-run seeds: any run's seed in common warns.
+        b.args["run_seeds"] = serde_json::json!([43, 44, 42]);
+        assert_eq!(seed_warnings(&a, &b).len(), 1);
+        // Repeated runs without per-run seeds all re-sent the first one's prompts.
+        let mut old = fixture();
+        old.args["seed"] = 9.into();
+        for (i, r) in old.benchmarks.iter_mut().enumerate() {
+            r.index = 0;
+            r.run = Some(i as u32);
+        }
+        let w = seed_warnings(&old, &b);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("the baseline's 2 runs all used seed 9"),
+            "{w:?}"
+        );
+    }
+}
