@@ -50,6 +50,17 @@ pub struct CompareArgs {
     #[arg(long, env = "LLMSURGE_MARKDOWN", value_name = "FILE")]
     pub markdown: Option<PathBuf>,
 
+    /// Also write the whole comparison as JSON to this file (`-` for stdout): pairs,
+    /// every metric's change and verdict, benchmarks without a partner, warnings.
+    #[arg(long, env = "LLMSURGE_JSON", value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Compare the benchmarks that have a partner and pass the gate even when a
+    /// benchmark of either report has none (by default that fails it, exit 3: a
+    /// benchmark the gate could not judge is not a pass).
+    #[arg(long, env = "LLMSURGE_ALLOW_MISSING")]
+    pub allow_missing: bool,
+
     /// Pictures of both runs on the same axes, each figure's verdicts beside it: html
     /// (compare.html), png, svg (one file per chart); comma-separated. None by default.
     /// Its variable is not LLMSURGE_OUTPUTS: a CI job sets that one for its runs
@@ -164,7 +175,10 @@ fn render(c: &Comparison) -> String {
         ("current", &c.unmatched_current),
     ] {
         if !list.is_empty() {
-            out.push_str(&format!("\nunmatched in the {side}: {}", list.join(", ")));
+            out.push_str(&format!(
+                "\nunmatched in the {side} (no partner of the same strategy, rate and label): {}",
+                list.join(", ")
+            ));
         }
     }
     let noisy = c
@@ -189,6 +203,17 @@ fn render(c: &Comparison) -> String {
             ""
         }
     ));
+    if c.unmatched() > 0 {
+        out.push_str(&format!(
+            "\n{} benchmark(s) without a partner: {}",
+            c.unmatched(),
+            if c.allow_missing {
+                "allowed (--allow-missing)"
+            } else {
+                "the gate fails (--allow-missing compares the rest)"
+            }
+        ));
+    }
     out
 }
 
@@ -244,12 +269,32 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
         Ok(f) => f,
         Err(e) => return super::usage_error(&e),
     };
-    let comparison = match compare(&base, &cur, &tolerances, args.strict, args.confidence) {
+    let mut comparison = match compare(&base, &cur, &tolerances, args.strict, args.confidence) {
         Ok(c) => c,
         Err(e) => return super::usage_error(&e),
     };
+    comparison.allow_missing = args.allow_missing;
     crate::stdout::println(&render(&comparison));
+    for w in &comparison.warnings {
+        crate::stdout::eprintln(&format!("warning: {w}"));
+    }
+    if comparison.missing_fails() {
+        for line in comparison.missing_lines() {
+            crate::stdout::eprintln(&format!(
+                "gate failed: {line}; --allow-missing compares the rest"
+            ));
+        }
+    }
     let mut failed = false;
+    if let Some(path) = &args.json {
+        let written = serde_json::to_string_pretty(&comparison)
+            .map_err(|e| e.to_string())
+            .and_then(|json| write_to(path, &json));
+        if let Err(e) = written {
+            crate::stdout::eprintln(&format!("error: {e}"));
+            failed = true;
+        }
+    }
     if let Some(path) = &args.junit {
         let written = junit::render(&junit::comparison_suites(&comparison))
             .map_err(|e| e.to_string())
@@ -273,7 +318,7 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
     }
     if failed {
         exit_codes::RUN_FAILED
-    } else if comparison.regressions > 0 {
+    } else if !comparison.passed() {
         exit_codes::GATE_FAILED
     } else {
         exit_codes::OK

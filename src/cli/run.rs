@@ -124,9 +124,17 @@ fn check_output_dirs(plan: &RunPlan) -> Result<(), String> {
 }
 
 /// The resolved plan as JSON, with what preparing the data found (the tokenizer used,
-/// rows) under `data.resolved`.
+/// rows) under `data.resolved`, and with `--repeat`, each run's seed (`run_seeds`).
 fn plan_json(plan: &RunPlan, data: &crate::data::PreparedData) -> serde_json::Value {
     let mut v = plan.public_json();
+    if plan.repeat > 1
+        && let Some(o) = v.as_object_mut()
+    {
+        o.insert(
+            "run_seeds".into(),
+            super::seed::repeat_seeds(plan.seed, plan.repeat).into(),
+        );
+    }
     if let Some(d) = v.get_mut("data").and_then(|d| d.as_object_mut()) {
         d.insert(
             "resolved".into(),
@@ -363,9 +371,11 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
 }
 
 /// Runs the plan `--repeat` times (once by default), pausing `--repeat-cooldown` between
-/// runs; each run gets a fresh profile (a sweep derives its rates anew) and its own
-/// request-id tag, and its benchmarks are marked with their run. A Ctrl-C ends the
-/// repeats. `profile` is the first run's (and, for a capacity search, the only one).
+/// runs; each run gets a fresh profile (a sweep derives its rates anew), its own seed
+/// ([`super::seed::repeat_seed`]: its prompts, arrivals, `--cancel` and LoRA picks are
+/// its own, so no run answers another's from a prefix cache) and its own request-id
+/// tag, and its benchmarks are marked with their run. A Ctrl-C ends the repeats.
+/// `profile` is the first run's (and, for a capacity search, the only one).
 async fn run_repeats(
     plan: &RunPlan,
     template: &PlanTemplate,
@@ -413,6 +423,12 @@ async fn run_repeats(
         if let Some(reset) = &mut template.base.cache_reset {
             reset.before_first = true;
         }
+        // Every random stream of the worker config (and so of every benchmark, which
+        // reseeds from it) follows this run's seed, the one `args.run_seeds` records.
+        template
+            .base
+            .worker_template
+            .reseed(super::seed::REPEAT_STREAM, u64::from(run));
         let backend = &mut template.base.worker_template.backend;
         if backend.request_id.is_some() {
             backend.request_id = Some(llmsurge_proto::new_run_tag());

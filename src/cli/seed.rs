@@ -2,7 +2,10 @@
 //! runs send the same prompts unless asked to (a server's prefix cache would otherwise
 //! answer the second run from what the first left behind). Each benchmark of a run then
 //! derives its own streams from (run seed, benchmark index): see
-//! [`llmsurge_proto::WorkerConfig::reseed`].
+//! [`llmsurge_proto::WorkerConfig::reseed`]. With `--repeat N`, each run draws its own
+//! seed from (run seed, run index) ([`repeat_seed`]), so a later run sends none of an
+//! earlier run's prompts, arrivals or picks, and the same run seed still gives the same
+//! set of runs.
 
 use llmsurge_proto::Shard;
 use llmsurge_proto::seed::derive_seed;
@@ -18,6 +21,27 @@ pub fn run_seed(given: Option<u64>, shard: Option<Shard>, start_at: Option<f64>)
         }
         _ => fresh_seed(),
     }
+}
+
+/// The stream name the runs of `--repeat` derive their seeds under.
+pub const REPEAT_STREAM: &str = "repeat";
+
+/// The seed of run `run` (from 0) of `--repeat`: the run seed for the first, so that a
+/// single run is unchanged; else one derived from (run seed, run index). A run's
+/// [`llmsurge_proto::WorkerConfig`] gets it by `reseed(REPEAT_STREAM, run)`.
+pub fn repeat_seed(run_seed: u64, run: u32) -> u64 {
+    if run == 0 {
+        run_seed
+    } else {
+        derive_seed(run_seed, REPEAT_STREAM, u64::from(run))
+    }
+}
+
+/// The seeds of the `repeat` runs of a run seed, in run order.
+pub fn repeat_seeds(run_seed: u64, repeat: u32) -> Vec<u64> {
+    (0..repeat.max(1))
+        .map(|run| repeat_seed(run_seed, run))
+        .collect()
 }
 
 /// Refuses a split load (`--shard K/N`, N > 1) with no shared seed: each shard would draw
@@ -58,6 +82,24 @@ mod tests {
     fn a_given_seed_wins_and_fresh_seeds_differ() {
         assert_eq!(run_seed(Some(7), None, None), 7);
         assert_ne!(run_seed(None, None, None), run_seed(None, None, None));
+    }
+
+    #[test]
+    fn each_repeated_run_draws_its_own_seed_and_the_first_keeps_the_run_seed() {
+        let seeds = repeat_seeds(42, 4);
+        assert_eq!(seeds.len(), 4);
+        assert_eq!(seeds[0], 42, "a single run is unchanged");
+        let mut distinct = seeds.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 4, "{seeds:?}");
+        assert_eq!(
+            repeat_seeds(42, 4),
+            seeds,
+            "the same run seed, the same runs"
+        );
+        assert_ne!(repeat_seeds(43, 4)[1], seeds[1]);
+        assert_eq!(repeat_seeds(42, 1), [42]);
     }
 
     #[test]

@@ -1,22 +1,27 @@
 //! `llmsurge benchmark compare`: is CURRENT worse than BASELINE, beyond noise?
 //!
-//! Benchmarks are matched by strategy and rate (a sweep's computed rates by their
-//! position among the same strategy). For every matched pair, every comparison metric
-//! gets its change, the sample sizes behind it, and — where the reports carry what is
-//! needed (histograms, counts) — a confidence interval of the change. A metric regresses
-//! when it got worse by more than its tolerance and the interval excludes "no change"
-//! (or, with `--strict`, on the point change alone).
+//! Benchmarks pair by strategy, rate and label ([`pairing`]; a sweep's computed rates by
+//! their position among the same kind, only where neither side has an exact partner),
+//! and every benchmark without a partner is named: by default the gate fails on one. For
+//! every pair, every comparison metric gets its change, the sample sizes behind it, and
+//! — where the reports carry what is needed (histograms, counts) — a confidence interval
+//! of the change. A metric regresses when it got worse by more than its tolerance and the
+//! interval excludes "no change" (or, with `--strict`, on the point change alone). What
+//! could flatter a side (a shared seed, a prefix cache that answered one side more) is a
+//! warning ([`warnings`]).
 
 pub mod change;
 pub mod noise;
+pub mod pairing;
 pub mod runs;
 pub mod tolerance;
+pub mod warnings;
 
 use crate::report::{Report, server};
 use change::judge;
 pub use change::{MetricChange, Verdict};
+use llmsurge_coordinator::BenchmarkResult;
 use llmsurge_coordinator::server_metrics::{SeriesKind, SeriesSummary, ServerMetrics};
-use llmsurge_coordinator::{BenchmarkResult, Strategy};
 use serde::Serialize;
 use tolerance::{ChangeUnit, LATENCY_METRICS, LATENCY_STATS, Tolerances};
 
@@ -51,62 +56,46 @@ pub struct Comparison {
     pub variance: runs::Variance,
     /// That choice in one sentence.
     pub variance_note: String,
+    /// What could flatter a side (a shared seed, a different prefix-cache hit rate), one
+    /// sentence each; they never fail the gate.
+    pub warnings: Vec<String>,
+    /// `--allow-missing`: a benchmark without a partner does not fail the gate. Set by
+    /// the caller; false from [`compare`].
+    pub allow_missing: bool,
 }
 
-/// Matches benchmarks: same strategy (kind and target), else the same kind at the same
-/// position among that kind (a sweep's rates differ from run to run).
-fn match_benchmarks<'a>(
-    base: &'a [BenchmarkResult],
-    cur: &'a [BenchmarkResult],
-) -> (
-    Vec<(&'a BenchmarkResult, &'a BenchmarkResult)>,
-    Vec<String>,
-    Vec<String>,
-) {
-    let mut used = vec![false; cur.len()];
-    let mut pairs = Vec::new();
-    let mut unmatched_base = Vec::new();
-    let ordinal = |list: &[BenchmarkResult], i: usize| {
-        list[..i]
-            .iter()
-            .filter(|b| b.strategy.kind() == list[i].strategy.kind())
-            .count()
-    };
-    for (i, b) in base.iter().enumerate() {
-        let same = |c: &BenchmarkResult| same_strategy(&b.strategy, &c.strategy);
-        let found = cur
-            .iter()
-            .enumerate()
-            .position(|(j, c)| !used[j] && same(c))
-            .or_else(|| {
-                cur.iter().enumerate().position(|(j, c)| {
-                    !used[j]
-                        && c.strategy.kind() == b.strategy.kind()
-                        && ordinal(cur, j) == ordinal(base, i)
-                })
-            });
-        match found {
-            Some(j) => {
-                used[j] = true;
-                pairs.push((b, &cur[j]));
-            }
-            None => unmatched_base.push(b.strategy.to_string()),
-        }
+impl Comparison {
+    /// Benchmarks of either side without a partner.
+    pub fn unmatched(&self) -> usize {
+        self.unmatched_baseline.len() + self.unmatched_current.len()
     }
-    let unmatched_cur = cur
-        .iter()
-        .zip(&used)
-        .filter(|(_, u)| !**u)
-        .map(|(c, _)| c.strategy.to_string())
-        .collect();
-    (pairs, unmatched_base, unmatched_cur)
-}
 
-fn same_strategy(a: &Strategy, b: &Strategy) -> bool {
-    match (a.target(), b.target()) {
-        (Some(x), Some(y)) => a.kind() == b.kind() && (x - y).abs() <= 1e-9 * x.abs().max(1.0),
-        (None, None) => a.kind() == b.kind(),
-        _ => false,
+    /// Whether benchmarks without a partner fail the gate (some, and not allowed).
+    pub fn missing_fails(&self) -> bool {
+        self.unmatched() > 0 && !self.allow_missing
+    }
+
+    /// Whether the gate passed: no regression, and no benchmark missing unless allowed.
+    pub fn passed(&self) -> bool {
+        self.regressions == 0 && !self.missing_fails()
+    }
+
+    /// One line per benchmark without a partner, naming it and its side.
+    pub fn missing_lines(&self) -> Vec<String> {
+        let line = |name: &String, side: &str, other: &str| {
+            format!(
+                "{name} of the {side} has no partner in the {other} (benchmarks pair by strategy, rate and label)"
+            )
+        };
+        self.unmatched_baseline
+            .iter()
+            .map(|n| line(n, "baseline", "current report"))
+            .chain(
+                self.unmatched_current
+                    .iter()
+                    .map(|n| line(n, "current report", "baseline")),
+            )
+            .collect()
     }
 }
 
@@ -136,13 +125,25 @@ pub fn compare(
     };
     let run_count = |r: &Report| r.across_runs.iter().map(|a| a.runs).max().unwrap_or(1);
     let variance_note = variance.describe((run_count(base), run_count(cur)));
-    let (pairs, unmatched_baseline, unmatched_current) = match_benchmarks(&base_first, &cur_first);
+    let by_position = pairing::computes_rates(base) && pairing::computes_rates(cur);
+    let pairing::Pairing {
+        pairs,
+        unmatched_baseline,
+        unmatched_current,
+    } = pairing::pair(&base_first, &cur_first, by_position);
     if pairs.is_empty() {
-        return Err(
-            "no benchmark of the current report matches one of the baseline (by strategy and rate)"
-                .into(),
-        );
+        return Err(format!(
+            "no benchmark of the current report ({}) has a partner in the baseline ({}): benchmarks pair by strategy, rate and label",
+            unmatched_current.join(", "),
+            unmatched_baseline.join(", ")
+        ));
     }
+    let mut warnings = warnings::seed_warnings(base, cur);
+    warnings.extend(
+        pairs
+            .iter()
+            .filter_map(|(b, c)| warnings::hit_rate_warning(base, b, cur, c, confidence)),
+    );
     let pairs: Vec<PairComparison> = pairs
         .into_iter()
         .map(|(b, c)| {
@@ -176,6 +177,8 @@ pub fn compare(
         strict,
         variance,
         variance_note,
+        warnings,
+        allow_missing: false,
     })
 }
 

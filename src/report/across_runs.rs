@@ -15,6 +15,10 @@
 //! ([`llmsurge_coordinator::validity::unsound_reasons`]). Averaging such a run in would
 //! move the mean and widen the interval by a failure, not by run-to-run variance. The
 //! SLO tally keeps every run: a gate never forgets a run that failed.
+//!
+//! Each run draws its own seed from the run seed and its index (`args.run_seeds`, the
+//! first being `args.seed`); every entry repeats them (`seeds`), and every output that
+//! lists the runs says which seed each had, so any run can be told apart and reproduced.
 
 use llmsurge_coordinator::BenchmarkResult;
 use serde::{Deserialize, Serialize};
@@ -115,6 +119,20 @@ pub struct AcrossRuns {
     /// The SLO verdicts over the runs, when `--slo` was set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<RunsVerdict>,
+    /// The seed of each run, in run order (`args.run_seeds`); empty (and left out) in
+    /// reports written before runs drew their own seeds, whose runs all had `args.seed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<u64>,
+}
+
+/// The seed of each run of a repeated report, as its arguments record them
+/// (`args.run_seeds`); empty when they do not (a single run, or a report written before
+/// runs drew their own seeds).
+pub fn run_seeds(args: &serde_json::Value) -> Vec<u64> {
+    args.get("run_seeds")
+        .and_then(serde_json::Value::as_array)
+        .map(|a| a.iter().filter_map(serde_json::Value::as_u64).collect())
+        .unwrap_or_default()
 }
 
 /// Mean, std, CV and 95% t-interval of `values`; `None` when empty.
@@ -146,7 +164,8 @@ pub fn stats(values: &[f64]) -> Option<FigureStats> {
 }
 
 /// The across-runs entries of a report's benchmarks; empty when none carries a `run`.
-pub fn compute(benchmarks: &[BenchmarkResult]) -> Vec<AcrossRuns> {
+/// `seeds`: each run's seed ([`run_seeds`] of the report's arguments).
+pub fn compute(benchmarks: &[BenchmarkResult], seeds: &[u64]) -> Vec<AcrossRuns> {
     if benchmarks.iter().all(|b| b.run.is_none()) {
         return Vec::new();
     }
@@ -205,6 +224,7 @@ pub fn compute(benchmarks: &[BenchmarkResult]) -> Vec<AcrossRuns> {
                 figures,
                 left_out,
                 slo,
+                seeds: seeds.to_vec(),
             }
         })
         .collect()
@@ -287,9 +307,28 @@ pub fn left_out_lines(across: &[AcrossRuns]) -> Vec<String> {
         .collect()
 }
 
-/// The lines below the table: the runs left out, then the SLO lines.
+/// The line that names each run's seed (`seeds: run 1 42, run 2 …`); `None` for a report
+/// that does not record them.
+pub fn seeds_line(across: &[AcrossRuns]) -> Option<String> {
+    let seeds = &across.first()?.seeds;
+    if seeds.is_empty() {
+        return None;
+    }
+    let runs: Vec<String> = seeds
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("run {} {s}", i + 1))
+        .collect();
+    Some(format!(
+        "seeds (each run draws its own from the run seed): {}",
+        runs.join(", ")
+    ))
+}
+
+/// The lines below the table: each run's seed, the runs left out, then the SLO lines.
 pub fn notes(across: &[AcrossRuns]) -> Vec<String> {
-    let mut lines = left_out_lines(across);
+    let mut lines: Vec<String> = seeds_line(across).into_iter().collect();
+    lines.extend(left_out_lines(across));
     lines.extend(slo_lines(across));
     lines
 }
@@ -356,7 +395,11 @@ pub fn csv_names(across: &[AcrossRuns]) -> Vec<String> {
     if across.is_empty() {
         return Vec::new();
     }
-    let mut h = vec!["repeat.run".to_string(), "repeat.runs".to_string()];
+    let mut h = vec![
+        "repeat.run".to_string(),
+        "repeat.seed".to_string(),
+        "repeat.runs".to_string(),
+    ];
     for name in FIGURES {
         for stat in ["mean", "std", "cv", "ci_low", "ci_high"] {
             h.push(format!("across_runs.{name}.{stat}"));
@@ -375,8 +418,13 @@ pub fn csv_values(across: &[AcrossRuns], b: &BenchmarkResult) -> Vec<String> {
     }
     let a = across.iter().find(|a| a.benchmark == b.index);
     let f = |v: Option<f64>| v.map(|v| format!("{v}")).unwrap_or_default();
+    let seed = a
+        .zip(b.run)
+        .and_then(|(a, run)| a.seeds.get(run as usize))
+        .map(u64::to_string);
     let mut row = vec![
         b.run.map(|r| r.to_string()).unwrap_or_default(),
+        seed.unwrap_or_default(),
         a.map(|a| a.runs.to_string()).unwrap_or_default(),
     ];
     for name in FIGURES {

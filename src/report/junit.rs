@@ -67,8 +67,23 @@ pub fn slo_suites(benchmarks: &[BenchmarkResult]) -> Vec<Suite> {
         .collect()
 }
 
-/// Suites of a comparison: one case per metric that has a tolerance.
+/// Suites of a comparison: one case per metric that has a tolerance, and one per
+/// benchmark without a partner (a failure unless `--allow-missing`).
 pub fn comparison_suites(c: &Comparison) -> Vec<Suite> {
+    let missing = (c.unmatched() > 0).then(|| Suite {
+        name: "compare benchmarks without a partner".into(),
+        cases: c
+            .missing_lines()
+            .into_iter()
+            .map(|line| Case {
+                classname: "llmsurge.compare.pairing".into(),
+                name: line.clone(),
+                failure: c.missing_fails().then(|| line.clone()),
+                skipped: c.allow_missing.then(|| "allowed by --allow-missing".into()),
+                output: line,
+            })
+            .collect(),
+    });
     c.pairs
         .iter()
         .map(|p| Suite {
@@ -102,6 +117,7 @@ pub fn comparison_suites(c: &Comparison) -> Vec<Suite> {
                 })
                 .collect(),
         })
+        .chain(missing)
         .collect()
 }
 

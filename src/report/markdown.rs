@@ -279,14 +279,21 @@ fn server_section(benchmarks: &[BenchmarkResult]) -> String {
 
 /// A comparison: one row per metric of every matched pair.
 pub fn comparison(c: &Comparison) -> String {
-    let mut out = format!(
-        "## llmsurge compare: {}\n\n",
-        if c.regressions == 0 {
-            "no regression".to_string()
-        } else {
-            format!("{} regression(s)", c.regressions)
-        }
-    );
+    let mut heading = if c.regressions == 0 {
+        "no regression".to_string()
+    } else {
+        format!("{} regression(s)", c.regressions)
+    };
+    if c.missing_fails() {
+        heading.push_str(&format!(
+            ", {} benchmark(s) without a partner",
+            c.unmatched()
+        ));
+    }
+    let mut out = format!("## llmsurge compare: {heading}\n\n");
+    for w in &c.warnings {
+        out.push_str(&format!("> ⚠️ warning: {}\n\n", escape(w)));
+    }
     out.push_str(&format!(
         "| Benchmark | Metric | Baseline | Current | Change | {:.0}% interval | Allowed | Samples | Verdict |\n",
         c.confidence * 100.0
@@ -329,7 +336,15 @@ pub fn comparison(c: &Comparison) -> String {
         ("current", &c.unmatched_current),
     ] {
         if !list.is_empty() {
-            out.push_str(&format!("\nUnmatched in the {side}: {}\n", list.join(", ")));
+            out.push_str(&format!(
+                "\nUnmatched in the {side} (no partner of the same strategy, rate and label): {}{}\n",
+                escape(&list.join(", ")),
+                if c.allow_missing {
+                    " (allowed by --allow-missing)"
+                } else {
+                    " ❌ (fails the gate)"
+                }
+            ));
         }
     }
     out.push_str(&format!("\n{}\n", c.variance_note));

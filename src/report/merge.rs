@@ -317,6 +317,7 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
         }
     }
     let args = shared_args(&first.args);
+    let run_seeds = super::across_runs::run_seeds(&args);
     // The SLO is judged on the fleet's numbers, from the spec every shard was given.
     let slo: Option<Slo> = args
         .get("slo")
@@ -360,7 +361,7 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
         },
         // Shards of a repeated run: each merged benchmark keeps its run, so the
         // run-to-run statistics are recomputed over the merged runs.
-        across_runs: super::across_runs::compute(&benchmarks),
+        across_runs: super::across_runs::compute(&benchmarks, &run_seeds),
         knees: super::knee::knees(&benchmarks),
         // Each shard's timeline is on its own host's clock: a merged report has none.
         timeline: Vec::new(),

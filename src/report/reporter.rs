@@ -227,7 +227,10 @@ impl RunReporter {
 
     fn write(&mut self) {
         self.report.metadata.end_time = unix_now();
-        self.report.across_runs = super::across_runs::compute(&self.report.benchmarks);
+        self.report.across_runs = super::across_runs::compute(
+            &self.report.benchmarks,
+            &super::across_runs::run_seeds(&self.report.args),
+        );
         self.report.knees = super::knee::knees(&self.report.benchmarks);
         let (written, failed) = write_files(&self.report, &self.outputs, &self.output_dir);
         self.written = written;

@@ -699,3 +699,192 @@ fn a_run_a_dead_worker_cut_short_is_left_out_of_across_runs_and_named() {
         csv.cell("repeat.left_out")
     );
 }
+
+/// What a `--repeat` run with `--random-seed` sent, as a fresh prefix-caching mock saw it.
+struct Sent {
+    report: Value,
+    stats: llmsurge::mock::MockStats,
+    /// Per run, in run order: each request's user messages as the mock recorded them,
+    /// sorted (the mock's `x-request-id` joined with the request log's `run`).
+    prompts: Vec<Vec<String>>,
+    /// Per run: each slot's scheduled instant from its benchmark's start, in slot order.
+    arrivals: Vec<Vec<f64>>,
+}
+
+/// Poisson arrivals at 40/s, 8 requests of 64-token prompts (four cache blocks) a run.
+fn send_repeated(seed: u64, repeat: u32) -> Sent {
+    let (server, _dir, record) = crate::support::recording(MockConfig {
+        record_header: vec![llmsurge_proto::REQUEST_ID_HEADER.into()],
+        ..MockConfig::instant()
+    });
+    let run = Bench::on(&server)
+        .profile("poisson")
+        .rate(40)
+        .max_requests(8)
+        .data("prompt_tokens=64,output_tokens=2")
+        .seed(seed)
+        .repeat(repeat)
+        .request_log("requests.jsonl")
+        .outputs("json")
+        .run();
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let stats = server.stats();
+    // The record is complete once the mock has stopped.
+    drop(server);
+    let report = json(&run.report_path());
+    let log = crate::support::recorded(&run.dir.path().join("requests.jsonl"));
+    // A single run's records carry no run: it is run 0.
+    let run_of = |e: &Value| e["run"].as_u64().unwrap_or(0) as usize;
+    let runs = repeat as usize;
+    let mut prompts = vec![Vec::new(); runs];
+    for line in crate::support::recorded(&record) {
+        let id = line["headers"][llmsurge_proto::REQUEST_ID_HEADER]
+            .as_str()
+            .unwrap_or_else(|| panic!("a recorded request without an id: {line}"));
+        let entry = log
+            .iter()
+            .find(|e| e["request_id"] == id)
+            .unwrap_or_else(|| panic!("request {id} is not in the request log"));
+        prompts[run_of(entry)].push(line["body"]["messages"].to_string());
+    }
+    prompts.iter_mut().for_each(|p| p.sort());
+    let starts: Vec<f64> = report["benchmarks"]
+        .as_array()
+        .expect("benchmarks")
+        .iter()
+        .map(|b| b["start_time"].as_f64().expect("start_time"))
+        .collect();
+    assert_eq!(starts.len(), runs, "one benchmark a run");
+    let mut arrivals = vec![Vec::new(); runs];
+    let mut by_slot: Vec<&Value> = log.iter().collect();
+    by_slot.sort_by_key(|e| e["slot"].as_u64());
+    for e in by_slot {
+        let at = e["scheduled_time"].as_f64().expect("scheduled_time");
+        arrivals[run_of(e)].push(at - starts[run_of(e)]);
+    }
+    Sent {
+        report,
+        stats,
+        prompts,
+        arrivals,
+    }
+}
+
+/// Issue 36 finding 2: `--repeat` re-sent run 1's prompts and arrivals in every later run,
+/// and a prefix-caching server answered runs 2..N from its cache (99.5% hits). The mock's
+/// prefix cache is the oracle: three runs hit no more than three single runs would.
+#[test]
+fn repeated_runs_each_draw_their_own_seed_and_hit_no_prefix_an_earlier_run_cached() {
+    let seed = 7;
+    let single = send_repeated(seed, 1);
+    let three = send_repeated(seed, 3);
+    let s = &three.stats;
+    assert_eq!(
+        s.prefix_cache_queries, s.prompt_tokens,
+        "every prompt looked up: {s:?}"
+    );
+    assert!(s.prompt_tokens >= 3 * 8 * 32, "{s:?}");
+    assert!(
+        s.prefix_cache_hits <= 3 * single.stats.prefix_cache_hits,
+        "three runs hit {} prompt tokens, one run {}: a run answered from another's",
+        s.prefix_cache_hits,
+        single.stats.prefix_cache_hits
+    );
+    // No prompt of one run in another; the first run is the single run of its seed.
+    let all: Vec<&String> = three.prompts.iter().flatten().collect();
+    assert_eq!(all.len(), 24);
+    let distinct: std::collections::HashSet<&&String> = all.iter().collect();
+    assert_eq!(distinct.len(), 24, "a prompt repeated across runs");
+    assert_eq!(three.prompts[0], single.prompts[0]);
+    // Offsets from t0, each through its run's clock anchor (Unix seconds, a few tenths
+    // of a µs apart): the same schedule is equal within 10 µs.
+    let same = |a: &[f64], b: &[f64]| {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-5)
+    };
+    assert!(
+        same(&three.arrivals[0], &single.arrivals[0]),
+        "{:?}",
+        three.arrivals
+    );
+    assert!(
+        !same(&three.arrivals[1], &three.arrivals[0]),
+        "run 2 re-used run 1's arrivals: {:?}",
+        three.arrivals
+    );
+    assert!(!same(&three.arrivals[2], &three.arrivals[1]));
+    // Every run's seed is recorded, distinct, the first the run seed.
+    let seeds: Vec<u64> = three.report["args"]["run_seeds"]
+        .as_array()
+        .expect("args.run_seeds")
+        .iter()
+        .map(|v| v.as_u64().expect("a seed"))
+        .collect();
+    assert_eq!(seeds.len(), 3);
+    assert_eq!(seeds[0], seed);
+    assert!(seeds[1] != seeds[0] && seeds[2] != seeds[0] && seeds[2] != seeds[1]);
+    assert_eq!(
+        three.report["across_runs"][0]["seeds"],
+        three.report["args"]["run_seeds"]
+    );
+    // The same --random-seed reproduces the whole set: seeds, prompts and arrivals.
+    let again = send_repeated(seed, 3);
+    assert_eq!(
+        again.report["args"]["run_seeds"],
+        three.report["args"]["run_seeds"]
+    );
+    assert_eq!(again.prompts, three.prompts);
+    for (a, b) in again.arrivals.iter().zip(&three.arrivals) {
+        assert!(same(a, b), "{a:?} vs {b:?}");
+    }
+}
+
+/// Issue 36 finding 2, the gate: against a prefix-caching server whose prefill costs
+/// 0.4 ms a prompt token not cached, runs 2..N of a repeat that re-sent run 1's prompts
+/// skipped the prefill, and the run-to-run spread that made hid a real TTFT regression
+/// ("within noise", exit 0). Each run drawing its own prompts, the regression (the
+/// mock's TTFT 20 → 80 ms before a prefill of about 100 ms) is judged as one.
+#[test]
+fn a_repeated_gate_finds_the_ttft_regression_a_prefix_cache_would_have_hidden() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = |ttft_ms: f64, name: &str| {
+        let server = mock(MockConfig {
+            ttft_ms,
+            ttft_ms_per_prompt_token: 0.4,
+            itl_ms: 1.0,
+            ..MockConfig::instant()
+        });
+        let run = Bench::on(&server)
+            .constant(20)
+            .max_requests(10)
+            .data("prompt_tokens=256,output_tokens=4")
+            .repeat(3)
+            .outputs("json")
+            .run();
+        assert_eq!(run.code(), 0, "{}", run.stderr);
+        // The oracle: the mock's cache answered no prompt of any run from another.
+        let stats = server.stats();
+        assert_eq!(stats.prefix_cache_hits, 0, "{stats:?}");
+        let path = dir.path().join(name);
+        std::fs::copy(run.report_path(), &path).expect("copy");
+        path
+    };
+    let (base, cur) = (report(20.0, "base.json"), report(80.0, "cur.json"));
+    let out = llmsurge()
+        .args(["benchmark", "compare"])
+        .arg(&base)
+        .arg(&cur)
+        .args(["--max-regression", "ttft_p50=10%"])
+        .output()
+        .expect("compare runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.contains("variance: run-to-run (3 baseline runs, 3 current runs"),
+        "{stdout}"
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.split(['│', '┆']).any(|cell| cell.trim() == "ttft_p50"))
+        .unwrap_or_else(|| panic!("a ttft_p50 row: {stdout}"));
+    assert!(row.contains("REGRESSED"), "{stdout}");
+}

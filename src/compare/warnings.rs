@@ -1,0 +1,199 @@
+//! What can make a comparison flatter one side without the build being faster: the same
+//! prompts sent twice (a shared seed), and a server prefix cache that answered one side
+//! more than the other. Each is a warning in every output of the comparison, never a
+//! verdict: the reports cannot tell how much of a change the cache made.
+
+use super::noise;
+use crate::report::Report;
+use crate::report::across_runs::run_seeds;
+use llmsurge_coordinator::BenchmarkResult;
+
+/// A hit-rate difference smaller than this many percentage points is never warned
+/// about, however sure: it moves a prompt's prefill by a few tokens in a hundred.
+pub const MIN_HIT_RATE_DIFFERENCE_PP: f64 = 5.0;
+
+/// The seeds a report's runs sent their prompts from: each run's (`args.run_seeds`), else
+/// the run seed alone (a single run, or repeated runs written before each drew its own).
+pub fn seeds(report: &Report) -> Vec<u64> {
+    let per_run = run_seeds(&report.args);
+    if !per_run.is_empty() {
+        return per_run;
+    }
+    report
+        .args
+        .get("seed")
+        .and_then(serde_json::Value::as_u64)
+        .into_iter()
+        .collect()
+}
+
+/// Runs of a repeated report, counted from its benchmarks' `run`.
+fn runs(report: &Report) -> usize {
+    let mut runs: Vec<u32> = report.benchmarks.iter().filter_map(|b| b.run).collect();
+    runs.sort_unstable();
+    runs.dedup();
+    runs.len()
+}
+
+/// The seed warnings: the two reports share a seed, or one report's repeated runs all
+/// had the same one (written before each run drew its own).
+pub fn seed_warnings(base: &Report, cur: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for (side, r) in [("baseline", base), ("current", cur)] {
+        let n = runs(r);
+        if n > 1
+            && run_seeds(&r.args).is_empty()
+            && let Some(seed) = seeds(r).first()
+        {
+            out.push(format!(
+                "the {side}'s {n} runs all used seed {seed} (a report written before each run drew its own seed): every run after the first re-sent the first's prompts, so a server's prefix cache answered them from the first; rerun it"
+            ));
+        }
+    }
+    let (sb, sc) = (seeds(base), seeds(cur));
+    let shared: Vec<String> = sb
+        .iter()
+        .filter(|s| sc.contains(s))
+        .map(u64::to_string)
+        .collect();
+    if !shared.is_empty() {
+        out.push(format!(
+            "baseline and current share the random seed {}: both sent the same prompts, so a server's prefix cache can answer the current run from the baseline's and flatter it; leave --random-seed unset in a gate (each run then draws a fresh seed)",
+            shared.join(", ")
+        ));
+    }
+    out
+}
+
+/// A side's prefix-cache counts at one benchmark position, summed over its runs: hits
+/// and queries (prompt tokens, from `--server-metrics`) and the completed requests
+/// behind them. `None` when no run has both counters.
+fn hit_counts(report: &Report, index: u32) -> Option<(f64, f64, u64)> {
+    let mut found = None;
+    for b in report.benchmarks.iter().filter(|b| b.index == index) {
+        let Some(sm) = &b.server_metrics else {
+            continue;
+        };
+        let delta = |name: &str| sm.summary.get(name).and_then(|s| s.delta);
+        if let (Some(h), Some(q)) = (delta("prefix_cache_hits"), delta("prefix_cache_queries")) {
+            let (hits, queries, n) = found.unwrap_or((0.0, 0.0, 0));
+            found = Some((hits + h, queries + q, n + b.measured_requests.completed));
+        }
+    }
+    found.filter(|(_, q, n)| *q > 0.0 && *n > 0)
+}
+
+/// The hit-rate warning of one pair, when the server's prefix-cache hit rate (hits /
+/// queries over every run of the benchmark) differs between the sides by at least
+/// [`MIN_HIT_RATE_DIFFERENCE_PP`] and beyond noise. Noise: the two-proportion interval
+/// with the completed requests as the samples, wider than the truth (a request's hit
+/// fraction varies at most as a coin would), so a warning is never noise.
+pub fn hit_rate_warning(
+    base: &Report,
+    b: &BenchmarkResult,
+    cur: &Report,
+    c: &BenchmarkResult,
+    confidence: f64,
+) -> Option<String> {
+    let (hb, qb, nb) = hit_counts(base, b.index)?;
+    let (hc, qc, nc) = hit_counts(cur, c.index)?;
+    let (rb, rc) = (hb / qb, hc / qc);
+    let successes = |rate: f64, n: u64| (rate * n as f64).round() as u64;
+    let (lo, hi) =
+        noise::proportion_change_ci((successes(rb, nb), nb), (successes(rc, nc), nc), confidence)?;
+    let beyond_noise = lo > 0.0 || hi < 0.0;
+    if !beyond_noise || ((rc - rb) * 100.0).abs() < MIN_HIT_RATE_DIFFERENCE_PP {
+        return None;
+    }
+    Some(format!(
+        "{}: the server's prefix-cache hit rate differs: baseline {:.1}% ({hb:.0} of {qb:.0} prompt tokens, {nb} requests), current {:.1}% ({hc:.0} of {qc:.0} prompt tokens, {nc} requests), beyond noise at {:.0}% confidence: one side's prompts were answered from the cache more, so its latencies may owe the cache, not the build",
+        c.strategy,
+        rb * 100.0,
+        rc * 100.0,
+        confidence * 100.0
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> Report {
+        serde_json::from_str(include_str!(
+            "../../tests/fixtures/report-server-metrics.json"
+        ))
+        .expect("fixture parses")
+    }
+
+    /// Sets benchmark `i`'s prefix-cache counters to `hits` of `queries`.
+    fn with_hits(mut r: Report, i: usize, hits: f64, queries: f64) -> Report {
+        let sm = r.benchmarks[i]
+            .server_metrics
+            .as_mut()
+            .expect("server metrics");
+        for (name, v) in [
+            ("prefix_cache_hits", hits),
+            ("prefix_cache_queries", queries),
+        ] {
+            sm.summary.get_mut(name).expect(name).delta = Some(v);
+        }
+        r
+    }
+
+    #[test]
+    fn a_hit_rate_warns_only_beyond_noise_and_the_floor() {
+        let warn = |base: &Report, cur: &Report| {
+            hit_rate_warning(base, &base.benchmarks[1], cur, &cur.benchmarks[1], 0.95)
+        };
+        let base = fixture();
+        // 75% of 53 requests against itself: nothing.
+        assert_eq!(warn(&base, &base), None);
+        // 75% against 2%: far beyond noise, and both rates said.
+        let low = with_hits(fixture(), 1, 39.0, 1952.0);
+        let w = warn(&base, &low).expect("a warning");
+        assert!(
+            w.contains("baseline 75.0%") && w.contains("current 2.0%"),
+            "{w}"
+        );
+        // 75% against 72%: under the floor, however many requests.
+        let close = with_hits(fixture(), 1, 1405.0, 1952.0);
+        assert_eq!(warn(&base, &close), None);
+        // 50% against 65% of 14 requests: within the noise of so few.
+        let few = with_hits(fixture(), 0, 333.0, 512.0);
+        let w0 = hit_rate_warning(
+            &fixture(),
+            &base.benchmarks[0],
+            &few,
+            &few.benchmarks[0],
+            0.95,
+        );
+        assert_eq!(w0, None);
+    }
+
+    #[test]
+    fn seeds_shared_between_reports_or_by_old_repeated_runs_warn() {
+        let a = fixture();
+        let shared = seed_warnings(&a, &a);
+        assert_eq!(shared.len(), 1, "{shared:?}");
+        assert!(shared[0].contains("share the random seed 42"), "{shared:?}");
+        let mut b = fixture();
+        b.args["seed"] = 43.into();
+        assert!(seed_warnings(&a, &b).is_empty());
+        // Per-run seeds: any run's seed in common warns.
+        b.args["run_seeds"] = serde_json::json!([43, 44, 42]);
+        assert_eq!(seed_warnings(&a, &b).len(), 1);
+        // Repeated runs without per-run seeds all re-sent the first one's prompts.
+        let mut old = fixture();
+        old.args["seed"] = 9.into();
+        for (i, r) in old.benchmarks.iter_mut().enumerate() {
+            r.index = 0;
+            r.run = Some(i as u32);
+        }
+        let w = seed_warnings(&old, &b);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("the baseline's 2 runs all used seed 9"),
+            "{w:?}"
+        );
+    }
+}

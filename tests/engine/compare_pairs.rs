@@ -1,0 +1,298 @@
+//! Issue 36: comparisons that cannot flatter. `benchmark compare` pairs benchmarks by
+//! strategy, rate and label, names every benchmark without a partner and fails the gate
+//! on one (finding 8), and warns when the reports share a seed or the server's prefix
+//! cache answered one side more (finding 2). The figures it compares are checked against
+//! the two report files' own, and the hit rates against the mock's prefix cache as the
+//! reports' server metrics scraped it.
+
+use crate::scenario::Bench;
+use crate::support::{llmsurge, mock};
+use llmsurge::mock::MockConfig;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+const DATA: &str = "prompt_tokens=64,output_tokens=4";
+
+fn server() -> llmsurge::mock::MockServer {
+    mock(MockConfig {
+        ttft_ms: 20.0,
+        itl_ms: 1.0,
+        ..MockConfig::instant()
+    })
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).expect("read")).expect("json")
+}
+
+/// Runs `bench` (which must pass) and keeps its JSON report as `dir/name`.
+fn keep(bench: Bench, dir: &Path, name: &str) -> PathBuf {
+    let run = bench.outputs("json").run();
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let path = dir.join(name);
+    std::fs::copy(run.report_path(), &path).expect("copy the report");
+    path
+}
+
+/// What one `benchmark compare` said.
+struct Compared {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    /// Its `--json` output.
+    json: Value,
+    /// Its `--markdown` output.
+    markdown: String,
+}
+
+/// `benchmark compare BASE CUR ARGS` with `--json` and `--markdown` written to files.
+fn compare(base: &Path, cur: &Path, args: &[&str]) -> Compared {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (json_path, md_path) = (dir.path().join("c.json"), dir.path().join("c.md"));
+    let out = llmsurge()
+        .args(["benchmark", "compare"])
+        .arg(base)
+        .arg(cur)
+        .args(args)
+        .arg("--json")
+        .arg(&json_path)
+        .arg("--markdown")
+        .arg(&md_path)
+        .output()
+        .expect("compare runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    Compared {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        json: json(&json_path),
+        markdown: std::fs::read_to_string(&md_path).expect("markdown written"),
+        stderr,
+    }
+}
+
+/// The benchmark of `report` (its first run) at `rate` requests/s.
+fn at_rate(report: &Value, rate: f64) -> &Value {
+    report["benchmarks"]
+        .as_array()
+        .expect("benchmarks")
+        .iter()
+        .find(|b| {
+            b["run"].as_u64().unwrap_or(0) == 0 && b["strategy"]["rate"].as_f64() == Some(rate)
+        })
+        .unwrap_or_else(|| panic!("no benchmark at {rate}/s"))
+}
+
+/// The row of `metric` in the comparison's only pair.
+fn row<'a>(c: &'a Value, metric: &str) -> &'a Value {
+    c["pairs"][0]["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .find(|m| m["metric"] == metric)
+        .unwrap_or_else(|| panic!("no {metric} row"))
+}
+
+/// Issue 36 finding 8: a baseline of `--rate 10,20` against `--rate 20 --repeat 3` was
+/// compared by position (constant@10's figures under the label constant@20, exit 0) and
+/// the unmatched benchmark went unnamed.
+#[test]
+fn compare_pairs_the_same_rate_names_the_benchmark_without_a_partner_and_fails_on_it() {
+    let server = server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = keep(
+        Bench::on(&server)
+            .constant("10,20")
+            .max_requests(10)
+            .data(DATA),
+        dir.path(),
+        "base.json",
+    );
+    let cur = keep(
+        Bench::on(&server)
+            .constant(20)
+            .max_requests(10)
+            .data(DATA)
+            .repeat(3),
+        dir.path(),
+        "cur.json",
+    );
+    // Only requests_per_s has a tolerance, one no run misses: the exit code says
+    // whether a missing benchmark failed the gate, and nothing else.
+    let tolerance = ["--max-regression", "requests_per_s=-99%"];
+    let c = compare(&base, &cur, &tolerance);
+    assert_eq!(c.code, 3, "{}{}", c.stdout, c.stderr);
+    assert!(
+        c.stderr
+            .contains("constant@10 of the baseline has no partner"),
+        "{}",
+        c.stderr
+    );
+    assert!(
+        c.stdout.contains("unmatched in the baseline"),
+        "{}",
+        c.stdout
+    );
+    assert!(c.markdown.contains("constant@10"), "{}", c.markdown);
+    assert_eq!(
+        c.json["unmatched_baseline"],
+        serde_json::json!(["constant@10"])
+    );
+    assert_eq!(c.json["unmatched_current"], serde_json::json!([]));
+    // The one pair is constant@20 with constant@20, with both files' own figures.
+    let pairs = c.json["pairs"].as_array().expect("pairs");
+    assert_eq!(pairs.len(), 1);
+    assert_eq!(
+        (&pairs[0]["baseline_label"], &pairs[0]["label"]),
+        (&Value::from("constant@20"), &Value::from("constant@20"))
+    );
+    let (b, k) = (
+        at_rate(&json(&base), 20.0).clone(),
+        at_rate(&json(&cur), 20.0).clone(),
+    );
+    let rps = row(&c.json, "requests_per_s");
+    assert_eq!(rps["baseline"], b["throughput"]["requests_per_s"]);
+    assert_eq!(rps["current"], k["throughput"]["requests_per_s"]);
+    let ttft = row(&c.json, "ttft_p50");
+    assert_eq!(
+        ttft["baseline"],
+        b["metrics"]["ttft"]["successful"]["percentiles"]["p50"]
+    );
+    assert_eq!(
+        ttft["current"],
+        k["metrics"]["ttft"]["successful"]["percentiles"]["p50"]
+    );
+
+    // Told to, the gate compares the rest and passes.
+    let mut allowed = tolerance.to_vec();
+    allowed.push("--allow-missing");
+    let c = compare(&base, &cur, &allowed);
+    assert_eq!(c.code, 0, "{}{}", c.stdout, c.stderr);
+    assert_eq!(c.json["pairs"].as_array().map(Vec::len), Some(1));
+    assert!(
+        c.stdout.contains("allowed (--allow-missing)"),
+        "{}",
+        c.stdout
+    );
+    // The repeated report as the baseline: the same pair, the other side's benchmark named.
+    let c = compare(&cur, &base, &tolerance);
+    assert_eq!(c.code, 3, "{}{}", c.stdout, c.stderr);
+    assert_eq!(
+        c.json["unmatched_current"],
+        serde_json::json!(["constant@10"])
+    );
+    assert_eq!(
+        row(&c.json, "requests_per_s")["current"],
+        b["throughput"]["requests_per_s"]
+    );
+}
+
+fn warned(c: &Compared, needle: &str) -> bool {
+    let in_json = c.json["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .any(|w| w.as_str().is_some_and(|w| w.contains(needle)));
+    let on_stderr = c
+        .stderr
+        .lines()
+        .any(|l| l.starts_with("warning: ") && l.contains(needle));
+    assert_eq!(
+        in_json, on_stderr,
+        "JSON and stderr agree on {needle:?}: {}",
+        c.stderr
+    );
+    assert_eq!(in_json, c.markdown.contains(needle), "{}", c.markdown);
+    in_json
+}
+
+/// Issue 36 finding 2: two reports of the same `--random-seed` sent the same prompts; a
+/// server's prefix cache then answers the second from the first, and compare said
+/// nothing. Reports of different seeds draw no such warning.
+#[test]
+fn compare_warns_when_both_reports_share_a_seed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |seed: Option<u64>, name: &str| {
+        // A mock each: neither run warms the other's cache, so only the seed can warn.
+        let server = server();
+        let bench = Bench::on(&server).constant(40).max_requests(10).data(DATA);
+        keep(
+            match seed {
+                Some(s) => bench.seed(s),
+                None => bench,
+            },
+            dir.path(),
+            name,
+        )
+    };
+    let (a, b, fresh) = (
+        run(Some(11), "a.json"),
+        run(Some(11), "b.json"),
+        run(None, "c.json"),
+    );
+    let same = compare(&a, &b, &["--max-regression", "requests_per_s=-99%"]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert!(warned(&same, "share the random seed 11"), "{}", same.stderr);
+    let other = compare(&a, &fresh, &["--max-regression", "requests_per_s=-99%"]);
+    assert!(!warned(&other, "share the random seed"), "{}", other.stderr);
+    // Both mocks' caches missed every prompt: no hit-rate warning either.
+    assert!(!warned(&other, "prefix-cache hit rate"), "{}", other.stderr);
+}
+
+/// The server's prefix-cache hit rate of a report's only benchmark, as scraped.
+fn hit_rate(report: &Path) -> f64 {
+    json(report)["benchmarks"][0]["server_metrics"]["derived"]["prefix_cache_hit_rate"]
+        .as_f64()
+        .expect("a prefix-cache hit rate")
+}
+
+/// The current run's prompts share a 48-token prefix, the baseline's nothing: the mock's
+/// cache answers three quarters of the current's prompt tokens and none of the
+/// baseline's, and compare says so with both rates.
+#[test]
+fn compare_warns_when_the_servers_prefix_cache_hit_rate_differs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |data: &str, name: &str| {
+        let server = server();
+        let path = keep(
+            Bench::on(&server)
+                .constant(40)
+                .max_requests(20)
+                .data(data)
+                .arg("--server-metrics-interval", "200ms"),
+            dir.path(),
+            name,
+        );
+        // The report's rate is the mock's own count.
+        let s = server.stats();
+        let truth = s.prefix_cache_hits as f64 / s.prefix_cache_queries as f64;
+        assert!(
+            (hit_rate(&path) - truth).abs() < 1e-12,
+            "{} vs {truth}",
+            hit_rate(&path)
+        );
+        path
+    };
+    let base = run(DATA, "base.json");
+    let cur = run(
+        "prompt_tokens=64,prefix_tokens=48,prefix_count=1,output_tokens=4",
+        "cur.json",
+    );
+    let (rb, rc) = (hit_rate(&base), hit_rate(&cur));
+    assert!(
+        rc - rb > 0.5,
+        "the prefix made the difference: {rb} vs {rc}"
+    );
+    let c = compare(&base, &cur, &["--max-regression", "requests_per_s=-99%"]);
+    assert_eq!(c.code, 0, "a warning does not fail the gate: {}", c.stderr);
+    assert!(warned(&c, "prefix-cache hit rate differs"), "{}", c.stderr);
+    let line = c
+        .stderr
+        .lines()
+        .find(|l| l.contains("prefix-cache hit rate differs"))
+        .expect("the warning");
+    for rate in [rb, rc] {
+        assert!(line.contains(&format!("{:.1}%", rate * 100.0)), "{line}");
+    }
+    assert!(!warned(&c, "share the random seed"), "{}", c.stderr);
+}
