@@ -5,6 +5,7 @@ mod adaptive;
 mod agent_traces;
 mod agentic;
 mod charts;
+mod confidence;
 mod conversations;
 mod data;
 mod default_mock;

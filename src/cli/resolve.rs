@@ -1016,7 +1016,9 @@ fn resolve_objectives(args: &RunArgs) -> Result<Objectives, UsageError> {
     let slo = match (slo, l.confidence) {
         (Some(slo), Some(confidence)) => Some(Slo { confidence, ..slo }),
         (None, Some(_)) => {
-            return usage("--confidence: it sets the confidence of --slo's percentile checks; give --slo too");
+            return usage(
+                "--confidence: it sets the confidence of --slo's percentile checks; give --slo too",
+            );
         }
         (slo, None) => slo,
     };

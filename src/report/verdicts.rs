@@ -26,7 +26,11 @@ fn bounds(c: &CheckResult) -> String {
 pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>) -> String {
     let mut out = String::new();
     if benchmarks.iter().any(|b| b.slo.is_some()) {
-        let checks = || benchmarks.iter().flat_map(|b| b.slo.iter().flat_map(|v| &v.checks));
+        let checks = || {
+            benchmarks
+                .iter()
+                .flat_map(|b| b.slo.iter().flat_map(|v| &v.checks))
+        };
         // Percentile checks carry their confidence bounds; reports from before them do not,
         // and their table stays as it was.
         let bounded = checks().any(|c| c.confidence.is_some());

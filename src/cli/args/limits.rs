@@ -10,7 +10,9 @@ use std::time::Duration;
 fn parse_confidence(s: &str) -> Result<f64, String> {
     let c = parse_fraction(s)?;
     if c <= 0.0 || c >= 1.0 {
-        return Err(format!("{s:?} must be above 0 and below 1 (e.g. 0.95 or 99%)"));
+        return Err(format!(
+            "{s:?} must be above 0 and below 1 (e.g. 0.95 or 99%)"
+        ));
     }
     Ok(c)
 }
