@@ -11,5 +11,10 @@ pub const GATE_FAILED: i32 = 3;
 /// The run is not valid: no request succeeded, the client itself was the bottleneck, or
 /// the server was lost mid-run (see `llmsurge_coordinator::validity`).
 pub const INVALID_RUN: i32 = 4;
+/// No gate failed, but an SLO check could not decide: a percentile's confidence bounds
+/// straddle its threshold (or too few requests bound it), or a mean, min or max has too
+/// few requests. A CI job may rerun longer; the report says about how many more requests
+/// would decide.
+pub const INCONCLUSIVE: i32 = 5;
 /// The run was interrupted (Ctrl-C); the report of what completed was still written.
 pub const INTERRUPTED: i32 = 130;

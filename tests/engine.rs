@@ -6,6 +6,7 @@ mod agent_traces;
 mod agentic;
 mod charts;
 mod compare_pairs;
+mod confidence;
 mod conversations;
 mod data;
 mod default_mock;

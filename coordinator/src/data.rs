@@ -94,18 +94,38 @@ pub struct CheckResult {
     /// Whether it held (a missing measurement fails; an inconclusive check does not
     /// pass).
     pub passed: bool,
-    /// Too few completed requests to decide (see [`crate::slo::needed_samples`]): neither a pass nor
-    /// a failure, and the verdict does not pass.
+    /// Could not decide: a percentile's confidence bounds straddle the threshold (or a
+    /// side has too few requests to exist), or a mean, min or max has fewer than
+    /// `slo::MIN_SAMPLES` requests. Neither a pass nor a failure; the verdict does not
+    /// pass.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inconclusive: bool,
-    /// Why it failed or could not decide beyond its measurement: too few samples, or a
-    /// server that did not keep up with the offered rate.
+    /// Why it failed or could not decide beyond its measurement: the bounds and about how
+    /// many more requests would decide, or a server that did not keep up with the
+    /// offered rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The distribution the measurement came from (`ttft_with_incomplete.total`,
-    /// `itl.successful`), for latency checks: the stricter of the two read.
+    /// `ttft_from_intent.successful`, `itl.successful`), for latency checks: the
+    /// stricter of those read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distribution: Option<String>,
+    /// A percentile check: the lower confidence bound of the percentile, in the
+    /// threshold's units (ms); absent when too few requests bound that side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lower: Option<f64>,
+    /// A percentile check: the upper confidence bound, as `lower`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upper: Option<f64>,
+    /// A percentile check: the probability that `lower`..`upper` brackets the true
+    /// percentile (`--confidence`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    /// An inconclusive check: about how many more requests would decide it, if the
+    /// distribution observed held. Absent when no number would (the observed value sits
+    /// at the threshold) and for checks that decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub more_requests: Option<u64>,
 }
 
 impl CheckResult {

@@ -720,19 +720,9 @@ impl CapacitySearch {
         let Some(probe) = self.probes.last().cloned() else {
             return Ok(None);
         };
-        // A probe whose SLO could not decide is neither a pass nor a failure to bisect
-        // on: at this duration the search cannot judge loads that low.
-        if probe.inconclusive {
-            return self.finish(
-                (self.lo > 0.0).then_some(self.lo),
-                format!(
-                    "inconclusive at {:.3} {}: too few requests completed to judge the SLO ({}); raise --max-seconds",
-                    probe.rate,
-                    self.unit(),
-                    probe.reason.as_deref().unwrap_or_default()
-                ),
-            );
-        }
+        // A probe whose SLO could not decide is not a pass, and the bisection takes it
+        // as a failure: near the boundary a percentile's confidence bounds straddle the
+        // threshold, and the answer must be a rate that passed with confidence.
         self.learn(probe.rate, probe.passed, probe.retest);
         if i >= CAPACITY_MAX_BENCHMARKS {
             return self.finish(

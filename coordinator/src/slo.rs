@@ -4,13 +4,22 @@
 //! evaluated against one benchmark's measured window. Latency checks read successful
 //! requests and, for `ttft`, `ttft_any` and `e2e`, also the `…_with_incomplete` family
 //! (successful and errored requests as measured, plus the elapsed time of every request
-//! cut off before it finished, a lower bound); the stricter value decides, so the
-//! slowest requests cannot vanish from a verdict by being cancelled. `error_rate` is
+//! cut off before it finished, a lower bound) and, where the result has it, the
+//! `…_from_intent` distribution (timed from the instant the load asked for the request);
+//! the stricter decides, so the slowest requests cannot vanish from a verdict by being
+//! cancelled or held in the client. A percentile check is a statement with a confidence
+//! ([`crate::precision::PercentileObjective`]): PASS when the order-statistic bound on
+//! its bad side meets the threshold, FAIL when the bound on its good side misses it,
+//! else INCONCLUSIVE with about how many more requests would decide. `error_rate` is
 //! errored / (completed + errored). Goodput (as `vllm bench serve` defines it) is per
 //! request: a completed request is "good" when it meets every per-request threshold.
 
 pub use crate::data::{
     CheckResult, Cmp, Goodput, GoodputSpec, SloVerdict, parse_ms, threshold_string,
+};
+use crate::precision::{
+    DEFAULT_CONFIDENCE, Decision, PercentileBounds, PercentileObjective, histogram_reader,
+    summary_reader,
 };
 use crate::result::BenchmarkResult;
 use llmsurge_proto::Distribution;
@@ -51,32 +60,39 @@ pub struct SloCheck {
 }
 
 /// A list of checks, all of which must hold.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Slo {
     /// The checks.
     pub checks: Vec<SloCheck>,
+    /// Probability that a percentile check's bounds bracket the true percentile
+    /// (`--confidence`, default 0.95).
+    #[serde(default = "default_confidence")]
+    pub confidence: f64,
 }
 
-/// Fewest completed requests any latency check decides on: a mean, a minimum or a
-/// median of one or two requests says nothing of a server.
+impl Default for Slo {
+    fn default() -> Self {
+        Slo {
+            checks: Vec::new(),
+            confidence: DEFAULT_CONFIDENCE,
+        }
+    }
+}
+
+fn default_confidence() -> f64 {
+    DEFAULT_CONFIDENCE
+}
+
+/// Fewest requests a mean, minimum or maximum decides on: one of one or two requests
+/// says nothing of a server. Percentiles need no such floor: their confidence bounds
+/// say when there are enough.
 pub const MIN_SAMPLES: u64 = 5;
 
-/// Completed requests a latency statistic needs to decide: for a percentile `q`,
-/// ⌈1 / (1 − q)⌉ (so that at least one request lies at or beyond it: 100 for a p99,
-/// 1,000 for a p99.9), and never fewer than [`MIN_SAMPLES`].
-pub fn needed_samples(stat: &str) -> u64 {
-    let q = stat
-        .strip_prefix('p')
-        .and_then(|p| p.replace('_', ".").parse::<f64>().ok())
-        .map(|p| p / 100.0);
-    match q {
-        Some(q) if q > 0.0 && q < 1.0 => {
-            // 1 / (1 − 0.99) is 100.000…01 in floating point: round before the ceiling.
-            let n = (1.0 / (1.0 - q) * 1e6).round() / 1e6;
-            (n.ceil() as u64).max(MIN_SAMPLES)
-        }
-        _ => MIN_SAMPLES,
-    }
+/// The quantile of a percentile statistic (`p99_9` → 0.999); `None` for `mean`, `min`,
+/// `max`.
+pub fn quantile(stat: &str) -> Option<f64> {
+    let p: f64 = stat.strip_prefix('p')?.replace('_', ".").parse().ok()?;
+    (p > 0.0 && p < 100.0).then_some(p / 100.0)
 }
 
 /// Latency metric names accepted in checks, with their report keys.
@@ -185,42 +201,48 @@ impl Slo {
         if checks.is_empty() {
             return Err("no checks (e.g. ttft_p99<=500ms,error_rate<=1%)".into());
         }
-        Ok(Slo { checks })
+        Ok(Slo {
+            checks,
+            confidence: DEFAULT_CONFIDENCE,
+        })
     }
 
-    /// Evaluates every check against `result`.
+    /// Evaluates every check against `result`. A latency check decides by its rule
+    /// (percentile bounds, or [`MIN_SAMPLES`] for a mean, min or max) and is otherwise
+    /// INCONCLUSIVE, its reason saying about how many more requests would decide; a rate
+    /// holds or not as measured; a missing measurement fails.
     pub fn evaluate(&self, result: &BenchmarkResult) -> SloVerdict {
         let checks: Vec<CheckResult> = self
             .checks
             .iter()
             .map(|c| {
-                let m = measure(c, result);
+                let m = measure(c, result, self.confidence);
                 let holds = m.value.is_some_and(|v| c.cmp.holds(v, c.threshold));
-                // A latency statistic of too few requests decides nothing: a pass needs
-                // enough completed requests; a failure read from lower bounds of
-                // unfinished requests needs enough of those (the true value is worse).
-                let short = m.samples.and_then(|(needed, completed, decider)| {
-                    let have = if holds {
-                        completed.min(decider)
-                    } else {
-                        decider
-                    };
-                    (m.value.is_some() && have < needed).then(|| {
-                        format!(
-                            "inconclusive: {completed} completed requests, {needed} needed for {}",
-                            stat_name(c)
-                        )
-                    })
-                });
+                let decision = match (&m.value, &m.judged) {
+                    (Some(_), Some(j)) => j.decision,
+                    _ if holds => Decision::Pass,
+                    _ => Decision::Fail,
+                };
+                let inconclusive = decision == Decision::Inconclusive;
+                let judged = m.judged.as_ref();
+                let percentile = judged.filter(|j| j.percentile);
                 CheckResult {
                     name: c.name.clone(),
                     measured: m.value,
                     threshold: c.threshold,
                     cmp: c.cmp,
-                    passed: holds && short.is_none(),
-                    inconclusive: short.is_some(),
-                    reason: short,
+                    passed: decision == Decision::Pass,
+                    inconclusive,
+                    reason: judged
+                        .filter(|_| inconclusive)
+                        .map(|j| j.why_inconclusive(&stat_name(c), self.confidence)),
                     distribution: m.distribution,
+                    lower: percentile.and_then(|j| j.lower),
+                    upper: percentile.and_then(|j| j.upper),
+                    confidence: percentile.map(|_| self.confidence),
+                    more_requests: judged
+                        .filter(|_| inconclusive)
+                        .and_then(|j| j.more_requests),
                 }
             })
             .collect();
@@ -280,13 +302,12 @@ fn stat_name(c: &SloCheck) -> String {
     }
 }
 
-/// A check's measurement: its value, the distribution it was read from (latency
-/// checks), and for latency checks the samples it needs, the completed requests behind
-/// it and the samples of the distribution that decided.
+/// A check's measurement: its value and the distribution it was read from (latency
+/// checks), and for latency checks what their rule decided.
 struct Measured {
     value: Option<f64>,
     distribution: Option<String>,
-    samples: Option<(u64, u64, u64)>,
+    judged: Option<Judged>,
 }
 
 impl Measured {
@@ -294,37 +315,187 @@ impl Measured {
         Self {
             value,
             distribution: None,
-            samples: None,
+            judged: None,
         }
     }
 }
 
-fn measure(check: &SloCheck, r: &BenchmarkResult) -> Measured {
+/// What a latency check's rule decided from one distribution.
+#[derive(Clone, Debug)]
+struct Judged {
+    decision: Decision,
+    /// A percentile's bounds (the rule of [`PercentileObjective`]); else a mean, min or
+    /// max judged by [`MIN_SAMPLES`].
+    percentile: bool,
+    lower: Option<f64>,
+    upper: Option<f64>,
+    more_requests: Option<u64>,
+    /// The requests behind the distribution.
+    requests: u64,
+}
+
+impl Judged {
+    /// The reason of an inconclusive check: the bounds, and what would decide.
+    fn why_inconclusive(&self, stat: &str, confidence: f64) -> String {
+        let more = match self.more_requests {
+            Some(n) => format!("about {n} more requests would decide"),
+            None => "no number of requests would decide: the observed value sits at the threshold"
+                .into(),
+        };
+        if !self.percentile {
+            return format!(
+                "inconclusive: {stat} of {} requests, {MIN_SAMPLES} needed; {more}",
+                self.requests
+            );
+        }
+        let bound = |b: Option<f64>| b.map_or("?".to_string(), |v| format!("{v:.3}"));
+        format!(
+            "inconclusive: {stat} of {} requests lies in [{}, {}] ms at {}% confidence; {more}",
+            self.requests,
+            bound(self.lower),
+            bound(self.upper),
+            confidence_percent(confidence),
+        )
+    }
+}
+
+/// `95` for 0.95, `99.9` for 0.999.
+fn confidence_percent(c: f64) -> String {
+    let p = (c * 1e6).round() / 1e4;
+    format!("{p}")
+}
+
+/// Reads a stored histogram of the result by its `class_histograms` key
+/// (`successful.ttft`), else, for successful requests, by its `histograms` key (reports
+/// from before `class_histograms`).
+fn stored_histogram(
+    r: &BenchmarkResult,
+    class: &str,
+    metric: &str,
+) -> Option<hdrhistogram::Histogram<u64>> {
+    use base64::Engine;
+    match r.class_histograms.get(&format!("{class}.{metric}")) {
+        Some(b64) => {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+            llmsurge_proto::decode_histogram(&bytes).ok()
+        }
+        None if class == "successful" => r.histogram(metric),
+        None => None,
+    }
+}
+
+/// The histogram behind a candidate distribution of a latency check, when the result
+/// keeps what it takes: `{metric}.successful`, or `{metric}_with_incomplete.total` (its
+/// own values of every class plus the successful and errored values of `metric`, as
+/// [`crate::result::distributions`] builds it). Keys are read as text, so a metric this
+/// build does not know (a newer report's) still reads.
+fn candidate_histogram(
+    r: &BenchmarkResult,
+    metric: &str,
+    family: Option<&str>,
+) -> Option<hdrhistogram::Histogram<u64>> {
+    let Some(family) = family else {
+        return stored_histogram(r, "successful", metric);
+    };
+    let parts = [
+        ("successful", family),
+        ("errored", family),
+        ("incomplete", family),
+        ("successful", metric),
+        ("errored", metric),
+    ];
+    let mut total: Option<hdrhistogram::Histogram<u64>> = None;
+    for (class, key) in parts {
+        let key_present = r.class_histograms.contains_key(&format!("{class}.{key}"));
+        if !key_present {
+            continue;
+        }
+        let h = stored_histogram(r, class, key)?;
+        match &mut total {
+            Some(t) => t.add(&h).ok()?,
+            None => total = Some(h),
+        }
+    }
+    total
+}
+
+/// One distribution a latency check may read: its summary, its name for the verdict,
+/// the requests behind it, and its histogram when the result keeps one.
+struct Candidate<'a> {
+    summary: &'a Distribution,
+    name: String,
+    requests: u64,
+    histogram: Option<hdrhistogram::Histogram<u64>>,
+}
+
+impl Candidate<'_> {
+    /// The value of `stat`, and what the check's rule decides from this distribution.
+    fn judge(&self, check: &SloCheck, stat: &str, confidence: f64) -> Option<(f64, Judged)> {
+        let d = self.summary;
+        if d.count == 0 {
+            return None;
+        }
+        let value = match stat {
+            "mean" => d.mean,
+            "min" => d.min,
+            "max" => d.max,
+            key => d.percentiles.get(key)?,
+        };
+        let judged = match quantile(stat) {
+            Some(q) => {
+                let objective = PercentileObjective {
+                    q,
+                    cmp: check.cmp,
+                    threshold: check.threshold,
+                    confidence,
+                };
+                let bounds: Option<PercentileBounds> = match &self.histogram {
+                    Some(h) => {
+                        objective.judge(&histogram_reader(h, 1000.0), h.len(), self.requests)
+                    }
+                    None => objective.judge(&summary_reader(d), d.count, self.requests),
+                };
+                // No request behind the values (none completed): nothing to bound.
+                let bounds = bounds.unwrap_or(PercentileBounds {
+                    lower: None,
+                    upper: None,
+                    decision: Decision::Inconclusive,
+                    more_requests: None,
+                });
+                Judged {
+                    decision: bounds.decision,
+                    percentile: true,
+                    lower: bounds.lower,
+                    upper: bounds.upper,
+                    more_requests: bounds.more_requests,
+                    requests: self.requests.min(d.count),
+                }
+            }
+            None => {
+                let decision = if self.requests < MIN_SAMPLES {
+                    Decision::Inconclusive
+                } else if check.cmp.holds(value, check.threshold) {
+                    Decision::Pass
+                } else {
+                    Decision::Fail
+                };
+                Judged {
+                    decision,
+                    percentile: false,
+                    lower: None,
+                    upper: None,
+                    more_requests: Some(MIN_SAMPLES.saturating_sub(self.requests)),
+                    requests: self.requests,
+                }
+            }
+        };
+        Some((value, judged))
+    }
+}
+
+fn measure(check: &SloCheck, r: &BenchmarkResult, confidence: f64) -> Measured {
     match &check.target {
         SloTarget::Latency { metric, stat } => {
-            let read = |d: &Distribution| match stat.as_str() {
-                _ if d.count == 0 => None,
-                "mean" => Some(d.mean),
-                "min" => Some(d.min),
-                "max" => Some(d.max),
-                key => d.percentiles.get(key),
-            };
-            // The survivors and, where the report has it (not before the family existed),
-            // the family with lower bounds; the stricter of the two is the verdict's, so
-            // counting unfinished requests can fail a check but never pass one.
-            let family = format!("{metric}_with_incomplete");
-            let candidates = [
-                r.metrics.get(metric).map(|d| {
-                    (
-                        read(&d.successful),
-                        format!("{metric}.successful"),
-                        d.successful.count,
-                    )
-                }),
-                r.metrics
-                    .get(&family)
-                    .map(|d| (read(&d.total), format!("{family}.total"), d.total.count)),
-            ];
             // Requests behind the survivors' distribution: ITL has a sample per token,
             // the others one per request.
             let completed = r
@@ -332,41 +503,69 @@ fn measure(check: &SloCheck, r: &BenchmarkResult) -> Measured {
                 .get(metric)
                 .map_or(0, |d| d.successful.count)
                 .min(r.measured_requests.completed);
-            let needed = needed_samples(stat);
-            let named = candidates
-                .iter()
-                .flatten()
-                .last()
-                .map(|(_, n, _)| n.clone());
+            // The survivors; where the report has them (not before the families existed)
+            // the family with lower bounds and the figures from intent.
+            let family = format!("{metric}_with_incomplete");
+            let intent = format!("{metric}_from_intent");
+            let candidates: Vec<Candidate> = [
+                r.metrics.get(metric).map(|d| Candidate {
+                    summary: &d.successful,
+                    name: format!("{metric}.successful"),
+                    requests: completed,
+                    histogram: candidate_histogram(r, metric, None),
+                }),
+                r.metrics.get(&family).map(|d| Candidate {
+                    summary: &d.total,
+                    name: format!("{family}.total"),
+                    requests: d.total.count,
+                    histogram: candidate_histogram(r, metric, Some(&family)),
+                }),
+                r.metrics.get(&intent).map(|d| Candidate {
+                    summary: &d.successful,
+                    name: format!("{intent}.successful"),
+                    requests: d.successful.count.min(r.measured_requests.completed),
+                    histogram: candidate_histogram(r, &intent, None),
+                }),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            let named = candidates.last().map(|c| c.name.clone());
+            // The stricter decides: a failure over an inconclusive over a pass, and
+            // between equals the stricter value, so counting unfinished requests or the
+            // client's queue can fail a check but never pass one.
+            let rank = |d: Decision| match d {
+                Decision::Fail => 2,
+                Decision::Inconclusive => 1,
+                Decision::Pass => 0,
+            };
             let stricter = candidates
-                .into_iter()
-                .flatten()
-                .filter_map(|(v, name, n)| Some((v?, name, n)))
+                .iter()
+                .filter_map(|c| {
+                    let (v, j) = c.judge(check, stat, confidence)?;
+                    Some((v, c.name.clone(), j))
+                })
                 .reduce(|a, b| {
-                    let b_stricter = match check.cmp {
-                        Cmp::Le | Cmp::Lt => b.0 > a.0,
-                        Cmp::Ge | Cmp::Gt => b.0 < a.0,
+                    let b_stricter = match rank(b.2.decision).cmp(&rank(a.2.decision)) {
+                        std::cmp::Ordering::Greater => true,
+                        std::cmp::Ordering::Less => false,
+                        std::cmp::Ordering::Equal => match check.cmp {
+                            Cmp::Le | Cmp::Lt => b.0 > a.0,
+                            Cmp::Ge | Cmp::Gt => b.0 < a.0,
+                        },
                     };
                     if b_stricter { b } else { a }
                 });
             match stricter {
-                Some((v, name, n)) => {
-                    // The survivors' count is in requests, not tokens, for ITL too.
-                    let decider = if name.ends_with(".successful") {
-                        completed
-                    } else {
-                        n
-                    };
-                    Measured {
-                        value: Some(v),
-                        distribution: Some(name),
-                        samples: Some((needed, completed, decider)),
-                    }
-                }
+                Some((v, name, judged)) => Measured {
+                    value: Some(v),
+                    distribution: Some(name),
+                    judged: Some(judged),
+                },
                 None => Measured {
                     value: None,
                     distribution: Some(named.unwrap_or_else(|| format!("{metric}.successful"))),
-                    samples: None,
+                    judged: None,
                 },
             }
         }
@@ -497,9 +696,9 @@ mod tests {
     fn latency_checks_read_the_successful_distribution() {
         let r = result(None);
         // p99 of 10..=970 step 10 is the 97th value, 970 ms (HDR keeps 3 significant
-        // digits: 970.2 at most); p50 is the 49th, 490 ms (490.24 at most); mean 490.
-        // 97 completed requests are too few for a p99 (100 needed): measured, but
-        // neither check decides, whichever side of the threshold it lies.
+        // digits: 970.2 at most). 97 requests bound no p99 from above (0.99^97 = 38% of
+        // such samples lie wholly below the true p99): it cannot pass, and its lower
+        // bound (940 ms or so) is within both thresholds, so it cannot fail either.
         let v = Slo::parse("ttft_p99<=971ms,ttft_p99<=969ms")
             .expect("parses")
             .evaluate(&r);
@@ -508,16 +707,33 @@ mod tests {
             "{v:?}"
         );
         assert_eq!(v.label(), "INCONCLUSIVE");
-        assert_eq!(
-            v.checks[0].reason.as_deref(),
-            Some("inconclusive: 97 completed requests, 100 needed for ttft p99")
+        let c = &v.checks[0];
+        assert_eq!(c.upper, None, "{c:?}");
+        let lower = c.lower.expect("a lower bound");
+        assert!((900.0..970.0).contains(&lower), "{lower}");
+        // Every value is within 971 ms: the first size whose p99 has an upper bound at
+        // all decides, the smallest N with 0.99^N <= 2.5%.
+        let first = (0.025f64.ln() / 0.99f64.ln()).ceil() as u64;
+        assert_eq!(c.more_requests, Some(first - 97), "{c:?}");
+        let reason = c.reason.as_deref().expect("a reason");
+        assert!(
+            reason.starts_with("inconclusive: ttft p99 of 97 requests lies in [")
+                && reason.contains(" ms at 95% confidence; about ")
+                && reason.ends_with(" more requests would decide"),
+            "{reason}"
         );
-        let measured = v.checks[0].measured.expect("measured");
+        let measured = c.measured.expect("measured");
         assert!((970.0..=970.3).contains(&measured), "{measured}");
+        // A median of 97 is bounded on both sides: the ranks' values are rank × 10 ms.
+        let (l, u) = crate::precision::confidence_ranks(97, 0.5, 0.95);
+        let (l, u) = (l.expect("l") * 10, u.expect("u") * 10);
         assert_eq!(
-            verdicts("ttft_p50<490.5ms,ttft_p50<489.9ms", &r),
+            verdicts(&format!("ttft_p50<{}ms,ttft_p50<{}ms", u + 1, l - 1), &r),
             [true, false]
         );
+        let v = Slo::parse("ttft_p50<=495ms").expect("parses").evaluate(&r);
+        assert!(v.checks[0].inconclusive, "{v:?}");
+        assert_eq!(v.checks[0].confidence, Some(0.95));
         assert_eq!(
             verdicts("ttft_mean<=0.5s,ttft_mean>=0.48s,ttft_max<=1s", &r),
             [true, true, true]
@@ -526,14 +742,93 @@ mod tests {
         assert!(v.passed && v.label() == "PASS", "{v:?}");
     }
 
+    #[test]
+    fn the_confidence_widens_the_bounds() {
+        let r = result(None);
+        let mut slo = Slo::parse("ttft_p90<=950ms").expect("parses");
+        let at_95 = slo.evaluate(&r).checks[0].clone();
+        slo.confidence = 0.999;
+        let at_999 = slo.evaluate(&r).checks[0].clone();
+        let (l95, u95) = (at_95.lower.expect("l"), at_95.upper.expect("u"));
+        let (l999, u999) = (at_999.lower.expect("l"), at_999.upper.expect("u"));
+        assert!(l999 < l95 && u999 > u95, "{at_95:?} {at_999:?}");
+        assert_eq!(at_999.confidence, Some(0.999));
+    }
+
+    /// `result(None)` with a `ttft_from_intent` distribution (TTFT plus `wait_ms` each),
+    /// as the run's from-intent figures add, with its histogram when `histogram`.
+    fn with_intent(wait_ms: u64, histogram: bool) -> BenchmarkResult {
+        let mut r = result(None);
+        let mut set = MetricSet::new();
+        for i in 1..=97u64 {
+            set.record(
+                StatusClass::Successful,
+                Metric::Ttft,
+                (i * 10 + wait_ms) * 1000,
+            );
+        }
+        let d = crate::result::distributions(&set)
+            .remove("ttft")
+            .expect("ttft");
+        r.metrics.insert("ttft_from_intent".into(), d);
+        if histogram {
+            let h = crate::result::encode_class_histograms(&set)
+                .remove("successful.ttft")
+                .expect("encoded");
+            r.class_histograms
+                .insert("successful.ttft_from_intent".into(), h);
+        }
+        r
+    }
+
+    #[test]
+    fn the_figures_from_intent_can_fail_a_check_never_pass_one() {
+        // From send, the median is 490 ms; from intent 2 s later.
+        for histogram in [true, false] {
+            let r = with_intent(2000, histogram);
+            let v = Slo::parse("ttft_p50<=1s,ttft_p50<=5s")
+                .expect("parses")
+                .evaluate(&r);
+            let (late, fine) = (&v.checks[0], &v.checks[1]);
+            assert!(!late.passed && !late.inconclusive, "{late:?}");
+            assert_eq!(
+                late.distribution.as_deref(),
+                Some("ttft_from_intent.successful")
+            );
+            assert!(late.measured.is_some_and(|m| m > 2000.0), "{late:?}");
+            // Both pass: the stricter value is reported, and its distribution named.
+            assert!(fine.passed, "{fine:?}");
+            assert_eq!(
+                fine.distribution.as_deref(),
+                Some("ttft_from_intent.successful")
+            );
+        }
+        // Without the key (reports before it), the figures from send decide.
+        let r = result(None);
+        let v = Slo::parse("ttft_p50<=1s").expect("parses").evaluate(&r);
+        assert!(v.passed, "{v:?}");
+        assert_eq!(v.checks[0].distribution.as_deref(), Some("ttft.successful"));
+        // No wait: the same values, and the check passes either way.
+        let v = Slo::parse("ttft_p50<=1s")
+            .expect("parses")
+            .evaluate(&with_intent(0, true));
+        assert!(v.passed, "{v:?}");
+    }
+
     /// 20 completed requests (TTFT 100 ms, e2e 200 ms) and 5 cut off at 5 s after their
     /// start with no token, as workers report them: the bounds in the incomplete class.
     fn cut_off_result(goodput: &str) -> BenchmarkResult {
+        cut_off_after(goodput, 5, 5_000)
+    }
+
+    /// 20 completed requests as [`cut_off_result`]'s and `cut` cut off `cut_ms` after
+    /// their start.
+    fn cut_off_after(goodput: &str, cut: u64, cut_ms: u64) -> BenchmarkResult {
         let mut state = WorkerGroupState::new(1, T0, Limits::default());
         state.goodput = Some(GoodputSpec::parse(goodput).expect("parses"));
         let mut metrics = MetricSet::new();
         let mut finished = Vec::new();
-        for i in 0..25u64 {
+        for i in 0..20 + cut {
             let cut = i >= 20;
             let r = RequestRecord {
                 slot: i,
@@ -548,7 +843,7 @@ mod tests {
                 ..RequestRecord::completed(
                     T0,
                     (!cut).then(|| at_ms(100)),
-                    at_ms(if cut { 5_000 } else { 200 }),
+                    at_ms(if cut { cut_ms } else { 200 }),
                     10,
                 )
             };
@@ -565,7 +860,7 @@ mod tests {
             metrics,
             finished,
             Strategy::Concurrent { streams: 5 },
-            5_000,
+            cut_ms.max(200),
         )
     }
 
@@ -592,24 +887,21 @@ mod tests {
         // A report from before the family existed reads successful requests.
         let mut old = r.clone();
         old.metrics.retain(|k, _| !k.ends_with("_with_incomplete"));
-        let v = Slo::parse("ttft_p90<=500ms")
+        let v = Slo::parse("ttft_p50<=500ms")
             .expect("parses")
             .evaluate(&old);
         assert!(v.passed, "{v:?}");
         assert_eq!(v.checks[0].distribution.as_deref(), Some("ttft.successful"));
 
-        // Requests cut off a moment after they were sent have small bounds: they may
-        // fail a check, never pass one the survivors fail.
-        let mut early = r.clone();
-        if let Some(d) = early.metrics.get_mut("ttft_with_incomplete") {
-            d.total.percentiles.p50 = 1.0;
-        }
+        // 15 requests cut off a millisecond after they were sent have small bounds: they
+        // may fail a check or leave it undecided, never pass one the survivors fail.
+        let early = cut_off_after("ttft:1s", 15, 1);
         let v = Slo::parse("ttft_p50<=50ms,ttft_p50>=50ms")
             .expect("parses")
             .evaluate(&early);
-        assert!(!v.checks[0].passed, "{v:?}");
+        assert!(!v.checks[0].passed && !v.checks[0].inconclusive, "{v:?}");
         assert_eq!(v.checks[0].distribution.as_deref(), Some("ttft.successful"));
-        assert!(!v.checks[1].passed, "{v:?}");
+        assert!(v.checks[1].inconclusive, "{v:?}");
         assert_eq!(
             v.checks[1].distribution.as_deref(),
             Some("ttft_with_incomplete.total")
@@ -643,17 +935,13 @@ mod tests {
     }
 
     #[test]
-    fn a_percentile_needs_enough_requests_to_decide() {
-        let needed: Vec<u64> = ["p50", "p90", "p95", "p99", "p99_9", "mean", "max"]
-            .iter()
-            .map(|s| needed_samples(s))
-            .collect();
-        assert_eq!(needed, [5, 10, 20, 100, 1000, 5, 5]);
+    fn a_statistic_of_too_few_requests_is_inconclusive() {
         // One survivor of a drowned probe (the capacity search's 1 of 1,276) passes
-        // nothing: its ITL has 15 gaps, but they are one request's.
+        // nothing: its ITL has 15 gaps, but they are one request's; a median of one
+        // request has no bounds.
         let mut r = result(None);
         r.measured_requests.completed = 1;
-        let v = Slo::parse("ttft_p50<=10s,error_rate<=100%")
+        let v = Slo::parse("ttft_p50<=10s,error_rate<=100%,ttft_mean<=10s")
             .expect("parses")
             .evaluate(&r);
         assert!(v.checks[0].inconclusive && !v.checks[0].passed, "{v:?}");
@@ -661,9 +949,20 @@ mod tests {
         assert!(!v.passed);
         let line = v.checks[0].to_string();
         assert!(line.starts_with("INCONCLUSIVE ttft_p50<=10s"), "{line}");
+        // Every value is within 10 s: a median decides at the first size with both
+        // bounds, the smallest N with 0.5^N <= 2.5%.
+        let first = (0.025f64.ln() / 0.5f64.ln()).ceil() as u64;
         assert!(
-            line.ends_with("1 completed requests, 5 needed for ttft p50"),
+            line.ends_with(&format!("about {} more requests would decide", first - 1)),
             "{line}"
+        );
+        // A mean decides on MIN_SAMPLES requests.
+        let mean = &v.checks[2];
+        assert!(mean.inconclusive, "{mean:?}");
+        assert_eq!(mean.more_requests, Some(MIN_SAMPLES - 1));
+        assert_eq!(
+            (mean.lower, mean.upper, mean.confidence),
+            (None, None, None)
         );
     }
 

@@ -1013,6 +1013,15 @@ fn resolve_objectives(args: &RunArgs) -> Result<Objectives, UsageError> {
         .map(Slo::parse)
         .transpose()
         .map_err(|e| UsageError(format!("--slo: {e}")))?;
+    let slo = match (slo, l.confidence) {
+        (Some(slo), Some(confidence)) => Some(Slo { confidence, ..slo }),
+        (None, Some(_)) => {
+            return usage(
+                "--confidence: it sets the confidence of --slo's percentile checks; give --slo too",
+            );
+        }
+        (slo, None) => slo,
+    };
     let goodput = l
         .goodput
         .as_deref()

@@ -527,8 +527,12 @@ async fn server_metrics(
     Ok((Some(cfg), profiler, note))
 }
 
-/// The exit code of a finished run (see `exit_codes`). A capacity search judges the SLO
-/// by its answer (failing probes are how it searches); other profiles by every benchmark.
+/// The exit code of a finished run (see `exit_codes`), by precedence: interrupted, run
+/// failed, invalid, a failed gate, an inconclusive one, ok. A capacity search judges the
+/// SLO by its answer (failing probes are how it searches): none found is a failed gate,
+/// or an inconclusive one when the search ended on a probe that could not decide; other
+/// profiles by every benchmark: any failed check fails the gate, else any inconclusive
+/// one makes the run inconclusive.
 pub fn exit_code(
     benchmarks: &[BenchmarkResult],
     interrupted: bool,
@@ -555,14 +559,19 @@ pub fn exit_code(
         }
         return exit_codes::INVALID_RUN;
     }
-    let slo_failed = match capacity {
-        Some(c) => c.rate.is_none(),
+    let labels: Vec<&str> = match capacity {
+        Some(c) if c.rate.is_some() => vec![],
+        Some(c) if c.probes.last().is_some_and(|p| p.inconclusive) => vec!["INCONCLUSIVE"],
+        Some(_) => vec!["FAIL"],
         None => benchmarks
             .iter()
-            .any(|b| b.slo.as_ref().is_some_and(|v| !v.passed)),
+            .filter_map(|b| b.slo.as_ref().map(|v| v.label()))
+            .collect(),
     };
-    if slo_failed {
+    if labels.contains(&"FAIL") {
         exit_codes::GATE_FAILED
+    } else if labels.contains(&"INCONCLUSIVE") {
+        exit_codes::INCONCLUSIVE
     } else {
         exit_codes::OK
     }

@@ -46,13 +46,26 @@ pub fn slo_suites(benchmarks: &[BenchmarkResult]) -> Vec<Suite> {
                 .iter()
                 .map(|c| {
                     let mut measured = format!("measured {} against {}", fmt(c.measured), c.name);
+                    if let Some(confidence) = c.confidence {
+                        let side = |b: Option<f64>| b.map_or("?".into(), |v| fmt(Some(v)));
+                        measured = format!(
+                            "{measured} ({}% bounds {} to {})",
+                            (confidence * 1e4).round() / 1e2,
+                            side(c.lower),
+                            side(c.upper)
+                        );
+                    }
                     if let Some(reason) = &c.reason {
                         measured = format!("{measured}: {reason}");
                     }
                     Case {
                         classname: format!("llmsurge.slo.{label}"),
                         name: c.name.clone(),
-                        // An inconclusive check fails the gate too: it could not pass.
+                        // An inconclusive check is a failure here, not `skipped`: CI test
+                        // views (Jenkins, GitLab, GitHub reporters) count skipped cases as
+                        // green, and a gate that could not decide must not look passed.
+                        // Its message starts with INCONCLUSIVE and says about how many
+                        // more requests would decide; the exit code (5) tells it apart.
                         failure: (!c.passed).then(|| format!("{}: {measured}", c.label())),
                         skipped: None,
                         output: measured,

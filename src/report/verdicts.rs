@@ -4,33 +4,73 @@ use super::cell_value;
 use comfy_table::{Cell, Table, presets::UTF8_FULL_CONDENSED};
 use llmsurge_coordinator::BenchmarkResult;
 use llmsurge_coordinator::profiles::CapacityOutcome;
+use llmsurge_coordinator::slo::CheckResult;
+
+/// A percentile check's bounds and their confidence (`940.0 to ? at 95%`: `?` where too
+/// few requests bound that side); `–` for other checks.
+fn bounds(c: &CheckResult) -> String {
+    let Some(confidence) = c.confidence else {
+        return "–".into();
+    };
+    let side = |b: Option<f64>| b.map_or("?".into(), |v| cell_value(Some(v)));
+    format!(
+        "{} to {} at {}%",
+        side(c.lower),
+        side(c.upper),
+        (confidence * 1e4).round() / 1e2
+    )
+}
 
 /// One row per SLO check per benchmark (empty when no SLO was given), then the capacity
 /// answer of a capacity search.
 pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>) -> String {
     let mut out = String::new();
     if benchmarks.iter().any(|b| b.slo.is_some()) {
+        let checks = || {
+            benchmarks
+                .iter()
+                .flat_map(|b| b.slo.iter().flat_map(|v| &v.checks))
+        };
+        // Percentile checks carry their confidence bounds; reports from before them do not,
+        // and their table stays as it was.
+        let bounded = checks().any(|c| c.confidence.is_some());
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);
-        t.set_header(["Benchmark", "Objective", "Threshold", "Measured", "Verdict"]);
+        let mut header = vec!["Benchmark", "Objective", "Threshold", "Measured"];
+        if bounded {
+            header.push("Confidence bounds");
+        }
+        header.push("Verdict");
+        t.set_header(header);
         for b in benchmarks {
             for c in b.slo.iter().flat_map(|v| &v.checks) {
-                let verdict = Cell::new(c.label());
-                t.add_row(vec![
+                let mut row = vec![
                     Cell::new(super::label(b)),
                     Cell::new(&c.name),
                     Cell::new(cell_value(Some(c.threshold))),
                     Cell::new(cell_value(c.measured)),
-                    verdict,
-                ]);
+                ];
+                if bounded {
+                    row.push(Cell::new(bounds(c)));
+                }
+                row.push(Cell::new(c.label()));
+                t.add_row(row);
             }
         }
-        let failed = benchmarks
-            .iter()
-            .filter(|b| b.slo.as_ref().is_some_and(|v| !v.passed))
-            .count();
+        let count = |label: &str| {
+            benchmarks
+                .iter()
+                .filter(|b| b.slo.as_ref().is_some_and(|v| v.label() == label))
+                .count()
+        };
+        let (failed, inconclusive) = (count("FAIL"), count("INCONCLUSIVE"));
+        let undecided = if inconclusive > 0 {
+            format!(", {inconclusive} inconclusive")
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "Service-level objectives: {failed} of {} benchmarks failed\n",
+            "Service-level objectives: {failed} of {} benchmarks failed{undecided}\n",
             benchmarks.len()
         ));
         out.push_str(&t.to_string());
@@ -46,6 +86,7 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
                     let label = c.label();
                     let r = r
                         .strip_prefix(label)
+                        .or_else(|| r.strip_prefix(label.to_lowercase().as_str()))
                         .and_then(|r| r.strip_prefix(": "))
                         .unwrap_or(r);
                     out.push_str(&format!("  {} {label}: {r}\n", b.strategy));

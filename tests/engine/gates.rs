@@ -363,9 +363,11 @@ fn a_latency_objective_fails_when_the_server_did_not_keep_up() {
     assert!(read("benchmarks.html").contains("the server did not keep up: achieved"));
 }
 
-/// A percentile of a few requests decides nothing: 20 completed requests are too few
-/// for a p99 (100 needed), so the check is inconclusive, the verdict does not pass and
-/// the gate fails (exit 3) saying why; a p50 of the same 20 decides.
+/// A percentile of a few requests decides nothing: 20 completed requests bound no p99
+/// from above (0.99^20 = 82% of such samples lie wholly below the true p99), so a p99
+/// check far above every value is inconclusive, the verdict does not pass and the run
+/// exits 5 (not 3: nothing failed) saying about how many more requests would decide; a
+/// p50 of the same 20 decides.
 #[test]
 fn a_percentile_of_too_few_requests_is_inconclusive() {
     let server = mock(MockConfig::instant());
@@ -376,19 +378,26 @@ fn a_percentile_of_too_few_requests_is_inconclusive() {
         .slo("ttft_p99<=10s,ttft_p50<=10s")
         .outputs("json,junit,console")
         .run();
-    assert_eq!(run.code(), 3, "{}", run.stderr);
+    assert_eq!(run.code(), 5, "{}", run.stderr);
     let completed = server.stats().completed;
     assert_eq!(completed, 20);
     let verdict = run.report().benchmarks[0].slo.clone().expect("a verdict");
     assert_eq!(verdict.label(), "INCONCLUSIVE");
     let p99 = &verdict.checks[0];
     assert!(p99.inconclusive && !p99.passed, "{p99:?}");
-    assert_eq!(
-        p99.reason.as_deref(),
-        Some(
-            format!("inconclusive: {completed} completed requests, 100 needed for ttft p99")
-                .as_str()
-        )
+    assert_eq!(p99.upper, None, "{p99:?}");
+    // Every value is far below 10 s: the first count whose p99 has an upper bound at
+    // all decides, the smallest N with 0.99^N <= 2.5%.
+    let first = (0.025f64.ln() / 0.99f64.ln()).ceil() as u64;
+    assert_eq!(p99.more_requests, Some(first - completed), "{p99:?}");
+    let said = format!("about {} more requests would decide", first - completed);
+    assert!(
+        p99.reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(&format!(
+                "inconclusive: ttft p99 of {completed} requests lies in ["
+            )) && r.ends_with(&said)),
+        "{p99:?}"
     );
     assert!(verdict.checks[1].passed, "{verdict:?}");
     let row = run
@@ -399,7 +408,7 @@ fn a_percentile_of_too_few_requests_is_inconclusive() {
     assert!(row.contains("INCONCLUSIVE"), "{row}");
     let xml = std::fs::read_to_string(run.dir.path().join("benchmarks.junit.xml")).expect("junit");
     assert_eq!(validate_junit(&xml), (2, 1));
-    assert!(xml.contains("100 needed"), "{xml}");
+    assert!(xml.contains(&said), "{xml}");
 }
 
 /// Exit 4 names each rule that fired, with its figures, on stderr and in the report.

@@ -1,8 +1,21 @@
 //! `benchmark run` flags: when each benchmark stops, and which requests are measured.
 
 use crate::cli::values::{WindowSpec, parse_fraction, parse_positive_duration, parse_window};
+
 use clap::Args;
 use std::time::Duration;
+
+/// A confidence strictly between 0 and 1 (`0.95`, `99%`): 0 bounds nothing, 1 needs
+/// infinitely many requests.
+fn parse_confidence(s: &str) -> Result<f64, String> {
+    let c = parse_fraction(s)?;
+    if c <= 0.0 || c >= 1.0 {
+        return Err(format!(
+            "{s:?} must be above 0 and below 1 (e.g. 0.95 or 99%)"
+        ));
+    }
+    Ok(c)
+}
 
 /// When each benchmark stops, and which requests are measured.
 #[derive(Clone, Debug, Args)]
@@ -48,6 +61,13 @@ pub struct LimitArgs {
     /// A failed objective makes the exit code 3.
     #[arg(long, env = "LLMSURGE_SLO", value_name = "CHECKS")]
     pub slo: Option<String>,
+
+    /// Confidence of every percentile objective of --slo, e.g. 0.95 or 99%: a check passes
+    /// only when the order-statistic bound at this confidence is within its threshold,
+    /// fails when the opposite bound is beyond it, and is otherwise INCONCLUSIVE (exit
+    /// code 5). Default 0.95.
+    #[arg(long, env = "LLMSURGE_CONFIDENCE", value_parser = parse_confidence, value_name = "FRACTION")]
+    pub confidence: Option<f64>,
 
     /// Per-request goodput thresholds, e.g. "ttft:500ms,tpot:50ms,e2e:10s": goodput is the
     /// rate of completed requests meeting all of them.
