@@ -34,7 +34,8 @@ use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
 pub enum KeptUp {
     /// The server kept up (or the benchmark was a closed loop, which cannot fall behind).
     Yes,
-    /// It did not: "the server did not keep up with 4 sessions/s (…): evidence".
+    /// It did not: "the server did not keep up: started 4.0 of 4 sessions/s, completed
+    /// 0.5 sessions/s (evidence)".
     No(String),
 }
 
@@ -110,10 +111,8 @@ pub fn kept_up(r: &BenchmarkResult) -> KeptUp {
     match evidence {
         None => KeptUp::Yes,
         Some(why) => KeptUp::No(format!(
-            "the server did not keep up with {} {} ({}): {why}",
-            round1(offered),
-            unit.per_s(),
-            achieved(r, unit)
+            "the server did not keep up: {} ({why})",
+            achieved(r, offered, unit)
         )),
     }
 }
@@ -138,8 +137,9 @@ fn offered(r: &BenchmarkResult) -> Option<(f64, Unit)> {
     }
 }
 
-/// What was achieved, in the offered unit (and completed requests beside it).
-fn achieved(r: &BenchmarkResult, unit: Unit) -> String {
+/// What was achieved against what was offered, in the offered unit: "achieved 7.6 of
+/// 20 req/s", "started 3.9 of 4 sessions/s, completed 0.5 sessions/s".
+fn achieved(r: &BenchmarkResult, offered: f64, unit: Unit) -> String {
     let per_s = |n: u64| {
         if r.duration_s > 0.0 {
             n as f64 / r.duration_s
@@ -147,26 +147,24 @@ fn achieved(r: &BenchmarkResult, unit: Unit) -> String {
             0.0
         }
     };
-    let requests = format!("{:.1} req/s completed", r.throughput.requests_per_s);
-    match unit {
-        Unit::Requests => format!("achieved {requests}"),
-        Unit::Sessions => {
-            let s = r.sessions.as_ref();
-            format!(
-                "started {:.1} sessions/s, completed {:.1} sessions/s, {requests}",
-                per_s(s.map_or(0, |s| s.sessions)),
-                s.map_or(0.0, |s| s.sessions_per_s)
-            )
+    let (offered, per) = (round1(offered), unit.per_s());
+    // Sessions and traces last longer than a short run: how many started says whether
+    // the schedule was held, how many completed is the server's pace.
+    let (started, completed) = match (unit, r.sessions.as_ref(), r.agent_traces.as_ref()) {
+        (Unit::Sessions, Some(s), _) => (s.sessions, s.completed),
+        (Unit::Traces, _, Some(t)) => (t.traces, t.completed),
+        _ => {
+            return format!(
+                "achieved {:.1} of {offered} {per}",
+                r.throughput.requests_per_s
+            );
         }
-        Unit::Traces => {
-            let t = r.agent_traces.as_ref();
-            format!(
-                "started {:.1} traces/s, completed {:.1} traces/s, {requests}",
-                per_s(t.map_or(0, |t| t.traces)),
-                per_s(t.map_or(0, |t| t.completed))
-            )
-        }
-    }
+    };
+    format!(
+        "started {:.1} of {offered} {per}, completed {:.1} {per}",
+        per_s(started),
+        per_s(completed)
+    )
 }
 
 fn round1(x: f64) -> f64 {
@@ -396,7 +394,7 @@ mod tests {
             why.contains("40 of 187") && why.contains("Erlang C"),
             "{why}"
         );
-        assert!(why.contains("with 20 req/s"), "{why}");
+        assert!(why.contains("achieved 0.0 of 20 req/s"), "{why}");
         // A load that needs more slots than the cap: the queue never drains.
         let b = rate_benchmark(poisson, 187, 10, 800.0, Some(8));
         let why = kept_up(&b).why_not().expect("past the cap");
@@ -466,7 +464,7 @@ mod tests {
         b.sessions.as_mut().expect("sessions").ttft_at_equal_turn = Some(drift(-40.0, 40.0, 40));
         let why = kept_up(&b).why_not().expect("queued");
         assert!(
-            why.contains("with 4 sessions/s (started 6.0 sessions/s"),
+            why.starts_with("the server did not keep up: started 6.0 of 4 sessions/s"),
             "{why}"
         );
         assert!(why.contains("80.0 ms more"), "{why}");
@@ -521,7 +519,7 @@ mod tests {
         .expect("a growing queue");
         assert!(why.contains("grew from 16.0 to 22.0"), "{why}");
         assert!(
-            why.starts_with("the server did not keep up with 10 req/s"),
+            why.starts_with("the server did not keep up: achieved 0.0 of 10 req/s"),
             "{why}"
         );
         // The detector's own verdict.
