@@ -297,3 +297,32 @@ pub struct SessionResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_at_equal_turn: Option<TurnDrift>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Eight sessions of two turns; turn 2 carries a longer history (100 ms more), and
+    /// session `i`'s turns take `extra(i)` ms more.
+    fn drift(extra: impl Fn(u64) -> f64) -> TurnDrift {
+        let by_turn: Vec<Vec<(u64, f64)>> = [50.0, 150.0]
+            .iter()
+            .map(|base| (0..8).rev().map(|i| (i, base + extra(i))).collect())
+            .collect();
+        TurnDrift::of(&by_turn).expect("enough turns")
+    }
+
+    #[test]
+    fn the_history_cancels_out_and_a_queue_does_not() {
+        // Flat at equal turn: the history's 100 ms is in neither half's residuals.
+        let d = drift(|_| 0.0);
+        assert_eq!((d.earlier.count, d.later.count), (8, 8));
+        assert_eq!((d.earlier.mean_ms, d.later.mean_ms), (0.0, 0.0));
+        assert_eq!(d.ttft_mean_ms, 100.0);
+        // Sessions 4..8 (started later) waited 40 ms more at every turn.
+        let d = drift(|i| if i >= 4 { 40.0 } else { 0.0 });
+        assert_eq!((d.earlier.mean_ms, d.later.mean_ms), (-20.0, 20.0));
+        // Too few TTFTs of any turn index: nothing to compare.
+        assert_eq!(TurnDrift::of(&[vec![(0, 1.0), (1, 2.0), (2, 3.0)]]), None);
+    }
+}
