@@ -584,6 +584,7 @@ pub async fn run_benchmark(
     if let llmsurge_proto::DataSpec::Synthetic(spec) = &plan.worker_template.data {
         result::add_media_rates(&mut result, &spec.media);
     }
+    result.max_concurrency = plan.max_concurrency;
     result.slo = plan.slo.as_ref().map(|slo| slo.judge(&result));
     result.precision = plan.precision.as_ref().map(|spec| {
         let m = &sup.state.measured;

@@ -514,13 +514,18 @@ impl CapacitySearch {
             .and_then(|p| p.server)
     }
 
-    /// Whether `r` sustained its rate within the SLO, and if not, why. A rate benchmark
-    /// whose queue was growing fails whatever its latencies say: cut off by the time
-    /// limit, it would have missed the SLO had it run longer.
+    /// Whether `r` sustained its rate within the SLO, and if not, why. A probe whose
+    /// server did not keep up ([`crate::kept_up::kept_up`]) fails whatever its latencies
+    /// say: cut off by the time limit, it would have missed the SLO had it run longer.
     fn verdict(&self, r: &BenchmarkResult) -> (bool, Option<String>) {
         let slo = r.slo.clone().unwrap_or_else(|| self.slo.judge(r));
-        // A queue that grew fails the probe whatever else its SLO says.
-        if let Some(why) = &slo.not_kept_up {
+        // Not keeping up fails the probe whatever else its SLO says; a verdict read
+        // from elsewhere may predate the rule, so it is asked again.
+        if let Some(why) = slo
+            .not_kept_up
+            .clone()
+            .or_else(|| crate::kept_up::kept_up(r).why_not())
+        {
             return (false, Some(format!("the queue was growing: {why}")));
         }
         if !slo.passed {
@@ -545,13 +550,6 @@ impl CapacitySearch {
                 _ => "SLO missed",
             };
             return (false, Some(format!("{what}: {}", failed.join(", "))));
-        }
-        if matches!(
-            r.strategy,
-            Strategy::Constant { .. } | Strategy::Poisson { .. }
-        ) && let Some(why) = crate::saturation::growing_queue(r)
-        {
-            return (false, Some(format!("the queue was growing: {why}")));
         }
         (true, None)
     }

@@ -410,6 +410,10 @@ pub struct BenchmarkResult {
     /// requests); absent when the series has no plateau and in older reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady_state: Option<crate::steady::SteadyState>,
+    /// The client's `--max-concurrency` cap (requests in flight, every shard together),
+    /// when set: the kept-up rule predicts how many requests wait for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u64>,
 }
 
 /// Inputs of [`build`] besides the state.
@@ -568,6 +572,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         run: None,
         precision: None,
         steady_state: None,
+        max_concurrency: None,
     }
 }
 

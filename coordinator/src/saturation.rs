@@ -12,7 +12,8 @@
 //! request counts). It calls over-saturation when, for `consecutive` evaluations in a
 //! row, at least two of the series grow (without the server's queue: both of the
 //! client's), and the verdict names the ones that did. The magnitude and persistence
-//! rules keep noise on a healthy server from stopping it. See docs/saturation.md.
+//! rules keep noise on a healthy server from stopping it. See docs/saturation.md. The
+//! verdict on a finished benchmark (did the server keep up) is [`crate::kept_up`]'s.
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
@@ -260,91 +261,6 @@ fn join_and(parts: &[String]) -> String {
     }
 }
 
-/// Fewest late requests, as a fraction of those created, that say the schedule was not
-/// held: a rate whose slots wait for the concurrency cap is not being sustained.
-const LATE_FRACTION: f64 = 0.01;
-/// Growth of the in-flight count over the second half of a benchmark that counts as a
-/// growing queue: at least this fraction of its level at the half…
-const QUEUE_GROWTH: f64 = 0.25;
-/// …and at least this many requests.
-const QUEUE_GROWTH_MIN: f64 = 2.0;
-
-/// Whether a finished rate benchmark's queue was growing, judged after the fact for the
-/// capacity search: `Some(why)` when the over-saturation detector stopped it, when more
-/// than 1% of its requests were sent late (the client's queue grew behind
-/// `--max-concurrency`), when the server's own waiting-requests gauge (scraped with
-/// `--server-metrics`) grew significantly over the second half of the measured window,
-/// or when over that half both the requests in flight (started but not finished: the
-/// server's queue as the client sees it) and the mean TTFT grew by a quarter or more. A latency SLO can pass on such a run only because the time
-/// limit cut the queue short. Growth of in-flight requests with a flat TTFT is a server
-/// slowing down as it fills, not a queue, and is left to the SLO.
-pub fn growing_queue(b: &crate::result::BenchmarkResult) -> Option<String> {
-    if let Some(crate::constraints::StopReason::OverSaturation { detail }) = &b.stop_reason {
-        return Some(format!(
-            "the over-saturation detector stopped it ({detail})"
-        ));
-    }
-    let created = b.requests.created;
-    if b.requests.late as f64 > (LATE_FRACTION * created as f64).max(1.0) {
-        return Some(format!(
-            "{} of {created} requests were sent late, held back by the concurrency cap",
-            b.requests.late
-        ));
-    }
-    let from = b.measured_window.start_time - b.start_time;
-    let to = b.measured_window.end_time - b.start_time;
-    if let Some(why) = server_queue_grew(b, (from + to) / 2.0, to) {
-        return Some(why);
-    }
-    // Per-second points of the measured window, the last one only if it is half full.
-    let points: Vec<&crate::timeseries::TimePoint> = b
-        .timeseries
-        .iter()
-        .filter(|p| p.t >= from.floor() && p.t + 0.5 <= to)
-        .collect();
-    let (mid, last) = (points.get(points.len() / 2)?, points.last()?);
-    if points.len() < 3 || last.t <= mid.t {
-        return None;
-    }
-    let grew = last.concurrency - mid.concurrency;
-    let (ttft_mid, ttft_last) = (mid.ttft_mean_ms?, last.ttft_mean_ms?);
-    let ttft_grew = ttft_last - ttft_mid;
-    (grew >= (QUEUE_GROWTH * mid.concurrency).max(QUEUE_GROWTH_MIN)
-        && ttft_grew >= QUEUE_GROWTH * ttft_mid
-        && ttft_grew > 0.0)
-        .then(|| {
-            format!(
-                "from second {:.0} to {:.0} the requests in flight grew from {:.1} to {:.1} and the mean TTFT from {:.1} to {:.1} ms",
-                mid.t, last.t, mid.concurrency, last.concurrency, ttft_mid, ttft_last
-            )
-        })
-}
-
-/// Whether the server's waiting requests grew between `from` and `to` (seconds since t0):
-/// a least-squares slope positive at 95% confidence, rising over the span by at least a
-/// quarter of the mean and by at least 2 requests.
-fn server_queue_grew(b: &crate::result::BenchmarkResult, from: f64, to: f64) -> Option<String> {
-    let points = b
-        .server_metrics
-        .as_ref()?
-        .series
-        .get("num_requests_waiting")?
-        .iter()
-        .copied()
-        .filter(|&(t, _)| t >= from && t <= to);
-    let tr = trend(points)?;
-    let critical = StudentsT::new(0.0, 1.0, (tr.n as f64 - 2.0).max(1.0))
-        .ok()?
-        .inverse_cdf(0.95);
-    (tr.t > critical && tr.slope * tr.span >= (QUEUE_GROWTH * tr.mean).max(QUEUE_GROWTH_MIN))
-        .then(|| {
-            format!(
-                "from second {from:.0} to {to:.0} the server's waiting requests (num_requests_waiting) grew {:+.2}/s (mean {:.1})",
-                tr.slope, tr.mean
-            )
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,103 +345,6 @@ mod tests {
             ..SaturationConfig::default()
         });
         assert_eq!(feed(&mut d, 60, |_| 10.0, |t| 50.0 + 20.0 * t), None);
-    }
-
-    /// A 4-second rate benchmark with the given per-second in-flight counts and TTFTs.
-    fn benchmark(series: &[(f64, f64)]) -> crate::result::BenchmarkResult {
-        let mut b = crate::result::tests_support::empty_result();
-        b.strategy = crate::strategy::Strategy::Constant { rate: 10.0 };
-        b.requests.created = 40;
-        b.measured_window.start_time = b.start_time;
-        b.measured_window.end_time = b.start_time + series.len() as f64;
-        b.timeseries = series
-            .iter()
-            .enumerate()
-            .map(|(i, &(concurrency, ttft))| crate::timeseries::TimePoint {
-                t: i as f64,
-                started: 10,
-                completed: 10,
-                errored: 0,
-                concurrency,
-                output_tokens_per_s: Some(0.0),
-                ttft_mean_ms: Some(ttft),
-                ttft_count: 10,
-            })
-            .collect();
-        b
-    }
-
-    #[test]
-    fn a_queue_that_grows_through_a_benchmark_is_named() {
-        // Steady: ramp in the first second, then flat.
-        assert_eq!(
-            growing_queue(&benchmark(&[
-                (2.0, 50.0),
-                (4.0, 50.0),
-                (4.2, 51.0),
-                (4.1, 50.0)
-            ])),
-            None
-        );
-        // A server that slows as it fills: in flight rises, TTFT flat. Not a queue.
-        assert_eq!(
-            growing_queue(&benchmark(&[
-                (2.0, 50.0),
-                (6.0, 50.0),
-                (9.0, 51.0),
-                (12.0, 50.0)
-            ])),
-            None
-        );
-        // A queue: both rise through the second half.
-        let why = growing_queue(&benchmark(&[
-            (4.0, 50.0),
-            (10.0, 200.0),
-            (16.0, 350.0),
-            (22.0, 500.0),
-        ]))
-        .expect("a growing queue");
-        assert!(why.contains("grew from 16.0 to 22.0"), "{why}");
-        // Late requests: the client's queue grew behind the concurrency cap.
-        let mut late = benchmark(&[(4.0, 50.0), (4.0, 50.0), (4.0, 50.0)]);
-        late.requests.late = 5;
-        assert!(growing_queue(&late).expect("late").contains("5 of 40"));
-        late.requests.late = 1;
-        assert_eq!(
-            growing_queue(&late),
-            None,
-            "one late request is not a trend"
-        );
-        // The detector's own verdict.
-        let mut stopped = benchmark(&[]);
-        stopped.stop_reason = Some(crate::constraints::StopReason::OverSaturation {
-            detail: "at 12s".into(),
-        });
-        assert!(growing_queue(&stopped).expect("stopped").contains("at 12s"));
-    }
-
-    #[test]
-    fn the_servers_growing_queue_is_a_signal() {
-        // Flat client series: without the server's queue, nothing to see.
-        let mut b = benchmark(&[(4.0, 50.0), (4.0, 50.0), (4.0, 50.0), (4.0, 50.0)]);
-        assert_eq!(growing_queue(&b), None);
-        let mut m = crate::server_metrics::ServerMetrics::default();
-        m.series.insert(
-            "num_requests_waiting".into(),
-            (0..9)
-                .map(|i| (f64::from(i) * 0.5, f64::from(i) * 2.0))
-                .collect(),
-        );
-        b.server_metrics = Some(m.clone());
-        let why = growing_queue(&b).expect("the server's queue grew");
-        assert!(why.contains("num_requests_waiting"), "{why}");
-        // A flat queue is not growth.
-        m.series.insert(
-            "num_requests_waiting".into(),
-            (0..9).map(|i| (f64::from(i) * 0.5, 3.0)).collect(),
-        );
-        b.server_metrics = Some(m);
-        assert_eq!(growing_queue(&b), None);
     }
 
     #[test]

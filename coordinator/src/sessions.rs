@@ -30,8 +30,8 @@ struct Track {
 #[derive(Clone, Debug, Default)]
 pub struct SessionBook {
     sessions: HashMap<u64, Track>,
-    /// Measured completed turns' TTFT (ms), per turn index.
-    ttft_by_turn: Vec<Vec<f64>>,
+    /// Measured completed turns' (session id, TTFT in ms), per turn index.
+    ttft_by_turn: Vec<Vec<(u64, f64)>>,
     /// Measured completed turns' end-to-end latency (ms), per turn index.
     e2e_by_turn: Vec<Vec<f64>>,
     /// Requests per turn index (every status).
@@ -67,7 +67,7 @@ impl SessionBook {
         self.requests_by_turn[i] += 1;
         if r.status == RequestStatus::Completed && r.phase == Phase::Measured {
             if let Some(ttft) = r.ttft() {
-                self.ttft_by_turn[i].push(ttft.as_secs_f64() * 1e3);
+                self.ttft_by_turn[i].push((tag.id, ttft.as_secs_f64() * 1e3));
             }
             if let Some(e2e) = r.latency() {
                 self.e2e_by_turn[i].push(e2e.as_secs_f64() * 1e3);
@@ -114,15 +114,86 @@ impl SessionBook {
         }
         r.duration_ms = Summary::of(durations);
         r.turns_completed_per_session = Summary::of(turns_done);
+        r.ttft_at_equal_turn = TurnDrift::of(&self.ttft_by_turn);
         r.per_turn = (0..self.requests_by_turn.len())
             .map(|i| TurnResult {
                 turn: u32::try_from(i + 1).unwrap_or(u32::MAX),
                 requests: self.requests_by_turn[i],
-                ttft_ms: Summary::of(self.ttft_by_turn[i].clone()),
+                ttft_ms: Summary::of(self.ttft_by_turn[i].iter().map(|&(_, v)| v).collect()),
                 e2e_latency_ms: Summary::of(self.e2e_by_turn[i].clone()),
             })
             .collect();
         r
+    }
+}
+
+/// TTFT at equal turn index, earlier sessions against later ones: every measured
+/// completed turn's TTFT less the mean TTFT of its turn index, split at the median
+/// session id of that turn (sessions are numbered in the order they started). A later
+/// turn carries a longer history, so TTFT grows with the turn index by design; within
+/// one turn index it does not, unless requests waited in a queue that grew.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnDrift {
+    /// Turns of the earlier-started half of each turn index's sessions.
+    pub earlier: Moments,
+    /// Turns of the later-started half.
+    pub later: Moments,
+    /// Mean TTFT (ms) of every turn in either half: the scale growth is judged against.
+    pub ttft_mean_ms: f64,
+}
+
+/// Count, mean and variance of a set of values (ms).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Moments {
+    /// How many values.
+    pub count: u64,
+    /// Their mean, ms.
+    pub mean_ms: f64,
+    /// Their sample variance, ms².
+    pub variance_ms2: f64,
+}
+
+impl Moments {
+    fn of(values: &[f64]) -> Self {
+        let n = values.len();
+        let mean = values.iter().sum::<f64>() / n.max(1) as f64;
+        let ss: f64 = values.iter().map(|v| (v - mean).powi(2)).sum();
+        Self {
+            count: n as u64,
+            mean_ms: mean,
+            variance_ms2: if n > 1 { ss / (n - 1) as f64 } else { 0.0 },
+        }
+    }
+}
+
+/// Fewest TTFTs of one turn index that join the comparison: two in each half.
+const DRIFT_MIN_PER_TURN: usize = 4;
+
+impl TurnDrift {
+    /// The drift of `by_turn` ((session id, TTFT ms) per turn index); `None` while no
+    /// turn index has [`DRIFT_MIN_PER_TURN`] TTFTs.
+    fn of(by_turn: &[Vec<(u64, f64)>]) -> Option<Self> {
+        let (mut earlier, mut later, mut all) = (Vec::new(), Vec::new(), Vec::new());
+        for turn in by_turn.iter().filter(|t| t.len() >= DRIFT_MIN_PER_TURN) {
+            let mut turn = turn.clone();
+            turn.sort_by_key(|&(id, _)| id);
+            let mean = turn.iter().map(|&(_, v)| v).sum::<f64>() / turn.len() as f64;
+            let half = turn.len() / 2;
+            // With an odd count the middle session belongs to neither half.
+            earlier.extend(turn[..half].iter().map(|&(_, v)| v - mean));
+            later.extend(turn[turn.len() - half..].iter().map(|&(_, v)| v - mean));
+            all.extend(
+                turn[..half]
+                    .iter()
+                    .chain(&turn[turn.len() - half..])
+                    .map(|&(_, v)| v),
+            );
+        }
+        (!earlier.is_empty()).then(|| Self {
+            earlier: Moments::of(&earlier),
+            later: Moments::of(&later),
+            ttft_mean_ms: Moments::of(&all).mean_ms,
+        })
     }
 }
 
@@ -221,4 +292,37 @@ pub struct SessionResult {
     pub turns_completed_per_session: Option<Summary>,
     /// Per turn index: turn 1's TTFT against turn 5's shows the prefix cache at work.
     pub per_turn: Vec<TurnResult>,
+    /// TTFT at equal turn index, earlier-started sessions against later ones (what the
+    /// kept-up rule reads for sessions); absent while no turn index has 4 TTFTs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_at_equal_turn: Option<TurnDrift>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Eight sessions of two turns; turn 2 carries a longer history (100 ms more), and
+    /// session `i`'s turns take `extra(i)` ms more.
+    fn drift(extra: impl Fn(u64) -> f64) -> TurnDrift {
+        let by_turn: Vec<Vec<(u64, f64)>> = [50.0, 150.0]
+            .iter()
+            .map(|base| (0..8).rev().map(|i| (i, base + extra(i))).collect())
+            .collect();
+        TurnDrift::of(&by_turn).expect("enough turns")
+    }
+
+    #[test]
+    fn the_history_cancels_out_and_a_queue_does_not() {
+        // Flat at equal turn: the history's 100 ms is in neither half's residuals.
+        let d = drift(|_| 0.0);
+        assert_eq!((d.earlier.count, d.later.count), (8, 8));
+        assert_eq!((d.earlier.mean_ms, d.later.mean_ms), (0.0, 0.0));
+        assert_eq!(d.ttft_mean_ms, 100.0);
+        // Sessions 4..8 (started later) waited 40 ms more at every turn.
+        let d = drift(|i| if i >= 4 { 40.0 } else { 0.0 });
+        assert_eq!((d.earlier.mean_ms, d.later.mean_ms), (-20.0, 20.0));
+        // Too few TTFTs of any turn index: nothing to compare.
+        assert_eq!(TurnDrift::of(&[vec![(0, 1.0), (1, 2.0), (2, 3.0)]]), None);
+    }
 }

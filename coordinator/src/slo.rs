@@ -253,18 +253,18 @@ impl Slo {
         }
     }
 
-    /// The verdict of a finished benchmark: [`Slo::evaluate`], and for a rate benchmark
-    /// (constant or Poisson) whose queue grew, every latency check failed with the
-    /// reason. Its latencies were cut short by the time limit, not kept low by the
-    /// server: run longer and they grow without bound. The test is the capacity
-    /// search's ([`crate::saturation::growing_queue`]).
+    /// The verdict of a finished benchmark: [`Slo::evaluate`], and for one whose server
+    /// did not keep up with the offered load ([`crate::kept_up::kept_up`]), every latency
+    /// and goodput check failed with the reason. Its latencies were cut short by the time
+    /// limit, not kept low by the server: run longer and they grow without bound.
     pub fn judge(&self, result: &BenchmarkResult) -> SloVerdict {
         let mut verdict = self.evaluate(result);
-        if let Some(why) = not_kept_up(result) {
+        if let Some(why) = crate::kept_up::kept_up(result).why_not() {
             for c in verdict.checks.iter_mut().filter(|c| {
-                self.checks
-                    .iter()
-                    .any(|k| k.name == c.name && matches!(k.target, SloTarget::Latency { .. }))
+                self.checks.iter().any(|k| {
+                    k.name == c.name
+                        && matches!(k.target, SloTarget::Latency { .. } | SloTarget::GoodputPerS)
+                })
             }) {
                 c.passed = false;
                 c.inconclusive = false;
@@ -275,23 +275,6 @@ impl Slo {
         }
         verdict
     }
-}
-
-/// `Some(why)` when `r` is a rate benchmark whose queue grew: "the server did not keep
-/// up: achieved 7.6 of 20 req/s (from second 1 to 2 the requests in flight grew from 12.0
-/// to 24.0 and the mean TTFT from …)".
-pub fn not_kept_up(r: &BenchmarkResult) -> Option<String> {
-    use crate::strategy::Strategy;
-    let rate = match r.strategy {
-        Strategy::Constant { rate } | Strategy::Poisson { rate } => rate,
-        _ => return None,
-    };
-    let why = crate::saturation::growing_queue(r)?;
-    Some(format!(
-        "the server did not keep up: achieved {:.1} of {} req/s ({why})",
-        r.throughput.requests_per_s,
-        (rate * 10.0).round() / 10.0,
-    ))
 }
 
 /// `ttft p99` for `ttft_p99<=…`: the statistic a check reads, for messages.

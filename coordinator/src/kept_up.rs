@@ -1,0 +1,561 @@
+//! Whether a finished benchmark's server kept up with the load offered to it: the one
+//! rule behind the SLO verdict, goodput, the capacity probes and every report.
+//!
+//! Only an open-loop benchmark (constant, Poisson, trace replay; sessions and agent
+//! traces under those) can fall behind: a closed loop (synchronous, concurrent,
+//! throughput) waits for the server by construction. The load is judged in the unit the
+//! profile offers it in (requests, sessions or traces per second), and only on evidence
+//! the workload itself does not move:
+//!
+//! - the over-saturation detector stopped it;
+//! - the client's queue: requests held by `--max-concurrency` (`requests.late`) beyond
+//!   what the arrival process predicts at the measured load (Erlang C for random
+//!   arrivals, near zero for a constant rate), or a load that needs more slots than the
+//!   cap has (a queue that can never drain);
+//! - the server's own waiting-requests gauge grew;
+//! - latency grew at equal work: for plain requests, the requests in flight and the mean
+//!   TTFT grew together over the second half; for sessions, TTFT at the same turn index
+//!   was higher in later-started sessions than in earlier ones. In-flight requests of a
+//!   session run rise by design (sessions pile up for their length) and later turns
+//!   carry longer histories, so neither the in-flight count nor the plain TTFT trend says
+//!   anything there.
+//!
+//! See docs/metrics.md ("Kept up").
+
+use crate::constraints::StopReason;
+use crate::result::BenchmarkResult;
+use crate::saturation::trend;
+use crate::sessions::{RateMeans, TurnDrift};
+use crate::strategy::Strategy;
+use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
+
+/// The verdict: kept up, or not with one message naming the evidence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeptUp {
+    /// The server kept up (or the benchmark was a closed loop, which cannot fall behind).
+    Yes,
+    /// It did not: "the server did not keep up: started 4.0 of 4 sessions/s, completed
+    /// 0.5 sessions/s (evidence)".
+    No(String),
+}
+
+impl KeptUp {
+    /// The message when it did not keep up.
+    pub fn why_not(self) -> Option<String> {
+        match self {
+            KeptUp::Yes => None,
+            KeptUp::No(why) => Some(why),
+        }
+    }
+}
+
+/// The unit a profile offers its load in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// Requests per second (constant, Poisson, request trace replay).
+    Requests,
+    /// New sessions per second (multi-turn data under a rate).
+    Sessions,
+    /// New agent traces per second (`--rate` with agent traces).
+    Traces,
+}
+
+impl Unit {
+    /// `req/s`, `sessions/s`, `traces/s`.
+    pub fn per_s(self) -> &'static str {
+        match self {
+            Unit::Requests => "req/s",
+            Unit::Sessions => "sessions/s",
+            Unit::Traces => "traces/s",
+        }
+    }
+}
+
+/// Late fraction a constant rate is allowed to expect: its arrivals are evenly spaced,
+/// so below the cap almost none should wait.
+const CONSTANT_LATE_EXPECTED: f64 = 0.001;
+/// Confidence of the one-sided binomial test on late requests.
+const LATE_CONFIDENCE: f64 = 0.99;
+/// Growth, as a fraction of its level, that counts as a growing queue…
+const QUEUE_GROWTH: f64 = 0.25;
+/// …and at least this many requests, for request counts.
+const QUEUE_GROWTH_MIN: f64 = 2.0;
+/// Confidence of the slope and mean-difference t tests.
+const GROWTH_CONFIDENCE: f64 = 0.95;
+
+/// The one kept-up rule (see the module documentation).
+pub fn kept_up(r: &BenchmarkResult) -> KeptUp {
+    let Some((offered, unit)) = offered(r) else {
+        return KeptUp::Yes;
+    };
+    let evidence = detector(r)
+        .or_else(|| client_queue(r, unit))
+        .or_else(|| {
+            let from = r.measured_window.start_time - r.start_time;
+            let to = r.measured_window.end_time - r.start_time;
+            server_queue_grew(r, (from + to) / 2.0, to)
+        })
+        .or_else(|| match unit {
+            Unit::Requests if !matches!(r.strategy, Strategy::Replay { .. }) => {
+                in_flight_and_ttft_grew(r)
+            }
+            Unit::Sessions => r
+                .sessions
+                .as_ref()
+                .and_then(|s| s.ttft_at_equal_turn.as_ref())
+                .and_then(ttft_grew_at_equal_turn),
+            // A trace's own rate varies, and a call's TTFT depends on its place in its
+            // trace: neither trend is evidence; the signals above are.
+            _ => None,
+        });
+    match evidence {
+        None => KeptUp::Yes,
+        Some(why) => KeptUp::No(format!(
+            "the server did not keep up: {} ({why})",
+            achieved(r, offered, unit)
+        )),
+    }
+}
+
+/// The offered load of an open-loop benchmark, in its unit; `None` for a closed loop.
+fn offered(r: &BenchmarkResult) -> Option<(f64, Unit)> {
+    let sessions = r
+        .sessions
+        .as_ref()
+        .is_some_and(|s| s.rate_means == RateMeans::SessionsPerSecond);
+    match r.strategy {
+        Strategy::Constant { rate } | Strategy::Poisson { rate } if sessions => {
+            Some((rate, Unit::Sessions))
+        }
+        Strategy::Constant { rate } | Strategy::Poisson { rate } => Some((rate, Unit::Requests)),
+        Strategy::Replay {
+            starts_per_s: Some(starts),
+            ..
+        } => Some((starts, Unit::Traces)),
+        Strategy::Replay { rate, .. } => Some((rate, Unit::Requests)),
+        _ => None,
+    }
+}
+
+/// What was achieved against what was offered, in the offered unit: "achieved 7.6 of
+/// 20 req/s", "started 3.9 of 4 sessions/s, completed 0.5 sessions/s".
+fn achieved(r: &BenchmarkResult, offered: f64, unit: Unit) -> String {
+    let per_s = |n: u64| {
+        if r.duration_s > 0.0 {
+            n as f64 / r.duration_s
+        } else {
+            0.0
+        }
+    };
+    let (offered, per) = (round1(offered), unit.per_s());
+    // Sessions and traces last longer than a short run: how many started says whether
+    // the schedule was held, how many completed is the server's pace.
+    let (started, completed) = match (unit, r.sessions.as_ref(), r.agent_traces.as_ref()) {
+        (Unit::Sessions, Some(s), _) => (s.sessions, s.completed),
+        (Unit::Traces, _, Some(t)) => (t.traces, t.completed),
+        _ => {
+            return format!(
+                "achieved {:.1} of {offered} {per}",
+                r.throughput.requests_per_s
+            );
+        }
+    };
+    format!(
+        "started {:.1} of {offered} {per}, completed {:.1} {per}",
+        per_s(started),
+        per_s(completed)
+    )
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// The over-saturation detector's verdict, when it stopped the benchmark.
+fn detector(r: &BenchmarkResult) -> Option<String> {
+    match &r.stop_reason {
+        Some(StopReason::OverSaturation { detail }) => Some(format!(
+            "the over-saturation detector stopped it ({detail})"
+        )),
+        _ => None,
+    }
+}
+
+/// The client's queue: late requests against what the arrivals predict at the cap.
+fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
+    let (late, created) = (r.requests.late, r.requests.created);
+    if late == 0 || created == 0 {
+        return None;
+    }
+    // Arrivals per second: the offered rate of plain requests, else what was created.
+    let arrivals = match (unit, r.strategy) {
+        (Unit::Requests, Strategy::Constant { rate } | Strategy::Poisson { rate }) => rate,
+        _ if r.duration_s > 0.0 => created as f64 / r.duration_s,
+        _ => 0.0,
+    };
+    let service_ms = r
+        .metrics
+        .get("request_latency")
+        .map(|d| &d.successful)
+        .filter(|d| d.count > 0)
+        .map(|d| d.mean);
+    let load = service_ms.map(|ms| arrivals * ms / 1e3);
+    let held = format!("{late} of {created} requests waited for a free slot");
+    if let (Some(c), Some(a), Some(ms)) = (r.max_concurrency, load, service_ms)
+        && a >= c as f64
+    {
+        return Some(format!(
+            "{held}: {arrivals:.1} req/s × {ms:.0} ms mean latency needs {a:.1} requests in flight, more than --max-concurrency {c}, so the client's queue never drains"
+        ));
+    }
+    let (expected, basis) = match (r.strategy, unit, r.max_concurrency, load) {
+        (Strategy::Constant { .. }, Unit::Requests, ..) => {
+            (CONSTANT_LATE_EXPECTED, "evenly spaced arrivals".to_string())
+        }
+        (_, _, Some(c), Some(a)) => (
+            erlang_c(c, a).max(CONSTANT_LATE_EXPECTED),
+            format!("random arrivals at a load of {a:.2} on {c} slots (Erlang C)"),
+        ),
+        _ => (CONSTANT_LATE_EXPECTED, "no cap known".to_string()),
+    };
+    let p = late_tail(late, created, expected)?;
+    (p < 1.0 - LATE_CONFIDENCE).then(|| {
+        format!(
+            "{held}, {:.1}% where {basis} predict {:.1}% (chance {p:.1e} at that rate)",
+            100.0 * late as f64 / created as f64,
+            100.0 * expected
+        )
+    })
+}
+
+/// The Erlang C probability that an arrival finds all `c` slots busy at an offered load
+/// of `a` (arrival rate × mean service time); 1 when `a >= c`.
+pub fn erlang_c(c: u64, a: f64) -> f64 {
+    if c == 0 || a >= c as f64 {
+        return 1.0;
+    }
+    if a <= 0.0 {
+        return 0.0;
+    }
+    // Erlang B by its stable recursion, then C from B.
+    let mut b = 1.0;
+    for k in 1..=c {
+        b = a * b / (k as f64 + a * b);
+    }
+    let c = c as f64;
+    c * b / (c - a * (1.0 - b))
+}
+
+/// P(X ≥ late) for X ~ Binomial(created, expected): how likely that many late requests
+/// are if each is late with the predicted probability.
+fn late_tail(late: u64, created: u64, expected: f64) -> Option<f64> {
+    if late == 0 {
+        return Some(1.0);
+    }
+    let d = Binomial::new(expected.clamp(0.0, 1.0), created).ok()?;
+    Some(d.sf(late - 1))
+}
+
+/// Whether the server's waiting requests grew between `from` and `to` (seconds since t0):
+/// a least-squares slope positive at 95% confidence, rising over the span by at least a
+/// quarter of the mean and by at least 2 requests.
+fn server_queue_grew(r: &BenchmarkResult, from: f64, to: f64) -> Option<String> {
+    let points = r
+        .server_metrics
+        .as_ref()?
+        .series
+        .get("num_requests_waiting")?
+        .iter()
+        .copied()
+        .filter(|&(t, _)| t >= from && t <= to);
+    let tr = trend(points)?;
+    let critical = StudentsT::new(0.0, 1.0, (tr.n as f64 - 2.0).max(1.0))
+        .ok()?
+        .inverse_cdf(GROWTH_CONFIDENCE);
+    (tr.t > critical && tr.slope * tr.span >= (QUEUE_GROWTH * tr.mean).max(QUEUE_GROWTH_MIN))
+        .then(|| {
+            format!(
+                "from second {from:.0} to {to:.0} the server's waiting requests (num_requests_waiting) grew {:+.2}/s (mean {:.1})",
+                tr.slope, tr.mean
+            )
+        })
+}
+
+/// Plain requests: over the second half of the measured window (per-second points, the
+/// last one only if half full), the requests in flight grew by a quarter (and by 2) and
+/// the mean TTFT by a quarter. In-flight growth with a flat TTFT is a server slowing as
+/// it fills, not a queue.
+fn in_flight_and_ttft_grew(r: &BenchmarkResult) -> Option<String> {
+    let from = r.measured_window.start_time - r.start_time;
+    let to = r.measured_window.end_time - r.start_time;
+    let points: Vec<&crate::timeseries::TimePoint> = r
+        .timeseries
+        .iter()
+        .filter(|p| p.t >= from.floor() && p.t + 0.5 <= to)
+        .collect();
+    let (mid, last) = (points.get(points.len() / 2)?, points.last()?);
+    if points.len() < 3 || last.t <= mid.t {
+        return None;
+    }
+    let grew = last.concurrency - mid.concurrency;
+    let (ttft_mid, ttft_last) = (mid.ttft_mean_ms?, last.ttft_mean_ms?);
+    let ttft_grew = ttft_last - ttft_mid;
+    (grew >= (QUEUE_GROWTH * mid.concurrency).max(QUEUE_GROWTH_MIN)
+        && ttft_grew >= QUEUE_GROWTH * ttft_mid
+        && ttft_grew > 0.0)
+        .then(|| {
+            format!(
+                "from second {:.0} to {:.0} the requests in flight grew from {:.1} to {:.1} and the mean TTFT from {:.1} to {:.1} ms",
+                mid.t, last.t, mid.concurrency, last.concurrency, ttft_mid, ttft_last
+            )
+        })
+}
+
+/// Sessions: TTFT at equal turn index was higher in the later-started half of the
+/// sessions than in the earlier half, by a quarter of the mean TTFT and significantly
+/// (one-sided Welch t test at 95%, the smaller half's degrees of freedom).
+pub fn ttft_grew_at_equal_turn(d: &TurnDrift) -> Option<String> {
+    let (e, l) = (&d.earlier, &d.later);
+    if e.count < 2 || l.count < 2 {
+        return None;
+    }
+    let diff = l.mean_ms - e.mean_ms;
+    let se = (e.variance_ms2 / e.count as f64 + l.variance_ms2 / l.count as f64).sqrt();
+    let df = (e.count.min(l.count) - 1) as f64;
+    let critical = StudentsT::new(0.0, 1.0, df)
+        .ok()?
+        .inverse_cdf(GROWTH_CONFIDENCE);
+    let significant = if se > 0.0 {
+        diff / se > critical
+    } else {
+        diff > 0.0
+    };
+    (significant && diff >= QUEUE_GROWTH * d.ttft_mean_ms && diff > 0.0).then(|| {
+        format!(
+            "at the same turn index, the TTFT of the later-started sessions averaged {diff:.1} ms more than the earlier ones' (mean TTFT {:.1} ms, {} and {} turns): requests queued",
+            d.ttft_mean_ms, e.count, l.count
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sessions::{Moments, SessionResult};
+    use crate::timeseries::TimePoint;
+
+    #[test]
+    fn erlang_c_matches_the_closed_forms() {
+        // M/M/1: the chance of waiting is the utilisation.
+        assert!((erlang_c(1, 0.5) - 0.5).abs() < 1e-12);
+        // M/M/2 at a = 1: C = 1/3.
+        assert!((erlang_c(2, 1.0) - 1.0 / 3.0).abs() < 1e-12);
+        // At or past the slots the queue never drains.
+        assert_eq!(erlang_c(8, 8.0), 1.0);
+        assert_eq!(erlang_c(8, 0.0), 0.0);
+        // Finding 4's load: 20 req/s × 195 ms on 8 slots, about 5%.
+        let p = erlang_c(8, 3.9);
+        assert!((0.05..0.055).contains(&p), "{p}");
+    }
+
+    /// A benchmark at `strategy` over 4 s with `created` requests, `late` of them late,
+    /// a mean latency of `e2e_ms` and the cap `cap`.
+    fn rate_benchmark(
+        strategy: Strategy,
+        created: u64,
+        late: u64,
+        e2e_ms: f64,
+        cap: Option<u64>,
+    ) -> BenchmarkResult {
+        let mut b = crate::result::tests_support::empty_result();
+        b.strategy = strategy;
+        b.duration_s = 4.0;
+        b.requests.created = created;
+        b.requests.completed = created;
+        b.requests.late = late;
+        b.max_concurrency = cap;
+        let mut d = crate::result::StatusDistributions::default();
+        d.successful.count = created;
+        d.successful.mean = e2e_ms;
+        b.metrics.insert("request_latency".into(), d);
+        b
+    }
+
+    #[test]
+    fn poisson_bursts_at_the_cap_are_judged_against_erlang_c() {
+        let poisson = Strategy::Poisson { rate: 20.0 };
+        // Finding 4: 10 of 187 late at a predicted 5.2%: what the process predicts.
+        let b = rate_benchmark(poisson, 187, 10, 195.0, Some(8));
+        assert_eq!(kept_up(&b), KeptUp::Yes);
+        // Four times the prediction is not bursts.
+        let b = rate_benchmark(poisson, 187, 40, 195.0, Some(8));
+        let why = kept_up(&b).why_not().expect("too many late");
+        assert!(
+            why.contains("40 of 187") && why.contains("Erlang C"),
+            "{why}"
+        );
+        assert!(why.contains("achieved 0.0 of 20 req/s"), "{why}");
+        // A load that needs more slots than the cap: the queue never drains.
+        let b = rate_benchmark(poisson, 187, 10, 800.0, Some(8));
+        let why = kept_up(&b).why_not().expect("past the cap");
+        assert!(why.contains("never drains"), "{why}");
+        // A constant rate expects almost none: 10 of 187 is not kept up; 1 is chance.
+        let constant = Strategy::Constant { rate: 20.0 };
+        let b = rate_benchmark(constant, 187, 10, 195.0, Some(8));
+        assert!(
+            kept_up(&b)
+                .why_not()
+                .expect("late")
+                .contains("evenly spaced")
+        );
+        let b = rate_benchmark(constant, 187, 1, 195.0, Some(8));
+        assert_eq!(kept_up(&b), KeptUp::Yes);
+        // A closed loop cannot fall behind.
+        let b = rate_benchmark(
+            Strategy::Concurrent { streams: 8 },
+            187,
+            100,
+            800.0,
+            Some(8),
+        );
+        assert_eq!(kept_up(&b), KeptUp::Yes);
+    }
+
+    fn drift(earlier_ms: f64, later_ms: f64, n: u64) -> TurnDrift {
+        let m = |mean| Moments {
+            count: n,
+            mean_ms: mean,
+            variance_ms2: 25.0,
+        };
+        TurnDrift {
+            earlier: m(earlier_ms),
+            later: m(later_ms),
+            ttft_mean_ms: 100.0,
+        }
+    }
+
+    #[test]
+    fn sessions_are_judged_at_equal_turn_and_in_sessions_per_second() {
+        let mut b = rate_benchmark(Strategy::Constant { rate: 4.0 }, 100, 0, 300.0, None);
+        // In flight and TTFT grow through the run, as sessions pile up and histories
+        // lengthen: the plain-request rule would call it a queue.
+        b.measured_window.start_time = b.start_time;
+        b.measured_window.end_time = b.start_time + 6.0;
+        b.timeseries = (0..6)
+            .map(|i| TimePoint {
+                t: f64::from(i),
+                started: 10,
+                completed: 10,
+                errored: 0,
+                concurrency: 2.0 + 2.5 * f64::from(i),
+                output_tokens_per_s: Some(0.0),
+                ttft_mean_ms: Some(50.0 + 20.0 * f64::from(i)),
+                ttft_count: 10,
+            })
+            .collect();
+        assert!(kept_up(&b).why_not().is_some(), "as plain requests: growth");
+        b.sessions = Some(SessionResult {
+            rate_means: RateMeans::SessionsPerSecond,
+            sessions: 24,
+            ttft_at_equal_turn: Some(drift(-1.0, 1.0, 40)),
+            ..SessionResult::default()
+        });
+        assert_eq!(kept_up(&b), KeptUp::Yes, "flat at equal turn");
+        b.sessions.as_mut().expect("sessions").ttft_at_equal_turn = Some(drift(-40.0, 40.0, 40));
+        let why = kept_up(&b).why_not().expect("queued");
+        assert!(
+            why.starts_with("the server did not keep up: started 6.0 of 4 sessions/s"),
+            "{why}"
+        );
+        assert!(why.contains("80.0 ms more"), "{why}");
+        // Significant but small (2% of the mean) is not a queue; large but noisy neither.
+        assert_eq!(ttft_grew_at_equal_turn(&drift(-1.0, 1.0, 400)), None);
+        let mut noisy = drift(-40.0, 40.0, 3);
+        noisy.earlier.variance_ms2 = 1e6;
+        noisy.later.variance_ms2 = 1e6;
+        assert_eq!(ttft_grew_at_equal_turn(&noisy), None);
+    }
+
+    /// A 4-second rate benchmark with the given per-second in-flight counts and TTFTs.
+    fn benchmark(series: &[(f64, f64)]) -> BenchmarkResult {
+        let mut b = crate::result::tests_support::empty_result();
+        b.strategy = Strategy::Constant { rate: 10.0 };
+        b.requests.created = 40;
+        b.measured_window.start_time = b.start_time;
+        b.measured_window.end_time = b.start_time + series.len() as f64;
+        b.timeseries = series
+            .iter()
+            .enumerate()
+            .map(|(i, &(concurrency, ttft))| TimePoint {
+                t: i as f64,
+                started: 10,
+                completed: 10,
+                errored: 0,
+                concurrency,
+                output_tokens_per_s: Some(0.0),
+                ttft_mean_ms: Some(ttft),
+                ttft_count: 10,
+            })
+            .collect();
+        b
+    }
+
+    #[test]
+    fn a_queue_that_grows_through_a_benchmark_is_named() {
+        // Steady: ramp in the first second, then flat.
+        let steady = benchmark(&[(2.0, 50.0), (4.0, 50.0), (4.2, 51.0), (4.1, 50.0)]);
+        assert_eq!(kept_up(&steady), KeptUp::Yes);
+        // A server that slows as it fills: in flight rises, TTFT flat. Not a queue.
+        let filling = benchmark(&[(2.0, 50.0), (6.0, 50.0), (9.0, 51.0), (12.0, 50.0)]);
+        assert_eq!(kept_up(&filling), KeptUp::Yes);
+        // A queue: both rise through the second half.
+        let why = kept_up(&benchmark(&[
+            (4.0, 50.0),
+            (10.0, 200.0),
+            (16.0, 350.0),
+            (22.0, 500.0),
+        ]))
+        .why_not()
+        .expect("a growing queue");
+        assert!(why.contains("grew from 16.0 to 22.0"), "{why}");
+        assert!(
+            why.starts_with("the server did not keep up: achieved 0.0 of 10 req/s"),
+            "{why}"
+        );
+        // The detector's own verdict.
+        let mut stopped = benchmark(&[]);
+        stopped.stop_reason = Some(StopReason::OverSaturation {
+            detail: "at 12s".into(),
+        });
+        assert!(
+            kept_up(&stopped)
+                .why_not()
+                .expect("stopped")
+                .contains("at 12s")
+        );
+    }
+
+    #[test]
+    fn the_servers_growing_queue_is_a_signal() {
+        // Flat client series: without the server's queue, nothing to see.
+        let mut b = benchmark(&[(4.0, 50.0), (4.0, 50.0), (4.0, 50.0), (4.0, 50.0)]);
+        assert_eq!(kept_up(&b), KeptUp::Yes);
+        let mut m = crate::server_metrics::ServerMetrics::default();
+        m.series.insert(
+            "num_requests_waiting".into(),
+            (0..9)
+                .map(|i| (f64::from(i) * 0.5, f64::from(i) * 2.0))
+                .collect(),
+        );
+        b.server_metrics = Some(m.clone());
+        let why = kept_up(&b).why_not().expect("the server's queue grew");
+        assert!(why.contains("num_requests_waiting"), "{why}");
+        // A flat queue is not growth.
+        m.series.insert(
+            "num_requests_waiting".into(),
+            (0..9).map(|i| (f64::from(i) * 0.5, 3.0)).collect(),
+        );
+        b.server_metrics = Some(m);
+        assert_eq!(kept_up(&b), KeptUp::Yes);
+    }
+}

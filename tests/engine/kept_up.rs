@@ -1,0 +1,152 @@
+//! The kept-up rule end to end, with the mock's `/stats` as the oracle: a server that
+//! never queued a request (`peak_queued` 0) kept up, whatever the workload's own growth
+//! or the bursts of its arrivals; one offered a known overload (its slots too few, so
+//! requests queued in it) did not, in the profile's unit.
+//!
+//! Finding 3 of issue 36: sessions at a constant rate pile up for their length and later
+//! turns carry longer histories, which the old rule ("in flight and TTFT grew a quarter")
+//! read as saturation. Finding 4: Poisson bursts that briefly meet `--max-concurrency`
+//! tripped a flat 1%-late rule.
+
+use crate::scenario::Bench;
+use crate::support::{ended_with, mock, ok_report};
+use llmsurge::mock::{MockConfig, MockServer};
+use llmsurge::report::Report;
+
+/// A mock of fixed latencies: 20 ms to the first token, then 5 ms a token; prefill
+/// `per_prompt_token` ms a prompt token, and `slots` concurrency slots (unlimited when
+/// `None`).
+fn fixed_mock(per_prompt_token: f64, slots: Option<usize>) -> MockServer {
+    mock(MockConfig {
+        ttft_ms: 20.0,
+        itl_ms: 5.0,
+        ttft_ms_per_prompt_token: per_prompt_token,
+        // One block: no prefix is ever cached, so each turn pays for its whole history
+        // and TTFT grows with the turn as a real server's does without a cache.
+        kv_cache_tokens: 16,
+        max_concurrency: slots,
+        ..MockConfig::instant()
+    })
+}
+
+/// Four new sessions a second of ten turns (64 prompt tokens and 64 output tokens each,
+/// 300 ms think time) for 6 s, with a loose TTFT objective. Each turn holds a slot at
+/// least 20 + 63 × 5 = 335 ms; a session lasts over 6 s, so sessions pile up all run
+/// long. The server's own queue gauge is left out: the verdict rests on the client's
+/// evidence.
+fn sessions_on(server: &MockServer) -> Bench {
+    Bench::on(server)
+        .constant(4)
+        .max_seconds(6)
+        .data("turns=10,prompt_tokens=64,output_tokens=64,think_time=300ms")
+        .slo("ttft_p50<=5s")
+        .arg("--server-metrics", "off")
+}
+
+/// The books balance with the mock: it completed every request the client saw
+/// complete, and beyond those at most the ones the client cut off at the stop (the
+/// last byte may have left the mock as the client stopped reading).
+fn assert_counts_match(report: &Report, server: &MockServer) {
+    let r = &report.benchmarks[0].requests;
+    let completed = server.stats().completed;
+    assert!(
+        (r.completed..=r.completed + r.cancelled).contains(&completed),
+        "mock completed {completed}, client {r:?}"
+    );
+}
+
+#[test]
+fn sessions_at_a_constant_rate_on_a_server_with_room_kept_up() {
+    let server = fixed_mock(0.4, None);
+    let report = ok_report(&sessions_on(&server).run());
+    let stats = server.stats();
+    assert_eq!(stats.peak_queued, 0, "the mock never queued: {stats:?}");
+    assert_counts_match(&report, &server);
+    let b = &report.benchmarks[0];
+    // The growth the workload causes is there: later turns' TTFT is longer (history),
+    // and more sessions are in flight at the end than at the start.
+    let s = b.sessions.as_ref().expect("a session section");
+    let ttft = |turn: usize| s.per_turn[turn].ttft_ms.as_ref().expect("TTFTs").mean;
+    assert!(ttft(4) > 1.5 * ttft(0), "{:?}", s.per_turn);
+    let verdict = b.slo.as_ref().expect("a verdict");
+    assert!(
+        verdict.passed && verdict.not_kept_up.is_none(),
+        "{verdict:?}"
+    );
+}
+
+#[test]
+fn sessions_offered_an_overload_did_not_keep_up_in_sessions_per_second() {
+    // Two slots of at least 335 ms serve at most 6 turns a second; four sessions a
+    // second with a turn due every ≤ 0.7 s each ask for far more within seconds.
+    let server = fixed_mock(0.4, Some(2));
+    let run = sessions_on(&server).run();
+    let report = ended_with(&run, 3);
+    let stats = server.stats();
+    // The mock's truth: twice its slots wanted service at once.
+    assert!(stats.peak_queued >= 2, "{stats:?}");
+    assert_counts_match(&report, &server);
+    let verdict = report.benchmarks[0].slo.clone().expect("a verdict");
+    let why = verdict.not_kept_up.expect("did not keep up");
+    assert!(
+        why.starts_with("the server did not keep up: started ") && why.contains(" of 4 sessions/s"),
+        "{why}"
+    );
+    assert!(why.contains("at the same turn index"), "{why}");
+    assert!(!verdict.checks[0].passed, "{:?}", verdict.checks);
+}
+
+/// Poisson at 20 req/s for 8 s behind `--max-concurrency 8`, seeded so that bursts meet
+/// the cap; 35 output tokens: 20 + 34 × 5 = 190 ms a request.
+fn poisson_on(server: &MockServer) -> Bench {
+    Bench::on(server)
+        .profile("poisson")
+        .rate(20)
+        .max_concurrency(8)
+        .seed(2)
+        .max_seconds(8)
+        .data("prompt_tokens=16,output_tokens=35")
+        .slo("ttft_p50<=5s")
+        .arg("--server-metrics", "off")
+}
+
+#[test]
+fn poisson_bursts_at_the_cap_on_a_server_that_kept_up_pass() {
+    let server = fixed_mock(0.0, None);
+    let report = ok_report(&poisson_on(&server).run());
+    let stats = server.stats();
+    assert_eq!(stats.peak_queued, 0, "the mock never queued: {stats:?}");
+    assert_counts_match(&report, &server);
+    let b = &report.benchmarks[0];
+    // Bursts met the cap: more than 1% of the requests waited for a slot (what the
+    // old flat rule failed), as Erlang C predicts at 20 × 0.19 = 3.8 on 8 slots (5%).
+    assert!(
+        b.requests.late * 100 > b.requests.created,
+        "no burst met the cap: {:?}",
+        b.requests
+    );
+    let verdict = b.slo.as_ref().expect("a verdict");
+    assert!(
+        verdict.passed && verdict.not_kept_up.is_none(),
+        "{verdict:?}"
+    );
+}
+
+#[test]
+fn poisson_offered_an_overload_behind_the_cap_did_not_keep_up() {
+    // Two slots of 190 ms serve 10.5 req/s: 20 req/s is 1.9 × that.
+    let server = fixed_mock(0.0, Some(2));
+    let run = poisson_on(&server).run();
+    let report = ended_with(&run, 3);
+    let stats = server.stats();
+    // The mock's truth: twice its slots wanted service at once.
+    assert!(stats.peak_queued >= 2, "{stats:?}");
+    assert_counts_match(&report, &server);
+    let verdict = report.benchmarks[0].slo.clone().expect("a verdict");
+    let why = verdict.not_kept_up.expect("did not keep up");
+    assert!(
+        why.starts_with("the server did not keep up: achieved ") && why.contains(" of 20 req/s"),
+        "{why}"
+    );
+    assert!(why.contains("never drains"), "{why}");
+}
