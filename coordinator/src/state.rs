@@ -586,6 +586,7 @@ impl WorkerGroupState {
                 session: None,
                 media: None,
                 prefill_wait: None,
+                concurrency_wait: None,
             };
             if record.phase == Phase::Measured {
                 // Made here, not in a worker: its lower bounds are recorded here too.
