@@ -19,6 +19,7 @@ mod fresh_prompts;
 mod gates;
 mod hostile_bounds;
 mod hostile_text;
+mod intent;
 mod lifecycle;
 mod lora;
 mod merge;
