@@ -241,6 +241,7 @@ fn exchange(start: MonoNanos) -> Exchange {
         retried: false,
         first_token_signal: None,
         prefill_wait: None,
+        concurrency_wait: None,
     }
 }
 

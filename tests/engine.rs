@@ -21,6 +21,7 @@ mod fresh_prompts;
 mod gates;
 mod hostile_bounds;
 mod hostile_text;
+mod intent;
 mod kept_up;
 mod lifecycle;
 mod lora;

@@ -21,6 +21,7 @@ pub mod error;
 pub mod error_tail;
 pub mod gpu;
 pub mod group;
+pub mod intent;
 pub mod interrupts;
 pub mod kept_up;
 pub mod knee;

@@ -104,7 +104,9 @@ pub struct ClientHealth {
     pub dispatch_lag_p99_ms: f64,
     /// The threshold the p99 is held to, ms.
     pub dispatch_lag_threshold_ms: f64,
-    /// Requests sent late because the concurrency cap was reached.
+    /// Requests held by a cap the user set (the concurrency cap, the prefill cap): sent
+    /// later than their intended instant, or never, for that wait. Every request, all
+    /// windows (as `requests`).
     pub late_requests: u64,
     /// CPU time of the worker processes (user + system) from t0 to their exit, seconds;
     /// start-up (spawn, data and tokenizer load) is left out.
@@ -129,6 +131,10 @@ pub struct ClientHealth {
     /// the dispatch lag (which leaves these waits out). Absent without the cap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_wait: Option<crate::prefill::PrefillWaits>,
+    /// Client queue time of the measured requests per cause: each cap the user set, and
+    /// a busy client (the dispatch lag). Absent from reports older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<crate::intent::ClientQueue>,
     /// The client was the bottleneck: these numbers describe the client, not the server.
     pub bottleneck: bool,
     /// What the checks found, one sentence each.
@@ -629,6 +635,7 @@ pub fn add_media_rates(r: &mut BenchmarkResult, media: &llmsurge_proto::MediaSpe
 pub fn distributions(set: &MetricSet) -> BTreeMap<String, StatusDistributions> {
     Metric::REPORTED
         .iter()
+        .chain(&Metric::FROM_INTENT)
         .map(|&metric| (metric.key().to_string(), status_distributions(set, metric)))
         .collect()
 }
@@ -850,6 +857,7 @@ impl BenchmarkResult {
         };
         self.client.send_gap = probe(Metric::SendGap);
         self.client.runtime_delay = probe(Metric::RuntimeDelay);
+        self.client.queue = Some(crate::intent::ClientQueue::of(set));
         let m = &self.measured_requests;
         self.client.connections = Connections::of(set, m.completed + m.errored + m.cancelled);
     }
@@ -892,25 +900,34 @@ fn client_health(
             state.measured.completed + state.measured.errored + state.measured.cancelled,
         ),
         prefill_wait: state.prefill,
+        queue: Some(crate::intent::ClientQueue::of(&state.metrics)),
         bottleneck: false,
         warnings: Vec::new(),
     };
     if state.counts.late > 0 {
+        // The user's caps: a backlog the verdicts judge (from intent), never the
+        // client's fault.
         health.warnings.push(format!(
-            "{} requests were sent late because the concurrency cap was reached; the schedule was not held",
+            "{} requests were held by a cap you set (--max-concurrency, --max-prefill-concurrency), so they went out later than the load asked; their wait is client queue time, in the figures from intent",
             state.counts.late
-        ));
-    } else if lag.count > 0 && lag.percentiles.p99 > ctx.dispatch_lag_threshold_ms {
-        health.bottleneck = true;
-        health.warnings.push(format!(
-            "dispatch lag p99 {:.2} ms exceeds {:.2} ms: the client could not keep the schedule, so these numbers describe the client, not the server",
-            lag.percentiles.p99, ctx.dispatch_lag_threshold_ms
         ));
     }
     let streams = matches!(
         ctx.strategy.schedule(&ctx.settings),
         llmsurge_proto::Schedule::Streams { .. }
     );
+    // A stream's dispatch lag is its turnaround, judged below with its share of the
+    // stream's time; a schedule of instants is judged on the lag alone.
+    if !streams
+        && let Some(w) = lagging_schedule(
+            lag.count,
+            lag.percentiles.p99,
+            ctx.dispatch_lag_threshold_ms,
+        )
+    {
+        health.bottleneck = true;
+        health.warnings.push(w);
+    }
     if streams {
         let e2e_mean = metrics
             .get(Metric::RequestLatency.key())
@@ -938,6 +955,16 @@ fn client_health(
     health
 }
 
+/// The verdict on a rate schedule's dispatch lag (the queue time no cap the user set
+/// explains: a busy client): its p99 over the threshold, ms. `None` when within it.
+pub fn lagging_schedule(count: u64, p99_ms: f64, threshold_ms: f64) -> Option<String> {
+    (count > 0 && p99_ms > threshold_ms).then(|| {
+        format!(
+            "dispatch lag p99 {p99_ms:.2} ms exceeds {threshold_ms:.2} ms: a busy client, not a cap you set, held requests past their intended instant, so these numbers describe the client, not the server"
+        )
+    })
+}
+
 /// Benchmarks shorter than this get no CPU-saturation warning: over a few milliseconds
 /// a worker's fixed costs (its first connection, its exit) outweigh the load.
 pub const CPU_JUDGED_FROM_S: f64 = 1.0;
@@ -947,11 +974,13 @@ pub const CPU_JUDGED_FROM_S: f64 = 1.0;
 pub const SEND_GAP_SHARE: f64 = 0.05;
 
 /// The slow-client verdict of a stream strategy (synchronous, concurrent, throughput),
-/// where "scheduled" is "now" and dispatch lag cannot show a slow client. The runtime
-/// delay is held to the dispatch-lag threshold: it is added to every timestamp. The
-/// stream turnaround too, but only when it is also a material share of a stream's time
-/// (mean over [`SEND_GAP_SHARE`] of the mean e2e of successful requests, when known):
-/// 12 ms between 2 s requests changes nothing. One warning per figure over it.
+/// a closed loop whose intended instants follow its own ends. The runtime delay is held
+/// to the dispatch-lag threshold: it is added to every timestamp. The stream turnaround
+/// (send gap) too, but only when it is also a material share of a stream's time (mean
+/// over [`SEND_GAP_SHARE`] of the mean e2e of successful requests, when known): 12 ms
+/// between 2 s requests changes nothing; failing that, the busy client's dispatch lag
+/// (after a think time's end) by the same rule. The waits for the user's caps are in
+/// neither. One warning per figure over it.
 pub fn slow_stream_client(health: &ClientHealth, e2e_mean_ms: Option<f64>) -> Vec<String> {
     let threshold = health.dispatch_lag_threshold_ms;
     let over = |d: &Option<Distribution>| {
@@ -967,6 +996,18 @@ pub fn slow_stream_client(health: &ClientHealth, e2e_mean_ms: Option<f64>) -> Ve
         warnings.push(format!(
             "send gap p99 {p99:.2} ms exceeds {threshold:.2} ms: streams waited on the client between requests, so the load offered was the client's, not the one asked for"
         ));
+    } else {
+        // The rest of a closed loop's busy-client time: the lag after a think time's
+        // end (and each stream's first request), held to the same share.
+        let lag = health.queue.as_ref().map(|q| q.busy_worker.clone());
+        let material = lag.as_ref().is_some_and(|lag| {
+            e2e_mean_ms.is_none_or(|e2e| lag.mean > SEND_GAP_SHARE * (lag.mean + e2e))
+        });
+        if let Some(p99) = over(&lag).filter(|_| material) {
+            warnings.push(format!(
+                "dispatch lag p99 {p99:.2} ms exceeds {threshold:.2} ms: a busy client held requests past their intended instant (a think time's end), so the load offered was the client's, not the one asked for"
+            ));
+        }
     }
     if let Some(p99) = over(&health.runtime_delay) {
         warnings.push(format!(

@@ -38,7 +38,8 @@ pub struct Counts {
     pub cancelled_planned: u64,
     /// In flight now.
     pub in_flight: u64,
-    /// Sent later than their slot because the concurrency cap was reached.
+    /// Held by a cap the user set (the concurrency cap, `--max-prefill-concurrency`):
+    /// sent later than their intended instant, or never, for that wait.
     pub late: u64,
     /// Finished requests in the warm-up window.
     pub warmup: u64,
@@ -485,6 +486,9 @@ impl WorkerGroupState {
             Phase::Warmup => c.warmup += 1,
             Phase::Cooldown => c.cooldown += 1,
             Phase::Measured => {
+                // From intent: the coordinator has every record (the worker's histograms
+                // come from the worker's delta).
+                crate::intent::record(&mut m.metrics, r);
                 m.measured.add(r);
                 if good {
                     m.good_requests += 1;
@@ -497,6 +501,7 @@ impl WorkerGroupState {
         if let Some(p) = &mut self.prefill {
             p.add(r);
         }
+        crate::intent::record(&mut self.metrics, r);
         self.timeseries.add(r);
         self.error_tail.add(r);
         self.steady.add(r);
@@ -586,6 +591,7 @@ impl WorkerGroupState {
                 session: None,
                 media: None,
                 prefill_wait: None,
+                concurrency_wait: None,
             };
             if record.phase == Phase::Measured {
                 // Made here, not in a worker: its lower bounds are recorded here too.

@@ -55,11 +55,31 @@ pub enum Metric {
     /// How long opening a connection took, in µs: TCP connect, and the TLS handshake on
     /// `https://`; one value per connection opened. Client-side.
     Connect,
+    /// First content token − intended instant, in µs: [`Metric::Ttft`] plus the time
+    /// the request was held in the client (what a user waited; coordinated omission
+    /// corrected).
+    TtftFromIntent,
+    /// First token of any kind − intended instant, in µs.
+    TtftAnyFromIntent,
+    /// Last byte − intended instant, in µs.
+    RequestLatencyFromIntent,
+    /// As [`Metric::TtftWithIncomplete`], from the intended instant, in µs.
+    TtftFromIntentWithIncomplete,
+    /// As [`Metric::TtftAnyWithIncomplete`], from the intended instant, in µs.
+    TtftAnyFromIntentWithIncomplete,
+    /// As [`Metric::RequestLatencyWithIncomplete`], from the intended instant, in µs.
+    RequestLatencyFromIntentWithIncomplete,
+    /// How long a request held by the user's concurrency cap waited for its room, in µs;
+    /// one value per request held. Client-side.
+    ConcurrencyWait,
+    /// How long a request held by `--max-prefill-concurrency` waited for its room, in
+    /// µs; one value per request held. Client-side.
+    PrefillWait,
 }
 
 impl Metric {
     /// Every metric, in report order.
-    pub const ALL: [Metric; 15] = [
+    pub const ALL: [Metric; 23] = [
         Metric::RequestLatency,
         Metric::Ttft,
         Metric::TtftAny,
@@ -75,6 +95,26 @@ impl Metric {
         Metric::SendGap,
         Metric::RuntimeDelay,
         Metric::Connect,
+        Metric::TtftFromIntent,
+        Metric::TtftAnyFromIntent,
+        Metric::RequestLatencyFromIntent,
+        Metric::TtftFromIntentWithIncomplete,
+        Metric::TtftAnyFromIntentWithIncomplete,
+        Metric::RequestLatencyFromIntentWithIncomplete,
+        Metric::ConcurrencyWait,
+        Metric::PrefillWait,
+    ];
+
+    /// The latencies from the intended instant, reported as distributions per status
+    /// beside [`Metric::REPORTED`] (`metrics` in the report); kept out of the CSV's
+    /// columns, which [`Metric::REPORTED`] fixes.
+    pub const FROM_INTENT: [Metric; 6] = [
+        Metric::TtftFromIntent,
+        Metric::TtftAnyFromIntent,
+        Metric::RequestLatencyFromIntent,
+        Metric::TtftFromIntentWithIncomplete,
+        Metric::TtftAnyFromIntentWithIncomplete,
+        Metric::RequestLatencyFromIntentWithIncomplete,
     ];
 
     /// The metrics reported as distributions per status (`metrics` in the report), in
@@ -106,6 +146,11 @@ impl Metric {
             Metric::TtftWithIncomplete => Some(Metric::Ttft),
             Metric::TtftAnyWithIncomplete => Some(Metric::TtftAny),
             Metric::RequestLatencyWithIncomplete => Some(Metric::RequestLatency),
+            Metric::TtftFromIntentWithIncomplete => Some(Metric::TtftFromIntent),
+            Metric::TtftAnyFromIntentWithIncomplete => Some(Metric::TtftAnyFromIntent),
+            Metric::RequestLatencyFromIntentWithIncomplete => {
+                Some(Metric::RequestLatencyFromIntent)
+            }
             _ => None,
         }
     }
@@ -128,6 +173,16 @@ impl Metric {
             Metric::SendGap => "send_gap",
             Metric::RuntimeDelay => "runtime_delay",
             Metric::Connect => "connect",
+            Metric::TtftFromIntent => "ttft_from_intent",
+            Metric::TtftAnyFromIntent => "ttft_any_from_intent",
+            Metric::RequestLatencyFromIntent => "request_latency_from_intent",
+            Metric::TtftFromIntentWithIncomplete => "ttft_from_intent_with_incomplete",
+            Metric::TtftAnyFromIntentWithIncomplete => "ttft_any_from_intent_with_incomplete",
+            Metric::RequestLatencyFromIntentWithIncomplete => {
+                "request_latency_from_intent_with_incomplete"
+            }
+            Metric::ConcurrencyWait => "concurrency_wait",
+            Metric::PrefillWait => "prefill_wait",
         }
     }
 
@@ -146,7 +201,9 @@ impl Metric {
             Metric::Tpot => {
                 "(e2e − ttft_any) / (output tokens − 1) per request; reasoning tokens are output tokens"
             }
-            Metric::DispatchLag => "start − scheduled slot time: the client's fidelity",
+            Metric::DispatchLag => {
+                "start − intended instant, less the waits for the user's caps: the time a busy client held the request"
+            }
             Metric::PromptTokens => "prompt tokens: the server's usage, else the client's count",
             Metric::OutputTokens => {
                 "output tokens (reasoning included): the server's usage, else streamed chunks"
@@ -164,6 +221,30 @@ impl Metric {
             Metric::RuntimeDelay => "how late a worker's runtime ran a periodic probe timer",
             Metric::Connect => {
                 "time to open a connection: TCP connect, plus the TLS handshake on https://"
+            }
+            Metric::TtftFromIntent => {
+                "time to the first content token from the intended instant: ttft plus the client queue time"
+            }
+            Metric::TtftAnyFromIntent => {
+                "time to the first token of any kind from the intended instant: ttft_any plus the client queue time"
+            }
+            Metric::RequestLatencyFromIntent => {
+                "last byte − intended instant: e2e plus the client queue time"
+            }
+            Metric::TtftFromIntentWithIncomplete => {
+                "ttft_from_intent, plus for each request cut off or failed without a content token the time since its intended instant (a lower bound)"
+            }
+            Metric::TtftAnyFromIntentWithIncomplete => {
+                "ttft_any_from_intent, plus lower bounds from the intended instant for those cut off or failed without a token"
+            }
+            Metric::RequestLatencyFromIntentWithIncomplete => {
+                "request_latency_from_intent of successful and errored requests, plus for each unfinished request the time since its intended instant (a lower bound)"
+            }
+            Metric::ConcurrencyWait => {
+                "client queue time for the user's concurrency cap, of each request it held"
+            }
+            Metric::PrefillWait => {
+                "client queue time for --max-prefill-concurrency, of each request it held"
             }
         }
     }

@@ -144,7 +144,10 @@ pub struct RequestRecord {
     pub status: RequestStatus,
     /// Why it failed, when it did.
     pub error: Option<RequestError>,
-    /// When it should have been sent (the intended start).
+    /// The intended instant: when the load asked for it (a rate profile's slot; in a
+    /// closed loop the stream's previous end plus any think time; an agent call's
+    /// dependencies' end plus its gap). Everything from here to `start` is client queue
+    /// time (see [`RequestRecord::queue_time`]).
     pub scheduled: MonoNanos,
     /// When it was written to the socket; `None` if it never was.
     pub start: Option<MonoNanos>,
@@ -189,7 +192,8 @@ pub struct RequestRecord {
     pub streamed: bool,
     /// Warm-up, measured, or cool-down.
     pub phase: Phase,
-    /// Sent later than its slot because the concurrency cap was reached.
+    /// Held by a cap the user set (the concurrency cap, `--max-prefill-concurrency`) on
+    /// its way out: sent later than its intended instant, or never, for that wait.
     pub late: bool,
     /// Sent a second time, on a fresh connection, after the reused connection it was
     /// first written on closed without a byte of response (a server's keep-alive timeout
@@ -209,9 +213,14 @@ pub struct RequestRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media: Option<Box<RequestMedia>>,
     /// `--max-prefill-concurrency`: how long it waited for the cap's room before its
-    /// send (not counted in its dispatch lag); `None` without a cap.
+    /// send (not counted in its dispatch lag), zero when it was not held (or until a
+    /// stop cancelled it, when never sent); `None` without a cap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_wait: Option<std::time::Duration>,
+    /// How long the user's concurrency cap held it before it had room (not counted in
+    /// its dispatch lag); `None` when the cap did not hold it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_wait: Option<std::time::Duration>,
 }
 
 /// The span of a request's inter-token gaps: from its first chunk with tokens
@@ -372,6 +381,7 @@ impl RequestRecord {
             session: None,
             media: None,
             prefill_wait: None,
+            concurrency_wait: None,
         }
     }
 
@@ -413,6 +423,50 @@ impl RequestRecord {
     pub fn itl_mean(&self) -> Option<std::time::Duration> {
         let span = self.itl?;
         Some(span.last_token.since(self.first_token?) / span.gaps.max(1))
+    }
+
+    /// Client queue time: from the intended instant to the send (to the end, for a
+    /// request never sent), whatever held it.
+    pub fn queue_time(&self) -> std::time::Duration {
+        self.start.unwrap_or(self.end).since(self.scheduled)
+    }
+
+    /// How long a prefill cap held it (zero without one, or when it had room at once).
+    pub fn prefill_held(&self) -> std::time::Duration {
+        self.prefill_wait.unwrap_or_default()
+    }
+
+    /// How long the concurrency cap held it (zero when it did not).
+    pub fn concurrency_held(&self) -> std::time::Duration {
+        self.concurrency_wait.unwrap_or_default()
+    }
+
+    /// Dispatch lag: the client queue time that no cap the user set explains, the time a
+    /// busy client (worker, runtime, pacer) held the request. `None` when never sent.
+    pub fn dispatch_lag(&self) -> Option<std::time::Duration> {
+        let queued = self.start?.since(self.scheduled);
+        Some(
+            queued
+                .saturating_sub(self.concurrency_held())
+                .saturating_sub(self.prefill_held()),
+        )
+    }
+
+    /// Time to first content token from the intended instant: TTFT plus the client
+    /// queue time.
+    pub fn ttft_from_intent(&self) -> Option<std::time::Duration> {
+        Some(self.first_content?.since(self.scheduled))
+    }
+
+    /// Time to the first token of any kind from the intended instant.
+    pub fn ttft_any_from_intent(&self) -> Option<std::time::Duration> {
+        Some(self.first_token?.since(self.scheduled))
+    }
+
+    /// End-to-end latency from the intended instant, when the request was sent.
+    pub fn latency_from_intent(&self) -> Option<std::time::Duration> {
+        self.start?;
+        Some(self.end.since(self.scheduled))
     }
 
     /// Time elapsed from the instant this request's latency counts from — its start, or

@@ -138,6 +138,20 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
         out.push_str(&t.to_string());
         out.push('\n');
     }
+    let queue = super::queue::rows(benchmarks);
+    if !queue.is_empty() {
+        let mut t = table(&super::queue::HEADERS);
+        for r in queue {
+            let mut row = vec![r.label];
+            row.extend(r.cells);
+            t.add_row(row);
+        }
+        out.push_str("\nClient queue time (measured window)\n");
+        out.push_str(&t.to_string());
+        out.push('\n');
+        out.push_str(super::queue::HINT);
+        out.push('\n');
+    }
     if benchmarks.iter().any(|b| b.goodput.is_some()) {
         let mut goodput = table(&["Benchmark", "Thresholds", "Good", "Good/s", "Fraction"]);
         for b in benchmarks {

@@ -85,6 +85,20 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
             ));
         }
     }
+    let queue = super::queue::rows(benchmarks);
+    if !queue.is_empty() {
+        out.push_str("\n### Client queue time\n\n| ");
+        out.push_str(&super::queue::HEADERS.join(" | "));
+        out.push_str(" |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
+        for r in queue {
+            out.push_str(&format!(
+                "| {} | {} |\n",
+                escape(&r.label),
+                r.cells.join(" | ")
+            ));
+        }
+        out.push_str(&format!("\n{}\n", super::queue::HINT));
+    }
     if super::server::any(benchmarks) {
         out.push_str(&server_section(benchmarks));
     }

@@ -26,6 +26,7 @@ pub mod markdown;
 pub mod merge;
 pub mod outputs;
 pub mod progress;
+pub mod queue;
 pub mod reporter;
 pub mod requests;
 pub mod server;

@@ -35,12 +35,14 @@ pub struct RequestEntry {
     pub error_kind: Option<String>,
     /// The error message, when it failed.
     pub error: Option<String>,
-    /// Sent later than its slot because the concurrency cap was reached.
+    /// Held by a cap the user set (the concurrency cap, `--max-prefill-concurrency`):
+    /// sent later than its intended instant, or never, for that wait.
     pub late: bool,
     /// Sent a second time, on a fresh connection, after a reused one closed unanswered.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retried: bool,
-    /// When it should have been sent.
+    /// The intended instant: when the load asked for it (a rate profile's slot; in a
+    /// closed loop the stream's previous end plus any think time).
     pub scheduled_time: f64,
     /// When it was sent, if it was.
     pub start_time: Option<f64>,
@@ -50,12 +52,31 @@ pub struct RequestEntry {
     pub first_content_time: Option<f64>,
     /// The last byte, or when it failed or was cancelled.
     pub end_time: f64,
-    /// Start − scheduled, ms.
+    /// Client queue time, ms: start − intended instant (end − intended, for a request
+    /// never sent), whatever held it: `concurrency_wait_ms` + `prefill_wait_ms` +
+    /// `dispatch_lag_ms`.
+    pub queue_ms: f64,
+    /// Of the queue time, ms, the wait for the user's concurrency cap; absent when it
+    /// did not hold the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_wait_ms: Option<f64>,
+    /// Of the queue time, ms, the wait for `--max-prefill-concurrency` (0 when it had
+    /// room at once); absent without the cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_wait_ms: Option<f64>,
+    /// Of the queue time, ms, what no cap explains: a busy client held it (the
+    /// report's `dispatch_lag`). Absent when never sent.
     pub dispatch_lag_ms: Option<f64>,
     /// First content token − start, ms.
     pub ttft_ms: Option<f64>,
     /// End − start, ms.
     pub latency_ms: Option<f64>,
+    /// First content token − intended instant, ms: `ttft_ms` + `queue_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_from_intent_ms: Option<f64>,
+    /// End − intended instant, ms, when sent: `latency_ms` + `queue_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_from_intent_ms: Option<f64>,
     /// The last chunk that carried tokens (streamed, with two such chunks at least).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_token_time: Option<f64>,
@@ -122,9 +143,14 @@ impl RequestEntry {
             first_token_time: r.first_token.map(wall),
             first_content_time: r.first_content.map(wall),
             end_time: wall(r.end),
-            dispatch_lag_ms: r.start.map(|s| ms(s.since(r.scheduled))),
+            queue_ms: ms(r.queue_time()),
+            concurrency_wait_ms: r.concurrency_wait.map(ms),
+            prefill_wait_ms: r.prefill_wait.map(ms),
+            dispatch_lag_ms: r.dispatch_lag().map(ms),
             ttft_ms: r.ttft().map(ms),
             latency_ms: r.latency().map(ms),
+            ttft_from_intent_ms: r.ttft_from_intent().map(ms),
+            latency_from_intent_ms: r.latency_from_intent().map(ms),
             last_token_time: r.itl.map(|i| wall(i.last_token)),
             itl_ms: r.itl_mean().map(ms),
             tpot_ms: r.tpot().map(ms),
@@ -453,6 +479,20 @@ mod tests {
         assert!((e.ttft_ms.expect("ttft") - 20.0).abs() < 1e-9);
         assert!((e.latency_ms.expect("latency") - 100.0).abs() < 1e-9);
         assert!((e.dispatch_lag_ms.expect("lag") - 1.0).abs() < 1e-9);
+        assert!((e.queue_ms - 1.0).abs() < 1e-9);
+        assert!((e.ttft_from_intent_ms.expect("from intent") - 21.0).abs() < 1e-9);
+        assert_eq!((e.concurrency_wait_ms, e.prefill_wait_ms), (None, None));
+        // Held 0.4 ms by the concurrency cap and 0.5 ms by the prefill cap: of its 1 ms
+        // in the client, 0.1 ms was the client's own.
+        let held = RequestRecord {
+            concurrency_wait: Some(std::time::Duration::from_micros(400)),
+            prefill_wait: Some(std::time::Duration::from_micros(500)),
+            late: true,
+            ..record(2, RequestStatus::Completed)
+        };
+        let e = RequestEntry::new(3, &held, &anchor());
+        assert!((e.dispatch_lag_ms.expect("lag") - 0.1).abs() < 1e-9);
+        assert!((e.queue_ms - 1.0).abs() < 1e-9 && e.late);
     }
 
     #[test]

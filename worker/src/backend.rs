@@ -85,6 +85,8 @@ pub struct Exchange {
     pub first_token_signal: Option<Arc<tokio::sync::watch::Sender<bool>>>,
     /// `--max-prefill-concurrency`: how long the request waited for the cap's room.
     pub prefill_wait: Option<Duration>,
+    /// How long the concurrency cap held the request; `None` when it did not.
+    pub concurrency_wait: Option<Duration>,
 }
 
 impl Exchange {

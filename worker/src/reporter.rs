@@ -268,6 +268,7 @@ fn build_record(
         session: info.session,
         media: info.media,
         prefill_wait: ex.prefill_wait,
+        concurrency_wait: ex.concurrency_wait,
     };
     record.itl = itl_span(&record, Chunks::of(ex));
     record
@@ -318,10 +319,8 @@ pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, chunks: Chunks<'_>
     let Some(start) = r.start else {
         return; // never sent: nothing else was measured
     };
-    // A wait for the prefill cap is the cap's, reported apart: not the client's lag.
-    let lag = start
-        .since(r.scheduled)
-        .saturating_sub(r.prefill_wait.unwrap_or_default());
+    // The waits for the user's caps are reported apart: not the client's lag.
+    let lag = r.dispatch_lag().unwrap_or_default();
     set.record(class, Metric::DispatchLag, micros(lag));
     set.record(class, Metric::RequestLatency, micros(r.end.since(start)));
     if let Some(t) = r.ttft_any() {

@@ -247,7 +247,9 @@ impl Context {
     }
 
     /// As [`Context::run_request`], returning the exchange; `reply: Some` collects the
-    /// reply's text into `ex.reply` (multi-turn sessions).
+    /// reply's text into `ex.reply` (multi-turn sessions). A request held by either of
+    /// the user's caps (concurrency, prefill) is late, and its exchange carries how long
+    /// each held it: client queue time the user asked for, apart from dispatch lag.
     async fn run_exchange(
         &self,
         mut info: SlotInfo,
@@ -255,11 +257,13 @@ impl Context {
         reply: Option<String>,
     ) -> Exchange {
         let mut cancel = self.cancel.clone();
+        // When the concurrency cap first refused it.
+        let mut held_since: Option<MonoNanos> = None;
         loop {
             // The stop first: the requests it cancels give their concurrency back, and a
             // request waiting for it must not take it and be sent only to be cancelled.
             if *cancel.borrow() {
-                let ex = Exchange::failed(
+                let mut ex = Exchange::failed(
                     ErrorKind::Cancelled,
                     if info.late {
                         "cancelled before it could be sent (concurrency cap)"
@@ -267,6 +271,7 @@ impl Context {
                         "cancelled before it could be sent: the benchmark stopped"
                     },
                 );
+                ex.concurrency_wait = held_since.map(|t| MonoNanos::now().since(t));
                 self.report(info, &ex);
                 return ex;
             }
@@ -274,6 +279,7 @@ impl Context {
                 break;
             }
             info.late = true;
+            held_since.get_or_insert_with(MonoNanos::now);
             tokio::select! {
                 _ = self.released.notified() => {}
                 // Releases by other workers are not notified here; poll for them.
@@ -281,11 +287,14 @@ impl Context {
                 Ok(_) = cancel.wait_for(|c| *c) => {}
             }
         }
-        let ex = match body {
+        let concurrency_wait = held_since.map(|t| MonoNanos::now().since(t));
+        let mut ex = match body {
             Err(message) => Exchange::failed(ErrorKind::Request, message),
             Ok(body) => match self.wait_for_prefill_room().await {
                 Err(ex) => ex,
                 Ok(waited) => {
+                    // Held by the prefill cap: late, and its wait is not a send gap.
+                    info.late |= waited.is_some_and(|w| !w.is_zero());
                     // Counted in shared memory before the send and before the report, so
                     // a worker that dies in between still has it on the books.
                     self.shm.count_started(self.id);
@@ -297,28 +306,42 @@ impl Context {
                 }
             },
         };
+        ex.concurrency_wait = concurrency_wait;
+        if ex.prefill_wait.is_some_and(|w| !w.is_zero()) {
+            // Cancelled while the prefill cap held it.
+            info.late = true;
+        }
         self.finish(info, &ex);
         ex
     }
 
     /// `--max-prefill-concurrency`: waits until the group has room for one more request
-    /// before its first token and takes it; returns how long that took (`None` without a
-    /// cap), or the cancelled exchange when a stop came first.
+    /// before its first token and takes it; returns how long the cap held it (zero when
+    /// it had room at once; `None` without a cap), or the cancelled exchange, with how
+    /// long it was held, when a stop came first.
     async fn wait_for_prefill_room(&self) -> Result<Option<Duration>, Exchange> {
         if self.shm.prefill_cap().is_none() {
             return Ok(None);
+        }
+        if self.shm.try_acquire_prefill() {
+            return Ok(Some(Duration::ZERO));
         }
         let began = MonoNanos::now();
         let mut cancel = self.cancel.clone();
         loop {
             if *cancel.borrow() {
-                return Err(Exchange::failed(
+                let mut ex = Exchange::failed(
                     ErrorKind::Cancelled,
                     "cancelled before it could be sent (prefill cap)",
-                ));
+                );
+                ex.prefill_wait = Some(MonoNanos::now().since(began));
+                return Err(ex);
             }
             if self.shm.try_acquire_prefill() {
-                return Ok(Some(MonoNanos::now().since(began)));
+                // At least a nanosecond: held, however briefly.
+                return Ok(Some(
+                    MonoNanos::now().since(began).max(Duration::from_nanos(1)),
+                ));
             }
             tokio::select! {
                 _ = self.prefill_released.notified() => {}
@@ -499,7 +522,9 @@ impl Context {
         let mut previous_end = None;
         while let Some(local) = self.shm.claim_slot() {
             let slot = self.shard.global(local);
-            let scheduled = MonoNanos::now();
+            // A closed loop intends each request at once after the stream's previous
+            // one (its first at its ramp-up turn): the turnaround is client queue time.
+            let scheduled = previous_end.unwrap_or(start_at);
             let prepared = source.borrow_mut().request(slot);
             let (body, prompt_tokens, max_output_tokens, model, media, session_key) = match prepared
             {
@@ -660,9 +685,10 @@ impl Context {
                         }
                         due
                     }
-                    // The first turn of a user's session follows its previous session
-                    // at once.
-                    _ => MonoNanos::now(),
+                    // No think time: due at once after the previous turn (or, for the
+                    // first turn of a user's session, the previous session) ended.
+                    Some(end) => end,
+                    None => MonoNanos::now(),
                 };
                 let Some(local) = self.shm.claim_slot() else {
                     return false;
