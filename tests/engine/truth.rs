@@ -34,6 +34,7 @@ use crate::support::{Joined, join_truth, mock};
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge::report::Report;
 use llmsurge_coordinator::BenchmarkResult;
+use std::time::{Duration, Instant};
 
 /// How much earlier than the mock's a client instant may read (or the mock's arrival
 /// than the client's send): the two clock anchors' combined error.
@@ -112,6 +113,25 @@ fn run_settled(
     crate::support::assert_identity(&report);
     let joined = join_truth(&log, &truth);
     (joined, report)
+}
+
+/// Waits (bounded) until the mock has counted a client gone for every request the
+/// log says was sent and cancelled (given up by plan, or cut by the benchmark's stop):
+/// the mock notices a closed connection at its next write, after the run ended.
+fn wait_cancelled(server: &MockServer, log: &[serde_json::Value]) {
+    let n = log
+        .iter()
+        .filter(|l| l["status"] == "cancelled" && !l["start_time"].is_null())
+        .count() as u64;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.stats().cancelled < n {
+        assert!(
+            Instant::now() < deadline,
+            "the mock noticed fewer than {n} clients leave: {:?}",
+            server.stats()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// The error kind the client must report (`log` its line) for what the mock did.
@@ -1399,4 +1419,513 @@ fn check_cross_checks(joined: &[&Joined], b: &BenchmarkResult) {
         };
         assert_eq!(c.agrees, agrees, "{}: the verdict: {c:?}", c.name);
     }
+}
+
+#[test]
+fn every_request_stamps_each_event_where_the_mock_sent_it() {
+    // Every event of a response further from its neighbours than a request's bound:
+    // the arrival, the reasoning token (ttft_any), the first answer token (ttft), the
+    // last token and the end, 400 ms apart. A client that stamped one at a neighbour's
+    // instant would be off by 400 ms on every request, which no busy machine excuses.
+    let gap_ms = 400.0;
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            ttft_ms: gap_ms,
+            itl_ms: gap_ms,
+            reasoning_tokens: 1,
+            ..MockConfig::instant()
+        },
+        |b| {
+            b.concurrent(10)
+                .max_requests(10)
+                .data("prompt_tokens=30,output_tokens=3")
+        },
+    );
+    // The premise, from the truth: the mock put its events that far apart.
+    for Joined { truth, .. } in &joined {
+        let chunks = token_chunks_apart(truth);
+        assert_eq!(
+            chunks.len(),
+            3,
+            "one reasoning and two answer chunks: {truth}"
+        );
+        let arrival = truth["arrival_time"].as_f64().expect("arrival");
+        let instants = [arrival, chunks[0].0, chunks[1].0, chunks[2].0];
+        for pair in instants.windows(2) {
+            assert!(
+                (pair[1] - pair[0]) * 1e3 > REQUEST_BOUND_MS + EARLY_MS,
+                "events closer than a request's bound: {truth}"
+            );
+        }
+    }
+    assert_eq!(check(&joined), 10);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 10);
+    check_aggregates(&joined, b);
+}
+
+/// A run whose clients give up on a planned share of requests 10 ms after their first
+/// token, mid-stream (20 ms to the first token, then a token every 10 ms for 200 ms),
+/// with a goodput every completed request meets; the mock stops once it has noticed
+/// every client that left.
+fn give_up_run() -> (Vec<Joined>, Report) {
+    run_settled(
+        MockConfig {
+            ttft_ms: 20.0,
+            itl_ms: 10.0,
+            ..MockConfig::instant()
+        },
+        |b| {
+            b.concurrent(6)
+                .seed(5)
+                .max_requests(30)
+                .data("prompt_tokens=16,output_tokens=20")
+                .arg("--cancel", "share=40%,after=ttft+10ms")
+                .goodput("e2e:10s")
+        },
+        wait_cancelled,
+    )
+}
+
+/// The requests a run gave up on by plan, as the truth has them: the client went away.
+fn given_up(joined: &[Joined]) -> Vec<&Joined> {
+    joined
+        .iter()
+        .filter(|j| j.truth["outcome"] == "client_gone")
+        .collect()
+}
+
+#[test]
+fn planned_give_ups_are_the_clients_the_mock_saw_leave() {
+    let (joined, report) = give_up_run();
+    // Each give-up is a client the mock saw leave mid-response, the others completed,
+    // and every instant both saw is within the bounds (check).
+    let completed = check(&joined);
+    let gone = given_up(&joined);
+    assert!(
+        !gone.is_empty() && completed > 0,
+        "seed 5 gives up on some requests, not all: {} of {}",
+        gone.len(),
+        joined.len()
+    );
+    assert_eq!(gone.len() + completed, joined.len());
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.cancelled_planned, gone.len() as u64);
+    assert_eq!(b.requests.cancelled, gone.len() as u64);
+    assert_eq!(b.requests.completed, completed as u64);
+    // The plan: each left 10 ms after the first token the mock sent it, and before the
+    // mock was done with it.
+    let mut lower_bounds = Vec::new();
+    for Joined { log, truth } in &gone {
+        let first = first_chunk(truth, |r, c| r + c > 0).expect("a first token went out");
+        let end = log["end_time"].as_f64().expect("end");
+        assert!(
+            (end - first) * 1e3 >= 10.0 - EARLY_MS,
+            "gave up {:.3} ms after the mock's first token, not 10: {log}",
+            (end - first) * 1e3
+        );
+        lower_bounds.push(
+            (truth["end_time"].as_f64().expect("end") - log["start_time"].as_f64().expect("sent"))
+                * 1e3,
+        );
+    }
+    // The lower bounds the report keeps of their latencies (elapsed from the send until
+    // the give-up) against the truth's elapsed until the mock noticed, which is at its
+    // next token write: up to one token gap (10 ms) later.
+    lower_bounds.sort_by(f64::total_cmp);
+    let d = &b.metrics["request_latency"].incomplete;
+    assert_eq!(d.count, gone.len() as u64, "one lower bound per give-up");
+    let mut off = Vec::new();
+    for (q, reported) in [(0.5, d.percentiles.p50), (0.9, d.percentiles.p90)] {
+        let what = format!("request_latency lower bound p{}", q * 100.0);
+        check_percentile(
+            &mut off,
+            &what,
+            reported,
+            &lower_bounds,
+            q,
+            10.0 + AGGREGATE_MS,
+        );
+    }
+    assert!(off.is_empty(), "{}", off.join("\n"));
+    check_aggregates(&joined, b);
+}
+
+#[test]
+#[ignore = "issue 36: planned cancels in goodput, fixed on branch numbers"]
+fn planned_give_ups_are_neither_good_nor_judged_by_goodput() {
+    let (joined, report) = give_up_run();
+    let gone = given_up(&joined).len() as u64;
+    let completed = joined.len() as u64 - gone;
+    let goodput = report.benchmarks[0].goodput.as_ref().expect("a goodput");
+    // Every completed request took well under 10 s at the mock: all good.
+    assert_eq!(goodput.good_requests, completed, "{goodput:?}");
+    // A planned give-up is the user's choice, not the server's failure: the judged
+    // requests are the completed ones only, so the fraction is whole.
+    assert!(
+        (goodput.fraction - 1.0).abs() < 1e-9,
+        "fraction {} with {completed} completed (all good) and {gone} planned give-ups",
+        goodput.fraction
+    );
+}
+
+/// A run of 4 streams held to one request in prefill (`--max-prefill-concurrency 1`)
+/// against ~30 ms to the first token and 35 ms of decoding; the joined requests and
+/// report.
+fn prefill_capped_run(options: impl FnOnce(Bench) -> Bench) -> (Vec<Joined>, Report) {
+    run_with_truth(
+        MockConfig {
+            ttft_ms: 30.0,
+            ttft_ms_std: 5.0,
+            itl_ms: 5.0,
+            ..MockConfig::instant()
+        },
+        |b| {
+            options(
+                b.arg("--max-prefill-concurrency", 1)
+                    .max_requests(16)
+                    .data("prompt_tokens=16,output_tokens=8"),
+            )
+        },
+    )
+}
+
+#[test]
+fn the_prefill_cap_holds_at_the_mock() {
+    let (joined, report) = prefill_capped_run(|b| b.concurrent(4));
+    assert_eq!(check(&joined), 16);
+    // By the mock's own instants: no request arrived before the one ahead of it had its
+    // first token out, so no two were ever before their first token at once.
+    let mut spans: Vec<(f64, f64, f64)> = joined
+        .iter()
+        .map(|j| {
+            (
+                j.truth["arrival_time"].as_f64().expect("arrival"),
+                first_chunk(&j.truth, |r, c| r + c > 0).expect("a first token"),
+                j.truth["end_time"].as_f64().expect("end"),
+            )
+        })
+        .collect();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let overlaps: Vec<String> = spans
+        .windows(2)
+        .filter(|w| w[1].0 < w[0].1 - EARLY_MS / 1e3)
+        .map(|w| format!("{:?} then {:?}", w[0], w[1]))
+        .collect();
+    assert!(
+        overlaps.is_empty(),
+        "two requests in prefill at once: {overlaps:?}"
+    );
+    // Decoding ran wider: some request arrived while the one ahead still streamed.
+    assert!(
+        spans.windows(2).any(|w| w[1].0 < w[0].2),
+        "the cap serialised whole requests, not prefills: {spans:?}"
+    );
+    check_aggregates(&joined, &report.benchmarks[0]);
+}
+
+#[test]
+#[ignore = "issue 36: from-intent figures, fixed on branch intent"]
+fn ttft_from_intent_under_the_prefill_cap_matches_the_truth() {
+    // A rate the cap can carry only with a queue: the wait for the cap is the client's,
+    // part of TTFT from intent (the mock's first answer token from the instant the
+    // load asked for the request), never hidden.
+    let (joined, report) = prefill_capped_run(|b| b.constant(30));
+    assert_eq!(check(&joined), 16);
+    let mut from_intent: Vec<f64> = joined
+        .iter()
+        .map(|j| {
+            let first = first_chunk(&j.truth, |_, c| c > 0).expect("an answer token");
+            (first - j.log["scheduled_time"].as_f64().expect("intended")) * 1e3
+        })
+        .collect();
+    from_intent.sort_by(f64::total_cmp);
+    let d = &report.benchmarks[0]
+        .metrics
+        .get("ttft_from_intent")
+        .expect("a ttft_from_intent distribution")
+        .successful;
+    assert_eq!(d.count, 16);
+    let mut off = Vec::new();
+    for (q, reported) in [(0.5, d.percentiles.p50), (0.9, d.percentiles.p90)] {
+        let what = format!("ttft_from_intent p{}", q * 100.0);
+        check_percentile(&mut off, &what, reported, &from_intent, q, AGGREGATE_MS);
+    }
+    assert!(off.is_empty(), "{}", off.join("\n"));
+}
+
+#[test]
+fn each_repeated_run_joins_the_truth_with_ids_of_its_own() {
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            tokens_per_chunk: 2,
+            ..jittered()
+        },
+        |b| {
+            b.constant(20)
+                .max_requests(12)
+                .repeat(2)
+                .data("prompt_tokens=30,output_tokens=6")
+        },
+    );
+    assert_eq!(check(&joined), 24, "every request of both runs completed");
+    assert_eq!(report.benchmarks.len(), 2, "a benchmark per run");
+    // A request id names its run: the runs share none, and each run one prefix.
+    let prefix = |j: &Joined| {
+        let id = j.log["request_id"].as_str().expect("an id");
+        id[..id.rfind('-').expect("a slot suffix")].to_string()
+    };
+    let mut prefixes = std::collections::BTreeMap::new();
+    for j in &joined {
+        let run = j.log["run"].as_u64().expect("a run");
+        prefixes
+            .entry(run)
+            .or_insert_with(std::collections::BTreeSet::new)
+            .insert(prefix(j));
+    }
+    assert_eq!(prefixes.len(), 2, "{prefixes:?}");
+    assert!(prefixes.values().all(|p| p.len() == 1), "{prefixes:?}");
+    assert_ne!(prefixes[&0], prefixes[&1], "both runs' ids alike");
+    for b in &report.benchmarks {
+        assert_eq!(b.requests.completed, 12, "run {:?}", b.run);
+        check_aggregates(&joined, b);
+    }
+}
+
+#[test]
+fn until_precise_stops_on_an_interval_the_truth_agrees_with() {
+    let (joined, report) = run_with_truth(jittered(), |b| {
+        b.constant(50)
+            .max_requests(2000)
+            .until_precise("e2e_p50:20%")
+            .data("prompt_tokens=30,output_tokens=6")
+    });
+    let completed = check(&joined);
+    assert!(completed < 2000, "it stopped before its limit");
+    let b = &report.benchmarks[0];
+    let json = serde_json::to_value(b).expect("a benchmark is JSON");
+    assert_eq!(
+        json["stop_reason"]["kind"], "precision_reached",
+        "{}",
+        json["stop_reason"]
+    );
+    let f = &json["precision"]["figures"][0];
+    assert_eq!(f["figure"], "e2e_p50");
+    let mut e2e: Vec<f64> = joined
+        .iter()
+        .map(|j| {
+            (j.truth["end_time"].as_f64().expect("end")
+                - j.log["start_time"].as_f64().expect("sent"))
+                * 1e3
+        })
+        .collect();
+    e2e.sort_by(f64::total_cmp);
+    let ms = |key: &str| f[key].as_f64().unwrap_or_else(|| panic!("{key} in {f}"));
+    let mut off = Vec::new();
+    check_percentile(&mut off, "e2e_p50", ms("value"), &e2e, 0.5, AGGREGATE_MS);
+    assert!(off.is_empty(), "{}", off.join("\n"));
+    // The interval it stopped on brackets the truth's median.
+    let (lo, hi) = percentile_range(&e2e, 0.5, AGGREGATE_MS);
+    assert!(
+        ms("ci_low") <= hi && ms("ci_high") >= lo,
+        "the interval [{}, {}] ms misses the truth's median [{lo}, {hi}] ms",
+        ms("ci_low"),
+        ms("ci_high")
+    );
+    check_aggregates(&joined, b);
+}
+
+#[test]
+fn every_turn_of_every_session_matches_the_truth_in_order() {
+    // Sessions of 3 turns at 5 sessions a second, 50 ms of thought between turns.
+    let think_ms = 50.0;
+    let (joined, report) = run_with_truth(jittered(), |b| {
+        b.constant(5)
+            .max_requests(15)
+            .data("turns=3,prompt_tokens=20,output_tokens=5,think_time=50ms")
+    });
+    assert_eq!(check(&joined), joined.len(), "every turn completed");
+    let mut sessions: std::collections::BTreeMap<u64, Vec<&Joined>> = Default::default();
+    for j in &joined {
+        let session = j.log["session"].as_u64().expect("a session");
+        sessions.entry(session).or_default().push(j);
+    }
+    assert!(
+        sessions.values().filter(|s| s.len() == 3).count() >= 3,
+        "whole sessions ran: {:?}",
+        sessions.keys()
+    );
+    let sec = |v: &serde_json::Value| v.as_f64().expect("an instant");
+    for turns in sessions.values_mut() {
+        turns.sort_by_key(|j| j.log["turn"].as_u64());
+        for pair in turns.windows(2) {
+            let (before, after) = (&pair[0].truth, &pair[1].truth);
+            // The next turn reached the mock its think time after the mock's last byte of
+            // the one before (the client read it, then waited), within a request's bound.
+            let idle = (sec(&after["arrival_time"]) - sec(&before["end_time"])) * 1e3 - think_ms;
+            assert!(
+                (-EARLY_MS..=REQUEST_BOUND_MS).contains(&idle),
+                "turn {} reached the mock {idle:+.3} ms off its think time after the turn before",
+                pair[1].log["turn"]
+            );
+            // It carried the conversation so far: a longer prompt.
+            assert!(
+                after["prompt_tokens"].as_u64() > before["prompt_tokens"].as_u64(),
+                "a later turn's prompt no longer than the one before: {before} then {after}"
+            );
+        }
+    }
+    check_aggregates(&joined, &report.benchmarks[0]);
+}
+
+#[test]
+fn https_requests_match_the_truth() {
+    // The mock serves TLS with a throwaway CA's certificate; the client trusts the CA.
+    let pki = super::tls::Pki::new("truth");
+    let (cert, key) = pki.leaf(super::tls::Leaf::Server, "server");
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            tls_cert: Some(cert),
+            tls_key: Some(key),
+            tokens_per_chunk: 2,
+            ..jittered()
+        },
+        |b| {
+            b.arg("--ca-cert", pki.ca())
+                .concurrent(2)
+                .max_requests(12)
+                .data("prompt_tokens=30,output_tokens=6")
+        },
+    );
+    assert_eq!(check(&joined), 12);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 12);
+    check_aggregates(&joined, b);
+}
+
+#[test]
+#[ignore = "issue 36: the steady window, fixed on branch numbers"]
+fn the_steady_window_and_its_rates_match_the_truth() {
+    // 12 s at a constant 20 requests a second against 200 ms responses (16 tokens): about
+    // 4 in flight from the first second to the last, a plateau of 10 s or more.
+    let tokens = 16.0;
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            ttft_ms: 50.0,
+            itl_ms: 10.0,
+            ..MockConfig::instant()
+        },
+        // A count, not a time limit: the stop cuts no request short.
+        |b| {
+            b.constant(20)
+                .max_requests(240)
+                .data("prompt_tokens=16,output_tokens=16")
+        },
+    );
+    assert_eq!(check(&joined), 240);
+    check(&joined);
+    let b = &report.benchmarks[0];
+    let json = serde_json::to_value(b).expect("a benchmark is JSON");
+    let s = &json["steady_state"];
+    // A run without a steady state says so; only a found window has figures to check.
+    if s.is_null() || s["found"] == false {
+        return;
+    }
+    let secs = |v: &serde_json::Value| v.as_f64().expect("seconds");
+    let (from, to) = (
+        b.start_time + secs(&s["start_s"]),
+        b.start_time + secs(&s["end_s"]),
+    );
+    assert!(
+        to <= b.end_time + EARLY_MS / 1e3 && from >= b.start_time,
+        "the window {}–{} s lies outside the benchmark's 0–{} s",
+        s["start_s"],
+        s["end_s"],
+        b.duration_s
+    );
+    // Its requests: the completed ones sent inside it. Sends fall on a 50 ms grid from
+    // t0 and the window's edges on whole seconds, so only a request sent at an edge
+    // itself can reach the mock on the other side of it, within the aggregate slack:
+    // the truth's arrivals bracket the count, and those requests' tokens the tokens.
+    let slack = AGGREGATE_MS / 1e3;
+    let completed: Vec<f64> = joined
+        .iter()
+        .filter(|j| j.truth["outcome"] == "completed")
+        .map(|j| j.truth["arrival_time"].as_f64().expect("arrival"))
+        .collect();
+    let between = |a: f64, z: f64| completed.iter().filter(|&&t| t >= a && t <= z).count() as f64;
+    let seconds = to - from;
+    let (lo, hi) = (
+        between(from + slack, to) / seconds,
+        between(from - EARLY_MS / 1e3, to + slack) / seconds,
+    );
+    let figure = |k: &str| {
+        s["figures"][k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} in {s}"))
+    };
+    let rps = figure("requests_per_s");
+    assert!(
+        (lo..=hi).contains(&rps),
+        "steady requests/s {rps}, the truth's requests inside the window say {lo}..={hi}"
+    );
+    // Its tokens/s are those requests' tokens (16 each) over the same window.
+    let tps = figure("output_tokens_per_s");
+    assert!(
+        (lo * tokens..=hi * tokens).contains(&tps),
+        "steady output tokens/s {tps}, the truth's say {}..={}",
+        lo * tokens,
+        hi * tokens
+    );
+}
+
+#[test]
+#[ignore = "issue 36: ITL with a short first chunk, fixed on branch numbers"]
+fn itl_with_a_short_first_chunk_matches_the_truth() {
+    // Anthropic Messages with one reasoning token, 3 tokens a chunk: chunks of 1, 3, 3, 3
+    // (the shape of vLLM's --stream-interval), 10 ms a token. The format's usage does not
+    // count the reasoning apart, so the counts alone cannot tell the packing; the gaps
+    // can, and every one is 10 ms a token.
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            ttft_ms: 20.0,
+            itl_ms: 10.0,
+            tokens_per_chunk: 3,
+            reasoning_tokens: 1,
+            ..MockConfig::instant()
+        },
+        |b| {
+            b.format("anthropic")
+                .max_requests(12)
+                .data("prompt_tokens=30,output_tokens=10")
+        },
+    );
+    assert_eq!(check(&joined), 12);
+    for Joined { truth, .. } in &joined {
+        let counts: Vec<u64> = token_chunks(truth).iter().map(|c| c.1).collect();
+        assert_eq!(
+            counts,
+            [1, 3, 3, 3],
+            "the mock packed as configured: {truth}"
+        );
+    }
+    let streamed: Vec<&Joined> = joined.iter().collect();
+    let mut itl = truth_itl(&streamed);
+    itl.sort_by(f64::total_cmp);
+    let d = &report.benchmarks[0].metrics["itl"].successful;
+    assert_eq!(
+        d.count,
+        itl.len() as u64,
+        "itl: a gap per token after the first"
+    );
+    let mut off = Vec::new();
+    for (q, reported) in [
+        (0.5, d.percentiles.p50),
+        (0.9, d.percentiles.p90),
+        (0.99, d.percentiles.p99),
+    ] {
+        let what = format!("itl p{}", q * 100.0);
+        check_percentile(&mut off, &what, reported, &itl, q, AGGREGATE_MS);
+    }
+    assert!(off.is_empty(), "{}", off.join("\n"));
 }
