@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 const REQUESTS: u64 = 12;
 
 /// A CA and the certificates it signed, written as PEM files in a temporary directory.
-struct Pki {
+pub(crate) struct Pki {
     dir: tempfile::TempDir,
     issuer: Issuer<'static, KeyPair>,
     /// The CA's certificate.
@@ -27,7 +27,7 @@ struct Pki {
 
 /// What a leaf certificate is for, and how it is wrong.
 #[derive(Clone, Copy)]
-enum Leaf {
+pub(crate) enum Leaf {
     /// A server certificate for 127.0.0.1 and localhost.
     Server,
     /// A server certificate that expired in 2021.
@@ -39,7 +39,7 @@ enum Leaf {
 }
 
 impl Pki {
-    fn new(name: &str) -> Pki {
+    pub(crate) fn new(name: &str) -> Pki {
         let dir = tempfile::tempdir().expect("tempdir");
         let key = KeyPair::generate().expect("CA key");
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
@@ -63,7 +63,7 @@ impl Pki {
     }
 
     /// Signs a leaf certificate; its certificate and key files.
-    fn leaf(&self, kind: Leaf, name: &str) -> (PathBuf, PathBuf) {
+    pub(crate) fn leaf(&self, kind: Leaf, name: &str) -> (PathBuf, PathBuf) {
         let names = match kind {
             Leaf::Server | Leaf::Expired => vec!["127.0.0.1".to_string(), "localhost".into()],
             Leaf::OtherHost => vec!["other.example".to_string()],
@@ -90,7 +90,7 @@ impl Pki {
         (cert_path, key_path)
     }
 
-    fn ca(&self) -> &str {
+    pub(crate) fn ca(&self) -> &str {
         path(&self.ca)
     }
 }
