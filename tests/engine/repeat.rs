@@ -837,3 +837,54 @@ fn repeated_runs_each_draw_their_own_seed_and_hit_no_prefix_an_earlier_run_cache
         assert!(same(a, b), "{a:?} vs {b:?}");
     }
 }
+
+/// Issue 36 finding 2, the gate: against a prefix-caching server whose prefill costs
+/// 0.4 ms a prompt token not cached, runs 2..N of a repeat that re-sent run 1's prompts
+/// skipped the prefill, and the run-to-run spread that made hid a real TTFT regression
+/// ("within noise", exit 0). Each run drawing its own prompts, the regression (the
+/// mock's TTFT 20 → 80 ms before a prefill of about 100 ms) is judged as one.
+#[test]
+fn a_repeated_gate_finds_the_ttft_regression_a_prefix_cache_would_have_hidden() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = |ttft_ms: f64, name: &str| {
+        let server = mock(MockConfig {
+            ttft_ms,
+            ttft_ms_per_prompt_token: 0.4,
+            itl_ms: 1.0,
+            ..MockConfig::instant()
+        });
+        let run = Bench::on(&server)
+            .constant(20)
+            .max_requests(10)
+            .data("prompt_tokens=256,output_tokens=4")
+            .repeat(3)
+            .outputs("json")
+            .run();
+        assert_eq!(run.code(), 0, "{}", run.stderr);
+        // The oracle: the mock's cache answered no prompt of any run from another.
+        let stats = server.stats();
+        assert_eq!(stats.prefix_cache_hits, 0, "{stats:?}");
+        let path = dir.path().join(name);
+        std::fs::copy(run.report_path(), &path).expect("copy");
+        path
+    };
+    let (base, cur) = (report(20.0, "base.json"), report(80.0, "cur.json"));
+    let out = llmsurge()
+        .args(["benchmark", "compare"])
+        .arg(&base)
+        .arg(&cur)
+        .args(["--max-regression", "ttft_p50=10%"])
+        .output()
+        .expect("compare runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.contains("variance: run-to-run (3 baseline runs, 3 current runs"),
+        "{stdout}"
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.split(['│', '┆']).any(|cell| cell.trim() == "ttft_p50"))
+        .unwrap_or_else(|| panic!("a ttft_p50 row: {stdout}"));
+    assert!(row.contains("REGRESSED"), "{stdout}");
+}
