@@ -191,7 +191,9 @@ impl Draw {
         };
         let tools = format != "completions" && profile != Profile::Sessions && r.chance(0.15);
         let cancel = r.chance(0.15);
-        let max_concurrency = r.chance(0.35).then(|| 2 + r.below(8) as u32);
+        // The synchronous profile is one request at a time: no cap to set.
+        let max_concurrency =
+            (profile != Profile::Synchronous && r.chance(0.35)).then(|| 2 + r.below(8) as u32);
         let prefill_cap = r.chance(0.25).then(|| 1 + r.below(3) as u32);
         let repeat = if profile.open() && profile != Profile::Replay && r.chance(0.2) {
             2
@@ -693,12 +695,16 @@ fn run_draw(d: &Draw) -> Vec<String> {
                 chunks.first().and_then(|c| f(&c["time"])),
                 t(truth, "head_time"),
             );
-            near(
-                "end",
-                t(log, "end_time"),
-                t(truth, "end_time"),
-                chunks.last().and_then(|c| f(&c["time"])),
-            );
+            // The frame before the end's: the last chunk sent strictly before it (the
+            // end often rides with the last tokens), else the head.
+            let end = t(truth, "end_time");
+            let before_end = chunks
+                .iter()
+                .filter_map(|c| f(&c["time"]))
+                .filter(|&c| end.is_some_and(|e| c < e))
+                .last()
+                .or(t(truth, "head_time"));
+            near("end", t(log, "end_time"), end, before_end);
             let sent: u64 = chunks
                 .iter()
                 .map(|c| c["reasoning"].as_u64().unwrap_or(0) + c["content"].as_u64().unwrap_or(0))
