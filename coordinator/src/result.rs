@@ -931,6 +931,12 @@ fn client_health(
         ));
     }
     health
+    if ts.itl_timed > 0 {
+        health.warnings.push(format!(
+            "ITL: for {} requests the token counts fit several packings into chunks (reasoning chunks without the reasoning count); each gap was spread over the tokens the chunks' timing says it carried",
+            ts.itl_timed
+        ));
+    }
 }
 
 /// Benchmarks shorter than this get no CPU-saturation warning: over a few milliseconds

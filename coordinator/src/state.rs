@@ -77,6 +77,12 @@ pub struct TokenSources {
     pub unknown: u64,
     /// Usage and streamed chunk counts disagreed (servers that pack tokens in chunks).
     pub mismatched: u64,
+    /// Of those, the requests whose counts fitted several packings of tokens into chunks,
+    /// so their ITL follows the packing the chunks' timing fits ([`ItlSpan::timed`]).
+    ///
+    /// [`ItlSpan::timed`]: llmsurge_proto::ItlSpan::timed
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub itl_timed: u64,
 }
 
 /// Measured-window totals used for throughput.
@@ -537,6 +543,9 @@ impl WorkerGroupState {
         &mut self,
         worker: u32,
         loss: Loss<'_>,
+            if r.itl.is_some_and(|i| i.timed) {
+                ts.itl_timed += 1;
+            }
         on_record: &mut dyn FnMut(&RequestRecord),
     ) -> u64 {
         let Some(track) = self.workers.get_mut(worker as usize) else {

@@ -61,7 +61,7 @@ summed! {
     Counts: created, completed, errored, cancelled, cancelled_planned, in_flight, late, warmup,
         cooldown;
     MeasuredCounts: completed, errored, cancelled;
-    TokenSources: usage, stream, unknown, mismatched;
+    TokenSources: usage, stream, unknown, mismatched, itl_timed;
     Audit: sent_shm, sent_books, slots_claimed, slots_returned, unreported;
     ClientCounts: completed, output_tokens, prompt_tokens, prompt_tokens_sent,
         prompts_unknown, prompts_unknown_bound, unfinished, outputs_unknown,

@@ -1,0 +1,161 @@
+//! Three numbers held to the mock's truth where two features meet (issue 36, findings 5
+//! to 7): ITL when a stream's first chunk is shorter than the rest, the steady-state
+//! window of a short run, and goodput and session outcomes with planned give-ups
+//! (`--cancel`). Every expected figure comes from the mock's `--truth` file joined with
+//! the request log by `x-request-id`, never from the configuration.
+
+use crate::scenario::Bench;
+use crate::support::{Finished, Joined, join_truth, mock};
+use llmsurge::mock::MockConfig;
+
+/// How far the report's ITL mean and p50 may be from the truth's, relatively: a request's
+/// gaps move only by the client's lateness on the chunks that bound them.
+const ITL_WITHIN: f64 = 0.10;
+/// How many of the truth's token gaps the report's ITL count may miss or add.
+const ITL_COUNT_WITHIN: u64 = 4;
+/// How far the report's ITL p99 may be from the truth's, relatively: the top of the
+/// distribution is a few gaps, and one read delayed on a busy runner moves one of them.
+/// A short first chunk read as a short last one makes it 3 times the truth.
+const ITL_P99_WITHIN: f64 = 0.5;
+
+/// Runs `options` against a mock of `config` writing its truth; the joined requests, the
+/// report and the finished run (its exit code, console output and files).
+fn run_with_truth(
+    config: MockConfig,
+    options: impl FnOnce(Bench) -> Bench,
+) -> (Vec<Joined>, llmsurge::report::Report, Finished) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let truth = dir.path().join("truth.jsonl");
+    let server = mock(MockConfig {
+        truth: Some(truth.clone()),
+        ..config
+    });
+    let finished = options(
+        Bench::on(&server)
+            .request_log("requests.jsonl")
+            .outputs("json,csv,console")
+            .flag("--disable-progress"),
+    )
+    .run();
+    // Stopping flushes the truth file, after every response ended.
+    server.stop();
+    let code = finished.code();
+    assert!(matches!(code, 0 | 3), "exit {code}: {}", finished.stderr);
+    let joined = join_truth(&finished.dir.path().join("requests.jsonl"), &truth);
+    (joined, finished.report(), finished)
+}
+
+/// The per-token gaps of the truth's completed requests, ms: each chunk after the first
+/// spreads its gap over the tokens it carried.
+fn truth_token_gaps(joined: &[Joined]) -> Vec<f64> {
+    let mut gaps = Vec::new();
+    for Joined { truth, .. } in joined {
+        if truth["outcome"] != "completed" {
+            continue;
+        }
+        let chunks: Vec<(f64, u64)> = truth["chunks"]
+            .as_array()
+            .expect("chunks")
+            .iter()
+            .map(|c| {
+                let tokens =
+                    c["reasoning"].as_u64().unwrap_or(0) + c["content"].as_u64().unwrap_or(0);
+                (c["time"].as_f64().expect("a chunk's time"), tokens)
+            })
+            .filter(|&(_, k)| k > 0)
+            .collect();
+        for pair in chunks.windows(2) {
+            let (t0, _) = pair[0];
+            let (t1, k) = pair[1];
+            let per_token = (t1 - t0) * 1e3 / k as f64;
+            gaps.extend(std::iter::repeat_n(per_token, k as usize));
+        }
+    }
+    gaps
+}
+
+/// The nearest-rank percentile `p` (0..100) of sorted `values`.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// A run whose streams open with one reasoning token and then carry 3 tokens a chunk
+/// (chunks of 1, 3, 3, 3): the report's ITL mean, p50 and p99 against the truth's
+/// per-token gaps.
+fn check_itl_with_a_short_first_chunk(format: &str) {
+    let (joined, report, _) = run_with_truth(
+        MockConfig {
+            tokens_per_chunk: 3,
+            reasoning_tokens: 1,
+            ttft_ms: 10.0,
+            itl_ms: 20.0,
+            ..Default::default()
+        },
+        |b| {
+            b.format(format)
+                .concurrent(4)
+                .max_requests(16)
+                .data("prompt_tokens=20,output_tokens=10")
+        },
+    );
+    // The shape this test is about, from the truth: a 1-token first chunk, then 3s.
+    for Joined { truth, .. } in &joined {
+        let tokens: Vec<u64> = truth["chunks"]
+            .as_array()
+            .expect("chunks")
+            .iter()
+            .map(|c| c["reasoning"].as_u64().unwrap_or(0) + c["content"].as_u64().unwrap_or(0))
+            .filter(|&k| k > 0)
+            .collect();
+        assert_eq!(tokens, [1, 3, 3, 3], "the mock's chunks: {truth}");
+    }
+    let mut gaps = truth_token_gaps(&joined);
+    assert_eq!(
+        gaps.len(),
+        16 * 9,
+        "every request completed with 9 token gaps"
+    );
+    gaps.sort_by(f64::total_cmp);
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    let itl = &report.benchmarks[0].metrics["itl"].successful;
+    // A request whose chunks a busy runner delayed unevenly may be read as another
+    // packing the counts allow (3, 3, 2 after 2 reasoning tokens): a gap or two of 144.
+    assert!(
+        itl.count.abs_diff(gaps.len() as u64) <= ITL_COUNT_WITHIN,
+        "{format}: {} ITL gaps counted, the truth has {}",
+        itl.count,
+        gaps.len()
+    );
+    for (what, reported, truth, within) in [
+        ("mean", itl.mean, mean, ITL_WITHIN),
+        (
+            "p50",
+            itl.percentiles.p50,
+            percentile(&gaps, 50.0),
+            ITL_WITHIN,
+        ),
+        (
+            "p99",
+            itl.percentiles.p99,
+            percentile(&gaps, 99.0),
+            ITL_P99_WITHIN,
+        ),
+    ] {
+        assert!(
+            (reported - truth).abs() <= truth * within,
+            "{format}: ITL {what} {reported:.2} ms against the truth's {truth:.2} ms"
+        );
+    }
+}
+
+#[test]
+fn itl_with_a_short_first_chunk_matches_the_truth_anthropic() {
+    // The Messages API's usage has no reasoning count: the client cannot split the runs.
+    check_itl_with_a_short_first_chunk("anthropic");
+}
+
+#[test]
+fn itl_with_a_short_first_chunk_matches_the_truth_chat() {
+    check_itl_with_a_short_first_chunk("chat");
+}
