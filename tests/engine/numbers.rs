@@ -159,3 +159,140 @@ fn itl_with_a_short_first_chunk_matches_the_truth_anthropic() {
 fn itl_with_a_short_first_chunk_matches_the_truth_chat() {
     check_itl_with_a_short_first_chunk("chat");
 }
+
+/// The completed measured requests of `joined` that started inside `[from, to)` (Unix
+/// seconds) and the output tokens the mock sent them.
+fn started_inside(joined: &[Joined], from: f64, to: f64) -> (u64, u64) {
+    let inside: Vec<&Joined> = joined
+        .iter()
+        .filter(|j| j.log["status"] == "completed" && j.log["phase"] == "measured")
+        .filter(|j| {
+            let start = j.log["start_time"].as_f64().expect("start_time");
+            start >= from && start < to
+        })
+        .collect();
+    let tokens = inside
+        .iter()
+        .map(|j| {
+            j.truth["reasoning_tokens"].as_u64().unwrap_or(0)
+                + j.truth["content_tokens"].as_u64().unwrap_or(0)
+        })
+        .sum();
+    (inside.len() as u64, tokens)
+}
+
+/// The steady window of benchmark `b` lies inside its measured window (seconds from t0).
+fn assert_inside_the_measured_window(b: &llmsurge_coordinator::BenchmarkResult) {
+    let s = b.steady_state.as_ref().expect("a steady-state section");
+    let w = &b.measured_window;
+    let (from, to) = (w.start_time - b.start_time, w.end_time - b.start_time);
+    // The report's times are rounded to microseconds.
+    assert!(
+        s.start_s >= from - 1e-6 && s.end_s <= to + 1e-6 && s.start_s <= s.end_s,
+        "steady window {}–{} s outside the measured window {from}–{to} s",
+        s.start_s,
+        s.end_s
+    );
+}
+
+#[test]
+fn a_short_run_has_no_steady_state_and_no_window_past_its_end() {
+    // 3.5 s: a plateau of in-flight requests, but shorter than 10 s.
+    let server = mock(MockConfig {
+        ttft_ms: 10.0,
+        itl_ms: 10.0,
+        ..Default::default()
+    });
+    let run = Bench::on(&server)
+        .concurrent(4)
+        .max_seconds("3.5")
+        .data("prompt_tokens=20,output_tokens=10")
+        .outputs("json,console")
+        .flag("--disable-progress")
+        .run();
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let report = run.report();
+    let b = &report.benchmarks[0];
+    assert_inside_the_measured_window(b);
+    let s = b.steady_state.as_ref().expect("a steady-state section");
+    assert!(!s.found, "a 3.5 s window is a steady state: {s:?}");
+    assert!(
+        s.figures.is_empty(),
+        "figures without a steady state: {s:?}"
+    );
+    assert!(
+        run.stdout.contains("no steady state"),
+        "the console says so: {}",
+        run.stdout
+    );
+}
+
+#[test]
+fn the_steady_window_is_inside_the_run_and_its_rates_are_over_its_own_requests() {
+    // 2 s of ramp-up, then 11 s at 4 streams: a plateau longer than 10 s.
+    let (joined, report, run) = run_with_truth(
+        MockConfig {
+            ttft_ms: 10.0,
+            itl_ms: 10.0,
+            ..Default::default()
+        },
+        |b| {
+            b.concurrent(4)
+                .rampup("2s")
+                .max_seconds("13")
+                .data("prompt_tokens=20,output_tokens=10")
+        },
+    );
+    assert_eq!(run.code(), 0);
+    let b = &report.benchmarks[0];
+    assert_inside_the_measured_window(b);
+    let s = b.steady_state.as_ref().expect("a steady-state section");
+    assert!(s.found, "no steady state in 13 s: {s:?}");
+    // The docs' rule over the report's own series: median level, 90% of it, from the
+    // first second at or above to the end of the last, clipped to the measured window.
+    let c: Vec<f64> = b.timeseries.iter().map(|p| p.concurrency).collect();
+    let mut sorted = c.clone();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let level = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    let first = c.iter().position(|v| *v >= 0.9 * level).expect("first");
+    let last = c.iter().rposition(|v| *v >= 0.9 * level).expect("last");
+    assert!(first > 0, "the ramp-up is left out: {c:?}");
+    let measured_end = b.measured_window.end_time - b.start_time;
+    assert_eq!(s.start_s, b.timeseries[first].t);
+    assert!(
+        (s.end_s - (b.timeseries[last].t + 1.0).min(measured_end)).abs() < 1e-6,
+        "{s:?} against seconds {first}..={last} of {c:?}, measured until {measured_end}"
+    );
+    let seconds = s.end_s - s.start_s;
+    assert!(seconds >= 10.0, "{s:?}");
+    // The window's requests, by the client's send and the mock's tokens.
+    let (from, to) = (b.start_time + s.start_s, b.start_time + s.end_s);
+    let (requests, tokens) = started_inside(&joined, from, to);
+    assert_eq!(s.requests, requests, "requests that started inside");
+    let rate = s.figures["requests_per_s"];
+    assert!(
+        (rate * seconds - requests as f64).abs() < 1e-6 * requests as f64 + 1e-9,
+        "requests/s {rate} × {seconds} s against {requests} requests"
+    );
+    let token_rate = s.figures["output_tokens_per_s"];
+    assert!(
+        (token_rate * seconds - tokens as f64).abs() < 1e-6 * tokens as f64 + 1e-9,
+        "output tokens/s {token_rate} × {seconds} s against the mock's {tokens} tokens"
+    );
+    // ITL stays on the measured window, and says so; every output shows the window.
+    assert!(!s.figures.contains_key("itl_p50"));
+    assert!(s.measured_window_only.contains_key("itl_p50"));
+    assert!(run.stdout.contains("steady state"), "{}", run.stdout);
+    let csv = std::fs::read_to_string(run.dir.path().join("benchmarks.csv")).expect("csv");
+    assert!(
+        csv.lines()
+            .next()
+            .expect("header")
+            .contains("steady.start_s")
+    );
+}
