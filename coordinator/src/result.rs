@@ -535,6 +535,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
                 state.good_requests,
                 &measured,
                 state.unfinished_not_good,
+                state.planned_given_up,
                 window.duration_s,
             )
         }),
@@ -930,13 +931,13 @@ fn client_health(
             ts.mismatched
         ));
     }
-    health
     if ts.itl_timed > 0 {
         health.warnings.push(format!(
             "ITL: for {} requests the token counts fit several packings into chunks (reasoning chunks without the reasoning count); each gap was spread over the tokens the chunks' timing says it carried",
             ts.itl_timed
         ));
     }
+    health
 }
 
 /// Benchmarks shorter than this get no CPU-saturation warning: over a few milliseconds

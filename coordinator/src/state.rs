@@ -223,6 +223,14 @@ pub struct ModelState {
     pub errors: BTreeMap<ErrorKind, ErrorTally>,
 }
 
+/// Whether `r` was given up by plan (`--cancel`), not cut off by a stop or a failure.
+pub fn is_planned(r: &RequestRecord) -> bool {
+    r.status == RequestStatus::Cancelled
+        && r.error
+            .as_ref()
+            .is_some_and(|e| e.kind == ErrorKind::Planned)
+}
+
 /// Counts `n` errors in a tally, keeping the first few distinct messages.
 fn tally(t: &mut ErrorTally, n: u64, message: &str) {
     t.count += n;
@@ -327,6 +335,8 @@ pub struct WorkerGroupState {
     unreported: u64,
     /// Unfinished measured requests whose elapsed time already missed a threshold.
     pub unfinished_not_good: u64,
+    /// Measured requests given up by plan (`--cancel`), left out of goodput.
+    pub planned_given_up: u64,
     /// `--lora`: each model's part, in the split's order (a record's `model` indexes
     /// it). Empty without a split, which then costs nothing.
     pub models: Vec<ModelState>,
@@ -358,6 +368,7 @@ impl WorkerGroupState {
             t0,
             unreported: 0,
             unfinished_not_good: 0,
+            planned_given_up: 0,
             models: Vec::new(),
             sessions: crate::sessions::SessionBook::default(),
             agent_traces: crate::agent_traces::AgentBook::default(),
@@ -435,11 +446,7 @@ impl WorkerGroupState {
             RequestStatus::Errored => self.counts.errored += 1,
             RequestStatus::Cancelled => self.counts.cancelled += 1,
         }
-        if r.status == RequestStatus::Cancelled
-            && r.error
-                .as_ref()
-                .is_some_and(|e| e.kind == ErrorKind::Planned)
-        {
+        if is_planned(r) {
             self.counts.cancelled_planned += 1;
         }
         if r.late {
@@ -512,6 +519,10 @@ impl WorkerGroupState {
                 (RequestStatus::Completed, Some(e2e)) if spec.is_good(r.ttft(), r.tpot(), e2e) => {
                     self.good_requests += 1;
                 }
+                // The user's own give-up: neither good nor judged.
+                (RequestStatus::Cancelled, _) if is_planned(r) => {
+                    self.planned_given_up += 1;
+                }
                 (RequestStatus::Cancelled, _) if spec.already_missed(r) => {
                     self.unfinished_not_good += 1;
                 }
@@ -532,6 +543,9 @@ impl WorkerGroupState {
             {
                 ts.mismatched += 1;
             }
+            if r.itl.is_some_and(|i| i.timed) {
+                ts.itl_timed += 1;
+            }
         }
     }
 
@@ -543,9 +557,6 @@ impl WorkerGroupState {
         &mut self,
         worker: u32,
         loss: Loss<'_>,
-            if r.itl.is_some_and(|i| i.timed) {
-                ts.itl_timed += 1;
-            }
         on_record: &mut dyn FnMut(&RequestRecord),
     ) -> u64 {
         let Some(track) = self.workers.get_mut(worker as usize) else {

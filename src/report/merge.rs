@@ -563,7 +563,12 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
             .filter_map(|b| b.goodput)
             .map(|g| g.unfinished_not_good)
             .sum();
-        Goodput::new(g.spec, good, &measured, unfinished, d)
+        let planned: u64 = parts
+            .iter()
+            .filter_map(|b| b.goodput)
+            .map(|g| g.planned)
+            .sum();
+        Goodput::new(g.spec, good, &measured, unfinished, planned, d)
     });
 
     // Client health: each shard's kept; the fleet's is a bottleneck if any shard was.

@@ -296,3 +296,110 @@ fn the_steady_window_is_inside_the_run_and_its_rates_are_over_its_own_requests()
             .contains("steady.start_s")
     );
 }
+
+/// Requests of ~120 ms at the mock (10 ms to the first token, 10 tokens 10 ms apart): a
+/// give-up 40 ms after the send always comes before the end.
+fn giving_up_mock() -> MockConfig {
+    MockConfig {
+        ttft_ms: 10.0,
+        itl_ms: 10.0,
+        ..MockConfig::instant()
+    }
+}
+
+#[test]
+fn planned_give_ups_are_neither_good_nor_judged_in_goodput() {
+    let (joined, report, _) = run_with_truth(giving_up_mock(), |b| {
+        b.concurrent(4)
+            .seed(3)
+            .max_requests(40)
+            .data("prompt_tokens=16,output_tokens=10")
+            .arg("--cancel", "share=30%,after=40ms")
+            // Every completed request is good: only the give-ups could lower the fraction.
+            .goodput("e2e:600s")
+    });
+    assert_eq!(joined.len(), 40, "every request reached the mock");
+    // The truth: which requests the client cut off, which completed.
+    let outcome = |o: &str| joined.iter().filter(|j| j.truth["outcome"] == o).count() as u64;
+    let (completed, cut) = (outcome("completed"), outcome("client_gone"));
+    assert_eq!(completed + cut, 40, "no other outcome at the mock");
+    assert!(
+        cut > 0 && completed > 0,
+        "{cut} cut off, {completed} completed"
+    );
+    for Joined { log, truth } in &joined {
+        if truth["outcome"] == "client_gone" {
+            assert_eq!(log["error_kind"], "planned", "{log}\n{truth}");
+        }
+    }
+    let g = report.benchmarks[0].goodput.as_ref().expect("goodput");
+    assert_eq!(g.good_requests, completed, "{g:?}");
+    assert_eq!(g.planned, cut, "{g:?}");
+    assert!(
+        (g.fraction - completed as f64 / (40 - cut) as f64).abs() < 1e-12,
+        "fraction {} with {completed} good of {} not given up",
+        g.fraction,
+        40 - cut
+    );
+}
+
+#[test]
+fn sessions_with_a_planned_give_up_gave_up_and_none_is_unfinished() {
+    let (joined, report, _) = run_with_truth(giving_up_mock(), |b| {
+        b.concurrent(3)
+            .seed(5)
+            .max_requests(24)
+            .data("turns=3,prompt_tokens=8,output_tokens=10")
+            .arg("--cancel", "share=30%,after=40ms")
+    });
+    // The truth, per session: a turn the client cut off ends it (gave up); every turn
+    // completed is a completed session; a session whose turns all completed but fewer
+    // than 3 is one the request limit cut (its next turn never sent): unfinished.
+    let mut sessions: std::collections::BTreeMap<u64, Vec<&Joined>> = Default::default();
+    for j in &joined {
+        let id = j.log["session"].as_u64().expect("a session id");
+        sessions.entry(id).or_default().push(j);
+    }
+    let (mut gave_up, mut completed, mut cut_by_the_limit) = (0, 0, 0);
+    for turns in sessions.values_mut() {
+        turns.sort_by_key(|j| j.log["turn"].as_u64());
+        let outcomes: Vec<&str> = turns
+            .iter()
+            .map(|j| j.truth["outcome"].as_str().unwrap_or_default())
+            .collect();
+        match outcomes.iter().position(|o| *o == "client_gone") {
+            Some(i) => {
+                assert_eq!(
+                    i + 1,
+                    turns.len(),
+                    "a turn sent after a give-up: {outcomes:?}"
+                );
+                assert_eq!(turns[i].log["error_kind"], "planned", "{}", turns[i].log);
+                gave_up += 1;
+            }
+            None if turns.len() == 3 => completed += 1,
+            None => cut_by_the_limit += 1,
+        }
+        assert!(
+            outcomes
+                .iter()
+                .all(|o| *o == "completed" || *o == "client_gone"),
+            "{outcomes:?}"
+        );
+    }
+    assert!(gave_up > 0, "no session gave up");
+    let s = report.benchmarks[0].sessions.as_ref().expect("sessions");
+    assert_eq!(s.gave_up, gave_up, "{s:?}");
+    assert_eq!(s.turns_given_up, gave_up, "{s:?}");
+    assert_eq!(s.completed, completed, "{s:?}");
+    assert_eq!(s.failed, 0, "{s:?}");
+    assert_eq!(
+        s.unfinished, cut_by_the_limit,
+        "only the limit leaves a session unfinished: {s:?}"
+    );
+    assert_eq!(
+        s.completed + s.failed + s.gave_up + s.unfinished,
+        s.sessions,
+        "{s:?}"
+    );
+}
