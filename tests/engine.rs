@@ -28,6 +28,7 @@ mod lora;
 mod merge;
 mod metrics;
 mod misbehaving;
+mod numbers;
 mod profiles;
 mod repeat;
 mod reports;

@@ -13,7 +13,7 @@
 //! [`GraphStep`]: llmsurge_proto::GraphStep
 
 use crate::sessions::Summary;
-use llmsurge_proto::{MonoNanos, RequestRecord, RequestStatus, SessionTag};
+use llmsurge_proto::{ErrorKind, MonoNanos, RequestRecord, RequestStatus, SessionTag};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,6 +23,8 @@ struct CallSeen {
     start: Option<MonoNanos>,
     end: MonoNanos,
     status: RequestStatus,
+    /// Given up by plan (`--cancel`).
+    planned: bool,
     after: Option<u32>,
     gap_ns: u64,
 }
@@ -54,6 +56,10 @@ impl AgentBook {
                 start: r.start,
                 end: r.end,
                 status: r.status,
+                planned: r.status == RequestStatus::Cancelled
+                    && r.error
+                        .as_ref()
+                        .is_some_and(|e| e.kind == ErrorKind::Planned),
                 after: step.after,
                 gap_ns: step.gap_ns,
             },
@@ -82,6 +88,7 @@ impl AgentBook {
                     path_calls.push(row.critical_path.calls.len() as f64);
                 }
                 TraceOutcome::Failed => r.failed += 1,
+                TraceOutcome::GaveUp => r.gave_up += 1,
                 TraceOutcome::Unfinished => r.unfinished += 1,
             }
             r.per_trace.push(row);
@@ -106,6 +113,8 @@ fn trace_row(id: u64, t: &TraceTrack) -> TraceRow {
         .count();
     let outcome = if t.calls.values().any(|c| c.status == RequestStatus::Errored) {
         TraceOutcome::Failed
+    } else if t.calls.values().any(|c| c.planned) {
+        TraceOutcome::GaveUp
     } else if done as u64 >= u64::from(t.calls_planned) {
         TraceOutcome::Completed
     } else {
@@ -155,6 +164,8 @@ pub enum TraceOutcome {
     Completed,
     /// A call failed: the calls after it were never sent.
     Failed,
+    /// The client gave a call up by plan (`--cancel`): the calls after it were never sent.
+    GaveUp,
     /// The run stopped first.
     Unfinished,
 }
@@ -197,6 +208,9 @@ pub struct AgentTraceResult {
     pub completed: u64,
     /// Traces a failed call ended.
     pub failed: u64,
+    /// Traces the client gave up by plan (`--cancel` on one of their calls).
+    #[serde(default)]
+    pub gave_up: u64,
     /// Traces the run stopped before their last call.
     pub unfinished: u64,
     /// Completed traces: first call's send to last call's end.
@@ -249,5 +263,35 @@ mod tests {
         assert_eq!(row.critical_path.calls, [0, 2, 3]);
         assert_eq!(row.critical_path.server_ms, 100.0 + 280.0 + 80.0);
         assert_eq!(row.critical_path.tool_ms, 40.0);
+    }
+
+    #[test]
+    fn a_call_given_up_by_plan_ends_its_trace_as_gave_up() {
+        let at = |ms: u64| MonoNanos(1_000_000_000 + ms * 1_000_000);
+        let mut book = AgentBook::default();
+        for (id, kind) in [(1, ErrorKind::Planned), (2, ErrorKind::Cancelled)] {
+            let done = RequestRecord::completed(at(0), Some(at(1)), at(10), 1);
+            let mut cut = RequestRecord::completed(at(20), Some(at(21)), at(30), 1);
+            cut.status = RequestStatus::Cancelled;
+            cut.error = Some(llmsurge_proto::RequestError {
+                kind,
+                message: String::new(),
+            });
+            for (k, r) in [(0, &done), (1, &cut)] {
+                let tag = SessionTag {
+                    id,
+                    turn: k,
+                    turns: 3,
+                    graph: Some(GraphStep {
+                        after: k.checked_sub(1),
+                        gap_ns: 0,
+                    }),
+                };
+                book.add(tag, r);
+            }
+        }
+        let r = book.result();
+        assert_eq!((r.traces, r.gave_up, r.unfinished), (2, 1, 1));
+        assert_eq!(r.per_trace[0].outcome, TraceOutcome::GaveUp);
     }
 }

@@ -358,35 +358,40 @@ pub struct Goodput {
     pub good_requests: u64,
     /// `good_requests` over the measured window.
     pub requests_per_s: f64,
-    /// `good_requests` / (completed + errored + cancelled measured requests): an errored
-    /// or unfinished request is never good (see [`Goodput::judged`]).
+    /// `good_requests` / the judged requests ([`Goodput::judged`]): an errored or
+    /// unfinished request is never good; a planned give-up is not judged.
     pub fraction: f64,
     /// Of the measured requests cut off before they finished, those whose elapsed time
     /// had already missed a threshold (they would not have been good whatever their end;
     /// the others are not good either, but only because they did not finish).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unfinished_not_good: u64,
+    /// Measured requests the client gave up on by plan (`--cancel`): the user's own
+    /// choice, not the server's failure, so neither good nor judged.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub planned: u64,
 }
 
 impl Goodput {
     /// The measured requests goodput judges: every completed, errored and unfinished
-    /// (cancelled) one. Only a completed request can be good: a server that never
-    /// finished a request did not serve it within any objective.
-    pub fn judged(measured: &MeasuredCounts) -> u64 {
-        measured.completed + measured.errored + measured.cancelled
+    /// (cancelled) one but the planned give-ups (`--cancel`). Only a completed request can
+    /// be good: a server that never finished a request did not serve it within any
+    /// objective; a request the client meant to abandon was never asked to finish.
+    pub fn judged(&self, measured: &MeasuredCounts) -> u64 {
+        (measured.completed + measured.errored + measured.cancelled).saturating_sub(self.planned)
     }
 
-    /// The goodput of `good` requests over `measured` (see [`Goodput::judged`]) in a
-    /// measured window of `duration_s` seconds.
+    /// The goodput of `good` requests over `measured` (see [`Goodput::judged`]), of which
+    /// `planned` were given up by plan, in a measured window of `duration_s` seconds.
     pub fn new(
         spec: GoodputSpec,
         good: u64,
         measured: &MeasuredCounts,
         unfinished_not_good: u64,
+        planned: u64,
         duration_s: f64,
     ) -> Self {
-        let judged = Self::judged(measured);
-        Goodput {
+        let mut g = Goodput {
             spec,
             good_requests: good,
             requests_per_s: if duration_s > 0.0 {
@@ -394,13 +399,15 @@ impl Goodput {
             } else {
                 0.0
             },
-            fraction: if judged > 0 {
-                good as f64 / judged as f64
-            } else {
-                0.0
-            },
+            fraction: 0.0,
             unfinished_not_good,
+            planned,
+        };
+        let judged = g.judged(measured);
+        if judged > 0 {
+            g.fraction = good as f64 / judged as f64;
         }
+        g
     }
 }
 

@@ -599,7 +599,13 @@ pub async fn run_benchmark(
         );
         p
     });
-    result.steady_state = crate::steady::steady_state(&result.timeseries, &sup.state.steady);
+    let w = &result.measured_window;
+    let measured = (
+        w.start_time - result.start_time,
+        w.end_time - result.start_time,
+    );
+    result.steady_state =
+        crate::steady::steady_state(&result.timeseries, &sup.state.steady, measured);
     if let Some(log) = scraped {
         let m = &sup.state.measured;
         let whole_benchmark = plan.window == MeasureWindow::default();

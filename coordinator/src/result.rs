@@ -545,6 +545,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
                 state.good_requests,
                 &measured,
                 state.unfinished_not_good,
+                state.planned_given_up,
                 window.duration_s,
             )
         }),
@@ -950,6 +951,12 @@ fn client_health(
         health.warnings.push(format!(
             "for {} requests the server's usage count differs from the streamed chunk count (several tokens per chunk?); usage was used",
             ts.mismatched
+        ));
+    }
+    if ts.itl_timed > 0 {
+        health.warnings.push(format!(
+            "ITL: for {} requests the token counts fit several packings into chunks (reasoning chunks without the reasoning count); each gap was spread over the tokens the chunks' timing says it carried",
+            ts.itl_timed
         ));
     }
     health

@@ -5,10 +5,11 @@
 //! the record's [`SessionTag`] says which turn of how many sessions it was. From those
 //! the coordinator knows each session's outcome without any message of its own: all its
 //! turns completed (completed), a turn failed (failed: the turns after it were skipped,
-//! never sent), or the run stopped before its last turn (unfinished: a turn cancelled
-//! in flight, or the session left waiting).
+//! never sent), the client gave a turn up by plan (gave up, `--cancel`: the turns after
+//! it were skipped too), or the run stopped before its last turn (unfinished: a turn
+//! cancelled in flight, or the session left waiting).
 
-use llmsurge_proto::{MonoNanos, Phase, RequestRecord, RequestStatus, SessionTag};
+use llmsurge_proto::{ErrorKind, MonoNanos, Phase, RequestRecord, RequestStatus, SessionTag};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -20,8 +21,8 @@ struct Track {
     completed: u32,
     /// A turn failed (errored): the session ended there.
     failed_at: Option<u32>,
-    /// A turn was cancelled (the run stopped).
-    cancelled: bool,
+    /// A turn was given up by plan (`--cancel`): the session ended there.
+    gave_up_at: Option<u32>,
     first_start: Option<MonoNanos>,
     last_end: MonoNanos,
 }
@@ -45,14 +46,22 @@ impl SessionBook {
             turns: tag.turns,
             completed: 0,
             failed_at: None,
-            cancelled: false,
+            gave_up_at: None,
             first_start: None,
             last_end: r.end,
         });
         match r.status {
             RequestStatus::Completed => t.completed += 1,
             RequestStatus::Errored => t.failed_at = Some(tag.turn),
-            RequestStatus::Cancelled => t.cancelled = true,
+            // A stop's cancel leaves the session unfinished: its turns are not all done.
+            RequestStatus::Cancelled => {
+                if r.error
+                    .as_ref()
+                    .is_some_and(|e| e.kind == ErrorKind::Planned)
+                {
+                    t.gave_up_at = Some(tag.turn);
+                }
+            }
         }
         if tag.turn == 0 {
             t.first_start = r.start.or(Some(r.scheduled));
@@ -97,6 +106,10 @@ impl SessionBook {
             if let Some(at) = t.failed_at {
                 r.failed += 1;
                 r.turns_failed += 1;
+                r.turns_skipped += u64::from(t.turns.saturating_sub(at + 1));
+            } else if let Some(at) = t.gave_up_at {
+                r.gave_up += 1;
+                r.turns_given_up += 1;
                 r.turns_skipped += u64::from(t.turns.saturating_sub(at + 1));
             } else if t.completed >= t.turns {
                 r.completed += 1;
@@ -270,6 +283,10 @@ pub struct SessionResult {
     pub completed: u64,
     /// Sessions a failed turn ended.
     pub failed: u64,
+    /// Sessions the client gave up by plan (`--cancel` on one of their turns): the
+    /// user's own choice, apart from a failure and from a stop.
+    #[serde(default)]
+    pub gave_up: u64,
     /// Sessions the run stopped before their last turn.
     pub unfinished: u64,
     /// Turns of every started session.
@@ -278,7 +295,10 @@ pub struct SessionResult {
     pub turns_completed: u64,
     /// Turns that failed (one per failed session).
     pub turns_failed: u64,
-    /// Turns never sent because an earlier turn of their session failed.
+    /// Turns given up by plan (one per session that gave up).
+    #[serde(default)]
+    pub turns_given_up: u64,
+    /// Turns never sent because an earlier turn of their session failed or was given up.
     pub turns_skipped: u64,
     /// Turns of unfinished sessions not completed (cancelled in flight or never sent).
     pub turns_unfinished: u64,
@@ -324,5 +344,71 @@ mod tests {
         assert_eq!((d.earlier.mean_ms, d.later.mean_ms), (-20.0, 20.0));
         // Too few TTFTs of any turn index: nothing to compare.
         assert_eq!(TurnDrift::of(&[vec![(0, 1.0), (1, 2.0), (2, 3.0)]]), None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmsurge_proto::RequestError;
+
+    fn turn(
+        book: &mut SessionBook,
+        id: u64,
+        turn: u32,
+        status: RequestStatus,
+        kind: Option<ErrorKind>,
+    ) {
+        let at = MonoNanos(1_000_000_000 + u64::from(turn) * 1_000_000);
+        let mut r = RequestRecord::completed(at, Some(at), at, 1);
+        r.status = status;
+        r.error = kind.map(|kind| RequestError {
+            kind,
+            message: String::new(),
+        });
+        let tag = SessionTag {
+            id,
+            turn,
+            turns: 3,
+            graph: None,
+        };
+        book.add(tag, &r);
+    }
+
+    #[test]
+    fn a_planned_give_up_ends_its_session_as_gave_up_and_a_stop_leaves_it_unfinished() {
+        let mut book = SessionBook::default();
+        // Session 0 gives turn 1 up by plan; session 1 is cut by a stop in turn 1.
+        turn(&mut book, 0, 0, RequestStatus::Completed, None);
+        turn(
+            &mut book,
+            0,
+            1,
+            RequestStatus::Cancelled,
+            Some(ErrorKind::Planned),
+        );
+        turn(&mut book, 1, 0, RequestStatus::Completed, None);
+        turn(
+            &mut book,
+            1,
+            1,
+            RequestStatus::Cancelled,
+            Some(ErrorKind::Cancelled),
+        );
+        let r = book.result(RateMeans::Users, 1.0);
+        assert_eq!(
+            (r.sessions, r.gave_up, r.unfinished, r.completed),
+            (2, 1, 1, 0)
+        );
+        assert_eq!((r.turns_given_up, r.turns_skipped), (1, 1));
+        assert_eq!(
+            r.turns_completed
+                + r.turns_failed
+                + r.turns_given_up
+                + r.turns_skipped
+                + r.turns_unfinished,
+            r.turns_planned,
+            "{r:?}"
+        );
     }
 }

@@ -78,6 +78,12 @@ pub struct TokenSources {
     pub unknown: u64,
     /// Usage and streamed chunk counts disagreed (servers that pack tokens in chunks).
     pub mismatched: u64,
+    /// Of those, the requests whose counts fitted several packings of tokens into chunks,
+    /// so their ITL follows the packing the chunks' timing fits ([`ItlSpan::timed`]).
+    ///
+    /// [`ItlSpan::timed`]: llmsurge_proto::ItlSpan::timed
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub itl_timed: u64,
 }
 
 /// Measured-window totals used for throughput.
@@ -218,6 +224,14 @@ pub struct ModelState {
     pub errors: BTreeMap<ErrorKind, ErrorTally>,
 }
 
+/// Whether `r` was given up by plan (`--cancel`), not cut off by a stop or a failure.
+pub fn is_planned(r: &RequestRecord) -> bool {
+    r.status == RequestStatus::Cancelled
+        && r.error
+            .as_ref()
+            .is_some_and(|e| e.kind == ErrorKind::Planned)
+}
+
 /// Counts `n` errors in a tally, keeping the first few distinct messages.
 fn tally(t: &mut ErrorTally, n: u64, message: &str) {
     t.count += n;
@@ -322,6 +336,8 @@ pub struct WorkerGroupState {
     unreported: u64,
     /// Unfinished measured requests whose elapsed time already missed a threshold.
     pub unfinished_not_good: u64,
+    /// Measured requests given up by plan (`--cancel`), left out of goodput.
+    pub planned_given_up: u64,
     /// `--lora`: each model's part, in the split's order (a record's `model` indexes
     /// it). Empty without a split, which then costs nothing.
     pub models: Vec<ModelState>,
@@ -353,6 +369,7 @@ impl WorkerGroupState {
             t0,
             unreported: 0,
             unfinished_not_good: 0,
+            planned_given_up: 0,
             models: Vec::new(),
             sessions: crate::sessions::SessionBook::default(),
             agent_traces: crate::agent_traces::AgentBook::default(),
@@ -430,11 +447,7 @@ impl WorkerGroupState {
             RequestStatus::Errored => self.counts.errored += 1,
             RequestStatus::Cancelled => self.counts.cancelled += 1,
         }
-        if r.status == RequestStatus::Cancelled
-            && r.error
-                .as_ref()
-                .is_some_and(|e| e.kind == ErrorKind::Planned)
-        {
+        if is_planned(r) {
             self.counts.cancelled_planned += 1;
         }
         if r.late {
@@ -511,6 +524,10 @@ impl WorkerGroupState {
                 (RequestStatus::Completed, Some(e2e)) if spec.is_good(r.ttft(), r.tpot(), e2e) => {
                     self.good_requests += 1;
                 }
+                // The user's own give-up: neither good nor judged.
+                (RequestStatus::Cancelled, _) if is_planned(r) => {
+                    self.planned_given_up += 1;
+                }
                 (RequestStatus::Cancelled, _) if spec.already_missed(r) => {
                     self.unfinished_not_good += 1;
                 }
@@ -530,6 +547,9 @@ impl WorkerGroupState {
                 && r.streamed_tokens != r.output_tokens
             {
                 ts.mismatched += 1;
+            }
+            if r.itl.is_some_and(|i| i.timed) {
+                ts.itl_timed += 1;
             }
         }
     }

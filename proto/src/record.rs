@@ -232,6 +232,11 @@ pub struct ItlSpan {
     pub last_token: MonoNanos,
     /// Token gaps between the first and the last chunk with tokens (at least one).
     pub gaps: u32,
+    /// The server's counts fitted more than one way of packing the tokens into the chunks
+    /// (how many the reasoning chunks carried, without the usage's reasoning count), and
+    /// the chunks' timing chose the packing `gaps` follows (docs/metrics.md, "ITL").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed: bool,
 }
 
 /// What media one request carried: sizes, never the bytes. Rows of a dataset can carry

@@ -292,8 +292,7 @@ fn changes(
         ));
         // Recomputed from the counts (so a report written before errored requests
         // counted against it compares alike): good over every judged request.
-        use llmsurge_coordinator::slo::Goodput;
-        let (jb, jc) = (Goodput::judged(mb), Goodput::judged(mc));
+        let (jb, jc) = (gb.judged(mb), gc.judged(mc));
         let fraction = |good: u64, judged: u64| (judged > 0).then(|| good as f64 / judged as f64);
         out.push(judge(
             "goodput_fraction".into(),

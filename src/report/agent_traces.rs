@@ -11,11 +11,12 @@ use llmsurge_coordinator::sessions::Summary;
 use serde::Serialize;
 
 /// The headers of the summary rows, in order.
-pub const HEADERS: [&str; 10] = [
+pub const HEADERS: [&str; 11] = [
     "Benchmark",
     "Traces",
     "Completed",
     "Failed",
+    "Gave up",
     "Unfinished",
     "Duration p50 ms",
     "Duration p99 ms",
@@ -67,6 +68,7 @@ pub fn rows(benchmarks: &[BenchmarkResult]) -> Vec<Row> {
                     a.traces.to_string(),
                     a.completed.to_string(),
                     a.failed.to_string(),
+                    a.gave_up.to_string(),
                     a.unfinished.to_string(),
                     p(&a.duration_ms, |s| s.p50),
                     p(&a.duration_ms, |s| s.p99),
@@ -83,6 +85,7 @@ fn outcome(o: TraceOutcome) -> &'static str {
     match o {
         TraceOutcome::Completed => "completed",
         TraceOutcome::Failed => "failed",
+        TraceOutcome::GaveUp => "gave up",
         TraceOutcome::Unfinished => "unfinished",
     }
 }
@@ -133,6 +136,7 @@ pub fn csv_names(benchmarks: &[BenchmarkResult]) -> Vec<String> {
         "agent_traces.traces",
         "agent_traces.completed",
         "agent_traces.failed",
+        "agent_traces.gave_up",
         "agent_traces.unfinished",
         "agent_traces.duration_ms.p50",
         "agent_traces.duration_ms.p99",
@@ -160,6 +164,7 @@ pub fn csv_values(benchmarks: &[BenchmarkResult], b: &BenchmarkResult) -> Vec<St
         traces,
         completed,
         failed,
+        gave_up,
         unfinished,
         ..
     } = a;
@@ -167,6 +172,7 @@ pub fn csv_values(benchmarks: &[BenchmarkResult], b: &BenchmarkResult) -> Vec<St
         traces.to_string(),
         completed.to_string(),
         failed.to_string(),
+        gave_up.to_string(),
         unfinished.to_string(),
         f(&a.duration_ms, |s| s.p50),
         f(&a.duration_ms, |s| s.p99),

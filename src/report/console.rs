@@ -153,22 +153,39 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
         out.push('\n');
     }
     if benchmarks.iter().any(|b| b.goodput.is_some()) {
-        let mut goodput = table(&["Benchmark", "Thresholds", "Good", "Good/s", "Fraction"]);
+        // Planned give-ups get a column only where there were some (`--cancel`).
+        let planned = benchmarks
+            .iter()
+            .any(|b| b.goodput.is_some_and(|g| g.planned > 0));
+        let mut headers = vec!["Benchmark", "Thresholds", "Good", "Good/s", "Fraction"];
+        if planned {
+            headers.push("Given up (--cancel)");
+        }
+        let mut goodput = table(&headers);
         for b in benchmarks {
             let Some(g) = &b.goodput else {
                 continue;
             };
-            goodput.add_row(vec![
+            let mut row = vec![
                 b.strategy.to_string(),
                 g.spec.to_string(),
                 g.good_requests.to_string(),
                 num(g.requests_per_s),
                 format!("{:.1}%", g.fraction * 100.0),
-            ]);
+            ];
+            if planned {
+                row.push(g.planned.to_string());
+            }
+            goodput.add_row(row);
         }
         out.push_str(
             "\nGoodput (--goodput: completed requests meeting every threshold; the fraction counts errored and unfinished requests as not good)\n",
         );
+        if planned {
+            out.push_str(
+                "Requests given up by plan (--cancel) are the client's choice, not the server's failure: neither good nor counted in the fraction.\n",
+            );
+        }
         out.push_str(&goodput.to_string());
         out.push('\n');
     }
@@ -262,6 +279,7 @@ fn sessions_block(benchmarks: &[BenchmarkResult]) -> String {
         "Sessions",
         "Completed",
         "Failed",
+        "Gave up",
         "Unfinished",
         "Turns done",
         "Skipped",
@@ -283,6 +301,7 @@ fn sessions_block(benchmarks: &[BenchmarkResult]) -> String {
             s.sessions.to_string(),
             s.completed.to_string(),
             s.failed.to_string(),
+            s.gave_up.to_string(),
             s.unfinished.to_string(),
             format!("{}/{}", s.turns_completed, s.turns_planned),
             s.turns_skipped.to_string(),

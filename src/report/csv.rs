@@ -628,15 +628,17 @@ pub fn header(report: &Report) -> Vec<String> {
 
 /// Multi-turn sessions' counts and rates, after `sessions.`; `rate_means` says what
 /// `--rate` counted (`users` or `sessions_per_second`), as in the JSON report.
-const SESSION_FIXED: [&str; 14] = [
+const SESSION_FIXED: [&str; 16] = [
     "sessions.rate_means",
     "sessions.started",
     "sessions.completed",
     "sessions.failed",
+    "sessions.gave_up",
     "sessions.unfinished",
     "sessions.turns_planned",
     "sessions.turns_completed",
     "sessions.turns_failed",
+    "sessions.turns_given_up",
     "sessions.turns_skipped",
     "sessions.turns_unfinished",
     "sessions.sessions_per_s",
@@ -688,10 +690,12 @@ fn session_values(report: &Report, r: &BenchmarkResult) -> Vec<String> {
         s.sessions.to_string(),
         s.completed.to_string(),
         s.failed.to_string(),
+        s.gave_up.to_string(),
         s.unfinished.to_string(),
         s.turns_planned.to_string(),
         s.turns_completed.to_string(),
         s.turns_failed.to_string(),
+        s.turns_given_up.to_string(),
         s.turns_skipped.to_string(),
         s.turns_unfinished.to_string(),
         float(s.sessions_per_s),

@@ -206,6 +206,7 @@ fn session_rows(b: &BenchmarkResult) -> Option<serde_json::Value> {
         "sessions": s.sessions,
         "completed": s.completed,
         "failed": s.failed,
+        "gave_up": s.gave_up,
         "unfinished": s.unfinished,
         "turns": format!("{}/{}", s.turns_completed, s.turns_planned),
         "skipped": s.turns_skipped,

@@ -158,7 +158,7 @@ fn agent_traces_section(benchmarks: &[BenchmarkResult]) -> String {
 fn sessions_section(benchmarks: &[BenchmarkResult]) -> String {
     use llmsurge_coordinator::sessions::{RateMeans, Summary};
     let mut out = String::from(
-        "\n### Sessions\n\n| Benchmark | --rate meant | Sessions | Completed | Failed | Unfinished | Turns done | Skipped | Sessions/s | Requests/s | Duration p50 ms | Duration p99 ms |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "\n### Sessions\n\n| Benchmark | --rate meant | Sessions | Completed | Failed | Gave up | Unfinished | Turns done | Skipped | Sessions/s | Requests/s | Duration p50 ms | Duration p99 ms |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let p = |s: &Option<Summary>, f: fn(&Summary) -> f64| cell_value(s.as_ref().map(f));
     let mut turns = String::from(
@@ -168,7 +168,7 @@ fn sessions_section(benchmarks: &[BenchmarkResult]) -> String {
         let Some(s) = &b.sessions else { continue };
         let name = escape(&b.strategy.to_string());
         out.push_str(&format!(
-            "| {name} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |\n",
+            "| {name} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |\n",
             match s.rate_means {
                 RateMeans::Users => "concurrent users",
                 RateMeans::SessionsPerSecond => "new sessions/s",
@@ -176,6 +176,7 @@ fn sessions_section(benchmarks: &[BenchmarkResult]) -> String {
             s.sessions,
             s.completed,
             s.failed,
+            s.gave_up,
             s.unfinished,
             s.turns_completed,
             s.turns_planned,

@@ -61,7 +61,7 @@ summed! {
     Counts: created, completed, errored, cancelled, cancelled_planned, in_flight, late, warmup,
         cooldown;
     MeasuredCounts: completed, errored, cancelled;
-    TokenSources: usage, stream, unknown, mismatched;
+    TokenSources: usage, stream, unknown, mismatched, itl_timed;
     Audit: sent_shm, sent_books, slots_claimed, slots_returned, unreported;
     ClientCounts: completed, output_tokens, prompt_tokens, prompt_tokens_sent,
         prompts_unknown, prompts_unknown_bound, unfinished, outputs_unknown,
@@ -564,7 +564,12 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
             .filter_map(|b| b.goodput)
             .map(|g| g.unfinished_not_good)
             .sum();
-        Goodput::new(g.spec, good, &measured, unfinished, d)
+        let planned: u64 = parts
+            .iter()
+            .filter_map(|b| b.goodput)
+            .map(|g| g.planned)
+            .sum();
+        Goodput::new(g.spec, good, &measured, unfinished, planned, d)
     });
 
     // Client health: each shard's kept; the fleet's is a bottleneck if any shard was.

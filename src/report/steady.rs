@@ -23,7 +23,19 @@ use super::label;
 /// One line per benchmark: its steady window and figures, then its precision.
 pub fn lines(b: &BenchmarkResult) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(s) = &b.steady_state {
+    if let Some(s) = b.steady_state.as_ref().filter(|s| !s.found) {
+        out.push(format!(
+            "{}: no steady state (in flight ≥ {:.2} of level {:.2} for {:.1}–{:.1} s: {:.1} s, shorter than {:.1} s, the longer of 10 s and 10% of the measured window)",
+            label(b),
+            s.threshold,
+            s.concurrency_level,
+            s.start_s,
+            s.end_s,
+            s.seconds(),
+            s.min_window_s,
+        ));
+    }
+    if let Some(s) = b.steady_state.as_ref().filter(|s| s.found) {
         let figures: Vec<String> = FIGURES
             .iter()
             .filter_map(|f| {
@@ -33,7 +45,7 @@ pub fn lines(b: &BenchmarkResult) -> Vec<String> {
             })
             .collect();
         out.push(format!(
-            "{}: steady state {:.0}–{:.0} s (in flight ≥ {:.2} of level {:.2}; {} requests): {}; ITL and goodput: measured window",
+            "{}: steady state {:.1}–{:.1} s (in flight ≥ {:.2} of level {:.2}; {} completed requests started inside, every figure over them): {}; ITL and goodput: measured window",
             label(b),
             s.start_s,
             s.end_s,

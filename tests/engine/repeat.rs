@@ -1,4 +1,4 @@
-//! `--repeat`, `--until-precise` and the steady-state window, with the real binary and
+//! `--repeat` and `--until-precise`, with the real binary and
 //! the built-in mock: every figure the report states is recomputed here from what the
 //! report (or `requests.jsonl`) keeps, independently of the code that wrote it.
 
@@ -451,80 +451,6 @@ fn bad_repeat_and_precision_specs_exit_2_naming_the_flag() {
         assert!(stderr.contains(flag), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
-}
-
-#[test]
-fn the_steady_window_is_the_plateau_of_the_reports_concurrency_series() {
-    let server = server();
-    let run = Bench::on(&server)
-        .concurrent(4)
-        .rampup("2s")
-        .max_seconds("6")
-        .data(DATA)
-        .request_log("requests.jsonl")
-        .outputs("json,csv,console")
-        .run();
-    assert_eq!(run.code(), 0, "{}", run.stderr);
-    let report = json(&run.report_path());
-    let b = &report["benchmarks"][0];
-    let s = &b["steady_state"];
-    let points = b["timeseries"].as_array().expect("timeseries");
-    let c: Vec<f64> = points
-        .iter()
-        .map(|p| p["concurrency"].as_f64().expect("concurrency"))
-        .collect();
-    // The docs' rule: median level, 90% of it, first and last second at or above.
-    let mut sorted = c.clone();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    let level = if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    };
-    let first = c.iter().position(|v| *v >= 0.9 * level).expect("first");
-    let last = c.iter().rposition(|v| *v >= 0.9 * level).expect("last");
-    let t = |i: usize| points[i]["t"].as_f64().expect("t");
-    assert_eq!(s["start_s"].as_f64(), Some(t(first)));
-    assert_eq!(s["end_s"].as_f64(), Some(t(last) + 1.0));
-    assert!(close(
-        s["concurrency_level"].as_f64().expect("level"),
-        level
-    ));
-    assert!(first > 0, "the ramp-up is left out: {c:?}");
-    // Rates: the completions of the window's seconds over its length.
-    let completed: u64 = points[first..=last]
-        .iter()
-        .map(|p| p["completed"].as_u64().expect("completed"))
-        .sum();
-    let secs = t(last) + 1.0 - t(first);
-    let rate = s["figures"]["requests_per_s"].as_f64().expect("rate");
-    assert!(close(rate, completed as f64 / secs));
-    // Latencies: the measured completed requests that started inside the window.
-    let t0 = b["start_time"].as_f64().expect("t0");
-    let (from, to) = (t0 + t(first), t0 + t(last) + 1.0);
-    let log = std::fs::read_to_string(run.dir.path().join("requests.jsonl")).expect("log");
-    let inside = log
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("line"))
-        .filter(|e| e["status"] == "completed" && e["phase"] == "measured")
-        .filter(|e| {
-            let start = e["start_time"].as_f64().expect("start");
-            start >= from && start < to
-        })
-        .count() as u64;
-    assert_eq!(s["requests"].as_u64(), Some(inside));
-    // ITL stays on the measured window, and says so.
-    assert!(s["figures"]["itl_p50"].is_null());
-    assert!(s["measured_window_only"]["itl_p50"].is_string());
-    assert!(run.stdout.contains("steady state"), "{}", run.stdout);
-    let csv = std::fs::read_to_string(run.dir.path().join("benchmarks.csv")).expect("csv");
-    assert!(
-        csv.lines()
-            .next()
-            .expect("header")
-            .contains("steady.start_s")
-    );
 }
 
 #[test]

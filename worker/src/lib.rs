@@ -24,6 +24,7 @@ pub mod connections;
 pub mod formats;
 pub mod graph;
 pub mod http1;
+pub mod itl;
 pub mod pacer;
 pub mod reporter;
 pub mod request_loop;

@@ -8,6 +8,8 @@
 //! measured-window requests feed the histograms; every request gets a record.
 
 use crate::backend::Exchange;
+pub use crate::itl::Chunks;
+use crate::itl::packing;
 use llmsurge_proto::{
     ItlSpan, MeasureWindow, Metric, MetricSet, ModelMetrics, MonoNanos, Phase, RequestMedia,
     RequestRecord, RequestStarted, RequestStatus, SessionTag, StatusClass, TokenSource,
@@ -274,26 +276,6 @@ fn build_record(
     record
 }
 
-/// A request's chunks that carried tokens, as ITL needs them.
-#[derive(Clone, Copy, Debug)]
-pub struct Chunks<'a> {
-    /// The arrival of each.
-    pub times: &'a [MonoNanos],
-    /// How many of the first carried reasoning packed apart from the answer (see
-    /// [`Exchange::reasoning_chunks`]).
-    pub reasoning: u32,
-}
-
-impl<'a> Chunks<'a> {
-    /// The chunks of `ex`.
-    pub fn of(ex: &'a Exchange) -> Self {
-        Chunks {
-            times: &ex.token_times,
-            reasoning: ex.reasoning_chunks,
-        }
-    }
-}
-
 /// The span the request's ITL gaps cover (see [`record_metrics`]): its last chunk with
 /// tokens and the tokens the chunks after the first carried. `None` for a whole body or
 /// fewer than two chunks with tokens.
@@ -301,10 +283,12 @@ fn itl_span(r: &RequestRecord, chunks: Chunks<'_>) -> Option<ItlSpan> {
     if !r.streamed || chunks.times.len() < 2 {
         return None;
     }
-    let gaps: u64 = later_chunk_tokens(r, chunks).sum();
+    let packing = packing(r, chunks);
+    let gaps: u64 = packing.later.iter().sum();
     Some(ItlSpan {
         last_token: *chunks.times.last()?,
         gaps: u32::try_from(gaps).unwrap_or(u32::MAX),
+        timed: packing.timed,
     })
 }
 
@@ -345,63 +329,11 @@ pub fn record_metrics(set: &mut MetricSet, r: &RequestRecord, chunks: Chunks<'_>
         return; // one body: no token arrivals, so no inter-token gaps
     }
     // Each gap between chunks spreads over the tokens of the chunk that ended it.
-    let counts = later_chunk_tokens(r, chunks);
+    let counts = packing(r, chunks).later;
     for (pair, k) in chunks.times.windows(2).zip(counts) {
         let gap_ns = pair[1].since(pair[0]).as_nanos() as u64;
         set.record_n(class, Metric::Itl, gap_ns / k / 1000, k);
     }
-}
-
-/// The tokens each chunk after the first carried, for ITL: exact with one token per chunk
-/// (vLLM, SGLang). A server that packs several (a stream interval, speculative decoding)
-/// sends `k` tokens a chunk and the rest in a run's last one. A run is every chunk, or,
-/// when the server's usage counts the reasoning tokens and its reasoning chunks carried
-/// no answer ([`Exchange::reasoning_chunks`]), the reasoning chunks and the answer chunks
-/// each (a server that packs each apart: 2 reasoning tokens and 7 answer tokens, 3 a
-/// chunk, are chunks of 2, 3, 3, 1). `k` is the smallest that packs every run's count
-/// into its chunks (`⌈n / c⌉` for one run); a run it cannot pack takes its own `⌈n / c⌉`.
-/// Each chunk carries one at least. The first chunk's tokens fall before the first
-/// arrival, inside TTFT. Without usage every chunk counts one token.
-fn later_chunk_tokens(r: &RequestRecord, chunks: Chunks<'_>) -> impl Iterator<Item = u64> {
-    let c = chunks.times.len() as u64;
-    let n = u64::from(r.output_tokens);
-    let packed = r.output_tokens_source == TokenSource::Usage && c > 0 && n > c;
-    // (chunks, tokens) of each run.
-    let runs = match (
-        r.reasoning_tokens.map(u64::from),
-        u64::from(chunks.reasoning),
-    ) {
-        (Some(reasoning), rc)
-            if packed && rc > 0 && rc < c && reasoning >= rc && n - reasoning >= c - rc =>
-        {
-            [(rc, reasoning), (c - rc, n - reasoning)]
-        }
-        _ if packed => [(c, n), (0, 0)],
-        _ => [(c, c), (0, 0)],
-    };
-    let k = runs
-        .iter()
-        .filter(|run| run.0 > 0)
-        .map(|&(c, n)| n.div_ceil(c))
-        .max()
-        .unwrap_or(1);
-    runs.into_iter()
-        .flat_map(move |(c, n)| {
-            // A common k fits a run when its chunks but the last hold fewer than its count.
-            let k = if k * c.saturating_sub(1) < n {
-                k
-            } else {
-                n.div_ceil(c.max(1))
-            };
-            let mut left = n;
-            (0..c).map(move |i| {
-                let after = c - 1 - i; // chunks still to come, one token each at least
-                let take = k.min(left.saturating_sub(after)).max(1);
-                left = left.saturating_sub(take);
-                take
-            })
-        })
-        .skip(1)
 }
 
 #[cfg(test)]
@@ -623,27 +555,23 @@ mod tests {
         let mut rec = build_record(0, info(0), &ex, Phase::Measured, true);
         assert_eq!(rec.reasoning_tokens, Some(2));
         assert_eq!(
-            later_chunk_tokens(&rec, chunks).collect::<Vec<_>>(),
+            packing(&rec, chunks).later,
             [3, 3, 1],
             "the answer's chunks carry 3, 3 and 1"
         );
         // 70 ms over 7 gaps: 10 ms, as the server decoded them.
         let mean = rec.itl_mean().expect("a mean").as_secs_f64() * 1e3;
         assert!((mean - 10.0).abs() < 1e-6, "{mean}");
-        // One run over all four chunks (⌈9 / 4⌉ = 3: 3, 3, 2, 1) says 6 gaps, 11.7 ms:
-        // so without the reasoning count (the Messages API has none), and when a chunk
-        // mixed reasoning and answer (the packing ran across the boundary).
+        // Without the reasoning count (the Messages API has none) the counts fit 1, 2
+        // or 3 reasoning tokens: the gaps (30, 30, 10 ms) say 2 (3, 3, 1 after it).
         rec.reasoning_tokens = None;
-        assert_eq!(
-            later_chunk_tokens(&rec, chunks).collect::<Vec<_>>(),
-            [3, 2, 1]
-        );
+        let p = packing(&rec, chunks);
+        assert_eq!((p.later.as_slice(), p.timed), ([3, 3, 1].as_slice(), true));
+        // One run over all four chunks, when a chunk mixed reasoning and answer (the
+        // packing ran across the boundary): only ⌈9 / 4⌉ = 3 fits (3, 3, 2, 1), 6 gaps.
         ex.reasoning_chunks = 0;
         let rec = build_record(0, info(0), &ex, Phase::Measured, true);
-        assert_eq!(
-            later_chunk_tokens(&rec, Chunks::of(&ex)).collect::<Vec<_>>(),
-            [3, 2, 1]
-        );
+        assert_eq!(packing(&rec, Chunks::of(&ex)).later, [3, 2, 1]);
         // 3 reasoning tokens in one chunk and 4 answer tokens in two: alone, 4 in two
         // chunks is 2 + 2 or 3 + 1; the reasoning chunk's 3 says the server packs 3.
         let mut ex = exchange(&[30, 60, 70], Some(7));
@@ -652,10 +580,7 @@ mod tests {
             u.reasoning_tokens = Some(3);
         }
         let rec = build_record(0, info(0), &ex, Phase::Measured, true);
-        assert_eq!(
-            later_chunk_tokens(&rec, Chunks::of(&ex)).collect::<Vec<_>>(),
-            [3, 1]
-        );
+        assert_eq!(packing(&rec, Chunks::of(&ex)).later, [3, 1]);
         // Through the histogram: 4 gaps, the span says the same.
         let mut r = Reporter::new(0, ms(0), MeasureWindow::default());
         r.finished(info(0), &ex);
@@ -673,10 +598,44 @@ mod tests {
             u.reasoning_tokens = Some(4);
         }
         let rec = build_record(0, info(0), &ex, Phase::Measured, true);
-        assert_eq!(
-            later_chunk_tokens(&rec, Chunks::of(&ex)).collect::<Vec<_>>(),
-            [2, 1, 1]
-        );
+        assert_eq!(packing(&rec, Chunks::of(&ex)).later, [2, 1, 1]);
+    }
+
+    #[test]
+    fn a_short_first_chunk_is_not_a_long_last_gap() {
+        // The Messages API: 10 tokens by usage, no reasoning count, one reasoning chunk
+        // then the answer, a token every 10 ms. One reasoning token and answer chunks of
+        // 3, 3, 3 fit the counts, and so do 2 + (3, 3, 2) and 3 + (3, 3, 1); the timing
+        // tells them apart.
+        let mut first_short = exchange(&[20, 50, 80, 110], Some(10));
+        first_short.first_content = Some(ms(50));
+        first_short.reasoning_chunks = 1;
+        let rec = build_record(0, info(0), &first_short, Phase::Measured, true);
+        let p = packing(&rec, Chunks::of(&first_short));
+        assert_eq!((p.later.as_slice(), p.timed), ([3, 3, 3].as_slice(), true));
+        let mean = rec.itl_mean().expect("a mean").as_secs_f64() * 1e3;
+        assert!((mean - 10.0).abs() < 1e-6, "{mean}");
+        assert_eq!(rec.itl.map(|i| i.timed), Some(true));
+        // Three reasoning tokens: the answer's last chunk is the short one.
+        let mut last_short = exchange(&[40, 70, 100, 110], Some(10));
+        last_short.first_content = Some(ms(70));
+        last_short.reasoning_chunks = 1;
+        let rec = build_record(0, info(0), &last_short, Phase::Measured, true);
+        assert_eq!(packing(&rec, Chunks::of(&last_short)).later, [3, 3, 1]);
+        // Through the histogram: every gap 10 ms, none of 30.
+        let mut r = Reporter::new(0, ms(0), MeasureWindow::default());
+        r.finished(info(0), &first_short);
+        let itl = r
+            .metrics
+            .get(StatusClass::Successful, Metric::Itl)
+            .expect("itl");
+        assert_eq!(itl.len(), 9);
+        assert!(itl.equivalent(itl.max(), 10_000), "{}", itl.max());
+        // Without reasoning chunks, or with the reasoning count, the counts decide.
+        let plain = exchange(&[20, 50, 80, 110], Some(10));
+        let rec = build_record(0, info(0), &plain, Phase::Measured, true);
+        let p = packing(&rec, Chunks::of(&plain));
+        assert_eq!((p.later.as_slice(), p.timed), ([3, 3, 1].as_slice(), false));
     }
 
     #[test]
