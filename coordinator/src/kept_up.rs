@@ -90,6 +90,7 @@ pub fn kept_up(r: &BenchmarkResult) -> KeptUp {
     };
     let evidence = detector(r)
         .or_else(|| client_queue(r, unit))
+        .or_else(|| (unit == Unit::Requests).then(|| backlog(r)).flatten())
         .or_else(|| {
             let from = r.measured_window.start_time - r.start_time;
             let to = r.measured_window.end_time - r.start_time;
@@ -193,22 +194,26 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
         _ if r.duration_s > 0.0 => created as f64 / r.duration_s,
         _ => 0.0,
     };
-    let service_ms = r
-        .metrics
-        .get("request_latency")
-        .map(|d| &d.successful)
-        .filter(|d| d.count > 0)
-        .map(|d| d.mean);
+    // The cap that held them and how long a request holds a unit of it: the whole
+    // request under --max-concurrency, the wait for its first token under
+    // --max-prefill-concurrency (without a concurrency cap).
+    let prefill = r.client.prefill_wait.as_ref().map(|p| u64::from(p.cap));
+    let (cap, cap_flag, held_for) = match (r.max_concurrency, prefill) {
+        (Some(c), _) => (Some(c), "--max-concurrency", "request_latency"),
+        (None, Some(c)) => (Some(c), "--max-prefill-concurrency", "ttft_any"),
+        (None, None) => (None, "", "request_latency"),
+    };
+    let service_ms = mean_ms(r, held_for);
     let load = service_ms.map(|ms| arrivals * ms / 1e3);
     let held = format!("{late} of {created} requests waited for a free slot");
-    if let (Some(c), Some(a), Some(ms)) = (r.max_concurrency, load, service_ms)
+    if let (Some(c), Some(a), Some(ms)) = (cap, load, service_ms)
         && a >= c as f64
     {
         return Some(format!(
-            "{held}: {arrivals:.1} req/s × {ms:.0} ms mean latency needs {a:.1} requests in flight, more than --max-concurrency {c}, so the client's queue never drains"
+            "{held}: {arrivals:.1} req/s × {ms:.0} ms needs {a:.1} requests holding a slot, more than {cap_flag} {c}, so the client's queue never drains"
         ));
     }
-    let (expected, basis) = match (r.strategy, unit, r.max_concurrency, load) {
+    let (expected, basis) = match (r.strategy, unit, cap, load) {
         (Strategy::Constant { .. }, Unit::Requests, ..) => {
             (CONSTANT_LATE_EXPECTED, "evenly spaced arrivals".to_string())
         }
@@ -227,6 +232,45 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
         )
     })
 }
+
+/// The mean of a distribution of successful requests, ms.
+fn mean_ms(r: &BenchmarkResult, metric: &str) -> Option<f64> {
+    r.metrics
+        .get(metric)
+        .map(|d| &d.successful)
+        .filter(|d| d.count > 0)
+        .map(|d| d.mean)
+}
+
+/// The backlog the stop found: requests still waiting or in flight when the benchmark
+/// ended (cancelled by the stop), against what Little's law leaves behind a server that
+/// kept up: the arrival rate × the latency of a request that did not queue, read as the
+/// completed requests' 10th-percentile latency (a queue inflates the median; the
+/// fastest tenth were served early). A server that fell behind leaves what it could not
+/// serve, which grows with the run: this holds for runs too short for a trend.
+fn backlog(r: &BenchmarkResult) -> Option<String> {
+    let stopped = r.requests.cancelled.saturating_sub(r.requests.cancelled_planned);
+    if stopped == 0 || r.duration_s <= 0.0 {
+        return None;
+    }
+    let arrivals = r.requests.created as f64 / r.duration_s;
+    let fast_ms = r
+        .metrics
+        .get("request_latency")
+        .map(|d| &d.successful)
+        .filter(|d| d.count > 0)
+        .and_then(|d| d.percentiles.get("p10"))?;
+    let expected = arrivals * fast_ms / 1e3;
+    let limit = 2.0 * expected + 3.0 * expected.sqrt() + BACKLOG_SLACK;
+    (stopped as f64 > limit).then(|| {
+        format!(
+            "{stopped} requests were still waiting or in flight at the end, where {arrivals:.1} req/s × {fast_ms:.0} ms (the fastest tenth's latency) leaves about {expected:.1}"
+        )
+    })
+}
+
+/// Requests a backlog may hold beyond its prediction (stalled streams, a stop's edge).
+const BACKLOG_SLACK: f64 = 3.0;
 
 /// The Erlang C probability that an arrival finds all `c` slots busy at an offered load
 /// of `a` (arrival rate × mean service time); 1 when `a >= c`.
