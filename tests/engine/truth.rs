@@ -1553,7 +1553,6 @@ fn planned_give_ups_are_the_clients_the_mock_saw_leave() {
 }
 
 #[test]
-#[ignore = "issue 36: planned cancels in goodput, fixed on branch numbers"]
 fn planned_give_ups_are_neither_good_nor_judged_by_goodput() {
     let (joined, report) = give_up_run();
     let gone = given_up(&joined).len() as u64;
@@ -1626,7 +1625,6 @@ fn the_prefill_cap_holds_at_the_mock() {
 }
 
 #[test]
-#[ignore = "issue 36: from-intent figures, fixed on branch intent"]
 fn ttft_from_intent_under_the_prefill_cap_matches_the_truth() {
     // A rate the cap can carry only with a queue: the wait for the cap is the client's,
     // part of TTFT from intent (the mock's first answer token from the instant the
@@ -1805,7 +1803,6 @@ fn https_requests_match_the_truth() {
 }
 
 #[test]
-#[ignore = "issue 36: the steady window, fixed on branch numbers"]
 fn the_steady_window_and_its_rates_match_the_truth() {
     // 12 s at a constant 20 requests a second against 200 ms responses (16 tokens): about
     // 4 in flight from the first second to the last, a plateau of 10 s or more.
@@ -1881,7 +1878,6 @@ fn the_steady_window_and_its_rates_match_the_truth() {
 }
 
 #[test]
-#[ignore = "issue 36: ITL with a short first chunk, fixed on branch numbers"]
 fn itl_with_a_short_first_chunk_matches_the_truth() {
     // Anthropic Messages with one reasoning token, 3 tokens a chunk: chunks of 1, 3, 3, 3
     // (the shape of vLLM's --stream-interval), 10 ms a token. The format's usage does not
