@@ -967,7 +967,7 @@ fn client_health(
 pub fn lagging_schedule(count: u64, p99_ms: f64, threshold_ms: f64) -> Option<String> {
     (count > 0 && p99_ms > threshold_ms).then(|| {
         format!(
-            "dispatch lag p99 {p99_ms:.2} ms exceeds {threshold_ms:.2} ms: a busy client, not a cap you set, held requests past their intended instant, so these numbers describe the client, not the server"
+            "dispatch lag p99 {p99_ms:.2} ms exceeds {threshold_ms:.2} ms: the client could not keep the schedule (a busy client, not a cap you set, held requests past their intended instant), so these numbers describe the client, not the server"
         )
     })
 }

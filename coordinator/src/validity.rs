@@ -43,7 +43,7 @@ pub fn invalid_reasons(b: &BenchmarkResult) -> Vec<String> {
         // invalid.
         if !streams && c.dispatch_lag_p99_ms > c.dispatch_lag_threshold_ms {
             why.push(format!(
-                "client dispatch lag p99 {:.1} ms > {} ms (--max-dispatch-lag): a busy client, not a cap you set, held requests past their intended instant; the client, not the server, set the pace",
+                "client dispatch lag p99 {:.1} ms > {} ms (--max-dispatch-lag): the client, not the server, set the pace",
                 c.dispatch_lag_p99_ms, c.dispatch_lag_threshold_ms
             ));
         }

@@ -54,8 +54,9 @@ pub struct RequestEntry {
     pub end_time: f64,
     /// Client queue time, ms: start − intended instant (end − intended, for a request
     /// never sent), whatever held it: `concurrency_wait_ms` + `prefill_wait_ms` +
-    /// `dispatch_lag_ms`.
-    pub queue_ms: f64,
+    /// `dispatch_lag_ms`. Absent from logs and samples written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_ms: Option<f64>,
     /// Of the queue time, ms, the wait for the user's concurrency cap; absent when it
     /// did not hold the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,7 +144,7 @@ impl RequestEntry {
             first_token_time: r.first_token.map(wall),
             first_content_time: r.first_content.map(wall),
             end_time: wall(r.end),
-            queue_ms: ms(r.queue_time()),
+            queue_ms: Some(ms(r.queue_time())),
             concurrency_wait_ms: r.concurrency_wait.map(ms),
             prefill_wait_ms: r.prefill_wait.map(ms),
             dispatch_lag_ms: r.dispatch_lag().map(ms),
@@ -479,7 +480,7 @@ mod tests {
         assert!((e.ttft_ms.expect("ttft") - 20.0).abs() < 1e-9);
         assert!((e.latency_ms.expect("latency") - 100.0).abs() < 1e-9);
         assert!((e.dispatch_lag_ms.expect("lag") - 1.0).abs() < 1e-9);
-        assert!((e.queue_ms - 1.0).abs() < 1e-9);
+        assert!(e.queue_ms.is_some_and(|q| (q - 1.0).abs() < 1e-9));
         assert!((e.ttft_from_intent_ms.expect("from intent") - 21.0).abs() < 1e-9);
         assert_eq!((e.concurrency_wait_ms, e.prefill_wait_ms), (None, None));
         // Held 0.4 ms by the concurrency cap and 0.5 ms by the prefill cap: of its 1 ms
@@ -492,7 +493,7 @@ mod tests {
         };
         let e = RequestEntry::new(3, &held, &anchor());
         assert!((e.dispatch_lag_ms.expect("lag") - 0.1).abs() < 1e-9);
-        assert!((e.queue_ms - 1.0).abs() < 1e-9 && e.late);
+        assert!(e.queue_ms.is_some_and(|q| (q - 1.0).abs() < 1e-9) && e.late);
     }
 
     #[test]
