@@ -154,6 +154,8 @@ fn achieved(r: &BenchmarkResult, offered: f64, unit: Unit) -> String {
     let (started, completed) = match (unit, r.sessions.as_ref(), r.agent_traces.as_ref()) {
         (Unit::Sessions, Some(s), _) => (s.sessions, s.completed),
         (Unit::Traces, _, Some(t)) => (t.traces, t.completed),
+        // A replay whose trace gave no mean rate has nothing to compare with.
+        _ if offered <= 0.0 => return format!("achieved {:.1} {per}", r.throughput.requests_per_s),
         _ => {
             return format!(
                 "achieved {:.1} of {offered} {per}",
