@@ -108,8 +108,11 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
             let answer = row["answer"].as_f64().expect("an answer");
             let expected = closed_form(n, itl, x, t, 0.0);
             let expected_here = closed_form(n, itl, x, t, d);
+            // A probe passes only when its p50's 95% upper bound meets the SLA
+            // (docs/metrics.md, "Percentile verdicts and confidence"): the answer sits at
+            // or a little below the rate where the median itself meets it, never above.
             assert!(
-                (answer - expected_here).abs() <= expected_here * 0.05,
+                answer <= expected_here * 1.05 && answer >= expected_here * 0.90,
                 "{point} {sla}: found {answer:.3} req/s, closed form {expected:.3}, \
                  {expected_here:.3} with the {d:.3} ms this machine added per gap: {row:#}"
             );

@@ -129,6 +129,14 @@ pub struct CheckResult {
 }
 
 impl CheckResult {
+    /// Inconclusive for want of requests: a side of a percentile's bounds does not exist
+    /// yet (or a mean, min or max has too few requests), rather than bounds that straddle
+    /// the threshold.
+    pub fn too_few_requests(&self) -> bool {
+        self.inconclusive
+            && (self.confidence.is_none() || self.lower.is_none() || self.upper.is_none())
+    }
+
     /// `PASS`, `FAIL` or `INCONCLUSIVE`.
     pub fn label(&self) -> &'static str {
         if self.passed {

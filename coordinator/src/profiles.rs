@@ -333,6 +333,8 @@ pub struct Probe {
 
 /// How the reason of a probe whose SLO could not decide begins.
 const INCONCLUSIVE_REASON: &str = "SLO inconclusive";
+/// How the reason of a probe with too few requests to bound its SLO begins.
+const TOO_FEW_REASON: &str = "SLO inconclusive (too few requests)";
 
 /// The server's own view of a load (`--server-metrics`): its waiting requests and its
 /// KV-cache use over the measured window, each present when the server publishes it.
@@ -546,6 +548,7 @@ impl CapacitySearch {
                 .collect();
             // An inconclusive probe is not a pass: too few requests completed to say.
             let what = match slo.label() {
+                "INCONCLUSIVE" if slo.checks.iter().any(|c| c.too_few_requests()) => TOO_FEW_REASON,
                 "INCONCLUSIVE" => INCONCLUSIVE_REASON,
                 _ => "SLO missed",
             };
@@ -718,9 +721,25 @@ impl CapacitySearch {
         let Some(probe) = self.probes.last().cloned() else {
             return Ok(None);
         };
-        // A probe whose SLO could not decide is not a pass, and the bisection takes it
-        // as a failure: near the boundary a percentile's confidence bounds straddle the
-        // threshold, and the answer must be a rate that passed with confidence.
+        // A probe with too few requests to bound its SLO is neither a pass nor a failure
+        // to bisect on: at this duration the search cannot judge loads that low. One whose
+        // bounds straddle the threshold is bisected on as a failure below: the answer must
+        // be a rate that passed with confidence.
+        if probe
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(TOO_FEW_REASON))
+        {
+            return self.finish(
+                (self.lo > 0.0).then_some(self.lo),
+                format!(
+                    "inconclusive at {:.3} {}: too few requests completed to judge the SLO ({}); raise --max-seconds",
+                    probe.rate,
+                    self.unit(),
+                    probe.reason.as_deref().unwrap_or_default()
+                ),
+            );
+        }
         self.learn(probe.rate, probe.passed, probe.retest);
         if i >= CAPACITY_MAX_BENCHMARKS {
             return self.finish(

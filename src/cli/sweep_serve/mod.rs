@@ -665,8 +665,9 @@ async fn run(
                 }
                 Ended::Exited(code) => {
                     row.exit_code = Some(code);
-                    // 0 ok, 3 a gate failed, 4 an invalid run: each wrote a whole report.
-                    let complete = matches!(code, 0 | 3 | 4);
+                    // 0 ok, 3 a gate failed, 4 an invalid run, 5 an inconclusive gate: each
+                    // wrote a whole report.
+                    let complete = matches!(code, 0 | 3 | 4 | 5);
                     mark_done(&dir, complete, code);
                     match crate::report::json::Report::load(&dir.join("benchmarks.json")) {
                         Ok(report) if complete => {

@@ -398,7 +398,7 @@ impl Ctx<'_> {
             Ended::Interrupted => Measured::Interrupted,
             Ended::ServerDied(why) => Measured::ServerDied(format!("the server died: {why}")),
             Ended::Exited(code) => {
-                let complete = matches!(code, 0 | 3 | 4);
+                let complete = matches!(code, 0 | 3 | 4 | 5);
                 mark_done(&dir, complete, code);
                 let report = crate::report::json::Report::load(&dir.join("benchmarks.json"));
                 match report
