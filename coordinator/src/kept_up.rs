@@ -100,6 +100,9 @@ pub fn kept_up(r: &BenchmarkResult) -> KeptUp {
             Unit::Requests if !matches!(r.strategy, Strategy::Replay { .. }) => {
                 in_flight_and_ttft_grew(r)
             }
+            // A trace's own rate varies: its growth counts only where the arrivals did
+            // not rise.
+            Unit::Requests if !arrivals_rose(r) => in_flight_and_ttft_grew(r),
             Unit::Sessions => r
                 .sessions
                 .as_ref()
@@ -190,9 +193,12 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
     if late == 0 || created == 0 {
         return None;
     }
-    // Arrivals per second: the offered rate of plain requests, else what was created.
+    // Arrivals per second: the offered rate of plain requests and request traces (what
+    // was created over the duration is the served rate once a drained replay ran long),
+    // else what was created.
     let arrivals = match (unit, r.strategy) {
         (Unit::Requests, Strategy::Constant { rate } | Strategy::Poisson { rate }) => rate,
+        (Unit::Requests, Strategy::Replay { rate, .. }) if rate > 0.0 => rate,
         _ if r.duration_s > 0.0 => created as f64 / r.duration_s,
         _ => 0.0,
     };
@@ -355,6 +361,28 @@ fn in_flight_and_ttft_grew(r: &BenchmarkResult) -> Option<String> {
                 mid.t, last.t, mid.concurrency, last.concurrency, ttft_mid, ttft_last
             )
         })
+}
+
+/// Whether a trace's arrivals (requests started per second) rose over the second half
+/// of the measured window, by a quarter or more of the first half's mean: then in-flight
+/// and TTFT growth may be the trace's, not a queue's.
+fn arrivals_rose(r: &BenchmarkResult) -> bool {
+    let from = r.measured_window.start_time - r.start_time;
+    let to = r.measured_window.end_time - r.start_time;
+    let mid = (from + to) / 2.0;
+    let mean = |a: f64, b: f64| {
+        let v: Vec<f64> = r
+            .timeseries
+            .iter()
+            .filter(|p| p.t >= a.floor() && p.t + 1.0 <= b)
+            .map(|p| p.started as f64)
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    match (mean(from, mid), mean(mid, to)) {
+        (Some(first), Some(second)) => second > first * (1.0 + QUEUE_GROWTH),
+        _ => true,
+    }
 }
 
 /// Sessions: TTFT at equal turn index was higher in the later-started half of the

@@ -268,6 +268,8 @@ impl Slo {
             }) {
                 c.passed = false;
                 c.inconclusive = false;
+                // Decided by the queue: more requests would only lengthen it.
+                c.more_requests = None;
                 c.reason = Some(why.clone());
             }
             verdict.passed = verdict.checks.iter().all(|c| c.passed);
