@@ -321,6 +321,7 @@ pub struct SessionResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use llmsurge_proto::RequestError;
 
     /// Eight sessions of two turns; turn 2 carries a longer history (100 ms more), and
     /// session `i`'s turns take `extra(i)` ms more.
@@ -345,12 +346,6 @@ mod tests {
         // Too few TTFTs of any turn index: nothing to compare.
         assert_eq!(TurnDrift::of(&[vec![(0, 1.0), (1, 2.0), (2, 3.0)]]), None);
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use llmsurge_proto::RequestError;
 
     fn turn(
         book: &mut SessionBook,

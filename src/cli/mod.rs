@@ -37,7 +37,7 @@ const EXTRA_ENV: &[&str] = &["LLMSURGE_LOG", llmsurge_worker::sched::REALTIME_EN
     name = "llmsurge",
     version,
     about = "Load generator and benchmark for OpenAI-compatible LLM inference servers",
-    after_help = "Every flag can also be set by an environment variable, LLMSURGE_<FLAG> (e.g. LLMSURGE_MAX_SECONDS; LLMSURGE_MOCK_<FLAG> for mock-server; none for the flags of k8s job).\nExit codes: 0 ok, 1 run failed, 2 bad usage or input, 3 a gate failed, 4 invalid run, 130 interrupted."
+    after_help = "Every flag can also be set by an environment variable, LLMSURGE_<FLAG> (e.g. LLMSURGE_MAX_SECONDS; LLMSURGE_MOCK_<FLAG> for mock-server; none for the flags of k8s job).\nExit codes: 0 ok, 1 run failed, 2 bad usage or input, 3 a gate failed, 4 invalid run, 5 inconclusive (an objective could not decide), 130 interrupted."
 )]
 pub struct Cli {
     #[command(subcommand)]
