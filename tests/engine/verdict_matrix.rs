@@ -701,8 +701,7 @@ fn run_draw(d: &Draw) -> Vec<String> {
             let before_end = chunks
                 .iter()
                 .filter_map(|c| f(&c["time"]))
-                .filter(|&c| end.is_some_and(|e| c < e))
-                .last()
+                .rfind(|&c| end.is_some_and(|e| c < e))
                 .or(t(truth, "head_time"));
             near("end", t(log, "end_time"), end, before_end);
             let sent: u64 = chunks
