@@ -257,7 +257,10 @@ fn mean_ms(r: &BenchmarkResult, metric: &str) -> Option<f64> {
 /// fastest tenth were served early). A server that fell behind leaves what it could not
 /// serve, which grows with the run: this holds for runs too short for a trend.
 fn backlog(r: &BenchmarkResult) -> Option<String> {
-    let stopped = r.requests.cancelled.saturating_sub(r.requests.cancelled_planned);
+    let stopped = r
+        .requests
+        .cancelled
+        .saturating_sub(r.requests.cancelled_planned);
     if stopped == 0 || r.duration_s <= 0.0 {
         return None;
     }
