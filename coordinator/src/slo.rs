@@ -218,7 +218,17 @@ impl Slo {
             .map(|c| {
                 let m = measure(c, result, self.confidence);
                 let holds = m.value.is_some_and(|v| c.cmp.holds(v, c.threshold));
+                // Lower bounds of requests that did not complete can fail a latency check,
+                // never pass one: without a completed request there is nothing to measure.
+                let nothing_completed = match &c.target {
+                    SloTarget::Latency { metric, .. } => result
+                        .metrics
+                        .get(metric)
+                        .is_none_or(|d| d.successful.count == 0),
+                    _ => false,
+                };
                 let decision = match (&m.value, &m.judged) {
+                    _ if nothing_completed => Decision::Fail,
                     (Some(_), Some(j)) => j.decision,
                     _ if holds => Decision::Pass,
                     _ => Decision::Fail,
@@ -233,9 +243,16 @@ impl Slo {
                     cmp: c.cmp,
                     passed: decision == Decision::Pass,
                     inconclusive,
-                    reason: judged
-                        .filter(|_| inconclusive)
-                        .map(|j| j.why_inconclusive(&stat_name(c), self.confidence)),
+                    reason: if nothing_completed {
+                        Some(format!(
+                            "no request completed: {} has nothing to measure",
+                            stat_name(c)
+                        ))
+                    } else {
+                        judged
+                            .filter(|_| inconclusive)
+                            .map(|j| j.why_inconclusive(&stat_name(c), self.confidence))
+                    },
                     distribution: m.distribution,
                     lower: percentile.and_then(|j| j.lower),
                     upper: percentile.and_then(|j| j.upper),
@@ -323,6 +340,7 @@ impl Judged {
     /// The reason of an inconclusive check: the bounds, and what would decide.
     fn why_inconclusive(&self, stat: &str, confidence: f64) -> String {
         let more = match self.more_requests {
+            Some(1) => "about 1 more request would decide".into(),
             Some(n) => format!("about {n} more requests would decide"),
             None => "no number of requests would decide: the observed value sits at the threshold"
                 .into(),
@@ -756,6 +774,9 @@ mod tests {
             .remove("ttft")
             .expect("ttft");
         r.metrics.insert("ttft_from_intent".into(), d);
+        // The built result has its own from-intent histogram (no wait): this one replaces
+        // it, or none stands.
+        r.class_histograms.remove("successful.ttft_from_intent");
         if histogram {
             let h = crate::result::encode_class_histograms(&set)
                 .remove("successful.ttft")

@@ -276,6 +276,8 @@ pub fn slo_lines(across: &[AcrossRuns]) -> Vec<String> {
                 s.inconclusive,
                 if s.all_passed {
                     "PASS"
+                } else if s.failed == 0 {
+                    "INCONCLUSIVE (no run failed; every run must pass)"
                 } else {
                     "FAIL (every run must pass)"
                 }

@@ -38,25 +38,25 @@ use std::time::{Duration, Instant};
 
 /// How much earlier than the mock's a client instant may read (or the mock's arrival
 /// than the client's send): the two clock anchors' combined error.
-const EARLY_MS: f64 = 0.5;
+pub(super) const EARLY_MS: f64 = 0.5;
 /// How much later any one instant may read than the other side's for the same event:
 /// loopback, wake-ups and a busy 2-core runner descheduling a thread.
-const REQUEST_BOUND_MS: f64 = 300.0;
+pub(super) const REQUEST_BOUND_MS: f64 = 300.0;
 /// How far an aggregate may sit from the truth's, beyond the rank slack: what a busy
 /// runner adds to most requests of a run at once (bursts of load delay several reads by
 /// a few ms together: seen 4 of 13 requests at a load average of 11 on 2 cores).
-const AGGREGATE_MS: f64 = 10.0;
+pub(super) const AGGREGATE_MS: f64 = 10.0;
 /// The share of requests a busy machine may disturb beyond [`AGGREGATE_MS`] in one run:
 /// a percentile is compared with the truth's order statistics this far either side of
 /// its rank, and a mean may move by this share of [`REQUEST_BOUND_MS`]. Seen at a load
 /// average of 14 on 2 cores: the client read a first token more than 10 ms after the
 /// mock sent it for 3 requests of 42 (up to 39 ms), the rest mostly within 0.4 ms.
-const RANK_SLACK: f64 = 0.15;
+pub(super) const RANK_SLACK: f64 = 0.15;
 /// Fewest values a p90 is compared on: with fewer, the rank slack reaches the largest
 /// value and one disturbed request decides it.
 const P90_VALUES: usize = 20;
 /// HDR histograms keep 3 significant digits.
-const HDR_RELATIVE: f64 = 0.002;
+pub(super) const HDR_RELATIVE: f64 = 0.002;
 
 /// The latencies of most tests here: every chunk its own event (gaps of milliseconds),
 /// with jitter so the requests differ and the truth's order statistics spread.
@@ -475,7 +475,7 @@ fn check_all_completed(config: MockConfig, options: impl FnOnce(Bench) -> Bench,
 }
 
 /// The value at quantile `q` of sorted `xs` (nearest rank, clamped).
-fn at_rank(xs: &[f64], q: f64) -> f64 {
+pub(super) fn at_rank(xs: &[f64], q: f64) -> f64 {
     let q = q.clamp(0.0, 1.0);
     let i = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len()) - 1;
     xs[i]
@@ -484,7 +484,7 @@ fn at_rank(xs: &[f64], q: f64) -> f64 {
 /// Where a report's percentile `q` may lie, given the truth's `sorted` values: between
 /// the truth's order statistics [`RANK_SLACK`] either side of its rank, widened by
 /// `slack_ms`, the clocks' error (once at each end of the span) and HDR's precision.
-fn percentile_range(sorted: &[f64], q: f64, slack_ms: f64) -> (f64, f64) {
+pub(super) fn percentile_range(sorted: &[f64], q: f64, slack_ms: f64) -> (f64, f64) {
     (
         at_rank(sorted, q - RANK_SLACK) * (1.0 - HDR_RELATIVE) - 2.0 * EARLY_MS - slack_ms,
         at_rank(sorted, q + RANK_SLACK) * (1.0 + HDR_RELATIVE) + slack_ms,
@@ -493,7 +493,7 @@ fn percentile_range(sorted: &[f64], q: f64, slack_ms: f64) -> (f64, f64) {
 
 /// Notes in `off` when the report's percentile `q` (`reported`) lies outside
 /// [`percentile_range`] of the truth's `sorted` values.
-fn check_percentile(
+pub(super) fn check_percentile(
     off: &mut Vec<String>,
     what: &str,
     reported: f64,

@@ -21,6 +21,7 @@
 //! [`Draw`] and, where it changes what a request waits for, is offered or counts as
 //! good, to the capacity and invariants below.
 
+use super::truth::{AGGREGATE_MS, EARLY_MS, HDR_RELATIVE, REQUEST_BOUND_MS, check_percentile};
 use crate::support::{Joined, llmsurge, mock, recorded, start_run, wait_run};
 use llmsurge::mock::{MockConfig, MockServer};
 use serde_json::Value;
@@ -29,21 +30,8 @@ use std::path::Path;
 
 /// Draws CI runs, split over the `sample_*` tests (seeds `1..=SAMPLE`).
 const SAMPLE: u64 = 16;
-/// How much earlier a client instant may read than the mock's (clock anchors' error).
-const EARLY_MS: f64 = 0.5;
-/// How much later any one client instant may read than the mock's for the same event:
-/// loopback, wake-ups and a busy machine's descheduling, never a wrong event (every
-/// mock latency here is larger).
-const REQUEST_BOUND_MS: f64 = 300.0;
-/// How far an aggregate may sit from the truth's, beyond the rank slack.
-const AGGREGATE_MS: f64 = 10.0;
-/// The share of requests a busy machine may disturb in one run, and the fewest: a
-/// percentile is compared with the truth's order statistics this far either side of
-/// its rank.
-const RANK_SLACK: f64 = 0.10;
-const MIN_DISTURBED: f64 = 3.0;
-/// HDR histograms keep 3 significant digits.
-const HDR_RELATIVE: f64 = 0.002;
+// The bounds are the truth tests' (tests/engine/truth.rs), so the two cannot drift
+// apart: a fixed bound per request, order statistics with a rank slack per aggregate.
 /// Mock latencies: every request's time to first token and per-token gap.
 const TTFT_MS: f64 = 60.0;
 const ITL_MS: f64 = 6.0;
@@ -482,40 +470,22 @@ fn f(v: &Value) -> Option<f64> {
     v.as_f64()
 }
 
-/// The value of sorted `xs` at quantile `q` moved by `shift` samples (nearest rank,
-/// clamped to the ends).
-fn at_rank(xs: &[f64], q: f64, shift: f64) -> f64 {
-    let rank = (q * xs.len() as f64).ceil() + shift;
-    let i = (rank.max(1.0) as usize).min(xs.len()) - 1;
-    xs[i]
-}
-
-/// Checks a report percentile against the truth's samples: between the truth's order
-/// statistics [`RANK_SLACK`] either side of its rank, give or take the fixed bounds.
-fn check_percentile(
+/// Checks a report percentile against the truth's samples (unsorted), as the truth
+/// tests do; a percentile missing from the report is broken too.
+fn check_reported(
     out: &mut Vec<String>,
     what: &str,
     reported: Option<f64>,
     truth: &mut [f64],
     q: f64,
-    late_allowance_ms: f64,
 ) {
     let Some(reported) = reported else {
         out.push(format!("{what}: not in the report"));
         return;
     };
     truth.sort_by(f64::total_cmp);
-    if truth.is_empty() {
-        return;
-    }
-    let slack = (RANK_SLACK * truth.len() as f64).ceil().max(MIN_DISTURBED);
-    let lo = at_rank(truth, q, -slack) * (1.0 - HDR_RELATIVE) - EARLY_MS - AGGREGATE_MS;
-    let hi = at_rank(truth, q, slack) * (1.0 + HDR_RELATIVE) + AGGREGATE_MS + late_allowance_ms;
-    if !(lo..=hi).contains(&reported) {
-        out.push(format!(
-            "{what}: reported {reported:.2} ms, the truth's order statistics put it in [{lo:.2}, {hi:.2}] ms ({} samples)",
-            truth.len()
-        ));
+    if !truth.is_empty() {
+        check_percentile(out, what, reported, truth, q, AGGREGATE_MS);
     }
 }
 
@@ -798,40 +768,36 @@ fn run_draw(d: &Draw) -> Vec<String> {
         let only_text = ttft.len() == mine.len();
         for (p, q) in [("p50", 0.5), ("p90", 0.9)] {
             if only_text {
-                check_percentile(
+                check_reported(
                     &mut broken,
                     &format!("benchmark {i}: ttft {p}"),
                     pct(b, "ttft", p),
                     &mut ttft,
                     q,
-                    0.0,
                 );
-                check_percentile(
+                check_reported(
                     &mut broken,
                     &format!("benchmark {i}: ttft_from_intent {p}"),
                     pct(b, "ttft_from_intent", p),
                     &mut ttft_intent,
                     q,
-                    0.0,
                 );
             }
-            check_percentile(
+            check_reported(
                 &mut broken,
                 &format!("benchmark {i}: itl {p}"),
                 pct(b, "itl", p),
                 &mut itl,
                 q,
-                0.0,
             );
         }
         if itl.len() >= 200 {
-            check_percentile(
+            check_reported(
                 &mut broken,
                 &format!("benchmark {i}: itl p99"),
                 pct(b, "itl", "p99"),
                 &mut itl,
                 0.99,
-                0.0,
             );
         }
         if let (Some(send), Some(intent)) =
