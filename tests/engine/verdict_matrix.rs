@@ -390,9 +390,13 @@ impl Draw {
     }
 
     /// How to run this draw again, alone and by hand.
-    fn reproduce(&self, dir: &Path) -> String {
+    /// The data files the by-hand line names are written to a folder of their own under
+    /// the system's temporary folder, kept for that line.
+    fn reproduce(&self) -> String {
+        let dir = std::env::temp_dir().join(format!("llmsurge-verdict-matrix-{}", self.seed));
+        let _ = std::fs::create_dir_all(&dir);
         let args: Vec<String> = self
-            .args(dir)
+            .args(&dir)
             .into_iter()
             .map(|a| {
                 if a.contains([' ', ',', '"', '*', ';']) {
@@ -900,7 +904,7 @@ fn run_draws(seeds: impl Iterator<Item = u64>) {
             let _ = writeln!(
                 failures,
                 "\n{}\n  broken:\n    {}",
-                d.reproduce(Path::new(".")),
+                d.reproduce(),
                 broken.join("\n    ")
             );
         }
@@ -990,7 +994,7 @@ fn the_draws_cover_every_axis() {
     has("a fault", &|d| d.fault.is_some());
     has("an overload", &|d| d.load == Load::Overload);
     // The reproduction line names the seed and the binary's flags.
-    let line = draws[0].reproduce(Path::new("."));
+    let line = draws[0].reproduce();
     assert!(line.contains("VERDICT_MATRIX_SEED=1 "), "{line}");
     assert!(line.contains("llmsurge benchmark run --target"), "{line}");
     // The mock's flags in it are real flags: the mock accepts them.
