@@ -9,7 +9,7 @@
 //! instant stands in.
 
 use bytes::BytesMut;
-use llmsurge_proto::{ClockAnchor, MonoNanos};
+use llmsurge_proto::MonoNanos;
 use nix::libc;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -93,18 +93,13 @@ fn stamp(msg: &libc::msghdr) -> Option<u64> {
 }
 
 /// A wall-clock instant `wall` as a monotonic one, through its age now: the two clocks
-/// tick alike over the milliseconds a stamp is old. Both clocks are read as one tight
-/// bracket ([`ClockAnchor::now`]): read one after the other, a thread preempted between
-/// the reads would date the bytes earlier by the preemption (seen: 3 ms on a busy core),
-/// before the server even sent them.
+/// tick alike over the milliseconds a stamp is old.
 fn monotonic(wall: u64, now: MonoNanos) -> Option<MonoNanos> {
-    let anchor = ClockAnchor::now();
-    if anchor.unix_nanos == 0 {
-        return None;
-    }
-    let age = anchor.unix_nanos.saturating_sub(wall);
-    // A stamp is never later than the read that returned it.
-    (age <= MAX_AGE_NS).then(|| MonoNanos(anchor.mono.0.saturating_sub(age).min(now.0)))
+    let wall_now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME).ok()?;
+    let wall_now = u64::try_from(wall_now.tv_sec()).ok()? * 1_000_000_000
+        + u64::try_from(wall_now.tv_nsec()).ok()?;
+    let age = wall_now.saturating_sub(wall);
+    (age <= MAX_AGE_NS).then(|| MonoNanos(now.0.saturating_sub(age)))
 }
 
 /// Waits until the peer's kernel has taken (acknowledged) everything written on `fd`:
