@@ -12,8 +12,10 @@
 //!   what the arrival process predicts at the measured load (Erlang C for random
 //!   arrivals, near zero for a constant rate), or a load that needs more slots than the
 //!   cap has (a queue that can never drain);
-//! - the completions lagged the arrivals by more than the requests' own latency
-//!   explains;
+//! - the wait from intent grew: the later-intended half of the arrivals (plain
+//!   requests, first turns, calls that wait for no other) waited longer for their first
+//!   token than the earlier half (`intent_drift`); this holds for short probes and for
+//!   replays that drained after their schedule;
 //! - the server's own waiting-requests gauge grew;
 //! - latency grew at equal work: for plain requests, the requests in flight and the mean
 //!   TTFT grew together over the second half; for sessions, TTFT at the same turn index
@@ -92,11 +94,7 @@ pub fn kept_up(r: &BenchmarkResult) -> KeptUp {
     };
     let evidence = detector(r)
         .or_else(|| client_queue(r, unit))
-        .or_else(|| {
-            (unit == Unit::Requests)
-                .then(|| completions_lagged(r))
-                .flatten()
-        })
+        .or_else(|| r.intent_drift.as_ref().and_then(wait_from_intent_grew))
         .or_else(|| {
             let from = r.measured_window.start_time - r.start_time;
             let to = r.measured_window.end_time - r.start_time;
@@ -256,37 +254,6 @@ fn mean_ms(r: &BenchmarkResult, metric: &str) -> Option<f64> {
         .map(|d| d.mean)
 }
 
-/// Whether the completions lagged the arrivals by more than the requests' own latency
-/// explains. A request sent at `t` that takes `L` finishes by the end `T` when
-/// `t + L <= T`; for a server that kept up the requests finished number about
-/// `N × E[(1 − L/T)+] >= N × (1 − mean L / T)` (Jensen) of the `N` created, with `L` the
-/// completed requests' mean latency (which a queue only inflates, so the bound is never
-/// stricter for an overloaded server). Not kept up below three quarters of that, less
-/// three standard deviations: a server that fell behind finishes what it can serve,
-/// whatever was offered. This holds for runs too short for a trend (a capacity probe of
-/// 1.5 s offered 20× its server's rate passed before it) and for any mix of lengths.
-fn completions_lagged(r: &BenchmarkResult) -> Option<String> {
-    let created = r.requests.created;
-    let finished = r.requests.completed + r.requests.errored + r.requests.cancelled_planned;
-    let mean_ms = mean_ms(r, "request_latency")?;
-    if created == 0 || r.duration_s <= 0.0 {
-        return None;
-    }
-    let share = (1.0 - mean_ms / 1e3 / r.duration_s).max(0.0);
-    let expected = created as f64 * share;
-    let floor = COMPLETION_SHARE * expected - 3.0 * (created as f64).sqrt();
-    (floor > 0.0 && (finished as f64) < floor).then(|| {
-        format!(
-            "{finished} of {created} requests finished in {:.1} s, where requests of {mean_ms:.0} ms mean latency finish about {expected:.0}",
-            r.duration_s
-        )
-    })
-}
-
-/// The share of the finished requests a server that kept up is expected to reach, at
-/// the least (see [`completions_lagged`]).
-const COMPLETION_SHARE: f64 = 0.75;
-
 /// The Erlang C probability that an arrival finds all `c` slots busy at an offered load
 /// of `a` (arrival rate × mean service time); 1 when `a >= c`.
 pub fn erlang_c(c: u64, a: f64) -> f64 {
@@ -392,10 +359,10 @@ fn arrivals_rose(r: &BenchmarkResult) -> bool {
     }
 }
 
-/// Sessions: TTFT at equal turn index was higher in the later-started half of the
-/// sessions than in the earlier half, by a quarter of the mean TTFT and significantly
-/// (one-sided Welch t test at 95%, the smaller half's degrees of freedom).
-pub fn ttft_grew_at_equal_turn(d: &TurnDrift) -> Option<String> {
+/// By how much (ms) the later half of `d` exceeds the earlier half, when it does by a
+/// quarter of the mean and significantly (one-sided Welch t test at 95%, the smaller
+/// half's degrees of freedom).
+fn grew(d: &TurnDrift) -> Option<f64> {
     let (e, l) = (&d.earlier, &d.later);
     if e.count < 2 || l.count < 2 {
         return None;
@@ -411,10 +378,28 @@ pub fn ttft_grew_at_equal_turn(d: &TurnDrift) -> Option<String> {
     } else {
         diff > 0.0
     };
-    (significant && diff >= QUEUE_GROWTH * d.ttft_mean_ms && diff > 0.0).then(|| {
+    (significant && diff >= QUEUE_GROWTH * d.ttft_mean_ms && diff > 0.0).then_some(diff)
+}
+
+/// Sessions: TTFT at equal turn index was higher in the later-started half of the
+/// sessions than in the earlier half (see [`grew`]).
+pub fn ttft_grew_at_equal_turn(d: &TurnDrift) -> Option<String> {
+    grew(d).map(|diff| {
         format!(
             "at the same turn index, the TTFT of the later-started sessions averaged {diff:.1} ms more than the earlier ones' (mean TTFT {:.1} ms, {} and {} turns): requests queued",
-            d.ttft_mean_ms, e.count, l.count
+            d.ttft_mean_ms, d.earlier.count, d.later.count
+        )
+    })
+}
+
+/// Every open-loop profile: the later-intended half of the arrivals waited longer from
+/// their intended instant to their first token than the earlier half (see [`grew`] and
+/// `intent_drift`).
+fn wait_from_intent_grew(d: &TurnDrift) -> Option<String> {
+    grew(d).map(|diff| {
+        format!(
+            "the later half of the arrivals waited {diff:.0} ms more from their intended instant to their first token than the earlier half (mean {:.0} ms, {} and {} arrivals): a queue grew",
+            d.ttft_mean_ms, d.earlier.count, d.later.count
         )
     })
 }

@@ -22,6 +22,7 @@ pub mod error_tail;
 pub mod gpu;
 pub mod group;
 pub mod intent;
+pub mod intent_drift;
 pub mod interrupts;
 pub mod kept_up;
 pub mod knee;

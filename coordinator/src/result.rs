@@ -420,6 +420,10 @@ pub struct BenchmarkResult {
     /// when set: the kept-up rule predicts how many requests wait for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u64>,
+    /// The wait from intent to the first token of the earlier half of the arrivals
+    /// against the later half's (see `intent_drift`); absent with too few arrivals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent_drift: Option<crate::sessions::TurnDrift>,
 }
 
 /// Inputs of [`build`] besides the state.
@@ -580,6 +584,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         precision: None,
         steady_state: None,
         max_concurrency: None,
+        intent_drift: state.intent_drift.drift(),
     }
 }
 

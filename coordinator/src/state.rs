@@ -325,6 +325,8 @@ pub struct WorkerGroupState {
     pub error_tail: crate::error_tail::ErrorTail,
     /// Latencies by the second requests started in, for the steady-state window.
     pub steady: crate::steady::SteadyCollector,
+    /// The arrivals' waits from intent, for the kept-up rule.
+    pub intent_drift: crate::intent_drift::IntentDriftCollector,
     /// Per-request goodput thresholds, when set.
     pub goodput: Option<GoodputSpec>,
     /// Completed measured requests that met them.
@@ -363,6 +365,7 @@ impl WorkerGroupState {
             timeseries: TimeSeries::new(t0),
             error_tail: crate::error_tail::ErrorTail::default(),
             steady: crate::steady::SteadyCollector::new(t0),
+            intent_drift: crate::intent_drift::IntentDriftCollector::new(t0),
             goodput: None,
             good_requests: 0,
             window: MeasureWindow::default(),
@@ -518,6 +521,7 @@ impl WorkerGroupState {
         self.timeseries.add(r);
         self.error_tail.add(r);
         self.steady.add(r);
+        self.intent_drift.add(r);
         self.measured.add(r);
         if let Some(spec) = &self.goodput {
             match (r.status, r.latency()) {
