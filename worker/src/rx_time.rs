@@ -9,10 +9,11 @@
 //! instant stands in.
 
 use bytes::BytesMut;
-use llmsurge_proto::MonoNanos;
+use llmsurge_proto::{ClockAnchor, MonoNanos};
 use nix::libc;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
@@ -92,14 +93,44 @@ fn stamp(msg: &libc::msghdr) -> Option<u64> {
     None
 }
 
-/// A wall-clock instant `wall` as a monotonic one, through its age now: the two clocks
-/// tick alike over the milliseconds a stamp is old.
+/// How often the offset between the clocks is read again: often enough that a slewing
+/// wall clock (at most 500 ppm) moves it by no more than 50 µs meanwhile.
+const REANCHOR_NS: u64 = 100_000_000;
+
+/// The wall clock less the monotonic one, ns, shared by every read of the process, and
+/// the monotonic instant it was read at (0: never).
+static OFFSET_NS: AtomicI64 = AtomicI64::new(0);
+static ANCHORED_AT: AtomicU64 = AtomicU64::new(0);
+
+/// The wall clock less the monotonic one, from [`ClockAnchor::now`]'s tightest bracket
+/// of monotonic, wall, monotonic reads: a thread preempted between two reads widens its
+/// bracket and is not the one kept.
+fn measure_offset() -> Option<i64> {
+    let anchor = ClockAnchor::now();
+    (anchor.unix_nanos > 0)
+        .then(|| i64::try_from(i128::from(anchor.unix_nanos) - i128::from(anchor.mono.0)).ok())
+        .flatten()
+}
+
+/// A wall-clock instant `wall` as a monotonic one, through the process's one offset
+/// between the clocks (read again every [`REANCHOR_NS`]). One offset for every read
+/// keeps the stamps in the order the kernel gave them; a fresh pair of clock reads per
+/// read dated a read early by any preemption between the two, and put two reads
+/// microseconds apart out of order by the difference of their brackets. `None` for a
+/// stamp older than [`MAX_AGE_NS`] (a clock step); never later than `now`.
 fn monotonic(wall: u64, now: MonoNanos) -> Option<MonoNanos> {
-    let wall_now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME).ok()?;
-    let wall_now = u64::try_from(wall_now.tv_sec()).ok()? * 1_000_000_000
-        + u64::try_from(wall_now.tv_nsec()).ok()?;
-    let age = wall_now.saturating_sub(wall);
-    (age <= MAX_AGE_NS).then(|| MonoNanos(now.0.saturating_sub(age)))
+    // Acquire pairs with the Release below: an anchor seen set comes with its offset.
+    let anchored = ANCHORED_AT.load(Ordering::Acquire);
+    let offset = if anchored == 0 || now.0.saturating_sub(anchored) >= REANCHOR_NS {
+        let offset = measure_offset()?;
+        OFFSET_NS.store(offset, Ordering::Relaxed);
+        ANCHORED_AT.store(now.0.max(1), Ordering::Release);
+        offset
+    } else {
+        OFFSET_NS.load(Ordering::Relaxed)
+    };
+    let mono = u64::try_from(i128::from(wall) - i128::from(offset)).ok()?;
+    (now.0.saturating_sub(mono) <= MAX_AGE_NS).then(|| MonoNanos(mono.min(now.0)))
 }
 
 /// Waits until the peer's kernel has taken (acknowledged) everything written on `fd`:
@@ -144,8 +175,9 @@ pub(crate) mod tests {
     /// The instant a read reports is when its bytes arrived, not when it ran: bytes
     /// written and taken by the kernel before the reader comes carry an instant from
     /// before the reader came.
-    /// How much earlier than its bytes a stamp may read (see `monotonic`); the tests'
-    /// point is that it is not the later instant of the read.
+    /// How far from its bytes' arrival a stamp may read either way (the clocks' offset
+    /// is exact within its bracket, microseconds unless every try was preempted); the
+    /// tests' point is that it is not the later instant of the read.
     pub(crate) const CLOCK_READS_SLACK_NS: u64 = 1_000_000;
 
     #[tokio::test]
@@ -160,18 +192,34 @@ pub(crate) mod tests {
         wait_until_taken(server.as_raw_fd());
         // The reader comes now, late, as a runtime thread busy with other streams does.
         let came = MonoNanos::now();
+        // Busy a while longer, so the read's own instant lies well past any slack.
+        std::thread::sleep(std::time::Duration::from_millis(5));
         client.readable().await.expect("loopback");
         let mut buf = BytesMut::with_capacity(64);
         let (n, at) = try_read(&client, &mut buf).expect("loopback");
 
         assert_eq!(&buf[..n], b"data: one token\n\n");
-        // The stamp goes from the wall clock to the monotonic one through two clock reads,
-        // one after the other: a preemption between them (a loaded runner saw 2 µs) puts
-        // it earlier by that much. Before the reader came is the point.
+        // The stamp goes from the wall clock to the monotonic one through an offset read
+        // by a bracket of clock reads, exact within the bracket's microseconds. Before
+        // the reader came is the point.
         assert!(
-            before.0.saturating_sub(CLOCK_READS_SLACK_NS) <= at.0 && at < came,
+            before.0.saturating_sub(CLOCK_READS_SLACK_NS) <= at.0
+                && at.0 < came.0 + CLOCK_READS_SLACK_NS,
             "stamp {at:?} not between the write ({before:?}) and the reader's coming ({came:?})"
         );
+    }
+
+    #[test]
+    fn stamps_convert_by_one_offset_so_they_keep_their_order_and_distance() {
+        let now = MonoNanos::now();
+        let wall = ClockAnchor::now().unix_nanos;
+        let first = monotonic(wall - 2_000_000, now).expect("a fresh stamp");
+        let second = monotonic(wall - 1_999_000, now).expect("a fresh stamp");
+        assert_eq!(second.0 - first.0, 1_000, "{first:?} {second:?}");
+        // Never later than the read itself.
+        assert_eq!(monotonic(wall + 10_000_000_000, now), Some(now));
+        // A stamp from before a clock step is not an arrival.
+        assert_eq!(monotonic(wall - MAX_AGE_NS - 1_000_000_000, now), None);
     }
 
     #[tokio::test]
