@@ -47,3 +47,4 @@ mod transport;
 mod truth;
 mod usage;
 mod verdict_matrix;
+mod verdict_outputs;

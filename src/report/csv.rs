@@ -320,7 +320,20 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
                 r.slo
                     .iter()
                     .flat_map(|v| &v.checks)
-                    .filter(|c| !c.passed)
+                    .filter(|c| !c.passed && !c.inconclusive)
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(";")
+            }),
+        ),
+        (
+            // Could not decide: neither passed nor failed (exit 5, not 3).
+            "slo.inconclusive_checks",
+            Box::new(|r| {
+                r.slo
+                    .iter()
+                    .flat_map(|v| &v.checks)
+                    .filter(|c| c.inconclusive && !c.passed)
                     .map(|c| c.name.as_str())
                     .collect::<Vec<_>>()
                     .join(";")
