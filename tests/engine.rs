@@ -30,6 +30,7 @@ mod metrics;
 mod misbehaving;
 mod numbers;
 mod profiles;
+mod queue_log;
 mod repeat;
 mod reports;
 mod requests;
