@@ -45,7 +45,7 @@ fn queue_time_is_the_sum_of_its_causes_for_every_request_sent_or_not() {
         .arg("--max-prefill-concurrency", 1)
         .data("prompt_tokens=8,output_tokens=4")
         .request_log("requests.jsonl")
-        .outputs("json")
+        .outputs("json,csv,html")
         .flag("--disable-progress")
         .run();
     server.stop();
@@ -132,6 +132,54 @@ fn queue_time_is_the_sum_of_its_causes_for_every_request_sent_or_not() {
         assert!(
             hdr_close(reported, max),
             "{cause} max {reported} vs the log's {max}"
+        );
+    }
+
+    // The CSV has TTFT and e2e from intent beside their from-send twins, as the JSON.
+    let csv = run.csv_first_row();
+    let b = &report["benchmarks"][0]["metrics"];
+    for (twin, metric) in [
+        ("ttft", "ttft_from_intent"),
+        ("request_latency", "request_latency_from_intent"),
+    ] {
+        let group = |m: &str| {
+            let prefix = format!("{m}_ms.");
+            let at = csv.header.iter().position(|h| h.starts_with(&prefix));
+            let len = csv.header.iter().filter(|h| h.starts_with(&prefix)).count();
+            (at.unwrap_or_else(|| panic!("no {m} columns")), len)
+        };
+        let ((twin_at, twin_len), (at, _)) = (group(twin), group(metric));
+        assert_eq!(at, twin_at + twin_len, "{metric} right after {twin}");
+        for p in ["p50", "p99"] {
+            let cell = |m: &str| -> f64 {
+                let name = format!("{m}_ms.successful.{p}");
+                csv.cell(&name).parse().unwrap_or_else(|_| panic!("{name}"))
+            };
+            let (from_intent, from_send) = (cell(metric), cell(twin));
+            let json = b[metric]["successful"]["percentiles"][p].as_f64();
+            assert_eq!(Some(from_intent), json, "{metric} {p}");
+            assert!(
+                from_intent >= from_send,
+                "{metric} {p} {from_intent} below from send {from_send}"
+            );
+        }
+    }
+
+    // The page's client queue table: a row per cause, with the log's counts.
+    let html = std::fs::read_to_string(run.dir.path().join("benchmarks.html")).expect("html");
+    let section = html
+        .split("<section id=\"client-queue\">")
+        .nth(1)
+        .and_then(|s| s.split("</section>").next())
+        .expect("a client queue section");
+    for (cause, key) in [
+        ("concurrency cap", "concurrency_wait_ms"),
+        ("prefill cap", "prefill_wait_ms"),
+    ] {
+        let count = measured.iter().filter(|e| ms(e, key).is_some()).count();
+        assert!(
+            section.contains(&format!("<td>{cause}</td><td>{count}</td>")),
+            "{cause}: {count} held; {section}"
         );
     }
 }
