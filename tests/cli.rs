@@ -1,5 +1,6 @@
 //! Subcommands that print rather than run (`llmsurge k8s job`), and the README's commands.
 
+mod confidence_env;
 mod config;
 mod docs;
 mod k8s;

@@ -118,6 +118,7 @@ fn the_csv_reads_back_as_one_typed_row_per_benchmark() {
             "errors.kinds",
             "client.warnings",
             "slo.failed_checks",
+            "slo.inconclusive_checks",
             "slo.verdict",
             "slo.reasons",
             "extras.gpu",

@@ -17,20 +17,17 @@ use serde::{Deserialize, Serialize};
 /// how long each of the user's caps held it (client-side, in the successful class as the
 /// other client probes).
 pub fn record(set: &mut MetricSet, r: &RequestRecord) {
-    if let Some(wait) = r.concurrency_wait {
+    // The request log's parts: the report and the log agree.
+    let parts = r.queue_parts();
+    if let Some(wait) = parts.concurrency {
         set.record(
             StatusClass::Successful,
             Metric::ConcurrencyWait,
             micros(wait),
         );
     }
-    let prefill = r.prefill_held();
-    if !prefill.is_zero() {
-        set.record(
-            StatusClass::Successful,
-            Metric::PrefillWait,
-            micros(prefill),
-        );
+    if let Some(wait) = parts.prefill {
+        set.record(StatusClass::Successful, Metric::PrefillWait, micros(wait));
     }
     let class = StatusClass::of(r.status);
     let waited = micros(r.end.since(r.scheduled));

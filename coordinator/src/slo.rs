@@ -337,7 +337,8 @@ struct Judged {
 }
 
 impl Judged {
-    /// The reason of an inconclusive check: the bounds, and what would decide.
+    /// The reason of an inconclusive check: the bounds, and what would decide. It does
+    /// not repeat the verdict: every output prints the label beside it.
     fn why_inconclusive(&self, stat: &str, confidence: f64) -> String {
         let more = match self.more_requests {
             Some(1) => "about 1 more request would decide".into(),
@@ -347,13 +348,13 @@ impl Judged {
         };
         if !self.percentile {
             return format!(
-                "inconclusive: {stat} of {} requests, {MIN_SAMPLES} needed; {more}",
+                "{stat} of {} requests, {MIN_SAMPLES} needed; {more}",
                 self.requests
             );
         }
         let bound = |b: Option<f64>| b.map_or("?".to_string(), |v| format!("{v:.3}"));
         format!(
-            "inconclusive: {stat} of {} requests lies in [{}, {}] ms at {}% confidence; {more}",
+            "{stat} of {} requests lies in [{}, {}] ms at {}% confidence; {more}",
             self.requests,
             bound(self.lower),
             bound(self.upper),
@@ -720,7 +721,7 @@ mod tests {
         assert_eq!(c.more_requests, Some(first - 97), "{c:?}");
         let reason = c.reason.as_deref().expect("a reason");
         assert!(
-            reason.starts_with("inconclusive: ttft p99 of 97 requests lies in [")
+            reason.starts_with("ttft p99 of 97 requests lies in [")
                 && reason.contains(" ms at 95% confidence; about ")
                 && reason.ends_with(" more requests would decide"),
             "{reason}"

@@ -106,8 +106,8 @@ impl Metric {
     ];
 
     /// The latencies from the intended instant, reported as distributions per status
-    /// beside [`Metric::REPORTED`] (`metrics` in the report); kept out of the CSV's
-    /// columns, which [`Metric::REPORTED`] fixes.
+    /// beside [`Metric::REPORTED`] (`metrics` in the report); the CSV has TTFT and e2e
+    /// from intent, each beside its from-send twin.
     pub const FROM_INTENT: [Metric; 6] = [
         Metric::TtftFromIntent,
         Metric::TtftAnyFromIntent,

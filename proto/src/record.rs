@@ -223,6 +223,20 @@ pub struct RequestRecord {
     pub concurrency_wait: Option<std::time::Duration>,
 }
 
+/// A request's client queue time by cause ([`RequestRecord::queue_parts`]); the parts
+/// present sum to its queue time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueParts {
+    /// The wait for the user's concurrency cap; `None` when it did not hold the request.
+    pub concurrency: Option<std::time::Duration>,
+    /// The wait for `--max-prefill-concurrency`; `None` when it did not hold the request
+    /// (no cap, or room at once).
+    pub prefill: Option<std::time::Duration>,
+    /// What no cap explains, the time a busy client held it (dispatch lag); `None` for a
+    /// request never sent that a cap held to its end.
+    pub busy: Option<std::time::Duration>,
+}
+
 /// The span of a request's inter-token gaps: from its first chunk with tokens
 /// ([`RequestRecord::first_token`]) to its last, over `gaps` token gaps (each later
 /// chunk's tokens, see docs/metrics.md). Its mean ITL is the span over the gaps.
@@ -449,12 +463,40 @@ impl RequestRecord {
     /// Dispatch lag: the client queue time that no cap the user set explains, the time a
     /// busy client (worker, runtime, pacer) held the request. `None` when never sent.
     pub fn dispatch_lag(&self) -> Option<std::time::Duration> {
-        let queued = self.start?.since(self.scheduled);
-        Some(
-            queued
-                .saturating_sub(self.concurrency_held())
-                .saturating_sub(self.prefill_held()),
-        )
+        self.start?;
+        self.queue_parts().busy
+    }
+
+    /// [`RequestRecord::queue_time`] by cause, every part cut from that one span so the
+    /// parts sum to it exactly (the request log and the report's `client.queue` both read
+    /// them). A request never sent was still waiting when it ended: the cap holding it
+    /// then held it until the end (the wait it carries was read a moment before), and one
+    /// no cap held spent its whole queue time in a busy client.
+    pub fn queue_parts(&self) -> QueueParts {
+        let queue = self.queue_time();
+        let concurrency = self.concurrency_wait.map(|w| w.min(queue));
+        let left = queue - concurrency.unwrap_or_default();
+        // Zero: it had room at once, so the cap did not hold it (as the concurrency
+        // cap's `None`).
+        let prefill = self
+            .prefill_wait
+            .filter(|w| !w.is_zero())
+            .map(|w| w.min(left));
+        let rest = left - prefill.unwrap_or_default();
+        let mut parts = QueueParts {
+            concurrency,
+            prefill,
+            busy: Some(rest),
+        };
+        if self.start.is_none() {
+            // The prefill cap is asked after the concurrency cap: when both held it, the
+            // prefill cap is the one still holding it.
+            if let Some(p) = parts.prefill.as_mut().or(parts.concurrency.as_mut()) {
+                *p += rest;
+                parts.busy = None;
+            }
+        }
+        parts
     }
 
     /// Time to first content token from the intended instant: TTFT plus the client

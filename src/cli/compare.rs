@@ -1,5 +1,6 @@
 //! `llmsurge benchmark compare BASELINE CURRENT`: the regression gate.
 
+use crate::cli::args::parse_confidence;
 use crate::compare::tolerance::{ChangeUnit, DEFAULT_TOLERANCES, Tolerances};
 use crate::compare::{Comparison, Verdict, compare, read_report};
 use crate::exit_codes;
@@ -7,15 +8,6 @@ use crate::report::{cell_value, charts, junit, markdown, write_atomic};
 use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use std::path::{Path, PathBuf};
-
-fn parse_confidence(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(c) if c > 0.5 && c < 1.0 => Ok(c),
-        _ => Err(format!(
-            "{s:?}: expected a confidence between 0.5 and 1, e.g. 0.95"
-        )),
-    }
-}
 
 /// Flags of `benchmark compare`.
 #[derive(Clone, Debug, Args)]
@@ -38,7 +30,8 @@ pub struct CompareArgs {
     #[arg(long, env = "LLMSURGE_STRICT")]
     pub strict: bool,
 
-    /// Confidence of the intervals that separate real changes from noise.
+    /// Confidence of the intervals that separate real changes from noise, e.g. 0.95 or
+    /// 95% (above 0.5, below 1).
     #[arg(long, env = "LLMSURGE_CONFIDENCE", default_value = "0.95", value_parser = parse_confidence)]
     pub confidence: f64,
 

@@ -234,6 +234,9 @@ pub fn main() -> i32 {
         };
         args.data.ignore_eos_explicit = explicit("ignore_eos");
         args.target.stream_explicit = explicit("stream");
+        // A variable set for a whole CI job must not refuse the runs without --slo.
+        args.limits.confidence_from_env = run.and_then(|m| m.value_source("confidence"))
+            == Some(clap::parser::ValueSource::EnvVariable);
     }
     if let Command::Sweep(command) = &mut cli.command {
         let (name, args) = match command {

@@ -1015,9 +1015,11 @@ fn resolve_objectives(args: &RunArgs) -> Result<Objectives, UsageError> {
         .map_err(|e| UsageError(format!("--slo: {e}")))?;
     let slo = match (slo, l.confidence) {
         (Some(slo), Some(confidence)) => Some(Slo { confidence, ..slo }),
+        // The variable may be set for every run of a CI job: only the flag is refused.
+        (None, Some(_)) if l.confidence_from_env => None,
         (None, Some(_)) => {
             return usage(
-                "--confidence: it sets the confidence of --slo's percentile checks; give --slo too",
+                "--confidence: it sets the confidence of --slo's percentile checks; give --slo too (LLMSURGE_CONFIDENCE alone is ignored without --slo)",
             );
         }
         (slo, None) => slo,

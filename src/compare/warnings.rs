@@ -35,19 +35,23 @@ fn runs(report: &Report) -> usize {
     runs.len()
 }
 
-/// The seed warnings: the two reports share a seed, or one report's repeated runs all
-/// had the same one (written before each run drew its own).
+/// The seed warnings: the two reports share a seed, or one report's repeated runs
+/// re-used a seed (all of them written before each run drew its own, or per-run seeds
+/// that repeat, as an old or hand-made report may have).
 pub fn seed_warnings(base: &Report, cur: &Report) -> Vec<String> {
     let mut out = Vec::new();
     for (side, r) in [("baseline", base), ("current", cur)] {
         let n = runs(r);
+        let per_run = run_seeds(&r.args);
         if n > 1
-            && run_seeds(&r.args).is_empty()
+            && per_run.is_empty()
             && let Some(seed) = seeds(r).first()
         {
             out.push(format!(
                 "the {side}'s {n} runs all used seed {seed} (a report written before each run drew its own seed): every run after the first re-sent the first's prompts, so a server's prefix cache answered them from the first; rerun it"
             ));
+        } else if let Some(warning) = repeated_run_seed(side, &per_run) {
+            out.push(warning);
         }
     }
     let (sb, sc) = (seeds(base), seeds(cur));
@@ -63,6 +67,29 @@ pub fn seed_warnings(base: &Report, cur: &Report) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The warning for per-run seeds (`args.run_seeds`) that repeat: a later run with an
+/// earlier one's seed re-sent its prompts, which a server's prefix cache then answered.
+fn repeated_run_seed(side: &str, per_run: &[u64]) -> Option<String> {
+    let first = *per_run.first()?;
+    if per_run.len() > 1 && per_run.iter().all(|&s| s == first) {
+        return Some(format!(
+            "the {side}'s {} runs all used seed {first} (its args.run_seeds): every run after the first re-sent the first's prompts, so a server's prefix cache answered them from the first; rerun it",
+            per_run.len()
+        ));
+    }
+    // Runs counted from 1, as every output lists them.
+    let (i, j) = per_run
+        .iter()
+        .enumerate()
+        .find_map(|(j, s)| per_run[..j].iter().position(|t| t == s).map(|i| (i, j)))?;
+    Some(format!(
+        "the {side}'s runs {} and {} used the same seed {} (its args.run_seeds): the later re-sent the earlier's prompts, so a server's prefix cache answered them; rerun it",
+        i + 1,
+        j + 1,
+        per_run[j]
+    ))
 }
 
 /// A side's prefix-cache counts at one benchmark position, summed over its runs: hits
@@ -193,6 +220,33 @@ mod tests {
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
             w[0].starts_with("the baseline's 2 runs all used seed 9"),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn per_run_seeds_that_repeat_warn() {
+        let mut base = fixture();
+        base.args["seed"] = 5.into();
+        let mut cur = fixture();
+        cur.args["seed"] = 7.into();
+        // Each run its own seed: nothing to say.
+        cur.args["run_seeds"] = serde_json::json!([7, 8, 9]);
+        assert!(seed_warnings(&base, &cur).is_empty());
+        // Every run the same seed (an old or hand-made report).
+        cur.args["run_seeds"] = serde_json::json!([7, 7, 7]);
+        let w = seed_warnings(&base, &cur);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("the current's 3 runs all used seed 7 (its args.run_seeds)"),
+            "{w:?}"
+        );
+        // Two runs of several.
+        cur.args["run_seeds"] = serde_json::json!([7, 8, 8]);
+        let w = seed_warnings(&base, &cur);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("the current's runs 2 and 3 used the same seed 8"),
             "{w:?}"
         );
     }

@@ -320,7 +320,20 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
                 r.slo
                     .iter()
                     .flat_map(|v| &v.checks)
-                    .filter(|c| !c.passed)
+                    .filter(|c| !c.passed && !c.inconclusive)
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(";")
+            }),
+        ),
+        (
+            // Could not decide: neither passed nor failed (exit 5, not 3).
+            "slo.inconclusive_checks",
+            Box::new(|r| {
+                r.slo
+                    .iter()
+                    .flat_map(|v| &v.checks)
+                    .filter(|c| c.inconclusive && !c.passed)
                     .map(|c| c.name.as_str())
                     .collect::<Vec<_>>()
                     .join(";")
@@ -575,7 +588,7 @@ fn model_fixed_values(b: &BenchmarkResult, m: &ModelResult) -> Vec<String> {
 /// Every distribution's statistics, per metric and status, as the header names them.
 fn distribution_values(metrics: &BTreeMap<String, StatusDistributions>) -> Vec<String> {
     let mut row = Vec::new();
-    for metric in Metric::REPORTED {
+    for metric in csv_metrics() {
         let m = metrics.get(metric.key());
         for status in STATUSES {
             let d = m.map(|m| match status {
@@ -590,10 +603,25 @@ fn distribution_values(metrics: &BTreeMap<String, StatusDistributions>) -> Vec<S
     row
 }
 
+/// The distributions of the CSV, in column order: the report's own
+/// ([`Metric::REPORTED`]), TTFT and e2e from intent each right after its from-send twin.
+fn csv_metrics() -> Vec<Metric> {
+    let mut out = Vec::new();
+    for metric in Metric::REPORTED {
+        out.push(metric);
+        match metric {
+            Metric::Ttft => out.push(Metric::TtftFromIntent),
+            Metric::RequestLatency => out.push(Metric::RequestLatencyFromIntent),
+            _ => {}
+        }
+    }
+    out
+}
+
 fn distribution_names(prefix: &str) -> Vec<String> {
     let stats = stat_names();
     let mut h = Vec::new();
-    for metric in Metric::REPORTED {
+    for metric in csv_metrics() {
         for status in STATUSES {
             for stat in &stats {
                 h.push(format!("{prefix}{}.{status}.{stat}", metric_group(metric)));

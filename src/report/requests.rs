@@ -53,20 +53,25 @@ pub struct RequestEntry {
     /// The last byte, or when it failed or was cancelled.
     pub end_time: f64,
     /// Client queue time, ms: start − intended instant (end − intended, for a request
-    /// never sent), whatever held it: `concurrency_wait_ms` + `prefill_wait_ms` +
-    /// `dispatch_lag_ms`. Absent from logs and samples written before it.
+    /// never sent), whatever held it: the sum of `concurrency_wait_ms`,
+    /// `prefill_wait_ms` and `dispatch_lag_ms` (those present). Absent from logs and
+    /// samples written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_ms: Option<f64>,
     /// Of the queue time, ms, the wait for the user's concurrency cap; absent when it
-    /// did not hold the request.
+    /// did not hold the request. For a request never sent that it held to the end, up
+    /// to the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency_wait_ms: Option<f64>,
-    /// Of the queue time, ms, the wait for `--max-prefill-concurrency` (0 when it had
-    /// room at once); absent without the cap.
+    /// Of the queue time, ms, the wait for `--max-prefill-concurrency`; absent when it
+    /// did not hold the request (no cap, or room at once). For a request never sent
+    /// that it held to the end, up to the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_wait_ms: Option<f64>,
     /// Of the queue time, ms, what no cap explains: a busy client held it (the
-    /// report's `dispatch_lag`). Absent when never sent.
+    /// report's `dispatch_lag`, over the requests sent). Absent for a request never sent
+    /// that a cap held to the end; the whole queue time of one never sent that no cap
+    /// held.
     pub dispatch_lag_ms: Option<f64>,
     /// First content token − start, ms.
     pub ttft_ms: Option<f64>,
@@ -129,6 +134,8 @@ impl RequestEntry {
     /// Converts a record of benchmark `benchmark`; `anchor` turns monotonic times into wall time.
     pub fn new(benchmark: u32, r: &RequestRecord, anchor: &ClockAnchor) -> Self {
         let wall = |t| anchor.unix_seconds(t);
+        // Cut from one span, as the report's `client.queue` reads them.
+        let parts = r.queue_parts();
         Self {
             benchmark,
             slot: r.slot,
@@ -145,9 +152,9 @@ impl RequestEntry {
             first_content_time: r.first_content.map(wall),
             end_time: wall(r.end),
             queue_ms: Some(ms(r.queue_time())),
-            concurrency_wait_ms: r.concurrency_wait.map(ms),
-            prefill_wait_ms: r.prefill_wait.map(ms),
-            dispatch_lag_ms: r.dispatch_lag().map(ms),
+            concurrency_wait_ms: parts.concurrency.map(ms),
+            prefill_wait_ms: parts.prefill.map(ms),
+            dispatch_lag_ms: parts.busy.map(ms),
             ttft_ms: r.ttft().map(ms),
             latency_ms: r.latency().map(ms),
             ttft_from_intent_ms: r.ttft_from_intent().map(ms),

@@ -5,13 +5,16 @@ use crate::cli::values::{WindowSpec, parse_fraction, parse_positive_duration, pa
 use clap::Args;
 use std::time::Duration;
 
-/// A confidence strictly between 0 and 1 (`0.95`, `99%`): 0 bounds nothing, 1 needs
-/// infinitely many requests.
-fn parse_confidence(s: &str) -> Result<f64, String> {
-    let c = parse_fraction(s)?;
-    if c <= 0.0 || c >= 1.0 {
+/// A confidence as `0.95` or `95%`, strictly between 0.5 and 1: the one parser of
+/// `--confidence` for `benchmark run` and `benchmark compare`. At 50% or less a
+/// percentile's lower bound can lie above its upper one, so the bounds mean nothing;
+/// 1 needs infinitely many requests.
+pub fn parse_confidence(s: &str) -> Result<f64, String> {
+    let c =
+        parse_fraction(s).map_err(|_| format!("{s:?} is not a confidence (try 0.95 or 95%)"))?;
+    if c <= 0.5 || c >= 1.0 {
         return Err(format!(
-            "{s:?} must be above 0 and below 1 (e.g. 0.95 or 99%)"
+            "{s:?} must be above 0.5 and below 1 (e.g. 0.95 or 99%): a bound at 50% confidence or less bounds nothing"
         ));
     }
     Ok(c)
@@ -65,9 +68,15 @@ pub struct LimitArgs {
     /// Confidence of every percentile objective of --slo, e.g. 0.95 or 99%: a check passes
     /// only when the order-statistic bound at this confidence is within its threshold,
     /// fails when the opposite bound is beyond it, and is otherwise INCONCLUSIVE (exit
-    /// code 5). Default 0.95.
+    /// code 5). Default 0.95. Its variable is ignored by a run without --slo (a CI job
+    /// may set it for every run); the flag without --slo is refused.
     #[arg(long, env = "LLMSURGE_CONFIDENCE", value_parser = parse_confidence, value_name = "FRACTION")]
     pub confidence: Option<f64>,
+
+    /// `--confidence` came from `LLMSURGE_CONFIDENCE`, not the command line. Set from the
+    /// matches.
+    #[arg(skip)]
+    pub confidence_from_env: bool,
 
     /// Per-request goodput thresholds, e.g. "ttft:500ms,tpot:50ms,e2e:10s": goodput is the
     /// rate of completed requests meeting all of them.

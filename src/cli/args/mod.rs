@@ -17,7 +17,7 @@ mod target;
 pub use agentic::AgenticArgs;
 pub use client::ClientArgs;
 pub use data::{DataArgs, SamplerArg};
-pub use limits::LimitArgs;
+pub use limits::{LimitArgs, parse_confidence};
 pub use load::{LoadArgs, SweepArrivalsArg};
 pub use multihost::MultiHostArgs;
 pub use output::OutputArgs;
