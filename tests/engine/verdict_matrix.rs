@@ -27,7 +27,11 @@
 //! - the steady window (where the report has one) lies inside the measured window; found,
 //!   it lasts max(10 s, 10% of the measured window) or more and its requests/s over its
 //!   span is within one request of the truth's completed requests sent inside it; not
-//!   found, it is shorter than that and has no figures.
+//!   found, it is shorter than that and has no figures;
+//! - `benchmark compare` (one draw in four, not a capacity search): the report against
+//!   itself exits 0 with no regression and warns that both share a seed (repeated runs:
+//!   judged run to run); against a copy with one benchmark more it exits 3 naming that
+//!   benchmark, whichever side lacks it, and 0 with `--allow-missing`.
 //!
 //! A failing draw prints its seed, how to rerun it alone, and the equivalent command
 //! lines. CI runs [`SAMPLE`] draws (about 4 s of load each, two tests in parallel);
@@ -162,6 +166,8 @@ struct Draw {
     /// time so PASS, FAIL and INCONCLUSIVE all occur; `None` for a capacity search (its
     /// verdict is its answer, searched with the generous objectives).
     tight_ms: Option<f64>,
+    /// Whether `benchmark compare` is run on the draw's report (not a capacity search).
+    compare: bool,
 }
 
 /// A request's time in the server: its first token, then a gap per further token.
@@ -249,6 +255,7 @@ impl Draw {
             rate: None,
             confidence: None,
             tight_ms: None,
+            compare: false,
         };
         if profile.open() {
             let capacity = d.capacity_rps() / profile.requests_per_unit();
@@ -267,6 +274,7 @@ impl Draw {
         let factor = 0.85 + 0.35 * (r.below(100) as f64 / 100.0);
         d.tight_ms =
             (profile != Profile::Capacity).then(|| (service_s(&d) * 1000.0 * factor).round());
+        d.compare = profile != Profile::Capacity && r.chance(0.25);
         d
     }
 
@@ -948,6 +956,9 @@ fn run_draw(d: &Draw) -> Vec<String> {
             stats.prefix_cache_hits, stats.prefix_cache_queries
         ));
     }
+    if d.compare {
+        check_compare(d, &finished.report_path(), &report, &mut broken);
+    }
     // What the tight objective said, for the soak's tally of PASS, FAIL and INCONCLUSIVE.
     let said: Vec<&str> = checks
         .iter()
@@ -1162,6 +1173,106 @@ fn check_steady_state(broken: &mut Vec<String>, i: usize, b: &Value, mine: &[&Jo
     }
 }
 
+/// What one `benchmark compare` said: its exit code, stderr and `--json` output (null
+/// when it wrote none).
+fn compare(base: &Path, cur: &Path, args: &[&str]) -> (i32, String, Value) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("compare.json");
+    let out = llmsurge()
+        .args(["benchmark", "compare"])
+        .arg(base)
+        .arg(cur)
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("llmsurge runs");
+    let written = std::fs::read(&json)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        written,
+    )
+}
+
+/// `benchmark compare` of the draw's report (at `path`): against itself it exits 0 with
+/// no regression and warns that both sides share a seed (with `--repeat`, judging run to
+/// run); against a copy holding one benchmark more, a load the draw never ran, it fails
+/// the gate naming that benchmark, whichever side lacks it, and passes with
+/// `--allow-missing`. (The draw's report has one load, so removing its only benchmark
+/// would leave nothing to pair: the copy adds one instead.)
+fn check_compare(d: &Draw, path: &Path, report: &Value, broken: &mut Vec<String>) {
+    let (code, stderr, json) = compare(path, path, &[]);
+    if code != 0 || json["regressions"] != 0 {
+        broken.push(format!(
+            "compare against itself: exit {code}, regressions {}\n{stderr}",
+            json["regressions"]
+        ));
+    }
+    if !stderr
+        .lines()
+        .any(|l| l.starts_with("warning: ") && l.contains("share the random seed"))
+    {
+        broken.push(format!(
+            "compare against itself: no warning that both share a seed\n{stderr}"
+        ));
+    }
+    if d.repeat > 1 && json["variance"] != "run_to_run" {
+        broken.push(format!(
+            "compare of two repeated reports judged by {} variance, not run to run",
+            json["variance"]
+        ));
+    }
+    let mut more = report.clone();
+    let Some(benchmarks) = more["benchmarks"].as_array_mut() else {
+        return;
+    };
+    let Some(mut extra) = benchmarks.first().cloned() else {
+        return;
+    };
+    let (strategy, label) = if extra["strategy"]["type"] == "synchronous" {
+        (
+            serde_json::json!({"type": "concurrent", "streams": 97}),
+            "concurrent@97",
+        )
+    } else {
+        (serde_json::json!({"type": "synchronous"}), "synchronous")
+    };
+    extra["strategy"] = strategy;
+    extra["index"] = (benchmarks.len() as u64).into();
+    benchmarks.push(extra);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let more_path = dir.path().join("more.json");
+    std::fs::write(&more_path, more.to_string()).expect("write the copy");
+    for (base, cur, side, key) in [
+        (more_path.as_path(), path, "baseline", "unmatched_baseline"),
+        (
+            path,
+            more_path.as_path(),
+            "current report",
+            "unmatched_current",
+        ),
+    ] {
+        let (code, stderr, json) = compare(base, cur, &[]);
+        let named = stderr.contains(&format!("{label} of the {side} has no partner"));
+        if code != 3 || json[key] != serde_json::json!([label]) || !named {
+            broken.push(format!(
+                "compare with {label} in the {side} only: exit {code}, {key} {}\n{stderr}",
+                json[key]
+            ));
+        }
+        let (code, stderr, _) = compare(base, cur, &["--allow-missing"]);
+        if code != 0 {
+            broken.push(format!(
+                "compare with {label} in the {side} only, --allow-missing: exit {code}\n{stderr}"
+            ));
+        }
+    }
+}
+
 /// Runs the draws of `seeds`, and fails naming every broken one with how to rerun it.
 fn run_draws(seeds: impl Iterator<Item = u64>) {
     let mut failures = String::new();
@@ -1290,6 +1401,15 @@ fn the_draws_cover_every_axis() {
     has("a tight objective above the service time", &|d| {
         d.tight_ms.is_some_and(|x| x > service_s(d) * 1000.0)
     });
+    has("benchmark compare", &|d| d.compare);
+    has("benchmark compare of repeated runs", &|d| {
+        d.compare && d.repeat > 1
+    });
+    // CI's sample itself runs compare.
+    assert!(
+        draws[..SAMPLE as usize].iter().any(|d| d.compare),
+        "no compare in CI's sample"
+    );
     // The reproduction line names the seed and the binary's flags.
     let line = draws[0].reproduce();
     assert!(line.contains("VERDICT_MATRIX_SEED=1 "), "{line}");
