@@ -19,11 +19,11 @@
 //!   truth's percentile of the measured completed requests and sit at the truth's order
 //!   statistics of their ranks; its label agrees with its bounds, a PASS with the truth's
 //!   percentile at most the threshold and a FAIL (unless the kept-up rule decided) with
-//!   it at least the threshold, within [`AGGREGATE_MS`]. Beside the generous objectives
-//!   every draw but a capacity search has a tight one, `e2e_p90` drawn around the service
-//!   time, so PASS, FAIL and INCONCLUSIVE all occur; the exit code follows the checks
-//!   (3 only with a failed check; 5 only with one inconclusive, none failed and no
-//!   overload offered), and a run that kept up never fails a generous objective;
+//!   it at least the threshold, within the aggregates' tolerance. Beside the generous
+//!   objectives every draw but a capacity search has a tight one, `e2e_p90` drawn around
+//!   the service time, so PASS, FAIL and INCONCLUSIVE all occur; the exit code follows
+//!   the checks (3 only with a failed check; 5 only with one inconclusive, none failed
+//!   and no overload offered), and a run that kept up never fails a generous objective;
 //! - the steady window (where the report has one) lies inside the measured window; found,
 //!   it lasts max(10 s, 10% of the measured window) or more and its requests/s over its
 //!   span is within one request of the truth's completed requests sent inside it; not
@@ -40,8 +40,7 @@
 //! good, to the capacity and invariants below.
 
 use super::truth::{
-    AGGREGATE_MS, EARLY_MS, HDR_RELATIVE, RANK_SLACK, REQUEST_BOUND_MS, at_rank, check_percentile,
-    percentile_range,
+    AGGREGATE_MS, EARLY_MS, HDR_RELATIVE, REQUEST_BOUND_MS, check_percentile, percentile_range,
 };
 use crate::support::{Joined, llmsurge, mock, recorded, start_run, wait_run};
 use llmsurge::mock::{MockConfig, MockServer};
@@ -1020,9 +1019,10 @@ fn truth_of(distribution: &str, mine: &[&Joined]) -> Option<Vec<f64>> {
 /// threshold; FAIL, unless the kept-up rule decided: the lower one beyond it;
 /// INCONCLUSIVE: the threshold between them); its bounds bracket the truth's percentile
 /// and sit at the truth's order statistics of their ranks; and a PASS or a FAIL agrees
-/// with the truth's percentile. Tolerances as for every aggregate: the rank slack and
-/// [`AGGREGATE_MS`], and a bound is never below the truth at its rank (the client never
-/// reads an instant before the mock's).
+/// with the truth's percentile. Tolerances as for every aggregate ([`percentile_range`]):
+/// the truth's order statistics [`super::truth::RANK_SLACK`] either side of the rank, plus
+/// [`AGGREGATE_MS`] (a read may be stamped as early as the frame before its own, and a
+/// busy machine delays a few).
 fn check_slo_against_truth(
     broken: &mut Vec<String>,
     i: usize,
@@ -1088,10 +1088,7 @@ fn check_slo_against_truth(
         let (l, u) = confidence_ranks(n, q, own.unwrap_or(confidence));
         for (side, bound, rank) in [("lower", lower, l), ("upper", upper, u)] {
             if let (Some(v), Some(k)) = (bound, rank) {
-                let floor =
-                    xs[k as usize - 1] * (1.0 - HDR_RELATIVE) - 2.0 * EARLY_MS - AGGREGATE_MS;
-                let ceiling = at_rank(&xs, k as f64 / n as f64 + RANK_SLACK) * (1.0 + HDR_RELATIVE)
-                    + AGGREGATE_MS;
+                let (floor, ceiling) = percentile_range(&xs, k as f64 / n as f64, AGGREGATE_MS);
                 if !(floor..=ceiling).contains(&v) {
                     broken.push(format!(
                         "{what}: {side} bound {v:.3} ms, the truth's order statistic {k} of {n} puts it in [{floor:.3}, {ceiling:.3}] ms"
@@ -1099,10 +1096,9 @@ fn check_slo_against_truth(
                 }
             }
         }
-        let truth = at_rank(&xs, q);
-        if passed && truth > threshold * (1.0 + HDR_RELATIVE) + AGGREGATE_MS {
+        if passed && lo > threshold {
             broken.push(format!(
-                "{what}: PASS, yet the truth's percentile is {truth:.3} ms: {c}"
+                "{what}: PASS, yet the truth's percentile is at least {lo:.3} ms: {c}"
             ));
         }
         if !passed && !inconclusive && !forced && !nothing_completed && hi < threshold {
