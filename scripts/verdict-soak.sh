@@ -34,6 +34,9 @@ for p in "${pids[@]}"; do wait "$p" || failed=1; done
 ok=$(cat "$logs"/*.log | grep -c '^verdict matrix: seed .*: ok$' || true)
 broken=$(cat "$logs"/*.log | grep -c '^verdict matrix: seed .*: BROKEN$' || true)
 echo "verdict-soak: $((ok + broken)) draws from seed $first in $(($(date +%s) - started)) s: $ok held, $broken broken"
+# The tight objective must be seen to pass, fail and not decide over the draws.
+said() { cat "$logs"/*.log | grep '^verdict matrix: seed .*: the tight objective said' | grep -o "$1" | wc -l; }
+echo "verdict-soak: the tight objective said PASS $(said PASS), FAIL $(said FAIL), INCONCLUSIVE $(said INCONCLUSIVE) times (one per benchmark)"
 if ((failed)); then
   # The test's failure message lists each broken draw, its reproduction and what broke.
   sed -n '/draws, broken ones:/,/^note:\|^failures:$/p' "$logs"/*.log

@@ -13,7 +13,25 @@
 //!   slots, the user's concurrency cap, the prefill cap) never passes an SLO or a
 //!   goodput objective;
 //! - no prefix-cache hit across runs or repeats (synthetic prompts share no prefix, so
-//!   the mock's hits stay near zero).
+//!   the mock's hits stay near zero);
+//! - percentile verdicts with their confidence (`--confidence` drawn: the default, 0.9,
+//!   0.99): every percentile check's bounds are at the run's confidence, bracket the
+//!   truth's percentile of the measured completed requests and sit at the truth's order
+//!   statistics of their ranks; its label agrees with its bounds, a PASS with the truth's
+//!   percentile at most the threshold and a FAIL (unless the kept-up rule decided) with
+//!   it at least the threshold, within the aggregates' tolerance. Beside the generous
+//!   objectives every draw but a capacity search has a tight one, `e2e_p90` drawn around
+//!   the service time, so PASS, FAIL and INCONCLUSIVE all occur; the exit code follows
+//!   the checks (3 only with a failed check; 5 only with one inconclusive, none failed
+//!   and no overload offered), and a run that kept up never fails a generous objective;
+//! - the steady window (where the report has one) lies inside the measured window; found,
+//!   it lasts max(10 s, 10% of the measured window) or more and its requests/s over its
+//!   span is within one request of the truth's completed requests sent inside it; not
+//!   found, it is shorter than that and has no figures;
+//! - `benchmark compare` (one draw in four, not a capacity search): the report against
+//!   itself exits 0 with no regression and warns that both share a seed (repeated runs:
+//!   judged run to run); against a copy with one benchmark more it exits 3 naming that
+//!   benchmark, whichever side lacks it, and 0 with `--allow-missing`.
 //!
 //! A failing draw prints its seed, how to rerun it alone, and the equivalent command
 //! lines. CI runs [`SAMPLE`] draws (about 4 s of load each, two tests in parallel);
@@ -21,9 +39,13 @@
 //! [`Draw`] and, where it changes what a request waits for, is offered or counts as
 //! good, to the capacity and invariants below.
 
-use super::truth::{AGGREGATE_MS, EARLY_MS, HDR_RELATIVE, REQUEST_BOUND_MS, check_percentile};
+use super::truth::{
+    AGGREGATE_MS, EARLY_MS, HDR_RELATIVE, REQUEST_BOUND_MS, check_percentile, percentile_range,
+};
 use crate::support::{Joined, llmsurge, mock, recorded, start_run, wait_run};
 use llmsurge::mock::{MockConfig, MockServer};
+use llmsurge_coordinator::precision::confidence_ranks;
+use llmsurge_coordinator::slo::quantile;
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -137,6 +159,14 @@ struct Draw {
     load: Load,
     /// Units of the profile per second (requests, sessions, traces); `None` for streams.
     rate: Option<f64>,
+    /// `--confidence` of the percentile verdicts; `None`: the default (95%).
+    confidence: Option<f64>,
+    /// The tight objective's threshold, `e2e_p90<=X` in ms, drawn around the service
+    /// time so PASS, FAIL and INCONCLUSIVE all occur; `None` for a capacity search (its
+    /// verdict is its answer, searched with the generous objectives).
+    tight_ms: Option<f64>,
+    /// Whether `benchmark compare` is run on the draw's report (not a capacity search).
+    compare: bool,
 }
 
 /// A request's time in the server: its first token, then a gap per further token.
@@ -222,6 +252,9 @@ impl Draw {
             server_slots,
             load,
             rate: None,
+            confidence: None,
+            tight_ms: None,
+            compare: false,
         };
         if profile.open() {
             let capacity = d.capacity_rps() / profile.requests_per_unit();
@@ -231,6 +264,16 @@ impl Draw {
             };
             d.rate = Some((capacity * share * 100.0).round() / 100.0);
         }
+        // Axes added later are drawn after all the others, so every seed keeps the
+        // configuration it had before they existed.
+        d.confidence = r.pick(&[None, Some(0.9), Some(0.99)]);
+        // 0.85 to 1.2 times the service time: below every request's e2e (FAIL), above
+        // them with enough requests for an upper bound (PASS), or too few requests or
+        // the client's queue spreading them across it (INCONCLUSIVE).
+        let factor = 0.85 + 0.35 * (r.below(100) as f64 / 100.0);
+        d.tight_ms =
+            (profile != Profile::Capacity).then(|| (service_s(&d) * 1000.0 * factor).round());
+        d.compare = profile != Profile::Capacity && r.chance(0.25);
         d
     }
 
@@ -295,7 +338,11 @@ impl Draw {
     /// The generous objectives every draw is judged on: a server that kept up meets them
     /// many times over; an overloaded one only because the time limit cut its queue.
     fn slo(&self) -> String {
-        "ttft_p50<=20s,e2e_p50<=30s".into()
+        let mut slo = GENEROUS.join(",");
+        if let Some(x) = self.tight_ms {
+            write!(slo, ",{TIGHT}<={x}ms").expect("a String takes any write");
+        }
+        slo
     }
 
     /// `benchmark run` arguments (without `--target` and `--output-dir`), and the data
@@ -382,6 +429,9 @@ impl Draw {
         if self.repeat > 1 {
             push("--repeat", self.repeat.to_string());
         }
+        if let Some(c) = self.confidence {
+            push("--confidence", c.to_string());
+        }
         a
     }
 
@@ -414,6 +464,13 @@ impl Draw {
         )
     }
 }
+
+/// The generous objectives (see [`Draw::slo`]).
+const GENEROUS: [&str; 2] = ["ttft_p50<=20s", "e2e_p50<=30s"];
+/// The statistic of the tight objective (see [`Draw::tight_ms`]).
+const TIGHT: &str = "e2e_p90";
+/// `--confidence` when the flag is not given.
+const DEFAULT_CONFIDENCE: f64 = 0.95;
 
 /// Mixed into every draw's seed, so draw 1 is not the generator's first output for 1.
 const SALT: u64 = 0x5eed_0f0a_711c_5e00;
@@ -729,16 +786,17 @@ fn run_draw(d: &Draw) -> Vec<String> {
                 mine.len()
             ));
         }
+        check_slo_against_truth(
+            &mut broken,
+            i,
+            b,
+            &mine,
+            d.confidence.unwrap_or(DEFAULT_CONFIDENCE),
+        );
+        check_steady_state(&mut broken, i, b, &mine);
         if !d.stream || mine.len() < 20 {
             continue;
         }
-        let first_content = |j: &Joined| {
-            j.truth["chunks"]
-                .as_array()?
-                .iter()
-                .find(|c| c["content"].as_u64().unwrap_or(0) > 0)
-                .and_then(|c| f(&c["time"]))
-        };
         // From send: the mock's first content chunk less the client's send (checked
         // against the mock's arrival request by request above; on a busy machine the
         // mock's handler starts milliseconds after the send, and that is server time).
@@ -838,6 +896,15 @@ fn run_draw(d: &Draw) -> Vec<String> {
                 "benchmark {i}: the server never queued (mock peak_queued 0) and the load was at most 40% of every capacity, yet: {why}"
             ));
         }
+        // The generous objectives hold many times over in a run that kept up.
+        for c in slo["checks"].as_array().into_iter().flatten() {
+            let generous = c["name"].as_str().is_some_and(|n| GENEROUS.contains(&n));
+            if kept_up && generous && c["passed"] != true && c["inconclusive"] != true {
+                broken.push(format!(
+                    "benchmark {i}: the run kept up, yet a generous objective failed: {c}"
+                ));
+            }
+        }
         if d.load == Load::Overload && code != 4 && slo["passed"] == true {
             broken.push(format!(
                 "benchmark {i}: offered ≥ 1.6× the path's capacity ({:.1} req/s), yet the SLO passed: {slo}",
@@ -854,8 +921,24 @@ fn run_draw(d: &Draw) -> Vec<String> {
             ));
         }
     }
-    if kept_up && code == 3 {
-        broken.push(format!("exit 3 on a run that kept up\n{}", finished.stderr));
+    // The exit code follows the checks: the tight objective may fail or not decide in a
+    // run that kept up, so exit 3 and exit 5 are judged by the checks behind them.
+    let checks: Vec<&Value> = benchmarks
+        .iter()
+        .flat_map(|b| b["slo"]["checks"].as_array().into_iter().flatten())
+        .collect();
+    let failed = checks
+        .iter()
+        .any(|c| c["passed"] != true && c["inconclusive"] != true);
+    let undecided = checks.iter().any(|c| c["inconclusive"] == true);
+    if code == 3 && !failed {
+        broken.push(format!("exit 3, yet no check failed\n{}", finished.stderr));
+    }
+    if code == 5 && (failed || !undecided || d.load == Load::Overload) {
+        broken.push(format!(
+            "exit 5 (inconclusive) with a check failed: {failed}, one inconclusive: {undecided}, load {:?}\n{}",
+            d.load, finished.stderr
+        ));
     }
     if d.load == Load::Overload && code == 0 {
         broken.push(format!("exit 0 on an overloaded run\n{}", finished.stderr));
@@ -872,7 +955,318 @@ fn run_draw(d: &Draw) -> Vec<String> {
             stats.prefix_cache_hits, stats.prefix_cache_queries
         ));
     }
+    if d.compare {
+        check_compare(d, &finished.report_path(), &report, &mut broken);
+    }
+    // What the tight objective said, for the soak's tally of PASS, FAIL and INCONCLUSIVE.
+    let said: Vec<&str> = checks
+        .iter()
+        .filter(|c| c["name"].as_str().is_some_and(|n| n.starts_with(TIGHT)))
+        .map(|c| {
+            if c["passed"] == true {
+                "PASS"
+            } else if c["inconclusive"] == true {
+                "INCONCLUSIVE"
+            } else {
+                "FAIL"
+            }
+        })
+        .collect();
+    eprintln!(
+        "verdict matrix: seed {}: the tight objective said {}",
+        d.seed,
+        said.join(" ")
+    );
     broken
+}
+
+/// The mock's instant of a request's first content chunk.
+fn first_content(j: &Joined) -> Option<f64> {
+    j.truth["chunks"]
+        .as_array()?
+        .iter()
+        .find(|c| c["content"].as_u64().unwrap_or(0) > 0)
+        .and_then(|c| f(&c["time"]))
+}
+
+/// The truth's values (ms, sorted) of the distribution a latency check read, over the
+/// completed measured requests `mine`: the mock's instant of the event less the client's
+/// send (`METRIC.successful`) or intended instant (`METRIC_from_intent.successful`).
+/// `None` where the truth cannot say: the `…_with_incomplete` family (it holds lower
+/// bounds of requests cut off, which only the client timed) and TTFT of tool calls.
+fn truth_of(distribution: &str, mine: &[&Joined]) -> Option<Vec<f64>> {
+    let name = distribution.strip_suffix(".successful")?;
+    let (metric, from) = match name.strip_suffix("_from_intent") {
+        Some(m) => (m, "scheduled_time"),
+        None => (name, "start_time"),
+    };
+    let event = |j: &Joined| match metric {
+        "request_latency" => f(&j.truth["end_time"]),
+        "ttft" if j.truth["tool_call"].is_null() => first_content(j),
+        _ => None,
+    };
+    let mut xs = mine
+        .iter()
+        .map(|j| Some((event(j)? - f(&j.log[from])?) * 1000.0))
+        .collect::<Option<Vec<f64>>>()?;
+    xs.sort_by(f64::total_cmp);
+    Some(xs)
+}
+
+/// Checks benchmark `i`'s percentile verdicts (`b["slo"]`) against the truth of its
+/// completed measured requests `mine`: each check's confidence is the run's
+/// (`confidence`); its label agrees with its bounds (PASS: the upper one within the
+/// threshold; FAIL, unless the kept-up rule decided: the lower one beyond it;
+/// INCONCLUSIVE: the threshold between them); its bounds bracket the truth's percentile
+/// and sit at the truth's order statistics of their ranks; and a PASS or a FAIL agrees
+/// with the truth's percentile. Tolerances as for every aggregate ([`percentile_range`]):
+/// the truth's order statistics [`super::truth::RANK_SLACK`] either side of the rank, plus
+/// [`AGGREGATE_MS`] (a read may be stamped as early as the frame before its own, and a
+/// busy machine delays a few).
+fn check_slo_against_truth(
+    broken: &mut Vec<String>,
+    i: usize,
+    b: &Value,
+    mine: &[&Joined],
+    confidence: f64,
+) {
+    let slo = &b["slo"];
+    let forced = !slo["not_kept_up"].is_null();
+    for c in slo["checks"].as_array().into_iter().flatten() {
+        let name = c["name"].as_str().unwrap_or("?");
+        // `e2e_p90<=130ms` → 0.9; a check of no percentile has no bounds.
+        let Some(q) = name
+            .split(['<', '>'])
+            .next()
+            .and_then(|lhs| lhs.rsplit_once('_'))
+            .and_then(|(_, stat)| quantile(stat))
+        else {
+            continue;
+        };
+        let (Some(threshold), Some(_)) = (f(&c["threshold"]), f(&c["measured"])) else {
+            continue;
+        };
+        let what = format!("benchmark {i}: {name}");
+        let (lower, upper) = (f(&c["lower"]), f(&c["upper"]));
+        let passed = c["passed"] == true;
+        let inconclusive = c["inconclusive"] == true;
+        let nothing_completed = c["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("no request completed"));
+        let own = f(&c["confidence"]);
+        if own.is_some_and(|o| (o - confidence).abs() > 1e-12) {
+            broken.push(format!(
+                "{what}: bounds at confidence {own:?}, the run asked for {confidence}: {c}"
+            ));
+        }
+        let beyond = |bound: Option<f64>| bound.is_some_and(|v| v > threshold);
+        let consistent = if passed {
+            upper.is_some_and(|u| u <= threshold)
+        } else if inconclusive {
+            !beyond(lower) && (upper.is_none() || beyond(upper))
+        } else {
+            forced || nothing_completed || beyond(lower)
+        };
+        if !consistent {
+            broken.push(format!("{what}: its label disagrees with its bounds: {c}"));
+        }
+        let Some(xs) = c["distribution"]
+            .as_str()
+            .and_then(|dist| truth_of(dist, mine))
+            .filter(|xs| !xs.is_empty())
+        else {
+            continue;
+        };
+        let (lo, hi) = percentile_range(&xs, q, AGGREGATE_MS);
+        if lower.is_some_and(|l| l > hi) || upper.is_some_and(|u| u < lo) {
+            broken.push(format!(
+                "{what}: bounds {lower:?}..{upper:?} ms do not bracket the truth's percentile, in [{lo:.3}, {hi:.3}] ms ({} values): {c}",
+                xs.len()
+            ));
+        }
+        let n = xs.len() as u64;
+        let (l, u) = confidence_ranks(n, q, own.unwrap_or(confidence));
+        for (side, bound, rank) in [("lower", lower, l), ("upper", upper, u)] {
+            if let (Some(v), Some(k)) = (bound, rank) {
+                let (floor, ceiling) = percentile_range(&xs, k as f64 / n as f64, AGGREGATE_MS);
+                if !(floor..=ceiling).contains(&v) {
+                    broken.push(format!(
+                        "{what}: {side} bound {v:.3} ms, the truth's order statistic {k} of {n} puts it in [{floor:.3}, {ceiling:.3}] ms"
+                    ));
+                }
+            }
+        }
+        if passed && lo > threshold {
+            broken.push(format!(
+                "{what}: PASS, yet the truth's percentile is at least {lo:.3} ms: {c}"
+            ));
+        }
+        if !passed && !inconclusive && !forced && !nothing_completed && hi < threshold {
+            broken.push(format!(
+                "{what}: FAIL, yet the truth's percentile is at most {hi:.3} ms: {c}"
+            ));
+        }
+    }
+}
+
+/// Checks benchmark `i`'s steady window (`b["steady_state"]`, where the report has one):
+/// inside the measured window; when found, at least max(10 s, 10% of the measured
+/// window) long and its requests/s, times its span, within one request of the completed
+/// measured requests `mine` sent inside it (the truth's, joined); when not, shorter than
+/// that and without figures.
+fn check_steady_state(broken: &mut Vec<String>, i: usize, b: &Value, mine: &[&Joined]) {
+    let s = &b["steady_state"];
+    let (Some(start), Some(end), Some(t0)) =
+        (f(&s["start_s"]), f(&s["end_s"]), f(&b["start_time"]))
+    else {
+        return;
+    };
+    let w = &b["measured_window"];
+    let (Some(from), Some(to)) = (
+        f(&w["start_time"]).map(|t| t - t0),
+        f(&w["end_time"]).map(|t| t - t0),
+    ) else {
+        broken.push(format!(
+            "benchmark {i}: a steady window without a measured one"
+        ));
+        return;
+    };
+    // The report's times are rounded to microseconds.
+    if start < from - 1e-6 || end > to + 1e-6 || start > end {
+        broken.push(format!(
+            "benchmark {i}: steady window {start}–{end} s outside the measured window {from}–{to} s"
+        ));
+    }
+    let span = end - start;
+    let shortest = (0.1 * (to - from)).max(10.0);
+    if s["found"] == true {
+        if span < shortest - 1e-6 {
+            broken.push(format!(
+                "benchmark {i}: a steady state of {span} s, shorter than {shortest} s"
+            ));
+        }
+        let sent = mine
+            .iter()
+            .filter(|j| j.truth["outcome"] == "completed")
+            .filter_map(|j| f(&j.log["start_time"]))
+            .filter(|&t| t >= t0 + start && t < t0 + end)
+            .count() as f64;
+        let rate = f(&s["figures"]["requests_per_s"]);
+        if rate.is_none_or(|r| (r * span - sent).abs() > 1.0) {
+            broken.push(format!(
+                "benchmark {i}: steady requests/s {rate:?} over {span} s, {sent} completed requests sent inside it"
+            ));
+        }
+    } else {
+        if span >= shortest + 1e-6 {
+            broken.push(format!(
+                "benchmark {i}: no steady state, yet its window lasts {span} s of the {shortest} s needed"
+            ));
+        }
+        if s["figures"].as_object().is_some_and(|m| !m.is_empty()) {
+            broken.push(format!("benchmark {i}: no steady state, yet figures: {s}"));
+        }
+    }
+}
+
+/// What one `benchmark compare` said: its exit code, stderr and `--json` output (null
+/// when it wrote none).
+fn compare(base: &Path, cur: &Path, args: &[&str]) -> (i32, String, Value) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("compare.json");
+    let out = llmsurge()
+        .args(["benchmark", "compare"])
+        .arg(base)
+        .arg(cur)
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("llmsurge runs");
+    let written = std::fs::read(&json)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        written,
+    )
+}
+
+/// `benchmark compare` of the draw's report (at `path`): against itself it exits 0 with
+/// no regression and warns that both sides share a seed (with `--repeat`, judging run to
+/// run); against a copy holding one benchmark more, a load the draw never ran, it fails
+/// the gate naming that benchmark, whichever side lacks it, and passes with
+/// `--allow-missing`. (The draw's report has one load, so removing its only benchmark
+/// would leave nothing to pair: the copy adds one instead.)
+fn check_compare(d: &Draw, path: &Path, report: &Value, broken: &mut Vec<String>) {
+    let (code, stderr, json) = compare(path, path, &[]);
+    if code != 0 || json["regressions"] != 0 {
+        broken.push(format!(
+            "compare against itself: exit {code}, regressions {}\n{stderr}",
+            json["regressions"]
+        ));
+    }
+    if !stderr
+        .lines()
+        .any(|l| l.starts_with("warning: ") && l.contains("share the random seed"))
+    {
+        broken.push(format!(
+            "compare against itself: no warning that both share a seed\n{stderr}"
+        ));
+    }
+    if d.repeat > 1 && json["variance"] != "run_to_run" {
+        broken.push(format!(
+            "compare of two repeated reports judged by {} variance, not run to run",
+            json["variance"]
+        ));
+    }
+    let mut more = report.clone();
+    let Some(benchmarks) = more["benchmarks"].as_array_mut() else {
+        return;
+    };
+    let Some(mut extra) = benchmarks.first().cloned() else {
+        return;
+    };
+    let (strategy, label) = if extra["strategy"]["type"] == "synchronous" {
+        (
+            serde_json::json!({"type": "concurrent", "streams": 97}),
+            "concurrent@97",
+        )
+    } else {
+        (serde_json::json!({"type": "synchronous"}), "synchronous")
+    };
+    extra["strategy"] = strategy;
+    extra["index"] = (benchmarks.len() as u64).into();
+    benchmarks.push(extra);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let more_path = dir.path().join("more.json");
+    std::fs::write(&more_path, more.to_string()).expect("write the copy");
+    for (base, cur, side, key) in [
+        (more_path.as_path(), path, "baseline", "unmatched_baseline"),
+        (
+            path,
+            more_path.as_path(),
+            "current report",
+            "unmatched_current",
+        ),
+    ] {
+        let (code, stderr, json) = compare(base, cur, &[]);
+        let named = stderr.contains(&format!("{label} of the {side} has no partner"));
+        if code != 3 || json[key] != serde_json::json!([label]) || !named {
+            broken.push(format!(
+                "compare with {label} in the {side} only: exit {code}, {key} {}\n{stderr}",
+                json[key]
+            ));
+        }
+        let (code, stderr, _) = compare(base, cur, &["--allow-missing"]);
+        if code != 0 {
+            broken.push(format!(
+                "compare with {label} in the {side} only, --allow-missing: exit {code}\n{stderr}"
+            ));
+        }
+    }
 }
 
 /// Runs the draws of `seeds`, and fails naming every broken one with how to rerun it.
@@ -993,6 +1387,25 @@ fn the_draws_cover_every_axis() {
     has("two workers", &|d| d.workers == 2);
     has("a fault", &|d| d.fault.is_some());
     has("an overload", &|d| d.load == Load::Overload);
+    has("--confidence 0.9", &|d| d.confidence == Some(0.9));
+    has("--confidence 0.99", &|d| d.confidence == Some(0.99));
+    has("the default confidence", &|d| d.confidence.is_none());
+    has("a tight objective", &|d| d.tight_ms.is_some());
+    has("a tight objective below the service time", &|d| {
+        d.tight_ms.is_some_and(|x| x < service_s(d) * 1000.0)
+    });
+    has("a tight objective above the service time", &|d| {
+        d.tight_ms.is_some_and(|x| x > service_s(d) * 1000.0)
+    });
+    has("benchmark compare", &|d| d.compare);
+    has("benchmark compare of repeated runs", &|d| {
+        d.compare && d.repeat > 1
+    });
+    // CI's sample itself runs compare.
+    assert!(
+        draws[..SAMPLE as usize].iter().any(|d| d.compare),
+        "no compare in CI's sample"
+    );
     // The reproduction line names the seed and the binary's flags.
     let line = draws[0].reproduce();
     assert!(line.contains("VERDICT_MATRIX_SEED=1 "), "{line}");
