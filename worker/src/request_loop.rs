@@ -3,8 +3,9 @@
 //! Two shapes feed it. `Streams`: each local stream claims a slot, sends it, waits for the
 //! answer, and claims the next. `Arrivals`: the pacer thread hands over slots as they
 //! fall due, and each becomes a task. Both end in [`Context::run_request`], which takes
-//! a unit of the group-wide concurrency (waiting and marking the request late when the
-//! cap is reached), runs the exchange against the cancel flag, and reports it. Beside
+//! a unit of the group-wide concurrency (waiting its turn in the group's queue, first
+//! come first served across workers, and marking the request late when the cap is
+//! reached), runs the exchange against the cancel flag, and reports it. Beside
 //! them, a probe task measures how late the runtime runs a due timer, and streams
 //! measure their turnaround (previous end → next send): the client's own slowness,
 //! which stream strategies' dispatch lag cannot show.
@@ -17,6 +18,7 @@ use crate::reporter::{Reporter, SlotInfo};
 use crate::source::{PreparedRequest, RequestSource, SessionState};
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use llmsurge_proto::shm::Cap;
 use llmsurge_proto::{
     Arrivals, CancelAt, ClientBehaviour, ErrorKind, MonoNanos, RequestMedia, SessionTag, Shard,
     SharedRegion,
@@ -256,13 +258,23 @@ impl Context {
         body: Result<Bytes, String>,
         reply: Option<String>,
     ) -> Exchange {
-        let mut cancel = self.cancel.clone();
-        // When the concurrency cap first refused it.
-        let mut held_since: Option<MonoNanos> = None;
-        loop {
-            // The stop first: the requests it cancels give their concurrency back, and a
-            // request waiting for it must not take it and be sent only to be cancelled.
-            if *cancel.borrow() {
+        // The stop first: the requests it cancels give their concurrency back, and a
+        // request waiting for it must not take it and be sent only to be cancelled.
+        let concurrency_wait = if *self.cancel.borrow() {
+            Err(None)
+        } else if self.shm.try_acquire(self.id) {
+            Ok(None)
+        } else {
+            // Held by the cap: it waits its turn in the group's queue.
+            info.late = true;
+            self.wait_for_room(Cap::Concurrency, &self.released)
+                .await
+                .map(Some)
+                .map_err(Some)
+        };
+        let concurrency_wait = match concurrency_wait {
+            Ok(waited) => waited,
+            Err(waited) => {
                 let mut ex = Exchange::failed(
                     ErrorKind::Cancelled,
                     if info.late {
@@ -271,23 +283,11 @@ impl Context {
                         "cancelled before it could be sent: the benchmark stopped"
                     },
                 );
-                ex.concurrency_wait = held_since.map(|t| MonoNanos::now().since(t));
+                ex.concurrency_wait = waited;
                 self.report(info, &ex);
                 return ex;
             }
-            if self.shm.try_acquire(self.id) {
-                break;
-            }
-            info.late = true;
-            held_since.get_or_insert_with(MonoNanos::now);
-            tokio::select! {
-                _ = self.released.notified() => {}
-                // Releases by other workers are not notified here; poll for them.
-                _ = tokio::time::sleep(Duration::from_millis(1)) => {}
-                Ok(_) = cancel.wait_for(|c| *c) => {}
-            }
-        }
-        let concurrency_wait = held_since.map(|t| MonoNanos::now().since(t));
+        };
         let mut ex = match body {
             Err(message) => Exchange::failed(ErrorKind::Request, message),
             Ok(body) => match self.wait_for_prefill_room().await {
@@ -326,26 +326,51 @@ impl Context {
         if self.shm.try_acquire_prefill() {
             return Ok(Some(Duration::ZERO));
         }
-        let began = MonoNanos::now();
-        let mut cancel = self.cancel.clone();
-        loop {
-            if *cancel.borrow() {
+        match self
+            .wait_for_room(Cap::Prefill, &self.prefill_released)
+            .await
+        {
+            // At least a nanosecond: held, however briefly.
+            Ok(waited) => Ok(Some(waited.max(Duration::from_nanos(1)))),
+            Err(waited) => {
                 let mut ex = Exchange::failed(
                     ErrorKind::Cancelled,
                     "cancelled before it could be sent (prefill cap)",
                 );
-                ex.prefill_wait = Some(MonoNanos::now().since(began));
-                return Err(ex);
+                ex.prefill_wait = Some(waited);
+                Err(ex)
             }
-            if self.shm.try_acquire_prefill() {
-                // At least a nanosecond: held, however briefly.
-                return Ok(Some(
-                    MonoNanos::now().since(began).max(Duration::from_nanos(1)),
-                ));
+        }
+    }
+
+    /// Waits its turn in `cap`'s queue, first come first served across the group, and
+    /// takes a unit; returns how long it waited, or (`Err`) how long until a stop
+    /// cancelled it, which gives its place up.
+    ///
+    /// `released` wakes it when a request of this worker gave a unit back; releases by
+    /// other workers are polled for every millisecond. The registration for `released`
+    /// is kept across polls, so a release wakes this worker's longest waiter (the one
+    /// most likely next in the queue), not whichever polled last.
+    async fn wait_for_room(&self, cap: Cap, released: &Notify) -> Result<Duration, Duration> {
+        let began = MonoNanos::now();
+        let mut cancel = self.cancel.clone();
+        let mut place = self.shm.join_queue(cap, self.id);
+        let notified = released.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        loop {
+            if *cancel.borrow() {
+                // `place` drops: the ticket leaves the queue, nobody waits behind it.
+                return Err(MonoNanos::now().since(began));
+            }
+            if place.try_admit() {
+                return Ok(MonoNanos::now().since(began));
             }
             tokio::select! {
-                _ = self.prefill_released.notified() => {}
-                // Releases by other workers are not notified here; poll for them.
+                () = &mut notified => {
+                    notified.set(released.notified());
+                    notified.as_mut().enable();
+                }
                 _ = tokio::time::sleep(Duration::from_millis(1)) => {}
                 Ok(_) = cancel.wait_for(|c| *c) => {}
             }
