@@ -18,6 +18,9 @@
 //! polled, and the worker that freed a unit woke its own waiter first: it took the unit
 //! again while other workers' earlier requests kept waiting. Each worker also counts the
 //! tickets it holds, so a dead worker's places in the queues are given up with its units.
+//! A unit given back while someone waits bumps a futex word and wakes every worker
+//! sleeping on it ([`ShmLayout::wait_for_release`]), so the next in turn hears of it at
+//! once, whichever worker it is in.
 //! The per-worker counters are what the coordinator trusts when a worker dies before
 //! reporting: they are written before the request goes out, the report only after.
 //!
@@ -136,7 +139,10 @@ pub struct ShmLayout {
     concurrency_queue: CapQueue,
     /// The prefill cap's queue (taken from the padding).
     prefill_queue: CapQueue,
-    padding: [AtomicU64; 1],
+    /// Bumped on every unit given back while a request waits in a queue: the futex
+    /// word other workers' wakers sleep on ([`ShmLayout::wait_for_release`]).
+    release_epoch: AtomicU32,
+    reserved_2: AtomicU32,
     /// Requests in flight per worker, so a dead worker's share can be given back.
     worker_in_flight: [AtomicU64; MAX_WORKERS],
     /// Requests sent per worker (counted just before the send), so the requests a dead
@@ -287,6 +293,14 @@ impl ShmLayout {
         false
     }
 
+    /// The group-wide cap on requests in flight, when one is set.
+    pub fn concurrency_cap(&self) -> Option<u64> {
+        match self.concurrency_cap.load(Ordering::Relaxed) {
+            UNLIMITED => None,
+            cap => Some(cap),
+        }
+    }
+
     /// Sets the group-wide cap on requests before their first token
     /// (`--max-prefill-concurrency`). Called by the coordinator before any worker runs.
     pub fn set_prefill_cap(&self, cap: u64) {
@@ -323,19 +337,70 @@ impl ShmLayout {
             .is_ok()
     }
 
-    /// Gives back one unit taken by [`try_acquire_prefill`](Self::try_acquire_prefill).
+    /// Gives back one unit taken by [`try_acquire_prefill`](Self::try_acquire_prefill)
+    /// (or admitted from the queue), and wakes the waiters if any.
     pub fn release_prefill(&self) {
         if self.prefill_cap().is_some() {
             let _ = self
                 .prefill_in_flight
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            self.wake_if_waiting(Cap::Prefill);
         }
     }
 
-    /// Gives back one unit taken by [`try_acquire`](Self::try_acquire): one step.
+    /// Gives back one unit taken by [`try_acquire`](Self::try_acquire) (or admitted from
+    /// the queue): one step; then wakes the waiters if any.
     pub fn release(&self, worker: u32) {
         if let Some(c) = self.worker_in_flight.get(worker as usize) {
             c.fetch_sub(1, Ordering::SeqCst);
+            if self.concurrency_cap.load(Ordering::Relaxed) != UNLIMITED {
+                self.wake_if_waiting(Cap::Concurrency);
+            }
+        }
+    }
+
+    /// Wakes every worker sleeping in [`wait_for_release`](Self::wait_for_release) when
+    /// a request waits in `cap`'s queue: a system call only then.
+    fn wake_if_waiting(&self, cap: Cap) {
+        if self.someone_waits(cap) {
+            self.release_epoch.fetch_add(1, Ordering::SeqCst);
+            // SAFETY: FUTEX_WAKE on an aligned u32 of this live shared mapping; it reads
+            // nothing else. Not FUTEX_PRIVATE: the waiters are other processes.
+            unsafe {
+                nix::libc::syscall(
+                    nix::libc::SYS_futex,
+                    self.release_epoch.as_ptr(),
+                    nix::libc::FUTEX_WAKE,
+                    i32::MAX,
+                );
+            }
+        }
+    }
+
+    /// The count [`wait_for_release`](Self::wait_for_release) compares with.
+    pub fn release_epoch(&self) -> u32 {
+        self.release_epoch.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps until a unit of either cap is given back while someone waits (the epoch
+    /// moves past `seen`), or `timeout` passes; returns at once if it already moved. A
+    /// blocking call, for a thread of its own.
+    pub fn wait_for_release(&self, seen: u32, timeout: std::time::Duration) {
+        let ts = nix::libc::timespec {
+            tv_sec: timeout.as_secs() as nix::libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as nix::libc::c_long,
+        };
+        // SAFETY: FUTEX_WAIT on an aligned u32 of this live shared mapping, with a
+        // relative timeout that lives across the call. The kernel compares the word with
+        // `seen` atomically, so a wake between the caller's read and this call is not lost.
+        unsafe {
+            nix::libc::syscall(
+                nix::libc::SYS_futex,
+                self.release_epoch.as_ptr(),
+                nix::libc::FUTEX_WAIT,
+                seen,
+                &ts as *const nix::libc::timespec,
+            );
         }
     }
 
@@ -349,10 +414,14 @@ impl ShmLayout {
                 self.queue(cap).left.fetch_add(tickets, Ordering::SeqCst);
             }
         }
-        self.worker_in_flight
+        let units = self
+            .worker_in_flight
             .get(worker as usize)
             .map(|c| c.swap(0, Ordering::SeqCst))
-            .unwrap_or(0)
+            .unwrap_or(0);
+        self.wake_if_waiting(Cap::Concurrency);
+        self.wake_if_waiting(Cap::Prefill);
+        units
     }
 
     fn queue(&self, cap: Cap) -> &CapQueue {
@@ -386,6 +455,12 @@ impl ShmLayout {
                 cap.saturating_sub(self.prefill_in_flight.load(Ordering::SeqCst))
             }),
         }
+    }
+
+    /// Tickets of `cap`'s queue `worker` holds now (0 for a worker out of range).
+    pub fn queued(&self, cap: Cap, worker: u32) -> u64 {
+        self.queued_by(cap, worker)
+            .map_or(0, |q| q.load(Ordering::Relaxed))
     }
 
     /// Takes a ticket of `cap`'s queue for a request of `worker`: it is admitted in
@@ -503,6 +578,8 @@ impl Drop for CapWaiter<'_> {
     fn drop(&mut self) {
         if self.waiting {
             self.leave();
+            // Those behind it moved up a place: one may be in turn now.
+            self.shm.wake_if_waiting(self.cap);
         }
     }
 }
@@ -619,6 +696,7 @@ mod tests {
         assert_eq!(offset_of!(ShmLayout, prefill_in_flight), 80);
         assert_eq!(offset_of!(ShmLayout, concurrency_queue), 88);
         assert_eq!(offset_of!(ShmLayout, prefill_queue), 104);
+        assert_eq!(offset_of!(ShmLayout, release_epoch), 120);
         assert_eq!(offset_of!(ShmLayout, worker_in_flight), 128);
         assert_eq!(offset_of!(ShmLayout, worker_started), 128 + 8 * MAX_WORKERS);
         assert_eq!(offset_of!(ShmLayout, worker_queued), 128 + 16 * MAX_WORKERS);
@@ -697,6 +775,55 @@ mod tests {
             );
             give(0);
             assert!(take(1), "{cap:?}: the queue is empty again");
+        }
+    }
+
+    /// A unit given back while a request waits wakes a thread asleep on the release
+    /// futex (long before its timeout); one given back with nobody waiting costs no
+    /// wake-up (the epoch stays).
+    #[test]
+    fn a_release_wakes_the_sleepers_only_while_someone_waits() {
+        for cap in [Cap::Concurrency, Cap::Prefill] {
+            let r = region(2, UNLIMITED, 1);
+            r.set_prefill_cap(1);
+            let (take, give): (&dyn Fn() -> bool, &dyn Fn()) = match cap {
+                Cap::Concurrency => (&|| r.try_acquire(0), &|| r.release(0)),
+                Cap::Prefill => (&|| r.try_acquire_prefill(), &|| r.release_prefill()),
+            };
+            assert!(take());
+            let quiet = r.release_epoch();
+            give();
+            assert_eq!(r.release_epoch(), quiet, "{cap:?}: nobody waited");
+            assert!(take());
+            let place = r.join_queue(cap, 1);
+            let seen = r.release_epoch();
+            std::thread::scope(|s| {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let r = &r;
+                let sleeper = s.spawn(move || {
+                    tx.send(nix::unistd::gettid()).expect("send");
+                    let began = std::time::Instant::now();
+                    r.wait_for_release(seen, std::time::Duration::from_secs(20));
+                    began.elapsed()
+                });
+                // Asleep (in the futex: nothing else blocks it) before the release, so
+                // only the wake-up can end its sleep early.
+                let tid = rx.recv().expect("the sleeper's id");
+                let stat = format!("/proc/self/task/{tid}/stat");
+                while !std::fs::read_to_string(&stat)
+                    .is_ok_and(|st| st.rsplit(')').next().is_some_and(|t| t.starts_with(" S")))
+                {
+                    std::thread::yield_now();
+                }
+                give();
+                let slept = sleeper.join().expect("sleeper");
+                assert!(
+                    slept < std::time::Duration::from_secs(10),
+                    "{cap:?}: the sleeper slept {slept:?}: never woken"
+                );
+            });
+            assert_ne!(r.release_epoch(), seen, "{cap:?}");
+            drop(place);
         }
     }
 

@@ -49,8 +49,9 @@ pub struct Context {
     /// Becomes `true` when no slot is left to claim (a stop flag, or the slot limit
     /// reached): ends ramp waits.
     pub stop: watch::Receiver<bool>,
-    /// A local request gave its concurrency back.
-    pub released: Notify,
+    /// A request gave its concurrency back (a local one, or any of the group's while
+    /// someone waits: [`ReleaseWaker`]).
+    pub released: Arc<Notify>,
     /// The reporter holds a full batch.
     pub flush_now: Rc<Notify>,
     /// This host's part of a multi-host load: local claims and streams map to the
@@ -60,8 +61,68 @@ pub struct Context {
     pub behaviour: ClientBehaviour,
     /// The benchmark's seed (which requests `--cancel` picks).
     pub seed: u64,
-    /// A local request gave a unit of the prefill cap back.
-    pub prefill_released: Notify,
+    /// A request gave a unit of the prefill cap back (as `released`).
+    pub prefill_released: Arc<Notify>,
+}
+
+/// A thread that sleeps on the group's release futex and passes each release, by any
+/// worker, to this worker's waiters. Without it a waiter heard of another worker's
+/// release only at its next poll, a millisecond or two during which the unit stood idle.
+/// Stops when dropped (within [`WAKER_TIMEOUT`]) or when the run is cancelled.
+#[derive(Debug)]
+pub struct ReleaseWaker {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// How long the waker sleeps at most before it looks at its stop flag.
+const WAKER_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// Up to this many local waiters of a cap, the waker wakes them all on a release: the
+/// one in turn is among them. Beyond, it wakes the longest waiter only (a woken waiter
+/// not in turn goes to the back of the local order), and the poll finds the rest: the
+/// cost per release stays bounded however long the queue.
+const WAKE_ALL_UP_TO: u64 = 64;
+
+impl ReleaseWaker {
+    /// Starts the thread when a cap is set and other workers share it; `None` otherwise
+    /// (local releases notify directly), or when the thread cannot be started (the
+    /// poll still finds every release).
+    /// `wake`: the notifies of the concurrency cap's waiters and of the prefill cap's.
+    pub fn start(shm: &Arc<SharedRegion>, worker: u32, wake: [Arc<Notify>; 2]) -> Option<Self> {
+        let capped = shm.concurrency_cap().is_some() || shm.prefill_cap().is_some();
+        if !capped || shm.worker_count() < 2 {
+            return None;
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (shm, flag) = (shm.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("release-waker".into())
+            .spawn(move || {
+                let mut seen = shm.release_epoch();
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) && !shm.cancel_requested() {
+                    shm.wait_for_release(seen, WAKER_TIMEOUT);
+                    let now = shm.release_epoch();
+                    if now != seen {
+                        seen = now;
+                        for (cap, n) in [Cap::Concurrency, Cap::Prefill].iter().zip(&wake) {
+                            if shm.queued(*cap, worker) <= WAKE_ALL_UP_TO {
+                                n.notify_waiters();
+                            } else {
+                                n.notify_one();
+                            }
+                        }
+                    }
+                }
+            })
+            .ok()?;
+        Some(ReleaseWaker { stop })
+    }
+}
+
+impl Drop for ReleaseWaker {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// How a request goes out.
@@ -348,7 +409,8 @@ impl Context {
     /// cancelled it, which gives its place up.
     ///
     /// `released` wakes it when a request of this worker gave a unit back; releases by
-    /// other workers are polled for every millisecond. The registration for `released`
+    /// other workers reach it through the [`ReleaseWaker`], and a poll every
+    /// millisecond backs both. The registration for `released`
     /// is kept across polls, so a release wakes this worker's longest waiter (the one
     /// most likely next in the queue), not whichever polled last.
     async fn wait_for_room(&self, cap: Cap, released: &Notify) -> Result<Duration, Duration> {
