@@ -86,8 +86,8 @@ const WAKE_ALL_UP_TO: u64 = 64;
 impl ReleaseWaker {
     /// Starts the thread when a cap is set and other workers share it; `None` otherwise
     /// (local releases notify directly), or when the thread cannot be started (the
-    /// poll still finds every release).
-    /// `wake`: the notifies of the concurrency cap's waiters and of the prefill cap's.
+    /// poll still finds every release). `wake`: the notifies of the concurrency cap's
+    /// waiters and of the prefill cap's.
     pub fn start(shm: &Arc<SharedRegion>, worker: u32, wake: [Arc<Notify>; 2]) -> Option<Self> {
         let capped = shm.concurrency_cap().is_some() || shm.prefill_cap().is_some();
         if !capped || shm.worker_count() < 2 {
@@ -410,9 +410,9 @@ impl Context {
     ///
     /// `released` wakes it when a request of this worker gave a unit back; releases by
     /// other workers reach it through the [`ReleaseWaker`], and a poll every
-    /// millisecond backs both. The registration for `released`
-    /// is kept across polls, so a release wakes this worker's longest waiter (the one
-    /// most likely next in the queue), not whichever polled last.
+    /// millisecond backs both. The registration for `released` is kept across polls, so
+    /// a local release wakes this worker's longest waiter (the one most likely next in
+    /// the queue), not whichever polled last.
     async fn wait_for_room(&self, cap: Cap, released: &Notify) -> Result<Duration, Duration> {
         let began = MonoNanos::now();
         let mut cancel = self.cancel.clone();
