@@ -4,6 +4,7 @@
 mod adaptive;
 mod agent_traces;
 mod agentic;
+mod caps_fair;
 mod charts;
 mod compare_pairs;
 mod confidence;

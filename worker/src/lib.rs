@@ -41,7 +41,7 @@ pub use source::{
 
 use crate::backend::Backend;
 use crate::reporter::Reporter;
-use crate::request_loop::Context;
+use crate::request_loop::{Context, ReleaseWaker};
 use llmsurge_proto::shm::stop_flags;
 use llmsurge_proto::{
     FrameError, FrameIoError, FrameReader, FrameWriter, FromWorker, MonoNanos, PROTOCOL_VERSION,
@@ -283,6 +283,14 @@ async fn run(
         control_rx,
     ));
 
+    let released = Arc::new(Notify::new());
+    let prefill_released = Arc::new(Notify::new());
+    // Other workers' releases reach this worker's waiters at once.
+    let _waker = ReleaseWaker::start(
+        &prepared.shm,
+        cfg.worker_id,
+        [released.clone(), prefill_released.clone()],
+    );
     let ctx = Rc::new(Context {
         id: cfg.worker_id,
         shm: prepared.shm.clone(),
@@ -290,12 +298,12 @@ async fn run(
         reporter,
         cancel: cancel_rx,
         stop: stop_rx,
-        released: Notify::new(),
+        released,
         flush_now,
         shard: cfg.shard,
         behaviour: cfg.behaviour.clone(),
         seed: cfg.seed,
-        prefill_released: Notify::new(),
+        prefill_released,
     });
     match &cfg.schedule {
         Schedule::Streams { streams, rampup } => {

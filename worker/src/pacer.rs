@@ -288,8 +288,8 @@ impl Pacer {
 
 impl Pacer {
     /// Writes the request on an idle connection now, if one is pooled and the group's
-    /// concurrency cap has room (otherwise the runtime waits for room, marks the slot
-    /// late, and sends it).
+    /// concurrency cap has room with nobody waiting for it (otherwise the runtime waits
+    /// its turn, marks the slot late, and sends it).
     fn send_now(&self, body: &Bytes, slot: u64, session: Option<&str>) -> Option<PacerSent> {
         // Under a prefill cap the runtime sends: it waits for the cap's room.
         if self.shm.prefill_cap().is_some() {

@@ -3,8 +3,9 @@
 //! Two shapes feed it. `Streams`: each local stream claims a slot, sends it, waits for the
 //! answer, and claims the next. `Arrivals`: the pacer thread hands over slots as they
 //! fall due, and each becomes a task. Both end in [`Context::run_request`], which takes
-//! a unit of the group-wide concurrency (waiting and marking the request late when the
-//! cap is reached), runs the exchange against the cancel flag, and reports it. Beside
+//! a unit of the group-wide concurrency (waiting its turn in the group's queue, first
+//! come first served across workers, and marking the request late when the cap is
+//! reached), runs the exchange against the cancel flag, and reports it. Beside
 //! them, a probe task measures how late the runtime runs a due timer, and streams
 //! measure their turnaround (previous end → next send): the client's own slowness,
 //! which stream strategies' dispatch lag cannot show.
@@ -17,6 +18,7 @@ use crate::reporter::{Reporter, SlotInfo};
 use crate::source::{PreparedRequest, RequestSource, SessionState};
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use llmsurge_proto::shm::Cap;
 use llmsurge_proto::{
     Arrivals, CancelAt, ClientBehaviour, ErrorKind, MonoNanos, RequestMedia, SessionTag, Shard,
     SharedRegion,
@@ -47,8 +49,9 @@ pub struct Context {
     /// Becomes `true` when no slot is left to claim (a stop flag, or the slot limit
     /// reached): ends ramp waits.
     pub stop: watch::Receiver<bool>,
-    /// A local request gave its concurrency back.
-    pub released: Notify,
+    /// A request gave its concurrency back (a local one, or any of the group's while
+    /// someone waits: [`ReleaseWaker`]).
+    pub released: Arc<Notify>,
     /// The reporter holds a full batch.
     pub flush_now: Rc<Notify>,
     /// This host's part of a multi-host load: local claims and streams map to the
@@ -58,8 +61,68 @@ pub struct Context {
     pub behaviour: ClientBehaviour,
     /// The benchmark's seed (which requests `--cancel` picks).
     pub seed: u64,
-    /// A local request gave a unit of the prefill cap back.
-    pub prefill_released: Notify,
+    /// A request gave a unit of the prefill cap back (as `released`).
+    pub prefill_released: Arc<Notify>,
+}
+
+/// A thread that sleeps on the group's release futex and passes each release, by any
+/// worker, to this worker's waiters. Without it a waiter heard of another worker's
+/// release only at its next poll, a millisecond or two during which the unit stood idle.
+/// Stops when dropped (within [`WAKER_TIMEOUT`]) or when the run is cancelled.
+#[derive(Debug)]
+pub struct ReleaseWaker {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// How long the waker sleeps at most before it looks at its stop flag.
+const WAKER_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// Up to this many local waiters of a cap, the waker wakes them all on a release: the
+/// one in turn is among them. Beyond, it wakes the longest waiter only (a woken waiter
+/// not in turn goes to the back of the local order), and the poll finds the rest: the
+/// cost per release stays bounded however long the queue.
+const WAKE_ALL_UP_TO: u64 = 64;
+
+impl ReleaseWaker {
+    /// Starts the thread when a cap is set and other workers share it; `None` otherwise
+    /// (local releases notify directly), or when the thread cannot be started (the
+    /// poll still finds every release). `wake`: the notifies of the concurrency cap's
+    /// waiters and of the prefill cap's.
+    pub fn start(shm: &Arc<SharedRegion>, worker: u32, wake: [Arc<Notify>; 2]) -> Option<Self> {
+        let capped = shm.concurrency_cap().is_some() || shm.prefill_cap().is_some();
+        if !capped || shm.worker_count() < 2 {
+            return None;
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (shm, flag) = (shm.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("release-waker".into())
+            .spawn(move || {
+                let mut seen = shm.release_epoch();
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) && !shm.cancel_requested() {
+                    shm.wait_for_release(seen, WAKER_TIMEOUT);
+                    let now = shm.release_epoch();
+                    if now != seen {
+                        seen = now;
+                        for (cap, n) in [Cap::Concurrency, Cap::Prefill].iter().zip(&wake) {
+                            if shm.queued(*cap, worker) <= WAKE_ALL_UP_TO {
+                                n.notify_waiters();
+                            } else {
+                                n.notify_one();
+                            }
+                        }
+                    }
+                }
+            })
+            .ok()?;
+        Some(ReleaseWaker { stop })
+    }
+}
+
+impl Drop for ReleaseWaker {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// How a request goes out.
@@ -256,13 +319,23 @@ impl Context {
         body: Result<Bytes, String>,
         reply: Option<String>,
     ) -> Exchange {
-        let mut cancel = self.cancel.clone();
-        // When the concurrency cap first refused it.
-        let mut held_since: Option<MonoNanos> = None;
-        loop {
-            // The stop first: the requests it cancels give their concurrency back, and a
-            // request waiting for it must not take it and be sent only to be cancelled.
-            if *cancel.borrow() {
+        // The stop first: the requests it cancels give their concurrency back, and a
+        // request waiting for it must not take it and be sent only to be cancelled.
+        let concurrency_wait = if *self.cancel.borrow() {
+            Err(None)
+        } else if self.shm.try_acquire(self.id) {
+            Ok(None)
+        } else {
+            // Held by the cap: it waits its turn in the group's queue.
+            info.late = true;
+            self.wait_for_room(Cap::Concurrency, &self.released)
+                .await
+                .map(Some)
+                .map_err(Some)
+        };
+        let concurrency_wait = match concurrency_wait {
+            Ok(waited) => waited,
+            Err(waited) => {
                 let mut ex = Exchange::failed(
                     ErrorKind::Cancelled,
                     if info.late {
@@ -271,23 +344,11 @@ impl Context {
                         "cancelled before it could be sent: the benchmark stopped"
                     },
                 );
-                ex.concurrency_wait = held_since.map(|t| MonoNanos::now().since(t));
+                ex.concurrency_wait = waited;
                 self.report(info, &ex);
                 return ex;
             }
-            if self.shm.try_acquire(self.id) {
-                break;
-            }
-            info.late = true;
-            held_since.get_or_insert_with(MonoNanos::now);
-            tokio::select! {
-                _ = self.released.notified() => {}
-                // Releases by other workers are not notified here; poll for them.
-                _ = tokio::time::sleep(Duration::from_millis(1)) => {}
-                Ok(_) = cancel.wait_for(|c| *c) => {}
-            }
-        }
-        let concurrency_wait = held_since.map(|t| MonoNanos::now().since(t));
+        };
         let mut ex = match body {
             Err(message) => Exchange::failed(ErrorKind::Request, message),
             Ok(body) => match self.wait_for_prefill_room().await {
@@ -326,26 +387,52 @@ impl Context {
         if self.shm.try_acquire_prefill() {
             return Ok(Some(Duration::ZERO));
         }
-        let began = MonoNanos::now();
-        let mut cancel = self.cancel.clone();
-        loop {
-            if *cancel.borrow() {
+        match self
+            .wait_for_room(Cap::Prefill, &self.prefill_released)
+            .await
+        {
+            // At least a nanosecond: held, however briefly.
+            Ok(waited) => Ok(Some(waited.max(Duration::from_nanos(1)))),
+            Err(waited) => {
                 let mut ex = Exchange::failed(
                     ErrorKind::Cancelled,
                     "cancelled before it could be sent (prefill cap)",
                 );
-                ex.prefill_wait = Some(MonoNanos::now().since(began));
-                return Err(ex);
+                ex.prefill_wait = Some(waited);
+                Err(ex)
             }
-            if self.shm.try_acquire_prefill() {
-                // At least a nanosecond: held, however briefly.
-                return Ok(Some(
-                    MonoNanos::now().since(began).max(Duration::from_nanos(1)),
-                ));
+        }
+    }
+
+    /// Waits its turn in `cap`'s queue, first come first served across the group, and
+    /// takes a unit; returns how long it waited, or (`Err`) how long until a stop
+    /// cancelled it, which gives its place up.
+    ///
+    /// `released` wakes it when a request of this worker gave a unit back; releases by
+    /// other workers reach it through the [`ReleaseWaker`], and a poll every
+    /// millisecond backs both. The registration for `released` is kept across polls, so
+    /// a local release wakes this worker's longest waiter (the one most likely next in
+    /// the queue), not whichever polled last.
+    async fn wait_for_room(&self, cap: Cap, released: &Notify) -> Result<Duration, Duration> {
+        let began = MonoNanos::now();
+        let mut cancel = self.cancel.clone();
+        let mut place = self.shm.join_queue(cap, self.id);
+        let notified = released.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        loop {
+            if *cancel.borrow() {
+                // `place` drops: the ticket leaves the queue, nobody waits behind it.
+                return Err(MonoNanos::now().since(began));
+            }
+            if place.try_admit() {
+                return Ok(MonoNanos::now().since(began));
             }
             tokio::select! {
-                _ = self.prefill_released.notified() => {}
-                // Releases by other workers are not notified here; poll for them.
+                () = &mut notified => {
+                    notified.set(released.notified());
+                    notified.as_mut().enable();
+                }
                 _ = tokio::time::sleep(Duration::from_millis(1)) => {}
                 Ok(_) = cancel.wait_for(|c| *c) => {}
             }
