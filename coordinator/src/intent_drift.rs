@@ -21,7 +21,7 @@
 //! that fell behind answered every arrival before it, by then with a grown queue.)
 
 use crate::sessions::{Moments, TurnDrift};
-use llmsurge_proto::{MonoNanos, Phase, RequestRecord, RequestStatus};
+use llmsurge_proto::{ErrorKind, MonoNanos, Phase, RequestRecord, RequestStatus};
 
 /// Width of a bucket of intended instants, ns.
 const BUCKET_NS: u64 = 100_000_000;
@@ -103,7 +103,13 @@ impl IntentDriftCollector {
             (_, Some(t)) => t,
             (RequestStatus::Completed, None) => r.end,
             // The user's own give-up before an answer: not the stop's cut.
-            (RequestStatus::Cancelled, None) if crate::state::is_planned(r) => return,
+            (RequestStatus::Cancelled, None)
+                if r.error
+                    .as_ref()
+                    .is_some_and(|e| e.kind == ErrorKind::Planned) =>
+            {
+                return;
+            }
             (RequestStatus::Cancelled, None) => {
                 self.first_cut = Some(self.first_cut.map_or(i, |c| c.min(i)));
                 return;
