@@ -247,7 +247,7 @@ fn hit_rate(report: &Path) -> f64 {
 }
 
 /// The current run's prompts share a 48-token prefix, the baseline's nothing: the mock's
-/// cache answers three quarters of the current's prompt tokens and none of the
+/// cache answers up to three quarters of the current's prompt tokens and none of the
 /// baseline's, and compare says so with both rates.
 #[test]
 fn compare_warns_when_the_servers_prefix_cache_hit_rate_differs() {
@@ -279,8 +279,10 @@ fn compare_warns_when_the_servers_prefix_cache_hit_rate_differs() {
         "cur.json",
     );
     let (rb, rc) = (hit_rate(&base), hit_rate(&cur));
+    // At most three quarters (48 of 64 tokens); fewer where requests overlapped the
+    // first one's prefill on a busy machine, still far beyond noise.
     assert!(
-        rc - rb > 0.5,
+        rc - rb > 0.25,
         "the prefix made the difference: {rb} vs {rc}"
     );
     let c = compare(&base, &cur, &["--max-regression", "requests_per_s=-99%"]);
