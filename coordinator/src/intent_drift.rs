@@ -5,13 +5,19 @@
 //! request, the first turn of a session, a call of an agent trace that waits for no
 //! other call. (A later turn or a dependent call is due when an earlier one ends, so
 //! its intended instant already moves with the server.) For each measured arrival that
-//! was answered, the wait from its intended instant to its first token (to its end
-//! without one) is kept by the 100 ms of its intended instant. A server that keeps up
-//! answers later arrivals as fast as earlier ones; one that falls behind answers each
-//! later arrival after a queue longer by the backlog the arrivals before it left, so the
-//! later half of the arrivals waits more than the earlier half. Unlike per-second series
-//! this survives a replay that drained long after its schedule ended and a 1.5 s
-//! capacity probe.
+//! was answered, its wait is the time from its intended instant to its first token (to
+//! its end without one), less what the user's own caps held it (`--max-concurrency`,
+//! `--max-prefill-concurrency`: bursts of random arrivals meet a cap by design, and a cap
+//! the load overruns is the client-queue rule's to judge). A server that keeps up answers
+//! later arrivals as fast as earlier ones; one that falls behind answers each later
+//! arrival after a queue longer by the backlog the arrivals before it left. Unlike
+//! per-second series this survives a replay that drained long after its schedule ended
+//! and a 1.5 s capacity probe.
+//!
+//! Waits of neighbouring arrivals are alike (a burst waits together), so they are not
+//! independent draws: the arrivals are cut, in intended order, into [`BLOCKS`] blocks of
+//! about equal count (batch means), and the later half of the blocks is compared with
+//! the earlier half, block mean against block mean.
 //!
 //! Two kinds of arrival carry no wait: an error (a fast 429 or 500 says nothing of the
 //! queue; the error rate is judged on its own) and one the stop cut before its answer.
@@ -20,11 +26,18 @@
 //! that kept up has its first cut arrival within a request's latency of the stop; one
 //! that fell behind answered every arrival before it, by then with a grown queue.)
 
-use crate::sessions::{Moments, TurnDrift};
+use crate::sessions::Moments;
 use llmsurge_proto::{ErrorKind, MonoNanos, Phase, RequestRecord, RequestStatus};
+use serde::{Deserialize, Serialize};
 
 /// Width of a bucket of intended instants, ns.
 const BUCKET_NS: u64 = 100_000_000;
+/// Blocks the compared arrivals are cut into (batch means), at most.
+pub const BLOCKS: usize = 10;
+/// Fewest blocks for a comparison (two a half).
+const MIN_BLOCKS: usize = 4;
+/// Fewest arrivals a block holds.
+const MIN_PER_BLOCK: u64 = 2;
 
 /// Count, mean and sum of squared deviations, mergeable (Welford, Chan et al.).
 #[derive(Clone, Copy, Debug, Default)]
@@ -66,11 +79,43 @@ impl Welford {
     }
 }
 
+/// One bucket of intended instants: its arrivals' waits (ms) and prompt tokens.
+#[derive(Clone, Copy, Debug, Default)]
+struct Bucket {
+    wait: Welford,
+    prompt: Welford,
+}
+
+impl Bucket {
+    fn merge(&mut self, o: &Bucket) {
+        self.wait.merge(&o.wait);
+        self.prompt.merge(&o.prompt);
+    }
+}
+
+/// The earlier half of a benchmark's arrivals against the later half (the report's
+/// `intent_drift`; see the module documentation).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntentDrift {
+    /// The earlier half's block means: how many blocks, their mean and variance (ms).
+    pub earlier: Moments,
+    /// The later half's block means.
+    pub later: Moments,
+    /// Mean wait of every compared arrival, ms: the scale growth is judged against.
+    pub wait_mean_ms: f64,
+    /// Arrivals compared (intended before the first one the stop cut).
+    pub arrivals: u64,
+    /// Mean prompt tokens of the earlier and the later half's arrivals, when the client
+    /// knew them: a workload whose requests grow makes them wait longer by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<(f64, f64)>,
+}
+
 /// The measured arrivals' waits from intent, by the 100 ms of their intended instant.
 #[derive(Clone, Debug)]
 pub struct IntentDriftCollector {
     t0: MonoNanos,
-    buckets: Vec<Welford>,
+    buckets: Vec<Bucket>,
     /// The bucket of the earliest-intended arrival the stop cut before its answer.
     first_cut: Option<usize>,
 }
@@ -115,47 +160,75 @@ impl IntentDriftCollector {
                 return;
             }
         };
+        let parts = r.queue_parts();
+        let capped = parts.concurrency.unwrap_or_default() + parts.prefill.unwrap_or_default();
+        let wait = answered.since(r.scheduled).saturating_sub(capped);
         if self.buckets.len() <= i {
-            self.buckets.resize(i + 1, Welford::default());
+            self.buckets.resize(i + 1, Bucket::default());
         }
-        self.buckets[i].push(answered.since(r.scheduled).as_secs_f64() * 1e3);
+        let b = &mut self.buckets[i];
+        b.wait.push(wait.as_secs_f64() * 1e3);
+        if let Some(p) = r.prompt_tokens {
+            b.prompt.push(f64::from(p));
+        }
     }
 
-    /// The earlier half of the answered arrivals intended before the first cut one
-    /// against the later half, split at the bucket where half of them were intended
-    /// (that bucket belongs to neither); `None` with fewer than [`MIN_PER_HALF`] in
-    /// either half.
-    pub fn drift(&self) -> Option<TurnDrift> {
-        let buckets = &self.buckets[..self.first_cut.unwrap_or(usize::MAX).min(self.buckets.len())];
-        let total: u64 = buckets.iter().map(|b| b.n).sum();
-        let mut seen = 0;
-        let split = buckets.iter().position(|b| {
-            seen += b.n;
-            2 * seen >= total
-        })?;
-        let (mut earlier, mut later) = (Welford::default(), Welford::default());
-        buckets[..split].iter().for_each(|b| earlier.merge(b));
-        buckets[split + 1..].iter().for_each(|b| later.merge(b));
-        if earlier.n < MIN_PER_HALF || later.n < MIN_PER_HALF {
+    /// The drift of the answered arrivals intended before the first cut one: cut into
+    /// up to [`BLOCKS`] blocks of about equal count in intended order (whole buckets);
+    /// `None` with fewer than [`MIN_BLOCKS`].
+    pub fn drift(&self) -> Option<IntentDrift> {
+        let end = self.first_cut.unwrap_or(usize::MAX).min(self.buckets.len());
+        let buckets = &self.buckets[..end];
+        let total: u64 = buckets.iter().map(|b| b.wait.n).sum();
+        let per_block = (total / BLOCKS as u64).max(MIN_PER_BLOCK);
+        let mut blocks: Vec<Bucket> = Vec::new();
+        let mut current = Bucket::default();
+        for b in buckets {
+            current.merge(b);
+            if current.wait.n >= per_block {
+                blocks.push(std::mem::take(&mut current));
+            }
+        }
+        // A short last block joins the one before it.
+        match blocks.last_mut() {
+            Some(last) if current.wait.n > 0 => last.merge(&current),
+            _ => {}
+        }
+        if blocks.len() < MIN_BLOCKS {
             return None;
         }
-        let mut all = earlier;
-        all.merge(&later);
-        Some(TurnDrift {
-            earlier: earlier.moments(),
-            later: later.moments(),
-            ttft_mean_ms: all.mean,
+        let half = blocks.len() / 2;
+        // With an odd count the middle block belongs to neither half.
+        let (first, second) = (&blocks[..half], &blocks[blocks.len() - half..]);
+        let means = |blocks: &[Bucket]| {
+            let mut m = Welford::default();
+            blocks.iter().for_each(|b| m.push(b.wait.mean));
+            m.moments()
+        };
+        let pooled = |blocks: &[Bucket]| {
+            let mut all = Bucket::default();
+            blocks.iter().for_each(|b| all.merge(b));
+            all
+        };
+        let (e, l) = (pooled(first), pooled(second));
+        let mut all = e;
+        all.merge(&l);
+        Some(IntentDrift {
+            earlier: means(first),
+            later: means(second),
+            wait_mean_ms: all.wait.mean,
+            arrivals: total,
+            prompt_tokens: (e.prompt.n > 0 && l.prompt.n > 0)
+                .then_some((e.prompt.mean, l.prompt.mean)),
         })
     }
 }
-
-/// Fewest arrivals in each half for a comparison.
-pub const MIN_PER_HALF: u64 = 4;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use llmsurge_proto::SessionTag;
+    use std::time::Duration;
 
     fn at(ms: u64) -> MonoNanos {
         MonoNanos(1_000_000_000 + ms * 1_000_000)
@@ -174,6 +247,10 @@ mod tests {
         }
     }
 
+    fn growth(d: &IntentDrift) -> f64 {
+        d.later.mean_ms - d.earlier.mean_ms
+    }
+
     #[test]
     fn a_flat_wait_has_no_drift_and_a_growing_queue_has() {
         let mut flat = IntentDriftCollector::new(at(0));
@@ -184,14 +261,28 @@ mod tests {
             queue.add(&arrival(i * 50, 60 + i * 25));
         }
         let d = flat.drift().expect("enough arrivals");
-        assert!((d.later.mean_ms - d.earlier.mean_ms).abs() < 2.0, "{d:?}");
+        assert!(growth(&d).abs() < 2.0, "{d:?}");
+        assert_eq!((d.earlier.count, d.later.count, d.arrivals), (5, 5, 40));
         let d = queue.drift().expect("enough arrivals");
-        assert!(d.later.mean_ms - d.earlier.mean_ms > 400.0, "{d:?}");
-        assert_eq!(
-            d.earlier.count + d.later.count,
-            38,
-            "the split bucket's two are in neither"
-        );
+        assert!(growth(&d) > 400.0, "{d:?}");
+    }
+
+    #[test]
+    fn the_caps_waits_are_not_the_servers() {
+        let mut c = IntentDriftCollector::new(at(0));
+        for i in 0..40 {
+            // Held ever longer by the user's concurrency cap, answered at once after.
+            let sent = i * 50 + i * 20;
+            c.add(&RequestRecord {
+                scheduled: at(i * 50),
+                concurrency_wait: Some(Duration::from_millis(i * 20)),
+                late: true,
+                ..RequestRecord::completed(at(sent), Some(at(sent + 60)), at(sent + 100), 4)
+            });
+        }
+        let d = c.drift().expect("arrivals");
+        assert!(growth(&d).abs() < 1.0, "{d:?}");
+        assert!((d.wait_mean_ms - 60.0).abs() < 1.0, "{d:?}");
     }
 
     #[test]
@@ -219,13 +310,13 @@ mod tests {
         }
         let d = c.drift().expect("the answered arrivals");
         assert!(d.earlier.mean_ms >= 60.0, "errors carry no wait: {d:?}");
-        assert!(d.later.mean_ms - d.earlier.mean_ms > 200.0, "{d:?}");
+        assert!(growth(&d) > 200.0, "{d:?}");
         // Every answered arrival came before the first cut one.
-        assert!(d.earlier.count + d.later.count <= 40, "{d:?}");
+        assert!(d.arrivals <= 40, "{d:?}");
     }
 
     #[test]
-    fn only_measured_arrivals_count() {
+    fn only_measured_arrivals_count_and_their_prompts_are_kept() {
         let mut c = IntentDriftCollector::new(at(0));
         let tag = |turn, after: Option<Option<u32>>| SessionTag {
             id: 1,
@@ -250,15 +341,18 @@ mod tests {
             // A first turn and a call that waits for none are arrivals.
             c.add(&RequestRecord {
                 session: Some(tag(0, None)),
+                prompt_tokens: Some(100),
                 ..arrival(i * 100, 60)
             });
             c.add(&RequestRecord {
                 session: Some(tag(1, Some(None))),
+                prompt_tokens: Some(300),
                 ..arrival(i * 100, 60)
             });
         }
         let d = c.drift().expect("arrivals");
-        assert_eq!(d.ttft_mean_ms, 60.0);
-        assert_eq!(d.earlier.count + d.later.count, 38);
+        assert_eq!(d.wait_mean_ms, 60.0);
+        assert_eq!(d.arrivals, 40);
+        assert_eq!(d.prompt_tokens, Some((200.0, 200.0)));
     }
 }

@@ -27,9 +27,10 @@
 //! See docs/metrics.md ("Kept up").
 
 use crate::constraints::StopReason;
+use crate::intent_drift::IntentDrift;
 use crate::result::BenchmarkResult;
 use crate::saturation::trend;
-use crate::sessions::{RateMeans, TurnDrift};
+use crate::sessions::{Moments, RateMeans, TurnDrift};
 use crate::strategy::Strategy;
 use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
 
@@ -80,6 +81,8 @@ impl Unit {
 const CONSTANT_LATE_EXPECTED: f64 = 0.001;
 /// Confidence of the one-sided binomial test on late requests.
 const LATE_CONFIDENCE: f64 = 0.99;
+/// How many times what the arrivals predict a late share must reach to count.
+const LATE_EXCESS: f64 = 2.0;
 /// Growth, as a fraction of its level, that counts as a growing queue…
 const QUEUE_GROWTH: f64 = 0.25;
 /// …and at least this many requests, for request counts.
@@ -235,8 +238,12 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
         ),
         _ => (CONSTANT_LATE_EXPECTED, "no cap known".to_string()),
     };
+    // Bursts make late requests come in runs, not one by one, so a count the binomial
+    // alone would call unlikely happens far more often than it says: it counts only at
+    // [`LATE_EXCESS`] times the prediction, and unlikely too.
     let p = late_tail(late, created, expected)?;
-    (p < 1.0 - LATE_CONFIDENCE).then(|| {
+    let share = late as f64 / created as f64;
+    (share >= LATE_EXCESS * expected && p < 1.0 - LATE_CONFIDENCE).then(|| {
         format!(
             "{held}, {:.1}% where {basis} predict {:.1}% (chance {p:.1e} at that rate)",
             100.0 * late as f64 / created as f64,
@@ -359,11 +366,11 @@ fn arrivals_rose(r: &BenchmarkResult) -> bool {
     }
 }
 
-/// By how much (ms) the later half of `d` exceeds the earlier half, when it does by a
-/// quarter of the mean and significantly (one-sided Welch t test at 95%, the smaller
+/// By how much (ms) the later half's mean exceeds the earlier half's, when it does by a
+/// quarter of `scale_ms` and significantly (one-sided Welch t test at 95%, the smaller
 /// half's degrees of freedom).
-fn grew(d: &TurnDrift) -> Option<f64> {
-    let (e, l) = (&d.earlier, &d.later);
+fn grew(earlier: &Moments, later: &Moments, scale_ms: f64) -> Option<f64> {
+    let (e, l) = (earlier, later);
     if e.count < 2 || l.count < 2 {
         return None;
     }
@@ -378,13 +385,13 @@ fn grew(d: &TurnDrift) -> Option<f64> {
     } else {
         diff > 0.0
     };
-    (significant && diff >= QUEUE_GROWTH * d.ttft_mean_ms && diff > 0.0).then_some(diff)
+    (significant && diff >= QUEUE_GROWTH * scale_ms && diff > 0.0).then_some(diff)
 }
 
 /// Sessions: TTFT at equal turn index was higher in the later-started half of the
 /// sessions than in the earlier half (see [`grew`]).
 pub fn ttft_grew_at_equal_turn(d: &TurnDrift) -> Option<String> {
-    grew(d).map(|diff| {
+    grew(&d.earlier, &d.later, d.ttft_mean_ms).map(|diff| {
         format!(
             "at the same turn index, the TTFT of the later-started sessions averaged {diff:.1} ms more than the earlier ones' (mean TTFT {:.1} ms, {} and {} turns): requests queued",
             d.ttft_mean_ms, d.earlier.count, d.later.count
@@ -393,16 +400,25 @@ pub fn ttft_grew_at_equal_turn(d: &TurnDrift) -> Option<String> {
 }
 
 /// Every open-loop profile: the later-intended half of the arrivals waited longer from
-/// their intended instant to their first token than the earlier half (see [`grew`] and
-/// `intent_drift`).
-fn wait_from_intent_grew(d: &TurnDrift) -> Option<String> {
-    grew(d).map(|diff| {
-        format!(
-            "the later half of the arrivals waited {diff:.0} ms more from their intended instant to their first token than the earlier half (mean {:.0} ms, {} and {} arrivals): a queue grew",
-            d.ttft_mean_ms, d.earlier.count, d.later.count
-        )
-    })
+/// their intended instant to their first token than the earlier half, block mean against
+/// block mean (see [`grew`] and `intent_drift`), by at least [`DRIFT_FLOOR_MS`]; unless
+/// their prompts grew by a quarter too (the workload's own growth, not a queue's).
+fn wait_from_intent_grew(d: &IntentDrift) -> Option<String> {
+    let diff = grew(&d.earlier, &d.later, d.wait_mean_ms).filter(|&g| g >= DRIFT_FLOOR_MS)?;
+    if let Some((earlier, later)) = d.prompt_tokens
+        && later > earlier * (1.0 + QUEUE_GROWTH)
+    {
+        return None;
+    }
+    Some(format!(
+        "the later half of the arrivals waited {diff:.0} ms more from their intended instant to their first token than the earlier half (mean {:.0} ms over {} arrivals, {} and {} blocks): a queue grew",
+        d.wait_mean_ms, d.arrivals, d.earlier.count, d.later.count
+    ))
 }
+
+/// Least growth of the wait from intent that counts: a few milliseconds are the client's
+/// own timing on a busy host, not a queue.
+const DRIFT_FLOOR_MS: f64 = 10.0;
 
 #[cfg(test)]
 mod tests {

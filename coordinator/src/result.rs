@@ -423,7 +423,7 @@ pub struct BenchmarkResult {
     /// The wait from intent to the first token of the earlier half of the arrivals
     /// against the later half's (see `intent_drift`); absent with too few arrivals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intent_drift: Option<crate::sessions::TurnDrift>,
+    pub intent_drift: Option<crate::intent_drift::IntentDrift>,
 }
 
 /// Inputs of [`build`] besides the state.

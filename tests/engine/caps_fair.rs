@@ -8,8 +8,9 @@
 //! mock sees requests in the order the cap let them through, so its arrival order is the
 //! admission order, to be compared with the intended instants in the request log.
 
+use super::intent::{Run, run};
 use crate::scenario::Bench;
-use crate::support::{Joined, join_truth, mock, recorded};
+use crate::support::mock;
 use llmsurge::mock::MockConfig;
 use serde_json::Value;
 use std::path::Path;
@@ -37,49 +38,16 @@ fn fixed_mock(truth: &Path, ttft_ms: f64) -> llmsurge::mock::MockServer {
     })
 }
 
-fn at(v: &Value, key: &str) -> f64 {
-    v[key].as_f64().unwrap_or_else(|| panic!("no {key} in {v}"))
-}
-
-/// What a run left: its exit code and stderr, the JSON report, the request log, the
-/// chat requests the mock saw (`/stats`) and the log joined with the truth.
-struct Run {
-    code: i32,
-    stderr: String,
-    report: Value,
-    log: Vec<Value>,
-    mock_requests: u64,
-    joined: Vec<Joined>,
-}
-
-/// Runs `bench` over [`WORKERS`] workers with a request log and a JSON report; stops the
-/// mock (which completes its truth file) and, with `join`, joins the two (every request
-/// sent must have reached the mock: not so for a run whose stop cancels requests just
-/// sent).
-fn run(server: llmsurge::mock::MockServer, truth: &Path, bench: Bench, join: bool) -> Run {
-    let finished = bench
+/// `bench` over [`WORKERS`] workers, with small requests (run by the intent tests'
+/// [`run`]: a request log, a JSON report, the log joined with the mock's truth).
+fn workers(bench: Bench) -> Bench {
+    bench
         .workers(WORKERS as u32)
         .data("prompt_tokens=8,output_tokens=4")
-        .request_log("requests.jsonl")
-        .outputs("json")
-        .flag("--disable-progress")
-        .run();
-    let stats = server.stop();
-    let bytes = std::fs::read(finished.report_path())
-        .unwrap_or_else(|e| panic!("no report ({e}); stderr:\n{}", finished.stderr));
-    let log_path = finished.dir.path().join("requests.jsonl");
-    Run {
-        code: finished.code(),
-        stderr: finished.stderr.clone(),
-        report: serde_json::from_slice(&bytes).expect("the report is JSON"),
-        log: recorded(&log_path),
-        mock_requests: stats.requests.chat_completions,
-        joined: if join {
-            join_truth(&log_path, truth)
-        } else {
-            Vec::new()
-        },
-    }
+}
+
+fn at(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("no {key} in {v}"))
 }
 
 /// A constant rate above what a cap of 1 (`cap_flag 1`) carries against a mock whose
@@ -102,7 +70,7 @@ fn admitted_in_intended_order(cap_flag: &str, ttft_ms: f64) {
         stderr,
         mut joined,
         ..
-    } = run(server, &truth, bench, true);
+    } = run(server, &truth, workers(bench), true);
     // 3: the rate was not kept (the queue the cap made); never 4, the client's fault.
     assert!(matches!(code, 0 | 3), "exit {code}: {stderr}");
     assert_eq!(
@@ -199,7 +167,7 @@ fn a_stop_with_requests_queued_for_a_cap_ends_promptly_and_the_books_balance() {
             .constant(40)
             .max_seconds(MAX_SECONDS)
             .arg(cap_flag, 1);
-        let r = run(server, &truth, bench, false);
+        let r = run(server, &truth, workers(bench), false);
         assert!(
             matches!(r.code, 0 | 3),
             "{cap_flag}: exit {}: {}",
@@ -239,9 +207,9 @@ fn a_stop_with_requests_queued_for_a_cap_ends_promptly_and_the_books_balance() {
         let sent = r.log.iter().filter(|e| !e["start_time"].is_null()).count() as u64;
         let completed = count("completed");
         assert!(
-            (completed..=sent).contains(&r.mock_requests),
+            (completed..=sent).contains(&r.stats.requests.chat_completions),
             "{cap_flag}: the mock saw {} requests; {sent} sent, {completed} completed",
-            r.mock_requests
+            r.stats.requests.chat_completions
         );
         // Promptly: the benchmark ended within a second of its limit.
         let took = b["end_time"].as_f64().expect("end_time")

@@ -35,18 +35,18 @@ fn keep(bench: Bench, dir: &Path, name: &str) -> PathBuf {
 }
 
 /// What one `benchmark compare` said.
-struct Compared {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(super) struct Compared {
+    pub(super) code: i32,
+    pub(super) stdout: String,
+    pub(super) stderr: String,
     /// Its `--json` output.
-    json: Value,
+    pub(super) json: Value,
     /// Its `--markdown` output.
-    markdown: String,
+    pub(super) markdown: String,
 }
 
 /// `benchmark compare BASE CUR ARGS` with `--json` and `--markdown` written to files.
-fn compare(base: &Path, cur: &Path, args: &[&str]) -> Compared {
+pub(super) fn compare(base: &Path, cur: &Path, args: &[&str]) -> Compared {
     let dir = tempfile::tempdir().expect("tempdir");
     let (json_path, md_path) = (dir.path().join("c.json"), dir.path().join("c.md"));
     let out = llmsurge()

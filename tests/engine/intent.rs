@@ -40,19 +40,19 @@ fn prefill_mock(truth: &std::path::Path, ttft_ms: f64) -> llmsurge::mock::MockSe
 
 /// A run's exit code, JSON report (untyped: the fields under test) and the requests
 /// joined with the truth. The mock is stopped first, which completes its truth file.
-struct Run {
-    code: i32,
-    stderr: String,
-    report: Value,
-    log: Vec<Value>,
-    joined: Vec<Joined>,
+pub(super) struct Run {
+    pub(super) code: i32,
+    pub(super) stderr: String,
+    pub(super) report: Value,
+    pub(super) log: Vec<Value>,
+    pub(super) joined: Vec<Joined>,
     /// The mock's `/stats` once it stopped.
-    stats: llmsurge::mock::MockStats,
+    pub(super) stats: llmsurge::mock::MockStats,
 }
 
 /// `join`: join the log with the truth (every request sent must have reached the mock:
 /// not so for a run whose stop cancels requests just sent).
-fn run(
+pub(super) fn run(
     server: llmsurge::mock::MockServer,
     truth: &std::path::Path,
     bench: Bench,

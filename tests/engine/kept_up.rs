@@ -230,3 +230,73 @@ fn a_replay_the_server_had_room_for_kept_up() {
         "{verdict:?}"
     );
 }
+
+/// Poisson arrivals at three quarters of `--max-concurrency` against a server with room:
+/// bursts meet the cap often and wait together, neighbours alike, so neither the late
+/// count nor the waits are independent draws. The mock never queued: kept up, whatever
+/// the seed.
+#[test]
+fn poisson_at_three_quarters_of_the_cap_on_a_server_with_room_kept_up() {
+    for seed in [1, 4] {
+        let server = fixed_mock(0.0, None);
+        // 20 + 19 × 5 = 115 ms a request at 20 req/s: 2.3 requests holding 3 slots.
+        let report = Bench::on(&server)
+            .profile("poisson")
+            .rate(20)
+            .max_concurrency(3)
+            .seed(seed)
+            .max_seconds(5)
+            .data("prompt_tokens=16,output_tokens=20")
+            .slo("ttft_p50<=5s")
+            .arg("--server-metrics", "off")
+            .ok_report();
+        let stats = server.stats();
+        assert_eq!(
+            stats.peak_queued, 0,
+            "seed {seed}: the mock never queued: {stats:?}"
+        );
+        assert_counts_match(&report, &server);
+        let b = &report.benchmarks[0];
+        assert!(
+            b.requests.late > 0,
+            "seed {seed}: no burst met the cap: {:?}",
+            b.requests
+        );
+        let verdict = b.slo.as_ref().expect("a verdict");
+        assert!(verdict.not_kept_up.is_none(), "seed {seed}: {verdict:?}");
+    }
+}
+
+/// A replay whose requests grow (100 to 3,000 prompt tokens, 0.1 ms a token of prefill)
+/// on a server with room: each later request waits longer by its own size, not a queue.
+#[test]
+fn a_replay_whose_requests_grow_on_a_server_with_room_kept_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lines: Vec<String> = (0..30)
+        .map(|i| {
+            serde_json::json!({"timestamp": i * 100, "input_length": 100 + i * 100,
+                "output_length": 10, "hash_ids": [5000 + i]})
+            .to_string()
+        })
+        .collect();
+    let path = dir.path().join("grow.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n").expect("write the trace");
+    let server = fixed_mock(0.1, None);
+    let report = Bench::on(&server)
+        .profile("replay")
+        .data(&path.display().to_string())
+        .slo("ttft_p50<=5s")
+        .arg("--server-metrics", "off")
+        .ok_report();
+    let stats = server.stats();
+    assert_eq!(stats.peak_queued, 0, "the mock never queued: {stats:?}");
+    let b = &report.benchmarks[0];
+    let drift = b.intent_drift.as_ref().expect("the arrivals were compared");
+    let (earlier, later) = drift.prompt_tokens.expect("prompt tokens known");
+    assert!(later > 1.25 * earlier, "{drift:?}");
+    let verdict = b.slo.as_ref().expect("a verdict");
+    assert!(
+        verdict.passed && verdict.not_kept_up.is_none(),
+        "{verdict:?}"
+    );
+}

@@ -1169,29 +1169,10 @@ fn check_steady_state(broken: &mut Vec<String>, i: usize, b: &Value, mine: &[&Jo
     }
 }
 
-/// What one `benchmark compare` said: its exit code, stderr and `--json` output (null
-/// when it wrote none).
+/// What one `benchmark compare` said: its exit code, stderr and `--json` output.
 fn compare(base: &Path, cur: &Path, args: &[&str]) -> (i32, String, Value) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("compare.json");
-    let out = llmsurge()
-        .args(["benchmark", "compare"])
-        .arg(base)
-        .arg(cur)
-        .args(args)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("llmsurge runs");
-    let written = std::fs::read(&json)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or(Value::Null);
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        written,
-    )
+    let c = super::compare_pairs::compare(base, cur, args);
+    (c.code, c.stderr, c.json)
 }
 
 /// `benchmark compare` of the draw's report (at `path`): against itself it exits 0 with
