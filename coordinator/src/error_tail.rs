@@ -14,8 +14,12 @@
 //!   that many errors in a row have a probability of at most [`LOST_CHANCE`] (10 in a row
 //!   at 25% errors is 1e-6; a server failing half its requests needs 20).
 //!
-//! A server restarted mid-run that comes back has successes after its outage, so no
-//! tail; scattered errors make short tails that chance explains. A benchmark stopped by
+//! A server that holds requests while it fails others is queueing, not lost: a request
+//! the stop cut in flight, sent before an error of the tail, breaks it (an overloaded
+//! server answering some requests with fast 429s while the rest wait). A hung server's
+//! requests time out in the order they were sent, so the ones the stop cuts come after
+//! its errors and leave the tail whole. A server restarted mid-run that comes back has
+//! successes after its outage, so no tail; scattered errors make short tails that chance explains. A benchmark stopped by
 //! `--max-errors` or `--max-error-rate` is left alone: the user's own error budget ended
 //! it, its stop reason says so, and a stop on errors always ends in errors. Requests of a
 //! dead worker (`worker_died`) are the client's failures, not the server's: they neither
@@ -60,6 +64,10 @@ pub struct ErrorTail {
     /// arrived before it, which an outage the server recovered from can do (the tail
     /// then restarts from what is kept, which is never an outage's start).
     recent: VecDeque<MonoNanos>,
+    /// Sends of the requests the stop cut while the server held them (the latest
+    /// [`TAIL_MEMORY`]): one sent before an error of the tail shows a server that held
+    /// requests while it failed others, a queue, not an outage.
+    held: VecDeque<MonoNanos>,
 }
 
 impl ErrorTail {
@@ -77,6 +85,15 @@ impl ErrorTail {
                 ),
                 None => "errored".into(),
             }),
+            // Cut by the stop while the server held it: the server was there, queueing.
+            (RequestStatus::Cancelled, e)
+                if r.start.is_some() && e.as_ref().is_none_or(|e| e.kind != ErrorKind::Planned) =>
+            {
+                if self.held.len() == TAIL_MEMORY {
+                    self.held.pop_front();
+                }
+                self.held.push_back(sent);
+            }
             (RequestStatus::Cancelled, _) => {}
         }
     }
@@ -93,6 +110,8 @@ impl ErrorTail {
         if self.last.as_ref().is_none_or(|(t, _)| *t <= sent) {
             *self = Self {
                 last_success: Some(sent),
+                // Cuts are judged against the tail at the end, whatever came before.
+                held: std::mem::take(&mut self.held),
                 ..Self::default()
             };
             return;
@@ -136,6 +155,10 @@ impl ErrorTail {
         }
         let last_success = self.last_success?;
         let first = self.first?;
+        let last_error = self.last.as_ref().map_or(first, |(t, _)| *t);
+        if self.held.iter().any(|&h| h >= first && h < last_error) {
+            return None;
+        }
         let span_s = end?.since(first).as_secs_f64();
         let n = self.count;
         if n < LOST_MIN_REQUESTS || span_s < LOST_MIN_SECONDS {
@@ -257,6 +280,29 @@ mod tests {
         let (a, b) = records.split_at(150);
         let interleaved: Vec<RequestRecord> = b.iter().chain(a).cloned().collect();
         assert_eq!(verdict(&interleaved, 4000), Some(lost));
+    }
+
+    #[test]
+    fn a_server_holding_requests_while_it_fails_others_is_not_lost() {
+        // After the last success, fast errors interleaved with requests the server held
+        // until the stop cut them: an overloaded server, not a lost one.
+        let mut records = outage(100);
+        for i in 0..50 {
+            let mut cut = record(2010 + i * 40, None);
+            cut.status = RequestStatus::Cancelled;
+            cut.error = Some(RequestError {
+                kind: ErrorKind::Cancelled,
+                message: "cancelled: the benchmark stopped".into(),
+            });
+            records.push(cut);
+        }
+        assert_eq!(verdict(&records, 4000), None);
+        // Cut after every error of the tail (a hung server's last requests): still lost.
+        let mut records = outage(100);
+        let mut cut = record(3990, None);
+        cut.status = RequestStatus::Cancelled;
+        records.push(cut);
+        assert!(verdict(&records, 4000).is_some());
     }
 
     #[test]

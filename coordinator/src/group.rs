@@ -885,7 +885,14 @@ impl Supervisor<'_> {
         }
         match action {
             StopAction::StopQueuing => {
-                self.shm.request_stop(stop_flags::STOP_QUEUING);
+                // Ctrl-C drains what is in flight only: a request a cap still holds was
+                // never sent, so it ends at once.
+                let unsent = if matches!(self.stop, Some(StopReason::Interrupted)) {
+                    stop_flags::DROP_UNSENT
+                } else {
+                    0
+                };
+                self.shm.request_stop(stop_flags::STOP_QUEUING | unsent);
                 self.drain_deadline
                     .get_or_insert(Instant::now() + self.plan.drain_timeout);
             }

@@ -209,25 +209,36 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
         _ if r.duration_s > 0.0 => created as f64 / r.duration_s,
         _ => 0.0,
     };
-    // The cap that held them and how long a request holds a unit of it: the whole
-    // request under --max-concurrency, the wait for its first token under
-    // --max-prefill-concurrency (without a concurrency cap).
+    // Each cap set and how long a request holds a unit of it: the whole request under
+    // --max-concurrency, until its first token under --max-prefill-concurrency. Either
+    // can be the one the load overruns (a prefill cap below the concurrency cap, or one
+    // that holds a whole unstreamed answer).
     let prefill = r.client.prefill_wait.as_ref().map(|p| u64::from(p.cap));
-    let (cap, cap_flag, held_for) = match (r.max_concurrency, prefill) {
-        (Some(c), _) => (Some(c), "--max-concurrency", "request_latency"),
-        (None, Some(c)) => (Some(c), "--max-prefill-concurrency", "ttft_any"),
-        (None, None) => (None, "", "request_latency"),
-    };
-    let service_ms = mean_ms(r, held_for);
-    let load = service_ms.map(|ms| arrivals * ms / 1e3);
+    let caps: Vec<(u64, &str, &str)> = [
+        r.max_concurrency
+            .map(|c| (c, "--max-concurrency", "request_latency")),
+        prefill.map(|c| (c, "--max-prefill-concurrency", "ttft_any")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let held = format!("{late} of {created} requests waited for a free slot");
-    if let (Some(c), Some(a), Some(ms)) = (cap, load, service_ms)
-        && a >= c as f64
-    {
-        return Some(format!(
-            "{held}: {arrivals:.1} req/s × {ms:.0} ms needs {a:.1} requests holding a slot, more than {cap_flag} {c}, so the client's queue never drains"
-        ));
+    for &(c, cap_flag, held_for) in &caps {
+        if let Some(ms) = mean_ms(r, held_for)
+            && arrivals * ms / 1e3 >= c as f64
+        {
+            let a = arrivals * ms / 1e3;
+            return Some(format!(
+                "{held}: {arrivals:.1} req/s × {ms:.0} ms needs {a:.1} requests holding a slot, more than {cap_flag} {c}, so the client's queue never drains"
+            ));
+        }
     }
+    // Bursts are judged at the first cap (the concurrency cap when both are set).
+    let cap = caps.first().map(|&(c, _, _)| c);
+    let load = caps
+        .first()
+        .and_then(|&(_, _, held_for)| mean_ms(r, held_for))
+        .map(|ms| arrivals * ms / 1e3);
     let (expected, basis) = match (r.strategy, unit, cap, load) {
         // Random arrivals at the load: exact for Poisson arrivals and exponential service
         // times; an upper bound for evenly spaced arrivals (a constant rate waits less than

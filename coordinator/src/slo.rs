@@ -363,8 +363,8 @@ impl Judged {
     }
 }
 
-/// `95` for 0.95, `99.9` for 0.999.
-fn confidence_percent(c: f64) -> String {
+/// `95` for 0.95, `99.9` for 0.999: a confidence as a percentage, as the user wrote it.
+pub fn confidence_percent(c: f64) -> String {
     let p = (c * 1e6).round() / 1e4;
     format!("{p}")
 }

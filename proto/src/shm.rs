@@ -69,6 +69,10 @@ pub mod stop_flags {
     pub const STOP_QUEUING: u32 = 1;
     /// Cancel requests in flight as well.
     pub const CANCEL_IN_FLIGHT: u32 = 2;
+    /// Cancel the requests not yet sent (held by a cap) but let those in flight finish:
+    /// Ctrl-C's drain. A stop that ends a schedule (`--max-requests`, a trace's end)
+    /// still sends what it claimed.
+    pub const DROP_UNSENT: u32 = 4;
 }
 
 /// Errors mapping or validating the shared block.

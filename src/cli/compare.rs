@@ -182,14 +182,14 @@ fn render(c: &Comparison) -> String {
         .count();
     out.push_str(&format!("\n{}", c.variance_note));
     out.push_str(&format!(
-        "\n{} regression(s){}; intervals at {:.0}% confidence{}",
+        "\n{} regression(s){}; intervals at {}% confidence{}",
         c.regressions,
         if noisy > 0 {
             format!(", {noisy} change(s) beyond tolerance but within noise")
         } else {
             String::new()
         },
-        c.confidence * 100.0,
+        llmsurge_coordinator::slo::confidence_percent(c.confidence),
         if c.strict {
             " (--strict: noise ignored)"
         } else {

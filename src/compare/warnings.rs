@@ -55,15 +55,15 @@ pub fn seed_warnings(base: &Report, cur: &Report) -> Vec<String> {
         }
     }
     let (sb, sc) = (seeds(base), seeds(cur));
-    let shared: Vec<String> = sb
-        .iter()
-        .filter(|s| sc.contains(s))
-        .map(u64::to_string)
-        .collect();
+    let mut shared: Vec<u64> = sb.iter().filter(|s| sc.contains(s)).copied().collect();
+    shared.sort_unstable();
+    shared.dedup();
     if !shared.is_empty() {
+        let list: Vec<String> = shared.iter().map(u64::to_string).collect();
         out.push(format!(
-            "baseline and current share the random seed {}: both sent the same prompts, so a server's prefix cache can answer the current run from the baseline's and flatter it; leave --random-seed unset in a gate (each run then draws a fresh seed)",
-            shared.join(", ")
+            "baseline and current share the random seed{} {}: both sent the same prompts, so a server's prefix cache can answer the current run from the baseline's and flatter it; leave --random-seed unset in a gate (each run then draws a fresh seed)",
+            if shared.len() > 1 { "s" } else { "" },
+            list.join(", ")
         ));
     }
     out
@@ -133,11 +133,11 @@ pub fn hit_rate_warning(
         return None;
     }
     Some(format!(
-        "{}: the server's prefix-cache hit rate differs: baseline {:.1}% ({hb:.0} of {qb:.0} prompt tokens, {nb} requests), current {:.1}% ({hc:.0} of {qc:.0} prompt tokens, {nc} requests), beyond noise at {:.0}% confidence: one side's prompts were answered from the cache more, so its latencies may owe the cache, not the build",
+        "{}: the server's prefix-cache hit rate differs: baseline {:.1}% ({hb:.0} of {qb:.0} prompt tokens, {nb} requests), current {:.1}% ({hc:.0} of {qc:.0} prompt tokens, {nc} requests), beyond noise at {}% confidence: one side's prompts were answered from the cache more, so its latencies may owe the cache, not the build",
         c.strategy,
         rb * 100.0,
         rc * 100.0,
-        confidence * 100.0
+        llmsurge_coordinator::slo::confidence_percent(confidence)
     ))
 }
 
@@ -209,6 +209,15 @@ mod tests {
         // Per-run seeds: any run's seed in common warns.
         b.args["run_seeds"] = serde_json::json!([43, 44, 42]);
         assert_eq!(seed_warnings(&a, &b).len(), 1);
+        // Each shared seed named once, and more than one in the plural.
+        let mut c = fixture();
+        c.args["run_seeds"] = serde_json::json!([43, 44, 44]);
+        let w = seed_warnings(&b, &c);
+        let shared = w
+            .iter()
+            .find(|w| w.contains("share"))
+            .expect("shared seeds");
+        assert!(shared.contains("share the random seeds 43, 44:"), "{w:?}");
         // Repeated runs without per-run seeds all re-sent the first one's prompts.
         let mut old = fixture();
         old.args["seed"] = 9.into();

@@ -351,9 +351,15 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
         (
             "slo.reasons",
             Box::new(|r| {
-                let mut reasons: Vec<&str> = Vec::new();
-                for c in r.slo.iter().flat_map(|v| &v.checks) {
-                    if let Some(x) = c.reason.as_deref().filter(|x| !reasons.contains(x)) {
+                let mut reasons: Vec<String> = Vec::new();
+                for c in r.slo.iter().flat_map(|v| &v.checks).filter(|c| !c.passed) {
+                    // A check that failed on its measurement alone says so, beside the
+                    // reasons of the others (an inconclusive one's, the kept-up rule's).
+                    let x = c.reason.clone().unwrap_or_else(|| match c.measured {
+                        Some(m) => format!("{}: measured {m:.3}", c.name),
+                        None => format!("{}: failed", c.name),
+                    });
+                    if !reasons.contains(&x) {
                         reasons.push(x);
                     }
                 }

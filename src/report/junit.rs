@@ -107,7 +107,7 @@ pub fn comparison_suites(c: &Comparison) -> Vec<Suite> {
                 .filter(|m| m.tolerance.is_some())
                 .map(|m| {
                     let unit = if m.unit == crate::compare::tolerance::ChangeUnit::Percent { "%" } else { "pp" };
-                    let ci = m.ci.map_or(String::new(), |(lo, hi)| format!(", {:.0}% interval [{lo:+.2}, {hi:+.2}]{unit}", c.confidence * 100.0));
+                    let ci = m.ci.map_or(String::new(), |(lo, hi)| format!(", {}% interval [{lo:+.2}, {hi:+.2}]{unit}", llmsurge_coordinator::slo::confidence_percent(c.confidence)));
                     let allowed = m.tolerance.map_or(0.0, |t| t.allowed);
                     let output = format!(
                         "baseline {} current {} change {}{unit} (allowed {allowed}{unit} worse{ci}); samples {} vs {}",

@@ -310,8 +310,8 @@ pub fn comparison(c: &Comparison) -> String {
         out.push_str(&format!("> ⚠️ warning: {}\n\n", escape(w)));
     }
     out.push_str(&format!(
-        "| Benchmark | Metric | Baseline | Current | Change | {:.0}% interval | Allowed | Samples | Verdict |\n",
-        c.confidence * 100.0
+        "| Benchmark | Metric | Baseline | Current | Change | {}% interval | Allowed | Samples | Verdict |\n",
+        llmsurge_coordinator::slo::confidence_percent(c.confidence)
     ));
     out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---|\n");
     for p in &c.pairs {

@@ -499,3 +499,44 @@ fn a_server_killed_mid_run_makes_the_run_invalid_from_the_instant_it_was_lost() 
     let html = std::fs::read_to_string(run.dir.path().join("benchmarks.html")).expect("html");
     assert!(html.contains("the server was lost at"));
 }
+
+/// An overloaded server that answers three in ten requests with a fast 500 while it
+/// queues the rest is not lost: the requests it still held when the stop cut them were
+/// sent between its errors. The verdict is the queue's (exit 3), not an outage (4).
+#[test]
+fn an_overloaded_server_failing_some_requests_fast_is_not_lost() {
+    let server = mock(MockConfig {
+        max_concurrency: Some(2),
+        error_rate: 0.3,
+        ttft_ms: 50.0,
+        itl_ms: 5.0,
+        output_tokens: 20,
+        seed: 7,
+        ..MockConfig::instant()
+    });
+    // Two slots of 50 + 19 × 5 = 145 ms serve 14 req/s; 30 are offered.
+    let run = Bench::on(&server)
+        .profile("poisson")
+        .rate(30)
+        .seed(14)
+        .max_seconds(3)
+        .data("prompt_tokens=16,output_tokens=20")
+        .slo("ttft_p50<=10s")
+        .run();
+    let report = ended_with(&run, 3);
+    let stats = server.stats();
+    assert!(stats.peak_queued >= 2, "the mock queued: {stats:?}");
+    let b = &report.benchmarks[0];
+    assert!(b.server_lost.is_none(), "{:?}", b.server_lost);
+    assert!(
+        b.requests.errored > 0 && b.requests.cancelled > 0,
+        "{:?}",
+        b.requests
+    );
+    let why = b
+        .slo
+        .clone()
+        .and_then(|v| v.not_kept_up)
+        .expect("did not keep up");
+    assert!(why.contains(" of 30 req/s"), "{why}");
+}

@@ -8,7 +8,8 @@
 
 use crate::scenario::Bench;
 use crate::support::{
-    Finished, RUN_BOUND, assert_identity, ended_with, mock, wait_for_children, wait_in_flight,
+    Finished, RUN_BOUND, assert_identity, ended_with, mock, wait_completed, wait_for_children,
+    wait_in_flight,
 };
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge_coordinator::StopReason;
@@ -410,4 +411,38 @@ fn a_stop_during_the_ramp_up_ends_the_waiting_streams() {
     assert!(b.workers.iter().all(|w| !w.died), "{:?}", b.workers);
     assert_eq!(b.requests.cancelled, 0, "{:?}", b.requests);
     assert!(b.audit.mismatches.is_empty(), "{:?}", b.audit);
+}
+
+/// Ctrl-C stops queuing: requests held by `--max-concurrency` were never sent, so they
+/// end at once, cancelled unsent, and only the requests in flight drain. (They were
+/// admitted one by one as the in-flight ones finished, for the whole drain timeout.)
+#[test]
+fn ctrl_c_ends_the_requests_held_by_the_cap_unsent() {
+    let server = busy_mock();
+    // 40 req/s against one slot of ~300 ms: the cap holds a growing queue.
+    let bench = Bench::on(&server)
+        .constant(40)
+        .workers(2)
+        .max_concurrency(1)
+        .data(DATA)
+        .max_seconds(60);
+    let live = Live::start(&bench, true);
+    wait_completed(&server, 2);
+    let sent_before = server.stats().requests.chat_completions;
+    kill(pid(live.pid()), Signal::SIGINT).expect("SIGINT");
+    let run = live.finish();
+    let sent_after = server.stats().requests.chat_completions;
+    // The one in flight finishes; one sent as the count was read and one let in as the
+    // flag was set are all that may follow.
+    assert!(
+        sent_after <= sent_before + 2,
+        "{} requests sent after Ctrl-C",
+        sent_after - sent_before
+    );
+    let b = assert_clean_cancel(&run);
+    assert!(
+        b.requests.cancelled >= 10 && b.requests.late >= 10,
+        "the cap's queue was cancelled: {:?}",
+        b.requests
+    );
 }

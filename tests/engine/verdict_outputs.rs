@@ -97,7 +97,10 @@ fn an_inconclusive_check_says_so_once_and_is_not_a_failed_one() {
     assert_eq!(row.cell("slo.verdict"), "fail");
     assert_eq!(row.cell("slo.failed_checks"), "ttft_p50<=1ms");
     assert_eq!(row.cell("slo.inconclusive_checks"), "ttft_p99<=10s");
-    assert!(row.cell("slo.reasons").starts_with(&reason), "{row:?}");
+    // Both checks' reasons: the inconclusive one's and the failed one's measurement.
+    let reasons = row.cell("slo.reasons");
+    assert!(reasons.starts_with(&reason), "{row:?}");
+    assert!(reasons.contains(" | ttft_p50<=1ms: measured "), "{row:?}");
 }
 
 /// Every request errored (mock error rate 1): a latency check has no completed request

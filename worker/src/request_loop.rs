@@ -18,7 +18,7 @@ use crate::reporter::{Reporter, SlotInfo};
 use crate::source::{PreparedRequest, RequestSource, SessionState};
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use llmsurge_proto::shm::Cap;
+use llmsurge_proto::shm::{Cap, stop_flags};
 use llmsurge_proto::{
     Arrivals, CancelAt, ClientBehaviour, ErrorKind, MonoNanos, RequestMedia, SessionTag, Shard,
     SharedRegion,
@@ -421,7 +421,8 @@ impl Context {
         tokio::pin!(notified);
         notified.as_mut().enable();
         loop {
-            if *cancel.borrow() {
+            let dropped = self.shm.stop_flags() & stop_flags::DROP_UNSENT != 0;
+            if *cancel.borrow() || dropped {
                 // `place` drops: the ticket leaves the queue, nobody waits behind it.
                 return Err(MonoNanos::now().since(began));
             }
