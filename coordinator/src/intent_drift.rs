@@ -25,6 +25,11 @@
 //! growth; so only arrivals intended before the first cut one are compared. (A server
 //! that kept up has its first cut arrival within a request's latency of the stop; one
 //! that fell behind answered every arrival before it, by then with a grown queue.)
+//!
+//! The cut arrivals are evidence of their own ([`Unanswered`]): a server whose slots
+//! hung streams hold answers the first arrivals fast and then nothing, so no answered
+//! wait grows, but the arrivals it never answered had waited, when the stop cut them,
+//! far longer than any answered one.
 
 use crate::sessions::Moments;
 use llmsurge_proto::{ErrorKind, MonoNanos, Phase, RequestRecord, RequestStatus};
@@ -38,6 +43,10 @@ pub const BLOCKS: usize = 10;
 const MIN_BLOCKS: usize = 4;
 /// Fewest arrivals a block holds.
 const MIN_PER_BLOCK: u64 = 2;
+/// A cut arrival is overdue past this many times the longest answered wait…
+const OVERDUE_FACTOR: f64 = 2.0;
+/// …and past this, ms: a short run's answered waits are no scale for its cut ones.
+const OVERDUE_FLOOR_MS: f64 = 1000.0;
 
 /// Count, mean and sum of squared deviations, mergeable (Welford, Chan et al.).
 #[derive(Clone, Copy, Debug, Default)]
@@ -111,6 +120,26 @@ pub struct IntentDrift {
     pub prompt_tokens: Option<(f64, f64)>,
 }
 
+/// The measured arrivals the stop cut before their first token, against the longest
+/// wait of an answered one (the report's `unanswered`; see the module documentation).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Unanswered {
+    /// Measured arrivals the stop cut before their first token.
+    pub cut: u64,
+    /// Measured arrivals answered (a first token, or an end without one; errors are
+    /// neither).
+    pub answered: u64,
+    /// The longest wait from intent of an answered arrival, ms (its caps' waits left out).
+    pub answered_max_ms: f64,
+    /// A cut arrival is overdue when it had waited longer than this, ms: twice
+    /// `answered_max_ms`, and at least 1 s.
+    pub overdue_after_ms: f64,
+    /// Cut arrivals that had waited longer than `overdue_after_ms` when the stop cut them.
+    pub overdue: u64,
+    /// The longest a cut arrival had waited when the stop cut it, ms.
+    pub oldest_ms: f64,
+}
+
 /// The measured arrivals' waits from intent, by the 100 ms of their intended instant.
 #[derive(Clone, Debug)]
 pub struct IntentDriftCollector {
@@ -118,6 +147,10 @@ pub struct IntentDriftCollector {
     buckets: Vec<Bucket>,
     /// The bucket of the earliest-intended arrival the stop cut before its answer.
     first_cut: Option<usize>,
+    /// The longest answered wait, ms.
+    answered_max_ms: f64,
+    /// What each cut arrival had waited when the stop cut it, ms (a lower bound).
+    cut_waits: Vec<f64>,
 }
 
 impl IntentDriftCollector {
@@ -127,6 +160,8 @@ impl IntentDriftCollector {
             t0,
             buckets: Vec::new(),
             first_cut: None,
+            answered_max_ms: 0.0,
+            cut_waits: Vec::new(),
         }
     }
 
@@ -143,6 +178,9 @@ impl IntentDriftCollector {
             return;
         }
         let i = (r.scheduled.since(self.t0).as_nanos() / u128::from(BUCKET_NS)) as usize;
+        let parts = r.queue_parts();
+        let capped = parts.concurrency.unwrap_or_default() + parts.prefill.unwrap_or_default();
+        let wait_until = |t: MonoNanos| t.since(r.scheduled).saturating_sub(capped);
         let answered = match (r.status, r.first_token) {
             (RequestStatus::Errored, _) => return,
             (_, Some(t)) => t,
@@ -157,20 +195,37 @@ impl IntentDriftCollector {
             }
             (RequestStatus::Cancelled, None) => {
                 self.first_cut = Some(self.first_cut.map_or(i, |c| c.min(i)));
+                self.cut_waits.push(wait_until(r.end).as_secs_f64() * 1e3);
                 return;
             }
         };
-        let parts = r.queue_parts();
-        let capped = parts.concurrency.unwrap_or_default() + parts.prefill.unwrap_or_default();
-        let wait = answered.since(r.scheduled).saturating_sub(capped);
+        let wait = wait_until(answered).as_secs_f64() * 1e3;
+        self.answered_max_ms = self.answered_max_ms.max(wait);
         if self.buckets.len() <= i {
             self.buckets.resize(i + 1, Bucket::default());
         }
         let b = &mut self.buckets[i];
-        b.wait.push(wait.as_secs_f64() * 1e3);
+        b.wait.push(wait);
         if let Some(p) = r.prompt_tokens {
             b.prompt.push(f64::from(p));
         }
+    }
+
+    /// The cut arrivals against the answered ones; `None` when the stop cut none before
+    /// its first token.
+    pub fn unanswered(&self) -> Option<Unanswered> {
+        if self.cut_waits.is_empty() {
+            return None;
+        }
+        let after = (OVERDUE_FACTOR * self.answered_max_ms).max(OVERDUE_FLOOR_MS);
+        Some(Unanswered {
+            cut: self.cut_waits.len() as u64,
+            answered: self.buckets.iter().map(|b| b.wait.n).sum(),
+            answered_max_ms: self.answered_max_ms,
+            overdue_after_ms: after,
+            overdue: self.cut_waits.iter().filter(|&&w| w > after).count() as u64,
+            oldest_ms: self.cut_waits.iter().copied().fold(0.0, f64::max),
+        })
     }
 
     /// The drift of the answered arrivals intended before the first cut one: cut into
@@ -313,6 +368,42 @@ mod tests {
         assert!(growth(&d) > 200.0, "{d:?}");
         // Every answered arrival came before the first cut one.
         assert!(d.arrivals <= 40, "{d:?}");
+    }
+
+    /// An arrival intended at `intended` ms that the stop cut at `cut` ms, unanswered.
+    fn cut(intended: u64, cut: u64) -> RequestRecord {
+        RequestRecord {
+            status: RequestStatus::Cancelled,
+            first_token: None,
+            first_content: None,
+            end: at(cut),
+            ..arrival(intended, 0)
+        }
+    }
+
+    #[test]
+    fn cut_arrivals_are_overdue_past_twice_the_longest_answered_wait_and_one_second() {
+        let mut c = IntentDriftCollector::new(at(0));
+        for i in 0..20 {
+            c.add(&arrival(i * 50, 60 + i));
+        }
+        assert_eq!(c.unanswered(), None, "the stop cut none");
+        // Hung slots: every later arrival (1 to 3.95 s) waited until the stop at 4 s.
+        for i in 20..80 {
+            c.add(&cut(i * 50, 4000));
+        }
+        let u = c.unanswered().expect("cut arrivals");
+        assert_eq!((u.cut, u.answered), (60, 20));
+        assert_eq!(u.answered_max_ms, 79.0);
+        // Twice 79 ms is below the 1 s floor: the arrivals intended before 3 s are overdue.
+        assert_eq!(u.overdue_after_ms, 1000.0);
+        assert_eq!(u.overdue, 40, "{u:?}");
+        assert_eq!(u.oldest_ms, 3000.0);
+        // A slow answer raises the bar to twice its wait.
+        c.add(&arrival(0, 1400));
+        let u = c.unanswered().expect("cut arrivals");
+        assert_eq!(u.overdue_after_ms, 2800.0);
+        assert_eq!(u.overdue, 4, "{u:?}");
     }
 
     #[test]

@@ -16,6 +16,9 @@
 //!   requests, first turns, calls that wait for no other) waited longer for their first
 //!   token than the earlier half (`intent_drift`); this holds for short probes and for
 //!   replays that drained after their schedule;
+//! - arrivals went unanswered: a tenth of the arrivals (five at least) had waited, when
+//!   the stop cut them without a first token, more than twice the longest wait of an
+//!   answered one (`unanswered`): hung streams holding every slot of the server;
 //! - the server's own waiting-requests gauge grew;
 //! - latency grew at equal work: for plain requests, the requests in flight and the mean
 //!   TTFT grew together over the second half; for sessions, TTFT at the same turn index
@@ -27,7 +30,7 @@
 //! See docs/metrics.md ("Kept up").
 
 use crate::constraints::StopReason;
-use crate::intent_drift::IntentDrift;
+use crate::intent_drift::{IntentDrift, Unanswered};
 use crate::result::BenchmarkResult;
 use crate::saturation::trend;
 use crate::sessions::{Moments, RateMeans, TurnDrift};
@@ -98,6 +101,7 @@ pub fn kept_up(r: &BenchmarkResult) -> KeptUp {
     let evidence = detector(r)
         .or_else(|| client_queue(r, unit))
         .or_else(|| r.intent_drift.as_ref().and_then(wait_from_intent_grew))
+        .or_else(|| r.unanswered.as_ref().and_then(arrivals_went_unanswered))
         .or_else(|| {
             let from = r.measured_window.start_time - r.start_time;
             let to = r.measured_window.end_time - r.start_time;
@@ -426,6 +430,27 @@ fn wait_from_intent_grew(d: &IntentDrift) -> Option<String> {
         d.wait_mean_ms, d.arrivals, d.earlier.count, d.later.count
     ))
 }
+
+/// Every open-loop profile: at least [`OVERDUE_SHARE`] of the measured arrivals (and
+/// [`OVERDUE_MIN`]) were overdue when the stop cut them unanswered (see `unanswered`).
+/// With no answered arrival there is no scale to judge them by.
+fn arrivals_went_unanswered(u: &Unanswered) -> Option<String> {
+    let arrivals = u.answered + u.cut;
+    (u.answered > 0
+        && u.overdue >= OVERDUE_MIN
+        && u.overdue as f64 >= OVERDUE_SHARE * arrivals as f64)
+        .then(|| {
+            format!(
+                "{} of {arrivals} arrivals had waited over {:.0} ms without a first token when the stop cut them, the oldest {:.0} ms, where the longest wait of an answered one was {:.0} ms: the server held requests it did not serve",
+                u.overdue, u.overdue_after_ms, u.oldest_ms, u.answered_max_ms
+            )
+        })
+}
+
+/// Share of the measured arrivals overdue unanswered that counts…
+const OVERDUE_SHARE: f64 = 0.1;
+/// …and at least this many.
+const OVERDUE_MIN: u64 = 5;
 
 /// Least growth of the wait from intent that counts: a few milliseconds are the client's
 /// own timing on a busy host, not a queue.

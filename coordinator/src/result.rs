@@ -424,6 +424,10 @@ pub struct BenchmarkResult {
     /// against the later half's (see `intent_drift`); absent with too few arrivals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent_drift: Option<crate::intent_drift::IntentDrift>,
+    /// The measured arrivals the stop cut before their first token, against the longest
+    /// answered wait (see `intent_drift`); absent when the stop cut none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanswered: Option<crate::intent_drift::Unanswered>,
 }
 
 /// Inputs of [`build`] besides the state.
@@ -585,6 +589,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         steady_state: None,
         max_concurrency: None,
         intent_drift: state.intent_drift.drift(),
+        unanswered: state.intent_drift.unanswered(),
     }
 }
 

@@ -263,6 +263,11 @@ pub struct Audit {
     /// Requests of dead workers that shared memory counted as sent but the worker never
     /// reported (counted as errored, or cancelled when the coordinator killed it).
     pub unreported: u64,
+    /// Slots dead workers had claimed but neither sent nor handed back (waiting for
+    /// their instant or for a cap when the worker died): counted as created and errored
+    /// (cancelled when the coordinator killed it), with no record.
+    #[serde(default)]
+    pub unsent_lost: u64,
     /// Each disagreement found, one sentence each; empty when the books balance.
     pub mismatches: Vec<String>,
 }
@@ -286,6 +291,14 @@ pub struct ShmCounts {
     pub slots_returned: u64,
     /// Requests in flight across the group.
     pub in_flight: u64,
+}
+
+/// How the requests of a dead worker that have no record are counted.
+#[derive(Clone, Debug)]
+struct LostAs {
+    status: RequestStatus,
+    error: RequestError,
+    phase: Phase,
 }
 
 /// How a dead worker ended, for [`WorkerGroupState::worker_lost`].
@@ -336,6 +349,10 @@ pub struct WorkerGroupState {
     t0: MonoNanos,
     /// Requests of dead workers that were sent but never reported.
     unreported: u64,
+    /// Slots dead workers took with them unsent ([`Audit::unsent_lost`]).
+    unsent_lost: u64,
+    /// The last loss of a worker: how its requests without a record are counted.
+    last_loss: Option<LostAs>,
     /// Unfinished measured requests whose elapsed time already missed a threshold.
     pub unfinished_not_good: u64,
     /// Measured requests given up by plan (`--cancel`), left out of goodput.
@@ -371,6 +388,8 @@ impl WorkerGroupState {
             window: MeasureWindow::default(),
             t0,
             unreported: 0,
+            unsent_lost: 0,
+            last_loss: None,
             unfinished_not_good: 0,
             planned_given_up: 0,
             models: Vec::new(),
@@ -630,33 +649,61 @@ impl WorkerGroupState {
             self.account(&record);
             on_record(&record);
         }
-        if unreported > 0 {
-            // No record: their slots and times are unknown. They count as created and
-            // failed, in the phase of the newest slot at the time of death.
-            self.unreported += unreported;
-            self.counts.created += unreported;
-            match status {
-                RequestStatus::Cancelled => self.counts.cancelled += unreported,
-                _ => self.counts.errored += unreported,
-            }
-            if status == RequestStatus::Errored {
-                let tally = self.errors.entry(kind).or_default();
-                tally.count += unreported;
-                if tally.samples.len() < SAMPLES_PER_KIND && !tally.samples.contains(&error.message)
-                {
-                    tally.samples.push(error.message.clone());
-                }
-            }
-            match self.window.phase(loss.newest_slot, loss.now.since(self.t0)) {
-                Phase::Warmup => self.counts.warmup += unreported,
-                Phase::Cooldown => self.counts.cooldown += unreported,
-                Phase::Measured => match status {
-                    RequestStatus::Cancelled => self.measured.cancelled += unreported,
-                    _ => self.measured.errored += unreported,
-                },
+        // No record for these: their slots and times are unknown. They count as created
+        // and failed, in the phase of the newest slot at the time of death.
+        let lost_as = LostAs {
+            status,
+            error,
+            phase: self.window.phase(loss.newest_slot, loss.now.since(self.t0)),
+        };
+        self.unreported += unreported;
+        self.count_without_record(unreported, &lost_as);
+        self.last_loss = Some(lost_as);
+        n + unreported
+    }
+
+    /// Once every worker has finished or died: the slots dead workers claimed but
+    /// neither sent nor handed back (waiting for their instant, or held by a cap), from
+    /// shared memory's slot counts, counted as created and failed like the requests
+    /// they sent but never reported. Every surviving worker's slots are its requests or
+    /// handed back, so what the books lack is the dead ones'. Returns how many.
+    pub fn account_unsent_of_dead(&mut self, slots_claimed: u64, slots_returned: u64) -> u64 {
+        let Some(lost_as) = self.last_loss.take() else {
+            return 0;
+        };
+        let unsent = slots_claimed.saturating_sub(self.counts.created + slots_returned);
+        self.unsent_lost += unsent;
+        self.count_without_record(unsent, &lost_as);
+        self.last_loss = Some(lost_as);
+        unsent
+    }
+
+    /// Counts `n` requests of a dead worker that have no record as created and failed.
+    fn count_without_record(&mut self, n: u64, lost: &LostAs) {
+        if n == 0 {
+            return;
+        }
+        let (status, error) = (lost.status, &lost.error);
+        self.counts.created += n;
+        match status {
+            RequestStatus::Cancelled => self.counts.cancelled += n,
+            _ => self.counts.errored += n,
+        }
+        if status == RequestStatus::Errored {
+            let tally = self.errors.entry(error.kind).or_default();
+            tally.count += n;
+            if tally.samples.len() < SAMPLES_PER_KIND && !tally.samples.contains(&error.message) {
+                tally.samples.push(error.message.clone());
             }
         }
-        n + unreported
+        match lost.phase {
+            Phase::Warmup => self.counts.warmup += n,
+            Phase::Cooldown => self.counts.cooldown += n,
+            Phase::Measured => match status {
+                RequestStatus::Cancelled => self.measured.cancelled += n,
+                _ => self.measured.errored += n,
+            },
+        }
     }
 
     /// Checks the books at the end of a benchmark: the identity `created = completed +
@@ -707,6 +754,7 @@ impl WorkerGroupState {
             slots_claimed: shm.slots_claimed,
             slots_returned: shm.slots_returned,
             unreported: self.unreported,
+            unsent_lost: self.unsent_lost,
             mismatches,
         }
     }

@@ -62,7 +62,7 @@ summed! {
         cooldown;
     MeasuredCounts: completed, errored, cancelled;
     TokenSources: usage, stream, unknown, mismatched, itl_timed;
-    Audit: sent_shm, sent_books, slots_claimed, slots_returned, unreported;
+    Audit: sent_shm, sent_books, slots_claimed, slots_returned, unreported, unsent_lost;
     ClientCounts: completed, output_tokens, prompt_tokens, prompt_tokens_sent,
         prompts_unknown, prompts_unknown_bound, unfinished, outputs_unknown,
         outputs_unreceived_bound, outputs_unbounded;

@@ -93,6 +93,64 @@ fn a_killed_worker_stops_the_run_and_is_named_in_the_report() {
     assert_eq!(b.audit.sent_shm, b.audit.sent_books, "{:?}", b.audit);
 }
 
+/// A worker killed while `--max-concurrency` holds many of its requests unsent: they
+/// had their slots of the schedule, so they count as created and failed (the break
+/// test of issue 36 found them gone from the books: created fell short of the slots
+/// claimed by the requests the dead worker held).
+#[test]
+fn a_killed_worker_s_requests_held_by_the_cap_are_in_the_books() {
+    let server = mock(busy_mock());
+    let url = server.base_url();
+    // 40 req/s of ~300 ms requests on 2 slots: the cap holds a growing queue.
+    let bench = Bench::target(&url)
+        .constant(40)
+        .max_concurrency(2)
+        .workers(2)
+        .data(DATA)
+        .max_seconds(30)
+        .request_log("requests.jsonl");
+    let (child, dir, workers) = start_busy(bench, false);
+    // Six answered at two at a time: about a second in, some 30 requests held.
+    wait_completed(&server, 6);
+    kill(pid(workers[0]), Signal::SIGKILL).expect("kill the worker");
+    let run = wait_run(child, dir);
+    let report = ended_with(&run, llmsurge::exit_codes::RUN_FAILED);
+    let b = &report.benchmarks[0];
+    let a = &b.audit;
+    assert!(a.mismatches.is_empty(), "{a:?}");
+    assert!(
+        a.unsent_lost > 0,
+        "the dead worker held requests unsent: {a:?}"
+    );
+    // Every slot the schedule handed out is a request of the books or was handed back.
+    assert_eq!(
+        b.requests.created,
+        a.slots_claimed - a.slots_returned,
+        "{:?} {a:?}",
+        b.requests
+    );
+    // Each request with a record has its line; the ones held unsent have none, nor the
+    // ones shared memory counted sent that the worker never reported.
+    let logged = crate::support::recorded(&run.dir.path().join("requests.jsonl")).len() as u64;
+    assert_eq!(
+        logged + a.unsent_lost + a.unreported,
+        b.requests.created,
+        "{a:?}"
+    );
+    // The mock saw the requests the books say were sent, but for unreported ones the
+    // worker may have died before sending (shared memory counts just before the send).
+    let seen = server.stats().requests.chat_completions;
+    assert!(
+        (a.sent_books - a.unreported..=a.sent_books).contains(&seen),
+        "the mock saw {seen}: {a:?}"
+    );
+    assert!(
+        run.stderr.contains("held unsent"),
+        "the loss is said: {}",
+        run.stderr
+    );
+}
+
 #[test]
 fn with_continue_the_others_carry_on_after_a_worker_dies() {
     let server = mock(busy_mock());

@@ -17,7 +17,12 @@ use llmsurge::report::Report;
 /// `per_prompt_token` ms a prompt token, and `slots` concurrency slots (unlimited when
 /// `None`).
 fn fixed_mock(per_prompt_token: f64, slots: Option<usize>) -> MockServer {
-    mock(MockConfig {
+    mock(fixed(per_prompt_token, slots))
+}
+
+/// The configuration of [`fixed_mock`].
+fn fixed(per_prompt_token: f64, slots: Option<usize>) -> MockConfig {
+    MockConfig {
         ttft_ms: 20.0,
         itl_ms: 5.0,
         ttft_ms_per_prompt_token: per_prompt_token,
@@ -26,7 +31,7 @@ fn fixed_mock(per_prompt_token: f64, slots: Option<usize>) -> MockServer {
         kv_cache_tokens: 16,
         max_concurrency: slots,
         ..MockConfig::instant()
-    })
+    }
 }
 
 /// Four new sessions a second of ten turns (64 prompt tokens and 64 output tokens each,
@@ -295,6 +300,80 @@ fn a_replay_whose_requests_grow_on_a_server_with_room_kept_up() {
     let (earlier, later) = drift.prompt_tokens.expect("prompt tokens known");
     assert!(later > 1.25 * earlier, "{drift:?}");
     let verdict = b.slo.as_ref().expect("a verdict");
+    assert!(
+        verdict.passed && verdict.not_kept_up.is_none(),
+        "{verdict:?}"
+    );
+}
+
+/// A mock of fixed latencies whose streams hang (`stall_rate`) after their first chunk,
+/// holding their slot until the client goes away; `slots` concurrency slots.
+fn hanging_mock(stall_rate: f64, slots: Option<usize>) -> MockServer {
+    mock(MockConfig {
+        stall_rate,
+        seed: 1,
+        ..fixed(0.0, slots)
+    })
+}
+
+/// Constant 20 req/s for 4 s of 20 output tokens (20 + 19 × 5 = 115 ms a request).
+fn constant_on(server: &MockServer) -> Bench {
+    Bench::on(server)
+        .constant(20)
+        .seed(1)
+        .max_seconds(4)
+        .data("prompt_tokens=16,output_tokens=20")
+        .slo("ttft_p50<=5s")
+        .arg("--server-metrics", "off")
+}
+
+/// Finding H3 of the break test: hung streams fill every slot of the server within the
+/// first second, after which it answers nothing. The arrivals it did answer waited no
+/// longer later than earlier (the queue behind the hung streams is never answered), so
+/// only the unanswered arrivals show it: they had waited seconds, the answered ones
+/// milliseconds.
+#[test]
+fn hung_streams_that_fill_the_servers_slots_did_not_keep_up() {
+    let server = hanging_mock(0.5, Some(4));
+    let run = constant_on(&server).run();
+    let report = ended_with(&run, 3);
+    let stats = server.stats();
+    // The mock's truth: its four slots hung, and a queue built behind them.
+    assert!(stats.faults.stall >= 4, "{stats:?}");
+    assert!(stats.peak_queued >= 10, "{stats:?}");
+    let b = &report.benchmarks[0];
+    let unanswered = b
+        .unanswered
+        .as_ref()
+        .expect("the stop cut unanswered arrivals");
+    // Every request still queued in the mock at the stop was cut unanswered by the
+    // client (no slot ever freed, so the queue at the stop was its peak).
+    assert!(
+        unanswered.cut >= stats.peak_queued,
+        "{unanswered:?} {stats:?}"
+    );
+    let why = b
+        .slo
+        .clone()
+        .and_then(|v| v.not_kept_up)
+        .expect("did not keep up");
+    assert!(
+        why.contains("without a first token when the stop cut them")
+            && why.contains(" of 20 req/s"),
+        "{why}"
+    );
+}
+
+/// The same hung streams on a server with room: each hangs after its first token, a
+/// slot of an unlimited server, and the rest are served at once. Kept up.
+#[test]
+fn hung_streams_on_a_server_with_room_kept_up() {
+    let server = hanging_mock(0.3, None);
+    let report = ok_report(&constant_on(&server).run());
+    let stats = server.stats();
+    assert!(stats.faults.stall >= 5, "{stats:?}");
+    assert_eq!(stats.peak_queued, 0, "the mock never queued: {stats:?}");
+    let verdict = report.benchmarks[0].slo.as_ref().expect("a verdict");
     assert!(
         verdict.passed && verdict.not_kept_up.is_none(),
         "{verdict:?}"

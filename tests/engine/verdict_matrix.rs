@@ -28,6 +28,10 @@
 //!   it lasts max(10 s, 10% of the measured window) or more and its requests/s over its
 //!   span is within one request of the truth's completed requests sent inside it; not
 //!   found, it is shorter than that and has no figures;
+//! - hung streams (a stall axis: constant and Poisson draws whose mock hangs most streams
+//!   after their first chunk, holding the slot until the client goes away): where the
+//!   mock's truth shows every slot of the path hung within the first quarter of a
+//!   benchmark's schedule, that benchmark did not keep up and no objective passed;
 //! - `benchmark compare` (one draw in four, not a capacity search): the report against
 //!   itself exits 0 with no regression and warns that both share a seed (repeated runs:
 //!   judged run to run); against a copy with one benchmark more it exits 3 naming that
@@ -167,7 +171,16 @@ struct Draw {
     tight_ms: Option<f64>,
     /// Whether `benchmark compare` is run on the draw's report (not a capacity search).
     compare: bool,
+    /// Whether the mock hangs streams ([`STALL_RATE`]): constant and Poisson draws of at
+    /// least [`STALL_MIN_REQUESTS`] requests, without `--cancel` (which would free hung
+    /// slots).
+    stall: bool,
 }
+
+/// Share of the streams a stalling mock hangs after their first chunk.
+const STALL_RATE: f64 = 0.8;
+/// Fewest requests a stall draw's schedule holds (a benchmark's `--max-seconds` 3 s).
+const STALL_MIN_REQUESTS: f64 = 24.0;
 
 /// A request's time in the server: its first token, then a gap per further token.
 fn service_s(d: &Draw) -> f64 {
@@ -255,6 +268,7 @@ impl Draw {
             confidence: None,
             tight_ms: None,
             compare: false,
+            stall: false,
         };
         if profile.open() {
             let capacity = d.capacity_rps() / profile.requests_per_unit();
@@ -274,7 +288,18 @@ impl Draw {
         d.tight_ms =
             (profile != Profile::Capacity).then(|| (service_s(&d) * 1000.0 * factor).round());
         d.compare = profile != Profile::Capacity && r.chance(0.25);
+        d.stall = matches!(profile, Profile::Constant | Profile::Poisson)
+            && !cancel
+            && d.rate.is_some_and(|rate| rate * 3.0 >= STALL_MIN_REQUESTS)
+            && r.chance(0.2);
         d
+    }
+
+    /// Slots a hung stream holds for good on the path: the mock's, or the user's
+    /// concurrency cap when tighter (the prefill cap frees at the first token).
+    fn hung_slots(&self) -> usize {
+        let cap = self.max_concurrency.unwrap_or(u32::MAX);
+        self.server_slots.min(cap) as usize
     }
 
     /// The requests per second the tightest stage of the path can carry: the mock's
@@ -313,6 +338,7 @@ impl Draw {
             } else {
                 0.0
             },
+            stall_rate: if self.stall { STALL_RATE } else { 0.0 },
             ..MockConfig::instant()
         }
     }
@@ -321,7 +347,7 @@ impl Draw {
     fn mock_flags(&self) -> String {
         let c = self.mock_config(Path::new("truth.jsonl"));
         format!(
-            "--truth truth.jsonl --seed {} --ttft-ms {} --ttft-ms-std 0 --itl-ms {} --itl-ms-std 0 --output-tokens {} --max-concurrency {} --tokens-per-chunk {} --reasoning-tokens {} --tool-call-rate {} --error-rate {} --drop-rate {}",
+            "--truth truth.jsonl --seed {} --ttft-ms {} --ttft-ms-std 0 --itl-ms {} --itl-ms-std 0 --output-tokens {} --max-concurrency {} --tokens-per-chunk {} --reasoning-tokens {} --tool-call-rate {} --error-rate {} --drop-rate {} --stall-rate {}",
             c.seed,
             c.ttft_ms,
             c.itl_ms,
@@ -331,7 +357,8 @@ impl Draw {
             c.reasoning_tokens,
             c.tool_call_rate,
             c.error_rate,
-            c.drop_rate
+            c.drop_rate,
+            c.stall_rate
         )
     }
 
@@ -887,10 +914,26 @@ fn run_draw(d: &Draw) -> Vec<String> {
         }
         return broken;
     }
-    let kept_up = d.load == Load::KeepsUp && stats.peak_queued == 0 && code != 4;
+    // A hanging mock may hang a whole answer without queueing: only its clog is judged.
+    let kept_up = d.load == Load::KeepsUp && !d.stall && stats.peak_queued == 0 && code != 4;
     for (i, b) in benchmarks.iter().enumerate() {
         let slo = &b["slo"];
         let not_kept_up = slo["not_kept_up"].as_str();
+        if d.stall
+            && code != 4
+            && let Some(at) = clogged_at(d, &logged, &joined, i)
+            && (not_kept_up.is_none()
+                || slo["checks"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["passed"] == true))
+        {
+            broken.push(format!(
+                "benchmark {i}: hung streams held all {} slots of the path {at:.2} s into its schedule (the mock's truth), yet it kept up or an objective passed: {slo}",
+                d.hung_slots()
+            ));
+        }
         if kept_up && let Some(why) = not_kept_up {
             broken.push(format!(
                 "benchmark {i}: the server never queued (mock peak_queued 0) and the load was at most 40% of every capacity, yet: {why}"
@@ -978,6 +1021,32 @@ fn run_draw(d: &Draw) -> Vec<String> {
         said.join(" ")
     );
     broken
+}
+
+/// When hung streams held every slot of the path, in seconds from the benchmark's first
+/// intended instant, by the mock's truth: the arrival of the stream that hung the last
+/// free slot. `None` unless that came within the first quarter of the benchmark's
+/// schedule (later, the unanswered arrivals may be too few to tell).
+fn clogged_at(d: &Draw, logged: &[Value], joined: &[Joined], i: usize) -> Option<f64> {
+    let index = if d.repeat > 1 { "run" } else { "benchmark" };
+    let ours = |log: &Value| log[index].as_u64().unwrap_or(0) == i as u64;
+    // Every request the schedule made, sent or not (a cap holds some).
+    let intended: Vec<f64> = logged
+        .iter()
+        .filter(|l| ours(l))
+        .filter_map(|l| f(&l["scheduled_time"]))
+        .collect();
+    let mine: Vec<&Joined> = joined.iter().filter(|j| ours(&j.log)).collect();
+    let first = intended.iter().copied().fold(f64::INFINITY, f64::min);
+    let last = intended.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mut hung: Vec<f64> = mine
+        .iter()
+        .filter(|j| j.truth["fault"] == "stall")
+        .filter_map(|j| f(&j.truth["arrival_time"]))
+        .collect();
+    hung.sort_by(f64::total_cmp);
+    let at = *hung.get(d.hung_slots().checked_sub(1)?)? - first;
+    (at <= (last - first) / 4.0).then_some(at)
 }
 
 /// The mock's instant of a request's first content chunk.
@@ -1379,6 +1448,11 @@ fn the_draws_cover_every_axis() {
         d.tight_ms.is_some_and(|x| x > service_s(d) * 1000.0)
     });
     has("benchmark compare", &|d| d.compare);
+    has("hung streams", &|d| d.stall);
+    has("hung streams behind a concurrency cap", &|d| {
+        d.stall && d.max_concurrency.is_some()
+    });
+    has("hung streams without streaming", &|d| d.stall && !d.stream);
     has("benchmark compare of repeated runs", &|d| {
         d.compare && d.repeat > 1
     });
