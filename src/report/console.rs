@@ -167,7 +167,7 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
                 continue;
             };
             let mut row = vec![
-                b.strategy.to_string(),
+                super::label(b),
                 g.spec.to_string(),
                 g.good_requests.to_string(),
                 num(g.requests_per_s),
@@ -197,7 +197,7 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
         for b in benchmarks {
             let opt = |v: Option<f64>| v.map_or("-".into(), num);
             inputs.add_row(vec![
-                b.strategy.to_string(),
+                super::label(b),
                 opt(b.throughput.inputs_per_s),
                 opt(b.throughput.input_tokens_per_s),
             ]);
@@ -250,7 +250,7 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
     for b in benchmarks {
         let notes = super::notes(b);
         if !notes.is_empty() {
-            out.push_str(&format!("\n{}:\n", b.strategy));
+            out.push_str(&format!("\n{}:\n", super::label(b)));
             for n in notes {
                 // A note quotes server text (error samples): one inert line each.
                 out.push_str(&format!("  {}\n", llmsurge_proto::inert::terminal(&n)));
@@ -261,7 +261,7 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
         out.push_str("\nServer metrics (the server's /metrics, measured window)\n");
         for b in benchmarks {
             if let Some(sm) = &b.server_metrics {
-                out.push_str(&server_block(&b.strategy.to_string(), sm));
+                out.push_str(&server_block(&super::label(b), sm));
             }
         }
     }
@@ -293,7 +293,7 @@ fn sessions_block(benchmarks: &[BenchmarkResult]) -> String {
     for b in benchmarks {
         let Some(s) = &b.sessions else { continue };
         t.add_row(vec![
-            b.strategy.to_string(),
+            super::label(b),
             match s.rate_means {
                 RateMeans::Users => "concurrent users".into(),
                 RateMeans::SessionsPerSecond => "new sessions/s".to_string(),
@@ -326,7 +326,7 @@ fn sessions_block(benchmarks: &[BenchmarkResult]) -> String {
         let Some(s) = &b.sessions else { continue };
         for turn in &s.per_turn {
             t.add_row(vec![
-                b.strategy.to_string(),
+                super::label(b),
                 turn.turn.to_string(),
                 turn.requests.to_string(),
                 p(&turn.ttft_ms, |s| s.p50),
@@ -379,7 +379,7 @@ fn models_table(benchmarks: &[BenchmarkResult]) -> Table {
                 0.0
             };
             t.add_row(vec![
-                b.strategy.to_string(),
+                super::label(b),
                 llmsurge_proto::inert::terminal(&m.model).into_owned(),
                 num(share),
                 m.requests.completed.to_string(),

@@ -33,7 +33,7 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
         };
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            escape(&b.strategy.to_string()),
+            escape(&super::label(b)),
             b.requests.completed,
             b.requests.errored,
             cell_value(Some(b.throughput.requests_per_s)),
@@ -57,7 +57,7 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
                     .unwrap_or_default();
                 out.push_str(&format!(
                     "| {} | `{}` | {} | {}{reason} |\n",
-                    escape(&b.strategy.to_string()),
+                    escape(&super::label(b)),
                     escape_code(&c.name),
                     cell_value(c.measured),
                     verdict_cell(c.label())
@@ -166,7 +166,7 @@ fn sessions_section(benchmarks: &[BenchmarkResult]) -> String {
     );
     for b in benchmarks {
         let Some(s) = &b.sessions else { continue };
-        let name = escape(&b.strategy.to_string());
+        let name = escape(&super::label(b));
         out.push_str(&format!(
             "| {name} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |\n",
             match s.rate_means {
@@ -219,7 +219,7 @@ fn models_section(benchmarks: &[BenchmarkResult]) -> String {
             let share = (created > 0).then(|| 100.0 * m.requests.created as f64 / created as f64);
             out.push_str(&format!(
                 "| {} | {} | {}% | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                escape(&b.strategy.to_string()),
+                escape(&super::label(b)),
                 escape(&m.model),
                 cell_value(share),
                 m.requests.completed,
@@ -247,7 +247,7 @@ fn server_section(benchmarks: &[BenchmarkResult]) -> String {
         let Some(sm) = &b.server_metrics else {
             continue;
         };
-        let label = escape(&b.strategy.to_string());
+        let label = escape(&super::label(b));
         let failed = srv::scrape_errors(sm);
         let scrapes = if failed > 0 {
             format!("{} ({failed} failed)", sm.scrapes)

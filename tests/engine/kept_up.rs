@@ -316,14 +316,15 @@ fn hanging_mock(stall_rate: f64, slots: Option<usize>) -> MockServer {
     })
 }
 
-/// Constant 20 req/s for 4 s of 20 output tokens (20 + 19 × 5 = 115 ms a request).
+/// Constant 20 req/s for 4 s of 20 output tokens (20 + 19 × 5 = 115 ms a request),
+/// judged on the server's TTFT and the client's own dispatch lag.
 fn constant_on(server: &MockServer) -> Bench {
     Bench::on(server)
         .constant(20)
         .seed(1)
         .max_seconds(4)
         .data("prompt_tokens=16,output_tokens=20")
-        .slo("ttft_p50<=5s")
+        .slo("ttft_p50<=5s,dispatch_lag_p50<=2s")
         .arg("--server-metrics", "off")
 }
 
@@ -361,7 +362,22 @@ fn hung_streams_that_fill_the_servers_slots_did_not_keep_up() {
         why.contains("without a first token when the stop cut them")
             && why.contains(" of 20 req/s"),
         "{why}"
+    ); // The verdict fails the server's latency, not the client's own dispatch lag.
+    let checks = &b.slo.as_ref().expect("a verdict").checks;
+    let lag = checks
+        .iter()
+        .find(|c| c.name.starts_with("dispatch_lag"))
+        .expect("the lag check");
+    // (Judged on its own: the few completed requests may leave it inconclusive.)
+    assert!(
+        lag.passed || lag.reason.as_ref().is_some_and(|r| !r.contains("keep up")),
+        "{lag:?}"
     );
+    let ttft = checks
+        .iter()
+        .find(|c| c.name.starts_with("ttft"))
+        .expect("ttft");
+    assert_eq!(ttft.reason.as_deref(), Some(why.as_str()), "{ttft:?}");
 }
 
 /// The same hung streams on a server with room: each hangs after its first token, a

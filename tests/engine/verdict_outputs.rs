@@ -171,5 +171,13 @@ fn repeated_runs_all_inconclusive_are_inconclusive_across_runs() {
     assert!(
         line.ends_with("0 of 2 runs passed (0 failed, 2 inconclusive): INCONCLUSIVE (no run failed; every run must pass)"),
         "{line}"
-    );
+    ); // Each run's notes (the reasons below the tables) name their run.
+    for n in [1, 2] {
+        let header = format!("concurrent@4 (run {n}):");
+        assert!(
+            run.stdout.lines().any(|l| l == header),
+            "no notes of run {n}:\n{}",
+            run.stdout
+        );
+    }
 }
