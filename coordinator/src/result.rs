@@ -424,6 +424,10 @@ pub struct BenchmarkResult {
     /// against the later half's (see `intent_drift`); absent with too few arrivals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent_drift: Option<crate::intent_drift::IntentDrift>,
+    /// Output lengths asked against received over the completed measured requests, and
+    /// their finish reasons; absent without a completed request (and in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_lengths: Option<crate::output_lengths::OutputLengths>,
 }
 
 /// Inputs of [`build`] besides the state.
@@ -585,6 +589,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         steady_state: None,
         max_concurrency: None,
         intent_drift: state.intent_drift.drift(),
+        output_lengths: state.output_lengths.result(),
     }
 }
 
@@ -802,6 +807,7 @@ impl BenchmarkResult {
     pub fn drop_generation_metrics(&mut self) {
         self.throughput.output_tokens_per_s = None;
         self.token_sources = None;
+        self.output_lengths = None;
         for p in &mut self.timeseries {
             p.output_tokens_per_s = None;
         }
