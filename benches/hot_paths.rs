@@ -197,6 +197,7 @@ fn backend_config() -> BackendConfig {
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: true,
+        min_tokens: false,
         session_header: None,
         tools: 0,
         request_id: None,
@@ -242,6 +243,7 @@ fn exchange(start: MonoNanos) -> Exchange {
         first_token_signal: None,
         prefill_wait: None,
         concurrency_wait: None,
+        finish_reason: None,
     }
 }
 

@@ -265,8 +265,13 @@ async fn diagnose(
     llmsurge_proto::http::connect_problem(&e)
 }
 
-/// Requests the probe sends to compare prompt lengths (the first is also the body check).
-const PROBE_SAMPLES: u64 = 3;
+/// Requests the probe sends to compare prompt and output lengths (the first is also the
+/// body check).
+const PROBE_SAMPLES: u64 = 5;
+/// The most output tokens a probe request after the first asks for (the run's length
+/// when shorter): a server that ends outputs early despite `ignore_eos` mostly shows
+/// within it (gateways seen ended outputs at 1 to 31 tokens of 32).
+const PROBE_OUTPUT_TOKENS: u32 = 32;
 /// The most the probe may delay the run. A server refuses a field at once (validation
 /// comes before any queue); a probe still unanswered by then was accepted, and only the
 /// prompt-length check, which needs the answer's usage, is skipped.
@@ -291,6 +296,8 @@ fn field_fix(field: &str, backend: &llmsurge_proto::BackendConfig) -> String {
     } else if field == "ignore_eos" {
         "pass --ignore-eos false (output lengths are then the server's choice, up to max_tokens)"
             .into()
+    } else if field == "min_tokens" {
+        "pass --min-tokens false".into()
     } else if field == "stream_options" {
         "pass --stream false (TTFT and ITL need a stream that the server accepts)".into()
     } else {
@@ -316,7 +323,8 @@ fn refused_field(
 /// so a strict server's refusal of a field is found now and not in every request. A
 /// default field the user did not ask for (`ignore_eos`) is dropped with a warning; one
 /// they asked for is a usage error naming the fix. Then compares the server's prompt
-/// counts with the client's over a few prompts (see `docs/cli.md`).
+/// counts with the client's over a few prompts, and its output lengths with those asked
+/// (see `docs/cli.md`).
 pub async fn probe(
     worker: &mut llmsurge_proto::WorkerConfig,
     ignore_eos_explicit: bool,
@@ -335,7 +343,13 @@ pub async fn probe(
     for slot in 0..PROBE_SAMPLES {
         match source.request(slot) {
             Ok(Some(mut req)) => {
-                req.max_tokens = Some(1);
+                // The first, the body check, answers at once; the others are long enough
+                // to see a server stop before the length asked, short enough for the
+                // probe's budget.
+                req.max_tokens = Some(match (slot, req.max_tokens) {
+                    (0, _) | (_, None) => 1,
+                    (_, Some(n)) => n.min(PROBE_OUTPUT_TOKENS),
+                });
                 // A dataset's rows are the benchmarks' own whatever the seed: a marker
                 // ahead of the text keeps the probe's prompt out of their prefix.
                 if matches!(worker.data, llmsurge_proto::DataSpec::Table(_)) {
@@ -408,11 +422,94 @@ pub async fn probe(
             field_fix(&field, &worker.backend)
         )));
     };
-    let check = prompt_length_warning(worker, processor, &samples, first_exchange);
+    let rest = probe_rest(worker, &samples, first_exchange);
+    let Ok(exchanges) = tokio::time::timeout_at(deadline, rest).await else {
+        return Ok(outcome); // slow, not refused: see PROBE_BUDGET
+    };
+    if let Some(w) = output_length_warning(worker, &samples, &exchanges) {
+        outcome.warnings.push(w);
+    }
+    let check = prompt_length_warning(worker, processor, &samples, &exchanges);
     if let Ok(Some(w)) = tokio::time::timeout_at(deadline, check).await {
         outcome.warnings.push(w);
     }
     Ok(outcome)
+}
+
+/// Sends the probe's samples after the first (whose exchange is `first`), together;
+/// the exchanges in the samples' order.
+async fn probe_rest(
+    worker: &llmsurge_proto::WorkerConfig,
+    samples: &[llmsurge_worker::PreparedRequest],
+    first: llmsurge_worker::backend::Exchange,
+) -> Vec<llmsurge_worker::backend::Exchange> {
+    use llmsurge_worker::backend::{Backend, Exchange};
+    let mut exchanges = vec![first];
+    let mut cfg = worker.backend.clone();
+    cfg.headers
+        .push((crate::mock::PROBE_HEADER.to_string(), "1".to_string()));
+    let Ok(backend) = Backend::new(&cfg) else {
+        return exchanges;
+    };
+    // Together: the probe's time is one answer's, not the sum.
+    let rest = samples[1..].iter().map(|req| {
+        let backend = &backend;
+        async move {
+            let mut ex = Exchange::default();
+            backend.execute(backend.build_body(req), &mut ex).await;
+            ex
+        }
+    });
+    exchanges.extend(futures_util::future::join_all(rest).await);
+    exchanges
+}
+
+/// When the probe asked for exact output lengths (`ignore_eos` or `min_tokens` sent) and
+/// a completed answer ended short of it with a `stop`: a warning naming the likely cause
+/// (the server, or a gateway in front of it, ignores `ignore_eos`) and what to try.
+fn output_length_warning(
+    worker: &llmsurge_proto::WorkerConfig,
+    samples: &[llmsurge_worker::PreparedRequest],
+    exchanges: &[llmsurge_worker::backend::Exchange],
+) -> Option<String> {
+    let b = &worker.backend;
+    if !(b.ignore_eos || b.min_tokens) {
+        return None; // lengths are the server's choice, as asked
+    }
+    let backend = llmsurge_worker::backend::Backend::new(b).ok()?;
+    let mut got = Vec::new();
+    let mut short = 0;
+    // The first, the body check, asked for one token.
+    for (req, ex) in samples.iter().zip(exchanges).skip(1) {
+        let Some(asked) = backend.max_output_tokens(req) else {
+            continue;
+        };
+        if ex.error.is_some() {
+            continue;
+        }
+        let received = ex
+            .usage
+            .and_then(|u| u.completion_tokens)
+            .unwrap_or(ex.streamed_tokens);
+        if received < asked && ex.finish_reason == Some(llmsurge_proto::FinishReason::Stop) {
+            short += 1;
+        }
+        got.push((asked, received));
+    }
+    if short == 0 {
+        return None;
+    }
+    let list: Vec<String> = got.iter().map(|(_, r)| r.to_string()).collect();
+    let asked: Vec<String> = got.iter().map(|(a, _)| a.to_string()).collect();
+    use llmsurge_coordinator::output_lengths::{fields, what_to_try};
+    Some(format!(
+        "output lengths fall short: {short} of {} probe requests ended with finish reason `stop` before the length asked (asked {} output tokens, got {}): the server, or a gateway in front of it, ignores {}, so the run's load will be lighter than asked and its figures flatter the server; {}",
+        got.len(),
+        asked.join(", "),
+        list.join(", "),
+        fields(b.min_tokens),
+        what_to_try(b.min_tokens)
+    ))
 }
 
 /// Puts a probe marker ahead of the prompt's first text (a few tokens: well within the
@@ -441,25 +538,14 @@ async fn prompt_length_warning(
     worker: &llmsurge_proto::WorkerConfig,
     processor: &str,
     samples: &[llmsurge_worker::PreparedRequest],
-    first: llmsurge_worker::backend::Exchange,
+    exchanges: &[llmsurge_worker::backend::Exchange],
 ) -> Option<String> {
-    use llmsurge_worker::backend::{Backend, Exchange};
     // Images and audio cost prompt tokens only the server can count: no comparison.
     if samples.iter().any(|r| !r.prompt.media().is_empty()) {
         return None;
     }
-    let mut cfg = worker.backend.clone();
-    cfg.headers
-        .push((crate::mock::PROBE_HEADER.to_string(), "1".to_string()));
-    let backend = Backend::new(&cfg).ok()?;
     let mut pairs = Vec::new(); // (client, server)
-    let mut exchanges = vec![first];
-    for req in &samples[1..] {
-        let mut ex = Exchange::default();
-        backend.execute(backend.build_body(req), &mut ex).await;
-        exchanges.push(ex);
-    }
-    for (req, ex) in samples.iter().zip(&exchanges) {
+    for (req, ex) in samples.iter().zip(exchanges) {
         if let (Some(client), Some(server)) = (
             req.prompt_tokens,
             ex.usage.as_ref().and_then(|u| u.prompt_tokens),

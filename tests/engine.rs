@@ -30,6 +30,7 @@ mod merge;
 mod metrics;
 mod misbehaving;
 mod numbers;
+mod output_lengths;
 mod profiles;
 mod queue_log;
 mod repeat;

@@ -92,6 +92,9 @@ pub struct BenchmarkPlan {
     pub on_worker_failure: OnWorkerFailure,
     /// Dispatch-lag p99 above this marks the client as the bottleneck.
     pub dispatch_lag_threshold: Duration,
+    /// `--max-short-output-share`: a larger share of outputs short of the length asked
+    /// makes the run invalid.
+    pub max_short_output_share: Option<f64>,
     /// Objectives evaluated on the result.
     pub slo: Option<Slo>,
     /// Per-request goodput thresholds.
@@ -593,6 +596,11 @@ pub async fn run_benchmark(
         result::add_media_rates(&mut result, &spec.media);
     }
     result.max_concurrency = plan.max_concurrency;
+    if let Some(o) = &mut result.output_lengths {
+        o.exact = backend.ignore_eos || backend.min_tokens;
+        o.min_tokens = backend.min_tokens;
+        o.max_short_share = plan.max_short_output_share;
+    }
     result.slo = plan.slo.as_ref().map(|slo| slo.judge(&result));
     result.precision = plan.precision.as_ref().map(|spec| {
         let m = &sup.state.measured;
@@ -632,6 +640,7 @@ pub async fn run_benchmark(
                 whole_benchmark,
             }
         };
+        let lengths = &result.output_lengths;
         let client = ClientCounts {
             completed: m.completed,
             output_tokens: m.received_output_tokens,
@@ -645,6 +654,10 @@ pub async fn run_benchmark(
             outputs_unknown: m.completed_outputs_unknown,
             outputs_unreceived_bound: m.unreceived_output_bound,
             outputs_unbounded: m.unreceived_output_unbounded,
+            output_tokens_asked: lengths.as_ref().map_or(0, |l| l.asked_tokens),
+            output_tokens_short: lengths
+                .as_ref()
+                .map_or(0, |l| l.asked_tokens.saturating_sub(l.received_tokens)),
             shard: plan
                 .shard
                 .is_split()

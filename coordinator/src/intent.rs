@@ -125,6 +125,7 @@ mod tests {
         let r = RequestRecord {
             scheduled: at(0),
             concurrency_wait: Some(Duration::from_millis(30)),
+            finish_reason: None,
             prefill_wait: Some(Duration::from_millis(50)),
             late: true,
             ..RequestRecord::completed(at(82), Some(at(182)), at(282), 4)

@@ -331,6 +331,7 @@ mod tests {
             c.add(&RequestRecord {
                 scheduled: at(i * 50),
                 concurrency_wait: Some(Duration::from_millis(i * 20)),
+                finish_reason: None,
                 late: true,
                 ..RequestRecord::completed(at(sent), Some(at(sent + 60)), at(sent + 100), 4)
             });

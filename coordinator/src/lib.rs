@@ -27,6 +27,7 @@ pub mod interrupts;
 pub mod kept_up;
 pub mod knee;
 pub mod observer;
+pub mod output_lengths;
 pub mod precision;
 pub mod prefill;
 pub mod profiles;

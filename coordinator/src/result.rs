@@ -428,6 +428,10 @@ pub struct BenchmarkResult {
     /// answered wait (see `intent_drift`); absent when the stop cut none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unanswered: Option<crate::intent_drift::Unanswered>,
+    /// Output lengths asked against received over the completed measured requests, and
+    /// their finish reasons; absent without a completed request (and in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_lengths: Option<crate::output_lengths::OutputLengths>,
 }
 
 /// Inputs of [`build`] besides the state.
@@ -590,6 +594,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         max_concurrency: None,
         intent_drift: state.intent_drift.drift(),
         unanswered: state.intent_drift.unanswered(),
+        output_lengths: state.output_lengths.result(),
     }
 }
 
@@ -807,6 +812,7 @@ impl BenchmarkResult {
     pub fn drop_generation_metrics(&mut self) {
         self.throughput.output_tokens_per_s = None;
         self.token_sources = None;
+        self.output_lengths = None;
         for p in &mut self.timeseries {
             p.output_tokens_per_s = None;
         }

@@ -340,6 +340,8 @@ pub struct WorkerGroupState {
     pub steady: crate::steady::SteadyCollector,
     /// The arrivals' waits from intent, for the kept-up rule.
     pub intent_drift: crate::intent_drift::IntentDriftCollector,
+    /// Output lengths asked against received, and finish reasons.
+    pub output_lengths: crate::output_lengths::OutputLengthCollector,
     /// Per-request goodput thresholds, when set.
     pub goodput: Option<GoodputSpec>,
     /// Completed measured requests that met them.
@@ -383,6 +385,7 @@ impl WorkerGroupState {
             error_tail: crate::error_tail::ErrorTail::default(),
             steady: crate::steady::SteadyCollector::new(t0),
             intent_drift: crate::intent_drift::IntentDriftCollector::new(t0),
+            output_lengths: Default::default(),
             goodput: None,
             good_requests: 0,
             window: MeasureWindow::default(),
@@ -541,6 +544,7 @@ impl WorkerGroupState {
         self.error_tail.add(r);
         self.steady.add(r);
         self.intent_drift.add(r);
+        self.output_lengths.add(r);
         self.measured.add(r);
         if let Some(spec) = &self.goodput {
             match (r.status, r.latency()) {
@@ -635,6 +639,7 @@ impl WorkerGroupState {
                 media: None,
                 prefill_wait: None,
                 concurrency_wait: None,
+                finish_reason: None,
             };
             if record.phase == Phase::Measured {
                 // Made here, not in a worker: its lower bounds are recorded here too.

@@ -10,7 +10,8 @@ use llmsurge_proto::Schedule;
 /// Why one benchmark makes its run invalid (exit 4), one line per rule that fired with
 /// its figures, each starting with the benchmark's strategy: no request succeeded; the
 /// client was the bottleneck (its dispatch lag, or a stream strategy's slow sends); the
-/// server was lost mid-run. Empty for a valid benchmark.
+/// server was lost mid-run; more outputs ended short of the length asked than
+/// `--max-short-output-share` allows. Empty for a valid benchmark.
 pub fn invalid_reasons(b: &BenchmarkResult) -> Vec<String> {
     let label = b.strategy.to_string();
     let mut out = Vec::new();
@@ -33,6 +34,9 @@ pub fn invalid_reasons(b: &BenchmarkResult) -> Vec<String> {
     }
     if let Some(lost) = &b.server_lost {
         out.push(format!("{label}: {}", lost.sentence()));
+    }
+    if let Some(why) = b.output_lengths.as_ref().and_then(|o| o.invalid_reason()) {
+        out.push(format!("{label}: {why}"));
     }
     if b.client.bottleneck {
         let c = &b.client;

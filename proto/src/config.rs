@@ -135,6 +135,10 @@ pub struct BackendConfig {
     pub idle_timeout: Option<Duration>,
     /// Send `ignore_eos: true` so the server generates exactly `max_tokens`.
     pub ignore_eos: bool,
+    /// `--min-tokens`: send vLLM's `min_tokens` equal to each request's `max_tokens`
+    /// (chat and completions), so a server that drops `ignore_eos` still cannot stop early.
+    #[serde(default)]
+    pub min_tokens: bool,
     /// Function definitions sent with every request (the data's `tools=N`), with an
     /// automatic `tool_choice`; 0 sends none.
     #[serde(default)]

@@ -44,8 +44,9 @@ pub use metrics::{
     encode_compressed,
 };
 pub use record::{
-    AudioInfo, ErrorKind, GraphStep, ImageInfo, ImageKind, ItlSpan, Phase, RequestError,
-    RequestMedia, RequestRecord, RequestStarted, RequestStatus, SessionTag, TokenSource,
+    AudioInfo, ErrorKind, FinishReason, GraphStep, ImageInfo, ImageKind, ItlSpan, Phase,
+    RequestError, RequestMedia, RequestRecord, RequestStarted, RequestStatus, SessionTag,
+    TokenSource,
 };
 pub use redact::{REDACTED, Redaction};
 pub use shm::{SharedRegion, ShmLayout};

@@ -104,6 +104,44 @@ pub enum TokenSource {
     Unknown,
 }
 
+/// Why the server ended a request's output, as it said (`finish_reason` of chat and
+/// completions, `stop_reason` of the Messages API, a Responses answer's `status` and
+/// `incomplete_details`); a request whose answer said none has `None`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The output reached the length asked (`length`, `max_tokens`, `max_output_tokens`).
+    Length,
+    /// The model chose to stop (`stop`, `end_turn`, `stop_sequence`, `completed`).
+    Stop,
+    /// The model called a tool (`tool_calls`, `tool_use`, a Responses `function_call`).
+    ToolCalls,
+    /// Anything else the server named (`content_filter`, `refusal`, …).
+    Other,
+}
+
+impl FinishReason {
+    /// Reads an OpenAI `finish_reason` or a Messages API `stop_reason`.
+    pub fn from_wire(reason: &str) -> Self {
+        match reason {
+            "length" | "max_tokens" | "max_output_tokens" => FinishReason::Length,
+            "stop" | "end_turn" | "stop_sequence" | "eos" => FinishReason::Stop,
+            "tool_calls" | "tool_use" | "function_call" => FinishReason::ToolCalls,
+            _ => FinishReason::Other,
+        }
+    }
+
+    /// The name reports use (`length`, `stop`, `tool_calls`, `other`).
+    pub fn key(self) -> &'static str {
+        match self {
+            FinishReason::Length => "length",
+            FinishReason::Stop => "stop",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::Other => "other",
+        }
+    }
+}
+
 /// Which part of the benchmark a request belongs to. Only `Measured` requests feed the
 /// metrics; the others are kept in the record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -185,6 +223,10 @@ pub struct RequestRecord {
     /// generated for a request that did not complete (the cross-check's upper end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// Why the server said the output ended; `None` when its answer said nothing (or
+    /// none came).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<FinishReason>,
     /// The response was streamed, so token arrivals were seen. `false` for a whole
     /// (non-streamed) body: the client cannot see tokens arrive, so such a request has no
     /// TPOT or ITL (absent, not zero) and no stream count to check usage against.
@@ -392,6 +434,7 @@ impl RequestRecord {
             reasoning_tokens: None,
             streamed_tokens: output_tokens,
             max_output_tokens: None,
+            finish_reason: None,
             streamed: true,
             phase: Phase::Measured,
             late: false,

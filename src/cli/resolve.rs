@@ -70,6 +70,8 @@ pub struct BackendPlan {
     pub idle_timeout: Option<Duration>,
     /// Send ignore_eos.
     pub ignore_eos: bool,
+    /// Send min_tokens equal to max_tokens (`--min-tokens`).
+    pub min_tokens: bool,
     /// Send each request an `x-request-id` (`--request-id-header`).
     pub request_id_header: bool,
     /// `ignore_eos` was asked for, not defaulted (a refusal is then a usage error).
@@ -143,6 +145,8 @@ pub struct RunPlan {
     pub on_worker_failure: OnWorkerFailure,
     /// Client-bottleneck threshold on dispatch-lag p99.
     pub max_dispatch_lag: Duration,
+    /// `--max-short-output-share`: a larger share of short outputs is an invalid run.
+    pub max_short_output_share: Option<f64>,
     /// Outputs.
     pub outputs: Vec<Output>,
     /// Directory of report files.
@@ -341,6 +345,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
             WorkerFailureArg::Continue => OnWorkerFailure::Continue,
         },
         max_dispatch_lag: args.client.max_dispatch_lag,
+        max_short_output_share: args.client.max_short_output_share,
         outputs,
         output_dir: args.output.output_dir.clone(),
         reporting,
@@ -1238,9 +1243,22 @@ fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         ttft_timeout: args.target.ttft_timeout,
         idle_timeout: args.target.idle_timeout,
         ignore_eos: args.data.ignore_eos,
+        min_tokens: args.data.min_tokens,
         request_id_header: args.target.request_id_header,
         ignore_eos_explicit: args.data.ignore_eos_explicit,
     };
+    // A flag that would have no effect is an error, not a shrug.
+    if plan.min_tokens
+        && !matches!(
+            plan.request_format,
+            RequestFormat::Chat | RequestFormat::Completions
+        )
+    {
+        return usage(format!(
+            "--min-tokens true: vLLM's min_tokens is a field of chat and completions requests; --request-format {} has none (drop --min-tokens)",
+            plan.request_format.name()
+        ));
+    }
     // Embeddings and ranking answer in one body: `--stream` (on by default) does not
     // apply to them, and an explicit `--stream true` would silently measure something
     // else than asked.

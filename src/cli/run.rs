@@ -621,6 +621,7 @@ fn plan_template(
             ttft_timeout: b.ttft_timeout,
             idle_timeout: b.idle_timeout,
             ignore_eos: b.ignore_eos,
+            min_tokens: b.min_tokens,
             session_header: data.session_header().map(str::to_string),
             tools: data.tools(),
             // The user's own x-request-id replaces ours: none to log then.
@@ -657,6 +658,7 @@ fn plan_template(
         worker_timeout: plan.worker_timeout,
         on_worker_failure: plan.on_worker_failure,
         dispatch_lag_threshold: plan.max_dispatch_lag,
+        max_short_output_share: plan.max_short_output_share,
         slo: plan.slo.clone(),
         goodput: plan.goodput,
         saturation: plan.saturation,

@@ -164,7 +164,8 @@ pub struct MockConfig {
     pub itl_ms_per_active: f64,
 
     /// Output length in tokens (mean). Without `ignore_eos` a request gets
-    /// min(max_tokens, sampled length); with `ignore_eos` exactly max_tokens.
+    /// min(max_tokens, max(sampled length, min_tokens)); with `ignore_eos` exactly
+    /// max_tokens.
     #[arg(long, env = "LLMSURGE_MOCK_OUTPUT_TOKENS", default_value_t = DEFAULT_OUTPUT_TOKENS)]
     pub output_tokens: u32,
 
@@ -269,6 +270,13 @@ pub struct MockConfig {
     /// Tokio worker threads serving requests (1: a single-threaded runtime).
     #[arg(long, env = "LLMSURGE_MOCK_WORKERS", default_value_t = DEFAULT_WORKERS)]
     pub workers: usize,
+
+    /// Ignore the request fields `ignore_eos` and `min_tokens`, as a gateway that drops
+    /// them does: each request then stops where the model would, at a length drawn from
+    /// --output-tokens / --output-tokens-std (seeded per request), when that is shorter
+    /// than its max_tokens (finish reason `stop`), else at max_tokens (`length`).
+    #[arg(long, env = "LLMSURGE_MOCK_DROP_IGNORE_EOS")]
+    pub drop_ignore_eos: bool,
 
     /// Answer a generation request that carries a body field outside the OpenAI API
     /// (e.g. vLLM's `ignore_eos`) with HTTP 422 naming the field, like a strict server
@@ -489,6 +497,7 @@ impl Default for MockConfig {
             tool_call_rate: 0.0,
             workers: DEFAULT_WORKERS,
             reject_unknown_fields: false,
+            drop_ignore_eos: false,
             unknown_events: false,
             no_final_event: false,
             prompt_tokens_scale: 1.0,

@@ -35,7 +35,8 @@ pub fn label(b: &BenchmarkResult) -> String {
 }
 
 /// What a reader should know about a benchmark beyond its numbers: why it stopped, a
-/// server lost mid-run, its errors by kind, the client's warnings, and dead workers.
+/// server lost mid-run, its errors by kind, the client's warnings, outputs short of the
+/// length asked, and dead workers.
 pub fn notes(b: &BenchmarkResult) -> Vec<String> {
     let mut notes = Vec::new();
     if let Some(reason) = &b.stop_reason {
@@ -107,6 +108,9 @@ pub fn notes(b: &BenchmarkResult) -> Vec<String> {
         ));
     }
     notes.extend(b.client.warnings.iter().map(|w| format!("warning: {w}")));
+    if let Some(w) = b.output_lengths.as_ref().and_then(|o| o.warning()) {
+        notes.push(format!("warning: {w}"));
+    }
     for w in b.workers.iter().filter(|w| w.died) {
         notes.push(format!("worker {} (pid {}): {}", w.id, w.pid, w.outcome));
     }

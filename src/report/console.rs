@@ -138,6 +138,18 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
         out.push_str(&t.to_string());
         out.push('\n');
     }
+    let lengths = super::output_lengths::rows(benchmarks);
+    if !lengths.is_empty() {
+        let mut t = table(&super::output_lengths::HEADERS);
+        for r in lengths {
+            let mut row = vec![r.label];
+            row.extend(r.cells);
+            t.add_row(row);
+        }
+        out.push_str("\nOutput lengths (completed measured requests)\n");
+        out.push_str(&t.to_string());
+        out.push('\n');
+    }
     let queue = super::queue::rows(benchmarks);
     if !queue.is_empty() {
         let mut t = table(&super::queue::HEADERS);

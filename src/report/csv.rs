@@ -219,6 +219,48 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
             Box::new(|r| opt_count(r.token_sources.map(|t| t.mismatched))),
         ),
         (
+            "output_lengths.asked_mean",
+            Box::new(|r| opt_float(r.output_lengths.as_ref().map(|o| o.asked_mean))),
+        ),
+        (
+            "output_lengths.received_mean",
+            Box::new(|r| opt_float(r.output_lengths.as_ref().map(|o| o.received_mean))),
+        ),
+        (
+            "output_lengths.short",
+            Box::new(|r| opt_count(r.output_lengths.as_ref().map(|o| o.short))),
+        ),
+        (
+            "output_lengths.short_share",
+            Box::new(|r| opt_float(r.output_lengths.as_ref().map(|o| o.short_share))),
+        ),
+        (
+            "output_lengths.finish_length",
+            Box::new(|r| opt_count(r.output_lengths.as_ref().map(|o| o.finish_reasons.length))),
+        ),
+        (
+            "output_lengths.finish_stop",
+            Box::new(|r| opt_count(r.output_lengths.as_ref().map(|o| o.finish_reasons.stop))),
+        ),
+        (
+            "output_lengths.finish_tool_calls",
+            Box::new(|r| {
+                opt_count(
+                    r.output_lengths
+                        .as_ref()
+                        .map(|o| o.finish_reasons.tool_calls),
+                )
+            }),
+        ),
+        (
+            "output_lengths.finish_other",
+            Box::new(|r| opt_count(r.output_lengths.as_ref().map(|o| o.finish_reasons.other))),
+        ),
+        (
+            "output_lengths.finish_none",
+            Box::new(|r| opt_count(r.output_lengths.as_ref().map(|o| o.finish_reasons.none))),
+        ),
+        (
             "client.dispatch_lag_p50_ms",
             Box::new(|r| float(r.client.dispatch_lag_p50_ms)),
         ),

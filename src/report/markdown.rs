@@ -85,6 +85,23 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
             ));
         }
     }
+    let lengths = super::output_lengths::rows(benchmarks);
+    if !lengths.is_empty() {
+        out.push_str("\n### Output lengths\n\n| ");
+        out.push_str(&super::output_lengths::HEADERS.join(" | "));
+        out.push_str(" |\n|---|---:|---:|---:|---|\n");
+        for r in lengths {
+            out.push_str(&format!(
+                "| {} | {} |\n",
+                escape(&r.label),
+                r.cells.join(" | ")
+            ));
+        }
+        out.push_str(&format!("\n{}\n", super::output_lengths::HINT));
+        for w in super::output_lengths::warnings(benchmarks) {
+            out.push_str(&format!("\n> **Warning:** {}\n", escape(&w)));
+        }
+    }
     let queue = super::queue::rows(benchmarks);
     if !queue.is_empty() {
         out.push_str("\n### Client queue time\n\n| ");

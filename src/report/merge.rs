@@ -65,7 +65,7 @@ summed! {
     Audit: sent_shm, sent_books, slots_claimed, slots_returned, unreported, unsent_lost;
     ClientCounts: completed, output_tokens, prompt_tokens, prompt_tokens_sent,
         prompts_unknown, prompts_unknown_bound, unfinished, outputs_unknown,
-        outputs_unreceived_bound, outputs_unbounded;
+        outputs_unreceived_bound, outputs_unbounded, output_tokens_asked, output_tokens_short;
     // A model's own counts; its good requests, errors and histograms merge below.
     ModelResult: requests, measured_requests, output_tokens, prompt_tokens, busy_s;
     // A second of the time series; its optional rate and weighted TTFT merge below.
@@ -518,6 +518,14 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
         .iter()
         .any(|b| b.token_sources.is_some())
         .then_some(tokens);
+    // Sums over the shards' requests; the limit is the same in every shard.
+    m.output_lengths = None;
+    for o in parts.iter().filter_map(|b| b.output_lengths.as_ref()) {
+        match &mut m.output_lengths {
+            Some(l) => l.add(o),
+            None => m.output_lengths = Some(o.clone()),
+        }
+    }
     m.errors = merge_errors(&parts);
     m.audit = merge_audit(shards, i);
 

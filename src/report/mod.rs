@@ -24,6 +24,7 @@ pub mod junit;
 pub mod knee;
 pub mod markdown;
 pub mod merge;
+pub mod output_lengths;
 pub mod outputs;
 pub mod progress;
 pub mod queue;

@@ -387,6 +387,12 @@ impl RunObserver for RunReporter {
         for line in error_lines(&shown, self.planned) {
             self.progress.println(&line);
         }
+        // So is a load lighter than asked: every figure of the benchmark flatters the
+        // server.
+        if let Some(w) = shown.output_lengths.as_ref().and_then(|o| o.warning()) {
+            self.progress
+                .println(&format!("warning: {}: {w}", shown.strategy));
+        }
         self.flush_log();
         if let Some(s) = &mut self.sampler {
             let mut samples = s.finish();

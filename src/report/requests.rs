@@ -105,6 +105,14 @@ pub struct RequestEntry {
     pub reasoning_tokens: Option<u32>,
     /// Output tokens counted from the stream.
     pub streamed_tokens: u32,
+    /// The output length the request asked for (its `max_tokens`); absent when it named
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_asked: Option<u32>,
+    /// Why the server said the output ended (`length`, `stop`, `tool_calls`, `other`);
+    /// absent when its answer named no reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<llmsurge_proto::FinishReason>,
     /// `--lora`: the model the request named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -167,6 +175,8 @@ impl RequestEntry {
             output_tokens_source: r.output_tokens_source,
             reasoning_tokens: r.reasoning_tokens,
             streamed_tokens: r.streamed_tokens,
+            output_tokens_asked: r.max_output_tokens,
+            finish_reason: r.finish_reason,
             model: None,
             session: r.session.map(|s| s.id),
             turn: r.session.map(|s| s.turn),
@@ -494,6 +504,7 @@ mod tests {
         // in the client, 0.1 ms was the client's own.
         let held = RequestRecord {
             concurrency_wait: Some(std::time::Duration::from_micros(400)),
+            finish_reason: None,
             prefill_wait: Some(std::time::Duration::from_micros(500)),
             late: true,
             ..record(2, RequestStatus::Completed)

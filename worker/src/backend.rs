@@ -69,6 +69,8 @@ pub struct Exchange {
     pub usage: Option<Usage>,
     /// A chunk with `finish_reason` arrived.
     pub finished: bool,
+    /// Why the server said the output ended (the last reason it gave).
+    pub finish_reason: Option<llmsurge_proto::FinishReason>,
     /// Why the request failed, if it did.
     pub error: Option<RequestError>,
     /// The request was sent a second time, on a fresh connection, after the reused
@@ -161,6 +163,9 @@ impl Exchange {
             });
         }
         self.finished |= info.finished;
+        if info.finish.is_some() {
+            self.finish_reason = info.finish;
+        }
     }
 
     /// An exchange that failed before anything was sent.

@@ -271,6 +271,7 @@ fn build_record(
         media: info.media,
         prefill_wait: ex.prefill_wait,
         concurrency_wait: ex.concurrency_wait,
+        finish_reason: ex.finish_reason,
     };
     record.itl = itl_span(&record, Chunks::of(ex));
     record

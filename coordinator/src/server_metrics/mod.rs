@@ -307,6 +307,10 @@ pub struct CrossCheck {
     /// bound of theirs (each at most twice the longest known prompt). Absent when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unknown_requests: u64,
+    /// `generation_tokens`: why the outputs fell short of the lengths the requests asked
+    /// for, when they did (the server stopped early, or the tokens were lost after it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -337,6 +341,7 @@ impl CrossCheck {
             difference,
             agrees: difference.abs() <= CROSS_CHECK_TOLERANCE,
             unknown_requests: 0,
+            explanation: None,
         }
     }
 }

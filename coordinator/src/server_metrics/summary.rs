@@ -115,6 +115,14 @@ pub struct ClientCounts {
     /// client's output range has no upper end.
     #[serde(default)]
     pub outputs_unbounded: u64,
+    /// Output tokens the completed requests that named a length asked for (their
+    /// `max_tokens`, summed): with it, a generation count short of it is explained.
+    #[serde(default)]
+    pub output_tokens_asked: u64,
+    /// Of `output_tokens_asked`, the tokens those requests did not receive (asked less
+    /// received, summed): outputs that ended short of the length asked.
+    #[serde(default)]
+    pub output_tokens_short: u64,
     /// `--shard K/N` with N > 1: this host sent only its part of the load, so the
     /// server's counts (every shard's) are not comparable with its own.
     #[serde(skip)]
@@ -204,6 +212,9 @@ pub fn cross_check_counts(
         if name == "prompt_tokens" {
             check.unknown_requests = client.prompts_unknown;
         }
+        if name == "generation_tokens" {
+            check.explanation = shortfall_explanation(server_count, client);
+        }
         // Requests cut off with no bound on their length: the range has no upper end, so
         // only a server count below the client's is checked.
         if name == "generation_tokens" && client.outputs_unbounded > 0 {
@@ -237,9 +248,37 @@ pub fn cross_check_counts(
                 super::CROSS_CHECK_TOLERANCE * 100.0
             ));
         }
+        if let Some(why) = &check.explanation {
+            warnings.push(why.clone());
+        }
         cross_checks.push(check);
     }
     cross_checks
+}
+
+/// Why the server generated fewer output tokens than the requests asked for, when the
+/// completed requests' outputs fell short by more than the tolerance: the server's count
+/// against what was asked says whether the server stopped early (it counted about what
+/// the client received) or the tokens were generated and lost on the way.
+fn shortfall_explanation(server: f64, client: &ClientCounts) -> Option<String> {
+    let asked = client.output_tokens_asked as f64;
+    let short = client.output_tokens_short as f64;
+    if asked <= 0.0 || short / asked <= super::CROSS_CHECK_TOLERANCE {
+        return None;
+    }
+    let received = client.output_tokens as f64;
+    let stopped_early = server < asked * (1.0 - super::CROSS_CHECK_TOLERANCE);
+    Some(if stopped_early {
+        format!(
+            "the server counted {server:.0} generation_tokens, the client received {received:.0}, while the completed requests asked for {asked:.0} ({short:.0} short, {:.1}%): the server itself generated less than asked (it stopped at its own end of sequence: ignore_eos did not reach it or was ignored), so the tokens were never generated, not lost on the way",
+            short / asked * 100.0
+        )
+    } else {
+        format!(
+            "the server counted {server:.0} generation_tokens, about the {asked:.0} the completed requests asked for, but the client received {received:.0} ({short:.0} short, {:.1}%): the server generated the lengths asked and something between it and the client (a gateway, a proxy) cut the outputs",
+            short / asked * 100.0
+        )
+    })
 }
 
 /// The report's server metrics of one benchmark.

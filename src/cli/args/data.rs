@@ -88,6 +88,13 @@ pub struct DataArgs {
     #[arg(long, env = "LLMSURGE_IGNORE_EOS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub ignore_eos: bool,
 
+    /// Also send vLLM's `min_tokens`, equal to each request's `max_tokens` (chat and
+    /// completions), so the output cannot end early even where a gateway in front of
+    /// the server drops `ignore_eos` but passes this field on. Off by default: a strict
+    /// server refuses the field.
+    #[arg(long, env = "LLMSURGE_MIN_TOKENS", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub min_tokens: bool,
+
     /// LoRA traffic split: "name=weight,..." (positive weights adding up to 1; within
     /// 0.01 of 1 they are normalised) or "name,name,..." for an even split. Each request
     /// names one of these models, picked per slot from --random-seed (the same whatever

@@ -200,6 +200,8 @@ pub trait GenerationRequest {
     fn streaming(&self) -> bool;
     /// vLLM's extension: generate exactly the cap.
     fn ignore_eos(&self) -> bool;
+    /// vLLM's extension: generate at least this many tokens before any end of sequence.
+    fn min_tokens(&self) -> Option<u32>;
     /// The output cap asked for, under the API's own field name.
     fn cap(&self) -> Option<u64>;
     /// Whether a stream ends with usage (always, for the APIs whose final event has it).
@@ -232,6 +234,9 @@ macro_rules! generation_request {
             /// vLLM extension: generate exactly the cap.
             #[serde(default)]
             pub ignore_eos: Option<bool>,
+            /// vLLM extension: no end of sequence before this many tokens.
+            #[serde(default)]
+            pub min_tokens: Option<u32>,
             /// Functions the model may call; only their number matters to the mock.
             #[serde(default)]
             pub tools: Option<Vec<::serde::de::IgnoredAny>>,
@@ -247,6 +252,9 @@ macro_rules! generation_request {
             }
             fn ignore_eos(&self) -> bool {
                 self.ignore_eos.unwrap_or(false)
+            }
+            fn min_tokens(&self) -> Option<u32> {
+                self.min_tokens
             }
             fn cap(&self) -> Option<u64> {
                 let $r = self;

@@ -83,6 +83,10 @@ pub(super) fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec())
 }
 
+/// The probe twin's first sequence number (its ids, `chatcmpl-0001000000000000`, never
+/// meet the server's own).
+const PROBE_SEQ_START: u64 = 1 << 48;
+
 impl App {
     /// Shared state for a validated configuration.
     pub fn new(config: MockConfig) -> Self {
@@ -97,6 +101,9 @@ impl App {
         // One cache, as a real server has: a probe's prompt warms it for the load.
         let mut probe_twin = Self::without_twin(twin);
         probe_twin.prefix_cache = Arc::clone(&app.prefix_cache);
+        // Response ids come from the sequence: the twin's start far from the server's,
+        // so a gateway that stores answers by id (Llama Stack) never sees one twice.
+        probe_twin.seq = AtomicU64::new(PROBE_SEQ_START);
         app.probe_twin = Some(Arc::new(probe_twin));
         app
     }

@@ -248,6 +248,9 @@ impl Generation {
             .tool_call
             .then(|| crate::mock::api::shared::ToolCall::id_of(self.plan.seq));
         trace.stream = self.streaming;
+        // What the plan ends with; a fault or a client gone cuts it (see `outcome`).
+        trace.finish_reason =
+            matches!(self.work, Work::Generation).then(|| self.plan.finish.as_str());
         self.trace = Some(trace);
     }
 

@@ -22,7 +22,7 @@ use crate::mock::api::openai::{
 use crate::mock::api::shared::{Api, GenerationRequest, Prompt, ToolCall, Usage, error_json};
 use crate::mock::api::{anthropic, media, openai, rerank, responses};
 use crate::mock::config::PROBE_HEADER;
-use crate::mock::model::plan::{Fault, Plan};
+use crate::mock::model::plan::{Eos, Fault, Plan};
 use crate::mock::model::prefix_cache::PromptBlocks;
 use crate::mock::model::stats::{Endpoint, FaultKind};
 use crate::mock::model::tokenizer;
@@ -178,6 +178,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
         },
         prompt_tokens: None,
         tool_call: None,
+        finish_reason: None,
     });
     match response.body_mut() {
         MockBody::Gen(generation) => {
@@ -403,7 +404,9 @@ struct GenRequest {
     /// tokens).
     prompt: PromptBlocks,
     max_tokens: Option<u32>,
-    ignore_eos: bool,
+    /// `ignore_eos` and `min_tokens`, as the model will see them (`--drop-ignore-eos`
+    /// drops both, as a gateway in front of a server may).
+    eos: Eos,
     /// Functions the request offered to call (`tools`).
     tools: usize,
 }
@@ -507,7 +510,14 @@ fn generation<'a, R: serde::Deserialize<'a> + GenerationRequest>(
                 include_usage: r.include_usage(),
                 prompt,
                 max_tokens: resolve_max_tokens(&app, r.cap())?,
-                ignore_eos: r.ignore_eos(),
+                eos: if app.config.drop_ignore_eos {
+                    Eos::default()
+                } else {
+                    Eos {
+                        ignore: r.ignore_eos(),
+                        min_tokens: r.min_tokens().unwrap_or(0),
+                    }
+                },
                 tools: r.tools(),
             })
         });
@@ -578,7 +588,7 @@ fn transcription(app: Arc<App>, content_type: &str, body: &[u8]) -> Response<Moc
             include_usage: is_true("stream_include_usage"),
             prompt,
             max_tokens: None,
-            ignore_eos: false,
+            eos: Eos::default(),
             tools: 0,
         },
     )
@@ -731,7 +741,7 @@ fn prefill_only(
     app.counters.model_request(model, prompt_tokens);
     let mut plan = app
         .model
-        .plan(seq, prompt_tokens, Some(1), true, false, false);
+        .plan(seq, prompt_tokens, Some(1), Eos::IGNORE, false, false);
     plan.model = model;
     if let Some(response) = injected(&app, plan.fault) {
         return response;
@@ -768,7 +778,7 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         seq,
         prompt_tokens - hits,
         r.max_tokens,
-        r.ignore_eos,
+        r.eos,
         // Neither the legacy completions API nor a transcription has a place for reasoning.
         !matches!(r.api, Api::Completions | Api::Transcription(_)),
         r.tools > 0,

@@ -54,6 +54,23 @@ impl FinishReason {
     }
 }
 
+/// What a request asked of the end of sequence (vLLM's extensions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Eos {
+    /// `ignore_eos`: generate exactly the cap.
+    pub ignore: bool,
+    /// `min_tokens`: no end of sequence before this many tokens (0: none asked).
+    pub min_tokens: u32,
+}
+
+impl Eos {
+    /// `ignore_eos: true`.
+    pub const IGNORE: Eos = Eos {
+        ignore: true,
+        min_tokens: 0,
+    };
+}
+
 /// A fault injected into one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -199,14 +216,15 @@ impl Model {
 
     /// Decides request `seq`: `prefill_tokens` (prompt tokens the prefix cache missed)
     /// lengthen the TTFT; `max_tokens` caps the output, reasoning and content together;
-    /// `ignore_eos` makes the cap the length; `reasoning` says whether the endpoint
+    /// `eos.ignore` makes the cap the length, `eos.min_tokens` the least length the
+    /// model's own end can make it; `reasoning` says whether the endpoint
     /// streams reasoning; `tools` whether the request offered tools to call.
     pub fn plan(
         &self,
         seq: u64,
         prefill_tokens: u64,
         max_tokens: Option<u32>,
-        ignore_eos: bool,
+        eos: Eos,
         reasoning: bool,
         tools: bool,
     ) -> Plan {
@@ -231,10 +249,12 @@ impl Model {
             }
             None => (reasoning, None),
         };
-        let content = match (content_cap, ignore_eos) {
+        // `min_tokens` counts every generated token, as the cap does.
+        let floor = eos.min_tokens.saturating_sub(reasoning);
+        let content = match (content_cap, eos.ignore) {
             (Some(cap), true) => cap,
-            (Some(cap), false) => cap.min(sampled),
-            (None, _) => sampled,
+            (Some(cap), false) => cap.min(sampled.max(floor)),
+            (None, _) => sampled.max(floor),
         };
         // Its own stream: turning tool calls on shifts no other draw.
         let tool_call =
@@ -350,8 +370,8 @@ mod tests {
         let b = Model::new(&config());
         for seq in 0..50 {
             let (mut p, mut q) = (
-                a.plan(seq, 0, None, false, true, false),
-                b.plan(seq, 0, None, false, true, false),
+                a.plan(seq, 0, None, Eos::default(), true, false),
+                b.plan(seq, 0, None, Eos::default(), true, false),
             );
             assert_eq!((p.ttft, p.content, p.fault), (q.ttft, q.content, q.fault));
             assert_eq!(p.next_word(), q.next_word());
@@ -364,13 +384,23 @@ mod tests {
             output_tokens: 10,
             ..MockConfig::instant()
         });
-        let p = m.plan(0, 0, Some(4), false, false, false);
+        let p = m.plan(0, 0, Some(4), Eos::default(), false, false);
         assert_eq!((p.content, p.finish), (4, FinishReason::Length));
-        let p = m.plan(0, 0, Some(40), false, false, false);
+        let p = m.plan(0, 0, Some(40), Eos::default(), false, false);
         assert_eq!((p.content, p.finish), (10, FinishReason::Stop));
-        let p = m.plan(0, 0, Some(40), true, false, false);
+        let p = m.plan(0, 0, Some(40), Eos::IGNORE, false, false);
         assert_eq!((p.content, p.finish), (40, FinishReason::Length));
-        let p = m.plan(0, 0, None, true, false, false);
+        let p = m.plan(0, 0, None, Eos::IGNORE, false, false);
+        assert_eq!((p.content, p.finish), (10, FinishReason::Stop));
+        let at_least = |n| Eos {
+            ignore: false,
+            min_tokens: n,
+        };
+        let p = m.plan(0, 0, Some(40), at_least(40), false, false);
+        assert_eq!((p.content, p.finish), (40, FinishReason::Length));
+        let p = m.plan(0, 0, Some(40), at_least(25), false, false);
+        assert_eq!((p.content, p.finish), (25, FinishReason::Stop));
+        let p = m.plan(0, 0, Some(40), at_least(3), false, false);
         assert_eq!((p.content, p.finish), (10, FinishReason::Stop));
     }
 
@@ -381,8 +411,8 @@ mod tests {
             ttft_ms_per_prompt_token: 0.5,
             ..MockConfig::instant()
         });
-        let short = m.plan(3, 10, None, false, false, false).ttft;
-        let long = m.plan(3, 1010, None, false, false, false).ttft;
+        let short = m.plan(3, 10, None, Eos::default(), false, false).ttft;
+        let long = m.plan(3, 1010, None, Eos::default(), false, false).ttft;
         let close = |got: Duration, want_ms: f64| (got.as_secs_f64() * 1e3 - want_ms).abs() < 1e-3;
         assert!(close(short, 25.0), "{short:?}");
         assert!(close(long - short, 500.0), "{long:?} - {short:?}");
@@ -399,7 +429,7 @@ mod tests {
         let n = 4000;
         let (mut errors, mut stalls, mut closes) = (0, 0, 0);
         for seq in 0..n {
-            match m.plan(seq, 0, None, false, false, false).fault {
+            match m.plan(seq, 0, None, Eos::default(), false, false).fault {
                 Fault::Error(s) => {
                     assert!(s == 500 || s == 429);
                     errors += 1;

@@ -72,6 +72,7 @@ impl TruthWriter {
                 .map(|c| c.content)
                 .sum(),
             tool_call: trace.tool_call.as_deref(),
+            finish_reason: trace.finish_reason,
         };
         self.file.write(&line);
     }
@@ -138,6 +139,9 @@ pub struct Trace {
     /// The id of the tool call the answer was, before its format's prefix; `None` for
     /// an answer in text.
     pub tool_call: Option<String>,
+    /// Why the generation ends as planned (`length`, `stop`, `tool_calls`); `None` for a
+    /// pooling request or an answer that carried no generation.
+    pub finish_reason: Option<&'static str>,
 }
 
 /// One chunk: when it went out and the tokens it carried.
@@ -186,6 +190,7 @@ struct Line<'a> {
     reasoning_tokens: u32,
     content_tokens: u32,
     tool_call: Option<&'a str>,
+    finish_reason: Option<&'static str>,
 }
 
 #[derive(Serialize)]

@@ -12,14 +12,14 @@
 
 use super::format::{Format, StreamState};
 use super::openai::{ChunkInfo, StreamEvent, Usage};
-use super::openai::{StrField, WireError};
+use super::openai::{FinishField, StrField, WireError};
 use super::tools;
 use super::wire::{
     JsonPrefix, Kind, close, event_text, shown, write_field, write_json, write_u32_field,
 };
 use crate::source::{Message, PreparedRequest, Prompt, ToolCall};
 use bytes::Bytes;
-use llmsurge_proto::BackendConfig;
+use llmsurge_proto::{BackendConfig, FinishReason};
 use serde::Deserialize;
 
 /// `max_tokens` of a request that names no output length (the API requires one).
@@ -82,6 +82,9 @@ struct WireDelta {
     /// A whole body's `tool_use` block's arguments.
     #[serde(default)]
     input: Option<serde::de::IgnoredAny>,
+    /// `message_delta`'s reason the output ended.
+    #[serde(default)]
+    stop_reason: FinishField,
 }
 
 #[derive(Deserialize)]
@@ -245,6 +248,7 @@ impl Format for Anthropic {
                     reasoning_tokens: None,
                 });
                 info.finished = true;
+                info.finish = event.delta.as_ref().and_then(|d| d.stop_reason.0);
             }
             "message_stop" => return Ok(StreamEvent::Last(info)),
             // content_block_start/stop, and types the API adds later.
@@ -271,6 +275,7 @@ impl Format for Anthropic {
                 reasoning_tokens: None,
             }),
             finished: whole.stop_reason.is_some(),
+            finish: whole.stop_reason.as_deref().map(FinishReason::from_wire),
             ..ChunkInfo::default()
         };
         for block in &whole.content {

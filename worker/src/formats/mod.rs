@@ -184,6 +184,7 @@ mod tests {
             got[4],
             Ok(StreamEvent::Last(ChunkInfo {
                 finished: true,
+                finish: Some(llmsurge_proto::FinishReason::Stop),
                 usage: Some(Usage {
                     prompt_tokens: Some(5),
                     completion_tokens: Some(2),
@@ -197,6 +198,7 @@ mod tests {
             got[5],
             Ok(StreamEvent::Last(ChunkInfo {
                 finished: true,
+                finish: Some(llmsurge_proto::FinishReason::Stop),
                 usage: Some(Usage {
                     prompt_tokens: Some(5),
                     completion_tokens: Some(9),
@@ -265,6 +267,68 @@ mod tests {
             &[r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#],
         );
         assert_eq!(err[0], Ok(StreamEvent::Error("Overloaded".into())));
+    }
+
+    #[test]
+    fn finish_reasons_parse_in_every_format() {
+        use llmsurge_proto::FinishReason::{Length, Other, Stop, ToolCalls};
+        let last = |format, e: &str| match stream(format, &[e]).remove(0) {
+            Ok(StreamEvent::Chunk(i) | StreamEvent::Last(i)) => i.finish,
+            other => panic!("{other:?}"),
+        };
+        let chat = |reason: &str| {
+            last(
+                RequestFormat::Chat,
+                &format!(r#"{{"choices":[{{"delta":{{}},"finish_reason":{reason}}}]}}"#),
+            )
+        };
+        assert_eq!(chat(r#""length""#), Some(Length));
+        assert_eq!(chat(r#""stop""#), Some(Stop));
+        assert_eq!(chat(r#""tool_calls""#), Some(ToolCalls));
+        assert_eq!(chat(r#""content_filter""#), Some(Other));
+        assert_eq!(chat("null"), None);
+        let started = |format, open: &str, e: &str| {
+            let got = stream(format, &[open, e]);
+            match &got[1] {
+                Ok(StreamEvent::Chunk(i) | StreamEvent::Last(i)) => i.finish,
+                other => panic!("{other:?}"),
+            }
+        };
+        let msg = r#"{"type":"message_start","message":{"usage":{"input_tokens":1}}}"#;
+        let delta = |r: &str| {
+            format!(
+                r#"{{"type":"message_delta","delta":{{"stop_reason":"{r}"}},"usage":{{"output_tokens":2}}}}"#
+            )
+        };
+        assert_eq!(
+            started(RequestFormat::Anthropic, msg, &delta("max_tokens")),
+            Some(Length)
+        );
+        assert_eq!(
+            started(RequestFormat::Anthropic, msg, &delta("end_turn")),
+            Some(Stop)
+        );
+        assert_eq!(
+            started(RequestFormat::Anthropic, msg, &delta("tool_use")),
+            Some(ToolCalls)
+        );
+        let created = r#"{"type":"response.created","response":{"status":"in_progress"}}"#;
+        assert_eq!(
+            started(
+                RequestFormat::Responses,
+                created,
+                r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}"#
+            ),
+            Some(Length)
+        );
+        assert_eq!(
+            started(
+                RequestFormat::Responses,
+                created,
+                r#"{"type":"response.completed","response":{"status":"completed","output":[{"type":"function_call","arguments":"{}"}]}}"#
+            ),
+            Some(ToolCalls)
+        );
     }
 
     #[test]

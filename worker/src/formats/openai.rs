@@ -8,12 +8,18 @@
 use super::wire::{JsonPrefix, close, write_field, write_json, write_u32_field};
 use crate::source::{MediaPart, Message, PreparedRequest, Prompt};
 use bytes::Bytes;
-use llmsurge_proto::{BackendConfig, RequestFormat};
+use llmsurge_proto::{BackendConfig, FinishReason, RequestFormat};
 use serde::Deserialize;
 use std::borrow::Cow;
 
 /// Keys a request body sets per request; `extra_body` may override them.
-const PER_REQUEST_KEYS: [&str; 4] = ["messages", "prompt", "max_tokens", "max_completion_tokens"];
+const PER_REQUEST_KEYS: [&str; 5] = [
+    "messages",
+    "prompt",
+    "max_tokens",
+    "max_completion_tokens",
+    "min_tokens",
+];
 
 /// Builds request bodies for one backend configuration.
 #[derive(Clone, Debug)]
@@ -26,6 +32,9 @@ pub struct BodyTemplate {
     prompt_overridden: bool,
     /// The user's `extra_body` sets `max_tokens` (or `max_completion_tokens`) itself.
     max_tokens_overridden: bool,
+    /// `--min-tokens`: write vLLM's `min_tokens` equal to `max_tokens` (unless the
+    /// user's `extra_body` sets it).
+    min_tokens: bool,
 }
 
 impl BodyTemplate {
@@ -48,6 +57,7 @@ impl BodyTemplate {
             prompt_overridden: prefix.overrides(prompt_key),
             max_tokens_overridden: prefix.overrides("max_tokens")
                 || prefix.overrides("max_completion_tokens"),
+            min_tokens: cfg.min_tokens && !prefix.overrides("min_tokens"),
             prefix,
             format: cfg.request_format,
         }
@@ -91,6 +101,10 @@ impl BodyTemplate {
             write_u32_field(&mut out, "max_tokens", n);
             if self.format == RequestFormat::Chat {
                 write_u32_field(&mut out, "max_completion_tokens", n);
+            }
+            // A gateway may drop `ignore_eos` and pass this on: the length then holds.
+            if self.min_tokens {
+                write_u32_field(&mut out, "min_tokens", n);
             }
         }
         if let Some(user) = &req.user {
@@ -243,6 +257,8 @@ pub struct ChunkInfo {
     pub tool: bool,
     /// The chunk ends a choice (`finish_reason` set).
     pub finished: bool,
+    /// Why the output ended, when the chunk says.
+    pub finish: Option<FinishReason>,
     /// The chunk carries usage.
     pub usage: Option<Usage>,
 }
@@ -282,7 +298,7 @@ struct WireChoice {
     #[serde(default)]
     text: StrField,
     #[serde(default)]
-    finish_reason: StrField,
+    finish_reason: FinishField,
 }
 
 #[derive(Default, Deserialize)]
@@ -352,10 +368,9 @@ impl<'de> Deserialize<'de> for FirstChoice {
     }
 }
 
-/// A string-or-null field, read for whether it is there (not null) and non-empty.
+/// A string-or-null field, read for whether it is non-empty.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct StrField {
-    pub(crate) present: bool,
     pub(crate) non_empty: bool,
 }
 
@@ -378,9 +393,41 @@ impl<'de> Deserialize<'de> for StrField {
             }
             fn visit_str<E>(self, v: &str) -> Result<StrField, E> {
                 Ok(StrField {
-                    present: true,
                     non_empty: !v.is_empty(),
                 })
+            }
+        }
+        d.deserialize_option(Visitor)
+    }
+}
+
+/// A `finish_reason` (or `stop_reason`) string-or-null, read into its kind without
+/// keeping the string.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FinishField(pub(crate) Option<FinishReason>);
+
+impl<'de> Deserialize<'de> for FinishField {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = FinishField;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or null")
+            }
+            fn visit_none<E>(self) -> Result<FinishField, E> {
+                Ok(FinishField(None))
+            }
+            fn visit_unit<E>(self) -> Result<FinishField, E> {
+                Ok(FinishField(None))
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(
+                self,
+                d: D,
+            ) -> Result<FinishField, D::Error> {
+                d.deserialize_str(self)
+            }
+            fn visit_str<E>(self, v: &str) -> Result<FinishField, E> {
+                Ok(FinishField(Some(FinishReason::from_wire(v))))
             }
         }
         d.deserialize_option(Visitor)
@@ -420,7 +467,8 @@ fn chunk_info(chunk: &WireChunk<'_>) -> ChunkInfo {
         info.reasoning =
             delta.is_some_and(|d| d.reasoning_content.non_empty || d.reasoning.non_empty);
         info.tool = delta.is_some_and(WireDelta::has_tool_call);
-        info.finished = choice.finish_reason.present;
+        info.finished = choice.finish_reason.0.is_some();
+        info.finish = choice.finish_reason.0;
     }
     info
 }
@@ -512,6 +560,25 @@ mod tests {
     }
 
     #[test]
+    fn min_tokens_follows_max_tokens() {
+        let mut cfg = backend(RequestFormat::Chat, false);
+        cfg.min_tokens = true;
+        let v = body(&BodyTemplate::new(&cfg), &text("p", Some(12)));
+        assert_eq!(v["min_tokens"], 12);
+        assert_eq!(v["max_tokens"], 12);
+        assert!(
+            body(&BodyTemplate::new(&cfg), &text("p", None))
+                .get("min_tokens")
+                .is_none()
+        );
+        cfg.extra_body.insert("min_tokens".into(), 3.into());
+        assert_eq!(
+            body(&BodyTemplate::new(&cfg), &text("p", Some(12)))["min_tokens"],
+            3
+        );
+    }
+
+    #[test]
     fn completions_body_and_no_max_tokens() {
         let mut cfg = backend(RequestFormat::Completions, false);
         cfg.ignore_eos = true;
@@ -599,6 +666,7 @@ mod tests {
             Ok(StreamEvent::Chunk(ChunkInfo {
                 content: true,
                 finished: true,
+                finish: Some(FinishReason::Length),
                 ..Default::default()
             }))
         );
@@ -666,6 +734,7 @@ mod tests {
             Ok(StreamEvent::Chunk(ChunkInfo {
                 content: true,
                 finished: true,
+                finish: Some(FinishReason::Other),
                 ..Default::default()
             }))
         );

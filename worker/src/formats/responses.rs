@@ -18,7 +18,7 @@ use super::wire::{
 };
 use crate::source::{Message, PreparedRequest, Prompt, ToolCall};
 use bytes::Bytes;
-use llmsurge_proto::BackendConfig;
+use llmsurge_proto::{BackendConfig, FinishReason};
 use serde::Deserialize;
 use std::borrow::Cow;
 
@@ -85,6 +85,40 @@ struct WireResponse<'a> {
     error: Option<WireError<'a>>,
     #[serde(default)]
     output: Vec<WireItem>,
+    /// Why an `incomplete` response stopped (`max_output_tokens`, `content_filter`).
+    #[serde(default, borrow)]
+    incomplete_details: Option<WireIncomplete<'a>>,
+}
+
+#[derive(Deserialize)]
+struct WireIncomplete<'a> {
+    #[serde(default, borrow)]
+    reason: Option<Kind<'a>>,
+}
+
+impl WireResponse<'_> {
+    /// Why the output ended: `incomplete` for the reason it names, `completed` a stop
+    /// (a tool call's when the answer was one).
+    fn finish(&self) -> Option<FinishReason> {
+        match self.status.as_deref()? {
+            "completed"
+                if self
+                    .output
+                    .iter()
+                    .any(|i| i.kind.as_deref() == Some("function_call")) =>
+            {
+                Some(FinishReason::ToolCalls)
+            }
+            "completed" => Some(FinishReason::Stop),
+            "incomplete" => Some(
+                self.incomplete_details
+                    .as_ref()
+                    .and_then(|d| d.reason.as_deref())
+                    .map_or(FinishReason::Other, FinishReason::from_wire),
+            ),
+            _ => None,
+        }
+    }
 }
 
 /// An output item: a message (content parts), reasoning (summary and content parts) or
@@ -205,6 +239,7 @@ impl Format for Responses {
                 return Ok(StreamEvent::Error(message));
             }
             "response.completed" | "response.incomplete" => {
+                info.finish = event.response.as_ref().and_then(WireResponse::finish);
                 info.usage = event.response.and_then(|r| r.usage).map(Usage::from);
                 info.finished = true;
                 return Ok(StreamEvent::Last(info));
@@ -230,6 +265,7 @@ impl Format for Responses {
         let mut info = ChunkInfo {
             usage: r.usage.map(Usage::from),
             finished: true,
+            finish: r.finish(),
             ..ChunkInfo::default()
         };
         for item in &r.output {

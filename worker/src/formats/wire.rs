@@ -156,6 +156,7 @@ pub(crate) fn test_config(format: RequestFormat, stream: bool) -> BackendConfig 
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: false,
+        min_tokens: false,
         session_header: None,
         tools: 0,
         request_id: None,
