@@ -96,7 +96,7 @@ fn every_request_llmsurge_makes_carries_the_key_bearer_or_custom_header() {
 fn without_the_key_the_mock_refuses_every_route_and_counts_it() {
     // The control of the test above: the mock's count of refusals is what it says.
     let server = gateway("authorization", 200);
-    let run = everything(&server).arg("--model", "mock-model").run();
+    let run = everything(&server).arg("--model", server.model()).run();
     let stats = server.stats();
     assert_ne!(run.code(), 0, "{}", run.stderr);
     let u = &stats.unauthorized.requests;
