@@ -1,9 +1,12 @@
 //! Target resolution, before any worker is spawned: start the in-process mock when asked,
-//! check `GET /health`, list `GET /v1/models`, and pick the model.
+//! check `GET /health` (or `--health-path`; advisory), list `GET /v1/models`, and pick the
+//! model. Every check carries the target's credentials and headers
+//! ([`llmsurge_proto::credentials`]), as the benchmark's requests do.
 
 use crate::cli::resolve::{TargetSpec, UsageError};
+use crate::cli::values::HealthPath;
 use crate::mock::{MockConfig, MockServer};
-use llmsurge_proto::{Secret, inert, limits};
+use llmsurge_proto::{RequestFormat, Secret, inert, limits};
 use std::time::Duration;
 
 /// The most of the served models' names an error message shows.
@@ -20,6 +23,35 @@ pub struct ResolvedTarget {
     pub models: Vec<String>,
     /// The in-process mock server, kept alive for the run.
     pub mock: Option<MockServer>,
+    /// What the check found that does not stop the run (an unhealthy `/health` on a
+    /// server that lists its models), one line each, without the `warning: ` prefix.
+    pub warnings: Vec<String>,
+}
+
+/// How the target is checked: what each check carries and where readiness is asked.
+#[derive(Debug)]
+pub struct TargetCheck<'a> {
+    /// The API spoken (it names the API key's header).
+    pub request_format: RequestFormat,
+    /// `--api-key`.
+    pub api_key: Option<&'a Secret>,
+    /// `--backend-kwargs` headers.
+    pub headers: &'a [(String, String)],
+    /// `--backend-kwargs` query parameters.
+    pub params: &'a [(String, String)],
+    /// `--health-path`.
+    pub health: &'a HealthPath,
+    /// Bound on connecting.
+    pub connect_timeout: Duration,
+    /// The run's TLS settings.
+    pub tls: &'a llmsurge_proto::http::TlsConfig,
+}
+
+/// What one check of a target found.
+struct Checked {
+    model: String,
+    models: Vec<String>,
+    warnings: Vec<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -51,17 +83,15 @@ const READY_BACKOFF_FIRST: Duration = Duration::from_millis(250);
 const READY_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// Resolves the target; every failure is a one-line usage error naming the target. With
-/// `ready_timeout`, a target that is not ready (unreachable, unhealthy, no model listed)
-/// is checked again with backoff (0.25 s doubling to 5 s) until it is or the time is up;
-/// then the last failure is the error. `--target mock` also serves `extra_models` (the
-/// models of a `--lora` split).
+/// `ready_timeout`, a target that is not ready (unreachable, unhealthy without a usable
+/// model list, no model listed) is checked again with backoff (0.25 s doubling to 5 s)
+/// until it is or the time is up; then the last failure is the error. `--target mock`
+/// also serves `extra_models` (the models of a `--lora` split).
 pub async fn resolve_target(
     spec: &TargetSpec,
     extra_models: &[&str],
     model: Option<&str>,
-    api_key: Option<&Secret>,
-    connect_timeout: Duration,
-    tls: &llmsurge_proto::http::TlsConfig,
+    target: &TargetCheck<'_>,
     ready_timeout: Option<Duration>,
 ) -> Result<ResolvedTarget, UsageError> {
     let (base_url, mock) = match spec {
@@ -79,32 +109,34 @@ pub async fn resolve_target(
         }
         TargetSpec::Url(url) => (url.clone(), None),
     };
-    let client = llmsurge_proto::http::client_builder(&base_url, tls)
+    let client = llmsurge_proto::http::client_builder(&base_url, target.tls)
         .map_err(|e| UsageError(e.to_string()))?
-        .connect_timeout(connect_timeout)
-        .timeout(connect_timeout + Duration::from_secs(10))
+        .connect_timeout(target.connect_timeout)
+        .timeout(target.connect_timeout + Duration::from_secs(10))
         .build()
         .map_err(|e| UsageError(format!("cannot build an HTTP client: {e}")))?;
     let Some(timeout) = ready_timeout else {
-        let (model, models) = check(&client, &base_url, model, api_key, tls).await?;
+        let c = check(&client, &base_url, model, target).await?;
         return Ok(ResolvedTarget {
             base_url,
-            model,
-            models,
+            model: c.model,
+            models: c.models,
             mock,
+            warnings: c.warnings,
         });
     };
     let deadline = tokio::time::Instant::now() + timeout;
     let mut pause = READY_BACKOFF_FIRST;
     let mut announced = false;
     loop {
-        let error = match check(&client, &base_url, model, api_key, tls).await {
-            Ok((model, models)) => {
+        let error = match check(&client, &base_url, model, target).await {
+            Ok(c) => {
                 return Ok(ResolvedTarget {
                     base_url,
-                    model,
-                    models,
+                    model: c.model,
+                    models: c.models,
                     mock,
+                    warnings: c.warnings,
                 });
             }
             Err(e) => e,
@@ -127,14 +159,52 @@ pub async fn resolve_target(
     }
 }
 
-/// One check of a target: `/health`, then `/v1/models` and the model to use.
+/// The URL of `path` at the target, with the user's query parameters and without the
+/// base's user and password (the credentials' Basic header carries them).
+fn check_url(base_url: &str, path: &str, params: &[(String, String)]) -> String {
+    let url = endpoint(
+        &llmsurge_proto::credentials::without_user_info(base_url),
+        path,
+    );
+    match reqwest::Url::parse(&url) {
+        Ok(mut parsed) if !params.is_empty() => {
+            parsed.query_pairs_mut().extend_pairs(params.iter());
+            parsed.to_string()
+        }
+        _ => url,
+    }
+}
+
+/// Whether a readiness answer says the server is not ready: anything but a success, or
+/// the 404/405 of a server without the route.
+fn unhealthy(status: reqwest::StatusCode) -> bool {
+    !status.is_success() && !matches!(status.as_u16(), 404 | 405)
+}
+
+/// One check of a target: the readiness path (advisory), then `/v1/models` and the
+/// model to use. An unhealthy readiness answer stops the run only when the model list
+/// is not usable either (no model listed, and no `--model` or a 5xx list): a gateway's
+/// `/health` may refuse or fail where its models answer.
 async fn check(
     client: &reqwest::Client,
     base_url: &str,
     model: Option<&str>,
-    api_key: Option<&Secret>,
-    tls: &llmsurge_proto::http::TlsConfig,
-) -> Result<(String, Vec<String>), UsageError> {
+    target: &TargetCheck<'_>,
+) -> Result<Checked, UsageError> {
+    let tls = target.tls;
+    let headers = llmsurge_proto::credentials::target_headers(
+        target.request_format,
+        target.api_key,
+        target.headers,
+        base_url,
+    );
+    let get = |path: &str| {
+        let mut request = client.get(check_url(base_url, path, target.params));
+        for (name, value) in &headers {
+            request = request.header(name.as_str(), value.expose());
+        }
+        request
+    };
     // What messages show of the URL (they reach the terminal and the report).
     let shown = llmsurge_proto::Redaction::default().url(base_url);
     // What a user can act on (an unknown issuer, a refused connection, …) and what to
@@ -143,7 +213,15 @@ async fn check(
     let unreachable = async |e: reqwest::Error| {
         let problem = match llmsurge_proto::http::connect_problem(&e) {
             Some(p) => Some(p),
-            None => diagnose(base_url, tls).await,
+            None => {
+                diagnose(
+                    base_url,
+                    tls,
+                    &check_url(base_url, "/v1/models", target.params),
+                    &headers,
+                )
+                .await
+            }
         };
         if let Some(problem) = problem {
             return UsageError(format!("--target {shown}: {}", problem.line()));
@@ -157,23 +235,17 @@ async fn check(
         ))
     };
 
-    let health = match client.get(endpoint(base_url, "/health")).send().await {
-        Ok(r) => r,
-        Err(e) => return Err(unreachable(e).await),
+    // Servers without the route (404, 405) are fine; an unhealthy answer is judged
+    // with the model list below.
+    let health = match target.health {
+        HealthPath::Off => None,
+        HealthPath::Path(path) => match get(path).send().await {
+            Ok(r) => unhealthy(r.status()).then(|| (path.as_str(), r.status())),
+            Err(e) => return Err(unreachable(e).await),
+        },
     };
-    let status = health.status();
-    // Servers without /health (404, 405) are fine; a server that says it is unhealthy is not.
-    if !status.is_success() && !matches!(status.as_u16(), 404 | 405) {
-        return Err(UsageError(format!(
-            "--target {shown}: GET /health answered {status}; the server is not ready"
-        )));
-    }
 
-    let mut request = client.get(endpoint(base_url, "/v1/models"));
-    if let Some(key) = api_key {
-        request = request.bearer_auth(key.expose());
-    }
-    let listing = match request.send().await {
+    let listing = match get("/v1/models").send().await {
         Ok(r) => r,
         Err(e) => return Err(unreachable(e).await),
     };
@@ -198,6 +270,25 @@ async fn check(
     } else {
         Vec::new()
     };
+    let mut warnings = Vec::new();
+    if let Some((path, health)) = health {
+        let usable = !models.is_empty() || (model.is_some() && !status.is_server_error());
+        if !usable {
+            return Err(UsageError(format!(
+                "--target {shown}: GET {} answered {health}; the server is not ready (pass --health-path off if that route is not its readiness check)",
+                inert::terminal(path)
+            )));
+        }
+        let listed = if models.is_empty() {
+            format!("--model is given (GET /v1/models answered {status})")
+        } else {
+            "GET /v1/models lists its models".to_string()
+        };
+        warnings.push(format!(
+            "--target {shown}: GET {} answered {health}; going on, as {listed} (--health-path PATH|off chooses the readiness check)",
+            inert::terminal(path)
+        ));
+    }
     let model = match (model, models.first()) {
         (Some(m), _) => {
             if !models.is_empty() && !models.iter().any(|x| x == m) {
@@ -230,7 +321,11 @@ async fn check(
             )));
         }
     };
-    Ok((model, models))
+    Ok(Checked {
+        model,
+        models,
+        warnings,
+    })
 }
 
 /// Bound on [`diagnose`]'s one request.
@@ -239,11 +334,13 @@ const DIAGNOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The cause of a failure to reach an `https://` target that the failure hid: over TLS
 /// 1.3 a server refuses a client certificate only after the handshake, so the request
 /// fails as "connection closed"; over TLS 1.2 the refusal ends the handshake, which names
-/// it. One GET `/health` with TLS 1.2 at most; `None` when it shows nothing either (a
-/// server that speaks only TLS 1.3, or another cause).
+/// it. One GET of `url` (with the target's `headers`) with TLS 1.2 at most; `None` when
+/// it shows nothing either (a server that speaks only TLS 1.3, or another cause).
 async fn diagnose(
     base_url: &str,
     tls: &llmsurge_proto::http::TlsConfig,
+    url: &str,
+    headers: &[(String, Secret)],
 ) -> Option<llmsurge_proto::http::ConnectProblem> {
     if !base_url
         .get(..8)
@@ -257,11 +354,11 @@ async fn diagnose(
         .timeout(DIAGNOSE_TIMEOUT)
         .build()
         .ok()?;
-    let e = client
-        .get(endpoint(base_url, "/health"))
-        .send()
-        .await
-        .err()?;
+    let mut request = client.get(url);
+    for (name, value) in headers {
+        request = request.header(name.as_str(), value.expose());
+    }
+    let e = request.send().await.err()?;
     llmsurge_proto::http::connect_problem(&e)
 }
 
@@ -612,14 +709,17 @@ async fn tokenize_count(
         .timeout(b.connect_timeout + Duration::from_secs(10))
         .build()
         .ok()?;
-    let mut request = client
-        .post(endpoint(&b.base_url, "/tokenize"))
+    let mut request = client.post(check_url(&b.base_url, "/tokenize", &b.params));
+    for (name, value) in llmsurge_proto::credentials::for_backend(b) {
+        if !name.eq_ignore_ascii_case("content-type") {
+            request = request.header(name, value.expose());
+        }
+    }
+    // After the user's headers: the probe's marker and body type are the probe's own.
+    let request = request
         .header(crate::mock::PROBE_HEADER, "1")
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(serde_json::json!({"model": b.model, "prompt": text}).to_string());
-    if let Some(key) = &b.api_key {
-        request = request.bearer_auth(key.expose());
-    }
     let response = request.send().await.ok()?;
     if !response.status().is_success() {
         return None;

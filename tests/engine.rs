@@ -20,6 +20,7 @@ mod formats_pooling;
 mod formats_typed;
 mod fresh_prompts;
 mod gates;
+mod gateway;
 mod hostile_bounds;
 mod hostile_text;
 mod intent;

@@ -9,7 +9,8 @@
 //! nanoseconds ([`clock`]), common to every process of the host.
 //!
 //! This crate holds types and encodings only, plus what every process shares: the
-//! open-file limit each raises at startup ([`fdlimit`]), the plain-HTTP client builder
+//! open-file limit each raises at startup ([`fdlimit`]), the target's credentials and
+//! headers for every request to it ([`credentials`]), the plain-HTTP client builder
 //! and the one-line error chain ([`http`]), how much of a server's answers is read
 //! ([`limits`]); it decides no I/O policy (when to flush, what to do on EOF): that
 //! belongs to the worker and the coordinator.
@@ -17,6 +18,7 @@
 pub mod agentic;
 pub mod clock;
 pub mod config;
+pub mod credentials;
 pub mod fdlimit;
 pub mod frame;
 pub mod http;

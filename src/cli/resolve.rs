@@ -38,7 +38,7 @@ pub enum TargetSpec {
 pub use crate::report::Output;
 
 /// How requests are made (everything of the worker's backend config but the target).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct BackendPlan {
     /// Chat or completions.
     pub request_format: RequestFormat,
@@ -159,6 +159,8 @@ pub struct RunPlan {
     pub start_at: Option<f64>,
     /// How long to wait for the target to become ready (`--ready-timeout`).
     pub ready_timeout: Option<Duration>,
+    /// Where the target check asks whether the server is ready (`--health-path`).
+    pub health_path: super::values::HealthPath,
     /// The server's metrics and profiler.
     pub server_metrics: ServerMetricsPlan,
     /// What of headers and URLs outputs show (`--show-header`, `--show-query-param`).
@@ -352,6 +354,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         shard,
         start_at,
         ready_timeout: args.multi_host.ready_timeout,
+        health_path: args.target.health_path.clone(),
         server_metrics: resolve_server_metrics(args)?,
         redaction: Redaction::new(&args.target.show_header, &args.target.show_query_param),
         dry_run: args.output.dry_run,
@@ -1216,7 +1219,9 @@ pub fn measure_window(
     Ok(w)
 }
 
-fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
+/// How requests are made, from `benchmark run`'s flags alone (also the sweep's own
+/// requests to a server: readiness, cache resets).
+pub fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
     let api_key = args
         .target
         .api_key

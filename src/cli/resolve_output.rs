@@ -3,6 +3,7 @@
 use super::UsageError;
 use super::args::OutputArgs;
 use crate::report::{Output, ReportSettings, parse_outputs};
+use std::path::{Component, Path, PathBuf};
 
 /// Parses `--output-extras`: a JSON object.
 pub fn parse_extras(
@@ -22,6 +23,32 @@ pub fn parse_extras(
     }
 }
 
+/// `path` without its `.` components.
+fn plain(path: &Path) -> PathBuf {
+    path.components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect()
+}
+
+/// Whether a relative `--request-log` starts with a relative `--output-dir` (not `.`):
+/// `--request-log o/log.jsonl --output-dir o`, meant from the working directory, would
+/// land in `o/o/log.jsonl`.
+fn repeats_output_dir(log: &Path, output_dir: &Path) -> bool {
+    let dir = plain(output_dir);
+    log.is_relative()
+        && output_dir.is_relative()
+        && !dir.as_os_str().is_empty()
+        && plain(log).starts_with(&dir)
+}
+
+/// `log` with the output directory's components taken off its front.
+fn strip_dir(log: &Path, output_dir: &Path) -> PathBuf {
+    let log = plain(log);
+    log.strip_prefix(plain(output_dir))
+        .map(Path::to_path_buf)
+        .unwrap_or(log)
+}
+
 /// The outputs and report settings of `benchmark run`.
 pub fn resolve_output(args: &OutputArgs) -> Result<(Vec<Output>, ReportSettings), UsageError> {
     let outputs = parse_outputs(&args.outputs).map_err(UsageError)?;
@@ -32,8 +59,20 @@ pub fn resolve_output(args: &OutputArgs) -> Result<(Vec<Output>, ReportSettings)
                 p.display().to_string()
             )));
         }
-        // An absolute path stays as it is; a relative one lands beside the reports.
-        Some(p) => Some(args.output_dir.join(p)),
+        // An absolute path stays as it is; a relative one lands beside the reports, as
+        // the --outputs files do (so each point of a sweep, shard or repeat keeps its own).
+        Some(p) => {
+            if repeats_output_dir(p, &args.output_dir) {
+                return Err(UsageError(format!(
+                    "--request-log {} is relative to --output-dir {}, so it would be written to {}; give it without the directory ({}) or as an absolute path",
+                    p.display(),
+                    args.output_dir.display(),
+                    args.output_dir.join(p).display(),
+                    strip_dir(p, &args.output_dir).display()
+                )));
+            }
+            Some(args.output_dir.join(p))
+        }
         None => None,
     };
     let settings = ReportSettings {
@@ -51,6 +90,18 @@ pub fn resolve_output(args: &OutputArgs) -> Result<(Vec<Output>, ReportSettings)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_that_repeats_the_output_dir_is_caught() {
+        let p = Path::new;
+        assert!(repeats_output_dir(p("o/log.jsonl"), p("o")));
+        assert!(repeats_output_dir(p("./o/log.jsonl"), p("o/")));
+        assert!(!repeats_output_dir(p("log.jsonl"), p("o")));
+        assert!(!repeats_output_dir(p("log.jsonl"), p(".")));
+        assert!(!repeats_output_dir(p("other/log.jsonl"), p("o")));
+        assert!(!repeats_output_dir(p("/tmp/o/log.jsonl"), p("o")));
+        assert_eq!(strip_dir(p("./o/a/log.jsonl"), p("o")), p("a/log.jsonl"));
+    }
 
     #[test]
     fn extras_must_be_a_json_object() {

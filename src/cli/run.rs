@@ -190,13 +190,20 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
     }
     let phase = std::time::Instant::now();
     let lora_names: Vec<&str> = plan.data.lora.iter().flat_map(|l| l.names()).collect();
+    let check = crate::target::TargetCheck {
+        request_format: plan.backend.request_format,
+        api_key: plan.backend.api_key.as_ref(),
+        headers: &plan.backend.headers,
+        params: &plan.backend.params,
+        health: &plan.health_path,
+        connect_timeout: plan.backend.connect_timeout,
+        tls: &plan.backend.tls,
+    };
     let target = match resolve_target(
         &plan.target,
         &lora_names,
         plan.model.as_deref(),
-        plan.backend.api_key.as_ref(),
-        plan.backend.connect_timeout,
-        &plan.backend.tls,
+        &check,
         plan.ready_timeout,
     )
     .await
@@ -242,7 +249,8 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         ms = phase.elapsed().as_secs_f64() * 1e3,
         "probe request answered"
     );
-    let mut warnings = probed.warnings;
+    let mut warnings = target.warnings.clone();
+    warnings.extend(probed.warnings);
     // vLLM lists its LoRA adapters in /v1/models; a name it does not list will most
     // likely be answered 404. A gateway may route names it does not list: warn only.
     let unlisted: Vec<&str> = lora_names
@@ -450,22 +458,18 @@ async fn run_repeats(
 /// Bound on each `--profile-server` call: stopping a profiler writes its trace.
 const PROFILER_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The target's credentials, for requests to its own origin.
-fn target_headers(plan: &RunPlan) -> Vec<(String, llmsurge_proto::Secret)> {
-    use llmsurge_proto::Secret;
-    let mut headers: Vec<(String, Secret)> = plan
-        .backend
-        .headers
-        .iter()
-        .map(|(k, v)| (k.clone(), Secret::new(v.clone())))
-        .collect();
-    if let Some(key) = &plan.backend.api_key {
-        headers.push((
-            "authorization".into(),
-            Secret::new(format!("Bearer {}", key.expose())),
-        ));
-    }
-    headers
+/// The target's credentials and headers, for requests to its own origin: the same
+/// builder as the benchmark's requests ([`llmsurge_proto::credentials`]).
+fn target_headers(
+    plan: &RunPlan,
+    target: &ResolvedTarget,
+) -> Vec<(String, llmsurge_proto::Secret)> {
+    llmsurge_proto::credentials::target_headers(
+        plan.backend.request_format,
+        plan.backend.api_key.as_ref(),
+        &plan.backend.headers,
+        &target.base_url,
+    )
 }
 
 /// What every benchmark scrapes and profiles, and the line to print about it. The
@@ -486,7 +490,7 @@ async fn server_metrics(
     use super::resolve::MetricsSource;
     use llmsurge_coordinator::server_metrics::{ProfilerConfig, ScrapeConfig, probe};
     let m = &plan.server_metrics;
-    let headers = target_headers(plan);
+    let headers = target_headers(plan, target);
     let profiler = m.profile_server.then(|| ProfilerConfig {
         // The origin only: no path, user, password or query to repeat in messages.
         origin: reqwest::Url::parse(&target.base_url).map_or_else(
@@ -768,7 +772,7 @@ fn cache_reset(
             |_| target.base_url.clone(),
             |u| u.origin().ascii_serialization(),
         ),
-        headers: target_headers(plan),
+        headers: target_headers(plan, target),
         timeout: PROFILER_TIMEOUT,
         tls: plan.backend.tls.clone(),
         before_first: false,

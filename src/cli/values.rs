@@ -156,6 +156,29 @@ pub fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
     .mut_subcommands(negative_numbers_are_values)
 }
 
+/// Where the target check asks whether the server is ready (`--health-path`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "path")]
+pub enum HealthPath {
+    /// GET this path (from `/`, e.g. `/health`).
+    Path(String),
+    /// No readiness check: `/v1/models` (or `--model`) alone.
+    Off,
+}
+
+/// `--health-path`: `off` or a path from `/` (e.g. `/health/readiness`).
+pub fn parse_health_path(s: &str) -> Result<HealthPath, String> {
+    match s.trim() {
+        "off" => Ok(HealthPath::Off),
+        p if p.starts_with('/') && !p.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+            Ok(HealthPath::Path(p.to_string()))
+        }
+        _ => Err(format!(
+            "{s:?} is not off or a path from / (e.g. /health/readiness)"
+        )),
+    }
+}
+
 /// `--reset-cache`: `auto`, `none` or a path from `/`.
 pub fn parse_reset_cache(s: &str) -> Result<String, String> {
     match s {
@@ -170,6 +193,17 @@ pub fn parse_reset_cache(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn health_paths() {
+        assert_eq!(parse_health_path("off"), Ok(HealthPath::Off));
+        assert_eq!(
+            parse_health_path("/health/readiness"),
+            Ok(HealthPath::Path("/health/readiness".into()))
+        );
+        assert!(parse_health_path("health").is_err());
+        assert!(parse_health_path("/a b").is_err());
+    }
 
     #[test]
     fn durations() {

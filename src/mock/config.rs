@@ -7,6 +7,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use serde::Serialize;
 
 use super::error::MockError;
+use llmsurge_proto::Secret;
 
 /// The header of llmsurge's pre-run probe requests. The mock answers them from a twin
 /// with no faults and its own counters, so a probe never shows in `/stats` nor shifts
@@ -467,6 +468,39 @@ pub struct MockConfig {
     /// (needs --tls-cert).
     #[arg(long, env = "LLMSURGE_MOCK_TLS_CLIENT_CA", value_name = "FILE")]
     pub tls_client_ca: Option<std::path::PathBuf>,
+
+    /// Require this API key on every route, as a gateway does (/stats and /stats/reset,
+    /// the mock's own truth channel, excepted): a request without it is answered 401 and
+    /// counted in /stats `unauthorized`. Never logged, recorded or shown by `config`.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_REQUIRE_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true,
+        value_parser = |s: &str| Ok::<_, std::convert::Infallible>(Secret::new(s))
+    )]
+    #[serde(skip)]
+    pub require_api_key: Option<Secret>,
+
+    /// The header that carries --require-api-key: `authorization` takes `Bearer KEY`,
+    /// any other (x-api-key, api-key, Ocp-Apim-Subscription-Key) the key alone.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_API_KEY_HEADER",
+        value_name = "NAME",
+        default_value = "authorization"
+    )]
+    pub api_key_header: String,
+
+    /// The status `GET /health` answers (e.g. 500 or 401, as a gateway's health route
+    /// can while the models answer), to test clients that check it.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_HEALTH_STATUS",
+        value_name = "CODE",
+        default_value_t = 200
+    )]
+    pub health_status: u16,
 }
 
 impl Default for MockConfig {
@@ -519,6 +553,9 @@ impl Default for MockConfig {
             tls_cert: None,
             tls_key: None,
             tls_client_ca: None,
+            require_api_key: None,
+            api_key_header: "authorization".into(),
+            health_status: 200,
         }
     }
 }
@@ -793,6 +830,28 @@ impl MockConfig {
                     "needs --record (the file it records into)".into(),
                 ));
             }
+        }
+        if hyper::header::HeaderName::from_bytes(self.api_key_header.as_bytes()).is_err() {
+            return Err(invalid(
+                "--api-key-header",
+                format!("{:?} is not a valid HTTP header name", self.api_key_header),
+            ));
+        }
+        if let Some(key) = &self.require_api_key
+            && (key.expose().is_empty()
+                || hyper::header::HeaderValue::from_str(key.expose()).is_err())
+        {
+            // The key itself is not repeated: it is a secret.
+            return Err(invalid(
+                "--require-api-key",
+                "must be a non-empty header value (printable, no line break)".into(),
+            ));
+        }
+        if !(100..=599).contains(&self.health_status) {
+            return Err(invalid(
+                "--health-status",
+                format!("{} is not an HTTP status (100 to 599)", self.health_status),
+            ));
         }
         for name in &self.record_header {
             if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {

@@ -156,7 +156,8 @@ pub struct TargetInfo {
     pub model: String,
     /// It was the built-in mock server.
     pub mock: bool,
-    /// What the probe before the run found (a refused field dropped, prompt lengths the
+    /// What the target check and the probe before the run found (an unhealthy `/health`
+    /// on a server whose models answer, a refused field dropped, prompt lengths the
     /// server counts differently), one sentence each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,

@@ -240,10 +240,9 @@ impl Backend {
                 reason: e.to_string(),
             }
         })?;
-        // User and password in the URL become a Basic authorization (an explicit API key
-        // or Authorization header, inserted below, wins), the same on both transports:
-        // reqwest would send them, the HTTP/1.1 client would not.
-        let basic = basic_authorization(&url);
+        // User and password in the URL travel as the Basic authorization of the target's
+        // headers, the same on both transports (reqwest would send them, the HTTP/1.1
+        // client would not): never in the URL too.
         let _ = url.set_username("");
         let _ = url.set_password(None);
         let format = formats::for_config(cfg);
@@ -262,25 +261,17 @@ impl Backend {
         for (name, value) in format.headers() {
             headers.insert(*name, reqwest::header::HeaderValue::from_static(value));
         }
-        if let Some(basic) = basic {
-            let mut value = reqwest::header::HeaderValue::from_str(&basic)
-                .map_err(|_| BackendError::BadHeader("Authorization".into()))?;
-            value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-        }
-        if let Some(key) = &cfg.api_key {
-            let (name, value) = format.api_key_header(key.expose());
-            let mut value = reqwest::header::HeaderValue::from_str(&value)
-                .map_err(|_| BackendError::BadHeader(name.into()))?;
-            value.set_sensitive(true);
-            headers.insert(name, value);
-        }
-        for (name, value) in &cfg.headers {
-            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+        // The target's credentials and the user's headers: the one builder every request
+        // to the target goes through. What reports may not show is sensitive on the wire
+        // too (never indexed by HTTP/2's header compression).
+        let redaction = Redaction::default();
+        for (name, value) in llmsurge_proto::credentials::for_backend(cfg) {
+            let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| BackendError::BadHeader(name.clone()))?;
-            let value = reqwest::header::HeaderValue::from_str(value)
-                .map_err(|_| BackendError::BadHeader(name.to_string()))?;
-            headers.insert(name, value);
+            let mut value = reqwest::header::HeaderValue::from_str(value.expose())
+                .map_err(|_| BackendError::BadHeader(name.clone()))?;
+            value.set_sensitive(!redaction.shows_header(&name));
+            headers.insert(header, value);
         }
 
         let session_header = cfg
@@ -864,29 +855,6 @@ fn closed_before_headers(e: &reqwest::Error) -> bool {
         .skip(1)
         .find_map(|s| s.downcast_ref::<hyper::Error>())
         .is_some_and(hyper::Error::is_incomplete_message)
-}
-
-/// `Basic …` of the URL's user and password, when it has them (as typed, percent
-/// escapes decoded, as a browser sends them).
-fn basic_authorization(url: &reqwest::Url) -> Option<String> {
-    use base64::Engine as _;
-    if url.username().is_empty() && url.password().is_none() {
-        return None;
-    }
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(s)
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    let credentials = format!(
-        "{}:{}",
-        decode(url.username()),
-        decode(url.password().unwrap_or(""))
-    );
-    Some(format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(credentials)
-    ))
 }
 
 #[cfg(test)]

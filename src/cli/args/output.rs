@@ -54,8 +54,10 @@ pub struct OutputArgs {
     #[arg(long, env = "LLMSURGE_SLICE", value_parser = crate::cli::values::parse_positive_duration, value_name = "DURATION")]
     pub slice: Option<std::time::Duration>,
 
-    /// Stream every request's record to this JSON Lines file as it completes (relative
-    /// to --output-dir).
+    /// Stream every request's record to this JSON Lines file as it completes. A relative
+    /// path is relative to --output-dir, NOT the working directory (like the --outputs
+    /// files: each sweep point, shard or repeat keeps its own); an absolute one is used
+    /// as is.
     #[arg(long, env = "LLMSURGE_REQUEST_LOG", value_name = "FILE.jsonl")]
     pub request_log: Option<PathBuf>,
 

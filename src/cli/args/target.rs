@@ -24,6 +24,19 @@ pub struct TargetArgs {
     #[arg(long, env = "LLMSURGE_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
 
+    /// The readiness check before any load: GET this path (default /health), or `off`
+    /// to skip it (a gateway whose /health calls every upstream model, say). Advisory: a
+    /// 401, 403 or 5xx there is a warning when /v1/models lists models or --model is
+    /// given. The check carries the same credentials and headers as every request.
+    #[arg(
+        long,
+        env = "LLMSURGE_HEALTH_PATH",
+        default_value = "/health",
+        value_parser = crate::cli::values::parse_health_path,
+        value_name = "PATH|off"
+    )]
+    pub health_path: crate::cli::values::HealthPath,
+
     /// The API spoken: endpoint, body and response format. The generation formats
     /// (chat, completions, responses, anthropic) report TTFT, ITL, TPOT and output tokens;
     /// embeddings, rerank and score report latency, inputs/s and input tokens/s, and take

@@ -772,8 +772,18 @@ async fn start_server(
             };
         }
     };
+    let (backend, health) = target_access(args);
+    let check = crate::target::TargetCheck {
+        request_format: backend.request_format,
+        api_key: backend.api_key.as_ref(),
+        headers: &backend.headers,
+        params: &backend.params,
+        health: &health,
+        connect_timeout: Duration::from_secs(2),
+        tls: &backend.tls,
+    };
     let ready = tokio::select! {
-        r = srv.wait_ready(target, args.ready_timeout) => Some(r),
+        r = srv.wait_ready(target, &check, args.ready_timeout) => Some(r),
         _ = signals.next() => None,
     };
     match ready {
@@ -814,18 +824,64 @@ async fn between_benchmarks(
         return None;
     }
     use llmsurge_coordinator::cache_reset::{CacheResetConfig, ResetMode, reset};
+    let (backend, _) = target_access(args);
     let cfg = CacheResetConfig {
         mode: match args.reset_cache.as_str() {
             "auto" => ResetMode::Auto,
             path => ResetMode::Path(path.to_string()),
         },
         origin: target.to_string(),
-        headers: Vec::new(),
+        headers: llmsurge_proto::credentials::target_headers(
+            backend.request_format,
+            backend.api_key.as_ref(),
+            &backend.headers,
+            target,
+        ),
         timeout: Duration::from_secs(30),
-        tls: Default::default(),
+        tls: backend.tls.clone(),
         before_first: true,
     };
     Some(reset(&cfg).await)
+}
+
+/// How the points' `benchmark run` flags (those after `--`, with the environment) make
+/// requests, and their `--health-path`: the sweep's own requests to a server (readiness,
+/// cache resets) carry the same credentials and headers as the benchmarks'. [`check`]
+/// has parsed the same flags; should they fail now, the defaults (no credentials).
+fn target_access(
+    args: &SweepServeArgs,
+) -> (
+    crate::cli::resolve::BackendPlan,
+    crate::cli::values::HealthPath,
+) {
+    use clap::FromArgMatches;
+    let argv: Vec<String> = ["llmsurge", "benchmark", "run"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(args.common.iter().cloned())
+        .collect();
+    let parsed = crate::cli::scenario::apply(Cli::command(), &argv)
+        .ok()
+        .and_then(|c| {
+            crate::cli::negative_numbers_are_values(c)
+                .try_get_matches_from(&argv)
+                .ok()
+        })
+        .and_then(|m| Cli::from_arg_matches(&m).ok());
+    let run = match parsed.map(|c| c.command) {
+        Some(crate::cli::Command::Benchmark(crate::cli::BenchmarkCommand::Run(run))) => Some(run),
+        _ => None,
+    };
+    let backend = run
+        .as_ref()
+        .and_then(|r| crate::cli::resolve::resolve_backend(r).ok());
+    match (run, backend) {
+        (Some(run), Some(backend)) => (backend, run.target.health_path),
+        _ => (
+            crate::cli::resolve::BackendPlan::default(),
+            crate::cli::values::HealthPath::Path("/health".into()),
+        ),
+    }
 }
 
 /// Marks a point's (or a load's) directory: whether its `benchmark run` wrote a whole

@@ -78,29 +78,24 @@ impl Server {
         }
     }
 
-    /// Waits until `base_url` answers `/health` and lists a model on `/v1/models`, at most
-    /// `timeout`; an error says why (the server exited, or the last check's failure).
-    pub async fn wait_ready(&mut self, base_url: &str, timeout: Duration) -> Result<(), String> {
+    /// Waits until `base_url` passes the target check (`check`: its readiness path, then a
+    /// model listed on `/v1/models`), at most `timeout`; an error says why (the server
+    /// exited, or the last check's failure).
+    pub async fn wait_ready(
+        &mut self,
+        base_url: &str,
+        check: &crate::target::TargetCheck<'_>,
+        timeout: Duration,
+    ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + timeout;
         let spec = TargetSpec::Url(base_url.to_string());
-        let tls = llmsurge_proto::http::TlsConfig::default();
         loop {
             if let Some(status) = self.exited() {
                 return Err(format!(
                     "the server command exited ({status}) before it was ready"
                 ));
             }
-            let error = match crate::target::resolve_target(
-                &spec,
-                &[],
-                None,
-                None,
-                Duration::from_secs(2),
-                &tls,
-                None,
-            )
-            .await
-            {
+            let error = match crate::target::resolve_target(&spec, &[], None, check, None).await {
                 Ok(_) => return Ok(()),
                 Err(e) => e.0,
             };

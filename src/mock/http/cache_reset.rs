@@ -8,17 +8,23 @@ use bytes::Bytes;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Response, StatusCode};
 
+/// The cache-reset endpoint `path` is, as `/stats` `cache_resets` orders them (0
+/// `/reset_prefix_cache`, 1 `/reset_mm_cache`, 2 `/flush_cache`); `None` for another path.
+pub fn which(path: &str) -> Option<usize> {
+    match path {
+        "/reset_prefix_cache" => Some(0),
+        "/reset_mm_cache" => Some(1),
+        "/flush_cache" => Some(2),
+        _ => None,
+    }
+}
+
 /// The answer to a cache reset, or `None` when `path` is not one (or not a POST, which
 /// the router then answers as any unknown request).
 pub fn answer(app: &App, method: &Method, path: &str) -> Option<Response<MockBody>> {
-    let (which, body): (usize, &'static str) = match path {
-        // vLLM answers 200 with an empty body.
-        "/reset_prefix_cache" => (0, ""),
-        "/reset_mm_cache" => (1, ""),
-        // SGLang says so in words.
-        "/flush_cache" => (2, "Cache flushed.\n"),
-        _ => return None,
-    };
+    let which = which(path)?;
+    // vLLM answers 200 with an empty body; SGLang says so in words.
+    let body = if which == 2 { "Cache flushed.\n" } else { "" };
     if method != Method::POST {
         return None;
     }

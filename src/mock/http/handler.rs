@@ -201,6 +201,9 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
 
 /// Serves one request.
 async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
+    if let Some(response) = unauthorized(&app, &req) {
+        return response;
+    }
     if let Some(response) = super::cache_reset::answer(&app, req.method(), req.uri().path()) {
         return response;
     }
@@ -251,7 +254,9 @@ async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
     match endpoint {
         Endpoint::Health => respond(
             &app,
-            StatusCode::OK,
+            // Validated as 100 to 599.
+            StatusCode::from_u16(app.config.health_status)
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             "text/plain",
             MockBody::full(Bytes::new()),
         ),
@@ -316,6 +321,54 @@ async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
             }
         }
     }
+}
+
+/// The 401 answer to a request without `--require-api-key`'s key (on every route but
+/// `/stats`, the mock's own truth channel), counted per route; `None` lets it in. Probes
+/// are checked and counted here too, by the main server: a gateway checks every request.
+fn unauthorized(app: &App, req: &Request<Incoming>) -> Option<Response<MockBody>> {
+    let key = app.config.require_api_key.as_ref()?;
+    let path = req.uri().path();
+    let endpoint = route(path).map_or(Endpoint::Other, |(e, _)| e);
+    if endpoint == Endpoint::Stats {
+        return None;
+    }
+    let given = req
+        .headers()
+        .get(app.config.api_key_header.as_str())
+        .and_then(|v| v.to_str().ok());
+    let expected = key.expose();
+    let carried = match given {
+        Some(v)
+            if app
+                .config
+                .api_key_header
+                .eq_ignore_ascii_case("authorization") =>
+        {
+            v.split_once(' ').is_some_and(|(scheme, token)| {
+                scheme.eq_ignore_ascii_case("bearer") && token.trim() == expected
+            })
+        }
+        Some(v) => v == expected,
+        None => false,
+    };
+    if carried {
+        return None;
+    }
+    app.counters
+        .unauthorized(endpoint, super::cache_reset::which(path));
+    // Neither the expected key nor the one given is echoed.
+    let message = format!(
+        "no valid API key in the {} header",
+        app.config.api_key_header
+    );
+    Some(error(
+        app,
+        StatusCode::UNAUTHORIZED,
+        &message,
+        "authentication_error",
+        "invalid_api_key",
+    ))
 }
 
 async fn read_body(app: &App, req: Request<Incoming>) -> Result<Bytes, Box<Response<MockBody>>> {

@@ -171,6 +171,10 @@ pub struct Counters {
     prefix_cache_hits: AtomicU64,
     /// Cache resets by endpoint, in [`CacheResetCounts`] order.
     cache_resets: [AtomicU64; 3],
+    /// Requests refused 401 for want of `--require-api-key`, per endpoint.
+    unauthorized: [AtomicU64; ENDPOINTS],
+    /// Cache resets refused 401, in [`CacheResetCounts`] order.
+    unauthorized_resets: [AtomicU64; 3],
     spec_drafts: AtomicU64,
     spec_draft_tokens: AtomicU64,
     spec_accepted_tokens: AtomicU64,
@@ -267,6 +271,8 @@ impl Default for Counters {
             prefix_cache_queries: AtomicU64::default(),
             prefix_cache_hits: AtomicU64::default(),
             cache_resets: Default::default(),
+            unauthorized: Default::default(),
+            unauthorized_resets: Default::default(),
             spec_drafts: AtomicU64::default(),
             spec_draft_tokens: AtomicU64::default(),
             spec_accepted_tokens: AtomicU64::default(),
@@ -328,6 +334,41 @@ pub struct EndpointCounts {
     /// `POST /v1/audio/transcriptions`
     #[serde(default)]
     pub transcriptions: u64,
+}
+
+/// The counts of `counters`, one per [`Endpoint`], by name.
+fn endpoint_counts(counters: &[AtomicU64; ENDPOINTS]) -> EndpointCounts {
+    let r = |e: Endpoint| counters[e as usize].load(Relaxed);
+    EndpointCounts {
+        health: r(Endpoint::Health),
+        models: r(Endpoint::Models),
+        chat_completions: r(Endpoint::ChatCompletions),
+        completions: r(Endpoint::Completions),
+        embeddings: r(Endpoint::Embeddings),
+        tokenize: r(Endpoint::Tokenize),
+        detokenize: r(Endpoint::Detokenize),
+        stats: r(Endpoint::Stats),
+        other: r(Endpoint::Other),
+        metrics: r(Endpoint::Metrics),
+        start_profile: r(Endpoint::StartProfile),
+        stop_profile: r(Endpoint::StopProfile),
+        responses: r(Endpoint::Responses),
+        messages: r(Endpoint::Messages),
+        rerank: r(Endpoint::Rerank),
+        score: r(Endpoint::Score),
+        transcriptions: r(Endpoint::Transcriptions),
+    }
+}
+
+/// Requests answered 401 for want of `--require-api-key`, per route.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnauthorizedCounts {
+    /// All of them.
+    pub total: u64,
+    /// Per endpoint, as `requests` names them.
+    pub requests: EndpointCounts,
+    /// Per cache-reset endpoint.
+    pub cache_resets: CacheResetCounts,
 }
 
 /// Generation requests that ran to their end, per finish reason (vLLM's
@@ -415,6 +456,10 @@ pub struct MockStats {
     /// Cache resets asked for (`/reset_prefix_cache`, `/reset_mm_cache`, `/flush_cache`).
     #[serde(default)]
     pub cache_resets: CacheResetCounts,
+    /// Requests answered 401 for want of `--require-api-key` (not in `requests`, which
+    /// counts those let in; in `requests_total`).
+    #[serde(default)]
+    pub unauthorized: UnauthorizedCounts,
     /// Speculative-decoding counts (all 0 unless `--spec-decode-draft-tokens` is set).
     #[serde(default)]
     pub spec_decode: SpecDecodeCounts,
@@ -568,6 +613,18 @@ impl Counters {
         }
     }
 
+    /// A request refused 401 for want of the key: at `endpoint`, or at cache-reset
+    /// endpoint `reset` (as [`Self::cache_reset`] numbers them) when it is one.
+    pub fn unauthorized(&self, endpoint: Endpoint, reset: Option<usize>) {
+        let counter = match reset {
+            Some(which) => self.unauthorized_resets.get(which),
+            None => self.unauthorized.get(endpoint as usize),
+        };
+        if let Some(c) = counter {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
     /// A prompt of `queries` tokens was looked up in the prefix cache; `hits` were cached.
     pub fn prefix_cache(&self, queries: u64, hits: u64) {
         self.prefix_cache_queries.fetch_add(queries, Relaxed);
@@ -638,6 +695,8 @@ impl Counters {
             .chain(&self.faults)
             .chain(&self.success)
             .chain(&self.cache_resets)
+            .chain(&self.unauthorized)
+            .chain(&self.unauthorized_resets)
             .chain(&self.connections)
             .chain([
                 &self.responses_2xx,
@@ -673,29 +732,26 @@ impl Counters {
 
     /// A consistent-enough snapshot (each counter read once, relaxed).
     pub fn snapshot(&self) -> MockStats {
-        let r = |e: Endpoint| self.requests[e as usize].load(Relaxed);
         let f = |k: FaultKind| self.faults[k as usize].load(Relaxed);
-        let requests = EndpointCounts {
-            health: r(Endpoint::Health),
-            models: r(Endpoint::Models),
-            chat_completions: r(Endpoint::ChatCompletions),
-            completions: r(Endpoint::Completions),
-            embeddings: r(Endpoint::Embeddings),
-            tokenize: r(Endpoint::Tokenize),
-            detokenize: r(Endpoint::Detokenize),
-            stats: r(Endpoint::Stats),
-            other: r(Endpoint::Other),
-            metrics: r(Endpoint::Metrics),
-            start_profile: r(Endpoint::StartProfile),
-            stop_profile: r(Endpoint::StopProfile),
-            responses: r(Endpoint::Responses),
-            messages: r(Endpoint::Messages),
-            rerank: r(Endpoint::Rerank),
-            score: r(Endpoint::Score),
-            transcriptions: r(Endpoint::Transcriptions),
+        let requests = endpoint_counts(&self.requests);
+        let resets = |c: &[AtomicU64; 3]| CacheResetCounts {
+            prefix_cache: c[0].load(Relaxed),
+            mm_cache: c[1].load(Relaxed),
+            flush_cache: c[2].load(Relaxed),
+        };
+        let unauthorized = UnauthorizedCounts {
+            total: self
+                .unauthorized
+                .iter()
+                .chain(&self.unauthorized_resets)
+                .map(|c| c.load(Relaxed))
+                .sum(),
+            requests: endpoint_counts(&self.unauthorized),
+            cache_resets: resets(&self.unauthorized_resets),
         };
         MockStats {
-            requests_total: self.requests.iter().map(|c| c.load(Relaxed)).sum(),
+            requests_total: self.requests.iter().map(|c| c.load(Relaxed)).sum::<u64>()
+                + unauthorized.total,
             requests,
             responses_2xx: self.responses_2xx.load(Relaxed),
             responses_4xx: self.responses_4xx.load(Relaxed),
@@ -727,11 +783,8 @@ impl Counters {
             },
             prefix_cache_queries: self.prefix_cache_queries.load(Relaxed),
             prefix_cache_hits: self.prefix_cache_hits.load(Relaxed),
-            cache_resets: CacheResetCounts {
-                prefix_cache: self.cache_resets[0].load(Relaxed),
-                mm_cache: self.cache_resets[1].load(Relaxed),
-                flush_cache: self.cache_resets[2].load(Relaxed),
-            },
+            cache_resets: resets(&self.cache_resets),
+            unauthorized,
             spec_decode: SpecDecodeCounts {
                 drafts: self.spec_drafts.load(Relaxed),
                 draft_tokens: self.spec_draft_tokens.load(Relaxed),

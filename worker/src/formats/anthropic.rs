@@ -154,10 +154,6 @@ impl Format for Anthropic {
         &[("anthropic-version", API_VERSION)]
     }
 
-    fn api_key_header(&self, key: &str) -> (&'static str, String) {
-        ("x-api-key", key.to_string())
-    }
-
     fn build(&self, req: &PreparedRequest) -> Bytes {
         let mut out = self.prefix.open(req, req.prompt.text_len() + 64);
         if !self.prefix.overrides("messages") {

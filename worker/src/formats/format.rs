@@ -30,11 +30,6 @@ pub trait Format: std::fmt::Debug + Send + Sync {
         &[]
     }
 
-    /// The header carrying the API key, and its value.
-    fn api_key_header(&self, key: &str) -> (&'static str, String) {
-        ("authorization", format!("Bearer {key}"))
-    }
-
     /// The body of one request.
     fn build(&self, req: &PreparedRequest) -> Bytes;
 
