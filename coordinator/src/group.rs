@@ -524,7 +524,8 @@ pub async fn run_benchmark(
         .account_unsent_of_dead(shm.slots_claimed(), shm.slots_returned());
     if unsent > 0 {
         env.observer.notice(&format!(
-            "{unsent} requests a dead worker held unsent (waiting for their instant or a cap) counted as failed; their slots are unknown, so the request log has no line for them"
+            "{unsent} {} a dead worker held unsent (waiting for their instant or a cap) counted as failed; their slots are unknown, so the request log has no line for them",
+            if unsent == 1 { "request" } else { "requests" }
         ));
     }
     // Every request has ended: the last scrape closes the window.

@@ -26,10 +26,21 @@
 //! that kept up has its first cut arrival within a request's latency of the stop; one
 //! that fell behind answered every arrival before it, by then with a grown queue.)
 //!
-//! The cut arrivals are evidence of their own ([`Unanswered`]): a server whose slots
-//! hung streams hold answers the first arrivals fast and then nothing, so no answered
-//! wait grows, but the arrivals it never answered had waited, when the stop cut them,
-//! far longer than any answered one.
+//! A whole body (`--stream false`) has no first token: its wait runs to its end and
+//! holds its decode too, which slows as a server fills without any queue, so a server
+//! whose decode slows under load can read as a queue there. Streaming tells the two
+//! apart.
+//!
+//! A cut arrival that a later-intended arrival was answered past is a long request, not
+//! a queue: it is left out, and the comparison ends at the first cut arrival nothing
+//! passed.
+//!
+//! The cut arrivals are evidence of their own ([`Unanswered`]): a server (or a cap)
+//! whose slots hung streams hold answers the first arrivals fast and then nothing, so no
+//! answered wait grows, but the arrivals it never answered had waited, when the stop cut
+//! them, far longer than the answered ones (their waits from intent with the caps'
+//! waits in, every phase: a clog in the warm-up leaves nothing answered after it), and
+//! no arrival intended after them was answered.
 
 use crate::sessions::Moments;
 use llmsurge_proto::{ErrorKind, MonoNanos, Phase, RequestRecord, RequestStatus};
@@ -120,24 +131,114 @@ pub struct IntentDrift {
     pub prompt_tokens: Option<(f64, f64)>,
 }
 
-/// The measured arrivals the stop cut before their first token, against the longest
-/// wait of an answered one (the report's `unanswered`; see the module documentation).
+/// The measured arrivals the stop cut before their first token, against the waits of
+/// the answered ones (the report's `unanswered`; see the module documentation).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Unanswered {
     /// Measured arrivals the stop cut before their first token.
     pub cut: u64,
+    /// Of those, the ones an arrival intended after them was answered past: a long
+    /// request, not a queue (never overdue).
+    #[serde(default)]
+    pub passed: u64,
     /// Measured arrivals answered (a first token, or an end without one; errors are
     /// neither).
     pub answered: u64,
-    /// The longest wait from intent of an answered arrival, ms (its caps' waits left out).
-    pub answered_max_ms: f64,
+    /// The median of the answered arrivals' waits from intent, ms, warm-up and cool-down
+    /// included (caps' waits included, as the cut ones'): a queue that grew before the
+    /// clog lengthens the last answered ones' waits, not the median's.
+    #[serde(default)]
+    pub answered_median_ms: f64,
     /// A cut arrival is overdue when it had waited longer than this, ms: twice
-    /// `answered_max_ms`, and at least 1 s.
+    /// `answered_median_ms`, and at least 1 s.
     pub overdue_after_ms: f64,
-    /// Cut arrivals that had waited longer than `overdue_after_ms` when the stop cut them.
+    /// Cut arrivals not passed that had waited longer than `overdue_after_ms` when the
+    /// stop cut them.
     pub overdue: u64,
     /// The longest a cut arrival had waited when the stop cut it, ms.
     pub oldest_ms: f64,
+}
+
+impl Unanswered {
+    /// Adds another shard's part of the same benchmark: counts add up, each judged on
+    /// its own shard's scale; the scale and the oldest wait are the larger.
+    pub fn add(&mut self, o: &Unanswered) {
+        self.cut += o.cut;
+        self.passed += o.passed;
+        self.answered += o.answered;
+        self.overdue += o.overdue;
+        self.answered_median_ms = self.answered_median_ms.max(o.answered_median_ms);
+        self.overdue_after_ms = self.overdue_after_ms.max(o.overdue_after_ms);
+        self.oldest_ms = self.oldest_ms.max(o.oldest_ms);
+    }
+}
+
+impl IntentDrift {
+    /// Adds another shard's part of the same benchmark: its blocks join each half.
+    pub fn add(&mut self, o: &IntentDrift) {
+        let pool = |a: &Moments, b: &Moments| {
+            let w = |m: &Moments| Welford {
+                n: m.count,
+                mean: m.mean_ms,
+                m2: m.variance_ms2 * m.count.saturating_sub(1) as f64,
+            };
+            let mut p = w(a);
+            p.merge(&w(b));
+            p.moments()
+        };
+        let n = (self.arrivals + o.arrivals).max(1) as f64;
+        let weigh = |a: f64, b: f64| (a * self.arrivals as f64 + b * o.arrivals as f64) / n;
+        self.earlier = pool(&self.earlier, &o.earlier);
+        self.later = pool(&self.later, &o.later);
+        self.wait_mean_ms = weigh(self.wait_mean_ms, o.wait_mean_ms);
+        self.prompt_tokens = match (self.prompt_tokens, o.prompt_tokens) {
+            (Some(a), Some(b)) => Some((weigh(a.0, b.0), weigh(a.1, b.1))),
+            (a, b) => a.or(b),
+        };
+        self.arrivals += o.arrivals;
+    }
+}
+
+/// Waits in ms by buckets 5% wide, for a percentile in fixed memory.
+#[derive(Clone, Debug, Default)]
+struct WaitQuantiles {
+    counts: Vec<u64>,
+    n: u64,
+}
+
+/// The ratio of one bucket's upper edge to its lower edge.
+const QUANTILE_GROWTH: f64 = 1.05;
+
+impl WaitQuantiles {
+    fn push(&mut self, ms: f64) {
+        let i = (ms.max(1.0).ln() / QUANTILE_GROWTH.ln()) as usize;
+        if self.counts.len() <= i {
+            self.counts.resize(i + 1, 0);
+        }
+        self.counts[i] += 1;
+        self.n += 1;
+    }
+
+    /// The `q` quantile, by its bucket's upper edge; 0 with no wait.
+    fn quantile(&self, q: f64) -> f64 {
+        let rank = (q * self.n as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return QUANTILE_GROWTH.powi(i as i32 + 1);
+            }
+        }
+        0.0
+    }
+}
+
+/// A measured arrival the stop cut before its first token.
+#[derive(Clone, Copy, Debug)]
+struct Cut {
+    scheduled: MonoNanos,
+    /// Intended instant to the cut, ms, caps' waits included.
+    waited_ms: f64,
 }
 
 /// The measured arrivals' waits from intent, by the 100 ms of their intended instant.
@@ -145,12 +246,14 @@ pub struct Unanswered {
 pub struct IntentDriftCollector {
     t0: MonoNanos,
     buckets: Vec<Bucket>,
-    /// The bucket of the earliest-intended arrival the stop cut before its answer.
-    first_cut: Option<usize>,
-    /// The longest answered wait, ms.
-    answered_max_ms: f64,
-    /// What each cut arrival had waited when the stop cut it, ms (a lower bound).
-    cut_waits: Vec<f64>,
+    /// Every answered arrival's wait from intent (caps included), all phases.
+    answered: WaitQuantiles,
+    /// Measured arrivals answered.
+    answered_measured: u64,
+    /// The latest intended instant of an answered arrival, all phases.
+    last_answered: Option<MonoNanos>,
+    /// The measured arrivals the stop cut before their answer.
+    cuts: Vec<Cut>,
 }
 
 impl IntentDriftCollector {
@@ -159,13 +262,14 @@ impl IntentDriftCollector {
         Self {
             t0,
             buckets: Vec::new(),
-            first_cut: None,
-            answered_max_ms: 0.0,
-            cut_waits: Vec::new(),
+            answered: WaitQuantiles::default(),
+            answered_measured: 0,
+            last_answered: None,
+            cuts: Vec::new(),
         }
     }
 
-    /// Adds one finished record, when it is a measured arrival.
+    /// Adds one finished record, when it is an arrival.
     pub fn add(&mut self, r: &RequestRecord) {
         let arrival = match r.session {
             None => true,
@@ -174,13 +278,13 @@ impl IntentDriftCollector {
                 None => tag.turn == 0,
             },
         };
-        if !arrival || r.phase != Phase::Measured {
+        if !arrival {
             return;
         }
-        let i = (r.scheduled.since(self.t0).as_nanos() / u128::from(BUCKET_NS)) as usize;
+        let measured = r.phase == Phase::Measured;
         let parts = r.queue_parts();
         let capped = parts.concurrency.unwrap_or_default() + parts.prefill.unwrap_or_default();
-        let wait_until = |t: MonoNanos| t.since(r.scheduled).saturating_sub(capped);
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         let answered = match (r.status, r.first_token) {
             (RequestStatus::Errored, _) => return,
             (_, Some(t)) => t,
@@ -194,37 +298,65 @@ impl IntentDriftCollector {
                 return;
             }
             (RequestStatus::Cancelled, None) => {
-                self.first_cut = Some(self.first_cut.map_or(i, |c| c.min(i)));
-                self.cut_waits.push(wait_until(r.end).as_secs_f64() * 1e3);
+                if measured {
+                    self.cuts.push(Cut {
+                        scheduled: r.scheduled,
+                        waited_ms: ms(r.end.since(r.scheduled)),
+                    });
+                }
                 return;
             }
         };
-        let wait = wait_until(answered).as_secs_f64() * 1e3;
-        self.answered_max_ms = self.answered_max_ms.max(wait);
+        // The scale of rule 4 (the caps' waits in, as the cut arrivals' are) comes from
+        // every phase: a server that clogged in the warm-up answered nothing after it.
+        self.answered.push(ms(answered.since(r.scheduled)));
+        self.last_answered = Some(
+            self.last_answered
+                .map_or(r.scheduled, |t| t.max(r.scheduled)),
+        );
+        if !measured {
+            return;
+        }
+        self.answered_measured += 1;
+        let i = (r.scheduled.since(self.t0).as_nanos() / u128::from(BUCKET_NS)) as usize;
         if self.buckets.len() <= i {
             self.buckets.resize(i + 1, Bucket::default());
         }
         let b = &mut self.buckets[i];
-        b.wait.push(wait);
+        b.wait
+            .push(ms(answered.since(r.scheduled).saturating_sub(capped)));
         if let Some(p) = r.prompt_tokens {
             b.prompt.push(f64::from(p));
         }
     }
 
+    /// Whether an arrival intended later than the cut one `c` was answered: `c` was
+    /// passed (a long request), not left in a queue.
+    fn passed(&self, c: &Cut) -> bool {
+        self.last_answered.is_some_and(|t| t > c.scheduled)
+    }
+
     /// The cut arrivals against the answered ones; `None` when the stop cut none before
     /// its first token.
     pub fn unanswered(&self) -> Option<Unanswered> {
-        if self.cut_waits.is_empty() {
+        if self.cuts.is_empty() {
             return None;
         }
-        let after = (OVERDUE_FACTOR * self.answered_max_ms).max(OVERDUE_FLOOR_MS);
+        let median = self.answered.quantile(0.5);
+        let after = (OVERDUE_FACTOR * median).max(OVERDUE_FLOOR_MS);
+        let passed = self.cuts.iter().filter(|c| self.passed(c)).count() as u64;
         Some(Unanswered {
-            cut: self.cut_waits.len() as u64,
-            answered: self.buckets.iter().map(|b| b.wait.n).sum(),
-            answered_max_ms: self.answered_max_ms,
+            cut: self.cuts.len() as u64,
+            passed,
+            answered: self.answered_measured,
+            answered_median_ms: median,
             overdue_after_ms: after,
-            overdue: self.cut_waits.iter().filter(|&&w| w > after).count() as u64,
-            oldest_ms: self.cut_waits.iter().copied().fold(0.0, f64::max),
+            overdue: self
+                .cuts
+                .iter()
+                .filter(|c| !self.passed(c) && c.waited_ms > after)
+                .count() as u64,
+            oldest_ms: self.cuts.iter().map(|c| c.waited_ms).fold(0.0, f64::max),
         })
     }
 
@@ -232,7 +364,15 @@ impl IntentDriftCollector {
     /// up to [`BLOCKS`] blocks of about equal count in intended order (whole buckets);
     /// `None` with fewer than [`MIN_BLOCKS`].
     pub fn drift(&self) -> Option<IntentDrift> {
-        let end = self.first_cut.unwrap_or(usize::MAX).min(self.buckets.len());
+        // The first cut arrival nothing later passed: a long request cut early leaves
+        // the arrivals after it as they were.
+        let first_cut = self
+            .cuts
+            .iter()
+            .filter(|c| !self.passed(c))
+            .map(|c| (c.scheduled.since(self.t0).as_nanos() / u128::from(BUCKET_NS)) as usize)
+            .min();
+        let end = first_cut.unwrap_or(usize::MAX).min(self.buckets.len());
         let buckets = &self.buckets[..end];
         let total: u64 = buckets.iter().map(|b| b.wait.n).sum();
         let per_block = (total / BLOCKS as u64).max(MIN_PER_BLOCK);
@@ -383,7 +523,8 @@ mod tests {
     }
 
     #[test]
-    fn cut_arrivals_are_overdue_past_twice_the_longest_answered_wait_and_one_second() {
+    fn cut_arrivals_nothing_passed_are_overdue_past_twice_the_median_answered_wait_and_one_second()
+    {
         let mut c = IntentDriftCollector::new(at(0));
         for i in 0..20 {
             c.add(&arrival(i * 50, 60 + i));
@@ -394,17 +535,61 @@ mod tests {
             c.add(&cut(i * 50, 4000));
         }
         let u = c.unanswered().expect("cut arrivals");
-        assert_eq!((u.cut, u.answered), (60, 20));
-        assert_eq!(u.answered_max_ms, 79.0);
-        // Twice 79 ms is below the 1 s floor: the arrivals intended before 3 s are overdue.
+        assert_eq!((u.cut, u.passed, u.answered), (60, 0, 20));
+        assert!((69.0..74.0).contains(&u.answered_median_ms), "{u:?}");
+        // Twice that is below the 1 s floor: the arrivals intended before 3 s are overdue.
         assert_eq!(u.overdue_after_ms, 1000.0);
         assert_eq!(u.overdue, 40, "{u:?}");
         assert_eq!(u.oldest_ms, 3000.0);
-        // A slow answer raises the bar to twice its wait.
+        // One slow answer does not move the scale (the median, not the longest).
         c.add(&arrival(0, 1400));
+        assert_eq!(c.unanswered().expect("cut").overdue, 40);
+        // An arrival intended after the cut ones answered past them: long requests, not
+        // a queue.
+        c.add(&arrival(3960, 20));
         let u = c.unanswered().expect("cut arrivals");
-        assert_eq!(u.overdue_after_ms, 2800.0);
-        assert_eq!(u.overdue, 4, "{u:?}");
+        assert_eq!((u.passed, u.overdue), (60, 0), "{u:?}");
+    }
+
+    #[test]
+    fn shards_add_up() {
+        // Two shards of the same clog: each judged on its own, the whole holds both.
+        let mut shards = [
+            IntentDriftCollector::new(at(0)),
+            IntentDriftCollector::new(at(0)),
+        ];
+        for (k, c) in shards.iter_mut().enumerate() {
+            for i in 0..20 {
+                c.add(&arrival(i * 50 + k as u64, 60 + i * 25));
+            }
+            for i in 20..30 {
+                c.add(&cut(i * 50 + k as u64, 4000));
+            }
+        }
+        let (a, b) = (&shards[0], &shards[1]);
+        let mut u = a.unanswered().expect("cut");
+        u.add(&b.unanswered().expect("cut"));
+        assert_eq!((u.cut, u.answered, u.overdue), (20, 40, 20), "{u:?}");
+        let mut d = a.drift().expect("drift");
+        let one = d.clone();
+        d.add(&b.drift().expect("drift"));
+        assert_eq!(d.arrivals, 40);
+        assert_eq!(d.earlier.count, 2 * one.earlier.count);
+        assert!((d.later.mean_ms - one.later.mean_ms).abs() < 1.0, "{d:?}");
+    }
+
+    #[test]
+    fn a_long_request_cut_early_leaves_the_comparison_to_the_arrivals_after_it() {
+        let mut c = IntentDriftCollector::new(at(0));
+        // The first arrival never answers; every later one waits 25 ms more than the one
+        // before (a queue).
+        c.add(&cut(0, 4000));
+        for i in 1..60 {
+            c.add(&arrival(i * 50, 60 + i * 25));
+        }
+        let d = c.drift().expect("the arrivals after the long one");
+        assert_eq!(d.arrivals, 59);
+        assert!(growth(&d) > 400.0, "{d:?}");
     }
 
     #[test]

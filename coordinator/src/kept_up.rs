@@ -17,8 +17,9 @@
 //!   token than the earlier half (`intent_drift`); this holds for short probes and for
 //!   replays that drained after their schedule;
 //! - arrivals went unanswered: a tenth of the arrivals (five at least) had waited, when
-//!   the stop cut them without a first token, more than twice the longest wait of an
-//!   answered one (`unanswered`): hung streams holding every slot of the server;
+//!   the stop cut them without a first token, more than twice the median of the answered
+//!   ones' waits, and no arrival intended after them was answered
+//!   (`unanswered`): hung streams holding every slot of the server or of a cap;
 //! - the server's own waiting-requests gauge grew;
 //! - latency grew at equal work: for plain requests, the requests in flight and the mean
 //!   TTFT grew together over the second half; for sessions, TTFT at the same turn index
@@ -251,7 +252,10 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
             erlang_c(c, a).max(CONSTANT_LATE_EXPECTED),
             format!("arrivals at a load of {a:.2} on {c} slots (Erlang C)"),
         ),
-        _ => (CONSTANT_LATE_EXPECTED, "no cap known".to_string()),
+        _ => (
+            CONSTANT_LATE_EXPECTED,
+            "with no completed request to time the cap's hold".to_string(),
+        ),
     };
     // Bursts make late requests come in runs, not one by one, so a count the binomial
     // alone would call unlikely happens far more often than it says: it counts only at
@@ -417,11 +421,13 @@ pub fn ttft_grew_at_equal_turn(d: &TurnDrift) -> Option<String> {
 /// Every open-loop profile: the later-intended half of the arrivals waited longer from
 /// their intended instant to their first token than the earlier half, block mean against
 /// block mean (see [`grew`] and `intent_drift`), by at least [`DRIFT_FLOOR_MS`]; unless
-/// their prompts grew by a quarter too (the workload's own growth, not a queue's).
+/// their prompts grew by a quarter too and the wait grew no more than in proportion to
+/// them, give or take a quarter (the workload's own growth, not a queue's).
 fn wait_from_intent_grew(d: &IntentDrift) -> Option<String> {
     let diff = grew(&d.earlier, &d.later, d.wait_mean_ms).filter(|&g| g >= DRIFT_FLOOR_MS)?;
     if let Some((earlier, later)) = d.prompt_tokens
         && later > earlier * (1.0 + QUEUE_GROWTH)
+        && d.later.mean_ms <= d.earlier.mean_ms * (later / earlier) * (1.0 + QUEUE_GROWTH)
     {
         return None;
     }
@@ -436,13 +442,13 @@ fn wait_from_intent_grew(d: &IntentDrift) -> Option<String> {
 /// With no answered arrival there is no scale to judge them by.
 fn arrivals_went_unanswered(u: &Unanswered) -> Option<String> {
     let arrivals = u.answered + u.cut;
-    (u.answered > 0
+    (u.answered_median_ms > 0.0
         && u.overdue >= OVERDUE_MIN
         && u.overdue as f64 >= OVERDUE_SHARE * arrivals as f64)
         .then(|| {
             format!(
-                "{} of {arrivals} arrivals had waited over {:.0} ms without a first token when the stop cut them, the oldest {:.0} ms, where the longest wait of an answered one was {:.0} ms: the server held requests it did not serve",
-                u.overdue, u.overdue_after_ms, u.oldest_ms, u.answered_max_ms
+                "{} of {arrivals} arrivals had waited over {:.0} ms without a first token when the stop cut them, the oldest {:.0} ms, and none intended after them was answered, where the answered ones waited {:.0} ms (median): requests were held and not served",
+                u.overdue, u.overdue_after_ms, u.oldest_ms, u.answered_median_ms
             )
         })
 }
@@ -461,6 +467,26 @@ mod tests {
     use super::*;
     use crate::sessions::{Moments, SessionResult};
     use crate::timeseries::TimePoint;
+
+    #[test]
+    fn longer_prompts_excuse_a_wait_only_in_proportion() {
+        let blocks = |mean_ms: f64| Moments {
+            count: 5,
+            mean_ms,
+            variance_ms2: 100.0,
+        };
+        let drift = |earlier: f64, later: f64| IntentDrift {
+            earlier: blocks(earlier),
+            later: blocks(later),
+            wait_mean_ms: (earlier + later) / 2.0,
+            arrivals: 100,
+            prompt_tokens: Some((20.0, 60.0)),
+        };
+        // Prompts three times as long: a wait up to 3 × 1.25 times as long is theirs…
+        assert_eq!(wait_from_intent_grew(&drift(300.0, 800.0)), None);
+        // …five times as long is a queue (the break test's trace: 319 to 1578 ms).
+        assert!(wait_from_intent_grew(&drift(319.0, 1578.0)).is_some());
+    }
 
     #[test]
     fn erlang_c_matches_the_closed_forms() {

@@ -487,6 +487,9 @@ impl WorkerGroupState {
                 tally.samples.push(e.message.clone());
             }
         }
+        // Every phase: a clog in the warm-up leaves the measured arrivals no answer to
+        // be judged by (the collector counts only measured ones beyond that scale).
+        self.intent_drift.add(r);
         match r.phase {
             Phase::Warmup => self.counts.warmup += 1,
             Phase::Cooldown => self.counts.cooldown += 1,
@@ -543,7 +546,6 @@ impl WorkerGroupState {
         self.timeseries.add(r);
         self.error_tail.add(r);
         self.steady.add(r);
-        self.intent_drift.add(r);
         self.output_lengths.add(r);
         self.measured.add(r);
         if let Some(spec) = &self.goodput {

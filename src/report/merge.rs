@@ -441,6 +441,22 @@ fn severity(reason: &Option<StopReason>) -> u8 {
     }
 }
 
+/// The shards' parts of one optional figure added up; `None` when no shard has it.
+fn merged<T: Clone>(
+    parts: &[&BenchmarkResult],
+    get: impl Fn(&BenchmarkResult) -> Option<&T>,
+    add: impl Fn(&mut T, &T),
+) -> Option<T> {
+    let mut all: Option<T> = None;
+    for o in parts.iter().filter_map(|b| get(b)) {
+        match &mut all {
+            Some(a) => add(a, o),
+            None => all = Some(o.clone()),
+        }
+    }
+    all
+}
+
 fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) -> BenchmarkResult {
     let parts: Vec<&BenchmarkResult> = shards.iter().map(|s| &s.report.benchmarks[i]).collect();
     let mut m = parts[0].clone();
@@ -519,13 +535,10 @@ fn merge_benchmark(shards: &[Input], i: usize, count: u32, slo: Option<&Slo>) ->
         .any(|b| b.token_sources.is_some())
         .then_some(tokens);
     // Sums over the shards' requests; the limit is the same in every shard.
-    m.output_lengths = None;
-    for o in parts.iter().filter_map(|b| b.output_lengths.as_ref()) {
-        match &mut m.output_lengths {
-            Some(l) => l.add(o),
-            None => m.output_lengths = Some(o.clone()),
-        }
-    }
+    m.output_lengths = merged(&parts, |b| b.output_lengths.as_ref(), |a, o| a.add(o));
+    // The kept-up rule's evidence from every shard, not the first one's alone.
+    m.unanswered = merged(&parts, |b| b.unanswered.as_ref(), |a, o| a.add(o));
+    m.intent_drift = merged(&parts, |b| b.intent_drift.as_ref(), |a, o| a.add(o));
     m.errors = merge_errors(&parts);
     m.audit = merge_audit(shards, i);
 

@@ -395,3 +395,97 @@ fn hung_streams_on_a_server_with_room_kept_up() {
         "{verdict:?}"
     );
 }
+
+/// Break test of rule 4: hung streams filling the user's `--max-concurrency` (the
+/// server has room): every later arrival waits for the cap until the stop, so the
+/// unanswered arrivals' waits from intent count the cap's wait too.
+#[test]
+fn hung_streams_that_fill_the_clients_cap_did_not_keep_up() {
+    let server = hanging_mock(0.3, None);
+    let run = constant_on(&server).max_concurrency(4).run();
+    let report = ended_with(&run, 3);
+    let stats = server.stats();
+    // The mock's truth: streams hung (four fill the cap) and it never queued.
+    assert!(stats.faults.stall >= 4, "{stats:?}");
+    assert_eq!(stats.peak_queued, 0, "{stats:?}");
+    let b = &report.benchmarks[0];
+    // Everything the mock never saw was held by the cap and cut unanswered.
+    let unanswered = b.unanswered.as_ref().expect("cut arrivals");
+    let sent = stats.requests.chat_completions;
+    assert!(
+        unanswered.cut >= b.requests.created - sent,
+        "{unanswered:?} {:?}",
+        b.requests
+    );
+    // Rule 4's own evidence, whichever rule the message names first (the late count
+    // may say it too): the cap's wait is in the unanswered arrivals' waits.
+    assert!(
+        unanswered.overdue * 10 >= b.requests.created && unanswered.overdue >= 5,
+        "{unanswered:?}"
+    );
+    assert!(
+        b.slo
+            .as_ref()
+            .and_then(|v| v.not_kept_up.as_ref())
+            .is_some(),
+        "{:?}",
+        b.slo
+    );
+}
+
+/// The same clog in the warm-up: no measured arrival was answered, so the scale of
+/// their waits comes from the warm-up's answers.
+#[test]
+fn hung_streams_that_filled_the_slots_in_the_warm_up_did_not_keep_up() {
+    let server = hanging_mock(0.5, Some(4));
+    let run = constant_on(&server).arg("--warmup", "1.5s").run();
+    let report = ended_with(&run, 3);
+    assert!(server.stats().peak_queued >= 10, "{:?}", server.stats());
+    let b = &report.benchmarks[0];
+    assert!(
+        b.slo
+            .as_ref()
+            .and_then(|v| v.not_kept_up.as_ref())
+            .is_some(),
+        "{:?}",
+        b.slo
+    );
+}
+
+/// Break test of rule 4: long requests among short ones on a server with room. The
+/// stop cuts the long ones unanswered after seconds, but later short arrivals were
+/// answered past them: long requests, not a queue. Kept up.
+#[test]
+fn long_requests_the_stop_cut_among_answered_short_ones_kept_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Every fifth request asks for 2000 tokens (10 s at 5 ms a token), unstreamed.
+    let rows: Vec<String> = (0..100)
+        .map(|i| {
+            serde_json::json!({
+                "prompt": format!("question {i} about the weather"),
+                "output_tokens_count": if i % 5 == 0 { 2000 } else { 5 },
+            })
+            .to_string()
+        })
+        .collect();
+    let data = dir.path().join("bimodal.jsonl");
+    std::fs::write(&data, rows.join("\n") + "\n").expect("write the data");
+    let server = mock(MockConfig {
+        output_tokens: 5000,
+        ..fixed(0.0, None)
+    });
+    let report = Bench::on(&server)
+        .constant(20)
+        .seed(1)
+        .max_seconds(4)
+        .data(data.to_str().expect("a UTF-8 path"))
+        .stream(false)
+        .slo("e2e_p50<=5s")
+        .arg("--server-metrics", "off")
+        .ok_report();
+    assert_eq!(server.stats().peak_queued, 0, "{:?}", server.stats());
+    let b = &report.benchmarks[0];
+    let u = b.unanswered.as_ref().expect("the long ones were cut");
+    assert!(u.cut >= 5 && u.passed >= 5 && u.overdue == 0, "{u:?}");
+    assert!(b.slo.as_ref().is_some_and(|v| v.passed), "{:?}", b.slo);
+}
