@@ -32,6 +32,12 @@
 //!   after their first chunk, holding the slot until the client goes away): where the
 //!   mock's truth shows every slot of the path hung within the first quarter of a
 //!   benchmark's schedule, that benchmark did not keep up and no objective passed;
+//! - output lengths (a short-outputs axis: the mock drops `ignore_eos` as a gateway does
+//!   and stops at its own seeded length): each benchmark's `output_lengths` (completed,
+//!   tokens received, ended short, finish reasons) equals the truth's for its measured
+//!   completed requests, with and without the axis;
+//! - credentials (a gateway axis: the mock requires an API key on every route): the mock
+//!   refused no request llmsurge made, and the key is in no output, stdout or stderr;
 //! - `benchmark compare` (one draw in four, not a capacity search): the report against
 //!   itself exits 0 with no regression and warns that both share a seed (repeated runs:
 //!   judged run to run); against a copy with one benchmark more it exits 3 naming that
@@ -175,7 +181,17 @@ struct Draw {
     /// least [`STALL_MIN_REQUESTS`] requests, without `--cancel` (which would free hung
     /// slots).
     stall: bool,
+    /// Whether the mock drops `ignore_eos` and stops at its own length
+    /// ([`SHORT_OUTPUT_STD`] around the length asked).
+    short_outputs: bool,
+    /// Whether the mock requires [`GATEWAY_KEY`] on every route, and the run gives it.
+    gateway: bool,
 }
+
+/// Spread of the mock's own output lengths when it drops `ignore_eos`.
+const SHORT_OUTPUT_STD: f64 = 4.0;
+/// The key of the gateway axis: a marker no output may carry.
+const GATEWAY_KEY: &str = "sk-matrix-MARKER-5d1e7c";
 
 /// Share of the streams a stalling mock hangs after their first chunk.
 const STALL_RATE: f64 = 0.8;
@@ -269,6 +285,8 @@ impl Draw {
             tight_ms: None,
             compare: false,
             stall: false,
+            short_outputs: false,
+            gateway: false,
         };
         if profile.open() {
             let capacity = d.capacity_rps() / profile.requests_per_unit();
@@ -292,6 +310,8 @@ impl Draw {
             && !cancel
             && d.rate.is_some_and(|rate| rate * 3.0 >= STALL_MIN_REQUESTS)
             && r.chance(0.2);
+        d.short_outputs = r.chance(0.2);
+        d.gateway = r.chance(0.2);
         d
     }
 
@@ -339,6 +359,21 @@ impl Draw {
                 0.0
             },
             stall_rate: if self.stall { STALL_RATE } else { 0.0 },
+            drop_ignore_eos: self.short_outputs,
+            output_tokens_std: if self.short_outputs {
+                SHORT_OUTPUT_STD
+            } else {
+                0.0
+            },
+            require_api_key: self
+                .gateway
+                .then(|| llmsurge_proto::config::Secret::new(GATEWAY_KEY)),
+            // Anthropic's API carries the key in its own header, as its gateways expect.
+            api_key_header: if self.format == "anthropic" {
+                "x-api-key".into()
+            } else {
+                "authorization".into()
+            },
             ..MockConfig::instant()
         }
     }
@@ -347,7 +382,7 @@ impl Draw {
     fn mock_flags(&self) -> String {
         let c = self.mock_config(Path::new("truth.jsonl"));
         format!(
-            "--truth truth.jsonl --seed {} --ttft-ms {} --ttft-ms-std 0 --itl-ms {} --itl-ms-std 0 --output-tokens {} --max-concurrency {} --tokens-per-chunk {} --reasoning-tokens {} --tool-call-rate {} --error-rate {} --drop-rate {} --stall-rate {}",
+            "--truth truth.jsonl --seed {} --ttft-ms {} --ttft-ms-std 0 --itl-ms {} --itl-ms-std 0 --output-tokens {} --max-concurrency {} --tokens-per-chunk {} --reasoning-tokens {} --tool-call-rate {} --error-rate {} --drop-rate {} --stall-rate {} --output-tokens-std {}{}{}",
             c.seed,
             c.ttft_ms,
             c.itl_ms,
@@ -358,7 +393,21 @@ impl Draw {
             c.tool_call_rate,
             c.error_rate,
             c.drop_rate,
-            c.stall_rate
+            c.stall_rate,
+            c.output_tokens_std,
+            if self.short_outputs {
+                " --drop-ignore-eos"
+            } else {
+                ""
+            },
+            if self.gateway {
+                format!(
+                    " --require-api-key {GATEWAY_KEY} --api-key-header {}",
+                    c.api_key_header
+                )
+            } else {
+                String::new()
+            }
         )
     }
 
@@ -458,6 +507,9 @@ impl Draw {
         }
         if let Some(c) = self.confidence {
             push("--confidence", c.to_string());
+        }
+        if self.gateway {
+            push("--api-key", GATEWAY_KEY.into());
         }
         a
     }
@@ -674,6 +726,34 @@ fn run_draw(d: &Draw) -> Vec<String> {
         ));
     }
 
+    // Credentials: every request llmsurge made carried the key, and no output holds it.
+    if stats.unauthorized.total != 0 {
+        broken.push(format!(
+            "the mock refused {} requests without the key: {:?}",
+            stats.unauthorized.total, stats.unauthorized
+        ));
+    }
+    if d.gateway {
+        let mut outputs = vec![
+            ("stdout".to_string(), finished.stdout.clone()),
+            ("stderr".to_string(), finished.stderr.clone()),
+        ];
+        for e in std::fs::read_dir(finished.dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if let Ok(text) = std::fs::read_to_string(e.path()) {
+                outputs.push((e.path().display().to_string(), text));
+            }
+        }
+        for (name, text) in outputs {
+            if text.contains(GATEWAY_KEY) {
+                broken.push(format!("the API key is in {name}"));
+            }
+        }
+    }
+
     // The books.
     for (i, b) in benchmarks.iter().enumerate() {
         let r = &b["requests"];
@@ -821,6 +901,7 @@ fn run_draw(d: &Draw) -> Vec<String> {
             d.confidence.unwrap_or(DEFAULT_CONFIDENCE),
         );
         check_steady_state(&mut broken, i, b, &mine);
+        check_output_lengths(&mut broken, i, b, &mine);
         if !d.stream || mine.len() < 20 {
             continue;
         }
@@ -1047,6 +1128,58 @@ fn clogged_at(d: &Draw, logged: &[Value], joined: &[Joined], i: usize) -> Option
     hung.sort_by(f64::total_cmp);
     let at = *hung.get(d.hung_slots().checked_sub(1)?)? - first;
     (at <= (last - first) / 4.0).then_some(at)
+}
+
+/// A benchmark's `output_lengths` against the truth of its measured completed requests:
+/// how many, the tokens the mock sent them, how many ended short of what they asked
+/// (a tool call ends early by design), and the mock's finish reasons.
+fn check_output_lengths(broken: &mut Vec<String>, i: usize, b: &Value, mine: &[&Joined]) {
+    let o = &b["output_lengths"];
+    if mine.is_empty() {
+        return;
+    }
+    let tokens = |j: &Joined| {
+        j.truth["content_tokens"].as_u64().unwrap_or(0)
+            + j.truth["reasoning_tokens"].as_u64().unwrap_or(0)
+    };
+    let asked: Vec<(&Joined, u64)> = mine
+        .iter()
+        .filter_map(|j| Some((*j, j.log["output_tokens_asked"].as_u64()?)))
+        .collect();
+    let received: u64 = asked.iter().map(|(j, _)| tokens(j)).sum();
+    let short = asked
+        .iter()
+        .filter(|(j, a)| tokens(j) < *a && j.truth["finish_reason"] != "tool_calls")
+        .count() as u64;
+    let finish = |r: &str| {
+        mine.iter()
+            .filter(|j| j.truth["finish_reason"] == r)
+            .count() as u64
+    };
+    let reported = |k: &str| o[k].as_u64();
+    let expected = [
+        ("completed", mine.len() as u64),
+        ("asked_requests", asked.len() as u64),
+        ("received_tokens", received),
+        ("short", short),
+    ];
+    for (k, truth) in expected {
+        if reported(k) != Some(truth) {
+            broken.push(format!(
+                "benchmark {i}: output_lengths.{k} {:?}, the truth {truth}: {o}",
+                reported(k)
+            ));
+        }
+    }
+    for r in ["stop", "length", "tool_calls"] {
+        if o["finish_reasons"][r].as_u64() != Some(finish(r)) {
+            broken.push(format!(
+                "benchmark {i}: output_lengths.finish_reasons.{r} {}, the truth {}: {o}",
+                o["finish_reasons"][r],
+                finish(r)
+            ));
+        }
+    }
 }
 
 /// The mock's instant of a request's first content chunk.
@@ -1453,6 +1586,11 @@ fn the_draws_cover_every_axis() {
         d.stall && d.max_concurrency.is_some()
     });
     has("hung streams without streaming", &|d| d.stall && !d.stream);
+    has("short outputs", &|d| d.short_outputs);
+    has("short outputs with reasoning", &|d| {
+        d.short_outputs && d.reasoning > 0
+    });
+    has("a gateway's key", &|d| d.gateway);
     has("benchmark compare of repeated runs", &|d| {
         d.compare && d.repeat > 1
     });
