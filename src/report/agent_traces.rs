@@ -8,7 +8,6 @@
 use llmsurge_coordinator::BenchmarkResult;
 use llmsurge_coordinator::agent_traces::{AgentTraceResult, TraceOutcome, TraceRow};
 use llmsurge_coordinator::sessions::Summary;
-use serde::Serialize;
 
 /// The headers of the summary rows, in order.
 pub const HEADERS: [&str; 11] = [
@@ -43,14 +42,7 @@ pub const TRACES_SHOWN: usize = 20;
 /// The line under the tables.
 pub const HINT: &str = "Agent traces replayed as graphs: per trace, the time from its first call's send to its last call's end, and its critical path (the calls, by index, each the one whose end made the next due, ending at the call that ended last), split into waiting on the server (each path call's send to end) and the recorded tool and think time (the gaps, as scaled); the rest is the client's lateness.";
 
-/// One row of cells.
-#[derive(Clone, Debug, Serialize)]
-pub struct Row {
-    /// The benchmark's label.
-    pub label: String,
-    /// The other cells, in header order after the label.
-    pub cells: Vec<String>,
-}
+pub use super::cells::Row;
 
 fn p(v: &Option<Summary>, f: fn(&Summary) -> f64) -> String {
     super::cells::cell_value(v.as_ref().map(f))

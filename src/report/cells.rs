@@ -25,6 +25,16 @@ pub fn cell_value(v: Option<f64>) -> String {
     }
 }
 
+/// One row of a table of benchmarks, which the console, Markdown and HTML renderers all
+/// print: the benchmark's label, then the other cells in the table's header order.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Row {
+    /// The benchmark's label.
+    pub label: String,
+    /// The other cells, in header order after the label.
+    pub cells: Vec<String>,
+}
+
 /// A benchmark's name in tables: its strategy, and its run with `--repeat`
 /// (`constant@20 (run 2)`).
 pub fn label(b: &BenchmarkResult) -> String {

@@ -4,7 +4,6 @@
 //! `client.connections` fields themselves.
 
 use llmsurge_coordinator::BenchmarkResult;
-use serde::Serialize;
 
 /// The headers of the rows' cells, in order.
 pub const HEADERS: [&str; 7] = [
@@ -17,14 +16,7 @@ pub const HEADERS: [&str; 7] = [
     "Connect max ms",
 ];
 
-/// One benchmark's connections, as cells.
-#[derive(Clone, Debug, Serialize)]
-pub struct Row {
-    /// The benchmark's label.
-    pub label: String,
-    /// The other cells, in [`HEADERS`] order after the label.
-    pub cells: Vec<String>,
-}
+pub use super::cells::Row;
 
 /// A row for each benchmark that opened a connection in its measured window.
 pub fn rows(benchmarks: &[BenchmarkResult]) -> Vec<Row> {

@@ -17,14 +17,7 @@ pub const HEADERS: [&str; 5] = [
 /// What the table counts, printed under it.
 pub const HINT: &str = "Over the completed measured requests that asked for an output length (max_tokens): the mean asked and received per request, and how many received fewer tokens than asked other than by a tool call; finish reasons count every completed measured request by what the server said ended it.";
 
-/// One benchmark's output lengths, as cells.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Row {
-    /// The benchmark's label.
-    pub label: String,
-    /// The other cells, in [`HEADERS`] order after the label.
-    pub cells: Vec<String>,
-}
+pub use super::cells::Row;
 
 /// A row per benchmark that has output lengths (a format that generates output).
 pub fn rows(benchmarks: &[BenchmarkResult]) -> Vec<Row> {

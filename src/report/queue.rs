@@ -18,14 +18,7 @@ pub const HEADERS: [&str; 8] = [
     "TTFT p99 from intent ms",
 ];
 
-/// One cause of one benchmark, as cells.
-#[derive(Clone, Debug)]
-pub struct Row {
-    /// The benchmark's label.
-    pub label: String,
-    /// The other cells, in [`HEADERS`] order after the label.
-    pub cells: Vec<String>,
-}
+pub use super::cells::Row;
 
 /// For each benchmark whose requests a cap the user set held, a row per cause: each
 /// cap that held some, then the busy client (the dispatch lag of every request sent).

@@ -306,6 +306,11 @@ fn a_replay_whose_requests_grow_on_a_server_with_room_kept_up() {
     );
 }
 
+/// Whether the verdict says the server did not keep up.
+fn did_not_keep_up(b: &llmsurge_coordinator::BenchmarkResult) -> bool {
+    b.slo.as_ref().is_some_and(|v| v.not_kept_up.is_some())
+}
+
 /// A mock of fixed latencies whose streams hang (`stall_rate`) after their first chunk,
 /// holding their slot until the client goes away; `slots` concurrency slots.
 fn hanging_mock(stall_rate: f64, slots: Option<usize>) -> MockServer {
@@ -423,14 +428,7 @@ fn hung_streams_that_fill_the_clients_cap_did_not_keep_up() {
         unanswered.overdue * 10 >= b.requests.created && unanswered.overdue >= 5,
         "{unanswered:?}"
     );
-    assert!(
-        b.slo
-            .as_ref()
-            .and_then(|v| v.not_kept_up.as_ref())
-            .is_some(),
-        "{:?}",
-        b.slo
-    );
+    assert!(did_not_keep_up(b), "{:?}", b.slo);
 }
 
 /// The same clog in the warm-up: no measured arrival was answered, so the scale of
@@ -442,14 +440,7 @@ fn hung_streams_that_filled_the_slots_in_the_warm_up_did_not_keep_up() {
     let report = ended_with(&run, 3);
     assert!(server.stats().peak_queued >= 10, "{:?}", server.stats());
     let b = &report.benchmarks[0];
-    assert!(
-        b.slo
-            .as_ref()
-            .and_then(|v| v.not_kept_up.as_ref())
-            .is_some(),
-        "{:?}",
-        b.slo
-    );
+    assert!(did_not_keep_up(b), "{:?}", b.slo);
 }
 
 /// Break test of rule 4: long requests among short ones on a server with room. The

@@ -97,6 +97,13 @@ fn assert_log_matches_truth(joined: &[Joined]) {
     }
 }
 
+/// Neither the probe's warning nor the benchmark's is on stderr.
+fn assert_no_length_warning(finished: &Finished) {
+    for line in ["output lengths fall short", "ended short"] {
+        assert!(!finished.stderr.contains(line), "{}", finished.stderr);
+    }
+}
+
 /// The benchmark's `output_lengths` against the truth.
 fn assert_figures_match_truth(b: &BenchmarkResult, joined: &[Joined]) {
     let (received, short, stop, length) = truth_figures(joined);
@@ -250,16 +257,7 @@ fn lengths_the_server_honours_raise_no_warning() {
         assert_log_matches_truth(&joined);
         let b = &finished.report().benchmarks[0];
         assert_figures_match_truth(b, &joined);
-        assert!(
-            !finished.stderr.contains("output lengths fall short"),
-            "{}",
-            finished.stderr
-        );
-        assert!(
-            !finished.stderr.contains("ended short"),
-            "{}",
-            finished.stderr
-        );
+        assert_no_length_warning(&finished);
         let md = std::fs::read_to_string(finished.dir.path().join("benchmarks.md")).expect("md");
         assert!(!md.contains("**Warning:**"), "{md}");
         let check = b
@@ -288,14 +286,5 @@ fn lengths_left_to_the_server_are_counted_without_a_warning() {
     let (_, short, _, _) = truth_figures(&joined);
     assert!(short > 0, "the model ended some requests early");
     assert_figures_match_truth(&finished.report().benchmarks[0], &joined);
-    assert!(
-        !finished.stderr.contains("output lengths fall short"),
-        "{}",
-        finished.stderr
-    );
-    assert!(
-        !finished.stderr.contains("ended short"),
-        "{}",
-        finished.stderr
-    );
+    assert_no_length_warning(&finished);
 }
