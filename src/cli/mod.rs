@@ -5,6 +5,7 @@
 
 pub mod agentic;
 pub mod args;
+pub mod clap_line;
 pub mod compare;
 pub mod completions;
 pub mod config;
@@ -212,10 +213,9 @@ pub fn main() -> i32 {
                     exit_codes::OK
                 };
             }
-            // One line: clap's first line names the flag and the bad value.
-            let rendered = e.to_string();
-            let line = rendered.lines().next().unwrap_or("invalid arguments");
-            return usage_error(line.strip_prefix("error: ").unwrap_or(line));
+            // One line: clap's first line names the flag and the bad value; its hints
+            // follow on the same line.
+            return usage_error(&clap_line::one_line(&e));
         }
     };
     let mut cli = match Cli::from_arg_matches(&matches) {

@@ -406,7 +406,7 @@ async fn run_repeats(
         if outcome.interrupted {
             break;
         }
-        if let Some(pause) = plan.repeat_cooldown {
+        if let Some(pause) = plan.repeat_cooldown.filter(|p| !p.is_zero()) {
             let mut interrupts = llmsurge_coordinator::interrupts::Interrupts::install()?;
             // Said once the handler is in place, so a Ctrl-C after it is never lost.
             llmsurge_coordinator::RunObserver::notice(

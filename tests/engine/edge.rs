@@ -214,6 +214,58 @@ fn absurd_values_are_usage_errors_naming_the_flag() {
     }
 }
 
+/// Issue 38: clap's hints stay on the one line, and a flag from vLLM's or GuideLLM's
+/// benchmark names llmsurge's.
+#[test]
+fn usage_errors_keep_clap_s_hints_and_name_a_peer_s_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["benchmark", "run", "--max-second", "3"],
+            "did you mean --max-seconds?",
+        ),
+        (
+            &["benchmark", "run", "--profile", "foo"],
+            "(possible values: synchronous, concurrent, throughput, constant, poisson,",
+        ),
+        (
+            &["sweep", "serve-sla", "--sla-variable", "request_rate"],
+            "(possible values: rate, concurrency)",
+        ),
+        (
+            &["benchmark", "run", "--header", "Authorization=x"],
+            "--backend-kwargs '{\"headers\"",
+        ),
+        (
+            &["benchmark", "run", "--num-prompts", "100"],
+            "llmsurge's is --max-requests",
+        ),
+        (
+            &["benchmark", "run", "--request-rate", "4"],
+            "llmsurge's is --rate",
+        ),
+        (
+            &["benchmark", "run", "--num-runs", "3"],
+            "llmsurge's is --repeat",
+        ),
+        (
+            &["benchmark", "run", "-o", "out"],
+            "llmsurge's is --output-dir",
+        ),
+    ];
+    for (args, hint) in cases {
+        let (code, stderr) = run_binary(args, &[], dir.path());
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: one line expected:\n{stderr}");
+        assert!(
+            lines[0].contains(hint),
+            "{args:?}: {:?} lacks {hint:?}",
+            lines[0]
+        );
+    }
+}
+
 #[test]
 fn errors_reach_stderr_whatever_outputs_says() {
     let server = mock(MockConfig {

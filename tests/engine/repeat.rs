@@ -814,3 +814,19 @@ fn a_repeated_gate_finds_the_ttft_regression_a_prefix_cache_would_have_hidden() 
         .unwrap_or_else(|| panic!("a ttft_p50 row: {stdout}"));
     assert!(row.contains("REGRESSED"), "{stdout}");
 }
+
+/// Issue 38: a cooldown of zero (a script's computed pause, a CI job's variable) is no
+/// pause, not a usage error.
+#[test]
+fn a_zero_repeat_cooldown_is_no_pause() {
+    let server = server();
+    let run = Bench::on(&server)
+        .constant(40)
+        .max_requests(5)
+        .data(DATA)
+        .repeat(2)
+        .run_with_env(&[("LLMSURGE_REPEAT_COOLDOWN", "0s")]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert_eq!(run.report().benchmarks.len(), 2);
+    assert!(!run.stderr.contains("starts in"), "{}", run.stderr);
+}

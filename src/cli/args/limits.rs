@@ -1,6 +1,8 @@
 //! `benchmark run` flags: when each benchmark stops, and which requests are measured.
 
-use crate::cli::values::{WindowSpec, parse_fraction, parse_positive_duration, parse_window};
+use crate::cli::values::{
+    WindowSpec, parse_duration, parse_fraction, parse_positive_duration, parse_window,
+};
 
 use clap::Args;
 use std::time::Duration;
@@ -89,8 +91,9 @@ pub struct LimitArgs {
     #[arg(long, env = "LLMSURGE_REPEAT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000), value_name = "N")]
     pub repeat: u32,
 
-    /// Pause between repeated runs (--repeat), so the server settles, e.g. 30s.
-    #[arg(long, env = "LLMSURGE_REPEAT_COOLDOWN", value_parser = parse_positive_duration, value_name = "DURATION")]
+    /// Pause between repeated runs (--repeat), so the server settles, e.g. 30s; 0s for
+    /// none (as without the flag).
+    #[arg(long, env = "LLMSURGE_REPEAT_COOLDOWN", value_parser = parse_duration, value_name = "DURATION")]
     pub repeat_cooldown: Option<Duration>,
 
     /// Run each benchmark until each named figure's 95% interval is within a fraction of
