@@ -85,8 +85,7 @@ mod tests {
     fn line(args: &[&str]) -> String {
         let e = cmd()
             .try_get_matches_from(std::iter::once("x").chain(args.iter().copied()))
-            .err()
-            .expect("an error");
+            .expect_err("an error");
         one_line(&e)
     }
 
