@@ -936,3 +936,53 @@ fn sweep_serve_a_point_whose_run_was_invalid_reads_invalid_and_fails_the_sweep()
     );
     assert!(stdout.contains("s1-b0: running"), "{stdout}");
 }
+
+/// A server's key among its parameters (vLLM's `--api-key`) is a secret: the sweep
+/// prints and saves every configuration's parameters, never that value.
+#[test]
+fn sweep_serve_a_key_among_the_serve_params_is_in_no_output() {
+    const KEY: &str = "sk-sweep-MARKER-77aa31";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(
+        dir.path(),
+        "serve.json",
+        &format!(r#"[{{"require_api_key": "{KEY}", "ttft_ms": 2}}]"#),
+    );
+    // A key of the server's own (vLLM's `api_key`), not the benchmark's: only its
+    // parameter's name says it is one.
+    const SERVER_KEY: &str = "sk-server-MARKER-19cc02";
+    let vllm = write(
+        dir.path(),
+        "vllm.json",
+        &format!(r#"[{{"api_key": "{SERVER_KEY}", "hf_token": "hf_MARKERtoken99"}}]"#),
+    );
+    let dry = sweep(dir.path(), &vllm, &["--dry-run"]);
+    assert_eq!(dry.status.code(), Some(0));
+    let printed = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        printed.contains("--api-key")
+            && !printed.contains(SERVER_KEY)
+            && !printed.contains("hf_MARKERtoken99"),
+        "{printed}"
+    );
+    let out = sweep(dir.path(), &serve, &["--", "--api-key", KEY]);
+    assert_eq!(out.status.code(), Some(0));
+    let mut texts = vec![
+        String::from_utf8_lossy(&dry.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ];
+    for name in ["sweep.json", "sweep.csv", "sweep.md", "sweep.html"] {
+        texts.push(std::fs::read_to_string(dir.path().join("out").join(name)).expect(name));
+    }
+    for t in &texts {
+        assert!(!t.contains(KEY), "the key leaked: {t}");
+    }
+    // The parameter is shown, its value redacted; the key reached the server (the
+    // point ran, exit 0 above) and the server's log names it redacted too.
+    assert!(
+        texts[3].contains(r#""require_api_key": "<redacted>""#),
+        "{}",
+        texts[3]
+    );
+}

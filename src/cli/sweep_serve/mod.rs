@@ -163,6 +163,12 @@ pub fn sweep_serve(args: &SweepServeArgs) -> i32 {
         Err(UsageError(m)) => return usage_error(&m),
     };
     register_api_keys(&args.common, &benches);
+    register_secret_params(
+        serves
+            .iter()
+            .map(|s| &s.params)
+            .chain(benches.iter().map(|b| &b.params)),
+    );
     if let Err(e) = std::fs::create_dir_all(&args.output_dir) {
         return usage_error(&format!("--output-dir {}: {e}", args.output_dir.display()));
     }
@@ -203,6 +209,25 @@ fn register_api_keys(common: &[String], benches: &[Bench]) {
                 }
             } else if let Some(key) = flag.strip_prefix("--api-key=") {
                 register(key);
+            }
+        }
+    }
+}
+
+/// Registers as secrets the values of parameters whose names say they are one (a key, a
+/// token, a secret, a password: vLLM's `api_key`, `hf_token`): the sweep prints and
+/// saves every configuration's parameters, and a server's key must not be among them.
+fn register_secret_params<'a>(params: impl Iterator<Item = &'a Params>) {
+    for p in params {
+        for (key, value) in p {
+            // By word: `api_key`, `hf-token`; not `tokenizer` or `max_num_batched_tokens`.
+            let secret = key.split(['_', '-']).any(|w| {
+                ["key", "apikey", "token", "secret", "password"]
+                    .iter()
+                    .any(|s| w.eq_ignore_ascii_case(s))
+            });
+            if let (true, Some(v)) = (secret, value.as_str()) {
+                llmsurge_proto::redact::register_secret(v);
             }
         }
     }
