@@ -144,6 +144,10 @@ pub fn compare(
             .iter()
             .filter_map(|(b, c)| warnings::hit_rate_warning(base, b, cur, c, confidence)),
     );
+    for (b, c) in &pairs {
+        warnings.extend(warnings::kept_up_warnings(b, c));
+        warnings.extend(warnings::output_length_warnings(b, c));
+    }
     let pairs: Vec<PairComparison> = pairs
         .into_iter()
         .map(|(b, c)| {

@@ -298,3 +298,63 @@ fn compare_warns_when_the_servers_prefix_cache_hit_rate_differs() {
     }
     assert!(!warned(&c, "share the random seed"), "{}", c.stderr);
 }
+
+/// Break test of issue 36: compare judged a run whose server did not keep up as any
+/// other (its latencies cut by the time limit); and issue 43's: a run whose outputs
+/// ended short of what it asked (lighter work) compared as the same work. Both are
+/// warnings now; runs that kept up and got their lengths draw neither.
+#[test]
+fn compare_warns_of_a_side_that_did_not_keep_up_or_got_shorter_outputs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |config: MockConfig, name: &str| {
+        let server = mock(config);
+        let bench = Bench::on(&server)
+            .constant(20)
+            .seed(3)
+            .max_seconds(3)
+            .data("prompt_tokens=16,output_tokens=20")
+            .arg("--server-metrics", "off");
+        keep(bench, dir.path(), name)
+    };
+    let fixed = MockConfig {
+        ttft_ms: 20.0,
+        itl_ms: 2.0,
+        ..MockConfig::instant()
+    };
+    let good = run(fixed.clone(), "good.json");
+    let other = run(fixed.clone(), "other.json");
+    // Hung streams hold all four slots of the server within the first second.
+    let clogged = run(
+        MockConfig {
+            stall_rate: 0.5,
+            seed: 1,
+            max_concurrency: Some(4),
+            ..fixed.clone()
+        },
+        "clogged.json",
+    );
+    // A server that drops ignore_eos and stops at its own length, 10 ± 3 tokens.
+    let short = run(
+        MockConfig {
+            drop_ignore_eos: true,
+            output_tokens: 10,
+            output_tokens_std: 3.0,
+            ..fixed
+        },
+        "short.json",
+    );
+    let tolerance = ["--max-regression", "requests_per_s=-99%"];
+    let c = compare(&good, &clogged, &tolerance);
+    assert!(warned(&c, "the server did not keep up"), "{}", c.stderr);
+    let c = compare(&good, &short, &tolerance);
+    assert!(
+        warned(&c, "ended short of the output length asked"),
+        "{}",
+        c.stderr
+    );
+    assert!(warned(&c, "measure different work"), "{}", c.stderr);
+    let c = compare(&good, &other, &tolerance);
+    assert!(!warned(&c, "did not keep up"), "{}", c.stderr);
+    assert!(!warned(&c, "ended short"), "{}", c.stderr);
+    assert!(!warned(&c, "measure different work"), "{}", c.stderr);
+}
