@@ -48,13 +48,14 @@ use serde::{Deserialize, Serialize};
 
 /// Width of a bucket of intended instants, ns.
 const BUCKET_NS: u64 = 100_000_000;
-/// Blocks the compared arrivals are cut into (batch means), at most.
+/// Blocks the compared arrivals are cut into (batch means), about (each holds at least
+/// this share of them, in whole buckets, so up to a dozen).
 pub const BLOCKS: usize = 10;
 /// Fewest blocks for a comparison (two a half).
 const MIN_BLOCKS: usize = 4;
 /// Fewest arrivals a block holds.
 const MIN_PER_BLOCK: u64 = 2;
-/// A cut arrival is overdue past this many times the longest answered wait…
+/// A cut arrival is overdue past this many times the median answered wait…
 const OVERDUE_FACTOR: f64 = 2.0;
 /// …and past this, ms: a short run's answered waits are no scale for its cut ones.
 const OVERDUE_FLOOR_MS: f64 = 1000.0;
@@ -246,8 +247,11 @@ struct Cut {
 pub struct IntentDriftCollector {
     t0: MonoNanos,
     buckets: Vec<Bucket>,
-    /// Every answered arrival's wait from intent (caps included), all phases.
+    /// Every answered arrival's wait from intent (caps included): the measured ones…
     answered: WaitQuantiles,
+    /// …and those of the warm-up and cool-down, the scale when no measured one was
+    /// answered.
+    answered_unmeasured: WaitQuantiles,
     /// Measured arrivals answered.
     answered_measured: u64,
     /// The latest intended instant of an answered arrival, all phases.
@@ -263,6 +267,7 @@ impl IntentDriftCollector {
             t0,
             buckets: Vec::new(),
             answered: WaitQuantiles::default(),
+            answered_unmeasured: WaitQuantiles::default(),
             answered_measured: 0,
             last_answered: None,
             cuts: Vec::new(),
@@ -299,24 +304,33 @@ impl IntentDriftCollector {
             }
             (RequestStatus::Cancelled, None) => {
                 if measured {
+                    // A whole body sent may be in its decode: only the wait before its
+                    // send says it was held.
+                    let until = match (r.streamed, r.start) {
+                        (false, Some(sent)) => sent,
+                        _ => r.end,
+                    };
                     self.cuts.push(Cut {
                         scheduled: r.scheduled,
-                        waited_ms: ms(r.end.since(r.scheduled)),
+                        waited_ms: ms(until.since(r.scheduled)),
                     });
                 }
                 return;
             }
         };
-        // The scale of rule 4 (the caps' waits in, as the cut arrivals' are) comes from
-        // every phase: a server that clogged in the warm-up answered nothing after it.
-        self.answered.push(ms(answered.since(r.scheduled)));
+        // The scale of rule 4 (the caps' waits in, as the cut arrivals' are): the
+        // measured answers', else the warm-up's (a server that clogged in the warm-up
+        // answered nothing after it).
         self.last_answered = Some(
             self.last_answered
                 .map_or(r.scheduled, |t| t.max(r.scheduled)),
         );
+        let waited = ms(answered.since(r.scheduled));
         if !measured {
+            self.answered_unmeasured.push(waited);
             return;
         }
+        self.answered.push(waited);
         self.answered_measured += 1;
         let i = (r.scheduled.since(self.t0).as_nanos() / u128::from(BUCKET_NS)) as usize;
         if self.buckets.len() <= i {
@@ -336,13 +350,18 @@ impl IntentDriftCollector {
         self.last_answered.is_some_and(|t| t > c.scheduled)
     }
 
-    /// The cut arrivals against the answered ones; `None` when the stop cut none before
-    /// its first token.
+    /// The cut arrivals against the answered ones; `None` without a measured arrival
+    /// (present with none cut, so that shards add up).
     pub fn unanswered(&self) -> Option<Unanswered> {
-        if self.cuts.is_empty() {
+        if self.cuts.is_empty() && self.answered_measured == 0 {
             return None;
         }
-        let median = self.answered.quantile(0.5);
+        let scale = if self.answered.n > 0 {
+            &self.answered
+        } else {
+            &self.answered_unmeasured
+        };
+        let median = scale.quantile(0.5);
         let after = (OVERDUE_FACTOR * median).max(OVERDUE_FLOOR_MS);
         let passed = self.cuts.iter().filter(|c| self.passed(c)).count() as u64;
         Some(Unanswered {
@@ -361,7 +380,7 @@ impl IntentDriftCollector {
     }
 
     /// The drift of the answered arrivals intended before the first cut one: cut into
-    /// up to [`BLOCKS`] blocks of about equal count in intended order (whole buckets);
+    /// about [`BLOCKS`] blocks of at least a [`BLOCKS`]th of them in intended order (whole buckets);
     /// `None` with fewer than [`MIN_BLOCKS`].
     pub fn drift(&self) -> Option<IntentDrift> {
         // The first cut arrival nothing later passed: a long request cut early leaves
@@ -529,7 +548,11 @@ mod tests {
         for i in 0..20 {
             c.add(&arrival(i * 50, 60 + i));
         }
-        assert_eq!(c.unanswered(), None, "the stop cut none");
+        assert_eq!(
+            c.unanswered().map(|u| (u.cut, u.overdue)),
+            Some((0, 0)),
+            "none cut"
+        );
         // Hung slots: every later arrival (1 to 3.95 s) waited until the stop at 4 s.
         for i in 20..80 {
             c.add(&cut(i * 50, 4000));
@@ -549,6 +572,37 @@ mod tests {
         c.add(&arrival(3960, 20));
         let u = c.unanswered().expect("cut arrivals");
         assert_eq!((u.passed, u.overdue), (60, 0), "{u:?}");
+    }
+
+    #[test]
+    fn the_measured_answers_set_the_scale_and_a_sent_whole_body_may_be_decoding() {
+        let mut c = IntentDriftCollector::new(at(0));
+        // A slow warm-up (2 s waits), then fast measured answers: theirs is the scale.
+        for i in 0..20 {
+            c.add(&RequestRecord {
+                phase: Phase::Warmup,
+                ..arrival(i * 50, 2000)
+            });
+            c.add(&arrival(1000 + i * 50, 30));
+        }
+        for i in 0..10 {
+            c.add(&cut(2000 + i * 50, 6000));
+        }
+        let u = c.unanswered().expect("cut");
+        assert!(u.answered_median_ms < 40.0 && u.overdue == 10, "{u:?}");
+        // A whole body the stop cut after its send: only its wait before the send counts.
+        let mut c = IntentDriftCollector::new(at(0));
+        for i in 0..20 {
+            c.add(&arrival(i * 50, 30));
+        }
+        for i in 0..10 {
+            c.add(&RequestRecord {
+                streamed: false,
+                start: Some(at(2000 + i * 50)),
+                ..cut(2000 + i * 50, 6000)
+            });
+        }
+        assert_eq!(c.unanswered().expect("cut").overdue, 0);
     }
 
     #[test]

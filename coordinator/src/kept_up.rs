@@ -447,7 +447,7 @@ fn arrivals_went_unanswered(u: &Unanswered) -> Option<String> {
         && u.overdue as f64 >= OVERDUE_SHARE * arrivals as f64)
         .then(|| {
             format!(
-                "{} of {arrivals} arrivals had waited over {:.0} ms without a first token when the stop cut them, the oldest {:.0} ms, and none intended after them was answered, where the answered ones waited {:.0} ms (median): requests were held and not served",
+                "{} of {arrivals} arrivals had waited over {:.0} ms without an answer when the stop cut them, the oldest {:.0} ms, and none intended after them was answered, where the answered ones waited {:.0} ms (median): requests were held and not served",
                 u.overdue, u.overdue_after_ms, u.oldest_ms, u.answered_median_ms
             )
         })

@@ -143,6 +143,61 @@ pub fn hit_rate_warning(
     ))
 }
 
+/// A side of a pair whose server did not keep up with its load ([`kept_up`], the one
+/// rule): its latencies are as long as its time limit let them grow, not the server's.
+///
+/// [`kept_up`]: llmsurge_coordinator::kept_up::kept_up
+pub fn kept_up_warnings(b: &BenchmarkResult, c: &BenchmarkResult) -> Vec<String> {
+    [("baseline", b), ("current", c)]
+        .into_iter()
+        .filter_map(|(side, r)| {
+            let why = llmsurge_coordinator::kept_up::kept_up(r).why_not()?;
+            Some(format!(
+                "the {side}'s {}: {why}; its latencies grew with its queue until the time limit cut them, so they compare nothing",
+                crate::report::label(r)
+            ))
+        })
+        .collect()
+}
+
+/// Received output lengths that differ by more than this fraction make per-request
+/// latencies compare different work.
+pub const OUTPUT_LENGTH_DIFFERENCE: f64 = 0.1;
+
+/// A pair whose requests received different output lengths, or a side whose requests
+/// ended short of what they asked with a `stop` (see `output_lengths`).
+pub fn output_length_warnings(b: &BenchmarkResult, c: &BenchmarkResult) -> Vec<String> {
+    let mut out = Vec::new();
+    for (side, r) in [("baseline", b), ("current", c)] {
+        if let Some(o) = &r.output_lengths
+            && o.exact
+            && o.short_stopped > 0
+        {
+            out.push(format!(
+                "the {side}'s {}: {} of {} requests ended short of the output length asked (received {:.1} tokens per request, asked {:.1}): its load was lighter than asked",
+                crate::report::label(r),
+                o.short_stopped,
+                o.asked_requests,
+                o.received_mean,
+                o.asked_mean
+            ));
+        }
+    }
+    if let (Some(ob), Some(oc)) = (&b.output_lengths, &c.output_lengths)
+        && ob.received_mean > 0.0
+        && ((oc.received_mean - ob.received_mean) / ob.received_mean).abs()
+            > OUTPUT_LENGTH_DIFFERENCE
+    {
+        out.push(format!(
+            "{}: the requests received {:.1} output tokens each in the baseline and {:.1} in the current run: their latencies and throughput measure different work",
+            crate::report::label(c),
+            ob.received_mean,
+            oc.received_mean
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,59 +316,4 @@ mod tests {
             "{w:?}"
         );
     }
-}
-
-/// A side of a pair whose server did not keep up with its load ([`kept_up`], the one
-/// rule): its latencies are as long as its time limit let them grow, not the server's.
-///
-/// [`kept_up`]: llmsurge_coordinator::kept_up::kept_up
-pub fn kept_up_warnings(b: &BenchmarkResult, c: &BenchmarkResult) -> Vec<String> {
-    [("baseline", b), ("current", c)]
-        .into_iter()
-        .filter_map(|(side, r)| {
-            let why = llmsurge_coordinator::kept_up::kept_up(r).why_not()?;
-            Some(format!(
-                "the {side}'s {}: {why}; its latencies grew with its queue until the time limit cut them, so they compare nothing",
-                crate::report::label(r)
-            ))
-        })
-        .collect()
-}
-
-/// Received output lengths that differ by more than this fraction make per-request
-/// latencies compare different work.
-pub const OUTPUT_LENGTH_DIFFERENCE: f64 = 0.1;
-
-/// A pair whose requests received different output lengths, or a side whose requests
-/// ended short of what they asked with a `stop` (see `output_lengths`).
-pub fn output_length_warnings(b: &BenchmarkResult, c: &BenchmarkResult) -> Vec<String> {
-    let mut out = Vec::new();
-    for (side, r) in [("baseline", b), ("current", c)] {
-        if let Some(o) = &r.output_lengths
-            && o.exact
-            && o.short_stopped > 0
-        {
-            out.push(format!(
-                "the {side}'s {}: {} of {} requests ended short of the output length asked (received {:.1} tokens per request, asked {:.1}): its load was lighter than asked",
-                crate::report::label(r),
-                o.short_stopped,
-                o.asked_requests,
-                o.received_mean,
-                o.asked_mean
-            ));
-        }
-    }
-    if let (Some(ob), Some(oc)) = (&b.output_lengths, &c.output_lengths)
-        && ob.received_mean > 0.0
-        && ((oc.received_mean - ob.received_mean) / ob.received_mean).abs()
-            > OUTPUT_LENGTH_DIFFERENCE
-    {
-        out.push(format!(
-            "{}: the requests received {:.1} output tokens each in the baseline and {:.1} in the current run: their latencies and throughput measure different work",
-            crate::report::label(c),
-            ob.received_mean,
-            oc.received_mean
-        ));
-    }
-    out
 }

@@ -364,8 +364,7 @@ fn hung_streams_that_fill_the_servers_slots_did_not_keep_up() {
         .and_then(|v| v.not_kept_up)
         .expect("did not keep up");
     assert!(
-        why.contains("without a first token when the stop cut them")
-            && why.contains(" of 20 req/s"),
+        why.contains("without an answer when the stop cut them") && why.contains(" of 20 req/s"),
         "{why}"
     ); // The verdict fails the server's latency, not the client's own dispatch lag.
     let checks = &b.slo.as_ref().expect("a verdict").checks;
