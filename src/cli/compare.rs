@@ -1,7 +1,7 @@
 //! `llmsurge benchmark compare BASELINE CURRENT`: the regression gate.
 
 use crate::cli::args::parse_confidence;
-use crate::compare::tolerance::{ChangeUnit, DEFAULT_TOLERANCES, Tolerances};
+use crate::compare::tolerance::{ChangeUnit, Tolerances};
 use crate::compare::{Comparison, Verdict, compare, read_report};
 use crate::exit_codes;
 use crate::report::{cell_value, charts, junit, markdown, write_atomic};
@@ -21,9 +21,18 @@ pub struct CompareArgs {
     /// Metrics: ttft|itl|tpot|e2e with _mean|_p50|_p90|_p99, requests_per_s,
     /// output_tokens_per_s, goodput_per_s (percent), error_rate (percentage points); with
     /// server metrics, server_* figures (docs/ci.md), e.g. server_num_requests_waiting_mean=25%.
-    /// Default: p50 and p99 of ttft, itl and e2e 10%, throughputs 10%, error_rate 1pp.
+    /// Defaults: p50 and p99 of ttft, itl and e2e 10%, throughputs 10%, error_rate 1pp;
+    /// the metrics given add to them and override them by name (see --max-regression-only).
     #[arg(long, env = "LLMSURGE_MAX_REGRESSION", value_name = "TOLERANCES")]
     pub max_regression: Option<String>,
+
+    /// Judge only the metrics --max-regression names, without the defaults.
+    #[arg(
+        long,
+        env = "LLMSURGE_MAX_REGRESSION_ONLY",
+        requires = "max_regression"
+    )]
+    pub max_regression_only: bool,
 
     /// Flag every change beyond its tolerance, even when it is within the noise of the
     /// measurements.
@@ -250,7 +259,7 @@ fn pictures(
 /// Runs `benchmark compare`; returns the exit code.
 pub fn benchmark_compare(args: &CompareArgs) -> i32 {
     let tolerances =
-        match Tolerances::parse(args.max_regression.as_deref().unwrap_or(DEFAULT_TOLERANCES)) {
+        match Tolerances::resolve(args.max_regression.as_deref(), args.max_regression_only) {
             Ok(t) => t,
             Err(e) => return super::usage_error(&format!("--max-regression: {e}")),
         };
@@ -268,6 +277,7 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
     };
     comparison.allow_missing = args.allow_missing;
     crate::stdout::println(&render(&comparison));
+    crate::stdout::println(&format!("tolerances: {}", tolerances.line()));
     for w in &comparison.warnings {
         crate::stdout::eprintln(&format!("warning: {w}"));
     }

@@ -157,11 +157,56 @@ impl Tolerances {
         }
         Ok(Tolerances(out))
     }
+
+    /// The defaults with `given` added and, metric by metric, overriding them; only
+    /// `given` with `only` (and the defaults alone without `given`).
+    pub fn resolve(given: Option<&str>, only: bool) -> Result<Self, String> {
+        let mut all = Self::parse(DEFAULT_TOLERANCES)?;
+        match given {
+            Some(spec) if only => Self::parse(spec),
+            Some(spec) => {
+                all.0.extend(Self::parse(spec)?.0);
+                Ok(all)
+            }
+            None => Ok(all),
+        }
+    }
+
+    /// `ttft_p99 10%, error_rate 1pp, …`: the tolerances in one line.
+    pub fn line(&self) -> String {
+        self.0
+            .iter()
+            .map(|(name, t)| {
+                let unit = match t.unit {
+                    ChangeUnit::Percent => "%",
+                    ChangeUnit::PercentagePoints => "pp",
+                };
+                format!("{name} {}{unit}", t.allowed)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn given_tolerances_add_to_and_override_the_defaults_unless_only() {
+        let t = Tolerances::resolve(Some("ttft_p99=20%,e2e_p90=5%"), false).expect("valid");
+        assert_eq!(t.0["ttft_p99"].allowed, 20.0);
+        assert_eq!(t.0["e2e_p90"].allowed, 5.0);
+        // The defaults the spec did not name still gate.
+        assert_eq!(t.0["error_rate"].allowed, 1.0);
+        assert_eq!(t.0["ttft_p50"].allowed, 10.0);
+        let only = Tolerances::resolve(Some("ttft_p99=20%"), true).expect("valid");
+        assert_eq!(only.0.keys().collect::<Vec<_>>(), ["ttft_p99"]);
+        assert_eq!(
+            Tolerances::resolve(None, false),
+            Tolerances::parse(DEFAULT_TOLERANCES)
+        );
+    }
 
     #[test]
     fn tolerances_parse_with_units_and_directions() {
