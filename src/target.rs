@@ -321,6 +321,14 @@ async fn check(
                 inert::terminal(path)
             )));
         }
+        if !usable && unhealthy(status) {
+            // Both failed otherwise (LiteLLM's proxy answers a missing key 500 and a
+            // wrong one 400 on every route): either cause may be the one.
+            return Err(UsageError(format!(
+                "--target {shown}: GET {} {health} and GET /v1/models answered {status}; the server is not ready, or wants a key it was not given (pass --api-key, or --health-path off if that route is not its readiness check)",
+                inert::terminal(path)
+            )));
+        }
         if !usable {
             return Err(UsageError(format!(
                 "--target {shown}: GET {} {health}; the server is not ready (pass --health-path off if that route is not its readiness check)",

@@ -169,6 +169,26 @@ fn an_unhealthy_health_route_without_a_usable_model_list_still_stops_the_run() {
 }
 
 #[test]
+fn both_routes_failing_otherwise_name_both_answers_and_the_key() {
+    // As LiteLLM's proxy answers a missing key (500) or a wrong one (400) on every
+    // route: the line names both answers and --api-key beside --health-path.
+    let (url, seen) = raw_server(|_| Act::Answer("400 Bad Request", String::new(), String::new()));
+    let run = Bench::target(&url).max_requests(2).outputs("json").run();
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "GET /health answered 400 Bad Request and GET /v1/models answered 400 Bad Request"
+        ) && run.stderr.contains("--api-key")
+            && run.stderr.contains("--health-path off"),
+        "{}",
+        run.stderr
+    );
+    let seen = seen.lock().expect("log");
+    assert!(seen.iter().all(|r| r.method == "GET"), "{seen:?}");
+}
+
+#[test]
 fn both_routes_refusing_the_key_point_at_the_key_not_the_health_path() {
     // No key, then a wrong one: /health and /v1/models both answer 401 (the mock's
     // unauthorized counts say so); the one line names --api-key.
