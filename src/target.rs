@@ -160,8 +160,9 @@ pub async fn resolve_target(
 }
 
 /// The URL of `path` at the target, with the user's query parameters and without the
-/// base's user and password (the credentials' Basic header carries them).
-fn check_url(base_url: &str, path: &str, params: &[(String, String)]) -> String {
+/// base's user and password (the credentials' Basic header carries them): every request
+/// llmsurge makes to the target besides the load (the checks, its `/metrics`).
+pub fn check_url(base_url: &str, path: &str, params: &[(String, String)]) -> String {
     let url = endpoint(
         &llmsurge_proto::credentials::without_user_info(base_url),
         path,
@@ -179,6 +180,39 @@ fn check_url(base_url: &str, path: &str, params: &[(String, String)]) -> String 
 /// the 404/405 of a server without the route.
 fn unhealthy(status: reqwest::StatusCode) -> bool {
     !status.is_success() && !matches!(status.as_u16(), 404 | 405)
+}
+
+/// Whether `status` refuses the request's credentials (401, 403).
+fn refused(status: reqwest::StatusCode) -> bool {
+    matches!(status.as_u16(), 401 | 403)
+}
+
+/// The bound on the readiness request: it is advisory, so a route that hangs (a
+/// gateway's `/health` waiting on every upstream) must not hold the run.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What an unhealthy readiness route did.
+enum Health {
+    /// It answered this status.
+    Status(reqwest::StatusCode),
+    /// It did not answer within [`HEALTH_TIMEOUT`].
+    Hung,
+}
+
+impl Health {
+    /// Whether it refused the credentials.
+    fn refused(&self) -> bool {
+        matches!(self, Health::Status(s) if refused(*s))
+    }
+}
+
+impl std::fmt::Display for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Health::Status(status) => write!(f, "answered {status}"),
+            Health::Hung => write!(f, "did not answer within {} s", HEALTH_TIMEOUT.as_secs()),
+        }
+    }
 }
 
 /// One check of a target: the readiness path (advisory), then `/v1/models` and the
@@ -235,12 +269,13 @@ async fn check(
         ))
     };
 
-    // Servers without the route (404, 405) are fine; an unhealthy answer is judged
-    // with the model list below.
+    // Servers without the route (404, 405) are fine; an unhealthy answer, or none
+    // within HEALTH_TIMEOUT, is judged with the model list below.
     let health = match target.health {
         HealthPath::Off => None,
-        HealthPath::Path(path) => match get(path).send().await {
-            Ok(r) => unhealthy(r.status()).then(|| (path.as_str(), r.status())),
+        HealthPath::Path(path) => match get(path).timeout(HEALTH_TIMEOUT).send().await {
+            Ok(r) => unhealthy(r.status()).then(|| (path.as_str(), Health::Status(r.status()))),
+            Err(e) if e.is_timeout() => Some((path.as_str(), Health::Hung)),
             Err(e) => return Err(unreachable(e).await),
         },
     };
@@ -273,9 +308,30 @@ async fn check(
     let mut warnings = Vec::new();
     if let Some((path, health)) = health {
         let usable = !models.is_empty() || (model.is_some() && !status.is_server_error());
+        if !usable && health.refused() && refused(status) {
+            // Both routes want credentials: the key is missing or wrong, whatever the
+            // readiness route is.
+            let given = if target.api_key.is_some() || !target.headers.is_empty() {
+                "the credentials given were refused"
+            } else {
+                "no API key was given"
+            };
+            return Err(UsageError(format!(
+                "--target {shown}: GET {} {health} and GET /v1/models answered {status}: {given}; pass --api-key (or set LLMSURGE_API_KEY or OPENAI_API_KEY), or a gateway's own key header in --backend-kwargs '{{\"headers\": {{...}}}}'",
+                inert::terminal(path)
+            )));
+        }
+        if !usable && unhealthy(status) {
+            // Both failed otherwise (LiteLLM's proxy answers a missing key 500 and a
+            // wrong one 400 on every route): either cause may be the one.
+            return Err(UsageError(format!(
+                "--target {shown}: GET {} {health} and GET /v1/models answered {status}; the server is not ready, or wants a key it was not given (pass --api-key, or --health-path off if that route is not its readiness check)",
+                inert::terminal(path)
+            )));
+        }
         if !usable {
             return Err(UsageError(format!(
-                "--target {shown}: GET {} answered {health}; the server is not ready (pass --health-path off if that route is not its readiness check)",
+                "--target {shown}: GET {} {health}; the server is not ready (pass --health-path off if that route is not its readiness check)",
                 inert::terminal(path)
             )));
         }
@@ -285,7 +341,7 @@ async fn check(
             "GET /v1/models lists its models".to_string()
         };
         warnings.push(format!(
-            "--target {shown}: GET {} answered {health}; going on, as {listed} (--health-path PATH|off chooses the readiness check)",
+            "--target {shown}: GET {} {health}; going on, as {listed} (--health-path PATH|off chooses the readiness check)",
             inert::terminal(path)
         ));
     }

@@ -141,17 +141,40 @@ fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsSetupError> {
     })
 }
 
-/// A reqwest client builder for requests to `url`, with the TLS settings of `tls`.
+/// The most redirects a client follows (reqwest's own default).
+const MAX_REDIRECTS: usize = 10;
+
+/// The redirect policy of every client llmsurge makes: follow a redirect only within
+/// the origin (scheme, host, port) of the first request. Every request carries the
+/// target's credentials (an API key in `x-api-key`, `api-key`, a gateway's own header),
+/// and reqwest drops only `Authorization` on a redirect to another host: following one
+/// would send the key to whoever the target names.
+pub fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if same && attempt.previous().len() <= MAX_REDIRECTS {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
+}
+
+/// A reqwest client builder for requests to `url`, with the TLS settings of `tls`, that
+/// follows redirects only within the first request's origin ([`same_origin_redirects`]).
 /// reqwest is built without a crypto provider, so ring's is installed for the process
 /// first (a no-op once one is). To a plain `http://` URL the client gets no TLS roots:
 /// reading the system's root certificates takes ~10 ms (hundreds of files) on every
-/// process's start-up path, and a plain target is never TLS (the workers follow no
-/// redirects). Otherwise `--ca-cert` adds to the system's roots (which honour
+/// process's start-up path, and a plain target is never TLS (no redirect leaves its
+/// origin). Otherwise `--ca-cert` adds to the system's roots (which honour
 /// `SSL_CERT_FILE` and `SSL_CERT_DIR`), `--insecure` verifies nothing, and a client
 /// certificate is offered when the server asks for one.
 pub fn client_builder(url: &str, tls: &TlsConfig) -> Result<reqwest::ClientBuilder, TlsSetupError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let builder = reqwest::Client::builder();
+    let builder = reqwest::Client::builder().redirect(same_origin_redirects());
     if is_plain_http(url) {
         return Ok(builder.tls_certs_only(std::iter::empty()));
     }

@@ -1229,6 +1229,16 @@ pub fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         .or_else(|| std::env::var("OPENAI_API_KEY").ok())
         .filter(|k| !k.is_empty())
         .map(Secret::new);
+    // A key that cannot be a header value (a line break, a control character) would
+    // fail every request as "builder error": say so before anything is sent, without
+    // the key.
+    if let Some(key) = &api_key
+        && reqwest::header::HeaderValue::from_str(key.expose()).is_err()
+    {
+        return usage(
+            "--api-key (or LLMSURGE_API_KEY, OPENAI_API_KEY): not a valid HTTP header value (it holds a line break or another control character)",
+        );
+    }
     let mut plan = BackendPlan {
         request_format: request_format(args.target.request_format),
         stream: args.target.stream,
@@ -1316,7 +1326,19 @@ fn apply_backend_kwargs(plan: &mut BackendPlan, raw: &str) -> Result<(), UsageEr
                     pairs.push((k, v));
                 }
                 if key == "headers" {
-                    for (k, _) in &pairs {
+                    for (k, v) in &pairs {
+                        // Checked now, as the --api-key is: the value is not shown (it
+                        // may be a key).
+                        if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
+                            return Err(err(format!(
+                                "headers: {k:?} is not a valid HTTP header name"
+                            )));
+                        }
+                        if reqwest::header::HeaderValue::from_str(v).is_err() {
+                            return Err(err(format!(
+                                "headers.{k}: not a valid HTTP header value (it holds a line break or another control character)"
+                            )));
+                        }
                         if k.eq_ignore_ascii_case("authorization") && plan.api_key.is_some() {
                             return Err(err(
                                 "headers.Authorization conflicts with --api-key; give one".into(),

@@ -30,23 +30,25 @@ fn plain(path: &Path) -> PathBuf {
         .collect()
 }
 
-/// Whether a relative `--request-log` starts with a relative `--output-dir` (not `.`):
-/// `--request-log o/log.jsonl --output-dir o`, meant from the working directory, would
-/// land in `o/o/log.jsonl`.
-fn repeats_output_dir(log: &Path, output_dir: &Path) -> bool {
-    let dir = plain(output_dir);
-    log.is_relative()
-        && output_dir.is_relative()
-        && !dir.as_os_str().is_empty()
-        && plain(log).starts_with(&dir)
+/// `--output-dir` as seen from the working directory `cwd`, without `.` components: as
+/// given when relative, the part under `cwd` when absolute (`None` outside it).
+fn dir_from(output_dir: &Path, cwd: Option<&Path>) -> Option<PathBuf> {
+    if output_dir.is_relative() {
+        return Some(plain(output_dir));
+    }
+    output_dir.strip_prefix(cwd?).ok().map(plain)
 }
 
-/// `log` with the output directory's components taken off its front.
-fn strip_dir(log: &Path, output_dir: &Path) -> PathBuf {
-    let log = plain(log);
-    log.strip_prefix(plain(output_dir))
-        .map(Path::to_path_buf)
-        .unwrap_or(log)
+/// The part of a relative `--request-log` after the output directory when it starts
+/// with it (`dir`, from the working directory, not `.`): `--request-log o/log.jsonl
+/// --output-dir o` (or `--output-dir $PWD/o`), meant from the working directory, would
+/// land in `o/o/log.jsonl`.
+fn repeats_output_dir(log: &Path, dir: Option<&Path>) -> Option<PathBuf> {
+    let dir = dir.filter(|d| !d.as_os_str().is_empty())?;
+    if !log.is_relative() {
+        return None;
+    }
+    plain(log).strip_prefix(dir).ok().map(Path::to_path_buf)
 }
 
 /// The outputs and report settings of `benchmark run`.
@@ -62,13 +64,22 @@ pub fn resolve_output(args: &OutputArgs) -> Result<(Vec<Output>, ReportSettings)
         // An absolute path stays as it is; a relative one lands beside the reports, as
         // the --outputs files do (so each point of a sweep, shard or repeat keeps its own).
         Some(p) => {
-            if repeats_output_dir(p, &args.output_dir) {
+            let cwd = std::env::current_dir().ok();
+            let dir = dir_from(&args.output_dir, cwd.as_deref());
+            if let Some(rest) = repeats_output_dir(p, dir.as_deref()) {
+                let fix = if rest.as_os_str().is_empty() {
+                    "give a file name (written inside --output-dir) or an absolute path".to_string()
+                } else {
+                    format!(
+                        "give it without the directory ({}) or as an absolute path",
+                        rest.display()
+                    )
+                };
                 return Err(UsageError(format!(
-                    "--request-log {} is relative to --output-dir {}, so it would be written to {}; give it without the directory ({}) or as an absolute path",
+                    "--request-log {} is relative to --output-dir {}, so it would be written to {}; {fix}",
                     p.display(),
                     args.output_dir.display(),
                     args.output_dir.join(p).display(),
-                    strip_dir(p, &args.output_dir).display()
                 )));
             }
             Some(args.output_dir.join(p))
@@ -94,13 +105,30 @@ mod tests {
     #[test]
     fn a_log_that_repeats_the_output_dir_is_caught() {
         let p = Path::new;
-        assert!(repeats_output_dir(p("o/log.jsonl"), p("o")));
-        assert!(repeats_output_dir(p("./o/log.jsonl"), p("o/")));
-        assert!(!repeats_output_dir(p("log.jsonl"), p("o")));
-        assert!(!repeats_output_dir(p("log.jsonl"), p(".")));
-        assert!(!repeats_output_dir(p("other/log.jsonl"), p("o")));
-        assert!(!repeats_output_dir(p("/tmp/o/log.jsonl"), p("o")));
-        assert_eq!(strip_dir(p("./o/a/log.jsonl"), p("o")), p("a/log.jsonl"));
+        let repeats = |log: &str, dir: &str, cwd: &str| {
+            repeats_output_dir(p(log), dir_from(p(dir), Some(p(cwd))).as_deref())
+        };
+        assert_eq!(
+            repeats("o/log.jsonl", "o", "/w"),
+            Some(p("log.jsonl").into())
+        );
+        assert_eq!(
+            repeats("./o/a/log.jsonl", "o/", "/w"),
+            Some(p("a/log.jsonl").into())
+        );
+        // An absolute --output-dir under the working directory repeats the same way.
+        assert_eq!(
+            repeats("o/log.jsonl", "/w/o", "/w"),
+            Some(p("log.jsonl").into())
+        );
+        // The directory itself as the log: nothing left of it.
+        assert_eq!(repeats("o", "o", "/w"), Some(PathBuf::new()));
+        assert_eq!(repeats("log.jsonl", "o", "/w"), None);
+        assert_eq!(repeats("log.jsonl", ".", "/w"), None);
+        assert_eq!(repeats("o/log.jsonl", "/w", "/w"), None);
+        assert_eq!(repeats("o/log.jsonl", "/elsewhere/o", "/w"), None);
+        assert_eq!(repeats("other/log.jsonl", "o", "/w"), None);
+        assert_eq!(repeats("/tmp/o/log.jsonl", "o", "/w"), None);
     }
 
     #[test]

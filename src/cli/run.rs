@@ -503,7 +503,12 @@ async fn server_metrics(
     });
     let (url, explicit) = match &m.source {
         MetricsSource::Off => return Ok((None, profiler, None)),
-        MetricsSource::Target => (crate::target::endpoint(&target.base_url, "/metrics"), false),
+        // As the target check asks it: the run's query parameters, and no user and
+        // password in the URL (they would become a Basic header replacing the API key).
+        MetricsSource::Target => (
+            crate::target::check_url(&target.base_url, "/metrics", &plan.backend.params),
+            false,
+        ),
         MetricsSource::Url(url) => (url.clone(), true),
     };
     // Validated when resolved: the regex compiles.

@@ -6,9 +6,13 @@
 //! models answer; `--health-path` chooses or skips it.
 
 use crate::scenario::Bench;
-use crate::support::{llmsurge, mock, ok_report};
+use crate::support::{RawRequest, llmsurge, mock, ok_report, read_request};
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge_proto::Secret;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const KEY: &str = "sk-gateway-0123456789abcdef";
 
@@ -144,23 +148,79 @@ fn an_unhealthy_health_route_with_models_listed_is_a_warning() {
 
 #[test]
 fn an_unhealthy_health_route_without_a_usable_model_list_still_stops_the_run() {
-    // /v1/models refuses too (no key given) and no --model: nothing says the server is
-    // usable, so the unhealthy /health is the error.
-    let server = gateway("authorization", 500);
-    let run = Bench::target(&server.base_url())
-        .max_requests(2)
-        .outputs("json")
-        .run();
+    // /v1/models is not served and no --model: nothing says the server is usable, so
+    // the unhealthy /health is the error.
+    let (url, seen) = raw_server(|req| match req.path.as_str() {
+        "/health" => Act::Answer("503 Service Unavailable", String::new(), String::new()),
+        _ => Act::Answer("404 Not Found", String::new(), String::new()),
+    });
+    let run = Bench::target(&url).max_requests(2).outputs("json").run();
     assert_eq!(run.code(), 2, "{}", run.stderr);
     assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
     assert!(
         run.stderr
-            .contains("GET /health answered 401 Unauthorized; the server is not ready")
+            .contains("GET /health answered 503 Service Unavailable; the server is not ready")
             && run.stderr.contains("--health-path off"),
         "{}",
         run.stderr
     );
-    assert_eq!(server.stats().requests.chat_completions, 0);
+    let seen = seen.lock().expect("log");
+    assert!(seen.iter().all(|r| r.method == "GET"), "{seen:?}");
+}
+
+#[test]
+fn both_routes_failing_otherwise_name_both_answers_and_the_key() {
+    // As LiteLLM's proxy answers a missing key (500) or a wrong one (400) on every
+    // route: the line names both answers and --api-key beside --health-path.
+    let (url, seen) = raw_server(|_| Act::Answer("400 Bad Request", String::new(), String::new()));
+    let run = Bench::target(&url).max_requests(2).outputs("json").run();
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "GET /health answered 400 Bad Request and GET /v1/models answered 400 Bad Request"
+        ) && run.stderr.contains("--api-key")
+            && run.stderr.contains("--health-path off"),
+        "{}",
+        run.stderr
+    );
+    let seen = seen.lock().expect("log");
+    assert!(seen.iter().all(|r| r.method == "GET"), "{seen:?}");
+}
+
+#[test]
+fn both_routes_refusing_the_key_point_at_the_key_not_the_health_path() {
+    // No key, then a wrong one: /health and /v1/models both answer 401 (the mock's
+    // unauthorized counts say so); the one line names --api-key.
+    let server = gateway("authorization", 200);
+    for key in [None, Some("sk-wrong-key-4411")] {
+        let mut bench = Bench::target(&server.base_url())
+            .max_requests(2)
+            .outputs("json");
+        if let Some(k) = key {
+            bench = bench.arg("--api-key", k);
+        }
+        let run = bench.run_with_env(&[("OPENAI_API_KEY", "")]);
+        assert_eq!(run.code(), 2, "{}", run.stderr);
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+        let line = &run.stderr;
+        assert!(
+            line.contains(
+                "GET /health answered 401 Unauthorized and GET /v1/models answered 401 Unauthorized"
+            ) && line.contains("pass --api-key")
+                && !line.contains("--health-path"),
+            "{line}"
+        );
+        let given = if key.is_some() {
+            "refused"
+        } else {
+            "no API key was given"
+        };
+        assert!(line.contains(given), "{line}");
+        assert!(!line.contains("sk-wrong"), "{line}");
+    }
+    let u = server.stats().unauthorized.requests;
+    assert_eq!((u.health, u.models), (2, 2), "{u:?}");
 }
 
 #[test]
@@ -201,7 +261,32 @@ fn health_path_off_skips_the_check_and_a_path_chooses_it() {
 #[test]
 fn bad_gateway_flags_are_one_line_naming_the_flag() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let cases: [(&[&str], &str); 5] = [
+    // The working directory as the process sees it (no symbolic link on the way).
+    let cwd = dir.path().canonicalize().expect("canonical");
+    let absolute = cwd.join("o").display().to_string();
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &[
+                "benchmark",
+                "run",
+                "--output-dir",
+                &absolute,
+                "--request-log",
+                "o/log.jsonl",
+            ],
+            "--request-log o/log.jsonl is relative to --output-dir",
+        ),
+        (
+            &[
+                "benchmark",
+                "run",
+                "--output-dir",
+                "o",
+                "--request-log",
+                "o",
+            ],
+            "give a file name (written inside --output-dir)",
+        ),
         (
             &["benchmark", "run", "--health-path", "health"],
             "--health-path",
@@ -230,7 +315,7 @@ fn bad_gateway_flags_are_one_line_naming_the_flag() {
     for (args, mention) in cases {
         let out = llmsurge()
             .args(args)
-            .current_dir(dir.path())
+            .current_dir(&cwd)
             .output()
             .expect("llmsurge runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -283,4 +368,257 @@ fn a_sweep_checks_readiness_and_resets_caches_with_the_points_key() {
     assert_eq!(reset["reset"], true, "{reset}");
     assert_eq!(reset["calls"][0]["status"], 200, "{reset}");
     assert_eq!(reset["calls"][0]["answer"], "Cache flushed.", "{reset}");
+}
+
+/// A streamed answer of one token, for a raw server's POSTs.
+const SSE: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: [DONE]\n\n",
+);
+
+/// The model a raw server lists.
+const RAW_MODEL: &str = "raw-model";
+
+/// What a raw server does with a request: answer it (the status line's rest, extra
+/// header lines each ending in CRLF, the body) or hold the connection without a word.
+enum Act {
+    Answer(&'static str, String, String),
+    Hang,
+}
+
+/// A raw HTTP/1.1 server on loopback (for what the mock cannot do: redirect elsewhere,
+/// hang): `act` decides each request; every request it read is logged. Its threads
+/// end with the test's process.
+fn raw_server(
+    act: impl Fn(&RawRequest) -> Act + Send + Sync + 'static,
+) -> (String, Arc<Mutex<Vec<RawRequest>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let act = Arc::new(act);
+    let seen = log.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let (act, seen) = (act.clone(), seen.clone());
+            std::thread::spawn(move || serve_raw(stream, &*act, &seen));
+        }
+    });
+    (url, log)
+}
+
+fn serve_raw(
+    mut stream: TcpStream,
+    act: &dyn Fn(&RawRequest) -> Act,
+    log: &Mutex<Vec<RawRequest>>,
+) {
+    let mut buf = Vec::new();
+    while let Some(req) = read_request(&mut stream, &mut buf) {
+        let action = act(&req);
+        log.lock().expect("log").push(req);
+        let (status, extra, body) = match action {
+            Act::Answer(status, extra, body) => (status, extra, body),
+            Act::Hang => {
+                // Far beyond every bound under test; the connection stays open.
+                std::thread::sleep(Duration::from_secs(120));
+                return;
+            }
+        };
+        let head = format!(
+            "HTTP/1.1 {status}\r\n{extra}content-length: {}\r\n\r\n",
+            body.len()
+        );
+        if stream
+            .write_all(head.as_bytes())
+            .and_then(|()| stream.write_all(body.as_bytes()))
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// The answers of an OpenAI-like server: the model list, streamed completions, 200
+/// elsewhere.
+fn served(req: &RawRequest) -> Act {
+    if req.method == "POST" {
+        return Act::Answer(
+            "200 OK",
+            "content-type: text/event-stream\r\n".into(),
+            SSE.into(),
+        );
+    }
+    if req.path.starts_with("/v1/models") {
+        let list =
+            serde_json::json!({"object": "list", "data": [{"id": RAW_MODEL, "object": "model"}]});
+        return Act::Answer(
+            "200 OK",
+            "content-type: application/json\r\n".into(),
+            list.to_string(),
+        );
+    }
+    Act::Answer(
+        "200 OK",
+        "content-type: text/plain\r\n".into(),
+        String::new(),
+    )
+}
+
+#[test]
+fn no_redirect_takes_the_key_to_another_origin() {
+    // A target whose model list and /metrics redirect to another server (a thief, on
+    // another port): every request carries the key in headers reqwest keeps across
+    // hosts (x-api-key), so none may follow there. Its /health redirects within its
+    // own origin, which is followed.
+    let (thief, stolen) = raw_server(served);
+    let (url, seen) = raw_server(move |req| {
+        let to = |location: String| {
+            Act::Answer(
+                "307 Temporary Redirect",
+                format!("location: {location}\r\n"),
+                String::new(),
+            )
+        };
+        match req.path.split('?').next().unwrap_or_default() {
+            "/health" => to("/ready".into()),
+            "/v1/models" | "/metrics" => to(format!("{thief}{}", req.path)),
+            _ => served(req),
+        }
+    });
+    let run = Bench::target(&url)
+        .model(RAW_MODEL)
+        .max_requests(2)
+        .outputs("json")
+        .data("prompt_tokens=16,output_tokens=2")
+        .arg("--api-key", KEY)
+        .arg(
+            "--backend-kwargs",
+            format!(
+                r#"{{"headers": {{"x-api-key": "{KEY}"}}, "params": {{"api-version": "v9"}}}}"#
+            ),
+        )
+        .run();
+    let stolen = stolen.lock().expect("log");
+    assert!(
+        stolen.is_empty(),
+        "the other origin was sent: {:?}",
+        stolen.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+    let seen = seen.lock().expect("log");
+    let got = |path: &str| {
+        seen.iter()
+            .any(|r| r.method == "GET" && r.path.starts_with(path))
+    };
+    // Each check was made (and the same-origin redirect followed, with the key).
+    assert!(
+        got("/health") && got("/v1/models") && got("/metrics"),
+        "{seen:?}"
+    );
+    let ready = seen
+        .iter()
+        .find(|r| r.path.starts_with("/ready"))
+        .expect("/ready followed");
+    assert_eq!(ready.header("x-api-key"), Some(KEY));
+    // /metrics is asked as the other checks are: with the run's query parameters.
+    let metrics = seen
+        .iter()
+        .find(|r| r.path.starts_with("/metrics"))
+        .expect("/metrics");
+    assert!(metrics.path.contains("api-version=v9"), "{}", metrics.path);
+    assert_eq!(
+        metrics.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert!(!run.stderr.contains(KEY), "{}", run.stderr);
+}
+
+#[test]
+fn a_health_route_that_hangs_is_a_warning_when_the_models_answer() {
+    let (url, seen) = raw_server(|req| {
+        if req.path.starts_with("/health") {
+            Act::Hang
+        } else {
+            served(req)
+        }
+    });
+    let run = Bench::target(&url)
+        .max_requests(2)
+        .outputs("json")
+        .data("prompt_tokens=16,output_tokens=2")
+        .run();
+    let report = ok_report(&run);
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.starts_with("warning: --target")
+                && l.contains("GET /health did not answer within")
+                && l.contains("going on")),
+        "{}",
+        run.stderr
+    );
+    let posts = seen
+        .lock()
+        .expect("log")
+        .iter()
+        .filter(|r| r.method == "POST")
+        .count() as u64;
+    let sent: u64 = report.benchmarks.iter().map(|b| b.requests.created).sum();
+    assert!(
+        sent >= 1 && posts > sent,
+        "the probe and the load reached it: {posts}, {sent}"
+    );
+}
+
+#[test]
+fn metrics_of_a_target_with_user_and_password_carry_the_api_key() {
+    // --target http://u:pw@host with --api-key: the key replaces the URL's Basic
+    // authorization on every route, /metrics included.
+    let server = gateway("authorization", 200);
+    let target = server.base_url().replacen("http://", "http://user:pw@", 1);
+    let run = Bench::target(&target)
+        .max_requests(2)
+        .outputs("json")
+        .data("prompt_tokens=16,output_tokens=2")
+        .arg("--server-metrics-interval", "100ms")
+        .arg("--api-key", KEY)
+        .run();
+    ok_report(&run);
+    let stats = server.stats();
+    assert_eq!(
+        stats.unauthorized.total, 0,
+        "{:?}\n{}",
+        stats.unauthorized, run.stderr
+    );
+    assert!(stats.requests.metrics >= 2, "{:?}", stats.requests);
+}
+
+#[test]
+fn a_key_or_header_that_cannot_be_sent_is_a_usage_error_before_any_request() {
+    let server = mock(MockConfig::instant());
+    let cases = [
+        ("--api-key", "sk-line\nbreak".to_string(), "--api-key"),
+        (
+            "--backend-kwargs",
+            r#"{"headers": {"x-api-key": "sk-line\r\nbreak"}}"#.to_string(),
+            "--backend-kwargs: headers.x-api-key",
+        ),
+    ];
+    for (flag, value, mention) in cases {
+        let run = Bench::on(&server).max_requests(1).arg(flag, &value).run();
+        assert_eq!(run.code(), 2, "{flag}: {}", run.stderr);
+        assert_eq!(run.stderr.lines().count(), 1, "{flag}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(mention) && run.stderr.contains("header value"),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            !run.stderr.contains("sk-line"),
+            "{flag}: the key shown: {}",
+            run.stderr
+        );
+    }
+    let r = server.stats().requests;
+    assert_eq!(r.health + r.models + r.chat_completions, 0, "{r:?}");
 }

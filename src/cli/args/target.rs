@@ -26,8 +26,9 @@ pub struct TargetArgs {
 
     /// The readiness check before any load: GET this path (default /health), or `off`
     /// to skip it (a gateway whose /health calls every upstream model, say). Advisory: a
-    /// 401, 403 or 5xx there is a warning when /v1/models lists models or --model is
-    /// given. The check carries the same credentials and headers as every request.
+    /// 401, 403 or 5xx there, or no answer within 5 s, is a warning when /v1/models
+    /// lists models or --model is given. The check carries the same credentials and
+    /// headers as every request.
     #[arg(
         long,
         env = "LLMSURGE_HEALTH_PATH",
