@@ -626,7 +626,8 @@ fn output_length_warning(
     exchanges: &[llmsurge_worker::backend::Exchange],
 ) -> Option<String> {
     let b = &worker.backend;
-    if !(b.ignore_eos || b.min_tokens) {
+    let sent = llmsurge_coordinator::output_lengths::SentFields::of(b);
+    if !sent.any() {
         return None; // lengths are the server's choice, as asked
     }
     let backend = llmsurge_worker::backend::Backend::new(b).ok()?;
@@ -640,10 +641,10 @@ fn output_length_warning(
         if ex.error.is_some() {
             continue;
         }
-        let received = ex
-            .usage
-            .and_then(|u| u.completion_tokens)
-            .unwrap_or(ex.streamed_tokens);
+        // Only usage counts tokens: a streamed count is of chunks.
+        let Some(received) = ex.usage.and_then(|u| u.completion_tokens) else {
+            continue;
+        };
         if received < asked && ex.finish_reason == Some(llmsurge_proto::FinishReason::Stop) {
             short += 1;
         }
@@ -654,14 +655,13 @@ fn output_length_warning(
     }
     let list: Vec<String> = got.iter().map(|(_, r)| r.to_string()).collect();
     let asked: Vec<String> = got.iter().map(|(a, _)| a.to_string()).collect();
-    use llmsurge_coordinator::output_lengths::{fields, what_to_try};
     Some(format!(
         "output lengths fall short: {short} of {} probe requests ended with finish reason `stop` before the length asked (asked {} output tokens, got {}): the server, or a gateway in front of it, ignores {}, so the run's load will be lighter than asked and its figures flatter the server; {}",
         got.len(),
         asked.join(", "),
         list.join(", "),
-        fields(b.min_tokens),
-        what_to_try(b.min_tokens)
+        sent.fields(),
+        sent.what_to_try()
     ))
 }
 

@@ -598,8 +598,7 @@ pub async fn run_benchmark(
     }
     result.max_concurrency = plan.max_concurrency;
     if let Some(o) = &mut result.output_lengths {
-        o.exact = backend.ignore_eos || backend.min_tokens;
-        o.min_tokens = backend.min_tokens;
+        o.set_sent(crate::output_lengths::SentFields::of(backend));
         o.max_short_share = plan.max_short_output_share;
     }
     result.slo = plan.slo.as_ref().map(|slo| slo.judge(&result));
@@ -655,7 +654,12 @@ pub async fn run_benchmark(
             outputs_unknown: m.completed_outputs_unknown,
             outputs_unreceived_bound: m.unreceived_output_bound,
             outputs_unbounded: m.unreceived_output_unbounded,
-            output_tokens_asked: lengths.as_ref().map_or(0, |l| l.asked_tokens),
+            // Outputs whose length is not known in tokens (no usage) explain nothing:
+            // the client's received count is then partly of chunks.
+            output_tokens_asked: lengths
+                .as_ref()
+                .filter(|l| l.unknown_lengths == 0)
+                .map_or(0, |l| l.asked_tokens),
             output_tokens_short: lengths
                 .as_ref()
                 .map_or(0, |l| l.asked_tokens.saturating_sub(l.received_tokens)),

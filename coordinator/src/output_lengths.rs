@@ -9,7 +9,7 @@
 //! verdict (`--max-short-output-share`) lives in `validity`, beside the other reasons a
 //! run is invalid.
 
-use llmsurge_proto::{FinishReason, Phase, RequestRecord, RequestStatus};
+use llmsurge_proto::{FinishReason, Phase, RequestRecord, RequestStatus, TokenSource};
 use serde::{Deserialize, Serialize};
 
 /// Completed measured requests by the finish reason the server gave.
@@ -74,9 +74,15 @@ impl FinishCounts {
 pub struct OutputLengths {
     /// Completed measured requests.
     pub completed: u64,
-    /// Of those, the ones that asked for an output length (a `max_tokens`); the means
-    /// and the share below count these.
+    /// Of those, the ones that asked for an output length (a `max_tokens`) and whose
+    /// output length is known in tokens (the server's usage); the means and the share
+    /// below count these.
     pub asked_requests: u64,
+    /// Completed measured requests that asked for a length but whose output length is
+    /// not known in tokens (no usage: a streamed count is of chunks, which may carry
+    /// several tokens each); kept out of the figures above and below, never `short`.
+    #[serde(default)]
+    pub unknown_lengths: u64,
     /// Output tokens they asked for, summed.
     pub asked_tokens: u64,
     /// Output tokens they received, summed.
@@ -86,7 +92,8 @@ pub struct OutputLengths {
     /// Mean output tokens received per request (`received_tokens / asked_requests`).
     pub received_mean: f64,
     /// Requests that received fewer tokens than they asked for, other than by a tool
-    /// call (an answer that calls a tool ends there by design).
+    /// call (an answer that calls a tool ends there by design) or a `length` finish (the
+    /// server says it reached the length asked).
     pub short: u64,
     /// `short / asked_requests`.
     pub short_share: f64,
@@ -95,12 +102,15 @@ pub struct OutputLengths {
     pub short_stopped: u64,
     /// Every completed measured request by the reason the server gave.
     pub finish_reasons: FinishCounts,
-    /// The requests asked for exact lengths (`ignore_eos` or `min_tokens` sent): only
-    /// then is a short output the server's (or a gateway's) doing, worth a warning.
+    /// The requests asked for exact lengths (`ignore_eos: true` or `min_tokens` in the
+    /// bodies, with a length asked): only then is a short output the server's (or a
+    /// gateway's) doing, worth a warning.
     #[serde(default)]
     pub exact: bool,
-    /// `min_tokens` was sent too (`--min-tokens`): the warning then says it was dropped
-    /// as well.
+    /// The bodies carried `ignore_eos: true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_eos: bool,
+    /// The bodies carried `min_tokens` (`--min-tokens`, or the user's `extra_body`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub min_tokens: bool,
     /// `--max-short-output-share`: a `short_share` above it makes the run invalid.
@@ -127,10 +137,20 @@ impl OutputLengthCollector {
         let Some(asked) = r.max_output_tokens else {
             return;
         };
+        // Only the server's usage counts tokens; a streamed count is of chunks, and a
+        // chunk may carry several tokens, so it cannot say a request ended short.
+        if r.output_tokens_source != TokenSource::Usage {
+            l.unknown_lengths += 1;
+            return;
+        }
         l.asked_requests += 1;
         l.asked_tokens += u64::from(asked);
         l.received_tokens += u64::from(r.output_tokens);
-        if r.output_tokens < asked && r.finish_reason != Some(FinishReason::ToolCalls) {
+        let ended_by_design = matches!(
+            r.finish_reason,
+            Some(FinishReason::ToolCalls | FinishReason::Length)
+        );
+        if r.output_tokens < asked && !ended_by_design {
             l.short += 1;
             if r.finish_reason == Some(FinishReason::Stop) {
                 l.short_stopped += 1;
@@ -164,12 +184,14 @@ impl OutputLengths {
     pub fn add(&mut self, o: &OutputLengths) {
         self.completed += o.completed;
         self.asked_requests += o.asked_requests;
+        self.unknown_lengths += o.unknown_lengths;
         self.asked_tokens += o.asked_tokens;
         self.received_tokens += o.received_tokens;
         self.short += o.short;
         self.short_stopped += o.short_stopped;
         self.finish_reasons.add(&o.finish_reasons);
         self.exact |= o.exact;
+        self.ignore_eos |= o.ignore_eos;
         self.min_tokens |= o.min_tokens;
         self.set_ratios();
     }
@@ -178,14 +200,28 @@ impl OutputLengths {
     /// (mean); 12 of 35 (34.3%) ended short; finish: length 23, stop 12`.
     pub fn line(&self) -> String {
         format!(
-            "output lengths: asked {:.1}, received {:.1} tokens per request (mean of {}); {} of them ({:.1}%) ended short; finish reasons: {}",
+            "output lengths: asked {:.1}, received {:.1} tokens per request (mean of {}); {} of them ({:.1}%) ended short;{} finish reasons: {}",
             self.asked_mean,
             self.received_mean,
             self.asked_requests,
             self.short,
             self.short_share * 100.0,
+            self.unknown_note(),
             self.finish_reasons.summary()
         )
+    }
+
+    /// ` 3 more with lengths unknown in tokens (no usage);` when there are such
+    /// requests, else empty.
+    pub fn unknown_note(&self) -> String {
+        if self.unknown_lengths == 0 {
+            String::new()
+        } else {
+            format!(
+                " {} more with output lengths unknown in tokens (no usage from the server), not judged;",
+                self.unknown_lengths
+            )
+        }
     }
 
     /// The warning when exact lengths were asked and requests still ended short with a
@@ -198,8 +234,8 @@ impl OutputLengths {
                 self.asked_requests,
                 self.received_mean,
                 self.asked_mean,
-                fields(self.min_tokens),
-                what_to_try(self.min_tokens)
+                self.sent().fields(),
+                self.sent().what_to_try()
             )
         })
     }
@@ -223,22 +259,74 @@ impl OutputLengths {
     }
 }
 
-/// The fields that ask for exact lengths, as sent.
-pub fn fields(min_tokens: bool) -> &'static str {
-    if min_tokens {
-        "ignore_eos and min_tokens"
-    } else {
-        "ignore_eos"
+/// The exact-length fields the request bodies carry, as the user's `extra_body` leaves
+/// them (it overrides `--ignore-eos` and `--min-tokens`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SentFields {
+    /// `ignore_eos: true`.
+    pub ignore_eos: bool,
+    /// `min_tokens` (above 0).
+    pub min_tokens: bool,
+}
+
+impl SentFields {
+    /// What a backend's bodies carry.
+    pub fn of(b: &llmsurge_proto::BackendConfig) -> Self {
+        let extra = |k: &str| b.extra_body.get(k);
+        Self {
+            ignore_eos: extra("ignore_eos").map_or(b.ignore_eos, |v| v.as_bool() == Some(true)),
+            min_tokens: extra("min_tokens")
+                .map_or(b.min_tokens, |v| v.as_u64().is_some_and(|n| n > 0)),
+        }
+    }
+
+    /// Either field: the lengths asked are meant to be exact.
+    pub fn any(self) -> bool {
+        self.ignore_eos || self.min_tokens
+    }
+
+    /// The fields, as a phrase: `ignore_eos`, `min_tokens`, or both.
+    pub fn fields(self) -> &'static str {
+        match (self.ignore_eos, self.min_tokens) {
+            (true, true) => "ignore_eos and min_tokens",
+            (false, true) => "min_tokens",
+            _ => "ignore_eos",
+        }
+    }
+
+    /// What to try when outputs end short: `min_tokens` when it was not sent, else the
+    /// gateway's own setting or the server itself.
+    pub fn what_to_try(self) -> &'static str {
+        match (self.ignore_eos, self.min_tokens) {
+            (true, true) => {
+                "both were dropped on the way: try the gateway's setting that passes extra body fields through, or benchmark the server directly"
+            }
+            (false, true) => {
+                "it was dropped on the way: try the gateway's setting that passes extra body fields through, or benchmark the server directly"
+            }
+            _ => {
+                "try --min-tokens true (vLLM's min_tokens, sent beside ignore_eos), or the gateway's setting that passes ignore_eos / extra body fields through"
+            }
+        }
     }
 }
 
-/// What to try when outputs end short: `min_tokens` when it was not sent, else the
-/// gateway's own setting or the server itself.
-pub fn what_to_try(min_tokens: bool) -> &'static str {
-    if min_tokens {
-        "both were dropped on the way: try the gateway's setting that passes extra body fields through, or benchmark the server directly"
-    } else {
-        "try --min-tokens true (vLLM's min_tokens, sent beside ignore_eos), or the gateway's setting that passes ignore_eos / extra body fields through"
+impl OutputLengths {
+    /// The fields the bodies carried, as recorded.
+    fn sent(&self) -> SentFields {
+        SentFields {
+            ignore_eos: self.ignore_eos,
+            min_tokens: self.min_tokens,
+        }
+    }
+
+    /// Records what the bodies carried: exact lengths need a field and a length asked
+    /// (without a length neither field is sent).
+    pub fn set_sent(&mut self, sent: SentFields) {
+        let asked = self.asked_requests + self.unknown_lengths > 0;
+        self.ignore_eos = sent.ignore_eos && asked;
+        self.min_tokens = sent.min_tokens && asked;
+        self.exact = self.ignore_eos || self.min_tokens;
     }
 }
 
@@ -274,8 +362,23 @@ mod tests {
             "length 1, stop 1, tool_calls 1, none 1"
         );
         assert!(l.warning().is_none(), "no exact length asked");
-        l.exact = true;
-        assert!(l.warning().is_some_and(|w| w.contains("ignore_eos")));
+        l.set_sent(SentFields {
+            ignore_eos: false,
+            min_tokens: true,
+        });
+        let w = l.warning().expect("min_tokens sent");
+        assert!(
+            w.contains("ignores min_tokens, so") && !w.contains("both"),
+            "{w}"
+        );
+        l.set_sent(SentFields {
+            ignore_eos: true,
+            min_tokens: false,
+        });
+        assert!(
+            l.warning()
+                .is_some_and(|w| w.contains("ignores ignore_eos, so"))
+        );
         l.max_short_share = Some(0.5);
         assert!(l.invalid_reason().is_none());
         l.max_short_share = Some(0.2);

@@ -1274,6 +1274,13 @@ pub fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
             plan.request_format.name()
         ));
     }
+    // Embeddings and ranking generate no output: no length to fall short of.
+    if args.client.max_short_output_share.is_some() && !plan.request_format.generates() {
+        return usage(format!(
+            "--max-short-output-share: --request-format {} generates no output, so no output length can fall short (drop --max-short-output-share)",
+            plan.request_format.name()
+        ));
+    }
     // Embeddings and ranking answer in one body: `--stream` (on by default) does not
     // apply to them, and an explicit `--stream true` would silently measure something
     // else than asked.

@@ -197,8 +197,9 @@ pub struct MockConfig {
     #[arg(long, env = "LLMSURGE_MOCK_TOKENS_PER_CHUNK", default_value_t = 1)]
     pub tokens_per_chunk: u32,
 
-    /// Reasoning tokens streamed as `delta.reasoning_content` before the content (chat
-    /// only); they count in usage.completion_tokens but not against max_tokens.
+    /// Reasoning tokens streamed as `delta.reasoning_content` before the content (chat,
+    /// responses and messages); they count in usage.completion_tokens and against
+    /// max_tokens, as vLLM counts them (a cap of R or less leaves one answer token).
     #[arg(long, env = "LLMSURGE_MOCK_REASONING_TOKENS", default_value_t = 0)]
     pub reasoning_tokens: u32,
 

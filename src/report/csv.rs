@@ -235,6 +235,10 @@ fn fixed_columns<'a>(report: &'a Report) -> Vec<Column<'a>> {
             Box::new(|r| opt_float(r.output_lengths.as_ref().map(|o| o.short_share))),
         ),
         (
+            "output_lengths.unknown_lengths",
+            Box::new(|r| opt_count(r.output_lengths.as_ref().map(|o| o.unknown_lengths))),
+        ),
+        (
             "output_lengths.finish_length",
             Box::new(|r| opt_count(r.output_lengths.as_ref().map(|o| o.finish_reasons.length))),
         ),

@@ -15,7 +15,7 @@ pub const HEADERS: [&str; 5] = [
 ];
 
 /// What the table counts, printed under it.
-pub const HINT: &str = "Over the completed measured requests that asked for an output length (max_tokens): the mean asked and received per request, and how many received fewer tokens than asked other than by a tool call; finish reasons count every completed measured request by what the server said ended it.";
+pub const HINT: &str = "Over the completed measured requests that asked for an output length (max_tokens): the mean asked and received per request, and how many received fewer tokens than asked other than by a tool call or a `length` finish (a request without usage has no length in tokens: counted as unknown, never short); finish reasons count every completed measured request by what the server said ended it.";
 
 pub use super::cells::Row;
 
@@ -31,16 +31,27 @@ pub fn rows(benchmarks: &[BenchmarkResult]) -> Vec<Row> {
                     super::num(o.asked_mean),
                     super::num(o.received_mean),
                     format!(
-                        "{} of {} ({:.1}%)",
+                        "{} of {} ({:.1}%){}",
                         o.short,
                         o.asked_requests,
-                        o.short_share * 100.0
+                        o.short_share * 100.0,
+                        unknown(o.unknown_lengths)
                     ),
                     o.finish_reasons.summary(),
                 ],
             })
         })
         .collect()
+}
+
+/// `; 3 unknown (no usage)` for requests whose length is not known in tokens, else
+/// nothing.
+fn unknown(n: u64) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!("; {n} unknown (no usage)")
+    }
 }
 
 /// The warnings of the benchmarks whose requests asked for exact lengths and ended

@@ -7,7 +7,7 @@
 //! alone) none of it appears.
 
 use crate::scenario::Bench;
-use crate::support::{Finished, Joined, join_truth, mock};
+use crate::support::{Finished, Joined, join_truth, mock, recorded};
 use llmsurge::mock::MockConfig;
 use llmsurge_coordinator::BenchmarkResult;
 
@@ -37,12 +37,23 @@ fn run(
     truth: &std::path::Path,
     options: impl FnOnce(Bench) -> Bench,
 ) -> (Finished, Vec<Joined>) {
+    let data = format!("prompt_tokens=32,output_tokens={ASKED}");
+    run_on(config, truth, &data, options)
+}
+
+/// [`run`] with data `data`.
+fn run_on(
+    config: MockConfig,
+    truth: &std::path::Path,
+    data: &str,
+    options: impl FnOnce(Bench) -> Bench,
+) -> (Finished, Vec<Joined>) {
     let server = mock(config);
     let finished = options(
         Bench::on(&server)
             .constant(40)
             .max_requests(REQUESTS)
-            .data(&format!("prompt_tokens=32,output_tokens={ASKED}"))
+            .data(data)
             .request_log("requests.jsonl")
             .outputs("json,csv,md,html,console"),
     )
@@ -287,4 +298,245 @@ fn lengths_left_to_the_server_are_counted_without_a_warning() {
     assert!(short > 0, "the model ended some requests early");
     assert_figures_match_truth(&finished.report().benchmarks[0], &joined);
     assert_no_length_warning(&finished);
+}
+
+/// The measured completed requests of a join.
+fn completed(joined: &[Joined]) -> Vec<&Joined> {
+    joined
+        .iter()
+        .filter(|j| j.log["status"] == "completed" && j.log["phase"] == "measured")
+        .collect()
+}
+
+#[test]
+fn a_tool_call_that_ends_before_max_tokens_is_a_success_of_the_mock() {
+    // The mock crashed on a tool call ending before the cap (its success counter had no
+    // place for it), and llmsurge saw broken streams.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let truth = dir.path().join("truth.jsonl");
+    let config = MockConfig {
+        output_tokens: 5,
+        output_tokens_std: 0.0,
+        tool_call_rate: 1.0,
+        truth: Some(truth.clone()),
+        ..MockConfig::instant()
+    };
+    let server = mock(config);
+    let finished = Bench::on(&server)
+        .constant(40)
+        .max_requests(REQUESTS)
+        .data(&format!("prompt_tokens=32,output_tokens={ASKED},tools=1"))
+        .arg("--ignore-eos", "false")
+        .arg("--max-short-output-share", "0")
+        .request_log("requests.jsonl")
+        .run();
+    let stats = server.stats();
+    server.stop();
+    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    let joined = join_truth(&finished.dir.path().join("requests.jsonl"), &truth);
+    let done = completed(&joined);
+    assert_eq!(done.len() as u64, REQUESTS, "every request completed");
+    let calls = done
+        .iter()
+        .filter(|j| j.truth["finish_reason"] == "tool_calls")
+        .count() as u64;
+    assert_eq!(calls, REQUESTS, "the mock answered each with a call");
+    // vLLM's engine counts a tool call as `stop`.
+    assert_eq!(stats.request_success.stop, REQUESTS, "{stats:?}");
+    assert_eq!(stats.request_success.length, 0, "{stats:?}");
+    let o = finished.report().benchmarks[0]
+        .output_lengths
+        .clone()
+        .expect("output_lengths");
+    assert_eq!(o.finish_reasons.tool_calls, calls);
+    assert_eq!(o.short, 0, "a tool call ends there by design");
+}
+
+#[test]
+fn outputs_counted_in_chunks_are_never_called_short() {
+    // Without usage in the stream the client counts chunks; four tokens a chunk made
+    // every `length` answer look short (exit 4 under --max-short-output-share 0).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let truth = dir.path().join("truth.jsonl");
+    let config = MockConfig {
+        tokens_per_chunk: 4,
+        ..natural_lengths(&truth, false)
+    };
+    let (finished, joined) = run(config, &truth, |b| {
+        b.arg(
+            "--backend-kwargs",
+            r#"{"extra_body":{"stream_options":{"include_usage":false}}}"#,
+        )
+        .arg("--max-short-output-share", "0")
+    });
+    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    let (_, short, _, length) = truth_figures(&joined);
+    assert_eq!((short, length), (0, REQUESTS), "the mock sent every length");
+    let b = &finished.report().benchmarks[0];
+    let o = b.output_lengths.as_ref().expect("output_lengths");
+    assert_eq!(
+        o.unknown_lengths, REQUESTS,
+        "no usage: lengths unknown in tokens"
+    );
+    assert_eq!((o.asked_requests, o.short, o.short_stopped), (0, 0, 0));
+    assert_eq!(o.finish_reasons.length, length);
+    assert_no_length_warning(&finished);
+    let csv = finished.csv_first_row();
+    assert_eq!(
+        csv.cell("output_lengths.unknown_lengths"),
+        REQUESTS.to_string()
+    );
+    let md = std::fs::read_to_string(finished.dir.path().join("benchmarks.md")).expect("md");
+    assert!(
+        md.contains(&format!("{REQUESTS} unknown (no usage)")),
+        "{md}"
+    );
+    let check = b
+        .server_metrics
+        .as_ref()
+        .and_then(|sm| {
+            sm.cross_checks
+                .iter()
+                .find(|c| c.name == "generation_tokens")
+        })
+        .expect("a generation_tokens cross-check");
+    assert!(check.explanation.is_none(), "{check:?}");
+}
+
+/// Writes `n` prompt-only rows (no output length) to `dir/prompts.jsonl`.
+fn prompt_only(dir: &std::path::Path, n: u64) -> String {
+    let path = dir.join("prompts.jsonl");
+    let rows: String = (0..n)
+        .map(|i| format!("{{\"prompt\": \"Tell me about topic {i} in some detail\"}}\n"))
+        .collect();
+    std::fs::write(&path, rows).expect("write prompts");
+    path.display().to_string()
+}
+
+#[test]
+fn data_that_names_no_output_length_asks_for_none() {
+    // ignore_eos without a max_tokens makes vLLM generate to its context limit; the
+    // Messages API's default max_tokens (sent because the API requires one) is no length
+    // asked either.
+    for (format, flags) in [
+        ("chat", &[][..]),
+        ("anthropic", &["--ignore-eos", "false"][..]),
+        ("anthropic", &[][..]),
+    ] {
+        let what = format!("{format} {flags:?}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let truth = dir.path().join("truth.jsonl");
+        let record = dir.path().join("sent.jsonl");
+        let data = prompt_only(dir.path(), REQUESTS);
+        let config = MockConfig {
+            record: Some(record.clone()),
+            ..natural_lengths(&truth, false)
+        };
+        let (finished, joined) = run_on(config, &truth, &data, |b| {
+            b.format(format)
+                .args_as_written(flags)
+                .arg("--max-short-output-share", "5%")
+        });
+        assert_eq!(finished.code(), 0, "{what}: {}", finished.stderr);
+        assert_eq!(completed(&joined).len() as u64, REQUESTS, "{what}");
+        let sent = recorded(&record);
+        let generations: Vec<&serde_json::Value> = sent
+            .iter()
+            .map(|r| &r["body"])
+            .filter(|b| b.get("messages").is_some())
+            .collect();
+        assert!(generations.len() as u64 >= REQUESTS, "{what}: {sent:?}");
+        for body in generations {
+            assert!(body.get("ignore_eos").is_none(), "{what}: {body}");
+            assert!(body.get("min_tokens").is_none(), "{what}: {body}");
+        }
+        let o = finished.report().benchmarks[0]
+            .output_lengths
+            .clone()
+            .expect("output_lengths");
+        assert_eq!(o.completed, REQUESTS, "{what}");
+        assert_eq!((o.asked_requests, o.short), (0, 0), "{what}");
+        assert!(!o.exact, "{what}: nothing asked, nothing exact");
+        assert_no_length_warning(&finished);
+        for j in &joined {
+            assert!(
+                j.log["output_tokens_asked"].is_null(),
+                "{what}: {:?}",
+                j.log
+            );
+        }
+    }
+}
+
+#[test]
+fn exact_follows_the_fields_the_bodies_carried() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // extra_body's ignore_eos false overrides --ignore-eos: nothing exact was asked, so
+    // short outputs raise no warning.
+    let truth = dir.path().join("truth-extra.jsonl");
+    let record = dir.path().join("sent-extra.jsonl");
+    let config = MockConfig {
+        record: Some(record.clone()),
+        ..natural_lengths(&truth, false)
+    };
+    let (finished, joined) = run(config, &truth, |b| {
+        b.arg("--backend-kwargs", r#"{"extra_body":{"ignore_eos":false}}"#)
+    });
+    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    let (_, short, _, _) = truth_figures(&joined);
+    assert!(short > 0, "the model ended some requests early");
+    for r in recorded(&record)
+        .iter()
+        .filter(|r| r["body"].get("messages").is_some())
+    {
+        assert_eq!(r["body"]["ignore_eos"], false, "{r}");
+    }
+    let o = finished.report().benchmarks[0]
+        .output_lengths
+        .clone()
+        .expect("output_lengths");
+    assert!(!o.exact && !o.ignore_eos, "{o:?}");
+    assert_eq!(o.short, short);
+    assert_no_length_warning(&finished);
+
+    // min_tokens alone, dropped by the server: the warning names min_tokens, not the
+    // ignore_eos that was never sent.
+    let truth = dir.path().join("truth-min.jsonl");
+    let (finished, joined) = run(natural_lengths(&truth, true), &truth, |b| {
+        b.args_as_written(&["--ignore-eos", "false", "--min-tokens", "true"])
+    });
+    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    let (_, short, stop, _) = truth_figures(&joined);
+    assert!(short > 0 && stop > 0, "the mock ended some requests early");
+    let o = finished.report().benchmarks[0]
+        .output_lengths
+        .clone()
+        .expect("output_lengths");
+    assert!(o.exact && o.min_tokens && !o.ignore_eos, "{o:?}");
+    let err = &finished.stderr;
+    assert!(err.contains("ignores min_tokens, so"), "{err}");
+    assert!(!err.contains("ignore_eos and min_tokens"), "{err}");
+    assert!(!err.contains("both were dropped"), "{err}");
+}
+
+#[test]
+fn a_short_output_limit_on_embeddings_is_a_usage_error() {
+    let server = mock(MockConfig::instant());
+    let finished = Bench::on(&server)
+        .format("embeddings")
+        .constant(10)
+        .max_requests(2)
+        .data("prompt_tokens=8")
+        .arg("--max-short-output-share", "10%")
+        .run();
+    assert_eq!(finished.code(), 2, "{}", finished.stderr);
+    let lines: Vec<&str> = finished.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", finished.stderr);
+    assert!(
+        lines[0].contains("--max-short-output-share"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].contains("embeddings"), "{}", lines[0]);
+    assert_eq!(server.stats().requests.embeddings, 0, "no load");
 }

@@ -222,14 +222,9 @@ pub struct Backend {
     /// The output length every request asks for when the user's `extra_body` sets it
     /// (`Some(None)`: set, but not to a number); `None` when each request names its own.
     max_tokens_override: Option<Option<u32>>,
-    /// The output length a request naming none asks for (the Messages API requires one).
-    default_max_tokens: Option<u32>,
     /// Requests offer tools (the data's `tools=N`): a session's reply may be a tool call.
     tools: bool,
 }
-
-/// The body keys that set a request's output length, in every format.
-const MAX_TOKENS_KEYS: [&str; 3] = ["max_tokens", "max_completion_tokens", "max_output_tokens"];
 
 impl Backend {
     /// Builds the client and the body template.
@@ -330,23 +325,23 @@ impl Backend {
             idle_timeout: cfg.idle_timeout,
             session_header,
             request_id,
-            max_tokens_override: MAX_TOKENS_KEYS
+            max_tokens_override: formats::wire::LENGTH_KEYS
                 .iter()
                 .find_map(|k| cfg.extra_body.get(*k))
                 .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok())),
-            default_max_tokens: (cfg.request_format == llmsurge_proto::RequestFormat::Anthropic)
-                .then_some(formats::anthropic::DEFAULT_MAX_TOKENS),
             tools: cfg.tools > 0,
         })
     }
 
-    /// The most output tokens `req` asks the server for: the user's `extra_body` length,
-    /// else its own `max_tokens`, else the format's default; `None` when nothing bounds
-    /// it. Bounds what the server can have generated for a request cut off.
+    /// The output length `req` asks the server for: the user's `extra_body` length,
+    /// else its own `max_tokens`; `None` when neither names one. A format's default
+    /// (the Messages API's required `max_tokens`) is not a length asked: a short answer
+    /// under it is the model's choice. Also bounds what the server can have generated
+    /// for a request cut off.
     pub fn max_output_tokens(&self, req: &PreparedRequest) -> Option<u32> {
         match self.max_tokens_override {
             Some(set) => set,
-            None => req.max_tokens.or(self.default_max_tokens),
+            None => req.max_tokens,
         }
     }
 
@@ -888,12 +883,9 @@ mod tests {
         let chat = backend(RequestFormat::Chat, serde_json::json!({}));
         assert_eq!(chat.max_output_tokens(&req(Some(200))), Some(200));
         assert_eq!(chat.max_output_tokens(&req(None)), None);
-        // The Messages API always sends one: its default when the request names none.
+        // The Messages API's default, sent when the request names none, was not asked.
         let anthropic = backend(RequestFormat::Anthropic, serde_json::json!({}));
-        assert_eq!(
-            anthropic.max_output_tokens(&req(None)),
-            Some(formats::anthropic::DEFAULT_MAX_TOKENS)
-        );
+        assert_eq!(anthropic.max_output_tokens(&req(None)), None);
         // The user's extra_body replaces the request's own length in the body.
         let set = backend(RequestFormat::Chat, serde_json::json!({"max_tokens": 99}));
         assert_eq!(set.max_output_tokens(&req(Some(200))), Some(99));

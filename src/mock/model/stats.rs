@@ -375,7 +375,8 @@ pub struct UnauthorizedCounts {
 /// `request_success_total{finished_reason}`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SuccessCounts {
-    /// Ended by the model (`finish_reason: "stop"`).
+    /// Ended by the model (`finish_reason: "stop"`, or `tool_calls`: vLLM's engine
+    /// counts a tool call as `stop`).
     pub stop: u64,
     /// Ended at `max_tokens` (`finish_reason: "length"`).
     pub length: u64,
@@ -641,7 +642,13 @@ impl Counters {
 
     /// A generation request ran to its end.
     pub fn success(&self, finish: FinishReason) {
-        self.success[finish as usize].fetch_add(1, Relaxed);
+        // vLLM's engine ends a tool call like any answer the model ended itself (its
+        // `finished_reason` is `stop`; only the API layer renames it `tool_calls`).
+        let slot = match finish {
+            FinishReason::Stop | FinishReason::ToolCalls => FinishReason::Stop,
+            FinishReason::Length => FinishReason::Length,
+        };
+        self.success[slot as usize].fetch_add(1, Relaxed);
     }
 
     /// Requests holding a slot now.

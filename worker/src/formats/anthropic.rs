@@ -193,6 +193,10 @@ impl Format for Anthropic {
                 "max_tokens",
                 req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
             );
+            // Only with a length asked: the default is a cap, not a length to force.
+            if req.max_tokens.is_some() {
+                self.prefix.write_ignore_eos(&mut out);
+            }
         }
         close(out)
     }

@@ -24,8 +24,8 @@ const PER_REQUEST_KEYS: [&str; 5] = [
 /// Builds request bodies for one backend configuration.
 #[derive(Clone, Debug)]
 pub struct BodyTemplate {
-    /// The model, `stream` (with `stream_options` when streaming), `ignore_eos` and the
-    /// user's `extra_body`, serialised once.
+    /// The model, `stream` (with `stream_options` when streaming) and the user's
+    /// `extra_body`, serialised once.
     prefix: JsonPrefix,
     format: RequestFormat,
     /// The user's `extra_body` sets the prompt (`messages` or `prompt`) itself.
@@ -102,6 +102,7 @@ impl BodyTemplate {
             if self.format == RequestFormat::Chat {
                 write_u32_field(&mut out, "max_completion_tokens", n);
             }
+            self.prefix.write_ignore_eos(&mut out);
             // A gateway may drop `ignore_eos` and pass this on: the length then holds.
             if self.min_tokens {
                 write_u32_field(&mut out, "min_tokens", n);
@@ -583,11 +584,13 @@ mod tests {
         let mut cfg = backend(RequestFormat::Completions, false);
         cfg.ignore_eos = true;
         let t = BodyTemplate::new(&cfg);
+        // No length asked, no ignore_eos: with it, vLLM would generate to its limit.
         let v = body(&t, &text("p", None));
         assert_eq!(
             v,
-            serde_json::json!({"model": "m", "stream": false, "ignore_eos": true, "prompt": "p"})
+            serde_json::json!({"model": "m", "stream": false, "prompt": "p"})
         );
+        assert_eq!(body(&t, &text("p", Some(5)))["ignore_eos"], true);
         let msgs = PreparedRequest {
             prompt: Prompt::Messages(vec![
                 Message::text("system", "s".into()),

@@ -204,6 +204,7 @@ impl Format for Responses {
         }
         if let (Some(n), false) = (req.max_tokens, self.prefix.overrides("max_output_tokens")) {
             write_u32_field(&mut out, "max_output_tokens", n);
+            self.prefix.write_ignore_eos(&mut out);
         }
         close(out)
     }

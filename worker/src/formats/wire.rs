@@ -9,6 +9,9 @@ use llmsurge_proto::BackendConfig;
 use llmsurge_proto::RequestFormat;
 use std::borrow::Cow;
 
+/// The body keys that set a request's output length, in every format.
+pub const LENGTH_KEYS: [&str; 3] = ["max_tokens", "max_completion_tokens", "max_output_tokens"];
+
 /// The constant part of a JSON body (model, format fields, the user's `extra_body`),
 /// serialised once; each request writes only its own fields after it.
 #[derive(Clone, Debug)]
@@ -19,12 +22,16 @@ pub(crate) struct JsonPrefix {
     prefix: Vec<u8>,
     /// Keys the user's `extra_body` sets, which the request must not write again.
     overridden: Vec<String>,
+    /// `ignore_eos` goes with each request that asks for a length (see
+    /// [`JsonPrefix::write_ignore_eos`]), not in the prefix.
+    ignore_eos_per_request: bool,
 }
 
 impl JsonPrefix {
-    /// The prefix of a generating format: `stream` as configured, and `ignore_eos` when
-    /// asked for, beside the format's `fields`, the model and `extra_body` (see
-    /// [`JsonPrefix::new`]).
+    /// The prefix of a generating format: `stream` as configured beside the format's
+    /// `fields`, the model and `extra_body` (see [`JsonPrefix::new`]); `ignore_eos`, when
+    /// asked for, only where a length is asked: in the prefix when `extra_body` sets
+    /// the length of every request, else with each request that asks for one.
     pub(crate) fn generating(
         cfg: &BackendConfig,
         mut fields: serde_json::Map<String, serde_json::Value>,
@@ -32,10 +39,23 @@ impl JsonPrefix {
     ) -> Self {
         fields.insert("stream".into(), cfg.stream.into());
         fields.extend(super::tools::fields(cfg.request_format, cfg.tools));
-        if cfg.ignore_eos {
+        // Without a length, `ignore_eos` makes vLLM generate up to its context limit.
+        let user_length = LENGTH_KEYS.iter().any(|k| cfg.extra_body.contains_key(*k));
+        if cfg.ignore_eos && user_length {
             fields.insert("ignore_eos".into(), true.into());
         }
-        Self::new(cfg, fields, per_request)
+        let mut prefix = Self::new(cfg, fields, per_request);
+        prefix.ignore_eos_per_request =
+            cfg.ignore_eos && !user_length && !cfg.extra_body.contains_key("ignore_eos");
+        prefix
+    }
+
+    /// Writes `"ignore_eos":true,` when it goes with each request: call it where a
+    /// request writes the length it asks for.
+    pub(crate) fn write_ignore_eos(&self, out: &mut Vec<u8>) {
+        if self.ignore_eos_per_request {
+            write_field(out, "ignore_eos", &serde_json::Value::Bool(true));
+        }
     }
 
     /// `fields` are the format's constant fields; `extra_body` overrides them and any of
@@ -69,6 +89,7 @@ impl JsonPrefix {
             model,
             prefix,
             overridden,
+            ignore_eos_per_request: false,
         }
     }
 
