@@ -240,6 +240,10 @@ struct Cut {
     scheduled: MonoNanos,
     /// Intended instant to the cut, ms, caps' waits included.
     waited_ms: f64,
+    /// A whole body sent before the cut may be in its decode: the output tokens it
+    /// asked for, which its wait is judged against ([`IntentDriftCollector::per_token`]);
+    /// `None` for a stream or a request not sent.
+    decoding: Option<Option<u32>>,
 }
 
 /// The measured arrivals' waits from intent, by the 100 ms of their intended instant.
@@ -252,6 +256,9 @@ pub struct IntentDriftCollector {
     /// …and those of the warm-up and cool-down, the scale when no measured one was
     /// answered.
     answered_unmeasured: WaitQuantiles,
+    /// Whole bodies answered (every phase): their wait per output token asked, µs, the
+    /// scale of a whole body cut while it may be decoding.
+    per_token: WaitQuantiles,
     /// Measured arrivals answered.
     answered_measured: u64,
     /// The latest intended instant of an answered arrival, all phases.
@@ -268,6 +275,7 @@ impl IntentDriftCollector {
             buckets: Vec::new(),
             answered: WaitQuantiles::default(),
             answered_unmeasured: WaitQuantiles::default(),
+            per_token: WaitQuantiles::default(),
             answered_measured: 0,
             last_answered: None,
             cuts: Vec::new(),
@@ -304,15 +312,10 @@ impl IntentDriftCollector {
             }
             (RequestStatus::Cancelled, None) => {
                 if measured {
-                    // A whole body sent may be in its decode: only the wait before its
-                    // send says it was held.
-                    let until = match (r.streamed, r.start) {
-                        (false, Some(sent)) => sent,
-                        _ => r.end,
-                    };
                     self.cuts.push(Cut {
                         scheduled: r.scheduled,
-                        waited_ms: ms(until.since(r.scheduled)),
+                        waited_ms: ms(r.end.since(r.scheduled)),
+                        decoding: (!r.streamed && r.start.is_some()).then_some(r.max_output_tokens),
                     });
                 }
                 return;
@@ -326,6 +329,9 @@ impl IntentDriftCollector {
                 .map_or(r.scheduled, |t| t.max(r.scheduled)),
         );
         let waited = ms(answered.since(r.scheduled));
+        if let (false, Some(asked)) = (r.streamed, r.max_output_tokens.filter(|&a| a > 0)) {
+            self.per_token.push(waited * 1e3 / f64::from(asked));
+        }
         if !measured {
             self.answered_unmeasured.push(waited);
             return;
@@ -341,6 +347,21 @@ impl IntentDriftCollector {
             .push(ms(answered.since(r.scheduled).saturating_sub(capped)));
         if let Some(p) = r.prompt_tokens {
             b.prompt.push(f64::from(p));
+        }
+    }
+
+    /// How long the cut arrival `c` may have waited before it is overdue: `after`, and
+    /// for a whole body that may be decoding, twice what the answered whole bodies took
+    /// per token asked times its own tokens asked (a long answer is not a queue); one
+    /// whose length is unknown, or with no whole body answered, is never overdue.
+    fn due(&self, c: &Cut, after: f64) -> f64 {
+        match c.decoding {
+            None => after,
+            Some(Some(asked)) if self.per_token.n > 0 => {
+                let per_token_ms = self.per_token.quantile(0.5) / 1e3;
+                after.max(OVERDUE_FACTOR * per_token_ms * f64::from(asked))
+            }
+            Some(_) => f64::INFINITY,
         }
     }
 
@@ -373,7 +394,7 @@ impl IntentDriftCollector {
             overdue: self
                 .cuts
                 .iter()
-                .filter(|c| !self.passed(c) && c.waited_ms > after)
+                .filter(|c| !self.passed(c) && c.waited_ms > self.due(c, after))
                 .count() as u64,
             oldest_ms: self.cuts.iter().map(|c| c.waited_ms).fold(0.0, f64::max),
         })
@@ -590,19 +611,30 @@ mod tests {
         }
         let u = c.unanswered().expect("cut");
         assert!(u.answered_median_ms < 40.0 && u.overdue == 10, "{u:?}");
-        // A whole body the stop cut after its send: only its wait before the send counts.
-        let mut c = IntentDriftCollector::new(at(0));
-        for i in 0..20 {
-            c.add(&arrival(i * 50, 30));
-        }
-        for i in 0..10 {
-            c.add(&RequestRecord {
-                streamed: false,
-                start: Some(at(2000 + i * 50)),
-                ..cut(2000 + i * 50, 6000)
-            });
-        }
-        assert_eq!(c.unanswered().expect("cut").overdue, 0);
+        // Whole bodies the stop cut after their send may be decoding: judged against
+        // what the answered ones took per token asked (30 ms for 12 tokens).
+        let whole = |asked: u32| {
+            let mut c = IntentDriftCollector::new(at(0));
+            for i in 0..20 {
+                c.add(&RequestRecord {
+                    streamed: false,
+                    max_output_tokens: Some(12),
+                    ..arrival(i * 50, 30)
+                });
+            }
+            for i in 0..10 {
+                c.add(&RequestRecord {
+                    streamed: false,
+                    max_output_tokens: Some(asked),
+                    start: Some(at(2000 + i * 50)),
+                    ..cut(2000 + i * 50, 6000)
+                });
+            }
+            c.unanswered().expect("cut").overdue
+        };
+        // 12 tokens for 4 s: held. 4000 tokens (20 s at that pace): decoding.
+        assert_eq!(whole(12), 10);
+        assert_eq!(whole(4000), 0);
     }
 
     #[test]
