@@ -277,7 +277,16 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
     };
     comparison.allow_missing = args.allow_missing;
     crate::stdout::println(&render(&comparison));
-    crate::stdout::println(&format!("tolerances: {}", tolerances.line()));
+    // The tolerances that judged a row: a metric the reports lack (a pooling run's
+    // TTFT) was never judged.
+    let judged: Vec<&str> = comparison
+        .pairs
+        .iter()
+        .flat_map(|p| &p.changes)
+        .filter(|c| c.tolerance.is_some())
+        .map(|c| c.metric.as_str())
+        .collect();
+    crate::stdout::println(&format!("tolerances: {}", tolerances.line(&judged)));
     for w in &comparison.warnings {
         crate::stdout::eprintln(&format!("warning: {w}"));
     }

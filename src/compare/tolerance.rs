@@ -172,10 +172,12 @@ impl Tolerances {
         }
     }
 
-    /// `ttft_p99 10%, error_rate 1pp, …`: the tolerances in one line.
-    pub fn line(&self) -> String {
+    /// `ttft_p99 10%, error_rate 1pp, …`: the tolerances of the metrics `judged`, in one
+    /// line.
+    pub fn line(&self, judged: &[&str]) -> String {
         self.0
             .iter()
+            .filter(|(name, _)| judged.contains(&name.as_str()))
             .map(|(name, t)| {
                 let unit = match t.unit {
                     ChangeUnit::Percent => "%",

@@ -239,8 +239,8 @@ fn runs_write_slo_verdicts_as_junit_and_markdown() {
     assert!(md.contains("Server metrics"), "{md}");
     assert_eq!(
         markdown_table_rows(&md),
-        3 + 3 + 5 + 3,
-        "four tables: 2 benchmarks + header, their connections + header, 4 checks + header, the server's 2 + header"
+        3 + 3 + 3 + 5 + 3,
+        "five tables: 2 benchmarks + header, their connections + header, their output lengths + header, 4 checks + header, the server's 2 + header"
     );
 }
 
