@@ -203,11 +203,7 @@ fn a_replay_that_drained_after_an_overload_did_not_keep_up() {
     assert_counts_match(&report, &server);
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, 48, "{:?}", b.requests);
-    let why = b
-        .slo
-        .clone()
-        .and_then(|v| v.not_kept_up)
-        .expect("did not keep up");
+    let why = not_kept_up(b);
     assert!(
         why.contains("the later half of the arrivals waited") && why.contains(" of 24 req/s"),
         "{why}"
@@ -311,6 +307,14 @@ fn did_not_keep_up(b: &llmsurge_coordinator::BenchmarkResult) -> bool {
     b.slo.as_ref().is_some_and(|v| v.not_kept_up.is_some())
 }
 
+/// The verdict's reason the server did not keep up; fails the test when it kept up.
+fn not_kept_up(b: &llmsurge_coordinator::BenchmarkResult) -> String {
+    b.slo
+        .as_ref()
+        .and_then(|v| v.not_kept_up.clone())
+        .expect("did not keep up")
+}
+
 /// A mock of fixed latencies whose streams hang (`stall_rate`) after their first chunk,
 /// holding their slot until the client goes away; `slots` concurrency slots.
 fn hanging_mock(stall_rate: f64, slots: Option<usize>) -> MockServer {
@@ -358,11 +362,7 @@ fn hung_streams_that_fill_the_servers_slots_did_not_keep_up() {
         unanswered.cut >= stats.peak_queued,
         "{unanswered:?} {stats:?}"
     );
-    let why = b
-        .slo
-        .clone()
-        .and_then(|v| v.not_kept_up)
-        .expect("did not keep up");
+    let why = not_kept_up(b);
     assert!(
         why.contains("without an answer when the stop cut them") && why.contains(" of 20 req/s"),
         "{why}"
