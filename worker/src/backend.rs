@@ -924,6 +924,8 @@ mod tests {
     /// server's write and the thread getting free.
     async fn answered_while_busy(stream: bool, content_type: &str, body: &'static str) {
         use std::io::{Read, Write};
+        // Held to the end: the host's receive stamps on before the client's socket reads.
+        let _stamps = crate::rx_time::tests::stamps_live().await;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback");
         let mut cfg = test_config(RequestFormat::Chat, stream);
         cfg.base_url = format!("http://{}", listener.local_addr().expect("loopback"));

@@ -172,6 +172,30 @@ pub(crate) mod tests {
         (client, server)
     }
 
+    /// A stamped pair on which stamps are seen to work, to hold while a test looks for
+    /// an arrival instant. The kernel switches receive stamps on for the host when the
+    /// first socket asks, through deferred work: bytes that arrive before it has run
+    /// carry no stamp, and the read's own instant stands in (half the runs of a fresh
+    /// test process read their bytes' late instant). Probes until a read carries an
+    /// instant from before it ran; panics when none does within 500 tries.
+    pub(crate) async fn stamps_live() -> (TcpStream, TcpStream) {
+        let (client, mut server) = pair().await;
+        let mut buf = BytesMut::with_capacity(64);
+        for _ in 0..500 {
+            server.write_all(b"x").await.expect("loopback");
+            wait_until_taken(server.as_raw_fd());
+            let taken = MonoNanos::now();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            client.readable().await.expect("loopback");
+            buf.clear();
+            let (_, at) = try_read(&client, &mut buf).expect("loopback");
+            if at.0 < taken.0 + 1_000_000 {
+                return (client, server);
+            }
+        }
+        panic!("the kernel never stamped what loopback received (SO_TIMESTAMPNS)");
+    }
+
     /// The instant a read reports is when its bytes arrived, not when it ran: bytes
     /// written and taken by the kernel before the reader comes carry an instant from
     /// before the reader came.
@@ -182,7 +206,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn a_read_carries_the_instant_its_bytes_arrived_not_its_own() {
-        let (client, mut server) = pair().await;
+        let (client, mut server) = stamps_live().await;
 
         let before = MonoNanos::now();
         server
