@@ -6,7 +6,8 @@
 //! wait their turn in the runtime, and that wait is the client's, not the server's: it
 //! showed as ITL spread and TTFT error the server did not have
 //! (`scripts/bench-fidelity.sh`). Where the kernel gives no stamp, the read's own
-//! instant stands in.
+//! instant stands in: so do the first reads after the host's stamps switch on (the
+//! kernel does that in deferred work when the first socket asks).
 
 use bytes::BytesMut;
 use llmsurge_proto::{ClockAnchor, MonoNanos};
