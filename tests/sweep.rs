@@ -360,7 +360,7 @@ fn sweep_serve_without_serve_cmd_runs_bench_params_against_target_with_gpu_figur
 }
 
 /// The chart descriptions the page embeds (the JSON its script draws).
-fn page_charts(html: &str) -> Vec<serde_json::Value> {
+pub(crate) fn page_charts(html: &str) -> Vec<serde_json::Value> {
     let start = html
         .find(r#"id="report-data">"#)
         .map(|i| i + r#"id="report-data">"#.len())

@@ -10,4 +10,5 @@ mod mock_server;
 mod scenario;
 mod support;
 mod sweep;
+mod sweep_plot;
 mod sweep_sla;

@@ -97,6 +97,12 @@ enum SweepCommand {
     /// Per serve x bench configuration, the highest rate (or concurrency) meeting each
     /// SLA, by the capacity search; loads measured once serve every SLA.
     ServeSla(Box<sweep_serve::sla::SweepServeSlaArgs>),
+    /// Draw a finished sweep again from its sweep.json, with the x and y axes, curves
+    /// and panels chosen (`vllm bench sweep plot`).
+    Plot(sweep_serve::plot::SweepPlotArgs),
+    /// Draw a finished sweep's Pareto front of tokens/s per user against tokens/s per
+    /// GPU (`vllm bench sweep plot_pareto`).
+    PlotPareto(sweep_serve::plot::SweepPlotParetoArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -239,15 +245,18 @@ pub fn main() -> i32 {
             == Some(clap::parser::ValueSource::EnvVariable);
     }
     if let Command::Sweep(command) = &mut cli.command {
-        let (name, args) = match command {
-            SweepCommand::Serve(a) => ("serve", &mut **a),
-            SweepCommand::ServeSla(a) => ("serve-sla", &mut a.sweep),
+        let sweep = match command {
+            SweepCommand::Serve(a) => Some(("serve", &mut **a)),
+            SweepCommand::ServeSla(a) => Some(("serve-sla", &mut a.sweep)),
+            SweepCommand::Plot(_) | SweepCommand::PlotPareto(_) => None,
         };
-        args.reset_cache_given = matches
-            .subcommand_matches("sweep")
-            .and_then(|m| m.subcommand_matches(name))
-            .and_then(|m| m.value_source("reset_cache"))
-            .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue);
+        if let Some((name, args)) = sweep {
+            args.reset_cache_given = matches
+                .subcommand_matches("sweep")
+                .and_then(|m| m.subcommand_matches(name))
+                .and_then(|m| m.value_source("reset_cache"))
+                .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue);
+        }
     }
     if !matches!(cli.command, Command::Worker(_) | Command::ServeGuard(_))
         && let Err(message) = check_env()
@@ -284,6 +293,10 @@ pub fn main() -> i32 {
         Command::Preprocess(PreprocessCommand::Dataset(a)) => a.run(),
         Command::Sweep(SweepCommand::Serve(args)) => sweep_serve::sweep_serve(&args),
         Command::Sweep(SweepCommand::ServeSla(args)) => sweep_serve::sla::sweep_serve_sla(&args),
+        Command::Sweep(SweepCommand::Plot(args)) => sweep_serve::plot::sweep_plot(&args),
+        Command::Sweep(SweepCommand::PlotPareto(args)) => {
+            sweep_serve::plot::sweep_plot_pareto(&args)
+        }
         Command::K8s(command) => k8s::k8s(&command),
         Command::Plot(command) => plot::plot(&command),
         Command::Worker(w) => worker_main(&w),

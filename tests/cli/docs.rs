@@ -229,9 +229,18 @@ fn check(cmd: &DocCommand, readme: bool, mock_url: &str, dir: &Path) -> Option<S
     if mock_server {
         set_flag(&mut args, "--port", |_| "0".into());
     }
+    // `llmsurge` in a sweep's --serve-cmd is this binary, as on a user's PATH.
+    let bin = Path::new(env!("CARGO_BIN_EXE_llmsurge"))
+        .parent()
+        .expect("the binary's folder");
+    let path = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .expect("PATH");
     let mut child = llmsurge()
         .args(&args)
         .envs(env)
+        .env("PATH", path)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -34,7 +34,7 @@ pub struct ChartSpec {
 }
 
 /// Every parameter of the rows, as `serve.KEY` and `bench.KEY`, in first-seen order.
-fn params(rows: &[Row]) -> Vec<String> {
+pub(super) fn params(rows: &[Row]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for r in rows {
         let keys =
@@ -104,7 +104,7 @@ fn label(row: &Row, varied: &[String], skip: Option<&str>, benchmark: bool) -> S
 }
 
 /// The unit of a figure.
-fn unit(figure: &str) -> &'static str {
+pub(super) fn unit(figure: &str) -> &'static str {
     match figure {
         "requests_per_s" | "goodput_per_s" => "requests/s",
         "output_tokens_per_s" | "output_tokens_per_s_per_gpu" => "tokens/s",
@@ -114,7 +114,8 @@ fn unit(figure: &str) -> &'static str {
     }
 }
 
-fn id_part(s: &str) -> String {
+/// `s` as part of a file name: letters, digits and `_`, the rest `-`.
+pub(super) fn id_part(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' {
@@ -142,10 +143,7 @@ pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
         return Vec::new();
     }
     let varied = varied(&owned);
-    // A point whose profile ran several benchmarks has a row per benchmark.
-    let several = owned
-        .iter()
-        .any(|r| owned.iter().filter(|o| o.at.point == r.at.point).count() > 1);
+    let several = several(&owned);
     let by: Vec<String> = if spec.curve_by.is_empty() {
         varied.clone()
     } else {
@@ -233,6 +231,17 @@ pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
     }
     out.extend(front(&owned, &varied, several, spec));
     out
+}
+
+/// Whether a point ran several benchmarks (its profile's): then it has a row each.
+fn several(rows: &[Row]) -> bool {
+    rows.iter()
+        .any(|r| rows.iter().filter(|o| o.at.point == r.at.point).count() > 1)
+}
+
+/// The Pareto front of `rows`, its points labelled by their varied parameters.
+pub(super) fn front_of(rows: &[Row], spec: &ChartSpec) -> Option<Chart> {
+    front(rows, &varied(rows), several(rows), spec)
 }
 
 /// The Pareto front, when any point measured TPOT and output throughput.

@@ -11,6 +11,7 @@
 pub mod charts;
 pub mod filter;
 pub mod params;
+pub mod plot;
 pub mod report;
 pub mod server;
 pub mod sla;

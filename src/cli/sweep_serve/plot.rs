@@ -1,0 +1,549 @@
+//! `llmsurge sweep plot` and `sweep plot-pareto`: a finished sweep drawn again from its
+//! `sweep.json`, without its servers, with the axes, curves and panels chosen (vLLM's
+//! `vllm bench sweep plot` and `plot_pareto`).
+
+use super::charts::{self, ChartSpec, Gpus, id_part, unit};
+use super::filter::{Cell, Filter, cell};
+use super::report::{GPU_FIGURES, Row, SweepReport};
+use crate::cli::UsageError;
+use crate::exit_codes;
+use crate::report::across_runs::FIGURES;
+use crate::report::charts::draw::{ImageFormat, write_images};
+use crate::report::charts::{Axis, Chart, Mark, PALETTE, Series};
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+/// `llmsurge sweep plot` flags.
+#[derive(Debug, Args)]
+pub struct SweepPlotArgs {
+    /// The sweep's output directory (the one holding its sweep.json).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// The x axis: a figure (output_tokens_per_s, requests_per_s, ttft_p99, …) or a
+    /// parameter (serve.KEY, bench.KEY or a bare KEY). vLLM: --var-x.
+    #[arg(
+        long,
+        visible_alias = "var-x",
+        env = "LLMSURGE_PLOT_X",
+        default_value = "output_tokens_per_s",
+        value_name = "KEY"
+    )]
+    pub x: String,
+
+    /// The y axis: figures or parameters as for --x, one chart each (comma-separated).
+    /// vLLM: --var-y.
+    #[arg(
+        long,
+        visible_alias = "var-y",
+        env = "LLMSURGE_PLOT_Y",
+        default_value = "ttft_p99",
+        value_delimiter = ',',
+        value_name = "KEY"
+    )]
+    pub y: Vec<String>,
+
+    /// One curve per combination of these parameters (comma-separated). Default: one
+    /// per server configuration (the serve parameters that vary), its points the
+    /// benchmarks run against it; without varied serve parameters, one per combination
+    /// of the varied benchmark parameters but rate.
+    #[arg(
+        long,
+        env = "LLMSURGE_PLOT_CURVE_BY",
+        value_delimiter = ',',
+        value_name = "PARAM"
+    )]
+    pub curve_by: Vec<String>,
+
+    /// A separate chart per combination of these parameters.
+    #[arg(
+        long,
+        env = "LLMSURGE_PLOT_FIG_BY",
+        value_delimiter = ',',
+        value_name = "PARAM"
+    )]
+    pub fig_by: Vec<String>,
+
+    /// Panels: a chart per combination of these parameters with those of --col-by (its
+    /// title names them), in the order the sweep ran them.
+    #[arg(
+        long,
+        env = "LLMSURGE_PLOT_ROW_BY",
+        value_delimiter = ',',
+        value_name = "PARAM"
+    )]
+    pub row_by: Vec<String>,
+
+    /// Panels: as --row-by.
+    #[arg(
+        long,
+        env = "LLMSURGE_PLOT_COL_BY",
+        value_delimiter = ',',
+        value_name = "PARAM"
+    )]
+    pub col_by: Vec<String>,
+
+    /// Each point labelled with these parameters' (or figures') values.
+    #[arg(
+        long,
+        env = "LLMSURGE_PLOT_LABEL_BY",
+        value_delimiter = ',',
+        value_name = "KEY"
+    )]
+    pub label_by: Vec<String>,
+
+    /// The points drawn: conditions KEY OP VALUE separated by commas, as the sweep's
+    /// --filter (e.g. "max_num_seqs>=32,ttft_p99<2000"). vLLM: --filter-by.
+    #[arg(
+        long,
+        visible_alias = "filter-by",
+        env = "LLMSURGE_PLOT_FILTER",
+        value_name = "CONDITIONS"
+    )]
+    pub filter: Option<String>,
+
+    /// What to write: html (one page of every chart), png, svg (a file per chart).
+    #[arg(
+        long,
+        env = "LLMSURGE_PLOT_OUTPUTS",
+        default_value = "html,png",
+        value_delimiter = ',',
+        value_name = "FORMATS"
+    )]
+    pub outputs: Vec<String>,
+
+    /// Where to write them (created when missing). Default: DIR/plots.
+    #[arg(long, env = "LLMSURGE_OUTPUT_DIR", value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+}
+
+/// `llmsurge sweep plot-pareto` flags.
+#[derive(Debug, Args)]
+pub struct SweepPlotParetoArgs {
+    /// The sweep's output directory (the one holding its sweep.json).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// GPUs per point, for tokens/s per GPU: a count, or the parameter that holds it
+    /// (e.g. tensor_parallel_size). Default: the GPU count --gpu-metrics saw, else the
+    /// front is per server. vLLM: --gpu-count-var.
+    #[arg(
+        long,
+        visible_alias = "gpu-count-var",
+        env = "LLMSURGE_GPUS",
+        value_name = "N|PARAM"
+    )]
+    pub gpus: Option<String>,
+
+    /// The points drawn, as for `sweep plot --filter`.
+    #[arg(
+        long,
+        visible_alias = "filter-by",
+        env = "LLMSURGE_PLOT_FILTER",
+        value_name = "CONDITIONS"
+    )]
+    pub filter: Option<String>,
+
+    /// What to write: html, png, svg.
+    #[arg(
+        long,
+        env = "LLMSURGE_PLOT_OUTPUTS",
+        default_value = "html,png",
+        value_delimiter = ',',
+        value_name = "FORMATS"
+    )]
+    pub outputs: Vec<String>,
+
+    /// Where to write them (created when missing). Default: DIR/plots.
+    #[arg(long, env = "LLMSURGE_OUTPUT_DIR", value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+}
+
+/// What to write.
+struct Outputs {
+    html: bool,
+    images: Vec<ImageFormat>,
+}
+
+fn outputs(values: &[String]) -> Result<Outputs, UsageError> {
+    let mut out = Outputs {
+        html: false,
+        images: Vec::new(),
+    };
+    for v in values.iter().map(|v| v.trim()).filter(|v| !v.is_empty()) {
+        match v {
+            "html" => out.html = true,
+            "png" => out.images.push(ImageFormat::Png),
+            "svg" => out.images.push(ImageFormat::Svg),
+            other => {
+                return Err(UsageError(format!(
+                    "--outputs: unknown format {other:?} (expected html, png or svg)"
+                )));
+            }
+        }
+    }
+    if !out.html && out.images.is_empty() {
+        return Err(UsageError(
+            "--outputs: nothing to write (give html, png or svg)".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// The sweep report in `dir`.
+fn load(dir: &Path) -> Result<SweepReport, UsageError> {
+    let path = dir.join("sweep.json");
+    let text = std::fs::read(&path).map_err(|e| {
+        UsageError(format!(
+            "{}: {e} (give the --output-dir of a finished `sweep serve`)",
+            path.display()
+        ))
+    })?;
+    serde_json::from_slice(&text).map_err(|e| {
+        UsageError(format!(
+            "{}: not a sweep report: {e} (serve-sla writes sla.json, which this does not draw)",
+            path.display()
+        ))
+    })
+}
+
+/// The rows drawn: those that measured something valid and pass `filter`; says how many
+/// it left out and why.
+fn drawn(report: &SweepReport, filter: Option<&Filter>) -> Vec<Row> {
+    let (kept, failed): (Vec<&Row>, Vec<&Row>) =
+        report.rows.iter().partition(|r| !r.status.failed());
+    if !failed.is_empty() {
+        let names: Vec<String> = failed
+            .iter()
+            .map(|r| match &r.benchmark {
+                Some(b) => format!("{} ({b})", r.at.point),
+                None => r.at.point.clone(),
+            })
+            .collect();
+        crate::stdout::eprintln(&format!(
+            "note: {} row(s) left out, failed or invalid: {}",
+            failed.len(),
+            llmsurge_proto::inert::terminal(&names.join(", "))
+        ));
+    }
+    kept.into_iter()
+        .filter(|r| filter.is_none_or(|f| f.keeps(r)))
+        .cloned()
+        .collect()
+}
+
+/// Whether `key` names a headline figure.
+fn is_figure(key: &str) -> bool {
+    FIGURES.contains(&key) || GPU_FIGURES.contains(&key)
+}
+
+/// `key` as the rows name it (`serve.K`, `bench.K`, or a figure), or a usage error
+/// naming `flag` and what the sweep has.
+fn resolve(rows: &[Row], flag: &str, key: &str) -> Result<String, UsageError> {
+    let key = key.trim();
+    if is_figure(key) {
+        return Ok(key.to_string());
+    }
+    charts::qualify(rows, key).ok_or_else(|| {
+        let params = charts::params(rows).join(", ");
+        UsageError(format!(
+            "{flag}: no figure or parameter {key:?} in the sweep (parameters: {}; figures: {})",
+            if params.is_empty() { "none" } else { &params },
+            FIGURES.join(", ")
+        ))
+    })
+}
+
+fn resolve_all(rows: &[Row], flag: &str, keys: &[String]) -> Result<Vec<String>, UsageError> {
+    keys.iter()
+        .map(|k| k.trim())
+        .filter(|k| !k.is_empty())
+        .map(|k| resolve(rows, flag, k))
+        .collect()
+}
+
+/// A row's values of `keys`, as `k=v` words (the short parameter name).
+fn words(row: &Row, keys: &[String]) -> String {
+    keys.iter()
+        .map(|k| {
+            let short = k.split_once('.').map_or(k.as_str(), |(_, s)| s);
+            let v = match cell(row, k) {
+                Some(Cell::Num(x)) => format_num(x),
+                Some(Cell::Text(t)) => t,
+                None => "–".into(),
+            };
+            format!("{short}={v}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn format_num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.4}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
+}
+
+/// The indices `of` rows grouped by their values of `keys`, in first-seen order.
+fn group(rows: &[Row], of: &[usize], keys: &[String]) -> Vec<(String, Vec<usize>)> {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for &i in of {
+        let name = words(&rows[i], keys);
+        match groups.iter_mut().find(|(g, _)| *g == name) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((name, vec![i])),
+        }
+    }
+    groups
+}
+
+/// The style of the `i`th curve: a colour each, then the colours again dashed, so no two
+/// of the first 20 curves look alike.
+fn style(i: usize) -> (&'static str, bool) {
+    (PALETTE[i % PALETTE.len()], (i / PALETTE.len()) % 2 == 1)
+}
+
+/// An axis for `key`: its name and unit (parameters have none).
+fn axis(key: &str) -> Axis {
+    let short = key.split_once('.').map_or(key, |(_, s)| s);
+    Axis::new(short, if is_figure(key) { unit(key) } else { "" })
+}
+
+/// The curves when --curve-by is not given: one per server configuration (the varied
+/// serve parameters), its points the benchmarks run against it, as vLLM draws a
+/// latency–throughput curve per server; without varied serve parameters, one per
+/// combination of the varied benchmark parameters but the load (`rate`).
+fn default_curves(rows: &[Row], x: &str, panels: &[String]) -> Vec<String> {
+    let free: Vec<String> = charts::varied(rows)
+        .into_iter()
+        .filter(|k| k != x && !panels.contains(k))
+        .collect();
+    let serve: Vec<String> = free
+        .iter()
+        .filter(|k| k.starts_with("serve."))
+        .cloned()
+        .collect();
+    if !serve.is_empty() {
+        return serve;
+    }
+    free.into_iter().filter(|k| k != "bench.rate").collect()
+}
+
+/// The charts of `sweep plot`.
+fn plot_charts(rows: &[Row], args: &SweepPlotArgs) -> Result<Vec<Chart>, UsageError> {
+    let x = resolve(rows, "--x", &args.x)?;
+    let ys = resolve_all(rows, "--y", &args.y)?;
+    if ys.is_empty() {
+        return Err(UsageError("--y: no figure given".into()));
+    }
+    let fig_by = resolve_all(rows, "--fig-by", &args.fig_by)?;
+    let row_by = resolve_all(rows, "--row-by", &args.row_by)?;
+    let col_by = resolve_all(rows, "--col-by", &args.col_by)?;
+    let label_by = resolve_all(rows, "--label-by", &args.label_by)?;
+    let panels: Vec<String> = fig_by
+        .iter()
+        .chain(&row_by)
+        .chain(&col_by)
+        .cloned()
+        .collect();
+    let curve_by = if args.curve_by.iter().any(|k| !k.trim().is_empty()) {
+        resolve_all(rows, "--curve-by", &args.curve_by)?
+    } else {
+        default_curves(rows, &x, &panels)
+    };
+    // Numbers on a numeric x axis; otherwise each value at its own position.
+    let values: Vec<Option<Cell>> = rows.iter().map(|r| cell(r, &x)).collect();
+    let numeric = values.iter().flatten().all(|c| matches!(c, Cell::Num(_)));
+    let mut names: Vec<String> = Vec::new();
+    let xs: Vec<Option<f64>> = values
+        .into_iter()
+        .map(|c| match c {
+            Some(Cell::Num(v)) if numeric => Some(v),
+            Some(c) => {
+                let t = match c {
+                    Cell::Num(v) => format_num(v),
+                    Cell::Text(t) => t,
+                };
+                let i = names.iter().position(|n| *n == t).unwrap_or_else(|| {
+                    names.push(t);
+                    names.len() - 1
+                });
+                Some(i as f64)
+            }
+            None => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    for y in &ys {
+        let all: Vec<usize> = (0..rows.len()).collect();
+        for (panel, members) in group(rows, &all, &panels) {
+            let title = if panel.is_empty() {
+                format!("{} vs {}", axis(y).name, axis(&x).name)
+            } else {
+                format!("{} vs {} ({panel})", axis(y).name, axis(&x).name)
+            };
+            let mut id = format!("plot-{}-vs-{}", id_part(y), id_part(&x));
+            if !panel.is_empty() {
+                id.push('-');
+                id.push_str(&id_part(&panel));
+            }
+            let mut c = Chart::new(&id, "charts-throughput", &title, axis(&x), axis(y));
+            if !numeric {
+                c.x_labels = Some(names.clone());
+            }
+            for (i, (name, curve)) in group(rows, &members, &curve_by).iter().enumerate() {
+                let mut pts: Vec<(f64, Option<f64>, &Row)> = curve
+                    .iter()
+                    .filter_map(|&k| {
+                        let yv = match cell(&rows[k], y) {
+                            Some(Cell::Num(v)) => Some(v),
+                            _ => None,
+                        };
+                        Some((xs[k]?, yv, &rows[k]))
+                    })
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if !label_by.is_empty() {
+                    for (px, py, r) in &pts {
+                        if let Some(py) = py {
+                            c.marks.push(Mark {
+                                x: *px,
+                                y: *py,
+                                label: words(r, &label_by),
+                            });
+                        }
+                    }
+                }
+                let (color, dashed) = style(i);
+                c.series.push(Series {
+                    label: if name.is_empty() {
+                        "all points".into()
+                    } else {
+                        name.clone()
+                    },
+                    color: color.into(),
+                    right: false,
+                    dashed,
+                    markers: true,
+                    line: true,
+                    points: pts.iter().map(|(a, b, _)| (*a, *b)).collect(),
+                });
+            }
+            c.series
+                .retain(|s| s.points.iter().any(|(_, y)| y.is_some()));
+            if c.series.is_empty() {
+                c.no_data = Some(format!("no point has both {x} and {y}"));
+            }
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
+/// Writes `charts` as `outputs` says into `dir`; prints each file. Returns the exit code.
+fn write(charts: &[Chart], outputs: &Outputs, dir: &Path, title: &str) -> i32 {
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        crate::stdout::eprintln(&format!("error: --output-dir {}: {e}", dir.display()));
+        return exit_codes::USAGE;
+    }
+    let mut code = exit_codes::OK;
+    for format in &outputs.images {
+        let (written, failed) = write_images(charts, *format, dir);
+        for p in written {
+            crate::stdout::println(&format!("wrote {}", p.display()));
+        }
+        for (p, e) in failed {
+            crate::stdout::eprintln(&format!("error: cannot write {}: {e}", p.display()));
+            code = exit_codes::RUN_FAILED;
+        }
+    }
+    if outputs.html {
+        let path = dir.join("plot.html");
+        let page = crate::report::charts::page::render(title, &[], charts)
+            .map_err(|e| e.to_string())
+            .and_then(|html| {
+                crate::report::write_atomic(&path, html.as_bytes()).map_err(|e| e.to_string())
+            });
+        match page {
+            Ok(()) => crate::stdout::println(&format!("wrote {}", path.display())),
+            Err(e) => {
+                crate::stdout::eprintln(&format!("error: cannot write {}: {e}", path.display()));
+                code = exit_codes::RUN_FAILED;
+            }
+        }
+    }
+    code
+}
+
+fn filter_of(rows: &[Row], spec: Option<&str>) -> Result<Option<Filter>, UsageError> {
+    spec.map(|s| {
+        Filter::parse(s, |k| is_figure(k) || charts::qualify(rows, k).is_some()).map_err(UsageError)
+    })
+    .transpose()
+}
+
+/// Runs `sweep plot`; returns the exit code.
+pub fn sweep_plot(args: &SweepPlotArgs) -> i32 {
+    let run = || -> Result<i32, UsageError> {
+        let outputs = outputs(&args.outputs)?;
+        let report = load(&args.dir)?;
+        let filter = filter_of(&report.rows, args.filter.as_deref())?;
+        let rows = drawn(&report, filter.as_ref());
+        if rows.is_empty() {
+            return Err(UsageError(format!(
+                "{}: no point to draw (every row failed, was invalid or was filtered out)",
+                args.dir.join("sweep.json").display()
+            )));
+        }
+        let charts = plot_charts(&rows, args)?;
+        let dir = args
+            .output_dir
+            .clone()
+            .unwrap_or_else(|| args.dir.join("plots"));
+        Ok(write(&charts, &outputs, &dir, "Sweep plot"))
+    };
+    run().unwrap_or_else(|UsageError(m)| crate::cli::usage_error(&m))
+}
+
+/// Runs `sweep plot-pareto`; returns the exit code.
+pub fn sweep_plot_pareto(args: &SweepPlotParetoArgs) -> i32 {
+    let run = || -> Result<i32, UsageError> {
+        let outputs = outputs(&args.outputs)?;
+        let report = load(&args.dir)?;
+        let filter = filter_of(&report.rows, args.filter.as_deref())?;
+        let rows = drawn(&report, filter.as_ref());
+        let gpus = match args.gpus.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(g) => match g.parse::<u32>() {
+                Ok(0) => return Err(UsageError("--gpus: 0 GPUs (give 1 or more)".into())),
+                Ok(n) => Some(Gpus::Count(n)),
+                Err(_) => Some(Gpus::Param(charts::qualify(&rows, g).ok_or_else(|| {
+                    UsageError(format!(
+                        "--gpus: {g:?} is neither a count nor a parameter of the sweep"
+                    ))
+                })?)),
+            },
+        };
+        let spec = ChartSpec {
+            gpus,
+            ..ChartSpec::default()
+        };
+        let Some(front) = charts::front_of(&rows, &spec) else {
+            return Err(UsageError(format!(
+                "{}: no point measured both TPOT and output tokens/s: no front to draw",
+                args.dir.join("sweep.json").display()
+            )));
+        };
+        let dir = args
+            .output_dir
+            .clone()
+            .unwrap_or_else(|| args.dir.join("plots"));
+        Ok(write(&[front], &outputs, &dir, "Sweep Pareto front"))
+    };
+    run().unwrap_or_else(|UsageError(m)| crate::cli::usage_error(&m))
+}

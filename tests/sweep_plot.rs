@@ -1,0 +1,232 @@
+//! `llmsurge sweep plot` and `sweep plot-pareto`: a finished sweep (the real mock started
+//! by the sweep itself) drawn again from its sweep.json with a chosen x and y, without
+//! its servers; every point drawn is the sweep report's own figure.
+
+use crate::support::llmsurge;
+use crate::sweep::{page_charts, serve_cmd, write};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Output;
+
+/// A 2×2 sweep: two mock capacities, two concurrencies.
+fn finished_sweep(dir: &Path) -> Value {
+    let serve = write(
+        dir,
+        "serve.json",
+        r#"[{"max_concurrency": 2}, {"max_concurrency": 8}]"#,
+    );
+    let bench = write(
+        dir,
+        "bench.json",
+        r#"[{"profile": "concurrent", "rate": 1}, {"profile": "concurrent", "rate": 4}]"#,
+    );
+    let out = llmsurge()
+        .args(["sweep", "serve", "--serve-cmd"])
+        .arg(serve_cmd(&dir.join("pids")))
+        .arg("--serve-params")
+        .arg(&serve)
+        .arg("--bench-params")
+        .arg(&bench)
+        .arg("--output-dir")
+        .arg(dir.join("out"))
+        .args(["--ready-timeout", "60s", "--"])
+        .args([
+            "--max-requests",
+            "8",
+            "--data",
+            "prompt_tokens=16,output_tokens=4",
+        ])
+        .args(["--max-dispatch-lag", "10s"])
+        .output()
+        .expect("llmsurge runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(dir.join("out/sweep.json")).expect("sweep.json"))
+        .expect("JSON")
+}
+
+fn plot(dir: &Path, args: &[&str]) -> Output {
+    llmsurge()
+        .args(["sweep", "plot"])
+        .arg(dir.join("out"))
+        .args(args)
+        .output()
+        .expect("llmsurge runs")
+}
+
+fn files(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .expect("the plots")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The sweep report's figure `figure` of the point with `max_concurrency` and `rate`.
+fn truth(sweep: &Value, max_concurrency: u64, rate: u64, figure: &str) -> f64 {
+    sweep["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| {
+            r["serve_params"]["max_concurrency"] == max_concurrency
+                && r["bench_params"]["rate"] == rate
+        })
+        .and_then(|r| r["figures"][figure].as_f64())
+        .unwrap_or_else(|| panic!("{figure} of {max_concurrency}/{rate}"))
+}
+
+fn points(series: &Value) -> Vec<(f64, f64)> {
+    series["points"]
+        .as_array()
+        .expect("points")
+        .iter()
+        .map(|p| (p[0].as_f64().expect("x"), p[1].as_f64().expect("y")))
+        .collect()
+}
+
+#[test]
+fn sweep_plot_redraws_a_finished_sweep_with_the_chosen_axes_curves_and_panels() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sweep = finished_sweep(dir.path());
+    let plots = dir.path().join("out/plots");
+
+    // The default: TTFT p99 against output tokens/s, a curve per server configuration.
+    let out = plot(dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        files(&plots),
+        BTreeSet::from([
+            "plot-ttft_p99-vs-output_tokens_per_s.png".to_string(),
+            "plot.html".to_string()
+        ])
+    );
+    let html = std::fs::read_to_string(plots.join("plot.html")).expect("the page");
+    let charts = page_charts(&html);
+    assert_eq!(charts.len(), 1);
+    let labels: Vec<&str> = charts[0]["series"]
+        .as_array()
+        .expect("series")
+        .iter()
+        .map(|s| s["label"].as_str().expect("label"))
+        .collect();
+    assert_eq!(labels, ["max_concurrency=2", "max_concurrency=8"]);
+    for s in charts[0]["series"].as_array().expect("series") {
+        let mc: u64 = s["label"].as_str().expect("label")[16..]
+            .parse()
+            .expect("a count");
+        let mut want: Vec<(f64, f64)> = [1, 4]
+            .iter()
+            .map(|&rate| {
+                (
+                    truth(&sweep, mc, rate, "output_tokens_per_s"),
+                    truth(&sweep, mc, rate, "ttft_p99"),
+                )
+            })
+            .collect();
+        want.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert_eq!(points(s), want, "{mc}");
+    }
+
+    // A chosen x (a parameter) and two y figures, a panel per server configuration,
+    // points labelled: each chart one curve, its points the sweep's own figures.
+    let elsewhere = dir.path().join("mine");
+    let out = plot(
+        dir.path(),
+        &[
+            "--var-x",
+            "rate",
+            "--y",
+            "ttft_p99,requests_per_s",
+            "--fig-by",
+            "max_concurrency",
+            "--label-by",
+            "rate",
+            "--outputs",
+            "svg,html",
+            "--output-dir",
+            elsewhere.to_str().expect("path"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let written = files(&elsewhere);
+    assert_eq!(written.len(), 5, "{written:?}");
+    assert!(
+        written
+            .iter()
+            .all(|f| f.ends_with(".svg") || f == "plot.html")
+    );
+    let charts = page_charts(&std::fs::read_to_string(elsewhere.join("plot.html")).expect("page"));
+    assert_eq!(charts.len(), 4);
+    for c in &charts {
+        let title = c["title"].as_str().expect("title");
+        let figure = if title.starts_with("ttft_p99") {
+            "ttft_p99"
+        } else {
+            "requests_per_s"
+        };
+        let mc = if title.contains("max_concurrency=2") {
+            2
+        } else {
+            8
+        };
+        assert_eq!(c["x"]["name"], "rate", "{title}");
+        let series = c["series"].as_array().expect("series");
+        assert_eq!(series.len(), 1, "{title}");
+        assert_eq!(
+            points(&series[0]),
+            vec![
+                (1.0, truth(&sweep, mc, 1, figure)),
+                (4.0, truth(&sweep, mc, 4, figure))
+            ],
+            "{title}"
+        );
+        let marks: Vec<&str> = c["marks"]
+            .as_array()
+            .expect("marks")
+            .iter()
+            .map(|m| m["label"].as_str().expect("label"))
+            .collect();
+        assert_eq!(marks, ["rate=1", "rate=4"], "{title}");
+    }
+
+    // What the sweep does not have: one line naming the flag, exit 2.
+    for (args, flag) in [
+        (&["--x", "nope"][..], "--x"),
+        (&["--y", "ttft_p99,nope"][..], "--y"),
+        (&["--curve-by", "nope"][..], "--curve-by"),
+        (&["--outputs", "pdf"][..], "--outputs"),
+        (&["--filter", "nope<3"][..], "nope"),
+    ] {
+        let out = plot(dir.path(), args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+    }
+    let out = llmsurge()
+        .args(["sweep", "plot"])
+        .arg(dir.path())
+        .output()
+        .expect("llmsurge runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sweep.json"));
+
+    // The front of every point, as an image.
+    let out = llmsurge()
+        .args(["sweep", "plot-pareto"])
+        .arg(dir.path().join("out"))
+        .args(["--outputs", "png", "--output-dir"])
+        .arg(dir.path().join("front"))
+        .output()
+        .expect("llmsurge runs");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        files(&dir.path().join("front")),
+        BTreeSet::from(["sweep-pareto-front.png".to_string()])
+    );
+}
