@@ -236,6 +236,139 @@ fn segments(s: &Series) -> Vec<Vec<(f64, f64)>> {
     out
 }
 
+/// How a legend entry's sample is drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sample {
+    Line,
+    Dashed,
+    Dot,
+    Bar,
+}
+
+/// One entry of a chart's legend: its text, colour and sample.
+#[derive(Clone, Debug, PartialEq)]
+struct Entry {
+    label: String,
+    color: RGBColor,
+    sample: Sample,
+}
+
+/// The legend of `c`: each kind of bar, then each series with a point to draw.
+fn legend_entries(c: &Chart) -> Vec<Entry> {
+    let bars = c.bars.iter().flat_map(|b| {
+        b.kinds
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| b.items.iter().any(|bar| bar.3 == *k))
+            .map(|(_, kind)| Entry {
+                label: kind.label.clone(),
+                color: rgb(&kind.color),
+                sample: Sample::Bar,
+            })
+    });
+    let series = c
+        .series
+        .iter()
+        .filter(|s| !s.label.is_empty() && !segments(s).is_empty())
+        .map(|s| Entry {
+            label: s.label.clone(),
+            color: rgb(&s.color),
+            sample: match (s.line, s.dashed) {
+                (false, _) => Sample::Dot,
+                (true, true) => Sample::Dashed,
+                (true, false) => Sample::Line,
+            },
+        });
+    bars.chain(series).collect()
+}
+
+/// Legend text size, pixels, and the room one entry takes.
+const LEGEND_FONT: u32 = 22;
+const LEGEND_ROW: i32 = 34;
+/// The legend panel is at most this share of the image's width; longer labels are cut.
+const LEGEND_MAX_SHARE: f64 = 0.3;
+
+/// The legend panel's width: room for the longest label (about 0.55 em a character),
+/// its sample and margins, at most [`LEGEND_MAX_SHARE`] of the image.
+fn legend_width(entries: &[Entry]) -> u32 {
+    let longest = entries
+        .iter()
+        .map(|e| e.label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let text = (longest as f64 * f64::from(LEGEND_FONT) * 0.55).ceil() as u32;
+    (text + 90).min((f64::from(WIDTH) * LEGEND_MAX_SHARE) as u32)
+}
+
+/// Draws the legend down `panel`: a sample in each entry's colour and style, then its
+/// label, wrapped at spaces onto more lines where it would leave the panel (a word longer
+/// than a line is cut with `…`); entries past the panel's foot are counted in a last line.
+fn draw_legend<DB: DrawingBackend>(
+    panel: &DrawingArea<DB, Shift>,
+    entries: &[Entry],
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let (w, h) = panel.dim_in_pixel();
+    let font =
+        TextStyle::from((FAMILY, LEGEND_FONT).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    let chars = (f64::from(w.saturating_sub(90)) / (f64::from(LEGEND_FONT) * 0.55)) as usize;
+    let line_height = LEGEND_FONT as i32 + 4;
+    let foot = h as i32 - LEGEND_ROW;
+    let mut y = 110;
+    for (i, entry) in entries.iter().enumerate() {
+        let lines = wrap(&entry.label, chars.max(8));
+        let height = LEGEND_ROW + line_height * (lines.len() as i32 - 1);
+        if y + height > foot {
+            let more = format!("… and {} more", entries.len() - i);
+            panel.draw_text(&more, &font, (62, y))?;
+            break;
+        }
+        let stroke = entry.color.stroke_width(3);
+        match entry.sample {
+            Sample::Line => panel.draw(&PathElement::new(vec![(10, y), (50, y)], stroke))?,
+            Sample::Dashed => {
+                panel.draw(&PathElement::new(vec![(10, y), (24, y)], stroke))?;
+                panel.draw(&PathElement::new(vec![(34, y), (50, y)], stroke))?;
+            }
+            Sample::Dot => panel.draw(&Circle::new((30, y), 7, entry.color.filled()))?,
+            Sample::Bar => panel.draw(&Rectangle::new(
+                [(12, y - 8), (48, y + 8)],
+                entry.color.filled(),
+            ))?,
+        }
+        for (k, line) in lines.iter().enumerate() {
+            panel.draw_text(line, &font, (62, y + line_height * k as i32))?;
+        }
+        y += height;
+    }
+    Ok(())
+}
+
+/// `text` in lines of at most `chars` characters, broken at spaces; a word longer than a
+/// line is cut, its end replaced by `…`.
+fn wrap(text: &str, chars: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        let word: String = if word.chars().count() > chars {
+            let mut w: String = word.chars().take(chars.saturating_sub(1)).collect();
+            w.push('…');
+            w
+        } else {
+            word.to_string()
+        };
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 1 + word.chars().count() <= chars => {
+                line.push(' ');
+                line.push_str(&word);
+            }
+            _ => lines.push(word),
+        }
+    }
+    if lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines
+}
+
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
@@ -254,6 +387,21 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
                 )
                 .map_err(e)?;
         }
+        plot
+    };
+    // The legend in a panel right of the plot, never over a point.
+    let entries = legend_entries(c);
+    let root = if entries.is_empty() {
+        root.clone()
+    } else {
+        // Charts that share a time axis keep one plot width, so their axes line up.
+        let width = if c.x_group.is_some() {
+            (f64::from(WIDTH) * LEGEND_MAX_SHARE) as u32
+        } else {
+            legend_width(&entries)
+        };
+        let (plot, panel) = root.split_horizontally(WIDTH.saturating_sub(width));
+        draw_legend(&panel, &entries).map_err(e)?;
         plot
     };
     let root = &root;
@@ -346,7 +494,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
             let color = rgb(&kind.color);
             // Tall enough to see when rows are thinner than a pixel.
             let half = 0.4f64;
-            let anno = chart
+            chart
                 .draw_series(b.items.iter().filter(|bar| bar.3 == k).map(|bar| {
                     Rectangle::new(
                         [(bar.1, bar.0 - half), (bar.2.max(bar.1), bar.0 + half)],
@@ -354,62 +502,36 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
                     )
                 }))
                 .map_err(e)?;
-            if b.items.iter().any(|bar| bar.3 == k) {
-                anno.label(kind.label.clone()).legend(move |(x, y)| {
-                    Rectangle::new([(x + 5, y - 8), (x + 30, y + 8)], color.filled())
-                });
-            }
         }
     }
     for s in &c.series {
         let color = rgb(&s.color);
         let style = ShapeStyle::from(&color).stroke_width(3);
-        let mut first = true;
         for seg in segments(s) {
-            let legend = first.then(|| s.label.clone());
-            first = false;
             if !s.line {
                 let dots = seg.iter().map(|&p| Circle::new(p, 7, color.filled()));
-                let anno = if s.right {
-                    chart.draw_secondary_series(dots).map_err(e)?
+                if s.right {
+                    chart.draw_secondary_series(dots).map_err(e)?;
                 } else {
-                    chart.draw_series(dots).map_err(e)?
-                };
-                if let Some(label) = legend {
-                    anno.label(label)
-                        .legend(move |(x, y)| Circle::new((x + 15, y), 7, color.filled()));
+                    chart.draw_series(dots).map_err(e)?;
                 }
                 continue;
             }
-            let anno = if s.dashed {
+            if s.dashed {
                 let line = DashedLineSeries::new(seg.clone(), 12, 8, style);
                 if s.right {
-                    chart.draw_secondary_series(line).map_err(e)?
+                    chart.draw_secondary_series(line).map_err(e)?;
                 } else {
-                    chart.draw_series(line).map_err(e)?
+                    chart.draw_series(line).map_err(e)?;
                 }
             } else if s.right {
                 chart
                     .draw_secondary_series(LineSeries::new(seg.clone(), style))
-                    .map_err(e)?
+                    .map_err(e)?;
             } else {
                 chart
                     .draw_series(LineSeries::new(seg.clone(), style))
-                    .map_err(e)?
-            };
-            if let Some(label) = legend {
-                if s.dashed {
-                    // Dashed in the legend too: two short strokes.
-                    anno.label(label).legend(move |(x, y)| {
-                        EmptyElement::at((x, y))
-                            + PathElement::new(vec![(0, 0), (12, 0)], color.stroke_width(3))
-                            + PathElement::new(vec![(18, 0), (30, 0)], color.stroke_width(3))
-                    });
-                } else {
-                    anno.label(label).legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 30, y)], color.stroke_width(3))
-                    });
-                }
+                    .map_err(e)?;
             }
             if s.markers {
                 let dots = seg.iter().map(|&p| Circle::new(p, 6, color.filled()));
@@ -441,25 +563,63 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
             ))
             .map_err(e)?;
     }
-    chart
-        .configure_series_labels()
-        .position(if c.legend_lower {
-            SeriesLabelPosition::LowerLeft
-        } else {
-            SeriesLabelPosition::UpperLeft
-        })
-        .label_font((FAMILY, 24))
-        .legend_area_size(45)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(e)?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pixels of `png` in `color`, as (x, y).
+    fn pixels_of(png: Vec<u8>, color: (u8, u8, u8)) -> Vec<(u32, u32)> {
+        let mut reader = png::Decoder::new(std::io::Cursor::new(png))
+            .read_info()
+            .expect("png header");
+        let mut buf = vec![0; reader.output_buffer_size().expect("a size")];
+        let info = reader.next_frame(&mut buf).expect("a frame");
+        buf[..info.buffer_size()]
+            .chunks(3)
+            .enumerate()
+            .filter(|(_, p)| (p[0], p[1], p[2]) == color)
+            .map(|(i, _)| (i as u32 % WIDTH, i as u32 / WIDTH))
+            .collect()
+    }
+
+    #[test]
+    fn the_legend_stands_beside_the_plot_never_over_a_point() {
+        let mut c = Chart::new(
+            "t",
+            "charts-load",
+            "A title",
+            super::super::Axis::new("x", ""),
+            super::super::Axis::new("y", ""),
+        );
+        // Points in the upper left corner, where a legend inside the plot would sit,
+        // and a long label.
+        let mut s = Series::new(
+            "a long label of a curve with several parameters=1",
+            "#1f77b4",
+            vec![(0.0, Some(10.0)), (0.2, Some(9.8)), (10.0, Some(0.5))],
+        );
+        s.markers = true;
+        c.series.push(s);
+        let blue = pixels_of(png(&c).expect("png"), (0x1f, 0x77, 0xb4));
+        let panel = WIDTH - legend_width(&legend_entries(&c));
+        let (plot, legend): (Vec<_>, Vec<_>) = blue.iter().partition(|(x, _)| *x < panel);
+        // Both markers in the corner drawn whole (a 6 px disc is ~110 px; the line adds).
+        let corner = plot.iter().filter(|(x, y)| *x < 400 && *y < 250).count();
+        assert!(corner > 200, "{corner} marker pixels in the upper left");
+        // The legend's sample, in its panel.
+        assert!(legend.len() > 60, "{} sample pixels", legend.len());
+    }
+
+    #[test]
+    fn legend_labels_wrap_at_spaces_and_cut_only_a_word_longer_than_a_line() {
+        assert_eq!(wrap("a=1 b=2 c=3", 7), ["a=1 b=2", "c=3"]);
+        assert_eq!(wrap("short", 20), ["short"]);
+        assert_eq!(wrap("abcdefghij k", 5), ["abcd…", "k"]);
+        assert_eq!(wrap("", 5), [""]);
+    }
 
     #[test]
     fn tick_labels_show_every_step() {
