@@ -223,8 +223,8 @@ fn file_label(path: &Path) -> String {
 }
 
 /// Each benchmark's label: its load (rate or concurrency), and what else differs between
-/// the points: the report file when there are several, and the `--output-extras` (server
-/// settings) whose values differ.
+/// the points: the run's `--label` (else its file name) when there are several, and the
+/// `--output-extras` (server settings) whose values differ.
 fn labels(reports: &[(PathBuf, Report)]) -> Vec<Vec<String>> {
     let keys: BTreeSet<&String> = reports
         .iter()
@@ -250,7 +250,7 @@ fn labels(reports: &[(PathBuf, Report)]) -> Vec<Vec<String>> {
         .map(|(path, r)| {
             let mut prefix = Vec::new();
             if reports.len() > 1 {
-                prefix.push(file_label(path));
+                prefix.push(r.metadata.label.clone().unwrap_or_else(|| file_label(path)));
             }
             for k in &differing {
                 let v = match r.metadata.extras.get(*k) {

@@ -691,6 +691,36 @@ fn labelled_run(server: &llmsurge::mock::MockServer, label: &str) -> crate::supp
 }
 
 #[test]
+fn plot_pareto_names_each_run_by_its_label() {
+    let server = mock(MockConfig {
+        ttft_ms: 5.0,
+        itl_ms: 2.0,
+        output_tokens: 8,
+        ..MockConfig::instant()
+    });
+    let (a, b) = (labelled_run(&server, "v1.0"), labelled_run(&server, "v1.1"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = llmsurge()
+        .args(["plot", "pareto"])
+        .arg(a.report_path())
+        .arg(b.report_path())
+        .args(["--outputs", "md", "--output-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("llmsurge runs");
+    assert!(out.status.success(), "{out:?}");
+    let md = std::fs::read_to_string(dir.path().join("pareto-front.md")).expect("the table");
+    for label in [
+        "v1.0 constant@10",
+        "v1.0 constant@20",
+        "v1.1 constant@10",
+        "v1.1 constant@20",
+    ] {
+        assert!(md.contains(&format!("| {label} |")), "{label} in\n{md}");
+    }
+}
+
+#[test]
 fn compare_draws_both_runs_on_the_same_axes_with_each_figures_verdicts() {
     // The same server but for its TTFT, doubled in the new run (20 → 40 ms).
     let fast = mock(MockConfig {
