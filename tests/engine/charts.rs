@@ -874,6 +874,24 @@ fn plot_runs_gives_each_run_a_colour_and_its_label_or_file_name() {
     );
     let colours: BTreeSet<&str> = series.iter().map(|s| s.1).collect();
     assert_eq!(colours.len(), 3, "{series:?}");
+    // No two series of a chart look alike: colour (a run's hue, a shade per
+    // benchmark), dash, and dots or line tell every one apart.
+    for chart in &charts {
+        let styles: Vec<(String, bool, bool)> = chart["series"]
+            .as_array()
+            .expect("series")
+            .iter()
+            .map(|s| {
+                (
+                    s["color"].as_str().expect("color").to_string(),
+                    s["dashed"].as_bool().expect("dashed"),
+                    s["line"].as_bool().expect("line"),
+                )
+            })
+            .collect();
+        let distinct: BTreeSet<&(String, bool, bool)> = styles.iter().collect();
+        assert_eq!(distinct.len(), styles.len(), "{}: {styles:?}", chart["id"]);
+    }
     let texts = svg_texts(&out.path().join("compare-throughput-vs-offered-load.svg"));
     for label in ["baseline", "tuned", "nightly"] {
         assert!(texts.iter().any(|t| t == label), "{label:?} in {texts:?}");

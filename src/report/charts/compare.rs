@@ -3,7 +3,9 @@
 //! Pareto front, one colour per run and a legend naming each run (docs/report.md,
 //! "Runs side by side").
 
-use super::{Axis, Chart, LOAD_METRICS, Series, by_rate, color, finite, pareto, pct, target};
+use super::{
+    Axis, Chart, LOAD_METRICS, Series, by_rate, color, finite, pareto, pct, shade, target,
+};
 use crate::report::json::Report;
 
 /// The section of the page the charts go in (`templates/plot.html`).
@@ -102,17 +104,21 @@ pub fn charts(runs: &[Run<'_>], notes: &dyn Fn(Family) -> Vec<String>) -> Vec<Ch
         );
         c.x_labels = Some(super::PCTS.iter().map(|p| p.1.to_string()).collect());
         for (i, run) in runs.iter().enumerate() {
-            for b in &run.report.benchmarks {
+            // A shade and, every other one, a dash per benchmark, within the run's colour.
+            let n = run.report.benchmarks.len();
+            for (k, b) in run.report.benchmarks.iter().enumerate() {
                 let pts = super::PCTS
                     .iter()
                     .enumerate()
                     .map(|(k, p)| (k as f64, pct(b, key, p.0)))
                     .collect();
-                c.series.push(Series::new(
+                let mut s = Series::new(
                     format!("{} {}", run.label, b.strategy),
-                    color(i),
+                    &shade(color(i), k, n),
                     pts,
-                ));
+                );
+                s.dashed = k % 2 == 1;
+                c.series.push(s);
             }
         }
         c.notes = notes(file);

@@ -228,6 +228,23 @@ fn color(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
+/// The `k`th of `n` shades of `hex`: the colour itself, then lighter ones towards white
+/// (at most 60% of the way), so benchmarks of one run share its hue and differ.
+fn shade(hex: &str, k: usize, n: usize) -> String {
+    if k == 0 || n < 2 {
+        return hex.to_string();
+    }
+    let t = 0.6 * k as f64 / (n - 1) as f64;
+    let c = |i: usize| {
+        let v = hex
+            .get(i..i + 2)
+            .and_then(|s| u8::from_str_radix(s, 16).ok())
+            .unwrap_or(0);
+        (f64::from(v) + (255.0 - f64::from(v)) * t).round() as u8
+    };
+    format!("#{:02x}{:02x}{:02x}", c(1), c(3), c(5))
+}
+
 fn finite(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
 }
