@@ -219,6 +219,7 @@ pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
                     markers: true,
                     line: true,
                     points: pts,
+                    step: false,
                 });
             }
             c.series

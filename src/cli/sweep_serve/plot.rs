@@ -420,19 +420,17 @@ fn plot_charts(rows: &[Row], args: &SweepPlotArgs) -> Result<Vec<Chart>, UsageEr
                     }
                 }
                 let (color, dashed) = style(i);
-                c.series.push(Series {
-                    label: if name.is_empty() {
-                        "all points".into()
+                let mut series = Series::new(
+                    if name.is_empty() {
+                        "all points"
                     } else {
-                        name.clone()
+                        name.as_str()
                     },
-                    color: color.into(),
-                    right: false,
-                    dashed,
-                    markers: true,
-                    line: true,
-                    points: pts.iter().map(|(a, b, _)| (*a, *b)).collect(),
-                });
+                    color,
+                    pts.iter().map(|(a, b, _)| (*a, *b)).collect(),
+                );
+                series.dashed = dashed;
+                c.series.push(series);
             }
             c.series
                 .retain(|s| s.points.iter().any(|(_, y)| y.is_some()));

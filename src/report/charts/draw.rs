@@ -220,12 +220,17 @@ fn ticks_of(r: &Range<f64>, n: usize) -> Vec<f64> {
     coord.key_points(n)
 }
 
+/// The runs of drawable points of `s`, split where a value is missing; a stepped
+/// series' points with the corner of each step between them.
 fn segments(s: &Series) -> Vec<Vec<(f64, f64)>> {
     let mut out = vec![Vec::new()];
     for &(x, y) in &s.points {
         match y {
             Some(y) if x.is_finite() && y.is_finite() => {
                 if let Some(last) = out.last_mut() {
+                    if let (true, Some(&(_, before))) = (s.step, last.last()) {
+                        last.push((x, before));
+                    }
                     last.push((x, y));
                 }
             }
@@ -611,6 +616,33 @@ mod tests {
         assert!(corner > 200, "{corner} marker pixels in the upper left");
         // The legend's sample, in its panel.
         assert!(legend.len() > 60, "{} sample pixels", legend.len());
+    }
+
+    #[test]
+    fn a_stepped_series_holds_each_value_until_the_next_sample() {
+        let mut s = Series::new(
+            "g",
+            "#000000",
+            vec![
+                (0.0, Some(1.0)),
+                (1.0, Some(3.0)),
+                (2.0, None),
+                (3.0, Some(2.0)),
+                (4.0, Some(5.0)),
+            ],
+        );
+        assert_eq!(
+            segments(&s),
+            [vec![(0.0, 1.0), (1.0, 3.0)], vec![(3.0, 2.0), (4.0, 5.0)]]
+        );
+        s.step = true;
+        assert_eq!(
+            segments(&s),
+            [
+                vec![(0.0, 1.0), (1.0, 1.0), (1.0, 3.0)],
+                vec![(3.0, 2.0), (4.0, 2.0), (4.0, 5.0)]
+            ]
+        );
     }
 
     #[test]

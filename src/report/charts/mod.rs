@@ -82,10 +82,15 @@ pub struct Series {
     pub line: bool,
     /// `[x, y]`; a `y` of `None` breaks the line there.
     pub points: Vec<(f64, Option<f64>)>,
+    /// A sampled gauge: each value holds until the next sample (drawn as steps), not a
+    /// ramp between samples that were never measured.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub step: bool,
 }
 
 impl Series {
-    fn new(label: impl Into<String>, color: &str, points: Vec<(f64, Option<f64>)>) -> Self {
+    /// A line of `points` in `color`, with a marker at each point.
+    pub fn new(label: impl Into<String>, color: &str, points: Vec<(f64, Option<f64>)>) -> Self {
         Series {
             label: label.into(),
             color: color.into(),
@@ -94,6 +99,7 @@ impl Series {
             markers: true,
             line: true,
             points,
+            step: false,
         }
     }
 
@@ -541,7 +547,13 @@ fn server(report: &Report) -> Vec<Chart> {
             .collect()
     };
     let x = || Axis::new("time since the run started", "s");
-    let server_line = |label: &str, col: usize, pts| trace(label, color(col), pts);
+    // The server's figures are gauges sampled at each scrape (a counter's rate too:
+    // constant between two scrapes), so they are drawn as steps.
+    let server_line = |label: &str, col: usize, pts| {
+        let mut s = trace(label, color(col), pts);
+        s.step = true;
+        s
+    };
     let client_line = |label: &str, pts| {
         let mut s = trace(label, color(7), pts);
         s.dashed = true;

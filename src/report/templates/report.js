@@ -322,6 +322,7 @@
           var o = { label: s.label, stroke: s.color, scale: s.right ? "y2" : "y", width: s.markers ? 2 : 1.5,
             spanGaps: false, points: { show: !!s.markers, size: 6 } };
           if (s.dashed) { o.dash = [6, 4]; }
+          if (s.step) { o.paths = uPlot.paths.stepped({ align: 1 }); }
           if (s.line === false) { o.paths = function () { return null; }; o.points = { show: true, size: 9 }; }
           return o;
         })),
