@@ -1124,4 +1124,26 @@ mod tests {
             .expect("refused");
         assert_eq!(bad.kind, ErrorKind::MalformedResponse);
     }
+
+    #[test]
+    fn a_tls_alert_for_a_head_says_use_https() {
+        // What rustls answers a plain request with: an alert record, TLS 1.2's version.
+        let bad = parse_head(b"\x15\x03\x03\x00\x02\x02\x32")
+            .err()
+            .expect("refused");
+        assert_eq!(bad.kind, ErrorKind::MalformedResponse);
+        assert!(
+            bad.message.contains("use an https:// URL"),
+            "{}",
+            bad.message
+        );
+        let bad = parse_head(b"garbage garbage\r\n\r\n")
+            .err()
+            .expect("refused");
+        assert!(
+            bad.message.starts_with("malformed response head"),
+            "{}",
+            bad.message
+        );
+    }
 }
