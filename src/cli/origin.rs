@@ -66,9 +66,9 @@ pub fn api_key(key: &str) -> Origin {
 /// The source of [`of`], `None` when no source holds `value`.
 fn find(flag: &'static str, env: &'static str, value: &str) -> Option<Origin> {
     let argv: Vec<String> = std::env::args().collect();
-    let typed = argv
-        .iter()
-        .any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')));
+    // The flag with this value: `--api-key` alone may be a word of a server's command.
+    let joined = format!("{flag}={value}");
+    let typed = argv.windows(2).any(|w| w[0] == flag && w[1] == value) || argv.contains(&joined);
     if typed {
         return Some(Origin::Flag(flag));
     }

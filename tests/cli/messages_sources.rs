@@ -48,6 +48,9 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     )
 }
 
+/// Arguments, environment, and two words the line must hold: the source and the fix.
+type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str, &'a str);
+
 #[test]
 fn an_authorization_header_against_a_key_names_where_the_key_came_from() {
     let header = r#"{"headers": {"Authorization": "Bearer mine"}}"#;
@@ -58,7 +61,9 @@ fn an_authorization_header_against_a_key_names_where_the_key_came_from() {
     std::fs::write(&scenario, format!(r#"{{"api_key": "{KEY}"}}"#)).expect("write scenario");
     let scenario = scenario.to_str().expect("a UTF-8 path");
     let flag = format!("--api-key={KEY}");
-    let cases: [(Vec<&str>, Vec<(&str, &str)>, &str, &str); 4] = [
+    let from_scenario = format!("the API key from --scenario {scenario} (its api_key)");
+    let drop_scenario = format!("remove api_key from --scenario {scenario}, or drop the header");
+    let cases: [Case; 4] = [
         // The issue's case: a key exported in a shell profile, no --api-key typed.
         (
             vec!["--backend-kwargs", header],
@@ -81,8 +86,8 @@ fn an_authorization_header_against_a_key_names_where_the_key_came_from() {
         (
             vec!["--scenario", scenario],
             vec![("LLMSURGE_BACKEND_KWARGS", header)],
-            &format!("the API key from --scenario {scenario} (its api_key)"),
-            &format!("remove api_key from --scenario {scenario}, or drop the header"),
+            &from_scenario,
+            &drop_scenario,
         ),
     ];
     for (args, env, source, fix) in &cases {
