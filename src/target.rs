@@ -311,10 +311,16 @@ async fn check(
         if !usable && health.refused() && refused(status) {
             // Both routes want credentials: the key is missing or wrong, whatever the
             // readiness route is.
-            let given = if target.api_key.is_some() || !target.headers.is_empty() {
-                "the credentials given were refused"
-            } else {
-                "no API key was given"
+            let given = match target.api_key {
+                // Named by source: a key exported in a shell profile is easily forgotten.
+                Some(key) => format!(
+                    "the API key from {} was refused",
+                    crate::cli::origin::api_key(key.expose()).describe()
+                ),
+                None if !target.headers.is_empty() => {
+                    "the credentials given were refused".to_string()
+                }
+                None => "no API key was given".to_string(),
             };
             return Err(UsageError(format!(
                 "--target {shown}: GET {} {health} and GET /v1/models answered {status}: {given}; pass --api-key (or set LLMSURGE_API_KEY or OPENAI_API_KEY), or a gateway's own key header in --backend-kwargs '{{\"headers\": {{...}}}}'",

@@ -4,6 +4,7 @@ mod confidence_env;
 mod config;
 mod docs;
 mod k8s;
+mod messages_sources;
 mod pipes;
 mod readme;
 mod ship;

@@ -53,6 +53,16 @@ pub enum TlsSetupError {
         /// What is wrong with it.
         why: String,
     },
+    /// The key is not the private key of the certificate.
+    #[error(
+        "--client-key {key} does not match --client-cert {cert}: they are not a pair; pass the key the certificate was issued for"
+    )]
+    NotAPair {
+        /// The certificate file.
+        cert: String,
+        /// The key file.
+        key: String,
+    },
     /// Only one of `--client-cert` and `--client-key` was given.
     #[error("--client-cert and --client-key go together: pass both for mutual TLS")]
     HalfIdentity,
@@ -112,16 +122,39 @@ impl TlsConfig {
         let mut both = cert;
         both.push(b'\n');
         both.extend_from_slice(&key);
-        reqwest::Identity::from_pem(&both)
-            .map(Some)
-            .map_err(|e| TlsSetupError::Content {
-                flag: "--client-key",
-                path: key_path.display().to_string(),
-                why: format!(
-                    "does not make an identity with --client-cert ({})",
-                    error_chain(&e)
-                ),
-            })
+        let content = |e: &reqwest::Error| TlsSetupError::Content {
+            flag: "--client-key",
+            path: key_path.display().to_string(),
+            why: format!(
+                "does not make an identity with --client-cert ({})",
+                error_chain(e)
+            ),
+        };
+        let identity = reqwest::Identity::from_pem(&both).map_err(|e| content(&e))?;
+        // Whether the key belongs to the certificate is found only when a client is
+        // built (as "builder error"): build one here, without roots, to say so.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        match reqwest::Client::builder()
+            .tls_certs_only(std::iter::empty())
+            .identity(identity.clone())
+            .build()
+        {
+            Ok(_) => Ok(Some(identity)),
+            Err(e)
+                if sources(&e).any(|s| {
+                    matches!(
+                        s.downcast_ref::<rustls::Error>(),
+                        Some(rustls::Error::InconsistentKeys(_))
+                    )
+                }) =>
+            {
+                Err(TlsSetupError::NotAPair {
+                    cert: cert_path.display().to_string(),
+                    key: key_path.display().to_string(),
+                })
+            }
+            Err(e) => Err(content(&e)),
+        }
     }
 
     /// Reads every file the settings name and checks that they make a client, so that a
@@ -196,10 +229,14 @@ fn is_plain_http(url: &str) -> bool {
 
 /// Why a connection (or the TLS session on it) failed, when the cause is one a user can
 /// act on: each says what it is and what to do about it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConnectProblem {
     /// Nothing listens on the port.
     Refused,
+    /// The URL's host name does not resolve (DNS).
+    UnknownHost(String),
+    /// An `http://` request was answered with what is not HTTP: TLS, on an HTTPS port.
+    TlsOnPlainHttp,
     /// The server's certificate chain ends at a CA the client does not trust.
     UnknownIssuer,
     /// The server's certificate (or one of its chain) has expired or is not valid yet.
@@ -216,9 +253,13 @@ pub enum ConnectProblem {
 
 impl ConnectProblem {
     /// The short name (an error kind's sub-cause in messages).
-    pub fn describe(self) -> &'static str {
-        match self {
+    pub fn describe(&self) -> String {
+        let text = match self {
             ConnectProblem::Refused => "connection refused: nothing listens on that port",
+            ConnectProblem::UnknownHost(host) => return format!("cannot resolve host {host}"),
+            ConnectProblem::TlsOnPlainHttp => {
+                "the server answered an http:// request with TLS (or something else that is not HTTP)"
+            }
             ConnectProblem::UnknownIssuer => {
                 "TLS: the server's certificate is signed by an unknown issuer (a CA the client does not trust)"
             }
@@ -235,13 +276,18 @@ impl ConnectProblem {
                 "TLS: the server did not answer with TLS (it speaks plain HTTP on this port?)"
             }
             ConnectProblem::BadCertificate => "TLS: the server's certificate is not acceptable",
-        }
+        };
+        text.to_string()
     }
 
     /// What to do about it.
-    pub fn advice(self) -> &'static str {
+    pub fn advice(&self) -> &'static str {
         match self {
             ConnectProblem::Refused => "start the server, or check the host and port",
+            ConnectProblem::UnknownHost(_) => {
+                "check the host name in the URL, or this machine's DNS"
+            }
+            ConnectProblem::TlsOnPlainHttp => "use an https:// URL for this port",
             ConnectProblem::UnknownIssuer => {
                 "pass the CA's certificate with --ca-cert FILE (or SSL_CERT_FILE), or --insecure to skip verification"
             }
@@ -262,7 +308,7 @@ impl ConnectProblem {
     }
 
     /// `describe; advice`, the one line a user sees.
-    pub fn line(self) -> String {
+    pub fn line(&self) -> String {
         format!("{}; {}", self.describe(), self.advice())
     }
 }
@@ -270,6 +316,19 @@ impl ConnectProblem {
 /// The actionable cause of `e`, if it has one: looks through the sources (and into the
 /// I/O errors that carry rustls's errors) for a refused connection or a TLS failure.
 pub fn connect_problem(e: &(dyn Error + 'static)) -> Option<ConnectProblem> {
+    // The request's URL: its host for a name that does not resolve, its scheme for an
+    // answer that is not HTTP.
+    let url = sources(e).find_map(|s| s.downcast_ref::<reqwest::Error>()?.url());
+    // Matched by text: neither error is a public type (reqwest's and hyper-util's DNS
+    // errors, hyper's parse error kind).
+    let said = |text: &str| sources(e).any(|s| s.to_string() == text);
+    if said("error resolving DNS") || said("dns error") {
+        let host = url.and_then(reqwest::Url::host_str).unwrap_or("of the URL");
+        return Some(ConnectProblem::UnknownHost(host.to_string()));
+    }
+    if url.is_some_and(|u| u.scheme() == "http") && said("invalid HTTP version parsed") {
+        return Some(ConnectProblem::TlsOnPlainHttp);
+    }
     sources(e).find_map(|s| {
         if let Some(tls) = s.downcast_ref::<rustls::Error>() {
             return tls_problem(tls);

@@ -156,6 +156,9 @@ pub fn k8s(command: &K8sCommand) -> i32 {
             };
             match render(args, now) {
                 Ok(text) => {
+                    if let Some(warning) = key_left_behind(args) {
+                        crate::stdout::eprintln(&format!("warning: {warning}"));
+                    }
                     crate::stdout::print(&text);
                     exit_codes::OK
                 }
@@ -163,6 +166,22 @@ pub fn k8s(command: &K8sCommand) -> i32 {
             }
         }
     }
+}
+
+/// A key in this shell that the pods will not get: the manifest never carries one, so
+/// without `--api-key-secret` every request of theirs goes without it (401s).
+fn key_left_behind(args: &JobArgs) -> Option<String> {
+    if args.api_key_secret.is_some() {
+        return None;
+    }
+    let var = ["LLMSURGE_API_KEY", "OPENAI_API_KEY"]
+        .into_iter()
+        .find(|v| std::env::var_os(v).is_some_and(|k| !k.is_empty()))?;
+    let origin = super::origin::Origin::Env(var);
+    Some(format!(
+        "{} holds an API key that will not reach the pods (the manifest never carries a key): pass --api-key-secret NAME[:KEY], a Kubernetes Secret holding it",
+        origin.describe()
+    ))
 }
 
 /// The whole output: header comment and YAML documents.

@@ -12,6 +12,7 @@ pub mod config;
 pub mod from_file;
 pub mod k8s;
 pub mod merge;
+pub mod origin;
 pub mod plot;
 pub mod repeat;
 pub mod resolve;

@@ -1235,9 +1235,12 @@ pub fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
     if let Some(key) = &api_key
         && reqwest::header::HeaderValue::from_str(key.expose()).is_err()
     {
-        return usage(
-            "--api-key (or LLMSURGE_API_KEY, OPENAI_API_KEY): not a valid HTTP header value (it holds a line break or another control character)",
-        );
+        let origin = super::origin::api_key(key.expose());
+        return usage(format!(
+            "the API key from {}: not a valid HTTP header value (it holds a line break or another control character); fix it or {}",
+            origin.describe(),
+            origin.how_to_drop()
+        ));
     }
     let mut plan = BackendPlan {
         request_format: request_format(args.target.request_format),
@@ -1301,6 +1304,22 @@ pub fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
     Ok(plan)
 }
 
+/// `headers.NAME` of `--backend-kwargs` (`raw`) against the API key `key`: where each
+/// came from (a key exported in a shell profile is easily forgotten) and how to drop it.
+fn key_conflict(name: &str, key: &str, raw: &str) -> String {
+    let origin = super::origin::api_key(key);
+    let headers = super::origin::of("--backend-kwargs", "LLMSURGE_BACKEND_KWARGS", raw);
+    let from = match headers {
+        super::origin::Origin::Flag(_) => String::new(),
+        other => format!(" from {}", other.describe()),
+    };
+    format!(
+        "headers.{name}{from} conflicts with the API key from {}; give one: {}, or drop the header",
+        origin.describe(),
+        origin.how_to_drop()
+    )
+}
+
 fn apply_backend_kwargs(plan: &mut BackendPlan, raw: &str) -> Result<(), UsageError> {
     let err = |m: String| UsageError(format!("--backend-kwargs: {m}"));
     let value: serde_json::Value =
@@ -1346,10 +1365,10 @@ fn apply_backend_kwargs(plan: &mut BackendPlan, raw: &str) -> Result<(), UsageEr
                                 "headers.{k}: not a valid HTTP header value (it holds a line break or another control character)"
                             )));
                         }
-                        if k.eq_ignore_ascii_case("authorization") && plan.api_key.is_some() {
-                            return Err(err(
-                                "headers.Authorization conflicts with --api-key; give one".into(),
-                            ));
+                        if let Some(key) = &plan.api_key
+                            && k.eq_ignore_ascii_case("authorization")
+                        {
+                            return Err(err(key_conflict(k, key.expose(), raw)));
                         }
                     }
                     plan.headers = pairs;

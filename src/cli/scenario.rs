@@ -25,7 +25,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
 ];
 
 /// The scenario named in `argv` (after `benchmark run`) or in the environment.
-fn requested(argv: &[String]) -> Option<String> {
+pub fn requested(argv: &[String]) -> Option<String> {
     let run_at = argv
         .windows(2)
         .position(|w| w[0] == "benchmark" && w[1] == "run")?;

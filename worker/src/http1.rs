@@ -717,21 +717,25 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, RequestError> {
             let mut headers = vec![httparse::EMPTY_HEADER; most];
             match parse_head_with(buf, &mut headers) {
                 Err(httparse::Error::TooManyHeaders) => Err(head_too_large()),
-                Err(e) => Err(malformed_head(e)),
+                Err(e) => Err(malformed_head(buf, e)),
                 Ok(head) => head,
             }
         }
-        Err(e) => Err(malformed_head(e)),
+        Err(e) => Err(malformed_head(buf, e)),
         Ok(Err(e)) => Err(e),
         Ok(Ok(head)) => Ok(head),
     }
 }
 
-fn malformed_head(e: httparse::Error) -> RequestError {
-    failure(
-        ErrorKind::MalformedResponse,
-        format!("malformed response head: {e}"),
-    )
+fn malformed_head(buf: &[u8], e: httparse::Error) -> RequestError {
+    // A TLS record (an alert or a handshake, version 3.x) where a status line belongs:
+    // an http:// URL to an HTTPS port. Said as the target check says it.
+    let message = if matches!(buf, [0x15 | 0x16, 0x03, ..]) {
+        llmsurge_proto::http::ConnectProblem::TlsOnPlainHttp.line()
+    } else {
+        format!("malformed response head: {e}")
+    };
+    failure(ErrorKind::MalformedResponse, message)
 }
 
 /// [`parse_head`] with room for `headers.len()` headers: the parser's own error apart,
@@ -1119,5 +1123,27 @@ mod tests {
             .err()
             .expect("refused");
         assert_eq!(bad.kind, ErrorKind::MalformedResponse);
+    }
+
+    #[test]
+    fn a_tls_alert_for_a_head_says_use_https() {
+        // What rustls answers a plain request with: an alert record, TLS 1.2's version.
+        let bad = parse_head(b"\x15\x03\x03\x00\x02\x02\x32")
+            .err()
+            .expect("refused");
+        assert_eq!(bad.kind, ErrorKind::MalformedResponse);
+        assert!(
+            bad.message.contains("use an https:// URL"),
+            "{}",
+            bad.message
+        );
+        let bad = parse_head(b"garbage garbage\r\n\r\n")
+            .err()
+            .expect("refused");
+        assert!(
+            bad.message.starts_with("malformed response head"),
+            "{}",
+            bad.message
+        );
     }
 }

@@ -1,0 +1,287 @@
+//! Messages that say where a value came from and what to do (issue 38): a key that
+//! conflicts or is refused names its source (a flag, `LLMSURGE_*`, `OPENAI_API_KEY`, a
+//! scenario) and how to drop it; `k8s job` warns of a key that would not reach the pods;
+//! a key that is not its certificate's, an `http://` URL to an HTTPS port and a host that
+//! does not resolve are each one line with the fix; logs written to a file carry no
+//! colour escapes. All against the real binary (and the real mock where a server is
+//! needed), exit 2 and one `error:` line where it is an error.
+
+use crate::engine::tls::{Leaf, Pki};
+use crate::scenario::Bench;
+use crate::support::{Finished, llmsurge, mock};
+use llmsurge::mock::MockConfig;
+use llmsurge_proto::Secret;
+
+/// The key every case uses: it must never be printed.
+const KEY: &str = "sk-shell-profile-7731";
+
+/// Exit 2, exactly one line on stderr, an `error:` holding every one of `needles`, and
+/// not the key.
+fn assert_one_error(code: i32, stderr: &str, needles: &[&str]) {
+    assert_eq!(code, 2, "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line expected: {stderr:?}");
+    assert!(lines[0].starts_with("error: "), "{}", lines[0]);
+    for needle in needles {
+        assert!(
+            lines[0].contains(needle),
+            "{needle:?} not in {:?}",
+            lines[0]
+        );
+    }
+    assert!(!stderr.contains(KEY), "the key was printed: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `benchmark run ARGS` with `env` set, to its end (a usage error ends it before any
+/// request).
+fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let out = llmsurge()
+        .args(["benchmark", "run", "--max-requests", "1"])
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("llmsurge runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Arguments, environment, and two words the line must hold: the source and the fix.
+type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str, &'a str);
+
+#[test]
+fn an_authorization_header_against_a_key_names_where_the_key_came_from() {
+    let header = r#"{"headers": {"Authorization": "Bearer mine"}}"#;
+    // Nothing listens there: the conflict is found before any request.
+    let target = ["--target", "http://127.0.0.1:9"];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = dir.path().join("team.json");
+    std::fs::write(&scenario, format!(r#"{{"api_key": "{KEY}"}}"#)).expect("write scenario");
+    let scenario = scenario.to_str().expect("a UTF-8 path");
+    let flag = format!("--api-key={KEY}");
+    let from_scenario = format!("the API key from --scenario {scenario} (its api_key)");
+    let drop_scenario = format!("remove api_key from --scenario {scenario}, or drop the header");
+    let cases: [Case; 4] = [
+        // The issue's case: a key exported in a shell profile, no --api-key typed.
+        (
+            vec!["--backend-kwargs", header],
+            vec![("OPENAI_API_KEY", KEY)],
+            "the API key from OPENAI_API_KEY (environment)",
+            "unset OPENAI_API_KEY, or drop the header",
+        ),
+        (
+            vec!["--backend-kwargs", header],
+            vec![("LLMSURGE_API_KEY", KEY)],
+            "the API key from LLMSURGE_API_KEY (environment)",
+            "unset LLMSURGE_API_KEY, or drop the header",
+        ),
+        (
+            vec!["--backend-kwargs", header, &flag],
+            vec![("OPENAI_API_KEY", "sk-other")],
+            "the API key from --api-key;",
+            "drop --api-key, or drop the header",
+        ),
+        (
+            vec!["--scenario", scenario],
+            vec![("LLMSURGE_BACKEND_KWARGS", header)],
+            &from_scenario,
+            &drop_scenario,
+        ),
+    ];
+    for (args, env, source, fix) in &cases {
+        let args: Vec<&str> = target.iter().copied().chain(args.iter().copied()).collect();
+        let (code, stderr) = run(&args, env);
+        assert_one_error(code, &stderr, &["headers.Authorization", source, fix]);
+        assert!(!stderr.contains("mine"), "{stderr}");
+    }
+    // The header's own source is named when it is not the flag.
+    let (_, stderr) = run(
+        &target,
+        &[("OPENAI_API_KEY", KEY), ("LLMSURGE_BACKEND_KWARGS", header)],
+    );
+    assert!(
+        stderr.contains("headers.Authorization from LLMSURGE_BACKEND_KWARGS (environment)"),
+        "{stderr}"
+    );
+
+    // A key that cannot be a header value names its source too.
+    let (code, stderr) = run(&target, &[("OPENAI_API_KEY", "sk-line\nbreak")]);
+    assert_one_error(
+        code,
+        &stderr,
+        &[
+            "the API key from OPENAI_API_KEY (environment)",
+            "unset OPENAI_API_KEY",
+        ],
+    );
+    assert!(!stderr.contains("sk-line"), "{stderr}");
+}
+
+#[test]
+fn a_refused_key_names_where_it_came_from() {
+    let server = mock(MockConfig {
+        require_api_key: Some(Secret::new("sk-the-right-one")),
+        ..MockConfig::instant()
+    });
+    let run = Bench::on(&server)
+        .max_requests(1)
+        .run_with_env(&[("OPENAI_API_KEY", KEY)]);
+    assert_one_error(
+        run.code(),
+        &run.stderr,
+        &[
+            "the API key from OPENAI_API_KEY (environment) was refused",
+            "--api-key",
+        ],
+    );
+    assert_eq!(server.stats().completed, 0);
+}
+
+/// `llmsurge k8s job` with `env`: exit code, stdout, stderr.
+fn k8s_job(extra: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = llmsurge()
+        .args([
+            "k8s",
+            "job",
+            "--now",
+            "1800000000",
+            "--image",
+            "reg/llmsurge:1",
+        ])
+        .args(extra)
+        .args(["--", "--target", "http://vllm:8000", "--max-seconds", "60"])
+        .envs(env.iter().copied())
+        .output()
+        .expect("llmsurge runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn k8s_job_warns_of_a_shell_key_that_would_not_reach_the_pods() {
+    for var in ["OPENAI_API_KEY", "LLMSURGE_API_KEY"] {
+        let (code, stdout, stderr) = k8s_job(&[], &[(var, KEY)]);
+        assert_eq!(code, 0, "{stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "one warning expected: {stderr:?}");
+        assert!(lines[0].starts_with("warning: "), "{}", lines[0]);
+        for needle in [var, "will not reach the pods", "--api-key-secret"] {
+            assert!(
+                lines[0].contains(needle),
+                "{needle:?} not in {:?}",
+                lines[0]
+            );
+        }
+        assert!(!stderr.contains(KEY), "{stderr}");
+        assert!(
+            !stdout.contains(KEY),
+            "the key is in the manifest: {stdout}"
+        );
+        assert!(stdout.contains("kind: Job"), "{stdout}");
+    }
+    // With the Secret named, or no key in the shell, nothing to say.
+    let (code, stdout, stderr) =
+        k8s_job(&["--api-key-secret", "llm-key"], &[("OPENAI_API_KEY", KEY)]);
+    assert_eq!((code, stderr.as_str()), (0, ""), "{stderr}");
+    assert!(!stdout.contains(KEY), "{stdout}");
+    let (code, _, stderr) = k8s_job(&[], &[]);
+    assert_eq!((code, stderr.as_str()), (0, ""), "{stderr}");
+}
+
+/// Exit 2 and one `error:` line holding every one of `needles`.
+fn assert_run_error(run: &Finished, needles: &[&str]) {
+    assert_one_error(run.code(), &run.stderr, needles);
+}
+
+#[test]
+fn a_client_key_that_is_not_the_certificates_names_both_files() {
+    let pki = Pki::new("pair");
+    let (cert, _) = pki.leaf(Leaf::Client, "client");
+    let (_, other_key) = pki.leaf(Leaf::Client, "other");
+    let (cert, other_key) = (
+        cert.to_str().expect("UTF-8 path"),
+        other_key.to_str().expect("UTF-8 path"),
+    );
+    // Found before anything is sent: nothing listens on the port.
+    let run = Bench::target("https://127.0.0.1:9")
+        .max_requests(1)
+        .arg("--client-cert", cert)
+        .arg("--client-key", other_key)
+        .run();
+    assert_run_error(
+        &run,
+        &[
+            &format!("--client-key {other_key} does not match --client-cert {cert}"),
+            "not a pair",
+        ],
+    );
+    assert!(!run.stderr.contains("builder error"), "{}", run.stderr);
+}
+
+#[test]
+fn an_http_url_to_an_https_port_says_use_https() {
+    let pki = Pki::new("plain-to-tls");
+    let (cert, key) = pki.leaf(Leaf::Server, "server");
+    let server = mock(MockConfig {
+        tls_cert: Some(cert),
+        tls_key: Some(key),
+        ..MockConfig::instant()
+    });
+    let url = server.base_url().replace("https://", "http://");
+    assert!(url.starts_with("http://"), "{url}");
+    let run = Bench::target(&url).max_requests(1).run();
+    assert_run_error(
+        &run,
+        &[
+            "answered an http:// request with TLS",
+            "use an https:// URL",
+        ],
+    );
+    assert!(
+        !run.stderr.contains("invalid HTTP version"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(server.stats().completed, 0);
+}
+
+#[test]
+fn a_host_that_does_not_resolve_is_one_line() {
+    // `.invalid` never resolves (RFC 6761); the connect timeout bounds a resolver that
+    // does not answer.
+    let run = Bench::target("http://no-such-host.invalid:8000")
+        .max_requests(1)
+        .arg("--connect-timeout", "5s")
+        .run();
+    assert_run_error(
+        &run,
+        &[
+            "cannot resolve host no-such-host.invalid",
+            "check the host name in the URL",
+        ],
+    );
+    assert!(!run.stderr.contains("dns error"), "{}", run.stderr);
+}
+
+#[test]
+fn debug_logs_written_to_a_pipe_carry_no_colour_escapes() {
+    // stderr is a pipe here, as `2> file` is a file: no terminal, so no colour.
+    let run = Bench::in_process_mock()
+        .max_requests(2)
+        .data("prompt_tokens=16,output_tokens=2")
+        .run_with_env(&[("LLMSURGE_LOG", "debug")]);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert!(
+        run.stderr.lines().count() > 5,
+        "debug lines expected: {}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains('\x1b'), "{:?}", run.stderr);
+    // Nor colour codes made visible (`\x1b[2m`) by the escaping of control characters.
+    assert!(!run.stderr.contains("\\x1b["), "{}", run.stderr);
+}
