@@ -13,10 +13,11 @@ use super::{AgentTraceFormat, CallGraph, detect};
 use crate::data::exact::PromptBuilder;
 use crate::data::table::TableFileGuard;
 use llmsurge_proto::seed::derive_seed;
-use llmsurge_proto::{AgentTraceSpec, Arrivals, Schedule, TokenizerRef};
+use llmsurge_proto::{AgentNames, AgentTraceSpec, Arrivals, Schedule, TokenizerRef, TraceNames};
 use llmsurge_worker::{Message, PreparedRequest, Prompt, RequestSource, SessionPlan, Turn};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Bumped when the table's shape changes.
 const TABLE_VERSION: u32 = 1;
@@ -32,7 +33,7 @@ struct GraphFile {
 /// What the report's args say about the traces read.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AgentTraceSummary {
-    /// `otlp` or `flat`.
+    /// `otlp`, `flat` or `weka`.
     pub format: &'static str,
     /// Traces (agent tasks).
     pub traces: u64,
@@ -40,6 +41,58 @@ pub struct AgentTraceSummary {
     pub calls: u64,
     /// Recorded time from the first trace's first call to the last trace's, seconds.
     pub span_s: f64,
+    /// Whether the traces start over after the last one (see [`plan_passes`]).
+    pub repeated: bool,
+    /// The traces' ids and their calls' names, for the report.
+    #[serde(skip)]
+    pub names: Arc<AgentNames>,
+}
+
+/// Decides whether the traces of a replay at `--rate starts_per_s` repeat, as a dataset
+/// repeats when a run asks for more than one pass (`--data-oversample auto`): a
+/// `--max-seconds` run that would start more traces than the file holds, or a
+/// `--max-requests` beyond its calls. Returns the line that says so, or, for a timed
+/// replay at the recorded starts that the file cannot fill, the line saying how many
+/// traces it held and how to keep the load up.
+pub fn plan_passes(
+    spec: &mut AgentTraceSpec,
+    summary: &mut AgentTraceSummary,
+    path: &Path,
+    starts_per_s: Option<f64>,
+    max_seconds: Option<std::time::Duration>,
+    max_requests: Option<u64>,
+) -> Option<String> {
+    let traces = plural(summary.traces, "trace");
+    let calls = plural(summary.calls, "call");
+    let file = path.display();
+    match starts_per_s {
+        Some(rate) => {
+            let timed = max_seconds.is_some_and(|s| rate * s.as_secs_f64() > summary.traces as f64);
+            let counted = max_requests.is_some_and(|n| n > summary.calls);
+            if !(timed || counted) {
+                return None;
+            }
+            spec.repeat = true;
+            summary.repeated = true;
+            let limit = match max_seconds {
+                Some(s) if timed => format!("--max-seconds {}", s.as_secs_f64()),
+                _ => format!("--max-requests {}", max_requests.unwrap_or_default()),
+            };
+            Some(format!(
+                "note: --data {file} holds {traces} ({calls}): repeated from the first for {limit} at --rate {rate} (the report names each trace's pass)"
+            ))
+        }
+        None => max_seconds.map(|s| {
+            format!(
+                "note: --data {file} holds {traces} ({calls}), each sent once at its recorded start: the run ends when the last one ends, before --max-seconds {} if that comes first; --rate R starts R traces a second and repeats the file for the whole time",
+                s.as_secs_f64()
+            )
+        }),
+    }
+}
+
+fn plural(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 /// Whether `path` is an agent trace, by its content (a JSON or JSONL file).
@@ -72,8 +125,8 @@ fn graphs_of(
             .find(|c| c.genai.messages.is_none() && c.genai.input_tokens.is_none())
         {
             return Err(format!(
-                "trace {}, span {}: neither gen_ai.usage.input_tokens nor recorded messages: its prompt cannot be made",
-                g.trace, c.span
+                "{}neither gen_ai.usage.input_tokens nor recorded messages: its prompt cannot be made",
+                super::at(&g.trace, Some(&c.span))
             ));
         }
     }
@@ -92,6 +145,16 @@ fn graphs_of(
         traces: graphs.len() as u64,
         calls: graphs.iter().map(|g| g.calls.len() as u64).sum(),
         span_s: (last - first) as f64 / 1e9,
+        repeated: false,
+        names: Arc::new(AgentNames {
+            traces: graphs
+                .iter()
+                .map(|g| TraceNames {
+                    id: g.trace.clone(),
+                    calls: g.calls.iter().map(|c| c.name.clone()).collect(),
+                })
+                .collect(),
+        }),
     };
     Ok((summary, graphs))
 }
@@ -122,6 +185,8 @@ pub fn builder(tokenizer: &TokenizerRef) -> Result<PromptBuilder, String> {
 #[derive(Debug)]
 pub struct AgentTraceSource {
     graphs: Vec<CallGraph>,
+    /// Session `i` is graph `i % graphs` rather than none past the last.
+    repeat: bool,
     builder: Option<PromptBuilder>,
     seed: u64,
     /// `--time-scale`: multiplies every gap.
@@ -132,7 +197,9 @@ impl AgentTraceSource {
     /// Loads the graphs of `spec`; `schedule` gives the time scale of the gaps.
     pub fn open(spec: &AgentTraceSpec, schedule: &Schedule) -> Result<Self, String> {
         let graphs = read_table(&spec.path)?;
-        Self::new(graphs, &spec.tokenizer, spec.seed, schedule)
+        let mut source = Self::new(graphs, &spec.tokenizer, spec.seed, schedule)?;
+        source.repeat = spec.repeat;
+        Ok(source)
     }
 
     fn new(
@@ -155,6 +222,7 @@ impl AgentTraceSource {
         };
         Ok(Self {
             graphs,
+            repeat: false,
             builder,
             seed,
             time_scale,
@@ -230,7 +298,9 @@ impl RequestSource for AgentTraceSource {
     }
 
     fn session(&mut self, id: u64) -> Result<Option<SessionPlan>, String> {
-        let Some(g) = usize::try_from(id).ok().and_then(|i| self.graphs.get(i)) else {
+        let n = self.graphs.len() as u64;
+        let index = if self.repeat && n > 0 { id % n } else { id };
+        let Some(g) = usize::try_from(index).ok().and_then(|i| self.graphs.get(i)) else {
             return Ok(None);
         };
         let prompts = self
