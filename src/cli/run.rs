@@ -63,9 +63,13 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
         &mut data.summary.agent_traces,
         &plan.data.source,
     ) {
-        let starts_per_s = match &plan.profile_plan {
+        let starts = match &plan.profile_plan {
             ProfilePlan::Fixed { strategies } => strategies.iter().find_map(|s| match s {
-                Strategy::Replay { starts_per_s, .. } => *starts_per_s,
+                Strategy::Replay {
+                    starts_per_s,
+                    time_scale,
+                    ..
+                } => Some((*starts_per_s, *time_scale)),
                 _ => None,
             }),
             _ => None,
@@ -74,7 +78,7 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
             spec,
             summary,
             path,
-            starts_per_s,
+            starts.unwrap_or((None, 1.0)),
             plan.limits.max_seconds,
             plan.limits.max_requests,
         ) {

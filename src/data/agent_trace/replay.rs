@@ -52,13 +52,13 @@ pub struct AgentTraceSummary {
 /// repeats when a run asks for more than one pass (`--data-oversample auto`): a
 /// `--max-seconds` run that would start more traces than the file holds, or a
 /// `--max-requests` beyond its calls. Returns the line that says so, or, for a timed
-/// replay at the recorded starts that the file cannot fill, the line saying how many
-/// traces it held and how to keep the load up.
+/// replay at the recorded starts (× `time_scale`) whose last trace starts before the
+/// time is up, the line saying how many traces it held and how to keep the load up.
 pub fn plan_passes(
     spec: &mut AgentTraceSpec,
     summary: &mut AgentTraceSummary,
     path: &Path,
-    starts_per_s: Option<f64>,
+    (starts_per_s, time_scale): (Option<f64>, f64),
     max_seconds: Option<std::time::Duration>,
     max_requests: Option<u64>,
 ) -> Option<String> {
@@ -82,12 +82,14 @@ pub fn plan_passes(
                 "note: --data {file} holds {traces} ({calls}): repeated from the first for {limit} at --rate {rate} (the report names each trace's pass)"
             ))
         }
-        None => max_seconds.map(|s| {
-            format!(
-                "note: --data {file} holds {traces} ({calls}), each sent once at its recorded start: the run ends when the last one ends, before --max-seconds {} if that comes first; --rate R starts R traces a second and repeats the file for the whole time",
-                s.as_secs_f64()
-            )
-        }),
+        None => max_seconds
+            .filter(|s| summary.span_s * time_scale < s.as_secs_f64())
+            .map(|s| {
+                format!(
+                    "note: --data {file} holds {traces} ({calls}), each sent once at its recorded start: the run ends after the last one (or at --max-seconds {}, if sooner); --rate R starts R traces a second and repeats the file for the whole time",
+                    s.as_secs_f64()
+                )
+            }),
     }
 }
 
@@ -378,5 +380,49 @@ mod tests {
         assert_eq!(plan.turns[1].think_ns, 500);
         assert_eq!(plan.turns[1].after, Some(vec![0]));
         assert_eq!(plan.turns[1].request.max_tokens, Some(5));
+    }
+
+    #[test]
+    fn a_file_repeats_only_when_a_run_at_a_rate_needs_more_than_it_holds() {
+        let text = FLAT.replace('\n', "");
+        let (summary, _) = graphs_of(&text, AgentTraceFormat::Flat).expect("graphs");
+        let tok = TokenizerRef::Builtin(crate::data::tokenizer::DEFAULT_PROCESSOR.into());
+        let decide = |starts: (Option<f64>, f64), secs: Option<u64>, requests: Option<u64>| {
+            let mut spec = AgentTraceSpec {
+                path: "t".into(),
+                traces: 1,
+                calls: 2,
+                seed: 1,
+                tokenizer: tok.clone(),
+                repeat: false,
+            };
+            let mut summary = summary.clone();
+            let line = plan_passes(
+                &mut spec,
+                &mut summary,
+                Path::new("t.jsonl"),
+                starts,
+                secs.map(std::time::Duration::from_secs),
+                requests,
+            );
+            assert_eq!(spec.repeat, summary.repeated);
+            (spec.repeat, line)
+        };
+        // One trace at 4 a second for 30 s: repeated, and said.
+        let (repeat, line) = decide((Some(4.0), 1.0), Some(30), None);
+        assert!(repeat);
+        assert!(
+            line.expect("a note")
+                .contains("holds 1 trace (2 calls): repeated")
+        );
+        // A rate slow enough for one trace, or no limit asking for more: once, silently.
+        assert_eq!(decide((Some(0.01), 1.0), Some(30), None), (false, None));
+        assert_eq!(decide((Some(4.0), 1.0), None, Some(2)), (false, None));
+        assert!(decide((Some(4.0), 1.0), None, Some(3)).0);
+        // At the recorded starts: never repeated; a timed run the file cannot fill says
+        // how many traces it held.
+        let (repeat, line) = decide((None, 1.0), Some(30), None);
+        assert!(!repeat);
+        assert!(line.expect("a note").contains("each sent once"));
     }
 }
