@@ -40,6 +40,8 @@ struct TraceTrack {
 #[derive(Clone, Debug, Default)]
 pub struct AgentBook {
     traces: BTreeMap<u64, TraceTrack>,
+    /// The traces' ids and calls' names (absent: rows by index only).
+    pub names: Option<std::sync::Arc<llmsurge_proto::AgentNames>>,
 }
 
 impl AgentBook {
@@ -78,7 +80,23 @@ impl AgentBook {
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (&id, t) in &self.traces {
             r.traces += 1;
-            let row = trace_row(id, t);
+            let mut row = trace_row(id, t);
+            if let Some((names, pass)) = self.names.as_ref().and_then(|n| n.trace(id)) {
+                row.id.clone_from(&names.id);
+                row.pass = pass;
+                row.critical_path.spans = row
+                    .critical_path
+                    .calls
+                    .iter()
+                    .map(|&k| {
+                        names
+                            .calls
+                            .get(k as usize)
+                            .cloned()
+                            .unwrap_or_else(|| k.to_string())
+                    })
+                    .collect();
+            }
             match row.outcome {
                 TraceOutcome::Completed => {
                     r.completed += 1;
@@ -147,6 +165,8 @@ fn trace_row(id: u64, t: &TraceTrack) -> TraceRow {
     path.calls.reverse();
     TraceRow {
         trace: id,
+        id: id.to_string(),
+        pass: 1,
         calls: t.calls_planned,
         calls_completed: u32::try_from(done).unwrap_or(u32::MAX),
         outcome,
@@ -176,6 +196,10 @@ pub enum TraceOutcome {
 pub struct CriticalPath {
     /// The calls (indices in the trace, by recorded start), in order.
     pub calls: Vec<u32>,
+    /// The same calls by name: each span's name (with its id when another call of the
+    /// trace shares the name), or a WEKA request's place (`req 1.0`).
+    #[serde(default)]
+    pub spans: Vec<String>,
     /// Waiting on the server: each path call's send to its end, summed.
     pub server_ms: f64,
     /// The recorded tool and think time (the gaps, as scaled) along the path.
@@ -185,8 +209,15 @@ pub struct CriticalPath {
 /// One trace (agent task).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceRow {
-    /// The trace's index (in order of recorded start).
+    /// The trace's index (in order of recorded start; past the file's last trace when
+    /// a repeated file starts over): the request log's `session`.
     pub trace: u64,
+    /// The trace's own id, from the file.
+    #[serde(default)]
+    pub id: String,
+    /// Which pass over the file it was, from 1 (above 1 only when the file repeats).
+    #[serde(default = "first_pass")]
+    pub pass: u64,
     /// Its calls.
     pub calls: u32,
     /// Its calls that completed.
@@ -197,6 +228,10 @@ pub struct TraceRow {
     pub duration_ms: f64,
     /// Its critical path.
     pub critical_path: CriticalPath,
+}
+
+fn first_pass() -> u64 {
+    1
 }
 
 /// The report's agent-trace section.

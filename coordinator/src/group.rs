@@ -115,6 +115,9 @@ pub struct BenchmarkPlan {
     pub gpu_metrics: Option<crate::gpu::GpuConfig>,
     /// `--until-precise`: stop once every figure's interval is this tight.
     pub precision: Option<crate::precision::PrecisionSpec>,
+    /// Agent traces: their ids and calls' names, for the report (the workers' data
+    /// knows them by index only).
+    pub agent_names: Option<std::sync::Arc<llmsurge_proto::AgentNames>>,
 }
 
 impl BenchmarkPlan {
@@ -434,6 +437,7 @@ pub async fn run_benchmark(
         .map(crate::prefill::PrefillWaits::new);
     state.goodput = plan.goodput;
     state.window = plan.window;
+    state.agent_traces.names.clone_from(&plan.agent_names);
     if let Some(lora) = &plan.worker_template.lora {
         state.set_models(lora);
     }

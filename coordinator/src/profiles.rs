@@ -958,6 +958,7 @@ mod capacity_tests {
                 cache_reset: None,
                 gpu_metrics: None,
                 precision: None,
+                agent_names: None,
             },
             workers: None,
             cores: 2,

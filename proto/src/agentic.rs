@@ -64,6 +64,34 @@ impl CancelSpec {
     }
 }
 
+/// What agent traces call themselves, for the report: each trace's own id and its
+/// calls' names, by the trace's index (by recorded start) and the call's index in it.
+/// The coordinator keeps it beside the benchmark's plan; the workers never see it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AgentNames {
+    /// Per trace, by index.
+    pub traces: Vec<TraceNames>,
+}
+
+/// One trace's names.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TraceNames {
+    /// The trace's own id (the file's `traceId`, `trace_id` or WEKA `id`).
+    pub id: String,
+    /// Its calls' names, by call index.
+    pub calls: Vec<String>,
+}
+
+impl AgentNames {
+    /// The trace of session `session` (a repeated file's sessions go round it again),
+    /// and which pass over the file it is, from 1.
+    pub fn trace(&self, session: u64) -> Option<(&TraceNames, u64)> {
+        let n = self.traces.len() as u64;
+        let t = self.traces.get(usize::try_from(session % n.max(1)).ok()?)?;
+        Some((t, session / n.max(1) + 1))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

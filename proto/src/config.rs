@@ -546,6 +546,10 @@ pub struct AgentTraceSpec {
     pub seed: u64,
     /// The tokenizer synthetic prompt lengths are exact under.
     pub tokenizer: TokenizerRef,
+    /// Whether the traces start over after the last one (a timed run at `--rate`
+    /// that needs more traces than the file holds): session `i` is trace `i % traces`.
+    #[serde(default)]
+    pub repeat: bool,
 }
 
 /// Where request payloads come from.
@@ -603,7 +607,7 @@ impl DataSpec {
             DataSpec::Synthetic(s) => (s.samples?, s.sampling),
             DataSpec::Table(t) => (t.requests.unwrap_or(t.rows), t.sampling),
             DataSpec::Trace(t) => return Some(t.rows),
-            DataSpec::AgentTrace(t) => return Some(t.calls),
+            DataSpec::AgentTrace(t) => return (!t.repeat).then_some(t.calls),
         };
         (!sampling.oversample).then_some(len)
     }

@@ -31,7 +31,7 @@ pub mod redact;
 pub mod seed;
 pub mod shm;
 
-pub use agentic::{CancelAfter, CancelAt, CancelSpec};
+pub use agentic::{AgentNames, CancelAfter, CancelAt, CancelSpec, TraceNames};
 pub use clock::{ClockAnchor, MonoNanos};
 pub use config::{
     AgentTraceSpec, Arrivals, BackendConfig, ClientBehaviour, DataSpec, ImageFormat, LoraModel,

@@ -38,7 +38,7 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
     );
     // Data errors (files, rows, tokenizers) are input errors: found before anything starts.
     let data_started = std::time::Instant::now();
-    let data = match crate::data::prepare(
+    let mut data = match crate::data::prepare(
         &plan.data,
         plan.limits.max_seconds,
         plan.limits.max_requests,
@@ -53,6 +53,39 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
         tokenizer = %data.summary.tokenizer,
         "data prepared"
     );
+    // Agent traces at a rate repeat when a timed run needs more than the file holds.
+    if let (
+        DataSpec::AgentTrace(spec),
+        Some(summary),
+        crate::data::DataSource::AgentTrace { path },
+    ) = (
+        &mut data.spec,
+        &mut data.summary.agent_traces,
+        &plan.data.source,
+    ) {
+        let starts = match &plan.profile_plan {
+            ProfilePlan::Fixed { strategies } => strategies.iter().find_map(|s| match s {
+                Strategy::Replay {
+                    starts_per_s,
+                    time_scale,
+                    ..
+                } => Some((*starts_per_s, *time_scale)),
+                _ => None,
+            }),
+            _ => None,
+        };
+        if let Some(line) = crate::data::agent_trace::replay::plan_passes(
+            spec,
+            summary,
+            path,
+            starts.unwrap_or((None, 1.0)),
+            plan.limits.max_seconds,
+            plan.limits.max_requests,
+        ) {
+            crate::stdout::eprintln(&line);
+        }
+        data.summary.oversample = summary.repeated;
+    }
     // A finite dataset is split like --max-requests: every shard needs a row.
     if let Some(len) = data.spec.dataset_len()
         && plan.shard.is_split()
@@ -228,6 +261,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         Ok(t) => t,
         Err(UsageError(message)) => return super::usage_error(&message),
     };
+    template.base.agent_names = data.summary.agent_traces.as_ref().map(|a| a.names.clone());
     // Before any load: the run's own body shape once, so a strict server's refusal is
     // found now; the probe is marked and counts in no benchmark.
     let probed = match crate::target::probe(
@@ -677,6 +711,7 @@ fn plan_template(
         cache_reset: None,
         gpu_metrics: None,
         precision: plan.precision.clone(),
+        agent_names: None,
     };
     Ok(PlanTemplate {
         base,

@@ -609,6 +609,8 @@ fn prepare_agent_traces(
             calls: summary.calls,
             seed: plan.seed,
             tokenizer: tok_ref.clone(),
+            // Decided with the schedule (`replay::plan_passes`).
+            repeat: false,
         }),
         summary: DataSummary {
             kind: "agent_trace",

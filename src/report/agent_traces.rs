@@ -40,7 +40,10 @@ pub const TRACE_HEADERS: [&str; 8] = [
 pub const TRACES_SHOWN: usize = 20;
 
 /// The line under the tables.
-pub const HINT: &str = "Agent traces replayed as graphs: per trace, the time from its first call's send to its last call's end, and its critical path (the calls, by index, each the one whose end made the next due, ending at the call that ended last), split into waiting on the server (each path call's send to end) and the recorded tool and think time (the gaps, as scaled); the rest is the client's lateness.";
+pub const HINT: &str = "Agent traces replayed as graphs: per trace (by its id in the file), the time from its first call's send to its last call's end, and its critical path (the calls, by span name, each the one whose end made the next due, ending at the call that ended last), split into waiting on the server (each path call's send to end) and the recorded tool and think time (the gaps, as scaled); the rest is the client's lateness.";
+
+/// Ids longer than this are shown by their start and end (the JSON has them whole).
+const ID_SHOWN: usize = 20;
 
 pub use super::cells::Row;
 
@@ -82,10 +85,43 @@ fn outcome(o: TraceOutcome) -> &'static str {
     }
 }
 
+/// A trace's id as shown in a table: a long one (an OTLP id is 32 hex digits) by its
+/// first 12 and last 4 characters, `4bf92f3577b3…4736`, and its pass over a repeated
+/// file after it; control characters made visible.
+fn shown_id(t: &TraceRow) -> String {
+    let id = if t.id.is_empty() {
+        // A report from before trace ids were kept.
+        t.trace.to_string()
+    } else {
+        let chars: Vec<char> = t.id.chars().collect();
+        if chars.len() > ID_SHOWN {
+            let head: String = chars[..12].iter().collect();
+            let tail: String = chars[chars.len() - 4..].iter().collect();
+            format!("{head}…{tail}")
+        } else {
+            t.id.clone()
+        }
+    };
+    let id = llmsurge_proto::inert::terminal(&id).into_owned();
+    if t.pass > 1 {
+        format!("{id} (pass {})", t.pass)
+    } else {
+        id
+    }
+}
+
 fn trace_cells(t: &TraceRow) -> Vec<String> {
-    let path: Vec<String> = t.critical_path.calls.iter().map(u32::to_string).collect();
+    let path: Vec<String> = if t.critical_path.spans.len() == t.critical_path.calls.len() {
+        t.critical_path
+            .spans
+            .iter()
+            .map(|s| llmsurge_proto::inert::terminal(s).into_owned())
+            .collect()
+    } else {
+        t.critical_path.calls.iter().map(u32::to_string).collect()
+    };
     vec![
-        t.trace.to_string(),
+        shown_id(t),
         outcome(t.outcome).to_string(),
         format!("{}/{}", t.calls_completed, t.calls),
         super::num(t.duration_ms),

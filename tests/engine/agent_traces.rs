@@ -160,7 +160,7 @@ fn replay(trace: &Path) -> (HashMap<&'static str, Seen>, tempfile::TempDir) {
     server.stop();
     assert_eq!(finished.code(), 0, "{}", finished.stderr);
     assert!(
-        finished.stdout.contains("Agent traces") && finished.stdout.contains("0 → "),
+        finished.stdout.contains("Agent traces") && finished.stdout.contains("plan → "),
         "{}",
         finished.stdout
     );
@@ -341,9 +341,9 @@ fn malformed_agent_traces_are_one_line_naming_the_trace_and_the_span() {
     missing[3].1 = Some("nowhere");
     let no_calls: Vec<Row> = FIXTURE.iter().map(|r| (r.0, r.1, r.2, r.3, None)).collect();
     for (name, text, names) in [
-        ("cycle.json", otlp(&cycle), "trace t1, span "),
-        ("missing.jsonl", flat(&missing), "trace t1, span c1"),
-        ("none.jsonl", flat(&no_calls), "trace t1, span -"),
+        ("cycle.json", otlp(&cycle), " of trace t1: "),
+        ("missing.jsonl", flat(&missing), "span c1 of trace t1: "),
+        ("none.jsonl", flat(&no_calls), "trace t1: "),
     ] {
         let path = write(dir.path(), name, &text);
         let finished = Bench::on(&server)

@@ -14,7 +14,7 @@ pub fn read(text: &str) -> Result<Vec<Trace>, String> {
             continue;
         }
         let at = |e: String| format!("line {}: {e}", n + 1);
-        let v: Value = serde_json::from_str(line).map_err(|e| at(format!("not JSON ({e})")))?;
+        let v: Value = serde_json::from_str(line).map_err(|e| super::json_error(&e, line, n))?;
         let id = v
             .get("trace_id")
             .or_else(|| v.get("traceId"))
@@ -28,7 +28,9 @@ pub fn read(text: &str) -> Result<Vec<Trace>, String> {
             .iter()
             .map(read_span)
             .collect::<Result<_, _>>()
-            .map_err(|e| at(format!("trace {id}: {e}")))?;
+            .map_err(|(span, e): (Option<String>, String)| {
+                at(format!("{}{e}", super::at(&id, span.as_deref())))
+            })?;
         traces.push(Trace { id, spans });
     }
     Ok(traces)
@@ -43,21 +45,26 @@ fn time(v: &Value, keys: [&str; 2]) -> Result<u64, String> {
     Err(format!("a span without {}", keys[0]))
 }
 
-fn read_span(v: &Value) -> Result<Span, String> {
+/// A span, or its id (when it has one) and why it cannot be read.
+fn read_span(v: &Value) -> Result<Span, (Option<String>, String)> {
     let id = v
         .get("span_id")
         .and_then(Value::as_str)
-        .ok_or("a span without span_id")?
+        .ok_or((None, "a span without span_id".to_string()))?
         .to_string();
+    let fail = |e: String| (Some(id.clone()), e);
     let genai = match v.get("attributes") {
         Some(Value::Object(map)) => genai_of(map.iter().map(|(k, v)| {
             let value = match v {
                 Value::String(s) => AttrValue::Str(s.clone()),
-                Value::Number(n) => n.as_i64().map_or(AttrValue::Other, AttrValue::Int),
-                _ => AttrValue::Other,
+                Value::Number(n) => n
+                    .as_i64()
+                    .map_or_else(|| AttrValue::Other(n.to_string()), AttrValue::Int),
+                other => AttrValue::Other(other.to_string()),
             };
             (k.as_str(), value)
-        })),
+        }))
+        .map_err(fail)?,
         _ => None,
     };
     let times = (
@@ -65,5 +72,5 @@ fn read_span(v: &Value) -> Result<Span, String> {
         time(v, ["end_time", "end_time_unix_nano"]),
     );
     let parent = v.get("parent_span_id").and_then(Value::as_str);
-    Span::read(v, id, parent, times, genai)
+    Span::read(v, id.clone(), parent, times, genai).map_err(fail)
 }

@@ -41,7 +41,7 @@ pub struct Span {
 
 impl Span {
     /// A span read from `v` with the id, parent, times and GenAI attributes its form
-    /// found; a time that could not be read names the span.
+    /// found; a time that could not be read is its error (the caller names the span).
     fn read(
         v: &serde_json::Value,
         id: String,
@@ -49,15 +49,14 @@ impl Span {
         times: (Result<u64, String>, Result<u64, String>),
         genai: Option<GenAi>,
     ) -> Result<Self, String> {
-        let at = |e: String| format!("span {id}: {e}");
         Ok(Span {
             name: v
                 .get("name")
                 .and_then(serde_json::Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
-            start_ns: times.0.map_err(at)?,
-            end_ns: times.1.map_err(at)?,
+            start_ns: times.0?,
+            end_ns: times.1?,
             parent: parent.filter(|p| !p.is_empty()).map(str::to_string),
             id,
             genai,
@@ -90,25 +89,55 @@ pub struct GenAi {
     pub messages: Option<Vec<RecordedMessage>>,
 }
 
+/// The JSON documents of a trace file: the whole file when it is one, else one per
+/// non-empty line (an exporter that appends a document per batch). A file is read as
+/// lines only when its first line is a whole document: a pretty-printed file that does
+/// not parse is reported at the line and column of the file where it broke.
+fn json_documents(text: &str) -> Result<Vec<serde_json::Value>, String> {
+    let whole = match serde_json::from_str(text) {
+        Ok(doc) => return Ok(vec![doc]),
+        Err(e) => e,
+    };
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .peekable();
+    let first_is_document = lines
+        .peek()
+        .is_some_and(|(_, l)| serde_json::from_str::<serde_json::Value>(l).is_ok());
+    if !first_is_document {
+        return Err(json_error(&whole, text, 0));
+    }
+    lines
+        .map(|(n, l)| serde_json::from_str(l).map_err(|e| json_error(&e, l, n)))
+        .collect()
+}
+
+/// A JSON error at its line and column in the file: `line 7, column 3: not JSON (…)`;
+/// `line_offset` is the line the parsed `text` started on (0 for the whole file). A file
+/// that ends too soon is placed at its last character, not on the empty line after it.
+fn json_error(e: &serde_json::Error, text: &str, line_offset: usize) -> String {
+    let full = e.to_string();
+    let what = full
+        .strip_suffix(&format!(" at line {} column {}", e.line(), e.column()))
+        .unwrap_or(&full);
+    let (line, column) = if e.is_eof() {
+        let kept = text.trim_end();
+        let last = kept.rsplit('\n').next().unwrap_or_default();
+        (kept.matches('\n').count() + 1, last.chars().count())
+    } else {
+        (e.line(), e.column())
+    };
+    format!(
+        "line {}, column {column}: not JSON ({what})",
+        line + line_offset
+    )
+}
+
 /// Messages from a JSON attribute: `[{"role", "content"}]` or the semantic
 /// conventions' `[{"role", "parts": [{"type": "text", "content"}]}]`; a plain string
 /// is one user message.
-/// The JSON documents of a trace file: the whole file when it is one, else one per
-/// non-empty line (an exporter that appends a document per batch).
-fn json_documents(text: &str) -> Result<Vec<serde_json::Value>, String> {
-    match serde_json::from_str(text) {
-        Ok(doc) => Ok(vec![doc]),
-        Err(_) => text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(n, l)| {
-                serde_json::from_str(l).map_err(|e| format!("line {}: not JSON ({e})", n + 1))
-            })
-            .collect(),
-    }
-}
-
 fn messages_of(text: &str) -> Option<Vec<RecordedMessage>> {
     let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(text)
     else {
@@ -152,20 +181,44 @@ pub enum AttrValue {
     Str(String),
     /// An integer.
     Int(i64),
-    /// Anything else (kept out of the graph).
-    Other,
+    /// Anything else, as written in the file (JSON): kept out of the graph, named in
+    /// the error when an attribute the graph needs has it.
+    Other(String),
 }
 
-/// The GenAI part of a span's attributes, when it is a call.
-pub fn genai_of<'a>(attrs: impl IntoIterator<Item = (&'a str, AttrValue)>) -> Option<GenAi> {
+/// A token count attribute's value, or why it is not one (naming the attribute).
+fn token_count(key: &str, v: &AttrValue) -> Result<u32, String> {
+    let (shown, n) = match v {
+        AttrValue::Int(n) => (n.to_string(), Some(*n)),
+        AttrValue::Str(s) => (
+            serde_json::Value::from(s.as_str()).to_string(),
+            s.trim().parse().ok(),
+        ),
+        AttrValue::Other(raw) => (raw.clone(), None),
+    };
+    match n {
+        Some(n) => u32::try_from(n).map_err(|_| format!("{key} is {shown}, not a token count")),
+        None => Err(format!("{key} is {shown}, not an integer")),
+    }
+}
+
+/// The GenAI part of a span's attributes, when it is a call; a call whose token count
+/// is not one is an error naming the attribute and its value.
+pub fn genai_of<'a>(
+    attrs: impl IntoIterator<Item = (&'a str, AttrValue)>,
+) -> Result<Option<GenAi>, String> {
     let mut g = GenAi::default();
     let mut is_call = false;
     // `gen_ai.prompt.N.role` / `.content`, by N.
     let mut indexed: BTreeMap<u32, (Option<String>, Option<String>)> = BTreeMap::new();
-    let tokens = |v: &AttrValue| match v {
-        AttrValue::Int(n) => u32::try_from(*n).ok(),
-        AttrValue::Str(s) => s.parse().ok(),
-        AttrValue::Other => None,
+    // The first bad token count: an error only when the span is a call.
+    let mut bad: Option<String> = None;
+    let mut tokens = |key: &str, v: &AttrValue| match token_count(key, v) {
+        Ok(n) => Some(n),
+        Err(e) => {
+            bad.get_or_insert(e);
+            None
+        }
     };
     for (key, value) in attrs {
         match key {
@@ -180,8 +233,14 @@ pub fn genai_of<'a>(attrs: impl IntoIterator<Item = (&'a str, AttrValue)>) -> Op
                     g.model = Some(m);
                 }
             }
-            "gen_ai.usage.input_tokens" => g.input_tokens = tokens(&value),
-            "gen_ai.usage.output_tokens" => g.output_tokens = tokens(&value),
+            "gen_ai.usage.input_tokens" | "gen_ai.usage.output_tokens" => {
+                let n = tokens(key, &value);
+                if key.ends_with("input_tokens") {
+                    g.input_tokens = n;
+                } else {
+                    g.output_tokens = n;
+                }
+            }
             "gen_ai.input.messages" | "gen_ai.prompt" => {
                 if let AttrValue::Str(text) = &value {
                     g.messages = messages_of(text);
@@ -217,7 +276,13 @@ pub fn genai_of<'a>(attrs: impl IntoIterator<Item = (&'a str, AttrValue)>) -> Op
         )
         .filter(|m: &Vec<RecordedMessage>| !m.is_empty());
     }
-    is_call.then_some(g)
+    if !is_call {
+        return Ok(None);
+    }
+    match bad {
+        Some(e) => Err(e),
+        None => Ok(Some(g)),
+    }
 }
 
 /// A trace as read: its id and spans, in any order.
@@ -231,14 +296,22 @@ pub struct Trace {
 
 /// A trace that cannot be replayed: one line naming the trace and the span.
 #[derive(Debug, PartialEq, thiserror::Error)]
-#[error("trace {trace}, span {span}: {reason}")]
+#[error("{}{reason}", at(trace, span.as_deref()))]
 pub struct GraphError {
     /// The trace id.
     pub trace: String,
-    /// The span id (or `-` when the trace as a whole is at fault).
-    pub span: String,
+    /// The span id (`None` when the trace as a whole is at fault).
+    pub span: Option<String>,
     /// What is wrong.
     pub reason: String,
+}
+
+/// Where an error is: `span S of trace T: `, or `trace T: ` for the whole trace.
+pub fn at(trace: &str, span: Option<&str>) -> String {
+    match span {
+        Some(s) => format!("span {s} of trace {trace}: "),
+        None => format!("trace {trace}: "),
+    }
 }
 
 /// One LLM call of a graph.
@@ -246,6 +319,10 @@ pub struct GraphError {
 pub struct Call {
     /// Its span id.
     pub span: String,
+    /// What the report calls it: the span's name (with its id when another call of
+    /// the trace has the same name), or a WEKA request's place in its conversation.
+    #[serde(default)]
+    pub name: String,
     /// Its recorded start, ns after the trace's first call started.
     pub offset_ns: u64,
     /// Its recorded duration, ns.
@@ -281,7 +358,7 @@ impl CallGraph {
     pub fn build(trace: &Trace) -> Result<Self, GraphError> {
         let fail = |span: &str, reason: String| GraphError {
             trace: trace.id.clone(),
-            span: span.to_string(),
+            span: Some(span.to_string()),
             reason,
         };
         let mut index: HashMap<&str, usize> = HashMap::new();
@@ -351,11 +428,12 @@ impl CallGraph {
         };
         let mut order: Vec<usize> = (0..n).filter(|&i| trace.spans[i].genai.is_some()).collect();
         if order.is_empty() {
-            return Err(fail(
-                "-",
-                "no GenAI span (gen_ai.operation.name chat or text_completion): nothing to send"
+            return Err(GraphError {
+                trace: trace.id.clone(),
+                span: None,
+                reason: "the trace has no GenAI span (no span with gen_ai.operation.name chat or text_completion): nothing to send"
                     .into(),
-            ));
+            });
         }
         order.sort_by_key(|&i| (trace.spans[i].start_ns, trace.spans[i].id.clone()));
         let position: HashMap<usize, usize> =
@@ -396,6 +474,7 @@ impl CallGraph {
             });
             calls.push(Call {
                 span: s.id.clone(),
+                name: call_name(trace, &order, s),
                 offset_ns: s.start_ns - start_ns,
                 duration_ns: s.end_ns - s.start_ns,
                 deps,
@@ -409,6 +488,23 @@ impl CallGraph {
             start_ns,
             calls,
         })
+    }
+}
+
+/// A call's name in the report: its span's name, with its id when another call of the
+/// trace has the same name (`chat (5ub2)`); its id when it has no name.
+fn call_name(trace: &Trace, calls: &[usize], s: &Span) -> String {
+    if s.name.is_empty() {
+        return s.id.clone();
+    }
+    let shared = calls
+        .iter()
+        .filter(|&&i| trace.spans[i].name == s.name)
+        .count();
+    if shared > 1 {
+        format!("{} ({})", s.name, s.id)
+    } else {
+        s.name.clone()
     }
 }
 

@@ -7,6 +7,7 @@ use super::{AttrValue, Span, Trace, genai_of};
 use serde_json::Value;
 
 /// Reads every trace of the export, spans grouped by `traceId` in the order first seen.
+/// A span that cannot be read is an error naming it, its trace and its line in `text`.
 pub fn read(text: &str) -> Result<Vec<Trace>, String> {
     // The file exporter writes one document per line.
     let docs = super::json_documents(text)?;
@@ -16,7 +17,13 @@ pub fn read(text: &str) -> Result<Vec<Trace>, String> {
             for ss in array(rs, "scopeSpans")? {
                 for span in array(ss, "spans")? {
                     let trace_id = string(span, "traceId")?;
-                    let span = read_span(span)?;
+                    let span = read_span(span).map_err(|(id, e)| {
+                        let line = id
+                            .as_deref()
+                            .and_then(|id| line_of_span(text, id))
+                            .map_or_else(String::new, |n| format!("line {n}: "));
+                        format!("{line}{}{e}", super::at(&trace_id, id.as_deref()))
+                    })?;
                     match traces.iter_mut().find(|t| t.id == trace_id) {
                         Some(t) => t.spans.push(span),
                         None => traces.push(Trace {
@@ -29,6 +36,23 @@ pub fn read(text: &str) -> Result<Vec<Trace>, String> {
         }
     }
     Ok(traces)
+}
+
+/// The line of `text` where the span `id` is given (`"spanId": "id"`), when exactly
+/// one line gives it.
+fn line_of_span(text: &str, id: &str) -> Option<usize> {
+    let quoted = Value::from(id).to_string();
+    let mut found = text.match_indices("\"spanId\"").filter(|(at, key)| {
+        text[at + key.len()..]
+            .trim_start()
+            .strip_prefix(':')
+            .is_some_and(|rest| rest.trim_start().starts_with(&quoted))
+    });
+    let (at, _) = found.next()?;
+    found
+        .next()
+        .is_none()
+        .then(|| text[..at].matches('\n').count() + 1)
 }
 
 fn array<'a>(v: &'a Value, key: &str) -> Result<&'a [Value], String> {
@@ -59,26 +83,35 @@ pub fn nanos(v: &Value, key: &str) -> Result<u64, String> {
     }
 }
 
-fn read_span(v: &Value) -> Result<Span, String> {
-    let id = string(v, "spanId")?;
-    let attrs = array(v, "attributes")?;
+/// A span, or its id (when it has one) and why it cannot be read.
+fn read_span(v: &Value) -> Result<Span, (Option<String>, String)> {
+    let id = string(v, "spanId").map_err(|e| (None, e))?;
+    let fail = |e: String| (Some(id.clone()), e);
+    let attrs = array(v, "attributes").map_err(fail)?;
     let genai = genai_of(attrs.iter().filter_map(|a| {
         let key = a.get("key")?.as_str()?;
         let value = a.get("value")?;
         let value = if let Some(s) = value.get("stringValue").and_then(Value::as_str) {
             AttrValue::Str(s.to_string())
         } else if let Some(i) = value.get("intValue") {
-            match i {
-                Value::String(s) => s.parse().map_or(AttrValue::Other, AttrValue::Int),
-                Value::Number(n) => n.as_i64().map_or(AttrValue::Other, AttrValue::Int),
-                _ => AttrValue::Other,
-            }
+            let int = match i {
+                Value::String(s) => s.parse().ok(),
+                Value::Number(n) => n.as_i64(),
+                _ => None,
+            };
+            int.map_or_else(|| AttrValue::Other(i.to_string()), AttrValue::Int)
         } else {
-            AttrValue::Other
+            // `doubleValue`, `boolValue`, …: the value itself, as written.
+            let inner = value
+                .as_object()
+                .and_then(|o| o.values().next())
+                .unwrap_or(value);
+            AttrValue::Other(inner.to_string())
         };
         Some((key, value))
-    }));
+    }))
+    .map_err(fail)?;
     let times = (nanos(v, "startTimeUnixNano"), nanos(v, "endTimeUnixNano"));
     let parent = v.get("parentSpanId").and_then(Value::as_str);
-    Span::read(v, id, parent, times, genai)
+    Span::read(v, id.clone(), parent, times, genai).map_err(fail)
 }

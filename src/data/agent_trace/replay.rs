@@ -13,10 +13,11 @@ use super::{AgentTraceFormat, CallGraph, detect};
 use crate::data::exact::PromptBuilder;
 use crate::data::table::TableFileGuard;
 use llmsurge_proto::seed::derive_seed;
-use llmsurge_proto::{AgentTraceSpec, Arrivals, Schedule, TokenizerRef};
+use llmsurge_proto::{AgentNames, AgentTraceSpec, Arrivals, Schedule, TokenizerRef, TraceNames};
 use llmsurge_worker::{Message, PreparedRequest, Prompt, RequestSource, SessionPlan, Turn};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Bumped when the table's shape changes.
 const TABLE_VERSION: u32 = 1;
@@ -32,7 +33,7 @@ struct GraphFile {
 /// What the report's args say about the traces read.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AgentTraceSummary {
-    /// `otlp` or `flat`.
+    /// `otlp`, `flat` or `weka`.
     pub format: &'static str,
     /// Traces (agent tasks).
     pub traces: u64,
@@ -40,6 +41,60 @@ pub struct AgentTraceSummary {
     pub calls: u64,
     /// Recorded time from the first trace's first call to the last trace's, seconds.
     pub span_s: f64,
+    /// Whether the traces start over after the last one (see [`plan_passes`]).
+    pub repeated: bool,
+    /// The traces' ids and their calls' names, for the report.
+    #[serde(skip)]
+    pub names: Arc<AgentNames>,
+}
+
+/// Decides whether the traces of a replay at `--rate starts_per_s` repeat, as a dataset
+/// repeats when a run asks for more than one pass (`--data-oversample auto`): a
+/// `--max-seconds` run that would start more traces than the file holds, or a
+/// `--max-requests` beyond its calls. Returns the line that says so, or, for a timed
+/// replay at the recorded starts (× `time_scale`) whose last trace starts before the
+/// time is up, the line saying how many traces it held and how to keep the load up.
+pub fn plan_passes(
+    spec: &mut AgentTraceSpec,
+    summary: &mut AgentTraceSummary,
+    path: &Path,
+    (starts_per_s, time_scale): (Option<f64>, f64),
+    max_seconds: Option<std::time::Duration>,
+    max_requests: Option<u64>,
+) -> Option<String> {
+    let traces = plural(summary.traces, "trace");
+    let calls = plural(summary.calls, "call");
+    let file = path.display();
+    match starts_per_s {
+        Some(rate) => {
+            let timed = max_seconds.is_some_and(|s| rate * s.as_secs_f64() > summary.traces as f64);
+            let counted = max_requests.is_some_and(|n| n > summary.calls);
+            if !(timed || counted) {
+                return None;
+            }
+            spec.repeat = true;
+            summary.repeated = true;
+            let limit = match max_seconds {
+                Some(s) if timed => format!("--max-seconds {}", s.as_secs_f64()),
+                _ => format!("--max-requests {}", max_requests.unwrap_or_default()),
+            };
+            Some(format!(
+                "note: --data {file} holds {traces} ({calls}): repeated from the first for {limit} at --rate {rate} (the report names each trace's pass)"
+            ))
+        }
+        None => max_seconds
+            .filter(|s| summary.span_s * time_scale < s.as_secs_f64())
+            .map(|s| {
+                format!(
+                    "note: --data {file} holds {traces} ({calls}), each sent once at its recorded start: the run ends after the last one (or at --max-seconds {}, if sooner); --rate R starts R traces a second and repeats the file for the whole time",
+                    s.as_secs_f64()
+                )
+            }),
+    }
+}
+
+fn plural(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 /// Whether `path` is an agent trace, by its content (a JSON or JSONL file).
@@ -72,8 +127,8 @@ fn graphs_of(
             .find(|c| c.genai.messages.is_none() && c.genai.input_tokens.is_none())
         {
             return Err(format!(
-                "trace {}, span {}: neither gen_ai.usage.input_tokens nor recorded messages: its prompt cannot be made",
-                g.trace, c.span
+                "{}neither gen_ai.usage.input_tokens nor recorded messages: its prompt cannot be made",
+                super::at(&g.trace, Some(&c.span))
             ));
         }
     }
@@ -92,6 +147,16 @@ fn graphs_of(
         traces: graphs.len() as u64,
         calls: graphs.iter().map(|g| g.calls.len() as u64).sum(),
         span_s: (last - first) as f64 / 1e9,
+        repeated: false,
+        names: Arc::new(AgentNames {
+            traces: graphs
+                .iter()
+                .map(|g| TraceNames {
+                    id: g.trace.clone(),
+                    calls: g.calls.iter().map(|c| c.name.clone()).collect(),
+                })
+                .collect(),
+        }),
     };
     Ok((summary, graphs))
 }
@@ -122,6 +187,8 @@ pub fn builder(tokenizer: &TokenizerRef) -> Result<PromptBuilder, String> {
 #[derive(Debug)]
 pub struct AgentTraceSource {
     graphs: Vec<CallGraph>,
+    /// Session `i` is graph `i % graphs` rather than none past the last.
+    repeat: bool,
     builder: Option<PromptBuilder>,
     seed: u64,
     /// `--time-scale`: multiplies every gap.
@@ -132,7 +199,9 @@ impl AgentTraceSource {
     /// Loads the graphs of `spec`; `schedule` gives the time scale of the gaps.
     pub fn open(spec: &AgentTraceSpec, schedule: &Schedule) -> Result<Self, String> {
         let graphs = read_table(&spec.path)?;
-        Self::new(graphs, &spec.tokenizer, spec.seed, schedule)
+        let mut source = Self::new(graphs, &spec.tokenizer, spec.seed, schedule)?;
+        source.repeat = spec.repeat;
+        Ok(source)
     }
 
     fn new(
@@ -155,6 +224,7 @@ impl AgentTraceSource {
         };
         Ok(Self {
             graphs,
+            repeat: false,
             builder,
             seed,
             time_scale,
@@ -230,7 +300,9 @@ impl RequestSource for AgentTraceSource {
     }
 
     fn session(&mut self, id: u64) -> Result<Option<SessionPlan>, String> {
-        let Some(g) = usize::try_from(id).ok().and_then(|i| self.graphs.get(i)) else {
+        let n = self.graphs.len() as u64;
+        let index = if self.repeat && n > 0 { id % n } else { id };
+        let Some(g) = usize::try_from(index).ok().and_then(|i| self.graphs.get(i)) else {
             return Ok(None);
         };
         let prompts = self
@@ -308,5 +380,49 @@ mod tests {
         assert_eq!(plan.turns[1].think_ns, 500);
         assert_eq!(plan.turns[1].after, Some(vec![0]));
         assert_eq!(plan.turns[1].request.max_tokens, Some(5));
+    }
+
+    #[test]
+    fn a_file_repeats_only_when_a_run_at_a_rate_needs_more_than_it_holds() {
+        let text = FLAT.replace('\n', "");
+        let (summary, _) = graphs_of(&text, AgentTraceFormat::Flat).expect("graphs");
+        let tok = TokenizerRef::Builtin(crate::data::tokenizer::DEFAULT_PROCESSOR.into());
+        let decide = |starts: (Option<f64>, f64), secs: Option<u64>, requests: Option<u64>| {
+            let mut spec = AgentTraceSpec {
+                path: "t".into(),
+                traces: 1,
+                calls: 2,
+                seed: 1,
+                tokenizer: tok.clone(),
+                repeat: false,
+            };
+            let mut summary = summary.clone();
+            let line = plan_passes(
+                &mut spec,
+                &mut summary,
+                Path::new("t.jsonl"),
+                starts,
+                secs.map(std::time::Duration::from_secs),
+                requests,
+            );
+            assert_eq!(spec.repeat, summary.repeated);
+            (spec.repeat, line)
+        };
+        // One trace at 4 a second for 30 s: repeated, and said.
+        let (repeat, line) = decide((Some(4.0), 1.0), Some(30), None);
+        assert!(repeat);
+        assert!(
+            line.expect("a note")
+                .contains("holds 1 trace (2 calls): repeated")
+        );
+        // A rate slow enough for one trace, or no limit asking for more: once, silently.
+        assert_eq!(decide((Some(0.01), 1.0), Some(30), None), (false, None));
+        assert_eq!(decide((Some(4.0), 1.0), None, Some(2)), (false, None));
+        assert!(decide((Some(4.0), 1.0), None, Some(3)).0);
+        // At the recorded starts: never repeated; a timed run the file cannot fill says
+        // how many traces it held.
+        let (repeat, line) = decide((None, 1.0), Some(30), None);
+        assert!(!repeat);
+        assert!(line.expect("a note").contains("each sent once"));
     }
 }

@@ -155,8 +155,8 @@ fn malformed_traces_name_the_trace_and_the_span() {
     let mut missing = FIXTURE;
     missing[3].1 = Some("nowhere");
     let e = graph(&flat(&missing)).expect_err("a missing parent");
-    assert_eq!((e.trace.as_str(), e.span.as_str()), ("t1", "c1"));
-    assert!(e.to_string().contains("trace t1, span c1"), "{e}");
+    assert_eq!((e.trace.as_str(), e.span.as_deref()), ("t1", Some("c1")));
+    assert!(e.to_string().contains("span c1 of trace t1: "), "{e}");
 
     let mut cycle = FIXTURE;
     cycle[0].1 = Some("join"); // root's parent is one of its children
@@ -170,7 +170,41 @@ fn malformed_traces_name_the_trace_and_the_span() {
         .collect();
     let e = graph(&flat(&no_calls)).expect_err("no GenAI span");
     assert!(
-        e.to_string().contains("trace t1") && e.reason.contains("GenAI"),
+        e.to_string()
+            .starts_with("trace t1: the trace has no GenAI span"),
         "{e}"
     );
+}
+
+#[test]
+fn a_token_count_of_the_wrong_type_names_the_attribute_and_its_value() {
+    let text = otlp(&FIXTURE).replace(r#"{"intValue":"150"}"#, r#"{"intValue":"abc"}"#);
+    let e = read(&text, AgentTraceFormat::Otlp).expect_err("not an integer");
+    assert_eq!(
+        e,
+        r#"line 1: span c1 of trace t1: gen_ai.usage.input_tokens is "abc", not an integer"#
+    );
+    let text = flat(&FIXTURE).replace(
+        r#""gen_ai.usage.output_tokens":50"#,
+        r#""gen_ai.usage.output_tokens":-50"#,
+    );
+    let e = read(&text, AgentTraceFormat::Flat).expect_err("negative");
+    assert_eq!(
+        e,
+        "line 1: span join of trace t1: gen_ai.usage.output_tokens is -50, not a token count"
+    );
+}
+
+#[test]
+fn a_pretty_printed_file_that_breaks_is_reported_where_it_breaks() {
+    let pretty = serde_json::to_string_pretty(
+        &serde_json::from_str::<serde_json::Value>(&otlp(&FIXTURE)).expect("json"),
+    )
+    .expect("pretty");
+    let lines: Vec<&str> = pretty.lines().collect();
+    let cut = lines[..40].join("\n") + "\n";
+    let e = read(&cut, AgentTraceFormat::Otlp).expect_err("truncated");
+    let at = format!("line 40, column {}: ", lines[39].chars().count());
+    assert!(e.starts_with(&at), "{e}");
+    assert!(e.contains("not JSON (EOF while parsing"), "{e}");
 }

@@ -55,7 +55,10 @@ pub fn read(text: &str) -> Result<Vec<CallGraph>, String> {
                 Some(other) => other.to_string(),
                 None => format!("#{}", n + 1),
             };
-            conversation(&id, doc).map_err(|e| format!("trace {id}, span {e}"))
+            conversation(&id, doc).map_err(|(request, e)| match request {
+                Some(r) => format!("{r} of trace {id}: {e}"),
+                None => format!("trace {id}: {e}"),
+            })
         })
         .collect()
 }
@@ -90,7 +93,7 @@ impl Builder {
         prefix: &str,
         base_ns: u64,
         mut after: Option<usize>,
-    ) -> Result<Option<usize>, String> {
+    ) -> Result<Option<usize>, (Option<String>, String)> {
         // A sub-agent whose end the next request of this agent must wait for.
         let mut pending: Vec<(u64, usize)> = Vec::new();
         let mut continues_from = None;
@@ -113,15 +116,15 @@ impl Builder {
                 }
                 continue;
             }
-            let input = v
-                .get("in")
-                .and_then(Value::as_u64)
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| format!("{}: no input token count (in)", span))?;
-            let output = v
-                .get("out")
-                .and_then(Value::as_u64)
-                .and_then(|n| u32::try_from(n).ok());
+            let request = || Some(format!("request {span}"));
+            let input = match v.get("in") {
+                None => return Err((request(), "no input token count (in)".into())),
+                Some(n) => count("in", n).map_err(|e| (request(), e))?,
+            };
+            let output = match v.get("out") {
+                None | Some(Value::Null) => None,
+                Some(n) => Some(count("out", n).map_err(|e| (request(), e))?),
+            };
             let mut deps: Vec<usize> = after.into_iter().collect();
             // Sub-agents that ended before this request was sent: it read their answers.
             pending.retain(|&(ends, last)| {
@@ -156,6 +159,7 @@ impl Builder {
             let end = num(v, "api_time").map(|s| t + ns(s));
             let index = self.calls.len();
             self.calls.push(Call {
+                name: format!("req {span}"),
                 span,
                 offset_ns: t,
                 duration_ns: end.map_or(0, |e| e - t),
@@ -179,11 +183,21 @@ impl Builder {
     }
 }
 
-fn conversation(id: &str, doc: &Value) -> Result<CallGraph, String> {
+/// A token count (`in`, `out`), or why the value is not one.
+fn count(key: &str, v: &Value) -> Result<u32, String> {
+    match v.as_u64().map(u32::try_from) {
+        Some(Ok(n)) => Ok(n),
+        _ => Err(format!("{key} is {v}, not a token count")),
+    }
+}
+
+/// A conversation's graph, or the request at fault (`None`: the whole conversation) and
+/// why.
+fn conversation(id: &str, doc: &Value) -> Result<CallGraph, (Option<String>, String)> {
     let requests = doc
         .get("requests")
         .and_then(Value::as_array)
-        .ok_or("-: no requests list")?;
+        .ok_or((None, "no requests list".to_string()))?;
     let mut b = Builder {
         calls: Vec::new(),
         times: Vec::new(),
@@ -191,7 +205,7 @@ fn conversation(id: &str, doc: &Value) -> Result<CallGraph, String> {
     };
     b.agent(requests, "", 0, None)?;
     if b.calls.is_empty() {
-        return Err("-: no requests: nothing to send".into());
+        return Err((None, "no requests: nothing to send".into()));
     }
     // The graph's calls go by recorded start (a sub-agent's may come between its
     // parent's): renumber the dependencies accordingly.
