@@ -12,7 +12,7 @@ use super::report::{Intro, ParamColumns, Point, Status, Table};
 use super::{
     Bench, Ended, Serve, Signals, Started, SweepServeArgs, TAIL_LINES, between_benchmarks,
     completed, invalid_why, label_of, mark_done, point_name, point_of, run_point, server,
-    start_server,
+    serve_tag, start_server,
 };
 use crate::cli::{UsageError, usage_error};
 use crate::exit_codes;
@@ -375,8 +375,10 @@ impl Ctx<'_> {
         let mut flags = bench.flags.clone();
         flags.extend(load_flags(strategy));
         let load = Bench {
+            name: bench.name.clone(),
             params: bench.params.clone(),
             flags,
+            common: bench.common.clone(),
             // One in flight: the run refuses a cap meant for the other loads.
             skip: match strategy {
                 Strategy::Synchronous => &["--max-concurrency"],
@@ -589,7 +591,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
             log_tail: Vec::new(),
         };
         let fail_all = |report: &mut SlaReport, from: usize, error: &str, tail: &[String]| {
-            for b in from..benches.len() {
+            for &b in serve.benches.iter().filter(|&&b| b >= from) {
                 for sla in slas {
                     let mut row = template(b);
                     row.sla = sla.text.clone();
@@ -618,17 +620,21 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
             // Checked before the sweep started.
             super::params::serve_command(template, &serve.params, port, &label).unwrap_or_default()
         });
-        let server_log = serve.index.map(|s| out.join(format!("s{s}.server.log")));
+        let server_log = serve_tag(serve).map(|t| out.join(format!("{t}.server.log")));
         if sweep.dry_run {
-            if let (Some(cmd), Some(s)) = (&command, serve.index) {
-                crate::stdout::println(&format!("server s{s}: {}", terminal(cmd)));
+            if let (Some(cmd), Some(s)) = (&command, serve_tag(serve)) {
+                crate::stdout::println(&format!("server {s}: {}", terminal(cmd)));
             }
-            for (b, bench) in benches.iter().enumerate() {
-                let dir = out.join(point_name(serve, b));
+            for (b, bench) in benches
+                .iter()
+                .enumerate()
+                .filter(|(b, _)| serve.benches.contains(b))
+            {
+                let dir = out.join(point_name(serve, b, benches));
                 let argv = super::bench_argv(sweep, bench, &target, &dir.join("LOAD"), false);
                 crate::stdout::println(&format!(
                     "search {}: llmsurge {} {{--profile synchronous | --profile throughput | {}}} for each of: {}",
-                    point_name(serve, b),
+                    point_name(serve, b, benches),
                     terminal(&argv.join(" ")),
                     match args.sla_variable {
                         SlaVariable::Rate => "--profile constant --rate R",
@@ -671,8 +677,12 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                 .unwrap_or_default()
         };
         let mut interrupted = false;
-        for (b, bench) in benches.iter().enumerate() {
-            let point_dir = out.join(point_name(serve, b));
+        for (b, bench) in benches
+            .iter()
+            .enumerate()
+            .filter(|(b, _)| serve.benches.contains(b))
+        {
+            let point_dir = out.join(point_name(serve, b, benches));
             if let Err(e) = std::fs::create_dir_all(&point_dir) {
                 crate::stdout::eprintln(&format!("error: {}: {e}", point_dir.display()));
                 return exit_codes::RUN_FAILED;
@@ -705,7 +715,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                 Some(Measured::ServerDied(why)) => {
                     crate::stdout::eprintln(&format!(
                         "{}: {}",
-                        point_name(serve, b),
+                        point_name(serve, b, benches),
                         terminal(&why)
                     ));
                     let tail = server_tail();
@@ -723,7 +733,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                 Some(Measured::Failed(why)) => {
                     crate::stdout::eprintln(&format!(
                         "{}: {}",
-                        point_name(serve, b),
+                        point_name(serve, b, benches),
                         terminal(&why)
                     ));
                     report.rows.append(&mut rows);
@@ -742,7 +752,10 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
         }
         if let Some(srv) = ctx.server.take() {
             srv.stop().await;
-            crate::stdout::println(&format!("server s{}: stopped", serve.index.unwrap_or(0)));
+            crate::stdout::println(&format!(
+                "server {}: stopped",
+                serve_tag(serve).unwrap_or_default()
+            ));
         }
         if interrupted {
             report.interrupted = true;
