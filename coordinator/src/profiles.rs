@@ -336,6 +336,19 @@ const INCONCLUSIVE_REASON: &str = "SLO inconclusive";
 /// How the reason of a probe with too few requests to bound its SLO begins.
 const TOO_FEW_REASON: &str = "SLO inconclusive (too few requests)";
 
+/// A check's measurement with its unit: ms for a latency, % for `error_rate`, /s for a
+/// rate.
+fn measured_with_unit(c: &crate::slo::CheckResult, m: f64) -> String {
+    let metric = c.name.split(['<', '>']).next().unwrap_or_default();
+    if metric == "error_rate" {
+        format!("{:.3}%", m * 100.0)
+    } else if metric.ends_with("_per_s") || metric == "goodput" || metric == "request_rate" {
+        format!("{m:.3}/s")
+    } else {
+        format!("{m:.3} ms")
+    }
+}
+
 /// The server's own view of a load (`--server-metrics`): its waiting requests and its
 /// KV-cache use over the measured window, each present when the server publishes it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -537,7 +550,7 @@ impl CapacitySearch {
                 .filter(|c| !c.passed)
                 .map(|c| {
                     let measured = match c.measured {
-                        Some(m) => format!("{} (measured {m:.3})", c.name),
+                        Some(m) => format!("{} (measured {})", c.name, measured_with_unit(c, m)),
                         None => format!("{} (nothing measured)", c.name),
                     };
                     match &c.reason {
@@ -736,7 +749,14 @@ impl CapacitySearch {
                     "inconclusive at {:.3} {}: too few requests completed to judge the SLO ({}); raise --max-seconds",
                     probe.rate,
                     self.unit(),
-                    probe.reason.as_deref().unwrap_or_default()
+                    // The reason's own opening says "inconclusive (too few requests)" again.
+                    probe
+                        .reason
+                        .as_deref()
+                        .unwrap_or_default()
+                        .trim_start_matches(TOO_FEW_REASON)
+                        .trim_start_matches(':')
+                        .trim()
                 ),
             );
         }

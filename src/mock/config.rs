@@ -190,7 +190,8 @@ pub struct MockConfig {
 
     /// Concurrency slots (unlimited when unset). Requests beyond N wait in a FIFO queue
     /// before their TTFT clock starts; a request holds its slot until its response ends.
-    #[arg(long, env = "LLMSURGE_MOCK_MAX_CONCURRENCY")]
+    /// `--max-num-seqs` (vLLM's name for the same limit) is an alias.
+    #[arg(long, visible_alias = "max-num-seqs", env = "LLMSURGE_MOCK_MAX_CONCURRENCY")]
     pub max_concurrency: Option<usize>,
 
     /// Tokens carried by each SSE chunk; a chunk is sent when its last token is ready.
@@ -590,6 +591,24 @@ pub struct MockServerArgs {
         value_name = "NAME[=PATH]"
     )]
     pub lora_modules: Vec<String>,
+
+    /// vLLM's `--enable-prefix-caching`, accepted so that a vLLM sweep's serve
+    /// parameters run against the mock; ignored: the mock's prefix cache is always on.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_ENABLE_PREFIX_CACHING",
+        overrides_with = "no_enable_prefix_caching"
+    )]
+    pub enable_prefix_caching: bool,
+
+    /// vLLM's `--no-enable-prefix-caching`: accepted and ignored, as
+    /// `--enable-prefix-caching` is.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_NO_ENABLE_PREFIX_CACHING",
+        overrides_with = "enable_prefix_caching"
+    )]
+    pub no_enable_prefix_caching: bool,
 }
 
 impl MockServerArgs {
