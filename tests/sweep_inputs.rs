@@ -91,11 +91,9 @@ fn sweep_inputs_vllm_named_files_false_link_vars_and_overrides_run_as_vllm_would
     let stdout = String::from_utf8_lossy(&out.stdout);
     // vLLM's serve flags reached the mock, which started with them.
     assert!(
-        stdout
-            .lines()
-            .any(|l| l.contains("starting")
-                && l.contains(" --max-num-seqs 2")
-                && l.contains(" --no-enable-prefix-caching")),
+        stdout.lines().any(|l| l.contains("starting")
+            && l.contains(" --max-num-seqs 2")
+            && l.contains(" --no-enable-prefix-caching")),
         "{stdout}"
     );
     // Only the linked points ran, in folders named by the configurations.
@@ -122,12 +120,17 @@ fn sweep_inputs_vllm_named_files_false_link_vars_and_overrides_run_as_vllm_would
         ("small-c2", 2, 6, "small.jsonl"),
         ("big_one-c4", 4, 8, "big.jsonl"),
     ] {
-        let report = llmsurge::report::Report::load(&d.join("out").join(point).join("benchmarks.json"))
-            .expect("the point's report");
+        let report =
+            llmsurge::report::Report::load(&d.join("out").join(point).join("benchmarks.json"))
+                .expect("the point's report");
         let b = &report.benchmarks[0];
         assert_eq!(b.strategy, Strategy::Concurrent { streams }, "{point}");
         assert_eq!(b.requests.completed, requests, "{point}");
-        assert_eq!(served(&d.join(truth)), requests as usize, "{point}: {truth}");
+        assert_eq!(
+            served(&d.join(truth)),
+            requests as usize,
+            "{point}: {truth}"
+        );
     }
 }
 
@@ -142,7 +145,13 @@ fn sweep_inputs_request_rate_is_vllms_poisson_rate_and_a_profile_after_dashes_st
     );
     let run = |extra: &[&str]| {
         let out = llmsurge()
-            .args(["sweep", "serve", "--target", "http://127.0.0.1:9", "--dry-run"])
+            .args([
+                "sweep",
+                "serve",
+                "--target",
+                "http://127.0.0.1:9",
+                "--dry-run",
+            ])
             .arg("--bench-params")
             .arg(&bench)
             .arg("-o")
@@ -162,11 +171,20 @@ fn sweep_inputs_request_rate_is_vllms_poisson_rate_and_a_profile_after_dashes_st
             .unwrap_or_else(|| panic!("plan {name} in {plans}"))
             .to_string()
     };
-    assert!(plan("r8", &plans).ends_with("--profile poisson --rate 8"), "{plans}");
-    assert!(plan("inf", &plans).ends_with("--profile throughput"), "{plans}");
+    assert!(
+        plan("r8", &plans).ends_with("--profile poisson --rate 8"),
+        "{plans}"
+    );
+    assert!(
+        plan("inf", &plans).ends_with("--profile throughput"),
+        "{plans}"
+    );
     let constant = run(&["--profile", "constant"]);
     let r8 = plan("r8", &constant);
-    assert!(r8.contains("--profile constant") && r8.ends_with("--rate 8"), "{r8}");
+    assert!(
+        r8.contains("--profile constant") && r8.ends_with("--rate 8"),
+        "{r8}"
+    );
     assert!(!r8.contains("poisson"), "{r8}");
 }
 
@@ -207,7 +225,11 @@ fn sweep_inputs_serve_sla_takes_vllms_sla_json_and_names_its_loads_sanely() {
         .expect("llmsurge runs");
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let report = json(&out_dir.join("sla.json"));
-    assert_eq!(report["slas"], serde_json::json!(["tpot_p50<=16ms"]), "{report}");
+    assert_eq!(
+        report["slas"],
+        serde_json::json!(["tpot_p50<=16ms"]),
+        "{report}"
+    );
     assert_eq!(report["variable"], "rate", "{report}");
     let row = &report["rows"][0];
     assert_eq!(row["status"], "ok", "{row}");
@@ -221,20 +243,27 @@ fn sweep_inputs_serve_sla_takes_vllms_sla_json_and_names_its_loads_sanely() {
         .collect();
     assert!(!rates.is_empty(), "{row}");
     for dir in &rates {
-        let number = dir
-            .trim_start_matches("rate-")
-            .trim_end_matches("-run2");
+        let number = dir.trim_start_matches("rate-").trim_end_matches("-run2");
         let digits = number.chars().filter(char::is_ascii_digit).count();
         assert!(
             digits <= 4 || !number.contains('.'),
             "{dir}: more than 4 significant digits"
         );
-        assert!(out_dir.join(&row["point"].as_str().expect("point")).join(dir).is_dir(), "{dir}");
+        assert!(
+            out_dir
+                .join(&row["point"].as_str().expect("point"))
+                .join(dir)
+                .is_dir(),
+            "{dir}"
+        );
     }
     // The conclusion gives each value with its unit and says each thing once.
     let conclusion = row["conclusion"].as_str().expect("conclusion");
     assert!(conclusion.contains("req/s"), "{conclusion}");
-    assert!(conclusion.matches("inconclusive").count() <= 1, "{conclusion}");
+    assert!(
+        conclusion.matches("inconclusive").count() <= 1,
+        "{conclusion}"
+    );
     // The table labels the answer as the offered rate, the achieved one beside it.
     let md = std::fs::read_to_string(out_dir.join("sla.md")).expect("sla.md");
     let header: Vec<String> = md
@@ -250,7 +279,10 @@ fn sweep_inputs_serve_sla_takes_vllms_sla_json_and_names_its_loads_sanely() {
             .position(|c| c == name)
             .unwrap_or_else(|| panic!("{name:?} in {header:?}"))
     };
-    let (offered, achieved) = (col("max offered rate (req/s)"), col("achieved at answer (req/s)"));
+    let (offered, achieved) = (
+        col("max offered rate (req/s)"),
+        col("achieved at answer (req/s)"),
+    );
     assert_eq!(achieved, offered + 1, "{header:?}");
     let cells: Vec<String> = md
         .lines()
@@ -262,7 +294,10 @@ fn sweep_inputs_serve_sla_takes_vllms_sla_json_and_names_its_loads_sanely() {
         .collect();
     let num = |c: &str| c.parse::<f64>().unwrap_or_else(|_| panic!("{c:?}"));
     let achieved_json = row["figures"]["requests_per_s"].as_f64().expect("achieved");
-    assert!((num(&cells[offered]) - answer).abs() <= 1e-3 * answer.max(1.0), "{cells:?}");
+    assert!(
+        (num(&cells[offered]) - answer).abs() <= 1e-3 * answer.max(1.0),
+        "{cells:?}"
+    );
     assert!(
         (num(&cells[achieved]) - achieved_json).abs() <= 1e-3 * achieved_json.max(1.0),
         "{cells:?}"
@@ -289,9 +324,19 @@ fn sweep_inputs_forms_llmsurge_cannot_take_name_llmsurges_form() {
             assert!(stderr.contains(w), "{args:?}: {w:?} not in {stderr}");
         }
     };
-    let target = ["sweep", "serve", "--target", "http://127.0.0.1:9", "--dry-run"];
+    let target = [
+        "sweep",
+        "serve",
+        "--target",
+        "http://127.0.0.1:9",
+        "--dry-run",
+    ];
     let with = |extra: &[&'static str]| -> Vec<&'static str> {
-        target.iter().copied().chain(extra.iter().copied()).collect()
+        target
+            .iter()
+            .copied()
+            .chain(extra.iter().copied())
+            .collect()
     };
     fails(
         &with(&["--bench-params", "b.json"]),
@@ -315,7 +360,12 @@ fn sweep_inputs_forms_llmsurge_cannot_take_name_llmsurges_form() {
     );
     fails(
         &[
-            "sweep", "serve-sla", "--target", "http://127.0.0.1:9", "--dry-run", "--sla-params",
+            "sweep",
+            "serve-sla",
+            "--target",
+            "http://127.0.0.1:9",
+            "--dry-run",
+            "--sla-params",
             "s.json",
         ],
         &[("s.json", r#"[{"std_ttft_ms": "<=100"}]"#)],
@@ -323,7 +373,12 @@ fn sweep_inputs_forms_llmsurge_cannot_take_name_llmsurges_form() {
     );
     fails(
         &[
-            "sweep", "serve-sla", "--target", "http://127.0.0.1:9", "--dry-run", "--sla-params",
+            "sweep",
+            "serve-sla",
+            "--target",
+            "http://127.0.0.1:9",
+            "--dry-run",
+            "--sla-params",
             "s.json",
         ],
         &[("s.json", r#"[{"p99_e2el_ms": 200}]"#)],

@@ -191,7 +191,11 @@ pub struct MockConfig {
     /// Concurrency slots (unlimited when unset). Requests beyond N wait in a FIFO queue
     /// before their TTFT clock starts; a request holds its slot until its response ends.
     /// `--max-num-seqs` (vLLM's name for the same limit) is an alias.
-    #[arg(long, visible_alias = "max-num-seqs", env = "LLMSURGE_MOCK_MAX_CONCURRENCY")]
+    #[arg(
+        long,
+        visible_alias = "max-num-seqs",
+        env = "LLMSURGE_MOCK_MAX_CONCURRENCY"
+    )]
     pub max_concurrency: Option<usize>,
 
     /// Tokens carried by each SSE chunk; a chunk is sent when its last token is ready.

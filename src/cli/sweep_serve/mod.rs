@@ -51,7 +51,11 @@ pub struct SweepServeArgs {
     /// Serve and bench keys that move together (vLLM's form, e.g.
     /// max_num_seqs=max_concurrency,max_model_len=max_tokens): only the points whose
     /// serve and bench configurations hold both keys with equal values run.
-    #[arg(long, env = "LLMSURGE_LINK_VARS", value_name = "SERVE_KEY=BENCH_KEY,...")]
+    #[arg(
+        long,
+        env = "LLMSURGE_LINK_VARS",
+        value_name = "SERVE_KEY=BENCH_KEY,..."
+    )]
     pub link_vars: Option<String>,
 
     /// The server's base URL. With --serve-cmd it may hold {port} (default
@@ -397,8 +401,7 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
         .and_then(|b| b.find_subcommand("run"))
         .ok_or_else(|| UsageError("the benchmark run command is missing".into()))?;
     let mut benches = Vec::new();
-    let shared_profile = params::without_overridden(run, &args.common, &["--profile".into()])
-        .len()
+    let shared_profile = params::without_overridden(run, &args.common, &["--profile".into()]).len()
         < args.common.len();
     for (i, params::Entry { name, params: p }) in bench_params.into_iter().enumerate() {
         let label = label_of("--bench-params", args.bench_params.as_deref(), Some(i));
@@ -492,12 +495,12 @@ fn link(spec: Option<&str>, serves: &mut [Serve], benches: &[Bench]) -> Result<(
     for s in serves.iter_mut() {
         s.benches = (0..benches.len())
             .filter(|&b| {
-                pairs.iter().all(|(sk, bk)| {
-                    match (s.params.get(sk), benches[b].params.get(bk)) {
+                pairs.iter().all(
+                    |(sk, bk)| match (s.params.get(sk), benches[b].params.get(bk)) {
                         (Some(x), Some(y)) => same(x, y),
                         _ => false,
-                    }
-                })
+                    },
+                )
             })
             .collect();
     }

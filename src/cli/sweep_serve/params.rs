@@ -42,7 +42,10 @@ impl<'de> serde::Deserialize<'de> for Ordered {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("an object")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Ordered, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Ordered, A::Error> {
                 let mut out = Vec::new();
                 while let Some(kv) = m.next_entry::<String, Value>()? {
                     out.push(kv);
@@ -432,12 +435,27 @@ fn serve_value(label: &str, key: &str, value: &Value) -> Result<String, String> 
 /// vLLM's `bench serve` keys that `benchmark run` names otherwise, and its name.
 const VLLM_BENCH_KEYS: [(&str, &str); 7] = [
     ("num_prompts", "max_requests"),
-    ("random_input_len", "data (e.g. \"data\": \"prompt_tokens=1024,output_tokens=128\")"),
-    ("random_output_len", "data (e.g. \"data\": \"prompt_tokens=1024,output_tokens=128\")"),
-    ("dataset_name", "data (a file, a Hugging Face id, or prompt_tokens=N,output_tokens=M)"),
+    (
+        "random_input_len",
+        "data (e.g. \"data\": \"prompt_tokens=1024,output_tokens=128\")",
+    ),
+    (
+        "random_output_len",
+        "data (e.g. \"data\": \"prompt_tokens=1024,output_tokens=128\")",
+    ),
+    (
+        "dataset_name",
+        "data (a file, a Hugging Face id, or prompt_tokens=N,output_tokens=M)",
+    ),
     ("dataset_path", "data (a file or a Hugging Face id)"),
-    ("burstiness", "profile (\"poisson\" is vLLM's burstiness 1, \"constant\" evenly spaced)"),
-    ("num_runs", "the sweep's --num-runs (--repeat), not a benchmark key"),
+    (
+        "burstiness",
+        "profile (\"poisson\" is vLLM's burstiness 1, \"constant\" evenly spaced)",
+    ),
+    (
+        "num_runs",
+        "the sweep's --num-runs (--repeat), not a benchmark key",
+    ),
 ];
 
 /// The `benchmark run` flags of one benchmark configuration, each key looked up in the
@@ -479,14 +497,16 @@ pub fn bench_flags(
             .get_arguments()
             .find(|a| a.get_id().as_str() == key.as_str() && !a.is_positional());
         let Some(arg) = arg else {
-            return Err(UsageError(match VLLM_BENCH_KEYS.iter().find(|(k, _)| *k == key) {
-                Some((_, ours)) => format!(
-                    "{label}: key {written:?} is vLLM's; llmsurge's is {ours}"
-                ),
-                None => format!(
-                    "{label}: unknown key {written:?} (keys are benchmark run flag names with _, e.g. max_seconds)"
-                ),
-            }));
+            return Err(UsageError(
+                match VLLM_BENCH_KEYS.iter().find(|(k, _)| *k == key) {
+                    Some((_, ours)) => {
+                        format!("{label}: key {written:?} is vLLM's; llmsurge's is {ours}")
+                    }
+                    None => format!(
+                        "{label}: unknown key {written:?} (keys are benchmark run flag names with _, e.g. max_seconds)"
+                    ),
+                },
+            ));
         };
         if SWEEP_OWNED.contains(&key.as_str()) {
             return Err(UsageError(format!(
@@ -523,8 +543,7 @@ pub fn without_overridden(run: &clap::Command, common: &[String], own: &[String]
         let name = word.split_once('=').map_or(word, |(n, _)| n);
         if let Some(long) = name.strip_prefix("--") {
             run.get_arguments().find(|a| {
-                a.get_long() == Some(long)
-                    || a.get_all_aliases().is_some_and(|v| v.contains(&long))
+                a.get_long() == Some(long) || a.get_all_aliases().is_some_and(|v| v.contains(&long))
             })
         } else {
             let c = name.strip_prefix('-')?.chars().next()?;
@@ -543,8 +562,8 @@ pub fn without_overridden(run: &clap::Command, common: &[String], own: &[String]
         match arg {
             Some(a) if own_ids.contains(&a.get_id().as_str()) => {
                 // `--flag=V` and `-nV` hold their value; `--flag` and `-n` are followed by it.
-                let inline = word.contains('=')
-                    || (!word.starts_with("--") && word.chars().count() > 2);
+                let inline =
+                    word.contains('=') || (!word.starts_with("--") && word.chars().count() > 2);
                 let takes_value = !matches!(
                     a.get_action(),
                     clap::ArgAction::SetTrue | clap::ArgAction::SetFalse | clap::ArgAction::Count
@@ -588,6 +607,44 @@ mod tests {
             cmd,
             "serve 'm 1' --port 8123 --eager --max-num-seqs 32 --no-quiet"
         );
+    }
+
+    #[test]
+    fn serve_values_are_written_as_vllms_sweep_writes_them() {
+        let p = params(
+            r#"{"compilation_config.use_cudagraph": false, "compilation_config.mode": 3,
+                "enable_chunked_prefill": false, "sizes": [1, 2], "kw": {"a": 1}}"#,
+        );
+        let cmd = serve_command("serve", &p, 1, "entry 0").expect("ok");
+        assert_eq!(
+            cmd,
+            "serve --compilation-config.mode 3 --compilation-config.use_cudagraph=false --no-enable-chunked-prefill --kw '{\"a\":1}' --sizes '[1,2]'"
+        );
+    }
+
+    #[test]
+    fn a_configurations_flag_replaces_the_shared_one_with_its_value() {
+        use clap::CommandFactory;
+        let cli = crate::cli::Cli::command();
+        let run = cli
+            .find_subcommand("benchmark")
+            .and_then(|b| b.find_subcommand("run"))
+            .expect("benchmark run");
+        let words = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        let common = words("--rate 1 --max-requests=20 --stream --profile concurrent");
+        assert_eq!(
+            without_overridden(run, &common, &words("--rate 8 --max-requests 6")),
+            words("--stream --profile concurrent")
+        );
+        assert_eq!(without_overridden(run, &common, &[]), common);
+    }
+
+    #[test]
+    fn names_become_safe_folder_names() {
+        assert_eq!(folder_name("big/one"), "big_one");
+        assert_eq!(folder_name(".."), "_.");
+        assert_eq!(folder_name(" tp=2, pp=1 "), "tp_2__pp_1");
+        assert_eq!(folder_name(&"x".repeat(200)).len(), 80);
     }
 
     #[test]

@@ -11,8 +11,8 @@
 use super::report::{Intro, ParamColumns, Point, Status, Table};
 use super::{
     Bench, Ended, Serve, Signals, Started, SweepServeArgs, TAIL_LINES, between_benchmarks,
-    completed, invalid_why, label_of, mark_done, point_name, point_of, run_point, server,
-    serve_tag, start_server,
+    completed, invalid_why, label_of, mark_done, point_name, point_of, run_point, serve_tag,
+    server, start_server,
 };
 use crate::cli::{UsageError, usage_error};
 use crate::exit_codes;
@@ -96,9 +96,8 @@ fn load_slas(values: &[String]) -> Result<Vec<Sla>, UsageError> {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| UsageError(format!("--sla-params {v}: {e}")))?;
             let value: serde_json::Value = if path.extension().is_some_and(|e| e == "json") {
-                serde_json::from_str(&text).map_err(|e| {
-                    UsageError(format!("--sla-params {v}: not valid JSON ({e})"))
-                })?
+                serde_json::from_str(&text)
+                    .map_err(|e| UsageError(format!("--sla-params {v}: not valid JSON ({e})")))?
             } else {
                 serde_saphyr::from_str(&text).map_err(|e| {
                     UsageError(format!(
@@ -170,7 +169,10 @@ fn vllm_check(key: &str, value: &serde_json::Value) -> Result<String, String> {
             "{key}: expected \"<OP><VALUE>\" (e.g. \"<=2000\"), as vLLM writes it"
         ));
     };
-    let Some(op) = ["<=", ">=", "<", ">"].into_iter().find(|o| cond.starts_with(o)) else {
+    let Some(op) = ["<=", ">=", "<", ">"]
+        .into_iter()
+        .find(|o| cond.starts_with(o))
+    else {
         return Err(format!(
             "{key}: {cond:?} starts with no operator (<=, >=, < or >)"
         ));
@@ -195,9 +197,11 @@ fn vllm_check(key: &str, value: &serde_json::Value) -> Result<String, String> {
             "mean" => "mean".to_string(),
             "median" => "p50".to_string(),
             p if p.starts_with('p') => p.replace('.', "_"),
-            "std" => return Some(Err(format!(
-                "{key}: llmsurge judges no standard deviation; use a percentile ({ours})"
-            ))),
+            "std" => {
+                return Some(Err(format!(
+                    "{key}: llmsurge judges no standard deviation; use a percentile ({ours})"
+                )));
+            }
             _ => return None,
         };
         Some(Ok(format!("{metric}_{stat}{op}{number}ms")))
@@ -982,7 +986,8 @@ pub fn write(dir: &Path, report: &SlaReport) -> std::io::Result<()> {
         text: format!(
             "The highest {} meeting each SLA, within {:.1}% (the capacity search: boundary confirmed by a second run{}). {} benchmarks run, {} read back; a load measured once serves every SLA.",
             match report.variable {
-                SlaVariable::Rate => "offered request rate (req/s: the rate the load sent at; the rate the server achieved stands beside it)",
+                SlaVariable::Rate =>
+                    "offered request rate (req/s: the rate the load sent at; the rate the server achieved stands beside it)",
                 SlaVariable::Concurrency => "concurrency (streams)",
             },
             report.precision * 100.0,
@@ -1015,4 +1020,44 @@ pub fn write(dir: &Path, report: &SlaReport) -> std::io::Result<()> {
         },
         &[],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vllms_sla_constraints_become_llmsurges_checks() {
+        let v = |s: &str| serde_json::Value::String(s.into());
+        for (key, value, want) in [
+            ("p99_e2el_ms", "<=200", "e2e_p99<=200ms"),
+            ("median_tpot_ms", "< 20", "tpot_p50<20ms"),
+            ("mean_ttft_ms", ">=1", "ttft_mean>=1ms"),
+            ("p99.9_itl_ms", "<=50", "itl_p99_9<=50ms"),
+            ("request_throughput", ">=10", "requests_per_s>=10"),
+        ] {
+            let check = vllm_check(key, &v(value)).expect(key);
+            assert_eq!(check, want);
+            Slo::parse(&check).expect(want);
+        }
+        for (key, value) in [
+            ("std_ttft_ms", "<=1"),
+            ("p99_x_ms", "<=1"),
+            ("p99_e2el_ms", "200"),
+        ] {
+            assert!(vllm_check(key, &v(value)).is_err(), "{key}");
+        }
+    }
+
+    #[test]
+    fn rates_are_named_with_a_few_significant_digits() {
+        assert_eq!(significant(10.772795274800467, 4), "10.77");
+        assert_eq!(significant(0.33333, 4), "0.3333");
+        assert_eq!(significant(12.0, 4), "12");
+        assert_eq!(significant(12345.6, 4), "12346");
+        let key = |rate, precision| load_key(Strategy::Constant { rate }, precision);
+        assert_eq!(key(10.772795274800467, 0.05), "rate-10.77");
+        // A finer search gets more digits: its rates are closer together.
+        assert_eq!(key(10.772795274800467, 0.0001), "rate-10.7728");
+    }
 }
