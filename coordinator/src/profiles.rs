@@ -1073,6 +1073,49 @@ mod capacity_tests {
     }
 
     #[test]
+    fn a_search_stopped_by_too_few_requests_says_inconclusive_once_with_units() {
+        let mut search = CapacitySearch::new(Slo::default(), 0.05, 0, None);
+        let mut done: Vec<BenchmarkResult> = Vec::new();
+        while let Some(strategy) = search.next(&done).expect("next") {
+            assert!(done.len() < 10, "the search must end: {:?}", search.probes);
+            let mut r = empty_result();
+            r.index = done.len() as u32;
+            r.strategy = strategy;
+            r.throughput.requests_per_s = 4.0;
+            // Every load: a median of 3 requests, too few to bound.
+            r.slo = Some(SloVerdict {
+                passed: false,
+                checks: vec![crate::slo::CheckResult {
+                    name: "tpot_p50<=14ms".into(),
+                    measured: Some(12.5),
+                    threshold: 14.0,
+                    cmp: crate::slo::Cmp::Le,
+                    passed: false,
+                    inconclusive: true,
+                    reason: Some(
+                        "tpot p50 of 3 requests; about 2 more requests would decide".into(),
+                    ),
+                    distribution: None,
+                    lower: None,
+                    upper: None,
+                    confidence: None,
+                    more_requests: Some(2),
+                }],
+                not_kept_up: None,
+            });
+            done.push(r);
+        }
+        let conclusion = search.outcome().conclusion;
+        assert_eq!(
+            conclusion.matches("inconclusive").count(),
+            1,
+            "{conclusion}"
+        );
+        assert!(conclusion.contains("req/s"), "{conclusion}");
+        assert!(conclusion.contains("(measured 12.500 ms)"), "{conclusion}");
+    }
+
+    #[test]
     fn a_concurrency_search_lands_on_the_highest_passing_stream_count() {
         for (capacity, throughput) in [(23, 64), (5, 64), (100, 64), (1, 8)] {
             let (outcome, strategies) = search_streams(capacity, throughput);
