@@ -251,7 +251,7 @@ fn sweep_inputs_serve_sla_takes_vllms_sla_json_and_names_its_loads_sanely() {
         );
         assert!(
             out_dir
-                .join(&row["point"].as_str().expect("point"))
+                .join(row["point"].as_str().expect("point"))
                 .join(dir)
                 .is_dir(),
             "{dir}"

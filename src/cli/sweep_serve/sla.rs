@@ -417,9 +417,13 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
                 args.sweep.bench_params.as_deref(),
                 Some(i),
             );
+            // vLLM's request_rate sets --rate (and --profile): name the key as written.
+            let key = match b.params.contains_key("request_rate") {
+                true => "request_rate",
+                false => flag.trim_start_matches('-'),
+            };
             return Err(UsageError(format!(
-                "{label}: key {:?} is chosen by sweep serve-sla itself (--sla-variable)",
-                flag.trim_start_matches('-')
+                "{label}: key {key:?} is chosen by sweep serve-sla itself (--sla-variable)"
             )));
         }
     }
