@@ -640,6 +640,34 @@ mod tests {
     }
 
     #[test]
+    fn both_of_vllms_forms_load_with_their_names_in_file_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).expect("write");
+            load_list("--serve-params", &p)
+        };
+        let names = |entries: &[Entry]| -> Vec<Option<String>> {
+            entries.iter().map(|e| e.name.clone()).collect()
+        };
+        let named = file("n.json", r#"{"zeta": {"a": 1}, "alpha": {"a": 2}}"#).expect("named");
+        assert_eq!(names(&named), [Some("zeta".into()), Some("alpha".into())]);
+        assert_eq!(named[1].params["a"], 2);
+        let yaml = file("n.yaml", "zeta:\n  a: 1\nalpha:\n  a: 2\n").expect("yaml");
+        assert_eq!(names(&yaml), names(&named));
+        let list = file("l.json", r#"[{"_benchmark_name": "x", "a": 1}, {"a": 2}]"#).expect("list");
+        assert_eq!(names(&list), [Some("x".into()), None]);
+        assert!(!list[0].params.contains_key("_benchmark_name"));
+        let twice = file(
+            "t.json",
+            r#"[{"_benchmark_name": "x"}, {"_benchmark_name": "x"}]"#,
+        );
+        assert!(twice.expect_err("twice").0.contains("given twice"));
+        let bare = file("b.json", r#"{"a": 1}"#);
+        assert!(bare.expect_err("bare").0.contains("is not an object"));
+    }
+
+    #[test]
     fn names_become_safe_folder_names() {
         assert_eq!(folder_name("big/one"), "big_one");
         assert_eq!(folder_name(".."), "_.");
