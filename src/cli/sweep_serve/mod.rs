@@ -3,7 +3,8 @@
 //! by `benchmark run` (this same executable, started again, so there is one engine), and
 //! a sweep report of every point's headline figures.
 //!
-//! Points are `s{S}-b{B}` (`b{B}` without `--serve-cmd`), each a directory under
+//! Points are `s{S}-b{B}` (`b{B}` without `--serve-cmd`; a named configuration's name
+//! stands for `s{S}` or `b{B}`), each a directory under
 //! `--output-dir` holding its full report, its console output (`run.log`) and the
 //! server's log (`server.log`, a hard link to `s{S}.server.log`). [`sla`] is `sweep
 //! serve-sla`: the capacity search per point and SLA, on the same servers and points.
@@ -31,7 +32,7 @@ use std::time::Duration;
 pub struct SweepServeArgs {
     /// The server command, run by `sh -c` in its own process group once per serve
     /// configuration: `{port}` is a free port, `{key}` a serve parameter; other keys
-    /// become `--key value` (true: a bare flag; false: left out). Keys must be plain
+    /// become `--key value` (true: a bare flag; false: `--no-key`). Keys must be plain
     /// flag names; each value is quoted once. E.g. 'vllm serve MODEL --port {port}'.
     /// Without it the sweep runs against --target.
     #[arg(long, env = "LLMSURGE_SERVE_CMD", value_name = "TEMPLATE")]
