@@ -358,6 +358,20 @@ fn sweep_inputs_forms_llmsurge_cannot_take_name_llmsurges_form() {
         &[("b.json", r#"[{"max_concurrency": 1}]"#)],
         &["--link-vars", "SERVE_KEY=BENCH_KEY"],
     );
+    // vLLM's sweep flags llmsurge has no use for, or calls otherwise.
+    for (flag, value, ours) in [
+        ("--bench-cmd", "vllm bench serve", "after --"),
+        ("--server-ready-timeout", "300", "--ready-timeout"),
+        ("--show-stdout", "", "server.log"),
+        ("--continue-on-error", "", "always goes on"),
+        ("--warmup-num-prompts", "8", "--warmup"),
+    ] {
+        let mut args = with(&[flag]);
+        if !value.is_empty() {
+            args.push(value);
+        }
+        fails(&args, &[], &[flag, ours]);
+    }
     fails(
         &[
             "sweep",
