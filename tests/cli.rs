@@ -2,7 +2,7 @@
 
 mod confidence_env;
 mod config;
-mod docs;
+pub(crate) mod docs;
 mod k8s;
 mod messages_sources;
 mod pipes;

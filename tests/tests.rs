@@ -10,5 +10,6 @@ mod mock_server;
 mod scenario;
 mod support;
 mod sweep;
+mod sweep_inputs;
 mod sweep_plot;
 mod sweep_sla;

@@ -336,6 +336,19 @@ const INCONCLUSIVE_REASON: &str = "SLO inconclusive";
 /// How the reason of a probe with too few requests to bound its SLO begins.
 const TOO_FEW_REASON: &str = "SLO inconclusive (too few requests)";
 
+/// A check's measurement with its unit: ms for a latency, % for `error_rate`, /s for a
+/// rate.
+fn measured_with_unit(c: &crate::slo::CheckResult, m: f64) -> String {
+    let metric = c.name.split(['<', '>']).next().unwrap_or_default();
+    if metric == "error_rate" {
+        format!("{:.3}%", m * 100.0)
+    } else if metric.ends_with("_per_s") || metric == "goodput" || metric == "request_rate" {
+        format!("{m:.3}/s")
+    } else {
+        format!("{m:.3} ms")
+    }
+}
+
 /// The server's own view of a load (`--server-metrics`): its waiting requests and its
 /// KV-cache use over the measured window, each present when the server publishes it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -537,7 +550,7 @@ impl CapacitySearch {
                 .filter(|c| !c.passed)
                 .map(|c| {
                     let measured = match c.measured {
-                        Some(m) => format!("{} (measured {m:.3})", c.name),
+                        Some(m) => format!("{} (measured {})", c.name, measured_with_unit(c, m)),
                         None => format!("{} (nothing measured)", c.name),
                     };
                     match &c.reason {
@@ -736,7 +749,14 @@ impl CapacitySearch {
                     "inconclusive at {:.3} {}: too few requests completed to judge the SLO ({}); raise --max-seconds",
                     probe.rate,
                     self.unit(),
-                    probe.reason.as_deref().unwrap_or_default()
+                    // The reason's own opening says "inconclusive (too few requests)" again.
+                    probe
+                        .reason
+                        .as_deref()
+                        .unwrap_or_default()
+                        .trim_start_matches(TOO_FEW_REASON)
+                        .trim_start_matches(':')
+                        .trim()
                 ),
             );
         }
@@ -1051,6 +1071,49 @@ mod capacity_tests {
             done.push(r);
         }
         (search.outcome(), done.iter().map(|r| r.strategy).collect())
+    }
+
+    #[test]
+    fn a_search_stopped_by_too_few_requests_says_inconclusive_once_with_units() {
+        let mut search = CapacitySearch::new(Slo::default(), 0.05, 0, None);
+        let mut done: Vec<BenchmarkResult> = Vec::new();
+        while let Some(strategy) = search.next(&done).expect("next") {
+            assert!(done.len() < 10, "the search must end: {:?}", search.probes);
+            let mut r = empty_result();
+            r.index = done.len() as u32;
+            r.strategy = strategy;
+            r.throughput.requests_per_s = 4.0;
+            // Every load: a median of 3 requests, too few to bound.
+            r.slo = Some(SloVerdict {
+                passed: false,
+                checks: vec![crate::slo::CheckResult {
+                    name: "tpot_p50<=14ms".into(),
+                    measured: Some(12.5),
+                    threshold: 14.0,
+                    cmp: crate::slo::Cmp::Le,
+                    passed: false,
+                    inconclusive: true,
+                    reason: Some(
+                        "tpot p50 of 3 requests; about 2 more requests would decide".into(),
+                    ),
+                    distribution: None,
+                    lower: None,
+                    upper: None,
+                    confidence: None,
+                    more_requests: Some(2),
+                }],
+                not_kept_up: None,
+            });
+            done.push(r);
+        }
+        let conclusion = search.outcome().conclusion;
+        assert_eq!(
+            conclusion.matches("inconclusive").count(),
+            1,
+            "{conclusion}"
+        );
+        assert!(conclusion.contains("req/s"), "{conclusion}");
+        assert!(conclusion.contains("(measured 12.500 ms)"), "{conclusion}");
     }
 
     #[test]

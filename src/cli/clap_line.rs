@@ -5,7 +5,7 @@
 use clap::error::{ContextKind, ContextValue, Error};
 
 /// Flags of peers' benchmarks and what llmsurge calls them.
-const PEER_FLAGS: [(&str, &str); 7] = [
+const PEER_FLAGS: [(&str, &str); 12] = [
     (
         "--header",
         "llmsurge takes headers as --backend-kwargs '{\"headers\": {\"KEY\": \"VALUE\"}}'",
@@ -22,6 +22,24 @@ const PEER_FLAGS: [(&str, &str); 7] = [
     ),
     ("--rate-type", "llmsurge's is --profile"),
     ("--result-dir", "llmsurge's is --output-dir"),
+    // `vllm bench sweep`'s.
+    (
+        "--bench-cmd",
+        "llmsurge's sweep runs its own benchmark run: give its flags after --",
+    ),
+    ("--server-ready-timeout", "llmsurge's is --ready-timeout"),
+    (
+        "--show-stdout",
+        "llmsurge's sweep keeps the server's output in SERVE.server.log and each point's run.log",
+    ),
+    (
+        "--continue-on-error",
+        "llmsurge's sweep always goes on: a failure fails only its points",
+    ),
+    (
+        "--warmup-num-prompts",
+        "llmsurge's is --warmup DURATION after -- (the start of each run is not measured)",
+    ),
 ];
 
 /// `e` on one line, without clap's `error: ` prefix: its first line, then a similar

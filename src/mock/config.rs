@@ -190,7 +190,14 @@ pub struct MockConfig {
 
     /// Concurrency slots (unlimited when unset). Requests beyond N wait in a FIFO queue
     /// before their TTFT clock starts; a request holds its slot until its response ends.
-    #[arg(long, env = "LLMSURGE_MOCK_MAX_CONCURRENCY")]
+    /// `--max-num-seqs` (vLLM's name for the same limit) is an alias. Given more than
+    /// once (a sweep's template and its serve parameter), the last wins, as in vLLM.
+    #[arg(
+        long,
+        visible_alias = "max-num-seqs",
+        env = "LLMSURGE_MOCK_MAX_CONCURRENCY",
+        overrides_with = "max_concurrency"
+    )]
     pub max_concurrency: Option<usize>,
 
     /// Tokens carried by each SSE chunk; a chunk is sent when its last token is ready.
@@ -590,6 +597,24 @@ pub struct MockServerArgs {
         value_name = "NAME[=PATH]"
     )]
     pub lora_modules: Vec<String>,
+
+    /// vLLM's `--enable-prefix-caching`, accepted so that a vLLM sweep's serve
+    /// parameters run against the mock; ignored: the mock's prefix cache is always on.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_ENABLE_PREFIX_CACHING",
+        overrides_with = "no_enable_prefix_caching"
+    )]
+    pub enable_prefix_caching: bool,
+
+    /// vLLM's `--no-enable-prefix-caching`: accepted and ignored, as
+    /// `--enable-prefix-caching` is.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_NO_ENABLE_PREFIX_CACHING",
+        overrides_with = "enable_prefix_caching"
+    )]
+    pub no_enable_prefix_caching: bool,
 }
 
 impl MockServerArgs {
@@ -1119,6 +1144,22 @@ mod tests {
             .expect("the flags parse");
         let parsed = EnvOnly::from_arg_matches(&matches).expect("the flags parse");
         Some(parsed.args.resolve(&matches))
+    }
+
+    #[test]
+    fn mock_takes_vllms_max_num_seqs_last_one_winning_and_its_prefix_caching_flags() {
+        // A sweep appends a serve parameter after its template's own flag.
+        let Some(c) = parse(&[
+            "--max-concurrency",
+            "32",
+            "--enable-prefix-caching",
+            "--max-num-seqs",
+            "8",
+            "--no-enable-prefix-caching",
+        ]) else {
+            return;
+        };
+        assert_eq!(c.max_concurrency, Some(8));
     }
 
     #[test]

@@ -41,21 +41,21 @@ const COMMAND_BOUND: Duration = Duration::from_secs(60);
 
 /// One command of the docs.
 #[derive(Debug)]
-struct DocCommand {
+pub(crate) struct DocCommand {
     /// `docs/cli.md:12`.
-    at: String,
+    pub(crate) at: String,
     /// As written, continuation lines joined.
-    text: String,
-    env: Vec<(String, String)>,
+    pub(crate) text: String,
+    pub(crate) env: Vec<(String, String)>,
     /// Words after `llmsurge`.
-    args: Vec<String>,
+    pub(crate) args: Vec<String>,
 }
 
 /// What a file's fences hold: commands, and the files its markers name.
 #[derive(Debug, Default)]
-struct DocFile {
-    commands: Vec<DocCommand>,
-    files: Vec<(String, String)>,
+pub(crate) struct DocFile {
+    pub(crate) commands: Vec<DocCommand>,
+    pub(crate) files: Vec<(String, String)>,
 }
 
 fn root() -> PathBuf {
@@ -92,7 +92,9 @@ fn words(line: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
-fn parse(path: &Path) -> DocFile {
+/// A doc's commands and files (also read by the sweep page's test, which runs its
+/// sweeps for real).
+pub(crate) fn parse(path: &Path) -> DocFile {
     let name = path
         .strip_prefix(root())
         .unwrap_or(path)

@@ -3,7 +3,8 @@
 //! by `benchmark run` (this same executable, started again, so there is one engine), and
 //! a sweep report of every point's headline figures.
 //!
-//! Points are `s{S}-b{B}` (`b{B}` without `--serve-cmd`), each a directory under
+//! Points are `s{S}-b{B}` (`b{B}` without `--serve-cmd`; a named configuration's name
+//! stands for `s{S}` or `b{B}`), each a directory under
 //! `--output-dir` holding its full report, its console output (`run.log`) and the
 //! server's log (`server.log`, a hard link to `s{S}.server.log`). [`sla`] is `sweep
 //! serve-sla`: the capacity search per point and SLA, on the same servers and points.
@@ -32,20 +33,32 @@ use std::time::Duration;
 pub struct SweepServeArgs {
     /// The server command, run by `sh -c` in its own process group once per serve
     /// configuration: `{port}` is a free port, `{key}` a serve parameter; other keys
-    /// become `--key value` (true: a bare flag; false: left out). Keys must be plain
+    /// become `--key value` (true: a bare flag; false: `--no-key`). Keys must be plain
     /// flag names; each value is quoted once. E.g. 'vllm serve MODEL --port {port}'.
     /// Without it the sweep runs against --target.
     #[arg(long, env = "LLMSURGE_SERVE_CMD", value_name = "TEMPLATE")]
     pub serve_cmd: Option<String>,
 
-    /// Server configurations: a JSON or YAML list of objects (one server each).
+    /// Server configurations: a JSON or YAML list of objects (one server each), or an
+    /// object of named ones ({"NAME": {...}}: names become point and folder names).
     #[arg(long, env = "LLMSURGE_SERVE_PARAMS", value_name = "FILE")]
     pub serve_params: Option<PathBuf>,
 
-    /// Benchmark configurations: a JSON or YAML list of objects whose keys are
-    /// `benchmark run` flag names with _ (e.g. {"profile": "concurrent", "rate": 8}).
+    /// Benchmark configurations: a JSON or YAML list (or object of named ones) of
+    /// objects whose keys are `benchmark run` flag names with _ (e.g. {"profile":
+    /// "concurrent", "rate": 8}); a key overrides the same flag after --.
     #[arg(long, env = "LLMSURGE_BENCH_PARAMS", value_name = "FILE")]
     pub bench_params: Option<PathBuf>,
+
+    /// Serve and bench keys that move together (vLLM's form, e.g.
+    /// max_num_seqs=max_concurrency,max_model_len=max_tokens): only the points whose
+    /// serve and bench configurations hold both keys with equal values run.
+    #[arg(
+        long,
+        env = "LLMSURGE_LINK_VARS",
+        value_name = "SERVE_KEY=BENCH_KEY,..."
+    )]
+    pub link_vars: Option<String>,
 
     /// The server's base URL. With --serve-cmd it may hold {port} (default
     /// http://127.0.0.1:{port}); without, it is required.
@@ -63,7 +76,7 @@ pub struct SweepServeArgs {
 
     /// Run each point N times (`benchmark run --repeat N`: its run-to-run statistics;
     /// the sweep report shows the means).
-    #[arg(long, env = "LLMSURGE_REPEAT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    #[arg(long, visible_alias = "num-runs", env = "LLMSURGE_REPEAT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub repeat: u32,
 
     /// A shell command run after each benchmark of a server (e.g. a cache reset).
@@ -87,6 +100,7 @@ pub struct SweepServeArgs {
 
     /// Directory of the sweep: one directory per point and the sweep report.
     #[arg(
+        short = 'o',
         long,
         env = "LLMSURGE_OUTPUT_DIR",
         default_value = ".",
@@ -144,8 +158,12 @@ const BENCH_STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// One benchmark configuration, checked.
 struct Bench {
+    /// Its name in the file, when it has one.
+    name: Option<String>,
     params: Params,
     flags: Vec<String>,
+    /// The flags after `--` less those this configuration sets itself.
+    common: Vec<String>,
     /// Flags (with their values) left out of this benchmark's command line, wherever
     /// they come from: serve-sla's synchronous load has no --max-concurrency.
     skip: &'static [&'static str],
@@ -154,7 +172,12 @@ struct Bench {
 /// One serve configuration (or the one `--target` without `--serve-cmd`).
 struct Serve {
     index: Option<usize>,
+    /// Its name in the file, when it has one.
+    name: Option<String>,
     params: Params,
+    /// The benchmark configurations it runs with: all, or those `--link-vars` pairs it
+    /// with.
+    benches: Vec<usize>,
 }
 
 /// Runs the sweep; returns the exit code.
@@ -340,21 +363,27 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
             "--serve-params needs --serve-cmd (the command its configurations fill in)".into(),
         ));
     }
-    let serves = match (&args.serve_cmd, &args.serve_params) {
+    let mut serves = match (&args.serve_cmd, &args.serve_params) {
         (None, _) => vec![Serve {
             index: None,
+            name: None,
             params: Params::new(),
+            benches: Vec::new(),
         }],
         (Some(_), None) => vec![Serve {
             index: Some(0),
+            name: None,
             params: Params::new(),
+            benches: Vec::new(),
         }],
         (Some(_), Some(path)) => params::load_list("--serve-params", path)?
             .into_iter()
             .enumerate()
-            .map(|(i, params)| Serve {
+            .map(|(i, e)| Serve {
                 index: Some(i),
-                params,
+                name: e.name,
+                params: e.params,
+                benches: Vec::new(),
             })
             .collect(),
     };
@@ -366,7 +395,7 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
     }
     let bench_params = match &args.bench_params {
         Some(path) => params::load_list("--bench-params", path)?,
-        None => vec![Params::new()],
+        None => vec![params::Entry::default()],
     };
     let cli = Cli::command();
     let run = cli
@@ -374,9 +403,12 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
         .and_then(|b| b.find_subcommand("run"))
         .ok_or_else(|| UsageError("the benchmark run command is missing".into()))?;
     let mut benches = Vec::new();
-    for (i, p) in bench_params.into_iter().enumerate() {
+    let shared_profile = params::without_overridden(run, &args.common, &["--profile".into()]).len()
+        < args.common.len();
+    for (i, params::Entry { name, params: p }) in bench_params.into_iter().enumerate() {
         let label = label_of("--bench-params", args.bench_params.as_deref(), Some(i));
-        let flags = params::bench_flags(run, &p, &label)?;
+        let flags = params::bench_flags(run, &p, &label, shared_profile)?;
+        let common = params::without_overridden(run, &args.common, &flags);
         // The whole command line, as a point will run it, through the real definition.
         let argv: Vec<String> = [
             "llmsurge",
@@ -387,7 +419,7 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
         ]
         .iter()
         .map(|s| s.to_string())
-        .chain(args.common.iter().cloned())
+        .chain(common.iter().cloned())
         .chain(flags.iter().cloned())
         .collect();
         let command = crate::cli::scenario::apply(Cli::command(), &argv)
@@ -402,12 +434,84 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
             )));
         }
         benches.push(Bench {
+            name,
             params: p,
             flags,
+            common,
             skip: &[],
         });
     }
+    link(args.link_vars.as_deref(), &mut serves, &benches)?;
+    // Names become folders: two points may not share one.
+    let mut folders = std::collections::BTreeSet::new();
+    for s in &serves {
+        for &b in &s.benches {
+            let name = point_name(s, b, &benches);
+            if !folders.insert(name.clone()) {
+                return Err(UsageError(format!(
+                    "--serve-params/--bench-params: two points would share the folder {}; give the configurations distinct names",
+                    terminal(&name)
+                )));
+            }
+        }
+    }
     Ok((serves, benches))
+}
+
+/// Pairs each serve configuration with its benchmark configurations: every one, or with
+/// `--link-vars` (vLLM's `SERVE_KEY=BENCH_KEY,...`) those whose values of each pair of
+/// keys are equal (both present).
+fn link(spec: Option<&str>, serves: &mut [Serve], benches: &[Bench]) -> Result<(), UsageError> {
+    let mut pairs = Vec::new();
+    for item in spec.unwrap_or_default().split(',').map(str::trim) {
+        if item.is_empty() {
+            continue;
+        }
+        let Some((s, b)) = item
+            .split_once('=')
+            .map(|(s, b)| (s.trim(), b.trim()))
+            .filter(|(s, b)| !s.is_empty() && !b.is_empty() && !b.contains('='))
+        else {
+            return Err(UsageError(format!(
+                "--link-vars: {:?} is not SERVE_KEY=BENCH_KEY (e.g. max_num_seqs=max_concurrency)",
+                terminal(item)
+            )));
+        };
+        if !serves.iter().any(|x| x.params.contains_key(s)) {
+            return Err(UsageError(format!(
+                "--link-vars: no serve configuration has the key {s:?}"
+            )));
+        }
+        if !benches.iter().any(|x| x.params.contains_key(b)) {
+            return Err(UsageError(format!(
+                "--link-vars: no bench configuration has the key {b:?}"
+            )));
+        }
+        pairs.push((s.to_string(), b.to_string()));
+    }
+    // 32 and 32.0 are one value, as in vLLM (Python's ==); "32" is another.
+    let same = |a: &serde_json::Value, b: &serde_json::Value| match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    };
+    for s in serves.iter_mut() {
+        s.benches = (0..benches.len())
+            .filter(|&b| {
+                pairs.iter().all(
+                    |(sk, bk)| match (s.params.get(sk), benches[b].params.get(bk)) {
+                        (Some(x), Some(y)) => same(x, y),
+                        _ => false,
+                    },
+                )
+            })
+            .collect();
+    }
+    if serves.iter().all(|s| s.benches.is_empty()) {
+        return Err(UsageError(
+            "--link-vars: no serve configuration matches any bench configuration on every linked key; nothing would run".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn label_of(flag: &str, path: Option<&Path>, index: Option<usize>) -> String {
@@ -417,17 +521,32 @@ fn label_of(flag: &str, path: Option<&Path>, index: Option<usize>) -> String {
     }
 }
 
-fn point_name(serve: &Serve, bench: usize) -> String {
-    match serve.index {
-        Some(s) => format!("s{s}-b{bench}"),
+/// A serve configuration's part of its folders' names: its name, else `s{S}`.
+fn serve_tag(serve: &Serve) -> Option<String> {
+    match (&serve.name, serve.index) {
+        (Some(n), _) => Some(params::folder_name(n)),
+        (None, Some(s)) => Some(format!("s{s}")),
+        (None, None) => None,
+    }
+}
+
+/// A point's name and folder: the configurations' names (file-system safe), else
+/// `s{S}-b{B}` (`b{B}` without `--serve-cmd`).
+fn point_name(serve: &Serve, bench: usize, benches: &[Bench]) -> String {
+    let b = match &benches[bench].name {
+        Some(n) => params::folder_name(n),
         None => format!("b{bench}"),
+    };
+    match serve_tag(serve) {
+        Some(s) => format!("{s}-{b}"),
+        None => b,
     }
 }
 
 /// Point `bench` of serve configuration `serve`.
 fn point_of(serve: &Serve, bench: usize, benches: &[Bench]) -> Point {
     Point {
-        point: point_name(serve, bench),
+        point: point_name(serve, bench, benches),
         serve_index: serve.index,
         bench_index: bench,
         serve_params: serve.params.clone(),
@@ -524,8 +643,8 @@ async fn run(
         };
         // Points this configuration still has to run.
         let mut todo = Vec::new();
-        for b in 0..benches.len() {
-            let dir = out.join(point_name(serve, b));
+        for &b in &serve.benches {
+            let dir = out.join(point_name(serve, b, benches));
             match completed(&dir).filter(|_| args.resume && !args.dry_run) {
                 Some(report) => {
                     let mut t = row_template(b);
@@ -561,7 +680,7 @@ async fn run(
             // Checked before the sweep started.
             params::serve_command(template, &serve.params, port, &label).unwrap_or_default()
         });
-        let server_log = serve.index.map(|s| out.join(format!("s{s}.server.log")));
+        let server_log = serve_tag(serve).map(|t| out.join(format!("{t}.server.log")));
         // The last lines of this configuration's server log, for a failed row.
         let server_tail = || {
             server_log
@@ -570,15 +689,15 @@ async fn run(
                 .unwrap_or_default()
         };
         if args.dry_run {
-            if let (Some(cmd), Some(s)) = (&command, serve.index) {
-                crate::stdout::println(&format!("server s{s}: {}", terminal(cmd)));
+            if let (Some(cmd), Some(s)) = (&command, serve_tag(serve)) {
+                crate::stdout::println(&format!("server {s}: {}", terminal(cmd)));
             }
             for &b in &todo {
-                let dir = out.join(point_name(serve, b));
+                let dir = out.join(point_name(serve, b, benches));
                 let argv = bench_argv(args, &benches[b], &target, &dir, true);
                 crate::stdout::println(&format!(
                     "plan {}: llmsurge {}",
-                    point_name(serve, b),
+                    point_name(serve, b, benches),
                     terminal(&argv.join(" "))
                 ));
                 let mut plan = tokio::process::Command::new(&exe);
@@ -596,7 +715,7 @@ async fn run(
                     Ok(o) => {
                         crate::stdout::eprintln(&format!(
                             "{}: the plan failed: {}",
-                            point_name(serve, b),
+                            point_name(serve, b, benches),
                             terminal(String::from_utf8_lossy(&o.stderr).trim())
                         ));
                         any_failed = true;
@@ -604,7 +723,7 @@ async fn run(
                     Err(e) => {
                         crate::stdout::eprintln(&format!(
                             "{}: cannot run llmsurge: {e}",
-                            point_name(serve, b)
+                            point_name(serve, b, benches)
                         ));
                         any_failed = true;
                     }
@@ -636,7 +755,7 @@ async fn run(
         }
         let mut server_dead: Option<String> = None;
         for (n, &b) in todo.iter().enumerate() {
-            let name = point_name(serve, b);
+            let name = point_name(serve, b, benches);
             let dir = out.join(&name);
             let mut row = row_template(b);
             if let Some(why) = &server_dead {
@@ -741,7 +860,10 @@ async fn run(
         }
         if let Some(srv) = running.take() {
             srv.stop().await;
-            crate::stdout::println(&format!("server s{}: stopped", serve.index.unwrap_or(0)));
+            crate::stdout::println(&format!(
+                "server {}: stopped",
+                serve_tag(serve).unwrap_or_default()
+            ));
         }
     }
     if args.dry_run {
@@ -985,7 +1107,8 @@ fn bench_argv(
     if dry {
         argv.push("--dry-run".into());
     }
-    let mut rest = args.common.iter().chain(&bench.flags);
+    // The shared flags less those the configuration sets: its own value wins.
+    let mut rest = bench.common.iter().chain(&bench.flags);
     while let Some(flag) = rest.next() {
         let name = flag.split_once('=').map_or(flag.as_str(), |(n, _)| n);
         if bench.skip.contains(&name) {

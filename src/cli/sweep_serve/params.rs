@@ -7,6 +7,7 @@
 
 use crate::cli::UsageError;
 use crate::cli::scenario::flag_text;
+use llmsurge_proto::inert::terminal;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -16,9 +17,51 @@ pub type Params = Map<String, Value>;
 /// `benchmark run` settings the sweep sets itself per point; a parameter file may not.
 pub const SWEEP_OWNED: &[&str] = &["target", "output_dir", "repeat", "dry_run", "scenario"];
 
-/// Loads `--serve-params`/`--bench-params`: a JSON or YAML list of objects (YAML when
-/// the file ends in .yaml/.yml).
-pub fn load_list(flag: &str, path: &Path) -> Result<Vec<Params>, UsageError> {
+/// One entry of a parameter file: its name, when the file gives it one (vLLM's named
+/// form, or a `_benchmark_name` key), and its parameters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Entry {
+    /// The configuration's name, as written.
+    pub name: Option<String>,
+    /// Its parameters.
+    pub params: Params,
+}
+
+/// The key vLLM's list form names an entry by.
+const NAME_KEY: &str = "_benchmark_name";
+
+/// An object's members in file order (serde_json's maps sort their keys; the named
+/// form's order is the order of its configurations).
+struct Ordered(Vec<(String, Value)>);
+
+impl<'de> serde::Deserialize<'de> for Ordered {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Ordered, A::Error> {
+                let mut out = Vec::new();
+                while let Some(kv) = m.next_entry::<String, Value>()? {
+                    out.push(kv);
+                }
+                Ok(Ordered(out))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// Loads `--serve-params`/`--bench-params` (JSON, or YAML when the file ends in
+/// .yaml/.yml) in either of vLLM's forms: a list of objects (an entry may name itself
+/// with `_benchmark_name`), or an object of named objects (`{"NAME": {...}, ...}`, in
+/// file order).
+pub fn load_list(flag: &str, path: &Path) -> Result<Vec<Entry>, UsageError> {
     let shown = path.display();
     let text =
         std::fs::read_to_string(path).map_err(|e| UsageError(format!("{flag} {shown}: {e}")))?;
@@ -26,44 +69,96 @@ pub fn load_list(flag: &str, path: &Path) -> Result<Vec<Params>, UsageError> {
         path.extension().and_then(|e| e.to_str()),
         Some("yaml" | "yml")
     );
-    let value: Value = if yaml {
-        serde_saphyr::from_str(&text).map_err(|e| {
-            UsageError(format!(
-                "{flag} {shown}: not valid YAML ({})",
-                e.to_string().lines().next().unwrap_or_default()
-            ))
-        })?
-    } else {
-        serde_json::from_str(&text)
-            .map_err(|e| UsageError(format!("{flag} {shown}: not valid JSON ({e})")))?
+    let parse = |text: &str| -> Result<Value, UsageError> {
+        if yaml {
+            serde_saphyr::from_str(text).map_err(|e| {
+                UsageError(format!(
+                    "{flag} {shown}: not valid YAML ({})",
+                    e.to_string().lines().next().unwrap_or_default()
+                ))
+            })
+        } else {
+            serde_json::from_str(text)
+                .map_err(|e| UsageError(format!("{flag} {shown}: not valid JSON ({e})")))
+        }
     };
-    let Value::Array(items) = value else {
-        return Err(UsageError(format!(
-            "{flag} {shown}: expected a list of objects, one per configuration"
-        )));
+    let shape = || {
+        UsageError(format!(
+            "{flag} {shown}: expected a list of objects, one per configuration, or an object of named ones ({{\"NAME\": {{...}}, ...}})"
+        ))
+    };
+    let items: Vec<(Option<String>, Value)> = match parse(&text)? {
+        Value::Array(items) => items.into_iter().map(|v| (None, v)).collect(),
+        Value::Object(_) => {
+            let ordered: Result<Ordered, String> = if yaml {
+                serde_saphyr::from_str(&text).map_err(|e| e.to_string())
+            } else {
+                serde_json::from_str(&text).map_err(|e| e.to_string())
+            };
+            let Ordered(members) = ordered.map_err(|_| shape())?;
+            members.into_iter().map(|(k, v)| (Some(k), v)).collect()
+        }
+        _ => return Err(shape()),
     };
     if items.is_empty() {
         return Err(UsageError(format!("{flag} {shown}: the list is empty")));
     }
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, item)| match item {
-            Value::Object(map) => {
-                for (k, v) in &map {
-                    if v.is_null() {
-                        return Err(UsageError(format!(
-                            "{flag} {shown}: entry {i}: key {k:?} is null"
-                        )));
-                    }
-                }
-                Ok(map)
+    let mut entries: Vec<Entry> = Vec::new();
+    for (i, (name, item)) in items.into_iter().enumerate() {
+        let at = match &name {
+            Some(n) => format!("{flag} {shown}: entry {}", terminal(&format!("{n:?}"))),
+            None => format!("{flag} {shown}: entry {i}"),
+        };
+        let Value::Object(mut params) = item else {
+            return Err(UsageError(format!("{at} is not an object")));
+        };
+        let name = match (name, params.remove(NAME_KEY)) {
+            (Some(n), _) => Some(n),
+            (None, Some(Value::String(n))) => Some(n),
+            (None, Some(_)) => {
+                return Err(UsageError(format!("{at}: {NAME_KEY} is not a string")));
             }
-            _ => Err(UsageError(format!(
-                "{flag} {shown}: entry {i} is not an object"
-            ))),
+            (None, None) => None,
+        };
+        for (k, v) in &params {
+            if v.is_null() {
+                return Err(UsageError(format!("{at}: key {k:?} is null")));
+            }
+        }
+        if let Some(n) = &name {
+            if folder_name(n).is_empty() {
+                return Err(UsageError(format!("{at}: the name is empty")));
+            }
+            if entries.iter().any(|e| e.name.as_ref() == Some(n)) {
+                return Err(UsageError(format!(
+                    "{at}: the name is given twice (each configuration needs its own)"
+                )));
+            }
+        }
+        entries.push(Entry { name, params });
+    }
+    Ok(entries)
+}
+
+/// A configuration's name as a folder name: letters, digits, `-`, `_` and `.` kept,
+/// anything else `_`, no leading `.` (no `..`, no hidden folder), at most 80 characters.
+pub fn folder_name(name: &str) -> String {
+    let mut out: String = name
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
         })
-        .collect()
+        .take(80)
+        .collect();
+    if out.starts_with('.') {
+        out.replace_range(..1, "_");
+    }
+    out
 }
 
 /// Quotes `s` for `sh` when it holds anything a shell would interpret: one word, taken
@@ -231,8 +326,8 @@ impl Shell {
 }
 
 /// The server command of one serve configuration: `{key}` placeholders in `template`
-/// are filled (`{port}` with `port`), every other key becomes `--key value` (`_` in the
-/// key becomes `-`; `true` is a bare flag, `false` is left out).
+/// are filled (`{port}` with `port`), every other key becomes a flag as vLLM's sweep
+/// writes it ([`serve_flag`]: `--key value`, `true` a bare flag, `false` `--no-key`).
 ///
 /// The template is the user's shell text; the values are data. Each value is quoted
 /// once, as one word, and placeholders are filled in one pass over the template, so
@@ -249,10 +344,10 @@ pub fn serve_command(
         if !plain_key(key) {
             return Err(UsageError(format!(
                 "{label}: key {} is not a plain flag name (letters, digits, _ . -, starting with a letter or digit): keys become --flags of the server command",
-                llmsurge_proto::inert::terminal(&format!("{key:?}"))
+                terminal(&format!("{key:?}"))
             )));
         }
-        let text = flag_text(label, key, value).map_err(UsageError)?;
+        let text = serve_value(label, key, value).map_err(UsageError)?;
         if text.contains('\0') {
             return Err(UsageError(format!(
                 "{label}: key {key:?}: the value holds a NUL character, which no command line can carry"
@@ -307,40 +402,119 @@ pub fn serve_command(
         if filled.contains(&key.as_str()) {
             continue;
         }
-        let flag = format!("--{}", key.replace('_', "-"));
-        match value {
-            Value::Bool(true) => cmd.push_str(&format!(" {flag}")),
-            Value::Bool(false) => {}
-            _ => cmd.push_str(&format!(" {flag} {}", shell_quote(text))),
-        }
+        cmd.push(' ');
+        cmd.push_str(&serve_flag(key, value, text));
     }
     Ok(cmd)
 }
 
+/// A serve parameter written as vLLM's sweep writes it: `_` becomes `-` before the first
+/// `.` (a nested config's inner keys are kept), `true` a bare flag, `false` the flag's
+/// `--no-` form (how vLLM's default-on flags are switched off), a nested key's boolean
+/// `--a.b=true|false`, any other value (`text`) one quoted word after the flag.
+fn serve_flag(key: &str, value: &Value, text: &str) -> String {
+    let (head, tail) = key.split_at(key.find('.').unwrap_or(key.len()));
+    let name = format!("{}{tail}", head.replace('_', "-"));
+    match value {
+        Value::Bool(b) if !tail.is_empty() => format!("--{name}={b}"),
+        Value::Bool(true) => format!("--{name}"),
+        Value::Bool(false) => format!("--no-{name}"),
+        _ => format!("--{name} {}", shell_quote(text)),
+    }
+}
+
+/// The text of a serve parameter's value: a list or an object is its JSON text, one
+/// word (vLLM writes a list as Python's text of it, the same for numbers).
+fn serve_value(label: &str, key: &str, value: &Value) -> Result<String, String> {
+    match value {
+        Value::Array(_) => Ok(value.to_string()),
+        other => flag_text(label, key, other),
+    }
+}
+
+/// vLLM's `bench serve` keys that `benchmark run` names otherwise, and its name.
+const VLLM_BENCH_KEYS: [(&str, &str); 7] = [
+    ("num_prompts", "max_requests"),
+    (
+        "random_input_len",
+        "data (e.g. \"data\": \"prompt_tokens=1024,output_tokens=128\")",
+    ),
+    (
+        "random_output_len",
+        "data (e.g. \"data\": \"prompt_tokens=1024,output_tokens=128\")",
+    ),
+    (
+        "dataset_name",
+        "data (a file, a Hugging Face id, or prompt_tokens=N,output_tokens=M)",
+    ),
+    ("dataset_path", "data (a file or a Hugging Face id)"),
+    (
+        "burstiness",
+        "profile (\"poisson\" is vLLM's burstiness 1, \"constant\" evenly spaced)",
+    ),
+    (
+        "num_runs",
+        "the sweep's --num-runs (--repeat), not a benchmark key",
+    ),
+];
+
 /// The `benchmark run` flags of one benchmark configuration, each key looked up in the
-/// real definition (`run`): its long flag, a bare flag for a `true` switch.
+/// real definition (`run`): its long flag, a bare flag for a `true` switch. Keys may be
+/// written with `-` (as vLLM allows). vLLM's `request_rate` is `--rate`: with Poisson
+/// arrivals (vLLM's) unless the configuration or the shared flags choose a profile
+/// (`shared_profile`), and `"inf"` is `--profile throughput`.
 pub fn bench_flags(
     run: &clap::Command,
     params: &Params,
     label: &str,
+    shared_profile: bool,
 ) -> Result<Vec<String>, UsageError> {
     let mut out = Vec::new();
-    for (key, value) in params {
+    let has = |k: &str| params.keys().any(|p| p.replace('-', "_") == k);
+    for (written, value) in params {
+        let key = written.replace('-', "_");
+        if key == "request_rate" {
+            if has("rate") {
+                return Err(UsageError(format!(
+                    "{label}: both rate and request_rate (vLLM's name for rate): give one"
+                )));
+            }
+            let inf = value
+                .as_str()
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("inf"));
+            if inf {
+                out.extend(["--profile".into(), "throughput".into()]);
+            } else {
+                if !has("profile") && !shared_profile {
+                    out.extend(["--profile".into(), "poisson".into()]);
+                }
+                out.push("--rate".into());
+                out.push(flag_text(label, &key, value).map_err(UsageError)?);
+            }
+            continue;
+        }
         let arg = run
             .get_arguments()
             .find(|a| a.get_id().as_str() == key.as_str() && !a.is_positional());
         let Some(arg) = arg else {
-            return Err(UsageError(format!(
-                "{label}: unknown key {key:?} (keys are benchmark run flag names with _, e.g. max_seconds)"
-            )));
+            return Err(UsageError(
+                match VLLM_BENCH_KEYS.iter().find(|(k, _)| *k == key) {
+                    Some((_, ours)) => {
+                        format!("{label}: key {written:?} is vLLM's; llmsurge's is {ours}")
+                    }
+                    None => format!(
+                        "{label}: unknown key {written:?} (keys are benchmark run flag names with _, e.g. max_seconds)"
+                    ),
+                },
+            ));
         };
         if SWEEP_OWNED.contains(&key.as_str()) {
             return Err(UsageError(format!(
-                "{label}: key {key:?} is set by the sweep itself (use the sweep's own flag)"
+                "{label}: key {written:?} is set by the sweep itself (use the sweep's own flag)"
             )));
         }
         let Some(long) = arg.get_long() else {
-            return Err(UsageError(format!("{label}: key {key:?} has no flag")));
+            return Err(UsageError(format!("{label}: key {written:?} has no flag")));
         };
         let switch = matches!(arg.get_action(), clap::ArgAction::SetTrue);
         match (switch, value) {
@@ -348,16 +522,60 @@ pub fn bench_flags(
             (true, Value::Bool(false)) => {}
             (true, _) => {
                 return Err(UsageError(format!(
-                    "{label}: key {key:?} is a switch; give it true or false"
+                    "{label}: key {written:?} is a switch; give it true or false"
                 )));
             }
             _ => {
                 out.push(format!("--{long}"));
-                out.push(flag_text(label, key, value).map_err(UsageError)?);
+                out.push(flag_text(label, &key, value).map_err(UsageError)?);
             }
         }
     }
     Ok(out)
+}
+
+/// `common` (the flags after `--`) less every flag `own` (a configuration's flags) sets,
+/// with its value: a configuration's own value wins over the shared one, as vLLM's sweep
+/// replaces a flag of its bench command. Flags are named as `run` defines them (long,
+/// alias or short).
+pub fn without_overridden(run: &clap::Command, common: &[String], own: &[String]) -> Vec<String> {
+    let find = |word: &str| -> Option<&clap::Arg> {
+        let name = word.split_once('=').map_or(word, |(n, _)| n);
+        if let Some(long) = name.strip_prefix("--") {
+            run.get_arguments().find(|a| {
+                a.get_long() == Some(long) || a.get_all_aliases().is_some_and(|v| v.contains(&long))
+            })
+        } else {
+            let c = name.strip_prefix('-')?.chars().next()?;
+            run.get_arguments().find(|a| a.get_short() == Some(c))
+        }
+    };
+    let own_ids: Vec<&str> = own
+        .iter()
+        .filter(|w| w.starts_with('-'))
+        .filter_map(|w| find(w).map(|a| a.get_id().as_str()))
+        .collect();
+    let mut out = Vec::new();
+    let mut words = common.iter();
+    while let Some(word) = words.next() {
+        let arg = word.starts_with('-').then(|| find(word)).flatten();
+        match arg {
+            Some(a) if own_ids.contains(&a.get_id().as_str()) => {
+                // `--flag=V` and `-nV` hold their value; `--flag` and `-n` are followed by it.
+                let inline =
+                    word.contains('=') || (!word.starts_with("--") && word.chars().count() > 2);
+                let takes_value = !matches!(
+                    a.get_action(),
+                    clap::ArgAction::SetTrue | clap::ArgAction::SetFalse | clap::ArgAction::Count
+                );
+                if takes_value && !inline {
+                    words.next();
+                }
+            }
+            _ => out.push(word.clone()),
+        }
+    }
+    out
 }
 
 /// A short name for a configuration in reports: `key=value` pairs.
@@ -385,7 +603,76 @@ mod tests {
         let p = params(r#"{"model": "m 1", "max_num_seqs": 32, "eager": true, "quiet": false}"#);
         let cmd = serve_command("serve {model} --port {port}", &p, 8123, "entry 0").expect("ok");
         // serde_json's maps keep keys sorted.
-        assert_eq!(cmd, "serve 'm 1' --port 8123 --eager --max-num-seqs 32");
+        assert_eq!(
+            cmd,
+            "serve 'm 1' --port 8123 --eager --max-num-seqs 32 --no-quiet"
+        );
+    }
+
+    #[test]
+    fn serve_values_are_written_as_vllms_sweep_writes_them() {
+        let p = params(
+            r#"{"compilation_config.use_cudagraph": false, "compilation_config.mode": 3,
+                "enable_chunked_prefill": false, "sizes": [1, 2], "kw": {"a": 1}}"#,
+        );
+        let cmd = serve_command("serve", &p, 1, "entry 0").expect("ok");
+        assert_eq!(
+            cmd,
+            "serve --compilation-config.mode 3 --compilation-config.use_cudagraph=false --no-enable-chunked-prefill --kw '{\"a\":1}' --sizes '[1,2]'"
+        );
+    }
+
+    #[test]
+    fn a_configurations_flag_replaces_the_shared_one_with_its_value() {
+        use clap::CommandFactory;
+        let cli = crate::cli::Cli::command();
+        let run = cli
+            .find_subcommand("benchmark")
+            .and_then(|b| b.find_subcommand("run"))
+            .expect("benchmark run");
+        let words = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        let common = words("--rate 1 --max-requests=20 --stream --profile concurrent");
+        assert_eq!(
+            without_overridden(run, &common, &words("--rate 8 --max-requests 6")),
+            words("--stream --profile concurrent")
+        );
+        assert_eq!(without_overridden(run, &common, &[]), common);
+    }
+
+    #[test]
+    fn both_of_vllms_forms_load_with_their_names_in_file_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).expect("write");
+            load_list("--serve-params", &p)
+        };
+        let names = |entries: &[Entry]| -> Vec<Option<String>> {
+            entries.iter().map(|e| e.name.clone()).collect()
+        };
+        let named = file("n.json", r#"{"zeta": {"a": 1}, "alpha": {"a": 2}}"#).expect("named");
+        assert_eq!(names(&named), [Some("zeta".into()), Some("alpha".into())]);
+        assert_eq!(named[1].params["a"], 2);
+        let yaml = file("n.yaml", "zeta:\n  a: 1\nalpha:\n  a: 2\n").expect("yaml");
+        assert_eq!(names(&yaml), names(&named));
+        let list = file("l.json", r#"[{"_benchmark_name": "x", "a": 1}, {"a": 2}]"#).expect("list");
+        assert_eq!(names(&list), [Some("x".into()), None]);
+        assert!(!list[0].params.contains_key("_benchmark_name"));
+        let twice = file(
+            "t.json",
+            r#"[{"_benchmark_name": "x"}, {"_benchmark_name": "x"}]"#,
+        );
+        assert!(twice.expect_err("twice").0.contains("given twice"));
+        let bare = file("b.json", r#"{"a": 1}"#);
+        assert!(bare.expect_err("bare").0.contains("is not an object"));
+    }
+
+    #[test]
+    fn names_become_safe_folder_names() {
+        assert_eq!(folder_name("big/one"), "big_one");
+        assert_eq!(folder_name(".."), "_.");
+        assert_eq!(folder_name(" tp=2, pp=1 "), "tp_2__pp_1");
+        assert_eq!(folder_name(&"x".repeat(200)).len(), 80);
     }
 
     #[test]

@@ -11,8 +11,8 @@
 use super::report::{Intro, ParamColumns, Point, Status, Table};
 use super::{
     Bench, Ended, Serve, Signals, Started, SweepServeArgs, TAIL_LINES, between_benchmarks,
-    completed, invalid_why, label_of, mark_done, point_name, point_of, run_point, server,
-    start_server,
+    completed, invalid_why, label_of, mark_done, point_name, point_of, run_point, serve_tag,
+    server, start_server,
 };
 use crate::cli::{UsageError, usage_error};
 use crate::exit_codes;
@@ -30,12 +30,14 @@ use std::path::Path;
 pub struct SweepServeSlaArgs {
     /// The SLAs, each in the --slo grammar (all its checks must hold), e.g.
     /// 'e2e_p99<=2s' or 'ttft_p99<=500ms,tpot_p50<=20ms'. Repeat the flag, separate
-    /// SLAs with ';', or name a JSON or YAML file holding a list of them.
+    /// SLAs with ';', or name a JSON or YAML file holding a list of them: strings, or
+    /// vLLM's objects ({"p99_e2el_ms": "<=2000"}).
     #[arg(long, env = "LLMSURGE_SLA_PARAMS", value_name = "SLA|FILE")]
     pub sla_params: Vec<String>,
 
     /// What the search varies: the request rate of constant-rate benchmarks, or the
-    /// streams of concurrent ones.
+    /// streams of concurrent ones (vLLM's request_rate and max_concurrency are
+    /// accepted for them).
     #[arg(
         long,
         env = "LLMSURGE_SLA_VARIABLE",
@@ -59,8 +61,10 @@ pub struct SweepServeSlaArgs {
 #[serde(rename_all = "snake_case")]
 pub enum SlaVariable {
     /// Requests per second (`--profile constant --rate R`).
+    #[value(alias = "request_rate")]
     Rate,
     /// Concurrent streams (`--profile concurrent --rate N`).
+    #[value(alias = "max_concurrency")]
     Concurrency,
 }
 
@@ -91,21 +95,18 @@ fn load_slas(values: &[String]) -> Result<Vec<Sla>, UsageError> {
         if file {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| UsageError(format!("--sla-params {v}: {e}")))?;
-            let list: Vec<String> = if path.extension().is_some_and(|e| e == "json") {
-                serde_json::from_str(&text).map_err(|e| {
-                    UsageError(format!(
-                        "--sla-params {v}: expected a JSON list of SLA strings ({e})"
-                    ))
-                })?
+            let value: serde_json::Value = if path.extension().is_some_and(|e| e == "json") {
+                serde_json::from_str(&text)
+                    .map_err(|e| UsageError(format!("--sla-params {v}: not valid JSON ({e})")))?
             } else {
                 serde_saphyr::from_str(&text).map_err(|e| {
                     UsageError(format!(
-                        "--sla-params {v}: expected a YAML list of SLA strings ({})",
+                        "--sla-params {v}: not valid YAML ({})",
                         e.to_string().lines().next().unwrap_or_default()
                     ))
                 })?
             };
-            texts.extend(list);
+            texts.extend(file_slas(v, value)?);
         } else {
             texts.extend(v.split(';').map(str::to_string));
         }
@@ -125,6 +126,92 @@ fn load_slas(values: &[String]) -> Result<Vec<Sla>, UsageError> {
         ));
     }
     Ok(slas)
+}
+
+/// The SLAs of a `--sla-params` file: a list of llmsurge's SLA strings, or of vLLM's
+/// objects (each one SLA, all of whose constraints must hold; one object alone is a
+/// list of one).
+fn file_slas(file: &str, value: serde_json::Value) -> Result<Vec<String>, UsageError> {
+    use serde_json::Value;
+    let shape = || {
+        UsageError(format!(
+            "--sla-params {file}: expected a list of SLAs: strings (\"e2e_p99<=2s\") or vLLM's objects ({{\"p99_e2el_ms\": \"<=2000\"}})"
+        ))
+    };
+    let items = match value {
+        Value::Array(items) => items,
+        one @ Value::Object(_) => vec![one],
+        _ => return Err(shape()),
+    };
+    items
+        .into_iter()
+        .map(|item| match item {
+            Value::String(s) => Ok(s),
+            Value::Object(constraints) => constraints
+                .iter()
+                .map(|(k, v)| {
+                    vllm_check(k, v).map_err(|e| UsageError(format!("--sla-params {file}: {e}")))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(|checks| checks.join(",")),
+            _ => Err(shape()),
+        })
+        .collect()
+}
+
+/// One of vLLM's SLA constraints (`"p99_e2el_ms": "<=2000"`) as an llmsurge check
+/// (`e2e_p99<=2000ms`): `mean_`, `median_` or `pNN_` of `ttft`, `tpot`, `itl`, `e2el` in
+/// ms, `request_throughput`, `output_throughput`, `request_goodput`.
+fn vllm_check(key: &str, value: &serde_json::Value) -> Result<String, String> {
+    let ours = "llmsurge's form is e.g. \"e2e_p99<=2s\"";
+    let Some(cond) = value.as_str().map(str::trim) else {
+        return Err(format!(
+            "{key}: expected \"<OP><VALUE>\" (e.g. \"<=2000\"), as vLLM writes it"
+        ));
+    };
+    let Some(op) = ["<=", ">=", "<", ">"]
+        .into_iter()
+        .find(|o| cond.starts_with(o))
+    else {
+        return Err(format!(
+            "{key}: {cond:?} starts with no operator (<=, >=, < or >)"
+        ));
+    };
+    let number = cond[op.len()..].trim();
+    let rates = [
+        ("request_throughput", "requests_per_s"),
+        ("output_throughput", "output_tokens_per_s"),
+        ("request_goodput", "goodput_per_s"),
+    ];
+    if let Some((_, name)) = rates.iter().find(|(k, _)| *k == key) {
+        return Ok(format!("{name}{op}{number}"));
+    }
+    let latency = key.strip_suffix("_ms").and_then(|k| {
+        let (stat, metric) = k.split_once('_')?;
+        let metric = match metric {
+            "ttft" | "tpot" | "itl" => metric,
+            "e2el" => "e2e",
+            _ => return None,
+        };
+        let stat = match stat {
+            "mean" => "mean".to_string(),
+            "median" => "p50".to_string(),
+            p if p.starts_with('p') => p.replace('.', "_"),
+            "std" => {
+                return Some(Err(format!(
+                    "{key}: llmsurge judges no standard deviation; use a percentile ({ours})"
+                )));
+            }
+            _ => return None,
+        };
+        Some(Ok(format!("{metric}_{stat}{op}{number}ms")))
+    });
+    match latency {
+        Some(check) => check,
+        None => Err(format!(
+            "{key}: not a key llmsurge judges (vLLM's mean_, median_ or pNN_ of ttft, tpot, itl or e2el with _ms; request_throughput, output_throughput, request_goodput; {ours})"
+        )),
+    }
 }
 
 /// One load the search measured.
@@ -206,13 +293,38 @@ pub struct SlaReport {
 }
 
 /// The directory name of a load, which is also its key among the point's measurements.
-fn load_key(strategy: Strategy) -> String {
+/// A rate is written with a few significant digits (4, more for a finer `precision`):
+/// every two rates a search at that precision asks for differ by more than half of it,
+/// so their names differ too.
+fn load_key(strategy: Strategy, precision: f64) -> String {
     match strategy {
         Strategy::Synchronous => "synchronous".into(),
         Strategy::Throughput { .. } => "throughput".into(),
-        Strategy::Constant { rate } => format!("rate-{rate}"),
+        Strategy::Constant { rate } => {
+            let needed = (1.0 - (precision / 2.0).log10()).ceil() + 1.0;
+            let digits = if needed.is_finite() {
+                needed.clamp(4.0, 15.0) as usize
+            } else {
+                4
+            };
+            format!("rate-{}", significant(rate, digits))
+        }
         Strategy::Concurrent { streams } => format!("concurrency-{streams}"),
         other => format!("{other}"),
+    }
+}
+
+/// `x` with `digits` significant digits, no trailing zeros (`10.77`, `0.3333`, `12`).
+fn significant(x: f64, digits: usize) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let magnitude = x.abs().log10().floor() as i64;
+    let decimals = (digits as i64 - 1 - magnitude).max(0) as usize;
+    let text = format!("{x:.decimals$}");
+    match text.contains('.') {
+        true => text.trim_end_matches('0').trim_end_matches('.').to_string(),
+        false => text,
     }
 }
 
@@ -305,9 +417,13 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
                 args.sweep.bench_params.as_deref(),
                 Some(i),
             );
+            // vLLM's request_rate sets --rate (and --profile): name the key as written.
+            let key = match b.params.contains_key("request_rate") {
+                true => "request_rate",
+                false => flag.trim_start_matches('-'),
+            };
             return Err(UsageError(format!(
-                "{label}: key {:?} is chosen by sweep serve-sla itself (--sla-variable)",
-                flag.trim_start_matches('-')
+                "{label}: key {key:?} is chosen by sweep serve-sla itself (--sla-variable)"
             )));
         }
     }
@@ -352,8 +468,12 @@ impl Ctx<'_> {
         // A second run of one load (the search's retest of the boundary) is a run of its
         // own, in a directory of its own.
         let name = match nth {
-            0 => load_key(strategy),
-            n => format!("{}-run{}", load_key(strategy), n + 1),
+            0 => load_key(strategy, self.args.sla_precision),
+            n => format!(
+                "{}-run{}",
+                load_key(strategy, self.args.sla_precision),
+                n + 1
+            ),
         };
         let dir = point_dir.join(&name);
         if self.args.sweep.resume
@@ -375,8 +495,10 @@ impl Ctx<'_> {
         let mut flags = bench.flags.clone();
         flags.extend(load_flags(strategy));
         let load = Bench {
+            name: bench.name.clone(),
             params: bench.params.clone(),
             flags,
+            common: bench.common.clone(),
             // One in flight: the run refuses a cap meant for the other loads.
             skip: match strategy {
                 Strategy::Synchronous => &["--max-concurrency"],
@@ -452,7 +574,7 @@ async fn search_point(
                 Ok(None) => break None,
                 Err(e) => break Some(Measured::Failed(e.to_string())),
             };
-            let key = load_key(strategy);
+            let key = load_key(strategy, ctx.args.sla_precision);
             let nth = dirs.iter().filter(|(k, _)| *k == key).count();
             let runs = measured.entry(key.clone()).or_default();
             let shared = runs.len() > nth;
@@ -538,8 +660,16 @@ async fn search_point(
                 .filter_map(|f| figure(r, f).map(|v| (f.to_string(), v)))
                 .collect();
         }
+        // The answer is an offered rate; what the server achieved there beside it.
+        let achieved = match row.figures.get(ACHIEVED) {
+            Some(a) if ctx.args.sla_variable == SlaVariable::Rate => {
+                format!(" (offered; {a:.3} req/s achieved)")
+            }
+            Some(a) => format!(" ({a:.3} req/s achieved)"),
+            None => String::new(),
+        };
         crate::stdout::println(&format!(
-            "{} [{}]: {}",
+            "{} [{}]: {}{achieved}",
             template.at.point,
             terminal(&sla.text),
             terminal(&outcome.conclusion)
@@ -589,7 +719,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
             log_tail: Vec::new(),
         };
         let fail_all = |report: &mut SlaReport, from: usize, error: &str, tail: &[String]| {
-            for b in from..benches.len() {
+            for &b in serve.benches.iter().filter(|&&b| b >= from) {
                 for sla in slas {
                     let mut row = template(b);
                     row.sla = sla.text.clone();
@@ -618,17 +748,21 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
             // Checked before the sweep started.
             super::params::serve_command(template, &serve.params, port, &label).unwrap_or_default()
         });
-        let server_log = serve.index.map(|s| out.join(format!("s{s}.server.log")));
+        let server_log = serve_tag(serve).map(|t| out.join(format!("{t}.server.log")));
         if sweep.dry_run {
-            if let (Some(cmd), Some(s)) = (&command, serve.index) {
-                crate::stdout::println(&format!("server s{s}: {}", terminal(cmd)));
+            if let (Some(cmd), Some(s)) = (&command, serve_tag(serve)) {
+                crate::stdout::println(&format!("server {s}: {}", terminal(cmd)));
             }
-            for (b, bench) in benches.iter().enumerate() {
-                let dir = out.join(point_name(serve, b));
+            for (b, bench) in benches
+                .iter()
+                .enumerate()
+                .filter(|(b, _)| serve.benches.contains(b))
+            {
+                let dir = out.join(point_name(serve, b, benches));
                 let argv = super::bench_argv(sweep, bench, &target, &dir.join("LOAD"), false);
                 crate::stdout::println(&format!(
                     "search {}: llmsurge {} {{--profile synchronous | --profile throughput | {}}} for each of: {}",
-                    point_name(serve, b),
+                    point_name(serve, b, benches),
                     terminal(&argv.join(" ")),
                     match args.sla_variable {
                         SlaVariable::Rate => "--profile constant --rate R",
@@ -671,8 +805,12 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                 .unwrap_or_default()
         };
         let mut interrupted = false;
-        for (b, bench) in benches.iter().enumerate() {
-            let point_dir = out.join(point_name(serve, b));
+        for (b, bench) in benches
+            .iter()
+            .enumerate()
+            .filter(|(b, _)| serve.benches.contains(b))
+        {
+            let point_dir = out.join(point_name(serve, b, benches));
             if let Err(e) = std::fs::create_dir_all(&point_dir) {
                 crate::stdout::eprintln(&format!("error: {}: {e}", point_dir.display()));
                 return exit_codes::RUN_FAILED;
@@ -705,7 +843,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                 Some(Measured::ServerDied(why)) => {
                     crate::stdout::eprintln(&format!(
                         "{}: {}",
-                        point_name(serve, b),
+                        point_name(serve, b, benches),
                         terminal(&why)
                     ));
                     let tail = server_tail();
@@ -723,7 +861,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                 Some(Measured::Failed(why)) => {
                     crate::stdout::eprintln(&format!(
                         "{}: {}",
-                        point_name(serve, b),
+                        point_name(serve, b, benches),
                         terminal(&why)
                     ));
                     report.rows.append(&mut rows);
@@ -742,7 +880,10 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
         }
         if let Some(srv) = ctx.server.take() {
             srv.stop().await;
-            crate::stdout::println(&format!("server s{}: stopped", serve.index.unwrap_or(0)));
+            crate::stdout::println(&format!(
+                "server {}: stopped",
+                serve_tag(serve).unwrap_or_default()
+            ));
         }
         if interrupted {
             report.interrupted = true;
@@ -763,6 +904,10 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
     }
 }
 
+/// The figure that is the rate a load achieved (below the offered one when the server
+/// fell behind).
+const ACHIEVED: &str = "requests_per_s";
+
 fn write_report(out: &Path, report: &SlaReport) {
     if let Err(e) = write(out, report) {
         crate::stdout::eprintln(&format!(
@@ -776,25 +921,30 @@ fn write_report(out: &Path, report: &SlaReport) {
 /// own text.
 fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
     let params = ParamColumns::of(report.rows.iter().map(|r| &r.at));
+    // The achieved rate stands beside the answer; the other figures follow.
     let figures: Vec<&str> = FIGURES
         .iter()
         .copied()
-        .filter(|f| report.rows.iter().any(|r| r.figures.contains_key(*f)))
+        .filter(|f| *f != ACHIEVED && report.rows.iter().any(|r| r.figures.contains_key(*f)))
         .collect();
-    let unit = match report.variable {
-        SlaVariable::Rate => "max_rate",
-        SlaVariable::Concurrency => "max_concurrency",
+    let (answer, failing) = match report.variable {
+        SlaVariable::Rate => ("max offered rate (req/s)", "failing offered rate (req/s)"),
+        SlaVariable::Concurrency => ("max concurrency (streams)", "failing concurrency (streams)"),
     };
     let mut header = params.header();
     let mut ours = params.ours();
     header.extend([
         "sla".into(),
-        unit.into(),
-        "failing".into(),
+        answer.into(),
+        "achieved at answer (req/s)".into(),
+        failing.into(),
         "benchmarks".into(),
     ]);
-    ours.extend([false, true, true, true]);
-    header.extend(figures.iter().map(|f| format!("{f} at answer")));
+    ours.extend([false, true, true, true, true]);
+    header.extend(figures.iter().map(|f| match f.ends_with("_per_s") {
+        true => format!("{f} at answer"),
+        false => format!("{f} at answer (ms)"),
+    }));
     ours.extend(figures.iter().map(|_| true));
     header.extend(["conclusion".into(), "error".into()]);
     ours.extend([false, false]);
@@ -805,6 +955,9 @@ fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
             let mut c = params.cells(&r.at, r.status);
             c.push(r.sla.clone());
             c.push(crate::report::cells::cell_value(r.answer));
+            c.push(crate::report::cells::cell_value(
+                r.figures.get(ACHIEVED).copied(),
+            ));
             c.push(crate::report::cells::cell_value(
                 r.bracket.and_then(|b| b.1),
             ));
@@ -837,7 +990,8 @@ pub fn write(dir: &Path, report: &SlaReport) -> std::io::Result<()> {
         text: format!(
             "The highest {} meeting each SLA, within {:.1}% (the capacity search: boundary confirmed by a second run{}). {} benchmarks run, {} read back; a load measured once serves every SLA.",
             match report.variable {
-                SlaVariable::Rate => "request rate (req/s)",
+                SlaVariable::Rate =>
+                    "offered request rate (req/s: the rate the load sent at; the rate the server achieved stands beside it)",
                 SlaVariable::Concurrency => "concurrency (streams)",
             },
             report.precision * 100.0,
@@ -870,4 +1024,44 @@ pub fn write(dir: &Path, report: &SlaReport) -> std::io::Result<()> {
         },
         &[],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vllms_sla_constraints_become_llmsurges_checks() {
+        let v = |s: &str| serde_json::Value::String(s.into());
+        for (key, value, want) in [
+            ("p99_e2el_ms", "<=200", "e2e_p99<=200ms"),
+            ("median_tpot_ms", "< 20", "tpot_p50<20ms"),
+            ("mean_ttft_ms", ">=1", "ttft_mean>=1ms"),
+            ("p99.9_itl_ms", "<=50", "itl_p99_9<=50ms"),
+            ("request_throughput", ">=10", "requests_per_s>=10"),
+        ] {
+            let check = vllm_check(key, &v(value)).expect(key);
+            assert_eq!(check, want);
+            Slo::parse(&check).expect(want);
+        }
+        for (key, value) in [
+            ("std_ttft_ms", "<=1"),
+            ("p99_x_ms", "<=1"),
+            ("p99_e2el_ms", "200"),
+        ] {
+            assert!(vllm_check(key, &v(value)).is_err(), "{key}");
+        }
+    }
+
+    #[test]
+    fn rates_are_named_with_a_few_significant_digits() {
+        assert_eq!(significant(10.772795274800467, 4), "10.77");
+        assert_eq!(significant(0.33333, 4), "0.3333");
+        assert_eq!(significant(12.0, 4), "12");
+        assert_eq!(significant(12345.6, 4), "12346");
+        let key = |rate, precision| load_key(Strategy::Constant { rate }, precision);
+        assert_eq!(key(10.772795274800467, 0.05), "rate-10.77");
+        // A finer search gets more digits: its rates are closer together.
+        assert_eq!(key(10.772795274800467, 0.0001), "rate-10.7728");
+    }
 }
