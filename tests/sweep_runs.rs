@@ -366,7 +366,8 @@ fn sweep_report_records_what_ran_its_warnings_and_repeat_means_with_spread() {
     let out = sweep(
         d,
         r#"[{"ttft_ms": 2, "prompt_tokens_scale": 1.7}]"#,
-        r#"[{"profile": "synchronous", "max_requests": 3}]"#,
+        r#"[{"profile": "synchronous", "max_requests": 3},
+           {"profile": "concurrent", "rate": 2, "max_requests": 4}]"#,
         &["--repeat", "2"],
         &[
             "--data",
@@ -433,5 +434,22 @@ fn sweep_report_records_what_ran_its_warnings_and_repeat_means_with_spread() {
     assert!(
         header.contains("requests_per_s,requests_per_s_std"),
         "{header}"
+    );
+    // The charts: each mean with an error bar of ± its spread.
+    let charts = page_charts(&html);
+    let rate = charts
+        .iter()
+        .find(|c| {
+            c["id"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("sweep-requests_per_s-vs-"))
+        })
+        .expect("a requests/s chart");
+    let bars = rate["error_bars"].as_array().expect("error bars");
+    assert_eq!(bars.len(), 2, "{rate}");
+    assert!(
+        bars.iter()
+            .any(|b| b["low"] == stats.mean - stats.std && b["high"] == stats.mean + stats.std),
+        "{rate}"
     );
 }

@@ -11,7 +11,7 @@ use super::filter::{Cell, Filter, cell};
 use super::report::{GPU_FIGURES, Outcome, Row};
 use crate::report::across_runs::FIGURES;
 use crate::report::charts::pareto::{self, PerUser};
-use crate::report::charts::{Axis, Chart, PALETTE, Series};
+use crate::report::charts::{Axis, Chart, ErrorBar, PALETTE, Series};
 
 /// `--gpus`: a count, or the parameter that holds it.
 #[derive(Clone, Debug, PartialEq)]
@@ -218,9 +218,21 @@ pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
                     .filter_map(|&i| point(i))
                     .collect();
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let color = PALETTE[g % PALETTE.len()];
+                // `--repeat`: each mean ± the spread of its runs.
+                for &i in members.iter().filter(|&&i| owned[i].outcome.measured()) {
+                    if let (Some((x, Some(y))), Some(sd)) = (point(i), owned[i].spread.get(*f)) {
+                        c.error_bars.push(ErrorBar {
+                            x,
+                            low: y - sd,
+                            high: y + sd,
+                            color: color.into(),
+                        });
+                    }
+                }
                 c.series.push(Series {
                     label: name.clone(),
-                    color: PALETTE[g % PALETTE.len()].into(),
+                    color: color.into(),
                     right: false,
                     dashed: false,
                     markers: true,
