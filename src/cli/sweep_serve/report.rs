@@ -308,7 +308,13 @@ pub fn rows_of(template: &Row, report: &Report, dir: &Path) -> Vec<Row> {
             None => crate::report::cells::label(b),
         });
         row.runs = across.map(|a| a.runs);
-        let invalid = crate::cli::run::invalid_run(&runs);
+        // `--repeat`: runs invalid for the same reason say it once.
+        let mut invalid: Vec<String> = Vec::new();
+        for why in crate::cli::run::invalid_run(&runs) {
+            if !invalid.contains(&why) {
+                invalid.push(why);
+            }
+        }
         let not_kept_up = runs
             .iter()
             .find_map(|r| llmsurge_coordinator::kept_up::kept_up(r).why_not());
@@ -598,14 +604,18 @@ fn notes(report: &SweepReport) -> Vec<Intro> {
     {
         out.push(Intro {
             text: format!(
-                "{}{}: {} (its figures measure no server at this load: not drawn as curves, off the Pareto front): {}",
+                "{}{}: {} (its figures measure no server at this load: not drawn as curves, off the Pareto front){}",
                 r.at.point,
                 r.benchmark
                     .as_deref()
                     .map(|b| format!(" {b}"))
                     .unwrap_or_default(),
                 r.outcome.name(),
-                r.error.as_deref().unwrap_or_default()
+                // An invalid run's reasons are among the point's lines above.
+                match (r.outcome, &r.error) {
+                    (Outcome::NotKeptUp, Some(why)) => format!(": {why}"),
+                    _ => String::new(),
+                }
             ),
             code: None,
         });
