@@ -429,8 +429,8 @@ fn point_of(serve: &Serve, bench: usize, benches: &[Bench]) -> Point {
 }
 
 /// A point's report, when an earlier run completed it with a valid run (an invalid
-/// run, like a failed one, is run again). serve-sla's loads: their parameters are the
-/// point's own, checked by [`resumable`] where the point is.
+/// run, like a failed one, is run again). serve-sla's loads use it: their inputs are
+/// not compared yet (`sweep serve`'s points go through [`resumable`]).
 fn completed(dir: &Path) -> Option<crate::report::json::Report> {
     let done: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join(DONE)).ok()?).ok()?;
