@@ -412,6 +412,9 @@ fn sweep_report_records_what_ran_its_warnings_and_repeat_means_with_spread() {
         .find(|w| w.starts_with("warning: prompt lengths differ"))
         .unwrap_or_else(|| panic!("the run's warning: {r}"))
         .to_string();
+    // On the console too, named by its point.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("s0-b0: {warning}")), "{stderr}");
     let md = read(d, "sweep.md");
     assert!(md.contains("--max-dispatch-lag 10s"), "{md}");
     assert!(md.contains(env!("CARGO_PKG_VERSION")), "{md}");

@@ -837,6 +837,11 @@ async fn run(
                                     r.error = Some(why.clone());
                                 }
                             }
+                            // The point's warnings, which were only in its run.log.
+                            let warnings = rows.first().map_or(&[][..], |r| &r.warnings[..]);
+                            for w in warnings.iter().filter(|w| w.starts_with("warning: ")) {
+                                crate::stdout::eprintln(&format!("{name}: {}", terminal(w)));
+                            }
                             for r in rows.iter().filter(|r| !r.outcome.measured()) {
                                 crate::stdout::eprintln(&format!(
                                     "{name}: {}",
