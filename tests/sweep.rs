@@ -677,7 +677,7 @@ fn md_cells(line: &str) -> Vec<String> {
 }
 
 /// The Markdown table line of `point`.
-fn md_line<'a>(md: &'a str, point: &str) -> &'a str {
+pub(crate) fn md_line<'a>(md: &'a str, point: &str) -> &'a str {
     md.lines()
         .find(|l| l.starts_with(&format!("| {point} |")))
         .unwrap_or_else(|| panic!("{point} in {md}"))
@@ -895,7 +895,8 @@ fn sweep_serve_a_point_whose_run_was_invalid_reads_invalid_and_fails_the_sweep()
     };
     let out = run(&[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    // Exit code 4: no point failed, one measured nothing (an invalid run).
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
     let summary = report(dir.path());
     let rows = summary["rows"].as_array().expect("rows");
     let ok = rows.iter().find(|r| r["point"] == "s0-b0").expect("s0-b0");
@@ -928,7 +929,7 @@ fn sweep_serve_a_point_whose_run_was_invalid_reads_invalid_and_fails_the_sweep()
 
     // --resume: the valid point is read back, the invalid one runs again.
     let again = run(&["--resume"]);
-    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(again.status.code(), Some(4));
     let stdout = String::from_utf8_lossy(&again.stdout);
     assert!(
         stdout.contains("s0-b0: complete, skipped") && !stdout.contains("s1-b0: complete"),

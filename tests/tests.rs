@@ -12,4 +12,5 @@ mod support;
 mod sweep;
 mod sweep_inputs;
 mod sweep_plot;
+mod sweep_runs;
 mod sweep_sla;

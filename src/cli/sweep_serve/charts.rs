@@ -2,13 +2,16 @@
 //! and `--chart-images` writes the same ones as PNG/SVG): each headline figure against
 //! each varied parameter (`--curve-by`), one line per combination of the other varied
 //! parameters, and the Pareto front of output tokens/s per user (1 / TPOT p50) against
-//! output tokens/s per GPU, its points labelled by their parameters.
+//! output tokens/s per GPU, its points labelled by their parameters. A point whose
+//! figures measure no server at its load (an invalid run, a load the server did not
+//! keep up with) is drawn apart, as a grey marker named in the chart's notes, and is
+//! never on the front.
 
 use super::filter::{Cell, Filter, cell};
-use super::report::{GPU_FIGURES, Row};
+use super::report::{GPU_FIGURES, Outcome, Row};
 use crate::report::across_runs::FIGURES;
 use crate::report::charts::pareto::{self, PerUser};
-use crate::report::charts::{Axis, Chart, PALETTE, Series};
+use crate::report::charts::{Axis, Chart, ErrorBar, PALETTE, Series};
 
 /// `--gpus`: a count, or the parameter that holds it.
 #[derive(Clone, Debug, PartialEq)]
@@ -135,7 +138,7 @@ fn chart(id: String, title: String, x: Axis, y: Axis) -> Chart {
 pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
     let rows: Vec<&Row> = rows
         .iter()
-        .filter(|r| !r.status.failed())
+        .filter(|r| r.outcome.measured() || unmeasured(r))
         .filter(|r| spec.filter.as_ref().is_none_or(|f| f.keeps(r)))
         .collect();
     let owned: Vec<Row> = rows.iter().map(|r| (*r).clone()).collect();
@@ -205,25 +208,43 @@ pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
             if !numeric {
                 c.x_labels = Some(names.clone());
             }
+            let point = |i: usize| Some((xs[i]?, owned[i].figures.get(*f).copied()));
             for (g, (name, members)) in groups.iter().enumerate() {
                 let mut pts: Vec<(f64, Option<f64>)> = members
                     .iter()
-                    .filter_map(|&i| Some((xs[i]?, owned[i].figures.get(*f).copied())))
+                    .filter(|&&i| owned[i].outcome.measured())
+                    .filter_map(|&i| point(i))
                     .collect();
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                c.series.push(Series {
-                    label: name.clone(),
-                    color: PALETTE[g % PALETTE.len()].into(),
-                    right: false,
-                    dashed: false,
-                    markers: true,
-                    line: true,
-                    points: pts,
-                    step: false,
-                });
+                let color = PALETTE[g % PALETTE.len()];
+                // `--repeat`: each mean ± the spread of its runs.
+                for &i in members.iter().filter(|&&i| owned[i].outcome.measured()) {
+                    if let (Some((x, Some(y))), Some(sd)) = (point(i), owned[i].spread.get(*f)) {
+                        c.error_bars.push(ErrorBar {
+                            x,
+                            low: y - sd,
+                            high: y + sd,
+                            color: color.into(),
+                        });
+                    }
+                }
+                c.series.push(Series::new(name.clone(), color, pts));
             }
             c.series
                 .retain(|s| s.points.iter().any(|(_, y)| y.is_some()));
+            // The points that measured no server: markers apart, named in the notes.
+            let apart: Vec<usize> = (0..owned.len())
+                .filter(|&i| unmeasured(&owned[i]) && point(i).is_some_and(|p| p.1.is_some()))
+                .collect();
+            if !apart.is_empty() {
+                let mut pts: Vec<(f64, Option<f64>)> =
+                    apart.iter().filter_map(|&i| point(i)).collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let mut s = Series::new(UNMEASURED, UNMEASURED_COLOR, pts);
+                s.line = false;
+                c.series.push(s);
+                c.notes = apart.iter().map(|&i| apart_note(&owned[i])).collect();
+            }
             if c.series.is_empty() {
                 continue;
             }
@@ -250,6 +271,7 @@ fn front(rows: &[Row], varied: &[String], several: bool, spec: &ChartSpec) -> Op
     let mut per_gpu = false;
     let points: Vec<pareto::Point> = rows
         .iter()
+        .filter(|r| r.outcome.measured())
         .filter_map(|r| {
             let tpot = *r.figures.get("tpot_p50")?;
             let total = *r.figures.get("output_tokens_per_s")?;
@@ -281,5 +303,35 @@ fn front(rows: &[Row], varied: &[String], several: bool, spec: &ChartSpec) -> Op
     let mut c = pareto::chart(&points, PerUser::P50, per_gpu.then_some(1));
     c.id = "sweep-pareto-front".into();
     c.section = "charts-throughput".into();
+    c.notes = rows
+        .iter()
+        .filter(|r| unmeasured(r))
+        .map(|r| format!("left off the front: {}", apart_note(r)))
+        .collect();
     Some(c)
+}
+
+/// The legend entry of the points drawn apart.
+pub const UNMEASURED: &str = "invalid or not kept up (not measured)";
+/// Their colour: grey, no curve's.
+const UNMEASURED_COLOR: &str = "#999999";
+
+/// Whether a row has figures that measure no server at its load: an invalid run, or a
+/// load the server did not keep up with.
+fn unmeasured(r: &Row) -> bool {
+    matches!(r.outcome, Outcome::Invalid | Outcome::NotKeptUp) && !r.figures.is_empty()
+}
+
+/// A chart note naming a point drawn apart and why.
+fn apart_note(r: &Row) -> String {
+    format!(
+        "{}{}: {}: {}",
+        r.at.point,
+        r.benchmark
+            .as_deref()
+            .map(|b| format!(" {b}"))
+            .unwrap_or_default(),
+        r.outcome.name(),
+        r.error.as_deref().unwrap_or_default()
+    )
 }

@@ -143,25 +143,20 @@ impl Filter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::sweep_serve::report::Status;
+    use crate::cli::sweep_serve::report::{Outcome, Status};
 
     fn row(serve: &str, bench: &str) -> Row {
-        Row {
-            at: crate::cli::sweep_serve::report::Point {
-                point: "s0-b0".into(),
-                serve_index: Some(0),
-                bench_index: 0,
-                serve_params: serde_json::from_str(serve).expect("json"),
-                bench_params: serde_json::from_str(bench).expect("json"),
-            },
-            benchmark: None,
-            status: Status::Ok,
-            exit_code: Some(0),
-            error: None,
-            log_tail: Vec::new(),
-            cache_reset: None,
-            figures: [("tpot_p50".to_string(), 12.5)].into_iter().collect(),
-        }
+        let at = crate::cli::sweep_serve::report::Point {
+            point: "s0-b0".into(),
+            serve_index: Some(0),
+            bench_index: 0,
+            serve_params: serde_json::from_str(serve).expect("json"),
+            bench_params: serde_json::from_str(bench).expect("json"),
+        };
+        let mut row = Row::new(at, Status::Ok, Outcome::Ok);
+        row.exit_code = Some(0);
+        row.figures = [("tpot_p50".to_string(), 12.5)].into_iter().collect();
+        row
     }
 
     #[test]

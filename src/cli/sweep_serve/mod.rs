@@ -22,7 +22,7 @@ use crate::exit_codes;
 use clap::{Args, CommandFactory};
 use llmsurge_proto::inert::terminal;
 use params::Params;
-use report::{Point, Row, Status, SweepReport};
+use report::{Outcome, Point, Row, Status, SweepReport};
 use server::Server;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -267,21 +267,15 @@ fn chart_spec(
     let rows: Vec<Row> = serves
         .iter()
         .flat_map(|s| {
-            benches.iter().map(|b| Row {
-                at: Point {
+            benches.iter().map(|b| {
+                let at = Point {
                     point: String::new(),
                     serve_index: s.index,
                     bench_index: 0,
                     serve_params: s.params.clone(),
                     bench_params: b.params.clone(),
-                },
-                benchmark: None,
-                status: Status::Ok,
-                exit_code: None,
-                error: None,
-                log_tail: Vec::new(),
-                cache_reset: None,
-                figures: Default::default(),
+                };
+                Row::new(at, Status::Ok, Outcome::Ok)
             })
         })
         .collect();
@@ -555,7 +549,8 @@ fn point_of(serve: &Serve, bench: usize, benches: &[Bench]) -> Point {
 }
 
 /// A point's report, when an earlier run completed it with a valid run (an invalid
-/// run, like a failed one, is run again).
+/// run, like a failed one, is run again). serve-sla's loads use it: their inputs are
+/// not compared yet (`sweep serve`'s points go through [`resumable`]).
 fn completed(dir: &Path) -> Option<crate::report::json::Report> {
     let done: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join(DONE)).ok()?).ok()?;
@@ -566,6 +561,108 @@ fn completed(dir: &Path) -> Option<crate::report::json::Report> {
         return None;
     }
     crate::report::json::Report::load(&dir.join("benchmarks.json")).ok()
+}
+
+/// What a point's figures depend on, recorded in its `point.json`: `--resume` keeps a
+/// point only when the sweep's are the same. As written to a file: secrets redacted
+/// (so a changed secret alone does not run a point again).
+fn inputs(args: &SweepServeArgs, serve: &Serve, bench: &Bench) -> serde_json::Value {
+    let v = serde_json::json!({
+        "serve_cmd": args.serve_cmd,
+        "serve_params": serve.params,
+        "bench_params": bench.params,
+        "shared_flags": args.common,
+        "repeat": args.repeat,
+        "llmsurge_version": env!("CARGO_PKG_VERSION"),
+    });
+    let text = v.to_string();
+    serde_json::from_str(&llmsurge_proto::redact::scrub(&text)).unwrap_or(v)
+}
+
+/// A point's report and its run's exit code, when an earlier run completed it with a
+/// valid run of the same `inputs`; otherwise why it runs again, one line.
+fn resumable(
+    dir: &Path,
+    inputs: &serde_json::Value,
+) -> Result<(crate::report::json::Report, i32), String> {
+    let done: serde_json::Value = std::fs::read(dir.join(DONE))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or("it has no complete report")?;
+    let code = done
+        .get("exit_code")
+        .and_then(serde_json::Value::as_i64)
+        .and_then(|c| i32::try_from(c).ok());
+    if done.get("complete").and_then(serde_json::Value::as_bool) != Some(true) {
+        return Err(format!(
+            "its run did not complete (exit code {})",
+            code.map_or("unknown".into(), |c| c.to_string())
+        ));
+    }
+    if code == Some(exit_codes::INVALID_RUN) {
+        return Err("its run was invalid (exit code 4)".into());
+    }
+    let changed = changes(done.get("inputs"), inputs);
+    if !changed.is_empty() {
+        return Err(changed.join("; "));
+    }
+    let report = crate::report::json::Report::load(&dir.join("benchmarks.json"))
+        .map_err(|e| format!("its report cannot be read: {e}"))?;
+    Ok((report, code.unwrap_or(exit_codes::OK)))
+}
+
+/// What differs between the inputs a point recorded and the sweep's, one phrase each
+/// (`bench params changed: rate 2 → 4`).
+fn changes(recorded: Option<&serde_json::Value>, now: &serde_json::Value) -> Vec<String> {
+    use serde_json::Value;
+    let Some(recorded) = recorded else {
+        return vec!["its point.json records no parameters (an older llmsurge wrote it)".into()];
+    };
+    let shown = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => "(none)".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => {
+            let words: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
+            if words.is_empty() {
+                "(none)".into()
+            } else {
+                words.join(" ")
+            }
+        }
+        Some(other) => other.to_string(),
+    };
+    let mut out = Vec::new();
+    for (key, what) in [
+        ("serve_params", "serve params"),
+        ("bench_params", "bench params"),
+        ("shared_flags", "shared flags (after --)"),
+        ("serve_cmd", "--serve-cmd"),
+        ("repeat", "--repeat"),
+        ("llmsurge_version", "llmsurge version"),
+    ] {
+        let (was, is) = (recorded.get(key), now.get(key));
+        if was == is {
+            continue;
+        }
+        match (
+            was.and_then(Value::as_object),
+            is.and_then(Value::as_object),
+        ) {
+            (Some(a), Some(b)) => {
+                let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+                keys.sort();
+                keys.dedup();
+                let diffs: Vec<String> = keys
+                    .into_iter()
+                    .filter(|k| a.get(*k) != b.get(*k))
+                    .map(|k| format!("{k} {} → {}", shown(a.get(k)), shown(b.get(k))))
+                    .collect();
+                out.push(format!("{what} changed: {}", diffs.join(", ")));
+            }
+            _ => out.push(format!("{what} changed: {} → {}", shown(was), shown(is))),
+        }
+    }
+    out
 }
 
 /// The sweep's signals: a Ctrl-C or SIGTERM ends it after stopping what it started.
@@ -625,37 +722,60 @@ async fn run(
     };
     let out = &args.output_dir;
     let mut sweep = SweepReport {
-        serve_cmd: args.serve_cmd.clone(),
+        serve_cmd: args
+            .serve_cmd
+            .as_deref()
+            .map(|c| llmsurge_proto::redact::scrub(c).into_owned()),
+        provenance: report::Provenance {
+            llmsurge_version: env!("CARGO_PKG_VERSION").into(),
+            shared_flags: args
+                .common
+                .iter()
+                .map(|f| llmsurge_proto::redact::scrub(f).into_owned())
+                .collect(),
+            models: Vec::new(),
+            host: sysinfo::System::host_name().unwrap_or_default(),
+            started_at: now_rfc3339(),
+            ended_at: now_rfc3339(),
+        },
         interrupted: false,
         rows: Vec::new(),
     };
     let mut any_failed = false;
     'serves: for serve in serves {
-        let row_template = |b: usize| Row {
-            at: point_of(serve, b, benches),
-            benchmark: None,
-            status: Status::Failed,
-            exit_code: None,
-            error: None,
-            log_tail: Vec::new(),
-            cache_reset: None,
-            figures: Default::default(),
-        };
+        let row_template =
+            |b: usize| Row::new(point_of(serve, b, benches), Status::Failed, Outcome::Failed);
         // Points this configuration still has to run.
         let mut todo = Vec::new();
         for &b in &serve.benches {
+            let bench = &benches[b];
             let dir = out.join(point_name(serve, b, benches));
-            match completed(&dir).filter(|_| args.resume && !args.dry_run) {
-                Some(report) => {
+            if !args.resume || args.dry_run {
+                todo.push(b);
+                continue;
+            }
+            match resumable(&dir, &inputs(args, serve, bench)) {
+                Ok((report, code)) => {
                     let mut t = row_template(b);
                     t.status = Status::Resumed;
-                    sweep.rows.extend(report::rows_of(&t, &report));
+                    t.exit_code = Some(code);
+                    add_models(&mut sweep, &report);
+                    sweep.rows.extend(report::rows_of(&t, &report, &dir));
                     crate::stdout::println(&format!(
                         "{}: complete, skipped (--resume)",
                         t.at.point
                     ));
                 }
-                None => todo.push(b),
+                Err(why) => {
+                    // A point never run is no news; one run before and run again is.
+                    if dir.exists() {
+                        crate::stdout::println(&format!(
+                            "{}: runs again (--resume): {why}",
+                            point_name(serve, b, benches)
+                        ));
+                    }
+                    todo.push(b);
+                }
             }
         }
         if todo.is_empty() {
@@ -743,12 +863,12 @@ async fn run(
                 Started::Failed { error, log_tail } => {
                     for &b in &todo {
                         let mut row = row_template(b);
+                        row.outcome = Outcome::ServerFailed;
                         row.error = Some(error.clone());
                         row.log_tail = log_tail.clone();
                         sweep.rows.push(row);
                     }
-                    any_failed = true;
-                    write_report(out, &sweep, spec);
+                    write_report(out, &mut sweep, spec);
                     continue;
                 }
             }
@@ -759,6 +879,7 @@ async fn run(
             let dir = out.join(&name);
             let mut row = row_template(b);
             if let Some(why) = &server_dead {
+                row.outcome = Outcome::ServerFailed;
                 row.error = Some(why.clone());
                 row.log_tail = server_tail();
                 sweep.rows.push(row);
@@ -792,6 +913,7 @@ async fn run(
             match ended {
                 Ended::Interrupted => {
                     sweep.interrupted = true;
+                    row.outcome = Outcome::Interrupted;
                     row.error = Some("interrupted".into());
                     sweep.rows.push(row);
                     if let Some(srv) = running.take() {
@@ -802,42 +924,55 @@ async fn run(
                 Ended::ServerDied(why) => {
                     let why = format!("the server died: {why}");
                     crate::stdout::eprintln(&format!("{name}: {}", terminal(&why)));
+                    row.outcome = Outcome::ServerFailed;
                     row.error = Some(why.clone());
                     row.log_tail = server_tail();
                     sweep.rows.push(row);
                     server_dead = Some(why);
-                    any_failed = true;
                 }
                 Ended::Exited(code) => {
                     row.exit_code = Some(code);
                     // 0 ok, 3 a gate failed, 4 an invalid run, 5 an inconclusive gate: each
                     // wrote a whole report.
                     let complete = matches!(code, 0 | 3 | 4 | 5);
-                    mark_done(&dir, complete, code);
+                    mark_point(
+                        &dir,
+                        complete,
+                        code,
+                        Some(&inputs(args, serve, &benches[b])),
+                    );
                     match crate::report::json::Report::load(&dir.join("benchmarks.json")) {
                         Ok(report) if complete => {
                             row.status = Status::Ok;
-                            let mut rows = report::rows_of(&row, &report);
-                            if code == exit_codes::INVALID_RUN {
-                                // Reasons `benchmark run` gave that its report does not
-                                // show: every row of the point carries them.
-                                if !rows.iter().any(|r| r.status == Status::Invalid) {
-                                    let why = invalid_why(&[], &dir);
-                                    for r in &mut rows {
-                                        r.status = Status::Invalid;
-                                        r.error = Some(why.clone());
-                                    }
+                            add_models(&mut sweep, &report);
+                            let mut rows = report::rows_of(&row, &report, &dir);
+                            // Reasons `benchmark run` gave that its report does not show:
+                            // every row of the point carries them.
+                            if code == exit_codes::INVALID_RUN
+                                && !rows.iter().any(|r| r.outcome == Outcome::Invalid)
+                            {
+                                let why = invalid_why(&[], &dir);
+                                for r in &mut rows {
+                                    r.status = Status::Invalid;
+                                    r.outcome = Outcome::Invalid;
+                                    r.error = Some(why.clone());
                                 }
-                                for r in rows.iter().filter(|r| r.status == Status::Invalid) {
-                                    crate::stdout::eprintln(&format!(
-                                        "{name}: {}",
-                                        terminal(r.error.as_deref().unwrap_or_default())
-                                    ));
-                                }
-                                any_failed = true;
-                            } else {
-                                crate::stdout::println(&format!("{name}: done (exit code {code})"));
                             }
+                            // The point's warnings, which were only in its run.log.
+                            let warnings = rows.first().map_or(&[][..], |r| &r.warnings[..]);
+                            for w in warnings.iter().filter(|w| w.starts_with("warning: ")) {
+                                crate::stdout::eprintln(&format!("{name}: {}", terminal(w)));
+                            }
+                            for r in rows.iter().filter(|r| !r.outcome.measured()) {
+                                crate::stdout::eprintln(&format!(
+                                    "{name}: {}",
+                                    terminal(r.error.as_deref().unwrap_or_default())
+                                ));
+                            }
+                            crate::stdout::println(&format!(
+                                "{name}: done (exit code {code}): {}",
+                                outcomes(&rows)
+                            ));
                             sweep.rows.extend(rows);
                         }
                         _ => {
@@ -851,12 +986,11 @@ async fn run(
                                 terminal(row.error.as_deref().unwrap_or_default())
                             ));
                             sweep.rows.push(row);
-                            any_failed = true;
                         }
                     }
                 }
             }
-            write_report(out, &sweep, spec);
+            write_report(out, &mut sweep, spec);
         }
         if let Some(srv) = running.take() {
             srv.stop().await;
@@ -873,18 +1007,77 @@ async fn run(
             exit_codes::OK
         };
     }
-    write_report(out, &sweep, spec);
+    write_report(out, &mut sweep, spec);
+    crate::stdout::println(&report::console_table(&sweep));
     crate::stdout::println(&format!(
         "sweep report: {}",
         out.join("sweep.json").display()
     ));
+    exit_code(&sweep)
+}
+
+/// The sweep's exit code, with a line per failed point on stderr: 130 when interrupted;
+/// 1 when a point failed (its server, or its `benchmark run` without a report); 4 when
+/// none failed but a point's run was invalid; else 0 (a failed or inconclusive SLO, a
+/// load the server did not keep up with: the point measured what it was asked to).
+fn exit_code(sweep: &SweepReport) -> i32 {
     if sweep.interrupted {
-        130
-    } else if any_failed {
+        return exit_codes::INTERRUPTED;
+    }
+    let mut failed: Vec<&Row> = Vec::new();
+    for r in sweep.rows.iter().filter(|r| r.outcome.failed()) {
+        if !failed.iter().any(|f| f.at.point == r.at.point) {
+            failed.push(r);
+        }
+    }
+    if failed.is_empty() {
+        return exit_codes::OK;
+    }
+    let points = {
+        let mut p: Vec<&str> = sweep.rows.iter().map(|r| r.at.point.as_str()).collect();
+        p.dedup();
+        p.len()
+    };
+    crate::stdout::eprintln(&format!(
+        "sweep: {} of {points} points failed:",
+        failed.len()
+    ));
+    for r in &failed {
+        crate::stdout::eprintln(&format!(
+            "  {}: {}: {}",
+            r.at.point,
+            r.outcome.name(),
+            terminal(r.error.as_deref().unwrap_or_default())
+        ));
+    }
+    if failed
+        .iter()
+        .any(|r| matches!(r.outcome, Outcome::ServerFailed | Outcome::Failed))
+    {
         exit_codes::RUN_FAILED
     } else {
-        exit_codes::OK
+        exit_codes::INVALID_RUN
     }
+}
+
+/// The outcomes of a point's rows, for its `done` line (`ok`, `not_kept_up`, …).
+fn outcomes(rows: &[Row]) -> String {
+    let mut names: Vec<&str> = rows.iter().map(|r| r.outcome.name()).collect();
+    names.dedup();
+    names.join(", ")
+}
+
+/// Adds the model a point's report names to the sweep's provenance.
+fn add_models(sweep: &mut SweepReport, report: &crate::report::json::Report) {
+    let model = &report.target.model;
+    if !model.is_empty() && !sweep.provenance.models.contains(model) {
+        sweep.provenance.models.push(model.clone());
+    }
+}
+
+/// Now, as RFC 3339 UTC to the second.
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// How starting a configuration's server went.
@@ -1035,7 +1228,15 @@ fn target_access(
 /// Marks a point's (or a load's) directory: whether its `benchmark run` wrote a whole
 /// report, and its exit code (`--resume` reads both).
 fn mark_done(dir: &Path, complete: bool, code: i32) {
-    let done = serde_json::json!({"complete": complete, "exit_code": code});
+    mark_point(dir, complete, code, None);
+}
+
+/// [`mark_done`], with the point's [`inputs`] when given (`--resume` compares them).
+fn mark_point(dir: &Path, complete: bool, code: i32, inputs: Option<&serde_json::Value>) {
+    let mut done = serde_json::json!({"complete": complete, "exit_code": code});
+    if let Some(inputs) = inputs {
+        done["inputs"] = inputs.clone();
+    }
     let _ = crate::report::write_atomic(&dir.join(DONE), done.to_string().as_bytes());
 }
 
@@ -1062,7 +1263,9 @@ fn invalid_why(benchmarks: &[llmsurge_coordinator::BenchmarkResult], dir: &Path)
     format!("invalid run: {}", why.join("; "))
 }
 
-fn write_report(out: &Path, sweep: &SweepReport, spec: &charts::ChartSpec) {
+/// Writes the sweep report as it stands (its end time now).
+fn write_report(out: &Path, sweep: &mut SweepReport, spec: &charts::ChartSpec) {
+    sweep.provenance.ended_at = now_rfc3339();
     let charts = charts::charts(&sweep.rows, spec);
     if let Err(e) = report::write(out, sweep, &charts, &spec.images) {
         crate::stdout::eprintln(&format!(

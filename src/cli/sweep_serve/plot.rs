@@ -207,22 +207,25 @@ fn load(dir: &Path) -> Result<SweepReport, UsageError> {
     })
 }
 
-/// The rows drawn: those that measured something valid and pass `filter`; says how many
-/// it left out and why.
+/// The rows drawn: those whose figures measure the server at the load offered (the
+/// sweep page's curves: ok, SLO fail, inconclusive) and pass `filter`; a note names the
+/// others with their outcome.
 fn drawn(report: &SweepReport, filter: Option<&Filter>) -> Vec<Row> {
-    let (kept, failed): (Vec<&Row>, Vec<&Row>) =
-        report.rows.iter().partition(|r| !r.status.failed());
-    if !failed.is_empty() {
-        let names: Vec<String> = failed
+    let (kept, apart): (Vec<&Row>, Vec<&Row>) = report
+        .rows
+        .iter()
+        .partition(|r| !r.status.failed() && r.outcome.measured());
+    if !apart.is_empty() {
+        let names: Vec<String> = apart
             .iter()
             .map(|r| match &r.benchmark {
-                Some(b) => format!("{} ({b})", r.at.point),
-                None => r.at.point.clone(),
+                Some(b) => format!("{} {b} ({})", r.at.point, r.outcome.name()),
+                None => format!("{} ({})", r.at.point, r.outcome.name()),
             })
             .collect();
         crate::stdout::eprintln(&format!(
-            "note: {} row(s) left out, failed or invalid: {}",
-            failed.len(),
+            "note: {} row(s) not drawn, their figures do not measure the server at the load offered: {}",
+            apart.len(),
             llmsurge_proto::inert::terminal(&names.join(", "))
         ));
     }

@@ -32,6 +32,75 @@ pub enum Status {
     Resumed,
 }
 
+/// What a point's run says about its figures: whether they measure the server at the
+/// load offered, and why not. `status` says whether it ran; `outcome` whether to trust it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// A valid run; no SLO (after `--`) failed.
+    #[default]
+    Ok,
+    /// A valid run whose `--slo` failed (`benchmark run` exit code 3).
+    SloFail,
+    /// A valid run whose `--slo` could not decide (exit code 5).
+    Inconclusive,
+    /// An open-loop load the server did not keep up with (its queue grew, arrivals went
+    /// unanswered): its latencies are cut short by the time limit, so they measure the
+    /// limit, not the server. `error` says why. Off the Pareto front.
+    NotKeptUp,
+    /// `benchmark run` judged the run invalid (exit code 4); `error` says why.
+    Invalid,
+    /// Its server did not start, was not ready, or died.
+    ServerFailed,
+    /// Its `benchmark run` failed without a report (exit code 1 or 2).
+    Failed,
+    /// The sweep was interrupted while it ran.
+    Interrupted,
+}
+
+impl Outcome {
+    /// The name used in every table (`not_kept_up`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::SloFail => "slo_fail",
+            Self::Inconclusive => "inconclusive",
+            Self::NotKeptUp => "not_kept_up",
+            Self::Invalid => "invalid",
+            Self::ServerFailed => "server_failed",
+            Self::Failed => "failed",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    /// Whether its figures measure the server at the load offered: only those are drawn
+    /// as curves and may sit on the Pareto front.
+    pub fn measured(self) -> bool {
+        matches!(self, Self::Ok | Self::SloFail | Self::Inconclusive)
+    }
+
+    /// Whether the point failed the sweep (a non-zero exit code).
+    pub fn failed(self) -> bool {
+        matches!(self, Self::Invalid | Self::ServerFailed | Self::Failed)
+    }
+}
+
+/// A point's measured requests (summed over `--repeat` runs): how many completed, how
+/// many errored, how many the stop cut before they finished, and the shares.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Requests {
+    /// Completed.
+    pub completed: u64,
+    /// Errored.
+    pub errored: u64,
+    /// Cut off before they finished (cancelled by the stop).
+    pub unfinished: u64,
+    /// completed / (completed + errored + unfinished).
+    pub completed_share: f64,
+    /// unfinished / (completed + errored + unfinished).
+    pub unfinished_share: f64,
+}
+
 /// Which point a row is about: its directory and the configurations it ran (in the JSON,
 /// the row's first fields).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -134,26 +203,90 @@ pub struct Row {
     pub cache_reset: Option<llmsurge_coordinator::cache_reset::CacheReset>,
     /// Headline figures (ms for latencies; the mean over runs with `--repeat`).
     pub figures: BTreeMap<String, f64>,
+    /// Whether the figures measure the server (see [`Outcome`]).
+    #[serde(default)]
+    pub outcome: Outcome,
+    /// The measured requests and their shares, when the point ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<Requests>,
+    /// Lower bounds (ms) counting the unfinished requests' elapsed time (`ttft_p99`,
+    /// `e2e_p99`: the report's `*_with_incomplete` distributions); only when some
+    /// requests did not finish.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub lower_bounds: BTreeMap<String, f64>,
+    /// `--repeat`: how many runs the figures are the mean of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<u32>,
+    /// `--repeat`: the spread of each figure across the runs (sample standard deviation).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub spread: BTreeMap<String, f64>,
+    /// The point's warnings and invalid-run lines (its report's and its `run.log`'s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl Row {
+    /// A row of `at` with nothing measured yet.
+    pub fn new(at: Point, status: Status, outcome: Outcome) -> Self {
+        Row {
+            at,
+            benchmark: None,
+            status,
+            exit_code: None,
+            error: None,
+            log_tail: Vec::new(),
+            cache_reset: None,
+            figures: BTreeMap::new(),
+            outcome,
+            requests: None,
+            lower_bounds: BTreeMap::new(),
+            runs: None,
+            spread: BTreeMap::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// What ran: enough to tell two sweeps apart and to run one again.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The llmsurge version that ran the sweep.
+    pub llmsurge_version: String,
+    /// The `benchmark run` flags every point got (after `--`), secrets redacted.
+    pub shared_flags: Vec<String>,
+    /// The models the points' reports name, in first-seen order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    /// The host the sweep ran on (its name).
+    pub host: String,
+    /// When the sweep started (RFC 3339, UTC).
+    pub started_at: String,
+    /// When the report was last written (RFC 3339, UTC): the sweep's end once it ended.
+    pub ended_at: String,
 }
 
 /// The whole sweep report.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SweepReport {
-    /// The server command template, when the sweep started servers.
+    /// The server command template, when the sweep started servers (secrets redacted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub serve_cmd: Option<String>,
+    /// What ran.
+    #[serde(flatten)]
+    pub provenance: Provenance,
     /// Whether the sweep was interrupted before every point ran.
     pub interrupted: bool,
     /// One row per point and benchmark.
     pub rows: Vec<Row>,
 }
 
-/// The rows of a point's report: one per benchmark position, figures averaged over
-/// `--repeat` runs. When the template's exit code says the run was invalid, a position
-/// whose benchmarks (any run's) are invalid is [`Status::Invalid`], with the reasons.
-pub fn rows_of(template: &Row, report: &Report) -> Vec<Row> {
-    let invalid = template.exit_code == Some(crate::exit_codes::INVALID_RUN);
+/// The rows of a point's report (the point's directory `dir`, for its `run.log`): one
+/// per benchmark position, figures averaged over `--repeat` runs with their spread. Each
+/// row's outcome is its runs' verdicts: invalid (the reasons `benchmark run` gives), the
+/// server did not keep up, an SLO failed or could not decide, else ok.
+pub fn rows_of(template: &Row, report: &Report, dir: &Path) -> Vec<Row> {
     let repeated = !report.across_runs.is_empty();
+    let warnings = point_warnings(report, dir);
     let mut rows = Vec::new();
     for b in &report.benchmarks {
         // With --repeat every run's benchmark is kept; the first run's stands for its
@@ -161,19 +294,73 @@ pub fn rows_of(template: &Row, report: &Report) -> Vec<Row> {
         if repeated && rows.len() >= report.across_runs.len() {
             break;
         }
+        let runs: Vec<_> = report
+            .benchmarks
+            .iter()
+            .filter(|x| x.index == b.index)
+            .cloned()
+            .collect();
         let mut row = template.clone();
-        row.benchmark = Some(crate::report::cells::label(b));
-        if invalid {
-            let runs: Vec<_> = report
-                .benchmarks
+        row.warnings = warnings.clone();
+        let across = report.across_runs.get(rows.len());
+        row.benchmark = Some(match across {
+            Some(a) => format!("{} (mean of {})", b.strategy, a.runs),
+            None => crate::report::cells::label(b),
+        });
+        row.runs = across.map(|a| a.runs);
+        // `--repeat`: runs invalid for the same reason say it once.
+        let mut invalid: Vec<String> = Vec::new();
+        for why in crate::cli::run::invalid_run(&runs) {
+            if !invalid.contains(&why) {
+                invalid.push(why);
+            }
+        }
+        let not_kept_up = runs
+            .iter()
+            .find_map(|r| llmsurge_coordinator::kept_up::kept_up(r).why_not());
+        let slo = |label: &str| {
+            runs.iter()
+                .any(|r| r.slo.as_ref().is_some_and(|v| v.label() == label))
+        };
+        if !invalid.is_empty() {
+            row.status = Status::Invalid;
+            row.outcome = Outcome::Invalid;
+            row.error = Some(format!("invalid run: {}", invalid.join("; ")));
+        } else if let Some(why) = not_kept_up {
+            row.outcome = Outcome::NotKeptUp;
+            row.error = Some(why);
+        } else if slo("FAIL") {
+            row.outcome = Outcome::SloFail;
+        } else if slo("INCONCLUSIVE") {
+            row.outcome = Outcome::Inconclusive;
+        } else {
+            row.outcome = Outcome::Ok;
+        }
+        let (completed, errored, unfinished) = runs.iter().fold((0, 0, 0), |(c, e, u), r| {
+            let m = &r.measured_requests;
+            (c + m.completed, e + m.errored, u + m.cancelled)
+        });
+        let all = (completed + errored + unfinished).max(1) as f64;
+        row.requests = Some(Requests {
+            completed,
+            errored,
+            unfinished,
+            completed_share: completed as f64 / all,
+            unfinished_share: unfinished as f64 / all,
+        });
+        for (key, name) in [
+            ("ttft_with_incomplete", "ttft_p99"),
+            ("request_latency_with_incomplete", "e2e_p99"),
+        ] {
+            let bounds: Vec<f64> = runs
                 .iter()
-                .filter(|x| x.index == b.index)
-                .cloned()
+                .filter_map(|r| r.metrics.get(key))
+                .filter(|d| d.incomplete.count > 0)
+                .map(|d| d.total.percentiles.p99)
                 .collect();
-            let why = crate::cli::run::invalid_run(&runs);
-            if !why.is_empty() {
-                row.status = Status::Invalid;
-                row.error = Some(format!("invalid run: {}", why.join("; ")));
+            if !bounds.is_empty() {
+                let mean = bounds.iter().sum::<f64>() / bounds.len() as f64;
+                row.lower_bounds.insert(name.to_string(), mean);
             }
         }
         row.figures = FIGURES
@@ -193,19 +380,51 @@ pub fn rows_of(template: &Row, report: &Report) -> Vec<Row> {
                 }
             }
         }
-        if let Some(across) = report.across_runs.get(rows.len()) {
-            let means = serde_json::to_value(across).unwrap_or_default();
-            if let Some(figs) = means.get("figures").and_then(Value::as_object) {
-                for (name, stats) in figs {
-                    if let Some(mean) = stats.get("mean").and_then(Value::as_f64) {
-                        row.figures.insert(name.clone(), mean);
-                    }
+        if let Some(across) = across {
+            for (name, stats) in &across.figures {
+                row.figures.insert(name.clone(), stats.mean);
+                if stats.n > 1 {
+                    row.spread.insert(name.clone(), stats.std);
                 }
             }
         }
         rows.push(row);
     }
     rows
+}
+
+/// A point's warnings, each once: those its report keeps (the target's, the client's,
+/// short outputs, why the run is invalid) and the `warning:` and `invalid run:` lines of
+/// its console output (`run.log`), which may say more.
+pub fn point_warnings(report: &Report, dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |w: String| {
+        let w = w.trim().to_string();
+        if !w.is_empty() && !out.contains(&w) {
+            out.push(w);
+        }
+    };
+    for w in &report.target.warnings {
+        add(format!("warning: {w}"));
+    }
+    for b in &report.benchmarks {
+        for w in &b.client.warnings {
+            add(format!("warning: {w}"));
+        }
+        if let Some(w) = b.output_lengths.as_ref().and_then(|o| o.warning()) {
+            add(format!("warning: {w}"));
+        }
+    }
+    for w in &report.invalid_run {
+        add(format!("invalid run: {w}"));
+    }
+    let log = std::fs::read(dir.join("run.log")).unwrap_or_default();
+    for line in String::from_utf8_lossy(&log).lines() {
+        if line.starts_with("warning: ") || line.starts_with("invalid run: ") {
+            add(line.to_string());
+        }
+    }
+    out
 }
 
 /// A parameter's value as a cell.
@@ -218,8 +437,10 @@ pub(super) fn text(v: Option<&Value>) -> String {
 }
 
 /// The table every tabular format shows: header, cells, and which columns hold only
-/// our own text (see [`write_tables`]).
-fn table(report: &SweepReport) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
+/// our own text (see [`write_tables`]). `csv`: a figure's spread across `--repeat` runs
+/// is a column of its own (`FIGURE_std`) and shares are fractions, numbers a program
+/// reads; otherwise a figure reads `mean ± spread` and a share is a percentage.
+fn table(report: &SweepReport, csv: bool) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
     let params = ParamColumns::of(report.rows.iter().map(|r| &r.at));
     let figures: Vec<&str> = FIGURES
         .iter()
@@ -227,25 +448,76 @@ fn table(report: &SweepReport) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
         .chain(GPU_FIGURES)
         .filter(|f| report.rows.iter().any(|r| r.figures.contains_key(*f)))
         .collect();
+    let spread = |f: &str| report.rows.iter().any(|r| r.spread.contains_key(f));
+    let bounds: Vec<&str> = LOWER_BOUNDS
+        .iter()
+        .copied()
+        .filter(|b| report.rows.iter().any(|r| r.lower_bounds.contains_key(*b)))
+        .collect();
     let mut header = params.header();
     let mut ours = params.ours();
     header.push("benchmark".into());
-    header.extend(figures.iter().map(|f| f.to_string()));
+    ours.push(false);
+    for h in [
+        "outcome",
+        "exit_code",
+        "completed_share",
+        "unfinished_share",
+    ] {
+        header.push(h.into());
+        ours.push(true);
+    }
+    for f in &figures {
+        header.push(f.to_string());
+        ours.push(true);
+        if csv && spread(f) {
+            header.push(format!("{f}_std"));
+            ours.push(true);
+        }
+    }
+    for b in &bounds {
+        header.push(format!("{b}_lower_bound"));
+        ours.push(true);
+    }
     header.push("error".into());
     ours.push(false);
-    ours.extend(figures.iter().map(|_| true));
-    ours.push(false);
+    let share = |v: Option<f64>| match (v, csv) {
+        (None, _) => String::new(),
+        (Some(v), true) => format!("{v:.4}"),
+        (Some(v), false) => format!("{:.1}%", v * 100.0),
+    };
+    let value = crate::report::cells::cell_value;
     let cells = report
         .rows
         .iter()
         .map(|r| {
             let mut c = params.cells(&r.at, r.status);
             c.push(r.benchmark.clone().unwrap_or_default());
-            c.extend(
-                figures
-                    .iter()
-                    .map(|f| crate::report::cells::cell_value(r.figures.get(*f).copied())),
-            );
+            c.push(r.outcome.name().into());
+            c.push(r.exit_code.map(|e| e.to_string()).unwrap_or_default());
+            c.push(share(r.requests.map(|q| q.completed_share)));
+            c.push(share(r.requests.map(|q| q.unfinished_share)));
+            for f in &figures {
+                let mean = r.figures.get(*f).copied();
+                let sd = r.spread.get(*f).copied();
+                match (csv, sd) {
+                    (false, Some(sd)) if mean.is_some() => {
+                        c.push(format!("{} ± {}", value(mean), value(Some(sd))));
+                    }
+                    _ => c.push(value(mean)),
+                }
+                if csv && spread(f) {
+                    c.push(sd.map(|v| value(Some(v))).unwrap_or_default());
+                }
+            }
+            for b in &bounds {
+                c.push(
+                    r.lower_bounds
+                        .get(*b)
+                        .map(|v| format!("≥ {}", value(Some(*v))))
+                        .unwrap_or_default(),
+                );
+            }
             let mut error = r.error.clone().unwrap_or_default();
             if !r.log_tail.is_empty() {
                 error.push_str(" | log: ");
@@ -256,6 +528,99 @@ fn table(report: &SweepReport) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
         })
         .collect();
     (header, cells, ours)
+}
+
+/// The lower bounds a row may have ([`Row::lower_bounds`]), in table order.
+const LOWER_BOUNDS: [&str; 2] = ["ttft_p99", "e2e_p99"];
+
+/// The paragraphs above the sweep's table: what ran, where and when.
+fn provenance(report: &SweepReport) -> Vec<Intro> {
+    let p = &report.provenance;
+    let mut intro = vec![Intro {
+        text: format!(
+            "llmsurge {} on {}, from {} to {}{}.",
+            p.llmsurge_version,
+            p.host,
+            p.started_at,
+            p.ended_at,
+            if report.interrupted {
+                " (interrupted)"
+            } else {
+                ""
+            }
+        ),
+        code: None,
+    }];
+    if !p.models.is_empty() {
+        intro.push(Intro {
+            text: format!("Model: {}", p.models.join(", ")),
+            code: None,
+        });
+    }
+    if let Some(cmd) = &report.serve_cmd {
+        intro.push(Intro {
+            text: "Server command: ".into(),
+            code: Some(cmd.clone()),
+        });
+    }
+    intro.push(Intro {
+        text: "Flags every point got (after --): ".into(),
+        code: Some(if p.shared_flags.is_empty() {
+            "(none)".into()
+        } else {
+            p.shared_flags.join(" ")
+        }),
+    });
+    if report.rows.iter().any(|r| r.runs.is_some()) {
+        intro.push(Intro {
+            text: "With --repeat a row's figures are the mean of its runs, ± their sample standard deviation.".into(),
+            code: None,
+        });
+    }
+    intro
+}
+
+/// The lines under the sweep's table: each point's warnings and invalid-run lines, once
+/// per point, and why a point is off the curves and the front.
+fn notes(report: &SweepReport) -> Vec<Intro> {
+    let mut out = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for r in &report.rows {
+        if seen.contains(&r.at.point.as_str()) {
+            continue;
+        }
+        seen.push(&r.at.point);
+        for w in &r.warnings {
+            out.push(Intro {
+                text: format!("{}: {w}", r.at.point),
+                code: None,
+            });
+        }
+    }
+    for r in report
+        .rows
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::NotKeptUp | Outcome::Invalid))
+    {
+        out.push(Intro {
+            text: format!(
+                "{}{}: {} (its figures measure no server at this load: not drawn as curves, off the Pareto front){}",
+                r.at.point,
+                r.benchmark
+                    .as_deref()
+                    .map(|b| format!(" {b}"))
+                    .unwrap_or_default(),
+                r.outcome.name(),
+                // An invalid run's reasons are among the point's lines above.
+                match (r.outcome, &r.error) {
+                    (Outcome::NotKeptUp, Some(why)) => format!(": {why}"),
+                    _ => String::new(),
+                }
+            ),
+            code: None,
+        });
+    }
+    out
 }
 
 fn html_escape(s: &str) -> String {
@@ -284,30 +649,69 @@ pub fn write(
             }
         }
     }
-    let (header, cells, ours) = table(report);
-    let failed: Vec<bool> = report.rows.iter().map(|r| r.status.failed()).collect();
-    let intro: Vec<Intro> = report
-        .serve_cmd
-        .iter()
-        .map(|cmd| Intro {
-            text: "Server command: ".into(),
-            code: Some(cmd.clone()),
-        })
-        .collect();
-    write_tables(
+    let (header, cells, ours) = table(report, false);
+    let (csv_header, csv_cells, csv_ours) = table(report, true);
+    let failed: Vec<bool> = report.rows.iter().map(|r| !r.outcome.measured()).collect();
+    write_tables_with(
         dir,
         "sweep",
         "Sweep",
         &json,
-        &intro,
+        &provenance(report),
         &Table {
             header: &header,
             cells: &cells,
             ours: &ours,
             failed: &failed,
         },
+        Some(&Table {
+            header: &csv_header,
+            cells: &csv_cells,
+            ours: &csv_ours,
+            failed: &failed,
+        }),
+        &notes(report),
         charts,
     )
+}
+
+/// The sweep's table for the console: the point, its outcome, its benchmark and a few
+/// headline figures, one line each (our own text but the label, made inert by the
+/// caller's printer).
+pub fn console_table(report: &SweepReport) -> String {
+    let figures = [
+        "requests_per_s",
+        "output_tokens_per_s",
+        "ttft_p99",
+        "tpot_p50",
+    ];
+    let mut lines = vec![format!(
+        "{:<12} {:<14} {:>6} {:>10} {:>12} {:>12} {:>10}  benchmark",
+        "point", "outcome", "done", "req/s", "out tok/s", "ttft_p99 ms", "tpot_p50"
+    )];
+    for r in &report.rows {
+        let f = |k: &str| {
+            let v = crate::report::cells::cell_value(r.figures.get(k).copied());
+            match r.spread.get(k) {
+                Some(sd) => format!("{v}±{}", crate::report::cells::cell_value(Some(*sd))),
+                None => v,
+            }
+        };
+        lines.push(format!(
+            "{:<12} {:<14} {:>6} {:>10} {:>12} {:>12} {:>10}  {}",
+            r.at.point,
+            r.outcome.name(),
+            r.requests
+                .map(|q| format!("{:.0}%", q.completed_share * 100.0))
+                .unwrap_or_default(),
+            f(figures[0]),
+            f(figures[1]),
+            f(figures[2]),
+            f(figures[3]),
+            r.benchmark.as_deref().unwrap_or_default()
+        ));
+    }
+    lines.join("\n")
 }
 
 impl Status {
@@ -362,6 +766,23 @@ pub(super) fn write_tables(
     table: &Table<'_>,
     charts: &[crate::report::charts::Chart],
 ) -> std::io::Result<()> {
+    write_tables_with(dir, stem, title, json, intro, table, None, &[], charts)
+}
+
+/// [`write_tables`], the CSV from `csv` when given (its own columns), and `notes`
+/// (outside text, made inert) as a list under the Markdown and HTML tables.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn write_tables_with(
+    dir: &Path,
+    stem: &str,
+    title: &str,
+    json: &[u8],
+    intro: &[Intro],
+    table: &Table<'_>,
+    csv: Option<&Table<'_>>,
+    notes: &[Intro],
+    charts: &[crate::report::charts::Chart],
+) -> std::io::Result<()> {
     use llmsurge_proto::inert;
     let Table {
         header,
@@ -374,19 +795,22 @@ pub(super) fn write_tables(
     };
     let ours_at = |i: usize| ours.get(i).copied().unwrap_or(false);
     put("json", json)?;
+    let csv_table = csv.unwrap_or(table);
     let mut csv = csv::Writer::from_writer(Vec::new());
     let csv_row = |row: &[String]| -> Vec<String> {
         row.iter()
             .enumerate()
-            .map(|(i, c)| match ours_at(i) {
-                true => c.clone(),
-                false => inert::csv_cell(c).into_owned(),
-            })
+            .map(
+                |(i, c)| match csv_table.ours.get(i).copied().unwrap_or(false) {
+                    true => c.clone(),
+                    false => inert::csv_cell(c).into_owned(),
+                },
+            )
             .collect()
     };
-    csv.write_record(csv_row(header))
+    csv.write_record(csv_row(csv_table.header))
         .map_err(std::io::Error::other)?;
-    for row in cells {
+    for row in csv_table.cells {
         csv.write_record(csv_row(row))
             .map_err(std::io::Error::other)?;
     }
@@ -415,6 +839,12 @@ pub(super) fn write_tables(
     md.push_str(&format!("|{}\n", " --- |".repeat(header.len())));
     for row in cells {
         md.push_str(&md_row(row));
+    }
+    if !notes.is_empty() {
+        md.push_str("\n## Warnings and invalid points\n\n");
+        for n in notes {
+            md.push_str(&format!("- {}\n", inert::markdown(&n.text)));
+        }
     }
     put("md", md.as_bytes())?;
     let mut html = format!(
@@ -449,7 +879,15 @@ pub(super) fn write_tables(
         }
         html.push_str("</tr>");
     }
-    html.push_str("</tbody></table></body></html>\n");
+    html.push_str("</tbody></table>");
+    if !notes.is_empty() {
+        html.push_str("<h2>Warnings and invalid points</h2><ul class=\"sweep-notes\">");
+        for n in notes {
+            html.push_str(&format!("<li>{}</li>", html_escape(&n.text)));
+        }
+        html.push_str("</ul>");
+    }
+    html.push_str("</body></html>\n");
     if !charts.is_empty() {
         // The chart page of `llmsurge plot`, the table above its charts.
         let table = &html

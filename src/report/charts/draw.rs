@@ -433,6 +433,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
         points(false)
             .filter_map(|p| p.1)
             .chain(c.marks.iter().map(|m| m.y))
+            .chain(c.error_bars.iter().flat_map(|b| [b.low, b.high]))
             .chain(bars.iter().flat_map(|b| [b.0 - 0.5, b.0 + 0.5])),
         !c.y_data_only,
     );
@@ -547,6 +548,19 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
                 }
             }
         }
+    }
+    // An error bar: a vertical stroke with a cap at each end.
+    let cap = (xr_end - xr_start) / 150.0;
+    for b in &c.error_bars {
+        let color = rgb(&b.color).stroke_width(2);
+        let strokes = [
+            vec![(b.x, b.low), (b.x, b.high)],
+            vec![(b.x - cap, b.low), (b.x + cap, b.low)],
+            vec![(b.x - cap, b.high), (b.x + cap, b.high)],
+        ];
+        chart
+            .draw_series(strokes.into_iter().map(|p| PathElement::new(p, color)))
+            .map_err(e)?;
     }
     // A note right of its point, or left of it in the right third (it would leave the
     // frame).

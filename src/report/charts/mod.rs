@@ -121,6 +121,20 @@ pub struct Mark {
     pub label: String,
 }
 
+/// A vertical error bar: at `x`, from `low` to `high` on the left-hand axis (the spread
+/// of `--repeat` runs about their mean), in its series' colour.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ErrorBar {
+    /// Where, in the chart's coordinates.
+    pub x: f64,
+    /// Its low end.
+    pub low: f64,
+    /// Its high end.
+    pub high: f64,
+    /// Its colour, `#rrggbb`.
+    pub color: String,
+}
+
 /// What a bar of a bar chart stands for: its legend entry and colour.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BarKind {
@@ -189,6 +203,9 @@ pub struct Chart {
     /// under the plot in the page, at the foot of the image.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Error bars drawn over the lines (a sweep's `--repeat` spreads).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub error_bars: Vec<ErrorBar>,
 }
 
 impl Chart {
@@ -212,6 +229,7 @@ impl Chart {
             x_range: None,
             x_group: None,
             notes: Vec::new(),
+            error_bars: Vec::new(),
         }
     }
 

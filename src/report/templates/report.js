@@ -163,6 +163,29 @@
     ctx.restore();
   }
 
+  // Error bars (a sweep's spread across --repeat runs): a vertical stroke, capped.
+  function drawErrorBars(u, bars) {
+    if (!Array.isArray(bars) || !bars.length) { return; }
+    var ctx = u.ctx;
+    var px = window.devicePixelRatio || 1;
+    ctx.save();
+    ctx.lineWidth = 1.5 * px;
+    bars.forEach(function (b) {
+      if (num(b.x) === null || num(b.low) === null || num(b.high) === null) { return; }
+      var x = u.valToPos(b.x, "x", true);
+      var lo = u.valToPos(b.low, "y", true);
+      var hi = u.valToPos(b.high, "y", true);
+      var cap = 4 * px;
+      ctx.strokeStyle = typeof b.color === "string" ? b.color : "#000";
+      ctx.beginPath();
+      ctx.moveTo(x, lo); ctx.lineTo(x, hi);
+      ctx.moveTo(x - cap, lo); ctx.lineTo(x + cap, lo);
+      ctx.moveTo(x - cap, hi); ctx.lineTo(x + cap, hi);
+      ctx.stroke();
+    });
+    ctx.restore();
+  }
+
   // Horizontal bars (the request timeline): `[row, from, to, kind]`, each kind in its
   // colour, at least a pixel wide and as tall as a row allows; clipped to the plot.
   function drawBars(u, bars) {
@@ -262,7 +285,7 @@
       var series = Array.isArray(c.series) ? c.series : [];
       var range = Array.isArray(c.x_range) && num(c.x_range[0]) !== null && num(c.x_range[1]) !== null ? c.x_range : null;
       var group = typeof c.x_group === "string" ? c.x_group : null;
-      var hooks = { draw: [function (u) { drawMarks(u, c.marks); }] };
+      var hooks = { draw: [function (u) { drawMarks(u, c.marks); drawErrorBars(u, c.error_bars); }] };
       if (group) {
         hooks.setScale = [function (u, key) { if (key === "x") { followX(u, group); } }];
         hooks.ready = [function (u) { joinGroup(u, group); wheelZoom(u); }];
