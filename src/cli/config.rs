@@ -12,6 +12,10 @@ use llmsurge_proto::{REDACTED, Redaction};
 /// `hide_env_values` (a test holds every credential-like name to that).
 const SECRET_VARS: [&str; 2] = ["LLMSURGE_API_KEY", "OPENAI_API_KEY"];
 
+/// The variables that hold a shell command, shown through the sweep's redaction of
+/// commands ([`super::sweep_serve::secrets::command`]).
+const COMMAND_VARS: [&str; 2] = ["LLMSURGE_SERVE_CMD", "LLMSURGE_AFTER_BENCH_CMD"];
+
 /// Whether a setting holds a secret: its value is never shown.
 pub(super) fn is_secret(arg: &clap::Arg, env: &str) -> bool {
     arg.is_hide_env_values_set() || SECRET_VARS.contains(&env)
@@ -154,6 +158,14 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
                     format!(
                         "{env}={}",
                         shell_quote(&redact_backend_kwargs(&v, &redaction))
+                    )
+                }
+                // A shell command (the sweep's server and hook) without the credentials
+                // it carries: flag and environment values, headers, URL passwords.
+                (Some(v), _) if COMMAND_VARS.contains(&env.as_str()) => {
+                    format!(
+                        "{env}={}",
+                        shell_quote(&super::sweep_serve::secrets::command(&v))
                     )
                 }
                 // Any URL (the target, the metrics URL, a data file's) without its

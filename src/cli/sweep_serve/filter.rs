@@ -160,6 +160,7 @@ mod tests {
             error: None,
             log_tail: Vec::new(),
             cache_reset: None,
+            after_bench_cmd: None,
             figures: [("tpot_p50".to_string(), 12.5)].into_iter().collect(),
         }
     }

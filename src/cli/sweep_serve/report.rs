@@ -132,8 +132,22 @@ pub struct Row {
     /// The cache reset made before this point (`--reset-cache`), and the answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_reset: Option<llmsurge_coordinator::cache_reset::CacheReset>,
+    /// How `--after-bench-cmd`, run before this point, ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_bench_cmd: Option<HookRun>,
     /// Headline figures (ms for latencies; the mean over runs with `--repeat`).
     pub figures: BTreeMap<String, f64>,
+}
+
+/// How one run of `--after-bench-cmd` ended.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HookRun {
+    /// Its exit code (absent when a signal ended it or it could not start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why it failed, one line (absent when it exited 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The whole sweep report.

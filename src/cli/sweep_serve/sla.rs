@@ -250,7 +250,6 @@ pub fn sweep_serve_sla(args: &SweepServeSlaArgs) -> i32 {
         Ok(v) => v,
         Err(UsageError(m)) => return usage_error(&m),
     };
-    super::register_api_keys(&args.sweep.common, &benches);
     let out = &args.sweep.output_dir;
     if let Err(e) = std::fs::create_dir_all(out) {
         return usage_error(&format!("--output-dir {}: {e}", out.display()));
@@ -565,7 +564,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
     };
     let out = &sweep.output_dir;
     let mut report = SlaReport {
-        serve_cmd: sweep.serve_cmd.clone(),
+        serve_cmd: sweep.serve_cmd.as_deref().map(super::secrets::command),
         variable: args.sla_variable,
         precision: args.sla_precision,
         slas: slas.iter().map(|s| s.text.clone()).collect(),
@@ -621,11 +620,20 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
         let server_log = serve.index.map(|s| out.join(format!("s{s}.server.log")));
         if sweep.dry_run {
             if let (Some(cmd), Some(s)) = (&command, serve.index) {
-                crate::stdout::println(&format!("server s{s}: {}", terminal(cmd)));
+                crate::stdout::println(&format!(
+                    "server s{s}: {}",
+                    terminal(&super::secrets::command(cmd))
+                ));
             }
             for (b, bench) in benches.iter().enumerate() {
                 let dir = out.join(point_name(serve, b));
-                let argv = super::bench_argv(sweep, bench, &target, &dir.join("LOAD"), false);
+                let argv = super::secrets::argv(&super::bench_argv(
+                    sweep,
+                    bench,
+                    &target,
+                    &dir.join("LOAD"),
+                    false,
+                ));
                 crate::stdout::println(&format!(
                     "search {}: llmsurge {} {{--profile synchronous | --profile throughput | {}}} for each of: {}",
                     point_name(serve, b),
