@@ -10,4 +10,5 @@ mod mock_server;
 mod scenario;
 mod support;
 mod sweep;
+mod sweep_edges;
 mod sweep_sla;

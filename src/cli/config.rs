@@ -34,20 +34,18 @@ fn shell_quote(v: &str) -> String {
 }
 
 /// `--backend-kwargs` as it may be written: header and query values redacted unless
-/// harmless or opted in. Text that is not a JSON object is redacted whole (it may be a
-/// half-typed object holding a key).
+/// harmless or opted in, body fields named like credentials redacted. Text that is not a
+/// JSON object is redacted whole (it may be a half-typed object holding a key).
 pub(super) fn redact_backend_kwargs(raw: &str, redaction: &Redaction) -> String {
-    let Ok(serde_json::Value::Object(mut map)) = serde_json::from_str::<serde_json::Value>(raw)
+    let Ok(mut value @ serde_json::Value::Object(_)) =
+        serde_json::from_str::<serde_json::Value>(raw)
     else {
         return REDACTED.to_string();
     };
-    if let Some(serde_json::Value::Object(headers)) = map.get_mut("headers") {
-        for (name, value) in headers.iter_mut() {
-            if !redaction.shows_header(name) {
-                *value = REDACTED.into();
-            }
-        }
-    }
+    llmsurge_proto::redact::json_credentials(&mut value, redaction);
+    let serde_json::Value::Object(mut map) = value else {
+        return REDACTED.to_string();
+    };
     if let Some(serde_json::Value::Object(params)) = map.get_mut("params") {
         for (name, value) in params.iter_mut() {
             if !redaction.shows_query_param(name) {
