@@ -300,6 +300,18 @@ fn chart_spec(
 
 /// Loads and checks every configuration before anything starts.
 fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> {
+    check_loads(args, &[(Vec::new(), &[])])
+}
+
+/// A load a point's command line is checked as: the flags it adds, those it leaves out.
+type Load = (Vec<String>, &'static [&'static str]);
+
+/// [`check`], each point's command line checked as each of `loads` runs it (serve-sla
+/// runs several loads per point, each with a profile of its own).
+fn check_loads(
+    args: &SweepServeArgs,
+    loads: &[Load],
+) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> {
     register_secrets(args);
     check_target(args)?;
     if args.serve_cmd.is_none() && args.target.is_none() {
@@ -368,26 +380,35 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
         // The whole command line, as a point will run it, through the real definition
         // and the real checks of `benchmark run`.
         let dir = args.output_dir.join(format!("b{i}"));
-        let argv: Vec<String> = std::iter::once("llmsurge".to_string())
-            .chain(bench_argv(args, &bench, &target, &dir, false))
-            .collect();
         // Without --bench-params every point is the flags after `--` alone.
         let label = match &args.bench_params {
             Some(_) => label,
             None => "the benchmark run flags after --".to_string(),
         };
-        let plan = parse_run(&argv)
-            .and_then(|run| crate::cli::resolve::resolve(&run).map_err(|e| e.0))
-            .map_err(|e| UsageError(format!("{label}: {e}")))?;
-        // The sweep reads each point's benchmarks.json.
-        let json = plan.outputs.iter().any(|o| {
-            matches!(o, crate::report::Output::Json(path)
-                if path.file_name().is_some_and(|n| n == "benchmarks.json"))
-        });
-        if !json {
-            return Err(UsageError(format!(
-                "{label}: --outputs must include json (the sweep reads each point's benchmarks.json), e.g. --outputs json,html"
-            )));
+        for (extra, skip) in loads {
+            let mut flags = bench.flags.clone();
+            flags.extend(extra.iter().cloned());
+            let load = Bench {
+                params: Params::new(),
+                flags,
+                skip,
+            };
+            let argv: Vec<String> = std::iter::once("llmsurge".to_string())
+                .chain(bench_argv(args, &load, &target, &dir, false))
+                .collect();
+            let plan = parse_run(&argv)
+                .and_then(|run| crate::cli::resolve::resolve(&run).map_err(|e| e.0))
+                .map_err(|e| UsageError(format!("{label}: {e}")))?;
+            // The sweep reads each point's benchmarks.json.
+            let json = plan.outputs.iter().any(|o| {
+                matches!(o, crate::report::Output::Json(path)
+                    if path.file_name().is_some_and(|n| n == "benchmarks.json"))
+            });
+            if !json {
+                return Err(UsageError(format!(
+                    "{label}: --outputs must include json (the sweep reads each point's benchmarks.json), e.g. --outputs json,html"
+                )));
+            }
         }
         benches.push(bench);
     }

@@ -296,7 +296,23 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
             "{flag} after --: sweep serve-sla chooses each load itself (--sla-variable)"
         )));
     }
-    let (serves, benches) = super::check(&args.sweep)?;
+    // Each point's command line as each kind of load runs it (the search's own rate or
+    // streams stand for every one).
+    let search = match args.sla_variable {
+        SlaVariable::Rate => Strategy::Constant { rate: 1.0 },
+        SlaVariable::Concurrency => Strategy::Concurrent { streams: 1 },
+    };
+    let loads: [super::Load; 3] = [
+        (load_flags(Strategy::Synchronous), &["--max-concurrency"]),
+        (
+            load_flags(Strategy::Throughput {
+                max_concurrency: 1,
+            }),
+            &[],
+        ),
+        (load_flags(search), &[]),
+    ];
+    let (serves, benches) = super::check_loads(&args.sweep, &loads)?;
     for (i, b) in benches.iter().enumerate() {
         if let Some(flag) = b.flags.iter().find_map(|f| owned(f)) {
             let label = label_of(
