@@ -111,8 +111,11 @@ fn sweep_edges_a_target_ending_in_v1_is_ready_and_measured() {
     }
 }
 
+/// Environment variables a sweep is run with.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
 /// A sweep of one point against a mock that wants `key`, with `env` and `extra` flags.
-fn keyed_sweep(dir: &Path, key: &str, env: &[(&str, &str)], extra: &[&str]) -> Output {
+fn keyed_sweep(dir: &Path, key: &str, env: Env, extra: &[&str]) -> Output {
     let bench = bench(dir, &[2]);
     let pids = dir.join("pids");
     let cmd = format!(
@@ -153,7 +156,7 @@ fn sweep_edges_readiness_carries_the_key_and_says_where_to_give_it() {
         assert!(!crate::sweep::group_alive(g));
     }
     // The key after `--`, or in either variable of the environment: ready, measured.
-    let ways: [(&[(&str, &str)], &[&str]); 3] = [
+    let ways: [(Env, &[&str]); 3] = [
         (&[], &["--", "--api-key", KEY]),
         (&[("LLMSURGE_API_KEY", KEY)], &[]),
         (&[("OPENAI_API_KEY", KEY)], &[]),
@@ -192,7 +195,11 @@ fn sweep_edges_after_bench_cmd_gets_port_and_target_and_its_failure_is_recorded(
         .output()
         .expect("runs");
     let (_, stderr) = show(&out);
-    assert_eq!(out.status.code(), Some(0), "a hook's failure fails no point");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a hook's failure fails no point"
+    );
     // The server's port, as the points reached it.
     let point = llmsurge::report::Report::load(&dir.path().join("out/s0-b0/benchmarks.json"))
         .expect("the point's report");

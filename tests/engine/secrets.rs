@@ -377,7 +377,13 @@ fn a_secret_given_to_a_sweep_is_in_no_output() {
     let out_dir = dir.path().join("out");
     let sweep = |extra: &[&str]| {
         let out = llmsurge()
-            .args(["sweep", "serve", "--serve-cmd", &serve_cmd, "--serve-params"])
+            .args([
+                "sweep",
+                "serve",
+                "--serve-cmd",
+                &serve_cmd,
+                "--serve-params",
+            ])
             .arg(&serve)
             .arg("--bench-params")
             .arg(&bench)
@@ -414,7 +420,11 @@ fn a_secret_given_to_a_sweep_is_in_no_output() {
     for r in rows {
         // The key reached the server: every request completed.
         assert_eq!(r["status"], "ok", "{r}");
-        assert_eq!(r["after_bench_cmd"]["error"], serde_json::Value::Null, "{r}");
+        assert_eq!(
+            r["after_bench_cmd"]["error"],
+            serde_json::Value::Null,
+            "{r}"
+        );
     }
 
     let out = llmsurge()
@@ -430,7 +440,10 @@ fn a_secret_given_to_a_sweep_is_in_no_output() {
     );
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_no_marker("config", &stdout, &stderr, None);
-    assert!(stdout.contains("LLMSURGE_SERVE_CMD=") && stdout.contains("HF_TOKEN="), "{stdout}");
+    assert!(
+        stdout.contains("LLMSURGE_SERVE_CMD=") && stdout.contains("HF_TOKEN="),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -194,7 +194,10 @@ fn register_secrets(args: &SweepServeArgs) {
             llmsurge_proto::redact::register_secret(&key);
         }
     }
-    for cmd in [&args.serve_cmd, &args.after_bench_cmd].into_iter().flatten() {
+    for cmd in [&args.serve_cmd, &args.after_bench_cmd]
+        .into_iter()
+        .flatten()
+    {
         secrets::command(cmd);
     }
     if let Some(target) = &args.target {
@@ -1013,10 +1016,7 @@ async fn after_bench(hook: &str, target: &str, name: &str) -> report::HookRun {
         Err(e) => (None, Some(format!("cannot start: {e}"))),
     };
     if let Some(why) = &error {
-        crate::stdout::eprintln(&format!(
-            "{name}: --after-bench-cmd {}",
-            terminal(why)
-        ));
+        crate::stdout::eprintln(&format!("{name}: --after-bench-cmd {}", terminal(why)));
     }
     report::HookRun { exit_code, error }
 }

@@ -121,8 +121,9 @@ fn word(
                 hide(value);
                 Some(format!("-{flag}={REDACTED}"))
             }
-            Some((flag, value)) if is_header_flag(flag) => header_word(value, redaction, hide)
-                .map(|v| format!("-{flag}={v}")),
+            Some((flag, value)) if is_header_flag(flag) => {
+                header_word(value, redaction, hide).map(|v| format!("-{flag}={v}"))
+            }
             Some(_) => generic(w, redaction, hide),
             None => {
                 if is_credential_name(name) {

@@ -304,12 +304,7 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
     };
     let loads: [super::Load; 3] = [
         (load_flags(Strategy::Synchronous), &["--max-concurrency"]),
-        (
-            load_flags(Strategy::Throughput {
-                max_concurrency: 1,
-            }),
-            &[],
-        ),
+        (load_flags(Strategy::Throughput { max_concurrency: 1 }), &[]),
         (load_flags(search), &[]),
     ];
     let (serves, benches) = super::check_loads(&args.sweep, &loads)?;
