@@ -307,7 +307,9 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
         (load_flags(Strategy::Throughput { max_concurrency: 1 }), &[]),
         (load_flags(search), &[]),
     ];
-    let (serves, benches) = super::check_loads(&args.sweep, &loads)?;
+    // The configurations alone first: a key the search owns is named as such, before
+    // the loads' command lines would find it given twice.
+    let (_, benches) = super::check_loads(&args.sweep, &[])?;
     for (i, b) in benches.iter().enumerate() {
         if let Some(flag) = b.flags.iter().find_map(|f| owned(f)) {
             let label = label_of(
@@ -321,7 +323,7 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
             )));
         }
     }
-    Ok((serves, benches))
+    super::check_loads(&args.sweep, &loads)
 }
 
 /// What the measurements of one point came to.
