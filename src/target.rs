@@ -45,6 +45,19 @@ pub struct TargetCheck<'a> {
     pub connect_timeout: Duration,
     /// The run's TLS settings.
     pub tls: &'a llmsurge_proto::http::TlsConfig,
+    /// Where the flags the messages advise are given: `None` on `benchmark run`'s own
+    /// line; `Some("after --")` for a sweep, whose points take them after `--`.
+    pub flags_where: Option<&'a str>,
+}
+
+impl TargetCheck<'_> {
+    /// `flag` as the messages advise it: `--api-key`, or `--api-key after --`.
+    fn flag(&self, flag: &str) -> String {
+        match self.flags_where {
+            Some(w) => format!("{flag} {w}"),
+            None => flag.to_string(),
+        }
+    }
 }
 
 /// What one check of a target found.
@@ -323,22 +336,27 @@ async fn check(
                 None => "no API key was given".to_string(),
             };
             return Err(UsageError(format!(
-                "--target {shown}: GET {} {health} and GET /v1/models answered {status}: {given}; pass --api-key (or set LLMSURGE_API_KEY or OPENAI_API_KEY), or a gateway's own key header in --backend-kwargs '{{\"headers\": {{...}}}}'",
-                inert::terminal(path)
+                "--target {shown}: GET {} {health} and GET /v1/models answered {status}: {given}; pass {} (or set LLMSURGE_API_KEY or OPENAI_API_KEY), or a gateway's own key header in {} '{{\"headers\": {{...}}}}'",
+                inert::terminal(path),
+                target.flag("--api-key"),
+                target.flag("--backend-kwargs")
             )));
         }
         if !usable && unhealthy(status) {
             // Both failed otherwise (LiteLLM's proxy answers a missing key 500 and a
             // wrong one 400 on every route): either cause may be the one.
             return Err(UsageError(format!(
-                "--target {shown}: GET {} {health} and GET /v1/models answered {status}; the server is not ready, or wants a key it was not given (pass --api-key, or --health-path off if that route is not its readiness check)",
-                inert::terminal(path)
+                "--target {shown}: GET {} {health} and GET /v1/models answered {status}; the server is not ready, or wants a key it was not given (pass {}, or {} off if that route is not its readiness check)",
+                inert::terminal(path),
+                target.flag("--api-key"),
+                target.flag("--health-path")
             )));
         }
         if !usable {
             return Err(UsageError(format!(
-                "--target {shown}: GET {} {health}; the server is not ready (pass --health-path off if that route is not its readiness check)",
-                inert::terminal(path)
+                "--target {shown}: GET {} {health}; the server is not ready (pass {} off if that route is not its readiness check)",
+                inert::terminal(path),
+                target.flag("--health-path")
             )));
         }
         let listed = if models.is_empty() {
@@ -366,20 +384,24 @@ async fn check(
         }
         (None, Some(first)) if first.len() > limits::MODEL_ID => {
             return Err(UsageError(format!(
-                "--target {shown}: the first model GET /v1/models lists has an id of {} bytes, longer than llmsurge sends ({}); pass --model",
+                "--target {shown}: the first model GET /v1/models lists has an id of {} bytes, longer than llmsurge sends ({}); pass {}",
                 first.len(),
-                limits::describe(limits::MODEL_ID)
+                limits::describe(limits::MODEL_ID),
+                target.flag("--model")
             )));
         }
         (None, Some(first)) => first.clone(),
         (None, None) if status.is_success() => {
             return Err(UsageError(format!(
-                "--target {shown} lists no models; pass --model"
+                "--target {shown} lists no models; pass {}",
+                target.flag("--model")
             )));
         }
         (None, None) => {
             return Err(UsageError(format!(
-                "--target {shown}: GET /v1/models answered {status}; pass --model (or --api-key if it needs one)"
+                "--target {shown}: GET /v1/models answered {status}; pass {} (or {} if it needs one)",
+                target.flag("--model"),
+                target.flag("--api-key")
             )));
         }
     };

@@ -10,6 +10,7 @@ mod mock_server;
 mod scenario;
 mod support;
 mod sweep;
+mod sweep_edges;
 mod sweep_inputs;
 mod sweep_plot;
 mod sweep_runs;

@@ -273,6 +273,70 @@ pub fn scrub_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
     }
 }
 
+/// Whether `name` (a flag, a parameter, an environment variable or a body field, any
+/// case) names a credential: its last word (split at `-`, `_`, `.`) is key, token, secret,
+/// password or passwd, or ends in apikey, token, secret or password (`apiKey`,
+/// `accessToken`). `--api-key`, `hf_token`, `AWS_SECRET_ACCESS_KEY` do; `--tokenizer`,
+/// `max_tokens`, `--ssl-keyfile`, `--api-key-header` do not.
+pub fn is_credential_name(name: &str) -> bool {
+    let last = name
+        .trim_start_matches('-')
+        .rsplit(['-', '_', '.'])
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    matches!(
+        last.as_str(),
+        "key" | "token" | "secret" | "password" | "passwd"
+    ) || ["apikey", "token", "secret", "password"]
+        .iter()
+        .any(|end| last.ends_with(end))
+}
+
+/// Redacts, in place, what a JSON document (a request body's extra fields, a parameter
+/// file's entry, `--backend-kwargs`) may carry of a credential: the value of every field
+/// named like one ([`is_credential_name`]), at any depth, and the values of a `headers`
+/// object that `redaction` does not show. Returns the text of each value hidden (to
+/// [`register_secret`]).
+pub fn json_credentials(value: &mut serde_json::Value, redaction: &Redaction) -> Vec<String> {
+    use serde_json::Value;
+    let mut hidden = Vec::new();
+    let hide = |v: &mut Value, hidden: &mut Vec<String>| {
+        match &mut *v {
+            Value::String(s) => hidden.push(std::mem::take(s)),
+            Value::Null => return,
+            other => hidden.push(other.to_string()),
+        }
+        *v = Value::String(REDACTED.to_string());
+    };
+    match value {
+        Value::Object(map) => {
+            for (name, v) in map.iter_mut() {
+                if is_credential_name(name) && !v.is_object() {
+                    hide(v, &mut hidden);
+                } else if name.eq_ignore_ascii_case("headers")
+                    && let Value::Object(headers) = v
+                {
+                    for (header, hv) in headers.iter_mut() {
+                        if !redaction.shows_header(header) {
+                            hide(hv, &mut hidden);
+                        }
+                    }
+                } else {
+                    hidden.extend(json_credentials(v, redaction));
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                hidden.extend(json_credentials(item, redaction));
+            }
+        }
+        _ => {}
+    }
+    hidden
+}
+
 /// A query name with its `%XX` escapes and `+` decoded (names are compared decoded).
 fn decode(name: &str) -> Cow<'_, str> {
     percent_decode(name, true)
@@ -335,6 +399,54 @@ mod tests {
         assert_eq!(
             scrub_bytes("x sk-marker-1234".as_bytes()).as_ref(),
             b"x <redacted>"
+        );
+    }
+
+    #[test]
+    fn credential_names_are_known_by_their_last_word() {
+        for yes in [
+            "--api-key",
+            "api_key",
+            "hf_token",
+            "HF_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "--db-password",
+            "clientSecret",
+            "accessToken",
+            "apiKey",
+            "token",
+        ] {
+            assert!(is_credential_name(yes), "{yes}");
+        }
+        for no in [
+            "--tokenizer",
+            "max_tokens",
+            "--ssl-keyfile",
+            "--api-key-header",
+            "max_num_batched_tokens",
+            "monkey_patch",
+            "temperature",
+        ] {
+            assert!(!is_credential_name(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn json_credentials_are_hidden_at_any_depth() {
+        let mut v = serde_json::json!({
+            "extra_body": {"api_key": "k1", "nested": [{"Token": "k2"}], "temperature": 0},
+            "headers": {"X-Gw": "k3", "Content-Type": "text/plain"},
+            "max_tokens": 5
+        });
+        let hidden = json_credentials(&mut v, &Redaction::default());
+        assert_eq!(hidden, ["k1", "k2", "k3"]);
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "extra_body": {"api_key": REDACTED, "nested": [{"Token": REDACTED}], "temperature": 0},
+                "headers": {"X-Gw": REDACTED, "Content-Type": "text/plain"},
+                "max_tokens": 5
+            })
         );
     }
 

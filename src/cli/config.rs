@@ -12,6 +12,10 @@ use llmsurge_proto::{REDACTED, Redaction};
 /// `hide_env_values` (a test holds every credential-like name to that).
 const SECRET_VARS: [&str; 2] = ["LLMSURGE_API_KEY", "OPENAI_API_KEY"];
 
+/// The variables that hold a shell command, shown through the sweep's redaction of
+/// commands ([`super::sweep_serve::secrets::command`]).
+const COMMAND_VARS: [&str; 2] = ["LLMSURGE_SERVE_CMD", "LLMSURGE_AFTER_BENCH_CMD"];
+
 /// Whether a setting holds a secret: its value is never shown.
 pub(super) fn is_secret(arg: &clap::Arg, env: &str) -> bool {
     arg.is_hide_env_values_set() || SECRET_VARS.contains(&env)
@@ -30,20 +34,18 @@ fn shell_quote(v: &str) -> String {
 }
 
 /// `--backend-kwargs` as it may be written: header and query values redacted unless
-/// harmless or opted in. Text that is not a JSON object is redacted whole (it may be a
-/// half-typed object holding a key).
+/// harmless or opted in, body fields named like credentials redacted. Text that is not a
+/// JSON object is redacted whole (it may be a half-typed object holding a key).
 pub(super) fn redact_backend_kwargs(raw: &str, redaction: &Redaction) -> String {
-    let Ok(serde_json::Value::Object(mut map)) = serde_json::from_str::<serde_json::Value>(raw)
+    let Ok(mut value @ serde_json::Value::Object(_)) =
+        serde_json::from_str::<serde_json::Value>(raw)
     else {
         return REDACTED.to_string();
     };
-    if let Some(serde_json::Value::Object(headers)) = map.get_mut("headers") {
-        for (name, value) in headers.iter_mut() {
-            if !redaction.shows_header(name) {
-                *value = REDACTED.into();
-            }
-        }
-    }
+    llmsurge_proto::redact::json_credentials(&mut value, redaction);
+    let serde_json::Value::Object(mut map) = value else {
+        return REDACTED.to_string();
+    };
     if let Some(serde_json::Value::Object(params)) = map.get_mut("params") {
         for (name, value) in params.iter_mut() {
             if !redaction.shows_query_param(name) {
@@ -154,6 +156,14 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
                     format!(
                         "{env}={}",
                         shell_quote(&redact_backend_kwargs(&v, &redaction))
+                    )
+                }
+                // A shell command (the sweep's server and hook) without the credentials
+                // it carries: flag and environment values, headers, URL passwords.
+                (Some(v), _) if COMMAND_VARS.contains(&env.as_str()) => {
+                    format!(
+                        "{env}={}",
+                        shell_quote(&super::sweep_serve::secrets::command(&v))
                     )
                 }
                 // Any URL (the target, the metrics URL, a data file's) without its

@@ -53,7 +53,9 @@ pub struct BackendPlan {
     /// Extra query parameters (values redacted in every output unless opted in).
     #[serde(serialize_with = "strict_params")]
     pub params: Vec<(String, String)>,
-    /// Extra body fields.
+    /// Extra body fields (a field named like a credential, at any depth, is redacted in
+    /// every output).
+    #[serde(serialize_with = "strict_body")]
     pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// HTTP/2.
     pub http2: bool,
@@ -96,6 +98,15 @@ fn strict_headers<S: serde::Serializer>(h: &[(String, String)], s: S) -> Result<
 
 fn strict_params<S: serde::Serializer>(p: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
     Serialize::serialize(&Redaction::default().query_params(p), s)
+}
+
+fn strict_body<S: serde::Serializer>(
+    body: &serde_json::Map<String, serde_json::Value>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let mut body = serde_json::Value::Object(body.clone());
+    llmsurge_proto::redact::json_credentials(&mut body, &Redaction::default());
+    Serialize::serialize(&body, s)
 }
 
 fn strict_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
@@ -795,7 +806,7 @@ fn check_session_args(
     }
 }
 
-fn resolve_target(target: Option<&str>) -> Result<TargetSpec, UsageError> {
+pub(crate) fn resolve_target(target: Option<&str>) -> Result<TargetSpec, UsageError> {
     match target.map(str::trim) {
         None | Some("" | "mock") => Ok(TargetSpec::Mock),
         Some(url) => {

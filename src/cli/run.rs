@@ -36,6 +36,11 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
         base_url,
         &plan.redaction,
     );
+    // Body fields named like credentials (`extra_body.api_key`) are secrets too.
+    let mut body = serde_json::Value::Object(plan.backend.extra_body.clone());
+    for value in llmsurge_proto::redact::json_credentials(&mut body, &plan.redaction) {
+        llmsurge_proto::redact::register_secret(&value);
+    }
     // Data errors (files, rows, tokenizers) are input errors: found before anything starts.
     let data_started = std::time::Instant::now();
     let mut data = match crate::data::prepare(
@@ -231,6 +236,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         health: &plan.health_path,
         connect_timeout: plan.backend.connect_timeout,
         tls: &plan.backend.tls,
+        flags_where: None,
     };
     let target = match resolve_target(
         &plan.target,

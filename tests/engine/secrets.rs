@@ -127,11 +127,12 @@ fn a_secret_given_in_any_way_reaches_the_server_and_no_output() {
         secret("query")
     );
     let kwargs = format!(
-        r#"{{"headers": {{"api-key": "{}", "X-Gateway-Key": "{}", "Ocp-Apim-Subscription-Key": "{}"}}, "params": {{"code": "{}"}}}}"#,
+        r#"{{"headers": {{"api-key": "{}", "X-Gateway-Key": "{}", "Ocp-Apim-Subscription-Key": "{}"}}, "params": {{"code": "{}"}}, "extra_body": {{"api_key": "{}"}}}}"#,
         secret("known-header"),
         secret("custom-header"),
         secret("azure-header"),
         secret("param"),
+        secret("body"),
     );
     let short = |target: &str| {
         Bench::target(target)
@@ -182,6 +183,11 @@ fn a_secret_given_in_any_way_reaches_the_server_and_no_output() {
         Some("<redacted>")
     );
     assert_eq!(report.args["backend"]["api_key"], "<redacted>");
+    // A body field named like a credential: sent, shown by name only.
+    assert_eq!(
+        report.args["backend"]["extra_body"]["api_key"],
+        "<redacted>"
+    );
     // Every request went to the API under the URL's path, its query kept.
     assert_eq!(report.benchmarks[0].requests.completed, 6);
     assert_eq!(
@@ -320,6 +326,124 @@ fn a_secret_given_in_any_way_reaches_the_server_and_no_output() {
         assert_eq!(code, Some(2), "{refused:?}: {stderr}");
         assert_no_marker("k8s job refusal", &stdout, &stderr, None);
     }
+}
+
+/// Issue 37: a sweep given a marker secret in each way a sweep takes one (`HF_TOKEN=…`
+/// and `--api-key …` in `--serve-cmd`, an `api_key` serve parameter, the key the server
+/// requires, the benchmarks' `--api-key`, body fields `api_key` and `token` and a header
+/// in the bench parameters, the target URL's password, a header and an environment word
+/// in `--after-bench-cmd`) prints and writes none of them: not in any file of its output
+/// directory, not on its console, not on `--dry-run`, not in `config`.
+#[test]
+fn a_secret_given_to_a_sweep_is_in_no_output() {
+    const EXE: &str = env!("CARGO_BIN_EXE_llmsurge");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = secret("server-key");
+    // `:` takes the server-side words and does nothing; the mock requires the key.
+    let serve_cmd = format!(
+        ": --api-key {} --server-key {{api_key}}; HF_TOKEN={} exec {EXE} mock-server --port {{port}}",
+        secret("serve-cmd-flag"),
+        secret("serve-cmd-env")
+    );
+    let serve = dir.path().join("serve.json");
+    std::fs::write(
+        &serve,
+        serde_json::json!([{"api_key": secret("serve-param"), "require_api_key": key}]).to_string(),
+    )
+    .expect("serve.json");
+    let entry = |n: u32| {
+        serde_json::json!({
+            "max_requests": n,
+            "data": "prompt_tokens=8,output_tokens=2",
+            "max_dispatch_lag": "10s",
+            "backend_kwargs": {
+                "extra_body": {"api_key": secret("body-key"), "opts": {"token": secret("body-token")}},
+                "headers": {"X-Gateway-Key": secret("bench-header")}
+            }
+        })
+    };
+    let bench = dir.path().join("bench.json");
+    std::fs::write(&bench, serde_json::json!([entry(2), entry(3)]).to_string())
+        .expect("bench.json");
+    let target = format!(
+        "http://bench:{}@127.0.0.1:{{port}}/v1",
+        secret("url-password")
+    );
+    let hook = format!(
+        ": -H 'Authorization: Bearer {}'; GH_TOKEN={} true",
+        secret("hook-header"),
+        secret("hook-env")
+    );
+    let out_dir = dir.path().join("out");
+    let sweep = |extra: &[&str]| {
+        let out = llmsurge()
+            .args([
+                "sweep",
+                "serve",
+                "--serve-cmd",
+                &serve_cmd,
+                "--serve-params",
+            ])
+            .arg(&serve)
+            .arg("--bench-params")
+            .arg(&bench)
+            .args(["--target", &target, "--after-bench-cmd", &hook])
+            .arg("--output-dir")
+            .arg(&out_dir)
+            .args(["--ready-timeout", "30s"])
+            .args(extra)
+            .args(["--", "--api-key", &key])
+            .output()
+            .expect("llmsurge runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = sweep(&["--dry-run"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_no_marker("sweep --dry-run", &stdout, &stderr, None);
+    // What it does show: each setting's name.
+    for shown in ["HF_TOKEN=", "--api-key", "Authorization:", "X-Gateway-Key"] {
+        assert!(stdout.contains(shown), "{shown}: {stdout}");
+    }
+
+    let (code, stdout, stderr) = sweep(&[]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert_no_marker("sweep", &stdout, &stderr, Some(&out_dir));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("sweep.json")).expect("sweep.json"))
+            .expect("JSON");
+    let rows = summary["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{summary}");
+    for r in rows {
+        // The key reached the server: every request completed.
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(
+            r["after_bench_cmd"]["error"],
+            serde_json::Value::Null,
+            "{r}"
+        );
+    }
+
+    let out = llmsurge()
+        .arg("config")
+        .env("LLMSURGE_SERVE_CMD", &serve_cmd)
+        .env("LLMSURGE_AFTER_BENCH_CMD", &hook)
+        .env("LLMSURGE_TARGET", &target)
+        .output()
+        .expect("llmsurge runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_no_marker("config", &stdout, &stderr, None);
+    assert!(
+        stdout.contains("LLMSURGE_SERVE_CMD=") && stdout.contains("HF_TOKEN="),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -14,6 +14,7 @@ pub mod filter;
 pub mod params;
 pub mod plot;
 pub mod report;
+pub mod secrets;
 pub mod server;
 pub mod sla;
 
@@ -186,13 +187,6 @@ pub fn sweep_serve(args: &SweepServeArgs) -> i32 {
         Ok(v) => v,
         Err(UsageError(m)) => return usage_error(&m),
     };
-    register_api_keys(&args.common, &benches);
-    register_secret_params(
-        serves
-            .iter()
-            .map(|s| &s.params)
-            .chain(benches.iter().map(|b| &b.params)),
-    );
     if let Err(e) = std::fs::create_dir_all(&args.output_dir) {
         return usage_error(&format!("--output-dir {}: {e}", args.output_dir.display()));
     }
@@ -213,48 +207,27 @@ pub fn sweep_serve(args: &SweepServeArgs) -> i32 {
     runtime.block_on(run(args, &spec, &serves, &benches))
 }
 
-/// Registers the API keys the sweep's benchmarks are given (`--api-key` in the shared
-/// flags or a configuration's, `LLMSURGE_API_KEY`, `OPENAI_API_KEY`) as secrets: a
-/// server log's tail or a run's error quoted in the sweep's reports must not carry them.
-/// Each `benchmark run` registers its own secrets, headers included.
-fn register_api_keys(common: &[String], benches: &[Bench]) {
-    let register = llmsurge_proto::redact::register_secret;
+/// Registers as secrets ([`secrets`]) everything the sweep is given that may carry one,
+/// as soon as it is read: the server and hook commands, the target URL, the shared
+/// `benchmark run` flags and the API keys of the environment (`LLMSURGE_API_KEY`,
+/// `OPENAI_API_KEY`). Each output of the sweep (its reports, its console, a server log's
+/// tail or a run's error it quotes) is then scrubbed of them.
+fn register_secrets(args: &SweepServeArgs) {
     for name in ["LLMSURGE_API_KEY", "OPENAI_API_KEY"] {
         if let Ok(key) = std::env::var(name) {
-            register(&key);
+            llmsurge_proto::redact::register_secret(&key);
         }
     }
-    for flags in std::iter::once(common).chain(benches.iter().map(|b| &b.flags[..])) {
-        let mut it = flags.iter();
-        while let Some(flag) = it.next() {
-            if flag == "--api-key" {
-                if let Some(key) = it.next() {
-                    register(key);
-                }
-            } else if let Some(key) = flag.strip_prefix("--api-key=") {
-                register(key);
-            }
-        }
+    for cmd in [&args.serve_cmd, &args.after_bench_cmd]
+        .into_iter()
+        .flatten()
+    {
+        secrets::command(cmd);
     }
-}
-
-/// Registers as secrets the values of parameters whose names say they are one (a key, a
-/// token, a secret, a password: vLLM's `api_key`, `hf_token`): the sweep prints and
-/// saves every configuration's parameters, and a server's key must not be among them.
-fn register_secret_params<'a>(params: impl Iterator<Item = &'a Params>) {
-    for p in params {
-        for (key, value) in p {
-            // By word: `api_key`, `hf-token`; not `tokenizer` or `max_num_batched_tokens`.
-            let secret = key.split(['_', '-']).any(|w| {
-                ["key", "apikey", "token", "secret", "password"]
-                    .iter()
-                    .any(|s| w.eq_ignore_ascii_case(s))
-            });
-            if let (true, Some(v)) = (secret, value.as_str()) {
-                llmsurge_proto::redact::register_secret(v);
-            }
-        }
+    if let Some(target) = &args.target {
+        secrets::register_url(target);
     }
+    secrets::argv(&args.common);
 }
 
 /// The charts' settings, checked against the configurations' parameters.
@@ -347,6 +320,20 @@ fn chart_spec(
 
 /// Loads and checks every configuration before anything starts.
 fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> {
+    check_loads(args, &[(Vec::new(), &[])])
+}
+
+/// A load a point's command line is checked as: the flags it adds, those it leaves out.
+type Load = (Vec<String>, &'static [&'static str]);
+
+/// [`check`], each point's command line checked as each of `loads` runs it (serve-sla
+/// runs several loads per point, each with a profile of its own).
+fn check_loads(
+    args: &SweepServeArgs,
+    loads: &[Load],
+) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> {
+    register_secrets(args);
+    check_target(args)?;
     if args.serve_cmd.is_none() && args.target.is_none() {
         return Err(UsageError(
             "sweep serve: give --serve-cmd (a server to start) or --target (a running one)".into(),
@@ -383,6 +370,7 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
     };
     if let Some(template) = &args.serve_cmd {
         for s in &serves {
+            secrets::params(&s.params);
             let label = label_of("--serve-params", args.serve_params.as_deref(), s.index);
             params::serve_command(template, &s.params, 1, &label)?;
         }
@@ -391,6 +379,15 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
         Some(path) => params::load_list("--bench-params", path)?,
         None => vec![params::Entry::default()],
     };
+    bench_params.iter().for_each(|e| {
+        secrets::params(&e.params);
+    });
+    // A target the points can reach, for the check of their command lines.
+    let target = args
+        .target
+        .as_deref()
+        .unwrap_or("http://127.0.0.1:{port}")
+        .replace("{port}", "1");
     let cli = Cli::command();
     let run = cli
         .find_subcommand("benchmark")
@@ -403,37 +400,50 @@ fn check(args: &SweepServeArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> 
         let label = label_of("--bench-params", args.bench_params.as_deref(), Some(i));
         let flags = params::bench_flags(run, &p, &label, shared_profile)?;
         let common = params::without_overridden(run, &args.common, &flags);
-        // The whole command line, as a point will run it, through the real definition.
-        let argv: Vec<String> = [
-            "llmsurge",
-            "benchmark",
-            "run",
-            "--target",
-            "http://127.0.0.1:1",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(common.iter().cloned())
-        .chain(flags.iter().cloned())
-        .collect();
-        let command = crate::cli::scenario::apply(Cli::command(), &argv)
-            .map_err(|e| UsageError(format!("{label}: {e}")))?;
-        if let Err(e) = crate::cli::negative_numbers_are_values(command).try_get_matches_from(&argv)
-        {
-            let rendered = e.to_string();
-            let line = rendered.lines().next().unwrap_or("invalid arguments");
-            return Err(UsageError(format!(
-                "{label}: {}",
-                line.strip_prefix("error: ").unwrap_or(line)
-            )));
-        }
-        benches.push(Bench {
+        let bench = Bench {
             name,
             params: p,
             flags,
             common,
             skip: &[],
-        });
+        };
+        secrets::argv(&bench.flags);
+        // The whole command line, as a point will run it, through the real definition
+        // and the real checks of `benchmark run`.
+        let dir = args.output_dir.join(format!("b{i}"));
+        // Without --bench-params every point is the flags after `--` alone.
+        let label = match &args.bench_params {
+            Some(_) => label,
+            None => "the benchmark run flags after --".to_string(),
+        };
+        for (extra, skip) in loads {
+            let mut flags = bench.flags.clone();
+            flags.extend(extra.iter().cloned());
+            let load = Bench {
+                name: None,
+                params: Params::new(),
+                flags,
+                common: bench.common.clone(),
+                skip,
+            };
+            let argv: Vec<String> = std::iter::once("llmsurge".to_string())
+                .chain(bench_argv(args, &load, &target, &dir, false))
+                .collect();
+            let plan = parse_run(&argv)
+                .and_then(|run| crate::cli::resolve::resolve(&run).map_err(|e| e.0))
+                .map_err(|e| UsageError(format!("{label}: {e}")))?;
+            // The sweep reads each point's benchmarks.json.
+            let json = plan.outputs.iter().any(|o| {
+                matches!(o, crate::report::Output::Json(path)
+                    if path.file_name().is_some_and(|n| n == "benchmarks.json"))
+            });
+            if !json {
+                return Err(UsageError(format!(
+                    "{label}: --outputs must include json (the sweep reads each point's benchmarks.json), e.g. --outputs json,html"
+                )));
+            }
+        }
+        benches.push(bench);
     }
     link(args.link_vars.as_deref(), &mut serves, &benches)?;
     // Names become folders: two points may not share one.
@@ -506,6 +516,72 @@ fn link(spec: Option<&str>, serves: &mut [Serve], benches: &[Bench]) -> Result<(
         ));
     }
     Ok(())
+}
+
+/// `--target` and `{port}`: the target is a server's URL (a trailing `/v1` is fine, as
+/// for `benchmark run`), and `{port}` is where both the server and the target have it.
+fn check_target(args: &SweepServeArgs) -> Result<(), UsageError> {
+    let cmd_port = args.serve_cmd.as_deref().map(|c| c.contains("{port}"));
+    let target_port = args.target.as_deref().map(|t| t.contains("{port}"));
+    match (cmd_port, target_port) {
+        (Some(false), None) => {
+            return Err(UsageError(
+                "--serve-cmd has no {port} and no --target is given: put {port} where the server takes its port (e.g. --port {port}), or give --target with the URL the server listens on".into(),
+            ));
+        }
+        (Some(false), Some(true)) => {
+            return Err(UsageError(
+                "--target holds {port} but --serve-cmd does not: put {port} where the server takes its port (e.g. --port {port}), or give --target the server's own port".into(),
+            ));
+        }
+        (None, Some(true)) => {
+            return Err(UsageError(
+                "--target holds {port}, which only a server the sweep starts gets (--serve-cmd); give the running server's port".into(),
+            ));
+        }
+        _ => {}
+    }
+    if let Some(target) = &args.target {
+        match crate::cli::resolve::resolve_target(Some(&target.replace("{port}", "1"))) {
+            Ok(crate::cli::resolve::TargetSpec::Url(_)) => {}
+            Ok(crate::cli::resolve::TargetSpec::Mock) => {
+                return Err(UsageError(
+                    "--target: give the server's URL (e.g. http://127.0.0.1:8000); the sweep has no built-in mock (run `llmsurge mock-server` as --serve-cmd)".into(),
+                ));
+            }
+            Err(e) => return Err(UsageError(e.0)),
+        }
+    }
+    Ok(())
+}
+
+/// The server's base URL (without a trailing `/v1`) of a point's target: where the
+/// sweep's own requests (readiness, cache resets) go and what a hook is given.
+fn base_url(target: &str) -> String {
+    match crate::cli::resolve::resolve_target(Some(target)) {
+        Ok(crate::cli::resolve::TargetSpec::Url(url)) => url,
+        // Checked before the sweep started.
+        _ => target.to_string(),
+    }
+}
+
+/// `argv` (`llmsurge benchmark run …`) parsed by the real `benchmark run` definition
+/// (scenario files applied); an error is clap's first line.
+fn parse_run(argv: &[String]) -> Result<Box<crate::cli::args::RunArgs>, String> {
+    use clap::FromArgMatches;
+    let command = crate::cli::scenario::apply(Cli::command(), argv)?;
+    let matches = crate::cli::negative_numbers_are_values(command)
+        .try_get_matches_from(argv)
+        .map_err(|e| {
+            let rendered = e.to_string();
+            let line = rendered.lines().next().unwrap_or("invalid arguments");
+            line.strip_prefix("error: ").unwrap_or(line).to_string()
+        })?;
+    match Cli::from_arg_matches(&matches).map(|c| c.command) {
+        Ok(crate::cli::Command::Benchmark(crate::cli::BenchmarkCommand::Run(run))) => Ok(run),
+        Ok(_) => Err("not a benchmark run command line".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn label_of(flag: &str, path: Option<&Path>, index: Option<usize>) -> String {
@@ -722,17 +798,10 @@ async fn run(
     };
     let out = &args.output_dir;
     let mut sweep = SweepReport {
-        serve_cmd: args
-            .serve_cmd
-            .as_deref()
-            .map(|c| llmsurge_proto::redact::scrub(c).into_owned()),
+        serve_cmd: args.serve_cmd.as_deref().map(secrets::command),
         provenance: report::Provenance {
             llmsurge_version: env!("CARGO_PKG_VERSION").into(),
-            shared_flags: args
-                .common
-                .iter()
-                .map(|f| llmsurge_proto::redact::scrub(f).into_owned())
-                .collect(),
+            shared_flags: args.common.iter().map(|f| secrets::command(f)).collect(),
             models: Vec::new(),
             host: sysinfo::System::host_name().unwrap_or_default(),
             started_at: now_rfc3339(),
@@ -810,7 +879,16 @@ async fn run(
         };
         if args.dry_run {
             if let (Some(cmd), Some(s)) = (&command, serve_tag(serve)) {
-                crate::stdout::println(&format!("server {s}: {}", terminal(cmd)));
+                crate::stdout::println(&format!(
+                    "server {s}: {}",
+                    terminal(&secrets::command(cmd))
+                ));
+            }
+            if let Some(hook) = &args.after_bench_cmd {
+                crate::stdout::println(&format!(
+                    "after each benchmark but the last: {}",
+                    terminal(&secrets::command(&hook_command(hook, &target)))
+                ));
             }
             for &b in &todo {
                 let dir = out.join(point_name(serve, b, benches));
@@ -818,7 +896,7 @@ async fn run(
                 crate::stdout::println(&format!(
                     "plan {}: llmsurge {}",
                     point_name(serve, b, benches),
-                    terminal(&argv.join(" "))
+                    terminal(&secrets::argv(&argv).join(" "))
                 ));
                 let mut plan = tokio::process::Command::new(&exe);
                 plan.args(&argv)
@@ -886,7 +964,8 @@ async fn run(
                 continue;
             }
             if n > 0 {
-                row.cache_reset = between_benchmarks(args, &target, &name).await;
+                (row.cache_reset, row.after_bench_cmd) =
+                    between_benchmarks(args, &target, &name).await;
             }
             let _ = std::fs::remove_dir_all(&dir);
             if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -1103,7 +1182,11 @@ async fn start_server(
     signals: &mut Signals,
 ) -> Started {
     let _ = std::fs::remove_file(log);
-    crate::stdout::println(&format!("{}: starting {}", log.display(), terminal(cmd)));
+    crate::stdout::println(&format!(
+        "{}: starting {}",
+        log.display(),
+        terminal(&secrets::command(cmd))
+    ));
     let mut srv = match Server::start(exe, cmd, log, args.stop_grace) {
         Ok(s) => s,
         Err(e) => {
@@ -1113,18 +1196,22 @@ async fn start_server(
             };
         }
     };
-    let (backend, health) = target_access(args);
+    let access = target_access(args);
+    let backend = &access.backend;
     let check = crate::target::TargetCheck {
         request_format: backend.request_format,
         api_key: backend.api_key.as_ref(),
         headers: &backend.headers,
         params: &backend.params,
-        health: &health,
+        health: &access.health,
         connect_timeout: Duration::from_secs(2),
         tls: &backend.tls,
+        // The sweep takes `benchmark run`'s flags after `--`.
+        flags_where: Some("after --"),
     };
+    let base = base_url(target);
     let ready = tokio::select! {
-        r = srv.wait_ready(target, &check, args.ready_timeout) => Some(r),
+        r = srv.wait_ready(&base, access.model.as_deref(), &check, args.ready_timeout) => Some(r),
         _ = signals.next() => None,
     };
     match ready {
@@ -1144,85 +1231,139 @@ async fn start_server(
     }
 }
 
-/// Between two benchmarks of one server: `--after-bench-cmd` when given, else the
-/// `--reset-cache` reset, whose answers it returns.
+/// Between two benchmarks of one server: `--after-bench-cmd` when given (how it ended),
+/// else the `--reset-cache` reset (its answers).
 async fn between_benchmarks(
     args: &SweepServeArgs,
     target: &str,
     name: &str,
-) -> Option<llmsurge_coordinator::cache_reset::CacheReset> {
-    if let Some(cmd) = &args.after_bench_cmd {
-        let mut command = tokio::process::Command::new("sh");
-        command.arg("-c").arg(cmd).stdin(Stdio::null());
-        server::die_with_sweep(&mut command, nix::sys::signal::Signal::SIGTERM);
-        let status = command.status().await;
-        if !status.as_ref().is_ok_and(|s| s.success()) {
-            crate::stdout::eprintln(&format!("{name}: --after-bench-cmd failed ({status:?})"));
-        }
-        return None;
+) -> (
+    Option<llmsurge_coordinator::cache_reset::CacheReset>,
+    Option<report::HookRun>,
+) {
+    if let Some(hook) = &args.after_bench_cmd {
+        return (None, Some(after_bench(hook, target, name).await));
     }
     if args.reset_cache == "none" {
-        return None;
+        return (None, None);
     }
     use llmsurge_coordinator::cache_reset::{CacheResetConfig, ResetMode, reset};
-    let (backend, _) = target_access(args);
+    let access = target_access(args);
+    let backend = access.backend;
+    let origin = base_url(target);
     let cfg = CacheResetConfig {
         mode: match args.reset_cache.as_str() {
             "auto" => ResetMode::Auto,
             path => ResetMode::Path(path.to_string()),
         },
-        origin: target.to_string(),
         headers: llmsurge_proto::credentials::target_headers(
             backend.request_format,
             backend.api_key.as_ref(),
             &backend.headers,
-            target,
+            &origin,
         ),
+        origin,
         timeout: Duration::from_secs(30),
         tls: backend.tls.clone(),
         before_first: true,
     };
-    Some(reset(&cfg).await)
+    (Some(reset(&cfg).await), None)
+}
+
+/// The environment variable a hook finds the server's port in.
+pub const HOOK_PORT_VAR: &str = "LLMSURGE_SWEEP_PORT";
+/// The environment variable a hook finds the server's base URL in.
+pub const HOOK_TARGET_VAR: &str = "LLMSURGE_SWEEP_TARGET";
+/// The environment variable a hook finds the point that just ran in.
+pub const HOOK_POINT_VAR: &str = "LLMSURGE_SWEEP_POINT";
+
+/// The server's port at `target` (its URL's, else the scheme's).
+fn port_of(target: &str) -> Option<u16> {
+    reqwest::Url::parse(target)
+        .ok()
+        .and_then(|u| u.port_or_known_default())
+}
+
+/// `--after-bench-cmd` for the server at `target`: `{port}` and `{target}` (its base URL)
+/// filled in, each quoted once for the shell.
+fn hook_command(hook: &str, target: &str) -> String {
+    let port = port_of(&base_url(target)).map_or_else(String::new, |p| p.to_string());
+    hook.replace("{port}", &params::shell_quote(&port))
+        .replace("{target}", &params::shell_quote(&base_url(target)))
+}
+
+/// Runs `--after-bench-cmd` before point `name` (the server's port and base URL in its
+/// environment too); a failure is one line on stderr, and the result goes in the row.
+async fn after_bench(hook: &str, target: &str, name: &str) -> report::HookRun {
+    let base = base_url(target);
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg(hook_command(hook, target))
+        .env(HOOK_TARGET_VAR, &base)
+        .env(HOOK_POINT_VAR, name)
+        .stdin(Stdio::null());
+    if let Some(port) = port_of(&base) {
+        command.env(HOOK_PORT_VAR, port.to_string());
+    }
+    server::die_with_sweep(&mut command, nix::sys::signal::Signal::SIGTERM);
+    // Its output passes through the sweep's console, scrubbed of the secrets.
+    let output = command.output().await;
+    if let Ok(o) = &output {
+        crate::stdout::print(&String::from_utf8_lossy(&o.stdout));
+        let err = String::from_utf8_lossy(&o.stderr);
+        if !err.trim().is_empty() {
+            crate::stdout::eprintln(err.trim_end());
+        }
+    }
+    let (exit_code, error) = match output.map(|o| o.status) {
+        Ok(s) if s.success() => (s.code(), None),
+        Ok(s) => match s.code() {
+            Some(code) => (Some(code), Some(format!("exited with code {code}"))),
+            None => (None, Some(format!("ended by {s}"))),
+        },
+        Err(e) => (None, Some(format!("cannot start: {e}"))),
+    };
+    if let Some(why) = &error {
+        crate::stdout::eprintln(&format!("{name}: --after-bench-cmd {}", terminal(why)));
+    }
+    report::HookRun { exit_code, error }
 }
 
 /// How the points' `benchmark run` flags (those after `--`, with the environment) make
-/// requests, and their `--health-path`: the sweep's own requests to a server (readiness,
-/// cache resets) carry the same credentials and headers as the benchmarks'. [`check`]
-/// has parsed the same flags; should they fail now, the defaults (no credentials).
-fn target_access(
-    args: &SweepServeArgs,
-) -> (
-    crate::cli::resolve::BackendPlan,
-    crate::cli::values::HealthPath,
-) {
-    use clap::FromArgMatches;
+/// requests, their `--health-path` and `--model`: the sweep's own requests to a server
+/// (readiness, cache resets) carry the same credentials and headers as the benchmarks'.
+/// [`check`] has parsed the same flags; should they fail now, the defaults (no
+/// credentials).
+fn target_access(args: &SweepServeArgs) -> Access {
     let argv: Vec<String> = ["llmsurge", "benchmark", "run"]
         .iter()
         .map(|s| s.to_string())
         .chain(args.common.iter().cloned())
         .collect();
-    let parsed = crate::cli::scenario::apply(Cli::command(), &argv)
-        .ok()
-        .and_then(|c| {
-            crate::cli::negative_numbers_are_values(c)
-                .try_get_matches_from(&argv)
-                .ok()
-        })
-        .and_then(|m| Cli::from_arg_matches(&m).ok());
-    let run = match parsed.map(|c| c.command) {
-        Some(crate::cli::Command::Benchmark(crate::cli::BenchmarkCommand::Run(run))) => Some(run),
-        _ => None,
-    };
+    let run = parse_run(&argv).ok();
     let backend = run
         .as_ref()
         .and_then(|r| crate::cli::resolve::resolve_backend(r).ok());
     match (run, backend) {
-        (Some(run), Some(backend)) => (backend, run.target.health_path),
-        _ => (
-            crate::cli::resolve::BackendPlan::default(),
-            crate::cli::values::HealthPath::Path("/health".into()),
-        ),
+        (Some(run), Some(backend)) => Access {
+            backend,
+            health: run.target.health_path.clone(),
+            model: run.target.model.clone(),
+        },
+        _ => Access {
+            backend: crate::cli::resolve::BackendPlan::default(),
+            health: crate::cli::values::HealthPath::Path("/health".into()),
+            model: None,
+        },
     }
+}
+
+/// How the sweep's own requests reach a server: [`target_access`].
+struct Access {
+    backend: crate::cli::resolve::BackendPlan,
+    health: crate::cli::values::HealthPath,
+    model: Option<String>,
 }
 
 /// Marks a point's (or a load's) directory: whether its `benchmark run` wrote a whole

@@ -201,6 +201,9 @@ pub struct Row {
     /// The cache reset made before this point (`--reset-cache`), and the answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_reset: Option<llmsurge_coordinator::cache_reset::CacheReset>,
+    /// How `--after-bench-cmd`, run before this point, ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_bench_cmd: Option<HookRun>,
     /// Headline figures (ms for latencies; the mean over runs with `--repeat`).
     pub figures: BTreeMap<String, f64>,
     /// Whether the figures measure the server (see [`Outcome`]).
@@ -236,6 +239,7 @@ impl Row {
             error: None,
             log_tail: Vec::new(),
             cache_reset: None,
+            after_bench_cmd: None,
             figures: BTreeMap::new(),
             outcome,
             requests: None,
@@ -263,6 +267,17 @@ pub struct Provenance {
     pub started_at: String,
     /// When the report was last written (RFC 3339, UTC): the sweep's end once it ended.
     pub ended_at: String,
+}
+
+/// How one run of `--after-bench-cmd` ended.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HookRun {
+    /// Its exit code (absent when a signal ended it or it could not start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why it failed, one line (absent when it exited 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The whole sweep report.

@@ -78,12 +78,14 @@ impl Server {
         }
     }
 
-    /// Waits until `base_url` passes the target check (`check`: its readiness path, then a
-    /// model listed on `/v1/models`), at most `timeout`; an error says why (the server
-    /// exited, or the last check's failure).
+    /// Waits until `base_url` (without `/v1`) passes the target check (`check`: its
+    /// readiness path, then a model listed on `/v1/models`, or `model` there), at most
+    /// `timeout`; an error says why (the server exited, or the last check's failure:
+    /// what was asked and what answered).
     pub async fn wait_ready(
         &mut self,
         base_url: &str,
+        model: Option<&str>,
         check: &crate::target::TargetCheck<'_>,
         timeout: Duration,
     ) -> Result<(), String> {
@@ -95,7 +97,7 @@ impl Server {
                     "the server command exited ({status}) before it was ready"
                 ));
             }
-            let error = match crate::target::resolve_target(&spec, &[], None, check, None).await {
+            let error = match crate::target::resolve_target(&spec, &[], model, check, None).await {
                 Ok(_) => return Ok(()),
                 Err(e) => e.0,
             };

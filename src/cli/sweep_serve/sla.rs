@@ -362,7 +362,6 @@ pub fn sweep_serve_sla(args: &SweepServeSlaArgs) -> i32 {
         Ok(v) => v,
         Err(UsageError(m)) => return usage_error(&m),
     };
-    super::register_api_keys(&args.sweep.common, &benches);
     let out = &args.sweep.output_dir;
     if let Err(e) = std::fs::create_dir_all(out) {
         return usage_error(&format!("--output-dir {}: {e}", out.display()));
@@ -409,7 +408,20 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
             "{flag} after --: sweep serve-sla chooses each load itself (--sla-variable)"
         )));
     }
-    let (serves, benches) = super::check(&args.sweep)?;
+    // Each point's command line as each kind of load runs it (the search's own rate or
+    // streams stand for every one).
+    let search = match args.sla_variable {
+        SlaVariable::Rate => Strategy::Constant { rate: 1.0 },
+        SlaVariable::Concurrency => Strategy::Concurrent { streams: 1 },
+    };
+    let loads: [super::Load; 3] = [
+        (load_flags(Strategy::Synchronous), &["--max-concurrency"]),
+        (load_flags(Strategy::Throughput { max_concurrency: 1 }), &[]),
+        (load_flags(search), &[]),
+    ];
+    // The configurations alone first: a key the search owns is named as such, before
+    // the loads' command lines would find it given twice.
+    let (_, benches) = super::check_loads(&args.sweep, &[])?;
     for (i, b) in benches.iter().enumerate() {
         if let Some(flag) = b.flags.iter().find_map(|f| owned(f)) {
             let label = label_of(
@@ -427,7 +439,7 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
             )));
         }
     }
-    Ok((serves, benches))
+    super::check_loads(&args.sweep, &loads)
 }
 
 /// What the measurements of one point came to.
@@ -695,7 +707,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
     };
     let out = &sweep.output_dir;
     let mut report = SlaReport {
-        serve_cmd: sweep.serve_cmd.clone(),
+        serve_cmd: sweep.serve_cmd.as_deref().map(super::secrets::command),
         variable: args.sla_variable,
         precision: args.sla_precision,
         slas: slas.iter().map(|s| s.text.clone()).collect(),
@@ -751,7 +763,10 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
         let server_log = serve_tag(serve).map(|t| out.join(format!("{t}.server.log")));
         if sweep.dry_run {
             if let (Some(cmd), Some(s)) = (&command, serve_tag(serve)) {
-                crate::stdout::println(&format!("server {s}: {}", terminal(cmd)));
+                crate::stdout::println(&format!(
+                    "server {s}: {}",
+                    terminal(&super::secrets::command(cmd))
+                ));
             }
             for (b, bench) in benches
                 .iter()
@@ -759,7 +774,13 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                 .filter(|(b, _)| serve.benches.contains(b))
             {
                 let dir = out.join(point_name(serve, b, benches));
-                let argv = super::bench_argv(sweep, bench, &target, &dir.join("LOAD"), false);
+                let argv = super::secrets::argv(&super::bench_argv(
+                    sweep,
+                    bench,
+                    &target,
+                    &dir.join("LOAD"),
+                    false,
+                ));
                 crate::stdout::println(&format!(
                     "search {}: llmsurge {} {{--profile synchronous | --profile throughput | {}}} for each of: {}",
                     point_name(serve, b, benches),
