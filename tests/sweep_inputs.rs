@@ -355,7 +355,10 @@ fn sweep_inputs_forms_llmsurge_cannot_take_name_llmsurges_form() {
     );
     fails(
         &with(&["--bench-params", "b.json", "--link-vars", "max_num_seqs"]),
-        &[("b.json", r#"[{"max_concurrency": 1}]"#)],
+        &[(
+            "b.json",
+            r#"[{"profile": "concurrent", "rate": 2, "max_concurrency": 1}]"#,
+        )],
         &["--link-vars", "SERVE_KEY=BENCH_KEY"],
     );
     // vLLM's sweep flags llmsurge has no use for, or calls otherwise.
