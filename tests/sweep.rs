@@ -390,17 +390,26 @@ fn sweep_serve_page_draws_each_figure_against_each_varied_parameter_and_the_fron
         );
     }
     assert!(groups(dir.path()).is_empty(), "no server started");
+    // Every figure against the parameters named (the default page draws a few against
+    // the load: sweep_plot's test).
     let out = sweep(
         dir.path(),
         &serve,
-        &["--gpus", "2", "--chart-images", "svg"],
+        &[
+            "--gpus",
+            "2",
+            "--chart-images",
+            "svg",
+            "--curve-by",
+            "ttft_ms,profile",
+        ],
     );
     assert_eq!(out.status.code(), Some(0));
     let summary = report(dir.path());
     let rows = summary["rows"].as_array().expect("rows").clone();
     let html = std::fs::read_to_string(dir.path().join("out/sweep.html")).expect("html");
     let charts = page_charts(&html);
-    // Varied: serve.ttft_ms and bench.profile (rate and max_requests vary too).
+    // Asked for: serve.ttft_ms and bench.profile (rate and max_requests vary too).
     let ids: Vec<&str> = charts.iter().filter_map(|c| c["id"].as_str()).collect();
     for id in [
         "sweep-tpot_p50-vs-serve-ttft_ms",

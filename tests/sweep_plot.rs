@@ -30,7 +30,7 @@ fn finished_sweep(dir: &Path) -> Value {
         .arg(&bench)
         .arg("--output-dir")
         .arg(dir.join("out"))
-        .args(["--ready-timeout", "60s", "--"])
+        .args(["--chart-images", "png", "--ready-timeout", "60s", "--"])
         .args([
             "--max-requests",
             "8",
@@ -93,6 +93,37 @@ fn points(series: &Value) -> Vec<(f64, f64)> {
 fn sweep_plot_redraws_a_finished_sweep_with_the_chosen_axes_curves_and_panels() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sweep = finished_sweep(dir.path());
+
+    // The sweep's own page: a few figures against the load, a curve per server, and
+    // the front; not every figure against every parameter.
+    let page_files = files(&dir.path().join("out/charts"));
+    let want: BTreeSet<String> = [
+        "ttft_p99",
+        "tpot_p50",
+        "e2e_p99",
+        "requests_per_s",
+        "output_tokens_per_s",
+    ]
+    .iter()
+    .map(|f| format!("sweep-{f}-vs-bench-rate.png"))
+    .chain(["sweep-pareto-front.png".to_string()])
+    .collect();
+    assert_eq!(page_files, want);
+    let html = std::fs::read_to_string(dir.path().join("out/sweep.html")).expect("the page");
+    for c in page_charts(&html)
+        .iter()
+        .filter(|c| c["id"] != "sweep-pareto-front")
+    {
+        // `rate` of a concurrent profile counts streams, and says so.
+        assert_eq!(c["x"]["unit"], "streams", "{}", c["id"]);
+        let colours: BTreeSet<&str> = c["series"]
+            .as_array()
+            .expect("series")
+            .iter()
+            .map(|s| s["color"].as_str().expect("color"))
+            .collect();
+        assert_eq!(colours.len(), 2, "a colour per server: {}", c["id"]);
+    }
     let plots = dir.path().join("out/plots");
 
     // The default: TTFT p99 against output tokens/s, a curve per server configuration.

@@ -147,18 +147,23 @@ pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
     }
     let varied = varied(&owned);
     let several = several(&owned);
-    let by: Vec<String> = if spec.curve_by.is_empty() {
-        varied.clone()
+    // By default a few figures against the parameters that vary within a server's
+    // curve (the benchmarks' load); every figure against the parameters asked for.
+    let (by, shown): (Vec<String>, &[&str]) = if spec.curve_by.is_empty() {
+        (default_axes(&owned, &varied), &DEFAULT_FIGURES)
     } else {
-        spec.curve_by
+        let by = spec
+            .curve_by
             .iter()
             .filter_map(|k| qualify(&owned, k))
-            .collect()
+            .collect();
+        (by, &[])
     };
     let figures: Vec<&str> = FIGURES
         .iter()
         .copied()
         .chain(GPU_FIGURES)
+        .filter(|f| shown.is_empty() || shown.contains(f))
         .filter(|f| owned.iter().any(|r| r.figures.contains_key(*f)))
         .collect();
     let mut out = Vec::new();
@@ -186,73 +191,152 @@ pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
                 None => None,
             })
             .collect();
-        // One line per combination of the other varied parameters.
-        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-        for (i, r) in owned.iter().enumerate() {
-            if xs[i].is_none() {
-                continue;
-            }
-            let l = label(r, &varied, Some(p), several);
-            match groups.iter_mut().find(|(g, _)| *g == l) {
-                Some((_, v)) => v.push(i),
-                None => groups.push((l, vec![i])),
-            }
-        }
-        for f in &figures {
-            let mut c = chart(
-                format!("sweep-{}-vs-{}", id_part(f), id_part(p)),
-                format!("{f} vs {short}"),
-                Axis::new(short, ""),
-                Axis::new(f, unit(f)),
-            );
-            if !numeric {
-                c.x_labels = Some(names.clone());
-            }
-            let point = |i: usize| Some((xs[i]?, owned[i].figures.get(*f).copied()));
-            for (g, (name, members)) in groups.iter().enumerate() {
-                let mut pts: Vec<(f64, Option<f64>)> = members
-                    .iter()
-                    .filter(|&&i| owned[i].outcome.measured())
-                    .filter_map(|&i| point(i))
-                    .collect();
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                let color = PALETTE[g % PALETTE.len()];
-                // `--repeat`: each mean ± the spread of its runs.
-                for &i in members.iter().filter(|&&i| owned[i].outcome.measured()) {
-                    if let (Some((x, Some(y))), Some(sd)) = (point(i), owned[i].spread.get(*f)) {
-                        c.error_bars.push(ErrorBar {
-                            x,
-                            low: y - sd,
-                            high: y + sd,
-                            color: color.into(),
-                        });
-                    }
+        // `rate` counts streams for a concurrent profile and requests/s for an open-loop
+        // one: a chart per meaning, never both on one axis.
+        let parts = rate_parts(&owned, p);
+        let split = parts.len() > 1;
+        for (rate_unit, part) in parts {
+            // One line per combination of the other varied parameters.
+            let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+            for (i, r) in owned.iter().enumerate() {
+                if xs[i].is_none() || !part[i] {
+                    continue;
                 }
-                c.series.push(Series::new(name.clone(), color, pts));
+                let l = label(r, &varied, Some(p), several);
+                match groups.iter_mut().find(|(g, _)| *g == l) {
+                    Some((_, v)) => v.push(i),
+                    None => groups.push((l, vec![i])),
+                }
             }
-            c.series
-                .retain(|s| s.points.iter().any(|(_, y)| y.is_some()));
-            // The points that measured no server: markers apart, named in the notes.
-            let apart: Vec<usize> = (0..owned.len())
-                .filter(|&i| unmeasured(&owned[i]) && point(i).is_some_and(|p| p.1.is_some()))
-                .collect();
-            if !apart.is_empty() {
-                let mut pts: Vec<(f64, Option<f64>)> =
-                    apart.iter().filter_map(|&i| point(i)).collect();
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                let mut s = Series::new(UNMEASURED, UNMEASURED_COLOR, pts);
-                s.line = false;
-                c.series.push(s);
-                c.notes = apart.iter().map(|&i| apart_note(&owned[i])).collect();
+            for f in &figures {
+                let (id_tail, title_tail) = match rate_unit.filter(|_| split) {
+                    Some(u) => (format!("-{}", id_part(u)), format!(" ({u})")),
+                    None => (String::new(), String::new()),
+                };
+                let mut c = chart(
+                    format!("sweep-{}-vs-{}{id_tail}", id_part(f), id_part(p)),
+                    format!("{f} vs {short}{title_tail}"),
+                    Axis::new(short, rate_unit.unwrap_or("")),
+                    Axis::new(f, unit(f)),
+                );
+                if !numeric {
+                    c.x_labels = Some(names.clone());
+                }
+                let point = |i: usize| Some((xs[i]?, owned[i].figures.get(*f).copied()));
+                for (g, (name, members)) in groups.iter().enumerate() {
+                    let mut pts: Vec<(f64, Option<f64>)> = members
+                        .iter()
+                        .filter(|&&i| owned[i].outcome.measured())
+                        .filter_map(|&i| point(i))
+                        .collect();
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    let color = PALETTE[g % PALETTE.len()];
+                    // `--repeat`: each mean ± the spread of its runs.
+                    for &i in members.iter().filter(|&&i| owned[i].outcome.measured()) {
+                        if let (Some((x, Some(y))), Some(sd)) = (point(i), owned[i].spread.get(*f))
+                        {
+                            c.error_bars.push(ErrorBar {
+                                x,
+                                low: y - sd,
+                                high: y + sd,
+                                color: color.into(),
+                            });
+                        }
+                    }
+                    c.series.push(Series::new(name.clone(), color, pts));
+                }
+                c.series
+                    .retain(|s| s.points.iter().any(|(_, y)| y.is_some()));
+                // The points that measured no server: markers apart, named in the notes.
+                let apart: Vec<usize> = (0..owned.len())
+                    .filter(|&i| {
+                        part[i] && unmeasured(&owned[i]) && point(i).is_some_and(|p| p.1.is_some())
+                    })
+                    .collect();
+                if !apart.is_empty() {
+                    let mut pts: Vec<(f64, Option<f64>)> =
+                        apart.iter().filter_map(|&i| point(i)).collect();
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    let mut s = Series::new(UNMEASURED, UNMEASURED_COLOR, pts);
+                    s.line = false;
+                    c.series.push(s);
+                    c.notes = apart.iter().map(|&i| apart_note(&owned[i])).collect();
+                }
+                if c.series.is_empty() {
+                    continue;
+                }
+                out.push(c);
             }
-            if c.series.is_empty() {
-                continue;
-            }
-            out.push(c);
         }
     }
     out.extend(front(&owned, &varied, several, spec));
     out
+}
+
+/// The figures the page draws by default: first-token and per-token latency, the whole
+/// request, the throughputs, and energy when measured (every figure with --curve-by).
+const DEFAULT_FIGURES: [&str; 6] = [
+    "ttft_p99",
+    "tpot_p50",
+    "e2e_p99",
+    "requests_per_s",
+    "output_tokens_per_s",
+    "joules_per_output_token",
+];
+
+/// The x axes of the default page: the varied benchmark parameters with numbers (a
+/// server's curve runs along its loads), else the varied serve parameters with numbers,
+/// else every varied parameter.
+fn default_axes(rows: &[Row], varied: &[String]) -> Vec<String> {
+    let numeric = |k: &String| {
+        rows.iter()
+            .filter_map(|r| cell(r, k))
+            .all(|c| matches!(c, Cell::Num(_)))
+    };
+    for prefix in ["bench.", "serve."] {
+        let axes: Vec<String> = varied
+            .iter()
+            .filter(|k| k.starts_with(prefix) && numeric(k))
+            .cloned()
+            .collect();
+        if !axes.is_empty() {
+            return axes;
+        }
+    }
+    varied.to_vec()
+}
+
+/// What `rate` counts at a row: streams for the concurrent profile, requests/s for the
+/// open-loop ones; `None` where the row names no profile.
+fn rate_unit(row: &Row) -> Option<&'static str> {
+    match cell(row, "bench.profile") {
+        Some(Cell::Text(p)) if p == "concurrent" => Some("streams"),
+        Some(Cell::Text(p)) if p == "constant" || p == "poisson" => Some("requests/s"),
+        _ => None,
+    }
+}
+
+/// The rows of each chart of `param` against a figure: for `bench.rate`, one set per
+/// meaning of the rate (its unit) when the rows mix them; otherwise every row.
+fn rate_parts(rows: &[Row], param: &str) -> Vec<(Option<&'static str>, Vec<bool>)> {
+    if param != "bench.rate" {
+        return vec![(None, vec![true; rows.len()])];
+    }
+    // Rows without a rate are on no rate axis.
+    let units: Vec<Option<Option<&'static str>>> = rows
+        .iter()
+        .map(|r| cell(r, param).map(|_| rate_unit(r)))
+        .collect();
+    let mut distinct: Vec<Option<&'static str>> = Vec::new();
+    for u in units.iter().flatten() {
+        if !distinct.contains(u) {
+            distinct.push(*u);
+        }
+    }
+    distinct
+        .into_iter()
+        .map(|d| (d, units.iter().map(|u| *u == Some(d)).collect()))
+        .collect()
 }
 
 /// Whether a point ran several benchmarks (its profile's): then it has a row each.
