@@ -337,6 +337,7 @@ fn a_secret_given_in_any_way_reaches_the_server_and_no_output() {
 #[test]
 fn a_secret_given_to_a_sweep_is_in_no_output() {
     const EXE: &str = env!("CARGO_BIN_EXE_llmsurge");
+    const SHORT: &str = "qz7x1w";
     let dir = tempfile::tempdir().expect("tempdir");
     let key = secret("server-key");
     // `:` takes the server-side words and does nothing; the mock requires the key.
@@ -357,7 +358,10 @@ fn a_secret_given_to_a_sweep_is_in_no_output() {
             "data": "prompt_tokens=8,output_tokens=2",
             "max_dispatch_lag": "10s",
             "backend_kwargs": {
-                "extra_body": {"api_key": secret("body-key"), "opts": {"token": secret("body-token")}},
+                "extra_body": {
+                    "api_key": secret("body-key"),
+                    "opts": {"token": secret("body-token"), "password": SHORT}
+                },
                 "headers": {"X-Gateway-Key": secret("bench-header")}
             }
         })
@@ -412,6 +416,19 @@ fn a_secret_given_to_a_sweep_is_in_no_output() {
     let (code, stdout, stderr) = sweep(&[]);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert_no_marker("sweep", &stdout, &stderr, Some(&out_dir));
+    // A secret too short to register (any text might hold it) is hidden by its name.
+    assert!(
+        !stdout.contains(SHORT) && !stderr.contains(SHORT),
+        "{stdout}{stderr}"
+    );
+    for file in files(&out_dir) {
+        let text = String::from_utf8_lossy(&std::fs::read(&file).expect("readable")).into_owned();
+        assert!(
+            !text.contains(SHORT),
+            "{} holds the short secret",
+            file.display()
+        );
+    }
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out_dir.join("sweep.json")).expect("sweep.json"))
             .expect("JSON");

@@ -619,8 +619,9 @@ fn point_of(serve: &Serve, bench: usize, benches: &[Bench]) -> Point {
         point: point_name(serve, bench, benches),
         serve_index: serve.index,
         bench_index: bench,
-        serve_params: serve.params.clone(),
-        bench_params: benches[bench].params.clone(),
+        // As every output shows them: a credential-named value of any length hidden.
+        serve_params: secrets::params(&serve.params),
+        bench_params: secrets::params(&benches[bench].params),
     }
 }
 
@@ -643,11 +644,12 @@ fn completed(dir: &Path) -> Option<crate::report::json::Report> {
 /// point only when the sweep's are the same. As written to a file: secrets redacted
 /// (so a changed secret alone does not run a point again).
 fn inputs(args: &SweepServeArgs, serve: &Serve, bench: &Bench) -> serde_json::Value {
+    // Redacted as the outputs are: a changed secret alone runs nothing again.
     let v = serde_json::json!({
-        "serve_cmd": args.serve_cmd,
-        "serve_params": serve.params,
-        "bench_params": bench.params,
-        "shared_flags": args.common,
+        "serve_cmd": args.serve_cmd.as_deref().map(secrets::command),
+        "serve_params": secrets::params(&serve.params),
+        "bench_params": secrets::params(&bench.params),
+        "shared_flags": secrets::argv(&args.common),
         "repeat": args.repeat,
         "llmsurge_version": env!("CARGO_PKG_VERSION"),
     });
