@@ -299,6 +299,21 @@ fn serve_sla_a_server_that_fails_to_start_fails_only_its_configuration_and_resum
     assert_eq!(report["benchmarks_run"], 0, "{report}");
     assert_eq!(report["benchmarks_resumed"], 1, "{report}");
     assert_eq!(report["rows"][1]["status"], "ok", "{report}");
+    // A changed serve parameter: the load measured another server, so it runs again,
+    // saying why.
+    let changed = r#"[{"no_such_mock_flag": 1}, {"ttft_ms": 25}]"#;
+    let out = serve_sla(dir.path(), changed, bench, &again);
+    assert_eq!(out.status.code(), Some(1));
+    let report = sla_report(dir.path());
+    assert_eq!(report["benchmarks_run"], 1, "{report}");
+    assert_eq!(report["benchmarks_resumed"], 0, "{report}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("runs again (--resume)") && l.contains("ttft_ms 20 → 25")),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -625,21 +625,6 @@ fn point_of(serve: &Serve, bench: usize, benches: &[Bench]) -> Point {
     }
 }
 
-/// A point's report, when an earlier run completed it with a valid run (an invalid
-/// run, like a failed one, is run again). serve-sla's loads use it: their inputs are
-/// not compared yet (`sweep serve`'s points go through [`resumable`]).
-fn completed(dir: &Path) -> Option<crate::report::json::Report> {
-    let done: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join(DONE)).ok()?).ok()?;
-    if done.get("complete").and_then(serde_json::Value::as_bool) != Some(true)
-        || done.get("exit_code").and_then(serde_json::Value::as_i64)
-            == Some(i64::from(exit_codes::INVALID_RUN))
-    {
-        return None;
-    }
-    crate::report::json::Report::load(&dir.join("benchmarks.json")).ok()
-}
-
 /// What a point's figures depend on, recorded in its `point.json`: `--resume` keeps a
 /// point only when the sweep's are the same. As written to a file: secrets redacted
 /// (so a changed secret alone does not run a point again).
@@ -1016,12 +1001,7 @@ async fn run(
                     // 0 ok, 3 a gate failed, 4 an invalid run, 5 an inconclusive gate: each
                     // wrote a whole report.
                     let complete = matches!(code, 0 | 3 | 4 | 5);
-                    mark_point(
-                        &dir,
-                        complete,
-                        code,
-                        Some(&inputs(args, serve, &benches[b])),
-                    );
+                    mark_point(&dir, complete, code, &inputs(args, serve, &benches[b]));
                     match crate::report::json::Report::load(&dir.join("benchmarks.json")) {
                         Ok(report) if complete => {
                             row.status = Status::Ok;
@@ -1368,18 +1348,10 @@ struct Access {
     model: Option<String>,
 }
 
-/// Marks a point's (or a load's) directory: whether its `benchmark run` wrote a whole
-/// report, and its exit code (`--resume` reads both).
-fn mark_done(dir: &Path, complete: bool, code: i32) {
-    mark_point(dir, complete, code, None);
-}
-
-/// [`mark_done`], with the point's [`inputs`] when given (`--resume` compares them).
-fn mark_point(dir: &Path, complete: bool, code: i32, inputs: Option<&serde_json::Value>) {
-    let mut done = serde_json::json!({"complete": complete, "exit_code": code});
-    if let Some(inputs) = inputs {
-        done["inputs"] = inputs.clone();
-    }
+/// Marks a point's (or a load's) directory done: whether its `benchmark run` wrote a
+/// whole report, its exit code, and its [`inputs`] (`--resume` reads all three).
+fn mark_point(dir: &Path, complete: bool, code: i32, inputs: &serde_json::Value) {
+    let done = serde_json::json!({"complete": complete, "exit_code": code, "inputs": inputs});
     let _ = crate::report::write_atomic(&dir.join(DONE), done.to_string().as_bytes());
 }
 

@@ -11,8 +11,7 @@
 use super::report::{Intro, ParamColumns, Point, Status, Table};
 use super::{
     Bench, Ended, Serve, Signals, Started, SweepServeArgs, TAIL_LINES, between_benchmarks,
-    completed, invalid_why, label_of, mark_done, point_name, point_of, run_point, serve_tag,
-    server, start_server,
+    invalid_why, label_of, point_name, point_of, run_point, serve_tag, server, start_server,
 };
 use crate::cli::{UsageError, usage_error};
 use crate::exit_codes;
@@ -456,6 +455,8 @@ enum Measured {
 /// The state of one configuration's server while its points are searched.
 struct Ctx<'a> {
     args: &'a SweepServeSlaArgs,
+    /// The configuration whose server this is: a load's recorded inputs hold it.
+    serve: &'a Serve,
     exe: &'a Path,
     target: String,
     server: Option<server::Server>,
@@ -488,12 +489,23 @@ impl Ctx<'_> {
             ),
         };
         let dir = point_dir.join(&name);
-        if self.args.sweep.resume
-            && let Some(report) = completed(&dir)
-            && let Some(r) = report.benchmarks.into_iter().next()
-        {
-            self.resumed += 1;
-            return Measured::Ok(Box::new(r), None);
+        // What the load measures: a changed input runs it again, as `sweep serve`'s points.
+        let inputs = super::inputs(&self.args.sweep, self.serve, bench);
+        if self.args.sweep.resume {
+            match super::resumable(&dir, &inputs) {
+                Ok((report, _)) => {
+                    if let Some(r) = report.benchmarks.into_iter().next() {
+                        self.resumed += 1;
+                        return Measured::Ok(Box::new(r), None);
+                    }
+                }
+                Err(why) if dir.exists() => crate::stdout::println(&format!(
+                    "{}: runs again (--resume): {}",
+                    dir.display(),
+                    terminal(&why)
+                )),
+                Err(_) => {}
+            }
         }
         if self.ran > 0 {
             between_benchmarks(&self.args.sweep, &self.target, &name).await;
@@ -533,7 +545,7 @@ impl Ctx<'_> {
             Ended::ServerDied(why) => Measured::ServerDied(format!("the server died: {why}")),
             Ended::Exited(code) => {
                 let complete = matches!(code, 0 | 3 | 4 | 5);
-                mark_done(&dir, complete, code);
+                super::mark_point(&dir, complete, code, &inputs);
                 let report = crate::report::json::Report::load(&dir.join("benchmarks.json"));
                 match report
                     .ok()
@@ -812,6 +824,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
         }
         let mut ctx = Ctx {
             args,
+            serve,
             exe: &exe,
             target,
             server: running,
