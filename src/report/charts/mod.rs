@@ -243,6 +243,35 @@ impl Chart {
     }
 
     /// Whether it has something to draw.
+    /// For a chart whose y axis spans its data only: a note when that span is a sliver
+    /// of the values (under 5%), so a few tenths of a percent do not read as a wide
+    /// spread. Call once its series are in.
+    pub fn note_narrow_range(&mut self) {
+        if !self.y_data_only {
+            return;
+        }
+        let ys: Vec<f64> = self
+            .series
+            .iter()
+            .filter(|s| !s.right)
+            .flat_map(|s| s.points.iter().filter_map(|p| p.1))
+            .filter(|y| y.is_finite())
+            .collect();
+        let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let scale = lo.abs().max(hi.abs());
+        if ys.len() < 2 || scale == 0.0 || hi - lo >= 0.05 * scale {
+            return;
+        }
+        self.notes.push(format!(
+            "narrow range: the {} axis spans only {:.3} to {:.3} ({:.2}% of its values)",
+            self.y.name,
+            lo,
+            hi,
+            100.0 * (hi - lo) / scale
+        ));
+    }
+
     pub fn drawable(&self) -> bool {
         self.no_data.is_none()
     }
@@ -710,5 +739,40 @@ fn end_benchmark(out: &mut Vec<(f64, Option<f64>)>, from: usize) {
         && let Some(&(x, _)) = out.last()
     {
         out.push((x + 1e-6, None));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data_only(ys: &[f64]) -> Chart {
+        let mut c = Chart::new("t", "s", "t", Axis::new("x", ""), Axis::new("per user", ""));
+        c.y_data_only = true;
+        let pts = ys
+            .iter()
+            .enumerate()
+            .map(|(i, y)| (i as f64, Some(*y)))
+            .collect();
+        c.series.push(Series::new("a", "#000000", pts));
+        c
+    }
+
+    #[test]
+    fn a_data_only_axis_over_a_sliver_of_its_values_says_so() {
+        let mut narrow = data_only(&[100.0, 100.4, 100.2]);
+        narrow.note_narrow_range();
+        assert_eq!(
+            narrow.notes,
+            ["narrow range: the per user axis spans only 100.000 to 100.400 (0.40% of its values)"]
+        );
+        let mut wide = data_only(&[10.0, 20.0]);
+        wide.note_narrow_range();
+        assert!(wide.notes.is_empty());
+        // An axis from zero shows the spread for what it is.
+        let mut from_zero = data_only(&[100.0, 100.4]);
+        from_zero.y_data_only = false;
+        from_zero.note_narrow_range();
+        assert!(from_zero.notes.is_empty());
     }
 }

@@ -117,6 +117,7 @@ pub fn chart(points: &[Point], per_user: PerUser, gpus: Option<u32>) -> Chart {
             label: points[i].label.clone(),
         })
         .collect();
+    c.note_narrow_range();
     c.finish("No benchmark measured both TPOT and output throughput.")
 }
 

@@ -278,6 +278,14 @@
 
   // Every chart the report describes (`charts`, built by llmsurge from the report: the
   // PNG and SVG images are drawn from the same descriptions), drawn with uPlot.
+  function fromZero(c) {
+    if (c.y_data_only) { return {}; }
+    return { range: function (u, min, max) {
+      if (min === null || max === null || min < 0) { return [min, max]; }
+      return [0, max > 0 ? max * 1.05 : 1];
+    } };
+  }
+
   function drawCharts() {
     (Array.isArray(data.charts) ? data.charts : []).forEach(function (c) {
       if (!document.getElementById(c.section)) { return; }
@@ -340,7 +348,9 @@
       var axes = [xAxis, { label: axisLabel(c.y), scale: "y" }];
       if (right) { axes.push({ label: axisLabel(c.y2), scale: "y2", side: 1, grid: { show: false } }); }
       var drawn = chart(c.section, c.title, {
-        scales: { x: { time: false }, y: {}, y2: {} },
+        // As the images: a quantity that cannot go below zero is shown from zero, so a
+        // spread of half a percent does not fill the axis (y_data_only: the data's span).
+        scales: { x: { time: false }, y: fromZero(c), y2: fromZero(c) },
         series: [xSeries].concat(series.map(function (s) {
           var o = { label: s.label, stroke: s.color, scale: s.right ? "y2" : "y", width: s.markers ? 2 : 1.5,
             spanGaps: false, points: { show: !!s.markers, size: 6 } };
