@@ -374,7 +374,30 @@ fn wrap(text: &str, chars: usize) -> Vec<String> {
     lines
 }
 
+/// `c` with every text it draws scrubbed of registered secrets: a PNG's text is pixels,
+/// which no later scrub of the file can reach (a parameter's value on an axis, a label).
+fn scrubbed(c: &Chart) -> Chart {
+    use llmsurge_proto::redact::scrub;
+    let s = |t: &mut String| *t = scrub(t).into_owned();
+    let mut c = c.clone();
+    s(&mut c.title);
+    for axis in [&mut c.x, &mut c.y].into_iter().chain(c.y2.as_mut()) {
+        s(&mut axis.name);
+        s(&mut axis.unit);
+    }
+    c.x_labels.iter_mut().flatten().for_each(s);
+    c.x_names.iter_mut().flatten().for_each(|(_, n)| s(n));
+    c.series.iter_mut().for_each(|x| s(&mut x.label));
+    c.marks.iter_mut().for_each(|m| s(&mut m.label));
+    c.notes.iter_mut().for_each(s);
+    if let Some(b) = c.bars.as_mut() {
+        b.kinds.iter_mut().for_each(|k| s(&mut k.label));
+    }
+    c
+}
+
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String> {
+    let c = &scrubbed(c);
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
     // Notes (a comparison's verdicts) at the foot, one line each, under the plot.
@@ -657,6 +680,35 @@ mod tests {
                 vec![(3.0, 2.0), (4.0, 2.0), (4.0, 5.0)]
             ]
         );
+    }
+
+    #[test]
+    fn an_images_text_is_scrubbed_of_registered_secrets() {
+        let secret = "sk-drawn-secret-4f1e9a";
+        llmsurge_proto::redact::register_secret(secret);
+        let mut c = Chart::new(
+            "t",
+            "s",
+            &format!("vs {secret}"),
+            super::super::Axis::new(secret, ""),
+            super::super::Axis::new("y", ""),
+        );
+        c.x_labels = Some(vec![secret.into()]);
+        c.series.push(Series::new(
+            format!("api_key={secret}"),
+            "#000000",
+            vec![(0.0, Some(1.0))],
+        ));
+        c.marks.push(super::super::Mark {
+            x: 0.0,
+            y: 1.0,
+            label: secret.into(),
+        });
+        c.notes.push(secret.into());
+        let shown = format!("{:?}", scrubbed(&c));
+        assert!(!shown.contains(secret), "{shown}");
+        // What the SVG draws is the scrubbed chart.
+        assert!(!svg(&c).expect("svg").contains(secret));
     }
 
     #[test]
