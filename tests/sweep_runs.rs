@@ -363,6 +363,58 @@ fn sweep_a_load_the_server_did_not_keep_up_with_is_marked_and_off_the_front() {
     );
 }
 
+/// Break test of issue 37: a two-second flood (constant@100 against 2 slots: a dozen of
+/// two hundred requests done) read `ok` and topped the Pareto front, too short for the
+/// kept-up rules to judge. Most of an open-loop load unfinished is not kept up; a
+/// closed loop's streams in flight at the stop are not.
+#[test]
+fn sweep_a_short_flood_mostly_unfinished_is_not_kept_up_and_off_the_front() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let out = sweep(
+        d,
+        r#"[{"max_concurrency": 2, "ttft_ms": 100, "itl_ms": 10, "output_tokens": 16}]"#,
+        r#"[{"profile": "concurrent", "rate": 2},
+           {"profile": "constant", "rate": 100}]"#,
+        &[],
+        &[
+            "--max-seconds",
+            "2",
+            "--data",
+            "prompt_tokens=16,output_tokens=16",
+            "--max-dispatch-lag",
+            "10s",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let report = sweep_json(d);
+    let closed = row(&report, "s0-b0");
+    assert_eq!(closed["outcome"], "ok", "{closed}");
+    let flood = row(&report, "s0-b1");
+    assert_eq!(flood["outcome"], "not_kept_up", "{flood}");
+    // The point's own report: most of its measured requests never finished.
+    let point = llmsurge::report::Report::load(&d.join("out/s0-b1/benchmarks.json"))
+        .expect("the point's report");
+    let m = &point.benchmarks[0].measured_requests;
+    assert!(
+        2 * m.cancelled > m.completed + m.errored + m.cancelled,
+        "{m:?}"
+    );
+    let charts = page_charts(&read(d, "sweep.html"));
+    let front = charts
+        .iter()
+        .find(|c| c["id"] == "sweep-pareto-front")
+        .expect("the front");
+    assert!(
+        front["marks"]
+            .as_array()
+            .expect("marks")
+            .iter()
+            .all(|m| !m["label"].as_str().unwrap_or_default().contains("rate=100")),
+        "{front}"
+    );
+}
+
 /// Break test of issue 37: the sweep report did not say what ran (shared flags,
 /// version, model, host, times), a point's warnings stayed in its run.log, and
 /// `--repeat` rows read "(run 1)" while holding the mean, with no spread.

@@ -295,6 +295,27 @@ pub struct SweepReport {
     pub rows: Vec<Row>,
 }
 
+/// Most of an open-loop load's measured requests unfinished at the stop: the arrivals
+/// outran the server, and the figures describe the few that finished (a short run the
+/// kept-up rules cannot judge yet, e.g. 12 of 201 done in 2 s). A closed loop's
+/// unfinished are its streams in flight, no sign of drowning.
+fn drowned(
+    b: &llmsurge_coordinator::BenchmarkResult,
+    unfinished: u64,
+    measured: u64,
+) -> Option<String> {
+    use llmsurge_coordinator::strategy::Strategy;
+    let open_loop = matches!(
+        b.strategy,
+        Strategy::Constant { .. } | Strategy::Poisson { .. }
+    );
+    (open_loop && measured > 0 && unfinished * 2 > measured).then(|| {
+        format!(
+            "{unfinished} of {measured} measured requests were unfinished at the stop: the arrivals outran the server, and its latencies describe the few that finished"
+        )
+    })
+}
+
 /// The rows of a point's report (the point's directory `dir`, for its `run.log`): one
 /// per benchmark position, figures averaged over `--repeat` runs with their spread. Each
 /// row's outcome is its runs' verdicts: invalid (the reasons `benchmark run` gives), the
@@ -330,9 +351,15 @@ pub fn rows_of(template: &Row, report: &Report, dir: &Path) -> Vec<Row> {
                 invalid.push(why);
             }
         }
+        let (completed, errored, unfinished) = runs.iter().fold((0, 0, 0), |(c, e, u), r| {
+            let m = &r.measured_requests;
+            (c + m.completed, e + m.errored, u + m.cancelled)
+        });
+        let all = (completed + errored + unfinished).max(1) as f64;
         let not_kept_up = runs
             .iter()
-            .find_map(|r| llmsurge_coordinator::kept_up::kept_up(r).why_not());
+            .find_map(|r| llmsurge_coordinator::kept_up::kept_up(r).why_not())
+            .or_else(|| drowned(b, unfinished, completed + errored + unfinished));
         let slo = |label: &str| {
             runs.iter()
                 .any(|r| r.slo.as_ref().is_some_and(|v| v.label() == label))
@@ -351,11 +378,6 @@ pub fn rows_of(template: &Row, report: &Report, dir: &Path) -> Vec<Row> {
         } else {
             row.outcome = Outcome::Ok;
         }
-        let (completed, errored, unfinished) = runs.iter().fold((0, 0, 0), |(c, e, u), r| {
-            let m = &r.measured_requests;
-            (c + m.completed, e + m.errored, u + m.cancelled)
-        });
-        let all = (completed + errored + unfinished).max(1) as f64;
         row.requests = Some(Requests {
             completed,
             errored,
