@@ -12,6 +12,18 @@ use std::process::Output;
 /// Runs `sweep serve` into `dir/out` with these serve and bench configurations, extra
 /// sweep flags, and the shared flags after `--`.
 fn sweep(dir: &Path, serve: &str, bench: &str, extra: &[&str], shared: &[&str]) -> Output {
+    sweep_env(dir, serve, bench, extra, shared, &[])
+}
+
+/// [`sweep`] with `env` set, as a CI job's variables.
+fn sweep_env(
+    dir: &Path,
+    serve: &str,
+    bench: &str,
+    extra: &[&str],
+    shared: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
     let serve = write(dir, "serve.json", serve);
     let bench = write(dir, "bench.json", bench);
     let out = llmsurge()
@@ -27,6 +39,7 @@ fn sweep(dir: &Path, serve: &str, bench: &str, extra: &[&str], shared: &[&str]) 
         .args(extra)
         .arg("--")
         .args(shared)
+        .envs(env.iter().copied())
         .output()
         .expect("llmsurge runs");
     eprintln!(
@@ -149,6 +162,25 @@ fn sweep_resume_runs_again_exactly_the_points_whose_inputs_changed() {
     let servers = groups(d).len();
     resume(&serve(5), &bench(3), &shared, &[], "");
     assert_eq!(groups(d).len(), servers, "a server started");
+    // A variable every point's run reads (a CI job's) changed: every point runs again.
+    let out = sweep_env(
+        d,
+        &serve(5),
+        &bench(3),
+        &["--resume"],
+        &shared,
+        &[("LLMSURGE_SAMPLE_REQUESTS", "5")],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for p in POINTS {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&format!(
+                "{p}: runs again (--resume): LLMSURGE_* variables changed: (none) → LLMSURGE_SAMPLE_REQUESTS=5"
+            ))),
+            "{p}: {stdout}"
+        );
+    }
     // The inputs are recorded beside each point's report.
     let done: Value =
         serde_json::from_slice(&std::fs::read(d.join("out/s1-b1/point.json")).expect("point.json"))

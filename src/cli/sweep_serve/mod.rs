@@ -635,9 +635,17 @@ fn inputs(args: &SweepServeArgs, serve: &Serve, bench: &Bench) -> serde_json::Va
         "serve_params": secrets::params(&serve.params),
         "bench_params": secrets::params(&bench.params),
         "shared_flags": secrets::argv(&args.common),
+        // The variables every point's run reads (a CI job's LLMSURGE_MAX_SECONDS).
+        "environment": run_environment(),
         "repeat": args.repeat,
         "llmsurge_version": env!("CARGO_PKG_VERSION"),
     });
+    let mut v = v;
+    if v["environment"].as_array().is_some_and(Vec::is_empty) {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("environment");
+        }
+    }
     let text = v.to_string();
     serde_json::from_str(&llmsurge_proto::redact::scrub(&text)).unwrap_or(v)
 }
@@ -699,6 +707,7 @@ fn changes(recorded: Option<&serde_json::Value>, now: &serde_json::Value) -> Vec
         ("serve_params", "serve params"),
         ("bench_params", "bench params"),
         ("shared_flags", "shared flags (after --)"),
+        ("environment", "LLMSURGE_* variables"),
         ("serve_cmd", "--serve-cmd"),
         ("repeat", "--repeat"),
         ("llmsurge_version", "llmsurge version"),
@@ -788,7 +797,8 @@ async fn run(
         serve_cmd: args.serve_cmd.as_deref().map(secrets::command),
         provenance: report::Provenance {
             llmsurge_version: env!("CARGO_PKG_VERSION").into(),
-            shared_flags: args.common.iter().map(|f| secrets::command(f)).collect(),
+            // As one command line: a flag's value is hidden by the flag before it.
+            shared_flags: secrets::argv(&args.common),
             models: Vec::new(),
             host: sysinfo::System::host_name().unwrap_or_default(),
             started_at: now_rfc3339(),
@@ -1398,6 +1408,18 @@ fn child_env() -> Vec<(String, String)> {
         .filter_map(|a| a.get_env().map(|e| e.to_string_lossy().into_owned()))
         .collect();
     std::env::vars().filter(|(k, _)| !own.contains(k)).collect()
+}
+
+/// The `LLMSURGE_*` variables a point's `benchmark run` reads, as `NAME=value` words
+/// (secrets hidden), in name order: a changed one changes what the point measures.
+fn run_environment() -> Vec<String> {
+    let mut vars: Vec<String> = child_env()
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("LLMSURGE_") && k != "LLMSURGE_LOG")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    vars.sort();
+    secrets::argv(&vars)
 }
 
 /// A point's `benchmark run` command line.
