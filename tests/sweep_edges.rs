@@ -236,4 +236,12 @@ fn sweep_edges_after_bench_cmd_gets_port_and_target_and_its_failure_is_recorded(
         "{}",
         rows[2]
     );
+    // The page and the Markdown name it with the point it came before.
+    for page in ["sweep.md", "sweep.html"] {
+        let text = std::fs::read_to_string(dir.path().join("out").join(page)).expect("a page");
+        assert!(
+            text.contains("the --after-bench-cmd before this point failed: exited with code 7"),
+            "{page}"
+        );
+    }
 }

@@ -337,7 +337,13 @@ pub fn rows_of(template: &Row, report: &Report, dir: &Path) -> Vec<Row> {
             .cloned()
             .collect();
         let mut row = template.clone();
-        row.warnings = warnings.clone();
+        // A failed --after-bench-cmd before the point: its cache was not reset as asked.
+        let hook = template
+            .after_bench_cmd
+            .as_ref()
+            .and_then(|h| h.error.as_ref())
+            .map(|e| format!("the --after-bench-cmd before this point failed: {e}"));
+        row.warnings = hook.into_iter().chain(warnings.iter().cloned()).collect();
         let across = report.across_runs.get(rows.len());
         row.benchmark = Some(match across {
             Some(a) => format!("{} (mean of {})", b.strategy, a.runs),
