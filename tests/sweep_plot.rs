@@ -230,6 +230,9 @@ fn sweep_plot_redraws_a_finished_sweep_with_the_chosen_axes_curves_and_panels() 
         (&["--x", "nope"][..], "--x"),
         (&["--y", "ttft_p99,nope"][..], "--y"),
         (&["--curve-by", "nope"][..], "--curve-by"),
+        // A figure is no curve; one no point measured is no axis.
+        (&["--curve-by", "ttft_p99"][..], "is a figure"),
+        (&["--y", "goodput_per_s"][..], "goodput_per_s"),
         (&["--outputs", "pdf"][..], "--outputs"),
         (&["--filter", "nope<3"][..], "nope"),
     ] {

@@ -240,28 +240,46 @@ fn is_figure(key: &str) -> bool {
     FIGURES.contains(&key) || GPU_FIGURES.contains(&key)
 }
 
-/// `key` as the rows name it (`serve.K`, `bench.K`, or a figure), or a usage error
-/// naming `flag` and what the sweep has.
-fn resolve(rows: &[Row], flag: &str, key: &str) -> Result<String, UsageError> {
+/// `key` as the rows name it (`serve.K`, `bench.K`, or, where `figures` allows, a figure
+/// some drawn point has), or a usage error naming `flag` and what the sweep has.
+fn resolve(rows: &[Row], flag: &str, key: &str, figures: bool) -> Result<String, UsageError> {
     let key = key.trim();
-    if is_figure(key) {
+    let measured: Vec<&str> = FIGURES
+        .iter()
+        .chain(&GPU_FIGURES)
+        .copied()
+        .filter(|f| rows.iter().any(|r| r.figures.contains_key(*f)))
+        .collect();
+    if figures && measured.contains(&key) {
         return Ok(key.to_string());
     }
-    charts::qualify(rows, key).ok_or_else(|| {
-        let params = charts::params(rows).join(", ");
-        UsageError(format!(
-            "{flag}: no figure or parameter {key:?} in the sweep (parameters: {}; figures: {})",
-            if params.is_empty() { "none" } else { &params },
-            FIGURES.join(", ")
-        ))
-    })
+    if let Some(q) = charts::qualify(rows, key) {
+        return Ok(q);
+    }
+    let params = charts::params(rows).join(", ");
+    let params = if params.is_empty() { "none" } else { &params };
+    Err(UsageError(if !figures && is_figure(key) {
+        format!("{flag}: {key} is a figure; give a parameter (the sweep's: {params})")
+    } else if figures {
+        format!(
+            "{flag}: no figure or parameter {key:?} among the points drawn (parameters: {params}; figures: {})",
+            measured.join(", ")
+        )
+    } else {
+        format!("{flag}: no parameter {key:?} in the sweep (parameters: {params})")
+    }))
 }
 
-fn resolve_all(rows: &[Row], flag: &str, keys: &[String]) -> Result<Vec<String>, UsageError> {
+fn resolve_all(
+    rows: &[Row],
+    flag: &str,
+    keys: &[String],
+    figures: bool,
+) -> Result<Vec<String>, UsageError> {
     keys.iter()
         .map(|k| k.trim())
         .filter(|k| !k.is_empty())
-        .map(|k| resolve(rows, flag, k))
+        .map(|k| resolve(rows, flag, k, figures))
         .collect()
 }
 
@@ -339,15 +357,15 @@ fn default_curves(rows: &[Row], x: &str, panels: &[String]) -> Vec<String> {
 
 /// The charts of `sweep plot`.
 fn plot_charts(rows: &[Row], args: &SweepPlotArgs) -> Result<Vec<Chart>, UsageError> {
-    let x = resolve(rows, "--x", &args.x)?;
-    let ys = resolve_all(rows, "--y", &args.y)?;
+    let x = resolve(rows, "--x", &args.x, true)?;
+    let ys = resolve_all(rows, "--y", &args.y, true)?;
     if ys.is_empty() {
         return Err(UsageError("--y: no figure given".into()));
     }
-    let fig_by = resolve_all(rows, "--fig-by", &args.fig_by)?;
-    let row_by = resolve_all(rows, "--row-by", &args.row_by)?;
-    let col_by = resolve_all(rows, "--col-by", &args.col_by)?;
-    let label_by = resolve_all(rows, "--label-by", &args.label_by)?;
+    let fig_by = resolve_all(rows, "--fig-by", &args.fig_by, false)?;
+    let row_by = resolve_all(rows, "--row-by", &args.row_by, false)?;
+    let col_by = resolve_all(rows, "--col-by", &args.col_by, false)?;
+    let label_by = resolve_all(rows, "--label-by", &args.label_by, true)?;
     let panels: Vec<String> = fig_by
         .iter()
         .chain(&row_by)
@@ -355,7 +373,7 @@ fn plot_charts(rows: &[Row], args: &SweepPlotArgs) -> Result<Vec<Chart>, UsageEr
         .cloned()
         .collect();
     let curve_by = if args.curve_by.iter().any(|k| !k.trim().is_empty()) {
-        resolve_all(rows, "--curve-by", &args.curve_by)?
+        resolve_all(rows, "--curve-by", &args.curve_by, false)?
     } else {
         default_curves(rows, &x, &panels)
     };
