@@ -273,7 +273,7 @@ fn sweep_a_point_whose_run_exits_4_fails_the_sweep_and_is_marked_everywhere() {
         .as_array()
         .expect("series")
         .iter()
-        .find(|s| s["label"] == "invalid or not kept up (not measured)")
+        .find(|s| s["label"] == "invalid or not kept up (not the server at this load)")
         .unwrap_or_else(|| panic!("the invalid point apart: {rate}"));
     assert_eq!(apart["line"], false, "{apart}");
     assert_eq!(

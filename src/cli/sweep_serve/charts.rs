@@ -396,7 +396,7 @@ fn front(rows: &[Row], varied: &[String], several: bool, spec: &ChartSpec) -> Op
 }
 
 /// The legend entry of the points drawn apart.
-pub const UNMEASURED: &str = "invalid or not kept up (not measured)";
+pub const UNMEASURED: &str = "invalid or not kept up (not the server at this load)";
 /// Their colour: grey, no curve's.
 const UNMEASURED_COLOR: &str = "#999999";
 
