@@ -244,6 +244,16 @@ fn sweep_a_point_whose_run_exits_4_fails_the_sweep_and_is_marked_everywhere() {
         header.contains("| outcome | exit_code | completed_share | unfinished_share |"),
         "{header}"
     );
+    // Figures carry their units in the tables a person reads; the CSV keeps bare names.
+    assert!(
+        header.contains("| ttft_p99 (ms) |") && header.contains("| requests_per_s (requests/s) |"),
+        "{header}"
+    );
+    let csv = read(d, "sweep.csv");
+    assert!(
+        csv.lines().next().is_some_and(|h| h.contains(",ttft_p99,")),
+        "{csv}"
+    );
     assert!(
         md_line(&md, "s1-b0").contains("| invalid | 4 | 0.0% |"),
         "{md}"

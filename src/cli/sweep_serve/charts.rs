@@ -8,7 +8,7 @@
 //! never on the front.
 
 use super::filter::{Cell, Filter, cell};
-use super::report::{GPU_FIGURES, Outcome, Row};
+use super::report::{GPU_FIGURES, Outcome, Row, unit};
 use crate::report::across_runs::FIGURES;
 use crate::report::charts::pareto::{self, PerUser};
 use crate::report::charts::{Axis, Chart, ErrorBar, PALETTE, Series};
@@ -103,17 +103,6 @@ fn label(row: &Row, varied: &[String], skip: Option<&str>, benchmark: bool) -> S
         row.at.point.clone()
     } else {
         parts.join(" ")
-    }
-}
-
-/// The unit of a figure.
-pub(super) fn unit(figure: &str) -> &'static str {
-    match figure {
-        "requests_per_s" | "goodput_per_s" => "requests/s",
-        "output_tokens_per_s" | "output_tokens_per_s_per_gpu" => "tokens/s",
-        "gpu_power_mean_w" => "W",
-        "joules_per_output_token" => "J",
-        _ => "ms",
     }
 }
 

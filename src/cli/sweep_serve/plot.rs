@@ -2,9 +2,9 @@
 //! `sweep.json`, without its servers, with the axes, curves and panels chosen (vLLM's
 //! `vllm bench sweep plot` and `plot_pareto`).
 
-use super::charts::{self, ChartSpec, Gpus, id_part, unit};
+use super::charts::{self, ChartSpec, Gpus, id_part};
 use super::filter::{Cell, Filter, cell};
-use super::report::{GPU_FIGURES, Row, SweepReport};
+use super::report::{GPU_FIGURES, Row, SweepReport, unit};
 use crate::cli::UsageError;
 use crate::exit_codes;
 use crate::report::across_runs::FIGURES;

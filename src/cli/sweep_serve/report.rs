@@ -16,6 +16,31 @@ pub(super) const GPU_FIGURES: [&str; 3] = [
     "output_tokens_per_s_per_gpu",
 ];
 
+/// The unit of a figure.
+pub(super) fn unit(figure: &str) -> &'static str {
+    match figure {
+        "requests_per_s" | "goodput_per_s" => "requests/s",
+        "output_tokens_per_s" | "output_tokens_per_s_per_gpu" => "tokens/s",
+        "gpu_power_mean_w" => "W",
+        "joules_per_output_token" => "J",
+        _ => "ms",
+    }
+}
+
+/// A column's name as the Markdown and HTML tables show it: a figure (its spread, its
+/// lower bound) with its unit. The CSV keeps the bare names, for scripts.
+fn with_unit(name: &str) -> String {
+    let base = name
+        .strip_suffix("_std")
+        .or_else(|| name.strip_suffix("_lower_bound"))
+        .unwrap_or(name);
+    if FIGURES.contains(&base) || GPU_FIGURES.contains(&base) {
+        format!("{name} ({})", unit(base))
+    } else {
+        name.to_string()
+    }
+}
+
 /// What became of a point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -878,7 +903,8 @@ pub(super) fn write_tables_with(
         }
         md.push_str("\n\n");
     }
-    md.push_str(&md_row(header));
+    let shown: Vec<String> = header.iter().map(|h| with_unit(h)).collect();
+    md.push_str(&md_row(&shown));
     md.push_str(&format!("|{}\n", " --- |".repeat(header.len())));
     for row in cells {
         md.push_str(&md_row(row));
@@ -906,7 +932,7 @@ pub(super) fn write_tables_with(
         html.push_str(&format!("<p>{out}</p>"));
     }
     html.push_str("<table><thead><tr>");
-    for h in header {
+    for h in &shown {
         html.push_str(&format!("<th>{}</th>", html_escape(h)));
     }
     html.push_str("</tr></thead><tbody>");
