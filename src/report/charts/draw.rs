@@ -400,13 +400,24 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
     let c = &scrubbed(c);
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
-    // Notes (a comparison's verdicts) at the foot, one line each, under the plot.
+    // Notes (a comparison's verdicts) at the foot, under the plot, each wrapped to the
+    // image's width; at most a third of the image, the rest counted.
     let root = if c.notes.is_empty() {
         root.clone()
     } else {
-        let foot = 20 + 32 * c.notes.len() as u32;
+        let chars = (f64::from(WIDTH - 80) / (24.0 * 0.55)) as usize;
+        let mut lines: Vec<String> = c.notes.iter().flat_map(|n| wrap(n, chars)).collect();
+        let room = (HEIGHT / 3 / 32) as usize;
+        if lines.len() > room {
+            let more = lines.len() - (room - 1);
+            lines.truncate(room - 1);
+            lines.push(format!(
+                "… and {more} more lines (the HTML page has them all)"
+            ));
+        }
+        let foot = 20 + 32 * lines.len() as u32;
         let (plot, notes) = root.split_vertically(HEIGHT.saturating_sub(foot));
-        for (i, line) in c.notes.iter().enumerate() {
+        for (i, line) in lines.iter().enumerate() {
             notes
                 .draw_text(
                     line,
