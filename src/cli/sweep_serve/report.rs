@@ -276,8 +276,10 @@ impl Row {
     }
 }
 
-/// What ran: enough to tell two sweeps apart and to run one again.
+/// What ran: enough to tell two sweeps apart and to run one again. Read back with
+/// defaults, so `sweep plot` draws a sweep an earlier llmsurge wrote.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Provenance {
     /// The llmsurge version that ran the sweep.
     pub llmsurge_version: String,

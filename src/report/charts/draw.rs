@@ -241,6 +241,31 @@ fn segments(s: &Series) -> Vec<Vec<(f64, f64)>> {
     out
 }
 
+/// A box in pixels, for keeping a chart's notes apart.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Rect {
+    x0: i32,
+    x1: i32,
+    y0: i32,
+    y1: i32,
+}
+
+impl Rect {
+    /// The square of half-side `r` around (x, y).
+    fn around(x: i32, y: i32, r: i32) -> Self {
+        Rect {
+            x0: x - r,
+            x1: x + r,
+            y0: y - r,
+            y1: y + r,
+        }
+    }
+
+    fn overlaps(&self, o: &Rect) -> bool {
+        self.x0 < o.x1 && o.x0 < self.x1 && self.y0 < o.y1 && o.y0 < self.y1
+    }
+}
+
 /// How a legend entry's sample is drawn.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Sample {
@@ -596,23 +621,61 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
             .draw_series(strokes.into_iter().map(|p| PathElement::new(p, color)))
             .map_err(e)?;
     }
-    // A note right of its point, or left of it in the right third (it would leave the
-    // frame).
+    // A note beside its point: right of it, or left in the right third (it would leave
+    // the frame); above, else below, else further off, where it covers no other note and
+    // no other point's ring (two close points overprinted each other's notes).
     let right_third = xr_end - (xr_end - xr_start) / 3.0;
-    for m in &c.marks {
+    let rings: Vec<Rect> = c
+        .marks
+        .iter()
+        .map(|m| {
+            let (px, py) = chart.backend_coord(&(m.x, m.y));
+            Rect::around(px, py, 13)
+        })
+        .collect();
+    let mut placed: Vec<Rect> = Vec::new();
+    for (k, m) in c.marks.iter().enumerate() {
         let ring = ShapeStyle::from(&BLACK).stroke_width(3);
         chart
             .draw_series(std::iter::once(Circle::new((m.x, m.y), 12, ring)))
             .map_err(e)?;
         let left = m.x > right_third;
+        let (px, py) = chart.backend_coord(&(m.x, m.y));
+        let width = (m.label.chars().count() as f64 * 24.0 * 0.55) as i32;
+        let dx = if left { -16 } else { 16 };
+        // Offsets of the note's bottom edge from the point, nearest first.
+        let box_at = |dy: i32| {
+            let (x0, x1) = if left {
+                (px + dx - width, px + dx)
+            } else {
+                (px + dx, px + dx + width)
+            };
+            Rect {
+                x0,
+                x1,
+                y0: py + dy - 26,
+                y1: py + dy,
+            }
+        };
+        let free = |r: &Rect| {
+            !placed.iter().any(|p| p.overlaps(r))
+                && !rings
+                    .iter()
+                    .enumerate()
+                    .any(|(i, ring)| i != k && ring.overlaps(r))
+        };
+        let dy = [-14, 40, -44, 70, -74, 100]
+            .into_iter()
+            .find(|&dy| free(&box_at(dy)))
+            .unwrap_or(-14);
+        placed.push(box_at(dy));
         let style = TextStyle::from((FAMILY, 24).into_font()).pos(Pos::new(
             if left { HPos::Right } else { HPos::Left },
             VPos::Bottom,
         ));
         chart
             .draw_series(std::iter::once(
-                EmptyElement::at((m.x, m.y))
-                    + Text::new(m.label.clone(), (if left { -16 } else { 16 }, -14), style),
+                EmptyElement::at((m.x, m.y)) + Text::new(m.label.clone(), (dx, dy), style),
             ))
             .map_err(e)?;
     }
@@ -664,6 +727,43 @@ mod tests {
         assert!(corner > 200, "{corner} marker pixels in the upper left");
         // The legend's sample, in its panel.
         assert!(legend.len() > 60, "{} sample pixels", legend.len());
+    }
+
+    /// The y of the SVG text element holding `label`.
+    fn text_y(svg: &str, label: &str) -> f64 {
+        let end = svg.find(&format!(">\n{label}\n<")).expect("the label");
+        let start = svg[..end].rfind("<text").expect("its element");
+        let attrs = &svg[start..end];
+        let y = attrs.find(" y=\"").expect("a y") + 4;
+        attrs[y..][..attrs[y..].find('"').expect("its end")]
+            .parse()
+            .expect("a number")
+    }
+
+    #[test]
+    fn notes_of_close_points_do_not_overprint() {
+        let mut c = Chart::new(
+            "t",
+            "s",
+            "t",
+            super::super::Axis::new("x", ""),
+            super::super::Axis::new("y", ""),
+        );
+        c.series.push(Series::new(
+            "a",
+            "#000000",
+            vec![(0.0, Some(0.0)), (10.0, Some(20.0))],
+        ));
+        for (x, label) in [(1.0, "first-note"), (1.05, "second-note")] {
+            c.marks.push(super::super::Mark {
+                x,
+                y: 10.0,
+                label: label.into(),
+            });
+        }
+        let svg = svg(&c).expect("svg");
+        let (a, b) = (text_y(&svg, "first-note"), text_y(&svg, "second-note"));
+        assert!((a - b).abs() >= 26.0, "{a} and {b}");
     }
 
     #[test]
