@@ -2,5 +2,5 @@
 //! subcommand) every worker process.
 
 fn main() {
-    std::process::exit(llmsurge::cli::main());
+    std::process::exit(llmsurge::main());
 }

@@ -13,7 +13,8 @@ use llmsurge_proto::{REDACTED, Redaction};
 const SECRET_VARS: [&str; 2] = ["LLMSURGE_API_KEY", "OPENAI_API_KEY"];
 
 /// The variables that hold a shell command, shown through the sweep's redaction of
-/// commands ([`super::sweep_serve::secrets::command`]).
+/// commands (`crate::sweep::secrets::command`, which the crate root passes in: the CLI
+/// does not name the sweep).
 const COMMAND_VARS: [&str; 2] = ["LLMSURGE_SERVE_CMD", "LLMSURGE_AFTER_BENCH_CMD"];
 
 /// Whether a setting holds a secret: its value is never shown.
@@ -89,8 +90,12 @@ fn sections(cmd: &clap::Command, path: &mut Vec<String>, out: &mut Vec<(String, 
     }
 }
 
-/// Renders the block; `lookup` reads the environment.
-pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
+/// Renders the block; `lookup` reads the environment, `redact_command` hides the
+/// credentials of a shell command.
+pub fn render(
+    lookup: &dyn Fn(&str) -> Option<String>,
+    redact_command: fn(&str) -> String,
+) -> String {
     let root = super::Cli::command();
     let mut out = format!(
         "# llmsurge {} settings: each with its flag, default and effective value (from the\n\
@@ -161,10 +166,7 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
                 // A shell command (the sweep's server and hook) without the credentials
                 // it carries: flag and environment values, headers, URL passwords.
                 (Some(v), _) if COMMAND_VARS.contains(&env.as_str()) => {
-                    format!(
-                        "{env}={}",
-                        shell_quote(&super::sweep_serve::secrets::command(&v))
-                    )
+                    format!("{env}={}", shell_quote(&redact_command(&v)))
                 }
                 // Any URL (the target, the metrics URL, a data file's) without its
                 // credentials and query values.
@@ -202,15 +204,22 @@ pub fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
     out
 }
 
-/// Prints the block on stdout; returns the exit code.
-pub fn print_config() -> i32 {
-    crate::stdout::print(&render(&|name| std::env::var(name).ok()));
+/// Prints the block on stdout, shell commands through `redact_command`; returns the exit
+/// code.
+pub fn print_config(redact_command: fn(&str) -> String) -> i32 {
+    crate::stdout::print(&render(&|name| std::env::var(name).ok(), redact_command));
     crate::exit_codes::OK
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The block with shell commands as given: their redaction is the sweep's, tested
+    /// with it (and end to end in the sweep's secret tests).
+    fn render(lookup: &dyn Fn(&str) -> Option<String>) -> String {
+        super::render(lookup, str::to_string)
+    }
 
     fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
         move |name| {

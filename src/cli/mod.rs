@@ -21,7 +21,6 @@ pub mod run;
 pub mod scenario;
 pub mod seed;
 pub mod shard;
-pub mod sweep_serve;
 pub mod usage;
 pub mod values;
 
@@ -46,8 +45,16 @@ pub struct Cli {
     command: Command,
 }
 
+impl Cli {
+    /// The parsed subcommand.
+    pub(crate) fn into_command(self) -> Command {
+        self.command
+    }
+}
+
+/// The subcommands.
 #[derive(Debug, Subcommand)]
-enum Command {
+pub(crate) enum Command {
     /// Run benchmarks against a server (or the built-in mock).
     #[command(subcommand)]
     Benchmark(BenchmarkCommand),
@@ -75,11 +82,12 @@ enum Command {
     Worker(WorkerArgs),
     /// Internal: the guard of a sweep's server, started by `sweep serve`.
     #[command(name = "__serve-guard", hide = true)]
-    ServeGuard(sweep_serve::server::GuardArgs),
+    ServeGuard(args::GuardArgs),
 }
 
+/// `llmsurge benchmark` subcommands.
 #[derive(Debug, Subcommand)]
-enum BenchmarkCommand {
+pub(crate) enum BenchmarkCommand {
     /// Run a profile of one or more benchmarks and write the report.
     Run(Box<args::RunArgs>),
     /// Render a saved JSON report again (html, csv, yaml, console, …) without running anything.
@@ -90,30 +98,31 @@ enum BenchmarkCommand {
     Merge(merge::MergeArgs),
 }
 
+/// `llmsurge sweep` subcommands, run by the crate root (`crate::sweep`).
 #[derive(Debug, Subcommand)]
-enum SweepCommand {
+pub enum SweepCommand {
     /// Start a server per configuration and run every benchmark configuration against
     /// it (the Cartesian product), with a sweep report of every point.
-    Serve(Box<sweep_serve::SweepServeArgs>),
+    Serve(Box<args::SweepServeArgs>),
     /// Per serve x bench configuration, the highest rate (or concurrency) meeting each
     /// SLA, by the capacity search; loads measured once serve every SLA.
-    ServeSla(Box<sweep_serve::sla::SweepServeSlaArgs>),
+    ServeSla(Box<args::SweepServeSlaArgs>),
     /// Draw a finished sweep again from its sweep.json, with the x and y axes, curves
     /// and panels chosen (`vllm bench sweep plot`).
-    Plot(sweep_serve::plot::SweepPlotArgs),
+    Plot(args::SweepPlotArgs),
     /// Draw a finished sweep's Pareto front of tokens/s per user against tokens/s per
     /// GPU (`vllm bench sweep plot_pareto`).
-    PlotPareto(sweep_serve::plot::SweepPlotParetoArgs),
+    PlotPareto(args::SweepPlotParetoArgs),
 }
 
 #[derive(Debug, Subcommand)]
-enum PreprocessCommand {
+pub(crate) enum PreprocessCommand {
     /// Rewrite a dataset so every prompt has a requested token length.
     Dataset(args::PreprocessArgs),
 }
 
 #[derive(Debug, clap::Args)]
-struct WorkerArgs {
+pub(crate) struct WorkerArgs {
     /// The inherited IPC socket.
     #[arg(long)]
     ipc_fd: i32,
@@ -193,8 +202,24 @@ fn init_logging() {
         .try_init();
 }
 
-/// Runs the command line; returns the process exit code.
-pub fn main() -> i32 {
+/// What [`dispatch`] leaves to its caller, the crate root: the commands of the sweep,
+/// which builds on the CLI (so the CLI must not name it), and `config`, which shows the
+/// sweep's shell commands through the sweep's redaction.
+#[derive(Debug)]
+pub enum Parsed {
+    /// Run (or refused): the process exit code.
+    Exit(i32),
+    /// A `sweep` subcommand, its environment checked.
+    Sweep(Box<SweepCommand>),
+    /// The hidden `__serve-guard`.
+    ServeGuard(args::GuardArgs),
+    /// `llmsurge config`, its environment checked.
+    Config,
+}
+
+/// Parses the command line (logging set up, environment checked) and runs its command,
+/// but for those [`Parsed`] hands back.
+pub fn dispatch() -> Parsed {
     init_logging();
     // Every mode holds many sockets (the coordinator's in-process mock, the mock server,
     // workers): lift the soft open-file limit to the hard one before anything opens.
@@ -204,7 +229,7 @@ pub fn main() -> i32 {
         .collect();
     let command = match scenario::apply(Cli::command(), &argv) {
         Ok(c) => c,
-        Err(e) => return usage_error(&e),
+        Err(e) => return Parsed::Exit(usage_error(&e)),
     };
     let matches = match negative_numbers_are_values(command).try_get_matches() {
         Ok(m) => m,
@@ -214,20 +239,22 @@ pub fn main() -> i32 {
                 || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
             {
                 let _ = e.print();
-                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                    exit_codes::USAGE
-                } else {
-                    exit_codes::OK
-                };
+                return Parsed::Exit(
+                    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                        exit_codes::USAGE
+                    } else {
+                        exit_codes::OK
+                    },
+                );
             }
             // One line: clap's first line names the flag and the bad value; its hints
             // follow on the same line.
-            return usage_error(&clap_line::one_line(&e));
+            return Parsed::Exit(usage_error(&clap_line::one_line(&e)));
         }
     };
     let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
-        Err(e) => return usage_error(&e.to_string()),
+        Err(e) => return Parsed::Exit(usage_error(&e.to_string())),
     };
     if let Command::Benchmark(BenchmarkCommand::Run(args)) = &mut cli.command {
         let run = matches
@@ -262,22 +289,22 @@ pub fn main() -> i32 {
     if !matches!(cli.command, Command::Worker(_) | Command::ServeGuard(_))
         && let Err(message) = check_env()
     {
-        return usage_error(&message);
+        return Parsed::Exit(usage_error(&message));
     }
-    match cli.command {
+    Parsed::Exit(match cli.command {
         Command::Benchmark(BenchmarkCommand::Run(args)) => run::benchmark_run(&args),
         Command::Benchmark(BenchmarkCommand::FromFile(args)) => from_file::from_file(&args),
-        Command::Config => config::print_config(),
+        Command::Config => return Parsed::Config,
         Command::Completions(args) => completions::print_completions(&args),
         Command::Benchmark(BenchmarkCommand::Compare(args)) => compare::benchmark_compare(&args),
         Command::Benchmark(BenchmarkCommand::Merge(args)) => merge::benchmark_merge(&args),
         Command::MockServer(args) => {
             let Some(sub) = matches.subcommand_matches("mock-server") else {
-                return usage_error("mock-server: its arguments were not parsed");
+                return Parsed::Exit(usage_error("mock-server: its arguments were not parsed"));
             };
             let config = args.resolve(sub);
             if let Err(e) = config.validate() {
-                return usage_error(&e.to_string());
+                return Parsed::Exit(usage_error(&e.to_string()));
             }
             match crate::mock::run_cli(config) {
                 Ok(()) => exit_codes::OK,
@@ -292,17 +319,12 @@ pub fn main() -> i32 {
             }
         }
         Command::Preprocess(PreprocessCommand::Dataset(a)) => a.run(),
-        Command::Sweep(SweepCommand::Serve(args)) => sweep_serve::sweep_serve(&args),
-        Command::Sweep(SweepCommand::ServeSla(args)) => sweep_serve::sla::sweep_serve_sla(&args),
-        Command::Sweep(SweepCommand::Plot(args)) => sweep_serve::plot::sweep_plot(&args),
-        Command::Sweep(SweepCommand::PlotPareto(args)) => {
-            sweep_serve::plot::sweep_plot_pareto(&args)
-        }
+        Command::Sweep(command) => return Parsed::Sweep(Box::new(command)),
         Command::K8s(command) => k8s::k8s(&command),
         Command::Plot(command) => plot::plot(&command),
         Command::Worker(w) => worker_main(&w),
-        Command::ServeGuard(g) => sweep_serve::server::guard_main(&g),
-    }
+        Command::ServeGuard(args) => return Parsed::ServeGuard(args),
+    })
 }
 
 fn worker_main(w: &WorkerArgs) -> i32 {

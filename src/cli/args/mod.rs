@@ -1,7 +1,8 @@
 //! The raw command-line flags of `llmsurge benchmark run` ("low" args: parsed, typed,
 //! no I/O), grouped by concern, one file each. `resolve` turns them into a validated
 //! plan; nothing downstream reads them. Every flag also reads `LLMSURGE_<FLAG>` from the
-//! environment.
+//! environment. The other commands' flags that live here: `preprocess` and `sweep`
+//! (the sweep's, which `crate::sweep` runs).
 
 mod agentic;
 mod client;
@@ -12,6 +13,7 @@ mod multihost;
 mod output;
 mod preprocess;
 mod server;
+mod sweep;
 mod target;
 
 pub use agentic::AgenticArgs;
@@ -23,6 +25,9 @@ pub use multihost::MultiHostArgs;
 pub use output::OutputArgs;
 pub use preprocess::PreprocessArgs;
 pub use server::ServerMetricsArgs;
+pub use sweep::{
+    GuardArgs, SlaVariable, SweepPlotArgs, SweepPlotParetoArgs, SweepServeArgs, SweepServeSlaArgs,
+};
 pub use target::TargetArgs;
 
 use clap::{Args, ValueEnum};

@@ -9,6 +9,7 @@
 //! A pipe rather than a parent-death signal for the server: that signal fires when the
 //! forking *thread* ends and reaches one process, not the group.
 
+use crate::cli::args::GuardArgs;
 use crate::cli::resolve::TargetSpec;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -142,17 +143,6 @@ pub fn die_with_sweep(command: &mut Command, signal: Signal) {
             Ok(())
         });
     }
-}
-
-/// `llmsurge __serve-guard` flags.
-#[derive(Debug, clap::Args)]
-pub struct GuardArgs {
-    /// After SIGTERM to the server's group, how long before SIGKILL, ms.
-    #[arg(long)]
-    grace_ms: u64,
-    /// The server command, run by `sh -c`.
-    #[arg(long, allow_hyphen_values = true)]
-    command: String,
 }
 
 /// How often the guard looks at its server and its pipe.

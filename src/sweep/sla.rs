@@ -10,62 +10,19 @@
 
 use super::report::{Intro, ParamColumns, Point, Status, Table};
 use super::{
-    Bench, Ended, Serve, Signals, Started, SweepServeArgs, TAIL_LINES, between_benchmarks,
-    invalid_why, label_of, point_name, point_of, run_point, serve_tag, server, start_server,
+    Bench, Ended, Serve, Signals, Started, TAIL_LINES, between_benchmarks, invalid_why, label_of,
+    point_name, point_of, run_point, serve_tag, server, start_server,
 };
+use crate::cli::args::{SlaVariable, SweepServeSlaArgs};
 use crate::cli::{UsageError, usage_error};
 use crate::exit_codes;
 use crate::report::across_runs::{FIGURES, figure};
-use clap::Args;
 use llmsurge_coordinator::profiles::{CapacitySearch, SearchVariable};
 use llmsurge_coordinator::{BenchmarkResult, Slo, Strategy};
 use llmsurge_proto::inert::terminal;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// `llmsurge sweep serve-sla` flags: those of `sweep serve`, and the SLAs.
-#[derive(Debug, Args)]
-pub struct SweepServeSlaArgs {
-    /// The SLAs, each in the --slo grammar (all its checks must hold), e.g.
-    /// 'e2e_p99<=2s' or 'ttft_p99<=500ms,tpot_p50<=20ms'. Repeat the flag, separate
-    /// SLAs with ';', or name a JSON or YAML file holding a list of them: strings, or
-    /// vLLM's objects ({"p99_e2el_ms": "<=2000"}).
-    #[arg(long, env = "LLMSURGE_SLA_PARAMS", value_name = "SLA|FILE")]
-    pub sla_params: Vec<String>,
-
-    /// What the search varies: the request rate of constant-rate benchmarks, or the
-    /// streams of concurrent ones (vLLM's request_rate and max_concurrency are
-    /// accepted for them).
-    #[arg(
-        long,
-        env = "LLMSURGE_SLA_VARIABLE",
-        value_enum,
-        default_value = "rate"
-    )]
-    pub sla_variable: SlaVariable,
-
-    /// Stop when the passing and failing values are this close (a fraction; the
-    /// capacity search's --capacity-precision).
-    #[arg(long, env = "LLMSURGE_SLA_PRECISION", value_parser = crate::cli::values::parse_fraction, default_value = "5%", value_name = "FRACTION")]
-    pub sla_precision: f64,
-
-    /// The flags shared with `sweep serve`.
-    #[command(flatten)]
-    pub sweep: SweepServeArgs,
-}
-
-/// `--sla-variable`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SlaVariable {
-    /// Requests per second (`--profile constant --rate R`).
-    #[value(alias = "request_rate")]
-    Rate,
-    /// Concurrent streams (`--profile concurrent --rate N`).
-    #[value(alias = "max_concurrency")]
-    Concurrency,
-}
 
 impl SlaVariable {
     fn search(self) -> SearchVariable {

@@ -143,10 +143,10 @@ impl Filter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::sweep_serve::report::{Outcome, Status};
+    use crate::sweep::report::{Outcome, Status};
 
     fn row(serve: &str, bench: &str) -> Row {
-        let at = crate::cli::sweep_serve::report::Point {
+        let at = crate::sweep::report::Point {
             point: "s0-b0".into(),
             serve_index: Some(0),
             bench_index: 0,

@@ -18,6 +18,7 @@ pub mod secrets;
 pub mod server;
 pub mod sla;
 
+use crate::cli::args::SweepServeArgs;
 use crate::cli::{Cli, UsageError, usage_error};
 use crate::exit_codes;
 use clap::{Args, CommandFactory};
@@ -28,127 +29,6 @@ use server::Server;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
-
-/// `llmsurge sweep serve` flags.
-#[derive(Debug, Args)]
-pub struct SweepServeArgs {
-    /// The server command, run by `sh -c` in its own process group once per serve
-    /// configuration: `{port}` is a free port, `{key}` a serve parameter; other keys
-    /// become `--key value` (true: a bare flag; false: `--no-key`). Keys must be plain
-    /// flag names; each value is quoted once. E.g. 'vllm serve MODEL --port {port}'.
-    /// Without it the sweep runs against --target.
-    #[arg(long, env = "LLMSURGE_SERVE_CMD", value_name = "TEMPLATE")]
-    pub serve_cmd: Option<String>,
-
-    /// Server configurations: a JSON or YAML list of objects (one server each), or an
-    /// object of named ones ({"NAME": {...}}: names become point and folder names).
-    #[arg(long, env = "LLMSURGE_SERVE_PARAMS", value_name = "FILE")]
-    pub serve_params: Option<PathBuf>,
-
-    /// Benchmark configurations: a JSON or YAML list (or object of named ones) of
-    /// objects whose keys are `benchmark run` flag names with _ (e.g. {"profile":
-    /// "concurrent", "rate": 8}); a key overrides the same flag after --.
-    #[arg(long, env = "LLMSURGE_BENCH_PARAMS", value_name = "FILE")]
-    pub bench_params: Option<PathBuf>,
-
-    /// Serve and bench keys that move together (vLLM's form, e.g.
-    /// max_num_seqs=max_concurrency,max_model_len=max_tokens): only the points whose
-    /// serve and bench configurations hold both keys with equal values run.
-    #[arg(
-        long,
-        env = "LLMSURGE_LINK_VARS",
-        value_name = "SERVE_KEY=BENCH_KEY,..."
-    )]
-    pub link_vars: Option<String>,
-
-    /// The server's base URL. With --serve-cmd it may hold {port} (default
-    /// http://127.0.0.1:{port}); without, it is required.
-    #[arg(long, env = "LLMSURGE_TARGET", value_name = "URL")]
-    pub target: Option<String>,
-
-    /// How long a started server may take to answer /health and list a model on
-    /// /v1/models.
-    #[arg(long, env = "LLMSURGE_READY_TIMEOUT", value_parser = crate::cli::values::parse_duration, default_value = "600s", value_name = "DURATION")]
-    pub ready_timeout: Duration,
-
-    /// After SIGTERM to a server's process group, how long before SIGKILL.
-    #[arg(long, env = "LLMSURGE_STOP_GRACE", value_parser = crate::cli::values::parse_duration, default_value = "10s", value_name = "DURATION")]
-    pub stop_grace: Duration,
-
-    /// Run each point N times (`benchmark run --repeat N`: its run-to-run statistics;
-    /// the sweep report shows the means).
-    #[arg(long, visible_alias = "num-runs", env = "LLMSURGE_REPEAT", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
-    pub repeat: u32,
-
-    /// A shell command run after each benchmark of a server (e.g. a cache reset).
-    #[arg(long, env = "LLMSURGE_AFTER_BENCH_CMD", value_name = "COMMAND")]
-    pub after_bench_cmd: Option<String>,
-
-    /// Between two benchmarks of one server (when --after-bench-cmd is not given), empty
-    /// its caches: auto (vLLM: /reset_prefix_cache and /reset_mm_cache; SGLang:
-    /// /flush_cache; from its /metrics), none, or a path to POST. Given, each point's
-    /// benchmark run gets it too.
-    #[arg(long, env = "LLMSURGE_RESET_CACHE", default_value = "auto", value_name = "auto|none|PATH", value_parser = crate::cli::values::parse_reset_cache)]
-    pub reset_cache: String,
-
-    /// Skip points whose reports are complete (from an earlier run into --output-dir).
-    #[arg(long, env = "LLMSURGE_RESUME")]
-    pub resume: bool,
-
-    /// Print every server command and every point's benchmark plan; run nothing.
-    #[arg(long, env = "LLMSURGE_DRY_RUN")]
-    pub dry_run: bool,
-
-    /// Directory of the sweep: one directory per point and the sweep report.
-    #[arg(
-        short = 'o',
-        long,
-        env = "LLMSURGE_OUTPUT_DIR",
-        default_value = ".",
-        value_name = "DIR"
-    )]
-    pub output_dir: PathBuf,
-
-    /// The sweep page's curves: each headline figure against these parameters
-    /// (serve.KEY, bench.KEY or a bare KEY; repeat or separate with commas). Default:
-    /// every parameter whose value varies.
-    #[arg(
-        long,
-        env = "LLMSURGE_CURVE_BY",
-        value_name = "PARAM",
-        value_delimiter = ','
-    )]
-    pub curve_by: Vec<String>,
-
-    /// The points the sweep page's charts show: conditions KEY OP VALUE separated by
-    /// commas, all of which must hold (OP: <=, >=, <, >, ==, !=; KEY a parameter or a
-    /// figure), e.g. "max_num_seqs>=32,bench.profile==constant".
-    #[arg(long, env = "LLMSURGE_FILTER", value_name = "CONDITIONS")]
-    pub filter: Option<String>,
-
-    /// GPUs per point for the Pareto front's tokens/s per GPU: a count, or the name of
-    /// the parameter that holds it (e.g. tensor_parallel_size). Default: the GPU count
-    /// --gpu-metrics saw, else the front is per server.
-    #[arg(long, env = "LLMSURGE_GPUS", value_name = "N|PARAM")]
-    pub gpus: Option<String>,
-
-    /// The sweep page's charts also as image files in DIR/charts/: png, svg or both.
-    #[arg(
-        long,
-        env = "LLMSURGE_CHART_IMAGES",
-        value_name = "png,svg",
-        value_delimiter = ','
-    )]
-    pub chart_images: Vec<String>,
-
-    /// Whether --reset-cache was given (not defaulted): then points get it too.
-    #[arg(skip)]
-    pub reset_cache_given: bool,
-
-    /// `benchmark run` flags every point gets (before its own configuration's), after --.
-    #[arg(last = true, value_name = "BENCHMARK RUN FLAGS")]
-    pub common: Vec<String>,
-}
 
 /// The file that marks a point complete, beside its report.
 const DONE: &str = "point.json";
@@ -577,7 +457,7 @@ fn parse_run(argv: &[String]) -> Result<Box<crate::cli::args::RunArgs>, String> 
             let line = rendered.lines().next().unwrap_or("invalid arguments");
             line.strip_prefix("error: ").unwrap_or(line).to_string()
         })?;
-    match Cli::from_arg_matches(&matches).map(|c| c.command) {
+    match Cli::from_arg_matches(&matches).map(|c| c.into_command()) {
         Ok(crate::cli::Command::Benchmark(crate::cli::BenchmarkCommand::Run(run))) => Ok(run),
         Ok(_) => Err("not a benchmark run command line".into()),
         Err(e) => Err(e.to_string()),
