@@ -9,6 +9,7 @@
 //!   meets the SLO with a queue that does not grow, to the requested precision, with the
 //!   failing rate next to the answer confirmed by a second run.
 
+use crate::constraints::StopReason;
 pub use crate::data::{RateEstimate, RateSource};
 use crate::error::CoordinatorError;
 use crate::group::BenchmarkPlan;
@@ -336,6 +337,19 @@ const INCONCLUSIVE_REASON: &str = "SLO inconclusive";
 /// How the reason of a probe with too few requests to bound its SLO begins.
 const TOO_FEW_REASON: &str = "SLO inconclusive (too few requests)";
 
+/// The remedy for too few requests when time was the limit.
+const REMEDY_SECONDS: &str = "raise --max-seconds";
+
+/// What would give a load that stopped as `r` did more requests: raising the limit
+/// that stopped it (raising --max-seconds changes nothing under --max-requests).
+fn remedy(r: &BenchmarkResult) -> &'static str {
+    match r.stop_reason {
+        Some(StopReason::MaxRequests { .. }) => "raise --max-requests",
+        Some(StopReason::DatasetExhausted { .. }) => "give a larger --data (it ran out)",
+        _ => REMEDY_SECONDS,
+    }
+}
+
 /// A check's measurement with its unit: ms for a latency, % for `error_rate`, /s for a
 /// rate.
 fn measured_with_unit(c: &crate::slo::CheckResult, m: f64) -> String {
@@ -463,6 +477,8 @@ pub struct CapacitySearch {
     /// The value being run a second time, if the last load was a retest.
     retesting: Option<f64>,
     growth_steps: u32,
+    /// What would let the last load decide its SLO: the limit that stopped it.
+    remedy: &'static str,
     /// Boxed: the profile sits in an enum beside the others.
     estimates: Option<Box<(RateEstimate, RateEstimate)>>,
     /// Boxed, as the estimates.
@@ -491,6 +507,7 @@ impl CapacitySearch {
             confirmed: Vec::new(),
             retesting: None,
             growth_steps: 0,
+            remedy: REMEDY_SECONDS,
             estimates: None,
             outcome: None,
             probes: Vec::new(),
@@ -570,11 +587,58 @@ impl CapacitySearch {
         (true, None)
     }
 
-    /// The unit of the variable, for conclusions.
-    fn unit(&self) -> &'static str {
+    /// A value of the variable with its unit, for conclusions: `41.966 req/s`, or whole
+    /// streams (`5 streams`).
+    fn show(&self, value: f64) -> String {
         match self.variable {
-            SearchVariable::Rate => "req/s",
-            SearchVariable::Concurrency => "streams",
+            SearchVariable::Rate => format!("{value:.3} req/s"),
+            SearchVariable::Concurrency if value == 1.0 => "1 stream".into(),
+            SearchVariable::Concurrency => format!("{value:.0} streams"),
+        }
+    }
+
+    /// The conclusion at a failing value confirmed by a second run: "fails" only for
+    /// runs that failed; runs whose SLO could not decide say so, once, with what they
+    /// measured and what would decide.
+    fn confirmed_at(&self, hi: f64) -> String {
+        let runs: Vec<&Probe> = self
+            .probes
+            .iter()
+            .filter(|p| p.rate == hi && !p.passed)
+            .collect();
+        let undecided: Vec<&str> = runs
+            .iter()
+            .filter(|p| p.inconclusive)
+            .filter_map(|p| p.reason.as_deref())
+            // The reason's own opening says "SLO inconclusive": said once, below.
+            .map(|r| {
+                r.trim_start_matches(INCONCLUSIVE_REASON)
+                    .trim_start_matches(':')
+                    .trim()
+            })
+            .collect();
+        let passes = format!(
+            "within {:.1}%: passes at {}",
+            self.precision * 100.0,
+            self.show(self.lo)
+        );
+        let at = self.show(hi);
+        if undecided.is_empty() {
+            format!("{passes}, fails at {at} (confirmed by a second run)")
+        } else if undecided.len() == runs.len() {
+            format!(
+                "{passes}; the SLO is inconclusive at {at} in {} runs ({}): {} for a verdict there",
+                runs.len(),
+                undecided.join("; then "),
+                self.remedy
+            )
+        } else {
+            format!(
+                "{passes}, fails at {at} in {} of {} runs, the rest inconclusive ({})",
+                runs.len() - undecided.len(),
+                runs.len(),
+                undecided.join("; then ")
+            )
         }
     }
 
@@ -585,11 +649,7 @@ impl CapacitySearch {
     ) -> Result<Option<Strategy>, CoordinatorError> {
         let server = rate.and_then(|r| self.server_at(r));
         if let (Some(load), Some(r)) = (server, rate) {
-            conclusion = format!(
-                "{conclusion}; at {r:.3} {} {}",
-                self.unit(),
-                load.describe()
-            );
+            conclusion = format!("{conclusion}; at {} {}", self.show(r), load.describe());
         }
         self.outcome = Some(Box::new(CapacityOutcome {
             rate,
@@ -663,6 +723,7 @@ impl CapacitySearch {
         let i = done.len();
         let retest = self.retesting.take();
         if let Some(last) = done.last() {
+            self.remedy = remedy(last);
             let (passed, reason) = self.verdict(last);
             let inconclusive = reason
                 .as_deref()
@@ -746,9 +807,8 @@ impl CapacitySearch {
             return self.finish(
                 (self.lo > 0.0).then_some(self.lo),
                 format!(
-                    "inconclusive at {:.3} {}: too few requests completed to judge the SLO ({}); raise --max-seconds",
-                    probe.rate,
-                    self.unit(),
+                    "inconclusive at {}: too few requests completed to judge the SLO ({}); {}",
+                    self.show(probe.rate),
                     // The reason's own opening says "inconclusive (too few requests)" again.
                     probe
                         .reason
@@ -756,7 +816,8 @@ impl CapacitySearch {
                         .unwrap_or_default()
                         .trim_start_matches(TOO_FEW_REASON)
                         .trim_start_matches(':')
-                        .trim()
+                        .trim(),
+                    self.remedy
                 ),
             );
         }
@@ -773,9 +834,8 @@ impl CapacitySearch {
                 return self.finish(
                     Some(self.lo),
                     format!(
-                        "the SLO still holds at {:.3} {}, the highest {} tried",
-                        self.lo,
-                        self.unit(),
+                        "the SLO still holds at {}, the highest {} tried",
+                        self.show(self.lo),
                         match self.variable {
                             SearchVariable::Rate => "rate",
                             SearchVariable::Concurrency => "concurrency",
@@ -788,16 +848,10 @@ impl CapacitySearch {
         };
         match self.narrow(hi) {
             Some(mid) => self.load(mid),
-            None if self.confirmed.contains(&hi) => self.finish(
-                Some(self.lo),
-                format!(
-                    "within {:.1}%: passes at {:.3} {unit}, fails at {:.3} {unit} (confirmed by a second run)",
-                    self.precision * 100.0,
-                    self.lo,
-                    hi,
-                    unit = self.unit()
-                ),
-            ),
+            None if self.confirmed.contains(&hi) => {
+                let conclusion = self.confirmed_at(hi);
+                self.finish(Some(self.lo), conclusion)
+            }
             None => {
                 self.retesting = Some(hi);
                 self.load(hi)
@@ -1114,6 +1168,109 @@ mod capacity_tests {
         );
         assert!(conclusion.contains("req/s"), "{conclusion}");
         assert!(conclusion.contains("(measured 12.500 ms)"), "{conclusion}");
+    }
+
+    /// A verdict whose `e2e_p50<=200ms` check could not decide: its bounds straddle the
+    /// threshold (enough requests for bounds, too few to settle on a side).
+    fn straddling(measured: f64) -> SloVerdict {
+        SloVerdict {
+            passed: false,
+            checks: vec![crate::slo::CheckResult {
+                name: "e2e_p50<=200ms".into(),
+                measured: Some(measured),
+                threshold: 200.0,
+                cmp: crate::slo::Cmp::Le,
+                passed: false,
+                inconclusive: true,
+                reason: Some(
+                    "request_latency p50 of 12 requests lies in [150.000, 230.000] ms at 95% confidence; about 348 more requests would decide".into(),
+                ),
+                distribution: None,
+                lower: Some(150.0),
+                upper: Some(230.0),
+                confidence: Some(0.95),
+                more_requests: Some(348),
+            }],
+            not_kept_up: None,
+        }
+    }
+
+    /// A search over `variable` against a server that meets the SLO up to `capacity`
+    /// and cannot be judged above it, every load stopped by `--max-requests`.
+    fn undecided_above(variable: SearchVariable, capacity: f64) -> CapacityOutcome {
+        let mut search = CapacitySearch::new(Slo::default(), 0.05, 8, None).over(variable);
+        let mut done: Vec<BenchmarkResult> = Vec::new();
+        while let Some(strategy) = search.next(&done).expect("next") {
+            assert!(done.len() < 30, "the search must end: {:?}", search.probes);
+            let value = match strategy {
+                Strategy::Synchronous => 1.0,
+                Strategy::Throughput { max_concurrency } => f64::from(max_concurrency),
+                Strategy::Constant { rate } => rate,
+                Strategy::Concurrent { streams } => f64::from(streams),
+                other => panic!("unexpected {other:?}"),
+            };
+            let mut r = empty_result();
+            r.index = done.len() as u32;
+            r.strategy = strategy;
+            r.throughput.requests_per_s = value;
+            r.stop_reason = Some(StopReason::MaxRequests { requests: 12 });
+            r.slo = Some(if value <= capacity {
+                SloVerdict {
+                    passed: true,
+                    checks: vec![],
+                    not_kept_up: None,
+                }
+            } else {
+                straddling(170.0 + done.len() as f64)
+            });
+            done.push(r);
+        }
+        search.outcome()
+    }
+
+    #[test]
+    fn an_inconclusive_boundary_is_not_called_a_confirmed_failure() {
+        for (variable, capacity, passes, undecided) in [
+            (
+                SearchVariable::Rate,
+                6.5,
+                "passes at 6.",
+                "the SLO is inconclusive at ",
+            ),
+            (
+                SearchVariable::Concurrency,
+                5.0,
+                "passes at 5 streams",
+                "the SLO is inconclusive at 6 streams in 2 runs (",
+            ),
+        ] {
+            let outcome = undecided_above(variable, capacity);
+            let c = &outcome.conclusion;
+            let last = outcome.probes.last().expect("probes");
+            assert!(last.retest && last.inconclusive, "{last:?}");
+            assert!(!c.contains("fails") && !c.contains("confirmed"), "{c}");
+            assert_eq!(c.matches("inconclusive").count(), 1, "{c}");
+            assert!(c.contains(passes) && c.contains(undecided), "{c}");
+            assert!(c.contains("(measured 1") && c.contains(" ms)"), "{c}");
+            // Every load stopped at --max-requests: raising --max-seconds would not help.
+            assert!(
+                c.ends_with("raise --max-requests for a verdict there"),
+                "{c}"
+            );
+            assert!(!c.contains(".000 streams"), "{c}");
+        }
+    }
+
+    #[test]
+    fn a_confirmed_failure_of_streams_is_in_whole_streams() {
+        let (outcome, _) = search_streams(5, 8);
+        assert!(
+            outcome
+                .conclusion
+                .ends_with("passes at 5 streams, fails at 6 streams (confirmed by a second run)"),
+            "{}",
+            outcome.conclusion
+        );
     }
 
     #[test]

@@ -267,7 +267,8 @@ pub fn slo_lines(across: &[AcrossRuns]) -> Vec<String> {
         .filter_map(|a| {
             let s = a.slo.as_ref()?;
             Some(format!(
-                "SLO {} #{}: {} of {} runs passed ({} failed, {} inconclusive): {}",
+                // "undecided": the verdict beside it may be INCONCLUSIVE, said once.
+                "SLO {} #{}: {} of {} runs passed ({} failed, {} undecided): {}",
                 a.strategy,
                 a.benchmark + 1,
                 s.passed,

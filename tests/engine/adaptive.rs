@@ -497,3 +497,39 @@ fn a_sweep_against_a_server_too_slow_to_finish_a_request_still_gets_rates() {
         run.stdout
     );
 }
+
+#[test]
+fn a_capacity_search_limited_by_max_requests_names_max_requests_as_the_remedy() {
+    // Five requests a load: a p99 of five has no upper bound, so every load is
+    // inconclusive for want of requests, whatever this machine's speed.
+    let server = mock(MockConfig {
+        ttft_ms: 5.0,
+        ..MockConfig::instant()
+    });
+    let run = Bench::on(&server)
+        .profile("capacity")
+        .slo("e2e_p99<=200ms")
+        .max_requests(5)
+        .max_seconds(30)
+        .data(DATA)
+        .run();
+    let report = run.report();
+    let capacity = report.capacity.expect("a capacity outcome");
+    let last = report.benchmarks.last().expect("benchmarks");
+    assert!(
+        matches!(
+            last.stop_reason,
+            Some(StopReason::MaxRequests { requests: 5 })
+        ),
+        "{:?}",
+        last.stop_reason
+    );
+    let c = &capacity.conclusion;
+    assert!(c.contains("too few requests completed"), "{c}");
+    assert!(
+        c.ends_with("; raise --max-requests") && !c.contains("--max-seconds"),
+        "{c}"
+    );
+    assert_eq!(c.matches("inconclusive").count(), 1, "{c}");
+    assert_eq!(server.stats().completed, 5 * report.benchmarks.len() as u64);
+}

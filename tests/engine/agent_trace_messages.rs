@@ -228,3 +228,112 @@ fn a_timed_run_at_a_rate_repeats_a_short_file_and_says_so() {
     );
     assert_eq!(json["benchmarks"][0]["agent_traces"]["traces"], 1);
 }
+
+/// One trace in the one-trace-per-line form: a planner call and a joining call under an
+/// agent span, with `trace_id` and the planner's `span_id` as given (raw JSON).
+fn flat_trace(trace_id: &str, planner_id: &str) -> String {
+    format!(
+        r#"{{"trace_id": {trace_id}, "spans": [{{"span_id": "r00t", "name": "agent", "start_time": 0, "end_time": 900}}, {{"span_id": {planner_id}, "parent_span_id": "r00t", "name": "planner", "start_time": 0, "end_time": 100, "attributes": {{"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 20}}}}, {{"span_id": "j01n", "parent_span_id": "r00t", "name": "join", "start_time": 200, "end_time": 800, "attributes": {{"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 400, "gen_ai.usage.output_tokens": 50}}}}]}}"#
+    ) + "\n"
+}
+
+#[test]
+fn an_id_of_the_wrong_type_is_named_with_its_value_not_reported_missing() {
+    // The flat form is read as written: a valid trace replays.
+    let (_, json) = replayed("trace.jsonl", &flat_trace(r#""t1""#, r#""p1an""#), &[]);
+    assert_eq!(json["benchmarks"][0]["agent_traces"]["traces"], 1);
+
+    let line = refused("trace.jsonl", &flat_trace("12345", r#""p1an""#));
+    assert!(
+        line.ends_with("line 1: trace_id is 12345, not a string (write ids in quotes)"),
+        "{line}"
+    );
+    let line = refused("trace.jsonl", &flat_trace(r#""t1""#, "7"));
+    assert!(
+        line.ends_with(
+            r#"line 1: trace t1: the span named "planner": span_id is 7, not a string (write ids in quotes)"#
+        ),
+        "{line}"
+    );
+
+    // OTLP: a span without traceId is named by its id and line.
+    let example = doc_file("agent-trace.json");
+    let text = example.replacen(
+        r#"{"traceId": "a1", "spanId": "p1an""#,
+        r#"{"spanId": "p1an""#,
+        1,
+    );
+    assert_ne!(text, example);
+    let line = refused("agent-trace.json", &text);
+    let span_line = line_of(&text, r#""spanId": "p1an""#);
+    assert!(
+        line.ends_with(&format!("line {span_line}: span p1an: no traceId")),
+        "{line}"
+    );
+}
+
+#[test]
+fn an_attribute_of_the_wrong_type_or_range_names_itself_and_its_value() {
+    let example = doc_file("agent-trace.json");
+    let span_line = line_of(&example, r#""spanId": "p1an""#);
+    // The planner's operation as a number: not silently "not a call".
+    let planner_op = r#"[{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+           {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "100"}}"#;
+    assert!(example.contains(planner_op));
+    let text = example.replacen(
+        planner_op,
+        &planner_op.replacen(r#"{"stringValue": "chat"}"#, r#"{"intValue": "5"}"#, 1),
+        1,
+    );
+    let line = refused("agent-trace.json", &text);
+    assert!(
+        line.ends_with(&format!(
+            "line {span_line}: span p1an of trace a1: gen_ai.operation.name is 5, not a string"
+        )),
+        "{line}"
+    );
+    // An integer too large for a token count is out of range, not "not an integer".
+    let text = example.replacen(
+        r#"{"intValue": "100"}"#,
+        r#"{"intValue": "99999999999999999999999"}"#,
+        1,
+    );
+    let line = refused("agent-trace.json", &text);
+    assert!(
+        line.ends_with(&format!(
+            r#"line {span_line}: span p1an of trace a1: gen_ai.usage.input_tokens is "99999999999999999999999", out of range (a token count is at most 4294967295)"#
+        )),
+        "{line}"
+    );
+}
+
+#[test]
+fn an_empty_id_is_refused_naming_the_span_and_its_line() {
+    let example = doc_file("agent-trace.json");
+    // Every span's traceId empty: refused at the first span, not a trace named "".
+    let text = example.replace(r#""traceId": "a1""#, r#""traceId": """#);
+    let line = refused("agent-trace.json", &text);
+    let root_line = line_of(&text, r#""spanId": "r00t""#);
+    assert!(
+        line.ends_with(&format!(
+            "line {root_line}: span r00t: traceId is empty: give every span and trace a non-empty id"
+        )),
+        "{line}"
+    );
+    // One sub-agent call's spanId empty: refused, not a call named "chat ()".
+    let text = example.replacen(r#""spanId": "5ub1""#, r#""spanId": """#, 1);
+    let line = refused("agent-trace.json", &text);
+    let span_line = line_of(&text, r#""spanId": """#);
+    assert!(
+        line.ends_with(&format!(
+            r#"line {span_line}: trace a1: the span named "chat": spanId is empty: give every span and trace a non-empty id"#
+        )),
+        "{line}"
+    );
+    // The flat form: an empty trace_id.
+    let line = refused("trace.jsonl", &flat_trace(r#""""#, r#""p1an""#));
+    assert!(
+        line.ends_with("line 1: trace_id is empty: give every span and trace a non-empty id"),
+        "{line}"
+    );
+}

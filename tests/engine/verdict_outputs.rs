@@ -169,9 +169,15 @@ fn repeated_runs_all_inconclusive_are_inconclusive_across_runs() {
         .find(|l| l.contains("runs passed"))
         .unwrap_or_else(|| panic!("no SLO line across the runs:\n{}", run.stdout));
     assert!(
-        line.ends_with("0 of 2 runs passed (0 failed, 2 inconclusive): INCONCLUSIVE (no run failed; every run must pass)"),
+        line.ends_with("0 of 2 runs passed (0 failed, 2 undecided): INCONCLUSIVE (no run failed; every run must pass)"),
         "{line}"
-    ); // Each run's notes (the reasons below the tables) name their run.
+    );
+    assert_eq!(
+        line.to_lowercase().matches("inconclusive").count(),
+        1,
+        "{line}"
+    );
+    // Each run's notes (the reasons below the tables) name their run.
     for n in [1, 2] {
         let header = format!("concurrent@4 (run {n}):");
         assert!(

@@ -15,12 +15,14 @@ pub fn read(text: &str) -> Result<Vec<Trace>, String> {
         }
         let at = |e: String| format!("line {}: {e}", n + 1);
         let v: Value = serde_json::from_str(line).map_err(|e| super::json_error(&e, line, n))?;
-        let id = v
-            .get("trace_id")
-            .or_else(|| v.get("traceId"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| at("no trace_id".into()))?
-            .to_string();
+        let key = if v.get("trace_id").is_some() {
+            "trace_id"
+        } else {
+            "traceId"
+        };
+        let id = super::id_field(&v, key)
+            .map_err(at)?
+            .ok_or_else(|| at("no trace_id".into()))?;
         let spans = v
             .get("spans")
             .and_then(Value::as_array)
@@ -47,11 +49,9 @@ fn time(v: &Value, keys: [&str; 2]) -> Result<u64, String> {
 
 /// A span, or its id (when it has one) and why it cannot be read.
 fn read_span(v: &Value) -> Result<Span, (Option<String>, String)> {
-    let id = v
-        .get("span_id")
-        .and_then(Value::as_str)
-        .ok_or((None, "a span without span_id".to_string()))?
-        .to_string();
+    let id = super::id_field(v, "span_id")
+        .and_then(|id| id.ok_or_else(|| "no span_id".to_string()))
+        .map_err(|e| (None, format!("{}: {e}", super::unnamed_span(v))))?;
     let fail = |e: String| (Some(id.clone()), e);
     let genai = match v.get("attributes") {
         Some(Value::Object(map)) => genai_of(map.iter().map(|(k, v)| {
@@ -71,6 +71,6 @@ fn read_span(v: &Value) -> Result<Span, (Option<String>, String)> {
         time(v, ["start_time", "start_time_unix_nano"]),
         time(v, ["end_time", "end_time_unix_nano"]),
     );
-    let parent = v.get("parent_span_id").and_then(Value::as_str);
+    let parent = super::parent_field(v, "parent_span_id").map_err(fail)?;
     Span::read(v, id.clone(), parent, times, genai).map_err(fail)
 }

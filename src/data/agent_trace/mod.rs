@@ -196,9 +196,64 @@ fn token_count(key: &str, v: &AttrValue) -> Result<u32, String> {
         ),
         AttrValue::Other(raw) => (raw.clone(), None),
     };
+    let out_of_range = || {
+        format!(
+            "{key} is {shown}, out of range (a token count is at most {})",
+            u32::MAX
+        )
+    };
     match n {
+        Some(n) if n > 0 && u32::try_from(n).is_err() => Err(out_of_range()),
         Some(n) => u32::try_from(n).map_err(|_| format!("{key} is {shown}, not a token count")),
+        // Digits too many for any integer type: a number, but no token count.
+        None if {
+            let digits = shown.trim_matches('"').trim();
+            !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+        } =>
+        {
+            Err(out_of_range())
+        }
         None => Err(format!("{key} is {shown}, not an integer")),
+    }
+}
+
+/// An id (`trace_id`, `spanId`, …) of `v`: `None` when absent; anything but a
+/// non-empty string is an error naming the field and its value (a number is not read
+/// as an id, nor an empty string as a missing one).
+fn id_field(v: &serde_json::Value, key: &str) -> Result<Option<String>, String> {
+    match v.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) if s.trim().is_empty() => Err(format!(
+            "{key} is empty: give every span and trace a non-empty id"
+        )),
+        Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(format!(
+            "{key} is {other}, not a string (write ids in quotes)"
+        )),
+    }
+}
+
+/// A parent's id under `key`: `None` when absent or empty (a root); anything but a
+/// string is an error naming the field and its value.
+fn parent_field<'a>(v: &'a serde_json::Value, key: &str) -> Result<Option<&'a str>, String> {
+    match v.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s.as_str())),
+        Some(other) => Err(format!(
+            "{key} is {other}, not a string (write ids in quotes)"
+        )),
+    }
+}
+
+/// How an error names a span whose id it cannot use: by its name, when it has one.
+fn unnamed_span(v: &serde_json::Value) -> String {
+    match v
+        .get("name")
+        .and_then(serde_json::Value::as_str)
+        .filter(|n| !n.is_empty())
+    {
+        Some(name) => format!("the span named {}", serde_json::Value::from(name)),
+        None => "a span".into(),
     }
 }
 
@@ -222,12 +277,15 @@ pub fn genai_of<'a>(
     };
     for (key, value) in attrs {
         match key {
-            "gen_ai.operation.name" => {
-                if let AttrValue::Str(op) = &value {
+            "gen_ai.operation.name" => match &value {
+                AttrValue::Str(op) => {
                     is_call = CALL_OPERATIONS.contains(&op.as_str());
                     g.operation.clone_from(op);
                 }
-            }
+                // Whether the span is a call depends on it: not read as "not a call".
+                AttrValue::Int(n) => return Err(format!("{key} is {n}, not a string")),
+                AttrValue::Other(raw) => return Err(format!("{key} is {raw}, not a string")),
+            },
             "gen_ai.request.model" => {
                 if let AttrValue::Str(m) = value {
                     g.model = Some(m);

@@ -16,12 +16,21 @@ pub fn read(text: &str) -> Result<Vec<Trace>, String> {
         for rs in array(doc, "resourceSpans")? {
             for ss in array(rs, "scopeSpans")? {
                 for span in array(ss, "spans")? {
-                    let trace_id = string(span, "traceId")?;
+                    // Where the span is, by its id as written (quoted or not, even empty).
+                    let line = span
+                        .get("spanId")
+                        .and_then(|raw| line_of_span(text, &raw.to_string()))
+                        .map_or_else(String::new, |n| format!("line {n}: "));
+                    let trace_id = super::id_field(span, "traceId")
+                        .and_then(|t| t.ok_or_else(|| "no traceId".to_string()))
+                        .map_err(|e| {
+                            let who = match super::id_field(span, "spanId") {
+                                Ok(Some(id)) => format!("span {id}"),
+                                _ => super::unnamed_span(span),
+                            };
+                            format!("{line}{who}: {e}")
+                        })?;
                     let span = read_span(span).map_err(|(id, e)| {
-                        let line = id
-                            .as_deref()
-                            .and_then(|id| line_of_span(text, id))
-                            .map_or_else(String::new, |n| format!("line {n}: "));
                         format!("{line}{}{e}", super::at(&trace_id, id.as_deref()))
                     })?;
                     match traces.iter_mut().find(|t| t.id == trace_id) {
@@ -38,15 +47,15 @@ pub fn read(text: &str) -> Result<Vec<Trace>, String> {
     Ok(traces)
 }
 
-/// The line of `text` where the span `id` is given (`"spanId": "id"`), when exactly
-/// one line gives it.
-fn line_of_span(text: &str, id: &str) -> Option<usize> {
-    let quoted = Value::from(id).to_string();
+/// The line of `text` where the span id `raw` (as JSON: `"p1an"`, `12`, `""`) is given
+/// (`"spanId": "p1an"`), when exactly one line gives it.
+fn line_of_span(text: &str, raw: &str) -> Option<usize> {
     let mut found = text.match_indices("\"spanId\"").filter(|(at, key)| {
         text[at + key.len()..]
             .trim_start()
             .strip_prefix(':')
-            .is_some_and(|rest| rest.trim_start().starts_with(&quoted))
+            .and_then(|rest| rest.trim_start().strip_prefix(raw))
+            .is_some_and(|after| after.trim_start().starts_with([',', '}']))
     });
     let (at, _) = found.next()?;
     found
@@ -61,13 +70,6 @@ fn array<'a>(v: &'a Value, key: &str) -> Result<&'a [Value], String> {
         None | Some(Value::Null) => Ok(&[]),
         Some(_) => Err(format!("{key}: expected a list")),
     }
-}
-
-fn string(v: &Value, key: &str) -> Result<String, String> {
-    v.get(key)
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| format!("a span without {key}"))
 }
 
 /// Unix nanoseconds, as a string or a number.
@@ -85,7 +87,9 @@ pub fn nanos(v: &Value, key: &str) -> Result<u64, String> {
 
 /// A span, or its id (when it has one) and why it cannot be read.
 fn read_span(v: &Value) -> Result<Span, (Option<String>, String)> {
-    let id = string(v, "spanId").map_err(|e| (None, e))?;
+    let id = super::id_field(v, "spanId")
+        .and_then(|id| id.ok_or_else(|| "no spanId".to_string()))
+        .map_err(|e| (None, format!("{}: {e}", super::unnamed_span(v))))?;
     let fail = |e: String| (Some(id.clone()), e);
     let attrs = array(v, "attributes").map_err(fail)?;
     let genai = genai_of(attrs.iter().filter_map(|a| {
@@ -112,6 +116,6 @@ fn read_span(v: &Value) -> Result<Span, (Option<String>, String)> {
     }))
     .map_err(fail)?;
     let times = (nanos(v, "startTimeUnixNano"), nanos(v, "endTimeUnixNano"));
-    let parent = v.get("parentSpanId").and_then(Value::as_str);
+    let parent = super::parent_field(v, "parentSpanId").map_err(fail)?;
     Span::read(v, id.clone(), parent, times, genai).map_err(fail)
 }
