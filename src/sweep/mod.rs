@@ -727,19 +727,8 @@ async fn run(
         if todo.is_empty() {
             continue;
         }
-        let port = match args.serve_cmd {
-            Some(_) => match server::free_port() {
-                Ok(p) => p,
-                Err(e) => {
-                    crate::stdout::eprintln(&format!("error: no free port for the server: {e}"));
-                    return exit_codes::RUN_FAILED;
-                }
-            },
-            None => 0,
-        };
-        let target = match (&args.target, &args.serve_cmd) {
-            (Some(t), _) => t.replace("{port}", &port.to_string()),
-            (None, _) => format!("http://127.0.0.1:{port}"),
+        let Some((port, target)) = port_and_target(args) else {
+            return exit_codes::RUN_FAILED;
         };
         let command = args.serve_cmd.as_ref().map(|template| {
             let label = label_of("--serve-params", args.serve_params.as_deref(), serve.index);
@@ -1288,6 +1277,26 @@ fn child_env() -> Vec<(String, String)> {
         .filter_map(|a| a.get_env().map(|e| e.to_string_lossy().into_owned()))
         .collect();
     std::env::vars().filter(|(k, _)| !own.contains(k)).collect()
+}
+
+/// A configuration's server port (a free one when the sweep starts the server, else 0)
+/// and the target its points measure; `None`, said on stderr, when no port is free.
+fn port_and_target(args: &SweepServeArgs) -> Option<(u16, String)> {
+    let port = match args.serve_cmd {
+        Some(_) => match server::free_port() {
+            Ok(p) => p,
+            Err(e) => {
+                crate::stdout::eprintln(&format!("error: no free port for the server: {e}"));
+                return None;
+            }
+        },
+        None => 0,
+    };
+    let target = match &args.target {
+        Some(t) => t.replace("{port}", &port.to_string()),
+        None => format!("http://127.0.0.1:{port}"),
+    };
+    Some((port, target))
 }
 
 /// The `LLMSURGE_*` variables a point's `benchmark run` reads, as `NAME=value` words

@@ -363,9 +363,9 @@ fn filter_of(rows: &[Row], spec: Option<&str>) -> Result<Option<Filter>, UsageEr
 /// Runs `sweep plot`; returns the exit code.
 pub fn sweep_plot(args: &SweepPlotArgs) -> i32 {
     let run = || -> Result<i32, UsageError> {
-        let outputs = outputs(&args.outputs)?;
+        let outputs = outputs(&args.drawn.outputs)?;
         let report = load(&args.dir)?;
-        let filter = filter_of(&report.rows, args.filter.as_deref())?;
+        let filter = filter_of(&report.rows, args.drawn.filter.as_deref())?;
         let rows = drawn(&report, filter.as_ref());
         if rows.is_empty() {
             return Err(UsageError(format!(
@@ -375,6 +375,7 @@ pub fn sweep_plot(args: &SweepPlotArgs) -> i32 {
         }
         let charts = plot_charts(&rows, args)?;
         let dir = args
+            .drawn
             .output_dir
             .clone()
             .unwrap_or_else(|| args.dir.join("plots"));
@@ -386,9 +387,9 @@ pub fn sweep_plot(args: &SweepPlotArgs) -> i32 {
 /// Runs `sweep plot-pareto`; returns the exit code.
 pub fn sweep_plot_pareto(args: &SweepPlotParetoArgs) -> i32 {
     let run = || -> Result<i32, UsageError> {
-        let outputs = outputs(&args.outputs)?;
+        let outputs = outputs(&args.drawn.outputs)?;
         let report = load(&args.dir)?;
-        let filter = filter_of(&report.rows, args.filter.as_deref())?;
+        let filter = filter_of(&report.rows, args.drawn.filter.as_deref())?;
         let rows = drawn(&report, filter.as_ref());
         let gpus = match args.gpus.as_deref().map(str::trim) {
             None | Some("") => None,
@@ -413,6 +414,7 @@ pub fn sweep_plot_pareto(args: &SweepPlotParetoArgs) -> i32 {
             )));
         };
         let dir = args
+            .drawn
             .output_dir
             .clone()
             .unwrap_or_else(|| args.dir.join("plots"));

@@ -710,19 +710,8 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                 }
             }
         };
-        let port = match sweep.serve_cmd {
-            Some(_) => match server::free_port() {
-                Ok(p) => p,
-                Err(e) => {
-                    crate::stdout::eprintln(&format!("error: no free port for the server: {e}"));
-                    return exit_codes::RUN_FAILED;
-                }
-            },
-            None => 0,
-        };
-        let target = match &sweep.target {
-            Some(t) => t.replace("{port}", &port.to_string()),
-            None => format!("http://127.0.0.1:{port}"),
+        let Some((port, target)) = super::port_and_target(sweep) else {
+            return exit_codes::RUN_FAILED;
         };
         let command = sweep.serve_cmd.as_ref().map(|template| {
             let label = label_of("--serve-params", sweep.serve_params.as_deref(), serve.index);

@@ -250,6 +250,15 @@ pub struct SweepPlotArgs {
     )]
     pub label_by: Vec<String>,
 
+    /// The points drawn and where the pictures go.
+    #[command(flatten)]
+    pub drawn: PlotOutputArgs,
+}
+
+/// The flags `sweep plot` and `sweep plot-pareto` share: which points, which formats,
+/// where.
+#[derive(Debug, Args)]
+pub struct PlotOutputArgs {
     /// The points drawn: conditions KEY OP VALUE separated by commas, as the sweep's
     /// --filter (e.g. "max_num_seqs>=32,ttft_p99<2000"). vLLM: --filter-by.
     #[arg(
@@ -293,28 +302,9 @@ pub struct SweepPlotParetoArgs {
     )]
     pub gpus: Option<String>,
 
-    /// The points drawn, as for `sweep plot --filter`.
-    #[arg(
-        long,
-        visible_alias = "filter-by",
-        env = "LLMSURGE_PLOT_FILTER",
-        value_name = "CONDITIONS"
-    )]
-    pub filter: Option<String>,
-
-    /// What to write: html, png, svg.
-    #[arg(
-        long,
-        env = "LLMSURGE_PLOT_OUTPUTS",
-        default_value = "html,png",
-        value_delimiter = ',',
-        value_name = "FORMATS"
-    )]
-    pub outputs: Vec<String>,
-
-    /// Where to write them (created when missing). Default: DIR/plots.
-    #[arg(long, env = "LLMSURGE_OUTPUT_DIR", value_name = "DIR")]
-    pub output_dir: Option<PathBuf>,
+    /// The points drawn and where the pictures go.
+    #[command(flatten)]
+    pub drawn: PlotOutputArgs,
 }
 
 /// `llmsurge __serve-guard` flags.
