@@ -521,10 +521,10 @@ fn inputs(args: &SweepServeArgs, serve: &Serve, bench: &Bench) -> serde_json::Va
         "llmsurge_version": env!("CARGO_PKG_VERSION"),
     });
     let mut v = v;
-    if v["environment"].as_array().is_some_and(Vec::is_empty) {
-        if let Some(o) = v.as_object_mut() {
-            o.remove("environment");
-        }
+    if v["environment"].as_array().is_some_and(Vec::is_empty)
+        && let Some(o) = v.as_object_mut()
+    {
+        o.remove("environment");
     }
     let text = v.to_string();
     serde_json::from_str(&llmsurge_proto::redact::scrub(&text)).unwrap_or(v)
