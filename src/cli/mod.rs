@@ -206,7 +206,8 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(e) => return usage_error(&e),
     };
-    let matches = match negative_numbers_are_values(command).try_get_matches() {
+    let command = negative_numbers_are_values(command);
+    let matches = match command.clone().try_get_matches() {
         Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -222,7 +223,8 @@ pub fn main() -> i32 {
             }
             // One line: clap's first line names the flag and the bad value; its hints
             // follow on the same line.
-            return usage_error(&clap_line::one_line(&e));
+            let line = clap_line::one_line(&e) + &clap_line::more_hints(&e, &command, &argv);
+            return usage_error(&line);
         }
     };
     let mut cli = match Cli::from_arg_matches(&matches) {
@@ -243,6 +245,9 @@ pub fn main() -> i32 {
         args.target.stream_explicit = explicit("stream");
         // A variable set for a whole CI job must not refuse the runs without --slo.
         args.limits.confidence_from_env = run.and_then(|m| m.value_source("confidence"))
+            == Some(clap::parser::ValueSource::EnvVariable);
+        // Nor the runs without --repeat (`LLMSURGE_REPEAT_COOLDOWN=0s` set CI-wide).
+        args.limits.repeat_cooldown_from_env = run.and_then(|m| m.value_source("repeat_cooldown"))
             == Some(clap::parser::ValueSource::EnvVariable);
     }
     if let Command::Sweep(command) = &mut cli.command {
