@@ -515,3 +515,56 @@ fn a_repeat_cooldown_from_the_environment_does_not_refuse_a_single_run() {
         &["--repeat-cooldown has no effect without --repeat 2"],
     );
 }
+
+#[test]
+fn a_tolerance_for_a_metric_neither_report_has_is_named() {
+    // A run without --goodput: its report has no goodput to judge.
+    let run = Bench::in_process_mock()
+        .max_requests(4)
+        .data("prompt_tokens=16,output_tokens=2")
+        .outputs("json")
+        .run();
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("base.json");
+    std::fs::copy(run.report_path(), &report).expect("copy the report");
+    let report = report.to_str().expect("a UTF-8 path");
+    let compare = |extra: &[&str]| {
+        let out = llmsurge()
+            .args(["benchmark", "compare", report, report, "--max-regression"])
+            .args(extra)
+            .output()
+            .expect("llmsurge runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Alone, it leaves nothing to judge: not a pass.
+    let (code, _, stderr) = compare(&["goodput_fraction=2pp", "--max-regression-only"]);
+    assert_one_error(
+        code,
+        &stderr,
+        &[
+            "--max-regression-only: nothing to judge",
+            "goodput_fraction",
+        ],
+    );
+    // Beside the defaults, it is warned about and the rest is judged.
+    let (code, stdout, stderr) = compare(&["goodput_fraction=2pp,goodput_per_s=5%"]);
+    assert_eq!(code, 0, "{stderr}");
+    for name in ["goodput_fraction", "goodput_per_s"] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with("warning: --max-regression ") && l.contains(name)),
+            "{name} not warned about: {stderr}"
+        );
+    }
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("tolerances: "))
+        .unwrap_or_else(|| panic!("a tolerances line: {stdout}"));
+    assert!(line.contains("ttft_p50 10%"), "{line}");
+}
