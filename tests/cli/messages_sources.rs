@@ -568,3 +568,35 @@ fn a_tolerance_for_a_metric_neither_report_has_is_named() {
         .unwrap_or_else(|| panic!("a tolerances line: {stdout}"));
     assert!(line.contains("ttft_p50 10%"), "{line}");
 }
+
+#[test]
+fn a_gpu_scrape_host_that_does_not_resolve_is_one_line_and_zero_is_not_negative() {
+    let run = Bench::in_process_mock()
+        .max_requests(2)
+        .data("prompt_tokens=16,output_tokens=2")
+        .arg("--gpu-metrics", "http://gpu.invalid:9400/metrics")
+        .outputs("json,console")
+        .run();
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let gpu_line = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("GPU (http://gpu.invalid:9400/metrics"))
+        .unwrap_or_else(|| panic!("a GPU line: {}", run.stdout));
+    for needle in [
+        "mean power 0 W",
+        "energy 0.0 J",
+        "cannot resolve host gpu.invalid; check the host name in the URL",
+    ] {
+        assert!(gpu_line.contains(needle), "{needle:?} not in {gpu_line}");
+    }
+    assert!(!gpu_line.contains("-0"), "{gpu_line}");
+    assert!(!gpu_line.contains("failed to lookup"), "{gpu_line}");
+    let raw: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.report_path()).expect("report")).expect("json");
+    let gpu = &raw["benchmarks"][0]["gpu"];
+    for key in ["power_mean_w", "energy_j"] {
+        let v = gpu[key].as_f64().unwrap_or_else(|| panic!("{key}: {gpu}"));
+        assert!(v == 0.0 && v.is_sign_positive(), "{key} = {v:?}");
+    }
+}
