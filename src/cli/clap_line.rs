@@ -136,7 +136,8 @@ pub fn one_line(e: &Error) -> String {
 
 /// What [`one_line`] cannot know without the command and `argv`: the `LLMSURGE_*`
 /// variable that made an argument required, a subcommand one letter swap away (clap's own
-/// threshold misses `rnu`), a `benchmark run` flag given before `k8s job`'s `--`.
+/// threshold misses `rnu`), a `benchmark run` flag given before the `--` of `k8s job`
+/// or a sweep.
 pub fn more_hints(e: &Error, cmd: &Command, argv: &[String]) -> String {
     use clap::error::ErrorKind;
     let mut out = String::new();
@@ -163,14 +164,42 @@ pub fn more_hints(e: &Error, cmd: &Command, argv: &[String]) -> String {
                 out.push_str(&format!("; did you mean {}?", near.join(" or ")));
             }
         }
-        ErrorKind::UnknownArgument if path == ["k8s", "job"] => {
-            if let Some(ContextValue::String(flag)) = e.get(ContextKind::InvalidArg) {
-                out.push_str(&super::k8s::misplaced_run_flag(flag).unwrap_or_default());
+        ErrorKind::UnknownArgument => {
+            // A command that passes `benchmark run` flags after its `--` (k8s job, the
+            // sweeps): the flag may be one of those, typed before it.
+            let trailing =
+                find_path(cmd, &path).is_some_and(|c| c.get_positionals().any(|a| a.is_last_set()));
+            let run = find_path(cmd, &["benchmark".into(), "run".into()]);
+            if let (true, Some(run), Some(ContextValue::String(flag))) =
+                (trailing, run, e.get(ContextKind::InvalidArg))
+            {
+                out.push_str(&misplaced_run_flag(run, flag).unwrap_or_default());
             }
         }
         _ => {}
     }
     out
+}
+
+/// For a flag typed before a command's `--`: the `benchmark run` flag (of `run`) it is
+/// or resembles, to give after `--`.
+fn misplaced_run_flag(run: &Command, flag: &str) -> Option<String> {
+    let name = flag.split('=').next().unwrap_or(flag);
+    let parsed = run
+        .clone()
+        .no_binary_name(true)
+        .try_get_matches_from([name, "1"]);
+    match parsed {
+        Err(e) => match e.get(ContextKind::SuggestedArg) {
+            Some(ContextValue::String(similar)) => Some(format!(
+                "; did you mean {similar}? (a benchmark run flag: give it after --)"
+            )),
+            _ => None,
+        },
+        Ok(_) => Some(format!(
+            "; {name} is a benchmark run flag: give it after --"
+        )),
+    }
 }
 
 /// One insertion, deletion, substitution or swap of neighbours turns `a` into `b`.
@@ -293,6 +322,21 @@ mod tests {
         let l = line(&["--profile", "foo"]);
         assert!(l.ends_with("(possible values: constant, poisson)"), "{l}");
         assert!(!l.contains('\n'), "{l}");
+    }
+
+    #[test]
+    fn one_edit_apart_is_a_swap_an_insertion_a_deletion_or_a_substitution() {
+        for (a, b) in [
+            ("rnu", "run"),
+            ("benchmrk", "benchmark"),
+            ("rum", "run"),
+            ("runn", "run"),
+        ] {
+            assert!(one_edit_apart(a, b), "{a} {b}");
+        }
+        for (a, b) in [("run", "run"), ("nur", "run"), ("plot", "run"), ("", "run")] {
+            assert!(!one_edit_apart(a, b), "{a} {b}");
+        }
     }
 
     #[test]

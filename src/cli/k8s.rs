@@ -557,24 +557,6 @@ fn flag_of(env: &str) -> String {
         .unwrap_or_else(|| env.to_string())
 }
 
-/// For a flag `k8s job` does not know, typed before its `--`: the `benchmark run` flag
-/// it is or resembles, to give after `--`.
-pub fn misplaced_run_flag(flag: &str) -> Option<String> {
-    let name = flag.split('=').next().unwrap_or(flag);
-    let run = run_command().ok()?.no_binary_name(true);
-    match run.try_get_matches_from([name, "1"]) {
-        Err(e) => match e.get(clap::error::ContextKind::SuggestedArg) {
-            Some(clap::error::ContextValue::String(similar)) => Some(format!(
-                "; did you mean {similar}? (a benchmark run flag: give it after --)"
-            )),
-            _ => None,
-        },
-        Ok(_) => Some(format!(
-            "; {name} is a benchmark run flag: give it after --"
-        )),
-    }
-}
-
 /// The trailing `benchmark run` flags as (variable, value) pairs, in definition order.
 pub fn run_env(run_args: &[String], shards: u32) -> Result<Vec<(String, String)>, String> {
     let run = run_command()?;
