@@ -167,8 +167,10 @@ pub fn more_hints(e: &Error, cmd: &Command, argv: &[String]) -> String {
         ErrorKind::UnknownArgument => {
             // A command that passes `benchmark run` flags after its `--` (k8s job, the
             // sweeps): the flag may be one of those, typed before it.
-            let trailing =
-                find_path(cmd, &path).is_some_and(|c| c.get_positionals().any(|a| a.is_last_set()));
+            // Unless clap found a flag of the command itself.
+            let trailing = e.get(ContextKind::SuggestedArg).is_none()
+                && find_path(cmd, &path)
+                    .is_some_and(|c| c.get_positionals().any(|a| a.is_last_set()));
             let run = find_path(cmd, &["benchmark".into(), "run".into()]);
             if let (true, Some(run), Some(ContextValue::String(flag))) =
                 (trailing, run, e.get(ContextKind::InvalidArg))
