@@ -324,21 +324,36 @@ async fn check(
         if !usable && health.refused() && refused(status) {
             // Both routes want credentials: the key is missing or wrong, whatever the
             // readiness route is.
+            let api_key = target.flag("--api-key");
             let given = match target.api_key {
-                // Named by source: a key exported in a shell profile is easily forgotten.
-                Some(key) => format!(
-                    "the API key from {} was refused",
-                    crate::cli::origin::api_key(key.expose()).describe()
-                ),
-                None if !target.headers.is_empty() => {
-                    "the credentials given were refused".to_string()
+                // Named by source, with how to drop it: a key exported in a shell
+                // profile is easily forgotten.
+                Some(key) => {
+                    let origin = crate::cli::origin::api_key(key.expose());
+                    let replace = match &origin {
+                        crate::cli::origin::Origin::Flag(_) => {
+                            format!("pass the right key with {api_key}")
+                        }
+                        other => format!(
+                            "{} or pass the right key with {api_key}",
+                            other.how_to_drop()
+                        ),
+                    };
+                    format!(
+                        "the API key from {} was refused; {replace}",
+                        origin.describe()
+                    )
                 }
-                None => "no API key was given".to_string(),
+                None if !target.headers.is_empty() => {
+                    format!("the credentials given were refused; pass {api_key}")
+                }
+                None => format!(
+                    "no API key was given; pass {api_key} (or set LLMSURGE_API_KEY or OPENAI_API_KEY)"
+                ),
             };
             return Err(UsageError(format!(
-                "--target {shown}: GET {} {health} and GET /v1/models answered {status}: {given}; pass {} (or set LLMSURGE_API_KEY or OPENAI_API_KEY), or a gateway's own key header in {} '{{\"headers\": {{...}}}}'",
+                "--target {shown}: GET {} {health} and GET /v1/models answered {status}: {given}, or a gateway's own key header in {} '{{\"headers\": {{...}}}}'",
                 inert::terminal(path),
-                target.flag("--api-key"),
                 target.flag("--backend-kwargs")
             )));
         }

@@ -309,10 +309,13 @@ pub async fn sample(source: &GpuSource, timeout: Duration) -> Result<Vec<GpuRead
                 .build()
                 .map_err(|e| e.to_string())?;
             let shown = llmsurge_proto::Redaction::default().url(url);
-            let r =
-                client.get(url).send().await.map_err(|e| {
-                    format!("GET {shown}: {}", llmsurge_proto::http::root_cause(&e))
-                })?;
+            let r = client.get(url).send().await.map_err(|e| {
+                // The cause with its fix (a host that does not resolve) where there
+                // is one, as for the target; else the innermost message.
+                let cause = llmsurge_proto::http::connect_problem(&e)
+                    .map_or_else(|| llmsurge_proto::http::root_cause(&e), |p| p.line());
+                format!("GET {shown}: {cause}")
+            })?;
             if !r.status().is_success() {
                 return Err(format!("GET {shown}: HTTP {}", r.status()));
             }
@@ -497,8 +500,12 @@ pub fn summarise(
         })
         .collect();
     let gpus = per_gpu.len() as u32;
-    let power_mean_w: f64 = per_gpu.iter().map(|g| g.power_mean_w).sum();
-    let energy_j: f64 = per_gpu.iter().map(|g| g.energy_j).sum();
+    // Summed from 0.0: an empty sum of f64 is -0.0, printed "-0 W" and stored as -0.0.
+    let power_mean_w: f64 = per_gpu
+        .iter()
+        .map(|g| g.power_mean_w)
+        .fold(0.0, |a, b| a + b);
+    let energy_j: f64 = per_gpu.iter().map(|g| g.energy_j).fold(0.0, |a, b| a + b);
     let by_counter = per_gpu
         .iter()
         .filter(|g| g.energy_source == Some(EnergySource::Counter))

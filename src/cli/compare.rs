@@ -276,7 +276,6 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
         Err(e) => return super::usage_error(&e),
     };
     comparison.allow_missing = args.allow_missing;
-    crate::stdout::println(&render(&comparison));
     // The tolerances that judged a row: a metric the reports lack (a pooling run's
     // TTFT) was never judged.
     let judged: Vec<&str> = comparison
@@ -286,7 +285,29 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
         .filter(|c| c.tolerance.is_some())
         .map(|c| c.metric.as_str())
         .collect();
+    // A tolerance the user gave for a metric neither report has would pass unseen.
+    let given = args.max_regression.as_deref().map(Tolerances::parse);
+    let unjudged: Vec<&str> = match &given {
+        Some(Ok(t)) => t
+            .names()
+            .into_iter()
+            .filter(|n| !judged.contains(n))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if args.max_regression_only && judged.is_empty() {
+        return super::usage_error(&format!(
+            "--max-regression-only: nothing to judge: no benchmark pair of these reports has {} (give tolerances for metrics the reports hold, or drop --max-regression-only for the defaults)",
+            unjudged.join(", ")
+        ));
+    }
+    crate::stdout::println(&render(&comparison));
     crate::stdout::println(&format!("tolerances: {}", tolerances.line(&judged)));
+    for name in &unjudged {
+        crate::stdout::eprintln(&format!(
+            "warning: --max-regression {name}: no benchmark pair of these reports has it, so it judged nothing"
+        ));
+    }
     for w in &comparison.warnings {
         crate::stdout::eprintln(&format!("warning: {w}"));
     }

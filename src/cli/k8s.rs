@@ -177,7 +177,7 @@ fn key_left_behind(args: &JobArgs) -> Option<String> {
     let var = ["LLMSURGE_API_KEY", "OPENAI_API_KEY"]
         .into_iter()
         .find(|v| std::env::var_os(v).is_some_and(|k| !k.is_empty()))?;
-    let origin = super::origin::Origin::Env(var);
+    let origin = super::origin::Origin::Env(var.into());
     Some(format!(
         "{} holds an API key that will not reach the pods (the manifest never carries a key): pass --api-key-secret NAME[:KEY], a Kubernetes Secret holding it",
         origin.describe()
@@ -565,9 +565,8 @@ pub fn run_env(run_args: &[String], shards: u32) -> Result<Vec<(String, String)>
         .no_binary_name(true)
         .try_get_matches_from(run_args)
         .map_err(|e| {
-            let rendered = e.to_string();
-            let line = rendered.lines().next().unwrap_or("invalid arguments");
-            let line = line.strip_prefix("error: ").unwrap_or(line);
+            // Rendered as a top-level error is: clap's hints and a peer's flag kept.
+            let line = super::clap_line::one_line(&e);
             match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                     "after --: `benchmark run` flags for the pods, not --help or --version"

@@ -231,7 +231,8 @@ pub fn dispatch() -> Parsed {
         Ok(c) => c,
         Err(e) => return Parsed::Exit(usage_error(&e)),
     };
-    let matches = match negative_numbers_are_values(command).try_get_matches() {
+    let command = negative_numbers_are_values(command);
+    let matches = match command.clone().try_get_matches() {
         Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -249,7 +250,8 @@ pub fn dispatch() -> Parsed {
             }
             // One line: clap's first line names the flag and the bad value; its hints
             // follow on the same line.
-            return Parsed::Exit(usage_error(&clap_line::one_line(&e)));
+            let line = clap_line::one_line(&e) + &clap_line::more_hints(&e, &command, &argv);
+            return Parsed::Exit(usage_error(&line));
         }
     };
     let mut cli = match Cli::from_arg_matches(&matches) {
@@ -270,6 +272,9 @@ pub fn dispatch() -> Parsed {
         args.target.stream_explicit = explicit("stream");
         // A variable set for a whole CI job must not refuse the runs without --slo.
         args.limits.confidence_from_env = run.and_then(|m| m.value_source("confidence"))
+            == Some(clap::parser::ValueSource::EnvVariable);
+        // Nor the runs without --repeat (`LLMSURGE_REPEAT_COOLDOWN=0s` set CI-wide).
+        args.limits.repeat_cooldown_from_env = run.and_then(|m| m.value_source("repeat_cooldown"))
             == Some(clap::parser::ValueSource::EnvVariable);
     }
     if let Command::Sweep(command) = &mut cli.command {

@@ -18,7 +18,8 @@ pub fn resolve_repeat(
                 .into(),
         ));
     }
-    if l.repeat_cooldown.is_some() && l.repeat < 2 {
+    // A variable set for a whole CI job must not refuse the runs that do not repeat.
+    if l.repeat_cooldown.is_some() && l.repeat < 2 && !l.repeat_cooldown_from_env {
         return Err(UsageError(
             "--repeat-cooldown has no effect without --repeat 2 or more".into(),
         ));

@@ -9,12 +9,16 @@ use crate::exit_codes;
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// Prints an error on one line and returns the usage exit code. A URL the message
-/// quotes loses its user, password and query values.
+/// Prints an error on one line, with where a flag it names got its value when not from
+/// the command line, and returns the usage exit code. A URL the message quotes loses
+/// its user, password and query values.
 pub fn usage_error(message: &str) -> i32 {
+    // A flag the message names may have its value from a variable or a scenario the
+    // user does not know is set: say which, and how to drop it.
+    let sources = super::origin::sources_named_in(message);
     crate::stdout::eprintln(&format!(
         "error: {}",
-        llmsurge_proto::Redaction::default().text(message)
+        llmsurge_proto::Redaction::default().text(&format!("{message}{sources}"))
     ));
     exit_codes::USAGE
 }

@@ -172,6 +172,11 @@ impl Tolerances {
         }
     }
 
+    /// The metrics these tolerances name.
+    pub fn names(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+
     /// `ttft_p99 10%, error_rate 1pp, …`: the tolerances of the metrics `judged`, in one
     /// line.
     pub fn line(&self, judged: &[&str]) -> String {

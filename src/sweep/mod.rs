@@ -452,11 +452,9 @@ fn parse_run(argv: &[String]) -> Result<Box<crate::cli::args::RunArgs>, String> 
     let command = crate::cli::scenario::apply(Cli::command(), argv)?;
     let matches = crate::cli::negative_numbers_are_values(command)
         .try_get_matches_from(argv)
-        .map_err(|e| {
-            let rendered = e.to_string();
-            let line = rendered.lines().next().unwrap_or("invalid arguments");
-            line.strip_prefix("error: ").unwrap_or(line).to_string()
-        })?;
+        // clap's hints kept: "did you mean", possible values, llmsurge's form of a
+        // vLLM flag (issue 38).
+        .map_err(|e| crate::cli::clap_line::one_line(&e))?;
     match Cli::from_arg_matches(&matches).map(|c| c.into_command()) {
         Ok(crate::cli::Command::Benchmark(crate::cli::BenchmarkCommand::Run(run))) => Ok(run),
         Ok(_) => Err("not a benchmark run command line".into()),

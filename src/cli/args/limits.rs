@@ -96,6 +96,11 @@ pub struct LimitArgs {
     #[arg(long, env = "LLMSURGE_REPEAT_COOLDOWN", value_parser = parse_duration, value_name = "DURATION")]
     pub repeat_cooldown: Option<Duration>,
 
+    /// `--repeat-cooldown` came from `LLMSURGE_REPEAT_COOLDOWN`, not the command line. Set
+    /// from the matches.
+    #[arg(skip)]
+    pub repeat_cooldown_from_env: bool,
+
     /// Run each benchmark until each named figure's 95% interval is within a fraction of
     /// it, e.g. "ttft_p99:5%,e2e_p50:3%" (figures: ttft|itl|tpot|e2e _p50|_p90|_p99|_mean,
     /// requests_per_s, output_tokens_per_s). The benchmark's limits still stop it first;
