@@ -728,11 +728,7 @@ async fn run(
         let Some((port, target)) = port_and_target(args) else {
             return exit_codes::RUN_FAILED;
         };
-        let command = args.serve_cmd.as_ref().map(|template| {
-            let label = label_of("--serve-params", args.serve_params.as_deref(), serve.index);
-            // Checked before the sweep started.
-            params::serve_command(template, &serve.params, port, &label).unwrap_or_default()
-        });
+        let command = server_command(args, serve, port);
         let server_log = serve_tag(serve).map(|t| out.join(format!("{t}.server.log")));
         // The last lines of this configuration's server log, for a failed row.
         let server_tail = || {
@@ -743,10 +739,7 @@ async fn run(
         };
         if args.dry_run {
             if let (Some(cmd), Some(s)) = (&command, serve_tag(serve)) {
-                crate::stdout::println(&format!(
-                    "server {s}: {}",
-                    terminal(&secrets::command(cmd))
-                ));
+                crate::stdout::println(&format!("server {s}: {}", terminal(&cmd.shown)));
             }
             if let Some(hook) = &args.after_bench_cmd {
                 crate::stdout::println(&format!(
@@ -1030,12 +1023,34 @@ enum Started {
     Interrupted,
 }
 
+/// A configuration's server command: as it runs, and as it may be shown.
+struct ServerCommand {
+    /// The command `sh -c` runs.
+    run: String,
+    /// The same with every secret hidden: credential-named flags and words, and the
+    /// values of credential-named parameters a `{key}` placeholder took in (a short
+    /// token is not registered, so only its name can hide it).
+    shown: String,
+}
+
+/// `serve`'s command on `port`, when the sweep starts servers.
+fn server_command(args: &SweepServeArgs, serve: &Serve, port: u16) -> Option<ServerCommand> {
+    let template = args.serve_cmd.as_ref()?;
+    let label = label_of("--serve-params", args.serve_params.as_deref(), serve.index);
+    // Checked before the sweep started.
+    let fill = |p: &Params| params::serve_command(template, p, port, &label).unwrap_or_default();
+    Some(ServerCommand {
+        run: fill(&serve.params),
+        shown: secrets::command(&fill(&secrets::params(&serve.params))),
+    })
+}
+
 /// Starts `cmd` (its output in `log`) through `exe`'s guard and waits until it is ready
 /// at `target`.
 async fn start_server(
     args: &SweepServeArgs,
     exe: &Path,
-    cmd: &str,
+    cmd: &ServerCommand,
     log: &Path,
     target: &str,
     signals: &mut Signals,
@@ -1044,9 +1059,9 @@ async fn start_server(
     crate::stdout::println(&format!(
         "{}: starting {}",
         log.display(),
-        terminal(&secrets::command(cmd))
+        terminal(&cmd.shown)
     ));
-    let mut srv = match Server::start(exe, cmd, log, args.stop_grace) {
+    let mut srv = match Server::start(exe, &cmd.run, log, args.stop_grace) {
         Ok(s) => s,
         Err(e) => {
             return Started::Failed {

@@ -713,18 +713,11 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
         let Some((port, target)) = super::port_and_target(sweep) else {
             return exit_codes::RUN_FAILED;
         };
-        let command = sweep.serve_cmd.as_ref().map(|template| {
-            let label = label_of("--serve-params", sweep.serve_params.as_deref(), serve.index);
-            // Checked before the sweep started.
-            super::params::serve_command(template, &serve.params, port, &label).unwrap_or_default()
-        });
+        let command = super::server_command(sweep, serve, port);
         let server_log = serve_tag(serve).map(|t| out.join(format!("{t}.server.log")));
         if sweep.dry_run {
             if let (Some(cmd), Some(s)) = (&command, serve_tag(serve)) {
-                crate::stdout::println(&format!(
-                    "server {s}: {}",
-                    terminal(&super::secrets::command(cmd))
-                ));
+                crate::stdout::println(&format!("server {s}: {}", terminal(&cmd.shown)));
             }
             for (b, bench) in benches
                 .iter()

@@ -342,14 +342,16 @@ fn a_secret_given_to_a_sweep_is_in_no_output() {
     let key = secret("server-key");
     // `:` takes the server-side words and does nothing; the mock requires the key.
     let serve_cmd = format!(
-        ": --api-key {} --server-key {{api_key}}; HF_TOKEN={} exec {EXE} mock-server --port {{port}}",
+        ": --api-key {} --server-key {{api_key}} --note {{token}}; HF_TOKEN={} exec {EXE} mock-server --port {{port}}",
         secret("serve-cmd-flag"),
         secret("serve-cmd-env")
     );
     let serve = dir.path().join("serve.json");
     std::fs::write(
         &serve,
-        serde_json::json!([{"api_key": secret("serve-param"), "require_api_key": key}]).to_string(),
+        // A short token, filled into a placeholder of the command: hidden by its name.
+        serde_json::json!([{"api_key": secret("serve-param"), "require_api_key": key, "token": SHORT}])
+            .to_string(),
     )
     .expect("serve.json");
     let entry = |n: u32| {
@@ -408,6 +410,10 @@ fn a_secret_given_to_a_sweep_is_in_no_output() {
     let (code, stdout, stderr) = sweep(&["--dry-run"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert_no_marker("sweep --dry-run", &stdout, &stderr, None);
+    assert!(
+        !stdout.contains(SHORT) && !stderr.contains(SHORT),
+        "{stdout}{stderr}"
+    );
     // What it does show: each setting's name.
     for shown in ["HF_TOKEN=", "--api-key", "Authorization:", "X-Gateway-Key"] {
         assert!(stdout.contains(shown), "{shown}: {stdout}");
