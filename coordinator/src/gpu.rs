@@ -158,6 +158,15 @@ impl GpuMetrics {
     /// One line for the console and HTML notes: power, energy and J per token.
     pub fn note(&self) -> String {
         let g = self;
+        // Every sample failed: no figure was measured, and zeros would read as one.
+        if g.gpus == 0 {
+            return format!(
+                "GPU ({}): nothing measured, {} samples failed ({})",
+                g.source,
+                g.failed_samples,
+                g.last_error.as_deref().unwrap_or("")
+            );
+        }
         let mut line = format!(
             "GPU ({}, {} GPU{}): mean power {:.0} W (max {:.0} W), energy {:.1} J{}",
             g.source,
