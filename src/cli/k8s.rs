@@ -171,7 +171,7 @@ pub fn k8s(command: &K8sCommand) -> i32 {
 /// A key in this shell that the pods will not get: the manifest never carries one, so
 /// without `--api-key-secret` every request of theirs goes without it (401s).
 fn key_left_behind(args: &JobArgs) -> Option<String> {
-    if args.api_key_secret.is_some() {
+    if args.api_key_secret.is_some() || sends_its_own_key(args) {
         return None;
     }
     let var = ["LLMSURGE_API_KEY", "OPENAI_API_KEY"]
@@ -184,6 +184,18 @@ fn key_left_behind(args: &JobArgs) -> Option<String> {
     ))
 }
 
+/// Whether the pods send a key of their own: an `Authorization` (or Anthropic's
+/// `x-api-key`) header read from `--header-secret`.
+fn sends_its_own_key(args: &JobArgs) -> bool {
+    run_env_with_secrets(&args.run_args, args.shards, args.header_secret.as_deref()).is_ok_and(
+        |env| {
+            env.secret_headers
+                .iter()
+                .any(|(_, _, key)| key == "authorization" || key == "x-api-key")
+        },
+    )
+}
+
 /// The whole output: header comment and YAML documents.
 pub fn render(args: &JobArgs, now: f64) -> Result<String, String> {
     // Checked here rather than by clap, whose message would not fit on one line.
@@ -193,6 +205,17 @@ pub fn render(args: &JobArgs, now: f64) -> Result<String, String> {
         .filter(|i| !i.trim().is_empty())
         .ok_or("--image is required: a container image with llmsurge on its PATH")?;
     let env = run_env_with_secrets(&args.run_args, args.shards, args.header_secret.as_deref())?;
+    // Both would reach every pod, whose run refuses a key beside an Authorization header.
+    if args.api_key_secret.is_some()
+        && env
+            .secret_headers
+            .iter()
+            .any(|(_, _, key)| key == "authorization")
+    {
+        return Err(
+            "--api-key-secret and the Authorization header of --backend-kwargs both give the pods a key, and every pod's run would refuse the pair: keep one".into(),
+        );
+    }
     if args.ca_secret.is_some() && env.plain.iter().any(|(n, _)| n == "LLMSURGE_CA_CERT") {
         return Err(
             "--ca-secret and --ca-cert both name the CA bundle: keep --ca-secret (a path of this host means nothing in the pods)"

@@ -192,6 +192,43 @@ fn k8s_job_warns_of_a_shell_key_that_would_not_reach_the_pods() {
     assert!(!stdout.contains(KEY), "{stdout}");
     let (code, _, stderr) = k8s_job(&[], &[]);
     assert_eq!((code, stderr.as_str()), (0, ""), "{stderr}");
+    // The key in an Authorization header read from a Secret: the pods send it, so no
+    // warning; that header beside --api-key-secret is a pair every pod would refuse.
+    let header = [
+        "--backend-kwargs",
+        r#"{"headers": {"Authorization": "Bearer x"}}"#,
+    ];
+    let job = |extra: &[&str]| {
+        let out = llmsurge()
+            .args([
+                "k8s",
+                "job",
+                "--now",
+                "1800000000",
+                "--image",
+                "reg/llmsurge:1",
+            ])
+            .args(["--header-secret", "gw-auth"])
+            .args(extra)
+            .args(["--", "--target", "http://vllm:8000", "--max-seconds", "60"])
+            .args(header)
+            .env("OPENAI_API_KEY", KEY)
+            .output()
+            .expect("llmsurge runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = job(&[]);
+    assert_eq!((code, stderr.as_str()), (Some(0), ""), "{stderr}");
+    let (code, stderr) = job(&["--api-key-secret", "llm-key"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--api-key-secret and the Authorization header")
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
 }
 
 /// Exit 2 and one `error:` line holding every one of `needles`.
