@@ -500,7 +500,24 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
     let has_y2 = c.y2.is_some() && c.series.iter().any(|s| s.right);
 
     let (xr_start, xr_end) = (xr.start, xr.end);
-    let x_dec = decimals(&ticks_of(&xr, X_TICKS));
+    // A count on x (streams, a server's slots): whole ticks, not 1.2, 1.4, ….
+    let whole_x = c.x_labels.is_none()
+        && c.series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .all(|x| x.fract() == 0.0);
+    let x_ticks = match c.x_labels.as_ref() {
+        Some(l) => l.len(),
+        None if whole_x && xr_end - xr_start <= X_TICKS as f64 => {
+            (xr_end - xr_start).floor() as usize + 1
+        }
+        None => X_TICKS,
+    };
+    let x_dec = if whole_x {
+        0
+    } else {
+        decimals(&ticks_of(&xr, X_TICKS))
+    };
     let y_dec = decimals(&ticks_of(&yr, Y_TICKS));
     let y2_dec = decimals(&ticks_of(&y2r, Y_TICKS));
     let x_labels = c.x_labels.clone();
@@ -513,6 +530,8 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
                 String::new()
             }
         }
+        // Whole ticks only on a count's axis: a half step would read as its neighbour.
+        None if whole_x && v.fract().abs() > 1e-9 => String::new(),
         None => tick(*v, x_dec),
     };
 
@@ -533,7 +552,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<
         .configure_mesh()
         .x_desc(c.x.label())
         .y_desc(c.y.label())
-        .x_labels(c.x_labels.as_ref().map_or(X_TICKS, Vec::len))
+        .x_labels(x_ticks)
         .y_labels(Y_TICKS)
         .x_label_formatter(&x_fmt)
         .y_label_formatter(&|v| tick(*v, y_dec))
@@ -738,6 +757,33 @@ mod tests {
         attrs[y..][..attrs[y..].find('"').expect("its end")]
             .parse()
             .expect("a number")
+    }
+
+    #[test]
+    fn a_count_on_x_gets_whole_ticks() {
+        let mut c = Chart::new(
+            "t",
+            "s",
+            "t",
+            super::super::Axis::new("streams", ""),
+            super::super::Axis::new("y", "ms"),
+        );
+        c.series.push(Series::new(
+            "a",
+            "#000000",
+            vec![(1.0, Some(100.0)), (2.0, Some(300.0))],
+        ));
+        let svg = svg(&c).expect("svg");
+        for half in ["1.2", "1.4", "1.5", "1.6", "1.8"] {
+            assert!(
+                !svg.contains(&format!(">\n{half}\n<")),
+                "{half} on the x axis"
+            );
+        }
+        assert!(
+            svg.contains(">\n1\n<") && svg.contains(">\n2\n<"),
+            "whole ticks"
+        );
     }
 
     #[test]
