@@ -650,22 +650,31 @@ fn provenance(report: &SweepReport) -> Vec<Intro> {
     intro
 }
 
-/// The lines under the sweep's table: each point's warnings and invalid-run lines, once
-/// per point, and why a point is off the curves and the front.
+/// The lines under the sweep's table: each warning and invalid-run line once, with the
+/// points that gave it (a server-wide one, such as a /metrics the server does not serve,
+/// is one line for every point of that server), and why a point is off the curves and
+/// the front.
 fn notes(report: &SweepReport) -> Vec<Intro> {
     let mut out = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
+    let mut warnings: Vec<(&str, Vec<&str>)> = Vec::new();
     for r in &report.rows {
         if seen.contains(&r.at.point.as_str()) {
             continue;
         }
         seen.push(&r.at.point);
         for w in &r.warnings {
-            out.push(Intro {
-                text: format!("{}: {w}", r.at.point),
-                code: None,
-            });
+            match warnings.iter_mut().find(|(text, _)| text == w) {
+                Some((_, points)) => points.push(&r.at.point),
+                None => warnings.push((w, vec![&r.at.point])),
+            }
         }
+    }
+    for (w, points) in warnings {
+        out.push(Intro {
+            text: format!("{}: {w}", points.join(", ")),
+            code: None,
+        });
     }
     for r in report
         .rows
