@@ -982,3 +982,45 @@ pub(super) fn write_tables_with(
     }
     put("html", html.as_bytes())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(point: &str, warnings: &[&str]) -> Row {
+        let at = Point {
+            point: point.into(),
+            serve_index: Some(0),
+            bench_index: 0,
+            serve_params: Map::new(),
+            bench_params: Map::new(),
+        };
+        let mut r = Row::new(at, Status::Ok, Outcome::Ok);
+        r.warnings = warnings.iter().map(|w| w.to_string()).collect();
+        r
+    }
+
+    #[test]
+    fn a_warning_several_points_gave_is_one_line_naming_them() {
+        let report = SweepReport {
+            serve_cmd: None,
+            provenance: Provenance::default(),
+            interrupted: false,
+            rows: vec![
+                row(
+                    "a",
+                    &["warning: /metrics answered 404", "warning: only a's"],
+                ),
+                row("b", &["warning: /metrics answered 404"]),
+            ],
+        };
+        let lines: Vec<String> = notes(&report).into_iter().map(|n| n.text).collect();
+        assert_eq!(
+            lines,
+            [
+                "a, b: warning: /metrics answered 404",
+                "a: warning: only a's"
+            ]
+        );
+    }
+}
