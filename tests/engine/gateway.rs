@@ -207,7 +207,8 @@ fn both_routes_refusing_the_key_point_at_the_key_not_the_health_path() {
         assert!(
             line.contains(
                 "GET /health answered 401 Unauthorized and GET /v1/models answered 401 Unauthorized"
-            ) && line.contains("pass --api-key")
+            ) && (line.contains("pass --api-key")
+                || line.contains("pass the right key with --api-key"))
                 && !line.contains("--health-path"),
             "{line}"
         );
