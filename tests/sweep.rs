@@ -956,7 +956,11 @@ fn sweep_serve_a_key_among_the_serve_params_is_in_no_output() {
     let serve = write(
         dir.path(),
         "serve.json",
-        &format!(r#"[{{"require_api_key": "{KEY}", "ttft_ms": 2}}]"#),
+        // Two servers whose outputs show the same parameters (the key hidden): the
+        // charts must still tell them apart.
+        &format!(
+            r#"[{{"require_api_key": "{KEY}", "ttft_ms": 2}}, {{"require_api_key": "{KEY}", "ttft_ms": 2}}]"#
+        ),
     );
     // A key of the server's own (vLLM's `api_key`), not the benchmark's: only its
     // parameter's name says it is one.
@@ -995,4 +999,14 @@ fn sweep_serve_a_key_among_the_serve_params_is_in_no_output() {
         "{}",
         texts[3]
     );
+    // Each server's points are its own lines, named by the server: never one line
+    // through both servers' points because their shown parameters are equal.
+    let labels: Vec<String> = page_charts(&texts[6])
+        .iter()
+        .flat_map(|c| c["series"].as_array().cloned().unwrap_or_default())
+        .filter_map(|s| s["label"].as_str().map(str::to_string))
+        .collect();
+    for server in ["server=s0", "server=s1"] {
+        assert!(labels.iter().any(|l| l.contains(server)), "{server}: {labels:?}");
+    }
 }

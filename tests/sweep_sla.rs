@@ -54,6 +54,7 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
         .arg("--sla-params")
         .arg(&slas)
         .args(["--sla-precision", "3%", "--ready-timeout", "60s"])
+        .args(["--chart-images", "svg"])
         .arg("--output-dir")
         .arg(&out_dir)
         // Each load runs 3 s and measures the last 2: the first second is the ramp up to
@@ -160,6 +161,71 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
     ] {
         let text = std::fs::read_to_string(out_dir.join(f)).expect(f);
         assert!(text.contains("s1-b0") && text.contains(&sla), "{f}: {text}");
+    }
+    // What ran, as sweep serve's report says it: version, the flags after --, the model
+    // the runs named, the host and the times.
+    let sync = llmsurge::report::Report::load(&out_dir.join("s0-b0/synchronous/benchmarks.json"))
+        .expect("a load's report");
+    assert_eq!(report["llmsurge_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(report["models"], serde_json::json!([sync.target.model]));
+    let flags: Vec<&str> = report["shared_flags"]
+        .as_array()
+        .expect("shared_flags")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(flags[..2], ["--max-seconds", "3"], "{report}");
+    for key in ["host", "started_at", "ended_at"] {
+        assert!(report[key].as_str().is_some_and(|v| !v.is_empty()), "{key}: {report}");
+    }
+    let md = std::fs::read_to_string(out_dir.join("sla.md")).expect("sla.md");
+    assert!(md.contains(&format!("llmsurge {}", env!("CARGO_PKG_VERSION"))), "{md}");
+    // One chart per SLA: each point's probes in the order they ran, the failing ones
+    // again on a series of their own; the image files too.
+    let html = std::fs::read_to_string(out_dir.join("sla.html")).expect("sla.html");
+    let charts = crate::sweep::page_charts(&html);
+    for (k, t) in [14, 16].iter().enumerate() {
+        let id = format!("sla-probes-{}", k + 1);
+        let chart = charts
+            .iter()
+            .find(|c| c["id"] == id.as_str())
+            .unwrap_or_else(|| panic!("{id} among {charts:#?}"));
+        assert!(out_dir.join(format!("charts/{id}.svg")).is_file(), "{id}.svg");
+        let series = chart["series"].as_array().expect("series");
+        let ys = |s: &Value| -> Vec<f64> {
+            s["points"]
+                .as_array()
+                .expect("points")
+                .iter()
+                .filter_map(|p| p[1].as_f64())
+                .collect()
+        };
+        let mut failing = Vec::new();
+        for x in ["0.5", "0.25"] {
+            let point = if x == "0.5" { "s0-b0" } else { "s1-b0" };
+            let row = rows
+                .iter()
+                .find(|r| r["point"] == point && r["sla"] == format!("tpot_p50<={t}ms").as_str())
+                .expect("row");
+            let probes = row["probes"].as_array().expect("probes");
+            let line = series
+                .iter()
+                .find(|s| s["label"] == format!("itl_ms_per_active={x}").as_str())
+                .unwrap_or_else(|| panic!("{point}'s line in {chart:#}"));
+            let values: Vec<f64> = probes.iter().filter_map(|p| p["value"].as_f64()).collect();
+            assert_eq!(ys(line), values, "{point}: {chart:#}");
+            failing.extend(
+                probes
+                    .iter()
+                    .filter(|p| p["passed"] == false)
+                    .filter_map(|p| p["value"].as_f64()),
+            );
+        }
+        let marked = series
+            .iter()
+            .find(|s| s["label"] == "failed the SLA")
+            .expect("the failing probes");
+        assert_eq!(ys(marked), failing, "{chart:#}");
     }
 }
 

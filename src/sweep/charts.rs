@@ -7,7 +7,7 @@
 //! keep up with) is drawn apart, as a grey marker named in the chart's notes, and is
 //! never on the front.
 
-use super::filter::{Cell, Filter, cell};
+use super::filter::{Cell, Filter, SERVER, cell};
 use super::report::{GPU_FIGURES, Outcome, Row, unit};
 use crate::report::across_runs::FIGURES;
 use crate::report::charts::pareto::{self, PerUser};
@@ -54,15 +54,31 @@ pub(super) fn params(rows: &[Row]) -> Vec<String> {
     out
 }
 
-/// The parameters whose value differs between rows (a missing one counts as a value).
+/// The parameters whose value differs between rows (a missing one counts as a value),
+/// led by [`SERVER`] when two servers differ only in what no output shows (a secret).
 pub fn varied(rows: &[Row]) -> Vec<String> {
-    params(rows)
+    let mut varied: Vec<String> = params(rows)
         .into_iter()
         .filter(|k| {
             let first = cell_text(rows.first(), k);
             rows.iter().any(|r| cell_text(Some(r), k) != first)
         })
-        .collect()
+        .collect();
+    let shown = |r: &Row| -> Vec<Option<String>> {
+        varied
+            .iter()
+            .filter(|k| k.starts_with("serve."))
+            .map(|k| cell_text(Some(r), k))
+            .collect()
+    };
+    let hidden_apart = rows.iter().any(|a| {
+        rows.iter()
+            .any(|b| a.at.server != b.at.server && shown(a) == shown(b))
+    });
+    if hidden_apart {
+        varied.insert(0, SERVER.to_string());
+    }
+    varied
 }
 
 fn cell_text(row: Option<&Row>, key: &str) -> Option<String> {
@@ -75,6 +91,9 @@ fn cell_text(row: Option<&Row>, key: &str) -> Option<String> {
 /// `key` as the rows name it: `serve.KEY`/`bench.KEY` as given, a bare key as the
 /// serve parameter if any row has one, else the bench one.
 pub fn qualify(rows: &[Row], key: &str) -> Option<String> {
+    if key == SERVER && rows.iter().any(|r| r.at.server.is_some()) {
+        return Some(key.to_string());
+    }
     let all = params(rows);
     if all.iter().any(|k| k == key) {
         return Some(key.to_string());
@@ -87,7 +106,7 @@ pub fn qualify(rows: &[Row], key: &str) -> Option<String> {
 
 /// A row's label: the varied parameters (but `skip`) and its benchmark when a point ran
 /// several.
-fn label(row: &Row, varied: &[String], skip: Option<&str>, benchmark: bool) -> String {
+pub(super) fn label(row: &Row, varied: &[String], skip: Option<&str>, benchmark: bool) -> String {
     let mut parts: Vec<String> = varied
         .iter()
         .filter(|k| Some(k.as_str()) != skip)

@@ -42,9 +42,15 @@ pub enum Cell {
     Text(String),
 }
 
-/// A row's value of `key`: `serve.K`, `bench.K`, a bare K (serve, then bench), or a
-/// figure.
+/// The key of a point's server configuration (its name, else `s{S}`).
+pub const SERVER: &str = "server";
+
+/// A row's value of `key`: `serve.K`, `bench.K`, a bare K (serve, then bench), a
+/// figure, or [`SERVER`].
 pub fn cell(row: &Row, key: &str) -> Option<Cell> {
+    if key == SERVER {
+        return row.at.server.clone().map(Cell::Text);
+    }
     let param = |v: &Value| match v {
         Value::Number(n) => n.as_f64().map(Cell::Num),
         Value::String(s) => Some(s.trim().parse().map_or(Cell::Text(s.clone()), Cell::Num)),
@@ -149,6 +155,7 @@ mod tests {
         let at = crate::sweep::report::Point {
             point: "s0-b0".into(),
             serve_index: Some(0),
+            server: Some("s0".into()),
             bench_index: 0,
             serve_params: serde_json::from_str(serve).expect("json"),
             bench_params: serde_json::from_str(bench).expect("json"),

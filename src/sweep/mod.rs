@@ -124,6 +124,7 @@ fn chart_spec(
                 let at = Point {
                     point: String::new(),
                     serve_index: s.index,
+                    server: serve_tag(s),
                     bench_index: 0,
                     serve_params: s.params.clone(),
                     bench_params: b.params.clone(),
@@ -173,13 +174,20 @@ fn chart_spec(
             },
         },
     };
+    Ok(charts::ChartSpec {
+        curve_by,
+        filter,
+        gpus,
+        images: image_formats(&args.chart_images)?,
+    })
+}
+
+/// `--chart-images`: the image formats the charts are also written as.
+fn image_formats(
+    values: &[String],
+) -> Result<Vec<crate::report::charts::draw::ImageFormat>, UsageError> {
     let mut images = Vec::new();
-    for f in args
-        .chart_images
-        .iter()
-        .map(|f| f.trim())
-        .filter(|f| !f.is_empty())
-    {
+    for f in values.iter().map(|f| f.trim()).filter(|f| !f.is_empty()) {
         images.push(match f {
             "png" => crate::report::charts::draw::ImageFormat::Png,
             "svg" => crate::report::charts::draw::ImageFormat::Svg,
@@ -190,12 +198,7 @@ fn chart_spec(
             }
         });
     }
-    Ok(charts::ChartSpec {
-        curve_by,
-        filter,
-        gpus,
-        images,
-    })
+    Ok(images)
 }
 
 /// Loads and checks every configuration before anything starts.
@@ -496,6 +499,7 @@ fn point_of(serve: &Serve, bench: usize, benches: &[Bench]) -> Point {
     Point {
         point: point_name(serve, bench, benches),
         serve_index: serve.index,
+        server: serve_tag(serve),
         bench_index: bench,
         // As every output shows them: a credential-named value of any length hidden.
         serve_params: secrets::params(&serve.params),
@@ -673,15 +677,7 @@ async fn run(
     let out = &args.output_dir;
     let mut sweep = SweepReport {
         serve_cmd: args.serve_cmd.as_deref().map(secrets::command),
-        provenance: report::Provenance {
-            llmsurge_version: env!("CARGO_PKG_VERSION").into(),
-            // As one command line: a flag's value is hidden by the flag before it.
-            shared_flags: secrets::argv(&args.common),
-            models: Vec::new(),
-            host: sysinfo::System::host_name().unwrap_or_default(),
-            started_at: now_rfc3339(),
-            ended_at: now_rfc3339(),
-        },
+        provenance: report::Provenance::now(args),
         interrupted: false,
         rows: Vec::new(),
     };
@@ -703,7 +699,7 @@ async fn run(
                     let mut t = row_template(b);
                     t.status = Status::Resumed;
                     t.exit_code = Some(code);
-                    add_models(&mut sweep, &report);
+                    sweep.provenance.add_model(&report.target.model);
                     sweep.rows.extend(report::rows_of(&t, &report, &dir));
                     crate::stdout::println(&format!(
                         "{}: complete, skipped (--resume)",
@@ -875,7 +871,7 @@ async fn run(
                     match crate::report::json::Report::load(&dir.join("benchmarks.json")) {
                         Ok(report) if complete => {
                             row.status = Status::Ok;
-                            add_models(&mut sweep, &report);
+                            sweep.provenance.add_model(&report.target.model);
                             let mut rows = report::rows_of(&row, &report, &dir);
                             // Reasons `benchmark run` gave that its report does not show:
                             // every row of the point carries them.
@@ -996,19 +992,6 @@ fn outcomes(rows: &[Row]) -> String {
     let mut names: Vec<&str> = rows.iter().map(|r| r.outcome.name()).collect();
     names.dedup();
     names.join(", ")
-}
-
-/// Adds the model a point's report names to the sweep's provenance.
-fn add_models(sweep: &mut SweepReport, report: &crate::report::json::Report) {
-    let model = &report.target.model;
-    if !model.is_empty() && !sweep.provenance.models.contains(model) {
-        sweep.provenance.models.push(model.clone());
-    }
-}
-
-/// Now, as RFC 3339 UTC to the second.
-fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// How starting a configuration's server went.
@@ -1272,7 +1255,7 @@ fn invalid_why(benchmarks: &[llmsurge_coordinator::BenchmarkResult], dir: &Path)
 
 /// Writes the sweep report as it stands (its end time now).
 fn write_report(out: &Path, sweep: &mut SweepReport, spec: &charts::ChartSpec) {
-    sweep.provenance.ended_at = now_rfc3339();
+    sweep.provenance.touch();
     let charts = charts::charts(&sweep.rows, spec);
     if let Err(e) = report::write(out, sweep, &charts, &spec.images) {
         crate::stdout::eprintln(&format!(

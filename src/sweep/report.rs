@@ -135,6 +135,10 @@ pub struct Point {
     /// Index of its serve configuration (absent without `--serve-cmd`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub serve_index: Option<usize>,
+    /// Its serve configuration's name, else `s{S}` (absent without `--serve-cmd`): what
+    /// tells two servers apart when only a hidden (secret) parameter differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// Index of its benchmark configuration.
     pub bench_index: usize,
     /// The serve configuration's parameters.
@@ -294,6 +298,74 @@ pub struct Provenance {
     pub started_at: String,
     /// When the report was last written (RFC 3339, UTC): the sweep's end once it ended.
     pub ended_at: String,
+}
+
+impl Provenance {
+    /// The provenance of a sweep starting now with `args`.
+    pub fn now(args: &crate::cli::args::SweepServeArgs) -> Self {
+        Provenance {
+            llmsurge_version: env!("CARGO_PKG_VERSION").into(),
+            // As one command line: a flag's value is hidden by the flag before it.
+            shared_flags: super::secrets::argv(&args.common),
+            models: Vec::new(),
+            host: sysinfo::System::host_name().unwrap_or_default(),
+            started_at: now_rfc3339(),
+            ended_at: now_rfc3339(),
+        }
+    }
+
+    /// Adds the model a point's report names.
+    pub fn add_model(&mut self, model: &str) {
+        if !model.is_empty() && !self.models.iter().any(|m| m == model) {
+            self.models.push(model.to_string());
+        }
+    }
+
+    /// Marks the report written now (the sweep's end once it ended).
+    pub fn touch(&mut self) {
+        self.ended_at = now_rfc3339();
+    }
+
+    /// The paragraphs above a sweep's table: what ran, where and when.
+    pub(super) fn intro(&self, serve_cmd: Option<&str>, interrupted: bool) -> Vec<Intro> {
+        let mut intro = vec![Intro {
+            text: format!(
+                "llmsurge {} on {}, from {} to {}{}.",
+                self.llmsurge_version,
+                self.host,
+                self.started_at,
+                self.ended_at,
+                if interrupted { " (interrupted)" } else { "" }
+            ),
+            code: None,
+        }];
+        if !self.models.is_empty() {
+            intro.push(Intro {
+                text: format!("Model: {}", self.models.join(", ")),
+                code: None,
+            });
+        }
+        if let Some(cmd) = serve_cmd {
+            intro.push(Intro {
+                text: "Server command: ".into(),
+                code: Some(cmd.to_string()),
+            });
+        }
+        intro.push(Intro {
+            text: "Flags every point got (after --): ".into(),
+            code: Some(if self.shared_flags.is_empty() {
+                "(none)".into()
+            } else {
+                self.shared_flags.join(" ")
+            }),
+        });
+        intro
+    }
+}
+
+/// Now, as RFC 3339 UTC to the second.
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// How one run of `--after-bench-cmd` ended.
@@ -603,44 +675,12 @@ fn table(report: &SweepReport, csv: bool) -> (Vec<String>, Vec<Vec<String>>, Vec
 /// The lower bounds a row may have ([`Row::lower_bounds`]), in table order.
 const LOWER_BOUNDS: [&str; 2] = ["ttft_p99", "e2e_p99"];
 
-/// The paragraphs above the sweep's table: what ran, where and when.
+/// The paragraphs above the sweep's table: what ran, where and when, and how `--repeat`
+/// rows read.
 fn provenance(report: &SweepReport) -> Vec<Intro> {
-    let p = &report.provenance;
-    let mut intro = vec![Intro {
-        text: format!(
-            "llmsurge {} on {}, from {} to {}{}.",
-            p.llmsurge_version,
-            p.host,
-            p.started_at,
-            p.ended_at,
-            if report.interrupted {
-                " (interrupted)"
-            } else {
-                ""
-            }
-        ),
-        code: None,
-    }];
-    if !p.models.is_empty() {
-        intro.push(Intro {
-            text: format!("Model: {}", p.models.join(", ")),
-            code: None,
-        });
-    }
-    if let Some(cmd) = &report.serve_cmd {
-        intro.push(Intro {
-            text: "Server command: ".into(),
-            code: Some(cmd.clone()),
-        });
-    }
-    intro.push(Intro {
-        text: "Flags every point got (after --): ".into(),
-        code: Some(if p.shared_flags.is_empty() {
-            "(none)".into()
-        } else {
-            p.shared_flags.join(" ")
-        }),
-    });
+    let mut intro = report
+        .provenance
+        .intro(report.serve_cmd.as_deref(), report.interrupted);
     if report.rows.iter().any(|r| r.runs.is_some()) {
         intro.push(Intro {
             text: "With --repeat a row's figures are the mean of its runs, ± their sample standard deviation.".into(),
@@ -718,16 +758,7 @@ pub fn write(
     images: &[crate::report::charts::draw::ImageFormat],
 ) -> std::io::Result<()> {
     let json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
-    if !images.is_empty() {
-        let dir = dir.join("charts");
-        std::fs::create_dir_all(&dir)?;
-        for format in images {
-            let (_, failed) = crate::report::charts::draw::write_images(charts, *format, &dir);
-            if let Some((path, e)) = failed.first() {
-                return Err(std::io::Error::other(format!("{}: {e}", path.display())));
-            }
-        }
-    }
+    write_images(dir, charts, images)?;
     let (header, cells, ours) = table(report, false);
     let (csv_header, csv_cells, csv_ours) = table(report, true);
     let failed: Vec<bool> = report.rows.iter().map(|r| !r.outcome.measured()).collect();
@@ -752,6 +783,26 @@ pub fn write(
         &notes(report),
         charts,
     )
+}
+
+/// Writes `charts` as each of `images` under `dir/charts` (`--chart-images`).
+pub(super) fn write_images(
+    dir: &Path,
+    charts: &[crate::report::charts::Chart],
+    images: &[crate::report::charts::draw::ImageFormat],
+) -> std::io::Result<()> {
+    if images.is_empty() {
+        return Ok(());
+    }
+    let dir = dir.join("charts");
+    std::fs::create_dir_all(&dir)?;
+    for format in images {
+        let (_, failed) = crate::report::charts::draw::write_images(charts, *format, &dir);
+        if let Some((path, e)) = failed.first() {
+            return Err(std::io::Error::other(format!("{}: {e}", path.display())));
+        }
+    }
+    Ok(())
 }
 
 /// The sweep's table for the console: the point, its outcome, its benchmark and a few
@@ -991,6 +1042,7 @@ mod tests {
         let at = Point {
             point: point.into(),
             serve_index: Some(0),
+            server: Some("s0".into()),
             bench_index: 0,
             serve_params: Map::new(),
             bench_params: Map::new(),

@@ -8,15 +8,18 @@
 //! (`synchronous`, `throughput`, `rate-12.5`, `concurrency-8`), and the SLA report
 //! `sla.{json,csv,md,html}` beside the points.
 
-use super::report::{Intro, ParamColumns, Point, Status, Table};
+use super::report::{Intro, Outcome, ParamColumns, Point, Provenance, Row, Status, Table};
 use super::{
-    Bench, Ended, Serve, Signals, Started, TAIL_LINES, between_benchmarks, invalid_why, label_of,
+    Bench, Ended, Serve, Signals, Started, TAIL_LINES, between_benchmarks, charts, invalid_why,
+    label_of,
     point_name, point_of, run_point, serve_tag, server, start_server,
 };
 use crate::cli::args::{SlaVariable, SweepServeSlaArgs};
 use crate::cli::{UsageError, usage_error};
 use crate::exit_codes;
 use crate::report::across_runs::{FIGURES, figure};
+use crate::report::charts::draw::ImageFormat;
+use crate::report::charts::{Axis, Chart, PALETTE, Series};
 use llmsurge_coordinator::profiles::{CapacitySearch, SearchVariable};
 use llmsurge_coordinator::{BenchmarkResult, Slo, Strategy};
 use llmsurge_proto::inert::terminal;
@@ -232,6 +235,9 @@ pub struct SlaReport {
     /// The server command template, when the sweep started servers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub serve_cmd: Option<String>,
+    /// What ran.
+    #[serde(flatten)]
+    pub provenance: Provenance,
     /// What the searches varied.
     pub variable: SlaVariable,
     /// The precision of each search.
@@ -344,15 +350,12 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
         ));
     }
     let s = &args.sweep;
-    if !s.curve_by.is_empty()
-        || s.filter.is_some()
-        || s.gpus.is_some()
-        || !s.chart_images.is_empty()
-    {
+    if !s.curve_by.is_empty() || s.filter.is_some() || s.gpus.is_some() {
         return Err(UsageError(
-            "--curve-by, --filter, --gpus and --chart-images draw sweep serve's charts; sweep serve-sla has none".into(),
+            "--curve-by, --filter and --gpus shape sweep serve's charts; sweep serve-sla draws each SLA's probes".into(),
         ));
     }
+    super::image_formats(&s.chart_images)?;
     let owned = |f: &str| {
         ["--profile", "--rate"]
             .iter()
@@ -422,6 +425,8 @@ struct Ctx<'a> {
     /// Benchmarks run and read back (`--resume`) since the report last counted them.
     measured: usize,
     resumed: usize,
+    /// The models the loads' reports named, for the report's provenance.
+    models: Vec<String>,
 }
 
 impl Ctx<'_> {
@@ -451,6 +456,7 @@ impl Ctx<'_> {
         if self.args.sweep.resume {
             match super::resumable(&dir, &inputs) {
                 Ok((report, _)) => {
+                    self.models.push(report.target.model.clone());
                     if let Some(r) = report.benchmarks.into_iter().next() {
                         self.resumed += 1;
                         return Measured::Ok(Box::new(r), None);
@@ -504,6 +510,9 @@ impl Ctx<'_> {
                 let complete = matches!(code, 0 | 3 | 4 | 5);
                 super::mark_point(&dir, complete, code, &inputs);
                 let report = crate::report::json::Report::load(&dir.join("benchmarks.json"));
+                if let Ok(r) = &report {
+                    self.models.push(r.target.model.clone());
+                }
                 match report
                     .ok()
                     .filter(|_| complete)
@@ -675,8 +684,11 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
         Err(code) => return code,
     };
     let out = &sweep.output_dir;
+    // Checked with the other inputs before anything started.
+    let images = super::image_formats(&sweep.chart_images).unwrap_or_default();
     let mut report = SlaReport {
         serve_cmd: sweep.serve_cmd.as_deref().map(super::secrets::command),
+        provenance: Provenance::now(sweep),
         variable: args.sla_variable,
         precision: args.sla_precision,
         slas: slas.iter().map(|s| s.text.clone()).collect(),
@@ -756,7 +768,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                 Started::Failed { error, log_tail } => {
                     fail_all(&mut report, 0, &error, &log_tail);
                     any_failed = true;
-                    write_report(out, &report);
+                    write_report(out, &mut report, &images);
                     continue;
                 }
             }
@@ -770,6 +782,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
             ran: 0,
             measured: 0,
             resumed: 0,
+            models: Vec::new(),
         };
         let server_tail = || {
             server_log
@@ -804,6 +817,9 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                 &mut signals,
             )
             .await;
+            for m in ctx.models.drain(..) {
+                report.provenance.add_model(&m);
+            }
             match stop {
                 None => {
                     any_failed |= rows.iter().any(|r| r.status.failed());
@@ -828,7 +844,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
                     any_failed = true;
                     report.benchmarks_run += ctx.measured;
                     report.benchmarks_resumed += ctx.resumed;
-                    write_report(out, &report);
+                    write_report(out, &mut report, &images);
                     break;
                 }
                 Some(Measured::Failed(why)) => {
@@ -846,7 +862,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
             report.benchmarks_resumed += ctx.resumed;
             ctx.measured = 0;
             ctx.resumed = 0;
-            write_report(out, &report);
+            write_report(out, &mut report, &images);
             if interrupted {
                 break;
             }
@@ -866,7 +882,7 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
     if sweep.dry_run {
         return exit_codes::OK;
     }
-    write_report(out, &report);
+    write_report(out, &mut report, &images);
     crate::stdout::println(&format!("SLA report: {}", out.join("sla.json").display()));
     if report.interrupted {
         130
@@ -881,8 +897,9 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
 /// fell behind).
 const ACHIEVED: &str = "requests_per_s";
 
-fn write_report(out: &Path, report: &SlaReport) {
-    if let Err(e) = write(out, report) {
+fn write_report(out: &Path, report: &mut SlaReport, images: &[ImageFormat]) {
+    report.provenance.touch();
+    if let Err(e) = write(out, report, images) {
         crate::stdout::eprintln(&format!(
             "error: cannot write the SLA report in {}: {e}",
             out.display()
@@ -954,8 +971,67 @@ fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
     (header, cells, ours)
 }
 
-/// Writes `sla.json`, `sla.csv`, `sla.md` and `sla.html` into `dir` (each atomically).
-pub fn write(dir: &Path, report: &SlaReport) -> std::io::Result<()> {
+/// One chart per SLA: each point's search, the load of every probe in the order it ran,
+/// the failing probes marked apart (a search that closes in on its boundary zigzags
+/// between them and the passing ones).
+fn probe_charts(report: &SlaReport) -> Vec<Chart> {
+    let (name, unit) = match report.variable {
+        SlaVariable::Rate => ("offered request rate", "requests/s"),
+        SlaVariable::Concurrency => ("concurrency", "streams"),
+    };
+    // Labelled as the sweep's curves: by the parameters that tell the points apart.
+    let rows: Vec<Row> = report
+        .rows
+        .iter()
+        .map(|r| Row::new(r.at.clone(), Status::Ok, Outcome::Ok))
+        .collect();
+    let varied = charts::varied(&rows);
+    let mut out = Vec::new();
+    for (k, sla) in report.slas.iter().enumerate() {
+        let mut chart = Chart::new(
+            &format!("sla-probes-{}", k + 1),
+            "charts-sla",
+            &format!("The search for {sla}"),
+            Axis::new("probe, in the order run", ""),
+            Axis::new(name, unit),
+        );
+        let mut failing = Vec::new();
+        let mut answers = Vec::new();
+        for (row, shown) in report.rows.iter().zip(&rows).filter(|(r, _)| r.sla == *sla) {
+            let label = charts::label(shown, &varied, None, false);
+            let probes = || row.probes.iter().enumerate().map(|(n, p)| ((n + 1) as f64, p));
+            failing.extend(probes().filter(|(_, p)| !p.passed).map(|(n, p)| (n, Some(p.value))));
+            let color = PALETTE[chart.series.len() % PALETTE.len()];
+            let points: Vec<(f64, Option<f64>)> = probes().map(|(n, p)| (n, Some(p.value))).collect();
+            if points.is_empty() {
+                continue;
+            }
+            chart.series.push(Series::new(label.as_str(), color, points));
+            answers.push(format!(
+                "{label}: {}",
+                row.answer
+                    .map_or("no answer".into(), |a| format!("{} {unit}", significant(a, 4)))
+            ));
+        }
+        if chart.series.is_empty() {
+            continue;
+        }
+        if !failing.is_empty() {
+            let mut marks = Series::new("failed the SLA", "#000000", failing);
+            marks.line = false;
+            chart.series.push(marks);
+        }
+        chart.notes.push(format!("Answers: {}.", answers.join("; ")));
+        out.push(chart);
+    }
+    out
+}
+
+/// Writes `sla.json`, `sla.csv`, `sla.md` and `sla.html` into `dir` (each atomically),
+/// and the charts of the probes as `images` under `dir/charts`.
+pub fn write(dir: &Path, report: &SlaReport, images: &[ImageFormat]) -> std::io::Result<()> {
+    let charts = probe_charts(report);
+    super::report::write_images(dir, &charts, images)?;
     let json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
     let (header, cells, ours) = table(report);
     let failed: Vec<bool> = report.rows.iter().map(|r| r.status.failed()).collect();
@@ -977,12 +1053,11 @@ pub fn write(dir: &Path, report: &SlaReport) -> std::io::Result<()> {
         ),
         code: None,
     }];
-    if let Some(cmd) = &report.serve_cmd {
-        intro.push(Intro {
-            text: "Server command: ".into(),
-            code: Some(cmd.clone()),
-        });
-    }
+    intro.extend(
+        report
+            .provenance
+            .intro(report.serve_cmd.as_deref(), report.interrupted),
+    );
     super::report::write_tables(
         dir,
         "sla",
@@ -995,7 +1070,7 @@ pub fn write(dir: &Path, report: &SlaReport) -> std::io::Result<()> {
             ours: &ours,
             failed: &failed,
         },
-        &[],
+        &charts,
     )
 }
 

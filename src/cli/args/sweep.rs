@@ -88,8 +88,9 @@ pub struct SweepServeArgs {
     pub output_dir: PathBuf,
 
     /// The sweep page's curves: each headline figure against these parameters
-    /// (serve.KEY, bench.KEY or a bare KEY; repeat or separate with commas). Default:
-    /// every parameter whose value varies.
+    /// (serve.KEY, bench.KEY, a bare KEY, or `server`; repeat or separate with commas).
+    /// Default: a few figures against the parameters that vary within a server's curve
+    /// (the load).
     #[arg(
         long,
         env = "LLMSURGE_CURVE_BY",
@@ -110,7 +111,8 @@ pub struct SweepServeArgs {
     #[arg(long, env = "LLMSURGE_GPUS", value_name = "N|PARAM")]
     pub gpus: Option<String>,
 
-    /// The sweep page's charts also as image files in DIR/charts/: png, svg or both.
+    /// The sweep page's charts (serve-sla: each SLA's probes) also as image files in
+    /// DIR/charts/: png, svg or both.
     #[arg(
         long,
         env = "LLMSURGE_CHART_IMAGES",
