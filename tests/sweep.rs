@@ -1007,6 +1007,9 @@ fn sweep_serve_a_key_among_the_serve_params_is_in_no_output() {
         .filter_map(|s| s["label"].as_str().map(str::to_string))
         .collect();
     for server in ["server=s0", "server=s1"] {
-        assert!(labels.iter().any(|l| l.contains(server)), "{server}: {labels:?}");
+        assert!(
+            labels.iter().any(|l| l.contains(server)),
+            "{server}: {labels:?}"
+        );
     }
 }

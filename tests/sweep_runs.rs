@@ -161,6 +161,16 @@ fn sweep_resume_runs_again_exactly_the_points_whose_inputs_changed() {
     // Nothing changed: nothing runs, no server starts.
     let servers = groups(d).len();
     resume(&serve(5), &bench(3), &shared, &[], "");
+    // The same flags in another order, one written `--flag=value`: the same runs.
+    let reordered = [
+        "--random-seed",
+        "7",
+        "--max-dispatch-lag=10s",
+        "--data",
+        "prompt_tokens=16,output_tokens=4",
+    ];
+    assert_eq!(shared.len(), reordered.len() + 1, "{shared:?}");
+    resume(&serve(5), &bench(3), &reordered, &[], "");
     assert_eq!(groups(d).len(), servers, "a server started");
     // A variable every point's run reads (a CI job's) changed: every point runs again.
     let out = sweep_env(

@@ -176,10 +176,16 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
         .collect();
     assert_eq!(flags[..2], ["--max-seconds", "3"], "{report}");
     for key in ["host", "started_at", "ended_at"] {
-        assert!(report[key].as_str().is_some_and(|v| !v.is_empty()), "{key}: {report}");
+        assert!(
+            report[key].as_str().is_some_and(|v| !v.is_empty()),
+            "{key}: {report}"
+        );
     }
     let md = std::fs::read_to_string(out_dir.join("sla.md")).expect("sla.md");
-    assert!(md.contains(&format!("llmsurge {}", env!("CARGO_PKG_VERSION"))), "{md}");
+    assert!(
+        md.contains(&format!("llmsurge {}", env!("CARGO_PKG_VERSION"))),
+        "{md}"
+    );
     // One chart per SLA: each point's probes in the order they ran, the failing ones
     // again on a series of their own; the image files too.
     let html = std::fs::read_to_string(out_dir.join("sla.html")).expect("sla.html");
@@ -190,7 +196,10 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
             .iter()
             .find(|c| c["id"] == id.as_str())
             .unwrap_or_else(|| panic!("{id} among {charts:#?}"));
-        assert!(out_dir.join(format!("charts/{id}.svg")).is_file(), "{id}.svg");
+        assert!(
+            out_dir.join(format!("charts/{id}.svg")).is_file(),
+            "{id}.svg"
+        );
         let series = chart["series"].as_array().expect("series");
         let ys = |s: &Value| -> Vec<f64> {
             s["points"]

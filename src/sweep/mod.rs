@@ -595,7 +595,7 @@ fn changes(recorded: Option<&serde_json::Value>, now: &serde_json::Value) -> Vec
         ("llmsurge_version", "llmsurge version"),
     ] {
         let (was, is) = (recorded.get(key), now.get(key));
-        if was == is {
+        if was == is || (key == "shared_flags" && flag_groups(was) == flag_groups(is)) {
             continue;
         }
         match (
@@ -617,6 +617,30 @@ fn changes(recorded: Option<&serde_json::Value>, now: &serde_json::Value) -> Vec
         }
     }
     out
+}
+
+/// Command-line words as a sorted list of flags, each with its values (`--k=v` as `--k`
+/// `v`): flags given in another order, or with `=`, run the same benchmark.
+fn flag_groups(words: Option<&serde_json::Value>) -> Option<Vec<Vec<String>>> {
+    let is_flag = |w: &str| {
+        w.starts_with('-') && w[1..].starts_with(|c: char| c == '-' || c.is_ascii_alphabetic())
+    };
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    for w in words?
+        .as_array()?
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+    {
+        match groups.last_mut() {
+            Some(g) if !is_flag(w) => g.push(w.to_string()),
+            _ => groups.push(match w.split_once('=') {
+                Some((flag, value)) if is_flag(w) => vec![flag.to_string(), value.to_string()],
+                _ => vec![w.to_string()],
+            }),
+        }
+    }
+    groups.sort();
+    Some(groups)
 }
 
 /// The sweep's signals: a Ctrl-C or SIGTERM ends it after stopping what it started.

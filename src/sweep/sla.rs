@@ -11,8 +11,7 @@
 use super::report::{Intro, Outcome, ParamColumns, Point, Provenance, Row, Status, Table};
 use super::{
     Bench, Ended, Serve, Signals, Started, TAIL_LINES, between_benchmarks, charts, invalid_why,
-    label_of,
-    point_name, point_of, run_point, serve_tag, server, start_server,
+    label_of, point_name, point_of, run_point, serve_tag, server, start_server,
 };
 use crate::cli::args::{SlaVariable, SweepServeSlaArgs};
 use crate::cli::{UsageError, usage_error};
@@ -999,18 +998,32 @@ fn probe_charts(report: &SlaReport) -> Vec<Chart> {
         let mut answers = Vec::new();
         for (row, shown) in report.rows.iter().zip(&rows).filter(|(r, _)| r.sla == *sla) {
             let label = charts::label(shown, &varied, None, false);
-            let probes = || row.probes.iter().enumerate().map(|(n, p)| ((n + 1) as f64, p));
-            failing.extend(probes().filter(|(_, p)| !p.passed).map(|(n, p)| (n, Some(p.value))));
+            let probes = || {
+                row.probes
+                    .iter()
+                    .enumerate()
+                    .map(|(n, p)| ((n + 1) as f64, p))
+            };
+            failing.extend(
+                probes()
+                    .filter(|(_, p)| !p.passed)
+                    .map(|(n, p)| (n, Some(p.value))),
+            );
             let color = PALETTE[chart.series.len() % PALETTE.len()];
-            let points: Vec<(f64, Option<f64>)> = probes().map(|(n, p)| (n, Some(p.value))).collect();
+            let points: Vec<(f64, Option<f64>)> =
+                probes().map(|(n, p)| (n, Some(p.value))).collect();
             if points.is_empty() {
                 continue;
             }
-            chart.series.push(Series::new(label.as_str(), color, points));
+            chart
+                .series
+                .push(Series::new(label.as_str(), color, points));
             answers.push(format!(
                 "{label}: {}",
-                row.answer
-                    .map_or("no answer".into(), |a| format!("{} {unit}", significant(a, 4)))
+                row.answer.map_or("no answer".into(), |a| format!(
+                    "{} {unit}",
+                    significant(a, 4)
+                ))
             ));
         }
         if chart.series.is_empty() {
@@ -1021,7 +1034,9 @@ fn probe_charts(report: &SlaReport) -> Vec<Chart> {
             marks.line = false;
             chart.series.push(marks);
         }
-        chart.notes.push(format!("Answers: {}.", answers.join("; ")));
+        chart
+            .notes
+            .push(format!("Answers: {}.", answers.join("; ")));
         out.push(chart);
     }
     out
