@@ -3,7 +3,7 @@
 
 use crate::support::llmsurge;
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output};
 
 const EXE: &str = env!("CARGO_BIN_EXE_llmsurge");
 
@@ -29,21 +29,31 @@ const BENCH: &str = r#"[
 ]"#;
 
 fn sweep(dir: &Path, serve_params: &Path, extra: &[&str]) -> Output {
-    let pids = dir.join("pids");
     let bench = write(dir, "bench.json", BENCH);
-    let out = llmsurge()
-        .args(["sweep", "serve", "--serve-cmd"])
-        .arg(serve_cmd(&pids))
-        .arg("--serve-params")
-        .arg(serve_params)
-        .arg("--bench-params")
-        .arg(&bench)
+    printed(sweep_command("serve", dir, Some(serve_params), &bench).args(extra))
+}
+
+/// `llmsurge sweep SUB` with the mock as its server command (each server's process group
+/// in DIR/pids), these params files, up to 60 s for a server to be ready, and the
+/// results in DIR/out.
+pub(crate) fn sweep_command(sub: &str, dir: &Path, serve: Option<&Path>, bench: &Path) -> Command {
+    let mut cmd = llmsurge();
+    cmd.args(["sweep", sub, "--serve-cmd"])
+        .arg(serve_cmd(&dir.join("pids")));
+    if let Some(serve) = serve {
+        cmd.arg("--serve-params").arg(serve);
+    }
+    cmd.arg("--bench-params")
+        .arg(bench)
         .arg("--output-dir")
         .arg(dir.join("out"))
-        .args(["--ready-timeout", "60s"])
-        .args(extra)
-        .output()
-        .expect("llmsurge runs");
+        .args(["--ready-timeout", "60s"]);
+    cmd
+}
+
+/// Runs `cmd` and prints what it printed, for a failing test's log.
+pub(crate) fn printed(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("llmsurge runs");
     eprintln!(
         "stdout:\n{}\nstderr:\n{}",
         String::from_utf8_lossy(&out.stdout),

@@ -3,7 +3,7 @@
 //! a key, and `--after-bench-cmd`'s `{port}`, variables and failures.
 
 use crate::support::llmsurge;
-use crate::sweep::{groups, serve_cmd, write};
+use crate::sweep::{groups, printed, serve_cmd, sweep_command, write};
 use std::path::Path;
 use std::process::Output;
 
@@ -38,17 +38,9 @@ fn report(dir: &Path) -> serde_json::Value {
 fn sweep_edges_outputs_without_json_are_refused_before_any_server_starts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let bench = bench(dir.path(), &[2]);
-    let out = llmsurge()
-        .args(["sweep", "serve", "--serve-cmd"])
-        .arg(serve_cmd(&dir.path().join("pids")))
-        .arg("--bench-params")
-        .arg(&bench)
-        .arg("--output-dir")
-        .arg(dir.path().join("out"))
-        .args(["--", "--outputs", "html"])
-        .output()
-        .expect("runs");
-    let (_, stderr) = show(&out);
+    let out =
+        printed(sweep_command("serve", dir.path(), None, &bench).args(["--", "--outputs", "html"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(

@@ -3,7 +3,7 @@
 //! its servers; every point drawn is the sweep report's own figure.
 
 use crate::support::llmsurge;
-use crate::sweep::{page_charts, serve_cmd, write};
+use crate::sweep::{page_charts, printed, sweep_command, write};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -21,31 +21,18 @@ fn finished_sweep(dir: &Path) -> Value {
         "bench.json",
         r#"[{"profile": "concurrent", "rate": 1}, {"profile": "concurrent", "rate": 4}]"#,
     );
-    let out = llmsurge()
-        .args(["sweep", "serve", "--serve-cmd"])
-        .arg(serve_cmd(&dir.join("pids")))
-        .arg("--serve-params")
-        .arg(&serve)
-        .arg("--bench-params")
-        .arg(&bench)
-        .arg("--output-dir")
-        .arg(dir.join("out"))
-        .args(["--chart-images", "png", "--ready-timeout", "60s", "--"])
-        .args([
-            "--max-requests",
-            "8",
-            "--data",
-            "prompt_tokens=16,output_tokens=4",
-        ])
-        .args(["--max-dispatch-lag", "10s"])
-        .output()
-        .expect("llmsurge runs");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = printed(
+        sweep_command("serve", dir, Some(&serve), &bench)
+            .args(["--chart-images", "png", "--"])
+            .args([
+                "--max-requests",
+                "8",
+                "--data",
+                "prompt_tokens=16,output_tokens=4",
+            ])
+            .args(["--max-dispatch-lag", "10s"]),
     );
+    assert_eq!(out.status.code(), Some(0));
     serde_json::from_slice(&std::fs::read(dir.join("out/sweep.json")).expect("sweep.json"))
         .expect("JSON")
 }

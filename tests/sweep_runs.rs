@@ -3,8 +3,7 @@
 //! front; the exit code), and the report's provenance and `--repeat` spreads. Every
 //! sweep starts the real mock as its server command.
 
-use crate::support::llmsurge;
-use crate::sweep::{groups, md_line, page_charts, serve_cmd, write};
+use crate::sweep::{groups, md_line, page_charts, printed, sweep_command, write};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Output;
@@ -26,28 +25,13 @@ fn sweep_env(
 ) -> Output {
     let serve = write(dir, "serve.json", serve);
     let bench = write(dir, "bench.json", bench);
-    let out = llmsurge()
-        .args(["sweep", "serve", "--serve-cmd"])
-        .arg(serve_cmd(&dir.join("pids")))
-        .arg("--serve-params")
-        .arg(&serve)
-        .arg("--bench-params")
-        .arg(&bench)
-        .arg("--output-dir")
-        .arg(dir.join("out"))
-        .args(["--ready-timeout", "60s"])
-        .args(extra)
-        .arg("--")
-        .args(shared)
-        .envs(env.iter().copied())
-        .output()
-        .expect("llmsurge runs");
-    eprintln!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    printed(
+        sweep_command("serve", dir, Some(&serve), &bench)
+            .args(extra)
+            .arg("--")
+            .args(shared)
+            .envs(env.iter().copied()),
+    )
 }
 
 fn sweep_json(dir: &Path) -> Value {

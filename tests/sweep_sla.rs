@@ -3,7 +3,7 @@
 //! command, and held to the mock's closed-form capacity model.
 
 use crate::support::llmsurge;
-use crate::sweep::{group_alive, groups, serve_cmd, write};
+use crate::sweep::{group_alive, groups, printed, serve_cmd, sweep_command, write};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -307,25 +307,7 @@ fn serve_sla_refuses_bad_slas_and_loads_it_chooses_and_dry_runs() {
 fn serve_sla(dir: &Path, serve: &str, bench: &str, args: &[&str]) -> std::process::Output {
     let serve = write(dir, "serve.json", serve);
     let bench = write(dir, "bench.json", bench);
-    let out = llmsurge()
-        .args(["sweep", "serve-sla", "--serve-cmd"])
-        .arg(serve_cmd(&dir.join("pids")))
-        .arg("--serve-params")
-        .arg(&serve)
-        .arg("--bench-params")
-        .arg(&bench)
-        .arg("--output-dir")
-        .arg(dir.join("out"))
-        .args(["--ready-timeout", "60s"])
-        .args(args)
-        .output()
-        .expect("llmsurge runs");
-    eprintln!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    printed(sweep_command("serve-sla", dir, Some(&serve), &bench).args(args))
 }
 
 fn sla_report(dir: &Path) -> Value {
