@@ -29,6 +29,7 @@ pub struct CompareArgs {
     /// Judge only the metrics --max-regression names, without the defaults.
     #[arg(
         long,
+        value_parser = clap::builder::BoolishValueParser::new(),
         env = "LLMSURGE_MAX_REGRESSION_ONLY",
         requires = "max_regression"
     )]
@@ -36,7 +37,7 @@ pub struct CompareArgs {
 
     /// Flag every change beyond its tolerance, even when it is within the noise of the
     /// measurements.
-    #[arg(long, env = "LLMSURGE_STRICT")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_STRICT")]
     pub strict: bool,
 
     /// Confidence of the intervals that separate real changes from noise, e.g. 0.95 or
@@ -60,7 +61,7 @@ pub struct CompareArgs {
     /// Compare the benchmarks that have a partner and pass the gate even when a
     /// benchmark of either report has none (by default that fails it, exit 3: a
     /// benchmark the gate could not judge is not a pass).
-    #[arg(long, env = "LLMSURGE_ALLOW_MISSING")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_ALLOW_MISSING")]
     pub allow_missing: bool,
 
     /// Pictures of both runs on the same axes, each figure's verdicts beside it: html

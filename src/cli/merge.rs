@@ -28,7 +28,7 @@ pub struct MergeArgs {
     pub output_dir: PathBuf,
 
     /// Merge even when shards are missing; the report lists them (`metadata.merged.missing`).
-    #[arg(long, env = "LLMSURGE_ALLOW_PARTIAL")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_ALLOW_PARTIAL")]
     pub allow_partial: bool,
 }
 

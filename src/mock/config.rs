@@ -284,26 +284,26 @@ pub struct MockConfig {
     /// them does: each request then stops where the model would, at a length drawn from
     /// --output-tokens / --output-tokens-std (seeded per request), when that is shorter
     /// than its max_tokens (finish reason `stop`), else at max_tokens (`length`).
-    #[arg(long, env = "LLMSURGE_MOCK_DROP_IGNORE_EOS")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_MOCK_DROP_IGNORE_EOS")]
     pub drop_ignore_eos: bool,
 
     /// Answer a generation request that carries a body field outside the OpenAI API
     /// (e.g. vLLM's `ignore_eos`) with HTTP 422 naming the field, like a strict server
     /// (transformers serve, OpenAI's own API).
-    #[arg(long, env = "LLMSURGE_MOCK_REJECT_UNKNOWN_FIELDS")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_MOCK_REJECT_UNKNOWN_FIELDS")]
     pub reject_unknown_fields: bool,
 
     /// Put one event of a type the API does not define (yet) into every `/v1/responses`
     /// and `/v1/messages` stream, after the first token, as a newer server might: a client
     /// must skip it where the API says unknown events are to be ignored.
-    #[arg(long, env = "LLMSURGE_MOCK_UNKNOWN_EVENTS")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_MOCK_UNKNOWN_EVENTS")]
     pub unknown_events: bool,
 
     /// End every `/v1/responses` and `/v1/messages` stream cleanly but without its final
     /// event (`response.completed` / `message_stop`), and every transcription stream
     /// without its finishing chunk and `[DONE]`: a stream the client must not count as
     /// complete.
-    #[arg(long, env = "LLMSURGE_MOCK_NO_FINAL_EVENT")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_MOCK_NO_FINAL_EVENT")]
     pub no_final_event: bool,
 
     /// Multiplies every prompt length the mock counts (usage.prompt_tokens and the
@@ -328,7 +328,7 @@ pub struct MockConfig {
     pub kv_cache_tokens: u64,
 
     /// Answer `GET /metrics` with 404, like a server that publishes no metrics.
-    #[arg(long, env = "LLMSURGE_MOCK_NO_METRICS")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_MOCK_NO_METRICS")]
     pub no_metrics: bool,
 
     /// Make `GET /metrics` fail after `--metrics-fault-after` good scrapes: `error` (HTTP
@@ -353,7 +353,7 @@ pub struct MockConfig {
 
     /// Answer `POST /start_profile` and `POST /stop_profile` with 404, like a server
     /// started without a profiler.
-    #[arg(long, env = "LLMSURGE_MOCK_NO_PROFILER")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_MOCK_NO_PROFILER")]
     pub no_profiler: bool,
 
     /// Also publish a DCGM exporter's series on `GET /metrics` for N GPUs

@@ -669,3 +669,29 @@ fn a_gpu_scrape_host_that_does_not_resolve_is_one_line_and_zero_is_not_negative(
         assert!(v == 0.0 && v.is_sign_positive(), "{key} = {v:?}");
     }
 }
+
+/// Shell scripts and CI jobs write a switch as 1/0, yes/no or on/off: each is taken from
+/// a switch's variable (`LLMSURGE_INSECURE`) as from a BOOL flag's (`LLMSURGE_STREAM`);
+/// anything else is one line naming the flag and where the value came from.
+#[test]
+fn switches_from_the_environment_take_the_words_shell_scripts_use() {
+    for (word, on) in [
+        ("1", true),
+        ("yes", true),
+        ("on", true),
+        ("0", false),
+        ("no", false),
+        ("off", false),
+    ] {
+        let plan = crate::support::dry_run(
+            &["--target", "https://127.0.0.1:9"],
+            &[("LLMSURGE_INSECURE", word), ("LLMSURGE_STREAM", word)],
+        );
+        // An unset switch is left out of the plan.
+        let insecure = plan["backend"]["tls"]["insecure"].as_bool().unwrap_or(false);
+        assert_eq!(insecure, on, "{word}: {plan:#}");
+        assert_eq!(plan["backend"]["stream"], on, "{word}: {plan:#}");
+    }
+    let (code, stderr) = run(&[], &[("LLMSURGE_INSECURE", "maybe")]);
+    assert_one_error(code, &stderr, &["--insecure", "LLMSURGE_INSECURE"]);
+}

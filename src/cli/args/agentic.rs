@@ -24,7 +24,7 @@ pub struct AgenticArgs {
 
     /// Completions format: send each prompt as a list of token ids under --processor, so
     /// the server's prompt length is exact whatever its tokenizer does to text.
-    #[arg(long, env = "LLMSURGE_PROMPT_TOKEN_IDS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_PROMPT_TOKEN_IDS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub prompt_token_ids: bool,
 }
 

@@ -85,14 +85,14 @@ pub struct DataArgs {
     /// Send `ignore_eos: true` so the server generates exactly the requested output tokens.
     /// When left at its default and the server refuses the field, it is dropped with a
     /// warning; when given, a refusal stops the run before any load.
-    #[arg(long, env = "LLMSURGE_IGNORE_EOS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_IGNORE_EOS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub ignore_eos: bool,
 
     /// Also send vLLM's `min_tokens`, equal to each request's `max_tokens` (chat and
     /// completions), so the output cannot end early even where a gateway in front of
     /// the server drops `ignore_eos` but passes this field on. Off by default: a strict
     /// server refuses the field.
-    #[arg(long, env = "LLMSURGE_MIN_TOKENS", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_MIN_TOKENS", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub min_tokens: bool,
 
     /// LoRA traffic split: "name=weight,..." (positive weights adding up to 1; within

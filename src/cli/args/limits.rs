@@ -54,7 +54,7 @@ pub struct LimitArgs {
 
     /// Stop a benchmark early when the server is over-saturated (in-flight requests and
     /// TTFT both keep rising), with the default settings (see docs/saturation.md).
-    #[arg(long, env = "LLMSURGE_DETECT_SATURATION")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_DETECT_SATURATION")]
     pub detect_saturation: bool,
 
     /// Over-saturation detection with settings, e.g. '{"min_seconds": 30, "confidence": 0.95}'

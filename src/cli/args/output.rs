@@ -62,15 +62,15 @@ pub struct OutputArgs {
     pub request_log: Option<PathBuf>,
 
     /// No live progress view or periodic progress lines.
-    #[arg(long, env = "LLMSURGE_DISABLE_PROGRESS")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_DISABLE_PROGRESS")]
     pub disable_progress: bool,
 
     /// Nothing on the console but errors and warnings: no summary tables, no progress,
     /// no per-benchmark lines.
-    #[arg(long, env = "LLMSURGE_DISABLE_CONSOLE_OUTPUTS")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_DISABLE_CONSOLE_OUTPUTS")]
     pub disable_console_outputs: bool,
 
     /// Print the resolved plan and exit without sending anything.
-    #[arg(long, env = "LLMSURGE_DRY_RUN")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_DRY_RUN")]
     pub dry_run: bool,
 }

@@ -26,7 +26,7 @@ pub struct ServerMetricsArgs {
 
     /// POST /start_profile to the target before each benchmark and /stop_profile after
     /// it (vLLM's and SGLang's profiler endpoints); a failure is a warning.
-    #[arg(long, env = "LLMSURGE_PROFILE_SERVER")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_PROFILE_SERVER")]
     pub profile_server: bool,
 
     /// Empty the server's caches before every benchmark but the first: `auto` (vLLM:

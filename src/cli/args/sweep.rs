@@ -70,11 +70,11 @@ pub struct SweepServeArgs {
     pub reset_cache: String,
 
     /// Skip points whose reports are complete (from an earlier run into --output-dir).
-    #[arg(long, env = "LLMSURGE_RESUME")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_RESUME")]
     pub resume: bool,
 
     /// Print every server command and every point's benchmark plan; run nothing.
-    #[arg(long, env = "LLMSURGE_DRY_RUN")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_DRY_RUN")]
     pub dry_run: bool,
 
     /// Directory of the sweep: one directory per point and the sweep report.

@@ -56,7 +56,7 @@ pub struct TargetArgs {
     /// Stream responses (SSE, needed for TTFT and ITL) or not; embeddings, rerank and
     /// score never stream (default off for them; `--stream true` is refused), a
     /// transcription streams with the form field stream=true.
-    #[arg(long, env = "LLMSURGE_STREAM", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_STREAM", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub stream: bool,
 
     /// `--stream` (or its variable) was given, not defaulted: `--stream true` with a
@@ -96,11 +96,11 @@ pub struct TargetArgs {
     /// (llmsurge-TAG-BENCHMARK-SLOT) and written as `request_id` in --request-log, so the
     /// server's logs join the client's (vLLM and SGLang adopt it as their request id).
     /// An x-request-id in --backend-kwargs headers replaces it (and is not logged).
-    #[arg(long, env = "LLMSURGE_REQUEST_ID_HEADER", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_REQUEST_ID_HEADER", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub request_id_header: bool,
 
     /// Speak HTTP/2 (prior knowledge on http://, ALPN on https://). Default: HTTP/1.1.
-    #[arg(long, env = "LLMSURGE_HTTP2")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_HTTP2")]
     pub http2: bool,
 
     /// Bound on each request, first byte to last.
@@ -127,7 +127,7 @@ pub struct TargetArgs {
 
     /// Do not verify the server's TLS certificate at all (a quick test against a
     /// self-signed server). Warns on stderr, and the report's metadata says so.
-    #[arg(long, env = "LLMSURGE_INSECURE")]
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_INSECURE")]
     pub insecure: bool,
 
     /// Client certificate (PEM) for mutual TLS, offered when the server asks for one;
