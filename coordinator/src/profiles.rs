@@ -227,7 +227,7 @@ fn endpoint_rates(
             Ok((stand_in, m))
         }
         (None, None) => Err(CoordinatorError::Plan(
-            "neither the synchronous nor the throughput benchmark received a single output token, so the profile has no rate to work from (raise --max-seconds)".into(),
+            "neither the synchronous nor the throughput benchmark received a single output token, so the profile has no rate to work from (see why its requests failed; raise --max-seconds or --max-requests when the server only answers slowly)".into(),
         )),
     }
 }

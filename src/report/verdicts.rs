@@ -100,6 +100,10 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
                 "\nCapacity: {rate:.3} req/s — the highest constant rate that meets the SLO ({})\n",
                 c.conclusion
             )),
+            // An inconclusive search found no capacity, which is not a capacity of none.
+            None if c.conclusion.starts_with("inconclusive") => {
+                out.push_str(&format!("\nCapacity: unknown — {}\n", c.conclusion))
+            }
             None => out.push_str(&format!("\nCapacity: none — {}\n", c.conclusion)),
         }
         for p in &c.probes {
@@ -122,4 +126,37 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capacity(rate: Option<f64>, conclusion: &str) -> CapacityOutcome {
+        CapacityOutcome {
+            rate,
+            precision: 0.05,
+            bracket: (0.0, None),
+            conclusion: conclusion.into(),
+            probes: Vec::new(),
+            server: None,
+        }
+    }
+
+    #[test]
+    fn an_inconclusive_search_is_an_unknown_capacity_not_none() {
+        let text = render(
+            &[],
+            Some(&capacity(None, "inconclusive at 4 req/s: too few")),
+        );
+        assert!(
+            text.contains("Capacity: unknown — inconclusive at 4"),
+            "{text}"
+        );
+        let text = render(
+            &[],
+            Some(&capacity(None, "even one request at a time misses it")),
+        );
+        assert!(text.contains("Capacity: none — even one"), "{text}");
+    }
 }

@@ -688,7 +688,9 @@ fn switches_from_the_environment_take_the_words_shell_scripts_use() {
             &[("LLMSURGE_INSECURE", word), ("LLMSURGE_STREAM", word)],
         );
         // An unset switch is left out of the plan.
-        let insecure = plan["backend"]["tls"]["insecure"].as_bool().unwrap_or(false);
+        let insecure = plan["backend"]["tls"]["insecure"]
+            .as_bool()
+            .unwrap_or(false);
         assert_eq!(insecure, on, "{word}: {plan:#}");
         assert_eq!(plan["backend"]["stream"], on, "{word}: {plan:#}");
     }
