@@ -4,9 +4,10 @@
 //! vendored in `schemas/llm-d/` (source, commit and license in its README).
 //!
 //! Every figure is one the JSON report holds, in the unit the schema names (seconds for
-//! latencies, `s/token` for ITL and TPOT); what llmsurge does not measure (NTPOT, the
-//! server's GPUs and parallelism, a time series) is left out, which the schema allows.
-//! The server and platform part of the scenario comes from [`server_stack`] alone.
+//! latencies, `s/token` for ITL and TPOT, `fraction` for the server's KV-cache use);
+//! what llmsurge does not measure (NTPOT, the server's GPUs and parallelism, a time
+//! series) is left out, which the schema allows. The server and platform part of the
+//! scenario comes from [`server_stack`] alone.
 
 use super::json::Report;
 use llmsurge_coordinator::BenchmarkResult;
@@ -19,6 +20,9 @@ use std::collections::BTreeMap;
 
 /// The schema version written.
 pub const VERSION: &str = "0.2";
+
+/// The stack label of the server, which the server's own figures (`observability`) name.
+pub const SERVER_LABEL: &str = "server";
 
 /// The file of the benchmark at `position` in the run (from 0): the name llm-d-benchmark's
 /// analysis globs (`benchmark_report_v0.2,_*.yaml`).
@@ -49,6 +53,7 @@ pub fn benchmark_report(report: &Report, b: &BenchmarkResult, position: usize) -
             request_performance: RequestPerformance {
                 aggregate: aggregate(b),
             },
+            observability: observability(b),
         },
     }
 }
@@ -77,7 +82,7 @@ pub fn server_stack(report: &Report) -> Vec<Component> {
     vec![Component {
         metadata: ComponentMetadata {
             schema_version: "0.0.1",
-            label: "server".to_string(),
+            label: SERVER_LABEL.to_string(),
             cfg_id: config_id(&(&standardized, &native)),
             description: Some("the server llmsurge sent its load to".to_string()),
         },
@@ -243,8 +248,8 @@ pub struct LoadStandardized {
 pub struct SequenceLength {
     /// `fixed`, `gaussian`, `uniform` or `other`.
     pub distribution: &'static str,
-    /// The mean.
-    pub value: f64,
+    /// The mean: a whole number of tokens as configured, a fraction when measured.
+    pub value: serde_json::Number,
     /// Standard deviation (gaussian).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub std_dev: Option<f64>,
@@ -283,6 +288,43 @@ pub struct MultiTurn {
 pub struct Results {
     /// What the client measured.
     pub request_performance: RequestPerformance,
+    /// What the server published of itself (`--server-metrics`), when it was scraped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observability: Option<Observability>,
+}
+
+/// `results.observability`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Observability {
+    /// One entry: the server of [`server_stack`].
+    pub components: Vec<ComponentObservability>,
+}
+
+/// `results.observability.components[]`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ComponentObservability {
+    /// The stack component these figures are of.
+    pub component_label: String,
+    /// Over the measured window.
+    pub aggregate: ResourceMetrics,
+}
+
+/// The schema's `ResourceMetrics`: the server's gauges over the measured window (mean and
+/// largest of the scrapes), and its prefix-cache hit rate (hits over queries).
+#[derive(Clone, Debug, Serialize)]
+pub struct ResourceMetrics {
+    /// KV-cache use, `fraction` (vLLM's `kv_cache_usage_perc`, SGLang's token usage: 1 is full).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_cache_usage: Option<Statistics>,
+    /// Prefix-cache hits over queries, `fraction`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_hit_rate: Option<Statistics>,
+    /// Requests running, `count`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running_requests: Option<Statistics>,
+    /// Requests waiting, `count`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_requests: Option<Statistics>,
 }
 
 /// `results.request_performance`.
@@ -440,6 +482,44 @@ fn distribution(
     })
 }
 
+/// A gauge the server published, over the measured window: the mean and the largest of
+/// the scrapes in it.
+fn gauge(
+    summary: &BTreeMap<String, llmsurge_coordinator::server_metrics::SeriesSummary>,
+    name: &str,
+    units: &'static str,
+) -> Option<Statistics> {
+    let s = summary.get(name)?;
+    let mean = s.mean.filter(|m| m.is_finite())?;
+    Some(Statistics {
+        units,
+        mean,
+        max: s.max.filter(|m| m.is_finite()),
+        ..Statistics::default()
+    })
+}
+
+/// The server's own figures, when its metrics were scraped; none without one.
+fn observability(b: &BenchmarkResult) -> Option<Observability> {
+    let sm = b.server_metrics.as_ref()?;
+    let aggregate = ResourceMetrics {
+        kv_cache_usage: gauge(&sm.summary, "kv_cache_usage_perc", "fraction"),
+        cache_hit_rate: rate(sm.derived.prefix_cache_hit_rate, "fraction"),
+        running_requests: gauge(&sm.summary, "num_requests_running", "count"),
+        waiting_requests: gauge(&sm.summary, "num_requests_waiting", "count"),
+    };
+    let any = aggregate.kv_cache_usage.is_some()
+        || aggregate.cache_hit_rate.is_some()
+        || aggregate.running_requests.is_some()
+        || aggregate.waiting_requests.is_some();
+    any.then(|| Observability {
+        components: vec![ComponentObservability {
+            component_label: SERVER_LABEL.to_string(),
+            aggregate,
+        }],
+    })
+}
+
 /// A rate over the measured window: one figure, its mean.
 fn rate(value: Option<f64>, units: &'static str) -> Option<Statistics> {
     let mean = value.filter(|v| v.is_finite() && *v >= 0.0)?;
@@ -564,7 +644,7 @@ fn spec_length(spec: &Value, key: &str) -> Option<SequenceLength> {
     };
     Some(SequenceLength {
         distribution,
-        value: value as f64,
+        value: value.into(),
         std_dev: stdev.filter(|_| !uniform).map(|s| s as f64),
         min: u64_at(spec, &format!("{key}_min")),
         max: u64_at(spec, &format!("{key}_max")).filter(|m| *m >= 1),
@@ -574,7 +654,7 @@ fn spec_length(spec: &Value, key: &str) -> Option<SequenceLength> {
 fn fixed(value: u64) -> SequenceLength {
     SequenceLength {
         distribution: "fixed",
-        value: value as f64,
+        value: value.into(),
         std_dev: None,
         min: None,
         max: None,
@@ -598,9 +678,8 @@ fn load(report: &Report, b: &BenchmarkResult) -> Load {
         value: b
             .metrics
             .get("prompt_tokens")
-            .map(|d| d.successful.mean)
-            .filter(|m| m.is_finite())
-            .unwrap_or(0.0),
+            .and_then(|d| serde_json::Number::from_f64(d.successful.mean))
+            .unwrap_or_else(|| 0.into()),
         std_dev: None,
         min: None,
         max: None,
@@ -756,5 +835,57 @@ mod tests {
         let again = reports(&report);
         assert_eq!(all[0].1.run.uid, again[0].1.run.uid);
         assert_eq!(all[0].1.run.uid.len(), 32);
+    }
+
+    /// The server's gauges land under `observability`, tied to the stack's server, and
+    /// the whole report (a short run may never scrape inside a window, so the end-to-end
+    /// test cannot count on them) validates against the vendored schema.
+    #[test]
+    fn llmd_server_gauges_validate_under_observability() {
+        let mut report = fixture();
+        report.benchmarks[0].server_metrics = Some(
+            serde_json::from_value(serde_json::json!({
+                "url": "http://127.0.0.1:8000/metrics",
+                "server": "vllm",
+                "scrapes": 3,
+                "summary": {
+                    "kv_cache_usage_perc": {"kind": "gauge", "mean": 0.25, "max": 0.5, "samples": 3},
+                    "num_requests_running": {"kind": "gauge", "mean": 2.5, "max": 4.0, "samples": 3},
+                    "num_requests_waiting": {"kind": "gauge", "mean": 0.0, "max": 0.0, "samples": 3}
+                },
+                "derived": {"prefix_cache_hit_rate": 0.75}
+            }))
+            .expect("server metrics"),
+        );
+        let br = benchmark_report(&report, &report.benchmarks[0], 0);
+        let obs = br.results.observability.as_ref().expect("observability");
+        assert_eq!(
+            obs.components[0].component_label,
+            br.scenario.stack[0].metadata.label
+        );
+        let a = &obs.components[0].aggregate;
+        let kv = a.kv_cache_usage.as_ref().expect("kv");
+        assert_eq!((kv.units, kv.mean, kv.max), ("fraction", 0.25, Some(0.5)));
+        let hit = a.cache_hit_rate.as_ref().expect("hit rate");
+        assert_eq!((hit.units, hit.mean), ("fraction", 0.75));
+        assert_eq!(a.running_requests.as_ref().map(|s| s.units), Some("count"));
+        // The second benchmark was not scraped: no observability at all.
+        let none = benchmark_report(&report, &report.benchmarks[1], 1);
+        assert!(none.results.observability.is_none());
+
+        let schema: Value =
+            serde_json::from_str(include_str!("../../schemas/llm-d/br_v0_2_json_schema.json"))
+                .expect("JSON");
+        let mut schemas = boon::Schemas::new();
+        let mut compiler = boon::Compiler::new();
+        compiler.set_default_draft(boon::Draft::V2020_12);
+        compiler.enable_format_assertions();
+        compiler.add_resource("br.json", schema).expect("loads");
+        let index = compiler.compile("br.json", &mut schemas).expect("compiles");
+        let yaml = to_yaml(&br).expect("YAML");
+        let doc: Value = serde_saphyr::from_str(&yaml).expect("reads back");
+        if let Err(e) = schemas.validate(&doc, index) {
+            panic!("{e:#}\n{yaml}");
+        }
     }
 }

@@ -115,6 +115,27 @@ fn llmd_reports_of_a_sweep_validate_against_the_vendored_schema() {
         let e2e_min = latency["request_latency"]["min"].as_f64().expect("min");
         assert!((0.010..1.0).contains(&e2e_min), "{name}: e2e {e2e_min}");
         assert_eq!(latency["inter_token_latency"]["units"], "s/token");
+        // The server's own gauges (the mock publishes vLLM's) as the JSON report has them
+        // over the measured window (a short benchmark may fall between two scrapes),
+        // tied to the stack's server.
+        let server = &doc["results"]["observability"]["components"][0];
+        let kv = &server["aggregate"]["kv_cache_usage"];
+        let scraped = b
+            .server_metrics
+            .as_ref()
+            .and_then(|m| m.summary.get("kv_cache_usage_perc"))
+            .and_then(|g| g.mean);
+        match scraped {
+            Some(mean) => {
+                assert_eq!(kv["units"], "fraction", "{name}");
+                assert_eq!(kv["mean"], mean, "{name}");
+                assert_eq!(
+                    server["component_label"],
+                    doc["scenario"]["stack"][0]["metadata"]["label"]
+                );
+            }
+            None => assert!(kv.is_null(), "{name}: {kv}"),
+        }
         uids.insert(doc["run"]["uid"].as_str().expect("uid").to_string());
     }
     // Every request the mock served is in exactly one report.
