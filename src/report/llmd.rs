@@ -447,24 +447,34 @@ pub struct Statistics {
     pub max: Option<f64>,
 }
 
-/// The distribution of successful requests of `metric`, divided by `divisor` (ms → s:
-/// 1000; a division keeps 0.2352 ms as 0.0002352 s, where a product by 1e-3 adds digits);
+/// Milliseconds as seconds, rounded to the nanosecond: far below the microsecond the
+/// histograms resolve, and 21.839 ms reads 0.021839, not 0.021838999999999997.
+fn seconds(ms: f64) -> f64 {
+    (ms * 1e6).round() / 1e9
+}
+
+/// A count as it is.
+fn same(n: f64) -> f64 {
+    n
+}
+
+/// The distribution of successful requests of `metric`, each figure through `convert`;
 /// none without a value.
 fn distribution(
     b: &BenchmarkResult,
     metric: &str,
     units: &'static str,
-    divisor: f64,
+    convert: fn(f64) -> f64,
 ) -> Option<Statistics> {
     let d: &Distribution = &b.metrics.get(metric)?.successful;
     if d.count == 0 || !d.mean.is_finite() {
         return None;
     }
-    let v = |x: f64| Some(x / divisor).filter(|x| x.is_finite());
+    let v = |x: f64| Some(convert(x)).filter(|x| x.is_finite());
     let p = &d.percentiles;
     Some(Statistics {
         units,
-        mean: d.mean / divisor,
+        mean: convert(d.mean),
         stddev: v(d.std).filter(|s| *s >= 0.0),
         min: v(d.min),
         p0p1: v(p.p0_1),
@@ -531,7 +541,6 @@ fn rate(value: Option<f64>, units: &'static str) -> Option<Statistics> {
 }
 
 fn aggregate(b: &BenchmarkResult) -> Aggregate {
-    const MS: f64 = 1000.0;
     let m = &b.measured_requests;
     let t = &b.throughput;
     // Prompt tokens per second: the pooling formats report it; for generation it is the
@@ -544,14 +553,14 @@ fn aggregate(b: &BenchmarkResult) -> Aggregate {
             total: m.completed + m.errored + m.cancelled,
             failures: m.errored,
             incomplete: m.cancelled,
-            input_length: distribution(b, "prompt_tokens", "count", 1.0),
-            output_length: distribution(b, "output_tokens", "count", 1.0),
+            input_length: distribution(b, "prompt_tokens", "count", same),
+            output_length: distribution(b, "output_tokens", "count", same),
         },
         latency: Latency {
-            time_to_first_token: distribution(b, "ttft", "s", MS),
-            time_per_output_token: distribution(b, "tpot", "s/token", MS),
-            inter_token_latency: distribution(b, "itl", "s/token", MS),
-            request_latency: distribution(b, "request_latency", "s", MS),
+            time_to_first_token: distribution(b, "ttft", "s", seconds),
+            time_per_output_token: distribution(b, "tpot", "s/token", seconds),
+            inter_token_latency: distribution(b, "itl", "s/token", seconds),
+            request_latency: distribution(b, "request_latency", "s", seconds),
         },
         throughput: ThroughputStats {
             input_token_rate: rate(input, "tokens/s"),
@@ -804,8 +813,9 @@ mod tests {
         let a = &br.results.request_performance.aggregate;
         let ttft = &b.metrics["ttft"].successful;
         let got = a.latency.time_to_first_token.as_ref().expect("ttft");
-        assert!((got.mean - ttft.mean / 1e3).abs() < 1e-12);
-        assert_eq!(got.p99, Some(ttft.percentiles.p99 / 1e3));
+        assert!((got.mean - ttft.mean / 1e3).abs() < 1e-9);
+        assert!((got.p99.expect("p99") - ttft.percentiles.p99 / 1e3).abs() < 1e-9);
+        assert_eq!(seconds(21.839), 0.021839);
         let m = &b.measured_requests;
         assert_eq!(a.requests.total, m.completed + m.errored + m.cancelled);
         assert_eq!(a.requests.failures, m.errored);
