@@ -753,7 +753,7 @@ fn load(report: &Report, b: &BenchmarkResult) -> Load {
     }
 }
 
-/// The report of benchmark `b` as YAML.
+/// One benchmark report as YAML, as written to its file.
 pub fn to_yaml(br: &BenchmarkReport) -> Result<String, serde_saphyr::SerializeError> {
     serde_saphyr::to_string(br)
 }
