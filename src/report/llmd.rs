@@ -898,4 +898,29 @@ mod tests {
             panic!("{e:#}\n{yaml}");
         }
     }
+
+    /// Prompts read from a file have no configured length: the source says `sampled`, the
+    /// input length is the measured mean (`other`), and no output length is claimed.
+    #[test]
+    fn llmd_a_dataset_is_sampled_with_its_measured_length() {
+        let mut report = fixture();
+        report.args["data"] = serde_json::json!({
+            "source": {"kind": "file", "path": "prompts.jsonl"}
+        });
+        let b = &report.benchmarks[0];
+        let load = benchmark_report(&report, b, 0).scenario.load.standardized;
+        assert_eq!(load.source, "sampled");
+        assert_eq!(load.input_seq_len.distribution, "other");
+        assert_eq!(
+            load.input_seq_len.value.as_f64(),
+            Some(b.metrics["prompt_tokens"].successful.mean)
+        );
+        assert!(load.output_seq_len.is_none() && load.prefix.is_none());
+        // The fixture's own synthetic spec, for contrast: generated prompts of 32 tokens.
+        let load = benchmark_report(&fixture(), b, 0)
+            .scenario
+            .load
+            .standardized;
+        assert_eq!((load.source, load.input_seq_len), ("random", fixed(32)));
+    }
 }
