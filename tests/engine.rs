@@ -27,6 +27,7 @@ mod hostile_text;
 mod intent;
 mod kept_up;
 mod lifecycle;
+mod llmd;
 mod lora;
 mod merge;
 mod metrics;

@@ -14,8 +14,9 @@ pub struct FromFileArgs {
     pub report: PathBuf,
 
     /// Outputs: aliases json, csv, html, yaml, console, junit, md, png, svg (every chart
-    /// of the HTML page as its own image), or file names whose extension picks the
-    /// format; comma-separated or repeated.
+    /// of the HTML page as its own image), llmd (the llm-d Benchmark Report v0.2, one
+    /// benchmark_report_v0.2,_N.yaml per benchmark), or file names whose extension picks
+    /// the format; comma-separated or repeated.
     #[arg(
         long,
         env = "LLMSURGE_OUTPUTS",

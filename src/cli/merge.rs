@@ -14,7 +14,8 @@ pub struct MergeArgs {
     pub reports: Vec<PathBuf>,
 
     /// Outputs of the merged report: aliases json, csv, html, yaml, console, junit, md,
-    /// or file names whose extension picks the format; comma-separated or repeated.
+    /// llmd (one llm-d Benchmark Report per benchmark), or file names whose extension
+    /// picks the format; comma-separated or repeated.
     #[arg(
         long,
         env = "LLMSURGE_OUTPUTS",

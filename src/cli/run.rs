@@ -141,10 +141,12 @@ fn check_output_dirs(plan: &RunPlan) -> Result<(), String> {
                 .join(file)
                 .parent()
                 .map_or_else(|| plan.output_dir.clone(), |p| p.to_path_buf()),
-            // Charts are written into --output-dir itself.
+            // Charts and llm-d reports are written into --output-dir itself.
             None if matches!(
                 output,
-                crate::report::Output::Png | crate::report::Output::Svg
+                crate::report::Output::Png
+                    | crate::report::Output::Svg
+                    | crate::report::Output::Llmd
             ) =>
             {
                 plan.output_dir.clone()

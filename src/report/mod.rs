@@ -22,6 +22,7 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod knee;
+pub mod llmd;
 pub mod markdown;
 pub mod merge;
 pub mod output_lengths;

@@ -1,7 +1,7 @@
 //! Which outputs a run (or `benchmark from-file`) writes, and writing them.
 //!
-//! `--outputs` takes aliases (`json`, `csv`, `html`, `yaml`, `console`) and file names
-//! whose extension picks the format; files go under `--output-dir`. Every file is
+//! `--outputs` takes aliases (`json`, `csv`, `html`, `yaml`, `console`, `llmd`, …) and
+//! file names whose extension picks the format; files go under `--output-dir`. Every file is
 //! written atomically, so a reader never sees half a report.
 
 use super::json::{Report, write_atomic};
@@ -30,6 +30,9 @@ pub enum Output {
     Png,
     /// Every chart of the HTML page as an SVG file, `<chart id>.svg`.
     Svg,
+    /// The llm-d Benchmark Report v0.2, one YAML file per benchmark
+    /// (`benchmark_report_v0.2,_<N>.yaml`).
+    Llmd,
 }
 
 /// The file formats, for rendering.
@@ -59,7 +62,7 @@ impl Output {
             Output::Yaml(p) => Some((FileFormat::Yaml, p)),
             Output::Junit(p) => Some((FileFormat::Junit, p)),
             Output::Markdown(p) => Some((FileFormat::Markdown, p)),
-            Output::Console | Output::Png | Output::Svg => None,
+            Output::Console | Output::Png | Output::Svg | Output::Llmd => None,
         }
     }
 }
@@ -78,6 +81,7 @@ pub fn parse_outputs(values: &[String]) -> Result<Vec<Output>, String> {
             "md" | "markdown" => Output::Markdown("benchmarks.md".into()),
             "png" => Output::Png,
             "svg" => Output::Svg,
+            "llmd" => Output::Llmd,
             file => {
                 let ext = Path::new(file)
                     .extension()
@@ -93,7 +97,7 @@ pub fn parse_outputs(values: &[String]) -> Result<Vec<Output>, String> {
                     Some("md") => Output::Markdown(path),
                     _ => {
                         return Err(format!(
-                            "--outputs: unknown output {file:?} (expected json, csv, html, yaml, console, junit, md, png, svg, or a file name ending in .json, .csv, .html, .yaml, .xml or .md)"
+                            "--outputs: unknown output {file:?} (expected json, csv, html, yaml, console, junit, md, png, svg, llmd, or a file name ending in .json, .csv, .html, .yaml, .xml or .md)"
                         ));
                     }
                 }
@@ -196,6 +200,19 @@ pub fn write_files(
             Err(message) => failed.push(WriteError { path, message }),
         }
     }
+    // `llmd`: one llm-d Benchmark Report per benchmark.
+    if outputs.contains(&Output::Llmd) {
+        for (name, br) in super::llmd::reports(report) {
+            let path = dir.join(name);
+            let result = super::llmd::to_yaml(&br)
+                .map_err(|e| e.to_string())
+                .and_then(|text| write_atomic(&path, text.as_bytes()).map_err(|e| e.to_string()));
+            match result {
+                Ok(()) => written.push(path),
+                Err(message) => failed.push(WriteError { path, message }),
+            }
+        }
+    }
     for (output, format) in [
         (Output::Png, super::charts::draw::ImageFormat::Png),
         (Output::Svg, super::charts::draw::ImageFormat::Svg),
@@ -251,6 +268,7 @@ mod tests {
 
     #[test]
     fn aliases_and_file_names_pick_formats() {
+        assert_eq!(parse(&["llmd"]).expect("valid"), vec![Output::Llmd]);
         assert_eq!(
             parse(&["json", "csv", "html", "yaml", "console", "junit", "md"]).expect("valid"),
             vec![
@@ -295,5 +313,6 @@ mod tests {
             "{err}"
         );
         assert!(parse(&["pdf"]).is_err());
+        assert!(err.contains("llmd"), "{err}");
     }
 }

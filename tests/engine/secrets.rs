@@ -148,7 +148,7 @@ fn a_secret_given_in_any_way_reaches_the_server_and_no_output() {
         .format("anthropic")
         .arg("--api-key", &key)
         .arg("--backend-kwargs", &kwargs)
-        .outputs("json,csv,html,yaml,console,junit,md")
+        .outputs("json,csv,html,yaml,console,junit,md,llmd")
         .slo("ttft_p50<=60s")
         .request_log("requests.jsonl")
         .run_with_env(&[("LLMSURGE_LOG", "debug")]);
@@ -160,6 +160,7 @@ fn a_secret_given_in_any_way_reaches_the_server_and_no_output() {
         "benchmarks.yaml",
         "benchmarks.junit.xml",
         "benchmarks.md",
+        "benchmark_report_v0.2,_0.yaml",
         "requests.jsonl",
     ] {
         assert!(run.dir.path().join(name).is_file(), "{name} written");

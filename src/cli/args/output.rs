@@ -8,9 +8,10 @@ use std::path::PathBuf;
 #[command(next_help_heading = "Output")]
 pub struct OutputArgs {
     /// Outputs: aliases json, csv, html, yaml, console, junit, md, png, svg (every chart
-    /// of the HTML page as its own image, named after the chart), or file names whose
-    /// extension picks the format (run.json, summary.csv, page.html, run.yaml);
-    /// comma-separated or repeated. Files go under --output-dir.
+    /// of the HTML page as its own image, named after the chart), llmd (the llm-d
+    /// Benchmark Report v0.2, one benchmark_report_v0.2,_N.yaml per benchmark), or file
+    /// names whose extension picks the format (run.json, summary.csv, page.html,
+    /// run.yaml); comma-separated or repeated. Files go under --output-dir.
     #[arg(
         long,
         env = "LLMSURGE_OUTPUTS",
