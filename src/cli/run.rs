@@ -11,6 +11,7 @@ use llmsurge_coordinator::{
     BenchmarkPlan, BenchmarkResult, CapacityProfile, CoordinatorError, FixedProfile, PlanTemplate,
     Profile, StopReason, Strategy, SweepProfile, WorkerCommand, run_profile,
 };
+use llmsurge_coordinator::server_metrics::fingerprint::{self, ServerFingerprint};
 use llmsurge_proto::{BackendConfig, DataSpec, Schedule, WorkerConfig};
 use std::time::Duration;
 
@@ -268,6 +269,13 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         Err(UsageError(message)) => return super::usage_error(&message),
     };
     template.base.agent_names = data.summary.agent_traces.as_ref().map(|a| a.names.clone());
+    // The server as it is before our first request (the probe is one): its counters
+    // say whether it was warm.
+    let fingerprint_cfg = fingerprint_config(&plan, &target);
+    let fingerprint = ServerFingerprint::new(fingerprint::read(&fingerprint_cfg).await);
+    for w in &fingerprint.warnings {
+        crate::stdout::eprintln(&format!("warning: {w}"));
+    }
     // Before any load: the run's own body shape once, so a strict server's refusal is
     // found now; the probe is marked and counts in no benchmark.
     let probed = match crate::target::probe(
@@ -391,7 +399,16 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         &plan.reporting,
         log,
     );
+    reporter.set_server_fingerprint(Some(fingerprint.clone()));
     let outcome = run_repeats(&plan, &template, &command, &mut reporter, &mut profile).await;
+    // The server again after the load: a restart or a change during the run is said.
+    let mut fingerprint = fingerprint;
+    let known = fingerprint.warnings.len();
+    fingerprint.finish(fingerprint::read(&fingerprint_cfg).await);
+    for w in &fingerprint.warnings[known..] {
+        crate::stdout::eprintln(&format!("warning: {w}"));
+    }
+    reporter.set_server_fingerprint(Some(fingerprint));
     if let Some(mock) = target.mock {
         mock.shutdown();
     }
@@ -493,6 +510,36 @@ async fn run_repeats(
             }));
     }
     Ok(outcome)
+}
+
+/// How the server's fingerprint is read: the target's own paths with the run's
+/// credentials and query parameters, and its metrics where the run scrapes them (the
+/// target's `/metrics` unless `--server-metrics` names another URL or is off).
+fn fingerprint_config(plan: &RunPlan, target: &ResolvedTarget) -> fingerprint::ReadConfig {
+    use super::resolve::MetricsSource;
+    use llmsurge_coordinator::server_metrics::ScrapeConfig;
+    let headers = target_headers(plan, target);
+    let base = target.base_url.clone();
+    let params = plan.backend.params.clone();
+    let metrics_url = match &plan.server_metrics.source {
+        MetricsSource::Off => None,
+        MetricsSource::Target => Some(crate::target::check_url(&base, "/metrics", &params)),
+        MetricsSource::Url(url) => Some(url.clone()),
+    };
+    let metrics = metrics_url.and_then(|url| {
+        let mut cfg =
+            ScrapeConfig::new(&url, fingerprint::read::TIMEOUT, None, &base, &headers).ok()?;
+        cfg.tls = plan.backend.tls.clone();
+        Some(cfg)
+    });
+    fingerprint::ReadConfig {
+        url_of: Box::new(move |path| crate::target::check_url(&base, path, &params)),
+        headers,
+        model: target.model.clone(),
+        metrics,
+        tls: plan.backend.tls.clone(),
+        timeout: fingerprint::read::TIMEOUT,
+    }
 }
 
 /// Bound on each `--profile-server` call: stopping a profiler writes its trace.

@@ -278,7 +278,9 @@ async fn serve_connection<S>(
     let service = service_fn(move |req| {
         let app = Arc::clone(&app);
         async move {
-            let response = handle(app, req).await;
+            let server = super::info::server_header(&app);
+            let mut response = handle(app, req).await;
+            response.headers_mut().insert(hyper::header::SERVER, server);
             // An injected close: fail the service, so hyper sends no headers at all.
             match response.extensions().get::<InjectedClose>() {
                 Some(close) => Err(*close),
