@@ -394,6 +394,7 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
         end => utc(m.end_time),
         status => status,
         extras => Serde(extras),
+        server_facts => Serde(report.server_fingerprint.as_ref().map(super::fingerprint::rows)),
         capacity => Serde(capacity),
         rows => Serde(report.benchmarks.iter().map(row).collect::<Vec<_>>()),
         model_rows => Serde(report.benchmarks.iter().flat_map(model_rows).collect::<Vec<_>>()),
