@@ -132,6 +132,11 @@ impl MockServer {
         self.app.config.primary_model()
     }
 
+    /// When the server started, Unix seconds: its `process_start_time_seconds`.
+    pub fn started_unix(&self) -> f64 {
+        self.app.started_unix
+    }
+
     /// What the server saw so far (the body of `GET /stats`).
     pub fn stats(&self) -> MockStats {
         let mut stats = self.app.counters.snapshot();
