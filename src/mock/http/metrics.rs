@@ -114,37 +114,6 @@ fn info(
 impl Collector for Snapshot {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = &self.stats;
-        // vLLM states its booleans in Python's spelling.
-        let caching = if self.prefix_caching { "True" } else { "False" };
-        let block_size = crate::mock::model::prefix_cache::BLOCK_TOKENS.to_string();
-        let gpu_blocks = (self.kv_capacity / crate::mock::model::prefix_cache::BLOCK_TOKENS as u64)
-            .max(1)
-            .to_string();
-        info(
-            &mut e,
-            "vllm:cache_config_info",
-            "Information of the LLMEngine CacheConfig (the mock's prefix cache).",
-            &[
-                ("block_size", &block_size),
-                ("cache_dtype", "auto"),
-                ("enable_prefix_caching", caching),
-                ("num_gpu_blocks", &gpu_blocks),
-            ],
-        )?;
-        // Like vLLM, only a server with LoRA adapters publishes it.
-        if self.lora_adapters > 0 {
-            let max_lora = self.lora_adapters.to_string();
-            info(
-                &mut e,
-                "vllm:lora_requests_info",
-                "Running stats on LoRA requests (the mock's adapters, none running here).",
-                &[
-                    ("max_lora", &max_lora),
-                    ("running_lora_adapters", ""),
-                    ("waiting_lora_adapters", ""),
-                ],
-            )?;
-        }
         gauge(
             &mut e,
             "vllm:num_requests_running",
@@ -246,7 +215,39 @@ impl Collector for Snapshot {
             "vllm:e2e_request_latency_seconds",
             "Arrival to last token of generation requests that ran to their end.",
             &self.e2e,
-        )
+        )?;
+        // vLLM states its booleans in Python's spelling.
+        let caching = if self.prefix_caching { "True" } else { "False" };
+        let block_size = crate::mock::model::prefix_cache::BLOCK_TOKENS.to_string();
+        let gpu_blocks = (self.kv_capacity / crate::mock::model::prefix_cache::BLOCK_TOKENS as u64)
+            .max(1)
+            .to_string();
+        info(
+            &mut e,
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig (the mock's prefix cache).",
+            &[
+                ("block_size", &block_size),
+                ("cache_dtype", "auto"),
+                ("enable_prefix_caching", caching),
+                ("num_gpu_blocks", &gpu_blocks),
+            ],
+        )?;
+        // Like vLLM, only a server with LoRA adapters publishes it.
+        if self.lora_adapters > 0 {
+            let max_lora = self.lora_adapters.to_string();
+            info(
+                &mut e,
+                "vllm:lora_requests_info",
+                "Running stats on LoRA requests (the mock's adapters, none running here).",
+                &[
+                    ("max_lora", &max_lora),
+                    ("running_lora_adapters", ""),
+                    ("waiting_lora_adapters", ""),
+                ],
+            )?;
+        }
+        Ok(())
     }
 }
 
