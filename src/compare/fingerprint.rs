@@ -109,7 +109,11 @@ pub fn check(base: &Report, cur: &Report) -> (ServerCheck, Vec<String>) {
         }
         (None, None) => (ServerCheck::default(), Vec::new()),
         (b, _) => {
-            let side = if b.is_none() { "baseline" } else { "current report" };
+            let side = if b.is_none() {
+                "baseline"
+            } else {
+                "current report"
+            };
             (
                 ServerCheck::default(),
                 vec![format!(

@@ -11,10 +11,10 @@
 //! warning ([`warnings`]).
 
 pub mod change;
+pub mod fingerprint;
 pub mod noise;
 pub mod pairing;
 pub mod runs;
-pub mod fingerprint;
 pub mod tolerance;
 pub mod warnings;
 

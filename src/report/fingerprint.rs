@@ -68,10 +68,16 @@ pub fn console(report: &Report) -> String {
     let (rows, warnings) = rows(fp);
     let mut out = String::from("Server");
     for (label, text) in rows {
-        out.push_str(&format!("\n  {label}: {}", llmsurge_proto::inert::terminal(&text)));
+        out.push_str(&format!(
+            "\n  {label}: {}",
+            llmsurge_proto::inert::terminal(&text)
+        ));
     }
     for w in warnings {
-        out.push_str(&format!("\n  warning: {}", llmsurge_proto::inert::terminal(&w)));
+        out.push_str(&format!(
+            "\n  warning: {}",
+            llmsurge_proto::inert::terminal(&w)
+        ));
     }
     out
 }

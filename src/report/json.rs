@@ -209,7 +209,8 @@ pub struct Report {
     /// The server's fingerprint, read before the load and after it (docs/report.md);
     /// absent from reports written before it was added.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_fingerprint: Option<llmsurge_coordinator::server_metrics::fingerprint::ServerFingerprint>,
+    pub server_fingerprint:
+        Option<llmsurge_coordinator::server_metrics::fingerprint::ServerFingerprint>,
 }
 
 pub use crate::safe_file::write_atomic;

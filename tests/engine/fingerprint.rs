@@ -74,10 +74,7 @@ fn the_fingerprint_is_read_from_every_source_the_mock_publishes() {
     assert_eq!(fact(&b.max_model_len), ("4096", "GET /v1/models"));
     assert_eq!(fact(&b.lora_adapters), ("adapter-a", "GET /v1/models"));
     let metric = "metric vllm:cache_config_info";
-    assert_eq!(
-        fact(config(b, "enable_prefix_caching")),
-        ("false", metric)
-    );
+    assert_eq!(fact(config(b, "enable_prefix_caching")), ("false", metric));
     assert_eq!(fact(config(b, "block_size")), ("16", metric));
     assert_eq!(fact(config(b, "cache_dtype")), ("auto", metric));
     assert_eq!(
@@ -89,7 +86,10 @@ fn the_fingerprint_is_read_from_every_source_the_mock_publishes() {
     assert!(
         chunked.value.is_none()
             && chunked.source == "unknown"
-            && chunked.reason.as_deref().is_some_and(|r| r.contains("/get_server_info: HTTP 404")),
+            && chunked
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains("/get_server_info: HTTP 404")),
         "{chunked:?}"
     );
     // The start time the mock publishes, and its counters: cold before, the run's after.
@@ -98,12 +98,16 @@ fn the_fingerprint_is_read_from_every_source_the_mock_publishes() {
     let a = fp.after.as_ref().expect("read after the load");
     assert_eq!(a.requests_served.number(), Some(successes(&after) as f64));
     assert_eq!(successes(&after), 4);
-    assert_eq!(a.prefix_cache_hits.number(), Some(after.prefix_cache_hits as f64));
+    assert_eq!(
+        a.prefix_cache_hits.number(),
+        Some(after.prefix_cache_hits as f64)
+    );
     assert_eq!(after.prefix_cache_hits, 0, "prefix caching is off");
     assert!(fp.warnings.is_empty(), "{:?}", fp.warnings);
     // The console's Server block and the CSV's key columns.
     assert!(
-        run.stdout.contains("Server\n  Engine: vllm 0.9.1 (server header: llmsurge-mock/0.9.1)"),
+        run.stdout
+            .contains("Server\n  Engine: vllm 0.9.1 (server header: llmsurge-mock/0.9.1)"),
         "{}",
         run.stdout
     );
@@ -120,7 +124,11 @@ fn the_fingerprint_is_read_from_every_source_the_mock_publishes() {
         .arg(&again)
         .output()
         .expect("from-file runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let reloaded: llmsurge::report::Report =
         serde_json::from_slice(&std::fs::read(again.join("benchmarks.json")).expect("json"))
             .expect("parses");
@@ -230,7 +238,8 @@ fn a_restart_of_the_server_during_the_run_is_said() {
         "{restart}"
     );
     assert!(
-        run.stderr.contains("warning: the server restarted during the run"),
+        run.stderr
+            .contains("warning: the server restarted during the run"),
         "{}",
         run.stderr
     );
@@ -257,7 +266,11 @@ fn compare(base: &Path, cur: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32
     cmd.args(["benchmark", "compare"])
         .arg(base)
         .arg(cur)
-        .args(["--max-regression", "error_rate=+100pp", "--max-regression-only"])
+        .args([
+            "--max-regression",
+            "error_rate=+100pp",
+            "--max-regression-only",
+        ])
         .args(args);
     for (k, v) in env {
         cmd.env(k, v);

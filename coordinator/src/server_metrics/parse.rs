@@ -177,7 +177,10 @@ pub fn labels_and_gauges(
     body: &str,
     series: &[&str],
     gauges: &[&str],
-) -> (BTreeMap<String, BTreeMap<String, String>>, BTreeMap<String, f64>) {
+) -> (
+    BTreeMap<String, BTreeMap<String, String>>,
+    BTreeMap<String, f64>,
+) {
     let lines = body.lines().map(|l| Ok(escape(l)));
     let Ok(scrape) = Scrape::parse(lines) else {
         return Default::default();

@@ -11,7 +11,7 @@
 pub mod read;
 pub mod sources;
 
-pub use read::{ReadConfig, read};
+pub use read::{Prefetched, ReadConfig, Source, read};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -200,11 +200,7 @@ impl ServerFingerprint {
             ));
         }
         for (name, x, y) in [
-            (
-                "requests_served",
-                &b.requests_served,
-                &a.requests_served,
-            ),
+            ("requests_served", &b.requests_served, &a.requests_served),
             (
                 "prefix_cache_queries",
                 &b.prefix_cache_queries,
@@ -377,7 +373,11 @@ mod tests {
     #[test]
     fn a_restart_and_a_warm_server_are_said() {
         let mut fp = ServerFingerprint::new(reading("1", "true", 3.0));
-        assert!(fp.warnings[0].contains("served 3 requests"), "{:?}", fp.warnings);
+        assert!(
+            fp.warnings[0].contains("served 3 requests"),
+            "{:?}",
+            fp.warnings
+        );
         let mut after = reading("1", "true", 1.0);
         after.process_start_time = Fact::known("200.25", "metric");
         fp.finish(after);

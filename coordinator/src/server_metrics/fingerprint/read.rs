@@ -28,7 +28,7 @@ pub struct ReadConfig {
     pub headers: Vec<(String, Secret)>,
     /// The model the run asks for.
     pub model: String,
-    /// Where `/metrics` is scraped; `None` when `--server-metrics off`.
+    /// Where `/metrics` is scraped, when the run scrapes it.
     pub metrics: Option<ScrapeConfig>,
     /// The run's TLS settings.
     pub tls: http::TlsConfig,
@@ -42,6 +42,27 @@ impl std::fmt::Debug for ReadConfig {
             .field("model", &self.model)
             .finish_non_exhaustive()
     }
+}
+
+/// Where a reading gets a source's answer.
+#[derive(Clone, Debug)]
+pub enum Source<T> {
+    /// Asked now.
+    Fetch,
+    /// Already asked by the run (the target check's model list, the metrics probe's
+    /// page): the answer, or why there is none.
+    Given(Result<T, String>),
+    /// Not read, and why.
+    Skip(String),
+}
+
+/// The answers a reading starts from: what the run asked already is not asked twice.
+#[derive(Clone, Debug)]
+pub struct Prefetched {
+    /// `GET /v1/models`, parsed, with its `server` header.
+    pub models: Source<(serde_json::Value, Option<String>)>,
+    /// `GET /metrics`, as text.
+    pub metrics: Source<String>,
 }
 
 /// A value cut to [`MAX_VALUE_CHARS`], on one line; `True`/`False` (Python's spelling,
@@ -84,10 +105,9 @@ async fn get(
         for (name, value) in &cfg.headers {
             request = request.header(name.as_str(), value.expose());
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| http::connect_problem(&e).map_or_else(|| http::root_cause(&e), |p| p.line()))?;
+        let response = request.send().await.map_err(|e| {
+            http::connect_problem(&e).map_or_else(|| http::root_cause(&e), |p| p.line())
+        })?;
         let server = response
             .headers()
             .get(reqwest::header::SERVER)
@@ -179,8 +199,9 @@ fn models_facts(r: &mut Reading, list: &Result<serde_json::Value, String>, model
     };
 }
 
-/// Reads the server now. Never fails: what cannot be read is unknown, with why.
-pub async fn read(cfg: &ReadConfig) -> Reading {
+/// Reads the server now, from `pre` where the run already asked. Never fails: what
+/// cannot be read is unknown, with why.
+pub async fn read(cfg: &ReadConfig, pre: Prefetched) -> Reading {
     let mut r = Reading {
         read_at: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -203,13 +224,25 @@ pub async fn read(cfg: &ReadConfig) -> Reading {
     };
     let paths = json_paths();
     let metrics = async {
-        match &cfg.metrics {
-            Some(m) => Some(fetch_metrics(m, &client).await),
-            None => None,
+        match (pre.metrics, &cfg.metrics) {
+            (Source::Given(page), _) => Ok(page),
+            (Source::Fetch, Some(m)) => {
+                Ok(crate::server_metrics::probe(m).await.map_err(|e| e.message))
+            }
+            (Source::Fetch, None) => Err("not scraped by this run".to_string()),
+            (Source::Skip(why), _) => Err(why),
+        }
+    };
+    let models = async {
+        match pre.models {
+            Source::Fetch => get_json(&client, cfg, "/v1/models").await,
+            Source::Given(Ok((list, server))) => (Ok(list), server.as_deref().map(clean)),
+            Source::Given(Err(e)) => (Err(e), None),
+            Source::Skip(why) => (Err(why), None),
         }
     };
     let (models, answers, metrics) = tokio::join!(
-        get_json(&client, cfg, "/v1/models"),
+        models,
         futures_util::future::join_all(paths.iter().map(|p| get_json(&client, cfg, p))),
         metrics,
     );
@@ -222,15 +255,18 @@ pub async fn read(cfg: &ReadConfig) -> Reading {
             |s| Fact::known(s, "response header server"),
         );
     models_facts(&mut r, &models.0, &cfg.model);
-    let answers: BTreeMap<&str, &Result<serde_json::Value, String>> =
-        paths.iter().copied().zip(answers.iter().map(|(a, _)| a)).collect();
+    let answers: BTreeMap<&str, &Result<serde_json::Value, String>> = paths
+        .iter()
+        .copied()
+        .zip(answers.iter().map(|(a, _)| a))
+        .collect();
     // Configuration published as metrics first: it is what the engine runs with.
     let mut engine: Option<(String, String)> = None;
     let mut config: BTreeMap<String, Fact> = BTreeMap::new();
     let metrics_why = match &metrics {
-        None => "not read (--server-metrics off)".to_string(),
-        Some(Err(e)) => format!("GET /metrics: {e}"),
-        Some(Ok(body)) => {
+        Err(why) => why.clone(),
+        Ok(Err(e)) => format!("GET /metrics: {e}"),
+        Ok(Ok(body)) => {
             metrics_facts(&mut r, body, &mut config, &mut engine);
             "not in /metrics".to_string()
         }
@@ -306,27 +342,6 @@ pub async fn read(cfg: &ReadConfig) -> Reading {
         }
     }
     r
-}
-
-/// `/metrics` as text, bounded like every scrape.
-async fn fetch_metrics(m: &ScrapeConfig, client: &reqwest::Client) -> Result<String, String> {
-    let fetch = async {
-        let mut request = client.get(&m.url);
-        for (name, value) in &m.headers {
-            request = request.header(name.as_str(), value.expose());
-        }
-        let response = request.send().await.map_err(|e| http::root_cause(&e))?;
-        if !response.status().is_success() {
-            return Err(format!("HTTP {}", response.status()));
-        }
-        let body = http::read_limited(response, limits::METRICS_PAGE)
-            .await
-            .map_err(|e| format!("the answer is unreadable ({e})"))?;
-        Ok(String::from_utf8_lossy(&body).into_owned())
-    };
-    tokio::time::timeout(m.timeout.max(TIMEOUT), fetch)
-        .await
-        .map_err(|_| format!("no answer within {}s", m.timeout.max(TIMEOUT).as_secs_f64()))?
 }
 
 /// The facts `/metrics` holds: configuration labels, the start time, the counters.

@@ -50,7 +50,13 @@ pub const VLLM_SERVER_INFO: &str = "/server_info?config_format=json";
 /// Every JSON source, in the order a field is looked for (the first answer wins).
 pub const JSON_ROWS: &[JsonRow] = &[
     // vLLM: `GET /version`, and `GET /server_info` where it is served.
-    row("vllm", "/version", "/version", "engine_version", Read::Plain),
+    row(
+        "vllm",
+        "/version",
+        "/version",
+        "engine_version",
+        Read::Plain,
+    ),
     row(
         "vllm",
         VLLM_SERVER_INFO,
