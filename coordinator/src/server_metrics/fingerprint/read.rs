@@ -222,7 +222,6 @@ pub async fn read(cfg: &ReadConfig, pre: Prefetched) -> Reading {
             return unknown_all(r, &why);
         }
     };
-    let paths = json_paths();
     let metrics = async {
         match (pre.metrics, &cfg.metrics) {
             (Source::Given(page), _) => Ok(page),
@@ -241,11 +240,21 @@ pub async fn read(cfg: &ReadConfig, pre: Prefetched) -> Reading {
             Source::Skip(why) => (Err(why), None),
         }
     };
-    let (models, answers, metrics) = tokio::join!(
-        models,
-        futures_util::future::join_all(paths.iter().map(|p| get_json(&client, cfg, p))),
-        metrics,
-    );
+    let (models, metrics) = tokio::join!(models, metrics);
+    // Only the engine's own endpoints when its metrics name it (another engine's path
+    // would be a 404 in its logs); every engine's when they do not.
+    let known = match &metrics {
+        Ok(Ok(body)) => crate::server_metrics::parse::parse(body, None)
+            .ok()
+            .and_then(|p| p.server),
+        _ => None,
+    };
+    let paths: Vec<&'static str> = json_paths()
+        .into_iter()
+        .filter(|p| known.is_none_or(|k| server_of_path(p) == Some(k)))
+        .collect();
+    let answers =
+        futures_util::future::join_all(paths.iter().map(|p| get_json(&client, cfg, p))).await;
     r.server_header = models
         .1
         .clone()
