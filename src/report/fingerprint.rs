@@ -57,7 +57,7 @@ pub fn rows(fp: &ServerFingerprint) -> (Vec<(&'static str, String)>, Vec<String>
 fn started(r: &Reading) -> String {
     r.process_start_time
         .number()
-        .map_or_else(|| "unknown".into(), super::html::utc)
+        .map_or_else(|| "unknown".into(), super::cells::utc)
 }
 
 /// The console block; empty without a fingerprint.
