@@ -433,3 +433,61 @@ fn unknown_all(mut r: Reading, why: &str) -> Reading {
     }
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_values_are_cut_to_one_short_line() {
+        let long = format!("0.9\u{1b}[31m\n{}", "x".repeat(5000));
+        let v = clean(&long);
+        assert!(v.chars().count() <= MAX_VALUE_CHARS, "{}", v.len());
+        assert!(!v.chars().any(char::is_control), "{v:?}");
+        assert_eq!(clean("True"), "true");
+        assert_eq!(json_text(&serde_json::json!(16)).as_deref(), Some("16"));
+        assert_eq!(json_text(&serde_json::Value::Null), None);
+    }
+
+    #[test]
+    fn a_model_list_that_is_not_one_leaves_its_facts_unknown_with_the_reason() {
+        let mut r = Reading::default();
+        models_facts(&mut r, &Ok(serde_json::json!({"data": "nope"})), "m");
+        assert_eq!(r.model.source, "unknown");
+        assert!(
+            r.model_root
+                .reason
+                .as_deref()
+                .is_some_and(|w| w.contains("no `data` list"))
+        );
+        let list = serde_json::json!({"data": [{"id": "other"}]});
+        models_facts(&mut r, &Ok(list), "m");
+        assert!(
+            r.max_model_len
+                .reason
+                .as_deref()
+                .is_some_and(|w| w.contains("does not have the model"))
+        );
+        // No `parent` field anywhere: adapters unknown, not "none".
+        let list = serde_json::json!({"data": [{"id": "m", "root": "/w", "max_model_len": 8}]});
+        models_facts(&mut r, &Ok(list), "m");
+        assert_eq!(r.model_root.shown(), "/w");
+        assert_eq!(r.lora_adapters.source, "unknown");
+    }
+
+    #[test]
+    fn configuration_labels_and_the_start_time_are_read_from_metrics() {
+        let body = "# TYPE vllm:cache_config_info gauge\n\
+            vllm:cache_config_info{block_size=\"32\",enable_prefix_caching=\"False\",model_name=\"m\"} 1\n\
+            process_start_time_seconds 1700000000.5\n\
+            vllm:request_success_total{finished_reason=\"stop\"} 3\n";
+        let (mut r, mut config, mut engine) = (Reading::default(), BTreeMap::new(), None);
+        metrics_facts(&mut r, body, &mut config, &mut engine);
+        assert_eq!(config["block_size"].shown(), "32");
+        assert_eq!(config["enable_prefix_caching"].shown(), "false");
+        assert!(!config.contains_key("model_name"), "{config:?}");
+        assert_eq!(r.process_start_time.number(), Some(1_700_000_000.5));
+        assert_eq!(r.requests_served.number(), Some(3.0));
+        assert_eq!(engine.map(|e| e.0).as_deref(), Some("vllm"));
+    }
+}
