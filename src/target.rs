@@ -21,6 +21,9 @@ pub struct ResolvedTarget {
     pub model: String,
     /// Models the server lists (empty when it does not list them).
     pub models: Vec<String>,
+    /// The `GET /v1/models` answer parsed, with its `server` header, or why there is
+    /// none: the server's fingerprint reads it rather than asking again.
+    pub model_list: Result<(serde_json::Value, Option<String>), String>,
     /// The in-process mock server, kept alive for the run.
     pub mock: Option<MockServer>,
     /// What the check found that does not stop the run (an unhealthy `/health` on a
@@ -64,6 +67,7 @@ impl TargetCheck<'_> {
 struct Checked {
     model: String,
     models: Vec<String>,
+    model_list: Result<(serde_json::Value, Option<String>), String>,
     warnings: Vec<String>,
 }
 
@@ -134,6 +138,7 @@ pub async fn resolve_target(
             base_url,
             model: c.model,
             models: c.models,
+            model_list: c.model_list,
             mock,
             warnings: c.warnings,
         });
@@ -148,6 +153,7 @@ pub async fn resolve_target(
                     base_url,
                     model: c.model,
                     models: c.models,
+                    model_list: c.model_list,
                     mock,
                     warnings: c.warnings,
                 });
@@ -298,6 +304,11 @@ async fn check(
         Err(e) => return Err(unreachable(e).await),
     };
     let status = listing.status();
+    let server_header = listing
+        .headers()
+        .get(reqwest::header::SERVER)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let mut model_list = Err(format!("HTTP {status}"));
     let models = if status.is_success() {
         // Read with a bound: the list is parsed whole, and a server may send without end.
         let body = match llmsurge_proto::http::read_limited(listing, limits::MODEL_LIST).await {
@@ -312,6 +323,9 @@ async fn check(
                 )));
             }
         };
+        model_list = serde_json::from_slice::<serde_json::Value>(&body)
+            .map(|v| (v, server_header))
+            .map_err(|_| "the answer is not JSON".to_string());
         serde_json::from_slice::<ModelList>(&body)
             .map(|l| l.data.into_iter().map(|m| m.id).collect())
             .unwrap_or_default()
@@ -423,6 +437,7 @@ async fn check(
     Ok(Checked {
         model,
         models,
+        model_list,
         warnings,
     })
 }

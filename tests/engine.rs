@@ -16,6 +16,7 @@ mod edge;
 mod failures;
 mod faults;
 mod fd_limit;
+mod fingerprint;
 mod formats_media;
 mod formats_pooling;
 mod formats_typed;

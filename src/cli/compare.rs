@@ -64,6 +64,19 @@ pub struct CompareArgs {
     #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_ALLOW_MISSING")]
     pub allow_missing: bool,
 
+    /// Compare runs whose servers differ in these fields (comma-separated or repeated;
+    /// `all` for every one): model, model_root, max_model_len, engine, engine_version,
+    /// lora_adapters, block_size, enable_prefix_caching, cache_dtype. By default a
+    /// difference in any of them fails the gate (exit 3): the runs did not measure the
+    /// same server (docs/ci.md).
+    #[arg(
+        long,
+        env = "LLMSURGE_ALLOW_SERVER_CHANGE",
+        value_delimiter = ',',
+        value_name = "FIELD"
+    )]
+    pub allow_server_change: Vec<String>,
+
     /// Pictures of both runs on the same axes, each figure's verdicts beside it: html
     /// (compare.html), png, svg (one file per chart); comma-separated. None by default.
     /// Its variable is not LLMSURGE_OUTPUTS: a CI job sets that one for its runs
@@ -264,6 +277,10 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
             Ok(t) => t,
             Err(e) => return super::usage_error(&format!("--max-regression: {e}")),
         };
+    let allowed = match crate::compare::fingerprint::check_allowed(&args.allow_server_change) {
+        Ok(a) => a,
+        Err(e) => return super::usage_error(&e),
+    };
     let (base, cur) = match (read_report(&args.baseline), read_report(&args.current)) {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => return super::usage_error(&e),
@@ -277,6 +294,7 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
         Err(e) => return super::usage_error(&e),
     };
     comparison.allow_missing = args.allow_missing;
+    comparison.allow_server_changes(allowed);
     // The tolerances that judged a row: a metric the reports lack (a pooling run's
     // TTFT) was never judged.
     let judged: Vec<&str> = comparison
@@ -318,6 +336,9 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
                 "gate failed: {line}; --allow-missing compares the rest"
             ));
         }
+    }
+    for line in comparison.server.failure_lines() {
+        crate::stdout::eprintln(&format!("gate failed: {line}"));
     }
     let mut failed = false;
     if let Some(path) = &args.json {

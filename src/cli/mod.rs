@@ -59,7 +59,7 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Benchmark(BenchmarkCommand),
     /// Run the built-in mock OpenAI-compatible server.
-    MockServer(crate::mock::MockServerArgs),
+    MockServer(Box<crate::mock::MockServerArgs>),
     /// Print Kubernetes manifests that run a benchmark as N shards (see docs/multi-host.md).
     #[command(subcommand)]
     K8s(k8s::K8sCommand),

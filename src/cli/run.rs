@@ -7,6 +7,7 @@ use crate::report::{RequestLog, RunInfo, RunReporter, TargetInfo, unix_now};
 use crate::target::{ResolvedTarget, resolve_target};
 use llmsurge_coordinator::knee::KneeProfile;
 use llmsurge_coordinator::profiles::CapacityOutcome;
+use llmsurge_coordinator::server_metrics::fingerprint::{self, ServerFingerprint};
 use llmsurge_coordinator::{
     BenchmarkPlan, BenchmarkResult, CapacityProfile, CoordinatorError, FixedProfile, PlanTemplate,
     Profile, StopReason, Strategy, SweepProfile, WorkerCommand, run_profile,
@@ -270,6 +271,30 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         Err(UsageError(message)) => return super::usage_error(&message),
     };
     template.base.agent_names = data.summary.agent_traces.as_ref().map(|a| a.names.clone());
+    // Whether the target publishes metrics, asked once: the fingerprint reads the page.
+    let metrics = match server_metrics(&plan, &target).await {
+        Ok(m) => m,
+        Err(UsageError(message)) => {
+            if let Some(mock) = target.mock {
+                mock.shutdown();
+            }
+            return super::usage_error(&message);
+        }
+    };
+    // The server as it is before our first request (the probe is one): its counters
+    // say whether it was warm.
+    let fingerprint_cfg = fingerprint_config(&plan, &target, metrics.0.clone());
+    let before = fingerprint::Prefetched {
+        models: fingerprint::Source::Given(target.model_list.clone()),
+        metrics: match &metrics.3 {
+            Some(page) => fingerprint::Source::Given(page.clone()),
+            None => fingerprint::Source::Skip("not read (--server-metrics off)".into()),
+        },
+    };
+    let fingerprint = ServerFingerprint::new(fingerprint::read(&fingerprint_cfg, before).await);
+    for w in &fingerprint.warnings {
+        crate::stdout::eprintln(&format!("warning: {w}"));
+    }
     // Before any load: the run's own body shape once, so a strict server's refusal is
     // found now; the probe is marked and counts in no benchmark.
     let probed = match crate::target::probe(
@@ -334,35 +359,26 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         },
         None => None,
     };
-    // After the probe and every usage check, so a usage error stays one line.
-    match server_metrics(&plan, &target).await {
-        Ok((scrape, profiler, note)) => {
-            template.base.server_metrics = scrape;
-            template.base.profile_server = profiler;
-            template.base.cache_reset = cache_reset(&plan, &target);
-            template.base.gpu_metrics = plan.server_metrics.gpu_metrics.as_deref().map(|g| {
-                use llmsurge_coordinator::gpu::{GpuConfig, GpuSource};
-                GpuConfig {
-                    source: match g {
-                        "nvidia-smi" => GpuSource::NvidiaSmi,
-                        url => GpuSource::Dcgm(url.to_string()),
-                    },
-                    interval: plan.server_metrics.interval,
-                }
-            });
-            // Kept in the report's target warnings, so a reader knows why there are none.
-            if let Some(note) = note {
-                let note = plan.redaction.text(&note).into_owned();
-                crate::stdout::eprintln(&note);
-                warnings.push(note.trim_start_matches("warning: ").to_string());
-            }
+    // Noted after the probe and every usage check, so a usage error stays one line.
+    let (scrape, profiler, note, _) = metrics;
+    template.base.server_metrics = scrape;
+    template.base.profile_server = profiler;
+    template.base.cache_reset = cache_reset(&plan, &target);
+    template.base.gpu_metrics = plan.server_metrics.gpu_metrics.as_deref().map(|g| {
+        use llmsurge_coordinator::gpu::{GpuConfig, GpuSource};
+        GpuConfig {
+            source: match g {
+                "nvidia-smi" => GpuSource::NvidiaSmi,
+                url => GpuSource::Dcgm(url.to_string()),
+            },
+            interval: plan.server_metrics.interval,
         }
-        Err(UsageError(message)) => {
-            if let Some(mock) = target.mock {
-                mock.shutdown();
-            }
-            return super::usage_error(&message);
-        }
+    });
+    // Kept in the report's target warnings, so a reader knows why there are none.
+    if let Some(note) = note {
+        let note = plan.redaction.text(&note).into_owned();
+        crate::stdout::eprintln(&note);
+        warnings.push(note.trim_start_matches("warning: ").to_string());
     }
     tracing::debug!(
         ms = phase.elapsed().as_secs_f64() * 1e3,
@@ -393,7 +409,24 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         &plan.reporting,
         log,
     );
+    reporter.set_server_fingerprint(Some(fingerprint.clone()));
     let outcome = run_repeats(&plan, &template, &command, &mut reporter, &mut profile).await;
+    // The server again after the load: a restart or a change during the run is said.
+    let mut fingerprint = fingerprint;
+    let known = fingerprint.warnings.len();
+    // The model list was read before; the rest again, `/metrics` where the run scraped it.
+    let after = fingerprint::Prefetched {
+        models: fingerprint::Source::Skip("read once, before the load".into()),
+        metrics: match &fingerprint_cfg.metrics {
+            Some(_) => fingerprint::Source::Fetch,
+            None => fingerprint::Source::Skip("not scraped by this run".into()),
+        },
+    };
+    fingerprint.finish(fingerprint::read(&fingerprint_cfg, after).await);
+    for w in &fingerprint.warnings[known..] {
+        crate::stdout::eprintln(&format!("warning: {w}"));
+    }
+    reporter.set_server_fingerprint(Some(fingerprint));
     if let Some(mock) = target.mock {
         mock.shutdown();
     }
@@ -497,6 +530,27 @@ async fn run_repeats(
     Ok(outcome)
 }
 
+/// How the server's fingerprint is read: the target's own paths with the run's
+/// credentials and query parameters, and its metrics where the run scrapes them
+/// (`metrics`: the run's own scrape configuration).
+fn fingerprint_config(
+    plan: &RunPlan,
+    target: &ResolvedTarget,
+    metrics: Option<llmsurge_coordinator::server_metrics::ScrapeConfig>,
+) -> fingerprint::ReadConfig {
+    let headers = target_headers(plan, target);
+    let base = target.base_url.clone();
+    let params = plan.backend.params.clone();
+    fingerprint::ReadConfig {
+        url_of: Box::new(move |path| crate::target::check_url(&base, path, &params)),
+        headers,
+        model: target.model.clone(),
+        metrics,
+        tls: plan.backend.tls.clone(),
+        timeout: fingerprint::read::TIMEOUT,
+    }
+}
+
 /// Bound on each `--profile-server` call: stopping a profiler writes its trace.
 const PROFILER_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -526,6 +580,7 @@ async fn server_metrics(
         Option<llmsurge_coordinator::server_metrics::ScrapeConfig>,
         Option<llmsurge_coordinator::server_metrics::ProfilerConfig>,
         Option<String>,
+        Option<Result<String, String>>,
     ),
     UsageError,
 > {
@@ -544,7 +599,7 @@ async fn server_metrics(
         tls: plan.backend.tls.clone(),
     });
     let (url, explicit) = match &m.source {
-        MetricsSource::Off => return Ok((None, profiler, None)),
+        MetricsSource::Off => return Ok((None, profiler, None, None)),
         // As the target check asks it: the run's query parameters, and no user and
         // password in the URL (they would become a Basic header replacing the API key).
         MetricsSource::Target => (
@@ -565,17 +620,20 @@ async fn server_metrics(
     cfg.redaction = plan.redaction.clone();
     cfg.tls = plan.backend.tls.clone();
     let shown = plan.redaction.url(&cfg.url);
-    let note = match probe(&cfg).await {
-        Ok(()) => None,
+    let (note, page) = match probe(&cfg).await {
+        Ok(page) => (None, Ok(page)),
         Err(why) if !explicit => {
             let note = format!("no server metrics at {shown} ({why})");
-            return Ok((None, profiler, Some(note)));
+            return Ok((None, profiler, Some(note), Some(Err(why.message))));
         }
-        Err(why) => Some(format!(
-            "warning: --server-metrics {shown} did not answer at run start ({why}); scraping it anyway"
-        )),
+        Err(why) => (
+            Some(format!(
+                "warning: --server-metrics {shown} did not answer at run start ({why}); scraping it anyway"
+            )),
+            Err(why.message.clone()),
+        ),
     };
-    Ok((Some(cfg), profiler, note))
+    Ok((Some(cfg), profiler, note, Some(page)))
 }
 
 /// The exit code of a finished run (see `exit_codes`), by precedence: interrupted, run

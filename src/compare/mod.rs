@@ -11,6 +11,7 @@
 //! warning ([`warnings`]).
 
 pub mod change;
+pub mod fingerprint;
 pub mod noise;
 pub mod pairing;
 pub mod runs;
@@ -62,6 +63,9 @@ pub struct Comparison {
     /// `--allow-missing`: a benchmark without a partner does not fail the gate. Set by
     /// the caller; false from [`compare`].
     pub allow_missing: bool,
+    /// The two runs' servers: a gated field that differs fails the gate unless allowed
+    /// ([`Comparison::allow_server_changes`]).
+    pub server: fingerprint::ServerCheck,
 }
 
 impl Comparison {
@@ -75,9 +79,17 @@ impl Comparison {
         self.unmatched() > 0 && !self.allow_missing
     }
 
-    /// Whether the gate passed: no regression, and no benchmark missing unless allowed.
+    /// Whether the gate passed: no regression, no benchmark missing unless allowed, and
+    /// no server change unless allowed.
     pub fn passed(&self) -> bool {
-        self.regressions == 0 && !self.missing_fails()
+        self.regressions == 0 && !self.missing_fails() && self.server.failing().is_empty()
+    }
+
+    /// `--allow-server-change`: these gated fields (or `all`) may differ; each allowed
+    /// change is still said as a warning.
+    pub fn allow_server_changes(&mut self, allowed: Vec<String>) {
+        self.server.allowed = allowed;
+        self.warnings.extend(self.server.warnings(true));
     }
 
     /// One line per benchmark without a partner, naming it and its side.
@@ -138,7 +150,8 @@ pub fn compare(
             unmatched_baseline.join(", ")
         ));
     }
-    let mut warnings = warnings::seed_warnings(base, cur);
+    let (server, mut warnings) = fingerprint::check(base, cur);
+    warnings.extend(warnings::seed_warnings(base, cur));
     warnings.extend(
         pairs
             .iter()
@@ -183,6 +196,7 @@ pub fn compare(
         variance_note,
         warnings,
         allow_missing: false,
+        server,
     })
 }
 

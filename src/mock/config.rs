@@ -65,6 +65,8 @@ pub const DEFAULT_SPEC_DECODE_ACCEPTANCE: f64 = 0.7;
 pub const MAX_SPEC_DECODE_DRAFT_TOKENS: u32 = 64;
 /// Default KV-cache capacity in tokens, the denominator of `vllm:kv_cache_usage_perc`.
 pub const DEFAULT_KV_CACHE_TOKENS: u64 = 65_536;
+/// The engine version the mock states unless `--engine-version` says another.
+pub const DEFAULT_ENGINE_VERSION: &str = "0.0.0+llmsurge.mock";
 
 /// How `GET /metrics` misbehaves on purpose (`--metrics-fault`), to test scrapers.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Serialize, PartialEq, Eq)]
@@ -509,6 +511,33 @@ pub struct MockConfig {
         default_value_t = 200
     )]
     pub health_status: u16,
+
+    /// The engine version the server states (`GET /version`, `/server_info`, the `server`
+    /// header), as vLLM states its own: what a report's server fingerprint reads.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_ENGINE_VERSION",
+        value_name = "VERSION",
+        default_value = DEFAULT_ENGINE_VERSION
+    )]
+    pub engine_version: String,
+
+    /// The `root` of the --model names in `/v1/models` and `/server_info` (vLLM lists the
+    /// model's path or hub id there, the name being `--served-model-name`); each name's
+    /// own by default.
+    #[arg(long, env = "LLMSURGE_MOCK_MODEL_ROOT", value_name = "PATH")]
+    pub model_root: Option<String>,
+
+    /// Whether the prefix cache is on (`--enable-prefix-caching`, the default, or
+    /// `--no-enable-prefix-caching`): off, no prompt hits it.
+    #[arg(skip = true)]
+    pub prefix_caching: bool,
+
+    /// The LoRA adapters among the --model names (`--lora-modules`), each with the path it
+    /// was given (its name when none): `/v1/models` lists them with the first --model
+    /// name as their parent, as vLLM does.
+    #[arg(skip)]
+    pub lora_adapters: Vec<(String, String)>,
 }
 
 impl Default for MockConfig {
@@ -564,6 +593,10 @@ impl Default for MockConfig {
             require_api_key: None,
             api_key_header: "authorization".into(),
             health_status: 200,
+            engine_version: DEFAULT_ENGINE_VERSION.into(),
+            model_root: None,
+            prefix_caching: true,
+            lora_adapters: Vec::new(),
         }
     }
 }
@@ -598,8 +631,8 @@ pub struct MockServerArgs {
     )]
     pub lora_modules: Vec<String>,
 
-    /// vLLM's `--enable-prefix-caching`, accepted so that a vLLM sweep's serve
-    /// parameters run against the mock; ignored: the mock's prefix cache is always on.
+    /// vLLM's `--enable-prefix-caching` (the default): prompts that share a prefix hit
+    /// the prefix cache; `/metrics` states it in `vllm:cache_config_info`.
     #[arg(
         long,
         env = "LLMSURGE_MOCK_ENABLE_PREFIX_CACHING",
@@ -607,8 +640,8 @@ pub struct MockServerArgs {
     )]
     pub enable_prefix_caching: bool,
 
-    /// vLLM's `--no-enable-prefix-caching`: accepted and ignored, as
-    /// `--enable-prefix-caching` is.
+    /// vLLM's `--no-enable-prefix-caching`: the prefix cache is off (no prompt hits it;
+    /// its queries are still counted), and `/metrics` and `/server_info` say so.
     #[arg(
         long,
         env = "LLMSURGE_MOCK_NO_ENABLE_PREFIX_CACHING",
@@ -623,13 +656,19 @@ impl MockServerArgs {
     /// command line or in the environment takes its [`MockConfig::instant`] value.
     pub fn resolve(self, matches: &clap::ArgMatches) -> MockConfig {
         let mut config = self.config;
+        config.prefix_caching = !self.no_enable_prefix_caching;
         // Served after the base names; an empty or repeated name fails validation.
-        config.model.extend(self.lora_modules.iter().map(|m| {
-            m.split_once('=')
-                .map_or(m.as_str(), |(name, _path)| name)
-                .trim()
-                .to_string()
-        }));
+        config.lora_adapters = self
+            .lora_modules
+            .iter()
+            .map(|m| match m.split_once('=') {
+                Some((name, path)) => (name.trim().to_string(), path.trim().to_string()),
+                None => (m.trim().to_string(), m.trim().to_string()),
+            })
+            .collect();
+        config
+            .model
+            .extend(config.lora_adapters.iter().map(|(name, _)| name.clone()));
         if !self.instant {
             return config;
         }
@@ -953,6 +992,14 @@ impl MockConfig {
             if self.model[..i].contains(name) {
                 return Err(invalid("--model", format!("`{name}` is given twice")));
             }
+        }
+        // Sent in the `server` header: printable ASCII only, and short.
+        let v = &self.engine_version;
+        if v.is_empty() || v.len() > 128 || !v.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(invalid(
+                "--engine-version",
+                "must be 1 to 128 printable ASCII characters without spaces (e.g. 0.9.1)".into(),
+            ));
         }
         Ok(())
     }

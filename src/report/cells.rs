@@ -172,6 +172,16 @@ where
         .collect()
 }
 
+/// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn utc(unix: f64) -> String {
+    if !unix.is_finite() || unix < 0.0 {
+        return String::new();
+    }
+    chrono::DateTime::from_timestamp(unix as i64, 0)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

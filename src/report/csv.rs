@@ -702,6 +702,7 @@ pub fn header(report: &Report) -> Vec<String> {
     h.extend(super::steady::csv_names(report));
     h.extend(super::gpu::csv_names(report));
     h.extend(super::across_runs::csv_names(&report.across_runs));
+    h.extend(super::fingerprint::csv_names(report));
     h.extend(report.metadata.extras.keys().map(|k| format!("extras.{k}")));
     h
 }
@@ -817,6 +818,7 @@ fn row(report: &Report, r: &BenchmarkResult) -> Vec<String> {
     row.extend(super::steady::csv_values(report, r));
     row.extend(super::gpu::csv_values(report, r));
     row.extend(super::across_runs::csv_values(&report.across_runs, r));
+    row.extend(super::fingerprint::csv_values(report));
     row.extend(report.metadata.extras.values().map(|v| match v {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Null => String::new(),

@@ -327,15 +327,7 @@ pub(super) fn script_safe(json: &str) -> String {
         .replace('&', "\\u0026")
 }
 
-/// Seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
-pub fn utc(unix: f64) -> String {
-    if !unix.is_finite() || unix < 0.0 {
-        return String::new();
-    }
-    chrono::DateTime::from_timestamp(unix as i64, 0)
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
-        .unwrap_or_default()
-}
+pub use super::cells::utc;
 
 /// Renders the page.
 pub fn render(report: &Report) -> Result<String, minijinja::Error> {
@@ -394,6 +386,7 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
         end => utc(m.end_time),
         status => status,
         extras => Serde(extras),
+        server_facts => Serde(report.server_fingerprint.as_ref().map(super::fingerprint::rows)),
         capacity => Serde(capacity),
         rows => Serde(report.benchmarks.iter().map(row).collect::<Vec<_>>()),
         model_rows => Serde(report.benchmarks.iter().flat_map(model_rows).collect::<Vec<_>>()),

@@ -206,6 +206,11 @@ pub struct Report {
     /// window; absent without the flag.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slices: Vec<super::slices::BenchmarkSlices>,
+    /// The server's fingerprint, read before the load and after it (docs/report.md);
+    /// absent from reports written before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_fingerprint:
+        Option<llmsurge_coordinator::server_metrics::fingerprint::ServerFingerprint>,
 }
 
 pub use crate::safe_file::write_atomic;

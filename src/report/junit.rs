@@ -131,6 +131,21 @@ pub fn comparison_suites(c: &Comparison) -> Vec<Suite> {
                 .collect(),
         })
         .chain(missing)
+        .chain((!c.server.failing().is_empty()).then(|| Suite {
+            name: "compare server".into(),
+            cases: c
+                .server
+                .failure_lines()
+                .into_iter()
+                .map(|line| Case {
+                    classname: "llmsurge.compare.server".into(),
+                    name: line.clone(),
+                    failure: Some(line.clone()),
+                    skipped: None,
+                    output: line,
+                })
+                .collect(),
+        }))
         .collect()
 }
 

@@ -322,7 +322,14 @@ pub fn comparison(c: &Comparison) -> String {
             c.unmatched()
         ));
     }
+    let server_failures = c.server.failure_lines();
+    if !server_failures.is_empty() {
+        heading.push_str(", the server changed");
+    }
     let mut out = format!("## llmsurge compare: {heading}\n\n");
+    for line in &server_failures {
+        out.push_str(&format!("> ❌ gate failed: {}\n\n", escape(line)));
+    }
     for w in &c.warnings {
         out.push_str(&format!("> ⚠️ warning: {}\n\n", escape(w)));
     }

@@ -372,6 +372,8 @@ fn combine(shards: &[Input], count: u32, missing: Vec<u32>) -> Report {
         metric_definitions: first.metric_definitions.clone(),
         capacity: None,
         invalid_run: Vec::new(),
+        // Every shard loaded the same server: the first shard's reading stands for it.
+        server_fingerprint: first.server_fingerprint.clone(),
     }
 }
 

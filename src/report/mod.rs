@@ -17,6 +17,7 @@ pub mod charts;
 pub mod connections;
 pub mod console;
 pub mod csv;
+pub mod fingerprint;
 pub mod gpu;
 pub mod html;
 pub mod json;
@@ -50,6 +51,7 @@ pub use requests::{RequestEntry, RequestLog, RequestSamples};
 /// precision, then the statistics across runs (empty strings left out).
 pub fn console_blocks(report: &Report) -> Vec<String> {
     [
+        fingerprint::console(report),
         steady::console(&report.benchmarks),
         across_runs::console(&report.across_runs),
         report

@@ -144,6 +144,7 @@ pub fn render(report: &Report, format: FileFormat) -> Result<Vec<u8>, RenderErro
             let mut md = super::markdown::run_summary(&report.benchmarks);
             md.push_str(&super::steady::markdown(&report.benchmarks));
             md.push_str(&super::across_runs::markdown(&report.across_runs));
+            md.push_str(&super::fingerprint::markdown(report));
             md.into_bytes()
         }
     })

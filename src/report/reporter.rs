@@ -148,6 +148,7 @@ impl RunReporter {
                 knees: Vec::new(),
                 timeline: Vec::new(),
                 slices: Vec::new(),
+                server_fingerprint: None,
             },
             console_summary: messages && outputs.contains(&Output::Console),
             outputs,
@@ -203,6 +204,14 @@ impl RunReporter {
         self.progress_offset = self.report.benchmarks.len() as u32;
         self.run = Some(run);
         self.request_id = request_id;
+    }
+
+    /// The server's fingerprint (before the load, then with the reading after it).
+    pub fn set_server_fingerprint(
+        &mut self,
+        fingerprint: Option<llmsurge_coordinator::server_metrics::fingerprint::ServerFingerprint>,
+    ) {
+        self.report.server_fingerprint = fingerprint;
     }
 
     /// Why the run is invalid (see `invalid_run` in the report); empty when it is not.

@@ -5,6 +5,7 @@
 //! without the `vllm:` prefix where vLLM has one, e.g. `num_requests_waiting`), whichever
 //! server published it; series kept by `--server-metrics-include` keep their own name.
 
+pub mod fingerprint;
 pub mod parse;
 pub mod scrape;
 pub mod servers;

@@ -170,6 +170,45 @@ pub fn parse(body: &str, include: Option<&regex::Regex>) -> Result<Parsed, Strin
     Ok(out)
 }
 
+/// The labels of the first sample of `series` in a `/metrics` body (an info series such
+/// as `vllm:cache_config_info`, whose labels are the facts), and the value of each plain
+/// `gauges` series (summed over labels); `None`/absent when the body does not have them.
+pub fn labels_and_gauges(
+    body: &str,
+    series: &[&str],
+    gauges: &[&str],
+) -> (
+    BTreeMap<String, BTreeMap<String, String>>,
+    BTreeMap<String, f64>,
+) {
+    let lines = body.lines().map(|l| Ok(escape(l)));
+    let Ok(scrape) = Scrape::parse(lines) else {
+        return Default::default();
+    };
+    let (mut labels, mut values) = (BTreeMap::new(), BTreeMap::new());
+    for s in &scrape.samples {
+        let name = unescape(&s.metric);
+        if series.contains(&name.as_str()) && !labels.contains_key(&name) {
+            let set: BTreeMap<String, String> = s
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            labels.insert(name.clone(), set);
+        }
+        if gauges.contains(&name.as_str()) {
+            let v = match s.value {
+                Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => v,
+                Value::Histogram(_) | Value::Summary(_) => continue,
+            };
+            if v.is_finite() {
+                *values.entry(name).or_insert(0.0) += v;
+            }
+        }
+    }
+    (labels, values)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,11 +48,20 @@ fn client(
         })
 }
 
-/// One GET of the metrics URL, bounded by the config's timeout.
+/// One GET of the metrics URL, bounded by the config's timeout, parsed.
 pub async fn scrape_once(
     client: &reqwest::Client,
     cfg: &ScrapeConfig,
 ) -> Result<super::parse::Parsed, ScrapeFailure> {
+    let body = fetch_page(client, cfg).await?;
+    parse_page(body, cfg).await
+}
+
+/// One GET of the metrics URL, bounded by the config's timeout: the page's text.
+pub async fn fetch_page(
+    client: &reqwest::Client,
+    cfg: &ScrapeConfig,
+) -> Result<String, ScrapeFailure> {
     let transport = |e: reqwest::Error| ScrapeFailure {
         kind: if e.is_timeout() { "timeout" } else { "connect" },
         // The innermost cause (reqwest's own message repeats the URL), or what a user
@@ -86,12 +95,19 @@ pub async fn scrape_once(
             })?;
         Ok(String::from_utf8_lossy(&body).into_owned())
     };
-    let body = tokio::time::timeout(cfg.timeout, fetch)
+    tokio::time::timeout(cfg.timeout, fetch)
         .await
         .map_err(|_| ScrapeFailure {
             kind: "timeout",
             message: format!("no answer within {}s", cfg.timeout.as_secs_f64()),
-        })??;
+        })?
+}
+
+/// A page's text parsed.
+async fn parse_page(
+    body: String,
+    cfg: &ScrapeConfig,
+) -> Result<super::parse::Parsed, ScrapeFailure> {
     // A big server's body (histograms of every model) takes a while to parse: off the
     // coordinator's runtime thread, which also reads the workers' reports.
     let include = cfg.include.clone();
@@ -105,10 +121,12 @@ pub async fn scrape_once(
         })
 }
 
-/// One scrape before the run, to decide whether the target publishes metrics.
-pub async fn probe(cfg: &ScrapeConfig) -> Result<(), ScrapeFailure> {
+/// One scrape before the run, to decide whether the target publishes metrics: the page,
+/// which the server's fingerprint reads too (so the run asks for it once).
+pub async fn probe(cfg: &ScrapeConfig) -> Result<String, ScrapeFailure> {
     let client = client(cfg.timeout, &cfg.url, &cfg.tls)?;
-    scrape_once(&client, cfg).await.map(drop)
+    let body = fetch_page(&client, cfg).await?;
+    parse_page(body.clone(), cfg).await.map(|_| body)
 }
 
 /// What the task and the benchmark share: the log, filled as scrapes come back.

@@ -37,6 +37,9 @@ pub struct App {
     pub scrapes: AtomicU64,
     /// When the server started: `--dcgm-gpus`' energy counters count from here.
     pub started: std::time::Instant,
+    /// The same instant in Unix seconds: `process_start_time_seconds`, which changes
+    /// when the server is restarted.
+    pub started_unix: f64,
     /// Turns true when the server stops, to end what waits forever on purpose (a hung
     /// scrape) instead of holding the shutdown for its whole grace period.
     pub stopping: tokio::sync::watch::Sender<bool>,
@@ -67,6 +70,11 @@ struct ModelCard<'a> {
     object: &'static str,
     created: u64,
     owned_by: &'static str,
+    /// What the name serves: the model's path or hub id (`--model-root`), or a LoRA
+    /// adapter's path, as vLLM lists it.
+    root: &'a str,
+    /// A LoRA adapter's base model (vLLM's field); null for a base model.
+    parent: Option<&'a str>,
     max_model_len: u32,
 }
 
@@ -115,12 +123,20 @@ impl App {
             data: config
                 .model
                 .iter()
-                .map(|id| ModelCard {
-                    id,
-                    object: "model",
-                    created,
-                    owned_by: "llmsurge",
-                    max_model_len: config.max_model_len,
+                .map(|id| {
+                    let adapter = config.lora_adapters.iter().find(|(name, _)| name == id);
+                    ModelCard {
+                        id,
+                        object: "model",
+                        created,
+                        owned_by: "llmsurge",
+                        root: match adapter {
+                            Some((_, path)) => path,
+                            None => config.model_root.as_deref().unwrap_or(id),
+                        },
+                        parent: adapter.map(|_| config.primary_model()),
+                        max_model_len: config.max_model_len,
+                    }
                 })
                 .collect(),
         };
@@ -138,6 +154,9 @@ impl App {
             seq: AtomicU64::new(0),
             scrapes: AtomicU64::new(0),
             started: std::time::Instant::now(),
+            started_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
             stopping: tokio::sync::watch::Sender::new(false),
             model_json,
             models_body,

@@ -207,6 +207,9 @@ async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
     if let Some(response) = super::cache_reset::answer(&app, req.method(), req.uri().path()) {
         return response;
     }
+    if let Some(response) = super::info::answer(&app, req.method(), req.uri().path()) {
+        return response;
+    }
     let route = route(req.uri().path());
     // The server's own metrics and profiler are the main server's, probe or not.
     let introspection = matches!(
@@ -824,7 +827,12 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
     app.counters.prompt_tokens(prompt_tokens);
     app.counters.model_request(r.model, prompt_tokens);
     // Looked up on arrival, like the rest of the plan: the queries are the prompt tokens.
-    let hits = scaled(&app, app.prefix_cache.lookup(&r.prompt)).min(prompt_tokens);
+    // With the prefix cache off (`--no-enable-prefix-caching`) no prompt hits it.
+    let hits = if app.config.prefix_caching {
+        scaled(&app, app.prefix_cache.lookup(&r.prompt)).min(prompt_tokens)
+    } else {
+        0
+    };
     app.counters.prefix_cache(prompt_tokens, hits);
     // As in vLLM, cached blocks skip the prefill: only the missed tokens cost TTFT.
     let mut plan = app.model.plan(

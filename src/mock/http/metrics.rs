@@ -35,6 +35,8 @@ struct Snapshot {
     e2e: HistogramSnapshot,
     kv_capacity: u64,
     spec_decoding: bool,
+    prefix_caching: bool,
+    lora_adapters: usize,
 }
 
 impl Snapshot {
@@ -45,6 +47,8 @@ impl Snapshot {
             e2e: app.counters.e2e.snapshot(),
             kv_capacity: app.config.kv_cache_tokens,
             spec_decoding: app.model.spec_decoding(),
+            prefix_caching: app.config.prefix_caching,
+            lora_adapters: app.config.lora_adapters.len(),
         }
     }
 
@@ -91,6 +95,20 @@ fn histogram(
             &h.buckets,
             None,
         )
+}
+
+/// An info gauge (value 1) whose labels carry the facts, as vLLM publishes its
+/// configuration.
+fn info(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    labels: &[(&str, &str)],
+) -> Result<(), std::fmt::Error> {
+    encoder
+        .encode_descriptor(name, help, None, MetricType::Gauge)?
+        .encode_family(&labels)?
+        .encode_gauge(&1_i64)
 }
 
 impl Collector for Snapshot {
@@ -197,7 +215,39 @@ impl Collector for Snapshot {
             "vllm:e2e_request_latency_seconds",
             "Arrival to last token of generation requests that ran to their end.",
             &self.e2e,
-        )
+        )?;
+        // vLLM states its booleans in Python's spelling.
+        let caching = if self.prefix_caching { "True" } else { "False" };
+        let block_size = crate::mock::model::prefix_cache::BLOCK_TOKENS.to_string();
+        let gpu_blocks = (self.kv_capacity / crate::mock::model::prefix_cache::BLOCK_TOKENS as u64)
+            .max(1)
+            .to_string();
+        info(
+            &mut e,
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig (the mock's prefix cache).",
+            &[
+                ("block_size", &block_size),
+                ("cache_dtype", "auto"),
+                ("enable_prefix_caching", caching),
+                ("num_gpu_blocks", &gpu_blocks),
+            ],
+        )?;
+        // Like vLLM, only a server with LoRA adapters publishes it.
+        if self.lora_adapters > 0 {
+            let max_lora = self.lora_adapters.to_string();
+            info(
+                &mut e,
+                "vllm:lora_requests_info",
+                "Running stats on LoRA requests (the mock's adapters, none running here).",
+                &[
+                    ("max_lora", &max_lora),
+                    ("running_lora_adapters", ""),
+                    ("waiting_lora_adapters", ""),
+                ],
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -250,7 +300,21 @@ pub async fn scrape(app: &App) -> Response<MockBody> {
     match fault {
         None => {
             let mut text = render(app);
+            // Appended series go before the end marker, where a strict reader still sees them.
+            let eof = text.ends_with("# EOF\n");
+            if eof {
+                text.truncate(text.len() - "# EOF\n".len());
+            }
+            // The process collector's series, without the model label the registry adds.
+            text.push_str(&format!(
+                "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n\
+                 # TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {}\n",
+                app.started_unix
+            ));
             text.push_str(&dcgm(app));
+            if eof {
+                text.push_str("# EOF\n");
+            }
             uncounted(StatusCode::OK, prometheus_text::CONTENT_TYPE, text)
         }
         Some(MetricsFault::Error) => uncounted(

@@ -132,6 +132,11 @@ impl MockServer {
         self.app.config.primary_model()
     }
 
+    /// When the server started, Unix seconds: its `process_start_time_seconds`.
+    pub fn started_unix(&self) -> f64 {
+        self.app.started_unix
+    }
+
     /// What the server saw so far (the body of `GET /stats`).
     pub fn stats(&self) -> MockStats {
         let mut stats = self.app.counters.snapshot();
@@ -278,7 +283,9 @@ async fn serve_connection<S>(
     let service = service_fn(move |req| {
         let app = Arc::clone(&app);
         async move {
-            let response = handle(app, req).await;
+            let server = super::info::server_header(&app);
+            let mut response = handle(app, req).await;
+            response.headers_mut().insert(hyper::header::SERVER, server);
             // An injected close: fail the service, so hyper sends no headers at all.
             match response.extensions().get::<InjectedClose>() {
                 Some(close) => Err(*close),
