@@ -11,6 +11,7 @@
 
 use super::json::Report;
 use llmsurge_coordinator::BenchmarkResult;
+use llmsurge_coordinator::server_metrics::fingerprint::Fact;
 use llmsurge_coordinator::strategy::Strategy;
 use llmsurge_proto::metrics::Distribution;
 use llmsurge_proto::seed::derive_seed;
@@ -59,31 +60,58 @@ pub fn benchmark_report(report: &Report, b: &BenchmarkResult, position: usize) -
 }
 
 /// The server and platform the load ran against, as the scenario's `stack`: the one place
-/// that says what llmsurge knows of the server. Today that is the target as resolved (URL,
-/// model; the built-in mock's version, which is llmsurge's); what it does not know is
-/// "unknown", never guessed.
+/// that says what llmsurge knows of the server. The target as resolved (URL, model) and
+/// the server's fingerprint (docs/report.md): its engine and version, model root, context
+/// length, LoRA adapters and published configuration as standardized facts, and the whole
+/// fingerprint, each fact with its source, as the native configuration. What is not
+/// known is "unknown", never guessed.
 pub fn server_stack(report: &Report) -> Vec<Component> {
     let target = &report.target;
-    let (tool, tool_version) = if target.mock {
-        ("llmsurge-mock".to_string(), report.metadata.version.clone())
-    } else {
-        ("unknown".to_string(), "unknown".to_string())
+    let fingerprint = report.server_fingerprint.as_ref();
+    let known = |f: &Fact| f.value.clone();
+    let (tool, tool_version) = match fingerprint.map(|fp| &fp.before) {
+        Some(r) => (
+            known(&r.engine).unwrap_or_else(|| "unknown".into()),
+            known(&r.engine_version).unwrap_or_else(|| "unknown".into()),
+        ),
+        None if target.mock => ("llmsurge-mock".to_string(), report.metadata.version.clone()),
+        None => ("unknown".to_string(), "unknown".to_string()),
     };
     let mut extra = BTreeMap::new();
     extra.insert("model".to_string(), Value::from(target.model.clone()));
     extra.insert("base_url".to_string(), Value::from(target.base_url.clone()));
+    if let Some(r) = fingerprint.map(|fp| &fp.before) {
+        let facts = [
+            ("model_root", &r.model_root),
+            ("max_model_len", &r.max_model_len),
+            ("lora_adapters", &r.lora_adapters),
+        ];
+        for (name, fact) in facts
+            .into_iter()
+            .chain(r.config.iter().map(|(k, f)| (k.as_str(), f)))
+        {
+            extra.insert(
+                name.to_string(),
+                Value::from(fact.value.clone().unwrap_or_else(|| "unknown".into())),
+            );
+        }
+    }
     let standardized = Standardized {
         kind: "generic",
         tool,
         tool_version,
         extra,
     };
-    let native = ComponentNative::default();
+    let native = ComponentNative {
+        args: None,
+        config: fingerprint.and_then(|fp| serde_json::to_value(fp).ok()),
+    };
     vec![Component {
         metadata: ComponentMetadata {
             schema_version: "0.0.1",
             label: SERVER_LABEL.to_string(),
-            cfg_id: config_id(&(&standardized, &native)),
+            // The server's configuration, not the counters and times of this reading.
+            cfg_id: config_id(&standardized),
             description: Some("the server llmsurge sent its load to".to_string()),
         },
         standardized,

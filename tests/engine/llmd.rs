@@ -19,9 +19,15 @@ fn slow_enough() -> MockServer {
         ttft_ms: 5.0,
         itl_ms: 1.0,
         output_tokens: 8,
+        // What the server publishes of itself: the stack must carry it as read.
+        engine_version: ENGINE_VERSION.into(),
+        model_root: Some(MODEL_ROOT.into()),
         ..MockConfig::instant()
     })
 }
+
+const ENGINE_VERSION: &str = "0.11.2-llmd";
+const MODEL_ROOT: &str = "/models/llmd-tiny";
 
 /// A sweep of three benchmarks (synchronous, throughput, one constant rate) of 20
 /// requests each, writing the JSON report and the llm-d reports.
@@ -136,6 +142,19 @@ fn llmd_reports_of_a_sweep_validate_against_the_vendored_schema() {
             }
             None => assert!(kv.is_null(), "{name}: {kv}"),
         }
+        // The scenario's server is the fingerprint the run read: the mock's own version
+        // and model root as standardized facts, every fact with its source natively.
+        let stack = &doc["scenario"]["stack"][0];
+        assert_eq!(stack["standardized"]["tool_version"], ENGINE_VERSION, "{name}");
+        assert_eq!(stack["standardized"]["model_root"], MODEL_ROOT, "{name}");
+        let before = &stack["native"]["config"]["before"];
+        assert_eq!(before["engine_version"]["value"], ENGINE_VERSION, "{name}");
+        assert!(
+            before["engine_version"]["source"]
+                .as_str()
+                .is_some_and(|s| s.contains("/version") || s.contains("server_info")),
+            "{name}: {before}"
+        );
         uids.insert(doc["run"]["uid"].as_str().expect("uid").to_string());
     }
     // Every request the mock served is in exactly one report.
