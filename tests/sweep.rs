@@ -37,9 +37,19 @@ fn sweep(dir: &Path, serve_params: &Path, extra: &[&str]) -> Output {
 /// in DIR/pids), these params files, up to 60 s for a server to be ready, and the
 /// results in DIR/out.
 pub(crate) fn sweep_command(sub: &str, dir: &Path, serve: Option<&Path>, bench: &Path) -> Command {
+    sweep_command_with(sub, dir, &serve_cmd(&dir.join("pids")), serve, bench)
+}
+
+/// [`sweep_command`] with another server command.
+pub(crate) fn sweep_command_with(
+    sub: &str,
+    dir: &Path,
+    server: &str,
+    serve: Option<&Path>,
+    bench: &Path,
+) -> Command {
     let mut cmd = llmsurge();
-    cmd.args(["sweep", sub, "--serve-cmd"])
-        .arg(serve_cmd(&dir.join("pids")));
+    cmd.args(["sweep", sub, "--serve-cmd", server]);
     if let Some(serve) = serve {
         cmd.arg("--serve-params").arg(serve);
     }

@@ -3,7 +3,9 @@
 //! front; the exit code), and the report's provenance and `--repeat` spreads. Every
 //! sweep starts the real mock as its server command.
 
-use crate::sweep::{groups, md_line, page_charts, printed, sweep_command, write};
+use crate::sweep::{
+    groups, md_line, page_charts, printed, sweep_command, sweep_command_with, write,
+};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Output;
@@ -72,6 +74,81 @@ const SHARED: [&str; 4] = [
     "--max-dispatch-lag",
     "10s",
 ];
+
+/// Issue 41: a resumed point is kept only when it measured the server this sweep runs. The
+/// server command stays the same while the engine behind it is upgraded (the mock's
+/// version comes from a file): once a point that had to run anyway has read the new
+/// server, every resumed point of the old one runs again, named with the field; with
+/// `--allow-server-change engine_version` it stays. Each point's report holds the version
+/// the mock published when it ran.
+#[test]
+fn sweep_resume_runs_again_the_points_measured_against_another_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let version = d.join("version");
+    let server = format!(
+        "{} --engine-version \"$(cat {})\"",
+        crate::sweep::serve_cmd(&d.join("pids")),
+        version.display()
+    );
+    let bench = write(
+        d,
+        "bench.json",
+        r#"[{"profile": "synchronous", "max_requests": 3}, {"profile": "concurrent", "rate": 2, "max_requests": 4}]"#,
+    );
+    let run = |v: &str, extra: &[&str]| {
+        std::fs::write(&version, v).expect("version");
+        printed(
+            sweep_command_with("serve", d, &server, None, &bench)
+                .args(extra)
+                .arg("--")
+                .args(SHARED),
+        )
+    };
+    let engine = |p: &str| {
+        llmsurge::report::Report::load(&d.join("out").join(p).join("benchmarks.json"))
+            .expect("the point's report")
+            .server_fingerprint
+            .expect("a fingerprint")
+            .before
+            .engine_version
+            .value
+    };
+    assert_eq!(run("1.0", &[]).status.code(), Some(0));
+    assert_eq!(engine("s0-b0").as_deref(), Some("1.0"));
+    // s0-b1 lost its record, so it runs; it reads 2.0, and s0-b0 (1.0) runs again.
+    std::fs::remove_file(d.join("out/s0-b1/point.json")).expect("point.json");
+    let out = run("2.0", &["--resume"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.lines().any(|l| l
+            == "s0-b0: runs again (--resume): measured against another server: engine_version 1.0 -> 2.0 (--allow-server-change FIELD keeps it)"),
+        "{stdout}"
+    );
+    for p in ["s0-b0", "s0-b1"] {
+        assert_eq!(engine(p).as_deref(), Some("2.0"), "{p}");
+        assert_eq!(row(&sweep_json(d), p)["status"], "ok", "{p}");
+    }
+    // Allowed: s0-b0 stays as measured.
+    std::fs::remove_file(d.join("out/s0-b1/point.json")).expect("point.json");
+    let out = run(
+        "3.0",
+        &["--resume", "--allow-server-change", "engine_version"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(engine("s0-b0").as_deref(), Some("2.0"));
+    assert_eq!(engine("s0-b1").as_deref(), Some("3.0"));
+    assert_eq!(row(&sweep_json(d), "s0-b0")["status"], "resumed");
+    // A field the gate does not know is one line, exit 2.
+    let out = run("3.0", &["--resume", "--allow-server-change", "nope"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.trim().lines().count() == 1 && stderr.contains("--allow-server-change"),
+        "{stderr}"
+    );
+}
 
 /// Break test of issue 37: `--resume` kept every point whose folder was complete,
 /// whatever had changed. Changing one serve configuration, then one bench

@@ -22,6 +22,7 @@ use crate::cli::args::SweepServeArgs;
 use crate::cli::{Cli, UsageError, usage_error};
 use crate::exit_codes;
 use clap::{Args, CommandFactory};
+use llmsurge_coordinator::server_metrics::fingerprint::{self, ServerFingerprint};
 use llmsurge_proto::inert::terminal;
 use params::Params;
 use report::{Outcome, Point, Row, Status, SweepReport};
@@ -67,6 +68,9 @@ pub fn sweep_serve(args: &SweepServeArgs) -> i32 {
         Ok(v) => v,
         Err(UsageError(m)) => return usage_error(&m),
     };
+    if let Err(m) = crate::compare::fingerprint::check_allowed(&args.allow_server_change) {
+        return usage_error(&m);
+    }
     if let Err(e) = std::fs::create_dir_all(&args.output_dir) {
         return usage_error(&format!("--output-dir {}: {e}", args.output_dir.display()));
     }
@@ -619,6 +623,39 @@ fn changes(recorded: Option<&serde_json::Value>, now: &serde_json::Value) -> Vec
     out
 }
 
+/// The resumed points (taken out of `resumed`) whose reports measured a server that
+/// differs from `now` in a field the compare gate judges and `--allow-server-change` does
+/// not allow, each with why it runs again. Points without a fingerprint stay.
+fn other_servers(
+    args: &SweepServeArgs,
+    resumed: &mut Vec<(usize, Option<ServerFingerprint>)>,
+    now: &ServerFingerprint,
+) -> Vec<(usize, String)> {
+    let mut again = Vec::new();
+    resumed.retain(|(b, recorded)| {
+        let Some(recorded) = recorded else {
+            return true;
+        };
+        let check = crate::compare::fingerprint::ServerCheck {
+            changes: fingerprint::changes(recorded, now),
+            allowed: args.allow_server_change.clone(),
+        };
+        let failing: Vec<String> = check.failing().iter().map(|c| c.describe()).collect();
+        if failing.is_empty() {
+            return true;
+        }
+        again.push((
+            *b,
+            format!(
+                "measured against another server: {} (--allow-server-change FIELD keeps it)",
+                failing.join("; ")
+            ),
+        ));
+        false
+    });
+    again
+}
+
 /// Command-line words as a sorted list of flags, each with its values (`--k=v` as `--k`
 /// `v`): flags given in another order, or with `=`, run the same benchmark.
 fn flag_groups(words: Option<&serde_json::Value>) -> Option<Vec<Vec<String>>> {
@@ -709,8 +746,10 @@ async fn run(
     'serves: for serve in serves {
         let row_template =
             |b: usize| Row::new(point_of(serve, b, benches), Status::Failed, Outcome::Failed);
-        // Points this configuration still has to run.
+        // Points this configuration still has to run, and the servers the complete ones
+        // measured (checked against this sweep's once a point has read it).
         let mut todo = Vec::new();
+        let mut resumed: Vec<(usize, Option<ServerFingerprint>)> = Vec::new();
         for &b in &serve.benches {
             let bench = &benches[b];
             let dir = out.join(point_name(serve, b, benches));
@@ -729,6 +768,7 @@ async fn run(
                         "{}: complete, skipped (--resume)",
                         t.at.point
                     ));
+                    resumed.push((b, report.server_fingerprint));
                 }
                 Err(why) => {
                     // A point never run is no news; one run before and run again is.
@@ -829,7 +869,10 @@ async fn run(
             }
         }
         let mut server_dead: Option<String> = None;
-        for (n, &b) in todo.iter().enumerate() {
+        let mut n = 0;
+        // `todo` grows while it runs: a resumed point of another server joins it.
+        while let Some(&b) = todo.get(n) {
+            n += 1;
             let name = point_name(serve, b, benches);
             let dir = out.join(&name);
             let mut row = row_template(b);
@@ -840,7 +883,7 @@ async fn run(
                 sweep.rows.push(row);
                 continue;
             }
-            if n > 0 {
+            if n > 1 {
                 (row.cache_reset, row.after_bench_cmd) =
                     between_benchmarks(args, &target, &name).await;
             }
@@ -925,6 +968,17 @@ async fn run(
                                 outcomes(&rows)
                             ));
                             sweep.rows.extend(rows);
+                            if let Some(now) = &report.server_fingerprint {
+                                for (b, why) in other_servers(args, &mut resumed, now) {
+                                    let point = point_name(serve, b, benches);
+                                    crate::stdout::println(&format!(
+                                        "{point}: runs again (--resume): {}",
+                                        terminal(&why)
+                                    ));
+                                    sweep.rows.retain(|r| r.at.point != point);
+                                    todo.push(b);
+                                }
+                            }
                         }
                         _ => {
                             let tail = server::log_tail(&dir.join("run.log"), 3);

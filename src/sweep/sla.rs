@@ -355,6 +355,11 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
         ));
     }
     super::image_formats(&s.chart_images)?;
+    if !s.allow_server_change.is_empty() {
+        return Err(UsageError(
+            "--allow-server-change: sweep serve-sla does not compare servers on --resume (sweep serve does)".into(),
+        ));
+    }
     let owned = |f: &str| {
         ["--profile", "--rate"]
             .iter()

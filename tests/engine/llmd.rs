@@ -145,7 +145,10 @@ fn llmd_reports_of_a_sweep_validate_against_the_vendored_schema() {
         // The scenario's server is the fingerprint the run read: the mock's own version
         // and model root as standardized facts, every fact with its source natively.
         let stack = &doc["scenario"]["stack"][0];
-        assert_eq!(stack["standardized"]["tool_version"], ENGINE_VERSION, "{name}");
+        assert_eq!(
+            stack["standardized"]["tool_version"], ENGINE_VERSION,
+            "{name}"
+        );
         assert_eq!(stack["standardized"]["model_root"], MODEL_ROOT, "{name}");
         let before = &stack["native"]["config"]["before"];
         assert_eq!(before["engine_version"]["value"], ENGINE_VERSION, "{name}");

@@ -73,6 +73,17 @@ pub struct SweepServeArgs {
     #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_RESUME")]
     pub resume: bool,
 
+    /// With --resume: a complete point measured against a server that differs from the
+    /// one this sweep starts (its fingerprint: model, engine version, cache
+    /// configuration) runs again, unless its field is named here (or `all`).
+    #[arg(
+        long,
+        env = "LLMSURGE_ALLOW_SERVER_CHANGE",
+        value_delimiter = ',',
+        value_name = "FIELD"
+    )]
+    pub allow_server_change: Vec<String>,
+
     /// Print every server command and every point's benchmark plan; run nothing.
     #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_DRY_RUN")]
     pub dry_run: bool,
