@@ -198,10 +198,11 @@ fn a_restart_of_the_server_during_the_run_is_said() {
             &first.base_url(),
             "--profile",
             "constant",
+            // Four seconds of load: the restart lands well inside it on a busy machine.
             "--rate",
-            "40",
+            "25",
             "--max-requests",
-            "80",
+            "100",
             "--data",
             DATA,
             "--outputs",
