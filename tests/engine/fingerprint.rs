@@ -418,3 +418,36 @@ fn a_warm_server_is_said_with_the_counts_the_mock_had() {
     );
     assert!(err.contains(&warning), "{warning}\n{err}");
 }
+
+#[test]
+fn a_server_behind_a_key_is_read_with_the_runs_key_which_no_output_records() {
+    const KEY: &str = "sk-fingerprint-secret-0123456789";
+    let server = mock(MockConfig {
+        require_api_key: Some(llmsurge_proto::Secret::new(KEY)),
+        ..told()
+    });
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(2)
+        .data(DATA)
+        .arg("--api-key", KEY)
+        .outputs("json,csv,html,md,console")
+        .run();
+    let report = crate::support::ok_report(&run);
+    // Every source answered the key: the facts are known.
+    let b = &fingerprint(&report).before;
+    assert_eq!(fact(&b.engine_version), ("0.9.1", "GET /version"));
+    assert_eq!(
+        fact(config(b, "enable_prefix_caching")),
+        ("false", "metric vllm:cache_config_info")
+    );
+    assert_eq!(b.process_start_time.number(), Some(server.started_unix()));
+    assert_eq!(server.stats().unauthorized.total, 0);
+    // And the key is in no file and no line of output.
+    for entry in std::fs::read_dir(run.dir.path()).expect("the output dir") {
+        let path = entry.expect("an entry").path();
+        let text = String::from_utf8_lossy(&std::fs::read(&path).expect("a file")).into_owned();
+        assert!(!text.contains(KEY), "{} has the key", path.display());
+    }
+    assert!(!run.stdout.contains(KEY) && !run.stderr.contains(KEY));
+}
