@@ -358,6 +358,38 @@ fn compare_fails_on_a_changed_model_engine_version_or_prefix_caching_unless_allo
         let (code, _) = compare(&base, path, &["--allow-server-change", "block_size"], &[]);
         assert_eq!(code, 3, "{field}");
     }
+    // The JUnit and JSON outputs carry the failure too.
+    let (junit, json) = (d.join("gate.xml"), d.join("gate.json"));
+    let (code, err) = compare(
+        &base,
+        &version,
+        &[
+            "--junit",
+            junit.to_str().expect("utf-8"),
+            "--json",
+            json.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert_eq!(code, 3, "{err}");
+    let xml = std::fs::read_to_string(&junit).expect("junit");
+    assert!(
+        xml.contains("<failure")
+            && xml.contains("0.9.0 (baseline) vs 0.9.1 (current) in engine_version"),
+        "{xml}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("JSON");
+    let changes = json["server"]["changes"]
+        .as_array()
+        .expect("server.changes");
+    assert!(
+        changes.iter().any(|c| c["field"] == "engine_version"
+            && c["baseline"] == "0.9.0"
+            && c["candidate"] == "0.9.1"
+            && c["gated"] == true),
+        "{json}"
+    );
     // A field name the gate does not know is a usage error.
     let (code, err) = compare(&base, &version, &["--allow-server-change", "version"], &[]);
     assert_eq!(code, 2, "{err}");
