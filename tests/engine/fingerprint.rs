@@ -198,10 +198,11 @@ fn a_restart_of_the_server_during_the_run_is_said() {
             &first.base_url(),
             "--profile",
             "constant",
+            // Four seconds of load: the restart lands well inside it on a busy machine.
             "--rate",
-            "40",
+            "25",
             "--max-requests",
-            "80",
+            "100",
             "--data",
             DATA,
             "--outputs",
@@ -357,6 +358,38 @@ fn compare_fails_on_a_changed_model_engine_version_or_prefix_caching_unless_allo
         let (code, _) = compare(&base, path, &["--allow-server-change", "block_size"], &[]);
         assert_eq!(code, 3, "{field}");
     }
+    // The JUnit and JSON outputs carry the failure too.
+    let (junit, json) = (d.join("gate.xml"), d.join("gate.json"));
+    let (code, err) = compare(
+        &base,
+        &version,
+        &[
+            "--junit",
+            junit.to_str().expect("utf-8"),
+            "--json",
+            json.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert_eq!(code, 3, "{err}");
+    let xml = std::fs::read_to_string(&junit).expect("junit");
+    assert!(
+        xml.contains("<failure")
+            && xml.contains("0.9.0 (baseline) vs 0.9.1 (current) in engine_version"),
+        "{xml}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("JSON");
+    let changes = json["server"]["changes"]
+        .as_array()
+        .expect("server.changes");
+    assert!(
+        changes.iter().any(|c| c["field"] == "engine_version"
+            && c["baseline"] == "0.9.0"
+            && c["candidate"] == "0.9.1"
+            && c["gated"] == true),
+        "{json}"
+    );
     // A field name the gate does not know is a usage error.
     let (code, err) = compare(&base, &version, &["--allow-server-change", "version"], &[]);
     assert_eq!(code, 2, "{err}");
@@ -416,4 +449,37 @@ fn a_warm_server_is_said_with_the_counts_the_mock_had() {
         before.prefix_cache_hits
     );
     assert!(err.contains(&warning), "{warning}\n{err}");
+}
+
+#[test]
+fn a_server_behind_a_key_is_read_with_the_runs_key_which_no_output_records() {
+    const KEY: &str = "sk-fingerprint-secret-0123456789";
+    let server = mock(MockConfig {
+        require_api_key: Some(llmsurge_proto::Secret::new(KEY)),
+        ..told()
+    });
+    let run = Bench::on(&server)
+        .synchronous()
+        .max_requests(2)
+        .data(DATA)
+        .arg("--api-key", KEY)
+        .outputs("json,csv,html,md,console")
+        .run();
+    let report = crate::support::ok_report(&run);
+    // Every source answered the key: the facts are known.
+    let b = &fingerprint(&report).before;
+    assert_eq!(fact(&b.engine_version), ("0.9.1", "GET /version"));
+    assert_eq!(
+        fact(config(b, "enable_prefix_caching")),
+        ("false", "metric vllm:cache_config_info")
+    );
+    assert_eq!(b.process_start_time.number(), Some(server.started_unix()));
+    assert_eq!(server.stats().unauthorized.total, 0);
+    // And the key is in no file and no line of output.
+    for entry in std::fs::read_dir(run.dir.path()).expect("the output dir") {
+        let path = entry.expect("an entry").path();
+        let text = String::from_utf8_lossy(&std::fs::read(&path).expect("a file")).into_owned();
+        assert!(!text.contains(KEY), "{} has the key", path.display());
+    }
+    assert!(!run.stdout.contains(KEY) && !run.stderr.contains(KEY));
 }
