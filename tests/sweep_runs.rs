@@ -629,3 +629,55 @@ fn sweep_report_records_what_ran_its_warnings_and_repeat_means_with_spread() {
         "{rate}"
     );
 }
+
+/// Break test of issue 37: a credential in a variable every point's run reads
+/// (`LLMSURGE_BACKEND_KWARGS` with a header and a body key) was recorded verbatim in each
+/// point.json, and `--resume` after changing it printed the old and the new value. It is
+/// hidden as the flag's value is, in every file and line.
+#[test]
+fn sweep_a_credential_in_a_run_variable_is_in_no_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let serve = r#"[{"ttft_ms": 1}]"#;
+    let bench = r#"[{"profile": "concurrent", "rate": 1, "max_requests": 2}]"#;
+    let kwargs = |n: u32| {
+        format!(
+            r#"{{"headers": {{"X-Api-Key": "sk-MARKER-head-{n}"}}, "extra_body": {{"api_key": "sk-MARKER-body-{n}"}}}}"#
+        )
+    };
+    let mut printed = String::new();
+    for (n, extra) in [(1, &[][..]), (2, &["--resume"][..])] {
+        let out = sweep_env(
+            d,
+            serve,
+            bench,
+            extra,
+            &SHARED,
+            &[("LLMSURGE_BACKEND_KWARGS", kwargs(n).as_str())],
+        );
+        assert_eq!(out.status.code(), Some(0));
+        printed.push_str(&String::from_utf8_lossy(&out.stdout));
+        printed.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    // Recorded hidden, as the sweep's other inputs: a changed secret alone runs nothing
+    // again (so no old value is ever printed beside a new one).
+    assert!(
+        printed.contains("s0-b0: complete, skipped (--resume)"),
+        "{printed}"
+    );
+    let mut texts = vec![printed];
+    let mut dirs = vec![d.join("out")];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).expect("dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if let Ok(t) = std::fs::read_to_string(&p) {
+                texts.push(format!("{}: {t}", p.display()));
+            }
+        }
+    }
+    for t in &texts {
+        assert!(!t.contains("sk-MARKER"), "a credential leaked: {t}");
+    }
+}

@@ -1379,7 +1379,16 @@ fn run_environment() -> Vec<String> {
     let mut vars: Vec<String> = child_env()
         .into_iter()
         .filter(|(k, _)| k.starts_with("LLMSURGE_") && k != "LLMSURGE_LOG")
-        .map(|(k, v)| format!("{k}={v}"))
+        .map(|(k, v)| {
+            // Hidden as its flag's value is (`LLMSURGE_BACKEND_KWARGS` as
+            // `--backend-kwargs`: header values and credential-named body fields).
+            let flag = format!(
+                "--{}",
+                k["LLMSURGE_".len()..].to_lowercase().replace('_', "-")
+            );
+            let shown = secrets::argv(&[flag, v.clone()]).pop().unwrap_or(v);
+            format!("{k}={shown}")
+        })
         .collect();
     vars.sort();
     secrets::argv(&vars)
