@@ -266,6 +266,29 @@ fn serve_sla_refuses_bad_slas_and_loads_it_chooses_and_dry_runs() {
             "--profile",
         ),
         (&bench, "e2e_p99<=2s", &["--repeat", "2"][..], "--repeat"),
+        // Break test of issue 37: each was taken, then ignored or misjudged.
+        (
+            &bench,
+            "e2e_p99<=2s",
+            &["--", "--slo", "e2e_p99<=1s"][..],
+            "--slo",
+        ),
+        (
+            &bench,
+            "e2e_p99<=2s",
+            &["--", "--repeat", "3"][..],
+            "--repeat",
+        ),
+        (&bench, "e2e_p99<=2s", &["--", "--dry-run"][..], "--dry-run"),
+        (
+            &bench,
+            "e2e_p99<=2s",
+            &["--sla-precision", "0"][..],
+            "--sla-precision",
+        ),
+        // A goodput SLA with no objective of a good request measured nothing and
+        // answered "misses".
+        (&bench, "goodput_per_s>=2", &[][..], "--goodput"),
     ] {
         let out = run(bench, sla, extra);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -329,6 +329,12 @@ fn check_loads(
                     "{label}: --outputs must include json (the sweep reads each point's benchmarks.json), e.g. --outputs json,html"
                 )));
             }
+            // A point's plan alone is no point: the sweep's own --dry-run prints them all.
+            if plan.dry_run {
+                return Err(UsageError(format!(
+                    "{label}: --dry-run would make every point print its plan and measure nothing; give the sweep's own --dry-run (before --)"
+                )));
+            }
         }
         benches.push(bench);
     }

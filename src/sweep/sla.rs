@@ -319,7 +319,7 @@ pub fn sweep_serve_sla(args: &SweepServeSlaArgs) -> i32 {
         Ok(s) => s,
         Err(UsageError(m)) => return usage_error(&m),
     };
-    let (serves, benches) = match check(args) {
+    let (serves, benches) = match check(args).and_then(|v| check_goodput(&slas, &v.1).map(|_| v)) {
         Ok(v) => v,
         Err(UsageError(m)) => return usage_error(&m),
     };
@@ -346,6 +346,11 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
     if args.sweep.repeat > 1 {
         return Err(UsageError(
             "--repeat: sweep serve-sla runs each load once (the search retests the boundary itself)".into(),
+        ));
+    }
+    if args.sla_precision <= 0.0 || args.sla_precision.is_nan() {
+        return Err(UsageError(
+            "--sla-precision: must be above 0 (the search stops when the passing and failing values are this close; e.g. 5%)".into(),
         ));
     }
     let s = &args.sweep;
@@ -402,7 +407,58 @@ fn check(args: &SweepServeSlaArgs) -> Result<(Vec<Serve>, Vec<Bench>), UsageErro
             )));
         }
     }
-    super::check_loads(&args.sweep, &loads)
+    let benches = super::check_loads(&args.sweep, &loads)?;
+    refuse_verdict_flags(&benches.1)?;
+    Ok(benches)
+}
+
+/// The verdict flags of `benchmark run` that a search's loads must not carry: the SLAs
+/// judge each load (an `--slo` would be ignored) and the search retests the boundary
+/// itself (`--repeat`).
+fn refuse_verdict_flags(benches: &[Bench]) -> Result<(), UsageError> {
+    for b in benches {
+        for (flag, why) in [
+            ("--slo", "each load is judged by --sla-params, not by --slo"),
+            ("--repeat", "the search retests its boundary itself"),
+        ] {
+            let given = b
+                .flags
+                .iter()
+                .chain(&b.common)
+                .any(|w| w == flag || w.starts_with(&format!("{flag}=")));
+            if given {
+                return Err(UsageError(format!(
+                    "{flag} (after -- or in --bench-params): sweep serve-sla refuses it: {why}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An SLA on goodput needs the objectives that make a request good (`--goodput` after
+/// `--`, a `goodput` bench param or `LLMSURGE_GOODPUT`): without, every load measures
+/// none and the search would answer "misses" for a server that never failed it.
+fn check_goodput(slas: &[Sla], benches: &[Bench]) -> Result<(), UsageError> {
+    let Some(sla) = slas.iter().find(|s| s.text.contains("goodput")) else {
+        return Ok(());
+    };
+    if std::env::var_os("LLMSURGE_GOODPUT").is_some() {
+        return Ok(());
+    }
+    let has = |b: &Bench| {
+        b.flags
+            .iter()
+            .chain(&b.common)
+            .any(|w| w == "--goodput" || w.starts_with("--goodput="))
+    };
+    match benches.iter().all(has) {
+        true => Ok(()),
+        false => Err(UsageError(format!(
+            "--sla-params: {:?} judges goodput, which needs the objectives of a good request: add them after -- (e.g. -- --goodput e2e:500ms) or as a goodput bench param",
+            sla.text
+        ))),
+    }
 }
 
 /// What the measurements of one point came to.
