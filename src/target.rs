@@ -206,6 +206,18 @@ fn refused(status: reqwest::StatusCode) -> bool {
     matches!(status.as_u16(), 401 | 403)
 }
 
+/// Whether a failed target check is the server refusing the credentials of both its
+/// routes: the server is up (a sweep's readiness wait ends there, and each point's run,
+/// with its own key, says what is wrong).
+pub fn refused_credentials(e: &UsageError) -> bool {
+    [
+        reqwest::StatusCode::UNAUTHORIZED,
+        reqwest::StatusCode::FORBIDDEN,
+    ]
+    .iter()
+    .any(|s| e.0.contains(&format!("GET /v1/models answered {s}:")))
+}
+
 /// The bound on the readiness request: it is advisory, so a route that hangs (a
 /// gateway's `/health` waiting on every upstream) must not hold the run.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);

@@ -106,9 +106,19 @@ fn sweep_edges_a_target_ending_in_v1_is_ready_and_measured() {
 /// Environment variables a sweep is run with.
 type Env<'a> = &'a [(&'a str, &'a str)];
 
-/// A sweep of one point against a mock that wants `key`, with `env` and `extra` flags.
-fn keyed_sweep(dir: &Path, key: &str, env: Env, extra: &[&str]) -> Output {
-    let bench = bench(dir, &[2]);
+/// A sweep of one point against a mock that wants `key`, with `env` and `extra` flags;
+/// `bench_key`: the point's own key, as a bench param.
+fn keyed_sweep(dir: &Path, key: &str, env: Env, extra: &[&str], bench_key: Option<&str>) -> Output {
+    let bench = match bench_key {
+        None => bench(dir, &[2]),
+        Some(k) => write(
+            dir,
+            "bench.json",
+            &format!(
+                r#"[{{"max_requests": 2, "api_key": "{k}", "data": "prompt_tokens=8,output_tokens=2", "max_dispatch_lag": "10s"}}]"#
+            ),
+        ),
+    };
     let pids = dir.join("pids");
     let cmd = format!(
         "echo $$ >> {} && {EXE} mock-server --port {{port}} --require-api-key {key}",
@@ -133,7 +143,7 @@ fn sweep_edges_readiness_carries_the_key_and_says_where_to_give_it() {
     // No key: the message says what was asked, what answered, and that the key goes
     // after `--` or in the environment (`sweep serve` takes no --api-key).
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = keyed_sweep(dir.path(), KEY, &[], &[]);
+    let out = keyed_sweep(dir.path(), KEY, &[], &[], None);
     let (_, stderr) = show(&out);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -155,7 +165,7 @@ fn sweep_edges_readiness_carries_the_key_and_says_where_to_give_it() {
     ];
     for (env, extra) in ways {
         let dir = tempfile::tempdir().expect("tempdir");
-        let out = keyed_sweep(dir.path(), KEY, env, extra);
+        let out = keyed_sweep(dir.path(), KEY, env, extra, None);
         let (stdout, stderr) = show(&out);
         assert_eq!(out.status.code(), Some(0), "{env:?} {extra:?}");
         assert_eq!(report(dir.path())["rows"][0]["status"], "ok");
@@ -164,6 +174,18 @@ fn sweep_edges_readiness_carries_the_key_and_says_where_to_give_it() {
             "the key was printed"
         );
     }
+    // Break test of issue 37: the key as a bench param, the sweep itself has none. The
+    // server refusing the sweep's readiness check is up, and the point's run, with its
+    // own key, is measured (it waited the whole --ready-timeout, then failed the point).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = keyed_sweep(dir.path(), KEY, &[], &[], Some(KEY));
+    let (stdout, stderr) = show(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(report(dir.path())["rows"][0]["status"], "ok");
+    assert!(
+        !stdout.contains(KEY) && !stderr.contains(KEY),
+        "the key was printed"
+    );
 }
 
 #[test]

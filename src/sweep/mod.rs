@@ -855,7 +855,8 @@ async fn run(
         // Start the server, if the sweep starts one.
         let mut running: Option<Server> = None;
         if let (Some(cmd), Some(log)) = (&command, &server_log) {
-            match start_server(args, &exe, cmd, log, &target, &mut signals).await {
+            let own_keys = own_keys(serve, benches);
+            match start_server(args, &exe, cmd, log, &target, own_keys, &mut signals).await {
                 Started::Ready(srv) => running = Some(srv),
                 Started::Interrupted => {
                     sweep.interrupted = true;
@@ -1112,14 +1113,25 @@ fn server_command(args: &SweepServeArgs, serve: &Serve, port: u16) -> Option<Ser
     })
 }
 
+/// Whether every point of `serve` gives its run an API key of its own (a bench param).
+fn own_keys(serve: &Serve, benches: &[Bench]) -> bool {
+    serve.benches.iter().all(|&b| {
+        benches[b]
+            .flags
+            .iter()
+            .any(|f| f == "--api-key" || f.starts_with("--api-key="))
+    })
+}
+
 /// Starts `cmd` (its output in `log`) through `exe`'s guard and waits until it is ready
-/// at `target`.
+/// at `target` (`own_keys`: every point's run carries its own API key).
 async fn start_server(
     args: &SweepServeArgs,
     exe: &Path,
     cmd: &ServerCommand,
     log: &Path,
     target: &str,
+    own_keys: bool,
     signals: &mut Signals,
 ) -> Started {
     let _ = std::fs::remove_file(log);
@@ -1152,7 +1164,7 @@ async fn start_server(
     };
     let base = base_url(target);
     let ready = tokio::select! {
-        r = srv.wait_ready(&base, access.model.as_deref(), &check, args.ready_timeout) => Some(r),
+        r = srv.wait_ready(&base, access.model.as_deref(), &check, args.ready_timeout, own_keys) => Some(r),
         _ = signals.next() => None,
     };
     match ready {

@@ -82,13 +82,15 @@ impl Server {
     /// Waits until `base_url` (without `/v1`) passes the target check (`check`: its
     /// readiness path, then a model listed on `/v1/models`, or `model` there), at most
     /// `timeout`; an error says why (the server exited, or the last check's failure:
-    /// what was asked and what answered).
+    /// what was asked and what answered). A server that refuses the sweep's credentials is
+    /// up: ready when the points carry their own keys (`own_keys`), else an error at once.
     pub async fn wait_ready(
         &mut self,
         base_url: &str,
         model: Option<&str>,
         check: &crate::target::TargetCheck<'_>,
         timeout: Duration,
+        own_keys: bool,
     ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + timeout;
         let spec = TargetSpec::Url(base_url.to_string());
@@ -100,6 +102,11 @@ impl Server {
             }
             let error = match crate::target::resolve_target(&spec, &[], model, check, None).await {
                 Ok(_) => return Ok(()),
+                // Up, but not for the sweep's own key: ready when every point's run
+                // carries its own (a bench param); else no wait mends it.
+                Err(e) if crate::target::refused_credentials(&e) => {
+                    return if own_keys { Ok(()) } else { Err(e.0) };
+                }
                 Err(e) => e.0,
             };
             if tokio::time::Instant::now() >= deadline {

@@ -819,7 +819,8 @@ async fn run(args: &SweepServeSlaArgs, slas: &[Sla], serves: &[Serve], benches: 
         }
         let mut running = None;
         if let (Some(cmd), Some(log)) = (&command, &server_log) {
-            match start_server(sweep, &exe, cmd, log, &target, &mut signals).await {
+            let own_keys = super::own_keys(serve, benches);
+            match start_server(sweep, &exe, cmd, log, &target, own_keys, &mut signals).await {
                 Started::Ready(srv) => running = Some(srv),
                 Started::Interrupted => {
                     report.interrupted = true;
