@@ -41,7 +41,10 @@
 //! - `benchmark compare` (one draw in four, not a capacity search): the report against
 //!   itself exits 0 with no regression and warns that both share a seed (repeated runs:
 //!   judged run to run); against a copy with one benchmark more it exits 3 naming that
-//!   benchmark, whichever side lacks it, and 0 with `--allow-missing`.
+//!   benchmark, whichever side lacks it, and 0 with `--allow-missing`;
+//! - the server gate (those draws; each draw's mock states a version of its seed): the
+//!   report's fingerprint holds that version, and compare against a copy of an upgraded
+//!   server exits 3 naming `engine_version`, 0 with `--allow-server-change`.
 //!
 //! A failing draw prints its seed, how to rerun it alone, and the equivalent command
 //! lines. CI runs [`SAMPLE`] draws (about 4 s of load each, two tests in parallel);
@@ -337,10 +340,17 @@ impl Draw {
         c
     }
 
+    /// The engine version the draw's mock states (its seed's own).
+    fn engine_version(&self) -> String {
+        format!("0.{}.{}-matrix", self.seed % 13, self.seed % 7)
+    }
+
     fn mock_config(&self, truth: &Path) -> MockConfig {
         MockConfig {
             truth: Some(truth.to_path_buf()),
             seed: self.seed,
+            // The server's version as it states it: the report's fingerprint must carry it.
+            engine_version: self.engine_version(),
             ttft_ms: TTFT_MS,
             itl_ms: ITL_MS,
             output_tokens: OUTPUT_TOKENS,
@@ -1405,6 +1415,7 @@ fn check_compare(d: &Draw, path: &Path, report: &Value, broken: &mut Vec<String>
             json["variance"]
         ));
     }
+    check_server_gate(d, path, report, broken);
     let mut more = report.clone();
     let Some(benchmarks) = more["benchmarks"].as_array_mut() else {
         return;
@@ -1449,6 +1460,43 @@ fn check_compare(d: &Draw, path: &Path, report: &Value, broken: &mut Vec<String>
                 "compare with {label} in the {side} only, --allow-missing: exit {code}\n{stderr}"
             ));
         }
+    }
+}
+
+/// The server gate (issue 41): the draw's report records the engine version its mock
+/// stated; `benchmark compare` against a copy whose server was upgraded fails naming
+/// `engine_version` with both values, and passes with `--allow-server-change
+/// engine_version`.
+fn check_server_gate(d: &Draw, path: &Path, report: &Value, broken: &mut Vec<String>) {
+    let stated = d.engine_version();
+    let recorded = &report["server_fingerprint"]["before"]["engine_version"]["value"];
+    if *recorded != stated.as_str() {
+        broken.push(format!(
+            "the report's engine version is {recorded}, the mock stated {stated}"
+        ));
+        return;
+    }
+    let mut upgraded = report.clone();
+    upgraded["server_fingerprint"]["before"]["engine_version"]["value"] = "9.9.9-upgraded".into();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let upgraded_path = dir.path().join("upgraded.json");
+    std::fs::write(&upgraded_path, upgraded.to_string()).expect("write the copy");
+    let (code, stderr, _) = compare(path, &upgraded_path, &[]);
+    let named = stderr.contains("engine_version") && stderr.contains(&stated);
+    if code != 3 || !named {
+        broken.push(format!(
+            "compare against an upgraded server: exit {code}, engine_version named: {named}\n{stderr}"
+        ));
+    }
+    let (code, stderr, _) = compare(
+        path,
+        &upgraded_path,
+        &["--allow-server-change", "engine_version"],
+    );
+    if code != 0 {
+        broken.push(format!(
+            "compare against an upgraded server, --allow-server-change engine_version: exit {code}\n{stderr}"
+        ));
     }
 }
 
