@@ -283,6 +283,18 @@ fn serve_sla_refuses_bad_slas_and_loads_it_chooses_and_dry_runs() {
         (
             &bench,
             "e2e_p99<=2s",
+            &["--", "--target", "http://127.0.0.1:9"][..],
+            "give the sweep --target before --",
+        ),
+        (
+            &bench,
+            "e2e_p99<=2s",
+            &["--", "--output-dir=elsewhere"][..],
+            "give the sweep --output-dir (-o) before --",
+        ),
+        (
+            &bench,
+            "e2e_p99<=2s",
             &["--sla-precision", "0"][..],
             "--sla-precision",
         ),

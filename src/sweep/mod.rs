@@ -221,6 +221,21 @@ fn check_loads(
 ) -> Result<(Vec<Serve>, Vec<Bench>), UsageError> {
     register_secrets(args);
     check_target(args)?;
+    // The sweep's own: each point's run gets them from the sweep.
+    for (flag, own) in [
+        ("--target", "--target"),
+        ("--output-dir", "--output-dir (-o)"),
+    ] {
+        if args
+            .common
+            .iter()
+            .any(|w| w == flag || w.starts_with(&format!("{flag}=")))
+        {
+            return Err(UsageError(format!(
+                "{flag} after --: the sweep gives each point's run its own; give the sweep {own} before --"
+            )));
+        }
+    }
     if args.serve_cmd.is_none() && args.target.is_none() {
         return Err(UsageError(
             "sweep serve: give --serve-cmd (a server to start) or --target (a running one)".into(),
