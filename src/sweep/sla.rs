@@ -127,6 +127,11 @@ fn vllm_check(key: &str, value: &serde_json::Value) -> Result<String, String> {
             "{key}: expected \"<OP><VALUE>\" (e.g. \"<=2000\"), as vLLM writes it"
         ));
     };
+    if cond.starts_with("==") || cond.starts_with('=') {
+        return Err(format!(
+            "{key}: {cond:?}: an SLA is a bound, not a value to equal (use <=, >=, < or >)"
+        ));
+    }
     let Some(op) = ["<=", ">=", "<", ">"]
         .into_iter()
         .find(|o| cond.starts_with(o))
@@ -136,6 +141,12 @@ fn vllm_check(key: &str, value: &serde_json::Value) -> Result<String, String> {
         ));
     };
     let number = cond[op.len()..].trim();
+    // vLLM's values are plain numbers (milliseconds, or per second): said as written.
+    if !number.parse::<f64>().is_ok_and(f64::is_finite) {
+        return Err(format!(
+            "{key}: {cond:?}: {number:?} is not a number (vLLM's form: \"<=2000\")"
+        ));
+    }
     let rates = [
         ("request_throughput", "requests_per_s"),
         ("output_throughput", "output_tokens_per_s"),
@@ -1176,6 +1187,14 @@ mod tests {
         ] {
             assert!(vllm_check(key, &v(value)).is_err(), "{key}");
         }
+        // Said as written, not as the check it would have become.
+        let e = vllm_check("p99_e2el_ms", &v("<=abc")).expect_err("abc");
+        assert!(
+            e.contains("\"abc\" is not a number") && !e.contains("abcms"),
+            "{e}"
+        );
+        let e = vllm_check("p99_e2el_ms", &v("==2000")).expect_err("==");
+        assert!(e.contains("a bound, not a value to equal"), "{e}");
     }
 
     #[test]
