@@ -280,6 +280,13 @@ fn serve_sla_refuses_bad_slas_and_loads_it_chooses_and_dry_runs() {
             "--repeat",
         ),
         (&bench, "e2e_p99<=2s", &["--", "--dry-run"][..], "--dry-run"),
+        // An error in the flags after -- is theirs, not the bench file's.
+        (
+            &bench,
+            "e2e_p99<=2s",
+            &["--", "--max-requests", "abc"][..],
+            "the benchmark run flags after --: invalid value 'abc'",
+        ),
         (
             &bench,
             "e2e_p99<=2s",

@@ -295,6 +295,18 @@ fn check_loads(
         .find_subcommand("benchmark")
         .and_then(|b| b.find_subcommand("run"))
         .ok_or_else(|| UsageError("the benchmark run command is missing".into()))?;
+    // The flags after `--` alone first: an error in them is theirs, not a bench entry's.
+    let alone = Bench {
+        name: None,
+        params: Params::new(),
+        flags: Vec::new(),
+        common: args.common.clone(),
+        skip: &[],
+    };
+    let argv: Vec<String> = std::iter::once("llmsurge".to_string())
+        .chain(bench_argv(args, &alone, &target, &args.output_dir, false))
+        .collect();
+    parse_run(&argv).map_err(|e| UsageError(format!("the benchmark run flags after --: {e}")))?;
     let mut benches = Vec::new();
     let shared_profile = params::without_overridden(run, &args.common, &["--profile".into()]).len()
         < args.common.len();
