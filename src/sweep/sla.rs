@@ -980,7 +980,7 @@ fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
 const INCONCLUSIVE: &str = "SLO inconclusive";
 
 /// The probes a chart marks apart: a series of markers each, in a colour no curve has.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ProbeMark {
     /// It missed the SLA (or, at a rate, its queue grew).
     Failed,
@@ -991,6 +991,7 @@ enum ProbeMark {
 }
 
 impl ProbeMark {
+    /// Every kind, in the order of their discriminants.
     const ALL: [ProbeMark; 3] = [Self::Failed, Self::Inconclusive, Self::Invalid];
 
     /// How `p` is marked, if apart from the passing probes.
@@ -1052,8 +1053,8 @@ fn probe_charts(report: &SlaReport) -> Vec<Chart> {
             Axis::new("probe, in the order run", ""),
             Axis::new(name, unit),
         );
-        let mut apart: Vec<(ProbeMark, Vec<(f64, Option<f64>)>)> =
-            ProbeMark::ALL.iter().map(|&m| (m, Vec::new())).collect();
+        // The probes of each kind marked apart, by `ProbeMark as usize`.
+        let mut apart: [Vec<(f64, Option<f64>)>; 3] = Default::default();
         let mut answers = Vec::new();
         for (row, shown) in report.rows.iter().zip(&rows).filter(|(r, _)| r.sla == *sla) {
             let label = charts::label(shown, &varied, None, false);
@@ -1064,10 +1065,8 @@ fn probe_charts(report: &SlaReport) -> Vec<Chart> {
                     .map(|(n, p)| ((n + 1) as f64, p))
             };
             for (n, p) in probes() {
-                if let Some((_, pts)) =
-                    ProbeMark::of(p).and_then(|m| apart.iter_mut().find(|(k, _)| *k == m))
-                {
-                    pts.push((n, Some(p.value)));
+                if let Some(m) = ProbeMark::of(p) {
+                    apart[m as usize].push((n, Some(p.value)));
                 }
             }
             let color = PALETTE[chart.series.len() % PALETTE.len()];
@@ -1090,7 +1089,11 @@ fn probe_charts(report: &SlaReport) -> Vec<Chart> {
         if chart.series.is_empty() {
             continue;
         }
-        for (mark, pts) in apart.into_iter().filter(|(_, pts)| !pts.is_empty()) {
+        for (mark, pts) in ProbeMark::ALL
+            .into_iter()
+            .zip(apart)
+            .filter(|(_, pts)| !pts.is_empty())
+        {
             let mut marks = Series::new(mark.legend(), mark.color(), pts);
             marks.line = false;
             chart.series.push(marks);
