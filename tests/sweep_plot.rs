@@ -3,7 +3,7 @@
 //! its servers; every point drawn is the sweep report's own figure.
 
 use crate::support::llmsurge;
-use crate::sweep::{page_charts, printed, sweep_command, write};
+use crate::sweep::{page_charts, printed, sweep_command, sweep_command_with, write};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -250,4 +250,228 @@ fn sweep_plot_redraws_a_finished_sweep_with_the_chosen_axes_curves_and_panels() 
         files(&dir.path().join("front")),
         BTreeSet::from(["sweep-pareto-front.png".to_string()])
     );
+}
+
+/// The chart of `charts` with this id.
+fn chart<'a>(charts: &'a [Value], id: &str) -> &'a Value {
+    let ids: Vec<&str> = charts.iter().filter_map(|c| c["id"].as_str()).collect();
+    charts
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("{id} in {ids:?}"))
+}
+
+fn series_labels(c: &Value) -> Vec<String> {
+    c["series"]
+        .as_array()
+        .expect("series")
+        .iter()
+        .map(|s| s["label"].as_str().expect("label").to_string())
+        .collect()
+}
+
+fn notes(c: &Value) -> Vec<String> {
+    c["notes"]
+        .as_array()
+        .map(|n| {
+            n.iter()
+                .map(|x| x.as_str().expect("note").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every point of every series of `c`.
+fn all_points(c: &Value) -> Vec<(f64, f64)> {
+    let mut pts: Vec<(f64, f64)> = c["series"]
+        .as_array()
+        .expect("series")
+        .iter()
+        .flat_map(points)
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pts
+}
+
+#[test]
+fn sweep_rate_lists_put_each_benchmark_at_its_own_rate_streams_apart_from_requests() {
+    // vLLM's workload levels: a configuration with a list of rates, each a benchmark of
+    // the point; and one of streams beside it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bench = write(
+        dir.path(),
+        "bench.json",
+        r#"[{"profile": "constant", "rate": [6, 10, 14, 20]}, {"profile": "concurrent", "rate": [1, 2]}]"#,
+    );
+    let out = printed(
+        sweep_command("serve", dir.path(), None, &bench)
+            .args(["--chart-images", "svg", "--"])
+            .args([
+                "--max-requests",
+                "6",
+                "--data",
+                "prompt_tokens=16,output_tokens=4",
+            ])
+            .args(["--max-dispatch-lag", "10s"]),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let sweep: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out/sweep.json")).expect("json"))
+            .expect("JSON");
+    // The truth: each row's own load and figure, by the unit of its load.
+    let rows = sweep["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 6, "{sweep:#}");
+    let truth = |unit: &str, figure: &str| -> Vec<(f64, f64)> {
+        let mut t: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r["load"]["unit"] == unit)
+            .map(|r| {
+                (
+                    r["load"]["value"].as_f64().expect("load"),
+                    r["figures"][figure].as_f64().expect("figure"),
+                )
+            })
+            .collect();
+        t.sort_by(|a, b| a.0.total_cmp(&b.0));
+        t
+    };
+    assert_eq!(
+        truth("requests/s", "ttft_p99")
+            .iter()
+            .map(|p| p.0)
+            .collect::<Vec<_>>(),
+        [6.0, 10.0, 14.0, 20.0]
+    );
+    assert_eq!(
+        truth("streams", "ttft_p99")
+            .iter()
+            .map(|p| p.0)
+            .collect::<Vec<_>>(),
+        [1.0, 2.0]
+    );
+
+    // The page: a chart per meaning of the rate, each benchmark at its own rate.
+    let html = std::fs::read_to_string(dir.path().join("out/sweep.html")).expect("page");
+    let charts = page_charts(&html);
+    for (tail, unit, label) in [
+        ("requests-s", "requests/s", "profile=constant"),
+        ("streams", "streams", "profile=concurrent"),
+    ] {
+        let id = format!("sweep-ttft_p99-vs-bench-rate-{tail}");
+        let c = chart(&charts, &id);
+        assert_eq!(c["x"]["unit"], unit, "{id}");
+        assert_eq!(
+            series_labels(c),
+            [label],
+            "{id}: one curve through its rates"
+        );
+        assert_eq!(all_points(c), truth(unit, "ttft_p99"), "{id}");
+        assert!(
+            dir.path().join(format!("out/charts/{id}.svg")).is_file(),
+            "{id}.svg"
+        );
+    }
+
+    // `sweep plot --x rate`: the same split, the same points, with units.
+    let out = plot(
+        dir.path(),
+        &["--x", "rate", "--y", "ttft_p99", "--outputs", "html"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let charts = page_charts(
+        &std::fs::read_to_string(dir.path().join("out/plots/plot.html")).expect("page"),
+    );
+    assert_eq!(charts.len(), 2, "{charts:#?}");
+    for (tail, unit) in [("requests-s", "requests/s"), ("streams", "streams")] {
+        let id = format!("plot-ttft_p99-vs-bench-rate-{tail}");
+        let c = chart(&charts, &id);
+        assert_eq!(c["x"]["unit"], unit, "{id}");
+        assert_eq!(all_points(c), truth(unit, "ttft_p99"), "{id}");
+    }
+}
+
+#[test]
+fn sweep_points_without_the_x_parameter_are_named_and_gpus_must_be_counts() {
+    // Mixed keys: the third server has no ttft_ms, the first two no itl_ms; its GPU
+    // count is text.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let serve = write(
+        dir.path(),
+        "serve.json",
+        r#"[{"gpus": 1, "ttft_ms": 2}, {"gpus": 1, "ttft_ms": 4}, {"gpus": "two", "itl_ms": 3}]"#,
+    );
+    let bench = write(
+        dir.path(),
+        "bench.json",
+        r#"[{"profile": "concurrent", "rate": 2}]"#,
+    );
+    let server = format!(
+        "echo $$ >> {} && GPUS={{gpus}} {} mock-server --port {{port}}",
+        dir.path().join("pids").display(),
+        env!("CARGO_BIN_EXE_llmsurge")
+    );
+    let out = printed(
+        sweep_command_with("serve", dir.path(), &server, Some(&serve), &bench)
+            .arg("--")
+            .args([
+                "--max-requests",
+                "4",
+                "--data",
+                "prompt_tokens=16,output_tokens=4",
+            ])
+            .args(["--max-dispatch-lag", "10s"]),
+    );
+    assert_eq!(out.status.code(), Some(0));
+
+    // The page: the point without ttft_ms is on no ttft_ms curve, and the chart says so;
+    // the two with it are one curve, not labelled by a key they lack.
+    let html = std::fs::read_to_string(dir.path().join("out/sweep.html")).expect("page");
+    let charts = page_charts(&html);
+    let c = chart(&charts, "sweep-ttft_p99-vs-serve-ttft_ms");
+    assert_eq!(series_labels(c), ["gpus=1"], "{c:#}");
+    assert!(
+        notes(c).contains(&"left out (no value of ttft_ms): s2-b0".to_string()),
+        "{c:#}"
+    );
+    let c = chart(&charts, "sweep-ttft_p99-vs-serve-itl_ms");
+    assert!(
+        notes(c).contains(&"left out (no value of itl_ms): s0-b0, s1-b0".to_string()),
+        "{c:#}"
+    );
+
+    // `sweep plot`: the same note; a curve of points lacking a key says so in words.
+    for (args, label) in [
+        (&["--x", "ttft_ms"][..], "gpus=1"),
+        (
+            &["--x", "ttft_ms", "--curve-by", "itl_ms"][..],
+            "itl_ms unset",
+        ),
+    ] {
+        let out = plot(dir.path(), &[args, &["--outputs", "html"][..]].concat());
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let charts = page_charts(
+            &std::fs::read_to_string(dir.path().join("out/plots/plot.html")).expect("page"),
+        );
+        let c = chart(&charts, "plot-ttft_p99-vs-serve-ttft_ms");
+        assert_eq!(series_labels(c), [label], "{args:?}: {c:#}");
+        assert!(
+            notes(c).contains(&"left out (no value of ttft_ms): s2-b0".to_string()),
+            "{args:?}: {c:#}"
+        );
+    }
+
+    // A GPU count that is no positive whole number is refused, naming the flag, the
+    // parameter and the point: never a point at its total on the per-GPU axis.
+    let out = llmsurge()
+        .args(["sweep", "plot-pareto"])
+        .arg(dir.path().join("out"))
+        .args(["--gpus", "gpus", "--outputs", "html"])
+        .output()
+        .expect("llmsurge runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    for needle in ["--gpus gpus", "s2-b0", "\"two\""] {
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+    }
 }

@@ -186,8 +186,8 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
         md.contains(&format!("llmsurge {}", env!("CARGO_PKG_VERSION"))),
         "{md}"
     );
-    // One chart per SLA: each point's probes in the order they ran, the failing ones
-    // again on a series of their own; the image files too.
+    // One chart per SLA: each point's probes in the order they ran, those that failed
+    // and those inconclusive again, a series each; the image files too.
     let html = std::fs::read_to_string(out_dir.join("sla.html")).expect("sla.html");
     let charts = crate::sweep::page_charts(&html);
     for (k, t) in [14, 16].iter().enumerate() {
@@ -209,7 +209,7 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
                 .filter_map(|p| p[1].as_f64())
                 .collect()
         };
-        let mut failing = Vec::new();
+        let (mut failing, mut inconclusive) = (Vec::new(), Vec::new());
         for x in ["0.5", "0.25"] {
             let point = if x == "0.5" { "s0-b0" } else { "s1-b0" };
             let row = rows
@@ -223,18 +223,30 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
                 .unwrap_or_else(|| panic!("{point}'s line in {chart:#}"));
             let values: Vec<f64> = probes.iter().filter_map(|p| p["value"].as_f64()).collect();
             assert_eq!(ys(line), values, "{point}: {chart:#}");
-            failing.extend(
-                probes
-                    .iter()
-                    .filter(|p| p["passed"] == false)
-                    .filter_map(|p| p["value"].as_f64()),
+            // A probe that did not pass failed, or its SLO could not decide: marked apart.
+            for p in probes.iter().filter(|p| p["passed"] == false) {
+                let undecided = p["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("SLO inconclusive"));
+                let value = p["value"].as_f64().expect("value");
+                if undecided {
+                    inconclusive.push(value);
+                } else {
+                    failing.push(value);
+                }
+            }
+        }
+        for (legend, want) in [
+            ("failed the SLA", failing),
+            ("inconclusive (too few requests to judge)", inconclusive),
+        ] {
+            let marked = series.iter().find(|s| s["label"] == legend);
+            assert_eq!(
+                marked.map(ys).unwrap_or_default(),
+                want,
+                "{legend}: {chart:#}"
             );
         }
-        let marked = series
-            .iter()
-            .find(|s| s["label"] == "failed the SLA")
-            .expect("the failing probes");
-        assert_eq!(ys(marked), failing, "{chart:#}");
     }
 }
 

@@ -7,7 +7,7 @@
 //! keep up with) is drawn apart, as a grey marker named in the chart's notes, and is
 //! never on the front.
 
-use super::filter::{Cell, Filter, SERVER, cell};
+use super::filter::{Cell, Filter, SERVER, cell, rate_is_load};
 use super::report::{GPU_FIGURES, Outcome, Row, unit};
 use crate::report::across_runs::FIGURES;
 use crate::report::charts::pareto::{self, PerUser};
@@ -104,24 +104,70 @@ pub fn qualify(rows: &[Row], key: &str) -> Option<String> {
         .find(|k| all.contains(k))
 }
 
-/// A row's label: the varied parameters (but `skip`) and its benchmark when a point ran
-/// several.
-pub(super) fn label(row: &Row, varied: &[String], skip: Option<&str>, benchmark: bool) -> String {
-    let mut parts: Vec<String> = varied
+/// `x` as a label shows it: whole numbers bare, others to 4 decimals.
+pub(super) fn format_num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.4}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
+}
+
+/// A row's values of `keys` as `k=v` words (the short parameter names). A key the row
+/// lacks is left out; when it lacks every one, the words say so (`k unset`), never a
+/// placeholder that reads as a value. Empty only without keys.
+pub(super) fn words(row: &Row, keys: &[&str]) -> String {
+    let short = |k: &str| k.split_once('.').map_or(k, |(_, s)| s).to_string();
+    let set: Vec<String> = keys
         .iter()
-        .filter(|k| Some(k.as_str()) != skip)
         .filter_map(|k| {
-            let short = k.split_once('.').map_or(k.as_str(), |(_, s)| s);
-            cell_text(Some(row), k).map(|v| format!("{short}={v}"))
+            let v = match cell(row, k)? {
+                Cell::Num(x) => format_num(x),
+                Cell::Text(t) => t,
+            };
+            Some(format!("{}={v}", short(k)))
         })
         .collect();
-    if benchmark && let Some(b) = &row.benchmark {
+    if set.is_empty() && !keys.is_empty() {
+        let unset: Vec<String> = keys.iter().map(|k| short(k)).collect();
+        return format!("{} unset", unset.join(", "));
+    }
+    set.join(" ")
+}
+
+/// A row's curve name: the varied parameters (but `skip`) and its benchmark when a point
+/// ran several (unless the label shows its load already); empty when nothing tells it
+/// apart.
+fn curve_name(row: &Row, varied: &[String], skip: Option<&str>, benchmark: bool) -> String {
+    let keys: Vec<&str> = varied
+        .iter()
+        .map(String::as_str)
+        .filter(|k| Some(*k) != skip)
+        .collect();
+    let mut parts = vec![words(row, &keys)];
+    // A `rate` list's benchmark is its rate, shown on the x axis or in the words.
+    let load_shown = rate_is_load(row)
+        && (skip == Some("bench.rate") || varied.iter().any(|k| k == "bench.rate"));
+    if benchmark
+        && !load_shown
+        && let Some(b) = &row.benchmark
+    {
         parts.push(b.clone());
     }
-    if parts.is_empty() {
+    parts.retain(|p| !p.is_empty());
+    parts.join(" ")
+}
+
+/// A row's label: [`curve_name`], else its point.
+pub(super) fn label(row: &Row, varied: &[String], skip: Option<&str>, benchmark: bool) -> String {
+    let name = curve_name(row, varied, skip, benchmark);
+    if name.is_empty() {
         row.at.point.clone()
     } else {
-        parts.join(" ")
+        name
     }
 }
 
@@ -210,17 +256,18 @@ pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
                 if xs[i].is_none() || !part[i] {
                     continue;
                 }
-                let l = label(r, &varied, Some(p), several);
+                // Rows told apart by nothing but the x axis are one curve.
+                let mut l = curve_name(r, &varied, Some(p), several);
+                if l.is_empty() {
+                    l = ALL_POINTS.into();
+                }
                 match groups.iter_mut().find(|(g, _)| *g == l) {
                     Some((_, v)) => v.push(i),
                     None => groups.push((l, vec![i])),
                 }
             }
             for f in &figures {
-                let (id_tail, title_tail) = match rate_unit.filter(|_| split) {
-                    Some(u) => (format!("-{}", id_part(u)), format!(" ({u})")),
-                    None => (String::new(), String::new()),
-                };
+                let (id_tail, title_tail) = part_names(rate_unit, split);
                 let mut c = chart(
                     format!("sweep-{}-vs-{}{id_tail}", id_part(f), id_part(p)),
                     format!("{f} vs {short}{title_tail}"),
@@ -268,10 +315,19 @@ pub fn charts(rows: &[Row], spec: &ChartSpec) -> Vec<Chart> {
                     let mut s = Series::new(UNMEASURED, UNMEASURED_COLOR, pts);
                     s.line = false;
                     c.series.push(s);
-                    c.notes = apart.iter().map(|&i| apart_note(&owned[i])).collect();
+                    c.notes.extend(apart.iter().map(|&i| apart_note(&owned[i])));
                 }
                 if c.series.is_empty() {
                     continue;
+                }
+                // The points with this figure but no value of the x parameter: on no
+                // curve, and said so.
+                let without: Vec<&Row> = (0..owned.len())
+                    .filter(|&i| xs[i].is_none() && owned[i].figures.contains_key(*f))
+                    .map(|i| &owned[i])
+                    .collect();
+                if let Some(note) = left_out(&without, short, several) {
+                    c.notes.push(note);
                 }
                 out.push(c);
             }
@@ -314,9 +370,43 @@ fn default_axes(rows: &[Row], varied: &[String]) -> Vec<String> {
     varied.to_vec()
 }
 
-/// What `rate` counts at a row: streams for the concurrent profile, requests/s for the
-/// open-loop ones; `None` where the row names no profile.
+/// The name of a curve of rows told apart by nothing but the x axis.
+pub(super) const ALL_POINTS: &str = "all points";
+
+/// The note naming the rows a chart leaves out for want of a value of `x` (its short
+/// name), if any; each by its point, and its benchmark when points ran `several`.
+pub(super) fn left_out(rows: &[&Row], x: &str, several: bool) -> Option<String> {
+    if rows.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = rows.iter().map(|r| named(r, several)).collect();
+    Some(format!("left out (no value of {x}): {}", names.join(", ")))
+}
+
+/// A row as notes name it: its point, and its benchmark when points ran `several`.
+fn named(r: &Row, several: bool) -> String {
+    match &r.benchmark {
+        Some(b) if several => format!("{} {b}", r.at.point),
+        _ => r.at.point.clone(),
+    }
+}
+
+/// The id and title endings of a chart of one meaning of `rate` (`unit`), when `split`
+/// (the rows mix them).
+pub(super) fn part_names(unit: Option<&str>, split: bool) -> (String, String) {
+    match unit.filter(|_| split) {
+        Some(u) => (format!("-{}", id_part(u)), format!(" ({u})")),
+        None => (String::new(), String::new()),
+    }
+}
+
+/// What `rate` counts at a row: its benchmark's load's unit, else streams for the
+/// concurrent profile and requests/s for the open-loop ones; `None` where the row names
+/// no profile.
 fn rate_unit(row: &Row) -> Option<&'static str> {
+    if rate_is_load(row) {
+        return row.load.map(|l| l.unit.name());
+    }
     match cell(row, "bench.profile") {
         Some(Cell::Text(p)) if p == "concurrent" => Some("streams"),
         Some(Cell::Text(p)) if p == "constant" || p == "poisson" => Some("requests/s"),
@@ -326,7 +416,7 @@ fn rate_unit(row: &Row) -> Option<&'static str> {
 
 /// The rows of each chart of `param` against a figure: for `bench.rate`, one set per
 /// meaning of the rate (its unit) when the rows mix them; otherwise every row.
-fn rate_parts(rows: &[Row], param: &str) -> Vec<(Option<&'static str>, Vec<bool>)> {
+pub(super) fn rate_parts(rows: &[Row], param: &str) -> Vec<(Option<&'static str>, Vec<bool>)> {
     if param != "bench.rate" {
         return vec![(None, vec![true; rows.len()])];
     }
@@ -348,9 +438,12 @@ fn rate_parts(rows: &[Row], param: &str) -> Vec<(Option<&'static str>, Vec<bool>
 }
 
 /// Whether a point ran several benchmarks (its profile's): then it has a row each.
-fn several(rows: &[Row]) -> bool {
-    rows.iter()
-        .any(|r| rows.iter().filter(|o| o.at.point == r.at.point).count() > 1)
+pub(super) fn several<'a>(rows: impl IntoIterator<Item = &'a Row>) -> bool {
+    let points: Vec<&str> = rows.into_iter().map(|r| r.at.point.as_str()).collect();
+    points
+        .iter()
+        .enumerate()
+        .any(|(i, p)| points[..i].contains(p))
 }
 
 /// The Pareto front of `rows`, its points labelled by their varied parameters.
@@ -358,9 +451,53 @@ pub(super) fn front_of(rows: &[Row], spec: &ChartSpec) -> Option<Chart> {
     front(rows, &varied(rows), several(rows), spec)
 }
 
+/// A row's GPU count under `--gpus PARAM`: its value of `param` when that is a positive
+/// whole number; otherwise why not, as a note's words.
+fn gpu_count(row: &Row, param: &str) -> Result<f64, String> {
+    let short = param.split_once('.').map_or(param, |(_, s)| s);
+    match cell(row, param) {
+        Some(Cell::Num(n)) if n >= 1.0 && n.fract() == 0.0 && n.is_finite() => Ok(n),
+        Some(Cell::Num(n)) => Err(format!("{short}={}", format_num(n))),
+        Some(Cell::Text(t)) => Err(format!("{short}={t:?}")),
+        None => Err(format!("no {short}")),
+    }
+}
+
+/// `--gpus VALUE` against the points `rows` (every point the sweep will run, or ran):
+/// a count of 1 or more, or a parameter whose value at every point is a positive whole
+/// number. `params` names where the parameters come from, for the error.
+pub fn gpus(rows: &[Row], value: &str, params: &str) -> Result<Gpus, String> {
+    let value = value.trim();
+    match value.parse::<u32>() {
+        Ok(0) => return Err("--gpus: 0 GPUs (give 1 or more)".into()),
+        Ok(n) => return Ok(Gpus::Count(n)),
+        Err(_) => {}
+    }
+    let Some(param) = qualify(rows, value) else {
+        return Err(format!(
+            "--gpus: {value:?} is neither a count nor a parameter of {params}"
+        ));
+    };
+    for r in rows {
+        if let Err(why) = gpu_count(r, &param) {
+            let at = match (&r.at.server, r.at.point.as_str()) {
+                (_, p) if !p.is_empty() => format!("point {p}"),
+                (Some(s), _) => format!("serve configuration {s}"),
+                (None, _) => format!("benchmark configuration b{}", r.at.bench_index),
+            };
+            return Err(format!(
+                "--gpus {value}: {at} has {why}, not a GPU count (give every point {value} as a whole number, 1 or more)"
+            ));
+        }
+    }
+    Ok(Gpus::Param(param))
+}
+
 /// The Pareto front, when any point measured TPOT and output throughput.
 fn front(rows: &[Row], varied: &[String], several: bool, spec: &ChartSpec) -> Option<Chart> {
     let mut per_gpu = false;
+    // Points with no GPU count under `--gpus PARAM`: off the per-GPU axis, and said so.
+    let mut no_count: Vec<String> = Vec::new();
     let points: Vec<pareto::Point> = rows
         .iter()
         .filter(|r| r.outcome.measured())
@@ -369,9 +506,15 @@ fn front(rows: &[Row], varied: &[String], several: bool, spec: &ChartSpec) -> Op
             let total = *r.figures.get("output_tokens_per_s")?;
             let gpus = match &spec.gpus {
                 Some(Gpus::Count(n)) => Some(f64::from(*n)),
-                Some(Gpus::Param(k)) => match cell(r, k) {
-                    Some(Cell::Num(n)) if n >= 1.0 => Some(n),
-                    _ => None,
+                Some(Gpus::Param(k)) => match gpu_count(r, k) {
+                    Ok(n) => Some(n),
+                    Err(why) => {
+                        no_count.push(format!(
+                            "left off the front: {}: {why}, no GPU count for --gpus",
+                            named(r, several)
+                        ));
+                        return None;
+                    }
                 },
                 None => None,
             };
@@ -395,11 +538,19 @@ fn front(rows: &[Row], varied: &[String], several: bool, spec: &ChartSpec) -> Op
     let mut c = pareto::chart(&points, PerUser::P50, per_gpu.then_some(1));
     c.id = "sweep-pareto-front".into();
     c.section = "charts-throughput".into();
+    // The points left off first, then the front's own notes (a narrow range, which a
+    // lone point, drawn as itself and as its front, has not).
+    let own = std::mem::take(&mut c.notes);
     c.notes = rows
         .iter()
         .filter(|r| unmeasured(r))
         .map(|r| format!("left off the front: {}", apart_note(r)))
+        .chain(no_count)
         .collect();
+    c.notes.extend(
+        own.into_iter()
+            .filter(|n| points.len() > 1 || !n.starts_with("narrow range")),
+    );
     Some(c)
 }
 
@@ -426,4 +577,148 @@ fn apart_note(r: &Row) -> String {
         r.outcome.name(),
         r.error.as_deref().unwrap_or_default()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::report::{Load, LoadUnit, Point, Status};
+
+    /// A measured row of point `point` with these params and figures.
+    fn row(point: &str, serve: &str, bench: &str, figures: &[(&str, f64)]) -> Row {
+        let at = Point {
+            point: point.into(),
+            serve_index: Some(0),
+            server: Some(point.split('-').next().unwrap_or(point).into()),
+            bench_index: 0,
+            serve_params: serde_json::from_str(serve).expect("json"),
+            bench_params: serde_json::from_str(bench).expect("json"),
+        };
+        let mut r = Row::new(at, Status::Ok, Outcome::Ok);
+        r.exit_code = Some(0);
+        r.figures = figures.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        r
+    }
+
+    #[test]
+    fn a_rate_list_puts_each_benchmark_of_its_point_at_its_own_rate() {
+        // One configuration, four rates: one point, a benchmark (row) per rate.
+        let rows: Vec<Row> = [6.0, 10.0, 14.0, 20.0]
+            .iter()
+            .map(|&rate| {
+                let mut r = row(
+                    "s0-b0",
+                    "{}",
+                    r#"{"profile": "constant", "rate": [6, 10, 14, 20]}"#,
+                    &[("ttft_p99", rate * 2.0)],
+                );
+                r.benchmark = Some(format!("constant@{rate}"));
+                r.load = Some(Load {
+                    value: rate,
+                    unit: LoadUnit::RequestsPerS,
+                });
+                r
+            })
+            .collect();
+        let all = charts(&rows, &ChartSpec::default());
+        let c = all
+            .iter()
+            .find(|c| c.id == "sweep-ttft_p99-vs-bench-rate")
+            .expect("a curve against the rate");
+        assert_eq!(c.x.unit, "requests/s");
+        assert_eq!(c.series.len(), 1, "{:?}", c.series);
+        assert_eq!(
+            c.series[0].points,
+            [
+                (6.0, Some(12.0)),
+                (10.0, Some(20.0)),
+                (14.0, Some(28.0)),
+                (20.0, Some(40.0))
+            ]
+        );
+    }
+
+    #[test]
+    fn the_front_keeps_its_narrow_range_note_and_leaves_off_points_without_a_gpu_count() {
+        // 1000 / TPOT within 0.5%: a sliver of the y axis, marked as such.
+        let rows = vec![
+            row(
+                "s0-b0",
+                r#"{"tp": 1}"#,
+                "{}",
+                &[("tpot_p50", 10.0), ("output_tokens_per_s", 100.0)],
+            ),
+            row(
+                "s1-b0",
+                r#"{"tp": 2}"#,
+                "{}",
+                &[("tpot_p50", 10.05), ("output_tokens_per_s", 300.0)],
+            ),
+            row(
+                "s2-b0",
+                r#"{"tp": "two"}"#,
+                "{}",
+                &[("tpot_p50", 10.02), ("output_tokens_per_s", 900.0)],
+            ),
+            row(
+                "s3-b0",
+                r#"{"tp": 0}"#,
+                "{}",
+                &[("tpot_p50", 10.01), ("output_tokens_per_s", 900.0)],
+            ),
+        ];
+        let spec = ChartSpec {
+            gpus: Some(Gpus::Param("serve.tp".into())),
+            ..ChartSpec::default()
+        };
+        let c = front_of(&rows, &spec).expect("a front");
+        assert!(
+            c.notes.iter().any(|n| n.starts_with("narrow range")),
+            "{:?}",
+            c.notes
+        );
+        for p in ["s2-b0", "s3-b0"] {
+            assert!(
+                c.notes
+                    .iter()
+                    .any(|n| n.starts_with(&format!("left off the front: {p}"))),
+                "{p}: {:?}",
+                c.notes
+            );
+        }
+        // Only the two with a count, each over its own.
+        let xs: Vec<f64> = c.series[0].points.iter().map(|p| p.0).collect();
+        assert_eq!(xs, [100.0, 150.0]);
+
+        // Known up front, the same counts are refused, naming the flag and the point.
+        let e = gpus(&rows, "tp", "--serve-params").expect_err("two is no count");
+        assert!(e.starts_with("--gpus tp: point s2-b0"), "{e}");
+        assert!(gpus(&rows[..2], "tp", "--serve-params").is_ok());
+        assert!(gpus(&rows, "0", "--serve-params").is_err());
+        assert_eq!(gpus(&rows, "4", "x"), Ok(Gpus::Count(4)));
+    }
+
+    #[test]
+    fn a_point_without_the_x_parameter_is_named_in_the_notes_and_labels_say_unset() {
+        let f = |y| [("ttft_p99", y)];
+        let rows = vec![
+            row("s0-b0", r#"{"error_rate": 0}"#, "{}", &f(1.0)),
+            row("s1-b0", r#"{"error_rate": 0.5}"#, "{}", &f(2.0)),
+            row("s2-b0", r#"{"drop_ignore_eos": true}"#, "{}", &f(3.0)),
+        ];
+        let all = charts(&rows, &ChartSpec::default());
+        let c = all
+            .iter()
+            .find(|c| c.id == "sweep-ttft_p99-vs-serve-error_rate")
+            .expect("the curve");
+        let labels: Vec<&str> = c.series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["drop_ignore_eos unset"]);
+        assert_eq!(c.series[0].points.len(), 2);
+        assert!(
+            c.notes
+                .contains(&"left out (no value of error_rate): s2-b0".to_string()),
+            "{:?}",
+            c.notes
+        );
+    }
 }

@@ -56,18 +56,28 @@ pub fn cell(row: &Row, key: &str) -> Option<Cell> {
         Value::String(s) => Some(s.trim().parse().map_or(Cell::Text(s.clone()), Cell::Num)),
         other => Some(Cell::Text(other.to_string())),
     };
+    // A benchmark's `rate` is its own load: each rate of a list (`"rate": [6, 10]`) is a
+    // benchmark of the point at that rate, not the list.
+    let bench = |k: &str| match row.load {
+        Some(load) if k == "rate" && rate_is_load(row) => Some(Cell::Num(load.value)),
+        _ => row.at.bench_params.get(k).and_then(param),
+    };
     if let Some(k) = key.strip_prefix("serve.") {
         return row.at.serve_params.get(k).and_then(param);
     }
     if let Some(k) = key.strip_prefix("bench.") {
-        return row.at.bench_params.get(k).and_then(param);
+        return bench(k);
     }
-    row.at
-        .serve_params
-        .get(key)
-        .or_else(|| row.at.bench_params.get(key))
-        .and_then(param)
-        .or_else(|| row.figures.get(key).map(|v| Cell::Num(*v)))
+    match row.at.serve_params.get(key) {
+        Some(v) => param(v),
+        None => bench(key),
+    }
+    .or_else(|| row.figures.get(key).map(|v| Cell::Num(*v)))
+}
+
+/// Whether `row`'s `rate` is its benchmark's own load (the load it ran at, in its unit).
+pub fn rate_is_load(row: &Row) -> bool {
+    row.load.is_some() && row.at.bench_params.contains_key("rate")
 }
 
 impl Filter {

@@ -2,7 +2,7 @@
 //! `sweep.json`, without its servers, with the axes, curves and panels chosen (vLLM's
 //! `vllm bench sweep plot` and `plot_pareto`).
 
-use super::charts::{self, ChartSpec, Gpus, id_part};
+use super::charts::{self, ChartSpec, id_part};
 use super::filter::{Cell, Filter, cell};
 use super::report::{GPU_FIGURES, Row, SweepReport, unit};
 use crate::cli::UsageError;
@@ -137,31 +137,10 @@ fn resolve_all(
         .collect()
 }
 
-/// A row's values of `keys`, as `k=v` words (the short parameter name).
+/// A row's values of `keys`, as `k=v` words (see [`charts::words`]).
 fn words(row: &Row, keys: &[String]) -> String {
-    keys.iter()
-        .map(|k| {
-            let short = k.split_once('.').map_or(k.as_str(), |(_, s)| s);
-            let v = match cell(row, k) {
-                Some(Cell::Num(x)) => format_num(x),
-                Some(Cell::Text(t)) => t,
-                None => "–".into(),
-            };
-            format!("{short}={v}")
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn format_num(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.4}")
-            .trim_end_matches('0')
-            .trim_end_matches('.')
-            .to_string()
-    }
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    charts::words(row, &keys)
 }
 
 /// The indices `of` rows grouped by their values of `keys`, in first-seen order.
@@ -241,7 +220,7 @@ fn plot_charts(rows: &[Row], args: &SweepPlotArgs) -> Result<Vec<Chart>, UsageEr
             Some(Cell::Num(v)) if numeric => Some(v),
             Some(c) => {
                 let t = match c {
-                    Cell::Num(v) => format_num(v),
+                    Cell::Num(v) => charts::format_num(v),
                     Cell::Text(t) => t,
                 };
                 let i = names.iter().position(|n| *n == t).unwrap_or_else(|| {
@@ -253,66 +232,101 @@ fn plot_charts(rows: &[Row], args: &SweepPlotArgs) -> Result<Vec<Chart>, UsageEr
             None => None,
         })
         .collect();
+    // `rate` counts streams for a concurrent profile and requests/s for an open-loop
+    // one: a chart per meaning, never both on one axis (as the sweep page splits it).
+    let parts = charts::rate_parts(rows, &x);
+    let split = parts.len() > 1;
+    let several = charts::several(rows);
     let mut out = Vec::new();
     for y in &ys {
         let all: Vec<usize> = (0..rows.len()).collect();
         for (panel, members) in group(rows, &all, &panels) {
-            let title = if panel.is_empty() {
-                format!("{} vs {}", axis(y).name, axis(&x).name)
-            } else {
-                format!("{} vs {} ({panel})", axis(y).name, axis(&x).name)
-            };
-            let mut id = format!("plot-{}-vs-{}", id_part(y), id_part(&x));
-            if !panel.is_empty() {
-                id.push('-');
-                id.push_str(&id_part(&panel));
-            }
-            let mut c = Chart::new(&id, "charts-throughput", &title, axis(&x), axis(y));
-            if !numeric {
-                c.x_labels = Some(names.clone());
-            }
-            for (i, (name, curve)) in group(rows, &members, &curve_by).iter().enumerate() {
-                let mut pts: Vec<(f64, Option<f64>, &Row)> = curve
-                    .iter()
-                    .filter_map(|&k| {
-                        let yv = match cell(&rows[k], y) {
-                            Some(Cell::Num(v)) => Some(v),
-                            _ => None,
-                        };
-                        Some((xs[k]?, yv, &rows[k]))
-                    })
-                    .collect();
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                if !label_by.is_empty() {
-                    for (px, py, r) in &pts {
-                        if let Some(py) = py {
-                            c.marks.push(Mark {
-                                x: *px,
-                                y: *py,
-                                label: words(r, &label_by),
-                            });
+            for (rate_unit, part) in &parts {
+                let (id_tail, title_tail) = charts::part_names(*rate_unit, split);
+                let title = if panel.is_empty() {
+                    format!("{} vs {}{title_tail}", axis(y).name, axis(&x).name)
+                } else {
+                    format!(
+                        "{} vs {}{title_tail} ({panel})",
+                        axis(y).name,
+                        axis(&x).name
+                    )
+                };
+                let mut id = format!("plot-{}-vs-{}{id_tail}", id_part(y), id_part(&x));
+                if !panel.is_empty() {
+                    id.push('-');
+                    id.push_str(&id_part(&panel));
+                }
+                let mut x_axis = axis(&x);
+                if let Some(u) = rate_unit {
+                    x_axis.unit = (*u).into();
+                }
+                let mut c = Chart::new(&id, "charts-throughput", &title, x_axis, axis(y));
+                if !numeric {
+                    c.x_labels = Some(names.clone());
+                }
+                let on: Vec<usize> = members.iter().copied().filter(|&k| part[k]).collect();
+                for (i, (name, curve)) in group(rows, &on, &curve_by).iter().enumerate() {
+                    let mut pts: Vec<(f64, Option<f64>, &Row)> = curve
+                        .iter()
+                        .filter_map(|&k| {
+                            let yv = match cell(&rows[k], y) {
+                                Some(Cell::Num(v)) => Some(v),
+                                _ => None,
+                            };
+                            Some((xs[k]?, yv, &rows[k]))
+                        })
+                        .collect();
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    if !label_by.is_empty() {
+                        for (px, py, r) in &pts {
+                            if let Some(py) = py {
+                                c.marks.push(Mark {
+                                    x: *px,
+                                    y: *py,
+                                    label: words(r, &label_by),
+                                });
+                            }
                         }
                     }
+                    let (color, dashed) = style(i);
+                    let mut series = Series::new(
+                        if name.is_empty() {
+                            charts::ALL_POINTS
+                        } else {
+                            name.as_str()
+                        },
+                        color,
+                        pts.iter().map(|(a, b, _)| (*a, *b)).collect(),
+                    );
+                    series.dashed = dashed;
+                    c.series.push(series);
                 }
-                let (color, dashed) = style(i);
-                let mut series = Series::new(
-                    if name.is_empty() {
-                        "all points"
-                    } else {
-                        name.as_str()
-                    },
-                    color,
-                    pts.iter().map(|(a, b, _)| (*a, *b)).collect(),
-                );
-                series.dashed = dashed;
-                c.series.push(series);
+                c.series
+                    .retain(|s| s.points.iter().any(|(_, y)| y.is_some()));
+                if c.series.is_empty() {
+                    c.no_data = Some(format!("no point has both {x} and {y}"));
+                }
+                // The panel's points this chart cannot place, and why: on no curve, said
+                // so rather than silently gone.
+                let short = |k: &str| k.split_once('.').map_or(k, |(_, s)| s).to_string();
+                let without = |key: &str| -> Vec<&Row> {
+                    members
+                        .iter()
+                        .filter(|&&k| cell(&rows[k], key).is_none())
+                        .map(|&k| &rows[k])
+                        .collect()
+                };
+                for key in [x.as_str(), y.as_str()] {
+                    if let Some(note) = charts::left_out(&without(key), &short(key), several) {
+                        c.notes.push(note);
+                    }
+                    if x == *y {
+                        break;
+                    }
+                }
+                out.push(c);
             }
-            c.series
-                .retain(|s| s.points.iter().any(|(_, y)| y.is_some()));
-            if c.series.is_empty() {
-                c.no_data = Some(format!("no point has both {x} and {y}"));
-            }
-            out.push(c);
         }
     }
     Ok(out)
@@ -393,15 +407,7 @@ pub fn sweep_plot_pareto(args: &SweepPlotParetoArgs) -> i32 {
         let rows = drawn(&report, filter.as_ref());
         let gpus = match args.gpus.as_deref().map(str::trim) {
             None | Some("") => None,
-            Some(g) => match g.parse::<u32>() {
-                Ok(0) => return Err(UsageError("--gpus: 0 GPUs (give 1 or more)".into())),
-                Ok(n) => Some(Gpus::Count(n)),
-                Err(_) => Some(Gpus::Param(charts::qualify(&rows, g).ok_or_else(|| {
-                    UsageError(format!(
-                        "--gpus: {g:?} is neither a count nor a parameter of the sweep"
-                    ))
-                })?)),
-            },
+            Some(g) => Some(charts::gpus(&rows, g, "the sweep").map_err(UsageError)?),
         };
         let spec = ChartSpec {
             gpus,

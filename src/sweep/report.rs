@@ -255,6 +255,59 @@ pub struct Row {
     /// The point's warnings and invalid-run lines (its report's and its `run.log`'s).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The benchmark's own load (its streams or offered requests/s): where a `rate` list
+    /// puts each benchmark of the point. Absent for a load without one (synchronous,
+    /// replay), before the point ran, and in a sweep.json an earlier llmsurge wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<Load>,
+}
+
+/// A benchmark's load: the value its `rate` meant for it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Load {
+    /// Streams, or requests/s.
+    pub value: f64,
+    /// Which of the two.
+    pub unit: LoadUnit,
+}
+
+/// What a load counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LoadUnit {
+    /// Concurrent request streams (concurrent, throughput).
+    #[serde(rename = "streams")]
+    Streams,
+    /// Requests offered per second (constant, poisson).
+    #[serde(rename = "requests/s")]
+    RequestsPerS,
+}
+
+impl LoadUnit {
+    /// Its name on an axis.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Streams => "streams",
+            Self::RequestsPerS => "requests/s",
+        }
+    }
+}
+
+impl Load {
+    /// The load of a benchmark run with `strategy`, when it has one.
+    pub fn of(strategy: &llmsurge_coordinator::strategy::Strategy) -> Option<Load> {
+        use llmsurge_coordinator::strategy::Strategy;
+        let (value, unit) = match *strategy {
+            Strategy::Concurrent { streams } => (f64::from(streams), LoadUnit::Streams),
+            Strategy::Throughput { max_concurrency } => {
+                (f64::from(max_concurrency), LoadUnit::Streams)
+            }
+            Strategy::Constant { rate } | Strategy::Poisson { rate } => {
+                (rate, LoadUnit::RequestsPerS)
+            }
+            Strategy::Synchronous | Strategy::Replay { .. } => return None,
+        };
+        Some(Load { value, unit })
+    }
 }
 
 impl Row {
@@ -276,6 +329,7 @@ impl Row {
             runs: None,
             spread: BTreeMap::new(),
             warnings: Vec::new(),
+            load: None,
         }
     }
 }
@@ -449,6 +503,7 @@ pub fn rows_of(template: &Row, report: &Report, dir: &Path) -> Vec<Row> {
             None => crate::report::cells::label(b),
         });
         row.runs = across.map(|a| a.runs);
+        row.load = Load::of(&b.strategy);
         // `--repeat`: runs invalid for the same reason say it once.
         let mut invalid: Vec<String> = Vec::new();
         for why in crate::cli::run::invalid_run(&runs) {

@@ -1043,9 +1043,63 @@ fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
     (header, cells, ours)
 }
 
+/// How a probe's reason begins when its SLO could not decide (the capacity search's
+/// words): not a pass, and no failure either.
+const INCONCLUSIVE: &str = "SLO inconclusive";
+
+/// The probes a chart marks apart: a series of markers each, in a colour no curve has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ProbeMark {
+    /// It missed the SLA (or, at a rate, its queue grew).
+    Failed,
+    /// Its SLO could not decide (too few requests).
+    Inconclusive,
+    /// Its `benchmark run` judged the run invalid: it measured no server.
+    Invalid,
+}
+
+impl ProbeMark {
+    /// Every kind, in the order of their discriminants.
+    const ALL: [ProbeMark; 3] = [Self::Failed, Self::Inconclusive, Self::Invalid];
+
+    /// How `p` is marked, if apart from the passing probes.
+    fn of(p: &SlaProbe) -> Option<ProbeMark> {
+        if p.invalid.is_some() {
+            Some(Self::Invalid)
+        } else if p.passed {
+            None
+        } else if p
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(INCONCLUSIVE))
+        {
+            Some(Self::Inconclusive)
+        } else {
+            Some(Self::Failed)
+        }
+    }
+
+    fn legend(self) -> &'static str {
+        match self {
+            Self::Failed => "failed the SLA",
+            Self::Inconclusive => "inconclusive (too few requests to judge)",
+            Self::Invalid => "invalid run (measured no server)",
+        }
+    }
+
+    fn color(self) -> &'static str {
+        match self {
+            Self::Failed => "#000000",
+            Self::Inconclusive => "#c0c0c0",
+            Self::Invalid => "#ff00ff",
+        }
+    }
+}
+
 /// One chart per SLA: each point's search, the load of every probe in the order it ran,
-/// the failing probes marked apart (a search that closes in on its boundary zigzags
-/// between them and the passing ones).
+/// the failing, inconclusive and invalid probes marked apart, a series each (a search
+/// that closes in on its boundary zigzags between them and the passing ones). The y
+/// axis is linear: the charts draw no logarithmic axis.
 fn probe_charts(report: &SlaReport) -> Vec<Chart> {
     let (name, unit) = match report.variable {
         SlaVariable::Rate => ("offered request rate", "requests/s"),
@@ -1067,7 +1121,8 @@ fn probe_charts(report: &SlaReport) -> Vec<Chart> {
             Axis::new("probe, in the order run", ""),
             Axis::new(name, unit),
         );
-        let mut failing = Vec::new();
+        // The probes of each kind marked apart, by `ProbeMark as usize`.
+        let mut apart: [Vec<(f64, Option<f64>)>; 3] = Default::default();
         let mut answers = Vec::new();
         for (row, shown) in report.rows.iter().zip(&rows).filter(|(r, _)| r.sla == *sla) {
             let label = charts::label(shown, &varied, None, false);
@@ -1077,11 +1132,11 @@ fn probe_charts(report: &SlaReport) -> Vec<Chart> {
                     .enumerate()
                     .map(|(n, p)| ((n + 1) as f64, p))
             };
-            failing.extend(
-                probes()
-                    .filter(|(_, p)| !p.passed)
-                    .map(|(n, p)| (n, Some(p.value))),
-            );
+            for (n, p) in probes() {
+                if let Some(m) = ProbeMark::of(p) {
+                    apart[m as usize].push((n, Some(p.value)));
+                }
+            }
             let color = PALETTE[chart.series.len() % PALETTE.len()];
             let points: Vec<(f64, Option<f64>)> =
                 probes().map(|(n, p)| (n, Some(p.value))).collect();
@@ -1102,8 +1157,12 @@ fn probe_charts(report: &SlaReport) -> Vec<Chart> {
         if chart.series.is_empty() {
             continue;
         }
-        if !failing.is_empty() {
-            let mut marks = Series::new("failed the SLA", "#000000", failing);
+        for (mark, pts) in ProbeMark::ALL
+            .into_iter()
+            .zip(apart)
+            .filter(|(_, pts)| !pts.is_empty())
+        {
+            let mut marks = Series::new(mark.legend(), mark.color(), pts);
             marks.line = false;
             chart.series.push(marks);
         }
@@ -1207,5 +1266,87 @@ mod tests {
         assert_eq!(key(10.772795274800467, 0.05), "rate-10.77");
         // A finer search gets more digits: its rates are closer together.
         assert_eq!(key(10.772795274800467, 0.0001), "rate-10.7728");
+    }
+
+    #[test]
+    fn the_probe_chart_marks_failing_inconclusive_and_invalid_probes_apart() {
+        let probe =
+            |value: f64, passed: bool, reason: Option<&str>, invalid: Option<&str>| SlaProbe {
+                dir: format!("concurrency-{value}"),
+                value,
+                passed,
+                retest: false,
+                reason: reason.map(str::to_string),
+                shared: false,
+                invalid: invalid.map(str::to_string),
+            };
+        let row = SlaRow {
+            at: Point {
+                point: "s0-b0".into(),
+                serve_index: Some(0),
+                server: Some("s0".into()),
+                bench_index: 0,
+                serve_params: serde_json::Map::new(),
+                bench_params: serde_json::Map::new(),
+            },
+            sla: "tpot_p50<=20ms".into(),
+            status: Status::Invalid,
+            answer: Some(2.0),
+            bracket: None,
+            conclusion: None,
+            figures: BTreeMap::new(),
+            probes: vec![
+                probe(1.0, true, None, None),
+                probe(2.0, true, None, None),
+                probe(64.0, false, Some("tpot_p50 40ms > 20ms"), None),
+                probe(
+                    8.0,
+                    false,
+                    Some("SLO inconclusive (too few requests): 2 of 3"),
+                    None,
+                ),
+                probe(
+                    4.0,
+                    false,
+                    Some("tpot_p50 30ms > 20ms"),
+                    Some("no request succeeded"),
+                ),
+            ],
+            error: None,
+            log_tail: Vec::new(),
+        };
+        let report = SlaReport {
+            serve_cmd: None,
+            provenance: Provenance::default(),
+            variable: SlaVariable::Concurrency,
+            precision: 0.05,
+            slas: vec!["tpot_p50<=20ms".into()],
+            interrupted: false,
+            benchmarks_run: 5,
+            benchmarks_resumed: 0,
+            rows: vec![row],
+        };
+        let charts = probe_charts(&report);
+        assert_eq!(charts.len(), 1);
+        let marked = |legend: &str| -> Vec<(f64, Option<f64>)> {
+            charts[0]
+                .series
+                .iter()
+                .find(|s| s.label.starts_with(legend))
+                .map(|s| s.points.clone())
+                .unwrap_or_else(|| panic!("{legend}: {:?}", charts[0].series))
+        };
+        assert_eq!(marked("failed the SLA"), [(3.0, Some(64.0))]);
+        assert_eq!(marked("inconclusive"), [(4.0, Some(8.0))]);
+        assert_eq!(marked("invalid run"), [(5.0, Some(4.0))]);
+        // Every series its own colour: the three kinds never read as one.
+        let colors: std::collections::BTreeSet<&str> =
+            charts[0].series.iter().map(|s| s.color.as_str()).collect();
+        assert_eq!(
+            colors.len(),
+            charts[0].series.len(),
+            "{:?}",
+            charts[0].series
+        );
     }
 }
