@@ -35,13 +35,20 @@ impl ServerCheck {
         self.failing()
             .into_iter()
             .map(|c| {
-                format!(
-                    "the server changed: {} (baseline) vs {} (current) in {}; --allow-server-change {} compares them anyway",
+                let (was, is) = (
                     c.baseline.as_deref().unwrap_or("unknown"),
                     c.candidate.as_deref().unwrap_or("unknown"),
-                    c.field,
-                    c.field
-                )
+                );
+                match &c.during {
+                    Some(run) => format!(
+                        "the server changed during the {run} run: {was} before its load, {is} after, in {}; --allow-server-change {} compares it anyway",
+                        c.field, c.field
+                    ),
+                    None => format!(
+                        "the server changed: {was} (baseline) vs {is} (current) in {}; --allow-server-change {} compares them anyway",
+                        c.field, c.field
+                    ),
+                }
             })
             .collect()
     }
@@ -99,11 +106,27 @@ pub fn check_allowed(values: &[String]) -> Result<Vec<String>, String> {
 pub fn check(base: &Report, cur: &Report) -> (ServerCheck, Vec<String>) {
     match (&base.server_fingerprint, &cur.server_fingerprint) {
         (Some(b), Some(c)) => {
+            let mut changes = fingerprint::changes(b, c);
+            // A run that measured two servers (one changed or restarted under its load)
+            // is no side of a comparison either.
+            let mut warnings = Vec::new();
+            for (run, fp) in [("baseline", b), ("current", c)] {
+                changes.extend(fp.changed_during().into_iter().map(|mut ch| {
+                    ch.during = Some(run.to_string());
+                    ch
+                }));
+                warnings.extend(
+                    fp.warnings
+                        .iter()
+                        .filter(|w| w.contains("restarted"))
+                        .map(|w| format!("the {run} run: {w}")),
+                );
+            }
             let check = ServerCheck {
-                changes: fingerprint::changes(b, c),
+                changes,
                 allowed: Vec::new(),
             };
-            let mut warnings = check.warnings(false);
+            warnings.splice(0..0, check.warnings(false));
             warnings.extend(fingerprint::warm_warning(b, c));
             (check, warnings)
         }

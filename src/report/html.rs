@@ -320,9 +320,13 @@ fn page_data(report: &Report) -> Result<String, serde_json::Error> {
     Ok(script_safe(&value.to_string()))
 }
 
-/// JSON safe inside a `<script>` element: `<`, `>` and `&` escaped (`\u003c` …).
+/// JSON safe inside a `<script>` element: `<`, `>` and `&` escaped (`\u003c` …), and the
+/// characters the page's file writer would make visible (bidirectional, zero-width,
+/// C1) as JSON's own `\u` escapes first: its `\u{202e}` is no JSON, and one such
+/// character in a server's text left every chart of the page dead.
 pub(super) fn script_safe(json: &str) -> String {
-    json.replace('<', "\\u003c")
+    llmsurge_proto::inert::json_chars(json)
+        .replace('<', "\\u003c")
         .replace('>', "\\u003e")
         .replace('&', "\\u0026")
 }
@@ -423,6 +427,20 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn page_json_survives_the_file_writer_with_a_servers_invisible_characters() {
+        // A server header, a model root, a label: text with a right-to-left override,
+        // a zero-width space and a line separator, as the page embeds and the file
+        // writer then makes inert.
+        let text = "a\u{202e}b\u{200b}c\u{2028}d</script>";
+        let embedded = script_safe(&serde_json::to_string(text).expect("json"));
+        let written = llmsurge_proto::inert::xml_chars(&embedded);
+        let back: String = serde_json::from_str(&written).expect("still JSON");
+        assert_eq!(back, text);
+        assert!(!written.contains("</script>"), "{written}");
+    }
+
     use super::*;
 
     #[test]

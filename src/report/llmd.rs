@@ -106,12 +106,15 @@ pub fn server_stack(report: &Report) -> Vec<Component> {
         args: None,
         config: fingerprint.and_then(|fp| serde_json::to_value(fp).ok()),
     };
+    // The id of the server's configuration: its standardized facts, not where it was
+    // reached (another port, one server) nor this reading's counters and times.
+    let mut configured = standardized.extra.clone();
+    configured.remove("base_url");
     vec![Component {
         metadata: ComponentMetadata {
             schema_version: "0.0.1",
             label: SERVER_LABEL.to_string(),
-            // The server's configuration, not the counters and times of this reading.
-            cfg_id: config_id(&standardized),
+            cfg_id: config_id(&(&standardized.tool, &standardized.tool_version, &configured)),
             description: Some("the server llmsurge sent its load to".to_string()),
         },
         standardized,

@@ -538,8 +538,7 @@ fn front(rows: &[Row], varied: &[String], several: bool, spec: &ChartSpec) -> Op
     let mut c = pareto::chart(&points, PerUser::P50, per_gpu.then_some(1));
     c.id = "sweep-pareto-front".into();
     c.section = "charts-throughput".into();
-    // The points left off first, then the front's own notes (a narrow range, which a
-    // lone point, drawn as itself and as its front, has not).
+    // The points left off first, then the front's own notes (a narrow range).
     let own = std::mem::take(&mut c.notes);
     c.notes = rows
         .iter()
@@ -547,10 +546,7 @@ fn front(rows: &[Row], varied: &[String], several: bool, spec: &ChartSpec) -> Op
         .map(|r| format!("left off the front: {}", apart_note(r)))
         .chain(no_count)
         .collect();
-    c.notes.extend(
-        own.into_iter()
-            .filter(|n| points.len() > 1 || !n.starts_with("narrow range")),
-    );
+    c.notes.extend(own);
     Some(c)
 }
 

@@ -71,6 +71,11 @@ pub fn sweep_serve(args: &SweepServeArgs) -> i32 {
     if let Err(m) = crate::compare::fingerprint::check_allowed(&args.allow_server_change) {
         return usage_error(&m);
     }
+    if !args.allow_server_change.is_empty() && !args.resume {
+        return usage_error(
+            "--allow-server-change: only --resume compares servers (give it with --resume)",
+        );
+    }
     if let Err(e) = std::fs::create_dir_all(&args.output_dir) {
         return usage_error(&format!("--output-dir {}: {e}", args.output_dir.display()));
     }
@@ -124,12 +129,12 @@ fn chart_spec(
     let rows: Vec<Row> = serves
         .iter()
         .flat_map(|s| {
-            benches.iter().map(|b| {
+            benches.iter().enumerate().map(|(j, b)| {
                 let at = Point {
-                    point: String::new(),
+                    point: point_name(s, j, benches),
                     serve_index: s.index,
                     server: serve_tag(s),
-                    bench_index: 0,
+                    bench_index: j,
                     serve_params: s.params.clone(),
                     bench_params: b.params.clone(),
                 };
@@ -163,20 +168,12 @@ fn chart_spec(
         ),
         None => None,
     };
+    // Every point's GPU count is known before anything runs: a bad one is refused now.
     let gpus = match args.gpus.as_deref().map(str::trim) {
         None => None,
-        Some(g) => match g.parse::<u32>() {
-            Ok(0) => return Err(UsageError("--gpus: 0 GPUs (give 1 or more)".into())),
-            Ok(n) => Some(charts::Gpus::Count(n)),
-            Err(_) => match charts::qualify(&rows, g) {
-                Some(q) => Some(charts::Gpus::Param(q)),
-                None => {
-                    return Err(UsageError(format!(
-                        "--gpus: {g:?} is neither a count nor a parameter of --serve-params or --bench-params"
-                    )));
-                }
-            },
-        },
+        Some(g) => {
+            Some(charts::gpus(&rows, g, "--serve-params or --bench-params").map_err(UsageError)?)
+        }
     };
     Ok(charts::ChartSpec {
         curve_by,
@@ -656,37 +653,48 @@ fn changes(recorded: Option<&serde_json::Value>, now: &serde_json::Value) -> Vec
     out
 }
 
-/// The resumed points (taken out of `resumed`) whose reports measured a server that
-/// differs from `now` in a field the compare gate judges and `--allow-server-change` does
-/// not allow, each with why it runs again. Points without a fingerprint stay.
+/// A bench configuration's index among a server's points, and a line of why.
+type PointWhy = (usize, String);
+
+/// The resumed points (all taken out of `resumed`: each is checked once) whose reports
+/// measured a server that differs from `now` in a field the compare gate judges and
+/// `--allow-server-change` does not allow, each with why it runs again; and the points
+/// kept without the check passing (no fingerprint, or a change allowed), each with why.
 fn other_servers(
     args: &SweepServeArgs,
     resumed: &mut Vec<(usize, Option<ServerFingerprint>)>,
     now: &ServerFingerprint,
-) -> Vec<(usize, String)> {
-    let mut again = Vec::new();
-    resumed.retain(|(b, recorded)| {
+) -> (Vec<PointWhy>, Vec<PointWhy>) {
+    let (mut again, mut kept) = (Vec::new(), Vec::new());
+    for (b, recorded) in resumed.drain(..) {
         let Some(recorded) = recorded else {
-            return true;
+            kept.push((
+                b,
+                "its report has no server fingerprint (an older llmsurge wrote it): not checked against this sweep's server".to_string(),
+            ));
+            continue;
         };
         let check = crate::compare::fingerprint::ServerCheck {
-            changes: fingerprint::changes(recorded, now),
+            changes: fingerprint::changes(&recorded, now),
             allowed: args.allow_server_change.clone(),
         };
         let failing: Vec<String> = check.failing().iter().map(|c| c.describe()).collect();
-        if failing.is_empty() {
-            return true;
+        if !failing.is_empty() {
+            again.push((
+                b,
+                format!(
+                    "measured against another server: {} (--allow-server-change FIELD keeps it)",
+                    failing.join("; ")
+                ),
+            ));
+            continue;
         }
-        again.push((
-            *b,
-            format!(
-                "measured against another server: {} (--allow-server-change FIELD keeps it)",
-                failing.join("; ")
-            ),
-        ));
-        false
-    });
-    again
+        let allowed = check.warnings(true);
+        if !allowed.is_empty() {
+            kept.push((b, allowed.join("; ")));
+        }
+    }
+    (again, kept)
 }
 
 /// Command-line words as a sorted list of flags, each with its values (`--k=v` as `--k`
@@ -816,6 +824,11 @@ async fn run(
             }
         }
         if todo.is_empty() {
+            if let (Some(tag), false) = (serve_tag(serve), resumed.is_empty()) {
+                crate::stdout::println(&format!(
+                    "server {tag}: not started (every point complete, --resume), so its points were not checked against the server it would run now"
+                ));
+            }
             continue;
         }
         let Some((port, target)) = port_and_target(args) else {
@@ -1003,7 +1016,8 @@ async fn run(
                             ));
                             sweep.rows.extend(rows);
                             if let Some(now) = &report.server_fingerprint {
-                                for (b, why) in other_servers(args, &mut resumed, now) {
+                                let (again, kept) = other_servers(args, &mut resumed, now);
+                                for (b, why) in again {
                                     let point = point_name(serve, b, benches);
                                     crate::stdout::println(&format!(
                                         "{point}: runs again (--resume): {}",
@@ -1011,6 +1025,17 @@ async fn run(
                                     ));
                                     sweep.rows.retain(|r| r.at.point != point);
                                     todo.push(b);
+                                }
+                                for (b, why) in kept {
+                                    let point = point_name(serve, b, benches);
+                                    let line = format!("kept (--resume): {why}");
+                                    crate::stdout::println(&format!(
+                                        "{point}: {}",
+                                        terminal(&line)
+                                    ));
+                                    for r in sweep.rows.iter_mut().filter(|r| r.at.point == point) {
+                                        r.warnings.push(line.clone());
+                                    }
                                 }
                             }
                         }

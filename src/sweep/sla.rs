@@ -198,6 +198,9 @@ pub struct SlaProbe {
     /// Why it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Its SLO could not decide (too few requests): not a pass, and no failure either.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inconclusive: bool,
     /// Measured for an earlier SLA of this point, judged again here.
     pub shared: bool,
     /// Why its `benchmark run` judged the run invalid (exit code 4), when it did; the
@@ -672,6 +675,7 @@ async fn search_point(
                 passed: p.passed,
                 retest: p.retest,
                 reason: p.reason.clone(),
+                inconclusive: p.inconclusive,
                 shared: *shared,
                 invalid: invalid.get(i).cloned().flatten(),
             })
@@ -1043,10 +1047,6 @@ fn table(report: &SlaReport) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
     (header, cells, ours)
 }
 
-/// How a probe's reason begins when its SLO could not decide (the capacity search's
-/// words): not a pass, and no failure either.
-const INCONCLUSIVE: &str = "SLO inconclusive";
-
 /// The probes a chart marks apart: a series of markers each, in a colour no curve has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ProbeMark {
@@ -1068,11 +1068,7 @@ impl ProbeMark {
             Some(Self::Invalid)
         } else if p.passed {
             None
-        } else if p
-            .reason
-            .as_deref()
-            .is_some_and(|r| r.starts_with(INCONCLUSIVE))
-        {
+        } else if p.inconclusive {
             Some(Self::Inconclusive)
         } else {
             Some(Self::Failed)
@@ -1277,6 +1273,7 @@ mod tests {
                 passed,
                 retest: false,
                 reason: reason.map(str::to_string),
+                inconclusive: reason.is_some_and(|r| r.starts_with("SLO inconclusive")),
                 shared: false,
                 invalid: invalid.map(str::to_string),
             };

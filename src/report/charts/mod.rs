@@ -260,7 +260,9 @@ impl Chart {
         let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let scale = lo.abs().max(hi.abs());
-        if ys.len() < 2 || scale == 0.0 || hi - lo >= 0.05 * scale {
+        // One value (a lone point, drawn as itself and as its front) spans nothing: no
+        // range to call narrow.
+        if hi <= lo || scale == 0.0 || hi - lo >= 0.05 * scale {
             return;
         }
         self.notes.push(format!(

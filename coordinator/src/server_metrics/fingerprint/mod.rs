@@ -148,8 +148,8 @@ impl Reading {
         }
         Some(format!(
             "the server was warm before the first request: it had served {} requests and answered {} prompt tokens from its prefix cache (of {} looked up)",
-            served,
-            hits,
+            self.requests_served.shown(),
+            self.prefix_cache_hits.shown(),
             self.prefix_cache_queries.shown()
         ))
     }
@@ -219,11 +219,7 @@ impl ServerFingerprint {
                 restart.join("; ")
             ));
         }
-        let during: Vec<String> = changes_between(b, a)
-            .into_iter()
-            .filter(|c| c.kind == ChangeKind::Changed)
-            .map(|c| c.describe())
-            .collect();
+        let during: Vec<String> = during(b, a).iter().map(Change::describe).collect();
         if !during.is_empty() {
             self.warnings.push(format!(
                 "the server changed during the run: {}",
@@ -257,6 +253,11 @@ pub struct Change {
     pub kind: ChangeKind,
     /// Whether the field is one the gate judges ([`GATED`]).
     pub gated: bool,
+    /// The run it changed during (`baseline`, `current`), when it changed while that run
+    /// went on rather than between the two runs: `baseline` and `candidate` are then that
+    /// run's readings before and after its load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub during: Option<String>,
 }
 
 impl Change {
@@ -302,6 +303,7 @@ fn changes_between(b: &Reading, c: &Reading) -> Vec<Change> {
                 _ => ChangeKind::Unknown,
             };
             Some(Change {
+                during: None,
                 gated: GATED.contains(&field.as_str()),
                 field,
                 baseline: x,
@@ -310,6 +312,40 @@ fn changes_between(b: &Reading, c: &Reading) -> Vec<Change> {
             })
         })
         .collect()
+}
+
+/// The fields that changed between two readings of one run, each read from the same
+/// source both times (the reading after the load asks fewer sources: a model root from
+/// the model list before and from /server_info after is two answers, not a change).
+fn during(before: &Reading, after: &Reading) -> Vec<Change> {
+    let (bf, af) = (before.fields(), after.fields());
+    let source = |fields: &[(String, &Fact)], name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, f)| f.source.clone())
+    };
+    changes_between(before, after)
+        .into_iter()
+        .filter(|c| c.kind == ChangeKind::Changed)
+        .filter(|c| source(&bf, &c.field) == source(&af, &c.field))
+        .collect()
+}
+
+impl ServerFingerprint {
+    /// The gated fields that changed while the run went on (same source before and
+    /// after): the run measured two servers.
+    pub fn changed_during(&self) -> Vec<Change> {
+        self.after
+            .as_ref()
+            .map(|a| {
+                during(&self.before, a)
+                    .into_iter()
+                    .filter(|c| c.gated)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// What differs between the servers of a baseline run and a candidate run, as each was
@@ -391,6 +427,41 @@ mod tests {
         let cold = ServerFingerprint::new(reading("1", "true", 0.0));
         assert!(warm_warning(&cold, &fp).is_some());
         assert!(warm_warning(&fp, &cold).is_none());
+    }
+
+    #[test]
+    fn a_change_during_the_run_counts_only_from_the_same_source() {
+        // Before: the adapter's root from the model list; after: the base model's from
+        // /server_info (the reading after asks no model list). Two answers, no change.
+        let mut before = reading("1", "true", 0.0);
+        before.model_root = Fact::known("/adapters/sql", "GET /v1/models");
+        let mut after = reading("1", "true", 3.0);
+        after.model_root = Fact::known("base", "GET /server_info");
+        let mut fp = ServerFingerprint::new(before.clone());
+        fp.finish(after);
+        assert!(fp.warnings.is_empty(), "{:?}", fp.warnings);
+        assert!(fp.changed_during().is_empty());
+        // The same source with another value is a change, gated: compare fails on it.
+        let mut after = reading("2", "true", 3.0);
+        after.model_root = before.model_root.clone();
+        let mut fp = ServerFingerprint::new(before);
+        fp.finish(after);
+        let during = fp.changed_during();
+        assert_eq!(during.len(), 1, "{during:?}");
+        assert_eq!(during[0].describe(), "engine_version 1 -> 2");
+        assert!(
+            fp.warnings[0].contains("changed during the run"),
+            "{:?}",
+            fp.warnings
+        );
+    }
+
+    #[test]
+    fn a_warm_server_with_unknown_counters_says_unknown_not_zero() {
+        let mut r = reading("1", "true", 4.0);
+        r.prefix_cache_hits = Fact::unknown("not in /metrics");
+        let w = r.warmth().expect("warm");
+        assert!(w.contains("answered unknown prompt tokens"), "{w}");
     }
 
     #[test]

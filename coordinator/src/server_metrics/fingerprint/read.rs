@@ -350,8 +350,29 @@ pub async fn read(cfg: &ReadConfig, pre: Prefetched) -> Reading {
             *fact = Fact::unknown(format!("metrics: {metrics_why}"));
         }
     }
+    // A count or an instant the server wrote as something else is no value of it.
+    for fact in [
+        &mut r.max_model_len,
+        &mut r.process_start_time,
+        &mut r.requests_served,
+        &mut r.prefix_cache_hits,
+        &mut r.prefix_cache_queries,
+    ] {
+        if let Some(v) = &fact.value
+            && !v.parse::<f64>().is_ok_and(|x| x.is_finite() && x >= 0.0)
+        {
+            *fact = Fact::unknown(format!(
+                "{}: {:?} is not a non-negative number",
+                fact.source, v
+            ));
+        }
+    }
     r
 }
+
+/// The most configuration labels kept of one metric (a server chooses how many it
+/// publishes; the report must not grow with them).
+const MAX_CONFIG_LABELS: usize = 32;
 
 /// The facts `/metrics` holds: configuration labels, the start time, the counters.
 fn metrics_facts(
@@ -372,6 +393,8 @@ fn metrics_facts(
             None => set
                 .keys()
                 .filter(|k| !matches!(k.as_str(), "model_name" | "engine"))
+                .filter(|k| k.len() <= MAX_VALUE_CHARS)
+                .take(MAX_CONFIG_LABELS)
                 .map(|k| (k.as_str(), k.as_str()))
                 .collect(),
         };
