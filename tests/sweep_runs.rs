@@ -139,7 +139,36 @@ fn sweep_resume_runs_again_the_points_measured_against_another_server() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(engine("s0-b0").as_deref(), Some("2.0"));
     assert_eq!(engine("s0-b1").as_deref(), Some("3.0"));
-    assert_eq!(row(&sweep_json(d), "s0-b0")["status"], "resumed");
+    let kept = row(&sweep_json(d), "s0-b0").clone();
+    assert_eq!(kept["status"], "resumed");
+    // Kept, and said: on the console and among the point's warnings.
+    let said = "kept (--resume): the server changed, allowed by --allow-server-change: engine_version 2.0 -> 3.0";
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("s0-b0: {said}")), "{stdout}");
+    assert!(
+        kept["warnings"]
+            .as_array()
+            .is_some_and(|w| w.iter().any(|w| w == said)),
+        "{kept}"
+    );
+    // Every point complete: no server starts, and the sweep says nothing was checked.
+    let out = run("4.0", &["--resume"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "server s0: not started (every point complete, --resume), so its points were not checked"
+        ),
+        "{stdout}"
+    );
+    // The flag compares nothing without --resume: refused, one line.
+    let out = run("4.0", &["--allow-server-change", "engine_version"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("only --resume compares servers"),
+        "{stderr}"
+    );
     // A field the gate does not know is one line, exit 2.
     let out = run("3.0", &["--resume", "--allow-server-change", "nope"]);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -876,6 +876,14 @@ mod tests {
         let again = reports(&report);
         assert_eq!(all[0].1.run.uid, again[0].1.run.uid);
         assert_eq!(all[0].1.run.uid.len(), 32);
+        // The server's configuration id: one server reached at another URL is the same
+        // configuration.
+        let mut moved = report.clone();
+        moved.target.base_url = "http://10.0.0.9:9999".into();
+        assert_eq!(
+            server_stack(&report)[0].metadata.cfg_id,
+            server_stack(&moved)[0].metadata.cfg_id
+        );
     }
 
     /// The server's gauges land under `observability`, tied to the stack's server, and

@@ -350,7 +350,13 @@ pub async fn read(cfg: &ReadConfig, pre: Prefetched) -> Reading {
             *fact = Fact::unknown(format!("metrics: {metrics_why}"));
         }
     }
-    // A count or an instant the server wrote as something else is no value of it.
+    unknown_unless_numbers(&mut r);
+    r
+}
+
+/// A count or an instant the server wrote as something else (`-5`, `=1+1`, `NaN`) is no
+/// value of it: unknown, with what was written.
+fn unknown_unless_numbers(r: &mut Reading) {
     for fact in [
         &mut r.max_model_len,
         &mut r.process_start_time,
@@ -367,7 +373,6 @@ pub async fn read(cfg: &ReadConfig, pre: Prefetched) -> Reading {
             ));
         }
     }
-    r
 }
 
 /// The most configuration labels kept of one metric (a server chooses how many it
@@ -512,5 +517,36 @@ mod tests {
         assert_eq!(r.process_start_time.number(), Some(1_700_000_000.5));
         assert_eq!(r.requests_served.number(), Some(3.0));
         assert_eq!(engine.map(|e| e.0).as_deref(), Some("vllm"));
+    }
+
+    #[test]
+    fn a_flood_of_labels_keeps_a_bounded_few() {
+        let labels: Vec<String> = (0..500).map(|i| format!("k{i:03}=\"{i}\"")).collect();
+        let body = format!("vllm:cache_config_info{{{}}} 1\n", labels.join(","));
+        let (mut r, mut config, mut engine) = (Reading::default(), BTreeMap::new(), None);
+        metrics_facts(&mut r, &body, &mut config, &mut engine);
+        assert_eq!(config.len(), MAX_CONFIG_LABELS, "{}", config.len());
+    }
+
+    #[test]
+    fn counts_that_are_no_numbers_are_unknown_with_what_was_written() {
+        let mut r = Reading {
+            max_model_len: Fact::known("=1+1", "GET /v1/models"),
+            requests_served: Fact::known("-5", "metric vllm:request_success_total"),
+            prefix_cache_hits: Fact::known("NaN", "metric vllm:prefix_cache_hits_total"),
+            prefix_cache_queries: Fact::known("12", "metric vllm:prefix_cache_queries_total"),
+            ..Reading::default()
+        };
+        unknown_unless_numbers(&mut r);
+        for f in [&r.max_model_len, &r.requests_served, &r.prefix_cache_hits] {
+            assert!(
+                f.value.is_none()
+                    && f.reason
+                        .as_deref()
+                        .is_some_and(|w| w.contains("not a non-negative number")),
+                "{f:?}"
+            );
+        }
+        assert_eq!(r.prefix_cache_queries.number(), Some(12.0));
     }
 }
