@@ -746,6 +746,29 @@ fn end_benchmark(out: &mut Vec<(f64, Option<f64>)>, from: usize) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_lone_value_is_no_narrow_range_and_a_sliver_is() {
+        let chart = |ys: &[f64]| {
+            let mut c = Chart::new("c", "s", "t", Axis::new("x", ""), Axis::new("y", ""));
+            c.y_data_only = true;
+            // A lone point drawn twice (as itself and as its front).
+            for _ in 0..2 {
+                let points = ys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, y)| (i as f64, Some(*y)))
+                    .collect();
+                c.series.push(Series::new("s", "#000000", points));
+            }
+            c.note_narrow_range();
+            c.notes
+        };
+        assert!(chart(&[49.7]).is_empty(), "{:?}", chart(&[49.7]));
+        assert!(chart(&[49.65, 49.92])[0].starts_with("narrow range"));
+        assert!(chart(&[10.0, 20.0]).is_empty());
+    }
+
     use super::*;
 
     fn data_only(ys: &[f64]) -> Chart {
