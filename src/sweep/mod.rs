@@ -76,24 +76,30 @@ pub fn sweep_serve(args: &SweepServeArgs) -> i32 {
             "--allow-server-change: only --resume compares servers (give it with --resume)",
         );
     }
-    if let Err(e) = std::fs::create_dir_all(&args.output_dir) {
-        return usage_error(&format!("--output-dir {}: {e}", args.output_dir.display()));
-    }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match prepare(&args.output_dir) {
         Ok(r) => r,
-        Err(e) => {
-            crate::stdout::eprintln(&format!("error: cannot start the runtime: {e}"));
-            return exit_codes::RUN_FAILED;
-        }
+        Err(code) => return code,
     };
     let spec = match chart_spec(args, &serves, &benches) {
         Ok(s) => s,
         Err(UsageError(m)) => return usage_error(&m),
     };
     runtime.block_on(run(args, &spec, &serves, &benches))
+}
+
+/// The sweep's output directory, made, and the runtime it runs on; else the exit code,
+/// said on stderr.
+fn prepare(out: &Path) -> Result<tokio::runtime::Runtime, i32> {
+    if let Err(e) = std::fs::create_dir_all(out) {
+        return Err(usage_error(&format!("--output-dir {}: {e}", out.display())));
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            crate::stdout::eprintln(&format!("error: cannot start the runtime: {e}"));
+            exit_codes::RUN_FAILED
+        })
 }
 
 /// Registers as secrets ([`secrets`]) everything the sweep is given that may carry one,

@@ -337,19 +337,9 @@ pub fn sweep_serve_sla(args: &SweepServeSlaArgs) -> i32 {
         Ok(v) => v,
         Err(UsageError(m)) => return usage_error(&m),
     };
-    let out = &args.sweep.output_dir;
-    if let Err(e) = std::fs::create_dir_all(out) {
-        return usage_error(&format!("--output-dir {}: {e}", out.display()));
-    }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::prepare(&args.sweep.output_dir) {
         Ok(r) => r,
-        Err(e) => {
-            crate::stdout::eprintln(&format!("error: cannot start the runtime: {e}"));
-            return exit_codes::RUN_FAILED;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(run(args, &slas, &serves, &benches))
 }
