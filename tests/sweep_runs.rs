@@ -161,6 +161,14 @@ fn sweep_resume_runs_again_the_points_measured_against_another_server() {
         ),
         "{stdout}"
     );
+    // A CI job's gate variable is compare's, not the sweep's: it breaks no sweep.
+    let out = printed(
+        sweep_command_with("serve", d, &server, None, &bench)
+            .env("LLMSURGE_ALLOW_SERVER_CHANGE", "engine_version")
+            .args(["--resume", "--"])
+            .args(SHARED),
+    );
+    assert_eq!(out.status.code(), Some(0));
     // The flag compares nothing without --resume: refused, one line.
     let out = run("4.0", &["--allow-server-change", "engine_version"]);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -44,7 +44,10 @@
 //!   benchmark, whichever side lacks it, and 0 with `--allow-missing`;
 //! - the server gate (those draws; each draw's mock states a version of its seed): the
 //!   report's fingerprint holds that version, and compare against a copy of an upgraded
-//!   server exits 3 naming `engine_version`, 0 with `--allow-server-change`.
+//!   server exits 3 naming `engine_version`, 0 with `--allow-server-change`;
+//! - the llm-d output (those draws write `--outputs json,llmd`): a file per benchmark
+//!   whose request totals, failures and incomplete ones are the benchmark's measured
+//!   requests, whose server is the stated version, and (gateway draws) without the key.
 //!
 //! A failing draw prints its seed, how to rerun it alone, and the equivalent command
 //! lines. CI runs [`SAMPLE`] draws (about 4 s of load each, two tests in parallel);
@@ -502,7 +505,12 @@ impl Draw {
         push("--slo", self.slo());
         push("--goodput", "ttft:20s,e2e:30s".into());
         push("--request-log", "requests.jsonl".into());
-        push("--outputs", "json".into());
+        // Compare draws also write the llm-d reports: each must hold its benchmark's
+        // measured requests as the JSON report counts them.
+        push(
+            "--outputs",
+            if self.compare { "json,llmd" } else { "json" }.into(),
+        );
         if let Some(m) = self.max_concurrency {
             push("--max-concurrency", m.to_string());
         }
@@ -1090,6 +1098,7 @@ fn run_draw(d: &Draw) -> Vec<String> {
         ));
     }
     if d.compare {
+        check_llmd(finished.dir.path(), &report, &mut broken);
         check_compare(d, &finished.report_path(), &report, &mut broken);
     }
     // What the tight objective said, for the soak's tally of PASS, FAIL and INCONCLUSIVE.
@@ -1458,6 +1467,48 @@ fn check_compare(d: &Draw, path: &Path, report: &Value, broken: &mut Vec<String>
         if code != 0 {
             broken.push(format!(
                 "compare with {label} in the {side} only, --allow-missing: exit {code}\n{stderr}"
+            ));
+        }
+    }
+}
+
+/// The llm-d reports of a draw (issue 41): one per benchmark, whose request totals,
+/// failures and incomplete ones are the benchmark's measured requests (which the other
+/// invariants hold to the mock's truth), and whose server is the version the mock stated.
+fn check_llmd(dir: &Path, report: &Value, broken: &mut Vec<String>) {
+    let benchmarks = report["benchmarks"].as_array().cloned().unwrap_or_default();
+    for (i, b) in benchmarks.iter().enumerate() {
+        let name = format!("benchmark_report_v0.2,_{i}.yaml");
+        let Ok(text) = std::fs::read_to_string(dir.join(&name)) else {
+            broken.push(format!("no {name}"));
+            continue;
+        };
+        let doc: Value = match serde_saphyr::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                broken.push(format!("{name} is no YAML: {e}"));
+                continue;
+            }
+        };
+        let m = &b["measured_requests"];
+        let count = |k: &str| m[k].as_u64().unwrap_or(0);
+        let want = serde_json::json!({
+            "total": count("completed") + count("errored") + count("cancelled"),
+            "failures": count("errored"),
+            "incomplete": count("cancelled"),
+        });
+        let r = &doc["results"]["request_performance"]["aggregate"]["requests"];
+        let got = serde_json::json!({
+            "total": r["total"], "failures": r["failures"], "incomplete": r["incomplete"],
+        });
+        if got != want {
+            broken.push(format!("{name}: requests {got}, the report's {want}"));
+        }
+        let version = &doc["scenario"]["stack"][0]["standardized"]["tool_version"];
+        let stated = &report["server_fingerprint"]["before"]["engine_version"]["value"];
+        if version != stated {
+            broken.push(format!(
+                "{name}: server version {version}, the report's {stated}"
             ));
         }
     }

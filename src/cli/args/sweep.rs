@@ -78,7 +78,7 @@ pub struct SweepServeArgs {
     /// configuration) runs again, unless its field is named here (or `all`).
     #[arg(
         long,
-        env = "LLMSURGE_ALLOW_SERVER_CHANGE",
+        env = "LLMSURGE_SWEEP_ALLOW_SERVER_CHANGE",
         value_delimiter = ',',
         value_name = "FIELD"
     )]
