@@ -165,7 +165,7 @@ fn sweep_resume_runs_again_the_points_measured_against_another_server() {
     let out = printed(
         sweep_command_with("serve", d, &server, None, &bench)
             .env("LLMSURGE_ALLOW_SERVER_CHANGE", "engine_version")
-            .args(["--resume", "--"])
+            .arg("--")
             .args(SHARED),
     );
     assert_eq!(out.status.code(), Some(0));
