@@ -257,9 +257,31 @@ fn changes(
     let (wb, wc) = (b.measured_window.duration_s, c.measured_window.duration_s);
     let (mb, mc) = (&b.measured_requests, &c.measured_requests);
     let rate_ci = |nb: u64, nc: u64| noise::rate_change_ci((nb, wb), (nc, wc), confidence);
-    let tokens = |r: &BenchmarkResult| {
-        (r.throughput.output_tokens_per_s.unwrap_or(0.0) * r.measured_window.duration_s).round()
-            as u64
+    // Each completed request brings its own block of tokens (or inputs): the total's noise
+    // is the requests' counting noise times the block, not a count of independent tokens.
+    // Per-request output lengths give the blocks' spread; without them (an old report)
+    // the blocks are taken as equal.
+    let per_request = |r: &BenchmarkResult, per_s: f64, lengths: Option<&str>| {
+        let n = r.measured_requests.completed;
+        let mean = per_s * r.measured_window.duration_s / n.max(1) as f64;
+        let std = lengths
+            .and_then(|key| r.metrics.get(key))
+            .map(|d| &d.successful)
+            .filter(|d| d.count > 1)
+            .map_or(0.0, |d| d.std);
+        noise::Total {
+            requests: n,
+            mean,
+            std,
+            seconds: r.measured_window.duration_s,
+        }
+    };
+    let total_ci = |b_per_s: f64, c_per_s: f64, lengths: Option<&str>| {
+        noise::total_change_ci(
+            per_request(b, b_per_s, lengths),
+            per_request(c, c_per_s, lengths),
+            confidence,
+        )
     };
     out.push(judge(
         "requests_per_s".into(),
@@ -273,14 +295,13 @@ fn changes(
     ));
     // Embeddings and ranking generate nothing: their rate is inputs, not output tokens.
     if let (Some(ib), Some(ic)) = (b.throughput.inputs_per_s, c.throughput.inputs_per_s) {
-        let inputs =
-            |r: &BenchmarkResult, per_s: f64| (per_s * r.measured_window.duration_s).round() as u64;
         out.push(judge(
             "inputs_per_s".into(),
             Some(ib),
             Some(ic),
             ChangeUnit::Percent,
-            rate_ci(inputs(b, ib), inputs(c, ic)),
+            // A fixed number of inputs per request: equal blocks.
+            total_ci(ib, ic, None),
             (mb.completed, mc.completed),
             tolerances,
             strict,
@@ -291,7 +312,13 @@ fn changes(
             b.throughput.output_tokens_per_s,
             c.throughput.output_tokens_per_s,
             ChangeUnit::Percent,
-            rate_ci(tokens(b), tokens(c)),
+            match (
+                b.throughput.output_tokens_per_s,
+                c.throughput.output_tokens_per_s,
+            ) {
+                (Some(ob), Some(oc)) => total_ci(ob, oc, Some("output_tokens")),
+                _ => None,
+            },
             (mb.completed, mc.completed),
             tolerances,
             strict,

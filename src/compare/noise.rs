@@ -4,7 +4,8 @@
 //! same as reading the histogram's quantile at a probability drawn from Beta(k, n − k + 1),
 //! k = ⌈p·n⌉ (the k-th order statistic of n uniforms). So each bootstrap replicate costs
 //! two quantile lookups, not n draws. Means use the normal approximation (std/√n),
-//! request rates Poisson counting noise (√N / T), error rates the two-proportion normal
+//! request rates Poisson counting noise (√N / T), token rates compound Poisson
+//! (each request its own amount of tokens), error rates the two-proportion normal
 //! approximation.
 
 use hdrhistogram::Histogram;
@@ -75,12 +76,55 @@ pub fn rate_change_ci(
     (n_b, t_b): (u64, f64),
     confidence: f64,
 ) -> Option<(f64, f64)> {
-    if n_a == 0 || t_a <= 0.0 || t_b <= 0.0 {
+    total_change_ci(
+        Total::of_events(n_a, t_a),
+        Total::of_events(n_b, t_b),
+        confidence,
+    )
+}
+
+/// A total over requests in a window: `requests` requests in `seconds`, each adding an
+/// amount of mean `mean` and standard deviation `std` (output tokens of a request).
+#[derive(Clone, Copy, Debug)]
+pub struct Total {
+    /// Requests counted.
+    pub requests: u64,
+    /// Mean amount per request.
+    pub mean: f64,
+    /// Standard deviation of the amount per request.
+    pub std: f64,
+    /// The window's length.
+    pub seconds: f64,
+}
+
+impl Total {
+    /// Events counted one each (the request rate itself).
+    pub fn of_events(requests: u64, seconds: f64) -> Self {
+        Self {
+            requests,
+            mean: 1.0,
+            std: 0.0,
+            seconds,
+        }
+    }
+}
+
+/// Interval of the relative change of two rates of a total over requests, in percent.
+///
+/// The requests arrive as Poisson counts and each brings its own amount, so the total is a
+/// compound Poisson sum: Var = N·(mean² + std²). Output tokens are not independent counts:
+/// 128-token requests bring their tokens in blocks of 128, and the token rate is exactly as
+/// noisy as the request rate (counting each token alone made two runs of the same server
+/// a token-rate regression while their request rates were within noise).
+pub fn total_change_ci(a: Total, b: Total, confidence: f64) -> Option<(f64, f64)> {
+    if a.requests == 0 || a.seconds <= 0.0 || b.seconds <= 0.0 || a.mean <= 0.0 {
         return None;
     }
-    let (ra, rb) = (n_a as f64 / t_a, n_b as f64 / t_b);
-    let se = ((n_a as f64) / (t_a * t_a) + (n_b as f64) / (t_b * t_b)).sqrt();
-    let h = z(confidence) * se;
+    let rate = |t: &Total| t.requests as f64 * t.mean / t.seconds;
+    let var =
+        |t: &Total| t.requests as f64 * (t.mean * t.mean + t.std * t.std) / (t.seconds * t.seconds);
+    let (ra, rb) = (rate(&a), rate(&b));
+    let h = z(confidence) * (var(&a) + var(&b)).sqrt();
     Some(((rb - ra - h) / ra * 100.0, (rb - ra + h) / ra * 100.0))
 }
 
@@ -157,6 +201,36 @@ mod tests {
         let (lo, hi) = rate_change_ci((1000, 10.0), (1000, 10.0), 0.95).expect("ci");
         assert!(
             (hi - 8.765).abs() < 0.01 && (lo + 8.765).abs() < 0.01,
+            "({lo}, {hi})"
+        );
+    }
+
+    #[test]
+    fn tokens_in_equal_blocks_are_as_noisy_as_their_requests() {
+        let tokens = |requests, seconds| Total {
+            requests,
+            mean: 128.0,
+            std: 0.0,
+            seconds,
+        };
+        let requests = rate_change_ci((10, 0.2), (10, 0.3), 0.95).expect("ci");
+        let blocks = total_change_ci(tokens(10, 0.2), tokens(10, 0.3), 0.95).expect("ci");
+        assert!(
+            (requests.0 - blocks.0).abs() < 1e-9 && (requests.1 - blocks.1).abs() < 1e-9,
+            "{requests:?} {blocks:?}"
+        );
+        // Lengths that vary add their own noise: 1000 requests of 100 ± 100 tokens in
+        // 10 s each: se = sqrt(2 × 1000 × (100² + 100²)) / 10 = 632 tok/s of 10,000:
+        // ±1.96 × 6.32% = ±12.4%.
+        let varied = |requests| Total {
+            requests,
+            mean: 100.0,
+            std: 100.0,
+            seconds: 10.0,
+        };
+        let (lo, hi) = total_change_ci(varied(1000), varied(1000), 0.95).expect("ci");
+        assert!(
+            (hi - 12.396).abs() < 0.01 && (lo + 12.396).abs() < 0.01,
             "({lo}, {hi})"
         );
     }

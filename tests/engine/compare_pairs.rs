@@ -366,3 +366,59 @@ fn compare_warns_of_a_side_that_did_not_keep_up_or_got_shorter_outputs() {
     assert!(!warned(&c, "ended short"), "{}", c.stderr);
     assert!(!warned(&c, "measure different work"), "{}", c.stderr);
 }
+
+/// Two runs whose request rates differ within noise (10 requests each) give a token rate
+/// within noise too: each request brings its 128 tokens as one block. Counting the tokens
+/// as independent events made the token rate's interval √128 times narrower, and a CI
+/// gate failed (exit 3) on the same change it called noise for requests.
+#[test]
+fn a_token_rate_is_as_noisy_as_the_requests_that_bring_its_tokens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |ttft_ms: f64, name: &str| {
+        let server = mock(MockConfig {
+            ttft_ms,
+            ..MockConfig::instant()
+        });
+        let bench = Bench::on(&server)
+            .concurrent(1)
+            .max_requests(10)
+            .data("prompt_tokens=16,output_tokens=128")
+            .arg("--server-metrics", "off");
+        let report = keep(bench, dir.path(), name);
+        // The truth: every request the mock answered generated 128 tokens.
+        let stats = server.stats();
+        assert_eq!(
+            (stats.completed, stats.tokens_sent),
+            (10, 1280),
+            "{stats:?}"
+        );
+        report
+    };
+    // A server slower per request: about −40% in both rates, within the noise of 10
+    // requests on each side (the interval spans about ±70%).
+    let (fast, slow) = (run(20.0, "fast.json"), run(35.0, "slow.json"));
+    let c = compare(
+        &fast,
+        &slow,
+        &[
+            "--max-regression",
+            "requests_per_s=-5%,output_tokens_per_s=-5%",
+            "--max-regression-only",
+        ],
+    );
+    let (requests, tokens) = (
+        row(&c.json, "requests_per_s"),
+        row(&c.json, "output_tokens_per_s"),
+    );
+    assert_eq!(requests["verdict"], "within_noise", "{requests}");
+    assert_eq!(tokens["verdict"], "within_noise", "{tokens}");
+    // Equal blocks: the same interval, as the same relative change.
+    for (i, side) in ["low", "high"].iter().enumerate() {
+        let (r, t) = (
+            requests["ci"][i].as_f64().expect("requests ci"),
+            tokens["ci"][i].as_f64().expect("tokens ci"),
+        );
+        assert!((r - t).abs() < 0.5, "{side}: requests {r}, tokens {t}");
+    }
+    assert_eq!(c.code, 0, "{}{}", c.stdout, c.stderr);
+}
