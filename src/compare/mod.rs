@@ -160,6 +160,7 @@ pub fn compare(
     for (b, c) in &pairs {
         warnings.extend(warnings::kept_up_warnings(b, c));
         warnings.extend(warnings::output_length_warnings(b, c));
+        warnings.extend(warnings::goodput_warning(b, c));
     }
     let pairs: Vec<PairComparison> = pairs
         .into_iter()

@@ -1,7 +1,8 @@
 //! What can make a comparison flatter one side without the build being faster: the same
 //! prompts sent twice (a shared seed), a server prefix cache that answered one side
 //! more than the other, a side whose server did not keep up (its latencies were cut by
-//! its time limit), and a side whose outputs ended shorter than asked (lighter work).
+//! its time limit), a side whose outputs ended shorter than asked (lighter work), and
+//! goodput counted against different thresholds on the two sides.
 //! Each is a warning in every output of the comparison, never a verdict: the reports
 //! cannot tell how much of a change each made.
 
@@ -316,4 +317,18 @@ mod tests {
             "{w:?}"
         );
     }
+}
+
+/// A pair whose goodput counted requests against different thresholds (`--goodput`):
+/// its `goodput_per_s` and `goodput_fraction` rows compare two definitions of "good".
+pub fn goodput_warning(b: &BenchmarkResult, c: &BenchmarkResult) -> Option<String> {
+    let (gb, gc) = (b.goodput.as_ref()?, c.goodput.as_ref()?);
+    (gb.spec != gc.spec).then(|| {
+        format!(
+            "{}: goodput counted requests within {} in the baseline and within {} in the current run: its goodput rows compare two definitions of a good request; rerun one side with the other's --goodput",
+            crate::report::label(c),
+            gb.spec,
+            gc.spec
+        )
+    })
 }

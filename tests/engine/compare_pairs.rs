@@ -422,3 +422,37 @@ fn a_token_rate_is_as_noisy_as_the_requests_that_bring_its_tokens() {
     }
     assert_eq!(c.code, 0, "{}{}", c.stdout, c.stderr);
 }
+
+/// Goodput compared across two `--goodput` thresholds counts two kinds of "good": the
+/// comparison says so, naming both; the same thresholds on both sides say nothing.
+#[test]
+fn compare_warns_when_goodput_counted_against_different_thresholds() {
+    let server = server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |goodput: &str, name: &str| {
+        let bench = Bench::on(&server)
+            .constant(20)
+            .max_requests(10)
+            .data(DATA)
+            .goodput(goodput);
+        keep(bench, dir.path(), name)
+    };
+    let loose = run("ttft:500ms", "loose.json");
+    let tight = run("ttft:1ms,e2e:2s", "tight.json");
+    let same = run("ttft:500ms", "same.json");
+    let c = compare(&loose, &tight, &ONLY_RATE);
+    assert!(
+        warned(&c, "two definitions of a good request"),
+        "{}",
+        c.stderr
+    );
+    assert!(
+        c.stderr.contains(
+            "goodput counted requests within ttft<=500ms in the baseline and within ttft<=1ms,e2e<=2s in the current run"
+        ),
+        "{}",
+        c.stderr
+    );
+    let c = compare(&loose, &same, &ONLY_RATE);
+    assert!(!warned(&c, "goodput counted"), "{}", c.stderr);
+}
