@@ -45,7 +45,7 @@ pub struct CompareArgs {
     #[arg(long, env = "LLMSURGE_CONFIDENCE", default_value = "0.95", value_parser = parse_confidence)]
     pub confidence: f64,
 
-    /// Also write the verdicts as JUnit XML to this file.
+    /// Also write the verdicts as JUnit XML to this file (`-` for stdout).
     #[arg(long, env = "LLMSURGE_JUNIT", value_name = "FILE")]
     pub junit: Option<PathBuf>,
 
@@ -285,6 +285,23 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => return super::usage_error(&e),
     };
+    // One machine-readable output may take stdout; the table then goes to stderr, so a
+    // `--json - | jq` reads JSON alone.
+    let to_stdout: Vec<&str> = [
+        ("--json", &args.json),
+        ("--junit", &args.junit),
+        ("--markdown", &args.markdown),
+    ]
+    .into_iter()
+    .filter(|(_, p)| p.as_deref() == Some(Path::new("-")))
+    .map(|(flag, _)| flag)
+    .collect();
+    if to_stdout.len() > 1 {
+        return super::usage_error(&format!(
+            "{} -: only one output can be written to stdout (-); give the others a file",
+            to_stdout.join(" -, ")
+        ));
+    }
     let formats = match super::plot::picture_formats(&args.outputs, "benchmark compare") {
         Ok(f) => f,
         Err(e) => return super::usage_error(&e),
@@ -320,8 +337,17 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
             unjudged.join(", ")
         ));
     }
-    crate::stdout::println(&render(&comparison));
-    crate::stdout::println(&format!("tolerances: {}", tolerances.line(&judged)));
+    let table = [
+        render(&comparison),
+        format!("tolerances: {}", tolerances.line(&judged)),
+    ];
+    for text in &table {
+        if to_stdout.is_empty() {
+            crate::stdout::println(text);
+        } else {
+            crate::stdout::eprintln(text);
+        }
+    }
     for name in &unjudged {
         crate::stdout::eprintln(&format!(
             "warning: --max-regression {name}: no benchmark pair of these reports has it, so it judged nothing"

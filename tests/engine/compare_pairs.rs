@@ -456,3 +456,45 @@ fn compare_warns_when_goodput_counted_against_different_thresholds() {
     let c = compare(&loose, &same, &ONLY_RATE);
     assert!(!warned(&c, "goodput counted"), "{}", c.stderr);
 }
+
+/// `--json -` makes stdout that JSON alone (the table goes to stderr), so `| jq` reads it;
+/// two outputs on stdout are refused.
+#[test]
+fn compare_json_on_stdout_is_json_alone() {
+    let server = server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bench = || Bench::on(&server).constant(20).max_requests(5).data(DATA);
+    let (a, b) = (
+        keep(bench(), dir.path(), "a.json"),
+        keep(bench(), dir.path(), "b.json"),
+    );
+    let out = llmsurge()
+        .args(["benchmark", "compare"])
+        .arg(&a)
+        .arg(&b)
+        .args(ONLY_RATE)
+        .args(["--json", "-"])
+        .output()
+        .expect("compare runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let json: Value = serde_json::from_str(&stdout).expect("stdout is the JSON alone");
+    assert_eq!(json["pairs"].as_array().map(Vec::len), Some(1), "{json}");
+    assert!(stderr.contains("tolerances: requests_per_s"), "{stderr}");
+    let out = llmsurge()
+        .args(["benchmark", "compare"])
+        .arg(&a)
+        .arg(&b)
+        .args(["--json", "-", "--markdown", "-"])
+        .output()
+        .expect("compare runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--json -, --markdown -: only one output can be written to stdout"),
+        "{stderr}"
+    );
+}
