@@ -638,8 +638,8 @@ fn run(report: &Report, b: &BenchmarkResult, position: usize) -> Run {
         md.tool
     );
     let description = match &md.label {
-        Some(label) => format!("{label} [{}]", b.strategy),
-        None => format!("{} [{}]", report.target.model, b.strategy),
+        Some(label) => format!("{label} [{}]", super::cells::label(b)),
+        None => format!("{} [{}]", report.target.model, super::cells::label(b)),
     };
     Run {
         uid: hex_id("uid", &format!("{run_key}|{position}")),
@@ -743,7 +743,8 @@ fn load(report: &Report, b: &BenchmarkResult) -> Load {
         metadata: LoadMetadata {
             schema_version: "0.0.1",
             cfg_id: config_id(args),
-            description: b.strategy.to_string(),
+            // Repeated runs of one strategy are one stage: the run tells their files apart.
+            description: super::cells::label(b),
         },
         standardized: LoadStandardized {
             tool: "llmsurge",

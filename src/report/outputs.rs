@@ -203,7 +203,15 @@ pub fn write_files(
     }
     // `llmd`: one llm-d Benchmark Report per benchmark.
     if outputs.contains(&Output::Llmd) {
-        for (name, br) in super::llmd::reports(report) {
+        let reports = super::llmd::reports(report);
+        // An earlier, longer run's files in this directory would join this run's in
+        // llm-d's glob (`benchmark_report_v0.2,_*.yaml`), as the JSON report is replaced.
+        for stale in (reports.len()..).map(|i| dir.join(super::llmd::file_name(i))) {
+            if std::fs::remove_file(&stale).is_err() {
+                break;
+            }
+        }
+        for (name, br) in reports {
             let path = dir.join(name);
             let result = super::llmd::to_yaml(&br)
                 .map_err(|e| e.to_string())

@@ -204,3 +204,75 @@ fn from_file_rerenders_the_llmd_reports_byte_for_byte() {
         assert!(first == second, "{name} differs after from-file");
     }
 }
+
+/// `benchmark from-file REPORT --outputs llmd --output-dir DIR`, which must pass.
+fn render_llmd(report: &Path, dir: &Path) {
+    let mut cmd = llmsurge();
+    cmd.args(["benchmark", "from-file"])
+        .arg(report)
+        .args(["--outputs", "llmd", "--output-dir"])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let done = wait_run(
+        cmd.spawn().expect("llmsurge starts"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+/// A directory that held a three-benchmark sweep's files, written again by a shorter
+/// `--repeat 2` run, holds that run's two files alone (llm-d's glob would have mixed the
+/// sweep's third in), and the repeated runs, one stage, are told apart by their run.
+#[test]
+fn a_shorter_repeated_run_replaces_the_llmd_files_of_a_longer_one() {
+    let server = slow_enough();
+    let out = tempfile::tempdir().expect("tempdir");
+    render_llmd(&sweep(&server).report_path(), out.path());
+    assert_eq!(llmd_files(out.path()).len(), 3);
+    let repeated = Bench::target(&server.base_url())
+        .constant(20)
+        .max_requests(5)
+        .repeat(2)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json")
+        .run();
+    assert_eq!(repeated.code(), 0, "{}", repeated.stderr);
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(repeated.report_path()).expect("read"))
+            .expect("json");
+    let runs: Vec<u64> = report["benchmarks"]
+        .as_array()
+        .expect("benchmarks")
+        .iter()
+        .map(|b| b["run"].as_u64().expect("a repeated benchmark has its run"))
+        .collect();
+    assert_eq!(runs, [0, 1]);
+    render_llmd(&repeated.report_path(), out.path());
+    let names = llmd_files(out.path());
+    assert_eq!(
+        names,
+        [
+            "benchmark_report_v0.2,_0.yaml",
+            "benchmark_report_v0.2,_1.yaml"
+        ]
+    );
+    for (name, run) in names.iter().zip(runs) {
+        let text = std::fs::read_to_string(out.path().join(name)).expect("read");
+        let doc: Value = serde_saphyr::from_str(&text).expect("the report is YAML");
+        let load = &doc["scenario"]["load"];
+        assert_eq!(
+            load["standardized"]["stage"], 0,
+            "{name}: one stage repeated"
+        );
+        let label = format!("constant@20 (run {})", run + 1);
+        assert_eq!(load["metadata"]["description"], label.as_str(), "{name}");
+        assert!(
+            doc["run"]["description"]
+                .as_str()
+                .is_some_and(|d| d.ends_with(&format!("[{label}]"))),
+            "{name}: {}",
+            doc["run"]["description"]
+        );
+    }
+}
