@@ -72,10 +72,16 @@ impl ServerCheck {
                     c.field,
                     c.describe()
                 ),
-                ChangeKind::Changed if c.gated => format!(
-                    "the server changed, allowed by --allow-server-change: {}",
-                    c.describe()
-                ),
+                ChangeKind::Changed if c.gated => match &c.during {
+                    Some(run) => format!(
+                        "the server changed during the {run} run, allowed by --allow-server-change: {} (before its load → after it)",
+                        c.describe()
+                    ),
+                    None => format!(
+                        "the server changed, allowed by --allow-server-change: {}",
+                        c.describe()
+                    ),
+                },
                 ChangeKind::Changed => format!("the server differs in {}", c.describe()),
             })
             .collect()
@@ -130,7 +136,10 @@ pub fn check(base: &Report, cur: &Report) -> (ServerCheck, Vec<String>) {
             warnings.extend(fingerprint::warm_warning(b, c));
             (check, warnings)
         }
-        (None, None) => (ServerCheck::default(), Vec::new()),
+        (None, None) => (
+            ServerCheck::default(),
+            vec!["neither report has a server fingerprint (both written before llmsurge recorded one), so the gate could not check that both runs measured the same server".into()],
+        ),
         (b, _) => {
             let side = if b.is_none() {
                 "baseline"

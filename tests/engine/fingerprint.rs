@@ -265,6 +265,32 @@ fn a_restart_of_the_server_during_the_run_is_said() {
         &[],
     );
     assert_eq!(code, 0, "{stderr}");
+    // The allowed change still names the run it happened in.
+    assert!(
+        stderr.contains(&format!(
+            "warning: the server changed during the current run, allowed by --allow-server-change: engine_version {before_version} -> 2.0.0-restarted"
+        )),
+        "{stderr}"
+    );
+    // Two reports without fingerprints (written before llmsurge recorded one): the gate
+    // could check nothing of the servers, and says so.
+    let old = |name: &str| {
+        let mut report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.report_path()).expect("read")).expect("json");
+        report
+            .as_object_mut()
+            .expect("an object")
+            .remove("server_fingerprint");
+        let path = run.dir.path().join(name);
+        std::fs::write(&path, report.to_string()).expect("write");
+        path
+    };
+    let (code, stderr) = compare(&old("a.json"), &old("b.json"), &[], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("warning: neither report has a server fingerprint"),
+        "{stderr}"
+    );
 }
 
 /// A short run's report against `server`, copied to `dir/name`.
