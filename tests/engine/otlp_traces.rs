@@ -229,10 +229,18 @@ fn no_traceparent_sends_none() {
 const MS: u64 = 1_000_000;
 const T0: u64 = 1_700_000_000_000_000_000;
 
+/// (span, parent, start ms, end ms, input/output tokens of a call).
+type Row = (
+    &'static str,
+    Option<&'static str>,
+    u64,
+    u64,
+    Option<(u32, u32)>,
+);
+
 /// An agent trace: a planner, three sub-agents whose calls overlapped, a tool span and
-/// a join (span, parent, start ms, end ms, input/output tokens of a call). Output
-/// lengths differ, so `max_tokens` names the call at the mock.
-const FIXTURE: [(&str, Option<&str>, u64, u64, Option<(u32, u32)>); 10] = [
+/// a join. Output lengths differ, so `max_tokens` names the call at the mock.
+const FIXTURE: [Row; 10] = [
     ("root", None, 0, 1000, None),
     ("plan", Some("root"), 0, 100, Some((100, 20))),
     ("s1", Some("root"), 110, 500, None),
@@ -413,11 +421,20 @@ fn a_runs_otlp_file_replays_into_the_same_graph() {
             }
         }
     }
-    // The same calls: the output lengths asked and the prompts' lengths.
+    // The same calls: the output lengths asked, and the prompts' lengths as the first
+    // run's mock counted them (what its file recorded), give or take the token the
+    // mock's count of a synthetic prompt may merge where its pieces join.
+    let asked = |calls: &HashMap<u64, Call>| {
+        let mut k: Vec<u64> = calls.keys().copied().collect();
+        k.sort_unstable();
+        k
+    };
+    assert_eq!(asked(&first), asked(&second));
     for (asked, call) in &first {
-        assert_eq!(
-            second[asked].prompt_tokens, call.prompt_tokens,
-            "call {asked}: prompt length"
+        let (a, b) = (second[asked].prompt_tokens, call.prompt_tokens);
+        assert!(
+            a.abs_diff(b) <= 2,
+            "call {asked}: prompt of {a} tokens, first {b}"
         );
     }
 }
