@@ -422,8 +422,10 @@ fn a_runs_otlp_file_replays_into_the_same_graph() {
         }
     }
     // The same calls: the output lengths asked, and the prompts' lengths as the first
-    // run's mock counted them (what its file recorded), give or take the token the
-    // mock's count of a synthetic prompt may merge where its pieces join.
+    // run's mock counted them (what its file recorded). Give or take a few tokens: a
+    // synthetic prompt is exact under the client's tokenizer, the mock counts its own
+    // way, and a call's text is drawn by its index among calls sent at once (the file
+    // orders the sub-agents by their send in the first run).
     let asked = |calls: &HashMap<u64, Call>| {
         let mut k: Vec<u64> = calls.keys().copied().collect();
         k.sort_unstable();
@@ -433,7 +435,7 @@ fn a_runs_otlp_file_replays_into_the_same_graph() {
     for (asked, call) in &first {
         let (a, b) = (second[asked].prompt_tokens, call.prompt_tokens);
         assert!(
-            a.abs_diff(b) <= 2,
+            a.abs_diff(b) <= 2 + b / 20,
             "call {asked}: prompt of {a} tokens, first {b}"
         );
     }
