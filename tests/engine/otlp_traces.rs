@@ -140,10 +140,17 @@ fn every_request_carries_the_trace_ids_of_its_session_and_the_otlp_file() {
     assert_eq!(spans.len(), joined.len() + trace_of_session.len());
 }
 
-/// Requests outside sessions: one trace each. The OTLP file holds the ids, and neither
-/// the prompts' text nor the API key (both carry a marker word).
+/// Requests outside sessions: one trace each, on either transport (the worker's own
+/// HTTP/1.1 client and HTTP/2). The OTLP file holds the ids, and neither the prompts'
+/// text nor the API key (both carry a marker word).
 #[test]
 fn the_otlp_file_holds_ids_and_counts_never_prompts_or_keys() {
+    for http2 in [false, true] {
+        ids_and_counts_never_prompts_or_keys(http2);
+    }
+}
+
+fn ids_and_counts_never_prompts_or_keys(http2: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("prompts.jsonl");
     let prompts: String = (0..4)
@@ -151,14 +158,17 @@ fn the_otlp_file_holds_ids_and_counts_never_prompts_or_keys() {
         .collect();
     std::fs::write(&data, prompts).expect("data");
     let server = truth_mock(dir.path());
-    let finished = Bench::on(&server)
+    let mut bench = Bench::on(&server)
         .synchronous()
         .data(&data.display().to_string())
         .arg("--api-key", "sk-KEYMARKERWALRUS")
         .max_requests(4)
         .request_log("requests.jsonl")
-        .outputs("json,otlp")
-        .run();
+        .outputs("json,otlp");
+    if http2 {
+        bench = bench.flag("--http2");
+    }
+    let finished = bench.run();
     server.stop();
     assert_eq!(finished.code(), 0, "{}", finished.stderr);
     let out = finished.dir.path();
@@ -438,5 +448,40 @@ fn a_runs_otlp_file_replays_into_the_same_graph() {
             a.abs_diff(b) <= 2 + b / 20,
             "call {asked}: prompt of {a} tokens, first {b}"
         );
+    }
+}
+
+/// A saved report has no requests: `from-file` and `merge` refuse `--outputs otlp` with
+/// one line saying where it is written.
+#[test]
+fn only_a_run_writes_the_otlp_file() {
+    for args in [
+        &[
+            "benchmark",
+            "from-file",
+            "benchmarks.json",
+            "--outputs",
+            "otlp",
+        ][..],
+        &[
+            "benchmark",
+            "merge",
+            "a.json",
+            "b.json",
+            "--outputs",
+            "json,otlp",
+        ],
+    ] {
+        let out = crate::support::llmsurge()
+            .args(args)
+            .output()
+            .expect("llmsurge runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--outputs otlp") && stderr.contains("benchmark run"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     }
 }
