@@ -112,6 +112,7 @@ fn pacer_slot_work_1024(bencher: divan::Bencher) {
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: true,
+        traceparent: false,
         min_tokens: false,
         session_header: None,
         tools: 0,

@@ -197,6 +197,7 @@ fn backend_config() -> BackendConfig {
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: true,
+        traceparent: false,
         min_tokens: false,
         session_header: None,
         tools: 0,

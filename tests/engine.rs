@@ -34,6 +34,7 @@ mod merge;
 mod metrics;
 mod misbehaving;
 mod numbers;
+mod otlp_traces;
 mod output_lengths;
 mod profiles;
 mod queue_log;

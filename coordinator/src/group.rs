@@ -315,6 +315,7 @@ pub async fn run_benchmark(
         _ => None,
     };
     let cpu_before = children_cpu_seconds();
+    env.observer.benchmark_seed(plan.worker_template.seed);
     env.observer.benchmark_started(plan.index, &plan.strategy);
     // Its first scrape runs while the workers start; it is the baseline if it answers
     // before t0.

@@ -29,6 +29,9 @@ pub struct Progress {
 
 /// Receives a run's events. Every method has a no-op default.
 pub trait RunObserver {
+    /// The seed of the benchmark about to start: its requests' trace ids derive from it
+    /// (see [`llmsurge_proto::TraceIds::of`]). Called just before `benchmark_started`.
+    fn benchmark_seed(&mut self, _seed: u64) {}
     /// A benchmark is about to start its workers.
     fn benchmark_started(&mut self, _index: u32, _strategy: &Strategy) {}
     /// About once a second while a benchmark runs.

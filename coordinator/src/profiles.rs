@@ -963,6 +963,7 @@ mod capacity_tests {
                 ttft_timeout: None,
                 idle_timeout: None,
                 ignore_eos: false,
+                traceparent: false,
                 min_tokens: false,
                 session_header: None,
                 tools: 0,

@@ -80,6 +80,9 @@ pub struct TraceNames {
     pub id: String,
     /// Its calls' names, by call index.
     pub calls: Vec<String>,
+    /// Each call's dependencies (call indices), by call index: the links of the
+    /// `--outputs otlp` export, so a replay of it runs the same graph.
+    pub deps: Vec<Vec<u32>>,
 }
 
 impl AgentNames {

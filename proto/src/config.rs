@@ -147,6 +147,10 @@ pub struct BackendConfig {
     /// `session_header=NAME`), on requests whose source gave one; `None` sends none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_header: Option<String>,
+    /// Send a W3C `traceparent` on every request of the schedule (off with
+    /// `--no-traceparent`, for a server that rejects unknown headers).
+    #[serde(default)]
+    pub traceparent: bool,
     /// `--request-id-header`: what every request's [`REQUEST_ID_HEADER`] starts with; the
     /// request's slot follows. The CLI sets the run's tag and each benchmark appends its
     /// index (see [`request_id_prefix`]); `None` sends no id.

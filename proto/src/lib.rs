@@ -30,6 +30,7 @@ pub mod record;
 pub mod redact;
 pub mod seed;
 pub mod shm;
+pub mod trace_context;
 
 pub use agentic::{AgentNames, CancelAfter, CancelAt, CancelSpec, TraceNames};
 pub use clock::{ClockAnchor, MonoNanos};
@@ -52,3 +53,4 @@ pub use record::{
 };
 pub use redact::{REDACTED, Redaction};
 pub use shm::{SharedRegion, ShmLayout};
+pub use trace_context::{TRACEPARENT_HEADER, TraceIds};

@@ -36,7 +36,9 @@ pub struct FromFileArgs {
 
 /// Runs `benchmark from-file`; returns the exit code.
 pub fn from_file(args: &FromFileArgs) -> i32 {
-    let outputs = match parse_outputs(&args.outputs) {
+    let outputs = match parse_outputs(&args.outputs)
+        .and_then(|o| crate::report::outputs::only_from_report(&o).map(|()| o))
+    {
         Ok(o) => o,
         Err(message) => return super::usage_error(&message),
     };

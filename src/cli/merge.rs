@@ -36,7 +36,9 @@ pub struct MergeArgs {
 /// Runs `benchmark merge`; returns the exit code: 2 for inputs that cannot be merged,
 /// otherwise that of a run with the merged results (`run::exit_code`).
 pub fn benchmark_merge(args: &MergeArgs) -> i32 {
-    let outputs = match parse_outputs(&args.outputs) {
+    let outputs = match parse_outputs(&args.outputs)
+        .and_then(|o| crate::report::outputs::only_from_report(&o).map(|()| o))
+    {
         Ok(o) => o,
         Err(message) => return super::usage_error(&message),
     };

@@ -76,6 +76,8 @@ pub struct BackendPlan {
     pub min_tokens: bool,
     /// Send each request an `x-request-id` (`--request-id-header`).
     pub request_id_header: bool,
+    /// Send no `traceparent` (`--no-traceparent`).
+    pub no_traceparent: bool,
     /// `ignore_eos` was asked for, not defaulted (a refusal is then a usage error).
     #[serde(skip)]
     pub ignore_eos_explicit: bool,
@@ -1274,6 +1276,7 @@ pub fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         ignore_eos: args.data.ignore_eos,
         min_tokens: args.data.min_tokens,
         request_id_header: args.target.request_id_header,
+        no_traceparent: args.target.no_traceparent,
         ignore_eos_explicit: args.data.ignore_eos_explicit,
     };
     // A flag that would have no effect is an error, not a shrug.

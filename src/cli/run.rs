@@ -136,8 +136,8 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
 fn check_output_dirs(plan: &RunPlan) -> Result<(), String> {
     let mut dirs: Vec<std::path::PathBuf> = Vec::new();
     for output in &plan.outputs {
-        let dir = match output.file() {
-            Some((_, file)) => plan
+        let dir = match output.path() {
+            Some(file) => plan
                 .output_dir
                 .join(file)
                 .parent()
@@ -162,6 +162,35 @@ fn check_output_dirs(plan: &RunPlan) -> Result<(), String> {
         crate::safe_file::check_writable_dir(&dir).map_err(|e| format!("--output-dir: {e}"))?;
     }
     Ok(())
+}
+
+/// `--outputs otlp`: its file, created now so a bad path fails before any load.
+fn otlp_export(
+    plan: &RunPlan,
+    model: &str,
+    data: &crate::data::PreparedData,
+) -> Result<Option<crate::report::otlp::OtlpExport>, String> {
+    let Some(file) = plan.outputs.iter().find_map(|o| match o {
+        crate::report::Output::Otlp(p) => Some(plan.output_dir.join(p)),
+        _ => None,
+    }) else {
+        return Ok(None);
+    };
+    let context = crate::report::otlp::OtlpContext {
+        format: plan.backend.request_format,
+        model: model.to_string(),
+        models: plan
+            .data
+            .lora
+            .iter()
+            .flat_map(|l| l.names())
+            .map(str::to_string)
+            .collect(),
+        agent: data.summary.agent_traces.as_ref().map(|a| a.names.clone()),
+    };
+    crate::report::otlp::OtlpExport::create(&file, context, llmsurge_proto::ClockAnchor::now())
+        .map(Some)
+        .map_err(|e| format!("--outputs otlp: cannot create {}: {e}", file.display()))
 }
 
 /// The resolved plan as JSON, with what preparing the data found (the tokenizer used,
@@ -359,6 +388,10 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         },
         None => None,
     };
+    let otlp = match otlp_export(&plan, &target.model, &data) {
+        Ok(o) => o,
+        Err(message) => return super::usage_error(&message),
+    };
     // Noted after the probe and every usage check, so a usage error stays one line.
     let (scrape, profiler, note, _) = metrics;
     template.base.server_metrics = scrape;
@@ -409,6 +442,9 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         &plan.reporting,
         log,
     );
+    if let Some(o) = otlp {
+        reporter.set_otlp(o);
+    }
     reporter.set_server_fingerprint(Some(fingerprint.clone()));
     let outcome = run_repeats(&plan, &template, &command, &mut reporter, &mut profile).await;
     // The server again after the load: a restart or a change during the run is said.
@@ -730,6 +766,7 @@ fn plan_template(
             ttft_timeout: b.ttft_timeout,
             idle_timeout: b.idle_timeout,
             ignore_eos: b.ignore_eos,
+            traceparent: !b.no_traceparent,
             min_tokens: b.min_tokens,
             session_header: data.session_header().map(str::to_string),
             tools: data.tools(),

@@ -26,6 +26,7 @@ pub mod knee;
 pub mod llmd;
 pub mod markdown;
 pub mod merge;
+pub mod otlp;
 pub mod output_lengths;
 pub mod outputs;
 pub mod progress;

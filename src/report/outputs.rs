@@ -33,6 +33,9 @@ pub enum Output {
     /// The llm-d Benchmark Report v0.2, one YAML file per benchmark
     /// (`benchmark_report_v0.2,_<N>.yaml`).
     Llmd,
+    /// Every request's span as OTLP JSON, streamed during a run (see
+    /// [`super::otlp`]); a report alone has no requests to write.
+    Otlp(PathBuf),
 }
 
 /// The file formats, for rendering.
@@ -62,7 +65,16 @@ impl Output {
             Output::Yaml(p) => Some((FileFormat::Yaml, p)),
             Output::Junit(p) => Some((FileFormat::Junit, p)),
             Output::Markdown(p) => Some((FileFormat::Markdown, p)),
-            Output::Console | Output::Png | Output::Svg | Output::Llmd => None,
+            Output::Console | Output::Png | Output::Svg | Output::Llmd | Output::Otlp(_) => None,
+        }
+    }
+
+    /// The file this output writes, rendered from the report or streamed; `None` for
+    /// the console and the outputs of several files.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Output::Otlp(p) => Some(p),
+            other => other.file().map(|(_, p)| p),
         }
     }
 }
@@ -82,6 +94,8 @@ pub fn parse_outputs(values: &[String]) -> Result<Vec<Output>, String> {
             "png" => Output::Png,
             "svg" => Output::Svg,
             "llmd" => Output::Llmd,
+            "otlp" => Output::Otlp("spans.otlp.json".into()),
+            file if file.to_ascii_lowercase().ends_with(".otlp.json") => Output::Otlp(file.into()),
             file => {
                 let ext = Path::new(file)
                     .extension()
@@ -97,7 +111,7 @@ pub fn parse_outputs(values: &[String]) -> Result<Vec<Output>, String> {
                     Some("md") => Output::Markdown(path),
                     _ => {
                         return Err(format!(
-                            "--outputs: unknown output {file:?} (expected json, csv, html, yaml, console, junit, md, png, svg, llmd, or a file name ending in .json, .csv, .html, .yaml, .xml or .md)"
+                            "--outputs: unknown output {file:?} (expected json, csv, html, yaml, console, junit, md, png, svg, llmd, otlp, or a file name ending in .json, .csv, .html, .yaml, .xml, .md or .otlp.json)"
                         ));
                     }
                 }
@@ -108,6 +122,15 @@ pub fn parse_outputs(values: &[String]) -> Result<Vec<Output>, String> {
         }
     }
     Ok(out)
+}
+
+/// Checks the outputs of a command that renders a saved report (`from-file`,
+/// `merge`): one that is written as requests run (`otlp`) is an error saying so.
+pub fn only_from_report(outputs: &[Output]) -> Result<(), String> {
+    match outputs.iter().find(|o| matches!(o, Output::Otlp(_))) {
+        Some(_) => Err("--outputs otlp: the spans are written as the requests of a run finish; a report holds no requests to write them from (give --outputs otlp to benchmark run)".into()),
+        None => Ok(()),
+    }
 }
 
 /// A report that could not be rendered in a format.

@@ -104,6 +104,12 @@ pub struct RunReporter {
     request_id_prefix: Option<String>,
     /// `--repeat`: the run under way (from 0); `None` without repeats.
     run: Option<u32>,
+    /// The running benchmark's seed, which its requests' trace ids derive from.
+    trace_seed: u64,
+    /// `--outputs otlp`: the spans, streamed.
+    otlp: Option<super::otlp::OtlpExport>,
+    /// The OTLP file met a write error and stopped.
+    otlp_failed: bool,
     /// `--repeat`: benchmarks of the runs before this one, so progress counts on
     /// (`[4/6]` in the second run of three benchmarks) instead of starting again.
     progress_offset: u32,
@@ -179,8 +185,34 @@ impl RunReporter {
             request_id: info.request_id,
             request_id_prefix: None,
             run: None,
+            trace_seed: 0,
+            otlp: None,
+            otlp_failed: false,
             progress_offset: 0,
         }
+    }
+
+    /// Streams every request's span into `export` (`--outputs otlp`).
+    pub fn set_otlp(&mut self, mut export: super::otlp::OtlpExport) {
+        export.set_anchor(self.anchor);
+        self.otlp = Some(export);
+    }
+
+    fn flush_otlp(&mut self) {
+        let Some(otlp) = &mut self.otlp else { return };
+        let message = match otlp.finish_benchmark() {
+            Ok(()) => return,
+            Err(e) => format!(
+                "error: cannot write the OTLP spans {}: {e}",
+                otlp.path().display()
+            ),
+        };
+        // The file stops at its first error: say so once.
+        if !self.otlp_failed {
+            self.progress.println(&message);
+        }
+        self.otlp_failed = true;
+        self.write_failed = true;
     }
 
     /// Whether a report file or the request log could not be written.
@@ -257,6 +289,7 @@ impl RunReporter {
     pub fn finish(&mut self, benchmarks: &[BenchmarkResult], interrupted: bool) {
         self.progress.close();
         self.flush_log();
+        self.flush_otlp();
         self.report.benchmarks = benchmarks.to_vec();
         self.report.metadata.interrupted = interrupted;
         self.report.metadata.complete =
@@ -271,6 +304,13 @@ impl RunReporter {
         if self.messages {
             for path in &self.written {
                 eprintln!("{}", crate::report::written_message(path));
+            }
+            if let Some(o) = self.otlp.as_ref().filter(|_| !self.otlp_failed) {
+                eprintln!(
+                    "OTLP spans written to {} ({} spans)",
+                    o.path().display(),
+                    o.spans()
+                );
             }
             if let Some(log) = &self.log {
                 if self.log_failed {
@@ -329,8 +369,15 @@ fn one_line(message: &str) -> String {
 }
 
 impl RunObserver for RunReporter {
+    fn benchmark_seed(&mut self, seed: u64) {
+        self.trace_seed = seed;
+    }
+
     fn benchmark_started(&mut self, index: u32, strategy: &Strategy) {
         self.current = index;
+        if let Some(o) = &mut self.otlp {
+            o.start(index, self.trace_seed);
+        }
         self.request_id_prefix = self
             .request_id
             .as_deref()
@@ -357,6 +404,7 @@ impl RunObserver for RunReporter {
     }
 
     fn record(&mut self, record: &RequestRecord) {
+        let trace = llmsurge_proto::TraceIds::of_record(self.trace_seed, record);
         let model = record
             .model
             .and_then(|i| self.models.get(usize::from(i)))
@@ -371,18 +419,25 @@ impl RunObserver for RunReporter {
                 &self.anchor,
                 model,
                 self.request_id_prefix.as_deref(),
+                trace,
             );
         }
+        if let Some(o) = &mut self.otlp {
+            o.record(record);
+        }
         if let Some(log) = &mut self.log {
-            log.write(&RequestEntry {
-                model: model.map(str::to_string),
-                request_id: self
-                    .request_id_prefix
-                    .as_ref()
-                    .map(|prefix| format!("{prefix}{}", record.slot)),
-                run: self.run,
-                ..RequestEntry::new(self.current, record, &self.anchor)
-            });
+            log.write(
+                &RequestEntry {
+                    model: model.map(str::to_string),
+                    request_id: self
+                        .request_id_prefix
+                        .as_ref()
+                        .map(|prefix| format!("{prefix}{}", record.slot)),
+                    run: self.run,
+                    ..RequestEntry::new(self.current, record, &self.anchor)
+                }
+                .with_trace(trace),
+            );
         }
     }
 
@@ -403,6 +458,7 @@ impl RunObserver for RunReporter {
                 .println(&format!("warning: {}: {w}", shown.strategy));
         }
         self.flush_log();
+        self.flush_otlp();
         if let Some(s) = &mut self.sampler {
             let mut samples = s.finish();
             samples.benchmark = result.index;

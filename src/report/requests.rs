@@ -125,6 +125,13 @@ pub struct RequestEntry {
     /// The request's `x-request-id`, when ids were sent (`--request-id-header`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// The W3C trace id of its `traceparent` (32 hex digits): its session's or agent
+    /// trace's, else its own; the same in `--outputs otlp` and the server's spans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// Its span id (16 hex digits), the `traceparent`'s parent id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
     /// Multimodal requests: each image's format, pixel size and bytes, and the audio
     /// clip's seconds and WAV bytes, as sent; sizes only, never the bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,6 +146,13 @@ fn ms(d: std::time::Duration) -> f64 {
 }
 
 impl RequestEntry {
+    /// The entry with the request's trace ids.
+    pub fn with_trace(mut self, ids: llmsurge_proto::TraceIds) -> Self {
+        self.trace_id = Some(ids.trace_hex());
+        self.span_id = Some(ids.span_hex());
+        self
+    }
+
     /// Converts a record of benchmark `benchmark`; `anchor` turns monotonic times into wall time.
     pub fn new(benchmark: u32, r: &RequestRecord, anchor: &ClockAnchor) -> Self {
         let wall = |t| anchor.unix_seconds(t);
@@ -182,6 +196,8 @@ impl RequestEntry {
             turn: r.session.map(|s| s.turn),
             media: r.media.as_deref().cloned(),
             request_id: None,
+            trace_id: None,
+            span_id: None,
             run: None,
         }
     }
@@ -276,6 +292,7 @@ impl RequestSampler {
         anchor: &ClockAnchor,
         model: Option<&str>,
         request_id: Option<&str>,
+        trace: llmsurge_proto::TraceIds,
     ) {
         let i = match StatusClass::of(record.status) {
             StatusClass::Successful => 0,
@@ -284,10 +301,13 @@ impl RequestSampler {
         };
         let benchmark = self.benchmark;
         self.by_status[i].offer(
-            || RequestEntry {
-                model: model.map(str::to_string),
-                request_id: request_id.map(|prefix| format!("{prefix}{}", record.slot)),
-                ..RequestEntry::new(benchmark, record, anchor)
+            || {
+                RequestEntry {
+                    model: model.map(str::to_string),
+                    request_id: request_id.map(|prefix| format!("{prefix}{}", record.slot)),
+                    ..RequestEntry::new(benchmark, record, anchor)
+                }
+                .with_trace(trace)
             },
             &mut self.rng,
         );
@@ -391,9 +411,10 @@ impl RequestLog {
         self.written
     }
 
-    /// Appends one entry. After a write error the log stops (counting what it is given);
+    /// Appends one line (a request's entry; for `--outputs otlp`, a document of spans).
+    /// After a write error the log stops (counting what it is given);
     /// [`RequestLog::flush`] reports it.
-    pub fn write(&mut self, entry: &RequestEntry) {
+    pub fn write(&mut self, entry: &impl Serialize) {
         self.lines += 1;
         if self.file.is_none() {
             return;
@@ -524,10 +545,17 @@ mod tests {
                 &anchor(),
                 None,
                 None,
+                llmsurge_proto::TraceIds::of(42, slot, None),
             );
         }
         for slot in 10_000..10_003 {
-            s.offer(&record(slot, RequestStatus::Errored), &anchor(), None, None);
+            s.offer(
+                &record(slot, RequestStatus::Errored),
+                &anchor(),
+                None,
+                None,
+                llmsurge_proto::TraceIds::of(42, slot, None),
+            );
         }
         let out = s.finish();
         assert_eq!(out.successful.len(), 10);

@@ -39,6 +39,7 @@ fn backend_config(base_url: &str, stream: bool) -> BackendConfig {
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: false,
+        traceparent: false,
         min_tokens: false,
         session_header: None,
         tools: 0,

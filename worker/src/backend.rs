@@ -219,6 +219,11 @@ pub struct Backend {
     /// What each request's id starts with (its slot follows); `None` sends no id, as
     /// when the user's own headers carry one.
     request_id: Option<String>,
+    /// The seed of the requests' trace ids when each carries a `traceparent` (see
+    /// [`Backend::with_trace_seed`]); `None` sends none.
+    trace_seed: Option<u64>,
+    /// `--no-traceparent` was not given.
+    traceparent: bool,
     /// The output length every request asks for when the user's `extra_body` sets it
     /// (`Some(None)`: set, but not to a number); `None` when each request names its own.
     max_tokens_override: Option<Option<u32>>,
@@ -295,6 +300,9 @@ impl Backend {
             .to_string();
         let user_agent = concat!("llmsurge/", env!("CARGO_PKG_VERSION"));
         let connects = Arc::new(ConnectLog::default());
+        // A traceparent of the user's own headers wins: never two of them.
+        let traceparent =
+            cfg.traceparent && !headers.contains_key(llmsurge_proto::TRACEPARENT_HEADER);
         let transport = if url.scheme() == "http" && !cfg.http2 {
             Transport::Http1(
                 Http1::new(
@@ -325,12 +333,22 @@ impl Backend {
             idle_timeout: cfg.idle_timeout,
             session_header,
             request_id,
+            trace_seed: None,
+            traceparent,
             max_tokens_override: formats::wire::LENGTH_KEYS
                 .iter()
                 .find_map(|k| cfg.extra_body.get(*k))
                 .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok())),
             tools: cfg.tools > 0,
         })
+    }
+
+    /// Sends each request of the schedule a `traceparent` whose ids derive from the
+    /// benchmark's `seed` (see [`llmsurge_proto::TraceIds::of`]), unless the
+    /// configuration turned it off.
+    pub fn with_trace_seed(mut self, seed: u64) -> Self {
+        self.trace_seed = self.traceparent.then_some(seed);
+        self
     }
 
     /// The output length `req` asks the server for: the user's `extra_body` length,
@@ -366,15 +384,21 @@ impl Backend {
 
     /// The headers of the request of `slot` (its id, when ids are sent; `None` for a
     /// request outside the schedule, as the pre-run probes) and of session `session`
-    /// (see [`Self::session_header`]): one place for both transports.
+    /// (see [`Self::session_header`]), turn `turn` (the session's index and the turn,
+    /// which pick its trace): one place for both transports.
     pub fn request_headers<'a>(
         &'a self,
         slot: Option<u64>,
         session: Option<&'a str>,
+        turn: Option<(u64, u32)>,
     ) -> Result<RequestHeaders<'a>, String> {
         Ok(RequestHeaders {
             session: self.session_header(session)?,
             id: self.request_id.as_deref().zip(slot),
+            traceparent: self
+                .trace_seed
+                .zip(slot)
+                .map(|(seed, slot)| llmsurge_proto::TraceIds::of(seed, slot, turn)),
         })
     }
     /// The body of one request.
@@ -385,26 +409,28 @@ impl Backend {
     /// Sends one request and reads its response into `ex`. `ex.start` is set here, just
     /// before the request goes to the socket, unless the caller already set it.
     pub async fn execute(&self, body: Bytes, ex: &mut Exchange) {
-        self.send(body, &self.content_type, None, None, ex).await;
+        self.send(body, &self.content_type, None, (None, None), ex)
+            .await;
     }
 
     /// [`Self::execute`] for the request of `slot` (its id, when ids are sent) and of
-    /// session `session` (sent in the session header, when one is configured).
+    /// session `session` (sent in the session header, when one is configured), turn
+    /// `turn` of its session (its trace; see [`Self::request_headers`]).
     pub async fn execute_for(
         &self,
         body: Bytes,
         slot: u64,
-        session: Option<&str>,
+        (session, turn): (Option<&str>, Option<(u64, u32)>),
         ex: &mut Exchange,
     ) {
-        self.send(body, &self.content_type, Some(slot), session, ex)
+        self.send(body, &self.content_type, Some(slot), (session, turn), ex)
             .await;
     }
 
     /// [`Self::execute`] with the body's content type given (multipart bodies name
     /// their boundary in it).
     pub async fn execute_as(&self, body: Bytes, content_type: &str, ex: &mut Exchange) {
-        self.send(body, content_type, None, None, ex).await;
+        self.send(body, content_type, None, (None, None), ex).await;
     }
 
     async fn send(
@@ -412,11 +438,11 @@ impl Backend {
         body: Bytes,
         content_type: &str,
         slot: Option<u64>,
-        session: Option<&str>,
+        (session, turn): (Option<&str>, Option<(u64, u32)>),
         ex: &mut Exchange,
     ) {
         ex.start.get_or_insert_with(MonoNanos::now);
-        let headers = match self.request_headers(slot, session) {
+        let headers = match self.request_headers(slot, session, turn) {
             Ok(headers) => headers,
             Err(message) => return ex.fail(ErrorKind::Request, message),
         };
@@ -432,6 +458,13 @@ impl Backend {
                 if let Some((prefix, slot)) = headers.id {
                     request = request
                         .header(llmsurge_proto::REQUEST_ID_HEADER, format!("{prefix}{slot}"));
+                }
+                if let Some(ids) = headers.traceparent {
+                    let mut buf = [0u8; llmsurge_proto::trace_context::TRACEPARENT_LEN];
+                    request = request.header(
+                        llmsurge_proto::TRACEPARENT_HEADER,
+                        ids.traceparent(&mut buf),
+                    );
                 }
                 self.execute_reqwest(request, ex).await;
             }

@@ -119,6 +119,8 @@ pub struct RequestHeaders<'a> {
     /// The request id: the run's and benchmark's prefix and the request's slot, sent in
     /// [`llmsurge_proto::REQUEST_ID_HEADER`] as their concatenation.
     pub id: Option<(&'a str, u64)>,
+    /// Its W3C trace context, sent as `traceparent`.
+    pub traceparent: Option<llmsurge_proto::TraceIds>,
 }
 
 /// A connection of the pool.
@@ -224,7 +226,7 @@ impl Http1 {
     ) -> Outgoing {
         use std::fmt::Write as _;
         let len = body.len();
-        let mut tail = String::with_capacity(96);
+        let mut tail = String::with_capacity(160);
         // Writing to a String cannot fail.
         if let Some((name, value)) = headers.session {
             let _ = write!(tail, "{name}: {value}\r\n");
@@ -235,6 +237,14 @@ impl Http1 {
                 "{}: {prefix}{slot}\r\n",
                 llmsurge_proto::REQUEST_ID_HEADER
             );
+        }
+        if let Some(ids) = headers.traceparent {
+            // Hex digits into a stack buffer, then into the tail: no allocation.
+            let mut buf = [0u8; llmsurge_proto::trace_context::TRACEPARENT_LEN];
+            tail.push_str(llmsurge_proto::TRACEPARENT_HEADER);
+            tail.push_str(": ");
+            tail.push_str(ids.traceparent(&mut buf));
+            tail.push_str("\r\n");
         }
         let _ = write!(
             tail,

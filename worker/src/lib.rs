@@ -208,7 +208,9 @@ fn prepare(cfg: &WorkerConfig, shm: OwnedFd, factory: &SourceFactory) -> Result<
             shm.worker_count()
         ));
     }
-    let backend = Backend::new(&cfg.backend).map_err(|e| e.to_string())?;
+    let backend = Backend::new(&cfg.backend)
+        .map_err(|e| e.to_string())?
+        .with_trace_seed(cfg.seed);
     let source = factory(cfg)?;
     Ok(Prepared {
         shm: Arc::new(shm),

@@ -239,7 +239,15 @@ impl Pacer {
         realtime: &mut Realtime,
     ) -> bool {
         let sent = match &ready.body {
-            Ok(body) => self.send_now(body, slot, ready.session_key.as_deref()),
+            // A session's first turn is turn 0 of its trace.
+            Ok(body) => self.send_now(
+                body,
+                slot,
+                (
+                    ready.session_key.as_deref(),
+                    session.as_ref().map(|s| (s.id, 0)),
+                ),
+            ),
             Err(_) => None,
         };
         self.hand_over(
@@ -290,14 +298,22 @@ impl Pacer {
     /// Writes the request on an idle connection now, if one is pooled and the group's
     /// concurrency cap has room with nobody waiting for it (otherwise the runtime waits
     /// its turn, marks the slot late, and sends it).
-    fn send_now(&self, body: &Bytes, slot: u64, session: Option<&str>) -> Option<PacerSent> {
+    fn send_now(
+        &self,
+        body: &Bytes,
+        slot: u64,
+        (session, turn): (Option<&str>, Option<(u64, u32)>),
+    ) -> Option<PacerSent> {
         // Under a prefill cap the runtime sends: it waits for the cap's room.
         if self.shm.prefill_cap().is_some() {
             return None;
         }
         let h1 = self.backend.http1()?;
         // A session id that cannot be a header value: the runtime fails the request.
-        let headers = self.backend.request_headers(Some(slot), session).ok()?;
+        let headers = self
+            .backend
+            .request_headers(Some(slot), session, turn)
+            .ok()?;
         let conn = h1.try_take_idle()?;
         if !self.shm.try_acquire(self.worker_id) {
             h1.put_back(conn);
@@ -396,6 +412,7 @@ mod tests {
         let headers = crate::http1::RequestHeaders {
             session: header,
             id: None,
+            traceparent: None,
         };
         let out = h1.outgoing_with("application/json", headers, Bytes::from_static(b"{}"));
         let tail = format!("{out:?}");
@@ -424,11 +441,16 @@ mod tests {
             ..test_backend()
         })
         .expect("backend");
-        let headers = backend.request_headers(Some(17), None).expect("headers");
+        let headers = backend
+            .request_headers(Some(17), None, None)
+            .expect("headers");
         assert_eq!(headers.id, Some(("llmsurge-0badcafe-2-", 17)));
         // Outside the schedule (a probe): no id.
         assert_eq!(
-            backend.request_headers(None, None).expect("headers").id,
+            backend
+                .request_headers(None, None, None)
+                .expect("headers")
+                .id,
             None
         );
         let h1 = backend.http1().expect("plain http: the own client");
@@ -445,9 +467,56 @@ mod tests {
         })
         .expect("backend");
         assert_eq!(
-            theirs.request_headers(Some(17), None).expect("headers").id,
+            theirs
+                .request_headers(Some(17), None, None)
+                .expect("headers")
+                .id,
             None
         );
+    }
+
+    #[test]
+    fn the_traceparent_goes_in_the_tail_unless_turned_off_or_the_users() {
+        let on = |cfg: llmsurge_proto::BackendConfig| {
+            Backend::new(&cfg).expect("backend").with_trace_seed(9)
+        };
+        let backend = on(llmsurge_proto::BackendConfig {
+            traceparent: true,
+            ..test_backend()
+        });
+        let headers = backend
+            .request_headers(Some(17), None, Some((3, 1)))
+            .expect("headers");
+        let ids = llmsurge_proto::TraceIds::of(9, 17, Some((3, 1)));
+        assert_eq!(headers.traceparent, Some(ids));
+        let h1 = backend.http1().expect("plain http: the own client");
+        let out = h1.outgoing_with("application/json", headers, Bytes::from_static(b"{}"));
+        let want = format!(
+            "traceparent: 00-{}-{}-01\\r\\ncontent-type",
+            ids.trace_hex(),
+            ids.span_hex()
+        );
+        assert!(format!("{out:?}").contains(&want), "{out:?}");
+        // A probe (no slot), `--no-traceparent`, or the user's own header: none.
+        assert_eq!(
+            backend
+                .request_headers(None, None, None)
+                .expect("headers")
+                .traceparent,
+            None
+        );
+        for cfg in [
+            test_backend(),
+            llmsurge_proto::BackendConfig {
+                traceparent: true,
+                headers: vec![("TraceParent".into(), "00-1-2-01".into())],
+                ..test_backend()
+            },
+        ] {
+            let backend = on(cfg);
+            let headers = backend.request_headers(Some(1), None, None);
+            assert_eq!(headers.expect("headers").traceparent, None);
+        }
     }
 
     #[test]

@@ -508,7 +508,15 @@ impl Context {
                 match send {
                     Send::Fresh(body) => {
                         self.backend
-                            .execute_for(body, info.slot, info.session_key.as_deref(), &mut ex)
+                            .execute_for(
+                                body,
+                                info.slot,
+                                (
+                                    info.session_key.as_deref(),
+                                    info.session.map(|s| (s.id, s.turn)),
+                                ),
+                                &mut ex,
+                            )
                             .await;
                     }
                     Send::Pacer(sent) => self.backend.execute_presend(sent.presend, &mut ex).await,

@@ -9,9 +9,11 @@ use std::path::PathBuf;
 pub struct OutputArgs {
     /// Outputs: aliases json, csv, html, yaml, console, junit, md, png, svg (every chart
     /// of the HTML page as its own image, named after the chart), llmd (the llm-d
-    /// Benchmark Report v0.2, one benchmark_report_v0.2,_N.yaml per benchmark), or file
-    /// names whose extension picks the format (run.json, summary.csv, page.html,
-    /// run.yaml); comma-separated or repeated. Files go under --output-dir.
+    /// Benchmark Report v0.2, one benchmark_report_v0.2,_N.yaml per benchmark), otlp
+    /// (every request's span as OTLP JSON, spans.otlp.json, with its traceparent's ids),
+    /// or file names whose extension picks the format (run.json, summary.csv, page.html,
+    /// run.yaml, spans.otlp.json); comma-separated or repeated. Files go under
+    /// --output-dir.
     #[arg(
         long,
         env = "LLMSURGE_OUTPUTS",

@@ -99,6 +99,12 @@ pub struct TargetArgs {
     #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_REQUEST_ID_HEADER", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub request_id_header: bool,
 
+    /// Send no W3C traceparent header (by default every request carries one: one trace
+    /// per session or agent trace, one span per request, its ids in --request-log and
+    /// --outputs otlp), for a server that rejects headers it does not know.
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_NO_TRACEPARENT")]
+    pub no_traceparent: bool,
+
     /// Speak HTTP/2 (prior knowledge on http://, ALPN on https://). Default: HTTP/1.1.
     #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_HTTP2")]
     pub http2: bool,

@@ -8,8 +8,11 @@
 //! the calls that ended before it started within the subtrees of its ancestors' (and its
 //! own) earlier siblings, where a sibling is earlier when its whole subtree ended before
 //! the ancestor started: steps that ran one after another depend on each other, and
-//! siblings that overlapped in the trace (a fan-out) do not. After its last dependency
-//! ends, a call waits its recorded gap.
+//! siblings that overlapped in the trace (a fan-out) do not. A trace whose every call
+//! links (OTLP `links`) to spans of its own trace, as llmsurge's `--outputs otlp`
+//! writes them, says its dependencies instead: each call depends on the calls it links
+//! to (a link to a span that is no call, such as the trace's root, adds none). After
+//! its last dependency ends, a call waits its recorded gap.
 //!
 //! [`replay`] prepares the graphs for the workers and makes each call's prompt; the
 //! worker's request loop runs each graph (see `llmsurge_worker::graph`).
@@ -37,6 +40,8 @@ pub struct Span {
     pub end_ns: u64,
     /// The GenAI attributes, when it is an LLM call.
     pub genai: Option<GenAi>,
+    /// The spans of its own trace it links to (OTLP `links`): what it waited for.
+    pub links: Vec<String>,
 }
 
 impl Span {
@@ -60,6 +65,7 @@ impl Span {
             parent: parent.filter(|p| !p.is_empty()).map(str::to_string),
             id,
             genai,
+            links: Vec::new(),
         })
     }
 }
@@ -496,12 +502,24 @@ impl CallGraph {
         order.sort_by_key(|&i| (trace.spans[i].start_ns, trace.spans[i].id.clone()));
         let position: HashMap<usize, usize> =
             order.iter().enumerate().map(|(k, &i)| (i, k)).collect();
+        // Dependencies the trace states: every call links into the trace.
+        let index = &index;
+        let linked = |i: usize| {
+            trace.spans[i]
+                .links
+                .iter()
+                .filter_map(move |l| index.get(l.as_str()).copied())
+        };
+        let explicit = order.iter().all(|&i| linked(i).next().is_some());
         let start_ns = trace.spans[order[0]].start_ns;
         let mut calls = Vec::with_capacity(order.len());
         for &i in &order {
             let s = &trace.spans[i];
             let mut deps: HashSet<usize> = HashSet::new();
-            let mut at = Some(i);
+            if explicit {
+                deps.extend(linked(i).filter_map(|l| position.get(&l).copied()));
+            }
+            let mut at = Some(i).filter(|_| !explicit);
             while let Some(a) = at {
                 let a_start = trace.spans[a].start_ns;
                 for &x in siblings(a) {

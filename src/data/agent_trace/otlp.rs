@@ -117,5 +117,18 @@ fn read_span(v: &Value) -> Result<Span, (Option<String>, String)> {
     .map_err(fail)?;
     let times = (nanos(v, "startTimeUnixNano"), nanos(v, "endTimeUnixNano"));
     let parent = super::parent_field(v, "parentSpanId").map_err(fail)?;
-    Span::read(v, id.clone(), parent, times, genai).map_err(fail)
+    let trace = v.get("traceId").and_then(Value::as_str);
+    let mut span = Span::read(v, id.clone(), parent, times, genai).map_err(fail)?;
+    // Links into the span's own trace (a link's trace id may be left out); links to
+    // other traces say nothing about this one's order.
+    span.links = array(v, "links")
+        .map_err(fail)?
+        .iter()
+        .filter(|l| {
+            let to = l.get("traceId").and_then(Value::as_str);
+            to.is_none() || to == trace
+        })
+        .filter_map(|l| l.get("spanId")?.as_str().map(str::to_string))
+        .collect();
+    Ok(span)
 }

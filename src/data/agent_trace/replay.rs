@@ -154,6 +154,11 @@ fn graphs_of(
                 .map(|g| TraceNames {
                     id: g.trace.clone(),
                     calls: g.calls.iter().map(|c| c.name.clone()).collect(),
+                    deps: g
+                        .calls
+                        .iter()
+                        .map(|c| c.deps.iter().map(|&d| d as u32).collect())
+                        .collect(),
                 })
                 .collect(),
         }),

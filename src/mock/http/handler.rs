@@ -155,6 +155,11 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
         .headers()
         .get(llmsurge_proto::REQUEST_ID_HEADER)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    // Bounded: the client is untrusted.
+    let traceparent = req
+        .headers()
+        .get(llmsurge_proto::TRACEPARENT_HEADER)
+        .map(|v| String::from_utf8_lossy(&v.as_bytes()[..v.len().min(256)]).into_owned());
     let mut response = serve(app, req).await;
     let now = MonoNanos::now();
     let close = response.extensions().get::<InjectedClose>().is_some();
@@ -162,6 +167,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
     let status = response.status().as_u16();
     let mut trace = Box::new(Trace {
         request_id,
+        traceparent,
         endpoint,
         stream: false,
         status: (!close).then_some(status),

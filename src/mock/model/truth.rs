@@ -45,6 +45,7 @@ impl TruthWriter {
         let time = |t: MonoNanos| self.anchor.unix_seconds(t);
         let line = Line {
             request_id: trace.request_id.as_deref(),
+            traceparent: trace.traceparent.as_deref(),
             endpoint: trace.endpoint,
             stream: trace.stream,
             status: trace.status,
@@ -114,6 +115,8 @@ pub mod outcome {
 pub struct Trace {
     /// Its `x-request-id`, when it had one.
     pub request_id: Option<String>,
+    /// Its W3C `traceparent`, when it had one (what joins the client's spans).
+    pub traceparent: Option<String>,
     /// The endpoint's path.
     pub endpoint: &'static str,
     /// Answered as a stream.
@@ -177,6 +180,7 @@ impl Trace {
 #[derive(Serialize)]
 struct Line<'a> {
     request_id: Option<&'a str>,
+    traceparent: Option<&'a str>,
     endpoint: &'a str,
     stream: bool,
     status: Option<u16>,

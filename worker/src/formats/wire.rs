@@ -177,6 +177,7 @@ pub(crate) fn test_config(format: RequestFormat, stream: bool) -> BackendConfig 
         ttft_timeout: None,
         idle_timeout: None,
         ignore_eos: false,
+        traceparent: false,
         min_tokens: false,
         session_header: None,
         tools: 0,

@@ -1,0 +1,487 @@
+//! Traces that join the server's (issue 39): every request carries a W3C `traceparent`
+//! whose ids the request log and `--outputs otlp` repeat, checked at the mock's truth
+//! (which keeps each request's `traceparent`): one trace per session or agent trace,
+//! one span per request, token counts as the mock sent them, no prompt text and no key
+//! in the file; and a run's OTLP file replays (`--profile replay --data FILE`) into the
+//! graph that ran, compared at the mock's record of both runs.
+
+use crate::scenario::Bench;
+use crate::support::{join_truth, mock, recorded};
+use llmsurge::mock::{MockConfig, MockServer};
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// A mock that writes its truth (with each request's `traceparent`) and records bodies
+/// with their `x-request-id`, in `dir`.
+fn truth_mock(dir: &Path) -> MockServer {
+    mock(MockConfig {
+        truth: Some(dir.join("truth.jsonl")),
+        record: Some(dir.join("record.jsonl")),
+        record_header: vec!["x-request-id".into()],
+        ..MockConfig::instant()
+    })
+}
+
+/// `00-TRACE-SPAN-01` → (trace, span), checked to be W3C's form.
+fn traceparent(value: &Value) -> (String, String) {
+    let text = value
+        .as_str()
+        .unwrap_or_else(|| panic!("no traceparent: {value}"));
+    let parts: Vec<&str> = text.split('-').collect();
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            && s.bytes().any(|b| b != b'0')
+    };
+    assert!(
+        parts.len() == 4
+            && parts[0] == "00"
+            && hex(parts[1], 32)
+            && hex(parts[2], 16)
+            && parts[3] == "01",
+        "not a W3C traceparent: {text}"
+    );
+    (parts[1].to_string(), parts[2].to_string())
+}
+
+/// The spans of an OTLP JSON file (one document per line), by span id.
+fn spans(path: &Path) -> HashMap<String, Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out = HashMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let doc: Value = serde_json::from_str(line).expect("each line is a document");
+        for rs in doc["resourceSpans"].as_array().expect("resourceSpans") {
+            for ss in rs["scopeSpans"].as_array().expect("scopeSpans") {
+                for span in ss["spans"].as_array().expect("spans") {
+                    let id = span["spanId"].as_str().expect("a span id").to_string();
+                    assert!(
+                        out.insert(id.clone(), span.clone()).is_none(),
+                        "span {id} twice"
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A span's attribute, as a string or an integer.
+fn attr(span: &Value, key: &str) -> Option<Value> {
+    span["attributes"]
+        .as_array()?
+        .iter()
+        .find(|a| a["key"] == key)
+        .map(|a| {
+            let v = &a["value"];
+            match v["intValue"].as_str() {
+                Some(n) => json!(n.parse::<u64>().expect("an integer")),
+                None => v["stringValue"].clone(),
+            }
+        })
+}
+
+/// Every request of a multi-turn run carries a traceparent whose ids are the request
+/// log's and the OTLP file's; a session is one trace (its turns' spans children of its
+/// root span), other sessions other traces; the file's token counts are the mock's.
+#[test]
+fn every_request_carries_the_trace_ids_of_its_session_and_the_otlp_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = truth_mock(dir.path());
+    let finished = Bench::on(&server)
+        .concurrent(2)
+        .seed(11)
+        .data("turns=3,prompt_tokens=12,output_tokens=4")
+        .max_requests(12)
+        .request_log("requests.jsonl")
+        .outputs("json,otlp")
+        .run();
+    server.stop();
+    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains("OTLP spans written to"),
+        "{}",
+        finished.stderr
+    );
+    let out = finished.dir.path();
+    let joined = join_truth(&out.join("requests.jsonl"), &dir.path().join("truth.jsonl"));
+    assert_eq!(joined.len(), 12);
+    let spans = spans(&out.join("spans.otlp.json"));
+    let mut trace_of_session: HashMap<u64, String> = HashMap::new();
+    for j in &joined {
+        let (trace, span) = traceparent(&j.truth["traceparent"]);
+        assert_eq!(j.log["trace_id"], json!(trace), "{}", j.log);
+        assert_eq!(j.log["span_id"], json!(span), "{}", j.log);
+        let session = j.log["session"].as_u64().expect("a session");
+        let known = trace_of_session.entry(session).or_insert(trace.clone());
+        assert_eq!(*known, trace, "session {session} is one trace");
+        // Its span in the file: the same ids, under the session's root span.
+        let s = &spans[&span];
+        assert_eq!(s["traceId"], json!(trace));
+        let root = &spans[s["parentSpanId"].as_str().expect("a parent")];
+        assert_eq!(root["traceId"], json!(trace));
+        assert_eq!(attr(s, "gen_ai.operation.name"), Some(json!("chat")));
+        assert_eq!(
+            attr(s, "gen_ai.usage.input_tokens"),
+            Some(j.truth["prompt_tokens"].clone())
+        );
+        let sent = j.truth["content_tokens"].as_u64().expect("count")
+            + j.truth["reasoning_tokens"].as_u64().expect("count");
+        assert_eq!(attr(s, "gen_ai.usage.output_tokens"), Some(json!(sent)));
+        assert_eq!(attr(s, "gen_ai.request.max_tokens"), Some(json!(4)));
+        let events = s["events"].as_array().expect("the first token's event");
+        assert_eq!(events[0]["name"], "gen_ai.first_token");
+    }
+    // Other sessions, other traces; one span per request plus a root per session.
+    let traces: HashSet<&String> = trace_of_session.values().collect();
+    assert_eq!(traces.len(), trace_of_session.len());
+    assert!(trace_of_session.len() >= 4, "{trace_of_session:?}");
+    assert_eq!(spans.len(), joined.len() + trace_of_session.len());
+}
+
+/// Requests outside sessions: one trace each, on either transport (the worker's own
+/// HTTP/1.1 client and HTTP/2). The OTLP file holds the ids, and neither the prompts'
+/// text nor the API key (both carry a marker word).
+#[test]
+fn the_otlp_file_holds_ids_and_counts_never_prompts_or_keys() {
+    for http2 in [false, true] {
+        ids_and_counts_never_prompts_or_keys(http2);
+    }
+}
+
+fn ids_and_counts_never_prompts_or_keys(http2: bool) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("prompts.jsonl");
+    let prompts: String = (0..4)
+        .map(|i| format!("{{\"prompt\":\"question {i} about ZEBRAQUOKKA stripes\"}}\n"))
+        .collect();
+    std::fs::write(&data, prompts).expect("data");
+    let server = truth_mock(dir.path());
+    let mut bench = Bench::on(&server)
+        .synchronous()
+        .data(&data.display().to_string())
+        .arg("--api-key", "sk-KEYMARKERWALRUS")
+        .max_requests(4)
+        .request_log("requests.jsonl")
+        .outputs("json,otlp");
+    if http2 {
+        bench = bench.flag("--http2");
+    }
+    let finished = bench.run();
+    server.stop();
+    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    let out = finished.dir.path();
+    // The mock saw the marker: the test would catch it if the file had it.
+    let record = std::fs::read_to_string(dir.path().join("record.jsonl")).expect("record");
+    assert!(record.contains("ZEBRAQUOKKA"));
+    let file = std::fs::read_to_string(out.join("spans.otlp.json")).expect("the OTLP file");
+    assert!(
+        !file.contains("ZEBRAQUOKKA"),
+        "prompt text in the OTLP file"
+    );
+    assert!(
+        !file.contains("KEYMARKERWALRUS"),
+        "the key in the OTLP file"
+    );
+    let spans = spans(&out.join("spans.otlp.json"));
+    let joined = join_truth(&out.join("requests.jsonl"), &dir.path().join("truth.jsonl"));
+    assert_eq!((joined.len(), spans.len()), (4, 4));
+    let mut traces = HashSet::new();
+    for j in &joined {
+        let (trace, span) = traceparent(&j.truth["traceparent"]);
+        let s = &spans[&span];
+        assert_eq!(s["traceId"], json!(trace));
+        assert!(s.get("parentSpanId").is_none(), "a request alone is a root");
+        assert_eq!(
+            attr(s, "gen_ai.usage.input_tokens"),
+            Some(j.truth["prompt_tokens"].clone())
+        );
+        traces.insert(trace);
+    }
+    assert_eq!(traces.len(), 4, "one trace per request");
+}
+
+/// `--no-traceparent` (and its variable) sends none; the log still names the ids the
+/// OTLP file uses.
+#[test]
+fn no_traceparent_sends_none() {
+    for (flag, env) in [
+        (true, None),
+        (false, Some(("LLMSURGE_NO_TRACEPARENT", "true"))),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = truth_mock(dir.path());
+        let mut bench = Bench::on(&server)
+            .synchronous()
+            .data("prompt_tokens=8,output_tokens=2")
+            .max_requests(3)
+            .request_log("requests.jsonl")
+            .outputs("json");
+        if flag {
+            bench = bench.flag("--no-traceparent");
+        }
+        let finished = bench.run_with_env(&env.into_iter().collect::<Vec<_>>());
+        server.stop();
+        assert_eq!(finished.code(), 0, "{}", finished.stderr);
+        let joined = join_truth(
+            &finished.dir.path().join("requests.jsonl"),
+            &dir.path().join("truth.jsonl"),
+        );
+        assert_eq!(joined.len(), 3);
+        for j in &joined {
+            assert!(j.truth["traceparent"].is_null(), "{}", j.truth);
+            assert!(j.log["trace_id"].is_string());
+        }
+    }
+}
+
+const MS: u64 = 1_000_000;
+const T0: u64 = 1_700_000_000_000_000_000;
+
+/// (span, parent, start ms, end ms, input/output tokens of a call).
+type Row = (
+    &'static str,
+    Option<&'static str>,
+    u64,
+    u64,
+    Option<(u32, u32)>,
+);
+
+/// An agent trace: a planner, three sub-agents whose calls overlapped, a tool span and
+/// a join. Output lengths differ, so `max_tokens` names the call at the mock.
+const FIXTURE: [Row; 10] = [
+    ("root", None, 0, 1000, None),
+    ("plan", Some("root"), 0, 100, Some((100, 20))),
+    ("s1", Some("root"), 110, 500, None),
+    ("c1", Some("s1"), 120, 400, Some((150, 31))),
+    ("s2", Some("root"), 112, 500, None),
+    ("c2", Some("s2"), 130, 450, Some((160, 32))),
+    ("s3", Some("root"), 114, 500, None),
+    ("c3", Some("s3"), 125, 420, Some((170, 33))),
+    ("tool", Some("root"), 510, 600, None),
+    ("join", Some("root"), 650, 800, Some((400, 50))),
+];
+
+/// Each call's dependencies in the trace above (the join's include the planner, which
+/// ended before it, as the sub-agents did).
+const DEPS: [(&str, &[&str]); 5] = [
+    ("plan", &[]),
+    ("c1", &["plan"]),
+    ("c2", &["plan"]),
+    ("c3", &["plan"]),
+    ("join", &["plan", "c1", "c2", "c3"]),
+];
+
+fn fixture() -> String {
+    let spans: Vec<Value> = FIXTURE
+        .iter()
+        .map(|(id, parent, start, end, genai)| {
+            let attrs = match genai {
+                Some((i, o)) => json!([
+                    {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                    {"key": "gen_ai.usage.input_tokens", "value": {"intValue": i.to_string()}},
+                    {"key": "gen_ai.usage.output_tokens", "value": {"intValue": o.to_string()}},
+                ]),
+                None => {
+                    json!([{"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}])
+                }
+            };
+            json!({
+                "traceId": "t1", "spanId": id, "parentSpanId": parent.unwrap_or(""),
+                "name": id,
+                "startTimeUnixNano": (T0 + start * MS).to_string(),
+                "endTimeUnixNano": (T0 + end * MS).to_string(),
+                "attributes": attrs,
+            })
+        })
+        .collect();
+    json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).to_string()
+}
+
+/// One call as the mock saw it: its output length asked, prompt length, arrival and
+/// end (Unix seconds) and its traceparent.
+#[derive(Debug)]
+struct Call {
+    arrival: f64,
+    end: f64,
+    prompt_tokens: u64,
+    trace: String,
+    span: String,
+}
+
+/// Replays `trace` at a fifth of its recorded time, writing `--outputs otlp`: the calls
+/// the mock saw, by their output length, and the run's OTLP file.
+fn replay(trace: &Path) -> (HashMap<u64, Call>, PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = truth_mock(dir.path());
+    let finished = Bench::on(&server)
+        .profile("replay")
+        .data(&trace.display().to_string())
+        .arg("--time-scale", 0.2)
+        .request_log("requests.jsonl")
+        .outputs("json,otlp")
+        .flag("--disable-progress")
+        .run();
+    server.stop();
+    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    let truth: HashMap<String, Value> = recorded(&dir.path().join("truth.jsonl"))
+        .into_iter()
+        .map(|t| (t["request_id"].as_str().expect("an id").to_string(), t))
+        .collect();
+    let calls = recorded(&dir.path().join("record.jsonl"))
+        .into_iter()
+        .map(|l| {
+            let body = &l["body"];
+            let asked = body["max_tokens"]
+                .as_u64()
+                .or_else(|| body["max_completion_tokens"].as_u64())
+                .expect("the output length asked");
+            let id = l["headers"]["x-request-id"].as_str().expect("an id");
+            let t = &truth[id];
+            let (trace, span) = traceparent(&t["traceparent"]);
+            let at = |k: &str| t[k].as_f64().expect("an instant");
+            let call = Call {
+                arrival: at("arrival_time"),
+                end: at("end_time"),
+                prompt_tokens: t["prompt_tokens"].as_u64().expect("prompt tokens"),
+                trace,
+                span,
+            };
+            (asked, call)
+        })
+        .collect();
+    let otlp = finished.dir.path().join("spans.otlp.json");
+    let kept = dir.path().join("spans.otlp.json");
+    std::fs::copy(&otlp, &kept).expect("keep the OTLP file");
+    drop(finished);
+    (calls, kept, dir)
+}
+
+/// Each call's dependencies by output length, as the OTLP file links them, and the
+/// check that every call's span is a child of the trace's root.
+fn linked_deps(path: &Path) -> HashMap<u64, Vec<u64>> {
+    let spans = spans(path);
+    let asked = |s: &Value| match attr(s, "gen_ai.usage.output_tokens") {
+        Some(Value::Number(n)) => n.as_u64(),
+        _ => None,
+    };
+    let mut out = HashMap::new();
+    for s in spans.values() {
+        if attr(s, "gen_ai.operation.name") != Some(json!("chat")) {
+            continue;
+        }
+        let root = &spans[s["parentSpanId"].as_str().expect("a parent")];
+        assert_eq!(root["traceId"], s["traceId"]);
+        assert_eq!(
+            attr(root, "gen_ai.operation.name"),
+            Some(json!("invoke_agent"))
+        );
+        let mut deps: Vec<u64> = s["links"]
+            .as_array()
+            .expect("links")
+            .iter()
+            .filter_map(|l| asked(&spans[l["spanId"].as_str().expect("a span")]))
+            .collect();
+        deps.sort_unstable();
+        out.insert(asked(s).expect("a call's output tokens"), deps);
+    }
+    out
+}
+
+/// A run's OTLP file replays into the graph that ran: the same calls (output lengths
+/// asked and prompt lengths, at the mock), the same dependencies (each call reached the
+/// mock only after its dependencies ended there), one trace whose ids the file names.
+#[test]
+fn a_runs_otlp_file_replays_into_the_same_graph() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("trace.json");
+    std::fs::write(&trace, fixture()).expect("write the trace");
+    let (first, first_otlp, _keep1) = replay(&trace);
+    let (second, second_otlp, _keep2) = replay(&first_otlp);
+    let tokens_of = |span: &str| -> u64 {
+        let (_, _, _, _, genai) = FIXTURE.iter().find(|r| r.0 == span).expect("a call");
+        u64::from(genai.expect("a call").1)
+    };
+    let want: HashMap<u64, Vec<u64>> = DEPS
+        .iter()
+        .map(|(c, deps)| {
+            let mut d: Vec<u64> = deps.iter().map(|d| tokens_of(d)).collect();
+            d.sort_unstable();
+            (tokens_of(c), d)
+        })
+        .collect();
+    for (run, calls, otlp) in [(1, &first, &first_otlp), (2, &second, &second_otlp)] {
+        assert_eq!(calls.len(), DEPS.len(), "run {run}: one request per call");
+        // One trace per agent trace, a span per call, as the file has them.
+        let traces: HashSet<&String> = calls.values().map(|c| &c.trace).collect();
+        assert_eq!(traces.len(), 1, "run {run}: {traces:?}");
+        let spans = spans(otlp);
+        for c in calls.values() {
+            assert_eq!(spans[&c.span]["traceId"], json!(c.trace));
+        }
+        assert_eq!(linked_deps(otlp), want, "run {run}: the file's links");
+        // At the mock: no call before its dependencies ended there.
+        for (call, deps) in &want {
+            for d in deps {
+                assert!(
+                    calls[call].arrival >= calls[d].end - 1e-6,
+                    "run {run}: call {call} reached the mock before its dependency {d} ended"
+                );
+            }
+        }
+    }
+    // The same calls: the output lengths asked, and the prompts' lengths as the first
+    // run's mock counted them (what its file recorded). Give or take a few tokens: a
+    // synthetic prompt is exact under the client's tokenizer, the mock counts its own
+    // way, and a call's text is drawn by its index among calls sent at once (the file
+    // orders the sub-agents by their send in the first run).
+    let asked = |calls: &HashMap<u64, Call>| {
+        let mut k: Vec<u64> = calls.keys().copied().collect();
+        k.sort_unstable();
+        k
+    };
+    assert_eq!(asked(&first), asked(&second));
+    for (asked, call) in &first {
+        let (a, b) = (second[asked].prompt_tokens, call.prompt_tokens);
+        assert!(
+            a.abs_diff(b) <= 2 + b / 20,
+            "call {asked}: prompt of {a} tokens, first {b}"
+        );
+    }
+}
+
+/// A saved report has no requests: `from-file` and `merge` refuse `--outputs otlp` with
+/// one line saying where it is written.
+#[test]
+fn only_a_run_writes_the_otlp_file() {
+    for args in [
+        &[
+            "benchmark",
+            "from-file",
+            "benchmarks.json",
+            "--outputs",
+            "otlp",
+        ][..],
+        &[
+            "benchmark",
+            "merge",
+            "a.json",
+            "b.json",
+            "--outputs",
+            "json,otlp",
+        ],
+    ] {
+        let out = crate::support::llmsurge()
+            .args(args)
+            .output()
+            .expect("llmsurge runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--outputs otlp") && stderr.contains("benchmark run"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+}
