@@ -361,6 +361,10 @@ fn measured_with_unit(c: &crate::slo::CheckResult, m: f64) -> String {
     let metric = c.name.split(['<', '>']).next().unwrap_or_default();
     if metric == "error_rate" {
         format!("{:.3}%", m * 100.0)
+    } else if metric.starts_with("output_speed") {
+        format!("{m:.3} tok/s")
+    } else if metric.starts_with("turns_completed") {
+        format!("{m:.3} turns")
     } else if metric.ends_with("_per_s") || metric == "goodput" || metric == "request_rate" {
         format!("{m:.3}/s")
     } else {
@@ -1084,12 +1088,12 @@ impl TieredSearch {
                 match probes.iter_mut().find(|q| q.benchmark == p.benchmark) {
                     Some(q) => {
                         q.passed &= p.passed;
+                        q.retest |= p.retest;
                         q.failed
                             .extend(p.failed.iter().map(|f| format!("{}: {f}", t.name)));
                     }
                     None => {
                         let mut q = p.clone();
-                        q.retest = false;
                         q.failed = p
                             .failed
                             .iter()

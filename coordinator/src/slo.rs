@@ -1198,6 +1198,56 @@ mod tests {
     }
 
     #[test]
+    fn user_objectives_parse_and_output_speed_mirrors_tpot() {
+        let slo = Slo::parse(
+            "output_speed_p10>=40tok/s,output_speed_min>20,session_duration_p90<=30s,turns_completed_mean>=4",
+        )
+        .expect("parses");
+        let targets: Vec<(&SloTarget, f64)> = slo
+            .checks
+            .iter()
+            .map(|c| (&c.target, c.threshold))
+            .collect();
+        assert_eq!(
+            targets,
+            vec![
+                (&SloTarget::OutputSpeed { stat: "p10".into() }, 40.0),
+                (&SloTarget::OutputSpeed { stat: "min".into() }, 20.0),
+                (
+                    &SloTarget::Session {
+                        metric: "session_duration".into(),
+                        stat: "p90".into()
+                    },
+                    30_000.0
+                ),
+                (
+                    &SloTarget::Session {
+                        metric: "turns_completed".into(),
+                        stat: "mean".into()
+                    },
+                    4.0
+                ),
+            ]
+        );
+        // Speed = 1000 / tpot reverses the order of the requests.
+        for (speed, tpot) in [
+            ("p10", "p90"),
+            ("p0_1", "p99_9"),
+            ("p50", "p50"),
+            ("min", "max"),
+        ] {
+            assert_eq!(mirrored_stat(speed).as_deref(), Some(tpot));
+        }
+        for bad in [
+            "output_speed_mean>=40",
+            "output_speed_p10>=0tok/s",
+            "session_duration_p95<=1s",
+        ] {
+            assert!(Slo::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn specs_parse_with_units_and_refuse_nonsense() {
         let slo = Slo::parse(
             "ttft_p99<=500ms, itl_p50<=20, e2e_p95<=5s, error_rate<=1%, dispatch_lag_p99_9<1ms",

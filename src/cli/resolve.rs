@@ -974,6 +974,7 @@ fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
             .unwrap_or(u64::from(DEFAULT_THROUGHPUT_CONCURRENCY)),
     )
     .map_err(|_| UsageError("--max-concurrency is too large".into()))?;
+    let tiers = resolve_tiers(args)?;
     let fixed = |strategies: Vec<Strategy>| Ok(ProfilePlan::Fixed { strategies });
     match (load.profile, rates) {
         (ProfileKind::Synchronous | ProfileKind::Throughput | ProfileKind::Capacity, Some(_)) => {
@@ -1043,7 +1044,6 @@ fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
             })
         }
         (ProfileKind::Capacity, None) => {
-            let tiers = resolve_tiers(args)?;
             if args.limits.slo.is_none() && tiers.is_empty() {
                 return usage(
                     "--profile capacity needs --slo (the objective the capacity must meet) or --slo-tier",

@@ -96,7 +96,6 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
         }
     }
     if let Some(c) = capacity {
-        let unit = c.variable.unit();
         match c.rate {
             _ if !c.tiers.is_empty() => out.push_str(&tiers(c)),
             Some(rate) if c.variable == SearchVariable::Users => out.push_str(&format!(
@@ -116,10 +115,10 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
         }
         for p in &c.probes {
             out.push_str(&format!(
-                "  benchmark {} {:<20} {:>10.3} {unit}  {}{}{}{}\n",
+                "  benchmark {} {:<20} {:>14}  {}{}{}{}\n",
                 p.benchmark,
                 p.strategy.to_string(),
-                p.rate,
+                c.variable.show(p.rate),
                 if p.passed { "pass" } else { "fail" },
                 if p.retest { " (second run)" } else { "" },
                 match (&p.reason, p.failed.is_empty()) {
