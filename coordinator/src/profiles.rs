@@ -1447,7 +1447,7 @@ mod capacity_tests {
         assert_eq!(users[0], 1, "from one user up: {users:?}");
         assert_eq!(outcome.variable, SearchVariable::Users);
         assert_eq!(outcome.rate, None);
-        let answers: Vec<(&str, Option<f64>, Option<f64>, Option<&str>, u32)> = outcome
+        let answers: Vec<_> = outcome
             .tiers
             .iter()
             .map(|t| {
