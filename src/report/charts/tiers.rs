@@ -1,7 +1,7 @@
 //! A capacity search with `--slo-tier`: each tier's answer (the most users, or the
 //! highest rate, meeting it) beside the value that failed above it, one column per tier.
 
-use super::{Axis, Chart, Series, color};
+use super::{Axis, Chart, Mark, Series, color};
 use crate::report::json::Report;
 
 /// The chart of users (or rate) against each tier; none without tiers.
@@ -40,5 +40,18 @@ pub fn charts(report: &Report) -> Vec<Chart> {
     failed.line = false;
     failed.dashed = true;
     chart.series = vec![met, failed];
+    // What bound each answer, beside the count where it failed.
+    chart.marks = c
+        .tiers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            Some(Mark {
+                x: i as f64,
+                y: t.bracket.1.filter(|v| v.is_finite())?,
+                label: format!("bound by {}", t.binding.as_deref()?),
+            })
+        })
+        .collect();
     vec![chart.finish("No tier found a value that met its objectives.")]
 }
