@@ -336,6 +336,19 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     let (outputs, reporting) = super::resolve_output::resolve_output(&args.output)?;
     let backend = resolve_backend(args)?;
     check_objectives_need_no_stream(slo.as_ref(), goodput.as_ref(), &backend)?;
+    if let ProfilePlan::Capacity { tiers, .. } = &profile_plan {
+        for t in tiers {
+            check_objectives_need_no_stream(Some(&t.slo), None, &backend).map_err(
+                |UsageError(e)| {
+                    UsageError(format!(
+                        "--slo-tier {}: {}",
+                        t.name,
+                        e.trim_start_matches("--slo: ")
+                    ))
+                },
+            )?;
+        }
+    }
     let (repeat, repeat_cooldown, precision) = super::repeat::resolve_repeat(args, backend.stream)?;
     let behaviour = super::agentic::resolve_behaviour(args)?;
     Ok(RunPlan {
@@ -1197,9 +1210,15 @@ fn check_objectives_need_no_stream(
         return Ok(());
     }
     for c in slo.iter().flat_map(|s| &s.checks) {
-        if let SloTarget::Latency { metric, .. } = &c.target
-            && llmsurge_coordinator::result::STREAM_METRICS.contains(&metric.as_str())
-        {
+        let streamed = match &c.target {
+            SloTarget::Latency { metric, .. } => {
+                llmsurge_coordinator::result::STREAM_METRICS.contains(&metric.as_str())
+            }
+            // 1000 / tpot.
+            SloTarget::OutputSpeed { .. } => true,
+            _ => false,
+        };
+        if streamed {
             return usage(format!(
                 "--slo: {} needs streamed responses (--stream false: the client sees no token arrive, so ITL and TPOT are not measured)",
                 c.name

@@ -165,6 +165,17 @@ fn bad_slo_tiers_are_refused_naming_the_flag() {
             ],
             "output_speed",
         ),
+        (
+            vec![
+                "--profile",
+                "capacity",
+                "--stream",
+                "false",
+                "--slo-tier",
+                "a:output_speed_p10>=5",
+            ],
+            "needs streamed responses",
+        ),
     ] {
         let run = Bench::target("http://127.0.0.1:9")
             .args_as_written(&args)
