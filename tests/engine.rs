@@ -5,6 +5,7 @@ mod adaptive;
 mod agent_trace_messages;
 mod agent_traces;
 mod agentic;
+mod capacity_users;
 mod caps_fair;
 mod charts;
 mod compare_pairs;

@@ -330,6 +330,11 @@ pub struct Probe {
     /// checks): not a pass. Absent when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inconclusive: bool,
+    /// The objectives that did not pass, in the SLO's order (`kept_up` first when the
+    /// queue grew): the first is what bound the answer when this probe is its failing
+    /// bound.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
 }
 
 /// How the reason of a probe whose SLO could not decide begins.
@@ -356,6 +361,10 @@ fn measured_with_unit(c: &crate::slo::CheckResult, m: f64) -> String {
     let metric = c.name.split(['<', '>']).next().unwrap_or_default();
     if metric == "error_rate" {
         format!("{:.3}%", m * 100.0)
+    } else if metric.starts_with("output_speed") {
+        format!("{m:.3} tok/s")
+    } else if metric.starts_with("turns_completed") {
+        format!("{m:.3} turns")
     } else if metric.ends_with("_per_s") || metric == "goodput" || metric == "request_rate" {
         format!("{m:.3}/s")
     } else {
@@ -433,12 +442,57 @@ pub struct CapacityOutcome {
     /// its metrics were scraped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerLoad>,
+    /// What the search varied: with `users`, `rate` and the bracket are user counts.
+    #[serde(default)]
+    pub variable: SearchVariable,
+    /// `--slo-tier`: each tier's answer from the same probes (then `rate` is `None`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<TierOutcome>,
+}
+
+/// One SLO tier (`--slo-tier NAME:OBJECTIVES`): its name and the objectives that must
+/// all hold.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SloTier {
+    /// The tier's name.
+    pub name: String,
+    /// Its objectives.
+    pub slo: Slo,
+}
+
+/// What the capacity search found for one tier.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TierOutcome {
+    /// The tier's name.
+    pub name: String,
+    /// Its objectives as written.
+    pub objectives: Vec<String>,
+    /// The most users (or the highest rate) whose probe met every objective; `None` if
+    /// none did.
+    pub value: Option<f64>,
+    /// The boundary: passing value ≤ answer < failing value (`None`: none failed).
+    pub bracket: (f64, Option<f64>),
+    /// The objective that failed first at the failing value (`kept_up` when the queue
+    /// grew); `None` when no value failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
+    /// Runs at the failing value that failed (2 when a second run confirmed it).
+    pub failing_runs: u32,
+    /// How the tier's search ended.
+    pub conclusion: String,
+    /// The tier's verdict on each probe it read (probes are shared between tiers).
+    pub probes: Vec<Probe>,
 }
 
 /// Each step above a rate that passed with no failure seen yet multiplies it by this.
 const CAPACITY_GROWTH: f64 = 1.5;
 /// Steps above the measured maximum before the search gives up looking for a failure.
 const CAPACITY_MAX_GROWTH_STEPS: u32 = 8;
+/// Each step of a user search above a count that passed, with no failure seen yet,
+/// multiplies it by this.
+const USERS_GROWTH: f64 = 2.0;
+/// Doublings of a user search before it gives up looking for a failure (65,536 users).
+const USERS_MAX_GROWTH_STEPS: u32 = 16;
 /// Benchmarks a capacity search runs at most.
 const CAPACITY_MAX_BENCHMARKS: usize = 30;
 
@@ -451,6 +505,30 @@ pub enum SearchVariable {
     Rate,
     /// The streams of concurrent benchmarks (whole numbers).
     Concurrency,
+    /// Concurrent users of multi-turn sessions (whole numbers): from one user up, no
+    /// synchronous or throughput benchmark.
+    Users,
+}
+
+impl SearchVariable {
+    /// The unit of its values: `req/s`, `streams`, `users`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            SearchVariable::Rate => "req/s",
+            SearchVariable::Concurrency => "streams",
+            SearchVariable::Users => "users",
+        }
+    }
+
+    /// A value with its unit, for conclusions: `41.966 req/s`, `5 streams`, `1 user`.
+    pub fn show(self, value: f64) -> String {
+        match self {
+            SearchVariable::Rate => format!("{value:.3} req/s"),
+            SearchVariable::Concurrency if value == 1.0 => "1 stream".into(),
+            SearchVariable::Users if value == 1.0 => "1 user".into(),
+            _ => format!("{value:.0} {}", self.unit()),
+        }
+    }
 }
 
 /// The search of [`CapacityProfile`], apart from the plans: it takes the results so far
@@ -533,6 +611,8 @@ impl CapacitySearch {
                 conclusion: "the search did not finish".into(),
                 probes: self.probes.clone(),
                 server: rate.and_then(|r| self.server_at(r)),
+                variable: self.variable,
+                tiers: Vec::new(),
             }
         })
     }
@@ -549,8 +629,14 @@ impl CapacitySearch {
     /// Whether `r` sustained its rate within the SLO, and if not, why. A probe whose
     /// server did not keep up ([`crate::kept_up::kept_up`]) fails whatever its latencies
     /// say: cut off by the time limit, it would have missed the SLO had it run longer.
-    fn verdict(&self, r: &BenchmarkResult) -> (bool, Option<String>) {
+    fn verdict(&self, r: &BenchmarkResult) -> (bool, Option<String>, Vec<String>) {
         let slo = r.slo.clone().unwrap_or_else(|| self.slo.judge(r));
+        let mut failed: Vec<String> = slo
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.name.clone())
+            .collect();
         // Not keeping up fails the probe whatever else its SLO says; a verdict read
         // from elsewhere may predate the rule, so it is asked again.
         if let Some(why) = slo
@@ -558,10 +644,11 @@ impl CapacitySearch {
             .clone()
             .or_else(|| crate::kept_up::kept_up(r).why_not())
         {
-            return (false, Some(format!("the queue was growing: {why}")));
+            failed.insert(0, "kept_up".into());
+            return (false, Some(format!("the queue was growing: {why}")), failed);
         }
         if !slo.passed {
-            let failed: Vec<String> = slo
+            let reasons: Vec<String> = slo
                 .checks
                 .iter()
                 .filter(|c| !c.passed)
@@ -582,19 +669,19 @@ impl CapacitySearch {
                 "INCONCLUSIVE" => INCONCLUSIVE_REASON,
                 _ => "SLO missed",
             };
-            return (false, Some(format!("{what}: {}", failed.join(", "))));
+            return (
+                false,
+                Some(format!("{what}: {}", reasons.join(", "))),
+                failed,
+            );
         }
-        (true, None)
+        (true, None, failed)
     }
 
     /// A value of the variable with its unit, for conclusions: `41.966 req/s`, or whole
     /// streams (`5 streams`).
     fn show(&self, value: f64) -> String {
-        match self.variable {
-            SearchVariable::Rate => format!("{value:.3} req/s"),
-            SearchVariable::Concurrency if value == 1.0 => "1 stream".into(),
-            SearchVariable::Concurrency => format!("{value:.0} streams"),
-        }
+        self.variable.show(value)
     }
 
     /// The conclusion at a failing value confirmed by a second run: "fails" only for
@@ -658,6 +745,8 @@ impl CapacitySearch {
             conclusion,
             probes: self.probes.clone(),
             server,
+            variable: self.variable,
+            tiers: Vec::new(),
         }));
         Ok(None)
     }
@@ -666,7 +755,7 @@ impl CapacitySearch {
     fn load(&self, value: f64) -> Result<Option<Strategy>, CoordinatorError> {
         Ok(Some(match self.variable {
             SearchVariable::Rate => Strategy::Constant { rate: value },
-            SearchVariable::Concurrency => Strategy::Concurrent {
+            SearchVariable::Concurrency | SearchVariable::Users => Strategy::Concurrent {
                 // Whole numbers by construction (see `step`).
                 streams: value.round().clamp(1.0, f64::from(u32::MAX)) as u32,
             },
@@ -675,10 +764,11 @@ impl CapacitySearch {
 
     /// The value the search tries above `lo` when no failure is known yet.
     fn climb(&self) -> f64 {
-        let up = self.lo * CAPACITY_GROWTH;
         match self.variable {
-            SearchVariable::Rate => up,
-            SearchVariable::Concurrency => up.ceil().max(self.lo + 1.0),
+            SearchVariable::Rate => self.lo * CAPACITY_GROWTH,
+            SearchVariable::Concurrency => (self.lo * CAPACITY_GROWTH).ceil().max(self.lo + 1.0),
+            // From one user, doubling: tens of thousands of users in a few steps.
+            SearchVariable::Users => (self.lo * USERS_GROWTH).max(self.lo + 1.0),
         }
     }
 
@@ -689,9 +779,10 @@ impl CapacitySearch {
                 ((hi - self.lo) / hi > self.precision).then(|| (self.lo + hi) / 2.0)
             }
             // Streams are whole: no stream count lies between neighbours.
-            SearchVariable::Concurrency => ((hi - self.lo) / hi > self.precision
-                && hi - self.lo > 1.0)
-                .then(|| ((self.lo + hi) / 2.0).floor()),
+            SearchVariable::Concurrency | SearchVariable::Users => {
+                ((hi - self.lo) / hi > self.precision && hi - self.lo > 1.0)
+                    .then(|| ((self.lo + hi) / 2.0).floor())
+            }
         }
     }
 
@@ -724,15 +815,16 @@ impl CapacitySearch {
         let retest = self.retesting.take();
         if let Some(last) = done.last() {
             self.remedy = remedy(last);
-            let (passed, reason) = self.verdict(last);
+            let (passed, reason, failed) = self.verdict(last);
             let inconclusive = reason
                 .as_deref()
                 .is_some_and(|r| r.starts_with(INCONCLUSIVE_REASON));
             let rate = match (last.strategy, self.variable) {
                 (Strategy::Constant { rate } | Strategy::Poisson { rate }, _) => rate,
-                (Strategy::Concurrent { streams }, SearchVariable::Concurrency) => {
-                    f64::from(streams)
-                }
+                (
+                    Strategy::Concurrent { streams },
+                    SearchVariable::Concurrency | SearchVariable::Users,
+                ) => f64::from(streams),
                 _ => last.throughput.requests_per_s,
             };
             self.probes.push(Probe {
@@ -744,9 +836,18 @@ impl CapacitySearch {
                 retest: retest.is_some(),
                 server: ServerLoad::of(last),
                 inconclusive,
+                failed,
             });
         }
+        let users = self.variable == SearchVariable::Users;
         match i {
+            // Users: from one user up, as the search climbs (no throughput benchmark:
+            // a session's user is a closed loop already).
+            0 if users => return self.load(1.0),
+            1 if users && !self.probes[0].passed && !self.probes[0].inconclusive => {
+                return self.finish(None, "even one user misses the SLO".into());
+            }
+            _ if users => {}
             0 => return Ok(Some(Strategy::Synchronous)),
             1 => {
                 // Too few requests at one at a time to judge a percentile is no verdict:
@@ -830,7 +931,11 @@ impl CapacitySearch {
         }
         let Some(hi) = self.hi else {
             // No failure above the best pass yet: keep climbing.
-            if self.growth_steps >= CAPACITY_MAX_GROWTH_STEPS {
+            let most = match self.variable {
+                SearchVariable::Users => USERS_MAX_GROWTH_STEPS,
+                _ => CAPACITY_MAX_GROWTH_STEPS,
+            };
+            if self.growth_steps >= most {
                 return self.finish(
                     Some(self.lo),
                     format!(
@@ -839,6 +944,7 @@ impl CapacitySearch {
                         match self.variable {
                             SearchVariable::Rate => "rate",
                             SearchVariable::Concurrency => "concurrency",
+                            SearchVariable::Users => "user count",
                         }
                     ),
                 );
@@ -869,12 +975,183 @@ impl CapacitySearch {
     }
 }
 
-/// Bisection for the highest constant rate meeting an SLO ([`CapacitySearch`]), each
-/// load a plan of the run.
+/// One tier's search inside a [`TieredSearch`].
+#[derive(Debug)]
+struct TierState {
+    /// `None`: the run's own `--slo`, whose verdicts the results already carry.
+    name: Option<String>,
+    objectives: Vec<String>,
+    search: CapacitySearch,
+    /// The results this tier's search has read, in order (its `done`).
+    view: Vec<BenchmarkResult>,
+    /// Indices into the run's results of `view`.
+    read: Vec<usize>,
+    /// The load the search asked for and has not read yet.
+    pending: Option<Strategy>,
+}
+
+/// The capacity search of several SLO tiers over one shared set of probes: each tier
+/// runs its own [`CapacitySearch`] in turn, and a load a tier asks for that the run has
+/// already measured is read, not run again: the n-th time a tier asks for a load it
+/// reads that load's n-th run, so a retest is a second measurement, shared like the
+/// first. Every tier's boundary is bisected to the precision and confirmed.
+#[derive(Debug)]
+pub struct TieredSearch {
+    tiers: Vec<TierState>,
+    current: usize,
+}
+
+impl TieredSearch {
+    /// A search of `slo` alone (the result's own verdicts judge it), or of each tier.
+    pub fn new(
+        slo: Slo,
+        tiers: Vec<SloTier>,
+        variable: SearchVariable,
+        new_search: impl Fn(Slo) -> CapacitySearch,
+    ) -> Self {
+        let names = |slo: &Slo| slo.checks.iter().map(|c| c.name.clone()).collect();
+        let tiers = if tiers.is_empty() {
+            vec![(None, slo)]
+        } else {
+            tiers.into_iter().map(|t| (Some(t.name), t.slo)).collect()
+        };
+        Self {
+            tiers: tiers
+                .into_iter()
+                .map(|(name, slo)| TierState {
+                    name,
+                    objectives: names(&slo),
+                    search: new_search(slo).over(variable),
+                    view: Vec::new(),
+                    read: Vec::new(),
+                    pending: None,
+                })
+                .collect(),
+            current: 0,
+        }
+    }
+
+    /// The load of benchmark `done.len()`, or `None` when every tier's search is over.
+    pub fn next(&mut self, done: &[BenchmarkResult]) -> Result<Option<Strategy>, CoordinatorError> {
+        loop {
+            let Some(t) = self.tiers.get_mut(self.current) else {
+                return Ok(None);
+            };
+            if let Some(load) = t.pending {
+                let nth = t.read.iter().filter(|&&i| done[i].strategy == load).count();
+                let Some(i) = (0..done.len())
+                    .filter(|&i| done[i].strategy == load)
+                    .nth(nth)
+                else {
+                    return Ok(Some(load));
+                };
+                let mut r = done[i].clone();
+                if t.name.is_some() {
+                    // Judged by the tier's objectives, not by the run's --slo.
+                    r.slo = None;
+                }
+                t.view.push(r);
+                t.read.push(i);
+                t.pending = None;
+            }
+            match t.search.next(&t.view)? {
+                Some(load) => t.pending = Some(load),
+                None => self.current += 1,
+            }
+        }
+    }
+
+    /// The answer: the single search's, or with tiers each tier's (also after an
+    /// interruption: the brackets so far).
+    pub fn outcome(&self) -> CapacityOutcome {
+        let first = self.tiers[0].search.outcome();
+        if self.tiers[0].name.is_none() {
+            return first;
+        }
+        let tiers: Vec<TierOutcome> = self.tiers.iter().map(TierState::outcome).collect();
+        let show = |v: f64| first.variable.show(v);
+        let conclusion = tiers
+            .iter()
+            .map(|t| {
+                let answer = t.value.map_or_else(|| "none".to_string(), show);
+                match &t.binding {
+                    Some(b) => format!("{}: {answer} (bound by {b})", t.name),
+                    None => format!("{}: {answer}", t.name),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        // Every benchmark once, with the tiers' verdicts on it.
+        let mut probes: Vec<Probe> = Vec::new();
+        for t in &tiers {
+            for p in &t.probes {
+                match probes.iter_mut().find(|q| q.benchmark == p.benchmark) {
+                    Some(q) => {
+                        q.passed &= p.passed;
+                        q.retest |= p.retest;
+                        q.failed
+                            .extend(p.failed.iter().map(|f| format!("{}: {f}", t.name)));
+                    }
+                    None => {
+                        let mut q = p.clone();
+                        q.failed = p
+                            .failed
+                            .iter()
+                            .map(|f| format!("{}: {f}", t.name))
+                            .collect();
+                        q.reason = None;
+                        probes.push(q);
+                    }
+                }
+            }
+        }
+        probes.sort_by_key(|p| p.benchmark);
+        CapacityOutcome {
+            rate: None,
+            bracket: (0.0, None),
+            conclusion,
+            probes,
+            server: None,
+            tiers,
+            ..first
+        }
+    }
+
+    /// Records on the results what the first search took from them.
+    pub fn annotate(&self, done: &mut [BenchmarkResult]) {
+        self.tiers[0].search.annotate(done);
+    }
+}
+
+impl TierState {
+    fn outcome(&self) -> TierOutcome {
+        let o = self.search.outcome();
+        let (_, hi) = o.bracket;
+        let failing: Vec<&Probe> = o
+            .probes
+            .iter()
+            .filter(|p| Some(p.rate) == hi && !p.passed)
+            .collect();
+        TierOutcome {
+            name: self.name.clone().unwrap_or_default(),
+            objectives: self.objectives.clone(),
+            value: o.rate,
+            bracket: o.bracket,
+            binding: failing.first().and_then(|p| p.failed.first().cloned()),
+            failing_runs: u32::try_from(failing.len()).unwrap_or(u32::MAX),
+            conclusion: o.conclusion,
+            probes: o.probes,
+        }
+    }
+}
+
+/// Bisection for the highest constant rate (or, over sessions, the most concurrent
+/// users) meeting an SLO or each of several tiers ([`TieredSearch`]), each load a plan
+/// of the run.
 #[derive(Debug)]
 pub struct CapacityProfile {
     template: PlanTemplate,
-    search: CapacitySearch,
+    search: TieredSearch,
 }
 
 impl CapacityProfile {
@@ -885,10 +1162,31 @@ impl CapacityProfile {
         precision: f64,
         throughput_concurrency: u32,
     ) -> Self {
+        Self::tiered(
+            template,
+            slo,
+            Vec::new(),
+            SearchVariable::Rate,
+            precision,
+            throughput_concurrency,
+        )
+    }
+
+    /// A search of `variable` for `slo`, or with `tiers` for each tier's answer.
+    pub fn tiered(
+        template: PlanTemplate,
+        slo: Slo,
+        tiers: Vec<SloTier>,
+        variable: SearchVariable,
+        precision: f64,
+        throughput_concurrency: u32,
+    ) -> Self {
         let fallback = template.synthetic_output_tokens();
         Self {
             template,
-            search: CapacitySearch::new(slo, precision, throughput_concurrency, fallback),
+            search: TieredSearch::new(slo, tiers, variable, |slo| {
+                CapacitySearch::new(slo, precision, throughput_concurrency, fallback)
+            }),
         }
     }
 
@@ -1054,7 +1352,7 @@ mod capacity_tests {
             assert!(
                 done.len() < 25,
                 "the search must end: {:?}",
-                profile.search.probes
+                profile.search.tiers[0].search.probes
             );
             let mut r = empty_result();
             r.index = plan.index;
@@ -1098,6 +1396,114 @@ mod capacity_tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// A user search of two tiers against a simulated server whose request rate is
+    /// `100 − users` (a stand-in for a speed that falls with load): "fast" needs 90 (up
+    /// to 10 users), "slow" 70 (up to 30). Returns the outcome and every load run.
+    fn search_tiers() -> (CapacityOutcome, Vec<Strategy>) {
+        let tier = |name: &str, spec: &str| SloTier {
+            name: name.into(),
+            slo: Slo::parse(spec).expect("parses"),
+        };
+        let tiers = vec![
+            tier("fast", "error_rate<=1%,requests_per_s>=90"),
+            tier("slow", "error_rate<=1%,requests_per_s>=70"),
+        ];
+        let mut search = TieredSearch::new(Slo::default(), tiers, SearchVariable::Users, |slo| {
+            CapacitySearch::new(slo, 0.05, 64, None)
+        });
+        let mut done: Vec<BenchmarkResult> = Vec::new();
+        while let Some(strategy) = search.next(&done).expect("next") {
+            assert!(done.len() < 40, "the search must end: {done:?}");
+            let Strategy::Concurrent { streams } = strategy else {
+                panic!("a user search runs concurrent users, not {strategy:?}");
+            };
+            let mut r = empty_result();
+            r.index = done.len() as u32;
+            r.strategy = strategy;
+            r.measured_requests.completed = 100;
+            r.throughput.requests_per_s = 100.0 - f64::from(streams);
+            // The run's own verdict (none here) never judges a tier.
+            r.slo = Some(SloVerdict {
+                passed: true,
+                checks: vec![],
+                not_kept_up: None,
+            });
+            done.push(r);
+        }
+        (search.outcome(), done.iter().map(|r| r.strategy).collect())
+    }
+
+    #[test]
+    fn each_tier_gets_its_most_users_and_binding_objective_from_shared_probes() {
+        let (outcome, loads) = search_tiers();
+        let users: Vec<u32> = loads
+            .iter()
+            .map(|s| match s {
+                Strategy::Concurrent { streams } => *streams,
+                _ => 0,
+            })
+            .collect();
+        assert_eq!(users[0], 1, "from one user up: {users:?}");
+        assert_eq!(outcome.variable, SearchVariable::Users);
+        assert_eq!(outcome.rate, None);
+        let answers: Vec<_> = outcome
+            .tiers
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.value,
+                    t.bracket.1,
+                    t.binding.as_deref(),
+                    t.failing_runs,
+                )
+            })
+            .collect();
+        assert_eq!(
+            answers,
+            vec![
+                (
+                    "fast",
+                    Some(10.0),
+                    Some(11.0),
+                    Some("requests_per_s>=90"),
+                    2
+                ),
+                (
+                    "slow",
+                    Some(30.0),
+                    Some(31.0),
+                    Some("requests_per_s>=70"),
+                    2
+                ),
+            ],
+            "{outcome:#?}"
+        );
+        // Shared: a load the first tier measured is read by the second, not run again;
+        // only a confirmation is a second run.
+        for u in [1, 2, 4, 8, 16] {
+            assert_eq!(users.iter().filter(|&&x| x == u).count(), 1, "{users:?}");
+        }
+        assert!(
+            users
+                .iter()
+                .all(|u| users.iter().filter(|&x| x == u).count() <= 2)
+        );
+        let fast = &outcome.tiers[0];
+        let slow = &outcome.tiers[1];
+        assert!(
+            slow.probes
+                .iter()
+                .any(|p| p.benchmark == fast.probes[4].benchmark),
+            "the slow tier reads the fast tier's probe at 16 users"
+        );
+        assert_eq!(
+            outcome.conclusion,
+            "fast: 10 users (bound by requests_per_s>=90); slow: 30 users (bound by requests_per_s>=70)"
+        );
+        assert_eq!(outcome.probes.len(), loads.len(), "one probe per benchmark");
     }
 
     /// A concurrency search against a server that meets the SLO up to `capacity`
@@ -1423,9 +1829,13 @@ mod capacity_tests {
     #[test]
     fn a_probe_that_passed_its_slo_with_a_growing_queue_fails() {
         let profile = CapacityProfile::new(template(), Slo::default(), 0.05, 64);
-        let (passed, reason) = profile.search.verdict(&passing_probe(10.0, 100, 0));
+        let (passed, reason, _) = profile.search.tiers[0]
+            .search
+            .verdict(&passing_probe(10.0, 100, 0));
         assert!(passed && reason.is_none());
-        let (passed, reason) = profile.search.verdict(&passing_probe(10.0, 100, 30));
+        let (passed, reason, _) = profile.search.tiers[0]
+            .search
+            .verdict(&passing_probe(10.0, 100, 30));
         assert!(!passed);
         let reason = reason.expect("a reason");
         assert!(
@@ -1435,7 +1845,7 @@ mod capacity_tests {
         // The synchronous and throughput benchmarks are not rate probes.
         let mut sync = passing_probe(10.0, 100, 30);
         sync.strategy = Strategy::Synchronous;
-        assert!(profile.search.verdict(&sync).0);
+        assert!(profile.search.tiers[0].search.verdict(&sync).0);
     }
 
     /// A result in which no request completed but `streamed` tokens arrived in `seconds`
@@ -1530,7 +1940,7 @@ mod capacity_tests {
         assert_eq!(load.waiting_max, Some(3.0));
         let mut profile = CapacityProfile::new(template(), Slo::default(), 0.05, 64);
         for (rate, passed, server) in [(10.0, true, Some(load)), (12.0, false, None)] {
-            profile.search.probes.push(Probe {
+            profile.search.tiers[0].search.probes.push(Probe {
                 benchmark: 0,
                 strategy: Strategy::Constant { rate },
                 rate,
@@ -1539,10 +1949,13 @@ mod capacity_tests {
                 retest: false,
                 server,
                 inconclusive: false,
+                failed: Vec::new(),
             });
         }
-        profile.search.lo = 10.0;
-        let _ = profile.search.finish(Some(10.0), "within 5%".into());
+        profile.search.tiers[0].search.lo = 10.0;
+        let _ = profile.search.tiers[0]
+            .search
+            .finish(Some(10.0), "within 5%".into());
         let outcome = profile.outcome();
         assert_eq!(outcome.server, Some(load));
         assert_eq!(

@@ -44,6 +44,21 @@ pub enum SloTarget {
     OutputTokensPerS,
     /// Good requests per second (needs `--goodput`).
     GoodputPerS,
+    /// Per-request output speed in tokens per second, `1000 / tpot` (a user's decode
+    /// speed): a percentile, `min` or `max`, judged as the mirrored statistic of `tpot`
+    /// (its p10 is 1000 / tpot's p90), so its confidence bounds are tpot's, inverted.
+    OutputSpeed {
+        /// A percentile key (`p10`), `min` or `max`.
+        stat: String,
+    },
+    /// A statistic of the report's session section: `session_duration` (ms, completed
+    /// sessions, think times included) or `turns_completed` (per started session).
+    Session {
+        /// `session_duration` or `turns_completed`.
+        metric: String,
+        /// `mean`, `p50`, `p90`, `p99` or `max`.
+        stat: String,
+    },
 }
 
 /// One check of an SLO.
@@ -107,6 +122,69 @@ const LATENCY_METRICS: [(&str, &str); 8] = [
     ("dispatch_lag", "dispatch_lag"),
 ];
 
+/// Statistics of the session section's summaries.
+const SESSION_STATS: [&str; 5] = ["mean", "p50", "p90", "p99", "max"];
+
+/// The statistic of `tpot` that an output-speed statistic mirrors (speed = 1000 / tpot
+/// reverses the order: p10 ↔ p90, min ↔ max).
+fn mirrored_stat(stat: &str) -> Option<String> {
+    match stat {
+        "min" => Some("max".into()),
+        "max" => Some("min".into()),
+        _ => {
+            let q = quantile(stat)?;
+            let p = ((1.0 - q) * 1000.0).round() / 10.0;
+            let key = format!("p{p}").replace('.', "_");
+            STATS.contains(&key.as_str()).then_some(key)
+        }
+    }
+}
+
+/// Parses an `output_speed_…` or session check; `None` when `lhs` is neither.
+fn parse_user_check(raw: &str, lhs: &str, value: &str) -> Option<Result<(SloTarget, f64), String>> {
+    if let Some(stat) = lhs.strip_prefix("output_speed_") {
+        let stat = stat.replace('.', "_");
+        if mirrored_stat(&stat).is_none() {
+            return Some(Err(format!(
+                "{raw:?}: output_speed takes a percentile, min or max (e.g. output_speed_p10>=40tok/s); a mean of speeds is not 1000 / mean tpot"
+            )));
+        }
+        let number = value.trim().trim_end_matches("tok/s").trim();
+        return Some(match parse_number(number, false) {
+            Ok(v) if v > 0.0 => Ok((SloTarget::OutputSpeed { stat }, v)),
+            Ok(_) => Err(format!("{raw:?}: an output speed must be above 0 tok/s")),
+            Err(e) => Err(format!("{raw:?}: {e}")),
+        });
+    }
+    for metric in ["session_duration", "turns_completed"] {
+        let Some(stat) = lhs.strip_prefix(metric).and_then(|s| s.strip_prefix('_')) else {
+            continue;
+        };
+        if !SESSION_STATS.contains(&stat) {
+            return Some(Err(format!(
+                "{raw:?}: {metric} takes mean, p50, p90, p99 or max"
+            )));
+        }
+        let threshold = if metric == "session_duration" {
+            parse_ms(value)
+        } else {
+            parse_number(value, false)
+        };
+        return Some(
+            threshold
+                .map(|t| {
+                    let target = SloTarget::Session {
+                        metric: metric.into(),
+                        stat: stat.into(),
+                    };
+                    (target, t)
+                })
+                .map_err(|e| format!("{raw:?}: {e}")),
+        );
+    }
+    None
+}
+
 const STATS: [&str; 14] = [
     "mean", "min", "max", "p0_1", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99",
     "p99_9",
@@ -155,17 +233,23 @@ impl Slo {
                     "{raw:?}: expected a comparison like ttft_p99<=500ms"
                 ));
             };
-            let (target, threshold) = match lhs {
-                "error_rate" => (SloTarget::ErrorRate, parse_number(value, true)?),
-                "requests_per_s" | "request_rate" => {
-                    (SloTarget::RequestsPerS, parse_number(value, false)?)
-                }
-                "output_tokens_per_s" => (SloTarget::OutputTokensPerS, parse_number(value, false)?),
-                "goodput_per_s" | "goodput" => {
-                    (SloTarget::GoodputPerS, parse_number(value, false)?)
-                }
-                _ => {
-                    let (metric, stat) = LATENCY_METRICS
+            let user = parse_user_check(raw, lhs, value).transpose()?;
+            let (target, threshold) = if let Some(parsed) = user {
+                parsed
+            } else {
+                match lhs {
+                    "error_rate" => (SloTarget::ErrorRate, parse_number(value, true)?),
+                    "requests_per_s" | "request_rate" => {
+                        (SloTarget::RequestsPerS, parse_number(value, false)?)
+                    }
+                    "output_tokens_per_s" => {
+                        (SloTarget::OutputTokensPerS, parse_number(value, false)?)
+                    }
+                    "goodput_per_s" | "goodput" => {
+                        (SloTarget::GoodputPerS, parse_number(value, false)?)
+                    }
+                    _ => {
+                        let (metric, stat) = LATENCY_METRICS
                         .iter()
                         .find_map(|(name, key)| {
                             let stat = lhs.strip_prefix(name)?.strip_prefix('_')?;
@@ -173,22 +257,23 @@ impl Slo {
                         })
                         .ok_or_else(|| {
                             format!(
-                                "{raw:?}: unknown metric (use ttft, ttft_any, itl, tpot, e2e or dispatch_lag with a statistic, e.g. ttft_p99; or error_rate, requests_per_s, output_tokens_per_s, goodput_per_s)"
+                                "{raw:?}: unknown metric (use ttft, ttft_any, itl, tpot, e2e or dispatch_lag with a statistic, e.g. ttft_p99; or error_rate, requests_per_s, output_tokens_per_s, goodput_per_s, output_speed_p10, session_duration_p90, turns_completed_mean)"
                             )
                         })?;
-                    let stat = stat.replace('.', "_");
-                    if !STATS.contains(&stat.as_str()) {
-                        return Err(format!(
-                            "{raw:?}: unknown statistic {stat:?} (use mean, min, max, p50, p90, p95, p99, p99_9, …)"
-                        ));
+                        let stat = stat.replace('.', "_");
+                        if !STATS.contains(&stat.as_str()) {
+                            return Err(format!(
+                                "{raw:?}: unknown statistic {stat:?} (use mean, min, max, p50, p90, p95, p99, p99_9, …)"
+                            ));
+                        }
+                        (
+                            SloTarget::Latency {
+                                metric: metric.to_string(),
+                                stat,
+                            },
+                            parse_ms(value).map_err(|e| format!("{raw:?}: {e}"))?,
+                        )
                     }
-                    (
-                        SloTarget::Latency {
-                            metric: metric.to_string(),
-                            stat,
-                        },
-                        parse_ms(value).map_err(|e| format!("{raw:?}: {e}"))?,
-                    )
                 }
             };
             checks.push(SloCheck {
@@ -224,6 +309,10 @@ impl Slo {
                     SloTarget::Latency { metric, .. } => result
                         .metrics
                         .get(metric)
+                        .is_none_or(|d| d.successful.count == 0),
+                    SloTarget::OutputSpeed { .. } => result
+                        .metrics
+                        .get("tpot")
                         .is_none_or(|d| d.successful.count == 0),
                     _ => false,
                 };
@@ -284,7 +373,9 @@ impl Slo {
                         && match &k.target {
                             // The client's own lag is no wait of the server's queue.
                             SloTarget::Latency { metric, .. } => metric != "dispatch_lag",
-                            SloTarget::GoodputPerS => true,
+                            SloTarget::GoodputPerS
+                            | SloTarget::OutputSpeed { .. }
+                            | SloTarget::Session { .. } => true,
                             _ => false,
                         }
                 })
@@ -306,6 +397,7 @@ impl Slo {
 fn stat_name(c: &SloCheck) -> String {
     match &c.target {
         SloTarget::Latency { metric, stat } => format!("{metric} {stat}"),
+        SloTarget::OutputSpeed { stat } => format!("output_speed {stat}"),
         _ => c.name.clone(),
     }
 }
@@ -587,7 +679,49 @@ fn measure(check: &SloCheck, r: &BenchmarkResult, confidence: f64) -> Measured {
         SloTarget::RequestsPerS => Measured::value(Some(r.throughput.requests_per_s)),
         SloTarget::OutputTokensPerS => Measured::value(r.throughput.output_tokens_per_s),
         SloTarget::GoodputPerS => Measured::value(r.goodput.as_ref().map(|g| g.requests_per_s)),
+        SloTarget::OutputSpeed { stat } => measure_speed(check, stat, r, confidence),
+        SloTarget::Session { metric, stat } => {
+            let s = r.sessions.as_ref();
+            let summary = match metric.as_str() {
+                "session_duration" => s.and_then(|s| s.duration_ms.as_ref()),
+                _ => s.and_then(|s| s.turns_completed_per_session.as_ref()),
+            };
+            Measured::value(summary.map(|x| match stat.as_str() {
+                "mean" => x.mean,
+                "p50" => x.p50,
+                "p90" => x.p90,
+                "p99" => x.p99,
+                _ => x.max,
+            }))
+        }
     }
+}
+
+/// An output-speed check, measured as its mirror on `tpot` (`output_speed_p10>=40` is
+/// `tpot_p90<=25ms`): the decision is the same statement, and the value and bounds are
+/// turned back into tokens per second.
+fn measure_speed(check: &SloCheck, stat: &str, r: &BenchmarkResult, confidence: f64) -> Measured {
+    let speed = |ms: f64| if ms > 0.0 { 1000.0 / ms } else { f64::INFINITY };
+    let mirror = SloCheck {
+        name: check.name.clone(),
+        target: SloTarget::Latency {
+            metric: "tpot".into(),
+            stat: mirrored_stat(stat).unwrap_or_else(|| "p50".into()),
+        },
+        cmp: match check.cmp {
+            Cmp::Ge => Cmp::Le,
+            Cmp::Gt => Cmp::Lt,
+            Cmp::Le => Cmp::Ge,
+            Cmp::Lt => Cmp::Gt,
+        },
+        threshold: speed(check.threshold),
+    };
+    let mut m = measure(&mirror, r, confidence);
+    m.value = m.value.map(speed);
+    if let Some(j) = &mut m.judged {
+        (j.lower, j.upper) = (j.upper.map(speed), j.lower.map(speed));
+    }
+    m
 }
 
 #[cfg(test)]
@@ -1061,6 +1195,56 @@ mod tests {
             g.is_good(Some(ms(10)), None, ms(1)),
             "one output token: TPOT does not apply"
         );
+    }
+
+    #[test]
+    fn user_objectives_parse_and_output_speed_mirrors_tpot() {
+        let slo = Slo::parse(
+            "output_speed_p10>=40tok/s,output_speed_min>20,session_duration_p90<=30s,turns_completed_mean>=4",
+        )
+        .expect("parses");
+        let targets: Vec<(&SloTarget, f64)> = slo
+            .checks
+            .iter()
+            .map(|c| (&c.target, c.threshold))
+            .collect();
+        assert_eq!(
+            targets,
+            vec![
+                (&SloTarget::OutputSpeed { stat: "p10".into() }, 40.0),
+                (&SloTarget::OutputSpeed { stat: "min".into() }, 20.0),
+                (
+                    &SloTarget::Session {
+                        metric: "session_duration".into(),
+                        stat: "p90".into()
+                    },
+                    30_000.0
+                ),
+                (
+                    &SloTarget::Session {
+                        metric: "turns_completed".into(),
+                        stat: "mean".into()
+                    },
+                    4.0
+                ),
+            ]
+        );
+        // Speed = 1000 / tpot reverses the order of the requests.
+        for (speed, tpot) in [
+            ("p10", "p90"),
+            ("p0_1", "p99_9"),
+            ("p50", "p50"),
+            ("min", "max"),
+        ] {
+            assert_eq!(mirrored_stat(speed).as_deref(), Some(tpot));
+        }
+        for bad in [
+            "output_speed_mean>=40",
+            "output_speed_p10>=0tok/s",
+            "session_duration_p95<=1s",
+        ] {
+            assert!(Slo::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use super::args::{ProfileKind, RequestFormatArg, RunArgs, SweepArrivalsArg, WorkerFailureArg};
 use super::values::WindowSpec;
 use crate::data::DataPlan;
+use llmsurge_coordinator::profiles::{SearchVariable, SloTier};
 use llmsurge_coordinator::slo::SloTarget;
 use llmsurge_coordinator::{
     DEFAULT_THROUGHPUT_CONCURRENCY, GoodputSpec, Limits, OnWorkerFailure, SaturationConfig, Slo,
@@ -266,6 +267,13 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     let seed = super::seed::run_seed(args.load.random_seed, early_shard, args.multi_host.start_at);
     let data = resolve_data(args, seed)?;
     check_data_fits_format(&data, args.target.request_format)?;
+    let mut profile_plan = profile_plan;
+    if let ProfilePlan::Capacity { variable, .. } = &mut profile_plan
+        && data.has_sessions()
+    {
+        // Sessions are users: the search counts them, from one up.
+        *variable = SearchVariable::Users;
+    }
     if let ProfilePlan::Fixed { strategies } = &profile_plan
         && strategies.iter().any(|s| {
             matches!(
@@ -330,6 +338,19 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     let (outputs, reporting) = super::resolve_output::resolve_output(&args.output)?;
     let backend = resolve_backend(args)?;
     check_objectives_need_no_stream(slo.as_ref(), goodput.as_ref(), &backend)?;
+    if let ProfilePlan::Capacity { tiers, .. } = &profile_plan {
+        for t in tiers {
+            check_objectives_need_no_stream(Some(&t.slo), None, &backend).map_err(
+                |UsageError(e)| {
+                    UsageError(format!(
+                        "--slo-tier {}: {}",
+                        t.name,
+                        e.trim_start_matches("--slo: ")
+                    ))
+                },
+            )?;
+        }
+    }
     let (repeat, repeat_cooldown, precision) = super::repeat::resolve_repeat(args, backend.stream)?;
     let behaviour = super::agentic::resolve_behaviour(args)?;
     Ok(RunPlan {
@@ -716,12 +737,13 @@ fn resolve_data(args: &RunArgs, seed: u64) -> Result<DataPlan, UsageError> {
                 | ProfileKind::Throughput
                 | ProfileKind::Constant
                 | ProfileKind::Poisson
+                | ProfileKind::Capacity
         )
     {
         // Sweep and capacity derive their rates from a measured request rate, which is
         // not a session rate; a replayed trace has no sessions.
         return usage(format!(
-            "--data turns=… / --data-args sessions: multi-turn sessions run with --profile synchronous, concurrent or throughput (N users, each running one session after another) or constant / poisson (--rate new sessions per second), not {}",
+            "--data turns=… / --data-args sessions: multi-turn sessions run with --profile synchronous, concurrent or throughput (N users, each running one session after another), constant / poisson (--rate new sessions per second) or capacity (the most concurrent users), not {}",
             clap::ValueEnum::to_possible_value(&args.load.profile)
                 .map_or_else(String::new, |v| v.get_name().to_string())
         ));
@@ -864,12 +886,18 @@ pub enum ProfilePlan {
         /// Streams of the throughput benchmark.
         throughput_concurrency: u32,
     },
-    /// Synchronous, throughput, then a bisection of constant rates against the SLO.
+    /// Synchronous, throughput, then a bisection of constant rates against the SLO;
+    /// over sessions, a bisection of concurrent users from one up.
     Capacity {
         /// Stop when passing and failing rates are this close (a fraction).
         precision: f64,
         /// Streams of the throughput benchmark.
         throughput_concurrency: u32,
+        /// What the search varies: users when the data are sessions.
+        variable: SearchVariable,
+        /// `--slo-tier`: each tier's answer from the same probes.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tiers: Vec<SloTier>,
     },
 }
 
@@ -877,6 +905,65 @@ pub enum ProfilePlan {
 pub const DEFAULT_SWEEP_BENCHMARKS: usize = 10;
 /// Default precision of the capacity search.
 pub const DEFAULT_CAPACITY_PRECISION: f64 = 0.05;
+
+/// `--slo-tier NAME:CHECKS`, each parsed as `--slo` (with `--confidence`); names are
+/// unique. Only a capacity search answers per tier.
+fn resolve_tiers(args: &RunArgs) -> Result<Vec<SloTier>, UsageError> {
+    let given: Vec<&str> = args
+        .limits
+        .slo_tier
+        .iter()
+        .map(|t| t.trim())
+        .filter(|t| !t.is_empty())
+        .collect();
+    if given.is_empty() {
+        return Ok(Vec::new());
+    }
+    if args.load.profile != ProfileKind::Capacity {
+        return usage(format!(
+            "--slo-tier: tiers are answered by a capacity search; use --profile capacity (or --slo to judge every benchmark), not --profile {}",
+            format!("{:?}", args.load.profile).to_lowercase()
+        ));
+    }
+    if args.limits.slo.is_some() {
+        return usage(
+            "--slo-tier: give the capacity search tiers or --slo, not both (write --slo's checks as a tier)",
+        );
+    }
+    let mut tiers: Vec<SloTier> = Vec::new();
+    for t in given {
+        let Some((name, checks)) = t.split_once(':') else {
+            return usage(format!(
+                "--slo-tier {t:?}: expected NAME:CHECKS, e.g. interactive:output_speed_p10>=40tok/s,ttft_p90<=500ms"
+            ));
+        };
+        let name = name.trim();
+        let named = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
+        if !named {
+            return usage(format!(
+                "--slo-tier {t:?}: a tier's name is letters, digits, '_', '-' or '.', before the ':'"
+            ));
+        }
+        if tiers.iter().any(|x| x.name == name) {
+            return usage(format!(
+                "--slo-tier: the tier name {name:?} is given twice (each tier needs its own name)"
+            ));
+        }
+        let mut slo =
+            Slo::parse(checks).map_err(|e| UsageError(format!("--slo-tier {name}: {e}")))?;
+        if let Some(c) = args.limits.confidence {
+            slo.confidence = c;
+        }
+        tiers.push(SloTier {
+            name: name.to_string(),
+            slo,
+        });
+    }
+    Ok(tiers)
+}
 
 fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
     let load = &args.load;
@@ -902,6 +989,7 @@ fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
             .unwrap_or(u64::from(DEFAULT_THROUGHPUT_CONCURRENCY)),
     )
     .map_err(|_| UsageError("--max-concurrency is too large".into()))?;
+    let tiers = resolve_tiers(args)?;
     let fixed = |strategies: Vec<Strategy>| Ok(ProfilePlan::Fixed { strategies });
     match (load.profile, rates) {
         (ProfileKind::Synchronous | ProfileKind::Throughput | ProfileKind::Capacity, Some(_)) => {
@@ -971,9 +1059,9 @@ fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
             })
         }
         (ProfileKind::Capacity, None) => {
-            if args.limits.slo.is_none() {
+            if args.limits.slo.is_none() && tiers.is_empty() {
                 return usage(
-                    "--profile capacity needs --slo (the objective the capacity must meet)",
+                    "--profile capacity needs --slo (the objective the capacity must meet) or --slo-tier",
                 );
             }
             let precision = load
@@ -985,6 +1073,9 @@ fn resolve_profile(args: &RunArgs) -> Result<ProfilePlan, UsageError> {
             Ok(ProfilePlan::Capacity {
                 precision,
                 throughput_concurrency,
+                // Users once the data are known to be sessions (see `resolve`).
+                variable: SearchVariable::Rate,
+                tiers,
             })
         }
         (p, None) => usage(format!(
@@ -1036,6 +1127,8 @@ fn resolve_objectives(args: &RunArgs) -> Result<Objectives, UsageError> {
         .map_err(|e| UsageError(format!("--slo: {e}")))?;
     let slo = match (slo, l.confidence) {
         (Some(slo), Some(confidence)) => Some(Slo { confidence, ..slo }),
+        // Tiers take the confidence (see `resolve_tiers`).
+        (None, Some(_)) if !l.slo_tier.is_empty() => None,
         // The variable may be set for every run of a CI job: only the flag is refused.
         (None, Some(_)) if l.confidence_from_env => None,
         (None, Some(_)) => {
@@ -1119,9 +1212,15 @@ fn check_objectives_need_no_stream(
         return Ok(());
     }
     for c in slo.iter().flat_map(|s| &s.checks) {
-        if let SloTarget::Latency { metric, .. } = &c.target
-            && llmsurge_coordinator::result::STREAM_METRICS.contains(&metric.as_str())
-        {
+        let streamed = match &c.target {
+            SloTarget::Latency { metric, .. } => {
+                llmsurge_coordinator::result::STREAM_METRICS.contains(&metric.as_str())
+            }
+            // 1000 / tpot.
+            SloTarget::OutputSpeed { .. } => true,
+            _ => false,
+        };
+        if streamed {
             return usage(format!(
                 "--slo: {} needs streamed responses (--stream false: the client sees no token arrive, so ITL and TPOT are not measured)",
                 c.name

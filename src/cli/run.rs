@@ -705,6 +705,17 @@ pub fn exit_code(
         return exit_codes::INVALID_RUN;
     }
     let labels: Vec<&str> = match capacity {
+        // Each tier is a gate: one with no answer fails the run, one whose search ended
+        // undecided makes it inconclusive.
+        Some(c) if !c.tiers.is_empty() => c
+            .tiers
+            .iter()
+            .filter(|t| t.value.is_none())
+            .map(|t| match t.probes.last().is_some_and(|p| p.inconclusive) {
+                true => "INCONCLUSIVE",
+                false => "FAIL",
+            })
+            .collect(),
         Some(c) if c.rate.is_some() => vec![],
         Some(c) if c.probes.last().is_some_and(|p| p.inconclusive) => vec!["INCONCLUSIVE"],
         Some(_) => vec!["FAIL"],
@@ -861,9 +872,13 @@ impl ChosenProfile {
             ProfilePlan::Capacity {
                 precision,
                 throughput_concurrency,
-            } => Self::Capacity(CapacityProfile::new(
+                variable,
+                tiers,
+            } => Self::Capacity(CapacityProfile::tiered(
                 template,
                 plan.slo.clone().unwrap_or_default(),
+                tiers.clone(),
+                *variable,
                 *precision,
                 *throughput_concurrency,
             )),

@@ -373,10 +373,29 @@ pub fn render(report: &Report) -> Result<String, minijinja::Error> {
                 })
             })
             .collect();
+        let show = |v: Option<f64>| v.map(|v| c.variable.show(v));
+        let tiers: Vec<_> = c
+            .tiers
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "name": t.name,
+                    "objectives": t.objectives.join(","),
+                    "value": show(t.value),
+                    "fails_at": show(t.bracket.1),
+                    "binding": t.binding,
+                    "failing_runs": t.failing_runs,
+                    "conclusion": t.conclusion,
+                })
+            })
+            .collect();
         serde_json::json!({
             "rate": c.rate.map(num),
+            "answer": show(c.rate),
+            "unit": c.variable.unit(),
             "conclusion": c.conclusion,
             "probes": probes,
+            "tiers": tiers,
         })
     });
     env.get_template("report.html")?.render(context! {

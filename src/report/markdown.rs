@@ -4,6 +4,7 @@ use super::cell_value;
 use crate::compare::tolerance::ChangeUnit;
 use crate::compare::{Comparison, Verdict};
 use llmsurge_coordinator::BenchmarkResult;
+use llmsurge_coordinator::profiles::CapacityOutcome;
 
 /// Text for a cell or a line: inert Markdown ([`llmsurge_proto::inert::markdown`]).
 fn escape(s: &str) -> String {
@@ -118,6 +119,42 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
     }
     if super::server::any(benchmarks) {
         out.push_str(&server_section(benchmarks));
+    }
+    out
+}
+
+/// The answer of a capacity search: the value found, and with `--slo-tier` one row per
+/// tier (its answer, the failing value above it, the objective that bound it).
+pub fn capacity(c: Option<&CapacityOutcome>) -> String {
+    let Some(c) = c else {
+        return String::new();
+    };
+    let show = |v: Option<f64>| v.map_or_else(|| "none".to_string(), |v| c.variable.show(v));
+    let mut out = String::from("\n### Capacity\n\n");
+    if c.tiers.is_empty() {
+        out.push_str(&format!(
+            "**{}** ({})\n",
+            show(c.rate),
+            escape(&c.conclusion)
+        ));
+        return out;
+    }
+    out.push_str(&format!(
+        "Per SLO tier, from one set of probes (within {:.1}%):\n\n| Tier | Objectives | Answer | Fails at | Binding objective | Failing runs |\n|---|---|---:|---:|---|---:|\n",
+        c.precision * 100.0
+    ));
+    for t in &c.tiers {
+        out.push_str(&format!(
+            "| {} | `{}` | {} | {} | {} | {} |\n",
+            escape(&t.name),
+            escape_code(&t.objectives.join(",")),
+            show(t.value),
+            show(t.bracket.1),
+            t.binding
+                .as_ref()
+                .map_or_else(|| "–".to_string(), |b| format!("`{}`", escape_code(b))),
+            t.failing_runs
+        ));
     }
     out
 }

@@ -165,6 +165,7 @@ pub fn render(report: &Report, format: FileFormat) -> Result<Vec<u8>, RenderErro
         }
         FileFormat::Markdown => {
             let mut md = super::markdown::run_summary(&report.benchmarks);
+            md.push_str(&super::markdown::capacity(report.capacity.as_ref()));
             md.push_str(&super::steady::markdown(&report.benchmarks));
             md.push_str(&super::across_runs::markdown(&report.across_runs));
             md.push_str(&super::fingerprint::markdown(report));

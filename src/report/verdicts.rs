@@ -3,8 +3,9 @@
 use super::cell_value;
 use comfy_table::{Cell, Table, presets::UTF8_FULL_CONDENSED};
 use llmsurge_coordinator::BenchmarkResult;
-use llmsurge_coordinator::profiles::CapacityOutcome;
+use llmsurge_coordinator::profiles::{CapacityOutcome, SearchVariable};
 use llmsurge_coordinator::slo::CheckResult;
+use llmsurge_proto::inert::terminal;
 
 /// A percentile check's bounds and their confidence (`940.0 to ? at 95%`: `?` where too
 /// few requests bound that side); `–` for other checks.
@@ -96,6 +97,12 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
     }
     if let Some(c) = capacity {
         match c.rate {
+            _ if !c.tiers.is_empty() => out.push_str(&tiers(c)),
+            Some(rate) if c.variable == SearchVariable::Users => out.push_str(&format!(
+                "\nCapacity: {} — the most concurrent users that meet the SLO ({})\n",
+                c.variable.show(rate),
+                c.conclusion
+            )),
             Some(rate) => out.push_str(&format!(
                 "\nCapacity: {rate:.3} req/s — the highest constant rate that meets the SLO ({})\n",
                 c.conclusion
@@ -108,22 +115,62 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
         }
         for p in &c.probes {
             out.push_str(&format!(
-                "  benchmark {} {:<20} {:>10.3} req/s  {}{}{}{}\n",
+                "  benchmark {} {:<20} {:>14}  {}{}{}{}\n",
                 p.benchmark,
                 p.strategy.to_string(),
-                p.rate,
+                c.variable.show(p.rate),
                 if p.passed { "pass" } else { "fail" },
                 if p.retest { " (second run)" } else { "" },
-                p.reason
-                    .as_ref()
-                    .map(|r| format!(": {r}"))
-                    .unwrap_or_default(),
+                match (&p.reason, p.failed.is_empty()) {
+                    (Some(r), _) => format!(": {r}"),
+                    // A tiered probe: the objectives each tier missed there.
+                    (None, false) => format!(": missed {}", p.failed.join(", ")),
+                    (None, true) => String::new(),
+                },
                 p.server
                     .as_ref()
                     .map(|s| format!(" ({})", s.describe()))
                     .unwrap_or_default()
             ));
         }
+    }
+    out
+}
+
+/// Each tier's answer: the most users (or highest rate) meeting its objectives, the
+/// objective that bound it and the boundary's bracket.
+fn tiers(c: &CapacityOutcome) -> String {
+    let what = match c.variable {
+        SearchVariable::Users => "the most concurrent users",
+        SearchVariable::Concurrency => "the most concurrent streams",
+        SearchVariable::Rate => "the highest constant rate",
+    };
+    let mut out = format!(
+        "\nCapacity per SLO tier — {what} that meet each tier (within {:.1}%, one set of probes):\n",
+        c.precision * 100.0
+    );
+    for t in &c.tiers {
+        let answer = t
+            .value
+            .map_or_else(|| "none".to_string(), |v| c.variable.show(v));
+        let bound = match (t.bracket.1, &t.binding) {
+            (Some(hi), Some(b)) => format!(
+                "; fails at {} on {b}{}",
+                c.variable.show(hi),
+                if t.failing_runs > 1 {
+                    " (confirmed by a second run)"
+                } else {
+                    ""
+                }
+            ),
+            _ => String::new(),
+        };
+        out.push_str(&format!(
+            "  {}: {answer}{bound} [{}] — {}\n",
+            terminal(&t.name),
+            terminal(&t.objectives.join(",")),
+            terminal(&t.conclusion)
+        ));
     }
     out
 }
@@ -140,6 +187,8 @@ mod tests {
             conclusion: conclusion.into(),
             probes: Vec::new(),
             server: None,
+            variable: Default::default(),
+            tiers: Vec::new(),
         }
     }
 

@@ -67,6 +67,19 @@ pub struct LimitArgs {
     #[arg(long, env = "LLMSURGE_SLO", value_name = "CHECKS")]
     pub slo: Option<String>,
 
+    /// A tier of `--profile capacity`, NAME:CHECKS in the --slo grammar, e.g.
+    /// "interactive:output_speed_p10>=40tok/s,ttft_p90<=500ms"; repeatable (or
+    /// ';'-separated). One search answers every tier from the same probes: each tier's
+    /// highest rate, or over sessions its most concurrent users, and the objective that
+    /// bound it.
+    #[arg(
+        long,
+        env = "LLMSURGE_SLO_TIER",
+        value_name = "NAME:CHECKS",
+        value_delimiter = ';'
+    )]
+    pub slo_tier: Vec<String>,
+
     /// Confidence of every percentile objective of --slo, e.g. 0.95 or 99%: a check passes
     /// only when the order-statistic bound at this confidence is within its threshold,
     /// fails when the opposite bound is beyond it, and is otherwise INCONCLUSIVE (exit

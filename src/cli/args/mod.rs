@@ -50,7 +50,8 @@ pub enum ProfileKind {
     /// rates: `--rate N` benchmarks in all (default 10).
     Sweep,
     /// Synchronous, throughput, then a bisection for the highest constant rate that meets
-    /// `--slo`, to `--capacity-precision`.
+    /// `--slo`, to `--capacity-precision`; over sessions (`turns=`), the most concurrent
+    /// users, from one up; with `--slo-tier`, each tier's answer from the same probes.
     Capacity,
     /// A sweep (`--rate N` benchmarks, default 10), then 3 rates on either side of the
     /// knee of its TTFT p99 curve.

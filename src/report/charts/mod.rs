@@ -10,6 +10,7 @@ pub mod gpu;
 pub mod page;
 pub mod pareto;
 pub mod slices;
+pub mod tiers;
 pub mod timeline;
 
 use super::json::Report;
@@ -331,7 +332,8 @@ const LOAD_METRICS: [(&str, &str, &str); 3] = [
 
 /// Every chart of the report, in page order.
 pub fn charts(report: &Report) -> Vec<Chart> {
-    let mut out = load_curves(report);
+    let mut out = tiers::charts(report);
+    out.extend(load_curves(report));
     out.push(throughput(report));
     out.extend(run_pareto(report));
     out.extend(distributions(report));

@@ -1,0 +1,192 @@
+//! The most concurrent users per SLO tier (`--profile capacity` over sessions with
+//! `--slo-tier`), against the mock's capacity model: C slots, each request's TTFT from
+//! the moment it gets one, and an inter-token latency of `itl + X × active` (the
+//! requests holding a slot). With U users and no think time, U requests are in flight:
+//! - up to C users none queues, and each decodes at `1000 / (itl + X × U)` tokens/s, so
+//!   an output-speed floor V holds up to U = ⌊(1000 / V − itl) / X⌋ users;
+//! - above C one request in U waits for a whole request's service time, so a ceiling on
+//!   the mean TTFT a little above the mock's own holds up to U = C.
+//!
+//! One run answers both tiers from shared probes, each with its binding objective.
+
+use crate::scenario::Bench;
+use crate::support::{mock, ok_report};
+use llmsurge::mock::MockConfig;
+use llmsurge_coordinator::Strategy;
+
+/// Slots of the mock.
+const SLOTS: usize = 5;
+const TTFT_MS: f64 = 10.0;
+const ITL_MS: f64 = 10.0;
+const ITL_MS_PER_ACTIVE: f64 = 10.0;
+/// The interactive tier's floor on the median output speed, tokens/s.
+const SPEED_FLOOR: f64 = 22.0;
+
+fn users_mock() -> MockConfig {
+    MockConfig {
+        max_concurrency: Some(SLOTS),
+        ttft_ms: TTFT_MS,
+        itl_ms: ITL_MS,
+        itl_ms_per_active: ITL_MS_PER_ACTIVE,
+        output_tokens: 4,
+        ..MockConfig::instant()
+    }
+}
+
+/// What the model gives per tier: (name, most users, binding objective).
+fn model_answers() -> [(&'static str, f64, &'static str); 2] {
+    let by_speed = ((1000.0 / SPEED_FLOOR - ITL_MS) / ITL_MS_PER_ACTIVE).floor();
+    [
+        (
+            "interactive",
+            by_speed.min(SLOTS as f64),
+            "output_speed_p50>=22tok/s",
+        ),
+        ("batch", SLOTS as f64, "ttft_mean<=25ms"),
+    ]
+}
+
+#[test]
+fn each_tier_gets_the_most_users_the_mock_model_gives_with_its_binding_objective() {
+    let server = mock(users_mock());
+    let run = Bench::on(&server)
+        .profile("capacity")
+        .data("prompt_tokens=16,output_tokens=4,turns=2,think_time=0s")
+        .arg(
+            "--slo-tier",
+            "interactive:output_speed_p50>=22tok/s,error_rate<=1%",
+        )
+        .arg(
+            "--slo-tier",
+            "batch:ttft_mean<=25ms,session_duration_p90<=5s",
+        )
+        .max_seconds("0.8")
+        .outputs("json,console,html,markdown")
+        .run();
+    let report = ok_report(&run);
+    let capacity = report.capacity.expect("a capacity outcome");
+    let found: Vec<(String, Option<f64>, Option<String>)> = capacity
+        .tiers
+        .iter()
+        .map(|t| (t.name.clone(), t.value, t.binding.clone()))
+        .collect();
+    let model = model_answers();
+    assert_eq!(found.len(), model.len(), "{capacity:#?}");
+    for ((name, value, binding), (m_name, m_users, m_binding)) in found.iter().zip(model) {
+        assert_eq!(name, m_name);
+        let users = value.unwrap_or_else(|| panic!("{name}: no answer: {capacity:#?}"));
+        assert!(
+            (users - m_users).abs() <= 0.1 * m_users,
+            "{name}: {users} users, the model gives {m_users}: {capacity:#?}"
+        );
+        assert_eq!(binding.as_deref(), Some(m_binding), "{capacity:#?}");
+    }
+    // Every probe ran concurrent users, from one up; a load two tiers both asked for ran
+    // once (a second run is a confirmation of a failing bound only).
+    let users: Vec<u32> = report
+        .benchmarks
+        .iter()
+        .map(|b| match b.strategy {
+            Strategy::Concurrent { streams } => streams,
+            other => panic!("a user search runs concurrent users, not {other:?}"),
+        })
+        .collect();
+    assert_eq!(users[0], 1, "{users:?}");
+    for u in &users {
+        assert!(users.iter().filter(|x| *x == u).count() <= 2, "{users:?}");
+    }
+    assert_eq!(capacity.probes.len(), report.benchmarks.len());
+    // Each tier's boundary: its answer passed and the next count failed, confirmed.
+    for t in &capacity.tiers {
+        let (lo, hi) = t.bracket;
+        assert_eq!(Some(lo), t.value);
+        assert_eq!(hi, t.value.map(|v| v + 1.0), "{t:#?}");
+        assert_eq!(t.failing_runs, 2, "{t:#?}");
+    }
+    // The mock's own record: its slots were all taken, and requests queued for them.
+    let stats = server.stats();
+    assert_eq!(stats.peak_active, SLOTS as u64, "{stats:?}");
+    assert!(stats.peak_queued >= 1, "{stats:?}");
+    // Every format states each tier.
+    for needle in ["interactive: ", "batch: "] {
+        assert!(run.stdout.contains(needle), "{}", run.stdout);
+    }
+    assert!(
+        run.stdout.contains("on output_speed_p50>=22tok/s"),
+        "{}",
+        run.stdout
+    );
+    let dir = run.report_path();
+    let dir = dir.parent().expect("the output folder");
+    let html = std::fs::read_to_string(dir.join("benchmarks.html")).expect("html");
+    assert!(
+        html.contains("users-per-tier"),
+        "the chart of users per tier"
+    );
+    let md = std::fs::read_to_string(dir.join("benchmarks.md")).expect("markdown");
+    assert!(md.contains("| interactive |"), "{md}");
+}
+
+#[test]
+fn bad_slo_tiers_are_refused_naming_the_flag() {
+    for (args, needle) in [
+        (
+            vec!["--profile", "capacity", "--slo-tier", "fast ttft_p50<=1s"],
+            "NAME:CHECKS",
+        ),
+        (
+            vec![
+                "--profile",
+                "capacity",
+                "--slo-tier",
+                "a:ttft_p50<=1s",
+                "--slo-tier",
+                "a:ttft_p50<=2s",
+            ],
+            "given twice",
+        ),
+        (
+            vec![
+                "--profile",
+                "concurrent",
+                "--rate",
+                "2",
+                "--slo-tier",
+                "a:ttft_p50<=1s",
+            ],
+            "--profile capacity",
+        ),
+        (
+            vec![
+                "--profile",
+                "capacity",
+                "--slo-tier",
+                "a:output_speed_mean>=4",
+            ],
+            "output_speed",
+        ),
+        (
+            vec![
+                "--profile",
+                "capacity",
+                "--stream",
+                "false",
+                "--slo-tier",
+                "a:output_speed_p10>=5",
+            ],
+            "needs streamed responses",
+        ),
+    ] {
+        let run = Bench::target("http://127.0.0.1:9")
+            .args_as_written(&args)
+            .run();
+        assert_eq!(run.code(), 2, "{args:?}: {}", run.stderr);
+        let lines: Vec<&str> = run.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "one line: {:?}", run.stderr);
+        assert!(
+            lines[0].contains("--slo-tier") && lines[0].contains(needle),
+            "{args:?}: {}",
+            lines[0]
+        );
+    }
+}
