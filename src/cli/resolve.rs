@@ -76,6 +76,8 @@ pub struct BackendPlan {
     pub min_tokens: bool,
     /// Send each request an `x-request-id` (`--request-id-header`).
     pub request_id_header: bool,
+    /// Router affinity (`--affinity`, `--session-token`, `--sticky-connections`).
+    pub affinity: llmsurge_proto::affinity::Affinity,
     /// `ignore_eos` was asked for, not defaulted (a refusal is then a usage error).
     #[serde(skip)]
     pub ignore_eos_explicit: bool,
@@ -1275,6 +1277,7 @@ pub fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         min_tokens: args.data.min_tokens,
         request_id_header: args.target.request_id_header,
         ignore_eos_explicit: args.data.ignore_eos_explicit,
+        affinity: super::affinity::resolve(&args.target)?,
     };
     // A flag that would have no effect is an error, not a shrug.
     if plan.min_tokens

@@ -740,6 +740,7 @@ fn plan_template(
                     .iter()
                     .any(|(name, _)| name.eq_ignore_ascii_case(llmsurge_proto::REQUEST_ID_HEADER)))
             .then(llmsurge_proto::new_run_tag),
+            affinity: b.affinity.clone(),
         },
         schedule: Schedule::Streams {
             streams: 1,

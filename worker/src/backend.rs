@@ -8,6 +8,7 @@
 //! timeout, the first token by the TTFT timeout, and the silence between two chunks by
 //! the idle timeout. A failure never escapes as a panic; it becomes the exchange's error.
 
+use crate::affinity::Conversations;
 use crate::connections::{ConnectLog, TimedConnectLayer};
 use crate::formats::{self, ChunkInfo, Format, StreamEvent, StreamState, Usage};
 pub use crate::http1::Presend;
@@ -224,6 +225,8 @@ pub struct Backend {
     max_tokens_override: Option<Option<u32>>,
     /// Requests offer tools (the data's `tools=N`): a session's reply may be a tool call.
     tools: bool,
+    /// Router affinity: the conversations under way and what each sends again.
+    affinity: Conversations,
 }
 
 impl Backend {
@@ -306,7 +309,8 @@ impl Backend {
                     user_agent,
                     cfg.connect_timeout,
                 )
-                .log_connects(Arc::clone(&connects)),
+                .log_connects(Arc::clone(&connects))
+                .read_token(cfg.affinity.token.clone()),
             )
         } else {
             Transport::Reqwest {
@@ -330,7 +334,13 @@ impl Backend {
                 .find_map(|k| cfg.extra_body.get(*k))
                 .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok())),
             tools: cfg.tools > 0,
+            affinity: Conversations::new(&cfg.affinity),
         })
+    }
+
+    /// Router affinity: the conversations under way (see [`crate::affinity`]).
+    pub fn affinity(&self) -> &Conversations {
+        &self.affinity
     }
 
     /// The output length `req` asks the server for: the user's `extra_body` length,
@@ -367,14 +377,23 @@ impl Backend {
     /// The headers of the request of `slot` (its id, when ids are sent; `None` for a
     /// request outside the schedule, as the pre-run probes) and of session `session`
     /// (see [`Self::session_header`]): one place for both transports.
+    /// `affinity`: the request's affinity headers ([`Conversations::headers`]), whose
+    /// values are checked here (a token the server sent could be anything).
     pub fn request_headers<'a>(
         &'a self,
         slot: Option<u64>,
         session: Option<&'a str>,
+        affinity: &'a [(&'a str, String)],
     ) -> Result<RequestHeaders<'a>, String> {
+        for (name, value) in affinity {
+            if reqwest::header::HeaderValue::from_str(value).is_err() {
+                return Err(format!("{value:?} is not a valid value of header {name}"));
+            }
+        }
         Ok(RequestHeaders {
             session: self.session_header(session)?,
             id: self.request_id.as_deref().zip(slot),
+            affinity,
         })
     }
     /// The body of one request.
@@ -416,7 +435,8 @@ impl Backend {
         ex: &mut Exchange,
     ) {
         ex.start.get_or_insert_with(MonoNanos::now);
-        let headers = match self.request_headers(slot, session) {
+        let affinity = self.affinity.headers(session);
+        let headers = match self.request_headers(slot, session, &affinity) {
             Ok(headers) => headers,
             Err(message) => return ex.fail(ErrorKind::Request, message),
         };
@@ -433,11 +453,14 @@ impl Backend {
                     request = request
                         .header(llmsurge_proto::REQUEST_ID_HEADER, format!("{prefix}{slot}"));
                 }
-                self.execute_reqwest(request, ex).await;
+                for (name, value) in headers.affinity {
+                    request = request.header(*name, value.as_str());
+                }
+                self.execute_reqwest(request, session, ex).await;
             }
             Transport::Http1(h1) => {
                 let out = h1.outgoing_with(content_type, headers, body);
-                self.execute_http1(h1, out, None, ex).await;
+                self.execute_http1(h1, out, None, session, ex).await;
             }
         }
     }
@@ -469,7 +492,7 @@ impl Backend {
         match &self.transport {
             Transport::Http1(h1) => {
                 let out = presend.outgoing().clone();
-                self.execute_http1(h1, out, Some(presend), ex).await;
+                self.execute_http1(h1, out, Some(presend), None, ex).await;
             }
             Transport::Reqwest { .. } => ex.fail(
                 ErrorKind::Request,
@@ -483,17 +506,22 @@ impl Backend {
         h1: &Http1,
         out: Outgoing,
         presend: Option<Presend>,
+        session: Option<&str>,
         ex: &mut Exchange,
     ) {
         let started = Instant::now();
         let deadline = started + self.request_timeout;
         let head_by = self.head_bound(started, deadline);
-        let sending = h1.send(out, presend, &mut ex.retried);
+        let own = self.affinity.pool(session);
+        let sending = h1.send_in(out, presend, &mut ex.retried, own.as_ref());
         let mut response = match timeout_at(head_by.0, sending).await {
             Err(_) => return ex.fail(ErrorKind::Timeout, head_by.1),
             Ok(Err(e)) => return ex.fail(e.kind, e.message),
             Ok(Ok(r)) => r,
         };
+        if let (Some(key), Some(token)) = (session, response.token.take()) {
+            self.affinity.keep_token(key, token);
+        }
         if !(200..300).contains(&response.status) {
             let body = read_bounded(&mut response.body, deadline).await;
             return ex.fail(
@@ -516,7 +544,12 @@ impl Backend {
         }
     }
 
-    async fn execute_reqwest(&self, request: reqwest::RequestBuilder, ex: &mut Exchange) {
+    async fn execute_reqwest(
+        &self,
+        request: reqwest::RequestBuilder,
+        session: Option<&str>,
+        ex: &mut Exchange,
+    ) {
         let started = Instant::now();
         let deadline = started + self.request_timeout;
         let head_by = self.head_bound(started, deadline);
@@ -525,6 +558,14 @@ impl Backend {
             Ok(Err(e)) => return ex.fail(classify(&e), failure_message(&e)),
             Ok(Ok(r)) => r,
         };
+        if let (Some(key), Some(t)) = (session, self.affinity.token()) {
+            let token = response.headers().iter().find_map(|(name, value)| {
+                t.read(name.as_str(), value.to_str().ok()?)
+            });
+            if let Some(token) = token {
+                self.affinity.keep_token(key, token);
+            }
+        }
         let status = response.status();
         if !status.is_success() {
             let body = read_bounded(&mut ReqwestBody(&mut response), deadline).await;

@@ -200,6 +200,10 @@ impl Pacer {
             let (ready, session) = match self.source.session(id) {
                 Ok(Some(plan)) => {
                     let mut session = SessionState::new(id, plan);
+                    // Router affinity: a sub-agent's first call names its parent.
+                    for (key, parent) in session.conversations() {
+                        self.backend.affinity().open(key, parent);
+                    }
                     match session.next_request() {
                         Some(req) => (Ready::new(&self.backend, req), Some(session)),
                         // A session of no turns is no load (the sources never make one).
@@ -295,9 +299,18 @@ impl Pacer {
         if self.shm.prefill_cap().is_some() {
             return None;
         }
+        // A token to keep or a conversation's own connection: the runtime sends, which
+        // reads the response knowing its conversation.
+        if self.backend.affinity().needs_runtime() {
+            return None;
+        }
         let h1 = self.backend.http1()?;
+        let affinity = self.backend.affinity().headers(session);
         // A session id that cannot be a header value: the runtime fails the request.
-        let headers = self.backend.request_headers(Some(slot), session).ok()?;
+        let headers = self
+            .backend
+            .request_headers(Some(slot), session, &affinity)
+            .ok()?;
         let conn = h1.try_take_idle()?;
         if !self.shm.try_acquire(self.worker_id) {
             h1.put_back(conn);
@@ -396,6 +409,7 @@ mod tests {
         let headers = crate::http1::RequestHeaders {
             session: header,
             id: None,
+            affinity: &[],
         };
         let out = h1.outgoing_with("application/json", headers, Bytes::from_static(b"{}"));
         let tail = format!("{out:?}");
@@ -424,11 +438,11 @@ mod tests {
             ..test_backend()
         })
         .expect("backend");
-        let headers = backend.request_headers(Some(17), None).expect("headers");
+        let headers = backend.request_headers(Some(17), None, &[]).expect("headers");
         assert_eq!(headers.id, Some(("llmsurge-0badcafe-2-", 17)));
         // Outside the schedule (a probe): no id.
         assert_eq!(
-            backend.request_headers(None, None).expect("headers").id,
+            backend.request_headers(None, None, &[]).expect("headers").id,
             None
         );
         let h1 = backend.http1().expect("plain http: the own client");
@@ -445,7 +459,7 @@ mod tests {
         })
         .expect("backend");
         assert_eq!(
-            theirs.request_headers(Some(17), None).expect("headers").id,
+            theirs.request_headers(Some(17), None, &[]).expect("headers").id,
             None
         );
     }
@@ -529,6 +543,7 @@ mod tests {
                 recorded_reply: None,
                 tool_result: None,
                 after: None,
+                parent_session: None,
             };
             Ok(Some(crate::SessionPlan {
                 system: Some(format!("system {id}")),

@@ -56,6 +56,10 @@ pub struct App {
     /// faults, its own counters and sequence, the main server's prefix cache (`None` in
     /// the twin itself).
     pub(super) probe_twin: Option<Arc<App>>,
+    /// The id of the next accepted connection (the record's `connection`).
+    pub next_connection: AtomicU64,
+    /// `--issue-session-token`: the number of the next token handed out.
+    pub next_token: AtomicU64,
 }
 
 #[derive(Serialize)]
@@ -149,7 +153,15 @@ impl App {
         App {
             model: Model::new(&config),
             counters: Counters::with_models(&config.model),
-            prefix_cache: Arc::new(PrefixCache::new(config.kv_cache_tokens)),
+            prefix_cache: Arc::new(PrefixCache::split(
+                config.kv_cache_tokens,
+                match config.prefix_cache_by {
+                    Some(_) => config.replicas as usize,
+                    None => 1,
+                },
+            )),
+            next_connection: AtomicU64::new(0),
+            next_token: AtomicU64::new(0),
             semaphore: config.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
             seq: AtomicU64::new(0),
             scrapes: AtomicU64::new(0),

@@ -245,9 +245,10 @@ fn spawn_connection(
         tracing::warn!(error = %e, "mock server: cannot set TCP_NODELAY");
     }
     app.counters.connection(ConnectionEvent::Accepted);
+    let id = ConnectionId(app.next_connection.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     tokio::spawn(async move {
         match acceptor {
-            None => serve_connection(stream, app, &builder, shutdown).await,
+            None => serve_connection(stream, app, id, &builder, shutdown).await,
             // The handshake runs in the connection's task, so a slow or refused client
             // never holds up the accept loop.
             Some(acceptor) => match acceptor.accept(stream).await {
@@ -258,7 +259,7 @@ fn spawn_connection(
                     } else {
                         ConnectionEvent::TlsHttp1
                     });
-                    serve_connection(tls, app, &builder, shutdown).await;
+                    serve_connection(tls, app, id, &builder, shutdown).await;
                 }
                 // A client without the certificate --tls-client-ca asks for, or one
                 // that does not trust ours: its handshake ends here, with an alert.
@@ -271,17 +272,24 @@ fn spawn_connection(
     });
 }
 
+/// The accepted connection a request came on, numbered from 0 in accept order (the
+/// record's `connection`): a request extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionId(pub u64);
+
 /// Serves one connection (plain or TLS) until it ends or the server stops.
 async fn serve_connection<S>(
     stream: S,
     app: Arc<App>,
+    id: ConnectionId,
     builder: &auto::Builder<TokioExecutor>,
     mut shutdown: watch::Receiver<bool>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req| {
+    let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let app = Arc::clone(&app);
+        req.extensions_mut().insert(id);
         async move {
             let server = super::info::server_header(&app);
             let mut response = handle(app, req).await;
