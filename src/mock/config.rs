@@ -427,7 +427,7 @@ pub struct MockConfig {
     /// comma list; `"headers": {"NAME": "value"}`, null when the request had none; values
     /// cut at 256 bytes), e.g. the session header of sticky routing. Like every output
     /// of llmsurge, a value is written only for a harmless header (content-type, accept,
-    /// user-agent, anthropic-version, x-request-id, x-session-id) or one named by
+    /// user-agent, anthropic-version, x-request-id, x-session-id, the routers' session keys) or one named by
     /// --show-header; any other, as an API key, is written as <redacted>.
     #[arg(
         long,

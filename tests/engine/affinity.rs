@@ -55,6 +55,8 @@ fn each_preset_sends_the_routers_session_key_on_every_turn() {
     ] {
         let (server, _dir, path) = recording(MockConfig {
             record_header: vec![name.into(), "x-dynamo-parent-session-id".into()],
+            // A header of the user's choice is not known harmless: shown when asked.
+            show_header: vec!["x-route-key".into()],
             ..MockConfig::instant()
         });
         let lines = run(&server, &path, SESSIONS, &["--affinity", flag]);
@@ -168,7 +170,7 @@ fn sticky_connections_keep_one_connection_per_conversation() {
     let data = format!("{SESSIONS},think_time=20ms,session_header=x-session-id");
     for (extra, sticky) in [
         (&["--sticky-connections"][..], true),
-        (&["--sticky-connections", "true", "--affinity", "sglang"][..], true),
+        (&["--sticky-connections", "--affinity", "sglang"][..], true),
         (&[][..], false),
     ] {
         let (server, _dir, path) = recording(MockConfig {
