@@ -110,7 +110,10 @@ mod tests {
         assert_eq!(h.read("set-cookie", "x-session-token=t1"), None);
         assert_eq!(h.request_header("t1"), ("x-session-token", "t1".into()));
         let c = SessionToken::Cookie("route".into());
-        assert_eq!(c.read("Set-Cookie", "route=abc; Path=/"), Some("abc".into()));
+        assert_eq!(
+            c.read("Set-Cookie", "route=abc; Path=/"),
+            Some("abc".into())
+        );
         assert_eq!(c.read("set-cookie", "other=abc"), None);
         assert_eq!(c.request_header("abc"), ("cookie", "route=abc".into()));
     }

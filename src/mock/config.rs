@@ -527,7 +527,11 @@ pub struct MockConfig {
     /// NAME (`header:NAME`) or a `Set-Cookie: NAME=…` (`cookie:NAME`). With `--record`,
     /// each line says the token the request carried (`token`) and the one handed out
     /// (`issued_token`).
-    #[arg(long, env = "LLMSURGE_MOCK_ISSUE_SESSION_TOKEN", value_name = "header:NAME|cookie:NAME")]
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_ISSUE_SESSION_TOKEN",
+        value_name = "header:NAME|cookie:NAME"
+    )]
     pub issue_session_token: Option<String>,
 
     /// Split the prefix cache into `--replicas` caches of an equal share of
@@ -538,7 +542,12 @@ pub struct MockConfig {
     pub prefix_cache_by: Option<String>,
 
     /// With --prefix-cache-by: how many replicas' caches.
-    #[arg(long, env = "LLMSURGE_MOCK_REPLICAS", default_value_t = 4, value_name = "N")]
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_REPLICAS",
+        default_value_t = 4,
+        value_name = "N"
+    )]
     pub replicas: u32,
 
     /// The `root` of the --model names in `/v1/models` and `/server_info` (vLLM lists the
@@ -763,9 +772,7 @@ struct EnvOnly {
 
 impl MockConfig {
     /// `--issue-session-token`: where the token goes; `Ok(None)` when not asked.
-    pub fn session_token(
-        &self,
-    ) -> Result<Option<llmsurge_proto::affinity::SessionToken>, String> {
+    pub fn session_token(&self) -> Result<Option<llmsurge_proto::affinity::SessionToken>, String> {
         use llmsurge_proto::affinity::SessionToken;
         let Some(raw) = &self.issue_session_token else {
             return Ok(None);

@@ -66,7 +66,10 @@ fn each_preset_sends_the_routers_session_key_on_every_turn() {
             assert!(key.starts_with("llmsurge-session-"), "{flag}: {key}");
             let seen: Vec<usize> = turns.iter().map(|l| turn_of(l)).collect();
             let want: Vec<usize> = (0..seen.len()).collect();
-            assert_eq!(seen, want, "{flag}: one key per session, on each of its turns");
+            assert_eq!(
+                seen, want,
+                "{flag}: one key per session, on each of its turns"
+            );
         }
         // A session is no sub-agent: no parent key.
         assert!(
@@ -86,13 +89,22 @@ fn each_preset_sends_the_routers_session_key_on_every_turn() {
     }
 }
 
+/// (span, parent, start ms, end ms, GenAI input/output tokens when a call).
+type Span = (
+    &'static str,
+    Option<&'static str>,
+    u64,
+    u64,
+    Option<(u32, u32)>,
+);
+
 /// An agent trace: a planner, a sub-agent `s1` whose call `c1` spawns a nested
 /// sub-agent `s1a` (call `c1a`), a sub-agent `s2` (call `c2`), and a joining call.
 /// Output lengths tell the calls apart in the record.
 fn agent_trace() -> String {
     const MS: u64 = 1_000_000;
     const T0: u64 = 1_700_000_000_000_000_000;
-    let rows: [(&str, Option<&str>, u64, u64, Option<(u32, u32)>); 9] = [
+    let rows: [Span; 9] = [
         ("root", None, 0, 900, None),
         ("plan", Some("root"), 0, 100, Some((40, 11))),
         ("s1", Some("root"), 110, 500, None),
@@ -196,7 +208,10 @@ fn sticky_connections_keep_one_connection_per_conversation() {
         }
         let shared = served.values().any(|s| s.len() > 1);
         if sticky {
-            assert!(!shared, "{extra:?}: a connection served two sessions: {served:?}");
+            assert!(
+                !shared,
+                "{extra:?}: a connection served two sessions: {served:?}"
+            );
         } else {
             // The pool lends a connection to whichever request comes: sessions share.
             assert!(shared, "without the flag the pool is shared: {served:?}");
@@ -210,7 +225,11 @@ fn a_session_token_the_server_hands_out_comes_back_on_later_turns() {
     for (issue, flag, transport) in [
         ("cookie:route", "cookie:route", &[][..]),
         ("header:x-session-token", "header:x-session-token", &[][..]),
-        ("header:x-session-token", "header:X-Session-Token", &["--http2"][..]),
+        (
+            "header:x-session-token",
+            "header:X-Session-Token",
+            &["--http2"][..],
+        ),
     ] {
         let (server, _dir, path) = recording(MockConfig {
             record_header: vec!["x-session-id".into()],
@@ -230,7 +249,10 @@ fn a_session_token_the_server_hands_out_comes_back_on_later_turns() {
             let issued = first["issued_token"]
                 .as_str()
                 .unwrap_or_else(|| panic!("{issue}: no token handed out: {first}"));
-            assert!(issued_all.insert(issued.to_string()), "one token per session");
+            assert!(
+                issued_all.insert(issued.to_string()),
+                "one token per session"
+            );
             for later in &turns[1..] {
                 assert_eq!(later["token"], issued, "{issue} {transport:?}: {key}");
                 assert!(later["issued_token"].is_null());
@@ -296,7 +318,10 @@ fn bad_affinity_flags_are_usage_errors_naming_the_flag() {
         (&["--affinity", "header:cookie"][..], "--affinity"),
         (&["--session-token", "body:x"][..], "--session-token"),
         (&["--session-token", "header:"][..], "--session-token"),
-        (&["--sticky-connections", "--http2"][..], "--sticky-connections"),
+        (
+            &["--sticky-connections", "--http2"][..],
+            "--sticky-connections",
+        ),
     ] {
         let finished = Bench::on(&server)
             .data(SESSIONS)

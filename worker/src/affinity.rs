@@ -38,7 +38,9 @@ impl Conversations {
 
     fn books(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Conversation>> {
         // A poisoned lock only means another thread panicked mid-update: the map holds.
-        self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether any affinity setting is on.
@@ -145,7 +147,10 @@ mod tests {
         let (main, sub): (Arc<str>, Arc<str>) = ("s-1".into(), "s-1-c".into());
         books.open(&main, None);
         books.open(&sub, Some(&main));
-        assert_eq!(books.headers(Some("s-1")), [("x-dynamo-session-id", "s-1".into())]);
+        assert_eq!(
+            books.headers(Some("s-1")),
+            [("x-dynamo-session-id", "s-1".into())]
+        );
         books.keep_token("s-1-c", "t9".into());
         assert_eq!(
             books.headers(Some("s-1-c")),

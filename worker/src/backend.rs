@@ -559,9 +559,10 @@ impl Backend {
             Ok(Ok(r)) => r,
         };
         if let (Some(key), Some(t)) = (session, self.affinity.token()) {
-            let token = response.headers().iter().find_map(|(name, value)| {
-                t.read(name.as_str(), value.to_str().ok()?)
-            });
+            let token = response
+                .headers()
+                .iter()
+                .find_map(|(name, value)| t.read(name.as_str(), value.to_str().ok()?));
             if let Some(token) = token {
                 self.affinity.keep_token(key, token);
             }

@@ -438,11 +438,16 @@ mod tests {
             ..test_backend()
         })
         .expect("backend");
-        let headers = backend.request_headers(Some(17), None, &[]).expect("headers");
+        let headers = backend
+            .request_headers(Some(17), None, &[])
+            .expect("headers");
         assert_eq!(headers.id, Some(("llmsurge-0badcafe-2-", 17)));
         // Outside the schedule (a probe): no id.
         assert_eq!(
-            backend.request_headers(None, None, &[]).expect("headers").id,
+            backend
+                .request_headers(None, None, &[])
+                .expect("headers")
+                .id,
             None
         );
         let h1 = backend.http1().expect("plain http: the own client");
@@ -459,7 +464,10 @@ mod tests {
         })
         .expect("backend");
         assert_eq!(
-            theirs.request_headers(Some(17), None, &[]).expect("headers").id,
+            theirs
+                .request_headers(Some(17), None, &[])
+                .expect("headers")
+                .id,
             None
         );
     }

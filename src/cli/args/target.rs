@@ -103,13 +103,21 @@ pub struct TargetArgs {
     /// of its sub-agents) in the header a router places it by: dynamo
     /// (x-dynamo-session-id, and x-dynamo-parent-session-id on a sub-agent's calls),
     /// sglang (x-smg-routing-key), or header:NAME.
-    #[arg(long, env = "LLMSURGE_AFFINITY", value_name = "dynamo|sglang|header:NAME")]
+    #[arg(
+        long,
+        env = "LLMSURGE_AFFINITY",
+        value_name = "dynamo|sglang|header:NAME"
+    )]
     pub affinity: Option<String>,
 
     /// A session token the server (or a router) hands out, sent back on the same
     /// conversation's later requests: header:NAME (response header NAME, sent back in
     /// request header NAME) or cookie:NAME (a Set-Cookie NAME, sent back as Cookie).
-    #[arg(long, env = "LLMSURGE_SESSION_TOKEN", value_name = "header:NAME|cookie:NAME")]
+    #[arg(
+        long,
+        env = "LLMSURGE_SESSION_TOKEN",
+        value_name = "header:NAME|cookie:NAME"
+    )]
     pub session_token: Option<String>,
 
     /// Keep one connection per conversation (session or agent trace) for its whole life,

@@ -338,29 +338,29 @@ impl RequestSource for AgentTraceSource {
             .map(|(call, prompt)| {
                 let (session, parent_session) = conversation_keys(id, call);
                 Turn {
-                request: PreparedRequest {
-                    prompt_tokens: match prompt {
-                        Prompt::Text(_) => call.genai.input_tokens,
-                        // Recorded messages: the server's usage says their length.
-                        _ => None,
+                    request: PreparedRequest {
+                        prompt_tokens: match prompt {
+                            Prompt::Text(_) => call.genai.input_tokens,
+                            // Recorded messages: the server's usage says their length.
+                            _ => None,
+                        },
+                        prompt,
+                        max_tokens: call.genai.output_tokens,
+                        model: None,
+                        user: None,
+                        session: Some(session),
                     },
-                    prompt,
-                    max_tokens: call.genai.output_tokens,
-                    model: None,
-                    user: None,
-                    session: Some(session),
-                },
-                think_ns: (call.gap_ns as f64 * self.time_scale).round() as u64,
-                recorded_reply: None,
-                tool_result: None,
-                after: Some(
-                    call.deps
-                        .iter()
-                        .map(|&d| u32::try_from(d).unwrap_or(u32::MAX))
-                        .collect(),
-                ),
-                parent_session,
-            }
+                    think_ns: (call.gap_ns as f64 * self.time_scale).round() as u64,
+                    recorded_reply: None,
+                    tool_result: None,
+                    after: Some(
+                        call.deps
+                            .iter()
+                            .map(|&d| u32::try_from(d).unwrap_or(u32::MAX))
+                            .collect(),
+                    ),
+                    parent_session,
+                }
             })
             .collect();
         Ok(Some(SessionPlan {

@@ -17,6 +17,11 @@ use crate::mock::model::record::Recorder;
 use crate::mock::model::stats::Counters;
 use crate::mock::model::truth::TruthWriter;
 
+/// The accepted connection a request came on, numbered from 0 in accept order (the
+/// record's `connection`): a request extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionId(pub u64);
+
 /// Everything the connections share.
 #[derive(Debug)]
 pub struct App {

@@ -25,11 +25,11 @@ use crate::mock::config::PROBE_HEADER;
 use crate::mock::model::plan::{Eos, Fault, Plan};
 use crate::mock::model::prefix_cache::PromptBlocks;
 use crate::mock::model::record::Seen;
-use llmsurge_proto::affinity::SessionToken;
 use crate::mock::model::stats::{Endpoint, FaultKind};
 use crate::mock::model::tokenizer;
 use crate::mock::model::truth::{Trace, outcome as truth_outcome};
 use llmsurge_proto::MonoNanos;
+use llmsurge_proto::affinity::SessionToken;
 
 /// Largest request body read (a long-context prompt fits with room to spare).
 const MAX_BODY_BYTES: usize = 64 << 20;
@@ -301,7 +301,7 @@ async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
                 };
             let connection = req
                 .extensions()
-                .get::<super::server::ConnectionId>()
+                .get::<super::app::ConnectionId>()
                 .map(|c| c.0);
             // `--prefix-cache-by`: the replica this request's prefix lookup goes to.
             let replica = app.config.prefix_cache_by.as_deref().map(|name| {

@@ -14,7 +14,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{oneshot, watch};
 use tokio_rustls::TlsAcceptor;
 
-use super::app::App;
+use super::app::{App, ConnectionId};
 use super::body::InjectedClose;
 use super::handler::handle;
 use crate::mock::config::MockConfig;
@@ -245,7 +245,10 @@ fn spawn_connection(
         tracing::warn!(error = %e, "mock server: cannot set TCP_NODELAY");
     }
     app.counters.connection(ConnectionEvent::Accepted);
-    let id = ConnectionId(app.next_connection.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let id = ConnectionId(
+        app.next_connection
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+    );
     tokio::spawn(async move {
         match acceptor {
             None => serve_connection(stream, app, id, &builder, shutdown).await,
@@ -271,11 +274,6 @@ fn spawn_connection(
         }
     });
 }
-
-/// The accepted connection a request came on, numbered from 0 in accept order (the
-/// record's `connection`): a request extension.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConnectionId(pub u64);
 
 /// Serves one connection (plain or TLS) until it ends or the server stops.
 async fn serve_connection<S>(

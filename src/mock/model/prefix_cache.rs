@@ -209,10 +209,18 @@ mod tests {
         let cache = PrefixCache::split(1 << 16, 4);
         let a: Vec<u32> = (0..32).collect();
         let r = cache.replica(Some(b"session-1"));
-        assert_eq!(r, cache.replica(Some(b"session-1")), "a key keeps its replica");
+        assert_eq!(
+            r,
+            cache.replica(Some(b"session-1")),
+            "a key keeps its replica"
+        );
         assert_eq!(cache.lookup_on(r, &blocks(&a)), 0);
         assert_eq!(cache.lookup_on(r, &blocks(&a)), 32);
-        assert_eq!(cache.lookup_on(r + 1, &blocks(&a)), 0, "another replica: cold");
+        assert_eq!(
+            cache.lookup_on(r + 1, &blocks(&a)),
+            0,
+            "another replica: cold"
+        );
         let turns: Vec<usize> = (0..4).map(|_| cache.replica(None)).collect();
         assert_eq!(turns, [0, 1, 2, 3], "no key: in turn");
     }
