@@ -180,10 +180,9 @@ fn dynamo_affinity_gives_a_sub_agents_calls_their_own_key_and_their_parents() {
 #[test]
 fn sticky_connections_keep_one_connection_per_conversation() {
     let data = format!("{SESSIONS},think_time=20ms,session_header=x-session-id");
-    for (extra, sticky) in [
-        (&["--sticky-connections"][..], true),
-        (&["--sticky-connections", "--affinity", "sglang"][..], true),
-        (&[][..], false),
+    for extra in [
+        &["--sticky-connections"][..],
+        &["--sticky-connections", "--affinity", "sglang"][..],
     ] {
         let (server, _dir, path) = recording(MockConfig {
             record_header: vec!["x-session-id".into()],
@@ -199,23 +198,16 @@ fn sticky_connections_keep_one_connection_per_conversation() {
                 .iter()
                 .map(|l| l["connection"].as_u64().expect("the connection id"))
                 .collect();
-            if sticky {
-                assert_eq!(conns.len(), 1, "{extra:?}: session {key} on {conns:?}");
-            }
+            assert_eq!(conns.len(), 1, "{extra:?}: session {key} on {conns:?}");
             for c in conns {
                 served.entry(c).or_default().insert(key);
             }
         }
-        let shared = served.values().any(|s| s.len() > 1);
-        if sticky {
-            assert!(
-                !shared,
-                "{extra:?}: a connection served two sessions: {served:?}"
-            );
-        } else {
-            // The pool lends a connection to whichever request comes: sessions share.
-            assert!(shared, "without the flag the pool is shared: {served:?}");
-        }
+        let shared: Vec<_> = served.values().filter(|s| s.len() > 1).collect();
+        assert!(
+            shared.is_empty(),
+            "{extra:?}: a connection served two sessions: {served:?}"
+        );
     }
 }
 
@@ -312,15 +304,37 @@ fn affinity_raises_the_prefix_cache_hit_rate_of_a_cache_split_by_key() {
 #[test]
 fn bad_affinity_flags_are_usage_errors_naming_the_flag() {
     let server = mock(MockConfig::instant());
-    for (args, flag) in [
-        (&["--affinity", "nginx"][..], "--affinity"),
-        (&["--affinity", "header:bad name"][..], "--affinity"),
-        (&["--affinity", "header:cookie"][..], "--affinity"),
-        (&["--session-token", "body:x"][..], "--session-token"),
-        (&["--session-token", "header:"][..], "--session-token"),
+    for (args, flag, why) in [
+        (&["--affinity", "nginx"][..], "--affinity", "not a router"),
+        (
+            &["--affinity", "header:bad name"][..],
+            "--affinity",
+            "not a header name",
+        ),
+        (
+            &["--affinity", "header:cookie"][..],
+            "--affinity",
+            "not a header name",
+        ),
+        (
+            &["--session-token", "body:x"][..],
+            "--session-token",
+            "header:NAME",
+        ),
+        (
+            &["--session-token", "header:"][..],
+            "--session-token",
+            "not a header name",
+        ),
+        (
+            &["--session-token", "cookie:a b"][..],
+            "--session-token",
+            "not a cookie name",
+        ),
         (
             &["--sticky-connections", "--http2"][..],
             "--sticky-connections",
+            "HTTP/2",
         ),
     ] {
         let finished = Bench::on(&server)
@@ -331,7 +345,10 @@ fn bad_affinity_flags_are_usage_errors_naming_the_flag() {
         assert_eq!(finished.code(), 2, "{args:?}: {}", finished.stderr);
         let line = finished.stderr.trim();
         assert_eq!(line.lines().count(), 1, "{args:?}: {line}");
-        assert!(line.contains(flag), "{args:?}: {line}");
+        assert!(
+            line.contains(flag) && line.contains(why),
+            "{args:?}: {line}"
+        );
     }
     assert_eq!(server.stats().requests_total, 0);
 }
