@@ -72,3 +72,30 @@ pub fn resolve(args: &TargetArgs) -> Result<Affinity, UsageError> {
     }
     Ok(affinity)
 }
+
+/// Refuses affinity flags where the data makes no conversation for them to act on
+/// (independent synthetic requests, a request trace): they would have no effect.
+pub fn check_data(affinity: &Affinity, data: &llmsurge_proto::DataSpec) -> Result<(), UsageError> {
+    use llmsurge_proto::DataSpec;
+    let alone = match data {
+        DataSpec::Synthetic(s) => s.turns == 0,
+        DataSpec::Trace(_) => true,
+        // A table's rows may be sessions (conversation datasets); agent traces are.
+        DataSpec::Table(_) | DataSpec::AgentTrace(_) => false,
+    };
+    let flag = if affinity.key_header.is_some() {
+        "--affinity"
+    } else if affinity.token.is_some() {
+        "--session-token"
+    } else if affinity.sticky_connections {
+        "--sticky-connections"
+    } else {
+        return Ok(());
+    };
+    if alone {
+        return Err(UsageError(format!(
+            "{flag}: the data's requests stand alone, so there is no conversation to key, pin or hand a token to; give sessions (turns=N), a conversation dataset or agent traces (--profile replay), or drop {flag}"
+        )));
+    }
+    Ok(())
+}

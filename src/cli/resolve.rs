@@ -329,6 +329,14 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     }
     let (outputs, reporting) = super::resolve_output::resolve_output(&args.output)?;
     let backend = resolve_backend(args)?;
+    // Synthetic requests that stand alone are refused before the target is contacted;
+    // a file's requests once it is read (see `plan_template`).
+    if let crate::data::DataSource::Synthetic { spec } = &data.source {
+        super::affinity::check_data(
+            &backend.affinity,
+            &llmsurge_proto::DataSpec::Synthetic(spec.clone()),
+        )?;
+    }
     check_objectives_need_no_stream(slo.as_ref(), goodput.as_ref(), &backend)?;
     let (repeat, repeat_cooldown, precision) = super::repeat::resolve_repeat(args, backend.stream)?;
     let behaviour = super::agentic::resolve_behaviour(args)?;

@@ -710,6 +710,7 @@ fn plan_template(
     data: &DataSpec,
 ) -> Result<PlanTemplate, UsageError> {
     let b = &plan.backend;
+    super::affinity::check_data(&b.affinity, data)?;
     let worker_template = WorkerConfig {
         worker_id: 0,
         worker_count: 1,

@@ -350,5 +350,26 @@ fn bad_affinity_flags_are_usage_errors_naming_the_flag() {
             "{args:?}: {line}"
         );
     }
+    // Requests that stand alone have no conversation: the flags would do nothing.
+    for flag in [
+        &["--affinity", "sglang"][..],
+        &["--session-token", "cookie:route"][..],
+        &["--sticky-connections"][..],
+    ] {
+        let finished = Bench::on(&server)
+            .data("prompt_tokens=8,output_tokens=2")
+            .max_requests(2)
+            .args_as_written(flag)
+            .run();
+        assert_eq!(finished.code(), 2, "{flag:?}: {}", finished.stderr);
+        assert!(
+            finished.stderr.trim().starts_with(&format!(
+                "error: {}: the data's requests stand alone",
+                flag[0]
+            )),
+            "{flag:?}: {}",
+            finished.stderr
+        );
+    }
     assert_eq!(server.stats().requests_total, 0);
 }
