@@ -184,11 +184,29 @@ fn sticky_connections_keep_one_connection_per_conversation() {
         &["--sticky-connections"][..],
         &["--sticky-connections", "--affinity", "sglang"][..],
     ] {
-        let (server, _dir, path) = recording(MockConfig {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, truth) = (
+            dir.path().join("record.jsonl"),
+            dir.path().join("truth.jsonl"),
+        );
+        let server = mock(MockConfig {
+            record: Some(path.clone()),
+            truth: Some(truth.clone()),
             record_header: vec!["x-session-id".into()],
             ..MockConfig::instant()
         });
         let lines = run(&server, &path, &data, extra);
+        // The truth file names the same connections (complete once the server stopped).
+        server.stop();
+        let conns = |lines: &[Value]| -> Vec<u64> {
+            let mut c: Vec<u64> = lines
+                .iter()
+                .map(|l| l["connection"].as_u64().expect("the connection id"))
+                .collect();
+            c.sort_unstable();
+            c
+        };
+        assert_eq!(conns(&recorded(&truth)), conns(&lines), "{extra:?}");
         let sessions = by_key(&lines, "x-session-id");
         assert!(sessions.len() >= 3, "{extra:?}: {sessions:?}");
         // Which sessions each connection served.

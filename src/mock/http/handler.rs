@@ -157,6 +157,10 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
         .headers()
         .get(llmsurge_proto::REQUEST_ID_HEADER)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let connection = req
+        .extensions()
+        .get::<super::app::ConnectionId>()
+        .map(|c| c.0);
     let mut response = serve(app, req).await;
     let now = MonoNanos::now();
     let close = response.extensions().get::<InjectedClose>().is_some();
@@ -164,6 +168,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
     let status = response.status().as_u16();
     let mut trace = Box::new(Trace {
         request_id,
+        connection,
         endpoint,
         stream: false,
         status: (!close).then_some(status),

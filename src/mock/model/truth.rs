@@ -45,6 +45,7 @@ impl TruthWriter {
         let time = |t: MonoNanos| self.anchor.unix_seconds(t);
         let line = Line {
             request_id: trace.request_id.as_deref(),
+            connection: trace.connection,
             endpoint: trace.endpoint,
             stream: trace.stream,
             status: trace.status,
@@ -114,6 +115,8 @@ pub mod outcome {
 pub struct Trace {
     /// Its `x-request-id`, when it had one.
     pub request_id: Option<String>,
+    /// The accepted connection it came on (numbered from 0 in accept order).
+    pub connection: Option<u64>,
     /// The endpoint's path.
     pub endpoint: &'static str,
     /// Answered as a stream.
@@ -177,6 +180,8 @@ impl Trace {
 #[derive(Serialize)]
 struct Line<'a> {
     request_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    connection: Option<u64>,
     endpoint: &'a str,
     stream: bool,
     status: Option<u16>,
