@@ -738,7 +738,7 @@ impl Context {
         // Router affinity: the session's conversations are open while it runs (their
         // tokens and sticky connections live as long), and closed after.
         let affinity = self.backend.affinity();
-        let keys: Vec<Arc<str>> = if affinity.is_on() {
+        let mut keys: Vec<Arc<str>> = if affinity.is_on() {
             session
                 .conversations()
                 .map(|(key, parent)| {
@@ -749,6 +749,9 @@ impl Context {
         } else {
             Vec::new()
         };
+        // Every turn names its conversation: each closed once.
+        keys.sort_unstable();
+        keys.dedup();
         let ok = self.run_session_turns(session, first, previous_end).await;
         for key in &keys {
             affinity.close(key);
