@@ -117,6 +117,7 @@ fn pacer_slot_work_1024(bencher: divan::Bencher) {
         session_header: None,
         tools: 0,
         request_id: None,
+        affinity: Default::default(),
     });
     let mut slot = 0u64;
     bencher

@@ -202,6 +202,7 @@ fn backend_config() -> BackendConfig {
         session_header: None,
         tools: 0,
         request_id: None,
+        affinity: Default::default(),
     }
 }
 

@@ -2,6 +2,7 @@
 //! count independence, worker death, Ctrl-C, and usage errors.
 
 mod adaptive;
+mod affinity;
 mod agent_trace_messages;
 mod agent_traces;
 mod agentic;

@@ -1266,6 +1266,7 @@ mod capacity_tests {
                 session_header: None,
                 tools: 0,
                 request_id: None,
+                affinity: Default::default(),
             },
             schedule: Schedule::Streams {
                 streams: 1,

@@ -156,6 +156,9 @@ pub struct BackendConfig {
     /// index (see [`request_id_prefix`]); `None` sends no id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// Router affinity: `--affinity`, `--session-token`, `--sticky-connections`.
+    #[serde(default)]
+    pub affinity: crate::affinity::Affinity,
 }
 
 impl BackendConfig {

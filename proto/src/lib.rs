@@ -15,6 +15,7 @@
 //! ([`limits`]); it decides no I/O policy (when to flush, what to do on EOF): that
 //! belongs to the worker and the coordinator.
 
+pub mod affinity;
 pub mod agentic;
 pub mod clock;
 pub mod config;

@@ -20,7 +20,7 @@ pub const REDACTED: &str = "<redacted>";
 
 /// Headers whose values are shown in every output (lowercase): content negotiation,
 /// the client's name, the API version of the Anthropic format, and the request-id and
-/// session headers llmsurge sets.
+/// session headers llmsurge sets (the routers' session keys of `--affinity` included).
 pub const HARMLESS_HEADERS: &[&str] = &[
     "content-type",
     "accept",
@@ -28,6 +28,9 @@ pub const HARMLESS_HEADERS: &[&str] = &[
     "anthropic-version",
     "x-request-id",
     "x-session-id",
+    "x-dynamo-session-id",
+    "x-dynamo-parent-session-id",
+    "x-smg-routing-key",
 ];
 
 /// Which values are opted back into outputs; everything else non-harmless is redacted.

@@ -3,6 +3,7 @@
 //! Raw flags ([`args`]) are resolved once into a validated plan ([`resolve`]); the
 //! subcommands ([`run`]) work from the plan only.
 
+pub mod affinity;
 pub mod agentic;
 pub mod args;
 pub mod clap_line;

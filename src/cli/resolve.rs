@@ -79,6 +79,8 @@ pub struct BackendPlan {
     pub request_id_header: bool,
     /// Send no `traceparent` (`--no-traceparent`).
     pub no_traceparent: bool,
+    /// Router affinity (`--affinity`, `--session-token`, `--sticky-connections`).
+    pub affinity: llmsurge_proto::affinity::Affinity,
     /// `ignore_eos` was asked for, not defaulted (a refusal is then a usage error).
     #[serde(skip)]
     pub ignore_eos_explicit: bool,
@@ -337,6 +339,14 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     }
     let (outputs, reporting) = super::resolve_output::resolve_output(&args.output)?;
     let backend = resolve_backend(args)?;
+    // Synthetic requests that stand alone are refused before the target is contacted;
+    // a file's requests once it is read (see `plan_template`).
+    if let crate::data::DataSource::Synthetic { spec } = &data.source {
+        super::affinity::check_data(
+            &backend.affinity,
+            &llmsurge_proto::DataSpec::Synthetic(spec.clone()),
+        )?;
+    }
     check_objectives_need_no_stream(slo.as_ref(), goodput.as_ref(), &backend)?;
     if let ProfilePlan::Capacity { tiers, .. } = &profile_plan {
         for t in tiers {
@@ -1377,6 +1387,7 @@ pub fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         request_id_header: args.target.request_id_header,
         no_traceparent: args.target.no_traceparent,
         ignore_eos_explicit: args.data.ignore_eos_explicit,
+        affinity: super::affinity::resolve(&args.target)?,
     };
     // A flag that would have no effect is an error, not a shrug.
     if plan.min_tokens

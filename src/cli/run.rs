@@ -757,6 +757,7 @@ fn plan_template(
     data: &DataSpec,
 ) -> Result<PlanTemplate, UsageError> {
     let b = &plan.backend;
+    super::affinity::check_data(&b.affinity, data)?;
     let worker_template = WorkerConfig {
         worker_id: 0,
         worker_count: 1,
@@ -788,6 +789,7 @@ fn plan_template(
                     .iter()
                     .any(|(name, _)| name.eq_ignore_ascii_case(llmsurge_proto::REQUEST_ID_HEADER)))
             .then(llmsurge_proto::new_run_tag),
+            affinity: b.affinity.clone(),
         },
         schedule: Schedule::Streams {
             streams: 1,

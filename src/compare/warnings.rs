@@ -199,6 +199,20 @@ pub fn output_length_warnings(b: &BenchmarkResult, c: &BenchmarkResult) -> Vec<S
     out
 }
 
+/// A pair whose goodput counted requests against different thresholds (`--goodput`):
+/// its `goodput_per_s` and `goodput_fraction` rows compare two definitions of "good".
+pub fn goodput_warning(b: &BenchmarkResult, c: &BenchmarkResult) -> Option<String> {
+    let (gb, gc) = (b.goodput.as_ref()?, c.goodput.as_ref()?);
+    (gb.spec != gc.spec).then(|| {
+        format!(
+            "{}: goodput counted requests within {} in the baseline and within {} in the current run: its goodput rows compare two definitions of a good request; rerun one side with the other's --goodput",
+            crate::report::label(c),
+            gb.spec,
+            gc.spec
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,18 +331,4 @@ mod tests {
             "{w:?}"
         );
     }
-}
-
-/// A pair whose goodput counted requests against different thresholds (`--goodput`):
-/// its `goodput_per_s` and `goodput_fraction` rows compare two definitions of "good".
-pub fn goodput_warning(b: &BenchmarkResult, c: &BenchmarkResult) -> Option<String> {
-    let (gb, gc) = (b.goodput.as_ref()?, c.goodput.as_ref()?);
-    (gb.spec != gc.spec).then(|| {
-        format!(
-            "{}: goodput counted requests within {} in the baseline and within {} in the current run: its goodput rows compare two definitions of a good request; rerun one side with the other's --goodput",
-            crate::report::label(c),
-            gb.spec,
-            gc.spec
-        )
-    })
 }

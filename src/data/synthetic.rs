@@ -829,11 +829,9 @@ impl RequestSource for SyntheticSource {
         {
             return Ok(None);
         }
-        let session_key: Option<Arc<str>> = self
-            .spec
-            .session_header
-            .as_ref()
-            .map(|_| Arc::from(format!("llmsurge-session-{id}")));
+        // Always made: router affinity (`--affinity`) keys on it even without the
+        // header (which the backend sends only when configured).
+        let session_key: Option<Arc<str>> = Some(Arc::from(format!("llmsurge-session-{id}")));
         // Turn k of session s is sample s × turns + k: its own exact lengths and text,
         // the same whatever the worker.
         let plan = (0..self.spec.turns)
@@ -854,6 +852,7 @@ impl RequestSource for SyntheticSource {
                     recorded_reply: None,
                     tool_result: self.tool_result(id * turns + u64::from(k))?,
                     after: None,
+                    parent_session: None,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;

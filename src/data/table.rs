@@ -324,7 +324,8 @@ impl RequestSource for TableSource {
         let id_text = format!("llmsurge-session-{id}");
         let user = opts.session_user.then(|| id_text.clone());
         // One string shared by every turn of the session.
-        let key: Option<std::sync::Arc<str>> = opts.session_header.then(|| id_text.into());
+        // Always made: router affinity (`--affinity`) keys on it even without the header.
+        let key: Option<std::sync::Arc<str>> = Some(id_text.into());
         let turns = session
             .turns
             .iter()
@@ -352,6 +353,7 @@ impl RequestSource for TableSource {
                     },
                     tool_result: None,
                     after: None,
+                    parent_session: None,
                 }
             })
             .collect();

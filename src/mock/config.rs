@@ -427,7 +427,7 @@ pub struct MockConfig {
     /// comma list; `"headers": {"NAME": "value"}`, null when the request had none; values
     /// cut at 256 bytes), e.g. the session header of sticky routing. Like every output
     /// of llmsurge, a value is written only for a harmless header (content-type, accept,
-    /// user-agent, anthropic-version, x-request-id, x-session-id) or one named by
+    /// user-agent, anthropic-version, x-request-id, x-session-id, the routers' session keys) or one named by
     /// --show-header; any other, as an API key, is written as <redacted>.
     #[arg(
         long,
@@ -522,6 +522,34 @@ pub struct MockConfig {
     )]
     pub engine_version: String,
 
+    /// Hand out a session token, as a router or gateway that pins a session does: a
+    /// request that carries none gets a fresh one (`mock-token-N`) in response header
+    /// NAME (`header:NAME`) or a `Set-Cookie: NAME=…` (`cookie:NAME`). With `--record`,
+    /// each line says the token the request carried (`token`) and the one handed out
+    /// (`issued_token`).
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_ISSUE_SESSION_TOKEN",
+        value_name = "header:NAME|cookie:NAME"
+    )]
+    pub issue_session_token: Option<String>,
+
+    /// Split the prefix cache into `--replicas` caches of an equal share of
+    /// --kv-cache-tokens, as replicas behind a router: a request goes to the replica its
+    /// header NAME hashes to, one without the header to the next replica in turn. Prefix
+    /// hits then need the client's affinity key.
+    #[arg(long, env = "LLMSURGE_MOCK_PREFIX_CACHE_BY", value_name = "NAME")]
+    pub prefix_cache_by: Option<String>,
+
+    /// With --prefix-cache-by: how many replicas' caches.
+    #[arg(
+        long,
+        env = "LLMSURGE_MOCK_REPLICAS",
+        default_value_t = 4,
+        value_name = "N"
+    )]
+    pub replicas: u32,
+
     /// The `root` of the --model names in `/v1/models` and `/server_info` (vLLM lists the
     /// model's path or hub id there, the name being `--served-model-name`); each name's
     /// own by default.
@@ -595,6 +623,9 @@ impl Default for MockConfig {
             health_status: 200,
             engine_version: DEFAULT_ENGINE_VERSION.into(),
             model_root: None,
+            issue_session_token: None,
+            prefix_cache_by: None,
+            replicas: 4,
             prefix_caching: true,
             lora_adapters: Vec::new(),
         }
@@ -740,6 +771,24 @@ struct EnvOnly {
 }
 
 impl MockConfig {
+    /// `--issue-session-token`: where the token goes; `Ok(None)` when not asked.
+    pub fn session_token(&self) -> Result<Option<llmsurge_proto::affinity::SessionToken>, String> {
+        use llmsurge_proto::affinity::SessionToken;
+        let Some(raw) = &self.issue_session_token else {
+            return Ok(None);
+        };
+        let valid = |name: &str| hyper::header::HeaderName::from_bytes(name.as_bytes()).is_ok();
+        match raw.split_once(':') {
+            Some(("header", name)) if valid(name) => {
+                Ok(Some(SessionToken::Header(name.to_ascii_lowercase())))
+            }
+            Some(("cookie", name)) if valid(name) => Ok(Some(SessionToken::Cookie(name.into()))),
+            _ => Err(format!(
+                "{raw:?}: give header:NAME or cookie:NAME with a valid name"
+            )),
+        }
+    }
+
     /// The zero-latency mock (`--instant`): no TTFT, prefill, inter-token gap, jitter or
     /// batching slow-down, and exactly [`INSTANT_OUTPUT_TOKENS`] output tokens unless the
     /// request sets the length. What tests and client benchmarks start from.
@@ -925,6 +974,19 @@ impl MockConfig {
                     format!("{name:?} is not a valid HTTP header name"),
                 ));
             }
+        }
+        self.session_token()
+            .map_err(|e| invalid("--issue-session-token", e))?;
+        if let Some(name) = &self.prefix_cache_by
+            && hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err()
+        {
+            return Err(invalid(
+                "--prefix-cache-by",
+                format!("{name:?} is not a valid HTTP header name"),
+            ));
+        }
+        if self.replicas == 0 {
+            return Err(invalid("--replicas", "must be at least 1, got 0".into()));
         }
         if self.record_limit == 0 {
             return Err(invalid(

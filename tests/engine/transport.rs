@@ -44,6 +44,7 @@ fn backend_config(base_url: &str, stream: bool) -> BackendConfig {
         session_header: None,
         tools: 0,
         request_id: None,
+        affinity: Default::default(),
     }
 }
 

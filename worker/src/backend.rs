@@ -8,6 +8,7 @@
 //! timeout, the first token by the TTFT timeout, and the silence between two chunks by
 //! the idle timeout. A failure never escapes as a panic; it becomes the exchange's error.
 
+use crate::affinity::Conversations;
 use crate::connections::{ConnectLog, TimedConnectLayer};
 use crate::formats::{self, ChunkInfo, Format, StreamEvent, StreamState, Usage};
 pub use crate::http1::Presend;
@@ -229,6 +230,8 @@ pub struct Backend {
     max_tokens_override: Option<Option<u32>>,
     /// Requests offer tools (the data's `tools=N`): a session's reply may be a tool call.
     tools: bool,
+    /// Router affinity: the conversations under way and what each sends again.
+    affinity: Conversations,
 }
 
 impl Backend {
@@ -314,7 +317,8 @@ impl Backend {
                     user_agent,
                     cfg.connect_timeout,
                 )
-                .log_connects(Arc::clone(&connects)),
+                .log_connects(Arc::clone(&connects))
+                .read_token(cfg.affinity.token.clone()),
             )
         } else {
             Transport::Reqwest {
@@ -340,6 +344,7 @@ impl Backend {
                 .find_map(|k| cfg.extra_body.get(*k))
                 .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok())),
             tools: cfg.tools > 0,
+            affinity: Conversations::new(&cfg.affinity),
         })
     }
 
@@ -349,6 +354,11 @@ impl Backend {
     pub fn with_trace_seed(mut self, seed: u64) -> Self {
         self.trace_seed = self.traceparent.then_some(seed);
         self
+    }
+
+    /// Router affinity: the conversations under way (see [`crate::affinity`]).
+    pub fn affinity(&self) -> &Conversations {
+        &self.affinity
     }
 
     /// The output length `req` asks the server for: the user's `extra_body` length,
@@ -386,12 +396,20 @@ impl Backend {
     /// request outside the schedule, as the pre-run probes) and of session `session`
     /// (see [`Self::session_header`]), turn `turn` (the session's index and the turn,
     /// which pick its trace): one place for both transports.
+    /// `affinity`: the request's affinity headers ([`Conversations::headers`]), whose
+    /// values are checked here (a token the server sent could be anything).
     pub fn request_headers<'a>(
         &'a self,
         slot: Option<u64>,
         session: Option<&'a str>,
         turn: Option<(u64, u32)>,
+        affinity: &'a [(&'a str, String)],
     ) -> Result<RequestHeaders<'a>, String> {
+        for (name, value) in affinity {
+            if reqwest::header::HeaderValue::from_str(value).is_err() {
+                return Err(format!("{value:?} is not a valid value of header {name}"));
+            }
+        }
         Ok(RequestHeaders {
             session: self.session_header(session)?,
             id: self.request_id.as_deref().zip(slot),
@@ -399,6 +417,7 @@ impl Backend {
                 .trace_seed
                 .zip(slot)
                 .map(|(seed, slot)| llmsurge_proto::TraceIds::of(seed, slot, turn)),
+            affinity,
         })
     }
     /// The body of one request.
@@ -442,7 +461,8 @@ impl Backend {
         ex: &mut Exchange,
     ) {
         ex.start.get_or_insert_with(MonoNanos::now);
-        let headers = match self.request_headers(slot, session, turn) {
+        let affinity = self.affinity.headers(session);
+        let headers = match self.request_headers(slot, session, turn, &affinity) {
             Ok(headers) => headers,
             Err(message) => return ex.fail(ErrorKind::Request, message),
         };
@@ -466,11 +486,14 @@ impl Backend {
                         ids.traceparent(&mut buf),
                     );
                 }
-                self.execute_reqwest(request, ex).await;
+                for (name, value) in headers.affinity {
+                    request = request.header(*name, value.as_str());
+                }
+                self.execute_reqwest(request, session, ex).await;
             }
             Transport::Http1(h1) => {
                 let out = h1.outgoing_with(content_type, headers, body);
-                self.execute_http1(h1, out, None, ex).await;
+                self.execute_http1(h1, out, None, session, ex).await;
             }
         }
     }
@@ -502,7 +525,7 @@ impl Backend {
         match &self.transport {
             Transport::Http1(h1) => {
                 let out = presend.outgoing().clone();
-                self.execute_http1(h1, out, Some(presend), ex).await;
+                self.execute_http1(h1, out, Some(presend), None, ex).await;
             }
             Transport::Reqwest { .. } => ex.fail(
                 ErrorKind::Request,
@@ -516,17 +539,22 @@ impl Backend {
         h1: &Http1,
         out: Outgoing,
         presend: Option<Presend>,
+        session: Option<&str>,
         ex: &mut Exchange,
     ) {
         let started = Instant::now();
         let deadline = started + self.request_timeout;
         let head_by = self.head_bound(started, deadline);
-        let sending = h1.send(out, presend, &mut ex.retried);
+        let own = self.affinity.pool(session);
+        let sending = h1.send_in(out, presend, &mut ex.retried, own.as_ref());
         let mut response = match timeout_at(head_by.0, sending).await {
             Err(_) => return ex.fail(ErrorKind::Timeout, head_by.1),
             Ok(Err(e)) => return ex.fail(e.kind, e.message),
             Ok(Ok(r)) => r,
         };
+        if let (Some(key), Some(token)) = (session, response.token.take()) {
+            self.affinity.keep_token(key, token);
+        }
         if !(200..300).contains(&response.status) {
             let body = read_bounded(&mut response.body, deadline).await;
             return ex.fail(
@@ -549,7 +577,12 @@ impl Backend {
         }
     }
 
-    async fn execute_reqwest(&self, request: reqwest::RequestBuilder, ex: &mut Exchange) {
+    async fn execute_reqwest(
+        &self,
+        request: reqwest::RequestBuilder,
+        session: Option<&str>,
+        ex: &mut Exchange,
+    ) {
         let started = Instant::now();
         let deadline = started + self.request_timeout;
         let head_by = self.head_bound(started, deadline);
@@ -558,6 +591,15 @@ impl Backend {
             Ok(Err(e)) => return ex.fail(classify(&e), failure_message(&e)),
             Ok(Ok(r)) => r,
         };
+        if let (Some(key), Some(t)) = (session, self.affinity.token()) {
+            let token = response
+                .headers()
+                .iter()
+                .find_map(|(name, value)| t.read(name.as_str(), value.to_str().ok()?));
+            if let Some(token) = token {
+                self.affinity.keep_token(key, token);
+            }
+        }
         let status = response.status();
         if !status.is_success() {
             let body = read_bounded(&mut ReqwestBody(&mut response), deadline).await;

@@ -123,6 +123,7 @@ mod tests {
             recorded_reply: None,
             tool_result: None,
             after: Some(after.to_vec()),
+            parent_session: None,
         }
     }
 

@@ -65,8 +65,9 @@ const DRAIN_BYTES: usize = 64 << 10;
 /// request written on one just as it closes is lost (docs/reliability.md).
 pub const POOL_IDLE: Duration = Duration::from_secs(4);
 
-/// Idle connections, shared by the runtime, the pacer thread and draining tasks.
-type Pool = Arc<Mutex<Vec<(TcpStream, Instant)>>>;
+/// Idle connections, shared by the runtime, the pacer thread and draining tasks (or one
+/// conversation's own, with `--sticky-connections`).
+pub type Pool = Arc<Mutex<Vec<(TcpStream, Instant)>>>;
 
 /// A request's failure: the kind the report counts and a one-line message.
 fn failure(kind: ErrorKind, message: impl Into<String>) -> RequestError {
@@ -87,6 +88,8 @@ pub struct Http1 {
     pool: Pool,
     /// Where each connection's connect time goes (none: not timed).
     connects: Option<Arc<ConnectLog>>,
+    /// `--session-token`: the token a response head may carry.
+    token: Option<llmsurge_proto::affinity::SessionToken>,
 }
 
 impl std::fmt::Debug for Http1 {
@@ -121,6 +124,8 @@ pub struct RequestHeaders<'a> {
     pub id: Option<(&'a str, u64)>,
     /// Its W3C trace context, sent as `traceparent`.
     pub traceparent: Option<llmsurge_proto::TraceIds>,
+    /// Router affinity: the conversation's key, its parent's, its session token.
+    pub affinity: &'a [(&'a str, String)],
 }
 
 /// A connection of the pool.
@@ -201,7 +206,14 @@ impl Http1 {
             connect_timeout,
             pool: Pool::default(),
             connects: None,
+            token: None,
         }
+    }
+
+    /// Reads the session token `token` names from each response head.
+    pub fn read_token(mut self, token: Option<llmsurge_proto::affinity::SessionToken>) -> Self {
+        self.token = token;
+        self
     }
 
     /// Logs the time each connection takes to open into `log`.
@@ -229,6 +241,9 @@ impl Http1 {
         let mut tail = String::with_capacity(160);
         // Writing to a String cannot fail.
         if let Some((name, value)) = headers.session {
+            let _ = write!(tail, "{name}: {value}\r\n");
+        }
+        for (name, value) in headers.affinity {
             let _ = write!(tail, "{name}: {value}\r\n");
         }
         if let Some((prefix, slot)) = headers.id {
@@ -287,6 +302,19 @@ impl Http1 {
         None
     }
 
+    /// A conversation's own idle connection that is still open, whatever its age.
+    fn open_own(&self, pool: &Pool) -> Option<Conn> {
+        loop {
+            let (stream, _) = pool.lock().ok()?.pop()?;
+            if still_open(&stream) {
+                return Some(Conn {
+                    stream,
+                    reused: true,
+                });
+            }
+        }
+    }
+
     /// Puts a connection taken with [`Self::take_idle`] and not used back.
     pub fn put_back(&self, conn: Conn) {
         self.pool_conn(conn.stream);
@@ -332,20 +360,40 @@ impl Http1 {
         presend: Option<Presend>,
         retried: &mut bool,
     ) -> Result<Response, RequestError> {
-        let (mut conn, mut sent, out) = match presend {
-            Some(p) => (p.conn, p.sent, p.out),
-            None => match self.take_idle() {
+        self.send_in(out, presend, retried, None).await
+    }
+
+    /// [`Self::send`] on a conversation's own pool (`--sticky-connections`) when given:
+    /// its idle connection is taken whatever its age (kept across think times; one the
+    /// server closed is found closed and replaced), and the connection goes back to it.
+    pub async fn send_in(
+        &self,
+        out: Outgoing,
+        presend: Option<Presend>,
+        retried: &mut bool,
+        own: Option<&Pool>,
+    ) -> Result<Response, RequestError> {
+        let idle = match own {
+            Some(pool) => self.open_own(pool),
+            None => None,
+        };
+        let (mut conn, mut sent, out) = match (presend, idle) {
+            (Some(p), _) => (p.conn, p.sent, p.out),
+            (None, Some(conn)) => (conn, 0, out),
+            (None, None) if own.is_some() => (self.connect().await?, 0, out),
+            (None, None) => match self.take_idle() {
                 Some(conn) => (conn, 0, out),
                 None => (self.connect().await?, 0, out),
             },
         };
         loop {
             match self.exchange(&mut conn, &out, sent).await {
-                Ok((status, framing, keep_alive, buf, arrived)) => {
+                Ok((status, framing, keep_alive, buf, arrived, token)) => {
                     return Ok(Response {
                         status,
+                        token,
                         body: Body {
-                            pool: self.pool.clone(),
+                            pool: own.unwrap_or(&self.pool).clone(),
                             conn: Some(conn.stream),
                             buf,
                             framing,
@@ -427,7 +475,7 @@ impl Http1 {
         conn: &mut Conn,
         out: &Outgoing,
         mut sent: usize,
-    ) -> Result<(u16, Framing, bool, BytesMut, MonoNanos), Fault> {
+    ) -> Result<(u16, Framing, bool, BytesMut, MonoNanos, Option<String>), Fault> {
         let parts = [&self.head_prefix[..], &out.tail[..], &out.body[..]];
         let total = out.len(&self.head_prefix);
         let mut buf = BytesMut::new();
@@ -486,6 +534,12 @@ impl Http1 {
             while !buf.is_empty()
                 && let Some(head) = parse_head(&buf).map_err(Fault::Failed)?
             {
+                let token = match &self.token {
+                    Some(t) if !(100..200).contains(&head.status) => {
+                        head_token(&buf[..head.len], t)
+                    }
+                    _ => None,
+                };
                 buf.advance(head.len);
                 if (100..200).contains(&head.status) && head.status != 101 {
                     continue;
@@ -496,7 +550,7 @@ impl Http1 {
                 // Part of the request may still be unsent: the connection is done.
                 let keep_alive = head.keep_alive && !early;
                 let arrived = arrived.unwrap_or_else(MonoNanos::now);
-                return Ok((head.status, head.framing, keep_alive, buf, arrived));
+                return Ok((head.status, head.framing, keep_alive, buf, arrived, token));
             }
             if buf.len() > HEAD_LIMIT {
                 return Err(Fault::Failed(head_too_large()));
@@ -826,11 +880,24 @@ fn head_fields(
     }))
 }
 
+/// The session token a whole response head carries (`--session-token`).
+fn head_token(head: &[u8], token: &llmsurge_proto::affinity::SessionToken) -> Option<String> {
+    let mut headers = vec![httparse::EMPTY_HEADER; head.len() / MIN_HEADER_BYTES + 1];
+    let mut response = httparse::Response::new(&mut headers);
+    response.parse(head).ok()?;
+    response.headers.iter().find_map(|h| {
+        let value = std::str::from_utf8(h.value).ok()?;
+        token.read(h.name, value)
+    })
+}
+
 /// A response whose head was read.
 #[derive(Debug)]
 pub struct Response {
     /// The status code.
     pub status: u16,
+    /// The session token its head carried (`--session-token`).
+    pub token: Option<String>,
     /// The body, read piece by piece.
     pub body: Body,
 }

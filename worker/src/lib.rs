@@ -18,6 +18,7 @@
 //!
 //! It does not know how prompts are made: the binary passes a [`SourceFactory`].
 
+pub mod affinity;
 pub mod arrivals;
 pub mod backend;
 pub mod connections;

@@ -200,6 +200,10 @@ impl Pacer {
             let (ready, session) = match self.source.session(id) {
                 Ok(Some(plan)) => {
                     let mut session = SessionState::new(id, plan);
+                    // Router affinity: a sub-agent's first call names its parent.
+                    for (key, parent) in session.conversations() {
+                        self.backend.affinity().open(key, parent);
+                    }
                     match session.next_request() {
                         Some(req) => (Ready::new(&self.backend, req), Some(session)),
                         // A session of no turns is no load (the sources never make one).
@@ -308,11 +312,17 @@ impl Pacer {
         if self.shm.prefill_cap().is_some() {
             return None;
         }
+        // A token to keep or a conversation's own connection: the runtime sends, which
+        // reads the response knowing its conversation.
+        if self.backend.affinity().needs_runtime() {
+            return None;
+        }
         let h1 = self.backend.http1()?;
+        let affinity = self.backend.affinity().headers(session);
         // A session id that cannot be a header value: the runtime fails the request.
         let headers = self
             .backend
-            .request_headers(Some(slot), session, turn)
+            .request_headers(Some(slot), session, turn, &affinity)
             .ok()?;
         let conn = h1.try_take_idle()?;
         if !self.shm.try_acquire(self.worker_id) {
@@ -413,6 +423,7 @@ mod tests {
             session: header,
             id: None,
             traceparent: None,
+            affinity: &[],
         };
         let out = h1.outgoing_with("application/json", headers, Bytes::from_static(b"{}"));
         let tail = format!("{out:?}");
@@ -442,13 +453,13 @@ mod tests {
         })
         .expect("backend");
         let headers = backend
-            .request_headers(Some(17), None, None)
+            .request_headers(Some(17), None, None, &[])
             .expect("headers");
         assert_eq!(headers.id, Some(("llmsurge-0badcafe-2-", 17)));
         // Outside the schedule (a probe): no id.
         assert_eq!(
             backend
-                .request_headers(None, None, None)
+                .request_headers(None, None, None, &[])
                 .expect("headers")
                 .id,
             None
@@ -468,7 +479,7 @@ mod tests {
         .expect("backend");
         assert_eq!(
             theirs
-                .request_headers(Some(17), None, None)
+                .request_headers(Some(17), None, None, &[])
                 .expect("headers")
                 .id,
             None
@@ -485,7 +496,7 @@ mod tests {
             ..test_backend()
         });
         let headers = backend
-            .request_headers(Some(17), None, Some((3, 1)))
+            .request_headers(Some(17), None, Some((3, 1)), &[])
             .expect("headers");
         let ids = llmsurge_proto::TraceIds::of(9, 17, Some((3, 1)));
         assert_eq!(headers.traceparent, Some(ids));
@@ -500,7 +511,7 @@ mod tests {
         // A probe (no slot), `--no-traceparent`, or the user's own header: none.
         assert_eq!(
             backend
-                .request_headers(None, None, None)
+                .request_headers(None, None, None, &[])
                 .expect("headers")
                 .traceparent,
             None
@@ -514,7 +525,7 @@ mod tests {
             },
         ] {
             let backend = on(cfg);
-            let headers = backend.request_headers(Some(1), None, None);
+            let headers = backend.request_headers(Some(1), None, None, &[]);
             assert_eq!(headers.expect("headers").traceparent, None);
         }
     }
@@ -598,6 +609,7 @@ mod tests {
                 recorded_reply: None,
                 tool_result: None,
                 after: None,
+                parent_session: None,
             };
             Ok(Some(crate::SessionPlan {
                 system: Some(format!("system {id}")),

@@ -739,6 +739,37 @@ impl Context {
     /// left the session unfinished: nothing more may be claimed.
     pub async fn run_session(
         &self,
+        session: SessionState,
+        first: Option<FirstTurn>,
+        previous_end: &mut Option<MonoNanos>,
+    ) -> bool {
+        // Router affinity: the session's conversations are open while it runs (their
+        // tokens and sticky connections live as long), and closed after.
+        let affinity = self.backend.affinity();
+        let mut keys: Vec<Arc<str>> = if affinity.is_on() {
+            session
+                .conversations()
+                .map(|(key, parent)| {
+                    affinity.open(key, parent);
+                    Arc::clone(key)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // Every turn names its conversation: each closed once.
+        keys.sort_unstable();
+        keys.dedup();
+        let ok = self.run_session_turns(session, first, previous_end).await;
+        for key in &keys {
+            affinity.close(key);
+        }
+        ok
+    }
+
+    /// [`Self::run_session`]'s turns.
+    async fn run_session_turns(
+        &self,
         mut session: SessionState,
         mut first: Option<FirstTurn>,
         previous_end: &mut Option<MonoNanos>,

@@ -260,6 +260,9 @@ pub struct Turn {
     /// waits `think_ns` and is sent as its own prompt (no history); `None` for a linear
     /// session, where a turn waits for the previous one.
     pub after: Option<Vec<u32>>,
+    /// Agent traces: a sub-agent's call names its parent conversation's key (its own
+    /// is its request's `session`); `None` for the trace's main agent and sessions.
+    pub parent_session: Option<Arc<str>>,
 }
 
 /// A multi-turn session: turns run one after another on one worker, each carrying the
@@ -300,6 +303,14 @@ impl SessionState {
             next: 0,
             history,
         }
+    }
+
+    /// The conversations of the session (router affinity): each key its turns carry,
+    /// with the parent conversation's key of a sub-agent's turn.
+    pub fn conversations(&self) -> impl Iterator<Item = (&Arc<str>, Option<&Arc<str>>)> {
+        self.turns
+            .iter()
+            .filter_map(|t| Some((t.request.session.as_ref()?, t.parent_session.as_ref())))
     }
 
     /// Whether the session is an agent trace's graph (see [`Turn::after`]).

@@ -104,6 +104,31 @@ pub struct TargetArgs {
     /// --outputs otlp), for a server that rejects headers it does not know.
     #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_NO_TRACEPARENT")]
     pub no_traceparent: bool,
+    /// Router affinity: send each conversation's key (a session; an agent trace, and each
+    /// of its sub-agents) in the header a router places it by: dynamo
+    /// (x-dynamo-session-id, and x-dynamo-parent-session-id on a sub-agent's calls),
+    /// sglang (x-smg-routing-key), or header:NAME.
+    #[arg(
+        long,
+        env = "LLMSURGE_AFFINITY",
+        value_name = "dynamo|sglang|header:NAME"
+    )]
+    pub affinity: Option<String>,
+
+    /// A session token the server (or a router) hands out, sent back on the same
+    /// conversation's later requests: header:NAME (response header NAME, sent back in
+    /// request header NAME) or cookie:NAME (a Set-Cookie NAME, sent back as Cookie).
+    #[arg(
+        long,
+        env = "LLMSURGE_SESSION_TOKEN",
+        value_name = "header:NAME|cookie:NAME"
+    )]
+    pub session_token: Option<String>,
+
+    /// Keep one connection per conversation (session or agent trace) for its whole life,
+    /// think times included, instead of sharing the pool. HTTP/1.1 only.
+    #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_STICKY_CONNECTIONS")]
+    pub sticky_connections: bool,
 
     /// Speak HTTP/2 (prior knowledge on http://, ALPN on https://). Default: HTTP/1.1.
     #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_HTTP2")]

@@ -401,6 +401,13 @@ pub struct Call {
     pub continues: Option<usize>,
     /// The recorded GenAI attributes.
     pub genai: GenAi,
+    /// The sub-agent it is a call of: the span it sits under, when that is not a root
+    /// (a call under a root span is the trace's main agent's); for router affinity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// That sub-agent's parent agent, when it is not the main agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_agent: Option<String>,
 }
 
 /// A trace's calls in order of their recorded start, with their dependencies.
@@ -548,7 +555,14 @@ impl CallGraph {
                     .and_then(|g| g.input_tokens);
                 matches!((before, genai.input_tokens), (Some(b), Some(me)) if b <= me)
             });
+            // A sub-agent: the non-root span the call sits under; its parent agent is
+            // the span above that, unless that is a root (the main agent).
+            let sub = |span: Option<usize>| span.filter(|&a| parent[a].is_some());
+            let agent = sub(parent[i]);
+            let parent_agent = agent.and_then(|a| sub(parent[a]));
             calls.push(Call {
+                agent: agent.map(|a| trace.spans[a].id.clone()),
+                parent_agent: parent_agent.map(|a| trace.spans[a].id.clone()),
                 span: s.id.clone(),
                 name: call_name(trace, &order, s),
                 offset_ns: s.start_ns - start_ns,

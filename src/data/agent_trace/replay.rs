@@ -287,6 +287,29 @@ impl AgentTraceSource {
     }
 }
 
+/// The conversation keys of a call of trace `id` (router affinity): the trace's own,
+/// `llmsurge-session-ID`, for the main agent's calls; `llmsurge-session-ID/AGENT` for a
+/// sub-agent's, with its parent's key (the main agent's, or its parent sub-agent's).
+fn conversation_keys(id: u64, call: &super::Call) -> (Arc<str>, Option<Arc<str>>) {
+    let key = |agent: Option<&String>| -> Arc<str> {
+        match agent {
+            // Span ids are hex in OTLP, but any text in the flat form: kept to header
+            // value characters.
+            Some(a) => format!(
+                "llmsurge-session-{id}/{}",
+                a.chars()
+                    .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+                    .collect::<String>()
+            )
+            .into(),
+            None => format!("llmsurge-session-{id}").into(),
+        }
+    };
+    let own = key(call.agent.as_ref());
+    let parent = call.agent.as_ref().map(|_| key(call.parent_agent.as_ref()));
+    (own, parent)
+}
+
 impl RequestSource for AgentTraceSource {
     fn request(&mut self, _slot: u64) -> Result<Option<PreparedRequest>, String> {
         // Every request is a call of a graph (see `session`): none stands alone.
@@ -317,28 +340,32 @@ impl RequestSource for AgentTraceSource {
             .calls
             .iter()
             .zip(prompts)
-            .map(|(call, prompt)| Turn {
-                request: PreparedRequest {
-                    prompt_tokens: match prompt {
-                        Prompt::Text(_) => call.genai.input_tokens,
-                        // Recorded messages: the server's usage says their length.
-                        _ => None,
+            .map(|(call, prompt)| {
+                let (session, parent_session) = conversation_keys(id, call);
+                Turn {
+                    request: PreparedRequest {
+                        prompt_tokens: match prompt {
+                            Prompt::Text(_) => call.genai.input_tokens,
+                            // Recorded messages: the server's usage says their length.
+                            _ => None,
+                        },
+                        prompt,
+                        max_tokens: call.genai.output_tokens,
+                        model: None,
+                        user: None,
+                        session: Some(session),
                     },
-                    prompt,
-                    max_tokens: call.genai.output_tokens,
-                    model: None,
-                    user: None,
-                    session: None,
-                },
-                think_ns: (call.gap_ns as f64 * self.time_scale).round() as u64,
-                recorded_reply: None,
-                tool_result: None,
-                after: Some(
-                    call.deps
-                        .iter()
-                        .map(|&d| u32::try_from(d).unwrap_or(u32::MAX))
-                        .collect(),
-                ),
+                    think_ns: (call.gap_ns as f64 * self.time_scale).round() as u64,
+                    recorded_reply: None,
+                    tool_result: None,
+                    after: Some(
+                        call.deps
+                            .iter()
+                            .map(|&d| u32::try_from(d).unwrap_or(u32::MAX))
+                            .collect(),
+                    ),
+                    parent_session,
+                }
             })
             .collect();
         Ok(Some(SessionPlan {

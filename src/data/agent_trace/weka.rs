@@ -173,6 +173,8 @@ impl Builder {
                     output_tokens: output,
                     messages: None,
                 },
+                agent: None,
+                parent_agent: None,
             });
             self.times.push((t, end));
             self.hash_ids.push(ids);

@@ -17,6 +17,11 @@ use crate::mock::model::record::Recorder;
 use crate::mock::model::stats::Counters;
 use crate::mock::model::truth::TruthWriter;
 
+/// The accepted connection a request came on, numbered from 0 in accept order (the
+/// record's `connection`): a request extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionId(pub u64);
+
 /// Everything the connections share.
 #[derive(Debug)]
 pub struct App {
@@ -56,6 +61,10 @@ pub struct App {
     /// faults, its own counters and sequence, the main server's prefix cache (`None` in
     /// the twin itself).
     pub(super) probe_twin: Option<Arc<App>>,
+    /// The id of the next accepted connection (the record's `connection`).
+    pub next_connection: AtomicU64,
+    /// `--issue-session-token`: the number of the next token handed out.
+    pub next_token: AtomicU64,
 }
 
 #[derive(Serialize)]
@@ -149,7 +158,15 @@ impl App {
         App {
             model: Model::new(&config),
             counters: Counters::with_models(&config.model),
-            prefix_cache: Arc::new(PrefixCache::new(config.kv_cache_tokens)),
+            prefix_cache: Arc::new(PrefixCache::split(
+                config.kv_cache_tokens,
+                match config.prefix_cache_by {
+                    Some(_) => config.replicas as usize,
+                    None => 1,
+                },
+            )),
+            next_connection: AtomicU64::new(0),
+            next_token: AtomicU64::new(0),
             semaphore: config.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
             seq: AtomicU64::new(0),
             scrapes: AtomicU64::new(0),

@@ -24,10 +24,12 @@ use crate::mock::api::{anthropic, media, openai, rerank, responses};
 use crate::mock::config::PROBE_HEADER;
 use crate::mock::model::plan::{Eos, Fault, Plan};
 use crate::mock::model::prefix_cache::PromptBlocks;
+use crate::mock::model::record::Seen;
 use crate::mock::model::stats::{Endpoint, FaultKind};
 use crate::mock::model::tokenizer;
 use crate::mock::model::truth::{Trace, outcome as truth_outcome};
 use llmsurge_proto::MonoNanos;
+use llmsurge_proto::affinity::SessionToken;
 
 /// Largest request body read (a long-context prompt fits with room to spare).
 const MAX_BODY_BYTES: usize = 64 << 20;
@@ -160,6 +162,10 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
         .headers()
         .get(llmsurge_proto::TRACEPARENT_HEADER)
         .map(|v| String::from_utf8_lossy(&v.as_bytes()[..v.len().min(256)]).into_owned());
+    let connection = req
+        .extensions()
+        .get::<super::app::ConnectionId>()
+        .map(|c| c.0);
     let mut response = serve(app, req).await;
     let now = MonoNanos::now();
     let close = response.extensions().get::<InjectedClose>().is_some();
@@ -168,6 +174,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
     let mut trace = Box::new(Trace {
         request_id,
         traceparent,
+        connection,
         endpoint,
         stream: false,
         status: (!close).then_some(status),
@@ -303,6 +310,25 @@ async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
                     ),
                     None => (Vec::new(), None),
                 };
+            let connection = req
+                .extensions()
+                .get::<super::app::ConnectionId>()
+                .map(|c| c.0);
+            // `--prefix-cache-by`: the replica this request's prefix lookup goes to.
+            let replica = app.config.prefix_cache_by.as_deref().map(|name| {
+                app.prefix_cache
+                    .replica(req.headers().get(name).map(HeaderValue::as_bytes))
+            });
+            // `--issue-session-token`: the token the request carried, or a fresh one.
+            let token = app.config.session_token().ok().flatten();
+            let carried = token.as_ref().and_then(|t| carried_token(t, req.headers()));
+            let issued = match (&token, &carried) {
+                (Some(_), None) => Some(format!(
+                    "mock-token-{}",
+                    app.next_token.fetch_add(1, Relaxed)
+                )),
+                _ => None,
+            };
             let body = match read_body(&app, req).await {
                 Ok(body) => body,
                 Err(response) => return *response,
@@ -314,10 +340,18 @@ async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
                     _ => endpoint_path(endpoint),
                 };
                 if let Some(path) = path {
-                    recorder.record(path, query.as_deref(), &recorded_headers, &body);
+                    let seen = Seen {
+                        connection,
+                        token: carried.as_deref(),
+                        issued_token: issued.as_deref(),
+                        replica,
+                    };
+                    recorder.record(path, query.as_deref(), &recorded_headers, seen, &body);
                 }
             }
-            match endpoint {
+            // The API calls below plan their generation synchronously, on this thread.
+            REPLICA.set(replica.unwrap_or(0));
+            let mut response = match endpoint {
                 Endpoint::ChatCompletions => chat(app, &body),
                 Endpoint::Completions => completions(app, &body),
                 Endpoint::Embeddings => embeddings(app, &body),
@@ -327,8 +361,47 @@ async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
                 Endpoint::Transcriptions => transcription(app, &content_type, &body),
                 Endpoint::Tokenize => tokenize(&app, &body),
                 _ => detokenize(&app, &body),
+            };
+            if let (Some(t), Some(value)) = (&token, issued) {
+                let (name, value) = match t {
+                    SessionToken::Header(name) => (name.as_str(), value),
+                    SessionToken::Cookie(name) => ("set-cookie", format!("{name}={value}; Path=/")),
+                };
+                if let (Ok(name), Ok(value)) = (
+                    hyper::header::HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_str(&value),
+                ) {
+                    response.headers_mut().insert(name, value);
+                }
             }
+            response
         }
+    }
+}
+
+thread_local! {
+    /// `--prefix-cache-by`: the replica of the request whose API call runs on this
+    /// thread now (set just before the synchronous call that plans its generation).
+    static REPLICA: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The session token a request carries (`--issue-session-token`): header NAME's value,
+/// or cookie NAME's in its `Cookie` header.
+fn carried_token(token: &SessionToken, headers: &hyper::HeaderMap) -> Option<String> {
+    match token {
+        SessionToken::Header(name) => headers
+            .get(name.as_str())
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+        SessionToken::Cookie(name) => headers
+            .get_all(hyper::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .find_map(|pair| {
+                let (n, v) = pair.trim().split_once('=')?;
+                (n == name).then(|| v.to_string())
+            }),
     }
 }
 
@@ -835,7 +908,8 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
     // Looked up on arrival, like the rest of the plan: the queries are the prompt tokens.
     // With the prefix cache off (`--no-enable-prefix-caching`) no prompt hits it.
     let hits = if app.config.prefix_caching {
-        scaled(&app, app.prefix_cache.lookup(&r.prompt)).min(prompt_tokens)
+        let replica = REPLICA.get();
+        scaled(&app, app.prefix_cache.lookup_on(replica, &r.prompt)).min(prompt_tokens)
     } else {
         0
     };

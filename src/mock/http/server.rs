@@ -14,7 +14,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{oneshot, watch};
 use tokio_rustls::TlsAcceptor;
 
-use super::app::App;
+use super::app::{App, ConnectionId};
 use super::body::InjectedClose;
 use super::handler::handle;
 use crate::mock::config::MockConfig;
@@ -245,9 +245,13 @@ fn spawn_connection(
         tracing::warn!(error = %e, "mock server: cannot set TCP_NODELAY");
     }
     app.counters.connection(ConnectionEvent::Accepted);
+    let id = ConnectionId(
+        app.next_connection
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+    );
     tokio::spawn(async move {
         match acceptor {
-            None => serve_connection(stream, app, &builder, shutdown).await,
+            None => serve_connection(stream, app, id, &builder, shutdown).await,
             // The handshake runs in the connection's task, so a slow or refused client
             // never holds up the accept loop.
             Some(acceptor) => match acceptor.accept(stream).await {
@@ -258,7 +262,7 @@ fn spawn_connection(
                     } else {
                         ConnectionEvent::TlsHttp1
                     });
-                    serve_connection(tls, app, &builder, shutdown).await;
+                    serve_connection(tls, app, id, &builder, shutdown).await;
                 }
                 // A client without the certificate --tls-client-ca asks for, or one
                 // that does not trust ours: its handshake ends here, with an alert.
@@ -275,13 +279,15 @@ fn spawn_connection(
 async fn serve_connection<S>(
     stream: S,
     app: Arc<App>,
+    id: ConnectionId,
     builder: &auto::Builder<TokioExecutor>,
     mut shutdown: watch::Receiver<bool>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req| {
+    let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let app = Arc::clone(&app);
+        req.extensions_mut().insert(id);
         async move {
             let server = super::info::server_header(&app);
             let mut response = handle(app, req).await;

@@ -5,6 +5,11 @@
 //! hit, and `vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total` is a real
 //! hit rate. The cache holds as many blocks as `--kv-cache-tokens` does and forgets the
 //! oldest first.
+//!
+//! With `--prefix-cache-by NAME` the cache is split into `--replicas` parts of an equal
+//! share, as replicas behind a router: a request looks up the part its header hashes
+//! to (one without the header: the next part in turn), so a conversation's turns hit
+//! only when they all carry the same key.
 
 use std::collections::{HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hasher};
@@ -17,7 +22,10 @@ pub const BLOCK_TOKENS: usize = 16;
 #[derive(Debug)]
 pub struct PrefixCache {
     capacity: usize,
-    blocks: Mutex<Blocks>,
+    /// One per replica (one without `--prefix-cache-by`).
+    parts: Vec<Mutex<Blocks>>,
+    /// The next replica of a request without the routing header.
+    next: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Debug, Default)]
@@ -76,32 +84,62 @@ impl PromptBlocks {
 
 impl PrefixCache {
     /// A cache of `kv_cache_tokens / BLOCK_TOKENS` blocks (at least one).
+    #[cfg(test)]
     pub fn new(kv_cache_tokens: u64) -> Self {
+        Self::split(kv_cache_tokens, 1)
+    }
+
+    /// A cache split into `replicas` parts (at least one) of an equal share of
+    /// `kv_cache_tokens`.
+    pub fn split(kv_cache_tokens: u64, replicas: usize) -> Self {
+        let replicas = replicas.max(1);
         let blocks = usize::try_from(kv_cache_tokens / BLOCK_TOKENS as u64).unwrap_or(usize::MAX);
         PrefixCache {
-            capacity: blocks.max(1),
-            blocks: Mutex::new(Blocks::default()),
+            capacity: (blocks / replicas).max(1),
+            parts: (0..replicas).map(|_| Mutex::default()).collect(),
+            next: Default::default(),
+        }
+    }
+
+    /// The replica of a request whose routing header is `key` (`None`: it had none,
+    /// and goes to the next replica in turn).
+    pub fn replica(&self, key: Option<&[u8]>) -> usize {
+        let n = self.parts.len();
+        match key {
+            Some(k) => {
+                let mut h = DefaultHasher::new();
+                h.write(k);
+                (h.finish() % n as u64) as usize
+            }
+            None => self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % n,
         }
     }
 
     /// Forgets every cached block (a server's cache reset).
     pub fn clear(&self) {
-        let mut blocks = self
-            .blocks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        blocks.cached.clear();
-        blocks.order.clear();
+        for part in &self.parts {
+            let mut blocks = part
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            blocks.cached.clear();
+            blocks.order.clear();
+        }
     }
 
     /// Looks a prompt up and caches its full blocks; returns the tokens found cached
     /// (those of its leading cached blocks).
+    #[cfg(test)]
     pub fn lookup(&self, prompt: &PromptBlocks) -> u64 {
+        self.lookup_on(0, prompt)
+    }
+
+    /// [`Self::lookup`] in replica `replica`'s part (see [`Self::replica`]).
+    pub fn lookup_on(&self, replica: usize, prompt: &PromptBlocks) -> u64 {
         let hashes = &prompt.hashes;
+        let part = &self.parts[replica % self.parts.len()];
         // A poisoned lock only means another request panicked mid-update; the set is
         // still a valid set of hashes.
-        let mut blocks = self
-            .blocks
+        let mut blocks = part
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let hits = hashes
@@ -164,6 +202,27 @@ mod tests {
         }
         assert_eq!(cache.lookup(&blocks(&c)), 16, "recent: kept");
         assert_eq!(cache.lookup(&blocks(&a)), 0, "oldest: forgotten");
+    }
+
+    #[test]
+    fn mock_prefix_cache_split_hits_only_in_the_same_replica() {
+        let cache = PrefixCache::split(1 << 16, 4);
+        let a: Vec<u32> = (0..32).collect();
+        let r = cache.replica(Some(b"session-1"));
+        assert_eq!(
+            r,
+            cache.replica(Some(b"session-1")),
+            "a key keeps its replica"
+        );
+        assert_eq!(cache.lookup_on(r, &blocks(&a)), 0);
+        assert_eq!(cache.lookup_on(r, &blocks(&a)), 32);
+        assert_eq!(
+            cache.lookup_on(r + 1, &blocks(&a)),
+            0,
+            "another replica: cold"
+        );
+        let turns: Vec<usize> = (0..4).map(|_| cache.replica(None)).collect();
+        assert_eq!(turns, [0, 1, 2, 3], "no key: in turn");
     }
 
     #[test]

@@ -109,6 +109,23 @@ pub struct RecordStats {
     pub failed: u64,
 }
 
+/// What the server saw of a request beside its body (router affinity, issue 39).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Seen<'a> {
+    /// The accepted connection it came on (numbered from 0 in accept order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection: Option<u64>,
+    /// `--issue-session-token`: the token it carried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<&'a str>,
+    /// `--issue-session-token`: the token handed out in its response.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issued_token: Option<&'a str>,
+    /// `--prefix-cache-by`: the replica whose cache it was looked up in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<usize>,
+}
+
 #[derive(Serialize)]
 struct Line<'a> {
     /// The request's path, e.g. `/v1/chat/completions`.
@@ -125,6 +142,8 @@ struct Line<'a> {
     /// The request's query, values redacted unless `--show-query-param` names them.
     #[serde(skip_serializing_if = "Option::is_none")]
     query: Option<String>,
+    #[serde(flatten)]
+    seen: Seen<'a>,
 }
 
 impl Recorder {
@@ -163,6 +182,7 @@ impl Recorder {
         endpoint: &str,
         query: Option<&str>,
         header_values: &[Option<String>],
+        seen: Seen<'_>,
         body: &[u8],
     ) {
         let arrival_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -206,6 +226,7 @@ impl Recorder {
             body,
             headers,
             query,
+            seen,
         };
         self.file.write(&line);
     }

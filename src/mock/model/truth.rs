@@ -46,6 +46,7 @@ impl TruthWriter {
         let line = Line {
             request_id: trace.request_id.as_deref(),
             traceparent: trace.traceparent.as_deref(),
+            connection: trace.connection,
             endpoint: trace.endpoint,
             stream: trace.stream,
             status: trace.status,
@@ -117,6 +118,8 @@ pub struct Trace {
     pub request_id: Option<String>,
     /// Its W3C `traceparent`, when it had one (what joins the client's spans).
     pub traceparent: Option<String>,
+    /// The accepted connection it came on (numbered from 0 in accept order).
+    pub connection: Option<u64>,
     /// The endpoint's path.
     pub endpoint: &'static str,
     /// Answered as a stream.
@@ -181,6 +184,8 @@ impl Trace {
 struct Line<'a> {
     request_id: Option<&'a str>,
     traceparent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    connection: Option<u64>,
     endpoint: &'a str,
     stream: bool,
     status: Option<u16>,

@@ -182,5 +182,6 @@ pub(crate) fn test_config(format: RequestFormat, stream: bool) -> BackendConfig 
         session_header: None,
         tools: 0,
         request_id: None,
+        affinity: Default::default(),
     }
 }

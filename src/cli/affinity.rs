@@ -1,0 +1,101 @@
+//! `--affinity`, `--session-token` and `--sticky-connections` (issue 39): the flags read
+//! into the worker's [`Affinity`], each refused with one line naming it when it cannot
+//! work.
+
+use super::args::TargetArgs;
+use super::usage::UsageError;
+use llmsurge_proto::affinity::{AFFINITY_PRESETS, Affinity, SessionToken};
+
+/// A header name given as `header:NAME` to `flag`: valid, not hop-by-hop, framing or a
+/// credential (the data's `session_header` rule), lowercase.
+fn header_name(flag: &str, raw: &str) -> Result<String, UsageError> {
+    crate::data::synthetic::session_header_name(raw).map_err(|_| {
+        UsageError(format!(
+            "{flag} {raw:?}: not a header name a key may go in (letters, digits and - _ . …; not a hop-by-hop, framing or credential header such as connection, host, content-length, authorization, cookie); e.g. x-session-id"
+        ))
+    })
+}
+
+/// The affinity settings of `args`.
+pub fn resolve(args: &TargetArgs) -> Result<Affinity, UsageError> {
+    let mut affinity = Affinity {
+        sticky_connections: args.sticky_connections,
+        ..Affinity::default()
+    };
+    if let Some(raw) = &args.affinity {
+        let value = raw.trim();
+        if let Some(name) = value.strip_prefix("header:") {
+            affinity.key_header = Some(header_name("--affinity", name)?);
+        } else if let Some(p) = AFFINITY_PRESETS.iter().find(|p| p.name == value) {
+            affinity.key_header = Some(p.key_header.to_string());
+            affinity.parent_header = p.parent_header.map(str::to_string);
+        } else {
+            let names: Vec<&str> = AFFINITY_PRESETS.iter().map(|p| p.name).collect();
+            return Err(UsageError(format!(
+                "--affinity {raw:?}: not a router llmsurge knows ({}) nor header:NAME; give one of those",
+                names.join(", ")
+            )));
+        }
+    }
+    if let Some(raw) = &args.session_token {
+        let value = raw.trim();
+        let token = if let Some(name) = value.strip_prefix("header:") {
+            SessionToken::Header(header_name("--session-token", name)?)
+        } else if let Some(name) = value.strip_prefix("cookie:") {
+            let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+            if name.is_empty() || !name.chars().all(token) {
+                return Err(UsageError(format!(
+                    "--session-token {raw:?}: {name:?} is not a cookie name (letters, digits and - _ . etc.)"
+                )));
+            }
+            SessionToken::Cookie(name.to_string())
+        } else {
+            return Err(UsageError(format!(
+                "--session-token {raw:?}: give header:NAME (a response header) or cookie:NAME (a cookie the server sets)"
+            )));
+        };
+        affinity.token = Some(token);
+    }
+    let https = args
+        .target
+        .as_deref()
+        .is_some_and(|t| t.trim().to_ascii_lowercase().starts_with("https://"));
+    if affinity.sticky_connections && https {
+        return Err(UsageError(
+            "--sticky-connections: keeps connections of llmsurge's own HTTP/1.1 client, which speaks plain http:// only; an https:// target goes through the pooled client (drop --sticky-connections)".into(),
+        ));
+    }
+    if affinity.sticky_connections && args.http2 {
+        return Err(UsageError(
+            "--sticky-connections: HTTP/2 carries every conversation on one multiplexed connection, so there is no connection per conversation to keep; drop --http2 or --sticky-connections".into(),
+        ));
+    }
+    Ok(affinity)
+}
+
+/// Refuses affinity flags where the data makes no conversation for them to act on
+/// (independent synthetic requests, a request trace): they would have no effect.
+pub fn check_data(affinity: &Affinity, data: &llmsurge_proto::DataSpec) -> Result<(), UsageError> {
+    use llmsurge_proto::DataSpec;
+    let alone = match data {
+        DataSpec::Synthetic(s) => s.turns == 0,
+        DataSpec::Trace(_) => true,
+        // A table's rows may be sessions (conversation datasets); agent traces are.
+        DataSpec::Table(_) | DataSpec::AgentTrace(_) => false,
+    };
+    let flag = if affinity.key_header.is_some() {
+        "--affinity"
+    } else if affinity.token.is_some() {
+        "--session-token"
+    } else if affinity.sticky_connections {
+        "--sticky-connections"
+    } else {
+        return Ok(());
+    };
+    if alone {
+        return Err(UsageError(format!(
+            "{flag}: the data's requests stand alone, so there is no conversation to key, pin or hand a token to; give sessions (turns=N), a conversation dataset or agent traces (--profile replay), or drop {flag}"
+        )));
+    }
+    Ok(())
+}
