@@ -521,7 +521,9 @@ impl Context {
                 if source.borrow().has_sessions() {
                     ctx.user_loop(t0 + offset, source).await;
                 } else {
-                    ctx.stream_loop(t0 + offset, source).await;
+                    // Boxed: the task is as large as its largest branch, and a stream's
+                    // exchange state would make every waiting user as large.
+                    Box::pin(ctx.stream_loop(t0 + offset, source)).await;
                 }
             });
         }
