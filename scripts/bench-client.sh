@@ -21,7 +21,12 @@
 #   8. HTTPS beside plain HTTP, each at the same scale: streamed requests per client
 #      CPU-second (req/s per core) of HTTP/1.1 over TLS and of plain HTTP, and the memory
 #      per open stream over TLS and plain (TLS_STREAMS streams: 1,000 and 10,000 by
-#      default), with a throwaway CA and certificate made by openssl at run time.
+#      default), with a throwaway CA and certificate made by openssl at run time;
+#   9. idle users: IDLE_USERS (40,000) users in multi-turn sessions with IDLE_THINK_S
+#      (30 s) think times, started over IDLE_RAMP_S (one think time): peak RSS of the
+#      whole tree, the lateness of their turns (send less previous end plus think time)
+#      p50 and p99 over the steady part (after the ramp and one think time, for
+#      IDLE_MEASURE_S), and the client CPU over that part.
 # See docs/performance.md for what limits each figure.
 #
 # Environment: DURATION (s per rate run, default 10), RATE_CONCURRENCY (streams tried for
@@ -30,8 +35,11 @@
 # STREAMS (default "1000 10000", plus 50000 on 8 cores or more), STREAM_TTFT_MS (mock
 # TTFT of the memory runs, default 4000), LAUNCH_RUNS (default 5), WIDTH ("0" skips the
 # width runs), RT_DURATION (s per run of the real-time A/B, default 10), ONLY ("realtime"
-# runs the real-time A/B alone, "tls" the HTTPS rows alone), TLS_STREAMS (default
-# "1000 10000"), TLS_CONCURRENCY (streams of the TLS rate rows, default 128),
+# runs the real-time A/B alone, "tls" the HTTPS rows alone, "idle" the idle users
+# alone), TLS_STREAMS (default "1000 10000"), TLS_CONCURRENCY (streams of the TLS rate
+# rows, default 128), IDLE_USERS (default 40000), IDLE_THINK_S (default 30), IDLE_RAMP_S
+# (default IDLE_THINK_S), IDLE_MEASURE_S (default 90), IDLE_WORKERS (default 1, more when
+# the open-file limit cannot hold IDLE_USERS in one process),
 # MOCK_CORE / CLIENT_CORE (default 0 / 1),
 # CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of building this tree's). Needs taskset,
 # jq, bc and GNU time (/usr/bin/time), and openssl for the HTTPS rows; Debian: apt-get
@@ -58,6 +66,11 @@ RT_DURATION=${RT_DURATION:-10}
 ONLY=${ONLY:-}
 TLS_STREAMS=${TLS_STREAMS:-"1000 10000"}
 TLS_CONCURRENCY=${TLS_CONCURRENCY:-128}
+IDLE_USERS=${IDLE_USERS:-40000}
+IDLE_THINK_S=${IDLE_THINK_S:-30}
+IDLE_RAMP_S=${IDLE_RAMP_S:-$IDLE_THINK_S}
+IDLE_MEASURE_S=${IDLE_MEASURE_S:-90}
+IDLE_WORKERS=${IDLE_WORKERS:-}
 
 # Targets (issues 3 and 15).
 TARGET_RATE=5000
@@ -70,6 +83,9 @@ TARGET_LAUNCH_S=0.05
 TARGET_WIDTH_16=12
 # Real time may not make TTFT worse than without it by more than this (issue 22).
 TARGET_RT_TTFT_RATIO=1.10
+# 40,000 idle users (issue 39).
+TARGET_IDLE_RSS_MB=1024
+TARGET_IDLE_LATE_P99_MS=1
 
 cd "$(dirname "$0")/.."
 . scripts/lib/bench.sh
@@ -258,14 +274,99 @@ tls_rows() {
     done
 }
 
+# 9. Idle users: IDLE_USERS users, each a session of turns IDLE_THINK_S apart (16-token
+# prompts and answers from an instant mock), started evenly over IDLE_RAMP_S so that
+# their turns spread over the think time (no herd). The sessions have turns enough to
+# outlast the run, so after the ramp every request is a turn due at its previous turn's
+# end plus the think time: `--warmup` leaves the ramp and the first think out, and the
+# report's dispatch lag over the rest is the turns' lateness. RSS is the whole tree's
+# peak; CPU the tree's user+sys over the measured part, as a share of one core.
+idle_users() {
+    local users=$IDLE_USERS think=$IDLE_THINK_S ramp=$IDLE_RAMP_S measure=$IDLE_MEASURE_S
+    local warm=$((ramp + think)) seconds turns workers hard need
+    seconds=$((warm + measure))
+    turns=$((seconds / think + 2))
+    # Every user may hold a socket (the concurrent profile's check asks for one each):
+    # raise the limit where allowed (root), else spread the users over more workers.
+    need=$((users + 1024))
+    hard=$(ulimit -Hn)
+    [[ $hard == unlimited ]] && hard=$need
+    if ((hard < need)); then
+        ulimit -Hn "$need" 2>/dev/null && hard=$need
+    fi
+    ulimit -n "$hard"
+    workers=${IDLE_WORKERS:-$(((users + hard - 1025) / (hard - 1024)))}
+    ((workers < 1)) && workers=1
+    start_mock --output-tokens 16
+    local dir="$WORK/idle" status=0 pid peak=0 rss now t0 cpu0= cpu1= wall0 wall1 p
+    mkdir -p "$dir"
+    taskset -c "$CLIENT_CORE" "$BIN" benchmark run --target "$URL" --outputs json --output-dir "$dir" \
+        --profile concurrent --rate "$users" --rampup "${ramp}s" --max-seconds "$seconds" \
+        --warmup "${warm}s" --workers "$workers" \
+        --data "turns=$turns,prompt_tokens=16,output_tokens=16,think_time=${think}s" \
+        >"$dir/stdout" 2>"$dir/stderr" &
+    pid=$!
+    t0=$EPOCHREALTIME
+    # CPU ticks of the tree (the coordinator and its workers).
+    tree_ticks() {
+        local sum=0 q
+        for q in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+            sum=$((sum + $(cpu_ticks "$q" 2>/dev/null || echo 0)))
+        done
+        echo "$sum"
+    }
+    while kill -0 "$pid" 2>/dev/null; do
+        rss=$(rss_tree "$pid")
+        ((rss > peak)) && peak=$rss
+        now=$(echo "$EPOCHREALTIME - $t0" | bc -l)
+        if [[ -z $cpu0 ]] && (($(echo "$now >= $warm" | bc -l))); then
+            cpu0=$(tree_ticks "$pid") wall0=$EPOCHREALTIME
+        elif [[ -n $cpu0 && -z $cpu1 ]] && (($(echo "$now >= $seconds - 1" | bc -l))); then
+            cpu1=$(tree_ticks "$pid") wall1=$EPOCHREALTIME
+        fi
+        sleep 0.2
+    done
+    wait "$pid" || status=$?
+    if [[ $status -ne 0 && $status -ne 4 ]]; then
+        echo "error: llmsurge with $users idle users exited with $status: $(tail -n 3 "$dir/stderr")" >&2
+        exit 1
+    fi
+    local b=".benchmarks[0]" p50 p99 n errors share mb v line
+    p50=$(jq -r "$b.client.dispatch_lag_p50_ms" "$dir/benchmarks.json")
+    p99=$(jq -r "$b.client.dispatch_lag_p99_ms" "$dir/benchmarks.json")
+    n=$(jq -r "$b.metrics.dispatch_lag.successful.count" "$dir/benchmarks.json")
+    errors=$(jq -r "$b.requests.errored" "$dir/benchmarks.json")
+    if [[ -n $cpu1 ]]; then
+        share=$(echo "($cpu1 - $cpu0) / $CLK_TCK / ($wall1 - $wall0)" | bc -l)
+    else
+        share=0
+    fi
+    mb=$(echo "$peak / 1024" | bc -l)
+    v=$(verdict "$mb <= $TARGET_IDLE_RSS_MB")
+    line=$(printf 'idle users: %d users, %d s think times, started over %d s (%d worker(s)): peak RSS %.0f MB (whole tree; %.1f KB per user) target <= %d MB: %s' \
+        "$users" "$think" "$ramp" "$workers" "$mb" "$(echo "$peak / $users" | bc -l)" "$TARGET_IDLE_RSS_MB" "$v")
+    [[ $v == MISS ]] && line+=" (memory per waiting user above budget: see docs/performance.md)"
+    echo "$line"
+    v=$(verdict "$p99 <= $TARGET_IDLE_LATE_P99_MS")
+    line=$(printf 'idle users: turn lateness over the %d s after the ramp and one think time: p50 %.3f ms, p99 %.3f ms (%s turns, %s errored; %.0f turns/s) target p99 <= %s ms: %s' \
+        "$measure" "$p50" "$p99" "$n" "$errors" "$(echo "$n / $measure" | bc -l)" "$TARGET_IDLE_LATE_P99_MS" "$v")
+    [[ $v == MISS ]] && line+=" (the worker's runtime thread was late to the turns' instants: busy, or waiting for its core; see docs/performance.md)"
+    echo "$line"
+    printf 'idle users: client CPU over the same %d s: %s of one core (coordinator and workers, user+sys) no target\n' \
+        "$measure" "$(pct "$share")"
+}
+
 if [[ $ONLY == realtime ]]; then
     realtime_ab
     exit 0
 elif [[ $ONLY == tls ]]; then
     tls_rows
     exit 0
+elif [[ $ONLY == idle ]]; then
+    idle_users
+    exit 0
 elif [[ -n $ONLY ]]; then
-    echo "error: ONLY=$ONLY: the cases that run alone are realtime and tls" >&2
+    echo "error: ONLY=$ONLY: the cases that run alone are realtime, tls and idle" >&2
     exit 2
 fi
 
@@ -492,3 +593,4 @@ fi
 
 realtime_ab
 tls_rows
+idle_users

@@ -27,6 +27,7 @@ mod gates;
 mod gateway;
 mod hostile_bounds;
 mod hostile_text;
+mod idle_users;
 mod intent;
 mod kept_up;
 mod lifecycle;

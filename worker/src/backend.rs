@@ -504,6 +504,14 @@ impl Backend {
         self.connects.drain()
     }
 
+    /// Closes the idle connections too old to be reused (see [`Http1::close_stale`]);
+    /// reqwest's pool closes its own.
+    pub fn close_stale_idle(&self) {
+        if let Some(h1) = self.http1() {
+            h1.close_stale();
+        }
+    }
+
     /// The worker's own HTTP/1.1 client, when it carries the requests (plain `http://`
     /// without HTTP/2): the pacer thread sends on its idle connections.
     pub fn http1(&self) -> Option<&Http1> {

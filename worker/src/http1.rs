@@ -276,6 +276,18 @@ impl Http1 {
         self.pool.lock().map(|p| p.len()).unwrap_or(0)
     }
 
+    /// Closes the idle connections that can no longer be reused (idle longer than
+    /// [`POOL_IDLE`]). Using the pool closes them too; this closes them while nobody
+    /// uses it (every user in think time), so no socket is held that nobody will reuse.
+    pub fn close_stale(&self) {
+        let stale = match self.pool.lock() {
+            Ok(mut pool) => drain_stale(&mut pool),
+            Err(_) => return,
+        };
+        // Closed after the lock is released, as in `pool_conn`.
+        drop(stale);
+    }
+
     /// Takes the most recently used idle connection that still looks open.
     pub fn take_idle(&self) -> Option<Conn> {
         self.open_idle(|| self.pool.lock().ok()?.pop())
@@ -641,11 +653,7 @@ fn pool_conn(pool: &Pool, stream: TcpStream) {
         Ok(mut pool) => {
             // The pool is taken from the top: connections left at the bottom after a
             // burst would stay open for ever; they are closed once past the idle bound.
-            let n = pool
-                .iter()
-                .take_while(|(_, since)| since.elapsed() > POOL_IDLE)
-                .count();
-            let stale = pool.drain(..n).collect();
+            let stale = drain_stale(&mut pool);
             pool.push((stream, Instant::now()));
             stale
         }
@@ -654,6 +662,16 @@ fn pool_conn(pool: &Pool, stream: TcpStream) {
     // Closed after the lock is released: each close is a syscall, and the lock is held
     // only for pushes and pops.
     drop(stale);
+}
+
+/// Takes the connections idle longer than [`POOL_IDLE`] out of the pool: the bottom of
+/// the stack, which is in the order they were put back.
+fn drain_stale(pool: &mut Vec<(TcpStream, Instant)>) -> Vec<(TcpStream, Instant)> {
+    let n = pool
+        .iter()
+        .take_while(|(_, since)| since.elapsed() > POOL_IDLE)
+        .count();
+    pool.drain(..n).collect()
 }
 
 /// Whether an idle connection is still open: no EOF, reset or unsolicited bytes queued.

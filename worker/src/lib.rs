@@ -33,6 +33,7 @@ pub mod rx_time;
 pub mod sched;
 pub mod source;
 pub mod sse;
+pub mod timers;
 
 pub use formats::openai;
 pub use source::{
@@ -307,6 +308,7 @@ async fn run(
         behaviour: cfg.behaviour.clone(),
         seed: cfg.seed,
         prefill_released,
+        timers: timers::Timers::new(),
     });
     match &cfg.schedule {
         Schedule::Streams { streams, rampup } => {

@@ -16,6 +16,7 @@ use crate::graph::{DueCall, GraphRun};
 use crate::pacer::{Dispatch, Pacer, PacerSent};
 use crate::reporter::{Reporter, SlotInfo};
 use crate::source::{PreparedRequest, RequestSource, SessionState};
+use crate::timers::Timers;
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use llmsurge_proto::shm::{Cap, stop_flags};
@@ -63,6 +64,8 @@ pub struct Context {
     pub seed: u64,
     /// A request gave a unit of the prefill cap back (as `released`).
     pub prefill_released: Arc<Notify>,
+    /// The one precise timer of the worker's waits on an instant (think times, gaps).
+    pub timers: Rc<Timers>,
 }
 
 /// A thread that sleeps on the group's release futex and passes each release, by any
@@ -146,19 +149,20 @@ enum Ended {
 /// Resolves when the client gives up on a request sent at `start`, by its plan; never
 /// without one. `first_token` turns `true` at the request's first token.
 async fn planned_cancel(
+    timers: &Rc<Timers>,
     plan: Option<CancelAt>,
     start: MonoNanos,
     mut first_token: watch::Receiver<bool>,
 ) {
     match plan {
         None => std::future::pending().await,
-        Some(CancelAt::FromSend(after)) => wait_until_precisely(start + after).await,
+        Some(CancelAt::FromSend(after)) => timers.until_precisely(start + after).await,
         Some(CancelAt::FromFirstToken(after)) => {
             if first_token.wait_for(|f| *f).await.is_err() {
                 // The exchange ended without a first token: never by plan.
                 std::future::pending::<()>().await;
             }
-            wait_until_precisely(MonoNanos::now() + after).await;
+            timers.until_precisely(MonoNanos::now() + after).await;
         }
     }
 }
@@ -210,7 +214,8 @@ pub const PROBE_INTERVAL: Duration = Duration::from_millis(10);
 /// Measures how late the runtime runs a task whose timer fired: every response chunk
 /// waits as long before it is timestamped, so a slow client shows here whatever the
 /// strategy. Includes up to 1 ms of tokio's timer granularity.
-/// It also moves the connections the backend opened into the reporter.
+/// It also moves the connections the backend opened into the reporter, and closes the
+/// idle ones too old to be reused (users in think time hold no connection).
 async fn probe_runtime(reporter: Rc<RefCell<Reporter>>, backend: Arc<Backend>) {
     loop {
         let due = MonoNanos::now() + PROBE_INTERVAL;
@@ -220,81 +225,15 @@ async fn probe_runtime(reporter: Rc<RefCell<Reporter>>, backend: Arc<Backend>) {
         for (began, took) in backend.drain_connects() {
             reporter.connected(began, took);
         }
+        drop(reporter);
+        backend.close_stale_idle();
     }
 }
 
-/// How long before a think time ends the worker wakes, to yield until the instant: a
-/// woken thread takes tens of microseconds to run again (more on a busy core), which this
-/// absorbs for 0.2 ms of yielding per turn.
-const WAKE_MARGIN: Duration = Duration::from_micros(200);
-
-/// Waits until `due` to within microseconds, for think times, which the issue holds to
-/// 1 ms.
-///
-/// tokio's timer wheel rounds every deadline up to the next whole millisecond, and its
-/// epoll timeouts are whole milliseconds too: a turn due at 40.3 ms would wake at 41 ms.
-/// A timerfd armed for the absolute instant wakes the runtime's epoll when it fires, to
-/// the microsecond, and the thread sleeps meanwhile. It is armed [`WAKE_MARGIN`] early,
-/// and the task yields (letting the other tasks run) until the instant. The former way,
-/// a tokio sleep to a millisecond before and yields from there, kept the core busy for
-/// up to a millisecond per turn, a core the server under test or another user may need.
-/// Falls back to it if a timerfd cannot be made.
-async fn wait_until_precisely(due: MonoNanos) {
-    if MonoNanos::now() >= due {
-        return;
-    }
-    let early = MonoNanos(due.0.saturating_sub(WAKE_MARGIN.as_nanos() as u64));
-    if wait_on_timerfd(early).await.is_err() {
-        let early = due.to_instant().checked_sub(Duration::from_millis(1));
-        if let Some(early) = early {
-            tokio::time::sleep_until(tokio::time::Instant::from_std(early)).await;
-        }
-    }
-    while MonoNanos::now() < due {
-        tokio::task::yield_now().await;
-    }
-}
-
-/// A timerfd, as the raw fd tokio's reactor registers.
-struct Timer(nix::sys::timerfd::TimerFd);
-
-impl std::os::fd::AsRawFd for Timer {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsFd;
-        self.0.as_fd().as_raw_fd()
-    }
-}
-
-/// Sleeps on a one-shot timerfd until the absolute `CLOCK_MONOTONIC` instant `due` (the
-/// clock [`MonoNanos`] reads).
-async fn wait_on_timerfd(due: MonoNanos) -> std::io::Result<()> {
-    if MonoNanos::now() >= due {
-        return Ok(());
-    }
-    use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
-    let fd = TimerFd::new(
-        ClockId::CLOCK_MONOTONIC,
-        TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
-    )?;
-    let at =
-        nix::sys::time::TimeSpec::new((due.0 / 1_000_000_000) as _, (due.0 % 1_000_000_000) as _);
-    fd.set(
-        Expiration::OneShot(at),
-        TimerSetTimeFlags::TFD_TIMER_ABSTIME,
-    )?;
-    // SAFETY: `Timer` owns the timerfd, which stays open, the same descriptor, until the
-    // `AsyncFd` that owns the `Timer` drops; `as_raw_fd` always returns it.
-    let fd = unsafe {
-        tokio::io::unix::AsyncFd::register_with_interest(Timer(fd), tokio::io::Interest::READABLE)?
-    };
-    loop {
-        let mut ready = fd.readable().await?;
-        if MonoNanos::now() >= due {
-            return Ok(());
-        }
-        ready.clear_ready();
-    }
-}
+/// How long before a turn is due its request is made (the whole history as one body):
+/// long enough for a long conversation's body, short enough that a thinking user holds
+/// none.
+const BODY_LEAD: Duration = Duration::from_millis(5);
 
 /// Converts a monotonic instant to a tokio instant.
 pub fn tokio_instant(t: MonoNanos) -> tokio::time::Instant {
@@ -502,7 +441,7 @@ impl Context {
             ex.first_token_signal = Some(Arc::new(first_tx));
         }
         let ended = {
-            let give_up = planned_cancel(planned, start, first_rx.clone());
+            let give_up = planned_cancel(&self.timers, planned, start, first_rx.clone());
             tokio::pin!(give_up);
             let run = async {
                 match send {
@@ -590,7 +529,9 @@ impl Context {
                 if source.borrow().has_sessions() {
                     ctx.user_loop(t0 + offset, source).await;
                 } else {
-                    ctx.stream_loop(t0 + offset, source).await;
+                    // Boxed: the task is as large as its largest branch, and a stream's
+                    // exchange state would make every waiting user as large.
+                    Box::pin(ctx.stream_loop(t0 + offset, source)).await;
                 }
             });
         }
@@ -691,7 +632,8 @@ impl Context {
                         media: None,
                         session_key: None,
                     };
-                    previous_end = Some(self.run_request(info, Err(message)).await);
+                    // Boxed: a waiting user keeps no exchange state (see `run_session`).
+                    previous_end = Some(Box::pin(self.run_request(info, Err(message))).await);
                     continue;
                 }
             };
@@ -775,7 +717,7 @@ impl Context {
         previous_end: &mut Option<MonoNanos>,
     ) -> bool {
         if session.is_graph() {
-            let ok = self.run_graph(session, first).await;
+            let ok = Box::pin(self.run_graph(session, first)).await;
             *previous_end = None;
             return ok;
         }
@@ -790,32 +732,49 @@ impl Context {
             })
         };
         loop {
+            // Each exchange is boxed: a user waiting out a think time keeps only this
+            // loop's few words (its session, a timer entry), not the largest exchange
+            // state it ever passed through.
             let ex = if let Some(f) = first.take() {
                 // The pacer added turn 1 to the history when it built the body.
-                self.run_first(f, tag(0), Some(String::new())).await
+                Box::pin(self.run_first(f, tag(0), Some(String::new()))).await
             } else {
                 let Some((k, think)) = session.upcoming() else {
                     return true;
                 };
-                // The body (the whole history) is made now, before the turn is due, so
-                // making it adds nothing to how late the turn is sent.
+                let due = match *previous_end {
+                    Some(end) if think > 0 => Some(end + Duration::from_nanos(think)),
+                    _ => None,
+                };
+                // Its place among the worker's turns from the think's start: turns go
+                // out in the order they fall due.
+                let turn = due.map(|due| self.timers.turn(due));
+                if let Some(due) = due {
+                    // The think: the request is made only BODY_LEAD before it is due, so a
+                    // thinking user holds no body, and making it adds nothing to how late
+                    // the turn is sent.
+                    let make_at = MonoNanos(due.0.saturating_sub(BODY_LEAD.as_nanos() as u64));
+                    tokio::select! {
+                        () = self.timers.until(make_at) => {}
+                        Ok(_) = stop.wait_for(|s| *s) => return false,
+                    }
+                }
                 let Some(req) = session.next_request() else {
                     return true;
                 };
                 let body = Ok(self.backend.build_body(&req));
-                let scheduled = match *previous_end {
-                    Some(end) if think > 0 => {
-                        let due = end + Duration::from_nanos(think);
+                let scheduled = match (turn, *previous_end) {
+                    (Some(turn), _) => {
                         tokio::select! {
-                            () = wait_until_precisely(due) => {}
+                            () = turn.until_due() => {}
                             Ok(_) = stop.wait_for(|s| *s) => return false,
                         }
-                        due
+                        turn.due()
                     }
                     // No think time: due at once after the previous turn (or, for the
                     // first turn of a user's session, the previous session) ended.
-                    Some(end) => end,
-                    None => MonoNanos::now(),
+                    (None, Some(end)) => end,
+                    (None, None) => MonoNanos::now(),
                 };
                 let Some(local) = self.shm.claim_slot() else {
                     return false;
@@ -833,7 +792,8 @@ impl Context {
                     media: req.media_info(),
                     session_key: req.session.clone(),
                 };
-                self.run_exchange(info, body, Some(String::new())).await
+                drop(req);
+                Box::pin(self.run_exchange(info, body, Some(String::new()))).await
             };
             *previous_end = Some(ex.end.unwrap_or_else(MonoNanos::now));
             if ex.error.is_some() {
@@ -909,7 +869,7 @@ impl Context {
                     stopped: true,
                 };
                 tokio::select! {
-                    () = wait_until_precisely(call.due) => {}
+                    () = self.timers.until_precisely(call.due) => {}
                     Ok(_) = stop.wait_for(|s| *s) => return stopped,
                 }
                 let Some(local) = self.shm.claim_slot() else {
