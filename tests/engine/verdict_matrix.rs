@@ -63,6 +63,7 @@ use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge_coordinator::precision::confidence_ranks;
 use llmsurge_coordinator::slo::quantile;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -192,12 +193,20 @@ struct Draw {
     short_outputs: bool,
     /// Whether the mock requires [`GATEWAY_KEY`] on every route, and the run gives it.
     gateway: bool,
+    /// `--affinity dynamo` on sessions: every turn carries its session's key, as the
+    /// mock's `--record-header` saw it.
+    affinity: bool,
+    /// `--outputs otlp`: one span per request of the log, with its ids and the tokens the
+    /// mock sent.
+    otlp: bool,
 }
 
 /// Spread of the mock's own output lengths when it drops `ignore_eos`.
 const SHORT_OUTPUT_STD: f64 = 4.0;
 /// The key of the gateway axis: a marker no output may carry.
 const GATEWAY_KEY: &str = "sk-matrix-MARKER-5d1e7c";
+/// The session-key header of `--affinity dynamo`.
+const AFFINITY_HEADER: &str = "x-dynamo-session-id";
 
 /// Share of the streams a stalling mock hangs after their first chunk.
 const STALL_RATE: f64 = 0.8;
@@ -293,6 +302,8 @@ impl Draw {
             stall: false,
             short_outputs: false,
             gateway: false,
+            affinity: false,
+            otlp: false,
         };
         if profile.open() {
             let capacity = d.capacity_rps() / profile.requests_per_unit();
@@ -318,6 +329,8 @@ impl Draw {
             && r.chance(0.2);
         d.short_outputs = r.chance(0.2);
         d.gateway = r.chance(0.2);
+        d.affinity = profile == Profile::Sessions && r.chance(0.5);
+        d.otlp = r.chance(0.25);
         d
     }
 
@@ -387,6 +400,16 @@ impl Draw {
             } else {
                 "authorization".into()
             },
+            // What a router would see: the request's id (to join with the log) and its key.
+            record: self.affinity.then(|| truth.with_file_name("record.jsonl")),
+            record_header: if self.affinity {
+                vec![
+                    llmsurge_proto::REQUEST_ID_HEADER.into(),
+                    AFFINITY_HEADER.into(),
+                ]
+            } else {
+                Vec::new()
+            },
             ..MockConfig::instant()
         }
     }
@@ -421,7 +444,14 @@ impl Draw {
             } else {
                 String::new()
             }
-        )
+        ) + &if self.affinity {
+            format!(
+                " --record record.jsonl --record-header {} --record-header {AFFINITY_HEADER}",
+                llmsurge_proto::REQUEST_ID_HEADER
+            )
+        } else {
+            String::new()
+        }
     }
 
     /// The generous objectives every draw is judged on: a server that kept up meets them
@@ -507,10 +537,17 @@ impl Draw {
         push("--request-log", "requests.jsonl".into());
         // Compare draws also write the llm-d reports: each must hold its benchmark's
         // measured requests as the JSON report counts them.
-        push(
-            "--outputs",
-            if self.compare { "json,llmd" } else { "json" }.into(),
-        );
+        let mut outputs = vec!["json"];
+        if self.compare {
+            outputs.push("llmd");
+        }
+        if self.otlp {
+            outputs.push("otlp");
+        }
+        push("--outputs", outputs.join(","));
+        if self.affinity {
+            push("--affinity", "dynamo".into());
+        }
         if let Some(m) = self.max_concurrency {
             push("--max-concurrency", m.to_string());
         }
@@ -885,6 +922,18 @@ fn run_draw(d: &Draw) -> Vec<String> {
         }
     }
 
+    check_traces(&joined, &mut broken);
+    if d.affinity {
+        check_affinity(
+            &truth_path.with_file_name("record.jsonl"),
+            &joined,
+            &mut broken,
+        );
+    }
+    if d.otlp {
+        check_otlp(finished.dir.path(), &log_path, &mut broken);
+    }
+
     // Aggregates against the truth, per benchmark (a run of --repeat is one).
     for (i, b) in benchmarks.iter().enumerate() {
         let mine: Vec<&Joined> = joined
@@ -1121,6 +1170,160 @@ fn run_draw(d: &Draw) -> Vec<String> {
         said.join(" ")
     );
     broken
+}
+
+/// Every request the mock saw carried the `traceparent` of its log line's ids, one trace
+/// per session (or agent trace), never shared between two.
+fn check_traces(joined: &[Joined], broken: &mut Vec<String>) {
+    let mut owner: BTreeMap<String, String> = BTreeMap::new();
+    for j in joined {
+        let id = j.log["request_id"].as_str().unwrap_or("?");
+        let (Some(trace), Some(span)) = (j.log["trace_id"].as_str(), j.log["span_id"].as_str())
+        else {
+            broken.push(format!("{id}: no trace_id/span_id in the request log"));
+            continue;
+        };
+        let sent = format!("00-{trace}-{span}-01");
+        if j.truth["traceparent"].as_str() != Some(sent.as_str()) {
+            broken.push(format!(
+                "{id}: the mock saw traceparent {}, the log says {sent}",
+                j.truth["traceparent"]
+            ));
+        }
+        // A session's turns share its trace; a request alone has its own.
+        let unit = match j.log["session"].as_u64() {
+            Some(s) => format!("run {} session {s}", j.log["run"].as_u64().unwrap_or(0)),
+            None => format!("request {id}"),
+        };
+        let first = owner
+            .entry(trace.to_string())
+            .or_insert_with(|| unit.clone());
+        if *first != unit {
+            broken.push(format!("trace {trace} is both {first}'s and {unit}'s"));
+        }
+    }
+}
+
+/// `--affinity dynamo`: every turn the mock recorded carried its session's key, the same
+/// on each turn of a session and different between sessions; requests outside sessions
+/// none.
+fn check_affinity(record: &Path, joined: &[Joined], broken: &mut Vec<String>) {
+    let lines = recorded(record);
+    let key_of: BTreeMap<String, Option<String>> = lines
+        .iter()
+        .filter_map(|l| {
+            let h = &l["headers"];
+            let id = h[llmsurge_proto::REQUEST_ID_HEADER].as_str()?.to_string();
+            Some((id, h[AFFINITY_HEADER].as_str().map(str::to_string)))
+        })
+        .collect();
+    let mut session_of: BTreeMap<String, String> = BTreeMap::new();
+    for j in joined {
+        let id = j.log["request_id"].as_str().unwrap_or("?");
+        let Some(key) = key_of.get(id) else {
+            broken.push(format!("{id}: not in the mock's record"));
+            continue;
+        };
+        match (j.log["session"].as_u64(), key) {
+            (Some(s), Some(key)) => {
+                let unit = format!("run {} session {s}", j.log["run"].as_u64().unwrap_or(0));
+                let first = session_of
+                    .entry(key.clone())
+                    .or_insert_with(|| unit.clone());
+                if *first != unit {
+                    broken.push(format!("affinity key {key} is both {first}'s and {unit}'s"));
+                }
+            }
+            (Some(s), None) => broken.push(format!("{id}: turn of session {s} without its key")),
+            (None, Some(key)) => broken.push(format!("{id}: outside sessions, yet key {key}")),
+            (None, None) => {}
+        }
+    }
+    // One key per session: as many keys as sessions.
+    let sessions: std::collections::BTreeSet<(u64, u64)> = joined
+        .iter()
+        .filter_map(|j| {
+            Some((
+                j.log["run"].as_u64().unwrap_or(0),
+                j.log["session"].as_u64()?,
+            ))
+        })
+        .collect();
+    if session_of.len() != sessions.len() {
+        broken.push(format!(
+            "{} affinity keys for {} sessions",
+            session_of.len(),
+            sessions.len()
+        ));
+    }
+}
+
+/// `--outputs otlp`: one client span per line of the request log, with its ids and its
+/// output tokens, and no other.
+fn check_otlp(dir: &Path, log: &Path, broken: &mut Vec<String>) {
+    let Ok(text) = std::fs::read_to_string(dir.join("spans.otlp.json")) else {
+        broken.push("no spans.otlp.json written".into());
+        return;
+    };
+    let mut spans: BTreeMap<String, (String, Option<u64>)> = BTreeMap::new();
+    for doc in text.lines().filter(|l| !l.trim().is_empty()) {
+        let Ok(doc) = serde_json::from_str::<Value>(doc) else {
+            broken.push("a line of spans.otlp.json is not JSON".into());
+            return;
+        };
+        let all = doc["resourceSpans"].as_array().into_iter().flatten();
+        for span in all
+            .flat_map(|r| r["scopeSpans"].as_array().into_iter().flatten())
+            .flat_map(|s| s["spans"].as_array().into_iter().flatten())
+            .filter(|s| s["kind"] == 3)
+        {
+            let attr = |k: &str| {
+                span["attributes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|a| a["key"] == k)
+                    .and_then(|a| a["value"]["intValue"].as_str()?.parse().ok())
+            };
+            let id = span["spanId"].as_str().unwrap_or_default().to_string();
+            let trace = span["traceId"].as_str().unwrap_or_default().to_string();
+            if spans
+                .insert(id.clone(), (trace, attr("gen_ai.usage.output_tokens")))
+                .is_some()
+            {
+                broken.push(format!("span {id} twice in spans.otlp.json"));
+            }
+        }
+    }
+    for log in recorded(log) {
+        let id = log["request_id"].as_str().unwrap_or("?");
+        let Some(span) = log["span_id"].as_str() else {
+            broken.push(format!("{id}: no span_id in the request log"));
+            continue;
+        };
+        match spans.remove(span) {
+            None => broken.push(format!("{id}: span {span} not in spans.otlp.json")),
+            Some((trace, tokens)) => {
+                if Some(trace.as_str()) != log["trace_id"].as_str() {
+                    broken.push(format!(
+                        "{id}: span {span} in trace {trace}, the log says {}",
+                        log["trace_id"]
+                    ));
+                }
+                if tokens != log["output_tokens"].as_u64() {
+                    broken.push(format!(
+                        "{id}: span {span} says {tokens:?} output tokens, the log {}",
+                        log["output_tokens"]
+                    ));
+                }
+            }
+        }
+    }
+    for span in spans.keys() {
+        broken.push(format!(
+            "span {span} of spans.otlp.json is no request of the log"
+        ));
+    }
 }
 
 /// When hung streams held every slot of the path, in seconds from the benchmark's first
@@ -1690,6 +1893,21 @@ fn the_draws_cover_every_axis() {
         d.short_outputs && d.reasoning > 0
     });
     has("a gateway's key", &|d| d.gateway);
+    for (what, pred) in [
+        ("--affinity", (|d: &Draw| d.affinity) as fn(&Draw) -> bool),
+        ("--outputs otlp", |d: &Draw| d.otlp),
+    ] {
+        let seeds: Vec<u64> = draws
+            .iter()
+            .filter(|d| pred(d))
+            .map(|d| d.seed)
+            .take(8)
+            .collect();
+        eprintln!("draws with {what}: seeds {seeds:?}");
+    }
+    has("--affinity", &|d| d.affinity);
+    has("--outputs otlp", &|d| d.otlp);
+    has("--outputs otlp with --repeat", &|d| d.otlp && d.repeat > 1);
     has("benchmark compare of repeated runs", &|d| {
         d.compare && d.repeat > 1
     });
