@@ -8,10 +8,10 @@ use llmsurge_proto::affinity::{AFFINITY_PRESETS, Affinity, SessionToken};
 
 /// A header name given as `header:NAME` to `flag`: valid, not hop-by-hop, framing or a
 /// credential (the data's `session_header` rule), lowercase.
-fn header_name(flag: &str, raw: &str) -> Result<String, UsageError> {
+fn header_name(flag: &str, what: &str, raw: &str) -> Result<String, UsageError> {
     crate::data::synthetic::session_header_name(raw).map_err(|_| {
         UsageError(format!(
-            "{flag} {raw:?}: not a header name a key may go in (letters, digits and - _ . …; not a hop-by-hop, framing or credential header such as connection, host, content-length, authorization, cookie); e.g. x-session-id"
+            "{flag} {raw:?}: not a header name {what} may go in (letters, digits and - _ . …; not a hop-by-hop, framing, credential or response header such as connection, host, content-*, authorization, cookie, set-cookie, nor one llmsurge sends itself: user-agent, accept, x-request-id, traceparent); e.g. x-session-id"
         ))
     })
 }
@@ -25,7 +25,7 @@ pub fn resolve(args: &TargetArgs) -> Result<Affinity, UsageError> {
     if let Some(raw) = &args.affinity {
         let value = raw.trim();
         if let Some(name) = value.strip_prefix("header:") {
-            affinity.key_header = Some(header_name("--affinity", name)?);
+            affinity.key_header = Some(header_name("--affinity", "a key", name)?);
         } else if let Some(p) = AFFINITY_PRESETS.iter().find(|p| p.name == value) {
             affinity.key_header = Some(p.key_header.to_string());
             affinity.parent_header = p.parent_header.map(str::to_string);
@@ -40,7 +40,7 @@ pub fn resolve(args: &TargetArgs) -> Result<Affinity, UsageError> {
     if let Some(raw) = &args.session_token {
         let value = raw.trim();
         let token = if let Some(name) = value.strip_prefix("header:") {
-            SessionToken::Header(header_name("--session-token", name)?)
+            SessionToken::Header(header_name("--session-token", "a token", name)?)
         } else if let Some(name) = value.strip_prefix("cookie:") {
             let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
             if name.is_empty() || !name.chars().all(token) {
@@ -54,6 +54,13 @@ pub fn resolve(args: &TargetArgs) -> Result<Affinity, UsageError> {
                 "--session-token {raw:?}: give header:NAME (a response header) or cookie:NAME (a cookie the server sets)"
             )));
         };
+        if let (SessionToken::Header(name), Some(key)) = (&token, &affinity.key_header)
+            && name == key
+        {
+            return Err(UsageError(format!(
+                "--session-token {raw:?}: the same header as --affinity's key; a token the server hands out would replace the key (choose another header)"
+            )));
+        }
         affinity.token = Some(token);
     }
     let https = args

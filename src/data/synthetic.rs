@@ -371,9 +371,16 @@ pub fn draw_think(t: &ThinkTime, seed: u64, session: u64, turn: u32) -> u64 {
 }
 
 /// Headers a session id must not go in: hop-by-hop headers (a proxy drops or acts on
-/// them), the request's own framing, and credentials (a session id sent there would
-/// replace the API key, or leak into logs that redact only those).
-const FORBIDDEN_SESSION_HEADERS: [&str; 17] = [
+/// them), the request's own framing (and every `content-*` header), credentials (a
+/// session id sent there would replace the API key, or leak into logs that redact only
+/// those), a response's own header, and the headers llmsurge sends itself (a second
+/// value would be a duplicate).
+const FORBIDDEN_SESSION_HEADERS: [&str; 22] = [
+    "set-cookie",
+    "user-agent",
+    "accept",
+    llmsurge_proto::REQUEST_ID_HEADER,
+    llmsurge_proto::TRACEPARENT_HEADER,
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -404,9 +411,9 @@ pub fn session_header_name(raw: &str) -> Result<String, String> {
         ));
     }
     let lower = name.to_ascii_lowercase();
-    if FORBIDDEN_SESSION_HEADERS.contains(&lower.as_str()) {
+    if FORBIDDEN_SESSION_HEADERS.contains(&lower.as_str()) || lower.starts_with("content-") {
         return Err(format!(
-            "session_header={raw}: {lower} is a hop-by-hop, framing or credential header; choose another name (e.g. x-session-id)"
+            "session_header={raw}: {lower} is a hop-by-hop, framing, credential or response header, or one llmsurge sends itself; choose another name (e.g. x-session-id)"
         ));
     }
     Ok(lower)
