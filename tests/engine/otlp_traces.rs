@@ -485,3 +485,73 @@ fn only_a_run_writes_the_otlp_file() {
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     }
 }
+
+/// An OTLP trace of calls `(span, links)` under one root, 100 ms apart, each asking 5
+/// tokens of a 50-token prompt.
+fn linked_trace(calls: &[(&str, &[&str])]) -> String {
+    let mut spans: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(k, (id, links))| {
+            let start = T0 + k as u64 * 100 * MS;
+            json!({
+                "traceId": "t1", "spanId": id, "parentSpanId": "root", "name": id,
+                "startTimeUnixNano": start.to_string(),
+                "endTimeUnixNano": (start + 50 * MS).to_string(),
+                "links": links.iter().map(|l| json!({"traceId": "t1", "spanId": l})).collect::<Vec<_>>(),
+                "attributes": [
+                    {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                    {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "50"}},
+                    {"key": "gen_ai.usage.output_tokens", "value": {"intValue": "5"}},
+                ],
+            })
+        })
+        .collect();
+    spans.push(json!({
+        "traceId": "t1", "spanId": "root", "name": "invoke_agent",
+        "startTimeUnixNano": T0.to_string(),
+        "endTimeUnixNano": (T0 + 10_000 * MS).to_string(), "attributes": [],
+    }));
+    json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).to_string()
+}
+
+/// Links that loop (a call linking to itself, or through others back to itself) would
+/// make the replay send a call twice and never another: the file is refused before
+/// anything is sent, with one line naming the span.
+#[test]
+fn links_that_loop_are_refused_naming_the_span() {
+    let cases: [(&[(&str, &[&str])], &str, &str); 2] = [
+        (
+            &[("a", &["c"]), ("b", &["a"]), ("c", &["b"]), ("d", &["c"])],
+            "links form a cycle",
+            "",
+        ),
+        (
+            &[("a", &["root"]), ("b", &["b"])],
+            "links to itself",
+            "span b ",
+        ),
+    ];
+    for (calls, why, span) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = truth_mock(dir.path());
+        let file = dir.path().join("trace.otlp.json");
+        std::fs::write(&file, linked_trace(calls)).expect("write the trace");
+        let finished = Bench::on(&server)
+            .profile("replay")
+            .data(&file.display().to_string())
+            .flag("--disable-progress")
+            .run();
+        let stats = server.stats();
+        server.stop();
+        let stderr = finished.stderr.trim();
+        assert_eq!(finished.code(), 2, "{why}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("error:") && stderr.contains(why) && stderr.contains(span),
+            "{stderr}"
+        );
+        assert!(stderr.contains("of trace t1"), "{stderr}");
+        assert_eq!(stats.requests_total, 0, "{why}: nothing is sent");
+    }
+}

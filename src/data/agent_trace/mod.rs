@@ -573,12 +573,56 @@ impl CallGraph {
                 genai,
             });
         }
+        if explicit && let Some((k, reason)) = link_cycle(&calls) {
+            return Err(fail(&calls[k].span, reason.into()));
+        }
         Ok(CallGraph {
             trace: trace.id.clone(),
             start_ns,
             calls,
         })
     }
+}
+
+/// A call whose links loop back to it, and why: the replay would wait for a call that
+/// waits for it (the worker would send one twice and never another). Links are the
+/// only dependencies that can point at a later call, so only they can loop.
+fn link_cycle(calls: &[Call]) -> Option<(usize, &'static str)> {
+    if let Some(k) = (0..calls.len()).find(|&k| calls[k].deps.contains(&k)) {
+        return Some((
+            k,
+            "the span links to itself: a call cannot wait for its own end",
+        ));
+    }
+    // Kahn's order: calls left over wait, through their links, on a cycle.
+    let mut waiting: Vec<usize> = calls.iter().map(|c| c.deps.len()).collect();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); calls.len()];
+    for (k, c) in calls.iter().enumerate() {
+        for &d in &c.deps {
+            dependents[d].push(k);
+        }
+    }
+    let mut ready: Vec<usize> = (0..calls.len()).filter(|&k| waiting[k] == 0).collect();
+    while let Some(d) = ready.pop() {
+        for &k in &dependents[d] {
+            waiting[k] -= 1;
+            if waiting[k] == 0 {
+                ready.push(k);
+            }
+        }
+    }
+    // Every left-over call waits on another left-over one: walking those links from
+    // any of them comes back to a call on the cycle.
+    let mut at = (0..calls.len()).find(|&k| waiting[k] > 0)?;
+    let mut seen = vec![false; calls.len()];
+    while !seen[at] {
+        seen[at] = true;
+        at = *calls[at].deps.iter().find(|&&d| waiting[d] > 0)?;
+    }
+    Some((
+        at,
+        "its links form a cycle (it waits, through the calls it links to, for itself): link each call only to calls that ran before it",
+    ))
 }
 
 /// A call's name in the report: its span's name, with its id when another call of the
