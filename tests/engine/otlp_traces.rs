@@ -555,3 +555,63 @@ fn links_that_loop_are_refused_naming_the_span() {
         assert_eq!(stats.requests_total, 0, "{why}: nothing is sent");
     }
 }
+
+/// The output lengths the mock saw asked (`max_tokens`), in the order it recorded them.
+fn asked_at_mock(record: &Path) -> Vec<u64> {
+    recorded(record)
+        .iter()
+        .map(|l| {
+            let body = &l["body"];
+            body["max_tokens"]
+                .as_u64()
+                .or_else(|| body["max_completion_tokens"].as_u64())
+                .unwrap_or_else(|| panic!("no output length asked: {body}"))
+        })
+        .collect()
+}
+
+/// A call that failed received no output (0 tokens, or a part): its replay asks the
+/// output length the original asked (`gen_ai.request.max_tokens`), not 0, which a
+/// server refuses, making the replay a run of errors. Checked at both mocks' records.
+#[test]
+fn a_failed_calls_replay_asks_the_output_length_it_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let faulty = mock(MockConfig {
+        error_rate: 1.0,
+        record: Some(dir.path().join("first.jsonl")),
+        ..MockConfig::instant()
+    });
+    let first = Bench::on(&faulty)
+        .data("prompt_tokens=12,output_tokens=4")
+        .max_requests(3)
+        .outputs("json,otlp")
+        .flag("--disable-progress")
+        .run();
+    faulty.stop();
+    let otlp = first.dir.path().join("spans.otlp.json");
+    let spans = spans(&otlp);
+    assert_eq!(spans.len(), 3, "{}", first.stderr);
+    for s in spans.values() {
+        assert_eq!(attr(s, "gen_ai.usage.output_tokens"), Some(json!(0)), "{s}");
+        assert!(attr(s, "error.type").is_some(), "{s}");
+    }
+    let asked_first = asked_at_mock(&dir.path().join("first.jsonl"));
+    assert_eq!(asked_first, [4, 4, 4]);
+
+    let server = truth_mock(dir.path());
+    let replayed = Bench::on(&server)
+        .profile("replay")
+        .data(&otlp.display().to_string())
+        .flag("--disable-progress")
+        .run();
+    let stats = server.stats();
+    server.stop();
+    assert_eq!(replayed.code(), 0, "{}", replayed.stderr);
+    assert_eq!(
+        (stats.responses_4xx, stats.completed),
+        (0, 3),
+        "{}",
+        replayed.stderr
+    );
+    assert_eq!(asked_at_mock(&dir.path().join("record.jsonl")), asked_first);
+}

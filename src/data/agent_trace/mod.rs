@@ -88,11 +88,29 @@ pub struct GenAi {
     pub model: Option<String>,
     /// `gen_ai.usage.input_tokens`.
     pub input_tokens: Option<u32>,
-    /// `gen_ai.usage.output_tokens`.
+    /// `gen_ai.usage.output_tokens`; for a call that did not complete, the output
+    /// length it asked (see [`GenAi::cut`]).
     pub output_tokens: Option<u32>,
+    /// `gen_ai.request.max_tokens`: the output length the call asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
     /// The recorded prompt: `gen_ai.input.messages` (or `gen_ai.prompt`) as JSON, or
     /// the indexed `gen_ai.prompt.N.role` / `.content` attributes.
     pub messages: Option<Vec<RecordedMessage>>,
+}
+
+impl GenAi {
+    /// The call did not complete (`failed`: an error status or `error.type`), or
+    /// received no output: its output is what a cut or a fault left (0 or a part), so
+    /// the replay asks the length it asked (`gen_ai.request.max_tokens`) when recorded;
+    /// a completed call keeps the length it received.
+    pub fn cut(&mut self, failed: bool) {
+        if (failed || self.output_tokens.is_none_or(|n| n == 0))
+            && let Some(asked) = self.max_tokens
+        {
+            self.output_tokens = Some(asked);
+        }
+    }
 }
 
 /// The JSON documents of a trace file: the whole file when it is one, else one per
@@ -270,6 +288,7 @@ pub fn genai_of<'a>(
 ) -> Result<Option<GenAi>, String> {
     let mut g = GenAi::default();
     let mut is_call = false;
+    let mut failed = false;
     // `gen_ai.prompt.N.role` / `.content`, by N.
     let mut indexed: BTreeMap<u32, (Option<String>, Option<String>)> = BTreeMap::new();
     // The first bad token count: an error only when the span is a call.
@@ -297,6 +316,9 @@ pub fn genai_of<'a>(
                     g.model = Some(m);
                 }
             }
+            "gen_ai.request.max_tokens" => g.max_tokens = tokens(key, &value),
+            // Set on a call that failed or was cut (OpenTelemetry's error attribute).
+            "error.type" => failed = true,
             "gen_ai.usage.input_tokens" | "gen_ai.usage.output_tokens" => {
                 let n = tokens(key, &value);
                 if key.ends_with("input_tokens") {
@@ -343,6 +365,7 @@ pub fn genai_of<'a>(
     if !is_call {
         return Ok(None);
     }
+    g.cut(failed);
     match bad {
         Some(e) => Err(e),
         None => Ok(Some(g)),
