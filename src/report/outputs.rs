@@ -117,6 +117,17 @@ pub fn parse_outputs(values: &[String]) -> Result<Vec<Output>, String> {
                 }
             }
         };
+        // One span file per run: a second would be left empty.
+        if let Output::Otlp(second) = &output
+            && let Some(Output::Otlp(first)) = out.iter().find(|o| matches!(o, Output::Otlp(_)))
+            && first != second
+        {
+            return Err(format!(
+                "--outputs: two OTLP files ({} and {}): a run writes its spans to one; give one otlp output",
+                first.display(),
+                second.display()
+            ));
+        }
         if !out.contains(&output) {
             out.push(output);
         }

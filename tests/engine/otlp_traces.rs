@@ -615,3 +615,28 @@ fn a_failed_calls_replay_asks_the_output_length_it_asked() {
     );
     assert_eq!(asked_at_mock(&dir.path().join("record.jsonl")), asked_first);
 }
+
+/// A run writes its spans to one file: a second OTLP output (which was left unwritten)
+/// is refused with one line naming both, before any request.
+#[test]
+fn a_second_otlp_output_is_refused() {
+    let server = mock(MockConfig::instant());
+    let finished = Bench::on(&server)
+        .max_requests(2)
+        .outputs("json,a.otlp.json,b.otlp.json")
+        .run();
+    let stats = server.stats();
+    server.stop();
+    let stderr = finished.stderr.trim();
+    assert_eq!(finished.code(), 2, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error:")
+            && stderr.contains("--outputs")
+            && stderr.contains("a.otlp.json")
+            && stderr.contains("b.otlp.json"),
+        "{stderr}"
+    );
+    assert_eq!(stats.requests_total, 0);
+    assert!(!finished.dir.path().join("a.otlp.json").exists());
+}
