@@ -640,3 +640,39 @@ fn a_second_otlp_output_is_refused() {
     assert_eq!(stats.requests_total, 0);
     assert!(!finished.dir.path().join("a.otlp.json").exists());
 }
+
+/// With `--repeat`, each span says its run (`llmsurge.run`), as the request log's
+/// `run` for the same request, so the runs' spans can be told apart.
+#[test]
+fn each_span_names_its_run_with_repeat() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = truth_mock(dir.path());
+    let finished = Bench::on(&server)
+        .data("prompt_tokens=12,output_tokens=4")
+        .max_requests(3)
+        .repeat(2)
+        .request_log("requests.jsonl")
+        .outputs("json,otlp")
+        .flag("--disable-progress")
+        .run();
+    server.stop();
+    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    let out = finished.dir.path();
+    let joined = join_truth(&out.join("requests.jsonl"), &dir.path().join("truth.jsonl"));
+    assert_eq!(joined.len(), 6, "the mock saw both runs");
+    let spans = spans(&out.join("spans.otlp.json"));
+    assert_eq!(spans.len(), 6);
+    let mut per_run: HashMap<u64, usize> = HashMap::new();
+    for j in &joined {
+        let (_, span) = traceparent(&j.truth["traceparent"]);
+        let run = j.log["run"].as_u64().expect("a run");
+        assert_eq!(
+            attr(&spans[&span], "llmsurge.run"),
+            Some(json!(run)),
+            "{}",
+            j.log
+        );
+        *per_run.entry(run).or_default() += 1;
+    }
+    assert_eq!(per_run, HashMap::from([(0, 3), (1, 3)]));
+}
