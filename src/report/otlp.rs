@@ -1,7 +1,8 @@
 //! `--outputs otlp`: the client's spans as OTLP JSON (issue 39), one span per request
 //! with the ids its `traceparent` carried, so they join the server's spans, in the
 //! OpenTelemetry collector file exporter's form (one `{"resourceSpans": …}` document
-//! per line), streamed as requests finish.
+//! per line), buffered: a line per 512 spans, the rest and the roots flushed when each
+//! benchmark ends.
 //!
 //! GenAI semantic conventions: `gen_ai.operation.name`, `gen_ai.request.model`,
 //! `gen_ai.request.max_tokens`, `gen_ai.usage.input_tokens` and `output_tokens`, the

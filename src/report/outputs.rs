@@ -33,7 +33,7 @@ pub enum Output {
     /// The llm-d Benchmark Report v0.2, one YAML file per benchmark
     /// (`benchmark_report_v0.2,_<N>.yaml`).
     Llmd,
-    /// Every request's span as OTLP JSON, streamed during a run (see
+    /// Every request's span as OTLP JSON, written during a run (see
     /// [`super::otlp`]); a report alone has no requests to write.
     Otlp(PathBuf),
 }
