@@ -1,7 +1,8 @@
 //! `--outputs otlp`: the client's spans as OTLP JSON (issue 39), one span per request
 //! with the ids its `traceparent` carried, so they join the server's spans, in the
 //! OpenTelemetry collector file exporter's form (one `{"resourceSpans": …}` document
-//! per line), streamed as requests finish.
+//! per line), buffered: a line per 512 spans, the rest and the roots flushed when each
+//! benchmark ends.
 //!
 //! GenAI semantic conventions: `gen_ai.operation.name`, `gen_ai.request.model`,
 //! `gen_ai.request.max_tokens`, `gen_ai.usage.input_tokens` and `output_tokens`, the
@@ -65,6 +66,8 @@ pub struct OtlpExport {
     /// The running benchmark's seed and index.
     seed: u64,
     benchmark: u32,
+    /// `--repeat`: the run under way (from 0), as the request log's `run`.
+    run: Option<u32>,
     batch: Vec<Value>,
     roots: BTreeMap<u64, Root>,
     spans: u64,
@@ -99,6 +102,7 @@ impl OtlpExport {
             anchor,
             seed: 0,
             benchmark: 0,
+            run: None,
             batch: Vec::new(),
             roots: BTreeMap::new(),
             spans: 0,
@@ -120,10 +124,19 @@ impl OtlpExport {
         self.spans
     }
 
-    /// Benchmark `index`, whose ids derive from `seed`, starts.
-    pub fn start(&mut self, index: u32, seed: u64) {
+    /// Benchmark `index`, whose ids derive from `seed`, starts (of `--repeat`'s `run`).
+    pub fn start(&mut self, index: u32, seed: u64, run: Option<u32>) {
         self.benchmark = index;
         self.seed = seed;
+        self.run = run;
+    }
+
+    /// What every span of the benchmark carries: its index, and its run with `--repeat`.
+    fn benchmark_attrs(&self, attributes: &mut Vec<Value>) {
+        attributes.push(attr_int("llmsurge.benchmark", self.benchmark));
+        if let Some(run) = self.run {
+            attributes.push(attr_int("llmsurge.run", run));
+        }
     }
 
     fn nanos(&self, t: MonoNanos) -> String {
@@ -151,7 +164,7 @@ impl OtlpExport {
             attributes.push(attr_int("gen_ai.usage.input_tokens", n));
         }
         attributes.push(attr_int("gen_ai.usage.output_tokens", r.output_tokens));
-        attributes.push(attr_int("llmsurge.benchmark", self.benchmark));
+        self.benchmark_attrs(&mut attributes);
         attributes.push(attr_int("llmsurge.slot", r.slot as i64));
         let mut name = format!("{op} {model}");
         let mut span = json!({
@@ -278,7 +291,7 @@ impl OtlpExport {
                 ("session".to_string(), Vec::new())
             };
             let mut attributes = attributes;
-            attributes.push(attr_int("llmsurge.benchmark", self.benchmark));
+            self.benchmark_attrs(&mut attributes);
             attributes.push(attr_int("llmsurge.session", id as i64));
             let span = json!({
                 "traceId": format!("{:032x}", root.trace),
@@ -362,7 +375,7 @@ mod tests {
             unix_nanos: 1_700_000_000_000_000_000,
         };
         let mut out = OtlpExport::create(&path, context, anchor).expect("create");
-        out.start(0, 7);
+        out.start(0, 7, None);
         out.record(&record(0, 0, None, 0));
         out.record(&record(1, 1, None, 12));
         out.record(&record(2, 2, Some(1), 30));

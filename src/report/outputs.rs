@@ -33,7 +33,7 @@ pub enum Output {
     /// The llm-d Benchmark Report v0.2, one YAML file per benchmark
     /// (`benchmark_report_v0.2,_<N>.yaml`).
     Llmd,
-    /// Every request's span as OTLP JSON, streamed during a run (see
+    /// Every request's span as OTLP JSON, written during a run (see
     /// [`super::otlp`]); a report alone has no requests to write.
     Otlp(PathBuf),
 }
@@ -117,6 +117,17 @@ pub fn parse_outputs(values: &[String]) -> Result<Vec<Output>, String> {
                 }
             }
         };
+        // One span file per run: a second would be left empty.
+        if let Output::Otlp(second) = &output
+            && let Some(Output::Otlp(first)) = out.iter().find(|o| matches!(o, Output::Otlp(_)))
+            && first != second
+        {
+            return Err(format!(
+                "--outputs: two OTLP files ({} and {}): a run writes its spans to one; give one otlp output",
+                first.display(),
+                second.display()
+            ));
+        }
         if !out.contains(&output) {
             out.push(output);
         }

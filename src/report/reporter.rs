@@ -376,7 +376,7 @@ impl RunObserver for RunReporter {
     fn benchmark_started(&mut self, index: u32, strategy: &Strategy) {
         self.current = index;
         if let Some(o) = &mut self.otlp {
-            o.start(index, self.trace_seed);
+            o.start(index, self.trace_seed, self.run);
         }
         self.request_id_prefix = self
             .request_id

@@ -485,3 +485,197 @@ fn only_a_run_writes_the_otlp_file() {
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     }
 }
+
+/// An OTLP trace of calls `(span, links)` under one root, 100 ms apart, each asking 5
+/// tokens of a 50-token prompt.
+fn linked_trace(calls: &[(&str, &[&str])]) -> String {
+    let mut spans: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(k, (id, links))| {
+            let start = T0 + k as u64 * 100 * MS;
+            json!({
+                "traceId": "t1", "spanId": id, "parentSpanId": "root", "name": id,
+                "startTimeUnixNano": start.to_string(),
+                "endTimeUnixNano": (start + 50 * MS).to_string(),
+                "links": links.iter().map(|l| json!({"traceId": "t1", "spanId": l})).collect::<Vec<_>>(),
+                "attributes": [
+                    {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                    {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "50"}},
+                    {"key": "gen_ai.usage.output_tokens", "value": {"intValue": "5"}},
+                ],
+            })
+        })
+        .collect();
+    spans.push(json!({
+        "traceId": "t1", "spanId": "root", "name": "invoke_agent",
+        "startTimeUnixNano": T0.to_string(),
+        "endTimeUnixNano": (T0 + 10_000 * MS).to_string(), "attributes": [],
+    }));
+    json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).to_string()
+}
+
+/// Links that loop (a call linking to itself, or through others back to itself) would
+/// make the replay send a call twice and never another: the file is refused before
+/// anything is sent, with one line naming the span.
+/// A trace's calls and their links, what the refusal says, and the span it names.
+type LoopCase<'a> = (&'a [(&'a str, &'a [&'a str])], &'a str, &'a str);
+
+#[test]
+fn links_that_loop_are_refused_naming_the_span() {
+    let cases: [LoopCase; 2] = [
+        (
+            &[("a", &["c"]), ("b", &["a"]), ("c", &["b"]), ("d", &["c"])],
+            "links form a cycle",
+            "span a ",
+        ),
+        (
+            &[("a", &["root"]), ("b", &["b"])],
+            "links to itself",
+            "span b ",
+        ),
+    ];
+    for (calls, why, span) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = truth_mock(dir.path());
+        let file = dir.path().join("trace.otlp.json");
+        std::fs::write(&file, linked_trace(calls)).expect("write the trace");
+        let finished = Bench::on(&server)
+            .profile("replay")
+            .data(&file.display().to_string())
+            .flag("--disable-progress")
+            .run();
+        let stats = server.stats();
+        server.stop();
+        let stderr = finished.stderr.trim();
+        assert_eq!(finished.code(), 2, "{why}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("error:") && stderr.contains(why) && stderr.contains(span),
+            "{stderr}"
+        );
+        assert!(stderr.contains("of trace t1"), "{stderr}");
+        assert_eq!(stats.requests_total, 0, "{why}: nothing is sent");
+    }
+}
+
+/// The output lengths the mock saw asked (`max_tokens`), in the order it recorded them.
+fn asked_at_mock(record: &Path) -> Vec<u64> {
+    recorded(record)
+        .iter()
+        .map(|l| {
+            let body = &l["body"];
+            body["max_tokens"]
+                .as_u64()
+                .or_else(|| body["max_completion_tokens"].as_u64())
+                .unwrap_or_else(|| panic!("no output length asked: {body}"))
+        })
+        .collect()
+}
+
+/// A call that failed received no output (0 tokens, or a part): its replay asks the
+/// output length the original asked (`gen_ai.request.max_tokens`), not 0, which a
+/// server refuses, making the replay a run of errors. Checked at both mocks' records.
+#[test]
+fn a_failed_calls_replay_asks_the_output_length_it_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let faulty = mock(MockConfig {
+        error_rate: 1.0,
+        record: Some(dir.path().join("first.jsonl")),
+        ..MockConfig::instant()
+    });
+    let first = Bench::on(&faulty)
+        .data("prompt_tokens=12,output_tokens=4")
+        .max_requests(3)
+        .outputs("json,otlp")
+        .flag("--disable-progress")
+        .run();
+    faulty.stop();
+    let otlp = first.dir.path().join("spans.otlp.json");
+    let spans = spans(&otlp);
+    assert_eq!(spans.len(), 3, "{}", first.stderr);
+    for s in spans.values() {
+        assert_eq!(attr(s, "gen_ai.usage.output_tokens"), Some(json!(0)), "{s}");
+        assert!(attr(s, "error.type").is_some(), "{s}");
+    }
+    let asked_first = asked_at_mock(&dir.path().join("first.jsonl"));
+    assert_eq!(asked_first, [4, 4, 4]);
+
+    let server = truth_mock(dir.path());
+    let replayed = Bench::on(&server)
+        .profile("replay")
+        .data(&otlp.display().to_string())
+        .flag("--disable-progress")
+        .run();
+    let stats = server.stats();
+    server.stop();
+    assert_eq!(replayed.code(), 0, "{}", replayed.stderr);
+    assert_eq!(
+        (stats.responses_4xx, stats.completed),
+        (0, 3),
+        "{}",
+        replayed.stderr
+    );
+    assert_eq!(asked_at_mock(&dir.path().join("record.jsonl")), asked_first);
+}
+
+/// A run writes its spans to one file: a second OTLP output (which was left unwritten)
+/// is refused with one line naming both, before any request.
+#[test]
+fn a_second_otlp_output_is_refused() {
+    let server = mock(MockConfig::instant());
+    let finished = Bench::on(&server)
+        .max_requests(2)
+        .outputs("json,a.otlp.json,b.otlp.json")
+        .run();
+    let stats = server.stats();
+    server.stop();
+    let stderr = finished.stderr.trim();
+    assert_eq!(finished.code(), 2, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error:")
+            && stderr.contains("--outputs")
+            && stderr.contains("a.otlp.json")
+            && stderr.contains("b.otlp.json"),
+        "{stderr}"
+    );
+    assert_eq!(stats.requests_total, 0);
+    assert!(!finished.dir.path().join("a.otlp.json").exists());
+}
+
+/// With `--repeat`, each span says its run (`llmsurge.run`), as the request log's
+/// `run` for the same request, so the runs' spans can be told apart.
+#[test]
+fn each_span_names_its_run_with_repeat() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = truth_mock(dir.path());
+    let finished = Bench::on(&server)
+        .data("prompt_tokens=12,output_tokens=4")
+        .max_requests(3)
+        .repeat(2)
+        .request_log("requests.jsonl")
+        .outputs("json,otlp")
+        .flag("--disable-progress")
+        .run();
+    server.stop();
+    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    let out = finished.dir.path();
+    let joined = join_truth(&out.join("requests.jsonl"), &dir.path().join("truth.jsonl"));
+    assert_eq!(joined.len(), 6, "the mock saw both runs");
+    let spans = spans(&out.join("spans.otlp.json"));
+    assert_eq!(spans.len(), 6);
+    let mut per_run: HashMap<u64, usize> = HashMap::new();
+    for j in &joined {
+        let (_, span) = traceparent(&j.truth["traceparent"]);
+        let run = j.log["run"].as_u64().expect("a run");
+        assert_eq!(
+            attr(&spans[&span], "llmsurge.run"),
+            Some(json!(run)),
+            "{}",
+            j.log
+        );
+        *per_run.entry(run).or_default() += 1;
+    }
+    assert_eq!(per_run, HashMap::from([(0, 3), (1, 3)]));
+}

@@ -88,11 +88,29 @@ pub struct GenAi {
     pub model: Option<String>,
     /// `gen_ai.usage.input_tokens`.
     pub input_tokens: Option<u32>,
-    /// `gen_ai.usage.output_tokens`.
+    /// `gen_ai.usage.output_tokens`; for a call that did not complete, the output
+    /// length it asked (see [`GenAi::cut`]).
     pub output_tokens: Option<u32>,
+    /// `gen_ai.request.max_tokens`: the output length the call asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
     /// The recorded prompt: `gen_ai.input.messages` (or `gen_ai.prompt`) as JSON, or
     /// the indexed `gen_ai.prompt.N.role` / `.content` attributes.
     pub messages: Option<Vec<RecordedMessage>>,
+}
+
+impl GenAi {
+    /// The call did not complete (`failed`: an error status or `error.type`), or
+    /// received no output: its output is what a cut or a fault left (0 or a part), so
+    /// the replay asks the length it asked (`gen_ai.request.max_tokens`) when recorded;
+    /// a completed call keeps the length it received.
+    pub fn cut(&mut self, failed: bool) {
+        if (failed || self.output_tokens.is_none_or(|n| n == 0))
+            && let Some(asked) = self.max_tokens
+        {
+            self.output_tokens = Some(asked);
+        }
+    }
 }
 
 /// The JSON documents of a trace file: the whole file when it is one, else one per
@@ -270,6 +288,7 @@ pub fn genai_of<'a>(
 ) -> Result<Option<GenAi>, String> {
     let mut g = GenAi::default();
     let mut is_call = false;
+    let mut failed = false;
     // `gen_ai.prompt.N.role` / `.content`, by N.
     let mut indexed: BTreeMap<u32, (Option<String>, Option<String>)> = BTreeMap::new();
     // The first bad token count: an error only when the span is a call.
@@ -297,6 +316,9 @@ pub fn genai_of<'a>(
                     g.model = Some(m);
                 }
             }
+            "gen_ai.request.max_tokens" => g.max_tokens = tokens(key, &value),
+            // Set on a call that failed or was cut (OpenTelemetry's error attribute).
+            "error.type" => failed = true,
             "gen_ai.usage.input_tokens" | "gen_ai.usage.output_tokens" => {
                 let n = tokens(key, &value);
                 if key.ends_with("input_tokens") {
@@ -343,6 +365,7 @@ pub fn genai_of<'a>(
     if !is_call {
         return Ok(None);
     }
+    g.cut(failed);
     match bad {
         Some(e) => Err(e),
         None => Ok(Some(g)),
@@ -573,12 +596,56 @@ impl CallGraph {
                 genai,
             });
         }
+        if explicit && let Some((k, reason)) = link_cycle(&calls) {
+            return Err(fail(&calls[k].span, reason.into()));
+        }
         Ok(CallGraph {
             trace: trace.id.clone(),
             start_ns,
             calls,
         })
     }
+}
+
+/// A call whose links loop back to it, and why: the replay would wait for a call that
+/// waits for it (the worker would send one twice and never another). Links are the
+/// only dependencies that can point at a later call, so only they can loop.
+fn link_cycle(calls: &[Call]) -> Option<(usize, &'static str)> {
+    if let Some(k) = (0..calls.len()).find(|&k| calls[k].deps.contains(&k)) {
+        return Some((
+            k,
+            "the span links to itself: a call cannot wait for its own end",
+        ));
+    }
+    // Kahn's order: calls left over wait, through their links, on a cycle.
+    let mut waiting: Vec<usize> = calls.iter().map(|c| c.deps.len()).collect();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); calls.len()];
+    for (k, c) in calls.iter().enumerate() {
+        for &d in &c.deps {
+            dependents[d].push(k);
+        }
+    }
+    let mut ready: Vec<usize> = (0..calls.len()).filter(|&k| waiting[k] == 0).collect();
+    while let Some(d) = ready.pop() {
+        for &k in &dependents[d] {
+            waiting[k] -= 1;
+            if waiting[k] == 0 {
+                ready.push(k);
+            }
+        }
+    }
+    // Every left-over call waits on another left-over one: walking those links from
+    // any of them comes back to a call on the cycle.
+    let mut at = (0..calls.len()).find(|&k| waiting[k] > 0)?;
+    let mut seen = vec![false; calls.len()];
+    while !seen[at] {
+        seen[at] = true;
+        at = *calls[at].deps.iter().find(|&&d| waiting[d] > 0)?;
+    }
+    Some((
+        at,
+        "its links form a cycle (it waits, through the calls it links to, for itself): link each call only to calls that ran before it",
+    ))
 }
 
 /// A call's name in the report: its span's name, with its id when another call of the

@@ -92,7 +92,7 @@ fn read_span(v: &Value) -> Result<Span, (Option<String>, String)> {
         .map_err(|e| (None, format!("{}: {e}", super::unnamed_span(v))))?;
     let fail = |e: String| (Some(id.clone()), e);
     let attrs = array(v, "attributes").map_err(fail)?;
-    let genai = genai_of(attrs.iter().filter_map(|a| {
+    let mut genai = genai_of(attrs.iter().filter_map(|a| {
         let key = a.get("key")?.as_str()?;
         let value = a.get("value")?;
         let value = if let Some(s) = value.get("stringValue").and_then(Value::as_str) {
@@ -115,6 +115,13 @@ fn read_span(v: &Value) -> Result<Span, (Option<String>, String)> {
         Some((key, value))
     }))
     .map_err(fail)?;
+    // An error status (`2`, or its name): the call did not complete.
+    let status = v.get("status").and_then(|s| s.get("code"));
+    if matches!(status, Some(c) if c == 2 || c == "STATUS_CODE_ERROR")
+        && let Some(g) = genai.as_mut()
+    {
+        g.cut(true);
+    }
     let times = (nanos(v, "startTimeUnixNano"), nanos(v, "endTimeUnixNano"));
     let parent = super::parent_field(v, "parentSpanId").map_err(fail)?;
     let trace = v.get("traceId").and_then(Value::as_str);

@@ -208,3 +208,51 @@ fn a_pretty_printed_file_that_breaks_is_reported_where_it_breaks() {
     assert!(e.starts_with(&at), "{e}");
     assert!(e.contains("not JSON (EOF while parsing"), "{e}");
 }
+
+#[test]
+fn a_call_that_did_not_complete_asks_what_it_asked_and_a_completed_one_what_it_got() {
+    // (span, output received, error.type, status code)
+    let span = |id: &str, got: u32, error: Option<&str>, status: Option<u8>| {
+        let mut attrs = vec![
+            serde_json::json!({"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}),
+            serde_json::json!({"key": "gen_ai.usage.input_tokens", "value": {"intValue": "20"}}),
+            serde_json::json!({"key": "gen_ai.request.max_tokens", "value": {"intValue": "64"}}),
+            serde_json::json!({"key": "gen_ai.usage.output_tokens", "value": {"intValue": got.to_string()}}),
+        ];
+        if let Some(e) = error {
+            attrs.push(serde_json::json!({"key": "error.type", "value": {"stringValue": e}}));
+        }
+        let mut s = serde_json::json!({
+            "traceId": "t1", "spanId": id, "name": id,
+            "startTimeUnixNano": T0.to_string(), "endTimeUnixNano": (T0 + MS).to_string(),
+            "attributes": attrs,
+        });
+        if let Some(code) = status {
+            s["status"] = serde_json::json!({"code": code});
+        }
+        s
+    };
+    let spans = [
+        span("done", 30, None, None),
+        span("cut", 7, Some("cancelled"), Some(2)),
+        span("empty", 0, None, None),
+        span("status_only", 5, None, Some(2)),
+    ];
+    let text =
+        serde_json::json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).to_string();
+    let g = graph(&text).expect("a graph");
+    let out: BTreeMap<&str, Option<u32>> = g
+        .calls
+        .iter()
+        .map(|c| (c.span.as_str(), c.genai.output_tokens))
+        .collect();
+    assert_eq!(
+        out,
+        BTreeMap::from([
+            ("cut", Some(64)),
+            ("done", Some(30)),
+            ("empty", Some(64)),
+            ("status_only", Some(64)),
+        ])
+    );
+}

@@ -171,6 +171,7 @@ impl Builder {
                     model: v.get("model").and_then(Value::as_str).map(str::to_string),
                     input_tokens: Some(input),
                     output_tokens: output,
+                    max_tokens: None,
                     messages: None,
                 },
                 agent: None,
