@@ -354,6 +354,38 @@ fn bad_affinity_flags_are_usage_errors_naming_the_flag() {
             "--sticky-connections",
             "HTTP/2",
         ),
+        // Break test: a content-* header changes how the body is read, and a header
+        // llmsurge sends itself would go out twice.
+        (
+            &["--affinity", "header:content-encoding"][..],
+            "--affinity",
+            "not a header name a key may go in",
+        ),
+        (
+            &["--affinity", "header:User-Agent"][..],
+            "--affinity",
+            "not a header name a key may go in",
+        ),
+        (
+            &["--affinity", "header:x-request-id"][..],
+            "--affinity",
+            "not a header name a key may go in",
+        ),
+        (
+            &["--session-token", "header:set-cookie"][..],
+            "--session-token",
+            "not a header name a token may go in",
+        ),
+        (
+            &[
+                "--affinity",
+                "header:x-route",
+                "--session-token",
+                "header:x-route",
+            ][..],
+            "--session-token",
+            "the same header as --affinity's key",
+        ),
     ] {
         let finished = Bench::on(&server)
             .data(SESSIONS)

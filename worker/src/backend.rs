@@ -603,7 +603,9 @@ impl Backend {
             let token = response
                 .headers()
                 .iter()
-                .find_map(|(name, value)| t.read(name.as_str(), value.to_str().ok()?));
+                .filter_map(|(name, value)| t.read(name.as_str(), value.to_str().ok()?))
+                // The last one, as a browser keeps the last of two cookies of one name.
+                .last();
             if let Some(token) = token {
                 self.affinity.keep_token(key, token);
             }

@@ -903,10 +903,12 @@ fn head_token(head: &[u8], token: &llmsurge_proto::affinity::SessionToken) -> Op
     let mut headers = vec![httparse::EMPTY_HEADER; head.len() / MIN_HEADER_BYTES + 1];
     let mut response = httparse::Response::new(&mut headers);
     response.parse(head).ok()?;
-    response.headers.iter().find_map(|h| {
-        let value = std::str::from_utf8(h.value).ok()?;
-        token.read(h.name, value)
-    })
+    // The last one, as a browser keeps the last of two cookies of one name.
+    response
+        .headers
+        .iter()
+        .filter_map(|h| token.read(h.name, std::str::from_utf8(h.value).ok()?))
+        .last()
 }
 
 /// A response whose head was read.
@@ -1157,6 +1159,21 @@ impl Body {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two cookies of one name in a response: the last is kept, as a browser keeps it
+    /// (the first was, found by the break test); another cookie is no token.
+    #[test]
+    fn the_last_token_of_a_response_head_wins() {
+        use llmsurge_proto::affinity::SessionToken;
+        let head = b"HTTP/1.1 200 OK\r\nset-cookie: other=x\r\nSet-Cookie: route=one; Path=/\r\nSet-Cookie: route=two\r\ncontent-length: 0\r\n\r\n";
+        let cookie = SessionToken::Cookie("route".into());
+        assert_eq!(head_token(head, &cookie).as_deref(), Some("two"));
+        let head = b"HTTP/1.1 200 OK\r\nx-tok: a\r\nx-tok: b\r\n\r\n";
+        let header = SessionToken::Header("x-tok".into());
+        assert_eq!(head_token(head, &header).as_deref(), Some("b"));
+        let none = b"HTTP/1.1 200 OK\r\nset-cookie: other=x\r\n\r\n";
+        assert_eq!(head_token(none, &cookie), None);
+    }
 
     #[test]
     fn slices_skip_what_was_sent() {

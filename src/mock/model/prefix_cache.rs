@@ -102,7 +102,7 @@ impl PrefixCache {
     }
 
     /// The replica of a request whose routing header is `key` (`None`: it had none,
-    /// and goes to the next replica in turn).
+    /// and goes to a replica drawn from its arrival number).
     pub fn replica(&self, key: Option<&[u8]>) -> usize {
         let n = self.parts.len();
         match key {
@@ -111,7 +111,13 @@ impl PrefixCache {
                 h.write(k);
                 (h.finish() % n as u64) as usize
             }
-            None => self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % n,
+            // Scattered, as a router without a key would: a hash of the request's
+            // arrival number, not the next in turn (users that start together would
+            // then keep one replica each, as if routed by key).
+            None => {
+                let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                (llmsurge_proto::seed::derive_seed(0, "mock replica", i as u64) % n as u64) as usize
+            }
         }
     }
 
