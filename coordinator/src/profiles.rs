@@ -647,6 +647,14 @@ impl CapacitySearch {
             failed.insert(0, "kept_up".into());
             return (false, Some(format!("the queue was growing: {why}")), failed);
         }
+        // Users are closed loops: the rule above never fires, so a server drowning in
+        // them is judged on the turns the stop cut unanswered.
+        if self.variable == SearchVariable::Users
+            && let Some(why) = crate::kept_up::users_served(r)
+        {
+            failed.insert(0, "kept_up".into());
+            return (false, Some(why), failed);
+        }
         if !slo.passed {
             let reasons: Vec<String> = slo
                 .checks
@@ -762,6 +770,46 @@ impl CapacitySearch {
         }))
     }
 
+    /// A user probe that judged nothing of the server ends the search, its probe neither
+    /// a pass nor a failure of an objective: nothing measured (no turn completed or
+    /// errored in the measured window), or the client was the bottleneck (what it
+    /// measured is the client). The answer so far is then a lower bound.
+    fn unjudged(
+        &mut self,
+        last: &BenchmarkResult,
+    ) -> Option<Result<Option<Strategy>, CoordinatorError>> {
+        let m = &last.measured_requests;
+        let why = if m.completed + m.errored == 0 {
+            format!(
+                "nothing measured at {}: no turn completed or errored in the measured window; {}",
+                self.show(self.probes.last()?.rate),
+                self.remedy
+            )
+        } else if last.client.bottleneck {
+            format!(
+                "the client was the bottleneck at {} ({})",
+                self.show(self.probes.last()?.rate),
+                last.client.warnings.join("; ")
+            )
+        } else {
+            return None;
+        };
+        let probe = self.probes.last_mut()?;
+        probe.passed = false;
+        probe.inconclusive = true;
+        probe.failed.clear();
+        probe.reason = Some(format!("{INCONCLUSIVE_REASON}: {why}"));
+        let answer = (self.lo > 0.0).then_some(self.lo);
+        let conclusion = match answer {
+            Some(lo) => format!(
+                "{why}; passes at {}, a lower bound: the search did not finish",
+                self.show(lo)
+            ),
+            None => why,
+        };
+        Some(self.finish(answer, conclusion))
+    }
+
     /// The value the search tries above `lo` when no failure is known yet.
     fn climb(&self) -> f64 {
         match self.variable {
@@ -840,6 +888,9 @@ impl CapacitySearch {
             });
         }
         let users = self.variable == SearchVariable::Users;
+        if users && let Some(stop) = done.last().and_then(|last| self.unjudged(last)) {
+            return stop;
+        }
         match i {
             // Users: from one user up, as the search climbs (no throughput benchmark:
             // a session's user is a closed loop already).
@@ -1137,7 +1188,10 @@ impl TierState {
             objectives: self.objectives.clone(),
             value: o.rate,
             bracket: o.bracket,
-            binding: failing.first().and_then(|p| p.failed.first().cloned()),
+            binding: failing
+                .iter()
+                .find(|p| !p.inconclusive)
+                .and_then(|p| p.failed.first().cloned()),
             failing_runs: u32::try_from(failing.len()).unwrap_or(u32::MAX),
             conclusion: o.conclusion,
             probes: o.probes,
@@ -1434,6 +1488,97 @@ mod capacity_tests {
             done.push(r);
         }
         (search.outcome(), done.iter().map(|r| r.strategy).collect())
+    }
+
+    /// A one-tier user search ("t": `error_rate<=100%`, which every measured probe
+    /// meets) over results `at(users)` gives: its outcome and the user counts run.
+    fn search_users(at: impl Fn(u32) -> BenchmarkResult) -> (TierOutcome, Vec<u32>) {
+        let tiers = vec![SloTier {
+            name: "t".into(),
+            slo: Slo::parse("error_rate<=100%").expect("parses"),
+        }];
+        let mut search = TieredSearch::new(Slo::default(), tiers, SearchVariable::Users, |slo| {
+            CapacitySearch::new(slo, 0.05, 64, None)
+        });
+        let mut done: Vec<BenchmarkResult> = Vec::new();
+        let mut users = Vec::new();
+        while let Some(strategy) = search.next(&done).expect("next") {
+            assert!(done.len() < 40, "the search must end: {users:?}");
+            let Strategy::Concurrent { streams } = strategy else {
+                panic!("a user search runs concurrent users, not {strategy:?}");
+            };
+            let mut r = at(streams);
+            r.index = done.len() as u32;
+            r.strategy = strategy;
+            users.push(streams);
+            done.push(r);
+        }
+        (search.outcome().tiers.remove(0), users)
+    }
+
+    /// A result of `users` users whose measured turns all completed (`completed` of them).
+    fn served(completed: u64) -> BenchmarkResult {
+        let mut r = empty_result();
+        r.measured_requests.completed = completed;
+        r
+    }
+
+    #[test]
+    fn a_user_probe_that_measured_nothing_ends_the_search_as_inconclusive() {
+        // Up to 32 users every probe completes turns; from 64 none completes or errors.
+        let (t, users) = search_users(|u| served(if u < 64 { 100 } else { 0 }));
+        assert_eq!(users.last(), Some(&64), "the search stops there: {users:?}");
+        assert_eq!(t.value, Some(32.0), "{t:#?}");
+        assert_eq!(t.binding, None, "no objective failed: {t:#?}");
+        assert!(
+            t.conclusion.contains("nothing measured at 64 users")
+                && t.conclusion.contains("lower bound"),
+            "{t:#?}"
+        );
+        let last = t.probes.last().expect("probes");
+        assert!(
+            !last.passed && last.inconclusive && last.failed.is_empty(),
+            "{last:?}"
+        );
+    }
+
+    #[test]
+    fn a_client_bound_user_probe_ends_the_search_naming_the_client() {
+        let (t, users) = search_users(|u| {
+            let mut r = served(100);
+            r.client.bottleneck = u >= 16;
+            r.client.warnings = vec!["runtime delay p99 20 ms exceeds 10 ms".into()];
+            r
+        });
+        assert_eq!(users.last(), Some(&16), "{users:?}");
+        assert_eq!((t.value, t.binding.as_deref()), (Some(8.0), None), "{t:#?}");
+        assert!(
+            t.conclusion
+                .contains("the client was the bottleneck at 16 users (runtime delay"),
+            "{t:#?}"
+        );
+    }
+
+    #[test]
+    fn users_the_server_left_unanswered_fail_on_kept_up() {
+        // Each probe answered 100 turns; the stop cut `users − 40` unanswered: from 141
+        // users more were cut than answered.
+        let (t, _) = search_users(|u| {
+            let mut r = served(100);
+            r.unanswered = Some(crate::intent_drift::Unanswered {
+                cut: u64::from(u.saturating_sub(40)),
+                passed: 0,
+                answered: 100,
+                answered_median_ms: 10.0,
+                overdue_after_ms: 1000.0,
+                overdue: 0,
+                oldest_ms: 500.0,
+            });
+            r
+        });
+        assert_eq!(t.binding.as_deref(), Some("kept_up"), "{t:#?}");
+        let v = t.value.expect("an answer");
+        assert!((133.0..=140.0).contains(&v), "within 5% of 140: {t:#?}");
     }
 
     #[test]

@@ -190,3 +190,34 @@ fn bad_slo_tiers_are_refused_naming_the_flag() {
         );
     }
 }
+
+/// A server that cannot keep up with its users fails on `kept_up`: judged on the turns
+/// it completed alone, the old search passed 4,096 users on a mock of 5 slots that had
+/// completed under a thousand turns in the whole run.
+#[test]
+fn users_the_server_leaves_unanswered_bind_the_answer_on_kept_up() {
+    let server = mock(users_mock());
+    let run = Bench::on(&server)
+        .profile("capacity")
+        .data("prompt_tokens=16,output_tokens=4,turns=2,think_time=0s")
+        .arg("--slo-tier", "loose:error_rate<=1%,ttft_mean<=10s")
+        .max_seconds("1")
+        .run();
+    let report = ok_report(&run);
+    let capacity = report.capacity.expect("a capacity outcome");
+    let tier = &capacity.tiers[0];
+    assert_eq!(tier.binding.as_deref(), Some("kept_up"), "{tier:#?}");
+    let users = tier.value.expect("an answer");
+    // The mock's own record: no user count above the turns it completed in the whole
+    // run can have been served (each user waits for its turn's answer).
+    let stats = server.stats();
+    assert!(
+        users < stats.completed as f64,
+        "{users} users, the mock completed {} turns: {tier:#?}",
+        stats.completed
+    );
+    assert!(
+        stats.peak_queued as f64 >= users - SLOTS as f64,
+        "{stats:?}"
+    );
+}
