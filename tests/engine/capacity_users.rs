@@ -221,3 +221,43 @@ fn users_the_server_leaves_unanswered_bind_the_answer_on_kept_up() {
         "{stats:?}"
     );
 }
+
+/// A CI job reads the JUnit file: each tier is a test case, a failure when the tier found
+/// no user count (the run's exit 3), with the answer and binding objective otherwise.
+#[test]
+fn junit_has_one_case_per_tier_failing_when_the_tier_has_no_answer() {
+    let server = mock(users_mock());
+    let run = Bench::on(&server)
+        .profile("capacity")
+        .data("prompt_tokens=16,output_tokens=4,turns=2,think_time=0s")
+        .arg("--slo-tier", "batch:ttft_mean<=25ms")
+        // The mock's TTFT is 10 ms even for one user: no count meets 1 ms.
+        .arg("--slo-tier", "never:ttft_mean<=1ms")
+        .max_seconds("0.8")
+        .outputs("json,junit")
+        .run();
+    assert_eq!(run.code(), 3, "{}", run.stderr);
+    let report = run.report();
+    let capacity = report.capacity.expect("a capacity outcome");
+    let batch = capacity.tiers[0].value.expect("batch has an answer");
+    let dir = run.report_path();
+    let xml = std::fs::read_to_string(dir.parent().expect("folder").join("benchmarks.junit.xml"))
+        .expect("junit");
+    assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
+    let case = |name: &str| {
+        let at = xml
+            .find(&format!("name=\"{name}\""))
+            .unwrap_or_else(|| panic!("a case for {name}: {xml}"));
+        let rest = &xml[at..];
+        rest[..rest.find("</testcase>").unwrap_or(rest.len())].to_string()
+    };
+    let never = case("never");
+    assert!(never.contains("<failure"), "{never}");
+    let batch_case = case("batch");
+    assert!(!batch_case.contains("<failure"), "{batch_case}");
+    assert!(
+        batch_case.contains(&format!("{batch:.0} users"))
+            && batch_case.contains("bound by ttft_mean&lt;=25ms"),
+        "{batch_case}"
+    );
+}
