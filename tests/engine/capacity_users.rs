@@ -176,6 +176,10 @@ fn bad_slo_tiers_are_refused_naming_the_flag() {
             ],
             "needs streamed responses",
         ),
+        (
+            vec!["--profile", "capacity", "--slo-tier", "a:goodput_per_s>=1"],
+            "needs --goodput",
+        ),
     ] {
         let run = Bench::target("http://127.0.0.1:9")
             .args_as_written(&args)
