@@ -335,12 +335,27 @@ pub struct Probe {
     /// bound.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<String>,
+    /// The objectives that could not decide (too few requests, or bounds straddling the
+    /// threshold): neither passed nor failed, so never in `failed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undecided: Vec<String>,
 }
 
 /// How the reason of a probe whose SLO could not decide begins.
 const INCONCLUSIVE_REASON: &str = "SLO inconclusive";
 /// How the reason of a probe with too few requests to bound its SLO begins.
 const TOO_FEW_REASON: &str = "SLO inconclusive (too few requests)";
+
+/// The objectives of `r`'s verdict (its own, else `slo`'s) that could not decide.
+fn r_undecided(r: &BenchmarkResult, slo: &Slo) -> Vec<String> {
+    let verdict = r.slo.clone().unwrap_or_else(|| slo.judge(r));
+    verdict
+        .checks
+        .iter()
+        .filter(|c| !c.passed && c.inconclusive)
+        .map(|c| c.name.clone())
+        .collect()
+}
 
 /// The remedy for too few requests when time was the limit.
 const REMEDY_SECONDS: &str = "raise --max-seconds";
@@ -634,7 +649,7 @@ impl CapacitySearch {
         let mut failed: Vec<String> = slo
             .checks
             .iter()
-            .filter(|c| !c.passed)
+            .filter(|c| !c.passed && !c.inconclusive)
             .map(|c| c.name.clone())
             .collect();
         // Not keeping up fails the probe whatever else its SLO says; a verdict read
@@ -875,7 +890,9 @@ impl CapacitySearch {
                 ) => f64::from(streams),
                 _ => last.throughput.requests_per_s,
             };
+            let undecided = r_undecided(last, &self.slo);
             self.probes.push(Probe {
+                undecided,
                 benchmark: last.index,
                 strategy: last.strategy,
                 rate,
@@ -1142,19 +1159,25 @@ impl TieredSearch {
                         q.retest |= p.retest;
                         q.failed
                             .extend(p.failed.iter().map(|f| format!("{}: {f}", t.name)));
+                        q.undecided
+                            .extend(p.undecided.iter().map(|f| format!("{}: {f}", t.name)));
                     }
                     None => {
                         let mut q = p.clone();
-                        q.failed = p
-                            .failed
-                            .iter()
-                            .map(|f| format!("{}: {f}", t.name))
-                            .collect();
+                        let named = |v: &[String]| -> Vec<String> {
+                            v.iter().map(|f| format!("{}: {f}", t.name)).collect()
+                        };
+                        q.failed = named(&p.failed);
+                        q.undecided = named(&p.undecided);
                         q.reason = None;
                         probes.push(q);
                     }
                 }
             }
+        }
+        for q in &mut probes {
+            // Not a pass, and no tier's objective failed there: no tier could decide.
+            q.inconclusive = !q.passed && q.failed.is_empty();
         }
         probes.sort_by_key(|p| p.benchmark);
         CapacityOutcome {
@@ -1178,20 +1201,18 @@ impl TierState {
     fn outcome(&self) -> TierOutcome {
         let o = self.search.outcome();
         let (_, hi) = o.bracket;
+        // Runs that could not decide are not failures: not counted, never binding.
         let failing: Vec<&Probe> = o
             .probes
             .iter()
-            .filter(|p| Some(p.rate) == hi && !p.passed)
+            .filter(|p| Some(p.rate) == hi && !p.passed && !p.inconclusive)
             .collect();
         TierOutcome {
             name: self.name.clone().unwrap_or_default(),
             objectives: self.objectives.clone(),
             value: o.rate,
             bracket: o.bracket,
-            binding: failing
-                .iter()
-                .find(|p| !p.inconclusive)
-                .and_then(|p| p.failed.first().cloned()),
+            binding: failing.first().and_then(|p| p.failed.first().cloned()),
             failing_runs: u32::try_from(failing.len()).unwrap_or(u32::MAX),
             conclusion: o.conclusion,
             probes: o.probes,
@@ -1493,9 +1514,17 @@ mod capacity_tests {
     /// A one-tier user search ("t": `error_rate<=100%`, which every measured probe
     /// meets) over results `at(users)` gives: its outcome and the user counts run.
     fn search_users(at: impl Fn(u32) -> BenchmarkResult) -> (TierOutcome, Vec<u32>) {
+        search_users_for("error_rate<=100%", at)
+    }
+
+    /// As [`search_users`], with the tier's objectives `spec`.
+    fn search_users_for(
+        spec: &str,
+        at: impl Fn(u32) -> BenchmarkResult,
+    ) -> (TierOutcome, Vec<u32>) {
         let tiers = vec![SloTier {
             name: "t".into(),
-            slo: Slo::parse("error_rate<=100%").expect("parses"),
+            slo: Slo::parse(spec).expect("parses"),
         }];
         let mut search = TieredSearch::new(Slo::default(), tiers, SearchVariable::Users, |slo| {
             CapacitySearch::new(slo, 0.05, 64, None)
@@ -1540,6 +1569,26 @@ mod capacity_tests {
             !last.passed && last.inconclusive && last.failed.is_empty(),
             "{last:?}"
         );
+    }
+
+    #[test]
+    fn an_undecided_objective_is_not_listed_as_failed_nor_confirmed() {
+        // Every probe measured 3 TTFTs: too few for a p99, the check cannot decide.
+        let (t, _) = search_users_for("error_rate<=100%,ttft_p99<=1s", |_| {
+            let mut r = served(3);
+            let d = &mut r.metrics.entry("ttft".into()).or_default().successful;
+            d.count = 3;
+            d.mean = 100.0;
+            d.percentiles.p99 = 100.0;
+            r
+        });
+        assert!(t.probes.iter().any(|p| !p.passed), "{t:#?}");
+        for p in t.probes.iter().filter(|p| !p.passed) {
+            assert!(p.failed.is_empty(), "{p:?}");
+            assert_eq!(p.undecided, ["ttft_p99<=1s"], "{p:?}");
+            assert!(p.inconclusive, "{p:?}");
+        }
+        assert_eq!((t.binding.as_deref(), t.failing_runs), (None, 0), "{t:#?}");
     }
 
     #[test]
@@ -2096,6 +2145,7 @@ mod capacity_tests {
                 server,
                 inconclusive: false,
                 failed: Vec::new(),
+                undecided: Vec::new(),
             });
         }
         profile.search.tiers[0].search.lo = 10.0;
