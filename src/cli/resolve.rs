@@ -357,7 +357,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
                     .iter()
                     .any(|c| c.target == SloTarget::GoodputPerS)
             {
-                return usage(&format!(
+                return usage(format!(
                     "--slo-tier {}: goodput_per_s needs --goodput thresholds",
                     t.name
                 ));
