@@ -453,6 +453,22 @@ fn arrivals_went_unanswered(u: &Unanswered) -> Option<String> {
         })
 }
 
+/// A search over concurrent users (closed loops, so [`kept_up`] never fires): the
+/// server did not serve its users when more of the measured turns were cut by the stop
+/// before their first token than were answered in the whole window. Each user has one
+/// turn out at a time, so those users went unserved for longer than the server took to
+/// answer everyone else once: their latencies are missing from every percentile, and
+/// judging the answered ones alone would pass a server that is drowning.
+pub fn users_served(r: &BenchmarkResult) -> Option<String> {
+    let u = r.unanswered.as_ref()?;
+    (u.cut > u.answered).then(|| {
+        format!(
+            "the server did not serve its users: {} of the measured turns were cut by the stop before their first token (the oldest after {:.0} ms), more than the {} answered",
+            u.cut, u.oldest_ms, u.answered
+        )
+    })
+}
+
 /// Share of the measured arrivals overdue unanswered that counts…
 const OVERDUE_SHARE: f64 = 0.1;
 /// …and at least this many.

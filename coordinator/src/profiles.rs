@@ -335,12 +335,27 @@ pub struct Probe {
     /// bound.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<String>,
+    /// The objectives that could not decide (too few requests, or bounds straddling the
+    /// threshold): neither passed nor failed, so never in `failed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undecided: Vec<String>,
 }
 
 /// How the reason of a probe whose SLO could not decide begins.
 const INCONCLUSIVE_REASON: &str = "SLO inconclusive";
 /// How the reason of a probe with too few requests to bound its SLO begins.
 const TOO_FEW_REASON: &str = "SLO inconclusive (too few requests)";
+
+/// The objectives of `r`'s verdict (its own, else `slo`'s) that could not decide.
+fn r_undecided(r: &BenchmarkResult, slo: &Slo) -> Vec<String> {
+    let verdict = r.slo.clone().unwrap_or_else(|| slo.judge(r));
+    verdict
+        .checks
+        .iter()
+        .filter(|c| !c.passed && c.inconclusive)
+        .map(|c| c.name.clone())
+        .collect()
+}
 
 /// The remedy for too few requests when time was the limit.
 const REMEDY_SECONDS: &str = "raise --max-seconds";
@@ -634,7 +649,7 @@ impl CapacitySearch {
         let mut failed: Vec<String> = slo
             .checks
             .iter()
-            .filter(|c| !c.passed)
+            .filter(|c| !c.passed && !c.inconclusive)
             .map(|c| c.name.clone())
             .collect();
         // Not keeping up fails the probe whatever else its SLO says; a verdict read
@@ -646,6 +661,14 @@ impl CapacitySearch {
         {
             failed.insert(0, "kept_up".into());
             return (false, Some(format!("the queue was growing: {why}")), failed);
+        }
+        // Users are closed loops: the rule above never fires, so a server drowning in
+        // them is judged on the turns the stop cut unanswered.
+        if self.variable == SearchVariable::Users
+            && let Some(why) = crate::kept_up::users_served(r)
+        {
+            failed.insert(0, "kept_up".into());
+            return (false, Some(why), failed);
         }
         if !slo.passed {
             let reasons: Vec<String> = slo
@@ -762,6 +785,46 @@ impl CapacitySearch {
         }))
     }
 
+    /// A user probe that judged nothing of the server ends the search, its probe neither
+    /// a pass nor a failure of an objective: nothing measured (no turn completed or
+    /// errored in the measured window), or the client was the bottleneck (what it
+    /// measured is the client). The answer so far is then a lower bound.
+    fn unjudged(
+        &mut self,
+        last: &BenchmarkResult,
+    ) -> Option<Result<Option<Strategy>, CoordinatorError>> {
+        let m = &last.measured_requests;
+        let why = if m.completed + m.errored == 0 {
+            format!(
+                "nothing measured at {}: no turn completed or errored in the measured window; {}",
+                self.show(self.probes.last()?.rate),
+                self.remedy
+            )
+        } else if last.client.bottleneck {
+            format!(
+                "the client was the bottleneck at {} ({})",
+                self.show(self.probes.last()?.rate),
+                last.client.warnings.join("; ")
+            )
+        } else {
+            return None;
+        };
+        let probe = self.probes.last_mut()?;
+        probe.passed = false;
+        probe.inconclusive = true;
+        probe.failed.clear();
+        probe.reason = Some(format!("{INCONCLUSIVE_REASON}: {why}"));
+        let answer = (self.lo > 0.0).then_some(self.lo);
+        let conclusion = match answer {
+            Some(lo) => format!(
+                "{why}; passes at {}, a lower bound: the search did not finish",
+                self.show(lo)
+            ),
+            None => why,
+        };
+        Some(self.finish(answer, conclusion))
+    }
+
     /// The value the search tries above `lo` when no failure is known yet.
     fn climb(&self) -> f64 {
         match self.variable {
@@ -827,7 +890,9 @@ impl CapacitySearch {
                 ) => f64::from(streams),
                 _ => last.throughput.requests_per_s,
             };
+            let undecided = r_undecided(last, &self.slo);
             self.probes.push(Probe {
+                undecided,
                 benchmark: last.index,
                 strategy: last.strategy,
                 rate,
@@ -840,6 +905,9 @@ impl CapacitySearch {
             });
         }
         let users = self.variable == SearchVariable::Users;
+        if users && let Some(stop) = done.last().and_then(|last| self.unjudged(last)) {
+            return stop;
+        }
         match i {
             // Users: from one user up, as the search climbs (no throughput benchmark:
             // a session's user is a closed loop already).
@@ -1091,19 +1159,25 @@ impl TieredSearch {
                         q.retest |= p.retest;
                         q.failed
                             .extend(p.failed.iter().map(|f| format!("{}: {f}", t.name)));
+                        q.undecided
+                            .extend(p.undecided.iter().map(|f| format!("{}: {f}", t.name)));
                     }
                     None => {
                         let mut q = p.clone();
-                        q.failed = p
-                            .failed
-                            .iter()
-                            .map(|f| format!("{}: {f}", t.name))
-                            .collect();
+                        let named = |v: &[String]| -> Vec<String> {
+                            v.iter().map(|f| format!("{}: {f}", t.name)).collect()
+                        };
+                        q.failed = named(&p.failed);
+                        q.undecided = named(&p.undecided);
                         q.reason = None;
                         probes.push(q);
                     }
                 }
             }
+        }
+        for q in &mut probes {
+            // Not a pass, and no tier's objective failed there: no tier could decide.
+            q.inconclusive = !q.passed && q.failed.is_empty();
         }
         probes.sort_by_key(|p| p.benchmark);
         CapacityOutcome {
@@ -1127,10 +1201,11 @@ impl TierState {
     fn outcome(&self) -> TierOutcome {
         let o = self.search.outcome();
         let (_, hi) = o.bracket;
+        // Runs that could not decide are not failures: not counted, never binding.
         let failing: Vec<&Probe> = o
             .probes
             .iter()
-            .filter(|p| Some(p.rate) == hi && !p.passed)
+            .filter(|p| Some(p.rate) == hi && !p.passed && !p.inconclusive)
             .collect();
         TierOutcome {
             name: self.name.clone().unwrap_or_default(),
@@ -1434,6 +1509,125 @@ mod capacity_tests {
             done.push(r);
         }
         (search.outcome(), done.iter().map(|r| r.strategy).collect())
+    }
+
+    /// A one-tier user search ("t": `error_rate<=100%`, which every measured probe
+    /// meets) over results `at(users)` gives: its outcome and the user counts run.
+    fn search_users(at: impl Fn(u32) -> BenchmarkResult) -> (TierOutcome, Vec<u32>) {
+        search_users_for("error_rate<=100%", at)
+    }
+
+    /// As [`search_users`], with the tier's objectives `spec`.
+    fn search_users_for(
+        spec: &str,
+        at: impl Fn(u32) -> BenchmarkResult,
+    ) -> (TierOutcome, Vec<u32>) {
+        let tiers = vec![SloTier {
+            name: "t".into(),
+            slo: Slo::parse(spec).expect("parses"),
+        }];
+        let mut search = TieredSearch::new(Slo::default(), tiers, SearchVariable::Users, |slo| {
+            CapacitySearch::new(slo, 0.05, 64, None)
+        });
+        let mut done: Vec<BenchmarkResult> = Vec::new();
+        let mut users = Vec::new();
+        while let Some(strategy) = search.next(&done).expect("next") {
+            assert!(done.len() < 40, "the search must end: {users:?}");
+            let Strategy::Concurrent { streams } = strategy else {
+                panic!("a user search runs concurrent users, not {strategy:?}");
+            };
+            let mut r = at(streams);
+            r.index = done.len() as u32;
+            r.strategy = strategy;
+            users.push(streams);
+            done.push(r);
+        }
+        (search.outcome().tiers.remove(0), users)
+    }
+
+    /// A result of `users` users whose measured turns all completed (`completed` of them).
+    fn served(completed: u64) -> BenchmarkResult {
+        let mut r = empty_result();
+        r.measured_requests.completed = completed;
+        r
+    }
+
+    #[test]
+    fn a_user_probe_that_measured_nothing_ends_the_search_as_inconclusive() {
+        // Up to 32 users every probe completes turns; from 64 none completes or errors.
+        let (t, users) = search_users(|u| served(if u < 64 { 100 } else { 0 }));
+        assert_eq!(users.last(), Some(&64), "the search stops there: {users:?}");
+        assert_eq!(t.value, Some(32.0), "{t:#?}");
+        assert_eq!(t.binding, None, "no objective failed: {t:#?}");
+        assert!(
+            t.conclusion.contains("nothing measured at 64 users")
+                && t.conclusion.contains("lower bound"),
+            "{t:#?}"
+        );
+        let last = t.probes.last().expect("probes");
+        assert!(
+            !last.passed && last.inconclusive && last.failed.is_empty(),
+            "{last:?}"
+        );
+    }
+
+    #[test]
+    fn an_undecided_objective_is_not_listed_as_failed_nor_confirmed() {
+        // Every probe measured 3 TTFTs: too few for a p99, the check cannot decide.
+        let (t, _) = search_users_for("error_rate<=100%,ttft_p99<=1s", |_| {
+            let mut r = served(3);
+            let d = &mut r.metrics.entry("ttft".into()).or_default().successful;
+            d.count = 3;
+            d.mean = 100.0;
+            d.percentiles.p99 = 100.0;
+            r
+        });
+        assert!(t.probes.iter().any(|p| !p.passed), "{t:#?}");
+        for p in t.probes.iter().filter(|p| !p.passed) {
+            assert!(p.failed.is_empty(), "{p:?}");
+            assert_eq!(p.undecided, ["ttft_p99<=1s"], "{p:?}");
+            assert!(p.inconclusive, "{p:?}");
+        }
+        assert_eq!((t.binding.as_deref(), t.failing_runs), (None, 0), "{t:#?}");
+    }
+
+    #[test]
+    fn a_client_bound_user_probe_ends_the_search_naming_the_client() {
+        let (t, users) = search_users(|u| {
+            let mut r = served(100);
+            r.client.bottleneck = u >= 16;
+            r.client.warnings = vec!["runtime delay p99 20 ms exceeds 10 ms".into()];
+            r
+        });
+        assert_eq!(users.last(), Some(&16), "{users:?}");
+        assert_eq!((t.value, t.binding.as_deref()), (Some(8.0), None), "{t:#?}");
+        assert!(
+            t.conclusion
+                .contains("the client was the bottleneck at 16 users (runtime delay"),
+            "{t:#?}"
+        );
+    }
+
+    #[test]
+    fn users_the_server_left_unanswered_fail_on_kept_up() {
+        // Each probe answered 100 turns; the stop cut `users − 40` unanswered: from 141
+        // users more were cut than answered.
+        let (t, _) = search_users(|u| {
+            let mut r = served(100);
+            r.unanswered = Some(crate::intent_drift::Unanswered {
+                cut: u64::from(u.saturating_sub(40)),
+                passed: 0,
+                answered: 100,
+                answered_median_ms: 10.0,
+                overdue_after_ms: 1000.0,
+                overdue: 0,
+                oldest_ms: 500.0,
+            });
+            r
+        });
+        assert_eq!(t.binding.as_deref(), Some("kept_up"), "{t:#?}");
+        let v = t.value.expect("an answer");
+        assert!((133.0..=140.0).contains(&v), "within 5% of 140: {t:#?}");
     }
 
     #[test]
@@ -1951,6 +2145,7 @@ mod capacity_tests {
                 server,
                 inconclusive: false,
                 failed: Vec::new(),
+                undecided: Vec::new(),
             });
         }
         profile.search.tiers[0].search.lo = 10.0;

@@ -350,6 +350,18 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     check_objectives_need_no_stream(slo.as_ref(), goodput.as_ref(), &backend)?;
     if let ProfilePlan::Capacity { tiers, .. } = &profile_plan {
         for t in tiers {
+            // As --slo: goodput is counted only against --goodput's thresholds.
+            if goodput.is_none()
+                && t.slo
+                    .checks
+                    .iter()
+                    .any(|c| c.target == SloTarget::GoodputPerS)
+            {
+                return usage(format!(
+                    "--slo-tier {}: goodput_per_s needs --goodput thresholds",
+                    t.name
+                ));
+            }
             check_objectives_need_no_stream(Some(&t.slo), None, &backend).map_err(
                 |UsageError(e)| {
                     UsageError(format!(

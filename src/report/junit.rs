@@ -3,6 +3,7 @@
 
 use crate::compare::{Comparison, Verdict};
 use llmsurge_coordinator::BenchmarkResult;
+use llmsurge_coordinator::profiles::CapacityOutcome;
 use quick_xml::Writer;
 use quick_xml::events::{BytesDecl, BytesText, Event};
 
@@ -78,6 +79,47 @@ pub fn slo_suites(benchmarks: &[BenchmarkResult]) -> Vec<Suite> {
             })
         })
         .collect()
+}
+
+/// The suite of a capacity search with `--slo-tier`: one case per tier, a failure when
+/// the tier found no answer (the gate behind exit 3 and 5), else its answer and binding
+/// objective. Empty without tiers.
+pub fn tier_suites(capacity: Option<&CapacityOutcome>) -> Vec<Suite> {
+    let Some(c) = capacity.filter(|c| !c.tiers.is_empty()) else {
+        return Vec::new();
+    };
+    let cases = c
+        .tiers
+        .iter()
+        .map(|t| {
+            let objectives = t.objectives.join(",");
+            let output = match (t.value, &t.binding) {
+                (Some(v), Some(b)) => format!(
+                    "{} [{objectives}], bound by {b}: {}",
+                    c.variable.show(v),
+                    t.conclusion
+                ),
+                (Some(v), None) => {
+                    format!("{} [{objectives}]: {}", c.variable.show(v), t.conclusion)
+                }
+                (None, _) => format!("none [{objectives}]: {}", t.conclusion),
+            };
+            Case {
+                classname: "llmsurge.capacity.tier".into(),
+                name: t.name.clone(),
+                failure: t
+                    .value
+                    .is_none()
+                    .then(|| format!("no {} count met the tier: {output}", c.variable.unit())),
+                skipped: None,
+                output,
+            }
+        })
+        .collect();
+    vec![Suite {
+        name: "capacity per SLO tier".into(),
+        cases,
+    }]
 }
 
 /// Suites of a comparison: one case per metric that has a tolerance, and one per

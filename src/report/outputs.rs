@@ -172,7 +172,9 @@ pub fn render(report: &Report, format: FileFormat) -> Result<Vec<u8>, RenderErro
         FileFormat::Html => super::html::render(report)?.into_bytes(),
         FileFormat::Yaml => serde_saphyr::to_string(report)?.into_bytes(),
         FileFormat::Junit => {
-            super::junit::render(&super::junit::slo_suites(&report.benchmarks))?.into_bytes()
+            let mut suites = super::junit::slo_suites(&report.benchmarks);
+            suites.extend(super::junit::tier_suites(report.capacity.as_ref()));
+            super::junit::render(&suites)?.into_bytes()
         }
         FileFormat::Markdown => {
             let mut md = super::markdown::run_summary(&report.benchmarks);

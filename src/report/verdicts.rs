@@ -119,13 +119,27 @@ pub fn render(benchmarks: &[BenchmarkResult], capacity: Option<&CapacityOutcome>
                 p.benchmark,
                 p.strategy.to_string(),
                 c.variable.show(p.rate),
-                if p.passed { "pass" } else { "fail" },
+                match (p.passed, p.inconclusive) {
+                    (true, _) => "pass",
+                    (false, true) => "inconclusive",
+                    (false, false) => "fail",
+                },
                 if p.retest { " (second run)" } else { "" },
-                match (&p.reason, p.failed.is_empty()) {
-                    (Some(r), _) => format!(": {r}"),
-                    // A tiered probe: the objectives each tier missed there.
-                    (None, false) => format!(": missed {}", p.failed.join(", ")),
-                    (None, true) => String::new(),
+                match &p.reason {
+                    Some(r) => format!(": {r}"),
+                    // A tiered probe: the objectives each tier missed there, apart
+                    // from those that could not decide.
+                    None => [("missed", &p.failed), ("undecided", &p.undecided)]
+                        .iter()
+                        .filter(|(_, v)| !v.is_empty())
+                        .map(|(what, v)| format!("{what} {}", v.join(", ")))
+                        .collect::<Vec<_>>()
+                        .iter()
+                        .fold(String::new(), |acc, s| if acc.is_empty() {
+                            format!(": {s}")
+                        } else {
+                            format!("{acc}; {s}")
+                        }),
                 },
                 p.server
                     .as_ref()

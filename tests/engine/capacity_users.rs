@@ -176,6 +176,10 @@ fn bad_slo_tiers_are_refused_naming_the_flag() {
             ],
             "needs streamed responses",
         ),
+        (
+            vec!["--profile", "capacity", "--slo-tier", "a:goodput_per_s>=1"],
+            "needs --goodput",
+        ),
     ] {
         let run = Bench::target("http://127.0.0.1:9")
             .args_as_written(&args)
@@ -189,4 +193,75 @@ fn bad_slo_tiers_are_refused_naming_the_flag() {
             lines[0]
         );
     }
+}
+
+/// A server that cannot keep up with its users fails on `kept_up`: judged on the turns
+/// it completed alone, the old search passed 4,096 users on a mock of 5 slots that had
+/// completed under a thousand turns in the whole run.
+#[test]
+fn users_the_server_leaves_unanswered_bind_the_answer_on_kept_up() {
+    let server = mock(users_mock());
+    let run = Bench::on(&server)
+        .profile("capacity")
+        .data("prompt_tokens=16,output_tokens=4,turns=2,think_time=0s")
+        .arg("--slo-tier", "loose:error_rate<=1%,ttft_mean<=10s")
+        .max_seconds("1")
+        .run();
+    let report = ok_report(&run);
+    let capacity = report.capacity.expect("a capacity outcome");
+    let tier = &capacity.tiers[0];
+    assert_eq!(tier.binding.as_deref(), Some("kept_up"), "{tier:#?}");
+    let users = tier.value.expect("an answer");
+    // The mock's own record: no user count above the turns it completed in the whole
+    // run can have been served (each user waits for its turn's answer).
+    let stats = server.stats();
+    assert!(
+        users < stats.completed as f64,
+        "{users} users, the mock completed {} turns: {tier:#?}",
+        stats.completed
+    );
+    assert!(
+        stats.peak_queued as f64 >= users - SLOTS as f64,
+        "{stats:?}"
+    );
+}
+
+/// A CI job reads the JUnit file: each tier is a test case, a failure when the tier found
+/// no user count (the run's exit 3), with the answer and binding objective otherwise.
+#[test]
+fn junit_has_one_case_per_tier_failing_when_the_tier_has_no_answer() {
+    let server = mock(users_mock());
+    let run = Bench::on(&server)
+        .profile("capacity")
+        .data("prompt_tokens=16,output_tokens=4,turns=2,think_time=0s")
+        .arg("--slo-tier", "batch:ttft_mean<=25ms")
+        // The mock's TTFT is 10 ms even for one user: no count meets 1 ms.
+        .arg("--slo-tier", "never:ttft_mean<=1ms")
+        .max_seconds("0.8")
+        .outputs("json,junit")
+        .run();
+    assert_eq!(run.code(), 3, "{}", run.stderr);
+    let report = run.report();
+    let capacity = report.capacity.expect("a capacity outcome");
+    let batch = capacity.tiers[0].value.expect("batch has an answer");
+    let dir = run.report_path();
+    let xml = std::fs::read_to_string(dir.parent().expect("folder").join("benchmarks.junit.xml"))
+        .expect("junit");
+    assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
+    let case = |name: &str| {
+        let at = xml
+            .find(&format!("name=\"{name}\""))
+            .unwrap_or_else(|| panic!("a case for {name}: {xml}"));
+        let rest = &xml[at..];
+        rest[..rest.find("</testcase>").unwrap_or(rest.len())].to_string()
+    };
+    let never = case("never");
+    assert!(never.contains("<failure"), "{never}");
+    let batch_case = case("batch");
+    assert!(!batch_case.contains("<failure"), "{batch_case}");
+    assert!(
+        batch_case.contains(&format!("{batch:.0} users"))
+            && batch_case.contains("bound by ttft_mean&lt;=25ms"),
+        "{batch_case}"
+    );
 }
