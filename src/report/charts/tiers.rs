@@ -10,17 +10,18 @@ pub fn charts(report: &Report) -> Vec<Chart> {
         return Vec::new();
     };
     let unit = c.variable.unit();
-    let what = match unit {
-        "users" => "concurrent users",
-        "streams" => "concurrent streams",
-        _ => "request rate",
+    // The axis names the quantity and its unit once: "concurrent (users)", "request rate (req/s)".
+    let (what, quantity) = match unit {
+        "users" => ("concurrent users", "concurrent"),
+        "streams" => ("concurrent streams", "concurrent"),
+        _ => ("request rate", "request rate"),
     };
     let mut chart = Chart::new(
         "users-per-tier",
         "charts-capacity",
-        &format!("Most {what} meeting each SLO tier ({unit})"),
+        &format!("Most {what} meeting each SLO tier"),
         Axis::new("SLO tier", ""),
-        Axis::new(what, unit),
+        Axis::new(quantity, unit),
     );
     chart.x_labels = Some(c.tiers.iter().map(|t| t.name.clone()).collect());
     let points = |pick: fn(&llmsurge_coordinator::profiles::TierOutcome) -> Option<f64>| {
