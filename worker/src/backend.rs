@@ -603,8 +603,8 @@ impl Backend {
             let token = response
                 .headers()
                 .iter()
-                .filter_map(|(name, value)| t.read(name.as_str(), value.to_str().ok()?))
                 // The last one, as a browser keeps the last of two cookies of one name.
+                .filter_map(|(name, value)| t.read(name.as_str(), value.to_str().ok()?))
                 .last();
             if let Some(token) = token {
                 self.affinity.keep_token(key, token);

@@ -907,8 +907,8 @@ fn head_token(head: &[u8], token: &llmsurge_proto::affinity::SessionToken) -> Op
     response
         .headers
         .iter()
-        .filter_map(|h| token.read(h.name, std::str::from_utf8(h.value).ok()?))
-        .last()
+        .rev()
+        .find_map(|h| token.read(h.name, std::str::from_utf8(h.value).ok()?))
 }
 
 /// A response whose head was read.
