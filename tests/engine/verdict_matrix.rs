@@ -1205,8 +1205,8 @@ fn check_traces(joined: &[Joined], broken: &mut Vec<String>) {
 }
 
 /// `--affinity dynamo`: every turn the mock recorded carried its session's key, the same
-/// on each turn of a session and different between sessions; requests outside sessions
-/// none.
+/// on each turn of a session and different between sessions (the runs of `--repeat`
+/// repeat the keys); requests outside sessions none.
 fn check_affinity(record: &Path, joined: &[Joined], broken: &mut Vec<String>) {
     let lines = recorded(record);
     let key_of: BTreeMap<String, Option<String>> = lines
@@ -1225,8 +1225,10 @@ fn check_affinity(record: &Path, joined: &[Joined], broken: &mut Vec<String>) {
             continue;
         };
         match (j.log["session"].as_u64(), key) {
+            // The runs of --repeat send the same keys (documented): a key is a session
+            // number's.
             (Some(s), Some(key)) => {
-                let unit = format!("run {} session {s}", j.log["run"].as_u64().unwrap_or(0));
+                let unit = format!("session {s}");
                 let first = session_of
                     .entry(key.clone())
                     .or_insert_with(|| unit.clone());
@@ -1239,15 +1241,10 @@ fn check_affinity(record: &Path, joined: &[Joined], broken: &mut Vec<String>) {
             (None, None) => {}
         }
     }
-    // One key per session: as many keys as sessions.
-    let sessions: std::collections::BTreeSet<(u64, u64)> = joined
+    // One key per session number: as many keys as sessions.
+    let sessions: std::collections::BTreeSet<u64> = joined
         .iter()
-        .filter_map(|j| {
-            Some((
-                j.log["run"].as_u64().unwrap_or(0),
-                j.log["session"].as_u64()?,
-            ))
-        })
+        .filter_map(|j| j.log["session"].as_u64())
         .collect();
     if session_of.len() != sessions.len() {
         broken.push(format!(
