@@ -38,8 +38,8 @@
 # runs the real-time A/B alone, "tls" the HTTPS rows alone, "idle" the idle users
 # alone), TLS_STREAMS (default "1000 10000"), TLS_CONCURRENCY (streams of the TLS rate
 # rows, default 128), IDLE_USERS (default 40000), IDLE_THINK_S (default 30), IDLE_RAMP_S
-# (default IDLE_THINK_S), IDLE_MEASURE_S (default 90), IDLE_WORKERS (default 1, more when
-# the open-file limit cannot hold IDLE_USERS in one process),
+# (default IDLE_THINK_S), IDLE_MEASURE_S (default 90), IDLE_WORKERS (default 1: thinking
+# users hold no socket, so one process holds them all under any open-file limit),
 # MOCK_CORE / CLIENT_CORE (default 0 / 1),
 # CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of building this tree's). Needs taskset,
 # jq, bc and GNU time (/usr/bin/time), and openssl for the HTTPS rows; Debian: apt-get
@@ -70,7 +70,7 @@ IDLE_USERS=${IDLE_USERS:-40000}
 IDLE_THINK_S=${IDLE_THINK_S:-30}
 IDLE_RAMP_S=${IDLE_RAMP_S:-$IDLE_THINK_S}
 IDLE_MEASURE_S=${IDLE_MEASURE_S:-90}
-IDLE_WORKERS=${IDLE_WORKERS:-}
+IDLE_WORKERS=${IDLE_WORKERS:-1}
 
 # Targets (issues 3 and 15).
 TARGET_RATE=5000
@@ -283,20 +283,9 @@ tls_rows() {
 # peak; CPU the tree's user+sys over the measured part, as a share of one core.
 idle_users() {
     local users=$IDLE_USERS think=$IDLE_THINK_S ramp=$IDLE_RAMP_S measure=$IDLE_MEASURE_S
-    local warm=$((ramp + think)) seconds turns workers hard need
+    local warm=$((ramp + think)) seconds turns workers=$IDLE_WORKERS
     seconds=$((warm + measure))
     turns=$((seconds / think + 2))
-    # Every user may hold a socket (the concurrent profile's check asks for one each):
-    # raise the limit where allowed (root), else spread the users over more workers.
-    need=$((users + 1024))
-    hard=$(ulimit -Hn)
-    [[ $hard == unlimited ]] && hard=$need
-    if ((hard < need)); then
-        ulimit -Hn "$need" 2>/dev/null && hard=$need
-    fi
-    ulimit -n "$hard"
-    workers=${IDLE_WORKERS:-$(((users + hard - 1025) / (hard - 1024)))}
-    ((workers < 1)) && workers=1
     start_mock --output-tokens 16
     local dir="$WORK/idle" status=0 pid peak=0 rss now t0 cpu0= cpu1= wall0 wall1 p
     mkdir -p "$dir"

@@ -146,12 +146,27 @@ impl BenchmarkPlan {
                 "synchronous runs on exactly one worker".into(),
             ));
         }
-        self.check_fd_limit()
+        Ok(())
+    }
+
+    /// Whether the load's users pause between requests (sessions with think times,
+    /// agent traces' recorded gaps): a user in its pause holds no connection, so fewer
+    /// sockets than users are open at once.
+    fn users_think(&self) -> bool {
+        match &self.worker_template.data {
+            llmsurge_proto::DataSpec::Synthetic(s) => {
+                s.turns > 1 && s.think_time.is_some_and(|t| t.mean_ns > 0)
+            }
+            llmsurge_proto::DataSpec::AgentTrace(_) => true,
+            _ => false,
+        }
     }
 
     /// Refuses a plan whose connections cannot fit under the open-file limit (raising
     /// the soft limit to the hard one on the way), naming the flag that asked for them.
-    fn check_fd_limit(&self) -> Result<(), CoordinatorError> {
+    /// Users who think are not refused: only the turns in flight hold sockets, so the
+    /// limit is a warning (returned) that turns past it would fail to connect.
+    fn check_fd_limit(&self) -> Result<Option<String>, CoordinatorError> {
         // This host's part: its share of the streams and of the cap.
         let cap = self.local_concurrency_cap();
         let local = |streams: u32| self.shard.share(u64::from(streams));
@@ -161,14 +176,20 @@ impl BenchmarkPlan {
                 ("--max-concurrency", local(max_concurrency))
             }
             _ if cap != UNLIMITED => ("--max-concurrency", cap),
-            _ => return Ok(()), // open-ended: a rate with no cap
+            _ => return Ok(None), // open-ended: a rate with no cap
         };
         let per_worker = total.div_ceil(u64::from(self.workers.max(1)));
-        llmsurge_proto::fdlimit::ensure_fd_capacity(per_worker)
-            .map(drop)
-            .map_err(|e| {
-                CoordinatorError::FdLimit(format!("{flag} {total} ({}) {e}", self.strategy))
-            })
+        match llmsurge_proto::fdlimit::ensure_fd_capacity(per_worker) {
+            Ok(_) => Ok(None),
+            Err(e) if self.users_think() => Ok(Some(format!(
+                "{flag} {total} users could hold {} sockets per worker if all were in a turn at once, over the hard limit of {} open files: thinking users hold none, but turns past the limit would fail to connect (errored, \"Too many open files\"); --max-concurrency bounds the turns in flight",
+                e.needed, e.hard
+            ))),
+            Err(e) => Err(CoordinatorError::FdLimit(format!(
+                "{flag} {total} ({}) {e}",
+                self.strategy
+            ))),
+        }
     }
 
     fn worker_config(&self, id: u32) -> WorkerConfig {
@@ -298,6 +319,10 @@ pub async fn run_benchmark(
     env: &mut RunEnv<'_>,
 ) -> Result<BenchmarkResult, CoordinatorError> {
     plan.validate()?;
+    let fd_warning = plan.check_fd_limit()?;
+    if let Some(w) = &fd_warning {
+        env.observer.notice(&format!("warning: {w}"));
+    }
     let n = plan.workers;
     // Shared memory counts this host's claims (local indices 0, 1, ...); workers map
     // local index j to the single host's slot K + j·N. So the limit is the shard's share
@@ -677,6 +702,7 @@ pub async fn run_benchmark(
         metrics.warnings.extend(profiler_warnings);
         result.server_metrics = Some(metrics);
     }
+    result.client.warnings.extend(fd_warning);
     result.cache_reset = cache_reset;
     if let Some(s) = gpu_sampler {
         let w = &result.measured_window;

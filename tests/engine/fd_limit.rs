@@ -79,3 +79,37 @@ fn streams_beyond_the_hard_limit_are_a_one_line_usage_error() {
         "nothing was sent"
     );
 }
+
+#[test]
+fn thinking_users_beyond_the_hard_limit_run_with_a_warning() {
+    // Users in think time hold no socket, so 300 users fit under a limit that holds
+    // 136 connections: only the turns in flight need one.
+    llmsurge_proto::fdlimit::raise_fd_limit().expect("getrlimit");
+    let server = mock(MockConfig::instant());
+    let (child, dir) = Bench::on(&server)
+        .concurrent(300)
+        .rampup("1s")
+        .max_requests(600)
+        .workers(1)
+        // Every user's second turn is due 2 s after its first: all 300 think at once.
+        .data("turns=2,think_time=2s,prompt_tokens=4,output_tokens=4")
+        .start(|cmd| with_nofile(cmd, 200, 200));
+    let run = wait_run(child, dir);
+    let report = ended_with(&run, 0);
+    let b = &report.benchmarks[0];
+    let stats = server.stats();
+    assert_eq!(stats.requests.chat_completions, 600, "the mock saw every turn");
+    assert_eq!(b.requests.completed, 600, "{:?}", b.errors);
+    assert_eq!(b.requests.errored, 0, "{:?}", b.errors);
+    let warned = |text: &str| text.contains("--rate 300 users") && text.contains("200 open files");
+    assert!(
+        run.stderr.lines().any(warned),
+        "the limit is said before the run: {}",
+        run.stderr
+    );
+    assert!(
+        b.client.warnings.iter().any(|w| warned(w)),
+        "and in the report: {:?}",
+        b.client.warnings
+    );
+}
