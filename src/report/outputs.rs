@@ -242,11 +242,25 @@ pub fn write_files(
     if outputs.contains(&Output::Llmd) {
         let reports = super::llmd::reports(report);
         // An earlier, longer run's files in this directory would join this run's in
-        // llm-d's glob (`benchmark_report_v0.2,_*.yaml`), as the JSON report is replaced.
-        for stale in (reports.len()..).map(|i| dir.join(super::llmd::file_name(i))) {
-            if std::fs::remove_file(&stale).is_err() {
-                break;
-            }
+        // llm-d's glob (`benchmark_report_v0.2,_*.yaml`), as the JSON report is replaced;
+        // a file of that name llmsurge did not write is the user's: kept, and said.
+        for (stale, ours) in super::llmd::files_beyond(dir, reports.len()) {
+            let path = stale.display().to_string();
+            let shown = llmsurge_proto::inert::terminal(&path);
+            let line = if !ours {
+                format!(
+                    "warning: kept {shown}: not an llmsurge report, but llm-d's glob reads it beside this run's {}",
+                    reports.len()
+                )
+            } else if let Err(e) = std::fs::remove_file(&stale) {
+                format!("warning: could not remove {shown}, an earlier run's llm-d report: {e}")
+            } else {
+                format!(
+                    "removed {shown}: an earlier run's llm-d report beyond this run's {}",
+                    reports.len()
+                )
+            };
+            crate::stdout::eprintln(&line);
         }
         for (name, br) in reports {
             let path = dir.join(name);

@@ -98,7 +98,10 @@ fn thinking_users_beyond_the_hard_limit_run_with_a_warning() {
     let report = ended_with(&run, 0);
     let b = &report.benchmarks[0];
     let stats = server.stats();
-    assert_eq!(stats.requests.chat_completions, 600, "the mock saw every turn");
+    assert_eq!(
+        stats.requests.chat_completions, 600,
+        "the mock saw every turn"
+    );
     assert_eq!(b.requests.completed, 600, "{:?}", b.errors);
     assert_eq!(b.requests.errored, 0, "{:?}", b.errors);
     let warned = |text: &str| text.contains("--rate 300 users") && text.contains("200 open files");

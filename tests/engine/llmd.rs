@@ -206,7 +206,8 @@ fn from_file_rerenders_the_llmd_reports_byte_for_byte() {
 }
 
 /// `benchmark from-file REPORT --outputs llmd --output-dir DIR`, which must pass.
-fn render_llmd(report: &Path, dir: &Path) {
+/// Writes the llm-d files of `report` into `dir`; returns what llmsurge said on stderr.
+fn render_llmd(report: &Path, dir: &Path) -> String {
     let mut cmd = llmsurge();
     cmd.args(["benchmark", "from-file"])
         .arg(report)
@@ -219,6 +220,46 @@ fn render_llmd(report: &Path, dir: &Path) {
         tempfile::tempdir().expect("tmp"),
     );
     assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.stderr
+}
+
+/// An earlier run's numbered files are removed past a gap in the numbers, one line each,
+/// and a file of the same pattern that llmsurge did not write is kept and said.
+#[test]
+fn every_earlier_llmd_file_goes_and_a_users_file_of_that_name_stays() {
+    let server = slow_enough();
+    let out = tempfile::tempdir().expect("tempdir");
+    render_llmd(&sweep(&server).report_path(), out.path());
+    std::fs::remove_file(out.path().join("benchmark_report_v0.2,_1.yaml")).expect("rm");
+    let users = out.path().join("benchmark_report_v0.2,_5.yaml");
+    std::fs::write(&users, "run:\n  description: my own notes\n").expect("write");
+    let single = Bench::target(&server.base_url())
+        .constant(20)
+        .max_requests(5)
+        .data("prompt_tokens=16,output_tokens=8")
+        .outputs("json")
+        .run();
+    assert_eq!(single.code(), 0, "{}", single.stderr);
+    let said = render_llmd(&single.report_path(), out.path());
+    assert_eq!(
+        llmd_files(out.path()),
+        [
+            "benchmark_report_v0.2,_0.yaml",
+            "benchmark_report_v0.2,_5.yaml"
+        ],
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&users).expect("read"),
+        "run:\n  description: my own notes\n"
+    );
+    let line = |start: &str, name: &str| {
+        said.lines()
+            .filter(|l| l.starts_with(start) && l.contains(name))
+            .count()
+    };
+    assert_eq!(line("removed ", ",_2.yaml"), 1, "{said}");
+    assert_eq!(line("warning: kept ", ",_5.yaml"), 1, "{said}");
 }
 
 /// A directory that held a three-benchmark sweep's files, written again by a shorter
