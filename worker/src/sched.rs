@@ -17,7 +17,8 @@ use std::time::Duration;
 const SHORT_SLICE: Duration = Duration::from_micros(100);
 /// The real-time priority of the pacer: the lowest, below any real-time work of the host.
 const PACER_PRIORITY: u32 = 1;
-/// Set to `0`, `off`, `false` or `no`, the pacer never goes real-time even where the
+/// Set to `0`, `off`, `false` or `no`, the pacer (and the runtime thread waiting for a
+/// turn) never goes real-time even where the
 /// process may (an A/B in scripts/bench-client.sh; docs/performance.md). Workers inherit
 /// it.
 pub const REALTIME_ENV: &str = "LLMSURGE_REALTIME_PACER";
@@ -68,6 +69,8 @@ fn set_attr(realtime: bool) -> bool {
     if realtime {
         attr.sched_policy = libc::SCHED_FIFO as u32;
         attr.sched_priority = PACER_PRIORITY;
+        // A thread it spawns meanwhile (tokio's blocking pool) starts normal.
+        attr.sched_flags = libc::SCHED_FLAG_RESET_ON_FORK as u64;
     } else {
         attr.sched_policy = libc::SCHED_OTHER as u32;
         attr.sched_runtime = SHORT_SLICE.as_nanos() as u64;
@@ -82,6 +85,12 @@ fn set_attr(realtime: bool) -> bool {
         )
     };
     set == 0
+}
+
+/// Whether the calling thread runs `SCHED_FIFO` (tests: a thread left real-time).
+#[cfg(test)]
+pub(crate) fn is_realtime() -> bool {
+    get_attr().is_some_and(|a| a.sched_policy == libc::SCHED_FIFO as u32)
 }
 
 /// Whether the calling thread runs with the normal policy (one the user chose with

@@ -17,6 +17,10 @@
 //! task that spins) and releases the turns that fell due, earliest first, so they are
 //! sent in the order of their instants even when the thread runs late.
 //!
+//! While the driver sleeps towards a turn the runtime thread runs real-time where the
+//! process may (see [`drive`] and docs/performance.md), so a loaded core does not make
+//! the turns late.
+//!
 //! The runtime is single-threaded (`Rc`, `RefCell`): the queue is never shared between
 //! threads.
 
@@ -128,6 +132,9 @@ pub struct Timers {
     /// millisecond) and yields the rest.
     fd: Option<AsyncFd<Timer>>,
     queue: RefCell<Queue>,
+    /// The runtime thread's real time while it sleeps towards a turn (see [`drive`]):
+    /// set up when the first turn waits, so runs without turns never probe it.
+    realtime: RefCell<Option<crate::sched::Realtime>>,
 }
 
 impl std::fmt::Debug for Timers {
@@ -149,6 +156,7 @@ impl Timers {
         Rc::new(Self {
             fd: make_timerfd().ok(),
             queue: RefCell::new(Queue::default()),
+            realtime: RefCell::new(None),
         })
     }
 
@@ -261,6 +269,24 @@ impl Timers {
         next
     }
 
+    /// Real time for the runtime thread (where allowed) while `towards_turn`: asleep
+    /// on a turn's path, its wake-up preempts whatever holds the core, as the pacer's
+    /// does; normal otherwise (see [`drive`]).
+    fn realtime(&self, towards_turn: bool) {
+        let mut rt = self.realtime.borrow_mut();
+        if rt.is_none() && !towards_turn {
+            return;
+        }
+        rt.get_or_insert_with(crate::sched::Realtime::for_this_thread)
+            .keep_up(towards_turn);
+    }
+
+    /// Whether any turn is queued: then every instant the driver sleeps towards is on a
+    /// turn's path (its own, or the plain wait that makes its request shortly before).
+    fn turns_queued(&self) -> bool {
+        !self.queue.borrow().turns.is_empty()
+    }
+
     /// The earliest turn not yet released, when it falls due within the margin: the
     /// driver yields until its instant rather than sleep.
     fn turn_within_margin(&self, now: MonoNanos) -> bool {
@@ -274,17 +300,38 @@ impl Timers {
 
 /// Runs while anything waits: wakes the waits that fell due and releases the turns in
 /// order, yielding through the last [`WAKE_MARGIN`] before a turn's instant.
+///
+/// A thread woken on a busy core waits for the running thread's slice, or for its fair
+/// share: tens of milliseconds on a loaded host, all of it turn lateness. So, where the
+/// process may (root, `CAP_SYS_NICE`, `ulimit -r 1`; not with `LLMSURGE_REALTIME_PACER=0`),
+/// the runtime thread is `SCHED_FIFO` at the lowest priority while it sleeps with turns
+/// queued (towards a turn, or the making of its request a few ms before) and until what
+/// fell due is sent, like the pacer; normal when no turn waits, and for one sleep after a
+/// real-time wake-up found it busy (it runs behind: that wake-up was not the one to keep).
 async fn drive(timers: Rc<Timers>) {
+    // What the last real-time sleep was for: a real-time thread wakes at once, so a
+    // driver run more than a margin after it means the thread is behind (busy with
+    // other tasks): it sleeps normal once, until on time again.
+    let mut slept_to: Option<MonoNanos> = None;
     loop {
         let now = MonoNanos::now();
+        let behind = slept_to.is_some_and(|at| now > at + WAKE_MARGIN);
         let Some(next) = timers.fire(now) else {
+            timers.realtime(false);
             return;
         };
         if timers.turn_within_margin(MonoNanos::now()) {
             // The one task that spins: the turns themselves wait.
+            slept_to = None;
             tokio::task::yield_now().await;
             continue;
         }
+        // Real time only for a wake-up worth keeping: a turn's, not behind, and not so
+        // close that the thread would hardly sleep (turns denser than the margin).
+        let worth = next > MonoNanos::now() + WAKE_MARGIN;
+        let realtime = !behind && worth && timers.turns_queued();
+        timers.realtime(realtime);
+        slept_to = realtime.then_some(next);
         match &timers.fd {
             Some(fd) => {
                 let readable = tokio::time::timeout(DRIVER_POLL, fd.readable()).await;
@@ -477,6 +524,36 @@ mod tests {
             }
             assert_eq!(*order.borrow(), vec![1, 3, 3, 5, 7, 9]);
             assert_eq!(timers.waiting(), 0);
+        });
+    }
+
+    #[test]
+    fn the_runtime_thread_is_real_time_only_while_it_sleeps_towards_a_turn() {
+        // Probed on a thread of its own before this one goes real-time.
+        let allowed = crate::sched::realtime_allowed();
+        local(async move {
+            let timers = Timers::new();
+            let watch = MonoNanos::now() + Duration::from_millis(20);
+            let due = watch + Duration::from_millis(60);
+            let turn = timers.turn(due);
+            let t = timers.clone();
+            let watcher = tokio::task::spawn_local(async move {
+                // Runs while the driver sleeps towards the turn.
+                t.until(watch).await;
+                crate::sched::is_realtime()
+            });
+            turn.until_due().await;
+            drop(turn);
+            let asleep_realtime = watcher.await.expect("task");
+            assert_eq!(
+                asleep_realtime, allowed,
+                "asleep towards a turn: real time if allowed"
+            );
+            // Nothing waits any more: the driver stops and leaves the thread normal.
+            while timers.queue.borrow().driving {
+                tokio::task::yield_now().await;
+            }
+            assert!(!crate::sched::is_realtime(), "normal once no turn waits");
         });
     }
 
