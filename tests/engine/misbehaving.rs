@@ -398,10 +398,68 @@ fn a_100_continue_during_a_large_upload_is_no_answer() {
     assert_eq!(server.posts().len(), 2);
 }
 
+/// A prompt long enough that its body outlasts the server's first read of the head: a
+/// server that closes then leaves bytes of it unread, which makes the close a reset.
+const LONG: &str = "prompt_tokens=4000,output_tokens=4";
+
 #[test]
-fn a_reused_connection_closed_unanswered_costs_one_resend_never_two() {
-    // Each connection answers its first request and drops the next one unanswered once
-    // read (a keep-alive timeout crossing the request on the wire).
+fn a_reused_connection_reset_unread_costs_one_counted_resend_never_two() {
+    // Each connection answers its first request and closes on the next one with its
+    // body unread (a keep-alive timeout crossing the request on the wire): the server
+    // never took it whole, so it is sent once more, on a fresh connection.
+    let server = Server::start(|post, _| {
+        if post.index == 0 {
+            Act::Answer(ok())
+        } else {
+            Act::EarlyThenClose(Vec::new())
+        }
+    });
+    let (run, b, log) = run_against(against(&server.url, 5, LONG));
+    assert_ran(&run, &b, 5, 0);
+    // The server saw the first request once and every later one twice: cut on the
+    // reused connection, answered on a fresh one.
+    let posts = server.posts();
+    let shape: Vec<usize> = posts.iter().map(|p| p.index).collect();
+    assert_eq!(shape, [0, 1, 0, 1, 0, 1, 0, 1, 0], "{posts:?}");
+    for k in (1..posts.len()).step_by(2) {
+        let (answered, cut, resent) = (&posts[k - 1], &posts[k], &posts[k + 1]);
+        assert_eq!(cut.connection, answered.connection, "reused: {posts:?}");
+        assert_ne!(resent.connection, cut.connection, "fresh: {posts:?}");
+    }
+    // Visible in the request log and counted in the report: the four resent requests,
+    // and only they.
+    let retried: Vec<bool> = log.iter().map(|e| e.retried).collect();
+    assert_eq!(retried.iter().filter(|r| **r).count(), 4, "{retried:?}");
+    assert_eq!(b.requests.resent, 4);
+    assert!(
+        run.stdout.contains("4 resent once on a fresh connection"),
+        "{}",
+        run.stdout
+    );
+
+    // A server that cuts every request but the first: the second is sent twice (reused,
+    // then fresh), the later ones, on fresh connections, once; none a third time.
+    let server = Server::start(|_, before| {
+        if before == 0 {
+            Act::Answer(ok())
+        } else {
+            Act::EarlyThenClose(Vec::new())
+        }
+    });
+    let (run, b, log) = run_against(against(&server.url, 4, LONG));
+    assert_ran(&run, &b, 1, 3);
+    assert_eq!(errors(&b)[0].0, "connection_closed");
+    assert_eq!(server.posts().len(), 1 + 2 + 1 + 1, "{:?}", server.posts());
+    assert_eq!(log.iter().filter(|e| e.retried).count(), 1);
+    assert_eq!(b.requests.resent, 1);
+}
+
+#[test]
+fn a_request_read_whole_and_closed_unanswered_is_an_error_never_a_resend() {
+    // Each connection answers its first request; the next one is read whole and the
+    // connection closed without a byte of response (a server's close fault, a crash):
+    // the server may have run it, so it is errored with its reason, never sent again,
+    // reused connection or not.
     let server = Server::start(|post, _| {
         if post.index == 0 {
             Act::Answer(ok())
@@ -410,36 +468,15 @@ fn a_reused_connection_closed_unanswered_costs_one_resend_never_two() {
         }
     });
     let (run, b, log) = run_against(against(&server.url, 5, "prompt_tokens=16,output_tokens=4"));
-    assert_ran(&run, &b, 5, 0);
-    // The server saw the first request once and every later one twice: dropped on the
-    // reused connection, answered on a fresh one.
+    assert_ran(&run, &b, 3, 2);
     let posts = server.posts();
     let shape: Vec<usize> = posts.iter().map(|p| p.index).collect();
-    assert_eq!(shape, [0, 1, 0, 1, 0, 1, 0, 1, 0], "{posts:?}");
-    for k in (1..posts.len()).step_by(2) {
-        let (answered, dropped, resent) = (&posts[k - 1], &posts[k], &posts[k + 1]);
-        assert_eq!(dropped.connection, answered.connection, "reused: {posts:?}");
-        assert_ne!(resent.connection, dropped.connection, "fresh: {posts:?}");
-    }
-    // Visible in the request log: the four resent requests, and only they.
-    let retried: Vec<bool> = log.iter().map(|e| e.retried).collect();
-    assert_eq!(retried.len(), 5);
-    assert_eq!(retried.iter().filter(|r| **r).count(), 4, "{retried:?}");
-
-    // A server that drops every request but the first: the second is sent twice (reused,
-    // then fresh), the later ones, on fresh connections, once; none a third time.
-    let server = Server::start(|_, before| {
-        if before == 0 {
-            Act::Answer(ok())
-        } else {
-            Act::Drop
-        }
-    });
-    let (run, b, log) = run_against(against(&server.url, 4, "prompt_tokens=16,output_tokens=4"));
-    assert_ran(&run, &b, 1, 3);
-    assert_eq!(errors(&b)[0].0, "connection_closed");
-    assert_eq!(server.posts().len(), 1 + 2 + 1 + 1, "{:?}", server.posts());
-    assert_eq!(log.iter().filter(|e| e.retried).count(), 1);
+    assert_eq!(shape, [0, 1, 0, 1, 0], "each request once: {posts:?}");
+    let (kind, count, sample) = &errors(&b)[0];
+    assert_eq!((kind.as_str(), *count), ("connection_closed", 2));
+    assert!(sample.contains("not resent"), "{sample}");
+    assert!(log.iter().all(|e| !e.retried));
+    assert_eq!(b.requests.resent, 0);
 }
 
 #[test]
