@@ -49,6 +49,8 @@ struct Post {
     connection: usize,
     /// The request's index on its connection.
     index: usize,
+    /// Its `cookie` header, if any.
+    cookie: Option<String>,
 }
 
 /// What the server does with a POST.
@@ -103,7 +105,7 @@ impl Server {
 fn serve(mut stream: TcpStream, connection: usize, act: &Acts, log: &Mutex<Vec<Post>>) {
     let mut buf = Vec::new();
     for index in 0.. {
-        let (head_len, post, probe, length) = loop {
+        let (head_len, post, probe, length, cookie) = loop {
             let mut headers = [httparse::EMPTY_HEADER; 64];
             let mut req = httparse::Request::new(&mut headers);
             if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
@@ -118,7 +120,12 @@ fn serve(mut stream: TcpStream, connection: usize, act: &Acts, log: &Mutex<Vec<P
                     .find(|h| h.name.eq_ignore_ascii_case("content-length"))
                     .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
                     .unwrap_or(0usize);
-                break (n, req.method == Some("POST"), has(PROBE), length);
+                let cookie = req
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("cookie"))
+                    .map(|h| String::from_utf8_lossy(h.value).into_owned());
+                break (n, req.method == Some("POST"), has(PROBE), length, cookie);
             }
             let mut chunk = [0u8; 4096];
             match stream.read(&mut chunk) {
@@ -132,7 +139,11 @@ fn serve(mut stream: TcpStream, connection: usize, act: &Acts, log: &Mutex<Vec<P
         } else if probe {
             Act::Answer(ok())
         } else {
-            let post = Post { connection, index };
+            let post = Post {
+                connection,
+                index,
+                cookie: cookie.clone(),
+            };
             let mut log = log.lock().expect("log");
             let before = log.len();
             log.push(post.clone());
@@ -477,6 +488,48 @@ fn a_request_read_whole_and_closed_unanswered_is_an_error_never_a_resend() {
     assert!(sample.contains("not resent"), "{sample}");
     assert!(log.iter().all(|e| !e.retried));
     assert_eq!(b.requests.resent, 0);
+}
+
+#[test]
+fn session_cookies_expire_the_last_of_two_wins_and_raw_bytes_are_refused_and_counted() {
+    // One conversation of five turns, one at a time; the server's Set-Cookie per turn.
+    let server = Server::start(|_, before| {
+        Act::Answer(match before {
+            // Two of the token's cookie (the last wins) and another cookie.
+            0 => ok_with(
+                "set-cookie: route=a0\r\nset-cookie: other=z\r\nset-cookie: route=a1; Path=/\r\n",
+            ),
+            // Expired: the next turn goes without it.
+            1 => ok_with("set-cookie: route=a1; Max-Age=0\r\n"),
+            2 => ok_with("set-cookie: route=b2; Expires=Thu, 01 Jan 1970 00:00:00 GMT\r\n"),
+            3 => ok_with("set-cookie: route=c3\r\n"),
+            // Non-ASCII: never sent back raw; the token before it is dropped too.
+            _ => ok_with("set-cookie: route=caf\u{e9}\r\n"),
+        })
+    });
+    let bench = against(&server.url, 6, "turns=6,prompt_tokens=16,output_tokens=4")
+        .arg("--affinity", "sglang")
+        .arg("--session-token", "cookie:route");
+    let (run, b, _) = run_against(bench);
+    assert_ran(&run, &b, 6, 0);
+    let cookies: Vec<Option<String>> = server.posts().into_iter().map(|p| p.cookie).collect();
+    let route = |t: &str| Some(format!("route={t}"));
+    assert_eq!(
+        cookies,
+        [None, route("a1"), None, None, route("c3"), None],
+        "what each turn sent back"
+    );
+    let warning = b
+        .client
+        .warnings
+        .iter()
+        .find(|w| w.contains("session tokens"))
+        .unwrap_or_else(|| panic!("no refused-token warning: {:?}", b.client.warnings));
+    assert!(
+        warning.starts_with("2 session tokens"),
+        "the last two turns: {warning}"
+    );
+    assert!(run.stdout.contains(warning.as_str()), "{}", run.stdout);
 }
 
 #[test]
