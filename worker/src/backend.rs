@@ -606,8 +606,11 @@ impl Backend {
             let token = response
                 .headers()
                 .iter()
-                // The last one, as a browser keeps the last of two cookies of one name.
-                .filter_map(|(name, value)| t.read(name.as_str(), value.to_str().ok()?))
+                // The last one, as a browser keeps the last of two cookies of one name;
+                // bytes that are not ASCII become U+FFFD, which `read` refuses.
+                .filter_map(|(name, value)| {
+                    t.read(name.as_str(), &String::from_utf8_lossy(value.as_bytes()))
+                })
                 .last();
             if let Some(token) = token {
                 ex.token_refused |= !self.affinity.keep_token(key, token);
