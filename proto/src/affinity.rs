@@ -84,7 +84,7 @@ impl SessionToken {
                 if n.trim() != cookie {
                     return None;
                 }
-                if parts.any(expires_now) {
+                if expires_now(parts) {
                     return Some(TokenSeen::Cleared);
                 }
                 let v = v.trim();
@@ -130,20 +130,27 @@ pub enum TokenSeen {
     Refused,
 }
 
-/// Whether a `Set-Cookie` attribute removes the cookie: `Max-Age` of 0 or less, or an
-/// `Expires` date not after now (RFC 6265 §5.2.1, §5.2.2; a date that does not parse
-/// is ignored, as there).
-fn expires_now(attribute: &str) -> bool {
-    let Some((name, value)) = attribute.split_once('=') else {
-        return false;
-    };
-    let value = value.trim();
-    match name.trim().to_ascii_lowercase().as_str() {
-        "max-age" => value.parse::<i64>().is_ok_and(|s| s <= 0),
-        "expires" => {
-            httpdate::parse_http_date(value).is_ok_and(|at| at <= std::time::SystemTime::now())
+/// Whether a `Set-Cookie`'s attributes remove the cookie: a `Max-Age` of 0 or less, or
+/// without a `Max-Age` an `Expires` date not after now (RFC 6265 §5.2.1, §5.2.2, §5.3:
+/// `Max-Age` wins over `Expires`, the last of each counts, one that does not parse is
+/// ignored).
+fn expires_now<'a>(attributes: impl Iterator<Item = &'a str>) -> bool {
+    let (mut max_age, mut expires) = (None, None);
+    for attribute in attributes {
+        let Some((name, value)) = attribute.split_once('=') else {
+            continue;
+        };
+        let value = value.trim();
+        match name.trim().to_ascii_lowercase().as_str() {
+            "max-age" => max_age = value.parse::<i64>().ok().or(max_age),
+            "expires" => expires = httpdate::parse_http_date(value).ok().or(expires),
+            _ => {}
         }
-        _ => false,
+    }
+    match (max_age, expires) {
+        (Some(seconds), _) => seconds <= 0,
+        (None, Some(at)) => at <= std::time::SystemTime::now(),
+        (None, None) => false,
     }
 }
 
@@ -209,6 +216,21 @@ mod tests {
                 "route=abc; Expires=Fri, 01 Jan 2100 00:00:00 GMT; Max-Age=60"
             ),
             Some(TokenSeen::Set("abc".into()))
+        );
+        // Max-Age wins over Expires, whichever comes first.
+        assert_eq!(
+            c.read(
+                "set-cookie",
+                "route=abc; Expires=Thu, 01 Jan 1970 00:00:00 GMT; Max-Age=60"
+            ),
+            Some(TokenSeen::Set("abc".into()))
+        );
+        assert_eq!(
+            c.read(
+                "set-cookie",
+                "route=abc; Max-Age=soon; Expires=Thu, 01 Jan 1970 00:00:00 GMT"
+            ),
+            cleared
         );
         for raw in ["r\u{e9}sum\u{e9}", "a\u{1}b", "a b", "a\\b"] {
             assert_eq!(
