@@ -964,7 +964,7 @@ fn client_health(
     }
     if state.tokens_refused > 0 {
         health.warnings.push(format!(
-            "{} session tokens (--session-token) the server handed out were refused: a control byte or non-ASCII may not go back in a request header as it is, so those conversations' next turns went without a token",
+            "{} session tokens (--session-token) the server handed out were refused: non-ASCII (or a byte a cookie may not hold) may not go back in a request header as it is, so those conversations' next turns went without a token",
             state.tokens_refused
         ));
     }
