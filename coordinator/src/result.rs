@@ -962,6 +962,12 @@ fn client_health(
             utilization * 100.0
         ));
     }
+    if state.tokens_refused > 0 {
+        health.warnings.push(format!(
+            "{} session tokens (--session-token) the server handed out were refused: non-ASCII (or a byte a cookie may not hold) may not go back in a request header as it is, so those conversations' next turns went without a token",
+            state.tokens_refused
+        ));
+    }
     let ts = state.token_sources;
     if ts.mismatched > 0 {
         health.warnings.push(format!(

@@ -45,6 +45,11 @@ pub struct Counts {
     pub warmup: u64,
     /// Finished requests in the cool-down window.
     pub cooldown: u64,
+    /// Requests sent a second time, on a fresh connection, because the reused
+    /// connection they were first written on was closed before the server took them
+    /// whole (each counted once among the outcomes). Left out of reports while 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resent: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -332,6 +337,9 @@ pub struct WorkerGroupState {
     pub measured: MeasuredTotals,
     /// Output token sources.
     pub token_sources: TokenSources,
+    /// `--session-token`: tokens the server handed out that were refused (bytes that
+    /// may not go back in a request header as they are), every window.
+    pub tokens_refused: u64,
     /// Per-second series.
     pub timeseries: TimeSeries,
     /// The measured requests sent after the last success, for the server-lost verdict.
@@ -381,6 +389,7 @@ impl WorkerGroupState {
             metrics: MetricSet::new(),
             measured: MeasuredTotals::default(),
             token_sources: TokenSources::default(),
+            tokens_refused: 0,
             timeseries: TimeSeries::new(t0),
             error_tail: crate::error_tail::ErrorTail::default(),
             steady: crate::steady::SteadyCollector::new(t0),
@@ -477,6 +486,12 @@ impl WorkerGroupState {
         }
         if r.late {
             self.counts.late += 1;
+        }
+        if r.retried {
+            self.counts.resent += 1;
+        }
+        if r.token_refused {
+            self.tokens_refused += 1;
         }
         if let Some(e) = &r.error
             && r.status == RequestStatus::Errored
@@ -636,6 +651,7 @@ impl WorkerGroupState {
                 phase: self.window.phase(s.slot, s.scheduled.since(self.t0)),
                 late: false,
                 retried: false,
+                token_refused: false,
                 model: s.model,
                 session: None,
                 media: None,
@@ -853,6 +869,7 @@ mod tests {
         // Resent after a reused connection closed unanswered: the prompt went twice.
         m.add(&RequestRecord {
             retried: true,
+            token_refused: false,
             ..finished(0, RequestStatus::Completed, None)
         });
         m.add(&finished(1, RequestStatus::Completed, None));
@@ -883,6 +900,7 @@ mod tests {
         // have been generated whole.
         m.add(&RequestRecord {
             retried: true,
+            token_refused: false,
             ..cut(RequestStatus::Completed, 10, Some(10))
         });
         assert_eq!(m.unreceived_output_bound, 170 + 200 + 10);

@@ -242,6 +242,10 @@ pub struct RequestRecord {
     /// crossing the request).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retried: bool,
+    /// `--session-token`: its response carried a token that may not go back in a
+    /// request header as it is (control bytes, non-ASCII), so it was not kept.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub token_refused: bool,
     /// `--lora`: the index of the model it named in the split's list; `None` without a
     /// split (the configured model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -439,6 +443,7 @@ impl RequestRecord {
             phase: Phase::Measured,
             late: false,
             retried: false,
+            token_refused: false,
             model: None,
             session: None,
             media: None,

@@ -104,5 +104,46 @@ pub fn check_data(affinity: &Affinity, data: &llmsurge_proto::DataSpec) -> Resul
             "{flag}: the data's requests stand alone, so there is no conversation to key, pin or hand a token to; give sessions (turns=N), a conversation dataset or agent traces (--profile replay), or drop {flag}"
         )));
     }
+    if let (Some(key), Some(session)) = (&affinity.key_header, data.session_header())
+        && key.eq_ignore_ascii_case(session)
+    {
+        return Err(UsageError(format!(
+            "--affinity: the data's session_header={session} sends header {key} already, so every request would carry it twice; drop one of them"
+        )));
+    }
+    Ok(())
+}
+
+/// The headers affinity sends itself, with the flag that sends each.
+fn own_headers(affinity: &Affinity) -> Vec<(&str, &'static str)> {
+    let mut own = Vec::new();
+    if let Some(key) = &affinity.key_header {
+        own.push((key.as_str(), "--affinity"));
+    }
+    if let Some(parent) = &affinity.parent_header {
+        own.push((parent.as_str(), "--affinity"));
+    }
+    match &affinity.token {
+        Some(SessionToken::Header(name)) => own.push((name.as_str(), "--session-token")),
+        Some(SessionToken::Cookie(_)) => own.push(("cookie", "--session-token")),
+        None => {}
+    }
+    own
+}
+
+/// Refuses a header of the user's (`--backend-kwargs` `headers`) that affinity sends
+/// itself: the request would carry both, and a router reads the first, so every
+/// conversation would go under the user's one value.
+pub fn check_headers(affinity: &Affinity, headers: &[(String, String)]) -> Result<(), UsageError> {
+    for (name, _) in headers {
+        if let Some((own, flag)) = own_headers(affinity)
+            .into_iter()
+            .find(|(own, _)| own.eq_ignore_ascii_case(name.trim()))
+        {
+            return Err(UsageError(format!(
+                "{flag}: sends header {own} itself, and --backend-kwargs headers sets {name:?} too; a request would carry both and a router read one value for every conversation: drop one of them"
+            )));
+        }
+    }
     Ok(())
 }

@@ -1435,6 +1435,7 @@ pub fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
     if let Some(raw) = &args.target.backend_kwargs {
         apply_backend_kwargs(&mut plan, raw)?;
     }
+    super::affinity::check_headers(&plan.affinity, &plan.headers)?;
     // A missing or malformed file is a usage error now, not a failure in every worker.
     plan.tls.check().map_err(|e| UsageError(e.to_string()))?;
     Ok(plan)

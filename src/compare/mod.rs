@@ -152,6 +152,7 @@ pub fn compare(
     }
     let (server, mut warnings) = fingerprint::check(base, cur);
     warnings.extend(warnings::seed_warnings(base, cur));
+    warnings.extend(warnings::affinity_warning(base, cur));
     warnings.extend(
         pairs
             .iter()

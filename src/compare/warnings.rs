@@ -1,8 +1,9 @@
 //! What can make a comparison flatter one side without the build being faster: the same
 //! prompts sent twice (a shared seed), a server prefix cache that answered one side
 //! more than the other, a side whose server did not keep up (its latencies were cut by
-//! its time limit), a side whose outputs ended shorter than asked (lighter work), and
-//! goodput counted against different thresholds on the two sides.
+//! its time limit), a side whose outputs ended shorter than asked (lighter work),
+//! goodput counted against different thresholds on the two sides, and router affinity
+//! (`--affinity`, `--session-token`, `--sticky-connections`) that differs between them.
 //! Each is a warning in every output of the comparison, never a verdict: the reports
 //! cannot tell how much of a change each made.
 
@@ -209,6 +210,52 @@ pub fn goodput_warning(b: &BenchmarkResult, c: &BenchmarkResult) -> Option<Strin
             crate::report::label(c),
             gb.spec,
             gc.spec
+        )
+    })
+}
+
+/// A report's router affinity settings (`args.backend.affinity`), as its flags read;
+/// "none" without any.
+fn affinity_flags(report: &Report) -> String {
+    use llmsurge_proto::affinity::{AFFINITY_PRESETS, Affinity, SessionToken};
+    let a: Affinity = report
+        .args
+        .pointer("/backend/affinity")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let mut flags = Vec::new();
+    if let Some(key) = &a.key_header {
+        let preset = AFFINITY_PRESETS
+            .iter()
+            .find(|p| p.key_header == key && p.parent_header == a.parent_header.as_deref());
+        flags.push(match preset {
+            Some(p) => format!("--affinity {}", p.name),
+            None => format!("--affinity header:{key}"),
+        });
+    }
+    match &a.token {
+        Some(SessionToken::Header(n)) => flags.push(format!("--session-token header:{n}")),
+        Some(SessionToken::Cookie(n)) => flags.push(format!("--session-token cookie:{n}")),
+        None => {}
+    }
+    if a.sticky_connections {
+        flags.push("--sticky-connections".into());
+    }
+    if flags.is_empty() {
+        "none".into()
+    } else {
+        flags.join(" ")
+    }
+}
+
+/// Two reports whose router affinity differs: a router placed the conversations
+/// differently on the two sides, so prefix-cache hits, and the latencies they shorten,
+/// differ for that as much as for the build.
+pub fn affinity_warning(base: &Report, cur: &Report) -> Option<String> {
+    let (fb, fc) = (affinity_flags(base), affinity_flags(cur));
+    (fb != fc).then(|| {
+        format!(
+            "router affinity differs: {fb} in the baseline, {fc} in the current run: a router placed the conversations differently (prefix-cache hits, and the latencies they shorten, differ for that); rerun one side with the other's flags"
         )
     })
 }

@@ -14,6 +14,9 @@ use llmsurge_proto::Secret;
 /// the seeded draws of the benchmark's requests; real servers ignore the header.
 pub const PROBE_HEADER: &str = "x-llmsurge-probe";
 
+/// `--replicas` at most: each replica's prefix cache is made at start.
+pub const MAX_REPLICAS: u32 = 1024;
+
 /// Default bind address: loopback only, a mock has no business on a public interface.
 pub const DEFAULT_HOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 /// Default port of the CLI (vLLM's); `MockConfig::from_env` uses 0 (ephemeral) instead.
@@ -541,7 +544,7 @@ pub struct MockConfig {
     #[arg(long, env = "LLMSURGE_MOCK_PREFIX_CACHE_BY", value_name = "NAME")]
     pub prefix_cache_by: Option<String>,
 
-    /// With --prefix-cache-by: how many replicas' caches.
+    /// With --prefix-cache-by: how many replicas' caches (at most 1024).
     #[arg(
         long,
         env = "LLMSURGE_MOCK_REPLICAS",
@@ -987,6 +990,14 @@ impl MockConfig {
         }
         if self.replicas == 0 {
             return Err(invalid("--replicas", "must be at least 1, got 0".into()));
+        }
+        // Each replica's cache is made at start: a count past any router's would only
+        // take the host's memory.
+        if self.replicas > MAX_REPLICAS {
+            return Err(invalid(
+                "--replicas",
+                format!("must be at most {MAX_REPLICAS}, got {}", self.replicas),
+            ));
         }
         if self.record_limit == 0 {
             return Err(invalid(

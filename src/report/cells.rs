@@ -63,6 +63,12 @@ pub fn notes(b: &BenchmarkResult) -> Vec<String> {
             .unwrap_or_default();
         notes.push(format!("{} × {}{sample}", e.count, e.kind));
     }
+    if b.requests.resent > 0 {
+        notes.push(format!(
+            "{} resent once on a fresh connection: the reused connection each was first written on closed before the server took it whole (requests.resent; counted once each)",
+            b.requests.resent
+        ));
+    }
     if let Some(note) = unfinished_note(b) {
         notes.push(note);
     }

@@ -59,7 +59,7 @@ macro_rules! summed {
 
 summed! {
     Counts: created, completed, errored, cancelled, cancelled_planned, in_flight, late, warmup,
-        cooldown;
+        cooldown, resent;
     MeasuredCounts: completed, errored, cancelled;
     TokenSources: usage, stream, unknown, mismatched, itl_timed;
     Audit: sent_shm, sent_books, slots_claimed, slots_returned, unreported, unsent_lost;

@@ -339,6 +339,7 @@ mod tests {
             phase: Phase::Measured,
             late: false,
             retried: false,
+            token_refused: false,
             model: None,
             session: Some(SessionTag {
                 id: 0,

@@ -423,3 +423,67 @@ fn bad_affinity_flags_are_usage_errors_naming_the_flag() {
     }
     assert_eq!(server.stats().requests_total, 0);
 }
+
+/// Break test: a header affinity sends that the user's headers or the data's
+/// `session_header=` send too went out twice, and the mock recorded the user's one value
+/// for every conversation (a router reads the first): a usage error naming both.
+#[test]
+fn an_affinity_header_sent_by_the_user_or_the_data_too_is_a_usage_error() {
+    let server = mock(MockConfig::instant());
+    let with_session = "turns=3,prompt_tokens=8,output_tokens=4,session_header=x-route";
+    for (data, args, flag, names) in [
+        (
+            SESSIONS,
+            &[
+                "--affinity",
+                "dynamo",
+                "--backend-kwargs",
+                r#"{"headers": {"X-Dynamo-Session-Id": "fixed"}}"#,
+            ][..],
+            "--affinity",
+            "X-Dynamo-Session-Id",
+        ),
+        (
+            SESSIONS,
+            &[
+                "--affinity",
+                "dynamo",
+                "--backend-kwargs",
+                r#"{"headers": {"x-dynamo-parent-session-id": "p"}}"#,
+            ][..],
+            "--affinity",
+            "x-dynamo-parent-session-id",
+        ),
+        (
+            SESSIONS,
+            &[
+                "--session-token",
+                "cookie:route",
+                "--backend-kwargs",
+                r#"{"headers": {"Cookie": "a=b"}}"#,
+            ][..],
+            "--session-token",
+            "Cookie",
+        ),
+        (
+            with_session,
+            &["--affinity", "header:X-Route"][..],
+            "--affinity",
+            "session_header=x-route",
+        ),
+    ] {
+        let finished = Bench::on(&server)
+            .data(data)
+            .max_requests(2)
+            .args_as_written(args)
+            .run();
+        assert_eq!(finished.code(), 2, "{args:?}: {}", finished.stderr);
+        let line = finished.stderr.trim();
+        assert_eq!(line.lines().count(), 1, "{args:?}: {line}");
+        assert!(
+            line.starts_with(&format!("error: {flag}:")) && line.contains(names),
+            "{args:?}: {line}"
+        );
+    }
+    assert_eq!(server.stats().requests_total, 0);
+}

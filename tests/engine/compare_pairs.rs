@@ -457,6 +457,54 @@ fn compare_warns_when_goodput_counted_against_different_thresholds() {
     assert!(!warned(&c, "goodput counted"), "{}", c.stderr);
 }
 
+/// Two runs whose router affinity differs placed their conversations differently: the
+/// comparison says so, naming both sides' flags; the same flags on both sides say nothing.
+#[test]
+fn compare_warns_when_router_affinity_differs() {
+    let server = server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |flags: &[&str], name: &str| {
+        let bench = Bench::on(&server)
+            .constant(20)
+            .max_requests(6)
+            .data("turns=2,prompt_tokens=16,output_tokens=4")
+            .args_as_written(flags);
+        keep(bench, dir.path(), name)
+    };
+    let none = run(&[], "none.json");
+    let dynamo = run(
+        &[
+            "--affinity",
+            "dynamo",
+            "--session-token",
+            "cookie:route",
+            "--sticky-connections",
+        ],
+        "dynamo.json",
+    );
+    let again = run(
+        &[
+            "--affinity",
+            "dynamo",
+            "--session-token",
+            "cookie:route",
+            "--sticky-connections",
+        ],
+        "again.json",
+    );
+    let c = compare(&none, &dynamo, &ONLY_RATE);
+    assert!(
+        warned(
+            &c,
+            "router affinity differs: none in the baseline, --affinity dynamo --session-token cookie:route --sticky-connections in the current run"
+        ),
+        "{}",
+        c.stderr
+    );
+    let c = compare(&dynamo, &again, &ONLY_RATE);
+    assert!(!warned(&c, "router affinity"), "{}", c.stderr);
+}
+
 /// `--json -` makes stdout that JSON alone (the table goes to stderr), so `| jq` reads it;
 /// two outputs on stdout are refused.
 #[test]

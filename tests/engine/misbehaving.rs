@@ -49,6 +49,8 @@ struct Post {
     connection: usize,
     /// The request's index on its connection.
     index: usize,
+    /// Its `cookie` header, if any.
+    cookie: Option<String>,
 }
 
 /// What the server does with a POST.
@@ -103,7 +105,7 @@ impl Server {
 fn serve(mut stream: TcpStream, connection: usize, act: &Acts, log: &Mutex<Vec<Post>>) {
     let mut buf = Vec::new();
     for index in 0.. {
-        let (head_len, post, probe, length) = loop {
+        let (head_len, post, probe, length, cookie) = loop {
             let mut headers = [httparse::EMPTY_HEADER; 64];
             let mut req = httparse::Request::new(&mut headers);
             if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
@@ -118,7 +120,12 @@ fn serve(mut stream: TcpStream, connection: usize, act: &Acts, log: &Mutex<Vec<P
                     .find(|h| h.name.eq_ignore_ascii_case("content-length"))
                     .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
                     .unwrap_or(0usize);
-                break (n, req.method == Some("POST"), has(PROBE), length);
+                let cookie = req
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("cookie"))
+                    .map(|h| String::from_utf8_lossy(h.value).into_owned());
+                break (n, req.method == Some("POST"), has(PROBE), length, cookie);
             }
             let mut chunk = [0u8; 4096];
             match stream.read(&mut chunk) {
@@ -132,7 +139,11 @@ fn serve(mut stream: TcpStream, connection: usize, act: &Acts, log: &Mutex<Vec<P
         } else if probe {
             Act::Answer(ok())
         } else {
-            let post = Post { connection, index };
+            let post = Post {
+                connection,
+                index,
+                cookie: cookie.clone(),
+            };
             let mut log = log.lock().expect("log");
             let before = log.len();
             log.push(post.clone());
@@ -398,10 +409,68 @@ fn a_100_continue_during_a_large_upload_is_no_answer() {
     assert_eq!(server.posts().len(), 2);
 }
 
+/// A prompt long enough that its body outlasts the server's first read of the head: a
+/// server that closes then leaves bytes of it unread, which makes the close a reset.
+const LONG: &str = "prompt_tokens=4000,output_tokens=4";
+
 #[test]
-fn a_reused_connection_closed_unanswered_costs_one_resend_never_two() {
-    // Each connection answers its first request and drops the next one unanswered once
-    // read (a keep-alive timeout crossing the request on the wire).
+fn a_reused_connection_reset_unread_costs_one_counted_resend_never_two() {
+    // Each connection answers its first request and closes on the next one with its
+    // body unread (a keep-alive timeout crossing the request on the wire): the server
+    // never took it whole, so it is sent once more, on a fresh connection.
+    let server = Server::start(|post, _| {
+        if post.index == 0 {
+            Act::Answer(ok())
+        } else {
+            Act::EarlyThenClose(Vec::new())
+        }
+    });
+    let (run, b, log) = run_against(against(&server.url, 5, LONG));
+    assert_ran(&run, &b, 5, 0);
+    // The server saw the first request once and every later one twice: cut on the
+    // reused connection, answered on a fresh one.
+    let posts = server.posts();
+    let shape: Vec<usize> = posts.iter().map(|p| p.index).collect();
+    assert_eq!(shape, [0, 1, 0, 1, 0, 1, 0, 1, 0], "{posts:?}");
+    for k in (1..posts.len()).step_by(2) {
+        let (answered, cut, resent) = (&posts[k - 1], &posts[k], &posts[k + 1]);
+        assert_eq!(cut.connection, answered.connection, "reused: {posts:?}");
+        assert_ne!(resent.connection, cut.connection, "fresh: {posts:?}");
+    }
+    // Visible in the request log and counted in the report: the four resent requests,
+    // and only they.
+    let retried: Vec<bool> = log.iter().map(|e| e.retried).collect();
+    assert_eq!(retried.iter().filter(|r| **r).count(), 4, "{retried:?}");
+    assert_eq!(b.requests.resent, 4);
+    assert!(
+        run.stdout.contains("4 resent once on a fresh connection"),
+        "{}",
+        run.stdout
+    );
+
+    // A server that cuts every request but the first: the second is sent twice (reused,
+    // then fresh), the later ones, on fresh connections, once; none a third time.
+    let server = Server::start(|_, before| {
+        if before == 0 {
+            Act::Answer(ok())
+        } else {
+            Act::EarlyThenClose(Vec::new())
+        }
+    });
+    let (run, b, log) = run_against(against(&server.url, 4, LONG));
+    assert_ran(&run, &b, 1, 3);
+    assert_eq!(errors(&b)[0].0, "connection_closed");
+    assert_eq!(server.posts().len(), 1 + 2 + 1 + 1, "{:?}", server.posts());
+    assert_eq!(log.iter().filter(|e| e.retried).count(), 1);
+    assert_eq!(b.requests.resent, 1);
+}
+
+#[test]
+fn a_request_read_whole_and_closed_unanswered_is_an_error_never_a_resend() {
+    // Each connection answers its first request; the next one is read whole and the
+    // connection closed without a byte of response (a server's close fault, a crash):
+    // the server may have run it, so it is errored with its reason, never sent again,
+    // reused connection or not.
     let server = Server::start(|post, _| {
         if post.index == 0 {
             Act::Answer(ok())
@@ -410,36 +479,57 @@ fn a_reused_connection_closed_unanswered_costs_one_resend_never_two() {
         }
     });
     let (run, b, log) = run_against(against(&server.url, 5, "prompt_tokens=16,output_tokens=4"));
-    assert_ran(&run, &b, 5, 0);
-    // The server saw the first request once and every later one twice: dropped on the
-    // reused connection, answered on a fresh one.
+    assert_ran(&run, &b, 3, 2);
     let posts = server.posts();
     let shape: Vec<usize> = posts.iter().map(|p| p.index).collect();
-    assert_eq!(shape, [0, 1, 0, 1, 0, 1, 0, 1, 0], "{posts:?}");
-    for k in (1..posts.len()).step_by(2) {
-        let (answered, dropped, resent) = (&posts[k - 1], &posts[k], &posts[k + 1]);
-        assert_eq!(dropped.connection, answered.connection, "reused: {posts:?}");
-        assert_ne!(resent.connection, dropped.connection, "fresh: {posts:?}");
-    }
-    // Visible in the request log: the four resent requests, and only they.
-    let retried: Vec<bool> = log.iter().map(|e| e.retried).collect();
-    assert_eq!(retried.len(), 5);
-    assert_eq!(retried.iter().filter(|r| **r).count(), 4, "{retried:?}");
+    assert_eq!(shape, [0, 1, 0, 1, 0], "each request once: {posts:?}");
+    let (kind, count, sample) = &errors(&b)[0];
+    assert_eq!((kind.as_str(), *count), ("connection_closed", 2));
+    assert!(sample.contains("not resent"), "{sample}");
+    assert!(log.iter().all(|e| !e.retried));
+    assert_eq!(b.requests.resent, 0);
+}
 
-    // A server that drops every request but the first: the second is sent twice (reused,
-    // then fresh), the later ones, on fresh connections, once; none a third time.
+#[test]
+fn session_cookies_expire_the_last_of_two_wins_and_raw_bytes_are_refused_and_counted() {
+    // One conversation of five turns, one at a time; the server's Set-Cookie per turn.
     let server = Server::start(|_, before| {
-        if before == 0 {
-            Act::Answer(ok())
-        } else {
-            Act::Drop
-        }
+        Act::Answer(match before {
+            // Two of the token's cookie (the last wins) and another cookie.
+            0 => ok_with(
+                "set-cookie: route=a0\r\nset-cookie: other=z\r\nset-cookie: route=a1; Path=/\r\n",
+            ),
+            // Expired: the next turn goes without it.
+            1 => ok_with("set-cookie: route=a1; Max-Age=0\r\n"),
+            2 => ok_with("set-cookie: route=b2; Expires=Thu, 01 Jan 1970 00:00:00 GMT\r\n"),
+            3 => ok_with("set-cookie: route=c3\r\n"),
+            // Non-ASCII: never sent back raw; the token before it is dropped too.
+            _ => ok_with("set-cookie: route=caf\u{e9}\r\n"),
+        })
     });
-    let (run, b, log) = run_against(against(&server.url, 4, "prompt_tokens=16,output_tokens=4"));
-    assert_ran(&run, &b, 1, 3);
-    assert_eq!(errors(&b)[0].0, "connection_closed");
-    assert_eq!(server.posts().len(), 1 + 2 + 1 + 1, "{:?}", server.posts());
-    assert_eq!(log.iter().filter(|e| e.retried).count(), 1);
+    let bench = against(&server.url, 6, "turns=6,prompt_tokens=16,output_tokens=4")
+        .arg("--affinity", "sglang")
+        .arg("--session-token", "cookie:route");
+    let (run, b, _) = run_against(bench);
+    assert_ran(&run, &b, 6, 0);
+    let cookies: Vec<Option<String>> = server.posts().into_iter().map(|p| p.cookie).collect();
+    let route = |t: &str| Some(format!("route={t}"));
+    assert_eq!(
+        cookies,
+        [None, route("a1"), None, None, route("c3"), None],
+        "what each turn sent back"
+    );
+    let warning = b
+        .client
+        .warnings
+        .iter()
+        .find(|w| w.contains("session tokens"))
+        .unwrap_or_else(|| panic!("no refused-token warning: {:?}", b.client.warnings));
+    assert!(
+        warning.starts_with("2 session tokens"),
+        "the last two turns: {warning}"
+    );
+    assert!(run.stdout.contains(warning.as_str()), "{}", run.stdout);
 }
 
 #[test]

@@ -188,7 +188,20 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
         &'static [(&'static str, &'static str)],
         &'static str,
     );
-    let cases: [Case; 16] = [
+    let cases: [Case; 17] = [
+        // Each replica's cache is made at start: 10^8 of them took gigabytes, not exit 2.
+        (
+            &[
+                "--port",
+                "0",
+                "--prefix-cache-by",
+                "x-k",
+                "--replicas",
+                "100000000",
+            ],
+            &[],
+            "--replicas",
+        ),
         (
             &["--port", "0", "--record", "/no/such/dir/r.jsonl"],
             &[],

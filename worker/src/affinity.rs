@@ -7,7 +7,7 @@
 //! the books hold the conversations under way only.
 
 use crate::http1::Pool;
-use llmsurge_proto::affinity::{Affinity, SessionToken};
+use llmsurge_proto::affinity::{Affinity, SessionToken, TokenSeen};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -113,11 +113,20 @@ impl Conversations {
         out
     }
 
-    /// Keeps the token a response of conversation `key` carried (the latest wins).
-    pub fn keep_token(&self, key: &str, token: String) {
+    /// Keeps what a response of conversation `key` said of its token (the latest
+    /// wins: a new one, or none once the cookie expired); `false` when the token was
+    /// refused (it is then not kept, and the last good one is forgotten too: the
+    /// server meant to replace it).
+    pub fn keep_token(&self, key: &str, seen: TokenSeen) -> bool {
+        let (token, kept) = match seen {
+            TokenSeen::Set(t) => (Some(t), true),
+            TokenSeen::Cleared => (None, true),
+            TokenSeen::Refused => (None, false),
+        };
         if let Some(c) = self.books().get_mut(key) {
-            c.token = Some(token);
+            c.token = token;
         }
+        kept
     }
 
     /// `--sticky-connections`: conversation `key`'s own pool (made on its first
@@ -151,7 +160,7 @@ mod tests {
             books.headers(Some("s-1")),
             [("x-dynamo-session-id", "s-1".into())]
         );
-        books.keep_token("s-1-c", "t9".into());
+        assert!(books.keep_token("s-1-c", TokenSeen::Set("t9".into())));
         assert_eq!(
             books.headers(Some("s-1-c")),
             [
@@ -160,6 +169,8 @@ mod tests {
                 ("cookie", "route=t9".into())
             ]
         );
+        assert!(!books.keep_token("s-1-c", TokenSeen::Refused));
+        assert_eq!(books.headers(Some("s-1-c")).len(), 2, "refused: no token");
         books.close("s-1-c");
         assert_eq!(books.headers(Some("s-1-c")).len(), 1, "closed: key only");
         assert!(books.headers(None).is_empty());

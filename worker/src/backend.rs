@@ -77,6 +77,9 @@ pub struct Exchange {
     /// The request was sent a second time, on a fresh connection, after the reused
     /// connection it was first written on closed without a byte of response.
     pub retried: bool,
+    /// `--session-token`: the response carried a token that was refused (see
+    /// [`llmsurge_proto::affinity::TokenSeen::Refused`]).
+    pub token_refused: bool,
     /// Multi-turn sessions: `Some` to collect the reply's text as it arrives (the next
     /// turn resends it); `None`, the default, keeps no text.
     pub reply: Option<String>,
@@ -561,7 +564,7 @@ impl Backend {
             Ok(Ok(r)) => r,
         };
         if let (Some(key), Some(token)) = (session, response.token.take()) {
-            self.affinity.keep_token(key, token);
+            ex.token_refused |= !self.affinity.keep_token(key, token);
         }
         if !(200..300).contains(&response.status) {
             let body = read_bounded(&mut response.body, deadline).await;
@@ -603,11 +606,14 @@ impl Backend {
             let token = response
                 .headers()
                 .iter()
-                // The last one, as a browser keeps the last of two cookies of one name.
-                .filter_map(|(name, value)| t.read(name.as_str(), value.to_str().ok()?))
+                // The last one, as a browser keeps the last of two cookies of one name;
+                // bytes that are not ASCII become U+FFFD, which `read` refuses.
+                .filter_map(|(name, value)| {
+                    t.read(name.as_str(), &String::from_utf8_lossy(value.as_bytes()))
+                })
                 .last();
             if let Some(token) = token {
-                self.affinity.keep_token(key, token);
+                ex.token_refused |= !self.affinity.keep_token(key, token);
             }
         }
         let status = response.status();

@@ -15,11 +15,15 @@
 //! connection goes back to the pool only after a whole response was read and the server
 //! did not say `Connection: close`, and is not reused after [`POOL_IDLE`] idle. A pooled
 //! connection the server closed meanwhile is noticed before a request is written on it
-//! (a peek at the socket) and closed. A close that crosses the request on the wire fails
-//! it on the reused connection before any byte of a response: the request is then sent
-//! once more on a fresh connection, within the same exchange (counted once, marked
-//! `retried` in its record). Never on a fresh connection, never after a response byte,
-//! never a third time.
+//! (a peek at the socket) and closed. A close that crosses the request on the wire, so
+//! that the server never took the request whole (the write failed, or the server reset
+//! the connection, as a kernel does for bytes that reach a closed socket), fails it on
+//! the reused connection before any byte of a response: the request is then sent once
+//! more on a fresh connection, within the same exchange (marked `retried` in its record,
+//! counted as `requests.resent` in the report). Never on a fresh connection, never after
+//! a response byte, never a third time, and never when the request was written whole
+//! and the server closed cleanly before answering: the server may have read and run it
+//! (a generation is not idempotent, RFC 9110 §9.2.2), so that is an errored request.
 //!
 //! A server may answer before it read the whole request (a proxy's 413 for a body over
 //! its limit): the answer is read when the write fails or while it waits for room.
@@ -361,11 +365,12 @@ impl Http1 {
     /// Sends a request (or finishes sending one the pacer began) and reads the response
     /// head. Not bounded in time here but by the caller, except the connect.
     ///
-    /// A request on a reused connection that got no byte of a response (the server
-    /// closed the connection while idle, its close crossing the request on the wire) is
-    /// sent once more, on a fresh connection, and `retried` set (before the resend, so a
-    /// caller whose timeout ends the exchange still sees it). Never on a fresh
-    /// connection, never after a response byte, never a third time.
+    /// A request on a reused connection that the server did not take whole and got no
+    /// byte of a response (the server closed the connection while idle, its close
+    /// crossing the request on the wire) is sent once more, on a fresh connection, and
+    /// `retried` set (before the resend, so a caller whose timeout ends the exchange
+    /// still sees it). Never on a fresh connection, never after a response byte, never
+    /// a third time, never for a request written whole that the server closed on.
     pub async fn send(
         &self,
         out: Outgoing,
@@ -415,16 +420,17 @@ impl Http1 {
                         },
                     });
                 }
-                Err(Fault::Unanswered(message)) if conn.reused && !*retried => {
+                Err(Fault::Undelivered(message)) if conn.reused && !*retried => {
                     // The server closed the reused connection (its keep-alive timeout)
-                    // before or while the request arrived: no byte of a response came.
-                    // Once more, on a fresh connection; counted in the request's record.
+                    // before the request arrived whole: no byte of a response came and
+                    // the server cannot have run it. Once more, on a fresh connection;
+                    // marked in the request's record, counted in the report.
                     tracing::debug!(%message, "reused connection closed unanswered; sending once more on a fresh one");
                     *retried = true;
                     conn = self.connect().await?;
                     sent = 0;
                 }
-                Err(Fault::Unanswered(message)) => {
+                Err(Fault::Undelivered(message)) => {
                     let message = if *retried {
                         format!(
                             "{message} (also on a fresh connection, after the reused one closed)"
@@ -434,7 +440,13 @@ impl Http1 {
                     };
                     return Err(failure(ErrorKind::ConnectionClosed, message));
                 }
-                Err(Fault::Failed(e)) => return Err(e),
+                Err(Fault::Failed(mut e)) => {
+                    if *retried && e.kind == ErrorKind::ConnectionClosed {
+                        e.message
+                            .push_str(" (on a fresh connection, after the reused one closed)");
+                    }
+                    return Err(e);
+                }
             }
         }
     }
@@ -487,7 +499,17 @@ impl Http1 {
         conn: &mut Conn,
         out: &Outgoing,
         mut sent: usize,
-    ) -> Result<(u16, Framing, bool, BytesMut, MonoNanos, Option<String>), Fault> {
+    ) -> Result<
+        (
+            u16,
+            Framing,
+            bool,
+            BytesMut,
+            MonoNanos,
+            Option<llmsurge_proto::affinity::TokenSeen>,
+        ),
+        Fault,
+    > {
         let parts = [&self.head_prefix[..], &out.tail[..], &out.body[..]];
         let total = out.len(&self.head_prefix);
         let mut buf = BytesMut::new();
@@ -533,7 +555,7 @@ impl Http1 {
             // What the server sent before it closed is still in the socket: its answer.
             drain_ready(&conn.stream, &mut buf);
             if buf.is_empty() {
-                return Err(Fault::Unanswered(format!(
+                return Err(Fault::Undelivered(format!(
                     "connection closed while sending the request: {failed}"
                 )));
             }
@@ -570,10 +592,12 @@ impl Http1 {
             let want = if buf.is_empty() { READ_MIN } else { buf.len() };
             match read_more(&conn.stream, &mut buf, want).await {
                 Ok((0, _)) if buf.is_empty() => {
-                    // Sent once more only on a reused connection (see `send`).
-                    return Err(Fault::Unanswered(
-                        "connection closed before the response head (no byte of it arrived)".into(),
-                    ));
+                    // The request went out whole and the server closed cleanly: it may
+                    // have read and run it, so it is not sent again (see `send`).
+                    return Err(Fault::Failed(failure(
+                        ErrorKind::ConnectionClosed,
+                        "connection closed after the request was sent, before the response head (no byte of it arrived; not resent: the server may have run it)",
+                    )));
                 }
                 Ok((0, _)) => {
                     return Err(Fault::Failed(failure(
@@ -584,9 +608,18 @@ impl Http1 {
                         ),
                     )));
                 }
+                // A reset: the server's kernel refused the request's bytes (they reached
+                // a closed socket, or the server closed with them unread), so the server
+                // did not take the request whole: sent once more on a reused connection.
+                Err(e) if buf.is_empty() && e.kind() == io::ErrorKind::ConnectionReset => {
+                    return Err(Fault::Undelivered(format!(
+                        "connection reset before the response head: {e}"
+                    )));
+                }
                 Err(e) if buf.is_empty() => {
-                    return Err(Fault::Unanswered(format!(
-                        "connection failed before the response head: {e}"
+                    return Err(Fault::Failed(failure(
+                        ErrorKind::ConnectionClosed,
+                        format!("connection failed before the response head: {e}"),
                     )));
                 }
                 Err(e) => {
@@ -701,10 +734,11 @@ fn still_open(stream: &TcpStream) -> bool {
 
 /// Why an attempt failed.
 enum Fault {
-    /// No byte of a response arrived: the connection closed (or failed) while the
-    /// request was written or before the response began. On a reused connection that is
-    /// the server's keep-alive timeout closing it, and the request is sent once more.
-    Unanswered(String),
+    /// The server did not take the request whole and no byte of a response arrived:
+    /// the connection failed while the request was written, or was reset. On a reused
+    /// connection that is the server's keep-alive timeout closing it, and the request is
+    /// sent once more.
+    Undelivered(String),
     /// Anything else.
     Failed(RequestError),
 }
@@ -899,7 +933,10 @@ fn head_fields(
 }
 
 /// The session token a whole response head carries (`--session-token`).
-fn head_token(head: &[u8], token: &llmsurge_proto::affinity::SessionToken) -> Option<String> {
+fn head_token(
+    head: &[u8],
+    token: &llmsurge_proto::affinity::SessionToken,
+) -> Option<llmsurge_proto::affinity::TokenSeen> {
     let mut headers = vec![httparse::EMPTY_HEADER; head.len() / MIN_HEADER_BYTES + 1];
     let mut response = httparse::Response::new(&mut headers);
     response.parse(head).ok()?;
@@ -908,7 +945,8 @@ fn head_token(head: &[u8], token: &llmsurge_proto::affinity::SessionToken) -> Op
         .headers
         .iter()
         .rev()
-        .find_map(|h| token.read(h.name, std::str::from_utf8(h.value).ok()?))
+        // Bytes that are not UTF-8 become U+FFFD, which `read` refuses if it is the token.
+        .find_map(|h| token.read(h.name, &String::from_utf8_lossy(h.value)))
 }
 
 /// A response whose head was read.
@@ -916,8 +954,8 @@ fn head_token(head: &[u8], token: &llmsurge_proto::affinity::SessionToken) -> Op
 pub struct Response {
     /// The status code.
     pub status: u16,
-    /// The session token its head carried (`--session-token`).
-    pub token: Option<String>,
+    /// What its head said of the session token (`--session-token`).
+    pub token: Option<llmsurge_proto::affinity::TokenSeen>,
     /// The body, read piece by piece.
     pub body: Body,
 }
@@ -1164,15 +1202,19 @@ mod tests {
     /// (the first was, found by the break test); another cookie is no token.
     #[test]
     fn the_last_token_of_a_response_head_wins() {
-        use llmsurge_proto::affinity::SessionToken;
+        use llmsurge_proto::affinity::{SessionToken, TokenSeen};
+        let set = |t: &str| Some(TokenSeen::Set(t.into()));
         let head = b"HTTP/1.1 200 OK\r\nset-cookie: other=x\r\nSet-Cookie: route=one; Path=/\r\nSet-Cookie: route=two\r\ncontent-length: 0\r\n\r\n";
         let cookie = SessionToken::Cookie("route".into());
-        assert_eq!(head_token(head, &cookie).as_deref(), Some("two"));
+        assert_eq!(head_token(head, &cookie), set("two"));
         let head = b"HTTP/1.1 200 OK\r\nx-tok: a\r\nx-tok: b\r\n\r\n";
         let header = SessionToken::Header("x-tok".into());
-        assert_eq!(head_token(head, &header).as_deref(), Some("b"));
+        assert_eq!(head_token(head, &header), set("b"));
         let none = b"HTTP/1.1 200 OK\r\nset-cookie: other=x\r\n\r\n";
         assert_eq!(head_token(none, &cookie), None);
+        // Bytes that are not UTF-8 in the token's header: refused, never kept.
+        let raw = b"HTTP/1.1 200 OK\r\nx-tok: a\xff\xfeb\r\n\r\n";
+        assert_eq!(head_token(raw, &header), Some(TokenSeen::Refused));
     }
 
     #[test]

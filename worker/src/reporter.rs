@@ -266,6 +266,7 @@ fn build_record(
         phase,
         late: info.late,
         retried: ex.retried,
+        token_refused: ex.token_refused,
         model: info.model,
         session: info.session,
         media: info.media,
