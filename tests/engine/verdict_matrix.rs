@@ -1488,10 +1488,11 @@ fn sessions_of(
             broken.push(format!("{id}: not in the mock's record"));
             continue;
         };
-        let unit = format!(
-            "benchmark {} run {} session {session}",
-            j.log["benchmark"], j.log["run"]
-        );
+        // A session number is a benchmark's, or with --repeat a run's.
+        let unit = match j.log["run"].as_u64() {
+            Some(run) => format!("run {run} session {session}"),
+            None => format!("benchmark {} session {session}", j.log["benchmark"]),
+        };
         sessions.entry(unit).or_default().push(Turn {
             id: id.to_string(),
             turn: j.log["turn"].as_u64().unwrap_or(0),
@@ -2460,34 +2461,6 @@ fn the_draws_cover_every_axis() {
     for d in [&draws[0], recording] {
         for flag in d.mock_flags().split(' ').filter(|w| w.starts_with("--")) {
             assert!(help.contains(flag), "mock-server has no {flag}");
-        }
-    }
-}
-#[test]
-fn zz_list_draws() {
-    if let Ok(seed) = std::env::var("ZZ_SEED") {
-        eprintln!("{}", Draw::new(seed.parse().unwrap()).reproduce());
-        return;
-    }
-    for d in (1..=200).map(Draw::new) {
-        if d.tiers.is_some() {
-            eprintln!(
-                "seed {} {:?} tiers {} aff {} otlp {} sticky {} token {:?} slots {} cap {:?} pre {:?} fault {:?} cancel {} w {} stream {}",
-                d.seed,
-                d.profile,
-                d.tiers.is_some(),
-                d.affinity,
-                d.otlp,
-                d.sticky,
-                d.session_token,
-                d.server_slots,
-                d.max_concurrency,
-                d.prefill_cap,
-                d.fault,
-                d.cancel,
-                d.workers,
-                d.stream
-            );
         }
     }
 }
