@@ -47,11 +47,33 @@
 //!   server exits 3 naming `engine_version`, 0 with `--allow-server-change`;
 //! - the llm-d output (those draws write `--outputs json,llmd`): a file per benchmark
 //!   whose request totals, failures and incomplete ones are the benchmark's measured
-//!   requests, whose server is the stated version, and (gateway draws) without the key.
+//!   requests, whose server is the stated version, and (gateway draws) without the key;
+//! - traces (every draw): every request the mock saw carried the `traceparent` of its log
+//!   line's ids, one trace per session or agent trace, never shared; with `--outputs
+//!   otlp` (an axis) one client span per request of the log, with its ids and tokens;
+//! - router affinity (draws of sessions; every check by the mock's `--record`, joined on
+//!   `x-request-id`): with `--affinity dynamo` every turn carried its session's key, one
+//!   key per session; with `--sticky-connections` every turn of a session came on one
+//!   connection and no connection carried two sessions (without the flag, no claim);
+//!   with `--session-token header:NAME` or `cookie:NAME` against the mock's
+//!   `--issue-session-token`, a session's first turn carried no token and was handed
+//!   one, and every later turn carried exactly the latest token the mock handed that
+//!   session's earlier turns (each token is handed out once: never another session's);
+//! - the most users per SLO tier (half the capacity draws: a search of concurrent users
+//!   over sessions without think time, probes of 1 s, two `--slo-tier`s of
+//!   `ttft_mean`/`e2e_mean`, the tight one's thresholds below the loose one's): each
+//!   tier's answer is at most 1.5 times the users the path holds (mock slots, the
+//!   concurrency cap, the prefill cap: there the mean wait is half a service time, beyond
+//!   every drawn threshold), the tight tier's answer at most the loose one's, every probe
+//!   that passed a tier at its answer meets each of its means by the truth (from the send
+//!   and from the intended instant, within the aggregates' tolerance), the binding
+//!   objective is one of the tier's (or `kept_up`) that failed at a probe of the failing
+//!   count, and the exit code is 0 exactly when every tier found an answer.
 //!
 //! A failing draw prints its seed, how to rerun it alone, and the equivalent command
-//! lines. CI runs [`SAMPLE`] draws (about 4 s of load each, two tests in parallel);
-//! `scripts/verdict-soak.sh N` runs N more. A new feature joins by adding its axis to
+//! lines. CI runs [`SAMPLE`] draws (about 4 s of load each; a tier search some eight
+//! probes of 1 s); `scripts/verdict-soak.sh N` runs N more, and its first
+//! [`SOAK_FIRST`] hold every combination the coverage test asks to see together. A new feature joins by adding its axis to
 //! [`Draw`] and, where it changes what a request waits for, is offered or counts as
 //! good, to the capacity and invariants below.
 
@@ -69,6 +91,9 @@ use std::path::Path;
 
 /// Draws CI runs, split over the `sample_*` tests (seeds `1..=SAMPLE`).
 const SAMPLE: u64 = 16;
+/// The soak's first draws (`scripts/verdict-soak.sh 48`) that hold, with CI's sample,
+/// every combination [`the_draws_cover_every_axis`] asks to see run together.
+const SOAK_FIRST: u64 = 48;
 // The bounds are the truth tests' (tests/engine/truth.rs), so the two cannot drift
 // apart: a fixed bound per request, order statistics with a rank slack per aggregate.
 /// Mock latencies: every request's time to first token and per-token gap.
@@ -199,7 +224,68 @@ struct Draw {
     /// `--outputs otlp`: one span per request of the log, with its ids and the tokens the
     /// mock sent.
     otlp: bool,
+    /// A capacity search of concurrent users over sessions with two `--slo-tier`s (the
+    /// capacity draws' other half search a rate with `--slo`).
+    tiers: Option<Tiers>,
+    /// `--sticky-connections` (draws of sessions): one connection per session, by the
+    /// mock's record.
+    sticky: bool,
+    /// `--session-token` and the mock's `--issue-session-token` (draws of sessions):
+    /// `header:NAME` or `cookie:NAME`.
+    session_token: Option<&'static str>,
 }
+
+/// The two tiers of a user search: each `ttft_mean<=A,e2e_mean<=E` (ms), the tight one's
+/// thresholds below the loose one's, so a probe the tight tier passes the loose one
+/// passes too. Means, not percentiles: a probe of a second at one user holds the
+/// [`MIN_SAMPLES`] a mean needs, and a closed loop of U users on C slots makes the mean
+/// latency exactly U / C service times (Little's law) where a p50 may land on either
+/// side of the queue.
+#[derive(Clone, Copy, Debug)]
+struct Tiers {
+    loose: (f64, f64),
+    tight: (f64, f64),
+}
+
+impl Tiers {
+    /// Thresholds drawn around the service time `s` (ms) and the first token's `ttft`
+    /// (ms): loose 1.16 to 1.3 service times, tight 1.06 to 1.12, both failing once the
+    /// users are 1.5 times what the path holds (a mean wait of half a service time).
+    fn draw(r: &mut Rng, s: f64, ttft: f64) -> Tiers {
+        let mut u = || r.below(100) as f64 / 100.0;
+        let (l, t) = (0.16 + 0.14 * u(), 0.06 + 0.06 * u());
+        Tiers {
+            loose: ((ttft + s * l).round(), (s * (1.0 + l)).round()),
+            tight: ((ttft + s * t).round(), (s * (1.0 + t)).round()),
+        }
+    }
+
+    /// `(name, objectives)` of each tier, loose first.
+    fn specs(&self) -> [(&'static str, Vec<(&'static str, f64)>); 2] {
+        let objectives = |(ttft, e2e): (f64, f64)| vec![("ttft_mean", ttft), ("e2e_mean", e2e)];
+        [
+            ("loose", objectives(self.loose)),
+            ("tight", objectives(self.tight)),
+        ]
+    }
+
+    /// The `--slo-tier` values.
+    fn args(&self) -> Vec<String> {
+        self.specs()
+            .iter()
+            .map(|(name, checks)| {
+                let checks: Vec<String> =
+                    checks.iter().map(|(m, x)| format!("{m}<={x}ms")).collect();
+                format!("{name}:{}", checks.join(","))
+            })
+            .collect()
+    }
+}
+
+/// Fewest requests a mean objective is decided on (`slo::MIN_SAMPLES`).
+const MIN_SAMPLES: usize = 5;
+/// The header and cookie of the session-token axis.
+const SESSION_TOKENS: [&str; 2] = ["header:x-matrix-route", "cookie:route"];
 
 /// Spread of the mock's own output lengths when it drops `ignore_eos`.
 const SHORT_OUTPUT_STD: f64 = 4.0;
@@ -212,6 +298,20 @@ const AFFINITY_HEADER: &str = "x-dynamo-session-id";
 const STALL_RATE: f64 = 0.8;
 /// Fewest requests a stall draw's schedule holds (a benchmark's `--max-seconds` 3 s).
 const STALL_MIN_REQUESTS: f64 = 24.0;
+
+/// At most the time to a request's first content token, ms: the mock's first token, its
+/// reasoning tokens, and the rest of a chunk of several (non-streamed: the whole answer).
+fn first_token_ms(d: &Draw) -> f64 {
+    if !d.stream {
+        return service_s(d) * 1000.0;
+    }
+    let reasoning = if d.format == "completions" {
+        0
+    } else {
+        d.reasoning
+    };
+    TTFT_MS + ITL_MS * (reasoning + d.tokens_per_chunk - 1) as f64
+}
 
 /// A request's time in the server: its first token, then a gap per further token.
 fn service_s(d: &Draw) -> f64 {
@@ -304,6 +404,9 @@ impl Draw {
             gateway: false,
             affinity: false,
             otlp: false,
+            tiers: None,
+            sticky: false,
+            session_token: None,
         };
         if profile.open() {
             let capacity = d.capacity_rps() / profile.requests_per_unit();
@@ -331,7 +434,44 @@ impl Draw {
         d.gateway = r.chance(0.2);
         d.affinity = profile == Profile::Sessions && r.chance(0.5);
         d.otlp = r.chance(0.25);
+        if profile == Profile::Capacity && r.chance(0.5) {
+            // Users hold conversations: a format with messages, and no tool call (its
+            // turn would end early, beside the tiers' service time).
+            if d.format == "completions" {
+                d.format = r.pick(&["chat", "responses", "anthropic"]);
+            }
+            d.tools = false;
+            d.affinity = r.chance(0.5);
+            d.tiers = Some(Tiers::draw(
+                &mut r,
+                service_s(&d) * 1000.0,
+                first_token_ms(&d),
+            ));
+        }
+        if d.sessions() {
+            d.sticky = r.chance(0.4);
+            d.session_token =
+                r.pick(&[None, None, Some(SESSION_TOKENS[0]), Some(SESSION_TOKENS[1])]);
+        }
         d
+    }
+
+    /// Whether the draw runs multi-turn sessions (the sessions profile, or the users of a
+    /// tiered capacity search).
+    fn sessions(&self) -> bool {
+        self.profile == Profile::Sessions || self.tiers.is_some()
+    }
+
+    /// Whether the mock records what a router sees (`--record`): for the affinity key,
+    /// the connection, the session token.
+    fn records(&self) -> bool {
+        self.affinity || self.sticky || self.session_token.is_some()
+    }
+
+    /// The concurrent users the path holds without a queue (no think time): the
+    /// requests per second it carries times a request's service time.
+    fn users_bound(&self) -> f64 {
+        self.capacity_rps() * service_s(self)
     }
 
     /// Slots a hung stream holds for good on the path: the mock's, or the user's
@@ -401,15 +541,9 @@ impl Draw {
                 "authorization".into()
             },
             // What a router would see: the request's id (to join with the log) and its key.
-            record: self.affinity.then(|| truth.with_file_name("record.jsonl")),
-            record_header: if self.affinity {
-                vec![
-                    llmsurge_proto::REQUEST_ID_HEADER.into(),
-                    AFFINITY_HEADER.into(),
-                ]
-            } else {
-                Vec::new()
-            },
+            record: self.records().then(|| truth.with_file_name("record.jsonl")),
+            record_header: self.record_headers(),
+            issue_session_token: self.session_token.map(str::to_string),
             ..MockConfig::instant()
         }
     }
@@ -444,14 +578,32 @@ impl Draw {
             } else {
                 String::new()
             }
-        ) + &if self.affinity {
-            format!(
-                " --record record.jsonl --record-header {} --record-header {AFFINITY_HEADER}",
-                llmsurge_proto::REQUEST_ID_HEADER
-            )
+        ) + &if self.records() {
+            let headers: Vec<String> = self
+                .record_headers()
+                .iter()
+                .map(|h| format!(" --record-header {h}"))
+                .collect();
+            format!(" --record record.jsonl{}", headers.concat())
         } else {
             String::new()
+        } + &self
+            .session_token
+            .map(|t| format!(" --issue-session-token {t}"))
+            .unwrap_or_default()
+    }
+
+    /// The headers the mock's record keeps: the request's id (to join with the log) and
+    /// the affinity key.
+    fn record_headers(&self) -> Vec<String> {
+        let mut h = Vec::new();
+        if self.records() {
+            h.push(llmsurge_proto::REQUEST_ID_HEADER.to_string());
         }
+        if self.affinity {
+            h.push(AFFINITY_HEADER.to_string());
+        }
+        h
     }
 
     /// The generous objectives every draw is judged on: a server that kept up meets them
@@ -516,8 +668,25 @@ impl Draw {
             }
             Profile::Capacity => {
                 push("--profile", "capacity".into());
-                push("--data", data);
-                push("--max-seconds", "1.5".into());
+                match &self.tiers {
+                    // Users without a think time: each holds one request in flight. A
+                    // probe of a second holds the few requests a mean needs at one user,
+                    // and the search of a few slots runs some eight of them.
+                    Some(tiers) => {
+                        push(
+                            "--data",
+                            format!("turns={SESSION_TURNS},{data},think_time=0s"),
+                        );
+                        push("--max-seconds", "1".into());
+                        for tier in tiers.args() {
+                            push("--slo-tier", tier);
+                        }
+                    }
+                    None => {
+                        push("--data", data);
+                        push("--max-seconds", "1.5".into());
+                    }
+                }
             }
             Profile::AgentTraces => {
                 let path = dir.join("agent.jsonl");
@@ -532,7 +701,10 @@ impl Draw {
         push("--stream", self.stream.to_string());
         push("--workers", self.workers.to_string());
         push("--random-seed", self.seed.to_string());
-        push("--slo", self.slo());
+        // The tiers are the search's objectives: `--slo` beside them is refused.
+        if self.tiers.is_none() {
+            push("--slo", self.slo());
+        }
         push("--goodput", "ttft:20s,e2e:30s".into());
         push("--request-log", "requests.jsonl".into());
         // Compare draws also write the llm-d reports: each must hold its benchmark's
@@ -547,6 +719,9 @@ impl Draw {
         push("--outputs", outputs.join(","));
         if self.affinity {
             push("--affinity", "dynamo".into());
+        }
+        if let Some(t) = self.session_token {
+            push("--session-token", t.into());
         }
         if let Some(m) = self.max_concurrency {
             push("--max-concurrency", m.to_string());
@@ -565,6 +740,9 @@ impl Draw {
         }
         if self.gateway {
             push("--api-key", GATEWAY_KEY.into());
+        }
+        if self.sticky {
+            a.push("--sticky-connections".into());
         }
         a
     }
@@ -933,6 +1111,16 @@ fn run_draw(d: &Draw) -> Vec<String> {
     if d.otlp {
         check_otlp(finished.dir.path(), &log_path, &mut broken);
     }
+    if d.sticky || d.session_token.is_some() {
+        let seen = record_by_id(&truth_path.with_file_name("record.jsonl"));
+        let sessions = sessions_of(&joined, &seen, &mut broken);
+        if d.sticky {
+            check_sticky(&sessions, &mut broken);
+        }
+        if d.session_token.is_some() {
+            check_session_tokens(&sessions, &mut broken);
+        }
+    }
 
     // Aggregates against the truth, per benchmark (a run of --repeat is one).
     for (i, b) in benchmarks.iter().enumerate() {
@@ -1047,6 +1235,10 @@ fn run_draw(d: &Draw) -> Vec<String> {
         }
     }
 
+    if let Some(tiers) = &d.tiers {
+        check_tiers(d, tiers, &report, &joined, code, &mut broken);
+        return broken;
+    }
     // Verdicts. A capacity search never reports a rate beyond what the path carries: a
     // probe offered 1.5× that failed to keep up, whatever its latencies.
     if d.profile == Profile::Capacity {
@@ -1252,6 +1444,302 @@ fn check_affinity(record: &Path, joined: &[Joined], broken: &mut Vec<String>) {
             session_of.len(),
             sessions.len()
         ));
+    }
+}
+
+/// The mock's record (`--record`), one line per request by its `x-request-id` (of a
+/// request sent twice, the second, as [`join`] takes it).
+fn record_by_id(record: &Path) -> BTreeMap<String, Value> {
+    recorded(record)
+        .into_iter()
+        .filter_map(|l| {
+            let id = l["headers"][llmsurge_proto::REQUEST_ID_HEADER]
+                .as_str()?
+                .to_string();
+            Some((id, l))
+        })
+        .collect()
+}
+
+/// One turn of a session as the mock recorded it: its number, when the mock began and
+/// ended it (`--truth`), and its record line.
+struct Turn {
+    id: String,
+    turn: u64,
+    arrival: f64,
+    end: f64,
+    seen: Value,
+}
+
+/// The sessions of a draw (a benchmark's or a run's session number), each with its
+/// turns in order; a turn missing from the record is broken.
+fn sessions_of(
+    joined: &[Joined],
+    seen: &BTreeMap<String, Value>,
+    broken: &mut Vec<String>,
+) -> BTreeMap<String, Vec<Turn>> {
+    let mut sessions: BTreeMap<String, Vec<Turn>> = BTreeMap::new();
+    for j in joined {
+        let id = j.log["request_id"].as_str().unwrap_or("?");
+        let Some(session) = j.log["session"].as_u64() else {
+            continue;
+        };
+        let Some(line) = seen.get(id) else {
+            broken.push(format!("{id}: not in the mock's record"));
+            continue;
+        };
+        // A session number is a benchmark's, or with --repeat a run's.
+        let unit = match j.log["run"].as_u64() {
+            Some(run) => format!("run {run} session {session}"),
+            None => format!("benchmark {} session {session}", j.log["benchmark"]),
+        };
+        sessions.entry(unit).or_default().push(Turn {
+            id: id.to_string(),
+            turn: j.log["turn"].as_u64().unwrap_or(0),
+            arrival: f(&j.truth["arrival_time"]).unwrap_or(f64::NAN),
+            end: f(&j.truth["end_time"]).unwrap_or(f64::NAN),
+            seen: line.clone(),
+        });
+    }
+    for turns in sessions.values_mut() {
+        turns.sort_by_key(|t| t.turn);
+    }
+    sessions
+}
+
+/// `--sticky-connections`: by the mock's record, every turn of a session came on one
+/// connection, and no connection carried two sessions (each session opens its own and
+/// closes it when it ends; overlapping lives would be a shared connection, later ones a
+/// closed connection reused).
+fn check_sticky(sessions: &BTreeMap<String, Vec<Turn>>, broken: &mut Vec<String>) {
+    // Each connection's session and that session's life on it (the mock's instants).
+    let mut owner: BTreeMap<u64, (&str, f64, f64)> = BTreeMap::new();
+    for (unit, turns) in sessions {
+        let connections: std::collections::BTreeSet<u64> = turns
+            .iter()
+            .filter_map(|t| t.seen["connection"].as_u64())
+            .collect();
+        if connections.len() != 1 || turns.iter().any(|t| t.seen["connection"].is_null()) {
+            let each: Vec<String> = turns
+                .iter()
+                .map(|t| format!("{} turn {} on {}", t.id, t.turn, t.seen["connection"]))
+                .collect();
+            broken.push(format!(
+                "{unit}: its turns came on connections {connections:?}, not one: {}",
+                each.join(", ")
+            ));
+        }
+        let from = turns
+            .iter()
+            .map(|t| t.arrival)
+            .fold(f64::INFINITY, f64::min);
+        let to = turns
+            .iter()
+            .map(|t| t.end)
+            .fold(f64::NEG_INFINITY, f64::max);
+        for c in connections {
+            match owner.get(&c) {
+                Some((other, a, b)) => {
+                    let overlap = from <= *b && *a <= to;
+                    broken.push(format!(
+                        "connection {c} carried {other} ({a:.3}–{b:.3} s) and {unit} ({from:.3}–{to:.3} s){}",
+                        if overlap { ", both live" } else { ", one after the other" }
+                    ));
+                }
+                None => {
+                    owner.insert(c, (unit.as_str(), from, to));
+                }
+            }
+        }
+    }
+}
+
+/// `--session-token` against the mock's `--issue-session-token`: by its record, a
+/// session's first turn carried no token and was handed one; every later turn carried
+/// exactly the latest token the mock handed the session's earlier turns (so never
+/// another session's: each token is handed out once).
+fn check_session_tokens(sessions: &BTreeMap<String, Vec<Turn>>, broken: &mut Vec<String>) {
+    for (unit, turns) in sessions {
+        let mut latest: Option<&str> = None;
+        for (k, t) in turns.iter().enumerate() {
+            let carried = t.seen["token"].as_str();
+            if carried != latest {
+                broken.push(format!(
+                    "{unit}: turn {} ({}) carried token {carried:?}, the mock had handed the session {latest:?}",
+                    t.turn, t.id
+                ));
+            }
+            if k == 0 && t.seen["issued_token"].is_null() {
+                broken.push(format!(
+                    "{unit}: its first turn ({}) was handed no token",
+                    t.id
+                ));
+            }
+            if let Some(issued) = t.seen["issued_token"].as_str() {
+                latest = Some(issued);
+            }
+        }
+    }
+}
+
+/// A user search with two tiers (`tiers`), against the mock's truth:
+/// - each tier's answer is at most 1.5 times the users the path holds ([`Draw::users_bound`]:
+///   there the mean wait is half a service time, beyond every drawn threshold);
+/// - the tight tier's answer is at most the loose one's;
+/// - each probe at a tier's answer that passed it did by the truth: each mean objective,
+///   recomputed from the mock's instants for the probe's completed measured requests
+///   (from the send and from the intended instant), within its threshold and
+///   [`AGGREGATE_MS`];
+/// - the binding objective is one of the tier's (or `kept_up`) that failed at a probe of
+///   the failing count above the answer;
+/// - the exit code is 0 when every tier found an answer, and not 0 otherwise (unless 4:
+///   the client was the bottleneck).
+fn check_tiers(
+    d: &Draw,
+    tiers: &Tiers,
+    report: &Value,
+    joined: &[Joined],
+    code: i32,
+    broken: &mut Vec<String>,
+) {
+    let capacity = &report["capacity"];
+    let found = capacity["tiers"].as_array().cloned().unwrap_or_default();
+    let specs = tiers.specs();
+    let names: Vec<&str> = found.iter().filter_map(|t| t["name"].as_str()).collect();
+    if names != ["loose", "tight"] {
+        broken.push(format!("tiers {names:?} in the report: {capacity}"));
+        return;
+    }
+    eprintln!(
+        "verdict matrix: seed {}: tiers (the path holds {:.2} users): {}",
+        d.seed,
+        d.users_bound(),
+        capacity["conclusion"]
+    );
+    let bound = 1.5 * d.users_bound();
+    let mut answers = Vec::new();
+    for (t, (name, objectives)) in found.iter().zip(&specs) {
+        let value = t["value"].as_f64();
+        answers.push(value);
+        if let Some(v) = value
+            && v > bound
+        {
+            broken.push(format!(
+                "tier {name}: {v} users, beyond 1.5 times the {:.2} the path holds: {t}",
+                d.users_bound()
+            ));
+        }
+        let probes: Vec<&Value> = t["probes"].as_array().into_iter().flatten().collect();
+        if let Some(v) = value {
+            let passing: Vec<&&Value> = probes
+                .iter()
+                .filter(|p| p["rate"].as_f64() == Some(v) && p["passed"] == true)
+                .collect();
+            if passing.is_empty() {
+                broken.push(format!(
+                    "tier {name}: answer {v} users, yet no probe of it passed: {t}"
+                ));
+            }
+            for p in passing {
+                let index = p["benchmark"].as_u64();
+                let mine: Vec<&Joined> = joined
+                    .iter()
+                    .filter(|j| {
+                        j.log["benchmark"].as_u64() == index
+                            && j.log["phase"] == "measured"
+                            && j.log["status"] == "completed"
+                    })
+                    .collect();
+                check_tier_probe(name, objectives, p, &mine, broken);
+            }
+        }
+        let failing = t["bracket"][1].as_f64();
+        let binding = t["binding"].as_str();
+        let failed_there: Vec<&str> = probes
+            .iter()
+            .filter(|p| failing.is_some() && p["rate"].as_f64() == failing)
+            .flat_map(|p| p["failed"].as_array().into_iter().flatten())
+            .filter_map(Value::as_str)
+            .collect();
+        if let Some(b) = binding {
+            let own = b == "kept_up" || objectives.iter().any(|(m, x)| format!("{m}<={x}ms") == b);
+            if !own || !failed_there.contains(&b) {
+                broken.push(format!(
+                    "tier {name}: binding {b:?}, yet the checks failed at {failing:?} users are {failed_there:?}: {t}"
+                ));
+            }
+        } else if !failed_there.is_empty() {
+            broken.push(format!(
+                "tier {name}: no binding objective, yet {failed_there:?} failed at {failing:?} users: {t}"
+            ));
+        }
+    }
+    if let [Some(loose), tight] = answers[..]
+        && tight.is_some_and(|t| t > loose)
+    {
+        broken.push(format!(
+            "the tight tier holds {tight:?} users, the loose one {loose}: {capacity}"
+        ));
+    }
+    if let [None, Some(tight)] = answers[..] {
+        broken.push(format!(
+            "the tight tier holds {tight} users, the loose one none: {capacity}"
+        ));
+    }
+    // Exit 4 (the client was the bottleneck) says nothing of the tiers.
+    let every = answers.iter().all(Option::is_some);
+    if code != 4 && every != (code == 0) {
+        broken.push(format!(
+            "exit {code} with the tiers' answers {answers:?}: {}",
+            capacity["conclusion"]
+        ));
+    }
+}
+
+/// A probe tier `name` passed: each of its mean objectives by the truth of the probe's
+/// completed measured requests `mine`.
+fn check_tier_probe(
+    name: &str,
+    objectives: &[(&str, f64)],
+    probe: &Value,
+    mine: &[&Joined],
+    broken: &mut Vec<String>,
+) {
+    let at = format!(
+        "tier {name} at {} users (benchmark {})",
+        probe["rate"], probe["benchmark"]
+    );
+    if mine.len() < MIN_SAMPLES {
+        broken.push(format!(
+            "{at}: passed on {} completed requests, fewer than a mean needs",
+            mine.len()
+        ));
+        return;
+    }
+    for (metric, threshold) in objectives {
+        let event = |j: &Joined| match *metric {
+            "ttft_mean" => first_content(j),
+            _ => f(&j.truth["end_time"]),
+        };
+        for from in ["start_time", "scheduled_time"] {
+            let xs: Option<Vec<f64>> = mine
+                .iter()
+                .map(|j| Some((event(j)? - f(&j.log[from])?) * 1000.0))
+                .collect();
+            let Some(xs) = xs else {
+                broken.push(format!(
+                    "{at}: {metric} of a request the truth has no instant for"
+                ));
+                continue;
+            };
+            let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+            if mean > threshold + AGGREGATE_MS {
+                broken.push(format!(
+                    "{at}: passed {metric}<={threshold}ms, yet by the truth it is {mean:.2} ms from {from} over {} requests",
+                    xs.len()
+                ));
+            }
+        }
     }
 }
 
@@ -1904,6 +2392,49 @@ fn the_draws_cover_every_axis() {
     }
     has("--affinity", &|d| d.affinity);
     has("--outputs otlp", &|d| d.otlp);
+    has("user tiers", &|d| d.tiers.is_some());
+    has("a rate capacity search", &|d| {
+        d.profile == Profile::Capacity && d.tiers.is_none()
+    });
+    has("user tiers behind a concurrency or prefill cap", &|d| {
+        d.tiers.is_some() && (d.max_concurrency.is_some() || d.prefill_cap.is_some())
+    });
+    has("--sticky-connections", &|d| d.sticky);
+    for t in SESSION_TOKENS {
+        has(&format!("--session-token {t}"), &|d| {
+            d.session_token == Some(t)
+        });
+    }
+    has(
+        "user tiers with sticky connections and a session token",
+        &|d| d.tiers.is_some() && d.sticky && d.session_token.is_some(),
+    );
+    // The router's view and the traces at once: every request carries a `traceparent`
+    // (checked on every draw), beside a key, a connection per session and a token.
+    let together = |d: &Draw| d.affinity && d.otlp && d.sticky && d.session_token.is_some();
+    has(
+        "affinity, otlp, sticky connections and a session token together",
+        &together,
+    );
+    has("user tiers with affinity and otlp", &|d| {
+        d.tiers.is_some() && d.affinity && d.otlp
+    });
+    for (what, pred) in [
+        (
+            "everything of issue 39 at once",
+            together as fn(&Draw) -> bool,
+        ),
+        ("user tiers", |d: &Draw| d.tiers.is_some()),
+    ] {
+        let first = draws.iter().find(|d| pred(d)).map(|d| d.seed);
+        eprintln!("first draw with {what}: seed {first:?}");
+        // Within CI's sample or the soak's first draws.
+        assert!(
+            first.is_some_and(|s| s <= SAMPLE + SOAK_FIRST),
+            "no draw with {what} in seeds 1..={}",
+            SAMPLE + SOAK_FIRST
+        );
+    }
     has("--outputs otlp with --repeat", &|d| d.otlp && d.repeat > 1);
     has("benchmark compare of repeated runs", &|d| {
         d.compare && d.repeat > 1
@@ -1923,11 +2454,13 @@ fn the_draws_cover_every_axis() {
         .output()
         .expect("llmsurge runs");
     let help = String::from_utf8_lossy(&out.stdout);
-    for flag in draws[0]
-        .mock_flags()
-        .split(' ')
-        .filter(|w| w.starts_with("--"))
-    {
-        assert!(help.contains(flag), "mock-server has no {flag}");
+    let recording = draws
+        .iter()
+        .find(|d| d.affinity && d.session_token.is_some())
+        .expect("a draw with a key and a token");
+    for d in [&draws[0], recording] {
+        for flag in d.mock_flags().split(' ').filter(|w| w.starts_with("--")) {
+            assert!(help.contains(flag), "mock-server has no {flag}");
+        }
     }
 }
