@@ -127,6 +127,97 @@ fn each_tier_gets_the_most_users_the_mock_model_gives_with_its_binding_objective
     assert!(md.contains("| interactive |"), "{md}");
 }
 
+/// Agent traces of two calls, the second sent as the first ends (no recorded gap), each
+/// asking 4 tokens: one call in flight per running trace, as one turn per user above.
+fn linear_traces(dir: &std::path::Path) -> std::path::PathBuf {
+    const T0: u64 = 1_700_000_000_000_000_000;
+    const MS: u64 = 1_000_000;
+    let call = |id: &str, start: u64, input: u32| {
+        serde_json::json!({
+            "span_id": id, "parent_span_id": "root", "name": id,
+            "start_time": start, "end_time": start + 100 * MS,
+            "attributes": {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.usage.input_tokens": input,
+                "gen_ai.usage.output_tokens": 4,
+            },
+        })
+    };
+    let text: String = (0..3u64)
+        .map(|t| {
+            let at = T0 + t * 1000 * MS;
+            let root = serde_json::json!({
+                "span_id": "root", "name": "agent", "start_time": at,
+                "end_time": at + 200 * MS,
+                "attributes": {"gen_ai.operation.name": "invoke_agent"},
+            });
+            let spans = [root, call("a", at, 16), call("b", at + 100 * MS, 40)];
+            serde_json::json!({"trace_id": format!("t{t}"), "spans": spans}).to_string() + "\n"
+        })
+        .collect();
+    let path = dir.join("traces.jsonl");
+    std::fs::write(&path, text).expect("write the traces");
+    path
+}
+
+/// `--profile capacity` over agent traces searches the concurrent traces (users), each
+/// user replaying one trace after another, with the same tiers as sessions: a running
+/// trace holds one call in flight, so the mock's model gives the same answers.
+#[test]
+fn agent_traces_are_searched_by_concurrent_users_per_tier() {
+    let server = mock(users_mock());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let traces = linear_traces(dir.path());
+    let run = Bench::on(&server)
+        .profile("capacity")
+        .data(&traces.display().to_string())
+        .arg(
+            "--slo-tier",
+            "interactive:output_speed_p50>=22tok/s,error_rate<=1%",
+        )
+        .arg(
+            "--slo-tier",
+            "batch:ttft_mean<=25ms,session_duration_p90<=5s",
+        )
+        .max_seconds("0.8")
+        .run();
+    let report = ok_report(&run);
+    let capacity = report.capacity.expect("a capacity outcome");
+    assert_eq!(capacity.variable.unit(), "users", "{capacity:#?}");
+    for (tier, (m_name, m_users, m_binding)) in capacity.tiers.iter().zip(model_answers()) {
+        assert_eq!(tier.name, m_name);
+        let users = tier
+            .value
+            .unwrap_or_else(|| panic!("{m_name}: no answer: {capacity:#?}"));
+        assert!(
+            (users - m_users).abs() <= 0.1 * m_users,
+            "{m_name}: {users} traces, the model gives {m_users}: {capacity:#?}"
+        );
+        assert_eq!(tier.binding.as_deref(), Some(m_binding), "{tier:#?}");
+    }
+    // The session objective is the traces' duration: measured, never undecided.
+    assert!(
+        capacity
+            .probes
+            .iter()
+            .all(|p| p.undecided.iter().all(|u| !u.contains("session_duration"))),
+        "{capacity:#?}"
+    );
+    // Every probe ran concurrent users replaying traces (repeated from the first, so a
+    // probe of more users than the file's 3 traces still ran one trace per user).
+    for b in &report.benchmarks {
+        let Strategy::Concurrent { streams } = b.strategy else {
+            panic!("a user search runs concurrent users, not {:?}", b.strategy);
+        };
+        let traces = b.agent_traces.as_ref().expect("the probe ran agent traces");
+        assert!(traces.traces >= u64::from(streams), "{streams}: {traces:?}");
+    }
+    // The mock's own record: its slots were all taken, and calls queued for them.
+    let stats = server.stats();
+    assert_eq!(stats.peak_active, SLOTS as u64, "{stats:?}");
+    assert!(stats.peak_queued >= 1, "{stats:?}");
+}
+
 #[test]
 fn bad_slo_tiers_are_refused_naming_the_flag() {
     for (args, needle) in [
