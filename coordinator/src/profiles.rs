@@ -497,6 +497,22 @@ pub struct TierOutcome {
     pub conclusion: String,
     /// The tier's verdict on each probe it read (probes are shared between tiers).
     pub probes: Vec<Probe>,
+    /// The run was interrupted before the tier's search ended: `value` is the most the
+    /// measured probes passed, a lower bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut_short: bool,
+}
+
+impl TierOutcome {
+    /// The answer as people read it: `3 users`, `none`, or after an interruption `at
+    /// least 2 users (cut short)`.
+    pub fn answer(&self, variable: SearchVariable) -> String {
+        match self.value {
+            None => "none".into(),
+            Some(v) if self.cut_short => format!("at least {} (cut short)", variable.show(v)),
+            Some(v) => variable.show(v),
+        }
+    }
 }
 
 /// Each step above a rate that passed with no failure seen yet multiplies it by this.
@@ -552,7 +568,7 @@ impl SearchVariable {
 /// same way. The measured maximum is only where it starts: while the SLO holds it probes
 /// higher until a value fails, and the failing value next to the final pass is run a
 /// second time to confirm it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct CapacitySearch {
     variable: SearchVariable,
     slo: Slo,
@@ -872,37 +888,100 @@ impl CapacitySearch {
             .min_by(f64::total_cmp);
     }
 
+    /// Judges `last` and adds it to the probes (`retest`: the value being run again).
+    fn record(&mut self, last: &BenchmarkResult, retest: Option<f64>) {
+        self.remedy = remedy(last);
+        let (passed, reason, failed) = self.verdict(last);
+        let inconclusive = reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(INCONCLUSIVE_REASON));
+        let rate = match (last.strategy, self.variable) {
+            (Strategy::Constant { rate } | Strategy::Poisson { rate }, _) => rate,
+            (
+                Strategy::Concurrent { streams },
+                SearchVariable::Concurrency | SearchVariable::Users,
+            ) => f64::from(streams),
+            _ => last.throughput.requests_per_s,
+        };
+        let undecided = r_undecided(last, &self.slo);
+        self.probes.push(Probe {
+            undecided,
+            benchmark: last.index,
+            strategy: last.strategy,
+            rate,
+            passed,
+            reason,
+            retest: retest.is_some(),
+            server: ServerLoad::of(last),
+            inconclusive,
+            failed,
+        });
+    }
+
+    /// Takes in a result the search did not ask for, after the run was interrupted: its
+    /// verdict moves the bracket as a probe's would, but nothing is run next. A result
+    /// cut short itself, or one that judged nothing of the server, moves nothing.
+    fn absorb(&mut self, r: &BenchmarkResult) {
+        self.record(r, None);
+        let Some(probe) = self.probes.last_mut() else {
+            return;
+        };
+        let m = &r.measured_requests;
+        let unjudged = if r.interrupted {
+            Some("interrupted before its end")
+        } else if m.completed + m.errored == 0 {
+            Some("nothing measured")
+        } else if r.client.bottleneck {
+            Some("the client was the bottleneck")
+        } else {
+            None
+        };
+        if let Some(why) = unjudged {
+            probe.passed = false;
+            probe.inconclusive = true;
+            probe.failed.clear();
+            probe.reason = Some(format!("{INCONCLUSIVE_REASON}: {why}"));
+            return;
+        }
+        let too_few = probe
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(TOO_FEW_REASON));
+        if !too_few {
+            let (rate, passed) = (probe.rate, probe.passed);
+            self.learn(rate, passed, false);
+        }
+    }
+
+    /// The answer of a search the run's interruption cut short, from what it took in:
+    /// the most that passed, a lower bound.
+    fn cut_short(&self) -> CapacityOutcome {
+        let rate = (self.lo > 0.0).then_some(self.lo);
+        let mut conclusion = match rate {
+            Some(lo) => format!(
+                "cut short by the interruption: passes at {}, a lower bound",
+                self.show(lo)
+            ),
+            None => "cut short by the interruption before any probe passed".to_string(),
+        };
+        if let Some(hi) = self.hi {
+            conclusion.push_str(&format!(
+                "; fails at {} (not confirmed)",
+                self.show(hi)
+            ));
+        }
+        CapacityOutcome {
+            conclusion,
+            ..self.outcome()
+        }
+    }
+
     /// The load of benchmark `done.len()`, or `None` when the search is over.
     pub fn next(&mut self, done: &[BenchmarkResult]) -> Result<Option<Strategy>, CoordinatorError> {
         let i = done.len();
         let retest = self.retesting.take();
         if let Some(last) = done.last() {
-            self.remedy = remedy(last);
-            let (passed, reason, failed) = self.verdict(last);
-            let inconclusive = reason
-                .as_deref()
-                .is_some_and(|r| r.starts_with(INCONCLUSIVE_REASON));
-            let rate = match (last.strategy, self.variable) {
-                (Strategy::Constant { rate } | Strategy::Poisson { rate }, _) => rate,
-                (
-                    Strategy::Concurrent { streams },
-                    SearchVariable::Concurrency | SearchVariable::Users,
-                ) => f64::from(streams),
-                _ => last.throughput.requests_per_s,
-            };
-            let undecided = r_undecided(last, &self.slo);
-            self.probes.push(Probe {
-                undecided,
-                benchmark: last.index,
-                strategy: last.strategy,
-                rate,
-                passed,
-                reason,
-                retest: retest.is_some(),
-                server: ServerLoad::of(last),
-                inconclusive,
-                failed,
-            });
+            self.record(last, retest);
         }
         let users = self.variable == SearchVariable::Users;
         if users && let Some(stop) = done.last().and_then(|last| self.unjudged(last)) {
@@ -1044,7 +1123,7 @@ impl CapacitySearch {
 }
 
 /// One tier's search inside a [`TieredSearch`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct TierState {
     /// `None`: the run's own `--slo`, whose verdicts the results already carry.
     name: Option<String>,
@@ -1132,16 +1211,30 @@ impl TieredSearch {
     /// The answer: the single search's, or with tiers each tier's (also after an
     /// interruption: the brackets so far).
     pub fn outcome(&self) -> CapacityOutcome {
+        self.outcome_after(&[])
+    }
+
+    /// The answer once the run measured `done`. A tier whose search an interruption cut
+    /// short takes in every result of `done` it had not read (the probes other tiers
+    /// asked for, the last one measured): its answer is the most those passed, a lower
+    /// bound, never "none" when a probe passed it.
+    pub fn outcome_after(&self, done: &[BenchmarkResult]) -> CapacityOutcome {
         let first = self.tiers[0].search.outcome();
         if self.tiers[0].name.is_none() {
             return first;
         }
-        let tiers: Vec<TierOutcome> = self.tiers.iter().map(TierState::outcome).collect();
-        let show = |v: f64| first.variable.show(v);
+        let tiers: Vec<TierOutcome> = self
+            .tiers
+            .iter()
+            .map(|t| match t.search.outcome {
+                Some(_) => t.outcome(),
+                None => t.cut_short(done),
+            })
+            .collect();
         let conclusion = tiers
             .iter()
             .map(|t| {
-                let answer = t.value.map_or_else(|| "none".to_string(), show);
+                let answer = t.answer(first.variable);
                 match &t.binding {
                     Some(b) => format!("{}: {answer} (bound by {b})", t.name),
                     None => format!("{}: {answer}", t.name),
@@ -1198,8 +1291,30 @@ impl TieredSearch {
 }
 
 impl TierState {
+    /// Its outcome after the interruption (see [`TieredSearch::outcome_after`]).
+    fn cut_short(&self, done: &[BenchmarkResult]) -> TierOutcome {
+        let mut t = self.clone();
+        for (i, r) in done.iter().enumerate() {
+            if t.read.contains(&i) {
+                continue;
+            }
+            let mut r = r.clone();
+            // Judged by the tier's objectives, not by the run's --slo.
+            r.slo = None;
+            t.search.absorb(&r);
+            t.read.push(i);
+        }
+        TierOutcome {
+            cut_short: true,
+            ..t.outcome_of(t.search.cut_short())
+        }
+    }
+
     fn outcome(&self) -> TierOutcome {
-        let o = self.search.outcome();
+        self.outcome_of(self.search.outcome())
+    }
+
+    fn outcome_of(&self, o: CapacityOutcome) -> TierOutcome {
         let (_, hi) = o.bracket;
         // Runs that could not decide are not failures: not counted, never binding.
         let failing: Vec<&Probe> = o
@@ -1216,6 +1331,7 @@ impl TierState {
             failing_runs: u32::try_from(failing.len()).unwrap_or(u32::MAX),
             conclusion: o.conclusion,
             probes: o.probes,
+            cut_short: false,
         }
     }
 }
@@ -1268,6 +1384,11 @@ impl CapacityProfile {
     /// The answer, once the run is over (also after an interruption: the bracket so far).
     pub fn outcome(&self) -> CapacityOutcome {
         self.search.outcome()
+    }
+
+    /// The answer once the run measured `done` (see [`TieredSearch::outcome_after`]).
+    pub fn outcome_after(&self, done: &[BenchmarkResult]) -> CapacityOutcome {
+        self.search.outcome_after(done)
     }
 }
 

@@ -484,7 +484,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         }
     };
     let capacity = match &profile {
-        ChosenProfile::Capacity(p) => Some(p.outcome()),
+        ChosenProfile::Capacity(p) => Some(p.outcome_after(&outcome.benchmarks)),
         _ => None,
     };
     reporter.set_capacity(capacity.clone());

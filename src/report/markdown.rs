@@ -148,7 +148,7 @@ pub fn capacity(c: Option<&CapacityOutcome>) -> String {
             "| {} | `{}` | {} | {} | {} | {} |\n",
             escape(&t.name),
             escape_code(&t.objectives.join(",")),
-            show(t.value),
+            t.answer(c.variable),
             show(t.bracket.1),
             t.binding
                 .as_ref()

@@ -218,6 +218,63 @@ fn agent_traces_are_searched_by_concurrent_users_per_tier() {
     assert!(stats.peak_queued >= 1, "{stats:?}");
 }
 
+/// Ctrl-C while the first tier is still searching: the second tier has read nothing
+/// yet, but the probes measured so far passed counts for it. Each tier is answered from
+/// those probes, a lower bound marked cut short, never "none".
+#[test]
+fn ctrl_c_answers_every_tier_from_the_probes_measured_so_far() {
+    use super::signals::Live;
+    use nix::sys::signal::{Signal, kill};
+    let server = mock(users_mock());
+    let live = Live::start(
+        &Bench::on(&server)
+            .profile("capacity")
+            .data("prompt_tokens=16,output_tokens=4,turns=2,think_time=0s")
+            .arg(
+                "--slo-tier",
+                "interactive:output_speed_p50>=22tok/s,error_rate<=1%",
+            )
+            .arg("--slo-tier", "batch:ttft_mean<=25ms")
+            .max_seconds("0.8")
+            .outputs("json,console,markdown"),
+        false,
+    );
+    // Benchmarks 1 and 2 (1 and 2 users, both within both tiers in the mock's model)
+    // are measured once the third starts.
+    live.wait_for_stderr("[3] ");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(live.pid()).expect("pid"));
+    kill(pid, Signal::SIGINT).expect("SIGINT");
+    let run = live.finish();
+    let report = crate::support::ended_with(&run, 130);
+    let capacity = report.capacity.expect("a capacity outcome");
+    // The counts every finished probe ran, from the report's own benchmarks.
+    let finished: Vec<u32> = report
+        .benchmarks
+        .iter()
+        .filter(|b| !b.interrupted)
+        .map(|b| match b.strategy {
+            Strategy::Concurrent { streams } => streams,
+            other => panic!("a user search runs concurrent users, not {other:?}"),
+        })
+        .collect();
+    assert!(finished.starts_with(&[1, 2]), "{finished:?}");
+    for tier in &capacity.tiers {
+        let users = tier
+            .value
+            .unwrap_or_else(|| panic!("{}: none, though 1 and 2 users passed: {tier:#?}", tier.name));
+        assert!(users >= 2.0, "{tier:#?}");
+        assert!(tier.cut_short, "{tier:#?}");
+        assert!(tier.conclusion.contains("a lower bound"), "{tier:#?}");
+    }
+    // The mock's record: the users it answered ran at once (two requests in flight).
+    assert!(server.stats().peak_active >= 2, "{:?}", server.stats());
+    assert!(
+        run.stdout.contains("batch: at least 2 users (cut short)"),
+        "{}",
+        run.stdout
+    );
+}
+
 #[test]
 fn bad_slo_tiers_are_refused_naming_the_flag() {
     for (args, needle) in [
