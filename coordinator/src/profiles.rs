@@ -593,6 +593,8 @@ pub struct CapacitySearch {
     /// Boxed, as the estimates.
     outcome: Option<Box<CapacityOutcome>>,
     probes: Vec<Probe>,
+    /// `--max-concurrency`: a user search offers no more users than the cap lets run.
+    ceiling: Option<f64>,
 }
 
 impl CapacitySearch {
@@ -620,7 +622,16 @@ impl CapacitySearch {
             estimates: None,
             outcome: None,
             probes: Vec::new(),
+            ceiling: None,
         }
+    }
+
+    /// The same search under `--max-concurrency` `cap`: users beyond the cap would only
+    /// wait in the client's queue, so a user search climbs no higher, and an answer at
+    /// the cap says it is bounded by it.
+    pub fn capped(mut self, cap: Option<u64>) -> Self {
+        self.ceiling = cap.map(|c| c as f64);
+        self
     }
 
     /// The same search over `variable` (concurrency: the synchronous benchmark is one
@@ -847,7 +858,10 @@ impl CapacitySearch {
             SearchVariable::Rate => self.lo * CAPACITY_GROWTH,
             SearchVariable::Concurrency => (self.lo * CAPACITY_GROWTH).ceil().max(self.lo + 1.0),
             // From one user, doubling: tens of thousands of users in a few steps.
-            SearchVariable::Users => (self.lo * USERS_GROWTH).max(self.lo + 1.0),
+            SearchVariable::Users => {
+                let next = (self.lo * USERS_GROWTH).max(self.lo + 1.0);
+                self.ceiling.map_or(next, |cap| next.min(cap))
+            }
         }
     }
 
@@ -1077,6 +1091,17 @@ impl CapacitySearch {
             );
         }
         let Some(hi) = self.hi else {
+            if self.variable == SearchVariable::Users
+                && let Some(cap) = self.ceiling.filter(|&cap| self.lo >= cap)
+            {
+                return self.finish(
+                    Some(self.lo),
+                    format!(
+                        "the SLO still holds at {}, the most --max-concurrency {cap} lets run at once: a lower bound, bounded by the cap (raise or drop --max-concurrency to search higher)",
+                        self.show(self.lo)
+                    ),
+                );
+            }
             // No failure above the best pass yet: keep climbing.
             let most = match self.variable {
                 SearchVariable::Users => USERS_MAX_GROWTH_STEPS,
@@ -1373,10 +1398,12 @@ impl CapacityProfile {
         throughput_concurrency: u32,
     ) -> Self {
         let fallback = template.synthetic_output_tokens();
+        let cap = template.base.max_concurrency;
         Self {
             template,
             search: TieredSearch::new(slo, tiers, variable, |slo| {
                 CapacitySearch::new(slo, precision, throughput_concurrency, fallback)
+                    .capped(cap)
             }),
         }
     }

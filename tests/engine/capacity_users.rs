@@ -275,6 +275,41 @@ fn ctrl_c_answers_every_tier_from_the_probes_measured_so_far() {
     );
 }
 
+/// Under `--max-concurrency` a user search offers no more users than the cap lets run:
+/// users beyond it would only wait in the client's queue, never at the server. The
+/// answer at the cap says it is bounded by it, naming the flag.
+#[test]
+fn max_concurrency_bounds_the_users_searched_and_the_answer_says_so() {
+    let server = mock(users_mock());
+    let run = Bench::on(&server)
+        .profile("capacity")
+        .data("prompt_tokens=16,output_tokens=4,turns=2,think_time=0s")
+        // The model holds this tier up to the mock's 5 slots.
+        .arg("--slo-tier", "batch:ttft_mean<=25ms")
+        .max_concurrency(2)
+        .max_seconds("0.8")
+        .run();
+    let report = ok_report(&run);
+    let capacity = report.capacity.expect("a capacity outcome");
+    let tier = &capacity.tiers[0];
+    assert_eq!(tier.value, Some(2.0), "{tier:#?}");
+    assert!(
+        tier.conclusion.contains("--max-concurrency 2")
+            && tier.conclusion.contains("bounded by the cap"),
+        "{tier:#?}"
+    );
+    assert!(run.stdout.contains("--max-concurrency 2"), "{}", run.stdout);
+    for b in &report.benchmarks {
+        assert!(
+            matches!(b.strategy, Strategy::Concurrent { streams } if streams <= 2),
+            "a probe above the cap: {:?}",
+            b.strategy
+        );
+    }
+    // The mock's record: never more than the cap at once.
+    assert!(server.stats().peak_active <= 2, "{:?}", server.stats());
+}
+
 #[test]
 fn bad_slo_tiers_are_refused_naming_the_flag() {
     for (args, needle) in [
