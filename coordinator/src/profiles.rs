@@ -979,10 +979,7 @@ impl CapacitySearch {
             None => "cut short by the interruption before any probe passed".to_string(),
         };
         if let Some(hi) = self.hi {
-            conclusion.push_str(&format!(
-                "; fails at {} (not confirmed)",
-                self.show(hi)
-            ));
+            conclusion.push_str(&format!("; fails at {} (not confirmed)", self.show(hi)));
         }
         CapacityOutcome {
             conclusion,
@@ -1402,8 +1399,7 @@ impl CapacityProfile {
         Self {
             template,
             search: TieredSearch::new(slo, tiers, variable, |slo| {
-                CapacitySearch::new(slo, precision, throughput_concurrency, fallback)
-                    .capped(cap)
+                CapacitySearch::new(slo, precision, throughput_concurrency, fallback).capped(cap)
             }),
         }
     }

@@ -693,11 +693,9 @@ fn measure(check: &SloCheck, r: &BenchmarkResult, confidence: f64) -> Measured {
             let s = r.sessions.as_ref();
             let summary = match metric.as_str() {
                 // An agent trace is its user's session: its duration is the trace's.
-                "session_duration" => s.and_then(|s| s.duration_ms.as_ref()).or_else(|| {
-                    r.agent_traces
-                        .as_ref()
-                        .and_then(|t| t.duration_ms.as_ref())
-                }),
+                "session_duration" => s
+                    .and_then(|s| s.duration_ms.as_ref())
+                    .or_else(|| r.agent_traces.as_ref().and_then(|t| t.duration_ms.as_ref())),
                 _ => s.and_then(|s| s.turns_completed_per_session.as_ref()),
             };
             Measured::value(summary.map(|x| match stat.as_str() {

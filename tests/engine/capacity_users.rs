@@ -259,9 +259,12 @@ fn ctrl_c_answers_every_tier_from_the_probes_measured_so_far() {
         .collect();
     assert!(finished.starts_with(&[1, 2]), "{finished:?}");
     for tier in &capacity.tiers {
-        let users = tier
-            .value
-            .unwrap_or_else(|| panic!("{}: none, though 1 and 2 users passed: {tier:#?}", tier.name));
+        let users = tier.value.unwrap_or_else(|| {
+            panic!(
+                "{}: none, though 1 and 2 users passed: {tier:#?}",
+                tier.name
+            )
+        });
         assert!(users >= 2.0, "{tier:#?}");
         assert!(tier.cut_short, "{tier:#?}");
         assert!(tier.conclusion.contains("a lower bound"), "{tier:#?}");
@@ -447,4 +450,87 @@ fn junit_has_one_case_per_tier_failing_when_the_tier_has_no_answer() {
             && batch_case.contains("bound by ttft_mean&lt;=25ms"),
         "{batch_case}"
     );
+}
+
+/// `benchmark compare` judges each tier's answer: a tier whose users fell below the
+/// baseline's answer, failing (confirmed) at a count the baseline met, is a regression
+/// naming the tier; a tier on one side only is missing like a benchmark without a
+/// partner (`--allow-missing` compares the rest).
+#[test]
+fn compare_judges_each_tiers_users_and_names_a_missing_tier() {
+    use super::compare_pairs::compare;
+    let tier = "batch:ttft_mean<=25ms";
+    let dir = tempfile::tempdir().expect("temp dir");
+    // The same model on 5 slots (baseline) and on 3 (current): batch holds up to the
+    // slots.
+    let mut answers = Vec::new();
+    let mut paths = Vec::new();
+    for (name, slots) in [("base.json", SLOTS), ("cur.json", 3)] {
+        let server = mock(MockConfig {
+            max_concurrency: Some(slots),
+            ..users_mock()
+        });
+        let run = Bench::on(&server)
+            .profile("capacity")
+            .data("prompt_tokens=16,output_tokens=4,turns=2,think_time=0s")
+            .arg("--slo-tier", tier)
+            .max_seconds("0.8")
+            .run();
+        let report = ok_report(&run);
+        let t = report.capacity.expect("capacity").tiers[0].clone();
+        // The mock's model: batch holds up to its slots, all of which it used.
+        assert_eq!(t.value, Some(slots as f64), "{t:#?}");
+        assert_eq!(server.stats().peak_active, slots as u64);
+        answers.push(t);
+        let path = dir.path().join(name);
+        std::fs::copy(run.report_path(), &path).expect("copy the report");
+        paths.push(path);
+    }
+    let tier_pair = |json: &serde_json::Value| {
+        json["pairs"]
+            .as_array()
+            .expect("pairs")
+            .iter()
+            .find(|p| p["label"] == "tier batch")
+            .cloned()
+    };
+    // Probes differ between the searches: their benchmarks without a partner allowed.
+    let c = compare(&paths[0], &paths[1], &["--allow-missing"]);
+    assert_eq!(c.code, 3, "{}\n{}", c.stdout, c.stderr);
+    let pair = tier_pair(&c.json).unwrap_or_else(|| panic!("a tier pair: {}", c.json));
+    let m = &pair["changes"][0];
+    assert_eq!(m["metric"], "capacity_users", "{m}");
+    assert_eq!(m["verdict"], "regressed", "{m}");
+    assert_eq!(
+        (m["baseline"].as_f64(), m["current"].as_f64()),
+        (answers[0].value, answers[1].value)
+    );
+    assert!(
+        c.stdout
+            .lines()
+            .any(|l| l.contains("tier batch") && l.contains("REGRESSED")),
+        "{}",
+        c.stdout
+    );
+    // A tier renamed on one side has no partner: the gate fails naming it, and
+    // --allow-missing compares the rest.
+    let mut renamed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&paths[0]).expect("read")).expect("json");
+    renamed["capacity"]["tiers"][0]["name"] = "gold".into();
+    let gold = dir.path().join("gold.json");
+    std::fs::write(&gold, renamed.to_string()).expect("write");
+    let c = compare(&paths[0], &gold, &[]);
+    assert_eq!(c.code, 3, "{}", c.stderr);
+    assert!(
+        c.stderr
+            .contains("gate failed: tier batch of the baseline has no partner"),
+        "{}",
+        c.stderr
+    );
+    assert_eq!(
+        c.json["unmatched_current"],
+        serde_json::json!(["tier gold"])
+    );
+    let c = compare(&paths[0], &gold, &["--allow-missing"]);
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
 }

@@ -243,8 +243,7 @@ fn an_output_speed_interval_is_in_tokens_per_second_in_every_format() {
     ] {
         assert!(
             // Markdown escapes the underscore of `output_speed`.
-            text.contains("p50 of 3 requests lies in")
-                && text.contains("tok/s at 95% confidence"),
+            text.contains("p50 of 3 requests lies in") && text.contains("tok/s at 95% confidence"),
             "{format}: {text}"
         );
         assert!(!text.contains("] ms at 95%"), "{format}: {text}");
