@@ -681,19 +681,11 @@ impl CapacitySearch {
             .collect();
         // Not keeping up fails the probe whatever else its SLO says; a verdict read
         // from elsewhere may predate the rule, so it is asked again.
-        if let Some(why) = slo
-            .not_kept_up
-            .clone()
-            .or_else(|| crate::kept_up::kept_up(r).why_not())
-        {
-            failed.insert(0, "kept_up".into());
-            return (false, Some(format!("the queue was growing: {why}")), failed);
-        }
-        // Users are closed loops: the rule above never fires, so a server drowning in
-        // them is judged on the turns the stop cut unanswered.
-        if self.variable == SearchVariable::Users
-            && let Some(why) = crate::kept_up::users_served(r)
-        {
+        let offered = match self.variable {
+            SearchVariable::Users => crate::kept_up::Offered::Users,
+            _ => crate::kept_up::Offered::Load,
+        };
+        if let Some(why) = crate::kept_up::probe_not_kept_up(r, offered, slo.not_kept_up.clone()) {
             failed.insert(0, "kept_up".into());
             return (false, Some(why), failed);
         }
