@@ -28,6 +28,10 @@
 //!   carry longer histories, so neither the in-flight count nor the plain TTFT trend says
 //!   anything there.
 //!
+//! A capacity search over concurrent users (closed loops) asks the same module, per what
+//! its probes offered ([`probe_not_kept_up`]): users kept up when the server served
+//! them, more of the measured turns answered than cut unanswered by the stop.
+//!
 //! See docs/metrics.md ("Kept up").
 
 use crate::constraints::StopReason;
@@ -453,13 +457,40 @@ fn arrivals_went_unanswered(u: &Unanswered) -> Option<String> {
         })
 }
 
+/// What a capacity probe offered, for [`probe_not_kept_up`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offered {
+    /// A load: a rate (open loop) or streams.
+    Load,
+    /// Concurrent users of sessions or agent traces: closed loops.
+    Users,
+}
+
+/// The kept-up rule of a capacity probe, as the reason it failed: a load by
+/// [`kept_up`] (`known`, a verdict's own finding, read first), "the queue was growing:
+/// …"; concurrent users, closed loops [`kept_up`] cannot judge, by whether the server
+/// served them ([`users_served`]).
+pub fn probe_not_kept_up(
+    r: &BenchmarkResult,
+    offered: Offered,
+    known: Option<String>,
+) -> Option<String> {
+    if let Some(why) = known.or_else(|| kept_up(r).why_not()) {
+        return Some(format!("the queue was growing: {why}"));
+    }
+    match offered {
+        Offered::Users => users_served(r),
+        Offered::Load => None,
+    }
+}
+
 /// A search over concurrent users (closed loops, so [`kept_up`] never fires): the
 /// server did not serve its users when more of the measured turns were cut by the stop
 /// before their first token than were answered in the whole window. Each user has one
 /// turn out at a time, so those users went unserved for longer than the server took to
 /// answer everyone else once: their latencies are missing from every percentile, and
 /// judging the answered ones alone would pass a server that is drowning.
-pub fn users_served(r: &BenchmarkResult) -> Option<String> {
+fn users_served(r: &BenchmarkResult) -> Option<String> {
     let u = r.unanswered.as_ref()?;
     (u.cut > u.answered).then(|| {
         format!(

@@ -497,6 +497,22 @@ pub struct TierOutcome {
     pub conclusion: String,
     /// The tier's verdict on each probe it read (probes are shared between tiers).
     pub probes: Vec<Probe>,
+    /// The run was interrupted before the tier's search ended: `value` is the most the
+    /// measured probes passed, a lower bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut_short: bool,
+}
+
+impl TierOutcome {
+    /// The answer as people read it: `3 users`, `none`, or after an interruption `at
+    /// least 2 users (cut short)`.
+    pub fn answer(&self, variable: SearchVariable) -> String {
+        match self.value {
+            None => "none".into(),
+            Some(v) if self.cut_short => format!("at least {} (cut short)", variable.show(v)),
+            Some(v) => variable.show(v),
+        }
+    }
 }
 
 /// Each step above a rate that passed with no failure seen yet multiplies it by this.
@@ -552,7 +568,7 @@ impl SearchVariable {
 /// same way. The measured maximum is only where it starts: while the SLO holds it probes
 /// higher until a value fails, and the failing value next to the final pass is run a
 /// second time to confirm it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct CapacitySearch {
     variable: SearchVariable,
     slo: Slo,
@@ -577,6 +593,8 @@ pub struct CapacitySearch {
     /// Boxed, as the estimates.
     outcome: Option<Box<CapacityOutcome>>,
     probes: Vec<Probe>,
+    /// `--max-concurrency`: a user search offers no more users than the cap lets run.
+    ceiling: Option<f64>,
 }
 
 impl CapacitySearch {
@@ -604,7 +622,16 @@ impl CapacitySearch {
             estimates: None,
             outcome: None,
             probes: Vec::new(),
+            ceiling: None,
         }
+    }
+
+    /// The same search under `--max-concurrency` `cap`: users beyond the cap would only
+    /// wait in the client's queue, so a user search climbs no higher, and an answer at
+    /// the cap says it is bounded by it.
+    pub fn capped(mut self, cap: Option<u64>) -> Self {
+        self.ceiling = cap.map(|c| c as f64);
+        self
     }
 
     /// The same search over `variable` (concurrency: the synchronous benchmark is one
@@ -654,19 +681,11 @@ impl CapacitySearch {
             .collect();
         // Not keeping up fails the probe whatever else its SLO says; a verdict read
         // from elsewhere may predate the rule, so it is asked again.
-        if let Some(why) = slo
-            .not_kept_up
-            .clone()
-            .or_else(|| crate::kept_up::kept_up(r).why_not())
-        {
-            failed.insert(0, "kept_up".into());
-            return (false, Some(format!("the queue was growing: {why}")), failed);
-        }
-        // Users are closed loops: the rule above never fires, so a server drowning in
-        // them is judged on the turns the stop cut unanswered.
-        if self.variable == SearchVariable::Users
-            && let Some(why) = crate::kept_up::users_served(r)
-        {
+        let offered = match self.variable {
+            SearchVariable::Users => crate::kept_up::Offered::Users,
+            _ => crate::kept_up::Offered::Load,
+        };
+        if let Some(why) = crate::kept_up::probe_not_kept_up(r, offered, slo.not_kept_up.clone()) {
             failed.insert(0, "kept_up".into());
             return (false, Some(why), failed);
         }
@@ -831,7 +850,10 @@ impl CapacitySearch {
             SearchVariable::Rate => self.lo * CAPACITY_GROWTH,
             SearchVariable::Concurrency => (self.lo * CAPACITY_GROWTH).ceil().max(self.lo + 1.0),
             // From one user, doubling: tens of thousands of users in a few steps.
-            SearchVariable::Users => (self.lo * USERS_GROWTH).max(self.lo + 1.0),
+            SearchVariable::Users => {
+                let next = (self.lo * USERS_GROWTH).max(self.lo + 1.0);
+                self.ceiling.map_or(next, |cap| next.min(cap))
+            }
         }
     }
 
@@ -872,37 +894,97 @@ impl CapacitySearch {
             .min_by(f64::total_cmp);
     }
 
+    /// Judges `last` and adds it to the probes (`retest`: the value being run again).
+    fn record(&mut self, last: &BenchmarkResult, retest: Option<f64>) {
+        self.remedy = remedy(last);
+        let (passed, reason, failed) = self.verdict(last);
+        let inconclusive = reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(INCONCLUSIVE_REASON));
+        let rate = match (last.strategy, self.variable) {
+            (Strategy::Constant { rate } | Strategy::Poisson { rate }, _) => rate,
+            (
+                Strategy::Concurrent { streams },
+                SearchVariable::Concurrency | SearchVariable::Users,
+            ) => f64::from(streams),
+            _ => last.throughput.requests_per_s,
+        };
+        let undecided = r_undecided(last, &self.slo);
+        self.probes.push(Probe {
+            undecided,
+            benchmark: last.index,
+            strategy: last.strategy,
+            rate,
+            passed,
+            reason,
+            retest: retest.is_some(),
+            server: ServerLoad::of(last),
+            inconclusive,
+            failed,
+        });
+    }
+
+    /// Takes in a result the search did not ask for, after the run was interrupted: its
+    /// verdict moves the bracket as a probe's would, but nothing is run next. A result
+    /// cut short itself, or one that judged nothing of the server, moves nothing.
+    fn absorb(&mut self, r: &BenchmarkResult) {
+        self.record(r, None);
+        let Some(probe) = self.probes.last_mut() else {
+            return;
+        };
+        let m = &r.measured_requests;
+        let unjudged = if r.interrupted {
+            Some("interrupted before its end")
+        } else if m.completed + m.errored == 0 {
+            Some("nothing measured")
+        } else if r.client.bottleneck {
+            Some("the client was the bottleneck")
+        } else {
+            None
+        };
+        if let Some(why) = unjudged {
+            probe.passed = false;
+            probe.inconclusive = true;
+            probe.failed.clear();
+            probe.reason = Some(format!("{INCONCLUSIVE_REASON}: {why}"));
+            return;
+        }
+        let too_few = probe
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(TOO_FEW_REASON));
+        if !too_few {
+            let (rate, passed) = (probe.rate, probe.passed);
+            self.learn(rate, passed, false);
+        }
+    }
+
+    /// The answer of a search the run's interruption cut short, from what it took in:
+    /// the most that passed, a lower bound.
+    fn cut_short(&self) -> CapacityOutcome {
+        let rate = (self.lo > 0.0).then_some(self.lo);
+        let mut conclusion = match rate {
+            Some(lo) => format!(
+                "cut short by the interruption: passes at {}, a lower bound",
+                self.show(lo)
+            ),
+            None => "cut short by the interruption before any probe passed".to_string(),
+        };
+        if let Some(hi) = self.hi {
+            conclusion.push_str(&format!("; fails at {} (not confirmed)", self.show(hi)));
+        }
+        CapacityOutcome {
+            conclusion,
+            ..self.outcome()
+        }
+    }
+
     /// The load of benchmark `done.len()`, or `None` when the search is over.
     pub fn next(&mut self, done: &[BenchmarkResult]) -> Result<Option<Strategy>, CoordinatorError> {
         let i = done.len();
         let retest = self.retesting.take();
         if let Some(last) = done.last() {
-            self.remedy = remedy(last);
-            let (passed, reason, failed) = self.verdict(last);
-            let inconclusive = reason
-                .as_deref()
-                .is_some_and(|r| r.starts_with(INCONCLUSIVE_REASON));
-            let rate = match (last.strategy, self.variable) {
-                (Strategy::Constant { rate } | Strategy::Poisson { rate }, _) => rate,
-                (
-                    Strategy::Concurrent { streams },
-                    SearchVariable::Concurrency | SearchVariable::Users,
-                ) => f64::from(streams),
-                _ => last.throughput.requests_per_s,
-            };
-            let undecided = r_undecided(last, &self.slo);
-            self.probes.push(Probe {
-                undecided,
-                benchmark: last.index,
-                strategy: last.strategy,
-                rate,
-                passed,
-                reason,
-                retest: retest.is_some(),
-                server: ServerLoad::of(last),
-                inconclusive,
-                failed,
-            });
+            self.record(last, retest);
         }
         let users = self.variable == SearchVariable::Users;
         if users && let Some(stop) = done.last().and_then(|last| self.unjudged(last)) {
@@ -998,6 +1080,17 @@ impl CapacitySearch {
             );
         }
         let Some(hi) = self.hi else {
+            if self.variable == SearchVariable::Users
+                && let Some(cap) = self.ceiling.filter(|&cap| self.lo >= cap)
+            {
+                return self.finish(
+                    Some(self.lo),
+                    format!(
+                        "the SLO still holds at {}, the most --max-concurrency {cap} lets run at once: a lower bound, bounded by the cap (raise or drop --max-concurrency to search higher)",
+                        self.show(self.lo)
+                    ),
+                );
+            }
             // No failure above the best pass yet: keep climbing.
             let most = match self.variable {
                 SearchVariable::Users => USERS_MAX_GROWTH_STEPS,
@@ -1044,7 +1137,7 @@ impl CapacitySearch {
 }
 
 /// One tier's search inside a [`TieredSearch`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct TierState {
     /// `None`: the run's own `--slo`, whose verdicts the results already carry.
     name: Option<String>,
@@ -1132,16 +1225,30 @@ impl TieredSearch {
     /// The answer: the single search's, or with tiers each tier's (also after an
     /// interruption: the brackets so far).
     pub fn outcome(&self) -> CapacityOutcome {
+        self.outcome_after(&[])
+    }
+
+    /// The answer once the run measured `done`. A tier whose search an interruption cut
+    /// short takes in every result of `done` it had not read (the probes other tiers
+    /// asked for, the last one measured): its answer is the most those passed, a lower
+    /// bound, never "none" when a probe passed it.
+    pub fn outcome_after(&self, done: &[BenchmarkResult]) -> CapacityOutcome {
         let first = self.tiers[0].search.outcome();
         if self.tiers[0].name.is_none() {
             return first;
         }
-        let tiers: Vec<TierOutcome> = self.tiers.iter().map(TierState::outcome).collect();
-        let show = |v: f64| first.variable.show(v);
+        let tiers: Vec<TierOutcome> = self
+            .tiers
+            .iter()
+            .map(|t| match t.search.outcome {
+                Some(_) => t.outcome(),
+                None => t.cut_short(done),
+            })
+            .collect();
         let conclusion = tiers
             .iter()
             .map(|t| {
-                let answer = t.value.map_or_else(|| "none".to_string(), show);
+                let answer = t.answer(first.variable);
                 match &t.binding {
                     Some(b) => format!("{}: {answer} (bound by {b})", t.name),
                     None => format!("{}: {answer}", t.name),
@@ -1198,8 +1305,30 @@ impl TieredSearch {
 }
 
 impl TierState {
+    /// Its outcome after the interruption (see [`TieredSearch::outcome_after`]).
+    fn cut_short(&self, done: &[BenchmarkResult]) -> TierOutcome {
+        let mut t = self.clone();
+        for (i, r) in done.iter().enumerate() {
+            if t.read.contains(&i) {
+                continue;
+            }
+            let mut r = r.clone();
+            // Judged by the tier's objectives, not by the run's --slo.
+            r.slo = None;
+            t.search.absorb(&r);
+            t.read.push(i);
+        }
+        TierOutcome {
+            cut_short: true,
+            ..t.outcome_of(t.search.cut_short())
+        }
+    }
+
     fn outcome(&self) -> TierOutcome {
-        let o = self.search.outcome();
+        self.outcome_of(self.search.outcome())
+    }
+
+    fn outcome_of(&self, o: CapacityOutcome) -> TierOutcome {
         let (_, hi) = o.bracket;
         // Runs that could not decide are not failures: not counted, never binding.
         let failing: Vec<&Probe> = o
@@ -1216,6 +1345,7 @@ impl TierState {
             failing_runs: u32::try_from(failing.len()).unwrap_or(u32::MAX),
             conclusion: o.conclusion,
             probes: o.probes,
+            cut_short: false,
         }
     }
 }
@@ -1257,10 +1387,11 @@ impl CapacityProfile {
         throughput_concurrency: u32,
     ) -> Self {
         let fallback = template.synthetic_output_tokens();
+        let cap = template.base.max_concurrency;
         Self {
             template,
             search: TieredSearch::new(slo, tiers, variable, |slo| {
-                CapacitySearch::new(slo, precision, throughput_concurrency, fallback)
+                CapacitySearch::new(slo, precision, throughput_concurrency, fallback).capped(cap)
             }),
         }
     }
@@ -1268,6 +1399,11 @@ impl CapacityProfile {
     /// The answer, once the run is over (also after an interruption: the bracket so far).
     pub fn outcome(&self) -> CapacityOutcome {
         self.search.outcome()
+    }
+
+    /// The answer once the run measured `done` (see [`TieredSearch::outcome_after`]).
+    pub fn outcome_after(&self, done: &[BenchmarkResult]) -> CapacityOutcome {
+        self.search.outcome_after(done)
     }
 }
 

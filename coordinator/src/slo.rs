@@ -340,7 +340,7 @@ impl Slo {
                     } else {
                         judged
                             .filter(|_| inconclusive)
-                            .map(|j| j.why_inconclusive(&stat_name(c), self.confidence))
+                            .map(|j| j.why_inconclusive(&stat_name(c), unit(c), self.confidence))
                     },
                     distribution: m.distribution,
                     lower: percentile.and_then(|j| j.lower),
@@ -394,6 +394,15 @@ impl Slo {
 }
 
 /// `ttft p99` for `ttft_p99<=…`: the statistic a check reads, for messages.
+/// The unit of a check's bounds: output speeds are tokens per second, the rest of the
+/// checks with bounds (latencies) milliseconds.
+fn unit(c: &SloCheck) -> &'static str {
+    match c.target {
+        SloTarget::OutputSpeed { .. } => "tok/s",
+        _ => "ms",
+    }
+}
+
 fn stat_name(c: &SloCheck) -> String {
     match &c.target {
         SloTarget::Latency { metric, stat } => format!("{metric} {stat}"),
@@ -437,7 +446,7 @@ struct Judged {
 impl Judged {
     /// The reason of an inconclusive check: the bounds, and what would decide. It does
     /// not repeat the verdict: every output prints the label beside it.
-    fn why_inconclusive(&self, stat: &str, confidence: f64) -> String {
+    fn why_inconclusive(&self, stat: &str, unit: &str, confidence: f64) -> String {
         let more = match self.more_requests {
             Some(1) => "about 1 more request would decide".into(),
             Some(n) => format!("about {n} more requests would decide"),
@@ -452,7 +461,7 @@ impl Judged {
         }
         let bound = |b: Option<f64>| b.map_or("?".to_string(), |v| format!("{v:.3}"));
         format!(
-            "{stat} of {} requests lies in [{}, {}] ms at {}% confidence; {more}",
+            "{stat} of {} requests lies in [{}, {}] {unit} at {}% confidence; {more}",
             self.requests,
             bound(self.lower),
             bound(self.upper),
@@ -683,7 +692,10 @@ fn measure(check: &SloCheck, r: &BenchmarkResult, confidence: f64) -> Measured {
         SloTarget::Session { metric, stat } => {
             let s = r.sessions.as_ref();
             let summary = match metric.as_str() {
-                "session_duration" => s.and_then(|s| s.duration_ms.as_ref()),
+                // An agent trace is its user's session: its duration is the trace's.
+                "session_duration" => s
+                    .and_then(|s| s.duration_ms.as_ref())
+                    .or_else(|| r.agent_traces.as_ref().and_then(|t| t.duration_ms.as_ref())),
                 _ => s.and_then(|s| s.turns_completed_per_session.as_ref()),
             };
             Measured::value(summary.map(|x| match stat.as_str() {

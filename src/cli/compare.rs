@@ -192,7 +192,7 @@ fn render(c: &Comparison) -> String {
     ] {
         if !list.is_empty() {
             out.push_str(&format!(
-                "\nunmatched in the {side} (no partner of the same strategy, rate and label): {}",
+                "\nunmatched in the {side} (no partner of the same strategy, rate and label; a capacity tier of the same name): {}",
                 list.join(", ")
             ));
         }

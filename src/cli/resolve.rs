@@ -273,7 +273,8 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
     if let ProfilePlan::Capacity { variable, .. } = &mut profile_plan
         && data.has_sessions()
     {
-        // Sessions are users: the search counts them, from one up.
+        // Sessions (and agent traces, each a user's task) are users: the search counts
+        // them, from one up.
         *variable = SearchVariable::Users;
     }
     if let ProfilePlan::Fixed { strategies } = &profile_plan
@@ -715,9 +716,10 @@ fn resolve_data(args: &RunArgs, seed: u64) -> Result<DataPlan, UsageError> {
         other => other,
     };
     let is_agent = matches!(source, DataSource::AgentTrace { .. });
-    if is_agent && !replay {
+    // A capacity search runs concurrent users, each replaying one trace after another.
+    if is_agent && !replay && args.load.profile != ProfileKind::Capacity {
         return usage(format!(
-            "--data {}: agent traces (OpenTelemetry spans) are replayed as graphs with --profile replay",
+            "--data {}: agent traces (OpenTelemetry spans) are replayed as graphs with --profile replay, or searched for the most concurrent traces with --profile capacity",
             d.data
         ));
     }

@@ -80,14 +80,21 @@ pub fn benchmark_run(args: &RunArgs) -> i32 {
             }),
             _ => None,
         };
-        if let Some(line) = crate::data::agent_trace::replay::plan_passes(
-            spec,
-            summary,
-            path,
-            starts.unwrap_or((None, 1.0)),
-            plan.limits.max_seconds,
-            plan.limits.max_requests,
-        ) {
+        let line = if matches!(plan.profile_plan, ProfilePlan::Capacity { .. }) {
+            Some(crate::data::agent_trace::replay::plan_users(
+                spec, summary, path,
+            ))
+        } else {
+            crate::data::agent_trace::replay::plan_passes(
+                spec,
+                summary,
+                path,
+                starts.unwrap_or((None, 1.0)),
+                plan.limits.max_seconds,
+                plan.limits.max_requests,
+            )
+        };
+        if let Some(line) = line {
             crate::stdout::eprintln(&line);
         }
         data.summary.oversample = summary.repeated;
@@ -477,7 +484,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         }
     };
     let capacity = match &profile {
-        ChosenProfile::Capacity(p) => Some(p.outcome()),
+        ChosenProfile::Capacity(p) => Some(p.outcome_after(&outcome.benchmarks)),
         _ => None,
     };
     reporter.set_capacity(capacity.clone());

@@ -15,6 +15,7 @@ pub mod fingerprint;
 pub mod noise;
 pub mod pairing;
 pub mod runs;
+pub mod tiers;
 pub mod tolerance;
 pub mod warnings;
 
@@ -96,7 +97,7 @@ impl Comparison {
     pub fn missing_lines(&self) -> Vec<String> {
         let line = |name: &String, side: &str, other: &str| {
             format!(
-                "{name} of the {side} has no partner in the {other} (benchmarks pair by strategy, rate and label)"
+                "{name} of the {side} has no partner in the {other} (benchmarks pair by strategy, rate and label, capacity tiers by name)"
             )
         };
         self.unmatched_baseline
@@ -163,7 +164,7 @@ pub fn compare(
         warnings.extend(warnings::output_length_warnings(b, c));
         warnings.extend(warnings::goodput_warning(b, c));
     }
-    let pairs: Vec<PairComparison> = pairs
+    let mut pairs: Vec<PairComparison> = pairs
         .into_iter()
         .map(|(b, c)| {
             let mut changes = changes(b, c, tolerances, strict, confidence);
@@ -182,6 +183,13 @@ pub fn compare(
             }
         })
         .collect();
+    // Capacity tiers pair by name, their answers judged against the boundaries'
+    // uncertainty; a tier on one side only is missing like a benchmark.
+    let tiers = tiers::compare_tiers(base, cur);
+    pairs.extend(tiers.pairs);
+    let (mut unmatched_baseline, mut unmatched_current) = (unmatched_baseline, unmatched_current);
+    unmatched_baseline.extend(tiers.unmatched_baseline);
+    unmatched_current.extend(tiers.unmatched_current);
     let regressions = pairs
         .iter()
         .flat_map(|p| &p.changes)

@@ -148,7 +148,7 @@ pub fn capacity(c: Option<&CapacityOutcome>) -> String {
             "| {} | `{}` | {} | {} | {} | {} |\n",
             escape(&t.name),
             escape_code(&t.objectives.join(",")),
-            show(t.value),
+            t.answer(c.variable),
             show(t.bracket.1),
             t.binding
                 .as_ref()
@@ -413,7 +413,7 @@ pub fn comparison(c: &Comparison) -> String {
     ] {
         if !list.is_empty() {
             out.push_str(&format!(
-                "\nUnmatched in the {side} (no partner of the same strategy, rate and label): {}{}\n",
+                "\nUnmatched in the {side} (no partner of the same strategy, rate and label; a capacity tier of the same name): {}{}\n",
                 escape(&list.join(", ")),
                 if c.allow_missing {
                     " (allowed by --allow-missing)"

@@ -164,9 +164,7 @@ fn tiers(c: &CapacityOutcome) -> String {
         c.precision * 100.0
     );
     for t in &c.tiers {
-        let answer = t
-            .value
-            .map_or_else(|| "none".to_string(), |v| c.variable.show(v));
+        let answer = t.answer(c.variable);
         let bound = match (t.bracket.1, &t.binding) {
             (Some(hi), Some(b)) => format!(
                 "; fails at {} on {b}{}",

@@ -211,3 +211,41 @@ fn the_confidence_flag_is_checked_and_read_from_the_environment() {
     );
     assert_eq!(plan["slo"]["confidence"], 0.95, "the default: {plan}");
 }
+
+/// An output speed's bounds are tokens per second wherever they are written: the
+/// reason of an undecided `output_speed_p50` (3 requests cannot bound a median at 95%)
+/// says `tok/s`, never `ms`, in the console, Markdown, JUnit and HTML alike.
+#[test]
+fn an_output_speed_interval_is_in_tokens_per_second_in_every_format() {
+    let server = mock(MockConfig {
+        itl_ms: 10.0,
+        output_tokens: 8,
+        ..MockConfig::instant()
+    });
+    let run = Bench::on(&server)
+        .concurrent(1)
+        .data("prompt_tokens=16,output_tokens=8")
+        .max_requests(3)
+        .slo("output_speed_p50>=20tok/s")
+        .outputs("json,console,markdown,junit,html")
+        .run();
+    assert_eq!(run.code(), 5, "{}", run.stderr);
+    // The mock's record: the 3 requests the statement is about.
+    assert_eq!(server.stats().completed, 3);
+    let dir = run.report_path();
+    let dir = dir.parent().expect("the output folder").to_path_buf();
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect(name);
+    for (format, text) in [
+        ("console", run.stdout.clone()),
+        ("markdown", read("benchmarks.md")),
+        ("junit", read("benchmarks.junit.xml")),
+        ("html", read("benchmarks.html")),
+    ] {
+        assert!(
+            // Markdown escapes the underscore of `output_speed`.
+            text.contains("p50 of 3 requests lies in") && text.contains("tok/s at 95% confidence"),
+            "{format}: {text}"
+        );
+        assert!(!text.contains("] ms at 95%"), "{format}: {text}");
+    }
+}

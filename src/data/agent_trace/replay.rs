@@ -93,6 +93,24 @@ pub fn plan_passes(
     }
 }
 
+/// The traces of a capacity search over users repeat: each user runs one trace after
+/// another for the whole of each probe, so no probe runs out of traces before its time.
+/// Returns the line that says so.
+pub fn plan_users(
+    spec: &mut AgentTraceSpec,
+    summary: &mut AgentTraceSummary,
+    path: &Path,
+) -> String {
+    spec.repeat = true;
+    summary.repeated = true;
+    format!(
+        "note: --data {} holds {} ({}): each concurrent user of the capacity search runs one trace after another, repeated from the first",
+        path.display(),
+        plural(summary.traces, "trace"),
+        plural(summary.calls, "call")
+    )
+}
+
 fn plural(n: u64, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
