@@ -394,6 +394,9 @@ impl RunObserver for RunReporter {
     }
 
     fn progress(&mut self, p: &Progress) {
+        if let Some(o) = &mut self.otlp {
+            o.tick();
+        }
         if self.progress_offset == 0 {
             self.progress.update(p);
         } else {

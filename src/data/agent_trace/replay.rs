@@ -358,6 +358,7 @@ impl RequestSource for AgentTraceSource {
                     think_ns: (call.gap_ns as f64 * self.time_scale).round() as u64,
                     recorded_reply: None,
                     tool_result: None,
+                    tool_result_tokens: 0,
                     after: Some(
                         call.deps
                             .iter()
@@ -370,6 +371,7 @@ impl RequestSource for AgentTraceSource {
             .collect();
         Ok(Some(SessionPlan {
             system: None,
+            system_tokens: None,
             turns,
         }))
     }
