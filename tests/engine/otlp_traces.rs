@@ -829,3 +829,100 @@ fn a_killed_runs_otlp_file_replays_what_completed() {
         .collect();
     replays_into(&file, &sessions);
 }
+
+/// A worker killed mid-run (kill -9): the requests it had in flight are in the request
+/// log and the OTLP file with the trace ids, session and prompt they were sent with (as
+/// the mock's truth has them); the ones it sent or held but never reported (their slots
+/// unknown) cannot be, and the report says how many, with the log, the file and the
+/// counts agreeing on the rest.
+#[test]
+fn a_killed_workers_requests_are_logged_with_their_trace_or_said_missing() {
+    use crate::support::{ended_with, wait_completed, wait_for_children, wait_in_flight, wait_run};
+    use nix::sys::signal::{Signal, kill};
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Requests of ~300 ms: each worker holds two when one is killed.
+    let server = truth_mock(
+        dir.path(),
+        MockConfig {
+            ttft_ms: 100.0,
+            itl_ms: 10.0,
+            output_tokens: 20,
+            ..MockConfig::instant()
+        },
+    );
+    let (child, out) = Bench::on(&server)
+        .concurrent(4)
+        .workers(2)
+        .data("turns=3,prompt_tokens=16,output_tokens=20")
+        .max_seconds(30)
+        .request_log("requests.jsonl")
+        .outputs("json,otlp")
+        .flag("--disable-progress")
+        .start(|_| {});
+    let workers = wait_for_children(child.id(), 2);
+    wait_completed(&server, 4);
+    wait_in_flight(&server, 4);
+    kill(super::signals::pid(workers[0]), Signal::SIGKILL).expect("kill the worker");
+    let run = wait_run(child, out);
+    server.stop();
+    let report = ended_with(&run, llmsurge::exit_codes::RUN_FAILED);
+    let b = &report.benchmarks[0];
+    let a = &b.audit;
+    let log = recorded(&run.dir.path().join("requests.jsonl"));
+    let spans = spans(&run.dir.path().join("spans.otlp.json"));
+    let calls = spans
+        .values()
+        .filter(|s| attr(s, "gen_ai.operation.name") == Some(json!("chat")))
+        .count();
+    // The counts, the log and the file agree, but for what the report says they lack.
+    assert_eq!(calls, log.len(), "a span per logged request");
+    assert_eq!(
+        log.len() as u64 + a.unreported + a.unsent_lost,
+        b.requests.created,
+        "{a:?}"
+    );
+    let missing = a.unreported + a.unsent_lost;
+    let said = b
+        .client
+        .warnings
+        .iter()
+        .find(|w| w.contains("not in the request log nor in the OTLP file"));
+    match said {
+        Some(w) => assert!(w.starts_with(&format!("{missing} request")), "{w}"),
+        None => assert_eq!(missing, 0, "{:?}", b.client.warnings),
+    }
+    if missing > 0 {
+        assert!(
+            run.stderr.contains("nor in the OTLP file"),
+            "{}",
+            run.stderr
+        );
+    }
+    // Each logged request, the dead worker's included, with the ids it was sent with.
+    let truth: HashMap<String, Value> = recorded(&dir.path().join("truth.jsonl"))
+        .into_iter()
+        .map(|t| (t["request_id"].as_str().expect("an id").to_string(), t))
+        .collect();
+    let mut died = 0;
+    for l in &log {
+        let t = &truth[l["request_id"].as_str().expect("an id")];
+        let (trace, span) = traceparent(&t["traceparent"]);
+        assert_eq!(
+            (&l["trace_id"], &l["span_id"]),
+            (&json!(trace), &json!(span)),
+            "{l}"
+        );
+        assert_eq!(spans[&span]["traceId"], json!(trace));
+        if l["error_kind"] == "worker_died" {
+            died += 1;
+            assert!(l["session"].is_u64() && l["turn"].is_u64(), "{l}");
+            assert_eq!(l["prompt_tokens"], t["prompt_tokens"], "{l}");
+            assert_eq!(
+                attr(&spans[&span], "gen_ai.usage.input_tokens").as_ref(),
+                Some(&t["prompt_tokens"])
+            );
+        }
+    }
+    // The dead worker held some: logged, or said missing.
+    assert!(died + a.unreported >= 1, "{a:?}: {died} logged");
+}
