@@ -292,16 +292,22 @@ struct Call {
     span: String,
 }
 
+/// Replays the agent trace `trace` (`--profile replay`) with its gaps times
+/// `time_scale`; it exits 0.
+fn replayed(trace: &Path, time_scale: f64) -> Ran {
+    Ran::new(MockConfig::instant(), &[], |b, _| {
+        b.profile("replay")
+            .data(&trace.display().to_string())
+            .arg("--time-scale", time_scale)
+            .flag("--disable-progress")
+    })
+    .ok()
+}
+
 /// Replays `trace` at a fifth of its recorded time, writing `--outputs otlp`: the calls
 /// the mock saw, by their output length, and the run.
 fn replay(trace: &Path) -> (HashMap<u64, Call>, Ran) {
-    let ran = Ran::new(MockConfig::instant(), &[], |b, _| {
-        b.profile("replay")
-            .data(&trace.display().to_string())
-            .arg("--time-scale", 0.2)
-            .flag("--disable-progress")
-    })
-    .ok();
+    let ran = replayed(trace, 0.2);
     let truth: HashMap<String, Value> = recorded(&ran.mock_file("truth.jsonl"))
         .into_iter()
         .map(|t| (t["request_id"].as_str().expect("an id").to_string(), t))
@@ -677,14 +683,7 @@ fn sessions_at_mock(joined: &[Joined], by_index: bool) -> Vec<Vec<(u64, String)>
 /// their prompt lengths give or take a few tokens (a synthetic prompt is exact under the
 /// client's tokenizer; the mock counts its own way).
 fn replays_into(file: &Path, sessions: &[Vec<(u64, String)>]) {
-    let replayed = Ran::new(MockConfig::instant(), &[], |b, _| {
-        b.profile("replay")
-            .data(&file.display().to_string())
-            .arg("--time-scale", 0.1)
-            .flag("--disable-progress")
-    })
-    .ok();
-    let again = sessions_at_mock(&replayed.joined(), true);
+    let again = sessions_at_mock(&replayed(file, 0.1).joined(), true);
     let calls = |s: &[Vec<(u64, String)>]| s.iter().map(Vec::len).collect::<Vec<_>>();
     assert_eq!(calls(&again), calls(sessions), "calls per trace");
     for (k, (a, b)) in again.iter().zip(sessions).enumerate() {
@@ -759,32 +758,43 @@ fn spans_so_far(path: &Path) -> usize {
         .sum()
 }
 
-/// A coordinator killed mid-run (SIGKILL: nothing more is written) leaves an OTLP file
-/// that replays what completed: spans reach the file within a second of their request's
-/// end, and the replay makes again the roots the run never wrote.
-#[test]
-fn a_killed_runs_otlp_file_replays_what_completed() {
-    use nix::sys::signal::{Signal, kill};
+/// Starts `bench` (given the mock's benchmark) against a [`truth_mock`] of `config` in
+/// `dir`, with its request log and `--outputs json,otlp`, in a process group of its own:
+/// the mock, the run and its output folder.
+fn start_logged(
+    dir: &Path,
+    config: MockConfig,
+    bench: impl FnOnce(Bench) -> Bench,
+) -> (MockServer, std::process::Child, tempfile::TempDir) {
     use std::os::unix::process::CommandExt;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = truth_mock(
-        dir.path(),
-        MockConfig {
-            ttft_ms: 20.0,
-            itl_ms: 5.0,
-            ..MockConfig::instant()
-        },
-    );
-    let (mut child, out) = Bench::on(&server)
-        .concurrent(3)
-        .data("turns=4,prompt_tokens=12,output_tokens=6")
-        .max_seconds(120)
+    let server = truth_mock(dir, config);
+    let (child, out) = bench(Bench::on(&server))
         .request_log("requests.jsonl")
         .outputs("json,otlp")
         .flag("--disable-progress")
         .start(|cmd| {
             cmd.process_group(0);
         });
+    (server, child, out)
+}
+
+/// A coordinator killed mid-run (SIGKILL: nothing more is written) leaves an OTLP file
+/// that replays what completed: spans reach the file within a second of their request's
+/// end, and the replay makes again the roots the run never wrote.
+#[test]
+fn a_killed_runs_otlp_file_replays_what_completed() {
+    use nix::sys::signal::{Signal, kill};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = MockConfig {
+        ttft_ms: 20.0,
+        itl_ms: 5.0,
+        ..MockConfig::instant()
+    };
+    let (server, mut child, out) = start_logged(dir.path(), config, |b| {
+        b.concurrent(3)
+            .data("turns=4,prompt_tokens=12,output_tokens=6")
+            .max_seconds(120)
+    });
     let file = out.path().join("spans.otlp.json");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while spans_so_far(&file) < 8 {
@@ -841,24 +851,18 @@ fn a_killed_workers_requests_are_logged_with_their_trace_or_said_missing() {
     use nix::sys::signal::{Signal, kill};
     let dir = tempfile::tempdir().expect("tempdir");
     // Requests of ~300 ms: each worker holds two when one is killed.
-    let server = truth_mock(
-        dir.path(),
-        MockConfig {
-            ttft_ms: 100.0,
-            itl_ms: 10.0,
-            output_tokens: 20,
-            ..MockConfig::instant()
-        },
-    );
-    let (child, out) = Bench::on(&server)
-        .concurrent(4)
-        .workers(2)
-        .data("turns=3,prompt_tokens=16,output_tokens=20")
-        .max_seconds(30)
-        .request_log("requests.jsonl")
-        .outputs("json,otlp")
-        .flag("--disable-progress")
-        .start(|_| {});
+    let config = MockConfig {
+        ttft_ms: 100.0,
+        itl_ms: 10.0,
+        output_tokens: 20,
+        ..MockConfig::instant()
+    };
+    let (server, child, out) = start_logged(dir.path(), config, |b| {
+        b.concurrent(4)
+            .workers(2)
+            .data("turns=3,prompt_tokens=16,output_tokens=20")
+            .max_seconds(30)
+    });
     let workers = wait_for_children(child.id(), 2);
     wait_completed(&server, 4);
     wait_in_flight(&server, 4);
