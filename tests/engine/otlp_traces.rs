@@ -930,3 +930,47 @@ fn a_killed_workers_requests_are_logged_with_their_trace_or_said_missing() {
     // The dead worker held some: logged, or said missing.
     assert!(died + a.unreported >= 1, "{a:?}: {died} logged");
 }
+
+/// A recorded token count or gap a replay cannot honour (a prompt of 20 million
+/// tokens, a call 100 days after its dependencies) is refused at load, in one line
+/// naming the file, the span and the field, before anything is sent.
+#[test]
+fn a_huge_count_or_gap_is_refused_at_load_naming_the_span_and_field() {
+    const DAY_MS: u64 = 86_400_000;
+    let mut huge_prompt = FIXTURE;
+    huge_prompt[1].4 = Some((20_000_000, 20));
+    let mut huge_gap = FIXTURE;
+    huge_gap[9].2 = 100 * DAY_MS;
+    huge_gap[9].3 = 100 * DAY_MS + 150;
+    for (rows, span, field) in [
+        (
+            huge_prompt,
+            "span plan of trace t1",
+            "gen_ai.usage.input_tokens",
+        ),
+        (huge_gap, "span join of trace t1", "startTimeUnixNano"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = truth_mock(dir.path(), MockConfig::instant());
+        let file = dir.path().join("trace.otlp.json");
+        std::fs::write(&file, otlp(&rows)).expect("write the trace");
+        let finished = Bench::on(&server)
+            .profile("replay")
+            .data(&file.display().to_string())
+            .max_seconds(5)
+            .flag("--disable-progress")
+            .run();
+        let stats = server.stats();
+        server.stop();
+        let stderr = finished.stderr.trim();
+        assert_eq!(finished.code(), 2, "{field}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&file.display().to_string())
+                && stderr.contains(span)
+                && stderr.contains(field),
+            "{stderr}"
+        );
+        assert_eq!(stats.requests_total, 0, "{field}: nothing is sent");
+    }
+}
