@@ -466,3 +466,70 @@ pub trait RequestSource: Send {
 
 /// Builds a worker's source from its configuration; errors are one line for the user.
 pub type SourceFactory = dyn Fn(&WorkerConfig) -> Result<Box<dyn RequestSource>, String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(prompt_tokens: u32, max_tokens: u32, tool: Option<(&str, u32)>) -> Turn {
+        Turn {
+            request: PreparedRequest {
+                prompt: Prompt::Text("message".into()),
+                prompt_tokens: Some(prompt_tokens),
+                max_tokens: Some(max_tokens),
+                model: None,
+                user: None,
+                session: None,
+            },
+            think_ns: 0,
+            recorded_reply: None,
+            tool_result: tool.map(|(t, _)| t.to_string()),
+            tool_result_tokens: tool.map_or(0, |(_, n)| n),
+            after: None,
+            parent_session: None,
+        }
+    }
+
+    /// Every turn says its prompt length: the system prompt and first message, then the
+    /// history as the server counted it, the reply, a tool result sent, the new message;
+    /// without the server's count, the length the turn itself asked.
+    #[test]
+    fn every_turn_says_its_prompt_length() {
+        let plan = SessionPlan {
+            system: Some("system".into()),
+            system_tokens: Some(7),
+            turns: vec![
+                turn(10, 4, Some(("result", 6))),
+                turn(20, 5, None),
+                turn(30, 6, None),
+            ],
+        };
+        let mut s = SessionState::new(0, plan);
+        let asked = |r: Option<PreparedRequest>| r.expect("a turn").prompt_tokens;
+        assert_eq!(asked(s.next_request()), Some(17));
+        let call = ToolCall {
+            id: "c".into(),
+            name: "f".into(),
+            arguments: "{}".into(),
+            part: 0,
+        };
+        // The server counted 19 (its template) and sent 4 tokens, a tool call answered.
+        s.push_reply(Some("reply".into()), Some(call), (Some(19), 4));
+        assert_eq!(asked(s.next_request()), Some(19 + 4 + 6 + 20));
+        // No usage: the turn's own count stands for the server's.
+        s.push_reply(Some("reply".into()), None, (None, 5));
+        assert_eq!(asked(s.next_request()), Some(49 + 5 + 30));
+        // Without the system prompt's length nothing is known until the server says.
+        let mut unknown = SessionState::new(
+            1,
+            SessionPlan {
+                system: Some("system".into()),
+                system_tokens: None,
+                turns: vec![turn(10, 4, None), turn(20, 5, None)],
+            },
+        );
+        assert_eq!(asked(unknown.next_request()), None);
+        unknown.push_reply(Some("reply".into()), None, (Some(18), 4));
+        assert_eq!(asked(unknown.next_request()), Some(18 + 4 + 20));
+    }
+}
