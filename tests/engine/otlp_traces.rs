@@ -778,6 +778,38 @@ fn start_logged(
     (server, child, out)
 }
 
+/// What an OTLP file says of each session: its calls' input tokens, in order of start,
+/// sessions by their first call's start (as [`sessions_at_mock`] gives them).
+fn sessions_in_file(spans: &HashMap<String, Value>) -> Vec<Vec<(u64, String)>> {
+    let mut by_trace: HashMap<String, Vec<(u64, u64)>> = HashMap::new();
+    for s in spans.values() {
+        if attr(s, "gen_ai.operation.name") != Some(json!("chat")) {
+            continue;
+        }
+        let start: u64 = s["startTimeUnixNano"]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .expect("a start");
+        let Some(Value::Number(n)) = attr(s, "gen_ai.usage.input_tokens") else {
+            panic!("a span without its input tokens: {s}");
+        };
+        let n = n.as_u64().expect("a count");
+        by_trace
+            .entry(s["traceId"].as_str().expect("a trace").to_string())
+            .or_default()
+            .push((start, n));
+    }
+    let mut sessions: Vec<Vec<(u64, u64)>> = by_trace.into_values().collect();
+    for s in &mut sessions {
+        s.sort_unstable();
+    }
+    sessions.sort_by_key(|s| s[0].0);
+    sessions
+        .into_iter()
+        .map(|s| s.into_iter().map(|(_, n)| (n, String::new())).collect())
+        .collect()
+}
+
 /// A coordinator killed mid-run (SIGKILL: nothing more is written) leaves an OTLP file
 /// that replays what completed: spans reach the file within a second of their request's
 /// end, and the replay makes again the roots the run never wrote.
@@ -812,32 +844,7 @@ fn a_killed_runs_otlp_file_replays_what_completed() {
     server.stop();
     let spans = spans(&file);
     assert!(spans.len() >= 8, "{}", spans.len());
-    // What the file says of each session: its calls' input tokens, in order of start.
-    let mut by_trace: HashMap<String, Vec<(u64, u64)>> = HashMap::new();
-    for s in spans.values() {
-        let start: u64 = s["startTimeUnixNano"]
-            .as_str()
-            .and_then(|t| t.parse().ok())
-            .expect("a start");
-        let Some(Value::Number(n)) = attr(s, "gen_ai.usage.input_tokens") else {
-            panic!("a span without its input tokens: {s}");
-        };
-        let n = n.as_u64().expect("a count");
-        by_trace
-            .entry(s["traceId"].as_str().expect("a trace").to_string())
-            .or_default()
-            .push((start, n));
-    }
-    let mut sessions: Vec<Vec<(u64, u64)>> = by_trace.into_values().collect();
-    for s in &mut sessions {
-        s.sort_unstable();
-    }
-    sessions.sort_by_key(|s| s[0].0);
-    let sessions: Vec<Vec<(u64, String)>> = sessions
-        .into_iter()
-        .map(|s| s.into_iter().map(|(_, n)| (n, String::new())).collect())
-        .collect();
-    replays_into(&file, &sessions);
+    replays_into(&file, &sessions_in_file(&spans));
 }
 
 /// A worker killed mid-run (kill -9): the requests it had in flight are in the request
@@ -929,6 +936,11 @@ fn a_killed_workers_requests_are_logged_with_their_trace_or_said_missing() {
     }
     // The dead worker held some: logged, or said missing.
     assert!(died + a.unreported >= 1, "{a:?}: {died} logged");
+    // And the file replays, the dead worker's requests included.
+    replays_into(
+        &run.dir.path().join("spans.otlp.json"),
+        &sessions_in_file(&spans),
+    );
 }
 
 /// A recorded token count or gap a replay cannot honour (a prompt of 20 million
