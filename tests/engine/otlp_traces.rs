@@ -520,27 +520,36 @@ fn links_that_loop_are_refused_naming_the_span() {
         ),
     ];
     for (calls, why, span) in cases {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let server = truth_mock(dir.path(), MockConfig::instant());
-        let file = dir.path().join("trace.otlp.json");
-        std::fs::write(&file, linked_trace(calls)).expect("write the trace");
-        let finished = Bench::on(&server)
-            .profile("replay")
-            .data(&file.display().to_string())
-            .flag("--disable-progress")
-            .run();
-        let stats = server.stats();
-        server.stop();
-        let stderr = finished.stderr.trim();
-        assert_eq!(finished.code(), 2, "{why}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        let (stderr, _, _) = refused_replay(&linked_trace(calls));
         assert!(
-            stderr.starts_with("error:") && stderr.contains(why) && stderr.contains(span),
+            stderr.contains(why) && stderr.contains(span) && stderr.contains("of trace t1"),
             "{stderr}"
         );
-        assert!(stderr.contains("of trace t1"), "{stderr}");
-        assert_eq!(stats.requests_total, 0, "{why}: nothing is sent");
     }
+}
+
+/// Replays the trace `text` (a file of its own): the run is refused with one `error:`
+/// line (exit 2) before anything is sent. That line, and the file.
+fn refused_replay(text: &str) -> (String, tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = truth_mock(dir.path(), MockConfig::instant());
+    let file = dir.path().join("trace.otlp.json");
+    std::fs::write(&file, text).expect("write the trace");
+    let finished = Bench::on(&server)
+        .profile("replay")
+        .data(&file.display().to_string())
+        // A replay that went ahead ends soon all the same.
+        .max_seconds(5)
+        .flag("--disable-progress")
+        .run();
+    let stats = server.stats();
+    server.stop();
+    let stderr = finished.stderr.trim().to_string();
+    assert_eq!(finished.code(), 2, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error:"), "{stderr}");
+    assert_eq!(stats.requests_total, 0, "nothing is sent: {stderr}");
+    (stderr, dir, file)
 }
 
 /// The output lengths the mock saw asked (`max_tokens`), in the order it recorded them.
@@ -962,27 +971,12 @@ fn a_huge_count_or_gap_is_refused_at_load_naming_the_span_and_field() {
         ),
         (huge_gap, "span join of trace t1", "startTimeUnixNano"),
     ] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let server = truth_mock(dir.path(), MockConfig::instant());
-        let file = dir.path().join("trace.otlp.json");
-        std::fs::write(&file, otlp(&rows)).expect("write the trace");
-        let finished = Bench::on(&server)
-            .profile("replay")
-            .data(&file.display().to_string())
-            .max_seconds(5)
-            .flag("--disable-progress")
-            .run();
-        let stats = server.stats();
-        server.stop();
-        let stderr = finished.stderr.trim();
-        assert_eq!(finished.code(), 2, "{field}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        let (stderr, _dir, file) = refused_replay(&otlp(&rows));
         assert!(
             stderr.contains(&file.display().to_string())
                 && stderr.contains(span)
                 && stderr.contains(field),
             "{stderr}"
         );
-        assert_eq!(stats.requests_total, 0, "{field}: nothing is sent");
     }
 }
