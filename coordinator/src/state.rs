@@ -640,20 +640,20 @@ impl WorkerGroupState {
                 first_tool: None,
                 end: loss.now,
                 itl: None,
-                prompt_tokens: None,
+                prompt_tokens: s.prompt_tokens,
                 output_tokens: 0,
                 output_tokens_source: TokenSource::Unknown,
                 reasoning_tokens: None,
                 streamed_tokens: 0,
-                // Its length is not in the started report: unbounded.
-                max_output_tokens: None,
+                max_output_tokens: s.max_output_tokens,
                 streamed: true,
                 phase: self.window.phase(s.slot, s.scheduled.since(self.t0)),
                 late: false,
                 retried: false,
                 token_refused: false,
                 model: s.model,
-                session: None,
+                // Its trace ids (they derive from the session) are the ones it was sent with.
+                session: s.session,
                 media: None,
                 prefill_wait: None,
                 concurrency_wait: None,
@@ -801,6 +801,9 @@ mod tests {
             scheduled: MonoNanos(1),
             start: MonoNanos(2),
             model: None,
+            session: None,
+            prompt_tokens: None,
+            max_output_tokens: None,
         }
     }
 
@@ -968,6 +971,9 @@ mod tests {
             started: (0..4)
                 .map(|s| RequestStarted {
                     model: Some(if s == 3 { 1 } else { 0 }),
+                    session: None,
+                    prompt_tokens: None,
+                    max_output_tokens: None,
                     ..started(s)
                 })
                 .collect(),

@@ -155,6 +155,9 @@ mod tests {
                     scheduled: MonoNanos(s),
                     start: MonoNanos(t),
                     model,
+                    session: None,
+                    prompt_tokens: None,
+                    max_output_tokens: None,
                 })
         }
 

@@ -152,6 +152,9 @@ mod tests {
             scheduled: MonoNanos(slot),
             start: MonoNanos(slot),
             model: None,
+            session: None,
+            prompt_tokens: None,
+            max_output_tokens: None,
         };
         let mut set = crate::MetricSet::new();
         set.record(crate::StatusClass::Successful, crate::Metric::Ttft, 1_000);

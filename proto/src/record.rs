@@ -169,6 +169,15 @@ pub struct RequestStarted {
     /// still counted under their model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<u16>,
+    /// Its session and turn: a dead worker's request keeps the trace it was sent in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionTag>,
+    /// Its prompt length, when known (as its record would have it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u32>,
+    /// The output length it asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
 }
 
 /// Everything the coordinator keeps about one finished request.

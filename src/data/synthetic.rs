@@ -858,6 +858,11 @@ impl RequestSource for SyntheticSource {
                     think_ns,
                     recorded_reply: None,
                     tool_result: self.tool_result(id * turns + u64::from(k))?,
+                    tool_result_tokens: if self.spec.tools == 0 {
+                        0
+                    } else {
+                        self.spec.tool_result_tokens
+                    },
                     after: None,
                     parent_session: None,
                 })
@@ -865,6 +870,7 @@ impl RequestSource for SyntheticSource {
             .collect::<Result<Vec<_>, String>>()?;
         Ok(Some(SessionPlan {
             system: self.system_prompt(id)?,
+            system_tokens: Some(self.spec.system_tokens),
             turns: plan,
         }))
     }

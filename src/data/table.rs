@@ -352,6 +352,7 @@ impl RequestSource for TableSource {
                         History::Live => None,
                     },
                     tool_result: None,
+                    tool_result_tokens: 0,
                     after: None,
                     parent_session: None,
                 }
@@ -359,6 +360,8 @@ impl RequestSource for TableSource {
             .collect();
         Ok(Some(SessionPlan {
             system: session.system.clone(),
+            // Not counted when the data was prepared: the first turn's usage gives it.
+            system_tokens: None,
             turns,
         }))
     }

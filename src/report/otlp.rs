@@ -1,8 +1,9 @@
 //! `--outputs otlp`: the client's spans as OTLP JSON (issue 39), one span per request
 //! with the ids its `traceparent` carried, so they join the server's spans, in the
 //! OpenTelemetry collector file exporter's form (one `{"resourceSpans": …}` document
-//! per line), buffered: a line per 512 spans, the rest and the roots flushed when each
-//! benchmark ends.
+//! per line), buffered: a line per 512 spans or per second, whichever comes first,
+//! written out at once, so a run killed mid-way leaves the spans of what completed up
+//! to its last second; the roots and the rest when each benchmark ends.
 //!
 //! GenAI semantic conventions: `gen_ai.operation.name`, `gen_ai.request.model`,
 //! `gen_ai.request.max_tokens`, `gen_ai.usage.input_tokens` and `output_tokens`, the
@@ -10,7 +11,8 @@
 //! prompt or response text, no header and no key ever go in.
 //!
 //! A session or agent trace is one trace: a root span for it (written when its
-//! benchmark ends), each request a child of it, linked to the requests it waited for
+//! benchmark ends; the replay reader makes one again for a trace that lacks it, as a
+//! killed run's file does), each request a child of it, linked to the requests it waited for
 //! (a session's previous turn, an agent call's dependencies; the root for none). The
 //! agent-trace reader takes those links as the calls' dependencies, so the file replays
 //! (`--profile replay --data FILE`) into the graph that ran.
@@ -24,9 +26,12 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Spans per document (line): a collector reads each line as one export request.
 const SPANS_PER_LINE: usize = 512;
+/// The longest a finished request's span waits in memory before it is in the file.
+const WRITE_EVERY: Duration = Duration::from_secs(1);
 
 /// OTLP span kinds.
 const KIND_INTERNAL: u8 = 1;
@@ -69,6 +74,8 @@ pub struct OtlpExport {
     /// `--repeat`: the run under way (from 0), as the request log's `run`.
     run: Option<u32>,
     batch: Vec<Value>,
+    /// When the spans were last written out.
+    written_at: Instant,
     roots: BTreeMap<u64, Root>,
     spans: u64,
 }
@@ -104,6 +111,7 @@ impl OtlpExport {
             benchmark: 0,
             run: None,
             batch: Vec::new(),
+            written_at: Instant::now(),
             roots: BTreeMap::new(),
             spans: 0,
         })
@@ -249,6 +257,20 @@ impl OtlpExport {
         if self.batch.len() >= SPANS_PER_LINE {
             self.write_batch();
         }
+        self.tick();
+    }
+
+    /// Writes the spans out to the file when they waited [`WRITE_EVERY`] (called with
+    /// each span and each progress tick): what a killed run leaves is at most that old.
+    pub fn tick(&mut self) {
+        if self.written_at.elapsed() < WRITE_EVERY {
+            return;
+        }
+        self.written_at = Instant::now();
+        self.write_batch();
+        // A write error stops the file; the benchmark's end reports it
+        // (`finish_benchmark`).
+        let _ = self.file.flush();
     }
 
     fn write_batch(&mut self) {

@@ -251,6 +251,17 @@ impl RunReporter {
         self.report.invalid_run = reasons;
     }
 
+    /// The files of a record per request this run writes.
+    fn record_files(&self) -> Vec<&'static str> {
+        [
+            self.log.as_ref().map(|_| "the request log"),
+            self.otlp.as_ref().map(|_| "the OTLP file"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
     fn flush_log(&mut self) {
         let Some(log) = &mut self.log else { return };
         let path = log.path().display().to_string();
@@ -291,6 +302,12 @@ impl RunReporter {
         self.flush_log();
         self.flush_otlp();
         self.report.benchmarks = benchmarks.to_vec();
+        let files = self.record_files();
+        for b in &mut self.report.benchmarks {
+            if let Some(line) = unlogged(&files, b).filter(|l| !b.client.warnings.contains(l)) {
+                b.client.warnings.push(line);
+            }
+        }
         self.report.metadata.interrupted = interrupted;
         self.report.metadata.complete =
             !interrupted && (self.planned == 0 || benchmarks.len() == self.planned);
@@ -331,6 +348,26 @@ impl RunReporter {
             }
         }
     }
+}
+
+/// The requests of `result` that dead workers took with them unreported (counted, but
+/// with no record: their slots and times are unknown), when the run writes `files` of
+/// records (`--request-log`, `--outputs otlp`): the sentence saying how many of them
+/// the files lack, and why.
+fn unlogged(files: &[&str], result: &BenchmarkResult) -> Option<String> {
+    let a = &result.audit;
+    let n = a.unreported + a.unsent_lost;
+    if n == 0 || files.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{n} {} of dead workers {} counted but not in {}: {} sent and {} held unsent that the worker never reported, so their slots and times are unknown (audit.unreported, audit.unsent_lost)",
+        if n == 1 { "request" } else { "requests" },
+        if n == 1 { "is" } else { "are" },
+        files.join(" nor in "),
+        a.unreported,
+        a.unsent_lost,
+    ))
 }
 
 /// One stderr line per error kind of a benchmark: its count and a sample message.
@@ -394,6 +431,9 @@ impl RunObserver for RunReporter {
     }
 
     fn progress(&mut self, p: &Progress) {
+        if let Some(o) = &mut self.otlp {
+            o.tick();
+        }
         if self.progress_offset == 0 {
             self.progress.update(p);
         } else {
@@ -472,6 +512,11 @@ impl RunObserver for RunReporter {
         }
         let mut result = result.clone();
         result.run = self.run;
+        if let Some(line) = unlogged(&self.record_files(), &result) {
+            self.progress
+                .println(&format!("warning: {}: {line}", shown.strategy));
+            result.client.warnings.push(line);
+        }
         self.report.benchmarks.push(result);
         self.write();
     }

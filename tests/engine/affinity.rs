@@ -4,10 +4,11 @@
 //! sent back on the conversation's later turns, and a higher prefix-cache hit rate with
 //! affinity than without on a mock whose cache is split into replicas by the key.
 
+use super::agent_traces::{Row, flat};
 use crate::scenario::Bench;
 use crate::support::{mock, recorded, recording};
 use llmsurge::mock::{MockConfig, MockServer};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// 2 users × sessions of 3 turns, 8 requests in all.
@@ -89,46 +90,20 @@ fn each_preset_sends_the_routers_session_key_on_every_turn() {
     }
 }
 
-/// (span, parent, start ms, end ms, GenAI input/output tokens when a call).
-type Span = (
-    &'static str,
-    Option<&'static str>,
-    u64,
-    u64,
-    Option<(u32, u32)>,
-);
-
 /// An agent trace: a planner, a sub-agent `s1` whose call `c1` spawns a nested
 /// sub-agent `s1a` (call `c1a`), a sub-agent `s2` (call `c2`), and a joining call.
 /// Output lengths tell the calls apart in the record.
-fn agent_trace() -> String {
-    const MS: u64 = 1_000_000;
-    const T0: u64 = 1_700_000_000_000_000_000;
-    let rows: [Span; 9] = [
-        ("root", None, 0, 900, None),
-        ("plan", Some("root"), 0, 100, Some((40, 11))),
-        ("s1", Some("root"), 110, 500, None),
-        ("c1", Some("s1"), 120, 200, Some((50, 12))),
-        ("s1a", Some("s1"), 210, 400, None),
-        ("c1a", Some("s1a"), 220, 300, Some((60, 13))),
-        ("s2", Some("root"), 115, 500, None),
-        ("c2", Some("s2"), 130, 250, Some((70, 14))),
-        ("join", Some("root"), 600, 800, Some((200, 15))),
-    ];
-    let spans: Vec<Value> = rows
-        .iter()
-        .map(|(id, parent, start, end, genai)| {
-            let attrs = match genai {
-                Some((i, o)) => json!({"gen_ai.operation.name": "chat",
-                    "gen_ai.usage.input_tokens": i, "gen_ai.usage.output_tokens": o}),
-                None => json!({"gen_ai.operation.name": "invoke_agent"}),
-            };
-            json!({"span_id": id, "parent_span_id": parent, "name": id,
-                "start_time": T0 + start * MS, "end_time": T0 + end * MS, "attributes": attrs})
-        })
-        .collect();
-    json!({"trace_id": "t1", "spans": spans}).to_string() + "\n"
-}
+const NESTED: [Row; 9] = [
+    ("root", None, 0, 900, None),
+    ("plan", Some("root"), 0, 100, Some((40, 11))),
+    ("s1", Some("root"), 110, 500, None),
+    ("c1", Some("s1"), 120, 200, Some((50, 12))),
+    ("s1a", Some("s1"), 210, 400, None),
+    ("c1a", Some("s1a"), 220, 300, Some((60, 13))),
+    ("s2", Some("root"), 115, 500, None),
+    ("c2", Some("s2"), 130, 250, Some((70, 14))),
+    ("join", Some("root"), 600, 800, Some((200, 15))),
+];
 
 #[test]
 fn dynamo_affinity_gives_a_sub_agents_calls_their_own_key_and_their_parents() {
@@ -140,7 +115,7 @@ fn dynamo_affinity_gives_a_sub_agents_calls_their_own_key_and_their_parents() {
         ..MockConfig::instant()
     });
     let trace = dir.path().join("trace.jsonl");
-    std::fs::write(&trace, agent_trace()).expect("write the trace");
+    std::fs::write(&trace, flat(&NESTED)).expect("write the trace");
     let finished = Bench::on(&server)
         .profile("replay")
         .data(&trace.display().to_string())

@@ -18,8 +18,10 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-const MS: u64 = 1_000_000;
-const T0: u64 = 1_700_000_000_000_000_000;
+/// A millisecond, in ns.
+pub(crate) const MS: u64 = 1_000_000;
+/// The traces' start, Unix ns.
+pub(crate) const T0: u64 = 1_700_000_000_000_000_000;
 /// `--time-scale`: every gap at half its recorded length.
 const TIME_SCALE: f64 = 0.5;
 /// Rounding of instants written as Unix seconds in an f64 (a quarter of a microsecond).
@@ -27,7 +29,7 @@ const ROUNDING_S: f64 = 1e-6;
 
 /// (span, parent, start ms, end ms, GenAI input/output tokens when a call). The calls'
 /// output lengths differ, so `max_tokens` names the call in the mock's record.
-type Row = (
+pub(crate) type Row = (
     &'static str,
     Option<&'static str>,
     u64,
@@ -35,7 +37,9 @@ type Row = (
     Option<(u32, u32)>,
 );
 
-const FIXTURE: [Row; 10] = [
+/// A planner, three sub-agents whose calls overlapped, a tool span and a join (shared
+/// with the OTLP round trip's tests).
+pub(crate) const FIXTURE: [Row; 10] = [
     ("root", None, 0, 1000, None),
     ("plan", Some("root"), 0, 100, Some((100, 20))),
     ("s1", Some("root"), 110, 500, None),
@@ -70,7 +74,8 @@ fn attributes(genai: Option<(u32, u32)>) -> Vec<(&'static str, Value)> {
     }
 }
 
-fn otlp(rows: &[Row]) -> String {
+/// `rows` as one OTLP JSON export document (trace `t1`).
+pub(crate) fn otlp(rows: &[Row]) -> String {
     let spans: Vec<Value> = rows
         .iter()
         .map(|(id, parent, start, end, genai)| {
@@ -93,7 +98,8 @@ fn otlp(rows: &[Row]) -> String {
     json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).to_string()
 }
 
-fn flat(rows: &[Row]) -> String {
+/// `rows` as one line of the flattened form (trace `t1`).
+pub(crate) fn flat(rows: &[Row]) -> String {
     let spans: Vec<Value> = rows
         .iter()
         .map(|(id, parent, start, end, genai)| {

@@ -5,22 +5,78 @@
 //! in the file; and a run's OTLP file replays (`--profile replay --data FILE`) into the
 //! graph that ran, compared at the mock's record of both runs.
 
+use super::agent_traces::{FIXTURE, MS, T0, otlp};
 use crate::scenario::Bench;
-use crate::support::{join_truth, mock, recorded};
+use crate::support::{Finished, Joined, join_truth, mock, recorded};
 use llmsurge::mock::{MockConfig, MockServer};
 use serde_json::{Value, json};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// A mock that writes its truth (with each request's `traceparent`) and records bodies
-/// with their `x-request-id`, in `dir`.
-fn truth_mock(dir: &Path) -> MockServer {
+/// with their `x-request-id`, in `dir`, otherwise as `config`.
+fn truth_mock(dir: &Path, config: MockConfig) -> MockServer {
     mock(MockConfig {
         truth: Some(dir.join("truth.jsonl")),
         record: Some(dir.join("record.jsonl")),
         record_header: vec!["x-request-id".into()],
-        ..MockConfig::instant()
+        ..config
     })
+}
+
+/// A run against a [`truth_mock`], with its request log and `--outputs json,otlp`.
+struct Ran {
+    finished: Finished,
+    /// The mock's truth and record.
+    dir: tempfile::TempDir,
+}
+
+impl Ran {
+    /// Runs `bench` (given the mock's benchmark and the folder of its files) against a
+    /// [`truth_mock`] of `config` with `env`, the mock stopped when it ends.
+    fn new(
+        config: MockConfig,
+        env: &[(&str, &str)],
+        bench: impl FnOnce(Bench, &Path) -> Bench,
+    ) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = truth_mock(dir.path(), config);
+        let b = bench(Bench::on(&server), dir.path())
+            .request_log("requests.jsonl")
+            .outputs("json,otlp");
+        let finished = b.run_with_env(env);
+        server.stop();
+        Ran { finished, dir }
+    }
+
+    /// The run exited 0.
+    fn ok(self) -> Self {
+        assert_eq!(self.finished.code(), 0, "{}", self.finished.stderr);
+        self
+    }
+
+    /// The request log joined with the mock's truth.
+    fn joined(&self) -> Vec<Joined> {
+        join_truth(
+            &self.finished.dir.path().join("requests.jsonl"),
+            &self.dir.path().join("truth.jsonl"),
+        )
+    }
+
+    /// The OTLP file.
+    fn otlp(&self) -> PathBuf {
+        self.finished.dir.path().join("spans.otlp.json")
+    }
+
+    /// The OTLP file's spans, by id.
+    fn spans(&self) -> HashMap<String, Value> {
+        spans(&self.otlp())
+    }
+
+    /// A file the mock wrote.
+    fn mock_file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
 }
 
 /// `00-TRACE-SPAN-01` → (trace, span), checked to be W3C's form.
@@ -87,27 +143,21 @@ fn attr(span: &Value, key: &str) -> Option<Value> {
 /// root span), other sessions other traces; the file's token counts are the mock's.
 #[test]
 fn every_request_carries_the_trace_ids_of_its_session_and_the_otlp_file() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = truth_mock(dir.path());
-    let finished = Bench::on(&server)
-        .concurrent(2)
-        .seed(11)
-        .data("turns=3,prompt_tokens=12,output_tokens=4")
-        .max_requests(12)
-        .request_log("requests.jsonl")
-        .outputs("json,otlp")
-        .run();
-    server.stop();
-    assert_eq!(finished.code(), 0, "{}", finished.stderr);
+    let ran = Ran::new(MockConfig::instant(), &[], |b, _| {
+        b.concurrent(2)
+            .seed(11)
+            .data("turns=3,prompt_tokens=12,output_tokens=4")
+            .max_requests(12)
+    })
+    .ok();
     assert!(
-        finished.stderr.contains("OTLP spans written to"),
+        ran.finished.stderr.contains("OTLP spans written to"),
         "{}",
-        finished.stderr
+        ran.finished.stderr
     );
-    let out = finished.dir.path();
-    let joined = join_truth(&out.join("requests.jsonl"), &dir.path().join("truth.jsonl"));
+    let joined = ran.joined();
     assert_eq!(joined.len(), 12);
-    let spans = spans(&out.join("spans.otlp.json"));
+    let spans = ran.spans();
     let mut trace_of_session: HashMap<u64, String> = HashMap::new();
     for j in &joined {
         let (trace, span) = traceparent(&j.truth["traceparent"]);
@@ -151,31 +201,24 @@ fn the_otlp_file_holds_ids_and_counts_never_prompts_or_keys() {
 }
 
 fn ids_and_counts_never_prompts_or_keys(http2: bool) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("prompts.jsonl");
-    let prompts: String = (0..4)
-        .map(|i| format!("{{\"prompt\":\"question {i} about ZEBRAQUOKKA stripes\"}}\n"))
-        .collect();
-    std::fs::write(&data, prompts).expect("data");
-    let server = truth_mock(dir.path());
-    let mut bench = Bench::on(&server)
-        .synchronous()
-        .data(&data.display().to_string())
-        .arg("--api-key", "sk-KEYMARKERWALRUS")
-        .max_requests(4)
-        .request_log("requests.jsonl")
-        .outputs("json,otlp");
-    if http2 {
-        bench = bench.flag("--http2");
-    }
-    let finished = bench.run();
-    server.stop();
-    assert_eq!(finished.code(), 0, "{}", finished.stderr);
-    let out = finished.dir.path();
+    let ran = Ran::new(MockConfig::instant(), &[], |b, dir| {
+        let data = dir.join("prompts.jsonl");
+        let prompts: String = (0..4)
+            .map(|i| format!("{{\"prompt\":\"question {i} about ZEBRAQUOKKA stripes\"}}\n"))
+            .collect();
+        std::fs::write(&data, prompts).expect("data");
+        let b = b
+            .synchronous()
+            .data(&data.display().to_string())
+            .arg("--api-key", "sk-KEYMARKERWALRUS")
+            .max_requests(4);
+        if http2 { b.flag("--http2") } else { b }
+    })
+    .ok();
     // The mock saw the marker: the test would catch it if the file had it.
-    let record = std::fs::read_to_string(dir.path().join("record.jsonl")).expect("record");
+    let record = std::fs::read_to_string(ran.mock_file("record.jsonl")).expect("record");
     assert!(record.contains("ZEBRAQUOKKA"));
-    let file = std::fs::read_to_string(out.join("spans.otlp.json")).expect("the OTLP file");
+    let file = std::fs::read_to_string(ran.otlp()).expect("the OTLP file");
     assert!(
         !file.contains("ZEBRAQUOKKA"),
         "prompt text in the OTLP file"
@@ -184,8 +227,8 @@ fn ids_and_counts_never_prompts_or_keys(http2: bool) {
         !file.contains("KEYMARKERWALRUS"),
         "the key in the OTLP file"
     );
-    let spans = spans(&out.join("spans.otlp.json"));
-    let joined = join_truth(&out.join("requests.jsonl"), &dir.path().join("truth.jsonl"));
+    let spans = ran.spans();
+    let joined = ran.joined();
     assert_eq!((joined.len(), spans.len()), (4, 4));
     let mut traces = HashSet::new();
     for j in &joined {
@@ -210,24 +253,16 @@ fn no_traceparent_sends_none() {
         (true, None),
         (false, Some(("LLMSURGE_NO_TRACEPARENT", "true"))),
     ] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let server = truth_mock(dir.path());
-        let mut bench = Bench::on(&server)
-            .synchronous()
-            .data("prompt_tokens=8,output_tokens=2")
-            .max_requests(3)
-            .request_log("requests.jsonl")
-            .outputs("json");
-        if flag {
-            bench = bench.flag("--no-traceparent");
-        }
-        let finished = bench.run_with_env(&env.into_iter().collect::<Vec<_>>());
-        server.stop();
-        assert_eq!(finished.code(), 0, "{}", finished.stderr);
-        let joined = join_truth(
-            &finished.dir.path().join("requests.jsonl"),
-            &dir.path().join("truth.jsonl"),
-        );
+        let env: Vec<_> = env.into_iter().collect();
+        let ran = Ran::new(MockConfig::instant(), &env, |b, _| {
+            let b = b
+                .synchronous()
+                .data("prompt_tokens=8,output_tokens=2")
+                .max_requests(3);
+            if flag { b.flag("--no-traceparent") } else { b }
+        })
+        .ok();
+        let joined = ran.joined();
         assert_eq!(joined.len(), 3);
         for j in &joined {
             assert!(j.truth["traceparent"].is_null(), "{}", j.truth);
@@ -235,33 +270,6 @@ fn no_traceparent_sends_none() {
         }
     }
 }
-
-const MS: u64 = 1_000_000;
-const T0: u64 = 1_700_000_000_000_000_000;
-
-/// (span, parent, start ms, end ms, input/output tokens of a call).
-type Row = (
-    &'static str,
-    Option<&'static str>,
-    u64,
-    u64,
-    Option<(u32, u32)>,
-);
-
-/// An agent trace: a planner, three sub-agents whose calls overlapped, a tool span and
-/// a join. Output lengths differ, so `max_tokens` names the call at the mock.
-const FIXTURE: [Row; 10] = [
-    ("root", None, 0, 1000, None),
-    ("plan", Some("root"), 0, 100, Some((100, 20))),
-    ("s1", Some("root"), 110, 500, None),
-    ("c1", Some("s1"), 120, 400, Some((150, 31))),
-    ("s2", Some("root"), 112, 500, None),
-    ("c2", Some("s2"), 130, 450, Some((160, 32))),
-    ("s3", Some("root"), 114, 500, None),
-    ("c3", Some("s3"), 125, 420, Some((170, 33))),
-    ("tool", Some("root"), 510, 600, None),
-    ("join", Some("root"), 650, 800, Some((400, 50))),
-];
 
 /// Each call's dependencies in the trace above (the join's include the planner, which
 /// ended before it, as the sub-agents did).
@@ -272,32 +280,6 @@ const DEPS: [(&str, &[&str]); 5] = [
     ("c3", &["plan"]),
     ("join", &["plan", "c1", "c2", "c3"]),
 ];
-
-fn fixture() -> String {
-    let spans: Vec<Value> = FIXTURE
-        .iter()
-        .map(|(id, parent, start, end, genai)| {
-            let attrs = match genai {
-                Some((i, o)) => json!([
-                    {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
-                    {"key": "gen_ai.usage.input_tokens", "value": {"intValue": i.to_string()}},
-                    {"key": "gen_ai.usage.output_tokens", "value": {"intValue": o.to_string()}},
-                ]),
-                None => {
-                    json!([{"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}])
-                }
-            };
-            json!({
-                "traceId": "t1", "spanId": id, "parentSpanId": parent.unwrap_or(""),
-                "name": id,
-                "startTimeUnixNano": (T0 + start * MS).to_string(),
-                "endTimeUnixNano": (T0 + end * MS).to_string(),
-                "attributes": attrs,
-            })
-        })
-        .collect();
-    json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).to_string()
-}
 
 /// One call as the mock saw it: its output length asked, prompt length, arrival and
 /// end (Unix seconds) and its traceparent.
@@ -310,33 +292,30 @@ struct Call {
     span: String,
 }
 
+/// Replays the agent trace `trace` (`--profile replay`) with its gaps times
+/// `time_scale`; it exits 0.
+fn replayed(trace: &Path, time_scale: f64) -> Ran {
+    Ran::new(MockConfig::instant(), &[], |b, _| {
+        b.profile("replay")
+            .data(&trace.display().to_string())
+            .arg("--time-scale", time_scale)
+            .flag("--disable-progress")
+    })
+    .ok()
+}
+
 /// Replays `trace` at a fifth of its recorded time, writing `--outputs otlp`: the calls
-/// the mock saw, by their output length, and the run's OTLP file.
-fn replay(trace: &Path) -> (HashMap<u64, Call>, PathBuf, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = truth_mock(dir.path());
-    let finished = Bench::on(&server)
-        .profile("replay")
-        .data(&trace.display().to_string())
-        .arg("--time-scale", 0.2)
-        .request_log("requests.jsonl")
-        .outputs("json,otlp")
-        .flag("--disable-progress")
-        .run();
-    server.stop();
-    assert_eq!(finished.code(), 0, "{}", finished.stderr);
-    let truth: HashMap<String, Value> = recorded(&dir.path().join("truth.jsonl"))
+/// the mock saw, by their output length, and the run.
+fn replay(trace: &Path) -> (HashMap<u64, Call>, Ran) {
+    let ran = replayed(trace, 0.2);
+    let truth: HashMap<String, Value> = recorded(&ran.mock_file("truth.jsonl"))
         .into_iter()
         .map(|t| (t["request_id"].as_str().expect("an id").to_string(), t))
         .collect();
-    let calls = recorded(&dir.path().join("record.jsonl"))
+    let calls = recorded(&ran.mock_file("record.jsonl"))
         .into_iter()
         .map(|l| {
-            let body = &l["body"];
-            let asked = body["max_tokens"]
-                .as_u64()
-                .or_else(|| body["max_completion_tokens"].as_u64())
-                .expect("the output length asked");
+            let asked = asked_of(&l["body"]);
             let id = l["headers"]["x-request-id"].as_str().expect("an id");
             let t = &truth[id];
             let (trace, span) = traceparent(&t["traceparent"]);
@@ -351,11 +330,15 @@ fn replay(trace: &Path) -> (HashMap<u64, Call>, PathBuf, tempfile::TempDir) {
             (asked, call)
         })
         .collect();
-    let otlp = finished.dir.path().join("spans.otlp.json");
-    let kept = dir.path().join("spans.otlp.json");
-    std::fs::copy(&otlp, &kept).expect("keep the OTLP file");
-    drop(finished);
-    (calls, kept, dir)
+    (calls, ran)
+}
+
+/// The output length a recorded body asked (`max_tokens`).
+fn asked_of(body: &Value) -> u64 {
+    body["max_tokens"]
+        .as_u64()
+        .or_else(|| body["max_completion_tokens"].as_u64())
+        .unwrap_or_else(|| panic!("no output length asked: {body}"))
 }
 
 /// Each call's dependencies by output length, as the OTLP file links them, and the
@@ -396,9 +379,10 @@ fn linked_deps(path: &Path) -> HashMap<u64, Vec<u64>> {
 fn a_runs_otlp_file_replays_into_the_same_graph() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = dir.path().join("trace.json");
-    std::fs::write(&trace, fixture()).expect("write the trace");
-    let (first, first_otlp, _keep1) = replay(&trace);
-    let (second, second_otlp, _keep2) = replay(&first_otlp);
+    std::fs::write(&trace, otlp(&FIXTURE)).expect("write the trace");
+    let (first, first_run) = replay(&trace);
+    let (second, second_run) = replay(&first_run.otlp());
+    let (first_otlp, second_otlp) = (first_run.otlp(), second_run.otlp());
     let tokens_of = |span: &str| -> u64 {
         let (_, _, _, _, genai) = FIXTURE.iter().find(|r| r.0 == span).expect("a call");
         u64::from(genai.expect("a call").1)
@@ -536,40 +520,43 @@ fn links_that_loop_are_refused_naming_the_span() {
         ),
     ];
     for (calls, why, span) in cases {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let server = truth_mock(dir.path());
-        let file = dir.path().join("trace.otlp.json");
-        std::fs::write(&file, linked_trace(calls)).expect("write the trace");
-        let finished = Bench::on(&server)
-            .profile("replay")
-            .data(&file.display().to_string())
-            .flag("--disable-progress")
-            .run();
-        let stats = server.stats();
-        server.stop();
-        let stderr = finished.stderr.trim();
-        assert_eq!(finished.code(), 2, "{why}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        let (stderr, _, _) = refused_replay(&linked_trace(calls));
         assert!(
-            stderr.starts_with("error:") && stderr.contains(why) && stderr.contains(span),
+            stderr.contains(why) && stderr.contains(span) && stderr.contains("of trace t1"),
             "{stderr}"
         );
-        assert!(stderr.contains("of trace t1"), "{stderr}");
-        assert_eq!(stats.requests_total, 0, "{why}: nothing is sent");
     }
+}
+
+/// Replays the trace `text` (a file of its own): the run is refused with one `error:`
+/// line (exit 2) before anything is sent. That line, and the file.
+fn refused_replay(text: &str) -> (String, tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = truth_mock(dir.path(), MockConfig::instant());
+    let file = dir.path().join("trace.otlp.json");
+    std::fs::write(&file, text).expect("write the trace");
+    let finished = Bench::on(&server)
+        .profile("replay")
+        .data(&file.display().to_string())
+        // A replay that went ahead ends soon all the same.
+        .max_seconds(5)
+        .flag("--disable-progress")
+        .run();
+    let stats = server.stats();
+    server.stop();
+    let stderr = finished.stderr.trim().to_string();
+    assert_eq!(finished.code(), 2, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error:"), "{stderr}");
+    assert_eq!(stats.requests_total, 0, "nothing is sent: {stderr}");
+    (stderr, dir, file)
 }
 
 /// The output lengths the mock saw asked (`max_tokens`), in the order it recorded them.
 fn asked_at_mock(record: &Path) -> Vec<u64> {
     recorded(record)
         .iter()
-        .map(|l| {
-            let body = &l["body"];
-            body["max_tokens"]
-                .as_u64()
-                .or_else(|| body["max_completion_tokens"].as_u64())
-                .unwrap_or_else(|| panic!("no output length asked: {body}"))
-        })
+        .map(|l| asked_of(&l["body"]))
         .collect()
 }
 
@@ -601,7 +588,7 @@ fn a_failed_calls_replay_asks_the_output_length_it_asked() {
     let asked_first = asked_at_mock(&dir.path().join("first.jsonl"));
     assert_eq!(asked_first, [4, 4, 4]);
 
-    let server = truth_mock(dir.path());
+    let server = truth_mock(dir.path(), MockConfig::instant());
     let replayed = Bench::on(&server)
         .profile("replay")
         .data(&otlp.display().to_string())
@@ -648,22 +635,16 @@ fn a_second_otlp_output_is_refused() {
 /// `run` for the same request, so the runs' spans can be told apart.
 #[test]
 fn each_span_names_its_run_with_repeat() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = truth_mock(dir.path());
-    let finished = Bench::on(&server)
-        .data("prompt_tokens=12,output_tokens=4")
-        .max_requests(3)
-        .repeat(2)
-        .request_log("requests.jsonl")
-        .outputs("json,otlp")
-        .flag("--disable-progress")
-        .run();
-    server.stop();
-    assert_eq!(finished.code(), 0, "{}", finished.stderr);
-    let out = finished.dir.path();
-    let joined = join_truth(&out.join("requests.jsonl"), &dir.path().join("truth.jsonl"));
+    let ran = Ran::new(MockConfig::instant(), &[], |b, _| {
+        b.data("prompt_tokens=12,output_tokens=4")
+            .max_requests(3)
+            .repeat(2)
+            .flag("--disable-progress")
+    })
+    .ok();
+    let joined = ran.joined();
     assert_eq!(joined.len(), 6, "the mock saw both runs");
-    let spans = spans(&out.join("spans.otlp.json"));
+    let spans = ran.spans();
     assert_eq!(spans.len(), 6);
     let mut per_run: HashMap<u64, usize> = HashMap::new();
     for j in &joined {
@@ -678,4 +659,324 @@ fn each_span_names_its_run_with_repeat() {
         *per_run.entry(run).or_default() += 1;
     }
     assert_eq!(per_run, HashMap::from([(0, 3), (1, 3)]));
+}
+
+/// Each session's calls in the order they were sent: (prompt tokens at the mock, status
+/// in the log), sessions by their first send, or by their index with `by_index` (a
+/// replay's: its traces by their recorded start).
+fn sessions_at_mock(joined: &[Joined], by_index: bool) -> Vec<Vec<(u64, String)>> {
+    let mut by_session: BTreeMap<u64, Vec<(f64, u64, String)>> = BTreeMap::new();
+    for j in joined {
+        let session = j.log["session"].as_u64().expect("a session");
+        by_session.entry(session).or_default().push((
+            j.log["start_time"].as_f64().expect("sent"),
+            j.truth["prompt_tokens"].as_u64().expect("prompt tokens"),
+            j.log["status"].as_str().expect("a status").to_string(),
+        ));
+    }
+    let mut sessions: Vec<Vec<(f64, u64, String)>> = by_session.into_values().collect();
+    for s in &mut sessions {
+        s.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    if !by_index {
+        sessions.sort_by(|a, b| a[0].0.total_cmp(&b[0].0));
+    }
+    sessions
+        .into_iter()
+        .map(|s| s.into_iter().map(|(_, p, st)| (p, st)).collect())
+        .collect()
+}
+
+/// Replays the OTLP file `file` against a clean mock: every call completes there, and
+/// each trace's calls are those of `sessions` (as [`sessions_at_mock`] gives them), with
+/// their prompt lengths give or take a few tokens (a synthetic prompt is exact under the
+/// client's tokenizer; the mock counts its own way).
+fn replays_into(file: &Path, sessions: &[Vec<(u64, String)>]) {
+    let again = sessions_at_mock(&replayed(file, 0.1).joined(), true);
+    let calls = |s: &[Vec<(u64, String)>]| s.iter().map(Vec::len).collect::<Vec<_>>();
+    assert_eq!(calls(&again), calls(sessions), "calls per trace");
+    for (k, (a, b)) in again.iter().zip(sessions).enumerate() {
+        for (turn, ((got, status), (want, _))) in a.iter().zip(b).enumerate() {
+            assert_eq!(status, "completed", "trace {k} call {turn}");
+            assert!(
+                got.abs_diff(*want) <= 2 + want / 20,
+                "trace {k} call {turn}: a prompt of {got} tokens, recorded {want}"
+            );
+        }
+    }
+}
+
+/// A later turn that fails has no usage from the server, yet its span and log line say
+/// the prompt it sent (its history and new message), as the mock counted it; so a file
+/// with such spans replays, into the same sessions.
+#[test]
+fn an_errored_later_turn_says_its_prompt_and_the_file_replays() {
+    let ran = Ran::new(
+        // A drop breaks the answer after some of its tokens, before the usage: the
+        // mock counted the prompt (an HTTP error fault answers before reading it).
+        MockConfig {
+            drop_rate: 0.3,
+            ..MockConfig::instant()
+        },
+        &[],
+        |b, _| {
+            b.synchronous()
+                .seed(3)
+                .data("turns=3,prompt_tokens=12,output_tokens=4")
+                .max_requests(24)
+                .flag("--disable-progress")
+        },
+    );
+    let joined = ran.joined();
+    let spans = ran.spans();
+    let errored_later = joined
+        .iter()
+        .filter(|j| j.log["status"] == "errored" && j.log["turn"].as_u64() > Some(0))
+        .count();
+    assert!(
+        errored_later > 0,
+        "no later turn failed: {}",
+        ran.finished.stderr
+    );
+    for j in &joined {
+        let asked = &j.truth["prompt_tokens"];
+        assert!(asked.as_u64().is_some(), "{}", j.truth);
+        assert_eq!(j.log["prompt_tokens"], *asked, "{}", j.log);
+        let (_, span) = traceparent(&j.truth["traceparent"]);
+        assert_eq!(
+            attr(&spans[&span], "gen_ai.usage.input_tokens").as_ref(),
+            Some(asked),
+            "{}",
+            j.log
+        );
+    }
+    replays_into(&ran.otlp(), &sessions_at_mock(&joined, false));
+}
+
+/// The spans of the complete lines of `path` (a run may be writing it).
+fn spans_so_far(path: &Path) -> usize {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|doc| {
+            doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                .as_array()
+                .map_or(0, Vec::len)
+        })
+        .sum()
+}
+
+/// Starts `bench` (given the mock's benchmark) against a [`truth_mock`] of `config` in
+/// `dir`, with its request log and `--outputs json,otlp`, in a process group of its own:
+/// the mock, the run and its output folder.
+fn start_logged(
+    dir: &Path,
+    config: MockConfig,
+    bench: impl FnOnce(Bench) -> Bench,
+) -> (MockServer, std::process::Child, tempfile::TempDir) {
+    use std::os::unix::process::CommandExt;
+    let server = truth_mock(dir, config);
+    let (child, out) = bench(Bench::on(&server))
+        .request_log("requests.jsonl")
+        .outputs("json,otlp")
+        .flag("--disable-progress")
+        .start(|cmd| {
+            cmd.process_group(0);
+        });
+    (server, child, out)
+}
+
+/// What an OTLP file says of each session: its calls' input tokens, in order of start,
+/// sessions by their first call's start (as [`sessions_at_mock`] gives them).
+fn sessions_in_file(spans: &HashMap<String, Value>) -> Vec<Vec<(u64, String)>> {
+    let mut by_trace: HashMap<String, Vec<(u64, u64)>> = HashMap::new();
+    for s in spans.values() {
+        if attr(s, "gen_ai.operation.name") != Some(json!("chat")) {
+            continue;
+        }
+        let start: u64 = s["startTimeUnixNano"]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .expect("a start");
+        let Some(Value::Number(n)) = attr(s, "gen_ai.usage.input_tokens") else {
+            panic!("a span without its input tokens: {s}");
+        };
+        let n = n.as_u64().expect("a count");
+        by_trace
+            .entry(s["traceId"].as_str().expect("a trace").to_string())
+            .or_default()
+            .push((start, n));
+    }
+    let mut sessions: Vec<Vec<(u64, u64)>> = by_trace.into_values().collect();
+    for s in &mut sessions {
+        s.sort_unstable();
+    }
+    sessions.sort_by_key(|s| s[0].0);
+    sessions
+        .into_iter()
+        .map(|s| s.into_iter().map(|(_, n)| (n, String::new())).collect())
+        .collect()
+}
+
+/// A coordinator killed mid-run (SIGKILL: nothing more is written) leaves an OTLP file
+/// that replays what completed: spans reach the file within a second of their request's
+/// end, and the replay makes again the roots the run never wrote.
+#[test]
+fn a_killed_runs_otlp_file_replays_what_completed() {
+    use nix::sys::signal::{Signal, kill};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = MockConfig {
+        ttft_ms: 20.0,
+        itl_ms: 5.0,
+        ..MockConfig::instant()
+    };
+    let (server, mut child, out) = start_logged(dir.path(), config, |b| {
+        b.concurrent(3)
+            .data("turns=4,prompt_tokens=12,output_tokens=6")
+            .max_seconds(120)
+    });
+    let file = out.path().join("spans.otlp.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while spans_so_far(&file) < 8 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no spans in {} within 30 s",
+            file.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pgid = child.id();
+    kill(super::signals::pid(pgid), Signal::SIGKILL).expect("SIGKILL the coordinator");
+    let _ = child.wait();
+    super::signals::assert_group_gone_within(pgid, std::time::Duration::from_secs(30));
+    server.stop();
+    let spans = spans(&file);
+    assert!(spans.len() >= 8, "{}", spans.len());
+    replays_into(&file, &sessions_in_file(&spans));
+}
+
+/// A worker killed mid-run (kill -9): the requests it had in flight are in the request
+/// log and the OTLP file with the trace ids, session and prompt they were sent with (as
+/// the mock's truth has them); the ones it sent or held but never reported (their slots
+/// unknown) cannot be, and the report says how many, with the log, the file and the
+/// counts agreeing on the rest.
+#[test]
+fn a_killed_workers_requests_are_logged_with_their_trace_or_said_missing() {
+    use crate::support::{ended_with, wait_completed, wait_for_children, wait_in_flight, wait_run};
+    use nix::sys::signal::{Signal, kill};
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Requests of ~300 ms: each worker holds two when one is killed.
+    let config = MockConfig {
+        ttft_ms: 100.0,
+        itl_ms: 10.0,
+        output_tokens: 20,
+        ..MockConfig::instant()
+    };
+    let (server, child, out) = start_logged(dir.path(), config, |b| {
+        b.concurrent(4)
+            .workers(2)
+            .data("turns=3,prompt_tokens=16,output_tokens=20")
+            .max_seconds(30)
+    });
+    let workers = wait_for_children(child.id(), 2);
+    wait_completed(&server, 4);
+    wait_in_flight(&server, 4);
+    kill(super::signals::pid(workers[0]), Signal::SIGKILL).expect("kill the worker");
+    let run = wait_run(child, out);
+    server.stop();
+    let report = ended_with(&run, llmsurge::exit_codes::RUN_FAILED);
+    let b = &report.benchmarks[0];
+    let a = &b.audit;
+    let log = recorded(&run.dir.path().join("requests.jsonl"));
+    let spans = spans(&run.dir.path().join("spans.otlp.json"));
+    let calls = spans
+        .values()
+        .filter(|s| attr(s, "gen_ai.operation.name") == Some(json!("chat")))
+        .count();
+    // The counts, the log and the file agree, but for what the report says they lack.
+    assert_eq!(calls, log.len(), "a span per logged request");
+    assert_eq!(
+        log.len() as u64 + a.unreported + a.unsent_lost,
+        b.requests.created,
+        "{a:?}"
+    );
+    let missing = a.unreported + a.unsent_lost;
+    let said = b
+        .client
+        .warnings
+        .iter()
+        .find(|w| w.contains("not in the request log nor in the OTLP file"));
+    match said {
+        Some(w) => assert!(w.starts_with(&format!("{missing} request")), "{w}"),
+        None => assert_eq!(missing, 0, "{:?}", b.client.warnings),
+    }
+    if missing > 0 {
+        assert!(
+            run.stderr.contains("nor in the OTLP file"),
+            "{}",
+            run.stderr
+        );
+    }
+    // Each logged request, the dead worker's included, with the ids it was sent with.
+    let truth: HashMap<String, Value> = recorded(&dir.path().join("truth.jsonl"))
+        .into_iter()
+        .map(|t| (t["request_id"].as_str().expect("an id").to_string(), t))
+        .collect();
+    let mut died = 0;
+    for l in &log {
+        let t = &truth[l["request_id"].as_str().expect("an id")];
+        let (trace, span) = traceparent(&t["traceparent"]);
+        assert_eq!(
+            (&l["trace_id"], &l["span_id"]),
+            (&json!(trace), &json!(span)),
+            "{l}"
+        );
+        assert_eq!(spans[&span]["traceId"], json!(trace));
+        if l["error_kind"] == "worker_died" {
+            died += 1;
+            assert!(l["session"].is_u64() && l["turn"].is_u64(), "{l}");
+            assert_eq!(l["prompt_tokens"], t["prompt_tokens"], "{l}");
+            assert_eq!(
+                attr(&spans[&span], "gen_ai.usage.input_tokens").as_ref(),
+                Some(&t["prompt_tokens"])
+            );
+        }
+    }
+    // The dead worker held some: logged, or said missing.
+    assert!(died + a.unreported >= 1, "{a:?}: {died} logged");
+    // And the file replays, the dead worker's requests included.
+    replays_into(
+        &run.dir.path().join("spans.otlp.json"),
+        &sessions_in_file(&spans),
+    );
+}
+
+/// A recorded token count or gap a replay cannot honour (a prompt of 20 million
+/// tokens, a call 100 days after its dependencies) is refused at load, in one line
+/// naming the file, the span and the field, before anything is sent.
+#[test]
+fn a_huge_count_or_gap_is_refused_at_load_naming_the_span_and_field() {
+    const DAY_MS: u64 = 86_400_000;
+    let mut huge_prompt = FIXTURE;
+    huge_prompt[1].4 = Some((20_000_000, 20));
+    let mut huge_gap = FIXTURE;
+    huge_gap[9].2 = 100 * DAY_MS;
+    huge_gap[9].3 = 100 * DAY_MS + 150;
+    for (rows, span, field) in [
+        (
+            huge_prompt,
+            "span plan of trace t1",
+            "gen_ai.usage.input_tokens",
+        ),
+        (huge_gap, "span join of trace t1", "startTimeUnixNano"),
+    ] {
+        let (stderr, _dir, file) = refused_replay(&otlp(&rows));
+        assert!(
+            stderr.contains(&file.display().to_string())
+                && stderr.contains(span)
+                && stderr.contains(field),
+            "{stderr}"
+        );
+    }
 }

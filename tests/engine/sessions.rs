@@ -793,9 +793,10 @@ fn responses_and_anthropic_sessions_carry_the_replies_received_streamed_or_not()
 }
 
 /// A multi-turn run cut by `--max-seconds` leaves later turns in flight: the server read
-/// their prompts (history included), which the client cannot count before the server's
-/// usage says. That is no disagreement: the server's prompt count lies within the
-/// client's range, and no DISAGREES or warning is reported.
+/// their prompts (history included) and sent no usage for them. The client counts each
+/// itself (the history as the server counted it, the reply and the new message), so
+/// none is of unknown length: the server's prompt count lies within the client's range,
+/// and no DISAGREES or warning is reported.
 #[test]
 fn a_multi_turn_run_cut_off_agrees_with_the_servers_prompt_count() {
     let server = mock(MockConfig {
@@ -823,7 +824,7 @@ fn a_multi_turn_run_cut_off_agrees_with_the_servers_prompt_count() {
         .unwrap_or_else(|| panic!("a prompt cross-check: {:?}", m.warnings));
     // The server counted the prompts the mock's /stats says it read.
     assert_eq!(prompt.server, server.stats().prompt_tokens as f64);
-    assert!(prompt.unknown_requests > 0, "{prompt:?}");
+    assert_eq!(prompt.unknown_requests, 0, "{prompt:?}");
     assert!(prompt.agrees, "{prompt:?}: {:?}", m.warnings);
     assert!(m.warnings.is_empty(), "{:?}", m.warnings);
     assert!(!run.stdout.contains("DISAGREES"), "{}", run.stdout);

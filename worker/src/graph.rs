@@ -122,6 +122,7 @@ mod tests {
             think_ns: gap_ms * 1_000_000,
             recorded_reply: None,
             tool_result: None,
+            tool_result_tokens: 0,
             after: Some(after.to_vec()),
             parent_session: None,
         }

@@ -463,6 +463,9 @@ mod tests {
                     scheduled: MonoNanos(slot),
                     start: MonoNanos(slot),
                     model: None,
+                    session: None,
+                    prompt_tokens: None,
+                    max_output_tokens: None,
                 })
                 .collect(),
             finished: (0..count as u64).map(|s| errored(s, &message)).collect(),

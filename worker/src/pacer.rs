@@ -608,11 +608,13 @@ mod tests {
                 think_ns: 0,
                 recorded_reply: None,
                 tool_result: None,
+                tool_result_tokens: 0,
                 after: None,
                 parent_session: None,
             };
             Ok(Some(crate::SessionPlan {
                 system: Some(format!("system {id}")),
+                system_tokens: Some(2),
                 turns: vec![turn(0), turn(1)],
             }))
         }

@@ -114,6 +114,9 @@ impl Reporter {
             scheduled: info.scheduled,
             start,
             model: info.model,
+            session: info.session,
+            prompt_tokens: info.prompt_tokens,
+            max_output_tokens: info.max_output_tokens,
         });
     }
 

@@ -799,7 +799,15 @@ impl Context {
             if ex.error.is_some() {
                 return true;
             }
-            session.push_reply(ex.reply, ex.tool_call);
+            // What the server counted of the turn, for the next turn's prompt length.
+            let usage = ex.usage.as_ref();
+            let tokens = (
+                usage.and_then(|u| u.prompt_tokens),
+                usage
+                    .and_then(|u| u.completion_tokens)
+                    .unwrap_or(ex.streamed_tokens),
+            );
+            session.push_reply(ex.reply, ex.tool_call, tokens);
         }
     }
 

@@ -256,6 +256,9 @@ pub struct Turn {
     /// The data's `tool_result_tokens`: the tool's result sent (a `tool` message) after
     /// this turn when the server answered it with a tool call.
     pub tool_result: Option<String>,
+    /// The tool result's length under the run's tokenizer (0 without one): a later
+    /// turn's prompt length counts it.
+    pub tool_result_tokens: u32,
     /// Agent traces: the turns (indices) that must all end before this one, which then
     /// waits `think_ns` and is sent as its own prompt (no history); `None` for a linear
     /// session, where a turn waits for the previous one.
@@ -271,6 +274,8 @@ pub struct Turn {
 pub struct SessionPlan {
     /// A system prompt opening every turn's messages.
     pub system: Option<String>,
+    /// The system prompt's length under the run's tokenizer, when known.
+    pub system_tokens: Option<u32>,
     /// The turns, in order.
     pub turns: Vec<Turn>,
 }
@@ -287,11 +292,19 @@ pub struct SessionState {
     next: usize,
     /// The system prompt, then each sent turn's user message and its reply.
     history: Vec<Message>,
+    /// The history's length in tokens (see [`SessionState::next_request`]), when known.
+    history_tokens: Option<u32>,
+    /// The prompt length the turn just sent asked, when known.
+    asked: Option<u32>,
 }
 
 impl SessionState {
     /// A session about to send its first turn; the system prompt opens its history.
     pub fn new(id: u64, plan: SessionPlan) -> Self {
+        let history_tokens = match plan.system {
+            Some(_) => plan.system_tokens,
+            None => Some(0),
+        };
         let history = plan
             .system
             .into_iter()
@@ -302,6 +315,8 @@ impl SessionState {
             turns: plan.turns,
             next: 0,
             history,
+            history_tokens,
+            asked: None,
         }
     }
 
@@ -347,17 +362,17 @@ impl SessionState {
         }
         self.history
             .push(Message::text("user", turn.request.prompt.joined()));
-        // Only a first message the client tokenized has a known length: later turns carry
-        // replies it did not, so the server's usage gives their prompt length (a system
-        // prompt is not counted in the turn's drawn length either).
-        let first = self.history.len() == 1;
+        // The history so far and the new message: what the server counts, but for the
+        // tokens its chat template adds. Every turn carries it, so a turn that fails
+        // before the server's usage came still says what it asked (a request log line
+        // and an OTLP span that replay); a completed turn's usage overrides it.
+        self.asked = self
+            .history_tokens
+            .zip(turn.request.prompt_tokens)
+            .map(|(h, p)| h.saturating_add(p));
         Some(PreparedRequest {
             prompt: Prompt::Messages(self.history.clone()),
-            prompt_tokens: if first {
-                turn.request.prompt_tokens
-            } else {
-                None
-            },
+            prompt_tokens: self.asked,
             max_tokens: turn.request.max_tokens,
             model: turn.request.model.clone(),
             user: turn.request.user.clone(),
@@ -369,13 +384,40 @@ impl SessionState {
     /// (`history=recorded`), else the text actually received. A reply that was a tool
     /// call is resent as that call, followed by the tool's result, as an agent loop does
     /// before the next user message; without a planned result the call is left out (an
-    /// API refuses a call with no answer).
-    pub fn push_reply(&mut self, received: Option<String>, tool_call: Option<ToolCall>) {
+    /// API refuses a call with no answer). `tokens` is what the server counted of the
+    /// turn: its prompt (`None` when its usage did not say) and its output; with them
+    /// the history's length is known for the next turn.
+    pub fn push_reply(
+        &mut self,
+        received: Option<String>,
+        tool_call: Option<ToolCall>,
+        tokens: (Option<u32>, u32),
+    ) {
         let turn = self.next.checked_sub(1).and_then(|k| self.turns.get_mut(k));
-        let (recorded, result) = match turn {
-            Some(t) => (t.recorded_reply.take(), t.tool_result.take()),
-            None => (None, None),
+        let (recorded, result, asked_output, result_tokens) = match turn {
+            Some(t) => (
+                t.recorded_reply.take(),
+                t.tool_result.take(),
+                t.request.max_tokens,
+                t.tool_result_tokens,
+            ),
+            None => (None, None, None, 0),
         };
+        let (prompt, output) = tokens;
+        // A recorded reply is resent instead of the received one: its length is the
+        // output the turn asked (the dataset's reply's).
+        let reply_tokens = match &recorded {
+            Some(_) => asked_output.unwrap_or(output),
+            None => output,
+        };
+        let tool_tokens = if tool_call.is_some() && result.is_some() {
+            result_tokens
+        } else {
+            0
+        };
+        self.history_tokens = prompt
+            .or(self.asked)
+            .map(|p| p.saturating_add(reply_tokens).saturating_add(tool_tokens));
         let content = recorded.or(received).unwrap_or_default();
         match (tool_call, result) {
             (Some(call), Some(result)) => {
@@ -424,3 +466,70 @@ pub trait RequestSource: Send {
 
 /// Builds a worker's source from its configuration; errors are one line for the user.
 pub type SourceFactory = dyn Fn(&WorkerConfig) -> Result<Box<dyn RequestSource>, String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(prompt_tokens: u32, max_tokens: u32, tool: Option<(&str, u32)>) -> Turn {
+        Turn {
+            request: PreparedRequest {
+                prompt: Prompt::Text("message".into()),
+                prompt_tokens: Some(prompt_tokens),
+                max_tokens: Some(max_tokens),
+                model: None,
+                user: None,
+                session: None,
+            },
+            think_ns: 0,
+            recorded_reply: None,
+            tool_result: tool.map(|(t, _)| t.to_string()),
+            tool_result_tokens: tool.map_or(0, |(_, n)| n),
+            after: None,
+            parent_session: None,
+        }
+    }
+
+    /// Every turn says its prompt length: the system prompt and first message, then the
+    /// history as the server counted it, the reply, a tool result sent, the new message;
+    /// without the server's count, the length the turn itself asked.
+    #[test]
+    fn every_turn_says_its_prompt_length() {
+        let plan = SessionPlan {
+            system: Some("system".into()),
+            system_tokens: Some(7),
+            turns: vec![
+                turn(10, 4, Some(("result", 6))),
+                turn(20, 5, None),
+                turn(30, 6, None),
+            ],
+        };
+        let mut s = SessionState::new(0, plan);
+        let asked = |r: Option<PreparedRequest>| r.expect("a turn").prompt_tokens;
+        assert_eq!(asked(s.next_request()), Some(17));
+        let call = ToolCall {
+            id: "c".into(),
+            name: "f".into(),
+            arguments: "{}".into(),
+            part: 0,
+        };
+        // The server counted 19 (its template) and sent 4 tokens, a tool call answered.
+        s.push_reply(Some("reply".into()), Some(call), (Some(19), 4));
+        assert_eq!(asked(s.next_request()), Some(19 + 4 + 6 + 20));
+        // No usage: the turn's own count stands for the server's.
+        s.push_reply(Some("reply".into()), None, (None, 5));
+        assert_eq!(asked(s.next_request()), Some(49 + 5 + 30));
+        // Without the system prompt's length nothing is known until the server says.
+        let mut unknown = SessionState::new(
+            1,
+            SessionPlan {
+                system: Some("system".into()),
+                system_tokens: None,
+                turns: vec![turn(10, 4, None), turn(20, 5, None)],
+            },
+        );
+        assert_eq!(asked(unknown.next_request()), None);
+        unknown.push_reply(Some("reply".into()), None, (Some(18), 4));
+        assert_eq!(asked(unknown.next_request()), Some(18 + 4 + 20));
+    }
+}

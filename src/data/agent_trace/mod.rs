@@ -721,10 +721,9 @@ pub fn detect(text: &str) -> Option<AgentTraceFormat> {
 /// Reads the traces of `text` in the form `detect` found, each checked and made a graph.
 pub fn graphs(text: &str, format: AgentTraceFormat) -> Result<Vec<CallGraph>, String> {
     let traces = match format {
-        AgentTraceFormat::Otlp => otlp::read(text)?,
-        AgentTraceFormat::Flat => flat::read(text)?,
         // Conversations of requests, not spans: their graphs are built directly.
         AgentTraceFormat::Weka => return weka::read(text),
+        _ => read(text, format)?,
     };
     traces
         .iter()
@@ -732,13 +731,49 @@ pub fn graphs(text: &str, format: AgentTraceFormat) -> Result<Vec<CallGraph>, St
         .collect()
 }
 
-/// Reads the span traces of `text` (OTLP or flat) in the form `detect` found.
+/// Reads the span traces of `text` (OTLP or flat) in the form `detect` found, a root
+/// lost to a cut-off export made again ([`restore_lost_root`]).
 pub fn read(text: &str, format: AgentTraceFormat) -> Result<Vec<Trace>, String> {
-    match format {
-        AgentTraceFormat::Otlp => otlp::read(text),
-        AgentTraceFormat::Flat => flat::read(text),
-        AgentTraceFormat::Weka => Err("WEKA traces have no spans".into()),
+    let mut traces = match format {
+        AgentTraceFormat::Otlp => otlp::read(text)?,
+        AgentTraceFormat::Flat => flat::read(text)?,
+        AgentTraceFormat::Weka => return Err("WEKA traces have no spans".into()),
+    };
+    traces.iter_mut().for_each(restore_lost_root);
+    Ok(traces)
+}
+
+/// A trace without a root whose top spans all name one parent that is not in the file
+/// lost its root: an exporter writes a root when it ends, so a run killed first (or a
+/// file cut short) leaves its children without it. The root is made again, spanning
+/// them, so what completed replays. A trace with a root, or with spans under two
+/// missing parents, is left as it is (its missing parent is an error naming the span).
+pub fn restore_lost_root(trace: &mut Trace) {
+    if trace.spans.iter().any(|s| s.parent.is_none()) {
+        return;
     }
+    let ids: HashSet<&str> = trace.spans.iter().map(|s| s.id.as_str()).collect();
+    let mut missing = trace
+        .spans
+        .iter()
+        .filter_map(|s| s.parent.as_deref())
+        .filter(|p| !ids.contains(p));
+    let Some(root) = missing.next() else {
+        return;
+    };
+    if missing.any(|p| p != root) {
+        return;
+    }
+    let root = Span {
+        id: root.to_string(),
+        parent: None,
+        name: String::new(),
+        start_ns: trace.spans.iter().map(|s| s.start_ns).min().unwrap_or(0),
+        end_ns: trace.spans.iter().map(|s| s.end_ns).max().unwrap_or(0),
+        genai: None,
+        links: Vec::new(),
+    };
+    trace.spans.push(root);
 }
 
 #[cfg(test)]

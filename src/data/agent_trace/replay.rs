@@ -23,6 +23,11 @@ use std::sync::Arc;
 const TABLE_VERSION: u32 = 1;
 /// Tokens per built piece of synthetic text (as a trace's blocks).
 const PIECE_TOKENS: u32 = 512;
+/// The longest prompt or output a call may record, in tokens: above any model's context,
+/// and a prompt made of it is memory the replay would hold (docs/workloads.md).
+pub const MAX_CALL_TOKENS: u32 = 10_000_000;
+/// The longest gap a call may record after its dependencies: a replay waits it out.
+pub const MAX_GAP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 #[derive(Serialize, Deserialize)]
 struct GraphFile {
@@ -139,6 +144,11 @@ fn graphs_of(
 ) -> Result<(AgentTraceSummary, Vec<CallGraph>), String> {
     let mut graphs = super::graphs(text, format)?;
     for g in &graphs {
+        for c in &g.calls {
+            if let Some(e) = out_of_bounds(c) {
+                return Err(format!("{}{e}", super::at(&g.trace, Some(&c.span))));
+            }
+        }
         if let Some(c) = g
             .calls
             .iter()
@@ -182,6 +192,30 @@ fn graphs_of(
         }),
     };
     Ok((summary, graphs))
+}
+
+/// Why a call cannot be replayed as recorded: a token count over [`MAX_CALL_TOKENS`]
+/// (the attribute named), or a gap over [`MAX_GAP`].
+fn out_of_bounds(c: &super::Call) -> Option<String> {
+    let counts = [
+        ("gen_ai.usage.input_tokens", c.genai.input_tokens),
+        ("gen_ai.usage.output_tokens", c.genai.output_tokens),
+    ];
+    if let Some((key, n)) = counts
+        .into_iter()
+        .find_map(|(k, n)| n.filter(|&n| n > MAX_CALL_TOKENS).map(|n| (k, n)))
+    {
+        return Some(format!(
+            "{key} is {n}, over the {MAX_CALL_TOKENS} tokens a call may have: fix the count (a replay would build and send a prompt or answer that long)"
+        ));
+    }
+    (c.gap_ns > MAX_GAP.as_nanos() as u64).then(|| {
+        format!(
+            "startTimeUnixNano is {:.1} h after the end of what the call waited for, over the {} h a gap may be: fix the span's times (a replay would wait that long)",
+            c.gap_ns as f64 / 3.6e12,
+            MAX_GAP.as_secs() / 3600
+        )
+    })
 }
 
 /// Writes the graphs to a new table file in the temporary directory.
@@ -376,6 +410,7 @@ impl RequestSource for AgentTraceSource {
                     think_ns: (call.gap_ns as f64 * self.time_scale).round() as u64,
                     recorded_reply: None,
                     tool_result: None,
+                    tool_result_tokens: 0,
                     after: Some(
                         call.deps
                             .iter()
@@ -388,6 +423,7 @@ impl RequestSource for AgentTraceSource {
             .collect();
         Ok(Some(SessionPlan {
             system: None,
+            system_tokens: None,
             turns,
         }))
     }

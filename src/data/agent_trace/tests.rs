@@ -256,3 +256,22 @@ fn a_call_that_did_not_complete_asks_what_it_asked_and_a_completed_one_what_it_g
         ])
     );
 }
+
+/// A killed run's export lacks its roots (written when a benchmark ends): the one
+/// missing parent of a rootless trace is made again, and the graph is the one the
+/// whole file gives. Two missing parents, or one beside a root, stay an error.
+#[test]
+fn a_lost_root_is_made_again_and_nothing_else_is() {
+    let whole = graph(&otlp(&FIXTURE)).expect("a graph");
+    let rootless: Vec<Row> = FIXTURE.iter().filter(|r| r.0 != "root").copied().collect();
+    let restored = graph(&otlp(&rootless)).expect("the root made again");
+    assert_eq!(restored, whole);
+    let mut two = rootless.clone();
+    two[0].1 = Some("elsewhere");
+    let e = graph(&otlp(&two)).expect_err("two missing parents");
+    assert!(e.reason.contains("is not in the trace"), "{e}");
+    let mut beside = FIXTURE;
+    beside[1].1 = Some("nowhere");
+    let e = graph(&otlp(&beside)).expect_err("a missing parent beside a root");
+    assert_eq!(e.span.as_deref(), Some(beside[1].0), "{e}");
+}
