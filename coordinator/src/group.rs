@@ -152,7 +152,7 @@ impl BenchmarkPlan {
     /// Whether the load's users pause between requests (sessions with think times,
     /// agent traces' recorded gaps): a user in its pause holds no connection, so fewer
     /// sockets than users are open at once.
-    fn users_think(&self) -> bool {
+    pub(crate) fn users_think(&self) -> bool {
         match &self.worker_template.data {
             llmsurge_proto::DataSpec::Synthetic(s) => {
                 s.turns > 1 && s.think_time.is_some_and(|t| t.mean_ns > 0)
@@ -182,8 +182,10 @@ impl BenchmarkPlan {
         match llmsurge_proto::fdlimit::ensure_fd_capacity(per_worker) {
             Ok(_) => Ok(None),
             Err(e) if self.users_think() => Ok(Some(format!(
-                "{flag} {total} users could hold {} sockets per worker if all were in a turn at once, over the hard limit of {} open files: thinking users hold none, but turns past the limit would fail to connect (errored, \"Too many open files\"); --max-concurrency bounds the turns in flight",
-                e.needed, e.hard
+                "{}: {total} users in a turn at once would hold {per_worker} sockets per worker (besides its own {} files), over the hard limit of {} open files: thinking users hold none, but a turn past the limit fails to connect (errored, \"Too many open files\") and its user pauses a think time; {flag} or --max-concurrency lower, or ulimit -Hn higher, avoids it",
+                self.strategy,
+                llmsurge_proto::fdlimit::FD_RESERVE,
+                e.hard
             ))),
             Err(e) => Err(CoordinatorError::FdLimit(format!(
                 "{flag} {total} ({}) {e}",

@@ -104,7 +104,10 @@ fn thinking_users_beyond_the_hard_limit_run_with_a_warning() {
     );
     assert_eq!(b.requests.completed, 600, "{:?}", b.errors);
     assert_eq!(b.requests.errored, 0, "{:?}", b.errors);
-    let warned = |text: &str| text.contains("--rate 300 users") && text.contains("200 open files");
+    let warned = |text: &str| {
+        text.contains("concurrent@300: 300 users in a turn at once would hold 300 sockets")
+            && text.contains("200 open files")
+    };
     assert!(
         run.stderr.lines().any(warned),
         "the limit is said before the run: {}",
@@ -114,5 +117,47 @@ fn thinking_users_beyond_the_hard_limit_run_with_a_warning() {
         b.client.warnings.iter().any(|w| warned(w)),
         "and in the report: {:?}",
         b.client.warnings
+    );
+}
+
+#[test]
+fn thinking_users_past_the_limit_fail_a_turn_and_pause_never_a_flood() {
+    // 300 users whose first turns are all in flight at once, under a limit that holds
+    // about 140 sockets: the turns without a descriptor fail at once. Each such user
+    // pauses its think time before its next session, so the others' turns complete;
+    // without the pause the failures looped (100,000 errors, nothing completed).
+    llmsurge_proto::fdlimit::raise_fd_limit().expect("getrlimit");
+    let server = mock(MockConfig {
+        ttft_ms: 300.0,
+        output_tokens: 4,
+        ..MockConfig::instant()
+    });
+    let (child, dir) = Bench::on(&server)
+        .concurrent(300)
+        .max_requests(600)
+        .workers(1)
+        .data("turns=2,think_time=1s,prompt_tokens=4,output_tokens=4")
+        .start(|cmd| with_nofile(cmd, 200, 200));
+    let run = wait_run(child, dir);
+    assert!(matches!(run.code(), 0 | 1 | 3 | 4), "{}", run.stderr);
+    let report = run.report();
+    let b = &report.benchmarks[0];
+    let stats = server.stats();
+    assert_eq!(b.requests.created, 600, "{:?}", b.requests);
+    assert_eq!(
+        b.requests.completed, stats.requests.chat_completions,
+        "every completed turn is one the mock answered"
+    );
+    assert!(
+        b.requests.completed >= 300,
+        "most turns complete: {:?} {:?}",
+        b.requests,
+        b.errors
+    );
+    assert_eq!(b.requests.completed + b.requests.errored, 600);
+    let json = serde_json::to_string(&b.errors).expect("errors");
+    assert!(
+        b.requests.errored == 0 || json.contains("open files"),
+        "each failure says why: {json}"
     );
 }

@@ -716,10 +716,12 @@ impl Context {
         mut first: Option<FirstTurn>,
         previous_end: &mut Option<MonoNanos>,
     ) -> bool {
+        // The user's pause after a failed session (see `pause_after_failure`).
+        let pause = session.think_ns();
         if session.is_graph() {
-            let ok = Box::pin(self.run_graph(session, first)).await;
+            let (ok, failed) = Box::pin(self.run_graph(session, first)).await;
             *previous_end = None;
-            return ok;
+            return ok && (!failed || self.pause_after_failure(pause).await);
         }
         let mut stop = self.stop.clone();
         let (session_id, turns) = (session.id, session.turns());
@@ -797,6 +799,14 @@ impl Context {
             };
             *previous_end = Some(ex.end.unwrap_or_else(MonoNanos::now));
             if ex.error.is_some() {
+                if !self.pause_after_failure(pause).await {
+                    return false;
+                }
+                if pause > 0 {
+                    // The next session's first turn is due after the pause, not at the
+                    // failure: the pause is the user's, no lateness of the client.
+                    *previous_end = Some(MonoNanos::now());
+                }
                 return true;
             }
             // What the server counted of the turn, for the next turn's prompt length.
@@ -811,13 +821,30 @@ impl Context {
         }
     }
 
+    /// A user whose session failed pauses one think time before its next session (at
+    /// least yields): a failure that comes back at once (no free descriptor, a refused
+    /// connect) would otherwise loop without a wait, holding the runtime from every other
+    /// user and flooding the books with errors no user would make. `false` on a stop.
+    async fn pause_after_failure(&self, think_ns: u64) -> bool {
+        if think_ns == 0 {
+            tokio::task::yield_now().await;
+            return true;
+        }
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            () = self.timers.until(MonoNanos::now() + Duration::from_nanos(think_ns)) => true,
+            Ok(_) = stop.wait_for(|s| *s) => false,
+        }
+    }
+
     /// Runs an agent trace's graph (see [`crate::graph`]): each call is sent when every
     /// call it depends on ended, plus its recorded gap, so overlapping siblings run
     /// concurrently. `first` is call 1 when the pacer prepared it at the trace's start
     /// (rate-based starts); the trace starts now otherwise. Each call claims a slot when
     /// due. A failed call ends the trace (nothing more is sent; calls in flight finish).
-    /// Returns `false` when a stop (or the last slot gone) left it unfinished.
-    async fn run_graph(&self, session: SessionState, first: Option<FirstTurn>) -> bool {
+    /// Returns whether it may go on (`false` when a stop, or the last slot gone, left it
+    /// unfinished) and whether a call failed.
+    async fn run_graph(&self, session: SessionState, first: Option<FirstTurn>) -> (bool, bool) {
         let start = first.as_ref().map_or_else(MonoNanos::now, |f| f.scheduled);
         let (id, turns) = (session.id, session.turns());
         let mut books = GraphRun::new(session.graph_turns(), start);
@@ -850,7 +877,7 @@ impl Context {
                 launch(ready, &mut running);
             }
         }
-        !stopped
+        (!stopped, failed)
     }
 
     /// Sends one call of an agent trace when it is due and reports it.

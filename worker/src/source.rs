@@ -343,6 +343,16 @@ impl SessionState {
         u32::try_from(self.turns.len()).unwrap_or(u32::MAX)
     }
 
+    /// The session's think time: its first turn's pause that is not zero (a recorded
+    /// gap, for a graph), 0 when it never pauses.
+    pub fn think_ns(&self) -> u64 {
+        self.turns
+            .iter()
+            .map(|t| t.think_ns)
+            .find(|&t| t > 0)
+            .unwrap_or(0)
+    }
+
     /// The index of the next turn to send and its think time (0 for the first turn);
     /// `None` when every turn was sent.
     pub fn upcoming(&self) -> Option<(u32, u64)> {
