@@ -1387,7 +1387,12 @@ impl CapacityProfile {
         throughput_concurrency: u32,
     ) -> Self {
         let fallback = template.synthetic_output_tokens();
-        let cap = template.base.max_concurrency;
+        // Users who think hold no request while they think: more of them than the cap
+        // may all be served, so only a search of users who never pause stops at it.
+        let cap = template
+            .base
+            .max_concurrency
+            .filter(|_| !template.base.users_think());
         Self {
             template,
             search: TieredSearch::new(slo, tiers, variable, |slo| {

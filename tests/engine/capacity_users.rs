@@ -316,6 +316,34 @@ fn max_concurrency_bounds_the_users_searched_and_the_answer_says_so() {
 }
 
 #[test]
+fn users_who_think_are_searched_past_the_cap_on_turns_in_flight() {
+    let server = mock(users_mock());
+    let run = Bench::on(&server)
+        .profile("capacity")
+        // A user thinks 50 ms between turns: it holds no request while it thinks.
+        .data("prompt_tokens=16,output_tokens=4,turns=3,think_time=0.05s")
+        .arg("--slo-tier", "batch:ttft_mean<=25ms")
+        .max_concurrency(2)
+        .max_seconds("1")
+        .run();
+    let report = ok_report(&run);
+    assert!(
+        report
+            .benchmarks
+            .iter()
+            .any(|b| matches!(b.strategy, Strategy::Concurrent { streams } if streams > 2)),
+        "the search stopped at the cap: {:?}",
+        report
+            .benchmarks
+            .iter()
+            .map(|b| b.strategy)
+            .collect::<Vec<_>>()
+    );
+    // The cap still bounds the turns in flight: the mock's record.
+    assert!(server.stats().peak_active <= 2, "{:?}", server.stats());
+}
+
+#[test]
 fn bad_slo_tiers_are_refused_naming_the_flag() {
     for (args, needle) in [
         (
