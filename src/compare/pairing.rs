@@ -2,10 +2,12 @@
 //!
 //! A pair is the same load: the same strategy kind, the same rate (or stream count) and
 //! the same label (`constant@20`, `replay@0.5x`), never a position alone. Only rates a
-//! profile computed (a sweep's, a knee search's, a capacity search's: they differ a
-//! little from run to run) may still pair by their position among the benchmarks of the
-//! same kind, and only when both reports computed their rates and neither benchmark has
-//! an exact partner on the other side. Every benchmark left without a partner is named.
+//! profile computed (a sweep's, a knee search's: they differ a little from run to run)
+//! may still pair by their position among the benchmarks of the same kind, and only when
+//! both reports computed their rates and neither benchmark has an exact partner on the
+//! other side. A capacity search's probes pair exactly only: where two searches went
+//! apart, one's n-th probe is no load of the other's. Every benchmark left without a
+//! partner is named.
 
 use crate::report::Report;
 use llmsurge_coordinator::{BenchmarkResult, Strategy};
@@ -22,16 +24,17 @@ pub struct Pairing<'a> {
     pub unmatched_current: Vec<String>,
 }
 
-/// Whether a report's rates were computed by its profile (sweep, knee, capacity), from
-/// its recorded arguments (`args.profile_plan.kind`); a report that does not say is
-/// taken as a fixed list of strategies.
+/// Whether a report's rates were computed by its profile as steps that pair by position
+/// (sweep, knee; not a capacity search's probes), from its recorded arguments
+/// (`args.profile_plan.kind`); a report that does not say is taken as a fixed list of
+/// strategies.
 pub fn computes_rates(report: &Report) -> bool {
     matches!(
         report
             .args
             .pointer("/profile_plan/kind")
             .and_then(serde_json::Value::as_str),
-        Some("sweep" | "knee" | "capacity")
+        Some("sweep" | "knee")
     )
 }
 
@@ -167,6 +170,23 @@ mod tests {
                 vec!["constant@10".to_string()],
                 vec!["constant@20".to_string()]
             )
+        );
+    }
+
+    #[test]
+    fn a_capacity_searchs_probes_never_pair_by_position() {
+        let mut report: Report = serde_json::from_str(include_str!(
+            "../../tests/fixtures/report-server-metrics.json"
+        ))
+        .expect("fixture parses");
+        let mut kind = |k: &str| {
+            report.args["profile_plan"] = serde_json::json!({ "kind": k });
+            computes_rates(&report)
+        };
+        assert!(kind("sweep") && kind("knee"));
+        assert!(
+            !kind("capacity"),
+            "@5 of one search is no partner of another's @32"
         );
     }
 

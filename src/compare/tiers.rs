@@ -7,7 +7,8 @@
 //! count is at or below the baseline's answer: the current server failed a load the
 //! baseline met, beyond the uncertainty of either boundary. Lower but inside that
 //! uncertainty is worse within the noise; no answer at all where the baseline had one
-//! regressed.
+//! regressed, unless the current search was cut short (Ctrl-C) before any probe passed:
+//! then it has no value (`n/a`), as nothing was learnt.
 
 use super::PairComparison;
 use super::change::{MetricChange, Verdict};
@@ -77,6 +78,8 @@ pub fn compare_tiers(base: &Report, cur: &Report) -> TierComparison {
 /// One tier's answer, baseline against current (see the module documentation).
 fn change(b: &CapacityOutcome, tb: &TierOutcome, tc: &TierOutcome) -> MetricChange {
     let verdict = match (tb.value, tc.value) {
+        // Interrupted before any probe passed: nothing known, not a failed load.
+        (Some(_), None) if tc.cut_short => Verdict::Missing,
         (Some(_), None) => Verdict::Regressed,
         (Some(vb), Some(vc)) if vc < vb => match tc.bracket.1 {
             Some(failed) if failed <= vb => Verdict::Regressed,
@@ -99,5 +102,48 @@ fn change(b: &CapacityOutcome, tb: &TierOutcome, tc: &TierOutcome) -> MetricChan
         samples: (runs(tb), runs(tc)),
         tolerance: None,
         verdict,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llmsurge_coordinator::profiles::SearchVariable;
+
+    fn tier(value: Option<f64>, cut_short: bool) -> TierOutcome {
+        TierOutcome {
+            name: "interactive".into(),
+            objectives: Vec::new(),
+            value,
+            bracket: (value.unwrap_or(0.0), None),
+            binding: None,
+            failing_runs: 0,
+            conclusion: String::new(),
+            probes: Vec::new(),
+            cut_short,
+        }
+    }
+
+    #[test]
+    fn a_tier_cut_short_before_any_answer_is_missing_not_regressed() {
+        let base = CapacityOutcome {
+            rate: None,
+            precision: 0.0,
+            bracket: (0.0, None),
+            conclusion: String::new(),
+            probes: Vec::new(),
+            server: None,
+            variable: SearchVariable::Users,
+            tiers: Vec::new(),
+        };
+        let was = tier(Some(22.0), false);
+        assert_eq!(
+            change(&base, &was, &tier(None, true)).verdict,
+            Verdict::Missing
+        );
+        assert_eq!(
+            change(&base, &was, &tier(None, false)).verdict,
+            Verdict::Regressed
+        );
     }
 }
