@@ -31,29 +31,33 @@ pub fn file_name(position: usize) -> String {
     format!("benchmark_report_v{VERSION},_{position}.yaml")
 }
 
-/// The llm-d report files in `dir` numbered `count` or more (an earlier, longer run's),
-/// each with whether llmsurge wrote it (its load's `tool: llmsurge`).
+/// The files in `dir` that llm-d's glob (`benchmark_report_v0.2,_*.yaml`) reads but this
+/// run of `count` benchmarks does not write (an earlier, longer run's; a copy named
+/// `_01`), each with whether llmsurge wrote it (its load's `tool: llmsurge`).
 pub fn files_beyond(dir: &std::path::Path, count: usize) -> Vec<(std::path::PathBuf, bool)> {
     let prefix = format!("benchmark_report_v{VERSION},_");
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut found: Vec<(usize, std::path::PathBuf)> = entries
+    let mut found: Vec<(String, std::path::PathBuf)> = entries
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             let n = name.strip_prefix(&prefix)?.strip_suffix(".yaml")?;
-            // Only llmsurge's own numbering (no sign, no leading zero) is its name.
-            let position: usize = n.parse().ok().filter(|p: &usize| p.to_string() == n)?;
-            (position >= count).then(|| (position, e.path()))
+            // This run's own names (llmsurge's numbering: no sign, no leading zero).
+            let own = n
+                .parse::<usize>()
+                .is_ok_and(|p| p < count && p.to_string() == n);
+            (!own).then(|| (name.clone(), e.path()))
         })
         .collect();
     found.sort();
     found
         .into_iter()
         .map(|(_, path)| {
-            let ours = std::fs::read_to_string(&path)
-                .is_ok_and(|text| text.lines().any(|l| l.trim() == "tool: llmsurge"));
+            let ours = path.is_file()
+                && std::fs::read_to_string(&path)
+                    .is_ok_and(|text| text.lines().any(|l| l.trim() == "tool: llmsurge"));
             (path, ours)
         })
         .collect()

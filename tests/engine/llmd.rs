@@ -230,7 +230,12 @@ fn every_earlier_llmd_file_goes_and_a_users_file_of_that_name_stays() {
     let server = slow_enough();
     let out = tempfile::tempdir().expect("tempdir");
     render_llmd(&sweep(&server).report_path(), out.path());
-    std::fs::remove_file(out.path().join("benchmark_report_v0.2,_1.yaml")).expect("rm");
+    // A gap in the numbers, and a copy under a name llm-d's glob reads too.
+    std::fs::rename(
+        out.path().join("benchmark_report_v0.2,_1.yaml"),
+        out.path().join("benchmark_report_v0.2,_01.yaml"),
+    )
+    .expect("mv");
     let users = out.path().join("benchmark_report_v0.2,_5.yaml");
     std::fs::write(&users, "run:\n  description: my own notes\n").expect("write");
     let single = Bench::target(&server.base_url())
@@ -259,6 +264,7 @@ fn every_earlier_llmd_file_goes_and_a_users_file_of_that_name_stays() {
             .count()
     };
     assert_eq!(line("removed ", ",_2.yaml"), 1, "{said}");
+    assert_eq!(line("removed ", ",_01.yaml"), 1, "{said}");
     assert_eq!(line("warning: kept ", ",_5.yaml"), 1, "{said}");
 }
 
