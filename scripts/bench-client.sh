@@ -190,18 +190,7 @@ realtime_ab() {
     echo "$line"
 }
 
-# 8. HTTPS beside plain HTTP. make_pki: a CA and a leaf for 127.0.0.1 in $WORK/pki.
-make_pki() {
-    local d="$WORK/pki"
-    mkdir -p "$d"
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-        -subj "/CN=llmsurge bench CA" -keyout "$d/ca-key.pem" -out "$d/ca.pem" 2>/dev/null
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-        -subj "/CN=127.0.0.1" -keyout "$d/key.pem" -out "$d/leaf.csr" 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$d/ext"
-    openssl x509 -req -in "$d/leaf.csr" -CA "$d/ca.pem" -CAkey "$d/ca-key.pem" -CAcreateserial \
-        -days 2 -extfile "$d/ext" -out "$d/cert.pem" 2>/dev/null
-}
+# 8. HTTPS beside plain HTTP (make_pki: scripts/lib/bench.sh).
 # open_streams_kib NAME N ARGS...: peak RSS (KiB) of the tree with N streams waiting for
 # their first token (the mock holds each for STREAM_TTFT_MS), as case 4's "open" runs.
 open_streams_kib() {

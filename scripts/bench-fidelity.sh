@@ -19,8 +19,11 @@
 # default 10), MOCK_CORES (default 0), MOCK_THREADS (mock server threads, default 1),
 # CLIENT_CORE (default 1), WORKERS (client worker processes, default: llmsurge's own
 # choice; 50,000 streams need several where a process may hold only 20,000 files),
-# CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of building this tree's).
-# Needs taskset and python3.
+# CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of building this tree's),
+# TRANSPORT (how the client reaches the mock, default http: `http` HTTP/1.1, `https`
+# HTTP/1.1 over TLS, `h2c` HTTP/2 with prior knowledge, `h2` HTTP/2 over TLS; the TLS
+# ones with a throwaway CA and certificate made by openssl at run time).
+# Needs taskset and python3 (and openssl for https and h2).
 set -euo pipefail
 
 LEVELS=${LEVELS:-"1 100 1000 5000"}
@@ -29,6 +32,7 @@ MOCK_CORES=${MOCK_CORES:-0}
 MOCK_THREADS=${MOCK_THREADS:-1}
 CLIENT_CORE=${CLIENT_CORE:-1}
 WORKERS=${WORKERS:-}
+TRANSPORT=${TRANSPORT:-http}
 
 # Targets (issue 22).
 TARGET_TTFT_MEAN_MS=1
@@ -39,6 +43,14 @@ TARGET_ITL_STD_MS=0.1
 cd "$(dirname "$0")/.."
 . scripts/lib/bench.sh
 TOOL_HINT="apt-get install -y util-linux python3" need_tools taskset python3
+case $TRANSPORT in
+    http | h2c) ;;
+    https | h2) need_tools openssl ;;
+    *)
+        echo "error: TRANSPORT=$TRANSPORT: the transports are http, https, h2c and h2" >&2
+        exit 2
+        ;;
+esac
 bench_binary
 
 # Thousands of streams need thousands of sockets in the client and in the mock.
@@ -47,14 +59,23 @@ ulimit -n "$(ulimit -Hn)"
 clean_env
 bench_workdir
 
-echo "fidelity against the truth: mock TTFT 50 ms, ITL 10 ms, 100 tokens; client on core $CLIENT_CORE, mock on $MOCK_CORES; $DURATION s a level"
+# The mock's TLS flags and the client's for TRANSPORT.
+serve_tls=() client_tls=()
+if [[ $TRANSPORT == https || $TRANSPORT == h2 ]]; then
+    make_pki
+    serve_tls=(--tls-cert "$WORK/pki/cert.pem" --tls-key "$WORK/pki/key.pem")
+    client_tls=(--ca-cert "$WORK/pki/ca.pem")
+fi
+[[ $TRANSPORT == h2c || $TRANSPORT == h2 ]] && client_tls+=(--http2)
+
+echo "fidelity against the truth: mock TTFT 50 ms, ITL 10 ms, 100 tokens; client on core $CLIENT_CORE, mock on $MOCK_CORES; $DURATION s a level; transport $TRANSPORT"
 for streams in $LEVELS; do
     rm -f "$WORK"/truth.jsonl "$WORK"/mock.out
     # The truth file is complete once the mock stopped (SIGTERM flushes it).
     launch_mock taskset -c "$MOCK_CORES" "$BIN" mock-server --port 0 --workers "$MOCK_THREADS" \
         --ttft-ms 50 --ttft-ms-std 0 --ttft-ms-per-prompt-token 0 \
         --itl-ms 10 --itl-ms-std 0 --itl-ms-per-active 0 \
-        --output-tokens 100 --output-tokens-std 0 --truth "$WORK/truth.jsonl"
+        --output-tokens 100 --output-tokens-std 0 --truth "$WORK/truth.jsonl" "${serve_tls[@]}"
     out="$WORK/run-$streams"
     rm -rf "$out"
     code=0
@@ -62,7 +83,7 @@ for streams in $LEVELS; do
         --profile concurrent --rate "$streams" --max-seconds "$DURATION" \
         --data "prompt_tokens=32,output_tokens=100" \
         --request-log requests.jsonl --outputs json --output-dir "$out" \
-        ${WORKERS:+--workers "$WORKERS"} \
+        ${WORKERS:+--workers "$WORKERS"} "${client_tls[@]}" \
         --disable-progress >"$WORK/run.out" 2>"$WORK/run.err" || code=$?
     stop_mock
     if [[ ! -f "$out/benchmarks.json" ]]; then

@@ -85,3 +85,17 @@ rss_tree() {
     done
     echo "$sum"
 }
+
+# make_pki: a throwaway CA ($WORK/pki/ca.pem) and a leaf for 127.0.0.1 and localhost
+# ($WORK/pki/cert.pem, key.pem), made by openssl, for a mock serving HTTPS.
+make_pki() {
+    local d="$WORK/pki"
+    mkdir -p "$d"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+        -subj "/CN=llmsurge bench CA" -keyout "$d/ca-key.pem" -out "$d/ca.pem" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -subj "/CN=127.0.0.1" -keyout "$d/key.pem" -out "$d/leaf.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$d/ext"
+    openssl x509 -req -in "$d/leaf.csr" -CA "$d/ca.pem" -CAkey "$d/ca-key.pem" -CAcreateserial \
+        -days 2 -extfile "$d/ext" -out "$d/cert.pem" 2>/dev/null
+}
