@@ -14,7 +14,8 @@
 #      (50,000 too on 8 cores or more), and the bytes each stream adds;
 #   5. time from launch to the first request sent;
 #   6. width: the sustained rate with 1 and 2 workers (and with every client core on a
-#      machine of 16 or more);
+#      machine of 16 or more), the coordinator's share of the client CPU, and the width
+#      a 16-core host would show, projected from those one-core figures;
 #   7. the real-time pacer on a shared core: TTFT mean with real time on and off
 #      (LLMSURGE_REALTIME_PACER=0), mock and client on one core, 8 images of 1024² per
 #      request at 20 req/s (the pacer must not hold the core while it builds bodies);
@@ -36,7 +37,7 @@
 # TTFT of the memory runs, default 4000), LAUNCH_RUNS (default 5), WIDTH ("0" skips the
 # width runs), RT_DURATION (s per run of the real-time A/B, default 10), ONLY ("realtime"
 # runs the real-time A/B alone, "tls" the HTTPS rows alone, "idle" the idle users
-# alone), TLS_STREAMS (default "1000 10000"), TLS_CONCURRENCY (streams of the TLS rate
+# alone, "width" the width rows and their projection alone), TLS_STREAMS (default "1000 10000"), TLS_CONCURRENCY (streams of the TLS rate
 # rows, default 128), IDLE_USERS (default 40000), IDLE_THINK_S (default 30), IDLE_RAMP_S
 # (default IDLE_THINK_S), IDLE_MEASURE_S (default 90), IDLE_WORKERS (default 1: thinking
 # users hold no socket, so one process holds them all under any open-file limit),
@@ -334,6 +335,75 @@ idle_users() {
         "$measure" "$(pct "$share")"
 }
 
+# width_projection: from the one-worker width run, what a 16-core host would show (a
+# quarter of its cores for the mock, the rest for the client): the coordinator's share of
+# the client's CPU (the tree's user+sys less the workers' own, `client.worker_cpu_s`;
+# the coordinator's start-up is in it, so the share is an upper bound) caps the workers
+# one coordinator keeps up with at 1/share, and the mock's busy share of its one core
+# caps the rate 4 mock cores serve at 4/busy times one worker's. The projected width is
+# the least of those and the 12 client cores.
+width_projection() {
+    local tree workers share busy coord_cap mock_cap projected v
+    tree=$(cat "$WORK/width-1/cpu_s")
+    workers=$(report width-1 .client.worker_cpu_s)
+    share=$(echo "($tree - $workers) / $tree" | bc -l)
+    (($(echo "$share < 0.0001" | bc -l))) && share=0.0001
+    busy=$(cat "$WORK/width-1/mock_busy")
+    (($(echo "$busy < 0.0001" | bc -l))) && busy=0.0001
+    coord_cap=$(echo "1 / $share" | bc -l)
+    mock_cap=$(echo "$MOCK_THREADS_WIDE / $busy" | bc -l)
+    projected=$(printf '%s\n' "$coord_cap" "$mock_cap" "$CLIENT_CORES_WIDE" | sort -g | head -n1)
+    v=$(verdict "$projected >= $TARGET_WIDTH_16")
+    printf 'width: coordinator %s of the client CPU with one worker (tree %.2f CPU-s, workers %.2f): one coordinator keeps up with %.1f workers no target\n' \
+        "$(pct "$share")" "$tree" "$workers" "$coord_cap"
+    printf 'width projected for 16 cores (%d mock, %d client): %.1fx one worker (client cores %d, coordinator cap %.1f, mock cap %.1f: %d mock cores at %s busy for one worker) target >= %sx: %s (projection from one core, not measured)\n' \
+        "$MOCK_THREADS_WIDE" "$CLIENT_CORES_WIDE" "$projected" "$CLIENT_CORES_WIDE" "$coord_cap" "$mock_cap" "$MOCK_THREADS_WIDE" "$(pct "$busy")" "$TARGET_WIDTH_16" "$v"
+}
+MOCK_THREADS_WIDE=4
+CLIENT_CORES_WIDE=12
+
+# 6. Width: the sustained rate with 1 and 2 workers (each on its own core where there are
+# cores enough), and on 16 cores or more with every core the mock does not use.
+width_rows() {
+    if ((CORES >= 16)); then
+        # A quarter of the cores serve the mock; the client gets the rest.
+        mock_n=$((CORES / 4))
+        MOCK_CORES="0-$((mock_n - 1))" MOCK_THREADS=$mock_n
+        wide_n=$((CORES - mock_n))
+        client_list="$mock_n-$((CORES - 1))"
+        width_runs="1 2 $wide_n"
+    elif ((CORES >= 3)); then
+        MOCK_CORES=$MOCK_CORE MOCK_THREADS=1
+        client_list=$(seq 0 $((CORES - 1)) | grep -vx "$MOCK_CORE" | head -n2 | paste -sd,)
+        width_runs="1 2"
+    else
+        MOCK_CORES=$MOCK_CORE MOCK_THREADS=1
+        client_list=$CLIENT_CORE
+        width_runs="1 2"
+    fi
+    MOCK_CORES=$MOCK_CORES MOCK_THREADS=$MOCK_THREADS start_mock --output-tokens 16
+    one=0
+    for w in $width_runs; do
+        if ((w == 1)); then cores=${client_list%%[,-]*}; else cores=$client_list; fi
+        CLIENT_CORES=$cores client "width-$w" --profile throughput --max-concurrency $((128 * w)) \
+            --max-seconds "$DURATION" --warmup 1s --workers "$w" --data prompt_tokens=16,output_tokens=16
+        rps=$(report "width-$w" .throughput.requests_per_s)
+        ((w == 1)) && one=$rps
+        ratio=$(echo "$rps / $one" | bc -l)
+        if ((w > 2)); then
+            v=$(verdict "$ratio >= $TARGET_WIDTH_16")
+            target="target >= ${TARGET_WIDTH_16}x one worker: $v"
+        elif ((w == 2 && CORES < 3)); then
+            target="no target (one client core on this $CORES-core machine: the 2 workers share it)"
+        else
+            target="no target"
+        fi
+        printf 'width: %d worker(s) on cores %s: %.0f req/s (%.2fx one worker; mock %s of its cores) %s\n' \
+            "$w" "$cores" "$rps" "$ratio" "$(pct "$(cat "$WORK/width-$w/mock_busy")")" "$target"
+        ((w == 1)) && width_projection
+    done
+}
+
 if [[ $ONLY == realtime ]]; then
     realtime_ab
     exit 0
@@ -343,8 +413,11 @@ elif [[ $ONLY == tls ]]; then
 elif [[ $ONLY == idle ]]; then
     idle_users
     exit 0
+elif [[ $ONLY == width ]]; then
+    width_rows
+    exit 0
 elif [[ -n $ONLY ]]; then
-    echo "error: ONLY=$ONLY: the cases that run alone are realtime, tls and idle" >&2
+    echo "error: ONLY=$ONLY: the cases that run alone are realtime, tls, idle and width" >&2
     exit 2
 fi
 
@@ -528,47 +601,7 @@ line=$(printf 'launch to first request: %.0f ms (median of %d: %s s) target <= %
 [[ $v == MISS ]] && line+=" (LLMSURGE_LOG=debug on a run logs the start-up phases: see docs/performance.md)"
 echo "$line"
 
-# 6. Width: the sustained rate with 1 and 2 workers (each on its own core where there are
-# cores enough), and on 16 cores or more with every core the mock does not use.
-if [[ $WIDTH != 0 ]]; then
-    if ((CORES >= 16)); then
-        # A quarter of the cores serve the mock; the client gets the rest.
-        mock_n=$((CORES / 4))
-        MOCK_CORES="0-$((mock_n - 1))" MOCK_THREADS=$mock_n
-        wide_n=$((CORES - mock_n))
-        client_list="$mock_n-$((CORES - 1))"
-        width_runs="1 2 $wide_n"
-    elif ((CORES >= 3)); then
-        MOCK_CORES=$MOCK_CORE MOCK_THREADS=1
-        client_list=$(seq 0 $((CORES - 1)) | grep -vx "$MOCK_CORE" | head -n2 | paste -sd,)
-        width_runs="1 2"
-    else
-        MOCK_CORES=$MOCK_CORE MOCK_THREADS=1
-        client_list=$CLIENT_CORE
-        width_runs="1 2"
-    fi
-    MOCK_CORES=$MOCK_CORES MOCK_THREADS=$MOCK_THREADS start_mock --output-tokens 16
-    one=0
-    for w in $width_runs; do
-        if ((w == 1)); then cores=${client_list%%[,-]*}; else cores=$client_list; fi
-        CLIENT_CORES=$cores client "width-$w" --profile throughput --max-concurrency $((128 * w)) \
-            --max-seconds "$DURATION" --warmup 1s --workers "$w" --data prompt_tokens=16,output_tokens=16
-        rps=$(report "width-$w" .throughput.requests_per_s)
-        ((w == 1)) && one=$rps
-        ratio=$(echo "$rps / $one" | bc -l)
-        if ((w > 2)); then
-            v=$(verdict "$ratio >= $TARGET_WIDTH_16")
-            target="target >= ${TARGET_WIDTH_16}x one worker: $v"
-        elif ((w == 2 && CORES < 3)); then
-            target="no target (one client core on this $CORES-core machine: the 2 workers share it)"
-        else
-            target="no target"
-        fi
-        printf 'width: %d worker(s) on cores %s: %.0f req/s (%.2fx one worker; mock %s of its cores) %s\n' \
-            "$w" "$cores" "$rps" "$ratio" "$(pct "$(cat "$WORK/width-$w/mock_busy")")" "$target"
-    done
-fi
-
+[[ $WIDTH != 0 ]] && width_rows
 realtime_ab
 tls_rows
 idle_users
