@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Speed and memory of `llmsurge mock-server` on one core (a script, not a test).
+# Speed and memory of `llmsurge mock-server` (a script, not a test).
 #
-# Starts the release mock pinned to core 0 (zero latency, 16 output tokens, streaming)
-# and drives it with wrk pinned to core 1. Prints the streamed requests/s (PASS when at
-# least 10,000/s) and the mock's RSS before and after a soak of at least 1,000,000
-# requests (memory must stay flat).
+# Starts the release mock pinned to core 0 (`--workers 1`, zero latency, 16 output
+# tokens, streaming) and drives it with wrk pinned to core 1. Prints the streamed
+# requests/s (PASS when at least 60,000/s: the mock must outrun the client, which drives
+# about 59,000/s from one core) and the mock's RSS before and after a soak of at least
+# 1,000,000 requests (memory must stay flat). Then a row for `--workers 2`: on a machine
+# with 4 cores or more the mock gets cores 0-1 and wrk (2 threads) cores 2-3, which
+# shows how the workers scale; with fewer, both workers share core 0 (wrk needs the other
+# core), which shows only what the multi-thread runtime costs, and the line says so.
 #
 # Environment: DURATION (s, throughput run, default 10), CONNECTIONS (default 64),
-# SOAK_REQUESTS (default 1000000), MOCK_CORE / LOAD_CORE (default 0 / 1),
-# CARGO_TARGET_DIR (where to build, default ./target). Needs wrk
-# (`apt-get install -y wrk`) and taskset.
+# SOAK_REQUESTS (default 1000000; 0 skips the soak), MOCK_CORE / LOAD_CORE (default
+# 0 / 1), WORKERS2 (0 skips the `--workers 2` row), CARGO_TARGET_DIR (where to build,
+# default ./target), BENCH_BIN (a binary to measure instead of building this tree's: how
+# the "before" figures are taken). Needs wrk (`apt-get install -y wrk`) and taskset.
 set -euo pipefail
 
 DURATION=${DURATION:-10}
@@ -17,17 +22,18 @@ CONNECTIONS=${CONNECTIONS:-64}
 SOAK_REQUESTS=${SOAK_REQUESTS:-1000000}
 MOCK_CORE=${MOCK_CORE:-0}
 LOAD_CORE=${LOAD_CORE:-1}
-TARGET_RPS=10000
+WORKERS2=${WORKERS2:-1}
+TARGET_RPS=60000
 
 cd "$(dirname "$0")/.."
 . scripts/lib/bench.sh
 need_tools wrk taskset curl
-BENCH_BIN= bench_binary
+bench_binary
 bench_workdir
 clean_env LLMSURGE_MOCK_
 
-launch_mock taskset -c "$MOCK_CORE" "$BIN" mock-server --port 0 --workers 1 --instant \
-    --ttft-ms 0 --itl-ms 0 --output-tokens 16
+MOCK_ARGS=(mock-server --port 0 --instant --ttft-ms 0 --itl-ms 0 --output-tokens 16)
+launch_mock taskset -c "$MOCK_CORE" "$BIN" "${MOCK_ARGS[@]}" --workers 1
 
 cat >"$WORK/chat.lua" <<'LUA'
 wrk.method = "POST"
@@ -40,9 +46,19 @@ completed() { curl -sf "$URL/stats" | sed -n 's/.*"completed":\([0-9]*\).*/\1/p'
 tokens_sent() { curl -sf "$URL/stats" | sed -n 's/.*"tokens_sent":\([0-9]*\).*/\1/p'; }
 
 # wrk prints "Requests/sec: N"; errors and non-2xx lines show only when there are some.
-drive() { # seconds
-    taskset -c "$LOAD_CORE" wrk -t1 -c"$CONNECTIONS" -d"${1}s" --timeout 10s \
+drive() { # seconds [cores [threads]]
+    taskset -c "${2:-$LOAD_CORE}" wrk -t"${3:-1}" -c"$CONNECTIONS" -d"${1}s" --timeout 10s \
         -s "$WORK/chat.lua" "$URL/v1/chat/completions"
+}
+
+# rps FILE: wrk's requests/s, whole; warns of errors wrk reported.
+rps() {
+    if grep -qE 'Non-2xx|Socket errors' "$1"; then
+        echo "warning: $(grep -E 'Non-2xx|Socket errors' "$1" | tr '\n' ' ')" >&2
+    fi
+    local r
+    r=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$1")
+    echo "${r%.*}"
 }
 
 drive 2 >/dev/null # warm-up: connections, allocator, page faults
@@ -50,23 +66,37 @@ RSS_BEFORE=$(rss_kib)
 BEFORE=$(completed)
 
 drive "$DURATION" >"$WORK/wrk.txt"
-RPS=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$WORK/wrk.txt")
-if grep -qE 'Non-2xx|Socket errors' "$WORK/wrk.txt"; then
-    echo "warning: $(grep -E 'Non-2xx|Socket errors' "$WORK/wrk.txt" | tr '\n' ' ')" >&2
-fi
-RPS_INT=${RPS%.*}
+RPS_INT=$(rps "$WORK/wrk.txt")
 VERDICT=MISS
 ((RPS_INT >= TARGET_RPS)) && VERDICT=PASS
 echo "streamed requests/s: ${RPS_INT} (16 tokens each, mock on 1 core, ${CONNECTIONS} connections; target >= ${TARGET_RPS}): ${VERDICT}"
 
 # Soak long enough for SOAK_REQUESTS at the measured rate (plus margin), then compare RSS.
-SOAK_SECONDS=$(((SOAK_REQUESTS * 12 / 10) / (RPS_INT > 0 ? RPS_INT : 1) + 1))
-drive "$SOAK_SECONDS" >/dev/null
-AFTER=$(completed)
-RSS_AFTER=$(rss_kib)
-SERVED=$((AFTER - BEFORE))
-TOKENS=$(tokens_sent)
-echo "mock RSS: ${RSS_BEFORE} KiB before, ${RSS_AFTER} KiB after ${SERVED} more requests (${SOAK_SECONDS}s soak; $((TOKENS / (AFTER > 0 ? AFTER : 1))) tokens per request)"
-if ((SERVED < SOAK_REQUESTS)); then
-    echo "warning: the soak served fewer than ${SOAK_REQUESTS} requests" >&2
+if ((SOAK_REQUESTS > 0)); then
+    SOAK_SECONDS=$(((SOAK_REQUESTS * 12 / 10) / (RPS_INT > 0 ? RPS_INT : 1) + 1))
+    drive "$SOAK_SECONDS" >/dev/null
+    AFTER=$(completed)
+    RSS_AFTER=$(rss_kib)
+    SERVED=$((AFTER - BEFORE))
+    TOKENS=$(tokens_sent)
+    echo "mock RSS: ${RSS_BEFORE} KiB before, ${RSS_AFTER} KiB after ${SERVED} more requests (${SOAK_SECONDS}s soak; $((TOKENS / (AFTER > 0 ? AFTER : 1))) tokens per request)"
+    if ((SERVED < SOAK_REQUESTS)); then
+        echo "warning: the soak served fewer than ${SOAK_REQUESTS} requests" >&2
+    fi
+fi
+
+# --workers 2: its own mock, the same load.
+if ((WORKERS2 > 0)); then
+    stop_mock
+    if (($(nproc) >= 4)); then
+        CORES2=0-1 LOAD2=2-3 THREADS2=2
+        WHERE="mock on cores 0-1, wrk (2 threads) on cores 2-3"
+    else
+        CORES2=$MOCK_CORE LOAD2=$LOAD_CORE THREADS2=1
+        WHERE="both workers on core $MOCK_CORE: $(nproc) cores here, wrk needs the other; the multi-thread runtime's cost, not its scaling"
+    fi
+    launch_mock taskset -c "$CORES2" "$BIN" "${MOCK_ARGS[@]}" --workers 2
+    drive 2 "$LOAD2" "$THREADS2" >/dev/null
+    drive "$DURATION" "$LOAD2" "$THREADS2" >"$WORK/wrk2.txt"
+    echo "--workers 2: streamed requests/s: $(rps "$WORK/wrk2.txt") (${WHERE})"
 fi

@@ -12,6 +12,7 @@ use llmsurge::mock::{MockConfig, MockServer, MockStats};
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 
+mod burst;
 mod capacity;
 mod cli;
 mod faults;

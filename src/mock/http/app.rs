@@ -18,7 +18,7 @@ use crate::mock::model::stats::Counters;
 use crate::mock::model::truth::TruthWriter;
 
 /// The accepted connection a request came on, numbered from 0 in accept order (the
-/// record's `connection`): a request extension.
+/// record's `connection`), handed to the handler with each request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionId(pub u64);
 
@@ -65,6 +65,8 @@ pub struct App {
     pub next_connection: AtomicU64,
     /// `--issue-session-token`: the number of the next token handed out.
     pub next_token: AtomicU64,
+    /// The `server` header every answer carries, built once (a clone shares its bytes).
+    pub server_header: hyper::header::HeaderValue,
 }
 
 #[derive(Serialize)]
@@ -156,6 +158,7 @@ impl App {
             .map(|m| String::from_utf8(to_json(m)).unwrap_or_default())
             .collect();
         App {
+            server_header: super::info::server_header(&config),
             model: Model::new(&config),
             counters: Counters::with_models(&config.model),
             prefix_cache: Arc::new(PrefixCache::split(

@@ -77,7 +77,12 @@ impl Body for MockBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self, MockBody::Full(None))
+        match self {
+            MockBody::Full(bytes) => bytes.is_none(),
+            // Asked right after a frame: hyper then ends the message with that frame (one
+            // write for a zero-latency stream) instead of polling once more for the end.
+            MockBody::Gen(g) => g.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -389,6 +394,10 @@ impl Generation {
         else {
             return;
         };
+        // What these chunks send, counted once when they are all in `buf` (they leave in
+        // one frame): atomics per frame, not per chunk, which other workers' requests
+        // would contend for.
+        let (mut tokens, mut reasoning_tokens, mut chunks) = (0u64, 0u64, 0u64);
         let mut finished = false;
         while self.phase == Phase::Running
             && self.deadline <= now
@@ -423,15 +432,11 @@ impl Generation {
                 self.app.counters.spec_decode(spec);
             }
             let n64 = u64::from(n);
-            self.app
-                .counters
-                .tokens_sent(n64, if reasoning { n64 } else { 0 }, 1);
-            self.app.counters.model_tokens_sent(self.plan.model, n64);
-            // (Inline `hold_kv` and `observe_ttft`: `fmt` still borrows `self.output`.)
-            if self.active {
-                self.kv_held += n64;
-                self.app.counters.kv_add(n64);
+            tokens += n64;
+            if reasoning {
+                reasoning_tokens += n64;
             }
+            chunks += 1;
             if first && self.flow == Flow::BeforeFirst {
                 self.flow = Flow::Decoding;
                 self.app.counters.flow.first_token();
@@ -449,13 +454,13 @@ impl Generation {
                     Self::trace_fault(&mut self.trace, FaultKind::Drop);
                     self.phase = Phase::Dropping;
                     self.deadline = now + DROP_FLUSH_DELAY;
-                    return;
+                    break;
                 }
                 Fault::Stall(after) if after == self.chunks_done => {
                     self.app.counters.fault(FaultKind::Stall);
                     Self::trace_fault(&mut self.trace, FaultKind::Stall);
                     self.phase = Phase::Stalled;
-                    return;
+                    break;
                 }
                 Fault::Garbage(after) if after == self.chunks_done => {
                     self.app.counters.fault(FaultKind::Garbage);
@@ -482,6 +487,14 @@ impl Generation {
                 self.tokens_done,
             );
             self.deadline += token_gaps(&self.app, &mut self.plan, n);
+        }
+        if chunks > 0 {
+            // Before `finish`: a request counted complete has its tokens counted.
+            self.app
+                .counters
+                .tokens_sent(tokens, reasoning_tokens, chunks);
+            self.app.counters.model_tokens_sent(self.plan.model, tokens);
+            self.hold_kv(tokens);
         }
         if finished {
             self.finish();
@@ -551,6 +564,11 @@ impl Generation {
             sleep.as_mut().reset(deadline);
         }
         sleep.as_mut().poll(cx)
+    }
+
+    /// Whether the body has ended with nothing left to hand over.
+    fn is_end_stream(&self) -> bool {
+        self.phase == Phase::Done && self.ready.is_none() && self.buf.is_empty()
     }
 
     /// What is ready to send, if anything.

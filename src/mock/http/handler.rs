@@ -10,7 +10,7 @@ use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 
-use super::app::{App, to_json, unix_now};
+use super::app::{App, ConnectionId, to_json, unix_now};
 use super::body::{Generation, InjectedClose, MockBody, Output, Work};
 use super::metrics;
 use crate::mock::api::embeddings::{EMBEDDING_DIM, EmbeddingRequest, embed};
@@ -142,7 +142,11 @@ struct InjectedError(FaultKind);
 /// Serves one request; with `--truth`, follows a generation or pooling request into its
 /// line: arrival now, the head when the response is handed back, then its body (or, for
 /// a response without one, the line at once).
-pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
+pub async fn handle(
+    app: Arc<App>,
+    req: Request<Incoming>,
+    connection: ConnectionId,
+) -> Response<MockBody> {
     let truth = match (&app.truth, truth_endpoint(req.uri().path())) {
         (Some(truth), Some(endpoint)) if !req.headers().contains_key(PROBE_HEADER) => {
             Some((Arc::clone(truth), endpoint))
@@ -150,7 +154,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
         _ => None,
     };
     let Some((truth, endpoint)) = truth else {
-        return serve(app, req).await;
+        return serve(app, req, connection).await;
     };
     let arrival = MonoNanos::now();
     let request_id = req
@@ -162,11 +166,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
         .headers()
         .get(llmsurge_proto::TRACEPARENT_HEADER)
         .map(|v| String::from_utf8_lossy(&v.as_bytes()[..v.len().min(256)]).into_owned());
-    let connection = req
-        .extensions()
-        .get::<super::app::ConnectionId>()
-        .map(|c| c.0);
-    let mut response = serve(app, req).await;
+    let mut response = serve(app, req, connection).await;
     let now = MonoNanos::now();
     let close = response.extensions().get::<InjectedClose>().is_some();
     let injected = response.extensions().get::<InjectedError>().map(|e| e.0);
@@ -174,7 +174,7 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
     let mut trace = Box::new(Trace {
         request_id,
         traceparent,
-        connection,
+        connection: Some(connection.0),
         endpoint,
         stream: false,
         status: (!close).then_some(status),
@@ -213,7 +213,11 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody>
 }
 
 /// Serves one request.
-async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
+async fn serve(
+    app: Arc<App>,
+    req: Request<Incoming>,
+    connection: ConnectionId,
+) -> Response<MockBody> {
     if let Some(response) = unauthorized(&app, &req) {
         return response;
     }
@@ -310,10 +314,7 @@ async fn serve(app: Arc<App>, req: Request<Incoming>) -> Response<MockBody> {
                     ),
                     None => (Vec::new(), None),
                 };
-            let connection = req
-                .extensions()
-                .get::<super::app::ConnectionId>()
-                .map(|c| c.0);
+            let connection = Some(connection.0);
             // `--prefix-cache-by`: the replica this request's prefix lookup goes to.
             let replica = app.config.prefix_cache_by.as_deref().map(|name| {
                 app.prefix_cache

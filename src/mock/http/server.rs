@@ -285,12 +285,13 @@ async fn serve_connection<S>(
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+    // The connection's id goes to the handler as an argument: a request extension would
+    // cost an allocation per request.
+    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let app = Arc::clone(&app);
-        req.extensions_mut().insert(id);
         async move {
-            let server = super::info::server_header(&app);
-            let mut response = handle(app, req).await;
+            let server = app.server_header.clone();
+            let mut response = handle(app, req, id).await;
             response.headers_mut().insert(hyper::header::SERVER, server);
             // An injected close: fail the service, so hyper sends no headers at all.
             match response.extensions().get::<InjectedClose>() {
