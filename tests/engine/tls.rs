@@ -494,8 +494,7 @@ fn hostile(pki: &Pki, mode: Hostile) -> (String, std::sync::Arc<std::sync::atomi
                         posts.fetch_add(1, Ordering::SeqCst);
                     }
                     if post && !probe && mode == Hostile::ResetSecond && index > 0 {
-                        // The body unread: the close is a reset.
-                        let _ = tls.sock.shutdown(std::net::Shutdown::Both);
+                        // Most of the body unread: the close is a reset.
                         return;
                     }
                     while buf.len() < length {
@@ -583,10 +582,7 @@ fn against_hostile(
     pki: &Pki,
     requests: u64,
     data: &str,
-) -> (
-    crate::support::Finished,
-    llmsurge_coordinator::BenchmarkResult,
-) {
+) -> (Finished, llmsurge_coordinator::BenchmarkResult) {
     let run = Bench::target(url)
         .model("m")
         .arg("--ca-cert", pki.ca())
@@ -647,7 +643,8 @@ fn a_hostile_https_server_errs_requests_with_a_reason() {
 fn a_reused_https_connection_reset_unread_costs_one_counted_resend() {
     let pki = Pki::new("resend");
     let (url, posts) = hostile(&pki, Hostile::ResetSecond);
-    let (run, b) = against_hostile(&url, &pki, 5, "prompt_tokens=4000,output_tokens=4");
+    // A body far larger than what the server's first reads take in with the head.
+    let (run, b) = against_hostile(&url, &pki, 5, "prompt_tokens=40000,output_tokens=4");
     assert_eq!(run.code(), 0, "{}", run.stderr);
     assert_eq!(
         (b.requests.completed, b.requests.errored),

@@ -166,6 +166,8 @@ pub struct Tls {
     owed: usize,
     /// The server sent `close_notify`: no more data comes.
     peer_closed: bool,
+    /// The session failed (rustls must not be driven after a fatal error: it asserts).
+    failed: Option<rustls::Error>,
     /// When the bytes of the last ciphertext read arrived (what its records' plaintext
     /// carries when handed out later).
     arrived: MonoNanos,
@@ -202,6 +204,7 @@ impl Tls {
             outgoing: BytesMut::new(),
             owed: 0,
             peer_closed: false,
+            failed: None,
             arrived: MonoNanos::now(),
         })
     }
@@ -214,8 +217,7 @@ impl Tls {
             let step = match self.process(&mut sink) {
                 Ok(step) => step,
                 Err(e) => {
-                    // Tell the server why (an alert), as far as the socket takes it now.
-                    let _ = self.process(&mut sink);
+                    // The alert rustls queued saying why, as far as the socket takes it.
                     let _ = self.flush(stream);
                     return Err(HandshakeError::Tls(e));
                 }
@@ -250,6 +252,17 @@ impl Tls {
     /// Processes the buffered ciphertext: the plaintext of its whole records goes into
     /// `plain`, what TLS has to send (an alert, a key update's answer) into `outgoing`.
     fn process(&mut self, plain: &mut BytesMut) -> Result<Step, rustls::Error> {
+        let result = self.process_records(plain);
+        if let Err(e) = &result {
+            self.failed = Some(e.clone());
+        }
+        result
+    }
+
+    fn process_records(&mut self, plain: &mut BytesMut) -> Result<Step, rustls::Error> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
         loop {
             let UnbufferedStatus { mut discard, state } =
                 self.conn.process_tls_records(&mut self.incoming[..]);
@@ -271,25 +284,7 @@ impl Tls {
                     }
                 }
                 Ok(ConnectionState::EncodeTlsData(mut encode)) => {
-                    let mut room = 2 * READ_MIN;
-                    loop {
-                        let at = self.outgoing.len();
-                        self.outgoing.resize(at + room, 0);
-                        match encode.encode(&mut self.outgoing[at..]) {
-                            Ok(n) => {
-                                self.outgoing.truncate(at + n);
-                                break;
-                            }
-                            Err(EncodeError::InsufficientSize(need)) => {
-                                self.outgoing.truncate(at);
-                                room = need.required_size;
-                            }
-                            Err(EncodeError::AlreadyEncoded) => {
-                                self.outgoing.truncate(at);
-                                break;
-                            }
-                        }
-                    }
+                    encode_into(&mut self.outgoing, &mut encode);
                 }
                 // Queued in `outgoing`, which is written before any later byte.
                 Ok(ConnectionState::TransmitTlsData(transmit)) => transmit.done(),
@@ -351,6 +346,9 @@ impl Tls {
 
     /// Encrypts the next record's worth of the request into `outgoing`.
     fn encrypt(&mut self, parts: &[&[u8]; 3], from: usize, upto: usize) -> io::Result<()> {
+        if let Some(e) = &self.failed {
+            return Err(tls_io_error(e.clone()));
+        }
         let end = upto.min(from + RECORD_MAX);
         let mut piece = Vec::with_capacity(end - from);
         for s in crate::http1::slices(parts, from, end) {
@@ -382,10 +380,7 @@ impl Tls {
                     }
                 }
                 Ok(ConnectionState::EncodeTlsData(mut encode)) => {
-                    let at = self.outgoing.len();
-                    self.outgoing.resize(at + 4 * READ_MIN, 0);
-                    let n = encode.encode(&mut self.outgoing[at..]).unwrap_or(0);
-                    self.outgoing.truncate(at + n);
+                    encode_into(&mut self.outgoing, &mut encode);
                 }
                 Ok(ConnectionState::TransmitTlsData(transmit)) => transmit.done(),
                 Ok(ConnectionState::PeerClosed | ConnectionState::Closed) => {
@@ -400,7 +395,10 @@ impl Tls {
                     // request cannot go out on this session now.
                     return Err(io::Error::other("TLS: session not ready to send"));
                 }
-                Err(e) => return Err(tls_io_error(e)),
+                Err(e) => {
+                    self.failed = Some(e.clone());
+                    return Err(tls_io_error(e));
+                }
             }
         }
     }
@@ -456,6 +454,32 @@ impl Tls {
         match self.read_with(stream, &mut plain, READ_MIN, rx_time::recv_now) {
             Err(e) => e.kind() == io::ErrorKind::WouldBlock,
             Ok(_) => false,
+        }
+    }
+}
+
+/// Appends a handshake (or alert, key update) record rustls has to send to `outgoing`.
+fn encode_into<Data>(
+    outgoing: &mut BytesMut,
+    encode: &mut rustls::unbuffered::EncodeTlsData<'_, Data>,
+) {
+    let mut room = 2 * READ_MIN;
+    loop {
+        let at = outgoing.len();
+        outgoing.resize(at + room, 0);
+        match encode.encode(&mut outgoing[at..]) {
+            Ok(n) => {
+                outgoing.truncate(at + n);
+                return;
+            }
+            Err(EncodeError::InsufficientSize(need)) => {
+                outgoing.truncate(at);
+                room = need.required_size;
+            }
+            Err(EncodeError::AlreadyEncoded) => {
+                outgoing.truncate(at);
+                return;
+            }
         }
     }
 }
