@@ -346,7 +346,9 @@ pub fn connect_problem(e: &(dyn Error + 'static)) -> Option<ConnectProblem> {
     })
 }
 
-fn tls_problem(e: &rustls::Error) -> Option<ConnectProblem> {
+/// The actionable cause of a TLS failure, if it has one (a certificate, a refused client
+/// certificate, an answer that is not TLS).
+pub fn tls_problem(e: &rustls::Error) -> Option<ConnectProblem> {
     use rustls::{AlertDescription as A, CertificateError as C, Error as E};
     Some(match e {
         E::InvalidCertificate(c) => match c {

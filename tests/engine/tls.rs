@@ -408,3 +408,252 @@ fn a_scrape_names_the_certificate_problem() {
     assert_eq!(metrics.stats().requests.metrics, 0);
     assert!(metrics.stats().connections.tls_failed >= 1);
 }
+
+/// What a hostile HTTPS server does once the coordinator's probe was answered (the
+/// target check and the probe meet a well-behaved server, so the run starts).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Hostile {
+    /// Answers a ClientHello with a plain HTTP response.
+    PlainHttp,
+    /// Answers a ClientHello with bytes that are not TLS.
+    Garbage,
+    /// Answers a ClientHello with a fatal `handshake_failure` alert.
+    Alert,
+    /// Sends a response head without a length and one event, then closes the socket
+    /// without a `close_notify`: a cut response.
+    CutMidStream,
+    /// The same response whole, its end said by a `close_notify`: complete.
+    CloseNotifyEnds,
+    /// Answers the first request on each connection (keep-alive) and closes on the
+    /// next with its body unread (a keep-alive timeout crossing the request).
+    ResetSecond,
+}
+
+/// A stream of one content token, a finish and `[DONE]`.
+const SSE: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: [DONE]\n\n",
+);
+
+/// A raw HTTPS/1.1 server of `pki`'s certificate behaving as `mode` says after the
+/// probe; its URL and the count of POSTs it read (the probe's left out).
+fn hostile(pki: &Pki, mode: Hostile) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let (cert, key) = pki.leaf(Leaf::Server, "hostile");
+    let certs = rustls::pki_types::CertificateDer::pem_file_iter(&cert)
+        .expect("cert")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("cert");
+    use rustls::pki_types::pem::PemObject;
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&key).expect("key");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .expect("server config"),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("https://{}", listener.local_addr().expect("addr"));
+    let posts = Arc::new(AtomicUsize::new(0));
+    let probed = Arc::new(AtomicBool::new(false));
+    let count = Arc::clone(&posts);
+    std::thread::spawn(move || {
+        for sock in listener.incoming() {
+            let Ok(mut sock) = sock else { return };
+            let (config, posts, probed) = (config.clone(), count.clone(), probed.clone());
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let after = probed.load(Ordering::SeqCst);
+                let raw: &[u8] = match mode {
+                    Hostile::PlainHttp => b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n",
+                    Hostile::Garbage => b"this is not TLS at all\r\n\r\n",
+                    // A plaintext alert record: fatal, handshake_failure.
+                    Hostile::Alert => b"\x15\x03\x03\x00\x02\x02\x28",
+                    _ => b"",
+                };
+                if after && !raw.is_empty() {
+                    let _ = sock.read(&mut [0u8; 4096]);
+                    let _ = sock.write_all(raw);
+                    return;
+                }
+                let Ok(conn) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut tls = rustls::StreamOwned::new(conn, sock);
+                let mut buf = Vec::new();
+                for index in 0.. {
+                    let Some((post, probe, length)) = read_head(&mut tls, &mut buf) else {
+                        return;
+                    };
+                    if post && !probe {
+                        posts.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if post && !probe && mode == Hostile::ResetSecond && index > 0 {
+                        // Most of the body unread: the close is a reset.
+                        return;
+                    }
+                    while buf.len() < length {
+                        let mut chunk = [0u8; 1 << 16];
+                        match tls.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.drain(..length);
+                    let whole = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{SSE}",
+                        SSE.len()
+                    );
+                    let answer = if !post {
+                        "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_string()
+                    } else if probe {
+                        probed.store(true, Ordering::SeqCst);
+                        whole
+                    } else {
+                        match mode {
+                            Hostile::CutMidStream => {
+                                let first = SSE.split_inclusive("\n\n").next().unwrap_or("");
+                                let _ = tls.write_all(
+                                    format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n{first}").as_bytes(),
+                                );
+                                let _ = tls.flush();
+                                let _ = tls.sock.shutdown(std::net::Shutdown::Both);
+                                return;
+                            }
+                            Hostile::CloseNotifyEnds => {
+                                let _ = tls.write_all(
+                                    format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n{SSE}").as_bytes(),
+                                );
+                                tls.conn.send_close_notify();
+                                let _ = tls.flush();
+                                return;
+                            }
+                            _ => whole,
+                        }
+                    };
+                    if tls.write_all(answer.as_bytes()).is_err() || tls.flush().is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, posts)
+}
+
+/// Reads one request head from `stream`: whether it is a POST, whether the probe's,
+/// and its body's length; what follows it stays in `buf`. `None` at its end.
+fn read_head(stream: &mut impl std::io::Read, buf: &mut Vec<u8>) -> Option<(bool, bool, usize)> {
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        if let Ok(httparse::Status::Complete(n)) = req.parse(buf) {
+            let header = |name: &str| {
+                req.headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case(name))
+                    .map(|h| String::from_utf8_lossy(h.value).into_owned())
+            };
+            let length = header("content-length")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            let probe = header("x-llmsurge-probe").is_some();
+            let post = req.method == Some("POST");
+            buf.drain(..n);
+            return Some((post, probe, length));
+        }
+        let mut chunk = [0u8; 4096];
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// A run of `requests` one at a time of `data` against a hostile server: its report's
+/// one benchmark and its request log.
+fn against_hostile(
+    url: &str,
+    pki: &Pki,
+    requests: u64,
+    data: &str,
+) -> (Finished, llmsurge_coordinator::BenchmarkResult) {
+    let run = Bench::target(url)
+        .model("m")
+        .arg("--ca-cert", pki.ca())
+        .arg("--server-metrics", "off")
+        .synchronous()
+        .max_requests(requests)
+        .request_timeout("60s")
+        .data(data)
+        .run();
+    let report = run.report();
+    crate::support::assert_identity(&report);
+    let b = report
+        .benchmarks
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("one benchmark: {}", run.stderr));
+    (run, b)
+}
+
+/// Each hostile answer is an errored request that names what went wrong (never a hang,
+/// never a panic); a response whose end a `close_notify` says completes.
+#[test]
+fn a_hostile_https_server_errs_requests_with_a_reason() {
+    let pki = Pki::new("hostile");
+    for (mode, kind, says) in [
+        (Hostile::PlainHttp, "connect", "did not answer with TLS"),
+        (Hostile::Garbage, "connect", "did not answer with TLS"),
+        (Hostile::Alert, "connect", "HandshakeFailure"),
+        (Hostile::CutMidStream, "stream_broken", "close_notify"),
+    ] {
+        let (url, _) = hostile(&pki, mode);
+        let (run, b) = against_hostile(&url, &pki, 2, "prompt_tokens=16,output_tokens=4");
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+        assert_eq!(
+            (b.requests.completed, b.requests.errored),
+            (0, 2),
+            "{mode:?}: {:?}",
+            b.errors
+        );
+        let e = &b.errors[0];
+        let sample = e.samples.first().cloned().unwrap_or_default();
+        assert_eq!(e.kind, kind, "{mode:?}: {sample}");
+        assert!(
+            sample.contains(says),
+            "{mode:?}: {says:?} not in {sample:?}"
+        );
+    }
+    let (url, _) = hostile(&pki, Hostile::CloseNotifyEnds);
+    let (run, b) = against_hostile(&url, &pki, 2, "prompt_tokens=16,output_tokens=4");
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert_eq!(b.requests.completed, 2, "{:?}", b.errors);
+}
+
+/// A kept-alive HTTPS connection the server closes as the next request arrives (its
+/// body unread): the request is sent once more on a fresh connection, counted, as on
+/// plain HTTP (tests/engine/misbehaving.rs).
+#[test]
+fn a_reused_https_connection_reset_unread_costs_one_counted_resend() {
+    let pki = Pki::new("resend");
+    let (url, posts) = hostile(&pki, Hostile::ResetSecond);
+    // A body far larger than what the server's first reads take in with the head.
+    let (run, b) = against_hostile(&url, &pki, 5, "prompt_tokens=40000,output_tokens=4");
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert_eq!(
+        (b.requests.completed, b.requests.errored),
+        (5, 0),
+        "{:?}",
+        b.errors
+    );
+    // The first request once, every later one twice: cut on the reused connection,
+    // answered on a fresh one.
+    assert_eq!(posts.load(std::sync::atomic::Ordering::SeqCst), 9);
+    assert_eq!(b.requests.resent, 4);
+}

@@ -1818,6 +1818,53 @@ fn https_requests_match_the_truth() {
     check_aggregates(&joined, b);
 }
 
+/// HTTPS through the worker's own HTTP/1.1 client: a rate profile, so the pacer thread
+/// encrypts and writes most requests itself on kept-alive TLS connections (the session
+/// tickets a TLS 1.3 server sends after the handshake wait on each idle one). Every
+/// request matches the truth, and the connections the report says were opened and
+/// reused are those the mock's truth names for the requests.
+#[test]
+fn https_requests_sent_by_the_pacer_on_kept_alive_connections_match_the_truth() {
+    let pki = super::tls::Pki::new("truth-pacer");
+    let (cert, key) = pki.leaf(super::tls::Leaf::Server, "server");
+    let requests = 20;
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            tls_cert: Some(cert),
+            tls_key: Some(key),
+            tokens_per_chunk: 2,
+            ..jittered()
+        },
+        |b| {
+            b.arg("--ca-cert", pki.ca())
+                .arg("--server-metrics", "off")
+                .constant(20)
+                .max_requests(requests)
+                .data("prompt_tokens=30,output_tokens=5")
+        },
+    );
+    assert_eq!(check(&joined) as u64, requests);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, requests);
+    check_aggregates(&joined, b);
+    let mut connections: Vec<u64> = joined
+        .iter()
+        .map(|j| {
+            j.truth["connection"]
+                .as_u64()
+                .expect("the truth's connection")
+        })
+        .collect();
+    connections.sort_unstable();
+    connections.dedup();
+    let c = b.client.connections.clone().expect("connections");
+    assert_eq!(c.opened, connections.len() as u64, "{c:?}");
+    assert_eq!(c.reused, requests - connections.len() as u64, "{c:?}");
+    // 20 requests 50 ms apart, each answered within ~40 ms: kept-alive connections
+    // carried some of them (all but the first, on an idle machine).
+    assert!(c.reused >= 1, "{c:?}");
+}
+
 #[test]
 fn the_steady_window_and_its_rates_match_the_truth() {
     // 12 s at a constant 20 requests a second against 200 ms responses (16 tokens): about

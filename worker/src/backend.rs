@@ -1,7 +1,8 @@
 //! The OpenAI HTTP backend: one keep-alive client, one request at a time per call.
 //!
-//! Plain `http://` over HTTP/1.1 goes through the worker's own client ([`crate::http1`]:
-//! a few hundred bytes a connection); `https://` and HTTP/2 through reqwest.
+//! HTTP/1.1 goes through the worker's own client ([`crate::http1`]: a few hundred bytes
+//! a connection; on `https://` with its TLS session, [`crate::tls_conn`]); HTTP/2
+//! through reqwest.
 //!
 //! `execute` fills an [`Exchange`] as the response arrives, so a request cancelled halfway
 //! still has the timings it got. Every wait is bounded: the whole request by the request
@@ -193,12 +194,12 @@ impl Exchange {
 /// How requests travel.
 #[derive(Debug)]
 enum Transport {
-    /// reqwest (hyper): `https://`, and HTTP/2 on either scheme.
+    /// reqwest (hyper): HTTP/2 on either scheme.
     Reqwest {
         client: reqwest::Client,
         url: reqwest::Url,
     },
-    /// The worker's own HTTP/1.1 client: `http://` without `--http2`.
+    /// The worker's own HTTP/1.1 client: `http://` and `https://` without `--http2`.
     Http1(Http1),
 }
 
@@ -309,20 +310,27 @@ impl Backend {
         // A traceparent of the user's own headers wins: never two of them.
         let traceparent =
             cfg.traceparent && !headers.contains_key(llmsurge_proto::TRACEPARENT_HEADER);
-        let transport = if url.scheme() == "http" && !cfg.http2 {
-            Transport::Http1(
-                Http1::new(
-                    &url,
-                    headers
-                        .iter()
-                        .filter(|(name, _)| *name != reqwest::header::CONTENT_TYPE)
-                        .map(|(name, value)| (name.as_str(), value.as_bytes())),
-                    user_agent,
-                    cfg.connect_timeout,
-                )
-                .log_connects(Arc::clone(&connects))
-                .read_token(cfg.affinity.token.clone()),
+        let transport = if !cfg.http2 && matches!(url.scheme(), "http" | "https") {
+            let h1 = Http1::new(
+                &url,
+                headers
+                    .iter()
+                    .filter(|(name, _)| *name != reqwest::header::CONTENT_TYPE)
+                    .map(|(name, value)| (name.as_str(), value.as_bytes())),
+                user_agent,
+                cfg.connect_timeout,
             )
+            .log_connects(Arc::clone(&connects))
+            .read_token(cfg.affinity.token.clone());
+            Transport::Http1(if url.scheme() == "https" {
+                let config =
+                    crate::tls_conn::client_config(&cfg.tls).map_err(BackendError::Client)?;
+                let name = crate::tls_conn::server_name(url.host_str().unwrap_or("localhost"))
+                    .map_err(BackendError::Client)?;
+                h1.tls(config, name)
+            } else {
+                h1
+            })
         } else {
             Transport::Reqwest {
                 client: reqwest_client(cfg, &url, headers, user_agent, &connects)?,
@@ -515,8 +523,8 @@ impl Backend {
         }
     }
 
-    /// The worker's own HTTP/1.1 client, when it carries the requests (plain `http://`
-    /// without HTTP/2): the pacer thread sends on its idle connections.
+    /// The worker's own HTTP/1.1 client, when it carries the requests (`http://` and
+    /// `https://` without HTTP/2): the pacer thread sends on its idle connections.
     pub fn http1(&self) -> Option<&Http1> {
         match &self.transport {
             Transport::Http1(h1) => Some(h1),
@@ -802,7 +810,7 @@ impl Backend {
     }
 }
 
-/// The reqwest client of `https://` and HTTP/2 targets.
+/// The reqwest client of HTTP/2 targets (`--http2`), on either scheme.
 fn reqwest_client(
     cfg: &BackendConfig,
     url: &reqwest::Url,

@@ -1,4 +1,4 @@
-//! A small HTTP/1.1 client for plain `http://` targets.
+//! A small HTTP/1.1 client for `http://` and `https://` targets.
 //!
 //! Why not hyper's pooled client (through reqwest): each open connection there holds an
 //! 8 KiB read buffer, an 8 KiB write buffer, a dispatch channel block of ~9 KB and a
@@ -27,9 +27,16 @@
 //!
 //! A server may answer before it read the whole request (a proxy's 413 for a body over
 //! its limit): the answer is read when the write fails or while it waits for room.
+//!
+//! On `https://` a connection is its socket and its TLS session ([`crate::tls_conn`]:
+//! rustls driven sans-IO, boxed, so a plain connection stays its socket): requests are
+//! encrypted as they are written (by the pacer thread too), responses decrypted as they
+//! are read, with the kernel's receive stamps, and all of the above holds alike. The
+//! handshake is part of the connect (inside the connect timeout, timed in its log).
 
 use crate::connections::ConnectLog;
 use crate::rx_time;
+use crate::tls_conn::Tls;
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
 use llmsurge_proto::{ErrorKind, MonoNanos, RequestError};
@@ -71,7 +78,64 @@ pub const POOL_IDLE: Duration = Duration::from_secs(4);
 
 /// Idle connections, shared by the runtime, the pacer thread and draining tasks (or one
 /// conversation's own, with `--sticky-connections`).
-pub type Pool = Arc<Mutex<Vec<(TcpStream, Instant)>>>;
+pub type Pool = Arc<Mutex<Vec<(Link, Instant)>>>;
+
+/// An open connection: its socket, and its TLS session on `https://`.
+#[derive(Debug)]
+pub struct Link {
+    stream: TcpStream,
+    tls: Option<Box<Tls>>,
+}
+
+impl Link {
+    /// Writes the bytes `from..upto` of `parts` as far as the socket takes them now: how
+    /// many more are on the wire (`WouldBlock`: none, for now).
+    fn try_write(&mut self, parts: &[&[u8]; 3], from: usize, upto: usize) -> io::Result<usize> {
+        match &mut self.tls {
+            None => self.stream.try_write_vectored(&slices(parts, from, upto)),
+            Some(tls) => tls.try_write(&self.stream, parts, from, upto),
+        }
+    }
+
+    /// Reads what the socket holds now into `buf` (room for `want` more bytes made when
+    /// needed): how many bytes (0 at the end) and when they arrived; `WouldBlock` when
+    /// none came (which clears tokio's readiness).
+    fn try_read(&mut self, buf: &mut BytesMut, want: usize) -> io::Result<(usize, MonoNanos)> {
+        match &mut self.tls {
+            None => {
+                if buf.capacity() - buf.len() < want {
+                    buf.reserve(want);
+                }
+                rx_time::try_read(&self.stream, buf)
+            }
+            Some(tls) => tls.read_with(&self.stream, buf, want, rx_time::try_read),
+        }
+    }
+
+    /// Whether an idle connection is still open (see [`still_open`]).
+    fn still_open(&mut self) -> bool {
+        match &mut self.tls {
+            None => still_open(&self.stream),
+            // Session tickets may be waiting: readable is not closed.
+            Some(tls) => still_open(&self.stream) || tls.still_open(&self.stream),
+        }
+    }
+
+    /// Reads into `buf` whatever the socket holds now (see [`drain_ready`]).
+    fn drain_ready(&mut self, buf: &mut BytesMut) {
+        match &mut self.tls {
+            None => drain_ready(&self.stream, buf),
+            Some(tls) => {
+                while buf.len() <= HEAD_LIMIT {
+                    match tls.read_with(&self.stream, buf, READ_MIN, rx_time::recv_now) {
+                        Ok((n, _)) if n > 0 => {}
+                        _ => return,
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// A request's failure: the kind the report counts and a one-line message.
 fn failure(kind: ErrorKind, message: impl Into<String>) -> RequestError {
@@ -94,6 +158,11 @@ pub struct Http1 {
     connects: Option<Arc<ConnectLog>>,
     /// `--session-token`: the token a response head may carry.
     token: Option<llmsurge_proto::affinity::SessionToken>,
+    /// `https://`: the TLS settings and the name the server's certificate must have.
+    tls: Option<(
+        Arc<rustls::ClientConfig>,
+        rustls::pki_types::ServerName<'static>,
+    )>,
 }
 
 impl std::fmt::Debug for Http1 {
@@ -135,7 +204,7 @@ pub struct RequestHeaders<'a> {
 /// A connection of the pool.
 #[derive(Debug)]
 pub struct Conn {
-    stream: TcpStream,
+    link: Link,
     /// It served a request before: a failure before any response byte may be the
     /// server having closed it while idle.
     reused: bool,
@@ -211,7 +280,18 @@ impl Http1 {
             pool: Pool::default(),
             connects: None,
             token: None,
+            tls: None,
         }
+    }
+
+    /// Speaks TLS with `config` on every connection, to a server named `name`.
+    pub fn tls(
+        mut self,
+        config: Arc<rustls::ClientConfig>,
+        name: rustls::pki_types::ServerName<'static>,
+    ) -> Self {
+        self.tls = Some((config, name));
+        self
     }
 
     /// Reads the session token `token` names from each response head.
@@ -306,13 +386,10 @@ impl Http1 {
 
     /// Pops idle connections until one is fresh and still open. The open check is a
     /// syscall, made outside the lock so the lock is only ever held for a pop.
-    fn open_idle(&self, mut pop: impl FnMut() -> Option<(TcpStream, Instant)>) -> Option<Conn> {
-        while let Some((stream, since)) = pop() {
-            if since.elapsed() <= POOL_IDLE && still_open(&stream) {
-                return Some(Conn {
-                    stream,
-                    reused: true,
-                });
+    fn open_idle(&self, mut pop: impl FnMut() -> Option<(Link, Instant)>) -> Option<Conn> {
+        while let Some((mut link, since)) = pop() {
+            if since.elapsed() <= POOL_IDLE && link.still_open() {
+                return Some(Conn { link, reused: true });
             }
         }
         None
@@ -321,35 +398,28 @@ impl Http1 {
     /// A conversation's own idle connection that is still open, whatever its age.
     fn open_own(&self, pool: &Pool) -> Option<Conn> {
         loop {
-            let (stream, _) = pool.lock().ok()?.pop()?;
-            if still_open(&stream) {
-                return Some(Conn {
-                    stream,
-                    reused: true,
-                });
+            let (mut link, _) = pool.lock().ok()?.pop()?;
+            if link.still_open() {
+                return Some(Conn { link, reused: true });
             }
         }
     }
 
     /// Puts a connection taken with [`Self::take_idle`] and not used back.
     pub fn put_back(&self, conn: Conn) {
-        self.pool_conn(conn.stream);
-    }
-
-    fn pool_conn(&self, stream: TcpStream) {
-        pool_conn(&self.pool, stream);
+        pool_conn(&self.pool, conn.link);
     }
 
     /// Writes as much of `out` on `conn` as the socket takes now, up to `max` bytes,
     /// without waiting; callable from any thread. The runtime finishes the exchange with
     /// [`Self::send`].
-    pub fn try_send(&self, conn: Conn, out: Outgoing, max: usize) -> Presend {
+    pub fn try_send(&self, mut conn: Conn, out: Outgoing, max: usize) -> Presend {
         let parts = [&self.head_prefix[..], &out.tail[..], &out.body[..]];
         let total = out.len(&self.head_prefix);
         let upto = total.min(max);
         let mut sent = 0;
         while sent < upto {
-            match conn.stream.try_write_vectored(&slices(&parts, sent, upto)) {
+            match conn.link.try_write(&parts, sent, upto) {
                 Ok(0) | Err(_) => break, // the runtime writes the rest, or finds the error
                 Ok(n) => sent += n,
             }
@@ -411,7 +481,7 @@ impl Http1 {
                         token,
                         body: Body {
                             pool: own.unwrap_or(&self.pool).clone(),
-                            conn: Some(conn.stream),
+                            conn: Some(conn.link),
                             buf,
                             framing,
                             keep_alive,
@@ -453,8 +523,42 @@ impl Http1 {
 
     async fn connect(&self) -> Result<Conn, RequestError> {
         let began = MonoNanos::now();
-        let connecting = TcpStream::connect(self.authority.as_str());
-        let stream = match tokio::time::timeout(self.connect_timeout, connecting).await {
+        let connecting = async {
+            let stream = TcpStream::connect(self.authority.as_str()).await?;
+            // Per-token writes by the server need Nagle off on its side; on ours the
+            // request goes out in one write, which must not wait for an ACK either.
+            let _ = stream.set_nodelay(true);
+            rx_time::enable(&stream);
+            Ok::<_, io::Error>(stream)
+        };
+        let opening = async {
+            let stream = connecting.await.map_err(|e| {
+                failure(
+                    ErrorKind::Connect,
+                    format!("connecting to {}: {e}", self.authority),
+                )
+            })?;
+            let tls = match &self.tls {
+                None => None,
+                Some((config, name)) => {
+                    let mut tls = Tls::new(config, name.clone()).map_err(|e| {
+                        failure(
+                            ErrorKind::Connect,
+                            format!("connecting to {}: TLS: {e}", self.authority),
+                        )
+                    })?;
+                    tls.handshake(&stream).await.map_err(|e| {
+                        failure(
+                            ErrorKind::Connect,
+                            format!("connecting to {}: {}", self.authority, e.message()),
+                        )
+                    })?;
+                    Some(Box::new(tls))
+                }
+            };
+            Ok::<_, RequestError>(Link { stream, tls })
+        };
+        let link = match tokio::time::timeout(self.connect_timeout, opening).await {
             Err(_) => {
                 return Err(failure(
                     ErrorKind::Timeout,
@@ -465,23 +569,14 @@ impl Http1 {
                     ),
                 ));
             }
-            Ok(Err(e)) => {
-                return Err(failure(
-                    ErrorKind::Connect,
-                    format!("connecting to {}: {e}", self.authority),
-                ));
-            }
-            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(e),
+            Ok(Ok(link)) => link,
         };
         if let Some(log) = &self.connects {
             log.record(began, MonoNanos::now().since(began));
         }
-        // Per-token writes by the server need Nagle off on its side; on ours the request
-        // goes out in one write, which must not wait for an ACK either.
-        let _ = stream.set_nodelay(true);
-        rx_time::enable(&stream);
         Ok(Conn {
-            stream,
+            link,
             reused: false,
         })
     }
@@ -518,7 +613,7 @@ impl Http1 {
         // When the bytes in `buf` arrived (an early answer's: when it was read).
         let mut arrived = None;
         while sent < total {
-            let failed = match conn.stream.try_write_vectored(&slices(&parts, sent, total)) {
+            let failed = match conn.link.try_write(&parts, sent, total) {
                 Ok(0) => io::Error::from(io::ErrorKind::WriteZero),
                 Ok(n) => {
                     sent += n;
@@ -527,15 +622,20 @@ impl Http1 {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     tokio::select! {
                         biased;
-                        ready = conn.stream.writable() => match ready {
+                        ready = conn.link.stream.writable() => match ready {
                             Ok(()) => continue,
                             Err(e) => e,
                         },
                         // Readiness may be left over from the connection's last response:
                         // only bytes (or an EOF, a reset) read now are an answer.
-                        Ok(()) = conn.stream.readable() => match conn.stream.try_read_buf(&mut buf) {
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                            Ok(n) if n > 0 => {
+                        Ok(()) = conn.link.stream.readable() => match conn.link.try_read(&mut buf, READ_MIN) {
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                                if buf.is_empty() {
+                                    buf = BytesMut::new();
+                                }
+                                continue;
+                            }
+                            Ok((n, _)) if n > 0 => {
                                 // A 100 Continue (sent unasked by some servers) is no
                                 // answer: the body goes on.
                                 if skip_informational(&mut buf).map_err(Fault::Failed)? {
@@ -553,7 +653,7 @@ impl Http1 {
                 Err(e) => e,
             };
             // What the server sent before it closed is still in the socket: its answer.
-            drain_ready(&conn.stream, &mut buf);
+            conn.link.drain_ready(&mut buf);
             if buf.is_empty() {
                 return Err(Fault::Undelivered(format!(
                     "connection closed while sending the request: {failed}"
@@ -590,7 +690,7 @@ impl Http1 {
                 return Err(Fault::Failed(head_too_large()));
             }
             let want = if buf.is_empty() { READ_MIN } else { buf.len() };
-            match read_more(&conn.stream, &mut buf, want).await {
+            match read_more(&mut conn.link, &mut buf, want).await {
                 Ok((0, _)) if buf.is_empty() => {
                     // The request went out whole and the server closed cleanly: it may
                     // have read and run it, so it is not sent again (see `send`).
@@ -681,13 +781,13 @@ fn drain_ready(stream: &TcpStream, buf: &mut BytesMut) {
     }
 }
 
-fn pool_conn(pool: &Pool, stream: TcpStream) {
+fn pool_conn(pool: &Pool, link: Link) {
     let stale: Vec<_> = match pool.lock() {
         Ok(mut pool) => {
             // The pool is taken from the top: connections left at the bottom after a
             // burst would stay open for ever; they are closed once past the idle bound.
             let stale = drain_stale(&mut pool);
-            pool.push((stream, Instant::now()));
+            pool.push((link, Instant::now()));
             stale
         }
         Err(_) => return,
@@ -699,7 +799,7 @@ fn pool_conn(pool: &Pool, stream: TcpStream) {
 
 /// Takes the connections idle longer than [`POOL_IDLE`] out of the pool: the bottom of
 /// the stack, which is in the order they were put back.
-fn drain_stale(pool: &mut Vec<(TcpStream, Instant)>) -> Vec<(TcpStream, Instant)> {
+fn drain_stale(pool: &mut Vec<(Link, Instant)>) -> Vec<(Link, Instant)> {
     let n = pool
         .iter()
         .take_while(|(_, since)| since.elapsed() > POOL_IDLE)
@@ -744,7 +844,7 @@ enum Fault {
 }
 
 /// The IoSlices of `parts` from byte `from` on.
-fn slices<'a>(parts: &[&'a [u8]; 3], mut from: usize, upto: usize) -> Vec<IoSlice<'a>> {
+pub(crate) fn slices<'a>(parts: &[&'a [u8]; 3], mut from: usize, upto: usize) -> Vec<IoSlice<'a>> {
     let mut out = Vec::with_capacity(3);
     let mut left = upto.saturating_sub(from);
     for part in parts {
@@ -767,16 +867,13 @@ fn slices<'a>(parts: &[&'a [u8]; 3], mut from: usize, upto: usize) -> Vec<IoSlic
 /// making room for at least `want` more bytes: how many bytes came (0 at EOF) and when
 /// they arrived ([`rx_time`]).
 async fn read_more(
-    stream: &TcpStream,
+    link: &mut Link,
     buf: &mut BytesMut,
     want: usize,
 ) -> io::Result<(usize, MonoNanos)> {
     loop {
-        stream.readable().await?;
-        if buf.capacity() - buf.len() < want {
-            buf.reserve(want);
-        }
-        match rx_time::try_read(stream, buf) {
+        link.stream.readable().await?;
+        match link.try_read(buf, want) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // Readiness left over from the last read (tokio clears it only on
                 // WouldBlock): wait without the buffer, or every waiting stream holds one.
@@ -964,7 +1061,7 @@ pub struct Response {
 /// read to its end (and the server keeps the connection).
 pub struct Body {
     pool: Pool,
-    conn: Option<TcpStream>,
+    conn: Option<Link>,
     /// Bytes read and not handed out yet.
     buf: BytesMut,
     framing: Framing,
@@ -1112,12 +1209,12 @@ impl Body {
 
     /// Reads more into the buffer. `Ok(false)` at EOF when `eof_is_error` is false.
     async fn fill(&mut self, eof_is_error: bool) -> Result<bool, String> {
-        let Some(stream) = &self.conn else {
+        let Some(link) = &mut self.conn else {
             return Err("connection already closed".into());
         };
         let want = self.read_size.max(self.buf.len());
         let before = self.buf.capacity() - self.buf.len();
-        match read_more(stream, &mut self.buf, want).await {
+        match read_more(link, &mut self.buf, want).await {
             Ok((0, _)) => {
                 self.keep_alive = false;
                 self.conn = None;
@@ -1151,11 +1248,11 @@ impl Body {
 
     /// At the body's end: the connection goes back to the pool if it may be reused.
     fn finish(&mut self) {
-        if let Some(stream) = self.conn.take()
+        if let Some(link) = self.conn.take()
             && self.keep_alive
             && self.buf.is_empty()
         {
-            pool_conn(&self.pool, stream);
+            pool_conn(&self.pool, link);
         }
     }
 

@@ -34,6 +34,7 @@ pub mod sched;
 pub mod source;
 pub mod sse;
 pub mod timers;
+pub mod tls_conn;
 
 pub use formats::openai;
 pub use source::{

@@ -47,6 +47,12 @@ pub fn try_read(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<(usize, Mo
     stream.try_io(Interest::READABLE, || recv_stamped(stream, buf))
 }
 
+/// [`try_read`] without tokio's readiness: asks the kernel directly, from any thread
+/// (tokio's readiness, which only the runtime updates, may not know of bytes yet).
+pub fn recv_now(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<(usize, MonoNanos)> {
+    recv_stamped(stream, buf)
+}
+
 fn recv_stamped(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<(usize, MonoNanos)> {
     let spare = buf.spare_capacity_mut();
     let mut iov = libc::iovec {
