@@ -58,9 +58,8 @@ const LAST_STREAM_ID: u32 = (1 << 31) - 1;
 /// Reads start at this size and grow while reads fill them (large bodies).
 const READ_MIN: usize = 1 << 10;
 const READ_MAX: usize = 32 << 10;
-/// How long, and for how many bytes, the rest of a stream whose content is done with
-/// is read in the background so its connection can be reused (see `http1`).
-const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+/// The most bytes of a stream whose content is done with that are read at once before
+/// its connection is given back; a stream that sends more loses the connection.
 const DRAIN_BYTES: usize = 64 << 10;
 /// The most bytes of answers (PING and SETTINGS acks) queued for a server that sends
 /// frames asking for them and does not read.
@@ -355,7 +354,10 @@ impl Http2 {
             None => self.connect().await?,
         };
         loop {
-            match conn.exchange(&self.head_block, &out, self.token.as_ref()).await {
+            match conn
+                .exchange(&self.head_block, &out, self.token.as_ref())
+                .await
+            {
                 Ok(head) => {
                     let id = conn.open;
                     return Ok(Response {
@@ -569,11 +571,7 @@ impl Conn {
         let mut ctl = BytesMut::with_capacity(64);
         ctl.put_slice(PREFACE);
         // SETTINGS: no push; our receive window; the header list bound.
-        let settings: [(u16, u32); 3] = [
-            (0x2, 0),
-            (0x4, WINDOW),
-            (0x6, HEAD_LIMIT as u32),
-        ];
+        let settings: [(u16, u32); 3] = [(0x2, 0), (0x4, WINDOW), (0x6, HEAD_LIMIT as u32)];
         put_frame_head(&mut ctl, settings.len() * 6, SETTINGS, 0, 0);
         for (id, value) in settings {
             ctl.put_u16(id);
@@ -605,7 +603,10 @@ impl Conn {
 
     /// Whether another request may go on this connection.
     fn reusable(&self) -> bool {
-        !self.spent && self.goaway.is_none() && self.next_id < LAST_STREAM_ID && self.block.is_none()
+        !self.spent
+            && self.goaway.is_none()
+            && self.next_id < LAST_STREAM_ID
+            && self.block.is_none()
     }
 
     /// Handles what an idle connection received, without waiting; `false` when it can
@@ -664,7 +665,9 @@ impl Conn {
                     .into(),
             ));
         }
-        let len = (usize::from(self.buf[0]) << 16) | (usize::from(self.buf[1]) << 8) | usize::from(self.buf[2]);
+        let len = (usize::from(self.buf[0]) << 16)
+            | (usize::from(self.buf[1]) << 8)
+            | usize::from(self.buf[2]);
         if len > MAX_FRAME_IN {
             return Err(ReadFail::Protocol(format!(
                 "a frame of {len} bytes, over the {MAX_FRAME_IN} we allow (FRAME_SIZE_ERROR)"
@@ -675,8 +678,8 @@ impl Conn {
         }
         let kind = self.buf[3];
         let flags = self.buf[4];
-        let stream = u32::from_be_bytes([self.buf[5], self.buf[6], self.buf[7], self.buf[8]])
-            & 0x7fff_ffff;
+        let stream =
+            u32::from_be_bytes([self.buf[5], self.buf[6], self.buf[7], self.buf[8]]) & 0x7fff_ffff;
         self.buf.advance(FRAME_HEAD);
         let payload = self.buf.split_to(len).freeze();
         if self.buf.is_empty() {
@@ -700,7 +703,9 @@ impl Conn {
             let len = (usize::from(self.buf[0]) << 16)
                 | (usize::from(self.buf[1]) << 8)
                 | usize::from(self.buf[2]);
-            (FRAME_HEAD + len).saturating_sub(self.buf.len()).max(self.read_size)
+            (FRAME_HEAD + len)
+                .saturating_sub(self.buf.len())
+                .max(self.read_size)
         } else {
             self.read_size
         };
@@ -1088,7 +1093,10 @@ impl Conn {
                 }
             }
             while let Some(frame) = self.take_frame().map_err(|e| self.before_head(e))? {
-                match self.on_frame(frame, token).map_err(|e| self.before_head(e))? {
+                match self
+                    .on_frame(frame, token)
+                    .map_err(|e| self.before_head(e))?
+                {
                     None => {}
                     Some(event) => {
                         if let Some(head) = self.head_event(event)? {
@@ -1186,14 +1194,16 @@ impl Conn {
                 "connection closed after the request was sent, before the response head (not resent: the server may have run it)",
             )),
             // Reset by the server's kernel: it did not take the request whole.
-            ReadFail::Io(e) if e.kind() == io::ErrorKind::ConnectionReset => Fault::Undelivered(
-                format!("connection reset before the response head: {e}"),
-            ),
+            ReadFail::Io(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                Fault::Undelivered(format!("connection reset before the response head: {e}"))
+            }
             ReadFail::Io(e) => Fault::Failed(failure(
                 ErrorKind::ConnectionClosed,
                 format!("connection failed before the response head: {e}"),
             )),
-            ReadFail::TooLarge => Fault::Failed(failure(ErrorKind::MalformedResponse, head_too_large())),
+            ReadFail::TooLarge => {
+                Fault::Failed(failure(ErrorKind::MalformedResponse, head_too_large()))
+            }
             ReadFail::Protocol(m) => Fault::Failed(failure(
                 ErrorKind::MalformedResponse,
                 format!("malformed HTTP/2 response: {m}"),
@@ -1227,7 +1237,9 @@ fn unpad(payload: &mut Bytes, flags: u8) -> Result<Bytes, ReadFail> {
         return Ok(std::mem::take(payload));
     }
     let Some(&pad) = payload.first() else {
-        return Err(ReadFail::Protocol("a padded frame without its pad length".into()));
+        return Err(ReadFail::Protocol(
+            "a padded frame without its pad length".into(),
+        ));
     };
     let pad = usize::from(pad);
     if pad + 1 > payload.len() {
@@ -1361,9 +1373,12 @@ impl Body {
         }
     }
 
-    /// Reads what is left of a stream whose content is no longer needed (what follows
-    /// `[DONE]`), so its connection can be reused: at once when it is here, else in a
-    /// task of its own, bounded. Needs a tokio runtime.
+    /// Gives the connection back while a stream whose content is no longer needed
+    /// (what follows `[DONE]`) has not ended yet: what is already here is read at once;
+    /// the rest (as a rule an empty DATA frame with END_STREAM, a moment later) is for a
+    /// stream no longer open, which the connection reads past while it carries the next
+    /// one. Waiting for it instead (as HTTP/1.1 must) lost the connection to the next
+    /// request whenever that came first.
     pub fn release(mut self) {
         let mut drained = 0;
         loop {
@@ -1378,20 +1393,8 @@ impl Body {
                 None => break,
             }
         }
-        if self.conn.is_none() {
-            return;
-        }
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(DRAIN_LIMIT, async {
-                while let Some(Ok(piece)) = self.next().await {
-                    drained += piece.len();
-                    if drained > DRAIN_BYTES {
-                        return;
-                    }
-                }
-            })
-            .await;
-        });
+        self.done = true;
+        self.finish();
     }
 }
 
@@ -1644,17 +1647,17 @@ mod hpack {
 
     /// Code lengths of the Huffman code, by symbol (256 is EOS), RFC 7541 Appendix B.
     const LENGTHS: [u8; 257] = [
-        13, 23, 28, 28, 28, 28, 28, 28, 28, 24, 30, 28, 28, 30, 28, 28, 28, 28, 28, 28, 28, 28,
-        30, 28, 28, 28, 28, 28, 28, 28, 28, 28, 6, 10, 10, 12, 13, 6, 8, 11, 10, 10, 8, 11, 8, 6,
-        6, 6, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 7, 8, 15, 6, 12, 10, 13, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7,
-        7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 8, 7, 8, 13, 19, 13, 14, 6, 15, 5, 6, 5, 6, 5, 6,
-        6, 6, 5, 7, 7, 6, 6, 6, 5, 6, 7, 6, 5, 5, 6, 7, 7, 7, 7, 7, 15, 11, 14, 13, 28, 20, 22,
-        20, 20, 22, 22, 22, 23, 22, 23, 23, 23, 23, 23, 24, 23, 24, 24, 22, 23, 24, 23, 23, 23,
-        23, 21, 22, 23, 22, 23, 23, 24, 22, 21, 20, 22, 22, 23, 23, 21, 23, 22, 22, 24, 21, 22,
-        23, 23, 21, 21, 22, 21, 23, 22, 23, 23, 20, 22, 22, 22, 23, 22, 22, 23, 26, 26, 20, 19,
-        22, 23, 22, 25, 26, 26, 26, 27, 27, 26, 24, 25, 19, 21, 26, 27, 27, 26, 27, 24, 21, 21,
-        26, 26, 28, 27, 27, 27, 20, 24, 20, 21, 22, 21, 21, 23, 22, 22, 25, 25, 24, 24, 26, 23,
-        26, 27, 26, 26, 27, 27, 27, 27, 27, 28, 27, 27, 27, 27, 27, 26, 30,
+        13, 23, 28, 28, 28, 28, 28, 28, 28, 24, 30, 28, 28, 30, 28, 28, 28, 28, 28, 28, 28, 28, 30,
+        28, 28, 28, 28, 28, 28, 28, 28, 28, 6, 10, 10, 12, 13, 6, 8, 11, 10, 10, 8, 11, 8, 6, 6, 6,
+        5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 7, 8, 15, 6, 12, 10, 13, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
+        7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 8, 7, 8, 13, 19, 13, 14, 6, 15, 5, 6, 5, 6, 5, 6, 6, 6, 5,
+        7, 7, 6, 6, 6, 5, 6, 7, 6, 5, 5, 6, 7, 7, 7, 7, 7, 15, 11, 14, 13, 28, 20, 22, 20, 20, 22,
+        22, 22, 23, 22, 23, 23, 23, 23, 23, 24, 23, 24, 24, 22, 23, 24, 23, 23, 23, 23, 21, 22, 23,
+        22, 23, 23, 24, 22, 21, 20, 22, 22, 23, 23, 21, 23, 22, 22, 24, 21, 22, 23, 23, 21, 21, 22,
+        21, 23, 22, 23, 23, 20, 22, 22, 22, 23, 22, 22, 23, 26, 26, 20, 19, 22, 23, 22, 25, 26, 26,
+        26, 27, 27, 26, 24, 25, 19, 21, 26, 27, 27, 26, 27, 24, 21, 21, 26, 26, 28, 27, 27, 27, 20,
+        24, 20, 21, 22, 21, 21, 23, 22, 22, 25, 25, 24, 24, 26, 23, 26, 27, 26, 26, 27, 27, 27, 27,
+        27, 28, 27, 27, 27, 27, 27, 26, 30,
     ];
 
     /// The static table, RFC 7541 Appendix A.
@@ -1768,8 +1771,8 @@ mod hpack {
         fn rfc_7541_c4_requests_with_huffman() {
             let mut d = Decoder::new();
             let c41 = [
-                0x82, 0x86, 0x84, 0x41, 0x8c, 0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0,
-                0xab, 0x90, 0xf4, 0xff,
+                0x82, 0x86, 0x84, 0x41, 0x8c, 0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0, 0xab,
+                0x90, 0xf4, 0xff,
             ];
             assert_eq!(
                 decode(&mut d, &c41),
@@ -1788,8 +1791,8 @@ mod hpack {
                 ("cache-control".into(), "no-cache".into())
             );
             let c43 = [
-                0x82, 0x87, 0x85, 0xbf, 0x40, 0x88, 0x25, 0xa8, 0x49, 0xe9, 0x5b, 0xa9, 0x7d,
-                0x7f, 0x89, 0x25, 0xa8, 0x49, 0xe9, 0x5b, 0xb8, 0xe8, 0xb4, 0xbf,
+                0x82, 0x87, 0x85, 0xbf, 0x40, 0x88, 0x25, 0xa8, 0x49, 0xe9, 0x5b, 0xa9, 0x7d, 0x7f,
+                0x89, 0x25, 0xa8, 0x49, 0xe9, 0x5b, 0xb8, 0xe8, 0xb4, 0xbf,
             ];
             assert_eq!(
                 decode(&mut d, &c43),
@@ -1818,11 +1821,10 @@ mod hpack {
             let mut d = Decoder::new();
             d.set_max(256);
             let c61 = [
-                0x48, 0x82, 0x64, 0x02, 0x58, 0x85, 0xae, 0xc3, 0x77, 0x1a, 0x4b, 0x61, 0x96,
-                0xd0, 0x7a, 0xbe, 0x94, 0x10, 0x54, 0xd4, 0x44, 0xa8, 0x20, 0x05, 0x95, 0x04,
-                0x0b, 0x81, 0x66, 0xe0, 0x82, 0xa6, 0x2d, 0x1b, 0xff, 0x6e, 0x91, 0x9d, 0x29,
-                0xad, 0x17, 0x18, 0x63, 0xc7, 0x8f, 0x0b, 0x97, 0xc8, 0xe9, 0xae, 0x82, 0xae,
-                0x43, 0xd3,
+                0x48, 0x82, 0x64, 0x02, 0x58, 0x85, 0xae, 0xc3, 0x77, 0x1a, 0x4b, 0x61, 0x96, 0xd0,
+                0x7a, 0xbe, 0x94, 0x10, 0x54, 0xd4, 0x44, 0xa8, 0x20, 0x05, 0x95, 0x04, 0x0b, 0x81,
+                0x66, 0xe0, 0x82, 0xa6, 0x2d, 0x1b, 0xff, 0x6e, 0x91, 0x9d, 0x29, 0xad, 0x17, 0x18,
+                0x63, 0xc7, 0x8f, 0x0b, 0x97, 0xc8, 0xe9, 0xae, 0x82, 0xae, 0x43, 0xd3,
             ];
             assert_eq!(
                 decode(&mut d, &c61),
@@ -1836,13 +1838,12 @@ mod hpack {
             let c62 = [0x48, 0x83, 0x64, 0x0e, 0xff, 0xc1, 0xc0, 0xbf];
             assert_eq!(decode(&mut d, &c62)[0], (":status".into(), "307".into()));
             let c63 = [
-                0x88, 0xc1, 0x61, 0x96, 0xd0, 0x7a, 0xbe, 0x94, 0x10, 0x54, 0xd4, 0x44, 0xa8,
-                0x20, 0x05, 0x95, 0x04, 0x0b, 0x81, 0x66, 0xe0, 0x84, 0xa6, 0x2d, 0x1b, 0xff,
-                0xc0, 0x5a, 0x83, 0x9b, 0xd9, 0xab, 0x77, 0xad, 0x94, 0xe7, 0x82, 0x1d, 0xd7,
-                0xf2, 0xe6, 0xc7, 0xb3, 0x35, 0xdf, 0xdf, 0xcd, 0x5b, 0x39, 0x60, 0xd5, 0xaf,
-                0x27, 0x08, 0x7f, 0x36, 0x72, 0xc1, 0xab, 0x27, 0x0f, 0xb5, 0x29, 0x1f, 0x95,
-                0x87, 0x31, 0x60, 0x65, 0xc0, 0x03, 0xed, 0x4e, 0xe5, 0xb1, 0x06, 0x3d, 0x50,
-                0x07,
+                0x88, 0xc1, 0x61, 0x96, 0xd0, 0x7a, 0xbe, 0x94, 0x10, 0x54, 0xd4, 0x44, 0xa8, 0x20,
+                0x05, 0x95, 0x04, 0x0b, 0x81, 0x66, 0xe0, 0x84, 0xa6, 0x2d, 0x1b, 0xff, 0xc0, 0x5a,
+                0x83, 0x9b, 0xd9, 0xab, 0x77, 0xad, 0x94, 0xe7, 0x82, 0x1d, 0xd7, 0xf2, 0xe6, 0xc7,
+                0xb3, 0x35, 0xdf, 0xdf, 0xcd, 0x5b, 0x39, 0x60, 0xd5, 0xaf, 0x27, 0x08, 0x7f, 0x36,
+                0x72, 0xc1, 0xab, 0x27, 0x0f, 0xb5, 0x29, 0x1f, 0x95, 0x87, 0x31, 0x60, 0x65, 0xc0,
+                0x03, 0xed, 0x4e, 0xe5, 0xb1, 0x06, 0x3d, 0x50, 0x07,
             ];
             assert_eq!(
                 decode(&mut d, &c63),
@@ -1875,16 +1876,16 @@ mod hpack {
         #[test]
         fn broken_blocks_are_errors_not_panics() {
             for block in [
-                &[0x80][..],                   // index 0
-                &[0xbe],                       // beyond both tables
-                &[0x7e, 0x01, 0x41],           // a literal whose name index is out of range
-                &[0x0f],                       // a truncated integer
+                &[0x80][..],                                 // index 0
+                &[0xbe],                                     // beyond both tables
+                &[0x7e, 0x01, 0x41], // a literal whose name index is out of range
+                &[0x0f],             // a truncated integer
                 &[0x0f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], // an endless integer
-                &[0x00, 0x05, b'a'],           // a truncated string
-                &[0x00, 0x81, 0x00, 0x00],     // Huffman padding that is not EOS's
+                &[0x00, 0x05, b'a'], // a truncated string
+                &[0x00, 0x81, 0x00, 0x00], // Huffman padding that is not EOS's
                 &[0x00, 0x84, 0xff, 0xff, 0xff, 0xff, 0x00], // EOS in a string
-                &[0x3f, 0xe2, 0x1f],           // a table of 4097, over 4096
-                &[0x88, 0x20],                 // a size update after a field
+                &[0x3f, 0xe2, 0x1f], // a table of 4097, over 4096
+                &[0x88, 0x20],       // a size update after a field
             ] {
                 let mut d = Decoder::new();
                 assert!(d.decode(block, |_, _| {}).is_err(), "{block:x?}");
@@ -1899,8 +1900,8 @@ mod tests {
 
     #[test]
     fn request_heads_are_literals_the_decoder_reads_back() {
-        let url = reqwest::Url::parse("http://example.test:8000/v1/chat/completions?a=b")
-            .expect("a URL");
+        let url =
+            reqwest::Url::parse("http://example.test:8000/v1/chat/completions?a=b").expect("a URL");
         let h2 = Http2::new(
             &url,
             [
