@@ -1408,10 +1408,13 @@ mod hpack {
     /// the most the server may make the table.
     pub const TABLE_SIZE: usize = 4096;
 
+    /// An entry of the dynamic table: name and value.
+    type Entry = (Box<[u8]>, Box<[u8]>);
+
     /// A decoder: the server's dynamic table as it stands.
     #[derive(Debug)]
     pub struct Decoder {
-        table: VecDeque<(Box<[u8]>, Box<[u8]>)>,
+        table: VecDeque<Entry>,
         size: usize,
         max: usize,
     }
