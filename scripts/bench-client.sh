@@ -19,9 +19,10 @@
 #   7. the real-time pacer on a shared core: TTFT mean with real time on and off
 #      (LLMSURGE_REALTIME_PACER=0), mock and client on one core, 8 images of 1024² per
 #      request at 20 req/s (the pacer must not hold the core while it builds bodies);
-#   8. HTTPS beside plain HTTP, each at the same scale: streamed requests per client
-#      CPU-second (req/s per core) of HTTP/1.1 over TLS and of plain HTTP, and the memory
-#      per open stream over TLS and plain (TLS_STREAMS streams: 1,000 and 10,000 by
+#   8. HTTPS and h2c beside plain HTTP, each at the same scale: streamed requests per
+#      client CPU-second (req/s per core) of plain HTTP/1.1, of HTTP/2 with prior
+#      knowledge (h2c, --http2) and of HTTP/1.1 over TLS, and the memory per open stream
+#      of each (TLS_STREAMS streams: 1,000 and 10,000 by
 #      default), with a throwaway CA and certificate made by openssl at run time;
 #   9. idle users: IDLE_USERS (40,000) users in multi-turn sessions with IDLE_THINK_S
 #      (30 s) think times, started over IDLE_RAMP_S (one think time): peak RSS of the
@@ -224,11 +225,14 @@ tls_rows() {
     make_pki
     local tls=(--tls-cert "$WORK/pki/cert.pem" --tls-key "$WORK/pki/key.pem")
     local ca=(--ca-cert "$WORK/pki/ca.pem")
-    local scheme rps cpu done_n per_core handshake
-    for scheme in http https; do
+    local scheme rps cpu done_n per_core handshake proto
+    for scheme in http h2c https; do
         if [[ $scheme == https ]]; then start_mock --output-tokens 16 "${tls[@]}"; else start_mock --output-tokens 16; fi
         local extra=()
         [[ $scheme == https ]] && extra=("${ca[@]}")
+        [[ $scheme == h2c ]] && extra=(--http2)
+        proto=HTTP/1.1
+        [[ $scheme == h2c ]] && proto="HTTP/2, h2c"
         client "tls-rate-$scheme" --profile throughput --max-concurrency "$TLS_CONCURRENCY" \
             --max-seconds "$DURATION" --warmup 1s --workers 1 --data prompt_tokens=16,output_tokens=16 "${extra[@]}"
         rps=$(report "tls-rate-$scheme" .throughput.requests_per_s)
@@ -238,11 +242,11 @@ tls_rows() {
         handshake=$(jq -r '.benchmarks[0].client.connections.connect.percentiles.p50 // empty' "$WORK/tls-rate-$scheme/benchmarks.json")
         handshake=${handshake:+$handshake ms}
         handshake=${handshake:-none: no connection opened after the warm-up}
-        printf '%s streamed rate (HTTP/1.1, 16 output tokens, %s streams): %.0f req/s, %.0f completed requests per client CPU-second (req/s per core; mock %s of its core; connect p50 %s) no target\n' \
-            "$scheme" "$TLS_CONCURRENCY" "$rps" "$per_core" "$(pct "$(cat "$WORK/tls-rate-$scheme/mock_busy")")" "$handshake"
+        printf '%s streamed rate (%s, 16 output tokens, %s streams): %.0f req/s, %.0f completed requests per client CPU-second (req/s per core; mock %s of its core; connect p50 %s) no target\n' \
+            "$scheme" "$proto" "$TLS_CONCURRENCY" "$rps" "$per_core" "$(pct "$(cat "$WORK/tls-rate-$scheme/mock_busy")")" "$handshake"
     done
     local first=${TLS_STREAMS%% *} n kib base
-    for scheme in http https; do
+    for scheme in http h2c https; do
         if [[ $scheme == https ]]; then
             start_mock --ttft-ms "$STREAM_TTFT_MS" --itl-ms 0 --output-tokens 16 "${tls[@]}"
         else
@@ -250,6 +254,7 @@ tls_rows() {
         fi
         local extra=()
         [[ $scheme == https ]] && extra=("${ca[@]}")
+        [[ $scheme == h2c ]] && extra=(--http2)
         base=
         for n in $TLS_STREAMS; do
             kib=$(open_streams_kib "tls-open-$scheme-$n" "$n" "${extra[@]}")

@@ -25,6 +25,7 @@ mod formats_typed;
 mod fresh_prompts;
 mod gates;
 mod gateway;
+mod h2c;
 mod hostile_bounds;
 mod hostile_text;
 mod idle_users;

@@ -74,7 +74,7 @@ pub fn resolve(args: &TargetArgs) -> Result<Affinity, UsageError> {
     }
     if affinity.sticky_connections && args.http2 {
         return Err(UsageError(
-            "--sticky-connections: HTTP/2 carries every conversation on one multiplexed connection, so there is no connection per conversation to keep; drop --http2 or --sticky-connections".into(),
+            "--sticky-connections: keeps connections of llmsurge's own HTTP/1.1 client only, not HTTP/2 ones; drop --http2 or --sticky-connections".into(),
         ));
     }
     Ok(affinity)

@@ -508,18 +508,24 @@ fn opted_in_values_are_shown() {
 
 #[test]
 fn an_error_quoting_the_url_carries_no_secret() {
-    // reqwest (HTTP/2) names the URL it sent to in its errors; every connection closes.
+    // reqwest (HTTPS, HTTP/2) names the URL it sent to in its errors; every stream is
+    // reset before its head.
+    let pki = crate::engine::tls::Pki::new("secrets");
+    let (cert, key) = pki.leaf(crate::engine::tls::Leaf::Server, "server");
     let server = mock(MockConfig {
         close_rate: 1.0,
+        tls_cert: Some(cert),
+        tls_key: Some(key),
         ..MockConfig::instant()
     });
     let target = format!(
-        "http://bench:{}@{}/?key={}",
+        "https://bench:{}@{}/?key={}",
         secret("userinfo"),
-        server.base_url().trim_start_matches("http://"),
+        server.base_url().trim_start_matches("https://"),
         secret("query")
     );
     let (child, dir) = Bench::target(&target)
+        .arg("--ca-cert", pki.ca())
         .flag("--http2")
         .max_requests(3)
         .data("prompt_tokens=8,output_tokens=4")

@@ -1,8 +1,9 @@
 //! The OpenAI HTTP backend: one keep-alive client, one request at a time per call.
 //!
 //! HTTP/1.1 goes through the worker's own client ([`crate::http1`]: a few hundred bytes
-//! a connection; on `https://` with its TLS session, [`crate::tls_conn`]); HTTP/2
-//! through reqwest.
+//! a connection; on `https://` with its TLS session, [`crate::tls_conn`]), and so does
+//! HTTP/2 on `http://` (h2c, [`crate::http2`]): token instants from the kernel's receive
+//! stamps. HTTP/2 over TLS (`https://` with `--http2`) goes through reqwest.
 //!
 //! `execute` fills an [`Exchange`] as the response arrives, so a request cancelled halfway
 //! still has the timings it got. Every wait is bounded: the whole request by the request
@@ -14,6 +15,7 @@ use crate::connections::{ConnectLog, TimedConnectLayer};
 use crate::formats::{self, ChunkInfo, Format, StreamEvent, StreamState, Usage};
 pub use crate::http1::Presend;
 use crate::http1::{self, Http1, Outgoing, RequestHeaders};
+use crate::http2::{self, Http2};
 use crate::source::PreparedRequest;
 use crate::sse::SseParser;
 use bytes::Bytes;
@@ -194,13 +196,15 @@ impl Exchange {
 /// How requests travel.
 #[derive(Debug)]
 enum Transport {
-    /// reqwest (hyper): HTTP/2 on either scheme.
+    /// reqwest (hyper): HTTP/2 over TLS (`https://` with `--http2`).
     Reqwest {
         client: reqwest::Client,
         url: reqwest::Url,
     },
     /// The worker's own HTTP/1.1 client: `http://` and `https://` without `--http2`.
     Http1(Http1),
+    /// The worker's own HTTP/2 client: `http://` with `--http2` (h2c).
+    Http2(Http2),
 }
 
 /// The content type of a request body unless the user's headers name another.
@@ -331,6 +335,22 @@ impl Backend {
             } else {
                 h1
             })
+        } else if url.scheme() == "http" {
+            Transport::Http2(
+                Http2::new(
+                    &url,
+                    headers
+                        .iter()
+                        .filter(|(name, _)| *name != reqwest::header::CONTENT_TYPE)
+                        .map(|(name, value)| {
+                            (name.as_str(), value.as_bytes(), value.is_sensitive())
+                        }),
+                    user_agent,
+                    cfg.connect_timeout,
+                )
+                .log_connects(Arc::clone(&connects))
+                .read_token(cfg.affinity.token.clone()),
+            )
         } else {
             Transport::Reqwest {
                 client: reqwest_client(cfg, &url, headers, user_agent, &connects)?,
@@ -506,6 +526,10 @@ impl Backend {
                 let out = h1.outgoing_with(content_type, headers, body);
                 self.execute_http1(h1, out, None, session, ex).await;
             }
+            Transport::Http2(h2) => {
+                let out = h2.outgoing_with(content_type, headers, body);
+                self.execute_http2(h2, out, session, ex).await;
+            }
         }
     }
 
@@ -518,8 +542,10 @@ impl Backend {
     /// Closes the idle connections too old to be reused (see [`Http1::close_stale`]);
     /// reqwest's pool closes its own.
     pub fn close_stale_idle(&self) {
-        if let Some(h1) = self.http1() {
-            h1.close_stale();
+        match &self.transport {
+            Transport::Http1(h1) => h1.close_stale(),
+            Transport::Http2(h2) => h2.close_stale(),
+            Transport::Reqwest { .. } => {}
         }
     }
 
@@ -528,7 +554,7 @@ impl Backend {
     pub fn http1(&self) -> Option<&Http1> {
         match &self.transport {
             Transport::Http1(h1) => Some(h1),
-            Transport::Reqwest { .. } => None,
+            Transport::Http2(_) | Transport::Reqwest { .. } => None,
         }
     }
 
@@ -546,7 +572,7 @@ impl Backend {
                 let out = presend.outgoing().clone();
                 self.execute_http1(h1, out, Some(presend), None, ex).await;
             }
-            Transport::Reqwest { .. } => ex.fail(
+            Transport::Http2(_) | Transport::Reqwest { .. } => ex.fail(
                 ErrorKind::Request,
                 "internal: a pre-sent request on a transport without its own pool",
             ),
@@ -592,6 +618,47 @@ impl Backend {
         if ex.error.is_none() {
             // A stream ends at `[DONE]`, before the body's final chunk was read: read it
             // so the connection is reused (the next request skips a connect).
+            response.body.release();
+        }
+    }
+
+    async fn execute_http2(
+        &self,
+        h2: &Http2,
+        out: http2::Outgoing,
+        session: Option<&str>,
+        ex: &mut Exchange,
+    ) {
+        let started = Instant::now();
+        let deadline = started + self.request_timeout;
+        let head_by = self.head_bound(started, deadline);
+        let sending = h2.send(out, &mut ex.retried);
+        let mut response = match timeout_at(head_by.0, sending).await {
+            Err(_) => return ex.fail(ErrorKind::Timeout, head_by.1),
+            Ok(Err(e)) => return ex.fail(e.kind, e.message),
+            Ok(Ok(r)) => r,
+        };
+        if let (Some(key), Some(token)) = (session, response.token.take()) {
+            ex.token_refused |= !self.affinity.keep_token(key, token);
+        }
+        if !(200..300).contains(&response.status) {
+            let body = read_bounded(&mut response.body, deadline).await;
+            return ex.fail(
+                ErrorKind::Http {
+                    status: response.status,
+                },
+                self.format.error_message(&body),
+            );
+        }
+        if self.stream {
+            self.read_stream(&mut response.body, started, deadline, ex)
+                .await;
+        } else {
+            self.read_full(&mut response.body, deadline, ex).await;
+        }
+        if ex.error.is_none() {
+            // A stream ends at `[DONE]`, before END_STREAM: read to it so the connection
+            // is reused.
             response.body.release();
         }
     }
@@ -810,7 +877,7 @@ impl Backend {
     }
 }
 
-/// The reqwest client of HTTP/2 targets (`--http2`), on either scheme.
+/// The reqwest client of HTTP/2 over TLS (`https://` with `--http2`).
 fn reqwest_client(
     cfg: &BackendConfig,
     url: &reqwest::Url,
@@ -868,6 +935,16 @@ impl Pieces for http1::Body {
 
     fn arrived(&self) -> MonoNanos {
         http1::Body::arrived(self)
+    }
+}
+
+impl Pieces for http2::Body {
+    async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
+        self.next().await
+    }
+
+    fn arrived(&self) -> MonoNanos {
+        http2::Body::arrived(self)
     }
 }
 
@@ -1005,7 +1082,19 @@ mod tests {
             "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
             "data: [DONE]\n\n"
         );
-        answered_while_busy(true, "text/event-stream", events).await;
+        answered_while_busy(false, true, "text/event-stream", events).await;
+    }
+
+    /// The same over h2c (`--http2`): each DATA frame's bytes carry the kernel's stamp of
+    /// the read that completed the frame.
+    #[tokio::test(flavor = "current_thread")]
+    async fn h2c_tokens_that_arrive_while_the_client_is_busy_keep_their_arrival_instant() {
+        let events = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n"
+        );
+        answered_while_busy(true, true, "text/event-stream", events).await;
     }
 
     /// The same for a whole (non-streamed) answer: its end is when its last bytes came.
@@ -1015,28 +1104,55 @@ mod tests {
             "{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hi\"},",
             "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}"
         );
-        answered_while_busy(false, "application/json", body).await;
+        answered_while_busy(false, false, "application/json", body).await;
+    }
+
+    /// An HTTP/2 frame as a server writes it.
+    fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = payload.len();
+        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
     }
 
     /// Sends one chat request to a raw server that answers `body` while the client's one
     /// runtime thread is held, and checks the first token and the end fall between the
     /// server's write and the thread getting free.
-    async fn answered_while_busy(stream: bool, content_type: &str, body: &'static str) {
+    async fn answered_while_busy(
+        http2: bool,
+        stream: bool,
+        content_type: &str,
+        body: &'static str,
+    ) {
         use std::io::{Read, Write};
         // Held to the end: the host's receive stamps on before the client's socket reads.
         let _stamps = crate::rx_time::tests::stamps_live().await;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback");
         let mut cfg = test_config(RequestFormat::Chat, stream);
         cfg.base_url = format!("http://{}", listener.local_addr().expect("loopback"));
+        cfg.http2 = http2;
         let backend = Backend::new(&cfg).expect("a backend");
         let request = backend.build_body(&req(Some(1)));
         let (received_tx, received_rx) = tokio::sync::oneshot::channel();
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
         let (wrote_tx, wrote_rx) = std::sync::mpsc::channel();
-        let answer = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
+        let answer = if http2 {
+            // SETTINGS, a head of :status 200 (static entry 8) and content-type, and the
+            // body in one DATA frame that ends stream 1.
+            let mut head = vec![0x88, 0x0f, 0x10, content_type.len() as u8];
+            head.extend_from_slice(content_type.as_bytes());
+            let mut bytes = h2_frame(0x4, 0, 0, &[]);
+            bytes.extend(h2_frame(0x1, 0x4, 1, &head));
+            bytes.extend(h2_frame(0x0, 0x1, 1, body.as_bytes()));
+            bytes
+        } else {
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes()
+        };
         let server = std::thread::spawn(move || {
             let (mut socket, _) = listener.accept().expect("loopback");
             let mut request = vec![0u8; 64 << 10];
@@ -1045,7 +1161,7 @@ mod tests {
             received_tx.send(()).expect("the test waits");
             go_rx.recv().expect("the test says go");
             let before = MonoNanos::now();
-            socket.write_all(answer.as_bytes()).expect("loopback");
+            socket.write_all(&answer).expect("loopback");
             crate::rx_time::wait_until_taken(std::os::fd::AsRawFd::as_raw_fd(&socket));
             wrote_tx.send(before).expect("the test waits");
         });

@@ -25,6 +25,7 @@ pub mod connections;
 pub mod formats;
 pub mod graph;
 pub mod http1;
+pub mod http2;
 pub mod itl;
 pub mod pacer;
 pub mod reporter;

@@ -1,0 +1,347 @@
+//! The worker's own HTTP/2 client (`--http2` on plain `http://`, h2c with prior
+//! knowledge): connections kept and reused as the mock saw them, a body far beyond the
+//! protocol's initial flow-control windows, and a raw server that breaks the protocol
+//! (an HTTP/1.1 answer, a broken header block, RST_STREAM before and after the head,
+//! GOAWAY, a close mid-stream): errored requests with the reason, never a hang.
+
+use crate::scenario::Bench;
+use crate::support::{ok_report, recording};
+use llmsurge::exit_codes;
+use llmsurge::mock::MockConfig;
+use llmsurge_coordinator::BenchmarkResult;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+#[test]
+fn h2c_connections_are_kept_and_reused_as_the_mock_saw_them() {
+    const REQUESTS: u64 = 24;
+    let server = crate::support::mock(MockConfig::instant());
+    let before = server.stats().connections.accepted;
+    let run = Bench::on(&server)
+        .flag("--http2")
+        .concurrent(2)
+        .max_requests(REQUESTS)
+        .data("prompt_tokens=16,output_tokens=4")
+        .run();
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, REQUESTS, "{:?}", b.errors);
+    assert_eq!(server.stats().requests.chat_completions, REQUESTS);
+    // Every connection the workers opened was one the mock accepted (the coordinator's
+    // target check and probe opened the others), and most requests went on one kept.
+    let accepted = server.stats().connections.accepted - before;
+    let c = b
+        .client
+        .connections
+        .clone()
+        .unwrap_or_else(|| panic!("no connections in {}", run.stderr));
+    assert!(c.opened >= 1 && c.opened <= accepted, "{c:?} vs {accepted}");
+    assert_eq!(c.opened + c.reused, REQUESTS, "{c:?}");
+    // Had each request opened its own, the mock would have accepted more connections
+    // than requests, before the coordinator's own.
+    assert!(
+        accepted < REQUESTS,
+        "the mock accepted {accepted} connections for {REQUESTS} requests: not reused ({c:?})"
+    );
+    assert_eq!(c.connect.count, c.opened);
+    assert_eq!(b.requests.resent, 0);
+}
+
+#[test]
+fn an_image_body_of_megabytes_goes_through_the_flow_control_windows() {
+    // Two images of 1024×1024 pixels as PNG: megabytes a request, far over the 64 KiB
+    // a stream may send before the server's WINDOW_UPDATE.
+    let (server, _dir, record) = recording(MockConfig::instant());
+    let run = Bench::on(&server)
+        .flag("--http2")
+        .concurrent(2)
+        .max_requests(4)
+        .request_timeout("60s")
+        .data("prompt_tokens=8,output_tokens=4,images=2,image_size=1024x1024,image_format=png")
+        .run();
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 4, "{:?}", b.errors);
+    assert_eq!(server.stats().images, 4 * 2);
+    // What the mock read of each body, whole: every image's data URL, megabytes long.
+    let urls: Vec<usize> = crate::support::recorded(&record)
+        .iter()
+        .flat_map(|l| {
+            l["body"]["messages"][0]["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|p| p["image_url"]["url"].as_str().map(str::len))
+        .collect();
+    assert!(urls.len() >= 8, "{urls:?}");
+    assert!(urls.iter().all(|&n| n > 1 << 20), "{urls:?}");
+}
+
+/// What the raw server does with a POST that is not the probe.
+#[derive(Clone, Copy, Debug)]
+enum Act {
+    /// A whole streamed 200.
+    Answer,
+    /// An HTTP/1.1 response: a server that does not speak h2c.
+    Http1,
+    /// A response head whose header block does not decode (HPACK index 0).
+    BadBlock,
+    /// RST_STREAM (INTERNAL_ERROR) before any head.
+    ResetBeforeHead,
+    /// A head, one event, RST_STREAM (CANCEL).
+    ResetMidStream,
+    /// GOAWAY whose last stream is the one before, then a close: not processed.
+    GoAway,
+    /// A head, part of an event, then a close.
+    CloseMidStream,
+}
+
+/// A stream of one content token, a finish and `[DONE]`.
+const SSE: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: [DONE]\n\n",
+);
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len();
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// A 200 head (:status 200 from the static table) on `stream`.
+fn head(stream: u32) -> Vec<u8> {
+    frame(0x1, 0x4, stream, &[0x88])
+}
+
+/// A raw h2c server: HTTP/1.1 requests (the target check's GETs) are answered 404; on
+/// an h2c connection every request whose head carries the probe's marker (our client
+/// sends literals, never Huffman, so it is in the bytes) is answered in full, and every
+/// other as `act` says, given its index among them and its index on its connection.
+struct Raw {
+    url: String,
+    posts: Arc<AtomicUsize>,
+}
+
+impl Raw {
+    fn start(act: impl Fn(usize, usize) -> Act + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let posts = Arc::new(AtomicUsize::new(0));
+        let act: Arc<dyn Fn(usize, usize) -> Act + Send + Sync> = Arc::new(act);
+        let count = posts.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let (act, count) = (act.clone(), count.clone());
+                std::thread::spawn(move || serve(stream, &*act, &count));
+            }
+        });
+        Self { url, posts }
+    }
+}
+
+/// Reads one frame: (type, flags, stream, payload); `None` at EOF.
+fn read_frame(s: &mut TcpStream) -> Option<(u8, u8, u32, Vec<u8>)> {
+    let mut h = [0u8; 9];
+    s.read_exact(&mut h).ok()?;
+    let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).ok()?;
+    let id = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+    Some((h[3], h[4], id, payload))
+}
+
+fn serve(mut s: TcpStream, act: &(dyn Fn(usize, usize) -> Act + Send + Sync), posts: &AtomicUsize) {
+    let mut preface = [0u8; 24];
+    if s.read_exact(&mut preface).is_err() {
+        return;
+    }
+    if &preface[..] != b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" {
+        let _ = s
+            .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        return;
+    }
+    if s.write_all(&frame(0x4, 0, 0, &[])).is_err() {
+        return;
+    }
+    let mut probes = std::collections::HashSet::new();
+    let mut on_connection = 0;
+    while let Some((kind, flags, id, payload)) = read_frame(&mut s) {
+        if kind == 0x1 && memchr::memmem::find(&payload, b"x-llmsurge-probe").is_some() {
+            probes.insert(id);
+        }
+        // A request is whole at END_STREAM, on its HEADERS or its last DATA.
+        if !(kind == 0x0 || kind == 0x1) || flags & 0x1 == 0 {
+            continue;
+        }
+        let probe = probes.contains(&id);
+        let what = if probe {
+            Act::Answer
+        } else {
+            let n = posts.fetch_add(1, Ordering::SeqCst);
+            on_connection += 1;
+            act(n, on_connection - 1)
+        };
+        let mut out = Vec::new();
+        match what {
+            Act::Answer => {
+                out.extend(head(id));
+                out.extend(frame(0x0, 0x1, id, SSE.as_bytes()));
+            }
+            Act::Http1 => {
+                out.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+            }
+            Act::BadBlock => out.extend(frame(0x1, 0x5, id, &[0x80])),
+            Act::ResetBeforeHead => out.extend(frame(0x3, 0, id, &2u32.to_be_bytes())),
+            Act::ResetMidStream => {
+                out.extend(head(id));
+                let first = SSE.split_inclusive("\n\n").next().expect("an event");
+                out.extend(frame(0x0, 0, id, first.as_bytes()));
+                out.extend(frame(0x3, 0, id, &8u32.to_be_bytes()));
+            }
+            Act::GoAway => {
+                let mut p = id.saturating_sub(2).to_be_bytes().to_vec();
+                p.extend_from_slice(&0u32.to_be_bytes());
+                out.extend(frame(0x7, 0, 0, &p));
+            }
+            Act::CloseMidStream => {
+                out.extend(head(id));
+                out.extend(frame(0x0, 0, id, &SSE.as_bytes()[..30]));
+            }
+        }
+        if s.write_all(&out).is_err() {
+            return;
+        }
+        if matches!(what, Act::GoAway | Act::CloseMidStream | Act::Http1) {
+            // Closed once the client has what was written (a close with unread bytes
+            // would be a reset instead).
+            let _ = s.shutdown(std::net::Shutdown::Write);
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            while read_frame(&mut s).is_some() {}
+            return;
+        }
+    }
+}
+
+/// Two streamed requests one at a time against `url` over h2c; the run's one benchmark.
+fn run_two(url: &str) -> (crate::support::Finished, BenchmarkResult) {
+    let run = Bench::target(url)
+        .model("m")
+        .flag("--http2")
+        .synchronous()
+        .max_requests(2)
+        .request_timeout("30s")
+        .data("prompt_tokens=16,output_tokens=4")
+        .run();
+    let report = run.report();
+    let b = report
+        .benchmarks
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("one benchmark; stderr:\n{}", run.stderr));
+    (run, b)
+}
+
+fn errors(b: &BenchmarkResult) -> Vec<(String, u64, String)> {
+    b.errors
+        .iter()
+        .map(|e| {
+            let sample = e.samples.first().cloned().unwrap_or_default();
+            (e.kind.clone(), e.count, sample)
+        })
+        .collect()
+}
+
+#[test]
+fn a_server_that_breaks_http2_fails_each_request_with_the_reason() {
+    let cases = [
+        (
+            Act::Http1,
+            "malformed_response",
+            "malformed HTTP/2 response: the server answered in HTTP/1.1 (it does not speak h2c with prior knowledge: drop --http2)",
+        ),
+        (
+            Act::BadBlock,
+            "malformed_response",
+            "malformed HTTP/2 response: header block: index 0 (COMPRESSION_ERROR)",
+        ),
+        (
+            Act::ResetBeforeHead,
+            "connection_closed",
+            "stream reset by the server before the response head: INTERNAL_ERROR (0x2)",
+        ),
+        (
+            Act::ResetMidStream,
+            "stream_broken",
+            "stream reset by the server: CANCEL (0x8)",
+        ),
+        (
+            Act::GoAway,
+            "connection_closed",
+            "the server is closing the connection (GOAWAY, NO_ERROR (0x0), last stream 0): request on stream 1 not processed",
+        ),
+        (
+            Act::CloseMidStream,
+            "stream_broken",
+            "connection closed before the end of the response body",
+        ),
+    ];
+    for (act, kind, message) in cases {
+        let server = Raw::start(move |_, _| act);
+        let (run, b) = run_two(&server.url);
+        assert_eq!(
+            run.code(),
+            exit_codes::INVALID_RUN,
+            "{act:?}: {}",
+            run.stderr
+        );
+        assert_eq!(
+            errors(&b),
+            [(kind.to_string(), 2, message.to_string())],
+            "{act:?}"
+        );
+        assert_eq!(
+            server.posts.load(Ordering::SeqCst),
+            2,
+            "{act:?}: each sent once"
+        );
+    }
+}
+
+#[test]
+fn a_goaway_on_a_reused_connection_sends_the_request_once_more_on_a_fresh_one() {
+    // Each connection answers its first request and refuses the next with a GOAWAY:
+    // every request but the first is refused once on its reused connection, then
+    // completes on a fresh one.
+    let server = Raw::start(|_, on_connection| {
+        if on_connection == 0 {
+            Act::Answer
+        } else {
+            Act::GoAway
+        }
+    });
+    let run = Bench::target(&server.url)
+        .model("m")
+        .flag("--http2")
+        .synchronous()
+        .max_requests(3)
+        .request_timeout("30s")
+        .data("prompt_tokens=16,output_tokens=4")
+        .run();
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 3, "{:?}", b.errors);
+    let posts = server.posts.load(Ordering::SeqCst) as u64;
+    assert_eq!(
+        b.requests.resent,
+        posts - 3,
+        "{posts} requests reached the server"
+    );
+    assert_eq!(b.requests.resent, 2);
+}
