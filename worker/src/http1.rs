@@ -35,12 +35,13 @@
 //! handshake is part of the connect (inside the connect timeout, timed in its log).
 
 use crate::connections::ConnectLog;
+use crate::parts::slices;
 use crate::rx_time;
 use crate::tls_conn::Tls;
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
 use llmsurge_proto::{ErrorKind, MonoNanos, RequestError};
-use std::io::{self, IoSlice};
+use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -843,26 +844,6 @@ enum Fault {
     Failed(RequestError),
 }
 
-/// The IoSlices of `parts` from byte `from` on.
-pub(crate) fn slices<'a>(parts: &[&'a [u8]; 3], mut from: usize, upto: usize) -> Vec<IoSlice<'a>> {
-    let mut out = Vec::with_capacity(3);
-    let mut left = upto.saturating_sub(from);
-    for part in parts {
-        if left == 0 {
-            break;
-        }
-        if from >= part.len() {
-            from -= part.len();
-            continue;
-        }
-        let end = part.len().min(from + left);
-        out.push(IoSlice::new(&part[from..end]));
-        left -= end - from;
-        from = 0;
-    }
-    out
-}
-
 /// Reads once (waiting for readiness first, with no buffer held meanwhile) into `buf`,
 /// making room for at least `want` more bytes: how many bytes came (0 at EOF) and when
 /// they arrived ([`rx_time`]).
@@ -1312,34 +1293,6 @@ mod tests {
         // Bytes that are not UTF-8 in the token's header: refused, never kept.
         let raw = b"HTTP/1.1 200 OK\r\nx-tok: a\xff\xfeb\r\n\r\n";
         assert_eq!(head_token(raw, &header), Some(TokenSeen::Refused));
-    }
-
-    #[test]
-    fn slices_skip_what_was_sent() {
-        let parts: [&[u8]; 3] = [b"abc", b"de", b"fgh"];
-        let joined = |from| {
-            slices(&parts, from, 8)
-                .iter()
-                .flat_map(|s| s.to_vec())
-                .collect::<Vec<u8>>()
-        };
-        assert_eq!(joined(0), b"abcdefgh");
-        assert_eq!(joined(2), b"cdefgh");
-        assert_eq!(joined(3), b"defgh");
-        assert_eq!(joined(5), b"fgh");
-        assert_eq!(joined(7), b"h");
-        assert!(slices(&parts, 8, 8).is_empty());
-        // At most `upto` bytes in all: the pacer's bounded first write.
-        let upto = |from, upto| {
-            slices(&parts, from, upto)
-                .iter()
-                .flat_map(|s| s.to_vec())
-                .collect::<Vec<u8>>()
-        };
-        assert_eq!(upto(0, 4), b"abcd");
-        assert_eq!(upto(1, 5), b"bcde");
-        assert_eq!(upto(4, 7), b"efg");
-        assert!(upto(5, 5).is_empty());
     }
 
     #[test]

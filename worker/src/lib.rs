@@ -28,6 +28,7 @@ pub mod http1;
 pub mod http2;
 pub mod itl;
 pub mod pacer;
+pub mod parts;
 pub mod reporter;
 pub mod request_loop;
 pub mod rx_time;

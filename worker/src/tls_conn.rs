@@ -351,7 +351,7 @@ impl Tls {
         }
         let end = upto.min(from + RECORD_MAX);
         let mut piece = Vec::with_capacity(end - from);
-        for s in crate::http1::slices(parts, from, end) {
+        for s in crate::parts::slices(parts, from, end) {
             piece.extend_from_slice(&s);
         }
         loop {

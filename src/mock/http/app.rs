@@ -158,7 +158,7 @@ impl App {
             .map(|m| String::from_utf8(to_json(m)).unwrap_or_default())
             .collect();
         App {
-            server_header: super::info::server_header(&config),
+            server_header: server_header(&config),
             model: Model::new(&config),
             counters: Counters::with_models(&config.model),
             prefix_cache: Arc::new(PrefixCache::split(
@@ -186,4 +186,13 @@ impl App {
             truth: None,
         }
     }
+}
+
+/// The `server` response header every answer carries, as a real server's does (built
+/// once, into [`App::server_header`]).
+fn server_header(config: &MockConfig) -> hyper::header::HeaderValue {
+    use hyper::header::HeaderValue;
+    // Validated as printable ASCII, so this cannot fail; a plain name if it ever did.
+    HeaderValue::from_str(&format!("llmsurge-mock/{}", config.engine_version))
+        .unwrap_or_else(|_| HeaderValue::from_static("llmsurge-mock"))
 }

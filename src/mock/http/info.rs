@@ -5,19 +5,10 @@
 
 use super::app::{App, to_json};
 use super::body::MockBody;
-use crate::mock::config::MockConfig;
 use crate::mock::model::prefix_cache::BLOCK_TOKENS;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Response, StatusCode};
 use serde_json::json;
-
-/// The `server` response header every answer carries, as a real server's does (built
-/// once, into [`App::server_header`]).
-pub fn server_header(config: &MockConfig) -> HeaderValue {
-    // Validated as printable ASCII, so this cannot fail; a plain name if it ever did.
-    HeaderValue::from_str(&format!("llmsurge-mock/{}", config.engine_version))
-        .unwrap_or_else(|_| HeaderValue::from_static("llmsurge-mock"))
-}
 
 /// The answer to `GET /version` or `GET /server_info`; `None` for another request.
 pub fn answer(app: &App, method: &Method, path: &str) -> Option<Response<MockBody>> {
