@@ -167,16 +167,8 @@ impl BenchmarkPlan {
     /// Users who think are not refused: only the turns in flight hold sockets, so the
     /// limit is a warning (returned) that turns past it would fail to connect.
     fn check_fd_limit(&self) -> Result<Option<String>, CoordinatorError> {
-        // This host's part: its share of the streams and of the cap.
-        let cap = self.local_concurrency_cap();
-        let local = |streams: u32| self.shard.share(u64::from(streams));
-        let (flag, total) = match self.strategy {
-            Strategy::Concurrent { streams } if local(streams) <= cap => ("--rate", local(streams)),
-            Strategy::Throughput { max_concurrency } if local(max_concurrency) <= cap => {
-                ("--max-concurrency", local(max_concurrency))
-            }
-            _ if cap != UNLIMITED => ("--max-concurrency", cap),
-            _ => return Ok(None), // open-ended: a rate with no cap
+        let Some((flag, total)) = self.connections_at_once() else {
+            return Ok(None);
         };
         let per_worker = total.div_ceil(u64::from(self.workers.max(1)));
         match llmsurge_proto::fdlimit::ensure_fd_capacity(per_worker) {
@@ -192,6 +184,36 @@ impl BenchmarkPlan {
                 self.strategy
             ))),
         }
+    }
+
+    /// The most connections this host's part of the load holds at once, and the flag
+    /// that sets it; `None` for an open-ended load (a rate with no cap).
+    fn connections_at_once(&self) -> Option<(&'static str, u64)> {
+        // This host's part: its share of the streams and of the cap.
+        let cap = self.local_concurrency_cap();
+        let local = |streams: u32| self.shard.share(u64::from(streams));
+        match self.strategy {
+            Strategy::Concurrent { streams } if local(streams) <= cap => {
+                Some(("--rate", local(streams)))
+            }
+            Strategy::Throughput { max_concurrency } if local(max_concurrency) <= cap => {
+                Some(("--max-concurrency", local(max_concurrency)))
+            }
+            _ if cap != UNLIMITED => Some(("--max-concurrency", cap)),
+            _ => None,
+        }
+    }
+
+    /// Warns when this host's connections at once to the one target address need more
+    /// local ports than the kernel's ephemeral range holds (all workers share it).
+    fn check_local_ports(&self) -> Option<String> {
+        let (flag, total) = self.connections_at_once()?;
+        let range = crate::local_ports::PortRange::of_host()?;
+        crate::local_ports::port_warning(
+            total,
+            range,
+            &format!("{flag} {total} ({})", self.strategy),
+        )
     }
 
     fn worker_config(&self, id: u32) -> WorkerConfig {
@@ -321,8 +343,13 @@ pub async fn run_benchmark(
     env: &mut RunEnv<'_>,
 ) -> Result<BenchmarkResult, CoordinatorError> {
     plan.validate()?;
-    let fd_warning = plan.check_fd_limit()?;
-    if let Some(w) = &fd_warning {
+    // Said before anything starts, and kept for the report's client warnings.
+    let limit_warnings: Vec<String> = plan
+        .check_fd_limit()?
+        .into_iter()
+        .chain(plan.check_local_ports())
+        .collect();
+    for w in &limit_warnings {
         env.observer.notice(&format!("warning: {w}"));
     }
     let n = plan.workers;
@@ -704,7 +731,7 @@ pub async fn run_benchmark(
         metrics.warnings.extend(profiler_warnings);
         result.server_metrics = Some(metrics);
     }
-    result.client.warnings.extend(fd_warning);
+    result.client.warnings.extend(limit_warnings);
     result.cache_reset = cache_reset;
     if let Some(s) = gpu_sampler {
         let w = &result.measured_window;

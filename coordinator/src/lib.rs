@@ -26,6 +26,7 @@ pub mod intent_drift;
 pub mod interrupts;
 pub mod kept_up;
 pub mod knee;
+pub mod local_ports;
 pub mod observer;
 pub mod output_lengths;
 pub mod precision;

@@ -587,39 +587,13 @@ impl Backend {
         session: Option<&str>,
         ex: &mut Exchange,
     ) {
-        let started = Instant::now();
-        let deadline = started + self.request_timeout;
-        let head_by = self.head_bound(started, deadline);
         let own = self.affinity.pool(session);
+        let started = Instant::now();
         let sending = h1.send_in(out, presend, &mut ex.retried, own.as_ref());
-        let mut response = match timeout_at(head_by.0, sending).await {
-            Err(_) => return ex.fail(ErrorKind::Timeout, head_by.1),
-            Ok(Err(e)) => return ex.fail(e.kind, e.message),
-            Ok(Ok(r)) => r,
-        };
-        if let (Some(key), Some(token)) = (session, response.token.take()) {
-            ex.token_refused |= !self.affinity.keep_token(key, token);
-        }
-        if !(200..300).contains(&response.status) {
-            let body = read_bounded(&mut response.body, deadline).await;
-            return ex.fail(
-                ErrorKind::Http {
-                    status: response.status,
-                },
-                self.format.error_message(&body),
-            );
-        }
-        if self.stream {
-            self.read_stream(&mut response.body, started, deadline, ex)
-                .await;
-        } else {
-            self.read_full(&mut response.body, deadline, ex).await;
-        }
-        if ex.error.is_none() {
-            // A stream ends at `[DONE]`, before the body's final chunk was read: read it
-            // so the connection is reused (the next request skips a connect).
-            response.body.release();
-        }
+        let head = timeout_at(self.head_bound(started), sending).await;
+        let parts = |r: http1::Response| (r.status, r.token, r.body);
+        self.read_own(head.map(|r| r.map(parts)), started, session, ex)
+            .await;
     }
 
     async fn execute_http2(
@@ -630,36 +604,46 @@ impl Backend {
         ex: &mut Exchange,
     ) {
         let started = Instant::now();
+        let head = timeout_at(self.head_bound(started), h2.send(out, &mut ex.retried)).await;
+        let parts = |r: http2::Response| (r.status, r.token, r.body);
+        self.read_own(head.map(|r| r.map(parts)), started, session, ex)
+            .await;
+    }
+
+    /// The response of one of the worker's own clients (HTTP/1.1 or h2c), sent at
+    /// `started`: its head as the send gave it (status, session token, body) or why there
+    /// is none, then its body into `ex`.
+    async fn read_own<B: Pieces + OwnBody>(
+        &self,
+        head: Result<Result<OwnHead<B>, RequestError>, tokio::time::error::Elapsed>,
+        started: Instant,
+        session: Option<&str>,
+        ex: &mut Exchange,
+    ) {
         let deadline = started + self.request_timeout;
-        let head_by = self.head_bound(started, deadline);
-        let sending = h2.send(out, &mut ex.retried);
-        let mut response = match timeout_at(head_by.0, sending).await {
-            Err(_) => return ex.fail(ErrorKind::Timeout, head_by.1),
+        let (status, token, mut body) = match head {
+            Err(_) => return ex.fail(ErrorKind::Timeout, self.head_late(started)),
             Ok(Err(e)) => return ex.fail(e.kind, e.message),
-            Ok(Ok(r)) => r,
+            Ok(Ok(head)) => head,
         };
-        if let (Some(key), Some(token)) = (session, response.token.take()) {
+        if let (Some(key), Some(token)) = (session, token) {
             ex.token_refused |= !self.affinity.keep_token(key, token);
         }
-        if !(200..300).contains(&response.status) {
-            let body = read_bounded(&mut response.body, deadline).await;
-            return ex.fail(
-                ErrorKind::Http {
-                    status: response.status,
-                },
-                self.format.error_message(&body),
-            );
+        if !(200..300).contains(&status) {
+            let message = self
+                .format
+                .error_message(&read_bounded(&mut body, deadline).await);
+            return ex.fail(ErrorKind::Http { status }, message);
         }
         if self.stream {
-            self.read_stream(&mut response.body, started, deadline, ex)
-                .await;
+            self.read_stream(&mut body, started, deadline, ex).await;
         } else {
-            self.read_full(&mut response.body, deadline, ex).await;
+            self.read_full(&mut body, deadline, ex).await;
         }
         if ex.error.is_none() {
-            // A stream ends at `[DONE]`, before END_STREAM: read to it so the connection
-            // is reused.
-            response.body.release();
+            // A stream ends at `[DONE]`, before the body's end (HTTP/1.1's final chunk,
+            // HTTP/2's END_STREAM): read to it so the connection is reused.
+            body.release();
         }
     }
 
@@ -671,9 +655,8 @@ impl Backend {
     ) {
         let started = Instant::now();
         let deadline = started + self.request_timeout;
-        let head_by = self.head_bound(started, deadline);
-        let mut response = match timeout_at(head_by.0, request.send()).await {
-            Err(_) => return ex.fail(ErrorKind::Timeout, head_by.1),
+        let mut response = match timeout_at(self.head_bound(started), request.send()).await {
+            Err(_) => return ex.fail(ErrorKind::Timeout, self.head_late(started)),
             Ok(Err(e)) => return ex.fail(classify(&e), failure_message(&e)),
             Ok(Ok(r)) => r,
         };
@@ -713,16 +696,26 @@ impl Backend {
         }
     }
 
-    /// Until when the response head is waited for, and the message when it is late: the
-    /// first token comes after the head, so the TTFT bound (when set) bounds the head as
-    /// well as the request timeout does.
-    fn head_bound(&self, started: Instant, deadline: Instant) -> (Instant, String) {
+    /// Until when the response head is waited for: the first token comes after the
+    /// head, so the TTFT bound (when set) bounds the head as well as the request timeout
+    /// does.
+    fn head_bound(&self, started: Instant) -> Instant {
+        self.head_wait(started).0
+    }
+
+    /// The message of a request whose head came later than [`Self::head_bound`].
+    fn head_late(&self, started: Instant) -> String {
+        let (_, what, wait) = self.head_wait(started);
+        timeout_message(what, wait)
+    }
+
+    /// The head's bound, what it bounds, and for how long (built only for the message
+    /// when late: the bound itself is taken on every request).
+    fn head_wait(&self, started: Instant) -> (Instant, &'static str, Duration) {
+        let deadline = started + self.request_timeout;
         match self.ttft_timeout {
-            Some(t) if started + t < deadline => (started + t, timeout_message("first token", t)),
-            _ => (
-                deadline,
-                timeout_message("response headers", self.request_timeout),
-            ),
+            Some(t) if started + t < deadline => (started + t, "first token", t),
+            _ => (deadline, "response headers", self.request_timeout),
         }
     }
 
@@ -945,6 +938,28 @@ impl Pieces for http2::Body {
 
     fn arrived(&self) -> MonoNanos {
         http2::Body::arrived(self)
+    }
+}
+
+/// A response head of the worker's own clients: status, session token, body.
+type OwnHead<B> = (u16, Option<llmsurge_proto::affinity::TokenSeen>, B);
+
+/// A body of the worker's own clients: read to its end, its connection goes back to
+/// the pool.
+trait OwnBody {
+    /// Reads what is left of the body and gives the connection back.
+    fn release(self);
+}
+
+impl OwnBody for http1::Body {
+    fn release(self) {
+        http1::Body::release(self)
+    }
+}
+
+impl OwnBody for http2::Body {
+    fn release(self) {
+        http2::Body::release(self)
     }
 }
 
