@@ -23,7 +23,9 @@
 #      client CPU-second (req/s per core) of plain HTTP/1.1, of HTTP/2 with prior
 #      knowledge (h2c, --http2) and of HTTP/1.1 over TLS, and the memory per open stream
 #      of each (TLS_STREAMS streams: 1,000 and 10,000 by
-#      default), with a throwaway CA and certificate made by openssl at run time;
+#      default), with a throwaway CA and certificate made by openssl at run time; the
+#      rates in TLS_RUNS interleaved rounds, then HTTPS's median against plain's (target
+#      >= 0.7x) and HTTPS's memory per stream (target <= 10 KB);
 #   9. idle users: IDLE_USERS (40,000) users in multi-turn sessions with IDLE_THINK_S
 #      (30 s) think times, started over IDLE_RAMP_S (one think time): peak RSS of the
 #      whole tree, the lateness of their turns (send less previous end plus think time)
@@ -39,7 +41,7 @@
 # width runs), RT_DURATION (s per run of the real-time A/B, default 10), ONLY ("realtime"
 # runs the real-time A/B alone, "tls" the HTTPS rows alone, "idle" the idle users
 # alone, "width" the width rows and their projection alone), TLS_STREAMS (default "1000 10000"), TLS_CONCURRENCY (streams of the TLS rate
-# rows, default 128), IDLE_USERS (default 40000), IDLE_THINK_S (default 30), IDLE_RAMP_S
+# rows, default 128), TLS_RUNS (rounds of the TLS rate rows, default 3), IDLE_USERS (default 40000), IDLE_THINK_S (default 30), IDLE_RAMP_S
 # (default IDLE_THINK_S), IDLE_MEASURE_S (default 90), IDLE_WORKERS (default 1: thinking
 # users hold no socket, so one process holds them all under any open-file limit),
 # MOCK_CORE / CLIENT_CORE (default 0 / 1),
@@ -68,6 +70,9 @@ RT_DURATION=${RT_DURATION:-10}
 ONLY=${ONLY:-}
 TLS_STREAMS=${TLS_STREAMS:-"1000 10000"}
 TLS_CONCURRENCY=${TLS_CONCURRENCY:-128}
+TLS_RUNS=${TLS_RUNS:-3}
+TARGET_TLS_RATIO=0.7
+TARGET_TLS_STREAM_KB=10
 IDLE_USERS=${IDLE_USERS:-40000}
 IDLE_THINK_S=${IDLE_THINK_S:-30}
 IDLE_RAMP_S=${IDLE_RAMP_S:-$IDLE_THINK_S}
@@ -225,25 +230,43 @@ tls_rows() {
     make_pki
     local tls=(--tls-cert "$WORK/pki/cert.pem" --tls-key "$WORK/pki/key.pem")
     local ca=(--ca-cert "$WORK/pki/ca.pem")
-    local scheme rps cpu done_n per_core handshake proto
-    for scheme in http h2c https; do
-        if [[ $scheme == https ]]; then start_mock --output-tokens 16 "${tls[@]}"; else start_mock --output-tokens 16; fi
-        local extra=()
-        [[ $scheme == https ]] && extra=("${ca[@]}")
-        [[ $scheme == h2c ]] && extra=(--http2)
-        proto=HTTP/1.1
-        [[ $scheme == h2c ]] && proto="HTTP/2, h2c"
-        client "tls-rate-$scheme" --profile throughput --max-concurrency "$TLS_CONCURRENCY" \
-            --max-seconds "$DURATION" --warmup 1s --workers 1 --data prompt_tokens=16,output_tokens=16 "${extra[@]}"
-        rps=$(report "tls-rate-$scheme" .throughput.requests_per_s)
-        done_n=$(report "tls-rate-$scheme" .requests.completed)
-        cpu=$(cat "$WORK/tls-rate-$scheme/cpu_s")
-        per_core=$(echo "$done_n / $cpu" | bc -l)
-        handshake=$(jq -r '.benchmarks[0].client.connections.connect.percentiles.p50 // empty' "$WORK/tls-rate-$scheme/benchmarks.json")
-        handshake=${handshake:+$handshake ms}
-        handshake=${handshake:-none: no connection opened after the warm-up}
-        printf '%s streamed rate (%s, 16 output tokens, %s streams): %.0f req/s, %.0f completed requests per client CPU-second (req/s per core; mock %s of its core; connect p50 %s) no target\n' \
-            "$scheme" "$proto" "$TLS_CONCURRENCY" "$rps" "$per_core" "$(pct "$(cat "$WORK/tls-rate-$scheme/mock_busy")")" "$handshake"
+    local scheme rps cpu done_n per_core handshake proto run name
+    # The transports take turns, TLS_RUNS rounds: a shared machine's load drifts over
+    # minutes, and the ratios are only worth what the runs they compare have in common.
+    declare -A per_core_runs=() mock_runs=()
+    for ((run = 1; run <= TLS_RUNS; run++)); do
+        for scheme in http h2c https; do
+            if [[ $scheme == https ]]; then start_mock --output-tokens 16 "${tls[@]}"; else start_mock --output-tokens 16; fi
+            local extra=()
+            [[ $scheme == https ]] && extra=("${ca[@]}")
+            [[ $scheme == h2c ]] && extra=(--http2)
+            proto=HTTP/1.1
+            [[ $scheme == h2c ]] && proto="HTTP/2, h2c"
+            name="tls-rate-$scheme-$run"
+            client "$name" --profile throughput --max-concurrency "$TLS_CONCURRENCY" \
+                --max-seconds "$DURATION" --warmup 1s --workers 1 --data prompt_tokens=16,output_tokens=16 "${extra[@]}"
+            rps=$(report "$name" .throughput.requests_per_s)
+            done_n=$(report "$name" .requests.completed)
+            cpu=$(cat "$WORK/$name/cpu_s")
+            per_core=$(echo "$done_n / $cpu" | bc -l)
+            per_core_runs[$scheme]+="$(printf '%.0f' "$per_core") "
+            mock_runs[$scheme]+="$(pct "$(cat "$WORK/$name/mock_busy")") "
+            handshake=$(jq -r '.benchmarks[0].client.connections.connect.percentiles.p50 // empty' "$WORK/$name/benchmarks.json")
+            handshake=${handshake:+$handshake ms}
+            handshake=${handshake:-none: no connection opened after the warm-up}
+            printf '%s streamed rate, run %d of %d (%s, 16 output tokens, %s streams): %.0f req/s, %.0f completed requests per client CPU-second (req/s per core; mock %s of its core; connect p50 %s) no target\n' \
+                "$scheme" "$run" "$TLS_RUNS" "$proto" "$TLS_CONCURRENCY" "$rps" "$per_core" "$(pct "$(cat "$WORK/$name/mock_busy")")" "$handshake"
+        done
+    done
+    local plain ratio target
+    plain=$(median ${per_core_runs[http]})
+    for scheme in h2c https; do
+        per_core=$(median ${per_core_runs[$scheme]})
+        ratio=$(echo "$per_core / $plain" | bc -l)
+        target="no target"
+        [[ $scheme == https ]] && target="target >= ${TARGET_TLS_RATIO}x: $(verdict "$ratio >= $TARGET_TLS_RATIO")"
+        printf '%s streamed requests per client CPU-second against plain HTTP/1.1: %.2fx (medians of %d interleaved runs: %s against %s; mock busy %sagainst %s) %s\n' \
+            "$scheme" "$ratio" "$TLS_RUNS" "$per_core" "$plain" "${mock_runs[$scheme]}" "${mock_runs[http]% }" "$target"
     done
     local first=${TLS_STREAMS%% *} n kib base
     for scheme in http h2c https; do
@@ -262,8 +285,12 @@ tls_rows() {
             if [[ -z $base ]]; then
                 base=$kib
             else
-                printf '%s memory per open stream, %d to %d streams: %.1f KB (RSS added over streams added) no target\n' \
-                    "$scheme" "$first" "$n" "$(echo "($kib - $base) / ($n - $first)" | bc -l)"
+                local per_stream
+                per_stream=$(echo "($kib - $base) / ($n - $first)" | bc -l)
+                target="no target"
+                [[ $scheme == https ]] && target="target <= ${TARGET_TLS_STREAM_KB} KB: $(verdict "$per_stream <= $TARGET_TLS_STREAM_KB")"
+                printf '%s memory per open stream, %d to %d streams: %.1f KB (RSS added over streams added) %s\n' \
+                    "$scheme" "$first" "$n" "$per_stream" "$target"
             fi
         done
     done
@@ -599,7 +626,7 @@ for i in $(seq "$LAUNCH_RUNS"); do
     first=$(jq -r '.benchmarks[0].measured_window.start_time' "$dir/benchmarks.json")
     times+=("$(printf '%.3f' "$(echo "$first - $launched" | bc -l)")")
 done
-median=$(printf '%s\n' "${times[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}')
+median=$(median "${times[@]}")
 v=$(verdict "$median <= $TARGET_LAUNCH_S")
 line=$(printf 'launch to first request: %.0f ms (median of %d: %s s) target <= %.0f ms: %s' \
     "$(echo "$median * 1000" | bc -l)" "$LAUNCH_RUNS" "${times[*]}" "$(echo "$TARGET_LAUNCH_S * 1000" | bc -l)" "$v")

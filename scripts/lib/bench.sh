@@ -99,3 +99,8 @@ make_pki() {
     openssl x509 -req -in "$d/leaf.csr" -CA "$d/ca.pem" -CAkey "$d/ca-key.pem" -CAcreateserial \
         -days 2 -extfile "$d/ext" -out "$d/cert.pem" 2>/dev/null
 }
+
+# median N...: the middle of the numbers (the lower middle of an even count).
+median() {
+    printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'
+}
