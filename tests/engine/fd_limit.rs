@@ -1,10 +1,11 @@
 //! Open-file limits: thousands of streams need thousands of sockets. llmsurge raises its
 //! soft limit to the hard one, and refuses, in one line, streams the hard limit cannot hold.
+//! Local ports: streams past the kernel's ephemeral range to one address are warned of.
 
 use crate::scenario::Bench;
 use crate::support::{ended_with, mock, wait_run};
 use llmsurge::mock::MockConfig;
-use nix::sys::resource::{Resource, setrlimit};
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -159,5 +160,61 @@ fn thinking_users_past_the_limit_fail_a_turn_and_pause_never_a_flood() {
     assert!(
         b.requests.errored == 0 || json.contains("open files"),
         "each failure says why: {json}"
+    );
+}
+
+#[test]
+fn streams_past_the_ephemeral_port_range_are_warned_before_the_run() {
+    // The host's own range, as the kernel gives it: one stream more than it holds.
+    let Ok(text) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range") else {
+        return; // no /proc: nothing to warn from
+    };
+    let range: Vec<u64> = text
+        .split_whitespace()
+        .map(|n| n.parse().expect("a port"))
+        .collect();
+    let (low, high) = (range[0], range[1]);
+    let ports = high - low + 1;
+    let streams = u32::try_from(ports + 1).expect("streams");
+    // Enough workers that each one's share fits under this host's open-file limit.
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    let per_worker = hard
+        .saturating_sub(llmsurge_proto::fdlimit::FD_RESERVE + 16)
+        .max(1);
+    let workers = u64::from(streams).div_ceil(per_worker);
+    if workers > 8 {
+        return; // an open-file limit too low to plan this many streams on a small host
+    }
+    let server = mock(MockConfig::instant());
+    // Only 20 requests are ever sent: the warning is about the plan, before the run.
+    let run = Bench::on(&server)
+        .concurrent(streams)
+        .max_requests(20)
+        .workers(u32::try_from(workers).expect("workers"))
+        .data("prompt_tokens=4,output_tokens=4")
+        .run();
+    let report = ended_with(&run, 0);
+    let b = &report.benchmarks[0];
+    assert_eq!(
+        b.requests.completed,
+        server.stats().requests.chat_completions
+    );
+    assert_eq!(b.requests.completed, 20, "{:?}", b.errors);
+    let warned = |text: &str| {
+        text.contains(&format!(
+            "--rate {streams} (concurrent@{streams}): {streams} connections at once to one server address"
+        )) && text.contains(&format!("ip_local_port_range {low} {high}) holds {ports}"))
+            && text.contains("Cannot assign requested address")
+    };
+    let before_run = run
+        .stderr
+        .lines()
+        .take_while(|l| !l.contains("done in"))
+        .any(|l| l.starts_with("warning: ") && warned(l));
+    assert!(before_run, "warned before the run: {}", run.stderr);
+    assert!(
+        b.client.warnings.iter().any(|w| warned(w)),
+        "and in the report: {:?}",
+        b.client.warnings
     );
 }
