@@ -69,6 +69,10 @@
 //!   and from the intended instant, within the aggregates' tolerance), the binding
 //!   objective is one of the tier's (or `kept_up`) that failed at a probe of the failing
 //!   count, and the exit code is 0 exactly when every tier found an answer.
+//! - transports (an axis): the worker's own HTTP/1.1 client over plain TCP and over TLS
+//!   (`https://`, `--ca-cert` of a CA made at run time) and its own HTTP/2 client (h2c,
+//!   `--http2`): every invariant above holds on each, the router's view (`--record`'s
+//!   connections) included.
 //!
 //! A failing draw prints its seed, how to rerun it alone, and the equivalent command
 //! lines. CI runs [`SAMPLE`] draws (about 4 s of load each; a tier search some eight
@@ -171,6 +175,15 @@ enum Load {
     Overload,
 }
 
+/// How the client reaches the mock: its own HTTP/1.1 client over plain TCP or TLS, or
+/// its own HTTP/2 client with prior knowledge (h2c).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Transport {
+    Http,
+    Https,
+    H2c,
+}
+
 /// A fault the mock injects.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Fault {
@@ -233,6 +246,9 @@ struct Draw {
     /// `--session-token` and the mock's `--issue-session-token` (draws of sessions):
     /// `header:NAME` or `cookie:NAME`.
     session_token: Option<&'static str>,
+    /// How the client reaches the mock (`https://` with `--ca-cert`, or `--http2`);
+    /// every invariant holds on each.
+    transport: Transport,
 }
 
 /// The two tiers of a user search: each `ttft_mean<=A,e2e_mean<=E` (ms), the tight one's
@@ -407,6 +423,7 @@ impl Draw {
             tiers: None,
             sticky: false,
             session_token: None,
+            transport: Transport::Http,
         };
         if profile.open() {
             let capacity = d.capacity_rps() / profile.requests_per_unit();
@@ -453,6 +470,12 @@ impl Draw {
             d.session_token =
                 r.pick(&[None, None, Some(SESSION_TOKENS[0]), Some(SESSION_TOKENS[1])]);
         }
+        // Sticky connections are HTTP/1.1's (refused with --http2).
+        d.transport = if d.sticky {
+            r.pick(&[Transport::Http, Transport::Https])
+        } else {
+            r.pick(&[Transport::Http, Transport::Https, Transport::H2c])
+        };
         d
     }
 
@@ -544,7 +567,27 @@ impl Draw {
             record: self.records().then(|| truth.with_file_name("record.jsonl")),
             record_header: self.record_headers(),
             issue_session_token: self.session_token.map(str::to_string),
+            // Written beside the truth file by `write_pki`.
+            tls_cert: (self.transport == Transport::Https)
+                .then(|| truth.with_file_name(SERVER_CERT)),
+            tls_key: (self.transport == Transport::Https).then(|| truth.with_file_name(SERVER_KEY)),
             ..MockConfig::instant()
+        }
+    }
+
+    /// The CA and the server's certificate and key an HTTPS draw needs, made in `dir`.
+    fn write_pki(&self, dir: &Path) {
+        if self.transport != Transport::Https {
+            return;
+        }
+        let pki = super::tls::Pki::new("matrix");
+        let (cert, key) = pki.leaf(super::tls::Leaf::Server, "server");
+        for (from, to) in [
+            (Path::new(pki.ca()), CA_CERT),
+            (&*cert, SERVER_CERT),
+            (&*key, SERVER_KEY),
+        ] {
+            std::fs::copy(from, dir.join(to)).expect("copy the draw's PKI");
         }
     }
 
@@ -591,6 +634,11 @@ impl Draw {
             .session_token
             .map(|t| format!(" --issue-session-token {t}"))
             .unwrap_or_default()
+            + if self.transport == Transport::Https {
+                " --tls-cert server.pem --tls-key server-key.pem"
+            } else {
+                ""
+            }
     }
 
     /// The headers the mock's record keeps: the request's id (to join with the log) and
@@ -744,6 +792,14 @@ impl Draw {
         if self.sticky {
             a.push("--sticky-connections".into());
         }
+        match self.transport {
+            Transport::Http => {}
+            Transport::Https => {
+                a.push("--ca-cert".into());
+                a.push(dir.join(CA_CERT).display().to_string());
+            }
+            Transport::H2c => a.push("--http2".into()),
+        }
         a
     }
 
@@ -769,13 +825,23 @@ impl Draw {
             })
             .collect();
         format!(
-            "draw {self:?}\n  rerun: VERDICT_MATRIX_SEED={} cargo nextest run -E 'test(/verdict_matrix::one_draw$/)' --no-capture\n  by hand: llmsurge mock-server --port 8000 {} &\n           llmsurge benchmark run --target http://127.0.0.1:8000 --max-dispatch-lag 10s {}",
+            "draw {self:?}\n  rerun: VERDICT_MATRIX_SEED={} cargo nextest run -E 'test(/verdict_matrix::one_draw$/)' --no-capture\n  by hand: llmsurge mock-server --port 8000 {} &\n           llmsurge benchmark run --target {}://127.0.0.1:8000 --max-dispatch-lag 10s {}",
             self.seed,
             self.mock_flags(),
+            if self.transport == Transport::Https {
+                "https"
+            } else {
+                "http"
+            },
             args.join(" ")
         )
     }
 }
+
+/// The files of an HTTPS draw's PKI (see [`Draw::write_pki`]).
+const CA_CERT: &str = "ca.pem";
+const SERVER_CERT: &str = "server.pem";
+const SERVER_KEY: &str = "server-key.pem";
 
 /// The generous objectives (see [`Draw::slo`]).
 const GENEROUS: [&str; 2] = ["ttft_p50<=20s", "e2e_p50<=30s"];
@@ -922,6 +988,7 @@ fn join(log: &Path, truth: &Path, broken: &mut Vec<String>) -> (Vec<Joined>, u64
 fn run_draw(d: &Draw) -> Vec<String> {
     let dir = tempfile::tempdir().expect("tempdir");
     let truth_path = dir.path().join("truth.jsonl");
+    d.write_pki(dir.path());
     let server: MockServer = mock(d.mock_config(&truth_path));
     let args = d.args(dir.path());
     let mut all: Vec<String> = vec!["--target".into(), server.base_url()];
@@ -2400,6 +2467,24 @@ fn the_draws_cover_every_axis() {
         d.tiers.is_some() && (d.max_concurrency.is_some() || d.prefill_cap.is_some())
     });
     has("--sticky-connections", &|d| d.sticky);
+    has("HTTPS", &|d| d.transport == Transport::Https);
+    has("h2c", &|d| d.transport == Transport::H2c);
+    has("sticky connections over HTTPS", &|d| {
+        d.sticky && d.transport == Transport::Https
+    });
+    has("h2c with a fault", &|d| {
+        d.transport == Transport::H2c && d.fault.is_some()
+    });
+    has("HTTPS with hung streams", &|d| {
+        d.transport == Transport::Https && d.stall
+    });
+    for t in [Transport::Https, Transport::H2c] {
+        let first = draws.iter().find(|d| d.transport == t).map(|d| d.seed);
+        assert!(
+            first.is_some_and(|s| s <= SAMPLE),
+            "no {t:?} draw in CI's sample"
+        );
+    }
     for t in SESSION_TOKENS {
         has(&format!("--session-token {t}"), &|d| {
             d.session_token == Some(t)
