@@ -613,7 +613,7 @@ impl Conn {
     /// yet, or an even one, which only a push could open (push is disabled). A frame
     /// that opens no stream may not name one: a connection error PROTOCOL_ERROR.
     fn idle(&self, stream: u32) -> bool {
-        stream % 2 == 0 || stream >= self.next_id
+        stream.is_multiple_of(2) || stream >= self.next_id
     }
 
     /// Handles what an idle connection received, without waiting; `false` when it can
