@@ -63,18 +63,9 @@ pub fn resolve(args: &TargetArgs) -> Result<Affinity, UsageError> {
         }
         affinity.token = Some(token);
     }
-    let https = args
-        .target
-        .as_deref()
-        .is_some_and(|t| t.trim().to_ascii_lowercase().starts_with("https://"));
-    if affinity.sticky_connections && https {
-        return Err(UsageError(
-            "--sticky-connections: keeps connections of llmsurge's own HTTP/1.1 client, which speaks plain http:// only; an https:// target goes through the pooled client (drop --sticky-connections)".into(),
-        ));
-    }
     if affinity.sticky_connections && args.http2 {
         return Err(UsageError(
-            "--sticky-connections: keeps connections of llmsurge's own HTTP/1.1 client only, not HTTP/2 ones; drop --http2 or --sticky-connections".into(),
+            "--sticky-connections: keeps connections of llmsurge's own HTTP/1.1 client only (http:// and https://), not HTTP/2 ones; drop --http2 or --sticky-connections".into(),
         ));
     }
     Ok(affinity)

@@ -54,15 +54,31 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
         "Concurrency",
         "Peak",
     ]);
+    // The measured window's counts and length, as the report's `measured_requests` and
+    // `measured_window` (what Req/s divides): warm-up and cool-down requests are not in
+    // them, nor the time before the first measured request.
+    let mut outside = Vec::new();
     for b in benchmarks {
+        let m = &b.measured_requests;
+        let (warmup, cooldown) = (b.requests.warmup, b.requests.cooldown);
+        if warmup + cooldown > 0 {
+            outside.push(format!(
+                "{}: {warmup} warm-up, {cooldown} cool-down",
+                super::label(b)
+            ));
+        }
         requests.add_row(vec![
             super::label(b),
-            num(b.duration_s),
-            b.requests.completed.to_string(),
-            b.requests.errored.to_string(),
+            num(b.measured_window.duration_s),
+            m.completed.to_string(),
+            m.errored.to_string(),
             match b.requests.cancelled_planned {
-                0 => b.requests.cancelled.to_string(),
-                planned => format!("{} ({planned} planned)", b.requests.cancelled),
+                0 => m.cancelled.to_string(),
+                // Counted over every window only.
+                planned if warmup + cooldown > 0 => {
+                    format!("{} ({planned} planned, all windows)", m.cancelled)
+                }
+                planned => format!("{} ({planned} planned)", m.cancelled),
             },
             num(b.throughput.requests_per_s),
             // Absent for a format without output (embeddings, rerank, score).
@@ -77,6 +93,12 @@ pub fn render(benchmarks: &[BenchmarkResult]) -> String {
     out.push_str("Requests and throughput (measured window)\n");
     out.push_str(&requests.to_string());
     out.push('\n');
+    if !outside.is_empty() {
+        out.push_str(&format!(
+            "Requests outside the measured window, not counted above: {} (the report's `requests` counts every window).\n",
+            outside.join("; ")
+        ));
+    }
 
     // Columns of metrics no benchmark has (embeddings and rerank generate no tokens:
     // no TTFT, ITL or TPOT) are left out, not shown as zeros.
@@ -394,9 +416,9 @@ fn models_table(benchmarks: &[BenchmarkResult]) -> Table {
                 super::label(b),
                 llmsurge_proto::inert::terminal(&m.model).into_owned(),
                 num(share),
-                m.requests.completed.to_string(),
-                m.requests.errored.to_string(),
-                m.requests.cancelled.to_string(),
+                m.measured_requests.completed.to_string(),
+                m.measured_requests.errored.to_string(),
+                m.measured_requests.cancelled.to_string(),
                 num(m.throughput.requests_per_s),
                 m.throughput
                     .output_tokens_per_s

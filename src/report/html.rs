@@ -57,10 +57,11 @@ fn row(b: &BenchmarkResult) -> Row {
     let notes = super::notes(b);
     Row {
         label: b.strategy.to_string(),
-        duration: num(b.duration_s),
-        completed: b.requests.completed,
-        errored: b.requests.errored,
-        cancelled: b.requests.cancelled,
+        // The measured window's, as Req/s: warm-up and cool-down are not in it.
+        duration: num(b.measured_window.duration_s),
+        completed: b.measured_requests.completed,
+        errored: b.measured_requests.errored,
+        cancelled: b.measured_requests.cancelled,
         req_s: num(b.throughput.requests_per_s),
         // A format without output (embeddings, rerank) has no output throughput.
         out_tok_s: b
@@ -123,9 +124,9 @@ fn model_rows(b: &BenchmarkResult) -> Vec<ModelRow> {
                 model: m.model.clone(),
                 weight: format!("{}%", num(100.0 * m.weight)),
                 share: format!("{}%", num(share)),
-                completed: m.requests.completed,
-                errored: m.requests.errored,
-                cancelled: m.requests.cancelled,
+                completed: m.measured_requests.completed,
+                errored: m.measured_requests.errored,
+                cancelled: m.measured_requests.cancelled,
                 req_s: num(m.throughput.requests_per_s),
                 out_tok_s: m
                     .throughput

@@ -35,8 +35,9 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             escape(&super::label(b)),
-            b.requests.completed,
-            b.requests.errored,
+            // The measured window's, as Req/s.
+            b.measured_requests.completed,
+            b.measured_requests.errored,
             cell_value(Some(b.throughput.requests_per_s)),
             // A format without output (embeddings, rerank) has no output throughput.
             cell_value(b.throughput.output_tokens_per_s),
@@ -276,8 +277,8 @@ fn models_section(benchmarks: &[BenchmarkResult]) -> String {
                 escape(&super::label(b)),
                 escape(&m.model),
                 cell_value(share),
-                m.requests.completed,
-                m.requests.errored,
+                m.measured_requests.completed,
+                m.measured_requests.errored,
                 cell_value(Some(m.throughput.requests_per_s)),
                 cell_value(m.throughput.output_tokens_per_s),
                 cell_value(stat("ttft", "p50")),

@@ -5,6 +5,7 @@
 //! affinity than without on a mock whose cache is split into replicas by the key.
 
 use super::agent_traces::{Row, flat};
+use super::tls::{Leaf, Pki};
 use crate::scenario::Bench;
 use crate::support::{mock, recorded, recording};
 use llmsurge::mock::{MockConfig, MockServer};
@@ -154,52 +155,86 @@ fn dynamo_affinity_gives_a_sub_agents_calls_their_own_key_and_their_parents() {
 
 #[test]
 fn sticky_connections_keep_one_connection_per_conversation() {
-    let data = format!("{SESSIONS},think_time=20ms,session_header=x-session-id");
     for extra in [
         &["--sticky-connections"][..],
         &["--sticky-connections", "--affinity", "sglang"][..],
     ] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (path, truth) = (
-            dir.path().join("record.jsonl"),
-            dir.path().join("truth.jsonl"),
-        );
-        let server = mock(MockConfig {
-            record: Some(path.clone()),
-            truth: Some(truth.clone()),
-            record_header: vec!["x-session-id".into()],
-            ..MockConfig::instant()
-        });
-        let lines = run(&server, &path, &data, extra);
-        // The truth file names the same connections (complete once the server stopped).
-        server.stop();
-        let conns = |lines: &[Value]| -> Vec<u64> {
-            let mut c: Vec<u64> = lines
-                .iter()
-                .map(|l| l["connection"].as_u64().expect("the connection id"))
-                .collect();
-            c.sort_unstable();
-            c
-        };
-        assert_eq!(conns(&recorded(&truth)), conns(&lines), "{extra:?}");
-        let sessions = by_key(&lines, "x-session-id");
-        assert!(sessions.len() >= 3, "{extra:?}: {sessions:?}");
-        // Which sessions each connection served.
-        let mut served: BTreeMap<u64, BTreeSet<&String>> = BTreeMap::new();
-        for (key, turns) in &sessions {
-            let conns: BTreeSet<u64> = turns
-                .iter()
-                .map(|l| l["connection"].as_u64().expect("the connection id"))
-                .collect();
-            assert_eq!(conns.len(), 1, "{extra:?}: session {key} on {conns:?}");
-            for c in conns {
-                served.entry(c).or_default().insert(key);
-            }
+        assert_sticky(MockConfig::instant(), extra);
+    }
+}
+
+/// Break test: `--sticky-connections` with an `https://` target was refused (exit 2)
+/// though HTTPS goes through the same own HTTP/1.1 client and its per-conversation pools.
+#[test]
+fn sticky_connections_over_https_keep_one_connection_per_conversation() {
+    let pki = Pki::new("sticky");
+    let (cert, key) = pki.leaf(Leaf::Server, "server");
+    let config = MockConfig {
+        tls_cert: Some(cert),
+        tls_key: Some(key),
+        ..MockConfig::instant()
+    };
+    assert_sticky(config, &["--sticky-connections", "--ca-cert", pki.ca()]);
+}
+
+/// Runs sessions with think times and `extra` flags against a mock of `config` that
+/// records and keeps its truth; asserts (by the mock's record and truth) that every turn
+/// of a session came on one connection and no connection served two sessions; over TLS,
+/// that every connection was an HTTP/1.1 one and no handshake failed.
+fn assert_sticky(config: MockConfig, extra: &[&str]) {
+    let data = format!("{SESSIONS},think_time=20ms,session_header=x-session-id");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, truth) = (
+        dir.path().join("record.jsonl"),
+        dir.path().join("truth.jsonl"),
+    );
+    let tls = config.tls_cert.is_some();
+    let server = mock(MockConfig {
+        record: Some(path.clone()),
+        truth: Some(truth.clone()),
+        record_header: vec!["x-session-id".into()],
+        ..config
+    });
+    let lines = run(&server, &path, &data, extra);
+    let stats = server.stats();
+    // The truth file names the same connections (complete once the server stopped).
+    server.stop();
+    let conns = |lines: &[Value]| -> Vec<u64> {
+        let mut c: Vec<u64> = lines
+            .iter()
+            .map(|l| l["connection"].as_u64().expect("the connection id"))
+            .collect();
+        c.sort_unstable();
+        c
+    };
+    assert_eq!(conns(&recorded(&truth)), conns(&lines), "{extra:?}");
+    let sessions = by_key(&lines, "x-session-id");
+    assert!(sessions.len() >= 3, "{extra:?}: {sessions:?}");
+    // Which sessions each connection served.
+    let mut served: BTreeMap<u64, BTreeSet<&String>> = BTreeMap::new();
+    for (key, turns) in &sessions {
+        let conns: BTreeSet<u64> = turns
+            .iter()
+            .map(|l| l["connection"].as_u64().expect("the connection id"))
+            .collect();
+        assert_eq!(conns.len(), 1, "{extra:?}: session {key} on {conns:?}");
+        for c in conns {
+            served.entry(c).or_default().insert(key);
         }
-        let shared: Vec<_> = served.values().filter(|s| s.len() > 1).collect();
+    }
+    let shared: Vec<_> = served.values().filter(|s| s.len() > 1).collect();
+    assert!(
+        shared.is_empty(),
+        "{extra:?}: a connection served two sessions: {served:?}"
+    );
+    if tls {
+        let c = stats.connections;
+        // At least one HTTP/1.1 handshake per connection the record names (the target
+        // check adds its own), none failed.
         assert!(
-            shared.is_empty(),
-            "{extra:?}: a connection served two sessions: {served:?}"
+            c.tls_http1 >= served.len() as u64 && c.tls_failed == 0,
+            "{extra:?}: {c:?}, {} connections recorded",
+            served.len()
         );
     }
 }

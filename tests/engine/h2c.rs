@@ -2,7 +2,8 @@
 //! knowledge): connections kept and reused as the mock saw them, a body far beyond the
 //! protocol's initial flow-control windows, and a raw server that breaks the protocol
 //! (an HTTP/1.1 answer, a broken header block, RST_STREAM before and after the head,
-//! GOAWAY, a close mid-stream): errored requests with the reason, never a hang.
+//! GOAWAY, a close mid-stream, a frame on a stream never opened): errored requests with
+//! the reason, never a hang.
 
 use crate::scenario::Bench;
 use crate::support::{ok_report, recording};
@@ -97,6 +98,11 @@ enum Act {
     GoAway,
     /// A head, part of an event, then a close.
     CloseMidStream,
+    /// DATA on the stream after the request's, which the client never opened, then
+    /// the whole answer.
+    DataOnIdleStream,
+    /// The same with a HEADERS frame on an even stream (only a push could open one).
+    HeadersOnIdleStream,
 }
 
 /// A stream of one content token, a finish and `[DONE]`.
@@ -214,6 +220,14 @@ fn serve(mut s: TcpStream, act: &(dyn Fn(usize, usize) -> Act + Send + Sync), po
                 out.extend(head(id));
                 out.extend(frame(0x0, 0, id, &SSE.as_bytes()[..30]));
             }
+            Act::DataOnIdleStream | Act::HeadersOnIdleStream => {
+                out.extend(match what {
+                    Act::DataOnIdleStream => frame(0x0, 0, id + 2, b"stray"),
+                    _ => head(id + 1),
+                });
+                out.extend(head(id));
+                out.extend(frame(0x0, 0x1, id, SSE.as_bytes()));
+            }
         }
         if s.write_all(&out).is_err() {
             return;
@@ -290,6 +304,18 @@ fn a_server_that_breaks_http2_fails_each_request_with_the_reason() {
             Act::CloseMidStream,
             "stream_broken",
             "connection closed before the end of the response body",
+        ),
+        // Break test: a frame on a stream never opened was dropped and the request
+        // completed; RFC 9113 §5.1 makes it a connection error.
+        (
+            Act::DataOnIdleStream,
+            "malformed_response",
+            "malformed HTTP/2 response: DATA on stream 3, which was never opened (PROTOCOL_ERROR)",
+        ),
+        (
+            Act::HeadersOnIdleStream,
+            "malformed_response",
+            "malformed HTTP/2 response: HEADERS on stream 2, which was never opened (PROTOCOL_ERROR)",
         ),
     ];
     for (act, kind, message) in cases {

@@ -149,3 +149,75 @@ fn streams_waiting_for_their_ramp_up_end_when_no_slot_is_left() {
     assert_eq!(b.requests.completed, 3, "{:?}", b.requests);
     assert!(b.workers.iter().all(|w| !w.died), "{:?}", b.workers);
 }
+
+/// The cells of the row of `label` in the console table under `title`.
+fn console_row(stdout: &str, title: &str, label: &str) -> Vec<String> {
+    let table = stdout
+        .split_once(title)
+        .unwrap_or_else(|| panic!("no {title:?} in\n{stdout}"))
+        .1;
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(&format!("│ {label} ")))
+        .unwrap_or_else(|| panic!("no row {label} in\n{table}"));
+    line.trim_matches('│')
+        .split('┆')
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
+/// Break test: with `--warmup 10req` the console's "measured window" table counted all
+/// 120 requests (and the whole run's length) while the JSON's measured window, and the
+/// Req/s beside it, counted 110.
+#[test]
+fn the_console_and_markdown_count_the_measured_window_of_the_json() {
+    const REQUESTS: u64 = 120;
+    const WARMUP: u64 = 10;
+    let server = mock(MockConfig::instant());
+    let run = Bench::on(&server)
+        .concurrent(2)
+        .max_requests(REQUESTS)
+        .arg("--warmup", format!("{WARMUP}req"))
+        .arg("--outputs", "json,md,console")
+        .data("prompt_tokens=8,output_tokens=4")
+        .run();
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    // The mock's truth: every request it answered (its twin answers the probe).
+    let answered = server.stats().completed;
+    assert_eq!(answered, REQUESTS);
+    assert_eq!(b.requests.warmup, WARMUP, "{:?}", b.requests);
+    let measured = answered - WARMUP;
+    assert_eq!(b.measured_requests.completed, measured);
+    let label = llmsurge::report::label(b);
+    let num = llmsurge::report::num;
+    let row = console_row(
+        &run.stdout,
+        "Requests and throughput (measured window)",
+        &label,
+    );
+    // Benchmark, Duration s, Completed, Errored, Cancelled, Req/s, …
+    assert_eq!(row[2], measured.to_string(), "{row:?}");
+    assert_eq!(row[3], "0", "{row:?}");
+    assert_eq!(row[4], "0", "{row:?}");
+    // The length shown is the one Req/s divides: completed / duration is Req/s.
+    let window = b.measured_window.duration_s;
+    assert_eq!(row[1], num(window), "{row:?}");
+    assert_eq!(row[5], num(measured as f64 / window), "{row:?}");
+    assert!(
+        run.stdout.contains(&format!(
+            "Requests outside the measured window, not counted above: {label}: {WARMUP} warm-up, 0 cool-down"
+        )),
+        "{}",
+        run.stdout
+    );
+    // The Markdown summary: | Benchmark | Completed | Errored | Req/s | …
+    let md = std::fs::read_to_string(run.dir.path().join("benchmarks.md")).expect("benchmarks.md");
+    let line = md
+        .lines()
+        .find(|l| l.starts_with(&format!("| {label} |")))
+        .unwrap_or_else(|| panic!("no row {label} in\n{md}"));
+    let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+    assert_eq!(cells[1], measured.to_string(), "{line}");
+    assert_eq!(cells[2], "0", "{line}");
+}

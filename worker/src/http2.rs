@@ -609,6 +609,13 @@ impl Conn {
             && self.block.is_none()
     }
 
+    /// Whether `stream` is idle (RFC 9113 §5.1): an odd one this client has not opened
+    /// yet, or an even one, which only a push could open (push is disabled). A frame
+    /// that opens no stream may not name one: a connection error PROTOCOL_ERROR.
+    fn idle(&self, stream: u32) -> bool {
+        stream.is_multiple_of(2) || stream >= self.next_id
+    }
+
     /// Handles what an idle connection received, without waiting; `false` when it can
     /// no longer be used (closed, reset, a GOAWAY, anything unexpected).
     fn refresh(&mut self) -> bool {
@@ -794,6 +801,11 @@ impl Conn {
                     put_window_update(&mut self.ctl, 0, self.recv_unacked);
                     self.recv_unacked = 0;
                 }
+                if self.idle(stream) {
+                    return Err(ReadFail::Protocol(format!(
+                        "DATA on stream {stream}, which was never opened (PROTOCOL_ERROR)"
+                    )));
+                }
                 if stream != self.open {
                     return Ok(None); // a stream given up (not pooled after): dropped
                 }
@@ -809,6 +821,11 @@ impl Conn {
             HEADERS => {
                 if stream == 0 {
                     return protocol("HEADERS on stream 0");
+                }
+                if self.idle(stream) {
+                    return Err(ReadFail::Protocol(format!(
+                        "HEADERS on stream {stream}, which was never opened (PROTOCOL_ERROR)"
+                    )));
                 }
                 let mut block = unpad(&mut payload, flags)?;
                 if flags & PRIORITY_FLAG != 0 {

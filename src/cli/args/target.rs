@@ -126,7 +126,8 @@ pub struct TargetArgs {
     pub session_token: Option<String>,
 
     /// Keep one connection per conversation (session or agent trace) for its whole life,
-    /// think times included, instead of sharing the pool. HTTP/1.1 only.
+    /// think times included, instead of sharing the pool. HTTP/1.1 only (http:// or
+    /// https://; not with --http2).
     #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_STICKY_CONNECTIONS")]
     pub sticky_connections: bool,
 
