@@ -1001,7 +1001,9 @@ fn run_draw(d: &Draw) -> Vec<String> {
     // The transport drawn is the one that carried the draw.
     let c = &stats.connections;
     if d.transport == Transport::Https && (c.tls_http1 == 0 || c.tls_h2 > 0) {
-        broken.push(format!("an HTTPS draw, but the mock's connections say {c:?}"));
+        broken.push(format!(
+            "an HTTPS draw, but the mock's connections say {c:?}"
+        ));
     }
     let code = finished.code();
     if ![0, 3, 4, 5].contains(&code) {

@@ -36,6 +36,7 @@
 
 use crate::connections::ConnectLog;
 use crate::parts::slices;
+use crate::resend::{self, Fault};
 use crate::rx_time;
 use crate::tls_conn::Tls;
 use bytes::{Buf, Bytes, BytesMut};
@@ -491,32 +492,12 @@ impl Http1 {
                         },
                     });
                 }
-                Err(Fault::Undelivered(message)) if conn.reused && !*retried => {
-                    // The server closed the reused connection (its keep-alive timeout)
-                    // before the request arrived whole: no byte of a response came and
-                    // the server cannot have run it. Once more, on a fresh connection;
-                    // marked in the request's record, counted in the report.
-                    tracing::debug!(%message, "reused connection closed unanswered; sending once more on a fresh one");
-                    *retried = true;
+                Err(fault) => {
+                    // A reused connection the server closed (its keep-alive timeout)
+                    // before the request arrived whole: once more, on a fresh one.
+                    resend::once_more(fault, conn.reused, retried)?;
                     conn = self.connect().await?;
                     sent = 0;
-                }
-                Err(Fault::Undelivered(message)) => {
-                    let message = if *retried {
-                        format!(
-                            "{message} (also on a fresh connection, after the reused one closed)"
-                        )
-                    } else {
-                        message
-                    };
-                    return Err(failure(ErrorKind::ConnectionClosed, message));
-                }
-                Err(Fault::Failed(mut e)) => {
-                    if *retried && e.kind == ErrorKind::ConnectionClosed {
-                        e.message
-                            .push_str(" (on a fresh connection, after the reused one closed)");
-                    }
-                    return Err(e);
                 }
             }
         }
@@ -831,17 +812,6 @@ fn still_open(stream: &TcpStream) -> bool {
         )
     };
     n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
-}
-
-/// Why an attempt failed.
-enum Fault {
-    /// The server did not take the request whole and no byte of a response arrived:
-    /// the connection failed while the request was written, or was reset. On a reused
-    /// connection that is the server's keep-alive timeout closing it, and the request is
-    /// sent once more.
-    Undelivered(String),
-    /// Anything else.
-    Failed(RequestError),
 }
 
 /// Reads once (waiting for readiness first, with no buffer held meanwhile) into `buf`,

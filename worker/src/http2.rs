@@ -28,6 +28,7 @@
 
 use crate::connections::ConnectLog;
 use crate::http1::{HEAD_LIMIT, POOL_IDLE, RequestHeaders};
+use crate::resend::{self, Fault};
 use crate::rx_time;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::FutureExt;
@@ -372,27 +373,9 @@ impl Http2 {
                         },
                     });
                 }
-                Err(Fault::Undelivered(message)) if conn.reused && !*retried => {
-                    tracing::debug!(%message, "request not processed on a reused HTTP/2 connection; sending once more on a fresh one");
-                    *retried = true;
+                Err(fault) => {
+                    resend::once_more(fault, conn.reused, retried)?;
                     conn = self.connect().await?;
-                }
-                Err(Fault::Undelivered(message)) => {
-                    let message = if *retried {
-                        format!(
-                            "{message} (also on a fresh connection, after the reused one closed)"
-                        )
-                    } else {
-                        message
-                    };
-                    return Err(failure(ErrorKind::ConnectionClosed, message));
-                }
-                Err(Fault::Failed(mut e)) => {
-                    if *retried && e.kind == ErrorKind::ConnectionClosed {
-                        e.message
-                            .push_str(" (on a fresh connection, after the reused one closed)");
-                    }
-                    return Err(e);
                 }
             }
         }
@@ -452,16 +435,6 @@ fn pool_conn(pool: &Pool, conn: Conn) {
     };
     // Closed after the lock is released: each close is a syscall.
     drop(stale);
-}
-
-/// Why an attempt failed.
-enum Fault {
-    /// The server did not process the request (it said so, or the connection failed
-    /// before it had the request and before any response frame): sent once more when
-    /// the connection was reused.
-    Undelivered(String),
-    /// Anything else.
-    Failed(RequestError),
 }
 
 /// A frame.

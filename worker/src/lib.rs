@@ -31,6 +31,7 @@ pub mod pacer;
 pub mod parts;
 pub mod reporter;
 pub mod request_loop;
+pub mod resend;
 pub mod rx_time;
 pub mod sched;
 pub mod source;
