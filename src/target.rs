@@ -48,6 +48,8 @@ pub struct TargetCheck<'a> {
     pub connect_timeout: Duration,
     /// The run's TLS settings.
     pub tls: &'a llmsurge_proto::http::TlsConfig,
+    /// `--http2`: h2c with prior knowledge on `http://`.
+    pub http2: bool,
     /// Where the flags the messages advise are given: `None` on `benchmark run`'s own
     /// line; `Some("after --")` for a sweep, whose points take them after `--`.
     pub flags_where: Option<&'a str>,
@@ -127,7 +129,8 @@ pub async fn resolve_target(
         TargetSpec::Url(url) => (url.clone(), None),
     };
     let client = llmsurge_proto::http::client_builder(&base_url, target.tls)
-        .map_err(|e| UsageError(e.to_string()))?
+        .map_err(|e| UsageError(e.to_string()))
+        .map(|b| llmsurge_proto::http::h2c_when(b, &base_url, target.http2))?
         .connect_timeout(target.connect_timeout)
         .timeout(target.connect_timeout + Duration::from_secs(10))
         .build()
@@ -830,7 +833,8 @@ async fn tokenize_count(
     };
     let b = &worker.backend;
     let client = llmsurge_proto::http::client_builder(&b.base_url, &b.tls)
-        .ok()?
+        .ok()
+        .map(|c| llmsurge_proto::http::h2c_when(c, &b.base_url, b.http2))?
         .connect_timeout(b.connect_timeout)
         .timeout(b.connect_timeout + Duration::from_secs(10))
         .build()

@@ -34,6 +34,8 @@ pub struct CacheResetConfig {
     pub timeout: Duration,
     /// The run's TLS settings.
     pub tls: TlsConfig,
+    /// `--http2`: h2c with prior knowledge on `http://`.
+    pub http2: bool,
     /// Reset before the run's first benchmark too (the later runs of `--repeat`).
     pub before_first: bool,
 }
@@ -81,7 +83,8 @@ pub async fn reset(cfg: &CacheResetConfig) -> CacheReset {
     let client = match llmsurge_proto::http::client_builder(origin, &cfg.tls)
         .map_err(|e| e.to_string())
         .and_then(|b| {
-            b.connect_timeout(cfg.timeout)
+            llmsurge_proto::http::h2c_when(b, origin, cfg.http2)
+                .connect_timeout(cfg.timeout)
                 .timeout(cfg.timeout)
                 .build()
                 .map_err(|e| e.to_string())

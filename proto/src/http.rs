@@ -221,6 +221,18 @@ pub fn client_builder(url: &str, tls: &TlsConfig) -> Result<reqwest::ClientBuild
     Ok(builder)
 }
 
+/// `builder` speaking HTTP/2 with prior knowledge (h2c) to a plain `http://` URL when
+/// the run does (`--http2`): the run's server may speak nothing else, and the client's
+/// HTTP/1.1 request would fail there (as a server answering in TLS, to reqwest). An
+/// `https://` URL picks its protocol by ALPN.
+pub fn h2c_when(builder: reqwest::ClientBuilder, url: &str, http2: bool) -> reqwest::ClientBuilder {
+    if http2 && is_plain_http(url) {
+        builder.http2_prior_knowledge()
+    } else {
+        builder
+    }
+}
+
 /// Whether `url` is `http://…` (the scheme in any case, as URLs allow).
 fn is_plain_http(url: &str) -> bool {
     url.get(..7)
@@ -237,6 +249,9 @@ pub enum ConnectProblem {
     UnknownHost(String),
     /// An `http://` request was answered with what is not HTTP: TLS, on an HTTPS port.
     TlsOnPlainHttp,
+    /// An h2c request (`--http2` on `http://`) was answered with what is not HTTP/2: an
+    /// HTTP/1.1 server's answer to the preface, or TLS.
+    NotH2c,
     /// The server's certificate chain ends at a CA the client does not trust.
     UnknownIssuer,
     /// The server's certificate (or one of its chain) has expired or is not valid yet.
@@ -259,6 +274,9 @@ impl ConnectProblem {
             ConnectProblem::UnknownHost(host) => return format!("cannot resolve host {host}"),
             ConnectProblem::TlsOnPlainHttp => {
                 "the server answered an http:// request with TLS (or something else that is not HTTP)"
+            }
+            ConnectProblem::NotH2c => {
+                "the server answered an h2c request (--http2 on http://: HTTP/2 with prior knowledge) with what is not HTTP/2 (HTTP/1.1, or TLS)"
             }
             ConnectProblem::UnknownIssuer => {
                 "TLS: the server's certificate is signed by an unknown issuer (a CA the client does not trust)"
@@ -288,6 +306,9 @@ impl ConnectProblem {
                 "check the host name in the URL, or this machine's DNS"
             }
             ConnectProblem::TlsOnPlainHttp => "use an https:// URL for this port",
+            ConnectProblem::NotH2c => {
+                "drop --http2 for a server that speaks HTTP/1.1 only, or use an https:// URL for a TLS port"
+            }
             ConnectProblem::UnknownIssuer => {
                 "pass the CA's certificate with --ca-cert FILE (or SSL_CERT_FILE), or --insecure to skip verification"
             }
@@ -328,6 +349,13 @@ pub fn connect_problem(e: &(dyn Error + 'static)) -> Option<ConnectProblem> {
     }
     if url.is_some_and(|u| u.scheme() == "http") && said("invalid HTTP version parsed") {
         return Some(ConnectProblem::TlsOnPlainHttp);
+    }
+    // h2's FRAME_SIZE_ERROR on a plain connection: the first bytes read as a frame's
+    // length were an HTTP/1.1 status line or a TLS record (megabytes, over the limit).
+    if url.is_some_and(|u| u.scheme() == "http")
+        && sources(e).any(|s| s.to_string().ends_with("frame with invalid size"))
+    {
+        return Some(ConnectProblem::NotH2c);
     }
     sources(e).find_map(|s| {
         if let Some(tls) = s.downcast_ref::<rustls::Error>() {

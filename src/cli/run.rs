@@ -275,6 +275,7 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         health: &plan.health_path,
         connect_timeout: plan.backend.connect_timeout,
         tls: &plan.backend.tls,
+        http2: plan.backend.http2,
         flags_where: None,
     };
     let target = match resolve_target(
@@ -590,6 +591,7 @@ fn fingerprint_config(
         model: target.model.clone(),
         metrics,
         tls: plan.backend.tls.clone(),
+        http2: plan.backend.http2,
         timeout: fingerprint::read::TIMEOUT,
     }
 }
@@ -640,6 +642,7 @@ async fn server_metrics(
         headers: headers.clone(),
         timeout: PROFILER_TIMEOUT,
         tls: plan.backend.tls.clone(),
+        http2: plan.backend.http2,
     });
     let (url, explicit) = match &m.source {
         MetricsSource::Off => return Ok((None, profiler, None, None)),
@@ -662,6 +665,12 @@ async fn server_metrics(
         .map_err(|e| UsageError(format!("--server-metrics: {e}")))?;
     cfg.redaction = plan.redaction.clone();
     cfg.tls = plan.backend.tls.clone();
+    // The target itself speaks what the run speaks; another host's exporter, HTTP/1.1.
+    cfg.http2 = plan.backend.http2
+        && reqwest::Url::parse(&cfg.url)
+            .ok()
+            .zip(reqwest::Url::parse(&target.base_url).ok())
+            .is_some_and(|(a, b)| a.origin() == b.origin());
     let shown = plan.redaction.url(&cfg.url);
     let (note, page) = match probe(&cfg).await {
         Ok(page) => (None, Ok(page)),
@@ -942,6 +951,7 @@ fn cache_reset(
         headers: target_headers(plan, target),
         timeout: PROFILER_TIMEOUT,
         tls: plan.backend.tls.clone(),
+        http2: plan.backend.http2,
         before_first: false,
     })
 }

@@ -1217,6 +1217,7 @@ async fn start_server(
         health: &access.health,
         connect_timeout: Duration::from_secs(2),
         tls: &backend.tls,
+        http2: backend.http2,
         // The sweep takes `benchmark run`'s flags after `--`.
         flags_where: Some("after --"),
     };
@@ -1276,6 +1277,7 @@ async fn between_benchmarks(
         origin,
         timeout: Duration::from_secs(30),
         tls: backend.tls.clone(),
+        http2: backend.http2,
         before_first: true,
     };
     (Some(reset(&cfg).await), None)

@@ -3,7 +3,8 @@
 //! protocol's initial flow-control windows, and a raw server that breaks the protocol
 //! (an HTTP/1.1 answer, a broken header block, RST_STREAM before and after the head,
 //! GOAWAY, a close mid-stream, a frame on a stream never opened): errored requests with
-//! the reason, never a hang.
+//! the reason, never a hang; and a server that speaks only h2c, which the coordinator's
+//! own requests (target check, `/metrics`, `/tokenize`) reach over h2c too.
 
 use crate::scenario::Bench;
 use crate::support::{ok_report, recording};
@@ -125,30 +126,48 @@ fn head(stream: u32) -> Vec<u8> {
     frame(0x1, 0x4, stream, &[0x88])
 }
 
-/// A raw h2c server: HTTP/1.1 requests (the target check's GETs) are answered 404; on
-/// an h2c connection every request whose head carries the probe's marker (our client
-/// sends literals, never Huffman, so it is in the bytes) is answered in full, and every
-/// other as `act` says, given its index among them and its index on its connection.
+/// A raw server that speaks only h2c, as a server that knows no HTTP/1.1 does: a
+/// connection that opens with anything but the HTTP/2 preface gets SETTINGS and a GOAWAY
+/// (PROTOCOL_ERROR), and is counted in `http1`. Every request whose head carries the
+/// probe's marker (in the bytes: sent as a literal, not Huffman-coded) is answered in
+/// full (`/tokenize` too: it carries the marker); the coordinator's GETs (the target
+/// check, `/metrics`) are answered 404 and counted in `side`; and every other as `act`
+/// says, given its index among them and its index on its connection.
 struct Raw {
     url: String,
     posts: Arc<AtomicUsize>,
+    http1: Arc<AtomicUsize>,
+    side: Arc<AtomicUsize>,
+}
+
+/// What [`serve`] counts.
+#[derive(Clone, Default)]
+struct Counts {
+    posts: Arc<AtomicUsize>,
+    http1: Arc<AtomicUsize>,
+    side: Arc<AtomicUsize>,
 }
 
 impl Raw {
     fn start(act: impl Fn(usize, usize) -> Act + Send + Sync + 'static) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
-        let posts = Arc::new(AtomicUsize::new(0));
+        let counts = Counts::default();
         let act: Arc<dyn Fn(usize, usize) -> Act + Send + Sync> = Arc::new(act);
-        let count = posts.clone();
+        let shared = counts.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { return };
-                let (act, count) = (act.clone(), count.clone());
-                std::thread::spawn(move || serve(stream, &*act, &count));
+                let (act, counts) = (act.clone(), shared.clone());
+                std::thread::spawn(move || serve(stream, &*act, &counts));
             }
         });
-        Self { url, posts }
+        Self {
+            url,
+            posts: counts.posts,
+            http1: counts.http1,
+            side: counts.side,
+        }
     }
 }
 
@@ -163,34 +182,49 @@ fn read_frame(s: &mut TcpStream) -> Option<(u8, u8, u32, Vec<u8>)> {
     Some((h[3], h[4], id, payload))
 }
 
-fn serve(mut s: TcpStream, act: &(dyn Fn(usize, usize) -> Act + Send + Sync), posts: &AtomicUsize) {
+fn serve(mut s: TcpStream, act: &(dyn Fn(usize, usize) -> Act + Send + Sync), counts: &Counts) {
     let mut preface = [0u8; 24];
     if s.read_exact(&mut preface).is_err() {
-        return;
-    }
-    if &preface[..] != b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" {
-        let _ = s
-            .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         return;
     }
     if s.write_all(&frame(0x4, 0, 0, &[])).is_err() {
         return;
     }
+    if &preface[..] != b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" {
+        counts.http1.fetch_add(1, Ordering::SeqCst);
+        let mut p = 0u32.to_be_bytes().to_vec();
+        p.extend_from_slice(&1u32.to_be_bytes());
+        let _ = s.write_all(&frame(0x7, 0, 0, &p));
+        return;
+    }
     let mut probes = std::collections::HashSet::new();
+    let mut side = std::collections::HashSet::new();
     let mut on_connection = 0;
     while let Some((kind, flags, id, payload)) = read_frame(&mut s) {
         if kind == 0x1 && memchr::memmem::find(&payload, b"x-llmsurge-probe").is_some() {
             probes.insert(id);
+        }
+        // `:method: GET` from the static table (HPACK index 2): no benchmark request.
+        if kind == 0x1 && payload.first() == Some(&0x82) {
+            side.insert(id);
         }
         // A request is whole at END_STREAM, on its HEADERS or its last DATA.
         if !(kind == 0x0 || kind == 0x1) || flags & 0x1 == 0 {
             continue;
         }
         let probe = probes.contains(&id);
+        if side.contains(&id) && !probe {
+            counts.side.fetch_add(1, Ordering::SeqCst);
+            // :status 404 (static index 13), END_STREAM | END_HEADERS.
+            if s.write_all(&frame(0x1, 0x5, id, &[0x8d])).is_err() {
+                return;
+            }
+            continue;
+        }
         let what = if probe {
             Act::Answer
         } else {
-            let n = posts.fetch_add(1, Ordering::SeqCst);
+            let n = counts.posts.fetch_add(1, Ordering::SeqCst);
             on_connection += 1;
             act(n, on_connection - 1)
         };
@@ -340,6 +374,27 @@ fn a_server_that_breaks_http2_fails_each_request_with_the_reason() {
     }
 }
 
+/// Break test: with `--http2` on `http://` the target check, `/metrics` and `/tokenize`
+/// went out in HTTP/1.1, and a server that speaks only h2c refused the run with "use
+/// an https:// URL for this port". They speak h2c too now.
+#[test]
+fn a_server_that_speaks_only_h2c_is_checked_and_run_over_h2c() {
+    let server = Raw::start(|_, _| Act::Answer);
+    let (run, b) = run_two(&server.url);
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    assert_eq!(b.requests.completed, 2, "{:?}", b.errors);
+    assert_eq!(server.posts.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        server.http1.load(Ordering::SeqCst),
+        0,
+        "an HTTP/1.1 connection: {}",
+        run.stderr
+    );
+    // The target check's GET /v1/models at least, over h2c.
+    assert!(server.side.load(Ordering::SeqCst) >= 1, "{}", run.stderr);
+    assert!(!run.stderr.contains("https://"), "{}", run.stderr);
+}
+
 #[test]
 fn a_goaway_on_a_reused_connection_sends_the_request_once_more_on_a_fresh_one() {
     // Each connection answers its first request and refuses the next with a GOAWAY:
@@ -370,4 +425,46 @@ fn a_goaway_on_a_reused_connection_sends_the_request_once_more_on_a_fresh_one() 
         "{posts} requests reached the server"
     );
     assert_eq!(b.requests.resent, 2);
+}
+
+/// A server that speaks only HTTP/1.1 (as uvicorn): its 400 to the h2c preface stops
+/// the run at the target check, with one line that says what to do (exit 2), not the
+/// h2 crate's "frame with invalid size".
+#[test]
+fn a_server_that_speaks_only_http1_stops_the_run_saying_drop_http2() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                if s.read(&mut buf).is_err() {
+                    return;
+                }
+                let _ = s.write_all(
+                    b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+                // Closed once the client has read it (unread bytes would reset it).
+                let _ = s.shutdown(std::net::Shutdown::Write);
+                while s.read(&mut buf).is_ok_and(|n| n > 0) {}
+            });
+        }
+    });
+    let run = Bench::target(&url)
+        .model("m")
+        .flag("--http2")
+        .max_requests(2)
+        .data("prompt_tokens=16,output_tokens=4")
+        .run();
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    let errors: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", run.stderr);
+    for said in ["with what is not HTTP/2", "drop --http2"] {
+        assert!(errors[0].contains(said), "{said:?} not in {}", errors[0]);
+    }
 }

@@ -44,6 +44,9 @@ pub struct ScrapeConfig {
     /// The run's TLS settings (`--ca-cert`, `--insecure`, `--client-cert`), for an
     /// `https://` URL.
     pub tls: llmsurge_proto::http::TlsConfig,
+    /// `--http2` and the URL is the target's origin: h2c with prior knowledge on
+    /// `http://` (another host's exporter may speak only HTTP/1.1).
+    pub http2: bool,
 }
 
 impl ScrapeConfig {
@@ -96,6 +99,7 @@ impl ScrapeConfig {
             include,
             redaction: Redaction::default(),
             tls: Default::default(),
+            http2: false,
         })
     }
 
@@ -173,6 +177,8 @@ pub struct ProfilerConfig {
     pub timeout: Duration,
     /// The run's TLS settings.
     pub tls: llmsurge_proto::http::TlsConfig,
+    /// `--http2`: h2c with prior knowledge on `http://`.
+    pub http2: bool,
 }
 
 /// What the scrapes of one benchmark found. Absent from a benchmark when scraping was

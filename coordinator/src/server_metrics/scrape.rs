@@ -29,17 +29,18 @@ impl std::fmt::Display for ScrapeFailure {
 }
 
 /// An HTTP client for scrapes and profiler calls to `url` (no TLS roots read for a
-/// plain-HTTP URL while the workers start).
+/// plain-HTTP URL while the workers start); h2c with prior knowledge with `http2`.
 fn client(
     timeout: Duration,
     url: &str,
     tls: &http::TlsConfig,
+    http2: bool,
 ) -> Result<reqwest::Client, ScrapeFailure> {
-    http::client_builder(url, tls)
-        .map_err(|e| ScrapeFailure {
-            kind: "connect",
-            message: e.to_string(),
-        })?
+    let builder = http::client_builder(url, tls).map_err(|e| ScrapeFailure {
+        kind: "connect",
+        message: e.to_string(),
+    })?;
+    http::h2c_when(builder, url, http2)
         .connect_timeout(timeout)
         .build()
         .map_err(|e| ScrapeFailure {
@@ -124,7 +125,7 @@ async fn parse_page(
 /// One scrape before the run, to decide whether the target publishes metrics: the page,
 /// which the server's fingerprint reads too (so the run asks for it once).
 pub async fn probe(cfg: &ScrapeConfig) -> Result<String, ScrapeFailure> {
-    let client = client(cfg.timeout, &cfg.url, &cfg.tls)?;
+    let client = client(cfg.timeout, &cfg.url, &cfg.tls, cfg.http2)?;
     let body = fetch_page(&client, cfg).await?;
     parse_page(body.clone(), cfg).await.map(|_| body)
 }
@@ -251,7 +252,7 @@ async fn run(
     mut end: oneshot::Receiver<()>,
     queue: mpsc::UnboundedSender<(MonoNanos, f64)>,
 ) {
-    let client = match client(cfg.timeout, &cfg.url, &cfg.tls) {
+    let client = match client(cfg.timeout, &cfg.url, &cfg.tls, cfg.http2) {
         Ok(c) => c,
         Err(e) => {
             lock(&shared).log.error(e.kind, e.message);
@@ -291,7 +292,7 @@ pub async fn profiler_call(cfg: &ProfilerConfig, path: &str) -> Result<(), Strin
     let url = format!("{}/{path}", cfg.origin.trim_end_matches('/'));
     let shown = llmsurge_proto::Redaction::default().url(&url);
     let fail = |why: String| format!("--profile-server: POST {shown} failed ({why})");
-    let client = client(cfg.timeout, &url, &cfg.tls).map_err(|e| fail(e.message))?;
+    let client = client(cfg.timeout, &url, &cfg.tls, cfg.http2).map_err(|e| fail(e.message))?;
     let mut request = client.post(&url);
     for (name, value) in &cfg.headers {
         request = request.header(name.as_str(), value.expose());

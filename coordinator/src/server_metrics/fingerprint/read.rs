@@ -32,6 +32,8 @@ pub struct ReadConfig {
     pub metrics: Option<ScrapeConfig>,
     /// The run's TLS settings.
     pub tls: http::TlsConfig,
+    /// `--http2`: h2c with prior knowledge on `http://`.
+    pub http2: bool,
     /// Bound on each request.
     pub timeout: Duration,
 }
@@ -212,7 +214,8 @@ pub async fn read(cfg: &ReadConfig, pre: Prefetched) -> Reading {
     let client = match http::client_builder(&base, &cfg.tls)
         .map_err(|e| e.to_string())
         .and_then(|b| {
-            b.connect_timeout(cfg.timeout)
+            http::h2c_when(b, &base, cfg.http2)
+                .connect_timeout(cfg.timeout)
                 .build()
                 .map_err(|e| e.to_string())
         }) {
