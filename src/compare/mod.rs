@@ -136,7 +136,8 @@ pub fn compare(
     } else {
         runs::Variance::WithinRun
     };
-    let run_count = |r: &Report| r.across_runs.iter().map(|a| a.runs).max().unwrap_or(1);
+    // The runs the figures were taken over (an invalid run is left out of them).
+    let run_count = |r: &Report| r.across_runs.iter().map(runs::runs_used).min().unwrap_or(1);
     let variance_note = variance.describe((run_count(base), run_count(cur)));
     let by_position = pairing::computes_rates(base) && pairing::computes_rates(cur);
     let pairing::Pairing {
@@ -152,6 +153,7 @@ pub fn compare(
         ));
     }
     let (server, mut warnings) = fingerprint::check(base, cur);
+    warnings.extend(warnings::invalid_run_warnings(base, cur));
     warnings.extend(warnings::seed_warnings(base, cur));
     warnings.extend(warnings::affinity_warning(base, cur));
     warnings.extend(

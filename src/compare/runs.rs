@@ -26,7 +26,7 @@ impl Variance {
     pub fn describe(self, runs: (u32, u32)) -> String {
         match self {
             Variance::RunToRun => format!(
-                "variance: run-to-run ({} baseline runs, {} current runs; Welch t-interval of the mean of the runs) for the headline figures; within-run noise of each side's first run for the others",
+                "variance: run-to-run ({} baseline runs, {} current runs used; Welch t-interval of the mean of the runs) for the headline figures of sides with two runs or more; within-run noise of each side's first run for the others",
                 runs.0, runs.1
             ),
             Variance::WithinRun => "variance: within one run (bootstrap of the latency histograms, Poisson for rates); repeat both runs with --repeat to use run-to-run variance".into(),
@@ -54,8 +54,15 @@ pub fn welch_change_ci(a: &FigureStats, b: &FigureStats, confidence: f64) -> Opt
     Some(((d - t * se) / a.mean * 100.0, (d + t * se) / a.mean * 100.0))
 }
 
-/// Replaces, in `changes`, every headline figure both sides have across runs by its
-/// run-to-run comparison.
+/// Runs a side's figures were taken over: those not left out (an invalid run is).
+pub fn runs_used(a: &AcrossRuns) -> u32 {
+    a.runs.saturating_sub(a.left_out.len() as u32)
+}
+
+/// Replaces, in `changes`, every headline figure both sides have over at least two runs
+/// by its run-to-run comparison. A side with one run left (the others left out as
+/// invalid) has no run-to-run variance: the figure keeps its within-run comparison and
+/// its interval, never a verdict without one.
 pub fn apply(
     changes: &mut Vec<MetricChange>,
     base: &AcrossRuns,
@@ -68,6 +75,9 @@ pub fn apply(
         let (Some(a), Some(b)) = (base.figures.get(name), cur.figures.get(name)) else {
             continue;
         };
+        if a.n < 2 || b.n < 2 {
+            continue;
+        }
         let row = judge(
             name.to_string(),
             Some(a.mean),

@@ -145,6 +145,21 @@ pub fn hit_rate_warning(
     ))
 }
 
+/// A side whose run was invalid (exit 4: the client, not the server, set the pace, or
+/// another rule of `invalid_run`): its figures say how the client did, not the server.
+pub fn invalid_run_warnings(base: &Report, cur: &Report) -> Vec<String> {
+    [("baseline", base), ("current", cur)]
+        .into_iter()
+        .filter(|(_, r)| !r.invalid_run.is_empty())
+        .map(|(side, r)| {
+            format!(
+                "the {side} report is an invalid run ({}): its figures measure the client, not the server; rerun it before trusting this comparison",
+                r.invalid_run.join("; ")
+            )
+        })
+        .collect()
+}
+
 /// A side of a pair whose server did not keep up with its load ([`kept_up`], the one
 /// rule): its latencies are as long as its time limit let them grow, not the server's.
 ///

@@ -830,3 +830,64 @@ fn a_zero_repeat_cooldown_is_no_pause() {
     assert_eq!(run.report().benchmarks.len(), 2);
     assert!(!run.stderr.contains("starts in"), "{}", run.stderr);
 }
+
+#[test]
+fn compare_judges_a_side_with_one_valid_run_left_by_its_within_run_noise_and_warns_of_an_invalid_report()
+ {
+    let server = server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = Bench::on(&server)
+        .concurrent(2)
+        .max_requests(20)
+        .data(DATA)
+        .repeat(2)
+        .outputs("json")
+        .run();
+    assert_eq!(run.code(), 0, "{}", run.stderr);
+    let base = dir.path().join("base.json");
+    std::fs::copy(run.report_path(), &base).expect("copy");
+    // The same report as the current side, but its second run left out as invalid (a
+    // run whose dispatch lag was too high): its figures hold one run, whose run-to-run
+    // mean is set 50% worse; the report says it is invalid.
+    let mut cur = json(&base);
+    let across = &mut cur["across_runs"][0];
+    across["left_out"] =
+        serde_json::json!([{"run": 1, "reasons": ["client dispatch lag p99 29 ms > 10 ms"]}]);
+    for (_, f) in across["figures"].as_object_mut().expect("figures") {
+        let mean = f["mean"].as_f64().expect("mean");
+        f["n"] = 1.into();
+        f["mean"] = (mean * 1.5).into();
+        f["std"] = 0.0.into();
+        f["cv"] = Value::Null;
+        f["ci_low"] = Value::Null;
+        f["ci_high"] = Value::Null;
+    }
+    cur["invalid_run"] = serde_json::json!([
+        "concurrent@2: client dispatch lag p99 29 ms > 10 ms (--max-dispatch-lag)"
+    ]);
+    let cur_path = dir.path().join("cur.json");
+    std::fs::write(&cur_path, serde_json::to_vec(&cur).expect("json")).expect("write");
+    let (stdout, md) = compare_markdown(&base, &cur_path);
+    // One run has no run-to-run variance: never a verdict without an interval.
+    let row = md
+        .lines()
+        .find(|l| l.contains("| ttft_p50 |"))
+        .expect("ttft_p50 row");
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert_ne!(cells[6], "–", "an interval: {row}");
+    assert_ne!(
+        cells[8], "2 / 1",
+        "within-run samples, not run counts: {row}"
+    );
+    assert!(!row.contains("REGRESSED"), "{row}");
+    assert!(
+        stdout.contains("(2 baseline runs, 1 current runs used"),
+        "the runs the figures were taken over: {stdout}"
+    );
+    assert!(
+        md.contains(
+            "the current report is an invalid run (concurrent@2: client dispatch lag p99 29 ms"
+        ),
+        "the warning is in the Markdown (and on stderr): {md}"
+    );
+}
