@@ -209,11 +209,18 @@ impl BenchmarkPlan {
     fn check_local_ports(&self) -> Option<String> {
         let (flag, total) = self.connections_at_once()?;
         let range = crate::local_ports::PortRange::of_host()?;
-        crate::local_ports::port_warning(
-            total,
-            range,
-            &format!("{flag} {total} ({})", self.strategy),
-        )
+        // A shard's share is not what the user typed: say whose it is.
+        let what = if self.shard.is_split() {
+            format!(
+                "{flag} ({}), shard {}/{}: its share, {total}",
+                self.strategy,
+                self.shard.index + 1,
+                self.shard.count
+            )
+        } else {
+            format!("{flag} {total} ({})", self.strategy)
+        };
+        crate::local_ports::port_warning(total, range, &what)
     }
 
     fn worker_config(&self, id: u32) -> WorkerConfig {

@@ -49,7 +49,7 @@ pub fn port_warning(connections: u64, range: PortRange, what: &str) -> Option<St
         return None;
     }
     Some(format!(
-        "{what}: {connections} connections at once to one server address need as many local ports, but this host's ephemeral range (net.ipv4.ip_local_port_range {} {}) holds {}: connections past it fail with \"Cannot assign requested address\"; widen it (sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\" as root) or spread the streams over more client hosts (--shard)",
+        "{what}: up to {connections} connections at once to one server address need as many local ports, but this host's ephemeral range (net.ipv4.ip_local_port_range {} {}) holds {}: connections past it fail with \"Cannot assign requested address\"; widen it (sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\" as root) or spread the streams over more client hosts (--shard)",
         range.low,
         range.high,
         range.ports()
@@ -93,7 +93,7 @@ mod tests {
             port_warning(50000, range, "--rate 50000 (concurrent@50000)").expect("over the range");
         for part in [
             "--rate 50000 (concurrent@50000)",
-            "50000 connections",
+            "up to 50000 connections at once",
             "32768 60999",
             "holds 28232",
             "Cannot assign requested address",

@@ -202,7 +202,7 @@ fn streams_past_the_ephemeral_port_range_are_warned_before_the_run() {
     assert_eq!(b.requests.completed, 20, "{:?}", b.errors);
     let warned = |text: &str| {
         text.contains(&format!(
-            "--rate {streams} (concurrent@{streams}): {streams} connections at once to one server address"
+            "--rate {streams} (concurrent@{streams}): up to {streams} connections at once to one server address"
         )) && text.contains(&format!("ip_local_port_range {low} {high}) holds {ports}"))
             && text.contains("Cannot assign requested address")
     };
