@@ -298,8 +298,16 @@ async fn check(
         let cause = llmsurge_proto::Redaction::default()
             .text(&cause)
             .into_owned();
+        // h2c fails in ways hyper names vaguely (a closed connection, an "unspecific
+        // protocol error") when the server does not speak it: say what to try.
+        let h2c = target.http2 && base_url.starts_with("http://");
+        let hint = if h2c {
+            "; with --http2 on http:// the server must speak HTTP/2 with prior knowledge (h2c): drop --http2 if it does not"
+        } else {
+            ""
+        };
         UsageError(format!(
-            "--target {shown}: cannot reach the server ({cause})"
+            "--target {shown}: cannot reach the server ({cause}){hint}"
         ))
     };
 

@@ -468,3 +468,43 @@ fn a_server_that_speaks_only_http1_stops_the_run_saying_drop_http2() {
         assert!(errors[0].contains(said), "{said:?} not in {}", errors[0]);
     }
 }
+
+/// Servers that do not speak h2c and do not say so as HTTP/1.1 (one closes the
+/// connection on the preface, one answers bytes that are no protocol): hyper names these
+/// vaguely ("connection closed", "unspecific protocol error"), so the one line the run
+/// stops with (exit 2) says what to try.
+#[test]
+fn a_server_that_closes_or_babbles_at_the_h2c_preface_stops_the_run_saying_drop_http2() {
+    for answer in [&b""[..], b"\x00\x01garbage that is no protocol\r\n\r\n"] {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { return };
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    if s.read(&mut buf).is_err() {
+                        return;
+                    }
+                    let _ = s.write_all(answer);
+                    let _ = s.shutdown(std::net::Shutdown::Write);
+                    while s.read(&mut buf).is_ok_and(|n| n > 0) {}
+                });
+            }
+        });
+        let run = Bench::target(&url)
+            .model("m")
+            .flag("--http2")
+            .max_requests(2)
+            .data("prompt_tokens=16,output_tokens=4")
+            .run();
+        assert_eq!(run.code(), 2, "{}", run.stderr);
+        let errors: Vec<&str> = run
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("error:"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{}", run.stderr);
+        assert!(errors[0].contains("drop --http2"), "{}", errors[0]);
+    }
+}
