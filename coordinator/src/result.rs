@@ -75,7 +75,8 @@ pub struct Throughput {
     /// Mean requests in flight over the measured window (their summed time in flight
     /// over its duration).
     pub concurrency_mean: f64,
-    /// Most requests in flight at once (sampled every 10 ms).
+    /// Most requests in flight at once (sampled every 10 ms; at least
+    /// `concurrency_mean` rounded up, which short requests between samples make exact).
     pub concurrency_peak: u64,
     /// Inputs of completed requests per second: texts embedded (embeddings) or documents
     /// ranked (rerank, score). Absent for the generation formats.
@@ -540,7 +541,9 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
             output_tokens_per_s: Some(per_s(m.output_tokens)),
             total_tokens_per_s: per_s(m.output_tokens + m.prompt_tokens),
             concurrency_mean,
-            concurrency_peak: ctx.concurrency_peak,
+            // Sampled every 10 ms, the peak can miss requests shorter than that (an
+            // instant server's): it is at least the mean, rounded up.
+            concurrency_peak: ctx.concurrency_peak.max(concurrency_mean.ceil() as u64),
             inputs_per_s: None,
             images_per_s: None,
             audio_seconds_per_s: None,

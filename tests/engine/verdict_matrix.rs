@@ -1069,6 +1069,17 @@ fn run_draw(d: &Draw) -> Vec<String> {
         if n("created") != n("completed") + n("errored") + n("cancelled") || n("in_flight") != 0 {
             broken.push(format!("benchmark {i}: the books do not balance: {r}"));
         }
+        // A peak below the mean says two things at once (the peak is sampled).
+        let t = &b["throughput"];
+        let (mean, peak) = (
+            t["concurrency_mean"].as_f64().unwrap_or(0.0),
+            t["concurrency_peak"].as_u64().unwrap_or(0),
+        );
+        if (peak as f64) < mean.ceil() {
+            broken.push(format!(
+                "benchmark {i}: concurrency peak {peak} below its mean {mean}"
+            ));
+        }
     }
     let logged = recorded(&log_path);
     let created: u64 = benchmarks
