@@ -173,12 +173,19 @@ impl BenchmarkPlan {
         let per_worker = total.div_ceil(u64::from(self.workers.max(1)));
         match llmsurge_proto::fdlimit::ensure_fd_capacity(per_worker) {
             Ok(_) => Ok(None),
-            Err(e) if self.users_think() => Ok(Some(format!(
-                "{}: {total} users in a turn at once would hold {per_worker} sockets per worker (besides its own {} files), over the hard limit of {} open files: thinking users hold none, but a turn past the limit fails to connect (errored, \"Too many open files\") and its user pauses a think time; {flag} or --max-concurrency lower, or ulimit -Hn higher, avoids it",
-                self.strategy,
-                llmsurge_proto::fdlimit::FD_RESERVE,
-                e.hard
-            ))),
+            // Thinking users hold no socket, unless each keeps its connection through its
+            // think time (`--sticky-connections`).
+            Err(e)
+                if self.users_think()
+                    && !self.worker_template.backend.affinity.sticky_connections =>
+            {
+                Ok(Some(format!(
+                    "{}: {total} users in a turn at once would hold {per_worker} sockets per worker (besides its own {} files), over the hard limit of {} open files: thinking users hold none, but a turn past the limit fails to connect (errored, \"Too many open files\") and its user pauses a think time; {flag} or --max-concurrency lower, or ulimit -Hn higher, avoids it",
+                    self.strategy,
+                    llmsurge_proto::fdlimit::FD_RESERVE,
+                    e.hard
+                )))
+            }
             Err(e) => Err(CoordinatorError::FdLimit(format!(
                 "{flag} {total} ({}) {e}",
                 self.strategy

@@ -218,3 +218,31 @@ fn streams_past_the_ephemeral_port_range_are_warned_before_the_run() {
         b.client.warnings
     );
 }
+
+#[test]
+fn thinking_users_who_keep_their_connection_beyond_the_hard_limit_are_refused() {
+    // With --sticky-connections a user keeps its socket through its think time: 300
+    // users hold 300 sockets, which a limit of 200 open files cannot (exit 2, one line).
+    let server = mock(MockConfig::instant());
+    let (child, dir) = Bench::on(&server)
+        .concurrent(300)
+        .max_requests(600)
+        .workers(1)
+        .data("turns=2,think_time=2s,prompt_tokens=4,output_tokens=4")
+        .flag("--sticky-connections")
+        .start(|cmd| with_nofile(cmd, 200, 200));
+    let run = wait_run(child, dir);
+    assert_eq!(run.code(), 2, "stderr: {}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line expected: {:?}", run.stderr);
+    assert!(
+        lines[0].contains("--rate 300") && lines[0].contains("364 open files"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(
+        server.stats().requests.chat_completions,
+        0,
+        "nothing was sent"
+    );
+}
