@@ -540,7 +540,10 @@ impl Http1 {
             };
             Ok::<_, RequestError>(Link { stream, tls })
         };
-        let link = match tokio::time::timeout(self.connect_timeout, opening).await {
+        // Boxed: opening (a TCP connect and a TLS handshake) is a large future, and every
+        // stream's task is as large as its largest state; boxed, it costs memory only
+        // while a connection opens, not while a stream waits for its tokens.
+        let link = match tokio::time::timeout(self.connect_timeout, Box::pin(opening)).await {
             Err(_) => {
                 return Err(failure(
                     ErrorKind::Timeout,
