@@ -137,7 +137,7 @@ impl Conversations {
         }
         let mut books = self.books();
         let c = books.get_mut(key?)?;
-        Some(Arc::clone(c.pool.get_or_insert_with(Pool::default)))
+        Some(c.pool.get_or_insert_with(Pool::default).clone())
     }
 }
 

@@ -892,7 +892,7 @@ fn reqwest_client(
         .pool_max_idle_per_host(usize::MAX)
         // Servers close idle connections themselves (uvicorn after 5 s); one reused just
         // as it closes loses its request (docs/reliability.md).
-        .pool_idle_timeout(http1::POOL_IDLE)
+        .pool_idle_timeout(crate::idle_pool::POOL_IDLE)
         // Proxies add headers: any count, and size within 64 KiB, as the own client reads
         // (hyper's defaults: 100 headers; 16 KiB of them on HTTP/2).
         .http1_max_headers(http1::MAX_HEADERS_REQWEST)

@@ -35,6 +35,7 @@
 //! handshake is part of the connect (inside the connect timeout, timed in its log).
 
 use crate::connections::ConnectLog;
+use crate::idle_pool::{IdlePool, POOL_IDLE};
 use crate::parts::slices;
 use crate::resend::{self, Fault};
 use crate::rx_time;
@@ -43,10 +44,9 @@ use bytes::{Buf, Bytes, BytesMut};
 use futures_util::FutureExt;
 use llmsurge_proto::{ErrorKind, MonoNanos, RequestError};
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 
 /// The first read of a response: an SSE event of a few tokens fits many times over.
 const READ_MIN: usize = 1 << 10;
@@ -73,14 +73,8 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 /// The most bytes read while draining such a rest.
 const DRAIN_BYTES: usize = 64 << 10;
 
-/// An idle connection older than this is closed rather than reused: servers close idle
-/// connections on their own keep-alive timeout (uvicorn, so vLLM and SGLang: 5 s), and a
-/// request written on one just as it closes is lost (docs/reliability.md).
-pub const POOL_IDLE: Duration = Duration::from_secs(4);
-
-/// Idle connections, shared by the runtime, the pacer thread and draining tasks (or one
-/// conversation's own, with `--sticky-connections`).
-pub type Pool = Arc<Mutex<Vec<(Link, Instant)>>>;
+/// Idle connections (or one conversation's own, with `--sticky-connections`).
+pub type Pool = IdlePool<Link>;
 
 /// An open connection: its socket, and its TLS session on `https://`.
 #[derive(Debug)]
@@ -112,6 +106,12 @@ impl Link {
             }
             Some(tls) => tls.read_with(&self.stream, buf, want, rx_time::try_read),
         }
+    }
+
+    /// Whether an idle connection, idle for `idle`, may carry a request: within the
+    /// idle bound and still open.
+    fn reusable(&mut self, idle: Duration) -> bool {
+        idle <= POOL_IDLE && self.still_open()
     }
 
     /// Whether an idle connection is still open (see [`still_open`]).
@@ -359,57 +359,36 @@ impl Http1 {
 
     /// Idle connections in the pool.
     pub fn idle(&self) -> usize {
-        self.pool.lock().map(|p| p.len()).unwrap_or(0)
+        self.pool.idle()
     }
 
-    /// Closes the idle connections that can no longer be reused (idle longer than
-    /// [`POOL_IDLE`]). Using the pool closes them too; this closes them while nobody
-    /// uses it (every user in think time), so no socket is held that nobody will reuse.
+    /// Closes the idle connections that can no longer be reused (see
+    /// [`IdlePool::close_stale`]).
     pub fn close_stale(&self) {
-        let stale = match self.pool.lock() {
-            Ok(mut pool) => drain_stale(&mut pool),
-            Err(_) => return,
-        };
-        // Closed after the lock is released, as in `pool_conn`.
-        drop(stale);
+        self.pool.close_stale();
     }
 
-    /// Takes the most recently used idle connection that still looks open.
+    /// Takes the most recently used idle connection that is fresh and still open.
     pub fn take_idle(&self) -> Option<Conn> {
-        self.open_idle(|| self.pool.lock().ok()?.pop())
+        let link = self.pool.take(Link::reusable)?;
+        Some(Conn { link, reused: true })
     }
 
-    /// [`Self::take_idle`] for the pacer thread, which must never wait: when another
-    /// thread holds the pool (the runtime, possibly preempted while it does), there is
-    /// no idle connection to take.
+    /// [`Self::take_idle`] that gives up rather than wait for the pool's lock.
     pub fn try_take_idle(&self) -> Option<Conn> {
-        self.open_idle(|| self.pool.try_lock().ok()?.pop())
-    }
-
-    /// Pops idle connections until one is fresh and still open. The open check is a
-    /// syscall, made outside the lock so the lock is only ever held for a pop.
-    fn open_idle(&self, mut pop: impl FnMut() -> Option<(Link, Instant)>) -> Option<Conn> {
-        while let Some((mut link, since)) = pop() {
-            if since.elapsed() <= POOL_IDLE && link.still_open() {
-                return Some(Conn { link, reused: true });
-            }
-        }
-        None
+        let link = self.pool.try_take(Link::reusable)?;
+        Some(Conn { link, reused: true })
     }
 
     /// A conversation's own idle connection that is still open, whatever its age.
     fn open_own(&self, pool: &Pool) -> Option<Conn> {
-        loop {
-            let (mut link, _) = pool.lock().ok()?.pop()?;
-            if link.still_open() {
-                return Some(Conn { link, reused: true });
-            }
-        }
+        let link = pool.take(|link, _| link.still_open())?;
+        Some(Conn { link, reused: true })
     }
 
     /// Puts a connection taken with [`Self::take_idle`] and not used back.
     pub fn put_back(&self, conn: Conn) {
-        pool_conn(&self.pool, conn.link);
+        self.pool.put(conn.link);
     }
 
     /// Writes as much of `out` on `conn` as the socket takes now, up to `max` bytes,
@@ -764,32 +743,6 @@ fn drain_ready(stream: &TcpStream, buf: &mut BytesMut) {
         // SAFETY: recv(2) initialised the first `n` bytes of the spare capacity.
         unsafe { buf.set_len(buf.len() + n) };
     }
-}
-
-fn pool_conn(pool: &Pool, link: Link) {
-    let stale: Vec<_> = match pool.lock() {
-        Ok(mut pool) => {
-            // The pool is taken from the top: connections left at the bottom after a
-            // burst would stay open for ever; they are closed once past the idle bound.
-            let stale = drain_stale(&mut pool);
-            pool.push((link, Instant::now()));
-            stale
-        }
-        Err(_) => return,
-    };
-    // Closed after the lock is released: each close is a syscall, and the lock is held
-    // only for pushes and pops.
-    drop(stale);
-}
-
-/// Takes the connections idle longer than [`POOL_IDLE`] out of the pool: the bottom of
-/// the stack, which is in the order they were put back.
-fn drain_stale(pool: &mut Vec<(Link, Instant)>) -> Vec<(Link, Instant)> {
-    let n = pool
-        .iter()
-        .take_while(|(_, since)| since.elapsed() > POOL_IDLE)
-        .count();
-    pool.drain(..n).collect()
 }
 
 /// Whether an idle connection is still open: no EOF, reset or unsolicited bytes queued.
@@ -1206,7 +1159,7 @@ impl Body {
             && self.keep_alive
             && self.buf.is_empty()
         {
-            pool_conn(&self.pool, link);
+            self.pool.put(link);
         }
     }
 

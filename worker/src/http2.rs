@@ -27,7 +27,8 @@
 //! ([`hpack`]: dynamic table, Huffman), bounded to [`HEAD_LIMIT`] like an HTTP/1.1 head.
 
 use crate::connections::ConnectLog;
-use crate::http1::{HEAD_LIMIT, POOL_IDLE, RequestHeaders};
+use crate::http1::{HEAD_LIMIT, RequestHeaders};
+use crate::idle_pool::{IdlePool, POOL_IDLE};
 use crate::resend::{self, Fault};
 use crate::rx_time;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -35,10 +36,9 @@ use futures_util::FutureExt;
 use llmsurge_proto::affinity::{SessionToken, TokenSeen};
 use llmsurge_proto::{ErrorKind, MonoNanos, RequestError};
 use std::io::{self, IoSlice};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 
 /// What a client sends first on an h2c connection with prior knowledge.
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -82,8 +82,8 @@ const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
 const PRIORITY_FLAG: u8 = 0x20;
 
-/// Idle connections of the pool, and since when each is idle.
-type Pool = Arc<Mutex<Vec<(Conn, Instant)>>>;
+/// Idle connections.
+type Pool = IdlePool<Conn>;
 
 fn failure(kind: ErrorKind, message: impl Into<String>) -> RequestError {
     RequestError {
@@ -317,29 +317,23 @@ impl Http2 {
 
     /// Idle connections in the pool.
     pub fn idle(&self) -> usize {
-        self.pool.lock().map(|p| p.len()).unwrap_or(0)
+        self.pool.idle()
     }
 
     /// Closes the idle connections too old to be reused (idle longer than [`POOL_IDLE`]).
     pub fn close_stale(&self) {
-        let stale = match self.pool.lock() {
-            Ok(mut pool) => drain_stale(&mut pool),
-            Err(_) => return,
-        };
-        drop(stale);
+        self.pool.close_stale();
     }
 
     /// The most recently used idle connection that is still good: not past the idle
     /// bound, not closed, no GOAWAY; whatever the server sent meanwhile (a PING, new
     /// SETTINGS) is handled first, without waiting.
     fn take_idle(&self) -> Option<Conn> {
-        loop {
-            let (mut conn, since) = self.pool.lock().ok()?.pop()?;
-            if since.elapsed() <= POOL_IDLE && conn.refresh() {
-                conn.reused = true;
-                return Some(conn);
-            }
-        }
+        let mut conn = self
+            .pool
+            .take(|conn, idle| idle <= POOL_IDLE && conn.refresh())?;
+        conn.reused = true;
+        Some(conn)
     }
 
     /// Sends a request and reads the response head. Bounded in time by the caller,
@@ -412,29 +406,6 @@ impl Http2 {
         rx_time::enable(&stream);
         Ok(Conn::new(stream))
     }
-}
-
-/// Takes the connections idle longer than [`POOL_IDLE`] out of the pool (the bottom of
-/// the stack, in the order they were put back).
-fn drain_stale(pool: &mut Vec<(Conn, Instant)>) -> Vec<(Conn, Instant)> {
-    let n = pool
-        .iter()
-        .take_while(|(_, since)| since.elapsed() > POOL_IDLE)
-        .count();
-    pool.drain(..n).collect()
-}
-
-fn pool_conn(pool: &Pool, conn: Conn) {
-    let stale = match pool.lock() {
-        Ok(mut pool) => {
-            let stale = drain_stale(&mut pool);
-            pool.push((conn, Instant::now()));
-            stale
-        }
-        Err(_) => return,
-    };
-    // Closed after the lock is released: each close is a syscall.
-    drop(stale);
 }
 
 /// A frame.
@@ -1359,7 +1330,7 @@ impl Body {
         {
             conn.open = 0;
             conn.flush_now();
-            pool_conn(&self.pool, conn);
+            self.pool.put(conn);
         }
     }
 

@@ -26,6 +26,7 @@ pub mod formats;
 pub mod graph;
 pub mod http1;
 pub mod http2;
+pub mod idle_pool;
 pub mod itl;
 pub mod pacer;
 pub mod parts;
