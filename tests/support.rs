@@ -450,3 +450,21 @@ pub fn read_request(stream: &mut impl Read, buf: &mut Vec<u8>) -> Option<RawRequ
     buf.drain(..head_len + length);
     Some(request)
 }
+
+/// A raw server on loopback, for what the mock must not do (a protocol of its own, a
+/// hostile answer): each accepted connection is handed to `serve` on a thread of its
+/// own, with its index in accept order. Returns `http://ADDR`; its threads end with the
+/// test's process.
+pub fn raw_server(serve: impl Fn(std::net::TcpStream, usize) + Send + Sync + 'static) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let serve = std::sync::Arc::new(serve);
+    std::thread::spawn(move || {
+        for (connection, stream) in listener.incoming().enumerate() {
+            let Ok(stream) = stream else { return };
+            let serve = serve.clone();
+            std::thread::spawn(move || serve(stream, connection));
+        }
+    });
+    url
+}

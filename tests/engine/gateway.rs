@@ -10,7 +10,7 @@ use crate::support::{RawRequest, llmsurge, mock, ok_report, read_request};
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge_proto::Secret;
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -394,18 +394,9 @@ enum Act {
 fn raw_server(
     act: impl Fn(&RawRequest) -> Act + Send + Sync + 'static,
 ) -> (String, Arc<Mutex<Vec<RawRequest>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
     let log = Arc::new(Mutex::new(Vec::new()));
-    let act = Arc::new(act);
     let seen = log.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            let (act, seen) = (act.clone(), seen.clone());
-            std::thread::spawn(move || serve_raw(stream, &*act, &seen));
-        }
-    });
+    let url = crate::support::raw_server(move |stream, _| serve_raw(stream, &act, &seen));
     (url, log)
 }
 

@@ -12,7 +12,7 @@ use llmsurge::exit_codes;
 use llmsurge::mock::MockConfig;
 use llmsurge_coordinator::BenchmarkResult;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -150,18 +150,9 @@ struct Counts {
 
 impl Raw {
     fn start(act: impl Fn(usize, usize) -> Act + Send + Sync + 'static) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
         let counts = Counts::default();
-        let act: Arc<dyn Fn(usize, usize) -> Act + Send + Sync> = Arc::new(act);
         let shared = counts.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { return };
-                let (act, counts) = (act.clone(), shared.clone());
-                std::thread::spawn(move || serve(stream, &*act, &counts));
-            }
-        });
+        let url = crate::support::raw_server(move |stream, _| serve(stream, &act, &shared));
         Self {
             url,
             posts: counts.posts,
@@ -443,22 +434,15 @@ fn a_server_that_does_not_speak_h2c_stops_the_run_saying_drop_http2() {
         (b"\x00\x01garbage that is no protocol\r\n\r\n", None),
     ];
     for (answer, named) in answers {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut s) = stream else { return };
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 4096];
-                    if s.read(&mut buf).is_err() {
-                        return;
-                    }
-                    let _ = s.write_all(answer);
-                    // Closed once the client has read it (unread bytes would reset it).
-                    let _ = s.shutdown(std::net::Shutdown::Write);
-                    while s.read(&mut buf).is_ok_and(|n| n > 0) {}
-                });
+        let url = crate::support::raw_server(move |mut s, _| {
+            let mut buf = [0u8; 4096];
+            if s.read(&mut buf).is_err() {
+                return;
             }
+            let _ = s.write_all(answer);
+            // Closed once the client has read it (unread bytes would reset it).
+            let _ = s.shutdown(std::net::Shutdown::Write);
+            while s.read(&mut buf).is_ok_and(|n| n > 0) {}
         });
         let run = Bench::target(&url)
             .model("m")

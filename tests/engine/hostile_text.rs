@@ -10,7 +10,7 @@
 use crate::scenario::Bench;
 use crate::support::{Finished, llmsurge, read_request};
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 
 /// The key the run is given; the server echoes it back.
@@ -93,17 +93,8 @@ fn serve(mut stream: TcpStream, posts: &std::sync::atomic::AtomicUsize) {
 
 /// Starts the server; its URL. Its threads end with the test's process.
 fn hostile_server() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let posts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            let posts = posts.clone();
-            std::thread::spawn(move || serve(stream, &posts));
-        }
-    });
-    url
+    let posts = std::sync::atomic::AtomicUsize::new(0);
+    crate::support::raw_server(move |stream, _| serve(stream, &posts))
 }
 
 /// Every file under `dir`, recursively.

@@ -82,17 +82,10 @@ struct Server {
 
 impl Server {
     fn start(act: impl Fn(&Post, usize) -> Act + Send + Sync + 'static) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
         let posts = Arc::new(Mutex::new(Vec::new()));
-        let act: Arc<Acts> = Arc::new(act);
         let log = posts.clone();
-        std::thread::spawn(move || {
-            for (connection, stream) in listener.incoming().enumerate() {
-                let Ok(stream) = stream else { return };
-                let (act, log) = (act.clone(), log.clone());
-                std::thread::spawn(move || serve(stream, connection, &*act, &log));
-            }
+        let url = crate::support::raw_server(move |stream, connection| {
+            serve(stream, connection, &act, &log)
         });
         Self { url, posts }
     }

@@ -100,25 +100,15 @@ impl RawServer {
         answer: impl Fn(usize, usize, &Seen) -> Option<Vec<u8>> + Send + Sync + 'static,
         gate: Option<mpsc::Receiver<()>>,
     ) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
         let accepted = Arc::new(AtomicUsize::new(0));
         let closed = Arc::new(AtomicUsize::new(0));
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let answer: Arc<Answer> = Arc::new(answer);
-        let gate = Arc::new(Mutex::new(gate));
+        let gate = Mutex::new(gate);
         let (count, log, closes) = (accepted.clone(), seen.clone(), closed.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { return };
-                let connection = count.fetch_add(1, Ordering::SeqCst);
-                let (answer, log, gate) = (answer.clone(), log.clone(), gate.clone());
-                let closes = closes.clone();
-                std::thread::spawn(move || {
-                    if serve(stream, connection, &*answer, &log, &gate) {
-                        closes.fetch_add(1, Ordering::SeqCst);
-                    }
-                });
+        let url = crate::support::raw_server(move |stream, connection| {
+            count.fetch_add(1, Ordering::SeqCst);
+            if serve(stream, connection, &answer, &log, &gate) {
+                closes.fetch_add(1, Ordering::SeqCst);
             }
         });
         Self {
