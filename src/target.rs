@@ -130,7 +130,7 @@ pub async fn resolve_target(
     };
     let client = llmsurge_proto::http::client_builder(&base_url, target.tls)
         .map_err(|e| UsageError(e.to_string()))
-        .map(|b| llmsurge_proto::http::h2c_when(b, &base_url, target.http2))?
+        .map(|b| llmsurge_proto::http::http2_when(b, target.http2))?
         .connect_timeout(target.connect_timeout)
         .timeout(target.connect_timeout + Duration::from_secs(10))
         .build()
@@ -298,13 +298,16 @@ async fn check(
         let cause = llmsurge_proto::Redaction::default()
             .text(&cause)
             .into_owned();
-        // h2c fails in ways hyper names vaguely (a closed connection, an "unspecific
-        // protocol error") when the server does not speak it: say what to try.
-        let h2c = target.http2 && base_url.starts_with("http://");
-        let hint = if h2c {
-            "; with --http2 on http:// the server must speak HTTP/2 with prior knowledge (h2c): drop --http2 if it does not"
-        } else {
-            ""
+        // HTTP/2 fails in ways hyper names vaguely (a closed connection, an "unspecific
+        // protocol error", no ALPN) when the server does not speak it: say what to try.
+        let hint = match (target.http2, base_url.starts_with("http://")) {
+            (false, _) => "",
+            (true, true) => {
+                "; with --http2 on http:// the server must speak HTTP/2 with prior knowledge (h2c): drop --http2 if it does not"
+            }
+            (true, false) => {
+                "; with --http2 on https:// the server must agree to HTTP/2 by ALPN (h2): drop --http2 if it does not"
+            }
         };
         UsageError(format!(
             "--target {shown}: cannot reach the server ({cause}){hint}"
@@ -842,7 +845,7 @@ async fn tokenize_count(
     let b = &worker.backend;
     let client = llmsurge_proto::http::client_builder(&b.base_url, &b.tls)
         .ok()
-        .map(|c| llmsurge_proto::http::h2c_when(c, &b.base_url, b.http2))?
+        .map(|c| llmsurge_proto::http::http2_when(c, b.http2))?
         .connect_timeout(b.connect_timeout)
         .timeout(b.connect_timeout + Duration::from_secs(10))
         .build()

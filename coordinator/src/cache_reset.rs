@@ -83,7 +83,7 @@ pub async fn reset(cfg: &CacheResetConfig) -> CacheReset {
     let client = match llmsurge_proto::http::client_builder(origin, &cfg.tls)
         .map_err(|e| e.to_string())
         .and_then(|b| {
-            llmsurge_proto::http::h2c_when(b, origin, cfg.http2)
+            llmsurge_proto::http::http2_when(b, cfg.http2)
                 .connect_timeout(cfg.timeout)
                 .timeout(cfg.timeout)
                 .build()

@@ -221,12 +221,12 @@ pub fn client_builder(url: &str, tls: &TlsConfig) -> Result<reqwest::ClientBuild
     Ok(builder)
 }
 
-/// `builder` speaking HTTP/2 with prior knowledge (h2c) to a plain `http://` URL when
-/// the run does (`--http2`): the run's server may speak nothing else, and the client's
-/// HTTP/1.1 request would fail there (as a server answering in TLS, to reqwest). An
-/// `https://` URL picks its protocol by ALPN.
-pub fn h2c_when(builder: reqwest::ClientBuilder, url: &str, http2: bool) -> reqwest::ClientBuilder {
-    if http2 && is_plain_http(url) {
+/// `builder` speaking only HTTP/2 when the run does (`--http2`), as the run's own
+/// requests do: with prior knowledge (h2c) on `http://`, where the server may speak
+/// nothing else and an HTTP/1.1 request would fail; by ALPN `h2` alone on `https://`, so
+/// a server that does not agree fails here, at the run's check, not in every request.
+pub fn http2_when(builder: reqwest::ClientBuilder, http2: bool) -> reqwest::ClientBuilder {
+    if http2 {
         builder.http2_prior_knowledge()
     } else {
         builder

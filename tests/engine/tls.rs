@@ -636,6 +636,38 @@ fn a_hostile_https_server_errs_requests_with_a_reason() {
     assert_eq!(b.requests.completed, 2, "{:?}", b.errors);
 }
 
+/// `--http2` on `https://` speaks HTTP/2 only (ALPN `h2`), as its requests do: a server
+/// that knows only HTTP/1.1 over TLS stops the run at its check, naming the fix, and
+/// gets no request (not one failed request after another).
+#[test]
+fn http2_to_an_https_server_of_http1_only_stops_at_the_check_saying_drop_http2() {
+    let pki = Pki::new("h1only");
+    let (url, posts) = hostile(&pki, Hostile::CloseNotifyEnds);
+    let run = Bench::target(&url)
+        .model("m")
+        .arg("--ca-cert", pki.ca())
+        .arg("--server-metrics", "off")
+        .flag("--http2")
+        // This server never answers the HTTP/2 preface: the check waits its bound out.
+        .arg("--connect-timeout", "1s")
+        .max_requests(2)
+        .data("prompt_tokens=16,output_tokens=4")
+        .run();
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    let errors: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", run.stderr);
+    assert!(
+        errors[0].contains("ALPN") && errors[0].contains("drop --http2"),
+        "{}",
+        errors[0]
+    );
+    assert_eq!(posts.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
 /// A kept-alive HTTPS connection the server closes as the next request arrives (its
 /// body unread): the request is sent once more on a fresh connection, counted, as on
 /// plain HTTP (tests/engine/misbehaving.rs).

@@ -176,12 +176,20 @@ enum Load {
 }
 
 /// How the client reaches the mock: its own HTTP/1.1 client over plain TCP or TLS, or
-/// its own HTTP/2 client with prior knowledge (h2c).
+/// its own HTTP/2 client with prior knowledge (h2c) or over TLS (h2 by ALPN).
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Transport {
     Http,
     Https,
     H2c,
+    H2,
+}
+
+impl Transport {
+    /// Over TLS (the mock serves HTTPS).
+    fn tls(self) -> bool {
+        matches!(self, Transport::Https | Transport::H2)
+    }
 }
 
 /// A fault the mock injects.
@@ -474,7 +482,12 @@ impl Draw {
         d.transport = if d.sticky {
             r.pick(&[Transport::Http, Transport::Https])
         } else {
-            r.pick(&[Transport::Http, Transport::Https, Transport::H2c])
+            r.pick(&[
+                Transport::Http,
+                Transport::Https,
+                Transport::H2c,
+                Transport::H2,
+            ])
         };
         d
     }
@@ -568,16 +581,21 @@ impl Draw {
             record_header: self.record_headers(),
             issue_session_token: self.session_token.map(str::to_string),
             // Written beside the truth file by `write_pki`.
-            tls_cert: (self.transport == Transport::Https)
+            tls_cert: self
+                .transport
+                .tls()
                 .then(|| truth.with_file_name(SERVER_CERT)),
-            tls_key: (self.transport == Transport::Https).then(|| truth.with_file_name(SERVER_KEY)),
+            tls_key: self
+                .transport
+                .tls()
+                .then(|| truth.with_file_name(SERVER_KEY)),
             ..MockConfig::instant()
         }
     }
 
     /// The CA and the server's certificate and key an HTTPS draw needs, made in `dir`.
     fn write_pki(&self, dir: &Path) {
-        if self.transport != Transport::Https {
+        if !self.transport.tls() {
             return;
         }
         let pki = super::tls::Pki::new("matrix");
@@ -634,7 +652,7 @@ impl Draw {
             .session_token
             .map(|t| format!(" --issue-session-token {t}"))
             .unwrap_or_default()
-            + if self.transport == Transport::Https {
+            + if self.transport.tls() {
                 " --tls-cert server.pem --tls-key server-key.pem"
             } else {
                 ""
@@ -799,6 +817,11 @@ impl Draw {
                 a.push(dir.join(CA_CERT).display().to_string());
             }
             Transport::H2c => a.push("--http2".into()),
+            Transport::H2 => {
+                a.push("--ca-cert".into());
+                a.push(dir.join(CA_CERT).display().to_string());
+                a.push("--http2".into());
+            }
         }
         a
     }
@@ -828,7 +851,7 @@ impl Draw {
             "draw {self:?}\n  rerun: VERDICT_MATRIX_SEED={} cargo nextest run -E 'test(/verdict_matrix::one_draw$/)' --no-capture\n  by hand: llmsurge mock-server --port 8000 {} &\n           llmsurge benchmark run --target {}://127.0.0.1:8000 --max-dispatch-lag 10s {}",
             self.seed,
             self.mock_flags(),
-            if self.transport == Transport::Https {
+            if self.transport.tls() {
                 "https"
             } else {
                 "http"
@@ -999,11 +1022,15 @@ fn run_draw(d: &Draw) -> Vec<String> {
     let stats = server.stop();
     let mut broken = Vec::new();
     // The transport drawn is the one that carried the draw's requests (HTTP/1.1 over
-    // TLS; the run's own side requests, the check and the scrapes, may take h2 by ALPN).
+    // TLS; the run's own side requests, the check and the scrapes, may take h2 by ALPN;
+    // HTTP/2 over TLS: h2 by ALPN).
     let c = &stats.connections;
-    if d.transport == Transport::Https && c.tls_http1 == 0 {
+    if (d.transport == Transport::Https && c.tls_http1 == 0)
+        || (d.transport == Transport::H2 && c.tls_h2 == 0)
+    {
         broken.push(format!(
-            "an HTTPS draw, but the mock's connections say {c:?}"
+            "a {:?} draw, but the mock's connections say {c:?}",
+            d.transport
         ));
     }
     let code = finished.code();
@@ -2488,6 +2515,7 @@ fn the_draws_cover_every_axis() {
     has("--sticky-connections", &|d| d.sticky);
     has("HTTPS", &|d| d.transport == Transport::Https);
     has("h2c", &|d| d.transport == Transport::H2c);
+    has("HTTP/2 over TLS", &|d| d.transport == Transport::H2);
     has("sticky connections over HTTPS", &|d| {
         d.sticky && d.transport == Transport::Https
     });
@@ -2497,7 +2525,7 @@ fn the_draws_cover_every_axis() {
     has("HTTPS with hung streams", &|d| {
         d.transport == Transport::Https && d.stall
     });
-    for t in [Transport::Https, Transport::H2c] {
+    for t in [Transport::Https, Transport::H2c, Transport::H2] {
         let first = draws.iter().find(|d| d.transport == t).map(|d| d.seed);
         assert!(
             first.is_some_and(|s| s <= SAMPLE),

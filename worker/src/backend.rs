@@ -2,8 +2,8 @@
 //!
 //! HTTP/1.1 goes through the worker's own client ([`crate::http1`]: a few hundred bytes
 //! a connection; on `https://` with its TLS session, [`crate::tls_conn`]), and so does
-//! HTTP/2 on `http://` (h2c, [`crate::http2`]): token instants from the kernel's receive
-//! stamps. HTTP/2 over TLS (`https://` with `--http2`) goes through reqwest.
+//! HTTP/2 (`--http2`: [`crate::http2`], h2c on `http://`, h2 over TLS on `https://`):
+//! token instants from the kernel's receive stamps on every transport.
 //!
 //! `execute` fills an [`Exchange`] as the response arrives, so a request cancelled halfway
 //! still has the timings it got. Every wait is bounded: the whole request by the request
@@ -11,7 +11,7 @@
 //! the idle timeout. A failure never escapes as a panic; it becomes the exchange's error.
 
 use crate::affinity::Conversations;
-use crate::connections::{ConnectLog, TimedConnectLayer};
+use crate::connections::ConnectLog;
 use crate::formats::{self, ChunkInfo, Format, StreamEvent, StreamState, Usage};
 pub use crate::http1::Presend;
 use crate::http1::{self, Http1, Outgoing, RequestHeaders};
@@ -19,9 +19,8 @@ use crate::http2::{self, Http2};
 use crate::source::PreparedRequest;
 use crate::sse::SseParser;
 use bytes::Bytes;
-use futures_util::StreamExt;
 use llmsurge_proto::{BackendConfig, ErrorKind, MonoNanos, Redaction, RequestError};
-use llmsurge_proto::{http, inert, limits};
+use llmsurge_proto::{inert, limits};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
@@ -196,14 +195,9 @@ impl Exchange {
 /// How requests travel.
 #[derive(Debug)]
 enum Transport {
-    /// reqwest (hyper): HTTP/2 over TLS (`https://` with `--http2`).
-    Reqwest {
-        client: reqwest::Client,
-        url: reqwest::Url,
-    },
     /// The worker's own HTTP/1.1 client: `http://` and `https://` without `--http2`.
     Http1(Http1),
-    /// The worker's own HTTP/2 client: `http://` with `--http2` (h2c).
+    /// The worker's own HTTP/2 client: `--http2` (h2c, or h2 over TLS).
     Http2(Http2),
 }
 
@@ -314,7 +308,13 @@ impl Backend {
         // A traceparent of the user's own headers wins: never two of them.
         let traceparent =
             cfg.traceparent && !headers.contains_key(llmsurge_proto::TRACEPARENT_HEADER);
-        let transport = if !cfg.http2 && matches!(url.scheme(), "http" | "https") {
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(BackendError::BadUrl {
+                url: Redaction::default().url(&cfg.base_url),
+                reason: "the scheme must be http or https".into(),
+            });
+        }
+        let transport = if !cfg.http2 {
             let h1 = Http1::new(
                 &url,
                 headers
@@ -327,35 +327,35 @@ impl Backend {
             .log_connects(Arc::clone(&connects))
             .read_token(cfg.affinity.token.clone());
             Transport::Http1(if url.scheme() == "https" {
-                let config =
-                    crate::tls_conn::client_config(&cfg.tls).map_err(BackendError::Client)?;
+                let config = crate::tls_conn::client_config(&cfg.tls, false)
+                    .map_err(BackendError::Client)?;
                 let name = crate::tls_conn::server_name(url.host_str().unwrap_or("localhost"))
                     .map_err(BackendError::Client)?;
                 h1.tls(config, name)
             } else {
                 h1
             })
-        } else if url.scheme() == "http" {
-            Transport::Http2(
-                Http2::new(
-                    &url,
-                    headers
-                        .iter()
-                        .filter(|(name, _)| *name != reqwest::header::CONTENT_TYPE)
-                        .map(|(name, value)| {
-                            (name.as_str(), value.as_bytes(), value.is_sensitive())
-                        }),
-                    user_agent,
-                    cfg.connect_timeout,
-                )
-                .log_connects(Arc::clone(&connects))
-                .read_token(cfg.affinity.token.clone()),
-            )
         } else {
-            Transport::Reqwest {
-                client: reqwest_client(cfg, &url, headers, user_agent, &connects)?,
-                url,
-            }
+            let h2 = Http2::new(
+                &url,
+                headers
+                    .iter()
+                    .filter(|(name, _)| *name != reqwest::header::CONTENT_TYPE)
+                    .map(|(name, value)| (name.as_str(), value.as_bytes(), value.is_sensitive())),
+                user_agent,
+                cfg.connect_timeout,
+            )
+            .log_connects(Arc::clone(&connects))
+            .read_token(cfg.affinity.token.clone());
+            Transport::Http2(if url.scheme() == "https" {
+                let config =
+                    crate::tls_conn::client_config(&cfg.tls, true).map_err(BackendError::Client)?;
+                let name = crate::tls_conn::server_name(url.host_str().unwrap_or("localhost"))
+                    .map_err(BackendError::Client)?;
+                h2.tls(config, name)
+            } else {
+                h2
+            })
         };
         Ok(Self {
             transport,
@@ -498,30 +498,6 @@ impl Backend {
             Err(message) => return ex.fail(ErrorKind::Request, message),
         };
         match &self.transport {
-            Transport::Reqwest { client, url } => {
-                let mut request = client.post(url.clone()).body(body);
-                if content_type != self.content_type {
-                    request = request.header(reqwest::header::CONTENT_TYPE, content_type);
-                }
-                if let Some((name, value)) = headers.session {
-                    request = request.header(name, value);
-                }
-                if let Some((prefix, slot)) = headers.id {
-                    request = request
-                        .header(llmsurge_proto::REQUEST_ID_HEADER, format!("{prefix}{slot}"));
-                }
-                if let Some(ids) = headers.traceparent {
-                    let mut buf = [0u8; llmsurge_proto::trace_context::TRACEPARENT_LEN];
-                    request = request.header(
-                        llmsurge_proto::TRACEPARENT_HEADER,
-                        ids.traceparent(&mut buf),
-                    );
-                }
-                for (name, value) in headers.affinity {
-                    request = request.header(*name, value.as_str());
-                }
-                self.execute_reqwest(request, session, ex).await;
-            }
             Transport::Http1(h1) => {
                 let out = h1.outgoing_with(content_type, headers, body);
                 self.execute_http1(h1, out, None, session, ex).await;
@@ -547,7 +523,6 @@ impl Backend {
         match &self.transport {
             Transport::Http1(h1) => h1.close_stale(),
             Transport::Http2(h2) => h2.close_stale(),
-            Transport::Reqwest { .. } => {}
         }
     }
 
@@ -556,7 +531,7 @@ impl Backend {
     pub fn http1(&self) -> Option<&Http1> {
         match &self.transport {
             Transport::Http1(h1) => Some(h1),
-            Transport::Http2(_) | Transport::Reqwest { .. } => None,
+            Transport::Http2(_) => None,
         }
     }
 
@@ -574,7 +549,7 @@ impl Backend {
                 let out = presend.outgoing().clone();
                 self.execute_http1(h1, out, Some(presend), None, ex).await;
             }
-            Transport::Http2(_) | Transport::Reqwest { .. } => ex.fail(
+            Transport::Http2(_) => ex.fail(
                 ErrorKind::Request,
                 "internal: a pre-sent request on a transport without its own pool",
             ),
@@ -648,55 +623,6 @@ impl Backend {
             // A stream ends at `[DONE]`, before the body's end (HTTP/1.1's final chunk,
             // HTTP/2's END_STREAM): read to it so the connection is reused.
             body.release();
-        }
-    }
-
-    async fn execute_reqwest(
-        &self,
-        request: reqwest::RequestBuilder,
-        session: Option<&str>,
-        ex: &mut Exchange,
-    ) {
-        let started = Instant::now();
-        let deadline = started + self.request_timeout;
-        let mut response = match timeout_at(self.head_bound(started), request.send()).await {
-            Err(_) => return ex.fail(ErrorKind::Timeout, self.head_late(started)),
-            Ok(Err(e)) => return ex.fail(classify(&e), failure_message(&e)),
-            Ok(Ok(r)) => r,
-        };
-        if let (Some(key), Some(t)) = (session, self.affinity.token()) {
-            let token = response
-                .headers()
-                .iter()
-                // The last one, as a browser keeps the last of two cookies of one name;
-                // bytes that are not ASCII become U+FFFD, which `read` refuses.
-                .filter_map(|(name, value)| {
-                    t.read(name.as_str(), &String::from_utf8_lossy(value.as_bytes()))
-                })
-                .last();
-            if let Some(token) = token {
-                ex.token_refused |= !self.affinity.keep_token(key, token);
-            }
-        }
-        let status = response.status();
-        if !status.is_success() {
-            let body = read_bounded(&mut ReqwestBody(&mut response), deadline).await;
-            return ex.fail(
-                ErrorKind::Http {
-                    status: status.as_u16(),
-                },
-                self.format.error_message(&body),
-            );
-        }
-        if self.stream {
-            // The body alone: the response head's header values are slices of hyper's
-            // first read buffer, so holding the head kept that buffer alive beside the
-            // one the body is read into; dropping it leaves an open stream one buffer.
-            let mut body = ReqwestStream(std::pin::pin!(response.bytes_stream()));
-            self.read_stream(&mut body, started, deadline, ex).await;
-        } else {
-            self.read_full(&mut ReqwestBody(&mut response), deadline, ex)
-                .await;
         }
     }
 
@@ -874,55 +800,13 @@ impl Backend {
     }
 }
 
-/// The reqwest client of HTTP/2 over TLS (`https://` with `--http2`).
-fn reqwest_client(
-    cfg: &BackendConfig,
-    url: &reqwest::Url,
-    headers: reqwest::header::HeaderMap,
-    user_agent: &str,
-    connects: &Arc<ConnectLog>,
-) -> Result<reqwest::Client, BackendError> {
-    let mut builder = http::client_builder(url.as_str(), &cfg.tls)
-        .map_err(|e| BackendError::Client(e.to_string()))?
-        .default_headers(headers)
-        .user_agent(user_agent)
-        // Per-token writes need Nagle off (reqwest's default; stated so it stays so).
-        .tcp_nodelay(true)
-        .connect_timeout(cfg.connect_timeout)
-        .pool_max_idle_per_host(usize::MAX)
-        // Servers close idle connections themselves (uvicorn after 5 s); one reused just
-        // as it closes loses its request (docs/reliability.md).
-        .pool_idle_timeout(crate::idle_pool::POOL_IDLE)
-        // Proxies add headers: any count, and size within 64 KiB, as the own client reads
-        // (hyper's defaults: 100 headers; 16 KiB of them on HTTP/2).
-        .http1_max_headers(http1::MAX_HEADERS_REQWEST)
-        .http2_max_header_list_size(http1::HEAD_LIMIT as u32)
-        .redirect(reqwest::redirect::Policy::none())
-        // Inside the connect timeout: times TCP connect and TLS handshake of each
-        // connection opened, not the wait for a free one.
-        .connector_layer(TimedConnectLayer(Arc::clone(connects)));
-    builder = if !cfg.http2 {
-        builder.http1_only()
-    } else if url.scheme() == "http" {
-        builder.http2_prior_knowledge()
-    } else {
-        builder // ALPN picks h2 over TLS
-    };
-    builder
-        .build()
-        .map_err(|e| BackendError::Client(http::error_chain(&e)))
-}
-
 /// A response body read piece by piece, whatever the transport.
 trait Pieces {
     /// The next piece; `None` at the end; an error as one line.
     async fn next_piece(&mut self) -> Option<Result<Bytes, String>>;
 
-    /// When the last piece's bytes arrived at this host, where the transport knows
-    /// (the kernel's receive stamp); else the instant it was handed out.
-    fn arrived(&self) -> MonoNanos {
-        MonoNanos::now()
-    }
+    /// When the last piece's bytes arrived at this host (the kernel's receive stamp).
+    fn arrived(&self) -> MonoNanos;
 }
 
 impl Pieces for http1::Body {
@@ -967,31 +851,6 @@ impl OwnBody for http2::Body {
     }
 }
 
-/// A reqwest response read with `chunk()`.
-struct ReqwestBody<'a>(&'a mut reqwest::Response);
-
-impl Pieces for ReqwestBody<'_> {
-    async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
-        self.0
-            .chunk()
-            .await
-            .map_err(|e| http::error_chain(&e))
-            .transpose()
-    }
-}
-
-/// A reqwest body stream (the response head already dropped).
-struct ReqwestStream<'a, S>(std::pin::Pin<&'a mut S>);
-
-impl<S: futures_util::Stream<Item = reqwest::Result<Bytes>>> Pieces for ReqwestStream<'_, S> {
-    async fn next_piece(&mut self) -> Option<Result<Bytes, String>> {
-        self.0
-            .next()
-            .await
-            .map(|r| r.map_err(|e| http::error_chain(&e)))
-    }
-}
-
 /// The start of an error response's body, for its message: at most
 /// [`limits::ERROR_BODY`] bytes; a longer body's rest is left unread (and its connection
 /// closed).
@@ -1011,40 +870,6 @@ async fn read_bounded(response: &mut impl Pieces, deadline: Instant) -> Vec<u8> 
 
 fn timeout_message(what: &str, bound: Duration) -> String {
     format!("no {what} within {:.3}s", bound.as_secs_f64())
-}
-
-/// A failed request's message: the actionable cause first when there is one (an unknown
-/// issuer, a refused client certificate, …: the error's own chain hides it in the middle),
-/// then the chain.
-fn failure_message(e: &reqwest::Error) -> String {
-    let chain = http::error_chain(e);
-    match http::connect_problem(e) {
-        Some(problem) => format!("{} ({chain})", problem.line()),
-        None => chain,
-    }
-}
-
-fn classify(e: &reqwest::Error) -> ErrorKind {
-    if e.is_timeout() {
-        ErrorKind::Timeout
-    } else if e.is_connect() || http::connect_problem(e).is_some() {
-        ErrorKind::Connect
-    } else if closed_before_headers(e) {
-        ErrorKind::ConnectionClosed
-    } else if e.is_body() || e.is_decode() {
-        ErrorKind::StreamBroken
-    } else {
-        ErrorKind::Request
-    }
-}
-
-/// Whether hyper saw the connection end before a whole response head arrived (the
-/// request had been sent: hyper retries by itself one that never left).
-fn closed_before_headers(e: &reqwest::Error) -> bool {
-    http::sources(e)
-        .skip(1)
-        .find_map(|s| s.downcast_ref::<hyper::Error>())
-        .is_some_and(hyper::Error::is_incomplete_message)
 }
 
 #[cfg(test)]

@@ -54,9 +54,6 @@ const READ_MIN: usize = 1 << 10;
 const READ_MAX: usize = 32 << 10;
 /// A response head larger than this is refused as malformed.
 pub const HEAD_LIMIT: usize = llmsurge_proto::limits::RESPONSE_HEAD;
-/// The most headers a response head may have on the reqwest client (hyper's HTTP/1
-/// parser takes a count, not a size; each one allowed costs a few bytes per response).
-pub const MAX_HEADERS_REQWEST: usize = 1024;
 /// A chunk-size or trailer line longer than this is refused as malformed.
 const LINE_LIMIT: usize = 4 << 10;
 /// Headers a response head is parsed for at first (on the stack); a head with more is

@@ -1,5 +1,6 @@
-//! A small HTTP/2 client for plain `http://` targets with `--http2` (h2c with prior
-//! knowledge, RFC 9113 §3.3).
+//! A small HTTP/2 client for `--http2`: h2c with prior knowledge on `http://` (RFC 9113
+//! §3.3), h2 by ALPN over TLS on `https://` ([`crate::tls_conn`], as the HTTP/1.1 client
+//! speaks it).
 //!
 //! Why not hyper's h2 (through reqwest): its token instants are the moments the client's
 //! task got to the bytes, not when they arrived, so a busy client core adds its wait to
@@ -12,7 +13,8 @@
 //! multiplexes; a connection in the pool holds its socket, its HPACK table (the server's
 //! dynamic table, up to 4 KiB) and what is left of a frame read.
 //!
-//! The framing is sans-IO over the worker's own tokio `TcpStream`: the connection
+//! The framing is sans-IO over the worker's own tokio `TcpStream` (through its TLS
+//! session on `https://`, whose reads carry the kernel's stamps too): the connection
 //! preface and our SETTINGS (no push, a 1 GiB receive window for each stream and for the
 //! connection, given back once half is used, so a server never waits for us on a token
 //! stream) go out with the first request. The server's SETTINGS are applied and acked,
@@ -31,6 +33,7 @@ use crate::http1::{HEAD_LIMIT, RequestHeaders};
 use crate::idle_pool::{IdlePool, POOL_IDLE};
 use crate::resend::{self, Fault};
 use crate::rx_time;
+use crate::tls_conn::Tls;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::FutureExt;
 use llmsurge_proto::affinity::{SessionToken, TokenSeen};
@@ -114,10 +117,16 @@ pub fn error_code(code: u32) -> String {
     format!("{name} (0x{code:x})")
 }
 
-/// An HTTP/2 (h2c) client for one target URL.
+/// An HTTP/2 client for one target URL (h2c, or h2 over TLS).
 pub struct Http2 {
     /// `host:port` to connect to.
     authority: String,
+    /// `https://`: the TLS settings (ALPN `h2`) and the name the server's certificate
+    /// must carry.
+    tls: Option<(
+        Arc<rustls::ClientConfig>,
+        rustls::pki_types::ServerName<'static>,
+    )>,
     /// The HPACK block of every fixed header (method, scheme, authority, path, user
     /// agent, accept, the user's headers). Holds the Authorization header: never printed.
     head_block: Bytes,
@@ -238,18 +247,30 @@ impl Http2 {
         }
         let mut block = Vec::with_capacity(rest.len() + 64);
         block.push(0x83); // :method POST (static table 3)
-        block.push(0x86); // :scheme http (static table 6)
+        // :scheme http or https (static table 6, 7)
+        block.push(if url.scheme() == "https" { 0x87 } else { 0x86 });
         put_indexed_name(&mut block, 1, &host_header); // :authority
         put_indexed_name(&mut block, 4, path.as_bytes()); // :path
         block.extend_from_slice(&rest);
         Self {
             authority,
+            tls: None,
             head_block: Bytes::from(block),
             connect_timeout,
             pool: Pool::default(),
             connects: None,
             token: None,
         }
+    }
+
+    /// Speaks TLS with `config` (ALPN `h2`) on every connection, to a server named `name`.
+    pub fn tls(
+        mut self,
+        config: Arc<rustls::ClientConfig>,
+        name: rustls::pki_types::ServerName<'static>,
+    ) -> Self {
+        self.tls = Some((config, name));
+        self
     }
 
     /// Reads the session token `token` names from each response head.
@@ -377,8 +398,34 @@ impl Http2 {
 
     async fn connect(&self) -> Result<Conn, RequestError> {
         let began = MonoNanos::now();
-        let connecting = TcpStream::connect(self.authority.as_str());
-        let stream = match tokio::time::timeout(self.connect_timeout, connecting).await {
+        // Boxed: a connect and a handshake make a large future, needed only meanwhile.
+        let opening = Box::pin(async {
+            let stream = TcpStream::connect(self.authority.as_str())
+                .await
+                .map_err(|e| format!("connecting to {}: {e}", self.authority))?;
+            // Frames of one token each must not wait on delayed ACKs (server side); ours
+            // go out in one write.
+            let _ = stream.set_nodelay(true);
+            rx_time::enable(&stream);
+            let Some((config, name)) = &self.tls else {
+                return Ok((stream, None));
+            };
+            let fail = |e: String| format!("connecting to {}: {e}", self.authority);
+            let mut tls = Tls::new(config, name.clone()).map_err(|e| fail(format!("TLS: {e}")))?;
+            tls.handshake(&stream)
+                .await
+                .map_err(|e| fail(e.message()))?;
+            match tls.alpn_protocol() {
+                Some(b"h2") => Ok((stream, Some(Box::new(tls)))),
+                other => Err(fail(format!(
+                    "the server does not speak HTTP/2 over TLS (it chose {} by ALPN): drop --http2",
+                    other.map_or("no protocol".into(), |p| {
+                        format!("{:?}", String::from_utf8_lossy(p))
+                    })
+                ))),
+            }
+        });
+        let (stream, tls) = match tokio::time::timeout(self.connect_timeout, opening).await {
             Err(_) => {
                 return Err(failure(
                     ErrorKind::Timeout,
@@ -389,22 +436,13 @@ impl Http2 {
                     ),
                 ));
             }
-            Ok(Err(e)) => {
-                return Err(failure(
-                    ErrorKind::Connect,
-                    format!("connecting to {}: {e}", self.authority),
-                ));
-            }
-            Ok(Ok(s)) => s,
+            Ok(Err(message)) => return Err(failure(ErrorKind::Connect, message)),
+            Ok(Ok(opened)) => opened,
         };
         if let Some(log) = &self.connects {
             log.record(began, MonoNanos::now().since(began));
         }
-        // Frames of one token each must not wait on delayed ACKs (server side); ours go
-        // out in one write.
-        let _ = stream.set_nodelay(true);
-        rx_time::enable(&stream);
-        Ok(Conn::new(stream))
+        Ok(Conn::new(stream, tls))
     }
 }
 
@@ -470,6 +508,8 @@ struct Head {
 /// One connection: its socket and the protocol's state of it.
 pub struct Conn {
     stream: TcpStream,
+    /// Its TLS session on `https://`.
+    tls: Option<Box<Tls>>,
     /// It served a request before.
     reused: bool,
     /// Bytes read and not yet a whole frame; empty (no allocation) while waiting.
@@ -511,7 +551,7 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
-    fn new(stream: TcpStream) -> Self {
+    fn new(stream: TcpStream, tls: Option<Box<Tls>>) -> Self {
         let mut ctl = BytesMut::with_capacity(64);
         ctl.put_slice(PREFACE);
         // SETTINGS: no push; our receive window; the header list bound.
@@ -525,6 +565,7 @@ impl Conn {
         put_window_update(&mut ctl, 0, WINDOW - DEFAULT_WINDOW as u32);
         Self {
             stream,
+            tls,
             reused: false,
             buf: BytesMut::new(),
             read_size: READ_MIN,
@@ -564,10 +605,7 @@ impl Conn {
     /// no longer be used (closed, reset, a GOAWAY, anything unexpected).
     fn refresh(&mut self) -> bool {
         loop {
-            if self.buf.capacity() - self.buf.len() < READ_MIN {
-                self.buf.reserve(READ_MIN);
-            }
-            match rx_time::try_read(&self.stream, &mut self.buf) {
+            match self.recv(READ_MIN) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Ok((0, _)) | Err(_) => return false,
                 Ok((_, at)) => self.arrived = at,
@@ -591,12 +629,59 @@ impl Conn {
         self.reusable()
     }
 
+    /// Reads what the socket holds now into `buf`, room for `want` more made when needed
+    /// (on `https://` through the TLS session, which hands out the plaintext of whole
+    /// records): how many bytes (0 at the end) and when they arrived; `WouldBlock` when
+    /// none came. An end without TLS's `close_notify` is an end, as on h2c: HTTP/2's
+    /// framing tells a cut stream itself.
+    fn recv(&mut self, want: usize) -> io::Result<(usize, MonoNanos)> {
+        match &mut self.tls {
+            None => {
+                if self.buf.capacity() - self.buf.len() < want {
+                    self.buf.reserve(want);
+                }
+                rx_time::try_read(&self.stream, &mut self.buf)
+            }
+            Some(tls) => {
+                match tls.read_with(&self.stream, &mut self.buf, want, rx_time::try_read) {
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok((0, MonoNanos::now())),
+                    other => other,
+                }
+            }
+        }
+    }
+
+    /// Writes `ctl`, then `body`, as far as the socket takes them now: how many of their
+    /// bytes are gone (on `https://`: the TLS session's, queued before anything else).
+    fn send(&mut self, body: &[u8]) -> io::Result<usize> {
+        match &mut self.tls {
+            None => self
+                .stream
+                .try_write_vectored(&[IoSlice::new(&self.ctl), IoSlice::new(body)]),
+            Some(tls) => {
+                let upto = self.ctl.len() + body.len();
+                tls.write_queued(&self.stream, &[&self.ctl, body, &[]], upto)
+            }
+        }
+    }
+
+    /// Whether nothing written waits in the TLS session for room in the socket.
+    fn sent_all(&self) -> bool {
+        self.tls.as_ref().is_none_or(|tls| tls.nothing_queued())
+    }
+
     /// Writes what `ctl` holds as far as the socket takes it now; the rest goes with the
     /// next write.
     fn flush_now(&mut self) {
-        while !self.ctl.is_empty() {
-            match self.stream.try_write(&self.ctl) {
+        loop {
+            let pending = self.ctl.len();
+            if pending == 0 && self.sent_all() {
+                break;
+            }
+            match self.send(&[]) {
                 Ok(n) if n > 0 => self.ctl.advance(n),
+                // The TLS session's queue went out: checked above.
+                Ok(_) if pending == 0 => {}
                 _ => break,
             }
         }
@@ -663,10 +748,7 @@ impl Conn {
         let before = self.buf.capacity() - self.buf.len();
         loop {
             self.stream.readable().await.map_err(ReadFail::Io)?;
-            if self.buf.capacity() - self.buf.len() < want {
-                self.buf.reserve(want);
-            }
-            match rx_time::try_read(&self.stream, &mut self.buf) {
+            match self.recv(want) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if self.buf.is_empty() {
                         self.buf = BytesMut::new();
@@ -936,10 +1018,13 @@ impl Conn {
     /// Writes `ctl`, then `body`, as far as the socket takes them now: `true` when all is
     /// written.
     fn write_now(&mut self, body: &mut Bytes) -> io::Result<bool> {
-        while !self.ctl.is_empty() || !body.is_empty() {
-            let parts = [IoSlice::new(&self.ctl), IoSlice::new(body)];
-            match self.stream.try_write_vectored(&parts) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+        loop {
+            let pending = self.ctl.len() + body.len();
+            if pending == 0 && self.sent_all() {
+                break;
+            }
+            match self.send(body) {
+                Ok(0) if pending > 0 => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(mut n) => {
                     let c = n.min(self.ctl.len());
                     self.ctl.advance(c);
@@ -1038,10 +1123,7 @@ impl Conn {
                     Err(e) => return Err(self.before_head(e)),
                 }
             } else {
-                if self.buf.capacity() - self.buf.len() < READ_MIN {
-                    self.buf.reserve(READ_MIN);
-                }
-                match rx_time::try_read(&self.stream, &mut self.buf) {
+                match self.recv(READ_MIN) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         if self.buf.is_empty() {
                             self.buf = BytesMut::new();
@@ -1182,8 +1264,7 @@ impl Conn {
 
     /// Reads what is there without waiting, for the frames' effects only.
     fn refresh_for(&mut self, token: Option<&SessionToken>) -> Option<()> {
-        self.buf.reserve(READ_MIN);
-        let (n, _) = rx_time::try_read(&self.stream, &mut self.buf).ok()?;
+        let (n, _) = self.recv(READ_MIN).ok()?;
         (n > 0).then_some(())?;
         while let Some(frame) = self.take_frame().ok()? {
             self.on_frame(frame, token).ok()?;

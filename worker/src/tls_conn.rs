@@ -41,8 +41,9 @@ const RECORD_OVERHEAD: usize = 64;
 
 /// The client settings of one backend: verification (`--ca-cert` beside the system's
 /// roots, which honour `SSL_CERT_FILE`; or `--insecure`), the client identity of mutual
-/// TLS, ALPN `http/1.1`, ring's crypto. The same verifier as reqwest's.
-pub fn client_config(tls: &TlsConfig) -> Result<Arc<ClientConfig>, String> {
+/// TLS, ALPN `h2` with `http2` (for [`crate::http2`]) else `http/1.1`, ring's crypto. The
+/// same verifier as reqwest's.
+pub fn client_config(tls: &TlsConfig, http2: bool) -> Result<Arc<ClientConfig>, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(rustls::ALL_VERSIONS)
@@ -78,7 +79,11 @@ pub fn client_config(tls: &TlsConfig) -> Result<Arc<ClientConfig>, String> {
         }
         _ => builder.with_no_client_auth(),
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![if http2 {
+        b"h2".to_vec()
+    } else {
+        b"http/1.1".to_vec()
+    }];
     Ok(Arc::new(config))
 }
 
@@ -344,6 +349,40 @@ impl Tls {
         }
     }
 
+    /// HTTP/2's write ([`crate::http2`], whose frames are queued by several paths, so
+    /// the count it is told must be final at once): writes the ciphertext still queued,
+    /// then encrypts up to one record of `parts[..upto]` and hands it to the socket as far
+    /// as it takes it. Returns how many of those bytes are now the session's (on the
+    /// wire, or queued to go before anything else); `WouldBlock` while earlier
+    /// ciphertext waits for room. With `upto` 0 it only writes what is queued.
+    pub fn write_queued(
+        &mut self,
+        stream: &TcpStream,
+        parts: &[&[u8]; 3],
+        upto: usize,
+    ) -> io::Result<usize> {
+        self.flush(stream)?;
+        if upto == 0 {
+            return Ok(0);
+        }
+        self.encrypt(parts, 0, upto)?;
+        let taken = std::mem::take(&mut self.owed);
+        match self.flush(stream) {
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
+            _ => Ok(taken),
+        }
+    }
+
+    /// Whether no ciphertext waits for room in the socket.
+    pub fn nothing_queued(&self) -> bool {
+        self.outgoing.is_empty()
+    }
+
+    /// The protocol the server chose by ALPN, once the handshake is done.
+    pub fn alpn_protocol(&self) -> Option<&[u8]> {
+        self.conn.alpn_protocol()
+    }
+
     /// Encrypts the next record's worth of the request into `outgoing`.
     fn encrypt(&mut self, parts: &[&[u8]; 3], from: usize, upto: usize) -> io::Result<()> {
         if let Some(e) = &self.failed {
@@ -541,7 +580,7 @@ mod tests {
             insecure: true,
             ..TlsConfig::default()
         };
-        let config = client_config(&insecure).expect("a client config");
+        let config = client_config(&insecure, false).expect("a client config");
         let mut tls =
             Tls::new(&config, server_name("localhost").expect("a name")).expect("session");
         tls.handshake(&client).await.expect("handshake");

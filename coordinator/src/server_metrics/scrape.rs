@@ -40,7 +40,7 @@ fn client(
         kind: "connect",
         message: e.to_string(),
     })?;
-    http::h2c_when(builder, url, http2)
+    http::http2_when(builder, http2)
         .connect_timeout(timeout)
         .build()
         .map_err(|e| ScrapeFailure {

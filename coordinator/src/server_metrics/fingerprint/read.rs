@@ -214,7 +214,7 @@ pub async fn read(cfg: &ReadConfig, pre: Prefetched) -> Reading {
     let client = match http::client_builder(&base, &cfg.tls)
         .map_err(|e| e.to_string())
         .and_then(|b| {
-            http::h2c_when(b, &base, cfg.http2)
+            http::http2_when(b, cfg.http2)
                 .connect_timeout(cfg.timeout)
                 .build()
                 .map_err(|e| e.to_string())
