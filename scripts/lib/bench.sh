@@ -86,6 +86,52 @@ rss_tree() {
     echo "$sum"
 }
 
+# cpu_ticks PID: CPU ticks (user+sys, every thread; getconf CLK_TCK a second) PID has
+# used so far, with those of the children it has waited for (a worker that exited);
+# fails when PID is gone. Builtins only: the samplers call it while the run they measure
+# shares the machine.
+cpu_ticks() {
+    local line f
+    read -r line 2>/dev/null <"/proc/$1/stat" || return 1
+    # Fields after the command name, which is in parentheses and may hold spaces: utime,
+    # stime, cutime and cstime are the 12th to 15th of them.
+    read -r -a f <<<"${line##*) }"
+    echo $((f[11] + f[12] + f[13] + f[14]))
+}
+
+# tree_ticks PID: cpu_ticks of PID (a client's coordinator) and of its live children
+# (its workers), summed; 0 once PID is gone.
+tree_ticks() {
+    local sum=0 q n list ids kids=()
+    for list in /proc/"$1"/task/*/children; do
+        ids=()
+        read -r -a ids 2>/dev/null <"$list" || true
+        kids+=("${ids[@]}")
+    done
+    for q in "$1" "${kids[@]}"; do
+        n=$(cpu_ticks "$q") && sum=$((sum + n))
+    done
+    echo "$sum"
+}
+
+# core_busy_ticks LIST: busy ticks so far of the cores in LIST (a taskset list: 1, 0-3,
+# 0,2-5), summed: everything but idle and iowait; steal included (time the hypervisor
+# gave the core to someone else).
+core_busy_ticks() {
+    local -A want=()
+    local part lo hi c name user nice sys idle iowait irq softirq steal rest sum=0
+    for part in ${1//,/ }; do
+        lo=${part%-*} hi=${part#*-}
+        for ((c = lo; c <= hi; c++)); do want[cpu$c]=1; done
+    done
+    while read -r name user nice sys idle iowait irq softirq steal rest; do
+        if [[ -n ${want[$name]:-} ]]; then
+            sum=$((sum + user + nice + sys + irq + softirq + steal))
+        fi
+    done </proc/stat
+    echo "$sum"
+}
+
 # make_pki: a throwaway CA ($WORK/pki/ca.pem) and a leaf for 127.0.0.1 and localhost
 # ($WORK/pki/cert.pem, key.pem), made by openssl, for a mock serving HTTPS.
 make_pki() {
