@@ -124,11 +124,13 @@ core_busy_ticks() {
         lo=${part%-*} hi=${part#*-}
         for ((c = lo; c <= hi; c++)); do want[cpu$c]=1; done
     done
+    # One read of the whole file: `read` lines straight from /proc/stat would seek back
+    # after each, and the kernel writes the file anew at that offset, shifted.
     while read -r name user nice sys idle iowait irq softirq steal rest; do
-        if [[ -n ${want[$name]:-} ]]; then
+        if [[ $name == cpu?* && -n ${want[$name]:-} ]]; then
             sum=$((sum + user + nice + sys + irq + softirq + steal))
         fi
-    done </proc/stat
+    done <<<"$(</proc/stat)"
     echo "$sum"
 }
 
