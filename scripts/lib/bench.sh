@@ -100,7 +100,8 @@ cpu_ticks() {
 }
 
 # tree_ticks PID: cpu_ticks of PID (a client's coordinator) and of its live children
-# (its workers), summed; 0 once PID is gone.
+# (its workers), summed; 0 once PID is gone. A worker reaped while this reads is missed
+# (PID's ticks are read first, without it): of successive samples, keep the largest.
 tree_ticks() {
     local sum=0 q n list ids kids=()
     for list in /proc/"$1"/task/*/children; do
