@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The preamble the benchmark scripts share (sourced, not run; bash): the tools they need,
 # the binary they measure, a configuration free of LLMSURGE_* variables, a work folder
 # removed on exit, and a mock server in its own process. A script sources it after
@@ -120,14 +121,14 @@ tree_ticks() {
 # gave the core to someone else).
 core_busy_ticks() {
     local -A want=()
-    local part lo hi c name user nice sys idle iowait irq softirq steal rest sum=0
+    local part lo hi c name user nice sys irq softirq steal sum=0
     for part in ${1//,/ }; do
         lo=${part%-*} hi=${part#*-}
         for ((c = lo; c <= hi; c++)); do want[cpu$c]=1; done
     done
     # One read of the whole file: `read` lines straight from /proc/stat would seek back
     # after each, and the kernel writes the file anew at that offset, shifted.
-    while read -r name user nice sys idle iowait irq softirq steal rest; do
+    while read -r name user nice sys _ _ irq softirq steal _; do
         if [[ $name == cpu?* && -n ${want[$name]:-} ]]; then
             sum=$((sum + user + nice + sys + irq + softirq + steal))
         fi
