@@ -121,11 +121,8 @@ start_mock() {
         --workers "${MOCK_THREADS:-1}" --instant "$@"
 }
 
-# CPU ticks (user+sys) used so far by a process.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# Busy ticks of one core so far (everything but idle and iowait; steal included: time
-# the hypervisor gave the core to someone else).
-core_busy_ticks() { awk -v c="cpu$1" '$1 == c {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+# cpu_ticks, tree_ticks and core_busy_ticks (CPU ticks of a process, of a client's tree,
+# of cores): scripts/lib/bench.sh.
 
 # client NAME ARGS...: runs `benchmark run` against the mock on CLIENT_CORE under GNU
 # time; the report lands in $WORK/NAME/benchmarks.json, user+sys of the whole tree in
@@ -318,14 +315,6 @@ idle_users() {
         >"$dir/stdout" 2>"$dir/stderr" &
     pid=$!
     t0=$EPOCHREALTIME
-    # CPU ticks of the tree (the coordinator and its workers).
-    tree_ticks() {
-        local sum=0 q
-        for q in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-            sum=$((sum + $(cpu_ticks "$q" 2>/dev/null || echo 0)))
-        done
-        echo "$sum"
-    }
     while kill -0 "$pid" 2>/dev/null; do
         rss=$(rss_tree "$pid")
         ((rss > peak)) && peak=$rss

@@ -12,7 +12,15 @@
 #      and p99 ≤ 5 ms at 1,000 streams (printed, without a target, at the other levels);
 #   2. ITL standard deviation: the report's (every token gap the client saw) against the
 #      mock's own (every gap between the chunks it sent, from its truth file); target
-#      within 0.1 ms at every level.
+#      within 0.1 ms at every level;
+#   3. the CPU each side used over the run, as a share of its cores: the mock process's
+#      and the client's tree (coordinator and workers), from their /proc ticks sampled
+#      together every 0.2 s while the client runs.
+# A level counts only where the mock kept its schedule: when the std of its own gaps
+# rose more than MOCK_SCHEDULE_SLACK_MS (1 ms) above the configured 0 (a mock short of
+# CPU sends its chunks late and then together), the client was not offered the load
+# asked for, and the line says NOT MEASURED instead of PASS or MISS, with the mock's CPU,
+# that of the other processes on its cores, and what to change.
 # See docs/performance.md ("Fidelity against the truth").
 #
 # Environment: LEVELS (streams, default "1 100 1000 5000"), DURATION (s per level,
@@ -23,7 +31,7 @@
 # TRANSPORT (how the client reaches the mock, default http: `http` HTTP/1.1, `https`
 # HTTP/1.1 over TLS, `h2c` HTTP/2 with prior knowledge, `h2` HTTP/2 over TLS; the TLS
 # ones with a throwaway CA and certificate made by openssl at run time).
-# Needs taskset and python3 (and openssl for https and h2).
+# Needs taskset and python3 (and openssl for https and h2), and Linux's /proc.
 set -euo pipefail
 
 LEVELS=${LEVELS:-"1 100 1000 5000"}
@@ -39,6 +47,15 @@ TARGET_TTFT_MEAN_MS=1
 TARGET_TTFT_P99_MS=5
 TARGET_TTFT_AT_STREAMS=1000
 TARGET_ITL_STD_MS=0.1
+# The mock's configured token gaps: 10 ms apart, no jitter asked.
+MOCK_ITL_MS=10
+MOCK_ITL_STD_MS=0
+# How far the std of the mock's own gaps may rise above MOCK_ITL_STD_MS before the level
+# is NOT MEASURED (the mock did not send the load asked for). Not the ITL target's
+# 0.1 ms: the mock's timer jitter alone gives its gaps a std of 0.4-0.8 ms at 1 and 100
+# streams on a 2-core host (0.38 ms on a 16-core one), where a mock short of CPU shows
+# several ms.
+MOCK_SCHEDULE_SLACK_MS=1
 
 cd "$(dirname "$0")/.."
 . scripts/lib/bench.sh
@@ -52,6 +69,7 @@ case $TRANSPORT in
         ;;
 esac
 bench_binary
+CLK_TCK=$(getconf CLK_TCK)
 
 # Thousands of streams need thousands of sockets in the client and in the mock.
 ulimit -n "$(ulimit -Hn)"
@@ -68,34 +86,61 @@ if [[ $TRANSPORT == https || $TRANSPORT == h2 ]]; then
 fi
 [[ $TRANSPORT == h2c || $TRANSPORT == h2 ]] && client_tls+=(--http2)
 
-echo "fidelity against the truth: mock TTFT 50 ms, ITL 10 ms, 100 tokens; client on core $CLIENT_CORE, mock on $MOCK_CORES; $DURATION s a level; transport $TRANSPORT"
+echo "fidelity against the truth: mock TTFT 50 ms, ITL $MOCK_ITL_MS ms, 100 tokens; client on core $CLIENT_CORE, mock on $MOCK_CORES ($MOCK_THREADS thread(s)); $DURATION s a level; transport $TRANSPORT; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 for streams in $LEVELS; do
     rm -f "$WORK"/truth.jsonl "$WORK"/mock.out
     # The truth file is complete once the mock stopped (SIGTERM flushes it).
     launch_mock taskset -c "$MOCK_CORES" "$BIN" mock-server --port 0 --workers "$MOCK_THREADS" \
         --ttft-ms 50 --ttft-ms-std 0 --ttft-ms-per-prompt-token 0 \
-        --itl-ms 10 --itl-ms-std 0 --itl-ms-per-active 0 \
+        --itl-ms "$MOCK_ITL_MS" --itl-ms-std "$MOCK_ITL_STD_MS" --itl-ms-per-active 0 \
         --output-tokens 100 --output-tokens-std 0 --truth "$WORK/truth.jsonl" "${serve_tls[@]}"
     out="$WORK/run-$streams"
     rm -rf "$out"
     code=0
+    mock_ticks0=$(cpu_ticks "$MOCK_PID")
+    cores_ticks0=$(core_busy_ticks "$MOCK_CORES")
+    wall0=$EPOCHREALTIME
     taskset -c "$CLIENT_CORE" "$BIN" benchmark run --target "$URL" \
         --profile concurrent --rate "$streams" --max-seconds "$DURATION" \
         --data "prompt_tokens=32,output_tokens=100" \
         --request-log requests.jsonl --outputs json --output-dir "$out" \
         ${WORKERS:+--workers "$WORKERS"} "${client_tls[@]}" \
-        --disable-progress >"$WORK/run.out" 2>"$WORK/run.err" || code=$?
+        --disable-progress >"$WORK/run.out" 2>"$WORK/run.err" &
+    client_pid=$!
+    # The CPU both sides used over the run, from their ticks sampled together while the
+    # client runs: the last sample before it exits ends the window (its workers' ticks
+    # pass to the coordinator when it reaps them, so none is lost between samples).
+    client_ticks=0 mock_ticks=$mock_ticks0 cores_ticks=$cores_ticks0 wall1=$wall0
+    while kill -0 "$client_pid" 2>/dev/null; do
+        ticks=$(tree_ticks "$client_pid")
+        now=$EPOCHREALTIME
+        if kill -0 "$client_pid" 2>/dev/null; then
+            # The tree's ticks only grow: a smaller sample missed a worker being reaped.
+            ((ticks > client_ticks)) && client_ticks=$ticks
+            mock_ticks=$(cpu_ticks "$MOCK_PID") wall1=$now
+            cores_ticks=$(core_busy_ticks "$MOCK_CORES")
+        fi
+        sleep 0.2
+    done
+    wait "$client_pid" || code=$?
     stop_mock
     if [[ ! -f "$out/benchmarks.json" ]]; then
         echo "error: the run at $streams streams wrote no report (exit $code): $(tail -n3 "$WORK/run.err")" >&2
         exit 1
     fi
     python3 - "$out/requests.jsonl" "$WORK/truth.jsonl" "$out/benchmarks.json" "$streams" \
-        "$TARGET_TTFT_MEAN_MS" "$TARGET_TTFT_P99_MS" "$TARGET_TTFT_AT_STREAMS" "$TARGET_ITL_STD_MS" <<'EOF'
+        "$TARGET_TTFT_MEAN_MS" "$TARGET_TTFT_P99_MS" "$TARGET_TTFT_AT_STREAMS" "$TARGET_ITL_STD_MS" \
+        "$MOCK_ITL_STD_MS" "$MOCK_SCHEDULE_SLACK_MS" \
+        "$((mock_ticks - mock_ticks0))" "$((cores_ticks - cores_ticks0))" "$client_ticks" "$wall0" "$wall1" "$CLK_TCK" \
+        "$MOCK_CORES" "$MOCK_THREADS" <<'EOF'
 import json, math, statistics, sys
 
 log_path, truth_path, report_path, streams = sys.argv[1:5]
 mean_target, p99_target, at_streams, itl_target = map(float, sys.argv[5:9])
+mock_std, slack = map(float, sys.argv[9:11])
+mock_ticks, cores_ticks, client_ticks, wall0, wall1, clk_tck = map(float, sys.argv[11:17])
+wall = wall1 - wall0
+mock_cores, mock_threads = sys.argv[17], int(sys.argv[18])
 streams = int(streams)
 truth = {}
 for line in open(truth_path):
@@ -125,15 +170,60 @@ p99 = errors[min(len(errors) - 1, math.ceil(0.99 * len(errors)) - 1)]
 truth_std = statistics.pstdev(truth_gaps)
 itl_diff = abs(itl["std"] - truth_std)
 
+# CPU over the run as a share of one core: the mock's own (its threads) and the client's
+# tree (coordinator and workers, all on CLIENT_CORE).
+def cpu_count(spec):  # a taskset list: "0", "0-3", "0,2-5"
+    n = 0
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        n += int(hi or lo) - int(lo) + 1
+    return n
+
+mock_share = mock_ticks / clk_tck / wall if wall > 0 else 0.0
+client_share = client_ticks / clk_tck / wall if wall > 0 else 0.0
+# What else ran on the mock's cores (a build on a shared host, the client if it shares them).
+others_share = max(0.0, cores_ticks / clk_tck / wall - mock_share) if wall > 0 else 0.0
+n_cores = cpu_count(mock_cores)
+its_cores = "its core" if n_cores == 1 else f"its {n_cores} cores"
+mock_cpu = f"mock {mock_share / n_cores:.0%} of {its_cores}"
+cpu = f"CPU: {mock_cpu}, client {client_share:.0%} of its core"
+
+ttft = f"TTFT error mean {mean:.3f} ms, p99 {p99:.3f} ms"
+itl_line = (f"ITL std {itl['std']:.3f} ms against the mock's {truth_std:.3f} ms, "
+            f"off by {itl_diff:.3f} ms")
+head = f"{streams:>6} streams, {len(errors)} requests"
+if truth_std > mock_std + slack:
+    # The client was not offered the load asked for: a mock behind its schedule sends
+    # late chunks together (100,000 chunks a second at 1,000 streams).
+    load = open("/proc/loadavg").read().split()[0]
+    usable = min(n_cores, mock_threads)  # the cores the mock's threads can keep busy
+    # The shares are over the whole run, its start and drain included: a mock busy 80% of
+    # what it can use was saturated while the streams ran.
+    if others_share >= 0.2 * n_cores:
+        hint = "other processes crowded it out: run it on cores nothing else uses"
+    elif mock_share >= 0.8 * usable:
+        if mock_threads < n_cores:
+            hint = f"give it the threads its cores allow (MOCK_THREADS={n_cores})"
+        else:
+            more = max(4, 2 * n_cores)
+            hint = (f"give it more cores (MOCK_CORES=0-{more - 1} MOCK_THREADS={more}, "
+                    f"the client on another)")
+    else:
+        hint = "neither its own CPU nor other processes filled its cores: run it again"
+    print(f"{head}: NOT MEASURED: the mock did not keep its schedule (its own gaps std "
+          f"{truth_std:.3f} ms, configured {mock_std:g} ms, allowed up to "
+          f"{mock_std + slack:g} ms; {mock_cpu}, other processes {others_share / n_cores:.0%} "
+          f"of {'it' if n_cores == 1 else 'them'}, load average {load}): {hint}; seen: {ttft}; {itl_line}; "
+          f"client {client_share:.0%} of its core")
+    sys.exit(0)
+
 def verdict(ok):
     return "PASS" if ok else "MISS"
 
-ttft = f"TTFT error mean {mean:.3f} ms, p99 {p99:.3f} ms"
 if streams == at_streams:
     ttft += (f" (targets ≤ {mean_target:g} / ≤ {p99_target:g} ms: "
              f"{verdict(mean <= mean_target)} / {verdict(p99 <= p99_target)})")
-print(f"{streams:>6} streams, {len(errors)} requests: {ttft}; ITL std {itl['std']:.3f} ms "
-      f"against the mock's {truth_std:.3f} ms, off by {itl_diff:.3f} ms "
-      f"(target ≤ {itl_target:g} ms: {verdict(itl_diff <= itl_target)})")
+print(f"{head}: {ttft}; {itl_line} (target ≤ {itl_target:g} ms: "
+      f"{verdict(itl_diff <= itl_target)}); {cpu}")
 EOF
 done

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The preamble the benchmark scripts share (sourced, not run; bash): the tools they need,
 # the binary they measure, a configuration free of LLMSURGE_* variables, a work folder
 # removed on exit, and a mock server in its own process. A script sources it after
@@ -83,6 +84,55 @@ rss_tree() {
             [[ $k == VmRSS: ]] && sum=$((sum + v))
         done 2>/dev/null <"/proc/$p/status" || true
     done
+    echo "$sum"
+}
+
+# cpu_ticks PID: CPU ticks (user+sys, every thread; getconf CLK_TCK a second) PID has
+# used so far, with those of the children it has waited for (a worker that exited);
+# fails when PID is gone. Builtins only: the samplers call it while the run they measure
+# shares the machine.
+cpu_ticks() {
+    local line f
+    read -r line 2>/dev/null <"/proc/$1/stat" || return 1
+    # Fields after the command name, which is in parentheses and may hold spaces: utime,
+    # stime, cutime and cstime are the 12th to 15th of them.
+    read -r -a f <<<"${line##*) }"
+    echo $((f[11] + f[12] + f[13] + f[14]))
+}
+
+# tree_ticks PID: cpu_ticks of PID (a client's coordinator) and of its live children
+# (its workers), summed; 0 once PID is gone. A worker reaped while this reads is missed
+# (PID's ticks are read first, without it): of successive samples, keep the largest.
+tree_ticks() {
+    local sum=0 q n list ids kids=()
+    for list in /proc/"$1"/task/*/children; do
+        ids=()
+        read -r -a ids 2>/dev/null <"$list" || true
+        kids+=("${ids[@]}")
+    done
+    for q in "$1" "${kids[@]}"; do
+        n=$(cpu_ticks "$q") && sum=$((sum + n))
+    done
+    echo "$sum"
+}
+
+# core_busy_ticks LIST: busy ticks so far of the cores in LIST (a taskset list: 1, 0-3,
+# 0,2-5), summed: everything but idle and iowait; steal included (time the hypervisor
+# gave the core to someone else).
+core_busy_ticks() {
+    local -A want=()
+    local part lo hi c name user nice sys irq softirq steal sum=0
+    for part in ${1//,/ }; do
+        lo=${part%-*} hi=${part#*-}
+        for ((c = lo; c <= hi; c++)); do want[cpu$c]=1; done
+    done
+    # One read of the whole file: `read` lines straight from /proc/stat would seek back
+    # after each, and the kernel writes the file anew at that offset, shifted.
+    while read -r name user nice sys _ _ irq softirq steal _; do
+        if [[ $name == cpu?* && -n ${want[$name]:-} ]]; then
+            sum=$((sum + user + nice + sys + irq + softirq + steal))
+        fi
+    done <<<"$(</proc/stat)"
     echo "$sum"
 }
 
