@@ -468,3 +468,15 @@ pub fn raw_server(serve: impl Fn(std::net::TcpStream, usize) + Send + Sync + 'st
     });
     url
 }
+
+/// A usage error's one line: the run exited 2 and said exactly one `error:` line.
+pub fn usage_error(run: &Finished) -> &str {
+    assert_eq!(run.code(), 2, "{}", run.stderr);
+    let errors: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", run.stderr);
+    errors[0]
+}

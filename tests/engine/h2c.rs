@@ -450,15 +450,9 @@ fn a_server_that_does_not_speak_h2c_stops_the_run_saying_drop_http2() {
             .max_requests(2)
             .data("prompt_tokens=16,output_tokens=4")
             .run();
-        assert_eq!(run.code(), 2, "{}", run.stderr);
-        let errors: Vec<&str> = run
-            .stderr
-            .lines()
-            .filter(|l| l.starts_with("error:"))
-            .collect();
-        assert_eq!(errors.len(), 1, "{}", run.stderr);
+        let error = crate::support::usage_error(&run);
         for said in ["drop --http2"].into_iter().chain(named) {
-            assert!(errors[0].contains(said), "{said:?} not in {}", errors[0]);
+            assert!(error.contains(said), "{said:?} not in {error}");
         }
     }
 }

@@ -653,17 +653,10 @@ fn http2_to_an_https_server_of_http1_only_stops_at_the_check_saying_drop_http2()
         .max_requests(2)
         .data("prompt_tokens=16,output_tokens=4")
         .run();
-    assert_eq!(run.code(), 2, "{}", run.stderr);
-    let errors: Vec<&str> = run
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("error:"))
-        .collect();
-    assert_eq!(errors.len(), 1, "{}", run.stderr);
+    let error = crate::support::usage_error(&run);
     assert!(
-        errors[0].contains("ALPN") && errors[0].contains("drop --http2"),
-        "{}",
-        errors[0]
+        error.contains("ALPN") && error.contains("drop --http2"),
+        "{error}"
     );
     assert_eq!(posts.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
