@@ -181,6 +181,33 @@ pub async fn resolve_target(
     }
 }
 
+/// `--http2` on `https://`: what the server chose by ALPN when it is not `h2`, from a
+/// handshake of the worker's own TLS client (reqwest offering only `h2` speaks it even
+/// when the server chose nothing, and then fails in ways that do not say why). `None`
+/// when it chose `h2`, or when no handshake completed: the check that follows names that.
+async fn alpn_without_h2(base_url: &str, target: &TargetCheck<'_>) -> Option<String> {
+    use llmsurge_worker::tls_conn::{Tls, client_config, server_name};
+    let url = reqwest::Url::parse(base_url).ok()?;
+    let host = url.host_str()?;
+    let port = url.port_or_known_default()?;
+    let config = client_config(target.tls, true).ok()?;
+    let mut tls = Tls::new(&config, server_name(host).ok()?).ok()?;
+    let handshake = async {
+        let stream = tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port))
+            .await
+            .ok()?;
+        tls.handshake(&stream).await.ok()
+    };
+    tokio::time::timeout(target.connect_timeout, handshake)
+        .await
+        .ok()??;
+    match tls.alpn_protocol() {
+        Some(b"h2") => None,
+        Some(other) => Some(format!("{:?}", String::from_utf8_lossy(other))),
+        None => Some("no protocol".into()),
+    }
+}
+
 /// The URL of `path` at the target, with the user's query parameters and without the
 /// base's user and password (the credentials' Basic header carries them): every request
 /// llmsurge makes to the target besides the load (the checks, its `/metrics`).
@@ -275,6 +302,18 @@ async fn check(
     };
     // What messages show of the URL (they reach the terminal and the report).
     let shown = llmsurge_proto::Redaction::default().url(base_url);
+    let https = base_url
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+    if target.http2
+        && https
+        && let Some(chosen) = alpn_without_h2(base_url, target).await
+    {
+        return Err(UsageError(format!(
+            "--target {shown}: the server does not agree to HTTP/2 over TLS (it chose {chosen} by ALPN), which --http2 on https:// needs: drop {}",
+            target.flag("--http2")
+        )));
+    }
     // What a user can act on (an unknown issuer, a refused connection, …) and what to
     // do; else the whole chain: reqwest's own message and its first source ("client
     // error (Connect)") hide the cause.

@@ -223,8 +223,9 @@ pub fn client_builder(url: &str, tls: &TlsConfig) -> Result<reqwest::ClientBuild
 
 /// `builder` speaking only HTTP/2 when the run does (`--http2`), as the run's own
 /// requests do: with prior knowledge (h2c) on `http://`, where the server may speak
-/// nothing else and an HTTP/1.1 request would fail; by ALPN `h2` alone on `https://`, so
-/// a server that does not agree fails here, at the run's check, not in every request.
+/// nothing else and an HTTP/1.1 request would fail; offering ALPN `h2` alone on
+/// `https://` (hyper then speaks h2 whatever the server chose: the target check makes
+/// sure it chose `h2`, and stops the run otherwise).
 pub fn http2_when(builder: reqwest::ClientBuilder, http2: bool) -> reqwest::ClientBuilder {
     if http2 {
         builder.http2_prior_knowledge()
