@@ -25,9 +25,11 @@ use llmsurge_proto::{
     SharedRegion,
 };
 use std::cell::RefCell;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::watch::error::RecvError;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
@@ -150,20 +152,36 @@ enum Ended {
 /// without one. `first_token` turns `true` at the request's first token.
 async fn planned_cancel(
     timers: &Rc<Timers>,
-    plan: Option<CancelAt>,
+    plan: CancelAt,
     start: MonoNanos,
-    mut first_token: watch::Receiver<bool>,
+    mut first: Option<watch::Receiver<bool>>,
 ) {
     match plan {
-        None => std::future::pending().await,
-        Some(CancelAt::FromSend(after)) => timers.until_precisely(start + after).await,
-        Some(CancelAt::FromFirstToken(after)) => {
-            if first_token.wait_for(|f| *f).await.is_err() {
+        CancelAt::FromSend(after) => timers.until_precisely(start + after).await,
+        CancelAt::FromFirstToken(after) => {
+            if first_token(first.as_mut()).await.is_err() {
                 // The exchange ended without a first token: never by plan.
                 std::future::pending::<()>().await;
             }
             timers.until_precisely(MonoNanos::now() + after).await;
         }
+    }
+}
+
+/// Until the planned cancellation falls due; never without one.
+async fn gave_up(give_up: Option<&mut Pin<Box<impl Future<Output = ()>>>>) {
+    match give_up {
+        Some(wait) => wait.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Until the exchange's first token (`Err`: it ended without one); never without a
+/// channel.
+async fn first_token(first: Option<&mut watch::Receiver<bool>>) -> Result<(), RecvError> {
+    match first {
+        Some(rx) => rx.wait_for(|f| *f).await.map(|_| ()),
+        None => std::future::pending().await,
     }
 }
 
@@ -288,24 +306,40 @@ impl Context {
                 return ex;
             }
         };
-        let mut ex = match body {
-            Err(message) => Exchange::failed(ErrorKind::Request, message),
-            Ok(body) => match self.wait_for_prefill_room().await {
-                Err(ex) => ex,
-                Ok(waited) => {
-                    // Held by the prefill cap: late, and its wait is not a send gap.
-                    info.late |= waited.is_some_and(|w| !w.is_zero());
-                    // Counted in shared memory before the send and before the report, so
-                    // a worker that dies in between still has it on the books.
-                    self.shm.count_started(self.id);
-                    let mut ex = self
-                        .exchange(&info, MonoNanos::now(), Send::Fresh(body), reply, waited)
-                        .await;
-                    ex.prefill_wait = waited;
-                    ex
-                }
-            },
+        // Taken apart in a block of its own: the prefill cap's answer (an `Exchange`'s
+        // room) would otherwise stay in the future while the request streams.
+        let (body, waited) = {
+            let ready = match body {
+                Err(message) => Err(Exchange::failed(ErrorKind::Request, message)),
+                Ok(body) => match self.wait_for_prefill_room().await {
+                    Err(ex) => Err(ex),
+                    Ok(waited) => Ok((body, waited)),
+                },
+            };
+            match ready {
+                Ok(ready) => ready,
+                Err(ex) => return self.close(info, ex, concurrency_wait),
+            }
         };
+        // Held by the prefill cap: late, and its wait is not a send gap.
+        info.late |= waited.is_some_and(|w| !w.is_zero());
+        // Counted in shared memory before the send and before the report, so a worker
+        // that dies in between still has it on the books.
+        self.shm.count_started(self.id);
+        let mut ex = self
+            .exchange(&info, MonoNanos::now(), Send::Fresh(body), reply, waited)
+            .await;
+        ex.prefill_wait = waited;
+        self.close(info, ex, concurrency_wait)
+    }
+
+    /// Books how long the concurrency cap held `ex` and reports it.
+    fn close(
+        &self,
+        mut info: SlotInfo,
+        mut ex: Exchange,
+        concurrency_wait: Option<Duration>,
+    ) -> Exchange {
         ex.concurrency_wait = concurrency_wait;
         if ex.prefill_wait.is_some_and(|w| !w.is_zero()) {
             // Cancelled while the prefill cap held it.
@@ -436,13 +470,19 @@ impl Context {
             .cancel
             .and_then(|spec| spec.plan(self.seed, info.slot));
         let mut holding_prefill = prefill.is_some();
-        let (first_tx, first_rx) = watch::channel(false);
+        // A channel only where something waits for the first token: an allocation per
+        // request otherwise, held while it streams.
+        let mut first = None;
         if holding_prefill || matches!(planned, Some(CancelAt::FromFirstToken(_))) {
-            ex.first_token_signal = Some(Arc::new(first_tx));
+            let (tx, rx) = watch::channel(false);
+            ex.first_token_signal = Some(Arc::new(tx));
+            first = Some(rx);
         }
         let ended = {
-            let give_up = planned_cancel(&self.timers, planned, start, first_rx.clone());
-            tokio::pin!(give_up);
+            // Boxed, and only where a cancellation is planned: its wait would make every
+            // exchange larger while it streams.
+            let mut give_up = planned
+                .map(|plan| Box::pin(planned_cancel(&self.timers, plan, start, first.clone())));
             let run = async {
                 match send {
                     Send::Fresh(body) => {
@@ -458,17 +498,18 @@ impl Context {
                             )
                             .await;
                     }
-                    Send::Pacer(sent) => self.backend.execute_presend(sent.presend, &mut ex).await,
+                    Send::Pacer(PacerSent { presend, .. }) => {
+                        self.backend.execute_presend(presend, &mut ex).await;
+                    }
                 }
             };
             tokio::pin!(run);
-            let mut first = first_rx;
             loop {
                 tokio::select! {
                     () = &mut run => break Ended::Done,
                     Ok(_) = cancel.wait_for(|c| *c) => break Ended::Stopped,
-                    () = &mut give_up => break Ended::GaveUp,
-                    Ok(_) = first.wait_for(|f| *f), if holding_prefill => {
+                    () = gave_up(give_up.as_mut()) => break Ended::GaveUp,
+                    Ok(()) = first_token(first.as_mut()), if holding_prefill => {
                         // Its prefill is over: the next request may start its own.
                         holding_prefill = false;
                         self.release_prefill();
@@ -525,15 +566,13 @@ impl Context {
             let source = source.clone();
             let stream = self.shard.global(local);
             let offset = rampup.mul_f64(stream as f64 / f64::from(streams));
-            tasks.spawn_local(async move {
-                if source.borrow().has_sessions() {
-                    ctx.user_loop(t0 + offset, source).await;
-                } else {
-                    // Boxed: the task is as large as its largest branch, and a stream's
-                    // exchange state would make every waiting user as large.
-                    Box::pin(ctx.stream_loop(t0 + offset, source)).await;
-                }
-            });
+            // A task of each kind its own: one future with both loops in it would be as
+            // large as both (a stream paid a waiting user's state, and the other way).
+            if source.borrow().has_sessions() {
+                tasks.spawn_local(async move { ctx.user_loop(t0 + offset, source).await });
+            } else {
+                tasks.spawn_local(async move { ctx.stream_loop(t0 + offset, source).await });
+            }
         }
         while tasks.join_next().await.is_some() {}
         probe.abort();
