@@ -149,7 +149,8 @@ enum Ended {
 }
 
 /// Resolves when the client gives up on a request sent at `start`, by its plan; never
-/// without one. `first_token` turns `true` at the request's first token.
+/// without one. `first` (made where the plan counts from the first token) turns `true`
+/// at the request's first token.
 async fn planned_cancel(
     timers: &Rc<Timers>,
     plan: CancelAt,
