@@ -18,6 +18,7 @@ use crate::reporter::{Reporter, SlotInfo};
 use crate::source::{PreparedRequest, RequestSource, SessionState};
 use crate::timers::Timers;
 use bytes::Bytes;
+use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use llmsurge_proto::shm::{Cap, stop_flags};
 use llmsurge_proto::{
@@ -262,76 +263,86 @@ pub fn tokio_instant(t: MonoNanos) -> tokio::time::Instant {
 impl Context {
     /// Sends one request and reports its outcome. Never fails: every outcome is a record.
     /// Returns when it ended.
-    pub async fn run_request(&self, info: SlotInfo, body: Result<Bytes, String>) -> MonoNanos {
-        let ex = self.run_exchange(info, body, None).await;
-        ex.end.unwrap_or_else(MonoNanos::now)
+    pub fn run_request(
+        &self,
+        info: SlotInfo,
+        body: Result<Bytes, String>,
+    ) -> impl Future<Output = MonoNanos> {
+        // A map, not an `async` body: that would keep its arguments' room (or the
+        // exchange's twice) beside the exchange while the request streams.
+        self.run_exchange(info, body, None)
+            .map(|ex| ex.end.unwrap_or_else(MonoNanos::now))
     }
 
     /// As [`Context::run_request`], returning the exchange; `reply: Some` collects the
     /// reply's text into `ex.reply` (multi-turn sessions). A request held by either of
     /// the user's caps (concurrency, prefill) is late, and its exchange carries how long
     /// each held it: client queue time the user asked for, apart from dispatch lag.
-    async fn run_exchange(
+    fn run_exchange(
         &self,
         mut info: SlotInfo,
         body: Result<Bytes, String>,
         reply: Option<String>,
-    ) -> Exchange {
-        // The stop first: the requests it cancels give their concurrency back, and a
-        // request waiting for it must not take it and be sent only to be cancelled.
-        let concurrency_wait = if *self.cancel.borrow() {
-            Err(None)
-        } else if self.shm.try_acquire(self.id) {
-            Ok(None)
-        } else {
-            // Held by the cap: it waits its turn in the group's queue.
-            info.late = true;
-            self.wait_for_room(Cap::Concurrency, &self.released)
-                .await
-                .map(Some)
-                .map_err(Some)
-        };
-        let concurrency_wait = match concurrency_wait {
-            Ok(waited) => waited,
-            Err(waited) => {
-                let mut ex = Exchange::failed(
-                    ErrorKind::Cancelled,
-                    if info.late {
-                        "cancelled before it could be sent (concurrency cap)"
-                    } else {
-                        "cancelled before it could be sent: the benchmark stopped"
-                    },
-                );
-                ex.concurrency_wait = waited;
-                self.report(info, &ex);
-                return ex;
-            }
-        };
-        // Taken apart in a block of its own: the prefill cap's answer (an `Exchange`'s
-        // room) would otherwise stay in the future while the request streams.
-        let (body, waited) = {
-            let ready = match body {
-                Err(message) => Err(Exchange::failed(ErrorKind::Request, message)),
-                Ok(body) => match self.wait_for_prefill_room().await {
-                    Err(ex) => Err(ex),
-                    Ok(waited) => Ok((body, waited)),
-                },
+    ) -> impl Future<Output = Exchange> {
+        // Not an `async fn`, whose arguments move into locals beside their own room: the
+        // block uses them in place (`info` alone is 112 bytes).
+        async move {
+            // The stop first: the requests it cancels give their concurrency back, and a
+            // request waiting for it must not take it and be sent only to be cancelled.
+            let concurrency_wait = if *self.cancel.borrow() {
+                Err(None)
+            } else if self.shm.try_acquire(self.id) {
+                Ok(None)
+            } else {
+                // Held by the cap: it waits its turn in the group's queue.
+                info.late = true;
+                self.wait_for_room(Cap::Concurrency, &self.released)
+                    .await
+                    .map(Some)
+                    .map_err(Some)
             };
-            match ready {
-                Ok(ready) => ready,
-                Err(ex) => return self.close(info, ex, concurrency_wait),
-            }
-        };
-        // Held by the prefill cap: late, and its wait is not a send gap.
-        info.late |= waited.is_some_and(|w| !w.is_zero());
-        // Counted in shared memory before the send and before the report, so a worker
-        // that dies in between still has it on the books.
-        self.shm.count_started(self.id);
-        let mut ex = self
-            .exchange(&info, MonoNanos::now(), Send::Fresh(body), reply, waited)
-            .await;
-        ex.prefill_wait = waited;
-        self.close(info, ex, concurrency_wait)
+            let concurrency_wait = match concurrency_wait {
+                Ok(waited) => waited,
+                Err(waited) => {
+                    let mut ex = Exchange::failed(
+                        ErrorKind::Cancelled,
+                        if info.late {
+                            "cancelled before it could be sent (concurrency cap)"
+                        } else {
+                            "cancelled before it could be sent: the benchmark stopped"
+                        },
+                    );
+                    ex.concurrency_wait = waited;
+                    self.report(info, &ex);
+                    return ex;
+                }
+            };
+            // Taken apart in a block of its own: the prefill cap's answer (an `Exchange`'s
+            // room) would otherwise stay in the future while the request streams.
+            let (body, waited) = {
+                let ready = match body {
+                    Err(message) => Err(Exchange::failed(ErrorKind::Request, message)),
+                    Ok(body) => match self.wait_for_prefill_room().await {
+                        Err(ex) => Err(ex),
+                        Ok(waited) => Ok((body, waited)),
+                    },
+                };
+                match ready {
+                    Ok(ready) => ready,
+                    Err(ex) => return self.close(info, ex, concurrency_wait),
+                }
+            };
+            // Held by the prefill cap: late, and its wait is not a send gap.
+            info.late |= waited.is_some_and(|w| !w.is_zero());
+            // Counted in shared memory before the send and before the report, so a worker
+            // that dies in between still has it on the books.
+            self.shm.count_started(self.id);
+            let mut ex = self
+                .exchange(&info, MonoNanos::now(), Send::Fresh(body), reply, waited)
+                .await;
+            ex.prefill_wait = waited;
+            self.close(info, ex, concurrency_wait)
+        }
     }
 
     /// Books how long the concurrency cap held `ex` and reports it.
@@ -422,26 +433,30 @@ impl Context {
 
     /// Finishes a request the pacer thread began sending: it already holds a unit of
     /// the group's concurrency and was counted as started.
-    pub async fn run_sent(&self, info: SlotInfo, sent: PacerSent) -> MonoNanos {
-        let ex = self.run_sent_exchange(info, sent, None).await;
-        ex.end.unwrap_or_else(MonoNanos::now)
+    pub fn run_sent(&self, info: SlotInfo, sent: PacerSent) -> impl Future<Output = MonoNanos> {
+        // A map, as in `run_request`.
+        self.run_sent_exchange(info, sent, None)
+            .map(|ex| ex.end.unwrap_or_else(MonoNanos::now))
     }
 
     /// As [`Context::run_sent`], returning the exchange; `reply: Some` collects the
     /// reply's text (a session's first turn).
-    async fn run_sent_exchange(
+    fn run_sent_exchange(
         &self,
         info: SlotInfo,
         sent: PacerSent,
         reply: Option<String>,
-    ) -> Exchange {
-        let start = sent.start.unwrap_or_else(MonoNanos::now);
-        // The pacer never sends under a prefill cap: this holds no unit of it.
-        let ex = self
-            .exchange(&info, start, Send::Pacer(sent), reply, None)
-            .await;
-        self.finish(info, &ex);
-        ex
+    ) -> impl Future<Output = Exchange> {
+        // Not an `async fn`, as `run_exchange`.
+        async move {
+            let start = sent.start.unwrap_or_else(MonoNanos::now);
+            // The pacer never sends under a prefill cap: this holds no unit of it.
+            let ex = self
+                .exchange(&info, start, Send::Pacer(sent), reply, None)
+                .await;
+            self.finish(info, &ex);
+            ex
+        }
     }
 
     /// Runs one exchange that holds a unit of concurrency, against the cancel flag;

@@ -37,7 +37,10 @@ pub fn parse_cancel(s: &str) -> Result<CancelSpec, String> {
                 "{part:?} is not key=value (expected e.g. share=10%,after=500ms)"
             ));
         };
+        let twice = || format!("{:?} is given twice", key.trim());
         match key.trim() {
+            "share" if share.is_some() => return Err(twice()),
+            "after" if after.is_some() => return Err(twice()),
             "share" => share = Some(parse_fraction(value)?),
             "after" => after = Some(parse_after(value.trim())?),
             other => {
@@ -61,6 +64,11 @@ fn parse_after(v: &str) -> Result<CancelAfter, String> {
     }
     if let Some((lo, hi)) = v.split_once("..") {
         // The unit of the upper end applies to a bare lower one: `0.5..2s`.
+        if lo.trim().is_empty() {
+            return Err(format!(
+                "after={v:?}: the range needs a start (e.g. 0.5..2s)"
+            ));
+        }
         let unit = hi.trim().trim_start_matches(|c: char| !c.is_alphabetic());
         let lo = if lo.trim().ends_with(|c: char| c.is_alphabetic()) {
             parse_duration(lo)?
@@ -71,9 +79,24 @@ fn parse_after(v: &str) -> Result<CancelAfter, String> {
         if hi < lo {
             return Err(format!("after={v:?}: the range's end is below its start"));
         }
+        if hi.is_zero() {
+            return Err(given_up_unsent(v));
+        }
         return Ok(CancelAfter::Uniform { lo, hi });
     }
-    Ok(CancelAfter::Fixed(parse_duration(v)?))
+    let after = parse_duration(v)?;
+    if after.is_zero() {
+        return Err(given_up_unsent(v));
+    }
+    Ok(CancelAfter::Fixed(after))
+}
+
+/// A time after the send of zero gives every chosen request up before the server sees
+/// it, and the loop sends the next at once: a run of nothing but cancellations.
+fn given_up_unsent(v: &str) -> String {
+    format!(
+        "after={v:?} gives a request up as it is sent, before the server sees it: give a time above zero, or ttft+0ms to give up at the first token"
+    )
 }
 
 #[cfg(test)]
@@ -130,5 +153,21 @@ mod tests {
         ] {
             assert!(parse_cancel(bad).is_err(), "{bad} was accepted");
         }
+        for (bad, says) in [
+            ("share=10%,after=0s", "before the server sees it"),
+            ("share=10%,after=0..0ms", "before the server sees it"),
+            ("share=10%,share=20%,after=1s", "\"share\" is given twice"),
+            (
+                "share=10%,after=ttft+1s,after=2s",
+                "\"after\" is given twice",
+            ),
+            ("share=10%,after=..1s", "the range needs a start"),
+        ] {
+            let error = parse_cancel(bad).expect_err(bad);
+            assert!(error.contains(says), "{bad}: {error}");
+        }
+        // Zero after the first token is a plan: give up at the first token.
+        assert!(parse_cancel("share=10%,after=ttft+0ms").is_ok());
+        assert!(parse_cancel("share=10%,after=0..1s").is_ok());
     }
 }
