@@ -278,6 +278,10 @@ impl Context {
     /// reply's text into `ex.reply` (multi-turn sessions). A request held by either of
     /// the user's caps (concurrency, prefill) is late, and its exchange carries how long
     /// each held it: client queue time the user asked for, apart from dispatch lag.
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an async fn keeps a copy of each argument for the whole request"
+    )]
     fn run_exchange(
         &self,
         mut info: SlotInfo,
@@ -441,6 +445,10 @@ impl Context {
 
     /// As [`Context::run_sent`], returning the exchange; `reply: Some` collects the
     /// reply's text (a session's first turn).
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an async fn keeps a copy of each argument for the whole request"
+    )]
     fn run_sent_exchange(
         &self,
         info: SlotInfo,
