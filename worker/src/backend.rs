@@ -98,6 +98,11 @@ pub struct Exchange {
 }
 
 impl Exchange {
+    /// When it ended: its end, or now for one that recorded none.
+    pub fn end_or_now(&self) -> MonoNanos {
+        self.end.unwrap_or_else(MonoNanos::now)
+    }
+
     fn fail(&mut self, kind: ErrorKind, message: impl Into<String>) {
         self.end.get_or_insert_with(MonoNanos::now);
         if self.error.is_some() {

@@ -250,7 +250,7 @@ fn build_record(
         first_token: ex.first_token,
         first_content: ex.first_content,
         first_tool: ex.first_tool,
-        end: ex.end.unwrap_or_else(MonoNanos::now),
+        end: ex.end_or_now(),
         itl: None,
         prompt_tokens: ex
             .usage

@@ -271,7 +271,7 @@ impl Context {
         // A map, not an `async` body: that would keep its arguments' room (or the
         // exchange's twice) beside the exchange while the request streams.
         self.run_exchange(info, body, None)
-            .map(|ex| ex.end.unwrap_or_else(MonoNanos::now))
+            .map(|ex| ex.end_or_now())
     }
 
     /// As [`Context::run_request`], returning the exchange; `reply: Some` collects the
@@ -440,7 +440,7 @@ impl Context {
     pub fn run_sent(&self, info: SlotInfo, sent: PacerSent) -> impl Future<Output = MonoNanos> {
         // A map, as in `run_request`.
         self.run_sent_exchange(info, sent, None)
-            .map(|ex| ex.end.unwrap_or_else(MonoNanos::now))
+            .map(|ex| ex.end_or_now())
     }
 
     /// As [`Context::run_sent`], returning the exchange; `reply: Some` collects the
@@ -558,7 +558,7 @@ impl Context {
         self.shm.release(self.id);
         self.released.notify_one();
         self.report(info, ex);
-        ex.end.unwrap_or_else(MonoNanos::now)
+        ex.end_or_now()
     }
 
     fn report(&self, info: SlotInfo, ex: &Exchange) {
@@ -860,7 +860,7 @@ impl Context {
                 drop(req);
                 Box::pin(self.run_exchange(info, body, Some(String::new()))).await
             };
-            *previous_end = Some(ex.end.unwrap_or_else(MonoNanos::now));
+            *previous_end = Some(ex.end_or_now());
             if ex.error.is_some() {
                 if !self.pause_after_failure(pause).await {
                     return false;
@@ -991,7 +991,7 @@ impl Context {
         };
         CallEnd {
             turn,
-            end: ex.end.unwrap_or_else(MonoNanos::now),
+            end: ex.end_or_now(),
             failed: ex.error.is_some(),
             stopped: false,
         }
