@@ -549,7 +549,7 @@ impl Backend {
 
     /// Finishes an exchange the pacer began with [`Http1::try_send`]: the rest of the
     /// request, then the response into `ex` (whose `start` the caller set).
-    pub async fn execute_presend(&self, presend: Presend, ex: &mut Exchange) {
+    pub async fn execute_presend(&self, presend: Box<Presend>, ex: &mut Exchange) {
         ex.start.get_or_insert_with(MonoNanos::now);
         match &self.transport {
             Transport::Http1(h1) => {
@@ -567,7 +567,7 @@ impl Backend {
         &self,
         h1: &Http1,
         out: Outgoing,
-        presend: Option<Presend>,
+        presend: Option<Box<Presend>>,
         session: Option<&str>,
         ex: &mut Exchange,
     ) {
@@ -578,8 +578,19 @@ impl Backend {
         let sending = Box::pin(h1.send_in(out, presend, &mut ex.retried, own.as_ref()));
         let head = timeout_at(self.head_bound(started), sending).await;
         let parts = |r: http1::Response| (r.status, r.token, r.body);
-        self.read_own(head.map(|r| r.map(parts)), started, session, ex)
-            .await;
+        // The body is this frame's and lent to the read: taken by value, each frame
+        // below would hold a copy of it (and of the head) while the tokens stream.
+        let Some((status, mut body)) =
+            self.take_head(head.map(|r| r.map(parts)), started, session, ex)
+        else {
+            return;
+        };
+        self.read_own(status, &mut body, started, ex).await;
+        if ex.error.is_none() {
+            // A stream ends at `[DONE]`, before the body's end (HTTP/1.1's final chunk):
+            // read to it so the connection is reused.
+            body.release();
+        }
     }
 
     async fn execute_http2(
@@ -592,44 +603,66 @@ impl Backend {
         let started = Instant::now();
         let head = timeout_at(self.head_bound(started), h2.send(out, &mut ex.retried)).await;
         let parts = |r: http2::Response| (r.status, r.token, r.body);
-        self.read_own(head.map(|r| r.map(parts)), started, session, ex)
-            .await;
+        // As in `execute_http1`.
+        let Some((status, mut body)) =
+            self.take_head(head.map(|r| r.map(parts)), started, session, ex)
+        else {
+            return;
+        };
+        self.read_own(status, &mut body, started, ex).await;
+        if ex.error.is_none() {
+            // HTTP/2's END_STREAM comes after `[DONE]`: read to it.
+            body.release();
+        }
     }
 
-    /// The response of one of the worker's own clients (HTTP/1.1 or h2c), sent at
-    /// `started`: its head as the send gave it (status, session token, body) or why there
-    /// is none, then its body into `ex`.
-    async fn read_own<B: Pieces + OwnBody>(
+    /// The head of a response of one of the worker's own clients (HTTP/1.1 or h2c), sent
+    /// at `started`, as the send gave it: its status and body, or `None` with why there
+    /// is none failed into `ex`. Keeps the session token the head carried.
+    fn take_head<B>(
         &self,
         head: Result<Result<OwnHead<B>, RequestError>, tokio::time::error::Elapsed>,
         started: Instant,
         session: Option<&str>,
         ex: &mut Exchange,
-    ) {
-        let deadline = started + self.request_timeout;
-        let (status, token, mut body) = match head {
-            Err(_) => return ex.fail(ErrorKind::Timeout, self.head_late(started)),
-            Ok(Err(e)) => return ex.fail(e.kind, e.message),
+    ) -> Option<(u16, B)> {
+        let (status, token, body) = match head {
+            Err(_) => {
+                ex.fail(ErrorKind::Timeout, self.head_late(started));
+                return None;
+            }
+            Ok(Err(e)) => {
+                ex.fail(e.kind, e.message);
+                return None;
+            }
             Ok(Ok(head)) => head,
         };
         if let (Some(key), Some(token)) = (session, token) {
             ex.token_refused |= !self.affinity.keep_token(key, token);
         }
+        Some((status, body))
+    }
+
+    /// The body of a response of status `status` of one of the worker's own clients,
+    /// sent at `started`, into `ex`: an error's message, or the stream or whole reply.
+    async fn read_own(
+        &self,
+        status: u16,
+        body: &mut impl Pieces,
+        started: Instant,
+        ex: &mut Exchange,
+    ) {
+        let deadline = started + self.request_timeout;
         if !(200..300).contains(&status) {
             let message = self
                 .format
-                .error_message(&read_bounded(&mut body, deadline).await);
+                .error_message(&read_bounded(body, deadline).await);
             return ex.fail(ErrorKind::Http { status }, message);
         }
         if self.stream {
-            self.read_stream(&mut body, started, deadline, ex).await;
+            self.read_stream(body, started, deadline, ex).await;
         } else {
-            self.read_full(&mut body, deadline, ex).await;
-        }
-        if ex.error.is_none() {
-            // A stream ends at `[DONE]`, before the body's end (HTTP/1.1's final chunk,
-            // HTTP/2's END_STREAM): read to it so the connection is reused.
-            body.release();
+            self.read_full(body, deadline, ex).await;
         }
     }
 
@@ -838,25 +871,6 @@ impl Pieces for http2::Body {
 
 /// A response head of the worker's own clients: status, session token, body.
 type OwnHead<B> = (u16, Option<llmsurge_proto::affinity::TokenSeen>, B);
-
-/// A body of the worker's own clients: read to its end, its connection goes back to
-/// the pool.
-trait OwnBody {
-    /// Reads what is left of the body and gives the connection back.
-    fn release(self);
-}
-
-impl OwnBody for http1::Body {
-    fn release(self) {
-        http1::Body::release(self)
-    }
-}
-
-impl OwnBody for http2::Body {
-    fn release(self) {
-        http2::Body::release(self)
-    }
-}
 
 /// The start of an error response's body, for its message: at most
 /// [`limits::ERROR_BODY`] bytes; a longer body's rest is left unread (and its connection

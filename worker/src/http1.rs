@@ -391,7 +391,7 @@ impl Http1 {
     /// Writes as much of `out` on `conn` as the socket takes now, up to `max` bytes,
     /// without waiting; callable from any thread. The runtime finishes the exchange with
     /// [`Self::send`].
-    pub fn try_send(&self, mut conn: Conn, out: Outgoing, max: usize) -> Presend {
+    pub fn try_send(&self, mut conn: Conn, out: Outgoing, max: usize) -> Box<Presend> {
         let parts = [&self.head_prefix[..], &out.tail[..], &out.body[..]];
         let total = out.len(&self.head_prefix);
         let upto = total.min(max);
@@ -402,12 +402,13 @@ impl Http1 {
                 Ok(n) => sent += n,
             }
         }
-        Presend {
+        // Boxed: a stream's future holds it (or room for it) until the response ends.
+        Box::new(Presend {
             conn,
             out,
             sent,
             total,
-        }
+        })
     }
 
     /// Sends a request (or finishes sending one the pacer began) and reads the response
@@ -422,7 +423,7 @@ impl Http1 {
     pub async fn send(
         &self,
         out: Outgoing,
-        presend: Option<Presend>,
+        presend: Option<Box<Presend>>,
         retried: &mut bool,
     ) -> Result<Response, RequestError> {
         self.send_in(out, presend, retried, None).await
@@ -434,7 +435,7 @@ impl Http1 {
     pub async fn send_in(
         &self,
         out: Outgoing,
-        presend: Option<Presend>,
+        presend: Option<Box<Presend>>,
         retried: &mut bool,
         own: Option<&Pool>,
     ) -> Result<Response, RequestError> {
@@ -443,7 +444,10 @@ impl Http1 {
             None => None,
         };
         let (mut conn, mut sent, out) = match (presend, idle) {
-            (Some(p), _) => (p.conn, p.sent, p.out),
+            (Some(p), _) => {
+                let p = *p;
+                (p.conn, p.sent, p.out)
+            }
             (None, Some(conn)) => (conn, 0, out),
             (None, None) if own.is_some() => (self.connect().await?, 0, out),
             (None, None) => match self.take_idle() {
@@ -775,19 +779,28 @@ async fn read_more(
     buf: &mut BytesMut,
     want: usize,
 ) -> io::Result<(usize, MonoNanos)> {
-    loop {
-        link.stream.readable().await?;
-        match link.try_read(buf, want) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                // Readiness left over from the last read (tokio clears it only on
-                // WouldBlock): wait without the buffer, or every waiting stream holds one.
-                if buf.is_empty() {
-                    *buf = BytesMut::new();
-                }
+    // Polled, not `readable().await`: that future (a waiter of its own, ~150 bytes) would
+    // be part of every open stream while it waits for its next token. One task reads a
+    // connection at a time, so the stream's one reader waker is enough.
+    std::future::poll_fn(|cx| {
+        loop {
+            if let Err(e) = std::task::ready!(link.stream.poll_read_ready(cx)) {
+                return std::task::Poll::Ready(Err(e));
             }
-            other => return other,
+            match link.try_read(buf, want) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Readiness left over from the last read (tokio clears it only on
+                    // WouldBlock): wait without the buffer, or every waiting stream
+                    // holds one.
+                    if buf.is_empty() {
+                        *buf = BytesMut::new();
+                    }
+                }
+                other => return std::task::Poll::Ready(other),
+            }
         }
-    }
+    })
+    .await
 }
 
 /// How the body's end is known.

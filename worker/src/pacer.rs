@@ -68,7 +68,7 @@ pub struct Dispatch {
 #[derive(Debug)]
 pub struct PacerSent {
     /// The connection and what is left to write.
-    pub presend: Presend,
+    pub presend: Box<Presend>,
     /// When its first byte went to the socket; `None` when the socket took none yet
     /// (the runtime stamps it when it writes).
     pub start: Option<MonoNanos>,
