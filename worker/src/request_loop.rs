@@ -412,8 +412,13 @@ impl Context {
         tokio::pin!(notified);
         notified.as_mut().enable();
         loop {
-            let dropped = self.shm.stop_flags() & stop_flags::DROP_UNSENT != 0;
-            if *cancel.borrow() || dropped {
+            // Shared memory's flags, not only the cancel watch: the watch follows them up
+            // to a millisecond late, and a request admitted in between would go out after
+            // another worker had stopped.
+            let stopped = self.shm.stop_flags()
+                & (stop_flags::DROP_UNSENT | stop_flags::CANCEL_IN_FLIGHT)
+                != 0;
+            if *cancel.borrow() || stopped {
                 // `place` drops: the ticket leaves the queue, nobody waits behind it.
                 return Err(MonoNanos::now().since(began));
             }
@@ -1108,26 +1113,27 @@ mod tests {
         }
     }
 
-    /// Every open stream's task holds its stream loop for as long as tokens come, 50,000
-    /// at a time: the loop must not keep, beside the request, what it held for nothing
-    /// while streaming (the planned cancel's and the prefill cap's waits, the prefill
-    /// cap's answer, copies of the request's arguments, of the pacer's send and of the
-    /// response head, a readiness waiter). Debug sizes on this toolchain: 2,296 bytes
-    /// (4,304 before those went, 3,272 with the head, the pacer's send and the waits).
-    #[test]
-    fn a_stream_loop_holds_only_what_a_streaming_request_needs() {
-        const STREAM_LOOP_MAX: usize = 2_500;
-        // The timers' descriptor registers with a runtime; nothing here runs on it.
+    /// What a test context keeps alive beside it: the senders of its watches, the
+    /// shared block's descriptor.
+    type Keep = (
+        watch::Sender<bool>,
+        watch::Sender<bool>,
+        std::os::fd::OwnedFd,
+    );
+
+    /// A worker's context on one worker's shared block without caps, on a runtime of
+    /// its own (the timers' descriptor registers with one).
+    fn test_context() -> (tokio::runtime::Runtime, Context, Keep) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
         let _runtime = rt.enter();
-        let (shm, _fd) = SharedRegion::create().expect("shm");
+        let (shm, fd) = SharedRegion::create().expect("shm");
         shm.init(1, UNLIMITED, UNLIMITED);
         let cfg = crate::formats::test_config(llmsurge_proto::RequestFormat::Chat, true);
-        let (_cancel_tx, cancel) = watch::channel(false);
-        let (_stop_tx, stop) = watch::channel(false);
+        let (cancel_tx, cancel) = watch::channel(false);
+        let (stop_tx, stop) = watch::channel(false);
         let ctx = Context {
             id: 0,
             shm: Arc::new(shm),
@@ -1147,6 +1153,44 @@ mod tests {
             prefill_released: Arc::new(Notify::new()),
             timers: Timers::new(),
         };
+        drop(_runtime);
+        (rt, ctx, (cancel_tx, stop_tx, fd))
+    }
+
+    /// A stop another worker (or the coordinator) set in shared memory holds back a
+    /// request waiting for a cap's room at once, before this worker's cancel watch
+    /// follows it (up to a millisecond later): no request goes out after the stop.
+    #[test]
+    fn a_stop_in_shared_memory_holds_back_a_waiting_request_before_the_watch_sees_it() {
+        let (rt, ctx, _keep) = test_context();
+        let released = Notify::new();
+        assert!(
+            rt.block_on(ctx.wait_for_room(Cap::Concurrency, &released))
+                .is_ok(),
+            "room before the stop"
+        );
+        ctx.shm.release(ctx.id);
+        ctx.shm
+            .request_stop(stop_flags::STOP_QUEUING | stop_flags::CANCEL_IN_FLIGHT);
+        assert!(!*ctx.cancel.borrow(), "the watch has not seen the stop");
+        assert!(
+            rt.block_on(ctx.wait_for_room(Cap::Concurrency, &released))
+                .is_err(),
+            "admitted after the stop"
+        );
+    }
+
+    /// Every open stream's task holds its stream loop for as long as tokens come, 50,000
+    /// at a time: the loop must not keep, beside the request, what it held for nothing
+    /// while streaming (the planned cancel's and the prefill cap's waits, the prefill
+    /// cap's answer, copies of the request's arguments, of the pacer's send and of the
+    /// response head, a readiness waiter). Debug sizes on this toolchain: 2,296 bytes
+    /// (4,304 before those went, 3,272 with the head, the pacer's send and the waits).
+    #[test]
+    fn a_stream_loop_holds_only_what_a_streaming_request_needs() {
+        const STREAM_LOOP_MAX: usize = 2_500;
+        let (rt, ctx, _keep) = test_context();
+        let _runtime = rt.enter();
         let source: Rc<RefCell<Box<dyn RequestSource>>> = Rc::new(RefCell::new(Box::new(Fixed)));
         let size = size_of_val(&ctx.stream_loop(MonoNanos::now(), source));
         assert!(
