@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 pub struct PrefillWaits {
     /// The cap: requests in flight before their first token, at most.
     pub cap: u32,
-    /// Measured requests that went through the cap (sent under it).
+    /// Measured requests that went through the cap: sent under it, or held by it unsent
+    /// when the run stopped.
     pub requests: u64,
     /// Of them, those that waited for room at all.
     pub waited: u64,

@@ -375,7 +375,7 @@ pub fn resolve(args: &RunArgs) -> Result<RunPlan, UsageError> {
         }
     }
     let (repeat, repeat_cooldown, precision) = super::repeat::resolve_repeat(args, backend.stream)?;
-    let behaviour = super::agentic::resolve_behaviour(args)?;
+    let behaviour = super::agentic::resolve_behaviour(args, backend.stream)?;
     Ok(RunPlan {
         behaviour,
         repeat,

@@ -2,7 +2,7 @@
 //! the mock saw.
 
 use crate::scenario::Bench;
-use crate::support::mock;
+use crate::support::{mock, usage_error};
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge::report::Report;
 use std::time::{Duration, Instant};
@@ -140,6 +140,35 @@ fn a_bad_cancel_spec_is_a_usage_error_naming_the_flag() {
         .run();
     assert_eq!(run.code(), 2, "{}", run.stderr);
     assert!(run.stderr.contains("--cancel"), "{}", run.stderr);
+}
+
+/// A cancel timed from the first token, on replies that come in one body, would never
+/// fire: the run refuses it up front rather than report no planned cancel.
+#[test]
+fn a_cancel_from_the_first_token_without_streaming_is_a_usage_error() {
+    let server = mock(MockConfig::instant());
+    let spec = "share=50%,after=ttft+10ms";
+    for extra in [
+        &["--stream", "false"][..],
+        &["--request-format", "embeddings"][..],
+    ] {
+        let mut bench = Bench::on(&server).max_requests(1).arg("--cancel", spec);
+        for pair in extra.chunks(2) {
+            bench = bench.arg(pair[0], pair[1]);
+        }
+        let line = usage_error(&bench.run()).to_string();
+        assert!(
+            line.contains("--cancel") && line.contains("not streamed"),
+            "{extra:?}: {line}"
+        );
+    }
+    assert_eq!(server.stats().requests_total, 0, "nothing was sent");
+    // Streamed, the same plan runs.
+    let report = Bench::on(&server)
+        .max_requests(2)
+        .arg("--cancel", spec)
+        .ok_report();
+    assert_eq!(report.benchmarks[0].requests.created, 2);
 }
 
 #[test]
