@@ -2,8 +2,9 @@
 //! prompts sent twice (a shared seed), a server prefix cache that answered one side
 //! more than the other, a side whose server did not keep up (its latencies were cut by
 //! its time limit), a side whose outputs ended shorter than asked (lighter work),
-//! goodput counted against different thresholds on the two sides, and router affinity
-//! (`--affinity`, `--session-token`, `--sticky-connections`) that differs between them.
+//! goodput counted against different thresholds on the two sides, router affinity
+//! (`--affinity`, `--session-token`, `--sticky-connections`) and client behaviours
+//! (`--cancel`, `--max-prefill-concurrency`) that differ between them.
 //! Each is a warning in every output of the comparison, never a verdict: the reports
 //! cannot tell how much of a change each made.
 
@@ -271,6 +272,49 @@ pub fn affinity_warning(base: &Report, cur: &Report) -> Option<String> {
     (fb != fc).then(|| {
         format!(
             "router affinity differs: {fb} in the baseline, {fc} in the current run: a router placed the conversations differently (prefix-cache hits, and the latencies they shorten, differ for that); rerun one side with the other's flags"
+        )
+    })
+}
+
+/// A report's client behaviours that change the workload (`args.behaviour`), as their
+/// flags read; "none" without any.
+fn behaviour_flags(report: &Report) -> String {
+    use llmsurge_proto::agentic::CancelAfter;
+    let b: llmsurge_proto::ClientBehaviour = report
+        .args
+        .get("behaviour")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let ms = |d: std::time::Duration| format!("{}ms", d.as_secs_f64() * 1e3);
+    let mut flags = Vec::new();
+    if let Some(c) = b.cancel {
+        let after = match c.after {
+            CancelAfter::Fixed(d) => ms(d),
+            CancelAfter::Uniform { lo, hi } => format!("{}..{}", ms(lo), ms(hi)),
+            CancelAfter::AfterFirstToken(d) => format!("ttft+{}", ms(d)),
+        };
+        // Rounded to what a flag would say: 0.07 × 100 is 7.000000000000001.
+        let share = (c.share * 1e4).round() / 100.0;
+        flags.push(format!("--cancel share={share}%,after={after}"));
+    }
+    if let Some(n) = b.max_prefill_concurrency {
+        flags.push(format!("--max-prefill-concurrency {n}"));
+    }
+    if flags.is_empty() {
+        "none".into()
+    } else {
+        flags.join(" ")
+    }
+}
+
+/// Two reports whose clients behaved differently (`--cancel`, `--max-prefill-concurrency`):
+/// requests given up on early, or prefills held back on one side only, change the work
+/// the server did and the latencies it showed as much as a build can.
+pub fn behaviour_warning(base: &Report, cur: &Report) -> Option<String> {
+    let (fb, fc) = (behaviour_flags(base), behaviour_flags(cur));
+    (fb != fc).then(|| {
+        format!(
+            "the clients behaved differently: {fb} in the baseline, {fc} in the current run: requests given up on early or prefills held back change the server's work and the latencies it shows; rerun one side with the other's flags"
         )
     })
 }

@@ -505,6 +505,42 @@ fn compare_warns_when_router_affinity_differs() {
     assert!(!warned(&c, "router affinity"), "{}", c.stderr);
 }
 
+/// Two runs whose clients gave up on requests, or held prefills back, differently did
+/// different work: the comparison says so, naming both sides' flags as given; the same
+/// flags on both sides say nothing.
+#[test]
+fn compare_warns_when_the_clients_behaved_differently() {
+    let server = server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |flags: &[&str], name: &str| {
+        let bench = Bench::on(&server)
+            .constant(20)
+            .max_requests(6)
+            .args_as_written(flags);
+        keep(bench, dir.path(), name)
+    };
+    let none = run(&[], "none.json");
+    let flags = [
+        "--cancel",
+        "share=10%,after=ttft+200ms",
+        "--max-prefill-concurrency",
+        "2",
+    ];
+    let capped = run(&flags, "capped.json");
+    let again = run(&flags, "again.json");
+    let c = compare(&none, &capped, &ONLY_RATE);
+    assert!(
+        warned(
+            &c,
+            "the clients behaved differently: none in the baseline, --cancel share=10%,after=ttft+200ms --max-prefill-concurrency 2 in the current run"
+        ),
+        "{}",
+        c.stderr
+    );
+    let c = compare(&capped, &again, &ONLY_RATE);
+    assert!(!warned(&c, "behaved differently"), "{}", c.stderr);
+}
+
 /// `--json -` makes stdout that JSON alone (the table goes to stderr), so `| jq` reads it;
 /// two outputs on stdout are refused.
 #[test]
