@@ -242,17 +242,48 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
             ));
         }
     }
-    // Bursts are judged at the first cap (the concurrency cap when both are set).
-    let cap = caps.first().map(|&(c, _, _)| c);
-    let load = caps
-        .first()
-        .and_then(|&(_, _, held_for)| mean_ms(r, held_for))
+    // Bursts are judged cap by cap, each by the requests it held. With both caps set
+    // `late` mixes the two (a request the prefill cap held is no sign of a queue at the
+    // concurrency cap, whose arrivals predict almost no wait when it is far above the
+    // load), so each is judged by its own count among the measured requests that
+    // completed (`client.queue`); reports without it judge `late` at the first cap.
+    let measured = mean_count(r, "request_latency");
+    let judged: Vec<(u64, u64, Option<(u64, &str, &str)>)> =
+        match (caps.as_slice(), r.client.queue.as_ref(), measured) {
+            ([_, _], Some(q), Some(n)) => caps
+                .iter()
+                .zip([&q.concurrency_cap, &q.prefill_cap])
+                .filter_map(|(&cap, d)| d.as_ref().map(|d| (d.count, n, Some(cap))))
+                .collect(),
+            _ => vec![(late, created, caps.first().copied())],
+        };
+    judged.into_iter().find_map(|(late, created, cap)| {
+        late_beyond_prediction(r, arrivals, late, created, cap, caps.len() > 1)
+    })
+}
+
+/// `late` of `created` requests held at `cap` (its value, flag and the metric of how long
+/// a request holds it), against what arrivals at `arrivals` per second predict there; a
+/// sentence when beyond it. `named`: say which cap (both were set).
+fn late_beyond_prediction(
+    r: &BenchmarkResult,
+    arrivals: f64,
+    late: u64,
+    created: u64,
+    cap: Option<(u64, &str, &str)>,
+    named: bool,
+) -> Option<String> {
+    if late == 0 || created == 0 {
+        return None;
+    }
+    let load = cap
+        .and_then(|(_, _, held_for)| mean_ms(r, held_for))
         .map(|ms| arrivals * ms / 1e3);
-    let (expected, basis) = match (r.strategy, unit, cap, load) {
+    let (expected, basis) = match (cap, load) {
         // Random arrivals at the load: exact for Poisson arrivals and exponential service
         // times; an upper bound for evenly spaced arrivals (a constant rate waits less than
         // Poisson at the same load, but its requests' varying lengths still make it wait).
-        (_, _, Some(c), Some(a)) => (
+        (Some((c, _, _)), Some(a)) => (
             erlang_c(c, a).max(CONSTANT_LATE_EXPECTED),
             format!("arrivals at a load of {a:.2} on {c} slots (Erlang C)"),
         ),
@@ -266,13 +297,25 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
     // [`LATE_EXCESS`] times the prediction, and unlikely too.
     let p = late_tail(late, created, expected)?;
     let share = late as f64 / created as f64;
+    let of = match cap {
+        Some((c, flag, _)) if named => format!(" of {flag} {c}"),
+        _ => String::new(),
+    };
     (share >= LATE_EXCESS * expected && p < 1.0 - LATE_CONFIDENCE).then(|| {
         format!(
-            "{held}, {:.1}% where {basis} predict {:.1}% (chance {p:.1e} at that rate)",
-            100.0 * late as f64 / created as f64,
+            "{late} of {created} requests waited for a free slot{of}, {:.1}% where {basis} predict {:.1}% (chance {p:.1e} at that rate)",
+            100.0 * share,
             100.0 * expected
         )
     })
+}
+
+/// How many successful requests a distribution counts.
+fn mean_count(r: &BenchmarkResult, metric: &str) -> Option<u64> {
+    r.metrics
+        .get(metric)
+        .map(|d| d.successful.count)
+        .filter(|&n| n > 0)
 }
 
 /// The mean of a distribution of successful requests, ms.
@@ -607,6 +650,46 @@ mod tests {
             Some(8),
         );
         assert_eq!(kept_up(&b), KeptUp::Yes);
+    }
+
+    /// With a prefill cap below a concurrency cap, the requests the prefill cap held are
+    /// judged at the prefill cap, not at the concurrency cap they never waited for (the
+    /// break test of issue 40: 62 of 71 held by `--max-prefill-concurrency 1`, a
+    /// `--max-concurrency 50` never reached, judged "did not keep up" at 50 slots).
+    #[test]
+    fn with_both_caps_each_is_judged_by_the_requests_it_held() {
+        use llmsurge_proto::metrics::Distribution;
+        let held = |count| {
+            Some(Distribution {
+                count,
+                ..Distribution::default()
+            })
+        };
+        let both = |concurrency_held, prefill_held, late| {
+            let mut b = rate_benchmark(Strategy::Poisson { rate: 15.0 }, 71, late, 200.0, Some(8));
+            b.client.prefill_wait = Some(crate::prefill::PrefillWaits::new(1));
+            let mut ttft = crate::result::StatusDistributions::default();
+            ttft.successful.count = 71;
+            ttft.successful.mean = 55.0;
+            b.metrics.insert("ttft_any".into(), ttft);
+            b.client.queue = Some(crate::intent::ClientQueue {
+                concurrency_cap: concurrency_held,
+                prefill_cap: prefill_held,
+                busy_worker: Distribution::default(),
+            });
+            b
+        };
+        // 62 held by the prefill cap at a load of 0.8 on 1 slot: what it predicts.
+        assert_eq!(kept_up(&both(None, held(62), 62)), KeptUp::Yes);
+        // The concurrency cap of 8 at a load of 3 holding 30 of 71: beyond its prediction,
+        // and the sentence names it.
+        let why = kept_up(&both(held(30), held(62), 62))
+            .why_not()
+            .expect("the concurrency cap's queue");
+        assert!(
+            why.contains("30 of 71 requests waited for a free slot of --max-concurrency 8"),
+            "{why}"
+        );
     }
 
     fn drift(earlier_ms: f64, later_ms: f64, n: u64) -> TurnDrift {

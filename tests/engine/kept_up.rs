@@ -268,6 +268,51 @@ fn poisson_at_three_quarters_of_the_cap_on_a_server_with_room_kept_up() {
     }
 }
 
+/// A prefill cap holding requests beside a concurrency cap far above the load: the waits
+/// are the prefill cap's, judged at its one slot, not at the 50 slots of a cap no request
+/// waited for (the break test of issue 40 saw "did not keep up" here, exit 3, and kept up
+/// without `--max-concurrency`). The mock's `/stats` is the oracle: it never queued and
+/// never had two requests before their first token at once.
+#[test]
+fn a_prefill_cap_beside_a_concurrency_cap_above_the_load_kept_up() {
+    // 20 ms to the first token, 30 tokens 5 ms apart: at 8 req/s a load of 0.2 on the
+    // prefill cap's one slot (some requests wait for it) and 1.4 on 50 concurrency slots.
+    let server = fixed_mock(0.0, None);
+    let report = Bench::on(&server)
+        .profile("poisson")
+        .rate(8)
+        .max_concurrency(50)
+        .arg("--max-prefill-concurrency", 1)
+        .workers(2)
+        .seed(11)
+        .max_seconds(4)
+        .data("prompt_tokens=16,output_tokens=30")
+        .slo("ttft_p90<=5s")
+        .arg("--server-metrics", "off")
+        .ok_report();
+    let stats = server.stats();
+    assert_eq!(stats.peak_queued, 0, "the mock never queued: {stats:?}");
+    assert!(stats.flow.peak_before_first_token <= 1, "{:?}", stats.flow);
+    assert_counts_match(&report, &server);
+    let b = &report.benchmarks[0];
+    let held_by_prefill = b
+        .client
+        .queue
+        .as_ref()
+        .and_then(|q| q.prefill_cap.as_ref())
+        .map_or(0, |d| d.count);
+    assert!(
+        held_by_prefill > 0,
+        "the prefill cap held none: {:?}",
+        b.client
+    );
+    let verdict = b.slo.as_ref().expect("a verdict");
+    assert!(
+        verdict.passed && verdict.not_kept_up.is_none(),
+        "{verdict:?}"
+    );
+}
+
 /// A replay whose requests grow (100 to 3,000 prompt tokens, 0.1 ms a token of prefill)
 /// on a server with room: each later request waits longer by its own size, not a queue.
 #[test]

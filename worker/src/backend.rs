@@ -578,19 +578,8 @@ impl Backend {
         let sending = Box::pin(h1.send_in(out, presend, &mut ex.retried, own.as_ref()));
         let head = timeout_at(self.head_bound(started), sending).await;
         let parts = |r: http1::Response| (r.status, r.token, r.body);
-        // The body is this frame's and lent to the read: taken by value, each frame
-        // below would hold a copy of it (and of the head) while the tokens stream.
-        let Some((status, mut body)) =
-            self.take_head(head.map(|r| r.map(parts)), started, session, ex)
-        else {
-            return;
-        };
-        self.read_own(status, &mut body, started, ex).await;
-        if ex.error.is_none() {
-            // A stream ends at `[DONE]`, before the body's end (HTTP/1.1's final chunk):
-            // read to it so the connection is reused.
-            body.release();
-        }
+        self.read_own(head.map(|r| r.map(parts)), started, session, ex)
+            .await;
     }
 
     async fn execute_http2(
@@ -603,17 +592,8 @@ impl Backend {
         let started = Instant::now();
         let head = timeout_at(self.head_bound(started), h2.send(out, &mut ex.retried)).await;
         let parts = |r: http2::Response| (r.status, r.token, r.body);
-        // As in `execute_http1`.
-        let Some((status, mut body)) =
-            self.take_head(head.map(|r| r.map(parts)), started, session, ex)
-        else {
-            return;
-        };
-        self.read_own(status, &mut body, started, ex).await;
-        if ex.error.is_none() {
-            // HTTP/2's END_STREAM comes after `[DONE]`: read to it.
-            body.release();
-        }
+        self.read_own(head.map(|r| r.map(parts)), started, session, ex)
+            .await;
     }
 
     /// The head of a response of one of the worker's own clients (HTTP/1.1 or h2c), sent
@@ -643,26 +623,42 @@ impl Backend {
         Some((status, body))
     }
 
-    /// The body of a response of status `status` of one of the worker's own clients,
-    /// sent at `started`, into `ex`: an error's message, or the stream or whole reply.
-    async fn read_own(
-        &self,
-        status: u16,
-        body: &mut impl Pieces,
+    /// The response of one of the worker's own clients (HTTP/1.1 or h2c), sent at
+    /// `started`, into `ex`: its head as the send gave it (see [`Self::take_head`]), then
+    /// an error's message, or the stream or whole reply; the body is then read to its
+    /// end (HTTP/1.1's final chunk, HTTP/2's END_STREAM come after `[DONE]`) so the
+    /// connection is reused.
+    ///
+    /// Not an `async fn`: the head is taken apart before the future is made, which holds
+    /// the body alone and reads it in place (an `async fn` would keep the head whole
+    /// beside the body it was taken apart into, while the tokens stream).
+    fn read_own<'a, B: Pieces + OwnBody + 'a>(
+        &'a self,
+        head: Result<Result<OwnHead<B>, RequestError>, tokio::time::error::Elapsed>,
         started: Instant,
-        ex: &mut Exchange,
-    ) {
-        let deadline = started + self.request_timeout;
-        if !(200..300).contains(&status) {
-            let message = self
-                .format
-                .error_message(&read_bounded(body, deadline).await);
-            return ex.fail(ErrorKind::Http { status }, message);
-        }
-        if self.stream {
-            self.read_stream(body, started, deadline, ex).await;
-        } else {
-            self.read_full(body, deadline, ex).await;
+        session: Option<&str>,
+        ex: &'a mut Exchange,
+    ) -> impl Future<Output = ()> + 'a {
+        let mut taken = self.take_head(head, started, session, ex);
+        async move {
+            let Some((status, body)) = &mut taken else {
+                return;
+            };
+            let deadline = started + self.request_timeout;
+            if !(200..300).contains(status) {
+                let message = self
+                    .format
+                    .error_message(&read_bounded(body, deadline).await);
+                return ex.fail(ErrorKind::Http { status: *status }, message);
+            }
+            if self.stream {
+                self.read_stream(body, started, deadline, ex).await;
+            } else {
+                self.read_full(body, deadline, ex).await;
+            }
+            if let (None, Some((_, body))) = (&ex.error, taken) {
+                body.release();
+            }
         }
     }
 
@@ -866,6 +862,25 @@ impl Pieces for http2::Body {
 
     fn arrived(&self) -> MonoNanos {
         http2::Body::arrived(self)
+    }
+}
+
+/// A body of the worker's own clients: read to its end, its connection goes back to
+/// the pool.
+trait OwnBody {
+    /// Reads what is left of the body and gives the connection back.
+    fn release(self);
+}
+
+impl OwnBody for http1::Body {
+    fn release(self) {
+        http1::Body::release(self)
+    }
+}
+
+impl OwnBody for http2::Body {
+    fn release(self) {
+        http2::Body::release(self)
     }
 }
 

@@ -295,7 +295,7 @@ impl Context {
         async move {
             // The stop first: the requests it cancels give their concurrency back, and a
             // request waiting for it must not take it and be sent only to be cancelled.
-            let concurrency_wait = if *self.cancel.borrow() {
+            let concurrency_wait = if self.cancelled() {
                 Err(None)
             } else if self.shm.try_acquire(self.id) {
                 Ok(None)
@@ -412,13 +412,8 @@ impl Context {
         tokio::pin!(notified);
         notified.as_mut().enable();
         loop {
-            // Shared memory's flags, not only the cancel watch: the watch follows them up
-            // to a millisecond late, and a request admitted in between would go out after
-            // another worker had stopped.
-            let stopped = self.shm.stop_flags()
-                & (stop_flags::DROP_UNSENT | stop_flags::CANCEL_IN_FLIGHT)
-                != 0;
-            if *cancel.borrow() || stopped {
+            let dropped = self.shm.stop_flags() & stop_flags::DROP_UNSENT != 0;
+            if self.cancelled() || dropped {
                 // `place` drops: the ticket leaves the queue, nobody waits behind it.
                 return Err(MonoNanos::now().since(began));
             }
@@ -434,6 +429,13 @@ impl Context {
                 Ok(_) = cancel.wait_for(|c| *c) => {}
             }
         }
+    }
+
+    /// Whether the group was told to cancel: shared memory's flag, not only the cancel
+    /// watch, which follows it up to a millisecond late (a request admitted in between
+    /// would go out after another worker had stopped).
+    fn cancelled(&self) -> bool {
+        *self.cancel.borrow() || self.shm.cancel_requested()
     }
 
     /// Gives a unit of the prefill cap back.
