@@ -203,6 +203,10 @@ fn detector(r: &BenchmarkResult) -> Option<String> {
     }
 }
 
+/// A cap the user set: its value, its flag, and the metric of how long a request holds
+/// a unit of it.
+type CapHold = (u64, &'static str, &'static str);
+
 /// The client's queue: late requests against what the arrivals predict at the cap.
 fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
     let (late, created) = (r.requests.late, r.requests.created);
@@ -223,7 +227,7 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
     // can be the one the load overruns (a prefill cap below the concurrency cap, or one
     // that holds a whole unstreamed answer).
     let prefill = r.client.prefill_wait.as_ref().map(|p| u64::from(p.cap));
-    let caps: Vec<(u64, &str, &str)> = [
+    let caps: Vec<CapHold> = [
         r.max_concurrency
             .map(|c| (c, "--max-concurrency", "request_latency")),
         prefill.map(|c| (c, "--max-prefill-concurrency", "ttft_any")),
@@ -248,7 +252,7 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
     // load), so each is judged by its own count among the measured requests that
     // completed (`client.queue`); reports without it judge `late` at the first cap.
     let measured = mean_count(r, "request_latency");
-    let judged: Vec<(u64, u64, Option<(u64, &str, &str)>)> =
+    let judged: Vec<(u64, u64, Option<CapHold>)> =
         match (caps.as_slice(), r.client.queue.as_ref(), measured) {
             ([_, _], Some(q), Some(n)) => caps
                 .iter()
@@ -270,7 +274,7 @@ fn late_beyond_prediction(
     arrivals: f64,
     late: u64,
     created: u64,
-    cap: Option<(u64, &str, &str)>,
+    cap: Option<CapHold>,
     named: bool,
 ) -> Option<String> {
     if late == 0 || created == 0 {
