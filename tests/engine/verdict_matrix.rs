@@ -796,7 +796,14 @@ impl Draw {
             push("--max-prefill-concurrency", p.to_string());
         }
         if self.cancel {
-            push("--cancel", "share=15%,after=ttft+10ms".into());
+            // Timed from the first token where replies stream; a reply in one body has
+            // none (a usage error), so it is given up on at the same point from its send.
+            let after = if self.stream {
+                "ttft+10ms".to_string()
+            } else {
+                format!("{}ms", TTFT_MS + 10.0)
+            };
+            push("--cancel", format!("share=15%,after={after}"));
         }
         if self.repeat > 1 {
             push("--repeat", self.repeat.to_string());
@@ -2466,6 +2473,10 @@ fn the_draws_cover_every_axis() {
     has("--cancel", &|d| d.cancel);
     has("--max-concurrency", &|d| d.max_concurrency.is_some());
     has("a prefill cap", &|d| d.prefill_cap.is_some());
+    // Each cap's waits are judged at that cap (kept_up::a_prefill_cap_beside_a_...).
+    has("a prefill cap beside --max-concurrency", &|d| {
+        d.prefill_cap.is_some() && d.max_concurrency.is_some()
+    });
     has("--repeat", &|d| d.repeat > 1);
     has("two workers", &|d| d.workers == 2);
     has("a fault", &|d| d.fault.is_some());
