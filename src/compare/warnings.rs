@@ -257,6 +257,11 @@ fn affinity_flags(report: &Report) -> String {
     if a.sticky_connections {
         flags.push("--sticky-connections".into());
     }
+    flags_or_none(&flags)
+}
+
+/// Flags as a command line would read them; "none" without any.
+fn flags_or_none(flags: &[String]) -> String {
     if flags.is_empty() {
         "none".into()
     } else {
@@ -300,11 +305,7 @@ fn behaviour_flags(report: &Report) -> String {
     if let Some(n) = b.max_prefill_concurrency {
         flags.push(format!("--max-prefill-concurrency {n}"));
     }
-    if flags.is_empty() {
-        "none".into()
-    } else {
-        flags.join(" ")
-    }
+    flags_or_none(&flags)
 }
 
 /// Two reports whose clients behaved differently (`--cancel`, `--max-prefill-concurrency`):
