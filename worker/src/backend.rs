@@ -865,6 +865,9 @@ impl Pieces for http2::Body {
     }
 }
 
+/// A response head of the worker's own clients: status, session token, body.
+type OwnHead<B> = (u16, Option<llmsurge_proto::affinity::TokenSeen>, B);
+
 /// A body of the worker's own clients: read to its end, its connection goes back to
 /// the pool.
 trait OwnBody {
@@ -883,9 +886,6 @@ impl OwnBody for http2::Body {
         http2::Body::release(self)
     }
 }
-
-/// A response head of the worker's own clients: status, session token, body.
-type OwnHead<B> = (u16, Option<llmsurge_proto::affinity::TokenSeen>, B);
 
 /// The start of an error response's body, for its message: at most
 /// [`limits::ERROR_BODY`] bytes; a longer body's rest is left unread (and its connection

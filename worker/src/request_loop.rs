@@ -1160,8 +1160,9 @@ mod tests {
     }
 
     /// A stop another worker (or the coordinator) set in shared memory holds back a
-    /// request waiting for a cap's room at once, before this worker's cancel watch
-    /// follows it (up to a millisecond later): no request goes out after the stop.
+    /// request waiting for a cap's room, or about to be sent, at once, before this
+    /// worker's cancel watch follows it (up to a millisecond later): no request goes out
+    /// after the stop.
     #[test]
     fn a_stop_in_shared_memory_holds_back_a_waiting_request_before_the_watch_sees_it() {
         let (rt, ctx, _keep) = test_context();
@@ -1180,6 +1181,24 @@ mod tests {
                 .is_err(),
             "admitted after the stop"
         );
+        // Nor is one the cap would not hold: it is cancelled unsent (the target is a
+        // closed port, so a send would fail as a connection error instead).
+        let info = SlotInfo {
+            slot: 0,
+            scheduled: MonoNanos::now(),
+            late: false,
+            prompt_tokens: None,
+            max_output_tokens: None,
+            previous_end: None,
+            model: None,
+            session: None,
+            media: None,
+            session_key: None,
+        };
+        let ex = rt.block_on(ctx.run_exchange(info, Ok(Bytes::from_static(b"{}")), None));
+        assert!(ex.start.is_none(), "sent after the stop: {ex:?}");
+        let error = ex.error.expect("cancelled");
+        assert_eq!(error.kind, ErrorKind::Cancelled, "{error:?}");
     }
 
     /// Every open stream's task holds its stream loop for as long as tokens come, 50,000
