@@ -251,7 +251,7 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
     // concurrency cap, whose arrivals predict almost no wait when it is far above the
     // load), so each is judged by its own count among the measured requests that
     // completed (`client.queue`); reports without it judge `late` at the first cap.
-    let measured = mean_count(r, "request_latency");
+    let measured = completed_count(r, "request_latency");
     let judged: Vec<(u64, u64, Option<CapHold>)> =
         match (caps.as_slice(), r.client.queue.as_ref(), measured) {
             ([_, _], Some(q), Some(n)) => caps
@@ -314,8 +314,8 @@ fn late_beyond_prediction(
     })
 }
 
-/// How many successful requests a distribution counts.
-fn mean_count(r: &BenchmarkResult, metric: &str) -> Option<u64> {
+/// How many successful requests a distribution counts; `None` for none.
+fn completed_count(r: &BenchmarkResult, metric: &str) -> Option<u64> {
     r.metrics
         .get(metric)
         .map(|d| d.successful.count)
