@@ -203,9 +203,9 @@ fn detector(r: &BenchmarkResult) -> Option<String> {
     }
 }
 
-/// A cap the user set: its value, its flag, and the metric of how long a request holds
-/// a unit of it.
-type CapHold = (u64, &'static str, &'static str);
+/// A cap the user set: its value, its flag, and how long a request holds a unit of it
+/// (ms, mean; `None` with no completed request to time it).
+type CapHold = (u64, &'static str, Option<f64>);
 
 /// The client's queue: late requests against what the arrivals predict at the cap.
 fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
@@ -226,18 +226,28 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
     // --max-concurrency, until its first token under --max-prefill-concurrency. Either
     // can be the one the load overruns (a prefill cap below the concurrency cap, or one
     // that holds a whole unstreamed answer).
-    let prefill = r.client.prefill_wait.as_ref().map(|p| u64::from(p.cap));
+    // A request takes its unit of the concurrency cap before it waits for the prefill
+    // cap: it holds it for its latency and that wait.
+    let prefill = r.client.prefill_wait.as_ref();
+    let concurrency_hold =
+        mean_ms(r, "request_latency").map(|ms| ms + prefill.map_or(0.0, |p| p.mean_ms));
     let caps: Vec<CapHold> = [
         r.max_concurrency
-            .map(|c| (c, "--max-concurrency", "request_latency")),
-        prefill.map(|c| (c, "--max-prefill-concurrency", "ttft_any")),
+            .map(|c| (c, "--max-concurrency", concurrency_hold)),
+        prefill.map(|p| {
+            (
+                u64::from(p.cap),
+                "--max-prefill-concurrency",
+                mean_ms(r, "ttft_any"),
+            )
+        }),
     ]
     .into_iter()
     .flatten()
     .collect();
     let held = format!("{late} of {created} requests waited for a free slot");
-    for &(c, cap_flag, held_for) in &caps {
-        if let Some(ms) = mean_ms(r, held_for)
+    for &(c, cap_flag, hold) in &caps {
+        if let Some(ms) = hold
             && arrivals * ms / 1e3 >= c as f64
         {
             let a = arrivals * ms / 1e3;
@@ -266,8 +276,8 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
     })
 }
 
-/// `late` of `created` requests held at `cap` (its value, flag and the metric of how long
-/// a request holds it), against what arrivals at `arrivals` per second predict there; a
+/// `late` of `created` requests held at `cap` (its value, flag and how long a request
+/// holds it), against what arrivals at `arrivals` per second predict there; a
 /// sentence when beyond it. `named`: say which cap (both were set).
 fn late_beyond_prediction(
     r: &BenchmarkResult,
@@ -281,7 +291,7 @@ fn late_beyond_prediction(
         return None;
     }
     let load = cap
-        .and_then(|(_, _, held_for)| mean_ms(r, held_for))
+        .and_then(|(_, _, hold)| hold)
         .map(|ms| arrivals * ms / 1e3);
     let (expected, basis) = match (cap, load) {
         // Random arrivals at the load: exact for Poisson arrivals and exponential service
@@ -694,6 +704,26 @@ mod tests {
             why.contains("30 of 71 requests waited for a free slot of --max-concurrency 8"),
             "{why}"
         );
+        // A request waiting for the prefill cap already holds its concurrency unit: at
+        // 17 req/s of 200 ms requests that waited 150 ms for the prefill cap, the
+        // concurrency cap of 10 carries 17 × 0.35 = 6 units, where Erlang C predicts
+        // about a tenth waiting, not 17 × 0.2 = 3.4 (0.3%) (the second break test: 7 of
+        // 84 held at the cap of 10, judged "did not keep up").
+        let mut b = rate_benchmark(Strategy::Poisson { rate: 17.0 }, 84, 40, 200.0, Some(10));
+        b.client.prefill_wait = Some(crate::prefill::PrefillWaits {
+            mean_ms: 150.0,
+            ..crate::prefill::PrefillWaits::new(1)
+        });
+        let mut ttft = crate::result::StatusDistributions::default();
+        ttft.successful.count = 84;
+        ttft.successful.mean = 50.0;
+        b.metrics.insert("ttft_any".into(), ttft);
+        b.client.queue = Some(crate::intent::ClientQueue {
+            concurrency_cap: held(7),
+            prefill_cap: held(40),
+            busy_worker: Distribution::default(),
+        });
+        assert_eq!(kept_up(&b), KeptUp::Yes);
     }
 
     fn drift(earlier_ms: f64, later_ms: f64, n: u64) -> TurnDrift {
