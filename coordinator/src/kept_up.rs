@@ -245,34 +245,40 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
     .into_iter()
     .flatten()
     .collect();
-    let held = format!("{late} of {created} requests waited for a free slot");
-    for &(c, cap_flag, hold) in &caps {
-        if let Some(ms) = hold
+    // Each cap is judged by the requests it held. With both caps set `late` mixes the
+    // two (a request the prefill cap held is no sign of a queue at the concurrency cap,
+    // whose arrivals predict almost no wait when it is far above the load), so each is
+    // judged by its own count in `client.queue`, out of the population those counts
+    // cover: the measured requests that finished, whatever their outcome (one held until
+    // the stop counts there too). Reports without it judge `late` at the first cap.
+    let measured = r
+        .requests
+        .finished()
+        .saturating_sub(r.requests.warmup + r.requests.cooldown);
+    let judged: Vec<(u64, u64, Option<CapHold>)> = match (caps.as_slice(), r.client.queue.as_ref())
+    {
+        ([_, _], Some(q)) if measured > 0 => caps
+            .iter()
+            .zip([&q.concurrency_cap, &q.prefill_cap])
+            .map(|(&cap, d)| (d.as_ref().map_or(0, |d| d.count), measured, Some(cap)))
+            .collect(),
+        _ => vec![(late, created, caps.first().copied())],
+    };
+    let named = caps.len() > 1;
+    for &(late, created, cap) in &judged {
+        if let Some((c, cap_flag, Some(ms))) = cap
+            && late > 0
             && arrivals * ms / 1e3 >= c as f64
         {
             let a = arrivals * ms / 1e3;
             return Some(format!(
-                "{held}: {arrivals:.1} req/s × {ms:.0} ms needs {a:.1} requests holding a slot, more than {cap_flag} {c}, so the client's queue never drains"
+                "{late} of {created} requests waited for a free slot: {arrivals:.1} req/s × {ms:.0} ms needs {a:.1} requests holding a slot, more than {cap_flag} {c}, so the client's queue never drains"
             ));
         }
     }
-    // Bursts are judged cap by cap, each by the requests it held. With both caps set
-    // `late` mixes the two (a request the prefill cap held is no sign of a queue at the
-    // concurrency cap, whose arrivals predict almost no wait when it is far above the
-    // load), so each is judged by its own count among the measured requests that
-    // completed (`client.queue`); reports without it judge `late` at the first cap.
-    let measured = completed_count(r, "request_latency");
-    let judged: Vec<(u64, u64, Option<CapHold>)> =
-        match (caps.as_slice(), r.client.queue.as_ref(), measured) {
-            ([_, _], Some(q), Some(n)) => caps
-                .iter()
-                .zip([&q.concurrency_cap, &q.prefill_cap])
-                .filter_map(|(&cap, d)| d.as_ref().map(|d| (d.count, n, Some(cap))))
-                .collect(),
-            _ => vec![(late, created, caps.first().copied())],
-        };
+    // Bursts: late requests beyond what the arrivals predict at the cap.
     judged.into_iter().find_map(|(late, created, cap)| {
-        late_beyond_prediction(r, arrivals, late, created, cap, caps.len() > 1)
+        late_beyond_prediction(arrivals, late, created, cap, named)
     })
 }
 
@@ -280,7 +286,6 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
 /// holds it), against what arrivals at `arrivals` per second predict there; a
 /// sentence when beyond it. `named`: say which cap (both were set).
 fn late_beyond_prediction(
-    r: &BenchmarkResult,
     arrivals: f64,
     late: u64,
     created: u64,
@@ -322,14 +327,6 @@ fn late_beyond_prediction(
             100.0 * expected
         )
     })
-}
-
-/// How many successful requests a distribution counts; `None` for none.
-fn completed_count(r: &BenchmarkResult, metric: &str) -> Option<u64> {
-    r.metrics
-        .get(metric)
-        .map(|d| d.successful.count)
-        .filter(|&n| n > 0)
 }
 
 /// The mean of a distribution of successful requests, ms.
@@ -724,6 +721,26 @@ mod tests {
             busy_worker: Distribution::default(),
         });
         assert_eq!(kept_up(&b), KeptUp::Yes);
+        // A prefill cap the load overruns: the sentence gives the requests that cap held
+        // out of the measured requests its count covers, those cancelled at the stop
+        // among them (the second break test: "127 of 129", the total `late`, where the
+        // prefill cap held 119, more than the 71 that completed).
+        let mut b = both(None, held(119), 127);
+        b.requests.created = 129;
+        b.requests.completed = 71;
+        b.requests.cancelled = 58;
+        b.metrics
+            .get_mut("ttft_any")
+            .expect("ttft_any")
+            .successful
+            .mean = 900.0;
+        let why = kept_up(&b).why_not().expect("the prefill cap never drains");
+        assert!(
+            why.contains("119 of 129 requests waited")
+                && why.contains("--max-prefill-concurrency 1")
+                && why.contains("never drains"),
+            "{why}"
+        );
     }
 
     fn drift(earlier_ms: f64, later_ms: f64, n: u64) -> TurnDrift {

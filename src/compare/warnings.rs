@@ -290,7 +290,11 @@ fn behaviour_flags(report: &Report) -> String {
         .get("behaviour")
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
-    let ms = |d: std::time::Duration| format!("{}ms", d.as_secs_f64() * 1e3);
+    // As a flag would say it: `1.5s`, `500ms` (not `1500ms`, `0.5s`).
+    let ms = |d: std::time::Duration| match d.as_secs_f64() {
+        s if s >= 1.0 => format!("{s}s"),
+        s => format!("{}ms", s * 1e3),
+    };
     let mut flags = Vec::new();
     if let Some(c) = b.cancel {
         let after = match c.after {
@@ -329,6 +333,32 @@ mod tests {
             "../../tests/fixtures/report-server-metrics.json"
         ))
         .expect("fixture parses")
+    }
+
+    /// The flags a report's client behaviour reads as are what a user types: seconds
+    /// from one second up, milliseconds below.
+    #[test]
+    fn client_behaviour_reads_as_the_flags_that_set_it() {
+        use llmsurge_proto::agentic::{CancelAfter, CancelSpec};
+        use std::time::Duration;
+        let flags = |after| {
+            let mut r = fixture();
+            let b = llmsurge_proto::ClientBehaviour {
+                cancel: Some(CancelSpec { share: 0.07, after }),
+                ..Default::default()
+            };
+            r.args["behaviour"] = serde_json::to_value(b).expect("behaviour serialises");
+            behaviour_flags(&r)
+        };
+        let uniform = CancelAfter::Uniform {
+            lo: Duration::from_millis(500),
+            hi: Duration::from_secs(2),
+        };
+        assert_eq!(flags(uniform), "--cancel share=7%,after=500ms..2s");
+        let fixed = CancelAfter::Fixed(Duration::from_millis(1500));
+        assert_eq!(flags(fixed), "--cancel share=7%,after=1.5s");
+        let ttft = CancelAfter::AfterFirstToken(Duration::from_millis(70));
+        assert_eq!(flags(ttft), "--cancel share=7%,after=ttft+70ms");
     }
 
     /// Sets benchmark `i`'s prefix-cache counters to `hits` of `queries`.
