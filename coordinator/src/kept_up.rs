@@ -203,6 +203,9 @@ fn detector(r: &BenchmarkResult) -> Option<String> {
     }
 }
 
+/// The concurrency cap's flag, as the sentences name it.
+const CONCURRENCY_FLAG: &str = "--max-concurrency";
+
 /// A cap the user set: its value, its flag, and how long a request holds a unit of it
 /// (ms, mean; `None` with no completed request to time it).
 type CapHold = (u64, &'static str, Option<f64>);
@@ -251,7 +254,7 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
             )
         }),
         r.max_concurrency
-            .map(|c| (c, "--max-concurrency", concurrency_hold)),
+            .map(|c| (c, CONCURRENCY_FLAG, concurrency_hold)),
     ]
     .into_iter()
     .flatten()
@@ -292,7 +295,7 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
     // concurrency cap, the prefill cap's queue filling its units counts too.
     judged.into_iter().find_map(|(late, created, cap)| {
         let floor = match cap {
-            Some((c, "--max-concurrency", _)) => prefill_queue_tail(r, burst_arrivals, c),
+            Some((c, CONCURRENCY_FLAG, _)) => prefill_queue_tail(r, burst_arrivals, c),
             _ => None,
         };
         late_beyond_prediction(burst_arrivals, late, created, cap, named, floor)
@@ -306,7 +309,7 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
 /// prefill cap, whose queue at a load `a` on `P` slots is at least `k` long with chance
 /// `C(P, a) × (a / P)^k` (M/M/P; fixed prefill times queue less, so this errs towards
 /// keeping up). Waits that correlated are bursts Erlang C at the concurrency cap alone
-/// cannot predict (the second break test of issue 40: 63 of 101 held by a cap of 10 at
+/// cannot predict (the third break test of issue 40: 63 of 101 held by a cap of 10 at
 /// a load of 3.4 plus the prefill waits, the prefill cap at 0.9 on 1 slot).
 fn prefill_queue_tail(r: &BenchmarkResult, arrivals: f64, c: u64) -> Option<(f64, String)> {
     let p = r.client.prefill_wait.as_ref()?;
@@ -322,7 +325,7 @@ fn prefill_queue_tail(r: &BenchmarkResult, arrivals: f64, c: u64) -> Option<(f64
     Some((
         tail,
         format!(
-            "the prefill cap's queue (a load of {a:.2} on {} slots) filling {k:.1} of the {c} slots",
+            "arrivals queueing for the prefill cap at a load of {a:.2} on {} slots, {k:.1} of them filling the {c} slots (M/M/P)",
             p.cap
         ),
     ))
@@ -757,7 +760,7 @@ mod tests {
             .expect("the concurrency cap's queue");
         assert!(
             why.contains("60 of 71 requests waited for a free slot of --max-concurrency 8")
-                && why.contains("the prefill cap's queue"),
+                && why.contains("queueing for the prefill cap"),
             "{why}"
         );
         // A request waiting for the prefill cap already holds its concurrency unit: at
