@@ -240,8 +240,9 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
     // that holds a whole unstreamed answer).
     // A request takes its unit of the concurrency cap before it waits for the prefill
     // cap: it holds it for its latency and that wait. So a queue at the prefill cap is
-    // also a queue at the concurrency cap (its waiters hold concurrency units): the
-    // prefill cap, the cause, is judged first and named when it is overrun.
+    // also a queue at the concurrency cap (its waiters hold concurrency units): bursts
+    // are judged at the prefill cap first, and of two caps the load overruns the
+    // bottleneck is named (below).
     let prefill = r.client.prefill_wait.as_ref();
     let concurrency_hold =
         mean_ms(r, "request_latency").map(|ms| ms + prefill.map_or(0.0, |p| p.mean_ms));
