@@ -923,6 +923,17 @@ mod tests {
             why.contains("136 of 139") && why.contains("more than --max-concurrency 3"),
             "{why}"
         );
+        // 30 req/s of 200 ms requests need 6 of `-C 8`'s slots, but each also holds its
+        // slot through its 100 ms wait for `-P 4`: 9 slots, so the concurrency cap's
+        // queue never drains (though the prefill cap, at 3 on 4 slots, has room).
+        let b = both_caps(30.0, (150, 150), (4, 8), (20, 90), (200.0, 100.0, 100.0));
+        let why = kept_up(&b)
+            .why_not()
+            .expect("the concurrency cap is overrun");
+        assert!(
+            why.contains("× 300 ms needs 9.0") && why.contains("more than --max-concurrency 8"),
+            "{why}"
+        );
         // 17 of 61 meeting a full `-C 14` behind `-P 1` at 15 req/s is beyond the prefill
         // queue's Poisson tail (6%), and Gamma arrivals burstier than Poisson are judged
         // by that tail too: a stretch for `--burstiness 0.1` passed runs of 16 req/s
