@@ -47,6 +47,24 @@ pub struct SlotInfo {
     pub session_key: Option<Arc<str>>,
 }
 
+impl SlotInfo {
+    /// Slot `slot`, due at `scheduled`, with nothing else known yet.
+    pub fn due(slot: u64, scheduled: MonoNanos) -> Self {
+        SlotInfo {
+            slot,
+            scheduled,
+            late: false,
+            prompt_tokens: None,
+            max_output_tokens: None,
+            previous_end: None,
+            model: None,
+            session: None,
+            media: None,
+            session_key: None,
+        }
+    }
+}
+
 /// Accumulates one flush interval of transitions.
 #[derive(Debug)]
 pub struct Reporter {
@@ -373,16 +391,8 @@ mod tests {
 
     fn info(slot: u64) -> SlotInfo {
         SlotInfo {
-            slot,
-            scheduled: ms(9),
-            late: false,
             prompt_tokens: Some(4),
-            max_output_tokens: None,
-            previous_end: None,
-            model: None,
-            session: None,
-            media: None,
-            session_key: None,
+            ..SlotInfo::due(slot, ms(9))
         }
     }
 

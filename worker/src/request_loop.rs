@@ -695,18 +695,7 @@ impl Context {
                     let Some(local) = self.shm.claim_slot() else {
                         break;
                     };
-                    let info = SlotInfo {
-                        slot: self.shard.global(local),
-                        scheduled: MonoNanos::now(),
-                        late: false,
-                        prompt_tokens: None,
-                        max_output_tokens: None,
-                        previous_end: None,
-                        model: None,
-                        session: None,
-                        media: None,
-                        session_key: None,
-                    };
+                    let info = SlotInfo::due(self.shard.global(local), MonoNanos::now());
                     // Boxed: a waiting user keeps no exchange state (see `run_session`).
                     previous_end = Some(Box::pin(self.run_request(info, Err(message))).await);
                     continue;
@@ -1183,18 +1172,7 @@ mod tests {
         );
         // Nor is one the cap would not hold: it is cancelled unsent (the target is a
         // closed port, so a send would fail as a connection error instead).
-        let info = SlotInfo {
-            slot: 0,
-            scheduled: MonoNanos::now(),
-            late: false,
-            prompt_tokens: None,
-            max_output_tokens: None,
-            previous_end: None,
-            model: None,
-            session: None,
-            media: None,
-            session_key: None,
-        };
+        let info = SlotInfo::due(0, MonoNanos::now());
         let ex = rt.block_on(ctx.run_exchange(info, Ok(Bytes::from_static(b"{}")), None));
         assert!(ex.start.is_none(), "sent after the stop: {ex:?}");
         let error = ex.error.expect("cancelled");
