@@ -873,10 +873,14 @@ fn a_killed_workers_requests_are_logged_with_their_trace_or_said_missing() {
         output_tokens: 20,
         ..MockConfig::instant()
     };
+    // A dead worker's request has no usage: its log line says the prompt length the
+    // client planned, which matches the mock's count only under the mock's tokenizer.
+    let tokenizer = crate::support::mock_counting_tokenizer(dir.path());
     let (server, child, out) = start_logged(dir.path(), config, |b| {
         b.concurrent(4)
             .workers(2)
             .data("turns=3,prompt_tokens=16,output_tokens=20")
+            .arg("--processor", tokenizer.display())
             .max_seconds(30)
     });
     let workers = wait_for_children(child.id(), 2);
