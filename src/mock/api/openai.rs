@@ -8,8 +8,8 @@ use bytes::{BufMut, BytesMut};
 use serde::{Deserialize, Serialize};
 
 use super::shared::{
-    Api, FinishReason, Message, Prompt, ToolCall, Usage, fmt_u64, generation_request, itoa_buf,
-    write_words,
+    Api, FinishReason, Message, Prompt, ToolCall, Usage, fmt_u64, generation_request, hex16,
+    itoa_buf, write_words,
 };
 
 /// `stream_options` of a request.
@@ -107,13 +107,25 @@ pub struct DetokenizeResponse {
     pub prompt: String,
 }
 
+/// An SSE data line's start.
+const DATA: &[u8] = b"data: ";
+/// The one choice of a chunk or body, left open.
+const CHOICE: &[u8] = br#","choices":[{"index":0,"#;
+/// The end of a chunk whose choice has not finished, with and without `"usage":null`.
+const UNFINISHED: &[u8] = b",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+const UNFINISHED_USAGE_NULL: &[u8] =
+    b",\"logprobs\":null,\"finish_reason\":null}],\"usage\":null}\n\n";
+
 /// Writes the chunks and bodies of one chat, completions or transcription response;
 /// built once per request.
 #[derive(Debug)]
 pub struct Writer {
     api: Api,
-    /// `{"id":"…","object":"…","created":…,"model":"…"` (the object left open).
-    envelope: Vec<u8>,
+    /// `data: {"id":"…","object":"…","created":…,"model":"…","choices":[{"index":0,`:
+    /// every chunk with a choice opens with it, so it is built once per request.
+    head: Vec<u8>,
+    /// Where the envelope, `{"id":…"model":"…"` (the object left open), is in `head`.
+    envelope: std::ops::Range<usize>,
     /// Chunks carry `"usage":null` when the client asked for a usage chunk, as OpenAI's do.
     usage_null: bool,
     /// End a stream with nothing: no finish chunk, no usage, no `[DONE]`.
@@ -141,12 +153,26 @@ impl Writer {
             // Built with `typed`; the envelope is not used.
             (Api::Responses | Api::Anthropic, _) => ("resp", "response"),
         };
-        let envelope = format!(
-            r#"{{"id":"{prefix}-{seq:016x}","object":"{object}","created":{created},"model":{model_json}"#
-        );
+        // Pieces copied in, not `format!`: this runs once per request at tens of
+        // thousands a second.
+        let mut head = Vec::with_capacity(128 + model_json.len());
+        head.extend_from_slice(DATA);
+        head.extend_from_slice(br#"{"id":""#);
+        head.extend_from_slice(prefix.as_bytes());
+        head.push(b'-');
+        head.extend_from_slice(&hex16(seq));
+        head.extend_from_slice(br#"","object":""#);
+        head.extend_from_slice(object.as_bytes());
+        head.extend_from_slice(br#"","created":"#);
+        head.extend_from_slice(fmt_u64(&mut itoa_buf(), created));
+        head.extend_from_slice(br#","model":"#);
+        head.extend_from_slice(model_json.as_bytes());
+        let envelope = DATA.len()..head.len();
+        head.extend_from_slice(CHOICE);
         Writer {
             api,
-            envelope: envelope.into_bytes(),
+            head,
+            envelope,
             usage_null,
             no_end: false,
             tool: None,
@@ -186,23 +212,28 @@ impl Writer {
         Self::done(out);
     }
 
+    /// `{"id":…"model":"…"`, the object left open.
+    fn envelope(&self) -> &[u8] {
+        &self.head[self.envelope.clone()]
+    }
+
     fn open_choice(&self, out: &mut BytesMut) {
-        out.put_slice(b"data: ");
-        out.put_slice(&self.envelope);
-        out.put_slice(br#","choices":[{"index":0,"#);
+        out.put_slice(&self.head);
     }
 
     fn close_choice(&self, out: &mut BytesMut, finish: Option<FinishReason>) {
-        out.put_slice(br#","logprobs":null,"finish_reason":"#);
-        match finish {
-            Some(f) => {
-                out.put_u8(b'"');
-                out.put_slice(f.as_str().as_bytes());
-                out.put_u8(b'"');
-            }
-            None => out.put_slice(b"null"),
-        }
-        out.put_slice(b"}]");
+        let Some(f) = finish else {
+            // A token chunk's ending, whole.
+            out.put_slice(if self.usage_null {
+                UNFINISHED_USAGE_NULL
+            } else {
+                UNFINISHED
+            });
+            return;
+        };
+        out.put_slice(br#","logprobs":null,"finish_reason":""#);
+        out.put_slice(f.as_str().as_bytes());
+        out.put_slice(b"\"}]");
         if self.usage_null {
             out.put_slice(br#","usage":null"#);
         }
@@ -261,8 +292,8 @@ impl Writer {
 
     /// The usage chunk: `choices: []` and the token counts.
     pub fn usage_chunk(&self, out: &mut BytesMut, usage: Usage) {
-        out.put_slice(b"data: ");
-        out.put_slice(&self.envelope);
+        out.put_slice(DATA);
+        out.put_slice(self.envelope());
         out.put_slice(br#","choices":[],"#);
         write_usage(out, usage);
         out.put_slice(b"}\n\n");
@@ -316,8 +347,8 @@ impl Writer {
             out.put_slice(b"}}");
             return;
         }
-        out.put_slice(&self.envelope);
-        out.put_slice(br#","choices":[{"index":0,"#);
+        out.put_slice(self.envelope());
+        out.put_slice(CHOICE);
         match self.api {
             Api::Chat => {
                 match &self.tool {
