@@ -44,25 +44,42 @@ pub fn for_each_token<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
     }
 }
 
+/// [`for_each_token`] as bytes, what the prefix cache hashes: an ASCII text (every
+/// prompt token of every request goes through here) is split without char decoding or
+/// boundary checks.
+pub fn for_each_token_bytes<'a>(text: &'a str, mut f: impl FnMut(&'a [u8])) {
+    if !text.is_ascii() {
+        return for_each_token(text, |t| f(t.as_bytes()));
+    }
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b.is_ascii_alphanumeric() {
+            let start = i;
+            i += 1;
+            while bytes.get(i).is_some_and(u8::is_ascii_alphanumeric) {
+                i += 1;
+            }
+            f(&bytes[start..i]);
+            continue;
+        }
+        if !is_ascii_space(b) {
+            f(&bytes[i..=i]);
+        }
+        i += 1;
+    }
+}
+
+/// `char::is_whitespace` for an ASCII byte (`u8::is_ascii_whitespace` leaves out the
+/// vertical tab), so both paths of the tokenizer agree.
+fn is_ascii_space(b: u8) -> bool {
+    b.is_ascii_whitespace() || b == 0x0b
+}
+
 /// Number of tokens in `text`.
 pub fn count(text: &str) -> u64 {
-    // Fast path over bytes for ASCII, the common case for benchmark prompts.
-    if text.is_ascii() {
-        let mut n = 0u64;
-        let mut in_word = false;
-        for &b in text.as_bytes() {
-            if b.is_ascii_alphanumeric() {
-                n += u64::from(!in_word);
-                in_word = true;
-            } else {
-                in_word = false;
-                n += u64::from(!b.is_ascii_whitespace());
-            }
-        }
-        return n;
-    }
     let mut n = 0;
-    for_each_token(text, |_| n += 1);
+    for_each_token_bytes(text, |_| n += 1);
     n
 }
 
@@ -128,6 +145,49 @@ mod tests {
         let mut ids = Vec::new();
         encode_into("héllo wörld ✓", &mut ids);
         assert_eq!(ids.len(), 3);
+    }
+
+    #[test]
+    fn the_byte_splitter_and_the_count_follow_the_char_rule() {
+        // The rule spelled out over chars, as the non-ASCII path applies it.
+        fn by_chars(text: &str) -> Vec<String> {
+            let mut out: Vec<String> = Vec::new();
+            let mut word = String::new();
+            for c in text.chars() {
+                if c.is_alphanumeric() {
+                    word.push(c);
+                    continue;
+                }
+                if !word.is_empty() {
+                    out.push(std::mem::take(&mut word));
+                }
+                if !c.is_whitespace() {
+                    out.push(c.to_string());
+                }
+            }
+            if !word.is_empty() {
+                out.push(word);
+            }
+            out
+        }
+        for text in [
+            "Hello, world!",
+            "a\x0bb\x0cc\rd",
+            "  x1 -- 2y\t(z)",
+            "don't stop.",
+            "",
+            "end",
+        ] {
+            let mut got = Vec::new();
+            for_each_token(text, |t| got.push(t.to_string()));
+            assert_eq!(got, by_chars(text), "{text:?}");
+            let mut bytes = Vec::new();
+            for_each_token_bytes(text, |t| {
+                bytes.push(String::from_utf8_lossy(t).into_owned())
+            });
+            assert_eq!(bytes, got, "{text:?}");
+            assert_eq!(count(text), got.len() as u64, "{text:?}");
+        }
     }
 
     #[test]
