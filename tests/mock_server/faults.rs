@@ -234,6 +234,30 @@ async fn mock_bad_requests_get_openai_errors() {
         let value = json_of(malformed).await;
         assert_error_body(&value);
         assert_eq!(value["error"]["code"], "invalid_json");
+        // Not JSON, though a wrong type comes first in reading order: still invalid_json;
+        // JSON of a wrong shape is invalid_request.
+        for (body, code) in [
+            (
+                r#"{"model":"llmsurge-mock","messages":[{"role":"user","content":[1, oops]}]}"#,
+                "invalid_json",
+            ),
+            (r#"{"max_tokens":"x","messages":["#, "invalid_json"),
+            (
+                r#"{"model":"llmsurge-mock","messages":[{"role":"user","content":5}]}"#,
+                "invalid_request",
+            ),
+        ] {
+            let answer = c
+                .post(format!("{base}/v1/chat/completions"))
+                .body(body)
+                .send()
+                .await
+                .expect("sent");
+            assert_eq!(answer.status(), StatusCode::BAD_REQUEST, "{body}");
+            let value = json_of(answer).await;
+            assert_error_body(&value);
+            assert_eq!(value["error"]["code"], code, "{body}: {value}");
+        }
         let missing = post(
             &c,
             format!("{base}/v1/chat/completions"),

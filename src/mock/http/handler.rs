@@ -483,6 +483,13 @@ fn parse<'a, T: serde::Deserialize<'a>>(
     body: &'a [u8],
 ) -> Result<T, Box<Response<MockBody>>> {
     serde_json::from_slice(body).map_err(|e| {
+        // A body that is not JSON is `invalid_json` wherever its fault is, as a server
+        // that parses the JSON first says: serde stops at the first error in reading
+        // order, a wrong type before a later syntax error (`"content":[1, oops]`).
+        let e = match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+            Err(syntax) => syntax,
+            Ok(_) => e,
+        };
         let code = if e.is_syntax() || e.is_eof() {
             "invalid_json"
         } else {
