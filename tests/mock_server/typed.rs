@@ -203,3 +203,75 @@ async fn mock_rerank_and_score_rank_every_document() {
     })
     .await;
 }
+
+/// A tool call names one of the functions the request offered, on each API (an agent
+/// framework looks the name up in its registry); a tool without a usable name (a
+/// built-in one, or a name JSON would need escaped) is called `tool_K` by its place.
+#[tokio::test]
+async fn mock_calls_the_tools_the_request_offered_by_name() {
+    let mock = server(MockConfig {
+        tool_call_rate: 1.0,
+        ..MockConfig::instant()
+    });
+    bounded(async {
+        let c = client();
+        let base = mock.base_url();
+        // (route, the tools offered in its shape, where a whole answer's call names it)
+        let offer = |names: &[&str]| -> [(&'static str, Value); 3] {
+            [
+                (
+                    "/v1/chat/completions",
+                    json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+                           "tools": names.iter().map(|n| json!({"type": "function", "function": {"name": n, "parameters": {}}})).collect::<Vec<_>>()}),
+                ),
+                (
+                    "/v1/responses",
+                    json!({"input": "hi", "max_output_tokens": 4,
+                           "tools": names.iter().map(|n| json!({"type": "function", "name": n, "parameters": {}})).collect::<Vec<_>>()}),
+                ),
+                (
+                    "/v1/messages",
+                    json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+                           "tools": names.iter().map(|n| json!({"name": n, "input_schema": {}})).collect::<Vec<_>>()}),
+                ),
+            ]
+        };
+        let called = |route: &str, body: &Value| -> String {
+            let name = match route {
+                "/v1/chat/completions" => &body["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+                "/v1/responses" => {
+                    let items = body["output"].as_array().expect("output items");
+                    &items.iter().find(|i| i["type"] == "function_call").expect("a call")["name"]
+                }
+                _ => {
+                    let blocks = body["content"].as_array().expect("content blocks");
+                    &blocks.iter().find(|b| b["type"] == "tool_use").expect("a call")["name"]
+                }
+            };
+            name.as_str().expect("a name").to_string()
+        };
+        let offered = ["get_weather", "lookup-stock"];
+        for (route, request) in offer(&offered) {
+            let mut seen = std::collections::BTreeSet::new();
+            // Consecutive requests call the offered tools in turn.
+            for _ in 0..4 {
+                let body = json_of(post(&c, format!("{base}{route}"), request.clone()).await).await;
+                seen.insert(called(route, &body));
+            }
+            assert_eq!(seen, offered.iter().map(|s| s.to_string()).collect(), "{route}");
+        }
+        let unusable = ["bad\"name", &"x".repeat(65)];
+        for (route, request) in offer(&unusable) {
+            for _ in 0..2 {
+                let body = json_of(post(&c, format!("{base}{route}"), request.clone()).await).await;
+                let name = called(route, &body);
+                assert!(name == "tool_0" || name == "tool_1", "{route}: {name}");
+            }
+        }
+        // A built-in Responses tool has no name at all.
+        let builtin = json!({"input": "hi", "max_output_tokens": 4, "tools": [{"type": "web_search"}]});
+        let body = json_of(post(&c, format!("{base}/v1/responses"), builtin).await).await;
+        assert_eq!(called("/v1/responses", &body), "tool_0");
+    })
+    .await;
+}

@@ -96,7 +96,8 @@ mod tests {
     const WORDS: [&str; 3] = ["alpha", "beta", "gamma"];
 
     fn writers() -> Vec<(&'static str, Formatter)> {
-        let tool = || Some(ToolCall::new(7, 3, WORDS.len() as u32));
+        let offered: Vec<String> = (0..3).map(|k| format!("tool_{k}")).collect();
+        let tool = || Some(ToolCall::new(7, &offered, WORDS.len() as u32));
         vec![
             (
                 "chat",

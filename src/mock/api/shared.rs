@@ -231,8 +231,50 @@ pub trait GenerationRequest {
     fn cap(&self) -> Option<u64>;
     /// Whether a stream ends with usage (always, for the APIs whose final event has it).
     fn include_usage(&self) -> bool;
-    /// How many functions the request offers to call (`tools`).
-    fn tools(&self) -> usize;
+    /// The names of the functions the request offers to call (`tools`), in order.
+    fn tools(&self) -> Vec<String>;
+}
+
+/// One entry of a request's `tools`: chat's `{"type":"function","function":{"name":…}}`,
+/// or Responses' and Anthropic's `{"name":…}`; only the name matters to the mock.
+#[derive(Debug, Deserialize)]
+pub struct OfferedTool {
+    /// Responses' and Anthropic's name.
+    #[serde(default)]
+    name: Option<String>,
+    /// Chat's function, with its name.
+    #[serde(default)]
+    function: Option<OfferedFunction>,
+}
+
+/// `{"name": …}` of a chat tool's `function`.
+#[derive(Debug, Deserialize)]
+pub struct OfferedFunction {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+impl OfferedTool {
+    /// The name a call of this tool (the `k`th offered) uses: its own, when it has one
+    /// of the characters OpenAI allows (`[A-Za-z0-9_-]`, up to 64; so it needs no JSON
+    /// escaping), else `tool_{k}` (a built-in tool such as `web_search` has none).
+    pub fn call_name(&self, k: usize) -> String {
+        let own = self
+            .function
+            .as_ref()
+            .and_then(|f| f.name.as_deref())
+            .or(self.name.as_deref());
+        match own {
+            Some(n)
+                if (1..=64).contains(&n.len())
+                    && n.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+            {
+                n.to_string()
+            }
+            _ => format!("tool_{k}"),
+        }
+    }
 }
 
 /// Declares a generation request body: the fields every generation API shares
@@ -264,7 +306,7 @@ macro_rules! generation_request {
             pub min_tokens: Option<u32>,
             /// Functions the model may call; only their number matters to the mock.
             #[serde(default)]
-            pub tools: Option<Vec<::serde::de::IgnoredAny>>,
+            pub tools: Option<Vec<$crate::mock::api::shared::OfferedTool>>,
             $($(#[$field_meta])* pub $field: $ty,)*
         }
 
@@ -289,8 +331,8 @@ macro_rules! generation_request {
                 let $u = self;
                 $usage
             }
-            fn tools(&self) -> usize {
-                self.tools.as_ref().map_or(0, Vec::len)
+            fn tools(&self) -> Vec<String> {
+                self.tools.iter().flatten().enumerate().map(|(k, t)| t.call_name(k)).collect()
             }
         }
     };
@@ -342,11 +384,15 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
-    /// A call of function `tool_{k}` of the `offered` ones, decided by `seq`, with
-    /// `tokens` tokens of arguments.
-    pub fn new(seq: u64, offered: usize, tokens: u32) -> Self {
+    /// A call of one of the `offered` functions (their call names), decided by `seq`,
+    /// with `tokens` tokens of arguments.
+    pub fn new(seq: u64, offered: &[String], tokens: u32) -> Self {
+        let k = seq % offered.len().max(1) as u64;
         ToolCall {
-            name: format!("tool_{}", seq % offered.max(1) as u64),
+            name: offered
+                .get(k as usize)
+                .cloned()
+                .unwrap_or_else(|| format!("tool_{k}")),
             id: Self::id_of(seq),
             total: tokens,
             written: std::cell::Cell::new(0),

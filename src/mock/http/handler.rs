@@ -550,8 +550,8 @@ struct GenRequest {
     /// `ignore_eos` and `min_tokens`, as the model will see them (`--drop-ignore-eos`
     /// drops both, as a gateway in front of a server may).
     eos: Eos,
-    /// Functions the request offered to call (`tools`).
-    tools: usize,
+    /// The names of the functions the request offered to call (`tools`).
+    tools: Vec<String>,
 }
 
 /// Body fields the OpenAI chat completions and completions APIs share.
@@ -732,7 +732,7 @@ fn transcription(app: Arc<App>, content_type: &str, body: &[u8]) -> Response<Moc
             prompt,
             max_tokens: None,
             eos: Eos::default(),
-            tools: 0,
+            tools: Vec::new(),
         },
     )
 }
@@ -930,7 +930,7 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
         r.eos,
         // Neither the legacy completions API nor a transcription has a place for reasoning.
         !matches!(r.api, Api::Completions | Api::Transcription(_)),
-        r.tools > 0,
+        !r.tools.is_empty(),
     );
     plan.model = r.model;
     if let Some(response) = injected(&app, plan.fault) {
@@ -969,7 +969,7 @@ fn generate(app: Arc<App>, r: GenRequest) -> Response<MockBody> {
     };
     let fmt = if plan.tool_call {
         app.counters.tool_call();
-        fmt.with_tool_call(Some(ToolCall::new(seq, r.tools, plan.content)))
+        fmt.with_tool_call(Some(ToolCall::new(seq, &r.tools, plan.content)))
     } else {
         fmt
     };
