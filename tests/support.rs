@@ -109,21 +109,34 @@ pub fn mock_counting_tokenizer(dir: &std::path::Path) -> PathBuf {
         .enumerate()
         .map(|(i, w)| (w.to_string(), serde_json::json!(i)))
         .collect();
+    // Splits at whitespace and before and after each punctuation mark, as the mock.
+    write_tokenizer(
+        &dir.join("mock-counting-tokenizer.json"),
+        serde_json::json!({"type": "BertPreTokenizer"}),
+        serde_json::json!({"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}),
+    )
+}
+
+/// Writes a Hugging Face tokenizer.json of a pre-tokenizer and a model (nothing else:
+/// no normalizer, template or decoder) at `path`.
+pub fn write_tokenizer(
+    path: &std::path::Path,
+    pre_tokenizer: serde_json::Value,
+    model: serde_json::Value,
+) -> PathBuf {
     let json = serde_json::json!({
         "version": "1.0",
         "truncation": null,
         "padding": null,
         "added_tokens": [],
         "normalizer": null,
-        // Splits at whitespace and before and after each punctuation mark, as the mock.
-        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "pre_tokenizer": pre_tokenizer,
         "post_processor": null,
         "decoder": null,
-        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
+        "model": model
     });
-    let path = dir.join("mock-counting-tokenizer.json");
-    std::fs::write(&path, serde_json::to_vec(&json).expect("json")).expect("write tokenizer");
-    path
+    std::fs::write(path, serde_json::to_vec(&json).expect("json")).expect("write tokenizer");
+    path.to_path_buf()
 }
 
 /// The binary, with every inherited `LLMSURGE_*` variable removed.

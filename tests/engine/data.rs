@@ -35,25 +35,16 @@ pub(super) fn write_test_tokenizer(dir: &Path) -> PathBuf {
             }
         }
     }
-    let json = serde_json::json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": [],
-        "normalizer": null,
-        "pre_tokenizer": {"type": "Whitespace"},
-        "post_processor": null,
-        "decoder": null,
-        "model": {
+    crate::support::write_tokenizer(
+        &dir.join("tokenizer.json"),
+        serde_json::json!({"type": "Whitespace"}),
+        serde_json::json!({
             "type": "BPE", "dropout": null, "unk_token": "[UNK]",
             "continuing_subword_prefix": null, "end_of_word_suffix": null,
             "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
             "vocab": vocab, "merges": merges
-        }
-    });
-    let path = dir.join("tokenizer.json");
-    std::fs::write(&path, serde_json::to_vec(&json).expect("json")).expect("write tokenizer");
-    path
+        }),
+    )
 }
 
 /// Counts tokens the way each tokenizer's own crate does (not through llmsurge).
