@@ -73,9 +73,8 @@ pub enum Content {
     Parts(Vec<Part>),
 }
 
-/// By the JSON's own type, where `#[serde(untagged)]` would buffer the value and try each
-/// shape: a quarter of the mock's request parsing at tens of thousands of requests a
-/// second.
+/// By the JSON's own type, where `#[serde(untagged)]` would copy the value into a buffer
+/// and try each shape in turn, for every message of every request.
 impl<'de> Deserialize<'de> for Content {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Shape;
@@ -304,7 +303,7 @@ macro_rules! generation_request {
             /// vLLM extension: no end of sequence before this many tokens.
             #[serde(default)]
             pub min_tokens: Option<u32>,
-            /// Functions the model may call; only their number matters to the mock.
+            /// Functions the model may call; their names are what a call names.
             #[serde(default)]
             pub tools: Option<Vec<$crate::mock::api::shared::OfferedTool>>,
             $($(#[$field_meta])* pub $field: $ty,)*
