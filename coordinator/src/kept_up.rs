@@ -317,7 +317,7 @@ fn client_queue(r: &BenchmarkResult, unit: Unit) -> Option<String> {
             };
             let passes_per_s = c as f64 / own_ms.max(f64::MIN_POSITIVE);
             Some((passes_per_s, format!(
-                "{late} of {created} requests waited for a free slot of {cap_flag} {c}: {arrivals:.1} req/s × {ms:.0} ms needs {a:.1} requests holding a slot, more than {c}, so the client's queue never drains"
+                "{late} of {created} requests waited for a free slot of {cap_flag} {c}: {arrivals:.1} req/s × {ms:.0} ms needs {}, so the client's queue never drains", need_beside_cap(a, c)
             )))
         })
         .min_by(|x, y| x.0.total_cmp(&y.0));
@@ -418,6 +418,20 @@ fn late_beyond_prediction(
             100.0 * expected
         )
     })
+}
+
+/// `a` requests holding a slot (at least `c`) beside the cap, with as many decimals as
+/// show it above `c` ("6.02 …, more than 6", never "6.0 …, more than 6"), or "as many
+/// as" at `c` itself.
+fn need_beside_cap(a: f64, c: u64) -> String {
+    if a <= c as f64 {
+        return format!("{a:.1} requests holding a slot, as many as {c}");
+    }
+    let shown = (1..=3)
+        .map(|d| format!("{a:.d$}"))
+        .find(|s| s.parse::<f64>().is_ok_and(|v| v > c as f64))
+        .unwrap_or_else(|| format!("{a:.3}"));
+    format!("{shown} requests holding a slot, more than {c}")
 }
 
 /// `n slots`, or `1 slot`.
@@ -761,6 +775,13 @@ mod tests {
         let b = rate_benchmark(poisson, 187, 10, 800.0, Some(8));
         let why = kept_up(&b).why_not().expect("past the cap");
         assert!(why.contains("never drains"), "{why}");
+        // Just past the cap, the need is shown above it (20.4 × 295 ms is 6.018).
+        let b = rate_benchmark(Strategy::Poisson { rate: 20.4 }, 187, 100, 295.0, Some(6));
+        let why = kept_up(&b).why_not().expect("past the cap");
+        assert!(
+            why.contains("needs 6.02 requests holding a slot, more than 6, so"),
+            "{why}"
+        );
         // A constant rate is judged by the same bound (its requests' varying lengths make
         // it wait too, less than Poisson arrivals would): 10 of 187 is what it allows, 40
         // is not.
