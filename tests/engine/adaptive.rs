@@ -150,7 +150,11 @@ fn over_saturation_stops_an_overloaded_benchmark_early() {
 #[test]
 fn over_saturation_leaves_a_healthy_benchmark_alone() {
     let server = mock(capacity_mock());
-    let rate = format!("{}", (0.5 * CAPACITY).round());
+    // A quarter of its capacity: about one request in flight. At half, a shared machine
+    // that slowed this debug mock for a few seconds (TTFT 20 → 35 ms mean) had it
+    // queue, and both client series rightly grew: the mock itself was drowning. Here
+    // its latency must double before in-flight grows by the one request the rule asks.
+    let rate = format!("{}", (0.25 * CAPACITY).round());
     let run = Bench::on(&server)
         .constant(&rate)
         .max_seconds(12)
