@@ -507,6 +507,56 @@ fn a_server_killed_mid_run_makes_the_run_invalid_from_the_instant_it_was_lost() 
     assert!(html.contains("the server was lost at"));
 }
 
+#[test]
+fn a_closed_loop_waits_after_each_refused_connect_and_still_finds_the_server_lost() {
+    // A synchronous stream against a server that dies: before, it sent its next request
+    // at once after each refused connect, thousands a second. Now it waits 10 ms, then
+    // twice as long each time, at most 100 ms (worker/src/backoff.rs): the intended
+    // instants in the log say so exactly, the waits are not read as a busy client's
+    // send gaps, and at ten tries a second the server is still judged lost.
+    let mut server = MockProcess::start(&["--instant"]);
+    let (child, out) = Bench::target(&server.url)
+        .synchronous()
+        .max_seconds(3)
+        .request_timeout("5s")
+        .data(DATA)
+        .request_log("requests.jsonl")
+        .outputs("json")
+        .start(|_| {});
+    wait_for("40 responses served", || server.completed() >= 40);
+    server.kill();
+    let run = wait_run(child, out);
+    let report = ended_with(&run, llmsurge::exit_codes::INVALID_RUN);
+    let b = &report.benchmarks[0];
+    assert!(b.server_lost.is_some(), "{:?}\n{}", b.requests, run.stderr);
+    assert!(!b.client.bottleneck, "{}", run.stderr);
+    let mut log = read_log(&run.dir.path().join("requests.jsonl"));
+    log.sort_by(|a, b| a.scheduled_time.total_cmp(&b.scheduled_time));
+    let refused = |e: &RequestEntry| e.error_kind.as_deref() == Some("connect");
+    let first = log
+        .iter()
+        .position(refused)
+        .unwrap_or_else(|| panic!("no refused connect: {:?}", b.errors));
+    let tail = &log[first..];
+    assert!(tail.len() >= 10, "{} tries after the death", tail.len());
+    for (k, pair) in tail.windows(2).enumerate() {
+        let (before, next) = (&pair[0], &pair[1]);
+        assert!(
+            refused(before),
+            "a request after the death connected: {before:?}"
+        );
+        let wait_ms = (10u64 << k.min(4)).min(100) as f64;
+        let waited_ms = (next.scheduled_time - before.end_time) * 1e3;
+        assert!(
+            (waited_ms - wait_ms).abs() < 0.01,
+            "try {}: intended {waited_ms} ms after the refused one before, not {wait_ms}",
+            k + 2
+        );
+        // The wait is the stream's, not the client's: no queue time comes of it.
+        assert!(next.start_time.is_none_or(|s| s >= next.scheduled_time));
+    }
+}
+
 /// An overloaded server that answers three in ten requests with a fast 500 while it
 /// queues the rest is not lost: the requests it still held when the stop cut them were
 /// sent between its errors. The verdict is the queue's (exit 3), not an outage (4).

@@ -21,6 +21,7 @@
 pub mod affinity;
 pub mod arrivals;
 pub mod backend;
+pub mod backoff;
 pub mod connections;
 pub mod formats;
 pub mod graph;

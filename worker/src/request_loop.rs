@@ -12,6 +12,7 @@
 
 use crate::arrivals::ArrivalClock;
 use crate::backend::{Backend, Exchange};
+use crate::backoff::ConnectBackoff;
 use crate::graph::{DueCall, GraphRun};
 use crate::pacer::{Dispatch, Pacer, PacerSent};
 use crate::reporter::{Reporter, SlotInfo};
@@ -632,11 +633,15 @@ impl Context {
             Ok(_) = stop.wait_for(|s| *s) => return,
         }
         let mut previous_end = None;
+        // The stream's own intended instant for its next request, after a connect
+        // failure's wait (see `crate::backoff`).
+        let mut due = None;
+        let mut backoff = ConnectBackoff::default();
         while let Some(local) = self.shm.claim_slot() {
             let slot = self.shard.global(local);
             // A closed loop intends each request at once after the stream's previous
             // one (its first at its ramp-up turn): the turnaround is client queue time.
-            let scheduled = previous_end.unwrap_or(start_at);
+            let scheduled = due.take().or(previous_end).unwrap_or(start_at);
             let prepared = source.borrow_mut().request(slot);
             let (body, prompt_tokens, max_output_tokens, model, media, session_key) = match prepared
             {
@@ -654,24 +659,35 @@ impl Context {
                 }
                 Err(message) => (Err(message), None, None, None, None, None),
             };
-            let end = self
-                .run_request(
-                    SlotInfo {
-                        slot,
-                        scheduled,
-                        late: false,
-                        prompt_tokens,
-                        max_output_tokens,
-                        previous_end,
-                        model,
-                        session: None,
-                        media,
-                        session_key,
-                    },
-                    body,
-                )
+            let info = SlotInfo {
+                slot,
+                scheduled,
+                late: false,
+                prompt_tokens,
+                max_output_tokens,
+                previous_end,
+                model,
+                session: None,
+                media,
+                session_key,
+            };
+            let (end, could_not_connect) = self
+                .run_exchange(info, body, None)
+                .map(|ex| {
+                    let refused = ex.error.as_ref().map(|e| e.kind) == Some(ErrorKind::Connect);
+                    (ex.end_or_now(), refused)
+                })
                 .await;
             previous_end = Some(end);
+            if let Some(wait) = backoff.after(could_not_connect) {
+                let until = end + wait;
+                if !self.pause_after_failure(Some(until)).await {
+                    return;
+                }
+                // Intended after the wait, which is the stream's and no turnaround.
+                due = Some(until);
+                previous_end = None;
+            }
         }
     }
 
@@ -685,6 +701,7 @@ impl Context {
             Ok(_) = stop.wait_for(|s| *s) => return,
         }
         let mut previous_end: Option<MonoNanos> = None;
+        let mut backoff = ConnectBackoff::default();
         while let Some(id) = self.shm.claim_session() {
             let plan = source.borrow_mut().session(id);
             let plan = match plan {
@@ -702,7 +719,10 @@ impl Context {
                 }
             };
             let session = SessionState::new(id, plan);
-            if !self.run_session(session, None, &mut previous_end).await {
+            if !self
+                .run_session(session, None, &mut previous_end, &mut backoff)
+                .await
+            {
                 break;
             }
         }
@@ -748,6 +768,7 @@ impl Context {
         session: SessionState,
         first: Option<FirstTurn>,
         previous_end: &mut Option<MonoNanos>,
+        backoff: &mut ConnectBackoff,
     ) -> bool {
         // Router affinity: the session's conversations are open while it runs (their
         // tokens and sticky connections live as long), and closed after.
@@ -766,7 +787,9 @@ impl Context {
         // Every turn names its conversation: each closed once.
         keys.sort_unstable();
         keys.dedup();
-        let ok = self.run_session_turns(session, first, previous_end).await;
+        let ok = self
+            .run_session_turns(session, first, previous_end, backoff)
+            .await;
         for key in &keys {
             affinity.close(key);
         }
@@ -779,13 +802,15 @@ impl Context {
         mut session: SessionState,
         mut first: Option<FirstTurn>,
         previous_end: &mut Option<MonoNanos>,
+        backoff: &mut ConnectBackoff,
     ) -> bool {
         // The user's pause after a failed session (see `pause_after_failure`).
         let pause = session.think_ns();
         if session.is_graph() {
             let (ok, failed) = Box::pin(self.run_graph(session, first)).await;
             *previous_end = None;
-            return ok && (!failed || self.pause_after_failure(pause).await);
+            let until = (pause > 0).then(|| MonoNanos::now() + Duration::from_nanos(pause));
+            return ok && (!failed || self.pause_after_failure(until).await);
         }
         let mut stop = self.stop.clone();
         let (session_id, turns) = (session.id, session.turns());
@@ -861,15 +886,21 @@ impl Context {
                 drop(req);
                 Box::pin(self.run_exchange(info, body, Some(String::new()))).await
             };
-            *previous_end = Some(ex.end_or_now());
+            let end = ex.end_or_now();
+            *previous_end = Some(end);
+            let refused = ex.error.as_ref().map(|e| e.kind) == Some(ErrorKind::Connect);
+            let wait = backoff.after(refused).unwrap_or_default();
             if ex.error.is_some() {
-                if !self.pause_after_failure(pause).await {
+                // A refused connect's wait (`crate::backoff`) when it is the longer.
+                let pause = Duration::from_nanos(pause).max(wait);
+                let until = (!pause.is_zero()).then(|| end + pause);
+                if !self.pause_after_failure(until).await {
                     return false;
                 }
-                if pause > 0 {
+                if until.is_some() {
                     // The next session's first turn is due after the pause, not at the
                     // failure: the pause is the user's, no lateness of the client.
-                    *previous_end = Some(MonoNanos::now());
+                    *previous_end = until;
                 }
                 return true;
             }
@@ -885,18 +916,20 @@ impl Context {
         }
     }
 
-    /// A user whose session failed pauses one think time before its next session (at
-    /// least yields): a failure that comes back at once (no free descriptor, a refused
+    /// A user whose session failed pauses until `until` before its next session (one
+    /// think time, or a refused connect's wait), a stream whose request could not
+    /// connect before its next request (`crate::backoff`); without a wait it at least
+    /// yields. A failure that comes back at once (no free descriptor, a refused
     /// connect) would otherwise loop without a wait, holding the runtime from every other
     /// user and flooding the books with errors no user would make. `false` on a stop.
-    async fn pause_after_failure(&self, think_ns: u64) -> bool {
-        if think_ns == 0 {
+    async fn pause_after_failure(&self, until: Option<MonoNanos>) -> bool {
+        let Some(until) = until else {
             tokio::task::yield_now().await;
             return true;
-        }
+        };
         let mut stop = self.stop.clone();
         tokio::select! {
-            () = self.timers.until(MonoNanos::now() + Duration::from_nanos(think_ns)) => true,
+            () = self.timers.until(until) => true,
             Ok(_) = stop.wait_for(|s| *s) => false,
         }
     }
@@ -1049,7 +1082,10 @@ impl Context {
                     sent: d.sent,
                 };
                 tasks.spawn_local(async move {
-                    ctx.run_session(session, Some(first), &mut None).await;
+                    // A session started by the rate: its user has no next one to hold back.
+                    let mut backoff = ConnectBackoff::default();
+                    ctx.run_session(session, Some(first), &mut None, &mut backoff)
+                        .await;
                 });
             } else {
                 let info = SlotInfo {
