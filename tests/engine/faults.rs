@@ -509,17 +509,29 @@ fn a_server_killed_mid_run_makes_the_run_invalid_from_the_instant_it_was_lost() 
 
 #[test]
 fn a_closed_loop_waits_after_each_refused_connect_and_still_finds_the_server_lost() {
-    // A synchronous stream against a server that dies: before, it sent its next request
-    // at once after each refused connect, thousands a second. Now it waits 10 ms, then
-    // twice as long each time, at most 100 ms (worker/src/backoff.rs): the intended
-    // instants in the log say so exactly, the waits are not read as a busy client's
-    // send gaps, and at ten tries a second the server is still judged lost.
+    closed_loop_against_a_server_that_dies(DATA);
+}
+
+#[test]
+fn a_user_of_sessions_waits_after_each_refused_connect_and_still_finds_the_server_lost() {
+    // No think time: a failed session's user started its next one at once.
+    closed_loop_against_a_server_that_dies(
+        "prompt_tokens=16,output_tokens=4,turns=2,think_time=0s",
+    );
+}
+
+/// A synchronous stream against a server that dies: before, it sent its next request at
+/// once after each refused connect, thousands a second. Now it waits 10 ms, then twice
+/// as long each time, at most 100 ms (worker/src/backoff.rs): the intended instants in
+/// the log say so exactly, the waits are not read as a busy client's send gaps, and at
+/// ten tries a second the server is still judged lost.
+fn closed_loop_against_a_server_that_dies(data: &str) {
     let mut server = MockProcess::start(&["--instant"]);
     let (child, out) = Bench::target(&server.url)
         .synchronous()
         .max_seconds(3)
         .request_timeout("5s")
-        .data(DATA)
+        .data(data)
         .request_log("requests.jsonl")
         .outputs("json")
         .start(|_| {});
