@@ -80,6 +80,65 @@ pub fn join_truth(log: &std::path::Path, truth: &std::path::Path) -> Vec<Joined>
     joined
 }
 
+/// The token gaps each request was read with, summed, for a run whose mock sent chunks
+/// of 1, 3 and 3 and 3 tokens (one reasoning token, then 3 a chunk). Without the
+/// usage's reasoning count (the Messages API) the counts fit several packings and the
+/// client picks by the chunks' timing (docs/metrics.md, "ITL"), so each request is
+/// judged by the pace the mock kept, from the truth's chunk instants: where every chunk
+/// gap is within 5% of their mean it must be read as sent, 9 gaps; elsewhere (a late
+/// send on a busy machine shifts one gap against the next, and about 13% makes 3, 3, 2
+/// the better fit: the client then rightly reads what was sent) as a packing the counts
+/// allow, 3, 3, 3 (or 4, 4, 1), 3, 3, 2 or 3, 3, 1: 7 to 9 gaps. A request's gaps come
+/// from its log line: its token span over its mean ITL.
+pub fn short_first_chunk_gaps_read(joined: &[Joined]) -> u64 {
+    let mut clean = 0;
+    let mut logged_gaps = 0;
+    for Joined { truth, log } in joined {
+        let chunks: Vec<(f64, u64)> = truth["chunks"]
+            .as_array()
+            .expect("chunks")
+            .iter()
+            .map(|c| {
+                let tokens =
+                    c["reasoning"].as_u64().unwrap_or(0) + c["content"].as_u64().unwrap_or(0);
+                (c["time"].as_f64().expect("a chunk's time"), tokens)
+            })
+            .filter(|&(_, k)| k > 0)
+            .collect();
+        let counts: Vec<u64> = chunks.iter().map(|c| c.1).collect();
+        assert_eq!(
+            counts,
+            [1, 3, 3, 3],
+            "the mock packed as configured: {truth}"
+        );
+        let span_ms = (log["last_token_time"].as_f64().expect("last_token_time")
+            - log["first_token_time"].as_f64().expect("first_token_time"))
+            * 1e3;
+        let gaps = (span_ms / log["itl_ms"].as_f64().expect("itl_ms")).round() as u64;
+        logged_gaps += gaps;
+        let sent: Vec<f64> = chunks.windows(2).map(|w| w[1].0 - w[0].0).collect();
+        let mean = sent.iter().sum::<f64>() / sent.len() as f64;
+        if sent.iter().all(|g| (g - mean).abs() <= 0.05 * mean) {
+            clean += 1;
+            assert_eq!(
+                gaps, 9,
+                "a request the mock sent at an even pace is read as 3 tokens a chunk: \
+                 chunk gaps {sent:?} s, {log}"
+            );
+        } else {
+            assert!(
+                (7..=9).contains(&gaps),
+                "{gaps} token gaps is no packing of 1, 3, 3, 3: {log}"
+            );
+        }
+    }
+    assert!(
+        clean > 0,
+        "the mock kept no request's pace; nothing to judge the packing by"
+    );
+    logged_gaps
+}
+
 /// A mock server on an ephemeral port.
 pub fn mock(config: MockConfig) -> MockServer {
     MockServer::start(MockConfig { port: 0, ..config }).expect("mock server starts")

@@ -1961,48 +1961,7 @@ fn itl_with_a_short_first_chunk_matches_the_truth() {
         },
     );
     assert_eq!(check(&joined), 12);
-    let mut clean = 0;
-    let mut logged_gaps = 0;
-    for Joined { truth, log } in &joined {
-        let chunks = token_chunks(truth);
-        let counts: Vec<u64> = chunks.iter().map(|c| c.1).collect();
-        assert_eq!(
-            counts,
-            [1, 3, 3, 3],
-            "the mock packed as configured: {truth}"
-        );
-        // The token gaps the client read, from its log: its span over its mean ITL.
-        let span_ms = (log["last_token_time"].as_f64().expect("last_token_time")
-            - log["first_token_time"].as_f64().expect("first_token_time"))
-            * 1e3;
-        let gaps = (span_ms / log["itl_ms"].as_f64().expect("itl_ms")).round() as u64;
-        logged_gaps += gaps;
-        // The timing picks the packing, so it is judged where the mock kept its pace:
-        // every chunk gap within 5% of their mean (a late send on a busy machine shifts
-        // one gap against the next; some 13% makes 3, 3, 2 the better fit, and the
-        // client then rightly reads what was sent). Elsewhere the client's reading
-        // must still be a packing the counts allow: 3, 3, 3 (or 4, 4, 1), 3, 3, 2 or
-        // 3, 3, 1 tokens after the first chunk.
-        let sent: Vec<f64> = chunks.windows(2).map(|w| w[1].0 - w[0].0).collect();
-        let mean = sent.iter().sum::<f64>() / sent.len() as f64;
-        if sent.iter().all(|g| (g - mean).abs() <= 0.05 * mean) {
-            clean += 1;
-            assert_eq!(
-                gaps, 9,
-                "a request the mock sent at an even pace is read as 3 tokens a chunk: \
-                 chunk gaps {sent:?} s, {log}"
-            );
-        } else {
-            assert!(
-                (7..=9).contains(&gaps),
-                "{gaps} token gaps is no packing of 1, 3, 3, 3: {log}"
-            );
-        }
-    }
-    assert!(
-        clean > 0,
-        "the mock kept no request's pace; nothing to judge the packing by"
-    );
+    let logged_gaps = crate::support::short_first_chunk_gaps_read(&joined);
     let streamed: Vec<&Joined> = joined.iter().collect();
     let mut itl = truth_itl(&streamed);
     itl.sort_by(f64::total_cmp);
