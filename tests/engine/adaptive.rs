@@ -247,10 +247,17 @@ fn the_capacity_search_finds_the_mock_capacity() {
     );
     // Synchronous, throughput, bisection to 5%, the boundary's second run; and when a
     // noisy machine fails the measured maximum once and passes it on the retest, a climb
-    // above it bisected to 5% with its own retest: 14 at most.
+    // above it bisected to 5% with its own retest: 14 at most. Each further failure a
+    // retest overturned can cost as much again (a climb of 6 at most; one CI run
+    // overturned two, the second inside the bracket, and took 15).
+    let overturned = capacity
+        .probes
+        .iter()
+        .filter(|p| p.retest && p.passed)
+        .count();
     assert!(
-        report.benchmarks.len() <= 14,
-        "{} benchmarks: {:#?}",
+        report.benchmarks.len() <= 14 + 6 * overturned.saturating_sub(1),
+        "{} benchmarks, {overturned} failures overturned on their retest: {:#?}",
         report.benchmarks.len(),
         capacity.probes
     );
