@@ -81,7 +81,7 @@ pub fn join_truth(log: &std::path::Path, truth: &std::path::Path) -> Vec<Joined>
 }
 
 /// The token gaps each request was read with, summed, for a run whose mock sent chunks
-/// of 1, 3 and 3 and 3 tokens (one reasoning token, then 3 a chunk). Without the
+/// of 1, 3, 3 and 3 tokens (one reasoning token, then 3 a chunk). Without the
 /// usage's reasoning count (the Messages API) the counts fit several packings and the
 /// client picks by the chunks' timing (docs/metrics.md, "ITL"), so each request is
 /// judged by the pace the mock kept, from the truth's chunk instants: where every chunk
