@@ -80,6 +80,20 @@ pub fn join_truth(log: &std::path::Path, truth: &std::path::Path) -> Vec<Joined>
     joined
 }
 
+/// A truth line's chunks that carried tokens: (instant, reasoning and content tokens).
+pub fn token_chunks(truth: &serde_json::Value) -> Vec<(f64, u64)> {
+    truth["chunks"]
+        .as_array()
+        .expect("chunks")
+        .iter()
+        .map(|c| {
+            let tokens = c["reasoning"].as_u64().unwrap_or(0) + c["content"].as_u64().unwrap_or(0);
+            (c["time"].as_f64().expect("a chunk's time"), tokens)
+        })
+        .filter(|&(_, k)| k > 0)
+        .collect()
+}
+
 /// The token gaps each request was read with, summed, for a run whose mock sent chunks
 /// of 1, 3, 3 and 3 tokens (one reasoning token, then 3 a chunk). Without the
 /// usage's reasoning count (the Messages API) the counts fit several packings and the
@@ -94,17 +108,7 @@ pub fn short_first_chunk_gaps_read(joined: &[Joined]) -> u64 {
     let mut clean = 0;
     let mut logged_gaps = 0;
     for Joined { truth, log } in joined {
-        let chunks: Vec<(f64, u64)> = truth["chunks"]
-            .as_array()
-            .expect("chunks")
-            .iter()
-            .map(|c| {
-                let tokens =
-                    c["reasoning"].as_u64().unwrap_or(0) + c["content"].as_u64().unwrap_or(0);
-                (c["time"].as_f64().expect("a chunk's time"), tokens)
-            })
-            .filter(|&(_, k)| k > 0)
-            .collect();
+        let chunks = token_chunks(truth);
         let counts: Vec<u64> = chunks.iter().map(|c| c.1).collect();
         assert_eq!(
             counts,

@@ -51,17 +51,7 @@ fn truth_token_gaps(joined: &[Joined]) -> Vec<f64> {
         if truth["outcome"] != "completed" {
             continue;
         }
-        let chunks: Vec<(f64, u64)> = truth["chunks"]
-            .as_array()
-            .expect("chunks")
-            .iter()
-            .map(|c| {
-                let tokens =
-                    c["reasoning"].as_u64().unwrap_or(0) + c["content"].as_u64().unwrap_or(0);
-                (c["time"].as_f64().expect("a chunk's time"), tokens)
-            })
-            .filter(|&(_, k)| k > 0)
-            .collect();
+        let chunks = crate::support::token_chunks(truth);
         for pair in chunks.windows(2) {
             let (t0, _) = pair[0];
             let (t1, k) = pair[1];
