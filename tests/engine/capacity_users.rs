@@ -21,6 +21,10 @@ const ITL_MS: f64 = 10.0;
 const ITL_MS_PER_ACTIVE: f64 = 10.0;
 /// The interactive tier's floor on the median output speed, tokens/s.
 const SPEED_FLOOR: f64 = 22.0;
+/// Each probe's length. A busy CI machine completed only 5 requests for one user in
+/// 0.8 s, the fewest a mean is judged on, and one slow request among them left the
+/// median output speed undecided (exit 5); 1.5 s gives one user about 15.
+const PROBE_SECONDS: &str = "1.5";
 
 fn users_mock() -> MockConfig {
     MockConfig {
@@ -60,7 +64,7 @@ fn each_tier_gets_the_most_users_the_mock_model_gives_with_its_binding_objective
             "--slo-tier",
             "batch:ttft_mean<=25ms,session_duration_p90<=5s",
         )
-        .max_seconds("0.8")
+        .max_seconds(PROBE_SECONDS)
         .outputs("json,console,html,markdown")
         .run();
     let report = ok_report(&run);
@@ -179,7 +183,7 @@ fn agent_traces_are_searched_by_concurrent_users_per_tier() {
             "--slo-tier",
             "batch:ttft_mean<=25ms,session_duration_p90<=5s",
         )
-        .max_seconds("0.8")
+        .max_seconds(PROBE_SECONDS)
         .run();
     let report = ok_report(&run);
     let capacity = report.capacity.expect("a capacity outcome");
@@ -236,7 +240,7 @@ fn ctrl_c_answers_every_tier_from_the_probes_measured_so_far() {
             )
             // Far above the mock's 10 ms TTFT: a busy machine cannot fail 1 or 2 users.
             .arg("--slo-tier", "batch:ttft_mean<=100ms")
-            .max_seconds("0.8")
+            .max_seconds(PROBE_SECONDS)
             .outputs("json,console,markdown"),
         false,
     );
@@ -293,7 +297,7 @@ fn max_concurrency_bounds_the_users_searched_and_the_answer_says_so() {
         // Far above the mock's 10 ms TTFT: the cap, not the tier, must end the search.
         .arg("--slo-tier", "batch:ttft_mean<=100ms")
         .max_concurrency(2)
-        .max_seconds("0.8")
+        .max_seconds(PROBE_SECONDS)
         .run();
     let report = ok_report(&run);
     let capacity = report.capacity.expect("a capacity outcome");
@@ -327,7 +331,7 @@ fn users_who_think_are_searched_past_the_cap_on_turns_in_flight() {
         // one or two users.
         .arg("--slo-tier", "batch:ttft_mean<=100ms")
         .max_concurrency(2)
-        .max_seconds("1")
+        .max_seconds(PROBE_SECONDS)
         .run();
     let report = ok_report(&run);
     assert!(
@@ -458,7 +462,7 @@ fn junit_has_one_case_per_tier_failing_when_the_tier_has_no_answer() {
         .arg("--slo-tier", "batch:ttft_mean<=100ms")
         // The mock's TTFT is 10 ms even for one user: no count meets 1 ms.
         .arg("--slo-tier", "never:ttft_mean<=1ms")
-        .max_seconds("0.8")
+        .max_seconds(PROBE_SECONDS)
         .outputs("json,junit")
         .run();
     assert_eq!(run.code(), 3, "{}", run.stderr);
