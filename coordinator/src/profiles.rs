@@ -804,16 +804,27 @@ impl CapacitySearch {
         }))
     }
 
-    /// A user probe that judged nothing of the server ends the search, its probe neither
-    /// a pass nor a failure of an objective: nothing measured (no turn completed or
-    /// errored in the measured window), or the client was the bottleneck (what it
-    /// measured is the client). The answer so far is then a lower bound.
+    /// A probe that judged nothing of the server ends the search, its probe neither a
+    /// pass nor a failure of an objective: the server was lost during it (every later
+    /// probe would measure only its absence), or, of users, nothing measured (no turn
+    /// completed or errored in the measured window) or the client was the bottleneck
+    /// (what it measured is the client). The answer so far is then a lower bound.
     fn unjudged(
         &mut self,
         last: &BenchmarkResult,
     ) -> Option<Result<Option<Strategy>, CoordinatorError>> {
         let m = &last.measured_requests;
-        let why = if m.completed + m.errored == 0 {
+        let users = self.variable == SearchVariable::Users;
+        let why = if let Some(lost) = &last.server_lost {
+            // Not its reason: that quotes the server, and this line goes to the console.
+            format!(
+                "the server was lost at {:.1} s of the probe at {}: no request sent from then on succeeded",
+                lost.at_s,
+                self.show(self.probes.last()?.rate)
+            )
+        } else if !users {
+            return None;
+        } else if m.completed + m.errored == 0 {
             format!(
                 "nothing measured at {}: no turn completed or errored in the measured window; {}",
                 self.show(self.probes.last()?.rate),
@@ -987,7 +998,7 @@ impl CapacitySearch {
             self.record(last, retest);
         }
         let users = self.variable == SearchVariable::Users;
-        if users && let Some(stop) = done.last().and_then(|last| self.unjudged(last)) {
+        if let Some(stop) = done.last().and_then(|last| self.unjudged(last)) {
             return stop;
         }
         match i {
@@ -1730,6 +1741,60 @@ mod capacity_tests {
             assert!(p.inconclusive, "{p:?}");
         }
         assert_eq!((t.binding.as_deref(), t.failing_runs), (None, 0), "{t:#?}");
+    }
+
+    #[test]
+    fn a_probe_that_lost_the_server_ends_a_rate_search_with_a_lower_bound() {
+        // Every probe meets the SLO; the first constant rate above 100 req/s lost the
+        // server. Before, the search climbed on against the dead server.
+        let mut profile = CapacityProfile::new(template(), Slo::default(), 0.05, 64);
+        let mut done: Vec<BenchmarkResult> = Vec::new();
+        while let Some(plan) = profile.next(&done).expect("next") {
+            assert!(done.len() < 25, "the search must end");
+            let mut r = empty_result();
+            r.index = plan.index;
+            r.strategy = plan.strategy;
+            r.throughput.requests_per_s = match plan.strategy {
+                Strategy::Synchronous => 10.0,
+                Strategy::Throughput { .. } => 100.0,
+                Strategy::Constant { rate } => rate,
+                other => panic!("unexpected {other:?}"),
+            };
+            r.slo = Some(SloVerdict {
+                passed: true,
+                checks: vec![],
+                not_kept_up: None,
+            });
+            if matches!(plan.strategy, Strategy::Constant { rate } if rate > 100.0) {
+                r.server_lost = Some(crate::error_tail::ServerLost {
+                    at_s: 1.5,
+                    last_success_s: 1.4,
+                    errored: 30,
+                    span_s: 2.0,
+                    reason: "connect: refused".into(),
+                });
+            }
+            done.push(r);
+        }
+        let lost = done.last().expect("probes");
+        assert!(
+            lost.server_lost.is_some(),
+            "nothing runs after it: {done:?}"
+        );
+        let passed: Vec<f64> = rates(&done.iter().map(|r| r.strategy).collect::<Vec<_>>())
+            .into_iter()
+            .filter(|&r| r <= 100.0)
+            .collect();
+        let o = profile.outcome();
+        assert_eq!(o.rate, passed.last().copied(), "{o:#?}");
+        assert!(
+            o.conclusion
+                .contains("the server was lost at 1.5 s of the probe at")
+                && o.conclusion.contains("a lower bound"),
+            "{o:#?}"
+        );
+        let probe = o.probes.last().expect("probes");
+        assert!(probe.inconclusive && !probe.passed, "{probe:?}");
     }
 
     #[test]

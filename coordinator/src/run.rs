@@ -17,11 +17,16 @@ pub struct RunOutcome {
     pub benchmarks: Vec<BenchmarkResult>,
     /// The user interrupted the run.
     pub interrupted: bool,
+    /// The profile had more benchmarks, not run: the server was lost in the last one.
+    pub stopped_by_lost_server: bool,
     /// Wall-clock anchor of the run.
     pub anchor: ClockAnchor,
 }
 
-/// Runs the profile's benchmarks one after another until it is done or interrupted.
+/// Runs the profile's benchmarks one after another until it is done or interrupted, or
+/// until one found the server lost: the later ones would measure only its absence (a
+/// sweep's rates, a search's probes, each a run of errors), and the run is invalid
+/// whatever they find.
 /// `start_at` (Unix seconds, `--start-at`) is the wall-clock instant the first
 /// benchmark's t0 waits for; later ones start as soon as their workers are ready.
 pub async fn run_profile(
@@ -33,8 +38,14 @@ pub async fn run_profile(
     let anchor = ClockAnchor::now();
     let mut start_at = start_at.map(|s| anchor.mono_at_unix_seconds(s));
     let mut interrupts = Interrupts::install()?;
-    let mut benchmarks = Vec::new();
+    let mut benchmarks: Vec<BenchmarkResult> = Vec::new();
+    let mut stopped_by_lost_server = false;
     while let Some(plan) = profile.next(&benchmarks)? {
+        // Asked after `next`, so a search reads the probe that lost the server first.
+        if benchmarks.last().is_some_and(|b| b.server_lost.is_some()) {
+            stopped_by_lost_server = true;
+            break;
+        }
         let mut env = RunEnv {
             command,
             anchor: &anchor,
@@ -57,6 +68,7 @@ pub async fn run_profile(
     Ok(RunOutcome {
         benchmarks,
         interrupted: interrupts.interrupted(),
+        stopped_by_lost_server,
         anchor,
     })
 }

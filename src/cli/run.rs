@@ -484,6 +484,11 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
             return exit_codes::RUN_FAILED;
         }
     };
+    if outcome.stopped_by_lost_server {
+        crate::stdout::eprintln(
+            "note: the server was lost (see `invalid run` below), so the benchmarks and --repeat runs after that one were not run: they would measure only its absence",
+        );
+    }
     let capacity = match &profile {
         ChosenProfile::Capacity(p) => Some(p.outcome_after(&outcome.benchmarks)),
         _ => None,
@@ -525,6 +530,16 @@ async fn run_repeats(
         if outcome.interrupted {
             break;
         }
+        // A run that lost the server ends the repeats too: the later runs would measure
+        // only its absence.
+        if outcome
+            .benchmarks
+            .last()
+            .is_some_and(|b| b.server_lost.is_some())
+        {
+            outcome.stopped_by_lost_server = true;
+            break;
+        }
         if let Some(pause) = plan.repeat_cooldown.filter(|p| !p.is_zero()) {
             let mut interrupts = llmsurge_coordinator::interrupts::Interrupts::install()?;
             // Said once the handler is in place, so a Ctrl-C after it is never lost.
@@ -564,6 +579,7 @@ async fn run_repeats(
         let mut next = ChosenProfile::new(plan, template);
         let more = run_profile(command, next.as_profile(), reporter, None).await?;
         outcome.interrupted |= more.interrupted;
+        outcome.stopped_by_lost_server |= more.stopped_by_lost_server;
         outcome
             .benchmarks
             .extend(more.benchmarks.into_iter().map(|mut b| {

@@ -133,7 +133,7 @@ fn each_tier_gets_the_most_users_the_mock_model_gives_with_its_binding_objective
 
 /// Agent traces of two calls, the second sent as the first ends (no recorded gap), each
 /// asking 4 tokens: one call in flight per running trace, as one turn per user above.
-fn linear_traces(dir: &std::path::Path) -> std::path::PathBuf {
+pub(crate) fn linear_traces(dir: &std::path::Path) -> std::path::PathBuf {
     const T0: u64 = 1_700_000_000_000_000_000;
     const MS: u64 = 1_000_000;
     let call = |id: &str, start: u64, input: u32| {

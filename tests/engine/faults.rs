@@ -509,7 +509,7 @@ fn a_server_killed_mid_run_makes_the_run_invalid_from_the_instant_it_was_lost() 
 
 #[test]
 fn a_closed_loop_waits_after_each_refused_connect_and_still_finds_the_server_lost() {
-    closed_loop_against_a_server_that_dies(DATA);
+    closed_loop_against_a_server_that_dies(DATA, Bench::synchronous);
 }
 
 #[test]
@@ -517,18 +517,57 @@ fn a_user_of_sessions_waits_after_each_refused_connect_and_still_finds_the_serve
     // No think time: a failed session's user started its next one at once.
     closed_loop_against_a_server_that_dies(
         "prompt_tokens=16,output_tokens=4,turns=2,think_time=0s",
+        Bench::synchronous,
     );
 }
 
-/// A synchronous stream against a server that dies: before, it sent its next request at
+#[test]
+fn a_user_of_agent_traces_waits_after_each_refused_connect_and_still_finds_the_server_lost() {
+    // Linear traces (each call after the one before), no gap before a user's next trace:
+    // a failed trace's user started its next one at once. Traces run by users only in a
+    // capacity search, whose first probe is one user.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let traces = super::capacity_users::linear_traces(dir.path());
+    closed_loop_against_a_server_that_dies(&traces.display().to_string(), |b| {
+        b.profile("capacity")
+            .arg("--slo-tier", "any:error_rate<=100%")
+    });
+}
+
+/// A profile of several benchmarks ends with the one that lost the server, and so do the
+/// `--repeat` runs: the later rates (and runs) would be runs of errors against a dead
+/// server, each for its whole length, and the run is invalid whatever they find.
+#[test]
+fn a_lost_server_ends_the_profile_and_the_repeats_there() {
+    let mut server = MockProcess::start(&["--instant"]);
+    let (child, out) = Bench::target(&server.url)
+        .constant("20,40")
+        .repeat(2)
+        .max_seconds(3)
+        .data(DATA)
+        .outputs("json")
+        .start(|_| {});
+    wait_for("20 responses served", || server.completed() >= 20);
+    server.kill();
+    let run = wait_run(child, out);
+    let report = ended_with(&run, llmsurge::exit_codes::INVALID_RUN);
+    assert_eq!(report.benchmarks.len(), 1, "{}", run.stderr);
+    assert!(report.benchmarks[0].server_lost.is_some(), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("after that one were not run"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// One closed-loop stream against a server that dies: before, it sent its next request at
 /// once after each refused connect, thousands a second. Now it waits 10 ms, then twice
 /// as long each time, at most 100 ms (worker/src/backoff.rs): the intended instants in
 /// the log say so exactly, the waits are not read as a busy client's send gaps, and at
 /// ten tries a second the server is still judged lost.
-fn closed_loop_against_a_server_that_dies(data: &str) {
+fn closed_loop_against_a_server_that_dies(data: &str, one_stream: fn(Bench) -> Bench) {
     let mut server = MockProcess::start(&["--instant"]);
-    let (child, out) = Bench::target(&server.url)
-        .synchronous()
+    let (child, out) = one_stream(Bench::target(&server.url))
         .max_seconds(3)
         .request_timeout("5s")
         .data(data)
@@ -542,6 +581,12 @@ fn closed_loop_against_a_server_that_dies(data: &str) {
     let b = &report.benchmarks[0];
     assert!(b.server_lost.is_some(), "{:?}\n{}", b.requests, run.stderr);
     assert!(!b.client.bottleneck, "{}", run.stderr);
+    // One benchmark: the lost server ends a profile (a capacity search) there, and the
+    // search's answer says so.
+    assert_eq!(report.benchmarks.len(), 1, "{}", run.stderr);
+    for tier in report.capacity.iter().flat_map(|c| &c.tiers) {
+        assert!(tier.conclusion.contains("the server was lost"), "{tier:#?}");
+    }
     let mut log = read_log(&run.dir.path().join("requests.jsonl"));
     log.sort_by(|a, b| a.scheduled_time.total_cmp(&b.scheduled_time));
     let refused = |e: &RequestEntry| e.error_kind.as_deref() == Some("connect");

@@ -204,8 +204,22 @@ struct CallEnd {
     end: MonoNanos,
     /// It failed: the trace sends nothing more.
     failed: bool,
+    /// It failed at its connect (`crate::backoff`).
+    refused: bool,
     /// A stop came first (or no slot was left): the trace is unfinished.
     stopped: bool,
+}
+
+/// How an agent trace's graph ended ([`Context::run_graph`]).
+struct GraphEnd {
+    /// `false` when a stop, or the last slot gone, left it unfinished.
+    go_on: bool,
+    /// A call failed.
+    failed: bool,
+    /// A call failed at its connect (`crate::backoff`).
+    refused: bool,
+    /// When its last call ended.
+    end: MonoNanos,
 }
 
 /// A session's first turn as the pacer prepared it at the session's scheduled start.
@@ -807,10 +821,27 @@ impl Context {
         // The user's pause after a failed session (see `pause_after_failure`).
         let pause = session.think_ns();
         if session.is_graph() {
-            let (ok, failed) = Box::pin(self.run_graph(session, first)).await;
-            *previous_end = None;
-            let until = (pause > 0).then(|| MonoNanos::now() + Duration::from_nanos(pause));
-            return ok && (!failed || self.pause_after_failure(until).await);
+            // A trace starts at once: after the previous one's pause when it failed.
+            let start = previous_end.take();
+            let end = Box::pin(self.run_graph(session, first, start)).await;
+            let wait = backoff.after(end.refused).unwrap_or_default();
+            if !end.go_on {
+                return false;
+            }
+            if !end.failed {
+                return true;
+            }
+            // As a failed session's user below: its think time, or a refused connect's
+            // wait when that is the longer, from the trace's end.
+            let pause = Duration::from_nanos(pause).max(wait);
+            let until = (!pause.is_zero()).then(|| end.end + pause);
+            if !self.pause_after_failure(until).await {
+                return false;
+            }
+            // The next trace is intended when the pause ends, not when the runtime
+            // woke up from it.
+            *previous_end = until;
+            return true;
         }
         let mut stop = self.stop.clone();
         let (session_id, turns) = (session.id, session.turns());
@@ -937,12 +968,19 @@ impl Context {
     /// Runs an agent trace's graph (see [`crate::graph`]): each call is sent when every
     /// call it depends on ended, plus its recorded gap, so overlapping siblings run
     /// concurrently. `first` is call 1 when the pacer prepared it at the trace's start
-    /// (rate-based starts); the trace starts now otherwise. Each call claims a slot when
-    /// due. A failed call ends the trace (nothing more is sent; calls in flight finish).
-    /// Returns whether it may go on (`false` when a stop, or the last slot gone, left it
-    /// unfinished) and whether a call failed.
-    async fn run_graph(&self, session: SessionState, first: Option<FirstTurn>) -> (bool, bool) {
-        let start = first.as_ref().map_or_else(MonoNanos::now, |f| f.scheduled);
+    /// (rate-based starts); the trace starts at `start` (else now) otherwise. Each call
+    /// claims a slot when due. A failed call ends the trace (nothing more is sent; calls
+    /// in flight finish).
+    async fn run_graph(
+        &self,
+        session: SessionState,
+        first: Option<FirstTurn>,
+        start: Option<MonoNanos>,
+    ) -> GraphEnd {
+        let start = match &first {
+            Some(f) => f.scheduled,
+            None => start.unwrap_or_else(MonoNanos::now),
+        };
         let (id, turns) = (session.id, session.turns());
         let mut books = GraphRun::new(session.graph_turns(), start);
         let mut running = FuturesUnordered::new();
@@ -965,16 +1003,23 @@ impl Context {
             }
         };
         launch(roots, &mut running);
-        let (mut failed, mut stopped) = (false, false);
+        let mut end = GraphEnd {
+            go_on: true,
+            failed: false,
+            refused: false,
+            end: start,
+        };
         while let Some(done) = running.next().await {
-            failed |= done.failed;
-            stopped |= done.stopped;
+            end.failed |= done.failed;
+            end.refused |= done.refused;
+            end.go_on &= !done.stopped;
+            end.end = end.end.max(done.end);
             let ready = books.ended(done.turn, done.end);
-            if !failed && !stopped {
+            if !end.failed && end.go_on {
                 launch(ready, &mut running);
             }
         }
-        (!stopped, failed)
+        end
     }
 
     /// Sends one call of an agent trace when it is due and reports it.
@@ -998,6 +1043,7 @@ impl Context {
                     turn,
                     end: MonoNanos::now(),
                     failed: false,
+                    refused: false,
                     stopped: true,
                 };
                 tokio::select! {
@@ -1027,6 +1073,7 @@ impl Context {
             turn,
             end: ex.end_or_now(),
             failed: ex.error.is_some(),
+            refused: ex.error.as_ref().map(|e| e.kind) == Some(ErrorKind::Connect),
             stopped: false,
         }
     }
