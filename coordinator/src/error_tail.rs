@@ -6,7 +6,12 @@
 //! errors: ordered by send instant (the intended one for a request never sent), every
 //! measured request after the last successful one errored. It says the server was lost
 //! when that tail
-//! - follows at least one success (a run where nothing succeeded has its own verdict),
+//! - follows at least one success: of this benchmark, or of an earlier one of the run
+//!   (a server that died between two benchmarks, or between two `--repeat` runs, fails
+//!   the whole of the later one). A first benchmark where nothing succeeded has its own
+//!   verdict (the server may never have answered these requests), and so does a later
+//!   one with a timeout among its errors: the server held those requests, overloaded
+//!   or hung, and a capacity search bisects down from such a probe,
 //! - holds at least [`LOST_MIN_REQUESTS`] errored requests and lasts at least
 //!   [`LOST_MIN_SECONDS`] from its first send to the end of the measured window (a few
 //!   errors at a fast rate are a blip, not an outage),
@@ -136,24 +141,32 @@ impl ErrorTail {
         self.recent.push_back(sent);
     }
 
+    /// The send instant of the latest-sent successful request.
+    pub fn last_success(&self) -> Option<MonoNanos> {
+        self.last_success
+    }
+
     /// The server-lost verdict on this tail (see the module doc): `t0` the benchmark's
     /// start, `end` the end of its measured window, `completed` and `errored` its measured
-    /// requests, `stop` why it ended. `None` when the server was not lost.
+    /// requests, `stop` why it ended, `answered_before` the send of the latest success of
+    /// an earlier benchmark of the run. `None` when the server was not lost.
     pub fn server_lost(
         &self,
         t0: MonoNanos,
         end: Option<MonoNanos>,
-        completed: u64,
-        errored: u64,
+        counts: (u64, u64),
         stop: Option<&StopReason>,
+        answered_before: Option<MonoNanos>,
     ) -> Option<ServerLost> {
+        let (completed, errored) = counts;
         if matches!(
             stop,
             Some(StopReason::MaxErrors { .. } | StopReason::MaxErrorRate { .. })
         ) {
             return None;
         }
-        let last_success = self.last_success?;
+        // With no success of its own, every error of the benchmark is the tail.
+        let last_success = self.last_success.or(answered_before)?;
         let first = self.first?;
         let last_error = self.last.as_ref().map_or(first, |(t, _)| *t);
         if self.held.iter().any(|&h| h >= first && h < last_error) {
@@ -171,7 +184,7 @@ impl ErrorTail {
         }
         Some(ServerLost {
             at_s: first.since(t0).as_secs_f64(),
-            last_success_s: last_success.since(t0).as_secs_f64(),
+            last_success_s: seconds_between(t0, last_success),
             errored: n,
             span_s,
             reason: self
@@ -190,7 +203,8 @@ pub struct ServerLost {
     /// Seconds from the benchmark's start (t0) to the send of the first request after
     /// the last success: the instant from which every request errored.
     pub at_s: f64,
-    /// Seconds from t0 to the send of the last successful measured request.
+    /// Seconds from t0 to the send of the last successful measured request; negative
+    /// when that request was of an earlier benchmark (none of this one succeeded).
     pub last_success_s: f64,
     /// Measured requests sent from `at_s` on that errored (a dead worker's aside).
     pub errored: u64,
@@ -204,9 +218,33 @@ impl ServerLost {
     /// The verdict in one sentence: `the server was lost at 12.4 s: …`.
     pub fn sentence(&self) -> String {
         format!(
-            "the server was lost at {:.1} s: no request sent from then on succeeded ({} errored over {:.1} s, the last with {})",
-            self.at_s, self.errored, self.span_s, self.reason
+            "the server was lost at {:.1} s: no request sent from then on succeeded{} ({} errored over {:.1} s, the last with {})",
+            self.at_s,
+            self.since_before().unwrap_or_default(),
+            self.errored,
+            self.span_s,
+            self.reason
         )
+    }
+
+    /// `, none of this benchmark's: the last success was sent 4.2 s before it started`,
+    /// when the last success was of an earlier benchmark.
+    pub fn since_before(&self) -> Option<String> {
+        (self.last_success_s < 0.0).then(|| {
+            format!(
+                ", none of this benchmark's: the last success was sent {:.1} s before it started",
+                -self.last_success_s
+            )
+        })
+    }
+}
+
+/// Seconds from `t0` to `at`, negative when `at` is earlier.
+fn seconds_between(t0: MonoNanos, at: MonoNanos) -> f64 {
+    if at >= t0 {
+        at.since(t0).as_secs_f64()
+    } else {
+        -t0.since(at).as_secs_f64()
     }
 }
 
@@ -247,7 +285,7 @@ mod tests {
             .filter(|r| r.status == RequestStatus::Completed)
             .count() as u64;
         let errored = records.len() as u64 - completed;
-        tail.server_lost(T0, Some(at_ms(end_ms)), completed, errored, None)
+        tail.server_lost(T0, Some(at_ms(end_ms)), (completed, errored), None, None)
     }
 
     /// 100 successes every 20 ms, then `n` refused connections every 20 ms.
@@ -345,6 +383,56 @@ mod tests {
     }
 
     #[test]
+    fn a_server_that_died_between_benchmarks_is_lost_from_the_first_send() {
+        // No success of its own; the earlier benchmark's last one was sent 0.5 s before t0.
+        let none: Vec<RequestRecord> = (0..50)
+            .map(|i| record(100 + i * 50, Some(ErrorKind::Connect)))
+            .collect();
+        let mut tail = ErrorTail::default();
+        for r in &none {
+            tail.add(r);
+        }
+        let before = MonoNanos(T0.0 - 500_000_000);
+        let lost = tail
+            .server_lost(T0, Some(at_ms(2600)), (0, 50), None, Some(before))
+            .expect("lost");
+        assert_eq!(lost.errored, 50);
+        assert!((lost.at_s - 0.1).abs() < 1e-9, "{lost:?}");
+        assert!((lost.last_success_s + 0.5).abs() < 1e-9, "{lost:?}");
+        assert!(
+            lost.sentence().contains(
+                "succeeded, none of this benchmark's: the last success was sent 0.5 s before it started (50 errored over 2.5 s"
+            ),
+            "{}",
+            lost.sentence()
+        );
+        // The same thresholds: nine errors, or a tail under a second, are not an outage.
+        let mut short = ErrorTail::default();
+        for r in &none[..9] {
+            short.add(r);
+        }
+        assert_eq!(
+            short.server_lost(T0, Some(at_ms(2600)), (0, 9), None, Some(before)),
+            None
+        );
+        assert_eq!(
+            tail.server_lost(T0, Some(at_ms(1000)), (0, 50), None, Some(before)),
+            None
+        );
+        // A success of its own comes first: the tail starts after it.
+        let mut own = ErrorTail::default();
+        own.add(&record(50, None));
+        for r in &none {
+            own.add(r);
+        }
+        let lost = own
+            .server_lost(T0, Some(at_ms(2600)), (1, 50), None, Some(before))
+            .expect("lost");
+        assert!((lost.last_success_s - 0.05).abs() < 1e-9, "{lost:?}");
+        assert_eq!(lost.since_before(), None);
+    }
+
+    #[test]
     fn dead_workers_and_error_budgets_are_not_the_server() {
         let died: Vec<RequestRecord> = (0..200)
             .map(|i| record(i * 20, (i >= 100).then_some(ErrorKind::WorkerDied)))
@@ -356,7 +444,7 @@ mod tests {
         }
         let stop = StopReason::MaxErrors { errors: 100 };
         assert_eq!(
-            tail.server_lost(T0, Some(at_ms(4000)), 100, 100, Some(&stop)),
+            tail.server_lost(T0, Some(at_ms(4000)), (100, 100), Some(&stop), None),
             None
         );
     }
@@ -371,7 +459,13 @@ mod tests {
         assert_eq!(tail.recent.len(), TAIL_MEMORY);
         let end = 20 * records.len() as u64;
         let lost = tail
-            .server_lost(T0, Some(at_ms(end)), 100, 3 * TAIL_MEMORY as u64, None)
+            .server_lost(
+                T0,
+                Some(at_ms(end)),
+                (100, 3 * TAIL_MEMORY as u64),
+                None,
+                None,
+            )
             .expect("lost");
         assert_eq!(lost.errored, 3 * TAIL_MEMORY as u64);
         assert!((lost.at_s - 2.0).abs() < 1e-9);

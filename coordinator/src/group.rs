@@ -258,6 +258,10 @@ pub struct RunEnv<'a> {
     /// The instant this benchmark must start at (`--start-at`, first benchmark only);
     /// `None`: as soon as every worker is ready.
     pub start_at: Option<MonoNanos>,
+    /// The send of the run's latest success before this benchmark (see
+    /// [`BenchmarkResult::answered`]): a benchmark where nothing succeeds after it lost
+    /// the server.
+    pub answered_before: Option<MonoNanos>,
 }
 
 impl std::fmt::Debug for RunEnv<'_> {
@@ -657,6 +661,7 @@ pub async fn run_benchmark(
             worker_cpu_s: (children_cpu_seconds() - cpu_before - startup_cpu).max(0.0),
             dispatch_lag_threshold_ms: plan.dispatch_lag_threshold.as_secs_f64() * 1000.0,
             workers,
+            answered_before: env.answered_before,
         },
     );
     let backend = &plan.worker_template.backend;

@@ -695,9 +695,13 @@ impl CapacitySearch {
                 .iter()
                 .filter(|c| !c.passed)
                 .map(|c| {
-                    let measured = match c.measured {
-                        Some(m) => format!("{} (measured {})", c.name, measured_with_unit(c, m)),
-                        None => format!("{} (nothing measured)", c.name),
+                    let measured = match (c.measured, &c.reason) {
+                        (Some(m), _) => {
+                            format!("{} (measured {})", c.name, measured_with_unit(c, m))
+                        }
+                        // The reason says why.
+                        (None, Some(_)) => c.name.clone(),
+                        (None, None) => format!("{} (nothing measured)", c.name),
                     };
                     match &c.reason {
                         Some(r) => format!("{measured}: {r}"),
@@ -816,11 +820,26 @@ impl CapacitySearch {
         let m = &last.measured_requests;
         let users = self.variable == SearchVariable::Users;
         let why = if let Some(lost) = &last.server_lost {
+            let probe = self.probes.last()?;
+            // The synchronous and throughput probes are named as run: their rate is what
+            // they achieved, not a load the search chose.
+            let name = match probe.strategy {
+                Strategy::Synchronous | Strategy::Throughput { .. } => probe.strategy.to_string(),
+                _ => format!("the probe at {}", self.show(probe.rate)),
+            };
+            // Lost in the throughput probe: the synchronous one, judged already, passed
+            // at one request (or stream) at a time, a lower bound.
+            if !users && self.probes.len() == 2 && self.probes[0].passed {
+                if self.variable == SearchVariable::Concurrency {
+                    self.probes[0].rate = 1.0;
+                }
+                self.lo = self.probes[0].rate;
+            }
             // Not its reason: that quotes the server, and this line goes to the console.
             format!(
-                "the server was lost at {:.1} s of the probe at {}: no request sent from then on succeeded",
+                "the server was lost at {:.1} s of {name}: no request sent from then on succeeded{}",
                 lost.at_s,
-                self.show(self.probes.last()?.rate)
+                lost.since_before().unwrap_or_default()
             )
         } else if !users {
             return None;
@@ -1795,6 +1814,47 @@ mod capacity_tests {
         );
         let probe = o.probes.last().expect("probes");
         assert!(probe.inconclusive && !probe.passed, "{probe:?}");
+    }
+
+    #[test]
+    fn a_throughput_probe_that_lost_the_server_names_it_and_keeps_the_synchronous_pass() {
+        // The synchronous probe met the SLO at 10 req/s; the server died in the
+        // throughput probe. Before, the answer was none and the probe was named by the
+        // rate it achieved against a dead server.
+        let mut profile = CapacityProfile::new(template(), Slo::default(), 0.05, 64);
+        let mut done: Vec<BenchmarkResult> = Vec::new();
+        while let Some(plan) = profile.next(&done).expect("next") {
+            assert!(done.len() < 2, "nothing after the lost probe: {done:?}");
+            let mut r = empty_result();
+            r.index = plan.index;
+            r.strategy = plan.strategy;
+            r.throughput.requests_per_s = 10.0;
+            r.slo = Some(SloVerdict {
+                passed: true,
+                checks: vec![],
+                not_kept_up: None,
+            });
+            if matches!(plan.strategy, Strategy::Throughput { .. }) {
+                r.throughput.requests_per_s = 3.0;
+                r.server_lost = Some(crate::error_tail::ServerLost {
+                    at_s: 0.5,
+                    last_success_s: 0.4,
+                    errored: 30,
+                    span_s: 2.0,
+                    reason: "connect: refused".into(),
+                });
+            }
+            done.push(r);
+        }
+        let o = profile.outcome();
+        assert_eq!(o.rate, Some(10.0), "{o:#?}");
+        assert!(
+            o.conclusion
+                .starts_with("the server was lost at 0.5 s of throughput@64: ")
+                && o.conclusion
+                    .contains("passes at 10.000 req/s, a lower bound"),
+            "{o:#?}"
+        );
     }
 
     #[test]

@@ -374,6 +374,11 @@ pub struct BenchmarkResult {
     /// reports older than the rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_lost: Option<crate::error_tail::ServerLost>,
+    /// The send of the run's latest successful request, of this benchmark or an earlier
+    /// one: the next benchmark's server-lost rule starts from it. The run's own books,
+    /// not in reports.
+    #[serde(skip)]
+    pub answered: Option<MonoNanos>,
     /// The end-of-benchmark check of the request books. Absent from reports older than
     /// it (read as unset) and left out when unset, so those reports round-trip as they were.
     #[serde(default, skip_serializing_if = "Audit::is_unset")]
@@ -468,6 +473,9 @@ pub struct BuildContext<'a> {
     pub dispatch_lag_threshold_ms: f64,
     /// The workers.
     pub workers: Vec<WorkerOutcome>,
+    /// The send of the latest success of an earlier benchmark of the run (or of an
+    /// earlier `--repeat` run): the server answered then, for the server-lost rule.
+    pub answered_before: Option<MonoNanos>,
 }
 
 /// Aggregates the state into a result.
@@ -500,13 +508,20 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
 
     let duration_s = ctx.end.since(ctx.t0).as_secs_f64();
     let client = client_health(state, &ctx, &metrics, duration_s);
+    // A benchmark with timeouts held requests: a server overloaded or hung, not one
+    // known gone. With no success of its own, an earlier benchmark's does not open its
+    // tail, so a search bisects on rather than call an overloaded probe lost.
+    let timed_out = state
+        .errors
+        .contains_key(&llmsurge_proto::ErrorKind::Timeout);
     let server_lost = state.error_tail.server_lost(
         ctx.t0,
         m.last_end,
-        m.completed,
-        m.errored,
+        (m.completed, m.errored),
         ctx.stop_reason.as_ref(),
+        ctx.answered_before.filter(|_| !timed_out),
     );
+    let answered = state.error_tail.last_success().or(ctx.answered_before);
     BenchmarkResult {
         index: ctx.index,
         strategy: ctx.strategy,
@@ -573,6 +588,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         shards: Vec::new(),
         workers: ctx.workers,
         server_lost,
+        answered,
         audit: Audit::default(),
         rate_estimate: None,
         server_metrics: None,
@@ -1079,6 +1095,7 @@ pub(crate) mod tests_support {
                 worker_cpu_s: 0.0,
                 dispatch_lag_threshold_ms: 10.0,
                 workers: vec![],
+                answered_before: None,
             },
         )
     }
@@ -1162,6 +1179,7 @@ mod tests {
                 worker_cpu_s: 0.1,
                 dispatch_lag_threshold_ms: 10.0,
                 workers: vec![],
+                answered_before: None,
             },
         )
     }

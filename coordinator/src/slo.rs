@@ -327,7 +327,8 @@ impl Slo {
                 let percentile = judged.filter(|j| j.percentile);
                 CheckResult {
                     name: c.name.clone(),
-                    measured: m.value,
+                    // What failed requests' lower bounds give is no measurement of it.
+                    measured: m.value.filter(|_| !nothing_completed),
                     threshold: c.threshold,
                     cmp: c.cmp,
                     passed: decision == Decision::Pass,
@@ -794,6 +795,7 @@ mod tests {
                 worker_cpu_s: 0.0,
                 dispatch_lag_threshold_ms: 10.0,
                 workers: vec![],
+                answered_before: None,
             },
         )
     }

@@ -493,6 +493,28 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         ChosenProfile::Capacity(p) => Some(p.outcome_after(&outcome.benchmarks)),
         _ => None,
     };
+    // A search ends itself at a lost server, so the note above is not said; its answer
+    // is said here, whatever --outputs writes.
+    if let Some(c) = &capacity
+        && outcome
+            .benchmarks
+            .last()
+            .is_some_and(|b| b.server_lost.is_some())
+    {
+        let answers = if c.tiers.is_empty() {
+            c.conclusion.clone()
+        } else {
+            let tiers: Vec<String> = c
+                .tiers
+                .iter()
+                .map(|t| format!("{}: {}", t.name, t.conclusion))
+                .collect();
+            tiers.join("; ")
+        };
+        crate::stdout::eprintln(&format!(
+            "note: the server was lost (see `invalid run` below), so the capacity search ended there: {answers}"
+        ));
+    }
     reporter.set_capacity(capacity.clone());
     reporter.set_invalid_run(invalid_run(&outcome.benchmarks));
     reporter.finish(&outcome.benchmarks, outcome.interrupted);
@@ -519,7 +541,8 @@ async fn run_repeats(
         let tag = template.base.worker_template.backend.request_id.clone();
         reporter.start_run(0, tag);
     }
-    let mut outcome = run_profile(command, profile.as_profile(), reporter, plan.start_at).await?;
+    let mut outcome =
+        run_profile(command, profile.as_profile(), reporter, plan.start_at, None).await?;
     if plan.repeat < 2 {
         return Ok(outcome);
     }
@@ -577,7 +600,8 @@ async fn run_repeats(
         }
         reporter.start_run(run, backend.request_id.clone());
         let mut next = ChosenProfile::new(plan, template);
-        let more = run_profile(command, next.as_profile(), reporter, None).await?;
+        let answered = outcome.benchmarks.last().and_then(|b| b.answered);
+        let more = run_profile(command, next.as_profile(), reporter, None, answered).await?;
         outcome.interrupted |= more.interrupted;
         outcome.stopped_by_lost_server |= more.stopped_by_lost_server;
         outcome

@@ -560,6 +560,99 @@ fn a_lost_server_ends_the_profile_and_the_repeats_there() {
     );
 }
 
+/// A server that dies between two `--repeat` runs (or two benchmarks of a sweep or a
+/// search) fails the whole of the later one. Before, a benchmark with no success of its
+/// own was never judged lost: a capacity search bisected on against the dead server and
+/// reported a capacity "confirmed by a second run", and every later run was run. Now the
+/// run's last success, in the run before, opens the tail: the second run is lost from
+/// its first send, and nothing runs after it.
+#[test]
+fn a_server_that_dies_between_two_runs_is_lost_in_the_second_from_its_first_send() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record = dir.path().join("record.jsonl");
+    let record_arg = record.display().to_string();
+    let mut server = MockProcess::start(&[
+        "--instant",
+        "--record",
+        &record_arg,
+        "--record-header",
+        "x-request-id",
+    ]);
+    let live = super::signals::Live::start(
+        &Bench::target(&server.url)
+            .constant(20)
+            .max_seconds(2)
+            .repeat(3)
+            // Long enough for the kill to land in it on a busy machine.
+            .repeat_cooldown("4s")
+            .data(DATA)
+            .request_log("requests.jsonl")
+            .outputs("json"),
+        false,
+    );
+    live.wait_for_stderr("repeat: run 1 of 3 done");
+    let dead_at = server.kill();
+    let run = live.finish();
+    let report = ended_with(&run, llmsurge::exit_codes::INVALID_RUN);
+    assert_eq!(report.benchmarks.len(), 2, "{}", run.stderr);
+    let (first, second) = (&report.benchmarks[0], &report.benchmarks[1]);
+    assert!(first.server_lost.is_none(), "{}", run.stderr);
+    assert!(
+        second.start_time > dead_at,
+        "the kill came after run 2 started: {}",
+        run.stderr
+    );
+    assert_eq!(second.requests.completed, 0, "{}", run.stderr);
+    let lost = second
+        .server_lost
+        .as_ref()
+        .unwrap_or_else(|| panic!("not lost: {:?}\n{}", second.requests, run.stderr));
+    assert_eq!(lost.errored, second.requests.errored);
+
+    // The truth: every success reached the mock (its --record, joined on the request
+    // id), and no request of run 2 did.
+    let reached: std::collections::HashSet<String> = crate::support::recorded(&record)
+        .iter()
+        .filter_map(|l| l["headers"]["x-request-id"].as_str().map(str::to_string))
+        .collect();
+    let log = read_log(&run.dir.path().join("requests.jsonl"));
+    let sent = |e: &RequestEntry| e.start_time.unwrap_or(e.scheduled_time);
+    let id = |e: &RequestEntry| e.request_id.clone().expect("request ids are sent");
+    let completed: Vec<&RequestEntry> = log
+        .iter()
+        .filter(|e| e.status == llmsurge_proto::RequestStatus::Completed)
+        .collect();
+    assert_eq!(completed.len() as u64, first.requests.completed);
+    assert!(completed.iter().all(|e| reached.contains(&id(e))));
+    let of_run_2: Vec<&RequestEntry> = log
+        .iter()
+        .filter(|e| sent(e) >= second.start_time)
+        .collect();
+    assert_eq!(of_run_2.len() as u64, second.requests.created);
+    assert!(of_run_2.iter().all(|e| !reached.contains(&id(e))));
+    // The instants: the last success is run 1's, before run 2's start; the loss is run
+    // 2's first send.
+    let last_success = completed
+        .iter()
+        .map(|e| sent(e))
+        .fold(f64::NEG_INFINITY, f64::max);
+    let first_send = of_run_2
+        .iter()
+        .map(|e| sent(e))
+        .fold(f64::INFINITY, f64::min);
+    let slack = 1e-3;
+    assert!(lost.last_success_s < 0.0, "{lost:?}");
+    assert!((second.start_time + lost.last_success_s - last_success).abs() < slack);
+    assert!((second.start_time + lost.at_s - first_send).abs() < slack);
+    assert!(
+        run.stderr
+            .contains("none of this benchmark's: the last success was sent")
+            && run.stderr.contains("after that one were not run"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// One closed-loop stream against a server that dies: before, it sent its next request at
 /// once after each refused connect, thousands a second. Now it waits 10 ms, then twice
 /// as long each time, at most 100 ms (worker/src/backoff.rs): the intended instants in
@@ -586,6 +679,17 @@ fn closed_loop_against_a_server_that_dies(data: &str, one_stream: fn(Bench) -> B
     assert_eq!(report.benchmarks.len(), 1, "{}", run.stderr);
     for tier in report.capacity.iter().flat_map(|c| &c.tiers) {
         assert!(tier.conclusion.contains("the server was lost"), "{tier:#?}");
+        // Said on the terminal too, whatever --outputs writes.
+        assert!(
+            run.stderr.contains(&format!(
+                "so the capacity search ended there: {}: {}",
+                tier.name, tier.conclusion
+            )) || run
+                .stderr
+                .contains(&format!("; {}: {}", tier.name, tier.conclusion)),
+            "{}",
+            run.stderr
+        );
     }
     let mut log = read_log(&run.dir.path().join("requests.jsonl"));
     log.sort_by(|a, b| a.scheduled_time.total_cmp(&b.scheduled_time));

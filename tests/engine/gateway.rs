@@ -614,3 +614,112 @@ fn a_key_or_header_that_cannot_be_sent_is_a_usage_error_before_any_request() {
     let r = server.stats().requests;
     assert_eq!(r.health + r.models + r.chat_completions, 0, "{r:?}");
 }
+
+/// A sweep of three constant rates of 10 requests each through a gateway whose backend
+/// dies after the first benchmark: it answers those 10 completions, and `then` every
+/// later one. Returns the run and the completions the gateway read (the truth).
+fn sweep_through_a_gateway_whose_backend_dies(
+    then: fn() -> Act,
+    bench: fn(Bench) -> Bench,
+) -> (crate::support::Finished, u64) {
+    // The probe's requests before the run are marked: not the benchmarks'.
+    let benchmark_request =
+        |r: &RawRequest| r.method == "POST" && r.header(llmsurge::mock::PROBE_HEADER).is_none();
+    let posts = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = posts.clone();
+    let (url, seen) = raw_server(move |req| {
+        use std::sync::atomic::Ordering;
+        if benchmark_request(req) && counted.fetch_add(1, Ordering::SeqCst) >= 10 {
+            return then();
+        }
+        served(req)
+    });
+    let run = bench(Bench::target(&url))
+        .constant("5,6,7")
+        .max_requests(10)
+        .data("prompt_tokens=16,output_tokens=1")
+        .outputs("json")
+        .run();
+    let posted = seen
+        .lock()
+        .expect("log")
+        .iter()
+        .filter(|r| benchmark_request(r))
+        .count() as u64;
+    (run, posted)
+}
+
+#[test]
+fn a_gateway_whose_backend_died_between_two_benchmarks_loses_the_server_in_the_second() {
+    // 503 to every completion after the first benchmark's. Before, the second benchmark,
+    // with no success of its own, was never judged lost: the third ran too, and a
+    // capacity search bisected on against the dead backend. Now the run's last success,
+    // in the first, opens the tail: the second is lost from its first send and ends the
+    // sweep.
+    let (run, posted) = sweep_through_a_gateway_whose_backend_dies(
+        || {
+            Act::Answer(
+                "503 Service Unavailable",
+                String::new(),
+                "no healthy upstream".into(),
+            )
+        },
+        |b| b,
+    );
+    assert_eq!(
+        run.code(),
+        llmsurge::exit_codes::INVALID_RUN,
+        "{}",
+        run.stderr
+    );
+    let report = run.report();
+    assert_eq!(report.benchmarks.len(), 2, "{}", run.stderr);
+    let (first, second) = (&report.benchmarks[0], &report.benchmarks[1]);
+    // 10 answered, then 10 refused, nothing after.
+    assert_eq!(posted, 20, "{}", run.stderr);
+    assert_eq!(first.requests.completed, 10, "{}", run.stderr);
+    assert!(first.server_lost.is_none(), "{}", run.stderr);
+    assert_eq!(
+        (second.requests.completed, second.requests.errored),
+        (0, 10)
+    );
+    let lost = second.server_lost.as_ref().expect("lost");
+    assert_eq!(lost.errored, 10);
+    assert!(lost.last_success_s < 0.0 && lost.at_s < 0.1, "{lost:?}");
+    assert!(lost.reason.starts_with("http_503"), "{lost:?}");
+    assert!(
+        run.stderr.contains("none of this benchmark's")
+            && run.stderr.contains("after that one were not run"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_backend_that_holds_every_request_after_the_first_benchmark_is_not_called_lost() {
+    // Every later completion is held until the request timeout: the server is there,
+    // overloaded or hung, so no earlier success opens a tail (a capacity search must
+    // bisect down from such a probe); each later benchmark is invalid on its own
+    // verdict, no request succeeded, and the sweep runs to its end.
+    let (run, posted) =
+        sweep_through_a_gateway_whose_backend_dies(|| Act::Hang, |b| b.request_timeout("1s"));
+    assert_eq!(
+        run.code(),
+        llmsurge::exit_codes::INVALID_RUN,
+        "{}",
+        run.stderr
+    );
+    let report = run.report();
+    assert_eq!(posted, 30, "{}", run.stderr);
+    assert_eq!(report.benchmarks.len(), 3, "{}", run.stderr);
+    for b in &report.benchmarks[1..] {
+        assert_eq!((b.requests.completed, b.requests.errored), (0, 10));
+        assert_eq!(b.errors[0].kind, "timeout", "{:?}", b.errors);
+        assert!(b.server_lost.is_none(), "{:?}", b.server_lost);
+    }
+    assert!(
+        run.stderr.contains("no request succeeded") && !run.stderr.contains("server was lost"),
+        "{}",
+        run.stderr
+    );
+}
