@@ -146,15 +146,16 @@ pub fn hit_rate_warning(
     ))
 }
 
-/// A side whose run was invalid (exit 4: the client, not the server, set the pace, or
-/// another rule of `invalid_run`): its figures say how the client did, not the server.
+/// A side whose run was invalid (exit 4, the rules of `invalid_run`): its figures are
+/// not the server's under the load asked, each reason saying why (the client set the
+/// pace, the server was lost, nothing succeeded, outputs ended short).
 pub fn invalid_run_warnings(base: &Report, cur: &Report) -> Vec<String> {
     [("baseline", base), ("current", cur)]
         .into_iter()
         .filter(|(_, r)| !r.invalid_run.is_empty())
         .map(|(side, r)| {
             format!(
-                "the {side} report is an invalid run ({}): its figures measure the client, not the server; rerun it before trusting this comparison",
+                "the {side} report is an invalid run ({}): its figures are not the server's under the load asked; rerun it before trusting this comparison",
                 r.invalid_run.join("; ")
             )
         })
