@@ -141,22 +141,17 @@ impl ErrorTail {
         self.recent.push_back(sent);
     }
 
-    /// The send instant of the latest-sent successful request.
-    pub fn last_success(&self) -> Option<MonoNanos> {
-        self.last_success
-    }
-
     /// The server-lost verdict on this tail (see the module doc): `t0` the benchmark's
     /// start, `end` the end of its measured window, `completed` and `errored` its measured
-    /// requests, `stop` why it ended, `answered_before` the send of the latest success of
-    /// an earlier benchmark of the run. `None` when the server was not lost.
+    /// requests, `stop` why it ended, `answered_before` what an earlier benchmark of the
+    /// run said of the server. `None` when the server was not lost.
     pub fn server_lost(
         &self,
         t0: MonoNanos,
         end: Option<MonoNanos>,
         counts: (u64, u64),
         stop: Option<&StopReason>,
-        answered_before: Option<MonoNanos>,
+        answered_before: Option<Answered>,
     ) -> Option<ServerLost> {
         let (completed, errored) = counts;
         if matches!(
@@ -165,8 +160,17 @@ impl ErrorTail {
         ) {
             return None;
         }
-        // With no success of its own, every error of the benchmark is the tail.
-        let last_success = self.last_success.or(answered_before)?;
+        let (last_success, share) = match (self.last_success, answered_before) {
+            (Some(sent), _) => {
+                let errored_before = errored.saturating_sub(self.count);
+                let share = errored_before as f64 / (completed + errored_before).max(1) as f64;
+                (sent, share)
+            }
+            // No success of its own: every error of the benchmark is the tail, as likely
+            // by chance as at the error share of the benchmark that answered.
+            (None, Some(a)) => (a.sent, a.error_share),
+            (None, None) => return None,
+        };
         let first = self.first?;
         let last_error = self.last.as_ref().map_or(first, |(t, _)| *t);
         if self.held.iter().any(|&h| h >= first && h < last_error) {
@@ -177,8 +181,6 @@ impl ErrorTail {
         if n < LOST_MIN_REQUESTS || span_s < LOST_MIN_SECONDS {
             return None;
         }
-        let errored_before = errored.saturating_sub(n);
-        let share = errored_before as f64 / (completed + errored_before).max(1) as f64;
         if share.powf(n as f64) > LOST_CHANCE {
             return None;
         }
@@ -194,6 +196,18 @@ impl ErrorTail {
                 .unwrap_or_default(),
         })
     }
+}
+
+/// What a benchmark says of the server to the next one of the run (or the next
+/// `--repeat` run): the send of the latest success, of any window, and the error share
+/// of the benchmark it was in. A later benchmark where nothing succeeded is judged lost
+/// from its first send when its errors are that unlikely at that share.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Answered {
+    /// Send instant of the latest successful request.
+    pub sent: MonoNanos,
+    /// Errored of completed and errored requests, every window, of its benchmark.
+    pub error_share: f64,
 }
 
 /// The server stopped answering mid-run: no measured request sent from `at_s` on
@@ -392,7 +406,10 @@ mod tests {
         for r in &none {
             tail.add(r);
         }
-        let before = MonoNanos(T0.0 - 500_000_000);
+        let before = Answered {
+            sent: MonoNanos(T0.0 - 500_000_000),
+            error_share: 0.0,
+        };
         let lost = tail
             .server_lost(T0, Some(at_ms(2600)), (0, 50), None, Some(before))
             .expect("lost");
@@ -430,6 +447,24 @@ mod tests {
             .expect("lost");
         assert!((lost.last_success_s - 0.05).abs() < 1e-9, "{lost:?}");
         assert_eq!(lost.since_before(), None);
+        // A server that failed 90% of the earlier benchmark's requests: 50 errors in a
+        // row are chance at that share (0.9^50 = 5e-3), 200 are not (7e-10).
+        let flaky = Answered {
+            error_share: 0.9,
+            ..before
+        };
+        assert_eq!(
+            tail.server_lost(T0, Some(at_ms(2600)), (0, 50), None, Some(flaky)),
+            None
+        );
+        let mut long = ErrorTail::default();
+        for i in 0..200 {
+            long.add(&record(100 + i * 20, Some(ErrorKind::Connect)));
+        }
+        assert!(
+            long.server_lost(T0, Some(at_ms(4200)), (0, 200), None, Some(flaky))
+                .is_some()
+        );
     }
 
     #[test]

@@ -258,10 +258,10 @@ pub struct RunEnv<'a> {
     /// The instant this benchmark must start at (`--start-at`, first benchmark only);
     /// `None`: as soon as every worker is ready.
     pub start_at: Option<MonoNanos>,
-    /// The send of the run's latest success before this benchmark (see
-    /// [`BenchmarkResult::answered`]): a benchmark where nothing succeeds after it lost
-    /// the server.
-    pub answered_before: Option<MonoNanos>,
+    /// The run's latest success before this benchmark (see
+    /// [`BenchmarkResult::answered`]): a benchmark where nothing succeeds after it may
+    /// have lost the server.
+    pub answered_before: Option<crate::error_tail::Answered>,
 }
 
 impl std::fmt::Debug for RunEnv<'_> {

@@ -593,6 +593,9 @@ pub struct CapacitySearch {
     /// Boxed, as the estimates.
     outcome: Option<Box<CapacityOutcome>>,
     probes: Vec<Probe>,
+    /// The highest load (in the variable's unit) of a probe where a request succeeded:
+    /// one that completes nothing at no more than that found the server gone.
+    answered_load: f64,
     /// `--max-concurrency`: a user search offers no more users than the cap lets run.
     ceiling: Option<f64>,
 }
@@ -622,6 +625,7 @@ impl CapacitySearch {
             estimates: None,
             outcome: None,
             probes: Vec::new(),
+            answered_load: 0.0,
             ceiling: None,
         }
     }
@@ -841,6 +845,14 @@ impl CapacitySearch {
                 lost.at_s,
                 lost.since_before().unwrap_or_default()
             )
+        } else if let Some(answered) = self.answered_above(last) {
+            // A dead or hung server the lost rule could not call (too few requests, a
+            // timeout, --max-errors): no load lower than one the server answered fails
+            // everything, so a bisection on would only halve its way down.
+            format!(
+                "no request succeeded at {}, no more than {answered} where requests did: the server stopped answering",
+                self.show(self.probes.last()?.rate),
+            )
         } else if !users {
             return None;
         } else if m.completed + m.errored == 0 {
@@ -872,6 +884,19 @@ impl CapacitySearch {
             None => why,
         };
         Some(self.finish(answer, conclusion))
+    }
+
+    /// The load of an earlier probe where requests succeeded, shown, when `last` (the
+    /// search's own load, not the synchronous or throughput probe's) completed nothing at
+    /// no more than it.
+    fn answered_above(&self, last: &BenchmarkResult) -> Option<String> {
+        let chosen = matches!(
+            last.strategy,
+            Strategy::Constant { .. } | Strategy::Poisson { .. } | Strategy::Concurrent { .. }
+        );
+        let load = self.probes.last()?.rate;
+        (chosen && last.requests.completed == 0 && load <= self.answered_load)
+            .then(|| self.show(self.answered_load))
     }
 
     /// The value the search tries above `lo` when no failure is known yet.
@@ -940,6 +965,17 @@ impl CapacitySearch {
             _ => last.throughput.requests_per_s,
         };
         let undecided = r_undecided(last, &self.slo);
+        if last.requests.completed > 0 {
+            // The synchronous and throughput probes in streams where the variable is.
+            let load = match (last.strategy, self.variable) {
+                (Strategy::Synchronous, SearchVariable::Concurrency | SearchVariable::Users) => 1.0,
+                (Strategy::Throughput { max_concurrency }, SearchVariable::Concurrency) => {
+                    f64::from(max_concurrency)
+                }
+                _ => rate,
+            };
+            self.answered_load = self.answered_load.max(load);
+        }
         self.probes.push(Probe {
             undecided,
             benchmark: last.index,
@@ -1810,6 +1846,47 @@ mod capacity_tests {
             o.conclusion
                 .contains("the server was lost at 1.5 s of the probe at")
                 && o.conclusion.contains("a lower bound"),
+            "{o:#?}"
+        );
+        let probe = o.probes.last().expect("probes");
+        assert!(probe.inconclusive && !probe.passed, "{probe:?}");
+    }
+
+    #[test]
+    fn a_probe_that_completes_nothing_below_a_load_the_server_answered_ends_the_search() {
+        // The server died after the throughput probe (100 req/s completed), and the
+        // lost rule could not call it (probes cut by --max-errors, or of too few
+        // requests): the first constant probe, at 100 req/s, completed nothing. Before,
+        // the search bisected down against the dead server and reported a capacity
+        // "confirmed by a second run".
+        let mut profile = CapacityProfile::new(template(), Slo::default(), 0.05, 64);
+        let mut done: Vec<BenchmarkResult> = Vec::new();
+        while let Some(plan) = profile.next(&done).expect("next") {
+            assert!(done.len() < 3, "nothing after the dead probe: {done:?}");
+            let mut r = empty_result();
+            r.index = plan.index;
+            r.strategy = plan.strategy;
+            let alive = !matches!(plan.strategy, Strategy::Constant { .. });
+            r.throughput.requests_per_s = match plan.strategy {
+                Strategy::Synchronous => 10.0,
+                Strategy::Throughput { .. } => 100.0,
+                _ => 0.0,
+            };
+            r.requests.completed = if alive { 50 } else { 0 };
+            r.requests.errored = if alive { 0 } else { 5 };
+            r.slo = Some(SloVerdict {
+                passed: alive,
+                checks: vec![],
+                not_kept_up: None,
+            });
+            done.push(r);
+        }
+        let o = profile.outcome();
+        assert_eq!(o.rate, Some(10.0), "{o:#?}");
+        assert!(
+            o.conclusion.starts_with(
+                "no request succeeded at 100.000 req/s, no more than 100.000 req/s where requests did: the server stopped answering; passes at 10.000 req/s, a lower bound"
+            ),
             "{o:#?}"
         );
         let probe = o.probes.last().expect("probes");

@@ -374,11 +374,10 @@ pub struct BenchmarkResult {
     /// reports older than the rule).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_lost: Option<crate::error_tail::ServerLost>,
-    /// The send of the run's latest successful request, of this benchmark or an earlier
-    /// one: the next benchmark's server-lost rule starts from it. The run's own books,
-    /// not in reports.
+    /// The run's latest success, of this benchmark or an earlier one: the next
+    /// benchmark's server-lost rule starts from it. The run's own books, not in reports.
     #[serde(skip)]
-    pub answered: Option<MonoNanos>,
+    pub answered: Option<crate::error_tail::Answered>,
     /// The end-of-benchmark check of the request books. Absent from reports older than
     /// it (read as unset) and left out when unset, so those reports round-trip as they were.
     #[serde(default, skip_serializing_if = "Audit::is_unset")]
@@ -475,7 +474,7 @@ pub struct BuildContext<'a> {
     pub workers: Vec<WorkerOutcome>,
     /// The send of the latest success of an earlier benchmark of the run (or of an
     /// earlier `--repeat` run): the server answered then, for the server-lost rule.
-    pub answered_before: Option<MonoNanos>,
+    pub answered_before: Option<crate::error_tail::Answered>,
 }
 
 /// Aggregates the state into a result.
@@ -521,7 +520,14 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         ctx.stop_reason.as_ref(),
         ctx.answered_before.filter(|_| !timed_out),
     );
-    let answered = state.error_tail.last_success().or(ctx.answered_before);
+    let c = &state.counts;
+    let answered = state
+        .last_success
+        .map(|sent| crate::error_tail::Answered {
+            sent,
+            error_share: c.errored as f64 / (c.completed + c.errored).max(1) as f64,
+        })
+        .or(ctx.answered_before);
     BenchmarkResult {
         index: ctx.index,
         strategy: ctx.strategy,

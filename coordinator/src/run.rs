@@ -29,7 +29,7 @@ pub struct RunOutcome {
 /// whatever they find.
 /// `start_at` (Unix seconds, `--start-at`) is the wall-clock instant the first
 /// benchmark's t0 waits for; later ones start as soon as their workers are ready.
-/// `answered_before` is the send of an earlier run's latest success (`--repeat`): a
+/// `answered_before` is an earlier run's latest success (`--repeat`): a
 /// server that died since then is lost in the first benchmark, as between two
 /// benchmarks of this run.
 pub async fn run_profile(
@@ -37,7 +37,7 @@ pub async fn run_profile(
     profile: &mut dyn Profile,
     observer: &mut dyn RunObserver,
     start_at: Option<f64>,
-    answered_before: Option<llmsurge_proto::MonoNanos>,
+    answered_before: Option<crate::error_tail::Answered>,
 ) -> Result<RunOutcome, CoordinatorError> {
     let anchor = ClockAnchor::now();
     let mut start_at = start_at.map(|s| anchor.mono_at_unix_seconds(s));

@@ -323,11 +323,12 @@ impl Slo {
                     _ => Decision::Fail,
                 };
                 let inconclusive = decision == Decision::Inconclusive;
-                let judged = m.judged.as_ref();
+                // What failed requests' lower bounds give is no measurement of it: no
+                // value, no bounds.
+                let judged = m.judged.as_ref().filter(|_| !nothing_completed);
                 let percentile = judged.filter(|j| j.percentile);
                 CheckResult {
                     name: c.name.clone(),
-                    // What failed requests' lower bounds give is no measurement of it.
                     measured: m.value.filter(|_| !nothing_completed),
                     threshold: c.threshold,
                     cmp: c.cmp,

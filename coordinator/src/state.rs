@@ -344,6 +344,9 @@ pub struct WorkerGroupState {
     pub timeseries: TimeSeries,
     /// The measured requests sent after the last success, for the server-lost verdict.
     pub error_tail: crate::error_tail::ErrorTail,
+    /// Send of the latest successful request, every window: the server answered then
+    /// (the next benchmark's server-lost verdict starts from it).
+    pub last_success: Option<MonoNanos>,
     /// Latencies by the second requests started in, for the steady-state window.
     pub steady: crate::steady::SteadyCollector,
     /// The arrivals' waits from intent, for the kept-up rule.
@@ -392,6 +395,7 @@ impl WorkerGroupState {
             tokens_refused: 0,
             timeseries: TimeSeries::new(t0),
             error_tail: crate::error_tail::ErrorTail::default(),
+            last_success: None,
             steady: crate::steady::SteadyCollector::new(t0),
             intent_drift: crate::intent_drift::IntentDriftCollector::new(t0),
             output_lengths: Default::default(),
@@ -477,7 +481,10 @@ impl WorkerGroupState {
             self.account_model(usize::from(i), r);
         }
         match r.status {
-            RequestStatus::Completed => self.counts.completed += 1,
+            RequestStatus::Completed => {
+                self.counts.completed += 1;
+                self.last_success = self.last_success.max(Some(r.start.unwrap_or(r.scheduled)));
+            }
             RequestStatus::Errored => self.counts.errored += 1,
             RequestStatus::Cancelled => self.counts.cancelled += 1,
         }

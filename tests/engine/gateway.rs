@@ -622,6 +622,18 @@ fn sweep_through_a_gateway_whose_backend_dies(
     then: fn() -> Act,
     bench: fn(Bench) -> Bench,
 ) -> (crate::support::Finished, u64) {
+    sweep_through_a_gateway(10, |i| i < 10, then, bench)
+}
+
+/// A sweep of three constant rates of `requests` requests each through a gateway that
+/// answers the benchmarks' completion `i` (from 0, in arrival order) when `serves(i)`,
+/// and `then` otherwise. Returns the run and the completions the gateway read.
+fn sweep_through_a_gateway(
+    requests: u64,
+    serves: fn(u64) -> bool,
+    then: fn() -> Act,
+    bench: fn(Bench) -> Bench,
+) -> (crate::support::Finished, u64) {
     // The probe's requests before the run are marked: not the benchmarks'.
     let benchmark_request =
         |r: &RawRequest| r.method == "POST" && r.header(llmsurge::mock::PROBE_HEADER).is_none();
@@ -629,14 +641,14 @@ fn sweep_through_a_gateway_whose_backend_dies(
     let counted = posts.clone();
     let (url, seen) = raw_server(move |req| {
         use std::sync::atomic::Ordering;
-        if benchmark_request(req) && counted.fetch_add(1, Ordering::SeqCst) >= 10 {
+        if benchmark_request(req) && !serves(counted.fetch_add(1, Ordering::SeqCst)) {
             return then();
         }
         served(req)
     });
     let run = bench(Bench::target(&url))
         .constant("5,6,7")
-        .max_requests(10)
+        .max_requests(requests)
         .data("prompt_tokens=16,output_tokens=1")
         .outputs("json")
         .run();
@@ -722,4 +734,33 @@ fn a_backend_that_holds_every_request_after_the_first_benchmark_is_not_called_lo
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn a_flaky_server_failing_everything_in_a_later_benchmark_is_lost_only_beyond_chance() {
+    // The first benchmark: 11 of 12 completions answered 503, the last one served (its
+    // own tail is empty). The later ones: every completion 503. At the first's error
+    // share (11/12), 12 errors in a row are chance (0.35): not lost, and the sweep runs
+    // to its end. Before, a benchmark with no success of its own was judged at an error
+    // share of 0, and this live server was called lost.
+    let (run, posted) = sweep_through_a_gateway(
+        12,
+        |i| i == 11,
+        || Act::Answer("503 Service Unavailable", String::new(), "busy".into()),
+        |b| b,
+    );
+    assert_eq!(
+        run.code(),
+        llmsurge::exit_codes::INVALID_RUN,
+        "{}",
+        run.stderr
+    );
+    let report = run.report();
+    assert_eq!(posted, 36, "{}", run.stderr);
+    assert_eq!(report.benchmarks.len(), 3, "{}", run.stderr);
+    assert_eq!(report.benchmarks[0].requests.completed, 1);
+    for b in &report.benchmarks {
+        assert!(b.server_lost.is_none(), "{:?}", b.server_lost);
+    }
+    assert!(!run.stderr.contains("server was lost"), "{}", run.stderr);
 }

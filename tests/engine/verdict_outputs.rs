@@ -130,8 +130,9 @@ fn a_latency_check_where_no_request_completed_fails() {
         .zip(["ttft p50", "request_latency p50"])
     {
         assert!(!c.passed && !c.inconclusive, "{c:?}");
-        // The failed requests' lower bounds are no measured value: none is shown.
-        assert_eq!(c.measured, None, "{c:?}");
+        // The failed requests' lower bounds are no measured value: none is shown, nor
+        // bounds of one.
+        assert_eq!((c.measured, c.lower, c.upper), (None, None, None), "{c:?}");
         assert_eq!(
             c.reason.as_deref(),
             Some(format!("no request completed: {stat} has nothing to measure").as_str()),
