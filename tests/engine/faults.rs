@@ -355,6 +355,23 @@ impl MockProcess {
         MockProcess { child, url, port }
     }
 
+    /// An instant mock that records every request it reads, with its `x-request-id`
+    /// (the truth of which requests reached it): the mock, the record's directory and
+    /// its path.
+    fn recording() -> (Self, tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let record = dir.path().join("record.jsonl");
+        let record_arg = record.display().to_string();
+        let server = MockProcess::start(&[
+            "--instant",
+            "--record",
+            &record_arg,
+            "--record-header",
+            "x-request-id",
+        ]);
+        (server, dir, record)
+    }
+
     /// Responses the mock sent to their end (its `/stats`); 0 when it does not answer.
     fn completed(&self) -> u64 {
         crate::sweep::http_get(self.port, "/stats")
@@ -385,16 +402,7 @@ impl Drop for MockProcess {
 
 #[test]
 fn a_server_killed_mid_run_makes_the_run_invalid_from_the_instant_it_was_lost() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let record = dir.path().join("record.jsonl");
-    let record_arg = record.display().to_string();
-    let mut server = MockProcess::start(&[
-        "--instant",
-        "--record",
-        &record_arg,
-        "--record-header",
-        "x-request-id",
-    ]);
+    let (mut server, _dir, record) = MockProcess::recording();
     let (child, out) = Bench::target(&server.url)
         .constant(40)
         .max_seconds(5)
@@ -568,16 +576,7 @@ fn a_lost_server_ends_the_profile_and_the_repeats_there() {
 /// its first send, and nothing runs after it.
 #[test]
 fn a_server_that_dies_between_two_runs_is_lost_in_the_second_from_its_first_send() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let record = dir.path().join("record.jsonl");
-    let record_arg = record.display().to_string();
-    let mut server = MockProcess::start(&[
-        "--instant",
-        "--record",
-        &record_arg,
-        "--record-header",
-        "x-request-id",
-    ]);
+    let (mut server, _dir, record) = MockProcess::recording();
     let live = super::signals::Live::start(
         &Bench::target(&server.url)
             .constant(20)
