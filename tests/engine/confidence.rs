@@ -79,12 +79,9 @@ fn a_p99_near_its_threshold_is_inconclusive_and_says_how_many_more_would_decide(
     let threshold = 160.0;
     let run = judged(&server, REQUESTS, "ttft_p99<=160ms");
     server.stop();
-    assert_eq!(run.code(), 5, "{}\n{}", run.stdout, run.stderr);
     let b = &run.report().benchmarks[0];
     let verdict = b.slo.clone().expect("a verdict");
-    assert_eq!(verdict.label(), "INCONCLUSIVE");
     let check = &verdict.checks[0];
-    assert!(check.inconclusive && !check.passed, "{check:?}");
 
     // The truth: the measured requests are every request, and the ranks are those of
     // the binomial of their count.
@@ -97,13 +94,25 @@ fn a_p99_near_its_threshold_is_inconclusive_and_says_how_many_more_would_decide(
     let (l, u) = confidence_ranks(n, 0.99, 0.95);
     let (l, u) = (l.expect("a lower rank"), u.expect("an upper rank"));
     let at = |rank: u64| ttfts[rank as usize - 1];
-    // The case is what it claims: the threshold lies between the truth's order
-    // statistics at the two ranks (the mock's draws are seeded).
-    assert!(
-        at(l) < threshold && threshold < at(u),
-        "the truth's bounds {} and {} do not straddle {threshold}",
+    // The verdict is the truth's: the mock's seeded draws put the threshold between
+    // its order statistics at the two ranks, unless a busy machine delayed the mock's
+    // first tokens past it (a CI runner once read a p99 of 194 ms): then the truth's
+    // lower bound is beyond the threshold, and the verdict must be FAIL.
+    let (label, code) = if at(l) > threshold {
+        ("FAIL", 3)
+    } else if at(u) <= threshold {
+        ("PASS", 0)
+    } else {
+        ("INCONCLUSIVE", 5)
+    };
+    assert_eq!(
+        (run.code(), verdict.label()),
+        (code, label),
+        "the truth's bounds are {} and {}\n{}\n{}",
         at(l),
-        at(u)
+        at(u),
+        run.stdout,
+        run.stderr
     );
     let lower = check.lower.expect("a lower bound");
     let upper = check.upper.expect("an upper bound");
@@ -120,6 +129,13 @@ fn a_p99_near_its_threshold_is_inconclusive_and_says_how_many_more_would_decide(
         lower <= p99 && p99 <= upper * (1.0 + BUCKET) + EARLY_MS,
         "{lower} {p99} {upper}"
     );
+    if label != "INCONCLUSIVE" {
+        eprintln!(
+            "a busy machine: the truth's bounds do not straddle {threshold}, so the verdict is {label}"
+        );
+        return;
+    }
+    assert!(check.inconclusive && !check.passed, "{check:?}");
 
     // About N more requests would decide, in the report and on the console.
     let more = check.more_requests.expect("a count that would decide");
