@@ -186,7 +186,7 @@ impl ErrorTail {
         }
         Some(ServerLost {
             at_s: first.since(t0).as_secs_f64(),
-            last_success_s: seconds_between(t0, last_success),
+            last_success_s: last_success.signed_since(t0) as f64 / 1e9,
             errored: n,
             span_s,
             reason: self
@@ -250,15 +250,6 @@ impl ServerLost {
                 -self.last_success_s
             )
         })
-    }
-}
-
-/// Seconds from `t0` to `at`, negative when `at` is earlier.
-fn seconds_between(t0: MonoNanos, at: MonoNanos) -> f64 {
-    if at >= t0 {
-        at.since(t0).as_secs_f64()
-    } else {
-        -t0.since(at).as_secs_f64()
     }
 }
 

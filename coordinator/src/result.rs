@@ -472,8 +472,8 @@ pub struct BuildContext<'a> {
     pub dispatch_lag_threshold_ms: f64,
     /// The workers.
     pub workers: Vec<WorkerOutcome>,
-    /// The send of the latest success of an earlier benchmark of the run (or of an
-    /// earlier `--repeat` run): the server answered then, for the server-lost rule.
+    /// The latest success of an earlier benchmark of the run (or of an earlier
+    /// `--repeat` run), with that benchmark's error share, for the server-lost rule.
     pub answered_before: Option<crate::error_tail::Answered>,
 }
 
