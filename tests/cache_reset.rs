@@ -99,3 +99,65 @@ fn cache_reset_empties_the_mocks_prefix_cache_between_repeats() {
             .is_some_and(|r| r.reset)
     );
 }
+
+#[test]
+fn cache_reset_auto_says_why_it_posted_nothing_when_metrics_fails() {
+    use llmsurge::mock::MetricsFault;
+    // Each way a server's /metrics can fail `auto`'s reading of it; the mock's count of
+    // resets is the truth that nothing was posted. A hung /metrics is given up after
+    // 5 s, not the reset calls' 60 s before every benchmark.
+    let cases: [(MockConfig, &str); 4] = [
+        (
+            MockConfig {
+                no_metrics: true,
+                ..MockConfig::instant()
+            },
+            "GET /metrics answered 404 Not Found",
+        ),
+        (
+            MockConfig {
+                metrics_fault: Some(MetricsFault::Error),
+                ..MockConfig::instant()
+            },
+            "GET /metrics answered 500 Internal Server Error",
+        ),
+        (
+            MockConfig {
+                metrics_fault: Some(MetricsFault::Garbage),
+                ..MockConfig::instant()
+            },
+            "/metrics shows neither vLLM nor SGLang",
+        ),
+        (
+            MockConfig {
+                metrics_fault: Some(MetricsFault::Hang),
+                ..MockConfig::instant()
+            },
+            "GET /metrics did not answer within 5 s",
+        ),
+    ];
+    for (config, why) in cases {
+        let server = mock(config);
+        let run = Bench::target(&server.base_url())
+            .constant("10,20")
+            .max_requests(4)
+            .data("prompt_tokens=64,output_tokens=2")
+            .outputs("json,console")
+            .arg("--reset-cache", "auto")
+            .run();
+        let report = crate::support::ok_report(&run);
+        assert_eq!(server.stats().cache_resets, Default::default(), "{why}");
+        let reset = report.benchmarks[1]
+            .cache_reset
+            .as_ref()
+            .expect("a reset before the second benchmark");
+        assert!(!reset.reset && reset.calls.is_empty(), "{reset:?}");
+        let note = reset.note.as_deref().unwrap_or_default();
+        assert!(note.starts_with(why), "{why}: {reset:?}");
+        assert!(
+            run.stdout.contains(&format!("nothing posted ({note})")),
+            "{}",
+            run.stdout
+        );
+    }
+}

@@ -63,6 +63,9 @@ pub struct CacheReset {
     pub reset: bool,
     /// The calls made, in order (none for a server that has no reset endpoint).
     pub calls: Vec<ResetCall>,
+    /// Why `auto` posted nothing: how reading `/metrics` failed, or what it showed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The reset endpoints of a server `/metrics` recognised.
@@ -76,6 +79,10 @@ pub fn endpoints_for(server: Option<&str>) -> &'static [&'static str] {
 
 /// The longest answer kept.
 const ANSWER_CHARS: usize = 200;
+
+/// Bound on `auto`'s read of `/metrics`: a server that does not show what it is within
+/// it is not held up for the reset calls' longer bound before every benchmark.
+const IDENTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Resets the caches as `cfg` says; never fails (the report says what happened).
 pub async fn reset(cfg: &CacheResetConfig) -> CacheReset {
@@ -99,6 +106,7 @@ pub async fn reset(cfg: &CacheResetConfig) -> CacheReset {
                     status: None,
                     answer: format!("no HTTP client: {e}"),
                 }],
+                note: None,
             };
         }
     };
@@ -108,28 +116,24 @@ pub async fn reset(cfg: &CacheResetConfig) -> CacheReset {
         }
         r
     };
-    let (server, paths): (Option<String>, Vec<String>) = match &cfg.mode {
-        ResetMode::Path(p) => (None, vec![p.clone()]),
-        ResetMode::Auto => {
-            let body = match with_headers(client.get(format!("{origin}/metrics")))
-                .send()
-                .await
-            {
-                Ok(r) if r.status().is_success() => {
-                    let page = llmsurge_proto::http::read_limited(r, limits::METRICS_PAGE).await;
-                    String::from_utf8_lossy(&page.unwrap_or_default()).into_owned()
-                }
-                _ => String::new(),
-            };
-            let server = parse(&body, None).ok().and_then(|p| p.server);
-            (
-                server.map(str::to_string),
-                endpoints_for(server)
+    let (server, paths, note) = match &cfg.mode {
+        ResetMode::Path(p) => (None, vec![p.clone()], None),
+        ResetMode::Auto => match identify(&client, origin, cfg).await {
+            Ok(server) => {
+                let paths: Vec<String> = endpoints_for(server.as_deref())
                     .iter()
                     .map(|s| s.to_string())
-                    .collect(),
-            )
-        }
+                    .collect();
+                let note = paths.is_empty().then(|| match &server {
+                    Some(s) => format!("{s} has no cache-reset endpoint llmsurge knows"),
+                    None => "/metrics shows neither vLLM nor SGLang, the servers whose \
+                             cache-reset endpoints llmsurge knows"
+                        .to_string(),
+                });
+                (server, paths, note)
+            }
+            Err(why) => (None, Vec::new(), Some(why)),
+        },
     };
     let mut calls = Vec::new();
     for path in paths {
@@ -160,12 +164,48 @@ pub async fn reset(cfg: &CacheResetConfig) -> CacheReset {
     }
     CacheReset {
         server,
+        note,
         reset: !calls.is_empty()
             && calls
                 .iter()
                 .all(|c| c.status.is_some_and(|s| (200..300).contains(&s))),
         calls,
     }
+}
+
+/// The server `/metrics` names (`None`: a page that names none), or why reading it failed
+/// (within [`IDENTIFY_TIMEOUT`]).
+async fn identify(
+    client: &reqwest::Client,
+    origin: &str,
+    cfg: &CacheResetConfig,
+) -> Result<Option<String>, String> {
+    let bound = IDENTIFY_TIMEOUT.min(cfg.timeout);
+    let mut get = client.get(format!("{origin}/metrics")).timeout(bound);
+    for (name, value) in &cfg.headers {
+        get = get.header(name.as_str(), value.expose());
+    }
+    // reqwest's bound covers the body too: a server that sends headers and then stalls.
+    let r = get.send().await.map_err(|e| {
+        if e.is_timeout() {
+            format!("GET /metrics did not answer within {} s", bound.as_secs())
+        } else {
+            format!(
+                "GET /metrics failed: {}",
+                llmsurge_proto::http::root_cause(&e)
+            )
+        }
+    })?;
+    if !r.status().is_success() {
+        return Err(format!("GET /metrics answered {}", r.status()));
+    }
+    let page = llmsurge_proto::http::read_limited(r, limits::METRICS_PAGE)
+        .await
+        .map_err(|e| format!("GET /metrics: {e}"))?;
+    let body = String::from_utf8_lossy(&page);
+    Ok(parse(&body, None)
+        .ok()
+        .and_then(|p| p.server.map(str::to_string)))
 }
 
 #[cfg(test)]

@@ -91,7 +91,10 @@ pub fn notes(b: &BenchmarkResult) -> Vec<String> {
                 .map(|s| format!(" ({s})"))
                 .unwrap_or_default(),
             if calls.is_empty() {
-                "nothing to reset".to_string()
+                match &r.note {
+                    Some(why) => format!("nothing posted ({why})"),
+                    None => "nothing to reset".to_string(),
+                }
             } else {
                 calls.join(", ")
             }
