@@ -141,6 +141,14 @@ impl ErrorTail {
         self.recent.push_back(sent);
     }
 
+    /// The error share of `completed` and `errored` requests before this tail: the
+    /// server's while it answered. The errors of an outage the benchmark ended in (one
+    /// too short to call) are not its error share.
+    pub fn share_before(&self, completed: u64, errored: u64) -> f64 {
+        let errored_before = errored.saturating_sub(self.count);
+        errored_before as f64 / (completed + errored_before).max(1) as f64
+    }
+
     /// The server-lost verdict on this tail (see the module doc): `t0` the benchmark's
     /// start, `end` the end of its measured window, `completed` and `errored` its measured
     /// requests, `stop` why it ended, `answered_before` what an earlier benchmark of the
@@ -161,11 +169,7 @@ impl ErrorTail {
             return None;
         }
         let (last_success, share) = match (self.last_success, answered_before) {
-            (Some(sent), _) => {
-                let errored_before = errored.saturating_sub(self.count);
-                let share = errored_before as f64 / (completed + errored_before).max(1) as f64;
-                (sent, share)
-            }
+            (Some(sent), _) => (sent, self.share_before(completed, errored)),
             // No success of its own: every error of the benchmark is the tail, as likely
             // by chance as at the error share of the benchmark that answered.
             (None, Some(a)) => (a.sent, a.error_share),
@@ -206,7 +210,8 @@ impl ErrorTail {
 pub struct Answered {
     /// Send instant of the latest successful request.
     pub sent: MonoNanos,
-    /// Errored of completed and errored requests, every window, of its benchmark.
+    /// Errored of completed and errored requests, every window, of its benchmark,
+    /// before the errors it ended with ([`ErrorTail::share_before`]).
     pub error_share: f64,
 }
 
@@ -456,6 +461,29 @@ mod tests {
             long.server_lost(T0, Some(at_ms(4200)), (0, 200), None, Some(flaky))
                 .is_some()
         );
+    }
+
+    #[test]
+    fn the_share_handed_on_leaves_out_the_errors_a_benchmark_ended_with() {
+        // 20 successes, 2 scattered errors, then an outage too short to call (6 errors):
+        // the server answered at 2 in 22, not 8 in 28. At 8 in 28, thirteen refusals in
+        // the next benchmark would be chance (0.29^13 = 1e-7 passes, but 0.4^13 does not:
+        // a verdict that hung on how long the first outage happened to run).
+        let mut records: Vec<RequestRecord> = (0..22)
+            .map(|i| {
+                record(
+                    i * 50,
+                    (i % 10 == 9).then_some(ErrorKind::Http { status: 500 }),
+                )
+            })
+            .collect();
+        records.extend((22..28).map(|i| record(i * 50, Some(ErrorKind::Connect))));
+        let mut tail = ErrorTail::default();
+        for r in &records {
+            tail.add(r);
+        }
+        assert_eq!(verdict(&records, 1450), None, "too short to call");
+        assert!((tail.share_before(20, 8) - 2.0 / 22.0).abs() < 1e-12);
     }
 
     #[test]

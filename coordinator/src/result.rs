@@ -525,7 +525,7 @@ pub fn build(state: &WorkerGroupState, ctx: BuildContext<'_>) -> BenchmarkResult
         .last_success
         .map(|sent| crate::error_tail::Answered {
             sent,
-            error_share: c.errored as f64 / (c.completed + c.errored).max(1) as f64,
+            error_share: state.error_tail.share_before(c.completed, c.errored),
         })
         .or(ctx.answered_before);
     BenchmarkResult {
