@@ -334,10 +334,10 @@ fn the_knee_of_a_rate_ladder_is_the_mocks_capacity() {
         .expect("the ladder's top")
         .throughput
         .requests_per_s;
-    // Never faster than the model; and the top rung saturated: it could not keep the 60
-    // req/s it asked for, which is what makes its rate the capacity.
+    // Never faster than the model (42 req/s, well below the 60 the top rung asked for:
+    // it saturated, which makes its rate the capacity).
     assert!(
-        capacity <= 1.05 * MODEL && capacity <= 0.9 * 60.0,
+        capacity <= 1.05 * MODEL,
         "the mock served {capacity} req/s at 60 asked; its model {MODEL}"
     );
     for metric in ["ttft_p99", "request_latency_p99"] {

@@ -69,6 +69,15 @@
 //!   and from the intended instant, within the aggregates' tolerance), the binding
 //!   objective is one of the tier's (or `kept_up`) that failed at a probe of the failing
 //!   count, and the exit code is 0 exactly when every tier found an answer.
+//! - a lost server (an axis: open loops, sessions and closed loops, on every transport,
+//!   with `--repeat`, caps and a gateway's key; the mock stopped once a quarter of the
+//!   run's expected requests completed): only a draw whose mock stopped is ever called
+//!   lost, never in a benchmark that ended before the stop, and the run ends there with
+//!   exit code 4; a lost benchmark's instant follows its last success and precedes its
+//!   first send to the gone mock, and nothing sent from it completed; an outage the
+//!   rule's size (10 errors over a second, no injected errors to be chance) after the
+//!   stop is called lost, in the benchmark it began in or (`--repeat`) the next; every
+//!   completion the client counts, the mock's truth completed.
 //! - transports (an axis): the worker's own HTTP/1.1 client over plain TCP and over TLS
 //!   (`https://`, `--ca-cert` of a CA made at run time) and its own HTTP/2 client (h2c,
 //!   `--http2`): every invariant above holds on each, the router's view (`--record`'s
@@ -257,6 +266,9 @@ struct Draw {
     /// How the client reaches the mock (`https://` with `--ca-cert`, or `--http2`);
     /// every invariant holds on each.
     transport: Transport,
+    /// The mock is stopped once a quarter of the run's expected requests completed (see
+    /// [`check_lost`]).
+    lost: bool,
 }
 
 /// The two tiers of a user search: each `ttft_mean<=A,e2e_mean<=E` (ms), the tight one's
@@ -432,6 +444,7 @@ impl Draw {
             sticky: false,
             session_token: None,
             transport: Transport::Http,
+            lost: false,
         };
         if profile.open() {
             let capacity = d.capacity_rps() / profile.requests_per_unit();
@@ -489,7 +502,32 @@ impl Draw {
                 Transport::H2,
             ])
         };
+        // A server lost mid-run: open loops, sessions and closed loops, on every
+        // transport, with `--repeat`, caps and a gateway's key. Not beside injected faults
+        // or hung streams (their errors and held slots have verdicts of their own), nor
+        // with compare or the spans, whose checks need a whole run.
+        d.lost = matches!(
+            profile,
+            Profile::Constant | Profile::Poisson | Profile::Sessions | Profile::Concurrent(_)
+        ) && d.fault.is_none()
+            && !d.stall
+            && !d.compare
+            && !d.otlp
+            && r.chance(0.5);
         d
+    }
+
+    /// The requests the mock is expected to complete in the run's first quarter: where a
+    /// lost draw stops it, leaving the outage more than the rule's second.
+    fn stop_after(&self) -> u64 {
+        let (rps, seconds) = match self.profile {
+            Profile::Concurrent(n) => (n as f64 / service_s(self), 2.0),
+            _ => (
+                self.rate.unwrap_or(1.0) * self.profile.requests_per_unit(),
+                3.0,
+            ),
+        };
+        ((rps.min(self.capacity_rps()) * seconds / 4.0) as u64).max(2)
     }
 
     /// Whether the draw runs multi-turn sessions (the sessions profile, or the users of a
@@ -855,7 +893,7 @@ impl Draw {
             })
             .collect();
         format!(
-            "draw {self:?}\n  rerun: VERDICT_MATRIX_SEED={} cargo nextest run -E 'test(/verdict_matrix::one_draw$/)' --no-capture\n  by hand: llmsurge mock-server --port 8000 {} &\n           llmsurge benchmark run --target {}://127.0.0.1:8000 --max-dispatch-lag 10s {}",
+            "draw {self:?}\n  rerun: VERDICT_MATRIX_SEED={} cargo nextest run -E 'test(/verdict_matrix::one_draw$/)' --no-capture\n  by hand: llmsurge mock-server --port 8000 {} &\n           llmsurge benchmark run --target {}://127.0.0.1:8000 --max-dispatch-lag 10s {}{}",
             self.seed,
             self.mock_flags(),
             if self.transport.tls() {
@@ -863,7 +901,15 @@ impl Draw {
             } else {
                 "http"
             },
-            args.join(" ")
+            args.join(" "),
+            if self.lost {
+                format!(
+                    "\n           (and stop the mock once its /stats `completed` reaches {})",
+                    self.stop_after()
+                )
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -1014,6 +1060,162 @@ fn join(log: &Path, truth: &Path, broken: &mut Vec<String>) -> (Vec<Joined>, u64
     (joined, unseen)
 }
 
+/// When a lost draw's mock stopped (Unix seconds): it stopped accepting at `stopping`
+/// and was gone (its in-flight responses given their grace) at `dead`.
+struct Stopped {
+    stopping: f64,
+    dead: f64,
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Waits until the mock completed `n` responses: false when the run ended first (a
+/// slow machine), so the draw is judged as one whose mock never stopped.
+fn served(server: &MockServer, n: u64, child: &mut std::process::Child) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while server.stats().completed < n {
+        if std::time::Instant::now() > deadline || !matches!(child.try_wait(), Ok(None)) {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    true
+}
+
+/// A lost draw's invariants, the mock's stop and its truth the oracle:
+/// - no benchmark that ended before the mock stopped is lost, and the run ends at the
+///   first lost one, with exit code 4;
+/// - a lost benchmark's instant follows its last success and is no later than its
+///   first request sent once the mock was gone; nothing sent from it on completed;
+/// - a benchmark with at least [`LOST_MIN_REQUESTS`] errored requests sent after the mock
+///   stopped accepting and after its last success, the first of them
+///   [`LOST_MIN_SECONDS`] or more before its measured window's end, and none cut in
+///   flight among them, is lost (no draw injects errors, so none is chance);
+/// - every request the client completed, the mock completed, and the mock saw none sent
+///   after it was gone.
+fn check_lost(
+    d: &Draw,
+    at: &Stopped,
+    code: i32,
+    benchmarks: &[Value],
+    log_path: &Path,
+    truth_path: &Path,
+    broken: &mut Vec<String>,
+) {
+    use llmsurge_coordinator::error_tail::{LOST_MIN_REQUESTS, LOST_MIN_SECONDS};
+    let logged = recorded(log_path);
+    let truth: BTreeMap<String, Value> = recorded(truth_path)
+        .into_iter()
+        .map(|t| (t["request_id"].as_str().unwrap_or_default().to_string(), t))
+        .collect();
+    let sent = |e: &Value| f(&e["start_time"]).or(f(&e["scheduled_time"]));
+    let index = if d.repeat > 1 { "run" } else { "benchmark" };
+    let slack = 1e-3;
+    let first_lost = benchmarks.iter().position(|b| !b["server_lost"].is_null());
+    eprintln!(
+        "verdict matrix: seed {}: the mock stopped; lost in benchmark {first_lost:?} of {}",
+        d.seed,
+        benchmarks.len()
+    );
+    if let Some(i) = first_lost {
+        if code != 4 {
+            broken.push(format!(
+                "benchmark {i} lost the server, but exit code {code}"
+            ));
+        }
+        if i + 1 != benchmarks.len() {
+            broken.push(format!(
+                "the run went on for {} benchmarks after losing the server in benchmark {i}",
+                benchmarks.len() - i - 1
+            ));
+        }
+    }
+    for (i, b) in benchmarks.iter().enumerate() {
+        let mine: Vec<&Value> = logged
+            .iter()
+            .filter(|e| e[index].as_u64() == Some(i as u64) && e["phase"] == "measured")
+            .collect();
+        let completed = |e: &&&Value| e["status"] == "completed";
+        let start = f(&b["start_time"]).unwrap_or(0.0);
+        let end = f(&b["measured_window"]["end_time"]).unwrap_or(0.0);
+        let lost = &b["server_lost"];
+        if let Some(at_s) = f(&lost["at_s"]) {
+            let lost_at = start + at_s;
+            if end < at.stopping {
+                broken.push(format!(
+                    "benchmark {i} ended at {end:.3}, before the mock stopped at {:.3}, yet lost it: {lost}",
+                    at.stopping
+                ));
+            }
+            if let Some(e) = mine
+                .iter()
+                .filter(completed)
+                .find(|e| sent(e).is_some_and(|s| s >= lost_at - slack))
+            {
+                broken.push(format!(
+                    "benchmark {i}: lost at {lost_at:.3}, but a request sent then completed: {e}"
+                ));
+            }
+            let first_dead = mine
+                .iter()
+                .filter_map(|e| sent(e))
+                .filter(|&s| s >= at.dead)
+                .fold(f64::INFINITY, f64::min);
+            if lost_at > first_dead + slack {
+                broken.push(format!(
+                    "benchmark {i}: lost at {lost_at:.3}, after its first send to the gone mock at {first_dead:.3}"
+                ));
+            }
+        } else {
+            // The rule's tail, of the mock's stop: errors sent after the last success and
+            // after the mock stopped accepting (a request on a connection it still held
+            // may complete in its grace; then the tail starts after it).
+            let last_success = mine
+                .iter()
+                .filter(completed)
+                .filter_map(|e| sent(e))
+                .fold(at.stopping, f64::max);
+            let tail: Vec<f64> = mine
+                .iter()
+                .filter(|e| e["status"] == "errored")
+                .filter_map(|e| sent(e))
+                .filter(|&s| s > last_success)
+                .collect();
+            let first = tail.iter().copied().fold(f64::INFINITY, f64::min);
+            // A little past the rule's span, for the report's and the log's clock reads.
+            let cut = mine
+                .iter()
+                .any(|e| e["status"] == "cancelled" && sent(e).is_some_and(|s| s > last_success));
+            if tail.len() as u64 >= LOST_MIN_REQUESTS
+                && end - first >= LOST_MIN_SECONDS + 0.05
+                && !cut
+            {
+                broken.push(format!(
+                    "benchmark {i}: {} requests errored after the mock stopped and the last success, the first {:.2} s before the window's end, and the server was not called lost",
+                    tail.len(),
+                    end - first
+                ));
+            }
+        }
+    }
+    for e in &logged {
+        let id = e["request_id"].as_str().unwrap_or_default();
+        let seen = truth.get(id);
+        if e["status"] == "completed" && seen.is_none_or(|t| t["outcome"] != "completed") {
+            broken.push(format!(
+                "{id}: completed for the client, the mock's truth: {seen:?}"
+            ));
+        }
+        if seen.is_some() && sent(e).is_some_and(|s| s > at.dead + slack) {
+            broken.push(format!("{id} reached the mock after it was gone: {e}"));
+        }
+    }
+}
+
 /// What one draw broke, one line per invariant (empty: all hold).
 fn run_draw(d: &Draw) -> Vec<String> {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1024,9 +1226,28 @@ fn run_draw(d: &Draw) -> Vec<String> {
     let mut all: Vec<String> = vec!["--target".into(), server.base_url()];
     all.extend(args);
     let refs: Vec<&str> = all.iter().map(String::as_str).collect();
-    let (child, out_dir) = start_run(&refs, |_| {});
+    let (mut child, out_dir) = start_run(&refs, |_| {});
+    let mut server = Some(server);
+    let mut stopped = None;
+    if d.lost
+        && let Some(s) = server.take_if(|s| served(s, d.stop_after(), &mut child))
+    {
+        let stopping = unix_now();
+        let stats = s.stop();
+        stopped = Some((
+            Stopped {
+                stopping,
+                dead: unix_now(),
+            },
+            stats,
+        ));
+    }
     let finished = wait_run(child, out_dir);
-    let stats = server.stop();
+    let (stopped, stats) = match (stopped, server) {
+        (Some((at, stats)), _) => (Some(at), stats),
+        (None, Some(s)) => (None, s.stop()),
+        (None, None) => unreachable!("the mock is stopped only once"),
+    };
     let mut broken = Vec::new();
     // The transport drawn is the one that carried the draw's requests (HTTP/1.1 over
     // TLS; the run's own side requests, the check and the scrapes, may take h2 by ALPN;
@@ -1093,6 +1314,32 @@ fn run_draw(d: &Draw) -> Vec<String> {
             if text.contains(GATEWAY_KEY) {
                 broken.push(format!("the API key is in {name}"));
             }
+        }
+    }
+
+    // A server is lost only where the mock was stopped; one that was is judged by the
+    // truth of when it stopped, and the checks below, which need whole runs, are not.
+    let lost = benchmarks.iter().any(|b| !b["server_lost"].is_null());
+    match &stopped {
+        None if lost => broken.push(format!(
+            "the server was called lost, but the mock never stopped: {:?}",
+            benchmarks
+                .iter()
+                .map(|b| &b["server_lost"])
+                .collect::<Vec<_>>()
+        )),
+        None => {}
+        Some(at) => {
+            check_lost(
+                d,
+                at,
+                code,
+                &benchmarks,
+                &log_path,
+                &truth_path,
+                &mut broken,
+            );
+            return broken;
         }
     }
 
@@ -2554,7 +2801,8 @@ fn the_draws_cover_every_axis() {
     );
     // The router's view and the traces at once: every request carries a `traceparent`
     // (checked on every draw), beside a key, a connection per session and a token.
-    let together = |d: &Draw| d.affinity && d.otlp && d.sticky && d.session_token.is_some();
+    let together =
+        |d: &Draw| d.affinity && d.otlp && d.sticky && d.session_token.is_some() && !d.lost;
     has(
         "affinity, otlp, sticky connections and a session token together",
         &together,
@@ -2579,6 +2827,28 @@ fn the_draws_cover_every_axis() {
         );
     }
     has("--outputs otlp with --repeat", &|d| d.otlp && d.repeat > 1);
+    has("a lost server", &|d| d.lost);
+    has("a lost server of sessions", &|d| {
+        d.lost && d.profile == Profile::Sessions
+    });
+    has("a lost server of a closed loop", &|d| {
+        d.lost && matches!(d.profile, Profile::Concurrent(_))
+    });
+    has("a lost server with --repeat", &|d| d.lost && d.repeat > 1);
+    has("a lost server over HTTP/2", &|d| {
+        d.lost && matches!(d.transport, Transport::H2c | Transport::H2)
+    });
+    has("a lost server over TLS", &|d| {
+        d.lost && matches!(d.transport, Transport::Https | Transport::H2)
+    });
+    has("a lost server behind a gateway", &|d| d.lost && d.gateway);
+    let lost: Vec<u64> = draws.iter().filter(|d| d.lost).map(|d| d.seed).collect();
+    eprintln!("lost draws: seeds {lost:?}");
+    let first = lost.first().copied();
+    assert!(
+        first.is_some_and(|s| s <= SAMPLE),
+        "no lost server in CI's sample"
+    );
     has("benchmark compare of repeated runs", &|d| {
         d.compare && d.repeat > 1
     });
