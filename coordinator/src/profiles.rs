@@ -853,6 +853,17 @@ impl CapacitySearch {
                 "no request succeeded at {}, no more than {answered} where requests did: the server stopped answering",
                 self.show(self.probes.last()?.rate),
             )
+        } else if let Some(refused) = self.refused_above(last) {
+            // Above every load answered, an overloaded server still completes what its
+            // slots hold, or holds requests until they time out or the stop cuts them.
+            // One that failed every request at once is gone (or refuses this load
+            // whole): a bisection on would measure only that, and report a boundary
+            // between a load it answered and one it never saw.
+            format!(
+                "no request succeeded at {}, above {} where requests did, and none was held ({refused}): the server stopped answering",
+                self.show(self.probes.last()?.rate),
+                self.show(self.answered_load),
+            )
         } else if !users {
             return None;
         } else if m.completed + m.errored == 0 {
@@ -897,6 +908,27 @@ impl CapacitySearch {
         let load = self.probes.last()?.rate;
         (chosen && last.requests.completed == 0 && load <= self.answered_load)
             .then(|| self.show(self.answered_load))
+    }
+
+    /// The errors of `last` (the search's own load, above every load answered), shown,
+    /// when it completed nothing and failed every request without holding one: no
+    /// timeout among its errors and none cut in flight.
+    fn refused_above(&self, last: &BenchmarkResult) -> Option<String> {
+        let chosen = matches!(
+            last.strategy,
+            Strategy::Constant { .. } | Strategy::Poisson { .. } | Strategy::Concurrent { .. }
+        );
+        let r = &last.requests;
+        let held = r.cancelled > 0 || last.errors.iter().any(|e| e.kind == "timeout");
+        (chosen && self.answered_load > 0.0 && r.completed == 0 && r.errored > 0 && !held).then(
+            || {
+                last.errors
+                    .iter()
+                    .map(|e| format!("{} ×{}", e.kind, e.count))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        )
     }
 
     /// The value the search tries above `lo` when no failure is known yet.
@@ -1891,6 +1923,75 @@ mod capacity_tests {
         );
         let probe = o.probes.last().expect("probes");
         assert!(probe.inconclusive && !probe.passed, "{probe:?}");
+    }
+
+    /// A search where the server dies once the probes climb above 100 req/s: below, each
+    /// completes 50 and passes; above, each fails its 5 requests with `errors`.
+    fn search_into_a_dead_server(
+        errors: Vec<crate::result::ErrorEntry>,
+    ) -> (CapacityOutcome, usize) {
+        let mut profile = CapacityProfile::new(template(), Slo::default(), 0.05, 64);
+        let mut done: Vec<BenchmarkResult> = Vec::new();
+        while let Some(plan) = profile.next(&done).expect("next") {
+            assert!(done.len() < 30, "{done:?}");
+            let mut r = empty_result();
+            r.index = plan.index;
+            r.strategy = plan.strategy;
+            let alive = match plan.strategy {
+                Strategy::Constant { rate } => rate <= 100.0,
+                _ => true,
+            };
+            r.throughput.requests_per_s = match plan.strategy {
+                Strategy::Synchronous => 10.0,
+                Strategy::Throughput { .. } => 100.0,
+                Strategy::Constant { rate } if alive => rate,
+                _ => 0.0,
+            };
+            r.requests.completed = if alive { 50 } else { 0 };
+            r.requests.errored = if alive { 0 } else { 5 };
+            if !alive {
+                r.errors = errors.clone();
+            }
+            r.slo = Some(SloVerdict {
+                passed: alive,
+                checks: vec![],
+                not_kept_up: None,
+            });
+            done.push(r);
+        }
+        (profile.outcome(), done.len())
+    }
+
+    #[test]
+    fn a_probe_above_every_answered_load_that_failed_every_request_at_once_ends_the_search() {
+        // The server died as the search climbed past 100 req/s, and the lost rule could
+        // not call it (5 requests). Before, the search bisected between 100 and 150
+        // against the dead server and reported a boundary "within 5%" it never measured.
+        let refused = vec![crate::result::ErrorEntry {
+            kind: "connect".into(),
+            count: 5,
+            samples: vec![],
+        }];
+        let (o, ran) = search_into_a_dead_server(refused);
+        assert_eq!(ran, 4, "sync, throughput, 100, then the dead 150: {o:#?}");
+        assert_eq!(o.rate, Some(100.0), "{o:#?}");
+        assert!(
+            o.conclusion.starts_with(
+                "no request succeeded at 150.000 req/s, above 100.000 req/s where requests did, and none was held (connect ×5): the server stopped answering; passes at 100.000 req/s, a lower bound"
+            ),
+            "{o:#?}"
+        );
+        assert!(o.probes.last().is_some_and(|p| p.inconclusive));
+        // A server that held them until they timed out is overloaded, not gone: the
+        // search bisects on.
+        let held = vec![crate::result::ErrorEntry {
+            kind: "timeout".into(),
+            count: 5,
+            samples: vec![],
+        }];
+        let (o, ran) = search_into_a_dead_server(held);
+        assert!(ran > 4, "{o:#?}");
+        assert!(!o.conclusion.contains("stopped answering"), "{o:#?}");
     }
 
     #[test]
