@@ -242,6 +242,7 @@ fn exchange(start: MonoNanos) -> Exchange {
         reply: None,
         tool_call: None,
         retried: false,
+        connected: true,
         token_refused: false,
         first_token_signal: None,
         prefill_wait: None,

@@ -400,6 +400,49 @@ impl Drop for MockProcess {
     }
 }
 
+/// A closed loop of many streams against a server that dies: each stream fails at its
+/// connect within microseconds, again and again, so when the stop comes some are still
+/// connecting. Those were never sent (the server never had them): before, they counted
+/// as requests the server held while it failed others, which broke the tail and left
+/// the run valid (exit 0), 3 runs in 3 here. The default mock's latencies on 4 slots
+/// under 2,048 streams, so that some are connecting whenever the stop comes.
+#[test]
+fn a_server_killed_under_many_streams_is_lost_whatever_the_stop_cut_while_connecting() {
+    let mut server = MockProcess::start(&["--max-concurrency", "4"]);
+    let (child, out) = Bench::target(&server.url)
+        .profile("throughput")
+        .max_concurrency(2048)
+        .max_seconds(3)
+        .data(DATA)
+        .request_log("requests.jsonl")
+        .outputs("json")
+        .start(|_| {});
+    wait_for("20 responses served", || server.completed() >= 20);
+    let dead_at = server.kill();
+    let run = wait_run(child, out);
+    let report = ended_with(&run, llmsurge::exit_codes::INVALID_RUN);
+    let b = &report.benchmarks[0];
+    let lost = b
+        .server_lost
+        .as_ref()
+        .unwrap_or_else(|| panic!("no server_lost: {:?}\n{}", b.requests, run.stderr));
+    assert!(b.start_time + lost.at_s <= dead_at, "{lost:?}");
+    // What the stop cut: in flight on a connection the server had, or while connecting,
+    // never sent (no send instant in the log).
+    let log = read_log(&run.dir.path().join("requests.jsonl"));
+    for e in &log {
+        match e.error.as_deref() {
+            Some("cancelled while connecting: the benchmark stopped") => {
+                assert_eq!(e.start_time, None, "{e:?}");
+            }
+            Some("cancelled in flight: the benchmark stopped") => {
+                assert!(e.start_time.is_some_and(|t| t < dead_at), "{e:?}");
+            }
+            _ => {}
+        }
+    }
+}
+
 #[test]
 fn a_server_killed_mid_run_makes_the_run_invalid_from_the_instant_it_was_lost() {
     let (mut server, _dir, record) = MockProcess::recording();

@@ -79,6 +79,9 @@ pub struct Exchange {
     /// The request was sent a second time, on a fresh connection, after the reused
     /// connection it was first written on closed without a byte of response.
     pub retried: bool,
+    /// The request had a connection to the server (opened or reused): one the stop cut
+    /// before it had one never reached the server.
+    pub connected: bool,
     /// `--session-token`: the response carried a token that was refused (see
     /// [`llmsurge_proto::affinity::TokenSeen::Refused`]).
     pub token_refused: bool,
@@ -575,7 +578,13 @@ impl Backend {
         let started = Instant::now();
         // Boxed: the send (a connect, the write, the head) is the largest state of a
         // stream's task; boxed, a stream reading its tokens does not carry its room.
-        let sending = Box::pin(h1.send_in(out, presend, &mut ex.retried, own.as_ref()));
+        let sending = Box::pin(h1.send_in(
+            out,
+            presend,
+            &mut ex.retried,
+            &mut ex.connected,
+            own.as_ref(),
+        ));
         let head = timeout_at(self.head_bound(started), sending).await;
         let parts = |r: http1::Response| (r.status, r.token, r.body);
         self.read_own(head.map(|r| r.map(parts)), started, session, ex)
@@ -590,7 +599,11 @@ impl Backend {
         ex: &mut Exchange,
     ) {
         let started = Instant::now();
-        let head = timeout_at(self.head_bound(started), h2.send(out, &mut ex.retried)).await;
+        let head = timeout_at(
+            self.head_bound(started),
+            h2.send(out, &mut ex.retried, &mut ex.connected),
+        )
+        .await;
         let parts = |r: http2::Response| (r.status, r.token, r.body);
         self.read_own(head.map(|r| r.map(parts)), started, session, ex)
             .await;

@@ -420,13 +420,15 @@ impl Http1 {
     /// `retried` set (before the resend, so a caller whose timeout ends the exchange
     /// still sees it). Never on a fresh connection, never after a response byte, never
     /// a third time, never for a request written whole that the server closed on.
+    /// `connected` is set once the request has a connection (opened or reused).
     pub async fn send(
         &self,
         out: Outgoing,
         presend: Option<Box<Presend>>,
         retried: &mut bool,
+        connected: &mut bool,
     ) -> Result<Response, RequestError> {
-        self.send_in(out, presend, retried, None).await
+        self.send_in(out, presend, retried, connected, None).await
     }
 
     /// [`Self::send`] on a conversation's own pool (`--sticky-connections`) when given:
@@ -437,6 +439,7 @@ impl Http1 {
         out: Outgoing,
         presend: Option<Box<Presend>>,
         retried: &mut bool,
+        connected: &mut bool,
         own: Option<&Pool>,
     ) -> Result<Response, RequestError> {
         let idle = match own {
@@ -455,6 +458,7 @@ impl Http1 {
                 None => (self.connect().await?, 0, out),
             },
         };
+        *connected = true;
         loop {
             match self.exchange(&mut conn, &out, sent).await {
                 Ok((status, framing, keep_alive, buf, arrived, token)) => {

@@ -364,11 +364,18 @@ impl Http2 {
     /// stream, REFUSED_STREAM, the connection closed while it was written or reset before
     /// a response frame) is sent once more on a fresh connection, `retried` set first.
     /// Never on a fresh connection, never after a response frame, never a third time.
-    pub async fn send(&self, out: Outgoing, retried: &mut bool) -> Result<Response, RequestError> {
+    /// `connected` is set once the request has a connection (opened or reused).
+    pub async fn send(
+        &self,
+        out: Outgoing,
+        retried: &mut bool,
+        connected: &mut bool,
+    ) -> Result<Response, RequestError> {
         let mut conn = match self.take_idle() {
             Some(conn) => conn,
             None => self.connect().await?,
         };
+        *connected = true;
         loop {
             match conn
                 .exchange(&self.head_block, &out, self.token.as_ref())

@@ -574,7 +574,16 @@ impl Context {
         ex.first_token_signal = None;
         match ended {
             Ended::Done => {}
-            Ended::Stopped => ex.cancel("cancelled in flight: the benchmark stopped"),
+            Ended::Stopped if ex.connected => {
+                ex.cancel("cancelled in flight: the benchmark stopped");
+            }
+            // Still connecting: the server never had it, so it was never sent (a stream
+            // hammering a gone server is mostly in its connects when the stop comes,
+            // and is not a server holding requests: `error_tail`).
+            Ended::Stopped => {
+                ex.start = None;
+                ex.cancel("cancelled while connecting: the benchmark stopped");
+            }
             Ended::GaveUp => ex.give_up(),
         }
         ex
