@@ -365,7 +365,8 @@ impl Slo {
     /// did not keep up with the offered load ([`crate::kept_up::kept_up`]), every latency
     /// check of the server (not the client's `dispatch_lag`) and goodput check failed
     /// with the reason. Its latencies were cut short by the time
-    /// limit, not kept low by the server: run longer and they grow without bound.
+    /// limit, not kept low by the server: run longer and they grow without bound. In a
+    /// benchmark that lost the server, no check passes: each that held is inconclusive.
     pub fn judge(&self, result: &BenchmarkResult) -> SloVerdict {
         let mut verdict = self.evaluate(result);
         if let Some(why) = crate::kept_up::kept_up(result).why_not() {
@@ -390,6 +391,24 @@ impl Slo {
             }
             verdict.passed = verdict.checks.iter().all(|c| c.passed);
             verdict.not_kept_up = Some(why);
+        }
+        // A benchmark that lost the server measured it only while it lived: what
+        // completed before cannot pass the run, and what would have come after is
+        // unknown. A check that failed on it still failed.
+        if let Some(lost) = &result.server_lost {
+            // Not the sentence with its reason: that quotes the server.
+            let why = format!(
+                "undecided: the server was lost at {:.1} s{}: what completed before cannot pass the benchmark",
+                lost.at_s,
+                lost.since_before().unwrap_or_default()
+            );
+            for c in verdict.checks.iter_mut().filter(|c| c.passed) {
+                c.passed = false;
+                c.inconclusive = true;
+                c.more_requests = None;
+                c.reason = Some(why.clone());
+            }
+            verdict.passed = false;
         }
         verdict
     }

@@ -48,6 +48,11 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
             slo
         ));
     }
+    // What makes the run invalid (exit 4), as stderr and the JSON's `invalid_run` say:
+    // a summary whose figures do not stand says so first.
+    for why in crate::cli::run::invalid_run(benchmarks) {
+        out.push_str(&format!("\n> **Invalid run:** {}\n", escape(&why)));
+    }
     if benchmarks.iter().any(|b| b.slo.is_some()) {
         out.push_str("\n### Service-level objectives\n\n| Benchmark | Objective | Measured | Verdict |\n|---|---|---:|---|\n");
         for b in benchmarks {

@@ -452,7 +452,9 @@ fn a_server_killed_mid_run_makes_the_run_invalid_from_the_instant_it_was_lost() 
         .request_timeout("5s")
         .data(DATA)
         .request_log("requests.jsonl")
-        .outputs("json,csv,html,console")
+        .outputs("json,csv,html,console,markdown")
+        // Objectives the requests served before the loss meet (before, it said PASS).
+        .slo("ttft_p50<=10s,error_rate<=99%")
         .start(|_| {});
     wait_for("40 responses served", || server.completed() >= 40);
     let dead_at = server.kill();
@@ -556,6 +558,25 @@ fn a_server_killed_mid_run_makes_the_run_invalid_from_the_instant_it_was_lost() 
     );
     let html = std::fs::read_to_string(run.dir.path().join("benchmarks.html")).expect("html");
     assert!(html.contains("the server was lost at"));
+    let md = std::fs::read_to_string(run.dir.path().join("benchmarks.md")).expect("markdown");
+    assert!(
+        md.contains("> **Invalid run:** constant@40: the server was lost at"),
+        "{md}"
+    );
+    // No objective passes on a server that was lost: each that held is undecided.
+    let slo = b.slo.as_ref().expect("a verdict");
+    assert_eq!(slo.label(), "INCONCLUSIVE", "{slo:?}");
+    let undecided = format!("undecided: the server was lost at {:.1} s", lost.at_s);
+    for c in &slo.checks {
+        assert!(c.inconclusive, "{c:?}");
+        assert!(
+            c.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(&undecided)),
+            "{c:?}"
+        );
+    }
+    assert!(!md.contains("✅"), "{md}");
 }
 
 #[test]

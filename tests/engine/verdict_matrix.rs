@@ -74,7 +74,8 @@
 //!   run's expected requests completed): only a draw whose mock stopped is ever called
 //!   lost, never in a benchmark that ended before the stop, and the run ends there with
 //!   exit code 4; a lost benchmark's instant follows its last success and precedes its
-//!   first send to the gone mock, and nothing sent from it completed; an outage the
+//!   first send to the gone mock, nothing sent from it completed, and no objective of
+//!   it passed; an outage the
 //!   rule's size (10 errors over a second, no injected errors to be chance) after the
 //!   stop is called lost, in the benchmark it began in or (`--repeat`) the next; every
 //!   completion the client counts, the mock's truth completed.
@@ -1090,7 +1091,8 @@ fn served(server: &MockServer, n: u64, child: &mut std::process::Child) -> bool 
 /// - no benchmark that ended before the mock stopped is lost, and the run ends at the
 ///   first lost one, with exit code 4;
 /// - a lost benchmark's instant follows its last success and is no later than its
-///   first request sent once the mock was gone; nothing sent from it on completed;
+///   first request sent once the mock was gone; nothing sent from it on completed; no
+///   objective of it passed;
 /// - a benchmark with at least [`LOST_MIN_REQUESTS`] errored requests sent after the mock
 ///   stopped accepting and after its last success, the first of them
 ///   [`LOST_MIN_SECONDS`] or more before its measured window's end, and none cut in
@@ -1145,6 +1147,17 @@ fn check_lost(
         let lost = &b["server_lost"];
         if let Some(at_s) = f(&lost["at_s"]) {
             let lost_at = start + at_s;
+            let passed: Vec<&Value> = b["slo"]["checks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["passed"] == true)
+                .collect();
+            if b["slo"]["passed"] == true || !passed.is_empty() {
+                broken.push(format!(
+                    "benchmark {i} lost the server, yet objectives passed: {passed:?}"
+                ));
+            }
             if end < at.stopping {
                 broken.push(format!(
                     "benchmark {i} ended at {end:.3}, before the mock stopped at {:.3}, yet lost it: {lost}",
