@@ -360,6 +360,15 @@ fn r_undecided(r: &BenchmarkResult, slo: &Slo) -> Vec<String> {
 /// The remedy for too few requests when time was the limit.
 const REMEDY_SECONDS: &str = "raise --max-seconds";
 
+/// Whether `r` ran a load the search chose (not its synchronous or throughput probe,
+/// whose rate is what they achieved).
+fn chosen_load(r: &BenchmarkResult) -> bool {
+    matches!(
+        r.strategy,
+        Strategy::Constant { .. } | Strategy::Poisson { .. } | Strategy::Concurrent { .. }
+    )
+}
+
 /// What would give a load that stopped as `r` did more requests: raising the limit
 /// that stopped it (raising --max-seconds changes nothing under --max-requests).
 fn remedy(r: &BenchmarkResult) -> &'static str {
@@ -901,10 +910,7 @@ impl CapacitySearch {
     /// search's own load, not the synchronous or throughput probe's) completed nothing at
     /// no more than it.
     fn answered_above(&self, last: &BenchmarkResult) -> Option<String> {
-        let chosen = matches!(
-            last.strategy,
-            Strategy::Constant { .. } | Strategy::Poisson { .. } | Strategy::Concurrent { .. }
-        );
+        let chosen = chosen_load(last);
         let load = self.probes.last()?.rate;
         (chosen && last.requests.completed == 0 && load <= self.answered_load)
             .then(|| self.show(self.answered_load))
@@ -914,10 +920,7 @@ impl CapacitySearch {
     /// when it completed nothing and failed every request without holding one: no
     /// timeout among its errors and none cut in flight.
     fn refused_above(&self, last: &BenchmarkResult) -> Option<String> {
-        let chosen = matches!(
-            last.strategy,
-            Strategy::Constant { .. } | Strategy::Poisson { .. } | Strategy::Concurrent { .. }
-        );
+        let chosen = chosen_load(last);
         let r = &last.requests;
         let held = r.cancelled > 0 || last.errors.iter().any(|e| e.kind == "timeout");
         (chosen && self.answered_load > 0.0 && r.completed == 0 && r.errored > 0 && !held).then(

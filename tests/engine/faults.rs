@@ -400,6 +400,34 @@ impl Drop for MockProcess {
     }
 }
 
+/// Runs `bench` against `server`, SIGKILLs the mock once it served `served` responses,
+/// and waits for the run, which must end invalid: the run, its report, and the instant
+/// the mock was certainly gone (Unix seconds).
+fn killed_once_served(
+    server: &mut MockProcess,
+    bench: &Bench,
+    served: u64,
+) -> (Finished, llmsurge::report::Report, f64) {
+    let (child, out) = bench.start(|_| {});
+    wait_for(&format!("{served} responses served"), || {
+        server.completed() >= served
+    });
+    let dead_at = server.kill();
+    let run = wait_run(child, out);
+    let report = ended_with(&run, llmsurge::exit_codes::INVALID_RUN);
+    (run, report, dead_at)
+}
+
+/// `b`'s `server_lost`, which it must have.
+fn lost_in<'a>(
+    run: &Finished,
+    b: &'a BenchmarkResult,
+) -> &'a llmsurge_coordinator::error_tail::ServerLost {
+    b.server_lost
+        .as_ref()
+        .unwrap_or_else(|| panic!("no server_lost: {:?}\n{}", b.requests, run.stderr))
+}
+
 /// A closed loop of many streams against a server that dies: each stream fails at its
 /// connect within microseconds, again and again, so when the stop comes some are still
 /// connecting. Those were never sent (the server never had them): before, they counted
@@ -409,23 +437,16 @@ impl Drop for MockProcess {
 #[test]
 fn a_server_killed_under_many_streams_is_lost_whatever_the_stop_cut_while_connecting() {
     let mut server = MockProcess::start(&["--max-concurrency", "4"]);
-    let (child, out) = Bench::target(&server.url)
+    let bench = Bench::target(&server.url)
         .profile("throughput")
         .max_concurrency(2048)
         .max_seconds(3)
         .data(DATA)
         .request_log("requests.jsonl")
-        .outputs("json")
-        .start(|_| {});
-    wait_for("20 responses served", || server.completed() >= 20);
-    let dead_at = server.kill();
-    let run = wait_run(child, out);
-    let report = ended_with(&run, llmsurge::exit_codes::INVALID_RUN);
+        .outputs("json");
+    let (run, report, dead_at) = killed_once_served(&mut server, &bench, 20);
     let b = &report.benchmarks[0];
-    let lost = b
-        .server_lost
-        .as_ref()
-        .unwrap_or_else(|| panic!("no server_lost: {:?}\n{}", b.requests, run.stderr));
+    let lost = lost_in(&run, b);
     assert!(b.start_time + lost.at_s <= dead_at, "{lost:?}");
     // What the stop cut: in flight on a connection the server had, or while connecting,
     // never sent (no send instant in the log).
@@ -446,7 +467,7 @@ fn a_server_killed_under_many_streams_is_lost_whatever_the_stop_cut_while_connec
 #[test]
 fn a_server_killed_mid_run_makes_the_run_invalid_from_the_instant_it_was_lost() {
     let (mut server, _dir, record) = MockProcess::recording();
-    let (child, out) = Bench::target(&server.url)
+    let bench = Bench::target(&server.url)
         .constant(40)
         .max_seconds(5)
         .request_timeout("5s")
@@ -454,17 +475,10 @@ fn a_server_killed_mid_run_makes_the_run_invalid_from_the_instant_it_was_lost() 
         .request_log("requests.jsonl")
         .outputs("json,csv,html,console,markdown")
         // Objectives the requests served before the loss meet (before, it said PASS).
-        .slo("ttft_p50<=10s,error_rate<=99%")
-        .start(|_| {});
-    wait_for("40 responses served", || server.completed() >= 40);
-    let dead_at = server.kill();
-    let run = wait_run(child, out);
-    let report = ended_with(&run, llmsurge::exit_codes::INVALID_RUN);
+        .slo("ttft_p50<=10s,error_rate<=99%");
+    let (run, report, dead_at) = killed_once_served(&mut server, &bench, 40);
     let b = &report.benchmarks[0];
-    let lost = b
-        .server_lost
-        .as_ref()
-        .unwrap_or_else(|| panic!("no server_lost: {:?}\n{}", b.requests, run.stderr));
+    let lost = lost_in(&run, b);
 
     // The truth: which requests reached the mock (its --record, written as each
     // arrives, so a SIGKILL keeps it), joined with the client's log on the request id.
