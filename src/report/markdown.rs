@@ -50,7 +50,10 @@ pub fn run_summary(benchmarks: &[BenchmarkResult]) -> String {
     }
     // What makes the run invalid (exit 4), as stderr and the JSON's `invalid_run` say:
     // a summary whose figures do not stand says so first.
-    for why in crate::cli::run::invalid_run(benchmarks) {
+    for why in benchmarks
+        .iter()
+        .flat_map(llmsurge_coordinator::validity::invalid_reasons)
+    {
         out.push_str(&format!("\n> **Invalid run:** {}\n", escape(&why)));
     }
     if benchmarks.iter().any(|b| b.slo.is_some()) {
