@@ -118,7 +118,12 @@ pub async fn reset(cfg: &CacheResetConfig) -> CacheReset {
     };
     let (server, paths, note) = match &cfg.mode {
         ResetMode::Path(p) => (None, vec![p.clone()], None),
-        ResetMode::Auto => match identify(&client, origin, cfg).await {
+        ResetMode::Auto => match identify(
+            with_headers(client.get(format!("{origin}/metrics"))),
+            IDENTIFY_TIMEOUT.min(cfg.timeout),
+        )
+        .await
+        {
             Ok(server) => {
                 let paths: Vec<String> = endpoints_for(server.as_deref())
                     .iter()
@@ -173,20 +178,11 @@ pub async fn reset(cfg: &CacheResetConfig) -> CacheReset {
     }
 }
 
-/// The server `/metrics` names (`None`: a page that names none), or why reading it failed
-/// (within [`IDENTIFY_TIMEOUT`]).
-async fn identify(
-    client: &reqwest::Client,
-    origin: &str,
-    cfg: &CacheResetConfig,
-) -> Result<Option<String>, String> {
-    let bound = IDENTIFY_TIMEOUT.min(cfg.timeout);
-    let mut get = client.get(format!("{origin}/metrics")).timeout(bound);
-    for (name, value) in &cfg.headers {
-        get = get.header(name.as_str(), value.expose());
-    }
+/// The server `GET /metrics` (`get`, with the target's credentials) names (`None`: a
+/// page that names none), or why reading it failed within `bound`.
+async fn identify(get: reqwest::RequestBuilder, bound: Duration) -> Result<Option<String>, String> {
     // reqwest's bound covers the body too: a server that sends headers and then stalls.
-    let r = get.send().await.map_err(|e| {
+    let r = get.timeout(bound).send().await.map_err(|e| {
         if e.is_timeout() {
             format!("GET /metrics did not answer within {} s", bound.as_secs())
         } else {
