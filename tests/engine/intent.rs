@@ -319,20 +319,22 @@ fn a_prefill_backlog_is_queue_time_late_and_inside_ttft_from_intent() {
 }
 
 /// Concurrency 8 with `--max-prefill-concurrency 2`: 8 streams wait in turn for 2
-/// places of a 150 ms prefill, about 450 ms each time (24 requests: about 2 s). That wait is the cap the user
-/// asked for: the run is not the client's bottleneck (exit 4), even held to a dispatch
-/// lag of 100 ms, far under the wait; the busy client's own part stays under it.
+/// places of a 300 ms prefill, about 900 ms each time (24 requests: about 4 s). That
+/// wait is the cap the user asked for: the run is not the client's bottleneck (exit 4),
+/// even held to a dispatch lag of 400 ms, far under the wait. The busy client's own
+/// part (its runtime delay, its lag) stays under 400 ms even on a loaded CI runner,
+/// where a threshold of 100 ms once saw a runtime delay p99 of 166 ms.
 #[test]
 fn a_prefill_cap_the_user_set_never_makes_the_run_invalid() {
     let dir = tempfile::tempdir().expect("tempdir");
     let truth = dir.path().join("truth.jsonl");
-    let server = prefill_mock(&truth, 150.0);
+    let server = prefill_mock(&truth, 300.0);
     let bench = Bench::on(&server)
         .concurrent(8)
         .max_requests(24)
         .data("prompt_tokens=8,output_tokens=4")
         .arg("--max-prefill-concurrency", 2)
-        .arg("--max-dispatch-lag", "100ms");
+        .arg("--max-dispatch-lag", "400ms");
     let r = run(server, &truth, bench, true);
     assert!(matches!(r.code, 0 | 3), "exit {}: {}", r.code, r.stderr);
     let b = &r.report["benchmarks"][0];
@@ -346,7 +348,7 @@ fn a_prefill_cap_the_user_set_never_makes_the_run_invalid() {
     );
     let truth_queue = check_queue_times(&r.joined);
     let worst = truth_queue.iter().copied().fold(0.0, f64::max);
-    assert!(worst > 200.0, "the cap held nothing: at most {worst} ms");
+    assert!(worst > 600.0, "the cap held nothing: at most {worst} ms");
     check_log_agrees(b, &r.log);
 }
 
