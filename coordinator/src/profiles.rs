@@ -922,7 +922,9 @@ impl CapacitySearch {
     fn refused_above(&self, last: &BenchmarkResult) -> Option<String> {
         let chosen = chosen_load(last);
         let r = &last.requests;
-        let held = r.cancelled > 0 || last.errors.iter().any(|e| e.kind == "timeout");
+        // A request cut before it was sent (while connecting to a gone server) was
+        // never held: only one the server had is.
+        let held = r.cancelled_sent > 0 || last.errors.iter().any(|e| e.kind == "timeout");
         (chosen && self.answered_load > 0.0 && r.completed == 0 && r.errored > 0 && !held).then(
             || {
                 last.errors
@@ -1929,9 +1931,11 @@ mod capacity_tests {
     }
 
     /// A search where the server dies once the probes climb above 100 req/s: below, each
-    /// completes 50 and passes; above, each fails its 5 requests with `errors`.
+    /// completes 50 and passes; above, each fails its 5 requests with `errors`, and the
+    /// stop cuts `cancelled` more, `sent` of them after they were sent.
     fn search_into_a_dead_server(
         errors: Vec<crate::result::ErrorEntry>,
+        (cancelled, sent): (u64, u64),
     ) -> (CapacityOutcome, usize) {
         let mut profile = CapacityProfile::new(template(), Slo::default(), 0.05, 64);
         let mut done: Vec<BenchmarkResult> = Vec::new();
@@ -1954,6 +1958,8 @@ mod capacity_tests {
             r.requests.errored = if alive { 0 } else { 5 };
             if !alive {
                 r.errors = errors.clone();
+                r.requests.cancelled = cancelled;
+                r.requests.cancelled_sent = sent;
             }
             r.slo = Some(SloVerdict {
                 passed: alive,
@@ -1975,7 +1981,7 @@ mod capacity_tests {
             count: 5,
             samples: vec![],
         }];
-        let (o, ran) = search_into_a_dead_server(refused);
+        let (o, ran) = search_into_a_dead_server(refused.clone(), (0, 0));
         assert_eq!(ran, 4, "sync, throughput, 100, then the dead 150: {o:#?}");
         assert_eq!(o.rate, Some(100.0), "{o:#?}");
         assert!(
@@ -1992,7 +1998,16 @@ mod capacity_tests {
             count: 5,
             samples: vec![],
         }];
-        let (o, ran) = search_into_a_dead_server(held);
+        let (o, ran) = search_into_a_dead_server(held, (0, 0));
+        assert!(ran > 4, "{o:#?}");
+        assert!(!o.conclusion.contains("stopped answering"), "{o:#?}");
+        // Streams hammering the gone server are mostly connecting when the stop comes:
+        // requests cut before they were sent were never held, and the search ends.
+        let (o, ran) = search_into_a_dead_server(refused.clone(), (3, 0));
+        assert_eq!(ran, 4, "{o:#?}");
+        assert!(o.conclusion.contains("stopped answering"), "{o:#?}");
+        // One the server had when the stop cut it was held: it bisects on.
+        let (o, ran) = search_into_a_dead_server(refused, (3, 1));
         assert!(ran > 4, "{o:#?}");
         assert!(!o.conclusion.contains("stopped answering"), "{o:#?}");
     }

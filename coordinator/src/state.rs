@@ -36,6 +36,11 @@ pub struct Counts {
     /// from the cancellations of a stop. Left out of reports while 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cancelled_planned: u64,
+    /// Of `cancelled`, the requests cut after they were sent: the server had them (cut
+    /// in flight by a stop, or given up by `--cancel`). The rest were never sent (cut
+    /// while a cap held them or while connecting). Left out of reports while 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cancelled_sent: u64,
     /// In flight now.
     pub in_flight: u64,
     /// Held by a cap the user set (the concurrency cap, `--max-prefill-concurrency`):
@@ -490,6 +495,9 @@ impl WorkerGroupState {
         }
         if is_planned(r) {
             self.counts.cancelled_planned += 1;
+        }
+        if r.status == RequestStatus::Cancelled && r.start.is_some() {
+            self.counts.cancelled_sent += 1;
         }
         if r.late {
             self.counts.late += 1;

@@ -58,8 +58,8 @@ macro_rules! summed {
 }
 
 summed! {
-    Counts: created, completed, errored, cancelled, cancelled_planned, in_flight, late, warmup,
-        cooldown, resent;
+    Counts: created, completed, errored, cancelled, cancelled_planned, cancelled_sent, in_flight,
+        late, warmup, cooldown, resent;
     MeasuredCounts: completed, errored, cancelled;
     TokenSources: usage, stream, unknown, mismatched, itl_timed;
     Audit: sent_shm, sent_books, slots_claimed, slots_returned, unreported, unsent_lost;

@@ -1529,6 +1529,8 @@ fn planned_give_ups_are_the_clients_the_mock_saw_leave() {
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.cancelled_planned, gone.len() as u64);
     assert_eq!(b.requests.cancelled, gone.len() as u64);
+    // Every give-up was sent: the mock had each one when its client left.
+    assert_eq!(b.requests.cancelled_sent, gone.len() as u64);
     assert_eq!(b.requests.completed, completed as u64);
     // The plan: each left 10 ms after the first token the mock sent it, and before the
     // mock was done with it.
