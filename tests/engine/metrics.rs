@@ -465,7 +465,10 @@ fn queued_requests_count_from_their_scheduled_time() {
 /// per-token gap is the configured `itl` whatever the packing, and the gaps the client
 /// can see are those of the tokens after the first chunk (the first chunk's fall before
 /// its arrival, inside TTFT). 10 tokens, 3 a chunk: chunks of 3, 3, 3 and 1, gaps of 30,
-/// 30 and 10 ms after the first, 7 token gaps of 10 ms each.
+/// 30 and 10 ms after the first, 7 token gaps of 10 ms each. The count is exact; the
+/// gaps' lengths are compared with the instants the mock sent each chunk (not the
+/// configured 10 ms, which a busy runner stretches) by
+/// `truth::chat_streamed_three_tokens_per_chunk_matches_the_truth`, request by request.
 #[test]
 fn itl_spreads_each_chunks_gap_over_its_own_tokens() {
     let config = MockConfig {
@@ -488,12 +491,6 @@ fn itl_spreads_each_chunks_gap_over_its_own_tokens() {
     assert_eq!(b.metrics["output_tokens"].successful.max, f64::from(n));
     // Every token after the first chunk is one gap.
     assert_eq!(itl.count, 10 * u64::from(n - k), "{itl:?}");
-    let truth = config.itl_ms;
-    assert!(
-        (itl.mean - truth).abs() <= truth * 0.05,
-        "ITL mean {} ms, the mock's {truth} ms",
-        itl.mean
-    );
 }
 
 /// Without streaming the client sees no token arrive: TPOT and ITL are absent (not 0)
