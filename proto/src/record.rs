@@ -25,9 +25,11 @@ pub enum ErrorKind {
         /// The HTTP status code.
         status: u16,
     },
-    /// The connection could not be made.
+    /// The connection could not be made: refused, reset, a failed TLS handshake, or none
+    /// within `--connect-timeout`. The server never had the request.
     Connect,
-    /// A timeout fired: total, time to first token, or idle between tokens.
+    /// A timeout fired on a request sent: total, time to first token, or idle between
+    /// tokens.
     Timeout,
     /// The response stream broke off before it was complete.
     StreamBroken,

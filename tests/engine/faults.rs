@@ -311,6 +311,40 @@ fn a_server_restarted_mid_run_costs_only_the_requests_sent_while_it_was_down() {
     }
 }
 
+/// A listener that never accepts, its queue of one place filled by a connection of its
+/// own: every later connect's SYN goes unanswered, as to a blackholed host or a server
+/// whose accept loop hung, and the connect times out.
+struct Blackhole {
+    _listener: tokio::net::TcpListener,
+    /// Holds the queue's place; `None` when a client's connect took it first.
+    _filler: Option<std::net::TcpStream>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Blackhole {
+    /// Listens on 127.0.0.1:`port` (a dead server's: its old connections may linger).
+    fn bind(port: u16) -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .expect("a runtime");
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let listener = {
+            let _in = runtime.enter();
+            let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+            socket.set_reuseaddr(true).expect("SO_REUSEADDR");
+            socket.bind(addr).expect("the dead server's port");
+            socket.listen(0).expect("listen")
+        };
+        let filler = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok();
+        Blackhole {
+            _listener: listener,
+            _filler: filler,
+            _runtime: runtime,
+        }
+    }
+}
+
 /// `llmsurge mock-server` in a process of its own, so a test can SIGKILL it as a crash
 /// would; killed on drop if the test did not.
 struct MockProcess {
@@ -644,6 +678,62 @@ fn a_lost_server_ends_the_profile_and_the_repeats_there() {
         "{}",
         run.stderr
     );
+}
+
+/// A server that stops taking connections between two `--repeat` runs (every SYN
+/// unanswered: a blackholed host, an accept loop hung) is lost in the second run as a
+/// refusing one is: a connect that timed out is a `connect` error, the server never had
+/// the request. Before, it was a `timeout`, read as a server that held its requests
+/// (overloaded or hung), and the dead server was never called lost.
+#[test]
+fn a_server_that_stops_taking_connections_between_two_runs_is_lost_in_the_second() {
+    let mut server = MockProcess::start(&["--instant"]);
+    let live = super::signals::Live::start(
+        &Bench::target(&server.url)
+            .constant(20)
+            .max_seconds(2)
+            .repeat(2)
+            // Long enough for the kill and the blackhole to land in it on a busy machine.
+            .repeat_cooldown("4s")
+            .arg("--connect-timeout", "200ms")
+            .data(DATA)
+            .outputs("json"),
+        false,
+    );
+    live.wait_for_stderr("repeat: run 1 of 2 done");
+    server.kill();
+    let _hole = Blackhole::bind(server.port);
+    let run = live.finish();
+    let report = ended_with(&run, llmsurge::exit_codes::INVALID_RUN);
+    assert_eq!(report.benchmarks.len(), 2, "{}", run.stderr);
+    let (first, second) = (&report.benchmarks[0], &report.benchmarks[1]);
+    assert!(
+        first.server_lost.is_none() && first.requests.errored == 0,
+        "{}",
+        run.stderr
+    );
+    // The truth: the blackhole answers no SYN, so every request of run 2 failed to
+    // connect, within the connect timeout (none was held, none timed out).
+    assert_eq!(second.requests.completed, 0, "{}", run.stderr);
+    assert_eq!(
+        error_count(second, "connect"),
+        second.requests.errored,
+        "{:?}",
+        second.errors
+    );
+    let samples = &second.errors[0].samples;
+    assert!(
+        samples
+            .iter()
+            .any(|s| s.contains("no connection within 0.200s")),
+        "{samples:?}"
+    );
+    let lost = second
+        .server_lost
+        .as_ref()
+        .unwrap_or_else(|| panic!("not lost: {:?}\n{}", second.errors, run.stderr));
+    assert!(lost.last_success_s < 0.0, "{lost:?}");
+    assert!(lost.errored >= 10, "{lost:?}");
 }
 
 /// A server that dies between two `--repeat` runs (or two benchmarks of a sweep or a

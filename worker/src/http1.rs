@@ -528,9 +528,11 @@ impl Http1 {
         // stream's task is as large as its largest state; boxed, it costs memory only
         // while a connection opens, not while a stream waits for its tokens.
         let link = match tokio::time::timeout(self.connect_timeout, Box::pin(opening)).await {
+            // No connection: a `connect` error like a refused one, never a `timeout`,
+            // which says the server held the request (the verdicts read it so).
             Err(_) => {
                 return Err(failure(
-                    ErrorKind::Timeout,
+                    ErrorKind::Connect,
                     format!(
                         "connecting to {}: no connection within {:.3}s",
                         self.authority,

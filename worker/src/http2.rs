@@ -433,9 +433,11 @@ impl Http2 {
             }
         });
         let (stream, tls) = match tokio::time::timeout(self.connect_timeout, opening).await {
+            // No connection: a `connect` error like a refused one, never a `timeout`,
+            // which says the server held the request (the verdicts read it so).
             Err(_) => {
                 return Err(failure(
-                    ErrorKind::Timeout,
+                    ErrorKind::Connect,
                     format!(
                         "connecting to {}: no connection within {:.3}s",
                         self.authority,
