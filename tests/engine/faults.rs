@@ -687,9 +687,20 @@ fn a_lost_server_ends_the_profile_and_the_repeats_there() {
 /// (overloaded or hung), and the dead server was never called lost.
 #[test]
 fn a_server_that_stops_taking_connections_between_two_runs_is_lost_in_the_second() {
+    stops_taking_connections_between_two_runs(&[]);
+}
+
+/// The same over the worker's HTTP/2 client (h2c).
+#[test]
+fn a_server_that_stops_taking_h2c_connections_between_two_runs_is_lost_in_the_second() {
+    stops_taking_connections_between_two_runs(&["--http2"]);
+}
+
+fn stops_taking_connections_between_two_runs(client: &[&str]) {
     let mut server = MockProcess::start(&["--instant"]);
     let live = super::signals::Live::start(
         &Bench::target(&server.url)
+            .args_as_written(client)
             .constant(20)
             .max_seconds(2)
             .repeat(2)
