@@ -437,6 +437,40 @@ pub fn wait_for_children(pid: u32, n: usize) -> Vec<u32> {
     }
 }
 
+/// A listener that never accepts, its queue of one place filled by a connection of its
+/// own: every later connect's SYN goes unanswered, as to a blackholed host or a server
+/// whose accept loop hung, and the connect times out.
+pub struct Blackhole {
+    _listener: tokio::net::TcpListener,
+    /// Holds the queue's place; `None` when a client's connect took it first.
+    _filler: Option<std::net::TcpStream>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Blackhole {
+    /// Listens on 127.0.0.1:`port` (a dead server's: its old connections may linger).
+    pub fn bind(port: u16) -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .expect("a runtime");
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let listener = {
+            let _in = runtime.enter();
+            let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+            socket.set_reuseaddr(true).expect("SO_REUSEADDR");
+            socket.bind(addr).expect("the dead server's port");
+            socket.listen(0).expect("listen")
+        };
+        let filler = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok();
+        Blackhole {
+            _listener: listener,
+            _filler: filler,
+            _runtime: runtime,
+        }
+    }
+}
+
 /// Waits until the mock holds at least `n` requests (its `/stats` counters).
 pub fn wait_in_flight(server: &MockServer, n: u64) {
     let deadline = Instant::now() + Duration::from_secs(20);

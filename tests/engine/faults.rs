@@ -311,40 +311,6 @@ fn a_server_restarted_mid_run_costs_only_the_requests_sent_while_it_was_down() {
     }
 }
 
-/// A listener that never accepts, its queue of one place filled by a connection of its
-/// own: every later connect's SYN goes unanswered, as to a blackholed host or a server
-/// whose accept loop hung, and the connect times out.
-struct Blackhole {
-    _listener: tokio::net::TcpListener,
-    /// Holds the queue's place; `None` when a client's connect took it first.
-    _filler: Option<std::net::TcpStream>,
-    _runtime: tokio::runtime::Runtime,
-}
-
-impl Blackhole {
-    /// Listens on 127.0.0.1:`port` (a dead server's: its old connections may linger).
-    fn bind(port: u16) -> Self {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .expect("a runtime");
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        let listener = {
-            let _in = runtime.enter();
-            let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
-            socket.set_reuseaddr(true).expect("SO_REUSEADDR");
-            socket.bind(addr).expect("the dead server's port");
-            socket.listen(0).expect("listen")
-        };
-        let filler = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok();
-        Blackhole {
-            _listener: listener,
-            _filler: filler,
-            _runtime: runtime,
-        }
-    }
-}
-
 /// `llmsurge mock-server` in a process of its own, so a test can SIGKILL it as a crash
 /// would; killed on drop if the test did not.
 struct MockProcess {
@@ -713,7 +679,7 @@ fn stops_taking_connections_between_two_runs(client: &[&str]) {
     );
     live.wait_for_stderr("repeat: run 1 of 2 done");
     server.kill();
-    let _hole = Blackhole::bind(server.port);
+    let _hole = crate::support::Blackhole::bind(server.port);
     let run = live.finish();
     let report = ended_with(&run, llmsurge::exit_codes::INVALID_RUN);
     assert_eq!(report.benchmarks.len(), 2, "{}", run.stderr);

@@ -71,7 +71,9 @@
 //!   count, and the exit code is 0 exactly when every tier found an answer.
 //! - a lost server (an axis: open loops, sessions and closed loops, on every transport,
 //!   with `--repeat`, caps and a gateway's key; the mock stopped once a quarter of the
-//!   run's expected requests completed): only a draw whose mock stopped is ever called
+//!   run's expected requests completed; half of them then have a listener that never
+//!   accepts take its port, a blackholed host, under `--connect-timeout 500ms`): only a
+//!   draw whose mock stopped is ever called
 //!   lost, never in a benchmark that ended before the stop, and the run ends there with
 //!   exit code 4; a lost benchmark's instant follows its last success and precedes its
 //!   first send to the gone mock, nothing sent from it completed, and no objective of
@@ -270,6 +272,10 @@ struct Draw {
     /// The mock is stopped once a quarter of the run's expected requests completed (see
     /// [`check_lost`]).
     lost: bool,
+    /// With `lost`: the stopped mock's port then taken by a listener that never accepts
+    /// (every SYN unanswered, a blackholed host), and `--connect-timeout 500ms`: the
+    /// outage's errors are connects that timed out, never a `timeout`.
+    blackhole: bool,
 }
 
 /// The two tiers of a user search: each `ttft_mean<=A,e2e_mean<=E` (ms), the tight one's
@@ -446,6 +452,7 @@ impl Draw {
             session_token: None,
             transport: Transport::Http,
             lost: false,
+            blackhole: false,
         };
         if profile.open() {
             let capacity = d.capacity_rps() / profile.requests_per_unit();
@@ -515,6 +522,8 @@ impl Draw {
             && !d.compare
             && !d.otlp
             && r.chance(0.5);
+        // Drawn last, and only for a lost draw: every other draw stays as it was.
+        d.blackhole = d.lost && r.chance(0.5);
         d
     }
 
@@ -856,6 +865,10 @@ impl Draw {
         if self.sticky {
             a.push("--sticky-connections".into());
         }
+        if self.blackhole {
+            a.push("--connect-timeout".into());
+            a.push("500ms".into());
+        }
         match self.transport {
             Transport::Http => {}
             Transport::Https => {
@@ -905,8 +918,13 @@ impl Draw {
             args.join(" "),
             if self.lost {
                 format!(
-                    "\n           (and stop the mock once its /stats `completed` reaches {})",
-                    self.stop_after()
+                    "\n           (and stop the mock once its /stats `completed` reaches {}{})",
+                    self.stop_after(),
+                    if self.blackhole {
+                        ", then have a listener that never accepts take its port"
+                    } else {
+                        ""
+                    }
                 )
             } else {
                 String::new()
@@ -1097,6 +1115,7 @@ fn served(server: &MockServer, n: u64, child: &mut std::process::Child) -> bool 
 ///   stopped accepting and after its last success, the first of them
 ///   [`LOST_MIN_SECONDS`] or more before its measured window's end, and none cut in
 ///   flight among them, is lost (no draw injects errors, so none is chance);
+/// - where a listener that never accepts took the mock's port, no error is a `timeout`;
 /// - every request the client completed, the mock completed, and the mock saw none sent
 ///   after it was gone.
 fn check_lost(
@@ -1144,6 +1163,19 @@ fn check_lost(
         let completed = |e: &&&Value| e["status"] == "completed";
         let start = f(&b["start_time"]).unwrap_or(0.0);
         let end = f(&b["measured_window"]["end_time"]).unwrap_or(0.0);
+        // No connection is a `connect` error: a `timeout` says the server held the
+        // request, and keeps a later benchmark from being called lost.
+        if d.blackhole
+            && let Some(t) = b["errors"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["kind"] == "timeout")
+        {
+            broken.push(format!(
+                "benchmark {i}: the blackholed port's connects are timeouts: {t}"
+            ));
+        }
         let lost = &b["server_lost"];
         if let Some(at_s) = f(&lost["at_s"]) {
             let lost_at = start + at_s;
@@ -1200,9 +1232,10 @@ fn check_lost(
                 .collect();
             let first = tail.iter().copied().fold(f64::INFINITY, f64::min);
             // A little past the rule's span, for the report's and the log's clock reads.
-            let cut = mine
-                .iter()
-                .any(|e| e["status"] == "cancelled" && sent(e).is_some_and(|s| s > last_success));
+            // Cut in flight, as the rule has it: sent (one cut while connecting never was).
+            let cut = mine.iter().any(|e| {
+                e["status"] == "cancelled" && f(&e["start_time"]).is_some_and(|s| s > last_success)
+            });
             if tail.len() as u64 >= LOST_MIN_REQUESTS
                 && end - first >= LOST_MIN_SECONDS + 0.05
                 && !cut
@@ -1242,20 +1275,19 @@ fn run_draw(d: &Draw) -> Vec<String> {
     let (mut child, out_dir) = start_run(&refs, |_| {});
     let mut server = Some(server);
     let mut stopped = None;
+    let mut hole = None;
     if d.lost
         && let Some(s) = server.take_if(|s| served(s, d.stop_after(), &mut child))
     {
         let stopping = unix_now();
+        let port = s.addr().port();
         let stats = s.stop();
-        stopped = Some((
-            Stopped {
-                stopping,
-                dead: unix_now(),
-            },
-            stats,
-        ));
+        let dead = unix_now();
+        hole = d.blackhole.then(|| crate::support::Blackhole::bind(port));
+        stopped = Some((Stopped { stopping, dead }, stats));
     }
     let finished = wait_run(child, out_dir);
+    drop(hole);
     let (stopped, stats) = match (stopped, server) {
         (Some((at, stats)), _) => (Some(at), stats),
         (None, Some(s)) => (None, s.stop()),
@@ -2855,8 +2887,21 @@ fn the_draws_cover_every_axis() {
         d.lost && matches!(d.transport, Transport::Https | Transport::H2)
     });
     has("a lost server behind a gateway", &|d| d.lost && d.gateway);
+    has("a lost server that stopped taking connections", &|d| {
+        d.blackhole
+    });
     let lost: Vec<u64> = draws.iter().filter(|d| d.lost).map(|d| d.seed).collect();
     eprintln!("lost draws: seeds {lost:?}");
+    let blackholed: Vec<u64> = draws
+        .iter()
+        .filter(|d| d.blackhole)
+        .map(|d| d.seed)
+        .collect();
+    eprintln!("of them blackholed: seeds {blackholed:?}");
+    assert!(
+        blackholed.first().is_some_and(|&s| s <= SAMPLE),
+        "no blackholed server in CI's sample"
+    );
     let first = lost.first().copied();
     assert!(
         first.is_some_and(|s| s <= SAMPLE),
