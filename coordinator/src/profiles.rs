@@ -343,6 +343,10 @@ pub struct Probe {
 
 /// How the reason of a probe whose SLO could not decide begins.
 const INCONCLUSIVE_REASON: &str = "SLO inconclusive";
+
+/// How a search's reason ends when it stopped at a probe where the server answered
+/// nothing and the lost rule could not speak.
+const STOPPED_ANSWERING: &str = "the server stopped answering";
 /// How the reason of a probe with too few requests to bound its SLO begins.
 const TOO_FEW_REASON: &str = "SLO inconclusive (too few requests)";
 
@@ -472,6 +476,19 @@ pub struct CapacityOutcome {
     /// `--slo-tier`: each tier's answer from the same probes (then `rate` is `None`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tiers: Vec<TierOutcome>,
+}
+
+impl CapacityOutcome {
+    /// Whether the search ended at a probe where the server answered nothing and the
+    /// lost rule could not speak: its answer is a lower bound, said on the console.
+    pub fn stopped_answering(&self) -> bool {
+        self.probes.last().is_some_and(|p| {
+            p.inconclusive
+                && p.reason
+                    .as_deref()
+                    .is_some_and(|r| r.ends_with(STOPPED_ANSWERING))
+        })
+    }
 }
 
 /// One SLO tier (`--slo-tier NAME:OBJECTIVES`): its name and the objectives that must
@@ -859,7 +876,7 @@ impl CapacitySearch {
             // timeout, --max-errors): no load lower than one the server answered fails
             // everything, so a bisection on would only halve its way down.
             format!(
-                "no request succeeded at {}, no more than {answered} where requests did: the server stopped answering",
+                "no request succeeded at {}, no more than {answered} where requests did: {STOPPED_ANSWERING}",
                 self.show(self.probes.last()?.rate),
             )
         } else if let Some(refused) = self.refused_above(last) {
@@ -869,7 +886,7 @@ impl CapacitySearch {
             // whole): a bisection on would measure only that, and report a boundary
             // between a load it answered and one it never saw.
             format!(
-                "no request succeeded at {}, above {} where requests did, and none was held ({refused}): the server stopped answering",
+                "no request succeeded at {}, above {} where requests did, and none was held ({refused}): {STOPPED_ANSWERING}",
                 self.show(self.probes.last()?.rate),
                 self.show(self.answered_load),
             )
@@ -916,24 +933,28 @@ impl CapacitySearch {
             .then(|| self.show(self.answered_load))
     }
 
-    /// The errors of `last` (the search's own load, above every load answered), shown,
-    /// when it completed nothing and failed every request without holding one: no
-    /// timeout among its errors and none cut in flight.
+    /// What became of the requests of `last` (the search's own load, above every load
+    /// answered), shown, when it completed nothing and the server held none of them:
+    /// each failed at once (no timeout among its errors) or was cut before it was sent.
     fn refused_above(&self, last: &BenchmarkResult) -> Option<String> {
         let chosen = chosen_load(last);
         let r = &last.requests;
-        // A request cut before it was sent (while connecting to a gone server) was
-        // never held: only one the server had is.
+        // A request cut before it was sent (still connecting to a gone or blackholed
+        // server when the stop came) was never held: only one the server had is.
         let held = r.cancelled_sent > 0 || last.errors.iter().any(|e| e.kind == "timeout");
-        (chosen && self.answered_load > 0.0 && r.completed == 0 && r.errored > 0 && !held).then(
-            || {
-                last.errors
-                    .iter()
-                    .map(|e| format!("{} ×{}", e.kind, e.count))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            },
-        )
+        let unsent = r.cancelled - r.cancelled_sent.min(r.cancelled);
+        let tried = r.errored + unsent > 0;
+        (chosen && self.answered_load > 0.0 && r.completed == 0 && tried && !held).then(|| {
+            let mut fates: Vec<String> = last
+                .errors
+                .iter()
+                .map(|e| format!("{} ×{}", e.kind, e.count))
+                .collect();
+            if unsent > 0 {
+                fates.push(format!("cut before they were sent ×{unsent}"));
+            }
+            fates.join(", ")
+        })
     }
 
     /// The value the search tries above `lo` when no failure is known yet.
@@ -1955,7 +1976,11 @@ mod capacity_tests {
                 _ => 0.0,
             };
             r.requests.completed = if alive { 50 } else { 0 };
-            r.requests.errored = if alive { 0 } else { 5 };
+            r.requests.errored = if alive {
+                0
+            } else {
+                errors.iter().map(|e| e.count).sum()
+            };
             if !alive {
                 r.errors = errors.clone();
                 r.requests.cancelled = cancelled;
@@ -2006,10 +2031,22 @@ mod capacity_tests {
         let (o, ran) = search_into_a_dead_server(refused.clone(), (3, 0));
         assert_eq!(ran, 4, "{o:#?}");
         assert!(o.conclusion.contains("stopped answering"), "{o:#?}");
+        assert!(o.stopped_answering(), "{o:#?}");
         // One the server had when the stop cut it was held: it bisects on.
         let (o, ran) = search_into_a_dead_server(refused, (3, 1));
         assert!(ran > 4, "{o:#?}");
         assert!(!o.conclusion.contains("stopped answering"), "{o:#?}");
+        assert!(!o.stopped_answering(), "{o:#?}");
+        // Connects longer than the probe: nothing errs, every request is cut before it
+        // was sent, and none was held either.
+        let (o, ran) = search_into_a_dead_server(vec![], (5, 0));
+        assert_eq!(ran, 4, "{o:#?}");
+        assert!(
+            o.conclusion.contains(
+                "none was held (cut before they were sent ×5): the server stopped answering"
+            ),
+            "{o:#?}"
+        );
     }
 
     #[test]

@@ -494,12 +494,14 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
         _ => None,
     };
     // A search ends itself at a lost server, so the note above is not said; its answer
-    // is said here, whatever --outputs writes.
+    // is said here, whatever --outputs writes, and so is one that ended where the server
+    // stopped answering short of the lost rule.
+    let lost = outcome
+        .benchmarks
+        .last()
+        .is_some_and(|b| b.server_lost.is_some());
     if let Some(c) = &capacity
-        && outcome
-            .benchmarks
-            .last()
-            .is_some_and(|b| b.server_lost.is_some())
+        && (lost || c.stopped_answering())
     {
         let answers = if c.tiers.is_empty() {
             c.conclusion.clone()
@@ -511,9 +513,13 @@ async fn run(mut plan: RunPlan, data: crate::data::PreparedData) -> i32 {
                 .collect();
             tiers.join("; ")
         };
-        crate::stdout::eprintln(&format!(
-            "note: the server was lost (see `invalid run` below), so the capacity search ended there: {answers}"
-        ));
+        crate::stdout::eprintln(&if lost {
+            format!(
+                "note: the server was lost (see `invalid run` below), so the capacity search ended there: {answers}"
+            )
+        } else {
+            format!("note: the capacity search ended there: {answers}")
+        });
     }
     reporter.set_capacity(capacity.clone());
     reporter.set_invalid_run(invalid_run(&outcome.benchmarks));

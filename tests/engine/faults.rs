@@ -713,6 +713,68 @@ fn stops_taking_connections_between_two_runs(client: &[&str]) {
     assert!(lost.errored >= 10, "{lost:?}");
 }
 
+/// A capacity search whose server stops taking connections once its synchronous probe
+/// is done, under connects longer than a probe (the default `--connect-timeout` of 10 s,
+/// probes of 2 s): no request after it errs or completes, each cut while still
+/// connecting. The search ends at its first probe above the load answered, its answer
+/// a lower bound said on stderr whatever `--outputs` writes. Before, it bisected on
+/// against the blackhole and reported a capacity "confirmed by a second run" (found by
+/// a break test).
+#[test]
+fn a_capacity_search_into_a_blackholed_server_ends_with_a_lower_bound() {
+    let mut server =
+        MockProcess::start(&["--ttft-ms", "20", "--itl-ms", "2", "--max-concurrency", "8"]);
+    let live = super::signals::Live::start(
+        &Bench::target(&server.url)
+            .profile("capacity")
+            .slo("ttft_p50<=60ms")
+            .max_seconds(2)
+            .max_concurrency(64)
+            .data("prompt_tokens=64,output_tokens=32")
+            .outputs("json"),
+        false,
+    );
+    live.wait_for_stderr("synchronous: done");
+    server.kill();
+    let _hole = crate::support::Blackhole::bind(server.port);
+    let run = live.finish();
+    let report = ended_with(&run, llmsurge::exit_codes::INVALID_RUN);
+    let capacity = report.capacity.as_ref().expect("a capacity outcome");
+    let synchronous = &report.benchmarks[0];
+    assert!(synchronous.requests.completed > 0, "{}", run.stderr);
+    // The answer is the synchronous probe's rate, a lower bound, never a bracket.
+    assert_eq!(
+        capacity.rate,
+        Some(synchronous.throughput.requests_per_s),
+        "{capacity:#?}"
+    );
+    assert!(
+        capacity.conclusion.contains("a lower bound") && !capacity.conclusion.contains("confirmed"),
+        "{capacity:#?}"
+    );
+    // The truth: the mock died after the synchronous probe and nothing answered since,
+    // so no later request completed or was held.
+    for b in &report.benchmarks[1..] {
+        assert_eq!(b.requests.completed, 0, "{}", run.stderr);
+        assert_eq!(b.requests.cancelled_sent, 0, "{}", run.stderr);
+    }
+    assert!(report.benchmarks.len() <= 3, "{}", run.stderr);
+    // Said whatever --outputs writes: by the lost rule if the throughput probe met the
+    // refusals of the instant between the kill and the blackhole, else as below.
+    let said = run
+        .stderr
+        .lines()
+        .find(|l| {
+            l.contains("so the capacity search ended there")
+                || l.starts_with("note: the capacity search ended there")
+        })
+        .unwrap_or_else(|| panic!("no note of the ending:\n{}", run.stderr));
+    eprintln!("{said}");
+    if report.benchmarks.iter().all(|b| b.server_lost.is_none()) {
+        assert!(said.contains("cut before they were sent"), "{said}");
+    }
+}
+
 /// A server that dies between two `--repeat` runs (or two benchmarks of a sweep or a
 /// search) fails the whole of the later one. Before, a benchmark with no success of its
 /// own was never judged lost: a capacity search bisected on against the dead server and
