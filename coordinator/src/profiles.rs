@@ -343,12 +343,12 @@ pub struct Probe {
 
 /// How the reason of a probe whose SLO could not decide begins.
 const INCONCLUSIVE_REASON: &str = "SLO inconclusive";
+/// How the reason of a probe with too few requests to bound its SLO begins.
+const TOO_FEW_REASON: &str = "SLO inconclusive (too few requests)";
 
 /// How a search's reason ends when it stopped at a probe where the server answered
 /// nothing and the lost rule could not speak.
 const STOPPED_ANSWERING: &str = "the server stopped answering";
-/// How the reason of a probe with too few requests to bound its SLO begins.
-const TOO_FEW_REASON: &str = "SLO inconclusive (too few requests)";
 
 /// The objectives of `r`'s verdict (its own, else `slo`'s) that could not decide.
 fn r_undecided(r: &BenchmarkResult, slo: &Slo) -> Vec<String> {
@@ -942,7 +942,7 @@ impl CapacitySearch {
         // A request cut before it was sent (still connecting to a gone or blackholed
         // server when the stop came) was never held: only one the server had is.
         let held = r.cancelled_sent > 0 || last.errors.iter().any(|e| e.kind == "timeout");
-        let unsent = r.cancelled - r.cancelled_sent.min(r.cancelled);
+        let unsent = r.cancelled.saturating_sub(r.cancelled_sent);
         let tried = r.errored + unsent > 0;
         (chosen && self.answered_load > 0.0 && r.completed == 0 && tried && !held).then(|| {
             let mut fates: Vec<String> = last

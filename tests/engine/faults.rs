@@ -769,7 +769,6 @@ fn a_capacity_search_into_a_blackholed_server_ends_with_a_lower_bound() {
                 || l.starts_with("note: the capacity search ended there")
         })
         .unwrap_or_else(|| panic!("no note of the ending:\n{}", run.stderr));
-    eprintln!("{said}");
     if report.benchmarks.iter().all(|b| b.server_lost.is_none()) {
         assert!(said.contains("cut before they were sent"), "{said}");
     }
