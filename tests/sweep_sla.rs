@@ -13,7 +13,11 @@ use std::path::Path;
 /// its TPOT is itl + x·k. By Little's law a constant rate λ keeps k busy where
 /// λ(k) = k / ((n − 1)(itl + x·k)); the SLA tpot_p50 ≤ T holds while k ≤ (T − itl) / x.
 /// A busy machine adds its own delay d to every gap the client measures: d is what the
-/// synchronous load (k = 1, TPOT itl + x) measured above the model in this run.
+/// synchronous load (k = 1, TPOT itl + x) measured above the model in this run. That
+/// load's two requests do not see what a loaded machine adds at the boundary's load
+/// (every 0.5 ms more a gap there lowers the answer by about 13% at 14 ms), so the
+/// closed form only bounds the answer; where the search stopped is checked exactly
+/// against its own probes.
 fn closed_form(n: f64, itl: f64, x: f64, t: f64, d: f64) -> f64 {
     let k = (t - itl - d) / x;
     k / ((n - 1.0) * (itl + d + x * k) / 1000.0)
@@ -85,6 +89,7 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
     assert_eq!(rows.len(), 4, "{report}");
     let (n, itl) = (64.0, 10.0);
     let mut run_dirs = 0;
+    let mut answers = Vec::new();
     for (s, x) in [(0, 0.5), (1, 0.25)] {
         let point = format!("s{s}-b0");
         // The machine's own delay per gap, from this point's synchronous load.
@@ -111,16 +116,33 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
             let expected_here = closed_form(n, itl, x, t, d);
             // A probe passes only when its p50's 95% upper bound meets the SLA
             // (docs/metrics.md, "Percentile verdicts and confidence"): the answer sits at
-            // or a little below the rate where the median itself meets it, never above.
+            // or a little below the rate where the median itself meets it, never above
+            // the model (a server is never faster than its timers); a busy machine's
+            // delay lowers it, 30% at most here.
             assert!(
-                answer <= expected_here * 1.05 && answer >= expected_here * 0.90,
+                answer <= expected * 1.05 && answer >= expected_here * 0.70,
                 "{point} {sla}: found {answer:.3} req/s, closed form {expected:.3}, \
                  {expected_here:.3} with the {d:.3} ms this machine added per gap: {row:#}"
             );
+            answers.push((s, t, answer));
             // The boundary's failing rate ran twice: the last probe is its second run.
             let probes = row["probes"].as_array().expect("probes");
             let last = probes.last().expect("probes");
             assert!(last["retest"] == true && last["passed"] == false, "{row:#}");
+            // The answer is a probe that passed, and the boundary's failing rate lies
+            // within the 3% precision above it (of the failing rate, as the search
+            // stops): the search stopped where its own measurements cross the SLA.
+            let failed_at = last["value"].as_f64().expect("the retest's rate");
+            assert!(
+                probes
+                    .iter()
+                    .any(|p| p["passed"] == true && p["value"].as_f64() == Some(answer)),
+                "{row:#}"
+            );
+            assert!(
+                failed_at > answer && (failed_at - answer) / failed_at <= 0.03 + 1e-9,
+                "{point} {sla}: passes at {answer}, fails at {failed_at}: {row:#}"
+            );
             // Measured again, not read back from its first run.
             assert!(
                 last["dir"].as_str().is_some_and(|d| d.ends_with("-run2")),
@@ -150,6 +172,21 @@ fn serve_sla_lands_on_each_configurations_closed_form_rate() {
         run_dirs += dirs.len();
     }
     assert_eq!(report["benchmarks_run"], run_dirs, "{report}");
+    // The model's order, which no machine's delay changes: a server that adds less per
+    // active request, or a looser SLA, admits a higher rate (by 30% or more here).
+    let at = |s: usize, t: f64| {
+        answers
+            .iter()
+            .find(|a| a.0 == s && a.1 == t)
+            .map(|a| a.2)
+            .expect("an answer")
+    };
+    for t in [14.0, 16.0] {
+        assert!(at(1, t) > at(0, t), "{answers:?}");
+    }
+    for s in [0, 1] {
+        assert!(at(s, 16.0) > at(s, 14.0), "{answers:?}");
+    }
     // The SLA as each format writes text: as is, HTML-escaped, Markdown-escaped.
     for (f, sla) in [
         ("sla.csv", "tpot_p50<=16ms".to_string()),

@@ -319,7 +319,11 @@ fn a_stopped_worker_is_killed_as_hung_within_its_timeout() {
 
 #[test]
 fn ctrl_c_after_another_stop_still_marks_the_benchmark_interrupted() {
-    let server = busy_mock();
+    // Stuck requests: the running worker's are still at the mock when the time limit
+    // cancels them, so the mock sees them go. A short request may have been sent whole
+    // into the socket buffers of a client too busy to read it, and the mock would count
+    // it completed, never cancelled (as CI's loaded runner once showed).
+    let server = stuck_mock();
     let url = server.base_url();
     let live = Live::start(
         &concurrent(&url, 4, 2, 3).arg("--worker-timeout", "60s"),
