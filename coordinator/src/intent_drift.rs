@@ -158,6 +158,15 @@ pub struct Unanswered {
     pub overdue: u64,
     /// The longest a cut arrival had waited when the stop cut it, ms.
     pub oldest_ms: f64,
+    /// Of the overdue, those never sent that no cap held: no connection took them (still
+    /// connecting, as to a server that stopped accepting, or a client too late to send
+    /// them), so the server never had them. Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overdue_unsent: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Unanswered {
@@ -168,6 +177,7 @@ impl Unanswered {
         self.passed += o.passed;
         self.answered += o.answered;
         self.overdue += o.overdue;
+        self.overdue_unsent += o.overdue_unsent;
         self.answered_median_ms = self.answered_median_ms.max(o.answered_median_ms);
         self.overdue_after_ms = self.overdue_after_ms.max(o.overdue_after_ms);
         self.oldest_ms = self.oldest_ms.max(o.oldest_ms);
@@ -244,6 +254,8 @@ struct Cut {
     /// asked for, which its wait is judged against ([`IntentDriftCollector::per_token`]);
     /// `None` for a stream or a request not sent.
     decoding: Option<Option<u32>>,
+    /// Never sent, and no cap held it: the server never had it.
+    unsent: bool,
 }
 
 /// The measured arrivals' waits from intent, by the 100 ms of their intended instant.
@@ -316,6 +328,9 @@ impl IntentDriftCollector {
                         scheduled: r.scheduled,
                         waited_ms: ms(r.end.since(r.scheduled)),
                         decoding: (!r.streamed && r.start.is_some()).then_some(r.max_output_tokens),
+                        unsent: r.start.is_none()
+                            && parts.concurrency.is_none()
+                            && parts.prefill.is_none(),
                     });
                 }
                 return;
@@ -385,18 +400,20 @@ impl IntentDriftCollector {
         let median = scale.quantile(0.5);
         let after = (OVERDUE_FACTOR * median).max(OVERDUE_FLOOR_MS);
         let passed = self.cuts.iter().filter(|c| self.passed(c)).count() as u64;
+        let overdue = || {
+            self.cuts
+                .iter()
+                .filter(move |c| !self.passed(c) && c.waited_ms > self.due(c, after))
+        };
         Some(Unanswered {
             cut: self.cuts.len() as u64,
             passed,
             answered: self.answered_measured,
             answered_median_ms: median,
             overdue_after_ms: after,
-            overdue: self
-                .cuts
-                .iter()
-                .filter(|c| !self.passed(c) && c.waited_ms > self.due(c, after))
-                .count() as u64,
+            overdue: overdue().count() as u64,
             oldest_ms: self.cuts.iter().map(|c| c.waited_ms).fold(0.0, f64::max),
+            overdue_unsent: overdue().filter(|c| c.unsent).count() as u64,
         })
     }
 

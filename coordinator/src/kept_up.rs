@@ -617,8 +617,15 @@ fn arrivals_went_unanswered(u: &Unanswered) -> Option<String> {
         && u.overdue >= OVERDUE_MIN
         && u.overdue as f64 >= OVERDUE_SHARE * arrivals as f64)
         .then(|| {
+            // Requests no connection took were never the server's to hold: it stopped
+            // accepting (or the client was too late to send them).
+            let what = match u.overdue_unsent {
+                0 => "requests were held and not served".to_string(),
+                n if n == u.overdue => "none of them was sent, each still waiting for a connection: the server did not take them (or the client was too late to send them)".to_string(),
+                n => format!("requests were held and not served ({n} of them never sent, still waiting for a connection)"),
+            };
             format!(
-                "{} of {arrivals} arrivals had waited over {:.0} ms without an answer when the stop cut them, the oldest {:.0} ms, and none intended after them was answered, where the answered ones waited {:.0} ms (median): requests were held and not served",
+                "{} of {arrivals} arrivals had waited over {:.0} ms without an answer when the stop cut them, the oldest {:.0} ms, and none intended after them was answered, where the answered ones waited {:.0} ms (median): {what}",
                 u.overdue, u.overdue_after_ms, u.oldest_ms, u.answered_median_ms
             )
         })
@@ -700,6 +707,35 @@ mod tests {
         assert_eq!(wait_from_intent_grew(&drift(300.0, 800.0)), None);
         // …five times as long is a queue (the break test's trace: 319 to 1578 ms).
         assert!(wait_from_intent_grew(&drift(319.0, 1578.0)).is_some());
+    }
+
+    #[test]
+    fn arrivals_no_connection_took_are_not_called_held() {
+        let cut = |overdue_unsent: u64| Unanswered {
+            cut: 40,
+            answered: 20,
+            answered_median_ms: 10.0,
+            overdue_after_ms: 1000.0,
+            overdue: 30,
+            oldest_ms: 3000.0,
+            overdue_unsent,
+            ..Unanswered::default()
+        };
+        let held = arrivals_went_unanswered(&cut(0)).expect("overdue");
+        assert!(
+            held.ends_with("requests were held and not served"),
+            "{held}"
+        );
+        let some = arrivals_went_unanswered(&cut(12)).expect("overdue");
+        assert!(
+            some.ends_with("(12 of them never sent, still waiting for a connection)"),
+            "{some}"
+        );
+        let none = arrivals_went_unanswered(&cut(30)).expect("overdue");
+        assert!(
+            none.contains("none of them was sent") && !none.contains("held and not served"),
+            "{none}"
+        );
     }
 
     #[test]

@@ -2121,6 +2121,7 @@ mod capacity_tests {
                 overdue_after_ms: 1000.0,
                 overdue: 0,
                 oldest_ms: 500.0,
+                overdue_unsent: 0,
             });
             r
         });

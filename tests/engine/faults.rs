@@ -774,6 +774,66 @@ fn a_capacity_search_into_a_blackholed_server_ends_with_a_lower_bound() {
     }
 }
 
+/// A server that stops taking connections mid-run, under connects longer than the rest
+/// of the run (the default `--connect-timeout` of 10 s): every later arrival is still
+/// connecting when the stop cuts it, none errs, so the run is not lost but did not keep
+/// up, and the kept-up rule says the server never had those arrivals. Before, it said
+/// "requests were held and not served" (found by a break test).
+#[test]
+fn arrivals_a_blackholed_server_never_took_did_not_keep_up_and_were_never_sent() {
+    let (mut server, _dir, record) = MockProcess::recording();
+    let live = super::signals::Live::start(
+        &Bench::target(&server.url)
+            .constant(20)
+            .seed(1)
+            .max_seconds(4)
+            .slo("ttft_p50<=5s")
+            .data(DATA)
+            .request_log("requests.jsonl")
+            .outputs("json"),
+        false,
+    );
+    // A second of answers first: the scale the cut arrivals' waits are judged on.
+    live.wait_for_stderr("1.0s/4s");
+    server.kill();
+    let _hole = crate::support::Blackhole::bind(server.port);
+    let run = live.finish();
+    let report = ended_with(&run, llmsurge::exit_codes::GATE_FAILED);
+    let b = &report.benchmarks[0];
+    assert!(b.server_lost.is_none(), "{}", run.stderr);
+    assert_eq!(b.requests.cancelled_sent, 0, "{:?}", b.requests);
+    let u = b.unanswered.as_ref().expect("the stop cut arrivals");
+    assert!(u.overdue >= 5 && u.overdue_unsent == u.overdue, "{u:?}");
+    let why = b
+        .slo
+        .as_ref()
+        .and_then(|v| v.not_kept_up.clone())
+        .unwrap_or_else(|| panic!("kept up: {}", run.stderr));
+    assert!(
+        why.contains("none of them was sent") && !why.contains("held and not served"),
+        "{why}"
+    );
+    // The truth: no request the stop cut unsent reached the mock (its --record, joined
+    // on the request id), and every one answered did.
+    let reached: std::collections::HashSet<String> = crate::support::recorded(&record)
+        .iter()
+        .filter_map(|l| l["headers"]["x-request-id"].as_str().map(str::to_string))
+        .collect();
+    let log = read_log(&run.dir.path().join("requests.jsonl"));
+    let id = |e: &RequestEntry| e.request_id.clone().expect("request ids are sent");
+    let unsent: Vec<&RequestEntry> = log
+        .iter()
+        .filter(|e| e.status == llmsurge_proto::RequestStatus::Cancelled && e.start_time.is_none())
+        .collect();
+    assert!(unsent.len() as u64 >= u.overdue, "{u:?}");
+    assert!(unsent.iter().all(|e| !reached.contains(&id(e))));
+    assert!(
+        log.iter()
+            .filter(|e| e.status == llmsurge_proto::RequestStatus::Completed)
+            .all(|e| reached.contains(&id(e)))
+    );
+}
+
 /// A server that dies between two `--repeat` runs (or two benchmarks of a sweep or a
 /// search) fails the whole of the later one. Before, a benchmark with no success of its
 /// own was never judged lost: a capacity search bisected on against the dead server and

@@ -407,6 +407,8 @@ fn hung_streams_that_fill_the_servers_slots_did_not_keep_up() {
         unanswered.cut >= stats.peak_queued,
         "{unanswered:?} {stats:?}"
     );
+    // Sent: the mock held them, so none is called never sent.
+    assert_eq!(unanswered.overdue_unsent, 0, "{unanswered:?}");
     let why = not_kept_up(b);
     assert!(
         why.contains("without an answer when the stop cut them") && why.contains(" of 20 req/s"),
@@ -472,6 +474,8 @@ fn hung_streams_that_fill_the_clients_cap_did_not_keep_up() {
         unanswered.overdue * 10 >= b.requests.created && unanswered.overdue >= 5,
         "{unanswered:?}"
     );
+    // Unsent, but held by the cap: not a request no connection took.
+    assert_eq!(unanswered.overdue_unsent, 0, "{unanswered:?}");
     assert!(did_not_keep_up(b), "{:?}", b.slo);
 }
 

@@ -1079,6 +1079,48 @@ fn join(log: &Path, truth: &Path, broken: &mut Vec<String>) -> (Vec<Joined>, u64
     (joined, unseen)
 }
 
+/// The requests a benchmark cut, against the mock's truth: `cancelled_sent` counts at
+/// least every request the mock saw its client leave (one it finished before the cancel
+/// reached it is the client's cut alone), and the kept-up rule's overdue arrivals never
+/// sent are among the cancelled requests the log has unsent, which the mock never saw
+/// (`join`).
+fn check_cut(
+    d: &Draw,
+    broken: &mut Vec<String>,
+    i: usize,
+    b: &Value,
+    log: &Path,
+    joined: &[Joined],
+) {
+    let index = if d.repeat > 1 { "run" } else { "benchmark" };
+    let of_mine = |l: &Value| l[index].as_u64().unwrap_or(0) == i as u64;
+    let left = joined
+        .iter()
+        .filter(|j| of_mine(&j.log) && j.truth["outcome"] == "client_gone")
+        .count() as u64;
+    let sent_cut = b["requests"]["cancelled_sent"].as_u64().unwrap_or(0);
+    if sent_cut < left {
+        broken.push(format!(
+            "benchmark {i}: cancelled_sent {sent_cut}, but the mock saw {left} clients leave"
+        ));
+    }
+    let unsent = recorded(log)
+        .iter()
+        .filter(|l| {
+            of_mine(l)
+                && l["phase"] == "measured"
+                && l["status"] == "cancelled"
+                && l["start_time"].is_null()
+        })
+        .count() as u64;
+    let overdue_unsent = b["unanswered"]["overdue_unsent"].as_u64().unwrap_or(0);
+    if overdue_unsent > unsent {
+        broken.push(format!(
+            "benchmark {i}: {overdue_unsent} overdue arrivals never sent, but the log has {unsent} measured requests cut unsent"
+        ));
+    }
+}
+
 /// When a lost draw's mock stopped (Unix seconds): it stopped accepting at `stopping`
 /// and was gone (its in-flight responses given their grace) at `dead`.
 struct Stopped {
@@ -1569,6 +1611,7 @@ fn run_draw(d: &Draw) -> Vec<String> {
         );
         check_steady_state(&mut broken, i, b, &mine);
         check_output_lengths(&mut broken, i, b, &mine);
+        check_cut(d, &mut broken, i, b, &log_path, &joined);
         if !d.stream || mine.len() < 20 {
             continue;
         }
