@@ -622,7 +622,10 @@ fn arrivals_went_unanswered(u: &Unanswered) -> Option<String> {
             let what = match u.overdue_unsent {
                 0 => "requests were held and not served".to_string(),
                 n if n == u.overdue => "none of them was sent, each still waiting for a connection: the server did not take them (or the client was too late to send them)".to_string(),
-                n => format!("requests were held and not served ({n} of them never sent, still waiting for a connection)"),
+                n => format!(
+                    "{} of them were held and not served, {n} never sent (still waiting for a connection)",
+                    u.overdue - n
+                ),
             };
             format!(
                 "{} of {arrivals} arrivals had waited over {:.0} ms without an answer when the stop cut them, the oldest {:.0} ms, and none intended after them was answered, where the answered ones waited {:.0} ms (median): {what}",
@@ -728,7 +731,9 @@ mod tests {
         );
         let some = arrivals_went_unanswered(&cut(12)).expect("overdue");
         assert!(
-            some.ends_with("(12 of them never sent, still waiting for a connection)"),
+            some.ends_with(
+                ": 18 of them were held and not served, 12 never sent (still waiting for a connection)"
+            ),
             "{some}"
         );
         let none = arrivals_went_unanswered(&cut(30)).expect("overdue");

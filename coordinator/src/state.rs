@@ -150,7 +150,9 @@ pub struct MeasuredTotals {
     pub unreceived_output_unbounded: u64,
     /// Earliest start of a measured request.
     pub first_start: Option<MonoNanos>,
-    /// Latest end of a measured request.
+    /// Latest end of a measured request, sent or not: arrivals cut unsent at the stop
+    /// (no connection took them) were offered until then, so the window, and every rate
+    /// over it, runs to their end too.
     pub last_end: Option<MonoNanos>,
     /// Sum of the measured requests' times in flight (start to end), ns: over the
     /// window's duration, the mean concurrency of the measured window (Little's law).
@@ -205,9 +207,9 @@ impl MeasuredTotals {
             RequestStatus::Errored => self.errored += 1,
             RequestStatus::Cancelled => self.cancelled += 1,
         }
+        self.last_end = Some(self.last_end.map_or(r.end, |e| e.max(r.end)));
         if let Some(start) = r.start {
             self.first_start = Some(self.first_start.map_or(start, |f| f.min(start)));
-            self.last_end = Some(self.last_end.map_or(r.end, |e| e.max(r.end)));
             let busy = u64::try_from(r.end.since(start).as_nanos()).unwrap_or(u64::MAX);
             self.busy_ns = self.busy_ns.saturating_add(busy);
         }

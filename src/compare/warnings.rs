@@ -163,7 +163,8 @@ pub fn invalid_run_warnings(base: &Report, cur: &Report) -> Vec<String> {
 }
 
 /// A side of a pair whose server did not keep up with its load ([`kept_up`], the one
-/// rule): its latencies are as long as its time limit let them grow, not the server's.
+/// rule): its latencies are not the server's at that load (those of the arrivals it did
+/// not serve are missing, the others as long as its time limit let them grow).
 ///
 /// [`kept_up`]: llmsurge_coordinator::kept_up::kept_up
 pub fn kept_up_warnings(b: &BenchmarkResult, c: &BenchmarkResult) -> Vec<String> {
@@ -172,7 +173,7 @@ pub fn kept_up_warnings(b: &BenchmarkResult, c: &BenchmarkResult) -> Vec<String>
         .filter_map(|(side, r)| {
             let why = llmsurge_coordinator::kept_up::kept_up(r).why_not()?;
             Some(format!(
-                "the {side}'s {}: {why}; its latencies grew with its queue until the time limit cut them, so they compare nothing",
+                "the {side}'s {}: {why}; its latencies are not the server's at the load asked (what it did not serve is missing from them), so they compare nothing",
                 crate::report::label(r)
             ))
         })

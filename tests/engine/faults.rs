@@ -832,6 +832,29 @@ fn arrivals_a_blackholed_server_never_took_did_not_keep_up_and_were_never_sent()
             .filter(|e| e.status == llmsurge_proto::RequestStatus::Completed)
             .all(|e| reached.contains(&id(e)))
     );
+    // The window runs to the last measured request's end, the unsent ones' included (they
+    // were offered until the stop cut them), so the rate achieved is what the server
+    // served over the whole benchmark. Before, it ended with the last sent request, at
+    // the blackhole, and the reason said "achieved 16.3 of 20 req/s" for 22 requests
+    // in 4 s (found by a break test).
+    let last_end = log
+        .iter()
+        .filter(|e| e.phase == llmsurge_proto::Phase::Measured)
+        .map(|e| e.end_time)
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert!(
+        (b.measured_window.end_time - last_end).abs() < 1e-3,
+        "{:?}, the log's last end {last_end}",
+        b.measured_window
+    );
+    let stop = b.start_time + b.stop_time_s.expect("the time limit stopped it");
+    assert!(last_end >= stop - 1e-3, "{last_end} {stop}");
+    let rate = b.measured_requests.completed as f64 / b.measured_window.duration_s;
+    assert!(
+        (b.throughput.requests_per_s - rate).abs() < 1e-9
+            && why.contains(&format!("achieved {rate:.1} of 20 req/s")),
+        "{why}"
+    );
 }
 
 /// A server that dies between two `--repeat` runs (or two benchmarks of a sweep or a

@@ -249,16 +249,21 @@ fn a_prefill_backlog_is_queue_time_late_and_inside_ttft_from_intent() {
 
     // Held by the cap = late. By the truth a request was surely held when it was due
     // while another one was in its prefill at the mock (arrived, no first chunk yet),
-    // and cannot have been held unless it was due near such a window.
+    // and cannot have been held unless it was due near such a window. The cap lets the
+    // next one go when the client has read the first chunk: a busy client does so
+    // later than it arrived, by up to its runtime's worst delay (CI's loaded runner
+    // once held one past the 25 ms margin).
     let prefills: Vec<(f64, f64)> = r
         .joined
         .iter()
         .map(|j| {
             let first = first_content(&j.truth).expect("completed: a first chunk");
-            (at(&j.truth, "arrival_time"), first)
+            let read = j.log["first_token_time"].as_f64().unwrap_or(first);
+            (at(&j.truth, "arrival_time"), first.max(read))
         })
         .collect();
     let margin = WITHIN_MS / 1e3;
+    let read_late = b["client"]["runtime_delay"]["max"].as_f64().unwrap_or(0.0) / 1e3;
     let mut surely_held = 0;
     for (i, j) in r.joined.iter().enumerate() {
         let due = at(&j.log, "scheduled_time");
@@ -268,7 +273,7 @@ fn a_prefill_backlog_is_queue_time_late_and_inside_ttft_from_intent() {
             .any(|(_, &(a, f))| a + margin < due && due < f - margin);
         let possibly = others
             .clone()
-            .any(|(_, &(a, f))| a - margin <= due && due <= f + margin);
+            .any(|(_, &(a, f))| a - margin <= due && due <= f + margin + read_late);
         let late = j.log["late"] == true;
         surely_held += usize::from(surely);
         assert!(!surely || late, "held by the cap but not late: {}", j.log);
