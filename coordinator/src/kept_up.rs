@@ -623,7 +623,7 @@ fn arrivals_went_unanswered(u: &Unanswered) -> Option<String> {
                 0 => "requests were held and not served".to_string(),
                 n if n == u.overdue => "none of them was sent, each still waiting for a connection: the server did not take them (or the client was too late to send them)".to_string(),
                 n => format!(
-                    "{} of them were held and not served, {n} never sent (still waiting for a connection)",
+                    "{} of them held and not served, {n} never sent (still waiting for a connection)",
                     u.overdue - n
                 ),
             };
@@ -732,7 +732,7 @@ mod tests {
         let some = arrivals_went_unanswered(&cut(12)).expect("overdue");
         assert!(
             some.ends_with(
-                ": 18 of them were held and not served, 12 never sent (still waiting for a connection)"
+                ": 18 of them held and not served, 12 never sent (still waiting for a connection)"
             ),
             "{some}"
         );
