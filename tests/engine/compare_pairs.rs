@@ -354,6 +354,12 @@ fn compare_warns_of_a_side_that_did_not_keep_up_or_got_shorter_outputs() {
     let tolerance = ONLY_RATE;
     let c = compare(&good, &clogged, &tolerance);
     assert!(warned(&c, "the server did not keep up"), "{}", c.stderr);
+    // Whatever the reason (a queue, or arrivals no connection took), not a queue's.
+    assert!(
+        warned(&c, "its latencies are not the server's at the load asked"),
+        "{}",
+        c.stderr
+    );
     let c = compare(&good, &short, &tolerance);
     assert!(
         warned(&c, "ended short of the output length asked"),
