@@ -5,16 +5,22 @@
 # tokens, streaming) and drives it with wrk pinned to core 1. Prints the streamed
 # requests/s (PASS when at least 60,000/s: the mock must outrun the client, which drives
 # about 59,000/s from one core) and the mock's RSS before and after a soak of at least
-# 1,000,000 requests (memory must stay flat). Then a row for `--workers 2`: on a machine
+# 1,000,000 requests (memory must stay flat), with the mock's own CPU per request (its
+# utime+stime over the requests it completed: how busy its core was, so a rate held back
+# by wrk rather than the mock shows as a core not full). Then the same load with
+# `--truth` (the truth file and `/stats` must stay exact at that rate: every request wrk
+# read is in both, the file's completed lines and tokens equal `/stats`' counts). Then a
+# row for `--workers 2`: on a machine
 # with 4 cores or more the mock gets cores 0-1 and wrk (2 threads) cores 2-3, which
 # shows how the workers scale; with fewer, both workers share core 0 (wrk needs the other
 # core), which shows only what the multi-thread runtime costs, and the line says so.
 #
 # Environment: DURATION (s, throughput run, default 10), CONNECTIONS (default 64),
 # SOAK_REQUESTS (default 1000000; 0 skips the soak), MOCK_CORE / LOAD_CORE (default
-# 0 / 1), WORKERS2 (0 skips the `--workers 2` row), CARGO_TARGET_DIR (where to build,
+# 0 / 1), TRUTH (0 skips the `--truth` row), WORKERS2 (0 skips the `--workers 2` row), CARGO_TARGET_DIR (where to build,
 # default ./target), BENCH_BIN (a binary to measure instead of building this tree's: how
-# the "before" figures are taken). Needs wrk (`apt-get install -y wrk`) and taskset.
+# the "before" figures are taken). Needs wrk (`apt-get install -y wrk`), taskset, curl
+# and python3.
 set -euo pipefail
 
 DURATION=${DURATION:-10}
@@ -22,12 +28,13 @@ CONNECTIONS=${CONNECTIONS:-64}
 SOAK_REQUESTS=${SOAK_REQUESTS:-1000000}
 MOCK_CORE=${MOCK_CORE:-0}
 LOAD_CORE=${LOAD_CORE:-1}
+TRUTH=${TRUTH:-1}
 WORKERS2=${WORKERS2:-1}
 TARGET_RPS=60000
 
 cd "$(dirname "$0")/.."
 . scripts/lib/bench.sh
-need_tools wrk taskset curl
+need_tools wrk taskset curl python3
 bench_binary
 bench_workdir
 clean_env LLMSURGE_MOCK_
@@ -61,15 +68,26 @@ rps() {
     echo "${r%.*}"
 }
 
-drive 2 >/dev/null # warm-up: connections, allocator, page faults
+# wrk_count FILE: the responses wrk read in full ("N requests in Ds").
+wrk_count() { sed -n 's/^ *\([0-9]*\) requests in .*/\1/p' "$1"; }
+
+drive 2 >"$WORK/warm.txt" # warm-up: connections, allocator, page faults
 RSS_BEFORE=$(rss_kib)
 BEFORE=$(completed)
+TICKS_BEFORE=$(cpu_ticks "$MOCK_PID")
 
 drive "$DURATION" >"$WORK/wrk.txt"
+TICKS=$(($(cpu_ticks "$MOCK_PID") - TICKS_BEFORE))
+DONE=$(($(completed) - BEFORE))
 RPS_INT=$(rps "$WORK/wrk.txt")
 VERDICT=MISS
 ((RPS_INT >= TARGET_RPS)) && VERDICT=PASS
 echo "streamed requests/s: ${RPS_INT} (16 tokens each, mock on 1 core, ${CONNECTIONS} connections; target >= ${TARGET_RPS}): ${VERDICT}"
+HZ=$(getconf CLK_TCK)
+awk -v t="$TICKS" -v hz="$HZ" -v d="$DURATION" -v n="$DONE" 'BEGIN {
+    if (t > 0 && n > 0)
+        printf "  the mock'"'"'s core: %.0f%% busy, %.1f µs of its CPU a request (%.0f requests per CPU-second)\n", 100 * t / hz / d, 1e6 * t / hz / n, n * hz / t
+}'
 
 # Soak long enough for SOAK_REQUESTS at the measured rate (plus margin), then compare RSS.
 if ((SOAK_REQUESTS > 0)); then
@@ -83,6 +101,37 @@ if ((SOAK_REQUESTS > 0)); then
     if ((SERVED < SOAK_REQUESTS)); then
         echo "warning: the soak served fewer than ${SOAK_REQUESTS} requests" >&2
     fi
+fi
+
+# --truth: its own mock, the same load; the file is complete once the mock stopped.
+if ((TRUTH > 0)); then
+    stop_mock
+    launch_mock taskset -c "$MOCK_CORE" "$BIN" "${MOCK_ARGS[@]}" --workers 1 --truth "$WORK/truth.jsonl"
+    drive 2 >"$WORK/warm3.txt"
+    drive "$DURATION" >"$WORK/wrk3.txt"
+    READ=$(($(wrk_count "$WORK/warm3.txt") + $(wrk_count "$WORK/wrk3.txt")))
+    STATS=$(curl -sf "$URL/stats")
+    stop_mock
+    READ=$READ STATS=$STATS CONNECTIONS=$CONNECTIONS python3 - "$WORK/truth.jsonl" "$(rps "$WORK/wrk3.txt")" <<'PY'
+import json, os, sys
+stats = json.loads(os.environ["STATS"])
+read, conns = int(os.environ["READ"]), int(os.environ["CONNECTIONS"])
+lines = completed = tokens = 0
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    lines += 1
+    if t["outcome"] == "completed":
+        completed += 1
+        tokens += t["content_tokens"] + t["reasoning_tokens"]
+# wrk read every response it counts; one it cut when it stopped (at most one a connection
+# a run, two runs) the mock may have finished writing first, so counted as completed.
+exact = (completed == stats["completed"] and tokens == stats["tokens_sent"]
+         and read <= completed <= read + 2 * conns)
+print(f"with --truth: streamed requests/s: {sys.argv[2]}; truth {lines} lines, {completed} completed "
+      f"with {tokens} tokens; /stats {stats['completed']} completed, {stats['tokens_sent']} tokens; "
+      f"wrk read {read}: {'EXACT' if exact else 'NOT EXACT'}")
+sys.exit(0 if exact else 1)
+PY
 fi
 
 # --workers 2: its own mock, the same load.

@@ -31,6 +31,9 @@ const DROP_FLUSH_DELAY: Duration = Duration::from_millis(2);
 /// then goes out in slices instead of holding the runtime to format all of it at once.
 const MAX_FRAME_BYTES: usize = 64 * 1024;
 
+/// `--truth`: chunks a trace's list is sized for up front; a longer stream grows it.
+const MAX_RESERVED_CHUNKS: usize = 1024;
+
 /// The error that cuts a response (an injected drop).
 #[derive(Debug, thiserror::Error)]
 #[error("injected connection drop")]
@@ -253,6 +256,11 @@ impl Generation {
             .tool_call
             .then(|| crate::mock::api::shared::ToolCall::id_of(self.plan.seq));
         trace.stream = self.streaming;
+        // One chunk per `tokens_per_chunk` tokens (a usage chunk or a whole body is one
+        // more): a short stream's list is allocated once instead of grown chunk by chunk.
+        let per_chunk = self.app.model.tokens_per_chunk().max(1);
+        let chunks = self.plan.total_tokens().div_ceil(per_chunk) as usize + 1;
+        trace.chunks.reserve(chunks.min(MAX_RESERVED_CHUNKS));
         // What the plan ends with; a fault or a client gone cuts it (see `outcome`).
         trace.finish_reason =
             matches!(self.work, Work::Generation).then(|| self.plan.finish.as_str());

@@ -17,6 +17,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
+/// The largest line buffer a thread keeps between lines.
+const KEPT_LINE_BYTES: usize = 64 * 1024;
+
 /// A JSONL file that many tasks append to: each caller serializes its line outside the
 /// lock, then appends it whole under the lock. With a buffer, lines reach the file in
 /// pieces of that size (and on [`JsonLines::flush`] and drop); without one, each line is
@@ -39,16 +42,28 @@ impl JsonLines {
 
     /// Appends `line` as one JSON line; `false` (and counted) if it could not be.
     pub fn write(&self, line: &impl Serialize) -> bool {
-        let Ok(mut bytes) = serde_json::to_vec(line) else {
-            self.failed.fetch_add(1, Relaxed);
-            return false;
-        };
-        bytes.push(b'\n');
-        let written = match self.file.lock() {
-            // A line as long as the buffer or longer bypasses it: one write, as unbuffered.
-            Ok(mut f) => f.write_all(&bytes).is_ok(),
-            Err(_) => false,
-        };
+        thread_local! {
+            /// The line being serialized: one buffer a thread, reused (at the mock's
+            /// rate, a fresh one a line is a measurable share of its core).
+            static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let written = LINE.with_borrow_mut(|bytes| {
+            bytes.clear();
+            if serde_json::to_writer(&mut *bytes, line).is_err() {
+                return false;
+            }
+            bytes.push(b'\n');
+            let written = match self.file.lock() {
+                // A line as long as the buffer or longer bypasses it: one write, as unbuffered.
+                Ok(mut f) => f.write_all(bytes).is_ok(),
+                Err(_) => false,
+            };
+            // A long prompt's line is not kept for the rest of the run.
+            if bytes.capacity() > KEPT_LINE_BYTES {
+                *bytes = Vec::new();
+            }
+            written
+        });
         if !written {
             self.failed.fetch_add(1, Relaxed);
         }

@@ -53,14 +53,10 @@ impl TruthWriter {
             arrival_time: time(trace.arrival),
             head_time: trace.head.map(time),
             // A chunk written but never handed over (the client went away) never went out.
-            chunks: trace.chunks[..trace.stamped]
-                .iter()
-                .map(|c| ChunkLine {
-                    time: time(c.time),
-                    reasoning: c.reasoning,
-                    content: c.content,
-                })
-                .collect(),
+            chunks: Chunks {
+                chunks: &trace.chunks[..trace.stamped],
+                anchor: &self.anchor,
+            },
             end_time: time(trace.end.unwrap_or_else(MonoNanos::now)),
             outcome: trace.outcome,
             fault: trace.fault.map(fault_name),
@@ -191,7 +187,7 @@ struct Line<'a> {
     status: Option<u16>,
     arrival_time: f64,
     head_time: Option<f64>,
-    chunks: Vec<ChunkLine>,
+    chunks: Chunks<'a>,
     end_time: f64,
     outcome: &'a str,
     fault: Option<&'static str>,
@@ -202,9 +198,106 @@ struct Line<'a> {
     finish_reason: Option<&'static str>,
 }
 
+/// The chunks of a line, serialized as they are read: no list built per request, and
+/// the frame's instant converted once for the chunks that went out together (a
+/// zero-latency stream's are all in one frame).
+struct Chunks<'a> {
+    chunks: &'a [TruthChunk],
+    anchor: &'a ClockAnchor,
+}
+
+impl Serialize for Chunks<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(Some(self.chunks.len()))?;
+        let mut last: Option<(MonoNanos, f64)> = None;
+        for c in self.chunks {
+            let time = match last {
+                Some((mono, unix)) if mono == c.time => unix,
+                _ => {
+                    let unix = self.anchor.unix_seconds(c.time);
+                    last = Some((c.time, unix));
+                    unix
+                }
+            };
+            seq.serialize_element(&ChunkLine {
+                time,
+                reasoning: c.reasoning,
+                content: c.content,
+            })?;
+        }
+        seq.end()
+    }
+}
+
 #[derive(Serialize)]
 struct ChunkLine {
     time: f64,
     reasoning: u32,
     content: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line's chunks keep their own instants and tokens, in order, whether or not
+    /// they went out in the same frame; chunks never handed over are left out.
+    #[test]
+    fn a_line_lists_each_chunk_at_its_frames_instant() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("truth.jsonl");
+        let writer = TruthWriter::create(&path).expect("truth file");
+        let mut trace = Trace {
+            request_id: Some("r1".into()),
+            traceparent: None,
+            connection: Some(0),
+            endpoint: "/v1/chat/completions",
+            stream: true,
+            status: Some(200),
+            arrival: MonoNanos(1_000_000),
+            head: Some(MonoNanos(2_000_000)),
+            chunks: Vec::new(),
+            stamped: 0,
+            end: Some(MonoNanos(9_000_000)),
+            outcome: outcome::COMPLETED,
+            fault: None,
+            prompt_tokens: Some(3),
+            tool_call: None,
+            finish_reason: Some("length"),
+        };
+        trace.chunk(2, 0);
+        trace.chunk(0, 1);
+        trace.frame_sent(MonoNanos(3_000_000));
+        trace.chunk(0, 1);
+        trace.frame_sent(MonoNanos(5_000_000));
+        trace.chunk(0, 4); // written, never handed over
+        writer.write(&trace);
+        writer.flush();
+        let text = std::fs::read_to_string(&path).expect("read back");
+        let line: serde_json::Value = serde_json::from_str(text.trim_end()).expect("one line");
+        let chunks = line["chunks"].as_array().expect("chunks");
+        let seen: Vec<(f64, u64, u64)> = chunks
+            .iter()
+            .map(|c| {
+                (
+                    c["time"].as_f64().expect("time"),
+                    c["reasoning"].as_u64().expect("reasoning"),
+                    c["content"].as_u64().expect("content"),
+                )
+            })
+            .collect();
+        let at = |ns| writer.anchor.unix_seconds(MonoNanos(ns));
+        assert_eq!(
+            seen,
+            vec![
+                (at(3_000_000), 2, 0),
+                (at(3_000_000), 0, 1),
+                (at(5_000_000), 0, 1)
+            ]
+        );
+        assert_eq!(line["reasoning_tokens"], 2);
+        assert_eq!(line["content_tokens"], 2);
+        assert_eq!(line["end_time"].as_f64(), Some(at(9_000_000)));
+    }
 }
