@@ -30,8 +30,18 @@
 # CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of building this tree's),
 # TRANSPORT (how the client reaches the mock, default http: `http` HTTP/1.1, `https`
 # HTTP/1.1 over TLS, `h2c` HTTP/2 with prior knowledge, `h2` HTTP/2 over TLS; the TLS
-# ones with a throwaway CA and certificate made by openssl at run time).
-# Needs taskset and python3 (and openssl for https and h2), and Linux's /proc.
+# ones with a throwaway CA and certificate made by openssl at run time), WIRE (1: also
+# capture each level's loopback traffic with tcpdump and hold the client to the wire
+# (TLS decrypted with the mock's SSLKEYLOGFILE, which needs python3's `cryptography`):
+# scripts/lib/wire.py joins every request's
+# tokens to the packets that carried them and prints, under the level's line, the
+# client's first content token − the packet's instant (mean, p99, worst; the TTFT
+# targets at 1,000 streams), the report's ITL std against the std of the packets' gaps
+# (within 0.1 ms), and how long before its bytes left the mock stamped its truth. That
+# line judges the client even where the mock fell behind its schedule, since it compares
+# with what was sent, not with what was asked; it needs root or CAP_NET_RAW).
+# Needs taskset and python3 (and openssl for https and h2, tcpdump for WIRE=1), and
+# Linux's /proc.
 set -euo pipefail
 
 LEVELS=${LEVELS:-"1 100 1000 5000"}
@@ -41,6 +51,7 @@ MOCK_THREADS=${MOCK_THREADS:-1}
 CLIENT_CORE=${CLIENT_CORE:-1}
 WORKERS=${WORKERS:-}
 TRANSPORT=${TRANSPORT:-http}
+WIRE=${WIRE:-0}
 
 # Targets (issue 22).
 TARGET_TTFT_MEAN_MS=1
@@ -68,6 +79,14 @@ case $TRANSPORT in
         exit 2
         ;;
 esac
+if ((WIRE)); then
+    need_tools tcpdump
+    if [[ $TRANSPORT == https || $TRANSPORT == h2 ]] &&
+        ! python3 -c 'import cryptography' 2>/dev/null; then
+        echo "error: WIRE=1 over $TRANSPORT decrypts the capture with python3's cryptography (pip install cryptography, or Debian's python3-cryptography)" >&2
+        exit 2
+    fi
+fi
 bench_binary
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -76,6 +95,8 @@ ulimit -n "$(ulimit -Hn)"
 
 clean_env
 bench_workdir
+tcpdump_pid=
+trap '[[ -n $tcpdump_pid ]] && kill "$tcpdump_pid" 2>/dev/null; bench_cleanup' EXIT
 
 # The mock's TLS flags and the client's for TRANSPORT.
 serve_tls=() client_tls=()
@@ -88,15 +109,30 @@ fi
 
 echo "fidelity against the truth: mock TTFT 50 ms, ITL $MOCK_ITL_MS ms, 100 tokens; client on core $CLIENT_CORE, mock on $MOCK_CORES ($MOCK_THREADS thread(s)); $DURATION s a level; transport $TRANSPORT; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 for streams in $LEVELS; do
-    rm -f "$WORK"/truth.jsonl "$WORK"/mock.out
-    # The truth file is complete once the mock stopped (SIGTERM flushes it).
-    launch_mock taskset -c "$MOCK_CORES" "$BIN" mock-server --port 0 --workers "$MOCK_THREADS" \
+    rm -f "$WORK"/truth.jsonl "$WORK"/mock.out "$WORK"/keys.log
+    # The truth file is complete once the mock stopped (SIGTERM flushes it). With WIRE=1
+    # over TLS the mock writes its sessions' secrets for wire.py.
+    keylog=()
+    ((WIRE)) && [[ -n ${serve_tls[*]} ]] && keylog=(env SSLKEYLOGFILE="$WORK/keys.log")
+    launch_mock "${keylog[@]}" taskset -c "$MOCK_CORES" "$BIN" mock-server --port 0 --workers "$MOCK_THREADS" \
         --ttft-ms 50 --ttft-ms-std 0 --ttft-ms-per-prompt-token 0 \
         --itl-ms "$MOCK_ITL_MS" --itl-ms-std "$MOCK_ITL_STD_MS" --itl-ms-per-active 0 \
         --output-tokens 100 --output-tokens-std 0 --truth "$WORK/truth.jsonl" "${serve_tls[@]}"
     out="$WORK/run-$streams"
     rm -rf "$out"
     code=0
+    if ((WIRE)); then
+        # Every byte of every packet (-s 0), nanosecond instants, a 256 MiB buffer so a
+        # burst is not dropped; started once it says it listens.
+        rm -f "$WORK/wire.pcap"
+        tcpdump -i lo -s 0 -B 262144 --time-stamp-precision=nano -w "$WORK/wire.pcap" \
+            "tcp port ${URL##*:}" 2>"$WORK/tcpdump.err" &
+        tcpdump_pid=$!
+        for _ in $(seq 100); do
+            grep -q "listening on" "$WORK/tcpdump.err" && break
+            sleep 0.1
+        done
+    fi
     mock_ticks0=$(cpu_ticks "$MOCK_PID")
     cores_ticks0=$(core_busy_ticks "$MOCK_CORES")
     wall0=$EPOCHREALTIME
@@ -124,6 +160,10 @@ for streams in $LEVELS; do
     done
     wait "$client_pid" || code=$?
     stop_mock
+    if ((WIRE)); then
+        kill -INT "$tcpdump_pid" 2>/dev/null || true
+        wait "$tcpdump_pid" 2>/dev/null || true
+    fi
     if [[ ! -f "$out/benchmarks.json" ]]; then
         echo "error: the run at $streams streams wrote no report (exit $code): $(tail -n3 "$WORK/run.err")" >&2
         exit 1
@@ -226,4 +266,15 @@ if streams == at_streams:
 print(f"{head}: {ttft}; {itl_line} (target ≤ {itl_target:g} ms: "
       f"{verdict(itl_diff <= itl_target)}); {cpu}")
 EOF
+    if ((WIRE)); then
+        dropped=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$WORK/tcpdump.err")
+        if [[ ${dropped:-1} != 0 ]]; then
+            echo "        against the wire: tcpdump dropped ${dropped:-an unknown number of} packets: NOT MEASURED"
+        else
+            python3 scripts/lib/wire.py "$WORK/wire.pcap" "${URL##*:}" "$TRANSPORT" "$WORK/keys.log" \
+                "$out/requests.jsonl" "$WORK/truth.jsonl" "$out/benchmarks.json" "$streams" \
+                "$TARGET_TTFT_AT_STREAMS" "$TARGET_TTFT_MEAN_MS" "$TARGET_TTFT_P99_MS" "$TARGET_ITL_STD_MS"
+        fi
+        rm -f "$WORK/wire.pcap"
+    fi
 done

@@ -16,7 +16,7 @@ mod data;
 mod default_mock;
 mod edge;
 mod failures;
-mod faults;
+pub(crate) mod faults;
 mod fd_limit;
 mod fingerprint;
 mod formats_media;

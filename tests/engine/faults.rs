@@ -313,19 +313,25 @@ fn a_server_restarted_mid_run_costs_only_the_requests_sent_while_it_was_down() {
 
 /// `llmsurge mock-server` in a process of its own, so a test can SIGKILL it as a crash
 /// would; killed on drop if the test did not.
-struct MockProcess {
+pub(crate) struct MockProcess {
     child: std::process::Child,
-    url: String,
+    pub(crate) url: String,
     port: u16,
 }
 
 impl MockProcess {
     /// Starts `llmsurge mock-server --port 0 ARGS` and waits for its listening line.
-    fn start(args: &[&str]) -> Self {
+    pub(crate) fn start(args: &[&str]) -> Self {
+        Self::start_with_env(args, &[])
+    }
+
+    /// Starts it as [`MockProcess::start`] does, with `env` set in its environment.
+    pub(crate) fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         use std::io::BufRead;
         let mut child = crate::support::llmsurge()
             .args(["mock-server", "--port", "0"])
             .args(args)
+            .envs(env.iter().copied())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -378,6 +384,17 @@ impl MockProcess {
             .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
             .and_then(|stats| stats["completed"].as_u64())
             .unwrap_or(0)
+    }
+
+    /// SIGTERMs it and waits for it to end (its `--truth` file is then complete).
+    pub(crate) fn stop(&mut self) {
+        use nix::sys::signal::{Signal, kill};
+        kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            Signal::SIGTERM,
+        )
+        .expect("SIGTERM the mock");
+        self.child.wait().expect("the mock ends");
     }
 
     /// SIGKILLs it and waits for it to be gone; the instant it certainly was, Unix seconds.

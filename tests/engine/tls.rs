@@ -191,6 +191,89 @@ fn ca_cert_completes_every_request_over_http1_and_http2() {
     }
 }
 
+/// `SSLKEYLOGFILE` (as curl and browsers read it) makes the mock write each TLS
+/// session's secrets in the NSS key log format, so a capture of a run can be decrypted
+/// (`WIRE=1 scripts/bench-fidelity.sh`): every connection that carried a request (the
+/// mock's `--truth` names them) shook hands, and each handshake logged the five TLS 1.3
+/// secrets under its client random.
+#[test]
+fn the_mock_logs_each_tls_sessions_secrets_to_sslkeylogfile() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let pki = Pki::new("keylog");
+    let (cert, key) = pki.leaf(Leaf::Server, "server");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = dir.path().join("keys.log");
+    let truth = dir.path().join("truth.jsonl");
+    for http2 in [false, true] {
+        let mut server = crate::engine::faults::MockProcess::start_with_env(
+            &[
+                "--instant",
+                "--tls-cert",
+                path(&cert),
+                "--tls-key",
+                path(&key),
+                "--truth",
+                path(&truth),
+            ],
+            &[("SSLKEYLOGFILE", path(&keys))],
+        );
+        let mut bench = Bench::target(&server.url)
+            .concurrent(2)
+            .max_requests(REQUESTS)
+            .data("prompt_tokens=16,output_tokens=4")
+            .arg("--ca-cert", pki.ca());
+        if http2 {
+            bench = bench.flag("--http2");
+        }
+        let run = bench.run();
+        assert_eq!(
+            ok_report(&run).benchmarks[0].requests.completed,
+            REQUESTS,
+            "{}",
+            run.stderr
+        );
+        server.stop(); // SIGTERM: the truth file is complete
+        let carried: BTreeSet<u64> = crate::support::recorded(&truth)
+            .iter()
+            .filter_map(|line| line["connection"].as_u64())
+            .collect();
+        let mut sessions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for line in std::fs::read_to_string(&keys).expect("the key log").lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            assert_eq!(fields.len(), 3, "not a key log line: {line:?}");
+            assert_eq!(fields[1].len(), 64, "a client random is 32 bytes: {line:?}");
+            assert!(
+                fields[2].len() >= 64,
+                "a secret of 32 bytes or more: {line:?}"
+            );
+            sessions
+                .entry(fields[1].to_string())
+                .or_default()
+                .insert(fields[0].to_string());
+        }
+        assert!(
+            !carried.is_empty() && sessions.len() >= carried.len(),
+            "{} sessions logged, {} connections carried requests",
+            sessions.len(),
+            carried.len()
+        );
+        for labels in sessions.values() {
+            let expected: BTreeSet<String> = [
+                "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+                "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+                "CLIENT_TRAFFIC_SECRET_0",
+                "SERVER_TRAFFIC_SECRET_0",
+                "EXPORTER_SECRET",
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect();
+            assert_eq!(labels, &expected);
+        }
+        std::fs::remove_file(&keys).expect("the next run's log starts empty");
+    }
+}
+
 #[test]
 fn the_ca_cert_variable_and_ssl_cert_file_each_complete_every_request() {
     let pki = Pki::new("env");

@@ -56,6 +56,10 @@ pub fn acceptor(config: &MockConfig) -> Result<Option<TlsAcceptor>, MockError> {
     })?;
     // h2 first: a client that offers both gets HTTP/2, as from a real server.
     server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // `SSLKEYLOGFILE`, as curl and browsers read it: the sessions' secrets appended to
+    // that file (NSS key log format), so a capture can be decrypted (Wireshark,
+    // scripts/lib/wire.py); nothing is written without it.
+    server.key_log = Arc::new(rustls::KeyLogFile::new());
     Ok(Some(TlsAcceptor::from(Arc::new(server))))
 }
 
