@@ -123,9 +123,10 @@ for streams in $LEVELS; do
     code=0
     if ((WIRE)); then
         # Every byte of every packet (-s 0), nanosecond instants, a 256 MiB buffer so a
-        # burst is not dropped; started once it says it listens.
+        # burst is not dropped; started once it says it listens. On the mock's cores: the
+        # client's core is the one measured (tcpdump there took it from the client).
         rm -f "$WORK/wire.pcap"
-        tcpdump -i lo -s 0 -B 262144 --time-stamp-precision=nano -w "$WORK/wire.pcap" \
+        taskset -c "$MOCK_CORES" tcpdump -i lo -s 0 -B 262144 --time-stamp-precision=nano -w "$WORK/wire.pcap" \
             "tcp port ${URL##*:}" 2>"$WORK/tcpdump.err" &
         tcpdump_pid=$!
         for _ in $(seq 100); do
