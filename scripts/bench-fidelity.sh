@@ -96,7 +96,7 @@ ulimit -n "$(ulimit -Hn)"
 clean_env
 bench_workdir
 tcpdump_pid=
-trap '[[ -n $tcpdump_pid ]] && kill "$tcpdump_pid" 2>/dev/null; bench_cleanup' EXIT
+trap 'if [[ -n $tcpdump_pid ]]; then kill "$tcpdump_pid" 2>/dev/null || true; fi; bench_cleanup' EXIT
 
 # The mock's TLS flags and the client's for TRANSPORT.
 serve_tls=() client_tls=()
@@ -131,8 +131,13 @@ for streams in $LEVELS; do
         tcpdump_pid=$!
         for _ in $(seq 100); do
             grep -q "listening on" "$WORK/tcpdump.err" && break
+            kill -0 "$tcpdump_pid" 2>/dev/null || break
             sleep 0.1
         done
+        if ! grep -q "listening on" "$WORK/tcpdump.err"; then
+            echo "error: WIRE=1: tcpdump did not start capturing (it needs root or CAP_NET_RAW): $(tr '\n' ' ' <"$WORK/tcpdump.err")" >&2
+            exit 2
+        fi
     fi
     mock_ticks0=$(cpu_ticks "$MOCK_PID")
     cores_ticks0=$(core_busy_ticks "$MOCK_CORES")
@@ -162,8 +167,13 @@ for streams in $LEVELS; do
     wait "$client_pid" || code=$?
     stop_mock
     if ((WIRE)); then
+        # libpcap hands packets over in blocks it retires up to its 1 s read timeout after
+        # their first packet: stopped at once, tcpdump would never write the run's last
+        # block (and not count it as dropped).
+        sleep 1.5
         kill -INT "$tcpdump_pid" 2>/dev/null || true
         wait "$tcpdump_pid" 2>/dev/null || true
+        tcpdump_pid=
     fi
     if [[ ! -f "$out/benchmarks.json" ]]; then
         echo "error: the run at $streams streams wrote no report (exit $code): $(tail -n3 "$WORK/run.err")" >&2

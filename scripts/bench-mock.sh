@@ -31,6 +31,12 @@ LOAD_CORE=${LOAD_CORE:-1}
 TRUTH=${TRUTH:-1}
 WORKERS2=${WORKERS2:-1}
 TARGET_RPS=60000
+for var in DURATION CONNECTIONS; do
+    if ! [[ ${!var} =~ ^[1-9][0-9]*$ ]]; then
+        echo "error: $var=${!var}: a whole number of at least 1 is needed" >&2
+        exit 2
+    fi
+done
 
 cd "$(dirname "$0")/.."
 . scripts/lib/bench.sh

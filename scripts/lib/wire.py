@@ -22,7 +22,8 @@ what the mock's `--truth` stamped:
 Usage: wire.py PCAP PORT TRANSPORT KEYLOG REQUEST_LOG TRUTH REPORT STREAMS AT_STREAMS \
                MEAN_TARGET P99_TARGET ITL_TARGET
 TRANSPORT is http, h2c, https or h2; KEYLOG the key log file for https and h2 (else -).
-Prints one line; exits 0 (a capture it cannot read is said in the line, not an error).
+Prints one line and exits 0, also where it cannot judge (the line says NOT MEASURED and
+why); exits 2 on arguments it cannot use.
 """
 
 import bisect
@@ -35,10 +36,28 @@ import statistics
 import struct
 import sys
 
-(pcap, port, transport, keylog, log_path, truth_path, report_path, streams, at_streams,
- mean_target, p99_target, itl_target) = sys.argv[1:13]
-port, streams, at_streams = int(port), int(streams), int(at_streams)
-mean_target, p99_target, itl_target = float(mean_target), float(p99_target), float(itl_target)
+
+def unexpected(kind, value, _traceback):
+    """Anything not foreseen below is a line, not a traceback: the level's figures stand."""
+    print(f"{'':>6}  against the wire: wire.py could not read this run ({kind.__name__}: "
+          f"{value}): NOT MEASURED")
+    sys.exit(0)
+
+
+sys.excepthook = unexpected
+
+USAGE = ("usage: wire.py PCAP PORT TRANSPORT KEYLOG REQUEST_LOG TRUTH REPORT STREAMS "
+         "AT_STREAMS MEAN_TARGET P99_TARGET ITL_TARGET")
+try:
+    (pcap, port, transport, keylog, log_path, truth_path, report_path, streams, at_streams,
+     mean_target, p99_target, itl_target) = sys.argv[1:]
+    port, streams, at_streams = int(port), int(streams), int(at_streams)
+    mean_target, p99_target, itl_target = float(mean_target), float(p99_target), float(itl_target)
+    if transport not in ("http", "h2c", "https", "h2"):
+        raise ValueError(f"TRANSPORT {transport!r} is not http, h2c, https or h2")
+except ValueError as e:
+    print(f"error: {e if sys.argv[1:] else 'no arguments'}; {USAGE}", file=sys.stderr)
+    sys.exit(2)
 TOKEN = b'"content":"'  # one per content token chunk (the fidelity run has one token a chunk)
 
 
@@ -224,7 +243,10 @@ def h1_tokens(s2c, ends):
                 line_end = s2c.find(b"\r\n", pos)
                 if line_end < 0:
                     return out
-                size = int(s2c[pos:line_end].split(b";")[0], 16)
+                try:
+                    size = int(s2c[pos:line_end].split(b";")[0], 16)
+                except ValueError:
+                    return out  # not HTTP/1.1 chunking: the connection's answers end here
                 data_end = line_end + 2 + size
                 times += [at(ends, data_end)] * s2c[line_end + 2:data_end].count(TOKEN)
                 pos = data_end + 2
@@ -248,25 +270,48 @@ def h2_frames(data, start):
         pos += 9 + length
 
 
-log = {}
-for line in open(log_path):
-    r = json.loads(line)
-    if r.get("request_id"):
-        log[r["request_id"]] = r
-truth = {}
-for line in open(truth_path):
-    t = json.loads(line)
-    if t.get("request_id"):
-        truth[t["request_id"]] = t
+def read_lines(path):
+    """The JSON lines of a run's file, by request id."""
+    out = {}
+    for line in open(path):
+        record = json.loads(line)
+        if record.get("request_id"):
+            out[record["request_id"]] = record  # a resent request: its last attempt
+    return out
+
+
+try:
+    log = read_lines(log_path)
+except (OSError, ValueError, AttributeError) as e:
+    say(f"cannot read the request log {log_path} ({e}): NOT MEASURED")
+try:
+    truth = read_lines(truth_path)
+except (OSError, ValueError, AttributeError):
+    truth = {}  # the mock's part of the line is left out
+completed = {rid for rid, r in log.items()
+             if r.get("status") == "completed" and r.get("first_content_time") is not None}
+if not completed:
+    say("no completed request in the run's log: NOT MEASURED")
+tls = None
+if transport in ("https", "h2"):
+    try:
+        tls = read_keylog(keylog)
+    except (OSError, ValueError) as e:
+        say(f"no key log to decrypt the capture ({keylog}: {e}; the mock writes it where "
+            "SSLKEYLOGFILE says, a build from before that does not): NOT MEASURED")
 
 ids = {rid.encode() for rid in log}
 id_lengths = {len(rid) for rid in ids}
 flows = collections.defaultdict(list)
-for cport, direction, seq, t, payload in packets(pcap):
-    flows[(cport, direction)].append((seq, t, payload))
+try:
+    for cport, direction, seq, t, payload in packets(pcap):
+        flows[(cport, direction)].append((seq, t, payload))
+except (OSError, struct.error) as e:
+    say(f"cannot read the capture {pcap} ({e}): NOT MEASURED")
+if not flows:
+    say(f"no traffic to or from port {port} in the capture: NOT MEASURED")
 wire = {}  # request id -> arrival time of each content token
 lost = unopened = 0
-tls = read_keylog(keylog) if transport in ("https", "h2") else None
 for (cport, direction), segments in flows.items():
     if direction != "c2s" or (cport, "s2c") not in flows:
         continue
@@ -275,7 +320,7 @@ for (cport, direction), segments in flows.items():
     if c2s is None or s2c is None:
         lost += 1
         continue
-    if tls:
+    if tls is not None:
         opened = decrypt(c2s, s2c, ends, tls)
         if opened is None:
             unopened += 1
@@ -300,47 +345,51 @@ for (cport, direction), segments in flows.items():
                 wire[rid] = times
 if lost:
     say(f"the capture lost segments of {lost} connection(s) (raise tcpdump's -B): NOT MEASURED")
-if unopened and not wire:
-    say(f"none of {unopened} TLS session(s) could be opened with {keylog} (TLS 1.3 and the "
-        "mock's SSLKEYLOGFILE needed): NOT MEASURED")
+found = {rid for rid in completed if wire.get(rid)}
+if len(found) < len(completed):
+    why = (f"{unopened} TLS session(s) could not be opened with {keylog} (TLS 1.3 and the "
+           "mock's SSLKEYLOGFILE needed)" if unopened else
+           "a capture stopped early, or request ids the client compressed")
+    say(f"the capture holds {len(found)} of the {len(completed)} requests the client "
+        f"completed ({why}): NOT MEASURED")
 
 client_err, mock_err, wire_gaps = [], [], []
-for rid, times in wire.items():
-    r, t = log.get(rid), truth.get(rid)
-    if not times or r is None or r["status"] != "completed" or r.get("first_content_time") is None:
-        continue
+for rid in found:
+    times, r, t = wire[rid], log[rid], truth.get(rid)
     client_err.append((r["first_content_time"] - times[0]) * 1e3)
     wire_gaps += [(b - a) * 1e3 for a, b in zip(times, times[1:])]
     if t is not None:
-        first = next((c["time"] for c in t["chunks"] if c.get("content", 0) > 0), None)
+        first = next((c["time"] for c in t.get("chunks", []) if c.get("content", 0) > 0), None)
         if first is not None:
             mock_err.append((times[0] - first) * 1e3)
-if not client_err:
-    say("no completed request found in the capture (an encrypted transport, or an id "
-        "the client compressed): NOT MEASURED")
-
 
 def p99(xs):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, math.ceil(0.99 * len(xs)) - 1)]
 
 
-report = json.load(open(report_path))
-itl = report["benchmarks"][0]["metrics"].get("itl", {}).get("successful", {})
+try:
+    itl = json.load(open(report_path))["benchmarks"][0]["metrics"]["itl"]["successful"]
+except (OSError, ValueError, KeyError, IndexError, TypeError):
+    itl = {}  # the ITL part is left out, and said so
 mean = statistics.fmean(client_err)
 ttft = (f"client − wire TTFT mean {mean:.3f} ms, p99 {p99(client_err):.3f} ms, worst "
         f"{max(client_err):.3f} ms over {len(client_err)} requests")
-if streams >= at_streams:
+if streams == at_streams:
     ok = mean <= mean_target and p99(client_err) <= p99_target
     ttft += f" (targets ≤ {mean_target:g} / ≤ {p99_target:g} ms: {'PASS' if ok else 'MISS'})"
 line = ttft
-if "std" in itl and wire_gaps:
+if "std" not in itl or not wire_gaps:
+    line += f"; no ITL std to compare (the report {report_path} has none)"
+else:
     diff = abs(itl["std"] - statistics.pstdev(wire_gaps))
     line += (f"; ITL std {itl['std']:.3f} ms against the wire's {statistics.pstdev(wire_gaps):.3f} ms, "
              f"off by {diff:.3f} ms (target ≤ {itl_target:g} ms: {'PASS' if diff <= itl_target else 'MISS'})")
 if unopened:
-    line += f"; {unopened} TLS session(s) of the capture could not be opened and are left out"
+    line += f"; {unopened} TLS session(s) not opened (none held a completed request)"
 if mock_err:
     line += (f"; the mock's stamp was {statistics.fmean(mock_err):.3f} ms (p99 {p99(mock_err):.3f} ms) "
              f"before its bytes left")
+else:
+    line += f"; no line of the mock's truth ({truth_path}) to compare its stamps with"
 say(line)
