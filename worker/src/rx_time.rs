@@ -27,8 +27,8 @@ const MAX_AGE_NS: u64 = 60_000_000_000;
 /// HTTP/2's many streams on one connection make likely) would give every token in it the
 /// instant of the newest bytes, tens of ms late in a 1,000-stream run over TLS
 /// (`WIRE=1 scripts/bench-fidelity.sh`: with 16 KiB reads 2% of the first tokens were
-/// still 1 to 8 ms late there; with 4 KiB the p99 was 0.000 ms in two runs, the worst
-/// 0.07 and 8.6 ms). A TLS record then takes up to four reads, stamped by the one that completes
+/// still 1 to 8 ms late there; with 4 KiB the p99 was 0.000 ms in 9 runs of 12, see
+/// docs/performance.md). A TLS record then takes up to four reads, stamped by the one that completes
 /// it; an HTTP/1.1 stream's chunks are far smaller.
 pub const MAX_READ: usize = 4 * 1024;
 
