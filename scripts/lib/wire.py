@@ -37,11 +37,15 @@ import struct
 import sys
 
 
+def say(text):
+    """The level's wire line; the script ends with it."""
+    print(f"{'':>6}  against the wire: {text}")
+    sys.exit(0)
+
+
 def unexpected(kind, value, _traceback):
     """Anything not foreseen below is a line, not a traceback: the level's figures stand."""
-    print(f"{'':>6}  against the wire: wire.py could not read this run ({kind.__name__}: "
-          f"{value}): NOT MEASURED")
-    sys.exit(0)
+    say(f"wire.py could not read this run ({kind.__name__}: {value}): NOT MEASURED")
 
 
 sys.excepthook = unexpected
@@ -59,11 +63,6 @@ except ValueError as e:
     print(f"error: {e if sys.argv[1:] else 'no arguments'}; {USAGE}", file=sys.stderr)
     sys.exit(2)
 TOKEN = b'"content":"'  # one per content token chunk (the fidelity run has one token a chunk)
-
-
-def say(text):
-    print(f"{'':>6}  against the wire: {text}")
-    sys.exit(0)
 
 
 def packets(path):

@@ -28,9 +28,9 @@ const MAX_AGE_NS: u64 = 60_000_000_000;
 /// instant of the newest bytes, tens of ms late in a 1,000-stream run over TLS
 /// (`WIRE=1 scripts/bench-fidelity.sh`: with 16 KiB reads 2% of the first tokens were
 /// still 1 to 8 ms late there; with 4 KiB the p99 was 0.000 ms in 9 runs of 12, see
-/// docs/performance.md). A TLS record then takes up to four reads, stamped by the one that completes
-/// it; an HTTP/1.1 stream's chunks are far smaller.
-pub const MAX_READ: usize = 4 * 1024;
+/// docs/performance.md). A TLS record then takes up to four reads, stamped by the one
+/// that completes it; an HTTP/1.1 stream's chunks are far smaller.
+pub(crate) const MAX_READ: usize = 4 * 1024;
 
 /// Asks the kernel to stamp what this socket receives; `false` where it refuses (reads
 /// then carry their own instant).
@@ -50,9 +50,10 @@ pub fn enable(stream: &TcpStream) -> bool {
     rc == 0
 }
 
-/// Reads what the socket holds now (at most [`MAX_READ`] bytes) into `buf`'s spare capacity, without waiting (an
-/// error of kind `WouldBlock` when nothing is there, which clears tokio's readiness):
-/// the count of bytes read (0 at EOF) and when the last of them reached this host.
+/// Reads what the socket holds now (at most [`MAX_READ`] bytes) into `buf`'s spare
+/// capacity, without waiting (an error of kind `WouldBlock` when nothing is there, which
+/// clears tokio's readiness): the count of bytes read (0 at EOF) and when the last of
+/// them reached this host.
 pub fn try_read(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<(usize, MonoNanos)> {
     stream.try_io(Interest::READABLE, || recv_stamped(stream, buf))
 }
