@@ -8,6 +8,14 @@
 //! (`scripts/bench-fidelity.sh`). Where the kernel gives no stamp, the read's own
 //! instant stands in: so do the first reads after the host's stamps switch on (the
 //! kernel does that in deferred work when the first socket asks).
+//!
+//! What the stamps cannot undo: the kernel merges segments that wait in the receive
+//! queue and gives the merged bytes the newest one's stamp, so however small the reads,
+//! chunks the client got to after a later chunk of the same connection had arrived all
+//! take the instant of the last. The stamps hold the instants while the runtime is late
+//! by less than the server's gap between a connection's chunks; past that,
+//! `runtime_delay` says how late it ran and marks the client the bottleneck
+//! (docs/metrics.md, client health).
 
 use bytes::BytesMut;
 use llmsurge_proto::{ClockAnchor, MonoNanos};
@@ -21,16 +29,6 @@ use tokio::net::TcpStream;
 /// A stamp further in the past than this is taken as a clock step (the wall clock set
 /// while bytes waited), not as their arrival: the read's own instant is used instead.
 const MAX_AGE_NS: u64 = 60_000_000_000;
-
-/// The most one read takes. The kernel gives a read one stamp, that of the last segment
-/// it took: a read that swallowed a backlog (a connection the client got to late, which
-/// HTTP/2's many streams on one connection make likely) would give every token in it the
-/// instant of the newest bytes, tens of ms late in a 1,000-stream run over TLS
-/// (`WIRE=1 scripts/bench-fidelity.sh`: with 16 KiB reads 2% of the first tokens were
-/// still 1 to 8 ms late there; with 4 KiB the p99 was 0.000 ms in 9 runs of 12, see
-/// docs/performance.md). A TLS record then takes up to four reads, stamped by the one
-/// that completes it; an HTTP/1.1 stream's chunks are far smaller.
-pub(crate) const MAX_READ: usize = 4 * 1024;
 
 /// Asks the kernel to stamp what this socket receives; `false` where it refuses (reads
 /// then carry their own instant).
@@ -50,10 +48,9 @@ pub fn enable(stream: &TcpStream) -> bool {
     rc == 0
 }
 
-/// Reads what the socket holds now (at most [`MAX_READ`] bytes) into `buf`'s spare
-/// capacity, without waiting (an error of kind `WouldBlock` when nothing is there, which
-/// clears tokio's readiness): the count of bytes read (0 at EOF) and when the last of
-/// them reached this host.
+/// Reads what the socket holds now into `buf`'s spare capacity, without waiting (an
+/// error of kind `WouldBlock` when nothing is there, which clears tokio's readiness):
+/// the count of bytes read (0 at EOF) and when the last of them reached this host.
 pub fn try_read(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<(usize, MonoNanos)> {
     stream.try_io(Interest::READABLE, || recv_stamped(stream, buf))
 }
@@ -68,7 +65,7 @@ fn recv_stamped(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<(usize, Mo
     let spare = buf.spare_capacity_mut();
     let mut iov = libc::iovec {
         iov_base: spare.as_mut_ptr().cast(),
-        iov_len: spare.len().min(MAX_READ),
+        iov_len: spare.len(),
     };
     // Room for one SCM_TIMESTAMPNS message (a timespec), aligned for its header.
     let mut control = [0u64; 8];
@@ -248,35 +245,6 @@ pub(crate) mod tests {
             before.0.saturating_sub(CLOCK_READS_SLACK_NS) <= at.0
                 && at.0 < came.0 + CLOCK_READS_SLACK_NS,
             "stamp {at:?} not between the write ({before:?}) and the reader's coming ({came:?})"
-        );
-    }
-
-    /// A backlog is read in pieces of at most [`MAX_READ`] bytes, each with the instant of
-    /// its own bytes: the older piece is not given the newer one's arrival (one read of
-    /// both would carry only the stamp of the last segment it took).
-    #[tokio::test]
-    async fn a_backlog_is_read_in_pieces_each_with_its_own_instant() {
-        let (client, mut server) = stamps_live().await;
-        server.write_all(&[b'a'; MAX_READ]).await.expect("loopback");
-        wait_until_taken(server.as_raw_fd());
-        // Whatever the machine's load, the second piece arrives after this instant.
-        let between = MonoNanos::now();
-        server.write_all(&[b'b'; MAX_READ]).await.expect("loopback");
-        wait_until_taken(server.as_raw_fd());
-        let mut buf = BytesMut::with_capacity(4 * MAX_READ);
-        client.readable().await.expect("loopback");
-        let (first, first_at) = try_read(&client, &mut buf).expect("loopback");
-        assert_eq!(first, MAX_READ, "one read takes at most MAX_READ bytes");
-        assert!(buf.iter().all(|&b| b == b'a'));
-        assert!(
-            first_at.0 < between.0 + CLOCK_READS_SLACK_NS,
-            "the first piece {first_at:?} carries an instant after {between:?}"
-        );
-        let (second, second_at) = try_read(&client, &mut buf).expect("loopback");
-        assert_eq!(second, MAX_READ);
-        assert!(
-            second_at.0 + CLOCK_READS_SLACK_NS >= between.0 && second_at >= first_at,
-            "the second piece {second_at:?} arrived after {between:?}"
         );
     }
 
