@@ -15,7 +15,9 @@
 #      within 0.1 ms at every level;
 #   3. the CPU each side used over the run, as a share of its cores: the mock process's
 #      and the client's tree (coordinator and workers), from their /proc ticks sampled
-#      together every 0.2 s while the client runs.
+#      together every 0.2 s while the client runs;
+#   4. the client's own check on itself: its runtime delay p99 and whether it called
+#      itself the bottleneck (exit 4), which a MISS should come with.
 # A level counts only where the mock kept its schedule: when the std of its own gaps
 # rose more than MOCK_SCHEDULE_SLACK_MS (1 ms) above the configured 0 (a mock short of
 # CPU sends its chunks late and then together), the client was not offered the load
@@ -24,7 +26,9 @@
 # See docs/performance.md ("Fidelity against the truth").
 #
 # Environment: LEVELS (streams, default "1 100 1000 5000"), DURATION (s per level,
-# default 10), MOCK_CORES (default 0), MOCK_THREADS (mock server threads, default 1),
+# default 10), WARMUP (default 1s: the client's --warmup, so the streams' start, when
+# each opens its connection, TLS handshake included, and a client core does all of them
+# at once, is left out of every figure as it is out of the report's; 0 keeps it in), MOCK_CORES (default 0), MOCK_THREADS (mock server threads, default 1),
 # CLIENT_CORE (default 1), WORKERS (client worker processes, default: llmsurge's own
 # choice; 50,000 streams need several where a process may hold only 20,000 files),
 # CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of building this tree's),
@@ -52,6 +56,7 @@ CLIENT_CORE=${CLIENT_CORE:-1}
 WORKERS=${WORKERS:-}
 TRANSPORT=${TRANSPORT:-http}
 WIRE=${WIRE:-0}
+WARMUP=${WARMUP:-1s}
 
 # Targets (issue 22).
 TARGET_TTFT_MEAN_MS=1
@@ -106,6 +111,8 @@ if [[ $TRANSPORT == https || $TRANSPORT == h2 ]]; then
     client_tls=(--ca-cert "$WORK/pki/ca.pem")
 fi
 [[ $TRANSPORT == h2c || $TRANSPORT == h2 ]] && client_tls+=(--http2)
+warmup=()
+[[ $WARMUP != 0 ]] && warmup=(--warmup "$WARMUP")
 
 echo "fidelity against the truth: mock TTFT 50 ms, ITL $MOCK_ITL_MS ms, 100 tokens; client on core $CLIENT_CORE, mock on $MOCK_CORES ($MOCK_THREADS thread(s)); $DURATION s a level; transport $TRANSPORT; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 for streams in $LEVELS; do
@@ -146,7 +153,7 @@ for streams in $LEVELS; do
         --profile concurrent --rate "$streams" --max-seconds "$DURATION" \
         --data "prompt_tokens=32,output_tokens=100" \
         --request-log requests.jsonl --outputs json --output-dir "$out" \
-        ${WORKERS:+--workers "$WORKERS"} "${client_tls[@]}" \
+        ${WORKERS:+--workers "$WORKERS"} "${client_tls[@]}" "${warmup[@]}" \
         --disable-progress >"$WORK/run.out" 2>"$WORK/run.err" &
     client_pid=$!
     # The CPU both sides used over the run, from their ticks sampled together while the
@@ -183,7 +190,7 @@ for streams in $LEVELS; do
         "$TARGET_TTFT_MEAN_MS" "$TARGET_TTFT_P99_MS" "$TARGET_TTFT_AT_STREAMS" "$TARGET_ITL_STD_MS" \
         "$MOCK_ITL_STD_MS" "$MOCK_SCHEDULE_SLACK_MS" \
         "$((mock_ticks - mock_ticks0))" "$((cores_ticks - cores_ticks0))" "$client_ticks" "$wall0" "$wall1" "$CLK_TCK" \
-        "$MOCK_CORES" "$MOCK_THREADS" <<'EOF'
+        "$MOCK_CORES" "$MOCK_THREADS" "$code" <<'EOF'
 import json, math, statistics, sys
 
 log_path, truth_path, report_path, streams = sys.argv[1:5]
@@ -191,7 +198,7 @@ mean_target, p99_target, at_streams, itl_target = map(float, sys.argv[5:9])
 mock_std, slack = map(float, sys.argv[9:11])
 mock_ticks, cores_ticks, client_ticks, wall0, wall1, clk_tck = map(float, sys.argv[11:17])
 wall = wall1 - wall0
-mock_cores, mock_threads = sys.argv[17], int(sys.argv[18])
+mock_cores, mock_threads, client_exit = sys.argv[17], int(sys.argv[18]), int(sys.argv[19])
 streams = int(streams)
 truth = {}
 for line in open(truth_path):
@@ -202,7 +209,9 @@ errors, truth_gaps = [], []
 for line in open(log_path):
     r = json.loads(line)
     t = truth.get(r.get("request_id"))
-    if r["status"] != "completed" or t is None or r.get("first_content_time") is None:
+    # The report's ITL is over the measured requests: so is the comparison.
+    if (r["status"] != "completed" or r.get("phase", "measured") != "measured" or t is None
+            or r.get("first_content_time") is None):
         continue
     chunks = [c for c in t["chunks"] if c.get("content", 0) + c.get("reasoning", 0) > 0]
     first = next(c["time"] for c in chunks if c.get("content", 0) > 0)
@@ -212,6 +221,15 @@ for line in open(log_path):
         truth_gaps += [(b["time"] - a["time"]) * 1e3 / k] * k
 report = json.load(open(report_path))
 itl = report["benchmarks"][0]["metrics"].get("itl", {}).get("successful", {})
+# The client's own verdict on itself: a runtime too busy to read the responses on time
+# makes it call the run invalid (client.bottleneck, exit 4; docs/metrics.md, client
+# health). A MISS here should come with it: the client then said it was the bottleneck.
+client = report["benchmarks"][0].get("client", {})
+delay = client.get("runtime_delay", {}).get("percentiles", {}).get("p99")
+own = f"runtime delay p99 {delay:.1f} ms" if delay is not None else "no runtime delay"
+own = (f"the client's own check: {own}, "
+       + ("it called itself the bottleneck" if client.get("bottleneck") else "it kept up")
+       + f" (exit {client_exit})")
 if not errors or not truth_gaps or "std" not in itl:
     print(f"{streams:>6} streams: no completed request to compare (raise DURATION)")
     sys.exit(0)
@@ -242,7 +260,7 @@ cpu = f"CPU: {mock_cpu}, client {client_share:.0%} of its core"
 ttft = f"TTFT error mean {mean:.3f} ms, p99 {p99:.3f} ms"
 itl_line = (f"ITL std {itl['std']:.3f} ms against the mock's {truth_std:.3f} ms, "
             f"off by {itl_diff:.3f} ms")
-head = f"{streams:>6} streams, {len(errors)} requests"
+head = f"{streams:>6} streams, {len(errors)} measured requests"
 if truth_std > mock_std + slack:
     # The client was not offered the load asked for: a mock behind its schedule sends
     # late chunks together (100,000 chunks a second at 1,000 streams).
@@ -265,7 +283,7 @@ if truth_std > mock_std + slack:
           f"{truth_std:.3f} ms, configured {mock_std:g} ms, allowed up to "
           f"{mock_std + slack:g} ms; {mock_cpu}, other processes {others_share / n_cores:.0%} "
           f"of {'it' if n_cores == 1 else 'them'}, load average {load}): {hint}; seen: {ttft}; {itl_line}; "
-          f"client {client_share:.0%} of its core")
+          f"client {client_share:.0%} of its core; {own}")
     sys.exit(0)
 
 def verdict(ok):
@@ -275,7 +293,7 @@ if streams == at_streams:
     ttft += (f" (targets ≤ {mean_target:g} / ≤ {p99_target:g} ms: "
              f"{verdict(mean <= mean_target)} / {verdict(p99 <= p99_target)})")
 print(f"{head}: {ttft}; {itl_line} (target ≤ {itl_target:g} ms: "
-      f"{verdict(itl_diff <= itl_target)}); {cpu}")
+      f"{verdict(itl_diff <= itl_target)}); {cpu}; {own}")
 EOF
     if ((WIRE)); then
         dropped=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$WORK/tcpdump.err")

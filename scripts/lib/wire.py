@@ -17,7 +17,8 @@ what the mock's `--truth` stamped:
   * the client's ITL std (the report's) against the std of the gaps between the tokens'
     packets;
   * mock − wire: how long after its own stamp the mock's bytes left (its HTTP/2 layer
-    writes a stream's frame from another task, so its truth is early there).
+    writes a stream's frame from another task, so its truth is early there);
+  * the first tokens the client read more than 1 ms late, and when in the run they came.
 
 Usage: wire.py PCAP PORT TRANSPORT KEYLOG REQUEST_LOG TRUTH REPORT STREAMS AT_STREAMS \
                MEAN_TARGET P99_TARGET ITL_TARGET
@@ -63,6 +64,7 @@ except ValueError as e:
     print(f"error: {e if sys.argv[1:] else 'no arguments'}; {USAGE}", file=sys.stderr)
     sys.exit(2)
 TOKEN = b'"content":"'  # one per content token chunk (the fidelity run has one token a chunk)
+LATE_MS = 1.0  # a first token later than this against the wire is listed with when it came
 
 
 def packets(path):
@@ -287,10 +289,12 @@ try:
     truth = read_lines(truth_path)
 except (OSError, ValueError, AttributeError):
     truth = {}  # the mock's part of the line is left out
+# The measured requests, as the report's figures are (a warm-up's are left out there).
 completed = {rid for rid, r in log.items()
-             if r.get("status") == "completed" and r.get("first_content_time") is not None}
+             if r.get("status") == "completed" and r.get("first_content_time") is not None
+             and r.get("phase", "measured") == "measured"}
 if not completed:
-    say("no completed request in the run's log: NOT MEASURED")
+    say("no completed measured request in the run's log: NOT MEASURED")
 tls = None
 if transport in ("https", "h2"):
     try:
@@ -353,9 +357,12 @@ if len(found) < len(completed):
         f"completed ({why}): NOT MEASURED")
 
 client_err, mock_err, wire_gaps = [], [], []
+late_at = []  # when on the wire the first tokens the client read over LATE_MS late came
 for rid in found:
     times, r, t = wire[rid], log[rid], truth.get(rid)
     client_err.append((r["first_content_time"] - times[0]) * 1e3)
+    if client_err[-1] > LATE_MS:
+        late_at.append(times[0])
     wire_gaps += [(b - a) * 1e3 for a, b in zip(times, times[1:])]
     if t is not None:
         first = next((c["time"] for c in t.get("chunks", []) if c.get("content", 0) > 0), None)
@@ -373,7 +380,7 @@ except (OSError, ValueError, KeyError, IndexError, TypeError):
     itl = {}  # the ITL part is left out, and said so
 mean = statistics.fmean(client_err)
 ttft = (f"client − wire TTFT mean {mean:.3f} ms, p99 {p99(client_err):.3f} ms, worst "
-        f"{max(client_err):.3f} ms over {len(client_err)} requests")
+        f"{max(client_err):.3f} ms over {len(client_err)} measured requests")
 if streams == at_streams:
     ok = mean <= mean_target and p99(client_err) <= p99_target
     ttft += f" (targets ≤ {mean_target:g} / ≤ {p99_target:g} ms: {'PASS' if ok else 'MISS'})"
@@ -384,6 +391,12 @@ else:
     diff = abs(itl["std"] - statistics.pstdev(wire_gaps))
     line += (f"; ITL std {itl['std']:.3f} ms against the wire's {statistics.pstdev(wire_gaps):.3f} ms, "
              f"off by {diff:.3f} ms (target ≤ {itl_target:g} ms: {'PASS' if diff <= itl_target else 'MISS'})")
+if late_at:
+    # When in the run they fell tells a start-up burst (the client opening its
+    # connections, TLS handshakes included) from a client behind all along.
+    start = min(wire[rid][0] for rid in found)
+    line += (f"; {len(late_at)} first tokens over {LATE_MS:g} ms late, from "
+             f"+{min(late_at) - start:.3f} to +{max(late_at) - start:.3f} s after the run's first")
 if unopened:
     line += f"; {unopened} TLS session(s) not opened (none held a completed request)"
 if mock_err:
