@@ -15,7 +15,7 @@ pub(super) fn spawn_binary(args: &[&str], env: &[(&str, &str)]) -> Child {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for (name, _) in std::env::vars() {
-        if name.starts_with("LLMSURGE_") {
+        if name.starts_with("LLMSURGE_") || name == "SSLKEYLOGFILE" {
             command.env_remove(name);
         }
     }
@@ -188,7 +188,7 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
         &'static [(&'static str, &'static str)],
         &'static str,
     );
-    let cases: [Case; 17] = [
+    let cases: [Case; 18] = [
         // Each replica's cache is made at start: 10^8 of them took gigabytes, not exit 2.
         (
             &[
@@ -276,6 +276,12 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
             &["--port", "0"],
             &[("LLMSURGE_MOCK_TLS_CLIENT_CA", "ca.pem")],
             "--tls-cert",
+        ),
+        // Checked before the certificates: rustls would drop the secrets silently.
+        (
+            &["--port", "0", "--tls-cert", "c.pem", "--tls-key", "k.pem"],
+            &[("SSLKEYLOGFILE", "/no/such/dir/keys.log")],
+            "SSLKEYLOGFILE /no/such/dir/keys.log: cannot append",
         ),
     ];
     for (args, env, mention) in cases {

@@ -17,6 +17,7 @@ pub fn acceptor(config: &MockConfig) -> Result<Option<TlsAcceptor>, MockError> {
     let (Some(cert_path), Some(key_path)) = (&config.tls_cert, &config.tls_key) else {
         return Ok(None);
     };
+    check_key_log()?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
@@ -61,6 +62,28 @@ pub fn acceptor(config: &MockConfig) -> Result<Option<TlsAcceptor>, MockError> {
     // scripts/lib/wire.py); nothing is written without it.
     server.key_log = Arc::new(rustls::KeyLogFile::new());
     Ok(Some(TlsAcceptor::from(Arc::new(server))))
+}
+
+/// Opens `SSLKEYLOGFILE` (when set) as rustls will, creating it readable by its owner
+/// only: rustls says nothing of a path it cannot write, so a capture would meet an empty
+/// key log long after the run.
+fn check_key_log() -> Result<(), MockError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(path) = std::env::var_os("SSLKEYLOGFILE").filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(&path)
+        .map(drop)
+        .map_err(|e| {
+            MockError::Tls(format!(
+                "SSLKEYLOGFILE {}: cannot append the TLS secrets to it ({e})",
+                Path::new(&path).display()
+            ))
+        })
 }
 
 /// Every certificate of the PEM file at `path`; at least one.
