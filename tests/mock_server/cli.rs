@@ -188,7 +188,7 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
         &'static [(&'static str, &'static str)],
         &'static str,
     );
-    let cases: [Case; 18] = [
+    let cases: [Case; 17] = [
         // Each replica's cache is made at start: 10^8 of them took gigabytes, not exit 2.
         (
             &[
@@ -277,12 +277,6 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
             &[("LLMSURGE_MOCK_TLS_CLIENT_CA", "ca.pem")],
             "--tls-cert",
         ),
-        // Checked before the certificates: rustls would drop the secrets silently.
-        (
-            &["--port", "0", "--tls-cert", "c.pem", "--tls-key", "k.pem"],
-            &[("SSLKEYLOGFILE", "/no/such/dir/keys.log")],
-            "SSLKEYLOGFILE /no/such/dir/keys.log: cannot append",
-        ),
     ];
     for (args, env, mention) in cases {
         let mut child = spawn_binary(args, env);
@@ -298,6 +292,59 @@ fn mock_binary_rejects_bad_settings_with_exit_2() {
     // A value clap cannot parse is a usage error too.
     let mut child = spawn_binary(&["--port", "0"], &[("LLMSURGE_MOCK_TTFT_MS", "soon")]);
     assert_eq!(wait_exit(&mut child).code(), Some(2));
+}
+
+/// An `SSLKEYLOGFILE` the mock cannot append to stops it at start, with one line naming
+/// it and exit 2 (rustls alone drops the secrets silently, so a capture met an empty key
+/// log after the run): a missing directory, a directory, a FIFO (whose open would wait
+/// for a reader for ever), a device. A start that fails on its certificate leaves no key
+/// log.
+#[test]
+fn mock_binary_refuses_an_sslkeylogfile_it_cannot_append_to() {
+    use crate::engine::tls::{Leaf, Pki};
+    let pki = Pki::new("keylog-refused");
+    let (cert, key) = pki.leaf(Leaf::Server, "server");
+    let (cert, key) = (cert.to_str().expect("utf-8"), key.to_str().expect("utf-8"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let missing = dir.path().join("no/such/keys.log");
+    let cases = [
+        (missing.as_path(), "No such file"),
+        (dir.path(), "Is a directory"),
+        // No reader: the open is refused at once (ENXIO), not waited on.
+        (fifo.as_path(), "No such device or address"),
+        // Opens for writing, but every write would fail.
+        (std::path::Path::new("/dev/full"), "not a regular file"),
+    ];
+    for (keys, why) in cases {
+        let keys = keys.to_str().expect("utf-8");
+        let mut child = spawn_binary(
+            &["--port", "0", "--tls-cert", cert, "--tls-key", key],
+            &[("SSLKEYLOGFILE", keys)],
+        );
+        let status = wait_exit(&mut child);
+        let stderr = stderr_of(&mut child);
+        assert_eq!(status.code(), Some(2), "{keys}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: SSLKEYLOGFILE {keys}: cannot append"))
+                && stderr.contains(why),
+            "{stderr}"
+        );
+    }
+    let unborn = dir.path().join("keys.log");
+    let mut child = spawn_binary(
+        &["--port", "0", "--tls-cert", key, "--tls-key", key],
+        &[("SSLKEYLOGFILE", unborn.to_str().expect("utf-8"))],
+    );
+    assert_eq!(
+        wait_exit(&mut child).code(),
+        Some(2),
+        "{}",
+        stderr_of(&mut child)
+    );
+    assert!(!unborn.exists(), "a failed start left a key log");
 }
 
 #[test]

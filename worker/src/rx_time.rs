@@ -14,8 +14,8 @@
 //! chunks the client got to after a later chunk of the same connection had arrived all
 //! take the instant of the last. The stamps hold the instants while the runtime is late
 //! by less than the server's gap between a connection's chunks; past that,
-//! `runtime_delay` says how late it ran and marks the client the bottleneck
-//! (docs/metrics.md, client health).
+//! `runtime_delay` says how late it ran, and its p99 above `--max-dispatch-lag` marks
+//! the client the bottleneck (docs/metrics.md, client health).
 
 use bytes::BytesMut;
 use llmsurge_proto::{ClockAnchor, MonoNanos};

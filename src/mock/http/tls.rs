@@ -17,7 +17,6 @@ pub fn acceptor(config: &MockConfig) -> Result<Option<TlsAcceptor>, MockError> {
     let (Some(cert_path), Some(key_path)) = (&config.tls_cert, &config.tls_key) else {
         return Ok(None);
     };
-    check_key_log()?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
@@ -59,31 +58,40 @@ pub fn acceptor(config: &MockConfig) -> Result<Option<TlsAcceptor>, MockError> {
     server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     // `SSLKEYLOGFILE`, as curl and browsers read it: the sessions' secrets appended to
     // that file (NSS key log format), so a capture can be decrypted (Wireshark,
-    // scripts/lib/wire.py); nothing is written without it.
+    // scripts/lib/wire.py); nothing is written without it. Checked once the certificate
+    // is good, so a start that fails on it leaves no file behind.
+    check_key_log()?;
     server.key_log = Arc::new(rustls::KeyLogFile::new());
     Ok(Some(TlsAcceptor::from(Arc::new(server))))
 }
 
 /// Opens `SSLKEYLOGFILE` (when set) as rustls will, creating it readable by its owner
 /// only: rustls says nothing of a path it cannot write, so a capture would meet an empty
-/// key log long after the run.
+/// key log long after the run. A FIFO or a device is refused too (opened without
+/// waiting: a FIFO with no reader would hold the start for ever).
 fn check_key_log() -> Result<(), MockError> {
     use std::os::unix::fs::OpenOptionsExt;
     let Some(path) = std::env::var_os("SSLKEYLOGFILE").filter(|p| !p.is_empty()) else {
         return Ok(());
     };
-    std::fs::OpenOptions::new()
+    let fail = |why: String| {
+        MockError::Tls(format!(
+            "SSLKEYLOGFILE {}: cannot append the TLS secrets to it ({why})",
+            Path::new(&path).display()
+        ))
+    };
+    let file = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
+        .custom_flags(nix::libc::O_NONBLOCK)
         .open(&path)
-        .map(drop)
-        .map_err(|e| {
-            MockError::Tls(format!(
-                "SSLKEYLOGFILE {}: cannot append the TLS secrets to it ({e})",
-                Path::new(&path).display()
-            ))
-        })
+        .map_err(|e| fail(e.to_string()))?;
+    match file.metadata() {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(_) => Err(fail("not a regular file".into())),
+        Err(e) => Err(fail(e.to_string())),
+    }
 }
 
 /// Every certificate of the PEM file at `path`; at least one.
