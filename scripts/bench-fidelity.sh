@@ -28,9 +28,10 @@
 # Environment: LEVELS (streams, default "1 100 1000 5000"), DURATION (s per level,
 # default 10), WARMUP (default 1s: the client's --warmup, so the streams' start, when
 # each opens its connection, TLS handshake included, and a client core does all of them
-# at once, is left out of every figure as it is out of the report's; 0 keeps it in), MOCK_CORES (default 0), MOCK_THREADS (mock server threads, default 1),
-# CLIENT_CORE (default 1), WORKERS (client worker processes, default: llmsurge's own
-# choice; 50,000 streams need several where a process may hold only 20,000 files),
+# at once, is left out of every figure as it is out of the report's; 0 keeps it in),
+# MOCK_CORES (default 0), MOCK_THREADS (mock server threads, default 1), CLIENT_CORE
+# (default 1), WORKERS (client worker processes, default: llmsurge's own choice; 50,000
+# streams need several where a process may hold only 20,000 files),
 # CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of building this tree's),
 # TRANSPORT (how the client reaches the mock, default http: `http` HTTP/1.1, `https`
 # HTTP/1.1 over TLS, `h2c` HTTP/2 with prior knowledge, `h2` HTTP/2 over TLS; the TLS
@@ -93,6 +94,13 @@ if ((WIRE)); then
     fi
 fi
 bench_binary
+# A WARMUP the client refuses (not a duration, not shorter than DURATION) stops the script
+# here, not after the mock started: the client says why, in its own words.
+if [[ $WARMUP != 0 ]] && ! why=$("$BIN" benchmark run --target http://127.0.0.1:1 --profile concurrent \
+    --rate 1 --max-seconds "$DURATION" --warmup "$WARMUP" --dry-run 2>&1 >/dev/null); then
+    echo "error: WARMUP=$WARMUP (DURATION=$DURATION): ${why#error: }" >&2
+    exit 2
+fi
 CLK_TCK=$(getconf CLK_TCK)
 
 # Thousands of streams need thousands of sockets in the client and in the mock.
@@ -231,7 +239,8 @@ own = (f"the client's own check: {own}, "
        + ("it called itself the bottleneck" if client.get("bottleneck") else "it kept up")
        + f" (exit {client_exit})")
 if not errors or not truth_gaps or "std" not in itl:
-    print(f"{streams:>6} streams: no completed request to compare (raise DURATION)")
+    print(f"{streams:>6} streams: no completed measured request to compare (raise DURATION, "
+          f"or lower WARMUP); {own}")
     sys.exit(0)
 errors.sort()
 mean = statistics.fmean(errors)

@@ -31,10 +31,13 @@ bench_binary() {
 }
 
 # clean_env [PREFIX]: unsets every variable named PREFIX… (default LLMSURGE_): they would
-# silently change the configuration under test.
+# silently change the configuration under test. And SSLKEYLOGFILE: a user's key log, kept
+# for curl or a browser, would get the run's TLS secrets or stop the mock (a path it
+# cannot write); a script that wants one sets its own.
 clean_env() {
     local var
     for var in $(env | grep -o "^${1:-LLMSURGE_}[A-Z_0-9]*" || true); do unset "$var"; done
+    unset SSLKEYLOGFILE
 }
 
 # bench_workdir: a fresh WORK folder, removed on exit with the mock (see stop_mock); a

@@ -394,7 +394,7 @@ else:
 if late_at:
     # When in the run they fell tells a start-up burst (the client opening its
     # connections, TLS handshakes included) from a client behind all along.
-    start = min(wire[rid][0] for rid in found)
+    start = min(times[0] for times in wire.values() if times)  # a warm-up's included
     line += (f"; {len(late_at)} first tokens over {LATE_MS:g} ms late, from "
              f"+{min(late_at) - start:.3f} to +{max(late_at) - start:.3f} s after the run's first")
 if unopened:
