@@ -88,7 +88,7 @@ const PRIORITY_FLAG: u8 = 0x20;
 /// Idle connections.
 type Pool = IdlePool<Conn>;
 
-fn failure(kind: ErrorKind, message: impl Into<String>) -> RequestError {
+pub(crate) fn failure(kind: ErrorKind, message: impl Into<String>) -> RequestError {
     RequestError {
         kind,
         message: message.into(),
@@ -456,7 +456,7 @@ impl Http2 {
 }
 
 /// A frame.
-struct Frame {
+pub(crate) struct Frame {
     kind: u8,
     flags: u8,
     stream: u32,
@@ -465,7 +465,7 @@ struct Frame {
 
 /// What a frame meant for the open stream.
 #[derive(Debug)]
-enum Event {
+pub(crate) enum Event {
     /// A whole header block: the response head, an informational head or trailers.
     Headers {
         status: Option<u16>,
@@ -481,7 +481,7 @@ enum Event {
 }
 
 /// Why reading the next event failed.
-enum ReadFail {
+pub(crate) enum ReadFail {
     /// The connection ended (EOF).
     Closed,
     Io(io::Error),
@@ -507,60 +507,85 @@ fn head_too_large() -> String {
 }
 
 /// A response head read.
-struct Head {
+pub(crate) struct Head {
     status: u16,
     token: Option<TokenSeen>,
     end: bool,
     arrived: MonoNanos,
 }
 
-/// One connection: its socket and the protocol's state of it.
-pub struct Conn {
-    stream: TcpStream,
+/// One connection's socket and the part of the protocol that does not depend on how many
+/// streams it carries: reads and frames, our answers (acks, WINDOW_UPDATEs), the
+/// server's header table, its SETTINGS and the connection's windows. [`Conn`] carries one
+/// stream at a time on it, [`crate::http2_mux`] many.
+pub(crate) struct Wire {
+    pub(crate) stream: TcpStream,
     /// Its TLS session on `https://`.
     tls: Option<Box<Tls>>,
-    /// It served a request before.
-    reused: bool,
     /// Bytes read and not yet a whole frame; empty (no allocation) while waiting.
     buf: BytesMut,
     read_size: usize,
     /// Frames to write before anything else (preface, SETTINGS, acks, WINDOW_UPDATEs,
-    /// the request's header block, DATA frame headers).
-    ctl: BytesMut,
-    /// The stream of the request under way (0: none yet).
-    open: u32,
-    next_id: u32,
+    /// requests' header blocks, DATA frame headers).
+    pub(crate) ctl: BytesMut,
+    /// The id the next stream opened takes.
+    pub(crate) next_id: u32,
     decoder: hpack::Decoder,
     /// A header block being received: its stream, its bytes so far, END_STREAM.
     block: Option<(u32, Vec<u8>, bool)>,
     /// The server's SETTINGS_MAX_FRAME_SIZE and SETTINGS_INITIAL_WINDOW_SIZE.
-    max_frame: usize,
-    initial_window: i64,
-    /// What may still be sent: on the connection, on the open stream.
-    send_window: i64,
-    stream_send_window: i64,
+    pub(crate) max_frame: usize,
+    pub(crate) initial_window: i64,
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS, once it said one.
+    pub(crate) max_streams: Option<u32>,
+    /// The server's first SETTINGS arrived.
+    pub(crate) settled: bool,
+    /// What may still be sent on the connection.
+    pub(crate) send_window: i64,
     /// DATA received and not yet given back with a WINDOW_UPDATE.
     recv_unacked: u32,
-    stream_recv_unacked: u32,
     /// The server's GOAWAY: the last stream it processes.
-    goaway: Option<u32>,
-    /// It may not carry another request (a protocol error, a request cut short).
-    spent: bool,
+    pub(crate) goaway: Option<u32>,
     /// When the bytes of the last frame taken arrived.
-    arrived: MonoNanos,
+    pub(crate) arrived: MonoNanos,
 }
 
-impl std::fmt::Debug for Conn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Conn")
-            .field("open", &self.open)
-            .field("reused", &self.reused)
-            .finish_non_exhaustive()
-    }
+/// What a frame meant beyond the connection itself.
+#[derive(Debug)]
+pub(crate) enum Got {
+    /// DATA (padding removed); `len` counts for flow control, padding included.
+    Data {
+        stream: u32,
+        data: Bytes,
+        end: bool,
+        len: u32,
+    },
+    /// A whole header block.
+    Headers {
+        stream: u32,
+        status: Option<u16>,
+        token: Option<TokenSeen>,
+        end: bool,
+    },
+    Reset {
+        stream: u32,
+        code: u32,
+    },
+    /// A WINDOW_UPDATE of a stream.
+    Window {
+        stream: u32,
+        inc: i64,
+    },
+    /// SETTINGS_INITIAL_WINDOW_SIZE changed by this much: every open stream's window too.
+    InitialWindow(i64),
+    GoAway {
+        last: u32,
+        code: u32,
+    },
 }
 
-impl Conn {
-    fn new(stream: TcpStream, tls: Option<Box<Tls>>) -> Self {
+impl Wire {
+    pub(crate) fn new(stream: TcpStream, tls: Option<Box<Tls>>) -> Self {
         let mut ctl = BytesMut::with_capacity(64);
         ctl.put_slice(PREFACE);
         // SETTINGS: no push; our receive window; the header list bound.
@@ -575,32 +600,26 @@ impl Conn {
         Self {
             stream,
             tls,
-            reused: false,
             buf: BytesMut::new(),
             read_size: READ_MIN,
             ctl,
-            open: 0,
             next_id: 1,
             decoder: hpack::Decoder::new(),
             block: None,
             max_frame: MAX_FRAME_IN,
             initial_window: DEFAULT_WINDOW,
+            max_streams: None,
+            settled: false,
             send_window: DEFAULT_WINDOW,
-            stream_send_window: DEFAULT_WINDOW,
             recv_unacked: 0,
-            stream_recv_unacked: 0,
             goaway: None,
-            spent: false,
             arrived: MonoNanos(0),
         }
     }
 
-    /// Whether another request may go on this connection.
-    fn reusable(&self) -> bool {
-        !self.spent
-            && self.goaway.is_none()
-            && self.next_id < LAST_STREAM_ID
-            && self.block.is_none()
+    /// Whether a header block is half received (no other frame may come first).
+    pub(crate) fn in_block(&self) -> bool {
+        self.block.is_some()
     }
 
     /// Whether `stream` is idle (RFC 9113 §5.1): an odd one this client has not opened
@@ -610,40 +629,12 @@ impl Conn {
         stream.is_multiple_of(2) || stream >= self.next_id
     }
 
-    /// Handles what an idle connection received, without waiting; `false` when it can
-    /// no longer be used (closed, reset, a GOAWAY, anything unexpected).
-    fn refresh(&mut self) -> bool {
-        loop {
-            match self.recv(READ_MIN) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Ok((0, _)) | Err(_) => return false,
-                Ok((_, at)) => self.arrived = at,
-            }
-            loop {
-                match self.take_frame() {
-                    Ok(Some(frame)) => match self.on_frame(frame, None) {
-                        Ok(None) => {}
-                        // Anything for a stream once the last one ended is unexpected.
-                        Ok(Some(_)) | Err(_) => return false,
-                    },
-                    Ok(None) => break,
-                    Err(_) => return false,
-                }
-            }
-        }
-        if self.buf.is_empty() {
-            self.buf = BytesMut::new();
-        }
-        self.flush_now();
-        self.reusable()
-    }
-
     /// Reads what the socket holds now into `buf`, room for `want` more made when needed
     /// (on `https://` through the TLS session, which hands out the plaintext of whole
     /// records): how many bytes (0 at the end) and when they arrived; `WouldBlock` when
     /// none came. An end without TLS's `close_notify` is an end, as on h2c: HTTP/2's
     /// framing tells a cut stream itself.
-    fn recv(&mut self, want: usize) -> io::Result<(usize, MonoNanos)> {
+    pub(crate) fn recv(&mut self, want: usize) -> io::Result<(usize, MonoNanos)> {
         match &mut self.tls {
             None => {
                 if self.buf.capacity() - self.buf.len() < want {
@@ -656,6 +647,63 @@ impl Conn {
                     Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok((0, MonoNanos::now())),
                     other => other,
                 }
+            }
+        }
+    }
+
+    /// Lets go of an empty read buffer's allocation: a connection waiting holds none.
+    pub(crate) fn shrink(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = BytesMut::new();
+        }
+    }
+
+    /// The size of the next read: room for the frame under way when its head is here (a
+    /// large DATA frame in one read), else the current read size.
+    pub(crate) fn want(&self) -> usize {
+        if self.buf.len() >= 3 {
+            let len = (usize::from(self.buf[0]) << 16)
+                | (usize::from(self.buf[1]) << 8)
+                | usize::from(self.buf[2]);
+            (FRAME_HEAD + len)
+                .saturating_sub(self.buf.len())
+                .max(self.read_size)
+        } else {
+            self.read_size
+        }
+    }
+
+    /// Reads once without waiting ([`Self::recv`] of [`Self::want`]), the read size
+    /// adapted to what came: `WouldBlock` when nothing did.
+    pub(crate) fn read_now(&mut self) -> Result<(), ReadFail> {
+        let want = self.want();
+        let before = self.buf.capacity() - self.buf.len();
+        match self.recv(want) {
+            Err(e) => {
+                self.shrink();
+                Err(ReadFail::Io(e))
+            }
+            Ok((0, _)) => Err(ReadFail::Closed),
+            Ok((n, at)) => {
+                self.arrived = at;
+                let room = before.max(want);
+                if n >= room {
+                    self.read_size = (self.read_size * 2).min(READ_MAX);
+                } else if n < self.read_size / 4 {
+                    self.read_size = (self.read_size / 2).max(READ_MIN);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads once, waiting for readiness first with no buffer held.
+    async fn read_some(&mut self) -> Result<(), ReadFail> {
+        loop {
+            self.stream.readable().await.map_err(ReadFail::Io)?;
+            match self.read_now() {
+                Err(ReadFail::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {}
+                other => return other,
             }
         }
     }
@@ -675,13 +723,13 @@ impl Conn {
     }
 
     /// Whether nothing written waits in the TLS session for room in the socket.
-    fn sent_all(&self) -> bool {
+    pub(crate) fn sent_all(&self) -> bool {
         self.tls.as_ref().is_none_or(|tls| tls.nothing_queued())
     }
 
     /// Writes what `ctl` holds as far as the socket takes it now; the rest goes with the
     /// next write.
-    fn flush_now(&mut self) {
+    pub(crate) fn flush_now(&mut self) {
         loop {
             let pending = self.ctl.len();
             if pending == 0 && self.sent_all() {
@@ -699,8 +747,61 @@ impl Conn {
         }
     }
 
+    /// Writes `ctl`, then `body`, as far as the socket takes them now: `true` when all is
+    /// written.
+    pub(crate) fn write_now(&mut self, body: &mut Bytes) -> io::Result<bool> {
+        loop {
+            let pending = self.ctl.len() + body.len();
+            if pending == 0 && self.sent_all() {
+                break;
+            }
+            match self.send(body) {
+                Ok(0) if pending > 0 => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(mut n) => {
+                    let c = n.min(self.ctl.len());
+                    self.ctl.advance(c);
+                    n -= c;
+                    body.advance(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        self.ctl = BytesMut::new();
+        Ok(true)
+    }
+
+    /// Puts the header block of a request on a new stream into `ctl`, in as many frames
+    /// as the server's frame size needs: the stream's id.
+    pub(crate) fn put_request_head(&mut self, fixed: &Bytes, out: &Outgoing) -> u32 {
+        let id = self.next_id;
+        self.next_id += 2;
+        let block_len = fixed.len() + out.block.len();
+        let mut first = true;
+        let mut at = 0;
+        while first || at < block_len {
+            let n = (block_len - at).min(self.max_frame);
+            let kind = if first { HEADERS } else { CONTINUATION };
+            let mut flags = if at + n == block_len { END_HEADERS } else { 0 };
+            if first && out.body.is_empty() {
+                flags |= END_STREAM;
+            }
+            put_frame_head(&mut self.ctl, n, kind, flags, id);
+            for (i, b) in [&fixed[..], &out.block[..]].into_iter().enumerate() {
+                let start = if i == 0 { 0 } else { fixed.len() };
+                let (lo, hi) = (at.max(start), (at + n).min(start + b.len()));
+                if lo < hi {
+                    self.ctl.put_slice(&b[lo - start..hi - start]);
+                }
+            }
+            at += n;
+            first = false;
+        }
+        id
+    }
+
     /// A whole frame from the buffer, if one is there.
-    fn take_frame(&mut self) -> Result<Option<Frame>, ReadFail> {
+    pub(crate) fn take_frame(&mut self) -> Result<Option<Frame>, ReadFail> {
         if self.buf.len() < FRAME_HEAD {
             return Ok(None);
         }
@@ -727,11 +828,9 @@ impl Conn {
             u32::from_be_bytes([self.buf[5], self.buf[6], self.buf[7], self.buf[8]]) & 0x7fff_ffff;
         self.buf.advance(FRAME_HEAD);
         let payload = self.buf.split_to(len).freeze();
-        if self.buf.is_empty() {
-            // The payload keeps the allocation until it is parsed; a stream waiting for
-            // its next frame holds none.
-            self.buf = BytesMut::new();
-        }
+        // The payload keeps the allocation until it is parsed; a stream waiting for its
+        // next frame holds none.
+        self.shrink();
         Ok(Some(Frame {
             kind,
             flags,
@@ -740,78 +839,14 @@ impl Conn {
         }))
     }
 
-    /// Reads once, waiting for readiness first with no buffer held.
-    async fn read_some(&mut self) -> Result<(), ReadFail> {
-        // Room for the frame under way when its head is here (a large DATA frame in one
-        // read), else a read of the current size.
-        let want = if self.buf.len() >= 3 {
-            let len = (usize::from(self.buf[0]) << 16)
-                | (usize::from(self.buf[1]) << 8)
-                | usize::from(self.buf[2]);
-            (FRAME_HEAD + len)
-                .saturating_sub(self.buf.len())
-                .max(self.read_size)
-        } else {
-            self.read_size
-        };
-        let before = self.buf.capacity() - self.buf.len();
-        loop {
-            self.stream.readable().await.map_err(ReadFail::Io)?;
-            match self.recv(want) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if self.buf.is_empty() {
-                        self.buf = BytesMut::new();
-                    }
-                }
-                Err(e) => return Err(ReadFail::Io(e)),
-                Ok((0, _)) => return Err(ReadFail::Closed),
-                Ok((n, at)) => {
-                    self.arrived = at;
-                    let room = before.max(want);
-                    if n >= room {
-                        self.read_size = (self.read_size * 2).min(READ_MAX);
-                    } else if n < self.read_size / 4 {
-                        self.read_size = (self.read_size / 2).max(READ_MIN);
-                    }
-                    return Ok(());
-                }
-            }
-        }
-    }
-
-    /// The next event of the open stream, handling every frame of the connection on the
-    /// way (SETTINGS, PING, WINDOW_UPDATE, GOAWAY, other streams' frames), with the
-    /// instant its bytes arrived.
-    async fn next_event(
-        &mut self,
-        token: Option<&SessionToken>,
-    ) -> Result<(Event, MonoNanos), ReadFail> {
-        loop {
-            while let Some(frame) = self.take_frame()? {
-                let event = self.on_frame(frame, token)?;
-                if !self.ctl.is_empty() {
-                    self.flush_now();
-                    if self.ctl.len() > CTL_LIMIT {
-                        return Err(ReadFail::Protocol(
-                            "more frames to answer (PING, SETTINGS) than the server reads".into(),
-                        ));
-                    }
-                }
-                if let Some(event) = event {
-                    return Ok((event, self.arrived));
-                }
-            }
-            self.read_some().await?;
-        }
-    }
-
-    /// Handles one frame: connection-level ones here; what concerns the open stream is
-    /// returned.
-    fn on_frame(
+    /// Handles one frame: the connection's part here (SETTINGS applied and acked, PINGs
+    /// answered, the connection's windows, header blocks put together and decoded);
+    /// what concerns a stream is returned.
+    pub(crate) fn on_frame(
         &mut self,
         frame: Frame,
         token: Option<&SessionToken>,
-    ) -> Result<Option<Event>, ReadFail> {
+    ) -> Result<Option<Got>, ReadFail> {
         let Frame {
             kind,
             flags,
@@ -841,17 +876,14 @@ impl Conn {
                         "DATA on stream {stream}, which was never opened (PROTOCOL_ERROR)"
                     )));
                 }
-                if stream != self.open {
-                    return Ok(None); // a stream given up (not pooled after): dropped
-                }
                 let data = unpad(&mut payload, flags)?;
                 let end = flags & END_STREAM != 0;
-                self.stream_recv_unacked += len;
-                if !end && self.stream_recv_unacked > WINDOW / 2 {
-                    put_window_update(&mut self.ctl, stream, self.stream_recv_unacked);
-                    self.stream_recv_unacked = 0;
-                }
-                Ok(Some(Event::Data { data, end }))
+                Ok(Some(Got::Data {
+                    stream,
+                    data,
+                    end,
+                    len,
+                }))
             }
             HEADERS => {
                 if stream == 0 {
@@ -896,7 +928,7 @@ impl Conn {
                     return protocol("RST_STREAM not 4 bytes");
                 }
                 let code = payload.get_u32();
-                Ok((stream == self.open && stream != 0).then_some(Event::Reset(code)))
+                Ok((stream != 0).then_some(Got::Reset { stream, code }))
             }
             SETTINGS => {
                 if stream != 0 {
@@ -908,17 +940,18 @@ impl Conn {
                 if payload.len() % 6 != 0 {
                     return protocol("SETTINGS not a multiple of 6 bytes");
                 }
+                let mut delta = 0;
                 while payload.has_remaining() {
                     let id = payload.get_u16();
                     let value = payload.get_u32();
                     match id {
+                        0x3 => self.max_streams = Some(value),
                         0x4 => {
                             if i64::from(value) > MAX_WINDOW {
                                 return protocol("INITIAL_WINDOW_SIZE over 2^31-1");
                             }
-                            let delta = i64::from(value) - self.initial_window;
+                            delta += i64::from(value) - self.initial_window;
                             self.initial_window = i64::from(value);
-                            self.stream_send_window += delta;
                         }
                         0x5 => {
                             if !(16_384..=16_777_215).contains(&value) {
@@ -926,13 +959,13 @@ impl Conn {
                             }
                             self.max_frame = value as usize;
                         }
-                        // HEADER_TABLE_SIZE: nothing we send is indexed. The others
-                        // change nothing for one stream at a time.
+                        // HEADER_TABLE_SIZE: nothing we send is indexed.
                         _ => {}
                     }
                 }
+                self.settled = true;
                 put_frame_head(&mut self.ctl, 0, SETTINGS, ACK, 0);
-                Ok(None)
+                Ok((delta != 0).then_some(Got::InitialWindow(delta)))
             }
             PING => {
                 if stream != 0 || payload.len() != 8 {
@@ -951,10 +984,7 @@ impl Conn {
                 let last = payload.get_u32() & 0x7fff_ffff;
                 let code = payload.get_u32();
                 self.goaway = Some(last);
-                if self.open != 0 && self.open > last {
-                    return Ok(Some(Event::Refused { last, code }));
-                }
-                Ok(None)
+                Ok(Some(Got::GoAway { last, code }))
             }
             WINDOW_UPDATE => {
                 if payload.len() != 4 {
@@ -964,15 +994,11 @@ impl Conn {
                 if inc == 0 {
                     return protocol("WINDOW_UPDATE of 0");
                 }
-                let window = if stream == 0 {
-                    &mut self.send_window
-                } else if stream == self.open {
-                    &mut self.stream_send_window
-                } else {
-                    return Ok(None);
-                };
-                *window += inc;
-                if *window > MAX_WINDOW {
+                if stream != 0 {
+                    return Ok(Some(Got::Window { stream, inc }));
+                }
+                self.send_window += inc;
+                if self.send_window > MAX_WINDOW {
                     return protocol("a window over 2^31-1 (FLOW_CONTROL_ERROR)");
                 }
                 Ok(None)
@@ -985,7 +1011,7 @@ impl Conn {
 
     /// Decodes the header block just completed: every block, whatever its stream, so
     /// that the decoder's table stays the server's.
-    fn end_block(&mut self, token: Option<&SessionToken>) -> Result<Option<Event>, ReadFail> {
+    fn end_block(&mut self, token: Option<&SessionToken>) -> Result<Option<Got>, ReadFail> {
         let Some((stream, block, end)) = self.block.take() else {
             return Ok(None);
         };
@@ -1014,38 +1040,161 @@ impl Conn {
         if bad_status {
             return Err(ReadFail::Protocol("a :status that is not a number".into()));
         }
-        if stream != self.open {
-            return Ok(None);
-        }
-        Ok(Some(Event::Headers {
+        Ok(Some(Got::Headers {
+            stream,
             status,
             token: seen,
             end,
         }))
     }
+}
 
-    /// Writes `ctl`, then `body`, as far as the socket takes them now: `true` when all is
-    /// written.
-    fn write_now(&mut self, body: &mut Bytes) -> io::Result<bool> {
+/// A connection carrying one stream at a time.
+pub struct Conn {
+    wire: Wire,
+    /// It served a request before.
+    reused: bool,
+    /// The stream of the request under way (0: none yet).
+    open: u32,
+    /// What may still be sent on the open stream.
+    stream_send_window: i64,
+    /// DATA received on the open stream and not yet given back with a WINDOW_UPDATE.
+    stream_recv_unacked: u32,
+    /// It may not carry another request (a protocol error, a request cut short).
+    spent: bool,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("open", &self.open)
+            .field("reused", &self.reused)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Conn {
+    fn new(stream: TcpStream, tls: Option<Box<Tls>>) -> Self {
+        Self {
+            wire: Wire::new(stream, tls),
+            reused: false,
+            open: 0,
+            stream_send_window: DEFAULT_WINDOW,
+            stream_recv_unacked: 0,
+            spent: false,
+        }
+    }
+
+    /// Whether another request may go on this connection.
+    fn reusable(&self) -> bool {
+        !self.spent
+            && self.wire.goaway.is_none()
+            && self.wire.next_id < LAST_STREAM_ID
+            && !self.wire.in_block()
+    }
+
+    /// Handles what an idle connection received, without waiting; `false` when it can
+    /// no longer be used (closed, reset, a GOAWAY, anything unexpected).
+    fn refresh(&mut self) -> bool {
         loop {
-            let pending = self.ctl.len() + body.len();
-            if pending == 0 && self.sent_all() {
-                break;
+            match self.wire.recv(READ_MIN) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Ok((0, _)) | Err(_) => return false,
+                Ok((_, at)) => self.wire.arrived = at,
             }
-            match self.send(body) {
-                Ok(0) if pending > 0 => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(mut n) => {
-                    let c = n.min(self.ctl.len());
-                    self.ctl.advance(c);
-                    n -= c;
-                    body.advance(n);
+            loop {
+                match self.wire.take_frame() {
+                    Ok(Some(frame)) => match self.on_frame(frame, None) {
+                        Ok(None) => {}
+                        // Anything for a stream once the last one ended is unexpected.
+                        Ok(Some(_)) | Err(_) => return false,
+                    },
+                    Ok(None) => break,
+                    Err(_) => return false,
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) => return Err(e),
             }
         }
-        self.ctl = BytesMut::new();
-        Ok(true)
+        self.wire.shrink();
+        self.wire.flush_now();
+        self.reusable()
+    }
+
+    /// The next event of the open stream, handling every frame of the connection on the
+    /// way (SETTINGS, PING, WINDOW_UPDATE, GOAWAY, other streams' frames), with the
+    /// instant its bytes arrived.
+    async fn next_event(
+        &mut self,
+        token: Option<&SessionToken>,
+    ) -> Result<(Event, MonoNanos), ReadFail> {
+        loop {
+            while let Some(frame) = self.wire.take_frame()? {
+                let event = self.on_frame(frame, token)?;
+                if !self.wire.ctl.is_empty() {
+                    self.wire.flush_now();
+                    if self.wire.ctl.len() > CTL_LIMIT {
+                        return Err(ctl_overflow());
+                    }
+                }
+                if let Some(event) = event {
+                    return Ok((event, self.wire.arrived));
+                }
+            }
+            self.wire.read_some().await?;
+        }
+    }
+
+    /// Handles one frame ([`Wire::on_frame`]); what concerns the open stream is
+    /// returned.
+    fn on_frame(
+        &mut self,
+        frame: Frame,
+        token: Option<&SessionToken>,
+    ) -> Result<Option<Event>, ReadFail> {
+        let Some(got) = self.wire.on_frame(frame, token)? else {
+            return Ok(None);
+        };
+        let open = self.open;
+        Ok(match got {
+            Got::Data {
+                stream,
+                data,
+                end,
+                len,
+            } => {
+                if stream != open {
+                    return Ok(None); // a stream given up (not pooled after): dropped
+                }
+                self.stream_recv_unacked += len;
+                if !end && self.stream_recv_unacked > WINDOW / 2 {
+                    put_window_update(&mut self.wire.ctl, stream, self.stream_recv_unacked);
+                    self.stream_recv_unacked = 0;
+                }
+                Some(Event::Data { data, end })
+            }
+            Got::Headers {
+                stream,
+                status,
+                token,
+                end,
+            } => (stream == open).then_some(Event::Headers { status, token, end }),
+            Got::Reset { stream, code } => (stream == open).then_some(Event::Reset(code)),
+            Got::Window { stream, inc } => {
+                if stream == open {
+                    self.stream_send_window += inc;
+                    if self.stream_send_window > MAX_WINDOW {
+                        return Err(window_overflow());
+                    }
+                }
+                None
+            }
+            Got::InitialWindow(delta) => {
+                self.stream_send_window += delta;
+                None
+            }
+            Got::GoAway { last, code } => {
+                (open != 0 && open > last).then_some(Event::Refused { last, code })
+            }
+        })
     }
 
     /// Sends the request on a new stream and reads the response head.
@@ -1055,55 +1204,32 @@ impl Conn {
         out: &Outgoing,
         token: Option<&SessionToken>,
     ) -> Result<Head, Fault> {
-        let id = self.next_id;
-        self.next_id += 2;
+        let id = self.wire.put_request_head(fixed, out);
         self.open = id;
-        self.stream_send_window = self.initial_window;
+        self.stream_send_window = self.wire.initial_window;
         self.stream_recv_unacked = 0;
         // Until the whole request is out, the connection can carry no other.
         self.spent = true;
         let body_len = out.body.len();
-        // The header block, in as many frames as the server's frame size needs.
-        let block_len = fixed.len() + out.block.len();
-        let mut first = true;
-        let mut at = 0;
-        while first || at < block_len {
-            let n = (block_len - at).min(self.max_frame);
-            let kind = if first { HEADERS } else { CONTINUATION };
-            let mut flags = if at + n == block_len { END_HEADERS } else { 0 };
-            if first && body_len == 0 {
-                flags |= END_STREAM;
-            }
-            put_frame_head(&mut self.ctl, n, kind, flags, id);
-            for (i, b) in [&fixed[..], &out.block[..]].into_iter().enumerate() {
-                let start = if i == 0 { 0 } else { fixed.len() };
-                let (lo, hi) = (at.max(start), (at + n).min(start + b.len()));
-                if lo < hi {
-                    self.ctl.put_slice(&b[lo - start..hi - start]);
-                }
-            }
-            at += n;
-            first = false;
-        }
         let mut sent = 0;
         let mut piece = Bytes::new();
         let mut early = None;
         loop {
-            let written = match self.write_now(&mut piece) {
+            let written = match self.wire.write_now(&mut piece) {
                 Ok(w) => w,
                 Err(e) => return Err(self.write_failed(e, token)),
             };
             if written && sent < body_len {
                 let n = (body_len - sent)
-                    .min(self.max_frame)
-                    .min(self.send_window.max(0) as usize)
+                    .min(self.wire.max_frame)
+                    .min(self.wire.send_window.max(0) as usize)
                     .min(self.stream_send_window.max(0) as usize);
                 if n > 0 {
                     let flags = if sent + n == body_len { END_STREAM } else { 0 };
-                    put_frame_head(&mut self.ctl, n, DATA, flags, id);
+                    put_frame_head(&mut self.wire.ctl, n, DATA, flags, id);
                     piece = out.body.slice(sent..sent + n);
                     sent += n;
-                    self.send_window -= n as i64;
+                    self.wire.send_window -= n as i64;
                     self.stream_send_window -= n as i64;
                     continue;
                 }
@@ -1116,8 +1242,8 @@ impl Conn {
             if !written {
                 let ready = tokio::select! {
                     biased;
-                    ready = self.stream.writable() => ready.map(|()| false),
-                    ready = self.stream.readable() => ready.map(|()| true),
+                    ready = self.wire.stream.writable() => ready.map(|()| false),
+                    ready = self.wire.stream.readable() => ready.map(|()| true),
                 };
                 match ready {
                     Ok(false) => continue,
@@ -1127,24 +1253,22 @@ impl Conn {
             }
             if written {
                 // No window: a frame must come.
-                match self.read_some().await {
+                match self.wire.read_some().await {
                     Ok(()) => {}
                     Err(e) => return Err(self.before_head(e)),
                 }
             } else {
-                match self.recv(READ_MIN) {
+                match self.wire.recv(READ_MIN) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if self.buf.is_empty() {
-                            self.buf = BytesMut::new();
-                        }
+                        self.wire.shrink();
                         continue;
                     }
                     Err(e) => return Err(self.before_head(ReadFail::Io(e))),
                     Ok((0, _)) => return Err(self.before_head(ReadFail::Closed)),
-                    Ok((_, at)) => self.arrived = at,
+                    Ok((_, at)) => self.wire.arrived = at,
                 }
             }
-            while let Some(frame) = self.take_frame().map_err(|e| self.before_head(e))? {
+            while let Some(frame) = self.wire.take_frame().map_err(|e| self.before_head(e))? {
                 match self
                     .on_frame(frame, token)
                     .map_err(|e| self.before_head(e))?
@@ -1165,7 +1289,7 @@ impl Conn {
         if let Some(head) = early {
             // Answered before the request was sent whole: the stream stays half-open
             // on our side, so the connection carries nothing more.
-            self.spent = sent < body_len || !self.ctl.is_empty() || !piece.is_empty();
+            self.spent = sent < body_len || !self.wire.ctl.is_empty() || !piece.is_empty();
             return Ok(head);
         }
         self.spent = false;
@@ -1185,82 +1309,17 @@ impl Conn {
     /// What a stream event before the response head means: the head (`None` for an
     /// informational one, or a frame to wait past), or the request's failure.
     fn head_event(&mut self, event: Event) -> Result<Option<Head>, Fault> {
-        match event {
-            Event::Headers { status: None, .. } => {
-                self.spent = true;
-                Err(Fault::Failed(failure(
-                    ErrorKind::MalformedResponse,
-                    "malformed HTTP/2 response: a response head without :status",
-                )))
-            }
-            Event::Headers {
-                status: Some(s), ..
-            } if (100..200).contains(&s) => Ok(None),
-            Event::Headers {
-                status: Some(status),
-                token,
-                end,
-            } => Ok(Some(Head {
-                status,
-                token,
-                end,
-                arrived: self.arrived,
-            })),
-            Event::Data { .. } => {
-                self.spent = true;
-                Err(Fault::Failed(failure(
-                    ErrorKind::MalformedResponse,
-                    "malformed HTTP/2 response: DATA before the response head",
-                )))
-            }
-            Event::Reset(code) => {
-                self.spent = true;
-                let message = format!(
-                    "stream reset by the server before the response head: {}",
-                    error_code(code)
-                );
-                if code == 0x7 {
-                    // REFUSED_STREAM: not processed (RFC 9113 §8.7).
-                    Err(Fault::Undelivered(message))
-                } else {
-                    Err(Fault::Failed(failure(ErrorKind::ConnectionClosed, message)))
-                }
-            }
-            Event::Refused { last, code } => {
-                self.spent = true;
-                Err(Fault::Undelivered(format!(
-                    "the server is closing the connection (GOAWAY, {}, last stream {last}): request on stream {} not processed",
-                    error_code(code),
-                    self.open
-                )))
-            }
+        let head = head_of(event, self.open, self.wire.arrived);
+        if head.is_err() {
+            self.spent = true;
         }
+        head
     }
 
     /// A failure reading before the response head.
     fn before_head(&mut self, e: ReadFail) -> Fault {
         self.spent = true;
-        match e {
-            ReadFail::Closed => Fault::Failed(failure(
-                ErrorKind::ConnectionClosed,
-                "connection closed after the request was sent, before the response head (not resent: the server may have run it)",
-            )),
-            // Reset by the server's kernel: it did not take the request whole.
-            ReadFail::Io(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                Fault::Undelivered(format!("connection reset before the response head: {e}"))
-            }
-            ReadFail::Io(e) => Fault::Failed(failure(
-                ErrorKind::ConnectionClosed,
-                format!("connection failed before the response head: {e}"),
-            )),
-            ReadFail::TooLarge => {
-                Fault::Failed(failure(ErrorKind::MalformedResponse, head_too_large()))
-            }
-            ReadFail::Protocol(m) => Fault::Failed(failure(
-                ErrorKind::MalformedResponse,
-                format!("malformed HTTP/2 response: {m}"),
-            )),
-        }
+        fault_before_head(e)
     }
 
     /// A write that failed while the request was sent: what the server said before it
@@ -1273,12 +1332,92 @@ impl Conn {
 
     /// Reads what is there without waiting, for the frames' effects only.
     fn refresh_for(&mut self, token: Option<&SessionToken>) -> Option<()> {
-        let (n, _) = self.recv(READ_MIN).ok()?;
+        let (n, _) = self.wire.recv(READ_MIN).ok()?;
         (n > 0).then_some(())?;
-        while let Some(frame) = self.take_frame().ok()? {
+        while let Some(frame) = self.wire.take_frame().ok()? {
             self.on_frame(frame, token).ok()?;
         }
         Some(())
+    }
+}
+
+/// A frame handling that overflowed a window (FLOW_CONTROL_ERROR).
+pub(crate) fn window_overflow() -> ReadFail {
+    ReadFail::Protocol("a window over 2^31-1 (FLOW_CONTROL_ERROR)".into())
+}
+
+/// More of our answers waiting than [`CTL_LIMIT`]: the server asks and does not read.
+pub(crate) fn ctl_overflow() -> ReadFail {
+    ReadFail::Protocol("more frames to answer (PING, SETTINGS) than the server reads".into())
+}
+
+/// What a stream event before the response head means, for the request on stream
+/// `open` whose bytes arrived `at`: the head (`None` for an informational one, or a
+/// frame to wait past), or the request's failure.
+pub(crate) fn head_of(event: Event, open: u32, at: MonoNanos) -> Result<Option<Head>, Fault> {
+    match event {
+        Event::Headers { status: None, .. } => Err(Fault::Failed(failure(
+            ErrorKind::MalformedResponse,
+            "malformed HTTP/2 response: a response head without :status",
+        ))),
+        Event::Headers {
+            status: Some(s), ..
+        } if (100..200).contains(&s) => Ok(None),
+        Event::Headers {
+            status: Some(status),
+            token,
+            end,
+        } => Ok(Some(Head {
+            status,
+            token,
+            end,
+            arrived: at,
+        })),
+        Event::Data { .. } => Err(Fault::Failed(failure(
+            ErrorKind::MalformedResponse,
+            "malformed HTTP/2 response: DATA before the response head",
+        ))),
+        Event::Reset(code) => {
+            let message = format!(
+                "stream reset by the server before the response head: {}",
+                error_code(code)
+            );
+            if code == 0x7 {
+                // REFUSED_STREAM: not processed (RFC 9113 §8.7).
+                Err(Fault::Undelivered(message))
+            } else {
+                Err(Fault::Failed(failure(ErrorKind::ConnectionClosed, message)))
+            }
+        }
+        Event::Refused { last, code } => Err(Fault::Undelivered(format!(
+            "the server is closing the connection (GOAWAY, {}, last stream {last}): request on stream {open} not processed",
+            error_code(code),
+        ))),
+    }
+}
+
+/// A failure reading before the response head, as the request's fault.
+pub(crate) fn fault_before_head(e: ReadFail) -> Fault {
+    match e {
+        ReadFail::Closed => Fault::Failed(failure(
+            ErrorKind::ConnectionClosed,
+            "connection closed after the request was sent, before the response head (not resent: the server may have run it)",
+        )),
+        // Reset by the server's kernel: it did not take the request whole.
+        ReadFail::Io(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+            Fault::Undelivered(format!("connection reset before the response head: {e}"))
+        }
+        ReadFail::Io(e) => Fault::Failed(failure(
+            ErrorKind::ConnectionClosed,
+            format!("connection failed before the response head: {e}"),
+        )),
+        ReadFail::TooLarge => {
+            Fault::Failed(failure(ErrorKind::MalformedResponse, head_too_large()))
+        }
+        ReadFail::Protocol(m) => Fault::Failed(failure(
+            ErrorKind::MalformedResponse,
+            format!("malformed HTTP/2 response: {m}"),
+        )),
     }
 }
 
@@ -1299,7 +1438,7 @@ fn unpad(payload: &mut Bytes, flags: u8) -> Result<Bytes, ReadFail> {
     Ok(payload.slice(1..payload.len() - pad))
 }
 
-fn put_frame_head(out: &mut BytesMut, len: usize, kind: u8, flags: u8, stream: u32) {
+pub(crate) fn put_frame_head(out: &mut BytesMut, len: usize, kind: u8, flags: u8, stream: u32) {
     out.put_u8((len >> 16) as u8);
     out.put_u8((len >> 8) as u8);
     out.put_u8(len as u8);
@@ -1308,7 +1447,7 @@ fn put_frame_head(out: &mut BytesMut, len: usize, kind: u8, flags: u8, stream: u
     out.put_u32(stream);
 }
 
-fn put_window_update(out: &mut BytesMut, stream: u32, inc: u32) {
+pub(crate) fn put_window_update(out: &mut BytesMut, stream: u32, inc: u32) {
     put_frame_head(out, 4, WINDOW_UPDATE, 0, stream);
     out.put_u32(inc);
 }
@@ -1419,7 +1558,7 @@ impl Body {
             && conn.reusable()
         {
             conn.open = 0;
-            conn.flush_now();
+            conn.wire.flush_now();
             self.pool.put(conn);
         }
     }
