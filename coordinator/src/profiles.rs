@@ -1595,6 +1595,7 @@ mod capacity_tests {
                 params: vec![],
                 extra_body: Default::default(),
                 http2: false,
+                http2_streams: 1,
                 request_timeout: Duration::from_secs(1),
                 connect_timeout: Duration::from_secs(1),
                 tls: Default::default(),

@@ -101,6 +101,11 @@ impl fmt::Display for Secret {
     }
 }
 
+/// One request per HTTP/2 connection at a time: `--http2-streams`' default.
+fn one_stream() -> u32 {
+    1
+}
+
 /// How to talk to the target server.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BackendConfig {
@@ -122,6 +127,10 @@ pub struct BackendConfig {
     pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// Speak HTTP/2 (prior knowledge on `http://`, ALPN on `https://`).
     pub http2: bool,
+    /// `--http2-streams`: how many requests share one HTTP/2 connection at once (1: a
+    /// connection per request in flight).
+    #[serde(default = "one_stream")]
+    pub http2_streams: u32,
     /// Bound on a whole request, first byte to last.
     pub request_timeout: Duration,
     /// Bound on connecting.

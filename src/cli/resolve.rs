@@ -60,6 +60,8 @@ pub struct BackendPlan {
     pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// HTTP/2.
     pub http2: bool,
+    /// Requests sharing one HTTP/2 connection at once (`--http2-streams`).
+    pub http2_streams: u32,
     /// Timeouts.
     pub request_timeout: Duration,
     /// Connect timeout.
@@ -1378,6 +1380,12 @@ pub fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
             origin.how_to_drop()
         ));
     }
+    if args.target.http2_streams > 1 && !args.target.http2 {
+        return usage(format!(
+            "--http2-streams {}: shares HTTP/2 connections among requests, and this run speaks HTTP/1.1 (one request at a time per connection); add --http2 or drop --http2-streams",
+            args.target.http2_streams
+        ));
+    }
     let mut plan = BackendPlan {
         request_format: request_format(args.target.request_format),
         stream: args.target.stream,
@@ -1386,6 +1394,7 @@ pub fn resolve_backend(args: &RunArgs) -> Result<BackendPlan, UsageError> {
         params: Vec::new(),
         extra_body: serde_json::Map::new(),
         http2: args.target.http2,
+        http2_streams: args.target.http2_streams,
         request_timeout: args.target.request_timeout,
         connect_timeout: args.target.connect_timeout,
         tls: llmsurge_proto::http::TlsConfig {

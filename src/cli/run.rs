@@ -834,6 +834,7 @@ fn plan_template(
             params: b.params.clone(),
             extra_body: b.extra_body.clone(),
             http2: b.http2,
+            http2_streams: b.http2_streams,
             request_timeout: b.request_timeout,
             connect_timeout: b.connect_timeout,
             tls: b.tls.clone(),

@@ -55,20 +55,29 @@ fn h2c_connections_are_kept_and_reused_as_the_mock_saw_them() {
 fn an_image_body_of_megabytes_goes_through_the_flow_control_windows() {
     // Two images of 1024×1024 pixels as PNG: megabytes a request, far over the 64 KiB
     // a stream may send before the server's WINDOW_UPDATE.
-    let (server, _dir, record) = recording(MockConfig::instant());
-    let run = Bench::on(&server)
-        .flag("--http2")
-        .concurrent(2)
-        .max_requests(4)
-        .request_timeout("60s")
-        .data("prompt_tokens=8,output_tokens=4,images=2,image_size=1024x1024,image_format=png")
-        .run();
-    let report = ok_report(&run);
-    let b = &report.benchmarks[0];
-    assert_eq!(b.requests.completed, 4, "{:?}", b.errors);
-    assert_eq!(server.stats().images, 4 * 2);
-    // What the mock read of each body, whole: every image's data URL, megabytes long.
-    let urls: Vec<usize> = crate::support::recorded(&record)
+    // On a connection a request, and two requests sharing one (`--http2-streams`:
+    // their bodies interleaved as the windows open).
+    for streams in ["1", "2"] {
+        let (server, _dir, record) = recording(MockConfig::instant());
+        let run = Bench::on(&server)
+            .flag("--http2")
+            .arg("--http2-streams", streams)
+            .concurrent(2)
+            .max_requests(4)
+            .request_timeout("60s")
+            .data("prompt_tokens=8,output_tokens=4,images=2,image_size=1024x1024,image_format=png")
+            .run();
+        let report = ok_report(&run);
+        let b = &report.benchmarks[0];
+        assert_eq!(b.requests.completed, 4, "{streams}: {:?}", b.errors);
+        assert_eq!(server.stats().images, 4 * 2, "{streams}");
+        check_images(&record);
+    }
+}
+
+/// Every image's data URL the mock read, whole: megabytes long.
+fn check_images(record: &std::path::Path) {
+    let urls: Vec<usize> = crate::support::recorded(record)
         .iter()
         .flat_map(|l| {
             l["body"]["messages"][0]["content"]
@@ -268,11 +277,13 @@ fn serve(mut s: TcpStream, act: &(dyn Fn(usize, usize) -> Act + Send + Sync), co
     }
 }
 
-/// Two streamed requests one at a time against `url` over h2c; the run's one benchmark.
-fn run_two(url: &str) -> (crate::support::Finished, BenchmarkResult) {
+/// Two streamed requests one at a time against `url` over h2c, `streams` at most on a
+/// connection (`--http2-streams`); the run's one benchmark.
+fn run_two(url: &str, streams: u32) -> (crate::support::Finished, BenchmarkResult) {
     let run = Bench::target(url)
         .model("m")
         .flag("--http2")
+        .arg("--http2-streams", &streams.to_string())
         .synchronous()
         .max_requests(2)
         .request_timeout("30s")
@@ -343,25 +354,29 @@ fn a_server_that_breaks_http2_fails_each_request_with_the_reason() {
             "malformed HTTP/2 response: HEADERS on stream 2, which was never opened (PROTOCOL_ERROR)",
         ),
     ];
-    for (act, kind, message) in cases {
-        let server = Raw::start(move |_, _| act);
-        let (run, b) = run_two(&server.url);
-        assert_eq!(
-            run.code(),
-            exit_codes::INVALID_RUN,
-            "{act:?}: {}",
-            run.stderr
-        );
-        assert_eq!(
-            errors(&b),
-            [(kind.to_string(), 2, message.to_string())],
-            "{act:?}"
-        );
-        assert_eq!(
-            server.posts.load(Ordering::SeqCst),
-            2,
-            "{act:?}: each sent once"
-        );
+    // One request at a time per connection, and connections shared (`--http2-streams`,
+    // whose driver reads for every stream): the same error, each request its own.
+    for streams in [1, 4] {
+        for (act, kind, message) in cases {
+            let server = Raw::start(move |_, _| act);
+            let (run, b) = run_two(&server.url, streams);
+            assert_eq!(
+                run.code(),
+                exit_codes::INVALID_RUN,
+                "{act:?}, {streams} streams: {}",
+                run.stderr
+            );
+            assert_eq!(
+                errors(&b),
+                [(kind.to_string(), 2, message.to_string())],
+                "{act:?}, {streams} streams"
+            );
+            assert_eq!(
+                server.posts.load(Ordering::SeqCst),
+                2,
+                "{act:?}, {streams} streams: each sent once"
+            );
+        }
     }
 }
 
@@ -371,7 +386,7 @@ fn a_server_that_breaks_http2_fails_each_request_with_the_reason() {
 #[test]
 fn a_server_that_speaks_only_h2c_is_checked_and_run_over_h2c() {
     let server = Raw::start(|_, _| Act::Answer);
-    let (run, b) = run_two(&server.url);
+    let (run, b) = run_two(&server.url, 1);
     assert_eq!(run.code(), 0, "{}", run.stderr);
     assert_eq!(b.requests.completed, 2, "{:?}", b.errors);
     assert_eq!(server.posts.load(Ordering::SeqCst), 2);
@@ -391,31 +406,36 @@ fn a_goaway_on_a_reused_connection_sends_the_request_once_more_on_a_fresh_one() 
     // Each connection answers its first request and refuses the next with a GOAWAY:
     // every request but the first is refused once on its reused connection, then
     // completes on a fresh one.
-    let server = Raw::start(|_, on_connection| {
-        if on_connection == 0 {
-            Act::Answer
-        } else {
-            Act::GoAway
-        }
-    });
-    let run = Bench::target(&server.url)
-        .model("m")
-        .flag("--http2")
-        .synchronous()
-        .max_requests(3)
-        .request_timeout("30s")
-        .data("prompt_tokens=16,output_tokens=4")
-        .run();
-    let report = ok_report(&run);
-    let b = &report.benchmarks[0];
-    assert_eq!(b.requests.completed, 3, "{:?}", b.errors);
-    let posts = server.posts.load(Ordering::SeqCst) as u64;
-    assert_eq!(
-        b.requests.resent,
-        posts - 3,
-        "{posts} requests reached the server"
-    );
-    assert_eq!(b.requests.resent, 2);
+    // The same on connections shared by streams (`--http2-streams`): the resend goes
+    // to another connection.
+    for streams in ["1", "4"] {
+        let server = Raw::start(|_, on_connection| {
+            if on_connection == 0 {
+                Act::Answer
+            } else {
+                Act::GoAway
+            }
+        });
+        let run = Bench::target(&server.url)
+            .model("m")
+            .flag("--http2")
+            .arg("--http2-streams", streams)
+            .synchronous()
+            .max_requests(3)
+            .request_timeout("30s")
+            .data("prompt_tokens=16,output_tokens=4")
+            .run();
+        let report = ok_report(&run);
+        let b = &report.benchmarks[0];
+        assert_eq!(b.requests.completed, 3, "{streams}: {:?}", b.errors);
+        let posts = server.posts.load(Ordering::SeqCst) as u64;
+        assert_eq!(
+            b.requests.resent,
+            posts - 3,
+            "{streams}: {posts} requests reached the server"
+        );
+        assert_eq!(b.requests.resent, 2, "{streams}");
+    }
 }
 
 /// Servers that do not speak h2c stop the run at the target check with one line that
@@ -455,4 +475,87 @@ fn a_server_that_does_not_speak_h2c_stops_the_run_saying_drop_http2() {
             assert!(error.contains(said), "{said:?} not in {error}");
         }
     }
+}
+
+/// `--http2-streams` above the server's SETTINGS_MAX_CONCURRENT_STREAMS: the server's
+/// bound holds. A raw server that allows one stream at a time holds each answer until it
+/// has waited 200 ms for another request's HEADERS; one that comes meanwhile (a stream
+/// over its bound) is refused (REFUSED_STREAM) and counted. Four requests at once, eight
+/// streams allowed by the flag: none over the server's bound, all answered.
+#[test]
+fn the_servers_bound_on_concurrent_streams_holds_over_http2_streams() {
+    let over = Arc::new(AtomicUsize::new(0));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let (o, a) = (over.clone(), answered.clone());
+    let url = crate::support::raw_server(move |mut s, _| {
+        let mut preface = [0u8; 24];
+        if s.read_exact(&mut preface).is_err() {
+            return;
+        }
+        // SETTINGS_MAX_CONCURRENT_STREAMS (0x3) = 1.
+        let mut settings = 3u16.to_be_bytes().to_vec();
+        settings.extend_from_slice(&1u32.to_be_bytes());
+        if s.write_all(&frame(0x4, 0, 0, &settings)).is_err() {
+            return;
+        }
+        let mut open: Option<u32> = None;
+        loop {
+            // While a stream waits for its answer, 200 ms for a frame; then the answer.
+            let wait = open.map(|_| std::time::Duration::from_millis(200));
+            let _ = s.set_read_timeout(wait);
+            let next = read_frame(&mut s);
+            if next.is_none()
+                && let Some(id) = open.take()
+            {
+                let mut out = head(id);
+                out.extend(frame(0x0, 0x1, id, SSE.as_bytes()));
+                if s.write_all(&out).is_err() {
+                    return;
+                }
+                a.fetch_add(1, Ordering::SeqCst);
+                continue;
+            }
+            let Some((kind, flags, id, payload)) = next else {
+                return;
+            };
+            if kind == 0x1 && open.is_some_and(|o| o != id) {
+                o.fetch_add(1, Ordering::SeqCst);
+                if s.write_all(&frame(0x3, 0, id, &7u32.to_be_bytes()))
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+            // The coordinator's GETs (`:method: GET`, static index 2): 404 at once.
+            if kind == 0x1 && payload.first() == Some(&0x82) {
+                if s.write_all(&frame(0x1, 0x5, id, &[0x8d])).is_err() {
+                    return;
+                }
+                continue;
+            }
+            if (kind == 0x0 || kind == 0x1) && flags & 0x1 != 0 {
+                open = Some(id);
+            }
+        }
+    });
+    let run = Bench::target(&url)
+        .model("m")
+        .flag("--http2")
+        .arg("--http2-streams", "8")
+        .concurrent(4)
+        .max_requests(8)
+        .request_timeout("30s")
+        .data("prompt_tokens=16,output_tokens=4")
+        .run();
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 8, "{:?}", b.errors);
+    assert_eq!(
+        over.load(Ordering::SeqCst),
+        0,
+        "streams over the server's bound"
+    );
+    assert!(answered.load(Ordering::SeqCst) >= 8);
+    assert_eq!(b.requests.resent, 0);
 }

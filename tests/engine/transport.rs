@@ -33,6 +33,7 @@ fn backend_config(base_url: &str, stream: bool) -> BackendConfig {
         params: vec![],
         extra_body: serde_json::Map::new(),
         http2: false,
+        http2_streams: 1,
         request_timeout: Duration::from_secs(20),
         connect_timeout: Duration::from_secs(5),
         tls: Default::default(),

@@ -34,6 +34,7 @@ use crate::support::{Joined, join_truth, mock};
 use llmsurge::mock::{MockConfig, MockServer};
 use llmsurge::report::Report;
 use llmsurge_coordinator::BenchmarkResult;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// How much earlier than the mock's a client instant may read (or the mock's arrival
@@ -1692,7 +1693,7 @@ fn each_repeated_run_joins_the_truth_with_ids_of_its_own() {
         let id = j.log["request_id"].as_str().expect("an id");
         id[..id.rfind('-').expect("a slot suffix")].to_string()
     };
-    let mut prefixes = std::collections::BTreeMap::new();
+    let mut prefixes = BTreeMap::new();
     for j in &joined {
         let run = j.log["run"].as_u64().expect("a run");
         prefixes
@@ -1762,7 +1763,7 @@ fn every_turn_of_every_session_matches_the_truth_in_order() {
             .data("turns=3,prompt_tokens=20,output_tokens=5,think_time=50ms")
     });
     assert_eq!(check(&joined), joined.len(), "every turn completed");
-    let mut sessions: std::collections::BTreeMap<u64, Vec<&Joined>> = Default::default();
+    let mut sessions: BTreeMap<u64, Vec<&Joined>> = Default::default();
     for j in &joined {
         let session = j.log["session"].as_u64().expect("a session");
         sessions.entry(session).or_default().push(j);
@@ -1978,4 +1979,139 @@ fn itl_with_a_short_first_chunk_matches_the_truth() {
         check_percentile(&mut off, &what, reported, &itl, q, AGGREGATE_MS);
     }
     assert!(off.is_empty(), "{}", off.join("\n"));
+}
+
+/// `--http2-streams N`: by the mock's truth, several requests at once on one connection,
+/// never more than N, the connections the truth names the ones the report says were
+/// opened; every request and aggregate matches the truth.
+fn check_shared_streams(tls: bool) {
+    let per_connection = 4;
+    let pki = super::tls::Pki::new("truth-streams");
+    let (cert, key) = pki.leaf(super::tls::Leaf::Server, "server");
+    let (config, ca) = if tls {
+        (
+            MockConfig {
+                tls_cert: Some(cert),
+                tls_key: Some(key),
+                ..jittered()
+            },
+            Some(pki.ca()),
+        )
+    } else {
+        (jittered(), None)
+    };
+    let requests = 48;
+    let (joined, report) = run_with_truth(config, |b| {
+        let b = b
+            .flag("--http2")
+            .arg("--http2-streams", &per_connection.to_string())
+            // One worker: its eight requests at once on its connections.
+            .workers(1)
+            .concurrent(8)
+            .max_requests(requests)
+            .data("prompt_tokens=30,output_tokens=8");
+        match &ca {
+            Some(ca) => b.arg("--ca-cert", ca),
+            None => b,
+        }
+    });
+    assert_eq!(check(&joined) as u64, requests);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, requests);
+    check_aggregates(&joined, b);
+    let mut on: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
+    for j in &joined {
+        let t = &j.truth;
+        let connection = t["connection"].as_u64().expect("the truth's connection");
+        let span = (
+            t["arrival_time"].as_f64().expect("arrival"),
+            t["end_time"].as_f64().expect("end"),
+        );
+        on.entry(connection).or_default().push(span);
+    }
+    let c = b.client.connections.clone().expect("connections");
+    assert_eq!(
+        c.opened,
+        on.len() as u64,
+        "{c:?} vs the truth's {:?}",
+        on.keys()
+    );
+    // The most requests the mock had under way at once on one connection.
+    let most = on
+        .values()
+        .map(|spans| {
+            spans
+                .iter()
+                .map(|&(from, _)| {
+                    spans
+                        .iter()
+                        .filter(|&&(a, e)| a <= from && from < e)
+                        .count()
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(
+        (2..=per_connection).contains(&most),
+        "at most {most} requests at once on one connection, by the truth ({per_connection} allowed)"
+    );
+    // Eight at once, four a connection: far fewer connections than requests.
+    assert!(
+        on.len() < 12,
+        "{} connections for {requests} requests",
+        on.len()
+    );
+}
+
+#[test]
+fn http2_streams_sharing_connections_match_the_truth() {
+    check_shared_streams(false);
+}
+
+#[test]
+fn http2_streams_sharing_connections_over_tls_match_the_truth() {
+    check_shared_streams(true);
+}
+
+/// Faults on connections shared by streams: a 500, a cut stream, garbage or a stall is
+/// the error of its own request only (a stall given up resets its stream alone); the
+/// others on the connection complete.
+#[test]
+fn faults_on_shared_http2_connections_are_each_their_own_requests_errors() {
+    let (joined, report) = run_with_truth(
+        MockConfig {
+            error_rate: 0.15,
+            drop_rate: 0.15,
+            garbage_rate: 0.15,
+            stall_rate: 0.15,
+            ..jittered()
+        },
+        |b| {
+            b.flag("--http2")
+                .arg("--http2-streams", "8")
+                .arg("--idle-timeout", "300ms")
+                .concurrent(8)
+                .max_requests(40)
+                .data("prompt_tokens=30,output_tokens=6")
+        },
+    );
+    check(&joined);
+    let faults: Vec<&str> = joined
+        .iter()
+        .filter_map(|j| j.truth["fault"].as_str())
+        .collect();
+    for fault in ["drop", "garbage", "stall"] {
+        assert!(
+            faults.contains(&fault),
+            "the seed gave a {fault}: {faults:?}"
+        );
+    }
+    let completed = joined
+        .iter()
+        .filter(|j| j.truth["outcome"] == "completed")
+        .count() as u64;
+    assert_eq!(report.benchmarks[0].requests.completed, completed);
+    assert!(completed >= 10, "{completed}");
 }

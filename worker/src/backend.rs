@@ -354,7 +354,8 @@ impl Backend {
                 cfg.connect_timeout,
             )
             .log_connects(Arc::clone(&connects))
-            .read_token(cfg.affinity.token.clone());
+            .read_token(cfg.affinity.token.clone())
+            .streams_per_connection(cfg.http2_streams as usize);
             Transport::Http2(if url.scheme() == "https" {
                 let config =
                     crate::tls_conn::client_config(&cfg.tls, true).map_err(BackendError::Client)?;

@@ -30,6 +30,7 @@
 
 use crate::connections::ConnectLog;
 use crate::http1::{HEAD_LIMIT, RequestHeaders};
+use crate::http2_mux::{Mux, Stream};
 use crate::idle_pool::{IdlePool, POOL_IDLE};
 use crate::resend::{self, Fault};
 use crate::rx_time;
@@ -52,26 +53,26 @@ const MAX_FRAME_IN: usize = 16_384;
 /// Our receive window, per stream (SETTINGS_INITIAL_WINDOW_SIZE) and for the connection:
 /// far beyond what one answer is allowed ([`llmsurge_proto::limits`]), so a server
 /// never waits for a WINDOW_UPDATE of ours on a token stream.
-const WINDOW: u32 = 1 << 30;
+pub(crate) const WINDOW: u32 = 1 << 30;
 /// The protocol's initial window, before SETTINGS say otherwise.
 const DEFAULT_WINDOW: i64 = 65_535;
 /// The largest window the protocol allows.
-const MAX_WINDOW: i64 = (1 << 31) - 1;
+pub(crate) const MAX_WINDOW: i64 = (1 << 31) - 1;
 /// Stream ids are 31 bits: a connection that used them all is closed.
-const LAST_STREAM_ID: u32 = (1 << 31) - 1;
+pub(crate) const LAST_STREAM_ID: u32 = (1 << 31) - 1;
 /// Reads start at this size and grow while reads fill them (large bodies).
 const READ_MIN: usize = 1 << 10;
 const READ_MAX: usize = 32 << 10;
 /// The most bytes of a stream whose content is done with that are read at once before
 /// its connection is given back; a stream that sends more loses the connection.
-const DRAIN_BYTES: usize = 64 << 10;
+pub(crate) const DRAIN_BYTES: usize = 64 << 10;
 /// The most bytes of answers (PING and SETTINGS acks) queued for a server that sends
 /// frames asking for them and does not read.
-const CTL_LIMIT: usize = 1 << 20;
+pub(crate) const CTL_LIMIT: usize = 1 << 20;
 
-const DATA: u8 = 0x0;
+pub(crate) const DATA: u8 = 0x0;
 const HEADERS: u8 = 0x1;
-const RST_STREAM: u8 = 0x3;
+pub(crate) const RST_STREAM: u8 = 0x3;
 const SETTINGS: u8 = 0x4;
 const PUSH_PROMISE: u8 = 0x5;
 const PING: u8 = 0x6;
@@ -79,7 +80,7 @@ const GOAWAY: u8 = 0x7;
 const WINDOW_UPDATE: u8 = 0x8;
 const CONTINUATION: u8 = 0x9;
 
-const END_STREAM: u8 = 0x1;
+pub(crate) const END_STREAM: u8 = 0x1;
 const ACK: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
@@ -119,6 +120,21 @@ pub fn error_code(code: u32) -> String {
 
 /// An HTTP/2 client for one target URL (h2c, or h2 over TLS).
 pub struct Http2 {
+    /// How connections are opened.
+    dial: Arc<Dial>,
+    /// The HPACK block of every fixed header (method, scheme, authority, path, user
+    /// agent, accept, the user's headers). Holds the Authorization header: never printed.
+    head_block: Bytes,
+    pool: Pool,
+    /// `--session-token`: the token a response head may carry.
+    token: Option<SessionToken>,
+    /// `--http2-streams` above 1: connections shared by that many streams at once.
+    mux: Option<Mux>,
+}
+
+/// How the client opens a connection: where to, over TLS or not, within what time, and
+/// where each opening is logged.
+pub(crate) struct Dial {
     /// `host:port` to connect to.
     authority: String,
     /// `https://`: the TLS settings (ALPN `h2`) and the name the server's certificate
@@ -127,21 +143,15 @@ pub struct Http2 {
         Arc<rustls::ClientConfig>,
         rustls::pki_types::ServerName<'static>,
     )>,
-    /// The HPACK block of every fixed header (method, scheme, authority, path, user
-    /// agent, accept, the user's headers). Holds the Authorization header: never printed.
-    head_block: Bytes,
     connect_timeout: Duration,
-    pool: Pool,
     connects: Option<Arc<ConnectLog>>,
-    /// `--session-token`: the token a response head may carry.
-    token: Option<SessionToken>,
 }
 
 impl std::fmt::Debug for Http2 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The header block is left out: it carries the API key.
         f.debug_struct("Http2")
-            .field("authority", &self.authority)
+            .field("authority", &self.dial.authority)
             .finish_non_exhaustive()
     }
 }
@@ -150,7 +160,7 @@ impl std::fmt::Debug for Http2 {
 #[derive(Clone, Debug)]
 pub struct Outgoing {
     block: Bytes,
-    body: Bytes,
+    pub(crate) body: Bytes,
 }
 
 /// HPACK integer with a `prefix`-bit prefix in a first byte that starts `first`.
@@ -253,13 +263,16 @@ impl Http2 {
         put_indexed_name(&mut block, 4, path.as_bytes()); // :path
         block.extend_from_slice(&rest);
         Self {
-            authority,
-            tls: None,
+            dial: Arc::new(Dial {
+                authority,
+                tls: None,
+                connect_timeout,
+                connects: None,
+            }),
             head_block: Bytes::from(block),
-            connect_timeout,
             pool: Pool::default(),
-            connects: None,
             token: None,
+            mux: None,
         }
     }
 
@@ -269,7 +282,7 @@ impl Http2 {
         config: Arc<rustls::ClientConfig>,
         name: rustls::pki_types::ServerName<'static>,
     ) -> Self {
-        self.tls = Some((config, name));
+        self.dial_mut().tls = Some((config, name));
         self
     }
 
@@ -281,8 +294,20 @@ impl Http2 {
 
     /// Logs the time each connection takes to open into `log`.
     pub fn log_connects(mut self, log: Arc<ConnectLog>) -> Self {
-        self.connects = Some(log);
+        self.dial_mut().connects = Some(log);
         self
+    }
+
+    /// Shares each connection among up to `streams` requests at once (`--http2-streams`);
+    /// 1 (the default) keeps one request at a time per connection.
+    pub fn streams_per_connection(mut self, streams: usize) -> Self {
+        self.mux = (streams > 1).then(|| Mux::new(streams));
+        self
+    }
+
+    /// The dial settings while the client is being built (nothing shares them yet).
+    fn dial_mut(&mut self) -> &mut Dial {
+        Arc::get_mut(&mut self.dial).expect("set while building, before any connection")
     }
 
     /// The bytes of one request: `body` sent as `content_type`, with the headers of this
@@ -338,12 +363,15 @@ impl Http2 {
 
     /// Idle connections in the pool.
     pub fn idle(&self) -> usize {
-        self.pool.idle()
+        self.pool.idle() + self.mux.as_ref().map_or(0, Mux::idle)
     }
 
     /// Closes the idle connections too old to be reused (idle longer than [`POOL_IDLE`]).
     pub fn close_stale(&self) {
         self.pool.close_stale();
+        if let Some(mux) = &self.mux {
+            mux.close_stale();
+        }
     }
 
     /// The most recently used idle connection that is still good: not past the idle
@@ -371,6 +399,28 @@ impl Http2 {
         retried: &mut bool,
         connected: &mut bool,
     ) -> Result<Response, RequestError> {
+        if let Some(mux) = &self.mux {
+            let (head, stream) = mux
+                .send(
+                    &self.dial,
+                    &self.head_block,
+                    &out,
+                    &self.token,
+                    retried,
+                    connected,
+                )
+                .await?;
+            return Ok(Response {
+                status: head.status,
+                token: head.token,
+                body: Body {
+                    id: stream.id(),
+                    carrier: Carrier::Shared(stream),
+                    done: head.end,
+                    arrived: head.arrived,
+                },
+            });
+        }
         let mut conn = match self.take_idle() {
             Some(conn) => conn,
             None => self.connect().await?,
@@ -387,8 +437,10 @@ impl Http2 {
                         status: head.status,
                         token: head.token,
                         body: Body {
-                            pool: self.pool.clone(),
-                            conn: Some(conn),
+                            carrier: Carrier::Own {
+                                pool: self.pool.clone(),
+                                conn: Some(conn),
+                            },
                             id,
                             done: head.end,
                             arrived: head.arrived,
@@ -404,6 +456,19 @@ impl Http2 {
     }
 
     async fn connect(&self) -> Result<Conn, RequestError> {
+        Ok(Conn::new(self.dial.open().await?))
+    }
+}
+
+impl Dial {
+    /// `host:port`, for messages.
+    pub(crate) fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// Opens a connection (TCP, and TLS agreeing on h2 on `https://`) within the connect
+    /// timeout, logged; our preface and SETTINGS wait in its `ctl` for the first write.
+    pub(crate) async fn open(&self) -> Result<Wire, RequestError> {
         let began = MonoNanos::now();
         // Boxed: a connect and a handshake make a large future, needed only meanwhile.
         let opening = Box::pin(async {
@@ -451,7 +516,7 @@ impl Http2 {
         if let Some(log) = &self.connects {
             log.record(began, MonoNanos::now().since(began));
         }
-        Ok(Conn::new(stream, tls))
+        Ok(Wire::new(stream, tls))
     }
 }
 
@@ -1074,9 +1139,9 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
-    fn new(stream: TcpStream, tls: Option<Box<Tls>>) -> Self {
+    fn new(wire: Wire) -> Self {
         Self {
-            wire: Wire::new(stream, tls),
+            wire,
             reused: false,
             open: 0,
             stream_send_window: DEFAULT_WINDOW,
@@ -1466,8 +1531,7 @@ pub struct Response {
 /// A response body being read; its connection goes back to the pool once the stream
 /// ended (and the connection may carry another request).
 pub struct Body {
-    pool: Pool,
-    conn: Option<Conn>,
+    carrier: Carrier,
     /// The response's stream.
     id: u32,
     /// END_STREAM was seen.
@@ -1485,6 +1549,14 @@ impl std::fmt::Debug for Body {
     }
 }
 
+/// What carries a response's stream.
+enum Carrier {
+    /// A connection of its own while it lasts, then back to the pool.
+    Own { pool: Pool, conn: Option<Conn> },
+    /// A stream of a shared connection (`--http2-streams`).
+    Shared(Stream),
+}
+
 impl Body {
     /// When the bytes of the last piece handed out arrived at this host (the kernel's
     /// receive stamp of the read that completed its DATA frame).
@@ -1500,11 +1572,14 @@ impl Body {
                 self.finish();
                 return None;
             }
-            let conn = match &mut self.conn {
-                Some(c) => c,
-                None => return Some(Err("connection already closed".into())),
+            let event = match &mut self.carrier {
+                Carrier::Own { conn: Some(c), .. } => c.next_event(None).await,
+                Carrier::Shared(stream) => stream.event().await,
+                Carrier::Own { conn: None, .. } => {
+                    return Some(Err("connection already closed".into()));
+                }
             };
-            match conn.next_event(None).await {
+            match event {
                 Ok((Event::Data { data, end }, at)) => {
                     self.done = end;
                     if !data.is_empty() {
@@ -1548,18 +1623,21 @@ impl Body {
 
     /// The connection is done with: closed, never pooled.
     fn broken(&mut self, message: String) -> String {
-        self.conn = None;
+        if let Carrier::Own { conn, .. } = &mut self.carrier {
+            *conn = None;
+        }
         message
     }
 
     /// At the stream's end: the connection goes back to the pool if it may be reused.
     fn finish(&mut self) {
-        if let Some(mut conn) = self.conn.take()
+        if let Carrier::Own { pool, conn } = &mut self.carrier
+            && let Some(mut conn) = conn.take()
             && conn.reusable()
         {
             conn.open = 0;
             conn.wire.flush_now();
-            self.pool.put(conn);
+            pool.put(conn);
         }
     }
 
@@ -1570,6 +1648,19 @@ impl Body {
     /// one. Waiting for it instead (as HTTP/1.1 must) lost the connection to the next
     /// request whenever that came first.
     pub fn release(mut self) {
+        if let Carrier::Shared(_) = &self.carrier {
+            if let Carrier::Shared(stream) = std::mem::replace(
+                &mut self.carrier,
+                Carrier::Own {
+                    pool: Pool::default(),
+                    conn: None,
+                },
+            ) && !self.done
+            {
+                stream.release();
+            }
+            return;
+        }
         let mut drained = 0;
         loop {
             match self.next().now_or_never() {

@@ -6,6 +6,9 @@ use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The most requests `--http2-streams` puts on one connection.
+pub const MAX_HTTP2_STREAMS: u32 = 10_000;
+
 /// Where requests go and how they are made.
 #[derive(Clone, Debug, Args)]
 #[command(next_help_heading = "Target")]
@@ -134,6 +137,13 @@ pub struct TargetArgs {
     /// Speak HTTP/2 (prior knowledge on http://, ALPN on https://). Default: HTTP/1.1.
     #[arg(value_parser = clap::builder::BoolishValueParser::new(), long, env = "LLMSURGE_HTTP2")]
     pub http2: bool,
+
+    /// With --http2: how many requests share one connection at once (HTTP/2 streams
+    /// multiplexed, as gateways and most HTTP/2 clients send them; a server's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS lowers it). 1: one request at a time per
+    /// connection, concurrency is connections, as on HTTP/1.1.
+    #[arg(long, env = "LLMSURGE_HTTP2_STREAMS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_HTTP2_STREAMS as i64), value_name = "N")]
+    pub http2_streams: u32,
 
     /// Bound on each request, first byte to last.
     #[arg(long, env = "LLMSURGE_REQUEST_TIMEOUT", value_parser = parse_positive_duration, default_value = "300s", value_name = "DURATION")]

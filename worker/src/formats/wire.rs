@@ -171,6 +171,7 @@ pub(crate) fn test_config(format: RequestFormat, stream: bool) -> BackendConfig 
         params: vec![],
         extra_body: serde_json::Map::new(),
         http2: false,
+        http2_streams: 1,
         request_timeout: std::time::Duration::from_secs(1),
         connect_timeout: std::time::Duration::from_secs(1),
         tls: Default::default(),
