@@ -106,6 +106,7 @@ fn pacer_slot_work_1024(bencher: divan::Bencher) {
         params: Vec::new(),
         extra_body: serde_json::Map::new(),
         http2: false,
+        http2_streams: 1,
         request_timeout: std::time::Duration::from_secs(60),
         connect_timeout: std::time::Duration::from_secs(5),
         tls: Default::default(),

@@ -191,6 +191,7 @@ fn backend_config() -> BackendConfig {
         params: vec![],
         extra_body: serde_json::Map::new(),
         http2: false,
+        http2_streams: 1,
         request_timeout: Duration::from_secs(300),
         connect_timeout: Duration::from_secs(10),
         tls: Default::default(),

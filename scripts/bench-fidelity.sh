@@ -35,7 +35,9 @@
 # CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of building this tree's),
 # TRANSPORT (how the client reaches the mock, default http: `http` HTTP/1.1, `https`
 # HTTP/1.1 over TLS, `h2c` HTTP/2 with prior knowledge, `h2` HTTP/2 over TLS; the TLS
-# ones with a throwaway CA and certificate made by openssl at run time), WIRE (1: also
+# ones with a throwaway CA and certificate made by openssl at run time), H2_STREAMS
+# (with h2c or h2: the client's --http2-streams, requests sharing a connection; default 1,
+# a connection per stream), WIRE (1: also
 # capture each level's loopback traffic with tcpdump and hold the client to the wire
 # (TLS decrypted with the mock's SSLKEYLOGFILE, which needs python3's `cryptography`):
 # scripts/lib/wire.py joins every request's
@@ -58,6 +60,7 @@ WORKERS=${WORKERS:-}
 TRANSPORT=${TRANSPORT:-http}
 WIRE=${WIRE:-0}
 WARMUP=${WARMUP:-1s}
+H2_STREAMS=${H2_STREAMS:-1}
 
 # Targets (issue 22).
 TARGET_TTFT_MEAN_MS=1
@@ -118,11 +121,16 @@ if [[ $TRANSPORT == https || $TRANSPORT == h2 ]]; then
     serve_tls=(--tls-cert "$WORK/pki/cert.pem" --tls-key "$WORK/pki/key.pem")
     client_tls=(--ca-cert "$WORK/pki/ca.pem")
 fi
-[[ $TRANSPORT == h2c || $TRANSPORT == h2 ]] && client_tls+=(--http2)
+if [[ $TRANSPORT == h2c || $TRANSPORT == h2 ]]; then
+    client_tls+=(--http2 --http2-streams "$H2_STREAMS")
+elif [[ $H2_STREAMS != 1 ]]; then
+    echo "error: H2_STREAMS=$H2_STREAMS shares HTTP/2 connections: set TRANSPORT=h2c or h2" >&2
+    exit 2
+fi
 warmup=()
 [[ $WARMUP != 0 ]] && warmup=(--warmup "$WARMUP")
 
-echo "fidelity against the truth: mock TTFT 50 ms, ITL $MOCK_ITL_MS ms, 100 tokens; client on core $CLIENT_CORE, mock on $MOCK_CORES ($MOCK_THREADS thread(s)); $DURATION s a level; transport $TRANSPORT; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
+echo "fidelity against the truth: mock TTFT 50 ms, ITL $MOCK_ITL_MS ms, 100 tokens; client on core $CLIENT_CORE, mock on $MOCK_CORES ($MOCK_THREADS thread(s)); $DURATION s a level; transport $TRANSPORT$([[ $H2_STREAMS != 1 ]] && echo ", $H2_STREAMS streams a connection"); $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 for streams in $LEVELS; do
     rm -f "$WORK"/truth.jsonl "$WORK"/mock.out "$WORK"/keys.log
     # The truth file is complete once the mock stopped (SIGTERM flushes it). With WIRE=1

@@ -283,7 +283,7 @@ fn run_two(url: &str, streams: u32) -> (crate::support::Finished, BenchmarkResul
     let run = Bench::target(url)
         .model("m")
         .flag("--http2")
-        .arg("--http2-streams", &streams.to_string())
+        .arg("--http2-streams", streams)
         .synchronous()
         .max_requests(2)
         .request_timeout("30s")

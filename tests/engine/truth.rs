@@ -2004,7 +2004,7 @@ fn check_shared_streams(tls: bool) {
     let (joined, report) = run_with_truth(config, |b| {
         let b = b
             .flag("--http2")
-            .arg("--http2-streams", &per_connection.to_string())
+            .arg("--http2-streams", per_connection)
             // One worker: its eight requests at once on its connections.
             .workers(1)
             .concurrent(8)

@@ -219,3 +219,35 @@ fn negative_numbers_are_refused_by_their_flag() {
         );
     }
 }
+
+/// `--http2-streams` shares HTTP/2 connections: above 1 without `--http2`, 0, or past its
+/// bound (flag or environment) is refused before anything runs.
+#[test]
+fn http2_streams_without_http2_or_out_of_range_is_a_usage_error() {
+    let server = mock(MockConfig::instant());
+    let url = server.base_url();
+    let run = Bench::target(&url).arg("--http2-streams", 8).run();
+    assert_usage_error(&run, "--http2-streams 8");
+    assert!(run.stderr.contains("add --http2"), "{}", run.stderr);
+    for bad in ["0", "10001", "many"] {
+        let run = Bench::target(&url)
+            .flag("--http2")
+            .arg("--http2-streams", bad)
+            .run();
+        assert_eq!(run.code(), 2, "{bad}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("--http2-streams"),
+            "{bad}: {}",
+            run.stderr
+        );
+        let run = Bench::target(&url)
+            .flag("--http2")
+            .run_with_env(&[("LLMSURGE_HTTP2_STREAMS", bad)]);
+        assert_eq!(run.code(), 2, "{bad} from the environment: {}", run.stderr);
+        assert!(
+            run.stderr.contains("--http2-streams"),
+            "{bad}: {}",
+            run.stderr
+        );
+    }
+}

@@ -84,7 +84,10 @@
 //! - transports (an axis): the worker's own HTTP/1.1 client over plain TCP and over TLS
 //!   (`https://`, `--ca-cert` of a CA made at run time) and its own HTTP/2 client (h2c,
 //!   `--http2`): every invariant above holds on each, the router's view (`--record`'s
-//!   connections) included.
+//!   connections) included;
+//! - shared HTTP/2 connections (an axis of the HTTP/2 draws: `--http2-streams` 2 or 8):
+//!   every invariant above holds, and by the mock's truth no connection carried more
+//!   requests at once than the flag allows.
 //!
 //! A failing draw prints its seed, how to rerun it alone, and the equivalent command
 //! lines. CI runs [`SAMPLE`] draws (about 4 s of load each; a tier search some eight
@@ -276,6 +279,9 @@ struct Draw {
     /// (every SYN unanswered, a blackholed host), and `--connect-timeout 500ms`: the
     /// outage's errors are connects that timed out, never a `timeout`.
     blackhole: bool,
+    /// `--http2-streams N` (HTTP/2 draws): requests share connections, never more than N
+    /// at once on one by the mock's truth.
+    http2_streams: Option<u32>,
 }
 
 /// The two tiers of a user search: each `ttft_mean<=A,e2e_mean<=E` (ms), the tight one's
@@ -453,6 +459,7 @@ impl Draw {
             transport: Transport::Http,
             lost: false,
             blackhole: false,
+            http2_streams: None,
         };
         if profile.open() {
             let capacity = d.capacity_rps() / profile.requests_per_unit();
@@ -524,6 +531,10 @@ impl Draw {
             && r.chance(0.5);
         // Drawn last, and only for a lost draw: every other draw stays as it was.
         d.blackhole = d.lost && r.chance(0.5);
+        // After every other axis, and only for HTTP/2 draws: the others stay as they were.
+        if matches!(d.transport, Transport::H2c | Transport::H2) {
+            d.http2_streams = r.pick(&[None, Some(2), Some(8)]);
+        }
         d
     }
 
@@ -881,6 +892,10 @@ impl Draw {
                 a.push(dir.join(CA_CERT).display().to_string());
                 a.push("--http2".into());
             }
+        }
+        if let Some(n) = self.http2_streams {
+            a.push("--http2-streams".into());
+            a.push(n.to_string());
         }
         a
     }
@@ -1561,6 +1576,9 @@ fn run_draw(d: &Draw) -> Vec<String> {
     }
 
     check_traces(&joined, &mut broken);
+    if let Some(n) = d.http2_streams {
+        check_shared_streams(&joined, n, &mut broken);
+    }
     if d.affinity {
         check_affinity(
             &truth_path.with_file_name("record.jsonl"),
@@ -1966,6 +1984,39 @@ fn sessions_of(
         turns.sort_by_key(|t| t.turn);
     }
     sessions
+}
+
+/// `--http2-streams N`: by the mock's truth, no connection carried more than N requests
+/// at once (from each request's arrival to its end).
+fn check_shared_streams(joined: &[Joined], n: u32, broken: &mut Vec<String>) {
+    let mut on: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
+    for j in joined {
+        let t = &j.truth;
+        if let (Some(c), Some(a), Some(e)) = (
+            t["connection"].as_u64(),
+            t["arrival_time"].as_f64(),
+            t["end_time"].as_f64(),
+        ) {
+            on.entry(c).or_default().push((a, e));
+        }
+    }
+    for (c, spans) in &on {
+        let most = spans
+            .iter()
+            .map(|&(from, _)| {
+                spans
+                    .iter()
+                    .filter(|&&(a, e)| a <= from && from < e)
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
+        if most > n as usize {
+            broken.push(format!(
+                "--http2-streams {n}: the mock's connection {c} carried {most} requests at once"
+            ));
+        }
+    }
 }
 
 /// `--sticky-connections`: by the mock's record, every turn of a session came on one
@@ -2846,6 +2897,7 @@ fn the_draws_cover_every_axis() {
     for (what, pred) in [
         ("--affinity", (|d: &Draw| d.affinity) as fn(&Draw) -> bool),
         ("--outputs otlp", |d: &Draw| d.otlp),
+        ("--http2-streams", |d: &Draw| d.http2_streams.is_some()),
     ] {
         let seeds: Vec<u64> = draws
             .iter()
@@ -2868,6 +2920,10 @@ fn the_draws_cover_every_axis() {
     has("HTTPS", &|d| d.transport == Transport::Https);
     has("h2c", &|d| d.transport == Transport::H2c);
     has("HTTP/2 over TLS", &|d| d.transport == Transport::H2);
+    has("--http2-streams", &|d| d.http2_streams.is_some());
+    has("--http2-streams over TLS", &|d| {
+        d.http2_streams.is_some() && d.transport == Transport::H2
+    });
     has("sticky connections over HTTPS", &|d| {
         d.sticky && d.transport == Transport::Https
     });
