@@ -8,10 +8,12 @@
 //! [`rx_time::try_read`], and each frame carries the kernel's receive stamp of the read
 //! that completed it: a DATA frame's bytes are handed out with that instant.
 //!
-//! One request at a time per connection, as the HTTP/1.1 pool does it: streams 1, 3, 5,
-//! … on a pooled kept-alive connection, so concurrency is connections. Nothing here
-//! multiplexes; a connection in the pool holds its socket, its HPACK table (the server's
-//! dynamic table, up to 4 KiB) and what is left of a frame read.
+//! By default one request at a time per connection, as the HTTP/1.1 pool does it:
+//! streams 1, 3, 5, … on a pooled kept-alive connection, so concurrency is connections;
+//! a connection in the pool holds its socket, its HPACK table (the server's dynamic
+//! table, up to 4 KiB) and what is left of a frame read. `--http2-streams` above 1
+//! shares connections among streams instead ([`mux`]); both speak through [`Wire`], the
+//! connection's own part of the protocol.
 //!
 //! The framing is sans-IO over the worker's own tokio `TcpStream` (through its TLS
 //! session on `https://`, whose reads carry the kernel's stamps too): the connection
@@ -30,7 +32,6 @@
 
 use crate::connections::ConnectLog;
 use crate::http1::{HEAD_LIMIT, RequestHeaders};
-use crate::http2_mux::{Mux, Stream};
 use crate::idle_pool::{IdlePool, POOL_IDLE};
 use crate::resend::{self, Fault};
 use crate::rx_time;
@@ -39,10 +40,13 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::FutureExt;
 use llmsurge_proto::affinity::{SessionToken, TokenSeen};
 use llmsurge_proto::{ErrorKind, MonoNanos, RequestError};
+use mux::{Mux, Stream};
 use std::io::{self, IoSlice};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
+
+pub mod mux;
 
 /// What a client sends first on an h2c connection with prior knowledge.
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -582,7 +586,7 @@ pub(crate) struct Head {
 /// One connection's socket and the part of the protocol that does not depend on how many
 /// streams it carries: reads and frames, our answers (acks, WINDOW_UPDATEs), the
 /// server's header table, its SETTINGS and the connection's windows. [`Conn`] carries one
-/// stream at a time on it, [`crate::http2_mux`] many.
+/// stream at a time on it, [`mux`] many.
 pub(crate) struct Wire {
     pub(crate) stream: TcpStream,
     /// Its TLS session on `https://`.

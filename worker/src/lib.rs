@@ -27,7 +27,6 @@ pub mod formats;
 pub mod graph;
 pub mod http1;
 pub mod http2;
-pub mod http2_mux;
 pub mod idle_pool;
 pub mod itl;
 pub mod pacer;
