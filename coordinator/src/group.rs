@@ -170,7 +170,7 @@ impl BenchmarkPlan {
         let Some((flag, total)) = self.connections_at_once() else {
             return Ok(None);
         };
-        let per_worker = total.div_ceil(u64::from(self.workers.max(1)));
+        let per_worker = self.sockets_per_worker(total);
         match llmsurge_proto::fdlimit::ensure_fd_capacity(per_worker) {
             Ok(_) => Ok(None),
             // Thinking users hold no socket, unless each keeps its connection through its
@@ -193,8 +193,21 @@ impl BenchmarkPlan {
         }
     }
 
-    /// The most connections this host's part of the load holds at once, and the flag
-    /// that sets it; `None` for an open-ended load (a rate with no cap).
+    /// The sockets a worker holds for its share of `requests` at once: one a request, or
+    /// one for each `--http2-streams` of them where HTTP/2 connections are shared.
+    fn sockets_per_worker(&self, requests: u64) -> u64 {
+        let per_worker = requests.div_ceil(u64::from(self.workers.max(1)));
+        let backend = &self.worker_template.backend;
+        if backend.http2 {
+            per_worker.div_ceil(u64::from(backend.http2_streams.max(1)))
+        } else {
+            per_worker
+        }
+    }
+
+    /// The most requests this host's part of the load has in flight at once (each a
+    /// connection, unless `--http2-streams` shares them), and the flag that sets it;
+    /// `None` for an open-ended load (a rate with no cap).
     fn connections_at_once(&self) -> Option<(&'static str, u64)> {
         // This host's part: its share of the streams and of the cap.
         let cap = self.local_concurrency_cap();
@@ -214,18 +227,24 @@ impl BenchmarkPlan {
     /// Warns when this host's connections at once to the one target address need more
     /// local ports than the kernel's ephemeral range holds (all workers share it).
     fn check_local_ports(&self) -> Option<String> {
-        let (flag, total) = self.connections_at_once()?;
+        let (flag, requests) = self.connections_at_once()?;
+        let backend = &self.worker_template.backend;
+        let total = if backend.http2 && backend.http2_streams > 1 {
+            self.sockets_per_worker(requests) * u64::from(self.workers.max(1))
+        } else {
+            requests
+        };
         let range = crate::local_ports::PortRange::of_host()?;
         // A shard's share is not what the user typed: say whose it is.
         let what = if self.shard.is_split() {
             format!(
-                "{flag} ({}), shard {}/{}: its share, {total}",
+                "{flag} ({}), shard {}/{}: its share, {requests}",
                 self.strategy,
                 self.shard.index + 1,
                 self.shard.count
             )
         } else {
-            format!("{flag} {total} ({})", self.strategy)
+            format!("{flag} {requests} ({})", self.strategy)
         };
         crate::local_ports::port_warning(total, range, &what)
     }

@@ -246,3 +246,25 @@ fn thinking_users_who_keep_their_connection_beyond_the_hard_limit_are_refused() 
         "nothing was sent"
     );
 }
+
+/// `--http2-streams` shares connections: 1,000 streams on connections of 100 need about
+/// 10 sockets, so a hard limit of 200 open files holds them (without the flag, the same
+/// run is refused, above).
+#[test]
+fn streams_sharing_http2_connections_need_only_their_connections_files() {
+    let server = mock(MockConfig::instant());
+    let (child, dir) = Bench::on(&server)
+        .flag("--http2")
+        .arg("--http2-streams", 100)
+        .concurrent(1000)
+        .max_requests(1000)
+        .workers(1)
+        .data("prompt_tokens=4,output_tokens=4")
+        .start(|cmd| with_nofile(cmd, 200, 200));
+    let run = wait_run(child, dir);
+    let report = ended_with(&run, 0);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 1000, "{:?}", b.errors);
+    let c = b.client.connections.clone().expect("connections");
+    assert!(c.opened <= 20, "{c:?}");
+}

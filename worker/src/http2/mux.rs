@@ -509,10 +509,24 @@ impl Drop for Mux {
 
 /// Closes a connection: its socket goes, its driver ends.
 fn close(st: &mut State) {
+    if !st.streams.is_empty() {
+        // Streams still on it (the client going away mid-request) end, not wait.
+        st.fail(ReadFail::Closed);
+    }
     st.closed = true;
     st.wire = None;
     if let Some(w) = st.driver.take() {
         w.wake();
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        // Its driver holds it weakly and waits on the socket going with it: woken, it
+        // finds it gone and ends.
+        if let Some(w) = self.driver.take() {
+            w.wake();
+        }
     }
 }
 
