@@ -149,17 +149,26 @@ struct Raw {
     side: Arc<AtomicUsize>,
 }
 
-/// What [`serve`] counts.
+/// What [`serve`] counts, and how it starts a connection.
 #[derive(Clone, Default)]
 struct Counts {
     posts: Arc<AtomicUsize>,
     http1: Arc<AtomicUsize>,
     side: Arc<AtomicUsize>,
+    /// A connection whose client sends no request before the server's SETTINGS (as
+    /// `--http2-streams` waits for them) never gets them: the server is silent on it.
+    withhold_settings: bool,
 }
 
 impl Raw {
     fn start(act: impl Fn(usize, usize) -> Act + Send + Sync + 'static) -> Self {
-        let counts = Counts::default();
+        Self::start_with(Counts::default(), act)
+    }
+
+    fn start_with(
+        counts: Counts,
+        act: impl Fn(usize, usize) -> Act + Send + Sync + 'static,
+    ) -> Self {
         let shared = counts.clone();
         let url = crate::support::raw_server(move |stream, _| serve(stream, &act, &shared));
         Self {
@@ -182,9 +191,37 @@ fn read_frame(s: &mut TcpStream) -> Option<(u8, u8, u32, Vec<u8>)> {
     Some((h[3], h[4], id, payload))
 }
 
+/// Whether a HEADERS frame comes within 500 ms after the preface (hyper's client, the
+/// coordinator's, sends its request at once), seen without taking the bytes.
+fn headers_come(s: &TcpStream) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    let mut buf = [0u8; 4096];
+    while std::time::Instant::now() < until {
+        let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(20)));
+        let n = s.peek(&mut buf).unwrap_or(0);
+        let mut at = 0;
+        while at + 9 <= n {
+            if buf[at + 3] == 0x1 {
+                let _ = s.set_read_timeout(None);
+                return true;
+            }
+            at += 9
+                + ((usize::from(buf[at]) << 16)
+                    | (usize::from(buf[at + 1]) << 8)
+                    | usize::from(buf[at + 2]));
+        }
+    }
+    let _ = s.set_read_timeout(None);
+    false
+}
+
 fn serve(mut s: TcpStream, act: &(dyn Fn(usize, usize) -> Act + Send + Sync), counts: &Counts) {
     let mut preface = [0u8; 24];
     if s.read_exact(&mut preface).is_err() {
+        return;
+    }
+    if counts.withhold_settings && !headers_come(&s) {
+        while read_frame(&mut s).is_some() {}
         return;
     }
     if s.write_all(&frame(0x4, 0, 0, &[])).is_err() {
@@ -478,23 +515,96 @@ fn a_server_that_does_not_speak_h2c_stops_the_run_saying_drop_http2() {
 }
 
 /// `--http2-streams` above the server's SETTINGS_MAX_CONCURRENT_STREAMS: the server's
-/// bound holds. A raw server that allows one stream at a time holds each answer until it
-/// has waited 200 ms for another request's HEADERS; one that comes meanwhile (a stream
-/// over its bound) is refused (REFUSED_STREAM) and counted. Four requests at once, eight
-/// streams allowed by the flag: none over the server's bound, all answered.
+/// bound holds ([`bounded_server`] of 1). Four requests at once, eight streams allowed by
+/// the flag: none over the server's bound, all answered.
 #[test]
 fn the_servers_bound_on_concurrent_streams_holds_over_http2_streams() {
+    let (url, over, answered, _) = bounded_server(1);
+    let run = Bench::target(&url)
+        .model("m")
+        .flag("--http2")
+        .arg("--http2-streams", "8")
+        .concurrent(4)
+        .max_requests(8)
+        .request_timeout("30s")
+        .data("prompt_tokens=16,output_tokens=4")
+        .run();
+    let report = ok_report(&run);
+    let b = &report.benchmarks[0];
+    assert_eq!(b.requests.completed, 8, "{:?}", b.errors);
+    assert_eq!(
+        over.load(Ordering::SeqCst),
+        0,
+        "streams over the server's bound"
+    );
+    assert!(answered.load(Ordering::SeqCst) >= 8);
+    assert_eq!(b.requests.resent, 0);
+}
+
+/// Break test: a server that allows no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) made
+/// each request open connection after connection (442 in 0.3 s for 56 requests). While
+/// its connection says 0, requests fail at once, saying so.
+#[test]
+fn a_server_that_allows_no_stream_fails_requests_without_a_connection_storm() {
+    let (url, _, answered, connections) = bounded_server(0);
+    let run = Bench::target(&url)
+        .model("m")
+        .flag("--http2")
+        .arg("--http2-streams", "8")
+        .workers(1)
+        .concurrent(4)
+        .max_requests(40)
+        .request_timeout("30s")
+        .data("prompt_tokens=16,output_tokens=4")
+        .run();
+    assert_eq!(run.code(), exit_codes::INVALID_RUN, "{}", run.stderr);
+    let b = run
+        .report()
+        .benchmarks
+        .into_iter()
+        .next()
+        .expect("a benchmark");
+    let errors = errors(&b);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].0, "connect");
+    assert!(
+        errors[0]
+            .2
+            .contains("the server takes no stream now (SETTINGS_MAX_CONCURRENT_STREAMS 0"),
+        "{errors:?}"
+    );
+    assert_eq!(answered.load(Ordering::SeqCst), 0);
+    // The coordinator's own (the check, the probe, scrapes) and a few of the worker's.
+    let opened = connections.load(Ordering::SeqCst);
+    assert!(opened <= 12, "{opened} connections for 40 requests");
+}
+
+/// A raw h2c server whose SETTINGS_MAX_CONCURRENT_STREAMS is `max`: each answer held
+/// until it has waited 200 ms for another request's HEADERS; one that comes meanwhile
+/// (a stream over its bound) is refused (REFUSED_STREAM) and counted; with 0, a client
+/// that sends a request at once (the coordinator's) is allowed 100. Its URL, the
+/// streams over the bound, the requests answered and the connections accepted.
+fn bounded_server(max: u32) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let over = Arc::new(AtomicUsize::new(0));
     let answered = Arc::new(AtomicUsize::new(0));
-    let (o, a) = (over.clone(), answered.clone());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let (o, a, c) = (over.clone(), answered.clone(), connections.clone());
     let url = crate::support::raw_server(move |mut s, _| {
+        c.fetch_add(1, Ordering::SeqCst);
         let mut preface = [0u8; 24];
         if s.read_exact(&mut preface).is_err() {
             return;
         }
-        // SETTINGS_MAX_CONCURRENT_STREAMS (0x3) = 1.
+        // The coordinator's own requests (hyper's, sent at once) are let through: its
+        // target check would not start the run.
+        let max = if max == 0 && headers_come(&s) {
+            100
+        } else {
+            max
+        };
+        // SETTINGS_MAX_CONCURRENT_STREAMS (0x3).
         let mut settings = 3u16.to_be_bytes().to_vec();
-        settings.extend_from_slice(&1u32.to_be_bytes());
+        settings.extend_from_slice(&max.to_be_bytes());
         if s.write_all(&frame(0x4, 0, 0, &settings)).is_err() {
             return;
         }
@@ -539,23 +649,47 @@ fn the_servers_bound_on_concurrent_streams_holds_over_http2_streams() {
             }
         }
     });
-    let run = Bench::target(&url)
+    (url, over, answered, connections)
+}
+
+/// Break test: a server that answers the connection and never sends its SETTINGS held
+/// requests on shared connections until the request timeout, which then called them
+/// `timeout` though the server never had them. They fail within `--connect-timeout`, as
+/// connects that did not happen.
+#[test]
+fn a_server_that_never_sends_its_settings_fails_shared_streams_as_connects() {
+    let server = Raw::start_with(
+        Counts {
+            withhold_settings: true,
+            ..Counts::default()
+        },
+        |_, _| Act::Answer,
+    );
+    let run = Bench::target(&server.url)
         .model("m")
         .flag("--http2")
-        .arg("--http2-streams", "8")
-        .concurrent(4)
-        .max_requests(8)
-        .request_timeout("30s")
+        .arg("--http2-streams", 4)
+        .arg("--connect-timeout", "1s")
+        .concurrent(2)
+        .max_requests(4)
+        .request_timeout("60s")
         .data("prompt_tokens=16,output_tokens=4")
         .run();
-    let report = ok_report(&run);
+    assert_eq!(run.code(), exit_codes::INVALID_RUN, "{}", run.stderr);
+    let report = run.report();
     let b = &report.benchmarks[0];
-    assert_eq!(b.requests.completed, 8, "{:?}", b.errors);
-    assert_eq!(
-        over.load(Ordering::SeqCst),
-        0,
-        "streams over the server's bound"
+    let errors = errors(b);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let (kind, count, sample) = &errors[0];
+    assert_eq!(kind, "connect", "{errors:?}");
+    assert!(*count >= 2, "{errors:?}");
+    assert!(
+        sample.contains("the server sent no HTTP/2 SETTINGS within 1.000s"),
+        "{sample}"
     );
-    assert!(answered.load(Ordering::SeqCst) >= 8);
-    assert_eq!(b.requests.resent, 0);
+    assert_eq!(
+        server.posts.load(Ordering::SeqCst),
+        0,
+        "no request was sent"
+    );
 }

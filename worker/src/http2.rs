@@ -474,6 +474,26 @@ impl Dial {
     /// timeout, logged; our preface and SETTINGS wait in its `ctl` for the first write.
     pub(crate) async fn open(&self) -> Result<Wire, RequestError> {
         let began = MonoNanos::now();
+        let wire = self.open_unlogged().await?;
+        self.log(began);
+        Ok(wire)
+    }
+
+    /// Logs a connection that began opening at `began` as open now.
+    pub(crate) fn log(&self, began: MonoNanos) {
+        if let Some(log) = &self.connects {
+            log.record(began, MonoNanos::now().since(began));
+        }
+    }
+
+    /// The connect timeout.
+    pub(crate) fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// [`Self::open`], not logged: for a connection that is open only once the server's
+    /// SETTINGS came ([`mux`]).
+    pub(crate) async fn open_unlogged(&self) -> Result<Wire, RequestError> {
         // Boxed: a connect and a handshake make a large future, needed only meanwhile.
         let opening = Box::pin(async {
             let stream = TcpStream::connect(self.authority.as_str())
@@ -517,9 +537,6 @@ impl Dial {
             Ok(Err(message)) => return Err(failure(ErrorKind::Connect, message)),
             Ok(Ok(opened)) => opened,
         };
-        if let Some(log) = &self.connects {
-            log.record(began, MonoNanos::now().since(began));
-        }
         Ok(Wire::new(stream, tls))
     }
 }

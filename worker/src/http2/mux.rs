@@ -51,10 +51,11 @@ const PICKS: usize = 8;
 pub struct Mux {
     /// The most streams a connection carries at once.
     per_conn: usize,
-    /// The least SETTINGS_MAX_CONCURRENT_STREAMS a connection of this server said: a
+    /// The SETTINGS_MAX_CONCURRENT_STREAMS a connection of this server said last: a
     /// connection still opening takes no more reservations than that (else, a server's
-    /// bound below `per_conn` sends most of them to look again).
-    learned: AtomicUsize,
+    /// bound below `per_conn` sends most of them to look again). Each open connection
+    /// keeps to its own.
+    learned: Arc<AtomicUsize>,
     conns: Mutex<Vec<Arc<Shared>>>,
 }
 
@@ -99,6 +100,12 @@ struct State {
     settled: bool,
     /// `--session-token`: read from every response head.
     token: Option<SessionToken>,
+    /// How it was opened (and where that is logged, once the server's SETTINGS came).
+    dial: Arc<Dial>,
+    /// When it began opening.
+    began: MonoNanos,
+    /// [`Mux::learned`].
+    learned: Arc<AtomicUsize>,
 }
 
 /// Why a shared connection failed.
@@ -146,7 +153,7 @@ fn again(e: &ReadFail) -> ReadFail {
 }
 
 impl State {
-    fn opening(token: Option<SessionToken>) -> Self {
+    fn opening(token: Option<SessionToken>, dial: Arc<Dial>, learned: Arc<AtomicUsize>) -> Self {
         Self {
             wire: None,
             broken: None,
@@ -159,6 +166,9 @@ impl State {
             closed: false,
             settled: false,
             token,
+            dial,
+            began: MonoNanos::now(),
+            learned,
         }
     }
 
@@ -167,8 +177,11 @@ impl State {
         if self.broken.is_some() || self.closed {
             return false;
         }
-        let Some(wire) = &self.wire else {
-            return self.load < per_conn; // still opening
+        let Some(wire) = self.wire.as_ref().filter(|_| self.settled) else {
+            // Still opening: as many as the server's last word allows (one at least, to
+            // hear a new word).
+            let learned = self.learned.load(Ordering::Relaxed);
+            return self.load < per_conn.min(learned).max(1);
         };
         let server = wire.max_streams.map_or(usize::MAX, |m| m as usize);
         wire.goaway.is_none() && wire.next_id < LAST_STREAM_ID && self.load < per_conn.min(server)
@@ -395,7 +408,7 @@ impl Mux {
     pub fn new(per_conn: usize) -> Self {
         Self {
             per_conn,
-            learned: AtomicUsize::new(usize::MAX),
+            learned: Arc::new(AtomicUsize::new(usize::MAX)),
             conns: Mutex::default(),
         }
     }
@@ -442,15 +455,29 @@ impl Mux {
                 continue;
             }
             let mut st = conn.lock();
-            if st.has_room(self.per_conn.min(self.learned.load(Ordering::Relaxed))) {
+            if st.has_room(self.per_conn) {
                 st.load += 1;
                 return Reservation(Some(Arc::clone(conn)));
             }
         }
-        let conn = Arc::new(Shared(Mutex::new(State::opening(token.clone()))));
+        let conn = Arc::new(Shared(Mutex::new(State::opening(
+            token.clone(),
+            Arc::clone(dial),
+            Arc::clone(&self.learned),
+        ))));
         conns.push(Arc::clone(&conn));
         tokio::spawn(open_and_drive(Arc::clone(&conn), Arc::clone(dial)));
         Reservation(Some(conn))
+    }
+
+    /// Whether an open connection of the server says it takes no stream
+    /// (SETTINGS_MAX_CONCURRENT_STREAMS 0): requests fail at once rather than open
+    /// connection after connection. Once it is closed (idle), one is tried again.
+    fn refusing(&self) -> bool {
+        self.conns().iter().any(|c| {
+            let st = c.lock();
+            st.settled && !st.gone() && st.wire.as_ref().and_then(|w| w.max_streams) == Some(0)
+        })
     }
 
     /// Sends a request on a shared connection and reads the response head; the resend
@@ -467,11 +494,18 @@ impl Mux {
         let mut avoid = None;
         let mut picks = 0;
         loop {
+            if self.refusing() {
+                // Not one more connection for it: the server said it takes no stream.
+                return Err(http2::failure(
+                    ErrorKind::Connect,
+                    format!(
+                        "connecting to {}: the server takes no stream now (SETTINGS_MAX_CONCURRENT_STREAMS 0 on its open connection)",
+                        dial.authority()
+                    ),
+                ));
+            }
             let reservation = self.reserve(avoid.as_ref(), dial, token);
             reservation.opened().await?;
-            if let Some(bound) = reservation.server_bound() {
-                self.learned.fetch_min(bound, Ordering::Relaxed);
-            }
             *connected = true;
             let Some(mut stream) = reservation.open(fixed, out) else {
                 // Full after the server's SETTINGS, or failed meanwhile: another look.
@@ -530,9 +564,13 @@ impl Drop for State {
     }
 }
 
-/// Opens the connection, then drives it until it fails or is closed.
+/// Opens the connection, then drives it until it fails or is closed. It is open once
+/// the server's SETTINGS came, within the connect timeout: a server that answers the
+/// connection and never starts HTTP/2 fails its requests as connects that did not
+/// happen (never a `timeout`, which says the server held a request).
 async fn open_and_drive(conn: Arc<Shared>, dial: Arc<Dial>) {
-    let opened = dial.open().await;
+    let deadline = Instant::now() + dial.connect_timeout();
+    let opened = dial.open_unlogged().await;
     {
         let mut st = conn.lock();
         match opened {
@@ -545,8 +583,31 @@ async fn open_and_drive(conn: Arc<Shared>, dial: Arc<Dial>) {
             }
         }
     }
-    let conn = Arc::downgrade(&conn);
-    drive(conn).await;
+    let weak = Arc::downgrade(&conn);
+    drop(conn);
+    let driving = drive(weak.clone());
+    tokio::pin!(driving);
+    tokio::select! {
+        () = &mut driving => return,
+        () = tokio::time::sleep_until(deadline) => {}
+    }
+    if let Some(conn) = weak.upgrade() {
+        let mut st = conn.lock();
+        if !st.settled && st.broken.is_none() && !st.closed {
+            st.wire = None;
+            st.broken = Some(Broken::Connect(http2::failure(
+                ErrorKind::Connect,
+                format!(
+                    "connecting to {}: the server sent no HTTP/2 SETTINGS within {:.3}s of the connection (it does not speak HTTP/2 there, or is stuck)",
+                    dial.authority(),
+                    dial.connect_timeout().as_secs_f64()
+                ),
+            )));
+            st.wake_waiting();
+            return;
+        }
+    }
+    driving.await;
 }
 
 /// The connection's driver: reads and hands out frames, writes what waits.
@@ -617,8 +678,12 @@ async fn drive(conn: Weak<Shared>) {
                 st.fail(e);
                 return Poll::Ready(());
             }
+            if let Some(bound) = st.wire.as_ref().and_then(|w| w.max_streams) {
+                st.learned.store(bound as usize, Ordering::Relaxed);
+            }
             if !st.settled && st.wire.as_ref().is_some_and(|w| w.settled) {
                 st.settled = true;
+                st.dial.log(st.began);
                 st.wake_waiting();
             }
             st.flush();
@@ -676,12 +741,6 @@ impl Reservation {
             }
         })
         .await
-    }
-
-    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS on this connection, if it said one.
-    fn server_bound(&self) -> Option<usize> {
-        let st = self.conn().lock();
-        st.wire.as_ref()?.max_streams.map(|m| m as usize)
     }
 
     /// Opens the stream and writes the request's head (and what of its body the
@@ -832,5 +891,62 @@ impl Drop for Stream {
         if !self.ended {
             self.conn.lock().cancel(self.id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How many streams [`Mux::reserve`] puts on one connection of `per_conn` whose
+    /// server said `learned` last, the connection open (`open`: settled, with its own
+    /// bound) or still opening.
+    async fn room(per_conn: usize, learned: usize, open: Option<Option<u32>>) -> usize {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let dial = Arc::new(Dial {
+            authority: addr.to_string(),
+            tls: None,
+            connect_timeout: std::time::Duration::from_secs(1),
+            connects: None,
+        });
+        let mut mux = Mux::new(per_conn);
+        mux.learned = Arc::new(AtomicUsize::new(learned));
+        let mut st = State::opening(None, Arc::clone(&dial), Arc::clone(&mux.learned));
+        st.load = 0;
+        if let Some(bound) = open {
+            let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            let mut wire = Wire::new(stream, None);
+            wire.max_streams = bound;
+            wire.settled = true;
+            st.wire = Some(wire);
+            st.settled = true;
+        }
+        let conn = Arc::new(Shared(Mutex::new(st)));
+        mux.conns().push(Arc::clone(&conn));
+        let mut held = Vec::new();
+        loop {
+            let r = mux.reserve(None, &dial, &None);
+            if !Arc::ptr_eq(r.conn(), &conn) || held.len() > 1000 {
+                return held.len();
+            }
+            held.push(r);
+        }
+    }
+
+    /// Break test: one connection's low SETTINGS_MAX_CONCURRENT_STREAMS was applied to
+    /// every connection for the rest of the run. An open connection keeps to its own
+    /// bound; only one still opening goes by the server's last word.
+    #[tokio::test]
+    async fn each_open_connection_keeps_to_its_own_bound() {
+        assert_eq!(room(8, 1, Some(Some(100))).await, 8);
+        assert_eq!(room(8, 1, Some(None)).await, 8);
+        assert_eq!(room(8, 100, Some(Some(2))).await, 2);
+        assert_eq!(room(8, 2, None).await, 2);
+        assert_eq!(room(8, usize::MAX, None).await, 8);
+        // A server that said 0: one, to hear whether it says more.
+        assert_eq!(room(8, 0, None).await, 1);
     }
 }
