@@ -1981,6 +1981,37 @@ fn itl_with_a_short_first_chunk_matches_the_truth() {
     assert!(off.is_empty(), "{}", off.join("\n"));
 }
 
+/// Each connection of the mock's truth with its requests' spans, arrival to end (Unix
+/// seconds).
+pub(super) fn spans_by_connection(joined: &[Joined]) -> BTreeMap<u64, Vec<(f64, f64)>> {
+    let mut on: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
+    for j in joined {
+        let t = &j.truth;
+        if let (Some(c), Some(a), Some(e)) = (
+            t["connection"].as_u64(),
+            t["arrival_time"].as_f64(),
+            t["end_time"].as_f64(),
+        ) {
+            on.entry(c).or_default().push((a, e));
+        }
+    }
+    on
+}
+
+/// The most of `spans` under way at once.
+pub(super) fn most_at_once(spans: &[(f64, f64)]) -> usize {
+    spans
+        .iter()
+        .map(|&(from, _)| {
+            spans
+                .iter()
+                .filter(|&&(a, e)| a <= from && from < e)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// `--http2-streams N`: by the mock's truth, several requests at once on one connection,
 /// never more than N, the connections the truth names the ones the report says were
 /// opened; every request and aggregate matches the truth.
@@ -2019,16 +2050,7 @@ fn check_shared_streams(tls: bool) {
     let b = &report.benchmarks[0];
     assert_eq!(b.requests.completed, requests);
     check_aggregates(&joined, b);
-    let mut on: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
-    for j in &joined {
-        let t = &j.truth;
-        let connection = t["connection"].as_u64().expect("the truth's connection");
-        let span = (
-            t["arrival_time"].as_f64().expect("arrival"),
-            t["end_time"].as_f64().expect("end"),
-        );
-        on.entry(connection).or_default().push(span);
-    }
+    let on = spans_by_connection(&joined);
     let c = b.client.connections.clone().expect("connections");
     assert_eq!(
         c.opened,
@@ -2037,22 +2059,7 @@ fn check_shared_streams(tls: bool) {
         on.keys()
     );
     // The most requests the mock had under way at once on one connection.
-    let most = on
-        .values()
-        .map(|spans| {
-            spans
-                .iter()
-                .map(|&(from, _)| {
-                    spans
-                        .iter()
-                        .filter(|&&(a, e)| a <= from && from < e)
-                        .count()
-                })
-                .max()
-                .unwrap_or(0)
-        })
-        .max()
-        .unwrap_or(0);
+    let most = on.values().map(|s| most_at_once(s)).max().unwrap_or(0);
     assert!(
         (2..=per_connection).contains(&most),
         "at most {most} requests at once on one connection, by the truth ({per_connection} allowed)"

@@ -1989,28 +1989,8 @@ fn sessions_of(
 /// `--http2-streams N`: by the mock's truth, no connection carried more than N requests
 /// at once (from each request's arrival to its end).
 fn check_shared_streams(joined: &[Joined], n: u32, broken: &mut Vec<String>) {
-    let mut on: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
-    for j in joined {
-        let t = &j.truth;
-        if let (Some(c), Some(a), Some(e)) = (
-            t["connection"].as_u64(),
-            t["arrival_time"].as_f64(),
-            t["end_time"].as_f64(),
-        ) {
-            on.entry(c).or_default().push((a, e));
-        }
-    }
-    for (c, spans) in &on {
-        let most = spans
-            .iter()
-            .map(|&(from, _)| {
-                spans
-                    .iter()
-                    .filter(|&&(a, e)| a <= from && from < e)
-                    .count()
-            })
-            .max()
-            .unwrap_or(0);
+    for (c, spans) in &super::truth::spans_by_connection(joined) {
+        let most = super::truth::most_at_once(spans);
         if most > n as usize {
             broken.push(format!(
                 "--http2-streams {n}: the mock's connection {c} carried {most} requests at once"
