@@ -106,6 +106,8 @@ struct State {
     began: MonoNanos,
     /// [`Mux::learned`].
     learned: Arc<AtomicUsize>,
+    /// Its server's SETTINGS_MAX_CONCURRENT_STREAMS as last told to `learned`.
+    told: Option<u32>,
 }
 
 /// Why a shared connection failed.
@@ -169,6 +171,7 @@ impl State {
             dial,
             began: MonoNanos::now(),
             learned,
+            told: None,
         }
     }
 
@@ -441,13 +444,16 @@ impl Mux {
     }
 
     /// A place for one stream on a connection with room (not `avoid`), or on one opened
-    /// for it.
+    /// for it; `None` when none has room and the server's last word was that it takes
+    /// no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0) while a connection of it is open
+    /// or opening: the request fails at once rather than open connection after
+    /// connection, and one connection at a time asks again.
     fn reserve(
         &self,
         avoid: Option<&Arc<Shared>>,
         dial: &Arc<Dial>,
         token: &Option<SessionToken>,
-    ) -> Reservation {
+    ) -> Option<Reservation> {
         let mut conns = self.conns();
         conns.retain(|c| !c.lock().gone());
         for conn in conns.iter() {
@@ -457,8 +463,11 @@ impl Mux {
             let mut st = conn.lock();
             if st.has_room(self.per_conn) {
                 st.load += 1;
-                return Reservation(Some(Arc::clone(conn)));
+                return Some(Reservation(Some(Arc::clone(conn))));
             }
+        }
+        if self.learned.load(Ordering::Relaxed) == 0 && !conns.is_empty() {
+            return None;
         }
         let conn = Arc::new(Shared(Mutex::new(State::opening(
             token.clone(),
@@ -467,17 +476,7 @@ impl Mux {
         ))));
         conns.push(Arc::clone(&conn));
         tokio::spawn(open_and_drive(Arc::clone(&conn), Arc::clone(dial)));
-        Reservation(Some(conn))
-    }
-
-    /// Whether an open connection of the server says it takes no stream
-    /// (SETTINGS_MAX_CONCURRENT_STREAMS 0): requests fail at once rather than open
-    /// connection after connection. Once it is closed (idle), one is tried again.
-    fn refusing(&self) -> bool {
-        self.conns().iter().any(|c| {
-            let st = c.lock();
-            st.settled && !st.gone() && st.wire.as_ref().and_then(|w| w.max_streams) == Some(0)
-        })
+        Some(Reservation(Some(conn)))
     }
 
     /// Sends a request on a shared connection and reads the response head; the resend
@@ -494,17 +493,15 @@ impl Mux {
         let mut avoid = None;
         let mut picks = 0;
         loop {
-            if self.refusing() {
-                // Not one more connection for it: the server said it takes no stream.
+            let Some(reservation) = self.reserve(avoid.as_ref(), dial, token) else {
                 return Err(http2::failure(
                     ErrorKind::Connect,
                     format!(
-                        "connecting to {}: the server takes no stream now (SETTINGS_MAX_CONCURRENT_STREAMS 0 on its open connection)",
+                        "connecting to {}: the server takes no stream now (its last SETTINGS_MAX_CONCURRENT_STREAMS was 0, and no connection of it has room)",
                         dial.authority()
                     ),
                 ));
-            }
-            let reservation = self.reserve(avoid.as_ref(), dial, token);
+            };
             reservation.opened().await?;
             *connected = true;
             let Some(mut stream) = reservation.open(fixed, out) else {
@@ -678,8 +675,12 @@ async fn drive(conn: Weak<Shared>) {
                 st.fail(e);
                 return Poll::Ready(());
             }
-            if let Some(bound) = st.wire.as_ref().and_then(|w| w.max_streams) {
-                st.learned.store(bound as usize, Ordering::Relaxed);
+            // The server's word, when it changed on this connection.
+            let bound = st.wire.as_ref().and_then(|w| w.max_streams);
+            if bound.is_some() && bound != st.told {
+                st.told = bound;
+                st.learned
+                    .store(bound.map_or(usize::MAX, |b| b as usize), Ordering::Relaxed);
             }
             if !st.settled && st.wire.as_ref().is_some_and(|w| w.settled) {
                 st.settled = true;
@@ -898,10 +899,8 @@ impl Drop for Stream {
 mod tests {
     use super::*;
 
-    /// How many streams [`Mux::reserve`] puts on one connection of `per_conn` whose
-    /// server said `learned` last, the connection open (`open`: settled, with its own
-    /// bound) or still opening.
-    async fn room(per_conn: usize, learned: usize, open: Option<Option<u32>>) -> usize {
+    /// A dial to a listener that accepts (and never answers).
+    async fn dial() -> (tokio::net::TcpListener, Arc<Dial>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -912,12 +911,18 @@ mod tests {
             connect_timeout: std::time::Duration::from_secs(1),
             connects: None,
         });
-        let mut mux = Mux::new(per_conn);
-        mux.learned = Arc::new(AtomicUsize::new(learned));
-        let mut st = State::opening(None, Arc::clone(&dial), Arc::clone(&mux.learned));
+        (listener, dial)
+    }
+
+    /// A connection of `mux`, open (`open`: settled, with its own bound) or still
+    /// opening.
+    async fn conn(mux: &Mux, dial: &Arc<Dial>, open: Option<Option<u32>>) -> Arc<Shared> {
+        let mut st = State::opening(None, Arc::clone(dial), Arc::clone(&mux.learned));
         st.load = 0;
         if let Some(bound) = open {
-            let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            let stream = tokio::net::TcpStream::connect(dial.authority())
+                .await
+                .expect("connect");
             let mut wire = Wire::new(stream, None);
             wire.max_streams = bound;
             wire.settled = true;
@@ -926,14 +931,65 @@ mod tests {
         }
         let conn = Arc::new(Shared(Mutex::new(st)));
         mux.conns().push(Arc::clone(&conn));
-        let mut held = Vec::new();
-        loop {
-            let r = mux.reserve(None, &dial, &None);
-            if !Arc::ptr_eq(r.conn(), &conn) || held.len() > 1000 {
-                return held.len();
-            }
+        conn
+    }
+
+    /// How many reservations [`Mux::reserve`] puts on `on` before it gives one
+    /// elsewhere or none; the ones it made are held in `held`.
+    fn reserved_on(
+        mux: &Mux,
+        dial: &Arc<Dial>,
+        on: &Arc<Shared>,
+        held: &mut Vec<Reservation>,
+    ) -> usize {
+        let mut n = 0;
+        while let Some(r) = mux.reserve(None, dial, &None) {
+            let here = Arc::ptr_eq(r.conn(), on);
             held.push(r);
+            if !here || n > 1000 {
+                break;
+            }
+            n += 1;
         }
+        n
+    }
+
+    /// How many streams [`Mux::reserve`] puts on one connection of `per_conn` whose
+    /// server said `learned` last, the connection open (`open`: settled, with its own
+    /// bound) or still opening.
+    async fn room(per_conn: usize, learned: usize, open: Option<Option<u32>>) -> usize {
+        let (_listener, dial) = dial().await;
+        let mut mux = Mux::new(per_conn);
+        mux.learned = Arc::new(AtomicUsize::new(learned));
+        let on = conn(&mux, &dial, open).await;
+        reserved_on(&mux, &dial, &on, &mut Vec::new())
+    }
+
+    /// Break test: one connection saying 0 (a server draining it) failed every request
+    /// while another had room; and once the server's last word was 0, each waiting
+    /// request opened a connection of its own to ask again.
+    #[tokio::test]
+    async fn a_connection_that_takes_no_stream_holds_up_neither_the_others_nor_a_storm() {
+        let (_listener, dial) = dial().await;
+        let mux = Mux::new(8);
+        mux.learned.store(0, Ordering::Relaxed);
+        let _draining = conn(&mux, &dial, Some(Some(0))).await;
+        let healthy = conn(&mux, &dial, Some(Some(8))).await;
+        let mut held = Vec::new();
+        assert_eq!(reserved_on(&mux, &dial, &healthy, &mut held), 8);
+        // Both full, the last word 0: no new connection, the request fails at once.
+        assert!(mux.reserve(None, &dial, &None).is_none());
+        assert_eq!(mux.conns().len(), 2);
+        // With none left, one connection asks again; while it opens, nothing more.
+        drop(held);
+        mux.conns().clear();
+        let probe = mux
+            .reserve(None, &dial, &None)
+            .expect("a connection to ask");
+        assert_eq!(mux.conns().len(), 1);
+        assert!(mux.reserve(None, &dial, &None).is_none());
+        assert_eq!(mux.conns().len(), 1);
+        drop(probe);
     }
 
     /// Break test: one connection's low SETTINGS_MAX_CONCURRENT_STREAMS was applied to
