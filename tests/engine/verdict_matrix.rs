@@ -1043,13 +1043,9 @@ fn pct(b: &Value, key: &str, p: &str) -> Option<f64> {
     f(&b["metrics"][key]["successful"]["percentiles"][p])
 }
 
-/// A request the stop cancelled this soon after its send may never have reached the
-/// mock's handler (the connection closed before the server read it).
-const CUT_AT_SEND_S: f64 = 0.05;
-
 /// Joins the request log with the truth on `x-request-id`: every sent request with its
 /// one truth line (the second of two when it was resent), every truth line with a
-/// logged request. A request the stop cut off within [`CUT_AT_SEND_S`] of its send may be
+/// logged request. A request the stop cut off within [`crate::support::CUT_AT_SEND_S`] of its send may be
 /// missing from the truth; how many were is returned. Anything else unmatched is broken.
 fn join(log: &Path, truth: &Path, broken: &mut Vec<String>) -> (Vec<Joined>, u64) {
     let mut by_id: std::collections::HashMap<String, Vec<Value>> = std::collections::HashMap::new();
@@ -1060,16 +1056,11 @@ fn join(log: &Path, truth: &Path, broken: &mut Vec<String>) -> (Vec<Joined>, u64
     let mut joined = Vec::new();
     let mut unseen = 0;
     for log in recorded(log) {
-        let (Some(start), Some(id)) = (log["start_time"].as_f64(), log["request_id"].as_str())
-        else {
+        let (Some(_), Some(id)) = (log["start_time"].as_f64(), log["request_id"].as_str()) else {
             continue;
         };
         let Some(mut attempts) = by_id.remove(id) else {
-            let cut = log["error_kind"] == "cancelled"
-                && log["end_time"]
-                    .as_f64()
-                    .is_some_and(|e| e - start < CUT_AT_SEND_S);
-            if cut {
+            if crate::support::cut_at_send(&log) {
                 unseen += 1;
             } else {
                 broken.push(format!(
