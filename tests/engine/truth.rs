@@ -956,6 +956,20 @@ fn anthropic_not_streamed_matches_the_truth() {
     );
 }
 
+/// Asserts that the mock's seed gave each of `kinds` of fault to some request.
+fn assert_faults_drawn(joined: &[Joined], kinds: &[&str]) {
+    let faults: Vec<&str> = joined
+        .iter()
+        .filter_map(|j| j.truth["fault"].as_str())
+        .collect();
+    for fault in kinds {
+        assert!(
+            faults.contains(fault),
+            "the seed gave a {fault}: {faults:?}"
+        );
+    }
+}
+
 #[test]
 fn garbage_closes_and_stalls_are_the_errors_the_client_reports() {
     // A stall holds the response until the client's idle timeout gives up on it.
@@ -973,16 +987,7 @@ fn garbage_closes_and_stalls_are_the_errors_the_client_reports() {
         },
     );
     check(&joined);
-    let faults: Vec<&str> = joined
-        .iter()
-        .filter_map(|j| j.truth["fault"].as_str())
-        .collect();
-    for fault in ["garbage", "close", "stall"] {
-        assert!(
-            faults.contains(&fault),
-            "the seed gave a {fault}: {faults:?}"
-        );
-    }
+    assert_faults_drawn(&joined, &["garbage", "close", "stall"]);
 }
 
 #[test]
@@ -2105,16 +2110,7 @@ fn faults_on_shared_http2_connections_are_each_their_own_requests_errors() {
         },
     );
     check(&joined);
-    let faults: Vec<&str> = joined
-        .iter()
-        .filter_map(|j| j.truth["fault"].as_str())
-        .collect();
-    for fault in ["drop", "garbage", "stall"] {
-        assert!(
-            faults.contains(&fault),
-            "the seed gave a {fault}: {faults:?}"
-        );
-    }
+    assert_faults_drawn(&joined, &["drop", "garbage", "stall"]);
     let completed = joined
         .iter()
         .filter(|j| j.truth["outcome"] == "completed")

@@ -84,6 +84,10 @@ struct State {
     broken: Option<Broken>,
     /// Its open streams.
     streams: HashMap<u32, Slot>,
+    /// The streams whose request body is not all out yet: what [`State::pump`] and
+    /// [`State::sendable`] look at, so that a read on a connection of many streams does
+    /// not go through them all.
+    sending: Vec<u32>,
     /// Streams reserved (waiting for it to open) and open.
     load: usize,
     /// Streams it carried so far.
@@ -160,6 +164,7 @@ impl State {
             wire: None,
             broken: None,
             streams: HashMap::new(),
+            sending: Vec::new(),
             load: 1,
             opened: 0,
             waiting: Vec::new(),
@@ -246,7 +251,10 @@ impl State {
     /// windows and [`BODY_QUEUE`].
     fn pump(&mut self) {
         let Some(wire) = &mut self.wire else { return };
-        for (&id, slot) in &mut self.streams {
+        for &id in &self.sending {
+            let Some(slot) = self.streams.get_mut(&id) else {
+                continue;
+            };
             while !slot.body.is_empty() && wire.ctl.len() < BODY_QUEUE {
                 let n = slot
                     .body
@@ -268,6 +276,9 @@ impl State {
                 slot.send_window -= n as i64;
             }
         }
+        let streams = &self.streams;
+        self.sending
+            .retain(|id| streams.get(id).is_some_and(|s| !s.body.is_empty()));
     }
 
     /// Whether bytes wait to be written: our frames, TLS records, or bodies.
@@ -283,10 +294,11 @@ impl State {
             return false;
         };
         wire.send_window > 0
-            && self
-                .streams
-                .values()
-                .any(|s| !s.body.is_empty() && s.send_window > 0)
+            && self.sending.iter().any(|id| {
+                self.streams
+                    .get(id)
+                    .is_some_and(|s| !s.body.is_empty() && s.send_window > 0)
+            })
     }
 
     /// Writes what waits as far as the socket takes it now; the driver is woken for the
@@ -779,6 +791,9 @@ impl Reservation {
                     failed: None,
                 },
             );
+            if !out.body.is_empty() {
+                st.sending.push(id);
+            }
             st.flush();
             id
         };
