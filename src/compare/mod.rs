@@ -157,6 +157,7 @@ pub fn compare(
     warnings.extend(warnings::seed_warnings(base, cur));
     warnings.extend(warnings::affinity_warning(base, cur));
     warnings.extend(warnings::behaviour_warning(base, cur));
+    warnings.extend(warnings::transport_warning(base, cur));
     warnings.extend(
         pairs
             .iter()

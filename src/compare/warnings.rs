@@ -4,7 +4,8 @@
 //! its time limit), a side whose outputs ended shorter than asked (lighter work),
 //! goodput counted against different thresholds on the two sides, router affinity
 //! (`--affinity`, `--session-token`, `--sticky-connections`) and client behaviours
-//! (`--cancel`, `--max-prefill-concurrency`) that differ between them.
+//! (`--cancel`, `--max-prefill-concurrency`) that differ between them, and the transport
+//! (`https://`, `--http2`, `--http2-streams`).
 //! Each is a warning in every output of the comparison, never a verdict: the reports
 //! cannot tell how much of a change each made.
 
@@ -283,6 +284,39 @@ pub fn affinity_warning(base: &Report, cur: &Report) -> Option<String> {
     })
 }
 
+/// How a report's client reached its server: the scheme and the HTTP version, as the
+/// flags read (`--http2`, `--http2-streams N` where requests shared connections).
+fn transport(report: &Report) -> String {
+    let backend = |key: &str| report.args.pointer(&format!("/backend/{key}")).cloned();
+    let http2 = backend("http2").and_then(|v| v.as_bool()).unwrap_or(false);
+    let streams = backend("http2_streams")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(1);
+    let scheme = match report.target.base_url.split_once("://") {
+        Some((scheme, _)) => format!("{}://", scheme.to_ascii_lowercase()),
+        None => "a URL without a scheme".into(),
+    };
+    let version = match (http2, streams) {
+        (false, _) => "HTTP/1.1".to_string(),
+        (true, 1) => "--http2".to_string(),
+        (true, n) => format!("--http2 --http2-streams {n}"),
+    };
+    format!("{scheme} {version}")
+}
+
+/// Two reports whose clients reached the server differently (TLS or not, HTTP/1.1 or
+/// HTTP/2, requests sharing connections or not): handshakes, connections a request and
+/// how a server schedules the streams of one connection change its latencies as a
+/// build can.
+pub fn transport_warning(base: &Report, cur: &Report) -> Option<String> {
+    let (tb, tc) = (transport(base), transport(cur));
+    (tb != tc).then(|| {
+        format!(
+            "the client reached the server differently: {tb} in the baseline, {tc} in the current run: TLS handshakes, a connection per request or streams sharing one change the latencies a server shows; rerun one side with the other's target and flags"
+        )
+    })
+}
+
 /// A report's client behaviours that change the workload (`args.behaviour`), as their
 /// flags read; "none" without any.
 fn behaviour_flags(report: &Report) -> String {
@@ -361,6 +395,25 @@ mod tests {
         assert_eq!(flags(fixed), "--cancel share=7%,after=1.5s");
         let ttft = CancelAfter::AfterFirstToken(Duration::from_millis(70));
         assert_eq!(flags(ttft), "--cancel share=7%,after=ttft+70ms");
+    }
+
+    #[test]
+    fn the_transport_reads_as_its_scheme_and_flags() {
+        let plain = fixture();
+        assert_eq!(transport(&plain), "http:// HTTP/1.1");
+        let mut tls = fixture();
+        tls.target.base_url = "HTTPS://gateway.example:443".into();
+        tls.args["backend"]["http2"] = true.into();
+        assert_eq!(transport(&tls), "https:// --http2");
+        let mut shared = tls.clone();
+        shared.args["backend"]["http2_streams"] = 100.into();
+        assert_eq!(transport(&shared), "https:// --http2 --http2-streams 100");
+        assert!(transport_warning(&plain, &plain.clone()).is_none());
+        let warning = transport_warning(&tls, &shared).expect("a warning");
+        assert!(
+            warning.contains("https:// --http2 in the baseline, https:// --http2 --http2-streams 100 in the current run"),
+            "{warning}"
+        );
     }
 
     /// Sets benchmark `i`'s prefix-cache counters to `hits` of `queries`.

@@ -547,6 +547,41 @@ fn compare_warns_when_the_clients_behaved_differently() {
     assert!(!warned(&c, "behaved differently"), "{}", c.stderr);
 }
 
+/// Two runs whose clients reached the server differently (here HTTP/1.1 against HTTP/2
+/// with requests sharing connections) are not the same measurement: the comparison says
+/// so, naming both sides' transports; the same transport on both sides says nothing.
+#[test]
+fn compare_warns_when_the_transport_differs() {
+    let server = server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |flags: &[&str], name: &str| {
+        let bench = Bench::on(&server)
+            .constant(20)
+            .max_requests(6)
+            .args_as_written(flags);
+        keep(bench, dir.path(), name)
+    };
+    let plain = run(&[], "plain.json");
+    let flags = ["--http2", "--http2-streams", "4"];
+    let shared = run(&flags, "shared.json");
+    let again = run(&flags, "again.json");
+    let c = compare(&plain, &shared, &ONLY_RATE);
+    assert!(
+        warned(
+            &c,
+            "the client reached the server differently: http:// HTTP/1.1 in the baseline, http:// --http2 --http2-streams 4 in the current run"
+        ),
+        "{}",
+        c.stderr
+    );
+    let c = compare(&shared, &again, &ONLY_RATE);
+    assert!(
+        !warned(&c, "reached the server differently"),
+        "{}",
+        c.stderr
+    );
+}
+
 /// `--json -` makes stdout that JSON alone (the table goes to stderr), so `| jq` reads it;
 /// two outputs on stdout are refused.
 #[test]

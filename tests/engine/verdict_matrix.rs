@@ -41,7 +41,9 @@
 //! - `benchmark compare` (one draw in four, not a capacity search): the report against
 //!   itself exits 0 with no regression and warns that both share a seed (repeated runs:
 //!   judged run to run); against a copy with one benchmark more it exits 3 naming that
-//!   benchmark, whichever side lacks it, and 0 with `--allow-missing`;
+//!   benchmark, whichever side lacks it, and 0 with `--allow-missing`; against a copy
+//!   whose client reached the mock another way (`--http2`, `--http2-streams`) it warns,
+//!   naming the draw's transport;
 //! - the server gate (those draws; each draw's mock states a version of its seed): the
 //!   report's fingerprint holds that version, and compare against a copy of an upgraded
 //!   server exits 3 naming `engine_version`, 0 with `--allow-server-change`;
@@ -2596,6 +2598,7 @@ fn check_compare(d: &Draw, path: &Path, report: &Value, broken: &mut Vec<String>
         ));
     }
     check_server_gate(d, path, report, broken);
+    check_transport_warning(d, path, report, broken);
     let mut more = report.clone();
     let Some(benchmarks) = more["benchmarks"].as_array_mut() else {
         return;
@@ -2640,6 +2643,39 @@ fn check_compare(d: &Draw, path: &Path, report: &Value, broken: &mut Vec<String>
                 "compare with {label} in the {side} only, --allow-missing: exit {code}\n{stderr}"
             ));
         }
+    }
+}
+
+/// `benchmark compare` against a copy of the draw's report whose client shared HTTP/2
+/// connections differently (`--http2-streams`, or HTTP/1.1 against HTTP/2) warns that the
+/// transports differ, naming the draw's own.
+fn check_transport_warning(d: &Draw, path: &Path, report: &Value, broken: &mut Vec<String>) {
+    let mut other = report.clone();
+    let backend = &mut other["args"]["backend"];
+    match d.transport {
+        Transport::H2c | Transport::H2 => {
+            backend["http2_streams"] = (d.http2_streams.unwrap_or(1) + 1).into();
+        }
+        _ => backend["http2"] = true.into(),
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let other_path = dir.path().join("other-transport.json");
+    std::fs::write(&other_path, other.to_string()).expect("write the copy");
+    let (_, stderr, _) = compare(path, &other_path, &[]);
+    let ours = match (d.transport, d.http2_streams) {
+        (Transport::H2c | Transport::H2, Some(n)) => {
+            format!("--http2 --http2-streams {n} in the baseline")
+        }
+        (Transport::H2c | Transport::H2, None) => "--http2 in the baseline".to_string(),
+        _ => "HTTP/1.1 in the baseline".to_string(),
+    };
+    if !stderr
+        .lines()
+        .any(|l| l.contains("the client reached the server differently") && l.contains(&ours))
+    {
+        broken.push(format!(
+            "compare against a copy with another transport: no warning naming `{ours}`\n{stderr}"
+        ));
     }
 }
 
