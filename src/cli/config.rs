@@ -204,11 +204,98 @@ pub fn render(
     out
 }
 
+/// Why a flag would refuse `value` given in its variable, in clap's words as a run says
+/// them: the flag's own parser (a switch's boolish one once built), given the value alone,
+/// split where the flag takes a list.
+fn refusal(arg: &clap::Arg, value: &str) -> Option<String> {
+    // clap parses through an argument only; a probe carries the flag's parser and nothing
+    // that names the other flags (which would not be in the probe's command).
+    const PROBE: &str = "VALUE";
+    let mut probe = clap::Arg::new("value")
+        .value_name(PROBE)
+        .value_parser(arg.get_value_parser().clone())
+        .allow_hyphen_values(true)
+        .required(true)
+        .num_args(1);
+    if let Some(d) = arg.get_value_delimiter() {
+        probe = probe.value_delimiter(d).num_args(1..);
+    }
+    let refused = clap::Command::new("llmsurge")
+        .no_binary_name(true)
+        .arg(probe)
+        .try_get_matches_from(["--", value])
+        .err()?;
+    let long = arg.get_long().unwrap_or("value");
+    let flag = if arg.get_action().takes_values() {
+        let names: Vec<String> = match arg.get_value_names() {
+            Some(names) => names.iter().map(|n| format!("<{n}>")).collect(),
+            None => vec![format!("<{}>", arg.get_id().as_str().to_uppercase())],
+        };
+        format!("--{long} {}", names.join(" "))
+    } else {
+        format!("--{long}")
+    };
+    let text = refused.to_string();
+    let line = text.lines().next().unwrap_or_default();
+    Some(
+        line.trim_start_matches("error: ")
+            .replace(&format!("'<{PROBE}>'"), &format!("'{flag}'")),
+    )
+}
+
+/// The variables set to a value their flag refuses, one line each naming the variable
+/// (its value shown as `config` shows it, a secret's not at all) and why.
+pub(super) fn refused_values(lookup: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut root = super::Cli::command();
+    // Built, so that each flag has the parser a run gives it (a switch's boolish one).
+    root.build();
+    let redaction = redaction(lookup);
+    let mut all = Vec::new();
+    sections(&root, &mut Vec::new(), &mut all);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for arg in all.iter().flat_map(|(_, cmd)| cmd.get_arguments()) {
+        let Some(env) = arg.get_env().map(|e| e.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        if !seen.insert(env.clone()) {
+            continue;
+        }
+        let Some(value) = lookup(&env) else { continue };
+        let Some(why) = refusal(arg, &value) else {
+            continue;
+        };
+        // The value as `config` shows it: a secret's nowhere, a URL's credentials hidden.
+        out.push(if is_secret(arg, &env) {
+            let why = match value.as_str() {
+                "" => why,
+                secret => why.replace(secret, REDACTED),
+            };
+            format!("{env} (set; redacted) is refused: {why}")
+        } else {
+            redaction
+                .text(&format!("{env}={value} is refused: {why}"))
+                .into_owned()
+        });
+    }
+    out
+}
+
 /// Prints the block on stdout, shell commands through `redact_command`; returns the exit
-/// code.
+/// code: a usage error when a variable holds a value its flag refuses (each named on
+/// stderr, the block still printed: a run would stop on the first).
 pub fn print_config(redact_command: fn(&str) -> String) -> i32 {
-    crate::stdout::print(&render(&|name| std::env::var(name).ok(), redact_command));
-    crate::exit_codes::OK
+    let lookup = |name: &str| std::env::var(name).ok();
+    crate::stdout::print(&render(&lookup, redact_command));
+    let refused = refused_values(&lookup);
+    for line in &refused {
+        crate::stdout::eprintln(&format!("error: {line}"));
+    }
+    if refused.is_empty() {
+        crate::exit_codes::OK
+    } else {
+        crate::exit_codes::USAGE
+    }
 }
 
 #[cfg(test)]
@@ -376,6 +463,55 @@ mod tests {
             }
         }
         assert!(checked >= 1, "LLMSURGE_API_KEY is among the settings");
+    }
+
+    /// A value a run would refuse is named with its variable and flag; the defaults, and
+    /// the values a switch takes from the environment, are not.
+    #[test]
+    fn values_a_flag_refuses_are_named() {
+        let refused = refused_values(&env(&[
+            ("LLMSURGE_RATE", "10,abc"),
+            ("LLMSURGE_HTTP2_STREAMS", "0"),
+            ("LLMSURGE_HTTP2", "perhaps"),
+            ("LLMSURGE_MAX_SECONDS", "10s"),
+            ("LLMSURGE_DISABLE_PROGRESS", "1"),
+            ("LLMSURGE_API_KEY", "sk-refused-secret"),
+        ]));
+        let named = |var: &str, flag: &str| {
+            refused
+                .iter()
+                .any(|l| l.starts_with(&format!("{var}=")) && l.contains(flag))
+        };
+        assert!(named("LLMSURGE_RATE", "--rate"), "{refused:?}");
+        assert!(
+            named("LLMSURGE_HTTP2_STREAMS", "--http2-streams"),
+            "{refused:?}"
+        );
+        assert!(named("LLMSURGE_HTTP2", "--http2"), "{refused:?}");
+        assert_eq!(refused.len(), 3, "{refused:?}");
+        let mut all = Vec::new();
+        sections(&super::super::Cli::command(), &mut Vec::new(), &mut all);
+        let defaults: Vec<(String, String)> = all
+            .iter()
+            .flat_map(|(_, cmd)| cmd.get_arguments())
+            .filter_map(|a| {
+                let env = a.get_env()?.to_string_lossy().into_owned();
+                let d: Vec<String> = a
+                    .get_default_values()
+                    .iter()
+                    .map(|d| d.to_string_lossy().into_owned())
+                    .collect();
+                (!d.is_empty()).then(|| (env, d.join(",")))
+            })
+            .collect();
+        assert!(defaults.len() > 20, "{defaults:?}");
+        let lookup = |name: &str| {
+            defaults
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(refused_values(&lookup), Vec::<String>::new());
     }
 
     #[test]

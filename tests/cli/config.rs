@@ -31,3 +31,32 @@ fn config_shows_token_counts_and_hides_the_api_key() {
     }
     assert!(!stdout.contains(key) && !stderr.contains(key), "{stdout}");
 }
+
+/// A variable a run would refuse is an error of `config` too (exit 2, the variable and
+/// its flag named on stderr), with the block still printed so the rest can be read.
+#[test]
+fn config_names_a_variable_its_flag_refuses() {
+    let out = llmsurge()
+        .arg("config")
+        .env("LLMSURGE_HTTP2_STREAMS", "0")
+        .env("LLMSURGE_MAX_SECONDS", "10s")
+        .output()
+        .expect("llmsurge runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].starts_with("error: LLMSURGE_HTTP2_STREAMS=0 is refused: ")
+            && errors[0].contains("--http2-streams"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == "LLMSURGE_MAX_SECONDS=10s"),
+        "{stdout}"
+    );
+}
