@@ -323,4 +323,10 @@ EOF
         fi
         rm -f "$WORK/wire.pcap"
     fi
+    # Ctrl-C stopped the client (it wrote what completed, judged above): stop here too,
+    # not at the next level. The EXIT trap stops the mock and tcpdump.
+    if ((code == 130)); then
+        echo "interrupted at $streams streams: the levels after it were not run" >&2
+        exit 130
+    fi
 done
