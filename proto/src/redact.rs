@@ -128,12 +128,30 @@ impl Redaction {
             Some(i) => url.split_at(i + 3),
             None => ("", url),
         };
-        let authority_end = rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len());
+        let mut authority_end = rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len());
+        // `user:pass` before that end, then an `@` after it: a password holding a `/`,
+        // `?`, `#` or `\\` as typed (a valid URL would encode it), which the authority
+        // runs on to hold; a port is digits, so `host:8000/a@b` is not read so.
+        let typed_password = |authority: &str| {
+            authority.split_once(':').is_some_and(|(_, after)| {
+                !authority.starts_with('[') && !after.chars().all(|c| c.is_ascii_digit())
+            })
+        };
+        if !rest[..authority_end].contains('@')
+            && typed_password(&rest[..authority_end])
+            && let Some(at) = rest[authority_end..].rfind('@')
+        {
+            let host_end = rest[authority_end + at..]
+                .find(['/', '?', '#'])
+                .map_or(rest.len(), |e| authority_end + at + e);
+            authority_end = host_end;
+        }
         let (authority, tail) = rest.split_at(authority_end);
         let mut out = String::with_capacity(url.len() + 16);
         out.push_str(scheme);
         match authority.rfind('@') {
-            Some(at) if !scheme.is_empty() => {
+            // Without a scheme only `user:pass@host`, as typed where a URL was asked for.
+            Some(at) if !scheme.is_empty() || typed_password(&authority[..at]) => {
                 out.push_str(REDACTED);
                 out.push_str(&authority[at..]);
             }
@@ -495,6 +513,23 @@ mod tests {
         // What a usage error quotes: not a valid URL, still no password.
         assert_eq!(r.url("http://u:p@ss@h:x"), "http://<redacted>@h:x");
         assert_eq!(r.url("no url at all"), "no url at all");
+        // A password as typed, holding what ends an authority, or with no scheme before.
+        for typed in [
+            "http://u:pw/SECRET@host/metrics",
+            "http://u:pw?SECRET@host/metrics",
+            "http://u:pw#SECRET@host/metrics",
+            "http://u:pw\\SECRET@host/metrics",
+            "http://u:pw SECRET@host/metrics",
+            "http://u:pw\"SECRET@host/metrics",
+        ] {
+            assert_eq!(r.url(typed), "http://<redacted>@host/metrics", "{typed}");
+        }
+        assert_eq!(r.url("u:pw-SECRET@host:8000"), "<redacted>@host:8000");
+        // Where a URL points stays: an `@` in a path after a port or a bare host.
+        assert_eq!(r.url("http://h:8000/users/a@b"), "http://h:8000/users/a@b");
+        assert_eq!(r.url("http://h/users/a@b"), "http://h/users/a@b");
+        assert_eq!(r.url("http://[::1]:8000/a@b"), "http://[::1]:8000/a@b");
+        assert_eq!(r.url("org/model@rev"), "org/model@rev");
     }
 
     #[test]

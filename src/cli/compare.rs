@@ -353,18 +353,22 @@ pub fn benchmark_compare(args: &CompareArgs) -> i32 {
             "warning: --max-regression {name}: no benchmark pair of these reports has it, so it judged nothing"
         ));
     }
+    // One line each, whatever the reports hold (a hand-edited label, a server's version
+    // string): a line break in them cannot make a line of its own.
+    let line = |text: &str| llmsurge_proto::inert::terminal(text).into_owned();
     for w in &comparison.warnings {
-        crate::stdout::eprintln(&format!("warning: {w}"));
+        crate::stdout::eprintln(&format!("warning: {}", line(w)));
     }
     if comparison.missing_fails() {
-        for line in comparison.missing_lines() {
+        for missing in comparison.missing_lines() {
             crate::stdout::eprintln(&format!(
-                "gate failed: {line}; --allow-missing compares the rest"
+                "gate failed: {}; --allow-missing compares the rest",
+                line(&missing)
             ));
         }
     }
-    for line in comparison.server.failure_lines() {
-        crate::stdout::eprintln(&format!("gate failed: {line}"));
+    for failure in comparison.server.failure_lines() {
+        crate::stdout::eprintln(&format!("gate failed: {}", line(&failure)));
     }
     let mut failed = false;
     if let Some(path) = &args.json {

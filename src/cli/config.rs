@@ -78,6 +78,31 @@ fn summary(arg: &clap::Arg) -> String {
         .unwrap_or_default()
 }
 
+/// A setting's value as it may be shown. A value is at most one URL, typed where a URL
+/// is asked for: its password may hold a space or a quote, which end a URL in free text,
+/// so one with `://` or `@` is redacted as a whole URL first ([`Redaction::url`]), then
+/// as text (a second URL in it, a list of them).
+fn shown_value(redaction: &Redaction, value: &str) -> String {
+    if value.contains("://") || value.contains('@') {
+        redaction.text(&redaction.url(value)).into_owned()
+    } else {
+        redaction.text(value).into_owned()
+    }
+}
+
+/// The line that sets `env`: to `shown` when that is the value, else commented out
+/// (loaded back, a redacted value would set `<redacted>`, not what was set).
+fn settable(env: &str, value: &str, shown: String) -> String {
+    if shown == value {
+        format!("{env}={}", shell_quote(&shown))
+    } else {
+        format!(
+            "# {env}={}  (set in the environment; redacted here, so not set by this line)",
+            shell_quote(&shown)
+        )
+    }
+}
+
 /// Every visible subcommand that reads settings, with its path, in definition order.
 fn sections(cmd: &clap::Command, path: &mut Vec<String>, out: &mut Vec<(String, clap::Command)>) {
     if cmd.get_arguments().any(|a| a.get_env().is_some()) {
@@ -158,19 +183,16 @@ pub fn render(
                     format!("# {env}=<set in the environment; redacted>")
                 }
                 (Some(v), _) if env == "LLMSURGE_BACKEND_KWARGS" => {
-                    format!(
-                        "{env}={}",
-                        shell_quote(&redact_backend_kwargs(&v, &redaction))
-                    )
+                    settable(&env, &v, redact_backend_kwargs(&v, &redaction))
                 }
                 // A shell command (the sweep's server and hook) without the credentials
                 // it carries: flag and environment values, headers, URL passwords.
                 (Some(v), _) if COMMAND_VARS.contains(&env.as_str()) => {
-                    format!("{env}={}", shell_quote(&redact_command(&v)))
+                    settable(&env, &v, redact_command(&v))
                 }
                 // Any URL (the target, the metrics URL, a data file's) without its
                 // credentials and query values.
-                (Some(v), _) => format!("{env}={}", shell_quote(&redaction.text(&v))),
+                (Some(v), _) => settable(&env, &v, shown_value(&redaction, &v)),
                 (None, Some(d)) => format!("{env}={}", shell_quote(&d)),
                 (None, None) => format!("# {env}="),
             };
@@ -273,8 +295,13 @@ pub(super) fn refused_values(lookup: &dyn Fn(&str) -> Option<String>) -> Vec<Str
             };
             format!("{env} (set; redacted) is refused: {why}")
         } else {
+            let shown = shown_value(&redaction, &value);
+            let why = match value.as_str() {
+                "" => why,
+                typed => why.replace(typed, &shown),
+            };
             redaction
-                .text(&format!("{env}={value} is refused: {why}"))
+                .text(&format!("{env}={shown} is refused: {why}"))
                 .into_owned()
         });
     }
@@ -287,7 +314,15 @@ pub(super) fn refused_values(lookup: &dyn Fn(&str) -> Option<String>) -> Vec<Str
 pub fn print_config(redact_command: fn(&str) -> String) -> i32 {
     let lookup = |name: &str| std::env::var(name).ok();
     crate::stdout::print(&render(&lookup, redact_command));
-    let refused = refused_values(&lookup);
+    let mut refused = refused_values(&lookup);
+    // A value that is not UTF-8 reads as unset above; a run refuses it.
+    refused.extend(
+        std::env::vars_os()
+            .filter(|(_, v)| v.to_str().is_none())
+            .filter_map(|(name, _)| name.into_string().ok())
+            .filter(|name| name.starts_with("LLMSURGE_") || SECRET_VARS.contains(&name.as_str()))
+            .map(|name| format!("{name} is refused: its value is not valid UTF-8")),
+    );
     for line in &refused {
         crate::stdout::eprintln(&format!("error: {line}"));
     }
@@ -407,6 +442,36 @@ mod tests {
         ] {
             assert!(text.contains(shown), "{shown}: {text}");
         }
+    }
+
+    /// A password as typed, holding what ends a URL in free text (a space, a quote, a
+    /// `/`), or in a URL without its scheme, is hidden all the same; a line whose value
+    /// was redacted is left commented, so the block loaded back sets no `<redacted>`.
+    #[test]
+    fn typed_passwords_are_hidden_and_redacted_lines_set_nothing() {
+        let text = render(&env(&[
+            ("LLMSURGE_TARGET", "http://u:pw SECRET-1@127.0.0.1:1"),
+            (
+                "LLMSURGE_SERVER_METRICS",
+                "http://u:pw/SECRET-2@h:9/metrics",
+            ),
+            ("LLMSURGE_DATA", "u:pw\"SECRET-3@host:8000"),
+        ]));
+        for secret in ["SECRET-1", "SECRET-2", "SECRET-3"] {
+            assert!(!text.contains(secret), "{secret}: {text}");
+        }
+        for line in [
+            "# LLMSURGE_TARGET='http://<redacted>@127.0.0.1:1'  (set in the environment; redacted here, so not set by this line)",
+            "# LLMSURGE_SERVER_METRICS='http://<redacted>@h:9/metrics'  (set in the environment; redacted here, so not set by this line)",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}: {text}");
+        }
+        let refused = refused_values(&env(&[(
+            "LLMSURGE_HTTP2_STREAMS",
+            "http://u:pw SECRET-4@h",
+        )]));
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(!refused[0].contains("SECRET-4"), "{refused:?}");
     }
 
     #[test]

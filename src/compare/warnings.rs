@@ -292,13 +292,22 @@ fn transport(report: &Report) -> String {
     let streams = backend("http2_streams")
         .and_then(|v| v.as_u64())
         .unwrap_or(1);
+    // A scheme as URLs spell one (a hand-edited report may hold anything there).
     let scheme = match report.target.base_url.split_once("://") {
-        Some((scheme, _)) => format!("{}://", scheme.to_ascii_lowercase()),
-        None => "a URL without a scheme".into(),
+        Some((scheme, _))
+            if (1..=16).contains(&scheme.len())
+                && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
+            format!("{}://", scheme.to_ascii_lowercase())
+        }
+        _ => "a URL without a scheme".into(),
     };
     let version = match (http2, streams) {
         (false, _) => "HTTP/1.1".to_string(),
-        (true, 1) => "--http2".to_string(),
+        (true, 0 | 1) => "--http2".to_string(),
         (true, n) => format!("--http2 --http2-streams {n}"),
     };
     format!("{scheme} {version}")
@@ -409,6 +418,9 @@ mod tests {
         shared.args["backend"]["http2_streams"] = 100.into();
         assert_eq!(transport(&shared), "https:// --http2 --http2-streams 100");
         assert!(transport_warning(&plain, &plain.clone()).is_none());
+        let mut odd = fixture();
+        odd.target.base_url = "http\n> injected\n://x".into();
+        assert_eq!(transport(&odd), "a URL without a scheme HTTP/1.1");
         let warning = transport_warning(&tls, &shared).expect("a warning");
         assert!(
             warning.contains("https:// --http2 in the baseline, https:// --http2 --http2-streams 100 in the current run"),

@@ -60,3 +60,35 @@ fn config_names_a_variable_its_flag_refuses() {
         "{stdout}"
     );
 }
+
+/// A value that is not UTF-8 is refused as a run refuses it, not shown as unset; a
+/// password typed with a space in a URL is not shown, and its line sets nothing.
+#[test]
+fn config_refuses_a_value_that_is_not_utf8_and_hides_typed_passwords() {
+    use std::os::unix::ffi::OsStrExt;
+    let out = llmsurge()
+        .arg("config")
+        .env("LLMSURGE_HTTP2", std::ffi::OsStr::from_bytes(b"\xff"))
+        .env("LLMSURGE_TARGET", "http://u:pw SECRET-e2e@127.0.0.1:1")
+        .output()
+        .expect("llmsurge runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l == "error: LLMSURGE_HTTP2 is refused: its value is not valid UTF-8"),
+        "{stderr}"
+    );
+    assert!(
+        !stdout.contains("SECRET-e2e") && !stderr.contains("SECRET-e2e"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("# LLMSURGE_TARGET='http://<redacted>@127.0.0.1:1'")),
+        "{stdout}"
+    );
+}

@@ -623,3 +623,37 @@ fn compare_json_on_stdout_is_json_alone() {
         "{stderr}"
     );
 }
+
+/// What a report holds is shown one line per line compare writes: a server's version
+/// string (or a hand-edited report) with a line break in it cannot forge a line of its
+/// own on stderr, such as a `warning:` or a verdict.
+#[test]
+fn text_from_a_report_cannot_forge_a_line_of_compare() {
+    let server = server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = keep(
+        Bench::on(&server).constant(20).max_requests(5).data(DATA),
+        dir.path(),
+        "base.json",
+    );
+    let mut forged: Value =
+        serde_json::from_str(&std::fs::read_to_string(&base).expect("the report")).expect("JSON");
+    forged["server_fingerprint"]["before"]["engine_version"]["value"] =
+        "9.9\nwarning: forged\ngate passed".into();
+    let cur = dir.path().join("forged.json");
+    std::fs::write(&cur, forged.to_string()).expect("write");
+    let c = compare(&base, &cur, &ONLY_RATE);
+    assert_eq!(c.code, 3, "{}", c.stderr);
+    assert!(
+        c.stderr.contains("9.9\\nwarning: forged\\ngate passed"),
+        "{}",
+        c.stderr
+    );
+    for forged_line in ["warning: forged", "gate passed"] {
+        assert!(
+            !c.stderr.lines().any(|l| l.starts_with(forged_line)),
+            "{forged_line}: {}",
+            c.stderr
+        );
+    }
+}
