@@ -263,6 +263,9 @@ pub enum ConnectProblem {
     ClientCertRefused,
     /// The server answered the TLS handshake with something that is not TLS (plain HTTP).
     NotTls,
+    /// The server's own certificate is a CA's (basic constraints `CA:TRUE`): what
+    /// `openssl req -x509` makes unless told otherwise.
+    CaAsServerCertificate,
     /// Another certificate problem (bad signature, revoked, wrong purpose, …).
     BadCertificate,
 }
@@ -294,6 +297,9 @@ impl ConnectProblem {
             ConnectProblem::NotTls => {
                 "TLS: the server did not answer with TLS (it speaks plain HTTP on this port?)"
             }
+            ConnectProblem::CaAsServerCertificate => {
+                "TLS: the server's certificate is a CA certificate (basic constraints CA:TRUE), which a client refuses as a server's own"
+            }
             ConnectProblem::BadCertificate => "TLS: the server's certificate is not acceptable",
         };
         text.to_string()
@@ -323,6 +329,9 @@ impl ConnectProblem {
                 "pass --client-cert FILE and --client-key FILE with a certificate signed by a CA the server trusts"
             }
             ConnectProblem::NotTls => "use an http:// URL for this port",
+            ConnectProblem::CaAsServerCertificate => {
+                "give the server a certificate its CA signed, or make the self-signed one with -addext basicConstraints=critical,CA:FALSE; or pass --insecure to skip verification"
+            }
             ConnectProblem::BadCertificate => {
                 "fix the server's certificate, or pass --insecure to skip verification"
             }
@@ -387,6 +396,10 @@ pub fn tls_problem(e: &rustls::Error) -> Option<ConnectProblem> {
             | C::NotValidYet
             | C::NotValidYetContext { .. } => ConnectProblem::Expired,
             C::NotValidForName | C::NotValidForNameContext { .. } => ConnectProblem::HostMismatch,
+            // webpki's error, which rustls passes on only as text.
+            C::Other(other) if other.to_string().contains("CaUsedAsEndEntity") => {
+                ConnectProblem::CaAsServerCertificate
+            }
             _ => ConnectProblem::BadCertificate,
         },
         E::AlertReceived(

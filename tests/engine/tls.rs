@@ -36,6 +36,9 @@ pub(crate) enum Leaf {
     OtherHost,
     /// A client certificate (for mutual TLS).
     Client,
+    /// A server certificate for 127.0.0.1 that is a CA's, self-signed (what `openssl
+    /// req -x509` makes by default), not signed by the PKI's CA.
+    SelfSignedCa,
 }
 
 impl Pki {
@@ -65,7 +68,9 @@ impl Pki {
     /// Signs a leaf certificate; its certificate and key files.
     pub(crate) fn leaf(&self, kind: Leaf, name: &str) -> (PathBuf, PathBuf) {
         let names = match kind {
-            Leaf::Server | Leaf::Expired => vec!["127.0.0.1".to_string(), "localhost".into()],
+            Leaf::Server | Leaf::Expired | Leaf::SelfSignedCa => {
+                vec!["127.0.0.1".to_string(), "localhost".into()]
+            }
             Leaf::OtherHost => vec!["other.example".to_string()],
             Leaf::Client => vec!["client.example".to_string()],
         };
@@ -80,9 +85,14 @@ impl Pki {
             params.not_after = rcgen::date_time_ymd(2021, 1, 1);
         }
         let key = KeyPair::generate().expect("leaf key");
-        let cert = params
-            .signed_by(&key, &self.issuer)
-            .expect("leaf certificate");
+        let cert = match kind {
+            Leaf::SelfSignedCa => {
+                params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+                params.self_signed(&key)
+            }
+            _ => params.signed_by(&key, &self.issuer),
+        }
+        .expect("leaf certificate");
         let cert_path = self.dir.path().join(format!("{name}.pem"));
         let key_path = self.dir.path().join(format!("{name}-key.pem"));
         std::fs::write(&cert_path, cert.pem()).expect("write certificate");
@@ -361,6 +371,16 @@ fn each_certificate_problem_is_named_with_what_to_do() {
     // --insecure gets past both, as it says.
     let run = bench(&other_host).flag("--insecure").run();
     assert_all_completed(&run, &other_host);
+
+    // A self-signed CA certificate served as the server's own, trusted by --ca-cert.
+    let (cert, key) = pki.leaf(Leaf::SelfSignedCa, "self-signed-ca");
+    let self_signed = mock(MockConfig {
+        tls_cert: Some(cert.clone()),
+        tls_key: Some(key),
+        ..MockConfig::instant()
+    });
+    let run = bench(&self_signed).arg("--ca-cert", path(&cert)).run();
+    assert_usage_error(&run, "is a CA certificate", "CA:FALSE");
 }
 
 #[test]
