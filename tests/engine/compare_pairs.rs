@@ -511,11 +511,10 @@ fn compare_warns_when_router_affinity_differs() {
     assert!(!warned(&c, "router affinity"), "{}", c.stderr);
 }
 
-/// Two runs whose clients gave up on requests, or held prefills back, differently did
-/// different work: the comparison says so, naming both sides' flags as given; the same
-/// flags on both sides say nothing.
-#[test]
-fn compare_warns_when_the_clients_behaved_differently() {
+/// Runs without `flags`, with them, and with them again, against one mock: compare
+/// warns `warning` between the first two and says nothing with `quiet` in it between
+/// the last two.
+fn warns_only_where_the_flags_differ(flags: &[&str], warning: &str, quiet: &str) {
     let server = server();
     let dir = tempfile::tempdir().expect("tempdir");
     let run = |flags: &[&str], name: &str| {
@@ -525,26 +524,30 @@ fn compare_warns_when_the_clients_behaved_differently() {
             .args_as_written(flags);
         keep(bench, dir.path(), name)
     };
-    let none = run(&[], "none.json");
-    let flags = [
-        "--cancel",
-        "share=10%,after=ttft+200ms",
-        "--max-prefill-concurrency",
-        "2",
-    ];
-    let capped = run(&flags, "capped.json");
-    let again = run(&flags, "again.json");
-    let c = compare(&none, &capped, &ONLY_RATE);
-    assert!(
-        warned(
-            &c,
-            "the clients behaved differently: none in the baseline, --cancel share=10%,after=ttft+200ms --max-prefill-concurrency 2 in the current run"
-        ),
-        "{}",
-        c.stderr
+    let without = run(&[], "without.json");
+    let with = run(flags, "with.json");
+    let again = run(flags, "again.json");
+    let c = compare(&without, &with, &ONLY_RATE);
+    assert!(warned(&c, warning), "{}", c.stderr);
+    let c = compare(&with, &again, &ONLY_RATE);
+    assert!(!warned(&c, quiet), "{}", c.stderr);
+}
+
+/// Two runs whose clients gave up on requests, or held prefills back, differently did
+/// different work: the comparison says so, naming both sides' flags as given; the same
+/// flags on both sides say nothing.
+#[test]
+fn compare_warns_when_the_clients_behaved_differently() {
+    warns_only_where_the_flags_differ(
+        &[
+            "--cancel",
+            "share=10%,after=ttft+200ms",
+            "--max-prefill-concurrency",
+            "2",
+        ],
+        "the clients behaved differently: none in the baseline, --cancel share=10%,after=ttft+200ms --max-prefill-concurrency 2 in the current run",
+        "behaved differently",
     );
-    let c = compare(&capped, &again, &ONLY_RATE);
-    assert!(!warned(&c, "behaved differently"), "{}", c.stderr);
 }
 
 /// Two runs whose clients reached the server differently (here HTTP/1.1 against HTTP/2
@@ -552,33 +555,10 @@ fn compare_warns_when_the_clients_behaved_differently() {
 /// so, naming both sides' transports; the same transport on both sides says nothing.
 #[test]
 fn compare_warns_when_the_transport_differs() {
-    let server = server();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let run = |flags: &[&str], name: &str| {
-        let bench = Bench::on(&server)
-            .constant(20)
-            .max_requests(6)
-            .args_as_written(flags);
-        keep(bench, dir.path(), name)
-    };
-    let plain = run(&[], "plain.json");
-    let flags = ["--http2", "--http2-streams", "4"];
-    let shared = run(&flags, "shared.json");
-    let again = run(&flags, "again.json");
-    let c = compare(&plain, &shared, &ONLY_RATE);
-    assert!(
-        warned(
-            &c,
-            "the client reached the server differently: http:// HTTP/1.1 in the baseline, http:// --http2 --http2-streams 4 in the current run"
-        ),
-        "{}",
-        c.stderr
-    );
-    let c = compare(&shared, &again, &ONLY_RATE);
-    assert!(
-        !warned(&c, "reached the server differently"),
-        "{}",
-        c.stderr
+    warns_only_where_the_flags_differ(
+        &["--http2", "--http2-streams", "4"],
+        "the client reached the server differently: http:// HTTP/1.1 in the baseline, http:// --http2 --http2-streams 4 in the current run",
+        "reached the server differently",
     );
 }
 
