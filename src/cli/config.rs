@@ -90,10 +90,11 @@ fn shown_value(redaction: &Redaction, value: &str) -> String {
     }
 }
 
-/// The line that sets `env`: to `shown` when that is the value, else commented out
-/// (loaded back, a redacted value would set `<redacted>`, not what was set).
+/// The line that sets `env` to `shown`, commented out where the redaction hid part of
+/// `value` (loaded back, it would set `<redacted>`, not what was set). A value only
+/// rewritten (JSON re-serialized) stays a setting.
 fn settable(env: &str, value: &str, shown: String) -> String {
-    if shown == value {
+    if !shown.contains(REDACTED) || value.contains(REDACTED) {
         format!("{env}={}", shell_quote(&shown))
     } else {
         format!(
@@ -466,6 +467,17 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line}: {text}");
         }
+        // Nothing hidden: still a line that sets it, in the JSON form it is read in.
+        let kwargs = render(&env(&[(
+            "LLMSURGE_BACKEND_KWARGS",
+            r#"{"headers": {"Accept": "text/event-stream"}}"#,
+        )]));
+        assert!(
+            kwargs.contains(
+                "\nLLMSURGE_BACKEND_KWARGS='{\"headers\":{\"Accept\":\"text/event-stream\"}}'\n"
+            ),
+            "{kwargs}"
+        );
         let refused = refused_values(&env(&[(
             "LLMSURGE_HTTP2_STREAMS",
             "http://u:pw SECRET-4@h",
