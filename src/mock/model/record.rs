@@ -42,6 +42,12 @@ impl JsonLines {
 
     /// Appends `line` as one JSON line; `false` (and counted) if it could not be.
     pub fn write(&self, line: &impl Serialize) -> bool {
+        self.write_with(|bytes| serde_json::to_writer(bytes, line))
+    }
+
+    /// Appends the JSON `fill` writes into an empty buffer as one line; `false` (and
+    /// counted) if `fill` or the write failed.
+    pub fn write_with(&self, fill: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>) -> bool {
         thread_local! {
             /// The line being serialized: one buffer a thread, reused (at the mock's
             /// rate, a fresh one a line is a measurable share of its core).
@@ -49,7 +55,7 @@ impl JsonLines {
         }
         let written = LINE.with_borrow_mut(|bytes| {
             bytes.clear();
-            if serde_json::to_writer(&mut *bytes, line).is_err() {
+            if fill(bytes).is_err() {
                 return false;
             }
             bytes.push(b'\n');
