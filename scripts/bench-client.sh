@@ -15,7 +15,8 @@
 #   5. time from launch to the first request sent;
 #   6. width: the sustained rate with 1 and 2 workers (and with every client core on a
 #      machine of 16 or more), the coordinator's share of the client CPU, and the width
-#      a 16-core host would show, projected from those one-core figures;
+#      a 16-core host would show, projected from those one-core figures and from the
+#      mock's rate when saturated with the same requests (by wrk, when installed);
 #   7. the real-time pacer on a shared core: TTFT mean with real time on and off
 #      (LLMSURGE_REALTIME_PACER=0), mock and client on one core, 8 images of 1024² per
 #      request at 20 req/s (the pacer must not hold the core while it builds bodies);
@@ -96,7 +97,7 @@ TARGET_IDLE_LATE_P99_MS=1
 
 cd "$(dirname "$0")/.."
 . scripts/lib/bench.sh
-need_tools taskset jq bc
+need_tools taskset jq bc curl
 if [[ ! -x /usr/bin/time ]]; then
     echo "error: GNU time is missing (Debian: apt-get install -y time)" >&2
     exit 2
@@ -356,15 +357,43 @@ idle_users() {
         "$measure" "$(pct "$share")"
 }
 
+# width_mock_saturated: requests the mock serves per CPU-second when saturated by the
+# width run's own requests: the body the client sent (the mock's --record of the width
+# run), driven by wrk with 64 connections a mock thread, on the client's cores, for
+# DURATION s. Prints that rate, or nothing when wrk is not installed.
+width_mock_saturated() {
+    command -v wrk >/dev/null || return 0
+    local body endpoint ticks before after
+    body=$(head -n1 "$WORK/width-requests.jsonl" | jq -c .body)
+    endpoint=$(head -n1 "$WORK/width-requests.jsonl" | jq -r .endpoint)
+    # A long string: the prompt's text may hold any quote.
+    printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [==[%s]==]\n' \
+        "$body" >"$WORK/width-body.lua"
+    local load=(taskset -c "$WRK_CORES" wrk -t"$MOCK_THREADS" -c$((64 * MOCK_THREADS)) -s "$WORK/width-body.lua")
+    "${load[@]}" -d1s "$URL$endpoint" >/dev/null
+    before=$(mock_completed)
+    ticks=$(cpu_ticks "$MOCK_PID")
+    "${load[@]}" -d"${DURATION}s" "$URL$endpoint" >/dev/null
+    ticks=$(($(cpu_ticks "$MOCK_PID") - ticks))
+    after=$(mock_completed)
+    ((ticks > 0)) && echo "($after - $before) * $CLK_TCK / $ticks" | bc -l
+}
+mock_completed() { curl -sf "$URL/stats" | jq .completed; }
+
 # width_projection: from the one-worker width run, what a 16-core host would show (a
 # quarter of its cores for the mock, the rest for the client): the coordinator's share of
 # the client's CPU (the tree's user+sys less the workers' own, `client.worker_cpu_s`;
 # the coordinator's start-up is in it, so the share is an upper bound) caps the workers
-# one coordinator keeps up with at 1/share, and the mock's busy share of its one core
-# caps the rate 4 mock cores serve at 4/busy times one worker's. The projected width is
-# the least of those and the 12 client cores.
+# one coordinator keeps up with at 1/share, and the mock's CPU per request caps the rate
+# 4 mock cores serve (their threads taken to scale as one: not measured here). That CPU
+# is the mock's when saturated (width_mock_saturated), as 4 mock cores at the cap are:
+# one worker's load leaves the mock's core part idle, and a core that sleeps and wakes
+# between requests pays about 1.6x a saturated one's CPU per request (wrk with 4
+# connections against 64, this host, 2026-12). Without wrk the cap is taken from that
+# part-idle share, and the line says so. The projected width is the least of the caps
+# and the 12 client cores.
 width_projection() {
-    local tree workers share busy coord_cap mock_cap projected v
+    local tree workers share busy coord_cap mock_cap projected v saturated how
     tree=$(cat "$WORK/width-1/cpu_s")
     workers=$(report width-1 .client.worker_cpu_s)
     share=$(echo "($tree - $workers) / $tree" | bc -l)
@@ -372,13 +401,22 @@ width_projection() {
     busy=$(cat "$WORK/width-1/mock_busy")
     (($(echo "$busy < 0.0001" | bc -l))) && busy=0.0001
     coord_cap=$(echo "1 / $share" | bc -l)
-    mock_cap=$(echo "$MOCK_THREADS_WIDE / $busy" | bc -l)
+    saturated=$(width_mock_saturated)
+    if [[ -n $saturated ]]; then
+        mock_cap=$(echo "$MOCK_THREADS_WIDE * $saturated / $one" | bc -l)
+        how=$(printf '%d mock cores at %.0f requests per CPU-second, its rate saturated by wrk with the client'"'"'s body; %s busy for one worker' \
+            "$MOCK_THREADS_WIDE" "$saturated" "$(pct "$busy")")
+    else
+        mock_cap=$(echo "$MOCK_THREADS_WIDE / $busy" | bc -l)
+        how=$(printf '%d mock cores at %s busy for one worker; wrk not installed, so from a part-idle core: an upper bound on its cost' \
+            "$MOCK_THREADS_WIDE" "$(pct "$busy")")
+    fi
     projected=$(printf '%s\n' "$coord_cap" "$mock_cap" "$CLIENT_CORES_WIDE" | sort -g | head -n1)
     v=$(verdict "$projected >= $TARGET_WIDTH_16")
     printf 'width: coordinator %s of the client CPU with one worker (tree %.2f CPU-s, workers %.2f): one coordinator keeps up with %.1f workers no target\n' \
         "$(pct "$share")" "$tree" "$workers" "$coord_cap"
-    printf 'width projected for 16 cores (%d mock, %d client): %.1fx one worker (client cores %d, coordinator cap %.1f, mock cap %.1f: %d mock cores at %s busy for one worker) target >= %sx: %s (projection from one core, not measured)\n' \
-        "$MOCK_THREADS_WIDE" "$CLIENT_CORES_WIDE" "$projected" "$CLIENT_CORES_WIDE" "$coord_cap" "$mock_cap" "$MOCK_THREADS_WIDE" "$(pct "$busy")" "$TARGET_WIDTH_16" "$v"
+    printf 'width projected for 16 cores (%d mock, %d client): %.1fx one worker (client cores %d, coordinator cap %.1f, mock cap %.1f: %s) target >= %sx: %s (projection from one core, not measured)\n' \
+        "$MOCK_THREADS_WIDE" "$CLIENT_CORES_WIDE" "$projected" "$CLIENT_CORES_WIDE" "$coord_cap" "$mock_cap" "$how" "$TARGET_WIDTH_16" "$v"
 }
 MOCK_THREADS_WIDE=4
 CLIENT_CORES_WIDE=12
@@ -393,6 +431,7 @@ width_rows() {
         wide_n=$((CORES - mock_n))
         client_list="$mock_n-$((CORES - 1))"
         width_runs="1 2 $wide_n"
+        WRK_CORES=$client_list
     elif ((CORES >= 3)); then
         MOCK_CORES=$MOCK_CORE MOCK_THREADS=1
         client_list=$(seq 0 $((CORES - 1)) | grep -vx "$MOCK_CORE" | head -n2 | paste -sd,)
@@ -402,7 +441,10 @@ width_rows() {
         client_list=$CLIENT_CORE
         width_runs="1 2"
     fi
-    MOCK_CORES=$MOCK_CORES MOCK_THREADS=$MOCK_THREADS start_mock --output-tokens 16
+    WRK_CORES=${WRK_CORES:-$CLIENT_CORE}
+    # One request recorded: the body the projection's saturation run sends.
+    MOCK_CORES=$MOCK_CORES MOCK_THREADS=$MOCK_THREADS start_mock --output-tokens 16 \
+        --record "$WORK/width-requests.jsonl" --record-limit 1
     one=0
     for w in $width_runs; do
         if ((w == 1)); then cores=${client_list%%[,-]*}; else cores=$client_list; fi
