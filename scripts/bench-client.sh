@@ -47,8 +47,9 @@
 # users hold no socket, so one process holds them all under any open-file limit),
 # MOCK_CORE / CLIENT_CORE (default 0 / 1),
 # CARGO_TARGET_DIR, BENCH_BIN (a binary to measure instead of building this tree's). Needs taskset,
-# jq, bc and GNU time (/usr/bin/time), and openssl for the HTTPS rows; Debian: apt-get
-# install -y util-linux jq bc time openssl.
+# jq, bc and GNU time (/usr/bin/time), openssl for the HTTPS rows, and for the width
+# projection wrk and curl (without them it projects from a part-idle mock, and says so);
+# Debian: apt-get install -y util-linux jq bc time openssl wrk curl.
 set -euo pipefail
 
 DURATION=${DURATION:-10}
@@ -97,7 +98,7 @@ TARGET_IDLE_LATE_P99_MS=1
 
 cd "$(dirname "$0")/.."
 . scripts/lib/bench.sh
-need_tools taskset jq bc curl
+need_tools taskset jq bc
 if [[ ! -x /usr/bin/time ]]; then
     echo "error: GNU time is missing (Debian: apt-get install -y time)" >&2
     exit 2
@@ -359,26 +360,48 @@ idle_users() {
 
 # width_mock_saturated: requests the mock serves per CPU-second when saturated by the
 # width run's own requests: the body the client sent (the mock's --record of the width
-# run), driven by wrk with 64 connections a mock thread, on the client's cores, for
-# DURATION s. Prints that rate, or nothing when wrk is not installed.
+# run), driven by wrk with 64 connections a mock thread, on WRK_CORES, for DURATION s
+# (whole seconds, at least 1: wrk takes no fraction). Prints that rate; or nothing, with
+# why in $WORK/width-saturated.why (no wrk or curl, wrk failed, nothing served).
 width_mock_saturated() {
-    command -v wrk >/dev/null || return 0
-    local body endpoint ticks before after
+    local why=$WORK/width-saturated.why
+    if ! command -v wrk >/dev/null || ! command -v curl >/dev/null; then
+        echo "wrk or curl not installed" >"$why"
+        return 0
+    fi
+    local body endpoint ticks before after seconds=${DURATION%.*}
+    ((${seconds:-0} >= 1)) || seconds=1
     body=$(head -n1 "$WORK/width-requests.jsonl" | jq -c .body)
     endpoint=$(head -n1 "$WORK/width-requests.jsonl" | jq -r .endpoint)
     # A long string: the prompt's text may hold any quote.
     printf 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = [==[%s]==]\n' \
         "$body" >"$WORK/width-body.lua"
     local load=(taskset -c "$WRK_CORES" wrk -t"$MOCK_THREADS" -c$((64 * MOCK_THREADS)) -s "$WORK/width-body.lua")
-    "${load[@]}" -d1s "$URL$endpoint" >/dev/null
+    # wrk_for SECONDS: the load, or false with why.
+    wrk_for() {
+        local rc=0
+        "${load[@]}" -d"$1s" "$URL$endpoint" >"$WORK/width-wrk.txt" 2>&1 || rc=$?
+        ((rc == 0)) && return 0
+        local said
+        said=$(tail -n1 "$WORK/width-wrk.txt")
+        echo "wrk exited with $rc${said:+: $said}" >"$why"
+        return 1
+    }
+    wrk_for 1 || return 0 # warm-up
     before=$(mock_completed)
     ticks=$(cpu_ticks "$MOCK_PID")
-    "${load[@]}" -d"${DURATION}s" "$URL$endpoint" >/dev/null
+    wrk_for "$seconds" || return 0
     ticks=$(($(cpu_ticks "$MOCK_PID") - ticks))
     after=$(mock_completed)
-    ((ticks > 0)) && echo "($after - $before) * $CLK_TCK / $ticks" | bc -l
+    if ! [[ $before =~ ^[0-9]+$ && $after =~ ^[0-9]+$ ]]; then
+        echo "the mock's /stats did not answer" >"$why"
+    elif ((ticks <= 0 || after <= before)); then
+        echo "wrk's load served nothing" >"$why"
+    else
+        echo "($after - $before) * $CLK_TCK / $ticks" | bc -l
+    fi
 }
-mock_completed() { curl -sf "$URL/stats" | jq .completed; }
+mock_completed() { curl -sf "$URL/stats" | jq .completed || true; }
 
 # width_projection: from the one-worker width run, what a 16-core host would show (a
 # quarter of its cores for the mock, the rest for the client): the coordinator's share of
@@ -389,9 +412,9 @@ mock_completed() { curl -sf "$URL/stats" | jq .completed; }
 # is the mock's when saturated (width_mock_saturated), as 4 mock cores at the cap are:
 # one worker's load leaves the mock's core part idle, and a core that sleeps and wakes
 # between requests pays about 1.6x a saturated one's CPU per request (wrk with 4
-# connections against 64, this host, 2026-12). Without wrk the cap is taken from that
-# part-idle share, and the line says so. The projected width is the least of the caps
-# and the 12 client cores.
+# connections against 64, this host, 2026-12). Without that rate (no wrk, or it failed)
+# the cap is taken from the part-idle share, and the line says why. The projected width
+# is the least of the caps and the 12 client cores.
 width_projection() {
     local tree workers share busy coord_cap mock_cap projected v saturated how
     tree=$(cat "$WORK/width-1/cpu_s")
@@ -408,8 +431,8 @@ width_projection() {
             "$MOCK_THREADS_WIDE" "$saturated" "$(pct "$busy")")
     else
         mock_cap=$(echo "$MOCK_THREADS_WIDE / $busy" | bc -l)
-        how=$(printf '%d mock cores at %s busy for one worker; wrk not installed, so from a part-idle core: an upper bound on its cost' \
-            "$MOCK_THREADS_WIDE" "$(pct "$busy")")
+        how=$(printf '%d mock cores at %s busy for one worker; no saturated rate (%s), so from a part-idle core: an upper bound on its cost' \
+            "$MOCK_THREADS_WIDE" "$(pct "$busy")" "$(cat "$WORK/width-saturated.why")")
     fi
     projected=$(printf '%s\n' "$coord_cap" "$mock_cap" "$CLIENT_CORES_WIDE" | sort -g | head -n1)
     v=$(verdict "$projected >= $TARGET_WIDTH_16")
@@ -424,6 +447,7 @@ CLIENT_CORES_WIDE=12
 # 6. Width: the sustained rate with 1 and 2 workers (each on its own core where there are
 # cores enough), and on 16 cores or more with every core the mock does not use.
 width_rows() {
+    WRK_CORES=$CLIENT_CORE # where the projection's wrk runs
     if ((CORES >= 16)); then
         # A quarter of the cores serve the mock; the client gets the rest.
         mock_n=$((CORES / 4))
@@ -441,7 +465,6 @@ width_rows() {
         client_list=$CLIENT_CORE
         width_runs="1 2"
     fi
-    WRK_CORES=${WRK_CORES:-$CLIENT_CORE}
     # One request recorded: the body the projection's saturation run sends.
     MOCK_CORES=$MOCK_CORES MOCK_THREADS=$MOCK_THREADS start_mock --output-tokens 16 \
         --record "$WORK/width-requests.jsonl" --record-limit 1
@@ -463,7 +486,8 @@ width_rows() {
         fi
         printf 'width: %d worker(s) on cores %s: %.0f req/s (%.2fx one worker; mock %s of its cores) %s\n' \
             "$w" "$cores" "$rps" "$ratio" "$(pct "$(cat "$WORK/width-$w/mock_busy")")" "$target"
-        ((w == 1)) && width_projection
+        # An `if`, not `&&`: the loop's last status is the function's, and set -e's.
+        if ((w == 1)); then width_projection; fi
     done
 }
 
