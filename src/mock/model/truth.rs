@@ -215,12 +215,11 @@ fn write_chunks(
             bytes.push(b',');
         }
         let start = bytes.len();
-        match &last {
-            Some((prev, element, _)) if prev == c => {
-                bytes.extend_from_within(element.clone());
-                continue;
-            }
-            _ => {}
+        if let Some((prev, element, _)) = &last
+            && prev == c
+        {
+            bytes.extend_from_within(element.clone());
+            continue;
         }
         bytes.extend_from_slice(b"{\"time\":");
         let from = bytes.len();
